@@ -1,0 +1,23 @@
+/* cli.h — the verbs. One file per verb (src/cli/<verb>.c); src/megaplan.c
+ * dispatches. Each returns the process exit status: 0 success, 1 failure or
+ * nothing found, 2 bad input. Only the CLI prints or exits. */
+#ifndef MP_CLI_H
+#define MP_CLI_H
+
+#include <stdio.h>
+
+#include "core/error.h"
+
+int cmd_models(int argc, char **argv);
+int cmd_hw(int argc, char **argv);
+int cmd_estimate(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+
+/* Prints "megaplan <verb>: file:line:col: field: message" to stderr and
+ * returns the exit status for err->code. */
+int mp_cli_fail(const char *verb, const mp_error *err);
+
+#endif

@@ -1,0 +1,10 @@
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+int mp_cli_fail(const char *verb, const mp_error *err)
+{
+    char line[1024];
+    fprintf(stderr, "megaplan %s: %s\n", verb, mp_error_format(err, line, sizeof line));
+    return mp_error_exit_status(err->code);
+}

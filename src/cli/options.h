@@ -1,0 +1,58 @@
+/* options.h — the options estimate, explain, search and simulate share:
+ * they describe one configuration (model, hardware, training, parallel split).
+ * Parsed in one place so every verb spells and checks them the same way. */
+#ifndef MP_OPTIONS_H
+#define MP_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/error.h"
+
+/* Which settings the user gave explicitly (the rest take Megatron-LM's
+ * defaults, and the output says so; search never varies an explicit one). */
+enum {
+    MP_SET_TP = 1u << 0, MP_SET_SP = 1u << 1, MP_SET_PP = 1u << 2, MP_SET_VPP = 1u << 3,
+    MP_SET_CP = 1u << 4, MP_SET_DP = 1u << 5, MP_SET_MICRO_BATCH = 1u << 6,
+    MP_SET_RECOMPUTE = 1u << 7, MP_SET_DIST_OPT = 1u << 8, MP_SET_SCHEDULE = 1u << 9,
+    MP_SET_DP_OVERLAP = 1u << 10, MP_SET_TP_OVERLAP = 1u << 11,
+    MP_SET_SEQ = 1u << 12, MP_SET_GLOBAL_BATCH = 1u << 13, MP_SET_PRECISION = 1u << 14,
+    MP_SET_HW = 1u << 15, MP_SET_TOKENS = 1u << 16
+};
+
+typedef enum { MP_FORMAT_TABLE, MP_FORMAT_JSON, MP_FORMAT_YAML, MP_FORMAT_MEGATRON } mp_format;
+
+typedef struct mp_cli_config {
+    mp_config config;
+    uint32_t set;         /* MP_SET_* bits */
+    bool have_model, have_gpus;
+    mp_format format;
+    const char *model_spec; /* as given to --model */
+    const char *hw_spec;    /* as given to --hw (default "dgx-a100") */
+} mp_cli_config;
+
+/* Parses the shared options out of argv:
+ *   --model M --gpus N --hw H --hw-set KEY=VALUE (repeatable) --seq S
+ *   --global-batch B --precision bf16|fp16|fp32 --tokens T
+ *   --tp t --sp/--no-sp --pp p --vpp v --cp c --dp d --micro-batch b
+ *   --recompute none|selective|full --dist-opt/--no-dist-opt
+ *   --dp-overlap on|off --tp-overlap on|off --schedule gpipe|1f1b|interleaved-1f1b|zb-h1
+ *   --format table|json|yaml|megatron
+ * Both "--opt value" and "--opt=value". Options it does not know are kept, in
+ * order, in argv[1..*argc-1] for the verb to parse (argv[0] stays). Numbers are
+ * checked (integer, positive, not absurd) with field = the option name.
+ * Does not fill defaults: call mp_cli_config_finish for that. */
+mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_error *err);
+
+/* Loads model and hw (presets, files), applies --hw-set, and fills every
+ * unset setting with the default a Megatron-LM user expects (tp=pp=vpp=cp=1,
+ * dp = gpus/(tp*pp*cp), micro_batch 1, no sp, no recompute, no dist-opt,
+ * dp_overlap on with dist-opt, schedule 1f1b for pp>1 or interleaved-1f1b for
+ * vpp>1, seq = model's, global batch = the preset's or dp*micro_batch, bf16). */
+mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err);
+
+/* One line per setting that took its default, for the output ("defaults: ..."). */
+void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t size);
+
+#endif

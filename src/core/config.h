@@ -1,0 +1,65 @@
+/* config.h — one training configuration: model + hardware + training settings
+ * + the parallel split. This is what `estimate` costs and what `search` varies. */
+#ifndef MP_CONFIG_H
+#define MP_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/hw.h"
+#include "core/model.h"
+
+typedef enum { MP_RECOMPUTE_NONE, MP_RECOMPUTE_SELECTIVE, MP_RECOMPUTE_FULL, MP_RECOMPUTE_COUNT } mp_recompute;
+typedef enum {
+    MP_SCHED_GPIPE,
+    MP_SCHED_1F1B,
+    MP_SCHED_INTERLEAVED, /* "interleaved-1f1b" */
+    MP_SCHED_ZBH1,        /* "zb-h1" */
+    MP_SCHED_COUNT
+} mp_schedule_kind;
+
+const char *mp_recompute_name(mp_recompute r);
+const char *mp_schedule_name(mp_schedule_kind s);
+/* Parse by name; return -1 when unknown. */
+int mp_recompute_parse(const char *s);
+int mp_schedule_parse(const char *s);
+
+typedef struct mp_training {
+    int64_t gpus;
+    int64_t seq;          /* tokens per sample; defaults to the model's seq */
+    int64_t global_batch; /* samples per iteration */
+    mp_dtype precision;   /* bf16 or fp16 (fp32 accepted) */
+    double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
+} mp_training;
+
+typedef struct mp_parallel {
+    int64_t tp, pp, vpp, cp, dp;
+    bool sp;
+    int64_t micro_batch;
+    mp_recompute recompute;
+    bool dist_opt;
+    bool dp_overlap;     /* DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce) */
+    bool tp_overlap;     /* TP comm overlapped with GEMMs (Megatron --tp-comm-overlap) */
+    mp_schedule_kind schedule;
+} mp_parallel;
+
+typedef struct mp_config {
+    mp_model model;
+    mp_hw hw;
+    mp_training training;
+    mp_parallel parallel;
+} mp_config;
+
+/* global_batch / (micro_batch * dp) */
+int64_t mp_config_microbatches(const mp_config *c);
+
+/* Checks that the configuration can run at all, refusing with the reason
+ * (field = the option or key at fault, e.g. "tp"): t divides heads and kv_heads,
+ * gpus == t*p*c*d, global batch a multiple of micro_batch*d, layers divisible
+ * into p*v stages as Megatron requires, interleaving needs m a multiple of p,
+ * cp divides seq into 2*cp chunks, sp needs tp > 1, ... Memory fit is NOT
+ * checked here: a config that does not fit is still a valid config. */
+mp_status mp_config_check(const mp_config *c, mp_error *err);
+
+#endif

@@ -1,0 +1,71 @@
+/* hw.h — a hardware profile: one accelerator type and the network around it.
+ * All quantities are SI base units: bytes, bytes/s, FLOP/s, seconds. Files may
+ * write units ("80 GiB", "450 GB/s", "312 TFLOP/s", "2 us"); core/units.c parses
+ * them. Every number in each hwprofiles/ YAML file carries its source in a comment. */
+#ifndef MP_HW_H
+#define MP_HW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/model.h"
+
+typedef enum { MP_DTYPE_FP32, MP_DTYPE_TF32, MP_DTYPE_BF16, MP_DTYPE_FP16, MP_DTYPE_FP8, MP_DTYPE_COUNT } mp_dtype;
+const char *mp_dtype_name(mp_dtype d);
+
+/* A monotone curve y(x) given by points, interpolated linearly in log(x),
+ * clamped at the ends. Used for GEMM efficiency as a function of a GEMM's
+ * size and for collective efficiency as a function of message bytes. */
+#define MP_CURVE_MAX 16
+typedef struct mp_curve {
+    int n;
+    double x[MP_CURVE_MAX];
+    double y[MP_CURVE_MAX];
+} mp_curve;
+double mp_curve_eval(const mp_curve *c, double x);
+
+/* One tier of the network. Tier 0 is the scale-up domain (NVLink / NVSwitch),
+ * tier 1 the scale-out fabric (InfiniBand / RoCE). */
+typedef struct mp_net_tier {
+    int64_t gpus_per_domain; /* GPUs that reach each other on this tier (8 per DGX; 72 for NVL72) */
+    double bw_per_gpu;       /* bytes/s per GPU per direction */
+    double latency;          /* seconds per message / ring step */
+    double efficiency;       /* fraction of bw_per_gpu a large collective achieves */
+    int64_t nics_per_node;   /* scale-out tier: NICs per node (shared by the node's groups) */
+} mp_net_tier;
+
+typedef struct mp_hw {
+    char name[MP_NAME_MAX];
+    char description[160];
+    double memory;                       /* bytes of device memory per GPU */
+    double hbm_bw;                       /* bytes/s */
+    double peak_flops[MP_DTYPE_COUNT];   /* dense FLOP/s per dtype (0 = unsupported) */
+    mp_curve gemm_efficiency;            /* x: FLOPs of one GEMM, y: fraction of peak */
+    double memory_efficiency;            /* fraction of hbm_bw memory-bound kernels reach */
+    double attention_efficiency;         /* fraction of peak for the attention core (flash) */
+    int64_t gpus_per_node;
+    mp_net_tier scale_up;                /* tier 0 */
+    mp_net_tier scale_out;               /* tier 1 */
+    double runtime_reserve;              /* bytes per GPU the CUDA context, NCCL and allocator take */
+    double kernel_overhead;              /* seconds of launch/sync overhead per kernel */
+    /* The cost-model issue may add fitted global parameters here; each must be
+     * added to the field table in core/hw.c so files, overrides and writers see it. */
+} mp_hw;
+
+/* Checks a profile read from a file or overridden: positive sizes, efficiencies
+ * in (0, 1], curves sorted, ... */
+mp_status mp_hw_finish(mp_hw *hw, mp_error *err);
+
+/* Built-in profiles: the YAML files of hwprofiles/ compiled into the binary.
+ * Lookup by name ("dgx-a100", "a100-4xhdr", "dgx-h100", "h200", "b200", "gb200-nvl72").
+ * Returns MP_EINPUT when unknown. */
+mp_status mp_hw_preset(const char *name, mp_hw *out, mp_error *err);
+int mp_hw_preset_count(void);
+const char *mp_hw_preset_name(int index);
+
+/* Sets one field by its dotted YAML path from a string with optional units,
+ * e.g. ("scale_out.bw_per_gpu", "25 GB/s"). Used for --hw-set KEY=VALUE. */
+mp_status mp_hw_set_field(mp_hw *hw, const char *path, const char *value, mp_error *err);
+
+#endif

@@ -1,0 +1,53 @@
+/* megaplan — plan, simulate and execute Megatron-style parallel training.
+ * main() only dispatches to a verb (git style: one file per verb in src/cli/). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "megaplan_config.h"
+
+typedef struct verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} verb;
+
+static const verb verbs[] = {
+    {"search", cmd_search, "rank parallel plans for a model on a cluster"},
+    {"estimate", cmd_estimate, "time and memory of one configuration, broken down"},
+    {"explain", cmd_explain, "why a configuration is refused, does not fit, or loses"},
+    {"simulate", cmd_simulate, "one iteration as a discrete-event timeline (trace, plot)"},
+    {"exec", cmd_exec, "run a plan on MPI ranks; check numerics and timing"},
+    {"models", cmd_models, "list built-in model presets"},
+    {"hw", cmd_hw, "list built-in hardware profiles"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: megaplan <verb> [options]   (megaplan <verb> --help for each)\n\n");
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(name, "--version")) {
+        printf("megaplan %s\n", MEGAPLAN_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (!strcmp(name, verbs[i].name))
+            return verbs[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "megaplan: '%s' is not a verb\n", name);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,103 @@
+/* cost.h — the cost model: memory per GPU, time per op, and the estimate of
+ * one configuration. The one source of durations and memory for estimate,
+ * search and simulate (DESIGN §4; equations and sources in docs/cost-model.md).
+ * All quantities are SI: bytes, seconds, FLOPs. */
+#ifndef MP_COST_H
+#define MP_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/plan.h"
+
+typedef struct mp_memory {
+    double weights, grads, optimizer, activations, other, peak, capacity; /* bytes per GPU */
+} mp_memory;
+
+/* Exposed time on the critical path: the parts add up to step. */
+typedef struct mp_times {
+    double step, compute, recompute, tp_comm, cp_comm, pp_comm, dp_comm, bubble, optimizer;
+} mp_times;
+
+typedef struct mp_throughput {
+    double tokens_per_s, tokens_per_s_per_gpu;
+    double model_tflops_per_gpu, hardware_tflops_per_gpu;
+    double mfu, hfu;         /* fractions (0..1) */
+    double days_for_tokens;  /* 0 when training.tokens is 0 */
+} mp_throughput;
+
+typedef struct mp_estimate {
+    int64_t microbatches;
+    double params;             /* total parameters of the model */
+    double model_flops;        /* per iteration, all GPUs */
+    double hardware_flops;     /* per iteration incl. recompute */
+    mp_memory memory;          /* the most loaded GPU */
+    mp_times time;
+    mp_throughput throughput;
+    bool fits;
+    double over_bytes;         /* peak - capacity when !fits, else 0 */
+} mp_estimate;
+
+/* What one micro-batch costs on one (virtual) stage: the simulator's op
+ * durations. fwd/bwd include the exposed TP/CP communication of that stage. */
+typedef struct mp_stage_cost {
+    double fwd;          /* F */
+    double bwd;          /* B for non-split schedules: input + weight gradients + recompute */
+    double bwd_input;    /* ZB-H1 B (includes recompute) */
+    double bwd_weight;   /* ZB-H1 W */
+    double recompute;    /* part of bwd spent re-running forward */
+    double tp_comm_fwd, tp_comm_bwd; /* exposed TP/SP comm inside fwd / bwd */
+    double cp_comm_fwd, cp_comm_bwd; /* exposed CP comm inside fwd / bwd */
+    double send_bytes;   /* activation bytes sent to the next stage per micro-batch */
+    double act_bytes;    /* activation bytes stashed per in-flight micro-batch */
+    double static_bytes; /* weights + grads + optimizer states of this stage, per GPU */
+    double grad_bytes;   /* gradient bytes this stage reduces over DP, per GPU */
+} mp_stage_cost;
+
+/* Costs per (virtual) stage and the pipeline-wide terms. */
+typedef struct mp_pipeline_cost {
+    int32_t n_stages;          /* pp * vpp */
+    mp_stage_cost *stages;     /* n_stages entries, owned by the caller (mp_pipeline_cost_free) */
+    double p2p_latency;        /* seconds per send between pipeline neighbours */
+    double p2p_bw;             /* bytes/s of that link */
+    double dp_time;            /* full DP gradient reduction (+ all-gather with dist-opt) of the most loaded rank */
+    double dp_exposed;         /* the part not hidden under backward */
+    double optimizer;          /* optimizer step time */
+    double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
+} mp_pipeline_cost;
+
+/* Parameters of the model (DESIGN §4 general form). */
+double mp_model_params(const mp_model *m);
+/* Model FLOPs per iteration for global_batch samples (no recompute). */
+double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch);
+
+/* Activation bytes of one transformer layer for one micro-batch
+ * (Korthikanti 2022, with the CP division of s). */
+double mp_activation_bytes_per_layer(const mp_model *m, int64_t seq, int64_t micro_batch,
+                                     int64_t tp, int64_t cp, bool sp, mp_recompute r);
+
+/* Bytes per parameter of weights+grads+optimizer: 18, or 6 + 12/d with the
+ * distributed optimizer (mixed precision Adam, Megatron). */
+double mp_bytes_per_param(bool dist_opt, int64_t dp);
+
+/* Stage costs for a config; plan may be NULL (Megatron's even split). */
+mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pipeline_cost *out,
+                                 mp_error *err);
+void mp_pipeline_cost_free(mp_pipeline_cost *pc);
+
+/* Closed-form pipeline makespan for one iteration (forward + backward of m
+ * micro-batches through p ranks with v chunks each), given uniform per-chunk
+ * times f, b (or b and w for ZB-H1; w = 0 otherwise) and the p2p time per
+ * send. This is what estimate uses; the simulator must agree with it. */
+double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double f,
+                            double b, double w, double p2p);
+
+/* The estimate of one configuration. plan may be NULL (even split, config's
+ * recompute everywhere). Fails with MP_EINPUT for configurations that cannot
+ * run (mp_config_check); a config that does not fit is estimated with fits=false. */
+mp_status mp_estimate_config(const mp_config *c, const mp_plan *plan, mp_estimate *out,
+                             mp_error *err);
+
+#endif

@@ -82,6 +82,21 @@ double mp_activation_bytes_per_layer(const mp_model *m, int64_t seq, int64_t mic
  * distributed optimizer (mixed precision Adam, Megatron). */
 double mp_bytes_per_param(bool dist_opt, int64_t dp);
 
+/* What one layer item (plan.h: 0 = embedding, 1..L = blocks, L+1 = head)
+ * costs per micro-batch on one GPU of its stage, for each recompute choice.
+ * Stage costs are sums of item costs; search's ILP picks stage boundaries
+ * and a recompute choice per item from these. */
+typedef struct mp_item_cost {
+    double fwd;                               /* seconds, incl. exposed TP/CP comm */
+    double bwd[MP_RECOMPUTE_COUNT];           /* seconds, incl. recompute of that choice */
+    double act_bytes[MP_RECOMPUTE_COUNT];     /* stashed per in-flight micro-batch */
+    double static_bytes;                      /* weights + grads + optimizer, per GPU */
+    double send_bytes;                        /* activation leaving this item per micro-batch */
+} mp_item_cost;
+
+/* Fills items[0 .. layers+1] (layers+2 entries) for config c. */
+mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err);
+
 /* Stage costs for a config; plan may be NULL (Megatron's even split). */
 mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pipeline_cost *out,
                                  mp_error *err);

@@ -13,7 +13,19 @@
 
 typedef struct mp_sim_options {
     bool record_timeline;   /* keep every event (for trace/plot); off for search's re-ranking */
+    /* Added by the simulator (additive). false (the default): Megatron's p2p,
+     * batched isend/irecv waited on before the next compute, so a SEND holds
+     * the compute stream until its message has landed. true: sends are
+     * fire-and-forget (the executor's MPI_Isend); only receives wait. */
+    bool async_p2p;
 } mp_sim_options;
+
+/* Added by the simulator (additive): one step of a rank's memory curve. */
+typedef struct mp_sim_memory_point {
+    double time;   /* seconds from the start of the iteration */
+    int32_t rank;  /* pipeline rank */
+    double bytes;  /* static bytes + stashed activations from this time on */
+} mp_sim_memory_point;
 
 typedef struct mp_sim_result {
     double makespan;          /* seconds: the whole iteration (pipeline + exposed DP + optimizer) */
@@ -23,10 +35,25 @@ typedef struct mp_sim_result {
     double *peak_memory;      /* per pipeline rank, bytes (static + peak stashed activations) */
     mp_times exposed;         /* exposed time by kind, adding up to makespan */
     mp_timeline timeline;     /* events, when record_timeline */
+    /* Added by the simulator (additive): */
+    mp_sim_memory_point *memory; /* memory curve, when record_timeline; sorted by rank, time */
+    size_t n_memory;
+    int32_t critical_rank;    /* the pipeline rank whose breakdown `exposed` reports */
+    int32_t microbatches;     /* m */
+    int32_t chunks;           /* v */
+    mp_schedule_kind schedule;
 } mp_sim_result;
 
 mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_options *opt,
                       mp_sim_result *out, mp_error *err);
 void mp_sim_result_free(mp_sim_result *r);
+
+/* The engine on given stage costs (pc->n_stages == p*v; virtual stage k on
+ * pipeline rank k % p), for tests, benchmarks and callers that already hold
+ * the costs. dp_overlap: DP reductions start during the last backward of each
+ * chunk (else after the rank's last backward). */
+mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                           const mp_pipeline_cost *pc, bool dp_overlap,
+                           const mp_sim_options *opt, mp_sim_result *out, mp_error *err);
 
 #endif

@@ -1,0 +1,563 @@
+/* engine.c — the discrete-event engine behind mp_simulate.
+ *
+ * Every pipeline rank runs its schedule (sim/schedule.c) in order on one
+ * compute stream. A binary heap holds, per runnable rank, the time it can run
+ * its next op; the engine takes the earliest rank and runs its ops until it
+ * blocks (exact: see run_pipeline):
+ *   F, B, W      occupy the compute stream for the stage's duration;
+ *   SEND         puts the message on the directed link to the peer for
+ *                bytes/bandwidth (one message at a time); it lands latency
+ *                later. By default the rank waits until it has landed, as
+ *                Megatron does (batched isend/irecv, waited on before the
+ *                next compute); with async_p2p the rank goes on at once, as
+ *                the executor's MPI_Isend does;
+ *   RECV         blocks until its message has landed; a rank blocked on a
+ *                message leaves the heap and the matching SEND puts it back.
+ * When the heap runs dry with ops left, the schedule deadlocks (the same ops
+ * would hang the executor, which has the same blocking semantics).
+ * After the pipeline, each rank's DP gradient reductions (one per chunk, on
+ * the dp stream) and the optimizer step are placed; see docs/simulator.md.
+ * All state is in flat arrays allocated once per run: no per-event malloc. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/heap.h"
+#include "sim/schedule.h"
+#include "sim/simulate.h"
+
+/* Messages per iteration (2 per micro-batch per virtual stage) that the
+ * engine accepts: 2^27 keeps its tables within 2 GiB; p=64, v=2, m=1024
+ * needs 2^18. */
+#define MAX_MESSAGES (1 << 27)
+
+typedef struct rank_state {
+    int32_t pc;          /* next op */
+    int64_t waiting;     /* message key it is blocked on, or -1 */
+    double now;          /* time its compute stream is free */
+    double busy;         /* seconds of F/B/W */
+    double recompute, tp, cp; /* parts of busy */
+    double pp_wait;      /* seconds blocked while a message was on the wire */
+    double stash, peak_stash;
+    double static_bytes;
+    double link_free[2]; /* directed links to the next / previous rank */
+} rank_state;
+
+typedef struct engine {
+    mp_schedule_kind kind;
+    int32_t p, v, m, n_stages;
+    const mp_pipeline_cost *pc;
+    bool zb;
+    mp_op_list *lists;
+    rank_state *ranks;
+    double *arrival;     /* per message key: landing time, -1 = not sent yet */
+    double *xfer_start;  /* per message key: when it got onto the link */
+    int32_t *grads_left; /* per stage: weight-gradient ops still to run */
+    double *last_grad_start, *last_grad_end; /* per stage: the last one's span */
+    mp_heap heap;
+    bool record;
+    bool async_p2p;
+    mp_sim_result *out;
+    mp_sim_memory_point *mem;
+    size_t n_mem, cap_mem;
+    size_t *last_mem;    /* per rank: index of its latest memory point + 1, 0 = none */
+    bool oom;
+} engine;
+
+static const mp_stage_cost *stage_of(const engine *e, int32_t rank, int32_t chunk)
+{
+    return &e->pc->stages[chunk * e->p + rank];
+}
+
+/* Message key: direction, destination virtual stage, micro-batch. */
+static int64_t message_key(const engine *e, int dir, int32_t dest_stage, int32_t mb)
+{
+    return ((int64_t)dir * e->n_stages + dest_stage) * e->m + mb;
+}
+
+static double op_duration(const engine *e, const mp_stage_cost *sc, mp_op_kind k)
+{
+    if (k == MP_OP_F)
+        return sc->fwd;
+    if (!e->zb)
+        return sc->bwd;
+    /* A cost model that does not split the backward: halve it. */
+    if (sc->bwd_input + sc->bwd_weight <= 0)
+        return sc->bwd / 2;
+    return k == MP_OP_B ? sc->bwd_input : sc->bwd_weight;
+}
+
+static void add_event(engine *e, double start, double end, int32_t rank, mp_stream stream,
+                      mp_event_kind kind, int32_t mb, int32_t chunk)
+{
+    if (!e->record || e->oom)
+        return;
+    mp_event ev = {.start = start, .end = end, .rank = rank, .stream = (uint8_t)stream,
+                   .kind = (uint8_t)kind, .microbatch = mb, .chunk = chunk};
+    if (mp_timeline_add(&e->out->timeline, &ev, NULL) != MP_OK)
+        e->oom = true;
+}
+
+static void add_memory(engine *e, double t, int32_t rank, double bytes)
+{
+    if (!e->record || e->oom)
+        return;
+    /* A free and an allocation at the same instant are one step, not a dip. */
+    size_t last = e->last_mem[rank];
+    if (last > 0 && e->mem[last - 1].time == t) {
+        e->mem[last - 1].bytes = bytes;
+        return;
+    }
+    if (e->n_mem == e->cap_mem) {
+        size_t cap = e->cap_mem ? e->cap_mem * 2 : 1024;
+        mp_sim_memory_point *m = realloc(e->mem, cap * sizeof *m);
+        if (!m) {
+            e->oom = true;
+            return;
+        }
+        e->mem = m;
+        e->cap_mem = cap;
+    }
+    e->mem[e->n_mem++] = (mp_sim_memory_point){.time = t, .rank = rank, .bytes = bytes};
+    e->last_mem[rank] = e->n_mem;
+}
+
+static void run_compute(engine *e, int32_t r, const mp_op *op)
+{
+    rank_state *rs = &e->ranks[r];
+    const mp_stage_cost *sc = stage_of(e, r, op->chunk);
+    mp_op_kind k = (mp_op_kind)op->kind;
+    double start = rs->now, dur = op_duration(e, sc, k), end = start + dur;
+    rs->busy += dur;
+    rs->now = end;
+    int32_t stage = op->chunk * e->p + r;
+    if (k == MP_OP_F) {
+        /* Activations are allocated as the forward runs: count them from its start. */
+        rs->stash += sc->act_bytes;
+        if (rs->stash > rs->peak_stash)
+            rs->peak_stash = rs->stash;
+        add_memory(e, start, r, rs->static_bytes + rs->stash);
+        add_event(e, start, end, r, MP_STREAM_COMPUTE, MP_EV_F, op->microbatch, op->chunk);
+        rs->tp += sc->tp_comm_fwd;
+        rs->cp += sc->cp_comm_fwd;
+        if (sc->tp_comm_fwd > 0)
+            add_event(e, end - sc->tp_comm_fwd, end, r, MP_STREAM_TP, MP_EV_TP_COMM,
+                      op->microbatch, op->chunk);
+        if (sc->cp_comm_fwd > 0)
+            add_event(e, start, start + sc->cp_comm_fwd, r, MP_STREAM_CP, MP_EV_CP_COMM,
+                      op->microbatch, op->chunk);
+        return;
+    }
+    if (k == MP_OP_B) {
+        /* The recomputed forward runs first: shown as its own "R" event. */
+        double rc = sc->recompute > 0 && sc->recompute < dur ? sc->recompute : 0;
+        if (rc > 0)
+            add_event(e, start, start + rc, r, MP_STREAM_COMPUTE, MP_EV_RECOMPUTE, op->microbatch,
+                      op->chunk);
+        add_event(e, start + rc, end, r, MP_STREAM_COMPUTE, MP_EV_B, op->microbatch, op->chunk);
+        rs->recompute += sc->recompute;
+        rs->tp += sc->tp_comm_bwd;
+        rs->cp += sc->cp_comm_bwd;
+        if (sc->tp_comm_bwd > 0)
+            add_event(e, end - sc->tp_comm_bwd, end, r, MP_STREAM_TP, MP_EV_TP_COMM,
+                      op->microbatch, op->chunk);
+        if (sc->cp_comm_bwd > 0)
+            add_event(e, start, start + sc->cp_comm_bwd, r, MP_STREAM_CP, MP_EV_CP_COMM,
+                      op->microbatch, op->chunk);
+    } else {
+        add_event(e, start, end, r, MP_STREAM_COMPUTE, MP_EV_W, op->microbatch, op->chunk);
+    }
+    /* The op that ends a micro-batch's use of its activations and produces its
+     * weight gradient: B, or W under ZB-H1 (which keeps what W needs until W). */
+    if ((k == MP_OP_B) != e->zb) {
+        rs->stash -= sc->act_bytes;
+        add_memory(e, end, r, rs->static_bytes + rs->stash);
+        if (--e->grads_left[stage] == 0) {
+            e->last_grad_start[stage] = start;
+            e->last_grad_end[stage] = end;
+        }
+    }
+}
+
+static int32_t link_slot(const engine *e, int32_t from, int32_t to)
+{
+    return to == (from + 1) % e->p ? 0 : 1;
+}
+
+/* Returns the rank woken by this send, or -1. */
+static int32_t run_send(engine *e, int32_t r, const mp_op *op)
+{
+    int32_t peer, peer_chunk;
+    if (!mp_op_peer(e->p, e->v, r, op, &peer, &peer_chunk))
+        return -1;
+    bool fwd = op->kind == MP_OP_SEND_FWD;
+    int32_t dest_stage = peer_chunk * e->p + peer;
+    /* A gradient is the size of the activation that came the other way. */
+    double bytes = fwd ? stage_of(e, r, op->chunk)->send_bytes
+                       : e->pc->stages[dest_stage].send_bytes;
+    double wire = e->pc->p2p_bw > 0 ? bytes / e->pc->p2p_bw : 0;
+    rank_state *rs = &e->ranks[r];
+    double *link = &rs->link_free[link_slot(e, r, peer)];
+    double start = rs->now > *link ? rs->now : *link;
+    double land = start + wire + e->pc->p2p_latency;
+    *link = start + wire;
+    int64_t key = message_key(e, fwd ? 0 : 1, dest_stage, op->microbatch);
+    e->arrival[key] = land;
+    e->xfer_start[key] = start;
+    if (land > start)
+        add_event(e, start, land, r, MP_STREAM_PP_SEND, fwd ? MP_EV_SEND_FWD : MP_EV_SEND_BWD,
+                  op->microbatch, op->chunk);
+    if (!e->async_p2p && land > rs->now) {
+        /* Megatron waits for its sends before computing again. */
+        rs->pp_wait += land - rs->now;
+        rs->now = land;
+    }
+    return e->ranks[peer].waiting == key ? peer : -1;
+}
+
+/* Returns false when the message has not been sent yet (the rank blocks). */
+static bool run_recv(engine *e, int32_t r, const mp_op *op)
+{
+    bool fwd = op->kind == MP_OP_RECV_FWD;
+    int64_t key = message_key(e, fwd ? 0 : 1, op->chunk * e->p + r, op->microbatch);
+    rank_state *rs = &e->ranks[r];
+    if (e->arrival[key] < 0) {
+        rs->waiting = key;
+        return false;
+    }
+    rs->waiting = -1;
+    double land = e->arrival[key], on_wire = e->xfer_start[key];
+    if (land > rs->now) {
+        /* Waiting for a sender still computing is bubble; for data on the wire, pp comm. */
+        double from = rs->now > on_wire ? rs->now : on_wire;
+        rs->pp_wait += land - from;
+        rs->now = land;
+    }
+    if (land > on_wire)
+        add_event(e, on_wire, land, r, MP_STREAM_PP_RECV, fwd ? MP_EV_RECV_FWD : MP_EV_RECV_BWD,
+                  op->microbatch, op->chunk);
+    return true;
+}
+
+static const char *schedule_label(mp_schedule_kind s)
+{
+    static const char *const names[MP_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved-1f1b",
+                                                      "zb-h1"};
+    return (unsigned)s < MP_SCHED_COUNT ? names[s] : "?";
+}
+
+static mp_status run_pipeline(engine *e, mp_error *err)
+{
+    for (int32_t r = 0; r < e->p; r++)
+        mp_heap_push(&e->heap, 0.0, r);
+    mp_heap_item it;
+    while (mp_heap_pop(&e->heap, &it)) {
+        int32_t r = it.id;
+        rank_state *rs = &e->ranks[r];
+        /* Run this rank until it blocks on a receive. A rank's times depend
+         * only on its own op order and on when its messages land (each link
+         * has one sender), so running ahead of other ranks' clocks gives the
+         * same times as one pop per op, without the heap traffic. */
+        while (rs->pc < e->lists[r].n) {
+            const mp_op *op = &e->lists[r].ops[rs->pc];
+            bool blocked = false;
+            switch ((mp_op_kind)op->kind) {
+            case MP_OP_F:
+            case MP_OP_B:
+            case MP_OP_W: run_compute(e, r, op); break;
+            case MP_OP_SEND_FWD:
+            case MP_OP_SEND_BWD: {
+                int32_t woken = run_send(e, r, op);
+                if (woken >= 0)
+                    mp_heap_push(&e->heap, e->ranks[woken].now, woken);
+                break;
+            }
+            default:
+                /* blocked: the matching send pushes it back */
+                blocked = !run_recv(e, r, op);
+                break;
+            }
+            if (blocked)
+                break;
+            rs->pc++;
+        }
+    }
+    for (int32_t r = 0; r < e->p; r++) {
+        if (e->ranks[r].pc < e->lists[r].n) {
+            const mp_op *op = &e->lists[r].ops[e->ranks[r].pc];
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                                "%s schedule deadlocks (p=%d v=%d m=%d): rank %d waits forever "
+                                "at op %d (%s %d.%d)",
+                                schedule_label(e->kind), (int)e->p, (int)e->v, (int)e->m,
+                                (int)r, (int)e->ranks[r].pc,
+                                mp_op_kind_name((mp_op_kind)op->kind), (int)op->microbatch,
+                                (int)op->chunk);
+        }
+    }
+    return MP_OK;
+}
+
+/* DP reductions per chunk (dp stream) and the optimizer step. Returns the time
+ * the last rank's gradients are reduced. */
+static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
+{
+    const mp_pipeline_cost *pc = e->pc;
+    double max_grad = 0, ready_all = 0;
+    for (int32_t r = 0; r < e->p; r++) {
+        double g = 0;
+        for (int32_t c = 0; c < e->v; c++)
+            g += stage_of(e, r, c)->grad_bytes;
+        if (g > max_grad)
+            max_grad = g;
+    }
+    /* The part of a reduction that cannot hide under backward: the last bucket. */
+    double tail_frac = pc->dp_time > 0 ? pc->dp_exposed / pc->dp_time : 0;
+    if (tail_frac < 0)
+        tail_frac = 0;
+    if (tail_frac > 1)
+        tail_frac = 1;
+    for (int32_t r = 0; r < e->p; r++) {
+        double dp_free = 0;
+        /* Chunks in the order their gradients complete. */
+        int32_t order[MP_MAX_STAGES];
+        int32_t n = 0;
+        for (int32_t c = 0; c < e->v; c++) {
+            int32_t i = n++;
+            double t = e->last_grad_end[c * e->p + r];
+            while (i > 0 && e->last_grad_end[order[i - 1] * e->p + r] > t) {
+                order[i] = order[i - 1];
+                i--;
+            }
+            order[i] = c;
+        }
+        for (int32_t i = 0; i < n && pc->dp_time > 0; i++) {
+            int32_t c = order[i], stage = c * e->p + r;
+            double share = max_grad > 0 ? stage_of(e, r, c)->grad_bytes / max_grad
+                                        : 1.0 / e->v;
+            double dur = pc->dp_time * share, start, end;
+            if (dp_overlap) {
+                /* Buckets fill during the chunk's last backward; the last
+                 * one cannot start before that backward ends. */
+                start = e->last_grad_start[stage] > dp_free ? e->last_grad_start[stage] : dp_free;
+                end = start + dur;
+                double tail_end = e->last_grad_end[stage] + dur * tail_frac;
+                if (tail_end > end)
+                    end = tail_end;
+            } else {
+                start = compute_end[r] > dp_free ? compute_end[r] : dp_free;
+                end = start + dur;
+            }
+            if (dur > 0)
+                add_event(e, start, end, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, c);
+            dp_free = end;
+        }
+        double ready = compute_end[r] > dp_free ? compute_end[r] : dp_free;
+        if (ready > ready_all)
+            ready_all = ready;
+    }
+    return ready_all;
+}
+
+/* Memory points grouped by rank (each rank's are already in time order). */
+static mp_status group_memory(engine *e)
+{
+    mp_sim_result *out = e->out;
+    if (!e->record || e->n_mem == 0)
+        return MP_OK;
+    out->memory = malloc(e->n_mem * sizeof *out->memory);
+    size_t *start = calloc((size_t)e->p + 1, sizeof *start);
+    if (!out->memory || !start) {
+        free(start);
+        return MP_ENOMEM;
+    }
+    for (size_t i = 0; i < e->n_mem; i++)
+        start[e->mem[i].rank + 1]++;
+    for (int32_t r = 0; r < e->p; r++)
+        start[r + 1] += start[r];
+    for (size_t i = 0; i < e->n_mem; i++)
+        out->memory[start[e->mem[i].rank]++] = e->mem[i];
+    out->n_memory = e->n_mem;
+    free(start);
+    return MP_OK;
+}
+
+void mp_sim_result_free(mp_sim_result *r)
+{
+    if (!r)
+        return;
+    free(r->bubble_fraction);
+    free(r->peak_memory);
+    free(r->memory);
+    mp_timeline_free(&r->timeline);
+    r->bubble_fraction = r->peak_memory = NULL;
+    r->memory = NULL;
+    r->n_memory = 0;
+}
+
+static void engine_free(engine *e)
+{
+    if (e->lists)
+        for (int32_t r = 0; r < e->p; r++)
+            mp_op_list_free(&e->lists[r]);
+    free(e->lists);
+    free(e->ranks);
+    free(e->arrival);
+    free(e->xfer_start);
+    free(e->grads_left);
+    free(e->last_grad_start);
+    free(e->last_grad_end);
+    free(e->mem);
+    free(e->last_mem);
+    mp_heap_free(&e->heap);
+}
+
+static mp_status nomem(mp_error *err)
+{
+    return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the simulator");
+}
+
+static mp_status engine_setup(engine *e, mp_error *err)
+{
+    int32_t p = e->p, n = e->n_stages;
+    size_t keys = (size_t)2 * (size_t)n * (size_t)e->m;
+    if (keys > MAX_MESSAGES)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "microbatches",
+                            "too large to simulate: pp*vpp*micro-batches = %d*%d*%d is over %d",
+                            (int)p, (int)e->v, (int)e->m, MAX_MESSAGES / 2);
+    e->lists = calloc((size_t)p, sizeof *e->lists);
+    e->ranks = calloc((size_t)p, sizeof *e->ranks);
+    e->arrival = malloc(keys * sizeof *e->arrival);
+    e->xfer_start = malloc(keys * sizeof *e->xfer_start);
+    e->grads_left = malloc((size_t)n * sizeof *e->grads_left);
+    e->last_grad_start = calloc((size_t)n, sizeof *e->last_grad_start);
+    e->last_grad_end = calloc((size_t)n, sizeof *e->last_grad_end);
+    e->last_mem = calloc((size_t)p, sizeof *e->last_mem);
+    if (!e->last_mem || !e->lists || !e->ranks || !e->arrival || !e->xfer_start || !e->grads_left ||
+        !e->last_grad_start || !e->last_grad_end || !mp_heap_init(&e->heap, p))
+        return nomem(err);
+    for (size_t i = 0; i < keys; i++)
+        e->arrival[i] = -1;
+    for (int32_t k = 0; k < n; k++)
+        e->grads_left[k] = e->m;
+    for (int32_t r = 0; r < p; r++) {
+        mp_status st = mp_schedule_build(e->kind, p, e->v, e->m, r, &e->lists[r], err);
+        if (st != MP_OK)
+            return st;
+        rank_state *rs = &e->ranks[r];
+        rs->waiting = -1;
+        rs->static_bytes = e->pc->other_bytes;
+        for (int32_t c = 0; c < e->v; c++)
+            rs->static_bytes += stage_of(e, r, c)->static_bytes;
+        add_memory(e, 0, r, rs->static_bytes);
+    }
+    return MP_OK;
+}
+
+static mp_status check_cost(int32_t p, int32_t v, const mp_pipeline_cost *pc, mp_error *err)
+{
+    if (!pc || !pc->stages || (int64_t)pc->n_stages != (int64_t)p * v)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "stage costs (%d stages) do not match pp*vpp = %d*%d",
+                            pc ? (int)pc->n_stages : 0, (int)p, (int)v);
+    for (int32_t k = 0; k < pc->n_stages; k++) {
+        const mp_stage_cost *s = &pc->stages[k];
+        double vals[] = {s->fwd, s->bwd, s->bwd_input, s->bwd_weight, s->send_bytes,
+                         s->act_bytes, s->static_bytes, s->grad_bytes};
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
+            if (!(vals[i] >= 0) || vals[i] > 1e300)
+                return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                    "stage %d has a negative or non-finite cost", (int)k);
+    }
+    if (!(pc->p2p_latency >= 0) || !(pc->p2p_bw >= 0) || !(pc->dp_time >= 0) ||
+        !(pc->optimizer >= 0))
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "pipeline costs must be non-negative");
+    return MP_OK;
+}
+
+static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
+{
+    mp_sim_result *out = e->out;
+    int32_t p = e->p;
+    size_t np = (size_t)(p > 0 ? p : 1);
+    double *compute_end = malloc(np * sizeof *compute_end);
+    out->bubble_fraction = calloc(np, sizeof *out->bubble_fraction);
+    out->peak_memory = calloc(np, sizeof *out->peak_memory);
+    if (!compute_end || !out->bubble_fraction || !out->peak_memory) {
+        free(compute_end);
+        return nomem(err);
+    }
+    double pm = 0;
+    int32_t crit = 0;
+    for (int32_t r = 0; r < p; r++) {
+        compute_end[r] = e->ranks[r].now;
+        if (compute_end[r] > pm) {
+            pm = compute_end[r];
+            crit = r;
+        }
+    }
+    double grads_ready = place_dp(e, dp_overlap, compute_end);
+    free(compute_end);
+    double opt = e->pc->optimizer;
+    /* Megatron's optimizer step starts with a global gradient-norm all-reduce:
+     * every rank steps once the last rank's gradients are reduced. */
+    if (opt > 0)
+        for (int32_t r = 0; r < p; r++)
+            add_event(e, grads_ready, grads_ready + opt, r, MP_STREAM_COMPUTE, MP_EV_OPTIMIZER,
+                      -1, -1);
+    for (int32_t r = 0; r < p; r++) {
+        out->bubble_fraction[r] = pm > 0 ? (pm - e->ranks[r].busy) / pm : 0;
+        out->peak_memory[r] = e->ranks[r].static_bytes + e->ranks[r].peak_stash;
+    }
+    const rank_state *cr = &e->ranks[crit];
+    out->ranks = p;
+    out->pipeline_makespan = pm;
+    out->makespan = grads_ready + opt;
+    out->critical_rank = crit;
+    out->microbatches = e->m;
+    out->chunks = e->v;
+    out->schedule = e->kind;
+    mp_times *x = &out->exposed;
+    x->step = out->makespan;
+    x->recompute = cr->recompute;
+    x->tp_comm = cr->tp;
+    x->cp_comm = cr->cp;
+    x->compute = cr->busy - cr->recompute - cr->tp - cr->cp;
+    x->pp_comm = cr->pp_wait;
+    x->bubble = pm - cr->busy - cr->pp_wait;
+    if (x->bubble < 0)
+        x->bubble = 0;
+    x->dp_comm = grads_ready - pm;
+    x->optimizer = opt;
+    if (group_memory(e) != MP_OK || e->oom)
+        return nomem(err);
+    return MP_OK;
+}
+
+mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                           const mp_pipeline_cost *pc, bool dp_overlap,
+                           const mp_sim_options *opt, mp_sim_result *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    bool record = opt && opt->record_timeline;
+    mp_timeline_init(&out->timeline, p > 0 ? p : 0, "simulated");
+    /* Validate (p, v, m) once up front with the schedule's own rules. */
+    mp_op_list probe;
+    mp_status st = mp_schedule_build(s, p, v, m, 0, &probe, err);
+    mp_op_list_free(&probe);
+    if (st != MP_OK)
+        return st;
+    if ((st = check_cost(p, v, pc, err)) != MP_OK)
+        return st;
+    engine e = {.kind = s, .p = p, .v = v, .m = m, .n_stages = p * v, .pc = pc,
+                .zb = s == MP_SCHED_ZBH1, .record = record,
+                .async_p2p = opt && opt->async_p2p, .out = out};
+    st = engine_setup(&e, err);
+    if (st == MP_OK)
+        st = run_pipeline(&e, err);
+    if (st == MP_OK)
+        st = fill_result(&e, dp_overlap, err);
+    engine_free(&e);
+    if (st != MP_OK)
+        mp_sim_result_free(out);
+    return st;
+}

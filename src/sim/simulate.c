@@ -1,0 +1,33 @@
+/* simulate.c — mp_simulate: stage costs from the cost model, then the engine. */
+#include "sim/simulate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_options *opt,
+                      mp_sim_result *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const mp_config *cfg = plan ? &plan->config : c;
+    if (!cfg)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "nothing to simulate");
+    mp_status st = mp_config_check(cfg, err);
+    if (st != MP_OK)
+        return st;
+    int64_t m = mp_config_microbatches(cfg);
+    const mp_parallel *par = &cfg->parallel;
+    if (m < 1 || m > INT32_MAX || par->pp < 1 || par->pp > MP_MAX_STAGES || par->vpp < 1 ||
+        par->pp * par->vpp > MP_MAX_STAGES)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel",
+                            "cannot simulate pp=%lld vpp=%lld with %lld micro-batches",
+                            (long long)par->pp, (long long)par->vpp, (long long)m);
+    mp_pipeline_cost pc;
+    memset(&pc, 0, sizeof pc);
+    st = mp_pipeline_cost_build(cfg, plan, &pc, err);
+    if (st != MP_OK)
+        return st;
+    st = mp_simulate_cost(par->schedule, (int32_t)par->pp, (int32_t)par->vpp, (int32_t)m, &pc,
+                          par->dp_overlap, opt, out, err);
+    mp_pipeline_cost_free(&pc);
+    return st;
+}

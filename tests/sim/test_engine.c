@@ -1,0 +1,563 @@
+/* Engine tests on hand-made stage costs: the closed forms of the pipeline
+ * bubble with uniform ops and free communication, links with latency and
+ * bandwidth, stashed-activation memory, DP overlap, timeline contents. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sim/schedule.h"
+#include "sim/simulate.h"
+
+static mp_stage_cost g_stages[MP_MAX_STAGES];
+
+/* Uniform costs: every (virtual) stage F = f, B = b (ZB: B = b, W = w). */
+static mp_pipeline_cost uniform(int32_t p, int32_t v, double f, double b, double w)
+{
+    mp_pipeline_cost pc;
+    memset(&pc, 0, sizeof pc);
+    memset(g_stages, 0, sizeof g_stages);
+    pc.n_stages = p * v;
+    pc.stages = g_stages;
+    for (int32_t k = 0; k < p * v; k++) {
+        g_stages[k].fwd = f;
+        g_stages[k].bwd = b + w;
+        g_stages[k].bwd_input = b;
+        g_stages[k].bwd_weight = w;
+    }
+    return pc;
+}
+
+static bool g_async; /* the p2p semantics run() uses */
+
+static mp_sim_result run(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                         const mp_pipeline_cost *pc, bool record)
+{
+    mp_sim_result r;
+    mp_error err;
+    mp_error_clear(&err);
+    mp_sim_options opt = {.record_timeline = record, .async_p2p = g_async};
+    mp_status st = mp_simulate_cost(s, p, v, m, pc, true, &opt, &r, &err);
+    if (st != MP_OK)
+        fail_msg("simulate s=%d p=%d v=%d m=%d: %s", (int)s, (int)p, (int)v, (int)m, err.msg);
+    return r;
+}
+
+static bool near(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * (1 + fabs(b));
+}
+#define NEAR(a, b) near((double)(a), (double)(b))
+
+/* With uniform ops and free communication the idle time of every rank is
+ * exactly (p-1)/m of the ideal time for GPipe and 1F1B, and (p-1)/(m v) for
+ * interleaved; the makespan equals the closed form. Every valid p <= 8,
+ * v <= 4, m <= 32, and two F:B ratios. */
+static void test_uniform_bubble_exact(void **state)
+{
+    (void)state;
+    const double ratios[][2] = {{1, 1}, {1, 2}};
+    for (int kind = 0; kind < MP_SCHED_COUNT; kind++) {
+        if (kind == MP_SCHED_ZBH1)
+            continue;
+        for (size_t q = 0; q < 2; q++)
+            for (int32_t p = 1; p <= 8; p++)
+                for (int32_t v = 1; v <= (kind == MP_SCHED_INTERLEAVED ? 4 : 1); v++)
+                    for (int32_t m = 1; m <= 32; m++) {
+                        if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
+                            continue;
+                        double f = ratios[q][0] / v, b = ratios[q][1] / v;
+                        mp_pipeline_cost pc = uniform(p, v, f, b, 0);
+                        mp_sim_result r = run((mp_schedule_kind)kind, p, v, m, &pc, false);
+                        double ideal = m * v * (f + b);
+                        double want_bubble = (double)(p - 1) / ((double)m * v);
+                        /* GPipe/1F1B with m < p still idle (p-1)(f+b). */
+                        double makespan = ideal + (p - 1) * (f + b);
+                        if (!NEAR(r.pipeline_makespan, makespan))
+                            fail_msg("kind %d p=%d v=%d m=%d f=%g b=%g: makespan %.12g, want %.12g",
+                                     kind, (int)p, (int)v, (int)m, f, b, r.pipeline_makespan,
+                                     makespan);
+                        for (int32_t rank = 0; rank < p; rank++) {
+                            double idle = r.bubble_fraction[rank] * r.pipeline_makespan;
+                            if (!NEAR(idle / ideal, want_bubble))
+                                fail_msg("kind %d p=%d v=%d m=%d rank %d: bubble %.12g of ideal, "
+                                         "want %.12g",
+                                         kind, (int)p, (int)v, (int)m, (int)rank, idle / ideal,
+                                         want_bubble);
+                        }
+                        assert_true(NEAR(r.makespan, r.pipeline_makespan));
+                        assert_true(NEAR(r.exposed.bubble, (p - 1) * (f + b)));
+                        mp_sim_result_free(&r);
+                    }
+    }
+}
+
+/* ZB-H1 with F = B = W: the bubble is (p-1) single ops, i.e. (p-1)/(3m) of
+ * the ideal time (Qi et al. 2023: (p-1)(T_F + T_B - T_W)), for m >= p. */
+static void test_zbh1_bubble(void **state)
+{
+    (void)state;
+    for (int32_t p = 1; p <= 8; p++)
+        for (int32_t m = p; m <= 32; m++) {
+            mp_pipeline_cost pc = uniform(p, 1, 1, 1, 1);
+            mp_sim_result r = run(MP_SCHED_ZBH1, p, 1, m, &pc, false);
+            double ideal = 3.0 * m;
+            double want = ideal + (p - 1);
+            if (!NEAR(r.pipeline_makespan, want))
+                fail_msg("zb-h1 p=%d m=%d: makespan %.12g, want %.12g", (int)p, (int)m,
+                         r.pipeline_makespan, want);
+            double idle0 = r.bubble_fraction[0] * r.pipeline_makespan;
+            assert_true(NEAR(idle0 / ideal, (p - 1) / (3.0 * m)));
+            mp_sim_result_free(&r);
+        }
+}
+
+/* The engine and estimate's closed form (mp_pipeline_makespan, planner/
+ * pipeline.c) agree exactly with uniform ops and free communication, for
+ * every schedule and every valid p <= 8, v <= 4, m <= 32, with F:B(:W) of
+ * 1:2 and, for ZB-H1, 1:1:1 and 1:1.5:0.5 -- except ZB-H1 with m < p, where
+ * the closed form m(f+b+w) + (p-1)(f+b-w) is below the critical path of
+ * the last micro-batch (F through p stages, B back through p stages, then
+ * its W: (m+p-1)(f+b) + w). The engine reaches that bound; the closed form
+ * is low by (p-m)w there (reported to the cost model). */
+static void test_matches_closed_form(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < MP_SCHED_COUNT; kind++)
+        for (int32_t p = 1; p <= 8; p++)
+            for (int32_t v = 1; v <= (kind == MP_SCHED_INTERLEAVED ? 4 : 1); v++)
+                for (int32_t m = 1; m <= 32; m++) {
+                    if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
+                        continue;
+                    const double fbw[][3] = {{1, 2, 0}, {1, 1, 1}, {1, 1.5, 0.5}};
+                    for (size_t q = 0; q < (kind == MP_SCHED_ZBH1 ? 3u : 1u); q++) {
+                        double f = fbw[q][0] / v, b = fbw[q][1] / v, w = fbw[q][2] / v;
+                        if (kind != MP_SCHED_ZBH1) {
+                            b += w;
+                            w = 0;
+                        }
+                        mp_pipeline_cost pc = uniform(p, v, f, b, w);
+                        mp_sim_result r = run((mp_schedule_kind)kind, p, v, m, &pc, false);
+                        double closed = mp_pipeline_makespan((mp_schedule_kind)kind, p, v, m, f,
+                                                             b, w, 0.0);
+                        if (kind == MP_SCHED_ZBH1 && m < p) {
+                            double path = (m + p - 1) * (f + b) + w;
+                            closed = closed > path ? closed : path;
+                        }
+                        if (!NEAR(r.pipeline_makespan, closed))
+                            fail_msg("kind %d p=%d v=%d m=%d f=%g b=%g w=%g: engine %.12g, "
+                                     "closed form %.12g",
+                                     kind, (int)p, (int)v, (int)m, f, b, w, r.pipeline_makespan,
+                                     closed);
+                        mp_sim_result_free(&r);
+                    }
+                }
+}
+
+/* ZB-H1 beats 1F1B, which beats GPipe only in memory: same time. */
+static void test_zbh1_better_than_1f1b(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = uniform(8, 1, 1, 1, 1);
+    mp_sim_result z = run(MP_SCHED_ZBH1, 8, 1, 16, &pc, false);
+    mp_sim_result o = run(MP_SCHED_1F1B, 8, 1, 16, &pc, false);
+    assert_true(z.pipeline_makespan < o.pipeline_makespan);
+    assert_true(NEAR(o.pipeline_makespan, (16 + 7) * 3.0));
+    mp_sim_result_free(&z);
+    mp_sim_result_free(&o);
+}
+
+/* Point-to-point: latency l and bytes/bw per send. With non-blocking sends,
+ * GPipe's critical path is the first micro-batch down and the last one up,
+ * so makespan = (m + p - 1)(f + b) + 2(p-1)(l + x) with x = bytes/bw, as
+ * long as the link is not the bottleneck. */
+static void test_gpipe_with_links(void **state)
+{
+    (void)state;
+    g_async = true;
+    int32_t p = 4, m = 8;
+    mp_pipeline_cost pc = uniform(p, 1, 1, 2, 0);
+    pc.p2p_latency = 0.01;
+    pc.p2p_bw = 1000;
+    for (int32_t k = 0; k < p; k++)
+        g_stages[k].send_bytes = 100; /* 0.1 s on the wire */
+    mp_sim_result r = run(MP_SCHED_GPIPE, p, 1, m, &pc, true);
+    double want = (m + p - 1) * 3.0 + 2 * (p - 1) * 0.11;
+    assert_true(NEAR(r.pipeline_makespan, want));
+    /* The last rank waits on the wire before its first F: pp comm exposed. */
+    assert_true(r.exposed.pp_comm > 0);
+    assert_true(NEAR(r.exposed.compute + r.exposed.recompute + r.exposed.tp_comm +
+                         r.exposed.cp_comm + r.exposed.pp_comm + r.exposed.bubble +
+                         r.exposed.dp_comm + r.exposed.optimizer,
+                     r.makespan));
+    size_t sends = 0, recvs = 0;
+    for (size_t i = 0; i < r.timeline.n; i++) {
+        const mp_event *e = &r.timeline.events[i];
+        assert_true(e->end >= e->start);
+        if (e->stream == MP_STREAM_PP_SEND) {
+            sends++;
+            assert_true(NEAR(e->end - e->start, 0.11) || e->end - e->start > 0.11);
+        }
+        if (e->stream == MP_STREAM_PP_RECV)
+            recvs++;
+    }
+    assert_int_equal(sends, (size_t)2 * (p - 1) * m);
+    assert_int_equal(recvs, sends);
+    mp_sim_result_free(&r);
+    g_async = false;
+}
+
+/* Megatron's synchronous p2p (the default) against fire-and-forget sends,
+ * GPipe p=2, f=1, b=2, p2p=0.1, worked by hand:
+ *  m=1: F0 [0,1] -> lands 1.1; rank 1 F0 [1.1,2.1] B0 [2.1,4.1] -> 4.2;
+ *       rank 0 B0 [4.2,6.2]: 6.2 either way.
+ *  m=2, async: rank 0 F0 [0,1] F1 [1,2]; rank 1 F0 [1.1,2.1] F1 [2.1,3.1]
+ *       B1 [3.1,5.1] B0 [5.1,7.1]; rank 0 B1 [5.2,7.2] B0 [7.2,9.2]: 9.2.
+ *  m=2, sync: rank 0 F0 [0,1] waits to 1.1, F1 [1.1,2.1] waits to 2.2;
+ *       rank 1 F0 [1.1,2.1] F1 [2.2,3.2] B1 [3.2,5.2] waits to 5.3,
+ *       B0 [5.3,7.3]; rank 0 B1 [5.3,7.3] B0 [7.4,9.4]: 9.4. */
+static void test_sync_and_async_p2p(void **state)
+{
+    (void)state;
+    const struct { int32_t m; bool async; double want; } cases[] = {
+        {1, false, 6.2}, {1, true, 6.2}, {2, true, 9.2}, {2, false, 9.4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_pipeline_cost pc = uniform(2, 1, 1, 2, 0);
+        pc.p2p_latency = 0.1;
+        g_async = cases[i].async;
+        mp_sim_result r = run(MP_SCHED_GPIPE, 2, 1, cases[i].m, &pc, false);
+        if (!NEAR(r.pipeline_makespan, cases[i].want))
+            fail_msg("case %zu: %.12g, want %.12g", i, r.pipeline_makespan, cases[i].want);
+        /* all waiting on the wire is pp comm, the rest bubble */
+        assert_true(r.exposed.pp_comm > 0);
+        mp_sim_result_free(&r);
+    }
+    g_async = false;
+}
+
+/* A slow link is a bottleneck: messages queue one after another. GPipe's
+ * forwards from rank 0 take f = 1 each but each send takes 2 s on the wire,
+ * so the last forward reaches rank 1 at 2m + ... */
+static void test_link_serialises_messages(void **state)
+{
+    (void)state;
+    int32_t p = 2, m = 4;
+    mp_pipeline_cost pc = uniform(p, 1, 1, 1, 0);
+    pc.p2p_bw = 1;
+    g_stages[0].send_bytes = 2;
+    g_stages[1].send_bytes = 2;
+    g_async = true;
+    mp_sim_result r = run(MP_SCHED_GPIPE, p, 1, m, &pc, true);
+    g_async = false;
+    /* sends leave rank 0 at 1, 3, 5, 7 (link busy 2 s each): last lands at 9 */
+    double last_f1 = 0;
+    for (size_t i = 0; i < r.timeline.n; i++) {
+        const mp_event *e = &r.timeline.events[i];
+        if (e->rank == 1 && e->kind == MP_EV_F && e->microbatch == m - 1)
+            last_f1 = e->start;
+    }
+    assert_true(NEAR(last_f1, 9.0));
+    mp_sim_result_free(&r);
+}
+
+/* Stashed activations: 1F1B rank r holds p - r micro-batches at its peak,
+ * GPipe m, interleaved Megatron's warm-up + 1 chunks. */
+static void test_peak_memory(void **state)
+{
+    (void)state;
+    int32_t p = 4, m = 8;
+    for (int kind = 0; kind < MP_SCHED_COUNT; kind++) {
+        int32_t v = kind == MP_SCHED_INTERLEAVED ? 2 : 1;
+        mp_pipeline_cost pc = uniform(p, v, 1, 2, kind == MP_SCHED_ZBH1 ? 1 : 0);
+        pc.other_bytes = 1000;
+        for (int32_t k = 0; k < p * v; k++) {
+            g_stages[k].act_bytes = 10;
+            g_stages[k].static_bytes = 100;
+        }
+        mp_sim_result r = run((mp_schedule_kind)kind, p, v, m, &pc, true);
+        for (int32_t rank = 0; rank < p; rank++) {
+            double want = 1000 + 100.0 * v +
+                          10.0 * mp_schedule_inflight_bound((mp_schedule_kind)kind, p, v, m, rank);
+            assert_true(NEAR(r.peak_memory[rank], want));
+        }
+        /* The memory curve never goes below the static bytes nor above the
+         * peak, reaches the peak, and ends at the static bytes. */
+        int32_t cur = -1;
+        double last = 0, top = 0;
+        for (size_t i = 0; i < r.n_memory; i++) {
+            const mp_sim_memory_point *pt = &r.memory[i];
+            if (pt->rank != cur) {
+                if (cur >= 0) {
+                    assert_true(NEAR(last, 1000 + 100.0 * v));
+                    assert_true(NEAR(top, r.peak_memory[cur]));
+                }
+                assert_true(pt->rank > cur);
+                cur = pt->rank;
+                top = 0;
+            } else {
+                assert_true(pt->time > r.memory[i - 1].time);
+            }
+            assert_true(pt->bytes >= 1000 + 100.0 * v - 1e-9);
+            assert_true(pt->bytes <= r.peak_memory[pt->rank] + 1e-9);
+            if (pt->bytes > top)
+                top = pt->bytes;
+            last = pt->bytes;
+        }
+        assert_true(NEAR(last, 1000 + 100.0 * v));
+        assert_int_equal(cur, p - 1);
+        mp_sim_result_free(&r);
+    }
+}
+
+/* DP: reductions overlapped with the last backward hide when short; when
+ * not overlapped they add fully; the optimizer adds at the end. */
+static void test_dp_and_optimizer(void **state)
+{
+    (void)state;
+    int32_t p = 2, m = 4;
+    mp_pipeline_cost pc = uniform(p, 1, 1, 2, 0);
+    pc.dp_time = 1.5;
+    pc.dp_exposed = 0.0;
+    pc.optimizer = 0.25;
+    for (int32_t k = 0; k < p; k++)
+        g_stages[k].grad_bytes = 100;
+    mp_sim_options opt = {.record_timeline = true};
+    mp_sim_result a, b;
+    mp_error err;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, p, 1, m, &pc, true, &opt, &a, &err), MP_OK);
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, p, 1, m, &pc, false, &opt, &b, &err), MP_OK);
+    double pm = (m + p - 1) * 3.0;
+    assert_true(NEAR(a.pipeline_makespan, pm));
+    /* Overlapped: rank 0's reduction starts with its last B (2 s), so 1.5 s hides. */
+    assert_true(NEAR(a.makespan, pm + 0.25));
+    assert_true(NEAR(a.exposed.dp_comm, 0));
+    /* Not overlapped: 1.5 s after the last backward. */
+    assert_true(NEAR(b.makespan, pm + 1.5 + 0.25));
+    assert_true(NEAR(b.exposed.dp_comm, 1.5));
+    assert_true(NEAR(b.exposed.optimizer, 0.25));
+    size_t dp_events = 0, opt_events = 0;
+    for (size_t i = 0; i < b.timeline.n; i++) {
+        dp_events += b.timeline.events[i].stream == MP_STREAM_DP;
+        opt_events += b.timeline.events[i].kind == MP_EV_OPTIMIZER;
+    }
+    assert_int_equal(dp_events, (size_t)p);
+    assert_int_equal(opt_events, (size_t)p);
+    mp_sim_result_free(&a);
+    mp_sim_result_free(&b);
+    /* The last bucket (dp_exposed of dp_time) cannot start before the backward ends. */
+    pc.dp_exposed = 0.75;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, p, 1, m, &pc, true, NULL, &a, &err), MP_OK);
+    assert_true(NEAR(a.makespan, pm + 0.75 + 0.25));
+    mp_sim_result_free(&a);
+}
+
+/* Exposed TP/CP inside F and B appear in the breakdown and as events on
+ * their streams; the parts add up to the step. */
+static void test_breakdown_and_streams(void **state)
+{
+    (void)state;
+    int32_t p = 2, m = 2;
+    mp_pipeline_cost pc = uniform(p, 1, 1, 2, 0);
+    for (int32_t k = 0; k < p; k++) {
+        g_stages[k].tp_comm_fwd = 0.1;
+        g_stages[k].tp_comm_bwd = 0.2;
+        g_stages[k].cp_comm_fwd = 0.05;
+        g_stages[k].recompute = 0.5;
+    }
+    mp_sim_result r = run(MP_SCHED_1F1B, p, 1, m, &pc, true);
+    assert_true(NEAR(r.exposed.tp_comm, m * 0.3));
+    assert_true(NEAR(r.exposed.cp_comm, m * 0.05));
+    assert_true(NEAR(r.exposed.recompute, m * 0.5));
+    assert_true(NEAR(r.exposed.compute, m * 3.0 - m * 0.85));
+    double sum = r.exposed.compute + r.exposed.recompute + r.exposed.tp_comm +
+                 r.exposed.cp_comm + r.exposed.pp_comm + r.exposed.bubble + r.exposed.dp_comm +
+                 r.exposed.optimizer;
+    assert_true(NEAR(sum, r.exposed.step));
+    size_t tp = 0, cp = 0, f = 0, b = 0;
+    for (size_t i = 0; i < r.timeline.n; i++) {
+        const mp_event *e = &r.timeline.events[i];
+        tp += e->stream == MP_STREAM_TP;
+        cp += e->stream == MP_STREAM_CP;
+        f += e->kind == MP_EV_F;
+        b += e->kind == MP_EV_B;
+        if (e->stream == MP_STREAM_TP || e->stream == MP_STREAM_CP)
+            assert_true(e->kind == MP_EV_TP_COMM || e->kind == MP_EV_CP_COMM);
+    }
+    assert_int_equal(tp, (size_t)2 * p * m);
+    assert_int_equal(cp, (size_t)p * m);
+    assert_int_equal(f, (size_t)p * m);
+    assert_int_equal(b, (size_t)p * m);
+    mp_sim_result_free(&r);
+}
+
+/* Timeline off: no events, no memory curve, same numbers. */
+static void test_fast_mode_same_numbers(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = uniform(4, 2, 0.5, 1, 0);
+    mp_sim_result a = run(MP_SCHED_INTERLEAVED, 4, 2, 8, &pc, true);
+    mp_sim_result b = run(MP_SCHED_INTERLEAVED, 4, 2, 8, &pc, false);
+    assert_int_equal(b.timeline.n, 0);
+    assert_int_equal(b.n_memory, 0);
+    assert_true(a.timeline.n > 0);
+    assert_true(NEAR(a.makespan, b.makespan));
+    for (int32_t r = 0; r < 4; r++)
+        assert_true(NEAR(a.bubble_fraction[r], b.bubble_fraction[r]));
+    mp_sim_result_free(&a);
+    mp_sim_result_free(&b);
+}
+
+/* Non-uniform stages: the slowest stage sets the steady-state pace. */
+static void test_slow_stage_dominates(void **state)
+{
+    (void)state;
+    int32_t p = 4, m = 32;
+    mp_pipeline_cost pc = uniform(p, 1, 1, 2, 0);
+    g_stages[2].fwd = 2;
+    g_stages[2].bwd = 4;
+    mp_sim_result r = run(MP_SCHED_1F1B, p, 1, m, &pc, false);
+    /* The slow stage is busy m (2 + 4) and cannot start before ranks 0 and 1
+     * have forwarded (2) nor end before they have run the last backward (4).
+     * Worked by hand: rank 2 runs F0 [2,4], F1 [4,6], then waits for B0 from
+     * rank 3 (F0 [4,5], B0 [5,7]): 1 s idle, then busy to the end. */
+    assert_true(NEAR(r.pipeline_makespan, m * 6.0 + 2 + 4 + 1));
+    assert_true(r.bubble_fraction[2] < r.bubble_fraction[0]);
+    mp_sim_result_free(&r);
+}
+
+/* Causality on random uneven costs with latency and bandwidth, every
+ * schedule, p <= 6, v <= 3, m <= 12, both p2p semantics: a stage's F starts
+ * after the previous virtual stage's F of that micro-batch ended plus the
+ * transfer, B after the next stage's B (W after its own B); a rank's compute
+ * events never overlap; every (micro-batch, virtual stage) computed once. */
+static uint64_t g_rng = 88172645463325252ull;
+static double rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) / 9007199254740992.0;
+}
+
+static void test_causality_random_costs(void **state)
+{
+    (void)state;
+    static double f_end[6 * 3][12], b_end[6 * 3][12], f_start[6 * 3][12], b_start[6 * 3][12],
+        w_start[6 * 3][12];
+    for (int kind = 0; kind < MP_SCHED_COUNT; kind++)
+        for (int32_t p = 1; p <= 6; p++)
+            for (int32_t v = 1; v <= (kind == MP_SCHED_INTERLEAVED ? 3 : 1); v++)
+                for (int32_t m = 1; m <= 12; m++) {
+                    if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
+                        continue;
+                    mp_pipeline_cost pc = uniform(p, v, 1, 1, 1);
+                    for (int32_t k = 0; k < p * v; k++) {
+                        g_stages[k].fwd = 0.2 + rnd();
+                        g_stages[k].bwd_input = 0.2 + rnd();
+                        g_stages[k].bwd_weight = 0.1 + rnd();
+                        g_stages[k].bwd = g_stages[k].bwd_input + g_stages[k].bwd_weight;
+                        g_stages[k].send_bytes = 100 * rnd();
+                    }
+                    pc.p2p_latency = 0.05;
+                    pc.p2p_bw = 400;
+                    g_async = rnd() < 0.5;
+                    mp_sim_result r = run((mp_schedule_kind)kind, p, v, m, &pc, true);
+                    g_async = false;
+                    for (int32_t k = 0; k < 6 * 3; k++)
+                        for (int32_t mb = 0; mb < 12; mb++)
+                            f_start[k][mb] = b_start[k][mb] = w_start[k][mb] = -1;
+                    double last_end[6] = {0};
+                    for (size_t i = 0; i < r.timeline.n; i++) {
+                        const mp_event *e = &r.timeline.events[i];
+                        if (e->stream != MP_STREAM_COMPUTE || e->kind == MP_EV_OPTIMIZER)
+                            continue;
+                        /* events of a rank come in its program order */
+                        assert_true(e->start >= last_end[e->rank] - 1e-12);
+                        last_end[e->rank] = e->end;
+                        int32_t k = e->chunk * p + e->rank;
+                        if (e->kind == MP_EV_F) {
+                            assert_true(f_start[k][e->microbatch] < 0);
+                            f_start[k][e->microbatch] = e->start;
+                            f_end[k][e->microbatch] = e->end;
+                        } else if (e->kind == MP_EV_B) {
+                            assert_true(b_start[k][e->microbatch] < 0);
+                            b_start[k][e->microbatch] = e->start;
+                            b_end[k][e->microbatch] = e->end;
+                        } else if (e->kind == MP_EV_W) {
+                            w_start[k][e->microbatch] = e->start;
+                        }
+                    }
+                    for (int32_t k = 0; k < p * v; k++)
+                        for (int32_t mb = 0; mb < m; mb++) {
+                            assert_true(f_start[k][mb] >= 0 && b_start[k][mb] >= 0);
+                            assert_true(b_start[k][mb] >= f_end[k][mb] - 1e-12);
+                            if (kind == MP_SCHED_ZBH1)
+                                assert_true(w_start[k][mb] >= b_end[k][mb] - 1e-12);
+                            if (k > 0) /* the activation crossed a link */
+                                assert_true(f_start[k][mb] >=
+                                            f_end[k - 1][mb] + pc.p2p_latency - 1e-12);
+                            if (k < p * v - 1)
+                                assert_true(b_start[k][mb] >=
+                                            b_end[k + 1][mb] + pc.p2p_latency - 1e-12);
+                        }
+                    mp_sim_result_free(&r);
+                }
+}
+
+static void test_bad_costs(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = uniform(4, 1, 1, 1, 0);
+    mp_sim_result r;
+    mp_error err;
+    pc.n_stages = 3;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 4, 1, 8, &pc, true, NULL, &r, &err),
+                     MP_EINTERNAL);
+    pc.n_stages = 4;
+    g_stages[1].fwd = -1;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 4, 1, 8, &pc, true, NULL, &r, &err),
+                     MP_EINTERNAL);
+    g_stages[1].fwd = NAN;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 4, 1, 8, &pc, true, NULL, &r, &err),
+                     MP_EINTERNAL);
+    g_stages[1].fwd = 1;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_INTERLEAVED, 4, 1, 6, &pc, true, NULL, &r, &err),
+                     MP_OK);
+    mp_sim_result_free(&r);
+    pc = uniform(4, 2, 1, 1, 0);
+    assert_int_equal(mp_simulate_cost(MP_SCHED_INTERLEAVED, 4, 2, 6, &pc, true, NULL, &r, &err),
+                     MP_EINPUT);
+    assert_string_equal(err.field, "microbatches");
+    /* more messages than the engine's tables hold: refused before allocating them */
+    pc = uniform(1024, 1, 1, 1, 0);
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 1024, 1, 1 << 17, &pc, true, NULL, &r, &err),
+                     MP_EINPUT);
+    assert_non_null(strstr(err.msg, "too large to simulate"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uniform_bubble_exact),
+        cmocka_unit_test(test_zbh1_bubble),
+        cmocka_unit_test(test_matches_closed_form),
+        cmocka_unit_test(test_zbh1_better_than_1f1b),
+        cmocka_unit_test(test_gpipe_with_links),
+        cmocka_unit_test(test_link_serialises_messages),
+        cmocka_unit_test(test_sync_and_async_p2p),
+        cmocka_unit_test(test_peak_memory),
+        cmocka_unit_test(test_dp_and_optimizer),
+        cmocka_unit_test(test_breakdown_and_streams),
+        cmocka_unit_test(test_fast_mode_same_numbers),
+        cmocka_unit_test(test_slow_stage_dominates),
+        cmocka_unit_test(test_causality_random_costs),
+        cmocka_unit_test(test_bad_costs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,454 @@
+/* Property tests of the schedules over every valid p <= 8, v <= 4, m <= 32:
+ * each (micro-batch, chunk) computed once in the right order, the transfer
+ * convention around it, every send matched by one receive, in-flight
+ * micro-batches within the schedule's bound, no deadlock under blocking
+ * receives and non-blocking sends (checked here by a tiny independent
+ * executor, not by the engine). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sim/schedule.h"
+
+#define MAXP 8
+#define MAXV 4
+#define MAXM 32
+
+typedef struct sched {
+    mp_schedule_kind kind;
+    int32_t p, v, m;
+    mp_op_list lists[MAXP];
+} sched;
+
+static void sched_free(sched *s)
+{
+    for (int32_t r = 0; r < s->p; r++)
+        mp_op_list_free(&s->lists[r]);
+}
+
+static void build(sched *s, mp_schedule_kind kind, int32_t p, int32_t v, int32_t m)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->p = p;
+    s->v = v;
+    s->m = m;
+    for (int32_t r = 0; r < p; r++) {
+        mp_error err;
+        mp_error_clear(&err);
+        mp_status st = mp_schedule_build(kind, p, v, m, r, &s->lists[r], &err);
+        if (st != MP_OK)
+            fail_msg("build %d p=%d v=%d m=%d r=%d: %s", (int)kind, (int)p, (int)v, (int)m,
+                     (int)r, err.msg);
+    }
+}
+
+/* Visits every valid (kind, p, v, m) of the property range. */
+typedef void (*check_fn)(const sched *s);
+
+static void for_all(check_fn fn)
+{
+    for (int kind = 0; kind < MP_SCHED_COUNT; kind++)
+        for (int32_t p = 1; p <= MAXP; p++)
+            for (int32_t v = 1; v <= (kind == MP_SCHED_INTERLEAVED ? MAXV : 1); v++)
+                for (int32_t m = 1; m <= MAXM; m++) {
+                    if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
+                        continue;
+                    sched s;
+                    build(&s, (mp_schedule_kind)kind, p, v, m);
+                    fn(&s);
+                    sched_free(&s);
+                }
+}
+
+#define FAILS(s, r, ...)                                                                     \
+    fail_msg("kind=%d p=%d v=%d m=%d rank=%d: %s", (int)(s)->kind, (int)(s)->p, (int)(s)->v, \
+             (int)(s)->m, (int)(r), __VA_ARGS__)
+
+/* Each F, B (and W for ZB-H1) exactly once per (micro-batch, chunk); F
+ * before B before W; W only in ZB-H1. */
+static void check_once_and_order(const sched *s)
+{
+    for (int32_t r = 0; r < s->p; r++) {
+        static int32_t pos[3][MAXM][MAXV];
+        memset(pos, -1, sizeof pos);
+        const mp_op_list *l = &s->lists[r];
+        for (int32_t i = 0; i < l->n; i++) {
+            const mp_op *op = &l->ops[i];
+            if (op->microbatch < 0 || op->microbatch >= s->m || op->chunk < 0 ||
+                op->chunk >= s->v)
+                FAILS(s, r, "op index out of range");
+            if (op->kind <= MP_OP_W) {
+                if (pos[op->kind][op->microbatch][op->chunk] >= 0)
+                    FAILS(s, r, "op repeated");
+                pos[op->kind][op->microbatch][op->chunk] = i;
+            }
+        }
+        for (int32_t mb = 0; mb < s->m; mb++)
+            for (int32_t c = 0; c < s->v; c++) {
+                int32_t f = pos[MP_OP_F][mb][c], b = pos[MP_OP_B][mb][c],
+                        w = pos[MP_OP_W][mb][c];
+                if (f < 0 || b < 0)
+                    FAILS(s, r, "missing F or B");
+                if (f > b)
+                    FAILS(s, r, "B before its F");
+                if (s->kind == MP_SCHED_ZBH1) {
+                    if (w < 0 || w < b)
+                        FAILS(s, r, "W missing or before its B");
+                } else if (w >= 0) {
+                    FAILS(s, r, "W outside ZB-H1");
+                }
+            }
+    }
+}
+
+/* RECV_FWD right before F, SEND_FWD right after; RECV_BWD right before B,
+ * SEND_BWD right after; none at the pipeline's ends; nothing else around. */
+static void check_transfer_convention(const sched *s)
+{
+    int32_t last = s->p * s->v - 1;
+    for (int32_t r = 0; r < s->p; r++) {
+        const mp_op_list *l = &s->lists[r];
+        int32_t transfers = 0, expected = 0;
+        for (int32_t i = 0; i < l->n; i++) {
+            const mp_op *op = &l->ops[i];
+            int32_t k = op->chunk * s->p + r;
+            const mp_op *prev = i > 0 ? &l->ops[i - 1] : NULL;
+            const mp_op *next = i + 1 < l->n ? &l->ops[i + 1] : NULL;
+            bool same_prev = prev && prev->microbatch == op->microbatch && prev->chunk == op->chunk;
+            bool same_next = next && next->microbatch == op->microbatch && next->chunk == op->chunk;
+            switch ((mp_op_kind)op->kind) {
+            case MP_OP_F:
+                expected += (k > 0) + (k < last);
+                if ((k > 0) != (same_prev && prev->kind == MP_OP_RECV_FWD))
+                    FAILS(s, r, "RECV_FWD not right before F");
+                if ((k < last) != (same_next && next->kind == MP_OP_SEND_FWD))
+                    FAILS(s, r, "SEND_FWD not right after F");
+                break;
+            case MP_OP_B:
+                expected += (k > 0) + (k < last);
+                if ((k < last) != (same_prev && prev->kind == MP_OP_RECV_BWD))
+                    FAILS(s, r, "RECV_BWD not right before B");
+                if ((k > 0) != (same_next && next->kind == MP_OP_SEND_BWD))
+                    FAILS(s, r, "SEND_BWD not right after B");
+                break;
+            case MP_OP_W: break;
+            default: transfers++; break;
+            }
+        }
+        if (transfers != expected)
+            FAILS(s, r, "stray transfer ops");
+    }
+}
+
+/* Every send matched by exactly one receive on the peer, with the same
+ * message id (the MPI tag), and vice versa. */
+static void check_send_recv_matching(const sched *s)
+{
+    /* count[src][dst][id]: +1 per send, -1 per receive */
+    int32_t ids = 2 * s->v * s->m;
+    int32_t *count = calloc((size_t)s->p * s->p * ids, sizeof *count);
+    assert_non_null(count);
+    for (int32_t r = 0; r < s->p; r++) {
+        const mp_op_list *l = &s->lists[r];
+        for (int32_t i = 0; i < l->n; i++) {
+            const mp_op *op = &l->ops[i];
+            int32_t peer, peer_chunk;
+            if (op->kind <= MP_OP_W) {
+                if (mp_op_peer(s->p, s->v, r, op, &peer, &peer_chunk) ||
+                    mp_op_message_id(s->p, s->v, s->m, r, op) != -1)
+                    FAILS(s, r, "compute op with a peer");
+                continue;
+            }
+            if (!mp_op_peer(s->p, s->v, r, op, &peer, &peer_chunk))
+                FAILS(s, r, "transfer without a peer");
+            int32_t id = mp_op_message_id(s->p, s->v, s->m, r, op);
+            if (id < 0 || id >= ids)
+                FAILS(s, r, "message id out of range");
+            bool send = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_SEND_BWD;
+            int32_t src = send ? r : peer, dst = send ? peer : r;
+            count[((size_t)src * s->p + dst) * ids + id] += send ? 1 : -1;
+            /* A forward message goes to the next virtual stage. */
+            int32_t k = op->chunk * s->p + r, kp = peer_chunk * s->p + peer;
+            bool toward_next = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_RECV_BWD;
+            if (kp != (toward_next ? k + 1 : k - 1))
+                FAILS(s, r, "peer is not the neighbouring virtual stage");
+        }
+    }
+    for (size_t i = 0; i < (size_t)s->p * s->p * ids; i++)
+        if (count[i] != 0) {
+            free(count);
+            FAILS(s, -1, "unmatched send or receive");
+        }
+    free(count);
+}
+
+/* In-flight (F done, B -- W for ZB-H1 -- not yet) never above the schedule's
+ * bound, and the bound is reached (it is the schedule's memory, not a loose
+ * upper limit). The bounds are restated here from the papers. */
+static int32_t expected_bound(const sched *s, int32_t r)
+{
+    int32_t p = s->p, v = s->v, m = s->m;
+    switch (s->kind) {
+    case MP_SCHED_GPIPE: return m;
+    case MP_SCHED_1F1B: return p - r < m ? p - r : m;
+    case MP_SCHED_ZBH1: return p < m ? p : m;
+    default:
+        if (v == 1)
+            return p - r < m ? p - r : m;
+        {
+            /* Megatron: warm-up (p - r - 1)*2 + (v - 1)*p, capped at m*v, plus one. */
+            int32_t w = (p - r - 1) * 2 + (v - 1) * p;
+            if (w > m * v)
+                w = m * v;
+            return w + 1 < m * v ? w + 1 : m * v;
+        }
+    }
+}
+
+static void check_inflight(const sched *s)
+{
+    for (int32_t r = 0; r < s->p; r++) {
+        const mp_op_list *l = &s->lists[r];
+        int32_t live = 0, peak = 0;
+        mp_op_kind release = s->kind == MP_SCHED_ZBH1 ? MP_OP_W : MP_OP_B;
+        for (int32_t i = 0; i < l->n; i++) {
+            if (l->ops[i].kind == MP_OP_F && ++live > peak)
+                peak = live;
+            if (l->ops[i].kind == release)
+                live--;
+        }
+        int32_t bound = expected_bound(s, r);
+        if (peak != bound) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "peak in-flight %d, schedule bound %d", (int)peak,
+                     (int)bound);
+            FAILS(s, r, msg);
+        }
+        if (mp_schedule_inflight_bound(s->kind, s->p, s->v, s->m, r) != bound)
+            FAILS(s, r, "mp_schedule_inflight_bound disagrees");
+        if ((s->kind == MP_SCHED_1F1B || s->kind == MP_SCHED_ZBH1) && peak > s->p)
+            FAILS(s, r, "more than p in flight");
+    }
+}
+
+/* Runs all ranks with blocking receives and non-blocking (buffered) sends,
+ * round-robin, until done or no rank can move: exactly the executor's
+ * semantics. */
+static bool runs_without_deadlock(const sched *s)
+{
+    int32_t ids = 2 * s->v * s->m;
+    size_t slots = (size_t)s->p * s->p * ids;
+    int32_t *sent = calloc(slots, sizeof *sent);
+    int32_t pc[MAXP] = {0};
+    assert_non_null(sent);
+    bool progress = true, done = false;
+    while (progress && !done) {
+        progress = false;
+        done = true;
+        for (int32_t r = 0; r < s->p; r++) {
+            const mp_op_list *l = &s->lists[r];
+            while (pc[r] < l->n) {
+                const mp_op *op = &l->ops[pc[r]];
+                int32_t peer, peer_chunk;
+                if (op->kind >= MP_OP_SEND_FWD) {
+                    mp_op_peer(s->p, s->v, r, op, &peer, &peer_chunk);
+                    int32_t id = mp_op_message_id(s->p, s->v, s->m, r, op);
+                    bool send = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_SEND_BWD;
+                    if (send) {
+                        sent[((size_t)r * s->p + peer) * ids + id]++;
+                    } else {
+                        int32_t *slot = &sent[((size_t)peer * s->p + r) * ids + id];
+                        if (*slot == 0)
+                            break; /* blocked on this receive */
+                        (*slot)--;
+                    }
+                }
+                pc[r]++;
+                progress = true;
+            }
+            if (pc[r] < l->n)
+                done = false;
+        }
+    }
+    free(sent);
+    return done;
+}
+
+static void check_no_deadlock(const sched *s)
+{
+    if (!runs_without_deadlock(s))
+        FAILS(s, -1, "deadlock under blocking receives");
+}
+
+static void test_once_and_order(void **state)
+{
+    (void)state;
+    for_all(check_once_and_order);
+}
+
+static void test_transfer_convention(void **state)
+{
+    (void)state;
+    for_all(check_transfer_convention);
+}
+
+static void test_send_recv_matching(void **state)
+{
+    (void)state;
+    for_all(check_send_recv_matching);
+}
+
+static void test_inflight_bound(void **state)
+{
+    (void)state;
+    for_all(check_inflight);
+}
+
+static void test_no_deadlock(void **state)
+{
+    (void)state;
+    for_all(check_no_deadlock);
+}
+
+/* The deadlock checker itself must catch a deadlock: two ranks that each
+ * receive before sending. */
+static void test_deadlock_checker_catches_deadlock(void **state)
+{
+    (void)state;
+    sched s;
+    build(&s, MP_SCHED_1F1B, 2, 1, 2);
+    /* Rank 0: put its first backward receive before everything. */
+    mp_op_list *l = &s.lists[0];
+    mp_op first = l->ops[0];
+    int32_t j = 0;
+    while (l->ops[j].kind != MP_OP_RECV_BWD)
+        j++;
+    mp_op recv = l->ops[j];
+    memmove(&l->ops[1], &l->ops[0], (size_t)j * sizeof *l->ops);
+    l->ops[0] = recv;
+    assert_int_equal(l->ops[1].kind, first.kind);
+    assert_false(runs_without_deadlock(&s));
+    sched_free(&s);
+}
+
+/* Megatron's interleaved order on p=2, v=2, m=4, rank 0, by hand:
+ * warm-up (2-0-1)*2 + (2-1)*2 = 4 forwards: F0.0 F1.0 F0.1 F1.1, then
+ * 1F1B pairs (F2.0 B0.1) (F3.0 B1.1) (F2.1 B0.0) (F3.1 B1.0), cool-down
+ * B2.1 B3.1 B2.0 B3.0. */
+static void test_interleaved_order_by_hand(void **state)
+{
+    (void)state;
+    static const struct { uint8_t k; int32_t mb, c; } want[] = {
+        {MP_OP_F, 0, 0}, {MP_OP_F, 1, 0}, {MP_OP_F, 0, 1}, {MP_OP_F, 1, 1},
+        {MP_OP_F, 2, 0}, {MP_OP_B, 0, 1}, {MP_OP_F, 3, 0}, {MP_OP_B, 1, 1},
+        {MP_OP_F, 2, 1}, {MP_OP_B, 0, 0}, {MP_OP_F, 3, 1}, {MP_OP_B, 1, 0},
+        {MP_OP_B, 2, 1}, {MP_OP_B, 3, 1}, {MP_OP_B, 2, 0}, {MP_OP_B, 3, 0}};
+    mp_op_list l;
+    mp_error err;
+    assert_int_equal(mp_schedule_build(MP_SCHED_INTERLEAVED, 2, 2, 4, 0, &l, &err), MP_OK);
+    size_t j = 0;
+    for (int32_t i = 0; i < l.n; i++) {
+        if (l.ops[i].kind > MP_OP_W)
+            continue;
+        assert_true(j < sizeof want / sizeof want[0]);
+        assert_int_equal(l.ops[i].kind, want[j].k);
+        assert_int_equal(l.ops[i].microbatch, want[j].mb);
+        assert_int_equal(l.ops[i].chunk, want[j].c);
+        j++;
+    }
+    assert_int_equal(j, sizeof want / sizeof want[0]);
+    mp_op_list_free(&l);
+}
+
+/* 1F1B on p=4, m=8, rank 1: 2 warm-up forwards, then F/B pairs. */
+static void test_1f1b_order_by_hand(void **state)
+{
+    (void)state;
+    static const char want[] = "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7";
+    mp_op_list l;
+    mp_error err;
+    assert_int_equal(mp_schedule_build(MP_SCHED_1F1B, 4, 1, 8, 1, &l, &err), MP_OK);
+    char got[128] = "";
+    for (int32_t i = 0; i < l.n; i++)
+        if (l.ops[i].kind <= MP_OP_W) {
+            char one[16];
+            snprintf(one, sizeof one, "%s%s%d", got[0] ? " " : "",
+                     mp_op_kind_name((mp_op_kind)l.ops[i].kind), (int)l.ops[i].microbatch);
+            strncat(got, one, sizeof got - strlen(got) - 1);
+        }
+    assert_string_equal(got, want);
+    mp_op_list_free(&l);
+}
+
+/* ZB-H1 on p=4, m=6, last rank: Ws deferred by 3 micro-batches. */
+static void test_zbh1_order_by_hand(void **state)
+{
+    (void)state;
+    static const char want[] = "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5";
+    mp_op_list l;
+    mp_error err;
+    assert_int_equal(mp_schedule_build(MP_SCHED_ZBH1, 4, 1, 6, 3, &l, &err), MP_OK);
+    char got[160] = "";
+    for (int32_t i = 0; i < l.n; i++)
+        if (l.ops[i].kind <= MP_OP_W) {
+            char one[16];
+            snprintf(one, sizeof one, "%s%s%d", got[0] ? " " : "",
+                     mp_op_kind_name((mp_op_kind)l.ops[i].kind), (int)l.ops[i].microbatch);
+            strncat(got, one, sizeof got - strlen(got) - 1);
+        }
+    assert_string_equal(got, want);
+    mp_op_list_free(&l);
+}
+
+static void expect_einput(mp_schedule_kind k, int32_t p, int32_t v, int32_t m, int32_t r,
+                          const char *field)
+{
+    mp_op_list l;
+    mp_error err;
+    mp_error_clear(&err);
+    assert_int_equal(mp_schedule_build(k, p, v, m, r, &l, &err), MP_EINPUT);
+    assert_int_equal(err.code, MP_EINPUT);
+    assert_string_equal(err.field, field);
+    assert_null(l.ops);
+    assert_int_equal(mp_schedule_inflight_bound(k, p, v, m, r), -1);
+}
+
+static void test_invalid_inputs(void **state)
+{
+    (void)state;
+    expect_einput(MP_SCHED_INTERLEAVED, 4, 2, 6, 0, "microbatches"); /* m % p != 0 */
+    expect_einput(MP_SCHED_1F1B, 4, 2, 8, 0, "vpp");
+    expect_einput(MP_SCHED_GPIPE, 4, 1, 8, 4, "rank");
+    expect_einput(MP_SCHED_GPIPE, 4, 1, 8, -1, "rank");
+    expect_einput(MP_SCHED_1F1B, 0, 1, 8, 0, "pp");
+    expect_einput(MP_SCHED_1F1B, 4, 0, 8, 0, "vpp");
+    expect_einput(MP_SCHED_1F1B, 4, 1, 0, 0, "microbatches");
+    expect_einput(MP_SCHED_INTERLEAVED, 64, 32, 64, 0, "vpp"); /* > MP_MAX_STAGES */
+    expect_einput(MP_SCHED_INTERLEAVED, 4, 4, 1 << 21, 0, "microbatches"); /* m*v absurd */
+    expect_einput(MP_SCHED_1F1B, 4, 1, (1 << 22) + 1, 0, "microbatches");
+    expect_einput((mp_schedule_kind)MP_SCHED_COUNT, 4, 1, 8, 0, "schedule");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_once_and_order),
+        cmocka_unit_test(test_transfer_convention),
+        cmocka_unit_test(test_send_recv_matching),
+        cmocka_unit_test(test_inflight_bound),
+        cmocka_unit_test(test_no_deadlock),
+        cmocka_unit_test(test_deadlock_checker_catches_deadlock),
+        cmocka_unit_test(test_interleaved_order_by_hand),
+        cmocka_unit_test(test_1f1b_order_by_hand),
+        cmocka_unit_test(test_zbh1_order_by_hand),
+        cmocka_unit_test(test_invalid_inputs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,1 +1,499 @@
+/* options.c — the options estimate, explain, search and simulate share, and
+ * the Megatron-LM defaults for whatever the user left out. */
 #include "cli/options.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fields.h"
+#include "core/io.h"
+#include "core/tables.h"
+#include "core/units.h"
+
+#define MAX_DEGREE (1LL << 24)
+
+typedef enum {
+    OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
+    OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
+    OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
+    OPT_FORMAT
+} opt_id;
+
+typedef struct opt_def {
+    const char *name;
+    opt_id id;
+    bool takes_value;
+} opt_def;
+
+static const opt_def options[] = {
+    {"--model", OPT_MODEL, true},
+    {"--gpus", OPT_GPUS, true},
+    {"--hw", OPT_HW, true},
+    {"--hw-set", OPT_HW_SET, true},
+    {"--seq", OPT_SEQ, true},
+    {"--global-batch", OPT_GLOBAL_BATCH, true},
+    {"--precision", OPT_PRECISION, true},
+    {"--tokens", OPT_TOKENS, true},
+    {"--tp", OPT_TP, true},
+    {"--sp", OPT_SP, false},
+    {"--no-sp", OPT_NO_SP, false},
+    {"--pp", OPT_PP, true},
+    {"--vpp", OPT_VPP, true},
+    {"--cp", OPT_CP, true},
+    {"--dp", OPT_DP, true},
+    {"--micro-batch", OPT_MICRO_BATCH, true},
+    {"--recompute", OPT_RECOMPUTE, true},
+    {"--dist-opt", OPT_DIST_OPT, false},
+    {"--no-dist-opt", OPT_NO_DIST_OPT, false},
+    {"--dp-overlap", OPT_DP_OVERLAP, true},
+    {"--tp-overlap", OPT_TP_OVERLAP, true},
+    {"--schedule", OPT_SCHEDULE, true},
+    {"--format", OPT_FORMAT, true},
+};
+
+static mp_status bad_option(mp_error *err, const char *opt, const char *fmt, const char *value)
+{
+    char shown[48];
+    snprintf(shown, sizeof shown, "%.40s%s", value, strlen(value) > 40 ? "..." : "");
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, fmt, shown);
+}
+
+static mp_status parse_count(const char *opt, const char *value, int64_t lo, int64_t hi,
+                             int64_t *out, mp_error *err)
+{
+    int64_t v;
+    if (!mp_parse_int64(value, &v)) {
+        const char *p = value + (value[0] == '-' || value[0] == '+');
+        if (*p && strspn(p, "0123456789") == strlen(p))
+            return bad_option(err, opt, "too large: '%s' overflows a 64-bit integer", value);
+        return bad_option(err, opt, "expected a whole number, got '%s'", value);
+    }
+    if (v < lo)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "must be at least %lld (got %lld)",
+                            (long long)lo, (long long)v);
+    if (v > hi)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt,
+                            "absurdly large: at most %lld (got %lld)", (long long)hi,
+                            (long long)v);
+    *out = v;
+    return MP_OK;
+}
+
+/* Token counts read "3e11", "300B", "1.4T", "500M". */
+static mp_status parse_tokens(const char *opt, const char *value, double *out, mp_error *err)
+{
+    char num[64];
+    snprintf(num, sizeof num, "%s", value);
+    size_t len = strlen(num);
+    double scale = 1;
+    if (len) {
+        switch (num[len - 1]) {
+        case 'K': case 'k': scale = 1e3; break;
+        case 'M': scale = 1e6; break;
+        case 'B': case 'G': scale = 1e9; break;
+        case 'T': scale = 1e12; break;
+        default: break;
+        }
+        if (scale != 1)
+            num[len - 1] = '\0';
+    }
+    double v;
+    const char *why;
+    if (!mp_units_parse(num, MP_UNIT_NONE, &v, &why))
+        return bad_option(err, opt, "expected a token count such as 3e11 or 300B, got '%s'",
+                          value);
+    v *= scale;
+    if (!(v > 0) || !isfinite(v) || v > 1e18)
+        return bad_option(err, opt, "must be a positive count up to 1e18, got '%s'", value);
+    *out = v;
+    return MP_OK;
+}
+
+static mp_status parse_onoff(const char *opt, const char *value, bool *out, mp_error *err)
+{
+    if (!mp_parse_bool_word(value, out))
+        return bad_option(err, opt, "expected on or off, got '%s'", value);
+    return MP_OK;
+}
+
+static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, mp_error *err)
+{
+    mp_config *c = &cc->config;
+    mp_parallel *p = &c->parallel;
+    mp_training *t = &c->training;
+    const char *opt = o->name;
+    int k;
+    switch (o->id) {
+    case OPT_MODEL:
+        if (!value[0])
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "needs a model");
+        cc->model_spec = value;
+        cc->have_model = true;
+        return MP_OK;
+    case OPT_GPUS:
+        cc->have_gpus = true;
+        return parse_count(opt, value, 1, MAX_DEGREE, &t->gpus, err);
+    case OPT_HW:
+        if (!value[0])
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "needs a profile");
+        cc->hw_spec = value;
+        cc->set |= MP_SET_HW;
+        return MP_OK;
+    case OPT_HW_SET:
+        if (!strchr(value, '='))
+            return bad_option(err, opt, "expected KEY=VALUE (e.g. scale_out.bw_per_gpu=50GB/s), "
+                                        "got '%s'", value);
+        if (cc->n_hw_sets >= MP_CLI_MAX_HW_SETS)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "at most %d overrides",
+                                MP_CLI_MAX_HW_SETS);
+        cc->hw_sets[cc->n_hw_sets++] = value;
+        return MP_OK;
+    case OPT_SEQ:
+        cc->set |= MP_SET_SEQ;
+        return parse_count(opt, value, 1, 1 << 22, &t->seq, err);
+    case OPT_GLOBAL_BATCH:
+        cc->set |= MP_SET_GLOBAL_BATCH;
+        return parse_count(opt, value, 1, 1 << 30, &t->global_batch, err);
+    case OPT_PRECISION:
+        cc->set |= MP_SET_PRECISION;
+        for (k = 0; k < MP_DTYPE_COUNT; k++)
+            if (!strcmp(value, mp_dtype_name((mp_dtype)k)) &&
+                (k == MP_DTYPE_BF16 || k == MP_DTYPE_FP16 || k == MP_DTYPE_FP32)) {
+                t->precision = (mp_dtype)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected bf16, fp16 or fp32, got '%s'", value);
+    case OPT_TOKENS:
+        cc->set |= MP_SET_TOKENS;
+        return parse_tokens(opt, value, &t->tokens, err);
+    case OPT_TP:
+        cc->set |= MP_SET_TP;
+        return parse_count(opt, value, 1, MAX_DEGREE, &p->tp, err);
+    case OPT_SP:
+    case OPT_NO_SP:
+        cc->set |= MP_SET_SP;
+        p->sp = o->id == OPT_SP;
+        return MP_OK;
+    case OPT_PP:
+        cc->set |= MP_SET_PP;
+        return parse_count(opt, value, 1, MAX_DEGREE, &p->pp, err);
+    case OPT_VPP:
+        cc->set |= MP_SET_VPP;
+        return parse_count(opt, value, 1, 1 << 16, &p->vpp, err);
+    case OPT_CP:
+        cc->set |= MP_SET_CP;
+        return parse_count(opt, value, 1, MAX_DEGREE, &p->cp, err);
+    case OPT_DP:
+        cc->set |= MP_SET_DP;
+        return parse_count(opt, value, 1, MAX_DEGREE, &p->dp, err);
+    case OPT_MICRO_BATCH:
+        cc->set |= MP_SET_MICRO_BATCH;
+        return parse_count(opt, value, 1, 1 << 20, &p->micro_batch, err);
+    case OPT_RECOMPUTE:
+        cc->set |= MP_SET_RECOMPUTE;
+        if ((k = mp_recompute_parse(value)) < 0)
+            return bad_option(err, opt, "expected none, selective or full, got '%s'", value);
+        p->recompute = (mp_recompute)k;
+        return MP_OK;
+    case OPT_DIST_OPT:
+    case OPT_NO_DIST_OPT:
+        cc->set |= MP_SET_DIST_OPT;
+        p->dist_opt = o->id == OPT_DIST_OPT;
+        return MP_OK;
+    case OPT_DP_OVERLAP:
+        cc->set |= MP_SET_DP_OVERLAP;
+        return parse_onoff(opt, value, &p->dp_overlap, err);
+    case OPT_TP_OVERLAP:
+        cc->set |= MP_SET_TP_OVERLAP;
+        return parse_onoff(opt, value, &p->tp_overlap, err);
+    case OPT_SCHEDULE:
+        cc->set |= MP_SET_SCHEDULE;
+        if ((k = mp_schedule_parse(value)) < 0)
+            return bad_option(err, opt, "expected gpipe, 1f1b, interleaved-1f1b or zb-h1, got '%s'",
+                              value);
+        p->schedule = (mp_schedule_kind)k;
+        return MP_OK;
+    case OPT_FORMAT:
+        if (!strcmp(value, "table"))
+            cc->format = MP_FORMAT_TABLE;
+        else if (!strcmp(value, "json"))
+            cc->format = MP_FORMAT_JSON;
+        else if (!strcmp(value, "yaml"))
+            cc->format = MP_FORMAT_YAML;
+        else if (!strcmp(value, "megatron"))
+            cc->format = MP_FORMAT_MEGATRON;
+        else
+            return bad_option(err, opt, "expected table, json, yaml or megatron, got '%s'", value);
+        return MP_OK;
+    }
+    return MP_OK;
+}
+
+mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->format = MP_FORMAT_TABLE;
+    out->hw_spec = "dgx-a100";
+    out->config.training.precision = MP_DTYPE_BF16;
+    int kept = 1;
+    bool rest = false;
+    for (int i = 1; i < *argc; i++) {
+        char *arg = argv[i];
+        if (rest || strncmp(arg, "--", 2) != 0 || !strcmp(arg, "--")) {
+            rest = rest || !strcmp(arg, "--");
+            argv[kept++] = arg;
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        const opt_def *o = NULL;
+        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
+            if (strlen(options[k].name) == nlen && !strncmp(options[k].name, arg, nlen))
+                o = &options[k];
+        if (!o) {
+            argv[kept++] = arg; /* the verb's own option */
+            continue;
+        }
+        const char *value;
+        if (!o->takes_value) {
+            if (eq)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name, "takes no value");
+            value = "";
+        } else if (eq) {
+            value = eq + 1;
+        } else if (i + 1 < *argc) {
+            value = argv[++i];
+        } else {
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name, "needs a value");
+        }
+        mp_status st = apply(out, o, value, err);
+        if (st != MP_OK)
+            return st;
+    }
+    argv[kept] = NULL;
+    *argc = kept;
+    return MP_OK;
+}
+
+void mp_cli_option_name(const char *field, char *buf, size_t size)
+{
+    static const struct {
+        const char *field, *option;
+    } map[] = {
+        {"model", "--model"}, {"hw", "--hw"}, {"gpus", "--gpus"}, {"seq", "--seq"},
+        {"global_batch", "--global-batch"}, {"precision", "--precision"},
+        {"tokens", "--tokens"}, {"tp", "--tp"}, {"sp", "--sp"}, {"pp", "--pp"},
+        {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
+        {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"},
+        {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
+        {"schedule", "--schedule"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(field, map[i].field)) {
+            snprintf(buf, size, "%s", map[i].option);
+            return;
+        }
+    snprintf(buf, size, "%s", field);
+}
+
+/* An error from loading --model/--hw that is not about a file names the option. */
+static void name_option(mp_error *err, const char *option)
+{
+    if (!err->file[0])
+        snprintf(err->field, sizeof err->field, "%s", option);
+}
+
+static mp_status load_hw(mp_cli_config *cc, mp_error *err)
+{
+    mp_config *c = &cc->config;
+    mp_status st = mp_hw_load(cc->hw_spec, &c->hw, err);
+    if (st != MP_OK) {
+        name_option(err, "--hw");
+        return st;
+    }
+    for (int i = 0; i < cc->n_hw_sets; i++) {
+        char key[128];
+        const char *eq = strchr(cc->hw_sets[i], '=');
+        size_t klen = (size_t)(eq - cc->hw_sets[i]);
+        if (klen >= sizeof key)
+            klen = sizeof key - 1;
+        memcpy(key, cc->hw_sets[i], klen);
+        key[klen] = '\0';
+        st = mp_hw_set_field(&c->hw, key, eq + 1, err);
+        if (st != MP_OK)
+            break;
+    }
+    if (st == MP_OK)
+        st = mp_hw_finish(&c->hw, err);
+    if (st != MP_OK) {
+        char field[sizeof err->field];
+        snprintf(field, sizeof field, "--hw-set %.100s", err->field);
+        snprintf(err->field, sizeof err->field, "%s", field);
+    }
+    return st;
+}
+
+mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
+{
+    mp_config *c = &cc->config;
+    if (!cc->have_model)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--model",
+                            "required: a preset (see megaplan models), a model YAML file or a "
+                            "HuggingFace config.json");
+    mp_status st = mp_model_load(cc->model_spec, &c->model, err);
+    if (st != MP_OK) {
+        name_option(err, "--model");
+        return st;
+    }
+    if (!cc->hw_spec)
+        cc->hw_spec = "dgx-a100";
+    if ((st = load_hw(cc, err)) != MP_OK)
+        return st;
+    if (!cc->have_gpus)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--gpus", "required: how many GPUs");
+
+    mp_parallel *p = &c->parallel;
+    mp_training *t = &c->training;
+    if (!(cc->set & MP_SET_TP))
+        p->tp = 1;
+    if (!(cc->set & MP_SET_PP))
+        p->pp = 1;
+    if (!(cc->set & MP_SET_VPP))
+        p->vpp = 1;
+    if (!(cc->set & MP_SET_CP))
+        p->cp = 1;
+    if (!(cc->set & MP_SET_DP)) {
+        int64_t tpc = p->tp * p->pp; /* each at most 2^24: fits */
+        if (__builtin_mul_overflow(tpc, p->cp, &tpc) || t->gpus % tpc)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--gpus",
+                                "%lld GPUs is not a multiple of tp*pp*cp = %lld*%lld*%lld",
+                                (long long)t->gpus, (long long)p->tp, (long long)p->pp,
+                                (long long)p->cp);
+        p->dp = t->gpus / tpc;
+    }
+    if (!(cc->set & MP_SET_MICRO_BATCH))
+        p->micro_batch = 1;
+    if (!(cc->set & MP_SET_SP))
+        p->sp = false;
+    if (!(cc->set & MP_SET_RECOMPUTE))
+        p->recompute = MP_RECOMPUTE_NONE;
+    if (!(cc->set & MP_SET_DIST_OPT))
+        p->dist_opt = false;
+    if (!(cc->set & MP_SET_DP_OVERLAP))
+        p->dp_overlap = p->dist_opt;
+    if (!(cc->set & MP_SET_TP_OVERLAP))
+        p->tp_overlap = false;
+    if (!(cc->set & MP_SET_SCHEDULE))
+        p->schedule = mp_default_schedule(p);
+    if (!(cc->set & MP_SET_SEQ))
+        t->seq = c->model.seq;
+    if (!(cc->set & MP_SET_PRECISION))
+        t->precision = MP_DTYPE_BF16;
+    if (!(cc->set & MP_SET_TOKENS))
+        t->tokens = 0;
+    cc->published_global_batch = mp_model_preset_global_batch(c->model.name);
+    if (!(cc->set & MP_SET_GLOBAL_BATCH)) {
+        int64_t target = cc->published_global_batch ? cc->published_global_batch : 512;
+        int64_t unit = p->micro_batch * p->dp; /* 2^20 * 2^24: fits */
+        if (p->vpp > 1 && __builtin_mul_overflow(unit, p->pp, &unit))
+            unit = INT64_MAX;
+        if (unit > (1LL << 30))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--global-batch",
+                                "no default: micro_batch*dp = %lld is absurdly large",
+                                (long long)unit);
+        t->global_batch = (target + unit - 1) / unit * unit;
+    }
+    return MP_OK;
+}
+
+mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err)
+{
+    mp_status st = mp_config_check(&cc->config, err);
+    if (st != MP_OK && !err->file[0]) {
+        char opt[sizeof err->field];
+        mp_cli_option_name(err->field, opt, sizeof opt);
+        snprintf(err->field, sizeof err->field, "%s", opt);
+    }
+    return st;
+}
+
+/* Appends one formatted line; once the buffer is full the rest is dropped. */
+__attribute__((format(printf, 4, 5))) static void append_line(char *buf, size_t size,
+                                                              size_t *n, const char *fmt, ...)
+{
+    if (*n + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *n, size - *n, fmt, ap);
+    va_end(ap);
+    if (w < 0)
+        return;
+    *n = *n + (size_t)w < size ? *n + (size_t)w : size - 1;
+    if (*n + 1 < size) {
+        buf[(*n)++] = '\n';
+        buf[*n] = '\0';
+    }
+}
+
+void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t size)
+{
+    const mp_config *c = &cc->config;
+    const mp_parallel *p = &c->parallel;
+    const mp_training *t = &c->training;
+    size_t n = 0;
+    if (!size)
+        return;
+    buf[0] = '\0';
+#define LINE(...) append_line(buf, size, &n, __VA_ARGS__)
+    uint32_t s = cc->set;
+    if (!(s & MP_SET_HW))
+        LINE("hw=%s (megaplan's default profile)", c->hw.name);
+    if (!(s & MP_SET_TP))
+        LINE("tp=1");
+    if (!(s & MP_SET_PP))
+        LINE("pp=1");
+    if (!(s & MP_SET_VPP))
+        LINE("vpp=1");
+    if (!(s & MP_SET_CP))
+        LINE("cp=1");
+    if (!(s & MP_SET_DP))
+        LINE("dp=%lld (gpus/(tp*pp*cp))", (long long)p->dp);
+    if (!(s & MP_SET_MICRO_BATCH))
+        LINE("micro_batch=1");
+    if (!(s & MP_SET_SP))
+        LINE("sp=off (Megatron: --sequence-parallel not given)");
+    if (!(s & MP_SET_RECOMPUTE))
+        LINE("recompute=none");
+    if (!(s & MP_SET_DIST_OPT))
+        LINE("dist_opt=off (Megatron: --use-distributed-optimizer not given)");
+    if (!(s & MP_SET_DP_OVERLAP))
+        LINE("dp_overlap=%s (on with the distributed optimizer)", p->dp_overlap ? "on" : "off");
+    if (!(s & MP_SET_TP_OVERLAP))
+        LINE("tp_overlap=off");
+    if (!(s & MP_SET_SCHEDULE))
+        LINE("schedule=%s", mp_schedule_name(p->schedule));
+    if (!(s & MP_SET_SEQ))
+        LINE("seq=%lld (the model's)", (long long)t->seq);
+    if (!(s & MP_SET_GLOBAL_BATCH)) {
+        if (cc->published_global_batch && cc->published_global_batch == t->global_batch)
+            LINE("global_batch=%lld (%s's published batch)", (long long)t->global_batch,
+                 c->model.name);
+        else if (cc->published_global_batch)
+            LINE("global_batch=%lld (%s's published %lld, rounded up to a multiple of "
+                 "micro_batch*dp%s)",
+                 (long long)t->global_batch, c->model.name,
+                 (long long)cc->published_global_batch, p->vpp > 1 ? "*pp" : "");
+        else
+            LINE("global_batch=%lld (512 sequences, rounded up to a multiple of micro_batch*dp%s)",
+                 (long long)t->global_batch, p->vpp > 1 ? "*pp" : "");
+    }
+    if (!(s & MP_SET_PRECISION))
+        LINE("precision=bf16");
+#undef LINE
+    if (n > 0 && buf[n - 1] == '\n')
+        buf[n - 1] = '\0';
+}

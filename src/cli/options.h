@@ -5,6 +5,7 @@
 #define MP_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/config.h"
@@ -30,6 +31,14 @@ typedef struct mp_cli_config {
     mp_format format;
     const char *model_spec; /* as given to --model */
     const char *hw_spec;    /* as given to --hw (default "dgx-a100") */
+    /* --hw-set KEY=VALUE overrides, applied in order by mp_cli_config_finish */
+#define MP_CLI_MAX_HW_SETS 32
+    const char *hw_sets[MP_CLI_MAX_HW_SETS];
+    int n_hw_sets;
+    /* the preset's published global batch before mp_cli_config_finish
+     * rounded it to the default split (0 when none); search, which varies the
+     * split, starts from this when --global-batch is not given */
+    int64_t published_global_batch;
 } mp_cli_config;
 
 /* Parses the shared options out of argv:
@@ -49,8 +58,18 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
  * unset setting with the default a Megatron-LM user expects (tp=pp=vpp=cp=1,
  * dp = gpus/(tp*pp*cp), micro_batch 1, no sp, no recompute, no dist-opt,
  * dp_overlap on with dist-opt, schedule 1f1b for pp>1 or interleaved-1f1b for
- * vpp>1, seq = model's, global batch = the preset's or dp*micro_batch, bf16). */
+ * vpp>1, seq = model's, bf16; global batch = the preset's published batch
+ * (512 sequences for models without one), rounded up to a multiple of
+ * micro_batch*dp (times pp with interleaving) so the default split runs).
+ * Does not check that the configuration can run: mp_cli_config_check does. */
 mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err);
+
+/* mp_config_check with the fields named as the options ("--tp",
+ * "--global-batch"), for verbs that cost one given configuration. */
+mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err);
+
+/* The option that sets a config field: "global_batch" -> "--global-batch". */
+void mp_cli_option_name(const char *field, char *buf, size_t size);
 
 /* One line per setting that took its default, for the output ("defaults: ..."). */
 void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t size);

@@ -106,10 +106,14 @@ mp_status mp_read_file(const char *path, size_t max_bytes, char **out, size_t *l
         mp_buf_append(&b, chunk, n);
     }
     bool bad = ferror(f);
+    int read_errno = errno; /* e.g. EISDIR for a folder */
     fclose(f);
     if (bad || b.oom) {
         mp_buf_free(&b);
-        return mp_error_set(err, bad ? MP_EIO : MP_ENOMEM, path, 0, 0, NULL, "cannot read");
+        if (bad)
+            return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot read: %s",
+                                strerror(read_errno));
+        return mp_error_set(err, MP_ENOMEM, path, 0, 0, NULL, "out of memory");
     }
     if (!b.data)
         mp_buf_append(&b, "", 0);

@@ -49,6 +49,9 @@ typedef struct mp_hw {
     mp_net_tier scale_out;               /* tier 1 */
     double runtime_reserve;              /* bytes per GPU the CUDA context, NCCL and allocator take */
     double kernel_overhead;              /* seconds of launch/sync overhead per kernel */
+    bool flash_attention;                /* software stack fuses attention (FlashAttention/cuDNN);
+                                            false: unfused QK^T, softmax, dropout, AV (Megatron 2021-22,
+                                            Megatron-DeepSpeed); YAML key flash_attention (cost model) */
     /* The cost-model issue may add fitted global parameters here; each must be
      * added to the field table in core/hw.c so files, overrides and writers see it. */
 } mp_hw;

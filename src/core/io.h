@@ -40,6 +40,9 @@ void mp_plan_write_yaml(const mp_plan *plan, const cJSON *predicted, mp_buf *out
  * build on these so names are spelled once. */
 cJSON *mp_model_to_json(const mp_model *m);
 cJSON *mp_hw_to_json(const mp_hw *hw);
+/* The same with sizes, rates and times as strings with units ("80 GiB",
+ * "300 GB/s") for people to read; mp_hw_parse_yaml reads them back. */
+cJSON *mp_hw_to_json_units(const mp_hw *hw);
 cJSON *mp_training_to_json(const mp_training *t);
 cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t microbatches);
 

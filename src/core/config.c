@@ -1,0 +1,226 @@
+#include "core/config.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "core/tables.h"
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+
+const char *mp_recompute_name(mp_recompute r)
+{
+    return (unsigned)r < MP_RECOMPUTE_COUNT ? recompute_names[r] : "?";
+}
+
+const char *mp_schedule_name(mp_schedule_kind s)
+{
+    return (unsigned)s < MP_SCHED_COUNT ? schedule_names[s] : "?";
+}
+
+int mp_recompute_parse(const char *s)
+{
+    for (int i = 0; i < MP_RECOMPUTE_COUNT; i++)
+        if (s && !strcmp(s, recompute_names[i]))
+            return i;
+    return -1;
+}
+
+int mp_schedule_parse(const char *s)
+{
+    for (int i = 0; i < MP_SCHED_COUNT; i++)
+        if (s && !strcmp(s, schedule_names[i]))
+            return i;
+    return -1;
+}
+
+static const char *recompute_name_i(int i)
+{
+    return mp_recompute_name((mp_recompute)i);
+}
+static const char *schedule_name_i(int i)
+{
+    return mp_schedule_name((mp_schedule_kind)i);
+}
+static const char *dtype_name_i(int i)
+{
+    return mp_dtype_name((mp_dtype)i);
+}
+
+#define MAX_DEGREE (1 << 24) /* no cluster has more GPUs than this */
+
+static const mp_field training_fields[] = {
+    {.path = "gpus", .type = MP_FT_INT, .offset = offsetof(mp_training, gpus), .min = 1,
+     .max = MAX_DEGREE, .required = true},
+    {.path = "seq", .type = MP_FT_INT, .offset = offsetof(mp_training, seq), .min = 0,
+     .max = 1 << 22},
+    {.path = "global_batch", .type = MP_FT_INT, .offset = offsetof(mp_training, global_batch),
+     .min = 1, .max = 1 << 30, .required = true},
+    {.path = "precision", .type = MP_FT_ENUM, .offset = offsetof(mp_training, precision),
+     .name_of = dtype_name_i, .n_names = MP_DTYPE_COUNT},
+    {.path = "tokens", .type = MP_FT_DOUBLE, .offset = offsetof(mp_training, tokens), .min = 0,
+     .max = 1e18},
+};
+
+#define P_INT(key, lo, hi)                                                                   \
+    {.path = #key, .type = MP_FT_INT, .offset = offsetof(mp_parallel, key), .min = lo,       \
+     .max = hi}
+#define P_BOOL(key) {.path = #key, .type = MP_FT_BOOL, .offset = offsetof(mp_parallel, key)}
+
+static const mp_field parallel_fields[] = {
+    P_INT(tp, 1, MAX_DEGREE),
+    P_BOOL(sp),
+    P_INT(pp, 1, MAX_DEGREE),
+    P_INT(vpp, 1, 1 << 16),
+    P_INT(cp, 1, MAX_DEGREE),
+    P_INT(dp, 1, MAX_DEGREE),
+    P_INT(micro_batch, 1, 1 << 20),
+    {.path = "recompute", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, recompute),
+     .name_of = recompute_name_i, .n_names = MP_RECOMPUTE_COUNT},
+    P_BOOL(dist_opt),
+    P_BOOL(dp_overlap),
+    P_BOOL(tp_overlap),
+    {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
+     .name_of = schedule_name_i, .n_names = MP_SCHED_COUNT},
+};
+
+const mp_field *mp_training_field_table(size_t *n)
+{
+    *n = sizeof training_fields / sizeof training_fields[0];
+    return training_fields;
+}
+
+const mp_field *mp_parallel_field_table(size_t *n)
+{
+    *n = sizeof parallel_fields / sizeof parallel_fields[0];
+    return parallel_fields;
+}
+
+int64_t mp_config_microbatches(const mp_config *c)
+{
+    int64_t per = 0;
+    if (c->parallel.micro_batch <= 0 || c->parallel.dp <= 0 ||
+        __builtin_mul_overflow(c->parallel.micro_batch, c->parallel.dp, &per) || per <= 0)
+        return 0;
+    return c->training.global_batch / per;
+}
+
+#define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
+
+mp_status mp_config_check(const mp_config *c, mp_error *err)
+{
+    const mp_model *m = &c->model;
+    const mp_training *t = &c->training;
+    const mp_parallel *p = &c->parallel;
+    size_t n;
+    const mp_field *tab = mp_parallel_field_table(&n);
+    mp_status st = mp_fields_check(tab, n, p, "", err);
+    if (st != MP_OK)
+        return st;
+    tab = mp_training_field_table(&n);
+    if ((st = mp_fields_check(tab, n, t, "", err)) != MP_OK)
+        return st;
+    if (m->heads < 1 || m->kv_heads < 1 || m->layers < 1 || m->seq < 1)
+        return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
+
+    if (m->heads % p->tp)
+        return FAIL("tp", "tp=%lld does not divide the %lld attention heads",
+                    (long long)p->tp, (long long)m->heads);
+    if (m->kv_heads % p->tp)
+        return FAIL("tp", "tp=%lld does not divide the %lld key/value heads (query groups)",
+                    (long long)p->tp, (long long)m->kv_heads);
+
+    int64_t tpc, tpcd;
+    if (__builtin_mul_overflow(p->tp, p->pp, &tpc) || __builtin_mul_overflow(tpc, p->cp, &tpc) ||
+        __builtin_mul_overflow(tpc, p->dp, &tpcd))
+        return FAIL("gpus", "tp*pp*cp*dp overflows");
+    if (t->gpus % tpc)
+        return FAIL("gpus", "%lld GPUs is not a multiple of tp*pp*cp = %lld*%lld*%lld = %lld",
+                    (long long)t->gpus, (long long)p->tp, (long long)p->pp, (long long)p->cp,
+                    (long long)tpc);
+    if (tpcd != t->gpus)
+        return FAIL("dp", "tp*pp*cp*dp = %lld*%lld*%lld*%lld = %lld, but there are %lld GPUs",
+                    (long long)p->tp, (long long)p->pp, (long long)p->cp, (long long)p->dp,
+                    (long long)tpcd, (long long)t->gpus);
+
+    int64_t bd;
+    if (__builtin_mul_overflow(p->micro_batch, p->dp, &bd))
+        return FAIL("micro_batch", "micro_batch*dp overflows");
+    if (t->global_batch % bd)
+        return FAIL("global_batch",
+                    "%lld is not a multiple of micro_batch*dp = %lld*%lld = %lld",
+                    (long long)t->global_batch, (long long)p->micro_batch, (long long)p->dp,
+                    (long long)bd);
+
+    int64_t stages = p->pp * p->vpp; /* both bounded: no overflow */
+    if (p->vpp > 1 && p->pp < 2)
+        return FAIL("vpp", "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
+                    (long long)p->vpp);
+    if (m->layers % stages)
+        return FAIL(p->vpp > 1 ? "vpp" : "pp",
+                    "the %lld layers do not split evenly into pp*vpp = %lld*%lld = %lld stages",
+                    (long long)m->layers, (long long)p->pp, (long long)p->vpp, (long long)stages);
+
+    if (p->schedule == MP_SCHED_INTERLEAVED && p->vpp < 2)
+        return FAIL("schedule", "interleaved-1f1b needs vpp >= 2 (got vpp=%lld)",
+                    (long long)p->vpp);
+    if (p->vpp > 1 && p->schedule != MP_SCHED_INTERLEAVED)
+        return FAIL("schedule", "vpp=%lld needs schedule interleaved-1f1b (got %s)",
+                    (long long)p->vpp, mp_schedule_name(p->schedule));
+    int64_t mbs = mp_config_microbatches(c);
+    if (p->schedule == MP_SCHED_INTERLEAVED && mbs % p->pp)
+        return FAIL("global_batch",
+                    "interleaved-1f1b needs the number of micro-batches (%lld) to be a "
+                    "multiple of pp (%lld)",
+                    (long long)mbs, (long long)p->pp);
+
+    int64_t seq = t->seq ? t->seq : m->seq;
+    if (seq < 1)
+        return FAIL("seq", "must be positive");
+    if (m->position == MP_POS_LEARNED && seq > m->seq)
+        return FAIL("seq", "%lld is longer than the model's %lld learned positions",
+                    (long long)seq, (long long)m->seq);
+    if (p->cp > 1) {
+        if (m->arch == MP_ARCH_T5 || m->arch == MP_ARCH_BERT)
+            return FAIL("cp", "context parallelism is for GPT/LLaMA decoders (Megatron-LM); "
+                              "this model is %s", mp_arch_name(m->arch));
+        if (seq % (2 * p->cp))
+            return FAIL("cp", "seq %lld does not split into 2*cp = %lld equal chunks",
+                        (long long)seq, (long long)(2 * p->cp));
+    }
+    if (p->sp) {
+        if (p->tp < 2)
+            return FAIL("sp", "sequence parallelism needs tp > 1");
+        if ((seq / p->cp) % p->tp)
+            return FAIL("sp", "sequence parallelism needs seq/cp (%lld) divisible by tp (%lld)",
+                        (long long)(seq / p->cp), (long long)p->tp);
+    }
+    if (p->tp_overlap && (!p->sp || p->tp < 2))
+        return FAIL("tp_overlap", "TP communication overlap needs tp > 1 and sp on "
+                                  "(Megatron --tp-comm-overlap)");
+    if (p->schedule == MP_SCHED_ZBH1 && p->vpp > 1)
+        return FAIL("schedule", "zb-h1 has one chunk per rank (vpp must be 1)");
+
+    if (t->precision != MP_DTYPE_BF16 && t->precision != MP_DTYPE_FP16 &&
+        t->precision != MP_DTYPE_FP32)
+        return FAIL("precision", "training precision must be bf16, fp16 or fp32 (got %s)",
+                    mp_dtype_name(t->precision));
+    if (!(c->hw.peak_flops[t->precision] > 0))
+        return FAIL("precision", "hardware %s has no %s peak rate", c->hw.name,
+                    mp_dtype_name(t->precision));
+    return MP_OK;
+}
+
+void mp_parallel_defaults(mp_parallel *p)
+{
+    memset(p, 0, sizeof *p);
+    p->tp = p->pp = p->vpp = p->cp = 1;
+    p->micro_batch = 1;
+    p->recompute = MP_RECOMPUTE_NONE;
+    p->schedule = MP_SCHED_1F1B;
+}
+
+mp_schedule_kind mp_default_schedule(const mp_parallel *p)
+{
+    return p->vpp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
+}

@@ -1,0 +1,139 @@
+#include "core/decode.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/fields.h"
+#include "core/tables.h"
+#include "core/units.h"
+
+bool mp_is_file(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void mp_basename_stem(const char *path, char *buf, size_t size)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strcspn(base, ".");
+    if (len == 0)
+        len = strlen(base);
+    if (len >= size)
+        len = size - 1;
+    memcpy(buf, base, len);
+    buf[len] = '\0';
+}
+
+void mp_error_point(mp_error *err, const mp_ynode *map, const char *prefix, const char *origin)
+{
+    if (!err)
+        return;
+    const mp_ynode *node = err->field[0] ? mp_ynode_at(map, err->field) : NULL;
+    if (!node) {
+        /* the field took a default: point at its parent mapping, if written */
+        char parent[128];
+        snprintf(parent, sizeof parent, "%s", err->field);
+        char *dot = strrchr(parent, '.');
+        if (dot) {
+            *dot = '\0';
+            node = mp_ynode_at(map, parent);
+        }
+    }
+    if (!node)
+        node = map;
+    if (node)
+        mp_error_locate(err, origin, node->line, node->column);
+    else
+        mp_error_locate(err, origin, 0, 0);
+    if (prefix && prefix[0]) {
+        char field[sizeof err->field];
+        snprintf(field, sizeof field, "%s%s", prefix, err->field);
+        size_t len = strlen(field);
+        if (!err->field[0] && len && field[len - 1] == '.')
+            field[len - 1] = '\0';
+        snprintf(err->field, sizeof err->field, "%s", field);
+    }
+}
+
+mp_status mp_model_decode(const mp_ynode *node, const char *prefix, const char *origin,
+                          mp_model *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    /* the architecture decides the defaults of activation, norm, ... */
+    const mp_ynode *arch = mp_ymap_get(node, "arch");
+    int a = arch && arch->kind == MP_Y_SCALAR ? -1 : MP_ARCH_GPT;
+    for (int i = 0; arch && arch->kind == MP_Y_SCALAR && i < MP_ARCH_COUNT; i++)
+        if (!strcmp(arch->text, mp_arch_name((mp_arch)i)))
+            a = i;
+    mp_model_arch_defaults(out, a >= 0 ? (mp_arch)a : MP_ARCH_GPT);
+    size_t n;
+    const mp_field *tab = mp_model_field_table(&n);
+    mp_status st = mp_fields_decode(tab, n, node, prefix, origin, out, NULL, NULL, err);
+    if (st != MP_OK)
+        return st;
+    if (!out->name[0] && origin)
+        mp_basename_stem(origin, out->name, sizeof out->name);
+    st = mp_model_finish(out, err);
+    if (st != MP_OK)
+        mp_error_point(err, node, prefix, origin);
+    return st;
+}
+
+mp_status mp_hw_decode(const mp_ynode *node, const char *prefix, const char *origin,
+                       mp_hw *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t n;
+    const mp_field *tab = mp_hw_field_table(&n);
+    mp_status st = mp_fields_decode(tab, n, node, prefix, origin, out, NULL, NULL, err);
+    if (st != MP_OK)
+        return st;
+    st = mp_hw_finish(out, err);
+    if (st != MP_OK)
+        mp_error_point(err, node, prefix, origin);
+    return st;
+}
+
+static cJSON *scalar_to_json(const mp_ynode *n)
+{
+    if (n->plain) {
+        if (mp_yscalar_is_null(n))
+            return cJSON_CreateNull();
+        if (!strcmp(n->text, "true") || !strcmp(n->text, "false"))
+            return cJSON_CreateBool(n->text[0] == 't');
+        double v;
+        const char *why;
+        if (mp_units_parse(n->text, MP_UNIT_NONE, &v, &why))
+            return cJSON_CreateNumber(v);
+    }
+    return cJSON_CreateString(n->text);
+}
+
+cJSON *mp_ynode_to_json(const mp_ynode *node)
+{
+    if (!node)
+        return cJSON_CreateNull();
+    if (node->kind == MP_Y_SCALAR)
+        return scalar_to_json(node);
+    cJSON *out = node->kind == MP_Y_MAP ? cJSON_CreateObject() : cJSON_CreateArray();
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < node->n; i++) {
+        const mp_ynode *v = node->kind == MP_Y_MAP ? node->items[2 * i + 1] : node->items[i];
+        cJSON *child = mp_ynode_to_json(v);
+        bool ok = child != NULL;
+        if (ok && node->kind == MP_Y_MAP)
+            ok = cJSON_AddItemToObject(out, node->items[2 * i]->text, child);
+        else if (ok)
+            ok = cJSON_AddItemToArray(out, child);
+        if (!ok) {
+            cJSON_Delete(child);
+            cJSON_Delete(out);
+            return NULL;
+        }
+    }
+    return out;
+}

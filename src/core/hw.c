@@ -1,0 +1,145 @@
+#include "core/hw.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/embedded.h"
+#include "core/io.h"
+#include "core/tables.h"
+
+static const char *const dtype_names[] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
+
+const char *mp_dtype_name(mp_dtype d)
+{
+    return (unsigned)d < MP_DTYPE_COUNT ? dtype_names[d] : "?";
+}
+
+double mp_curve_eval(const mp_curve *c, double x)
+{
+    if (!c || c->n <= 0)
+        return 1.0; /* no curve: no derating */
+    int n = c->n < MP_CURVE_MAX ? c->n : MP_CURVE_MAX;
+    if (!(x > c->x[0]) || n == 1)
+        return c->y[0];
+    if (x >= c->x[n - 1])
+        return c->y[n - 1];
+    for (int i = 1; i < n; i++) {
+        if (x <= c->x[i]) {
+            /* linear in log(x): GEMM efficiency grows roughly per decade of size */
+            double t = (log(x) - log(c->x[i - 1])) / (log(c->x[i]) - log(c->x[i - 1]));
+            return c->y[i - 1] + t * (c->y[i] - c->y[i - 1]);
+        }
+    }
+    return c->y[n - 1];
+}
+
+#define BIG 1e18 /* beyond any real device: refuse as absurd */
+
+#define D(p, member, unitk, lo, open, hi, req)                                                \
+    {.path = p, .type = MP_FT_DOUBLE, .offset = offsetof(mp_hw, member), .unit = unitk,       \
+     .min = lo, .min_open = open, .max = hi, .required = req}
+#define I(p, member, lo, hi, req)                                                             \
+    {.path = p, .type = MP_FT_INT, .offset = offsetof(mp_hw, member), .min = lo, .max = hi,   \
+     .required = req}
+
+/* Every field of mp_hw, in file order. A field added to mp_hw must be added
+ * here so profiles, --hw-set and the writers all see it. */
+static const mp_field hw_fields[] = {
+    {.path = "name", .type = MP_FT_STRING, .offset = offsetof(mp_hw, name), .size = MP_NAME_MAX,
+     .required = true},
+    {.path = "description", .type = MP_FT_STRING, .offset = offsetof(mp_hw, description),
+     .size = sizeof(((mp_hw *)0)->description)},
+    D("memory", memory, MP_UNIT_BYTES, 0, true, 1e15, true),
+    D("hbm_bw", hbm_bw, MP_UNIT_BANDWIDTH, 0, true, 1e16, true),
+    D("peak_flops.fp32", peak_flops[MP_DTYPE_FP32], MP_UNIT_FLOPS, 0, false, BIG, false),
+    D("peak_flops.tf32", peak_flops[MP_DTYPE_TF32], MP_UNIT_FLOPS, 0, false, BIG, false),
+    D("peak_flops.bf16", peak_flops[MP_DTYPE_BF16], MP_UNIT_FLOPS, 0, false, BIG, false),
+    D("peak_flops.fp16", peak_flops[MP_DTYPE_FP16], MP_UNIT_FLOPS, 0, false, BIG, false),
+    D("peak_flops.fp8", peak_flops[MP_DTYPE_FP8], MP_UNIT_FLOPS, 0, false, BIG, false),
+    {.path = "gemm_efficiency", .type = MP_FT_CURVE, .offset = offsetof(mp_hw, gemm_efficiency),
+     .min = 0, .min_open = true, .max = 1, .required = true},
+    D("memory_efficiency", memory_efficiency, MP_UNIT_NONE, 0, true, 1, true),
+    D("attention_efficiency", attention_efficiency, MP_UNIT_NONE, 0, true, 1, true),
+    I("gpus_per_node", gpus_per_node, 1, 1 << 16, true),
+    I("scale_up.gpus_per_domain", scale_up.gpus_per_domain, 1, 1 << 20, true),
+    D("scale_up.bw_per_gpu", scale_up.bw_per_gpu, MP_UNIT_BANDWIDTH, 0, true, 1e16, true),
+    D("scale_up.latency", scale_up.latency, MP_UNIT_TIME, 0, false, 1, true),
+    D("scale_up.efficiency", scale_up.efficiency, MP_UNIT_NONE, 0, true, 1, true),
+    I("scale_up.nics_per_node", scale_up.nics_per_node, 0, 1024, false),
+    I("scale_out.gpus_per_domain", scale_out.gpus_per_domain, 0, 1 << 24, true),
+    D("scale_out.bw_per_gpu", scale_out.bw_per_gpu, MP_UNIT_BANDWIDTH, 0, true, 1e16, true),
+    D("scale_out.latency", scale_out.latency, MP_UNIT_TIME, 0, false, 1, true),
+    D("scale_out.efficiency", scale_out.efficiency, MP_UNIT_NONE, 0, true, 1, true),
+    I("scale_out.nics_per_node", scale_out.nics_per_node, 0, 1024, false),
+    D("runtime_reserve", runtime_reserve, MP_UNIT_BYTES, 0, false, 1e15, true),
+    D("kernel_overhead", kernel_overhead, MP_UNIT_TIME, 0, false, 1, true),
+    /* optional, false when absent: the attention core runs unfused */
+    {.path = "flash_attention", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, flash_attention)},
+};
+
+const mp_field *mp_hw_field_table(size_t *n)
+{
+    *n = sizeof hw_fields / sizeof hw_fields[0];
+    return hw_fields;
+}
+
+mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
+{
+    size_t n;
+    const mp_field *tab = mp_hw_field_table(&n);
+    mp_status st = mp_fields_check(tab, n, hw, "", err);
+    if (st != MP_OK)
+        return st;
+    if (!hw->name[0])
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "name", "missing");
+    if (hw->runtime_reserve >= hw->memory)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "runtime_reserve",
+                            "must be less than memory (%.4g GiB)", hw->memory / 1073741824.0);
+    if (!(hw->peak_flops[MP_DTYPE_BF16] > 0 || hw->peak_flops[MP_DTYPE_FP16] > 0 ||
+          hw->peak_flops[MP_DTYPE_FP32] > 0))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "peak_flops",
+                            "needs a positive rate for bf16, fp16 or fp32");
+    return MP_OK;
+}
+
+int mp_hw_preset_count(void)
+{
+    return mp_hwprofile_count;
+}
+
+const char *mp_hw_preset_name(int index)
+{
+    return index >= 0 && index < mp_hwprofile_count ? mp_hwprofile_files[index].name : NULL;
+}
+
+mp_status mp_hw_preset(const char *name, mp_hw *out, mp_error *err)
+{
+    for (int i = 0; i < mp_hwprofile_count; i++) {
+        const mp_embedded_file *f = &mp_hwprofile_files[i];
+        if (strcmp(f->name, name))
+            continue;
+        char origin[96];
+        snprintf(origin, sizeof origin, "hwprofiles/%s.yaml", f->name);
+        return mp_hw_parse_yaml(f->text, f->len, origin, out, err);
+    }
+    char known[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < mp_hwprofile_count; i++) {
+        int w = snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
+                         mp_hwprofile_files[i].name);
+        if (w < 0 || (size_t)w >= sizeof known - len)
+            break;
+        len += (size_t)w;
+    }
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "hw",
+                        "unknown hardware profile '%.64s' (known: %s)", name, known);
+}
+
+mp_status mp_hw_set_field(mp_hw *hw, const char *path, const char *value, mp_error *err)
+{
+    size_t n;
+    const mp_field *tab = mp_hw_field_table(&n);
+    return mp_fields_set_text(tab, n, hw, path, value, err);
+}

@@ -1,0 +1,369 @@
+/* io_hf.c — a HuggingFace config.json as a model. model_type picks the
+ * family (gpt2, llama/mistral, bert/roberta, t5/mt5); without it the key set
+ * decides. Keys HuggingFace uses for other things are ignored; the ones read
+ * must have the right type. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/decode.h"
+#include "core/io.h"
+#include "core/tables.h"
+
+typedef struct hf_ctx {
+    const char *text;
+    size_t len;
+    const char *origin;
+    const cJSON *root;
+} hf_ctx;
+
+/* cJSON keeps no positions: find where "key" is written to point the user
+ * at the line (first occurrence followed by a colon). */
+static void key_position(const hf_ctx *cx, const char *key, int *line, int *col)
+{
+    *line = 0;
+    *col = 0;
+    size_t klen = strlen(key);
+    for (size_t i = 0; i + klen + 2 <= cx->len; i++) {
+        if (cx->text[i] != '"' || memcmp(cx->text + i + 1, key, klen) || cx->text[i + klen + 1] != '"')
+            continue;
+        size_t j = i + klen + 2;
+        while (j < cx->len && (cx->text[j] == ' ' || cx->text[j] == '\t' || cx->text[j] == '\n' ||
+                               cx->text[j] == '\r'))
+            j++;
+        if (j >= cx->len || cx->text[j] != ':')
+            continue;
+        int l = 1, c = 1;
+        for (size_t k = 0; k < i; k++) {
+            if (cx->text[k] == '\n') {
+                l++;
+                c = 1;
+            } else {
+                c++;
+            }
+        }
+        *line = l;
+        *col = c;
+        return;
+    }
+}
+
+static mp_status hf_fail(const hf_ctx *cx, const char *key, mp_error *err, const char *msg)
+{
+    int line, col;
+    key_position(cx, key, &line, &col);
+    return mp_error_set(err, MP_EINPUT, cx->origin, line, col, key, "%s", msg);
+}
+
+/* Reads an integer key; absent leaves *out and returns MP_OK unless required. */
+static mp_status hf_int(const hf_ctx *cx, const char *key, bool required, int64_t lo, int64_t hi,
+                        int64_t *out, mp_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (required)
+            return mp_error_set(err, MP_EINPUT, cx->origin, 1, 1, key, "missing (required)");
+        return MP_OK;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return hf_fail(cx, key, err, "expected an integer");
+    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "out of range: must be in [%lld, %lld]", (long long)lo,
+                 (long long)hi);
+        return hf_fail(cx, key, err, msg);
+    }
+    *out = (int64_t)v->valuedouble;
+    return MP_OK;
+}
+
+static mp_status hf_bool(const hf_ctx *cx, const char *key, bool *out, mp_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, key);
+    if (!v || cJSON_IsNull(v))
+        return MP_OK;
+    if (!cJSON_IsBool(v))
+        return hf_fail(cx, key, err, "expected true or false");
+    *out = cJSON_IsTrue(v);
+    return MP_OK;
+}
+
+static mp_status hf_string(const hf_ctx *cx, const char *key, const char **out, mp_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, key);
+    if (!v || cJSON_IsNull(v))
+        return MP_OK;
+    if (!cJSON_IsString(v))
+        return hf_fail(cx, key, err, "expected a string");
+    *out = v->valuestring;
+    return MP_OK;
+}
+
+#define TRY(x)                                                                              \
+    do {                                                                                    \
+        mp_status st_ = (x);                                                                \
+        if (st_ != MP_OK)                                                                   \
+            return st_;                                                                     \
+    } while (0)
+
+#define BIG_DIM (1 << 23)
+
+static mp_status read_gpt2(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    mp_model_arch_defaults(m, MP_ARCH_GPT);
+    TRY(hf_int(cx, "n_layer", true, 1, MP_MAX_LAYERS, &m->layers, err));
+    TRY(hf_int(cx, "n_embd", true, 1, BIG_DIM, &m->hidden, err));
+    TRY(hf_int(cx, "n_head", true, 1, BIG_DIM, &m->heads, err));
+    m->seq = 1024;
+    TRY(hf_int(cx, "n_ctx", false, 1, BIG_DIM, &m->seq, err));
+    TRY(hf_int(cx, "n_positions", false, 1, BIG_DIM, &m->seq, err));
+    TRY(hf_int(cx, "vocab_size", true, 1, BIG_DIM, &m->vocab, err));
+    TRY(hf_int(cx, "n_inner", false, 1, BIG_DIM, &m->ffn_hidden, err)); /* null: 4h */
+    TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
+    return MP_OK;
+}
+
+static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    mp_model_arch_defaults(m, MP_ARCH_LLAMA);
+    TRY(hf_int(cx, "num_hidden_layers", true, 1, MP_MAX_LAYERS, &m->layers, err));
+    TRY(hf_int(cx, "hidden_size", true, 1, BIG_DIM, &m->hidden, err));
+    TRY(hf_int(cx, "num_attention_heads", true, 1, BIG_DIM, &m->heads, err));
+    TRY(hf_int(cx, "num_key_value_heads", false, 1, BIG_DIM, &m->kv_heads, err));
+    TRY(hf_int(cx, "head_dim", false, 1, BIG_DIM, &m->head_dim, err));
+    TRY(hf_int(cx, "intermediate_size", true, 1, BIG_DIM, &m->ffn_hidden, err));
+    TRY(hf_int(cx, "vocab_size", true, 1, BIG_DIM, &m->vocab, err));
+    m->seq = 2048;
+    TRY(hf_int(cx, "max_position_embeddings", false, 1, BIG_DIM, &m->seq, err));
+    TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
+    return MP_OK;
+}
+
+static mp_status read_bert(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    mp_model_arch_defaults(m, MP_ARCH_BERT);
+    TRY(hf_int(cx, "num_hidden_layers", true, 1, MP_MAX_LAYERS, &m->layers, err));
+    TRY(hf_int(cx, "hidden_size", true, 1, BIG_DIM, &m->hidden, err));
+    TRY(hf_int(cx, "num_attention_heads", true, 1, BIG_DIM, &m->heads, err));
+    TRY(hf_int(cx, "intermediate_size", false, 1, BIG_DIM, &m->ffn_hidden, err));
+    TRY(hf_int(cx, "vocab_size", true, 1, BIG_DIM, &m->vocab, err));
+    m->seq = 512;
+    TRY(hf_int(cx, "max_position_embeddings", false, 1, BIG_DIM, &m->seq, err));
+    TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
+    return MP_OK;
+}
+
+static mp_status read_t5(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    mp_model_arch_defaults(m, MP_ARCH_T5);
+    TRY(hf_int(cx, "num_layers", true, 1, MP_MAX_LAYERS, &m->encoder_layers, err));
+    m->decoder_layers = m->encoder_layers; /* HuggingFace: defaults to num_layers */
+    TRY(hf_int(cx, "num_decoder_layers", false, 1, MP_MAX_LAYERS, &m->decoder_layers, err));
+    TRY(hf_int(cx, "d_model", true, 1, BIG_DIM, &m->hidden, err));
+    TRY(hf_int(cx, "num_heads", true, 1, BIG_DIM, &m->heads, err));
+    TRY(hf_int(cx, "d_kv", true, 1, BIG_DIM, &m->head_dim, err));
+    TRY(hf_int(cx, "d_ff", true, 1, BIG_DIM, &m->ffn_hidden, err));
+    TRY(hf_int(cx, "vocab_size", true, 1, BIG_DIM, &m->vocab, err));
+    /* relative positions have no table size; T5 pre-trained on 512 input
+     * and 114 target tokens (decoder rounded to 128) */
+    m->encoder_seq = 512;
+    TRY(hf_int(cx, "n_positions", false, 1, BIG_DIM, &m->encoder_seq, err));
+    m->decoder_seq = 128;
+    m->layers = 0;
+    m->seq = 0;
+    const char *proj = NULL;
+    TRY(hf_string(cx, "feed_forward_proj", &proj, err));
+    if (proj) {
+        /* gated variants (T5 1.1, Flan-T5) have three FFN matrices like SwiGLU */
+        if (!strcmp(proj, "relu"))
+            m->activation = MP_ACT_RELU;
+        else if (!strcmp(proj, "gelu") || !strcmp(proj, "gelu_new"))
+            m->activation = MP_ACT_GELU;
+        else if (!strncmp(proj, "gated-", 6))
+            m->activation = MP_ACT_SWIGLU;
+        else
+            return hf_fail(cx, "feed_forward_proj", err,
+                           "expected relu, gelu or gated-gelu/gated-silu");
+    }
+    TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
+    return MP_OK;
+}
+
+typedef enum { HF_GPT2, HF_LLAMA, HF_BERT, HF_T5, HF_UNKNOWN } hf_family;
+
+/* The config.json key behind a model field, so a validation error (e.g.
+ * "kv_heads must divide heads") names what the user wrote. */
+static const char *hf_key_of(hf_family fam, const char *field)
+{
+    static const struct {
+        hf_family fam;
+        const char *field, *key;
+    } map[] = {
+        {HF_GPT2, "layers", "n_layer"},
+        {HF_GPT2, "hidden", "n_embd"},
+        {HF_GPT2, "heads", "n_head"},
+        {HF_GPT2, "ffn_hidden", "n_inner"},
+        {HF_GPT2, "vocab", "vocab_size"},
+        {HF_GPT2, "seq", "n_positions"},
+        {HF_LLAMA, "layers", "num_hidden_layers"},
+        {HF_LLAMA, "hidden", "hidden_size"},
+        {HF_LLAMA, "heads", "num_attention_heads"},
+        {HF_LLAMA, "kv_heads", "num_key_value_heads"},
+        {HF_LLAMA, "head_dim", "head_dim"},
+        {HF_LLAMA, "ffn_hidden", "intermediate_size"},
+        {HF_LLAMA, "vocab", "vocab_size"},
+        {HF_LLAMA, "seq", "max_position_embeddings"},
+        {HF_BERT, "layers", "num_hidden_layers"},
+        {HF_BERT, "hidden", "hidden_size"},
+        {HF_BERT, "heads", "num_attention_heads"},
+        {HF_BERT, "ffn_hidden", "intermediate_size"},
+        {HF_BERT, "vocab", "vocab_size"},
+        {HF_BERT, "seq", "max_position_embeddings"},
+        {HF_T5, "encoder_layers", "num_layers"},
+        {HF_T5, "decoder_layers", "num_decoder_layers"},
+        {HF_T5, "layers", "num_layers"},
+        {HF_T5, "hidden", "d_model"},
+        {HF_T5, "heads", "num_heads"},
+        {HF_T5, "head_dim", "d_kv"},
+        {HF_T5, "ffn_hidden", "d_ff"},
+        {HF_T5, "vocab", "vocab_size"},
+        {HF_T5, "encoder_seq", "n_positions"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].fam == fam && !strcmp(map[i].field, field))
+            return map[i].key;
+    return NULL;
+}
+
+static hf_family family_of(const char *model_type)
+{
+    static const struct {
+        const char *name;
+        hf_family f;
+    } map[] = {
+        {"gpt2", HF_GPT2},      {"llama", HF_LLAMA},   {"mistral", HF_LLAMA},
+        {"qwen2", HF_LLAMA},    {"bert", HF_BERT},     {"roberta", HF_BERT},
+        {"megatron-bert", HF_BERT}, {"t5", HF_T5},     {"mt5", HF_T5},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(model_type, map[i].name))
+            return map[i].f;
+    return HF_UNKNOWN;
+}
+
+mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origin,
+                                 mp_model *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (!root) {
+        /* cJSON points at where it stopped: turn that into line:col */
+        int line = 1, col = 1;
+        const char *stop = end && end >= text && end <= text + len ? end : cJSON_GetErrorPtr();
+        if (stop && stop >= text && stop <= text + len)
+            for (const char *p = text; p < stop; p++) {
+                if (*p == '\n') {
+                    line++;
+                    col = 1;
+                } else {
+                    col++;
+                }
+            }
+        return mp_error_set(err, MP_EINPUT, origin, line, col, NULL,
+                            "JSON syntax error (or truncated file)");
+    }
+    hf_ctx cx = {text, len, origin, root};
+    mp_status st = MP_OK;
+    /* nothing but blanks may follow the object (a NUL ends the text too) */
+    for (const char *p = end; p && p < text + len && *p; p++) {
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            continue;
+        int line = 1, col = 1;
+        for (const char *q = text; q < p; q++) {
+            if (*q == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        st = mp_error_set(err, MP_EINPUT, origin, line, col, NULL,
+                          "JSON syntax error: text after the end of the object");
+        goto done;
+    }
+    if (!cJSON_IsObject(root)) {
+        st = mp_error_set(err, MP_EINPUT, origin, 1, 1, NULL, "expected a JSON object");
+        goto done;
+    }
+    const char *model_type = NULL;
+    if ((st = hf_string(&cx, "model_type", &model_type, err)) != MP_OK)
+        goto done;
+    hf_family fam;
+    if (model_type) {
+        fam = family_of(model_type);
+        if (fam == HF_UNKNOWN) {
+            st = hf_fail(&cx, "model_type", err,
+                         "unsupported (known: gpt2, llama, mistral, qwen2, bert, roberta, t5, mt5)");
+            goto done;
+        }
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "n_layer")) {
+        fam = HF_GPT2;
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "d_model")) {
+        fam = HF_T5;
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads")) {
+        fam = HF_LLAMA;
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "num_hidden_layers")) {
+        fam = HF_BERT;
+    } else {
+        st = mp_error_set(err, MP_EINPUT, origin, 1, 1, "model_type",
+                          "missing, and the keys match no known family");
+        goto done;
+    }
+    switch (fam) {
+    case HF_GPT2:
+        st = read_gpt2(&cx, out, err);
+        break;
+    case HF_LLAMA:
+        st = read_llama(&cx, out, err);
+        break;
+    case HF_BERT:
+        st = read_bert(&cx, out, err);
+        break;
+    default:
+        st = read_t5(&cx, out, err);
+        break;
+    }
+    if (st != MP_OK)
+        goto done;
+    /* name: the checkpoint's folder for ".../name/config.json", else the file */
+    char stem[MP_NAME_MAX];
+    mp_basename_stem(origin ? origin : "hf-model", stem, sizeof stem);
+    if (!strcmp(stem, "config") && origin) {
+        const char *slash = strrchr(origin, '/');
+        if (slash && slash > origin) {
+            const char *start = slash;
+            while (start > origin && start[-1] != '/')
+                start--;
+            size_t n = (size_t)(slash - start);
+            if (n && n < sizeof stem) {
+                memcpy(stem, start, n);
+                stem[n] = '\0';
+            }
+        }
+    }
+    snprintf(out->name, sizeof out->name, "%s", stem);
+    st = mp_model_finish(out, err);
+    if (st != MP_OK) {
+        const char *key = hf_key_of(fam, err->field);
+        int line = 0, col = 0;
+        if (key) {
+            snprintf(err->field, sizeof err->field, "%s", key);
+            key_position(&cx, key, &line, &col);
+        }
+        mp_error_locate(err, origin, line, col);
+    }
+done:
+    cJSON_Delete(root);
+    return st;
+}

@@ -1,0 +1,270 @@
+/* io_json.c — generic writers: a cJSON tree as block-style YAML or as JSON
+ * text, and the cJSON trees of the training and parallel settings. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/io.h"
+#include "core/tables.h"
+#include "core/units.h"
+
+static void pad(mp_buf *out, int n)
+{
+    for (int i = 0; i < n; i++)
+        mp_buf_append(out, " ", 1);
+}
+
+/* Plain (unquoted) only when no YAML reader could take it for anything but
+ * the same string. */
+static bool plain_ok(const char *s)
+{
+    static const char *const words[] = {"true", "false", "yes", "no", "on", "off",
+                                        "null", "y", "n", "~"};
+    if (!s[0])
+        return false;
+    bool letter_first = (s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_';
+    /* "80 GiB" may start with a digit: with a blank inside no YAML reader
+     * takes it for a number or a date */
+    bool digit_first = s[0] >= '0' && s[0] <= '9' && strchr(s, ' ');
+    if (!letter_first && !digit_first)
+        return false;
+    size_t len = strlen(s);
+    if (s[len - 1] == ' ')
+        return false;
+    for (const char *p = s; *p; p++) {
+        char c = *p;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.' || c == '/' || (c == ' ' && p[1] != ' ');
+        if (!ok)
+            return false;
+    }
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (!strcasecmp(s, words[i]))
+            return false;
+    return true;
+}
+
+static void write_string(const char *s, mp_buf *out)
+{
+    if (plain_ok(s)) {
+        mp_buf_puts(out, s);
+        return;
+    }
+    mp_buf_append(out, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            mp_buf_puts(out, "\\\"");
+            break;
+        case '\\':
+            mp_buf_puts(out, "\\\\");
+            break;
+        case '\n':
+            mp_buf_puts(out, "\\n");
+            break;
+        case '\t':
+            mp_buf_puts(out, "\\t");
+            break;
+        case '\r':
+            mp_buf_puts(out, "\\r");
+            break;
+        default:
+            if (*p < 0x20 || *p == 0x7f)
+                mp_buf_printf(out, "\\x%02x", *p);
+            else
+                mp_buf_append(out, (const char *)p, 1);
+        }
+    }
+    mp_buf_append(out, "\"", 1);
+}
+
+/* Numbers read back exactly; exponents carry a ".0" so YAML 1.1 readers
+ * (PyYAML) see a float rather than a string. */
+static void write_number(double v, mp_buf *out)
+{
+    if (!isfinite(v)) {
+        mp_buf_puts(out, "null");
+        return;
+    }
+    char num[48], whole[48] = "";
+    mp_format_double(v, num, sizeof num - 2);
+    char *e = strchr(num, 'e');
+    if (e && !memchr(num, '.', (size_t)(e - num))) {
+        memmove(e + 2, e, strlen(e) + 1);
+        memcpy(e, ".0", 2);
+    }
+    /* whole numbers as integers unless the exponent form is shorter (1.0e+09) */
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(whole, sizeof whole, "%.0f", v);
+        if (!strchr(num, 'e') || strlen(whole) <= strlen(num)) {
+            mp_buf_puts(out, whole);
+            return;
+        }
+    }
+    mp_buf_puts(out, num);
+}
+
+static bool is_scalar(const cJSON *v)
+{
+    return !cJSON_IsObject(v) && !cJSON_IsArray(v);
+}
+
+static void write_scalar(const cJSON *v, mp_buf *out)
+{
+    if (cJSON_IsString(v))
+        write_string(v->valuestring ? v->valuestring : "", out);
+    else if (cJSON_IsNumber(v))
+        write_number(v->valuedouble, out);
+    else if (cJSON_IsTrue(v))
+        mp_buf_puts(out, "true");
+    else if (cJSON_IsFalse(v))
+        mp_buf_puts(out, "false");
+    else
+        mp_buf_puts(out, "null");
+}
+
+/* Empty collections and lists of scalars go on one line: [0, 7]. */
+static bool flowable(const cJSON *v)
+{
+    if (is_scalar(v) || !v->child)
+        return true;
+    if (!cJSON_IsArray(v))
+        return false;
+    for (const cJSON *c = v->child; c; c = c->next)
+        if (!is_scalar(c))
+            return false;
+    return true;
+}
+
+static void write_flow(const cJSON *v, mp_buf *out)
+{
+    if (is_scalar(v)) {
+        write_scalar(v, out);
+        return;
+    }
+    bool arr = cJSON_IsArray(v);
+    mp_buf_puts(out, arr ? "[" : "{");
+    for (const cJSON *c = v->child; c; c = c->next) {
+        write_scalar(c, out);
+        if (c->next)
+            mp_buf_puts(out, ", ");
+    }
+    mp_buf_puts(out, arr ? "]" : "}");
+}
+
+static void write_mapping(const cJSON *obj, int indent, bool first_inline, mp_buf *out);
+static void write_sequence(const cJSON *arr, int indent, mp_buf *out);
+
+static void write_after_colon(const cJSON *v, int indent, mp_buf *out)
+{
+    if (flowable(v)) {
+        mp_buf_puts(out, " ");
+        write_flow(v, out);
+        mp_buf_puts(out, "\n");
+    } else if (cJSON_IsObject(v)) {
+        mp_buf_puts(out, "\n");
+        write_mapping(v, indent + 2, false, out);
+    } else {
+        mp_buf_puts(out, "\n");
+        write_sequence(v, indent + 2, out);
+    }
+}
+
+static void write_mapping(const cJSON *obj, int indent, bool first_inline, mp_buf *out)
+{
+    bool first = true;
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (!(first && first_inline))
+            pad(out, indent);
+        first = false;
+        write_string(c->string ? c->string : "", out);
+        mp_buf_puts(out, ":");
+        write_after_colon(c, indent, out);
+    }
+}
+
+static void write_sequence(const cJSON *arr, int indent, mp_buf *out)
+{
+    for (const cJSON *c = arr->child; c; c = c->next) {
+        pad(out, indent);
+        mp_buf_puts(out, "-");
+        if (flowable(c)) {
+            mp_buf_puts(out, " ");
+            write_flow(c, out);
+            mp_buf_puts(out, "\n");
+        } else if (cJSON_IsObject(c)) {
+            mp_buf_puts(out, " ");
+            write_mapping(c, indent + 2, true, out);
+        } else {
+            mp_buf_puts(out, "\n");
+            write_sequence(c, indent + 2, out);
+        }
+    }
+}
+
+void mp_json_write_yaml(const cJSON *node, int indent, mp_buf *out)
+{
+    if (!node)
+        return;
+    if (cJSON_IsObject(node) && node->child)
+        write_mapping(node, indent, false, out);
+    else if (cJSON_IsArray(node) && node->child && !flowable(node))
+        write_sequence(node, indent, out);
+    else {
+        pad(out, indent);
+        write_flow(node, out);
+        mp_buf_puts(out, "\n");
+    }
+}
+
+void mp_json_write(const cJSON *node, bool pretty, mp_buf *out)
+{
+    if (!node)
+        return;
+    char *text = pretty ? cJSON_Print(node) : cJSON_PrintUnformatted(node);
+    if (!text) {
+        out->oom = true;
+        return;
+    }
+    mp_buf_puts(out, text);
+    cJSON_free(text);
+}
+
+cJSON *mp_training_to_json(const mp_training *t)
+{
+    size_t n;
+    const mp_field *tab = mp_training_field_table(&n);
+    return mp_fields_to_json(tab, n, t);
+}
+
+cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t microbatches)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    bool ok = cJSON_AddNumberToObject(o, "tp", (double)p->tp) &&
+              cJSON_AddBoolToObject(o, "sp", p->sp) &&
+              cJSON_AddNumberToObject(o, "pp", (double)p->pp) &&
+              cJSON_AddNumberToObject(o, "vpp", (double)p->vpp) &&
+              cJSON_AddNumberToObject(o, "cp", (double)p->cp) &&
+              cJSON_AddNumberToObject(o, "dp", (double)p->dp) &&
+              cJSON_AddNumberToObject(o, "micro_batch", (double)p->micro_batch);
+    /* with a batch: the estimate's "parallel" object of DESIGN §3; without:
+     * the plan file's, which also keeps the overlap switches */
+    if (ok && global_batch > 0)
+        ok = cJSON_AddNumberToObject(o, "global_batch", (double)global_batch) &&
+             cJSON_AddNumberToObject(o, "microbatches", (double)microbatches);
+    ok = ok && cJSON_AddStringToObject(o, "recompute", mp_recompute_name(p->recompute)) &&
+         cJSON_AddBoolToObject(o, "dist_opt", p->dist_opt);
+    if (ok && global_batch <= 0)
+        ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
+             cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);
+    ok = ok && cJSON_AddStringToObject(o, "schedule", mp_schedule_name(p->schedule));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}

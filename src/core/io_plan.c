@@ -1,0 +1,340 @@
+/* io_plan.c — plan files (DESIGN §3): read with every error located, and
+ * written back so that reading the output gives the same plan. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/decode.h"
+#include "core/io.h"
+#include "core/tables.h"
+
+static const char *const plan_keys[] = {"megaplan_plan", "model",           "hw",
+                                        "training",      "parallel",        "stages",
+                                        "layer_recompute", "predicted"};
+#define N_PLAN_KEYS (sizeof plan_keys / sizeof plan_keys[0])
+
+static mp_status fail_at(mp_error *err, const char *origin, const mp_ynode *n, const char *field,
+                         const char *msg)
+{
+    return mp_error_set(err, MP_EINPUT, origin, n ? n->line : 0, n ? n->column : 0, field, "%s",
+                        msg);
+}
+
+static mp_status read_model(const mp_ynode *n, const char *origin, mp_model *m, mp_error *err)
+{
+    if (n->kind == MP_Y_SCALAR) {
+        /* a preset by name keeps hand-written plans short */
+        const mp_model *p = mp_model_preset(n->text);
+        if (!p)
+            return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, "model",
+                                "unknown model preset '%.64s' (write the model inline, or see "
+                                "megaplan models)",
+                                n->text);
+        *m = *p;
+        return MP_OK;
+    }
+    return mp_model_decode(n, "model.", origin, m, err);
+}
+
+static mp_status read_hw(const mp_ynode *n, const char *origin, mp_hw *hw, mp_error *err)
+{
+    if (n->kind == MP_Y_SCALAR) {
+        mp_status st = mp_hw_preset(n->text, hw, err);
+        if (st != MP_OK) {
+            err->file[0] = '\0';
+            mp_error_locate(err, origin, n->line, n->column);
+        }
+        return st;
+    }
+    return mp_hw_decode(n, "hw.", origin, hw, err);
+}
+
+static mp_status read_int_node(const mp_ynode *n, const char *origin, const char *field,
+                               int64_t lo, int64_t hi, int64_t *out, mp_error *err)
+{
+    if (n->kind != MP_Y_SCALAR || !mp_parse_int64(n->text, out))
+        return fail_at(err, origin, n, field, "expected an integer");
+    if (*out < lo || *out > hi)
+        return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, field,
+                            "out of range [%lld, %lld] (got %lld)", (long long)lo, (long long)hi,
+                            (long long)*out);
+    return MP_OK;
+}
+
+static mp_status read_stages(const mp_ynode *n, const char *origin, mp_plan *plan, mp_error *err)
+{
+    if (n->kind != MP_Y_SEQ)
+        return fail_at(err, origin, n, "stages", "expected a list of [begin, end] item ranges");
+    if (n->n < 1 || n->n > MP_MAX_STAGES)
+        return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, "stages",
+                            "needs 1 to %d ranges (got %zu)", MP_MAX_STAGES, n->n);
+    for (size_t i = 0; i < n->n; i++) {
+        const mp_ynode *r = n->items[i];
+        if (r->kind != MP_Y_SEQ || r->n != 2)
+            return fail_at(err, origin, r, "stages", "expected [begin, end]");
+        int64_t b, e;
+        mp_status st = read_int_node(r->items[0], origin, "stages", 0, MP_MAX_LAYERS + 2, &b, err);
+        if (st == MP_OK)
+            st = read_int_node(r->items[1], origin, "stages", 0, MP_MAX_LAYERS + 2, &e, err);
+        if (st != MP_OK)
+            return st;
+        plan->stages[i].begin = (int32_t)b;
+        plan->stages[i].end = (int32_t)e;
+    }
+    plan->n_stages = (int32_t)n->n;
+    return MP_OK;
+}
+
+static mp_status read_layer_recompute(const mp_ynode *n, const char *origin, mp_plan *plan,
+                                      mp_error *err)
+{
+    int64_t items = plan->config.model.layers + 2;
+    if (n->kind != MP_Y_SEQ)
+        return fail_at(err, origin, n, "layer_recompute",
+                       "expected a list of none|selective|full, one per layer item");
+    if ((int64_t)n->n != items)
+        return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, "layer_recompute",
+                            "needs %lld entries (layers + 2), got %zu", (long long)items, n->n);
+    for (size_t i = 0; i < n->n; i++) {
+        const mp_ynode *v = n->items[i];
+        int r = v->kind == MP_Y_SCALAR ? mp_recompute_parse(v->text) : -1;
+        if (r < 0)
+            return fail_at(err, origin, v, "layer_recompute", "expected none, selective or full");
+        plan->layer_recompute[i] = (uint8_t)r;
+    }
+    plan->has_layer_recompute = true;
+    return MP_OK;
+}
+
+static mp_status read_predicted(const mp_ynode *n, const char *origin, mp_plan *plan,
+                                mp_error *err)
+{
+    cJSON *j = mp_ynode_to_json(n);
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!text)
+        return mp_error_set(err, MP_ENOMEM, origin, n->line, n->column, "predicted",
+                            "out of memory");
+    size_t len = strlen(text);
+    mp_status st = MP_OK;
+    if (len >= sizeof plan->predicted_json)
+        st = mp_error_set(err, MP_EINPUT, origin, n->line, n->column, "predicted",
+                          "too large (%zu bytes as JSON, at most %zu)", len,
+                          sizeof plan->predicted_json - 1);
+    else {
+        memcpy(plan->predicted_json, text, len + 1);
+        plan->has_predicted = true;
+    }
+    cJSON_free(text);
+    return st;
+}
+
+/* The plan-file path of a field named by mp_config_check / mp_plan_check. */
+static void plan_field_path(const char *field, char *out, size_t size)
+{
+    static const char *const training[] = {"gpus", "seq", "global_batch", "precision", "tokens"};
+    for (size_t i = 0; i < sizeof training / sizeof training[0]; i++)
+        if (!strcmp(field, training[i])) {
+            snprintf(out, size, "training.%.100s", field);
+            return;
+        }
+    size_t n;
+    const mp_field *tab = mp_parallel_field_table(&n);
+    if (mp_fields_find(tab, n, field)) {
+        snprintf(out, size, "parallel.%.100s", field);
+        return;
+    }
+    snprintf(out, size, "%.110s", field);
+}
+
+static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *plan,
+                             mp_error *err)
+{
+    memset(plan, 0, sizeof *plan);
+    if (!root || root->kind != MP_Y_MAP)
+        return fail_at(err, origin, root, NULL, "expected a plan (a mapping with megaplan_plan: 1)");
+    for (size_t i = 0; i < root->n; i++) {
+        const mp_ynode *k = root->items[2 * i];
+        bool known = false;
+        for (size_t j = 0; j < N_PLAN_KEYS; j++)
+            known = known || !strcmp(k->text, plan_keys[j]);
+        if (known) {
+            for (size_t j = 0; j < i; j++)
+                if (!strcmp(root->items[2 * j]->text, k->text))
+                    return fail_at(err, origin, k, k->text, "duplicate key");
+            continue;
+        }
+        const char *close = mp_closest_name(k->text, plan_keys, N_PLAN_KEYS);
+        char msg[128];
+        snprintf(msg, sizeof msg, close ? "unknown key (did you mean '%s'?)" : "unknown key%s",
+                 close ? close : "");
+        char field[128];
+        snprintf(field, sizeof field, "%.100s", k->text);
+        return fail_at(err, origin, k, field, msg);
+    }
+    const mp_ynode *version = mp_ymap_get(root, "megaplan_plan");
+    if (!version)
+        return fail_at(err, origin, root, "megaplan_plan",
+                       "missing: not a plan file (the first key must be megaplan_plan: 1)");
+    int64_t v;
+    mp_status st = read_int_node(version, origin, "megaplan_plan", 1, 1, &v, err);
+    if (st != MP_OK)
+        return st;
+
+    static const char *const required[] = {"model", "hw", "training"};
+    for (size_t i = 0; i < 3; i++)
+        if (!mp_ymap_get(root, required[i]))
+            return fail_at(err, origin, root, required[i], "missing (required)");
+    mp_config *c = &plan->config;
+    if ((st = read_model(mp_ymap_get(root, "model"), origin, &c->model, err)) != MP_OK)
+        return st;
+    if ((st = read_hw(mp_ymap_get(root, "hw"), origin, &c->hw, err)) != MP_OK)
+        return st;
+
+    size_t n;
+    const mp_field *tab = mp_training_field_table(&n);
+    c->training.precision = MP_DTYPE_BF16;
+    const mp_ynode *training = mp_ymap_get(root, "training");
+    st = mp_fields_decode(tab, n, training, "training.", origin, &c->training, NULL, NULL, err);
+    if (st != MP_OK)
+        return st;
+    if (!c->training.seq)
+        c->training.seq = c->model.seq;
+
+    mp_parallel_defaults(&c->parallel);
+    const mp_ynode *parallel = mp_ymap_get(root, "parallel");
+    bool seen[MP_FIELDS_MAX] = {false};
+    tab = mp_parallel_field_table(&n);
+    if (parallel) {
+        st = mp_fields_decode(tab, n, parallel, "parallel.", origin, &c->parallel, seen, NULL, err);
+        if (st != MP_OK)
+            return st;
+    }
+    mp_parallel *p = &c->parallel;
+    if (!seen[mp_fields_find(tab, n, "dp") - tab]) {
+        int64_t tpc = p->tp * p->pp; /* each at most 2^24 */
+        if (__builtin_mul_overflow(tpc, p->cp, &tpc) || c->training.gpus % tpc) {
+            const mp_ynode *g = mp_ynode_at(root, "training.gpus");
+            return mp_error_set(err, MP_EINPUT, origin, g ? g->line : 0, g ? g->column : 0,
+                                "training.gpus",
+                                "%lld GPUs is not a multiple of tp*pp*cp = %lld",
+                                (long long)c->training.gpus, (long long)tpc);
+        }
+        p->dp = c->training.gpus / tpc;
+    }
+    if (!seen[mp_fields_find(tab, n, "schedule") - tab])
+        p->schedule = mp_default_schedule(p);
+    if (!seen[mp_fields_find(tab, n, "dp_overlap") - tab])
+        p->dp_overlap = p->dist_opt;
+
+    const mp_ynode *stages = mp_ymap_get(root, "stages");
+    if (stages && (st = read_stages(stages, origin, plan, err)) != MP_OK)
+        return st;
+    const mp_ynode *lr = mp_ymap_get(root, "layer_recompute");
+    if (lr && (st = read_layer_recompute(lr, origin, plan, err)) != MP_OK)
+        return st;
+    const mp_ynode *pred = mp_ymap_get(root, "predicted");
+    if (pred && (st = read_predicted(pred, origin, plan, err)) != MP_OK)
+        return st;
+
+    st = mp_plan_check(plan, err);
+    if (st != MP_OK) {
+        char path[128];
+        plan_field_path(err->field, path, sizeof path);
+        snprintf(err->field, sizeof err->field, "%s", path);
+        mp_error_point(err, root, "", origin);
+    }
+    return st;
+}
+
+mp_status mp_plan_parse_yaml(const char *text, size_t len, const char *origin, mp_plan *out,
+                             mp_error *err)
+{
+    mp_ynode *root = NULL;
+    mp_status st = mp_yaml_load(text, len, origin, &root, err);
+    if (st != MP_OK)
+        return st;
+    st = decode_plan(root, origin, out, err);
+    mp_yaml_free(root);
+    return st;
+}
+
+mp_status mp_plan_read_file(const char *path, mp_plan *out, mp_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    mp_status st = mp_read_file(path, MP_MAX_INPUT_BYTES, &text, &len, err);
+    if (st != MP_OK)
+        return st;
+    st = mp_plan_parse_yaml(text, len, path, out, err);
+    free(text);
+    return st;
+}
+
+static bool add(cJSON *obj, const char *key, cJSON *item)
+{
+    if (!item)
+        return false;
+    if (!cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        return false;
+    }
+    return true;
+}
+
+void mp_plan_write_yaml(const mp_plan *plan, const cJSON *predicted, mp_buf *out)
+{
+    const mp_config *c = &plan->config;
+    cJSON *root = cJSON_CreateObject();
+    bool ok = root && cJSON_AddNumberToObject(root, "megaplan_plan", 1) &&
+              add(root, "model", mp_model_to_json(&c->model)) &&
+              add(root, "hw", mp_hw_to_json(&c->hw)) &&
+              add(root, "training", mp_training_to_json(&c->training)) &&
+              add(root, "parallel", mp_parallel_to_json(&c->parallel, 0, 0));
+
+    /* the stage split is always written, so the file says what will run */
+    const mp_stage_range *ranges = plan->stages;
+    int32_t n_stages = plan->n_stages;
+    mp_plan *even = NULL;
+    if (ok && n_stages == 0) {
+        even = malloc(sizeof *even);
+        ok = even != NULL;
+        if (ok) {
+            even->config = *c;
+            mp_plan_default_stages(even);
+            ranges = even->stages;
+            n_stages = even->n_stages;
+        }
+    }
+    if (ok && n_stages > 0) {
+        cJSON *st = cJSON_CreateArray();
+        ok = add(root, "stages", st);
+        for (int32_t k = 0; ok && k < n_stages && k < MP_MAX_STAGES; k++) {
+            int pair[2] = {ranges[k].begin, ranges[k].end};
+            ok = cJSON_AddItemToArray(st, cJSON_CreateIntArray(pair, 2));
+        }
+    }
+    free(even);
+    if (ok && plan->has_layer_recompute) {
+        cJSON *lr = cJSON_CreateArray();
+        ok = add(root, "layer_recompute", lr);
+        int64_t items = c->model.layers + 2;
+        for (int64_t i = 0; ok && i < items && i < MP_MAX_LAYERS + 2; i++)
+            ok = cJSON_AddItemToArray(
+                lr, cJSON_CreateString(mp_recompute_name((mp_recompute)plan->layer_recompute[i])));
+    }
+    if (ok) {
+        cJSON *pred = NULL;
+        if (predicted)
+            pred = cJSON_Duplicate(predicted, true);
+        else if (plan->has_predicted)
+            pred = cJSON_Parse(plan->predicted_json);
+        if (pred)
+            ok = add(root, "predicted", pred);
+    }
+    if (ok)
+        mp_json_write_yaml(root, 0, out);
+    else
+        out->oom = true;
+    cJSON_Delete(root);
+}

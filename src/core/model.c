@@ -1,0 +1,234 @@
+#include "core/model.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/tables.h"
+
+/* Limits that keep every product the cost model forms (s*b*h*L, a*s^2,
+ * V*h, ...) far inside int64 and double; real models are orders of
+ * magnitude below them. */
+#define MAX_HIDDEN (1 << 20)
+#define MAX_HEADS (1 << 16)
+#define MAX_FFN (1 << 23)
+#define MAX_VOCAB (1 << 24)
+#define MAX_SEQ (1 << 22)
+#define MAX_PARAMS 1e16
+
+static const char *const arch_names[] = {"gpt", "bert", "t5", "llama"};
+static const char *const act_names[] = {"gelu", "swiglu", "relu"};
+static const char *const norm_names[] = {"layernorm", "rmsnorm"};
+static const char *const pos_names[] = {"learned", "rope", "relative"};
+
+const char *mp_arch_name(mp_arch a)
+{
+    return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?";
+}
+const char *mp_activation_name(mp_activation a)
+{
+    return (unsigned)a < MP_ACT_COUNT ? act_names[a] : "?";
+}
+const char *mp_norm_name(mp_norm n)
+{
+    return (unsigned)n < MP_NORM_COUNT ? norm_names[n] : "?";
+}
+const char *mp_position_name(mp_position p)
+{
+    return (unsigned)p < MP_POS_COUNT ? pos_names[p] : "?";
+}
+
+static const char *arch_name_i(int i)
+{
+    return mp_arch_name((mp_arch)i);
+}
+static const char *act_name_i(int i)
+{
+    return mp_activation_name((mp_activation)i);
+}
+static const char *norm_name_i(int i)
+{
+    return mp_norm_name((mp_norm)i);
+}
+static const char *pos_name_i(int i)
+{
+    return mp_position_name((mp_position)i);
+}
+
+#define INT_FIELD(key, lo, hi, req)                                                        \
+    {.path = #key, .type = MP_FT_INT, .offset = offsetof(mp_model, key), .min = (lo),      \
+     .max = (hi), .required = (req)}
+#define ENUM_FIELD(key, fn, count, req)                                                    \
+    {.path = #key, .type = MP_FT_ENUM, .offset = offsetof(mp_model, key), .name_of = (fn), \
+     .n_names = (count), .required = (req)}
+
+/* Zero means "derive it" for the optional sizes (kv_heads, head_dim, ...). */
+static const mp_field model_fields[] = {
+    {.path = "name", .type = MP_FT_STRING, .offset = offsetof(mp_model, name),
+     .size = MP_NAME_MAX},
+    ENUM_FIELD(arch, arch_name_i, MP_ARCH_COUNT, true),
+    INT_FIELD(layers, 1, MP_MAX_LAYERS, false),
+    INT_FIELD(encoder_layers, 0, MP_MAX_LAYERS, false),
+    INT_FIELD(decoder_layers, 0, MP_MAX_LAYERS, false),
+    INT_FIELD(hidden, 1, MAX_HIDDEN, true),
+    INT_FIELD(heads, 1, MAX_HEADS, true),
+    INT_FIELD(kv_heads, 0, MAX_HEADS, false),
+    INT_FIELD(head_dim, 0, MAX_HEADS, false),
+    INT_FIELD(ffn_hidden, 0, MAX_FFN, false),
+    INT_FIELD(vocab, 1, MAX_VOCAB, true),
+    INT_FIELD(seq, 1, MAX_SEQ, false),
+    INT_FIELD(encoder_seq, 0, MAX_SEQ, false),
+    INT_FIELD(decoder_seq, 0, MAX_SEQ, false),
+    ENUM_FIELD(activation, act_name_i, MP_ACT_COUNT, false),
+    ENUM_FIELD(norm, norm_name_i, MP_NORM_COUNT, false),
+    ENUM_FIELD(position, pos_name_i, MP_POS_COUNT, false),
+    {.path = "tied_embeddings", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_model, tied_embeddings)},
+};
+
+const mp_field *mp_model_field_table(size_t *n)
+{
+    *n = sizeof model_fields / sizeof model_fields[0];
+    return model_fields;
+}
+
+void mp_model_arch_defaults(mp_model *m, mp_arch arch)
+{
+    m->arch = arch;
+    switch (arch) {
+    case MP_ARCH_LLAMA:
+        m->activation = MP_ACT_SWIGLU;
+        m->norm = MP_NORM_RMSNORM;
+        m->position = MP_POS_ROPE;
+        m->tied_embeddings = false;
+        break;
+    case MP_ARCH_T5:
+        /* T5 1.0: ReLU, scale-only ("RMS") layer norm, relative position
+         * buckets, embeddings shared with the output layer */
+        m->activation = MP_ACT_RELU;
+        m->norm = MP_NORM_RMSNORM;
+        m->position = MP_POS_RELATIVE;
+        m->tied_embeddings = true;
+        break;
+    default:
+        m->activation = MP_ACT_GELU;
+        m->norm = MP_NORM_LAYERNORM;
+        m->position = MP_POS_LEARNED;
+        m->tied_embeddings = true;
+        break;
+    }
+}
+
+#define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
+
+mp_status mp_model_finish(mp_model *m, mp_error *err)
+{
+    size_t nf;
+    const mp_field *tab = mp_model_field_table(&nf);
+    if (!memchr(m->name, '\0', sizeof m->name))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "name", "not terminated");
+    if (!m->name[0])
+        snprintf(m->name, sizeof m->name, "custom");
+    if (m->arch != MP_ARCH_T5 && m->layers == 0)
+        return FAIL("layers", "missing (required)");
+    if (m->arch != MP_ARCH_T5 && m->seq == 0)
+        return FAIL("seq", "missing (required)");
+    /* t5 may leave layers and seq at 0 (derived below from its two sides) */
+    mp_model ranged = *m;
+    if (m->arch == MP_ARCH_T5) {
+        if (!ranged.layers)
+            ranged.layers = 1;
+        if (!ranged.seq)
+            ranged.seq = 1;
+    }
+    mp_status st = mp_fields_check(tab, nf, &ranged, "", err);
+    if (st != MP_OK)
+        return st;
+
+    if (m->arch == MP_ARCH_T5) {
+        if (!m->encoder_layers && !m->decoder_layers && m->layers > 0) {
+            if (m->layers % 2)
+                return FAIL("layers",
+                           "t5 needs encoder_layers and decoder_layers (odd total %lld)",
+                           (long long)m->layers);
+            m->encoder_layers = m->decoder_layers = m->layers / 2;
+        }
+        if (m->encoder_layers < 1)
+            return FAIL("encoder_layers", "t5 needs at least 1 encoder layer (got %lld)",
+                       (long long)m->encoder_layers);
+        if (m->decoder_layers < 1)
+            return FAIL("decoder_layers", "t5 needs at least 1 decoder layer (got %lld)",
+                       (long long)m->decoder_layers);
+        int64_t total = m->encoder_layers + m->decoder_layers;
+        if (m->layers && m->layers != total)
+            return FAIL("layers", "must equal encoder_layers + decoder_layers (%lld), got %lld",
+                       (long long)total, (long long)m->layers);
+        m->layers = total;
+        if (!m->encoder_seq)
+            m->encoder_seq = m->seq;
+        if (m->seq && m->seq != m->encoder_seq)
+            return FAIL("seq", "t5: seq is the encoder_seq (%lld), got %lld",
+                       (long long)m->encoder_seq, (long long)m->seq);
+        m->seq = m->encoder_seq;
+        if (!m->decoder_seq)
+            m->decoder_seq = m->encoder_seq;
+        if (m->seq < 1)
+            return FAIL("encoder_seq", "missing: t5 needs encoder_seq (or seq)");
+    } else {
+        if (m->encoder_layers || m->decoder_layers)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0,
+                                m->encoder_layers ? "encoder_layers" : "decoder_layers",
+                                "only for arch t5 (this model is %s)", mp_arch_name(m->arch));
+        if (m->encoder_seq || m->decoder_seq)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0,
+                                m->encoder_seq ? "encoder_seq" : "decoder_seq",
+                                "only for arch t5 (this model is %s)", mp_arch_name(m->arch));
+        if (m->layers < 1)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "layers", "missing or zero");
+        if (m->seq < 1)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "seq", "missing or zero");
+    }
+    if (m->layers > MP_MAX_LAYERS)
+        return FAIL("layers", "too large: at most %d (got %lld)", MP_MAX_LAYERS,
+                   (long long)m->layers);
+
+    if (!m->kv_heads)
+        m->kv_heads = m->heads;
+    if (m->kv_heads > m->heads)
+        return FAIL("kv_heads", "more than heads (%lld): got %lld", (long long)m->heads,
+                   (long long)m->kv_heads);
+    if (m->heads % m->kv_heads)
+        return FAIL("kv_heads", "must divide heads (%lld): got %lld", (long long)m->heads,
+                   (long long)m->kv_heads);
+    if (!m->head_dim) {
+        if (m->hidden % m->heads)
+            return FAIL("heads", "must divide hidden (%lld), or give head_dim: got %lld",
+                       (long long)m->hidden, (long long)m->heads);
+        m->head_dim = m->hidden / m->heads;
+    }
+    if (m->heads * m->head_dim > MAX_HIDDEN * 4LL)
+        return FAIL("head_dim", "too large: heads*head_dim must be at most %lld (got %lld)",
+                   MAX_HIDDEN * 4LL, (long long)(m->heads * m->head_dim));
+    if (!m->ffn_hidden) {
+        if (m->activation == MP_ACT_SWIGLU) {
+            /* LLaMA's rule: 2/3 of 4h, rounded up to a multiple of 256 */
+            int64_t f = 8 * m->hidden / 3;
+            m->ffn_hidden = (f + 255) / 256 * 256;
+        } else {
+            m->ffn_hidden = 4 * m->hidden;
+        }
+        if (m->ffn_hidden > MAX_FFN)
+            return FAIL("ffn_hidden", "too large: at most %d (got %lld)", MAX_FFN,
+                       (long long)m->ffn_hidden);
+    }
+    /* a coarse parameter count, only to refuse the absurd */
+    double h = (double)m->hidden, attn = 2.0 * h * (double)(m->heads + m->kv_heads) *
+                                         (double)m->head_dim;
+    double mlp = (m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
+    double params = (double)m->layers * (attn * 2 + mlp) + 2.0 * (double)m->vocab * h;
+    if (params > MAX_PARAMS)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "hidden",
+                            "absurd model: about %.3g parameters (limit %.0e)", params,
+                            MAX_PARAMS);
+    return MP_OK;
+}

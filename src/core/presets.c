@@ -1,0 +1,161 @@
+/* presets.c — the built-in models (DESIGN §3), each with the parameter count
+ * its paper publishes and the training batch it was published with. */
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/model.h"
+#include "core/tables.h"
+
+typedef struct preset {
+    mp_model model;
+    double published_params;
+    int64_t global_batch; /* sequences per iteration in the source; 0 = none published */
+    const char *alias;    /* size-only name ("175B"), NULL when none */
+} preset;
+
+/* GPT-3 and Megatron GPT: learned positions, GELU, LayerNorm, tied
+ * embeddings; vocabulary 51200 (GPT-2's 50257 padded as Megatron-LM does). */
+#define GPT(nm, L, h, a, params, gb, al)                                                    \
+    {{.name = nm, .arch = MP_ARCH_GPT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
+      .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 51200, .seq = 2048,           \
+      .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .position = MP_POS_LEARNED,    \
+      .tied_embeddings = true},                                                             \
+     params, gb, al}
+
+/* LLaMA: SwiGLU, RMSNorm, RoPE, untied input/output embeddings, GQA. */
+#define LLAMA(nm, L, h, a, kv, ffn, V, s, params, gb)                                        \
+    {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
+      .kv_heads = kv, .head_dim = (h) / (a), .ffn_hidden = ffn, .vocab = V, .seq = s,       \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
+      .tied_embeddings = false},                                                            \
+     params, gb, NULL}
+
+/* BERT: WordPiece vocabulary 30522, 512 positions, GELU, LayerNorm, the
+ * masked-LM output layer tied to the word embeddings. */
+#define BERT(nm, L, h, a, params, gb)                                                       \
+    {{.name = nm, .arch = MP_ARCH_BERT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
+      .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 30522, .seq = 512,            \
+      .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .position = MP_POS_LEARNED,    \
+      .tied_embeddings = true},                                                             \
+     params, gb, NULL}
+
+/* T5 1.0: SentencePiece vocabulary 32128 (as released), ReLU, scale-only
+ * norm, relative position buckets, tied embeddings; pre-training used 512
+ * input and 114 target tokens, rounded up here to a decoder_seq of 128. */
+#define T5(nm, enc, dec, d, a, dkv, dff, params, gb)                                         \
+    {{.name = nm, .arch = MP_ARCH_T5, .layers = (enc) + (dec), .encoder_layers = enc,       \
+      .decoder_layers = dec, .hidden = d, .heads = a, .kv_heads = a, .head_dim = dkv,       \
+      .ffn_hidden = dff, .vocab = 32128, .seq = 512, .encoder_seq = 512, .decoder_seq = 128, \
+      .activation = MP_ACT_RELU, .norm = MP_NORM_RMSNORM, .position = MP_POS_RELATIVE,     \
+      .tied_embeddings = true},                                                             \
+     params, gb, NULL}
+
+static const preset presets[] = {
+    /* Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
+     * (layers, d_model, heads, batch in tokens / 2048). The paper rounds: the
+     * shapes give 356M for "350M", 2.65B for "2.7B", 12.9B for "13B" (whose
+     * d_model is printed as 5140; 5120 = 40 x 128 is the real width). For
+     * 1.3B the table's 24 heads x d_head 128 = 3072 does not match d_model
+     * 2048 (nor the 1.3B count); 16 heads of 128, as Megatron-DeepSpeed's and
+     * GPT-Neo's 1.3B configs use, keep both d_head and the count. */
+    GPT("gpt3-125m", 12, 768, 12, 125e6, 256, "125M"),
+    GPT("gpt3-350m", 24, 1024, 16, 350e6, 256, "350M"),
+    GPT("gpt3-760m", 24, 1536, 16, 760e6, 256, "760M"),
+    GPT("gpt3-1.3b", 24, 2048, 16, 1.3e9, 512, "1.3B"),
+    GPT("gpt3-2.7b", 32, 2560, 32, 2.7e9, 512, "2.7B"),
+    GPT("gpt3-6.7b", 32, 4096, 32, 6.7e9, 1024, "6.7B"),
+    GPT("gpt3-13b", 40, 5120, 40, 13.0e9, 1024, "13B"),
+    /* batch 3.2M tokens; Megatron-LM's GPT-3 recipe uses 1536 sequences */
+    GPT("gpt3-175b", 96, 12288, 96, 175.0e9, 1536, "175B"),
+
+    /* Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
+     * on GPU Clusters Using Megatron-LM", Table 1 (heads, hidden, layers,
+     * parameters, batch size). Its 1.7B row computes to 1.65B. */
+    GPT("megatron-1.7b", 24, 2304, 24, 1.7e9, 512, "1.7B"),
+    GPT("megatron-3.6b", 30, 3072, 32, 3.6e9, 512, "3.6B"),
+    GPT("megatron-7.5b", 36, 4096, 32, 7.5e9, 512, "7.5B"),
+    GPT("megatron-18.4b", 40, 6144, 48, 18.4e9, 1024, "18.4B"),
+    GPT("megatron-39.1b", 48, 8192, 64, 39.1e9, 1536, "39.1B"),
+    GPT("megatron-76.1b", 60, 10240, 80, 76.1e9, 1792, "76.1B"),
+    GPT("megatron-145.6b", 80, 12288, 96, 145.6e9, 2304, "145.6B"),
+    GPT("megatron-310.1b", 96, 16384, 128, 310.1e9, 2160, "310.1B"),
+    GPT("megatron-529.6b", 105, 20480, 128, 529.6e9, 2520, "529.6B"),
+    GPT("megatron-1t", 128, 25600, 160, 1008.0e9, 3072, "1T"),
+    /* Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+     * Transformer Models", Table 3 (22B, 530B; 175B and 1T as above). The
+     * 530B batch is MT-NLG's (Smith et al. 2022: 1920 sequences). */
+    GPT("megatron-22b", 48, 6144, 64, 22e9, 0, "22B"),
+    GPT("megatron-530b", 105, 20480, 128, 530e9, 1920, "530B"),
+
+    /* Touvron et al. 2023, "Llama 2", Table 1 and the released configs;
+     * 4M-token batches of 4096 = 1024 sequences. Counts from the model cards. */
+    LLAMA("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, 6.74e9, 1024),
+    LLAMA("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096, 13.0e9, 1024),
+    LLAMA("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, 69.0e9, 1024),
+    /* Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3 and the
+     * released configs; initial batch 4M tokens = 512 sequences of 8192. */
+    LLAMA("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 8.03e9, 512),
+    LLAMA("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 70.6e9, 512),
+    LLAMA("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 405.9e9, 512),
+
+    /* Devlin et al. 2019, "BERT", §3 (L, H, A; 110M and 340M; batch 256). */
+    BERT("bert-base", 12, 768, 12, 110e6, 256),
+    BERT("bert-large", 24, 1024, 16, 340e6, 256),
+    /* Shoeybi et al. 2019, "Megatron-LM", Table 4: 48 layers, 2560 hidden,
+     * 40 heads, 3.9B; batch 1024. */
+    BERT("megatron-bert-3.9b", 48, 2560, 40, 3.9e9, 1024),
+
+    /* Raffel et al. 2020, "Exploring the Limits of Transfer Learning", §3.7
+     * (shapes; batch 128 sequences). The paper rounds (220M, 770M, 3B, 11B);
+     * the counts here are the released checkpoints' (HuggingFace hub:
+     * 223M, 738M, 2.85B, 11.3B). */
+    T5("t5-base", 12, 12, 768, 12, 64, 3072, 223e6, 128),
+    T5("t5-large", 24, 24, 1024, 16, 64, 4096, 738e6, 128),
+    T5("t5-3b", 24, 24, 1024, 32, 128, 16384, 2.85e9, 128),
+    T5("t5-11b", 24, 24, 1024, 128, 128, 65536, 11.3e9, 128),
+};
+
+#define N_PRESETS (int)(sizeof presets / sizeof presets[0])
+
+static const preset *find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (int i = 0; i < N_PRESETS; i++)
+        if (!strcasecmp(presets[i].model.name, name))
+            return &presets[i];
+    for (int i = 0; i < N_PRESETS; i++)
+        if (presets[i].alias && !strcasecmp(presets[i].alias, name))
+            return &presets[i];
+    return NULL;
+}
+
+const mp_model *mp_model_preset(const char *name)
+{
+    const preset *p = find(name);
+    return p ? &p->model : NULL;
+}
+
+const mp_model *mp_model_preset_at(int index)
+{
+    return index >= 0 && index < N_PRESETS ? &presets[index].model : NULL;
+}
+
+double mp_model_preset_published_params(const char *name)
+{
+    const preset *p = find(name);
+    return p ? p->published_params : 0.0;
+}
+
+int64_t mp_model_preset_global_batch(const char *name)
+{
+    const preset *p = find(name);
+    return p ? p->global_batch : 0;
+}
+
+const char *mp_model_preset_alias(const char *name)
+{
+    const preset *p = find(name);
+    return p ? p->alias : NULL;
+}

@@ -1,0 +1,228 @@
+#!/bin/sh
+# run_bad_inputs.sh MEGAPLAN [GROUP] — every kind of bad input must give exit
+# status 2, nothing on stdout, and exactly ONE line on stderr of the form
+#   megaplan <verb>: file:line:col: field: message     (file inputs)
+#   megaplan <verb>: field: message                    (options, names)
+# and never a crash (run the binary built with the sanitizers too).
+# GROUP: core (models/hw verbs: model, profile and config.json files),
+# estimate (the shared options through `megaplan estimate`), plan (plan files
+# through `megaplan simulate`). A group whose verb is not built yet is skipped
+# (exit 77).
+set -u
+bin=$1
+group=${2:-core}
+case "$bin" in /*) ;; *) bin=$(pwd)/$bin ;; esac
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/megaplan-bad.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+pass=0
+fail=0
+
+# check NAME REGEX CMD... : runs CMD, expects exit 2, empty stdout, one
+# stderr line matching REGEX (extended regex).
+check() {
+    name=$1
+    want=$2
+    shift 2
+    "$@" >out.txt 2>err.txt
+    rc=$?
+    lines=$(wc -l <err.txt)
+    why=""
+    if [ "$rc" -ne 2 ]; then
+        why="exit status $rc, expected 2"
+    elif [ "$lines" -ne 1 ]; then
+        why="$lines lines on stderr, expected 1"
+    elif [ -s out.txt ]; then
+        why="output on stdout"
+    elif ! grep -Eq -- "$want" err.txt; then
+        why="stderr does not match /$want/"
+    fi
+    if [ -n "$why" ]; then
+        fail=$((fail + 1))
+        echo "FAIL $name: $why"
+        echo "  command: $*"
+        sed 's/^/  stderr: /' err.txt | head -5
+    else
+        pass=$((pass + 1))
+    fi
+}
+
+# file NAME CONTENT: writes CONTENT (printf format) to NAME
+file() {
+    printf -- "$2" >"$1"
+}
+
+M="^megaplan models: "
+H="^megaplan hw: "
+GOOD_MODEL='name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 12\nvocab: 50257\nseq: 1024\n'
+GOOD_HW='name: t\nmemory: 16 GiB\nhbm_bw: 1 TB/s\npeak_flops: {bf16: 100 TFLOP/s}\ngemm_efficiency: [[1e9, 0.5], [1e12, 0.8]]\nmemory_efficiency: 0.7\nattention_efficiency: 0.5\ngpus_per_node: 8\nscale_up: {gpus_per_domain: 8, bw_per_gpu: 300 GB/s, latency: 2 us, efficiency: 0.8}\nscale_out: {gpus_per_domain: 0, bw_per_gpu: 200 Gb/s, latency: 10 us, efficiency: 0.8}\nruntime_reserve: 2 GiB\nkernel_overhead: 5 us\n'
+
+core() {
+    # the good files really are good (so the bad ones fail for their reason)
+    file good.yaml "$GOOD_MODEL"
+    file goodhw.yaml "$GOOD_HW"
+    if ! "$bin" models good.yaml >/dev/null 2>&1 || ! "$bin" hw goodhw.yaml >/dev/null 2>&1; then
+        echo "FAIL the good model/profile files are refused"
+        fail=$((fail + 1))
+    fi
+
+    # --- model files: malformed, truncated, unknown keys, wrong types ---
+    file malformed.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: [768\nheads: 12\n'
+    check malformed "${M}malformed\.yaml:5:6: hidden: YAML syntax error" "$bin" models malformed.yaml
+    file truncated.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: {a'
+    check truncated "${M}truncated\.yaml:[56]:[0-9]+: heads(\.a)?: YAML syntax error" "$bin" models truncated.yaml
+    file truncated2.yaml 'name: m\narch: gpt\nlayers: 12\nhid'
+    check truncated-key "${M}truncated2\.yaml:[45]:[0-9]+: YAML syntax error" "$bin" models truncated2.yaml
+    file truncated2b.yaml 'name: m\narch: gpt\nlayers: 12\nhid:'
+    check truncated-key2 "${M}truncated2b\.yaml:4:1: hid: unknown key \(did you mean 'hidden'\?\)" "$bin" models truncated2b.yaml
+    file truncated3.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\n'
+    check truncated-at-line "${M}truncated3\.yaml:1:1: heads: missing" "$bin" models truncated3.yaml
+    file unterminated.yaml 'name: "m\narch: gpt\n'
+    check unterminated "${M}unterminated\.yaml:3:1: name: YAML syntax error" "$bin" models unterminated.yaml
+    file unknown.yaml "${GOOD_MODEL}dropout: 0.1\n"
+    check unknown-key "${M}unknown\.yaml:8:1: dropout: unknown key" "$bin" models unknown.yaml
+    file type.yaml 'name: m\narch: gpt\nlayers: twelve\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
+    check wrong-type "${M}type\.yaml:3:9: layers: expected an integer" "$bin" models type.yaml
+    file type2.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: {a: 1}\nheads: 12\nvocab: 5\nseq: 5\n'
+    check wrong-type-map "${M}type2\.yaml:4:9: hidden: expected an integer, got a mapping" "$bin" models type2.yaml
+    file type3.yaml "${GOOD_MODEL}tied_embeddings: 2\n"
+    check wrong-type-bool "${M}type3\.yaml:8:18: tied_embeddings: expected true or false" "$bin" models type3.yaml
+    file type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
+    check fractional "${M}type4\.yaml:3:9: layers: expected an integer" "$bin" models type4.yaml
+    file enum.yaml 'name: m\narch: gpt4\nlayers: 12\n'
+    check unknown-arch "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" "$bin" models enum.yaml
+    file negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
+    check negative "${M}negative\.yaml:3:9: layers: must be at least 1" "$bin" models negative.yaml
+    file zero.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 0\nheads: 12\nvocab: 5\nseq: 5\n'
+    check zero "${M}zero\.yaml:4:9: hidden: must be at least 1" "$bin" models zero.yaml
+    file zero2.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 12\nvocab: 0\nseq: 5\n'
+    check zero-vocab "${M}zero2\.yaml:6:8: vocab: must be at least 1" "$bin" models zero2.yaml
+    file overflow.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 99999999999999999999999\nheads: 12\nvocab: 5\nseq: 5\n'
+    check overflow "${M}overflow\.yaml:4:9: hidden: too large: .* overflows" "$bin" models overflow.yaml
+    file absurd.yaml 'name: m\narch: gpt\nlayers: 100000\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
+    check absurd-layers "${M}absurd\.yaml:3:9: layers: too large" "$bin" models absurd.yaml
+    file absurd2.yaml 'name: m\narch: gpt\nlayers: 2048\nhidden: 1048576\nheads: 16\nvocab: 16777216\nseq: 4194304\n'
+    check absurd-params "${M}absurd2\.yaml:4:9: hidden: absurd model" "$bin" models absurd2.yaml
+    file divide.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 7\nvocab: 5\nseq: 5\n'
+    check heads-divide-hidden "${M}divide\.yaml:5:8: heads: must divide hidden" "$bin" models divide.yaml
+    file gqa.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 768\nheads: 12\nkv_heads: 5\nvocab: 5\nseq: 5\n'
+    check kv-heads-divide "${M}gqa\.yaml:6:11: kv_heads: must divide heads" "$bin" models gqa.yaml
+    file t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n'
+    check t5-needs-decoder "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" "$bin" models t5.yaml
+    file dup.yaml "${GOOD_MODEL}heads: 12\n"
+    check duplicate-key "${M}dup\.yaml:8:1: heads: duplicate key" "$bin" models dup.yaml
+    file alias.yaml 'name: &n m\narch: *n\n'
+    check alias "${M}alias\.yaml:2:7: arch: YAML aliases" "$bin" models alias.yaml
+    file list.yaml '- 1\n- 2\n'
+    check not-a-mapping "${M}list\.yaml:1:1: .*expected a mapping" "$bin" models list.yaml
+    file empty.yaml ''
+    check empty "${M}empty\.yaml:1:1: .*empty" "$bin" models empty.yaml
+    file binary.yaml 'arch: gpt\nlayers: \001\377\376\n'
+    check binary "${M}binary\.yaml:2:9: YAML syntax error: control characters" "$bin" models binary.yaml
+    check missing-file "${M}nothere\.yaml: cannot read" "$bin" models nothere.yaml
+    mkdir -p adir
+    check directory "${M}adir/?: cannot read" "$bin" models adir/
+    check unknown-preset "${M}model: unknown model 'gpt3-176b' \(did you mean 'gpt3-175b'" "$bin" models gpt3-176b
+    check unknown-alias "${M}model: unknown model '176B'" "$bin" models 176B
+
+    # --- HuggingFace config.json ---
+    file hf.json '{\n  "model_type": "llama",\n  "num_hidden_layers": 32,\n  "hidden_size": "4096"\n}\n'
+    check hf-wrong-type "${M}hf\.json:4:3: hidden_size: expected an integer" "$bin" models hf.json
+    file hf2.json '{\n  "model_type": "gpt2",\n  "n_layer": 12,\n  "n_embd": 768,'
+    check hf-truncated "${M}hf2\.json:[45]:[0-9]+: .*JSON syntax error" "$bin" models hf2.json
+    file hf3.json '{"model_type": "mamba"}'
+    check hf-unknown-family "${M}hf3\.json:1:2: model_type: unsupported" "$bin" models hf3.json
+    file hf4.json '{"model_type": "gpt2", "n_layer": -1, "n_embd": 8, "n_head": 2, "vocab_size": 9}'
+    check hf-negative "${M}hf4\.json:1:24: n_layer: out of range" "$bin" models hf4.json
+
+    file hf5.json '{\n "model_type": "llama",\n "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4,\n "num_key_value_heads": 3, "intermediate_size": 10, "vocab_size": 10}\n'
+    check hf-divisibility "${M}hf5\.json:5:2: num_key_value_heads: must divide heads" "$bin" models hf5.json
+    file hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x'
+    check hf-trailing "${M}hf6\.json:1:[0-9]+: JSON syntax error" "$bin" models hf6.json
+
+    # --- hardware profiles ---
+    file hw1.yaml "$(printf "$GOOD_HW" | sed 's/bw_per_gpu: 300 GB\/s/bw_per_gpux: 300 GB\/s/')\n"
+    check hw-unknown-nested "${H}hw1\.yaml:9:[0-9]+: scale_up\.bw_per_gpux: unknown key" "$bin" hw hw1.yaml
+    file hw2.yaml "$(printf "$GOOD_HW" | sed 's/latency: 2 us/latency: 2 parsecs/')\n"
+    check hw-bad-unit "${H}hw2\.yaml:9:[0-9]+: scale_up\.latency: expected a time" "$bin" hw hw2.yaml
+    file hw3.yaml "$(printf "$GOOD_HW" | sed 's/memory_efficiency: 0.7/memory_efficiency: 1.7/')\n"
+    check hw-efficiency "${H}hw3\.yaml:6:20: memory_efficiency: too large" "$bin" hw hw3.yaml
+    file hw4.yaml "$(printf "$GOOD_HW" | sed 's/memory: 16 GiB/memory: -16 GiB/')\n"
+    check hw-negative "${H}hw4\.yaml:2:9: memory: must be positive" "$bin" hw hw4.yaml
+    file hw5.yaml "$(printf "$GOOD_HW" | sed 's/\[\[1e9, 0.5\], \[1e12, 0.8\]\]/[[1e12, 0.5], [1e9, 0.8]]/')\n"
+    check hw-curve-order "${H}hw5\.yaml:5:[0-9]+: gemm_efficiency: point 2: x values must increase" "$bin" hw hw5.yaml
+    file hw6.yaml "$(printf "$GOOD_HW" | sed 's/runtime_reserve: 2 GiB/runtime_reserve: 20 GiB/')\n"
+    check hw-reserve "${H}hw6\.yaml:11:18: runtime_reserve: must be less than memory" "$bin" hw hw6.yaml
+    file hw7.yaml "$(printf "$GOOD_HW" | sed 's/gpus_per_node: 8/gpus_per_node: 0/')\n"
+    check hw-zero "${H}hw7\.yaml:8:16: gpus_per_node: must be at least 1" "$bin" hw hw7.yaml
+    file hw8.yaml 'name: t\nmemory: 16 GiB\nscale_up: {gpus_per_domain: 8, bw_per_gpu: 3'
+    check hw-truncated "${H}hw8\.yaml:[34]:[0-9]+: scale_up(\.bw_per_gpu)?: YAML syntax error" "$bin" hw hw8.yaml
+    file hw9.yaml "$(printf "$GOOD_HW" | sed 's/hbm_bw: 1 TB\/s/hbm_bw: 1e400 TB\/s/')\n"
+    check hw-overflow "${H}hw9\.yaml:3:9: hbm_bw: expected a bandwidth" "$bin" hw hw9.yaml
+    file hw10.yaml "$(printf "$GOOD_HW" | grep -v kernel_overhead)\n"
+    check hw-missing "${H}hw10\.yaml:1:1: kernel_overhead: missing" "$bin" hw hw10.yaml
+    check hw-unknown-profile "${H}hw: unknown hardware profile 'dgx-a1000'" "$bin" hw dgx-a1000
+    check hw-bad-format "${H}--format: expected" "$bin" hw --format xml
+    check models-bad-option "${M}--frobnicate: unknown option" "$bin" models --frobnicate
+}
+
+estimate() {
+    if "$bin" estimate --model 175B --gpus 8 2>&1 | grep -q PENDING; then
+        echo "SKIP estimate: the verb is not built yet"
+        exit 77
+    fi
+    E="^megaplan estimate: "
+    file bad.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 7\nvocab: 5\nseq: 5\n'
+    check est-model-file "${E}bad\.yaml:5:8: heads: must divide hidden" "$bin" estimate --model bad.yaml --gpus 8
+    file trunc.yaml 'name: m\narch: gpt\nlayers: [12'
+    check est-model-truncated "${E}trunc\.yaml:[34]:[0-9]+: layers: YAML syntax error" "$bin" estimate --model trunc.yaml --gpus 8
+    file hw.yaml 'name: t\nmemory: 16 GiB\nhbm_bw: 1 TB/z\n'
+    check est-hw-file "${E}hw\.yaml:3:9: hbm_bw: expected a bandwidth" "$bin" estimate --model 175B --gpus 8 --hw hw.yaml
+    check est-unknown-model "${E}--model: unknown model '176B'" "$bin" estimate --model 176B --gpus 8
+    check est-unknown-hw "${E}--hw: unknown hardware profile" "$bin" estimate --model 175B --gpus 8 --hw tpu
+    check est-tp-heads "${E}--tp: tp=7 does not divide the 96 attention heads" "$bin" estimate --model 175B --gpus 56 --tp 7
+    check est-gpus-multiple "${E}--gpus: 100 GPUs is not a multiple of tp\*pp\*cp" "$bin" estimate --model 175B --gpus 100 --tp 8
+    check est-batch "${E}--global-batch: 100 is not a multiple of micro_batch\*dp" "$bin" estimate --model 175B --gpus 64 --global-batch 100
+    check est-layers "${E}--pp: the 96 layers do not split evenly" "$bin" estimate --model 175B --gpus 64 --pp 64
+    check est-zero "${E}--tp: must be at least 1" "$bin" estimate --model 175B --gpus 8 --tp 0
+    check est-negative "${E}--gpus: must be at least 1" "$bin" estimate --model 175B --gpus -8
+    check est-overflow "${E}--gpus: too large" "$bin" estimate --model 175B --gpus 99999999999999999999999
+    check est-absurd "${E}--gpus: absurdly large" "$bin" estimate --model 175B --gpus 100000000000
+    check est-word "${E}--micro-batch: expected a whole number" "$bin" estimate --model 175B --gpus 8 --micro-batch two
+    check est-hw-set "${E}--hw-set memory: expected a size" "$bin" estimate --model 175B --gpus 8 --hw-set memory=lots
+    check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1
+    check est-sp "${E}--sp: sequence parallelism needs tp > 1" "$bin" estimate --model 175B --gpus 8 --sp
+    check est-no-model "${E}--model: required" "$bin" estimate --gpus 8
+}
+
+plan() {
+    if "$bin" simulate 2>&1 | grep -q PENDING; then
+        echo "SKIP plan: megaplan simulate is not built yet"
+        exit 77
+    fi
+    S="^megaplan simulate: "
+    HEAD='megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\n'
+    file p1.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparalel: {tp: 2}\n"
+    check plan-unknown-key "${S}p1\.yaml:5:1: paralel: unknown key" "$bin" simulate p1.yaml
+    file p2.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n"
+    check plan-tp-heads "${S}p2\.yaml:5:16: parallel\.tp: tp=8 does not divide" "$bin" simulate p2.yaml
+    file p3.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7, 14]]\n"
+    check plan-stages "${S}p3\.yaml:5:9: stages: 2 ranges given" "$bin" simulate p3.yaml
+    file p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7"
+    check plan-truncated "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" "$bin" simulate p4.yaml
+    file p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n"
+    check plan-negative "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" "$bin" simulate p5.yaml
+    file p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n"
+    check plan-batch "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" "$bin" simulate p6.yaml
+    file p7.yaml 'model: gpt3-125m\n'
+    check plan-not-a-plan "${S}p7\.yaml:1:1: megaplan_plan: missing" "$bin" simulate p7.yaml
+}
+
+case "$group" in
+core) core ;;
+estimate) estimate ;;
+plan) plan ;;
+*) echo "unknown group $group"; exit 2 ;;
+esac
+echo "$group: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,160 @@
+/* HuggingFace config.json of GPT-2, LLaMA, BERT and T5 (tests/core/data). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/io.h"
+
+static const char *data_dir = "tests/core/data";
+
+static mp_status load(const char *file, mp_model *m, mp_error *err)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", data_dir, file);
+    mp_error_clear(err);
+    return mp_model_load(path, m, err);
+}
+
+static void test_gpt2(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("gpt2-config.json", &m, &err), MP_OK);
+    assert_int_equal(m.arch, MP_ARCH_GPT);
+    assert_int_equal(m.layers, 12);
+    assert_int_equal(m.hidden, 768);
+    assert_int_equal(m.heads, 12);
+    assert_int_equal(m.ffn_hidden, 3072); /* n_inner absent: 4h */
+    assert_int_equal(m.vocab, 50257);
+    assert_int_equal(m.seq, 1024);
+    assert_true(m.tied_embeddings);
+    assert_int_equal(m.position, MP_POS_LEARNED);
+    assert_string_equal(m.name, "gpt2-config");
+}
+
+static void test_llama(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("llama-config.json", &m, &err), MP_OK);
+    const mp_model *p = mp_model_preset("llama3-70b");
+    assert_int_equal(m.arch, MP_ARCH_LLAMA);
+    assert_int_equal(m.layers, p->layers);
+    assert_int_equal(m.hidden, p->hidden);
+    assert_int_equal(m.heads, p->heads);
+    assert_int_equal(m.kv_heads, p->kv_heads);
+    assert_int_equal(m.head_dim, p->head_dim);
+    assert_int_equal(m.ffn_hidden, p->ffn_hidden);
+    assert_int_equal(m.vocab, p->vocab);
+    assert_int_equal(m.seq, p->seq);
+    assert_false(m.tied_embeddings);
+    assert_int_equal(m.activation, MP_ACT_SWIGLU);
+    assert_int_equal(m.norm, MP_NORM_RMSNORM);
+    assert_int_equal(m.position, MP_POS_ROPE);
+}
+
+static void test_bert(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("bert-config.json", &m, &err), MP_OK);
+    const mp_model *p = mp_model_preset("bert-large");
+    assert_int_equal(m.arch, MP_ARCH_BERT);
+    assert_int_equal(m.layers, p->layers);
+    assert_int_equal(m.hidden, p->hidden);
+    assert_int_equal(m.heads, p->heads);
+    assert_int_equal(m.ffn_hidden, p->ffn_hidden);
+    assert_int_equal(m.vocab, p->vocab);
+    assert_int_equal(m.seq, p->seq);
+}
+
+static void test_t5(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("t5-config.json", &m, &err), MP_OK);
+    const mp_model *p = mp_model_preset("t5-11b");
+    assert_int_equal(m.arch, MP_ARCH_T5);
+    assert_int_equal(m.encoder_layers, 24);
+    assert_int_equal(m.decoder_layers, 24);
+    assert_int_equal(m.layers, 48);
+    assert_int_equal(m.hidden, p->hidden);
+    assert_int_equal(m.heads, p->heads);
+    assert_int_equal(m.head_dim, 128);
+    assert_int_equal(m.ffn_hidden, 65536);
+    assert_int_equal(m.vocab, 32128);
+    assert_int_equal(m.encoder_seq, 512);
+    assert_int_equal(m.decoder_seq, 128);
+    assert_int_equal(m.activation, MP_ACT_RELU);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("bad-type-config.json", &m, &err), MP_EINPUT);
+    assert_string_equal(err.field, "hidden_size");
+    assert_int_equal(err.line, 4);
+    assert_int_equal(err.column, 3);
+    assert_non_null(strstr(err.msg, "integer"));
+    assert_non_null(strstr(err.file, "bad-type-config.json"));
+
+    assert_int_equal(load("truncated-config.json", &m, &err), MP_EINPUT);
+    assert_true(err.line >= 4); /* at the end of the text */
+    assert_non_null(strstr(err.msg, "JSON"));
+
+    const char *cases[][2] = {
+        {"{\"model_type\": \"gpt-j\"}", "model_type"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 12}", "n_embd"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": -1, \"n_embd\": 8, \"n_head\": 2, \"vocab_size\": 9}", "n_layer"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 1e30, \"n_embd\": 8, \"n_head\": 2, \"vocab_size\": 9}", "n_layer"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2.5, \"n_embd\": 8, \"n_head\": 2, \"vocab_size\": 9}", "n_layer"},
+        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+         "\"num_key_value_heads\": 3, \"intermediate_size\": 100, \"vocab_size\": 10}", "num_key_value_heads"},
+        {"{\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 5, "
+         "\"vocab_size\": 10}", "num_attention_heads"},
+        {"{\"model_type\": \"t5\", \"num_layers\": 2, \"d_model\": 64, \"num_heads\": 4, \"d_kv\": 16, "
+         "\"d_ff\": 100, \"vocab_size\": 10, \"feed_forward_proj\": \"swish\"}", "feed_forward_proj"},
+        {"{\"tie_word_embeddings\": 1, \"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 10}", "tie_word_embeddings"},
+        {"[1, 2]", ""},
+        {"{\"foo\": 1}", "model_type"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_error_clear(&err);
+        mp_status st = mp_model_parse_hf_json(cases[i][0], strlen(cases[i][0]), "c.json", &m, &err);
+        if (st != MP_EINPUT)
+            fail_msg("case %zu accepted", i);
+        if (strcmp(err.field, cases[i][1]))
+            fail_msg("case %zu: field '%s' (%s), expected '%s'", i, err.field, err.msg,
+                     cases[i][1]);
+        assert_string_equal(err.file, "c.json");
+    }
+    /* no model_type: the keys decide */
+    const char *t5 = "{\"num_layers\": 2, \"num_decoder_layers\": 1, \"d_model\": 64, \"num_heads\": 4, "
+                     "\"d_kv\": 16, \"d_ff\": 100, \"vocab_size\": 10, \"feed_forward_proj\": \"gated-gelu\"}";
+    assert_int_equal(mp_model_parse_hf_json(t5, strlen(t5), "x/flan/config.json", &m, &err), MP_OK);
+    assert_int_equal(m.layers, 3);
+    assert_int_equal(m.activation, MP_ACT_SWIGLU);
+    assert_string_equal(m.name, "flan");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        data_dir = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpt2), cmocka_unit_test(test_llama), cmocka_unit_test(test_bert),
+        cmocka_unit_test(test_t5),   cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,11 +1,212 @@
+/* estimate.c — `megaplan estimate`: the cost model's answer for one
+ * configuration, as a breakdown a person reads, or the DESIGN §3 object
+ * (--format json|yaml), or Megatron-LM arguments (--format megatron).
+ * A configuration that cannot run is refused (exit 2); one that does not fit
+ * in memory is still estimated, with "fits": false and by how much. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
+#include "core/buf.h"
+#include "core/io.h"
+#include "planner/cost.h"
+#include "planner/report.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: megaplan estimate --model M --gpus N [--hw H] [--hw-set KEY=VALUE]\n"
+            "         [--seq S] [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T]\n"
+            "         [--tp t] [--sp] [--pp p] [--vpp v] [--cp c] [--dp d] [--micro-batch b]\n"
+            "         [--recompute none|selective|full] [--dist-opt] [--dp-overlap on|off]\n"
+            "         [--tp-overlap on|off] [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]\n"
+            "         [--format table|json|yaml|megatron]\n"
+            "Unset options take Megatron-LM's defaults; the output lists them.\n");
+}
+
+static void row_time(mp_buf *b, const char *name, double s, double step)
+{
+    mp_buf_printf(b, "  %-26s %12.4f  %6.1f%%\n", name, s, step > 0 ? 100.0 * s / step : 0.0);
+}
+
+static void row_mem(mp_buf *b, const char *name, double bytes)
+{
+    mp_buf_printf(b, "  %-26s %12.2f\n", name, bytes / MP_GIB);
+}
+
+static void table(const mp_cli_config *cc, const mp_estimate *e, const char *defaults, mp_buf *b)
+{
+    const mp_config *c = &cc->config;
+    const mp_parallel *p = &c->parallel;
+    const mp_training *t = &c->training;
+    mp_buf_printf(b, "megaplan estimate: %s on %lld x %s\n", c->model.name, (long long)t->gpus,
+                  c->hw.name);
+    mp_buf_printf(b,
+                  "  parallel  tp=%lld%s pp=%lld vpp=%lld cp=%lld dp=%lld  micro_batch=%lld  "
+                  "global_batch=%lld  microbatches=%lld\n",
+                  (long long)p->tp, p->sp ? " (sp)" : "", (long long)p->pp, (long long)p->vpp,
+                  (long long)p->cp, (long long)p->dp, (long long)p->micro_batch,
+                  (long long)t->global_batch, (long long)e->microbatches);
+    mp_buf_printf(b,
+                  "            recompute=%s  dist_opt=%s  dp_overlap=%s  tp_overlap=%s  "
+                  "schedule=%s  precision=%s  seq=%lld\n",
+                  mp_recompute_name(p->recompute), p->dist_opt ? "on" : "off",
+                  p->dp_overlap ? "on" : "off", p->tp_overlap ? "on" : "off",
+                  mp_schedule_name(p->schedule), mp_dtype_name(t->precision), (long long)t->seq);
+    if (defaults[0]) {
+        mp_buf_puts(b, "  defaults  ");
+        const char *s = defaults;
+        bool first = true;
+        while (*s) {
+            const char *nl = strchr(s, '\n');
+            size_t n = nl ? (size_t)(nl - s) : strlen(s);
+            if (n > 0) {
+                if (!first)
+                    mp_buf_puts(b, "; ");
+                mp_buf_append(b, s, n);
+                first = false;
+            }
+            s += n + (nl ? 1 : 0);
+        }
+        mp_buf_puts(b, "\n");
+    }
+    mp_buf_printf(b, "  model     %.4g B parameters, %.3g model FLOPs per iteration\n\n",
+                  e->params / 1e9, e->model_flops);
+
+    const mp_times *tm = &e->time;
+    mp_buf_printf(b, "time per iteration (exposed)       seconds  of step\n");
+    row_time(b, "compute", tm->compute, tm->step);
+    row_time(b, "recompute", tm->recompute, tm->step);
+    row_time(b, "TP/SP communication", tm->tp_comm, tm->step);
+    row_time(b, "CP communication", tm->cp_comm, tm->step);
+    row_time(b, "PP communication", tm->pp_comm, tm->step);
+    row_time(b, "pipeline bubble", tm->bubble, tm->step);
+    row_time(b, "DP communication", tm->dp_comm, tm->step);
+    row_time(b, "optimizer step", tm->optimizer, tm->step);
+    row_time(b, "step", tm->step, tm->step);
+
+    const mp_memory *m = &e->memory;
+    mp_buf_printf(b, "\nmemory per GPU (most loaded)           GiB\n");
+    row_mem(b, "weights", m->weights);
+    row_mem(b, "gradients", m->grads);
+    row_mem(b, "optimizer states", m->optimizer);
+    row_mem(b, "activations", m->activations);
+    row_mem(b, "other (buffers, reserve)", m->other);
+    row_mem(b, "peak", m->peak);
+    row_mem(b, "capacity", m->capacity);
+    if (e->fits)
+        mp_buf_printf(b, "  fits: yes, %.2f GiB to spare\n", (m->capacity - m->peak) / MP_GIB);
+    else
+        mp_buf_printf(b, "  fits: NO, over by %.2f GiB\n", e->over_bytes / MP_GIB);
+
+    const mp_throughput *th = &e->throughput;
+    mp_buf_printf(b, "\nthroughput\n");
+    mp_buf_printf(b, "  %-26s %12.4g\n", "tokens/s", th->tokens_per_s);
+    mp_buf_printf(b, "  %-26s %12.4g\n", "tokens/s per GPU", th->tokens_per_s_per_gpu);
+    mp_buf_printf(b, "  %-26s %12.1f  MFU %.1f%%\n", "model TFLOP/s per GPU",
+                  th->model_tflops_per_gpu, 100.0 * th->mfu);
+    mp_buf_printf(b, "  %-26s %12.1f  HFU %.1f%%\n", "hardware TFLOP/s per GPU",
+                  th->hardware_tflops_per_gpu, 100.0 * th->hfu);
+    if (t->tokens > 0)
+        mp_buf_printf(b, "  %-26s %12.2f  (%.3g tokens)\n", "days to train", th->days_for_tokens,
+                      t->tokens);
+    mp_buf_printf(b, "MFU/HFU: model FLOPs count the attention score matrix in full (not halved "
+                     "for causal masks),\nas Narayanan 2021 and Megatron-LM do; HFU adds the "
+                     "recomputed forward (docs/cost-model.md).\n");
+}
+
+/* The Megatron-LM arguments of this configuration. */
+static void megatron_args(const mp_cli_config *cc, mp_buf *b)
+{
+    const mp_config *c = &cc->config;
+    const mp_parallel *p = &c->parallel;
+    mp_buf_printf(b, "--tensor-model-parallel-size %lld --pipeline-model-parallel-size %lld",
+                  (long long)p->tp, (long long)p->pp);
+    if (p->vpp > 1)
+        mp_buf_printf(b, " --num-layers-per-virtual-pipeline-stage %lld",
+                      (long long)(c->model.layers / (p->pp * p->vpp)));
+    if (p->cp > 1)
+        mp_buf_printf(b, " --context-parallel-size %lld", (long long)p->cp);
+    if (p->sp)
+        mp_buf_puts(b, " --sequence-parallel");
+    mp_buf_printf(b, " --micro-batch-size %lld --global-batch-size %lld --seq-length %lld",
+                  (long long)p->micro_batch, (long long)c->training.global_batch,
+                  (long long)c->training.seq);
+    if (p->recompute == MP_RECOMPUTE_SELECTIVE)
+        mp_buf_puts(b, " --recompute-granularity selective");
+    else if (p->recompute == MP_RECOMPUTE_FULL)
+        mp_buf_puts(b, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    if (p->dist_opt)
+        mp_buf_puts(b, " --use-distributed-optimizer");
+    if (p->dp_overlap)
+        mp_buf_puts(b, " --overlap-grad-reduce");
+    if (p->dp_overlap && p->dist_opt)
+        mp_buf_puts(b, " --overlap-param-gather");
+    if (p->tp_overlap)
+        mp_buf_puts(b, " --tp-comm-overlap");
+    mp_buf_printf(b, " --%s\n", c->training.precision == MP_DTYPE_FP16 ? "fp16" : "bf16");
+}
 
 int cmd_estimate(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "megaplan estimate: PENDING\n");
-    return 1;
+    mp_cli_config cc;
+    mp_error err;
+    mp_error_clear(&err);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK)
+        return mp_cli_fail("estimate", &err);
+    if (argc > 1) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
+                     argv[1][0] == '-' ? "unknown option (see megaplan estimate --help)"
+                                       : "unexpected argument (see megaplan estimate --help)");
+        return mp_cli_fail("estimate", &err);
+    }
+    if (mp_cli_config_finish(&cc, &err) != MP_OK || mp_cli_config_check(&cc, &err) != MP_OK)
+        return mp_cli_fail("estimate", &err);
+
+    mp_estimate e;
+    if (mp_estimate_config(&cc.config, NULL, &e, &err) != MP_OK) {
+        if (err.code == MP_EINPUT && !err.file[0]) {
+            char opt[64];
+            mp_cli_option_name(err.field, opt, sizeof opt);
+            snprintf(err.field, sizeof err.field, "%s", opt);
+        }
+        return mp_cli_fail("estimate", &err);
+    }
+
+    char defaults[2048];
+    mp_cli_config_describe_defaults(&cc, defaults, sizeof defaults);
+    mp_buf out;
+    mp_buf_init(&out);
+    if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) {
+        cJSON *o = mp_estimate_to_json(&cc.config, &e, defaults);
+        if (!o) {
+            mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+            return mp_cli_fail("estimate", &err);
+        }
+        if (cc.format == MP_FORMAT_JSON) {
+            mp_json_write(o, true, &out);
+            mp_buf_puts(&out, "\n");
+        } else {
+            mp_json_write_yaml(o, 0, &out);
+        }
+        cJSON_Delete(o);
+    } else if (cc.format == MP_FORMAT_MEGATRON) {
+        megatron_args(&cc, &out);
+    } else {
+        table(&cc, &e, defaults, &out);
+    }
+    if (out.oom) {
+        mp_buf_free(&out);
+        mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        return mp_cli_fail("estimate", &err);
+    }
+    fwrite(out.data, 1, out.len, stdout);
+    mp_buf_free(&out);
+    return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -78,6 +78,13 @@ double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch);
 double mp_activation_bytes_per_layer(const mp_model *m, int64_t seq, int64_t micro_batch,
                                      int64_t tp, int64_t cp, bool sp, mp_recompute r);
 
+/* Bytes the first pipeline stage would keep for the outputs of its in-flight
+ * micro-batches (p of them, 2sbh each; 2sbh/t with SP) if Megatron did
+ * not deallocate pipeline outputs after sending them (Korthikanti 2022: 2.73 GiB
+ * for the 530B model, p = 35). megaplan's estimate assumes the deallocation. */
+double mp_pipeline_output_bytes(const mp_model *m, int64_t seq, int64_t micro_batch, int64_t pp,
+                                int64_t tp, bool sp);
+
 /* Bytes per parameter of weights+grads+optimizer: 18, or 6 + 12/d with the
  * distributed optimizer (mixed precision Adam, Megatron). */
 double mp_bytes_per_param(bool dist_opt, int64_t dp);
@@ -114,5 +121,12 @@ double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m,
  * run (mp_config_check); a config that does not fit is estimated with fits=false. */
 mp_status mp_estimate_config(const mp_config *c, const mp_plan *plan, mp_estimate *out,
                              mp_error *err);
+
+/* The same without mp_config_check / mp_plan_check (which cost more than the
+ * estimate itself, ~7 us of ~10): for callers that checked the configuration
+ * already, such as search's inner loop. An invalid config gives meaningless
+ * numbers, never a crash for positive sizes. */
+mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
+                                       mp_estimate *out, mp_error *err);
 
 #endif

@@ -1,0 +1,96 @@
+/* comm.c — where process groups lie and what a collective costs
+ * (DESIGN §4 "Communication"; docs/cost-model.md §5).
+ *
+ * Rank order (Megatron's default): r = tp + t*(cp + c*(dp + d*pp)), so TP
+ * groups are t consecutive ranks, CP groups stride t, the gradient-reduction
+ * group (DP x CP) strides t, and pipeline neighbours are t*c*d apart.
+ *
+ * A collective costs a start-up latency, a latency per ring step and the ring's
+ * bytes over the bus bandwidth: all-reduce 2(n-1)/n of the bytes, all-gather
+ * and reduce-scatter (n-1)/n (Thakur et al. 2005; NCCL's "bus bandwidth").
+ * A group inside one scale-up domain (NVLink) uses that tier. A group whose
+ * members lie in several domains crosses the scale-out fabric once per node
+ * per ring: all GPUs of a node communicate at the same time, each in its own
+ * group, so a group with k members in a node gets k of the node's per-GPU
+ * NIC shares, capped by the scale-up bandwidth. */
+#include <math.h>
+
+#include "planner/cost_internal.h"
+
+static double domain_size(const mp_hw *hw)
+{
+    if (hw->scale_up.gpus_per_domain > 0)
+        return (double)hw->scale_up.gpus_per_domain;
+    return (double)(hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
+}
+
+static double node_size(const mp_hw *hw)
+{
+    return (double)(hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
+}
+
+void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out)
+{
+    const mp_parallel *p = &c->parallel;
+    double t = (double)p->tp, cp = (double)p->cp, d = (double)p->dp;
+    double dom = domain_size(&c->hw), node = node_size(&c->hw);
+    double stride = 1.0, n = 1.0;
+    switch (g) {
+    case MP_GROUP_TP: stride = 1.0; n = t; break;
+    case MP_GROUP_CP: stride = t; n = cp; break;
+    case MP_GROUP_DP: stride = t; n = cp * d; break;
+    case MP_GROUP_PP: stride = t * cp * d; n = 2.0; break;
+    }
+    out->n = (int64_t)n;
+    double span = stride * n; /* ranks from the group's first member to past its last */
+    if (g == MP_GROUP_PP) {
+        /* neighbours t*c*d apart: across domains when a stage fills a domain;
+         * otherwise only the boundaries between domains cross */
+        double pp = (double)p->pp;
+        if (stride >= dom)
+            out->cross_fraction = 1.0;
+        else if (stride * pp > dom && pp > 1)
+            out->cross_fraction = fmin(1.0, (stride * pp / dom - 1.0) / (pp - 1.0));
+        else
+            out->cross_fraction = 0.0;
+        out->cross_domain = out->cross_fraction > 0.0;
+        out->per_node = 1.0;
+        return;
+    }
+    out->cross_domain = n > 1.0 && span > dom;
+    out->cross_fraction = out->cross_domain ? 1.0 : 0.0;
+    double per_node = stride >= node ? 1.0 : fmin(n, node / stride);
+    out->per_node = per_node < 1.0 ? 1.0 : per_node;
+}
+
+double mp_coll_time(const mp_hw *hw, const mp_group_place *g, mp_coll_kind k, double bytes)
+{
+    double n = (double)g->n;
+    if (n <= 1.0 || bytes <= 0.0)
+        return 0.0;
+    double up_bw = hw->scale_up.bw_per_gpu * hw->scale_up.efficiency;
+    double bw = up_bw, lat = hw->scale_up.latency;
+    if (g->cross_domain) {
+        double out_bw = g->per_node * hw->scale_out.bw_per_gpu * hw->scale_out.efficiency;
+        bw = fmin(up_bw, out_bw);
+        lat = hw->scale_out.latency;
+    }
+    if (bw <= 0.0)
+        return INFINITY;
+    double steps, factor;
+    switch (k) {
+    case MP_COLL_ALLREDUCE: steps = 2.0 * (n - 1.0); factor = 2.0 * (n - 1.0) / n; break;
+    case MP_COLL_ALLGATHER:
+    case MP_COLL_REDUCESCATTER: steps = n - 1.0; factor = (n - 1.0) / n; break;
+    default: {
+        /* point to point: the mix of intra- and inter-domain neighbour pairs */
+        double intra = 2.0 * hw->scale_up.latency + bytes / up_bw;
+        double out_bw = hw->scale_out.bw_per_gpu * hw->scale_out.efficiency;
+        double inter = 2.0 * hw->scale_out.latency + (out_bw > 0 ? bytes / out_bw : INFINITY);
+        double f = g->cross_fraction;
+        return (f > 0.0 ? f * inter : 0.0) + (1.0 - f) * intra;
+    }
+    }
+    /* one latency to start (launch, handshake) and one per ring step */
+    return (steps + 1.0) * lat + bytes * factor / bw;
+}

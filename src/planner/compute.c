@@ -1,0 +1,292 @@
+/* compute.c — seconds per micro-batch of each layer item on one GPU
+ * (DESIGN §4 "Compute time"; docs/cost-model.md §4).
+ *
+ * A GEMM takes FLOPs / (peak x efficiency(FLOPs)) plus one kernel launch: the
+ * efficiency curve of the profile makes small GEMMs (small h, large t, small
+ * micro-batch) slower. Elementwise kernels (norms, bias+GeLU, bias+dropout+
+ * residual, softmax, cross entropy, Adam) are memory-bound: bytes moved /
+ * (HBM bandwidth x memory efficiency), plus a launch each. The attention core
+ * is either one fused (flash) kernel at the profile's attention efficiency,
+ * skipping the masked half of a causal score matrix, or - as in Megatron
+ * 2021-22 and Megatron-DeepSpeed - two batched GEMMs with the scaled-masked
+ * softmax and dropout between them, whose s² score matrix goes through HBM. */
+#include <math.h>
+
+#include "planner/cost_internal.h"
+
+double mp_gemm_time(const mp_hw *hw, double peak, double flops)
+{
+    if (flops <= 0.0)
+        return 0.0;
+    double eff = mp_curve_eval(&hw->gemm_efficiency, flops);
+    if (eff <= 0.0)
+        eff = 1e-3;
+    return flops / (peak * eff);
+}
+
+double mp_gemm_mnk_time(const mp_hw *hw, double peak, double dt, double m, double n, double k)
+{
+    /* roofline: a GEMM with a thin dimension (k = h/t for the projection at
+     * large t) is bound by moving its operands, not by its FLOPs */
+    double compute = mp_gemm_time(hw, peak, 2.0 * m * n * k);
+    double memory = dt * (m * k + k * n + m * n) / (hw->hbm_bw * hw->memory_efficiency);
+    return compute > memory ? compute : memory;
+}
+
+double mp_membound_time(const mp_hw *hw, double bytes, double kernels)
+{
+    (void)kernels; /* launches are counted per item against the host (mp_host_bound) */
+    return bytes / (hw->hbm_bw * hw->memory_efficiency);
+}
+
+double mp_host_bound(const mp_hw *hw, double gpu, double kernels)
+{
+    double host = kernels * hw->kernel_overhead;
+    return gpu > host ? gpu : host;
+}
+
+static double peak_of(const mp_config *c)
+{
+    double pk = c->hw.peak_flops[c->training.precision];
+    return pk > 0.0 ? pk : c->hw.peak_flops[MP_DTYPE_FP32];
+}
+
+double mp_grad_reduce_bytes(const mp_config *c)
+{
+    return c->training.precision == MP_DTYPE_FP16 ? 2.0 : 4.0;
+}
+
+/* Exposed part of a TP collective that Megatron's --tp-comm-overlap pipelines
+ * with the adjacent GEMMs in t chunks: one chunk, plus what the GEMMs cannot hide. */
+static double tp_exposed(const mp_config *c, double comm, double gemm)
+{
+    if (!c->parallel.tp_overlap || c->parallel.tp <= 1)
+        return comm;
+    double chunk = comm / (double)c->parallel.tp;
+    double excess = comm - gemm;
+    return chunk + (excess > 0.0 ? excess : 0.0);
+}
+
+/* One TP "all-reduce" of bytes: an all-reduce, or with SP an all-gather plus
+ * a reduce-scatter of the same tensor (Korthikanti 2022: same volume). */
+static double tp_collective(const mp_config *c, const mp_group_place *g, double bytes)
+{
+    if (c->parallel.sp)
+        return mp_coll_time(&c->hw, g, MP_COLL_ALLGATHER, bytes) +
+               mp_coll_time(&c->hw, g, MP_COLL_REDUCESCATTER, bytes);
+    return mp_coll_time(&c->hw, g, MP_COLL_ALLREDUCE, bytes);
+}
+
+/* Attention core over n_scores score elements per GPU with head_dim hd. */
+static void attention_core(const mp_config *c, double n_scores, double hd, bool causal,
+                           bool dropout, double *fwd, double *bwd, double *kernels)
+{
+    const mp_hw *hw = &c->hw;
+    double peak = peak_of(c);
+    double flops = 4.0 * n_scores * hd; /* QK^T and AV */
+    if (hw->flash_attention) {
+        double done = causal ? 0.5 * flops : flops; /* masked blocks are skipped */
+        double f = done / (peak * hw->attention_efficiency);
+        *fwd = f;
+        /* backward recomputes QK^T: 5 matmuls against 2 (Dao 2023) */
+        *bwd = 2.5 * f;
+        *kernels = 1.0;
+        return;
+    }
+    double bmm = mp_gemm_time(hw, peak, 0.5 * flops); /* one of the two batched GEMMs */
+    /* score elements through HBM (16-bit): QK^T write 2, softmax r2 w2, dropout r2 w2
+     * + mask 1, AV read 2; backward: dP write 2, dropout r3 w2, softmax r4 w2,
+     * dQ/dK read 2 each, dV read 2 */
+    double fb = dropout ? 13.0 : 8.0, bb = dropout ? 19.0 : 12.0;
+    *fwd = 2.0 * bmm + mp_membound_time(hw, n_scores * fb, dropout ? 2.0 : 1.0);
+    *bwd = 4.0 * bmm + mp_membound_time(hw, n_scores * bb, dropout ? 2.0 : 1.0);
+    *kernels = dropout ? 4.0 : 3.0;
+}
+
+void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out)
+{
+    const mp_model *m = &c->model;
+    const mp_hw *hw = &c->hw;
+    const mp_parallel *pp = &c->parallel;
+    double peak = peak_of(c), dt = mp_dtype_bytes(c->training.precision);
+    double t = (double)pp->tp, cp = (double)pp->cp, b = (double)pp->micro_batch;
+    double h = (double)m->hidden;
+    double hd = m->head_dim > 0 ? (double)m->head_dim : h / (double)m->heads;
+    double qd = (double)m->heads * hd;
+    double kvd = (double)(m->kv_heads > 0 ? m->kv_heads : m->heads) * hd;
+    double f = m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h;
+    bool swiglu = m->activation == MP_ACT_SWIGLU;
+    bool cross = bs->s_cross > 0;
+    double T = b * bs->s / cp; /* tokens of this rank */
+
+    /* GEMMs (m tokens x k in -> n out): forward once; backward the input
+     * gradient (m x n -> k) and the weight gradient (k x m -> n) */
+    double shape[7][3];
+    int ng = 0;
+    double Tx = b * bs->s_cross / cp;
+    shape[ng][0] = T, shape[ng][1] = (qd + 2.0 * kvd) / t, shape[ng++][2] = h;  /* QKV */
+    shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = qd / t;                /* projection */
+    shape[ng][0] = T, shape[ng][1] = f * (swiglu ? 2.0 : 1.0) / t, shape[ng++][2] = h; /* FC1 */
+    shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = f / t;                 /* FC2 */
+    if (cross) {
+        shape[ng][0] = T, shape[ng][1] = qd / t, shape[ng++][2] = h;
+        shape[ng][0] = Tx, shape[ng][1] = 2.0 * kvd / t, shape[ng++][2] = h;
+        shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = qd / t;
+    }
+    double gemm = 0.0, gemm_b = 0.0, wgrad = 0.0;
+    for (int i = 0; i < ng; i++) {
+        double gm = shape[i][0], gn = shape[i][1], gk = shape[i][2];
+        double w = mp_gemm_mnk_time(hw, peak, dt, gk, gn, gm);
+        gemm += mp_gemm_mnk_time(hw, peak, dt, gm, gn, gk);
+        gemm_b += mp_gemm_mnk_time(hw, peak, dt, gm, gk, gn) + w;
+        wgrad += w;
+    }
+
+    /* attention core: this rank's queries against the whole sequence */
+    double heads_local = (double)m->heads / t;
+    double af, ab, ak;
+    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, hd, bs->causal, bs->dropout, &af, &ab,
+                   &ak);
+    if (cross) {
+        double cf, cb, ck;
+        attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, hd, false, bs->dropout,
+                       &cf, &cb, &ck);
+        af += cf;
+        ab += cb;
+        ak += ck;
+    }
+
+    /* elementwise, bytes per element: norm r2 w2; bias+dropout+residual r4 w2
+     * + mask 1; bias+GeLU r2 w2 (SwiGLU r4 w2) per FFN element; RoPE r2 w2 on Q, K */
+    double n_norm = cross ? 3.0 : 2.0;
+    double outside = T * h / (pp->sp ? t : 1.0);
+    double ew = outside * (4.0 * n_norm + (bs->dropout ? 7.0 : 6.0) * n_norm);
+    ew += (swiglu ? 6.0 : 4.0) * T * f / t;
+    double kernels = 2.0 * n_norm + 1.0;
+    if (m->position == MP_POS_ROPE) {
+        ew += 4.0 * T * (qd + kvd) / t;
+        kernels += 1.0;
+    }
+    double ew_f = mp_membound_time(hw, ew, kernels);
+    double ew_b = mp_membound_time(hw, 2.0 * ew, 2.0 * kernels);
+    double n_ar = cross ? 3.0 : 2.0;
+    double k_fwd = kernels + (double)ng + ak + (pp->tp > 1 ? n_ar : 0.0);
+
+    /* TP: 2 (3 with cross attention) all-reduces of T*h forward, as many backward */
+    mp_group_place tpg;
+    mp_group_place_of(c, MP_GROUP_TP, &tpg);
+    double one = tp_collective(c, &tpg, T * h * dt);
+    out->tp_fwd = tp_exposed(c, n_ar * one, gemm);
+    out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b);
+
+    /* The host issues kernels asynchronously: a pass takes the GPU's time or
+     * the host's dispatch time, whichever is longer (small models, large t).
+     * A host-bound excess is reported as compute. */
+    double gpu_f = gemm + af + ew_f, gpu_b = gemm_b + ab + ew_b;
+    out->fwd_compute = mp_host_bound(hw, gpu_f + out->tp_fwd, k_fwd) - out->tp_fwd;
+    out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, 2.0 * k_fwd) - out->tp_bwd;
+    out->attn_core_fwd = mp_host_bound(hw, af, ak);
+    out->wgrad = wgrad;
+
+    /* CP: c-1 ring steps passing this rank's K and V (backward also dK, dV),
+     * each hidden under the attention of the chunk already there */
+    out->cp_fwd = out->cp_bwd = 0.0;
+    if (pp->cp > 1) {
+        mp_group_place cpg;
+        mp_group_place_of(c, MP_GROUP_CP, &cpg);
+        mp_group_place pair = cpg;
+        pair.n = 2;
+        double kv_bytes = 2.0 * (b * bs->s / cp) * kvd / t * dt;
+        double step_f = mp_coll_time(hw, &pair, MP_COLL_ALLGATHER, 2.0 * kv_bytes);
+        double step_b = mp_coll_time(hw, &pair, MP_COLL_ALLGATHER, 4.0 * kv_bytes);
+        double ef = step_f - af / cp, eb = step_b - ab / cp;
+        out->cp_fwd = (cp - 1.0) * (ef > 0.0 ? ef : 0.0);
+        out->cp_bwd = (cp - 1.0) * (eb > 0.0 ? eb : 0.0);
+    }
+}
+
+static double tokens_embedded(const mp_config *c)
+{
+    const mp_model *m = &c->model;
+    int64_t seq = c->training.seq;
+    if (m->arch == MP_ARCH_T5) {
+        mp_block_shape enc, dec;
+        mp_block_shape_of(m, seq, 1, &enc);
+        mp_block_shape_of(m, seq, m->layers, &dec);
+        return enc.s + dec.s;
+    }
+    return (double)(seq > 0 ? seq : m->seq);
+}
+
+void mp_embedding_time_of(const mp_config *c, mp_edge_time *out)
+{
+    const mp_model *m = &c->model;
+    const mp_hw *hw = &c->hw;
+    const mp_parallel *pp = &c->parallel;
+    double t = (double)pp->tp, dt = mp_dtype_bytes(c->training.precision);
+    double h = (double)m->hidden;
+    double T = (double)pp->micro_batch * tokens_embedded(c) / (double)pp->cp;
+    bool dropout = m->arch != MP_ARCH_LLAMA;
+    /* gather rows r2 w2, learned positions r4 w2, dropout r2 w2 + mask 1 */
+    double fwd_bytes = T * h * (4.0 + (m->position == MP_POS_LEARNED ? 6.0 : 0.0) +
+                                (dropout ? 5.0 : 0.0));
+    /* backward: PyTorch's dense embedding gradient (zero fill 2, scatter-add,
+     * accumulate into the fp32 main gradient r2 r4 w4) of the V/t x h slice */
+    double vslice = mp_padded_vocab(m->vocab, pp->tp) / t * h;
+    double bwd_bytes = vslice * 14.0 + T * h * (dropout ? 5.0 : 2.0) * 2.0;
+    out->fwd_compute = mp_host_bound(hw, mp_membound_time(hw, fwd_bytes, 3.0), 3.0);
+    out->bwd_compute = mp_host_bound(hw, mp_membound_time(hw, bwd_bytes, 4.0), 4.0);
+    out->wgrad = mp_membound_time(hw, vslice * 14.0, 3.0); /* the dense embedding gradient */
+    /* vocab-parallel embedding: partial rows summed over t (reduce-scatter with SP) */
+    mp_group_place tpg;
+    mp_group_place_of(c, MP_GROUP_TP, &tpg);
+    out->tp_fwd = pp->tp > 1 ? mp_coll_time(hw, &tpg, pp->sp ? MP_COLL_REDUCESCATTER : MP_COLL_ALLREDUCE,
+                                            T * h * dt)
+                             : 0.0;
+    out->tp_bwd = pp->tp > 1 && pp->sp ? mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, T * h * dt) : 0.0;
+}
+
+void mp_head_time_of(const mp_config *c, mp_edge_time *out)
+{
+    const mp_model *m = &c->model;
+    const mp_hw *hw = &c->hw;
+    const mp_parallel *pp = &c->parallel;
+    double peak = peak_of(c), dt = mp_dtype_bytes(c->training.precision);
+    double t = (double)pp->tp, h = (double)m->hidden;
+    mp_block_shape last;
+    mp_block_shape_of(m, c->training.seq, m->layers, &last);
+    double T = (double)pp->micro_batch * last.s / (double)pp->cp;
+    double V = mp_padded_vocab(m->vocab, pp->tp);
+    double gemm = mp_gemm_mnk_time(hw, peak, dt, T, V / t, h);
+    if (m->arch == MP_ARCH_BERT)
+        gemm += mp_gemm_mnk_time(hw, peak, dt, T, h, h);
+    double norm = T * h / (pp->sp ? t : 1.0) * 4.0;
+    /* vocab-parallel cross entropy on T x V/t logits: cast to fp32, max,
+     * subtract, exp, sum, normalise (~26 bytes/element), backward ~14 */
+    double logits = T * V / t;
+    out->fwd_compute = mp_host_bound(hw, gemm + mp_membound_time(hw, norm + 26.0 * logits, 7.0), 9.0);
+    out->bwd_compute =
+        mp_host_bound(hw, 2.0 * gemm + mp_membound_time(hw, 2.0 * norm + 14.0 * logits, 5.0), 8.0);
+    out->wgrad = gemm; /* the head's weight gradient: one GEMM of the forward's size */
+    out->tp_fwd = out->tp_bwd = 0.0;
+    if (pp->tp > 1) {
+        mp_group_place tpg;
+        mp_group_place_of(c, MP_GROUP_TP, &tpg);
+        /* max, sum of exp and target logit: three all-reduces of T floats */
+        out->tp_fwd = 3.0 * mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, 4.0 * T);
+        if (pp->sp)
+            out->tp_fwd += mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, T * h * dt);
+        /* the replicated input's gradient is summed over t */
+        out->tp_bwd = mp_coll_time(hw, &tpg, pp->sp ? MP_COLL_REDUCESCATTER : MP_COLL_ALLREDUCE,
+                                   T * h * dt);
+    }
+}
+
+double mp_optimizer_time(const mp_config *c, double params_local)
+{
+    /* Mixed-precision Adam (Megatron + apex FusedAdam, multi-tensor): grad norm
+     * r4; Adam r16 w12 (fp32 master, grad, m, v); copy to 16-bit r4 w2; fp16 adds
+     * the inf/nan check r4. ~38 bytes per local parameter, memory-bound. */
+    double bytes = params_local * (38.0 + (c->training.precision == MP_DTYPE_FP16 ? 4.0 : 0.0));
+    return mp_host_bound(&c->hw, mp_membound_time(&c->hw, bytes, 12.0), 12.0);
+}

@@ -1,0 +1,634 @@
+/* cost.c — item costs, stage costs and the estimate of one configuration
+ * (DESIGN §4 "Step"; docs/cost-model.md §6-7).
+ *
+ * Items (plan.h): 0 = embedding, 1..L = blocks, L+1 = final norm + head + loss.
+ * A (virtual) stage costs the sum of its items. The step is the pipeline
+ * makespan of the stages (closed form, pipeline.c) + the exposed DP gradient
+ * reduction + the optimizer step. Memory per GPU is the most loaded pipeline
+ * rank's weights, grads and optimizer states, its in-flight activations under
+ * the schedule, and "other" (embedding/logit buffers, p2p and SP buffers, the
+ * runtime reserve). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+#include "planner/pipeline_internal.h"
+
+/* What an item costs, split the way the estimate reports time. */
+typedef struct item_detail {
+    double fwd_compute, bwd_compute, attn_core_fwd;
+    double tp_f, tp_b, cp_f, cp_b;
+    double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
+    double params;     /* parameters of the item on one GPU (after the TP split) */
+    double act[MP_RECOMPUTE_COUNT];
+    double send_bytes;
+    bool is_block;
+} item_detail;
+
+static int64_t n_blocks(const mp_model *m)
+{
+    if (m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0)
+        return m->encoder_layers + m->decoder_layers;
+    return m->layers;
+}
+
+static void detail_block(const mp_config *c, int64_t block, item_detail *d)
+{
+    const mp_parallel *p = &c->parallel;
+    mp_block_shape bs;
+    mp_block_shape_of(&c->model, c->training.seq, block, &bs);
+    mp_block_time bt;
+    mp_block_time_of(c, &bs, &bt);
+    memset(d, 0, sizeof *d);
+    d->is_block = true;
+    d->fwd_compute = bt.fwd_compute;
+    d->bwd_compute = bt.bwd_compute;
+    d->attn_core_fwd = bt.attn_core_fwd;
+    d->tp_f = bt.tp_fwd;
+    d->tp_b = bt.tp_bwd;
+    d->cp_f = bt.cp_fwd;
+    d->cp_b = bt.cp_bwd;
+    d->wgrad = bt.wgrad;
+    d->params = mp_block_params(&c->model, bs.kind) / (double)p->tp;
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        d->act[r] = mp_block_act_bytes(&c->model, &bs, (double)p->micro_batch, (double)p->tp,
+                                       (double)p->cp, p->sp && p->tp > 1, (mp_recompute)r,
+                                       c->hw.flash_attention);
+    d->send_bytes = (double)p->micro_batch * bs.s / (double)p->cp * (double)c->model.hidden *
+                    mp_dtype_bytes(c->training.precision) / (double)p->tp;
+}
+
+static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head)
+{
+    const mp_parallel *p = &c->parallel;
+    const mp_model *m = &c->model;
+    double t = (double)p->tp, h = (double)m->hidden, b = (double)p->micro_batch;
+    double dt = mp_dtype_bytes(c->training.precision);
+    mp_edge_time et;
+    mp_block_shape first, last;
+    mp_block_shape_of(m, c->training.seq, 1, &first);
+    mp_block_shape_of(m, c->training.seq, n_blocks(m), &last);
+    double sb_first = b * first.s / (double)p->cp, sb_last = b * last.s / (double)p->cp;
+
+    memset(emb, 0, sizeof *emb);
+    mp_embedding_time_of(c, &et);
+    emb->fwd_compute = et.fwd_compute;
+    emb->bwd_compute = et.bwd_compute;
+    emb->tp_f = et.tp_fwd;
+    emb->tp_b = et.tp_bwd;
+    emb->wgrad = et.wgrad;
+    emb->params = mp_embedding_params(m, c->training.seq) / t;
+    /* embedding dropout mask (Korthikanti 2022 §4.3: sbh, split with SP) */
+    double emb_act = (m->arch != MP_ARCH_LLAMA ? sb_first * h : 0.0) / (p->sp ? t : 1.0);
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        emb->act[r] = emb_act;
+    emb->send_bytes = sb_first * h * dt / t;
+
+    memset(head, 0, sizeof *head);
+    mp_head_time_of(c, &et);
+    head->fwd_compute = et.fwd_compute;
+    head->bwd_compute = et.bwd_compute;
+    head->tp_f = et.tp_fwd;
+    head->tp_b = et.tp_bwd;
+    head->wgrad = et.wgrad;
+    head->params = mp_head_params(m, false) / t;
+    /* final norm input, head input and fp32 logits (Korthikanti §4.3: 4sbh/t(1 + V/h)) */
+    double V = mp_padded_vocab(m->vocab, p->tp);
+    double head_act = 2.0 * sb_last * h / (p->sp ? t : 1.0) + 2.0 * sb_last * h / t +
+                      4.0 * sb_last * V / t;
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        head->act[r] = head_act;
+}
+
+/* Bytes of weights + grads + optimizer per parameter on one GPU. */
+static double static_bytes_per_param(const mp_config *c)
+{
+    int64_t shard = c->parallel.dp * (c->parallel.cp > 0 ? c->parallel.cp : 1);
+    if (c->training.precision == MP_DTYPE_FP32) /* fp32 weights and grads, Adam m and v */
+        return c->parallel.dist_opt ? 8.0 + 8.0 / (double)shard : 16.0;
+    return mp_bytes_per_param(c->parallel.dist_opt, shard);
+}
+
+static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cost *out)
+{
+    out->fwd = d->fwd_compute + d->tp_f + d->cp_f;
+    double bwd = d->bwd_compute + d->tp_b + d->cp_b;
+    out->bwd[MP_RECOMPUTE_NONE] = bwd;
+    out->bwd[MP_RECOMPUTE_SELECTIVE] = bwd + (d->is_block ? d->attn_core_fwd : 0.0);
+    out->bwd[MP_RECOMPUTE_FULL] = bwd + (d->is_block ? out->fwd : 0.0);
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        out->act_bytes[r] = d->act[r];
+    out->static_bytes = d->params * static_bytes_per_param(c);
+    out->send_bytes = d->send_bytes;
+}
+
+/* Fills details for all L+2 items, computing each distinct block shape once. */
+static void fill_details(const mp_config *c, item_detail *det)
+{
+    int64_t L = n_blocks(&c->model);
+    detail_edges(c, &det[0], &det[L + 1]);
+    if (c->model.arch == MP_ARCH_T5) {
+        item_detail enc, dec;
+        int64_t ne = c->model.encoder_layers;
+        detail_block(c, 1, &enc);
+        if (L > ne)
+            detail_block(c, ne + 1, &dec);
+        for (int64_t i = 1; i <= L; i++)
+            det[i] = i <= ne ? enc : dec;
+        return;
+    }
+    item_detail one;
+    detail_block(c, 1, &one);
+    for (int64_t i = 1; i <= L; i++)
+        det[i] = one;
+}
+
+mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
+{
+    mp_status st = mp_config_check(c, err);
+    if (st != MP_OK)
+        return st;
+    int64_t L = n_blocks(&c->model);
+    item_detail *det = malloc(sizeof *det * (size_t)(L + 2));
+    if (!det)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for %lld items",
+                            (long long)(L + 2));
+    fill_details(c, det);
+    for (int64_t i = 0; i < L + 2; i++)
+        item_cost_from(c, &det[i], &items[i]);
+    free(det);
+    return MP_OK;
+}
+
+/* ---- stages ---------------------------------------------------------- */
+
+typedef struct stage_sum {
+    double fwd_compute, bwd_compute, recompute, tp, cp, wgrad;
+    double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
+    double fwd, bwd;      /* totals incl. exposed comm and recompute */
+    double params, act, act_edge, act_block_none, send_bytes;
+    bool has_embedding, has_head;
+} stage_sum;
+
+static int64_t stage_begin(int64_t k, int64_t n, int64_t L, const mp_plan *plan)
+{
+    if (plan && plan->n_stages == n)
+        return plan->stages[k].begin;
+    if (k == 0)
+        return 0;
+    return 1 + (k * L) / n; /* Megatron: equal blocks; embedding first, head last */
+}
+
+static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan)
+{
+    if (plan && plan->n_stages == n)
+        return plan->stages[k].end;
+    if (k == n - 1)
+        return L + 2;
+    return 1 + ((k + 1) * L) / n;
+}
+
+static mp_recompute item_recompute(const mp_config *c, const mp_plan *plan, int64_t i)
+{
+    if (plan && plan->has_layer_recompute && i >= 0 && i < MP_MAX_LAYERS + 2 &&
+        plan->layer_recompute[i] < MP_RECOMPUTE_COUNT)
+        return (mp_recompute)plan->layer_recompute[i];
+    return c->parallel.recompute;
+}
+
+static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail *det,
+                      int64_t begin, int64_t end, int64_t L, stage_sum *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int64_t i = begin; i < end; i++) {
+        const item_detail *d = &det[i];
+        mp_recompute r = d->is_block ? item_recompute(c, plan, i) : MP_RECOMPUTE_NONE;
+        double rec = 0.0, rec_comm_tp = 0.0, rec_comm_cp = 0.0;
+        if (r == MP_RECOMPUTE_SELECTIVE)
+            rec = d->attn_core_fwd;
+        else if (r == MP_RECOMPUTE_FULL) {
+            rec = d->fwd_compute;
+            rec_comm_tp = d->tp_f;
+            rec_comm_cp = d->cp_f;
+        }
+        s->fwd_compute += d->fwd_compute;
+        s->bwd_compute += d->bwd_compute;
+        s->recompute += rec;
+        s->tp += d->tp_f + d->tp_b + rec_comm_tp;
+        s->cp += d->cp_f + d->cp_b + rec_comm_cp;
+        s->tp_f += d->tp_f;
+        s->tp_b += d->tp_b + rec_comm_tp;
+        s->cp_f += d->cp_f;
+        s->cp_b += d->cp_b + rec_comm_cp;
+        s->wgrad += d->wgrad;
+        s->fwd += d->fwd_compute + d->tp_f + d->cp_f;
+        s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
+        s->params += d->params;
+        if (d->is_block) {
+            s->act += d->act[r];
+            if (d->act[MP_RECOMPUTE_NONE] > s->act_block_none)
+                s->act_block_none = d->act[MP_RECOMPUTE_NONE];
+        } else {
+            s->act_edge += d->act[MP_RECOMPUTE_NONE];
+        }
+        if (i == 0)
+            s->has_embedding = true;
+        if (i == L + 1)
+            s->has_head = true;
+        s->send_bytes = d->send_bytes;
+    }
+}
+
+/* Host work of one pipeline p2p exchange, in kernel launches: the schedule's
+ * send/receive bookkeeping (Megatron's p2p_communicate, DeepSpeed's pipeline
+ * instructions) around the NCCL call. */
+#define P2P_HOST_KERNELS 8.0
+
+/* Time of one p2p transfer of bytes between pipeline neighbours. */
+static double p2p_time(const mp_config *c, double bytes)
+{
+    if (c->parallel.pp <= 1)
+        return 0.0;
+    mp_group_place g;
+    mp_group_place_of(c, MP_GROUP_PP, &g);
+    return P2P_HOST_KERNELS * c->hw.kernel_overhead + mp_coll_time(&c->hw, &g, MP_COLL_P2P, bytes);
+}
+
+static void p2p_link(const mp_config *c, double *latency, double *bw)
+{
+    mp_group_place g;
+    mp_group_place_of(c, MP_GROUP_PP, &g);
+    const mp_hw *hw = &c->hw;
+    double f = g.cross_fraction;
+    double up = hw->scale_up.bw_per_gpu * hw->scale_up.efficiency;
+    double out = hw->scale_out.bw_per_gpu * hw->scale_out.efficiency;
+    *latency = P2P_HOST_KERNELS * hw->kernel_overhead +
+               2.0 * (f * hw->scale_out.latency + (1.0 - f) * hw->scale_up.latency);
+    double inv = (f > 0.0 ? f / out : 0.0) + (1.0 - f) / up;
+    *bw = inv > 0.0 ? 1.0 / inv : up;
+}
+
+/* Everything the estimate and the stage costs share. */
+typedef struct pipe_model {
+    int64_t p, v, m, n;
+    double p2p_bytes;       /* activation (or its gradient) crossing a stage boundary */
+    stage_sum *st;          /* n stages */
+    double dp_time, dp_exposed, optimizer, tied_sync;
+    double params_rank_max;
+} pipe_model;
+
+static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check, pipe_model *pm,
+                            mp_error *err)
+{
+    if (check) {
+        mp_status s = mp_config_check(c, err);
+        if (s != MP_OK)
+            return s;
+        if (plan && plan->n_stages != 0) {
+            s = mp_plan_check(plan, err);
+            if (s != MP_OK)
+                return s;
+        }
+    }
+    const mp_parallel *pp = &c->parallel;
+    int64_t L = n_blocks(&c->model);
+    pm->p = pp->pp;
+    pm->v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
+    pm->m = mp_config_microbatches(c);
+    pm->n = pm->p * pm->v;
+    item_detail *det = malloc(sizeof *det * (size_t)(L + 2));
+    pm->st = calloc((size_t)pm->n, sizeof *pm->st);
+    if (!det || !pm->st) {
+        free(det);
+        free(pm->st);
+        pm->st = NULL;
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage costs");
+    }
+    fill_details(c, det);
+    pm->p2p_bytes = det[L > 0 ? L : 0].send_bytes;
+    for (int64_t k = 0; k < pm->n; k++) {
+        /* clamped, so an unchecked plan can never index outside the items */
+        int64_t b = stage_begin(k, pm->n, L, plan), e = stage_end(k, pm->n, L, plan);
+        b = b < 0 ? 0 : b > L + 2 ? L + 2 : b;
+        e = e < b ? b : e > L + 2 ? L + 2 : e;
+        sum_stage(c, plan, det, b, e, L, &pm->st[k]);
+    }
+    free(det);
+
+    /* per pipeline rank: parameters (tied embeddings: the last rank holds the
+     * head's copy of the word embeddings when it is not the first rank) */
+    double tied_copy = 0.0;
+    bool tied_split = c->model.tied_embeddings && pm->p > 1;
+    if (tied_split)
+        tied_copy = (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp;
+    pm->params_rank_max = 0.0;
+    double opt_max = 0.0;
+    for (int64_t r = 0; r < pm->p; r++) {
+        double params = 0.0;
+        for (int64_t ch = 0; ch < pm->v; ch++) {
+            const stage_sum *ss = &pm->st[ch * pm->p + r];
+            params += ss->params;
+            if (ss->has_head && tied_split)
+                params += tied_copy;
+        }
+        if (params > pm->params_rank_max)
+            pm->params_rank_max = params;
+        double shard = pp->dist_opt ? (double)(pp->dp * pp->cp) : 1.0;
+        double o = mp_optimizer_time(c, params / shard);
+        if (o > opt_max)
+            opt_max = o;
+    }
+    pm->optimizer = opt_max;
+
+    /* DP: all-reduce of the gradients over the d*c ranks holding the same
+     * weights, or reduce-scatter of grads + all-gather of 16-bit params with
+     * the distributed optimizer */
+    mp_group_place dpg;
+    mp_group_place_of(c, MP_GROUP_DP, &dpg);
+    double gb = mp_grad_reduce_bytes(c), dt = mp_dtype_bytes(c->training.precision);
+    double P = pm->params_rank_max;
+    double rs = 0.0, ag = 0.0, ar = 0.0;
+    if (pp->dist_opt) {
+        rs = mp_coll_time(&c->hw, &dpg, MP_COLL_REDUCESCATTER, P * gb);
+        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt);
+    } else {
+        ar = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLREDUCE, P * gb);
+    }
+    pm->dp_time = rs + ag + ar;
+    if (pp->dp_overlap && dpg.n > 1) {
+        /* Megatron-Core --overlap-grad-reduce: buckets of max(40M, 1M*d)
+         * parameters go out as the last micro-batch's backward produces them;
+         * the last bucket is always exposed. With the distributed optimizer
+         * the parameter all-gather overlaps the next forward (--overlap-param-gather). */
+        double bucket = fmax(4.0e7, 1.0e6 * (double)dpg.n);
+        double frac = P > 0.0 ? fmin(1.0, bucket / P) : 1.0;
+        double bwd_window = 0.0, fwd_window = 0.0;
+        for (int64_t ch = 0; ch < pm->v; ch++) {
+            bwd_window += pm->st[ch * pm->p].bwd;
+            fwd_window += pm->st[ch * pm->p].fwd;
+        }
+        double red = pp->dist_opt ? rs : ar;
+        double exposed_red = fmax(frac * red, red - bwd_window);
+        double exposed_ag = pp->dist_opt ? fmax(frac * ag, ag - fwd_window) : 0.0;
+        pm->dp_exposed = exposed_red + exposed_ag;
+    } else {
+        pm->dp_exposed = pm->dp_time;
+    }
+    /* tied embeddings split over the pipeline: first and last rank all-reduce
+     * the word-embedding gradient after the pipeline flush (Megatron) */
+    pm->tied_sync = 0.0;
+    if (tied_split) {
+        mp_group_place pair;
+        mp_group_place_of(c, MP_GROUP_PP, &pair);
+        pair.n = 2;
+        /* the first and the last pipeline rank are the job's two ends */
+        int64_t domain = c->hw.scale_up.gpus_per_domain > 0 ? c->hw.scale_up.gpus_per_domain
+                                                             : c->hw.gpus_per_node;
+        pair.cross_domain = c->training.gpus > domain;
+        pair.per_node = 1.0;
+        pm->tied_sync = mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, tied_copy * gb);
+    }
+    return MP_OK;
+}
+
+mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pipeline_cost *out,
+                                 mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    pipe_model pm;
+    mp_status s = build_pipe(c, plan, true, &pm, err);
+    if (s != MP_OK)
+        return s;
+    out->stages = calloc((size_t)pm.n, sizeof *out->stages);
+    if (!out->stages) {
+        free(pm.st);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage costs");
+    }
+    out->n_stages = (int32_t)pm.n;
+    double spb = static_bytes_per_param(c);
+    for (int64_t k = 0; k < pm.n; k++) {
+        const stage_sum *ss = &pm.st[k];
+        mp_stage_cost *sc = &out->stages[k];
+        sc->fwd = ss->fwd;
+        sc->bwd = ss->bwd;
+        sc->bwd_weight = ss->wgrad;
+        sc->bwd_input = ss->bwd - ss->wgrad;
+        sc->recompute = ss->recompute;
+        sc->tp_comm_fwd = ss->tp_f;
+        sc->tp_comm_bwd = ss->tp_b;
+        sc->cp_comm_fwd = ss->cp_f;
+        sc->cp_comm_bwd = ss->cp_b;
+        sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
+        sc->act_bytes = ss->act + ss->act_edge;
+        sc->static_bytes = ss->params * spb;
+        sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
+    }
+    p2p_link(c, &out->p2p_latency, &out->p2p_bw);
+    out->dp_time = pm.dp_time + pm.tied_sync;
+    out->dp_exposed = pm.dp_exposed + pm.tied_sync;
+    out->optimizer = pm.optimizer;
+    double other = c->hw.runtime_reserve;
+    if (pm.n > 0)
+        other += 4.0 * pm.st[0].send_bytes; /* p2p send/recv buffers, both directions */
+    if (c->parallel.sp && c->parallel.tp > 1 && pm.n > 0)
+        other += pm.st[0].send_bytes * (double)c->parallel.tp; /* SP all-gather buffer */
+    out->other_bytes = other;
+    free(pm.st);
+    return MP_OK;
+}
+
+void mp_pipeline_cost_free(mp_pipeline_cost *pc)
+{
+    if (!pc)
+        return;
+    free(pc->stages);
+    pc->stages = NULL;
+    pc->n_stages = 0;
+}
+
+/* ---- the estimate ----------------------------------------------------- */
+
+/* Chunks of micro-batches in flight on pipeline rank r (whose activations
+ * are stashed at the peak), by schedule. */
+static double inflight_chunks(const mp_config *c, int64_t p, int64_t v, int64_t m, int64_t r)
+{
+    switch (c->parallel.schedule) {
+    case MP_SCHED_GPIPE: return (double)(m * v);
+    case MP_SCHED_INTERLEAVED: {
+        /* Megatron's warm-up: 2(p - r - 1) + (v - 1)p chunks, then one more */
+        int64_t k = 2 * (p - r - 1) + (v - 1) * p + 1;
+        return (double)(k < m * v ? k : m * v);
+    }
+    default: {
+        int64_t k = p - r;
+        return (double)(k < m ? k : m);
+    }
+    }
+}
+
+static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
+                          mp_error *err);
+
+mp_status mp_estimate_config(const mp_config *c, const mp_plan *plan, mp_estimate *out,
+                             mp_error *err)
+{
+    return estimate(c, plan, true, out, err);
+}
+
+mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
+                                       mp_estimate *out, mp_error *err)
+{
+    return estimate(c, plan, false, out, err);
+}
+
+static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
+                          mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    pipe_model pm;
+    mp_status s = build_pipe(c, plan, check, &pm, err);
+    if (s != MP_OK)
+        return s;
+    const mp_parallel *pp = &c->parallel;
+    int64_t p = pm.p, v = pm.v, m = pm.m;
+    out->microbatches = m;
+
+    /* per rank: busy time per micro-batch (round) and fill/drain share (ramp) */
+    double round_stack[64], ramp_stack[64];
+    double *round = round_stack, *ramp = ramp_stack;
+    if (p > 64) {
+        round = malloc(sizeof *round * (size_t)p * 2);
+        if (!round) {
+            free(pm.st);
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        }
+        ramp = round + p;
+    }
+    bool zb = pp->schedule == MP_SCHED_ZBH1;
+    for (int64_t r = 0; r < p; r++) {
+        round[r] = ramp[r] = 0.0;
+        for (int64_t ch = 0; ch < v; ch++) {
+            int64_t k = ch * p + r;
+            const stage_sum *ss = &pm.st[k];
+            double comm = p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
+            round[r] += ss->fwd + ss->bwd + comm;
+            ramp[r] += zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
+                          : ss->fwd + ss->bwd + comm;
+        }
+    }
+    double makespan = mp_pipeline_makespan_ranks(m, v, p, round, ramp);
+    int64_t slow = 0;
+    for (int64_t r = 1; r < p; r++)
+        if (round[r] > round[slow])
+            slow = r;
+
+    /* the slowest rank's busy time, by part */
+    double comp = 0.0, rec = 0.0, tp = 0.0, cp = 0.0, p2p = 0.0;
+    for (int64_t ch = 0; ch < v; ch++) {
+        const stage_sum *ss = &pm.st[ch * p + slow];
+        comp += ss->fwd_compute + ss->bwd_compute;
+        rec += ss->recompute;
+        tp += ss->tp;
+        cp += ss->cp;
+        p2p += p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
+    }
+    double busy = (double)m * round[slow];
+    out->time.compute = (double)m * comp;
+    out->time.recompute = (double)m * rec;
+    out->time.tp_comm = (double)m * tp;
+    out->time.cp_comm = (double)m * cp;
+    out->time.pp_comm = (double)m * p2p;
+    out->time.bubble = fmax(0.0, makespan - busy);
+    out->time.dp_comm = pm.dp_exposed + pm.tied_sync;
+    out->time.optimizer = pm.optimizer;
+    out->time.step = out->time.compute + out->time.recompute + out->time.tp_comm +
+                     out->time.cp_comm + out->time.pp_comm + out->time.bubble +
+                     out->time.dp_comm + out->time.optimizer;
+
+    /* memory: the most loaded pipeline rank */
+    double spb = static_bytes_per_param(c);
+    bool fp32 = c->training.precision == MP_DTYPE_FP32;
+    double tied_copy = c->model.tied_embeddings && p > 1
+                           ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp
+                           : 0.0;
+    double best_total = -1.0;
+    for (int64_t r = 0; r < p; r++) {
+        double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
+        for (int64_t ch = 0; ch < v; ch++) {
+            const stage_sum *ss = &pm.st[ch * p + r];
+            params += ss->params + (ss->has_head ? tied_copy : 0.0);
+            act += ss->act;
+            edge += ss->act_edge;
+            if (ss->act_block_none > block_none)
+                block_none = ss->act_block_none;
+            if (ss->send_bytes > send)
+                send = ss->send_bytes;
+        }
+        double chunks = inflight_chunks(c, p, v, m, r);
+        double stash = act / (double)v * chunks;
+        if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
+            stash += block_none; /* one block re-materialised during its backward */
+        double other = c->hw.runtime_reserve + edge + 4.0 * send;
+        if (pp->sp && pp->tp > 1)
+            other += send * (double)pp->tp;
+        double weights = params * (fp32 ? 4.0 : 2.0);
+        double grads = params * 4.0;
+        double optim = params * spb - weights - grads;
+        double total = weights + grads + optim + stash + other;
+        if (total > best_total) {
+            best_total = total;
+            out->memory.weights = weights;
+            out->memory.grads = grads;
+            out->memory.optimizer = optim;
+            out->memory.activations = stash;
+            out->memory.other = other;
+            out->memory.peak = total;
+        }
+    }
+    out->memory.capacity = c->hw.memory;
+    out->fits = out->memory.peak <= out->memory.capacity;
+    out->over_bytes = out->fits ? 0.0 : out->memory.peak - out->memory.capacity;
+
+    /* FLOPs and throughput */
+    out->params = mp_model_params(&c->model);
+    out->model_flops = mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
+    double extra = 0.0; /* recomputed forward FLOPs per sample */
+    {
+        int64_t L = n_blocks(&c->model);
+        for (int64_t i = 1; i <= L; i++) {
+            mp_recompute r = item_recompute(c, plan, i);
+            if (r == MP_RECOMPUTE_NONE)
+                continue;
+            mp_block_shape bs;
+            mp_block_shape_of(&c->model, c->training.seq, i, &bs);
+            extra += r == MP_RECOMPUTE_FULL ? mp_block_fwd_flops(&c->model, &bs)
+                                            : mp_block_attn_core_fwd_flops(&c->model, &bs);
+            if (c->model.arch != MP_ARCH_T5 && !(plan && plan->has_layer_recompute)) {
+                extra *= (double)L;
+                break;
+            }
+        }
+    }
+    out->hardware_flops = out->model_flops + extra * (double)c->training.global_batch;
+    double gpus = (double)c->training.gpus;
+    double step = out->time.step;
+    double tokens = (double)c->training.global_batch * (double)c->training.seq;
+    double peak = c->hw.peak_flops[c->training.precision];
+    mp_throughput *th = &out->throughput;
+    if (step > 0.0) {
+        th->tokens_per_s = tokens / step;
+        th->tokens_per_s_per_gpu = th->tokens_per_s / gpus;
+        th->model_tflops_per_gpu = out->model_flops / step / gpus / 1e12;
+        th->hardware_tflops_per_gpu = out->hardware_flops / step / gpus / 1e12;
+        th->mfu = peak > 0 ? out->model_flops / step / gpus / peak : 0.0;
+        th->hfu = peak > 0 ? out->hardware_flops / step / gpus / peak : 0.0;
+        th->days_for_tokens = c->training.tokens > 0 ? c->training.tokens / th->tokens_per_s / 86400.0
+                                                     : 0.0;
+    }
+    if (round != round_stack)
+        free(round);
+    free(pm.st);
+    return MP_OK;
+}

@@ -1,0 +1,112 @@
+/* cost_internal.h — the pieces of the cost model shared by its files
+ * (flops.c, memory.c, comm.c, compute.c, pipeline.c, cost.c, report.c).
+ * Not a contract for other areas: they use planner/cost.h. Equations and
+ * their sources: docs/cost-model.md. */
+#ifndef MP_COST_INTERNAL_H
+#define MP_COST_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/model.h"
+
+/* Bytes of one element of the training precision (fp16/bf16: 2, fp32: 4). */
+double mp_dtype_bytes(mp_dtype d);
+
+/* Megatron pads the vocabulary to a multiple of 128 * t so each TP rank's
+ * slice of the embedding is GEMM-friendly (--make-vocab-size-divisible-by). */
+double mp_padded_vocab(int64_t vocab, int64_t tp);
+
+/* The kinds of transformer block: decoder-only/encoder-only self attention,
+ * a T5 encoder block, a T5 decoder block (self + cross attention). */
+typedef enum { MP_BLOCK_SELF, MP_BLOCK_T5_ENC, MP_BLOCK_T5_DEC } mp_block_kind;
+
+/* Shape of one block as the cost model sees it: sequence lengths, whether
+ * attention is causal, whether there is cross attention, dropout. */
+typedef struct mp_block_shape {
+    mp_block_kind kind;
+    double s;        /* tokens of this block's own sequence */
+    double s_cross;  /* encoder tokens attended by cross attention (0 = none) */
+    bool causal;
+    bool dropout;    /* GPT/BERT/T5 train with dropout 0.1; LLaMA-style without */
+} mp_block_shape;
+
+/* Block item index (1..L) -> shape. */
+void mp_block_shape_of(const mp_model *m, int64_t seq, int64_t block, mp_block_shape *out);
+
+/* Parameters of one block / of the embedding item / of the head item (the
+ * head counts its own matrix only when embeddings are untied). */
+double mp_block_params(const mp_model *m, mp_block_kind kind);
+double mp_embedding_params(const mp_model *m, int64_t seq);
+double mp_head_params(const mp_model *m, bool count_tied_copy);
+
+/* Forward FLOPs of one block / head for one sample (model FLOPs, attention
+ * core counted in full, not halved for causal masks: Narayanan 2021). */
+double mp_block_fwd_flops(const mp_model *m, const mp_block_shape *bs);
+double mp_block_attn_core_fwd_flops(const mp_model *m, const mp_block_shape *bs);
+double mp_head_fwd_flops(const mp_model *m, int64_t seq);
+
+/* Activation bytes stashed by one block for one micro-batch (generalised
+ * Korthikanti: GQA, SwiGLU, no-dropout, flash attention, cross attention). */
+double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b, double tp,
+                          double cp, bool sp, mp_recompute r, bool flash);
+
+/* ---- communication (comm.c) ---- */
+
+/* Where a process group lies, from the rank order t, c, d, p (DESIGN §4). */
+typedef struct mp_group_place {
+    int64_t n;            /* members */
+    bool cross_domain;    /* members in different scale-up domains -> scale-out tier */
+    double per_node;      /* members of one group inside one node (>= 1) */
+    double cross_fraction;/* PP: share of neighbour pairs in different domains */
+} mp_group_place;
+
+typedef enum { MP_GROUP_TP, MP_GROUP_CP, MP_GROUP_DP, MP_GROUP_PP } mp_group_kind;
+/* DP here means the gradient-reduction group (d * c ranks: CP ranks hold the
+ * same weights). PP: the pair of pipeline neighbours. */
+void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out);
+
+typedef enum { MP_COLL_ALLREDUCE, MP_COLL_ALLGATHER, MP_COLL_REDUCESCATTER, MP_COLL_P2P } mp_coll_kind;
+/* Seconds for one collective over bytes (the full tensor: the all-reduce's
+ * input, the all-gather's output, the reduce-scatter's input, the message). */
+double mp_coll_time(const mp_hw *hw, const mp_group_place *g, mp_coll_kind k, double bytes);
+
+/* ---- compute (compute.c) ---- */
+double mp_gemm_time(const mp_hw *hw, double peak, double flops);
+/* An m x k by k x n GEMM of dt-byte elements: the slower of its FLOPs at the
+ * efficiency curve and moving its three matrices through HBM. */
+double mp_gemm_mnk_time(const mp_hw *hw, double peak, double dt, double m, double n, double k);
+double mp_membound_time(const mp_hw *hw, double bytes, double kernels);
+/* A pass of `kernels` launches whose GPU time is gpu: max(gpu, kernels x the
+ * profile's kernel_overhead (host dispatch per kernel)). */
+double mp_host_bound(const mp_hw *hw, double gpu, double kernels);
+
+/* Seconds per micro-batch on one GPU for one block, by part. */
+typedef struct mp_block_time {
+    double fwd_compute, bwd_compute; /* GEMMs, attention, elementwise */
+    double attn_core_fwd;            /* what selective recompute re-runs */
+    double wgrad;                    /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
+    double tp_fwd, tp_bwd;           /* exposed TP/SP communication */
+    double cp_fwd, cp_bwd;           /* exposed CP communication */
+} mp_block_time;
+void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
+
+/* Embedding and head items (per micro-batch, one GPU). */
+typedef struct mp_edge_time {
+    double fwd_compute, bwd_compute, tp_fwd, tp_bwd;
+    double wgrad; /* weight-gradient part of bwd_compute */
+} mp_edge_time;
+void mp_embedding_time_of(const mp_config *c, mp_edge_time *out);
+void mp_head_time_of(const mp_config *c, mp_edge_time *out);
+
+/* Optimizer step (Adam, memory-bound) for params_local parameters on one GPU. */
+double mp_optimizer_time(const mp_config *c, double params_local);
+
+/* Bytes per gradient element reduced over DP: Megatron reduces fp32 main grads
+ * for bf16 (arguments.py forces accumulate_allreduce_grads_in_fp32), and
+ * the fp16 grads themselves for fp16. */
+double mp_grad_reduce_bytes(const mp_config *c);
+
+#endif

@@ -1,0 +1,62 @@
+/* pipeline.c — closed-form pipeline makespans (docs/cost-model.md §6).
+ *
+ * Conventions (the simulator is tested against these):
+ * - f, b, w are the times of one micro-batch through one (virtual) stage,
+ *   the same on every stage; for interleaved 1F1B they are per chunk (a
+ *   chunk is 1/v of a rank's layers).
+ * - p2p is the time of one activation (or gradient) transfer between
+ *   neighbouring ranks. Megatron's p2p is synchronous (batched isend/irecv
+ *   waited on before the next compute), so every F and every B on the
+ *   critical path is followed by one p2p when p > 1.
+ *
+ *   GPipe, 1F1B:       (m + p - 1) (f + b + 2 p2p)
+ *   interleaved 1F1B:  (m v + p - 1) (f + b + 2 p2p)        [f, b per chunk]
+ *   ZB-H1:             m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p)
+ *   p = 1:             m v (f + b + w)
+ *
+ * The bubble of 1F1B is (p-1)/m of the ideal m(f+b) (Narayanan 2021),
+ * interleaving divides it by v; ZB-H1 (Qi et al. 2024) lets the weight-
+ * gradient half W fill the cool-down, leaving (p-1)(f + b - w): a third of
+ * 1F1B's bubble when f = b = w. */
+#include "planner/cost.h"
+#include "planner/pipeline_internal.h"
+
+double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double f,
+                            double b, double w, double p2p)
+{
+    if (p < 1 || m < 1)
+        return 0.0;
+    if (s != MP_SCHED_INTERLEAVED || v < 1)
+        v = 1;
+    if (s != MP_SCHED_ZBH1) {
+        b += w; /* without the split, B includes the weight gradients */
+        w = 0.0;
+    }
+    if (p == 1)
+        return (double)(m * v) * (f + b + w);
+    double comm = 2.0 * p2p;
+    if (s == MP_SCHED_ZBH1) {
+        double ramp = f + b - w + comm;
+        return (double)m * (f + b + w + comm) + (double)(p - 1) * (ramp > 0.0 ? ramp : 0.0);
+    }
+    return (double)(m * v + p - 1) * (f + b + comm);
+}
+
+double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double *round,
+                                  const double *ramp)
+{
+    /* Non-uniform generalisation used by estimate: the slowest rank sets the
+     * steady state (m rounds of its chunks), the others add their share of
+     * the fill and drain. Equal ranks give the closed forms above. */
+    if (v < 1)
+        v = 1;
+    int64_t arg = 0;
+    double sum = 0.0;
+    for (int64_t k = 0; k < p; k++) {
+        if (round[k] > round[arg])
+            arg = k;
+        sum += ramp[k];
+    }
+    double fill = (sum - ramp[arg]) / (double)v;
+    return (double)m * round[arg] + (fill > 0.0 ? fill : 0.0);
+}

@@ -1,0 +1,14 @@
+/* pipeline_internal.h — the non-uniform pipeline makespan estimate uses. */
+#ifndef MP_PIPELINE_INTERNAL_H
+#define MP_PIPELINE_INTERNAL_H
+
+#include <stdint.h>
+
+/* round[k]: busy seconds of pipeline rank k per micro-batch (all its chunks,
+ * with their p2p); ramp[k]: its contribution to fill and drain (round[k] for
+ * GPipe/1F1B/interleaved; f + b - w + 2 p2p summed over chunks for ZB-H1).
+ * Returns m * max(round) + (sum(ramp) - ramp[argmax]) / v. */
+double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double *round,
+                                  const double *ramp);
+
+#endif

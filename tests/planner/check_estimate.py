@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""check_estimate.py MEGAPLAN — `megaplan estimate` end to end: the table, the
+DESIGN §3 JSON object, YAML, refusals with exit 2, a configuration that does
+not fit (still estimated, fits false and by how much), the defaults it states."""
+import json
+import subprocess
+import sys
+
+exe = sys.argv[1]
+failures = []
+
+
+def run(*args):
+    p = subprocess.run([exe, 'estimate', *args], capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+base = ['--model', '175B', '--gpus', '1024', '--tp', '8', '--pp', '8']
+
+rc, out, err = run(*base)
+check(rc == 0, 'table: exit 0 (%d: %s)' % (rc, err))
+for word in ('compute', 'pipeline bubble', 'DP communication', 'step', 'peak', 'capacity',
+             'MFU', 'HFU', 'tokens/s', 'defaults', 'micro_batch=1'):
+    check(word in out, 'table mentions %r' % word)
+
+rc, out, err = run(*base, '--sp', '--recompute', 'selective', '--dist-opt', '--format', 'json')
+check(rc == 0, 'json: exit 0')
+o = json.loads(out)
+for key in ('model', 'hw', 'gpus', 'parallel', 'memory_gib', 'time_s', 'throughput', 'fits'):
+    check(key in o, 'json has %s' % key)
+t = o['time_s']
+parts = sum(t[k] for k in ('compute', 'recompute', 'tp_comm', 'cp_comm', 'pp_comm', 'dp_comm',
+                           'bubble', 'optimizer'))
+check(abs(parts / t['step'] - 1) < 1e-4, 'time parts add up to step (%g vs %g)' % (parts, t['step']))
+check(o['parallel']['microbatches'] == 96 and o['parallel']['dp'] == 16, 'microbatches, dp')
+check(o['fits'] is True and 'over_gib' not in o, 'fits')
+check(0.3 < o['throughput']['mfu'] < 0.65, 'plausible MFU %g' % o['throughput']['mfu'])
+check(any(d.startswith('micro_batch') for d in o.get('defaults', [])), 'defaults listed')
+
+rc, out, err = run('--model', '175B', '--gpus', '64', '--tp', '8', '--pp', '8', '--format', 'json')
+o = json.loads(out)
+check(rc == 0 and o['fits'] is False and o['over_gib'] > 0, 'does not fit: still estimated')
+
+rc, out, err = run(*base, '--format', 'yaml')
+check(rc == 0 and 'time_s:' in out and 'memory_gib:' in out, 'yaml')
+
+for bad, field in ((['--model', '175B', '--gpus', '1000', '--tp', '8', '--pp', '8'], '--gpus'),
+                   (base + ['--vpp', '5'], '--vpp'),
+                   (base + ['--bogus'], '--bogus'),
+                   (base + ['--recompute', 'sometimes'], '--recompute')):
+    rc, out, err = run(*bad)
+    check(rc == 2, '%s: exit 2 (got %d)' % (' '.join(bad), rc))
+    check(err.startswith('megaplan estimate: ') and field in err and err.count('\n') == 1,
+          '%s: one line naming %s: %r' % (' '.join(bad), field, err))
+    check(out == '', 'nothing on stdout when refused')
+
+for f in failures:
+    print('FAIL:', f)
+sys.exit(1 if failures else 0)

@@ -11,13 +11,17 @@
  *
  *   GPipe, 1F1B:       (m + p - 1) (f + b + 2 p2p)
  *   interleaved 1F1B:  (m v + p - 1) (f + b + 2 p2p)        [f, b per chunk]
- *   ZB-H1:             m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p)
+ *   ZB-H1:             max(m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p),
+ *                          (m + p - 1)(f + b + 2 p2p) + w)
  *   p = 1:             m v (f + b + w)
  *
  * The bubble of 1F1B is (p-1)/m of the ideal m(f+b) (Narayanan 2021),
  * interleaving divides it by v; ZB-H1 (Qi et al. 2024) lets the weight-
  * gradient half W fill the cool-down, leaving (p-1)(f + b - w): a third of
- * 1F1B's bubble when f = b = w. */
+ * 1F1B's bubble when f = b = w. With fewer micro-batches than stages (m < p)
+ * there are not enough W to fill it, and the critical path of the last
+ * micro-batch's F down and B back up, plus its W, is the bound (the second
+ * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9). */
 #include "planner/cost.h"
 #include "planner/pipeline_internal.h"
 
@@ -37,7 +41,9 @@ double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m,
     double comm = 2.0 * p2p;
     if (s == MP_SCHED_ZBH1) {
         double ramp = f + b - w + comm;
-        return (double)m * (f + b + w + comm) + (double)(p - 1) * (ramp > 0.0 ? ramp : 0.0);
+        double filled = (double)m * (f + b + w + comm) + (double)(p - 1) * (ramp > 0.0 ? ramp : 0.0);
+        double critical = (double)(m + p - 1) * (f + b + comm) + w;
+        return filled > critical ? filled : critical;
     }
     return (double)(m * v + p - 1) * (f + b + comm);
 }

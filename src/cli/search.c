@@ -1,11 +1,385 @@
+/* search.c — `megaplan search`: the ranked plans for a model on N GPUs
+ * (DESIGN §5). Table for people, a JSON/YAML array of estimate objects for
+ * programs (each with "rank", "split" and "search" — the counts), Megatron-LM
+ * flags of the winner; -o writes the winner as a self-contained plan file. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/search_common.h"
+#include "core/buf.h"
+#include "core/io.h"
+#include "planner/explain.h"
+#include "planner/megatron.h"
+#include "planner/report.h"
+#include "planner/search.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: megaplan search --model M --gpus N [--hw H] [--hw-set KEY=VALUE] [--seq S]\n"
+            "         [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T] [--top K]\n"
+            "         [--fix KEY=VALUE[,KEY=VALUE...]] [--format table|json|yaml|megatron]\n"
+            "         [-o plan.yaml] [--tp-cross-node] [--no-split] [--no-simulate]\n"
+            "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
+            "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt schedule\n"
+            "dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix too).\n"
+            "Exit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad input.\n");
+}
+
+/* ---- progress on stderr --------------------------------------------------- */
+
+typedef struct progress {
+    double start;
+    bool tty, shown;
+} progress;
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void on_progress(void *user, double fraction)
+{
+    progress *p = user;
+    if (!p->tty || wall() - p->start < 1.0) return;
+    fprintf(stderr, "\rmegaplan search: %3.0f%% ", 100.0 * fraction);
+    fflush(stderr);
+    p->shown = true;
+}
+
+/* ---- the table -------------------------------------------------------------- */
+
+static const char *short_sched(mp_schedule_kind s)
+{
+    switch (s) {
+    case MP_SCHED_GPIPE: return "gpipe";
+    case MP_SCHED_1F1B: return "1f1b";
+    case MP_SCHED_INTERLEAVED: return "interleaved";
+    case MP_SCHED_ZBH1: return "zb-h1";
+    default: return "?";
+    }
+}
+
+static void recompute_label(const mp_search_plan *sp, char *buf, size_t n)
+{
+    if (!sp->mixed_recompute || !sp->plan || !sp->plan->has_layer_recompute) {
+        snprintf(buf, n, "%s", mp_recompute_name(sp->config.parallel.recompute));
+        return;
+    }
+    int count[MP_RECOMPUTE_COUNT] = {0};
+    int64_t L = sp->config.model.layers;
+    for (int64_t i = 1; i <= L; i++) count[sp->plan->layer_recompute[i]]++;
+    snprintf(buf, n, "mix %d/%d/%d", count[0], count[1], count[2]);
+}
+
+static void counts_footer(const mp_search_counts *c, mp_buf *b)
+{
+    int64_t refused = 0;
+    for (int r = 0; r < MP_REJECT_MEMORY; r++) refused += c->rejected[r];
+    mp_buf_printf(b,
+                  "searched %lld candidates in %.2f s: %lld pruned by the memory bound, %lld by "
+                  "the time bound, %lld costed (%lld did not fit), %lld split by the ILP/DP (%lld "
+                  "uneven or mixed), %lld simulated\n",
+                  (long long)c->considered, c->seconds, (long long)c->pruned_memory,
+                  (long long)c->pruned_time, (long long)c->estimated,
+                  (long long)c->rejected[MP_REJECT_MEMORY], (long long)c->split,
+                  (long long)c->split_uneven, (long long)c->simulated);
+    if (refused) {
+        mp_buf_printf(b, "settings refused before costing: %lld (", (long long)refused);
+        bool first = true;
+        for (int r = 0; r < MP_REJECT_MEMORY; r++) {
+            if (!c->rejected[r]) continue;
+            mp_buf_printf(b, "%s%s %lld", first ? "" : "; ", mp_reject_phrase((mp_reject_reason)r),
+                          (long long)c->rejected[r]);
+            first = false;
+        }
+        mp_buf_puts(b, ")\n");
+    }
+}
+
+static void table(const mp_config *base, const mp_search_result *r, mp_buf *b)
+{
+    const mp_training *t = &base->training;
+    mp_buf_printf(b, "megaplan search: %s on %lld x %s, %s, seq %lld, global batch %lld\n\n",
+                  base->model.name, (long long)t->gpus, base->hw.name,
+                  mp_dtype_name(t->precision), (long long)t->seq, (long long)t->global_batch);
+    bool days = t->tokens > 0;
+    bool sim = false;
+    for (int i = 0; i < r->n; i++) sim |= r->plans[i].simulated;
+    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule     step s%s"
+                     "  tok/s/GPU   MFU  memory GiB%s\n",
+                  sim ? "  sim s" : "", days ? "     days" : "");
+    for (int i = 0; i < r->n; i++) {
+        const mp_search_plan *sp = &r->plans[i];
+        const mp_parallel *p = &sp->config.parallel;
+        const mp_estimate *e = &sp->est;
+        char rc[32];
+        recompute_label(sp, rc, sizeof rc);
+        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s %7.3f",
+                      i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
+                      (long long)p->vpp, (long long)p->cp, (long long)p->dp,
+                      (long long)p->micro_batch, rc, p->dist_opt ? "on" : "off",
+                      short_sched(p->schedule), e->time.step);
+        if (sim) mp_buf_printf(b, " %6.3f", sp->simulated ? sp->sim_step : e->time.step);
+        mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
+                      100 * e->throughput.mfu, e->memory.peak / MP_GIB, e->memory.capacity / MP_GIB);
+        if (days) mp_buf_printf(b, " %8.1f", e->throughput.days_for_tokens);
+        mp_buf_puts(b, sp->uneven ? "  *" : "");
+        mp_buf_puts(b, "\n");
+    }
+    bool any_uneven = false;
+    for (int i = 0; i < r->n; i++) any_uneven |= r->plans[i].uneven;
+    if (any_uneven)
+        mp_buf_puts(b, "* uneven stage split or per-layer recompute from the ILP "
+                       "(mix n/s/f = layers with none/selective/full)\n");
+
+    /* the winner, part by part */
+    const mp_search_plan *w = &r->plans[0];
+    const mp_times *tm = &w->est.time;
+    double s = tm->step > 0 ? tm->step : 1;
+    mp_buf_printf(b, "\nwinner: step %.3f s = compute %.1f%% + recompute %.1f%% + TP %.1f%% + CP %.1f%% "
+                     "+ PP %.1f%% + bubble %.1f%% + DP %.1f%% + optimizer %.1f%%\n",
+                  tm->step, 100 * tm->compute / s, 100 * tm->recompute / s, 100 * tm->tp_comm / s,
+                  100 * tm->cp_comm / s, 100 * tm->pp_comm / s, 100 * tm->bubble / s,
+                  100 * tm->dp_comm / s, 100 * tm->optimizer / s);
+    const mp_memory *m = &w->est.memory;
+    mp_buf_printf(b, "        memory %.1f GiB = weights %.1f + grads %.1f + optimizer %.1f + "
+                     "activations %.1f + other %.1f (of %.0f)\n",
+                  m->peak / MP_GIB, m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
+                  m->activations / MP_GIB, m->other / MP_GIB, m->capacity / MP_GIB);
+    if (w->plan && w->plan->n_stages > 0) {
+        mp_buf_printf(b, "        stages (%s%s", w->split_method, w->split_gap > 0 ? "" : ", optimal");
+        if (w->split_gap > 0) mp_buf_printf(b, ", gap %.2f%%", 100 * w->split_gap);
+        mp_buf_puts(b, "): blocks per stage");
+        /* run-length: "4x19 3" = nineteen stages of 4 blocks, then one of 3 */
+        int64_t L = w->config.model.layers;
+        int32_t n = w->plan->n_stages, k = 0;
+        while (k < n) {
+            int32_t bgn = w->plan->stages[k].begin < 1 ? 1 : w->plan->stages[k].begin;
+            int32_t end = w->plan->stages[k].end > L + 1 ? (int32_t)L + 1 : w->plan->stages[k].end;
+            int32_t run = 1;
+            while (k + run < n) {
+                int32_t b2 = w->plan->stages[k + run].begin < 1 ? 1 : w->plan->stages[k + run].begin;
+                int32_t e2 = w->plan->stages[k + run].end > L + 1 ? (int32_t)L + 1
+                                                                 : w->plan->stages[k + run].end;
+                if (e2 - b2 != end - bgn) break;
+                run++;
+            }
+            if (run > 1) mp_buf_printf(b, " %dx%d", end - bgn, run);
+            else mp_buf_printf(b, " %d", end - bgn);
+            k += run;
+        }
+        mp_buf_puts(b, " (embedding on the first, head on the last)\n");
+    }
+
+    if (r->n > 1) mp_buf_puts(b, "\nwhy the next ones lose:\n");
+    for (int i = 1; i < r->n; i++) {
+        char diff[256], why[256];
+        const mp_search_plan *o = &r->plans[i];
+        mp_explain_config_diff(&w->config, &o->config, diff, sizeof diff);
+        mp_explain_estimate_diff(&w->est, &o->est, why, sizeof why);
+        mp_buf_printf(b, "  #%d %s%s: ", i + 1, diff,
+                      o->uneven && !w->uneven ? " (ILP split)" : "");
+        if (w->simulated && o->simulated)
+            mp_buf_printf(b, "simulated %+.1f%%, estimate ", 100 * (o->sim_step - w->sim_step) / w->sim_step);
+        mp_buf_printf(b, "%s\n", why);
+    }
+    mp_buf_puts(b, "\n");
+    counts_footer(&r->counts, b);
+}
+
+/* ---- JSON ------------------------------------------------------------------- */
+
+static cJSON *counts_json(const mp_search_counts *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "considered", (double)c->considered);
+    cJSON_AddNumberToObject(o, "pruned_memory", (double)c->pruned_memory);
+    cJSON_AddNumberToObject(o, "pruned_time", (double)c->pruned_time);
+    cJSON_AddNumberToObject(o, "estimated", (double)c->estimated);
+    cJSON_AddNumberToObject(o, "fitting", (double)c->fitting);
+    cJSON *rj = cJSON_AddObjectToObject(o, "rejected");
+    if (rj)
+        for (int r = 0; r < MP_REJECT_COUNT; r++)
+            cJSON_AddNumberToObject(rj, mp_reject_key((mp_reject_reason)r), (double)c->rejected[r]);
+    cJSON_AddNumberToObject(o, "split", (double)c->split);
+    cJSON_AddNumberToObject(o, "split_uneven", (double)c->split_uneven);
+    cJSON_AddNumberToObject(o, "simulated", (double)c->simulated);
+    cJSON_AddNumberToObject(o, "seconds", c->seconds);
+    return o;
+}
+
+static cJSON *plan_json(const mp_search_plan *sp, int rank, const mp_search_counts *c)
+{
+    cJSON *o = mp_estimate_to_json(&sp->config, &sp->est, NULL);
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "rank", rank);
+    cJSON *s = cJSON_AddObjectToObject(o, "split");
+    if (s) {
+        cJSON_AddStringToObject(s, "method", sp->split_method ? sp->split_method : "even");
+        cJSON_AddNumberToObject(s, "gap", sp->split_gap);
+        cJSON_AddBoolToObject(s, "uneven", sp->uneven);
+        cJSON_AddNumberToObject(s, "even_split_step_s", sp->est_even.time.step);
+        if (sp->plan && sp->plan->n_stages > 0) {
+            cJSON *st = cJSON_AddArrayToObject(s, "stages");
+            for (int32_t k = 0; st && k < sp->plan->n_stages; k++) {
+                int pair[2] = {sp->plan->stages[k].begin, sp->plan->stages[k].end};
+                cJSON_AddItemToArray(st, cJSON_CreateIntArray(pair, 2));
+            }
+        }
+        if (sp->mixed_recompute && sp->plan && sp->plan->has_layer_recompute) {
+            cJSON *lr = cJSON_AddArrayToObject(s, "layer_recompute");
+            int64_t items = sp->config.model.layers + 2;
+            for (int64_t i = 0; lr && i < items; i++)
+                cJSON_AddItemToArray(lr, cJSON_CreateString(mp_recompute_name(
+                                             (mp_recompute)sp->plan->layer_recompute[i])));
+        }
+    }
+    if (sp->simulated) cJSON_AddNumberToObject(o, "simulated_step_s", sp->sim_step);
+    cJSON *cj = counts_json(c);
+    if (cj) cJSON_AddItemToObject(o, "search", cj);
+    return o;
+}
+
+/* ---- main ------------------------------------------------------------------- */
 
 int cmd_search(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "megaplan search: PENDING\n");
-    return 1;
+    mp_cli_config cc;
+    mp_error err;
+    mp_error_clear(&err);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("search", &err);
+    mp_search_cli sc;
+    if (mp_search_cli_parse(&argc, argv, "search", &sc, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
+    if (argc > 1) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
+                     argv[1][0] == '-' ? "unknown option (see megaplan search --help)"
+                                       : "unexpected argument (see megaplan search --help)");
+        return mp_cli_fail("search", &err);
+    }
+    mp_search_options opt;
+    if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("search", &err);
+    progress pg = {.start = wall(), .tty = isatty(2) != 0};
+    opt.progress = on_progress;
+    opt.progress_user = &pg;
+
+    mp_search_result r;
+    mp_status st = mp_search(&opt, &r, &err);
+    if (pg.shown) fprintf(stderr, "\r                      \r");
+    if (st == MP_ENOFIT) {
+        char line[1024], optn[64];
+        mp_cli_option_name(err.field, optn, sizeof optn);
+        snprintf(err.field, sizeof err.field, "%s", optn);
+        fprintf(stderr, "megaplan search: %s\n", mp_error_format(&err, line, sizeof line));
+        if (r.have_closest) {
+            const mp_parallel *p = &r.closest.parallel;
+            const mp_memory *m = &r.closest_est.memory;
+            fprintf(stderr,
+                    "  closest: tp=%lld%s pp=%lld vpp=%lld cp=%lld dp=%lld mb=%lld recompute=%s "
+                    "dist_opt=%s: %.1f GiB (weights %.1f + grads %.1f + optimizer %.1f + "
+                    "activations %.1f + other %.1f), over by %.1f GiB\n",
+                    (long long)p->tp, p->sp ? " sp" : "", (long long)p->pp, (long long)p->vpp,
+                    (long long)p->cp, (long long)p->dp, (long long)p->micro_batch,
+                    mp_recompute_name(p->recompute), p->dist_opt ? "on" : "off", m->peak / MP_GIB,
+                    m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
+                    m->activations / MP_GIB, m->other / MP_GIB, r.closest_est.over_bytes / MP_GIB);
+            double stat = m->weights + m->grads + m->optimizer;
+            fprintf(stderr, "  why: %s\n",
+                    stat > m->capacity - m->other
+                        ? "the weights, gradients and optimizer states alone exceed a GPU: more "
+                          "GPUs (or a larger --fix pp/tp) are needed"
+                        : "the activations do not fit beside the model states: fewer fixed "
+                          "settings, a shorter --seq or a smaller --global-batch may help");
+        }
+        mp_buf fb;
+        mp_buf_init(&fb);
+        counts_footer(&r.counts, &fb);
+        if (fb.data) fputs(fb.data, stderr);
+        mp_buf_free(&fb);
+        if (cc.format == MP_FORMAT_JSON) puts("[]");
+        mp_search_result_free(&r);
+        return 1;
+    }
+    if (st != MP_OK) {
+        if (err.code == MP_EINPUT && !err.file[0]) {
+            char optn[64];
+            mp_cli_option_name(err.field, optn, sizeof optn);
+            snprintf(err.field, sizeof err.field, "%s", optn);
+        }
+        return mp_cli_fail("search", &err);
+    }
+
+    mp_buf out;
+    mp_buf_init(&out);
+    int rc = 0;
+    if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) {
+        cJSON *arr = cJSON_CreateArray();
+        for (int i = 0; arr && i < r.n; i++) {
+            cJSON *o = plan_json(&r.plans[i], i + 1, &r.counts);
+            if (!o) {
+                cJSON_Delete(arr);
+                arr = NULL;
+                break;
+            }
+            cJSON_AddItemToArray(arr, o);
+        }
+        if (!arr) {
+            out.oom = true;
+        } else {
+            if (cc.format == MP_FORMAT_JSON) {
+                mp_json_write(arr, true, &out);
+                mp_buf_puts(&out, "\n");
+            } else {
+                mp_json_write_yaml(arr, 0, &out);
+            }
+            cJSON_Delete(arr);
+        }
+    } else if (cc.format == MP_FORMAT_MEGATRON) {
+        mp_megatron_args(&r.plans[0].config, r.plans[0].plan, &out);
+    } else {
+        table(&opt.base, &r, &out);
+    }
+    if (sc.output) {
+        mp_buf pf;
+        mp_buf_init(&pf);
+        cJSON *pred = mp_estimate_to_json(&r.plans[0].config, &r.plans[0].est, NULL);
+        mp_plan *pl = r.plans[0].plan;
+        pl->config = r.plans[0].config;
+        mp_plan_write_yaml(pl, pred, &pf);
+        cJSON_Delete(pred);
+        if (pf.oom || !pred) {
+            mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+            rc = mp_cli_fail("search", &err);
+        } else if (mp_write_file_atomic(sc.output, pf.data, pf.len, &err) != MP_OK) {
+            rc = mp_cli_fail("search", &err);
+        }
+        mp_buf_free(&pf);
+    }
+    mp_search_result_free(&r);
+    if (rc) {
+        mp_buf_free(&out);
+        return rc;
+    }
+    if (out.oom) {
+        mp_buf_free(&out);
+        mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        return mp_cli_fail("search", &err);
+    }
+    fwrite(out.data, 1, out.len, stdout);
+    mp_buf_free(&out);
+    return fflush(stdout) == 0 ? 0 : 1;
 }

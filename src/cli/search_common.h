@@ -1,0 +1,30 @@
+/* search_common.h — the options search adds to the shared ones (--top, --fix,
+ * -o, ...) and the search options built from them; used by search and explain. */
+#ifndef MP_SEARCH_COMMON_H
+#define MP_SEARCH_COMMON_H
+
+#include <stdbool.h>
+
+#include "cli/options.h"
+#include "planner/search.h"
+
+typedef struct mp_search_cli {
+    int top;
+    const char *output;   /* -o FILE */
+    bool no_split, no_simulate, tp_cross_node;
+    const char *fix[32];  /* --fix lists, applied to the config by mp_search_cli_options */
+    int n_fix;
+} mp_search_cli;
+
+/* Takes search's own options out of argv (like mp_cli_config_parse); the
+ * --fix lists are kept in sc until mp_search_cli_options applies them. */
+mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_search_cli *sc,
+                              mp_error *err);
+mp_status mp_search_cli_fix(mp_cli_config *cc, const char *list, mp_error *err);
+
+/* Finishes cc (defaults; global batch = the preset's published batch or 512
+ * when not given) and fills opt: explicit parallel settings are fixed. */
+mp_status mp_search_cli_options(mp_cli_config *cc, const mp_search_cli *sc,
+                                mp_search_options *opt, mp_error *err);
+
+#endif

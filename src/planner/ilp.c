@@ -1,0 +1,551 @@
+/* ilp.c — the stage split and per-item recompute (ilp.h): shared helpers,
+ * the exhaustive solver, the dynamic program, and the dispatcher. The GLPK
+ * model lives in ilp_glpk.c. */
+#include "planner/ilp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "megaplan_config.h"
+#include "planner/ilp_internal.h"
+
+/* Relative slack on the memory budget so that a split the GLPK model calls
+ * feasible (it works in scaled units) is not refused by rounding here. */
+#define MEM_SLACK 1e-9
+
+void mp_split_inflight(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double *out)
+{
+    if (p < 1) p = 1;
+    if (v < 1) v = 1;
+    if (m < 1) m = 1;
+    for (int64_t r = 0; r < p; r++) {
+        if (s == MP_SCHED_GPIPE) {
+            for (int64_t c = 0; c < v; c++) out[c * p + r] = (double)m;
+            continue;
+        }
+        if (s != MP_SCHED_INTERLEAVED || v == 1) {
+            int64_t n = p - r < m ? p - r : m;
+            for (int64_t c = 0; c < v; c++) out[c * p + r] = (double)n;
+            continue;
+        }
+        /* Megatron: (p - r - 1)*2 + (v - 1)*p warm-up forwards, then one more
+         * before the first backward; forward number f runs chunk (f / p) % v. */
+        int64_t total = m * v;
+        int64_t peak = (p - r - 1) * 2 + (v - 1) * p + 1;
+        if (peak > total) peak = total;
+        for (int64_t c = 0; c < v; c++) out[c * p + r] = 0;
+        for (int64_t f = 0; f < peak; f++) out[((f / p) % v) * p + r] += 1;
+    }
+}
+
+static bool item_allowed_any(const mp_split_item *it)
+{
+    for (int c = 0; c < MP_RECOMPUTE_COUNT; c++)
+        if (it->allowed[c]) return true;
+    return false;
+}
+
+mp_status mp_split_check_problem(const mp_split_problem *pr, mp_error *err)
+{
+    if (!pr || !pr->items || !pr->inflight || pr->pp < 1 || pr->vpp < 1)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "split", "incomplete split problem");
+    int64_t k = (int64_t)pr->pp * pr->vpp;
+    if (k > MP_MAX_STAGES || k > pr->n_items)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "pp",
+                            "%lld stages for %d layer items: every stage needs at least one",
+                            (long long)k, pr->n_items);
+    for (int32_t i = 0; i < pr->n_items; i++)
+        if (!item_allowed_any(&pr->items[i]))
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "recompute",
+                                "layer item %d has no allowed recompute choice", i);
+    return MP_OK;
+}
+
+double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stages,
+                         const uint8_t *recompute, bool *fits)
+{
+    int32_t n = pr->pp * pr->vpp;
+    double worst = 0;
+    bool ok = true;
+    double *mem = calloc((size_t)pr->pp, sizeof *mem);
+    if (!mem) {
+        if (fits) *fits = false;
+        return INFINITY;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        double t = 0;
+        for (int32_t i = stages[k].begin; i < stages[k].end; i++) {
+            const mp_split_item *it = &pr->items[i];
+            int r = recompute[i];
+            if (r >= MP_RECOMPUTE_COUNT || !it->allowed[r]) ok = false;
+            if (r >= MP_RECOMPUTE_COUNT) r = 0;
+            t += it->time[r];
+            mem[k % pr->pp] += it->static_bytes + pr->inflight[k] * it->act[r];
+        }
+        if (stages[k].end <= stages[k].begin) ok = false;
+        if (t > worst) worst = t;
+    }
+    for (int32_t q = 0; q < pr->pp; q++)
+        if (mem[q] > pr->budget * (1 + MEM_SLACK)) ok = false;
+    free(mem);
+    if (fits) *fits = ok;
+    return worst;
+}
+
+bool mp_split_even(int32_t n_items, int32_t n_stages, mp_stage_range *stages)
+{
+    int32_t blocks = n_items - 2;
+    if (n_stages < 1 || blocks < n_stages || blocks % n_stages != 0) return false;
+    int32_t per = blocks / n_stages;
+    for (int32_t k = 0; k < n_stages; k++) {
+        stages[k].begin = k == 0 ? 0 : 1 + k * per;
+        stages[k].end = k == n_stages - 1 ? n_items : 1 + (k + 1) * per;
+    }
+    return true;
+}
+
+/* ---- exhaustive ---------------------------------------------------------- */
+
+typedef struct brute_state {
+    const mp_split_problem *pr;
+    mp_stage_range *cur_stages, *best_stages;
+    uint8_t *cur_rc, *best_rc;
+    double best;
+    bool found;
+} brute_state;
+
+static void brute_recompute(brute_state *st, int32_t i)
+{
+    const mp_split_problem *pr = st->pr;
+    if (i == pr->n_items) {
+        bool fits;
+        double t = mp_split_evaluate(pr, st->cur_stages, st->cur_rc, &fits);
+        if (fits && (!st->found || t < st->best)) {
+            st->found = true;
+            st->best = t;
+            memcpy(st->best_stages, st->cur_stages,
+                   sizeof *st->cur_stages * (size_t)(pr->pp * pr->vpp));
+            memcpy(st->best_rc, st->cur_rc, (size_t)pr->n_items);
+        }
+        return;
+    }
+    for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+        if (!pr->items[i].allowed[c]) continue;
+        st->cur_rc[i] = (uint8_t)c;
+        brute_recompute(st, i + 1);
+    }
+}
+
+static void brute_split(brute_state *st, int32_t k, int32_t begin)
+{
+    const mp_split_problem *pr = st->pr;
+    int32_t n = pr->pp * pr->vpp;
+    if (k == n - 1) {
+        st->cur_stages[k].begin = begin;
+        st->cur_stages[k].end = pr->n_items;
+        brute_recompute(st, 0);
+        return;
+    }
+    /* leave at least one item for each later stage */
+    for (int32_t end = begin + 1; end <= pr->n_items - (n - 1 - k); end++) {
+        st->cur_stages[k].begin = begin;
+        st->cur_stages[k].end = end;
+        brute_split(st, k + 1, end);
+    }
+}
+
+mp_status mp_split_solve_brute(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+{
+    mp_status s = mp_split_check_problem(pr, err);
+    if (s) return s;
+    int32_t n = pr->pp * pr->vpp;
+    if (pr->n_items > 12)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "split",
+                            "exhaustive split is for at most 12 items, not %d", pr->n_items);
+    brute_state st = {.pr = pr};
+    st.cur_stages = calloc((size_t)n, sizeof *st.cur_stages);
+    st.cur_rc = calloc((size_t)pr->n_items, 1);
+    if (!st.cur_stages || !st.cur_rc) {
+        free(st.cur_stages);
+        free(st.cur_rc);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    }
+    st.best_stages = sol->stages;
+    st.best_rc = sol->recompute;
+    brute_split(&st, 0, 0);
+    free(st.cur_stages);
+    free(st.cur_rc);
+    sol->n_stages = n;
+    sol->feasible = st.found;
+    sol->max_stage_time = st.found ? st.best : INFINITY;
+    sol->bound = sol->max_stage_time;
+    sol->gap = 0;
+    sol->method = "exhaustive";
+    return MP_OK;
+}
+
+/* ---- dynamic program (vpp == 1) -------------------------------------------
+ * A segment's recompute choices form a Pareto front of (activation bytes,
+ * time) points; the best choice under a rank's memory is the fastest point
+ * whose bytes fit. Fronts are built item by item; each point remembers the
+ * point it extends, so the choices of a segment can be read back. */
+
+typedef struct front_point {
+    double act, time;
+    int32_t prev;     /* index in the previous item's front, -1 at the start */
+    uint8_t choice;
+} front_point;
+
+typedef struct front {
+    front_point *pt;
+    int32_t n, cap;
+} front;
+
+static int cmp_point(const void *a, const void *b)
+{
+    const front_point *x = a, *y = b;
+    if (x->act != y->act) return x->act < y->act ? -1 : 1;
+    if (x->time != y->time) return x->time < y->time ? -1 : 1;
+    return 0;
+}
+
+/* out = Pareto front of in (+) the item's choices. in == NULL: the empty segment. */
+static bool front_extend(const front *in, const mp_split_item *it, front *out)
+{
+    int32_t base = in ? in->n : 1;
+    int32_t need = base * MP_RECOMPUTE_COUNT;
+    if (out->cap < need) {
+        front_point *p = realloc(out->pt, sizeof *p * (size_t)need);
+        if (!p) return false;
+        out->pt = p;
+        out->cap = need;
+    }
+    out->n = 0;
+    for (int32_t j = 0; j < base; j++) {
+        double a0 = in ? in->pt[j].act : 0, t0 = in ? in->pt[j].time : 0;
+        for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+            if (!it->allowed[c]) continue;
+            out->pt[out->n++] = (front_point){a0 + it->act[c], t0 + it->time[c], in ? j : -1,
+                                              (uint8_t)c};
+        }
+    }
+    qsort(out->pt, (size_t)out->n, sizeof *out->pt, cmp_point);
+    int32_t keep = 0;
+    for (int32_t j = 0; j < out->n; j++)
+        if (keep == 0 || out->pt[j].time < out->pt[keep - 1].time) out->pt[keep++] = out->pt[j];
+    out->n = keep;
+    return true;
+}
+
+/* Index of the fastest point with act <= limit, or -1. Fronts are sorted by
+ * act ascending and time descending. */
+static int32_t front_best(const front *f, double limit)
+{
+    int32_t lo = 0, hi = f->n - 1, ans = -1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (f->pt[mid].act <= limit) {
+            ans = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return ans;
+}
+
+/* The largest activation bytes per micro-batch stage k may stash when its
+ * memory (static + in-flight activations) must stay within budget. */
+static double act_limit(const mp_split_problem *pr, double budget, int32_t k, double static_sum)
+{
+    double room = budget * (1 + MEM_SLACK) - static_sum;
+    if (room < 0) return -1;
+    if (pr->inflight[k] <= 0) return INFINITY;
+    return room / pr->inflight[k];
+}
+
+/* The recompute choices of items [b, e) on stage k: fastest within memory.
+ * Returns the time, or -1 when nothing fits. */
+static double segment_choose(const mp_split_problem *pr, double budget, int32_t k, int32_t b,
+                             int32_t e, uint8_t *choice, bool *oom)
+{
+    int32_t n = e - b;
+    front *fr = calloc((size_t)n, sizeof *fr);
+    if (!fr) {
+        *oom = true;
+        return -1;
+    }
+    double stat = 0;
+    double result = -1;
+    for (int32_t i = 0; i < n; i++) {
+        stat += pr->items[b + i].static_bytes;
+        if (!front_extend(i ? &fr[i - 1] : NULL, &pr->items[b + i], &fr[i])) {
+            *oom = true;
+            goto done;
+        }
+    }
+    int32_t at = front_best(&fr[n - 1], act_limit(pr, budget, k, stat));
+    if (at >= 0) {
+        result = fr[n - 1].pt[at].time;
+        for (int32_t i = n - 1; i >= 0; i--) {
+            choice[b + i] = fr[i].pt[at].choice;
+            at = fr[i].pt[at].prev;
+        }
+    }
+done:
+    for (int32_t i = 0; i < n; i++) free(fr[i].pt);
+    free(fr);
+    return result;
+}
+
+/* The DP over stage boundaries with each virtual stage's own bytes within
+ * stage_budget. With vpp == 1 and stage_budget = budget this is the problem
+ * itself; with vpp > 1, stage_budget = budget is a relaxation (a lower bound)
+ * and budget / vpp a restriction (a split that surely fits). */
+static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
+                             mp_split_solution *sol, mp_error *err);
+
+static mp_status dp_run(const mp_split_problem *pr, double stage_budget, mp_split_solution *sol,
+                        mp_error *err)
+{
+    int32_t K = pr->pp * pr->vpp;
+    double *b = malloc(sizeof *b * (size_t)K);
+    if (!b) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    for (int32_t k = 0; k < K; k++) b[k] = stage_budget;
+    mp_status s = dp_run_each(pr, b, sol, err);
+    free(b);
+    return s;
+}
+
+/* The same with a budget per virtual stage. */
+static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
+                             mp_split_solution *sol, mp_error *err)
+{
+    double stage_budget = 0;
+    for (int32_t k = 0; k < pr->pp * pr->vpp; k++)
+        if (budgets[k] > stage_budget) stage_budget = budgets[k];
+    int32_t K = pr->pp * pr->vpp, N = pr->n_items;
+    size_t cells = (size_t)K * (size_t)(N + 1);
+    double *dp = malloc(sizeof *dp * cells);
+    int32_t *parent = malloc(sizeof *parent * cells);
+    front a = {0}, b = {0};
+    if (!dp || !parent) goto oom;
+    for (size_t i = 0; i < cells; i++) {
+        dp[i] = INFINITY;
+        parent[i] = -1;
+    }
+#define DP(k, i) dp[(size_t)(k) * (size_t)(N + 1) + (size_t)(i)]
+#define PARENT(k, i) parent[(size_t)(k) * (size_t)(N + 1) + (size_t)(i)]
+    /* Segment [j, i) as stage k; stages before it hold [0, j). By the time
+     * the loop reaches j, every segment ending at j has been tried. */
+    for (int32_t j = 0; j < N; j++) {
+        front *cur = &a, *nxt = &b;
+        double stat = 0;
+        for (int32_t i = j + 1; i <= N; i++) {
+            if (!front_extend(i == j + 1 ? NULL : cur, &pr->items[i - 1], nxt)) goto oom;
+            front *t = cur;
+            cur = nxt;
+            nxt = t;
+            stat += pr->items[i - 1].static_bytes;
+            if (stat > stage_budget * (1 + MEM_SLACK)) break; /* longer segments only add bytes */
+            int32_t kmin = j == 0 ? 0 : 1, kmax = j == 0 ? 0 : (j < K ? j : K - 1);
+            for (int32_t k = kmin; k <= kmax; k++) {
+                if (N - i < K - 1 - k) continue; /* later stages need an item each */
+                double before = k == 0 ? 0 : DP(k - 1, j);
+                if (isinf(before)) continue;
+                int32_t at = front_best(cur, act_limit(pr, budgets[k], k, stat));
+                if (at < 0) continue;
+                double v = cur->pt[at].time > before ? cur->pt[at].time : before;
+                if (v < DP(k, i)) {
+                    DP(k, i) = v;
+                    PARENT(k, i) = j;
+                }
+            }
+        }
+    }
+    sol->n_stages = K;
+    sol->method = "dp";
+    sol->gap = 0;
+    if (isinf(DP(K - 1, N))) {
+        sol->feasible = false;
+        sol->max_stage_time = sol->bound = INFINITY;
+    } else {
+        bool oomf = false;
+        int32_t end = N;
+        for (int32_t k = K - 1; k >= 0; k--) {
+            int32_t begin = PARENT(k, end);
+            sol->stages[k].begin = begin;
+            sol->stages[k].end = end;
+            if (segment_choose(pr, budgets[k], k, begin, end, sol->recompute, &oomf) < 0 && oomf)
+                goto oom;
+            end = begin;
+        }
+        sol->feasible = true;
+        sol->max_stage_time = mp_split_evaluate(pr, sol->stages, sol->recompute, NULL);
+        sol->bound = sol->max_stage_time;
+    }
+#undef DP
+#undef PARENT
+    free(dp);
+    free(parent);
+    free(a.pt);
+    free(b.pt);
+    return MP_OK;
+oom:
+    free(dp);
+    free(parent);
+    free(a.pt);
+    free(b.pt);
+    return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the stage split");
+}
+
+mp_status mp_split_solve_dp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+{
+    mp_status s = mp_split_check_problem(pr, err);
+    if (s) return s;
+    if (pr->vpp != 1)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "vpp",
+                            "the dynamic program is exact only for vpp = 1");
+    return dp_run(pr, pr->budget, sol, err);
+}
+
+mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, double *lower,
+                          mp_error *err)
+{
+    if (pr->vpp == 1) {
+        mp_status s = dp_run(pr, pr->budget, inc, err);
+        *lower = inc->max_stage_time;
+        return s;
+    }
+    int32_t K = pr->pp * pr->vpp;
+    mp_split_solution relax = {.stages = malloc(sizeof(mp_stage_range) * (size_t)K),
+                               .recompute = malloc((size_t)pr->n_items)};
+    mp_split_solution even = {.stages = malloc(sizeof(mp_stage_range) * (size_t)K),
+                              .recompute = malloc((size_t)pr->n_items)};
+    mp_status s = MP_OK;
+    if (!relax.stages || !relax.recompute || !even.stages || !even.recompute) {
+        s = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto done;
+    }
+    /* relaxation: stage k within its rank's memory less the least that each
+     * other stage of the rank must hold (one item, its lightest choice) */
+    double *room = malloc(sizeof *room * (size_t)K);
+    if (!room) {
+        s = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto done;
+    }
+    for (int32_t k = 0; k < K; k++) {
+        room[k] = pr->budget;
+        for (int32_t j = k % pr->pp; j < K; j += pr->pp) {
+            if (j == k) continue;
+            double least = INFINITY;
+            for (int32_t i = 0; i < pr->n_items; i++)
+                for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+                    if (!pr->items[i].allowed[c]) continue;
+                    double bytes = pr->items[i].static_bytes + pr->inflight[j] * pr->items[i].act[c];
+                    if (bytes < least) least = bytes;
+                }
+            room[k] -= least;
+        }
+    }
+    s = dp_run_each(pr, room, &relax, err);
+    free(room);
+    if (s) goto done;
+    *lower = relax.max_stage_time; /* INFINITY: not even the relaxation fits */
+    if ((s = dp_run(pr, pr->budget / pr->vpp, inc, err))) goto done;
+    if ((s = mp_split_even_best(pr, &even, err))) goto done;
+    if (even.feasible && (!inc->feasible || even.max_stage_time < inc->max_stage_time)) {
+        memcpy(inc->stages, even.stages, sizeof *even.stages * (size_t)K);
+        memcpy(inc->recompute, even.recompute, (size_t)pr->n_items);
+        inc->max_stage_time = even.max_stage_time;
+        inc->feasible = true;
+    }
+    /* the relaxation's own split may fit the real memory too */
+    bool fits = false;
+    if (relax.feasible) mp_split_evaluate(pr, relax.stages, relax.recompute, &fits);
+    if (fits && (!inc->feasible || relax.max_stage_time < inc->max_stage_time)) {
+        memcpy(inc->stages, relax.stages, sizeof *relax.stages * (size_t)K);
+        memcpy(inc->recompute, relax.recompute, (size_t)pr->n_items);
+        inc->max_stage_time = relax.max_stage_time;
+        inc->feasible = true;
+    }
+    inc->method = "dp";
+    inc->bound = *lower;
+    inc->gap = inc->feasible && inc->max_stage_time > 0
+                   ? (inc->max_stage_time - *lower) / inc->max_stage_time : 0;
+done:
+    free(relax.stages);
+    free(relax.recompute);
+    free(even.stages);
+    free(even.recompute);
+    return s;
+}
+
+/* The even split with the fastest recompute choice per stage (the DP's
+ * segment choice): what a solver falls back to, and GLPK's first incumbent. */
+mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+{
+    int32_t K = pr->pp * pr->vpp;
+    sol->n_stages = K;
+    sol->method = "even";
+    sol->feasible = false;
+    sol->max_stage_time = sol->bound = INFINITY;
+    sol->gap = 1;
+    if (!mp_split_even(pr->n_items, K, sol->stages)) return MP_OK;
+    /* With several stages per rank, give each stage an equal share of its
+     * rank's memory so the per-stage choices add up to a fitting rank. */
+    double *share = calloc((size_t)pr->pp, sizeof *share);
+    if (!share) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    for (int32_t k = 0; k < K; k++)
+        for (int32_t i = sol->stages[k].begin; i < sol->stages[k].end; i++)
+            share[k % pr->pp] += pr->items[i].static_bytes;
+    mp_split_problem one = *pr;
+    bool ok = true, oomf = false;
+    for (int32_t k = 0; k < K && ok; k++) {
+        double stat = 0;
+        for (int32_t i = sol->stages[k].begin; i < sol->stages[k].end; i++)
+            stat += pr->items[i].static_bytes;
+        /* this stage's room: its static bytes plus 1/vpp of the rank's activation room */
+        one.budget = stat + (pr->budget - share[k % pr->pp]) / pr->vpp;
+        if (segment_choose(&one, one.budget, k, sol->stages[k].begin, sol->stages[k].end,
+                           sol->recompute, &oomf) < 0)
+            ok = false;
+    }
+    free(share);
+    if (oomf) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    if (!ok) return MP_OK;
+    bool fits;
+    sol->max_stage_time = mp_split_evaluate(pr, sol->stages, sol->recompute, &fits);
+    sol->feasible = fits;
+    if (!fits) sol->max_stage_time = INFINITY;
+    sol->bound = 0;
+    return MP_OK;
+}
+
+mp_status mp_split_solve(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+{
+    mp_status s = mp_split_check_problem(pr, err);
+    if (s) return s;
+    if (pr->vpp == 1) return dp_run(pr, pr->budget, sol, err);
+    /* vpp > 1: the DP brackets the optimum; GLPK closes the bracket when it is open */
+    double lower = 0;
+    if ((s = mp_split_bounds(pr, sol, &lower, err))) return s;
+    if (isinf(lower)) {
+        sol->feasible = false;
+        sol->max_stage_time = sol->bound = INFINITY;
+        sol->gap = 0;
+        return MP_OK;
+    }
+    if (sol->feasible && sol->max_stage_time <= lower * (1 + 1e-12)) {
+        sol->bound = sol->max_stage_time;
+        sol->gap = 0;
+        return MP_OK;
+    }
+    if (mp_split_have_ilp()) {
+        mp_split_problem bounded = *pr;
+        bounded.lower_bound = lower;
+        return mp_split_solve_ilp(&bounded, sol, err);
+    }
+    return MP_OK;
+}

@@ -1,0 +1,85 @@
+/* ilp.h — the stage split: layer items (plan.h: 0 = embedding, 1..L = blocks,
+ * L+1 = head) into pp*vpp contiguous (virtual) stages, and a recompute choice
+ * per item, minimising the slowest stage's time per micro-batch subject to each
+ * GPU's memory (DESIGN §5).
+ *
+ * Three exact solvers of the same problem:
+ *  - mp_split_solve_ilp: a mixed-integer program solved by GLPK (only when
+ *    megaplan_config.h has HAVE_GLPK 1). Runs of identical consecutive items
+ *    (the transformer blocks) are one variable per stage and recompute choice,
+ *    so a 128-layer model on 128 virtual stages stays small.
+ *  - mp_split_solve_dp: dynamic programming over stage boundaries with the
+ *    Pareto front (activation bytes, time) of each segment's recompute choices.
+ *    Exact when every pipeline rank holds one stage (vpp == 1), where the
+ *    memory of a rank depends on its own stage only.
+ *  - mp_split_solve_brute: every split and every recompute choice; for the
+ *    tests' tiny instances.
+ * mp_split_solve: for vpp == 1 the DP (exact, and far faster than GLPK's
+ * branch and bound on these min-max models). For vpp > 1 the DP brackets the
+ * optimum: each virtual stage alone within its rank's memory is a relaxation
+ * (a lower bound), each within 1/vpp of it a restriction (a split that fits,
+ * or the even split if better). Equal ends: optimal. Otherwise GLPK starts
+ * from the restriction's split with T >= the relaxation's bound and runs
+ * within time_limit_s; the solution reports the remaining gap. Without GLPK
+ * the restriction's split is returned with its gap.
+ */
+#ifndef MP_ILP_H
+#define MP_ILP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/plan.h"
+
+/* One layer item as the split sees it: per micro-batch on one GPU of its stage. */
+typedef struct mp_split_item {
+    double time[MP_RECOMPUTE_COUNT];   /* forward + backward (incl. recompute) seconds */
+    double act[MP_RECOMPUTE_COUNT];    /* bytes stashed per in-flight micro-batch */
+    double static_bytes;               /* weights + grads + optimizer bytes */
+    bool allowed[MP_RECOMPUTE_COUNT];  /* the choices the solver may take (at least one) */
+} mp_split_item;
+
+typedef struct mp_split_problem {
+    int32_t n_items;
+    const mp_split_item *items;
+    int32_t pp, vpp;          /* n_stages = pp*vpp; virtual stage k sits on rank k % pp */
+    const double *inflight;   /* [pp*vpp]: micro-batches virtual stage k holds stashed at its rank's peak */
+    double budget;            /* bytes per GPU for static + activation bytes (capacity minus other) */
+    double time_limit_s;      /* GLPK: stop after this long and report the gap (<= 0: 10 s) */
+    double lower_bound;       /* GLPK: a known bound on the objective (0 = none), as T >= it */
+} mp_split_problem;
+
+typedef struct mp_split_solution {
+    int32_t n_stages;
+    mp_stage_range *stages;   /* [n_stages], caller's storage */
+    uint8_t *recompute;       /* [n_items], caller's storage (mp_recompute values) */
+    double max_stage_time;    /* objective: the slowest stage, seconds per micro-batch */
+    double bound;             /* proven lower bound on the objective */
+    double gap;               /* (objective - bound) / objective; 0 when proven optimal */
+    bool feasible;            /* false: no split fits (stages/recompute left unspecified) */
+    const char *method;       /* "glpk", "dp", "exhaustive", "even" */
+} mp_split_solution;
+
+/* In-flight micro-batches per virtual stage at each rank's peak for a schedule
+ * (GPipe m; 1F1B and ZB-H1 min(p - rank, m); interleaved Megatron's warm-up + 1
+ * forwards spread over the chunks in the order they run). out has p*v entries. */
+void mp_split_inflight(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double *out);
+
+/* Evaluates a given split: the slowest stage, and whether every rank fits. */
+double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stages,
+                         const uint8_t *recompute, bool *fits);
+
+/* Megatron's even split of the blocks (embedding with the first stage, head
+ * with the last); returns false when the blocks do not divide evenly. */
+bool mp_split_even(int32_t n_items, int32_t n_stages, mp_stage_range *stages);
+
+mp_status mp_split_solve(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
+mp_status mp_split_solve_dp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
+mp_status mp_split_solve_brute(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
+/* Returns MP_EINTERNAL when built without GLPK. */
+mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
+bool mp_split_have_ilp(void);
+
+#endif

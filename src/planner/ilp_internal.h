@@ -1,0 +1,20 @@
+/* ilp_internal.h — helpers the split solvers share (ilp.c, ilp_glpk.c). */
+#ifndef MP_ILP_INTERNAL_H
+#define MP_ILP_INTERNAL_H
+
+#include "planner/ilp.h"
+
+/* Refuses a malformed problem (MP_EINTERNAL) or one with more stages than items (MP_EINPUT). */
+mp_status mp_split_check_problem(const mp_split_problem *pr, mp_error *err);
+
+/* Megatron's even split with the fastest recompute choice per stage that fits
+ * an equal share of its rank's memory; infeasible when the blocks do not divide. */
+mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
+
+/* The DP's bracket of the optimum: *lower from each stage alone within the
+ * rank's memory, inc a split that fits (the DP with budget / vpp per stage, or
+ * the even split). For vpp == 1 both are the optimum. */
+mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, double *lower,
+                          mp_error *err);
+
+#endif

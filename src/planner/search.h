@@ -1,0 +1,117 @@
+/* search.h — the search over parallel configurations (DESIGN §5).
+ *
+ * Enumerates t (divides heads and kv_heads; within the scale-up domain unless
+ * allowed), c (seq splits into 2c chunks), p and v (p*v divides the layers,
+ * Megatron's rule; v > 1 only with interleaving, which needs m % p == 0),
+ * d = gpus/(t*c*p), micro-batch b (divides global_batch/d), SP (t > 1),
+ * recompute, distributed optimizer and schedule; a fixed dimension is never
+ * varied. Candidates are pruned by a memory lower bound and, in order of a
+ * time lower bound, against the k-th best estimate so far. The best ones then
+ * get the stage split and per-layer recompute of ilp.h (uneven splits and
+ * mixed recompute allowed) and, when the simulator is built in, are re-ranked
+ * by the simulated step.
+ */
+#ifndef MP_SEARCH_H
+#define MP_SEARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/plan.h"
+#include "planner/cost.h"
+
+/* Dimensions a search may hold fixed (values from base.parallel). */
+enum {
+    MP_FIX_TP = 1u << 0, MP_FIX_SP = 1u << 1, MP_FIX_PP = 1u << 2, MP_FIX_VPP = 1u << 3,
+    MP_FIX_CP = 1u << 4, MP_FIX_DP = 1u << 5, MP_FIX_MICRO_BATCH = 1u << 6,
+    MP_FIX_RECOMPUTE = 1u << 7, MP_FIX_DIST_OPT = 1u << 8, MP_FIX_SCHEDULE = 1u << 9,
+    MP_FIX_DP_OVERLAP = 1u << 10, MP_FIX_TP_OVERLAP = 1u << 11
+};
+
+/* Why a setting was refused before it was costed, or a candidate after. */
+typedef enum mp_reject_reason {
+    MP_REJECT_TP_HEADS,      /* t does not divide heads / kv_heads */
+    MP_REJECT_TP_DOMAIN,     /* t larger than the scale-up domain (NVLink) */
+    MP_REJECT_CP_SEQ,        /* seq does not split into 2c chunks (or cp for t5/bert) */
+    MP_REJECT_LAYERS,        /* p*v does not divide the layers */
+    MP_REJECT_BATCH,         /* global batch not a multiple of d (or of b*d) */
+    MP_REJECT_INTERLEAVE,    /* interleaving needs m % p == 0 */
+    MP_REJECT_SP,            /* SP needs seq/c divisible by t */
+    MP_REJECT_OTHER,         /* refused by mp_config_check for another reason */
+    MP_REJECT_MEMORY,        /* costed in full: does not fit */
+    MP_REJECT_COUNT
+} mp_reject_reason;
+
+/* The JSON key of a reason ("tp_heads", ...) and a phrase for people. */
+const char *mp_reject_key(mp_reject_reason r);
+const char *mp_reject_phrase(mp_reject_reason r);
+
+typedef struct mp_search_counts {
+    int64_t considered;               /* complete candidates that passed the structural rules */
+    int64_t rejected[MP_REJECT_COUNT];/* structural: settings refused (not multiplied out) */
+    int64_t pruned_memory;            /* memory lower bound above capacity */
+    int64_t pruned_time;              /* time lower bound not better than the k-th best */
+    int64_t estimated;                /* costed in full */
+    int64_t fitting;                  /* costed and fitting */
+    int64_t split;                    /* given the stage split (ILP/DP) */
+    int64_t split_uneven;             /* ... where an uneven split or mixed recompute won */
+    int64_t simulated;                /* re-ranked by the simulator */
+    double seconds;                   /* wall time of the search */
+} mp_search_counts;
+
+typedef struct mp_search_options {
+    mp_config base;          /* model, hw, training; the parallel values of fixed dimensions */
+    uint32_t fixed;          /* MP_FIX_* */
+    int top_k;               /* plans to return (1..100; 0 = 5) */
+    bool tp_cross_domain;    /* allow t beyond the scale-up domain */
+    bool no_split;           /* skip the stage split (even split, uniform recompute) */
+    bool no_simulate;        /* skip the simulator's re-ranking */
+    double split_time_limit; /* seconds of GLPK per candidate (<= 0: 0.15) */
+    bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
+    /* called now and then with the fraction done (0..1); may be NULL */
+    void (*progress)(void *user, double fraction);
+    void *progress_user;
+} mp_search_options;
+
+typedef struct mp_search_plan {
+    mp_config config;        /* recompute = the most used choice when mixed */
+    mp_estimate est;         /* with the plan's split */
+    mp_estimate est_even;    /* Megatron's even split, uniform recompute */
+    mp_plan *plan;           /* stages + layer_recompute (owned) */
+    bool uneven;             /* the split or the recompute differs from the even/uniform one */
+    bool mixed_recompute;
+    const char *split_method;/* "glpk", "dp", "even", "exhaustive" */
+    double split_gap;        /* optimality gap of the split's slowest stage */
+    double split_max_stage;  /* seconds per micro-batch of the slowest stage */
+    bool simulated;
+    double sim_step;         /* seconds, when simulated */
+    double rank_step;        /* what the ranking used: sim_step or est.time.step */
+} mp_search_plan;
+
+typedef struct mp_search_result {
+    int n;                   /* plans, best first (0 when nothing fits) */
+    mp_search_plan *plans;
+    mp_search_counts counts;
+    /* when nothing fits: the candidate closest to fitting (least over capacity) */
+    bool have_closest;
+    mp_config closest;
+    mp_estimate closest_est;
+} mp_search_result;
+
+/* MP_OK with result->n >= 1; MP_ENOFIT when no candidate fits (closest filled
+ * when any could run at all) or, with nothing fixed, when no split of the
+ * GPUs can run at all; MP_EINPUT when the fixed settings leave no candidate
+ * that can run (err names the first refusal). counts are filled either way. */
+mp_status mp_search(const mp_search_options *opt, mp_search_result *result, mp_error *err);
+void mp_search_result_free(mp_search_result *r);
+
+/* The stage split of one configuration: fills plan (config, stages,
+ * layer_recompute) from the ILP/DP, allowing every recompute choice when
+ * free_recompute, else only the config's. Returns the estimate with the plan
+ * in est. Used by search and explain. */
+mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_limit,
+                          mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err);
+
+#endif

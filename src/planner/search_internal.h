@@ -1,0 +1,33 @@
+/* search_internal.h — pieces of the search shared with explain.c and the
+ * tests; not a contract for other areas (they use planner/search.h). */
+#ifndef MP_SEARCH_INTERNAL_H
+#define MP_SEARCH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "planner/search.h"
+
+/* One candidate's parallel settings. */
+typedef struct mp_search_cand_view {
+    int32_t t, c, p, v, b;
+    int64_t d;
+    uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap;
+} mp_search_cand_view;
+
+/* base with the candidate's parallel settings. */
+void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_config *out);
+
+/* The estimate's rules, repeated for the bounds and the split (cost.c keeps them static). */
+double mp_search_static_bytes_per_param(const mp_config *c);
+double mp_search_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r);
+
+/* Enumerates every candidate of opt's space, costs each in full and counts
+ * where a lower bound exceeds the estimate (memory: the peak; time: the
+ * step). Both counts must be 0 for the pruning to be exact. */
+mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
+                                 int64_t *mem_violations, int64_t *time_violations,
+                                 double *worst_mem_ratio, mp_error *err);
+
+#endif

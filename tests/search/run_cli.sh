@@ -1,0 +1,95 @@
+#!/bin/sh
+# CLI checks of `megaplan search` and `megaplan explain`: exit codes, the
+# table's parts, the JSON array, Megatron flags, -o plan files, bad input.
+#   run_cli.sh MEGAPLAN
+M="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$M" search --model 175B --gpus 1024 >"$T/table" 2>"$T/err" || fail "search 175B exit $?"
+for s in "rank  tp sp" "winner: step" "why the next ones lose" "searched " "pruned by the memory bound"; do
+  grep -q "$s" "$T/table" || fail "table lacks '$s'"
+done
+[ "$(grep -c '^ *[0-9]  *[0-9]' "$T/table")" -ge 5 ] || fail "table has fewer than 5 ranked rows"
+
+"$M" search --model 175B --gpus 1024 --format json --top 3 >"$T/json" || fail "json exit"
+python3 - "$T/json" <<'PY' || fail "json content"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert isinstance(a, list) and len(a) == 3, a
+for i, o in enumerate(a):
+    for k in ("model", "hw", "gpus", "parallel", "memory_gib", "time_s", "throughput", "fits", "rank", "split", "search"):
+        assert k in o, k
+    assert o["rank"] == i + 1 and o["fits"] is True
+    p = o["parallel"]
+    assert p["tp"] * p["pp"] * p["cp"] * p["dp"] == 1024
+    c = o["search"]
+    assert c["considered"] == c["pruned_memory"] + c["pruned_time"] + c["estimated"]
+PY
+
+"$M" search --model 175B --gpus 1024 --fix tp=4,pp=8 --format json >"$T/fix" || fail "fix exit"
+python3 -c "
+import json,sys
+a=json.load(open('$T/fix'))
+assert a and all(o['parallel']['tp']==4 and o['parallel']['pp']==8 for o in a)" || fail "--fix not held"
+"$M" search --model 175B --gpus 1024 --tp 8 --format json >"$T/fix2" || fail "--tp exit"
+python3 -c "
+import json
+a=json.load(open('$T/fix2'))
+assert all(o['parallel']['tp']==8 for o in a)" || fail "--tp not held"
+
+"$M" search --model 175B --gpus 1024 --format megatron >"$T/meg" || fail "megatron exit"
+for s in --tensor-model-parallel-size --pipeline-model-parallel-size --micro-batch-size --global-batch-size --num-layers; do
+  grep -q -- "$s" "$T/meg" || fail "megatron flags lack $s"
+done
+# every flag line but the last continues the command; comments come first
+python3 - "$T/meg" <<'PY' || fail "megatron flags not paste-able"
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+flags = [l for l in lines if not l.startswith("#")]
+assert all(l.endswith(" \\") for l in flags[:-1]) and not flags[-1].endswith("\\")
+assert all(not l.startswith("#") for l in lines[len(lines) - len(flags):])
+PY
+
+"$M" search --model 175B --gpus 1024 -o "$T/plan.yaml" >/dev/null || fail "-o exit"
+head -1 "$T/plan.yaml" | grep -q "megaplan_plan: 1" || fail "plan file header"
+grep -q "^stages:" "$T/plan.yaml" || fail "plan file lacks stages"
+grep -q "^predicted:" "$T/plan.yaml" || fail "plan file lacks predicted"
+ls "$T"/plan.yaml.* >/dev/null 2>&1 && fail "temporary file left behind"
+"$M" search --model 175B --gpus 1024 -o "$T/no/such/dir/plan.yaml" >/dev/null 2>"$T/err"
+[ $? -eq 2 ] || fail "-o into a missing folder should exit 2"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "-o error is not one line"
+
+# nothing fits: exit 1, the closest named
+"$M" search --model 175B --gpus 8 >"$T/out" 2>"$T/err"
+[ $? -eq 1 ] || fail "unsatisfiable search should exit 1"
+grep -q "closest" "$T/err" || fail "unsatisfiable search does not name the closest"
+
+# no split of a prime GPU count can run: exit 1, the refusals counted
+"$M" search --model 175B --gpus 997 >"$T/out" 2>"$T/err"
+[ $? -eq 1 ] || fail "search on 997 GPUs should exit 1"
+grep -q "refused before costing" "$T/err" || fail "search on 997 GPUs does not count the refusals"
+
+# bad input: exit 2, one line "megaplan search: ..."
+for args in "--fix bogus=1" "--fix tp=x" "--fix tp" "--top 0" "--top 101" "--fix schedule=fast" "--frobnicate" "--tp 7"; do
+  "$M" search --model 175B --gpus 1024 $args >"$T/out" 2>"$T/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "search $args: exit $rc, expected 2"
+  [ "$(wc -l <"$T/err")" -eq 1 ] || fail "search $args: error is not one line"
+  grep -q "^megaplan search: " "$T/err" || fail "search $args: error not prefixed"
+  [ -s "$T/out" ] && fail "search $args: printed to stdout"
+done
+"$M" search --gpus 1024 >/dev/null 2>&1; [ $? -eq 2 ] || fail "search without --model"
+
+# explain: slower, refused, does not fit
+"$M" explain --model 175B --gpus 1024 --tp 8 --pp 8 --micro-batch 1 --dist-opt --sp --recompute selective >"$T/ex" || fail "explain exit"
+grep -q "best configuration search finds" "$T/ex" || fail "explain lacks the best"
+grep -q "yours is" "$T/ex" || fail "explain lacks the verdict"
+"$M" explain --model 175B --gpus 1024 --tp 7 >"$T/ex" || fail "explain refused exit"
+grep -q "^refused: " "$T/ex" || fail "explain does not say why it is refused"
+"$M" explain --model 175B --gpus 64 --tp 8 --pp 1 >"$T/ex" || fail "explain no-fit exit"
+grep -q "does not fit" "$T/ex" || fail "explain does not say it does not fit"
+grep -q "one change at a time" "$T/ex" || fail "explain gives no way to fit"
+"$M" explain --model 175B >/dev/null 2>&1; [ $? -eq 2 ] || fail "explain without --gpus"
+echo "ok"

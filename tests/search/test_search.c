@@ -1,0 +1,289 @@
+/* test_search.c — the search: its lower bounds never exceed the estimate, so
+ * pruning changes nothing; fixed settings hold; nothing-fits and refused
+ * searches answer as documented; the stage split helps where the head is heavy. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/hw.h"
+#include "core/model.h"
+#include "core/buf.h"
+#include "planner/explain.h"
+#include "planner/megatron.h"
+#include "planner/search.h"
+#include "planner/search_internal.h"
+
+static void base_of(const char *model, const char *hw, int64_t gpus, int64_t gb, mp_dtype prec,
+                    mp_search_options *o)
+{
+    memset(o, 0, sizeof *o);
+    const mp_model *m = mp_model_preset(model);
+    assert_non_null(m);
+    o->base.model = *m;
+    mp_error err;
+    assert_int_equal(mp_hw_preset(hw, &o->base.hw, &err), MP_OK);
+    o->base.training.gpus = gpus;
+    o->base.training.seq = m->seq;
+    o->base.training.global_batch = gb;
+    o->base.training.precision = prec;
+    o->top_k = 5;
+}
+
+static const struct {
+    const char *model, *hw;
+    int64_t gpus, gb;
+} spaces[] = {
+    {"gpt3-1.3b", "dgx-a100", 64, 512},
+    {"llama3-8b", "dgx-h100", 64, 256},
+    {"t5-3b", "dgx-a100", 32, 256},
+    {"bert-large", "a100-4xhdr", 16, 256},
+    {"gpt3-13b", "dgx-a100", 128, 1024},
+    {"megatron-18.4b", "a100-4xhdr", 256, 1024},
+};
+
+/* Every candidate: memory bound <= peak, time bound <= step. */
+static void test_bounds_below_estimate(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof spaces / sizeof spaces[0]; i++) {
+        mp_search_options o;
+        base_of(spaces[i].model, spaces[i].hw, spaces[i].gpus, spaces[i].gb, MP_DTYPE_BF16, &o);
+        int64_t checked, mv, tv;
+        double worst;
+        mp_error err;
+        assert_int_equal(mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err), MP_OK);
+        if (mv || tv)
+            fail_msg("%s on %lld: %lld memory and %lld time bound violations of %lld",
+                     spaces[i].model, (long long)spaces[i].gpus, (long long)mv, (long long)tv,
+                     (long long)checked);
+        assert_true(checked > 100);
+        /* the memory bound is tight enough to prune: close to the peak somewhere */
+        assert_true(worst > 0.8);
+    }
+}
+
+/* With and without pruning the same plans come out, in the same order. */
+static void test_pruning_changes_nothing(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof spaces / sizeof spaces[0]; i++) {
+        mp_search_options o;
+        base_of(spaces[i].model, spaces[i].hw, spaces[i].gpus, spaces[i].gb, MP_DTYPE_BF16, &o);
+        o.no_split = o.no_simulate = true;
+        mp_search_result a, b;
+        mp_error err;
+        assert_int_equal(mp_search(&o, &a, &err), MP_OK);
+        o.no_prune = true;
+        assert_int_equal(mp_search(&o, &b, &err), MP_OK);
+        assert_int_equal(a.n, b.n);
+        for (int k = 0; k < a.n; k++)
+            assert_true(fabs(a.plans[k].est.time.step - b.plans[k].est.time.step) <=
+                        1e-12 * b.plans[k].est.time.step);
+        assert_true(memcmp(&a.plans[0].config.parallel, &b.plans[0].config.parallel,
+                           sizeof a.plans[0].config.parallel) == 0);
+        /* pruning did prune, and every candidate is accounted for */
+        assert_true(a.counts.pruned_memory + a.counts.pruned_time > 0);
+        assert_int_equal(a.counts.considered,
+                         a.counts.pruned_memory + a.counts.pruned_time + a.counts.estimated);
+        assert_true(b.counts.estimated == b.counts.considered);
+        mp_search_result_free(&a);
+        mp_search_result_free(&b);
+    }
+}
+
+static void test_fixed_settings_hold(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("gpt3-175b", "dgx-a100", 1024, 1536, MP_DTYPE_BF16, &o);
+    o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_RECOMPUTE;
+    o.base.parallel.tp = 8;
+    o.base.parallel.pp = 16;
+    o.base.parallel.recompute = MP_RECOMPUTE_SELECTIVE;
+    mp_search_result r;
+    mp_error err;
+    assert_int_equal(mp_search(&o, &r, &err), MP_OK);
+    assert_true(r.n >= 1);
+    for (int i = 0; i < r.n; i++) {
+        const mp_parallel *p = &r.plans[i].config.parallel;
+        assert_int_equal(p->tp, 8);
+        assert_int_equal(p->pp, 16);
+        assert_int_equal(p->recompute, MP_RECOMPUTE_SELECTIVE);
+        assert_false(r.plans[i].mixed_recompute);
+        assert_true(r.plans[i].est.fits);
+        assert_int_equal(p->tp * p->pp * p->cp * p->dp, 1024);
+    }
+    /* ranked by what the ranking used */
+    for (int i = 1; i < r.n; i++) assert_true(r.plans[i - 1].rank_step <= r.plans[i].rank_step);
+    mp_search_result_free(&r);
+}
+
+static void test_nothing_fits(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("gpt3-175b", "dgx-a100", 8, 64, MP_DTYPE_BF16, &o);
+    mp_search_result r;
+    mp_error err;
+    mp_error_clear(&err);
+    assert_int_equal(mp_search(&o, &r, &err), MP_ENOFIT);
+    assert_int_equal(r.n, 0);
+    assert_true(r.have_closest);
+    assert_false(r.closest_est.fits);
+    assert_true(r.closest_est.over_bytes > 0);
+    /* 175B params x 18 bytes over 8 GPUs is ~390 GiB each: far over */
+    assert_true(r.closest_est.memory.peak > 4 * r.closest_est.memory.capacity);
+    assert_non_null(strstr(err.msg, "closest"));
+    mp_search_result_free(&r);
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("gpt3-175b", "dgx-a100", 1024, 1536, MP_DTYPE_BF16, &o);
+    o.fixed = MP_FIX_TP;
+    o.base.parallel.tp = 7; /* 96 heads */
+    mp_search_result r;
+    mp_error err;
+    mp_error_clear(&err);
+    assert_int_equal(mp_search(&o, &r, &err), MP_EINPUT);
+    assert_string_equal(err.field, "tp");
+    assert_int_equal(r.n, 0);
+}
+
+/* LLaMA-3 8B: a 128K-vocabulary head is as slow as several blocks, so moving
+ * blocks off the last stage beats Megatron's even split. */
+static void test_heavy_head_uneven_split(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("llama3-8b", "dgx-h100", 32, 256, MP_DTYPE_BF16, &o);
+    mp_config c = o.base;
+    c.parallel = (mp_parallel){.tp = 1, .pp = 8, .vpp = 1, .cp = 1, .dp = 4, .micro_batch = 1,
+                               .recompute = MP_RECOMPUTE_FULL, .dist_opt = true,
+                               .dp_overlap = true, .schedule = MP_SCHED_1F1B};
+    mp_estimate even;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&c, NULL, &even, &err), MP_OK);
+    mp_plan *plan = malloc(sizeof *plan);
+    assert_non_null(plan);
+    mp_estimate est;
+    mp_search_plan info;
+    memset(&info, 0, sizeof info);
+    assert_int_equal(mp_search_split(&c, false, 5.0, plan, &est, &info, &err), MP_OK);
+    assert_true(info.uneven);
+    assert_true(est.fits);
+    assert_true(est.time.step < even.time.step * 0.98);
+    /* the last stage holds fewer blocks than the even 4 */
+    int32_t last = plan->stages[7].end - plan->stages[7].begin - 1; /* minus the head */
+    assert_true(last < 4);
+    assert_true(info.split_gap <= 1e-9);
+    free(plan);
+}
+
+/* Megatron flags of an uneven plan: first/last stage layers, block recompute. */
+static void test_megatron_flags(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("gpt3-1.3b", "dgx-a100", 32, 512, MP_DTYPE_BF16, &o);
+    mp_config c = o.base;
+    c.model.layers = 16;
+    c.parallel = (mp_parallel){.tp = 2, .pp = 4, .vpp = 1, .cp = 1, .dp = 4, .micro_batch = 2,
+                               .recompute = MP_RECOMPUTE_NONE, .dist_opt = true,
+                               .dp_overlap = true, .schedule = MP_SCHED_1F1B};
+    mp_plan *plan = calloc(1, sizeof *plan);
+    assert_non_null(plan);
+    plan->config = c;
+    plan->n_stages = 4;
+    int32_t bounds[5] = {0, 6, 10, 14, 18}; /* blocks 5 | 4 | 4 | 3 */
+    for (int k = 0; k < 4; k++) plan->stages[k] = (mp_stage_range){bounds[k], bounds[k + 1]};
+    plan->has_layer_recompute = true;
+    for (int i = 0; i < 18; i++) /* the first two blocks of each stage in full */
+        for (int k = 0; k < 4; k++)
+            if (i >= (bounds[k] < 1 ? 1 : bounds[k]) && i < (bounds[k] < 1 ? 1 : bounds[k]) + 2 && i <= 16)
+                plan->layer_recompute[i] = MP_RECOMPUTE_FULL;
+    mp_buf b;
+    mp_buf_init(&b);
+    mp_megatron_args(&c, plan, &b);
+    assert_non_null(strstr(b.data, "--tensor-model-parallel-size 2 \\\n"));
+    assert_non_null(strstr(b.data, "--decoder-first-pipeline-num-layers 5 \\\n"));
+    assert_non_null(strstr(b.data, "--decoder-last-pipeline-num-layers 3 \\\n"));
+    assert_non_null(strstr(b.data, "--recompute-method block \\\n--recompute-num-layers 2 \\\n"));
+    assert_non_null(strstr(b.data, "--use-distributed-optimizer"));
+    assert_null(strstr(b.data, "#")); /* everything expressible */
+    assert_non_null(strstr(b.data, "--num-layers 16\n"));
+    mp_buf_free(&b);
+    /* the even split with uniform recompute: no uneven flags */
+    plan->has_layer_recompute = false;
+    mp_plan_default_stages(plan);
+    mp_buf_init(&b);
+    mp_megatron_args(&c, plan, &b);
+    assert_null(strstr(b.data, "pipeline-num-layers"));
+    assert_null(strstr(b.data, "--recompute"));
+    mp_buf_free(&b);
+    free(plan);
+}
+
+/* explain's four verdicts on 175B / 1024 GPUs. */
+static void test_explain_verdicts(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("gpt3-175b", "dgx-a100", 1024, 1536, MP_DTYPE_BF16, &o);
+    o.top_k = 1;
+    o.no_simulate = true;
+    mp_search_result r;
+    mp_error err;
+    assert_int_equal(mp_search(&o, &r, &err), MP_OK);
+    mp_config best = r.plans[0].config;
+    mp_search_result_free(&r);
+    struct {
+        mp_parallel p;
+        int verdict;
+        const char *says;
+    } cases[] = {
+        {best.parallel, 0, "as fast"},
+        {{.tp = 8, .pp = 8, .vpp = 1, .cp = 1, .dp = 16, .micro_batch = 1, .sp = true,
+          .recompute = MP_RECOMPUTE_FULL, .schedule = MP_SCHED_1F1B}, 1, "yours is slower"},
+        {{.tp = 2, .pp = 1, .vpp = 1, .cp = 1, .dp = 512, .micro_batch = 1,
+          .schedule = MP_SCHED_1F1B}, 2, "does not fit"},
+        {{.tp = 7, .pp = 1, .vpp = 1, .cp = 1, .dp = 146, .micro_batch = 1,
+          .schedule = MP_SCHED_1F1B}, 3, "refused: tp"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_config c = o.base;
+        c.parallel = cases[i].p;
+        mp_buf b;
+        mp_buf_init(&b);
+        int verdict = -1;
+        assert_int_equal(mp_explain(&c, &o, &b, &verdict, &err), MP_OK);
+        assert_int_equal(verdict, cases[i].verdict);
+        assert_non_null(strstr(b.data, cases[i].says));
+        assert_non_null(strstr(b.data, "the best configuration search finds"));
+        mp_buf_free(&b);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bounds_below_estimate),
+        cmocka_unit_test(test_pruning_changes_nothing),
+        cmocka_unit_test(test_fixed_settings_hold),
+        cmocka_unit_test(test_nothing_fits),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_heavy_head_uneven_split),
+        cmocka_unit_test(test_megatron_flags),
+        cmocka_unit_test(test_explain_verdicts),
+    };
+    if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

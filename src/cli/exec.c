@@ -1,11 +1,442 @@
+/* exec.c — `megaplan exec PLAN`: run a plan on MPI ranks and check its
+ * numerics against the unpartitioned model (src/exec, DESIGN §7).
+ *
+ *   mpirun -np N megaplan exec plan.yaml     MPI starts the ranks
+ *   megaplan exec --np N plan.yaml           megaplan starts mpirun itself
+ *
+ * Only rank 0 prints the report; every rank exits with the same status. */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/error.h"
+#include "megaplan_config.h"
+
+#if HAVE_EXEC_CPU
+#include "core/io.h"
+#include "exec/exec.h"
+#include "exec/runtime.h"
+#include "sim/timeline.h"
+#endif
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
+            "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
+            "                     [--micro-batches M]\n"
+            "                     [--no-check] [--trace FILE] [--format table|json]\n"
+            "  Runs the plan's tensor, sequence and data parallelism on MPI ranks (CPU backend)\n"
+            "  and compares loss, logits, every gradient and every updated weight with the\n"
+            "  same model unpartitioned on one rank.\n"
+            "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
+            "  --steps K    training steps to run and check (default 3)\n"
+            "  --exact      dyadic data: partitioned and reference must agree bit for bit\n"
+            "               (default: fp32 against an fp64 reference, relative error <= --tol)\n"
+            "  --shrink     keep the degrees, scale hidden/heads/seq/layers/vocab down\n"
+            "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n");
+}
+
+typedef struct exec_args {
+    const char *plan;
+    int np;
+    bool json;
+    const char *trace;
+#if HAVE_EXEC_CPU
+    mp_exec_opts o;
+#endif
+} exec_args;
+
+static bool parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+__attribute__((unused)) static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0) || v > 1e6)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Parses argv; returns 0 ok, 2 bad usage (message printed when loud). */
+static int parse_args(int argc, char **argv, exec_args *a, bool loud)
+{
+    memset(a, 0, sizeof *a);
+#if HAVE_EXEC_CPU
+    mp_exec_opts_default(&a->o);
+#endif
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *val = NULL;
+        char name[64];
+        const char *eq = strchr(arg, '=');
+        if (!strncmp(arg, "--", 2) && eq && (size_t)(eq - arg) < sizeof name) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", arg);
+        }
+        static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
+                                            "--adam-eps", "--micro-batches", "--trace", "--format",
+                                            "--test-drop-allreduce", "--test-kill-rank"};
+        bool needs = false;
+        for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
+            needs |= !strcmp(name, takes_value[k]);
+        if (needs && !val) {
+            if (i + 1 >= argc) {
+                if (loud)
+                    fprintf(stderr, "megaplan exec: %s: needs a value\n", name);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        long n = 0;
+        bool ok = true;
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+            usage(stdout);
+            return 1;
+        } else if (!strcmp(name, "--np")) {
+            ok = parse_int(val, 1, 4096, &n);
+            a->np = (int)n;
+        } else if (!strcmp(name, "--format")) {
+            ok = !strcmp(val, "json") || !strcmp(val, "table");
+            a->json = !strcmp(val, "json");
+        } else if (!strcmp(name, "--trace")) {
+            a->trace = val;
+#if HAVE_EXEC_CPU
+        } else if (!strcmp(name, "--steps")) {
+            ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
+            a->o.steps = (int)n;
+        } else if (!strcmp(name, "--exact")) {
+            a->o.exact = true;
+        } else if (!strcmp(name, "--shrink")) {
+            a->o.shrink = true;
+        } else if (!strcmp(name, "--no-check")) {
+            a->o.check = false;
+        } else if (!strcmp(name, "--seed")) {
+            ok = parse_int(val, 0, 0x7fffffffL, &n);
+            a->o.seed = (uint64_t)n;
+        } else if (!strcmp(name, "--tol")) {
+            ok = parse_double(val, &a->o.tol);
+        } else if (!strcmp(name, "--lr")) {
+            ok = parse_double(val, &a->o.lr);
+        } else if (!strcmp(name, "--adam-eps")) {
+            ok = parse_double(val, &a->o.adam_eps);
+        } else if (!strcmp(name, "--micro-batches")) {
+            ok = parse_int(val, 1, 1 << 20, &n);
+            a->o.microbatches = (int)n;
+        } else if (!strcmp(name, "--test-drop-allreduce")) {
+            a->o.test_drop = val;
+        } else if (!strcmp(name, "--test-kill-rank")) {
+            ok = parse_int(val, 0, 1 << 20, &n);
+            a->o.test_kill_rank = (int)n;
+#endif
+        } else if (arg[0] == '-' && arg[1]) {
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: unknown option (see megaplan exec --help)\n",
+                        name);
+            return 2;
+        } else if (!a->plan) {
+            a->plan = arg;
+        } else {
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: only one plan file\n", arg);
+            return 2;
+        }
+        if (!ok) {
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: bad value '%s'\n", name, val);
+            return 2;
+        }
+    }
+    if (!a->plan) {
+        if (loud)
+            fprintf(stderr, "megaplan exec: a plan file is needed (megaplan exec --help)\n");
+        return 2;
+    }
+    return 0;
+}
+
+#if !HAVE_EXEC_CPU
 
 int cmd_exec(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "megaplan exec: PENDING\n");
+    exec_args a;
+    int rc = parse_args(argc, argv, &a, true);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    fprintf(stderr, "megaplan exec: the executor was not built: it needs Open MPI and OpenBLAS "
+                    "at build time (Debian: libopenmpi-dev libopenblas-dev)\n");
     return 1;
 }
+
+#else
+
+/* Under mpirun (Open MPI, or a PMI launcher such as srun)? */
+static bool under_mpi_launcher(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+static bool launcher_rank0(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r)
+        r = getenv("PMI_RANK");
+    return !r || !strcmp(r, "0");
+}
+
+/* `megaplan exec --np N ...`: run mpirun with this binary and the other
+ * arguments; report how it ended. */
+static int launch(int argc, char **argv, int np)
+{
+    const char *mpirun = getenv("MEGAPLAN_MPIRUN");
+    if (!mpirun || !*mpirun)
+        mpirun = "mpirun";
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "megaplan exec: cannot find this program's path to start the ranks\n");
+        return 1;
+    }
+    self[len] = 0;
+    char npbuf[16];
+    snprintf(npbuf, sizeof npbuf, "%d", np);
+    char **args = calloc((size_t)argc + 16, sizeof *args);
+    if (!args) {
+        fprintf(stderr, "megaplan exec: out of memory\n");
+        return 1;
+    }
+    int k = 0;
+    args[k++] = (char *)mpirun;
+    if (geteuid() == 0)
+        args[k++] = "--allow-run-as-root";
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1 || np > cores)
+        args[k++] = "--oversubscribe";
+    args[k++] = "-np";
+    args[k++] = npbuf;
+    args[k++] = self;
+    args[k++] = "exec";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--np")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--np=", 5))
+            continue;
+        args[k++] = argv[i];
+    }
+    args[k] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "megaplan exec: cannot start %s: %s\n", mpirun, strerror(errno));
+        free(args);
+        return 1;
+    }
+    if (pid == 0) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        execvp(mpirun, args);
+        fprintf(stderr, "megaplan exec: cannot run %s: %s (install Open MPI: openmpi-bin)\n",
+                mpirun, strerror(errno));
+        _exit(127);
+    }
+    free(args);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            fprintf(stderr, "megaplan exec: lost track of mpirun: %s\n", strerror(errno));
+            return 1;
+        }
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "megaplan exec: mpirun was killed by signal %d\n", WTERMSIG(status));
+        return 1;
+    }
+    int code = WEXITSTATUS(status);
+    if (code == 127)
+        return 1;
+    if (code == 1 || code == 2 || code == 0)
+        return code; /* the ranks have said why */
+    fprintf(stderr,
+            "megaplan exec: the run failed: mpirun exited with status %d (a rank died or "
+            "was killed; see mpirun's message above)\n",
+            code);
+    return 1;
+}
+
+/* Before starting ranks: a plan that cannot run is refused once, here,
+ * rather than by N ranks under mpirun's own messages. */
+static int precheck(const exec_args *a)
+{
+    mp_error err;
+    mp_error_clear(&err);
+    mp_plan *plan = calloc(1, sizeof *plan);
+    if (!plan) {
+        fprintf(stderr, "megaplan exec: out of memory\n");
+        return 1;
+    }
+    mp_gpt_dims d;
+    int m = 0;
+    mp_status st = mp_plan_read_file(a->plan, plan, &err);
+    if (!st)
+        st = mp_exec_dims(plan, a->o.shrink, &d, &m, &err);
+    if (!st) {
+        const mp_parallel *p = &plan->config.parallel;
+        int64_t need = p->tp * p->cp * p->dp * p->pp;
+        if (need != a->np)
+            st = mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--np",
+                              "the plan needs %lld ranks (tp %lld x cp %lld x dp %lld x pp "
+                              "%lld), not %d",
+                              (long long)need, (long long)p->tp, (long long)p->cp,
+                              (long long)p->dp, (long long)p->pp, a->np);
+    }
+    free(plan);
+    if (!st)
+        return 0;
+    if (!err.file[0] && strncmp(err.field, "--", 2))
+        snprintf(err.file, sizeof err.file, "%s", a->plan);
+    return mp_cli_fail("exec", &err);
+}
+
+static void print_report(const exec_args *a, const mp_exec_report *r, double tol)
+{
+    const mp_gpt_dims *d = &r->dims;
+    printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d), "
+           "cpu backend, fp32 (plan: %s)\n",
+           a->plan, r->ranks, r->tp, r->sp ? "on" : "off", r->cp, r->dp,
+           r->dist_opt ? "on" : "off", r->pp, r->plan_precision ? r->plan_precision : "?");
+    printf("model: hidden %d, heads %d, ffn %d, vocab %d, seq %d, layers %d, micro-batch %d, "
+           "%d micro-batches per DP rank, schedule %s%s\n",
+           d->hidden, d->heads, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
+           r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
+    if (r->checked)
+        printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"
+                        : "check: fp32 against the fp64 reference, max relative error %g\n",
+               tol);
+    for (int s = 0; s < r->steps; s++) {
+        if (r->checked)
+            printf("step %d: loss %.9g (reference %.9g), %.4f s\n", s + 1, r->loss[s],
+                   r->ref_loss[s], r->step_seconds[s]);
+        else
+            printf("step %d: loss %.9g, %.4f s\n", s + 1, r->loss[s], r->step_seconds[s]);
+    }
+    const double *ph = r->phase_seconds;
+    printf("measured, last step, max over ranks: forward %.4f s, backward %.4f s, tp "
+           "collectives %.4f s (mostly within F and B), dp collectives %.4f s, optimizer %.4f s\n",
+           ph[0], ph[1], ph[2], ph[3], ph[4]);
+    if (!r->checked)
+        return;
+    printf("%-36s %12s %12s\n", "tensor", "max_abs", "max_rel");
+    for (int i = 0; i < r->n_tensors; i++)
+        printf("%-36s %12.4g %12.4g%s\n", r->tensors[i].name, r->tensors[i].max_abs,
+               r->tensors[i].max_rel, r->tensors[i].bad ? "  MISMATCH" : "");
+    printf("%s: %ld tensor checks over %d steps and %d ranks; max abs error %.4g, max rel "
+           "error %.4g\n",
+           r->ok ? "OK" : "MISMATCH", r->tensors_checked, r->steps, r->ranks, r->max_abs,
+           r->max_rel);
+}
+
+int cmd_exec(int argc, char **argv)
+{
+    exec_args a;
+    bool loud = launcher_rank0();
+    int rc = parse_args(argc, argv, &a, loud);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    if (a.np > 0 && !under_mpi_launcher()) {
+        int bad = precheck(&a);
+        return bad ? bad : launch(argc, argv, a.np);
+    }
+    a.o.want_timeline = a.trace != NULL;
+
+    mp_runtime rt;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_runtime_start(&argc, &argv, &rt, &err))
+        return mp_cli_fail("exec", &err);
+    int root = rt.world.rank == 0;
+    mp_plan *plan = calloc(1, sizeof *plan);
+    if (!plan) {
+        fprintf(stderr, "megaplan exec: out of memory\n");
+        mp_runtime_abort(1);
+    }
+    mp_status st = mp_plan_read_file(a.plan, plan, &err);
+    if (st) {
+        if (root)
+            mp_cli_fail("exec", &err);
+        free(plan);
+        mp_runtime_stop(&rt);
+        return mp_error_exit_status(st);
+    }
+    mp_exec_report rep;
+    st = mp_exec_run(&rt, plan, &a.o, &rep, &err);
+    free(plan);
+    if (st) {
+        if (!rep.collective_error) {
+            /* one rank's failure: say so and take every rank down, no hang */
+            char line[1024];
+            fprintf(stderr, "megaplan exec: rank %d: %s\n", rt.world.rank,
+                    mp_error_format(&err, line, sizeof line));
+            fflush(stderr);
+            mp_runtime_abort(1);
+        }
+        if (root) {
+            if (!err.file[0] && strncmp(err.field, "--", 2))
+                snprintf(err.file, sizeof err.file, "%s", a.plan);
+            mp_cli_fail("exec", &err);
+        }
+        mp_exec_report_free(&rep);
+        mp_runtime_stop(&rt);
+        return mp_error_exit_status(st);
+    }
+    int status = rep.ok ? 0 : 1;
+    if (root) {
+        print_report(&a, &rep, a.o.tol);
+        if (!rep.ok)
+            fprintf(stderr,
+                    "megaplan exec: mismatch: tensor %s differs on rank %d at step %d "
+                    "(max abs %.4g, max rel %.4g)\n",
+                    rep.bad_tensor, rep.bad_rank, rep.bad_step, rep.bad_abs, rep.bad_rel);
+        if (a.trace && rep.have_timeline) {
+            st = mp_trace_write(&rep.timeline, a.trace, &err);
+            if (st) {
+                mp_cli_fail("exec", &err);
+                status = mp_error_exit_status(st);
+            } else {
+                printf("trace: %s (measured, last step)\n", a.trace);
+            }
+        }
+        if (a.json)
+            printf("{\"ok\": %s, \"max_abs_error\": %.9g, \"max_rel_error\": %.9g, "
+                   "\"tensors_checked\": %ld, \"steps\": %d}\n",
+                   rep.ok ? "true" : "false", rep.max_abs, rep.max_rel, rep.tensors_checked,
+                   rep.steps);
+        fflush(stdout);
+    }
+    mp_exec_report_free(&rep);
+    /* every rank leaves with the same status */
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    mp_runtime_stop(&rt);
+    return status;
+}
+
+#endif

@@ -1,0 +1,200 @@
+/* check.c — per-tensor comparison against the reference. */
+#include "exec/check.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+mp_status mp_check_init(mp_check *c, const mp_param_layout *lay, bool exact, double tol,
+                        mp_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->lay = lay;
+    c->exact = exact;
+    c->tol = tol;
+    c->n_tensors = 2 + 2 * lay->n;
+    c->max_abs = calloc((size_t)c->n_tensors, sizeof *c->max_abs);
+    c->max_rel = calloc((size_t)c->n_tensors, sizeof *c->max_rel);
+    c->bad = calloc((size_t)c->n_tensors, 1);
+    c->first = LONG_MAX;
+    if (!c->max_abs || !c->max_rel || !c->bad) {
+        mp_check_free(c);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the check");
+    }
+    return MP_OK;
+}
+
+void mp_check_free(mp_check *c)
+{
+    free(c->max_abs);
+    free(c->max_rel);
+    free(c->bad);
+    c->max_abs = c->max_rel = NULL;
+    c->bad = NULL;
+}
+
+void mp_check_name(const mp_check *c, int i, char *buf, size_t size)
+{
+    int n = c->lay->n;
+    if (i == 0)
+        snprintf(buf, size, "loss");
+    else if (i == 1)
+        snprintf(buf, size, "logits");
+    else if (i < 2 + n)
+        snprintf(buf, size, "grad:%s", c->lay->p[i - 2].name);
+    else
+        snprintf(buf, size, "param:%s", c->lay->p[i - 2 - n].name);
+}
+
+/* Running comparison of one tensor. */
+typedef struct acc {
+    double max_abs, max_ref;
+    bool differs; /* bitwise (exact mode) or NaN */
+} acc;
+
+static void acc_add(acc *s, bool exact, float a, double b)
+{
+    double d = fabs((double)a - b);
+    if (isnan(d) || (exact && memcmp(&a, &(float){(float)b}, sizeof a)))
+        s->differs = true;
+    if (d > s->max_abs)
+        s->max_abs = d;
+    if (fabs(b) > s->max_ref)
+        s->max_ref = fabs(b);
+}
+
+static void acc_end(mp_check *c, int step, int idx, const acc *s)
+{
+    double rel = s->max_abs / (s->max_ref > 1e-30 ? s->max_ref : 1e-30);
+    bool bad = c->exact ? s->differs : (s->differs || rel > c->tol);
+    if (s->max_abs > c->max_abs[idx])
+        c->max_abs[idx] = s->max_abs;
+    if (rel > c->max_rel[idx])
+        c->max_rel[idx] = rel;
+    c->checked++;
+    if (bad) {
+        c->bad[idx] = 1;
+        long ord = (long)(step - 1) * c->n_tensors + idx;
+        if (ord < c->first) {
+            c->first = ord;
+            c->first_abs = s->max_abs;
+            c->first_rel = rel;
+        }
+    }
+}
+
+static double ref_at(const mp_check_view *v, const void *buf, size_t i)
+{
+    return v->f64 ? ((const double *)buf)[i] : (double)((const float *)buf)[i];
+}
+
+void mp_check_scalar(mp_check *c, int step, const char *name, double a, double b)
+{
+    (void)name;
+    acc s = {0};
+    s.max_abs = fabs(a - b);
+    s.max_ref = fabs(b);
+    s.differs = isnan(s.max_abs) || (c->exact && a != b);
+    acc_end(c, step, 0, &s);
+}
+
+void mp_check_logits(mp_check *c, int step, const float *a, const mp_check_view *ref, int S,
+                     int V, int tp, int tp_rank)
+{
+    acc s = {0};
+    int Vl = V / tp;
+    for (int r = 0; r < S; r++)
+        for (int j = 0; j < Vl; j++)
+            acc_add(&s, c->exact, a[(size_t)r * Vl + j],
+                    ref_at(ref, ref->logits, (size_t)r * V + (size_t)tp_rank * Vl + j));
+    acc_end(c, step, 1, &s);
+}
+
+void mp_check_params(mp_check *c, int step, const char *prefix, const float *a,
+                     const mp_check_view *ref, const mp_param_layout *ref_lay, int tp_rank,
+                     size_t lo, size_t hi)
+{
+    int base = !strcmp(prefix, "grad:") ? 2 : 2 + c->lay->n;
+    for (int pid = 0; pid < c->lay->n; pid++) {
+        const mp_param *p = &c->lay->p[pid];
+        size_t n = (size_t)p->lrows * (size_t)p->lcols;
+        size_t from = p->offset > lo ? p->offset : lo;
+        size_t to = p->offset + n < hi ? p->offset + n : hi;
+        if (from >= to)
+            continue; /* not in this rank's shard */
+        acc s = {0};
+        for (size_t i = from; i < to; i++) {
+            size_t full = mp_param_full_index(p, tp_rank, i - p->offset);
+            acc_add(&s, c->exact, a[i],
+                    ref_at(ref, ref->buf, ref_lay->p[p->ref_index].offset + full));
+        }
+        acc_end(c, step, base + pid, &s);
+    }
+}
+
+mp_status mp_check_finish(mp_check *c, mp_runtime *rt, int steps, mp_exec_report *rep,
+                          mp_error *err)
+{
+    int root = rt->world.rank == 0, n = c->n_tensors;
+    double *abs_all = root ? calloc((size_t)n, sizeof(double)) : NULL;
+    double *rel_all = root ? calloc((size_t)n, sizeof(double)) : NULL;
+    unsigned char *bad_all = root ? calloc((size_t)n, 1) : NULL;
+    if (root && (!abs_all || !rel_all || !bad_all)) {
+        free(abs_all);
+        free(rel_all);
+        free(bad_all);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the report");
+    }
+    MPI_Reduce(c->max_abs, abs_all, n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(c->max_rel, rel_all, n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(c->bad, bad_all, n, MPI_UNSIGNED_CHAR, MPI_MAX, 0, MPI_COMM_WORLD);
+    struct {
+        long ord;
+        int rank;
+    } mine = {c->first, rt->world.rank}, first;
+    MPI_Allreduce(&mine, &first, 1, MPI_LONG_INT, MPI_MINLOC, MPI_COMM_WORLD);
+    double vals[2] = {c->first_abs, c->first_rel};
+    MPI_Bcast(vals, 2, MPI_DOUBLE, first.rank, MPI_COMM_WORLD);
+    long checked = 0;
+    MPI_Allreduce(&c->checked, &checked, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    rep->tensors_checked = checked;
+    rep->ok = first.ord == LONG_MAX;
+    if (!rep->ok) {
+        rep->bad_rank = first.rank;
+        rep->bad_step = (int)(first.ord / n) + 1;
+        mp_check_name(c, (int)(first.ord % n), rep->bad_tensor, sizeof rep->bad_tensor);
+        rep->bad_abs = vals[0];
+        rep->bad_rel = vals[1];
+    }
+    (void)steps;
+    if (root) {
+        rep->tensors = calloc((size_t)n, sizeof *rep->tensors);
+        if (!rep->tensors) {
+            free(abs_all);
+            free(rel_all);
+            free(bad_all);
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        }
+        rep->n_tensors = n;
+        for (int i = 0; i < n; i++) {
+            mp_check_name(c, i, rep->tensors[i].name, sizeof rep->tensors[i].name);
+            rep->tensors[i].max_abs = abs_all[i];
+            rep->tensors[i].max_rel = rel_all[i];
+            rep->tensors[i].bad = bad_all[i];
+            if (abs_all[i] > rep->max_abs)
+                rep->max_abs = abs_all[i];
+            if (rel_all[i] > rep->max_rel)
+                rep->max_rel = rel_all[i];
+        }
+    }
+    double mx[2] = {rep->max_abs, rep->max_rel};
+    MPI_Bcast(mx, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    rep->max_abs = mx[0];
+    rep->max_rel = mx[1];
+    free(abs_all);
+    free(rel_all);
+    free(bad_all);
+    return MP_OK;
+}

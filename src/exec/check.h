@@ -1,0 +1,62 @@
+/* check.h — the comparison with the unpartitioned reference, tensor by
+ * tensor: max |a - b| and max |a - b| / max |b| (relative to the tensor's
+ * scale), bitwise equality in exact mode; the first tensor (in step, then
+ * check order) that differs, and on which rank. */
+#ifndef MP_EXEC_CHECK_H
+#define MP_EXEC_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+#include "exec/exec.h"
+#include "exec/params.h"
+#include "exec/runtime.h"
+
+/* Reference buffers, float or double. */
+typedef struct mp_check_view {
+    const void *buf;    /* flat parameters or gradients in the reference's layout */
+    const void *logits; /* [S, V] */
+    bool f64;
+} mp_check_view;
+
+static inline mp_check_view mp_check_view_f32(const float *buf, const float *logits)
+{
+    return (mp_check_view){buf, logits, false};
+}
+static inline mp_check_view mp_check_view_f64(const double *buf, const double *logits)
+{
+    return (mp_check_view){buf, logits, true};
+}
+
+typedef struct mp_check {
+    const mp_param_layout *lay;
+    bool exact;
+    double tol;
+    int n_tensors;          /* loss, logits, grad:<each>, param:<each> */
+    double *max_abs, *max_rel;
+    unsigned char *bad;
+    long first;             /* (step-1) * n_tensors + tensor index of the first mismatch */
+    double first_abs, first_rel;
+    long checked;
+} mp_check;
+
+mp_status mp_check_init(mp_check *c, const mp_param_layout *lay, bool exact, double tol,
+                        mp_error *err);
+void mp_check_free(mp_check *c);
+/* Name of tensor index i ("loss", "logits", "grad:layers.0.qkv.weight", ...). */
+void mp_check_name(const mp_check *c, int i, char *buf, size_t size);
+void mp_check_scalar(mp_check *c, int step, const char *name, double a, double b);
+/* a[S, V/tp] against the reference's columns of this TP rank. */
+void mp_check_logits(mp_check *c, int step, const float *a, const mp_check_view *ref, int S,
+                     int V, int tp, int tp_rank);
+/* prefix "grad:" or "param:": each parameter's local elements within [lo, hi)
+ * of the flat buffer against the reference at their full index. */
+void mp_check_params(mp_check *c, int step, const char *prefix, const float *a,
+                     const mp_check_view *ref, const mp_param_layout *ref_lay, int tp_rank,
+                     size_t lo, size_t hi);
+/* Combines all ranks' results into rep (collective over the world). */
+mp_status mp_check_finish(mp_check *c, mp_runtime *rt, int steps, mp_exec_report *rep,
+                          mp_error *err);
+
+#endif

@@ -1,0 +1,466 @@
+/* exec.c — the executor's driver: from a plan to the model each rank runs,
+ * the training steps, and the check against the unpartitioned reference.
+ *
+ * The reference: every rank builds the whole model (tp = dp = 1, size-1
+ * groups) from the same seed and runs the whole global batch itself, then
+ * compares its own slices (its TP part of each tensor, its DP shard of the
+ * gradients with the distributed optimizer, its micro-batch's logits). No
+ * tensor is gathered, so the check's memory stays one model per rank; the
+ * cost is that each rank repeats the reference's compute, fine at the sizes a
+ * check runs (--shrink). Tolerance mode runs the reference in double. */
+#include "exec/exec.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/check.h"
+#include "exec/kernels.h"
+#include "exec/quant.h"
+#include "sim/schedule.h"
+
+void mp_exec_opts_default(mp_exec_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->steps = 3;
+    o->check = true;
+    o->seed = 1234;
+    o->tol = 1e-5;
+    o->test_kill_rank = -1;
+}
+
+void mp_exec_report_free(mp_exec_report *rep)
+{
+    free(rep->tensors);
+    rep->tensors = NULL;
+    if (rep->have_timeline)
+        mp_timeline_free(&rep->timeline);
+    rep->have_timeline = false;
+}
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+static int max_int(int a, int b) { return a > b ? a : b; }
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *microbatches,
+                       mp_error *err)
+{
+    const mp_config *c = &plan->config;
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    memset(out, 0, sizeof *out);
+    if (m->arch != MP_ARCH_GPT)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.arch",
+                            "arch %s is not supported by this executor yet (it runs gpt)",
+                            mp_arch_name(m->arch));
+    if (m->norm != MP_NORM_LAYERNORM)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.norm",
+                            "norm %s is not supported by this executor yet (layernorm)",
+                            mp_norm_name(m->norm));
+    if (m->activation != MP_ACT_GELU)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
+                            "activation %s is not supported by this executor yet (gelu)",
+                            mp_activation_name(m->activation));
+    if (m->position != MP_POS_LEARNED)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
+                            "position %s is not supported by this executor yet (learned)",
+                            mp_position_name(m->position));
+    if (m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
+                            "head_dim x heads != hidden is not supported by this executor yet");
+    if (m->kv_heads && m->kv_heads != m->heads)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.kv_heads",
+                            "grouped-query attention is not supported by this executor yet");
+    if (p->pp > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pp",
+                            "pipeline parallelism (pp=%lld) is not supported by this executor "
+                            "yet", (long long)p->pp);
+    if (p->vpp > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
+                            "virtual pipeline stages (vpp=%lld) are not supported by this "
+                            "executor yet", (long long)p->vpp);
+    if (p->cp > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
+                            "context parallelism (cp=%lld) is not supported by this executor "
+                            "yet", (long long)p->cp);
+    if (p->tp < 1 || p->dp < 1 || p->micro_batch < 1 || p->tp > 4096 || p->dp > 65536)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel",
+                            "degrees and micro_batch must be positive");
+    if (c->training.gpus != p->tp * p->cp * p->dp * p->pp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "training.gpus",
+                            "gpus (%lld) is not tp x cp x dp x pp (%lld)",
+                            (long long)c->training.gpus,
+                            (long long)(p->tp * p->cp * p->dp * p->pp));
+    int64_t seq = c->training.seq > 0 ? c->training.seq : m->seq;
+    int64_t per_step = p->micro_batch * p->dp;
+    if (c->training.global_batch < per_step || c->training.global_batch % per_step)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "training.global_batch",
+                            "global_batch %lld is not a multiple of micro_batch x dp = %lld",
+                            (long long)c->training.global_batch, (long long)per_step);
+    int64_t mbs = c->training.global_batch / per_step;
+    int tp = (int)p->tp;
+    bool sp = p->sp && tp > 1;
+    if (shrink) {
+        /* keep every degree; make each size the smallest that each still divides */
+        int heads = tp * max_int(1, min_int((int)(m->heads / tp), 2));
+        out->heads = heads;
+        out->hidden = heads * 8;
+        out->ffn = 4 * out->hidden;
+        out->vocab = tp * max_int(8, 128 / tp);
+        out->seq = sp ? round_up(16, tp) : 16;
+        out->layers = (int)(m->layers < 2 ? m->layers : 2);
+        out->micro_batch = (int)(p->micro_batch < 2 ? p->micro_batch : 2);
+        *microbatches = (int)(mbs < 2 ? mbs : 2);
+    } else {
+        if (m->hidden > (1 << 20) || m->ffn_hidden > (1 << 22) || m->vocab > (1 << 24) ||
+            seq > (1 << 20) || m->layers > MP_MAX_LAYERS || p->micro_batch > 4096 ||
+            mbs > (1 << 20))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                                "model too large to run on this machine: use --shrink");
+        out->heads = (int)m->heads;
+        out->hidden = (int)m->hidden;
+        out->ffn = (int)(m->ffn_hidden ? m->ffn_hidden : 4 * m->hidden);
+        /* padded to a multiple of tp, as Megatron pads its vocabulary */
+        out->vocab = round_up((int)m->vocab, tp);
+        out->seq = (int)seq;
+        out->layers = (int)m->layers;
+        out->micro_batch = (int)p->micro_batch;
+        *microbatches = (int)mbs;
+    }
+    out->tied = m->tied_embeddings;
+    out->tp = tp;
+    out->sp = sp;
+    if (out->heads < 1 || out->hidden < 1 || out->vocab < 1 || out->seq < 1 ||
+        out->layers < 0 || out->hidden % out->heads)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                            "hidden (%d) must be a positive multiple of heads (%d)",
+                            out->hidden, out->heads);
+    if (out->heads % tp || out->ffn % tp || out->vocab % tp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
+                            "tp=%d must divide heads (%d), ffn_hidden (%d) and vocab (%d)", tp,
+                            out->heads, out->ffn, out->vocab);
+    if (sp && out->seq % tp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.sp",
+                            "sequence parallelism needs tp=%d to divide seq (%d)", tp,
+                            out->seq);
+    return MP_OK;
+}
+
+/* Synthetic data: token and target of (step, sample, position) from the seed. */
+static void make_batch(uint64_t seed, int step, int first_sample, int n_mb, int b, int s, int V,
+                       int32_t *tok, int32_t *tgt)
+{
+    for (int mb = 0; mb < n_mb; mb++)
+        for (int si = 0; si < s; si++)
+            for (int bi = 0; bi < b; bi++) {
+                uint64_t smp = (uint64_t)(first_sample + mb * b + bi);
+                uint64_t h = mp_mix64(seed ^ ((uint64_t)step << 56) ^ (smp << 24) ^ (uint64_t)si);
+                size_t r = (size_t)mb * (size_t)s * (size_t)b + (size_t)si * (size_t)b + (size_t)bi;
+                tok[r] = (int32_t)(h % (uint64_t)V);
+                tgt[r] = (int32_t)((h >> 32) % (uint64_t)V);
+            }
+}
+
+static int max_in_flight(const mp_op_list *ops)
+{
+    int cur = 0, most = 1;
+    for (int32_t i = 0; i < ops->n; i++) {
+        if (ops->ops[i].kind == MP_OP_F)
+            cur++;
+        else if (ops->ops[i].kind == MP_OP_B)
+            cur--;
+        most = cur > most ? cur : most;
+    }
+    return most;
+}
+
+/* Everything one run holds, freed in one place. */
+typedef struct run {
+    mp_param_layout lay, ref_lay;
+    mp_op_list ops, ref_ops;
+    mp_probe probe;
+    mp_gpt_f32 model;
+    mp_trainer_f32 trainer;
+    bool ref64;
+    mp_gpt_f32 ref32;
+    mp_gpt_f64 ref64m;
+    mp_trainer_f32 rtr32;
+    mp_trainer_f64 rtr64;
+    int32_t *tok, *tgt, *rtok, *rtgt;
+    mp_check chk;
+} run;
+
+static void run_free(run *r)
+{
+    mp_trainer_free_f32(&r->trainer);
+    mp_gpt_free_f32(&r->model);
+    mp_trainer_free_f32(&r->rtr32);
+    mp_trainer_free_f64(&r->rtr64);
+    mp_gpt_free_f32(&r->ref32);
+    mp_gpt_free_f64(&r->ref64m);
+    mp_param_layout_free(&r->lay);
+    mp_param_layout_free(&r->ref_lay);
+    mp_op_list_free(&r->ops);
+    free(r->ref_ops.ops);
+    mp_probe_free(&r->probe);
+    free(r->tok);
+    free(r->tgt);
+    free(r->rtok);
+    free(r->rtgt);
+    mp_check_free(&r->chk);
+}
+
+static mp_status gather_timeline(mp_runtime *rt, const mp_probe *pr, mp_exec_report *rep,
+                                 mp_error *err)
+{
+    int bytes = (int)(pr->n * sizeof(mp_event));
+    int root = rt->world.rank == 0, n = rt->world.size;
+    int *counts = root ? calloc((size_t)n, sizeof(int)) : NULL;
+    int *displs = root ? calloc((size_t)n, sizeof(int)) : NULL;
+    if (root && (!counts || !displs)) {
+        free(counts);
+        free(displs);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the timeline");
+    }
+    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    long total = 0;
+    if (root)
+        for (int i = 0; i < n; i++) {
+            displs[i] = (int)total;
+            total += counts[i];
+        }
+    mp_event *all = root ? malloc((size_t)total + 1) : NULL;
+    MPI_Gatherv(pr->events, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    mp_status st = MP_OK;
+    if (root) {
+        mp_timeline_init(&rep->timeline, n, "measured");
+        rep->have_timeline = true;
+        for (long i = 0; all && i < total / (long)sizeof(mp_event) && !st; i++)
+            st = mp_timeline_add(&rep->timeline, &all[i], err);
+    }
+    free(all);
+    free(counts);
+    free(displs);
+    return st;
+}
+
+#define TRY(x)                                                                              \
+    do {                                                                                    \
+        st = (x);                                                                           \
+        if (st != MP_OK)                                                                    \
+            goto done;                                                                      \
+    } while (0)
+
+mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,
+                      mp_exec_report *rep, mp_error *err)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->collective_error = true;
+    run R;
+    memset(&R, 0, sizeof R);
+    mp_status st = MP_OK;
+    const mp_parallel *par = &plan->config.parallel;
+    mp_gpt_dims d;
+    int m = 0;
+    TRY(mp_exec_dims(plan, o->shrink, &d, &m, err));
+    if (o->microbatches > 0)
+        m = o->microbatches;
+    if (o->steps < 1 || o->steps > MP_EXEC_MAX_STEPS) {
+        st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--steps", "steps must be 1..%d",
+                          MP_EXEC_MAX_STEPS);
+        goto done;
+    }
+    TRY(mp_runtime_split(rt, (int)par->tp, 1, (int)par->dp, 1, err));
+    d.tp_rank = rt->tp_rank;
+    int dp = rt->dp, S = mp_dims_tokens(&d);
+    long tokens_total = (long)m * dp * S;
+    if (o->exact) {
+        long k = max_int(max_int(d.hidden, d.ffn), max_int(3 * d.hidden, max_int(d.vocab, d.seq)));
+        if (k < 2 * tokens_total)
+            k = 2 * tokens_total;
+        if (k > MP_EXACT_MAX_TERMS) {
+            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--exact",
+                              "exact mode needs every reduction to be at most %d terms long; "
+                              "this run sums %ld (hidden %d, ffn %d, vocab %d, seq %d, 2 x %ld "
+                              "tokens per step): use --shrink or a smaller plan",
+                              MP_EXACT_MAX_TERMS, k, d.hidden, d.ffn, d.vocab, d.seq,
+                              tokens_total);
+            goto done;
+        }
+    }
+    TRY(mp_param_layout_build(&d, &R.lay, err));
+    {
+        /* parameters, gradients and Adam moments (float), and the reference's
+         * copy of the whole model (double in tolerance mode) on every rank */
+        double full = (double)R.lay.total * d.tp, need = 16.0 * (double)R.lay.total;
+        if (o->check)
+            need += full * (o->exact ? 16.0 : 32.0);
+        double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        if (have > 0 && need * rt->world.size > have) {
+            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                              "the model needs about %.3g GiB per rank for parameters and "
+                              "optimizer alone, %d ranks on a machine with %.3g GiB: use "
+                              "--shrink",
+                              need / 1073741824.0, rt->world.size, have / 1073741824.0);
+            goto done;
+        }
+    }
+    TRY(mp_schedule_build(par->schedule, 1, 1, m, 0, &R.ops, err));
+    rep->dims = d;
+    rep->ranks = rt->world.size;
+    rep->tp = rt->tp;
+    rep->cp = 1;
+    rep->dp = dp;
+    rep->pp = 1;
+    rep->microbatches = m;
+    rep->sp = d.sp;
+    rep->dist_opt = par->dist_opt && dp > 1;
+    rep->exact = o->exact;
+    rep->checked = o->check;
+    rep->schedule = mp_schedule_name(par->schedule);
+    rep->plan_precision = mp_dtype_name(plan->config.training.precision);
+
+    /* From here on an error may be one rank's alone. */
+    rep->collective_error = false;
+    const mp_backend *be = mp_backend_cpu();
+    mp_probe_init(&R.probe, be, rt->world.rank);
+    R.probe.drop_site = o->test_drop;
+    if (o->test_kill_rank == rt->world.rank)
+        R.probe.kill_step = 1;
+    mp_adam_cfg adam = {.lr = o->lr > 0 ? o->lr : (o->exact ? 0.0625 : 1e-3),
+                        .beta1 = 0.9, .beta2 = 0.95,
+                        .eps = o->adam_eps > 0 ? o->adam_eps : (o->exact ? 1e-8 : 1e-4),
+                        .weight_decay = 0.1};
+    double grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)tokens_total;
+    TRY(mp_gpt_init_f32(&R.model, &d, &R.lay, be, rt->tp_group, max_in_flight(&R.ops),
+                        (size_t)dp, o->exact, o->seed, &R.probe, err));
+    R.model.grad_scale = (float)grad_scale;
+    TRY(mp_trainer_init_f32(&R.trainer, &R.model, rt->dp_group, par->dist_opt, &adam, m, &R.ops,
+                            err));
+    size_t nmy = (size_t)m * (size_t)S, nref = nmy * (size_t)dp;
+    R.tok = malloc(nmy * sizeof(int32_t));
+    R.tgt = malloc(nmy * sizeof(int32_t));
+    if (!R.tok || !R.tgt) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the data");
+        goto done;
+    }
+
+    /* the reference: the same GPT unpartitioned, micro-batches one after another */
+    if (o->check) {
+        mp_gpt_dims rd = d;
+        rd.tp = 1;
+        rd.tp_rank = 0;
+        rd.sp = false;
+        TRY(mp_param_layout_build(&rd, &R.ref_lay, err));
+        R.ref_ops.ops = calloc(2 * (size_t)m * (size_t)dp, sizeof(mp_op));
+        R.rtok = malloc(nref * sizeof(int32_t));
+        R.rtgt = malloc(nref * sizeof(int32_t));
+        R.model.kept_logits = malloc((size_t)S * (size_t)(d.vocab / d.tp) * sizeof(float));
+        if (!R.ref_ops.ops || !R.rtok || !R.rtgt || !R.model.kept_logits) {
+            st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the check");
+            goto done;
+        }
+        for (int i = 0; i < m * dp; i++) {
+            R.ref_ops.ops[R.ref_ops.n++] = (mp_op){.kind = MP_OP_F, .microbatch = i};
+            R.ref_ops.ops[R.ref_ops.n++] = (mp_op){.kind = MP_OP_B, .microbatch = i};
+        }
+        R.model.keep_microbatch = 0;
+        R.ref64 = !o->exact;
+        size_t logits_bytes = (size_t)S * (size_t)d.vocab;
+        if (R.ref64) {
+            TRY(mp_gpt_init_f64(&R.ref64m, &rd, &R.ref_lay, be, rt->self, 1, 1, false, o->seed,
+                                NULL, err));
+            R.ref64m.grad_scale = grad_scale;
+            R.ref64m.keep_microbatch = rt->dp_rank * m;
+            R.ref64m.kept_logits = malloc(logits_bytes * sizeof(double));
+            if (!R.ref64m.kept_logits) {
+                st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+                goto done;
+            }
+            TRY(mp_trainer_init_f64(&R.rtr64, &R.ref64m, rt->self, false, &adam, m * dp,
+                                    &R.ref_ops, err));
+        } else {
+            TRY(mp_gpt_init_f32(&R.ref32, &rd, &R.ref_lay, be, rt->self, 1, 1, o->exact,
+                                o->seed, NULL, err));
+            R.ref32.grad_scale = (float)grad_scale;
+            R.ref32.keep_microbatch = rt->dp_rank * m;
+            R.ref32.kept_logits = malloc(logits_bytes * sizeof(float));
+            if (!R.ref32.kept_logits) {
+                st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+                goto done;
+            }
+            TRY(mp_trainer_init_f32(&R.rtr32, &R.ref32, rt->self, false, &adam, m * dp,
+                                    &R.ref_ops, err));
+        }
+        TRY(mp_check_init(&R.chk, &R.lay, o->exact, o->tol, err));
+    }
+
+    rep->steps = o->steps;
+    for (int step = 1; step <= o->steps; step++) {
+        make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
+                   d.vocab, R.tok, R.tgt);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = be->now();
+        MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        R.probe.t0 = t0;
+        R.probe.step = step;
+        R.probe.recording = step == o->steps;
+        double loss = 0;
+        double start = be->now();
+        TRY(mp_trainer_grads_f32(&R.trainer, R.tok, R.tgt, &loss, err));
+        TRY(be->allreduce(&rt->dp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
+        rep->loss[step - 1] = loss / (double)tokens_total;
+        if (o->check) {
+            double rloss = 0;
+            make_batch(o->seed, step, 0, m * dp, d.micro_batch, d.seq, d.vocab, R.rtok, R.rtgt);
+            mp_check_view ref = R.ref64 ? mp_check_view_f64(R.ref64m.g, R.ref64m.kept_logits)
+                                        : mp_check_view_f32(R.ref32.g, R.ref32.kept_logits);
+            if (R.ref64)
+                TRY(mp_trainer_grads_f64(&R.rtr64, R.rtok, R.rtgt, &rloss, err));
+            else
+                TRY(mp_trainer_grads_f32(&R.rtr32, R.rtok, R.rtgt, &rloss, err));
+            rep->ref_loss[step - 1] = rloss / (double)tokens_total;
+            mp_check_scalar(&R.chk, step, "loss", rep->loss[step - 1], rep->ref_loss[step - 1]);
+            mp_check_logits(&R.chk, step, R.model.kept_logits, &ref, S, d.vocab, d.tp,
+                            rt->tp_rank);
+            mp_check_params(&R.chk, step, "grad:", R.model.g, &ref, &R.ref_lay, rt->tp_rank,
+                            R.trainer.shard_lo, R.trainer.shard_hi);
+        }
+        TRY(mp_trainer_update_f32(&R.trainer, step, err));
+        rep->step_seconds[step - 1] = be->now() - start;
+        if (o->check) {
+            if (R.ref64)
+                TRY(mp_trainer_update_f64(&R.rtr64, step, err));
+            else
+                TRY(mp_trainer_update_f32(&R.rtr32, step, err));
+            mp_check_view ref = R.ref64 ? mp_check_view_f64(R.ref64m.w, NULL)
+                                        : mp_check_view_f32(R.ref32.w, NULL);
+            mp_check_params(&R.chk, step, "param:", R.model.w, &ref, &R.ref_lay, rt->tp_rank,
+                            0, R.lay.total);
+        }
+    }
+    if (o->check)
+        TRY(mp_check_finish(&R.chk, rt, o->steps, rep, err));
+    else
+        rep->ok = true;
+    {
+        /* the last step's phases; a TP collective inside an F or B counts in both */
+        double mine[5] = {0};
+        for (size_t i = 0; i < R.probe.n; i++) {
+            const mp_event *e = &R.probe.events[i];
+            int k = e->kind == MP_EV_F ? 0 : e->kind == MP_EV_B ? 1 : e->kind == MP_EV_TP_COMM ? 2
+                  : e->kind == MP_EV_DP_COMM ? 3 : e->kind == MP_EV_OPTIMIZER ? 4 : -1;
+            if (k >= 0)
+                mine[k] += e->end - e->start;
+        }
+        MPI_Reduce(mine, rep->phase_seconds, 5, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    }
+    if (o->want_timeline)
+        TRY(gather_timeline(rt, &R.probe, rep, err));
+done:
+    run_free(&R);
+    return st;
+}

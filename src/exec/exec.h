@@ -1,0 +1,79 @@
+/* exec.h — run a plan on MPI ranks and check it against the unpartitioned
+ * model (DESIGN §7). The CLI (src/cli/exec.c) starts MPI through
+ * mp_runtime_start, calls mp_exec_run on every rank and prints rank 0's report. */
+#ifndef MP_EXEC_EXEC_H
+#define MP_EXEC_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/plan.h"
+#include "exec/params.h"
+#include "exec/runtime.h"
+#include "sim/timeline.h"
+
+#define MP_EXEC_MAX_STEPS 1000
+
+typedef struct mp_exec_opts {
+    int steps;             /* training steps to run and check (default 3) */
+    bool exact;            /* dyadic data, bitwise comparison */
+    bool shrink;           /* scale the model down, keeping the degrees */
+    bool check;            /* compare against the reference (default on) */
+    uint64_t seed;
+    double tol;            /* tolerance mode: max relative error per tensor (1e-5) */
+    double lr;             /* 0: the mode's default */
+    double adam_eps;       /* 0: the mode's default (docs/exec.md: why 1e-4 in tolerance mode) */
+    int microbatches;      /* 0: the plan's global_batch / (micro_batch * dp) */
+    bool want_timeline;    /* gather the measured timeline of the last step on rank 0 */
+    const char *test_drop; /* test-only: collective site to skip (probe.h) */
+    int test_kill_rank;    /* test-only: rank that kills itself in step 1 (-1 none) */
+} mp_exec_opts;
+
+void mp_exec_opts_default(mp_exec_opts *o);
+
+typedef struct mp_exec_tensor {
+    char name[64];
+    double max_abs, max_rel;
+    bool bad;
+} mp_exec_tensor;
+
+typedef struct mp_exec_report {
+    mp_gpt_dims dims;          /* the model that ran (after --shrink), TP rank 0's view */
+    int ranks, tp, cp, dp, pp, microbatches, steps;
+    bool sp, dist_opt, exact, checked;
+    const char *schedule;
+    const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
+    double loss[MP_EXEC_MAX_STEPS], ref_loss[MP_EXEC_MAX_STEPS];
+    double step_seconds[MP_EXEC_MAX_STEPS];
+    /* measured time per phase in the last step, max over ranks: forward,
+     * backward, TP collectives, DP collectives, optimizer (seconds) */
+    double phase_seconds[5];
+    bool ok;
+    double max_abs, max_rel;
+    long tensors_checked;
+    /* first mismatch (valid when !ok) */
+    char bad_tensor[80];
+    int bad_rank, bad_step;
+    double bad_abs, bad_rel;
+    /* per-tensor summary over ranks and steps (rank 0 only) */
+    mp_exec_tensor *tensors;
+    int n_tensors;
+    mp_timeline timeline;      /* rank 0, when want_timeline */
+    bool have_timeline;
+    bool collective_error;     /* the error (if any) was found by every rank alike */
+} mp_exec_report;
+
+/* The model the executor runs for a plan: the plan's GPT, or with shrink one
+ * scaled down so that every degree still divides what it splits. Checks that
+ * the plan is something this executor can run (gpt/layernorm/gelu/learned
+ * positions, pp = cp = vpp = 1). */
+mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *microbatches,
+                       mp_error *err);
+
+/* Runs and checks; every rank calls it. */
+mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,
+                      mp_exec_report *rep, mp_error *err);
+void mp_exec_report_free(mp_exec_report *rep);
+
+#endif

@@ -1,0 +1,29 @@
+/* kernels.h — the executor's numeric code, declared for float (_f32) and
+ * double (_f64): layers, attention, the GPT's forward/backward, AdamW and the
+ * training step. kernels_decl.h is read once per type. */
+#ifndef MP_EXEC_KERNELS_H
+#define MP_EXEC_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "exec/backend.h"
+#include "exec/params.h"
+#include "exec/probe.h"
+#include "sim/schedule.h"
+
+/* AdamW settings (Loshchilov & Hutter; bias-corrected, decoupled decay). */
+typedef struct mp_adam_cfg {
+    double lr, beta1, beta2, eps, weight_decay;
+} mp_adam_cfg;
+
+#define MP_REAL_BITS 32
+#include "exec/kernels_decl.h"
+#undef MP_REAL_BITS
+#define MP_REAL_BITS 64
+#include "exec/kernels_decl.h"
+#undef MP_REAL_BITS
+
+#endif

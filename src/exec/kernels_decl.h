@@ -1,0 +1,112 @@
+/* kernels_decl.h — declarations for one `real` type; read twice by kernels.h
+ * (no include guard on purpose). Shapes are row-major, in elements. */
+#include "exec/real.h"
+
+/* ---- layers.c ---- */
+
+/* x = round(x * 2^grid) / 2^grid, clamped to |x| <= max_int * 2^-grid. */
+void RN(mp_quantize)(real *x, size_t n, int grid, int max_int);
+/* Quantizes onto the grid only when exact is set. */
+void RN(mp_q)(bool exact, real *x, size_t n, int grid);
+
+/* out[rows,h] = xhat * w + b, xhat = (x - mean) * rstd; keeps xhat and rstd. */
+void RN(mp_layernorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                              const real *b, int rows, int h, bool exact);
+/* dx[rows,h] = d LN / dx (overwritten); dw, db accumulated. */
+void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, const real *xhat,
+                               const real *rstd, const real *w, int rows, int h, bool exact);
+/* GeLU, tanh approximation (as GPT-2). */
+void RN(mp_gelu_forward)(real *out, const real *in, size_t n);
+/* din = dout * gelu'(in) */
+void RN(mp_gelu_backward)(real *din, const real *dout, const real *in, size_t n);
+void RN(mp_bias_add)(real *y, const real *b, int rows, int cols);
+/* db[cols] += sum over rows of dy */
+void RN(mp_bias_grad)(real *db, const real *dy, int rows, int cols);
+/* y[rows,cols] += x */
+void RN(mp_add)(real *y, const real *x, size_t n);
+
+/* ---- attention.c ---- causal self-attention over this rank's heads.
+ * qkv[S, 3*hl] with rows r = pos*b + sample and columns [Q | K | V], each
+ * head-major (hl = heads_local * hd); out[S, hl]; probs[b, heads_local, s, s]. */
+void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, int b,
+                              int heads_local, int hd, bool exact);
+/* dqkv[S, 3*hl] from dout[S, hl]; scratch holds s reals. */
+void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, const real *probs,
+                               int s, int b, int heads_local, int hd, real *scratch, bool exact);
+
+/* ---- model.c ---- one rank's part of the GPT. */
+typedef struct RN(mp_acts) RN(mp_acts); /* saved activations of one micro-batch */
+
+typedef struct RN(mp_gpt) {
+    mp_gpt_dims d;
+    const mp_param_layout *lay;
+    const mp_backend *be;
+    mp_group tp;
+    bool exact;
+    mp_probe *probe;       /* may be NULL */
+    real *w, *g;           /* parameters and gradients, flat (layout order), padded */
+    size_t n_alloc;        /* elements allocated in w and g (>= lay->total) */
+    RN(mp_acts) **slots;   /* saved activations per micro-batch in flight */
+    int n_slots;
+    real *ws;              /* backward workspace */
+    real grad_scale;       /* d loss / d (sum of token losses) */
+    real *kept_logits;     /* [S, V/t] logits of the micro-batch keep_microbatch, or NULL */
+    int keep_microbatch;
+    int microbatch_now;    /* set by the trainer before each forward */
+    /* Pipeline stages other than the first and last (d.item_begin/end): the
+     * received activation [Sl,h] a forward starts from, and the received
+     * gradient [Sl,h] of the stage's output a backward starts from. */
+    const real *stage_in, *stage_grad_in;
+} RN(mp_gpt);
+
+/* Allocates parameters (initialised from seed: each element's value is a
+ * function of its full index) and n_slots activation slots. pad_to: the flat
+ * buffers are padded to a multiple of it (DP shards). */
+mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_layout *lay,
+                          const mp_backend *be, mp_group tp, int n_slots, size_t pad_to,
+                          bool exact, uint64_t seed, mp_probe *probe, mp_error *err);
+void RN(mp_gpt_free)(RN(mp_gpt) *g);
+/* Forward of one micro-batch into slot: tokens/targets [S] (rows pos*b + sample).
+ * Adds the sum of its token losses (replicated over TP) to *loss_sum. */
+mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
+                             const int32_t *targets, double *loss_sum, mp_error *err);
+/* Backward of the micro-batch in slot; gradients accumulate into g->g. */
+mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err);
+/* A stage without the head: its output activation [Sl,h] of the forward in slot
+ * (what it sends to the next stage). */
+const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot);
+/* A stage without the embedding: the gradient [Sl,h] of its input from the
+ * last backward (what it sends to the previous stage). */
+const real *RN(mp_gpt_stage_input_grad)(const RN(mp_gpt) *g);
+
+/* ---- optimizer.c ---- AdamW over flat elements [lo, hi) of the layout;
+ * exact mode puts every updated weight back on its class's grid. */
+void RN(mp_adamw_update)(real *w, const real *grad, real *m, real *v, const mp_param_layout *lay,
+                         size_t lo, size_t hi, const mp_adam_cfg *cfg, int step, bool exact);
+
+/* ---- step.c ---- one training step, run as the schedule's op list says. */
+typedef struct RN(mp_trainer) {
+    RN(mp_gpt) *model;
+    mp_group dp;
+    bool dist_opt;
+    mp_adam_cfg adam;
+    int microbatches;          /* per DP rank */
+    const mp_op_list *ops;     /* this rank's schedule (one pipeline stage for now) */
+    real *m, *v;               /* Adam moments: whole local buffer, or the DP shard */
+    size_t shard_lo, shard_hi; /* flat range this rank updates (all of it without dist-opt) */
+    real *shard_buf;           /* reduce-scatter destination (dist-opt) */
+} RN(mp_trainer);
+
+mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp, bool dist_opt,
+                              const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
+                              mp_error *err);
+void RN(mp_trainer_free)(RN(mp_trainer) *t);
+/* Forward and backward of every micro-batch in schedule order, then the TP
+ * reduction of sequence-split gradients and the DP reduction (all-reduce, or
+ * reduce-scatter into [shard_lo, shard_hi) with the distributed optimizer).
+ * tokens/targets: [microbatches][S]. *loss_sum: sum over this DP group's tokens. */
+mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
+                               double *loss_sum, mp_error *err);
+/* AdamW on [shard_lo, shard_hi) and, with the distributed optimizer, the
+ * all-gather of the updated parameters. step counts from 1. */
+mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err);

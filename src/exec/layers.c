@@ -1,0 +1,145 @@
+/* layers.c — the elementwise and row-wise layers of the GPT, forward and
+ * backward side by side: LayerNorm, GeLU, bias, residual add, and exact
+ * mode's rounding onto dyadic grids (quant.h). Compiled for float and double:
+ * this file includes itself once per type (real.h). */
+#ifndef MP_REAL_BITS
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "exec/kernels.h"
+#include "exec/quant.h"
+
+#define MP_REAL_BITS 32
+#include "exec/layers.c"
+#undef MP_REAL_BITS
+#define MP_REAL_BITS 64
+#include "exec/layers.c"
+#undef MP_REAL_BITS
+#else
+#include "exec/real.h"
+
+void RN(mp_quantize)(real *x, size_t n, int grid, int max_int)
+{
+    /* ldexp by a power of two is exact; nearbyint rounds half to even in the
+     * default rounding mode; both are the same function of the same bits in
+     * every run. */
+    real up = (real)ldexp(1.0, grid), down = (real)ldexp(1.0, -grid), lim = (real)max_int;
+    for (size_t i = 0; i < n; i++) {
+        real k = (real)nearbyint((double)(x[i] * up));
+        if (k > lim)
+            k = lim;
+        if (k < -lim)
+            k = -lim;
+        x[i] = k * down;
+    }
+}
+
+void RN(mp_q)(bool exact, real *x, size_t n, int grid)
+{
+    if (exact)
+        RN(mp_quantize)(x, n, grid, MP_EXACT_MAX_INT);
+}
+
+/* LayerNorm over the last dimension h of x[rows, h]:
+ *   mean = sum(x)/h, rstd = 1/sqrt(var + eps), xhat = (x - mean) * rstd,
+ *   out = xhat * w + b.
+ * Each row is computed by the same code in the same order whichever run it
+ * is in; exact mode rounds xhat (it enters the dw sum over tokens) and out. */
+#define LN_EPS 1e-5
+
+void RN(mp_layernorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                              const real *b, int rows, int h, bool exact)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *xr = x + (size_t)r * h;
+        real *xh = xhat + (size_t)r * h, *o = out + (size_t)r * h;
+        real mean = 0, var = 0;
+        for (int i = 0; i < h; i++)
+            mean += xr[i];
+        mean /= (real)h;
+        for (int i = 0; i < h; i++) {
+            real c = xr[i] - mean;
+            var += c * c;
+        }
+        var /= (real)h;
+        real rs = (real)1 / R_SQRT(var + (real)LN_EPS);
+        rstd[r] = rs;
+        for (int i = 0; i < h; i++)
+            xh[i] = (xr[i] - mean) * rs;
+        RN(mp_q)(exact, xh, (size_t)h, MP_Q_ACT);
+        for (int i = 0; i < h; i++)
+            o[i] = xh[i] * w[i] + b[i];
+        RN(mp_q)(exact, o, (size_t)h, MP_Q_ACT);
+    }
+}
+
+/* Backward: with g = dout * w,
+ *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+ *   dw += sum_rows dout * xhat,  db += sum_rows dout. */
+void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, const real *xhat,
+                               const real *rstd, const real *w, int rows, int h, bool exact)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *dy = dout + (size_t)r * h, *xh = xhat + (size_t)r * h;
+        real *d = dx + (size_t)r * h;
+        real mg = 0, mgx = 0;
+        for (int i = 0; i < h; i++) {
+            real g = dy[i] * w[i];
+            mg += g;
+            mgx += g * xh[i];
+            dw[i] += dy[i] * xh[i];
+            db[i] += dy[i];
+        }
+        mg /= (real)h;
+        mgx /= (real)h;
+        for (int i = 0; i < h; i++)
+            d[i] = rstd[r] * (dy[i] * w[i] - mg - xh[i] * mgx);
+        RN(mp_q)(exact, d, (size_t)h, MP_Q_GRAD);
+    }
+}
+
+/* gelu(x) = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi) */
+#define GELU_K 0.7978845608028654
+
+void RN(mp_gelu_forward)(real *out, const real *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        real x = in[i];
+        out[i] = (real)0.5 * x * (1 + R_TANH((real)GELU_K * (x + (real)0.044715 * x * x * x)));
+    }
+}
+
+void RN(mp_gelu_backward)(real *din, const real *dout, const real *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        real x = in[i];
+        real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
+        real th = R_TANH(u);
+        real du = (real)GELU_K * (1 + (real)(3 * 0.044715) * x * x);
+        real g = (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
+        din[i] = dout[i] * g;
+    }
+}
+
+void RN(mp_bias_add)(real *y, const real *b, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            y[(size_t)r * cols + c] += b[c];
+}
+
+void RN(mp_bias_grad)(real *db, const real *dy, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            db[c] += dy[(size_t)r * cols + c];
+}
+
+void RN(mp_add)(real *y, const real *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+#endif

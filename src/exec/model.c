@@ -1,0 +1,589 @@
+/* model.c — one rank's part of the GPT, forward and backward side by side
+ * (llm.c style, shapes in the comments), partitioned as Megatron-LM does:
+ *
+ *   S = seq * micro_batch token rows, ordered r = pos * b + sample, so that
+ *   with sequence parallelism (SP) TP rank k holds rows [k*S/t, (k+1)*S/t),
+ *   a contiguous piece of the sequence; Sl = S/t with SP, S without.
+ *   h hidden, hl = h/t, Fl = ffn/t, Vl = vocab/t, hd head dim.
+ *
+ *   column-parallel GEMM (QKV, fc1, LM head): input replicated [S,h]; its
+ *     conjugate "g" = identity forward / all-reduce of the input gradient
+ *     backward; with SP all-gather forward / reduce-scatter backward.
+ *   row-parallel GEMM (proj, fc2, embedding): partial sums [S,h]; all-reduce
+ *     forward / identity backward; with SP reduce-scatter / all-gather.
+ *
+ * Compiled for float and double (this file includes itself, see real.h). */
+#ifndef MP_REAL_BITS
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels.h"
+#include "exec/quant.h"
+
+#define MP_REAL_BITS 32
+#include "exec/model.c"
+#undef MP_REAL_BITS
+#define MP_REAL_BITS 64
+#include "exec/model.c"
+#undef MP_REAL_BITS
+#else
+#include "exec/real.h"
+
+/* Saved activations of one block for one micro-batch. */
+typedef struct RN(block_acts) {
+    real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
+    real *qkv, *probs, *att;              /* [S,3hl] [b,a/t,s,s] [S,hl] */
+    real *xmid;                           /* [Sl,h] residual after attention */
+    real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
+    real *fc1_pre, *fc1_act;              /* [S,Fl] */
+    real *xout;                           /* [Sl,h] block output */
+} RN(block_acts);
+
+struct RN(mp_acts) {
+    real *mem;
+    int32_t *tokens, *targets; /* [S] */
+    real *x0;                  /* [Sl,h] the stage's input: embedding output, or received */
+    RN(block_acts) *blk;       /* [blocks of the stage] */
+    real *lnf_xhat, *lnf_rstd, *lnf_full; /* [Sl,h] [Sl] [S,h] */
+    real *logits;              /* [S,Vl]: logits, then probabilities, then d logits */
+};
+
+/* Workspace of one rank (shared by all micro-batches). */
+typedef struct RN(work) {
+    real *part;  /* [S,h] partial sums before a TP reduction */
+    real *loc;   /* [Sl,h] LayerNorm output before the SP all-gather */
+    real *dres;  /* [Sl,h] gradient of the residual stream */
+    real *dln;   /* [Sl,h] */
+    real *dtmp;  /* [Sl,h] */
+    real *dfull; /* [S,h] */
+    real *datt;  /* [S,hl] */
+    real *dqkv;  /* [S,3hl] */
+    real *dfc;   /* [S,Fl] */
+    real *stats; /* [3S] cross-entropy max, sum, target logit */
+    real *att_scratch; /* [s] */
+} RN(work);
+
+typedef struct RN(sizes) {
+    size_t S, Sl, h, hl, Fl, Vl, hd, al, s, b, L;
+    size_t first_block, n_blocks; /* the blocks of this pipeline stage */
+    bool emb, head;               /* the stage holds the embedding / the head */
+} RN(sizes);
+
+static RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
+{
+    RN(sizes) z;
+    z.s = (size_t)d->seq;
+    z.b = (size_t)d->micro_batch;
+    z.S = z.s * z.b;
+    z.Sl = (size_t)mp_dims_local_tokens(d);
+    z.h = (size_t)d->hidden;
+    z.hl = z.h / (size_t)d->tp;
+    z.Fl = (size_t)d->ffn / (size_t)d->tp;
+    z.Vl = (size_t)d->vocab / (size_t)d->tp;
+    z.hd = (size_t)mp_dims_head_dim(d);
+    z.al = (size_t)d->heads / (size_t)d->tp;
+    z.L = (size_t)d->layers;
+    int ib, ie;
+    mp_dims_items(d, &ib, &ie);
+    int fb = (ib > 1 ? ib : 1) - 1, lb = (ie < d->layers + 1 ? ie : d->layers + 1) - 1;
+    z.first_block = (size_t)fb;
+    z.n_blocks = lb > fb ? (size_t)(lb - fb) : 0;
+    z.emb = ib == 0;
+    z.head = ie == d->layers + 2;
+    return z;
+}
+
+/* Bump allocation from one block: first a pass that counts (base NULL). */
+static real *RN(take)(real *base, size_t *used, size_t n)
+{
+    real *p = base ? base + *used : NULL;
+    *used += n;
+    return p;
+}
+
+static size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z)
+{
+    size_t u = 0;
+    /* tokens and targets ride in the same block, as reals' worth of int32 */
+    size_t int_reals = (2 * z->S * sizeof(int32_t) + sizeof(real) - 1) / sizeof(real);
+    real *ints = RN(take)(base, &u, int_reals);
+    if (base) {
+        A->tokens = (int32_t *)(void *)ints;
+        A->targets = A->tokens + z->S;
+    }
+    A->x0 = RN(take)(base, &u, z->Sl * z->h);
+    for (size_t l = 0; l < z->n_blocks; l++) {
+        RN(block_acts) tmp, *B = base ? &A->blk[l] : &tmp;
+        B->ln1_xhat = RN(take)(base, &u, z->Sl * z->h);
+        B->ln1_rstd = RN(take)(base, &u, z->Sl);
+        B->ln1_full = RN(take)(base, &u, z->S * z->h);
+        B->qkv = RN(take)(base, &u, z->S * 3 * z->hl);
+        B->probs = RN(take)(base, &u, z->b * z->al * z->s * z->s);
+        B->att = RN(take)(base, &u, z->S * z->hl);
+        B->xmid = RN(take)(base, &u, z->Sl * z->h);
+        B->ln2_xhat = RN(take)(base, &u, z->Sl * z->h);
+        B->ln2_rstd = RN(take)(base, &u, z->Sl);
+        B->ln2_full = RN(take)(base, &u, z->S * z->h);
+        B->fc1_pre = RN(take)(base, &u, z->S * z->Fl);
+        B->fc1_act = RN(take)(base, &u, z->S * z->Fl);
+        B->xout = RN(take)(base, &u, z->Sl * z->h);
+    }
+    A->lnf_xhat = RN(take)(base, &u, z->Sl * z->h);
+    A->lnf_rstd = RN(take)(base, &u, z->Sl);
+    A->lnf_full = RN(take)(base, &u, z->S * z->h);
+    A->logits = RN(take)(base, &u, z->S * z->Vl);
+    return u;
+}
+
+static size_t RN(layout_work)(RN(work) *W, real *base, const RN(sizes) *z)
+{
+    size_t u = 0;
+    W->part = RN(take)(base, &u, z->S * z->h);
+    W->loc = RN(take)(base, &u, z->Sl * z->h);
+    W->dres = RN(take)(base, &u, z->Sl * z->h);
+    W->dln = RN(take)(base, &u, z->Sl * z->h);
+    W->dtmp = RN(take)(base, &u, z->Sl * z->h);
+    W->dfull = RN(take)(base, &u, z->S * z->h);
+    W->datt = RN(take)(base, &u, z->S * z->hl);
+    W->dqkv = RN(take)(base, &u, z->S * 3 * z->hl);
+    W->dfc = RN(take)(base, &u, z->S * z->Fl);
+    W->stats = RN(take)(base, &u, 3 * z->S);
+    W->att_scratch = RN(take)(base, &u, z->s);
+    return u;
+}
+
+static RN(work) RN(work_of)(const RN(mp_gpt) *g)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W;
+    RN(layout_work)(&W, g->ws, &z);
+    return W;
+}
+
+mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_layout *lay,
+                          const mp_backend *be, mp_group tp, int n_slots, size_t pad_to,
+                          bool exact, uint64_t seed, mp_probe *probe, mp_error *err)
+{
+    memset(g, 0, sizeof *g);
+    g->d = *d;
+    g->lay = lay;
+    g->be = be;
+    g->tp = tp;
+    g->exact = exact;
+    g->probe = probe;
+    g->grad_scale = 1;
+    g->keep_microbatch = -1;
+    RN(sizes) z = RN(sizes_of)(d);
+    if (pad_to < 1)
+        pad_to = 1;
+    g->n_alloc = (lay->total + pad_to - 1) / pad_to * pad_to;
+    g->w = calloc(g->n_alloc, sizeof(real));
+    g->g = calloc(g->n_alloc, sizeof(real));
+    g->slots = calloc((size_t)n_slots, sizeof *g->slots);
+    RN(work) W;
+    size_t nws = RN(layout_work)(&W, NULL, &z);
+    g->ws = calloc(nws, sizeof(real));
+    if (!g->w || !g->g || !g->slots || !g->ws)
+        goto oom;
+    g->n_slots = n_slots;
+    for (int i = 0; i < n_slots; i++) {
+        RN(mp_acts) probe_layout;
+        RN(mp_acts) *A = calloc(1, sizeof *A);
+        if (!A)
+            goto oom;
+        g->slots[i] = A;
+        A->blk = calloc(z.n_blocks ? z.n_blocks : 1, sizeof *A->blk);
+        size_t n = RN(layout_acts)(&probe_layout, NULL, &z);
+        A->mem = calloc(n, sizeof(real));
+        if (!A->blk || !A->mem)
+            goto oom;
+        RN(layout_acts)(A, A->mem, &z);
+    }
+    /* Initial values: a function of (seed, tensor, full index) only. */
+    for (int pid = 0; pid < lay->n; pid++) {
+        const mp_param *p = &lay->p[pid];
+        size_t n = (size_t)p->lrows * (size_t)p->lcols;
+        for (size_t i = 0; i < n; i++)
+            g->w[p->offset + i] = (real)mp_param_init_value(
+                p, p->ref_index, seed, mp_param_full_index(p, d->tp_rank, i), exact);
+    }
+    return MP_OK;
+oom:
+    RN(mp_gpt_free)(g);
+    return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
+                        "out of memory for the model (try --shrink)");
+}
+
+void RN(mp_gpt_free)(RN(mp_gpt) *g)
+{
+    if (g->slots)
+        for (int i = 0; i < g->n_slots; i++)
+            if (g->slots[i]) {
+                free(g->slots[i]->blk);
+                free(g->slots[i]->mem);
+                free(g->slots[i]);
+            }
+    free(g->slots);
+    free(g->w);
+    free(g->g);
+    free(g->ws);
+    free(g->kept_logits);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- TP collectives, timed on the tp stream ---- */
+
+/* partial[S,cols] summed over TP -> out[Sl,cols]: all-reduce (out may alias
+ * partial) or, with SP, reduce-scatter along the sequence. */
+static mp_status RN(tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
+                               const char *site, mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    double t = g->be->now();
+    mp_status st = MP_OK;
+    bool drop = mp_probe_drops(g->probe, site);
+    if (!g->d.sp || g->tp.size == 1) {
+        if (!drop)
+            st = g->be->allreduce(&g->tp, MP_REAL_KIND, partial, z.S * cols, MP_RED_SUM, err);
+        if (out != partial)
+            memcpy(out, partial, z.S * cols * sizeof(real));
+    } else if (drop) {
+        memcpy(out, partial + (size_t)g->tp.rank * z.Sl * cols, z.Sl * cols * sizeof(real));
+    } else {
+        st = g->be->reduce_scatter(&g->tp, MP_REAL_KIND, partial, out, z.Sl * cols, err);
+    }
+    if (g->tp.size > 1)
+        mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
+    return st;
+}
+
+/* loc[Sl,cols] -> full[S,cols]: SP all-gather; without SP a copy (or nothing). */
+static mp_status RN(tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
+                               mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    if (!g->d.sp || g->tp.size == 1) {
+        if (full != loc)
+            memcpy(full, loc, z.S * cols * sizeof(real));
+        return MP_OK;
+    }
+    double t = g->be->now();
+    mp_status st = g->be->allgather(&g->tp, MP_REAL_KIND, loc, full, z.Sl * cols, err);
+    mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
+    return st;
+}
+
+static real *RN(param)(real *buf, const RN(mp_gpt) *g, int pid)
+{
+    return buf + g->lay->p[pid].offset;
+}
+
+#define GEMM(ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc)                                 \
+    g->be->gemm(MP_REAL_KIND, ta, tb, (int)(m), (int)(n), (int)(k), 1.0, A, (int)(lda), B,  \
+                (int)(ldb), beta, C, (int)(ldc))
+#define CHECK(x)                                                                           \
+    do {                                                                                   \
+        mp_status st_ = (x);                                                               \
+        if (st_ != MP_OK)                                                                  \
+            return st_;                                                                    \
+    } while (0)
+
+/* ---- one transformer block ---- */
+
+static mp_status RN(block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *x,
+                                   mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    int base = g->lay->block_base[l];
+    bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+#define P(k) RN(param)(g->w, g, base + (k))
+    /* ln1 = LN(x) [Sl,h]; ln1_full [S,h] (SP: all-gather) */
+    RN(mp_layernorm_forward)(sp ? W.loc : B->ln1_full, B->ln1_xhat, B->ln1_rstd, x,
+                             P(MP_BLK_LN1_W), P(MP_BLK_LN1_B), (int)z.Sl, (int)z.h, ex);
+    if (sp)
+        CHECK(RN(tp_gather)(g, W.loc, B->ln1_full, z.h, err));
+    /* qkv[S,3hl] = ln1_full[S,h] @ Wqkv[h,3hl] + b   (column-parallel) */
+    GEMM(false, false, z.S, 3 * z.hl, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
+         B->qkv, 3 * z.hl);
+    RN(mp_bias_add)(B->qkv, P(MP_BLK_QKV_B), (int)z.S, (int)(3 * z.hl));
+    RN(mp_q)(ex, B->qkv, z.S * 3 * z.hl, MP_Q_ACT);
+    /* att[S,hl] = causal attention over this rank's heads */
+    RN(mp_attention_forward)(B->att, B->probs, B->qkv, (int)z.s, (int)z.b, (int)z.al,
+                             (int)z.hd, ex);
+    /* xmid[Sl,h] = x + reduce(att @ Wo[hl,h]) + bo   (row-parallel) */
+    GEMM(false, false, z.S, z.h, z.hl, B->att, z.hl, P(MP_BLK_PROJ_W), z.h, 0.0, W.part, z.h);
+    CHECK(RN(tp_reduce)(g, W.part, B->xmid, z.h, "tp-attn", err));
+    RN(mp_bias_add)(B->xmid, P(MP_BLK_PROJ_B), (int)z.Sl, (int)z.h);
+    RN(mp_q)(ex, B->xmid, z.Sl * z.h, MP_Q_ACT);
+    RN(mp_add)(B->xmid, x, z.Sl * z.h);
+    RN(mp_q)(ex, B->xmid, z.Sl * z.h, MP_Q_ACT);
+    /* ln2 */
+    RN(mp_layernorm_forward)(sp ? W.loc : B->ln2_full, B->ln2_xhat, B->ln2_rstd, B->xmid,
+                             P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl, (int)z.h, ex);
+    if (sp)
+        CHECK(RN(tp_gather)(g, W.loc, B->ln2_full, z.h, err));
+    /* fc1_pre[S,Fl] = ln2_full @ W1[h,Fl] + b1; fc1_act = gelu(fc1_pre) */
+    GEMM(false, false, z.S, z.Fl, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.Fl, 0.0,
+         B->fc1_pre, z.Fl);
+    RN(mp_bias_add)(B->fc1_pre, P(MP_BLK_FC1_B), (int)z.S, (int)z.Fl);
+    RN(mp_q)(ex, B->fc1_pre, z.S * z.Fl, MP_Q_ACT);
+    RN(mp_gelu_forward)(B->fc1_act, B->fc1_pre, z.S * z.Fl);
+    RN(mp_q)(ex, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
+    /* xout[Sl,h] = xmid + reduce(fc1_act @ W2[Fl,h]) + b2 */
+    GEMM(false, false, z.S, z.h, z.Fl, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), z.h, 0.0, W.part,
+         z.h);
+    CHECK(RN(tp_reduce)(g, W.part, B->xout, z.h, "tp-mlp", err));
+    RN(mp_bias_add)(B->xout, P(MP_BLK_FC2_B), (int)z.Sl, (int)z.h);
+    RN(mp_q)(ex, B->xout, z.Sl * z.h, MP_Q_ACT);
+    RN(mp_add)(B->xout, B->xmid, z.Sl * z.h);
+    RN(mp_q)(ex, B->xout, z.Sl * z.h, MP_Q_ACT);
+#undef P
+    return MP_OK;
+}
+
+/* dres[Sl,h]: in d loss/d xout, out d loss/d x. */
+static mp_status RN(block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, real *dres,
+                                    mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    int base = g->lay->block_base[l];
+    bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+#define P(k) RN(param)(g->w, g, base + (k))
+#define G(k) RN(param)(g->g, g, base + (k))
+    /* MLP: db2 += sum dres; dfull[S,h] (SP: all-gather) */
+    RN(mp_bias_grad)(G(MP_BLK_FC2_B), dres, (int)z.Sl, (int)z.h);
+    real *dfull = sp ? W.dfull : dres;
+    if (sp)
+        CHECK(RN(tp_gather)(g, dres, W.dfull, z.h, err));
+    /* dW2[Fl,h] += fc1_act^T @ dfull;  dfc[S,Fl] = dfull @ W2^T */
+    GEMM(true, false, z.Fl, z.h, z.S, B->fc1_act, z.Fl, dfull, z.h, 1.0, G(MP_BLK_FC2_W), z.h);
+    GEMM(false, true, z.S, z.Fl, z.h, dfull, z.h, P(MP_BLK_FC2_W), z.h, 0.0, W.dfc, z.Fl);
+    RN(mp_q)(ex, W.dfc, z.S * z.Fl, MP_Q_GRAD);
+    /* through gelu; db1, dW1[h,Fl] += ln2_full^T @ dfc; dln2 = reduce(dfc @ W1^T) */
+    RN(mp_gelu_backward)(W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
+    RN(mp_q)(ex, W.dfc, z.S * z.Fl, MP_Q_GRAD);
+    RN(mp_bias_grad)(G(MP_BLK_FC1_B), W.dfc, (int)z.S, (int)z.Fl);
+    GEMM(true, false, z.h, z.Fl, z.S, B->ln2_full, z.h, W.dfc, z.Fl, 1.0, G(MP_BLK_FC1_W), z.Fl);
+    GEMM(false, true, z.S, z.h, z.Fl, W.dfc, z.Fl, P(MP_BLK_FC1_W), z.Fl, 0.0, W.part, z.h);
+    CHECK(RN(tp_reduce)(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
+    RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
+    RN(mp_layernorm_backward)(W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
+                              B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl, (int)z.h, ex);
+    RN(mp_add)(dres, W.dtmp, z.Sl * z.h);
+    RN(mp_q)(ex, dres, z.Sl * z.h, MP_Q_GRAD);
+    /* attention: dbo, dWo[hl,h] += att^T @ dfull; datt[S,hl] = dfull @ Wo^T */
+    RN(mp_bias_grad)(G(MP_BLK_PROJ_B), dres, (int)z.Sl, (int)z.h);
+    if (sp)
+        CHECK(RN(tp_gather)(g, dres, W.dfull, z.h, err));
+    GEMM(true, false, z.hl, z.h, z.S, B->att, z.hl, dfull, z.h, 1.0, G(MP_BLK_PROJ_W), z.h);
+    GEMM(false, true, z.S, z.hl, z.h, dfull, z.h, P(MP_BLK_PROJ_W), z.h, 0.0, W.datt, z.hl);
+    RN(mp_q)(ex, W.datt, z.S * z.hl, MP_Q_GRAD);
+    RN(mp_attention_backward)(W.dqkv, W.datt, B->qkv, B->probs, (int)z.s, (int)z.b, (int)z.al,
+                              (int)z.hd, W.att_scratch, ex);
+    /* dbqkv, dWqkv[h,3hl] += ln1_full^T @ dqkv; dln1 = reduce(dqkv @ Wqkv^T) */
+    RN(mp_bias_grad)(G(MP_BLK_QKV_B), W.dqkv, (int)z.S, (int)(3 * z.hl));
+    GEMM(true, false, z.h, 3 * z.hl, z.S, B->ln1_full, z.h, W.dqkv, 3 * z.hl, 1.0,
+         G(MP_BLK_QKV_W), 3 * z.hl);
+    GEMM(false, true, z.S, z.h, 3 * z.hl, W.dqkv, 3 * z.hl, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
+         W.part, z.h);
+    CHECK(RN(tp_reduce)(g, W.part, W.dln, z.h, "tp-attn-bwd", err));
+    RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
+    RN(mp_layernorm_backward)(W.dtmp, G(MP_BLK_LN1_W), G(MP_BLK_LN1_B), W.dln, B->ln1_xhat,
+                              B->ln1_rstd, P(MP_BLK_LN1_W), (int)z.Sl, (int)z.h, ex);
+    RN(mp_add)(dres, W.dtmp, z.Sl * z.h);
+    RN(mp_q)(ex, dres, z.Sl * z.h, MP_Q_GRAD);
+#undef P
+#undef G
+    return MP_OK;
+}
+
+/* ---- whole model ---- */
+
+/* Global row of local residual row rl (SP: this rank's piece of the sequence). */
+static size_t RN(global_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
+{
+    return (g->d.sp && g->tp.size > 1) ? (size_t)g->tp.rank * Sl + rl : rl;
+}
+
+mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
+                             const int32_t *targets, double *loss_sum, mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    RN(mp_acts) *A = g->slots[slot];
+    const mp_param_layout *lay = g->lay;
+    bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+    memcpy(A->tokens, tokens, z.S * sizeof *tokens);
+    memcpy(A->targets, targets, z.S * sizeof *targets);
+    size_t lo = (size_t)g->tp.rank * z.Vl;
+    if (z.emb) {
+        /* embedding (vocab-parallel): part[S,h] = wte rows this rank owns, else 0;
+         * x0[Sl,h] = reduce(part) + wpe[pos] */
+        const real *wte = RN(param)(g->w, g, lay->wte), *wpe = RN(param)(g->w, g, lay->wpe);
+        for (size_t r = 0; r < z.S; r++) {
+            size_t tok = (size_t)tokens[r];
+            real *dst = W.part + r * z.h;
+            if (tok >= lo && tok < lo + z.Vl)
+                memcpy(dst, wte + (tok - lo) * z.h, z.h * sizeof(real));
+            else
+                memset(dst, 0, z.h * sizeof(real));
+        }
+        CHECK(RN(tp_reduce)(g, W.part, A->x0, z.h, "tp-embed", err));
+        for (size_t rl = 0; rl < z.Sl; rl++) {
+            size_t pos = RN(global_row)(g, rl, z.Sl) / z.b;
+            RN(mp_add)(A->x0 + rl * z.h, wpe + pos * z.h, z.h);
+        }
+        RN(mp_q)(ex, A->x0, z.Sl * z.h, MP_Q_ACT);
+    } else {
+        /* a later pipeline stage: the previous stage's output [Sl,h] */
+        if (!g->stage_in)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                "pipeline stage without its input activation");
+        memcpy(A->x0, g->stage_in, z.Sl * z.h * sizeof(real));
+    }
+    /* blocks */
+    const real *x = A->x0;
+    for (size_t k = 0; k < z.n_blocks; k++) {
+        CHECK(RN(block_forward)(g, &A->blk[k], (int)(z.first_block + k), x, err));
+        x = A->blk[k].xout;
+    }
+    if (!z.head)
+        return MP_OK; /* the stage's output is mp_gpt_stage_output() */
+    /* final LayerNorm; logits[S,Vl] = lnf_full @ Whead[Vl,h]^T (vocab-parallel) */
+    RN(mp_layernorm_forward)(sp ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd, x,
+                             RN(param)(g->w, g, lay->lnf_w), RN(param)(g->w, g, lay->lnf_b),
+                             (int)z.Sl, (int)z.h, ex);
+    if (sp)
+        CHECK(RN(tp_gather)(g, W.loc, A->lnf_full, z.h, err));
+    const real *wh = RN(param)(g->w, g, lay->head);
+    GEMM(false, true, z.S, z.Vl, z.h, A->lnf_full, z.h, wh, z.h, 0.0, A->logits, z.Vl);
+    RN(mp_q)(ex, A->logits, z.S * z.Vl, MP_Q_ACT);
+    if (g->kept_logits && g->microbatch_now == g->keep_microbatch)
+        memcpy(g->kept_logits, A->logits, z.S * z.Vl * sizeof(real));
+    /* vocab-parallel cross-entropy: max, sum of exp and the target's logit are
+     * reduced over TP; loss_r = log(sum) + max - logit[target] */
+    real *mx = W.stats, *sum = W.stats + z.S, *tl = W.stats + 2 * z.S;
+    for (size_t r = 0; r < z.S; r++) {
+        const real *lr = A->logits + r * z.Vl;
+        real m = -INFINITY;
+        for (size_t j = 0; j < z.Vl; j++)
+            m = lr[j] > m ? lr[j] : m;
+        mx[r] = m;
+    }
+    double t = g->be->now();
+    CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, mx, z.S, MP_RED_MAX, err));
+    for (size_t r = 0; r < z.S; r++) {
+        real *lr = A->logits + r * z.Vl;
+        size_t tgt = (size_t)targets[r];
+        tl[r] = (tgt >= lo && tgt < lo + z.Vl) ? lr[tgt - lo] : 0;
+        for (size_t j = 0; j < z.Vl; j++)
+            lr[j] = R_EXP(lr[j] - mx[r]);
+        RN(mp_q)(ex, lr, z.Vl, MP_Q_PROB);
+        real s = 0;
+        for (size_t j = 0; j < z.Vl; j++)
+            s += lr[j];
+        sum[r] = s;
+    }
+    if (!mp_probe_drops(g->probe, "tp-ce"))
+        CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, sum, 2 * z.S, MP_RED_SUM, err));
+    if (g->tp.size > 1)
+        mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
+    real *loss = W.part; /* [S] scratch */
+    for (size_t r = 0; r < z.S; r++) {
+        loss[r] = R_LOG(sum[r]) + mx[r] - tl[r];
+        real *lr = A->logits + r * z.Vl;
+        for (size_t j = 0; j < z.Vl; j++)
+            lr[j] /= sum[r];
+        RN(mp_q)(ex, lr, z.Vl, MP_Q_PROB);
+    }
+    if (ex)
+        RN(mp_quantize)(loss, z.S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
+    real total = 0;
+    for (size_t r = 0; r < z.S; r++)
+        total += loss[r];
+    *loss_sum += (double)total;
+    return MP_OK;
+}
+
+mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    RN(mp_acts) *A = g->slots[slot];
+    const mp_param_layout *lay = g->lay;
+    bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+    size_t lo = (size_t)g->tp.rank * z.Vl;
+    if (z.head) {
+        /* dlogits[S,Vl] = (p - onehot(target)) * grad_scale, in place */
+        for (size_t r = 0; r < z.S; r++) {
+            real *lr = A->logits + r * z.Vl;
+            size_t tgt = (size_t)A->targets[r];
+            if (tgt >= lo && tgt < lo + z.Vl)
+                lr[tgt - lo] -= 1;
+            for (size_t j = 0; j < z.Vl; j++)
+                lr[j] *= g->grad_scale;
+        }
+        /* dWhead[Vl,h] += dlogits^T @ lnf_full; dlnf = reduce(dlogits @ Whead) */
+        GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->lnf_full, z.h, 1.0,
+             RN(param)(g->g, g, lay->head), z.h);
+        GEMM(false, false, z.S, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h,
+             0.0, W.part, z.h);
+        CHECK(RN(tp_reduce)(g, W.part, W.dln, z.h, "tp-head-bwd", err));
+        RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
+        RN(mp_layernorm_backward)(W.dres, RN(param)(g->g, g, lay->lnf_w),
+                                  RN(param)(g->g, g, lay->lnf_b), W.dln, A->lnf_xhat,
+                                  A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w), (int)z.Sl,
+                                  (int)z.h, ex);
+    } else {
+        /* a pipeline stage before the last: the next stage's input gradient */
+        if (!g->stage_grad_in)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                "pipeline stage without its output gradient");
+        memcpy(W.dres, g->stage_grad_in, z.Sl * z.h * sizeof(real));
+    }
+    for (size_t k = z.n_blocks; k-- > 0;)
+        CHECK(RN(block_backward)(g, &A->blk[k], (int)(z.first_block + k), W.dres, err));
+    if (!z.emb)
+        return MP_OK; /* W.dres is the stage's input gradient: mp_gpt_stage_input_grad() */
+    /* embedding: dwpe[pos] += dres (local rows); dwte rows this rank owns */
+    real *gwpe = RN(param)(g->g, g, lay->wpe), *gwte = RN(param)(g->g, g, lay->wte);
+    for (size_t rl = 0; rl < z.Sl; rl++) {
+        size_t pos = RN(global_row)(g, rl, z.Sl) / z.b;
+        RN(mp_add)(gwpe + pos * z.h, W.dres + rl * z.h, z.h);
+    }
+    const real *dfull = W.dres;
+    if (sp) {
+        CHECK(RN(tp_gather)(g, W.dres, W.dfull, z.h, err));
+        dfull = W.dfull;
+    }
+    for (size_t r = 0; r < z.S; r++) {
+        size_t tok = (size_t)A->tokens[r];
+        if (tok >= lo && tok < lo + z.Vl)
+            RN(mp_add)(gwte + (tok - lo) * z.h, dfull + r * z.h, z.h);
+    }
+    return MP_OK;
+}
+
+const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    const RN(mp_acts) *A = g->slots[slot];
+    return z.n_blocks ? A->blk[z.n_blocks - 1].xout : A->x0;
+}
+
+const real *RN(mp_gpt_stage_input_grad)(const RN(mp_gpt) *g)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W;
+    RN(layout_work)(&W, g->ws, &z);
+    return W.dres;
+}
+
+#undef GEMM
+#undef CHECK
+#endif

@@ -1,0 +1,178 @@
+/* params.c — the parameter table of the executor's GPT and its initial values. */
+#include "exec/params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/quant.h"
+
+uint64_t mp_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Counts every tensor of the whole model (ref) and keeps those on this stage. */
+typedef struct builder {
+    mp_param_layout *l;
+    const mp_gpt_dims *d;
+    int ref, item_begin, item_end;
+} builder;
+
+static int add_as(builder *b, const char *name, int rows, int cols, mp_split split,
+                  mp_init_class init, bool sp_partial, int item, int ref_index)
+{
+    mp_param_layout *l = b->l;
+    const mp_gpt_dims *d = b->d;
+    if (item < b->item_begin || item >= b->item_end)
+        return -1;
+    mp_param *p = &l->p[l->n];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->rows = rows;
+    p->cols = cols;
+    p->lrows = split == MP_SPLIT_ROWS ? rows / d->tp : rows;
+    p->lcols = (split == MP_SPLIT_COLS || split == MP_SPLIT_QKV) ? cols / d->tp : cols;
+    p->split = split;
+    p->init = init;
+    p->sp_partial = sp_partial && d->sp && d->tp > 1;
+    p->offset = l->total;
+    p->item = item;
+    p->ref_index = ref_index;
+    l->total += (size_t)p->lrows * (size_t)p->lcols;
+    return l->n++;
+}
+
+static int add(builder *b, const char *name, int rows, int cols, mp_split split,
+               mp_init_class init, bool sp_partial, int item)
+{
+    int ref = b->ref++;
+    return add_as(b, name, rows, cols, split, init, sp_partial, item, ref);
+}
+
+mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int h = d->hidden, f = d->ffn, v = d->vocab, t = d->tp;
+    if (h % d->heads || d->heads % t || f % t || v % t || (d->sp && d->seq % t))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
+                            "tp=%d must divide heads (%d), ffn_hidden (%d), vocab (%d)%s", t,
+                            d->heads, f, v, d->sp ? " and, with sp, seq" : "");
+    builder b = {.l = out, .d = d};
+    mp_dims_items(d, &b.item_begin, &b.item_end);
+    if (b.item_begin < 0 || b.item_end > d->layers + 2 || b.item_begin >= b.item_end)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
+                            "stage items [%d, %d) outside the model's 0..%d", b.item_begin,
+                            b.item_end, d->layers + 1);
+    int cap = 2 + MP_BLK_COUNT * d->layers + 3;
+    out->p = calloc((size_t)cap, sizeof *out->p);
+    out->block_base = calloc((size_t)d->layers + 1, sizeof *out->block_base);
+    if (!out->p || !out->block_base) {
+        mp_param_layout_free(out);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for parameters");
+    }
+    out->layers = d->layers;
+    out->wte = add(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false, 0);
+    out->wpe = add(&b, "embedding.wpe", d->seq, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
+    for (int l = 0; l < d->layers; l++) {
+        char n[48];
+        int first = -1;
+#define BLK(suffix, rows, cols, split, init, spp)                                           \
+    do {                                                                                   \
+        snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                  \
+        int k_ = add(&b, n, rows, cols, split, init, spp, l + 1);                          \
+        if (first < 0)                                                                     \
+            first = k_;                                                                    \
+    } while (0)
+        BLK("ln1.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+        BLK("ln1.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        BLK("qkv.weight", h, 3 * h, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
+        BLK("qkv.bias", 1, 3 * h, MP_SPLIT_QKV, MP_INIT_BIAS, false);
+        BLK("proj.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+        BLK("proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        BLK("ln2.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+        BLK("ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        BLK("fc1.weight", h, f, MP_SPLIT_COLS, MP_INIT_WEIGHT, false);
+        BLK("fc1.bias", 1, f, MP_SPLIT_COLS, MP_INIT_BIAS, false);
+        BLK("fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+        BLK("fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+#undef BLK
+        out->block_base[l] = first;
+    }
+    int head_item = d->layers + 1;
+    out->lnf_w = add(&b, "final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, head_item);
+    out->lnf_b = add(&b, "final_ln.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true, head_item);
+    bool has_head = head_item >= b.item_begin && head_item < b.item_end;
+    if (!d->tied)
+        out->head = add(&b, "lm_head.weight", v, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false,
+                        head_item);
+    else if (!has_head)
+        out->head = -1;
+    else if (out->wte >= 0)
+        out->head = out->wte;
+    else /* the last stage's copy of the tied embedding (Megatron keeps one too) */
+        out->head = add_as(&b, "lm_head.weight", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
+                           head_item, 0);
+    return MP_OK;
+}
+
+void mp_param_layout_free(mp_param_layout *l)
+{
+    free(l->p);
+    free(l->block_base);
+    memset(l, 0, sizeof *l);
+}
+
+size_t mp_param_full_index(const mp_param *p, int tp_rank, size_t i)
+{
+    size_t r = i / (size_t)p->lcols, c = i % (size_t)p->lcols;
+    switch (p->split) {
+    case MP_SPLIT_COLS:
+        c += (size_t)tp_rank * (size_t)p->lcols;
+        break;
+    case MP_SPLIT_QKV: {
+        /* local columns: [my Q heads | my K heads | my V heads] */
+        size_t sect = (size_t)p->lcols / 3, s = c / sect, w = c % sect;
+        c = s * ((size_t)p->cols / 3) + (size_t)tp_rank * sect + w;
+        break;
+    }
+    case MP_SPLIT_ROWS:
+        r += (size_t)tp_rank * (size_t)p->lrows;
+        break;
+    case MP_SPLIT_NONE:
+        break;
+    }
+    return r * (size_t)p->cols + c;
+}
+
+/* Uniform in [0, 1) from 53 bits of the hash. */
+static double unit(uint64_t h)
+{
+    return (double)(h >> 11) * 0x1.0p-53;
+}
+
+double mp_param_init_value(const mp_param *p, int pid, uint64_t seed, size_t full_index,
+                           bool exact)
+{
+    uint64_t h = mp_mix64(mp_mix64(seed ^ ((uint64_t)pid << 40)) ^ full_index);
+    double u = unit(h);
+    if (exact) {
+        /* small integers on the class's grid (quant.h) */
+        switch (p->init) {
+        case MP_INIT_WEIGHT: return ldexp(floor(u * 49) - 24, -MP_Q_WEIGHT);
+        case MP_INIT_EMBED: return ldexp(floor(u * 33) - 16, -MP_Q_EMBED);
+        case MP_INIT_GAMMA: return ldexp(floor(u * 17) + 56, -MP_Q_GAMMA);
+        case MP_INIT_BIAS: return ldexp(floor(u * 17) - 8, -MP_Q_BIAS);
+        }
+    }
+    switch (p->init) {
+    case MP_INIT_WEIGHT: return (2 * u - 1) * 0.0346; /* std 0.02, as GPT-2 */
+    case MP_INIT_EMBED: return (2 * u - 1) * 0.0346;
+    case MP_INIT_GAMMA: return 1.0 + (2 * u - 1) * 0.1;
+    case MP_INIT_BIAS: return (2 * u - 1) * 0.02;
+    }
+    return 0;
+}

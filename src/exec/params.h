@@ -1,0 +1,101 @@
+/* params.h — the GPT the executor runs: its sizes, how each rank holds it
+ * (the parameter table: every tensor's full shape, how tensor parallelism
+ * splits it, where this rank's part lies in one flat buffer) and the initial
+ * values, a pure function of (seed, tensor, full index) so that every rank
+ * and the unpartitioned reference see the same numbers whatever the rank order. */
+#ifndef MP_EXEC_PARAMS_H
+#define MP_EXEC_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+/* Sizes of the model as one rank runs it. */
+typedef struct mp_gpt_dims {
+    int hidden, heads, ffn, vocab, seq, micro_batch, layers;
+    bool tied;            /* LM head shares the token embedding */
+    int tp, tp_rank;      /* tensor-parallel degree and this rank's place */
+    bool sp;              /* sequence parallelism (needs tp > 1 to matter) */
+    /* The pipeline stage this rank runs: layer items [item_begin, item_end)
+     * (0 embedding, 1..L blocks, L+1 final norm + head + loss); 0, 0 = all. */
+    int item_begin, item_end;
+} mp_gpt_dims;
+
+/* The stage's items, with 0, 0 meaning the whole model. */
+static inline void mp_dims_items(const mp_gpt_dims *d, int *begin, int *end)
+{
+    *begin = d->item_begin;
+    *end = d->item_end > 0 ? d->item_end : d->layers + 2;
+}
+
+/* Derived per-rank sizes. */
+static inline int mp_dims_tokens(const mp_gpt_dims *d) { return d->seq * d->micro_batch; }
+static inline int mp_dims_local_tokens(const mp_gpt_dims *d)
+{
+    return d->sp ? mp_dims_tokens(d) / d->tp : mp_dims_tokens(d);
+}
+static inline int mp_dims_head_dim(const mp_gpt_dims *d) { return d->hidden / d->heads; }
+
+/* How tensor parallelism cuts a [rows, cols] tensor (row-major, y = x W). */
+typedef enum {
+    MP_SPLIT_NONE, /* replicated on every TP rank */
+    MP_SPLIT_COLS, /* column-parallel: this rank holds cols [r*c/t, (r+1)*c/t) */
+    MP_SPLIT_QKV,  /* column-parallel over [Q | K | V] sections: this rank's heads of each */
+    MP_SPLIT_ROWS  /* row-parallel (and vocab-parallel embedding / head): rows [r*R/t, ...) */
+} mp_split;
+
+/* Value classes: the initial distribution, and in exact mode the dyadic grid
+ * the tensor lives on (see quant.h). */
+typedef enum { MP_INIT_WEIGHT, MP_INIT_EMBED, MP_INIT_GAMMA, MP_INIT_BIAS } mp_init_class;
+
+typedef struct mp_param {
+    char name[48];
+    int rows, cols;       /* full shape */
+    int lrows, lcols;     /* this rank's part */
+    mp_split split;
+    mp_init_class init;
+    bool sp_partial;      /* under SP each TP rank holds the gradient of its tokens only:
+                             all-reduce it over TP (LayerNorms, row-parallel biases, positions) */
+    size_t offset;        /* of this rank's part in the flat buffers */
+    int item;             /* layer item: 0 embedding, 1..L blocks, L+1 head (pipeline stage) */
+    int ref_index;        /* index of the same tensor in the whole model's table: its initial
+                             values and its reference (a tied head's copy of the embedding on
+                             the last stage names the embedding) */
+} mp_param;
+
+/* Order of the tensors of one block (index = block_base[l] + this). */
+enum {
+    MP_BLK_LN1_W, MP_BLK_LN1_B, MP_BLK_QKV_W, MP_BLK_QKV_B, MP_BLK_PROJ_W, MP_BLK_PROJ_B,
+    MP_BLK_LN2_W, MP_BLK_LN2_B, MP_BLK_FC1_W, MP_BLK_FC1_B, MP_BLK_FC2_W, MP_BLK_FC2_B,
+    MP_BLK_COUNT
+};
+
+typedef struct mp_param_layout {
+    mp_param *p;
+    int n;
+    size_t total;         /* elements of this rank's flat buffer */
+    int wte, wpe, lnf_w, lnf_b, head; /* indices (-1: not on this stage); head == wte when
+                                         tied and both are on this stage */
+    int *block_base;      /* [layers] (-1: block not on this stage) */
+    int layers;
+} mp_param_layout;
+
+/* Builds the table for dims (tp, tp_rank, sp and the stage's items as given). */
+mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_error *err);
+void mp_param_layout_free(mp_param_layout *l);
+
+/* Full index (row * cols + col) of local element i of parameter p on TP rank r. */
+size_t mp_param_full_index(const mp_param *p, int tp_rank, size_t local_index);
+
+/* The initial value of full element `full_index` of parameter number `pid` of
+ * the whole model (mp_param.ref_index).
+ * Exact mode gives small integers times a power of two (quant.h). */
+double mp_param_init_value(const mp_param *p, int pid, uint64_t seed, size_t full_index,
+                           bool exact);
+
+/* Deterministic 64-bit mixing (splitmix64): initial values and synthetic data. */
+uint64_t mp_mix64(uint64_t x);
+
+#endif

@@ -1,0 +1,91 @@
+/* runtime.c — MPI start-up and the TP/CP/DP/PP groups. */
+#include "exec/runtime.h"
+
+#include <string.h>
+
+void mp_rank_coords(int r, int tp, int cp, int dp, int *t, int *c, int *d, int *p)
+{
+    *t = r % tp;
+    r /= tp;
+    *c = r % cp;
+    r /= cp;
+    *d = r % dp;
+    *p = r / dp;
+}
+
+mp_status mp_runtime_start(int *argc, char ***argv, mp_runtime *rt, mp_error *err)
+{
+    memset(rt, 0, sizeof *rt);
+    int up = 0;
+    MPI_Initialized(&up);
+    if (!up && MPI_Init(argc, argv) != MPI_SUCCESS)
+        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, NULL, "MPI_Init failed");
+    rt->world.comm = MPI_COMM_WORLD;
+    MPI_Comm_size(MPI_COMM_WORLD, &rt->world.size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rt->world.rank);
+    rt->self = (mp_group){.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
+    return MP_OK;
+}
+
+static mp_status split(mp_group *out, int color, int key, mp_error *err)
+{
+    if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &out->comm) != MPI_SUCCESS)
+        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, NULL, "MPI_Comm_split failed");
+    MPI_Comm_size(out->comm, &out->size);
+    MPI_Comm_rank(out->comm, &out->rank);
+    return MP_OK;
+}
+
+mp_status mp_runtime_split(mp_runtime *rt, int tp, int cp, int dp, int pp, mp_error *err)
+{
+    if (tp * cp * dp * pp != rt->world.size)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "training.gpus",
+                            "the plan needs %d ranks (tp %d x cp %d x dp %d x pp %d) but MPI "
+                            "started %d: run `mpirun -np %d megaplan exec ...` or `megaplan "
+                            "exec --np %d ...`",
+                            tp * cp * dp * pp, tp, cp, dp, pp, rt->world.size,
+                            tp * cp * dp * pp, tp * cp * dp * pp);
+    rt->tp = tp;
+    rt->cp = cp;
+    rt->dp = dp;
+    rt->pp = pp;
+    int t, c, d, p;
+    mp_rank_coords(rt->world.rank, tp, cp, dp, &t, &c, &d, &p);
+    rt->tp_rank = t;
+    rt->cp_rank = c;
+    rt->dp_rank = d;
+    rt->pp_rank = p;
+    mp_status st;
+    if ((st = split(&rt->tp_group, c + cp * (d + dp * p), t, err)) ||
+        (st = split(&rt->cp_group, t + tp * (d + dp * p), c, err)) ||
+        (st = split(&rt->dp_group, t + tp * (c + cp * p), d, err)) ||
+        (st = split(&rt->pp_group, t + tp * (c + cp * d), p, err)))
+        return st;
+    return MP_OK;
+}
+
+static void free_group(mp_group *g)
+{
+    if (g->comm != MPI_COMM_NULL && g->comm != 0 && g->comm != MPI_COMM_WORLD &&
+        g->comm != MPI_COMM_SELF)
+        MPI_Comm_free(&g->comm);
+    g->comm = MPI_COMM_NULL;
+}
+
+void mp_runtime_stop(mp_runtime *rt)
+{
+    free_group(&rt->tp_group);
+    free_group(&rt->cp_group);
+    free_group(&rt->dp_group);
+    free_group(&rt->pp_group);
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down)
+        MPI_Finalize();
+}
+
+void mp_runtime_abort(int code)
+{
+    MPI_Abort(MPI_COMM_WORLD, code);
+}

@@ -1,0 +1,33 @@
+/* runtime.h — MPI start-up and the parallel groups. Global rank
+ * r = t + tp*(c + cp*(d + dp*p)) (DESIGN §4: TP fastest, then CP, DP, PP);
+ * each group is an MPI_Comm_split of the world with the other coordinates
+ * as colour and its own coordinate as key, so group ranks equal coordinates. */
+#ifndef MP_EXEC_RUNTIME_H
+#define MP_EXEC_RUNTIME_H
+
+#include <stdbool.h>
+
+#include "core/error.h"
+#include "exec/backend.h"
+
+typedef struct mp_runtime {
+    mp_group world;
+    int tp, cp, dp, pp;                 /* degrees */
+    int tp_rank, cp_rank, dp_rank, pp_rank;
+    mp_group tp_group, cp_group, dp_group, pp_group;
+    mp_group self;                      /* MPI_COMM_SELF: the reference's size-1 groups */
+} mp_runtime;
+
+/* MPI_Init (if not yet) and the world group. */
+mp_status mp_runtime_start(int *argc, char ***argv, mp_runtime *rt, mp_error *err);
+/* Splits the world into the groups; the world size must be tp*cp*dp*pp. */
+mp_status mp_runtime_split(mp_runtime *rt, int tp, int cp, int dp, int pp, mp_error *err);
+/* Frees the groups and calls MPI_Finalize. */
+void mp_runtime_stop(mp_runtime *rt);
+/* Ends every rank at once (a rank that failed alone must not leave the others
+ * waiting in a collective). */
+void mp_runtime_abort(int code);
+/* (t, c, d, p) of global rank r. */
+void mp_rank_coords(int r, int tp, int cp, int dp, int *t, int *c, int *d, int *p);
+
+#endif

@@ -1,0 +1,231 @@
+/* step.c — one training step as the plan's schedule says: the op list of
+ * this rank's pipeline stage (mp_schedule_build, the generator the simulator
+ * uses too) drives forward and backward per micro-batch; then the gradient
+ * reductions and the optimizer. With one stage (pp = 1) the list holds only
+ * F and B; SEND/RECV ops are refused here until pipeline parallelism lands.
+ * Compiled for float and double. */
+#ifndef MP_REAL_BITS
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels.h"
+
+#define MP_REAL_BITS 32
+#include "exec/step.c"
+#undef MP_REAL_BITS
+#define MP_REAL_BITS 64
+#include "exec/step.c"
+#undef MP_REAL_BITS
+#else
+#include "exec/real.h"
+
+mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp, bool dist_opt,
+                              const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
+                              mp_error *err)
+{
+    memset(t, 0, sizeof *t);
+    t->model = model;
+    t->dp = dp;
+    t->dist_opt = dist_opt && dp.size > 1;
+    t->adam = *adam;
+    t->microbatches = microbatches;
+    t->ops = ops;
+    if (model->n_alloc % (size_t)dp.size)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "parameter buffer not padded to the DP degree");
+    size_t shard = model->n_alloc / (size_t)dp.size;
+    if (t->dist_opt) {
+        t->shard_lo = (size_t)dp.rank * shard;
+        t->shard_hi = t->shard_lo + shard;
+    } else {
+        t->shard_lo = 0;
+        t->shard_hi = model->n_alloc;
+    }
+    size_t n = t->shard_hi - t->shard_lo;
+    t->m = calloc(n, sizeof(real));
+    t->v = calloc(n, sizeof(real));
+    t->shard_buf = t->dist_opt ? calloc(n, sizeof(real)) : NULL;
+    if (!t->m || !t->v || (t->dist_opt && !t->shard_buf)) {
+        RN(mp_trainer_free)(t);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for AdamW state");
+    }
+    return MP_OK;
+}
+
+void RN(mp_trainer_free)(RN(mp_trainer) *t)
+{
+    free(t->m);
+    free(t->v);
+    free(t->shard_buf);
+    t->m = t->v = t->shard_buf = NULL;
+}
+
+/* Micro-batch -> activation slot: at most n_slots micro-batches are in
+ * flight (forward done, backward not yet), as the schedule bounds them. */
+static int RN(slot_for)(int *slot_mb, int n_slots, int mb, bool take)
+{
+    for (int i = 0; i < n_slots; i++)
+        if (slot_mb[i] == mb)
+            return i;
+    if (!take)
+        return -1;
+    for (int i = 0; i < n_slots; i++)
+        if (slot_mb[i] < 0) {
+            slot_mb[i] = mb;
+            return i;
+        }
+    return -1;
+}
+
+static mp_status RN(run_ops)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
+                             int *slot_mb, int n_slots, double *loss_sum, mp_error *err);
+static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err);
+
+mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
+                               double *loss_sum, mp_error *err)
+{
+    RN(mp_gpt) *g = t->model;
+    memset(g->g, 0, g->n_alloc * sizeof(real));
+    int n_slots = g->n_slots;
+    int *slot_mb = malloc((size_t)n_slots * sizeof *slot_mb);
+    if (!slot_mb)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    for (int i = 0; i < n_slots; i++)
+        slot_mb[i] = -1;
+    mp_status st = RN(run_ops)(t, tokens, targets, slot_mb, n_slots, loss_sum, err);
+    free(slot_mb);
+    if (st)
+        return st;
+    return RN(reduce_grads)(t, err);
+}
+
+/* The schedule's ops, in order. */
+static mp_status RN(run_ops)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
+                             int *slot_mb, int n_slots, double *loss_sum, mp_error *err)
+{
+    RN(mp_gpt) *g = t->model;
+    const mp_backend *be = g->be;
+    mp_probe *pr = g->probe;
+    size_t S = (size_t)mp_dims_tokens(&g->d);
+    *loss_sum = 0;
+    for (int32_t k = 0; k < t->ops->n; k++) {
+        const mp_op *op = &t->ops->ops[k];
+        if (op->microbatch < 0 || op->microbatch >= t->microbatches || op->chunk != 0)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                "schedule op %d names micro-batch %d chunk %d", (int)k,
+                                (int)op->microbatch, (int)op->chunk);
+        if (pr) {
+            pr->microbatch = op->microbatch;
+            pr->chunk = op->chunk;
+        }
+        double t0 = be->now();
+        if (op->kind == MP_OP_F) {
+            int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, true);
+            if (s < 0)
+                return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                    "more micro-batches in flight than activation slots");
+            g->microbatch_now = op->microbatch;
+            mp_status st = RN(mp_gpt_forward)(g, s, tokens + (size_t)op->microbatch * S,
+                                              targets + (size_t)op->microbatch * S, loss_sum,
+                                              err);
+            if (st)
+                return st;
+            mp_probe_record(pr, t0, MP_STREAM_COMPUTE, MP_EV_F, true);
+        } else if (op->kind == MP_OP_B) {
+            if (pr && pr->kill_step == pr->step)
+                raise(SIGKILL); /* test switch: a rank dies mid-step */
+            int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, false);
+            if (s < 0)
+                return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                    "backward of micro-batch %d before its forward",
+                                    (int)op->microbatch);
+            mp_status st = RN(mp_gpt_backward)(g, s, err);
+            if (st)
+                return st;
+            slot_mb[s] = -1;
+            mp_probe_record(pr, t0, MP_STREAM_COMPUTE, MP_EV_B, true);
+        } else if (op->kind == MP_OP_W) {
+            /* ZB-H1's weight-gradient half: B above computed the weight
+             * gradients already, so the numerics are those of the schedule */
+        } else {
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pp",
+                                "schedule op %s needs pipeline parallelism, which this "
+                                "executor does not support yet",
+                                mp_op_kind_name((mp_op_kind)op->kind));
+        }
+    }
+    if (pr) {
+        pr->microbatch = -1;
+        pr->chunk = -1;
+    }
+    return MP_OK;
+}
+
+/* After the last backward: TP reduction of sequence-split gradients, then DP. */
+static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
+{
+    RN(mp_gpt) *g = t->model;
+    const mp_backend *be = g->be;
+    mp_probe *pr = g->probe;
+    /* Sequence-split gradients (LayerNorms, row-parallel biases, positions):
+     * each TP rank holds its tokens' share; sum them over TP. */
+    const mp_param_layout *lay = g->lay;
+    double t0 = be->now();
+    bool any = false;
+    for (int pid = 0; pid < lay->n; pid++) {
+        const mp_param *p = &lay->p[pid];
+        if (!p->sp_partial || mp_probe_drops(pr, "tp-lngrad"))
+            continue;
+        any = true;
+        mp_status st = be->allreduce(&g->tp, MP_REAL_KIND, g->g + p->offset,
+                                     (size_t)p->lrows * (size_t)p->lcols, MP_RED_SUM, err);
+        if (st)
+            return st;
+    }
+    if (any)
+        mp_probe_record(pr, t0, MP_STREAM_TP, MP_EV_TP_COMM, false);
+    /* DP: all-reduce, or reduce-scatter into this rank's shard. */
+    if (t->dp.size > 1 && !mp_probe_drops(pr, "dp-grad")) {
+        t0 = be->now();
+        mp_status st;
+        if (t->dist_opt) {
+            size_t n = t->shard_hi - t->shard_lo;
+            st = be->reduce_scatter(&t->dp, MP_REAL_KIND, g->g, t->shard_buf, n, err);
+            if (!st)
+                memcpy(g->g + t->shard_lo, t->shard_buf, n * sizeof(real));
+        } else {
+            st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, g->n_alloc, MP_RED_SUM, err);
+        }
+        if (st)
+            return st;
+        mp_probe_record(pr, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
+    }
+    return MP_OK;
+}
+
+mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err)
+{
+    RN(mp_gpt) *g = t->model;
+    const mp_backend *be = g->be;
+    double t0 = be->now();
+    size_t hi = t->shard_hi < g->lay->total ? t->shard_hi : g->lay->total;
+    if (hi > t->shard_lo)
+        RN(mp_adamw_update)(g->w, g->g, t->m, t->v, g->lay, t->shard_lo, hi, &t->adam, step,
+                            g->exact);
+    mp_probe_record(g->probe, t0, MP_STREAM_COMPUTE, MP_EV_OPTIMIZER, false);
+    if (t->dist_opt) {
+        t0 = be->now();
+        size_t n = t->shard_hi - t->shard_lo;
+        memcpy(t->shard_buf, g->w + t->shard_lo, n * sizeof(real));
+        mp_status st = be->allgather(&t->dp, MP_REAL_KIND, t->shard_buf, g->w, n, err);
+        if (st)
+            return st;
+        mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
+    }
+    return MP_OK;
+}
+
+#endif

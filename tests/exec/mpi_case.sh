@@ -1,0 +1,83 @@
+#!/bin/sh
+# mpi_case.sh — one run of `megaplan exec` on a generated tiny plan, checked.
+#   mpi_case.sh MEGAPLAN TEMPLATE EXPECT NP TP SP DP DISTOPT [KEY=VALUE...] [-- exec args...]
+# EXPECT: ok (exit 0, JSON line ok:true), mismatch (exit 1, names tensor and
+# rank), input (exit 2), killed (non-zero exit within the time limit, a
+# message saying a rank died). KEY=VALUE: PP, MB (micro-batch), M (micro-
+# batches per DP rank), TIED, SCHED, LAUNCH=np (use `megaplan exec --np`),
+# WANT=regex (must appear in the output), TRACE=1 (--trace; the measured
+# trace must hold F and B events of every micro-batch on every rank),
+# SEED=n (--seed n).
+set -u
+megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
+shift 8
+pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed=
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    case $1 in
+    PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
+    TIED=*) tied=${1#TIED=} ;; SCHED=*) sched=${1#SCHED=} ;;
+    LAUNCH=*) launch=${1#LAUNCH=} ;; WANT=*) want=${1#WANT=} ;; TRACE=*) trace=${1#TRACE=} ;;
+    SEED=*) seed=${1#SEED=} ;;
+    *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
+    esac
+    shift
+done
+[ $# -gt 0 ] && shift
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+gpus=$((tp * dp * pp))
+sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt/" \
+    -e "s/@GPUS@/$gpus/; s/@GB@/$((mb * dp * m))/; s/@MB@/$mb/; s/@TIED@/$tied/" \
+    -e "s/@SCHED@/$sched/" "$template" > "$tmp/plan.yaml" || exit 99
+if [ -n "$trace" ]; then set -- "$@" --trace "$tmp/trace.json"; fi
+if [ -n "$seed" ]; then set -- "$@" --seed "$seed"; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+start=$(date +%s)
+if [ "$launch" = np ]; then
+    timeout 60 "$megaplan" exec --np "$np" "$tmp/plan.yaml" --format json "$@" >"$tmp/out" 2>&1
+else
+    timeout 60 mpirun --oversubscribe -np "$np" "$megaplan" exec "$tmp/plan.yaml" \
+        --format json "$@" >"$tmp/out" 2>&1
+fi
+rc=$?
+secs=$(( $(date +%s) - start ))
+cat "$tmp/out"
+echo "mpi_case.sh: exit $rc after ${secs}s"
+fail() { echo "mpi_case.sh: FAIL: $*"; exit 1; }
+if [ -n "$want" ] && ! grep -Eq -- "$want" "$tmp/out"; then fail "output lacks /$want/"; fi
+if [ -n "$trace" ]; then
+    python3 - "$tmp/trace.json" "$np" "$m" <<'PY' || fail "measured trace incomplete"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+np_, m = int(sys.argv[2]), int(sys.argv[3])
+names = {(e["pid"], e["name"]) for e in ev if e.get("ph") == "X"}
+for r in range(np_):
+    for mb in range(m):
+        for k in "FB":
+            assert (r, "%s %d.0" % (k, mb)) in names, (r, k, mb)
+    assert (r, "optimizer") in names, r
+PY
+fi
+case $expect in
+ok)
+    [ $rc -eq 0 ] || fail "expected success"
+    grep -q '^{"ok": true, ' "$tmp/out" || fail "no JSON line with ok: true"
+    ;;
+mismatch)
+    [ $rc -eq 1 ] || fail "expected exit 1 (mismatch)"
+    grep -Eq 'mismatch: tensor [^ ]+ differs on rank [0-9]+' "$tmp/out" ||
+        fail "the mismatch does not name tensor and rank"
+    grep -q '^{"ok": false, ' "$tmp/out" || fail "no JSON line with ok: false"
+    ;;
+input)
+    [ $rc -eq 2 ] || fail "expected exit 2 (bad input)"
+    ;;
+killed)
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "expected a non-zero exit before the timeout"
+    [ $secs -le 20 ] || fail "took ${secs}s to notice the dead rank"
+    grep -Eq 'exited on signal 9|rank died|killed' "$tmp/out" || fail "no message about the dead rank"
+    ;;
+*) fail "unknown expectation $expect" ;;
+esac
+echo "mpi_case.sh: PASS"

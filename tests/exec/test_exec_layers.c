@@ -1,0 +1,556 @@
+/* test_exec_layers.c — the executor's layers and model, one rank, no MPI:
+ * every backward against central finite differences of its forward (in
+ * double), the tensor-parallel slicing, and exact mode's data (on its grids,
+ * and not degenerate: a test of bit equality on all-zero gradients would
+ * prove nothing). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels.h"
+#include "exec/params.h"
+#include "exec/quant.h"
+#include "exec/runtime.h"
+
+static double frand(uint64_t *s)
+{
+    *s = mp_mix64(*s);
+    return (double)(*s >> 11) * 0x1.0p-53 * 2 - 1;
+}
+
+/* ---- LayerNorm ---- */
+
+static double ln_loss(const double *x, const double *w, const double *b, const double *dy,
+                      int rows, int h)
+{
+    double *out = malloc(sizeof(double) * (size_t)rows * h);
+    double *xh = malloc(sizeof(double) * (size_t)rows * h), rs[8];
+    mp_layernorm_forward_f64(out, xh, rs, x, w, b, rows, h, false);
+    double s = 0;
+    for (int i = 0; i < rows * h; i++)
+        s += out[i] * dy[i];
+    free(out);
+    free(xh);
+    return s;
+}
+
+static void test_layernorm_backward(void **state)
+{
+    (void)state;
+    enum { R = 3, H = 8 };
+    double x[R * H], w[H], b[H], dy[R * H], out[R * H], xh[R * H], rs[R], dx[R * H];
+    double dw[H] = {0}, db[H] = {0};
+    uint64_t s = 7;
+    for (int i = 0; i < R * H; i++) {
+        x[i] = frand(&s) * 2;
+        dy[i] = frand(&s);
+    }
+    for (int i = 0; i < H; i++) {
+        w[i] = 1 + 0.3 * frand(&s);
+        b[i] = 0.1 * frand(&s);
+    }
+    mp_layernorm_forward_f64(out, xh, rs, x, w, b, R, H, false);
+    mp_layernorm_backward_f64(dx, dw, db, dy, xh, rs, w, R, H, false);
+    const double e = 1e-6;
+    for (int i = 0; i < R * H; i++) {
+        double keep = x[i];
+        x[i] = keep + e;
+        double up = ln_loss(x, w, b, dy, R, H);
+        x[i] = keep - e;
+        double down = ln_loss(x, w, b, dy, R, H);
+        x[i] = keep;
+        assert_true(fabs((up - down) / (2 * e) - dx[i]) < 1e-6);
+    }
+    for (int i = 0; i < H; i++) {
+        double keep = w[i];
+        w[i] = keep + e;
+        double up = ln_loss(x, w, b, dy, R, H);
+        w[i] = keep - e;
+        double down = ln_loss(x, w, b, dy, R, H);
+        w[i] = keep;
+        assert_true(fabs((up - down) / (2 * e) - dw[i]) < 1e-6);
+        keep = b[i];
+        b[i] = keep + e;
+        up = ln_loss(x, w, b, dy, R, H);
+        b[i] = keep - e;
+        down = ln_loss(x, w, b, dy, R, H);
+        b[i] = keep;
+        assert_true(fabs((up - down) / (2 * e) - db[i]) < 1e-6);
+    }
+}
+
+/* ---- GeLU ---- */
+
+static void test_gelu_backward(void **state)
+{
+    (void)state;
+    for (double x = -4; x <= 4; x += 0.37) {
+        double up, down, d, one = 1, in;
+        in = x + 1e-6;
+        mp_gelu_forward_f64(&up, &in, 1);
+        in = x - 1e-6;
+        mp_gelu_forward_f64(&down, &in, 1);
+        mp_gelu_backward_f64(&d, &one, &x, 1);
+        assert_true(fabs((up - down) / 2e-6 - d) < 1e-7);
+    }
+    double zero = 0, g;
+    mp_gelu_forward_f64(&g, &zero, 1);
+    assert_true(g == 0);
+}
+
+/* ---- attention ---- */
+
+enum { AS = 5, AB = 2, AH = 2, AD = 4 };
+#define AHL (AH * AD)
+#define AROWS (AS * AB)
+
+static double att_loss(const double *qkv, const double *dy)
+{
+    double out[AROWS * AHL], probs[AB * AH * AS * AS];
+    mp_attention_forward_f64(out, probs, qkv, AS, AB, AH, AD, false);
+    double s = 0;
+    for (int i = 0; i < AROWS * AHL; i++)
+        s += out[i] * dy[i];
+    return s;
+}
+
+static void test_attention_backward(void **state)
+{
+    (void)state;
+    double qkv[AROWS * 3 * AHL], dy[AROWS * AHL], out[AROWS * AHL], probs[AB * AH * AS * AS];
+    double dqkv[AROWS * 3 * AHL], scratch[AS];
+    uint64_t s = 11;
+    for (size_t i = 0; i < sizeof qkv / sizeof *qkv; i++)
+        qkv[i] = frand(&s);
+    for (size_t i = 0; i < sizeof dy / sizeof *dy; i++)
+        dy[i] = frand(&s);
+    mp_attention_forward_f64(out, probs, qkv, AS, AB, AH, AD, false);
+    /* causal: row 0 of each head attends only to itself */
+    for (int n = 0; n < AB; n++)
+        for (int a = 0; a < AH; a++) {
+            const double *p = probs + ((size_t)n * AH + a) * AS * AS;
+            assert_true(fabs(p[0] - 1) < 1e-15);
+            for (int j = 1; j < AS; j++)
+                assert_true(p[j] == 0);
+        }
+    mp_attention_backward_f64(dqkv, dy, qkv, probs, AS, AB, AH, AD, scratch, false);
+    const double e = 1e-6;
+    for (size_t i = 0; i < sizeof qkv / sizeof *qkv; i++) {
+        double keep = qkv[i];
+        qkv[i] = keep + e;
+        double up = att_loss(qkv, dy);
+        qkv[i] = keep - e;
+        double down = att_loss(qkv, dy);
+        qkv[i] = keep;
+        assert_true(fabs((up - down) / (2 * e) - dqkv[i]) < 1e-6);
+    }
+}
+
+/* ---- the whole model: every tensor's gradient against finite differences ---- */
+
+static mp_gpt_dims tiny_dims(int tp, int tp_rank, bool sp, bool tied)
+{
+    return (mp_gpt_dims){.hidden = 16, .heads = 4, .ffn = 32, .vocab = 24, .seq = 8,
+                         .micro_batch = 2, .layers = 2, .tied = tied, .tp = tp,
+                         .tp_rank = tp_rank, .sp = sp};
+}
+
+static void make_tokens(int32_t *tok, int32_t *tgt, int n, int V)
+{
+    for (int i = 0; i < n; i++) {
+        tok[i] = (int32_t)(mp_mix64((uint64_t)i * 3 + 1) % (uint64_t)V);
+        tgt[i] = (int32_t)(mp_mix64((uint64_t)i * 5 + 2) % (uint64_t)V);
+    }
+}
+
+static double model_loss(mp_gpt_f64 *g, const int32_t *tok, const int32_t *tgt)
+{
+    double loss = 0;
+    mp_error err;
+    assert_int_equal(mp_gpt_forward_f64(g, 0, tok, tgt, &loss, &err), MP_OK);
+    return loss;
+}
+
+static void check_model_gradients(bool tied)
+{
+    mp_gpt_dims d = tiny_dims(1, 0, false, tied);
+    mp_param_layout lay;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
+    mp_gpt_f64 g;
+    assert_int_equal(mp_gpt_init_f64(&g, &d, &lay, mp_backend_cpu(), self, 1, 1, false, 99,
+                                     NULL, &err),
+                     MP_OK);
+    /* larger weights than GPT's 0.02 so that every path carries signal */
+    for (size_t i = 0; i < lay.total; i++)
+        g.w[i] *= 8;
+    int S = mp_dims_tokens(&d);
+    int32_t tok[64], tgt[64];
+    make_tokens(tok, tgt, S, d.vocab);
+    double loss = model_loss(&g, tok, tgt);
+    assert_true(loss > 0);
+    memset(g.g, 0, lay.total * sizeof(double));
+    assert_int_equal(mp_gpt_backward_f64(&g, 0, &err), MP_OK);
+    const double e = 1e-5;
+    for (int pid = 0; pid < lay.n; pid++) {
+        const mp_param *p = &lay.p[pid];
+        size_t n = (size_t)p->lrows * p->lcols;
+        double worst = 0, scale = 0;
+        for (size_t k = 0; k < 6; k++) {
+            size_t i = p->offset + (mp_mix64(k + 17 * (uint64_t)pid) % n);
+            double keep = g.w[i];
+            g.w[i] = keep + e;
+            double up = model_loss(&g, tok, tgt);
+            g.w[i] = keep - e;
+            double down = model_loss(&g, tok, tgt);
+            g.w[i] = keep;
+            double fd = (up - down) / (2 * e);
+            worst = fmax(worst, fabs(fd - g.g[i]));
+            scale = fmax(scale, fabs(fd));
+        }
+        if (!(worst <= 1e-6 + 1e-5 * scale))
+            fail_msg("%s: gradient off by %g (scale %g)", p->name, worst, scale);
+    }
+    mp_gpt_free_f64(&g);
+    mp_param_layout_free(&lay);
+}
+
+static void test_model_gradients_tied(void **state)
+{
+    (void)state;
+    check_model_gradients(true);
+}
+
+static void test_model_gradients_untied(void **state)
+{
+    (void)state;
+    check_model_gradients(false);
+}
+
+/* ---- tensor-parallel slicing: the TP parts of every tensor cover it once ---- */
+
+static void test_slices_partition_tensors(void **state)
+{
+    (void)state;
+    for (int tp = 1; tp <= 4; tp *= 2) {
+        mp_param_layout lay[4];
+        mp_error err;
+        for (int r = 0; r < tp; r++) {
+            mp_gpt_dims d = tiny_dims(tp, r, tp > 1, true);
+            assert_int_equal(mp_param_layout_build(&d, &lay[r], &err), MP_OK);
+        }
+        for (int pid = 0; pid < lay[0].n; pid++) {
+            const mp_param *p0 = &lay[0].p[pid];
+            size_t full = (size_t)p0->rows * p0->cols;
+            unsigned char *seen = calloc(full, 1);
+            for (int r = 0; r < tp; r++) {
+                const mp_param *p = &lay[r].p[pid];
+                size_t n = (size_t)p->lrows * p->lcols;
+                for (size_t i = 0; i < n; i++) {
+                    size_t f = mp_param_full_index(p, r, i);
+                    assert_true(f < full);
+                    seen[f]++;
+                }
+            }
+            size_t copies = p0->split == MP_SPLIT_NONE ? (size_t)tp : 1;
+            for (size_t f = 0; f < full; f++)
+                assert_int_equal(seen[f], copies);
+            free(seen);
+        }
+        for (int r = 0; r < tp; r++)
+            mp_param_layout_free(&lay[r]);
+    }
+}
+
+/* The QKV column split gives each rank whole heads of Q, K and V. */
+static void test_qkv_split_keeps_heads(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_dims(2, 1, false, true);
+    mp_param_layout lay;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    const mp_param *p = &lay.p[lay.block_base[0] + MP_BLK_QKV_B];
+    /* rank 1 of 2, h = 16: local cols [Q 8..15 | K 24..31 | V 40..47] */
+    assert_int_equal(mp_param_full_index(p, 1, 0), 8);
+    assert_int_equal(mp_param_full_index(p, 1, 8), 24);
+    assert_int_equal(mp_param_full_index(p, 1, 23), 47);
+    mp_param_layout_free(&lay);
+}
+
+static void test_rank_order(void **state)
+{
+    (void)state;
+    int t, c, d, p;
+    /* r = t + tp*(c + cp*(d + dp*p)), tp=2 cp=2 dp=3 */
+    mp_rank_coords(1 + 2 * (1 + 2 * (2 + 3 * 1)), 2, 2, 3, &t, &c, &d, &p);
+    assert_int_equal(t, 1);
+    assert_int_equal(c, 1);
+    assert_int_equal(d, 2);
+    assert_int_equal(p, 1);
+}
+
+/* ---- exact mode ---- */
+
+static void test_quantize(void **state)
+{
+    (void)state;
+    float x[6] = {0.03f, -0.03f, 100.f, -100.f, 0.09375f, 1.0f / 3};
+    mp_quantize_f32(x, 6, 4, 128);
+    assert_true(x[0] == 0.0f);    /* 0.48 units -> 0 */
+    assert_true(x[1] == -0.0f);
+    assert_true(x[2] == 8.0f);    /* clamped to 128/16 */
+    assert_true(x[3] == -8.0f);
+    assert_true(x[4] == 0.125f);  /* 1.5 units -> 2 (ties to even) */
+    assert_true(x[5] == 0.3125f); /* 5.33 units -> 5 */
+}
+
+static bool on_grid(float v, int grid, int max_int)
+{
+    double u = ldexp((double)v, grid);
+    return u == floor(u) && fabs(u) <= max_int;
+}
+
+/* Exact mode's gradients must be on small grids (so sums are exact) and
+ * mostly non-zero (so equality means something). */
+static void test_exact_data_is_alive(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = {.hidden = 32, .heads = 4, .ffn = 128, .vocab = 64, .seq = 16,
+                     .micro_batch = 1, .layers = 2, .tied = true, .tp = 1};
+    mp_param_layout lay;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
+    mp_gpt_f32 g;
+    assert_int_equal(mp_gpt_init_f32(&g, &d, &lay, mp_backend_cpu(), self, 1, 1, true, 5, NULL,
+                                     &err),
+                     MP_OK);
+    g.grad_scale = (float)MP_EXACT_GRAD_SCALE;
+    int32_t tok[16], tgt[16];
+    make_tokens(tok, tgt, 16, d.vocab);
+    double loss = 0;
+    assert_int_equal(mp_gpt_forward_f32(&g, 0, tok, tgt, &loss, &err), MP_OK);
+    assert_true(on_grid((float)loss, MP_Q_LOSS, 16 * MP_Q_LOSS_MAX_INT));
+    memset(g.g, 0, lay.total * sizeof(float));
+    assert_int_equal(mp_gpt_backward_f32(&g, 0, &err), MP_OK);
+    for (int pid = 0; pid < lay.n; pid++) {
+        const mp_param *p = &lay.p[pid];
+        size_t n = (size_t)p->lrows * p->lcols, nonzero = 0;
+        for (size_t i = 0; i < n; i++) {
+            float w = g.w[p->offset + i];
+            assert_true(on_grid(w, 10, MP_EXACT_MAX_INT * 64));
+            nonzero += g.g[p->offset + i] != 0;
+        }
+        /* (measured: 86% to 100% per tensor with these grids) */
+        double need = 0.5;
+        if ((double)nonzero < need * (double)n)
+            fail_msg("%s: only %zu of %zu gradients are non-zero", p->name, nonzero, n);
+    }
+    mp_gpt_free_f32(&g);
+    mp_param_layout_free(&lay);
+}
+
+/* The exactness argument on its own: a GEMM over K = 512 terms of grid
+ * values, computed whole and as 4 partial sums added in another order (as a
+ * row-parallel GEMM and its all-reduce do), agrees bit for bit; the same with
+ * ordinary random floats does not, which is why exact mode exists. */
+static void gemm_split(const float *a, const float *b, float *whole, float *split, int M, int N,
+                       int K, int parts)
+{
+    const mp_backend *be = mp_backend_cpu();
+    be->gemm(MP_REAL32, false, false, M, N, K, 1.0, a, K, b, N, 0.0, whole, N);
+    float *part = calloc((size_t)M * N, sizeof(float));
+    for (int i = 0; i < M * N; i++)
+        split[i] = 0;
+    for (int p = parts - 1; p >= 0; p--) { /* reverse order on purpose */
+        int k0 = p * (K / parts);
+        be->gemm(MP_REAL32, false, false, M, N, K / parts, 1.0, a + k0, K, b + (size_t)k0 * N,
+                 N, 0.0, part, N);
+        for (int i = 0; i < M * N; i++)
+            split[i] += part[i];
+    }
+    free(part);
+}
+
+static void test_exact_sums_ignore_order(void **state)
+{
+    (void)state;
+    enum { M = 8, N = 8, K = MP_EXACT_MAX_TERMS };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float whole[M * N], split[M * N];
+    uint64_t s = 3;
+    /* the worst case: every value at the limit of its grid, all the same sign */
+    for (int i = 0; i < M * K; i++)
+        a[i] = ldexpf(128, -MP_Q_ACT);
+    for (int i = 0; i < K * N; i++)
+        b[i] = ldexpf(i % 7 ? 127 : 128, -MP_Q_WEIGHT);
+    gemm_split(a, b, whole, split, M, N, K, 4);
+    assert_memory_equal(whole, split, sizeof whole);
+    /* random grid values */
+    for (int i = 0; i < M * K; i++)
+        a[i] = ldexpf((float)floor(frand(&s) * 128), -MP_Q_ACT);
+    for (int i = 0; i < K * N; i++)
+        b[i] = ldexpf((float)floor(frand(&s) * 128), -MP_Q_WEIGHT);
+    gemm_split(a, b, whole, split, M, N, K, 4);
+    assert_memory_equal(whole, split, sizeof whole);
+    /* ordinary floats: the order shows */
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)frand(&s);
+    for (int i = 0; i < K * N; i++)
+        b[i] = (float)frand(&s);
+    gemm_split(a, b, whole, split, M, N, K, 4);
+    assert_true(memcmp(whole, split, sizeof whole) != 0);
+    free(a);
+    free(b);
+}
+
+/* Sharded AdamW (distributed optimizer) is elementwise: updating shards
+ * separately gives the bits of one update of the whole. */
+static void test_sharded_adamw_matches_whole(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_dims(1, 0, false, true);
+    mp_param_layout lay;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    size_t n = lay.total;
+    float *w1 = malloc(n * sizeof(float)), *w2 = malloc(n * sizeof(float));
+    float *g = malloc(n * sizeof(float));
+    float *m1 = calloc(n, sizeof(float)), *v1 = calloc(n, sizeof(float));
+    float *m2 = calloc(n, sizeof(float)), *v2 = calloc(n, sizeof(float));
+    uint64_t s = 5;
+    for (size_t i = 0; i < n; i++) {
+        w1[i] = w2[i] = (float)frand(&s) * 0.1f;
+        g[i] = (float)frand(&s) * 1e-3f;
+    }
+    mp_adam_cfg cfg = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    for (int step = 1; step <= 3; step++) {
+        mp_adamw_update_f32(w1, g, m1, v1, &lay, 0, n, &cfg, step, false);
+        size_t cut[4] = {0, n / 3 + 1, 2 * n / 3 + 5, n};
+        for (int k = 0; k < 3; k++) /* shard k's moments are indexed from its start */
+            mp_adamw_update_f32(w2, g, m2 + cut[k], v2 + cut[k], &lay, cut[k], cut[k + 1], &cfg,
+                                step, false);
+    }
+    assert_memory_equal(w1, w2, n * sizeof(float));
+    assert_true(w1[0] != (float)0);
+    free(w1);
+    free(w2);
+    free(g);
+    free(m1);
+    free(v1);
+    free(m2);
+    free(v2);
+    mp_param_layout_free(&lay);
+}
+
+/* Pipeline stages: the model cut into [embedding, block 0] and [block 1,
+ * head], run one after the other with the activation and the gradient handed
+ * over, gives the whole model's loss and gradients bit for bit (exact mode,
+ * so that the tied embedding's two gradient halves add exactly). */
+static void check_stages(bool tied)
+{
+    mp_gpt_dims d = {.hidden = 32, .heads = 4, .ffn = 128, .vocab = 64, .seq = 16,
+                     .micro_batch = 1, .layers = 2, .tied = tied, .tp = 1};
+    mp_gpt_dims da = d, db = d;
+    da.item_begin = 0;
+    da.item_end = 2;
+    db.item_begin = 2;
+    db.item_end = 4;
+    mp_param_layout lw, la, lb;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lw, &err), MP_OK);
+    assert_int_equal(mp_param_layout_build(&da, &la, &err), MP_OK);
+    assert_int_equal(mp_param_layout_build(&db, &lb, &err), MP_OK);
+    assert_true(la.head < 0 && lb.wte < 0 && lb.head >= 0 && la.block_base[1] < 0);
+    mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
+    mp_gpt_f32 w, a, b;
+    const mp_backend *be = mp_backend_cpu();
+    assert_int_equal(mp_gpt_init_f32(&w, &d, &lw, be, self, 1, 1, true, 9, NULL, &err), MP_OK);
+    assert_int_equal(mp_gpt_init_f32(&a, &da, &la, be, self, 1, 1, true, 9, NULL, &err), MP_OK);
+    assert_int_equal(mp_gpt_init_f32(&b, &db, &lb, be, self, 1, 1, true, 9, NULL, &err), MP_OK);
+    w.grad_scale = a.grad_scale = b.grad_scale = (float)MP_EXACT_GRAD_SCALE;
+    int32_t tok[16], tgt[16];
+    make_tokens(tok, tgt, 16, d.vocab);
+    double lw_sum = 0, la_sum = 0, lb_sum = 0;
+    assert_int_equal(mp_gpt_forward_f32(&w, 0, tok, tgt, &lw_sum, &err), MP_OK);
+    assert_int_equal(mp_gpt_backward_f32(&w, 0, &err), MP_OK);
+    assert_int_equal(mp_gpt_forward_f32(&a, 0, tok, tgt, &la_sum, &err), MP_OK);
+    b.stage_in = mp_gpt_stage_output_f32(&a, 0);
+    assert_int_equal(mp_gpt_forward_f32(&b, 0, tok, tgt, &lb_sum, &err), MP_OK);
+    assert_true(la_sum == 0 && lb_sum == lw_sum && lw_sum > 0);
+    assert_int_equal(mp_gpt_backward_f32(&b, 0, &err), MP_OK);
+    a.stage_grad_in = mp_gpt_stage_input_grad_f32(&b);
+    assert_int_equal(mp_gpt_backward_f32(&a, 0, &err), MP_OK);
+    const mp_param_layout *lays[2] = {&la, &lb};
+    mp_gpt_f32 *parts[2] = {&a, &b};
+    float *tied_sum = calloc((size_t)d.vocab * d.hidden, sizeof(float));
+    int seen = 0;
+    for (int k = 0; k < 2; k++)
+        for (int pid = 0; pid < lays[k]->n; pid++) {
+            const mp_param *p = &lays[k]->p[pid];
+            const mp_param *q = &lw.p[p->ref_index];
+            size_t n = (size_t)p->lrows * p->lcols;
+            assert_int_equal(n, (size_t)q->lrows * q->lcols);
+            assert_memory_equal(parts[k]->w + p->offset, w.w + q->offset, n * sizeof(float));
+            if (tied && p->ref_index == lw.wte) {
+                for (size_t i = 0; i < n; i++)
+                    tied_sum[i] += parts[k]->g[p->offset + i];
+            } else {
+                assert_memory_equal(parts[k]->g + p->offset, w.g + q->offset, n * sizeof(float));
+            }
+            seen++;
+        }
+    assert_int_equal(seen, lw.n + (tied ? 1 : 0));
+    if (tied)
+        assert_memory_equal(tied_sum, w.g + lw.p[lw.wte].offset,
+                            (size_t)d.vocab * d.hidden * sizeof(float));
+    free(tied_sum);
+    mp_gpt_free_f32(&w);
+    mp_gpt_free_f32(&a);
+    mp_gpt_free_f32(&b);
+    mp_param_layout_free(&lw);
+    mp_param_layout_free(&la);
+    mp_param_layout_free(&lb);
+}
+
+static void test_stages_tied(void **state)
+{
+    (void)state;
+    check_stages(true);
+}
+
+static void test_stages_untied(void **state)
+{
+    (void)state;
+    check_stages(false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layernorm_backward),
+        cmocka_unit_test(test_gelu_backward),
+        cmocka_unit_test(test_attention_backward),
+        cmocka_unit_test(test_model_gradients_tied),
+        cmocka_unit_test(test_model_gradients_untied),
+        cmocka_unit_test(test_slices_partition_tensors),
+        cmocka_unit_test(test_qkv_split_keeps_heads),
+        cmocka_unit_test(test_rank_order),
+        cmocka_unit_test(test_quantize),
+        cmocka_unit_test(test_exact_data_is_alive),
+        cmocka_unit_test(test_exact_sums_ignore_order),
+        cmocka_unit_test(test_sharded_adamw_matches_whole),
+        cmocka_unit_test(test_stages_tied),
+        cmocka_unit_test(test_stages_untied),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -16,6 +16,13 @@ where the fit half is the 1st, 3rd, 5th, ... data row of each vTrain file
 single-node), the larger one being held out. Each evaluation
 runs megaplan-validate with --set-a100 overrides; nothing per row. Prints the
 best parameters and the profile lines to paste into hwprofiles/*.yaml.
+
+Refit in round 2 after two changes of model structure (the per-byte local pass
+of NVLink collectives, the asynchronous column-parallel TP backward): ymax 0.72,
+x0 6.1e9, k 1.0, memory efficiency 0.80, host 60 us, scale-out 2 us / 0.9 (both
+at the edge of the searched range); --split-by-model gives 0.74, 3.1e9, 0.8,
+0.75, 60 us, 4 us / 0.9. The scale-up tier is fitted to the NCCL sweeps alone
+(docs/cost-model.md section 5), not here.
 """
 import subprocess
 import sys

@@ -78,15 +78,28 @@ static double tp_collective(const mp_config *c, const mp_group_place *g, double 
 }
 
 /* Attention core over n_scores score elements per GPU with head_dim hd. */
-static void attention_core(const mp_config *c, double n_scores, double hd, bool causal,
-                           bool dropout, double *fwd, double *bwd, double *kernels)
+/* Keys per fused-attention call at which the profile's attention_efficiency
+ * holds, and the length over which a call's fixed work (loading the query
+ * tile, the softmax rescaling, writing the output) is amortised:
+ * FlashAttention-2 (Dao 2023, fwd+bwd, head dim 128) reaches ~0.63, 0.80,
+ * 0.91, 0.97 of its long-sequence rate at 512, 1k, 2k, 4k keys, close to
+ * kv / (kv + 300). */
+#define ATTN_REFERENCE_KEYS 4096.0
+#define ATTN_HALF_RATE_KEYS 300.0
+
+/* Attention core over n_scores score elements per GPU with head_dim hd, each
+ * fused call running over kv keys (CP: one ring step's chunk). */
+static void attention_core(const mp_config *c, double n_scores, double hd, double kv,
+                           bool causal, bool dropout, double *fwd, double *bwd, double *kernels)
 {
     const mp_hw *hw = &c->hw;
     double peak = peak_of(c);
     double flops = 4.0 * n_scores * hd; /* QK^T and AV */
     if (hw->flash_attention) {
         double done = causal ? 0.5 * flops : flops; /* masked blocks are skipped */
-        double f = done / (peak * hw->attention_efficiency);
+        double length = (kv / (kv + ATTN_HALF_RATE_KEYS)) /
+                        (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + ATTN_HALF_RATE_KEYS));
+        double f = done / (peak * hw->attention_efficiency * length);
         *fwd = f;
         /* backward recomputes QK^T: 5 matmuls against 2 (Dao 2023) */
         *bwd = 2.5 * f;
@@ -134,23 +147,34 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = qd / t;
     }
     double gemm = 0.0, gemm_b = 0.0, wgrad = 0.0;
+    double dgrad_of[7], wgrad_of[7];
     for (int i = 0; i < ng; i++) {
         double gm = shape[i][0], gn = shape[i][1], gk = shape[i][2];
         double w = mp_gemm_mnk_time(hw, peak, dt, gk, gn, gm);
+        double dg = mp_gemm_mnk_time(hw, peak, dt, gm, gk, gn);
         gemm += mp_gemm_mnk_time(hw, peak, dt, gm, gn, gk);
-        gemm_b += mp_gemm_mnk_time(hw, peak, dt, gm, gk, gn) + w;
+        gemm_b += dg + w;
         wgrad += w;
+        dgrad_of[i] = dg;
+        wgrad_of[i] = w;
     }
 
     /* attention core: this rank's queries against the whole sequence */
     double heads_local = (double)m->heads / t;
     double af, ab, ak;
-    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, hd, bs->causal, bs->dropout, &af, &ab,
+    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, hd, bs->s / cp, bs->causal,
+                   bs->dropout, &af, &ab,
                    &ak);
+    if (pp->cp > 1)
+        /* ring attention runs one attention call per ring step (c of them,
+         * against the chunk that has arrived), each followed by the
+         * log-sum-exp correction of the partial output and the send/receive
+         * of the next K/V chunk: 3 more launches per extra step */
+        ak += 3.0 * (cp - 1.0);
     if (cross) {
         double cf, cb, ck;
-        attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, hd, false, bs->dropout,
-                       &cf, &cb, &ck);
+        attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, hd, bs->s_cross, false,
+                       bs->dropout, &cf, &cb, &ck);
         af += cf;
         ab += cb;
         ak += ck;
@@ -177,7 +201,36 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     mp_group_place_of(c, MP_GROUP_TP, &tpg);
     double one = tp_collective(c, &tpg, T * h * dt);
     out->tp_fwd = tp_exposed(c, n_ar * one, gemm);
-    out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b);
+    if (c->parallel.tp_overlap || pp->tp <= 1) {
+        out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b);
+    } else {
+        /* The backward collectives belong to the column-parallel GEMMs (QKV,
+         * FC1; cross attention's Q and KV), and Megatron issues them
+         * asynchronously beside that GEMM's other backward half
+         * (--async-tensor-model-parallel-allreduce, on by default since 2021
+         * in Megatron-LM and Megatron-DeepSpeed): the input-gradient all-reduce
+         * runs under the weight-gradient GEMM. With SP the all-gather of the
+         * input runs under the input-gradient GEMM and the reduce-scatter of
+         * the input gradient under the weight-gradient GEMM (Korthikanti 2022
+         * §4.2.2). Only what exceeds its GEMM is exposed. */
+        int column[4] = {0, 2, 4, 5};
+        int n_col = cross ? 4 : 2;
+        double bytes = T * h * dt, exposed = 0.0;
+        for (int j = 0; j < n_col; j++) {
+            int i = column[j];
+            if (i == 5) /* cross attention's KV runs on the encoder's tokens */
+                bytes = Tx * h * dt;
+            if (pp->sp) {
+                double ag = mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, bytes);
+                double rs = mp_coll_time(hw, &tpg, MP_COLL_REDUCESCATTER, bytes);
+                exposed += fmax(0.0, ag - dgrad_of[i]) + fmax(0.0, rs - wgrad_of[i]);
+            } else {
+                double ar = mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, bytes);
+                exposed += fmax(0.0, ar - wgrad_of[i]);
+            }
+        }
+        out->tp_bwd = exposed;
+    }
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or
      * the host's dispatch time, whichever is longer (small models, large t).
@@ -187,6 +240,15 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, 2.0 * k_fwd) - out->tp_bwd;
     out->attn_core_fwd = mp_host_bound(hw, af, ak);
     out->wgrad = wgrad;
+    if (pp->schedule == MP_SCHED_ZBH1 && pp->pp > 1) {
+        /* ZB-H1 issues W (the weight-gradient GEMMs) as a pass of its own,
+         * later: B and W are each host- or GPU-bound by themselves, which is
+         * never faster than one backward pass */
+        double w = mp_host_bound(hw, wgrad, (double)ng);
+        double b_in = mp_host_bound(hw, gpu_b - wgrad + out->tp_bwd, 2.0 * k_fwd - (double)ng);
+        out->bwd_compute = b_in + w - out->tp_bwd;
+        out->wgrad = w;
+    }
 
     /* CP: c-1 ring steps passing this rank's K and V (backward also dK, dV),
      * each hidden under the attention of the chunk already there */

@@ -16,6 +16,10 @@
 #include "planner/cost_internal.h"
 #include "planner/pipeline_internal.h"
 
+/* Fraction of the activation bytes the caching allocator holds on top of
+ * them (fragmentation of the cached blocks; docs/cost-model.md §3). */
+#define ALLOCATOR_FRAGMENTATION 0.10
+
 /* What an item costs, split the way the estimate reports time. */
 typedef struct item_detail {
     double fwd_compute, bwd_compute, attn_core_fwd;
@@ -169,6 +173,7 @@ typedef struct stage_sum {
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double params, act, act_edge, act_block_none, send_bytes;
+    int64_t blocks;
     bool has_embedding, has_head;
 } stage_sum;
 
@@ -227,6 +232,7 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
         s->params += d->params;
         if (d->is_block) {
+            s->blocks++;
             s->act += d->act[r];
             if (d->act[MP_RECOMPUTE_NONE] > s->act_block_none)
                 s->act_block_none = d->act[MP_RECOMPUTE_NONE];
@@ -293,6 +299,16 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         }
     }
     const mp_parallel *pp = &c->parallel;
+    if (pp->cp > 1 && !c->hw.flash_attention)
+        /* Megatron-LM's context parallelism is TransformerEngine's fused
+         * attention passing K/V chunks around the ring inside the kernel
+         * (with the log-sum-exp correction of each partial result); the
+         * unfused softmax attention has no such path. */
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "cp",
+                            "context parallelism needs a fused (flash) attention kernel "
+                            "(Megatron-LM runs it in TransformerEngine); %s has "
+                            "flash_attention: false",
+                            c->hw.name);
     int64_t L = n_blocks(&c->model);
     pm->p = pp->pp;
     pm->v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
@@ -421,7 +437,8 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->cp_comm_fwd = ss->cp_f;
         sc->cp_comm_bwd = ss->cp_b;
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
-        sc->act_bytes = ss->act + ss->act_edge;
+        /* with the allocator's fragmentation, as the estimate counts it */
+        sc->act_bytes = ss->act * (1.0 + ALLOCATOR_FRAGMENTATION) + ss->act_edge;
         sc->static_bytes = ss->params * spb;
         sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
     }
@@ -449,6 +466,15 @@ void mp_pipeline_cost_free(mp_pipeline_cost *pc)
 }
 
 /* ---- the estimate ----------------------------------------------------- */
+
+/* Transformer blocks held by pipeline rank r (all its chunks). */
+static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
+{
+    int64_t n = 0;
+    for (int64_t ch = 0; ch < pm->v; ch++)
+        n += pm->st[ch * pm->p + r].blocks;
+    return n;
+}
 
 /* Chunks of micro-batches in flight on pipeline rank r (whose activations
  * are stashed at the peak), by schedule. */
@@ -570,7 +596,17 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double stash = act / (double)v * chunks;
         if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
             stash += block_none; /* one block re-materialised during its backward */
+        if (pp->schedule == MP_SCHED_ZBH1 && p > 1)
+            /* ZB-H1 runs a micro-batch's W after later F and B: until then it
+             * keeps the inputs of its linear layers (one more micro-batch of
+             * stash) and their output gradients (~9 b s h / t per block:
+             * QKV 3, projection 1, FC1 4, FC2 1; Qi et al. 2024 §3) */
+            stash += act / (double)v + 9.0 * send * (double)blocks_on_rank(&pm, r);
         double other = c->hw.runtime_reserve + edge + 4.0 * send;
+        /* PyTorch's caching allocator: activations are allocated and freed
+         * every micro-batch in many sizes, and the blocks it caches fragment;
+         * reserved exceeds allocated by ~10% of that churn in Megatron runs */
+        other += ALLOCATOR_FRAGMENTATION * stash;
         if (pp->sp && pp->tp > 1)
             other += send * (double)pp->tp;
         double weights = params * (fp32 ? 4.0 : 2.0);

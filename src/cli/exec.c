@@ -298,7 +298,7 @@ static int precheck(const exec_args *a)
     int m = 0;
     mp_status st = mp_plan_read_file(a->plan, plan, &err);
     if (!st)
-        st = mp_exec_dims(plan, a->o.shrink, &d, &m, &err);
+        st = mp_exec_precheck(plan, &a->o, &d, &m, &err);
     if (!st) {
         const mp_parallel *p = &plan->config.parallel;
         int64_t need = p->tp * p->cp * p->dp * p->pp;

@@ -254,6 +254,36 @@ static mp_status gather_timeline(mp_runtime *rt, const mp_probe *pr, mp_exec_rep
             goto done;                                                                      \
     } while (0)
 
+/* Everything that can refuse a run from the plan and the options alone, so
+ * that `exec --np` can refuse it once, before any rank starts. */
+mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_dims *d, int *m,
+                           mp_error *err)
+{
+    mp_status st = mp_exec_dims(plan, o->shrink, d, m, err);
+    if (st)
+        return st;
+    if (o->microbatches > 0)
+        *m = o->microbatches;
+    if (o->steps < 1 || o->steps > MP_EXEC_MAX_STEPS)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--steps", "steps must be 1..%d",
+                            MP_EXEC_MAX_STEPS);
+    if (o->exact) {
+        long tokens_total = (long)*m * (long)plan->config.parallel.dp * mp_dims_tokens(d);
+        long k = max_int(max_int(d->hidden, d->ffn),
+                         max_int(3 * d->hidden, max_int(d->vocab, d->seq)));
+        if (k < 2 * tokens_total)
+            k = 2 * tokens_total;
+        if (k > MP_EXACT_MAX_TERMS)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--exact",
+                                "exact mode needs every reduction to be at most %d terms long; "
+                                "this run sums %ld (hidden %d, ffn %d, vocab %d, seq %d, 2 x %ld "
+                                "tokens per step): use --shrink or a smaller plan",
+                                MP_EXACT_MAX_TERMS, k, d->hidden, d->ffn, d->vocab, d->seq,
+                                tokens_total);
+    }
+    return MP_OK;
+}
+
 mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,
                       mp_exec_report *rep, mp_error *err)
 {
@@ -265,32 +295,11 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     const mp_parallel *par = &plan->config.parallel;
     mp_gpt_dims d;
     int m = 0;
-    TRY(mp_exec_dims(plan, o->shrink, &d, &m, err));
-    if (o->microbatches > 0)
-        m = o->microbatches;
-    if (o->steps < 1 || o->steps > MP_EXEC_MAX_STEPS) {
-        st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--steps", "steps must be 1..%d",
-                          MP_EXEC_MAX_STEPS);
-        goto done;
-    }
+    TRY(mp_exec_precheck(plan, o, &d, &m, err));
     TRY(mp_runtime_split(rt, (int)par->tp, 1, (int)par->dp, 1, err));
     d.tp_rank = rt->tp_rank;
     int dp = rt->dp, S = mp_dims_tokens(&d);
     long tokens_total = (long)m * dp * S;
-    if (o->exact) {
-        long k = max_int(max_int(d.hidden, d.ffn), max_int(3 * d.hidden, max_int(d.vocab, d.seq)));
-        if (k < 2 * tokens_total)
-            k = 2 * tokens_total;
-        if (k > MP_EXACT_MAX_TERMS) {
-            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--exact",
-                              "exact mode needs every reduction to be at most %d terms long; "
-                              "this run sums %ld (hidden %d, ffn %d, vocab %d, seq %d, 2 x %ld "
-                              "tokens per step): use --shrink or a smaller plan",
-                              MP_EXACT_MAX_TERMS, k, d.hidden, d.ffn, d.vocab, d.seq,
-                              tokens_total);
-            goto done;
-        }
-    }
     TRY(mp_param_layout_build(&d, &R.lay, err));
     {
         /* parameters, gradients and Adam moments (float), and the reference's

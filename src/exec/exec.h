@@ -71,6 +71,11 @@ typedef struct mp_exec_report {
 mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *microbatches,
                        mp_error *err);
 
+/* The checks of the plan and options that need no ranks (dims, --steps,
+ * exact mode's reduction length); mp_exec_run repeats them. */
+mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_dims *d, int *m,
+                           mp_error *err);
+
 /* Runs and checks; every rank calls it. */
 mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,
                       mp_exec_report *rep, mp_error *err);

@@ -86,6 +86,8 @@ mp_status mp_hw_decode(const mp_ynode *node, const char *prefix, const char *ori
                        mp_hw *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
+    out->scale_up.partial_node_efficiency = 1.0; /* optional fields' defaults */
+    out->scale_out.partial_node_efficiency = 1.0;
     size_t n;
     const mp_field *tab = mp_hw_field_table(&n);
     mp_status st = mp_fields_decode(tab, n, node, prefix, origin, out, NULL, NULL, err);

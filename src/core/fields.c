@@ -128,9 +128,13 @@ static mp_status check_range(const mp_field *f, double v, const char *field, con
         return mp_error_set(err, MP_EINPUT, origin, line, col, field, "not a number");
     if (f->min_open ? !(v > f->min) : !(v >= f->min)) {
         mp_format_double(f->min, lim, sizeof lim);
-        if (f->min == 0 && f->min_open)
+        if ((f->min == 0 && f->min_open) || (f->min > 0 && v <= 0 && f->type != MP_FT_INT))
             return mp_error_set(err, MP_EINPUT, origin, line, col, field,
                                 "must be positive (got %s)", num);
+        /* a positive floor: below it no real device exists */
+        if (f->min > 0 && f->type != MP_FT_INT)
+            return mp_error_set(err, MP_EINPUT, origin, line, col, field,
+                                "absurdly small: at least %s (got %s)", lim, num);
         return mp_error_set(err, MP_EINPUT, origin, line, col, field, "must be %s %s (got %s)",
                             f->min_open ? "greater than" : "at least", lim, num);
     }

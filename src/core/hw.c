@@ -36,6 +36,13 @@ double mp_curve_eval(const mp_curve *c, double x)
 }
 
 #define BIG 1e18 /* beyond any real device: refuse as absurd */
+/* Below any real device too: a tiny bandwidth, rate or efficiency divides
+ * into times of 1e300 s or infinity, printed as garbage. */
+#define MIN_MEMORY 1048576.0 /* 1 MiB */
+#define MIN_BW 1e6           /* 1 MB/s */
+#define MIN_FRACTION 1e-3    /* of peak or of bandwidth */
+#define MIN_GEMM_FRACTION 1e-6 /* tiny GEMMs really are slow: fitted curves go to 0.001 */
+#define MIN_FLOPS 1e9        /* 1 GFLOP/s, when a data type is supported at all */
 
 #define D(p, member, unitk, lo, open, hi, req)                                                \
     {.path = p, .type = MP_FT_DOUBLE, .offset = offsetof(mp_hw, member), .unit = unitk,       \
@@ -51,28 +58,35 @@ static const mp_field hw_fields[] = {
      .required = true},
     {.path = "description", .type = MP_FT_STRING, .offset = offsetof(mp_hw, description),
      .size = sizeof(((mp_hw *)0)->description)},
-    D("memory", memory, MP_UNIT_BYTES, 0, true, 1e15, true),
-    D("hbm_bw", hbm_bw, MP_UNIT_BANDWIDTH, 0, true, 1e16, true),
+    D("memory", memory, MP_UNIT_BYTES, MIN_MEMORY, false, 1e15, true),
+    D("hbm_bw", hbm_bw, MP_UNIT_BANDWIDTH, MIN_BW, false, 1e16, true),
     D("peak_flops.fp32", peak_flops[MP_DTYPE_FP32], MP_UNIT_FLOPS, 0, false, BIG, false),
     D("peak_flops.tf32", peak_flops[MP_DTYPE_TF32], MP_UNIT_FLOPS, 0, false, BIG, false),
     D("peak_flops.bf16", peak_flops[MP_DTYPE_BF16], MP_UNIT_FLOPS, 0, false, BIG, false),
     D("peak_flops.fp16", peak_flops[MP_DTYPE_FP16], MP_UNIT_FLOPS, 0, false, BIG, false),
     D("peak_flops.fp8", peak_flops[MP_DTYPE_FP8], MP_UNIT_FLOPS, 0, false, BIG, false),
     {.path = "gemm_efficiency", .type = MP_FT_CURVE, .offset = offsetof(mp_hw, gemm_efficiency),
-     .min = 0, .min_open = true, .max = 1, .required = true},
-    D("memory_efficiency", memory_efficiency, MP_UNIT_NONE, 0, true, 1, true),
-    D("attention_efficiency", attention_efficiency, MP_UNIT_NONE, 0, true, 1, true),
+     .min = MIN_GEMM_FRACTION, .max = 1, .required = true},
+    D("memory_efficiency", memory_efficiency, MP_UNIT_NONE, MIN_FRACTION, false, 1, true),
+    D("attention_efficiency", attention_efficiency, MP_UNIT_NONE, MIN_FRACTION, false, 1, true),
     I("gpus_per_node", gpus_per_node, 1, 1 << 16, true),
     I("scale_up.gpus_per_domain", scale_up.gpus_per_domain, 1, 1 << 20, true),
-    D("scale_up.bw_per_gpu", scale_up.bw_per_gpu, MP_UNIT_BANDWIDTH, 0, true, 1e16, true),
+    D("scale_up.bw_per_gpu", scale_up.bw_per_gpu, MP_UNIT_BANDWIDTH, MIN_BW, false, 1e16, true),
     D("scale_up.latency", scale_up.latency, MP_UNIT_TIME, 0, false, 1, true),
-    D("scale_up.efficiency", scale_up.efficiency, MP_UNIT_NONE, 0, true, 1, true),
+    D("scale_up.efficiency", scale_up.efficiency, MP_UNIT_NONE, MIN_FRACTION, false, 1, true),
     I("scale_up.nics_per_node", scale_up.nics_per_node, 0, 1024, false),
+    /* optional, 1 when absent; the tiers share one struct, but only scale_out's
+     * is read (a group inside one scale-up domain uses no NICs) */
+    D("scale_up.partial_node_efficiency", scale_up.partial_node_efficiency, MP_UNIT_NONE,
+      MIN_FRACTION, false, 1, false),
     I("scale_out.gpus_per_domain", scale_out.gpus_per_domain, 0, 1 << 24, true),
-    D("scale_out.bw_per_gpu", scale_out.bw_per_gpu, MP_UNIT_BANDWIDTH, 0, true, 1e16, true),
+    D("scale_out.bw_per_gpu", scale_out.bw_per_gpu, MP_UNIT_BANDWIDTH, MIN_BW, false, 1e16, true),
     D("scale_out.latency", scale_out.latency, MP_UNIT_TIME, 0, false, 1, true),
-    D("scale_out.efficiency", scale_out.efficiency, MP_UNIT_NONE, 0, true, 1, true),
+    D("scale_out.efficiency", scale_out.efficiency, MP_UNIT_NONE, MIN_FRACTION, false, 1, true),
     I("scale_out.nics_per_node", scale_out.nics_per_node, 0, 1024, false),
+    /* optional, 1 when absent (mp_hw_decode): no derating of partial-node groups */
+    D("scale_out.partial_node_efficiency", scale_out.partial_node_efficiency, MP_UNIT_NONE,
+      MIN_FRACTION, false, 1, false),
     D("runtime_reserve", runtime_reserve, MP_UNIT_BYTES, 0, false, 1e15, true),
     D("kernel_overhead", kernel_overhead, MP_UNIT_TIME, 0, false, 1, true),
     /* optional, false when absent: the attention core runs unfused */
@@ -97,6 +111,14 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
     if (hw->runtime_reserve >= hw->memory)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "runtime_reserve",
                             "must be less than memory (%.4g GiB)", hw->memory / 1073741824.0);
+    for (int d = 0; d < MP_DTYPE_COUNT; d++)
+        if (hw->peak_flops[d] > 0 && hw->peak_flops[d] < MIN_FLOPS) {
+            char field[32];
+            snprintf(field, sizeof field, "peak_flops.%s", mp_dtype_name((mp_dtype)d));
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, field,
+                                "absurdly small: at least 1 GFLOP/s, or 0 for unsupported "
+                                "(got %.4g FLOP/s)", hw->peak_flops[d]);
+        }
     if (!(hw->peak_flops[MP_DTYPE_BF16] > 0 || hw->peak_flops[MP_DTYPE_FP16] > 0 ||
           hw->peak_flops[MP_DTYPE_FP32] > 0))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "peak_flops",

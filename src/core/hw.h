@@ -33,6 +33,11 @@ typedef struct mp_net_tier {
     double latency;          /* seconds per message / ring step */
     double efficiency;       /* fraction of bw_per_gpu a large collective achieves */
     int64_t nics_per_node;   /* scale-out tier: NICs per node (shared by the node's groups) */
+    double partial_node_efficiency; /* scale-out tier: fraction of the bandwidth a collective reaches
+                                       when its group holds more than one but not all of each
+                                       node's GPUs (NCCL ring placement over shared NICs; fitted,
+                                       docs/cost-model.md §5). 1 when absent from a file; 0 (a
+                                       struct built in code) reads as 1 */
 } mp_net_tier;
 
 typedef struct mp_hw {

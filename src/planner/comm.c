@@ -74,6 +74,24 @@ void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out)
     out->per_node = per_node < 1.0 ? 1.0 : per_node;
 }
 
+/* A group crossing nodes with more than one but not all of each node's GPUs
+ * (e.g. the DP groups of t = 2 or 4 on 8-GPU nodes) reaches only a fraction of
+ * its NIC shares. Hypothesis (vTrain's multi-node runs, docs/cost-model.md §5):
+ * with fewer NICs than GPUs, NCCL's rings for such a communicator enter a node
+ * through one member's NIC and leave through another's, so each NIC carries
+ * that ring in one direction only and the node's rings cannot be balanced over
+ * all NICs in both directions, as they are for a whole node (one communicator)
+ * or one GPU per node (in and out through its own NIC). */
+double mp_partial_node_factor(const mp_hw *hw, const mp_group_place *g)
+{
+    double f = hw->scale_out.partial_node_efficiency;
+    if (!g->cross_domain || !(f > 0.0) || f >= 1.0)
+        return 1.0; /* 0: a profile built in code without the field */
+    if (g->per_node > 1.0 && g->per_node < node_size(hw))
+        return f;
+    return 1.0;
+}
+
 /* Passes of the buffer through the GPU beyond the ring's link traffic, as a
  * fraction of the buffer over the scale-up link rate (fitted to the sweeps). */
 #define LOCAL_PASS_ALLREDUCE 0.5
@@ -86,7 +104,8 @@ double mp_coll_time(const mp_hw *hw, const mp_group_place *g, mp_coll_kind k, do
     double up_bw = hw->scale_up.bw_per_gpu * hw->scale_up.efficiency;
     double bw = up_bw, lat = hw->scale_up.latency;
     if (g->cross_domain) {
-        double out_bw = g->per_node * hw->scale_out.bw_per_gpu * hw->scale_out.efficiency;
+        double out_bw = g->per_node * hw->scale_out.bw_per_gpu * hw->scale_out.efficiency *
+                        mp_partial_node_factor(hw, g);
         bw = fmin(up_bw, out_bw);
         lat = hw->scale_out.latency;
     }

@@ -72,6 +72,10 @@ typedef enum { MP_COLL_ALLREDUCE, MP_COLL_ALLGATHER, MP_COLL_REDUCESCATTER, MP_C
 /* Seconds for one collective over bytes (the full tensor: the all-reduce's
  * input, the all-gather's output, the reduce-scatter's input, the message). */
 double mp_coll_time(const mp_hw *hw, const mp_group_place *g, mp_coll_kind k, double bytes);
+/* The scale-out bandwidth factor of a group: the profile's
+ * scale_out.partial_node_efficiency when the group crosses nodes holding more
+ * than one but not all of each node's GPUs, else 1. */
+double mp_partial_node_factor(const mp_hw *hw, const mp_group_place *g);
 
 /* ---- compute (compute.c) ---- */
 double mp_gemm_time(const mp_hw *hw, double peak, double flops);

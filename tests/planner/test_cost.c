@@ -479,6 +479,55 @@ static void test_nvlink_busbw_by_group_size(void **state)
     }
 }
 
+/* a100-4xhdr (4 NICs per 8 GPUs): a DP group holding some but not all of each
+ * node's GPUs (t = 2, 4) reaches only partial_node_efficiency of its NIC shares
+ * (fitted to vTrain multi-node, docs/cost-model.md §5); whole-node groups
+ * (t = 1) and one-GPU-per-node groups (t = 8) do not, nor does rail-optimised
+ * dgx-a100 (one NIC per GPU). */
+static void test_partial_node_dp_groups(void **state)
+{
+    (void)state;
+    mp_model m = gpt(40, 6144, 48, 2048, 50257); /* vTrain 18.4B */
+    const int64_t tps[4] = {1, 2, 4, 8}, pps[4] = {1, 4, 2, 1};
+    const bool partial[4] = {false, true, true, false};
+    for (int i = 0; i < 4; i++) {
+        mp_config c = config(&m, "a100-4xhdr", 256, 1024, tps[i], pps[i], 2);
+        c.training.precision = MP_DTYPE_FP16;
+        double f = c.hw.scale_out.partial_node_efficiency;
+        assert_true(f > 0.0 && f < 1.0);
+        mp_group_place g;
+        mp_group_place_of(&c, MP_GROUP_DP, &g);
+        assert_true(g.cross_domain);
+        if (partial[i])
+            assert_true(g.per_node > 1.0 && g.per_node < 8.0);
+        assert_true(mp_partial_node_factor(&c.hw, &g) == (partial[i] ? f : 1.0));
+        /* the DP all-reduce and the whole step: slower exactly when partial */
+        mp_hw whole = c.hw;
+        whole.scale_out.partial_node_efficiency = 1.0;
+        double bytes = 2.0 * 1e9;
+        double t_part = mp_coll_time(&c.hw, &g, MP_COLL_ALLREDUCE, bytes);
+        double t_whole = mp_coll_time(&whole, &g, MP_COLL_ALLREDUCE, bytes);
+        mp_estimate e_part, e_whole;
+        mp_error err;
+        assert_int_equal(mp_estimate_config(&c, NULL, &e_part, &err), MP_OK);
+        c.hw = whole;
+        assert_int_equal(mp_estimate_config(&c, NULL, &e_whole, &err), MP_OK);
+        if (partial[i]) {
+            assert_true(t_part > 1.5 * t_whole);
+            assert_true(e_part.time.step > e_whole.time.step * 1.01);
+        } else {
+            assert_true(t_part == t_whole);
+            assert_true(e_part.time.step == e_whole.time.step);
+        }
+    }
+    /* dgx-a100: one NIC per GPU, no derating of the t = 4 DP group */
+    mp_config c = config(&m, "dgx-a100", 256, 1024, 4, 2, 2);
+    mp_group_place g;
+    mp_group_place_of(&c, MP_GROUP_DP, &g);
+    assert_true(g.cross_domain && g.per_node == 2.0);
+    assert_true(mp_partial_node_factor(&c.hw, &g) == 1.0);
+}
+
 /* Megatron's CP runs inside TransformerEngine's fused attention: a profile
  * without flash attention refuses cp > 1; one with it accepts the same split. */
 static void test_cp_needs_flash_attention(void **state)
@@ -583,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_params_every_preset),
         cmocka_unit_test(test_params_rounding_rule),
         cmocka_unit_test(test_nvlink_busbw_by_group_size),
+        cmocka_unit_test(test_partial_node_dp_groups),
         cmocka_unit_test(test_cp_needs_flash_attention),
         cmocka_unit_test(test_tp_backward_overlaps_wgrad),
         cmocka_unit_test(test_zbh1_and_allocator_memory),

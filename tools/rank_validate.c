@@ -5,9 +5,9 @@
  *
  * 1. vTrain multi-node runs (3.6B on 64 GPUs, 18.4B on 256): every measured
  *    configuration of a model size is costed with the row's exact settings
- *    (the same row -> config mapping as tools/validate.c: a100-4xhdr, fp16,
- *    GPT vocab 50,257 tied, full recompute, 1F1B, no SP, no distributed
- *    optimizer, no DP overlap). The configuration megaplan ranks first must
+ *    (the row -> config mapping of tools/refdata.c, which megaplan-validate
+ *    and sim_validation share: a100-4xhdr, fp16, GPT vocab 50,257 tied, full
+ *    recompute, 1F1B, no SP, no distributed optimizer, no DP overlap). The configuration megaplan ranks first must
  *    be within 3% of the measured best; Spearman's rho of the two orders.
  * 2. Published setups (../shared/data/published): search with the model, GPU
  *    count, global batch and precision; the rank of the published degrees
@@ -26,66 +26,23 @@
 #include "planner/cost.h"
 #include "planner/explain.h"
 #include "planner/search.h"
+#include "tools/refdata.h"
 
+/* at most this many configurations of one model size are ranked */
 #define MAX_ROWS 64
-#define MAX_COLS 16
 
-typedef struct csv {
-    int n;
-    double v[MAX_ROWS][MAX_COLS];
-    char s[MAX_ROWS][MAX_COLS][32];
-} csv;
-
-static int csv_read(const char *dir, const char *name, csv *c)
+/* One data set as tools/refdata.c maps it (the mapping megaplan-validate and
+ * sim_validation use too); -1 when it cannot be read. */
+static int load(const char *dir, refdata_set_id id, const refdata_profiles *prof, refdata_set *rs)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "megaplan-rank-validate: cannot read %s\n", path);
+    mp_error err;
+    mp_error_clear(&err);
+    if (refdata_read(dir, id, prof, rs, &err) != MP_OK) {
+        char msg[1024];
+        fprintf(stderr, "megaplan-rank-validate: %s\n", mp_error_format(&err, msg, sizeof msg));
         return -1;
     }
-    char line[1024];
-    c->n = 0;
-    bool header = true;
-    while (fgets(line, sizeof line, f) && c->n < MAX_ROWS) {
-        if (header) {
-            header = false;
-            continue;
-        }
-        int col = 0;
-        char *save = NULL;
-        for (char *tok = strtok_r(line, ",\r\n", &save); tok && col < MAX_COLS;
-             tok = strtok_r(NULL, ",\r\n", &save), col++) {
-            snprintf(c->s[c->n][col], sizeof c->s[c->n][col], "%s", tok);
-            c->v[c->n][col] = atof(tok);
-        }
-        if (col > 0) c->n++;
-    }
-    fclose(f);
     return 0;
-}
-
-static int gpt(mp_model *m, const char *name, int64_t L, int64_t h, int64_t a, int64_t s, int64_t V,
-               bool tied, mp_position pos)
-{
-    memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->arch = MP_ARCH_GPT;
-    m->layers = L;
-    m->hidden = h;
-    m->heads = a;
-    m->kv_heads = a;
-    m->head_dim = h / a;
-    m->ffn_hidden = 4 * h;
-    m->vocab = V;
-    m->seq = s;
-    m->activation = MP_ACT_GELU;
-    m->norm = MP_NORM_LAYERNORM;
-    m->position = pos;
-    m->tied_embeddings = tied;
-    mp_error err;
-    return mp_model_finish(m, &err) == MP_OK ? 0 : -1;
 }
 
 /* ---- 1. vTrain ranking ----------------------------------------------------- */
@@ -127,51 +84,38 @@ static double spearman(const double *a, const double *b, int n)
  * looser floor while the criterion itself is tracked as a known miss. */
 static double check_within = 0.03, check_min_rho = -1.0;
 
-static int vtrain(const char *dir, bool *ok)
+static int vtrain(const char *dir, const refdata_profiles *prof, bool *ok)
 {
-    static csv c;
-    if (csv_read(dir, "vtrain/ground_truth_multi_dev.csv", &c)) return -1;
-    mp_hw hw;
-    mp_error err;
-    if (mp_hw_preset("a100-4xhdr", &hw, &err) != MP_OK) return -1;
+    refdata_set rs;
+    if (load(dir, REFDATA_VTRAIN_MULTI, prof, &rs)) return -1;
     printf("### Ranking measured configurations (vTrain multi-node)\n\n");
     printf("Each measured configuration of a model size is costed with the row's own settings "
            "(a100-4xhdr, fp16, GPT vocab 50,257, full recompute, 1F1B, no DP overlap: the mapping "
-           "of tools/validate.c). Threshold: the configuration megaplan ranks first is within 3%% "
+           "of tools/refdata.c). Threshold: the configuration megaplan ranks first is within 3%% "
            "of the measured best.\n\n");
     printf("| model | GPUs | configs | megaplan's first (t, d, p, b) | its measured time | measured best | "
            "within | Spearman rho |\n|---|---|---|---|---|---|---|---|\n");
     double sizes[8];
     int nsizes = 0;
-    for (int r = 0; r < c.n; r++) {
+    for (int r = 0; r < rs.n; r++) {
         bool seen = false;
-        for (int k = 0; k < nsizes; k++) seen |= sizes[k] == c.v[r][0];
-        if (!seen && nsizes < 8) sizes[nsizes++] = c.v[r][0];
+        for (int k = 0; k < nsizes; k++) seen |= sizes[k] == rs.rows[r].params_billion;
+        if (!seen && nsizes < 8) sizes[nsizes++] = rs.rows[r].params_billion;
     }
     for (int k = 0; k < nsizes; k++) {
         double pred[MAX_ROWS], meas[MAX_ROWS];
         int rowof[MAX_ROWS], n = 0;
-        for (int r = 0; r < c.n; r++) {
-            if (c.v[r][0] != sizes[k]) continue;
-            const double *v = c.v[r];
-            mp_config cf;
-            memset(&cf, 0, sizeof cf);
-            if (gpt(&cf.model, "gpt", (int64_t)v[6], (int64_t)v[4], (int64_t)v[5], (int64_t)v[7], 50257,
-                    true, MP_POS_LEARNED))
-                continue;
-            cf.hw = hw;
-            cf.training = (mp_training){.gpus = (int64_t)v[1], .seq = (int64_t)v[7],
-                                        .global_batch = (int64_t)v[2], .precision = MP_DTYPE_FP16};
-            cf.parallel = (mp_parallel){.tp = (int64_t)v[8], .dp = (int64_t)v[9], .pp = (int64_t)v[10],
-                                        .vpp = 1, .cp = 1, .micro_batch = (int64_t)v[3],
-                                        .recompute = MP_RECOMPUTE_FULL, .schedule = MP_SCHED_1F1B};
+        for (int r = 0; r < rs.n && n < MAX_ROWS; r++) {
+            const refdata_row *x = &rs.rows[r];
+            if (x->params_billion != sizes[k]) continue;
             mp_estimate e;
-            if (mp_estimate_config(&cf, NULL, &e, &err) != MP_OK) {
-                fprintf(stderr, "megaplan-rank-validate: vTrain row %d refused: %s\n", r + 2, err.msg);
+            mp_error err;
+            if (mp_estimate_config(&x->config, NULL, &e, &err) != MP_OK) {
+                fprintf(stderr, "megaplan-rank-validate: vTrain row %d refused: %s\n", x->line, err.msg);
                 continue;
             }
             pred[n] = e.time.step;
-            meas[n] = v[11] / 1000.0;
+            meas[n] = x->measured_s;
             rowof[n++] = r;
         }
         if (n == 0) continue;
@@ -184,13 +128,15 @@ static int vtrain(const char *dir, bool *ok)
         bool pass = within <= 0.03;
         double rho = spearman(pred, meas, n);
         *ok &= within <= check_within && rho >= check_min_rho;
-        const double *v = c.v[rowof[first]];
+        const mp_config *c = &rs.rows[rowof[first]].config;
         printf("| %.1fB | %lld | %d | %lld, %lld, %lld, %lld | %.3f s | %.3f s | %.1f%% %s | %.2f |\n",
-               sizes[k], (long long)v[1], n, (long long)v[8], (long long)v[9], (long long)v[10],
-               (long long)v[3], meas[first], meas[best], 100 * within, pass ? "(ok)" : "(MISSED)",
-               spearman(pred, meas, n));
+               sizes[k], (long long)c->training.gpus, n, (long long)c->parallel.tp,
+               (long long)c->parallel.dp, (long long)c->parallel.pp,
+               (long long)c->parallel.micro_batch, meas[first], meas[best], 100 * within,
+               pass ? "(ok)" : "(MISSED)", spearman(pred, meas, n));
     }
     printf("\n");
+    refdata_set_free(&rs);
     return 0;
 }
 
@@ -346,16 +292,44 @@ static void published_row(const pub *p, bool *ok, int *in_top5, int *rows)
     if (st == MP_OK || st == MP_ENOFIT) mp_search_result_free(&all);
 }
 
-static int published(const char *dir, bool *ok)
+/* A published row as search sees it: the model, GPUs, global batch and
+ * precision as the base (the parallel settings left to search), the
+ * published degrees and software of the time to fix, and the settings the
+ * paper leaves open (refdata's REFDATA_OPEN_*) left to search. */
+static pub pub_of(const refdata_row *x, const char *source)
 {
-    static csv na, ko, mc;
-    if (csv_read(dir, "published/narayanan2021_table1.csv", &na) ||
-        csv_read(dir, "published/korthikanti2022.csv", &ko) ||
-        csv_read(dir, "published/megatron_core_h100_2024.csv", &mc))
+    pub p = {0};
+    p.source = source;
+    p.base = x->config;
+    memset(&p.base.parallel, 0, sizeof p.base.parallel);
+    const mp_parallel *q = &x->config.parallel;
+    p.tp = q->tp;
+    p.pp = q->pp;
+    p.dp = q->dp;
+    p.vpp = x->open & REFDATA_OPEN_VPP ? 0 : q->vpp;
+    p.mb = x->open & REFDATA_OPEN_MICRO_BATCH ? 0 : q->micro_batch;
+    p.sp = q->sp;
+    p.dist_opt = q->dist_opt;
+    p.tp_overlap = q->tp_overlap;
+    p.rc = q->recompute;
+    p.published = x->value;
+    p.kind = x->kind == REFDATA_TFLOPS_NARAYANAN ? 0 : x->kind == REFDATA_ITER_S ? 1 : 2;
+    return p;
+}
+
+static int published(const char *dir, const refdata_profiles *prof, bool *ok)
+{
+    refdata_set na, ko, mc;
+    if (load(dir, REFDATA_NARAYANAN, prof, &na)) return -1;
+    if (load(dir, REFDATA_KORTHIKANTI, prof, &ko)) {
+        refdata_set_free(&na);
         return -1;
-    mp_hw a100, h100;
-    mp_error err;
-    if (mp_hw_preset("dgx-a100", &a100, &err) || mp_hw_preset("dgx-h100", &h100, &err)) return -1;
+    }
+    if (load(dir, REFDATA_MEGATRON_CORE, prof, &mc)) {
+        refdata_set_free(&na);
+        refdata_set_free(&ko);
+        return -1;
+    }
     printf("### Published setups in search's ranking\n\n");
     printf("Search over the whole space with the row's model, GPUs, global batch and precision "
            "(Narayanan 2021: dgx-a100, fp16; Korthikanti 2022: dgx-a100, bf16; Megatron-Core 2024: "
@@ -365,91 +339,37 @@ static int published(const char *dir, bool *ok)
            "recompute, no SP, no distributed optimizer; Korthikanti SP + selective, the published "
            "micro-batch and interleaving; Megatron-Core SP and TP overlap, distributed optimizer "
            "with overlap, micro-batch 1, no recompute, the most virtual stages of at least 3 layers "
-           "(the assumptions of tools/validate.c); 1F1B or interleaved 1F1B, Megatron's even split. Threshold: within 10%% of "
+           "(the assumptions of tools/refdata.c); 1F1B or interleaved 1F1B, Megatron's even split. Threshold: within 10%% of "
            "the published throughput (TFLOP/s per GPU; Korthikanti: seconds per iteration).\n\n");
     printf("| setup | GPUs | tp/pp/dp | rank | megaplan's first | fixed: predicted | published | "
            "error | why not in the top 5 |\n|---|---|---|---|---|---|---|---|---|\n");
     int top5 = 0, rows = 0;
     for (int r = 0; r < na.n; r++) {
-        const double *v = na.v[r];
-        pub p = {0};
         char name[64];
-        snprintf(name, sizeof name, "Narayanan %.1fB", v[0]);
-        p.source = name;
-        if (gpt(&p.base.model, "gpt", (int64_t)v[3], (int64_t)v[2], (int64_t)v[1], 2048, 51200, true,
-                MP_POS_LEARNED))
-            continue;
-        p.base.hw = a100;
-        p.base.training = (mp_training){.gpus = (int64_t)v[6], .seq = 2048,
-                                        .global_batch = (int64_t)v[7], .precision = MP_DTYPE_FP16};
-        p.tp = (int64_t)v[4];
-        p.pp = (int64_t)v[5];
-        p.dp = p.base.training.gpus / (p.tp * p.pp);
-        p.rc = MP_RECOMPUTE_FULL;
-        p.published = v[8];
-        p.kind = 0;
+        snprintf(name, sizeof name, "Narayanan %.1fB", na.rows[r].params_billion);
+        pub p = pub_of(&na.rows[r], name);
         published_row(&p, ok, &top5, &rows);
     }
+    /* Korthikanti's published setup is "this work"; its full-recompute
+     * column is the same degrees with older software */
     for (int r = 0; r < ko.n; r++) {
-        const double *v = ko.v[r];
-        pub p = {0};
-        char name[64];
-        snprintf(name, sizeof name, "Korthikanti %s", ko.s[r][0]);
-        p.source = name;
-        if (gpt(&p.base.model, ko.s[r][0], (int64_t)v[3], (int64_t)v[2], (int64_t)v[1], 2048, 51200,
-                true, MP_POS_LEARNED))
-            continue;
-        p.base.hw = a100;
-        p.base.training = (mp_training){.gpus = (int64_t)v[6], .seq = 2048,
-                                        .global_batch = (int64_t)v[7], .precision = MP_DTYPE_BF16};
-        p.tp = (int64_t)v[4];
-        p.pp = (int64_t)v[5];
-        p.dp = p.base.training.gpus / (p.tp * p.pp);
-        p.mb = (int64_t)v[8];
-        p.vpp = (int64_t)v[9];
-        p.sp = p.tp > 1;
-        p.rc = MP_RECOMPUTE_SELECTIVE;
-        p.published = v[11];
-        p.kind = 1;
+        if (ko.rows[r].variant != REFDATA_SP_SELECTIVE) continue;
+        char name[64 + MP_NAME_MAX];
+        snprintf(name, sizeof name, "Korthikanti %s", ko.rows[r].config.model.name);
+        pub p = pub_of(&ko.rows[r], name);
         published_row(&p, ok, &top5, &rows);
     }
     for (int r = 0; r < mc.n; r++) {
-        const double *v = mc.v[r];
-        pub p = {0};
         char name[64];
-        snprintf(name, sizeof name, "Megatron-Core %.1fB", v[0]);
-        p.source = name;
-        if (gpt(&p.base.model, "gpt", (int64_t)v[3], (int64_t)v[2], (int64_t)v[1], 4096, 131072, false,
-                MP_POS_ROPE))
-            continue;
-        p.base.hw = h100;
-        p.base.training = (mp_training){.gpus = (int64_t)v[7], .seq = 4096,
-                                        .global_batch = (int64_t)v[8], .precision = MP_DTYPE_BF16};
-        p.tp = (int64_t)v[4];
-        p.pp = (int64_t)v[5];
-        p.dp = (int64_t)v[6];
-        p.sp = p.tp > 1;
-        p.dist_opt = true;
-        p.tp_overlap = p.tp > 1;
-        p.mb = 1;
-        /* tools/validate.c's reading of Megatron's scripts: the most chunks of
-         * at least 3 layers when the micro-batches allow interleaving */
-        p.vpp = 1;
-        if (p.pp > 1) {
-            int64_t per = (int64_t)v[3] / p.pp, m = p.base.training.global_batch / p.dp;
-            for (int64_t vv = per; vv >= 1; vv--)
-                if (per % vv == 0 && per / vv >= 3 && m % p.pp == 0) {
-                    p.vpp = vv;
-                    break;
-                }
-        }
-        p.rc = MP_RECOMPUTE_NONE;
-        p.published = v[9];
-        p.kind = 2;
+        snprintf(name, sizeof name, "Megatron-Core %.1fB", mc.rows[r].params_billion);
+        pub p = pub_of(&mc.rows[r], name);
         published_row(&p, ok, &top5, &rows);
     }
     printf("\n%d of %d published setups are in search's top 5; the others are explained in the "
            "last column.\n\n", top5, rows);
+    refdata_set_free(&na);
+    refdata_set_free(&ko);
+    refdata_set_free(&mc);
     return 0;
 }
 
@@ -473,10 +393,16 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    refdata_profiles prof;
+    mp_error err;
+    if (refdata_profiles_builtin(&prof, &err) != MP_OK) {
+        fprintf(stderr, "megaplan-rank-validate: built-in profiles: %s\n", err.msg);
+        return 2;
+    }
     bool ok_rank = true, ok_pub = true;
     printf("## Search ranking (megaplan-rank-validate)\n\n");
-    if (vtrain(argv[1], &ok_rank)) return 2;
-    if (published(argv[1], &ok_pub)) return 2;
+    if (vtrain(argv[1], &prof, &ok_rank)) return 2;
+    if (published(argv[1], &prof, &ok_pub)) return 2;
     printf("Thresholds: ranking %s, published throughput with fixed degrees %s.\n",
            ok_rank ? "met" : "MISSED", ok_pub ? "met" : "MISSED");
     if ((check_rank && !ok_rank) || (check_pub && !ok_pub)) return 1;

@@ -1,0 +1,649 @@
+/* refdata.c — the rows of ../shared/data as megaplan configurations (see
+ * refdata.h for why this is one module). Each data set's builder reads its
+ * CSV columns and applies the assumptions its note states; nothing else
+ * about a row is decided anywhere else. */
+#include "tools/refdata.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/model.h"
+#include "planner/cost.h"
+
+/* ---- CSV ------------------------------------------------------------------ */
+
+/* The files are small (the largest 1,440 lines): read whole, cut in place. */
+typedef struct csv {
+    char path[1024];
+    char *text;                /* the file; cells point into it */
+    char **header;             /* cols names */
+    char **cell;               /* rows x cols; NULL where a line is short */
+    int *line;                 /* 1-based file line of each data row */
+    int rows, cols;
+} csv;
+
+static void csv_free(csv *c)
+{
+    free(c->text);
+    free(c->header);
+    free(c->cell);
+    free(c->line);
+    memset(c, 0, sizeof *c);
+}
+
+/* Splits one line at commas into at most cols cells (the rest stay NULL);
+ * returns how many it found. A trailing '\r' (CRLF files) is not data. */
+static int split_line(char *s, char **cells, int cols)
+{
+    size_t len = strlen(s);
+    if (len && s[len - 1] == '\r')
+        s[--len] = '\0';
+    int n = 0;
+    for (char *p = s; n < cols;) {
+        cells[n++] = p;
+        char *comma = strchr(p, ',');
+        if (!comma)
+            break;
+        *comma = '\0';
+        p = comma + 1;
+    }
+    return n;
+}
+
+static mp_status csv_read(const char *dir, const char *file, csv *c, mp_error *err)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->path, sizeof c->path, "%s/%s", dir, file);
+    size_t len = 0;
+    mp_status st = mp_read_file(c->path, 64u << 20, &c->text, &len, err);
+    if (st != MP_OK)
+        return st;
+    if (c->text[0] == '\0') {
+        st = mp_error_set(err, MP_EINPUT, c->path, 1, 0, NULL, "empty file, expected a header");
+        csv_free(c);
+        return st;
+    }
+    /* at most one row per newline, plus a last line without one */
+    size_t lines = 1;
+    for (const char *p = c->text; *p; p++)
+        lines += *p == '\n';
+    char *next = c->text;
+    int lineno = 0;
+    for (char *s = next; s; s = next) {
+        char *nl = strchr(s, '\n');
+        if (nl)
+            *nl = '\0';
+        next = nl ? nl + 1 : NULL;
+        lineno++;
+        if (!c->header) {
+            /* the header decides how many columns a row has */
+            c->cols = 1;
+            for (const char *p = s; *p; p++)
+                c->cols += *p == ',';
+            c->header = calloc((size_t)c->cols, sizeof *c->header);
+            c->cell = calloc(lines * (size_t)c->cols, sizeof *c->cell);
+            c->line = calloc(lines, sizeof *c->line);
+            if (!c->header || !c->cell || !c->line) {
+                csv_free(c);
+                return mp_error_set(err, MP_ENOMEM, file, 0, 0, NULL, "out of memory");
+            }
+            split_line(s, c->header, c->cols);
+            continue;
+        }
+        if (s[0] == '\0' || (s[0] == '\r' && s[1] == '\0'))
+            continue; /* blank lines (the last newline) are not rows */
+        split_line(s, &c->cell[(size_t)c->rows * (size_t)c->cols], c->cols);
+        c->line[c->rows++] = lineno;
+    }
+    return MP_OK;
+}
+
+static const char *cell(const csv *c, int r, int col)
+{
+    return col < c->cols ? c->cell[(size_t)r * (size_t)c->cols + (size_t)col] : NULL;
+}
+
+/* A number cell, strictly: a short line or "12x" is an error with its place,
+ * not a silent 0 that would become a wrong configuration. */
+static mp_status num(const csv *c, int r, int col, double *out, mp_error *err)
+{
+    const char *s = cell(c, r, col);
+    const char *name = col < c->cols ? c->header[col] : "?";
+    if (!s)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0, name,
+                            "missing (the line has too few columns)");
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    while (end && isspace((unsigned char)*end))
+        end++;
+    if (end == s || !end || *end != '\0' || errno == ERANGE)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col + 1, name,
+                            "'%s' is not a number", s);
+    *out = v;
+    return MP_OK;
+}
+
+/* Reads the columns cols[0..n) of row r into v[0..n). */
+static mp_status nums(const csv *c, int r, const int *cols, int n, double *v, mp_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        mp_status st = num(c, r, cols[i], &v[i], err);
+        if (st != MP_OK)
+            return st;
+    }
+    return MP_OK;
+}
+
+static mp_status text(const csv *c, int r, int col, const char **out, mp_error *err)
+{
+    *out = cell(c, r, col);
+    if (!*out)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0,
+                            col < c->cols ? c->header[col] : "?",
+                            "missing (the line has too few columns)");
+    return MP_OK;
+}
+
+/* ---- configurations -------------------------------------------------------- */
+
+/* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
+ * unless a set says otherwise. Returns 0, or -1 when the library refuses. */
+static int gpt_model(mp_model *m, const char *name, int64_t L, int64_t h, int64_t a, int64_t s,
+                     int64_t V, bool tied)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->arch = MP_ARCH_GPT;
+    m->layers = L;
+    m->hidden = h;
+    m->heads = a;
+    m->kv_heads = a;
+    m->head_dim = h / a;
+    m->ffn_hidden = 4 * h;
+    m->vocab = V;
+    m->seq = s;
+    m->activation = MP_ACT_GELU;
+    m->norm = MP_NORM_LAYERNORM;
+    m->position = MP_POS_LEARNED;
+    m->tied_embeddings = tied;
+    mp_error err;
+    return mp_model_finish(m, &err) == MP_OK ? 0 : -1;
+}
+
+/* The parallel settings a row gives or the set assumes. */
+typedef struct par {
+    int64_t gpus, gb, mb, t, p, v, d, cp;
+    bool sp, dist_opt, dp_overlap, tp_overlap;
+    mp_recompute rc;
+    mp_dtype prec;
+} par;
+
+/* vpp 1 means 1F1B, more means interleaved 1F1B: the schedules of the runs. */
+static void config_of(mp_config *c, const mp_model *m, const mp_hw *hw, const par *q)
+{
+    memset(c, 0, sizeof *c);
+    c->model = *m;
+    c->hw = *hw;
+    c->training.gpus = q->gpus;
+    c->training.seq = m->seq;
+    c->training.global_batch = q->gb;
+    c->training.precision = q->prec;
+    c->parallel.tp = q->t;
+    c->parallel.pp = q->p;
+    c->parallel.vpp = q->v > 0 ? q->v : 1;
+    c->parallel.cp = q->cp > 0 ? q->cp : 1;
+    c->parallel.dp = q->d;
+    c->parallel.sp = q->sp;
+    c->parallel.micro_batch = q->mb;
+    c->parallel.recompute = q->rc;
+    c->parallel.dist_opt = q->dist_opt;
+    c->parallel.dp_overlap = q->dp_overlap;
+    c->parallel.tp_overlap = q->tp_overlap;
+    c->parallel.schedule = c->parallel.vpp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
+}
+
+/* The published tables start alike: the model (name or billions of
+ * parameters), heads, hidden, layers, tp, pp. Reads the number columns
+ * 1..n-1 into v[1..n-1], the shape into a, h, L and the degrees into q. */
+static mp_status published_cols(const csv *c, int r, int n, double *v, int64_t *a, int64_t *h,
+                                int64_t *L, par *q, mp_error *err)
+{
+    for (int col = 1; col < n; col++) {
+        mp_status st = num(c, r, col, &v[col], err);
+        if (st != MP_OK)
+            return st;
+    }
+    *a = (int64_t)v[1];
+    *h = (int64_t)v[2];
+    *L = (int64_t)v[3];
+    memset(q, 0, sizeof *q);
+    q->t = (int64_t)v[4];
+    q->p = (int64_t)v[5];
+    q->cp = 1;
+    if (q->t < 1 || q->p < 1)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0, "tp/pp", "must be at least 1");
+    return MP_OK;
+}
+
+/* ---- data sets --------------------------------------------------------------- */
+
+static const char note_vtrain_multi[] =
+    "a100-4xhdr; Megatron-DeepSpeed GPT, vocab 50,257 (padded to 128t), fp16, full "
+    "recompute, 1F1B, DP all-reduce of fp16 grads after the flush (no overlap), no "
+    "distributed optimizer, no SP.";
+static const char note_vtrain_single[] = "as the multi-node set, inside one node.";
+static const char note_narayanan[] =
+    "dgx-a100; fp16, vocab 51,200, s 2048, full recompute, no SP, no distributed "
+    "optimizer, DP not overlapped. Not published, assumed: micro-batch 2 without "
+    "pipelining and 1 with it; interleaved 1F1B with v = 2 where the layers per "
+    "stage are even (else v = 1).";
+static const char note_korthikanti[] =
+    "dgx-a100; bf16, vocab 51,200, s 2048, no DP; 'this work' = SP + selective "
+    "recompute, the other column full recompute.";
+static const char note_korthikanti_layer[] =
+    "dgx-a100; bf16; backward includes the recompute of that row.";
+static const char note_megatron_core[] =
+    "dgx-h100; bf16, s 4096, vocab 131,072, untied embeddings, RoPE. Not in the "
+    "CSV, assumed after Megatron's published scripts: micro-batch 1, SP and TP "
+    "comm overlap for t > 1, distributed optimizer with overlapped grad reduce and "
+    "param gather, no recompute (selective if it would not fit), interleaving "
+    "with the most chunks of at least 3 layers for p > 1.";
+static const char note_nccl[] =
+    "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
+    "1 MiB to 1 GiB; the time is the mean of the out-of-place and in-place runs.";
+
+/* Room for every row a file can yield; the caller's set owns it. */
+static mp_status rows_alloc(refdata_set *s, size_t n, mp_error *err)
+{
+    s->rows = calloc(n ? n : 1, sizeof *s->rows);
+    if (!s->rows)
+        return mp_error_set(err, MP_ENOMEM, s->file, 0, 0, NULL, "out of memory");
+    return MP_OK;
+}
+
+static refdata_row *row_new(refdata_set *s, const csv *c, int r, refdata_kind kind)
+{
+    refdata_row *w = &s->rows[s->n];
+    memset(w, 0, sizeof *w);
+    w->set = s->id;
+    w->line = c->line[r];
+    w->index = r;
+    w->hw_preset = s->hw_preset;
+    w->kind = kind;
+    w->variant = REFDATA_ONLY;
+    w->note = s->note;
+    return w;
+}
+
+/* vTrain: gpus, global batch, micro batch, hidden, heads, layers, seq, t, d, p,
+ * iteration ms; the multi-node file starts with billions of parameters. */
+static mp_status vtrain(const csv *c, bool multi, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    int off = multi ? 1 : 0;
+    for (int r = 0; r < c->rows; r++) {
+        int cols[11];
+        double v[11], pb = 0;
+        for (int i = 0; i < 11; i++)
+            cols[i] = off + i;
+        mp_status st = nums(c, r, cols, 11, v, err);
+        if (st == MP_OK && multi)
+            st = num(c, r, 0, &pb, err);
+        if (st != MP_OK)
+            return st;
+        par q = {0};
+        q.gpus = (int64_t)v[0];
+        q.gb = (int64_t)v[1];
+        q.mb = (int64_t)v[2];
+        int64_t h = (int64_t)v[3], a = (int64_t)v[4];
+        int64_t L = (int64_t)v[5], sq = (int64_t)v[6];
+        q.t = (int64_t)v[7];
+        q.d = (int64_t)v[8];
+        q.p = (int64_t)v[9];
+        double ms = v[10];
+        q.v = 1;
+        q.cp = 1;
+        q.rc = MP_RECOMPUTE_FULL;
+        q.prec = MP_DTYPE_FP16;
+        mp_model m;
+        if (gpt_model(&m, "gpt", L, h, a, sq, 50257, true) != 0) {
+            s->skipped++;
+            continue;
+        }
+        refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
+        config_of(&w->config, &m, hw, &q);
+        snprintf(w->label, sizeof w->label, "h=%lld L=%lld gpus=%lld B=%lld b=%lld t=%lld d=%lld p=%lld",
+                 (long long)h, (long long)L, (long long)q.gpus, (long long)q.gb, (long long)q.mb,
+                 (long long)q.t, (long long)q.d, (long long)q.p);
+        w->value = w->measured_s = ms / 1000.0;
+        w->params_billion = pb;
+        w->larger_model = multi ? pb > 10.0 : h > 1024;
+        s->n++;
+    }
+    return MP_OK;
+}
+
+/* Narayanan 2021 Table 1: throughput per GPU by the paper's own FLOPs formula
+ * 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), so measured time = F / (tflops * gpus). */
+static mp_status narayanan(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    for (int r = 0; r < c->rows; r++) {
+        double v[9];
+        int64_t a, h, L;
+        par q;
+        mp_status st = published_cols(c, r, 9, v, &a, &h, &L, &q, err);
+        if (st == MP_OK)
+            st = num(c, r, 0, &v[0], err);
+        if (st != MP_OK)
+            return st;
+        double pb = v[0];
+        q.gpus = (int64_t)v[6];
+        q.gb = (int64_t)v[7];
+        double tflops = v[8];
+        q.d = q.gpus / (q.t * q.p);
+        q.prec = MP_DTYPE_FP16;
+        q.rc = MP_RECOMPUTE_FULL;
+        /* not published (the note): micro-batch 1 with pipelining, else 2;
+         * two virtual stages where the layers per stage are even */
+        q.mb = q.p > 1 ? 1 : 2;
+        q.v = 1;
+        if (q.p > 1)
+            q.v = (L / q.p) % 2 == 0 ? 2 : 1;
+        int64_t sq = 2048, V = 51200;
+        mp_model m;
+        if (gpt_model(&m, "gpt", L, h, a, sq, V, true) != 0) {
+            s->skipped++;
+            continue;
+        }
+        double F = 96.0 * (double)q.gb * (double)sq * (double)L * (double)h * (double)h *
+                   (1.0 + (double)sq / (6.0 * (double)h) + (double)V / (16.0 * (double)L * (double)h));
+        refdata_row *w = row_new(s, c, r, REFDATA_TFLOPS_NARAYANAN);
+        config_of(&w->config, &m, hw, &q);
+        snprintf(w->label, sizeof w->label, "%.1fB t=%lld p=%lld gpus=%lld B=%lld (b=%lld v=%lld)", pb,
+                 (long long)q.t, (long long)q.p, (long long)q.gpus, (long long)q.gb, (long long)q.mb,
+                 (long long)q.v);
+        w->value = tflops;
+        w->measured_s = F / (tflops * 1e12 * (double)q.gpus);
+        w->params_billion = pb;
+        w->open = REFDATA_OPEN_MICRO_BATCH | REFDATA_OPEN_VPP;
+        s->n++;
+    }
+    return MP_OK;
+}
+
+/* Korthikanti 2022 Tables 3/5: each line is two measured runs, full
+ * recompute (column 10) and SP + selective recompute (column 11). */
+static mp_status korthikanti(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    for (int r = 0; r < c->rows; r++) {
+        double v[12];
+        int64_t a, h, L;
+        par q;
+        const char *name = NULL;
+        mp_status st = published_cols(c, r, 12, v, &a, &h, &L, &q, err);
+        if (st == MP_OK)
+            st = text(c, r, 0, &name, err);
+        if (st != MP_OK)
+            return st;
+        q.gpus = (int64_t)v[6];
+        q.gb = (int64_t)v[7];
+        q.mb = (int64_t)v[8];
+        q.v = (int64_t)v[9];
+        q.d = q.gpus / (q.t * q.p);
+        q.prec = MP_DTYPE_BF16;
+        mp_model m;
+        if (gpt_model(&m, name, L, h, a, 2048, 51200, true) != 0) {
+            s->skipped++;
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            q.sp = k == 1;
+            q.rc = k == 1 ? MP_RECOMPUTE_SELECTIVE : MP_RECOMPUTE_FULL;
+            refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
+            w->variant = k ? REFDATA_SP_SELECTIVE : REFDATA_FULL_RECOMPUTE;
+            config_of(&w->config, &m, hw, &q);
+            snprintf(w->label, sizeof w->label, "%s t=%lld p=%lld v=%lld B=%lld b=%lld, %s", name,
+                     (long long)q.t, (long long)q.p, (long long)q.v, (long long)q.gb, (long long)q.mb,
+                     k ? "SP + selective" : "full recompute");
+            w->value = w->measured_s = v[k ? 11 : 10];
+            s->n++;
+        }
+    }
+    return MP_OK;
+}
+
+/* Table 4: one 22B layer (h 6144, a 64, s 2048, b 4, t 8): forward and
+ * backward ms; the experiment's name says SP and which recompute. */
+static mp_status korthikanti_layer(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    mp_model m;
+    if (gpt_model(&m, "22B", 48, 6144, 64, 2048, 51200, true) != 0)
+        return mp_error_set(err, MP_EINTERNAL, c->path, 0, 0, "model",
+                            "the 22B model of Table 4 was refused");
+    for (int r = 0; r < c->rows; r++) {
+        static const int cols[2] = {1, 2};
+        double v[2];
+        const char *x = NULL;
+        mp_status st = nums(c, r, cols, 2, v, err);
+        if (st == MP_OK)
+            st = text(c, r, 0, &x, err);
+        if (st != MP_OK)
+            return st;
+        mp_config cf;
+        memset(&cf, 0, sizeof cf);
+        cf.model = m;
+        cf.hw = *hw;
+        cf.training.gpus = 8;
+        cf.training.seq = 2048;
+        cf.training.global_batch = 4;
+        cf.training.precision = MP_DTYPE_BF16;
+        cf.parallel = (mp_parallel){.tp = 8, .pp = 1, .vpp = 1, .cp = 1, .dp = 1, .micro_batch = 4,
+                                    .schedule = MP_SCHED_1F1B};
+        cf.parallel.sp = strstr(x, "sequence") != NULL;
+        cf.parallel.recompute = strstr(x, "full")        ? MP_RECOMPUTE_FULL
+                                : strstr(x, "selective") ? MP_RECOMPUTE_SELECTIVE
+                                                         : MP_RECOMPUTE_NONE;
+        for (int k = 0; k < 2; k++) {
+            refdata_row *w = row_new(s, c, r, REFDATA_LAYER_S);
+            w->variant = k ? REFDATA_BACKWARD : REFDATA_FORWARD;
+            w->config = cf;
+            snprintf(w->label, sizeof w->label, "%s %s", x, k ? "backward" : "forward");
+            w->value = w->measured_s = v[k] / 1000.0;
+            s->n++;
+        }
+    }
+    return MP_OK;
+}
+
+/* Megatron-Core 2024 weak scaling on H100: MFU by Megatron's 72 B s L h^2 (...)
+ * formula, so measured time = model FLOPs / (tflops * gpus). */
+static mp_status megatron_core(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    for (int r = 0; r < c->rows; r++) {
+        double v[10];
+        int64_t a, h, L;
+        par q;
+        mp_status st = published_cols(c, r, 10, v, &a, &h, &L, &q, err);
+        if (st == MP_OK)
+            st = num(c, r, 0, &v[0], err);
+        if (st != MP_OK)
+            return st;
+        double pb = v[0];
+        q.d = (int64_t)v[6];
+        q.gpus = (int64_t)v[7];
+        q.gb = (int64_t)v[8];
+        double tflops = v[9];
+        q.mb = 1;
+        q.sp = q.t > 1;
+        q.dist_opt = true;
+        q.dp_overlap = true;
+        q.tp_overlap = q.t > 1;
+        q.prec = MP_DTYPE_BF16;
+        q.rc = MP_RECOMPUTE_NONE;
+        q.v = 1;
+        if (q.p > 1 && q.d > 0) {
+            /* interleaving with the most chunks of >= 3 layers, when the
+             * micro-batches per replica divide into the stages */
+            int64_t per = L / q.p;
+            for (int64_t x = per; x >= 1; x--)
+                if (per % x == 0 && per / x >= 3 && (q.gb / (q.mb * q.d)) % q.p == 0) {
+                    q.v = x;
+                    break;
+                }
+        }
+        mp_model m;
+        if (gpt_model(&m, "gpt", L, h, a, 4096, 131072, false) != 0) {
+            s->skipped++;
+            continue;
+        }
+        m.position = MP_POS_ROPE;
+        refdata_row *w = row_new(s, c, r, REFDATA_TFLOPS_MODEL);
+        config_of(&w->config, &m, hw, &q);
+        /* "selective if it would not fit": the one assumption that needs the
+         * cost model. A refused configuration stays as it is; the programs
+         * estimate it and report the refusal. */
+        mp_estimate e;
+        mp_error ignored;
+        if (mp_estimate_config(&w->config, NULL, &e, &ignored) == MP_OK && !e.fits)
+            w->config.parallel.recompute = MP_RECOMPUTE_SELECTIVE;
+        snprintf(w->label, sizeof w->label, "%.1fB t=%lld p=%lld d=%lld B=%lld (b=1 v=%lld %s)", pb,
+                 (long long)q.t, (long long)q.p, (long long)q.d, (long long)q.gb,
+                 (long long)w->config.parallel.vpp, mp_recompute_name(w->config.parallel.recompute));
+        w->value = tflops;
+        w->measured_s = mp_model_flops(&m, m.seq, q.gb) / (tflops * 1e12 * (double)q.gpus);
+        w->params_billion = pb;
+        s->n++;
+    }
+    return MP_OK;
+}
+
+/* NCCL all-reduce sweeps: size (B), count, type, time (ns), busbw, then the
+ * in-place time (ns), busbw; one file per group size 2, 4, 8. */
+static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    for (int g = 2; g <= 8; g *= 2) {
+        char f[64];
+        snprintf(f, sizeof f, "vtrain/a100_nvlink_allreduce_%dgpu.csv", g);
+        csv c;
+        mp_status st = csv_read(dir, f, &c, err);
+        if (st != MP_OK)
+            return st;
+        refdata_row *grown = realloc(s->rows, ((size_t)s->n + (size_t)c.rows + 1) * sizeof *s->rows);
+        if (!grown) {
+            csv_free(&c);
+            return mp_error_set(err, MP_ENOMEM, f, 0, 0, NULL, "out of memory");
+        }
+        s->rows = grown;
+        for (int r = 0; r < c.rows; r++) {
+            static const int cols[3] = {0, 3, 5};
+            double v[3];
+            st = nums(&c, r, cols, 3, v, err);
+            if (st != MP_OK) {
+                csv_free(&c);
+                return st;
+            }
+            refdata_row *w = row_new(s, &c, r, REFDATA_ALLREDUCE_S);
+            w->config.hw = *hw;
+            w->config.training.gpus = g;
+            w->bytes = v[0];
+            snprintf(w->label, sizeof w->label, "%d GPUs, %.0f MiB", g, v[0] / 1048576.0);
+            double ns = 0.5 * (v[1] + v[2]);
+            w->value = w->measured_s = ns * 1e-9;
+            s->n++;
+        }
+        csv_free(&c);
+    }
+    return MP_OK;
+}
+
+/* ---- public ------------------------------------------------------------------- */
+
+mp_status refdata_profiles_builtin(refdata_profiles *p, mp_error *err)
+{
+    mp_status st = mp_hw_preset("a100-4xhdr", &p->a100_4xhdr, err);
+    if (st == MP_OK)
+        st = mp_hw_preset("dgx-a100", &p->dgx_a100, err);
+    if (st == MP_OK)
+        st = mp_hw_preset("dgx-h100", &p->dgx_h100, err);
+    return st;
+}
+
+void refdata_set_free(refdata_set *s)
+{
+    free(s->rows);
+    s->rows = NULL;
+    s->n = 0;
+}
+
+mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profiles *p,
+                       refdata_set *out, mp_error *err)
+{
+    static const struct {
+        const char *file, *hw_preset, *note;
+        int rows_per_line;
+    } sets[REFDATA_SET_COUNT] = {
+        [REFDATA_VTRAIN_MULTI] = {"vtrain/ground_truth_multi_dev.csv", "a100-4xhdr", note_vtrain_multi, 1},
+        [REFDATA_VTRAIN_SINGLE] = {"vtrain/ground_truth_single.csv", "a100-4xhdr", note_vtrain_single, 1},
+        [REFDATA_NARAYANAN] = {"published/narayanan2021_table1.csv", "dgx-a100", note_narayanan, 1},
+        [REFDATA_KORTHIKANTI] = {"published/korthikanti2022.csv", "dgx-a100", note_korthikanti, 2},
+        [REFDATA_KORTHIKANTI_LAYER] = {"published/korthikanti2022_table4_layer22b.csv", "dgx-a100",
+                                       note_korthikanti_layer, 2},
+        [REFDATA_MEGATRON_CORE] = {"published/megatron_core_h100_2024.csv", "dgx-h100",
+                                   note_megatron_core, 1},
+        [REFDATA_NCCL] = {"vtrain/a100_nvlink_allreduce_2gpu.csv", "a100-4xhdr", note_nccl, 1},
+    };
+    memset(out, 0, sizeof *out);
+    if ((int)id < 0 || id >= REFDATA_SET_COUNT)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "set", "unknown data set %d", (int)id);
+    out->id = id;
+    out->file = sets[id].file;
+    out->hw_preset = sets[id].hw_preset;
+    out->note = sets[id].note;
+    const mp_hw *hw = id == REFDATA_MEGATRON_CORE ? &p->dgx_h100
+                      : (id == REFDATA_NARAYANAN || id == REFDATA_KORTHIKANTI ||
+                         id == REFDATA_KORTHIKANTI_LAYER)
+                          ? &p->dgx_a100
+                          : &p->a100_4xhdr;
+    mp_status st;
+    if (id == REFDATA_NCCL) {
+        st = nccl(dir, hw, out, err);
+    } else {
+        csv c;
+        st = csv_read(dir, out->file, &c, err);
+        if (st != MP_OK)
+            return st;
+        st = rows_alloc(out, (size_t)c.rows * (size_t)sets[id].rows_per_line, err);
+        if (st == MP_OK) {
+            switch (id) {
+            case REFDATA_VTRAIN_MULTI:
+            case REFDATA_VTRAIN_SINGLE:
+                st = vtrain(&c, id == REFDATA_VTRAIN_MULTI, hw, out, err);
+                break;
+            case REFDATA_NARAYANAN:
+                st = narayanan(&c, hw, out, err);
+                break;
+            case REFDATA_KORTHIKANTI:
+                st = korthikanti(&c, hw, out, err);
+                break;
+            case REFDATA_KORTHIKANTI_LAYER:
+                st = korthikanti_layer(&c, hw, out, err);
+                break;
+            case REFDATA_MEGATRON_CORE:
+                st = megatron_core(&c, hw, out, err);
+                break;
+            default:
+                break;
+            }
+        }
+        csv_free(&c);
+    }
+    if (st != MP_OK) {
+        refdata_set_free(out);
+        out->skipped = 0;
+    }
+    return st;
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs every benchmark and prints docs/benchmarks.md:
+#   bench/run.sh build > docs/benchmarks.md
+# The machine is noisy: each program reports the best or median of repeats,
+# and budgets are checked by the programs themselves (--check exits 1 on a miss).
+set -euo pipefail
+build=${1:-build}
+meg="$build/megaplan"
+[ -x "$meg" ] || { echo "bench/run.sh: build $build first (meson setup $build && ninja -C $build)" >&2; exit 2; }
+
+section() { printf '\n## %s\n\nCommand: `%s`\n\n```\n' "$1" "$2"; }
+run() { "$@" 2>&1 || echo "(exit $?: a budget was missed)"; }
+
+cat <<HDR
+# Benchmarks
+
+Regenerate this page with \`bench/run.sh build > docs/benchmarks.md\` (about a minute).
+Measured on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(date -u +%Y-%m-%d),
+build type $(meson introspect --buildoptions "$build" 2>/dev/null | python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="buildtype"))' 2>/dev/null || echo unknown).
+This machine is shared and noisy: compare ratios within one run, not absolute times across runs.
+
+| what | budget (DESIGN §8) |
+|---|---|
+| \`estimate\`, one configuration | < 1 ms |
+| \`search\` 175B on 1024 GPUs, full space | < 1 s |
+| \`search\` 1T on 4096 GPUs | < 3 s |
+| \`simulate\` p=64, v=2, m=1024 | < 100 ms |
+| peak memory | < 200 MB |
+| CPU backend GEMM vs plain OpenBLAS sgemm | ≥ 80% |
+HDR
+
+section "estimate: cost of one configuration" "$build/bench/bench_estimate --check"
+run "$build/bench/bench_estimate" --check
+echo '```'
+
+section "search: the whole space" "$build/bench/bench_search --check --repeat 5"
+run "$build/bench/bench_search" --check --repeat 5
+echo '```'
+
+section "search from the command line (wall time and peak resident memory)" "/usr/bin/time -f '%e s %M KiB' $meg search --model 175B --gpus 1024"
+for args in "--model 175B --gpus 1024" "--model 1T --gpus 4096"; do
+  # shellcheck disable=SC2086
+  r=$( { /usr/bin/time -f '%e s wall, %M KiB peak RSS' "$meg" search $args >/dev/null; } 2>&1 | tail -1)
+  echo "megaplan search $args: $r"
+done
+echo '```'
+
+section "simulate: discrete-event engine" "$build/bench/bench_simulate --check"
+run "$build/bench/bench_simulate" --check
+echo '```'
+
+if [ -x "$build/bench/bench_gemm" ]; then
+  section "exec CPU backend: GEMM path vs plain OpenBLAS sgemm (one thread)" "$build/bench/bench_gemm 768 1024 10"
+  run "$build/bench/bench_gemm" 768 1024 10
+  echo '```'
+fi

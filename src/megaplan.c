@@ -1,5 +1,6 @@
 /* megaplan — plan, simulate and execute Megatron-style parallel training.
  * main() only dispatches to a verb (git style: one file per verb in src/cli/). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,19 @@ static void usage(FILE *out)
         fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].summary);
 }
 
+/* A listing cut short by a full disk must not exit 0 as if it were whole:
+ * flush here, after every verb, and say so once. */
+static int finish_output(const char *verb, int rc)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "megaplan %s: cannot write the output%s%s\n", verb, errno ? ": " : "",
+                errno ? strerror(errno) : "");
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -46,8 +60,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (!strcmp(name, verbs[i].name))
-            return verbs[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "megaplan: '%s' is not a verb\n", name);
-    usage(stderr);
+            return finish_output(name, verbs[i].run(argc - 1, argv + 1));
+    fprintf(stderr, "megaplan: '%.80s' is not a verb (megaplan --help lists them)\n", name);
     return 2;
 }

@@ -38,9 +38,12 @@ int cmd_explain(int argc, char **argv)
     /* a split that does not divide the GPUs is for explain to explain, not
      * for the defaults to refuse: give dp a value so the check names the cause */
     mp_parallel *p = &cc.config.parallel;
-    int64_t tpc = (cc.set & MP_SET_TP ? p->tp : 1) * (cc.set & MP_SET_PP ? p->pp : 1) *
-                  (cc.set & MP_SET_CP ? p->cp : 1);
-    if (!(cc.set & MP_SET_DP) && cc.have_gpus && tpc > 0 && cc.config.training.gpus % tpc) {
+    int64_t tpc; /* each degree is at most 2^24: the product of three may overflow */
+    bool over = __builtin_mul_overflow(cc.set & MP_SET_TP ? p->tp : 1,
+                                       cc.set & MP_SET_PP ? p->pp : 1, &tpc) ||
+                __builtin_mul_overflow(tpc, cc.set & MP_SET_CP ? p->cp : 1, &tpc);
+    if (!(cc.set & MP_SET_DP) && cc.have_gpus && (over || cc.config.training.gpus % tpc)) {
+        tpc = over ? INT64_MAX : tpc;
         p->dp = cc.config.training.gpus / tpc > 0 ? cc.config.training.gpus / tpc : 1;
         cc.set |= MP_SET_DP;
     }

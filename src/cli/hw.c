@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "core/io.h"
 #include "core/tables.h"
 #include "core/units.h"
@@ -17,18 +18,6 @@ static void usage(FILE *out)
             "  without PROFILE: list the built-in profiles\n"
             "  with PROFILE (a built-in name or a YAML file): print it in full\n"
             "  (yaml, the default here, is a profile file: save it, edit it, use --hw FILE)\n");
-}
-
-static int emit(mp_buf *b)
-{
-    if (b->oom) {
-        mp_buf_free(b);
-        fprintf(stderr, "megaplan hw: out of memory\n");
-        return 1;
-    }
-    fputs(b->data ? b->data : "", stdout);
-    mp_buf_free(b);
-    return 0;
 }
 
 static int list_profiles(const char *format)
@@ -72,7 +61,7 @@ static int list_profiles(const char *format)
         mp_json_write_yaml(arr, 0, &b);
     }
     cJSON_Delete(arr);
-    return emit(&b);
+    return mp_cli_emit("hw", &b);
 }
 
 static int show_profile(const char *spec, const char *format)
@@ -134,35 +123,15 @@ static int show_profile(const char *spec, const char *format)
         mp_json_write_yaml(o, 0, &b);
         cJSON_Delete(o);
     }
-    return emit(&b);
+    return mp_cli_emit("hw", &b);
 }
 
 int cmd_hw(int argc, char **argv)
 {
-    const char *format = NULL, *spec = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--format") || !strncmp(a, "--format=", 9)) {
-            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!v || (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "yaml"))) {
-                fprintf(stderr, "megaplan hw: --format: expected table, json or yaml\n");
-                return 2;
-            }
-            format = v;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "megaplan hw: %s: unknown option (see megaplan hw --help)\n", a);
-            return 2;
-        } else if (spec) {
-            fprintf(stderr, "megaplan hw: %s: only one profile at a time\n", a);
-            return 2;
-        } else {
-            spec = a;
-        }
-    }
+    const char *format, *spec;
+    int rc = mp_cli_listing_args(argc, argv, "hw", "profile", usage, &format, &spec);
+    if (rc >= 0)
+        return rc;
     if (!spec)
         return list_profiles(format ? format : "table");
     return show_profile(spec, format ? format : "yaml");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "core/io.h"
 #include "core/tables.h"
 #include "planner/cost.h"
@@ -51,18 +52,6 @@ static cJSON *model_json(const mp_model *m, bool with_preset_info)
     return o;
 }
 
-static int emit(mp_buf *b)
-{
-    if (b->oom) {
-        mp_buf_free(b);
-        fprintf(stderr, "megaplan models: out of memory\n");
-        return 1;
-    }
-    fputs(b->data ? b->data : "", stdout);
-    mp_buf_free(b);
-    return 0;
-}
-
 static int list_presets(const char *format)
 {
     mp_buf b;
@@ -82,7 +71,7 @@ static int list_presets(const char *format)
                           (long long)m->ffn_hidden, (long long)m->vocab, (long long)m->seq,
                           params, alias ? alias : "");
         }
-        return emit(&b);
+        return mp_cli_emit("models", &b);
     }
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; arr && mp_model_preset_at(i); i++) {
@@ -102,7 +91,7 @@ static int list_presets(const char *format)
         mp_json_write_yaml(arr, 0, &b);
     }
     cJSON_Delete(arr);
-    return emit(&b);
+    return mp_cli_emit("models", &b);
 }
 
 static int show_model(const char *spec, const char *format)
@@ -149,36 +138,15 @@ static int show_model(const char *spec, const char *format)
         mp_json_write_yaml(o, 0, &b);
     }
     cJSON_Delete(o);
-    return emit(&b);
+    return mp_cli_emit("models", &b);
 }
 
 int cmd_models(int argc, char **argv)
 {
-    const char *format = NULL, *spec = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--format") || !strncmp(a, "--format=", 9)) {
-            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!v || (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "yaml"))) {
-                fprintf(stderr, "megaplan models: --format: expected table, json or yaml\n");
-                return 2;
-            }
-            format = v;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "megaplan models: %s: unknown option (see megaplan models --help)\n",
-                    a);
-            return 2;
-        } else if (spec) {
-            fprintf(stderr, "megaplan models: %s: only one model at a time\n", a);
-            return 2;
-        } else {
-            spec = a;
-        }
-    }
+    const char *format, *spec;
+    int rc = mp_cli_listing_args(argc, argv, "models", "model", usage, &format, &spec);
+    if (rc >= 0)
+        return rc;
     if (!spec)
         return list_presets(format ? format : "table");
     return show_model(spec, format ? format : "yaml");

@@ -19,7 +19,8 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
-    OPT_FORMAT
+    OPT_FORMAT,
+    OPT_COUNT
 } opt_id;
 
 typedef struct opt_def {
@@ -143,7 +144,7 @@ static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, m
         cc->set |= MP_SET_HW;
         return MP_OK;
     case OPT_HW_SET:
-        if (!strchr(value, '='))
+        if (!strchr(value, '=') || value[0] == '=')
             return bad_option(err, opt, "expected KEY=VALUE (e.g. scale_out.bw_per_gpu=50GB/s), "
                                         "got '%s'", value);
         if (cc->n_hw_sets >= MP_CLI_MAX_HW_SETS)
@@ -228,6 +229,8 @@ static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, m
         else
             return bad_option(err, opt, "expected table, json, yaml or megatron, got '%s'", value);
         return MP_OK;
+    case OPT_COUNT:
+        break;
     }
     return MP_OK;
 }
@@ -240,6 +243,9 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
     out->config.training.precision = MP_DTYPE_BF16;
     int kept = 1;
     bool rest = false;
+    /* Each setting may be given once (--hw-set is a list): with "--gpus 8
+     * --gpus 16" a script's mistake would silently cost the wrong cluster. */
+    const char *given[OPT_COUNT] = {0};
     for (int i = 1; i < *argc; i++) {
         char *arg = argv[i];
         if (rest || strncmp(arg, "--", 2) != 0 || !strcmp(arg, "--")) {
@@ -268,6 +274,14 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
             value = argv[++i];
         } else {
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name, "needs a value");
+        }
+        opt_id same = o->id == OPT_NO_SP ? OPT_SP : o->id == OPT_NO_DIST_OPT ? OPT_DIST_OPT : o->id;
+        if (o->id != OPT_HW_SET) {
+            if (given[same])
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name,
+                                    "given twice ('%.40s', then '%.40s'): say it once",
+                                    given[same], o->takes_value ? value : o->name);
+            given[same] = o->takes_value ? value : o->name;
         }
         mp_status st = apply(out, o, value, err);
         if (st != MP_OK)
@@ -496,4 +510,51 @@ void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t 
 #undef LINE
     if (n > 0 && buf[n - 1] == '\n')
         buf[n - 1] = '\0';
+}
+
+int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *what,
+                        void (*usage)(FILE *out), const char **format, const char **spec)
+{
+    *format = *spec = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--format") || !strncmp(a, "--format=", 9)) {
+            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (*format) {
+                fprintf(stderr, "megaplan %s: --format: given twice: say it once\n", verb);
+                return 2;
+            }
+            if (!v || (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "yaml"))) {
+                fprintf(stderr, "megaplan %s: --format: expected table, json or yaml\n", verb);
+                return 2;
+            }
+            *format = v;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "megaplan %s: %.80s: unknown option (see megaplan %s --help)\n", verb,
+                    a, verb);
+            return 2;
+        } else if (*spec) {
+            fprintf(stderr, "megaplan %s: %.80s: only one %s at a time\n", verb, a, what);
+            return 2;
+        } else {
+            *spec = a;
+        }
+    }
+    return -1;
+}
+
+int mp_cli_emit(const char *verb, mp_buf *b)
+{
+    if (b->oom) {
+        mp_buf_free(b);
+        fprintf(stderr, "megaplan %s: out of memory\n", verb);
+        return 1;
+    }
+    fputs(b->data ? b->data : "", stdout);
+    mp_buf_free(b);
+    return 0;
 }

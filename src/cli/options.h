@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
+#include "core/buf.h"
 #include "core/config.h"
 #include "core/error.h"
 
@@ -73,5 +76,16 @@ void mp_cli_option_name(const char *field, char *buf, size_t size);
 
 /* One line per setting that took its default, for the output ("defaults: ..."). */
 void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t size);
+
+/* The arguments of the listing verbs (models, hw): [--format table|json|yaml]
+ * [NAME]. what names the one thing shown ("model", "profile"). Returns -1
+ * with *format and *spec set (NULL when not given), else the exit status
+ * (0 after --help, which usage printed; 2 after one error line). */
+int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *what,
+                        void (*usage)(FILE *out), const char **format, const char **spec);
+
+/* Prints b to stdout and frees it; "out of memory" and exit status 1 when
+ * it could not be built. */
+int mp_cli_emit(const char *verb, mp_buf *b);
 
 #endif

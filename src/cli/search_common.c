@@ -42,6 +42,11 @@ static mp_status fix_one(mp_cli_config *cc, const char *item, mp_error *err)
     const char *v = eq + 1;
     for (size_t i = 0; i < sizeof fix_keys / sizeof fix_keys[0]; i++) {
         if (strlen(fix_keys[i].key) != klen || strncmp(fix_keys[i].key, item, klen)) continue;
+        /* "--fix tp=2,tp=4" or "--tp 4 --fix tp=2": which one was meant? */
+        if (cc->set & fix_keys[i].bit)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                "%s is fixed twice (by its own option or an earlier --fix): "
+                                "say it once", fix_keys[i].key);
         mp_parallel *p = &cc->config.parallel;
         long long n = 0;
         int b = 0;
@@ -111,6 +116,7 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
     (void)verb;
     memset(sc, 0, sizeof *sc);
     sc->top = 5;
+    bool seen_top = false;
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i];
@@ -131,7 +137,11 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, name, "needs a value");
             val = argv[++i];
         }
+        if ((!strcmp(name, "--top") && seen_top) ||
+            ((!strcmp(name, "-o") || !strcmp(name, "--output")) && sc->output))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, name, "given twice: say it once");
         if (!strcmp(name, "--top")) {
+            seen_top = true;
             char *end;
             errno = 0;
             long k = strtol(val, &end, 10);

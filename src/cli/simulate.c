@@ -78,14 +78,21 @@ static int parse_own(int argc, char **argv, sim_args *a)
             return 0;
         }
         if (IS("--trace") || IS("--plot") || IS("--microbatches")) {
+            char name[16];
+            snprintf(name, sizeof name, "%.*s", (int)nlen, arg);
             if (eq)
                 value = eq + 1;
             else if (i + 1 < argc)
                 value = argv[++i];
             else
-                return fail_input(arg, "needs a value");
+                return fail_input(name, "needs a value");
             if (!*value)
-                return fail_input(arg, "needs a value");
+                return fail_input(name, "needs a value");
+            if ((IS("--trace") && a->trace_path) || (IS("--plot") && a->plot_path) ||
+                (IS("--microbatches") && a->microbatches))
+                return fail_input(IS("--trace") ? "--trace" : IS("--plot") ? "--plot"
+                                                                           : "--microbatches",
+                                  "given twice: say it once");
         }
         if (IS("--trace")) {
             a->trace_path = value;
@@ -308,6 +315,46 @@ static void print_files(const sim_args *a, bool plotted)
     }
 }
 
+/* What the outputs cost beyond the engine's own limit (mp_sim_check_size):
+ * --format json holds every event as a cJSON object (about 2 KB per unit of
+ * pp*vpp*micro-batches), and a plot with more boxes than 2^15 units takes
+ * gnuplot seconds and an SVG of tens of MB that nobody can read. */
+#define JSON_MAX_UNITS (1 << 16)
+#define PLOT_MAX_UNITS (1 << 15)
+
+/* Refuses, before anything is allocated, an iteration too large for the
+ * outputs asked for; field names what sets the micro-batches. Returns -1 to
+ * go on, else the exit status. */
+static int check_size(int64_t p, int64_t v, int64_t m, const sim_args *a, mp_format format,
+                      const mp_sim_options *opt, const char *file, const char *field)
+{
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_sim_check_size(p, v, m, opt->record_timeline, field, &err) != MP_OK) {
+        if (file)
+            mp_error_locate(&err, file, 0, 0);
+        return mp_cli_fail(VERB, &err);
+    }
+    int64_t units = p * v * m; /* at most MP_SIM_MAX_UNITS here */
+    const char *what = NULL;
+    int64_t limit = 0;
+    if (a->plot_path && units > PLOT_MAX_UNITS) {
+        what = "--plot";
+        limit = PLOT_MAX_UNITS;
+    } else if (format == MP_FORMAT_JSON && units > JSON_MAX_UNITS) {
+        what = "--format json";
+        limit = JSON_MAX_UNITS;
+    }
+    if (!what)
+        return -1;
+    mp_error_set(&err, MP_EINPUT, file, 0, 0, field,
+                 "too large for %s: pp*vpp*micro-batches = %lld*%lld*%lld is over %lld; "
+                 "fewer micro-batches show the same schedule (--trace takes up to %d)",
+                 what, (long long)p, (long long)v, (long long)m, (long long)limit,
+                 MP_SIM_MAX_UNITS_TIMELINE);
+    return mp_cli_fail(VERB, &err);
+}
+
 static bool plot_extension_ok(const char *path)
 {
     const char *dot = strrchr(path, '.');
@@ -329,6 +376,9 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
                                                      : MP_SCHED_1F1B;
     if (p > MP_MAX_STAGES || v > MP_MAX_STAGES)
         return fail_input(p > MP_MAX_STAGES ? "--pp" : "--vpp", "at most 1024 stages");
+    int rc = check_size(p, v, a->microbatches, a, cc->format, opt, NULL, "--microbatches");
+    if (rc >= 0)
+        return rc;
     mp_error err;
     mp_error_clear(&err);
     /* Check (p, v, m) with the schedule's own rules, naming the options. */
@@ -362,7 +412,7 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     snprintf(title, sizeof title, "%s, %lld ranks%s, %lld micro-batches (unit-time ops)",
              mp_schedule_name(s), (long long)p, chunks, (long long)a->microbatches);
     bool plotted;
-    int rc = write_files(&r, a, title, "units", &plotted);
+    rc = write_files(&r, a, title, "units", &plotted);
     if (rc != 0) {
         mp_sim_result_free(&r);
         return rc;
@@ -416,7 +466,14 @@ static int run_config(mp_cli_config *cc, const sim_args *a, mp_sim_options *opt)
         mp_cli_config_describe_defaults(cc, defaults, sizeof defaults);
         cfg = &cc->config;
     }
-    int rc = 0;
+    int rc = check_size(cfg->parallel.pp, cfg->parallel.vpp, mp_config_microbatches(cfg), a,
+                        cc->format, opt, plan ? a->plan_path : NULL,
+                        plan ? "training.global_batch" : "--global-batch");
+    if (rc >= 0) {
+        free(plan);
+        return rc;
+    }
+    rc = 0;
     mp_estimate est;
     mp_sim_result r;
     memset(&r, 0, sizeof r);
@@ -492,10 +549,9 @@ int cmd_simulate(int argc, char **argv)
                           "only with --unit-ops (otherwise --global-batch sets it)");
     if (a.unit_ops && a.plan_path)
         return fail_input("--unit-ops", "draws unit-time ops: give no plan file");
-    if (!a.unit_ops && !a.plan_path && !cc.have_model) {
-        fputs(usage_text, stderr);
-        return 2;
-    }
+    if (!a.unit_ops && !a.plan_path && !cc.have_model)
+        return fail_input("--model", "required: a plan file, --model and --gpus, or --unit-ops "
+                                     "(see megaplan simulate --help)");
     mp_sim_options opt = {.record_timeline = a.trace_path || a.plot_path ||
                                              cc.format == MP_FORMAT_JSON,
                           .async_p2p = a.async_p2p};

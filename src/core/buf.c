@@ -1,10 +1,13 @@
 #include "core/buf.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void mp_buf_init(mp_buf *b)
@@ -67,13 +70,27 @@ void mp_buf_printf(mp_buf *b, const char *fmt, ...)
 
 mp_status mp_write_file_atomic(const char *path, const char *data, size_t len, mp_error *err)
 {
+    /* A fresh file beside the target (same folder: rename is atomic), made
+     * with O_EXCL by mkstemp: a guessable name could be a symlink planted to
+     * make us overwrite something else. */
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
         return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "path too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
+    int fd = mkstemp(tmp);
+    if (fd < 0)
         return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot write: %s", strerror(errno));
-    bool ok = fwrite(data, 1, len, f) == len;
+    /* mkstemp makes it private; an output file gets the usual permissions */
+    mode_t mask = umask(0);
+    umask(mask);
+    bool ok = fchmod(fd, 0666 & ~mask) == 0;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        remove(tmp);
+        return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot write: %s", strerror(e));
+    }
+    ok = fwrite(data, 1, len, f) == len && ok;
     ok = (fflush(f) == 0) && ok;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
@@ -89,9 +106,19 @@ mp_status mp_read_file(const char *path, size_t max_bytes, char **out, size_t *l
     *out = NULL;
     if (len)
         *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO nobody writes to would wait forever; this
+     * way it reads as empty. Reads block again as usual (a <(...) pipe
+     * still works). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0)
         return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot read: %s", strerror(errno));
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot read: %s", strerror(e));
+    }
     mp_buf b;
     mp_buf_init(&b);
     char chunk[65536];

@@ -14,7 +14,10 @@
 #include "core/model.h"
 #include "core/plan.h"
 
-#define MP_MAX_INPUT_BYTES (16u << 20) /* larger input files are refused */
+/* Larger input files are refused. Model, profile and plan files are a few
+ * KB, a HuggingFace config.json tens of KB; 4 MiB of JSON is at most ~2M cJSON
+ * nodes (~130 MB), where 16 MiB of "[1,1,1,..." took 570 MB. */
+#define MP_MAX_INPUT_BYTES (4u << 20)
 
 /* --model: a preset name or alias, a YAML file, or a HuggingFace config.json. */
 mp_status mp_model_load(const char *spec, mp_model *out, mp_error *err);

@@ -109,6 +109,12 @@ static mp_status read_layer_recompute(const mp_ynode *n, const char *origin, mp_
 static mp_status read_predicted(const mp_ynode *n, const char *origin, mp_plan *plan,
                                 mp_error *err)
 {
+    /* kept as written, but it is the estimate object: a number or a list
+     * there is a damaged file, not a prediction */
+    if (n->kind != MP_Y_MAP)
+        return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, "predicted",
+                            "expected a mapping (the estimate object of megaplan estimate "
+                            "--format json)");
     cJSON *j = mp_ynode_to_json(n);
     char *text = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
@@ -177,9 +183,13 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
         return fail_at(err, origin, root, "megaplan_plan",
                        "missing: not a plan file (the first key must be megaplan_plan: 1)");
     int64_t v;
-    mp_status st = read_int_node(version, origin, "megaplan_plan", 1, 1, &v, err);
+    mp_status st = read_int_node(version, origin, "megaplan_plan", 1, INT32_MAX, &v, err);
     if (st != MP_OK)
         return st;
+    if (v != 1)
+        return mp_error_set(err, MP_EINPUT, origin, version->line, version->column,
+                            "megaplan_plan", "format version %lld is not known to this "
+                            "megaplan, which reads version 1", (long long)v);
 
     static const char *const required[] = {"model", "hw", "training"};
     for (size_t i = 0; i < 3; i++)

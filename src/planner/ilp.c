@@ -14,6 +14,15 @@
  * feasible (it works in scaled units) is not refused by rounding here. */
 #define MEM_SLACK 1e-9
 
+/* Front points the DP may generate in one solve. A segment of n blocks has a
+ * front of about 2n points, so the DP's work grows as N^3/K: the largest
+ * real models (130 items, 8-128 stages) need ~10^6; a 2048-layer model with
+ * a few stages and room for everything needs ~10^9 (minutes). Beyond the
+ * budget the solve gives up (unsolved) and the caller keeps the even split. */
+#define DP_WORK_LIMIT 2000000
+
+typedef enum { FRONT_OK, FRONT_OOM, FRONT_BUDGET } front_status;
+
 void mp_split_inflight(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double *out)
 {
     if (p < 1) p = 1;
@@ -210,14 +219,18 @@ static int cmp_point(const void *a, const void *b)
     return 0;
 }
 
-/* out = Pareto front of in (+) the item's choices. in == NULL: the empty segment. */
-static bool front_extend(const front *in, const mp_split_item *it, front *out)
+/* out = Pareto front of in (+) the item's choices. in == NULL: the empty
+ * segment. Each point made is taken from *work. */
+static front_status front_extend(const front *in, const mp_split_item *it, front *out,
+                                 int64_t *work)
 {
     int32_t base = in ? in->n : 1;
     int32_t need = base * MP_RECOMPUTE_COUNT;
+    *work -= need;
+    if (*work < 0) return FRONT_BUDGET;
     if (out->cap < need) {
         front_point *p = realloc(out->pt, sizeof *p * (size_t)need);
-        if (!p) return false;
+        if (!p) return FRONT_OOM;
         out->pt = p;
         out->cap = need;
     }
@@ -235,7 +248,7 @@ static bool front_extend(const front *in, const mp_split_item *it, front *out)
     for (int32_t j = 0; j < out->n; j++)
         if (keep == 0 || out->pt[j].time < out->pt[keep - 1].time) out->pt[keep++] = out->pt[j];
     out->n = keep;
-    return true;
+    return FRONT_OK;
 }
 
 /* Index of the fastest point with act <= limit, or -1. Fronts are sorted by
@@ -266,9 +279,10 @@ static double act_limit(const mp_split_problem *pr, double budget, int32_t k, do
 }
 
 /* The recompute choices of items [b, e) on stage k: fastest within memory.
- * Returns the time, or -1 when nothing fits. */
+ * Returns the time, or -1 when nothing fits (*oom, *over: out of memory, out
+ * of work). */
 static double segment_choose(const mp_split_problem *pr, double budget, int32_t k, int32_t b,
-                             int32_t e, uint8_t *choice, bool *oom)
+                             int32_t e, uint8_t *choice, bool *oom, bool *over, int64_t *work)
 {
     int32_t n = e - b;
     front *fr = calloc((size_t)n, sizeof *fr);
@@ -280,8 +294,10 @@ static double segment_choose(const mp_split_problem *pr, double budget, int32_t 
     double result = -1;
     for (int32_t i = 0; i < n; i++) {
         stat += pr->items[b + i].static_bytes;
-        if (!front_extend(i ? &fr[i - 1] : NULL, &pr->items[b + i], &fr[i])) {
-            *oom = true;
+        front_status fs = front_extend(i ? &fr[i - 1] : NULL, &pr->items[b + i], &fr[i], work);
+        if (fs != FRONT_OK) {
+            *oom = fs == FRONT_OOM;
+            *over = fs == FRONT_BUDGET;
             goto done;
         }
     }
@@ -304,23 +320,34 @@ done:
  * itself; with vpp > 1, stage_budget = budget is a relaxation (a lower bound)
  * and budget / vpp a restriction (a split that surely fits). */
 static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
-                             mp_split_solution *sol, mp_error *err);
+                             mp_split_solution *sol, int64_t *work, mp_error *err);
 
 static mp_status dp_run(const mp_split_problem *pr, double stage_budget, mp_split_solution *sol,
-                        mp_error *err)
+                        int64_t *work, mp_error *err)
 {
     int32_t K = pr->pp * pr->vpp;
     double *b = malloc(sizeof *b * (size_t)K);
     if (!b) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     for (int32_t k = 0; k < K; k++) b[k] = stage_budget;
-    mp_status s = dp_run_each(pr, b, sol, err);
+    mp_status s = dp_run_each(pr, b, sol, work, err);
     free(b);
     return s;
 }
 
+/* Gives up: nothing found, nothing proven (the caller keeps the even split). */
+static void unsolved(mp_split_solution *sol)
+{
+    sol->feasible = false;
+    sol->unsolved = true;
+    sol->max_stage_time = INFINITY;
+    sol->bound = 0;
+    sol->gap = 1;
+    sol->method = "none (too large for the DP)";
+}
+
 /* The same with a budget per virtual stage. */
 static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
-                             mp_split_solution *sol, mp_error *err)
+                             mp_split_solution *sol, int64_t *work, mp_error *err)
 {
     double stage_budget = 0;
     for (int32_t k = 0; k < pr->pp * pr->vpp; k++)
@@ -338,12 +365,15 @@ static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
 #define DP(k, i) dp[(size_t)(k) * (size_t)(N + 1) + (size_t)(i)]
 #define PARENT(k, i) parent[(size_t)(k) * (size_t)(N + 1) + (size_t)(i)]
     /* Segment [j, i) as stage k; stages before it hold [0, j). By the time
-     * the loop reaches j, every segment ending at j has been tried. */
-    for (int32_t j = 0; j < N; j++) {
+     * the loop reaches j, every segment ending at j has been tried. With one
+     * stage only [0, N) is a candidate. */
+    for (int32_t j = 0; j < (K == 1 ? 1 : N); j++) {
         front *cur = &a, *nxt = &b;
         double stat = 0;
         for (int32_t i = j + 1; i <= N; i++) {
-            if (!front_extend(i == j + 1 ? NULL : cur, &pr->items[i - 1], nxt)) goto oom;
+            front_status fs = front_extend(i == j + 1 ? NULL : cur, &pr->items[i - 1], nxt, work);
+            if (fs == FRONT_OOM) goto oom;
+            if (fs == FRONT_BUDGET) goto over;
             front *t = cur;
             cur = nxt;
             nxt = t;
@@ -366,19 +396,23 @@ static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
     }
     sol->n_stages = K;
     sol->method = "dp";
+    sol->unsolved = false;
     sol->gap = 0;
     if (isinf(DP(K - 1, N))) {
         sol->feasible = false;
         sol->max_stage_time = sol->bound = INFINITY;
     } else {
-        bool oomf = false;
+        bool oomf = false, overf = false;
         int32_t end = N;
         for (int32_t k = K - 1; k >= 0; k--) {
             int32_t begin = PARENT(k, end);
             sol->stages[k].begin = begin;
             sol->stages[k].end = end;
-            if (segment_choose(pr, budgets[k], k, begin, end, sol->recompute, &oomf) < 0 && oomf)
-                goto oom;
+            if (segment_choose(pr, budgets[k], k, begin, end, sol->recompute, &oomf, &overf,
+                               work) < 0) {
+                if (oomf) goto oom;
+                if (overf) goto over;
+            }
             end = begin;
         }
         sol->feasible = true;
@@ -391,6 +425,14 @@ static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
     free(parent);
     free(a.pt);
     free(b.pt);
+    return MP_OK;
+over:
+    free(dp);
+    free(parent);
+    free(a.pt);
+    free(b.pt);
+    sol->n_stages = K;
+    unsolved(sol);
     return MP_OK;
 oom:
     free(dp);
@@ -407,15 +449,17 @@ mp_status mp_split_solve_dp(const mp_split_problem *pr, mp_split_solution *sol, 
     if (pr->vpp != 1)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "vpp",
                             "the dynamic program is exact only for vpp = 1");
-    return dp_run(pr, pr->budget, sol, err);
+    int64_t work = DP_WORK_LIMIT;
+    return dp_run(pr, pr->budget, sol, &work, err);
 }
 
 mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, double *lower,
                           mp_error *err)
 {
+    int64_t work = DP_WORK_LIMIT; /* shared by the DP runs below */
     if (pr->vpp == 1) {
-        mp_status s = dp_run(pr, pr->budget, inc, err);
-        *lower = inc->max_stage_time;
+        mp_status s = dp_run(pr, pr->budget, inc, &work, err);
+        *lower = inc->unsolved ? 0 : inc->max_stage_time;
         return s;
     }
     int32_t K = pr->pp * pr->vpp;
@@ -449,11 +493,12 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
             room[k] -= least;
         }
     }
-    s = dp_run_each(pr, room, &relax, err);
+    s = dp_run_each(pr, room, &relax, &work, err);
     free(room);
     if (s) goto done;
-    *lower = relax.max_stage_time; /* INFINITY: not even the relaxation fits */
-    if ((s = dp_run(pr, pr->budget / pr->vpp, inc, err))) goto done;
+    /* INFINITY: not even the relaxation fits; unsolved: no bound known */
+    *lower = relax.unsolved ? 0 : relax.max_stage_time;
+    if ((s = dp_run(pr, pr->budget / pr->vpp, inc, &work, err))) goto done;
     if ((s = mp_split_even_best(pr, &even, err))) goto done;
     if (even.feasible && (!inc->feasible || even.max_stage_time < inc->max_stage_time)) {
         memcpy(inc->stages, even.stages, sizeof *even.stages * (size_t)K);
@@ -471,6 +516,7 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
         inc->feasible = true;
     }
     inc->method = "dp";
+    inc->unsolved = false;
     inc->bound = *lower;
     inc->gap = inc->feasible && inc->max_stage_time > 0
                    ? (inc->max_stage_time - *lower) / inc->max_stage_time : 0;
@@ -490,6 +536,7 @@ mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol,
     sol->n_stages = K;
     sol->method = "even";
     sol->feasible = false;
+    sol->unsolved = false;
     sol->max_stage_time = sol->bound = INFINITY;
     sol->gap = 1;
     if (!mp_split_even(pr->n_items, K, sol->stages)) return MP_OK;
@@ -501,7 +548,8 @@ mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol,
         for (int32_t i = sol->stages[k].begin; i < sol->stages[k].end; i++)
             share[k % pr->pp] += pr->items[i].static_bytes;
     mp_split_problem one = *pr;
-    bool ok = true, oomf = false;
+    bool ok = true, oomf = false, overf = false;
+    int64_t work = DP_WORK_LIMIT;
     for (int32_t k = 0; k < K && ok; k++) {
         double stat = 0;
         for (int32_t i = sol->stages[k].begin; i < sol->stages[k].end; i++)
@@ -509,11 +557,12 @@ mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol,
         /* this stage's room: its static bytes plus 1/vpp of the rank's activation room */
         one.budget = stat + (pr->budget - share[k % pr->pp]) / pr->vpp;
         if (segment_choose(&one, one.budget, k, sol->stages[k].begin, sol->stages[k].end,
-                           sol->recompute, &oomf) < 0)
+                           sol->recompute, &oomf, &overf, &work) < 0)
             ok = false;
     }
     free(share);
     if (oomf) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    if (overf) sol->unsolved = true;
     if (!ok) return MP_OK;
     bool fits;
     sol->max_stage_time = mp_split_evaluate(pr, sol->stages, sol->recompute, &fits);
@@ -527,7 +576,8 @@ mp_status mp_split_solve(const mp_split_problem *pr, mp_split_solution *sol, mp_
 {
     mp_status s = mp_split_check_problem(pr, err);
     if (s) return s;
-    if (pr->vpp == 1) return dp_run(pr, pr->budget, sol, err);
+    int64_t work = DP_WORK_LIMIT;
+    if (pr->vpp == 1) return dp_run(pr, pr->budget, sol, &work, err);
     /* vpp > 1: the DP brackets the optimum; GLPK closes the bracket when it is open */
     double lower = 0;
     if ((s = mp_split_bounds(pr, sol, &lower, err))) return s;

@@ -59,6 +59,9 @@ typedef struct mp_split_solution {
     double bound;             /* proven lower bound on the objective */
     double gap;               /* (objective - bound) / objective; 0 when proven optimal */
     bool feasible;            /* false: no split fits (stages/recompute left unspecified) */
+    bool unsolved;            /* with feasible false: too large to solve within the DP's
+                                 work budget, so nothing is proven (the caller keeps the
+                                 even split) */
     const char *method;       /* "glpk", "dp", "exhaustive", "even" */
 } mp_split_solution;
 

@@ -325,6 +325,12 @@ static int divisors(int64_t n, int64_t *out, int max)
 
 #define MAX_DIV 4096
 
+/* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B
+ * on 1024 GPUs: ~10^4); a GPU count and global batch with thousands of
+ * divisors each multiply into 10^8 and more (minutes, gigabytes). 2^21 keeps
+ * the candidate list near 120 MB and the enumeration within a second or two. */
+#define MAX_CANDIDATES (1 << 21)
+
 typedef struct enum_ctx {
     const mp_search_options *opt;
     const mp_config *base;
@@ -336,6 +342,7 @@ typedef struct enum_ctx {
     mp_error first_refusal;
     bool have_refusal;
     bool keep_all;        /* the bounds check: keep memory-pruned candidates too */
+    bool too_many;        /* MAX_CANDIDATES reached: the enumeration stopped */
 } enum_ctx;
 
 static bool fixed(const enum_ctx *e, uint32_t bit) { return (e->opt->fixed & bit) != 0; }
@@ -358,6 +365,10 @@ static void refuse(enum_ctx *e, mp_reject_reason r, const char *field, const cha
 
 static void consider(enum_ctx *e, cand *x)
 {
+    if (e->counts->considered >= MAX_CANDIDATES) {
+        e->too_many = true;
+        return;
+    }
     const block_info *bi = block_get(&e->bc, x->t, x->c, x->b, x->sp);
     if (!bi) return;
     bounds(e->base, bi, e->block_params_min, e->emb_params, x);
@@ -381,6 +392,8 @@ static void consider(enum_ctx *e, cand *x)
 /* The innermost dimensions for fixed (t, c, p, v, d, b). */
 static void enumerate_inner(enum_ctx *e, cand *x)
 {
+    if (e->too_many)
+        return;
     const mp_parallel *fp = &e->base->parallel;
     int64_t seq = e->base->training.seq;
     bool sps[2];
@@ -459,7 +472,7 @@ static void enumerate(enum_ctx *e)
     }
     int64_t *cv = tv + MAX_DIV, *pv = cv + MAX_DIV, *vv = pv + MAX_DIV, *bv = vv + MAX_DIV;
     int nt = fixed(e, MP_FIX_TP) ? (tv[0] = fp->tp, 1) : divisors(gpus, tv, MAX_DIV);
-    for (int it = 0; it < nt; it++) {
+    for (int it = 0; it < nt && !e->too_many; it++) {
         cand x = {0};
         x.t = (int32_t)tv[it];
         if (gpus % x.t) {
@@ -478,7 +491,7 @@ static void enumerate(enum_ctx *e)
             continue;
         }
         int nc = fixed(e, MP_FIX_CP) ? (cv[0] = fp->cp, 1) : divisors(gpus / x.t, cv, MAX_DIV);
-        for (int ic = 0; ic < nc; ic++) {
+        for (int ic = 0; ic < nc && !e->too_many; ic++) {
             x.c = (int32_t)cv[ic];
             if ((gpus / x.t) % x.c) {
                 refuse(e, MP_REJECT_OTHER, "cp", "cp=%lld does not divide gpus/tp = %lld",
@@ -490,9 +503,17 @@ static void enumerate(enum_ctx *e)
                        (long long)x.c, (long long)seq);
                 continue;
             }
+            if (x.c > 1 && !base->hw.flash_attention) {
+                /* the cost model's rule (mp_estimate_config): Megatron's CP
+                 * is TransformerEngine's fused ring attention */
+                refuse(e, MP_REJECT_OTHER, "cp",
+                       "context parallelism needs a fused (flash) attention kernel; %s has "
+                       "flash_attention: false", base->hw.name);
+                continue;
+            }
             int np = fixed(e, MP_FIX_PP) ? (pv[0] = fp->pp, 1)
                                          : divisors(gpus / x.t / x.c, pv, MAX_DIV);
-            for (int ip = 0; ip < np; ip++) {
+            for (int ip = 0; ip < np && !e->too_many; ip++) {
                 x.p = (int32_t)pv[ip];
                 if ((gpus / x.t / x.c) % x.p) {
                     refuse(e, MP_REJECT_OTHER, "pp", "pp=%lld does not divide gpus/(tp*cp) = %lld",
@@ -523,15 +544,21 @@ static void enumerate(enum_ctx *e)
                 }
                 int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
                                                       : divisors(gb / x.d, bv, MAX_DIV);
-                for (int iv = 0; iv < nv; iv++) {
+                for (int iv = 0; iv < nv && !e->too_many; iv++) {
                     x.v = (int32_t)vv[iv];
-                    if (x.v > 1 && (x.p < 2 || L % ((int64_t)x.p * x.v))) {
+                    if (x.v > 1 && x.p < 2) {
+                        refuse(e, MP_REJECT_OTHER, "vpp",
+                               "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
+                               (long long)x.v);
+                        continue;
+                    }
+                    if (x.v > 1 && L % ((int64_t)x.p * x.v)) {
                         refuse(e, MP_REJECT_LAYERS, "vpp",
                                "pp*vpp = %lld does not divide the %lld layers",
                                (long long)x.p * x.v, (long long)L);
                         continue;
                     }
-                    for (int ib = 0; ib < nb; ib++) {
+                    for (int ib = 0; ib < nb && !e->too_many; ib++) {
                         x.b = (int32_t)bv[ib];
                         if ((gb / x.d) % x.b) {
                             refuse(e, MP_REJECT_BATCH, "micro_batch",
@@ -730,6 +757,93 @@ static int cmp_plan(const void *a, const void *b)
     return 0;
 }
 
+#define REFUSE(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
+
+/* The settings every candidate shares (the training and the fixed
+ * dimensions), checked before enumerating: when they cannot run, the answer
+ * is about them, not about whichever candidate happened to be refused first
+ * ("--fix dp=3" on 8 GPUs is about dp, not about some tp). Wording as
+ * mp_config_check's. */
+static mp_status check_shared(const mp_search_options *opt, mp_error *err)
+{
+    const mp_config *c = &opt->base;
+    const mp_model *m = &c->model;
+    const mp_training *t = &c->training;
+    const mp_parallel *p = &c->parallel;
+    uint32_t f = opt->fixed;
+    int64_t seq = t->seq, gpus = t->gpus, gb = t->global_batch, L = m->layers;
+    if (m->position == MP_POS_LEARNED && seq > m->seq)
+        return REFUSE("seq", "%lld is longer than the model's %lld learned positions",
+                      (long long)seq, (long long)m->seq);
+    if ((unsigned)t->precision >= MP_DTYPE_COUNT || !(c->hw.peak_flops[t->precision] > 0))
+        return REFUSE("precision", "hardware %s has no %s peak rate", c->hw.name,
+                      mp_dtype_name(t->precision));
+    int64_t tp = f & MP_FIX_TP ? p->tp : 1, pp = f & MP_FIX_PP ? p->pp : 1;
+    int64_t cp = f & MP_FIX_CP ? p->cp : 1, dp = f & MP_FIX_DP ? p->dp : 1;
+    int64_t vpp = f & MP_FIX_VPP ? p->vpp : 1;
+    if (tp < 1 || pp < 1 || cp < 1 || dp < 1 || vpp < 1 ||
+        (f & MP_FIX_MICRO_BATCH && p->micro_batch < 1))
+        return REFUSE("gpus", "fixed degrees must be at least 1");
+    if (m->heads % tp || m->kv_heads % tp)
+        return REFUSE("tp", "tp=%lld does not divide the %lld attention heads and %lld "
+                            "key/value heads", (long long)tp, (long long)m->heads,
+                      (long long)m->kv_heads);
+    int64_t prod;
+    bool over = __builtin_mul_overflow(tp, pp, &prod) || __builtin_mul_overflow(prod, cp, &prod) ||
+                __builtin_mul_overflow(prod, dp, &prod);
+    if (over || gpus % prod)
+        return REFUSE((f & MP_FIX_DP) ? "dp" : "gpus",
+                      "%lld GPUs is not a multiple of the fixed tp*pp*cp*dp = "
+                      "%lld*%lld*%lld*%lld", (long long)gpus, (long long)tp, (long long)pp,
+                      (long long)cp, (long long)dp);
+    if ((f & (MP_FIX_TP | MP_FIX_PP | MP_FIX_CP | MP_FIX_DP)) ==
+            (MP_FIX_TP | MP_FIX_PP | MP_FIX_CP | MP_FIX_DP) && prod != gpus)
+        return REFUSE("dp", "tp*pp*cp*dp = %lld*%lld*%lld*%lld = %lld, but there are %lld GPUs",
+                      (long long)tp, (long long)pp, (long long)cp, (long long)dp,
+                      (long long)prod, (long long)gpus);
+    if (L % pp || L % (pp * vpp))
+        return REFUSE(vpp > 1 ? "vpp" : "pp",
+                      "the %lld layers do not split evenly into pp*vpp = %lld*%lld stages",
+                      (long long)L, (long long)pp, (long long)vpp);
+    if (vpp > 1 && (f & MP_FIX_PP) && pp < 2)
+        return REFUSE("vpp", "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
+                      (long long)vpp);
+    if (f & MP_FIX_SCHEDULE) {
+        bool inter = p->schedule == MP_SCHED_INTERLEAVED;
+        if (inter && (f & MP_FIX_VPP) && vpp < 2)
+            return REFUSE("schedule", "interleaved-1f1b needs vpp >= 2 (got vpp=%lld)",
+                          (long long)vpp);
+        if (inter && (f & MP_FIX_PP) && pp < 2)
+            return REFUSE("schedule", "interleaved-1f1b needs pipeline parallelism (pp >= 2)");
+        if (!inter && vpp > 1)
+            return REFUSE("schedule", "vpp=%lld needs schedule interleaved-1f1b (got %s)",
+                          (long long)vpp, mp_schedule_name(p->schedule));
+    }
+    bool sp_on = (f & MP_FIX_SP) && p->sp, sp_off = (f & MP_FIX_SP) && !p->sp;
+    if (sp_on && (f & MP_FIX_TP) && tp < 2)
+        return REFUSE("sp", "sequence parallelism needs tp > 1");
+    if ((f & MP_FIX_TP_OVERLAP) && p->tp_overlap && (sp_off || ((f & MP_FIX_TP) && tp < 2)))
+        return REFUSE("tp_overlap", "TP communication overlap needs tp > 1 and sp on "
+                                    "(Megatron --tp-comm-overlap)");
+    if (cp > 1 && (m->arch == MP_ARCH_T5 || m->arch == MP_ARCH_BERT))
+        return REFUSE("cp", "context parallelism is for GPT/LLaMA decoders (Megatron-LM); "
+                            "this model is %s", mp_arch_name(m->arch));
+    if (cp > 1 && seq % (2 * cp))
+        return REFUSE("cp", "seq %lld does not split into 2*cp = %lld equal chunks",
+                      (long long)seq, (long long)(2 * cp));
+    if (cp > 1 && !c->hw.flash_attention)
+        return REFUSE("cp", "context parallelism needs a fused (flash) attention kernel "
+                            "(Megatron-LM runs it in TransformerEngine); %s has "
+                            "flash_attention: false", c->hw.name);
+    int64_t b = f & MP_FIX_MICRO_BATCH ? p->micro_batch : 1;
+    if (gb % dp || (gb / dp) % b)
+        return REFUSE("global_batch", "%lld is not a multiple of micro_batch*dp = %lld*%lld",
+                      (long long)gb, (long long)b, (long long)dp);
+    return MP_OK;
+}
+
+#undef REFUSE
+
 mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_error *err)
 {
     double t0 = now_s();
@@ -740,15 +854,27 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
     if (base->training.gpus < 1 || base->training.global_batch < 1 || base->training.seq < 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gpus",
                             "search needs gpus, seq and global batch to be positive");
+    mp_status st = check_shared(opt, err);
+    if (st != MP_OK)
+        return st;
 
     enum_ctx e;
     init_ctx(&e, opt, &res->counts);
     e.keep_all = opt->no_prune;
     enumerate(&e);
-    mp_status st = MP_OK;
     top_k top = {0};
     if (e.keep.oom || e.closest.oom || e.bc.oom) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
+        goto done;
+    }
+    if (e.too_many) {
+        st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gpus",
+                          "absurdly large search: more than %d candidates (%lld GPUs and a "
+                          "global batch of %lld have too many divisors); fix some settings "
+                          "(--micro-batch, --pp, --tp) or search a smaller case",
+                          MAX_CANDIDATES, (long long)base->training.gpus,
+                          (long long)base->training.global_batch);
+        res->counts.seconds = now_s() - t0;
         goto done;
     }
     if (e.keep.n == 0 && e.closest.n == 0) {
@@ -785,6 +911,11 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
     }
     /* the least-over estimate seen, for "nothing fits" */
     bool have_closest = false;
+    /* why the cost model refused a candidate that passed the structural rules:
+     * when nothing runs at all, that is the answer (not a structural refusal
+     * of some other candidate) */
+    mp_error est_refusal;
+    bool have_est_refusal = false;
     for (size_t i = 0; i < e.keep.n; i++) {
         const cand *x = &e.keep.v[i];
         if (!opt->no_prune && x->lb_time >= top_threshold(&top)) {
@@ -799,9 +930,9 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
         res->counts.estimated++;
         if (mp_estimate_config(&cfg, NULL, &est, &e2) != MP_OK) {
             res->counts.rejected[MP_REJECT_OTHER]++;
-            if (!e.have_refusal) {
-                e.have_refusal = true;
-                e.first_refusal = e2;
+            if (!have_est_refusal) {
+                have_est_refusal = true;
+                est_refusal = e2;
             }
             continue;
         }
@@ -828,7 +959,13 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
             apply(base, &e.closest.v[i], &cfg);
             mp_estimate est;
             mp_error e2;
-            if (mp_estimate_config(&cfg, NULL, &est, &e2) != MP_OK) continue;
+            if (mp_estimate_config(&cfg, NULL, &est, &e2) != MP_OK) {
+                if (!have_est_refusal) {
+                    have_est_refusal = true;
+                    est_refusal = e2;
+                }
+                continue;
+            }
             if (!have_closest || est.over_bytes < res->closest_est.over_bytes) {
                 have_closest = true;
                 res->closest = cfg;
@@ -844,9 +981,14 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
                               "no configuration fits in %.0f GiB per GPU; the closest needs %s GiB",
                               base->hw.memory / (1024.0 * 1024 * 1024), a);
         } else {
-            if (e.have_refusal && err) *err = e.first_refusal;
-            st = MP_EINPUT;
-            if (err) err->code = MP_EINPUT;
+            if (err && have_est_refusal) *err = est_refusal;
+            else if (err && e.have_refusal) *err = e.first_refusal;
+            else mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gpus",
+                              "no configuration of %lld GPUs can run this model with these "
+                              "settings", (long long)base->training.gpus);
+            /* as above: the input's fault only when the user fixed settings */
+            st = opt->fixed ? MP_EINPUT : MP_ENOFIT;
+            if (err) err->code = st;
         }
         goto done;
     }

@@ -102,8 +102,12 @@ typedef struct mp_search_result {
 
 /* MP_OK with result->n >= 1; MP_ENOFIT when no candidate fits (closest filled
  * when any could run at all) or, with nothing fixed, when no split of the
- * GPUs can run at all; MP_EINPUT when the fixed settings leave no candidate
- * that can run (err names the first refusal). counts are filled either way. */
+ * GPUs can run at all; MP_EINPUT when the training or the fixed settings
+ * cannot run together (checked before enumerating: err names the setting at
+ * fault, as mp_config_check would), when the fixed settings leave no
+ * candidate that can run (err names the cost model's refusal, else the first
+ * structural one), or when the space is absurdly large (over 2^21
+ * candidates). counts are filled either way. */
 mp_status mp_search(const mp_search_options *opt, mp_search_result *result, mp_error *err);
 void mp_search_result_free(mp_search_result *r);
 

@@ -25,11 +25,6 @@
 #include "sim/schedule.h"
 #include "sim/simulate.h"
 
-/* Messages per iteration (2 per micro-batch per virtual stage) that the
- * engine accepts: 2^27 keeps its tables within 2 GiB; p=64, v=2, m=1024
- * needs 2^18. */
-#define MAX_MESSAGES (1 << 27)
-
 typedef struct rank_state {
     int32_t pc;          /* next op */
     int64_t waiting;     /* message key it is blocked on, or -1 */
@@ -418,11 +413,9 @@ static mp_status nomem(mp_error *err)
 static mp_status engine_setup(engine *e, mp_error *err)
 {
     int32_t p = e->p, n = e->n_stages;
+    /* 2 messages per (virtual stage, micro-batch): at most 2^21 after
+     * mp_sim_check_size */
     size_t keys = (size_t)2 * (size_t)n * (size_t)e->m;
-    if (keys > MAX_MESSAGES)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "microbatches",
-                            "too large to simulate: pp*vpp*micro-batches = %d*%d*%d is over %d",
-                            (int)p, (int)e->v, (int)e->m, MAX_MESSAGES / 2);
     e->lists = calloc((size_t)p, sizeof *e->lists);
     e->ranks = calloc((size_t)p, sizeof *e->ranks);
     e->arrival = malloc(keys * sizeof *e->arrival);
@@ -540,9 +533,13 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
     memset(out, 0, sizeof *out);
     bool record = opt && opt->record_timeline;
     mp_timeline_init(&out->timeline, p > 0 ? p : 0, "simulated");
-    /* Validate (p, v, m) once up front with the schedule's own rules. */
+    /* Validate (p, v, m) once up front with the schedule's own rules, after
+     * the size: the probe alone is a whole rank's schedule. */
+    mp_status st = mp_sim_check_size(p, v, m, record, "microbatches", err);
+    if (st != MP_OK)
+        return st;
     mp_op_list probe;
-    mp_status st = mp_schedule_build(s, p, v, m, 0, &probe, err);
+    st = mp_schedule_build(s, p, v, m, 0, &probe, err);
     mp_op_list_free(&probe);
     if (st != MP_OK)
         return st;

@@ -329,11 +329,16 @@ static mp_status run_gnuplot(const char *gnuplot, const plot_files *pf, mp_error
 static mp_status temp_beside(const char *target, char *buf, size_t size, mp_error *err)
 {
     int n = snprintf(buf, size, "%s.tmp.XXXXXX", target);
-    if (n < 0 || (size_t)n >= size)
+    if (n < 0 || (size_t)n >= size) {
+        buf[0] = '\0';
         return mp_error_set(err, MP_EINPUT, target, 0, 0, NULL, "path too long");
+    }
     int fd = mkstemp(buf);
-    if (fd < 0)
-        return mp_error_set(err, MP_EIO, target, 0, 0, NULL, "cannot write: %s", strerror(errno));
+    if (fd < 0) {
+        int e = errno;
+        buf[0] = '\0'; /* nothing made: nothing for the caller to remove */
+        return mp_error_set(err, MP_EIO, target, 0, 0, NULL, "cannot write: %s", strerror(e));
+    }
     /* mkstemp makes it private; a picture gets the usual permissions. */
     mode_t mask = umask(0);
     umask(mask);
@@ -342,8 +347,9 @@ static mp_status temp_beside(const char *target, char *buf, size_t size, mp_erro
     return MP_OK;
 }
 
+/* Runs script, which draws into tmp; the caller renames tmp into place. */
 static mp_status draw(const char *gnuplot, plot_files *pf, const mp_buf *script,
-                      const char *tmp, const char *target, mp_error *err)
+                      const char *tmp, mp_error *err)
 {
     mp_status st = write_text(pf->script, script, err);
     if (st == MP_OK)
@@ -353,10 +359,6 @@ static mp_status draw(const char *gnuplot, plot_files *pf, const mp_buf *script,
         if (stat(tmp, &sb) != 0 || sb.st_size == 0)
             st = mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "gnuplot", "gnuplot wrote nothing");
     }
-    if (st == MP_OK && rename(tmp, target) != 0)
-        st = mp_error_set(err, MP_EIO, target, 0, 0, NULL, "cannot write: %s", strerror(errno));
-    if (st != MP_OK)
-        unlink(tmp);
     return st;
 }
 
@@ -392,27 +394,42 @@ static mp_status plot_in(const char *gnuplot, plot_files *pf, const mp_timeline 
     mp_buf_init(&script);
     pipeline_data(t, scale, labels, &data);
     mp_status st = write_text(pf->boxes, &data, err);
-    char tmp[4096], mem_path[4096], mem_title[256];
+    /* Both pictures are drawn into temporary files first and renamed into
+     * place only when both succeeded: a failure leaves neither behind. */
+    char tmp[4096] = "", tmp_mem[4096] = "", mem_path[4096], mem_title[256];
     if (st == MP_OK)
         st = temp_beside(path, tmp, sizeof tmp, err);
     if (st == MP_OK) {
         pipeline_script(&script, pf, fmt, tmp, title, ranks, span * scale, unit, &lg);
-        st = draw(gnuplot, pf, &script, tmp, path, err);
+        st = draw(gnuplot, pf, &script, tmp, err);
     }
+    mp_plot_memory_path(path, mem_path, sizeof mem_path);
     if (st == MP_OK && n_mem > 0) {
         mp_buf_free(&data);
         mp_buf_free(&script);
         memory_data(mem, n_mem, scale, span, &data);
         st = write_text(pf->memory, &data, err);
-        mp_plot_memory_path(path, mem_path, sizeof mem_path);
         snprintf(mem_title, sizeof mem_title, "%s: memory per rank", title ? title : "");
         if (st == MP_OK)
-            st = temp_beside(mem_path, tmp, sizeof tmp, err);
+            st = temp_beside(mem_path, tmp_mem, sizeof tmp_mem, err);
         if (st == MP_OK) {
             int mem_ranks = mem[n_mem - 1].rank + 1;
-            memory_script(&script, pf, fmt, tmp, mem_title, mem_ranks, span * scale, unit);
-            st = draw(gnuplot, pf, &script, tmp, mem_path, err);
+            memory_script(&script, pf, fmt, tmp_mem, mem_title, mem_ranks, span * scale, unit);
+            st = draw(gnuplot, pf, &script, tmp_mem, err);
         }
+    }
+    if (st == MP_OK && rename(tmp, path) != 0)
+        st = mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot write: %s", strerror(errno));
+    if (st == MP_OK && tmp_mem[0] && rename(tmp_mem, mem_path) != 0) {
+        st = mp_error_set(err, MP_EIO, mem_path, 0, 0, NULL, "cannot write: %s",
+                          strerror(errno));
+        unlink(path); /* the pair or nothing */
+    }
+    if (st != MP_OK) {
+        if (tmp[0])
+            unlink(tmp);
+        if (tmp_mem[0])
+            unlink(tmp_mem);
     }
     mp_buf_free(&data);
     mp_buf_free(&script);

@@ -4,6 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+mp_status mp_sim_check_size(int64_t p, int64_t v, int64_t m, bool record_timeline,
+                            const char *field, mp_error *err)
+{
+    int64_t limit = record_timeline ? MP_SIM_MAX_UNITS_TIMELINE : MP_SIM_MAX_UNITS;
+    /* a non-positive size is the schedule's to refuse, with its own message;
+     * each factor is checked before the product, so it cannot overflow */
+    if (p < 1 || v < 1 || m < 1)
+        return MP_OK;
+    if (p > limit || v > limit || m > limit || p * v > limit || p * v * m > limit)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, field,
+                            "too large to simulate: pp*vpp*micro-batches = %lld*%lld*%lld is "
+                            "over %lld%s; fewer micro-batches show the same schedule",
+                            (long long)p, (long long)v, (long long)m, (long long)limit,
+                            record_timeline ? " with a timeline (trace, plot or json)" : "");
+    return MP_OK;
+}
+
 mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_options *opt,
                       mp_sim_result *out, mp_error *err)
 {
@@ -21,6 +38,9 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel",
                             "cannot simulate pp=%lld vpp=%lld with %lld micro-batches",
                             (long long)par->pp, (long long)par->vpp, (long long)m);
+    st = mp_sim_check_size(par->pp, par->vpp, m, opt && opt->record_timeline, "global_batch", err);
+    if (st != MP_OK)
+        return st;
     mp_pipeline_cost pc;
     memset(&pc, 0, sizeof pc);
     st = mp_pipeline_cost_build(cfg, plan, &pc, err);

@@ -44,6 +44,22 @@ typedef struct mp_sim_result {
     mp_schedule_kind schedule;
 } mp_sim_result;
 
+/* The largest iteration simulated, in pp*vpp*micro-batches ("units": each is
+ * a forward, a backward and up to four transfers). Without a timeline a unit
+ * costs about 110 bytes (schedules and message tables), so 2^20 units stay
+ * near 120 MB and a third of a second; a timeline (trace, plot, JSON events)
+ * adds about six events and two memory points per unit, and the trace text
+ * more, so it is held to 2^18. Beyond that mp_simulate and mp_simulate_cost
+ * refuse with MP_EINPUT before allocating anything: a smaller global batch
+ * shows the same schedule (the step grows linearly once the pipeline is full). */
+#define MP_SIM_MAX_UNITS (1 << 20)
+#define MP_SIM_MAX_UNITS_TIMELINE (1 << 18)
+
+/* MP_OK when p*v*m units can be simulated with (or without) a timeline;
+ * else MP_EINPUT naming field (the caller's name for what sets m). */
+mp_status mp_sim_check_size(int64_t p, int64_t v, int64_t m, bool record_timeline,
+                            const char *field, mp_error *err);
+
 mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_options *opt,
                       mp_sim_result *out, mp_error *err);
 void mp_sim_result_free(mp_sim_result *r);

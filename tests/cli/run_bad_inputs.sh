@@ -6,8 +6,9 @@
 # and never a crash (run the binary built with the sanitizers too).
 # GROUP: core (models/hw verbs: model, profile and config.json files),
 # estimate (the shared options through `megaplan estimate`), plan (plan files
-# through `megaplan simulate`). A group whose verb is not built yet is skipped
-# (exit 77).
+# through `megaplan simulate`), hardening (repeated options, absurd hardware
+# numbers, fixed search settings that conflict, iterations too large to
+# simulate). A group whose verb is not built yet is skipped (exit 77).
 set -u
 bin=$1
 group=${2:-core}
@@ -214,14 +215,165 @@ plan() {
     check plan-negative "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" "$bin" simulate p5.yaml
     file p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n"
     check plan-batch "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" "$bin" simulate p6.yaml
+    file p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n'
+    check plan-version "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" "$bin" simulate p8.yaml
+    file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n"
+    check plan-predicted "${S}p9\.yaml:5:12: predicted: expected a mapping" "$bin" simulate p9.yaml
     file p7.yaml 'model: gpt3-125m\n'
     check plan-not-a-plan "${S}p7\.yaml:1:1: megaplan_plan: missing" "$bin" simulate p7.yaml
+}
+
+# hardening: what a hostile or careless command line does -- repeated
+# options, settings fixed twice, absurdly small hardware numbers (which used
+# to print inf/nan), fixed search settings that cannot run together (which
+# used to name an unrelated refusal), and iterations too large to simulate
+# (which used to take 30 s and 6 GB, or write a 300 MB SVG). Each case is
+# refused in bounded time (timeout) with one line, and leaves no file behind.
+hardening() {
+    E="^megaplan estimate: "
+    S="^megaplan search: "
+    SIM="^megaplan simulate: "
+    T="timeout 20"
+    # the good forms of what follows are accepted
+    if ! "$bin" estimate --model 125M --gpus 8 --hw-set hbm_bw=1TB/s --hw-set memory=40GiB >/dev/null 2>&1 ||
+       ! "$bin" simulate --unit-ops --pp 4 --microbatches 8 --trace ok.json >/dev/null 2>&1 ||
+       ! "$bin" search --model 125M --gpus 8 --fix tp=2 --fix pp=2 --top 2 >/dev/null 2>&1; then
+        echo "FAIL the good forms are refused"
+        fail=$((fail + 1))
+    fi
+    rm -f ok.json
+
+    # --- a full disk: not exit 0 as if the output were whole (skipped without /dev/full) ---
+    if [ -w /dev/full ]; then
+        for cmd in "models" "hw dgx-a100" "simulate --unit-ops --pp 2 --microbatches 4" \
+                   "estimate --model 125M --gpus 8"; do
+            # shellcheck disable=SC2086
+            "$bin" $cmd >/dev/full 2>err.txt
+            rc=$?
+            if [ "$rc" -ne 1 ] || [ "$(wc -l <err.txt)" -ne 1 ] ||
+               ! grep -q "cannot write the output" err.txt; then
+                echo "FAIL full-disk '$cmd': exit $rc, stderr: $(cat err.txt)"
+                fail=$((fail + 1))
+            else
+                pass=$((pass + 1))
+            fi
+        done
+    fi
+    check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
+
+    # --- one setting, given twice ---
+    check twice-gpus "${E}--gpus: given twice \('8', then '16'\)" "$bin" estimate --model 175B --gpus 8 --gpus 16
+    check twice-gpus-eq "${E}--gpus: given twice" "$bin" estimate --model 175B --gpus=8 --gpus=8
+    check twice-sp "${E}--no-sp: given twice \('--sp', then '--no-sp'\)" "$bin" estimate --model 175B --gpus 8 --tp 8 --sp --no-sp
+    check twice-model "^megaplan simulate: --model: given twice" "$bin" simulate --model 175B --model 125M --gpus 8
+    check twice-top "${S}--top: given twice" "$bin" search --model 125M --gpus 8 --top 2 --top 3
+    check twice-output "${S}--output: given twice" "$bin" search --model 125M --gpus 8 -o a.yaml --output b.yaml
+    check twice-fix "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --fix tp=2,tp=4
+    check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4
+    check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --trace a.json --trace=b.json
+    check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --trace=
+    check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
+    [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
+        { echo "FAIL a refused command wrote a file"; fail=$((fail + 1)); }
+
+    # --- hardware numbers below any device (used to give inf / -nan% / 1e300 s) ---
+    check hw-tiny-bw "${E}--hw-set hbm_bw: absurdly small: at least 1e\+06 \(got 1e-300\)" "$bin" estimate --model 175B --gpus 64 --hw-set "hbm_bw=1e-300 B/s"
+    check hw-tiny-link "${E}--hw-set scale_out\.bw_per_gpu: absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "scale_out.bw_per_gpu=1 B/s"
+    check hw-tiny-eff "${E}--hw-set memory_efficiency: absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set memory_efficiency=1e-300
+    check hw-tiny-curve "${E}--hw-set gemm_efficiency: point 1: y absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "gemm_efficiency=[[1e9,1e-300]]"
+    check hw-tiny-peak "${E}--hw-set peak_flops\.bf16: absurdly small: at least 1 GFLOP/s" "$bin" estimate --model 175B --gpus 64 --hw-set peak_flops.bf16=1e-300
+    check hw-zero-eff "${E}--hw-set scale_up\.efficiency: must be positive" "$bin" estimate --model 175B --gpus 64 --hw-set scale_up.efficiency=0
+    file tinypeak.yaml "$(printf "$GOOD_HW" | sed 's/bf16: 100 TFLOP\/s/bf16: 5/')\n"
+    check hw-file-tiny-peak "^megaplan hw: tinypeak\.yaml:4:[0-9]+: peak_flops\.bf16: absurdly small" "$bin" hw tinypeak.yaml
+
+    # a FIFO nobody writes to: refused or read as empty, never waited on forever
+    if mkfifo fifo.yaml 2>/dev/null; then
+        check fifo-plan "${SIM}fifo\.yaml" timeout 10 "$bin" simulate fifo.yaml
+        check fifo-hw "^megaplan hw: \./fifo\.yaml" timeout 10 "$bin" hw ./fifo.yaml
+        rm -f fifo.yaml
+    fi
+
+    # a 5 MB config.json of one long array used to take 200+ MB as cJSON nodes
+    { printf '{"model_type": "gpt2", "x": ['; yes '1,' | head -c 7500000 | tr -d '\n'; printf '1]}'; } >huge.json
+    check hf-huge "^megaplan models: huge\.json: file larger than 4194304 bytes: refused" "$bin" models huge.json
+
+    # --- search: fixed settings that cannot run together name themselves ---
+    check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
+    check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
+    check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096
+    check search-dp "${S}--dp: 64 GPUs is not a multiple of the fixed tp\*pp\*cp\*dp" "$bin" search --model 175B --gpus 64 --tp 8 --pp 8 --dp 2
+    check search-fix-dp "${S}--dp: 8 GPUs is not a multiple" "$bin" search --model 125M --gpus 8 --fix dp=3
+    check search-vpp-pp1 "${S}--vpp: virtual stages \(vpp=2\) need pipeline parallelism" "$bin" search --model 125M --gpus 8 --fix vpp=2,pp=1
+    check search-overlap "${S}--tp-overlap: TP communication overlap needs tp > 1 and sp on" "$bin" search --model 125M --gpus 8 --fix tp_overlap=on,sp=off
+    check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
+    check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
+    check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3
+
+    # nothing fits is exit 1, not bad input, even when the cost model refuses
+    # every candidate the search keeps as "closest" (cp without flash attention)
+    "$bin" search --model llama3-405b --gpus 16384 >out.txt 2>err.txt
+    rc=$?
+    if [ "$rc" -ne 1 ] || [ -s out.txt ]; then
+        echo "FAIL search-nothing-runs: exit $rc, expected 1: $(head -1 err.txt)"
+        fail=$((fail + 1))
+    else
+        pass=$((pass + 1))
+    fi
+
+    # a legal but extreme model (2048 thin layers): the stage split's DP used to
+    # run for minutes; it now gives up within its work budget (even split)
+    file deep.yaml 'name: deep\narch: gpt\nlayers: 2048\nhidden: 256\nheads: 4\nvocab: 1000\nseq: 256\n'
+    timeout 90 "$bin" search --model deep.yaml --gpus 8 >out.txt 2>err.txt
+    rc=$?
+    if [ "$rc" -ne 0 ] || ! grep -q "^   1 " out.txt; then
+        echo "FAIL search-deep-model: exit $rc (124 = timeout): $(head -2 err.txt)"
+        fail=$((fail + 1))
+    else
+        pass=$((pass + 1))
+    fi
+    # so many divisors that the space has 10^8 candidates: refused, not minutes
+    file div.yaml 'name: div\narch: gpt\nlayers: 1680\nhidden: 322560\nheads: 5040\nvocab: 50400\nseq: 5040\nposition: rope\n'
+    check search-huge-space "${S}--gpus: absurdly large search: more than 2097152 candidates" timeout 60 "$bin" search --model div.yaml --gpus 720720 --global-batch 1037836800 --tp-cross-node --hw-set flash_attention=true
+
+    # the largest degrees everywhere: no overflow (the sanitizer build halts on one)
+    "$bin" explain --model 175B --gpus 8 --tp 16777216 --pp 16777216 --cp 16777216 >out.txt 2>err.txt
+    rc=$?
+    if [ "$rc" -ne 0 ] || ! grep -q "^refused: tp:" out.txt || [ -s err.txt ]; then
+        echo "FAIL explain-huge-degrees: exit $rc: $(head -3 err.txt)"
+        fail=$((fail + 1))
+    else
+        pass=$((pass + 1))
+    fi
+
+    # --- iterations too large to simulate: refused at once, nothing written ---
+    check sim-huge-units "${SIM}--microbatches: too large to simulate: pp\*vpp\*micro-batches = 16\*1\*4194304 is over 1048576" $T "$bin" simulate --unit-ops --pp 16 --microbatches 4194304
+    check sim-huge-trace "${SIM}--microbatches: too large to simulate: .* over 262144 with a timeline" $T "$bin" simulate --unit-ops --pp 16 --microbatches 65536 --trace big.json
+    check sim-huge-plot "${SIM}--microbatches: too large for --plot: .* over 32768" $T "$bin" simulate --unit-ops --pp 16 --microbatches 4096 --plot big.svg
+    check sim-huge-json "${SIM}--microbatches: too large for --format json: .* over 65536" $T "$bin" simulate --unit-ops --pp 16 --microbatches 8192 --format json
+    check sim-huge-config "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 4\*1\*1048576" $T "$bin" simulate --model 125M --gpus 16 --pp 4 --global-batch 4194304
+    check sim-huge-config2 "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 128\*1\*4194304" $T "$bin" simulate --model 1T --gpus 128 --pp 128 --global-batch 4194304
+    file big.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 4194304}\nparallel: {pp: 4}\n'
+    check sim-huge-plan "${SIM}big\.yaml: training\.global_batch: too large to simulate" $T "$bin" simulate big.yaml --trace big.json
+    # the two pictures of --plot come as a pair or not at all (needs gnuplot)
+    if command -v gnuplot >/dev/null 2>&1; then
+        mkdir -p pic-memory.svg
+        check plot-pair "${SIM}pic-memory\.svg: cannot write: Is a directory" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --plot pic.svg
+        if ls pic.svg* 2>/dev/null | grep -q .; then
+            echo "FAIL the pipeline picture was left without its memory picture"
+            fail=$((fail + 1))
+        fi
+    fi
+    if ls big.json* big*.svg 2>/dev/null | grep -q .; then
+        echo "FAIL a refused simulation left a file: $(ls big.json* big*.svg 2>/dev/null)"
+        fail=$((fail + 1))
+    fi
 }
 
 case "$group" in
 core) core ;;
 estimate) estimate ;;
 plan) plan ;;
+hardening) hardening ;;
 *) echo "unknown group $group"; exit 2 ;;
 esac
 echo "$group: $pass passed, $fail failed"

@@ -217,7 +217,7 @@ static void test_short_plans_and_errors(void **state)
     expect_error(text, 5, 18, "layer_recompute", "needs 14 entries");
     snprintf(text, sizeof text, "%straining: {gpus: 4}\n", head);
     expect_error(text, 4, 11, "training.global_batch", "missing");
-    expect_error("megaplan_plan: 2\n", 1, 16, "megaplan_plan", "out of range");
+    expect_error("megaplan_plan: 2\n", 1, 16, "megaplan_plan", "format version 2 is not known");
     expect_error("model: gpt3-125m\n", 1, 1, "megaplan_plan", "not a plan file");
     expect_error("megaplan_plan: 1\nmodel: gpt3-999b\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1}\n",
                  2, 8, "model", "unknown model preset");

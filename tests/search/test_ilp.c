@@ -258,6 +258,47 @@ static void test_inflight(void **state)
     assert_true(f[3] + f[7] == 5);
 }
 
+/* A 2048-layer model with room for everything: every segment is a candidate
+ * and the fronts grow with their length, so the DP would run for minutes.
+ * It gives up within its work budget instead (unsolved: the caller keeps the
+ * even split) -- and a real model's instance is still solved exactly. */
+static void test_dp_work_is_bounded(void **state)
+{
+    (void)state;
+    enum { N = 2050 };
+    mp_split_item *items = calloc(N, sizeof *items);
+    assert_non_null(items);
+    for (int i = 0; i < N; i++) {
+        mp_split_item *it = &items[i];
+        it->time[0] = 1.0, it->time[1] = 1.1, it->time[2] = 1.4;
+        it->act[0] = 10, it->act[1] = 4, it->act[2] = 1;
+        it->static_bytes = 1;
+        it->allowed[0] = it->allowed[1] = it->allowed[2] = true;
+    }
+    double inflight[8];
+    mp_split_inflight(MP_SCHED_1F1B, 4, 1, 8, inflight);
+    mp_split_problem pr = {.n_items = N, .items = items, .pp = 4, .vpp = 1,
+                           .inflight = inflight, .budget = 1e18};
+    mp_stage_range stages[8];
+    uint8_t *rc = malloc(N);
+    assert_non_null(rc);
+    mp_split_solution sol = {.stages = stages, .recompute = rc};
+    mp_error err;
+    assert_int_equal(mp_split_solve(&pr, &sol, &err), MP_OK);
+    assert_true(sol.unsolved);
+    assert_false(sol.feasible);
+    /* 98 items (GPT-3 175B's 96 layers) on 4 stages, room for everything:
+     * solved, and by the DP */
+    pr.n_items = 98;
+    mp_split_solution small = {.stages = stages, .recompute = rc};
+    assert_int_equal(mp_split_solve(&pr, &small, &err), MP_OK);
+    assert_false(small.unsolved);
+    assert_true(small.feasible);
+    assert_string_equal(small.method, "dp");
+    free(rc);
+    free(items);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_solve_equals_exhaustive),
         cmocka_unit_test(test_heavy_head_goes_uneven),
         cmocka_unit_test(test_memory_forces_recompute),
+        cmocka_unit_test(test_dp_work_is_bounded),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -158,6 +158,88 @@ static void test_refused(void **state)
     assert_int_equal(r.n, 0);
 }
 
+/* Fixed settings that cannot run together are refused before enumerating,
+ * naming the setting at fault -- not whichever candidate was refused first
+ * (before, vpp=2 with zb-h1 was answered "interleaving needs microbatches a
+ * multiple of pp", and seq 4096 on a 2048-position model likewise). */
+static void test_refused_names_the_fixed_setting(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t fixed;
+        int64_t tp, pp, vpp, cp, dp, mb, seq, gb;
+        mp_schedule_kind sched;
+        bool sp, tpo;
+        const char *field, *words;
+    } cases[] = {
+        {MP_FIX_VPP | MP_FIX_SCHEDULE | MP_FIX_PP, 1, 2, 2, 1, 1, 1, 2048, 1536, MP_SCHED_ZBH1,
+         false, false, "schedule", "needs schedule interleaved-1f1b"},
+        {0, 1, 1, 1, 1, 1, 1, 4096, 1536, MP_SCHED_1F1B, false, false, "seq", "learned positions"},
+        {MP_FIX_TP | MP_FIX_PP | MP_FIX_DP, 8, 8, 1, 1, 3, 1, 2048, 1536, MP_SCHED_1F1B, false,
+         false, "dp", "not a multiple"},
+        {MP_FIX_TP | MP_FIX_PP | MP_FIX_CP | MP_FIX_DP, 8, 8, 1, 1, 8, 1, 2048, 1536,
+         MP_SCHED_1F1B, false, false, "dp", "but there are 1024 GPUs"},
+        {MP_FIX_VPP | MP_FIX_PP, 1, 1, 2, 1, 1, 1, 2048, 1536, MP_SCHED_1F1B, false, false, "vpp",
+         "need pipeline parallelism"},
+        {MP_FIX_SCHEDULE | MP_FIX_VPP, 1, 1, 1, 1, 1, 1, 2048, 1536, MP_SCHED_INTERLEAVED, false,
+         false, "schedule", "needs vpp >= 2"},
+        {MP_FIX_SP | MP_FIX_TP_OVERLAP, 1, 1, 1, 1, 1, 1, 2048, 1536, MP_SCHED_1F1B, false, true,
+         "tp_overlap", "needs tp > 1 and sp on"},
+        {MP_FIX_SP | MP_FIX_TP, 1, 1, 1, 1, 1, 1, 2048, 1536, MP_SCHED_1F1B, true, false, "sp",
+         "needs tp > 1"},
+        {MP_FIX_CP, 1, 1, 1, 4, 1, 1, 2044, 1536, MP_SCHED_1F1B, false, false, "cp",
+         "2*cp = 8 equal chunks"},
+        {MP_FIX_CP, 1, 1, 1, 2, 1, 1, 2048, 1536, MP_SCHED_1F1B, false, false, "cp",
+         "fused (flash) attention"},
+        {MP_FIX_CP, 1, 1, 1, 3, 1, 1, 2048, 1536, MP_SCHED_1F1B, false, false, "gpus",
+         "not a multiple of the fixed tp*pp*cp*dp = 1*1*3*1"},
+        {MP_FIX_DP | MP_FIX_MICRO_BATCH, 1, 1, 1, 1, 2, 3, 2048, 8, MP_SCHED_1F1B, false, false,
+         "global_batch", "micro_batch*dp = 3*2"},
+        {MP_FIX_PP, 1, 64, 1, 1, 1, 1, 2048, 1536, MP_SCHED_1F1B, false, false, "pp",
+         "do not split evenly"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_search_options o;
+        base_of("gpt3-175b", "dgx-a100", 1024, cases[i].gb, MP_DTYPE_BF16, &o);
+        mp_parallel *p = &o.base.parallel;
+        o.fixed = cases[i].fixed;
+        p->tp = cases[i].tp;
+        p->pp = cases[i].pp;
+        p->vpp = cases[i].vpp;
+        p->cp = cases[i].cp;
+        p->dp = cases[i].dp;
+        p->micro_batch = cases[i].mb;
+        p->schedule = cases[i].sched;
+        p->sp = cases[i].sp;
+        p->tp_overlap = cases[i].tpo;
+        o.base.training.seq = cases[i].seq;
+        mp_search_result r;
+        mp_error err;
+        mp_error_clear(&err);
+        mp_status st = mp_search(&o, &r, &err);
+        if (st != MP_EINPUT || strcmp(err.field, cases[i].field) ||
+            !strstr(err.msg, cases[i].words))
+            fail_msg("case %zu: status %d, field '%s', message '%s'; wanted %s: ...%s...", i,
+                     (int)st, err.field, err.msg, cases[i].field, cases[i].words);
+        assert_int_equal(r.n, 0);
+    }
+    /* and the same settings that can run together still search */
+    mp_search_options o;
+    base_of("gpt3-175b", "dgx-a100", 1024, 1536, MP_DTYPE_BF16, &o);
+    o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_SCHEDULE;
+    o.base.parallel.tp = 8;
+    o.base.parallel.pp = 8;
+    o.base.parallel.vpp = 2;
+    o.base.parallel.schedule = MP_SCHED_INTERLEAVED;
+    o.no_split = o.no_simulate = true;
+    mp_search_result r;
+    mp_error err;
+    assert_int_equal(mp_search(&o, &r, &err), MP_OK);
+    assert_true(r.n >= 1);
+    assert_int_equal(r.plans[0].config.parallel.vpp, 2);
+    mp_search_result_free(&r);
+}
+
 /* LLaMA-3 8B: a 128K-vocabulary head is as slow as several blocks, so moving
  * blocks off the last stage beats Megatron's even split. */
 static void test_heavy_head_uneven_split(void **state)
@@ -280,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_fixed_settings_hold),
         cmocka_unit_test(test_nothing_fits),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_refused_names_the_fixed_setting),
         cmocka_unit_test(test_heavy_head_uneven_split),
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_explain_verdicts),

@@ -535,6 +535,28 @@ static void test_bad_costs(void **state)
     assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 1024, 1, 1 << 17, &pc, true, NULL, &r, &err),
                      MP_EINPUT);
     assert_non_null(strstr(err.msg, "too large to simulate"));
+    /* the limits, in pp*vpp*micro-batches: checked without allocating, no overflow */
+    assert_int_equal(mp_sim_check_size(64, 2, 8192, false, "m", &err), MP_OK);
+    assert_int_equal(mp_sim_check_size(64, 2, 8193, false, "m", &err), MP_EINPUT);
+    assert_string_equal(err.field, "m");
+    assert_int_equal(mp_sim_check_size(64, 2, 2048, true, "m", &err), MP_OK);
+    assert_int_equal(mp_sim_check_size(64, 2, 2049, true, "m", &err), MP_EINPUT);
+    assert_non_null(strstr(err.msg, "with a timeline"));
+    assert_int_equal(mp_sim_check_size(INT64_MAX, INT64_MAX, INT64_MAX, false, "m", &err),
+                     MP_EINPUT);
+    assert_int_equal(mp_sim_check_size(1 << 20, 1 << 20, 1 << 20, false, "m", &err), MP_EINPUT);
+    /* a non-positive size is left to the schedule's own message */
+    assert_int_equal(mp_sim_check_size(0, 1, 8, false, "m", &err), MP_OK);
+    pc = uniform(4, 1, 1, 1, 0);
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 4, 1, 0, &pc, true, NULL, &r, &err),
+                     MP_EINPUT);
+    assert_string_equal(err.field, "microbatches");
+    assert_null(strstr(err.msg, "too large"));
+    /* a timeline is refused at a quarter of the size (here 4 * 2^16 units) */
+    mp_sim_options rec = {.record_timeline = true};
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 4, 1, 1 << 17, &pc, true, &rec, &r, &err),
+                     MP_EINPUT);
+    assert_non_null(strstr(err.msg, "with a timeline"));
 }
 
 int main(void)

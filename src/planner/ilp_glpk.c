@@ -257,6 +257,8 @@ mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol,
     sp.msg_lev = GLP_MSG_OFF;
     sp.presolve = GLP_OFF;
     sp.tm_lim = (int)(limit_s * 1000);
+    /* the limit covers the relaxation and the branch-and-bound together */
+    double started_ms = glp_time();
     int ret = glp_simplex(lp, &sp);
     sol->n_stages = K;
     sol->method = "glpk";
@@ -292,7 +294,8 @@ mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol,
     glp_init_iocp(&ip);
     ip.msg_lev = GLP_MSG_OFF;
     ip.presolve = GLP_OFF;
-    ip.tm_lim = (int)(limit_s * 1000);
+    double left_ms = limit_s * 1000 - glp_difftime(glp_time(), started_ms) * 1000;
+    ip.tm_lim = left_ms > 1 ? (int)left_ms : 1;
     ip.mip_gap = 0;
     ip.gmi_cuts = GLP_ON;
     ip.mir_cuts = GLP_ON;

@@ -504,7 +504,7 @@ static void enumerate(enum_ctx *e)
                 continue;
             }
             if (x.c > 1 && !base->hw.flash_attention) {
-                /* the cost model's rule (mp_estimate_config): Megatron's CP
+                /* mp_config_check's rule, mirrored for pruning: Megatron's CP
                  * is TransformerEngine's fused ring attention */
                 refuse(e, MP_REJECT_OTHER, "cp",
                        "context parallelism needs a fused (flash) attention kernel; %s has "
@@ -999,9 +999,19 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         goto done;
     }
+    /* GLPK gets one budget for the whole search, shared by the plans still to
+     * split, so that --top 5 stays within the search's one-second budget; a
+     * plan whose ILP runs out of time keeps the DP's bounds and reports its gap. */
+    const double split_budget_s = opt->split_time_limit > 0 ? opt->split_time_limit * top.n
+                                                            : MP_SEARCH_SPLIT_BUDGET_S;
+    double split_started = now_s();
     for (int i = 0; i < top.n; i++) {
         mp_search_plan *sp = &res->plans[i];
         res->n = i + 1;
+        double split_left = split_budget_s - (now_s() - split_started);
+        double split_limit = split_left / (double)(top.n - i);
+        if (split_limit < MP_SEARCH_SPLIT_MIN_S)
+            split_limit = MP_SEARCH_SPLIT_MIN_S;
         apply(base, &top.e[i].x, &sp->config);
         sp->est = sp->est_even = top.e[i].est;
         sp->split_method = "even";
@@ -1022,7 +1032,7 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
             mp_error e2;
             mp_error_clear(&e2);
             bool free_rc = !(opt->fixed & MP_FIX_RECOMPUTE);
-            if (mp_search_split(&sp->config, free_rc, opt->split_time_limit, tmp, &est, &info,
+            if (mp_search_split(&sp->config, free_rc, split_limit, tmp, &est, &info,
                                 &e2) == MP_OK) {
                 res->counts.split++;
                 sp->split_method = info.split_method;

@@ -68,7 +68,8 @@ typedef struct mp_search_options {
     bool tp_cross_domain;    /* allow t beyond the scale-up domain */
     bool no_split;           /* skip the stage split (even split, uniform recompute) */
     bool no_simulate;        /* skip the simulator's re-ranking */
-    double split_time_limit; /* seconds of GLPK per candidate (<= 0: 0.15) */
+    double split_time_limit; /* seconds of GLPK per candidate (<= 0: a share of
+                                MP_SEARCH_SPLIT_BUDGET_S for the whole search) */
     bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
@@ -117,5 +118,10 @@ void mp_search_result_free(mp_search_result *r);
  * in est. Used by search and explain. */
 mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_limit,
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err);
+
+/* GLPK's time for all the stage splits of one search, and the least one
+ * plan gets: the search's budget is one second on two cores. */
+#define MP_SEARCH_SPLIT_BUDGET_S 0.4
+#define MP_SEARCH_SPLIT_MIN_S 0.02
 
 #endif

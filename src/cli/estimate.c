@@ -71,8 +71,12 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
         }
         mp_buf_puts(b, "\n");
     }
-    mp_buf_printf(b, "  model     %.4g B parameters, %.3g model FLOPs per iteration\n\n",
-                  e->params / 1e9, e->model_flops);
+    if (e->params >= 1e8)
+        mp_buf_printf(b, "  model     %.4g B parameters, %.3g model FLOPs per iteration\n\n",
+                      e->params / 1e9, e->model_flops);
+    else /* small test models read better as a plain count */
+        mp_buf_printf(b, "  model     %.0f parameters, %.3g model FLOPs per iteration\n\n",
+                      e->params, e->model_flops);
 
     const mp_times *tm = &e->time;
     mp_buf_printf(b, "time per iteration (exposed)       seconds  of step\n");

@@ -187,6 +187,15 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         if (seq % (2 * p->cp))
             return FAIL("cp", "seq %lld does not split into 2*cp = %lld equal chunks",
                         (long long)seq, (long long)(2 * p->cp));
+        /* Megatron-LM's context parallelism is TransformerEngine's fused
+         * attention passing K/V chunks around the ring inside the kernel
+         * (with the log-sum-exp correction of each partial result); the
+         * unfused softmax attention has no such path. */
+        if (!c->hw.flash_attention)
+            return FAIL("cp", "context parallelism needs a fused (flash) attention kernel "
+                              "(Megatron-LM runs it in TransformerEngine); %s has "
+                              "flash_attention: false",
+                        c->hw.name);
     }
     if (p->sp) {
         if (p->tp < 2)

@@ -299,16 +299,6 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         }
     }
     const mp_parallel *pp = &c->parallel;
-    if (pp->cp > 1 && !c->hw.flash_attention)
-        /* Megatron-LM's context parallelism is TransformerEngine's fused
-         * attention passing K/V chunks around the ring inside the kernel
-         * (with the log-sum-exp correction of each partial result); the
-         * unfused softmax attention has no such path. */
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "cp",
-                            "context parallelism needs a fused (flash) attention kernel "
-                            "(Megatron-LM runs it in TransformerEngine); %s has "
-                            "flash_attention: false",
-                            c->hw.name);
     int64_t L = n_blocks(&c->model);
     pm->p = pp->pp;
     pm->v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;

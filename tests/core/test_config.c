@@ -143,6 +143,8 @@ static void test_refusals(void **state)
     c = base();
     c.parallel.cp = 2;
     c.parallel.dp = 8;
+    expect(&c, "cp", "fused (flash) attention"); /* dgx-a100: the unfused stack of 2021-22 */
+    c.hw.flash_attention = true;
     expect(&c, NULL, NULL);
     c.training.seq = 2046;
     expect(&c, "cp", "2*cp");
@@ -155,6 +157,7 @@ static void test_refusals(void **state)
     c.parallel.cp = 2;
     c.parallel.dp = 16;
     c.training.global_batch = 128;
+    c.hw.flash_attention = true;
     expect(&c, "cp", "GPT/LLaMA");
 
     c = base();

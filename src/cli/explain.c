@@ -23,11 +23,10 @@ int cmd_explain(int argc, char **argv)
     mp_cli_config cc;
     mp_error err;
     mp_error_clear(&err);
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    if (mp_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("explain", &err);
     if (argc > 1) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
@@ -66,12 +65,5 @@ int cmd_explain(int argc, char **argv)
         mp_buf_free(&out);
         return mp_cli_fail("explain", &err);
     }
-    if (out.oom) {
-        mp_buf_free(&out);
-        mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        return mp_cli_fail("explain", &err);
-    }
-    fwrite(out.data, 1, out.len, stdout);
-    mp_buf_free(&out);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return mp_cli_emit("explain", &out);
 }

@@ -547,6 +547,14 @@ int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *wha
     return -1;
 }
 
+bool mp_cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return true;
+    return false;
+}
+
 int mp_cli_emit(const char *verb, mp_buf *b)
 {
     if (b->oom) {

@@ -84,6 +84,10 @@ void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t 
 int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *what,
                         void (*usage)(FILE *out), const char **format, const char **spec);
 
+/* Whether --help or -h stands anywhere among the arguments: a verb answers
+ * it before parsing anything else, so help works next to bad options too. */
+bool mp_cli_wants_help(int argc, char **argv);
+
 /* Prints b to stdout and frees it; "out of memory" and exit status 1 when
  * it could not be built. */
 int mp_cli_emit(const char *verb, mp_buf *b);

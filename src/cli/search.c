@@ -256,11 +256,10 @@ int cmd_search(int argc, char **argv)
     mp_cli_config cc;
     mp_error err;
     mp_error_clear(&err);
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    if (mp_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("search", &err);
     mp_search_cli sc;
     if (mp_search_cli_parse(&argc, argv, "search", &sc, &err) != MP_OK)
@@ -374,12 +373,5 @@ int cmd_search(int argc, char **argv)
         mp_buf_free(&out);
         return rc;
     }
-    if (out.oom) {
-        mp_buf_free(&out);
-        mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        return mp_cli_fail("search", &err);
-    }
-    fwrite(out.data, 1, out.len, stdout);
-    mp_buf_free(&out);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return mp_cli_emit("search", &out);
 }

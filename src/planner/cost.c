@@ -467,21 +467,11 @@ static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
 }
 
 /* Chunks of micro-batches in flight on pipeline rank r (whose activations
- * are stashed at the peak), by schedule. */
+ * are stashed at the peak): the schedule's own bound (src/sim/schedule.c,
+ * property-tested against the op lists the simulator and executor run). */
 static double inflight_chunks(const mp_config *c, int64_t p, int64_t v, int64_t m, int64_t r)
 {
-    switch (c->parallel.schedule) {
-    case MP_SCHED_GPIPE: return (double)(m * v);
-    case MP_SCHED_INTERLEAVED: {
-        /* Megatron's warm-up: 2(p - r - 1) + (v - 1)p chunks, then one more */
-        int64_t k = 2 * (p - r - 1) + (v - 1) * p + 1;
-        return (double)(k < m * v ? k : m * v);
-    }
-    default: {
-        int64_t k = p - r;
-        return (double)(k < m ? k : m);
-    }
-    }
+    return mp_pipeline_inflight_chunks(c->parallel.schedule, p, v, m, r);
 }
 
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
@@ -587,11 +577,11 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
             stash += block_none; /* one block re-materialised during its backward */
         if (pp->schedule == MP_SCHED_ZBH1 && p > 1)
-            /* ZB-H1 runs a micro-batch's W after later F and B: until then it
-             * keeps the inputs of its linear layers (one more micro-batch of
-             * stash) and their output gradients (~9 b s h / t per block:
-             * QKV 3, projection 1, FC1 4, FC2 1; Qi et al. 2024 §3) */
-            stash += act / (double)v + 9.0 * send * (double)blocks_on_rank(&pm, r);
+            /* ZB-H1 runs a micro-batch's W after later F and B. The schedule's
+             * bound already counts a micro-batch until its W; until then it
+             * also keeps the output gradients of its linear layers (~9 b s h / t
+             * per block: QKV 3, projection 1, FC1 4, FC2 1; Qi et al. 2024 §3) */
+            stash += 9.0 * send * (double)blocks_on_rank(&pm, r);
         double other = c->hw.runtime_reserve + edge + 4.0 * send;
         /* PyTorch's caching allocator: activations are allocated and freed
          * every micro-batch in many sizes, and the blocks it caches fragment;

@@ -22,8 +22,11 @@
  * there are not enough W to fill it, and the critical path of the last
  * micro-batch's F down and B back up, plus its W, is the bound (the second
  * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9). */
+#include <stdint.h>
+
 #include "planner/cost.h"
 #include "planner/pipeline_internal.h"
+#include "sim/schedule.h"
 
 double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double f,
                             double b, double w, double p2p)
@@ -65,4 +68,20 @@ double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double 
     }
     double fill = (sum - ramp[arg]) / (double)v;
     return (double)m * round[arg] + (fill > 0.0 ? fill : 0.0);
+}
+
+double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
+{
+    if (s != MP_SCHED_INTERLEAVED || v < 1)
+        v = 1;
+    if (p < 1 || m < 1)
+        return 0.0;
+    /* the schedules take int32 sizes; beyond them (absurd, refused elsewhere)
+     * every micro-batch may be in flight */
+    if (p > INT32_MAX || v > INT32_MAX || m > INT32_MAX / v || r < 0 || r >= p)
+        return (double)(m * v);
+    int32_t k = mp_schedule_inflight_bound(s, (int32_t)p, (int32_t)v, (int32_t)m, (int32_t)r);
+    /* -1: not a valid schedule (interleaving with m % p != 0); the check
+     * refuses such configurations, so any answer that is an upper bound does */
+    return k >= 0 ? (double)k : (double)(m * v);
 }

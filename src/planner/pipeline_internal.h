@@ -11,4 +11,9 @@
 double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double *round,
                                   const double *ramp);
 
+/* Micro-batch chunks stashed on pipeline rank r at its peak: the bound of
+ * the schedule that the simulator and executor run (sim/schedule.h). */
+#include "core/config.h"
+double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r);
+
 #endif

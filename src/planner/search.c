@@ -24,6 +24,7 @@
 
 #include "planner/cost_internal.h"
 #include "planner/ilp.h"
+#include "planner/pipeline_internal.h"
 #include "planner/search_internal.h"
 #include "sim/simulate.h"
 
@@ -220,17 +221,7 @@ double mp_search_static_bytes_per_param(const mp_config *c)
 /* In-flight micro-batch chunks of pipeline rank r at its peak (the estimate's rule). */
 double mp_search_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
 {
-    switch (s) {
-    case MP_SCHED_GPIPE: return (double)(m * v);
-    case MP_SCHED_INTERLEAVED: {
-        int64_t k = 2 * (p - r - 1) + (v - 1) * p + 1;
-        return (double)(k < m * v ? k : m * v);
-    }
-    default: {
-        int64_t k = p - r;
-        return (double)(k < m ? k : m);
-    }
-    }
+    return mp_pipeline_inflight_chunks(s, p, v, m, r);
 }
 
 /* The bounds of section 1 above. */

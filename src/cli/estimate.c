@@ -11,6 +11,7 @@
 #include "core/buf.h"
 #include "core/io.h"
 #include "planner/cost.h"
+#include "planner/megatron.h"
 #include "planner/report.h"
 
 static void usage(FILE *f)
@@ -121,37 +122,6 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
 }
 
 /* The Megatron-LM arguments of this configuration. */
-static void megatron_args(const mp_cli_config *cc, mp_buf *b)
-{
-    const mp_config *c = &cc->config;
-    const mp_parallel *p = &c->parallel;
-    mp_buf_printf(b, "--tensor-model-parallel-size %lld --pipeline-model-parallel-size %lld",
-                  (long long)p->tp, (long long)p->pp);
-    if (p->vpp > 1)
-        mp_buf_printf(b, " --num-layers-per-virtual-pipeline-stage %lld",
-                      (long long)(c->model.layers / (p->pp * p->vpp)));
-    if (p->cp > 1)
-        mp_buf_printf(b, " --context-parallel-size %lld", (long long)p->cp);
-    if (p->sp)
-        mp_buf_puts(b, " --sequence-parallel");
-    mp_buf_printf(b, " --micro-batch-size %lld --global-batch-size %lld --seq-length %lld",
-                  (long long)p->micro_batch, (long long)c->training.global_batch,
-                  (long long)c->training.seq);
-    if (p->recompute == MP_RECOMPUTE_SELECTIVE)
-        mp_buf_puts(b, " --recompute-granularity selective");
-    else if (p->recompute == MP_RECOMPUTE_FULL)
-        mp_buf_puts(b, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
-    if (p->dist_opt)
-        mp_buf_puts(b, " --use-distributed-optimizer");
-    if (p->dp_overlap)
-        mp_buf_puts(b, " --overlap-grad-reduce");
-    if (p->dp_overlap && p->dist_opt)
-        mp_buf_puts(b, " --overlap-param-gather");
-    if (p->tp_overlap)
-        mp_buf_puts(b, " --tp-comm-overlap");
-    mp_buf_printf(b, " --%s\n", c->training.precision == MP_DTYPE_FP16 ? "fp16" : "bf16");
-}
-
 int cmd_estimate(int argc, char **argv)
 {
     mp_cli_config cc;
@@ -192,15 +162,10 @@ int cmd_estimate(int argc, char **argv)
             mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
             return mp_cli_fail("estimate", &err);
         }
-        if (cc.format == MP_FORMAT_JSON) {
-            mp_json_write(o, true, &out);
-            mp_buf_puts(&out, "\n");
-        } else {
-            mp_json_write_yaml(o, 0, &out);
-        }
+        mp_cli_write_data(o, cc.format, &out);
         cJSON_Delete(o);
     } else if (cc.format == MP_FORMAT_MEGATRON) {
-        megatron_args(&cc, &out);
+        mp_megatron_args(&cc.config, NULL, &out);
     } else {
         table(&cc, &e, defaults, &out);
     }

@@ -547,6 +547,16 @@ int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *wha
     return -1;
 }
 
+void mp_cli_write_data(const cJSON *data, mp_format format, mp_buf *out)
+{
+    if (format == MP_FORMAT_JSON) {
+        mp_json_write(data, true, out);
+        mp_buf_puts(out, "\n");
+    } else {
+        mp_json_write_yaml(data, 0, out);
+    }
+}
+
 bool mp_cli_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)

@@ -11,6 +11,9 @@
 #include <stdio.h>
 
 #include "core/buf.h"
+#include <cjson/cJSON.h>
+
+#include "core/buf.h"
 #include "core/config.h"
 #include "core/error.h"
 
@@ -83,6 +86,9 @@ void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t 
  * (0 after --help, which usage printed; 2 after one error line). */
 int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *what,
                         void (*usage)(FILE *out), const char **format, const char **spec);
+
+/* A result as --format json (pretty, one trailing newline) or yaml. */
+void mp_cli_write_data(const cJSON *data, mp_format format, mp_buf *out);
 
 /* Whether --help or -h stands anywhere among the arguments: a verb answers
  * it before parsing anything else, so help works next to bad options too. */

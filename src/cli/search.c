@@ -339,12 +339,7 @@ int cmd_search(int argc, char **argv)
         if (!arr) {
             out.oom = true;
         } else {
-            if (cc.format == MP_FORMAT_JSON) {
-                mp_json_write(arr, true, &out);
-                mp_buf_puts(&out, "\n");
-            } else {
-                mp_json_write_yaml(arr, 0, &out);
-            }
+            mp_cli_write_data(arr, cc.format, &out);
             cJSON_Delete(arr);
         }
     } else if (cc.format == MP_FORMAT_MEGATRON) {

@@ -49,6 +49,16 @@ check(rc == 0 and o['fits'] is False and o['over_gib'] > 0, 'does not fit: still
 rc, out, err = run(*base, '--format', 'yaml')
 check(rc == 0 and 'time_s:' in out and 'memory_gib:' in out, 'yaml')
 
+# --format megatron is the planner's one flag writer (search uses it too):
+# pasteable lines, and the note that Megatron-LM has no ZB-H1 flag
+rc, out, err = run(*base, '--format', 'megatron')
+check(rc == 0 and '--tensor-model-parallel-size' in out and '--num-layers' in out,
+      'megatron flags')
+rc, out, err = run('--model', '175B', '--gpus', '1024', '--tp', '8', '--pp', '8', '--sp',
+                   '--recompute', 'selective', '--dist-opt', '--schedule', 'zb-h1',
+                   '--format', 'megatron')
+check(rc == 0 and out.startswith('# schedule zb-h1'), 'megatron: zb-h1 noted: %r' % out[:80])
+
 for bad, field in ((['--model', '175B', '--gpus', '1000', '--tp', '8', '--pp', '8'], '--gpus'),
                    (base + ['--vpp', '5'], '--vpp'),
                    (base + ['--bogus'], '--bogus'),

@@ -38,7 +38,7 @@ run "$build/bench/bench_search" --check --repeat 5
 echo '```'
 
 section "search from the command line (wall time and peak resident memory)" "/usr/bin/time -f '%e s %M KiB' $meg search --model 175B --gpus 1024"
-for args in "--model 175B --gpus 1024" "--model 1T --gpus 4096"; do
+for args in "--model 175B --gpus 1024" "--model 1T --gpus 4096" "--model 175B --gpus 1024 --top 100"; do
   # shellcheck disable=SC2086
   r=$( { /usr/bin/time -f '%e s wall, %M KiB peak RSS' "$meg" search $args >/dev/null; } 2>&1 | tail -1)
   echo "megaplan search $args: $r"

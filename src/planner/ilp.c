@@ -211,16 +211,32 @@ typedef struct front {
     int32_t n, cap;
 } front;
 
-static int cmp_point(const void *a, const void *b)
+/* Point j of in shifted by choice c, or (act, time) of the choice alone at
+ * the start of a segment. */
+static front_point shifted(const front *in, const mp_split_item *it, int32_t j, int c)
 {
-    const front_point *x = a, *y = b;
-    if (x->act != y->act) return x->act < y->act ? -1 : 1;
-    if (x->time != y->time) return x->time < y->time ? -1 : 1;
-    return 0;
+    double a0 = in ? in->pt[j].act : 0, t0 = in ? in->pt[j].time : 0;
+    return (front_point){a0 + it->act[c], t0 + it->time[c], in ? j : -1, (uint8_t)c};
+}
+
+/* Whether x comes before y: bytes, then time, then the order the points were
+ * made in (j, then c), so equal points resolve the same way every run. */
+static bool point_before(const front_point *x, const front_point *y)
+{
+    if (x->act != y->act) return x->act < y->act;
+    if (x->time != y->time) return x->time < y->time;
+    if (x->prev != y->prev) return x->prev < y->prev;
+    return x->choice < y->choice;
 }
 
 /* out = Pareto front of in (+) the item's choices. in == NULL: the empty
- * segment. Each point made is taken from *work. */
+ * segment. Each point made is taken from *work.
+ *
+ * in is sorted by bytes ascending and time descending, so each choice shifts
+ * it into another sorted run: the runs are merged (linear, where a sort was
+ * n log n and most of a search's time) and pruned as they are merged. Rounding
+ * can make two neighbours of one run equal in bytes with the later one
+ * faster; the prune keeps the faster, as a sort would have. */
 static front_status front_extend(const front *in, const mp_split_item *it, front *out,
                                  int64_t *work)
 {
@@ -234,19 +250,30 @@ static front_status front_extend(const front *in, const mp_split_item *it, front
         out->pt = p;
         out->cap = need;
     }
-    out->n = 0;
-    for (int32_t j = 0; j < base; j++) {
-        double a0 = in ? in->pt[j].act : 0, t0 = in ? in->pt[j].time : 0;
-        for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
-            if (!it->allowed[c]) continue;
-            out->pt[out->n++] = (front_point){a0 + it->act[c], t0 + it->time[c], in ? j : -1,
-                                              (uint8_t)c};
-        }
-    }
-    qsort(out->pt, (size_t)out->n, sizeof *out->pt, cmp_point);
+    int32_t next[MP_RECOMPUTE_COUNT]; /* the next point of each run, base when spent */
+    for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) next[c] = it->allowed[c] ? 0 : base;
     int32_t keep = 0;
-    for (int32_t j = 0; j < out->n; j++)
-        if (keep == 0 || out->pt[j].time < out->pt[keep - 1].time) out->pt[keep++] = out->pt[j];
+    for (;;) {
+        int best = -1;
+        front_point bp = {0};
+        for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+            if (next[c] >= base) continue;
+            front_point q = shifted(in, it, next[c], c);
+            if (best < 0 || point_before(&q, &bp)) {
+                best = c;
+                bp = q;
+            }
+        }
+        if (best < 0) break;
+        next[best]++;
+        if (keep > 0 && bp.act == out->pt[keep - 1].act) {
+            if (bp.time < out->pt[keep - 1].time) {
+                out->pt[keep - 1] = bp; /* same bytes, faster: the one before is slower still */
+            }
+            continue;
+        }
+        if (keep == 0 || bp.time < out->pt[keep - 1].time) out->pt[keep++] = bp;
+    }
     out->n = keep;
     return FRONT_OK;
 }

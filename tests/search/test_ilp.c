@@ -132,6 +132,33 @@ static void test_dp_equals_exhaustive(void **state)
     }
 }
 
+/* Small whole numbers make many partial sums equal in bytes or in time: the
+ * DP's merged Pareto fronts must resolve such ties as a full sort would. */
+static void test_dp_equals_exhaustive_with_ties(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 300; trial++) {
+        instance in;
+        int n = irand(2, 8);
+        random_instance(&in, n, irand(1, n < 4 ? n : 4), 1, urand() < 0.3);
+        for (int i = 0; i < n; i++) {
+            mp_split_item *it = &in.items[i];
+            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+                it->act[c] = irand(0, 3);
+                it->time[c] = irand(1, 4);
+            }
+            it->static_bytes = irand(1, 2);
+        }
+        double total = 0;
+        for (int i = 0; i < n; i++) total += in.items[i].static_bytes + 3 * in.items[i].act[0];
+        in.pr.budget = total / in.pr.pp * (0.4 + 1.2 * urand());
+        answer a, b;
+        solve(mp_split_solve_brute, &in.pr, &a);
+        solve(mp_split_solve_dp, &in.pr, &b);
+        assert_same(&a, &b);
+    }
+}
+
 /* The dispatcher (DP bracket, then GLPK when the bracket is open) is exact too,
  * interleaved instances included. */
 static void test_solve_equals_exhaustive(void **state)
@@ -304,6 +331,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inflight),
         cmocka_unit_test(test_dp_equals_exhaustive),
+        cmocka_unit_test(test_dp_equals_exhaustive_with_ties),
         cmocka_unit_test(test_glpk_equals_exhaustive),
         cmocka_unit_test(test_glpk_equals_dp_on_runs),
         cmocka_unit_test(test_solve_equals_exhaustive),

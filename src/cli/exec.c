@@ -317,7 +317,8 @@ static int precheck(const exec_args *a)
     return mp_cli_fail("exec", &err);
 }
 
-static void print_report(const exec_args *a, const mp_exec_report *r, double tol)
+static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_report *r,
+                         double tol)
 {
     const mp_gpt_dims *d = &r->dims;
     printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d), "
@@ -328,6 +329,18 @@ static void print_report(const exec_args *a, const mp_exec_report *r, double tol
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
+    if (r->pp > 1) {
+        /* the items each stage ran: 0 embedding, 1..L blocks, L+1 head */
+        printf("stages (layer items [begin, end); 0 embedding, %d head):", d->layers + 1);
+        for (int k = 0; k < r->pp; k++) {
+            int b = 0, e = 0;
+            mp_error ignored;
+            if (mp_exec_stage_items(plan, a->o.shrink, d, k, &b, &e, &ignored) == MP_OK)
+                printf(" [%d, %d)", b, e);
+        }
+        printf("%s\n", plan->n_stages == r->pp && !a->o.shrink ? " (the plan's)"
+                                                               : " (Megatron's even split)");
+    }
     if (r->checked)
         printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"
                         : "check: fp32 against the fp64 reference, max relative error %g\n",
@@ -389,8 +402,8 @@ int cmd_exec(int argc, char **argv)
     }
     mp_exec_report rep;
     st = mp_exec_run(&rt, plan, &a.o, &rep, &err);
-    free(plan);
     if (st) {
+        free(plan);
         if (!rep.collective_error) {
             /* one rank's failure: say so and take every rank down, no hang */
             char line[1024];
@@ -410,7 +423,7 @@ int cmd_exec(int argc, char **argv)
     }
     int status = rep.ok ? 0 : 1;
     if (root) {
-        print_report(&a, &rep, a.o.tol);
+        print_report(&a, plan, &rep, a.o.tol);
         if (!rep.ok)
             fprintf(stderr,
                     "megaplan exec: mismatch: tensor %s differs on rank %d at step %d "
@@ -433,6 +446,7 @@ int cmd_exec(int argc, char **argv)
         fflush(stdout);
     }
     mp_exec_report_free(&rep);
+    free(plan);
     /* every rank leaves with the same status */
     MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
     mp_runtime_stop(&rt);

@@ -38,6 +38,15 @@ typedef struct mp_backend {
     /* recv[count] = sum over ranks of send[rank * count .. (rank+1) * count). */
     mp_status (*reduce_scatter)(const mp_group *g, mp_real_kind kind, const void *send,
                                 void *recv, size_t count, mp_error *err);
+    /* Pipeline point-to-point, with the semantics the schedules are checked
+     * under (sim/schedule.h): send copies buf and returns at once, never
+     * waiting for its receive; recv blocks until the message from peer with
+     * this tag has arrived. send_wait completes every send made so far. */
+    mp_status (*send)(const mp_group *g, mp_real_kind kind, const void *buf, size_t count,
+                      int peer, int tag, mp_error *err);
+    mp_status (*recv)(const mp_group *g, mp_real_kind kind, void *buf, size_t count, int peer,
+                      int tag, mp_error *err);
+    mp_status (*send_wait)(mp_error *err);
     /* Seconds on a clock shared by the ranks of one machine. */
     double (*now)(void);
 } mp_backend;

@@ -2,6 +2,8 @@
  * thread per rank: ranks are the parallelism), collectives by MPI, time by
  * clock_gettime(CLOCK_MONOTONIC), which all ranks of one machine share. */
 #include "exec/backend.h"
+#include "exec/mpi_util.h"
+#include "exec/p2p_mpi.h"
 
 #include <cblas.h>
 #include <time.h>
@@ -19,24 +21,6 @@ static void cpu_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n
         cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-static MPI_Datatype mpi_type(mp_real_kind kind)
-{
-    return kind == MP_REAL32 ? MPI_FLOAT : MPI_DOUBLE;
-}
-
-static size_t real_size(mp_real_kind kind)
-{
-    return kind == MP_REAL32 ? sizeof(float) : sizeof(double);
-}
-
-static mp_status mpi_failed(int rc, const char *what, mp_error *err)
-{
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, text, &len);
-    return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, NULL, "%s failed: %s", what, text);
-}
-
 /* MPI counts are int: longer buffers go in slices. */
 #define MAX_SLICE ((size_t)1 << 30)
 
@@ -48,10 +32,10 @@ static mp_status cpu_allreduce(const mp_group *g, mp_real_kind kind, void *buf, 
     char *p = buf;
     for (size_t done = 0; done < count;) {
         size_t n = count - done < MAX_SLICE ? count - done : MAX_SLICE;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done * real_size(kind), (int)n, mpi_type(kind),
+        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done * mp_real_size(kind), (int)n, mp_mpi_type(kind),
                                op == MP_RED_SUM ? MPI_SUM : MPI_MAX, g->comm);
         if (rc != MPI_SUCCESS)
-            return mpi_failed(rc, "MPI_Allreduce", err);
+            return mp_mpi_failed(rc, "MPI_Allreduce", err);
         done += n;
     }
     return MP_OK;
@@ -65,12 +49,12 @@ static mp_status cpu_allgather(const mp_group *g, mp_real_kind kind, const void 
                             "all-gather of %zu elements per rank is too large", count);
     if (g->size == 1) {
         if (recv != send)
-            __builtin_memmove(recv, send, count * real_size(kind));
+            __builtin_memmove(recv, send, count * mp_real_size(kind));
         return MP_OK;
     }
-    int rc = MPI_Allgather(send, (int)count, mpi_type(kind), recv, (int)count, mpi_type(kind),
+    int rc = MPI_Allgather(send, (int)count, mp_mpi_type(kind), recv, (int)count, mp_mpi_type(kind),
                            g->comm);
-    return rc == MPI_SUCCESS ? MP_OK : mpi_failed(rc, "MPI_Allgather", err);
+    return rc == MPI_SUCCESS ? MP_OK : mp_mpi_failed(rc, "MPI_Allgather", err);
 }
 
 static mp_status cpu_reduce_scatter(const mp_group *g, mp_real_kind kind, const void *send,
@@ -81,11 +65,11 @@ static mp_status cpu_reduce_scatter(const mp_group *g, mp_real_kind kind, const 
                             "reduce-scatter of %zu elements per rank is too large", count);
     if (g->size == 1) {
         if (recv != send)
-            __builtin_memmove(recv, send, count * real_size(kind));
+            __builtin_memmove(recv, send, count * mp_real_size(kind));
         return MP_OK;
     }
-    int rc = MPI_Reduce_scatter_block(send, recv, (int)count, mpi_type(kind), MPI_SUM, g->comm);
-    return rc == MPI_SUCCESS ? MP_OK : mpi_failed(rc, "MPI_Reduce_scatter_block", err);
+    int rc = MPI_Reduce_scatter_block(send, recv, (int)count, mp_mpi_type(kind), MPI_SUM, g->comm);
+    return rc == MPI_SUCCESS ? MP_OK : mp_mpi_failed(rc, "MPI_Reduce_scatter_block", err);
 }
 
 static double cpu_now(void)
@@ -101,6 +85,9 @@ static const mp_backend cpu_backend = {
     .allreduce = cpu_allreduce,
     .allgather = cpu_allgather,
     .reduce_scatter = cpu_reduce_scatter,
+    .send = mp_p2p_mpi_send,
+    .recv = mp_p2p_mpi_recv,
+    .send_wait = mp_p2p_mpi_send_wait,
     .now = cpu_now,
 };
 

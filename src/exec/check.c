@@ -7,14 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-mp_status mp_check_init(mp_check *c, const mp_param_layout *lay, bool exact, double tol,
-                        mp_error *err)
+mp_status mp_check_init(mp_check *c, const mp_param_layout *lay,
+                        const mp_param_layout *ref_lay, bool exact, double tol, mp_error *err)
 {
     memset(c, 0, sizeof *c);
     c->lay = lay;
+    c->ref_lay = ref_lay;
     c->exact = exact;
     c->tol = tol;
-    c->n_tensors = 2 + 2 * lay->n;
+    /* indexed by the whole model's tensors, so that every pipeline stage's
+     * results line up when they are combined */
+    c->n_tensors = 2 + 2 * ref_lay->n;
     c->max_abs = calloc((size_t)c->n_tensors, sizeof *c->max_abs);
     c->max_rel = calloc((size_t)c->n_tensors, sizeof *c->max_rel);
     c->bad = calloc((size_t)c->n_tensors, 1);
@@ -37,15 +40,15 @@ void mp_check_free(mp_check *c)
 
 void mp_check_name(const mp_check *c, int i, char *buf, size_t size)
 {
-    int n = c->lay->n;
+    int n = c->ref_lay->n;
     if (i == 0)
         snprintf(buf, size, "loss");
     else if (i == 1)
         snprintf(buf, size, "logits");
     else if (i < 2 + n)
-        snprintf(buf, size, "grad:%s", c->lay->p[i - 2].name);
+        snprintf(buf, size, "grad:%s", c->ref_lay->p[i - 2].name);
     else
-        snprintf(buf, size, "param:%s", c->lay->p[i - 2 - n].name);
+        snprintf(buf, size, "param:%s", c->ref_lay->p[i - 2 - n].name);
 }
 
 /* Running comparison of one tensor. */
@@ -116,7 +119,7 @@ void mp_check_params(mp_check *c, int step, const char *prefix, const float *a,
                      const mp_check_view *ref, const mp_param_layout *ref_lay, int tp_rank,
                      size_t lo, size_t hi)
 {
-    int base = !strcmp(prefix, "grad:") ? 2 : 2 + c->lay->n;
+    int base = !strcmp(prefix, "grad:") ? 2 : 2 + c->ref_lay->n;
     for (int pid = 0; pid < c->lay->n; pid++) {
         const mp_param *p = &c->lay->p[pid];
         size_t n = (size_t)p->lrows * (size_t)p->lcols;
@@ -130,7 +133,7 @@ void mp_check_params(mp_check *c, int step, const char *prefix, const float *a,
             acc_add(&s, c->exact, a[i],
                     ref_at(ref, ref->buf, ref_lay->p[p->ref_index].offset + full));
         }
-        acc_end(c, step, base + pid, &s);
+        acc_end(c, step, base + p->ref_index, &s);
     }
 }
 

@@ -30,10 +30,11 @@ static inline mp_check_view mp_check_view_f64(const double *buf, const double *l
 }
 
 typedef struct mp_check {
-    const mp_param_layout *lay;
+    const mp_param_layout *lay;     /* this rank's tensors */
+    const mp_param_layout *ref_lay; /* the whole model's: the tensor indices every rank shares */
     bool exact;
     double tol;
-    int n_tensors;          /* loss, logits, grad:<each>, param:<each> */
+    int n_tensors;          /* loss, logits, grad:<each>, param:<each> of the whole model */
     double *max_abs, *max_rel;
     unsigned char *bad;
     long first;             /* (step-1) * n_tensors + tensor index of the first mismatch */
@@ -41,8 +42,8 @@ typedef struct mp_check {
     long checked;
 } mp_check;
 
-mp_status mp_check_init(mp_check *c, const mp_param_layout *lay, bool exact, double tol,
-                        mp_error *err);
+mp_status mp_check_init(mp_check *c, const mp_param_layout *lay,
+                        const mp_param_layout *ref_lay, bool exact, double tol, mp_error *err);
 void mp_check_free(mp_check *c);
 /* Name of tensor index i ("loss", "logits", "grad:layers.0.qkv.weight", ...). */
 void mp_check_name(const mp_check *c, int i, char *buf, size_t size);

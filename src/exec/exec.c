@@ -74,10 +74,6 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     if (m->kv_heads && m->kv_heads != m->heads)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.kv_heads",
                             "grouped-query attention is not supported by this executor yet");
-    if (p->pp > 1)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pp",
-                            "pipeline parallelism (pp=%lld) is not supported by this executor "
-                            "yet", (long long)p->pp);
     if (p->vpp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "virtual pipeline stages (vpp=%lld) are not supported by this "
@@ -86,7 +82,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
                             "context parallelism (cp=%lld) is not supported by this executor "
                             "yet", (long long)p->cp);
-    if (p->tp < 1 || p->dp < 1 || p->micro_batch < 1 || p->tp > 4096 || p->dp > 65536)
+    if (p->tp < 1 || p->dp < 1 || p->pp < 1 || p->micro_batch < 1 || p->tp > 4096 ||
+        p->dp > 65536 || p->pp > MP_MAX_STAGES)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel",
                             "degrees and micro_batch must be positive");
     if (c->training.gpus != p->tp * p->cp * p->dp * p->pp)
@@ -111,7 +108,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         out->ffn = 4 * out->hidden;
         out->vocab = tp * max_int(8, 128 / tp);
         out->seq = sp ? round_up(16, tp) : 16;
-        out->layers = (int)(m->layers < 2 ? m->layers : 2);
+        /* one block per pipeline stage at least, as many stages as the plan */
+        out->layers = p->pp > 1 ? (int)p->pp : (int)(m->layers < 2 ? m->layers : 2);
         out->micro_batch = (int)(p->micro_batch < 2 ? p->micro_batch : 2);
         *microbatches = (int)(mbs < 2 ? mbs : 2);
     } else {
@@ -146,6 +144,41 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.sp",
                             "sequence parallelism needs tp=%d to divide seq (%d)", tp,
                             out->seq);
+    return MP_OK;
+}
+
+mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dims *d,
+                              int pp_rank, int *begin, int *end, mp_error *err)
+{
+    int pp = (int)plan->config.parallel.pp, L = d->layers;
+    if (pp <= 1) {
+        *begin = *end = 0; /* the whole model */
+        return MP_OK;
+    }
+    if (pp_rank < 0 || pp_rank >= pp)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "pipeline rank %d of %d",
+                            pp_rank, pp);
+    if (!shrink && plan->n_stages == pp) {
+        /* the plan's own split (search's, possibly uneven) */
+        *begin = plan->stages[pp_rank].begin;
+        *end = plan->stages[pp_rank].end;
+    } else {
+        /* Megatron's even split of the model that runs (a shrunk model has
+         * other layers than the plan's stages name) */
+        if (L < pp)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pp",
+                                "pp=%d stages need at least as many layers (%d)", pp, L);
+        int item = 1;
+        for (int k = 0; k <= pp_rank; k++) {
+            *begin = k == 0 ? 0 : item;
+            item += L / pp + (k < L % pp ? 1 : 0);
+            *end = k == pp - 1 ? L + 2 : item;
+        }
+    }
+    if (*begin < 0 || *end > L + 2 || *begin >= *end)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
+                            "stage %d holds items [%d, %d) of a model with items 0..%d",
+                            pp_rank, *begin, *end, L + 1);
     return MP_OK;
 }
 
@@ -262,6 +295,11 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
     mp_status st = mp_exec_dims(plan, o->shrink, d, m, err);
     if (st)
         return st;
+    for (int k = 0; k < (int)plan->config.parallel.pp; k++) {
+        int b, e;
+        if ((st = mp_exec_stage_items(plan, o->shrink, d, k, &b, &e, err)))
+            return st;
+    }
     if (o->microbatches > 0)
         *m = o->microbatches;
     if (o->steps < 1 || o->steps > MP_EXEC_MAX_STEPS)
@@ -296,15 +334,19 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     mp_gpt_dims d;
     int m = 0;
     TRY(mp_exec_precheck(plan, o, &d, &m, err));
-    TRY(mp_runtime_split(rt, (int)par->tp, 1, (int)par->dp, 1, err));
+    TRY(mp_runtime_split(rt, (int)par->tp, 1, (int)par->dp, (int)par->pp, err));
     d.tp_rank = rt->tp_rank;
+    TRY(mp_exec_stage_items(plan, o->shrink, &d, rt->pp_rank, &d.item_begin, &d.item_end, err));
+    int first_item, last_item;
+    mp_dims_items(&d, &first_item, &last_item);
+    bool has_head = last_item == d.layers + 2;
     int dp = rt->dp, S = mp_dims_tokens(&d);
     long tokens_total = (long)m * dp * S;
     TRY(mp_param_layout_build(&d, &R.lay, err));
     {
         /* parameters, gradients and Adam moments (float), and the reference's
          * copy of the whole model (double in tolerance mode) on every rank */
-        double full = (double)R.lay.total * d.tp, need = 16.0 * (double)R.lay.total;
+        double full = (double)R.lay.total * d.tp * rt->pp, need = 16.0 * (double)R.lay.total;
         if (o->check)
             need += full * (o->exact ? 16.0 : 32.0);
         double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
@@ -317,13 +359,13 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             goto done;
         }
     }
-    TRY(mp_schedule_build(par->schedule, 1, 1, m, 0, &R.ops, err));
+    TRY(mp_schedule_build(par->schedule, rt->pp, 1, m, rt->pp_rank, &R.ops, err));
     rep->dims = d;
     rep->ranks = rt->world.size;
     rep->tp = rt->tp;
     rep->cp = 1;
     rep->dp = dp;
-    rep->pp = 1;
+    rep->pp = rt->pp;
     rep->microbatches = m;
     rep->sp = d.sp;
     rep->dist_opt = par->dist_opt && dp > 1;
@@ -349,6 +391,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     R.model.grad_scale = (float)grad_scale;
     TRY(mp_trainer_init_f32(&R.trainer, &R.model, rt->dp_group, par->dist_opt, &adam, m, &R.ops,
                             err));
+    TRY(mp_trainer_set_pipeline_f32(&R.trainer, rt->pp_group, rt->emb_group, err));
     size_t nmy = (size_t)m * (size_t)S, nref = nmy * (size_t)dp;
     R.tok = malloc(nmy * sizeof(int32_t));
     R.tgt = malloc(nmy * sizeof(int32_t));
@@ -363,12 +406,15 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         rd.tp = 1;
         rd.tp_rank = 0;
         rd.sp = false;
+        rd.item_begin = rd.item_end = 0;
         TRY(mp_param_layout_build(&rd, &R.ref_lay, err));
         R.ref_ops.ops = calloc(2 * (size_t)m * (size_t)dp, sizeof(mp_op));
         R.rtok = malloc(nref * sizeof(int32_t));
         R.rtgt = malloc(nref * sizeof(int32_t));
-        R.model.kept_logits = malloc((size_t)S * (size_t)(d.vocab / d.tp) * sizeof(float));
-        if (!R.ref_ops.ops || !R.rtok || !R.rtgt || !R.model.kept_logits) {
+        /* the logits exist on the last pipeline stage only */
+        if (has_head)
+            R.model.kept_logits = malloc((size_t)S * (size_t)(d.vocab / d.tp) * sizeof(float));
+        if (!R.ref_ops.ops || !R.rtok || !R.rtgt || (has_head && !R.model.kept_logits)) {
             st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the check");
             goto done;
         }
@@ -404,7 +450,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_trainer_init_f32(&R.rtr32, &R.ref32, rt->self, false, &adam, m * dp,
                                     &R.ref_ops, err));
         }
-        TRY(mp_check_init(&R.chk, &R.lay, o->exact, o->tol, err));
+        TRY(mp_check_init(&R.chk, &R.lay, &R.ref_lay, o->exact, o->tol, err));
     }
 
     rep->steps = o->steps;
@@ -421,6 +467,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         double start = be->now();
         TRY(mp_trainer_grads_f32(&R.trainer, R.tok, R.tgt, &loss, err));
         TRY(be->allreduce(&rt->dp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
+        /* only the last stage computes the loss; the others add nothing */
+        TRY(be->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         rep->loss[step - 1] = loss / (double)tokens_total;
         if (o->check) {
             double rloss = 0;
@@ -433,8 +481,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                 TRY(mp_trainer_grads_f32(&R.rtr32, R.rtok, R.rtgt, &rloss, err));
             rep->ref_loss[step - 1] = rloss / (double)tokens_total;
             mp_check_scalar(&R.chk, step, "loss", rep->loss[step - 1], rep->ref_loss[step - 1]);
-            mp_check_logits(&R.chk, step, R.model.kept_logits, &ref, S, d.vocab, d.tp,
-                            rt->tp_rank);
+            if (has_head)
+                mp_check_logits(&R.chk, step, R.model.kept_logits, &ref, S, d.vocab, d.tp,
+                                rt->tp_rank);
             mp_check_params(&R.chk, step, "grad:", R.model.g, &ref, &R.ref_lay, rt->tp_rank,
                             R.trainer.shard_lo, R.trainer.shard_hi);
         }

@@ -65,11 +65,17 @@ typedef struct mp_exec_report {
 } mp_exec_report;
 
 /* The model the executor runs for a plan: the plan's GPT, or with shrink one
- * scaled down so that every degree still divides what it splits. Checks that
- * the plan is something this executor can run (gpt/layernorm/gelu/learned
- * positions, pp = cp = vpp = 1). */
+ * scaled down so that every degree still divides what it splits (and with
+ * pp > 1 one block per stage). Checks that the plan is something this
+ * executor can run (gpt/layernorm/gelu/learned positions, cp = vpp = 1). */
 mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *microbatches,
                        mp_error *err);
+
+/* Layer items [begin, end) of pipeline rank pp_rank (0, 0 with pp = 1: the
+ * whole model): the plan's stages when it has them and the model runs
+ * unshrunk, else Megatron's even split of d->layers. */
+mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dims *d,
+                              int pp_rank, int *begin, int *end, mp_error *err);
 
 /* The checks of the plan and options that need no ranks (dims, --steps,
  * exact mode's reduction length); mp_exec_run repeats them. */

@@ -91,19 +91,28 @@ typedef struct RN(mp_trainer) {
     bool dist_opt;
     mp_adam_cfg adam;
     int microbatches;          /* per DP rank */
-    const mp_op_list *ops;     /* this rank's schedule (one pipeline stage for now) */
+    const mp_op_list *ops;     /* this rank's schedule: its pipeline stage's ops */
     real *m, *v;               /* Adam moments: whole local buffer, or the DP shard */
     size_t shard_lo, shard_hi; /* flat range this rank updates (all of it without dist-opt) */
     real *shard_buf;           /* reduce-scatter destination (dist-opt) */
+    mp_group pp, emb;          /* pipeline and tied-embedding groups (size <= 1: none) */
+    real *recv_act, *recv_grad; /* [Sl,h] the activation / output gradient received */
 } RN(mp_trainer);
 
 mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp, bool dist_opt,
                               const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
                               mp_error *err);
 void RN(mp_trainer_free)(RN(mp_trainer) *t);
-/* Forward and backward of every micro-batch in schedule order, then the TP
- * reduction of sequence-split gradients and the DP reduction (all-reduce, or
- * reduce-scatter into [shard_lo, shard_hi) with the distributed optimizer).
+/* This rank is one stage of a pipeline: its SEND/RECV ops talk over pp (the
+ * peers' group ranks are their stage numbers), and with tied embeddings the
+ * first and last stages sum the embedding's gradient over emb. */
+mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group emb,
+                                      mp_error *err);
+/* Forward and backward of every micro-batch in schedule order (with the
+ * pipeline's sends and receives), then the tied embedding's sum over the
+ * first and last stages, the TP reduction of sequence-split gradients and the
+ * DP reduction (all-reduce, or reduce-scatter into [shard_lo, shard_hi) with
+ * the distributed optimizer).
  * tokens/targets: [microbatches][S]. *loss_sum: sum over this DP group's tokens. */
 mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
                                double *loss_sum, mp_error *err);

@@ -15,6 +15,10 @@ typedef struct mp_runtime {
     int tp, cp, dp, pp;                 /* degrees */
     int tp_rank, cp_rank, dp_rank, pp_rank;
     mp_group tp_group, cp_group, dp_group, pp_group;
+    /* The first and last pipeline stage of one (t, c, d): the two copies of
+     * tied embeddings sum their gradients here (Megatron's embedding group).
+     * Size 1 (this rank alone) when pp == 1 or the rank is a middle stage. */
+    mp_group emb_group;
     mp_group self;                      /* MPI_COMM_SELF: the reference's size-1 groups */
 } mp_runtime;
 

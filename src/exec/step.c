@@ -1,9 +1,8 @@
 /* step.c — one training step as the plan's schedule says: the op list of
  * this rank's pipeline stage (mp_schedule_build, the generator the simulator
- * uses too) drives forward and backward per micro-batch; then the gradient
- * reductions and the optimizer. With one stage (pp = 1) the list holds only
- * F and B; SEND/RECV ops are refused here until pipeline parallelism lands.
- * Compiled for float and double. */
+ * uses too) drives forward and backward per micro-batch and the activations
+ * and gradients sent between stages; then the gradient reductions and the
+ * optimizer. Compiled for float and double. */
 #ifndef MP_REAL_BITS
 #include <signal.h>
 #include <stdbool.h>
@@ -60,7 +59,30 @@ void RN(mp_trainer_free)(RN(mp_trainer) *t)
     free(t->m);
     free(t->v);
     free(t->shard_buf);
-    t->m = t->v = t->shard_buf = NULL;
+    free(t->recv_act);
+    free(t->recv_grad);
+    t->m = t->v = t->shard_buf = t->recv_act = t->recv_grad = NULL;
+}
+
+/* Elements of the tensor that crosses a stage boundary: this rank's [Sl,h]. */
+static size_t RN(boundary_count)(const RN(mp_gpt) *g)
+{
+    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
+}
+
+mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group emb,
+                                      mp_error *err)
+{
+    t->pp = pp;
+    t->emb = emb;
+    if (pp.size <= 1)
+        return MP_OK;
+    size_t n = RN(boundary_count)(t->model);
+    t->recv_act = calloc(n, sizeof(real));
+    t->recv_grad = calloc(n, sizeof(real));
+    if (!t->recv_act || !t->recv_grad)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the pipeline");
+    return MP_OK;
 }
 
 /* Micro-batch -> activation slot: at most n_slots micro-batches are in
@@ -97,9 +119,65 @@ mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const i
         slot_mb[i] = -1;
     mp_status st = RN(run_ops)(t, tokens, targets, slot_mb, n_slots, loss_sum, err);
     free(slot_mb);
+    g->stage_in = g->stage_grad_in = NULL;
+    if (!st && t->pp.size > 1)
+        st = g->be->send_wait(err);
     if (st)
         return st;
     return RN(reduce_grads)(t, err);
+}
+
+/* A SEND/RECV op: the schedule puts RECV_FWD right before the F that uses
+ * it and SEND_FWD right after the F that made it (RECV_BWD / SEND_BWD around
+ * B alike), so the data is the model's stage input / output of that op. */
+static mp_status RN(pipeline_op)(RN(mp_trainer) *t, const mp_op *op, int *slot_mb, int n_slots,
+                                 mp_error *err)
+{
+    RN(mp_gpt) *g = t->model;
+    const mp_backend *be = g->be;
+    int32_t p = t->pp.size, peer = 0, peer_chunk = 0;
+    if (p <= 1 || !mp_op_peer(p, 1, t->pp.rank, op, &peer, &peer_chunk))
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "schedule op %s on a rank without pipeline peers",
+                            mp_op_kind_name((mp_op_kind)op->kind));
+    int tag = mp_op_message_id(p, 1, t->microbatches, t->pp.rank, op);
+    size_t n = RN(boundary_count)(g);
+    double t0 = be->now();
+    mp_status st = MP_OK;
+    mp_stream stream = MP_STREAM_PP_SEND;
+    mp_event_kind kind = MP_EV_SEND_FWD;
+    switch ((mp_op_kind)op->kind) {
+    case MP_OP_RECV_FWD:
+        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n, peer, tag, err);
+        g->stage_in = t->recv_act;
+        stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_FWD;
+        break;
+    case MP_OP_RECV_BWD:
+        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n, peer, tag, err);
+        g->stage_grad_in = t->recv_grad;
+        stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_BWD;
+        break;
+    case MP_OP_SEND_FWD: {
+        int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, false);
+        if (s < 0)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                "send of micro-batch %d's activation before its forward",
+                                (int)op->microbatch);
+        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_output)(g, s), n, peer, tag, err);
+        break;
+    }
+    case MP_OP_SEND_BWD:
+        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_input_grad)(g), n, peer, tag, err);
+        kind = MP_EV_SEND_BWD;
+        break;
+    default:
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "unknown schedule op %d",
+                            (int)op->kind);
+    }
+    if (st)
+        return st;
+    mp_probe_record(g->probe, t0, stream, kind, true);
+    return MP_OK;
 }
 
 /* The schedule's ops, in order. */
@@ -151,10 +229,9 @@ static mp_status RN(run_ops)(RN(mp_trainer) *t, const int32_t *tokens, const int
             /* ZB-H1's weight-gradient half: B above computed the weight
              * gradients already, so the numerics are those of the schedule */
         } else {
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pp",
-                                "schedule op %s needs pipeline parallelism, which this "
-                                "executor does not support yet",
-                                mp_op_kind_name((mp_op_kind)op->kind));
+            mp_status st = RN(pipeline_op)(t, op, slot_mb, n_slots, err);
+            if (st)
+                return st;
         }
     }
     if (pr) {
@@ -174,6 +251,19 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
      * each TP rank holds its tokens' share; sum them over TP. */
     const mp_param_layout *lay = g->lay;
     double t0 = be->now();
+    /* Tied embeddings across stages: the first stage's embedding and the last
+     * stage's copy for the head each hold part of the gradient; both take the
+     * sum, so the two copies stay equal through the optimizer. */
+    int tied = lay->wte >= 0 ? lay->wte : lay->head;
+    if (t->emb.size > 1 && g->d.tied && tied >= 0 && !mp_probe_drops(pr, "pp-embgrad")) {
+        const mp_param *p = &lay->p[tied];
+        mp_status st = be->allreduce(&t->emb, MP_REAL_KIND, g->g + p->offset,
+                                     (size_t)p->lrows * (size_t)p->lcols, MP_RED_SUM, err);
+        if (st)
+            return st;
+        mp_probe_record(pr, t0, MP_STREAM_PP_SEND, MP_EV_OTHER, false);
+        t0 = be->now();
+    }
     bool any = false;
     for (int pid = 0; pid < lay->n; pid++) {
         const mp_param *p = &lay->p[pid];

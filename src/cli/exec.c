@@ -321,25 +321,29 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                          double tol)
 {
     const mp_gpt_dims *d = &r->dims;
-    printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d), "
-           "cpu backend, fp32 (plan: %s)\n",
+    printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d, "
+           "vpp %d), cpu backend, fp32 (plan: %s)\n",
            a->plan, r->ranks, r->tp, r->sp ? "on" : "off", r->cp, r->dp,
-           r->dist_opt ? "on" : "off", r->pp, r->plan_precision ? r->plan_precision : "?");
+           r->dist_opt ? "on" : "off", r->pp, r->vpp > 1 ? r->vpp : 1,
+           r->plan_precision ? r->plan_precision : "?");
     printf("model: hidden %d, heads %d, ffn %d, vocab %d, seq %d, layers %d, micro-batch %d, "
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
-    if (r->pp > 1) {
-        /* the items each stage ran: 0 embedding, 1..L blocks, L+1 head */
-        printf("stages (layer items [begin, end); 0 embedding, %d head):", d->layers + 1);
-        for (int k = 0; k < r->pp; k++) {
+    int K = r->pp * (r->vpp > 1 ? r->vpp : 1);
+    if (K > 1) {
+        /* the items each (virtual) stage ran: 0 embedding, 1..L blocks, L+1 head;
+         * virtual stage k on pipeline rank k % pp */
+        printf("stages (layer items [begin, end); 0 embedding, %d head%s):", d->layers + 1,
+               K > r->pp ? "; virtual stage k on rank k mod pp" : "");
+        for (int k = 0; k < K; k++) {
             int b = 0, e = 0;
             mp_error ignored;
             if (mp_exec_stage_items(plan, a->o.shrink, d, k, &b, &e, &ignored) == MP_OK)
                 printf(" [%d, %d)", b, e);
         }
-        printf("%s\n", plan->n_stages == r->pp && !a->o.shrink ? " (the plan's)"
-                                                               : " (Megatron's even split)");
+        printf("%s\n", plan->n_stages == K && !a->o.shrink ? " (the plan's)"
+                                                          : " (Megatron's even split)");
     }
     if (r->checked)
         printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"

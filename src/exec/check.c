@@ -7,11 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-mp_status mp_check_init(mp_check *c, const mp_param_layout *lay,
-                        const mp_param_layout *ref_lay, bool exact, double tol, mp_error *err)
+mp_status mp_check_init(mp_check *c, const mp_param_layout *ref_lay, bool exact, double tol,
+                        mp_error *err)
 {
     memset(c, 0, sizeof *c);
-    c->lay = lay;
     c->ref_lay = ref_lay;
     c->exact = exact;
     c->tol = tol;
@@ -115,13 +114,14 @@ void mp_check_logits(mp_check *c, int step, const float *a, const mp_check_view 
     acc_end(c, step, 1, &s);
 }
 
-void mp_check_params(mp_check *c, int step, const char *prefix, const float *a,
+void mp_check_params(mp_check *c, int step, const char *prefix, const mp_param_layout *lay,
+                     const float *a,
                      const mp_check_view *ref, const mp_param_layout *ref_lay, int tp_rank,
                      size_t lo, size_t hi)
 {
     int base = !strcmp(prefix, "grad:") ? 2 : 2 + c->ref_lay->n;
-    for (int pid = 0; pid < c->lay->n; pid++) {
-        const mp_param *p = &c->lay->p[pid];
+    for (int pid = 0; pid < lay->n; pid++) {
+        const mp_param *p = &lay->p[pid];
         size_t n = (size_t)p->lrows * (size_t)p->lcols;
         size_t from = p->offset > lo ? p->offset : lo;
         size_t to = p->offset + n < hi ? p->offset + n : hi;

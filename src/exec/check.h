@@ -30,7 +30,6 @@ static inline mp_check_view mp_check_view_f64(const double *buf, const double *l
 }
 
 typedef struct mp_check {
-    const mp_param_layout *lay;     /* this rank's tensors */
     const mp_param_layout *ref_lay; /* the whole model's: the tensor indices every rank shares */
     bool exact;
     double tol;
@@ -42,8 +41,8 @@ typedef struct mp_check {
     long checked;
 } mp_check;
 
-mp_status mp_check_init(mp_check *c, const mp_param_layout *lay,
-                        const mp_param_layout *ref_lay, bool exact, double tol, mp_error *err);
+mp_status mp_check_init(mp_check *c, const mp_param_layout *ref_lay, bool exact, double tol,
+                        mp_error *err);
 void mp_check_free(mp_check *c);
 /* Name of tensor index i ("loss", "logits", "grad:layers.0.qkv.weight", ...). */
 void mp_check_name(const mp_check *c, int i, char *buf, size_t size);
@@ -51,9 +50,11 @@ void mp_check_scalar(mp_check *c, int step, const char *name, double a, double b
 /* a[S, V/tp] against the reference's columns of this TP rank. */
 void mp_check_logits(mp_check *c, int step, const float *a, const mp_check_view *ref, int S,
                      int V, int tp, int tp_rank);
-/* prefix "grad:" or "param:": each parameter's local elements within [lo, hi)
- * of the flat buffer against the reference at their full index. */
-void mp_check_params(mp_check *c, int step, const char *prefix, const float *a,
+/* prefix "grad:" or "param:": each parameter of lay (one model chunk of this
+ * rank), its local elements within [lo, hi) of the chunk's flat buffer a,
+ * against the reference at their full index. */
+void mp_check_params(mp_check *c, int step, const char *prefix, const mp_param_layout *lay,
+                     const float *a,
                      const mp_check_view *ref, const mp_param_layout *ref_lay, int tp_rank,
                      size_t lo, size_t hi);
 /* Combines all ranks' results into rep (collective over the world). */

@@ -74,10 +74,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     if (m->kv_heads && m->kv_heads != m->heads)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.kv_heads",
                             "grouped-query attention is not supported by this executor yet");
-    if (p->vpp > 1)
+    if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
-                            "virtual pipeline stages (vpp=%lld) are not supported by this "
-                            "executor yet", (long long)p->vpp);
+                            "vpp=%lld model chunks per rank: this executor runs at most %d",
+                            (long long)p->vpp, MP_EXEC_MAX_CHUNKS);
     if (p->cp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
                             "context parallelism (cp=%lld) is not supported by this executor "
@@ -108,10 +108,13 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         out->ffn = 4 * out->hidden;
         out->vocab = tp * max_int(8, 128 / tp);
         out->seq = sp ? round_up(16, tp) : 16;
-        /* one block per pipeline stage at least, as many stages as the plan */
-        out->layers = p->pp > 1 ? (int)p->pp : (int)(m->layers < 2 ? m->layers : 2);
+        /* one block per (virtual) pipeline stage, as many stages as the plan */
+        int stages = (int)(p->pp * (p->vpp > 1 ? p->vpp : 1));
+        out->layers = stages > 1 ? stages : (int)(m->layers < 2 ? m->layers : 2);
         out->micro_batch = (int)(p->micro_batch < 2 ? p->micro_batch : 2);
         *microbatches = (int)(mbs < 2 ? mbs : 2);
+        if (p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1)
+            *microbatches = (int)p->pp; /* a multiple of pp, as interleaving needs (mbs is one) */
     } else {
         if (m->hidden > (1 << 20) || m->ffn_hidden > (1 << 22) || m->vocab > (1 << 24) ||
             seq > (1 << 20) || m->layers > MP_MAX_LAYERS || p->micro_batch > 4096 ||
@@ -148,37 +151,39 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
 }
 
 mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dims *d,
-                              int pp_rank, int *begin, int *end, mp_error *err)
+                              int vstage, int *begin, int *end, mp_error *err)
 {
-    int pp = (int)plan->config.parallel.pp, L = d->layers;
-    if (pp <= 1) {
+    const mp_parallel *par = &plan->config.parallel;
+    int K = (int)(par->pp * (par->vpp > 1 ? par->vpp : 1)), L = d->layers;
+    if (K <= 1) {
         *begin = *end = 0; /* the whole model */
         return MP_OK;
     }
-    if (pp_rank < 0 || pp_rank >= pp)
-        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "pipeline rank %d of %d",
-                            pp_rank, pp);
-    if (!shrink && plan->n_stages == pp) {
+    if (vstage < 0 || vstage >= K)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "virtual stage %d of %d",
+                            vstage, K);
+    if (!shrink && plan->n_stages == K) {
         /* the plan's own split (search's, possibly uneven) */
-        *begin = plan->stages[pp_rank].begin;
-        *end = plan->stages[pp_rank].end;
+        *begin = plan->stages[vstage].begin;
+        *end = plan->stages[vstage].end;
     } else {
         /* Megatron's even split of the model that runs (a shrunk model has
          * other layers than the plan's stages name) */
-        if (L < pp)
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pp",
-                                "pp=%d stages need at least as many layers (%d)", pp, L);
+        if (L < K)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, par->vpp > 1 ? "parallel.vpp"
+                                                                          : "parallel.pp",
+                                "%d pipeline stages need at least as many layers (%d)", K, L);
         int item = 1;
-        for (int k = 0; k <= pp_rank; k++) {
+        for (int k = 0; k <= vstage; k++) {
             *begin = k == 0 ? 0 : item;
-            item += L / pp + (k < L % pp ? 1 : 0);
-            *end = k == pp - 1 ? L + 2 : item;
+            item += L / K + (k < L % K ? 1 : 0);
+            *end = k == K - 1 ? L + 2 : item;
         }
     }
     if (*begin < 0 || *end > L + 2 || *begin >= *end)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage %d holds items [%d, %d) of a model with items 0..%d",
-                            pp_rank, *begin, *end, L + 1);
+                            vstage, *begin, *end, L + 1);
     return MP_OK;
 }
 
@@ -197,10 +202,13 @@ static void make_batch(uint64_t seed, int step, int first_sample, int n_mb, int 
             }
 }
 
-static int max_in_flight(const mp_op_list *ops)
+/* Activation slots model chunk `chunk` needs: its micro-batches in flight. */
+static int max_in_flight(const mp_op_list *ops, int chunk)
 {
     int cur = 0, most = 1;
     for (int32_t i = 0; i < ops->n; i++) {
+        if (ops->ops[i].chunk != chunk)
+            continue;
         if (ops->ops[i].kind == MP_OP_F)
             cur++;
         else if (ops->ops[i].kind == MP_OP_B)
@@ -212,11 +220,14 @@ static int max_in_flight(const mp_op_list *ops)
 
 /* Everything one run holds, freed in one place. */
 typedef struct run {
-    mp_param_layout lay, ref_lay;
+    int v;                     /* model chunks on this rank (vpp; 1 without interleaving) */
+    mp_param_layout *lay;      /* [v] */
+    mp_gpt_f32 *model;         /* [v] */
+    mp_trainer_f32 *trainer;   /* [v] */
+    int head;                  /* the chunk holding the LM head and loss, or -1 */
+    mp_param_layout ref_lay;
     mp_op_list ops, ref_ops;
     mp_probe probe;
-    mp_gpt_f32 model;
-    mp_trainer_f32 trainer;
     bool ref64;
     mp_gpt_f32 ref32;
     mp_gpt_f64 ref64m;
@@ -228,13 +239,21 @@ typedef struct run {
 
 static void run_free(run *r)
 {
-    mp_trainer_free_f32(&r->trainer);
-    mp_gpt_free_f32(&r->model);
+    for (int c = 0; c < r->v; c++) {
+        if (r->trainer)
+            mp_trainer_free_f32(&r->trainer[c]);
+        if (r->model)
+            mp_gpt_free_f32(&r->model[c]);
+        if (r->lay)
+            mp_param_layout_free(&r->lay[c]);
+    }
+    free(r->trainer);
+    free(r->model);
+    free(r->lay);
     mp_trainer_free_f32(&r->rtr32);
     mp_trainer_free_f64(&r->rtr64);
     mp_gpt_free_f32(&r->ref32);
     mp_gpt_free_f64(&r->ref64m);
-    mp_param_layout_free(&r->lay);
     mp_param_layout_free(&r->ref_lay);
     mp_op_list_free(&r->ops);
     free(r->ref_ops.ops);
@@ -295,7 +314,8 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
     mp_status st = mp_exec_dims(plan, o->shrink, d, m, err);
     if (st)
         return st;
-    for (int k = 0; k < (int)plan->config.parallel.pp; k++) {
+    const mp_parallel *par = &plan->config.parallel;
+    for (int k = 0; k < (int)(par->pp * (par->vpp > 1 ? par->vpp : 1)); k++) {
         int b, e;
         if ((st = mp_exec_stage_items(plan, o->shrink, d, k, &b, &e, err)))
             return st;
@@ -336,21 +356,53 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     TRY(mp_exec_precheck(plan, o, &d, &m, err));
     TRY(mp_runtime_split(rt, (int)par->tp, 1, (int)par->dp, (int)par->pp, err));
     d.tp_rank = rt->tp_rank;
-    TRY(mp_exec_stage_items(plan, o->shrink, &d, rt->pp_rank, &d.item_begin, &d.item_end, err));
-    int first_item, last_item;
-    mp_dims_items(&d, &first_item, &last_item);
-    bool has_head = last_item == d.layers + 2;
     int dp = rt->dp, S = mp_dims_tokens(&d);
     long tokens_total = (long)m * dp * S;
-    TRY(mp_param_layout_build(&d, &R.lay, err));
+    int v = par->vpp > 1 ? (int)par->vpp : 1;
+    R.v = v;
+    R.head = -1;
+    R.lay = calloc((size_t)v, sizeof *R.lay);
+    R.model = calloc((size_t)v, sizeof *R.model);
+    R.trainer = calloc((size_t)v, sizeof *R.trainer);
+    if (!R.lay || !R.model || !R.trainer) {
+        R.v = 0;
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto done;
+    }
+    /* chunk c runs virtual stage c*pp + pp_rank */
+    mp_gpt_dims *dc = calloc((size_t)v, sizeof *dc);
+    if (!dc) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto done;
+    }
+    double local_total = 0;
+    for (int c = 0; c < v && !st; c++) {
+        dc[c] = d;
+        st = mp_exec_stage_items(plan, o->shrink, &d, c * rt->pp + rt->pp_rank,
+                                 &dc[c].item_begin, &dc[c].item_end, err);
+        if (!st)
+            st = mp_param_layout_build(&dc[c], &R.lay[c], err);
+        if (!st) {
+            int b, e;
+            mp_dims_items(&dc[c], &b, &e);
+            if (e == d.layers + 2)
+                R.head = c;
+            local_total += (double)R.lay[c].total;
+        }
+    }
+    if (st) {
+        free(dc);
+        goto done;
+    }
     {
         /* parameters, gradients and Adam moments (float), and the reference's
          * copy of the whole model (double in tolerance mode) on every rank */
-        double full = (double)R.lay.total * d.tp * rt->pp, need = 16.0 * (double)R.lay.total;
+        double full = local_total * d.tp * rt->pp, need = 16.0 * local_total;
         if (o->check)
             need += full * (o->exact ? 16.0 : 32.0);
         double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
         if (have > 0 && need * rt->world.size > have) {
+            free(dc);
             st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
                               "the model needs about %.3g GiB per rank for parameters and "
                               "optimizer alone, %d ranks on a machine with %.3g GiB: use "
@@ -359,8 +411,13 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             goto done;
         }
     }
-    TRY(mp_schedule_build(par->schedule, rt->pp, 1, m, rt->pp_rank, &R.ops, err));
-    rep->dims = d;
+    st = mp_schedule_build(par->schedule, rt->pp, v, m, rt->pp_rank, &R.ops, err);
+    if (st) {
+        free(dc);
+        goto done;
+    }
+    rep->dims = dc[0];
+    rep->vpp = v;
     rep->ranks = rt->world.size;
     rep->tp = rt->tp;
     rep->cp = 1;
@@ -386,12 +443,21 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                         .eps = o->adam_eps > 0 ? o->adam_eps : (o->exact ? 1e-8 : 1e-4),
                         .weight_decay = 0.1};
     double grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)tokens_total;
-    TRY(mp_gpt_init_f32(&R.model, &d, &R.lay, be, rt->tp_group, max_in_flight(&R.ops),
-                        (size_t)dp, o->exact, o->seed, &R.probe, err));
-    R.model.grad_scale = (float)grad_scale;
-    TRY(mp_trainer_init_f32(&R.trainer, &R.model, rt->dp_group, par->dist_opt, &adam, m, &R.ops,
-                            err));
-    TRY(mp_trainer_set_pipeline_f32(&R.trainer, rt->pp_group, rt->emb_group, err));
+    for (int c = 0; c < v && !st; c++) {
+        st = mp_gpt_init_f32(&R.model[c], &dc[c], &R.lay[c], be, rt->tp_group,
+                             max_in_flight(&R.ops, c), (size_t)dp, o->exact, o->seed, &R.probe,
+                             err);
+        if (st)
+            break;
+        R.model[c].grad_scale = (float)grad_scale;
+        st = mp_trainer_init_f32(&R.trainer[c], &R.model[c], rt->dp_group, par->dist_opt, &adam,
+                                 m, &R.ops, err);
+        if (!st)
+            st = mp_trainer_set_pipeline_f32(&R.trainer[c], rt->pp_group, rt->emb_group, err);
+    }
+    free(dc);
+    if (st)
+        goto done;
     size_t nmy = (size_t)m * (size_t)S, nref = nmy * (size_t)dp;
     R.tok = malloc(nmy * sizeof(int32_t));
     R.tgt = malloc(nmy * sizeof(int32_t));
@@ -412,9 +478,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         R.rtok = malloc(nref * sizeof(int32_t));
         R.rtgt = malloc(nref * sizeof(int32_t));
         /* the logits exist on the last pipeline stage only */
-        if (has_head)
-            R.model.kept_logits = malloc((size_t)S * (size_t)(d.vocab / d.tp) * sizeof(float));
-        if (!R.ref_ops.ops || !R.rtok || !R.rtgt || (has_head && !R.model.kept_logits)) {
+        mp_gpt_f32 *hm = R.head >= 0 ? &R.model[R.head] : NULL;
+        if (hm)
+            hm->kept_logits = malloc((size_t)S * (size_t)(d.vocab / d.tp) * sizeof(float));
+        if (!R.ref_ops.ops || !R.rtok || !R.rtgt || (hm && !hm->kept_logits)) {
             st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the check");
             goto done;
         }
@@ -422,7 +489,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             R.ref_ops.ops[R.ref_ops.n++] = (mp_op){.kind = MP_OP_F, .microbatch = i};
             R.ref_ops.ops[R.ref_ops.n++] = (mp_op){.kind = MP_OP_B, .microbatch = i};
         }
-        R.model.keep_microbatch = 0;
+        if (hm)
+            hm->keep_microbatch = 0;
         R.ref64 = !o->exact;
         size_t logits_bytes = (size_t)S * (size_t)d.vocab;
         if (R.ref64) {
@@ -450,7 +518,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_trainer_init_f32(&R.rtr32, &R.ref32, rt->self, false, &adam, m * dp,
                                     &R.ref_ops, err));
         }
-        TRY(mp_check_init(&R.chk, &R.lay, &R.ref_lay, o->exact, o->tol, err));
+        TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, o->tol, err));
     }
 
     rep->steps = o->steps;
@@ -465,7 +533,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         R.probe.recording = step == o->steps;
         double loss = 0;
         double start = be->now();
-        TRY(mp_trainer_grads_f32(&R.trainer, R.tok, R.tgt, &loss, err));
+        TRY(mp_trainer_grads_chunks_f32(R.trainer, v, R.tok, R.tgt, &loss, err));
         TRY(be->allreduce(&rt->dp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         /* only the last stage computes the loss; the others add nothing */
         TRY(be->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
@@ -481,13 +549,16 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                 TRY(mp_trainer_grads_f32(&R.rtr32, R.rtok, R.rtgt, &rloss, err));
             rep->ref_loss[step - 1] = rloss / (double)tokens_total;
             mp_check_scalar(&R.chk, step, "loss", rep->loss[step - 1], rep->ref_loss[step - 1]);
-            if (has_head)
-                mp_check_logits(&R.chk, step, R.model.kept_logits, &ref, S, d.vocab, d.tp,
-                                rt->tp_rank);
-            mp_check_params(&R.chk, step, "grad:", R.model.g, &ref, &R.ref_lay, rt->tp_rank,
-                            R.trainer.shard_lo, R.trainer.shard_hi);
+            if (R.head >= 0)
+                mp_check_logits(&R.chk, step, R.model[R.head].kept_logits, &ref, S, d.vocab,
+                                d.tp, rt->tp_rank);
+            for (int c = 0; c < v; c++)
+                mp_check_params(&R.chk, step, "grad:", &R.lay[c], R.model[c].g, &ref,
+                                &R.ref_lay, rt->tp_rank, R.trainer[c].shard_lo,
+                                R.trainer[c].shard_hi);
         }
-        TRY(mp_trainer_update_f32(&R.trainer, step, err));
+        for (int c = 0; c < v; c++)
+            TRY(mp_trainer_update_f32(&R.trainer[c], step, err));
         rep->step_seconds[step - 1] = be->now() - start;
         if (o->check) {
             if (R.ref64)
@@ -496,8 +567,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                 TRY(mp_trainer_update_f32(&R.rtr32, step, err));
             mp_check_view ref = R.ref64 ? mp_check_view_f64(R.ref64m.w, NULL)
                                         : mp_check_view_f32(R.ref32.w, NULL);
-            mp_check_params(&R.chk, step, "param:", R.model.w, &ref, &R.ref_lay, rt->tp_rank,
-                            0, R.lay.total);
+            for (int c = 0; c < v; c++)
+                mp_check_params(&R.chk, step, "param:", &R.lay[c], R.model[c].w, &ref,
+                                &R.ref_lay, rt->tp_rank, 0, R.lay[c].total);
         }
     }
     if (o->check)

@@ -14,6 +14,7 @@
 #include "sim/timeline.h"
 
 #define MP_EXEC_MAX_STEPS 1000
+#define MP_EXEC_MAX_CHUNKS 64 /* model chunks (vpp) one rank runs */
 
 typedef struct mp_exec_opts {
     int steps;             /* training steps to run and check (default 3) */
@@ -40,7 +41,7 @@ typedef struct mp_exec_tensor {
 
 typedef struct mp_exec_report {
     mp_gpt_dims dims;          /* the model that ran (after --shrink), TP rank 0's view */
-    int ranks, tp, cp, dp, pp, microbatches, steps;
+    int ranks, tp, cp, dp, pp, vpp, microbatches, steps;
     bool sp, dist_opt, exact, checked;
     const char *schedule;
     const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
@@ -66,16 +67,17 @@ typedef struct mp_exec_report {
 
 /* The model the executor runs for a plan: the plan's GPT, or with shrink one
  * scaled down so that every degree still divides what it splits (and with
- * pp > 1 one block per stage). Checks that the plan is something this
- * executor can run (gpt/layernorm/gelu/learned positions, cp = vpp = 1). */
+ * pipelining one block per virtual stage). Checks that the plan is something
+ * this executor can run (gpt/layernorm/gelu/learned positions, cp = 1). */
 mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *microbatches,
                        mp_error *err);
 
-/* Layer items [begin, end) of pipeline rank pp_rank (0, 0 with pp = 1: the
- * whole model): the plan's stages when it has them and the model runs
- * unshrunk, else Megatron's even split of d->layers. */
+/* Layer items [begin, end) of virtual stage vstage (chunk c of pipeline rank
+ * r is c*pp + r; 0, 0 without pipelining: the whole model): the plan's stages
+ * when it has them and the model runs unshrunk, else Megatron's even split
+ * of d->layers into pp*vpp stages. */
 mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dims *d,
-                              int pp_rank, int *begin, int *end, mp_error *err);
+                              int vstage, int *begin, int *end, mp_error *err);
 
 /* The checks of the plan and options that need no ranks (dims, --steps,
  * exact mode's reduction length); mp_exec_run repeats them. */

@@ -116,6 +116,12 @@ mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group e
  * tokens/targets: [microbatches][S]. *loss_sum: sum over this DP group's tokens. */
 mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
                                double *loss_sum, mp_error *err);
+/* The same for the v model chunks of one pipeline rank (interleaved 1F1B:
+ * chunk c runs virtual stage c*pp + rank): every chunk's trainer shares the
+ * op list, whose ops name their chunk; the reductions run chunk by chunk. */
+mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
+                                      const int32_t *tokens, const int32_t *targets,
+                                      double *loss_sum, mp_error *err);
 /* AdamW on [shard_lo, shard_hi) and, with the distributed optimizer, the
  * all-gather of the updated parameters. step counts from 1. */
 mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err);

@@ -102,45 +102,70 @@ static int RN(slot_for)(int *slot_mb, int n_slots, int mb, bool take)
     return -1;
 }
 
-static mp_status RN(run_ops)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
-                             int *slot_mb, int n_slots, double *loss_sum, mp_error *err);
+/* Micro-batch -> slot of each model chunk on this rank. */
+typedef struct RN(chunk_slots) {
+    int *slot_mb;
+    int n_slots;
+} RN(chunk_slots);
+
+static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t *tokens,
+                             const int32_t *targets, RN(chunk_slots) *cs, double *loss_sum,
+                             mp_error *err);
 static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err);
 
 mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
                                double *loss_sum, mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
-    memset(g->g, 0, g->n_alloc * sizeof(real));
-    int n_slots = g->n_slots;
-    int *slot_mb = malloc((size_t)n_slots * sizeof *slot_mb);
-    if (!slot_mb)
+    return RN(mp_trainer_grads_chunks)(t, 1, tokens, targets, loss_sum, err);
+}
+
+mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
+                                      const int32_t *tokens, const int32_t *targets,
+                                      double *loss_sum, mp_error *err)
+{
+    RN(chunk_slots) *cs = calloc((size_t)n_chunks, sizeof *cs);
+    if (!cs)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-    for (int i = 0; i < n_slots; i++)
-        slot_mb[i] = -1;
-    mp_status st = RN(run_ops)(t, tokens, targets, slot_mb, n_slots, loss_sum, err);
-    free(slot_mb);
-    g->stage_in = g->stage_grad_in = NULL;
-    if (!st && t->pp.size > 1)
-        st = g->be->send_wait(err);
-    if (st)
-        return st;
-    return RN(reduce_grads)(t, err);
+    mp_status st = MP_OK;
+    for (int c = 0; c < n_chunks && !st; c++) {
+        RN(mp_gpt) *g = chunks[c].model;
+        memset(g->g, 0, g->n_alloc * sizeof(real));
+        cs[c].n_slots = g->n_slots;
+        cs[c].slot_mb = malloc((size_t)g->n_slots * sizeof *cs[c].slot_mb);
+        if (!cs[c].slot_mb)
+            st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        for (int i = 0; cs[c].slot_mb && i < g->n_slots; i++)
+            cs[c].slot_mb[i] = -1;
+    }
+    if (!st)
+        st = RN(run_ops)(chunks, n_chunks, tokens, targets, cs, loss_sum, err);
+    for (int c = 0; c < n_chunks; c++) {
+        free(cs[c].slot_mb);
+        chunks[c].model->stage_in = chunks[c].model->stage_grad_in = NULL;
+    }
+    free(cs);
+    if (!st && chunks[0].pp.size > 1)
+        st = chunks[0].model->be->send_wait(err);
+    /* every chunk's reductions, in the same order on every rank */
+    for (int c = 0; c < n_chunks && !st; c++)
+        st = RN(reduce_grads)(&chunks[c], err);
+    return st;
 }
 
 /* A SEND/RECV op: the schedule puts RECV_FWD right before the F that uses
  * it and SEND_FWD right after the F that made it (RECV_BWD / SEND_BWD around
  * B alike), so the data is the model's stage input / output of that op. */
-static mp_status RN(pipeline_op)(RN(mp_trainer) *t, const mp_op *op, int *slot_mb, int n_slots,
-                                 mp_error *err)
+static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *op, int *slot_mb,
+                                 int n_slots, mp_error *err)
 {
     RN(mp_gpt) *g = t->model;
     const mp_backend *be = g->be;
     int32_t p = t->pp.size, peer = 0, peer_chunk = 0;
-    if (p <= 1 || !mp_op_peer(p, 1, t->pp.rank, op, &peer, &peer_chunk))
+    if (p <= 1 || !mp_op_peer(p, n_chunks, t->pp.rank, op, &peer, &peer_chunk))
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "schedule op %s on a rank without pipeline peers",
                             mp_op_kind_name((mp_op_kind)op->kind));
-    int tag = mp_op_message_id(p, 1, t->microbatches, t->pp.rank, op);
+    int tag = mp_op_message_id(p, n_chunks, t->microbatches, t->pp.rank, op);
     size_t n = RN(boundary_count)(g);
     double t0 = be->now();
     mp_status st = MP_OK;
@@ -181,20 +206,25 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, const mp_op *op, int *slot_m
 }
 
 /* The schedule's ops, in order. */
-static mp_status RN(run_ops)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
-                             int *slot_mb, int n_slots, double *loss_sum, mp_error *err)
+static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t *tokens,
+                             const int32_t *targets, RN(chunk_slots) *cs, double *loss_sum,
+                             mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
-    const mp_backend *be = g->be;
-    mp_probe *pr = g->probe;
-    size_t S = (size_t)mp_dims_tokens(&g->d);
+    const mp_op_list *ops = chunks[0].ops;
+    const mp_backend *be = chunks[0].model->be;
+    mp_probe *pr = chunks[0].model->probe;
+    size_t S = (size_t)mp_dims_tokens(&chunks[0].model->d);
     *loss_sum = 0;
-    for (int32_t k = 0; k < t->ops->n; k++) {
-        const mp_op *op = &t->ops->ops[k];
-        if (op->microbatch < 0 || op->microbatch >= t->microbatches || op->chunk != 0)
+    for (int32_t k = 0; k < ops->n; k++) {
+        const mp_op *op = &ops->ops[k];
+        if (op->microbatch < 0 || op->microbatch >= chunks[0].microbatches || op->chunk < 0 ||
+            op->chunk >= n_chunks)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "schedule op %d names micro-batch %d chunk %d", (int)k,
                                 (int)op->microbatch, (int)op->chunk);
+        RN(mp_trainer) *t = &chunks[op->chunk];
+        RN(mp_gpt) *g = t->model;
+        int *slot_mb = cs[op->chunk].slot_mb, n_slots = cs[op->chunk].n_slots;
         if (pr) {
             pr->microbatch = op->microbatch;
             pr->chunk = op->chunk;
@@ -229,7 +259,7 @@ static mp_status RN(run_ops)(RN(mp_trainer) *t, const int32_t *tokens, const int
             /* ZB-H1's weight-gradient half: B above computed the weight
              * gradients already, so the numerics are those of the schedule */
         } else {
-            mp_status st = RN(pipeline_op)(t, op, slot_mb, n_slots, err);
+            mp_status st = RN(pipeline_op)(t, n_chunks, op, slot_mb, n_slots, err);
             if (st)
                 return st;
         }

@@ -330,6 +330,20 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
+    if (r->cp > 1) {
+        /* which positions each CP rank held: chunks c and 2cp-1-c of 2cp */
+        int chunk = d->seq / (2 * r->cp);
+        printf("context parallel: seq %d in %d chunks of %d; positions of each CP rank:", d->seq,
+               2 * r->cp, chunk);
+        for (int c = 0; c < r->cp; c++) {
+            mp_gpt_dims dc = *d;
+            dc.cp_rank = c;
+            int last = mp_dims_positions(&dc) - 1;
+            printf(" %d: [%d, %d) [%d, %d)%s", c, mp_dims_global_pos(&dc, 0),
+                   mp_dims_global_pos(&dc, chunk - 1) + 1, mp_dims_global_pos(&dc, chunk),
+                   mp_dims_global_pos(&dc, last) + 1, c + 1 < r->cp ? ";" : "\n");
+        }
+    }
     int K = r->pp * (r->vpp > 1 ? r->vpp : 1);
     if (K > 1) {
         /* the items each (virtual) stage ran: 0 embedding, 1..L blocks, L+1 head;

@@ -1,6 +1,8 @@
-/* attention.c — causal self-attention over the heads this rank holds.
- * A head is never split across ranks, so each head's scores, softmax and
- * weighted sums are computed by the same code in the same order in the
+/* attention.c — causal self-attention over the heads this rank holds, for
+ * the sequence positions it holds (all, or with context parallelism its two
+ * chunks, against every key gathered from the CP group). A head is never
+ * split across ranks and every query runs over its keys in position order,
+ * so scores, softmax and weighted sums are computed in the same order in the
  * partitioned run and in the reference. Compiled for float and double. */
 #ifndef MP_REAL_BITS
 #include <math.h>
@@ -20,47 +22,54 @@
 #else
 #include "exec/real.h"
 
-/* Forward, per sample n and head a (hd = head dim, scale = 1/sqrt(hd)):
- *   S[i,j] = scale * q_i . k_j  for j <= i        [s, s] (causal)
- *   P[i,:] = softmax(S[i, :i+1])                   probs[n, a, i, j]
- *   out_i  = sum_j P[i,j] v_j                      out[i*b + n, a*hd ..] */
-void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, int b,
-                              int heads_local, int hd, bool exact)
+/* Forward, per sample n and head a (hd = head dim, scale = 1/sqrt(hd)), for
+ * this rank's s query positions (global position qpos[i], or i) against sk
+ * key positions:
+ *   S[i,j] = scale * q_i . k_j  for j <= qpos[i]   [s, sk] (causal)
+ *   P[i,:] = softmax(S[i, :qpos[i]+1])             probs[n, a, i, j]
+ *   out_i  = sum_j P[i,j] v_j                      out[i*b + n, a*hd ..]
+ * Rows are r = position*b + sample; q rows are q_row apart, k and v rows
+ * kv_row apart (the same buffer as q without CP, the gathered keys with). */
+void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q_base, size_t q_row,
+                                 const real *k_base, const real *v_base, size_t kv_row,
+                                 const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                                 bool exact)
 {
-    size_t hl = (size_t)heads_local * hd, row = 3 * hl;
+    size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
-            real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * s;
+            real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
             for (int i = 0; i < s; i++) {
-                const real *q = qkv + ((size_t)i * b + n) * row + (size_t)a * hd;
-                real *pi = p + (size_t)i * s;
+                int gi = qpos ? qpos[i] : i;
+                const real *q = q_base + ((size_t)i * b + n) * q_row + (size_t)a * hd;
+                real *pi = p + (size_t)i * sk;
                 real mx = -INFINITY;
-                for (int j = 0; j <= i; j++) {
-                    const real *k = qkv + ((size_t)j * b + n) * row + hl + (size_t)a * hd;
+                for (int j = 0; j <= gi; j++) {
+                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
                     real dot = 0;
                     for (int c = 0; c < hd; c++)
                         dot += q[c] * k[c];
                     pi[j] = dot * scale;
                 }
-                RN(mp_q)(exact, pi, (size_t)i + 1, MP_Q_ACT);
-                for (int j = 0; j <= i; j++)
+                RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_ACT);
+                for (int j = 0; j <= gi; j++)
                     mx = pi[j] > mx ? pi[j] : mx;
                 real sum = 0;
-                for (int j = 0; j <= i; j++) {
+                for (int j = 0; j <= gi; j++) {
                     pi[j] = R_EXP(pi[j] - mx);
                     sum += pi[j];
                 }
-                for (int j = 0; j <= i; j++)
+                for (int j = 0; j <= gi; j++)
                     pi[j] /= sum;
-                RN(mp_q)(exact, pi, (size_t)i + 1, MP_Q_PROB);
-                for (int j = i + 1; j < s; j++)
+                RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_PROB);
+                for (int j = gi + 1; j < sk; j++)
                     pi[j] = 0;
                 real *o = out + ((size_t)i * b + n) * hl + (size_t)a * hd;
                 for (int c = 0; c < hd; c++)
                     o[c] = 0;
-                for (int j = 0; j <= i; j++) {
-                    const real *v = qkv + ((size_t)j * b + n) * row + 2 * hl + (size_t)a * hd;
+                for (int j = 0; j <= gi; j++) {
+                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
                     for (int c = 0; c < hd; c++)
                         o[c] += pi[j] * v[c];
                 }
@@ -69,31 +78,46 @@ void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, in
         }
 }
 
+void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, int b,
+                              int heads_local, int hd, bool exact)
+{
+    size_t hl = (size_t)heads_local * hd;
+    RN(mp_attention_forward_kv)(out, probs, qkv, 3 * hl, qkv + hl, qkv + 2 * hl, 3 * hl, NULL, s,
+                                s, b, heads_local, hd, exact);
+}
+
 /* Backward, per sample and head, with dO = dout:
  *   dv_j += sum_i P[i,j] dO_i
  *   dP[i,j] = dO_i . v_j
  *   dS[i,j] = P[i,j] (dP[i,j] - sum_j' P[i,j'] dP[i,j'])
- *   dq_i = scale sum_j dS[i,j] k_j,   dk_j += scale sum_i dS[i,j] q_i */
-void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, const real *probs,
-                               int s, int b, int heads_local, int hd, real *scratch, bool exact)
+ *   dq_i = scale sum_j dS[i,j] k_j,   dk_j += scale sum_i dS[i,j] q_i
+ * dq is written (its s rows, dq_row apart) and put on the gradient grid; dk
+ * and dv are added to (sk rows, dkv_row apart), unrounded: with CP they are
+ * partial sums that the caller adds over the ranks before rounding. */
+void RN(mp_attention_backward_kv)(real *dq_base, size_t dq_row, real *dk_base, real *dv_base,
+                                  size_t dkv_row, const real *dout, const real *q_base,
+                                  size_t q_row, const real *k_base, const real *v_base,
+                                  size_t kv_row, const real *probs, const int *qpos, int s,
+                                  int sk, int b, int heads_local, int hd, real *scratch,
+                                  bool exact)
 {
-    size_t hl = (size_t)heads_local * hd, row = 3 * hl;
+    size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
-    size_t S = (size_t)s * b;
-    for (size_t r = 0; r < S; r++)
-        memset(dqkv + r * row, 0, row * sizeof(real));
+    for (size_t r = 0; r < (size_t)s * b; r++)
+        memset(dq_base + r * dq_row, 0, hl * sizeof(real));
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
-            const real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * s;
+            const real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
             for (int i = 0; i < s; i++) {
-                const real *pi = p + (size_t)i * s;
+                int gi = qpos ? qpos[i] : i;
+                const real *pi = p + (size_t)i * sk;
                 const real *dO = dout + ((size_t)i * b + n) * hl + (size_t)a * hd;
-                const real *q = qkv + ((size_t)i * b + n) * row + (size_t)a * hd;
-                real *dq = dqkv + ((size_t)i * b + n) * row + (size_t)a * hd;
+                const real *q = q_base + ((size_t)i * b + n) * q_row + (size_t)a * hd;
+                real *dq = dq_base + ((size_t)i * b + n) * dq_row + (size_t)a * hd;
                 real *ds = scratch, dot_pdp = 0;
-                for (int j = 0; j <= i; j++) {
-                    const real *v = qkv + ((size_t)j * b + n) * row + 2 * hl + (size_t)a * hd;
-                    real *dv = dqkv + ((size_t)j * b + n) * row + 2 * hl + (size_t)a * hd;
+                for (int j = 0; j <= gi; j++) {
+                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
+                    real *dv = dv_base + ((size_t)j * b + n) * dkv_row + (size_t)a * hd;
                     real dp = 0;
                     for (int c = 0; c < hd; c++) {
                         dp += dO[c] * v[c];
@@ -102,12 +126,12 @@ void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, co
                     ds[j] = dp;
                     dot_pdp += pi[j] * dp;
                 }
-                for (int j = 0; j <= i; j++)
+                for (int j = 0; j <= gi; j++)
                     ds[j] = pi[j] * (ds[j] - dot_pdp) * scale;
-                RN(mp_q)(exact, ds, (size_t)i + 1, MP_Q_GRAD_ATT);
-                for (int j = 0; j <= i; j++) {
-                    const real *k = qkv + ((size_t)j * b + n) * row + hl + (size_t)a * hd;
-                    real *dk = dqkv + ((size_t)j * b + n) * row + hl + (size_t)a * hd;
+                RN(mp_q)(exact, ds, (size_t)gi + 1, MP_Q_GRAD_ATT);
+                for (int j = 0; j <= gi; j++) {
+                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
+                    real *dk = dk_base + ((size_t)j * b + n) * dkv_row + (size_t)a * hd;
                     for (int c = 0; c < hd; c++) {
                         dq[c] += ds[j] * k[c];
                         dk[c] += ds[j] * q[c];
@@ -115,6 +139,19 @@ void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, co
                 }
             }
         }
+    for (size_t r = 0; r < (size_t)s * b; r++)
+        RN(mp_q)(exact, dq_base + r * dq_row, hl, MP_Q_GRAD_ATT);
+}
+
+void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, const real *probs,
+                               int s, int b, int heads_local, int hd, real *scratch, bool exact)
+{
+    size_t hl = (size_t)heads_local * hd, row = 3 * hl, S = (size_t)s * b;
+    for (size_t r = 0; r < S; r++)
+        memset(dqkv + r * row, 0, row * sizeof(real));
+    RN(mp_attention_backward_kv)(dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
+                                 qkv + hl, qkv + 2 * hl, row, probs, NULL, s, s, b, heads_local,
+                                 hd, scratch, exact);
     RN(mp_q)(exact, dqkv, S * row, MP_Q_GRAD_ATT);
 }
 

@@ -103,14 +103,16 @@ void mp_check_scalar(mp_check *c, int step, const char *name, double a, double b
 }
 
 void mp_check_logits(mp_check *c, int step, const float *a, const mp_check_view *ref, int S,
-                     int V, int tp, int tp_rank)
+                     const int *rows, int V, int tp, int tp_rank)
 {
     acc s = {0};
     int Vl = V / tp;
-    for (int r = 0; r < S; r++)
+    for (int r = 0; r < S; r++) {
+        size_t rr = rows ? (size_t)rows[r] : (size_t)r;
         for (int j = 0; j < Vl; j++)
             acc_add(&s, c->exact, a[(size_t)r * Vl + j],
-                    ref_at(ref, ref->logits, (size_t)r * V + (size_t)tp_rank * Vl + j));
+                    ref_at(ref, ref->logits, rr * V + (size_t)tp_rank * Vl + j));
+    }
     acc_end(c, step, 1, &s);
 }
 

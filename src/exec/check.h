@@ -47,9 +47,10 @@ void mp_check_free(mp_check *c);
 /* Name of tensor index i ("loss", "logits", "grad:layers.0.qkv.weight", ...). */
 void mp_check_name(const mp_check *c, int i, char *buf, size_t size);
 void mp_check_scalar(mp_check *c, int step, const char *name, double a, double b);
-/* a[S, V/tp] against the reference's columns of this TP rank. */
+/* a[S, V/tp] against the reference's columns of this TP rank, row r of a
+ * against the reference's row rows[r] (NULL: r; CP ranks hold some positions). */
 void mp_check_logits(mp_check *c, int step, const float *a, const mp_check_view *ref, int S,
-                     int V, int tp, int tp_rank);
+                     const int *rows, int V, int tp, int tp_rank);
 /* prefix "grad:" or "param:": each parameter of lay (one model chunk of this
  * rank), its local elements within [lo, hi) of the chunk's flat buffer a,
  * against the reference at their full index. */

@@ -78,10 +78,9 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "vpp=%lld model chunks per rank: this executor runs at most %d",
                             (long long)p->vpp, MP_EXEC_MAX_CHUNKS);
-    if (p->cp > 1)
+    if (p->cp < 1 || p->cp > 4096)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
-                            "context parallelism (cp=%lld) is not supported by this executor "
-                            "yet", (long long)p->cp);
+                            "cp must be 1..4096, not %lld", (long long)p->cp);
     if (p->tp < 1 || p->dp < 1 || p->pp < 1 || p->micro_batch < 1 || p->tp > 4096 ||
         p->dp > 65536 || p->pp > MP_MAX_STAGES)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel",
@@ -98,7 +97,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
                             "global_batch %lld is not a multiple of micro_batch x dp = %lld",
                             (long long)c->training.global_batch, (long long)per_step);
     int64_t mbs = c->training.global_batch / per_step;
-    int tp = (int)p->tp;
+    int tp = (int)p->tp, cp = (int)p->cp;
     bool sp = p->sp && tp > 1;
     if (shrink) {
         /* keep every degree; make each size the smallest that each still divides */
@@ -107,7 +106,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         out->hidden = heads * 8;
         out->ffn = 4 * out->hidden;
         out->vocab = tp * max_int(8, 128 / tp);
-        out->seq = sp ? round_up(16, tp) : 16;
+        /* 2cp chunks, each rank's share divisible by tp under SP */
+        out->seq = round_up(16, 2 * cp * (sp ? tp : 1));
         /* one block per (virtual) pipeline stage, as many stages as the plan */
         int stages = (int)(p->pp * (p->vpp > 1 ? p->vpp : 1));
         out->layers = stages > 1 ? stages : (int)(m->layers < 2 ? m->layers : 2);
@@ -134,6 +134,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->tied = m->tied_embeddings;
     out->tp = tp;
     out->sp = sp;
+    out->cp = cp;
     if (out->heads < 1 || out->hidden < 1 || out->vocab < 1 || out->seq < 1 ||
         out->layers < 0 || out->hidden % out->heads)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
@@ -143,10 +144,14 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
                             "tp=%d must divide heads (%d), ffn_hidden (%d) and vocab (%d)", tp,
                             out->heads, out->ffn, out->vocab);
-    if (sp && out->seq % tp)
+    if (cp > 1 && out->seq % (2 * cp))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
+                            "context parallelism cuts seq (%d) into 2 x cp = %d chunks: it must "
+                            "divide", out->seq, 2 * cp);
+    if (sp && (out->seq / cp) % tp)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.sp",
-                            "sequence parallelism needs tp=%d to divide seq (%d)", tp,
-                            out->seq);
+                            "sequence parallelism needs tp=%d to divide seq / cp (%d)", tp,
+                            out->seq / cp);
     return MP_OK;
 }
 
@@ -203,6 +208,24 @@ static void make_batch(uint64_t seed, int step, int first_sample, int n_mb, int 
 }
 
 /* Activation slots model chunk `chunk` needs: its micro-batches in flight. */
+/* Context parallelism: a rank's token rows are its positions' rows (r =
+ * local position * b + sample) of each micro-batch of full[m][seq*b]; rows[r]
+ * is the full row of local row r (the reference's row for the logits). */
+static void cp_rows(const mp_gpt_dims *d, int m, const int32_t *full_tok,
+                    const int32_t *full_tgt, int32_t *tok, int32_t *tgt, int *rows)
+{
+    int b = d->micro_batch, s = mp_dims_positions(d);
+    size_t S = (size_t)s * b, Sf = (size_t)d->seq * b;
+    for (int i = 0; i < s; i++)
+        for (int n = 0; n < b; n++)
+            rows[(size_t)i * b + n] = mp_dims_global_pos(d, i) * b + n;
+    for (int mb = 0; mb < m; mb++)
+        for (size_t r = 0; r < S; r++) {
+            tok[(size_t)mb * S + r] = full_tok[(size_t)mb * Sf + (size_t)rows[r]];
+            tgt[(size_t)mb * S + r] = full_tgt[(size_t)mb * Sf + (size_t)rows[r]];
+        }
+}
+
 static int max_in_flight(const mp_op_list *ops, int chunk)
 {
     int cur = 0, most = 1;
@@ -234,6 +257,8 @@ typedef struct run {
     mp_trainer_f32 rtr32;
     mp_trainer_f64 rtr64;
     int32_t *tok, *tgt, *rtok, *rtgt;
+    int32_t *dtok, *dtgt;      /* this DP rank's whole sequences, before the CP selection */
+    int *logit_rows;           /* [S] the reference's row of each local token row */
     mp_check chk;
 } run;
 
@@ -262,6 +287,9 @@ static void run_free(run *r)
     free(r->tgt);
     free(r->rtok);
     free(r->rtgt);
+    free(r->dtok);
+    free(r->dtgt);
+    free(r->logit_rows);
     mp_check_free(&r->chk);
 }
 
@@ -326,7 +354,7 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--steps", "steps must be 1..%d",
                             MP_EXEC_MAX_STEPS);
     if (o->exact) {
-        long tokens_total = (long)*m * (long)plan->config.parallel.dp * mp_dims_tokens(d);
+        long tokens_total = (long)*m * (long)plan->config.parallel.dp * d->seq * d->micro_batch;
         long k = max_int(max_int(d->hidden, d->ffn),
                          max_int(3 * d->hidden, max_int(d->vocab, d->seq)));
         if (k < 2 * tokens_total)
@@ -354,10 +382,13 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     mp_gpt_dims d;
     int m = 0;
     TRY(mp_exec_precheck(plan, o, &d, &m, err));
-    TRY(mp_runtime_split(rt, (int)par->tp, 1, (int)par->dp, (int)par->pp, err));
+    TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
     d.tp_rank = rt->tp_rank;
-    int dp = rt->dp, S = mp_dims_tokens(&d);
-    long tokens_total = (long)m * dp * S;
+    d.cp_rank = rt->cp_rank;
+    /* S: this rank's token rows of one micro-batch (its positions with CP);
+     * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
+    int dp = rt->dp, S = mp_dims_tokens(&d), Sfull = d.seq * d.micro_batch;
+    long tokens_total = (long)m * dp * Sfull;
     int v = par->vpp > 1 ? (int)par->vpp : 1;
     R.v = v;
     R.head = -1;
@@ -420,7 +451,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->vpp = v;
     rep->ranks = rt->world.size;
     rep->tp = rt->tp;
-    rep->cp = 1;
+    rep->cp = rt->cp;
     rep->dp = dp;
     rep->pp = rt->pp;
     rep->microbatches = m;
@@ -445,23 +476,27 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     double grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)tokens_total;
     for (int c = 0; c < v && !st; c++) {
         st = mp_gpt_init_f32(&R.model[c], &dc[c], &R.lay[c], be, rt->tp_group,
-                             max_in_flight(&R.ops, c), (size_t)dp, o->exact, o->seed, &R.probe,
-                             err);
+                             max_in_flight(&R.ops, c), (size_t)rt->dpcp_group.size, o->exact,
+                             o->seed, &R.probe, err);
         if (st)
             break;
+        R.model[c].cp = rt->cp_group;
         R.model[c].grad_scale = (float)grad_scale;
-        st = mp_trainer_init_f32(&R.trainer[c], &R.model[c], rt->dp_group, par->dist_opt, &adam,
-                                 m, &R.ops, err);
+        st = mp_trainer_init_f32(&R.trainer[c], &R.model[c], rt->dpcp_group, par->dist_opt,
+                                 &adam, m, &R.ops, err);
         if (!st)
             st = mp_trainer_set_pipeline_f32(&R.trainer[c], rt->pp_group, rt->emb_group, err);
     }
     free(dc);
     if (st)
         goto done;
-    size_t nmy = (size_t)m * (size_t)S, nref = nmy * (size_t)dp;
+    size_t nmy = (size_t)m * (size_t)S, nref = (size_t)m * (size_t)Sfull * (size_t)dp;
     R.tok = malloc(nmy * sizeof(int32_t));
     R.tgt = malloc(nmy * sizeof(int32_t));
-    if (!R.tok || !R.tgt) {
+    R.dtok = malloc((size_t)m * (size_t)Sfull * sizeof(int32_t));
+    R.dtgt = malloc((size_t)m * (size_t)Sfull * sizeof(int32_t));
+    R.logit_rows = malloc((size_t)S * sizeof(int));
+    if (!R.tok || !R.tgt || !R.dtok || !R.dtgt || !R.logit_rows) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the data");
         goto done;
     }
@@ -472,6 +507,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         rd.tp = 1;
         rd.tp_rank = 0;
         rd.sp = false;
+        rd.cp = 0;
+        rd.cp_rank = 0;
         rd.item_begin = rd.item_end = 0;
         TRY(mp_param_layout_build(&rd, &R.ref_lay, err));
         R.ref_ops.ops = calloc(2 * (size_t)m * (size_t)dp, sizeof(mp_op));
@@ -492,7 +529,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         if (hm)
             hm->keep_microbatch = 0;
         R.ref64 = !o->exact;
-        size_t logits_bytes = (size_t)S * (size_t)d.vocab;
+        size_t logits_bytes = (size_t)Sfull * (size_t)d.vocab;
         if (R.ref64) {
             TRY(mp_gpt_init_f64(&R.ref64m, &rd, &R.ref_lay, be, rt->self, 1, 1, false, o->seed,
                                 NULL, err));
@@ -523,8 +560,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
 
     rep->steps = o->steps;
     for (int step = 1; step <= o->steps; step++) {
+        /* this DP rank's samples, then (CP) this rank's positions of them */
         make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
-                   d.vocab, R.tok, R.tgt);
+                   d.vocab, R.dtok, R.dtgt);
+        cp_rows(&d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = be->now();
         MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -534,7 +573,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         double loss = 0;
         double start = be->now();
         TRY(mp_trainer_grads_chunks_f32(R.trainer, v, R.tok, R.tgt, &loss, err));
-        TRY(be->allreduce(&rt->dp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
+        TRY(be->allreduce(&rt->dpcp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         /* only the last stage computes the loss; the others add nothing */
         TRY(be->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         rep->loss[step - 1] = loss / (double)tokens_total;
@@ -550,8 +589,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             rep->ref_loss[step - 1] = rloss / (double)tokens_total;
             mp_check_scalar(&R.chk, step, "loss", rep->loss[step - 1], rep->ref_loss[step - 1]);
             if (R.head >= 0)
-                mp_check_logits(&R.chk, step, R.model[R.head].kept_logits, &ref, S, d.vocab,
-                                d.tp, rt->tp_rank);
+                mp_check_logits(&R.chk, step, R.model[R.head].kept_logits, &ref, S,
+                                R.logit_rows, d.vocab, d.tp, rt->tp_rank);
             for (int c = 0; c < v; c++)
                 mp_check_params(&R.chk, step, "grad:", &R.lay[c], R.model[c].g, &ref,
                                 &R.ref_lay, rt->tp_rank, R.trainer[c].shard_lo,

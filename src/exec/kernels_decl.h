@@ -33,6 +33,18 @@ void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, in
 /* dqkv[S, 3*hl] from dout[S, hl]; scratch holds s reals. */
 void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, const real *probs,
                                int s, int b, int heads_local, int hd, real *scratch, bool exact);
+/* The same for s query positions (global position qpos[i]; NULL: i) against
+ * sk key positions held apart from the queries (row strides in elements):
+ * probs[b, heads_local, s, sk]. Backward writes dq (rounded) and adds to dk,
+ * dv (not rounded: with CP they are partial sums); scratch holds sk reals. */
+void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q, size_t q_row,
+                                 const real *k, const real *v, size_t kv_row, const int *qpos,
+                                 int s, int sk, int b, int heads_local, int hd, bool exact);
+void RN(mp_attention_backward_kv)(real *dq, size_t dq_row, real *dk, real *dv, size_t dkv_row,
+                                  const real *dout, const real *q, size_t q_row, const real *k,
+                                  const real *v, size_t kv_row, const real *probs,
+                                  const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                                  real *scratch, bool exact);
 
 /* ---- model.c ---- one rank's part of the GPT. */
 typedef struct RN(mp_acts) RN(mp_acts); /* saved activations of one micro-batch */
@@ -42,6 +54,8 @@ typedef struct RN(mp_gpt) {
     const mp_param_layout *lay;
     const mp_backend *be;
     mp_group tp;
+    mp_group cp;           /* context-parallel group (set after init when d.cp > 1) */
+    int *qpos;             /* [positions] global position of each local one */
     bool exact;
     mp_probe *probe;       /* may be NULL */
     real *w, *g;           /* parameters and gradients, flat (layout order), padded */

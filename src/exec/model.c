@@ -1,9 +1,13 @@
 /* model.c — one rank's part of the GPT, forward and backward side by side
  * (llm.c style, shapes in the comments), partitioned as Megatron-LM does:
  *
- *   S = seq * micro_batch token rows, ordered r = pos * b + sample, so that
- *   with sequence parallelism (SP) TP rank k holds rows [k*S/t, (k+1)*S/t),
- *   a contiguous piece of the sequence; Sl = S/t with SP, S without.
+ *   S = positions * micro_batch token rows, ordered r = pos * b + sample, so
+ *   that with sequence parallelism (SP) TP rank k holds rows [k*S/t, (k+1)*S/t),
+ *   a contiguous piece of the sequence; Sl = S/t with SP, S without. The
+ *   positions are the whole sequence, or with context parallelism (CP) this
+ *   rank's two of 2cp chunks (mp_dims_global_pos); attention then runs this
+ *   rank's queries against every key and value, gathered over the CP group,
+ *   and the keys' and values' gradients are summed back to their owners.
  *   h hidden, hl = h/t, Fl = ffn/t, Vl = vocab/t, hd head dim.
  *
  *   column-parallel GEMM (QKV, fc1, LM head): input replicated [S,h]; its
@@ -35,7 +39,8 @@
 /* Saved activations of one block for one micro-batch. */
 typedef struct RN(block_acts) {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
-    real *qkv, *probs, *att;              /* [S,3hl] [b,a/t,s,s] [S,hl] */
+    real *qkv, *probs, *att;              /* [S,3hl] [b,a/t,s,sk] [S,hl] */
+    real *kv_full;                        /* CP: [sk*b,2hl] every position's K|V */
     real *xmid;                           /* [Sl,h] residual after attention */
     real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
     real *fc1_pre, *fc1_act;              /* [S,Fl] */
@@ -63,11 +68,15 @@ typedef struct RN(work) {
     real *dqkv;  /* [S,3hl] */
     real *dfc;   /* [S,Fl] */
     real *stats; /* [3S] cross-entropy max, sum, target logit */
-    real *att_scratch; /* [s] */
+    real *att_scratch; /* [sk] */
+    real *kv_loc;   /* CP: [S,2hl] this rank's K|V, or its share of their gradient */
+    real *kv_ranks; /* CP: [cp][S,2hl] every rank's K|V (or gradients), rank after rank */
+    real *dkv_full; /* CP: [sk*b,2hl] gradient of every position's K|V from these queries */
 } RN(work);
 
 typedef struct RN(sizes) {
     size_t S, Sl, h, hl, Fl, Vl, hd, al, s, b, L;
+    size_t sk, cp;                /* key positions (the whole sequence), CP degree */
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
     bool emb, head;               /* the stage holds the embedding / the head */
 } RN(sizes);
@@ -75,7 +84,9 @@ typedef struct RN(sizes) {
 static RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
 {
     RN(sizes) z;
-    z.s = (size_t)d->seq;
+    z.s = (size_t)mp_dims_positions(d);
+    z.sk = (size_t)d->seq;
+    z.cp = (size_t)mp_dims_cp(d);
     z.b = (size_t)d->micro_batch;
     z.S = z.s * z.b;
     z.Sl = (size_t)mp_dims_local_tokens(d);
@@ -121,8 +132,9 @@ static size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z)
         B->ln1_rstd = RN(take)(base, &u, z->Sl);
         B->ln1_full = RN(take)(base, &u, z->S * z->h);
         B->qkv = RN(take)(base, &u, z->S * 3 * z->hl);
-        B->probs = RN(take)(base, &u, z->b * z->al * z->s * z->s);
+        B->probs = RN(take)(base, &u, z->b * z->al * z->s * z->sk);
         B->att = RN(take)(base, &u, z->S * z->hl);
+        B->kv_full = RN(take)(base, &u, z->cp > 1 ? z->sk * z->b * 2 * z->hl : 0);
         B->xmid = RN(take)(base, &u, z->Sl * z->h);
         B->ln2_xhat = RN(take)(base, &u, z->Sl * z->h);
         B->ln2_rstd = RN(take)(base, &u, z->Sl);
@@ -151,7 +163,11 @@ static size_t RN(layout_work)(RN(work) *W, real *base, const RN(sizes) *z)
     W->dqkv = RN(take)(base, &u, z->S * 3 * z->hl);
     W->dfc = RN(take)(base, &u, z->S * z->Fl);
     W->stats = RN(take)(base, &u, 3 * z->S);
-    W->att_scratch = RN(take)(base, &u, z->s);
+    W->att_scratch = RN(take)(base, &u, z->sk);
+    size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->hl : 0;
+    W->kv_loc = RN(take)(base, &u, z->cp > 1 ? z->S * 2 * z->hl : 0);
+    W->kv_ranks = RN(take)(base, &u, kv);
+    W->dkv_full = RN(take)(base, &u, kv);
     return u;
 }
 
@@ -186,8 +202,11 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
     RN(work) W;
     size_t nws = RN(layout_work)(&W, NULL, &z);
     g->ws = calloc(nws, sizeof(real));
-    if (!g->w || !g->g || !g->slots || !g->ws)
+    g->qpos = malloc(z.s * sizeof *g->qpos);
+    if (!g->w || !g->g || !g->slots || !g->ws || !g->qpos)
         goto oom;
+    for (size_t i = 0; i < z.s; i++)
+        g->qpos[i] = mp_dims_global_pos(d, (int)i);
     g->n_slots = n_slots;
     for (int i = 0; i < n_slots; i++) {
         RN(mp_acts) probe_layout;
@@ -230,6 +249,7 @@ void RN(mp_gpt_free)(RN(mp_gpt) *g)
     free(g->w);
     free(g->g);
     free(g->ws);
+    free(g->qpos);
     free(g->kept_logits);
     memset(g, 0, sizeof *g);
 }
@@ -291,6 +311,61 @@ static real *RN(param)(real *buf, const RN(mp_gpt) *g, int pid)
             return st_;                                                                    \
     } while (0)
 
+/* ---- context parallelism: every key and value for this rank's queries ---- */
+
+/* Row of (rank c's local position i, sample n) in the position-major
+ * [sk*b] order of the whole sequence. */
+static size_t RN(cp_full_row)(const RN(mp_gpt) *g, const RN(sizes) *z, int c, size_t i,
+                              size_t n)
+{
+    mp_gpt_dims other = g->d;
+    other.cp_rank = c;
+    return (size_t)mp_dims_global_pos(&other, (int)i) * z->b + n;
+}
+
+/* kv_full[sk*b,2hl] = every rank's K|V columns of qkv, by position. */
+static mp_status RN(cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full, mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    size_t w = 2 * z.hl;
+    for (size_t r = 0; r < z.S; r++)
+        memcpy(W.kv_loc + r * w, qkv + r * 3 * z.hl + z.hl, w * sizeof(real));
+    double t = g->be->now();
+    CHECK(g->be->allgather(&g->cp, MP_REAL_KIND, W.kv_loc, W.kv_ranks, z.S * w, err));
+    mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    for (int c = 0; c < (int)z.cp; c++)
+        for (size_t i = 0; i < z.s; i++)
+            for (size_t n = 0; n < z.b; n++)
+                memcpy(kv_full + RN(cp_full_row)(g, &z, c, i, n) * w,
+                       W.kv_ranks + ((size_t)c * z.S + i * z.b + n) * w, w * sizeof(real));
+    return MP_OK;
+}
+
+/* dkv_full[sk*b,2hl] (these queries' share) summed over the CP group; this
+ * rank's rows go to the K|V columns of dqkv[S,3hl]. */
+static mp_status RN(cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,
+                                   mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    size_t w = 2 * z.hl;
+    for (int c = 0; c < (int)z.cp; c++)
+        for (size_t i = 0; i < z.s; i++)
+            for (size_t n = 0; n < z.b; n++)
+                memcpy(W.kv_ranks + ((size_t)c * z.S + i * z.b + n) * w,
+                       dkv_full + RN(cp_full_row)(g, &z, c, i, n) * w, w * sizeof(real));
+    double t = g->be->now();
+    if (!mp_probe_drops(g->probe, "cp-dkv"))
+        CHECK(g->be->reduce_scatter(&g->cp, MP_REAL_KIND, W.kv_ranks, W.kv_loc, z.S * w, err));
+    else
+        memcpy(W.kv_loc, W.kv_ranks + (size_t)g->cp.rank * z.S * w, z.S * w * sizeof(real));
+    mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    for (size_t r = 0; r < z.S; r++)
+        memcpy(dqkv + r * 3 * z.hl + z.hl, W.kv_loc + r * w, w * sizeof(real));
+    return MP_OK;
+}
+
 /* ---- one transformer block ---- */
 
 static mp_status RN(block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *x,
@@ -311,9 +386,17 @@ static mp_status RN(block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, cons
          B->qkv, 3 * z.hl);
     RN(mp_bias_add)(B->qkv, P(MP_BLK_QKV_B), (int)z.S, (int)(3 * z.hl));
     RN(mp_q)(ex, B->qkv, z.S * 3 * z.hl, MP_Q_ACT);
-    /* att[S,hl] = causal attention over this rank's heads */
-    RN(mp_attention_forward)(B->att, B->probs, B->qkv, (int)z.s, (int)z.b, (int)z.al,
-                             (int)z.hd, ex);
+    /* att[S,hl] = causal attention over this rank's heads (CP: this rank's
+     * queries against every position's K|V) */
+    if (z.cp > 1) {
+        CHECK(RN(cp_gather_kv)(g, B->qkv, B->kv_full, err));
+        RN(mp_attention_forward_kv)(B->att, B->probs, B->qkv, 3 * z.hl, B->kv_full,
+                                    B->kv_full + z.hl, 2 * z.hl, g->qpos, (int)z.s, (int)z.sk,
+                                    (int)z.b, (int)z.al, (int)z.hd, ex);
+    } else {
+        RN(mp_attention_forward)(B->att, B->probs, B->qkv, (int)z.s, (int)z.b, (int)z.al,
+                                 (int)z.hd, ex);
+    }
     /* xmid[Sl,h] = x + reduce(att @ Wo[hl,h]) + bo   (row-parallel) */
     GEMM(false, false, z.S, z.h, z.hl, B->att, z.hl, P(MP_BLK_PROJ_W), z.h, 0.0, W.part, z.h);
     CHECK(RN(tp_reduce)(g, W.part, B->xmid, z.h, "tp-attn", err));
@@ -383,8 +466,19 @@ static mp_status RN(block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, rea
     GEMM(true, false, z.hl, z.h, z.S, B->att, z.hl, dfull, z.h, 1.0, G(MP_BLK_PROJ_W), z.h);
     GEMM(false, true, z.S, z.hl, z.h, dfull, z.h, P(MP_BLK_PROJ_W), z.h, 0.0, W.datt, z.hl);
     RN(mp_q)(ex, W.datt, z.S * z.hl, MP_Q_GRAD);
-    RN(mp_attention_backward)(W.dqkv, W.datt, B->qkv, B->probs, (int)z.s, (int)z.b, (int)z.al,
-                              (int)z.hd, W.att_scratch, ex);
+    if (z.cp > 1) {
+        memset(W.dkv_full, 0, z.sk * z.b * 2 * z.hl * sizeof(real));
+        RN(mp_attention_backward_kv)(W.dqkv, 3 * z.hl, W.dkv_full, W.dkv_full + z.hl,
+                                     2 * z.hl, W.datt, B->qkv, 3 * z.hl, B->kv_full,
+                                     B->kv_full + z.hl, 2 * z.hl, B->probs, g->qpos, (int)z.s,
+                                     (int)z.sk, (int)z.b, (int)z.al, (int)z.hd, W.att_scratch,
+                                     ex);
+        CHECK(RN(cp_reduce_dkv)(g, W.dkv_full, W.dqkv, err));
+        RN(mp_q)(ex, W.dqkv, z.S * 3 * z.hl, MP_Q_GRAD_ATT); /* the summed K|V gradients */
+    } else {
+        RN(mp_attention_backward)(W.dqkv, W.datt, B->qkv, B->probs, (int)z.s, (int)z.b,
+                                  (int)z.al, (int)z.hd, W.att_scratch, ex);
+    }
     /* dbqkv, dWqkv[h,3hl] += ln1_full^T @ dqkv; dln1 = reduce(dqkv @ Wqkv^T) */
     RN(mp_bias_grad)(G(MP_BLK_QKV_B), W.dqkv, (int)z.S, (int)(3 * z.hl));
     GEMM(true, false, z.h, 3 * z.hl, z.S, B->ln1_full, z.h, W.dqkv, 3 * z.hl, 1.0,
@@ -435,7 +529,7 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
         }
         CHECK(RN(tp_reduce)(g, W.part, A->x0, z.h, "tp-embed", err));
         for (size_t rl = 0; rl < z.Sl; rl++) {
-            size_t pos = RN(global_row)(g, rl, z.Sl) / z.b;
+            size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
             RN(mp_add)(A->x0 + rl * z.h, wpe + pos * z.h, z.h);
         }
         RN(mp_q)(ex, A->x0, z.Sl * z.h, MP_Q_ACT);
@@ -553,7 +647,7 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
     /* embedding: dwpe[pos] += dres (local rows); dwte rows this rank owns */
     real *gwpe = RN(param)(g->g, g, lay->wpe), *gwte = RN(param)(g->g, g, lay->wte);
     for (size_t rl = 0; rl < z.Sl; rl++) {
-        size_t pos = RN(global_row)(g, rl, z.Sl) / z.b;
+        size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
         RN(mp_add)(gwpe + pos * z.h, W.dres + rl * z.h, z.h);
     }
     const real *dfull = W.dres;

@@ -57,10 +57,14 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
 {
     memset(out, 0, sizeof *out);
     int h = d->hidden, f = d->ffn, v = d->vocab, t = d->tp;
-    if (h % d->heads || d->heads % t || f % t || v % t || (d->sp && d->seq % t))
+    if (d->seq % (2 * mp_dims_cp(d)) && mp_dims_cp(d) > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
+                            "cp=%d needs seq (%d) divisible into %d chunks", d->cp, d->seq,
+                            2 * d->cp);
+    if (h % d->heads || d->heads % t || f % t || v % t || (d->sp && mp_dims_positions(d) % t))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
                             "tp=%d must divide heads (%d), ffn_hidden (%d), vocab (%d)%s", t,
-                            d->heads, f, v, d->sp ? " and, with sp, seq" : "");
+                            d->heads, f, v, d->sp ? " and, with sp, seq / cp" : "");
     builder b = {.l = out, .d = d};
     mp_dims_items(d, &b.item_begin, &b.item_end);
     if (b.item_begin < 0 || b.item_end > d->layers + 2 || b.item_begin >= b.item_end)

@@ -18,6 +18,9 @@ typedef struct mp_gpt_dims {
     bool tied;            /* LM head shares the token embedding */
     int tp, tp_rank;      /* tensor-parallel degree and this rank's place */
     bool sp;              /* sequence parallelism (needs tp > 1 to matter) */
+    int cp, cp_rank;      /* context parallelism (0 or 1: none): the sequence is cut in 2cp
+                             chunks and this rank holds chunks cp_rank and 2cp-1-cp_rank,
+                             so that every rank gets as much of the causal mask's work */
     /* The pipeline stage this rank runs: layer items [item_begin, item_end)
      * (0 embedding, 1..L blocks, L+1 final norm + head + loss); 0, 0 = all. */
     int item_begin, item_end;
@@ -31,7 +34,23 @@ static inline void mp_dims_items(const mp_gpt_dims *d, int *begin, int *end)
 }
 
 /* Derived per-rank sizes. */
-static inline int mp_dims_tokens(const mp_gpt_dims *d) { return d->seq * d->micro_batch; }
+static inline int mp_dims_cp(const mp_gpt_dims *d) { return d->cp > 1 ? d->cp : 1; }
+/* Sequence positions this rank holds (all of them without CP). */
+static inline int mp_dims_positions(const mp_gpt_dims *d) { return d->seq / mp_dims_cp(d); }
+/* Global position of this rank's local position i (positions ascend). */
+static inline int mp_dims_global_pos(const mp_gpt_dims *d, int i)
+{
+    int c = mp_dims_cp(d);
+    if (c == 1)
+        return i;
+    int chunk = d->seq / (2 * c);
+    return i < chunk ? d->cp_rank * chunk + i : (2 * c - 1 - d->cp_rank) * chunk + (i - chunk);
+}
+/* Token rows of one micro-batch on this rank: local positions x samples. */
+static inline int mp_dims_tokens(const mp_gpt_dims *d)
+{
+    return mp_dims_positions(d) * d->micro_batch;
+}
 static inline int mp_dims_local_tokens(const mp_gpt_dims *d)
 {
     return d->sp ? mp_dims_tokens(d) / d->tp : mp_dims_tokens(d);

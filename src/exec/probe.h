@@ -20,7 +20,7 @@ typedef struct mp_probe {
     size_t n, cap;
     bool oom;
     /* Test-only: the collective site to skip ("tp-attn", "tp-mlp", "tp-embed",
-     * "tp-head", "tp-lngrad", "dp-grad"; NULL: none). */
+     * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv"; NULL: none). */
     const char *drop_site;
     /* Test-only: this rank kills itself with SIGKILL at the first backward of
      * step kill_step (-1: never). */

@@ -61,6 +61,8 @@ mp_status mp_runtime_split(mp_runtime *rt, int tp, int cp, int dp, int pp, mp_er
         (st = split(&rt->dp_group, t + tp * (c + cp * p), d, err)) ||
         (st = split(&rt->pp_group, t + tp * (c + cp * d), p, err)))
         return st;
+    if ((st = split(&rt->dpcp_group, t + tp * p, c + cp * d, err)))
+        return st;
     /* every rank takes part in the split; a middle stage gets a group of its own */
     bool end = pp > 1 && (p == 0 || p == pp - 1);
     int ends = tp * cp * dp;
@@ -82,6 +84,7 @@ void mp_runtime_stop(mp_runtime *rt)
     free_group(&rt->dp_group);
     free_group(&rt->pp_group);
     free_group(&rt->emb_group);
+    free_group(&rt->dpcp_group);
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);

@@ -19,6 +19,10 @@ typedef struct mp_runtime {
      * tied embeddings sum their gradients here (Megatron's embedding group).
      * Size 1 (this rank alone) when pp == 1 or the rank is a middle stage. */
     mp_group emb_group;
+    /* DP x CP: every rank of one (t, p) holds the same weights, so their
+     * gradients are reduced (and the distributed optimizer sharded) over it,
+     * as Megatron does; rank in it = c + cp*d. Equal to the DP group when cp == 1. */
+    mp_group dpcp_group;
     mp_group self;                      /* MPI_COMM_SELF: the reference's size-1 groups */
 } mp_runtime;
 

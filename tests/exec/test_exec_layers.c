@@ -534,6 +534,42 @@ static void test_stages_untied(void **state)
     check_stages(false);
 }
 
+/* Context parallelism's load balancing (Megatron-LM): 2cp chunks, CP rank c
+ * holding chunks c and 2cp-1-c, so each rank's queries see as many causal
+ * keys; every position belongs to exactly one rank. */
+static void test_cp_positions_balance(void **state)
+{
+    (void)state;
+    for (int cp = 2; cp <= 8; cp *= 2) {
+        mp_gpt_dims d = {.seq = 16 * cp, .micro_batch = 1, .cp = cp};
+        int owner[128];
+        for (int i = 0; i < d.seq; i++)
+            owner[i] = -1;
+        long work0 = -1;
+        for (int c = 0; c < cp; c++) {
+            d.cp_rank = c;
+            assert_int_equal(mp_dims_positions(&d), d.seq / cp);
+            long work = 0; /* keys a causal query sees: its position + 1 */
+            for (int i = 0; i < mp_dims_positions(&d); i++) {
+                int g = mp_dims_global_pos(&d, i);
+                assert_true(g >= 0 && g < d.seq);
+                assert_int_equal(owner[g], -1);
+                owner[g] = c;
+                if (i > 0)
+                    assert_true(g > mp_dims_global_pos(&d, i - 1)); /* ascending */
+                work += g + 1;
+            }
+            if (work0 < 0)
+                work0 = work;
+            assert_int_equal(work, work0);
+        }
+        /* rank 0 holds the first and the last chunk */
+        d.cp_rank = 0;
+        assert_int_equal(mp_dims_global_pos(&d, 0), 0);
+        assert_int_equal(mp_dims_global_pos(&d, mp_dims_positions(&d) - 1), d.seq - 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_sharded_adamw_matches_whole),
         cmocka_unit_test(test_stages_tied),
         cmocka_unit_test(test_stages_untied),
+        cmocka_unit_test(test_cp_positions_balance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

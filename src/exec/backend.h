@@ -47,6 +47,10 @@ typedef struct mp_backend {
     mp_status (*recv)(const mp_group *g, mp_real_kind kind, void *buf, size_t count, int peer,
                       int tag, mp_error *err);
     mp_status (*send_wait)(mp_error *err);
+    /* One step of a ring: send count elements to `to` and receive count from
+     * `from` at once (never deadlocks when every rank of a ring calls it). */
+    mp_status (*sendrecv)(const mp_group *g, mp_real_kind kind, const void *send, int to,
+                          void *recv, int from, size_t count, int tag, mp_error *err);
     /* Seconds on a clock shared by the ranks of one machine. */
     double (*now)(void);
 } mp_backend;

@@ -88,6 +88,7 @@ static const mp_backend cpu_backend = {
     .send = mp_p2p_mpi_send,
     .recv = mp_p2p_mpi_recv,
     .send_wait = mp_p2p_mpi_send_wait,
+    .sendrecv = mp_p2p_mpi_sendrecv,
     .now = cpu_now,
 };
 

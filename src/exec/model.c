@@ -323,18 +323,27 @@ static size_t RN(cp_full_row)(const RN(mp_gpt) *g, const RN(sizes) *z, int c, si
     return (size_t)mp_dims_global_pos(&other, (int)i) * z->b + n;
 }
 
-/* kv_full[sk*b,2hl] = every rank's K|V columns of qkv, by position. */
+/* kv_full[sk*b,2hl] = every rank's K|V columns of qkv, by position: a ring
+ * of cp - 1 steps, each rank passing on the block it last received (the K/V
+ * traffic of ring attention). */
 static mp_status RN(cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full, mp_error *err)
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
-    size_t w = 2 * z.hl;
+    size_t w = 2 * z.hl, blk = z.S * w;
+    int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
+    real *mine = W.kv_ranks + (size_t)me * blk;
     for (size_t r = 0; r < z.S; r++)
-        memcpy(W.kv_loc + r * w, qkv + r * 3 * z.hl + z.hl, w * sizeof(real));
-    double t = g->be->now();
-    CHECK(g->be->allgather(&g->cp, MP_REAL_KIND, W.kv_loc, W.kv_ranks, z.S * w, err));
-    mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
-    for (int c = 0; c < (int)z.cp; c++)
+        memcpy(mine + r * w, qkv + r * 3 * z.hl + z.hl, w * sizeof(real));
+    for (int k = 1; k < cp; k++) {
+        /* step k: pass on rank (me - k + 1)'s block, receive rank (me - k)'s */
+        int out = (me - k + 1 + cp) % cp, in = (me - k + cp) % cp;
+        double t = g->be->now();
+        CHECK(g->be->sendrecv(&g->cp, MP_REAL_KIND, W.kv_ranks + (size_t)out * blk, next,
+                              W.kv_ranks + (size_t)in * blk, prev, blk, k, err));
+        mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    }
+    for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
             for (size_t n = 0; n < z.b; n++)
                 memcpy(kv_full + RN(cp_full_row)(g, &z, c, i, n) * w,
@@ -343,26 +352,35 @@ static mp_status RN(cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full,
 }
 
 /* dkv_full[sk*b,2hl] (these queries' share) summed over the CP group; this
- * rank's rows go to the K|V columns of dqkv[S,3hl]. */
+ * rank's rows go to the K|V columns of dqkv[S,3hl]. A ring of cp - 1 steps:
+ * each block's partial sum travels from rank owner + 1 around to its owner,
+ * every rank adding its share on the way. */
 static mp_status RN(cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,
                                    mp_error *err)
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
-    size_t w = 2 * z.hl;
-    for (int c = 0; c < (int)z.cp; c++)
+    size_t w = 2 * z.hl, blk = z.S * w;
+    int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
+    for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
             for (size_t n = 0; n < z.b; n++)
                 memcpy(W.kv_ranks + ((size_t)c * z.S + i * z.b + n) * w,
                        dkv_full + RN(cp_full_row)(g, &z, c, i, n) * w, w * sizeof(real));
-    double t = g->be->now();
-    if (!mp_probe_drops(g->probe, "cp-dkv"))
-        CHECK(g->be->reduce_scatter(&g->cp, MP_REAL_KIND, W.kv_ranks, W.kv_loc, z.S * w, err));
-    else
-        memcpy(W.kv_loc, W.kv_ranks + (size_t)g->cp.rank * z.S * w, z.S * w * sizeof(real));
-    mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    bool drop = mp_probe_drops(g->probe, "cp-dkv");
+    for (int k = 1; k < cp && !drop; k++) {
+        /* step k: pass on the sum for rank (me - k)'s block, receive the sum
+         * for rank (me - k - 1)'s and add this rank's share to it */
+        int out = (me - k + cp) % cp, in = (me - k - 1 + 2 * cp) % cp;
+        double t = g->be->now();
+        CHECK(g->be->sendrecv(&g->cp, MP_REAL_KIND, W.kv_ranks + (size_t)out * blk, next,
+                              W.kv_loc, prev, blk, cp + k, err));
+        RN(mp_add)(W.kv_ranks + (size_t)in * blk, W.kv_loc, blk);
+        mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    }
+    const real *sum = W.kv_ranks + (size_t)me * blk;
     for (size_t r = 0; r < z.S; r++)
-        memcpy(dqkv + r * 3 * z.hl + z.hl, W.kv_loc + r * w, w * sizeof(real));
+        memcpy(dqkv + r * 3 * z.hl + z.hl, sum + r * w, w * sizeof(real));
     return MP_OK;
 }
 

@@ -1,8 +1,9 @@
-/* p2p_mpi.c — pipeline sends that never wait for their receive: each send
- * copies its data and starts an MPI_Isend; the copies and requests are kept
- * until send_wait. A blocking MPI_Send would not do: two neighbouring stages
- * that both send before receiving (1F1B's steady state) deadlock once the
- * messages are too large for MPI's eager protocol. */
+/* p2p_mpi.c — point-to-point over MPI. Pipeline sends never wait for their
+ * receive: each send copies its data and starts an MPI_Isend; the copies and
+ * requests are kept until send_wait. A blocking MPI_Send would not do: two
+ * neighbouring stages that both send before receiving (1F1B's steady state)
+ * deadlock once the messages are too large for MPI's eager protocol. Ring
+ * steps (context parallelism) pair each send with its receive. */
 #include "exec/p2p_mpi.h"
 
 #include "exec/mpi_util.h"
@@ -102,4 +103,17 @@ mp_status mp_p2p_mpi_send_wait(mp_error *err)
         cap_out = 0;
     }
     return st;
+}
+
+mp_status mp_p2p_mpi_sendrecv(const mp_group *g, mp_real_kind kind, const void *send, int to,
+                              void *recv, int from, size_t count, int tag, mp_error *err)
+{
+    mp_status st = check_args(g, count, to, tag, err);
+    if (!st)
+        st = check_args(g, count, from, tag, err);
+    if (st)
+        return st;
+    int rc = MPI_Sendrecv(send, (int)count, mp_mpi_type(kind), to, tag, recv, (int)count,
+                          mp_mpi_type(kind), from, tag, g->comm, MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? MP_OK : mp_mpi_failed(rc, "MPI_Sendrecv", err);
 }

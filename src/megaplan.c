@@ -19,6 +19,7 @@ static const verb verbs[] = {
     {"explain", cmd_explain, "why a configuration is refused, does not fit, or loses"},
     {"simulate", cmd_simulate, "one iteration as a discrete-event timeline (trace, plot)"},
     {"exec", cmd_exec, "run a plan on MPI ranks; check numerics and timing"},
+    {"calibrate", cmd_calibrate, "measure this machine's CPU backend as a hardware profile"},
     {"models", cmd_models, "list built-in model presets"},
     {"hw", cmd_hw, "list built-in hardware profiles"},
 };
@@ -27,7 +28,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: megaplan <verb> [options]   (megaplan <verb> --help for each)\n\n");
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        fprintf(out, "  %-9s %s\n", verbs[i].name, verbs[i].summary);
+        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
 }
 
 /* A listing cut short by a full disk must not exit 0 as if it were whole:

@@ -15,6 +15,7 @@ int cmd_explain(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 /* Prints "megaplan <verb>: file:line:col: field: message" to stderr and
  * returns the exit status for err->code. */

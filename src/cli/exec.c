@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/mpi_launch.h"
 #include "core/error.h"
 #include "megaplan_config.h"
 
 #if HAVE_EXEC_CPU
 #include "core/io.h"
+#include "exec/compare.h"
 #include "exec/exec.h"
 #include "exec/runtime.h"
 #include "sim/timeline.h"
@@ -31,16 +33,19 @@ static void usage(FILE *out)
             "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
             "                     [--micro-batches M]\n"
-            "                     [--no-check] [--trace FILE] [--format table|json]\n"
-            "  Runs the plan's tensor, sequence and data parallelism on MPI ranks (CPU backend)\n"
-            "  and compares loss, logits, every gradient and every updated weight with the\n"
-            "  same model unpartitioned on one rank.\n"
+            "                     [--no-check] [--trace FILE] [--compare HW]\n"
+            "                     [--format table|json]\n"
+            "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
+            "  ranks (CPU backend) and compares loss, logits, every gradient and every updated\n"
+            "  weight with the same model unpartitioned on one rank.\n"
             "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
             "  --steps K    training steps to run and check (default 3)\n"
             "  --exact      dyadic data: partitioned and reference must agree bit for bit\n"
             "               (default: fp32 against an fp64 reference, relative error <= --tol)\n"
             "  --shrink     keep the degrees, scale hidden/heads/seq/layers/vocab down\n"
-            "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n");
+            "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n"
+            "  --compare HW the last step's times against the simulator's prediction of\n"
+            "               this run on profile HW (from `megaplan calibrate`), per phase\n");
 }
 
 typedef struct exec_args {
@@ -48,6 +53,7 @@ typedef struct exec_args {
     int np;
     bool json;
     const char *trace;
+    const char *compare; /* hardware profile to simulate the run on */
 #if HAVE_EXEC_CPU
     mp_exec_opts o;
 #endif
@@ -94,7 +100,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             snprintf(name, sizeof name, "%s", arg);
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
-                                            "--adam-eps", "--micro-batches", "--trace", "--format",
+                                            "--adam-eps", "--micro-batches", "--trace", "--format", "--compare",
                                             "--test-drop-allreduce", "--test-kill-rank"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
@@ -120,6 +126,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             a->json = !strcmp(val, "json");
         } else if (!strcmp(name, "--trace")) {
             a->trace = val;
+        } else if (!strcmp(name, "--compare")) {
+            a->compare = val;
 #if HAVE_EXEC_CPU
         } else if (!strcmp(name, "--steps")) {
             ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
@@ -189,100 +197,6 @@ int cmd_exec(int argc, char **argv)
 
 #else
 
-/* Under mpirun (Open MPI, or a PMI launcher such as srun)? */
-static bool under_mpi_launcher(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
-static bool launcher_rank0(void)
-{
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
-    if (!r)
-        r = getenv("PMI_RANK");
-    return !r || !strcmp(r, "0");
-}
-
-/* `megaplan exec --np N ...`: run mpirun with this binary and the other
- * arguments; report how it ended. */
-static int launch(int argc, char **argv, int np)
-{
-    const char *mpirun = getenv("MEGAPLAN_MPIRUN");
-    if (!mpirun || !*mpirun)
-        mpirun = "mpirun";
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) {
-        fprintf(stderr, "megaplan exec: cannot find this program's path to start the ranks\n");
-        return 1;
-    }
-    self[len] = 0;
-    char npbuf[16];
-    snprintf(npbuf, sizeof npbuf, "%d", np);
-    char **args = calloc((size_t)argc + 16, sizeof *args);
-    if (!args) {
-        fprintf(stderr, "megaplan exec: out of memory\n");
-        return 1;
-    }
-    int k = 0;
-    args[k++] = (char *)mpirun;
-    if (geteuid() == 0)
-        args[k++] = "--allow-run-as-root";
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1 || np > cores)
-        args[k++] = "--oversubscribe";
-    args[k++] = "-np";
-    args[k++] = npbuf;
-    args[k++] = self;
-    args[k++] = "exec";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--np")) {
-            i++;
-            continue;
-        }
-        if (!strncmp(argv[i], "--np=", 5))
-            continue;
-        args[k++] = argv[i];
-    }
-    args[k] = NULL;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "megaplan exec: cannot start %s: %s\n", mpirun, strerror(errno));
-        free(args);
-        return 1;
-    }
-    if (pid == 0) {
-        setenv("OPENBLAS_NUM_THREADS", "1", 1);
-        execvp(mpirun, args);
-        fprintf(stderr, "megaplan exec: cannot run %s: %s (install Open MPI: openmpi-bin)\n",
-                mpirun, strerror(errno));
-        _exit(127);
-    }
-    free(args);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) {
-            fprintf(stderr, "megaplan exec: lost track of mpirun: %s\n", strerror(errno));
-            return 1;
-        }
-    if (WIFSIGNALED(status)) {
-        fprintf(stderr, "megaplan exec: mpirun was killed by signal %d\n", WTERMSIG(status));
-        return 1;
-    }
-    int code = WEXITSTATUS(status);
-    if (code == 127)
-        return 1;
-    if (code == 1 || code == 2 || code == 0)
-        return code; /* the ranks have said why */
-    fprintf(stderr,
-            "megaplan exec: the run failed: mpirun exited with status %d (a rank died or "
-            "was killed; see mpirun's message above)\n",
-            code);
-    return 1;
-}
-
 /* Before starting ranks: a plan that cannot run is refused once, here,
  * rather than by N ranks under mpirun's own messages. */
 static int precheck(const exec_args *a)
@@ -299,6 +213,10 @@ static int precheck(const exec_args *a)
     mp_status st = mp_plan_read_file(a->plan, plan, &err);
     if (!st)
         st = mp_exec_precheck(plan, &a->o, &d, &m, &err);
+    if (!st && a->compare) {
+        mp_hw hw;
+        st = mp_hw_load(a->compare, &hw, &err);
+    }
     if (!st) {
         const mp_parallel *p = &plan->config.parallel;
         int64_t need = p->tp * p->cp * p->dp * p->pp;
@@ -315,6 +233,32 @@ static int precheck(const exec_args *a)
     if (!err.file[0] && strncmp(err.field, "--", 2))
         snprintf(err.file, sizeof err.file, "%s", a->plan);
     return mp_cli_fail("exec", &err);
+}
+
+static const char *cmp_key(mp_cmp_row r)
+{
+    static const char *const keys[MP_CMP_COUNT] = {"step", "compute", "tp", "cp", "pp", "dp",
+                                                   "optimizer"};
+    return keys[r];
+}
+
+/* Measured against simulated, per phase of the last step. */
+static void print_comparison(const mp_hw *hw, const mp_exec_comparison *c)
+{
+    printf("compare: the last step against the simulator on %s (slowest rank; TP and CP "
+           "collectives are left out of compute)\n", hw->name);
+    printf("  %-24s %12s %12s %10s\n", "phase", "measured s", "simulated s", "ratio");
+    for (int i = 0; i < MP_CMP_COUNT; i++) {
+        double m = c->measured[i], s = c->simulated[i];
+        if (m == 0 && s == 0)
+            continue;
+        char ratio[32];
+        if (s > 0)
+            snprintf(ratio, sizeof ratio, "%.2f", m / s);
+        else
+            snprintf(ratio, sizeof ratio, "-");
+        printf("  %-24s %12.6f %12.6f %10s\n", mp_cmp_name((mp_cmp_row)i), m, s, ratio);
+    }
 }
 
 static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_report *r,
@@ -372,8 +316,10 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
     }
     const double *ph = r->phase_seconds;
     printf("measured, last step, max over ranks: forward %.4f s, backward %.4f s, tp "
-           "collectives %.4f s (mostly within F and B), dp collectives %.4f s, optimizer %.4f s\n",
-           ph[0], ph[1], ph[2], ph[3], ph[4]);
+           "collectives %.4f s and cp ring %.4f s (within F and B), pipeline transfers %.4f s, "
+           "dp collectives %.4f s, optimizer %.4f s\n",
+           ph[MP_PHASE_F], ph[MP_PHASE_B], ph[MP_PHASE_TP], ph[MP_PHASE_CP], ph[MP_PHASE_PP],
+           ph[MP_PHASE_DP], ph[MP_PHASE_OPTIMIZER]);
     if (!r->checked)
         return;
     printf("%-36s %12s %12s\n", "tensor", "max_abs", "max_rel");
@@ -389,13 +335,13 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
 int cmd_exec(int argc, char **argv)
 {
     exec_args a;
-    bool loud = launcher_rank0();
+    bool loud = mp_cli_launcher_rank0();
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (a.np > 0 && !under_mpi_launcher()) {
+    if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
         int bad = precheck(&a);
-        return bad ? bad : launch(argc, argv, a.np);
+        return bad ? bad : mp_cli_mpirun("exec", argc, argv, a.np);
     }
     a.o.want_timeline = a.trace != NULL;
 
@@ -411,6 +357,9 @@ int cmd_exec(int argc, char **argv)
         mp_runtime_abort(1);
     }
     mp_status st = mp_plan_read_file(a.plan, plan, &err);
+    mp_hw compare_hw;
+    if (!st && a.compare)
+        st = mp_hw_load(a.compare, &compare_hw, &err); /* every rank: the same answer */
     if (st) {
         if (root)
             mp_cli_fail("exec", &err);
@@ -442,6 +391,20 @@ int cmd_exec(int argc, char **argv)
     int status = rep.ok ? 0 : 1;
     if (root) {
         print_report(&a, plan, &rep, a.o.tol);
+        mp_exec_comparison cmp;
+        bool compared = false;
+        if (a.compare) {
+            mp_error cerr;
+            mp_error_clear(&cerr);
+            if (mp_exec_compare(plan, a.o.shrink, &rep, &compare_hw, &cmp, &cerr) == MP_OK) {
+                compared = true;
+                print_comparison(&compare_hw, &cmp);
+            } else {
+                char line[1024];
+                printf("compare: the simulator cannot run this on %s: %s\n", compare_hw.name,
+                       mp_error_format(&cerr, line, sizeof line));
+            }
+        }
         if (!rep.ok)
             fprintf(stderr,
                     "megaplan exec: mismatch: tensor %s differs on rank %d at step %d "
@@ -456,11 +419,21 @@ int cmd_exec(int argc, char **argv)
                 printf("trace: %s (measured, last step)\n", a.trace);
             }
         }
-        if (a.json)
+        if (a.json) {
             printf("{\"ok\": %s, \"max_abs_error\": %.9g, \"max_rel_error\": %.9g, "
-                   "\"tensors_checked\": %ld, \"steps\": %d}\n",
+                   "\"tensors_checked\": %ld, \"steps\": %d",
                    rep.ok ? "true" : "false", rep.max_abs, rep.max_rel, rep.tensors_checked,
                    rep.steps);
+            if (compared) {
+                /* per phase: [measured, simulated] seconds */
+                printf(", \"compare\": {");
+                for (int i = 0; i < MP_CMP_COUNT; i++)
+                    printf("%s\"%s\": [%.6g, %.6g]", i ? ", " : "", cmp_key((mp_cmp_row)i),
+                           cmp.measured[i], cmp.simulated[i]);
+                printf("}");
+            }
+            printf("}\n");
+        }
         fflush(stdout);
     }
     mp_exec_report_free(&rep);

@@ -573,6 +573,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         double loss = 0;
         double start = be->now();
         TRY(mp_trainer_grads_chunks_f32(R.trainer, v, R.tok, R.tgt, &loss, err));
+        double grads_seconds = be->now() - start; /* the step's time leaves the check out */
         TRY(be->allreduce(&rt->dpcp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         /* only the last stage computes the loss; the others add nothing */
         TRY(be->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
@@ -596,9 +597,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                                 &R.ref_lay, rt->tp_rank, R.trainer[c].shard_lo,
                                 R.trainer[c].shard_hi);
         }
+        double update_start = be->now();
         for (int c = 0; c < v; c++)
             TRY(mp_trainer_update_f32(&R.trainer[c], step, err));
-        rep->step_seconds[step - 1] = be->now() - start;
+        rep->step_seconds[step - 1] = grads_seconds + (be->now() - update_start);
         if (o->check) {
             if (R.ref64)
                 TRY(mp_trainer_update_f64(&R.rtr64, step, err));
@@ -617,15 +619,29 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         rep->ok = true;
     {
         /* the last step's phases; a TP collective inside an F or B counts in both */
-        double mine[5] = {0};
+        double mine[MP_PHASE_COUNT] = {0};
         for (size_t i = 0; i < R.probe.n; i++) {
             const mp_event *e = &R.probe.events[i];
-            int k = e->kind == MP_EV_F ? 0 : e->kind == MP_EV_B ? 1 : e->kind == MP_EV_TP_COMM ? 2
-                  : e->kind == MP_EV_DP_COMM ? 3 : e->kind == MP_EV_OPTIMIZER ? 4 : -1;
+            int k = -1;
+            switch (e->kind) {
+            case MP_EV_F: k = MP_PHASE_F; break;
+            case MP_EV_B: k = MP_PHASE_B; break;
+            case MP_EV_TP_COMM: k = MP_PHASE_TP; break;
+            case MP_EV_DP_COMM: k = MP_PHASE_DP; break;
+            case MP_EV_OPTIMIZER: k = MP_PHASE_OPTIMIZER; break;
+            case MP_EV_CP_COMM: k = MP_PHASE_CP; break;
+            case MP_EV_SEND_FWD: case MP_EV_RECV_FWD: case MP_EV_SEND_BWD: case MP_EV_RECV_BWD:
+            case MP_EV_OTHER: k = MP_PHASE_PP; break;
+            default: break;
+            }
             if (k >= 0)
                 mine[k] += e->end - e->start;
         }
-        MPI_Reduce(mine, rep->phase_seconds, 5, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(mine, rep->phase_seconds, MP_PHASE_COUNT, MPI_DOUBLE, MPI_MAX, 0,
+                   MPI_COMM_WORLD);
+        /* every step's time as the slowest rank saw it */
+        MPI_Allreduce(MPI_IN_PLACE, rep->step_seconds, o->steps, MPI_DOUBLE, MPI_MAX,
+                      MPI_COMM_WORLD);
     }
     if (o->want_timeline)
         TRY(gather_timeline(rt, &R.probe, rep, err));

@@ -33,6 +33,18 @@ typedef struct mp_exec_opts {
 
 void mp_exec_opts_default(mp_exec_opts *o);
 
+/* What the probe's events of one step add up to, per rank. */
+typedef enum {
+    MP_PHASE_F,         /* forward passes */
+    MP_PHASE_B,         /* backward passes */
+    MP_PHASE_TP,        /* TP/SP collectives (inside F and B) */
+    MP_PHASE_DP,        /* DP (x CP) gradient reduction and the dist-opt all-gather */
+    MP_PHASE_OPTIMIZER, /* AdamW */
+    MP_PHASE_CP,        /* CP ring steps (inside F and B) */
+    MP_PHASE_PP,        /* pipeline sends, receives (waiting included), tied-embedding sum */
+    MP_PHASE_COUNT
+} mp_phase;
+
 typedef struct mp_exec_tensor {
     char name[64];
     double max_abs, max_rel;
@@ -46,10 +58,10 @@ typedef struct mp_exec_report {
     const char *schedule;
     const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
     double loss[MP_EXEC_MAX_STEPS], ref_loss[MP_EXEC_MAX_STEPS];
-    double step_seconds[MP_EXEC_MAX_STEPS];
-    /* measured time per phase in the last step, max over ranks: forward,
-     * backward, TP collectives, DP collectives, optimizer (seconds) */
-    double phase_seconds[5];
+    double step_seconds[MP_EXEC_MAX_STEPS]; /* the partitioned step (no reference), slowest rank */
+    /* measured seconds per phase in the last step, max over ranks (mp_phase;
+     * TP and CP collectives run inside F and B and count there too) */
+    double phase_seconds[MP_PHASE_COUNT];
     bool ok;
     double max_abs, max_rel;
     long tensors_checked;

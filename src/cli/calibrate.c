@@ -1,0 +1,183 @@
+/* calibrate.c — `megaplan calibrate`: measure this machine as the executor
+ * uses it (src/exec/calibrate.c) and write a hardware profile that `estimate`,
+ * `simulate` and `exec --compare` can use with --hw FILE.
+ *
+ *   megaplan calibrate --np 2 -o cpu.yaml     megaplan starts mpirun itself
+ *   mpirun -np 2 megaplan calibrate > cpu.yaml
+ *
+ * The profile's comments record what was measured. Only rank 0 writes. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/mpi_launch.h"
+#include "core/buf.h"
+#include "core/error.h"
+#include "megaplan_config.h"
+
+#if HAVE_EXEC_CPU
+#include "core/io.h"
+#include "exec/calibrate.h"
+#include "exec/runtime.h"
+#endif
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: megaplan calibrate [--np N] [-o FILE] [--name NAME]\n"
+            "  Measures the CPU backend on N MPI ranks running at once (GEMM rate by size,\n"
+            "  memory bandwidth, the executor's LayerNorm, all-reduce latency and bandwidth)\n"
+            "  and writes them as a hardware profile (YAML; stdout without -o), for\n"
+            "  `megaplan exec --compare FILE` and any --hw FILE. Takes a few seconds.\n"
+            "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
+            "  -o FILE      write the profile here (atomically)\n"
+            "  --name NAME  the profile's name (default cpu-local)\n");
+}
+
+typedef struct calib_args {
+    int np;
+    const char *out, *name;
+} calib_args;
+
+/* 0 ok, 1 --help printed, 2 bad usage (said when loud). */
+static int parse_args(int argc, char **argv, calib_args *a, bool loud)
+{
+    memset(a, 0, sizeof *a);
+    a->name = "cpu-local";
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        bool takes = !strcmp(arg, "--np") || !strcmp(arg, "-o") || !strcmp(arg, "--name");
+        if (!takes) {
+            if (loud)
+                fprintf(stderr, "megaplan calibrate: %s: unknown %s (see megaplan calibrate "
+                                "--help)\n", arg, arg[0] == '-' ? "option" : "argument");
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            if (loud)
+                fprintf(stderr, "megaplan calibrate: %s: needs a value\n", arg);
+            return 2;
+        }
+        const char *val = argv[++i];
+        if (!strcmp(arg, "--np")) {
+            char *end;
+            errno = 0;
+            long n = strtol(val, &end, 10);
+            if (errno || end == val || *end || n < 1 || n > 4096) {
+                if (loud)
+                    fprintf(stderr, "megaplan calibrate: --np: bad value '%s' (1..4096)\n", val);
+                return 2;
+            }
+            a->np = (int)n;
+        } else if (!strcmp(arg, "-o")) {
+            a->out = val;
+        } else {
+            size_t len = strlen(val);
+            bool good = len > 0 && len < 48;
+            for (size_t k = 0; k < len && good; k++)
+                good = (val[k] >= 'a' && val[k] <= 'z') || (val[k] >= '0' && val[k] <= '9') ||
+                       val[k] == '-' || val[k] == '_' || val[k] == '.';
+            if (!good) {
+                if (loud)
+                    fprintf(stderr, "megaplan calibrate: --name: '%s' must be 1-47 of a-z 0-9 "
+                                    "- _ .\n", val);
+                return 2;
+            }
+            a->name = val;
+        }
+    }
+    return 0;
+}
+
+#if !HAVE_EXEC_CPU
+
+int cmd_calibrate(int argc, char **argv)
+{
+    calib_args a;
+    int rc = parse_args(argc, argv, &a, true);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    fprintf(stderr, "megaplan calibrate: the executor was not built: it needs Open MPI and "
+                    "OpenBLAS at build time (Debian: libopenmpi-dev libopenblas-dev)\n");
+    return 1;
+}
+
+#else
+
+/* The profile as YAML, after comment lines with what was measured. */
+static void render(const mp_calibration *c, mp_buf *b)
+{
+    mp_buf_printf(b, "# %s\n", c->hw.description);
+    mp_buf_puts(b, "# measured on every rank at once, the slowest rank kept:\n");
+    mp_buf_puts(b, "#   fp32 GEMM, square side: GFLOP/s per rank:");
+    for (int i = 0; i < c->n_gemm; i++)
+        mp_buf_printf(b, "%s %g: %.1f", i ? "," : "", c->gemm_n[i], c->gemm_rate[i] / 1e9);
+    mp_buf_puts(b, "\n");
+    mp_buf_printf(b, "#   memcpy %.2f GB/s per rank (read + write); the executor's LayerNorm "
+                     "%.2f GB/s\n", c->copy_bw / 1e9, c->layernorm_bw / 1e9);
+    if (c->n_coll > 0) {
+        mp_buf_printf(b, "#   all-reduce over %d ranks, KiB: us:", c->ranks);
+        for (int i = 0; i < c->n_coll; i++)
+            mp_buf_printf(b, "%s %.0f: %.1f", i ? "," : "", c->coll_bytes[i] / 1024,
+                          c->coll_time[i] * 1e6);
+        mp_buf_puts(b, "\n#   fitted as a ring: 2(n-1) latency + 2(n-1)/n bytes / bw_per_gpu\n");
+    }
+    cJSON *o = mp_hw_to_json_units(&c->hw);
+    mp_json_write_yaml(o, 0, b);
+    cJSON_Delete(o);
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    calib_args a;
+    bool loud = mp_cli_launcher_rank0();
+    int rc = parse_args(argc, argv, &a, loud);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    if (a.np > 0 && !mp_cli_under_mpi_launcher())
+        return mp_cli_mpirun("calibrate", argc, argv, a.np);
+
+    mp_runtime rt;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_runtime_start(&argc, &argv, &rt, &err))
+        return mp_cli_fail("calibrate", &err);
+    int root = rt.world.rank == 0;
+    mp_calibration *cal = calloc(1, sizeof *cal);
+    mp_status st = cal ? mp_calibrate(&rt, mp_backend_cpu(), a.name, cal, &err)
+                       : mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    int status = 0;
+    if (root) {
+        if (st) {
+            status = mp_cli_fail("calibrate", &err);
+        } else {
+            mp_buf b;
+            mp_buf_init(&b);
+            render(cal, &b);
+            if (a.out) {
+                if (mp_write_file_atomic(a.out, b.data, b.len, &err) != MP_OK)
+                    status = mp_cli_fail("calibrate", &err);
+                else
+                    printf("megaplan calibrate: wrote %s (%d rank%s); use it as --hw %s\n",
+                           a.out, cal->ranks, cal->ranks == 1 ? "" : "s", a.out);
+            } else {
+                fwrite(b.data, 1, b.len, stdout);
+            }
+            mp_buf_free(&b);
+        }
+        fflush(stdout);
+    }
+    free(cal);
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    mp_runtime_stop(&rt);
+    return status;
+}
+
+#endif

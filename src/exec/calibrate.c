@@ -1,0 +1,267 @@
+/* calibrate.c — this machine as a hardware profile (calibrate.h).
+ *
+ * What the cost model needs of a device, measured on every rank at once:
+ *   peak_flops, gemm_efficiency  the backend's fp32 GEMM on square sizes
+ *                                 16..1024: the fastest rate is the peak, each
+ *                                 size's rate over it the efficiency at its FLOPs
+ *   hbm_bw                        memcpy of 64 MiB (bytes read + written)
+ *   memory_efficiency             the executor's own LayerNorm (a memory-bound
+ *                                 kernel of the model) against that bandwidth
+ *   scale_up latency, bw_per_gpu  the backend's all-reduce over every rank,
+ *                                 4 KiB..16 MiB, fitted as t = 2(n-1) latency
+ *                                 + 2(n-1)/n bytes / bw (a ring)
+ *   memory                        physical memory / ranks
+ * The ranks form one node and one scale-up domain; nothing runs on a
+ * scale-out tier, which gets the same figures. */
+#include "exec/calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/kernels.h"
+
+/* Keep measuring a size until this much time has passed (and at least
+ * MIN_REPEATS times): the machine is noisy, the best repeat is kept. */
+#define MEASURE_SECONDS 0.05
+#define MIN_REPEATS 3
+
+static const int gemm_sides[MP_CALIB_GEMM_POINTS] = {16, 32, 64, 128, 256, 512, 768, 1024};
+
+/* Best seconds of one GEMM of side n, every rank running its own at once. */
+static double time_gemm(const mp_runtime *rt, const mp_backend *be, int n, float *a, float *b,
+                        float *c)
+{
+    MPI_Barrier(rt->world.comm);
+    double best = INFINITY, spent = 0;
+    for (int rep = 0; rep < MIN_REPEATS || spent < MEASURE_SECONDS; rep++) {
+        double t0 = be->now();
+        be->gemm(MP_REAL32, false, false, n, n, n, 1.0, a, n, b, n, 0.0, c, n);
+        double t = be->now() - t0;
+        spent += t;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static double time_copy(const mp_runtime *rt, const mp_backend *be, char *dst, const char *src,
+                        size_t bytes)
+{
+    MPI_Barrier(rt->world.comm);
+    double best = INFINITY, spent = 0;
+    for (int rep = 0; rep < MIN_REPEATS || spent < MEASURE_SECONDS; rep++) {
+        double t0 = be->now();
+        memcpy(dst, src, bytes);
+        double t = be->now() - t0;
+        spent += t;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static double time_layernorm(const mp_runtime *rt, const mp_backend *be, float *out,
+                             float *xhat, float *rstd, const float *x, const float *w,
+                             const float *bias, int rows, int h)
+{
+    MPI_Barrier(rt->world.comm);
+    double best = INFINITY, spent = 0;
+    for (int rep = 0; rep < MIN_REPEATS || spent < MEASURE_SECONDS; rep++) {
+        double t0 = be->now();
+        mp_layernorm_forward_f32(out, xhat, rstd, x, w, bias, rows, h, false);
+        double t = be->now() - t0;
+        spent += t;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+static mp_status time_allreduce(const mp_runtime *rt, const mp_backend *be, float *buf,
+                                size_t count, double *best_out, mp_error *err)
+{
+    double best = INFINITY, spent = 0;
+    for (int rep = 0; rep < MIN_REPEATS || spent < MEASURE_SECONDS; rep++) {
+        MPI_Barrier(rt->world.comm);
+        double t0 = be->now();
+        mp_status st = be->allreduce(&rt->world, MP_REAL32, buf, count, MP_RED_SUM, err);
+        if (st)
+            return st;
+        double t = be->now() - t0;
+        /* every rank must take the same number of repeats: agree on the time spent */
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, rt->world.comm);
+        spent += t;
+        best = t < best ? t : best;
+    }
+    *best_out = best;
+    return MP_OK;
+}
+
+/* v to 4 significant digits: a measurement is not better than that here,
+ * and the profile file then reads "89.95 GFLOP/s", not 17 digits. */
+static double sig4(double v)
+{
+    if (!(v > 0) || !isfinite(v))
+        return v;
+    char text[32]; /* the decimal rounding, so the value prints as it reads */
+    snprintf(text, sizeof text, "%.4g", v);
+    return strtod(text, NULL);
+}
+
+/* The slowest rank's figure (smallest rate) or time (largest). */
+static double slowest_rate(const mp_runtime *rt, double x)
+{
+    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MIN, rt->world.comm);
+    return x;
+}
+
+static void cpu_model(char *out, size_t size)
+{
+    snprintf(out, size, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v++;
+                while (*v == ' ')
+                    v++;
+                v[strcspn(v, "\n")] = 0;
+                snprintf(out, size, "%.100s", v);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *name,
+                       mp_calibration *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int n = rt->world.size;
+    out->ranks = n;
+    mp_status st = MP_OK;
+    int big = gemm_sides[MP_CALIB_GEMM_POINTS - 1];
+    size_t copy_bytes = (size_t)64 << 20;
+    int ln_rows = 8192, ln_h = 1024;
+    size_t coll_max = (size_t)16 << 20;
+    float *a = malloc((size_t)big * big * sizeof *a), *b = malloc((size_t)big * big * sizeof *b);
+    float *c = malloc((size_t)big * big * sizeof *c);
+    char *src = malloc(copy_bytes), *dst = malloc(copy_bytes);
+    size_t ln = (size_t)ln_rows * ln_h;
+    float *x = malloc(ln * sizeof *x), *y = malloc(ln * sizeof *y), *xh = malloc(ln * sizeof *xh);
+    float *rs = malloc((size_t)ln_rows * sizeof *rs), *gw = malloc((size_t)ln_h * sizeof *gw);
+    float *gb = malloc((size_t)ln_h * sizeof *gb), *coll = malloc(coll_max);
+    int ok = a && b && c && src && dst && x && y && xh && rs && gw && gb && coll;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, rt->world.comm);
+    if (!ok) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the calibration");
+        goto done;
+    }
+    for (size_t i = 0; i < (size_t)big * big; i++) {
+        a[i] = (float)((i * 7 % 13) - 6) / 8.0f;
+        b[i] = (float)((i * 5 % 11) - 5) / 8.0f;
+    }
+    memset(src, 1, copy_bytes);
+    for (size_t i = 0; i < ln; i++)
+        x[i] = (float)((i * 3 % 17) - 8) / 4.0f;
+    for (int i = 0; i < ln_h; i++)
+        gw[i] = 1.0f, gb[i] = 0.0f;
+    memset(coll, 0, coll_max);
+
+    /* GEMM: the peak is the fastest size; the curve each size's share of it */
+    double peak = 0;
+    for (int i = 0; i < MP_CALIB_GEMM_POINTS; i++) {
+        int s = gemm_sides[i];
+        double flops = 2.0 * s * s * s;
+        double rate = slowest_rate(rt, flops / time_gemm(rt, be, s, a, b, c));
+        out->gemm_n[i] = s;
+        out->gemm_rate[i] = rate;
+        peak = rate > peak ? rate : peak;
+    }
+    out->n_gemm = MP_CALIB_GEMM_POINTS;
+    out->copy_bw = slowest_rate(rt, 2.0 * (double)copy_bytes /
+                                        time_copy(rt, be, dst, src, copy_bytes));
+    /* LayerNorm reads x and writes its output and x-hat (and a row's stats) */
+    double ln_bytes = 3.0 * (double)ln * sizeof(float) + 8.0 * ln_rows;
+    out->layernorm_bw = slowest_rate(rt, ln_bytes / time_layernorm(rt, be, y, xh, rs, x, gw, gb,
+                                                                   ln_rows, ln_h));
+
+    /* all-reduce over every rank, fitted as a ring: t = A + B bytes */
+    double latency = 1e-6, bw = out->copy_bw;
+    if (n > 1) {
+        double sx = 0, sy = 0, sxx = 0, sxy = 0;
+        int k = 0;
+        for (size_t bytes = 4096; bytes <= coll_max && k < MP_CALIB_COLL_POINTS; bytes *= 4, k++) {
+            double t;
+            if ((st = time_allreduce(rt, be, coll, bytes / sizeof(float), &t, err)))
+                goto done;
+            out->coll_bytes[k] = (double)bytes;
+            out->coll_time[k] = t;
+            sx += (double)bytes;
+            sy += t;
+            sxx += (double)bytes * (double)bytes;
+            sxy += (double)bytes * t;
+        }
+        out->n_coll = k;
+        double B = (k * sxy - sx * sy) / (k * sxx - sx * sx), A = (sy - B * sx) / k;
+        double steps = 2.0 * (n - 1);
+        if (A > 0)
+            latency = A / steps;
+        if (B > 0)
+            bw = steps / n / B;
+    }
+
+    peak = sig4(peak);
+    latency = sig4(latency);
+    bw = sig4(bw);
+    mp_hw *hw = &out->hw;
+    snprintf(hw->name, sizeof hw->name, "%s", name && *name ? name : "cpu-local");
+    char cpu[128];
+    cpu_model(cpu, sizeof cpu);
+    snprintf(hw->description, sizeof hw->description,
+             "calibrated by megaplan calibrate: %d rank%s on %.60s (CPU backend, fp32)", n,
+             n == 1 ? "" : "s", cpu);
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    hw->memory = phys > 0 ? floor(phys / n / 1048576.0) * 1048576.0 : 1073741824.0; /* whole MiB */
+    hw->hbm_bw = sig4(out->copy_bw);
+    /* the CPU backend computes in fp32 whatever the plan's precision */
+    hw->peak_flops[MP_DTYPE_FP32] = hw->peak_flops[MP_DTYPE_TF32] = peak;
+    hw->peak_flops[MP_DTYPE_BF16] = hw->peak_flops[MP_DTYPE_FP16] = peak;
+    hw->gemm_efficiency.n = MP_CALIB_GEMM_POINTS;
+    for (int i = 0; i < MP_CALIB_GEMM_POINTS; i++) {
+        double s = out->gemm_n[i];
+        hw->gemm_efficiency.x[i] = 2.0 * s * s * s;
+        double e = sig4(out->gemm_rate[i] / peak);
+        hw->gemm_efficiency.y[i] = e > 1 ? 1 : e > 1e-6 ? e : 1e-6;
+    }
+    double me = out->layernorm_bw / out->copy_bw;
+    hw->memory_efficiency = me > 1 ? 1 : me < 1e-3 ? 1e-3 : sig4(me);
+    hw->attention_efficiency = 1; /* read only with flash attention, which this backend lacks */
+    hw->gpus_per_node = n;
+    hw->scale_up = (mp_net_tier){.gpus_per_domain = n, .bw_per_gpu = bw, .latency = latency,
+                                 .efficiency = 1, .partial_node_efficiency = 1};
+    hw->scale_out = hw->scale_up;
+    hw->scale_out.gpus_per_domain = 0;
+    hw->runtime_reserve = 0;
+    hw->kernel_overhead = 0; /* a CPU "kernel" is a function call */
+    hw->flash_attention = false;
+    st = mp_hw_finish(hw, err);
+done:
+    free(a);
+    free(b);
+    free(c);
+    free(src);
+    free(dst);
+    free(x);
+    free(y);
+    free(xh);
+    free(rs);
+    free(gw);
+    free(gb);
+    free(coll);
+    return st;
+}

@@ -1,0 +1,94 @@
+/* compare.c — measured against simulated (compare.h). */
+#include "exec/compare.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/simulate.h"
+
+const char *mp_cmp_name(mp_cmp_row r)
+{
+    static const char *const names[MP_CMP_COUNT] = {
+        "step", "compute (F + B)", "TP/SP collectives", "CP ring", "PP transfers + bubble",
+        "DP collectives", "optimizer"};
+    return r >= 0 && r < MP_CMP_COUNT ? names[r] : "?";
+}
+
+mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report *rep,
+                          const mp_hw *hw, mp_exec_comparison *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const mp_gpt_dims *d = &rep->dims;
+    mp_plan *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    mp_config *c = &sp->config;
+    mp_model *m = &c->model;
+    snprintf(m->name, sizeof m->name, "%s", "exec-gpt");
+    m->arch = MP_ARCH_GPT;
+    m->layers = d->layers;
+    m->hidden = d->hidden;
+    m->heads = m->kv_heads = d->heads;
+    m->head_dim = d->hidden / d->heads;
+    m->ffn_hidden = d->ffn;
+    m->vocab = d->vocab;
+    m->seq = d->seq;
+    m->activation = MP_ACT_GELU;
+    m->norm = MP_NORM_LAYERNORM;
+    m->position = MP_POS_LEARNED;
+    m->tied_embeddings = d->tied;
+    mp_status st = mp_model_finish(m, err);
+    if (st)
+        goto done;
+    c->hw = *hw;
+    const mp_parallel *pp = &plan->config.parallel;
+    /* what the CPU backend ran: fp32, every activation kept, nothing overlapped */
+    c->training = (mp_training){.gpus = rep->ranks, .seq = d->seq,
+                                .global_batch = (int64_t)rep->microbatches * d->micro_batch *
+                                                rep->dp,
+                                .precision = MP_DTYPE_FP32};
+    c->parallel = *pp;
+    c->parallel.micro_batch = d->micro_batch;
+    c->parallel.recompute = MP_RECOMPUTE_NONE;
+    c->parallel.dp_overlap = false;
+    c->parallel.tp_overlap = false;
+    int64_t K = pp->pp * (pp->vpp > 1 ? pp->vpp : 1);
+    if (!shrink && plan->n_stages == K) {
+        sp->n_stages = plan->n_stages;
+        memcpy(sp->stages, plan->stages, sizeof sp->stages[0] * (size_t)K);
+    } else {
+        mp_plan_default_stages(sp);
+    }
+    if ((st = mp_plan_check(sp, err)))
+        goto done;
+    mp_sim_options so = {.record_timeline = false, .async_p2p = true};
+    mp_sim_result sr;
+    memset(&sr, 0, sizeof sr);
+    if ((st = mp_simulate(c, sp, &so, &sr, err))) {
+        mp_sim_result_free(&sr);
+        goto done;
+    }
+    const mp_times *x = &sr.exposed;
+    out->simulated[MP_CMP_STEP] = sr.makespan;
+    out->simulated[MP_CMP_COMPUTE] = x->compute + x->recompute;
+    out->simulated[MP_CMP_TP] = x->tp_comm;
+    out->simulated[MP_CMP_CP] = x->cp_comm;
+    out->simulated[MP_CMP_PP] = x->pp_comm + x->bubble;
+    out->simulated[MP_CMP_DP] = x->dp_comm;
+    out->simulated[MP_CMP_OPTIMIZER] = x->optimizer;
+    mp_sim_result_free(&sr);
+
+    const double *ph = rep->phase_seconds;
+    double fb = ph[MP_PHASE_F] + ph[MP_PHASE_B] - ph[MP_PHASE_TP] - ph[MP_PHASE_CP];
+    out->measured[MP_CMP_STEP] = rep->step_seconds[rep->steps > 0 ? rep->steps - 1 : 0];
+    out->measured[MP_CMP_COMPUTE] = fb > 0 ? fb : 0;
+    out->measured[MP_CMP_TP] = ph[MP_PHASE_TP];
+    out->measured[MP_CMP_CP] = ph[MP_PHASE_CP];
+    out->measured[MP_CMP_PP] = ph[MP_PHASE_PP];
+    out->measured[MP_CMP_DP] = ph[MP_PHASE_DP];
+    out->measured[MP_CMP_OPTIMIZER] = ph[MP_PHASE_OPTIMIZER];
+done:
+    free(sp);
+    return st;
+}

@@ -1,0 +1,42 @@
+#!/bin/sh
+# calibrate_case.sh MEGAPLAN TEMPLATE — `megaplan calibrate --np 2` writes a
+# profile that the planner reads back (hw, estimate --hw), and `exec --compare`
+# on it sets every phase of a run against the simulator (table and JSON); a
+# profile that does not exist is refused before any rank starts.
+set -u
+megaplan=$1 template=$2
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+fail() { echo "calibrate_case.sh: FAIL: $*"; exit 1; }
+
+timeout 60 "$megaplan" calibrate --np 2 -o "$tmp/cpu.yaml" --name test-cpu || fail "calibrate"
+cat "$tmp/cpu.yaml"
+grep -q '^name: test-cpu$' "$tmp/cpu.yaml" || fail "profile name"
+grep -Eq '^# +fp32 GEMM, square side: GFLOP/s per rank: 16: ' "$tmp/cpu.yaml" || fail "GEMM record"
+grep -Eq '^# +all-reduce over 2 ranks' "$tmp/cpu.yaml" || fail "all-reduce record"
+"$megaplan" hw "$tmp/cpu.yaml" >/dev/null || fail "the profile does not load"
+"$megaplan" estimate --model gpt3-125m --gpus 2 --hw "$tmp/cpu.yaml" --precision fp32 \
+    --global-batch 4 --tp 2 >/dev/null || fail "estimate on the profile"
+
+sed -e "s/@TP@/2/; s/@SP@/false/; s/@DP@/1/; s/@PP@/1/; s/@DISTOPT@/false/; s/@GPUS@/2/" \
+    -e "s/@GB@/4/; s/@MB@/2/; s/@TIED@/true/; s/@SCHED@/1f1b/; s/@LAYERS@/2/; s/@VPP@/1/" \
+    -e "s/@CP@/1/; s/@HW@/dgx-a100/" "$template" > "$tmp/plan.yaml"
+timeout 60 mpirun --oversubscribe -np 2 "$megaplan" exec "$tmp/plan.yaml" --exact \
+    --compare "$tmp/cpu.yaml" --format json > "$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+[ $rc -eq 0 ] || fail "exec --compare exited $rc"
+grep -q '^compare: the last step against the simulator on test-cpu' "$tmp/out" || fail "no table"
+for row in 'step' 'compute \(F \+ B\)' 'TP/SP collectives' 'optimizer'; do
+    grep -Eq "^  $row +[0-9.]+ +[0-9.]+ +[0-9.-]+$" "$tmp/out" || fail "no row $row"
+done
+grep -Eq '^\{"ok": true, .*"compare": \{"step": \[[0-9.e-]+, [0-9.e-]+\], "compute": ' \
+    "$tmp/out" || fail "no compare object in the JSON line"
+
+"$megaplan" exec --np 2 "$tmp/plan.yaml" --compare "$tmp/missing.yaml" > "$tmp/out2" 2>&1
+rc=$?
+cat "$tmp/out2"
+[ $rc -eq 2 ] || fail "a missing profile exited $rc, not 2"
+grep -q 'missing\.yaml' "$tmp/out2" || fail "the refusal does not name the file"
+echo "calibrate_case.sh: PASS"

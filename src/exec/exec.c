@@ -350,6 +350,19 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
     }
     if (o->microbatches > 0)
         *m = o->microbatches;
+    {
+        /* the schedule must exist for these micro-batches (interleaving wants a
+         * multiple of pp): refuse here, before any rank starts */
+        mp_op_list ops = {0};
+        st = mp_schedule_build(par->schedule, (int32_t)par->pp,
+                               (int32_t)(par->vpp > 1 ? par->vpp : 1), *m, 0, &ops, err);
+        mp_op_list_free(&ops);
+        if (st) {
+            if (o->microbatches > 0)
+                snprintf(err->field, sizeof err->field, "--micro-batches");
+            return st;
+        }
+    }
     if (o->steps < 1 || o->steps > MP_EXEC_MAX_STEPS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--steps", "steps must be 1..%d",
                             MP_EXEC_MAX_STEPS);

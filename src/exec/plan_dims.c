@@ -1,0 +1,211 @@
+/* plan_dims.c — what a plan asks of the executor, decided before any rank
+ * starts: the model each rank runs (mp_exec_dims, with --shrink), the layer
+ * items of each (virtual) pipeline stage, and the refusals that need no
+ * ranks (mp_exec_precheck), so that `exec --np` can refuse once. */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "exec/quant.h"
+#include "sim/schedule.h"
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+static int max_int(int a, int b) { return a > b ? a : b; }
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *microbatches,
+                       mp_error *err)
+{
+    const mp_config *c = &plan->config;
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    memset(out, 0, sizeof *out);
+    if (m->arch != MP_ARCH_GPT)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.arch",
+                            "arch %s is not supported by this executor yet (it runs gpt)",
+                            mp_arch_name(m->arch));
+    if (m->norm != MP_NORM_LAYERNORM)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.norm",
+                            "norm %s is not supported by this executor yet (layernorm)",
+                            mp_norm_name(m->norm));
+    if (m->activation != MP_ACT_GELU)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
+                            "activation %s is not supported by this executor yet (gelu)",
+                            mp_activation_name(m->activation));
+    if (m->position != MP_POS_LEARNED)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
+                            "position %s is not supported by this executor yet (learned)",
+                            mp_position_name(m->position));
+    if (m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
+                            "head_dim x heads != hidden is not supported by this executor yet");
+    if (m->kv_heads && m->kv_heads != m->heads)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.kv_heads",
+                            "grouped-query attention is not supported by this executor yet");
+    if (p->vpp > MP_EXEC_MAX_CHUNKS)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
+                            "vpp=%lld model chunks per rank: this executor runs at most %d",
+                            (long long)p->vpp, MP_EXEC_MAX_CHUNKS);
+    if (p->cp < 1 || p->cp > 4096)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
+                            "cp must be 1..4096, not %lld", (long long)p->cp);
+    if (p->tp < 1 || p->dp < 1 || p->pp < 1 || p->micro_batch < 1 || p->tp > 4096 ||
+        p->dp > 65536 || p->pp > MP_MAX_STAGES)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel",
+                            "degrees and micro_batch must be positive");
+    if (c->training.gpus != p->tp * p->cp * p->dp * p->pp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "training.gpus",
+                            "gpus (%lld) is not tp x cp x dp x pp (%lld)",
+                            (long long)c->training.gpus,
+                            (long long)(p->tp * p->cp * p->dp * p->pp));
+    int64_t seq = c->training.seq > 0 ? c->training.seq : m->seq;
+    int64_t per_step = p->micro_batch * p->dp;
+    if (c->training.global_batch < per_step || c->training.global_batch % per_step)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "training.global_batch",
+                            "global_batch %lld is not a multiple of micro_batch x dp = %lld",
+                            (long long)c->training.global_batch, (long long)per_step);
+    int64_t mbs = c->training.global_batch / per_step;
+    int tp = (int)p->tp, cp = (int)p->cp;
+    bool sp = p->sp && tp > 1;
+    if (shrink) {
+        /* keep every degree; make each size the smallest that each still divides */
+        int heads = tp * max_int(1, min_int((int)(m->heads / tp), 2));
+        out->heads = heads;
+        out->hidden = heads * 8;
+        out->ffn = 4 * out->hidden;
+        out->vocab = tp * max_int(8, 128 / tp);
+        /* 2cp chunks, each rank's share divisible by tp under SP */
+        out->seq = round_up(16, 2 * cp * (sp ? tp : 1));
+        /* one block per (virtual) pipeline stage, as many stages as the plan */
+        int stages = (int)(p->pp * (p->vpp > 1 ? p->vpp : 1));
+        out->layers = stages > 1 ? stages : (int)(m->layers < 2 ? m->layers : 2);
+        out->micro_batch = (int)(p->micro_batch < 2 ? p->micro_batch : 2);
+        *microbatches = (int)(mbs < 2 ? mbs : 2);
+        if (p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1)
+            *microbatches = (int)p->pp; /* a multiple of pp, as interleaving needs (mbs is one) */
+    } else {
+        if (m->hidden > (1 << 20) || m->ffn_hidden > (1 << 22) || m->vocab > (1 << 24) ||
+            seq > (1 << 20) || m->layers > MP_MAX_LAYERS || p->micro_batch > 4096 ||
+            mbs > (1 << 20))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                                "model too large to run on this machine: use --shrink");
+        out->heads = (int)m->heads;
+        out->hidden = (int)m->hidden;
+        out->ffn = (int)(m->ffn_hidden ? m->ffn_hidden : 4 * m->hidden);
+        /* padded to a multiple of tp, as Megatron pads its vocabulary */
+        out->vocab = round_up((int)m->vocab, tp);
+        out->seq = (int)seq;
+        out->layers = (int)m->layers;
+        out->micro_batch = (int)p->micro_batch;
+        *microbatches = (int)mbs;
+    }
+    out->tied = m->tied_embeddings;
+    out->tp = tp;
+    out->sp = sp;
+    out->cp = cp;
+    if (out->heads < 1 || out->hidden < 1 || out->vocab < 1 || out->seq < 1 ||
+        out->layers < 0 || out->hidden % out->heads)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                            "hidden (%d) must be a positive multiple of heads (%d)",
+                            out->hidden, out->heads);
+    if (out->heads % tp || out->ffn % tp || out->vocab % tp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
+                            "tp=%d must divide heads (%d), ffn_hidden (%d) and vocab (%d)", tp,
+                            out->heads, out->ffn, out->vocab);
+    if (cp > 1 && out->seq % (2 * cp))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
+                            "context parallelism cuts seq (%d) into 2 x cp = %d chunks: it must "
+                            "divide", out->seq, 2 * cp);
+    if (sp && (out->seq / cp) % tp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.sp",
+                            "sequence parallelism needs tp=%d to divide seq / cp (%d)", tp,
+                            out->seq / cp);
+    return MP_OK;
+}
+
+mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dims *d,
+                              int vstage, int *begin, int *end, mp_error *err)
+{
+    const mp_parallel *par = &plan->config.parallel;
+    int K = (int)(par->pp * (par->vpp > 1 ? par->vpp : 1)), L = d->layers;
+    if (K <= 1) {
+        *begin = *end = 0; /* the whole model */
+        return MP_OK;
+    }
+    if (vstage < 0 || vstage >= K)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "virtual stage %d of %d",
+                            vstage, K);
+    if (!shrink && plan->n_stages == K) {
+        /* the plan's own split (search's, possibly uneven) */
+        *begin = plan->stages[vstage].begin;
+        *end = plan->stages[vstage].end;
+    } else {
+        /* Megatron's even split of the model that runs (a shrunk model has
+         * other layers than the plan's stages name) */
+        if (L < K)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, par->vpp > 1 ? "parallel.vpp"
+                                                                          : "parallel.pp",
+                                "%d pipeline stages need at least as many layers (%d)", K, L);
+        int item = 1;
+        for (int k = 0; k <= vstage; k++) {
+            *begin = k == 0 ? 0 : item;
+            item += L / K + (k < L % K ? 1 : 0);
+            *end = k == K - 1 ? L + 2 : item;
+        }
+    }
+    if (*begin < 0 || *end > L + 2 || *begin >= *end)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
+                            "stage %d holds items [%d, %d) of a model with items 0..%d",
+                            vstage, *begin, *end, L + 1);
+    return MP_OK;
+}
+
+/* Everything that can refuse a run from the plan and the options alone, so
+ * that `exec --np` can refuse it once, before any rank starts. */
+mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_dims *d, int *m,
+                           mp_error *err)
+{
+    mp_status st = mp_exec_dims(plan, o->shrink, d, m, err);
+    if (st)
+        return st;
+    const mp_parallel *par = &plan->config.parallel;
+    for (int k = 0; k < (int)(par->pp * (par->vpp > 1 ? par->vpp : 1)); k++) {
+        int b, e;
+        if ((st = mp_exec_stage_items(plan, o->shrink, d, k, &b, &e, err)))
+            return st;
+    }
+    if (o->microbatches > 0)
+        *m = o->microbatches;
+    {
+        /* the schedule must exist for these micro-batches (interleaving wants a
+         * multiple of pp): refuse here, before any rank starts */
+        mp_op_list ops = {0};
+        st = mp_schedule_build(par->schedule, (int32_t)par->pp,
+                               (int32_t)(par->vpp > 1 ? par->vpp : 1), *m, 0, &ops, err);
+        mp_op_list_free(&ops);
+        if (st) {
+            if (o->microbatches > 0)
+                snprintf(err->field, sizeof err->field, "--micro-batches");
+            return st;
+        }
+    }
+    if (o->steps < 1 || o->steps > MP_EXEC_MAX_STEPS)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--steps", "steps must be 1..%d",
+                            MP_EXEC_MAX_STEPS);
+    if (o->exact) {
+        long tokens_total = (long)*m * (long)plan->config.parallel.dp * d->seq * d->micro_batch;
+        long k = max_int(max_int(d->hidden, d->ffn),
+                         max_int(3 * d->hidden, max_int(d->vocab, d->seq)));
+        if (k < 2 * tokens_total)
+            k = 2 * tokens_total;
+        if (k > MP_EXACT_MAX_TERMS)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--exact",
+                                "exact mode needs every reduction to be at most %d terms long; "
+                                "this run sums %ld (hidden %d, ffn %d, vocab %d, seq %d, 2 x %ld "
+                                "tokens per step): use --shrink or a smaller plan",
+                                MP_EXACT_MAX_TERMS, k, d->hidden, d->ffn, d->vocab, d->seq,
+                                tokens_total);
+    }
+    return MP_OK;
+}
+

@@ -29,11 +29,12 @@
  *   P[i,:] = softmax(S[i, :qpos[i]+1])             probs[n, a, i, j]
  *   out_i  = sum_j P[i,j] v_j                      out[i*b + n, a*hd ..]
  * Rows are r = position*b + sample; q rows are q_row apart, k and v rows
- * kv_row apart (the same buffer as q without CP, the gathered keys with). */
+ * kv_row apart (the same buffer as q without CP, the gathered keys with).
+ * Grouped-query attention: query head a reads key/value head a / rep. */
 void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q_base, size_t q_row,
                                  const real *k_base, const real *v_base, size_t kv_row,
                                  const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                 bool exact)
+                                 int rep, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
@@ -46,7 +47,7 @@ void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q_base, siz
                 real *pi = p + (size_t)i * sk;
                 real mx = -INFINITY;
                 for (int j = 0; j <= gi; j++) {
-                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
+                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
                     real dot = 0;
                     for (int c = 0; c < hd; c++)
                         dot += q[c] * k[c];
@@ -69,7 +70,7 @@ void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q_base, siz
                 for (int c = 0; c < hd; c++)
                     o[c] = 0;
                 for (int j = 0; j <= gi; j++) {
-                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
+                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
                     for (int c = 0; c < hd; c++)
                         o[c] += pi[j] * v[c];
                 }
@@ -83,7 +84,7 @@ void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, in
 {
     size_t hl = (size_t)heads_local * hd;
     RN(mp_attention_forward_kv)(out, probs, qkv, 3 * hl, qkv + hl, qkv + 2 * hl, 3 * hl, NULL, s,
-                                s, b, heads_local, hd, exact);
+                                s, b, heads_local, hd, 1, exact);
 }
 
 /* Backward, per sample and head, with dO = dout:
@@ -98,7 +99,7 @@ void RN(mp_attention_backward_kv)(real *dq_base, size_t dq_row, real *dk_base, r
                                   size_t dkv_row, const real *dout, const real *q_base,
                                   size_t q_row, const real *k_base, const real *v_base,
                                   size_t kv_row, const real *probs, const int *qpos, int s,
-                                  int sk, int b, int heads_local, int hd, real *scratch,
+                                  int sk, int b, int heads_local, int hd, int rep, real *scratch,
                                   bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
@@ -116,8 +117,8 @@ void RN(mp_attention_backward_kv)(real *dq_base, size_t dq_row, real *dk_base, r
                 real *dq = dq_base + ((size_t)i * b + n) * dq_row + (size_t)a * hd;
                 real *ds = scratch, dot_pdp = 0;
                 for (int j = 0; j <= gi; j++) {
-                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
-                    real *dv = dv_base + ((size_t)j * b + n) * dkv_row + (size_t)a * hd;
+                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
+                    real *dv = dv_base + ((size_t)j * b + n) * dkv_row + (size_t)(a / rep) * hd;
                     real dp = 0;
                     for (int c = 0; c < hd; c++) {
                         dp += dO[c] * v[c];
@@ -130,8 +131,8 @@ void RN(mp_attention_backward_kv)(real *dq_base, size_t dq_row, real *dk_base, r
                     ds[j] = pi[j] * (ds[j] - dot_pdp) * scale;
                 RN(mp_q)(exact, ds, (size_t)gi + 1, MP_Q_GRAD_ATT);
                 for (int j = 0; j <= gi; j++) {
-                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)a * hd;
-                    real *dk = dk_base + ((size_t)j * b + n) * dkv_row + (size_t)a * hd;
+                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
+                    real *dk = dk_base + ((size_t)j * b + n) * dkv_row + (size_t)(a / rep) * hd;
                     for (int c = 0; c < hd; c++) {
                         dq[c] += ds[j] * k[c];
                         dk[c] += ds[j] * q[c];
@@ -151,7 +152,7 @@ void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, co
         memset(dqkv + r * row, 0, row * sizeof(real));
     RN(mp_attention_backward_kv)(dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
                                  qkv + hl, qkv + 2 * hl, row, probs, NULL, s, s, b, heads_local,
-                                 hd, scratch, exact);
+                                 hd, 1, scratch, exact);
     RN(mp_q)(exact, dqkv, S * row, MP_Q_GRAD_ATT);
 }
 

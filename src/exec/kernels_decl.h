@@ -15,6 +15,21 @@ void RN(mp_layernorm_forward)(real *out, real *xhat, real *rstd, const real *x, 
 /* dx[rows,h] = d LN / dx (overwritten); dw, db accumulated. */
 void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, const real *xhat,
                                const real *rstd, const real *w, int rows, int h, bool exact);
+/* RMSNorm: out = x * rstd * w (no mean, no shift); keeps xhat = x * rstd and rstd. */
+void RN(mp_rmsnorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                            int rows, int h, bool exact);
+/* dx[rows,h] = d RMSNorm / dx (overwritten); dw accumulated. */
+void RN(mp_rmsnorm_backward)(real *dx, real *dw, const real *dout, const real *xhat,
+                             const real *rstd, const real *w, int rows, int h, bool exact);
+/* SwiGLU: out[rows,f] = silu(gu[:, :f]) * gu[:, f:] for gu[rows, 2f] = [gate | up]. */
+void RN(mp_swiglu_forward)(real *out, const real *gu, int rows, int f);
+/* dgu[rows, 2f] from dout[rows, f]. */
+void RN(mp_swiglu_backward)(real *dgu, const real *dout, const real *gu, int rows, int f);
+/* Rotary embedding in place on `heads` heads of hd columns (from column 0) of
+ * rows r = i*b + n (ld apart) at positions pos[i], i < s; inverse: the
+ * backward (the opposite turn). Exact mode rounds the result onto `grid`. */
+void RN(mp_rope)(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
+                 bool inverse, bool exact, int grid);
 /* GeLU, tanh approximation (as GPT-2). */
 void RN(mp_gelu_forward)(real *out, const real *in, size_t n);
 /* din = dout * gelu'(in) */
@@ -35,16 +50,19 @@ void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, co
                                int s, int b, int heads_local, int hd, real *scratch, bool exact);
 /* The same for s query positions (global position qpos[i]; NULL: i) against
  * sk key positions held apart from the queries (row strides in elements):
- * probs[b, heads_local, s, sk]. Backward writes dq (rounded) and adds to dk,
- * dv (not rounded: with CP they are partial sums); scratch holds sk reals. */
+ * probs[b, heads_local, s, sk]; query head a reads key/value head a / rep
+ * (grouped-query attention; 1: one each). Backward writes dq (rounded) and
+ * adds to dk, dv (not rounded: with CP they are partial sums); scratch holds
+ * sk reals. */
 void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q, size_t q_row,
                                  const real *k, const real *v, size_t kv_row, const int *qpos,
-                                 int s, int sk, int b, int heads_local, int hd, bool exact);
+                                 int s, int sk, int b, int heads_local, int hd, int rep,
+                                 bool exact);
 void RN(mp_attention_backward_kv)(real *dq, size_t dq_row, real *dk, real *dv, size_t dkv_row,
                                   const real *dout, const real *q, size_t q_row, const real *k,
                                   const real *v, size_t kv_row, const real *probs,
                                   const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                  real *scratch, bool exact);
+                                  int rep, real *scratch, bool exact);
 
 /* ---- model.c ---- one rank's part of the GPT. */
 typedef struct RN(mp_acts) RN(mp_acts); /* saved activations of one micro-batch */

@@ -1,6 +1,7 @@
-/* layers.c — the elementwise and row-wise layers of the GPT, forward and
- * backward side by side: LayerNorm, GeLU, bias, residual add, and exact
- * mode's rounding onto dyadic grids (quant.h). Compiled for float and double:
+/* layers.c — the elementwise and row-wise layers of the GPT and its LLaMA
+ * variants, forward and backward side by side: LayerNorm, RMSNorm, GeLU,
+ * SwiGLU, rotary embeddings, bias, residual add, and exact mode's rounding
+ * onto dyadic grids (quant.h). Compiled for float and double:
  * this file includes itself once per type (real.h). */
 #ifndef MP_REAL_BITS
 #include <math.h>
@@ -119,6 +120,113 @@ void RN(mp_gelu_backward)(real *din, const real *dout, const real *in, size_t n)
         real du = (real)GELU_K * (1 + (real)(3 * 0.044715) * x * x);
         real g = (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
         din[i] = dout[i] * g;
+    }
+}
+
+/* RMSNorm (LLaMA) over the last dimension h of x[rows, h]:
+ *   rstd = 1/sqrt(sum(x^2)/h + eps), xhat = x * rstd, out = xhat * w.
+ * Exact mode rounds xhat and out, as LayerNorm does. */
+void RN(mp_rmsnorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                            int rows, int h, bool exact)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *xr = x + (size_t)r * h;
+        real *xh = xhat + (size_t)r * h, *o = out + (size_t)r * h;
+        real ms = 0;
+        for (int i = 0; i < h; i++)
+            ms += xr[i] * xr[i];
+        ms /= (real)h;
+        real rs = (real)1 / R_SQRT(ms + (real)LN_EPS);
+        rstd[r] = rs;
+        for (int i = 0; i < h; i++)
+            xh[i] = xr[i] * rs;
+        RN(mp_q)(exact, xh, (size_t)h, MP_Q_ACT);
+        for (int i = 0; i < h; i++)
+            o[i] = xh[i] * w[i];
+        RN(mp_q)(exact, o, (size_t)h, MP_Q_ACT);
+    }
+}
+
+/* Backward: with g = dout * w,
+ *   dx = rstd * (g - xhat * mean(g * xhat)),   dw += sum_rows dout * xhat. */
+void RN(mp_rmsnorm_backward)(real *dx, real *dw, const real *dout, const real *xhat,
+                             const real *rstd, const real *w, int rows, int h, bool exact)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *dy = dout + (size_t)r * h, *xh = xhat + (size_t)r * h;
+        real *d = dx + (size_t)r * h;
+        real mgx = 0;
+        for (int i = 0; i < h; i++) {
+            mgx += dy[i] * w[i] * xh[i];
+            dw[i] += dy[i] * xh[i];
+        }
+        mgx /= (real)h;
+        for (int i = 0; i < h; i++)
+            d[i] = rstd[r] * (dy[i] * w[i] - xh[i] * mgx);
+        RN(mp_q)(exact, d, (size_t)h, MP_Q_GRAD);
+    }
+}
+
+/* SwiGLU: gu[rows, 2f] holds [gate | up] of each row (this rank's share of
+ * both); out[rows, f] = silu(gate) * up, silu(x) = x / (1 + e^-x). */
+void RN(mp_swiglu_forward)(real *out, const real *gu, int rows, int f)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *gr = gu + (size_t)r * 2 * f, *ur = gr + f;
+        real *o = out + (size_t)r * f;
+        for (int i = 0; i < f; i++) {
+            real x = gr[i];
+            o[i] = x / (1 + R_EXP(-x)) * ur[i];
+        }
+    }
+}
+
+/* dgu[rows, 2f] from dout[rows, f]: d gate = dout * up * silu'(gate),
+ * d up = dout * silu(gate), silu'(x) = s (1 + x (1 - s)), s = sigmoid(x). */
+void RN(mp_swiglu_backward)(real *dgu, const real *dout, const real *gu, int rows, int f)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *gr = gu + (size_t)r * 2 * f, *ur = gr + f, *dy = dout + (size_t)r * f;
+        real *dg = dgu + (size_t)r * 2 * f, *du = dg + f;
+        for (int i = 0; i < f; i++) {
+            real x = gr[i], sg = 1 / (1 + R_EXP(-x));
+            dg[i] = dy[i] * ur[i] * sg * (1 + x * (1 - sg));
+            du[i] = dy[i] * x * sg;
+        }
+    }
+}
+
+/* Rotary position embedding (Su et al. 2021; the rotate-half layout of
+ * LLaMA and Megatron-LM): in each head of width hd, element k and k + hd/2
+ * turn by the angle pos * base^(-2k/hd). x holds rows r = i*b + n at position
+ * pos[i] (this rank's positions), heads of hd columns from column 0, rows ld
+ * apart. inverse turns back: the backward of the rotation is its transpose.
+ * Exact mode puts cos and sin on the probability grid and the result on
+ * `grid`, the same function of the same values in every run. */
+#define ROPE_BASE 10000.0
+
+void RN(mp_rope)(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
+                 bool inverse, bool exact, int grid)
+{
+    int half = hd / 2;
+    for (int i = 0; i < s; i++) {
+        for (int k = 0; k < half; k++) {
+            double angle = (double)pos[i] * pow(ROPE_BASE, -2.0 * k / hd);
+            real cs[2] = {(real)cos(angle), (real)sin(angle)};
+            RN(mp_q)(exact, cs, 2, MP_Q_PROB);
+            real c = cs[0], sn = inverse ? -cs[1] : cs[1];
+            for (int n = 0; n < b; n++) {
+                real *row = x + ((size_t)i * b + n) * ld;
+                for (int a = 0; a < heads; a++) {
+                    real *x1 = row + (size_t)a * hd + k, *x2 = x1 + half;
+                    real u = *x1, v = *x2;
+                    *x1 = u * c - v * sn;
+                    *x2 = v * c + u * sn;
+                }
+            }
+        }
+        for (int n = 0; n < b; n++)
+            RN(mp_q)(exact, x + ((size_t)i * b + n) * ld, (size_t)heads * hd, grid);
     }
 }
 

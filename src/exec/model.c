@@ -39,11 +39,11 @@
 /* Saved activations of one block for one micro-batch. */
 typedef struct RN(block_acts) {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
-    real *qkv, *probs, *att;              /* [S,3hl] [b,a/t,s,sk] [S,hl] */
-    real *kv_full;                        /* CP: [sk*b,2hl] every position's K|V */
+    real *qkv, *probs, *att;              /* [S,row] [b,a/t,s,sk] [S,hl]; row = hl + 2 kc */
+    real *kv_full;                        /* CP: [sk*b,2kc] every position's K|V */
     real *xmid;                           /* [Sl,h] residual after attention */
     real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
-    real *fc1_pre, *fc1_act;              /* [S,Fl] */
+    real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl]; f1 = 2 Fl ([gate|up]) for SwiGLU */
     real *xout;                           /* [Sl,h] block output */
 } RN(block_acts);
 
@@ -65,17 +65,21 @@ typedef struct RN(work) {
     real *dtmp;  /* [Sl,h] */
     real *dfull; /* [S,h] */
     real *datt;  /* [S,hl] */
-    real *dqkv;  /* [S,3hl] */
-    real *dfc;   /* [S,Fl] */
+    real *dqkv;  /* [S,row] */
+    real *dfc;   /* [S,f1] */
+    real *dact;  /* [S,Fl] SwiGLU: gradient of its output */
     real *stats; /* [3S] cross-entropy max, sum, target logit */
     real *att_scratch; /* [sk] */
-    real *kv_loc;   /* CP: [S,2hl] this rank's K|V, or its share of their gradient */
-    real *kv_ranks; /* CP: [cp][S,2hl] every rank's K|V (or gradients), rank after rank */
-    real *dkv_full; /* CP: [sk*b,2hl] gradient of every position's K|V from these queries */
+    real *kv_loc;   /* CP: [S,2kc] this rank's K|V, or its share of their gradient */
+    real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
+    real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
 } RN(work);
 
 typedef struct RN(sizes) {
     size_t S, Sl, h, hl, Fl, Vl, hd, al, s, b, L;
+    size_t gl, rep;               /* key/value heads of this rank; query heads per one */
+    size_t kc, row;               /* K (and V) columns; a QKV row: hl + 2 kc */
+    size_t f1;                    /* fc1's output columns: Fl, or 2 Fl for SwiGLU */
     size_t sk, cp;                /* key positions (the whole sequence), CP degree */
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
     bool emb, head;               /* the stage holds the embedding / the head */
@@ -96,6 +100,11 @@ static RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
     z.Vl = (size_t)d->vocab / (size_t)d->tp;
     z.hd = (size_t)mp_dims_head_dim(d);
     z.al = (size_t)d->heads / (size_t)d->tp;
+    z.gl = (size_t)mp_dims_kv_heads(d) / (size_t)d->tp;
+    z.rep = z.al / z.gl;
+    z.kc = z.gl * z.hd;
+    z.row = z.hl + 2 * z.kc;
+    z.f1 = d->swiglu ? 2 * z.Fl : z.Fl;
     z.L = (size_t)d->layers;
     int ib, ie;
     mp_dims_items(d, &ib, &ie);
@@ -131,15 +140,15 @@ static size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z)
         B->ln1_xhat = RN(take)(base, &u, z->Sl * z->h);
         B->ln1_rstd = RN(take)(base, &u, z->Sl);
         B->ln1_full = RN(take)(base, &u, z->S * z->h);
-        B->qkv = RN(take)(base, &u, z->S * 3 * z->hl);
+        B->qkv = RN(take)(base, &u, z->S * z->row);
         B->probs = RN(take)(base, &u, z->b * z->al * z->s * z->sk);
         B->att = RN(take)(base, &u, z->S * z->hl);
-        B->kv_full = RN(take)(base, &u, z->cp > 1 ? z->sk * z->b * 2 * z->hl : 0);
+        B->kv_full = RN(take)(base, &u, z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0);
         B->xmid = RN(take)(base, &u, z->Sl * z->h);
         B->ln2_xhat = RN(take)(base, &u, z->Sl * z->h);
         B->ln2_rstd = RN(take)(base, &u, z->Sl);
         B->ln2_full = RN(take)(base, &u, z->S * z->h);
-        B->fc1_pre = RN(take)(base, &u, z->S * z->Fl);
+        B->fc1_pre = RN(take)(base, &u, z->S * z->f1);
         B->fc1_act = RN(take)(base, &u, z->S * z->Fl);
         B->xout = RN(take)(base, &u, z->Sl * z->h);
     }
@@ -160,12 +169,13 @@ static size_t RN(layout_work)(RN(work) *W, real *base, const RN(sizes) *z)
     W->dtmp = RN(take)(base, &u, z->Sl * z->h);
     W->dfull = RN(take)(base, &u, z->S * z->h);
     W->datt = RN(take)(base, &u, z->S * z->hl);
-    W->dqkv = RN(take)(base, &u, z->S * 3 * z->hl);
-    W->dfc = RN(take)(base, &u, z->S * z->Fl);
+    W->dqkv = RN(take)(base, &u, z->S * z->row);
+    W->dfc = RN(take)(base, &u, z->S * z->f1);
+    W->dact = RN(take)(base, &u, z->S * z->Fl);
     W->stats = RN(take)(base, &u, 3 * z->S);
     W->att_scratch = RN(take)(base, &u, z->sk);
-    size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->hl : 0;
-    W->kv_loc = RN(take)(base, &u, z->cp > 1 ? z->S * 2 * z->hl : 0);
+    size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0;
+    W->kv_loc = RN(take)(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
     W->kv_ranks = RN(take)(base, &u, kv);
     W->dkv_full = RN(take)(base, &u, kv);
     return u;
@@ -323,18 +333,18 @@ static size_t RN(cp_full_row)(const RN(mp_gpt) *g, const RN(sizes) *z, int c, si
     return (size_t)mp_dims_global_pos(&other, (int)i) * z->b + n;
 }
 
-/* kv_full[sk*b,2hl] = every rank's K|V columns of qkv, by position: a ring
+/* kv_full[sk*b,2kc] = every rank's K|V columns of qkv, by position: a ring
  * of cp - 1 steps, each rank passing on the block it last received (the K/V
  * traffic of ring attention). */
 static mp_status RN(cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full, mp_error *err)
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
-    size_t w = 2 * z.hl, blk = z.S * w;
+    size_t w = 2 * z.kc, blk = z.S * w;
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     real *mine = W.kv_ranks + (size_t)me * blk;
     for (size_t r = 0; r < z.S; r++)
-        memcpy(mine + r * w, qkv + r * 3 * z.hl + z.hl, w * sizeof(real));
+        memcpy(mine + r * w, qkv + r * z.row + z.hl, w * sizeof(real));
     for (int k = 1; k < cp; k++) {
         /* step k: pass on rank (me - k + 1)'s block, receive rank (me - k)'s */
         int out = (me - k + 1 + cp) % cp, in = (me - k + cp) % cp;
@@ -351,8 +361,8 @@ static mp_status RN(cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full,
     return MP_OK;
 }
 
-/* dkv_full[sk*b,2hl] (these queries' share) summed over the CP group; this
- * rank's rows go to the K|V columns of dqkv[S,3hl]. A ring of cp - 1 steps:
+/* dkv_full[sk*b,2kc] (these queries' share) summed over the CP group; this
+ * rank's rows go to the K|V columns of dqkv[S,row]. A ring of cp - 1 steps:
  * each block's partial sum travels from rank owner + 1 around to its owner,
  * every rank adding its share on the way. */
 static mp_status RN(cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,
@@ -360,7 +370,7 @@ static mp_status RN(cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dq
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
-    size_t w = 2 * z.hl, blk = z.S * w;
+    size_t w = 2 * z.kc, blk = z.S * w;
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
@@ -380,65 +390,110 @@ static mp_status RN(cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dq
     }
     const real *sum = W.kv_ranks + (size_t)me * blk;
     for (size_t r = 0; r < z.S; r++)
-        memcpy(dqkv + r * 3 * z.hl + z.hl, sum + r * w, w * sizeof(real));
+        memcpy(dqkv + r * z.row + z.hl, sum + r * w, w * sizeof(real));
     return MP_OK;
 }
 
 /* ---- one transformer block ---- */
+
+/* Tensor k of block l in buf (weights or gradients), or NULL when the model
+ * has none (LLaMA: no biases, RMSNorm has no shift). */
+static real *RN(blk)(real *buf, const RN(mp_gpt) *g, int l, int k)
+{
+    int pid = mp_block_param(g->lay, l, k);
+    return pid >= 0 ? buf + g->lay->p[pid].offset : NULL;
+}
+
+/* out = norm(x) with scale w (and shift b for LayerNorm) */
+static void RN(norm_forward)(const RN(mp_gpt) *g, real *out, real *xhat, real *rstd,
+                             const real *x, const real *w, const real *b, int rows)
+{
+    if (g->d.rmsnorm)
+        RN(mp_rmsnorm_forward)(out, xhat, rstd, x, w, rows, g->d.hidden, g->exact);
+    else
+        RN(mp_layernorm_forward)(out, xhat, rstd, x, w, b, rows, g->d.hidden, g->exact);
+}
+
+static void RN(norm_backward)(const RN(mp_gpt) *g, real *dx, real *dw, real *db,
+                              const real *dout, const real *xhat, const real *rstd,
+                              const real *w, int rows)
+{
+    if (g->d.rmsnorm)
+        RN(mp_rmsnorm_backward)(dx, dw, dout, xhat, rstd, w, rows, g->d.hidden, g->exact);
+    else
+        RN(mp_layernorm_backward)(dx, dw, db, dout, xhat, rstd, w, rows, g->d.hidden,
+                                  g->exact);
+}
 
 static mp_status RN(block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *x,
                                    mp_error *err)
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
-    int base = g->lay->block_base[l];
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
-#define P(k) RN(param)(g->w, g, base + (k))
-    /* ln1 = LN(x) [Sl,h]; ln1_full [S,h] (SP: all-gather) */
-    RN(mp_layernorm_forward)(sp ? W.loc : B->ln1_full, B->ln1_xhat, B->ln1_rstd, x,
-                             P(MP_BLK_LN1_W), P(MP_BLK_LN1_B), (int)z.Sl, (int)z.h, ex);
+    const real *bias;
+#define P(k) RN(blk)(g->w, g, l, (k))
+    /* ln1 = norm(x) [Sl,h]; ln1_full [S,h] (SP: all-gather) */
+    RN(norm_forward)(g, sp ? W.loc : B->ln1_full, B->ln1_xhat, B->ln1_rstd, x, P(MP_BLK_LN1_W),
+                     P(MP_BLK_LN1_B), (int)z.Sl);
     if (sp)
         CHECK(RN(tp_gather)(g, W.loc, B->ln1_full, z.h, err));
-    /* qkv[S,3hl] = ln1_full[S,h] @ Wqkv[h,3hl] + b   (column-parallel) */
-    GEMM(false, false, z.S, 3 * z.hl, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
-         B->qkv, 3 * z.hl);
-    RN(mp_bias_add)(B->qkv, P(MP_BLK_QKV_B), (int)z.S, (int)(3 * z.hl));
-    RN(mp_q)(ex, B->qkv, z.S * 3 * z.hl, MP_Q_ACT);
+    /* qkv[S,row] = ln1_full[S,h] @ Wqkv[h,row] + b   (column-parallel: this
+     * rank's Q heads, then its K and V heads) */
+    GEMM(false, false, z.S, z.row, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), z.row, 0.0, B->qkv,
+         z.row);
+    if ((bias = P(MP_BLK_QKV_B)))
+        RN(mp_bias_add)(B->qkv, bias, (int)z.S, (int)z.row);
+    RN(mp_q)(ex, B->qkv, z.S * z.row, MP_Q_ACT);
+    if (g->d.rope) { /* turn Q and K by their positions' angles */
+        RN(mp_rope)(B->qkv, z.row, (int)z.al, (int)z.hd, g->qpos, (int)z.s, (int)z.b, false, ex,
+                    MP_Q_ACT);
+        RN(mp_rope)(B->qkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos, (int)z.s, (int)z.b,
+                    false, ex, MP_Q_ACT);
+    }
     /* att[S,hl] = causal attention over this rank's heads (CP: this rank's
      * queries against every position's K|V) */
     if (z.cp > 1) {
         CHECK(RN(cp_gather_kv)(g, B->qkv, B->kv_full, err));
-        RN(mp_attention_forward_kv)(B->att, B->probs, B->qkv, 3 * z.hl, B->kv_full,
-                                    B->kv_full + z.hl, 2 * z.hl, g->qpos, (int)z.s, (int)z.sk,
-                                    (int)z.b, (int)z.al, (int)z.hd, ex);
+        RN(mp_attention_forward_kv)(B->att, B->probs, B->qkv, z.row, B->kv_full,
+                                    B->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
     } else {
-        RN(mp_attention_forward)(B->att, B->probs, B->qkv, (int)z.s, (int)z.b, (int)z.al,
-                                 (int)z.hd, ex);
+        RN(mp_attention_forward_kv)(B->att, B->probs, B->qkv, z.row, B->qkv + z.hl,
+                                    B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s,
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
     }
     /* xmid[Sl,h] = x + reduce(att @ Wo[hl,h]) + bo   (row-parallel) */
     GEMM(false, false, z.S, z.h, z.hl, B->att, z.hl, P(MP_BLK_PROJ_W), z.h, 0.0, W.part, z.h);
     CHECK(RN(tp_reduce)(g, W.part, B->xmid, z.h, "tp-attn", err));
-    RN(mp_bias_add)(B->xmid, P(MP_BLK_PROJ_B), (int)z.Sl, (int)z.h);
+    if ((bias = P(MP_BLK_PROJ_B)))
+        RN(mp_bias_add)(B->xmid, bias, (int)z.Sl, (int)z.h);
     RN(mp_q)(ex, B->xmid, z.Sl * z.h, MP_Q_ACT);
     RN(mp_add)(B->xmid, x, z.Sl * z.h);
     RN(mp_q)(ex, B->xmid, z.Sl * z.h, MP_Q_ACT);
     /* ln2 */
-    RN(mp_layernorm_forward)(sp ? W.loc : B->ln2_full, B->ln2_xhat, B->ln2_rstd, B->xmid,
-                             P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl, (int)z.h, ex);
+    RN(norm_forward)(g, sp ? W.loc : B->ln2_full, B->ln2_xhat, B->ln2_rstd, B->xmid,
+                     P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl);
     if (sp)
         CHECK(RN(tp_gather)(g, W.loc, B->ln2_full, z.h, err));
-    /* fc1_pre[S,Fl] = ln2_full @ W1[h,Fl] + b1; fc1_act = gelu(fc1_pre) */
-    GEMM(false, false, z.S, z.Fl, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.Fl, 0.0,
-         B->fc1_pre, z.Fl);
-    RN(mp_bias_add)(B->fc1_pre, P(MP_BLK_FC1_B), (int)z.S, (int)z.Fl);
-    RN(mp_q)(ex, B->fc1_pre, z.S * z.Fl, MP_Q_ACT);
-    RN(mp_gelu_forward)(B->fc1_act, B->fc1_pre, z.S * z.Fl);
+    /* fc1_pre[S,f1] = ln2_full @ W1[h,f1] + b1; fc1_act[S,Fl] = gelu(fc1_pre), or
+     * SwiGLU: silu(gate) * up of fc1_pre = [gate | up] */
+    GEMM(false, false, z.S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0,
+         B->fc1_pre, z.f1);
+    if ((bias = P(MP_BLK_FC1_B)))
+        RN(mp_bias_add)(B->fc1_pre, bias, (int)z.S, (int)z.f1);
+    RN(mp_q)(ex, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
+    if (g->d.swiglu)
+        RN(mp_swiglu_forward)(B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
+    else
+        RN(mp_gelu_forward)(B->fc1_act, B->fc1_pre, z.S * z.Fl);
     RN(mp_q)(ex, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
     /* xout[Sl,h] = xmid + reduce(fc1_act @ W2[Fl,h]) + b2 */
     GEMM(false, false, z.S, z.h, z.Fl, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), z.h, 0.0, W.part,
          z.h);
     CHECK(RN(tp_reduce)(g, W.part, B->xout, z.h, "tp-mlp", err));
-    RN(mp_bias_add)(B->xout, P(MP_BLK_FC2_B), (int)z.Sl, (int)z.h);
+    if ((bias = P(MP_BLK_FC2_B)))
+        RN(mp_bias_add)(B->xout, bias, (int)z.Sl, (int)z.h);
     RN(mp_q)(ex, B->xout, z.Sl * z.h, MP_Q_ACT);
     RN(mp_add)(B->xout, B->xmid, z.Sl * z.h);
     RN(mp_q)(ex, B->xout, z.Sl * z.h, MP_Q_ACT);
@@ -452,61 +507,77 @@ static mp_status RN(block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, rea
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
-    int base = g->lay->block_base[l];
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
-#define P(k) RN(param)(g->w, g, base + (k))
-#define G(k) RN(param)(g->g, g, base + (k))
+    real *bias;
+#define P(k) RN(blk)(g->w, g, l, (k))
+#define G(k) RN(blk)(g->g, g, l, (k))
     /* MLP: db2 += sum dres; dfull[S,h] (SP: all-gather) */
-    RN(mp_bias_grad)(G(MP_BLK_FC2_B), dres, (int)z.Sl, (int)z.h);
+    if ((bias = G(MP_BLK_FC2_B)))
+        RN(mp_bias_grad)(bias, dres, (int)z.Sl, (int)z.h);
     real *dfull = sp ? W.dfull : dres;
     if (sp)
         CHECK(RN(tp_gather)(g, dres, W.dfull, z.h, err));
-    /* dW2[Fl,h] += fc1_act^T @ dfull;  dfc[S,Fl] = dfull @ W2^T */
+    /* dW2[Fl,h] += fc1_act^T @ dfull;  d fc1_act[S,Fl] = dfull @ W2^T */
     GEMM(true, false, z.Fl, z.h, z.S, B->fc1_act, z.Fl, dfull, z.h, 1.0, G(MP_BLK_FC2_W), z.h);
-    GEMM(false, true, z.S, z.Fl, z.h, dfull, z.h, P(MP_BLK_FC2_W), z.h, 0.0, W.dfc, z.Fl);
-    RN(mp_q)(ex, W.dfc, z.S * z.Fl, MP_Q_GRAD);
-    /* through gelu; db1, dW1[h,Fl] += ln2_full^T @ dfc; dln2 = reduce(dfc @ W1^T) */
-    RN(mp_gelu_backward)(W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
-    RN(mp_q)(ex, W.dfc, z.S * z.Fl, MP_Q_GRAD);
-    RN(mp_bias_grad)(G(MP_BLK_FC1_B), W.dfc, (int)z.S, (int)z.Fl);
-    GEMM(true, false, z.h, z.Fl, z.S, B->ln2_full, z.h, W.dfc, z.Fl, 1.0, G(MP_BLK_FC1_W), z.Fl);
-    GEMM(false, true, z.S, z.h, z.Fl, W.dfc, z.Fl, P(MP_BLK_FC1_W), z.Fl, 0.0, W.part, z.h);
+    real *dact = g->d.swiglu ? W.dact : W.dfc;
+    GEMM(false, true, z.S, z.Fl, z.h, dfull, z.h, P(MP_BLK_FC2_W), z.h, 0.0, dact, z.Fl);
+    RN(mp_q)(ex, dact, z.S * z.Fl, MP_Q_GRAD);
+    /* through gelu (in place) or SwiGLU (into dfc[S,2Fl]); db1, dW1[h,f1] +=
+     * ln2_full^T @ dfc; dln2 = reduce(dfc @ W1^T) */
+    if (g->d.swiglu)
+        RN(mp_swiglu_backward)(W.dfc, dact, B->fc1_pre, (int)z.S, (int)z.Fl);
+    else
+        RN(mp_gelu_backward)(W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
+    RN(mp_q)(ex, W.dfc, z.S * z.f1, MP_Q_GRAD);
+    if ((bias = G(MP_BLK_FC1_B)))
+        RN(mp_bias_grad)(bias, W.dfc, (int)z.S, (int)z.f1);
+    GEMM(true, false, z.h, z.f1, z.S, B->ln2_full, z.h, W.dfc, z.f1, 1.0, G(MP_BLK_FC1_W), z.f1);
+    GEMM(false, true, z.S, z.h, z.f1, W.dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W.part, z.h);
     CHECK(RN(tp_reduce)(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
     RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
-    RN(mp_layernorm_backward)(W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
-                              B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl, (int)z.h, ex);
+    RN(norm_backward)(g, W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
+                      B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl);
     RN(mp_add)(dres, W.dtmp, z.Sl * z.h);
     RN(mp_q)(ex, dres, z.Sl * z.h, MP_Q_GRAD);
     /* attention: dbo, dWo[hl,h] += att^T @ dfull; datt[S,hl] = dfull @ Wo^T */
-    RN(mp_bias_grad)(G(MP_BLK_PROJ_B), dres, (int)z.Sl, (int)z.h);
+    if ((bias = G(MP_BLK_PROJ_B)))
+        RN(mp_bias_grad)(bias, dres, (int)z.Sl, (int)z.h);
     if (sp)
         CHECK(RN(tp_gather)(g, dres, W.dfull, z.h, err));
     GEMM(true, false, z.hl, z.h, z.S, B->att, z.hl, dfull, z.h, 1.0, G(MP_BLK_PROJ_W), z.h);
     GEMM(false, true, z.S, z.hl, z.h, dfull, z.h, P(MP_BLK_PROJ_W), z.h, 0.0, W.datt, z.hl);
     RN(mp_q)(ex, W.datt, z.S * z.hl, MP_Q_GRAD);
     if (z.cp > 1) {
-        memset(W.dkv_full, 0, z.sk * z.b * 2 * z.hl * sizeof(real));
-        RN(mp_attention_backward_kv)(W.dqkv, 3 * z.hl, W.dkv_full, W.dkv_full + z.hl,
-                                     2 * z.hl, W.datt, B->qkv, 3 * z.hl, B->kv_full,
-                                     B->kv_full + z.hl, 2 * z.hl, B->probs, g->qpos, (int)z.s,
-                                     (int)z.sk, (int)z.b, (int)z.al, (int)z.hd, W.att_scratch,
-                                     ex);
+        memset(W.dkv_full, 0, z.sk * z.b * 2 * z.kc * sizeof(real));
+        RN(mp_attention_backward_kv)(W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
+                                     W.datt, B->qkv, z.row, B->kv_full, B->kv_full + z.kc,
+                                     2 * z.kc, B->probs, g->qpos, (int)z.s, (int)z.sk, (int)z.b,
+                                     (int)z.al, (int)z.hd, (int)z.rep, W.att_scratch, ex);
         CHECK(RN(cp_reduce_dkv)(g, W.dkv_full, W.dqkv, err));
-        RN(mp_q)(ex, W.dqkv, z.S * 3 * z.hl, MP_Q_GRAD_ATT); /* the summed K|V gradients */
     } else {
-        RN(mp_attention_backward)(W.dqkv, W.datt, B->qkv, B->probs, (int)z.s, (int)z.b,
-                                  (int)z.al, (int)z.hd, W.att_scratch, ex);
+        memset(W.dqkv, 0, z.S * z.row * sizeof(real));
+        RN(mp_attention_backward_kv)(W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc, z.row,
+                                     W.datt, B->qkv, z.row, B->qkv + z.hl, B->qkv + z.hl + z.kc,
+                                     z.row, B->probs, NULL, (int)z.s, (int)z.s, (int)z.b,
+                                     (int)z.al, (int)z.hd, (int)z.rep, W.att_scratch, ex);
     }
-    /* dbqkv, dWqkv[h,3hl] += ln1_full^T @ dqkv; dln1 = reduce(dqkv @ Wqkv^T) */
-    RN(mp_bias_grad)(G(MP_BLK_QKV_B), W.dqkv, (int)z.S, (int)(3 * z.hl));
-    GEMM(true, false, z.h, 3 * z.hl, z.S, B->ln1_full, z.h, W.dqkv, 3 * z.hl, 1.0,
-         G(MP_BLK_QKV_W), 3 * z.hl);
-    GEMM(false, true, z.S, z.h, 3 * z.hl, W.dqkv, 3 * z.hl, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
-         W.part, z.h);
+    RN(mp_q)(ex, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
+    if (g->d.rope) { /* back through the turn of Q and K */
+        RN(mp_rope)(W.dqkv, z.row, (int)z.al, (int)z.hd, g->qpos, (int)z.s, (int)z.b, true, ex,
+                    MP_Q_GRAD_ATT);
+        RN(mp_rope)(W.dqkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos, (int)z.s, (int)z.b,
+                    true, ex, MP_Q_GRAD_ATT);
+    }
+    /* dbqkv, dWqkv[h,row] += ln1_full^T @ dqkv; dln1 = reduce(dqkv @ Wqkv^T) */
+    if ((bias = G(MP_BLK_QKV_B)))
+        RN(mp_bias_grad)(bias, W.dqkv, (int)z.S, (int)z.row);
+    GEMM(true, false, z.h, z.row, z.S, B->ln1_full, z.h, W.dqkv, z.row, 1.0, G(MP_BLK_QKV_W),
+         z.row);
+    GEMM(false, true, z.S, z.h, z.row, W.dqkv, z.row, P(MP_BLK_QKV_W), z.row, 0.0, W.part, z.h);
     CHECK(RN(tp_reduce)(g, W.part, W.dln, z.h, "tp-attn-bwd", err));
     RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
-    RN(mp_layernorm_backward)(W.dtmp, G(MP_BLK_LN1_W), G(MP_BLK_LN1_B), W.dln, B->ln1_xhat,
-                              B->ln1_rstd, P(MP_BLK_LN1_W), (int)z.Sl, (int)z.h, ex);
+    RN(norm_backward)(g, W.dtmp, G(MP_BLK_LN1_W), G(MP_BLK_LN1_B), W.dln, B->ln1_xhat,
+                      B->ln1_rstd, P(MP_BLK_LN1_W), (int)z.Sl);
     RN(mp_add)(dres, W.dtmp, z.Sl * z.h);
     RN(mp_q)(ex, dres, z.Sl * z.h, MP_Q_GRAD);
 #undef P
@@ -535,8 +606,9 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     size_t lo = (size_t)g->tp.rank * z.Vl;
     if (z.emb) {
         /* embedding (vocab-parallel): part[S,h] = wte rows this rank owns, else 0;
-         * x0[Sl,h] = reduce(part) + wpe[pos] */
-        const real *wte = RN(param)(g->w, g, lay->wte), *wpe = RN(param)(g->w, g, lay->wpe);
+         * x0[Sl,h] = reduce(part) + wpe[pos] (learned positions; RoPE turns Q, K) */
+        const real *wte = RN(param)(g->w, g, lay->wte);
+        const real *wpe = lay->wpe >= 0 ? RN(param)(g->w, g, lay->wpe) : NULL;
         for (size_t r = 0; r < z.S; r++) {
             size_t tok = (size_t)tokens[r];
             real *dst = W.part + r * z.h;
@@ -546,7 +618,7 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                 memset(dst, 0, z.h * sizeof(real));
         }
         CHECK(RN(tp_reduce)(g, W.part, A->x0, z.h, "tp-embed", err));
-        for (size_t rl = 0; rl < z.Sl; rl++) {
+        for (size_t rl = 0; wpe && rl < z.Sl; rl++) {
             size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
             RN(mp_add)(A->x0 + rl * z.h, wpe + pos * z.h, z.h);
         }
@@ -566,10 +638,10 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     }
     if (!z.head)
         return MP_OK; /* the stage's output is mp_gpt_stage_output() */
-    /* final LayerNorm; logits[S,Vl] = lnf_full @ Whead[Vl,h]^T (vocab-parallel) */
-    RN(mp_layernorm_forward)(sp ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd, x,
-                             RN(param)(g->w, g, lay->lnf_w), RN(param)(g->w, g, lay->lnf_b),
-                             (int)z.Sl, (int)z.h, ex);
+    /* final norm; logits[S,Vl] = lnf_full @ Whead[Vl,h]^T (vocab-parallel) */
+    RN(norm_forward)(g, sp ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd, x,
+                     RN(param)(g->w, g, lay->lnf_w),
+                     lay->lnf_b >= 0 ? RN(param)(g->w, g, lay->lnf_b) : NULL, (int)z.Sl);
     if (sp)
         CHECK(RN(tp_gather)(g, W.loc, A->lnf_full, z.h, err));
     const real *wh = RN(param)(g->w, g, lay->head);
@@ -647,10 +719,9 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
              0.0, W.part, z.h);
         CHECK(RN(tp_reduce)(g, W.part, W.dln, z.h, "tp-head-bwd", err));
         RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
-        RN(mp_layernorm_backward)(W.dres, RN(param)(g->g, g, lay->lnf_w),
-                                  RN(param)(g->g, g, lay->lnf_b), W.dln, A->lnf_xhat,
-                                  A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w), (int)z.Sl,
-                                  (int)z.h, ex);
+        RN(norm_backward)(g, W.dres, RN(param)(g->g, g, lay->lnf_w),
+                          lay->lnf_b >= 0 ? RN(param)(g->g, g, lay->lnf_b) : NULL, W.dln,
+                          A->lnf_xhat, A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w), (int)z.Sl);
     } else {
         /* a pipeline stage before the last: the next stage's input gradient */
         if (!g->stage_grad_in)
@@ -663,8 +734,9 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
     if (!z.emb)
         return MP_OK; /* W.dres is the stage's input gradient: mp_gpt_stage_input_grad() */
     /* embedding: dwpe[pos] += dres (local rows); dwte rows this rank owns */
-    real *gwpe = RN(param)(g->g, g, lay->wpe), *gwte = RN(param)(g->g, g, lay->wte);
-    for (size_t rl = 0; rl < z.Sl; rl++) {
+    real *gwpe = lay->wpe >= 0 ? RN(param)(g->g, g, lay->wpe) : NULL;
+    real *gwte = RN(param)(g->g, g, lay->wte);
+    for (size_t rl = 0; gwpe && rl < z.Sl; rl++) {
         size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
         RN(mp_add)(gwpe + pos * z.h, W.dres + rl * z.h, z.h);
     }

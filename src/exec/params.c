@@ -21,6 +21,7 @@ typedef struct builder {
     mp_param_layout *l;
     const mp_gpt_dims *d;
     int ref, item_begin, item_end;
+    int n_sec, sec[3]; /* the sections of the next MP_SPLIT_QKV tensor added */
 } builder;
 
 static int add_as(builder *b, const char *name, int rows, int cols, mp_split split,
@@ -31,6 +32,11 @@ static int add_as(builder *b, const char *name, int rows, int cols, mp_split spl
     if (item < b->item_begin || item >= b->item_end)
         return -1;
     mp_param *p = &l->p[l->n];
+    memset(p, 0, sizeof *p);
+    if (split == MP_SPLIT_QKV) {
+        p->n_sec = b->n_sec;
+        memcpy(p->sec_cols, b->sec, sizeof p->sec_cols);
+    }
     snprintf(p->name, sizeof p->name, "%s", name);
     p->rows = rows;
     p->cols = cols;
@@ -56,15 +62,20 @@ static int add(builder *b, const char *name, int rows, int cols, mp_split split,
 mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
-    int h = d->hidden, f = d->ffn, v = d->vocab, t = d->tp;
+    int h = d->hidden, f = d->ffn, v = d->vocab, t = d->tp, g = mp_dims_kv_heads(d);
     if (d->seq % (2 * mp_dims_cp(d)) && mp_dims_cp(d) > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
                             "cp=%d needs seq (%d) divisible into %d chunks", d->cp, d->seq,
                             2 * d->cp);
-    if (h % d->heads || d->heads % t || f % t || v % t || (d->sp && mp_dims_positions(d) % t))
+    if (h % d->heads || d->heads % t || g % t || d->heads % g || f % t || v % t ||
+        (d->sp && mp_dims_positions(d) % t))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
-                            "tp=%d must divide heads (%d), ffn_hidden (%d), vocab (%d)%s", t,
-                            d->heads, f, v, d->sp ? " and, with sp, seq / cp" : "");
+                            "tp=%d must divide heads (%d), kv_heads (%d), ffn_hidden (%d), vocab "
+                            "(%d)%s", t, d->heads, g, f, v,
+                            d->sp ? " and, with sp, seq / cp" : "");
+    if (d->rope && mp_dims_head_dim(d) % 2)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
+                            "rotary embeddings need an even head dim (%d)", mp_dims_head_dim(d));
     builder b = {.l = out, .d = d};
     mp_dims_items(d, &b.item_begin, &b.item_end);
     if (b.item_begin < 0 || b.item_end > d->layers + 2 || b.item_begin >= b.item_end)
@@ -73,42 +84,55 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                             b.item_end, d->layers + 1);
     int cap = 2 + MP_BLK_COUNT * d->layers + 3;
     out->p = calloc((size_t)cap, sizeof *out->p);
-    out->block_base = calloc((size_t)d->layers + 1, sizeof *out->block_base);
-    if (!out->p || !out->block_base) {
+    out->block = malloc(((size_t)d->layers * MP_BLK_COUNT + 1) * sizeof *out->block);
+    if (!out->p || !out->block) {
         mp_param_layout_free(out);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for parameters");
     }
     out->layers = d->layers;
     out->wte = add(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false, 0);
-    out->wpe = add(&b, "embedding.wpe", d->seq, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
+    out->wpe = d->rope ? -1
+                       : add(&b, "embedding.wpe", d->seq, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
+    /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
+    int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;
+    bool bias = !d->no_bias, shift = !d->rmsnorm;
     for (int l = 0; l < d->layers; l++) {
         char n[48];
-        int first = -1;
-#define BLK(suffix, rows, cols, split, init, spp)                                           \
+        int *blk = out->block + (size_t)l * MP_BLK_COUNT;
+        for (int k = 0; k < MP_BLK_COUNT; k++)
+            blk[k] = -1;
+#define BLK(k, present, suffix, rows, cols, split, init, spp)                                \
     do {                                                                                   \
-        snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                  \
-        int k_ = add(&b, n, rows, cols, split, init, spp, l + 1);                          \
-        if (first < 0)                                                                     \
-            first = k_;                                                                    \
+        if (present) {                                                                     \
+            snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                              \
+            blk[k] = add(&b, n, rows, cols, split, init, spp, l + 1);                      \
+        }                                                                                  \
     } while (0)
-        BLK("ln1.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
-        BLK("ln1.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
-        BLK("qkv.weight", h, 3 * h, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
-        BLK("qkv.bias", 1, 3 * h, MP_SPLIT_QKV, MP_INIT_BIAS, false);
-        BLK("proj.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
-        BLK("proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
-        BLK("ln2.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
-        BLK("ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
-        BLK("fc1.weight", h, f, MP_SPLIT_COLS, MP_INIT_WEIGHT, false);
-        BLK("fc1.bias", 1, f, MP_SPLIT_COLS, MP_INIT_BIAS, false);
-        BLK("fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
-        BLK("fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+#define SECTIONS(a, b_, c)                                                                 \
+    (b.n_sec = (c) > 0 ? 3 : 2, b.sec[0] = (a), b.sec[1] = (b_), b.sec[2] = (c))
+        BLK(MP_BLK_LN1_W, true, "ln1.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+        BLK(MP_BLK_LN1_B, shift, "ln1.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        SECTIONS(d->heads * hd, g * hd, g * hd);
+        BLK(MP_BLK_QKV_W, true, "qkv.weight", h, qkv, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_QKV_B, bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
+        BLK(MP_BLK_PROJ_W, true, "proj.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_PROJ_B, bias, "proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        BLK(MP_BLK_LN2_W, true, "ln2.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+        BLK(MP_BLK_LN2_B, shift, "ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        SECTIONS(f, f, 0);
+        mp_split s1 = d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS;
+        BLK(MP_BLK_FC1_W, true, "fc1.weight", h, f1, s1, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_FC1_B, bias, "fc1.bias", 1, f1, s1, MP_INIT_BIAS, false);
+        BLK(MP_BLK_FC2_W, true, "fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_FC2_B, bias, "fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+#undef SECTIONS
 #undef BLK
-        out->block_base[l] = first;
     }
     int head_item = d->layers + 1;
     out->lnf_w = add(&b, "final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, head_item);
-    out->lnf_b = add(&b, "final_ln.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true, head_item);
+    out->lnf_b = shift ? add(&b, "final_ln.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true,
+                             head_item)
+                       : -1;
     bool has_head = head_item >= b.item_begin && head_item < b.item_end;
     if (!d->tied)
         out->head = add(&b, "lm_head.weight", v, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false,
@@ -126,7 +150,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
 void mp_param_layout_free(mp_param_layout *l)
 {
     free(l->p);
-    free(l->block_base);
+    free(l->block);
     memset(l, 0, sizeof *l);
 }
 
@@ -138,9 +162,18 @@ size_t mp_param_full_index(const mp_param *p, int tp_rank, size_t i)
         c += (size_t)tp_rank * (size_t)p->lcols;
         break;
     case MP_SPLIT_QKV: {
-        /* local columns: [my Q heads | my K heads | my V heads] */
-        size_t sect = (size_t)p->lcols / 3, s = c / sect, w = c % sect;
-        c = s * ((size_t)p->cols / 3) + (size_t)tp_rank * sect + w;
+        /* local columns: [my share of section 0 | of section 1 | ...] (my Q heads,
+         * my K heads, my V heads; or my gate and up columns) */
+        size_t full0 = 0, t = (size_t)(p->cols / (p->lcols > 0 ? p->lcols : 1));
+        for (int k = 0; k < p->n_sec; k++) {
+            size_t full = (size_t)p->sec_cols[k], loc = full / t;
+            if (c < loc) {
+                c = full0 + (size_t)tp_rank * loc + c;
+                break;
+            }
+            c -= loc;
+            full0 += full;
+        }
         break;
     }
     case MP_SPLIT_ROWS:

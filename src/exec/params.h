@@ -16,6 +16,12 @@
 typedef struct mp_gpt_dims {
     int hidden, heads, ffn, vocab, seq, micro_batch, layers;
     bool tied;            /* LM head shares the token embedding */
+    /* LLaMA-style variants (all false / 0: GPT-2's blocks) */
+    int kv_heads;         /* grouped-query attention: key/value heads (0: = heads) */
+    bool rmsnorm;         /* RMSNorm (a scale, no shift) instead of LayerNorm */
+    bool swiglu;          /* MLP silu(x W_gate) * (x W_up) W_down instead of GeLU */
+    bool rope;            /* rotary position embedding on Q and K, no learned positions */
+    bool no_bias;         /* no biases in the linear layers */
     int tp, tp_rank;      /* tensor-parallel degree and this rank's place */
     bool sp;              /* sequence parallelism (needs tp > 1 to matter) */
     int cp, cp_rank;      /* context parallelism (0 or 1: none): the sequence is cut in 2cp
@@ -56,12 +62,17 @@ static inline int mp_dims_local_tokens(const mp_gpt_dims *d)
     return d->sp ? mp_dims_tokens(d) / d->tp : mp_dims_tokens(d);
 }
 static inline int mp_dims_head_dim(const mp_gpt_dims *d) { return d->hidden / d->heads; }
+static inline int mp_dims_kv_heads(const mp_gpt_dims *d)
+{
+    return d->kv_heads > 0 ? d->kv_heads : d->heads;
+}
 
 /* How tensor parallelism cuts a [rows, cols] tensor (row-major, y = x W). */
 typedef enum {
     MP_SPLIT_NONE, /* replicated on every TP rank */
     MP_SPLIT_COLS, /* column-parallel: this rank holds cols [r*c/t, (r+1)*c/t) */
-    MP_SPLIT_QKV,  /* column-parallel over [Q | K | V] sections: this rank's heads of each */
+    MP_SPLIT_QKV,  /* column-parallel over sections ([Q | K | V], or SwiGLU's [gate | up]):
+                      this rank's share of each (whole heads of Q, K and V) */
     MP_SPLIT_ROWS  /* row-parallel (and vocab-parallel embedding / head): rows [r*R/t, ...) */
 } mp_split;
 
@@ -79,12 +90,15 @@ typedef struct mp_param {
                              all-reduce it over TP (LayerNorms, row-parallel biases, positions) */
     size_t offset;        /* of this rank's part in the flat buffers */
     int item;             /* layer item: 0 embedding, 1..L blocks, L+1 head (pipeline stage) */
+    int n_sec;            /* MP_SPLIT_QKV: sections, and each one's full columns */
+    int sec_cols[3];
     int ref_index;        /* index of the same tensor in the whole model's table: its initial
                              values and its reference (a tied head's copy of the embedding on
                              the last stage names the embedding) */
 } mp_param;
 
-/* Order of the tensors of one block (index = block_base[l] + this). */
+/* The tensors of one block (mp_block_param; a LLaMA block has no biases and
+ * RMSNorm has no shift: those are -1). */
 enum {
     MP_BLK_LN1_W, MP_BLK_LN1_B, MP_BLK_QKV_W, MP_BLK_QKV_B, MP_BLK_PROJ_W, MP_BLK_PROJ_B,
     MP_BLK_LN2_W, MP_BLK_LN2_B, MP_BLK_FC1_W, MP_BLK_FC1_B, MP_BLK_FC2_W, MP_BLK_FC2_B,
@@ -97,9 +111,15 @@ typedef struct mp_param_layout {
     size_t total;         /* elements of this rank's flat buffer */
     int wte, wpe, lnf_w, lnf_b, head; /* indices (-1: not on this stage); head == wte when
                                          tied and both are on this stage */
-    int *block_base;      /* [layers] (-1: block not on this stage) */
+    int *block;           /* [layers * MP_BLK_COUNT] tensor index, -1: absent or not on this stage */
     int layers;
 } mp_param_layout;
+
+/* Tensor k (MP_BLK_*) of block l, or -1. */
+static inline int mp_block_param(const mp_param_layout *l, int layer, int k)
+{
+    return l->block[(size_t)layer * MP_BLK_COUNT + (size_t)k];
+}
 
 /* Builds the table for dims (tp, tp_rank, sp and the stage's items as given). */
 mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_error *err);

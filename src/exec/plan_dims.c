@@ -20,28 +20,22 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
-    if (m->arch != MP_ARCH_GPT)
+    /* decoder-only models: GPT, and LLaMA's variants of its parts */
+    if (m->arch != MP_ARCH_GPT && m->arch != MP_ARCH_LLAMA)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.arch",
-                            "arch %s is not supported by this executor yet (it runs gpt)",
-                            mp_arch_name(m->arch));
-    if (m->norm != MP_NORM_LAYERNORM)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.norm",
-                            "norm %s is not supported by this executor yet (layernorm)",
-                            mp_norm_name(m->norm));
-    if (m->activation != MP_ACT_GELU)
+                            "arch %s is not supported by this executor yet (it runs gpt and "
+                            "llama)", mp_arch_name(m->arch));
+    if (m->activation != MP_ACT_GELU && m->activation != MP_ACT_SWIGLU)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
-                            "activation %s is not supported by this executor yet (gelu)",
-                            mp_activation_name(m->activation));
-    if (m->position != MP_POS_LEARNED)
+                            "activation %s is not supported by this executor yet (gelu, "
+                            "swiglu)", mp_activation_name(m->activation));
+    if (m->position != MP_POS_LEARNED && m->position != MP_POS_ROPE)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
-                            "position %s is not supported by this executor yet (learned)",
-                            mp_position_name(m->position));
+                            "position %s is not supported by this executor yet (learned, "
+                            "rope)", mp_position_name(m->position));
     if (m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet");
-    if (m->kv_heads && m->kv_heads != m->heads)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.kv_heads",
-                            "grouped-query attention is not supported by this executor yet");
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "vpp=%lld model chunks per rank: this executor runs at most %d",
@@ -71,6 +65,12 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         /* keep every degree; make each size the smallest that each still divides */
         int heads = tp * max_int(1, min_int((int)(m->heads / tp), 2));
         out->heads = heads;
+        /* grouped-query attention stays grouped: one key/value head per rank
+         * for two query heads */
+        if (m->kv_heads && m->kv_heads < m->heads) {
+            out->heads = heads = 2 * tp;
+            out->kv_heads = tp;
+        }
         out->hidden = heads * 8;
         out->ffn = 4 * out->hidden;
         out->vocab = tp * max_int(8, 128 / tp);
@@ -90,6 +90,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
                                 "model too large to run on this machine: use --shrink");
         out->heads = (int)m->heads;
+        out->kv_heads = (int)(m->kv_heads ? m->kv_heads : m->heads);
         out->hidden = (int)m->hidden;
         out->ffn = (int)(m->ffn_hidden ? m->ffn_hidden : 4 * m->hidden);
         /* padded to a multiple of tp, as Megatron pads its vocabulary */
@@ -100,6 +101,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         *microbatches = (int)mbs;
     }
     out->tied = m->tied_embeddings;
+    out->rmsnorm = m->norm == MP_NORM_RMSNORM;
+    out->swiglu = m->activation == MP_ACT_SWIGLU;
+    out->rope = m->position == MP_POS_ROPE;
+    out->no_bias = m->arch == MP_ARCH_LLAMA; /* LLaMA's linear layers have no biases */
     out->tp = tp;
     out->sp = sp;
     out->cp = cp;
@@ -108,10 +113,16 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
                             "hidden (%d) must be a positive multiple of heads (%d)",
                             out->hidden, out->heads);
-    if (out->heads % tp || out->ffn % tp || out->vocab % tp)
+    if (out->heads % tp || mp_dims_kv_heads(out) % tp || out->heads % mp_dims_kv_heads(out) ||
+        out->ffn % tp || out->vocab % tp)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
-                            "tp=%d must divide heads (%d), ffn_hidden (%d) and vocab (%d)", tp,
-                            out->heads, out->ffn, out->vocab);
+                            "tp=%d must divide heads (%d), kv_heads (%d), ffn_hidden (%d) and "
+                            "vocab (%d)", tp, out->heads, mp_dims_kv_heads(out), out->ffn,
+                            out->vocab);
+    if (out->rope && (out->hidden / out->heads) % 2)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
+                            "rotary embeddings need an even head dim (%d)",
+                            out->hidden / out->heads);
     if (cp > 1 && out->seq % (2 * cp))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
                             "context parallelism cuts seq (%d) into 2 x cp = %d chunks: it must "

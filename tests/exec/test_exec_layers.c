@@ -86,6 +86,78 @@ static void test_layernorm_backward(void **state)
     }
 }
 
+/* ---- RMSNorm and SwiGLU ---- */
+
+static double rms_loss(const double *x, const double *w, const double *dy, int rows, int h)
+{
+    double out[64], xh[64], rs[8], s = 0;
+    mp_rmsnorm_forward_f64(out, xh, rs, x, w, rows, h, false);
+    for (int i = 0; i < rows * h; i++)
+        s += out[i] * dy[i];
+    return s;
+}
+
+static void test_rmsnorm_backward(void **state)
+{
+    (void)state;
+    enum { R = 3, H = 8 };
+    double x[R * H], w[H], dy[R * H], out[R * H], xh[R * H], rs[R], dx[R * H], dw[H] = {0};
+    uint64_t s = 11;
+    for (int i = 0; i < R * H; i++) {
+        x[i] = frand(&s) * 2 + 0.5; /* not centred: RMSNorm has no mean to take out */
+        dy[i] = frand(&s);
+    }
+    for (int i = 0; i < H; i++)
+        w[i] = 1 + 0.3 * frand(&s);
+    mp_rmsnorm_forward_f64(out, xh, rs, x, w, R, H, false);
+    mp_rmsnorm_backward_f64(dx, dw, dy, xh, rs, w, R, H, false);
+    const double e = 1e-6;
+    for (int i = 0; i < R * H; i++) {
+        double keep = x[i];
+        x[i] = keep + e;
+        double up = rms_loss(x, w, dy, R, H);
+        x[i] = keep - e;
+        double down = rms_loss(x, w, dy, R, H);
+        x[i] = keep;
+        assert_true(fabs((up - down) / (2 * e) - dx[i]) < 1e-6);
+    }
+    for (int i = 0; i < H; i++) {
+        double keep = w[i];
+        w[i] = keep + e;
+        double up = rms_loss(x, w, dy, R, H);
+        w[i] = keep - e;
+        double down = rms_loss(x, w, dy, R, H);
+        w[i] = keep;
+        assert_true(fabs((up - down) / (2 * e) - dw[i]) < 1e-6);
+    }
+}
+
+static void test_swiglu_backward(void **state)
+{
+    (void)state;
+    enum { R = 2, F = 5 };
+    double gu[R * 2 * F], dy[R * F], out[R * F], dgu[R * 2 * F];
+    uint64_t s = 5;
+    for (int i = 0; i < R * 2 * F; i++)
+        gu[i] = frand(&s) * 4;
+    for (int i = 0; i < R * F; i++)
+        dy[i] = frand(&s);
+    mp_swiglu_backward_f64(dgu, dy, gu, R, F);
+    for (int i = 0; i < R * 2 * F; i++) {
+        double keep = gu[i], up = 0, down = 0;
+        gu[i] = keep + 1e-6;
+        mp_swiglu_forward_f64(out, gu, R, F);
+        for (int k = 0; k < R * F; k++)
+            up += out[k] * dy[k];
+        gu[i] = keep - 1e-6;
+        mp_swiglu_forward_f64(out, gu, R, F);
+        for (int k = 0; k < R * F; k++)
+            down += out[k] * dy[k];
+        gu[i] = keep;
+        assert_true(fabs((up - down) / 2e-6 - dgu[i]) < 1e-7);
+    }
+}
+
 /* ---- GeLU ---- */
 
 static void test_gelu_backward(void **state)
@@ -178,9 +250,19 @@ static double model_loss(mp_gpt_f64 *g, const int32_t *tok, const int32_t *tgt)
     return loss;
 }
 
-static void check_model_gradients(bool tied)
+/* LLaMA's parts: RMSNorm, SwiGLU, RoPE, grouped-query attention (4 query
+ * heads on 2 key/value heads), no biases. */
+static mp_gpt_dims tiny_llama_dims(int tp, int tp_rank, bool sp, bool tied, int heads, int kv)
 {
-    mp_gpt_dims d = tiny_dims(1, 0, false, tied);
+    mp_gpt_dims d = tiny_dims(tp, tp_rank, sp, tied);
+    d.heads = heads;
+    d.kv_heads = kv;
+    d.rmsnorm = d.swiglu = d.rope = d.no_bias = true;
+    return d;
+}
+
+static void check_model_gradients_of(mp_gpt_dims d)
+{
     mp_param_layout lay;
     mp_error err;
     assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
@@ -199,7 +281,10 @@ static void check_model_gradients(bool tied)
     assert_true(loss > 0);
     memset(g.g, 0, lay.total * sizeof(double));
     assert_int_equal(mp_gpt_backward_f64(&g, 0, &err), MP_OK);
-    const double e = 1e-5;
+    /* central differences err by O(e^2) times the third derivative: RMSNorm's
+     * uncentred activations under 8x weights need a smaller step than
+     * LayerNorm's; rounding stays ~1e-16 * loss / e, far below the tolerance */
+    const double e = 2.5e-6;
     for (int pid = 0; pid < lay.n; pid++) {
         const mp_param *p = &lay.p[pid];
         size_t n = (size_t)p->lrows * p->lcols;
@@ -226,13 +311,63 @@ static void check_model_gradients(bool tied)
 static void test_model_gradients_tied(void **state)
 {
     (void)state;
-    check_model_gradients(true);
+    check_model_gradients_of(tiny_dims(1, 0, false, true));
 }
 
 static void test_model_gradients_untied(void **state)
 {
     (void)state;
-    check_model_gradients(false);
+    check_model_gradients_of(tiny_dims(1, 0, false, false));
+}
+
+/* Every LLaMA-style tensor against finite differences: RMSNorm's backward,
+ * SwiGLU's, the rotary turn's and grouped-query attention's. */
+static void test_model_gradients_llama(void **state)
+{
+    (void)state;
+    /* the parts one at a time, on GPT's blocks */
+    mp_gpt_dims d = tiny_dims(1, 0, false, true);
+    d.rmsnorm = true;
+    check_model_gradients_of(d);
+    d = tiny_dims(1, 0, false, true);
+    d.swiglu = true;
+    check_model_gradients_of(d);
+    d = tiny_dims(1, 0, false, true);
+    d.kv_heads = 2;
+    check_model_gradients_of(d);
+    d = tiny_dims(1, 0, false, true);
+    d.rope = true;
+    check_model_gradients_of(d);
+    /* all of them */
+    check_model_gradients_of(tiny_llama_dims(1, 0, false, false, 4, 2));
+    check_model_gradients_of(tiny_llama_dims(1, 0, false, true, 4, 4));
+}
+
+/* RoPE keeps a vector's length and turns back exactly (double). */
+static void test_rope_turns_back(void **state)
+{
+    (void)state;
+    int s = 5, b = 2, heads = 3, hd = 8;
+    size_t ld = (size_t)heads * hd + 3, n = (size_t)s * b * ld;
+    double x[5 * 2 * 27], y[5 * 2 * 27];
+    int pos[5] = {0, 3, 4, 9, 15};
+    uint64_t st = 7;
+    for (size_t i = 0; i < n; i++)
+        x[i] = y[i] = frand(&st);
+    mp_rope_f64(y, ld, heads, hd, pos, s, b, false, false, 0);
+    for (size_t r = 0; r < (size_t)s * b; r++)
+        for (int a = 0; a < heads; a++)
+            for (int k = 0; k < hd / 2; k++) {
+                size_t i1 = r * ld + (size_t)a * hd + k, i2 = i1 + hd / 2;
+                double before = x[i1] * x[i1] + x[i2] * x[i2];
+                double after = y[i1] * y[i1] + y[i2] * y[i2];
+                assert_true(fabs(before - after) < 1e-12);
+                if (r < (size_t)b) /* position 0: no turn */
+                    assert_true(fabs(y[i1] - x[i1]) < 1e-15);
+            }
+    mp_rope_f64(y, ld, heads, hd, pos, s, b, true, false, 0);
+    for (size_t i = 0; i < n; i++)
+        assert_true(fabs(y[i] - x[i]) < 1e-12);
 }
 
 /* ---- tensor-parallel slicing: the TP parts of every tensor cover it once ---- */
@@ -240,11 +375,17 @@ static void test_model_gradients_untied(void **state)
 static void test_slices_partition_tensors(void **state)
 {
     (void)state;
+    for (int variant = 0; variant < 4; variant++)
     for (int tp = 1; tp <= 4; tp *= 2) {
         mp_param_layout lay[4];
         mp_error err;
         for (int r = 0; r < tp; r++) {
-            mp_gpt_dims d = tiny_dims(tp, r, tp > 1, true);
+            /* GPT; LLaMA with grouped-query attention (8 query, 4 key/value
+             * heads: QKV sections of unequal width) and SwiGLU's [gate | up] */
+            mp_gpt_dims d = variant % 2 ? tiny_llama_dims(tp, r, tp > 1, variant > 1, 8, 4)
+                                        : tiny_dims(tp, r, tp > 1, variant > 1);
+            if (variant % 2)
+                d.hidden = 32;
             assert_int_equal(mp_param_layout_build(&d, &lay[r], &err), MP_OK);
         }
         for (int pid = 0; pid < lay[0].n; pid++) {
@@ -270,7 +411,8 @@ static void test_slices_partition_tensors(void **state)
     }
 }
 
-/* The QKV column split gives each rank whole heads of Q, K and V. */
+/* The QKV column split gives each rank whole heads of Q, K and V; with
+ * grouped-query attention, its query heads and the key/value heads they read. */
 static void test_qkv_split_keeps_heads(void **state)
 {
     (void)state;
@@ -278,11 +420,29 @@ static void test_qkv_split_keeps_heads(void **state)
     mp_param_layout lay;
     mp_error err;
     assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
-    const mp_param *p = &lay.p[lay.block_base[0] + MP_BLK_QKV_B];
+    const mp_param *p = &lay.p[mp_block_param(&lay, 0, MP_BLK_QKV_B)];
     /* rank 1 of 2, h = 16: local cols [Q 8..15 | K 24..31 | V 40..47] */
     assert_int_equal(mp_param_full_index(p, 1, 0), 8);
     assert_int_equal(mp_param_full_index(p, 1, 8), 24);
     assert_int_equal(mp_param_full_index(p, 1, 23), 47);
+    mp_param_layout_free(&lay);
+    /* h = 32, 8 query heads, 4 kv heads, hd 4; rank 1 of 2: Q cols 16..31 of
+     * [0, 32), K 40..47 of [32, 48), V 56..63 of [48, 64) */
+    d = tiny_llama_dims(2, 1, false, true, 8, 4);
+    d.hidden = 32;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    p = &lay.p[mp_block_param(&lay, 0, MP_BLK_QKV_W)];
+    assert_int_equal(p->lcols, 32);
+    assert_int_equal(mp_param_full_index(p, 1, 0), 16);
+    assert_int_equal(mp_param_full_index(p, 1, 16), 40);
+    assert_int_equal(mp_param_full_index(p, 1, 24), 56);
+    assert_int_equal(mp_param_full_index(p, 1, 31), 63);
+    /* SwiGLU's fc1 [gate | up], ffn 32: rank 1 holds gate 16..31 and up 48..63 */
+    p = &lay.p[mp_block_param(&lay, 0, MP_BLK_FC1_W)];
+    assert_int_equal(mp_param_full_index(p, 1, 0), 16);
+    assert_int_equal(mp_param_full_index(p, 1, 16), 48);
+    assert_int_equal(mp_block_param(&lay, 0, MP_BLK_QKV_B), -1);
+    assert_int_equal(mp_block_param(&lay, 0, MP_BLK_LN1_B), -1);
     mp_param_layout_free(&lay);
 }
 
@@ -470,7 +630,7 @@ static void check_stages(bool tied)
     assert_int_equal(mp_param_layout_build(&d, &lw, &err), MP_OK);
     assert_int_equal(mp_param_layout_build(&da, &la, &err), MP_OK);
     assert_int_equal(mp_param_layout_build(&db, &lb, &err), MP_OK);
-    assert_true(la.head < 0 && lb.wte < 0 && lb.head >= 0 && la.block_base[1] < 0);
+    assert_true(la.head < 0 && lb.wte < 0 && lb.head >= 0 && mp_block_param(&la, 1, MP_BLK_LN1_W) < 0);
     mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
     mp_gpt_f32 w, a, b;
     const mp_backend *be = mp_backend_cpu();
@@ -575,9 +735,13 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm_backward),
         cmocka_unit_test(test_gelu_backward),
+        cmocka_unit_test(test_rmsnorm_backward),
+        cmocka_unit_test(test_swiglu_backward),
         cmocka_unit_test(test_attention_backward),
         cmocka_unit_test(test_model_gradients_tied),
         cmocka_unit_test(test_model_gradients_untied),
+        cmocka_unit_test(test_model_gradients_llama),
+        cmocka_unit_test(test_rope_turns_back),
         cmocka_unit_test(test_slices_partition_tensors),
         cmocka_unit_test(test_qkv_split_keeps_heads),
         cmocka_unit_test(test_rank_order),

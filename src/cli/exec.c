@@ -270,10 +270,17 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
            a->plan, r->ranks, r->tp, r->sp ? "on" : "off", r->cp, r->dp,
            r->dist_opt ? "on" : "off", r->pp, r->vpp > 1 ? r->vpp : 1,
            r->plan_precision ? r->plan_precision : "?");
-    printf("model: hidden %d, heads %d, ffn %d, vocab %d, seq %d, layers %d, micro-batch %d, "
+    char kv[32] = "";
+    if (mp_dims_kv_heads(d) != d->heads)
+        snprintf(kv, sizeof kv, " (%d key/value)", mp_dims_kv_heads(d));
+    printf("model: hidden %d, heads %d%s, ffn %d, vocab %d, seq %d, layers %d, micro-batch %d, "
            "%d micro-batches per DP rank, schedule %s%s\n",
-           d->hidden, d->heads, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
+           d->hidden, d->heads, kv, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
+    if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
+        printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
+               d->swiglu ? "SwiGLU" : "GeLU", d->rope ? "rotary" : "learned",
+               d->no_bias ? "no biases" : "biases");
     if (r->cp > 1) {
         /* which positions each CP rank held: chunks c and 2cp-1-c of 2cp */
         int chunk = d->seq / (2 * r->cp);

@@ -277,6 +277,9 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, kv, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
+    printf("activations kept: %.3g MiB on the most loaded rank (recompute %s%s)\n",
+           r->activation_bytes / 1048576.0, r->recompute ? r->recompute : "?",
+           r->layer_recompute ? ", per layer as the plan lists it" : "");
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
                d->swiglu ? "SwiGLU" : "GeLU", d->rope ? "rotary" : "learned",

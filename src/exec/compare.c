@@ -43,14 +43,13 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
         goto done;
     c->hw = *hw;
     const mp_parallel *pp = &plan->config.parallel;
-    /* what the CPU backend ran: fp32, every activation kept, nothing overlapped */
+    /* what the CPU backend ran: fp32, the plan's recomputation, nothing overlapped */
     c->training = (mp_training){.gpus = rep->ranks, .seq = d->seq,
                                 .global_batch = (int64_t)rep->microbatches * d->micro_batch *
                                                 rep->dp,
                                 .precision = MP_DTYPE_FP32};
     c->parallel = *pp;
     c->parallel.micro_batch = d->micro_batch;
-    c->parallel.recompute = MP_RECOMPUTE_NONE;
     c->parallel.dp_overlap = false;
     c->parallel.tp_overlap = false;
     int64_t K = pp->pp * (pp->vpp > 1 ? pp->vpp : 1);
@@ -59,6 +58,10 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
         memcpy(sp->stages, plan->stages, sizeof sp->stages[0] * (size_t)K);
     } else {
         mp_plan_default_stages(sp);
+    }
+    if (!shrink && plan->has_layer_recompute) {
+        sp->has_layer_recompute = true;
+        memcpy(sp->layer_recompute, plan->layer_recompute, sizeof sp->layer_recompute);
     }
     if ((st = mp_plan_check(sp, err)))
         goto done;

@@ -303,6 +303,15 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     free(dc);
     if (st)
         goto done;
+    {
+        /* activations this rank keeps: what recomputation saves is measured here */
+        double mine = 0;
+        for (int c = 0; c < v; c++)
+            mine += (double)R.model[c].n_slots * (double)R.model[c].slot_reals * sizeof(float);
+        MPI_Allreduce(&mine, &rep->activation_bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        rep->recompute = mp_recompute_name(par->recompute);
+        rep->layer_recompute = d.layer_recompute != NULL;
+    }
     size_t nmy = (size_t)m * (size_t)S, nref = (size_t)m * (size_t)Sfull * (size_t)dp;
     R.tok = malloc(nmy * sizeof(int32_t));
     R.tgt = malloc(nmy * sizeof(int32_t));
@@ -322,6 +331,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         rd.sp = false;
         rd.cp = 0;
         rd.cp_rank = 0;
+        rd.recompute = 0; /* the reference keeps everything: recomputation must not show */
+        rd.layer_recompute = NULL;
         rd.item_begin = rd.item_end = 0;
         TRY(mp_param_layout_build(&rd, &R.ref_lay, err));
         R.ref_ops.ops = calloc(2 * (size_t)m * (size_t)dp, sizeof(mp_op));

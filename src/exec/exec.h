@@ -57,6 +57,9 @@ typedef struct mp_exec_report {
     bool sp, dist_opt, exact, checked;
     const char *schedule;
     const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
+    const char *recompute;      /* the plan's recomputation, as run */
+    bool layer_recompute;       /* per layer, as the plan lists it */
+    double activation_bytes;    /* activation slots of the most loaded rank */
     double loss[MP_EXEC_MAX_STEPS], ref_loss[MP_EXEC_MAX_STEPS];
     double step_seconds[MP_EXEC_MAX_STEPS]; /* the partitioned step (no reference), slowest rank */
     /* measured seconds per phase in the last step, max over ranks (mp_phase;

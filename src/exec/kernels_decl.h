@@ -80,6 +80,7 @@ typedef struct RN(mp_gpt) {
     size_t n_alloc;        /* elements allocated in w and g (>= lay->total) */
     RN(mp_acts) **slots;   /* saved activations per micro-batch in flight */
     int n_slots;
+    size_t slot_reals;     /* reals one slot holds (what recomputation saves shows here) */
     real *ws;              /* backward workspace */
     real grad_scale;       /* d loss / d (sum of token losses) */
     real *kept_logits;     /* [S, V/t] logits of the micro-batch keep_microbatch, or NULL */

@@ -73,6 +73,8 @@ typedef struct RN(work) {
     real *kv_loc;   /* CP: [S,2kc] this rank's K|V, or its share of their gradient */
     real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
     real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
+    RN(block_acts) sblk; /* recomputation: one block's activations (probs alone for
+                            selective), rebuilt in backward; empty without */
 } RN(work);
 
 typedef struct RN(sizes) {
@@ -82,6 +84,7 @@ typedef struct RN(sizes) {
     size_t f1;                    /* fc1's output columns: Fl, or 2 Fl for SwiGLU */
     size_t sk, cp;                /* key positions (the whole sequence), CP degree */
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
+    int most_recompute;           /* the most any block of the stage recomputes */
     bool emb, head;               /* the stage holds the embedding / the head */
 } RN(sizes);
 
@@ -113,6 +116,11 @@ static RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
     z.n_blocks = lb > fb ? (size_t)(lb - fb) : 0;
     z.emb = ib == 0;
     z.head = ie == d->layers + 2;
+    z.most_recompute = 0;
+    for (size_t k = 0; k < z.n_blocks; k++) {
+        int r = mp_dims_block_recompute(d, (int)(z.first_block + k));
+        z.most_recompute = r > z.most_recompute ? r : z.most_recompute;
+    }
     return z;
 }
 
@@ -124,7 +132,35 @@ static real *RN(take)(real *base, size_t *used, size_t n)
     return p;
 }
 
-static size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z)
+/* One block's activations: all of them (mode 0), all but the attention
+ * probabilities (1: selective), or the block's output alone (2: full; its
+ * input is the previous block's output or x0). Fields not kept are NULL. */
+static void RN(layout_block)(RN(block_acts) *B, real *base, size_t *u, const RN(sizes) *z,
+                             int mode)
+{
+    memset(B, 0, sizeof *B);
+    if (mode < 2) {
+        B->ln1_xhat = RN(take)(base, u, z->Sl * z->h);
+        B->ln1_rstd = RN(take)(base, u, z->Sl);
+        B->ln1_full = RN(take)(base, u, z->S * z->h);
+        B->qkv = RN(take)(base, u, z->S * z->row);
+        if (mode == 0)
+            B->probs = RN(take)(base, u, z->b * z->al * z->s * z->sk);
+        B->att = RN(take)(base, u, z->S * z->hl);
+        if (z->cp > 1)
+            B->kv_full = RN(take)(base, u, z->sk * z->b * 2 * z->kc);
+        B->xmid = RN(take)(base, u, z->Sl * z->h);
+        B->ln2_xhat = RN(take)(base, u, z->Sl * z->h);
+        B->ln2_rstd = RN(take)(base, u, z->Sl);
+        B->ln2_full = RN(take)(base, u, z->S * z->h);
+        B->fc1_pre = RN(take)(base, u, z->S * z->f1);
+        B->fc1_act = RN(take)(base, u, z->S * z->Fl);
+    }
+    B->xout = RN(take)(base, u, z->Sl * z->h);
+}
+
+static size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z,
+                              const mp_gpt_dims *d)
 {
     size_t u = 0;
     /* tokens and targets ride in the same block, as reals' worth of int32 */
@@ -137,20 +173,8 @@ static size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z)
     A->x0 = RN(take)(base, &u, z->Sl * z->h);
     for (size_t l = 0; l < z->n_blocks; l++) {
         RN(block_acts) tmp, *B = base ? &A->blk[l] : &tmp;
-        B->ln1_xhat = RN(take)(base, &u, z->Sl * z->h);
-        B->ln1_rstd = RN(take)(base, &u, z->Sl);
-        B->ln1_full = RN(take)(base, &u, z->S * z->h);
-        B->qkv = RN(take)(base, &u, z->S * z->row);
-        B->probs = RN(take)(base, &u, z->b * z->al * z->s * z->sk);
-        B->att = RN(take)(base, &u, z->S * z->hl);
-        B->kv_full = RN(take)(base, &u, z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0);
-        B->xmid = RN(take)(base, &u, z->Sl * z->h);
-        B->ln2_xhat = RN(take)(base, &u, z->Sl * z->h);
-        B->ln2_rstd = RN(take)(base, &u, z->Sl);
-        B->ln2_full = RN(take)(base, &u, z->S * z->h);
-        B->fc1_pre = RN(take)(base, &u, z->S * z->f1);
-        B->fc1_act = RN(take)(base, &u, z->S * z->Fl);
-        B->xout = RN(take)(base, &u, z->Sl * z->h);
+        RN(layout_block)(B, base, &u, z,
+                         mp_dims_block_recompute(d, (int)(z->first_block + l)));
     }
     A->lnf_xhat = RN(take)(base, &u, z->Sl * z->h);
     A->lnf_rstd = RN(take)(base, &u, z->Sl);
@@ -178,6 +202,15 @@ static size_t RN(layout_work)(RN(work) *W, real *base, const RN(sizes) *z)
     W->kv_loc = RN(take)(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
     W->kv_ranks = RN(take)(base, &u, kv);
     W->dkv_full = RN(take)(base, &u, kv);
+    /* full recompute rebuilds a whole block here; selective only its probabilities */
+    if (z->most_recompute == 2)
+        RN(layout_block)(&W->sblk, base, &u, z, 0);
+    else if (z->most_recompute == 1) {
+        memset(&W->sblk, 0, sizeof W->sblk);
+        W->sblk.probs = RN(take)(base, &u, z->b * z->al * z->s * z->sk);
+    } else {
+        memset(&W->sblk, 0, sizeof W->sblk);
+    }
     return u;
 }
 
@@ -225,11 +258,12 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
             goto oom;
         g->slots[i] = A;
         A->blk = calloc(z.n_blocks ? z.n_blocks : 1, sizeof *A->blk);
-        size_t n = RN(layout_acts)(&probe_layout, NULL, &z);
+        size_t n = RN(layout_acts)(&probe_layout, NULL, &z, d);
         A->mem = calloc(n, sizeof(real));
         if (!A->blk || !A->mem)
             goto oom;
-        RN(layout_acts)(A, A->mem, &z);
+        RN(layout_acts)(A, A->mem, &z, d);
+        g->slot_reals = n;
     }
     /* Initial values: a function of (seed, tensor, full index) only. */
     for (int pid = 0; pid < lay->n; pid++) {
@@ -452,14 +486,16 @@ static mp_status RN(block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, cons
                     false, ex, MP_Q_ACT);
     }
     /* att[S,hl] = causal attention over this rank's heads (CP: this rank's
-     * queries against every position's K|V) */
+     * queries against every position's K|V); selective recompute keeps no
+     * probabilities: they go to scratch and are rebuilt in backward */
+    real *probs = B->probs ? B->probs : W.sblk.probs;
     if (z.cp > 1) {
         CHECK(RN(cp_gather_kv)(g, B->qkv, B->kv_full, err));
-        RN(mp_attention_forward_kv)(B->att, B->probs, B->qkv, z.row, B->kv_full,
+        RN(mp_attention_forward_kv)(B->att, probs, B->qkv, z.row, B->kv_full,
                                     B->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
     } else {
-        RN(mp_attention_forward_kv)(B->att, B->probs, B->qkv, z.row, B->qkv + z.hl,
+        RN(mp_attention_forward_kv)(B->att, probs, B->qkv, z.row, B->qkv + z.hl,
                                     B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
     }
@@ -585,6 +621,21 @@ static mp_status RN(block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, rea
     return MP_OK;
 }
 
+/* Selective recomputation: the block's attention probabilities (and its
+ * output, again the same) from the Q, K and V it kept. */
+static void RN(recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    if (z.cp > 1)
+        RN(mp_attention_forward_kv)(V->att, V->probs, V->qkv, z.row, V->kv_full,
+                                    V->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, g->exact);
+    else
+        RN(mp_attention_forward_kv)(V->att, V->probs, V->qkv, z.row, V->qkv + z.hl,
+                                    V->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s,
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, g->exact);
+}
+
 /* ---- whole model ---- */
 
 /* Global row of local residual row rl (SP: this rank's piece of the sequence). */
@@ -633,7 +684,15 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     /* blocks */
     const real *x = A->x0;
     for (size_t k = 0; k < z.n_blocks; k++) {
-        CHECK(RN(block_forward)(g, &A->blk[k], (int)(z.first_block + k), x, err));
+        int l = (int)(z.first_block + k);
+        if (mp_dims_block_recompute(&g->d, l) == 2) {
+            /* full recomputation: the block runs in scratch, only its output is kept */
+            RN(block_acts) V = W.sblk;
+            V.xout = A->blk[k].xout;
+            CHECK(RN(block_forward)(g, &V, l, x, err));
+        } else {
+            CHECK(RN(block_forward)(g, &A->blk[k], l, x, err));
+        }
         x = A->blk[k].xout;
     }
     if (!z.head)
@@ -729,8 +788,21 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
                                 "pipeline stage without its output gradient");
         memcpy(W.dres, g->stage_grad_in, z.Sl * z.h * sizeof(real));
     }
-    for (size_t k = z.n_blocks; k-- > 0;)
-        CHECK(RN(block_backward)(g, &A->blk[k], (int)(z.first_block + k), W.dres, err));
+    for (size_t k = z.n_blocks; k-- > 0;) {
+        int l = (int)(z.first_block + k), mode = mp_dims_block_recompute(&g->d, l);
+        RN(block_acts) V = A->blk[k];
+        if (mode == 2) {
+            /* full: the block's forward again from its input, collectives and all */
+            V = W.sblk;
+            V.xout = A->blk[k].xout;
+            CHECK(RN(block_forward)(g, &V, l, k ? A->blk[k - 1].xout : A->x0, err));
+        } else if (mode == 1) {
+            /* selective: the attention probabilities again from the kept Q, K, V */
+            V.probs = W.sblk.probs;
+            RN(recompute_probs)(g, &V);
+        }
+        CHECK(RN(block_backward)(g, &V, l, W.dres, err));
+    }
     if (!z.emb)
         return MP_OK; /* W.dres is the stage's input gradient: mp_gpt_stage_input_grad() */
     /* embedding: dwpe[pos] += dres (local rows); dwte rows this rank owns */

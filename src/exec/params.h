@@ -22,6 +22,12 @@ typedef struct mp_gpt_dims {
     bool swiglu;          /* MLP silu(x W_gate) * (x W_up) W_down instead of GeLU */
     bool rope;            /* rotary position embedding on Q and K, no learned positions */
     bool no_bias;         /* no biases in the linear layers */
+    /* Activation recomputation (mp_recompute: 0 none, 1 selective: the
+     * attention probabilities, 2 full: the whole block from its input), for
+     * every block, or per layer item 0..L+1 when layer_recompute is set (the
+     * plan's, which outlives the run). It changes memory and time, never values. */
+    int recompute;
+    const unsigned char *layer_recompute;
     int tp, tp_rank;      /* tensor-parallel degree and this rank's place */
     bool sp;              /* sequence parallelism (needs tp > 1 to matter) */
     int cp, cp_rank;      /* context parallelism (0 or 1: none): the sequence is cut in 2cp
@@ -37,6 +43,12 @@ static inline void mp_dims_items(const mp_gpt_dims *d, int *begin, int *end)
 {
     *begin = d->item_begin;
     *end = d->item_end > 0 ? d->item_end : d->layers + 2;
+}
+
+/* Recomputation of block l (0-based). */
+static inline int mp_dims_block_recompute(const mp_gpt_dims *d, int block)
+{
+    return d->layer_recompute ? d->layer_recompute[block + 1] : d->recompute;
 }
 
 /* Derived per-rank sizes. */

@@ -105,6 +105,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->swiglu = m->activation == MP_ACT_SWIGLU;
     out->rope = m->position == MP_POS_ROPE;
     out->no_bias = m->arch == MP_ARCH_LLAMA; /* LLaMA's linear layers have no biases */
+    /* the plan's recomputation; per layer as search wrote it (a shrunk model has
+     * other layers: the plan's overall setting then) */
+    out->recompute = (int)p->recompute;
+    out->layer_recompute = !shrink && plan->has_layer_recompute ? plan->layer_recompute : NULL;
     out->tp = tp;
     out->sp = sp;
     out->cp = cp;

@@ -9,11 +9,12 @@
 # trace must hold F and B events of every micro-batch on every rank),
 # SEED=n (--seed n), LAYERS=n (the model's layers; default 2), STAGES=list
 # (the plan's stages as YAML, e.g. '[[0, 2], [2, 4]]'), VPP=n, CP=n, HW=profile,
-# KV=n (key/value heads of templates that ask; default 2).
+# KV=n (key/value heads of templates that ask; default 2), RC=none|selective|full
+# (the plan's recompute), LRC=list (its layer_recompute, one per layer item).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
-pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2
+pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -21,6 +22,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     LAUNCH=*) launch=${1#LAUNCH=} ;; WANT=*) want=${1#WANT=} ;; TRACE=*) trace=${1#TRACE=} ;;
     SEED=*) seed=${1#SEED=} ;; LAYERS=*) layers=${1#LAYERS=} ;; STAGES=*) stages=${1#STAGES=} ;;
     VPP=*) vpp=${1#VPP=} ;; CP=*) cp=${1#CP=} ;; HW=*) hw=${1#HW=} ;; KV=*) kv=${1#KV=} ;;
+    RC=*) rc=${1#RC=} ;; LRC=*) lrc=${1#LRC=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -33,6 +35,8 @@ sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt
     -e "s/@GPUS@/$gpus/; s/@GB@/$((mb * dp * m))/; s/@MB@/$mb/; s/@TIED@/$tied/" \
     -e "s/@SCHED@/$sched/; s/@LAYERS@/$layers/; s/@VPP@/$vpp/; s/@CP@/$cp/; s/@HW@/$hw/; s/@KV@/$kv/" "$template" > "$tmp/plan.yaml" || exit 99
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$tmp/plan.yaml"; fi
+if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$tmp/plan.yaml"; fi
+if [ -n "$lrc" ]; then echo "layer_recompute: $lrc" >> "$tmp/plan.yaml"; fi
 if [ -n "$trace" ]; then set -- "$@" --trace "$tmp/trace.json"; fi
 if [ -n "$seed" ]; then set -- "$@" --seed "$seed"; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1

@@ -30,30 +30,35 @@
  *   out_i  = sum_j P[i,j] v_j                      out[i*b + n, a*hd ..]
  * Rows are r = position*b + sample; q rows are q_row apart, k and v rows
  * kv_row apart (the same buffer as q without CP, the gathered keys with).
- * Grouped-query attention: query head a reads key/value head a / rep. */
-void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q_base, size_t q_row,
-                                 const real *k_base, const real *v_base, size_t kv_row,
-                                 const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                 int rep, bool exact)
+ * Grouped-query attention: query head a reads key/value head a / rep.
+ * The two products are the backend's GEMMs on strided views (one sample's
+ * rows of one head are b rows apart); Q K^T is computed whole and the causal
+ * part kept. The scale and the softmax are row loops, the same in every run;
+ * exact mode's sums are exact in any order (quant.h). */
+void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs,
+                                 const real *q_base, size_t q_row, const real *k_base,
+                                 const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
+                                 int b, int heads_local, int hd, int rep, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
             real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
+            const real *q = q_base + (size_t)n * q_row + (size_t)a * hd;
+            const real *k = k_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
+            const real *v = v_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
+            real *o = out + (size_t)n * hl + (size_t)a * hd;
+            /* p[s, sk] = q[s, hd] k[sk, hd]^T */
+            be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, q, (int)(b * q_row), k,
+                     (int)(b * kv_row), 0.0, p, sk);
             for (int i = 0; i < s; i++) {
                 int gi = qpos ? qpos[i] : i;
-                const real *q = q_base + ((size_t)i * b + n) * q_row + (size_t)a * hd;
                 real *pi = p + (size_t)i * sk;
-                real mx = -INFINITY;
-                for (int j = 0; j <= gi; j++) {
-                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
-                    real dot = 0;
-                    for (int c = 0; c < hd; c++)
-                        dot += q[c] * k[c];
-                    pi[j] = dot * scale;
-                }
+                for (int j = 0; j <= gi; j++)
+                    pi[j] *= scale;
                 RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_ACT);
+                real mx = -INFINITY;
                 for (int j = 0; j <= gi; j++)
                     mx = pi[j] > mx ? pi[j] : mx;
                 real sum = 0;
@@ -66,25 +71,21 @@ void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q_base, siz
                 RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_PROB);
                 for (int j = gi + 1; j < sk; j++)
                     pi[j] = 0;
-                real *o = out + ((size_t)i * b + n) * hl + (size_t)a * hd;
-                for (int c = 0; c < hd; c++)
-                    o[c] = 0;
-                for (int j = 0; j <= gi; j++) {
-                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
-                    for (int c = 0; c < hd; c++)
-                        o[c] += pi[j] * v[c];
-                }
-                RN(mp_q)(exact, o, (size_t)hd, MP_Q_ACT);
             }
+            /* o[s, hd] = p[s, sk] v[sk, hd] */
+            be->gemm(MP_REAL_KIND, false, false, s, hd, sk, 1.0, p, sk, v, (int)(b * kv_row), 0.0,
+                     o, (int)(b * hl));
+            for (int i = 0; i < s; i++)
+                RN(mp_q)(exact, o + (size_t)i * b * hl, (size_t)hd, MP_Q_ACT);
         }
 }
 
-void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, int b,
-                              int heads_local, int hd, bool exact)
+void RN(mp_attention_forward)(const mp_backend *be, real *out, real *probs, const real *qkv,
+                              int s, int b, int heads_local, int hd, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
-    RN(mp_attention_forward_kv)(out, probs, qkv, 3 * hl, qkv + hl, qkv + 2 * hl, 3 * hl, NULL, s,
-                                s, b, heads_local, hd, 1, exact);
+    RN(mp_attention_forward_kv)(be, out, probs, qkv, 3 * hl, qkv + hl, qkv + 2 * hl, 3 * hl,
+                                NULL, s, s, b, heads_local, hd, 1, exact);
 }
 
 /* Backward, per sample and head, with dO = dout:
@@ -92,65 +93,63 @@ void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, in
  *   dP[i,j] = dO_i . v_j
  *   dS[i,j] = P[i,j] (dP[i,j] - sum_j' P[i,j'] dP[i,j'])
  *   dq_i = scale sum_j dS[i,j] k_j,   dk_j += scale sum_i dS[i,j] q_i
- * dq is written (its s rows, dq_row apart) and put on the gradient grid; dk
- * and dv are added to (sk rows, dkv_row apart), unrounded: with CP they are
- * partial sums that the caller adds over the ranks before rounding. */
-void RN(mp_attention_backward_kv)(real *dq_base, size_t dq_row, real *dk_base, real *dv_base,
-                                  size_t dkv_row, const real *dout, const real *q_base,
-                                  size_t q_row, const real *k_base, const real *v_base,
-                                  size_t kv_row, const real *probs, const int *qpos, int s,
-                                  int sk, int b, int heads_local, int hd, int rep, real *scratch,
-                                  bool exact)
+ * (the scale is folded into dS). dq is written (its s rows, dq_row apart) and
+ * put on the gradient grid; dk and dv are added to (sk rows, dkv_row apart),
+ * unrounded: with CP they are partial sums that the caller adds over the
+ * ranks before rounding. scratch holds s * sk reals (dP, then dS). */
+void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq_base, size_t dq_row,
+                                  real *dk_base, real *dv_base, size_t dkv_row, const real *dout,
+                                  const real *q_base, size_t q_row, const real *k_base,
+                                  const real *v_base, size_t kv_row, const real *probs,
+                                  const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                                  int rep, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
-    for (size_t r = 0; r < (size_t)s * b; r++)
-        memset(dq_base + r * dq_row, 0, hl * sizeof(real));
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
             const real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
+            const real *dO = dout + (size_t)n * hl + (size_t)a * hd;
+            const real *q = q_base + (size_t)n * q_row + (size_t)a * hd;
+            const real *k = k_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
+            const real *v = v_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
+            real *dq = dq_base + (size_t)n * dq_row + (size_t)a * hd;
+            real *dk = dk_base + (size_t)n * dkv_row + (size_t)(a / rep) * hd;
+            real *dv = dv_base + (size_t)n * dkv_row + (size_t)(a / rep) * hd;
+            int ldo = (int)(b * hl), ldq = (int)(b * q_row), ldkv = (int)(b * kv_row);
+            int lddq = (int)(b * dq_row), lddkv = (int)(b * dkv_row);
+            /* dv[sk, hd] += p^T dO;  dP[s, sk] = dO v^T */
+            be->gemm(MP_REAL_KIND, true, false, sk, hd, s, 1.0, p, sk, dO, ldo, 1.0, dv, lddkv);
+            real *ds = scratch;
+            be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, dO, ldo, v, ldkv, 0.0, ds, sk);
             for (int i = 0; i < s; i++) {
                 int gi = qpos ? qpos[i] : i;
                 const real *pi = p + (size_t)i * sk;
-                const real *dO = dout + ((size_t)i * b + n) * hl + (size_t)a * hd;
-                const real *q = q_base + ((size_t)i * b + n) * q_row + (size_t)a * hd;
-                real *dq = dq_base + ((size_t)i * b + n) * dq_row + (size_t)a * hd;
-                real *ds = scratch, dot_pdp = 0;
-                for (int j = 0; j <= gi; j++) {
-                    const real *v = v_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
-                    real *dv = dv_base + ((size_t)j * b + n) * dkv_row + (size_t)(a / rep) * hd;
-                    real dp = 0;
-                    for (int c = 0; c < hd; c++) {
-                        dp += dO[c] * v[c];
-                        dv[c] += pi[j] * dO[c];
-                    }
-                    ds[j] = dp;
-                    dot_pdp += pi[j] * dp;
-                }
+                real *di = ds + (size_t)i * sk, dot_pdp = 0;
                 for (int j = 0; j <= gi; j++)
-                    ds[j] = pi[j] * (ds[j] - dot_pdp) * scale;
-                RN(mp_q)(exact, ds, (size_t)gi + 1, MP_Q_GRAD_ATT);
-                for (int j = 0; j <= gi; j++) {
-                    const real *k = k_base + ((size_t)j * b + n) * kv_row + (size_t)(a / rep) * hd;
-                    real *dk = dk_base + ((size_t)j * b + n) * dkv_row + (size_t)(a / rep) * hd;
-                    for (int c = 0; c < hd; c++) {
-                        dq[c] += ds[j] * k[c];
-                        dk[c] += ds[j] * q[c];
-                    }
-                }
+                    dot_pdp += pi[j] * di[j];
+                for (int j = 0; j <= gi; j++)
+                    di[j] = pi[j] * (di[j] - dot_pdp) * scale;
+                RN(mp_q)(exact, di, (size_t)gi + 1, MP_Q_GRAD_ATT);
+                for (int j = gi + 1; j < sk; j++)
+                    di[j] = 0;
             }
+            /* dq[s, hd] = dS k;  dk[sk, hd] += dS^T q */
+            be->gemm(MP_REAL_KIND, false, false, s, hd, sk, 1.0, ds, sk, k, ldkv, 0.0, dq, lddq);
+            be->gemm(MP_REAL_KIND, true, false, sk, hd, s, 1.0, ds, sk, q, ldq, 1.0, dk, lddkv);
         }
     for (size_t r = 0; r < (size_t)s * b; r++)
         RN(mp_q)(exact, dq_base + r * dq_row, hl, MP_Q_GRAD_ATT);
 }
 
-void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, const real *probs,
-                               int s, int b, int heads_local, int hd, real *scratch, bool exact)
+void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dout,
+                               const real *qkv, const real *probs, int s, int b, int heads_local,
+                               int hd, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hd, row = 3 * hl, S = (size_t)s * b;
     for (size_t r = 0; r < S; r++)
         memset(dqkv + r * row, 0, row * sizeof(real));
-    RN(mp_attention_backward_kv)(dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
+    RN(mp_attention_backward_kv)(be, dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
                                  qkv + hl, qkv + 2 * hl, row, probs, NULL, s, s, b, heads_local,
                                  hd, 1, scratch, exact);
     RN(mp_q)(exact, dqkv, S * row, MP_Q_GRAD_ATT);

@@ -40,29 +40,31 @@ void RN(mp_bias_grad)(real *db, const real *dy, int rows, int cols);
 /* y[rows,cols] += x */
 void RN(mp_add)(real *y, const real *x, size_t n);
 
-/* ---- attention.c ---- causal self-attention over this rank's heads.
- * qkv[S, 3*hl] with rows r = pos*b + sample and columns [Q | K | V], each
- * head-major (hl = heads_local * hd); out[S, hl]; probs[b, heads_local, s, s]. */
-void RN(mp_attention_forward)(real *out, real *probs, const real *qkv, int s, int b,
-                              int heads_local, int hd, bool exact);
-/* dqkv[S, 3*hl] from dout[S, hl]; scratch holds s reals. */
-void RN(mp_attention_backward)(real *dqkv, const real *dout, const real *qkv, const real *probs,
-                               int s, int b, int heads_local, int hd, real *scratch, bool exact);
+/* ---- attention.c ---- causal self-attention over this rank's heads, its
+ * two products as the backend's GEMMs. qkv[S, 3*hl] with rows r = pos*b +
+ * sample and columns [Q | K | V], each head-major (hl = heads_local * hd);
+ * out[S, hl]; probs[b, heads_local, s, s]. */
+void RN(mp_attention_forward)(const mp_backend *be, real *out, real *probs, const real *qkv,
+                              int s, int b, int heads_local, int hd, bool exact);
+/* dqkv[S, 3*hl] from dout[S, hl]; scratch holds s * s reals. */
+void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dout,
+                               const real *qkv, const real *probs, int s, int b, int heads_local,
+                               int hd, real *scratch, bool exact);
 /* The same for s query positions (global position qpos[i]; NULL: i) against
  * sk key positions held apart from the queries (row strides in elements):
  * probs[b, heads_local, s, sk]; query head a reads key/value head a / rep
  * (grouped-query attention; 1: one each). Backward writes dq (rounded) and
  * adds to dk, dv (not rounded: with CP they are partial sums); scratch holds
- * sk reals. */
-void RN(mp_attention_forward_kv)(real *out, real *probs, const real *q, size_t q_row,
-                                 const real *k, const real *v, size_t kv_row, const int *qpos,
-                                 int s, int sk, int b, int heads_local, int hd, int rep,
-                                 bool exact);
-void RN(mp_attention_backward_kv)(real *dq, size_t dq_row, real *dk, real *dv, size_t dkv_row,
-                                  const real *dout, const real *q, size_t q_row, const real *k,
-                                  const real *v, size_t kv_row, const real *probs,
-                                  const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                  int rep, real *scratch, bool exact);
+ * s * sk reals. */
+void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs, const real *q,
+                                 size_t q_row, const real *k, const real *v, size_t kv_row,
+                                 const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                                 int rep, bool exact);
+void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq, size_t dq_row, real *dk,
+                                  real *dv, size_t dkv_row, const real *dout, const real *q,
+                                  size_t q_row, const real *k, const real *v, size_t kv_row,
+                                  const real *probs, const int *qpos, int s, int sk, int b,
+                                  int heads_local, int hd, int rep, real *scratch, bool exact);
 
 /* ---- model.c ---- one rank's part of the GPT. */
 typedef struct RN(mp_acts) RN(mp_acts); /* saved activations of one micro-batch */

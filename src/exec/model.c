@@ -69,7 +69,7 @@ typedef struct RN(work) {
     real *dfc;   /* [S,f1] */
     real *dact;  /* [S,Fl] SwiGLU: gradient of its output */
     real *stats; /* [3S] cross-entropy max, sum, target logit */
-    real *att_scratch; /* [sk] */
+    real *att_scratch; /* [s*sk] attention backward: one head's dP, then dS */
     real *kv_loc;   /* CP: [S,2kc] this rank's K|V, or its share of their gradient */
     real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
     real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
@@ -197,7 +197,7 @@ static size_t RN(layout_work)(RN(work) *W, real *base, const RN(sizes) *z)
     W->dfc = RN(take)(base, &u, z->S * z->f1);
     W->dact = RN(take)(base, &u, z->S * z->Fl);
     W->stats = RN(take)(base, &u, 3 * z->S);
-    W->att_scratch = RN(take)(base, &u, z->sk);
+    W->att_scratch = RN(take)(base, &u, z->s * z->sk);
     size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0;
     W->kv_loc = RN(take)(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
     W->kv_ranks = RN(take)(base, &u, kv);
@@ -491,11 +491,11 @@ static mp_status RN(block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, cons
     real *probs = B->probs ? B->probs : W.sblk.probs;
     if (z.cp > 1) {
         CHECK(RN(cp_gather_kv)(g, B->qkv, B->kv_full, err));
-        RN(mp_attention_forward_kv)(B->att, probs, B->qkv, z.row, B->kv_full,
+        RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
                                     B->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
     } else {
-        RN(mp_attention_forward_kv)(B->att, probs, B->qkv, z.row, B->qkv + z.hl,
+        RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.hl,
                                     B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
     }
@@ -585,14 +585,14 @@ static mp_status RN(block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, rea
     RN(mp_q)(ex, W.datt, z.S * z.hl, MP_Q_GRAD);
     if (z.cp > 1) {
         memset(W.dkv_full, 0, z.sk * z.b * 2 * z.kc * sizeof(real));
-        RN(mp_attention_backward_kv)(W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
+        RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
                                      W.datt, B->qkv, z.row, B->kv_full, B->kv_full + z.kc,
                                      2 * z.kc, B->probs, g->qpos, (int)z.s, (int)z.sk, (int)z.b,
                                      (int)z.al, (int)z.hd, (int)z.rep, W.att_scratch, ex);
         CHECK(RN(cp_reduce_dkv)(g, W.dkv_full, W.dqkv, err));
     } else {
         memset(W.dqkv, 0, z.S * z.row * sizeof(real));
-        RN(mp_attention_backward_kv)(W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc, z.row,
+        RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc, z.row,
                                      W.datt, B->qkv, z.row, B->qkv + z.hl, B->qkv + z.hl + z.kc,
                                      z.row, B->probs, NULL, (int)z.s, (int)z.s, (int)z.b,
                                      (int)z.al, (int)z.hd, (int)z.rep, W.att_scratch, ex);
@@ -627,11 +627,11 @@ static void RN(recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V)
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
     if (z.cp > 1)
-        RN(mp_attention_forward_kv)(V->att, V->probs, V->qkv, z.row, V->kv_full,
+        RN(mp_attention_forward_kv)(g->be, V->att, V->probs, V->qkv, z.row, V->kv_full,
                                     V->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, g->exact);
     else
-        RN(mp_attention_forward_kv)(V->att, V->probs, V->qkv, z.row, V->qkv + z.hl,
+        RN(mp_attention_forward_kv)(g->be, V->att, V->probs, V->qkv, z.row, V->qkv + z.hl,
                                     V->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, g->exact);
 }

@@ -186,7 +186,7 @@ enum { AS = 5, AB = 2, AH = 2, AD = 4 };
 static double att_loss(const double *qkv, const double *dy)
 {
     double out[AROWS * AHL], probs[AB * AH * AS * AS];
-    mp_attention_forward_f64(out, probs, qkv, AS, AB, AH, AD, false);
+    mp_attention_forward_f64(mp_backend_cpu(), out, probs, qkv, AS, AB, AH, AD, false);
     double s = 0;
     for (int i = 0; i < AROWS * AHL; i++)
         s += out[i] * dy[i];
@@ -197,13 +197,13 @@ static void test_attention_backward(void **state)
 {
     (void)state;
     double qkv[AROWS * 3 * AHL], dy[AROWS * AHL], out[AROWS * AHL], probs[AB * AH * AS * AS];
-    double dqkv[AROWS * 3 * AHL], scratch[AS];
+    double dqkv[AROWS * 3 * AHL], scratch[AS * AS];
     uint64_t s = 11;
     for (size_t i = 0; i < sizeof qkv / sizeof *qkv; i++)
         qkv[i] = frand(&s);
     for (size_t i = 0; i < sizeof dy / sizeof *dy; i++)
         dy[i] = frand(&s);
-    mp_attention_forward_f64(out, probs, qkv, AS, AB, AH, AD, false);
+    mp_attention_forward_f64(mp_backend_cpu(), out, probs, qkv, AS, AB, AH, AD, false);
     /* causal: row 0 of each head attends only to itself */
     for (int n = 0; n < AB; n++)
         for (int a = 0; a < AH; a++) {
@@ -212,7 +212,8 @@ static void test_attention_backward(void **state)
             for (int j = 1; j < AS; j++)
                 assert_true(p[j] == 0);
         }
-    mp_attention_backward_f64(dqkv, dy, qkv, probs, AS, AB, AH, AD, scratch, false);
+    mp_attention_backward_f64(mp_backend_cpu(), dqkv, dy, qkv, probs, AS, AB, AH, AD, scratch,
+                              false);
     const double e = 1e-6;
     for (size_t i = 0; i < sizeof qkv / sizeof *qkv; i++) {
         double keep = qkv[i];

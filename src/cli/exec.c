@@ -143,6 +143,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             a->o.seed = (uint64_t)n;
         } else if (!strcmp(name, "--tol")) {
             ok = parse_double(val, &a->o.tol);
+            a->o.tol_set = true;
         } else if (!strcmp(name, "--lr")) {
             ok = parse_double(val, &a->o.lr);
         } else if (!strcmp(name, "--adam-eps")) {
@@ -280,6 +281,9 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
     printf("activations kept: %.3g MiB on the most loaded rank (recompute %s%s)\n",
            r->activation_bytes / 1048576.0, r->recompute ? r->recompute : "?",
            r->layer_recompute ? ", per layer as the plan lists it" : "");
+    if (d->bert)
+        printf("blocks: BERT: bidirectional attention, token types, the masked-LM head on "
+               "about 15%% of the tokens, the pooler and its two-way head\n");
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
                d->swiglu ? "SwiGLU" : "GeLU", d->rope ? "rotary" : "learned",
@@ -400,7 +404,7 @@ int cmd_exec(int argc, char **argv)
     }
     int status = rep.ok ? 0 : 1;
     if (root) {
-        print_report(&a, plan, &rep, a.o.tol);
+        print_report(&a, plan, &rep, rep.tol);
         mp_exec_comparison cmp;
         bool compared = false;
         if (a.compare) {

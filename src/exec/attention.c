@@ -31,6 +31,7 @@
  * Rows are r = position*b + sample; q rows are q_row apart, k and v rows
  * kv_row apart (the same buffer as q without CP, the gathered keys with).
  * Grouped-query attention: query head a reads key/value head a / rep.
+ * Without `causal` (BERT) every query sees every key.
  * The two products are the backend's GEMMs on strided views (one sample's
  * rows of one head are b rows apart); Q K^T is computed whole and the causal
  * part kept. The scale and the softmax are row loops, the same in every run;
@@ -38,7 +39,7 @@
 void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs,
                                  const real *q_base, size_t q_row, const real *k_base,
                                  const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
-                                 int b, int heads_local, int hd, int rep, bool exact)
+                                 int b, int heads_local, int hd, int rep, bool causal, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
@@ -53,7 +54,7 @@ void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs,
             be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, q, (int)(b * q_row), k,
                      (int)(b * kv_row), 0.0, p, sk);
             for (int i = 0; i < s; i++) {
-                int gi = qpos ? qpos[i] : i;
+                int gi = !causal ? sk - 1 : qpos ? qpos[i] : i; /* the last key it sees */
                 real *pi = p + (size_t)i * sk;
                 for (int j = 0; j <= gi; j++)
                     pi[j] *= scale;
@@ -85,7 +86,7 @@ void RN(mp_attention_forward)(const mp_backend *be, real *out, real *probs, cons
 {
     size_t hl = (size_t)heads_local * hd;
     RN(mp_attention_forward_kv)(be, out, probs, qkv, 3 * hl, qkv + hl, qkv + 2 * hl, 3 * hl,
-                                NULL, s, s, b, heads_local, hd, 1, exact);
+                                NULL, s, s, b, heads_local, hd, 1, true, exact);
 }
 
 /* Backward, per sample and head, with dO = dout:
@@ -102,7 +103,7 @@ void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq_base, size_t dq
                                   const real *q_base, size_t q_row, const real *k_base,
                                   const real *v_base, size_t kv_row, const real *probs,
                                   const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                  int rep, real *scratch, bool exact)
+                                  int rep, bool causal, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
@@ -123,7 +124,7 @@ void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq_base, size_t dq
             real *ds = scratch;
             be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, dO, ldo, v, ldkv, 0.0, ds, sk);
             for (int i = 0; i < s; i++) {
-                int gi = qpos ? qpos[i] : i;
+                int gi = !causal ? sk - 1 : qpos ? qpos[i] : i; /* the last key it sees */
                 const real *pi = p + (size_t)i * sk;
                 real *di = ds + (size_t)i * sk, dot_pdp = 0;
                 for (int j = 0; j <= gi; j++)
@@ -151,7 +152,7 @@ void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dou
         memset(dqkv + r * row, 0, row * sizeof(real));
     RN(mp_attention_backward_kv)(be, dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
                                  qkv + hl, qkv + 2 * hl, row, probs, NULL, s, s, b, heads_local,
-                                 hd, 1, scratch, exact);
+                                 hd, 1, true, scratch, exact);
     RN(mp_q)(exact, dqkv, S * row, MP_Q_GRAD_ATT);
 }
 

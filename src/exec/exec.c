@@ -41,9 +41,10 @@ void mp_exec_report_free(mp_exec_report *rep)
     rep->have_timeline = false;
 }
 
-/* Synthetic data: token and target of (step, sample, position) from the seed. */
+/* Synthetic data: token and target of (step, sample, position) from the seed.
+ * BERT (masked): about 15% of the positions have a target, the rest -1. */
 static void make_batch(uint64_t seed, int step, int first_sample, int n_mb, int b, int s, int V,
-                       int32_t *tok, int32_t *tgt)
+                       bool masked, int32_t *tok, int32_t *tgt)
 {
     for (int mb = 0; mb < n_mb; mb++)
         for (int si = 0; si < s; si++)
@@ -53,6 +54,8 @@ static void make_batch(uint64_t seed, int step, int first_sample, int n_mb, int 
                 size_t r = (size_t)mb * (size_t)s * (size_t)b + (size_t)si * (size_t)b + (size_t)bi;
                 tok[r] = (int32_t)(h % (uint64_t)V);
                 tgt[r] = (int32_t)((h >> 32) % (uint64_t)V);
+                if (masked && mp_mix64(h) % 100 >= 15)
+                    tgt[r] = -1;
             }
 }
 
@@ -379,14 +382,15 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_trainer_init_f32(&R.rtr32, &R.ref32, rt->self, false, &adam, m * dp,
                                     &R.ref_ops, err));
         }
-        TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, o->tol, err));
+        rep->tol = !o->tol_set && d.bert ? MP_EXEC_BERT_TOL : o->tol;
+        TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, rep->tol, err));
     }
 
     rep->steps = o->steps;
     for (int step = 1; step <= o->steps; step++) {
         /* this DP rank's samples, then (CP) this rank's positions of them */
         make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
-                   d.vocab, R.dtok, R.dtgt);
+                   d.vocab, d.bert, R.dtok, R.dtgt);
         cp_rows(&d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = be->now();
@@ -404,7 +408,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         rep->loss[step - 1] = loss / (double)tokens_total;
         if (o->check) {
             double rloss = 0;
-            make_batch(o->seed, step, 0, m * dp, d.micro_batch, d.seq, d.vocab, R.rtok, R.rtgt);
+            make_batch(o->seed, step, 0, m * dp, d.micro_batch, d.seq, d.vocab, d.bert, R.rtok,
+                       R.rtgt);
             mp_check_view ref = R.ref64 ? mp_check_view_f64(R.ref64m.g, R.ref64m.kept_logits)
                                         : mp_check_view_f32(R.ref32.g, R.ref32.kept_logits);
             if (R.ref64)

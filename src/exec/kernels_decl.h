@@ -53,18 +53,20 @@ void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dou
 /* The same for s query positions (global position qpos[i]; NULL: i) against
  * sk key positions held apart from the queries (row strides in elements):
  * probs[b, heads_local, s, sk]; query head a reads key/value head a / rep
- * (grouped-query attention; 1: one each). Backward writes dq (rounded) and
+ * (grouped-query attention; 1: one each); causal false: every key (BERT).
+ * Backward writes dq (rounded) and
  * adds to dk, dv (not rounded: with CP they are partial sums); scratch holds
  * s * sk reals. */
 void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs, const real *q,
                                  size_t q_row, const real *k, const real *v, size_t kv_row,
                                  const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                 int rep, bool exact);
+                                 int rep, bool causal, bool exact);
 void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq, size_t dq_row, real *dk,
                                   real *dv, size_t dkv_row, const real *dout, const real *q,
                                   size_t q_row, const real *k, const real *v, size_t kv_row,
                                   const real *probs, const int *qpos, int s, int sk, int b,
-                                  int heads_local, int hd, int rep, real *scratch, bool exact);
+                                  int heads_local, int hd, int rep, bool causal, real *scratch,
+                                  bool exact);
 
 /* ---- model.c ---- one rank's part of the GPT. */
 typedef struct RN(mp_acts) RN(mp_acts); /* saved activations of one micro-batch */

@@ -54,6 +54,10 @@ struct RN(mp_acts) {
     RN(block_acts) *blk;       /* [blocks of the stage] */
     real *lnf_xhat, *lnf_rstd, *lnf_full; /* [Sl,h] [Sl] [S,h] */
     real *logits;              /* [S,Vl]: logits, then probabilities, then d logits */
+    /* BERT's heads: the masked-LM transform [S,h] (dense output, GeLU output,
+     * LayerNorm x-hat, rstd [S], output), the pooler [b,h] (dense output, tanh)
+     * and the two-way head's probabilities [b,2] */
+    real *mlm_pre, *mlm_act, *mlm_xhat, *mlm_rstd, *mlm_out, *pool_pre, *pooled, *nsp_p;
 };
 
 /* Workspace of one rank (shared by all micro-batches). */
@@ -180,6 +184,16 @@ static size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z,
     A->lnf_rstd = RN(take)(base, &u, z->Sl);
     A->lnf_full = RN(take)(base, &u, z->S * z->h);
     A->logits = RN(take)(base, &u, z->S * z->Vl);
+    if (d->bert) {
+        A->mlm_pre = RN(take)(base, &u, z->S * z->h);
+        A->mlm_act = RN(take)(base, &u, z->S * z->h);
+        A->mlm_xhat = RN(take)(base, &u, z->S * z->h);
+        A->mlm_rstd = RN(take)(base, &u, z->S);
+        A->mlm_out = RN(take)(base, &u, z->S * z->h);
+        A->pool_pre = RN(take)(base, &u, z->b * z->h);
+        A->pooled = RN(take)(base, &u, z->b * z->h);
+        A->nsp_p = RN(take)(base, &u, z->b * 2);
+    }
     return u;
 }
 
@@ -493,11 +507,11 @@ static mp_status RN(block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, cons
         CHECK(RN(cp_gather_kv)(g, B->qkv, B->kv_full, err));
         RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
                                     B->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
-                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
     } else {
         RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.hl,
                                     B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s,
-                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, ex);
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
     }
     /* xmid[Sl,h] = x + reduce(att @ Wo[hl,h]) + bo   (row-parallel) */
     GEMM(false, false, z.S, z.h, z.hl, B->att, z.hl, P(MP_BLK_PROJ_W), z.h, 0.0, W.part, z.h);
@@ -588,14 +602,14 @@ static mp_status RN(block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, rea
         RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
                                      W.datt, B->qkv, z.row, B->kv_full, B->kv_full + z.kc,
                                      2 * z.kc, B->probs, g->qpos, (int)z.s, (int)z.sk, (int)z.b,
-                                     (int)z.al, (int)z.hd, (int)z.rep, W.att_scratch, ex);
+                                     (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, W.att_scratch, ex);
         CHECK(RN(cp_reduce_dkv)(g, W.dkv_full, W.dqkv, err));
     } else {
         memset(W.dqkv, 0, z.S * z.row * sizeof(real));
         RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc, z.row,
                                      W.datt, B->qkv, z.row, B->qkv + z.hl, B->qkv + z.hl + z.kc,
                                      z.row, B->probs, NULL, (int)z.s, (int)z.s, (int)z.b,
-                                     (int)z.al, (int)z.hd, (int)z.rep, W.att_scratch, ex);
+                                     (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, W.att_scratch, ex);
     }
     RN(mp_q)(ex, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
     if (g->d.rope) { /* back through the turn of Q and K */
@@ -629,14 +643,154 @@ static void RN(recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V)
     if (z.cp > 1)
         RN(mp_attention_forward_kv)(g->be, V->att, V->probs, V->qkv, z.row, V->kv_full,
                                     V->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
-                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, g->exact);
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, g->exact);
     else
         RN(mp_attention_forward_kv)(g->be, V->att, V->probs, V->qkv, z.row, V->qkv + z.hl,
                                     V->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s,
-                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, g->exact);
+                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, g->exact);
 }
 
 /* ---- whole model ---- */
+
+/* ---- BERT's heads ---- */
+
+/* Segment (token type) of a global position: the second half is sentence B. */
+static size_t RN(segment)(const RN(mp_gpt) *g, size_t pos)
+{
+    return pos >= (size_t)g->d.seq / 2 ? 1 : 0;
+}
+
+/* Whether this rank holds position 0 (its first local position), where the
+ * pooler reads each sample; with CP only one rank of the group does. */
+static bool RN(holds_first)(const RN(mp_gpt) *g)
+{
+    return g->qpos[0] == 0;
+}
+
+/* Pooler and two-way head on position 0 of each sample (rows 0..b-1 of the
+ * full rows): pooled = tanh(x0 @ Wp + bp), p = softmax(pooled @ Wn + bn); the
+ * label is the sample's first token's parity. Returns the summed loss. */
+static double RN(nsp_forward)(RN(mp_gpt) *g, RN(mp_acts) *A)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    const mp_param_layout *lay = g->lay;
+    bool ex = g->exact;
+    if (!RN(holds_first)(g))
+        return 0;
+    GEMM(false, false, z.b, z.h, z.h, A->lnf_full, z.h, RN(param)(g->w, g, lay->pool_w), z.h,
+         0.0, A->pool_pre, z.h);
+    RN(mp_bias_add)(A->pool_pre, RN(param)(g->w, g, lay->pool_b), (int)z.b, (int)z.h);
+    RN(mp_q)(ex, A->pool_pre, z.b * z.h, MP_Q_ACT);
+    for (size_t i = 0; i < z.b * z.h; i++)
+        A->pooled[i] = R_TANH(A->pool_pre[i]);
+    RN(mp_q)(ex, A->pooled, z.b * z.h, MP_Q_ACT);
+    GEMM(false, false, z.b, 2, z.h, A->pooled, z.h, RN(param)(g->w, g, lay->nsp_w), 2, 0.0,
+         A->nsp_p, 2);
+    RN(mp_bias_add)(A->nsp_p, RN(param)(g->w, g, lay->nsp_b), (int)z.b, 2);
+    RN(mp_q)(ex, A->nsp_p, z.b * 2, MP_Q_ACT);
+    real total = 0;
+    for (size_t n = 0; n < z.b; n++) {
+        real *p = A->nsp_p + n * 2, m = p[0] > p[1] ? p[0] : p[1];
+        int label = (int)(A->tokens[n] & 1);
+        real zl = p[label];
+        p[0] = R_EXP(p[0] - m);
+        p[1] = R_EXP(p[1] - m);
+        RN(mp_q)(ex, p, 2, MP_Q_PROB);
+        real sum = p[0] + p[1];
+        real loss = R_LOG(sum) + m - zl;
+        p[0] /= sum;
+        p[1] /= sum;
+        RN(mp_q)(ex, p, 2, MP_Q_PROB);
+        if (ex)
+            RN(mp_quantize)(&loss, 1, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
+        total += loss;
+    }
+    return (double)total;
+}
+
+/* Backward of BERT's heads into W.dres (this rank's rows of d lnf after the
+ * final norm's backward). The vocabulary projection is split over TP, so the
+ * gradient of its input is summed over TP in full before the replicated
+ * transform; the rest runs on every rank's full rows alike. */
+static mp_status RN(bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    const mp_param_layout *lay = g->lay;
+    bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+    size_t lo = (size_t)g->tp.rank * z.Vl;
+    /* dlogits = (p - onehot) * grad_scale on masked tokens, 0 elsewhere */
+    for (size_t r = 0; r < z.S; r++) {
+        real *lr = A->logits + r * z.Vl;
+        if (A->targets[r] < 0) {
+            memset(lr, 0, z.Vl * sizeof(real));
+            continue;
+        }
+        size_t tgt = (size_t)A->targets[r];
+        if (tgt >= lo && tgt < lo + z.Vl)
+            lr[tgt - lo] -= 1;
+        for (size_t j = 0; j < z.Vl; j++)
+            lr[j] *= g->grad_scale;
+    }
+    /* vocabulary bias and projection; d mlm_out[S,h] = sum over TP of dlogits @ Wv */
+    RN(mp_bias_grad)(RN(param)(g->g, g, lay->lm_bias), A->logits, (int)z.S, (int)z.Vl);
+    GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->mlm_out, z.h, 1.0,
+         RN(param)(g->g, g, lay->head), z.h);
+    GEMM(false, false, z.S, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h, 0.0,
+         W.dfull, z.h);
+    double t = g->be->now();
+    if (!mp_probe_drops(g->probe, "tp-head-bwd"))
+        CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, W.dfull, z.S * z.h, MP_RED_SUM, err));
+    if (g->tp.size > 1)
+        mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
+    RN(mp_q)(ex, W.dfull, z.S * z.h, MP_Q_GRAD);
+    /* through the transform's LayerNorm (into dact = W.part), GeLU, dense */
+    real *dact = W.part;
+    RN(mp_layernorm_backward)(dact, RN(param)(g->g, g, lay->mlm_ln_w),
+                              RN(param)(g->g, g, lay->mlm_ln_b), W.dfull, A->mlm_xhat,
+                              A->mlm_rstd, RN(param)(g->w, g, lay->mlm_ln_w), (int)z.S,
+                              (int)z.h, ex);
+    RN(mp_gelu_backward)(dact, dact, A->mlm_pre, z.S * z.h);
+    RN(mp_q)(ex, dact, z.S * z.h, MP_Q_GRAD);
+    RN(mp_bias_grad)(RN(param)(g->g, g, lay->mlm_b), dact, (int)z.S, (int)z.h);
+    GEMM(true, false, z.h, z.h, z.S, A->lnf_full, z.h, dact, z.h, 1.0,
+         RN(param)(g->g, g, lay->mlm_w), z.h);
+    /* d lnf_full[S,h] (full rows, the same on every TP rank) into W.dfull */
+    GEMM(false, true, z.S, z.h, z.h, dact, z.h, RN(param)(g->w, g, lay->mlm_w), z.h, 0.0, W.dfull,
+         z.h);
+    if (RN(holds_first)(g)) {
+        /* the two-way head and the pooler, on rows 0..b-1 (position 0) */
+        /* d2[b,2] in the CE statistics' room (3S), dpool[b,h] in dln's (Sl >= b) */
+        real *d2 = W.stats, *dpool = W.dln;
+        for (size_t n = 0; n < z.b; n++) {
+            const real *p = A->nsp_p + n * 2;
+            int label = (int)(A->tokens[n] & 1);
+            d2[2 * n] = (p[0] - (label == 0)) * g->grad_scale;
+            d2[2 * n + 1] = (p[1] - (label == 1)) * g->grad_scale;
+        }
+        RN(mp_bias_grad)(RN(param)(g->g, g, lay->nsp_b), d2, (int)z.b, 2);
+        GEMM(true, false, z.h, 2, z.b, A->pooled, z.h, d2, 2, 1.0, RN(param)(g->g, g, lay->nsp_w),
+             2);
+        GEMM(false, true, z.b, z.h, 2, d2, 2, RN(param)(g->w, g, lay->nsp_w), 2, 0.0, dpool, z.h);
+        RN(mp_q)(ex, dpool, z.b * z.h, MP_Q_GRAD);
+        for (size_t i = 0; i < z.b * z.h; i++)
+            dpool[i] *= 1 - A->pooled[i] * A->pooled[i];
+        RN(mp_q)(ex, dpool, z.b * z.h, MP_Q_GRAD);
+        RN(mp_bias_grad)(RN(param)(g->g, g, lay->pool_b), dpool, (int)z.b, (int)z.h);
+        GEMM(true, false, z.h, z.h, z.b, A->lnf_full, z.h, dpool, z.h, 1.0,
+             RN(param)(g->g, g, lay->pool_w), z.h);
+        GEMM(false, true, z.b, z.h, z.h, dpool, z.h, RN(param)(g->w, g, lay->pool_w), z.h, 1.0,
+             W.dfull, z.h);
+    }
+    RN(mp_q)(ex, W.dfull, z.S * z.h, MP_Q_GRAD);
+    /* this rank's rows (SP: its piece of the sequence), then the final norm */
+    memcpy(W.dln, W.dfull + (sp ? (size_t)g->tp.rank * z.Sl * z.h : 0),
+           z.Sl * z.h * sizeof(real));
+    RN(norm_backward)(g, W.dres, RN(param)(g->g, g, lay->lnf_w),
+                      lay->lnf_b >= 0 ? RN(param)(g->g, g, lay->lnf_b) : NULL, W.dln, A->lnf_xhat,
+                      A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w), (int)z.Sl);
+    return MP_OK;
+}
 
 /* Global row of local residual row rl (SP: this rank's piece of the sequence). */
 static size_t RN(global_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
@@ -669,9 +823,12 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                 memset(dst, 0, z.h * sizeof(real));
         }
         CHECK(RN(tp_reduce)(g, W.part, A->x0, z.h, "tp-embed", err));
+        const real *tte = lay->tte >= 0 ? RN(param)(g->w, g, lay->tte) : NULL;
         for (size_t rl = 0; wpe && rl < z.Sl; rl++) {
             size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
             RN(mp_add)(A->x0 + rl * z.h, wpe + pos * z.h, z.h);
+            if (tte) /* BERT: the second half of the sequence is segment 1 */
+                RN(mp_add)(A->x0 + rl * z.h, tte + RN(segment)(g, pos) * z.h, z.h);
         }
         RN(mp_q)(ex, A->x0, z.Sl * z.h, MP_Q_ACT);
     } else {
@@ -704,7 +861,23 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     if (sp)
         CHECK(RN(tp_gather)(g, W.loc, A->lnf_full, z.h, err));
     const real *wh = RN(param)(g->w, g, lay->head);
-    GEMM(false, true, z.S, z.Vl, z.h, A->lnf_full, z.h, wh, z.h, 0.0, A->logits, z.Vl);
+    const real *hin = A->lnf_full;
+    if (g->d.bert) {
+        /* BERT: mlm_out = LN(gelu(lnf_full @ Wd + bd)) on every rank's full rows */
+        GEMM(false, false, z.S, z.h, z.h, A->lnf_full, z.h, RN(param)(g->w, g, lay->mlm_w), z.h,
+             0.0, A->mlm_pre, z.h);
+        RN(mp_bias_add)(A->mlm_pre, RN(param)(g->w, g, lay->mlm_b), (int)z.S, (int)z.h);
+        RN(mp_q)(ex, A->mlm_pre, z.S * z.h, MP_Q_ACT);
+        RN(mp_gelu_forward)(A->mlm_act, A->mlm_pre, z.S * z.h);
+        RN(mp_q)(ex, A->mlm_act, z.S * z.h, MP_Q_ACT);
+        RN(mp_layernorm_forward)(A->mlm_out, A->mlm_xhat, A->mlm_rstd, A->mlm_act,
+                                 RN(param)(g->w, g, lay->mlm_ln_w),
+                                 RN(param)(g->w, g, lay->mlm_ln_b), (int)z.S, (int)z.h, ex);
+        hin = A->mlm_out;
+    }
+    GEMM(false, true, z.S, z.Vl, z.h, hin, z.h, wh, z.h, 0.0, A->logits, z.Vl);
+    if (g->d.bert)
+        RN(mp_bias_add)(A->logits, RN(param)(g->w, g, lay->lm_bias), (int)z.S, (int)z.Vl);
     RN(mp_q)(ex, A->logits, z.S * z.Vl, MP_Q_ACT);
     if (g->kept_logits && g->microbatch_now == g->keep_microbatch)
         memcpy(g->kept_logits, A->logits, z.S * z.Vl * sizeof(real));
@@ -738,7 +911,8 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
         mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
     real *loss = W.part; /* [S] scratch */
     for (size_t r = 0; r < z.S; r++) {
-        loss[r] = R_LOG(sum[r]) + mx[r] - tl[r];
+        /* BERT: only the masked tokens (target >= 0) have a loss */
+        loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
         real *lr = A->logits + r * z.Vl;
         for (size_t j = 0; j < z.Vl; j++)
             lr[j] /= sum[r];
@@ -750,6 +924,8 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     for (size_t r = 0; r < z.S; r++)
         total += loss[r];
     *loss_sum += (double)total;
+    if (g->d.bert)
+        *loss_sum += RN(nsp_forward)(g, A);
     return MP_OK;
 }
 
@@ -761,7 +937,9 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
     const mp_param_layout *lay = g->lay;
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
     size_t lo = (size_t)g->tp.rank * z.Vl;
-    if (z.head) {
+    if (z.head && g->d.bert) {
+        CHECK(RN(bert_head_backward)(g, A, err));
+    } else if (z.head) {
         /* dlogits[S,Vl] = (p - onehot(target)) * grad_scale, in place */
         for (size_t r = 0; r < z.S; r++) {
             real *lr = A->logits + r * z.Vl;
@@ -807,10 +985,13 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
         return MP_OK; /* W.dres is the stage's input gradient: mp_gpt_stage_input_grad() */
     /* embedding: dwpe[pos] += dres (local rows); dwte rows this rank owns */
     real *gwpe = lay->wpe >= 0 ? RN(param)(g->g, g, lay->wpe) : NULL;
+    real *gtte = lay->tte >= 0 ? RN(param)(g->g, g, lay->tte) : NULL;
     real *gwte = RN(param)(g->g, g, lay->wte);
     for (size_t rl = 0; gwpe && rl < z.Sl; rl++) {
         size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
         RN(mp_add)(gwpe + pos * z.h, W.dres + rl * z.h, z.h);
+        if (gtte)
+            RN(mp_add)(gtte + RN(segment)(g, pos) * z.h, W.dres + rl * z.h, z.h);
     }
     const real *dfull = W.dres;
     if (sp) {

@@ -82,7 +82,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage items [%d, %d) outside the model's 0..%d", b.item_begin,
                             b.item_end, d->layers + 1);
-    int cap = 2 + MP_BLK_COUNT * d->layers + 3;
+    int cap = 3 + MP_BLK_COUNT * d->layers + 3 + 9;
     out->p = calloc((size_t)cap, sizeof *out->p);
     out->block = malloc(((size_t)d->layers * MP_BLK_COUNT + 1) * sizeof *out->block);
     if (!out->p || !out->block) {
@@ -93,6 +93,10 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     out->wte = add(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false, 0);
     out->wpe = d->rope ? -1
                        : add(&b, "embedding.wpe", d->seq, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
+    out->tte = out->mlm_w = out->mlm_b = out->mlm_ln_w = out->mlm_ln_b = out->lm_bias = -1;
+    out->pool_w = out->pool_b = out->nsp_w = out->nsp_b = -1;
+    if (d->bert)
+        out->tte = add(&b, "embedding.tokentype", 2, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
     /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
     int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;
     bool bias = !d->no_bias, shift = !d->rmsnorm;
@@ -133,6 +137,24 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     out->lnf_b = shift ? add(&b, "final_ln.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true,
                              head_item)
                        : -1;
+    if (d->bert) {
+        /* replicated over TP: they run on every rank's full rows (the head
+         * gathers them), so their gradients are whole on each rank */
+        out->mlm_w = add(&b, "mlm.dense.weight", h, h, MP_SPLIT_NONE, MP_INIT_WEIGHT, false,
+                         head_item);
+        out->mlm_b = add(&b, "mlm.dense.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, false, head_item);
+        out->mlm_ln_w = add(&b, "mlm.ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, false,
+                            head_item);
+        out->mlm_ln_b = add(&b, "mlm.ln.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, false,
+                            head_item);
+        out->lm_bias = add(&b, "lm_head.bias", 1, v, MP_SPLIT_COLS, MP_INIT_BIAS, false,
+                           head_item);
+        out->pool_w = add(&b, "pooler.weight", h, h, MP_SPLIT_NONE, MP_INIT_WEIGHT, false,
+                          head_item);
+        out->pool_b = add(&b, "pooler.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, false, head_item);
+        out->nsp_w = add(&b, "nsp.weight", h, 2, MP_SPLIT_NONE, MP_INIT_WEIGHT, false, head_item);
+        out->nsp_b = add(&b, "nsp.bias", 1, 2, MP_SPLIT_NONE, MP_INIT_BIAS, false, head_item);
+    }
     bool has_head = head_item >= b.item_begin && head_item < b.item_end;
     if (!d->tied)
         out->head = add(&b, "lm_head.weight", v, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false,

@@ -22,6 +22,11 @@ typedef struct mp_gpt_dims {
     bool swiglu;          /* MLP silu(x W_gate) * (x W_up) W_down instead of GeLU */
     bool rope;            /* rotary position embedding on Q and K, no learned positions */
     bool no_bias;         /* no biases in the linear layers */
+    /* BERT (Megatron's, pre-LN): bidirectional attention, token-type
+     * embeddings, the masked-LM head (dense, GeLU, LayerNorm, the tied
+     * vocabulary projection plus a bias) on the tokens whose target is not -1,
+     * and the pooler (dense, tanh on position 0) with its two-way head */
+    bool bert;
     /* Activation recomputation (mp_recompute: 0 none, 1 selective: the
      * attention probabilities, 2 full: the whole block from its input), for
      * every block, or per layer item 0..L+1 when layer_recompute is set (the
@@ -123,6 +128,9 @@ typedef struct mp_param_layout {
     size_t total;         /* elements of this rank's flat buffer */
     int wte, wpe, lnf_w, lnf_b, head; /* indices (-1: not on this stage); head == wte when
                                          tied and both are on this stage */
+    /* BERT (-1 otherwise): token types; the masked-LM head's dense, LayerNorm and
+     * vocabulary bias; the pooler and the two-way (next-sentence) head */
+    int tte, mlm_w, mlm_b, mlm_ln_w, mlm_ln_b, lm_bias, pool_w, pool_b, nsp_w, nsp_b;
     int *block;           /* [layers * MP_BLK_COUNT] tensor index, -1: absent or not on this stage */
     int layers;
 } mp_param_layout;

@@ -20,11 +20,11 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
-    /* decoder-only models: GPT, and LLaMA's variants of its parts */
-    if (m->arch != MP_ARCH_GPT && m->arch != MP_ARCH_LLAMA)
+    /* GPT, LLaMA's variants of its parts, and BERT's encoder and heads */
+    if (m->arch == MP_ARCH_T5)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.arch",
-                            "arch %s is not supported by this executor yet (it runs gpt and "
-                            "llama)", mp_arch_name(m->arch));
+                            "arch %s is not supported by this executor yet (it runs gpt, llama "
+                            "and bert)", mp_arch_name(m->arch));
     if (m->activation != MP_ACT_GELU && m->activation != MP_ACT_SWIGLU)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
                             "activation %s is not supported by this executor yet (gelu, "
@@ -105,6 +105,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->swiglu = m->activation == MP_ACT_SWIGLU;
     out->rope = m->position == MP_POS_ROPE;
     out->no_bias = m->arch == MP_ARCH_LLAMA; /* LLaMA's linear layers have no biases */
+    out->bert = m->arch == MP_ARCH_BERT;
     /* the plan's recomputation; per layer as search wrote it (a shrunk model has
      * other layers: the plan's overall setting then) */
     out->recompute = (int)p->recompute;

@@ -278,6 +278,9 @@ static void check_model_gradients_of(mp_gpt_dims d)
     int S = mp_dims_tokens(&d);
     int32_t tok[64], tgt[64];
     make_tokens(tok, tgt, S, d.vocab);
+    for (int i = 0; d.bert && i < S; i++)
+        if (i % 3)
+            tgt[i] = -1; /* BERT: a third of the tokens are masked and predicted */
     double loss = model_loss(&g, tok, tgt);
     assert_true(loss > 0);
     memset(g.g, 0, lay.total * sizeof(double));
@@ -342,6 +345,18 @@ static void test_model_gradients_llama(void **state)
     /* all of them */
     check_model_gradients_of(tiny_llama_dims(1, 0, false, false, 4, 2));
     check_model_gradients_of(tiny_llama_dims(1, 0, false, true, 4, 4));
+}
+
+/* BERT: bidirectional attention, token types, the masked-LM transform with
+ * its vocabulary bias, the pooler and the two-way head. */
+static void test_model_gradients_bert(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_dims(1, 0, false, true);
+    d.bert = true;
+    check_model_gradients_of(d);
+    d.tied = false;
+    check_model_gradients_of(d);
 }
 
 /* RoPE keeps a vector's length and turns back exactly (double). */
@@ -742,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_model_gradients_tied),
         cmocka_unit_test(test_model_gradients_untied),
         cmocka_unit_test(test_model_gradients_llama),
+        cmocka_unit_test(test_model_gradients_bert),
         cmocka_unit_test(test_rope_turns_back),
         cmocka_unit_test(test_slices_partition_tensors),
         cmocka_unit_test(test_qkv_split_keeps_heads),

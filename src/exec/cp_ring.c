@@ -1,0 +1,97 @@
+/* cp_ring.c — context parallelism's ring: every rank's keys and values for
+ * this rank's queries, and their gradients back to their owners (model.c's
+ * header says how positions are split). Compiled for float and double. */
+#ifndef MP_REAL_BITS
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels.h"
+#include "exec/quant.h"
+
+#define MP_REAL_BITS 32
+#include "exec/cp_ring.c"
+#undef MP_REAL_BITS
+#define MP_REAL_BITS 64
+#include "exec/cp_ring.c"
+#undef MP_REAL_BITS
+#else
+#include "exec/real.h"
+#include "exec/model_internal.h"
+
+/* ---- context parallelism: every key and value for this rank's queries ---- */
+
+/* Row of (rank c's local position i, sample n) in the position-major
+ * [sk*b] order of the whole sequence. */
+static size_t RN(cp_full_row)(const RN(mp_gpt) *g, const RN(sizes) *z, int c, size_t i,
+                              size_t n)
+{
+    mp_gpt_dims other = g->d;
+    other.cp_rank = c;
+    return (size_t)mp_dims_global_pos(&other, (int)i) * z->b + n;
+}
+
+/* kv_full[sk*b,2kc] = every rank's K|V columns of qkv, by position: a ring
+ * of cp - 1 steps, each rank passing on the block it last received (the K/V
+ * traffic of ring attention). */
+mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full, mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    size_t w = 2 * z.kc, blk = z.S * w;
+    int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
+    real *mine = W.kv_ranks + (size_t)me * blk;
+    for (size_t r = 0; r < z.S; r++)
+        memcpy(mine + r * w, qkv + r * z.row + z.hl, w * sizeof(real));
+    for (int k = 1; k < cp; k++) {
+        /* step k: pass on rank (me - k + 1)'s block, receive rank (me - k)'s */
+        int out = (me - k + 1 + cp) % cp, in = (me - k + cp) % cp;
+        double t = g->be->now();
+        CHECK(g->be->sendrecv(&g->cp, MP_REAL_KIND, W.kv_ranks + (size_t)out * blk, next,
+                              W.kv_ranks + (size_t)in * blk, prev, blk, k, err));
+        mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    }
+    for (int c = 0; c < cp; c++)
+        for (size_t i = 0; i < z.s; i++)
+            for (size_t n = 0; n < z.b; n++)
+                memcpy(kv_full + RN(cp_full_row)(g, &z, c, i, n) * w,
+                       W.kv_ranks + ((size_t)c * z.S + i * z.b + n) * w, w * sizeof(real));
+    return MP_OK;
+}
+
+/* dkv_full[sk*b,2kc] (these queries' share) summed over the CP group; this
+ * rank's rows go to the K|V columns of dqkv[S,row]. A ring of cp - 1 steps:
+ * each block's partial sum travels from rank owner + 1 around to its owner,
+ * every rank adding its share on the way. */
+mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,
+                                     mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W = RN(work_of)(g);
+    size_t w = 2 * z.kc, blk = z.S * w;
+    int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
+    for (int c = 0; c < cp; c++)
+        for (size_t i = 0; i < z.s; i++)
+            for (size_t n = 0; n < z.b; n++)
+                memcpy(W.kv_ranks + ((size_t)c * z.S + i * z.b + n) * w,
+                       dkv_full + RN(cp_full_row)(g, &z, c, i, n) * w, w * sizeof(real));
+    bool drop = mp_probe_drops(g->probe, "cp-dkv");
+    for (int k = 1; k < cp && !drop; k++) {
+        /* step k: pass on the sum for rank (me - k)'s block, receive the sum
+         * for rank (me - k - 1)'s and add this rank's share to it */
+        int out = (me - k + cp) % cp, in = (me - k - 1 + 2 * cp) % cp;
+        double t = g->be->now();
+        CHECK(g->be->sendrecv(&g->cp, MP_REAL_KIND, W.kv_ranks + (size_t)out * blk, next,
+                              W.kv_loc, prev, blk, cp + k, err));
+        RN(mp_add)(W.kv_ranks + (size_t)in * blk, W.kv_loc, blk);
+        mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    }
+    const real *sum = W.kv_ranks + (size_t)me * blk;
+    for (size_t r = 0; r < z.S; r++)
+        memcpy(dqkv + r * z.row + z.hl, sum + r * w, w * sizeof(real));
+    return MP_OK;
+}
+
+#endif

@@ -1,0 +1,274 @@
+/* model_internal.h — what the files of one rank's model share (model.c,
+ * block.c, cp_ring.c, bert_heads.c): the saved activations and workspace,
+ * sizes, buffer layouts, small helpers and the functions each file gives the
+ * others. Read once per real type by each of them (no include guard, like
+ * kernels_decl.h): every name goes through RN(). */
+/* The includer has included exec/kernels.h and exec/quant.h (outside its
+ * per-type part: kernels.h defines MP_REAL_BITS itself). */
+
+/* Saved activations of one block for one micro-batch. */
+typedef struct RN(block_acts) {
+    real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
+    real *qkv, *probs, *att;              /* [S,row] [b,a/t,s,sk] [S,hl]; row = hl + 2 kc */
+    real *kv_full;                        /* CP: [sk*b,2kc] every position's K|V */
+    real *xmid;                           /* [Sl,h] residual after attention */
+    real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
+    real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl]; f1 = 2 Fl ([gate|up]) for SwiGLU */
+    real *xout;                           /* [Sl,h] block output */
+} RN(block_acts);
+
+struct RN(mp_acts) {
+    real *mem;
+    int32_t *tokens, *targets; /* [S] */
+    real *x0;                  /* [Sl,h] the stage's input: embedding output, or received */
+    RN(block_acts) *blk;       /* [blocks of the stage] */
+    real *lnf_xhat, *lnf_rstd, *lnf_full; /* [Sl,h] [Sl] [S,h] */
+    real *logits;              /* [S,Vl]: logits, then probabilities, then d logits */
+    /* BERT's heads: the masked-LM transform [S,h] (dense output, GeLU output,
+     * LayerNorm x-hat, rstd [S], output), the pooler [b,h] (dense output, tanh)
+     * and the two-way head's probabilities [b,2] */
+    real *mlm_pre, *mlm_act, *mlm_xhat, *mlm_rstd, *mlm_out, *pool_pre, *pooled, *nsp_p;
+};
+
+/* Workspace of one rank (shared by all micro-batches). */
+typedef struct RN(work) {
+    real *part;  /* [S,h] partial sums before a TP reduction */
+    real *loc;   /* [Sl,h] LayerNorm output before the SP all-gather */
+    real *dres;  /* [Sl,h] gradient of the residual stream */
+    real *dln;   /* [Sl,h] */
+    real *dtmp;  /* [Sl,h] */
+    real *dfull; /* [S,h] */
+    real *datt;  /* [S,hl] */
+    real *dqkv;  /* [S,row] */
+    real *dfc;   /* [S,f1] */
+    real *dact;  /* [S,Fl] SwiGLU: gradient of its output */
+    real *stats; /* [3S] cross-entropy max, sum, target logit */
+    real *att_scratch; /* [s*sk] attention backward: one head's dP, then dS */
+    real *kv_loc;   /* CP: [S,2kc] this rank's K|V, or its share of their gradient */
+    real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
+    real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
+    RN(block_acts) sblk; /* recomputation: one block's activations (probs alone for
+                            selective), rebuilt in backward; empty without */
+} RN(work);
+
+typedef struct RN(sizes) {
+    size_t S, Sl, h, hl, Fl, Vl, hd, al, s, b, L;
+    size_t gl, rep;               /* key/value heads of this rank; query heads per one */
+    size_t kc, row;               /* K (and V) columns; a QKV row: hl + 2 kc */
+    size_t f1;                    /* fc1's output columns: Fl, or 2 Fl for SwiGLU */
+    size_t sk, cp;                /* key positions (the whole sequence), CP degree */
+    size_t first_block, n_blocks; /* the blocks of this pipeline stage */
+    int most_recompute;           /* the most any block of the stage recomputes */
+    bool emb, head;               /* the stage holds the embedding / the head */
+} RN(sizes);
+
+static inline RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
+{
+    RN(sizes) z;
+    z.s = (size_t)mp_dims_positions(d);
+    z.sk = (size_t)d->seq;
+    z.cp = (size_t)mp_dims_cp(d);
+    z.b = (size_t)d->micro_batch;
+    z.S = z.s * z.b;
+    z.Sl = (size_t)mp_dims_local_tokens(d);
+    z.h = (size_t)d->hidden;
+    z.hl = z.h / (size_t)d->tp;
+    z.Fl = (size_t)d->ffn / (size_t)d->tp;
+    z.Vl = (size_t)d->vocab / (size_t)d->tp;
+    z.hd = (size_t)mp_dims_head_dim(d);
+    z.al = (size_t)d->heads / (size_t)d->tp;
+    z.gl = (size_t)mp_dims_kv_heads(d) / (size_t)d->tp;
+    z.rep = z.al / z.gl;
+    z.kc = z.gl * z.hd;
+    z.row = z.hl + 2 * z.kc;
+    z.f1 = d->swiglu ? 2 * z.Fl : z.Fl;
+    z.L = (size_t)d->layers;
+    int ib, ie;
+    mp_dims_items(d, &ib, &ie);
+    int fb = (ib > 1 ? ib : 1) - 1, lb = (ie < d->layers + 1 ? ie : d->layers + 1) - 1;
+    z.first_block = (size_t)fb;
+    z.n_blocks = lb > fb ? (size_t)(lb - fb) : 0;
+    z.emb = ib == 0;
+    z.head = ie == d->layers + 2;
+    z.most_recompute = 0;
+    for (size_t k = 0; k < z.n_blocks; k++) {
+        int r = mp_dims_block_recompute(d, (int)(z.first_block + k));
+        z.most_recompute = r > z.most_recompute ? r : z.most_recompute;
+    }
+    return z;
+}
+
+/* Bump allocation from one block: first a pass that counts (base NULL). */
+static inline real *RN(take)(real *base, size_t *used, size_t n)
+{
+    real *p = base ? base + *used : NULL;
+    *used += n;
+    return p;
+}
+
+/* One block's activations: all of them (mode 0), all but the attention
+ * probabilities (1: selective), or the block's output alone (2: full; its
+ * input is the previous block's output or x0). Fields not kept are NULL. */
+static inline void RN(layout_block)(RN(block_acts) *B, real *base, size_t *u, const RN(sizes) *z,
+                             int mode)
+{
+    memset(B, 0, sizeof *B);
+    if (mode < 2) {
+        B->ln1_xhat = RN(take)(base, u, z->Sl * z->h);
+        B->ln1_rstd = RN(take)(base, u, z->Sl);
+        B->ln1_full = RN(take)(base, u, z->S * z->h);
+        B->qkv = RN(take)(base, u, z->S * z->row);
+        if (mode == 0)
+            B->probs = RN(take)(base, u, z->b * z->al * z->s * z->sk);
+        B->att = RN(take)(base, u, z->S * z->hl);
+        if (z->cp > 1)
+            B->kv_full = RN(take)(base, u, z->sk * z->b * 2 * z->kc);
+        B->xmid = RN(take)(base, u, z->Sl * z->h);
+        B->ln2_xhat = RN(take)(base, u, z->Sl * z->h);
+        B->ln2_rstd = RN(take)(base, u, z->Sl);
+        B->ln2_full = RN(take)(base, u, z->S * z->h);
+        B->fc1_pre = RN(take)(base, u, z->S * z->f1);
+        B->fc1_act = RN(take)(base, u, z->S * z->Fl);
+    }
+    B->xout = RN(take)(base, u, z->Sl * z->h);
+}
+
+static inline size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z,
+                              const mp_gpt_dims *d)
+{
+    size_t u = 0;
+    /* tokens and targets ride in the same block, as reals' worth of int32 */
+    size_t int_reals = (2 * z->S * sizeof(int32_t) + sizeof(real) - 1) / sizeof(real);
+    real *ints = RN(take)(base, &u, int_reals);
+    if (base) {
+        A->tokens = (int32_t *)(void *)ints;
+        A->targets = A->tokens + z->S;
+    }
+    A->x0 = RN(take)(base, &u, z->Sl * z->h);
+    for (size_t l = 0; l < z->n_blocks; l++) {
+        RN(block_acts) tmp, *B = base ? &A->blk[l] : &tmp;
+        RN(layout_block)(B, base, &u, z,
+                         mp_dims_block_recompute(d, (int)(z->first_block + l)));
+    }
+    A->lnf_xhat = RN(take)(base, &u, z->Sl * z->h);
+    A->lnf_rstd = RN(take)(base, &u, z->Sl);
+    A->lnf_full = RN(take)(base, &u, z->S * z->h);
+    A->logits = RN(take)(base, &u, z->S * z->Vl);
+    if (d->bert) {
+        A->mlm_pre = RN(take)(base, &u, z->S * z->h);
+        A->mlm_act = RN(take)(base, &u, z->S * z->h);
+        A->mlm_xhat = RN(take)(base, &u, z->S * z->h);
+        A->mlm_rstd = RN(take)(base, &u, z->S);
+        A->mlm_out = RN(take)(base, &u, z->S * z->h);
+        A->pool_pre = RN(take)(base, &u, z->b * z->h);
+        A->pooled = RN(take)(base, &u, z->b * z->h);
+        A->nsp_p = RN(take)(base, &u, z->b * 2);
+    }
+    return u;
+}
+
+static inline size_t RN(layout_work)(RN(work) *W, real *base, const RN(sizes) *z)
+{
+    size_t u = 0;
+    W->part = RN(take)(base, &u, z->S * z->h);
+    W->loc = RN(take)(base, &u, z->Sl * z->h);
+    W->dres = RN(take)(base, &u, z->Sl * z->h);
+    W->dln = RN(take)(base, &u, z->Sl * z->h);
+    W->dtmp = RN(take)(base, &u, z->Sl * z->h);
+    W->dfull = RN(take)(base, &u, z->S * z->h);
+    W->datt = RN(take)(base, &u, z->S * z->hl);
+    W->dqkv = RN(take)(base, &u, z->S * z->row);
+    W->dfc = RN(take)(base, &u, z->S * z->f1);
+    W->dact = RN(take)(base, &u, z->S * z->Fl);
+    W->stats = RN(take)(base, &u, 3 * z->S);
+    W->att_scratch = RN(take)(base, &u, z->s * z->sk);
+    size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0;
+    W->kv_loc = RN(take)(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
+    W->kv_ranks = RN(take)(base, &u, kv);
+    W->dkv_full = RN(take)(base, &u, kv);
+    /* full recompute rebuilds a whole block here; selective only its probabilities */
+    if (z->most_recompute == 2)
+        RN(layout_block)(&W->sblk, base, &u, z, 0);
+    else if (z->most_recompute == 1) {
+        memset(&W->sblk, 0, sizeof W->sblk);
+        W->sblk.probs = RN(take)(base, &u, z->b * z->al * z->s * z->sk);
+    } else {
+        memset(&W->sblk, 0, sizeof W->sblk);
+    }
+    return u;
+}
+
+static inline RN(work) RN(work_of)(const RN(mp_gpt) *g)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    RN(work) W;
+    RN(layout_work)(&W, g->ws, &z);
+    return W;
+}
+
+static inline real *RN(param)(real *buf, const RN(mp_gpt) *g, int pid)
+{
+    return buf + g->lay->p[pid].offset;
+}
+
+/* Tensor k of block l in buf (weights or gradients), or NULL when the model
+ * has none (LLaMA: no biases, RMSNorm has no shift). */
+static inline real *RN(blk)(real *buf, const RN(mp_gpt) *g, int l, int k)
+{
+    int pid = mp_block_param(g->lay, l, k);
+    return pid >= 0 ? buf + g->lay->p[pid].offset : NULL;
+}
+
+/* Segment (token type) of a global position: the second half is sentence B. */
+static inline size_t RN(segment)(const RN(mp_gpt) *g, size_t pos)
+{
+    return pos >= (size_t)g->d.seq / 2 ? 1 : 0;
+}
+
+/* Whether this rank holds position 0 (its first local position), where the
+ * pooler reads each sample; with CP only one rank of the group does. */
+static inline bool RN(holds_first)(const RN(mp_gpt) *g)
+{
+    return g->qpos[0] == 0;
+}
+
+/* Global row of local residual row rl (SP: this rank's piece of the sequence). */
+static inline size_t RN(global_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
+{
+    return (g->d.sp && g->tp.size > 1) ? (size_t)g->tp.rank * Sl + rl : rl;
+}
+
+#ifndef MP_MODEL_MACROS
+#define MP_MODEL_MACROS
+#define GEMM(ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc)                                 \
+    g->be->gemm(MP_REAL_KIND, ta, tb, (int)(m), (int)(n), (int)(k), 1.0, A, (int)(lda), B,  \
+                (int)(ldb), beta, C, (int)(ldc))
+#define CHECK(x)                                                                           \
+    do {                                                                                   \
+        mp_status st_ = (x);                                                               \
+        if (st_ != MP_OK)                                                                  \
+            return st_;                                                                    \
+    } while (0)
+#endif
+
+/* Across the model's files (mp_model_ names keep them apart from the API). */
+mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
+                                 const char *site, mp_error *err);
+mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
+                                 mp_error *err);
+mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full,
+                                    mp_error *err);
+mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,
+                                     mp_error *err);
+void RN(mp_model_norm_forward)(const RN(mp_gpt) *g, real *out, real *xhat, real *rstd,
+                               const real *x, const real *w, const real *b, int rows);
+void RN(mp_model_norm_backward)(const RN(mp_gpt) *g, real *dx, real *dw, real *db,
+                                const real *dout, const real *xhat, const real *rstd,
+                                const real *w, int rows);
+mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *x,
+                                     mp_error *err);
+mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, real *dres,
+                                      mp_error *err);
+void RN(mp_model_recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V);
+double RN(mp_model_nsp_forward)(RN(mp_gpt) *g, RN(mp_acts) *A);
+mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_error *err);

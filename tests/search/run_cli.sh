@@ -12,6 +12,8 @@ for s in "rank  tp sp" "winner: step" "why the next ones lose" "searched " "prun
   grep -q "$s" "$T/table" || fail "table lacks '$s'"
 done
 [ "$(grep -c '^ *[0-9]  *[0-9]' "$T/table")" -ge 5 ] || fail "table has fewer than 5 ranked rows"
+# 175B's top five are predicted within 3% of the winner: the table says they are a near tie
+grep -q '#1 to #5 are predicted within 3% of #1' "$T/table" || fail "no near-tie note"
 
 "$M" search --model 175B --gpus 1024 --format json --top 3 >"$T/json" || fail "json exit"
 python3 - "$T/json" <<'PY' || fail "json content"
@@ -26,6 +28,8 @@ for i, o in enumerate(a):
     assert p["tp"] * p["pp"] * p["cp"] * p["dp"] == 1024
     c = o["search"]
     assert c["considered"] == c["pruned_memory"] + c["pruned_time"] + c["estimated"]
+    assert o["near_tie"] == (i > 0 and o.get("simulated_step_s", o["time_s"]["step"]) <=
+                             1.03 * a[0].get("simulated_step_s", a[0]["time_s"]["step"])), o
 PY
 
 "$M" search --model 175B --gpus 1024 --fix tp=4,pp=8 --format json >"$T/fix" || fail "fix exit"

@@ -196,7 +196,7 @@ static void table(const mp_config *base, const mp_search_result *r, mp_buf *b)
     }
     /* Plans this close are not told apart by a model whose error on measured
      * runs is a few percent (docs/validation.md): on vTrain's 18.4B cluster two
-     * micro-batches predicted 1.4% apart measured 9% apart. Say so. */
+     * micro-batches predicted 1.5% apart measured 9% apart. Say so. */
     int close = 0;
     for (int i = 1; i < r->n; i++)
         if (r->plans[i].rank_step <= w->rank_step * (1 + NEAR_TIE))

@@ -49,6 +49,12 @@ section "simulate: discrete-event engine" "$build/bench/bench_simulate --check"
 run "$build/bench/bench_simulate" --check
 echo '```'
 
+if [ -x "$build/bench/bench_attention" ]; then
+  section "exec CPU backend: attention by GEMMs vs by loops (one thread)" "$build/bench/bench_attention 512 4 64 3"
+  run "$build/bench/bench_attention" 512 4 64 3
+  echo '```'
+fi
+
 if [ -x "$build/bench/bench_gemm" ]; then
   section "exec CPU backend: GEMM path vs plain OpenBLAS sgemm (one thread)" "$build/bench/bench_gemm 768 1024 10"
   run "$build/bench/bench_gemm" 768 1024 10

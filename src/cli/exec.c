@@ -33,7 +33,7 @@ static void usage(FILE *out)
             "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
             "                     [--micro-batches M]\n"
-            "                     [--no-check] [--trace FILE] [--compare HW]\n"
+            "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
             "                     [--format table|json]\n"
             "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
             "  ranks (CPU backend) and compares loss, logits, every gradient and every updated\n"
@@ -45,7 +45,10 @@ static void usage(FILE *out)
             "  --shrink     keep the degrees, scale hidden/heads/seq/layers/vocab down\n"
             "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n"
             "  --compare HW the last step's times against the simulator's prediction of\n"
-            "               this run on profile HW (from `megaplan calibrate`), per phase\n");
+            "               this run on profile HW (from `megaplan calibrate`), per phase\n"
+            "  --solo R     one process runs global rank R's share at full size, collectives\n"
+            "               and messages left out, no check (--compare gives their\n"
+            "               modelled time)\n");
 }
 
 typedef struct exec_args {
@@ -100,7 +103,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             snprintf(name, sizeof name, "%s", arg);
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
-                                            "--adam-eps", "--micro-batches", "--trace", "--format", "--compare",
+                                            "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
                                             "--test-drop-allreduce", "--test-kill-rank"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
@@ -153,6 +156,10 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             a->o.microbatches = (int)n;
         } else if (!strcmp(name, "--test-drop-allreduce")) {
             a->o.test_drop = val;
+        } else if (!strcmp(name, "--solo")) {
+            ok = parse_int(val, 0, 1 << 24, &n);
+            a->o.solo_rank = (int)n;
+            a->o.check = false; /* one rank without its peers computes no checkable values */
         } else if (!strcmp(name, "--test-kill-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_kill_rank = (int)n;
@@ -180,6 +187,13 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             fprintf(stderr, "megaplan exec: a plan file is needed (megaplan exec --help)\n");
         return 2;
     }
+#if HAVE_EXEC_CPU
+    if (a->o.solo_rank >= 0 && a->np > 0) {
+        if (loud)
+            fprintf(stderr, "megaplan exec: --solo: runs one process; drop --np\n");
+        return 2;
+    }
+#endif
     return 0;
 }
 
@@ -267,10 +281,10 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
 {
     const mp_gpt_dims *d = &r->dims;
     printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d, "
-           "vpp %d), cpu backend, fp32 (plan: %s)\n",
+           "vpp %d), %s backend, fp32 (plan: %s)\n",
            a->plan, r->ranks, r->tp, r->sp ? "on" : "off", r->cp, r->dp,
            r->dist_opt ? "on" : "off", r->pp, r->vpp > 1 ? r->vpp : 1,
-           r->plan_precision ? r->plan_precision : "?");
+           r->backend ? r->backend : "cpu", r->plan_precision ? r->plan_precision : "?");
     char kv[32] = "";
     if (mp_dims_kv_heads(d) != d->heads)
         snprintf(kv, sizeof kv, " (%d key/value)", mp_dims_kv_heads(d));
@@ -302,6 +316,12 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                    mp_dims_global_pos(&dc, last) + 1, c + 1 < r->cp ? ";" : "\n");
         }
     }
+    if (r->solo_rank >= 0)
+        printf("solo: rank %d of %d (tp %d, cp %d, dp %d, pp %d) at full size in one process; "
+               "its collectives and messages are left out (--compare HW gives their modelled "
+               "time)\n",
+               r->solo_rank, r->tp * r->cp * r->dp * r->pp, r->solo_coords[0], r->solo_coords[1],
+               r->solo_coords[2], r->solo_coords[3]);
     int K = r->pp * (r->vpp > 1 ? r->vpp : 1);
     if (K > 1) {
         /* the items each (virtual) stage ran: 0 embedding, 1..L blocks, L+1 head;

@@ -57,5 +57,8 @@ typedef struct mp_backend {
 
 /* OpenBLAS (one thread per rank) and MPI. */
 const mp_backend *mp_backend_cpu(void);
+/* The same GEMM and clock, every collective and message left out (exec --solo:
+ * one process runs one rank's compute; backend_solo.c says what buffers hold). */
+const mp_backend *mp_backend_solo(void);
 
 #endif

@@ -44,7 +44,8 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
     c->hw = *hw;
     const mp_parallel *pp = &plan->config.parallel;
     /* what the CPU backend ran: fp32, the plan's recomputation, nothing overlapped */
-    c->training = (mp_training){.gpus = rep->ranks, .seq = d->seq,
+    c->training = (mp_training){.gpus = (int64_t)rep->tp * rep->cp * rep->dp * rep->pp,
+                                .seq = d->seq,
                                 .global_batch = (int64_t)rep->microbatches * d->micro_batch *
                                                 rep->dp,
                                 .precision = MP_DTYPE_FP32};

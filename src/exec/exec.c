@@ -30,6 +30,7 @@ void mp_exec_opts_default(mp_exec_opts *o)
     o->seed = 1234;
     o->tol = 1e-5;
     o->test_kill_rank = -1;
+    o->solo_rank = -1;
 }
 
 void mp_exec_report_free(mp_exec_report *rep)
@@ -198,7 +199,21 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     mp_gpt_dims d;
     int m = 0;
     TRY(mp_exec_precheck(plan, o, &d, &m, err));
-    TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
+    if (o->solo_rank >= 0) {
+        if (o->check) {
+            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--solo",
+                              "--solo runs without the check (--no-check): the values of one "
+                              "rank without its peers are not the plan's");
+            goto done;
+        }
+        TRY(mp_runtime_split_solo(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp,
+                                  o->solo_rank, err));
+    } else {
+        TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
+    }
+    rep->solo_rank = o->solo_rank;
+    rep->solo_coords[0] = rt->tp_rank, rep->solo_coords[1] = rt->cp_rank;
+    rep->solo_coords[2] = rt->dp_rank, rep->solo_coords[3] = rt->pp_rank;
     d.tp_rank = rt->tp_rank;
     d.cp_rank = rt->cp_rank;
     /* S: this rank's token rows of one micro-batch (its positions with CP);
@@ -280,7 +295,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
 
     /* From here on an error may be one rank's alone. */
     rep->collective_error = false;
-    const mp_backend *be = mp_backend_cpu();
+    const mp_backend *be = rt->solo ? mp_backend_solo() : mp_backend_cpu();
+    rep->backend = be->name;
     mp_probe_init(&R.probe, be, rt->world.rank);
     R.probe.drop_site = o->test_drop;
     if (o->test_kill_rank == rt->world.rank)

@@ -34,6 +34,8 @@ typedef struct mp_exec_opts {
     bool want_timeline;    /* gather the measured timeline of the last step on rank 0 */
     const char *test_drop; /* test-only: collective site to skip (probe.h) */
     int test_kill_rank;    /* test-only: rank that kills itself in step 1 (-1 none) */
+    int solo_rank;         /* --solo: this one process runs that global rank's share at
+                              full size, collectives left out, no check (-1: off) */
 } mp_exec_opts;
 
 void mp_exec_opts_default(mp_exec_opts *o);
@@ -59,9 +61,12 @@ typedef struct mp_exec_tensor {
 typedef struct mp_exec_report {
     mp_gpt_dims dims;          /* the model that ran (after --shrink), TP rank 0's view */
     int ranks, tp, cp, dp, pp, vpp, microbatches, steps;
+    int solo_rank;              /* -1, or the rank --solo played */
+    int solo_coords[4];         /* its (t, c, d, p) */
     bool sp, dist_opt, exact, checked;
     double tol;                 /* tolerance mode's threshold, as used */
     const char *schedule;
+    const char *backend;        /* the backend's name ("cpu", "cpu-solo") */
     const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
     const char *recompute;      /* the plan's recomputation, as run */
     bool layer_recompute;       /* per layer, as the plan lists it */

@@ -69,6 +69,32 @@ mp_status mp_runtime_split(mp_runtime *rt, int tp, int cp, int dp, int pp, mp_er
     return split(&rt->emb_group, end ? t + tp * (c + cp * d) : ends + rt->world.rank, p, err);
 }
 
+mp_status mp_runtime_split_solo(mp_runtime *rt, int tp, int cp, int dp, int pp, int rank,
+                                mp_error *err)
+{
+    long world = (long)tp * cp * dp * pp;
+    if (rank < 0 || rank >= world)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--solo",
+                            "rank %d is not one of the plan's %ld ranks", rank, world);
+    if (rt->world.size != 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--solo",
+                            "--solo runs one process, not %d: start it without mpirun",
+                            rt->world.size);
+    rt->tp = tp, rt->cp = cp, rt->dp = dp, rt->pp = pp;
+    int t, c, d, p;
+    mp_rank_coords(rank, tp, cp, dp, &t, &c, &d, &p);
+    rt->tp_rank = t, rt->cp_rank = c, rt->dp_rank = d, rt->pp_rank = p;
+    rt->solo = true;
+    rt->tp_group = (mp_group){MPI_COMM_SELF, tp, t};
+    rt->cp_group = (mp_group){MPI_COMM_SELF, cp, c};
+    rt->dp_group = (mp_group){MPI_COMM_SELF, dp, d};
+    rt->pp_group = (mp_group){MPI_COMM_SELF, pp, p};
+    rt->dpcp_group = (mp_group){MPI_COMM_SELF, dp * cp, c + cp * d};
+    bool end = pp > 1 && (p == 0 || p == pp - 1);
+    rt->emb_group = (mp_group){MPI_COMM_SELF, end ? 2 : 1, p == pp - 1 && end ? 1 : 0};
+    return MP_OK;
+}
+
 static void free_group(mp_group *g)
 {
     if (g->comm != MPI_COMM_NULL && g->comm != 0 && g->comm != MPI_COMM_WORLD &&

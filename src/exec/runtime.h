@@ -24,12 +24,19 @@ typedef struct mp_runtime {
      * as Megatron does; rank in it = c + cp*d. Equal to the DP group when cp == 1. */
     mp_group dpcp_group;
     mp_group self;                      /* MPI_COMM_SELF: the reference's size-1 groups */
+    bool solo;                          /* groups emulated for one rank (--solo) */
 } mp_runtime;
 
 /* MPI_Init (if not yet) and the world group. */
 mp_status mp_runtime_start(int *argc, char ***argv, mp_runtime *rt, mp_error *err);
 /* Splits the world into the groups; the world size must be tp*cp*dp*pp. */
 mp_status mp_runtime_split(mp_runtime *rt, int tp, int cp, int dp, int pp, mp_error *err);
+/* exec --solo: this single process plays global rank `rank` of a tp*cp*dp*pp
+ * world. Each group has the degree as its size and the rank's coordinate as
+ * its place, over MPI_COMM_SELF: only the solo backend, which never
+ * communicates, may be used with them. */
+mp_status mp_runtime_split_solo(mp_runtime *rt, int tp, int cp, int dp, int pp, int rank,
+                                mp_error *err);
 /* Frees the groups and calls MPI_Finalize. */
 void mp_runtime_stop(mp_runtime *rt);
 /* Ends every rank at once (a rank that failed alone must not leave the others

@@ -30,47 +30,46 @@
 
 static const int gemm_sides[MP_CALIB_GEMM_POINTS] = {16, 32, 64, 128, 256, 512, 768, 1024};
 
-/* Best seconds of one GEMM of side n, every rank running its own at once. */
-static double time_gemm(const mp_runtime *rt, const mp_backend *be, int n, float *a, float *b,
-                        float *c)
+/* One measured operation and its arguments. */
+typedef struct probe_op {
+    int kind; /* OP_GEMM, OP_COPY, OP_LAYERNORM */
+    const mp_backend *be;
+    int n, rows, h;
+    size_t bytes;
+    float *a, *b, *c, *xhat, *rstd;
+    const float *x, *w, *bias;
+    char *dst;
+    const char *src;
+} probe_op;
+
+enum { OP_GEMM, OP_COPY, OP_LAYERNORM };
+
+static void run_op(const probe_op *o)
 {
-    MPI_Barrier(rt->world.comm);
-    double best = INFINITY, spent = 0;
-    for (int rep = 0; rep < MIN_REPEATS || spent < MEASURE_SECONDS; rep++) {
-        double t0 = be->now();
-        be->gemm(MP_REAL32, false, false, n, n, n, 1.0, a, n, b, n, 0.0, c, n);
-        double t = be->now() - t0;
-        spent += t;
-        best = t < best ? t : best;
+    switch (o->kind) {
+    case OP_GEMM:
+        o->be->gemm(MP_REAL32, false, false, o->n, o->n, o->n, 1.0, o->a, o->n, o->b, o->n, 0.0,
+                    o->c, o->n);
+        break;
+    case OP_COPY:
+        memcpy(o->dst, o->src, o->bytes);
+        break;
+    default:
+        mp_layernorm_forward_f32(o->c, o->xhat, o->rstd, o->x, o->w, o->bias, o->rows, o->h,
+                                 false);
+        break;
     }
-    return best;
 }
 
-static double time_copy(const mp_runtime *rt, const mp_backend *be, char *dst, const char *src,
-                        size_t bytes)
+/* Best seconds of one run of o, every rank running its own at once. */
+static double best_time(const mp_runtime *rt, const probe_op *o)
 {
     MPI_Barrier(rt->world.comm);
     double best = INFINITY, spent = 0;
     for (int rep = 0; rep < MIN_REPEATS || spent < MEASURE_SECONDS; rep++) {
-        double t0 = be->now();
-        memcpy(dst, src, bytes);
-        double t = be->now() - t0;
-        spent += t;
-        best = t < best ? t : best;
-    }
-    return best;
-}
-
-static double time_layernorm(const mp_runtime *rt, const mp_backend *be, float *out,
-                             float *xhat, float *rstd, const float *x, const float *w,
-                             const float *bias, int rows, int h)
-{
-    MPI_Barrier(rt->world.comm);
-    double best = INFINITY, spent = 0;
-    for (int rep = 0; rep < MIN_REPEATS || spent < MEASURE_SECONDS; rep++) {
-        double t0 = be->now();
-        mp_layernorm_forward_f32(out, xhat, rstd, x, w, bias, rows, h, false);
-        double t = be->now() - t0;
+        double t0 = o->be->now();
+        run_op(o);
+        double t = o->be->now() - t0;
         spent += t;
         best = t < best ? t : best;
     }
@@ -177,18 +176,20 @@ mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *n
     for (int i = 0; i < MP_CALIB_GEMM_POINTS; i++) {
         int s = gemm_sides[i];
         double flops = 2.0 * s * s * s;
-        double rate = slowest_rate(rt, flops / time_gemm(rt, be, s, a, b, c));
+        probe_op op = {.kind = OP_GEMM, .be = be, .n = s, .a = a, .b = b, .c = c};
+        double rate = slowest_rate(rt, flops / best_time(rt, &op));
         out->gemm_n[i] = s;
         out->gemm_rate[i] = rate;
         peak = rate > peak ? rate : peak;
     }
     out->n_gemm = MP_CALIB_GEMM_POINTS;
-    out->copy_bw = slowest_rate(rt, 2.0 * (double)copy_bytes /
-                                        time_copy(rt, be, dst, src, copy_bytes));
+    probe_op copy = {.kind = OP_COPY, .be = be, .dst = dst, .src = src, .bytes = copy_bytes};
+    out->copy_bw = slowest_rate(rt, 2.0 * (double)copy_bytes / best_time(rt, &copy));
     /* LayerNorm reads x and writes its output and x-hat (and a row's stats) */
     double ln_bytes = 3.0 * (double)ln * sizeof(float) + 8.0 * ln_rows;
-    out->layernorm_bw = slowest_rate(rt, ln_bytes / time_layernorm(rt, be, y, xh, rs, x, gw, gb,
-                                                                   ln_rows, ln_h));
+    probe_op norm = {.kind = OP_LAYERNORM, .be = be, .c = y, .xhat = xh, .rstd = rs, .x = x,
+                     .w = gw, .bias = gb, .rows = ln_rows, .h = ln_h};
+    out->layernorm_bw = slowest_rate(rt, ln_bytes / best_time(rt, &norm));
 
     /* all-reduce over every rank, fitted as a ring: t = A + B bytes */
     double latency = 1e-6, bw = out->copy_bw;

@@ -13,6 +13,7 @@
 #include "cli/search_common.h"
 #include "core/buf.h"
 #include "core/io.h"
+#include "core/output.h"
 #include "planner/explain.h"
 #include "planner/megatron.h"
 #include "planner/report.h"
@@ -27,7 +28,7 @@ static void usage(FILE *f)
             "usage: megaplan search --model M --gpus N [--hw H] [--hw-set KEY=VALUE] [--seq S]\n"
             "         [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T] [--top K]\n"
             "         [--fix KEY=VALUE[,KEY=VALUE...]] [--format table|json|yaml|megatron]\n"
-            "         [-o plan.yaml] [--tp-cross-node] [--no-split] [--no-simulate]\n"
+            "         [-o plan.yaml [--force]] [--tp-cross-node] [--no-split] [--no-simulate]\n"
             "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
             "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt schedule\n"
             "dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix too).\n"
@@ -290,6 +291,10 @@ int cmd_search(int argc, char **argv)
     }
     mp_search_options opt;
     if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("search", &err);
+    /* where -o goes is settled before the search, so a refused path costs nothing */
+    mp_output plan_out;
+    if (sc.output && mp_output_prepare(sc.output, sc.force, &plan_out, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
     progress pg = {.start = wall(), .tty = isatty(2) != 0};
     opt.progress = on_progress;
     opt.progress_user = &pg;
@@ -376,7 +381,7 @@ int cmd_search(int argc, char **argv)
         if (pf.oom || !pred) {
             mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
             rc = mp_cli_fail("search", &err);
-        } else if (mp_write_file_atomic(sc.output, pf.data, pf.len, &err) != MP_OK) {
+        } else if (mp_output_write(&plan_out, pf.data, pf.len, &err) != MP_OK) {
             rc = mp_cli_fail("search", &err);
         }
         mp_buf_free(&pf);
@@ -385,6 +390,12 @@ int cmd_search(int argc, char **argv)
     if (rc) {
         mp_buf_free(&out);
         return rc;
+    }
+    if (sc.output && plan_out.kind == MP_OUT_FD && plan_out.fd == 1) {
+        /* the plan took stdout: the report goes beside it on stderr */
+        if (out.data) fputs(out.data, stderr);
+        mp_buf_free(&out);
+        return 0;
     }
     return mp_cli_emit("search", &out);
 }

@@ -156,6 +156,8 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
         } else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
             if (!*val) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "-o", "empty file name");
             sc->output = val;
+        } else if (!strcmp(a, "--force")) {
+            sc->force = true;
         } else if (!strcmp(a, "--no-split")) {
             sc->no_split = true;
         } else if (!strcmp(a, "--no-simulate")) {

@@ -402,7 +402,7 @@ int cmd_search(int argc, char **argv)
         counts_footer(&r.counts, &fb);
         if (fb.data) fputs(fb.data, stderr);
         mp_buf_free(&fb);
-        if (cc.format == MP_FORMAT_JSON) puts("[]");
+        if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) puts("[]"); /* one (empty) document */
         mp_search_result_free(&r);
         return 1;
     }

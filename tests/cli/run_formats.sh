@@ -8,14 +8,7 @@
 set -u
 bin=$1
 examples=$2
-case "$bin" in /*) ;; *) bin=$(pwd)/$bin ;; esac
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/megaplan-fmt.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. "$(dirname "$0")/scratch.sh"
 
 # one_doc FORMAT FILE: the file is exactly one JSON / YAML document
 one_doc() {
@@ -61,6 +54,13 @@ for fmt in json yaml; do
     doc hw "$fmt" dgx-a100
 done
 doc simulate json --unit-ops --pp 4 --microbatches 8 --events
+# nothing fits (exit 1): still one document, an empty list
+for fmt in json yaml; do
+    "$bin" search --model 1T --gpus 8 --format "$fmt" >out.txt 2>/dev/null
+    rc=$?
+    [ "$rc" -eq 1 ] && one_doc "$fmt" out.txt && [ "$(cat out.txt)" = "[]" ] && ok ||
+        bad "search with nothing fitting --format $fmt: exit $rc, stdout '$(cat out.txt)'"
+done
 # explain's JSON says what the text says
 "$bin" explain --model 175B --gpus 1024 --tp 8 --pp 8 --format json >ex.json 2>/dev/null
 python3 - ex.json <<'PY' && ok || bad "explain --format json content"

@@ -7,14 +7,7 @@
 # anything behaviour.
 set -u
 bin=$1
-case "$bin" in /*) ;; *) bin=$(pwd)/$bin ;; esac
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/megaplan-out.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. "$(dirname "$0")/scratch.sh"
 
 search() { "$bin" search --model 125M --gpus 8 --no-simulate --top 1 "$@"; }
 sim() { "$bin" simulate --unit-ops --pp 2 --microbatches 4 "$@"; }

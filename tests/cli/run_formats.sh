@@ -114,7 +114,11 @@ grep -q "off the estimate" s.txt && bad "175B: a gap within the model's error wa
 
 # --- exec --format json: the report on stderr, the JSON alone on stdout
 # (it printed ~68 lines of text before the JSON) ---
-"$bin" exec --np 4 --shrink --exact --steps 1 "$examples/plan-gpt-tp2.yaml" --format json >out.txt 2>err.txt
+# (Open MPI keeps allocations for the life of the process: tests/exec/lsan.supp,
+# which needs full stacks to match them)
+LSAN_OPTIONS="suppressions=$examples/../tests/exec/lsan.supp" \
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" \
+    "$bin" exec --np 4 --shrink --exact --steps 1 "$examples/plan-gpt-tp2.yaml" --format json >out.txt 2>err.txt
 rc=$?
 if grep -q "was not built" err.txt; then
     echo "SKIP exec --format json: the executor is not built"

@@ -148,6 +148,13 @@ int cmd_calibrate(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (a.out) {
+        /* where -o goes is settled before seconds of measuring */
+        mp_output o;
+        mp_error oerr;
+        if (mp_output_prepare(a.out, a.force, &o, &oerr) != MP_OK)
+            return loud ? mp_cli_fail("calibrate", &oerr) : mp_error_exit_status(oerr.code);
+    }
     if (a.np > 0 && !mp_cli_under_mpi_launcher())
         return mp_cli_mpirun("calibrate", argc, argv, a.np);
 
@@ -168,13 +175,14 @@ int cmd_calibrate(int argc, char **argv)
             mp_buf b;
             mp_buf_init(&b);
             render(cal, &b);
-            if (a.out) {
-                if (mp_output_write_path(a.out, a.force, b.data, b.len, &err) != MP_OK)
-                    status = mp_cli_fail("calibrate", &err);
-                else
-                    printf("megaplan calibrate: wrote %s (%d rank%s); use it as --hw %s\n",
-                           a.out, cal->ranks, cal->ranks == 1 ? "" : "s", a.out);
-            } else {
+            mp_output o;
+            if (a.out && (mp_output_prepare(a.out, a.force, &o, &err) != MP_OK ||
+                          mp_output_write(&o, b.data, b.len, &err) != MP_OK)) {
+                status = mp_cli_fail("calibrate", &err);
+            } else if (a.out && !(o.kind == MP_OUT_FD && o.fd == 1)) {
+                printf("megaplan calibrate: wrote %s (%d rank%s); use it as --hw %s\n",
+                       a.out, cal->ranks, cal->ranks == 1 ? "" : "s", a.out);
+            } else if (!a.out) {
                 fwrite(b.data, 1, b.len, stdout);
             }
             mp_buf_free(&b);

@@ -19,6 +19,7 @@
 
 #if HAVE_EXEC_CPU
 #include "core/io.h"
+#include "core/output.h"
 #include "exec/compare.h"
 #include "exec/exec.h"
 #include "exec/runtime.h"
@@ -376,6 +377,13 @@ int cmd_exec(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (a.trace) {
+        /* where --trace goes is settled before any rank starts work */
+        mp_output o;
+        mp_error oerr;
+        if (mp_output_prepare(a.trace, a.force, &o, &oerr) != MP_OK)
+            return loud ? mp_cli_fail("exec", &oerr) : mp_error_exit_status(oerr.code);
+    }
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
         int bad = precheck(&a);
         return bad ? bad : mp_cli_mpirun("exec", argc, argv, a.np);

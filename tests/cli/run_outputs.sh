@@ -101,6 +101,18 @@ rc=$?
 sim --trace ro.yaml >out.txt 2>err.txt
 [ $? -eq 2 ] && grep -q 'read-only file' err.txt && [ "$(cat ro.yaml)" = "keep me" ] && ok ||
     bad "simulate --trace ro.yaml: $(cat err.txt)"
+# exec --trace and calibrate -o refuse it before any rank starts
+for cmd in "exec plan.yaml --np 1 --trace ro.yaml" "calibrate --np 1 -o ro.yaml"; do
+    "$bin" $cmd >out.txt 2>err.txt
+    rc=$?
+    if grep -q "was not built" err.txt; then
+        echo "SKIP $cmd: the executor is not built"
+    else
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q 'ro.yaml: read-only file' err.txt &&
+            ok || bad "$cmd: exit $rc: $(cat err.txt)"
+    fi
+done
+[ "$(cat ro.yaml)" = "keep me" ] && ok || bad "exec or calibrate replaced the read-only file"
 search -o ro.yaml --force >/dev/null 2>err.txt && ok || bad "search -o ro.yaml --force: $(cat err.txt)"
 grep -q '^megaplan_plan: 1' ro.yaml && ok || bad "--force did not replace the read-only file"
 [ "$(stat -c %a ro.yaml)" = 444 ] && ok || bad "--force: the file is no longer read-only"

@@ -39,6 +39,9 @@ static void usage(FILE *f)
             "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
             "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt schedule\n"
             "dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix too).\n"
+            "-o FILE writes the winner as a plan file (- for stdout, the report then goes to\n"
+            "stderr); a read-only FILE is replaced only with --force. The table ranks by the\n"
+            "simulated step, at least the best five are simulated whatever --top shows.\n"
             "Exit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad input.\n");
 }
 

@@ -405,7 +405,8 @@ int cmd_search(int argc, char **argv)
         counts_footer(&r.counts, &fb);
         if (fb.data) fputs(fb.data, stderr);
         mp_buf_free(&fb);
-        if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) puts("[]"); /* one (empty) document */
+        /* still one document: an empty list */
+        if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) puts("[]");
         mp_search_result_free(&r);
         return 1;
     }

@@ -436,8 +436,9 @@ static void config_title(const mp_config *cfg, char *buf, size_t size)
  * stdout), or one JSON/YAML document on stdout. est is NULL for unit-time
  * ops (closed_pipeline is then their closed form). */
 static int finish(const mp_cli_config *cc, const sim_args *a, const mp_sim_result *r,
-                  const mp_config *cfg, const mp_estimate *est, char *defaults, const mp_plot_options *po,
-                  report_style *rs, const char *what, double closed_pipeline)
+                  const mp_config *cfg, const mp_estimate *est, char *defaults,
+                  const mp_plot_options *po, report_style *rs, const char *what,
+                  double closed_pipeline)
 {
     int rc = write_files(r, a, po);
     if (rc != 0)
@@ -449,8 +450,8 @@ static int finish(const mp_cli_config *cc, const sim_args *a, const mp_sim_resul
         for (char *c = defaults; c && *c; c++)
             if (*c == '\n')
                 *c = ';';
-        cJSON *root = est ? mp_estimate_to_json(cfg, est, defaults && defaults[0] ? defaults : NULL)
-                          : cJSON_CreateObject();
+        const char *d = defaults && defaults[0] ? defaults : NULL;
+        cJSON *root = est ? mp_estimate_to_json(cfg, est, d) : cJSON_CreateObject();
         cJSON *sim = simulation_json(r, est ? est->time.step : 0, a->async_p2p);
         if (!root || !sim || !cJSON_AddItemToObject(root, "simulation", sim)) {
             cJSON_Delete(root);

@@ -315,7 +315,8 @@ typedef struct legend {
 static void legend_kind(mp_buf *b, mp_event_kind k, const char *name, int chunks)
 {
     for (int c = 0; c < chunks; c++) {
-        mp_buf_printf(b, ", \\\n  NaN with boxes lc rgb '#%06X' title '%s", lighten(kind_colour(k), c, chunks), name);
+        mp_buf_printf(b, ", \\\n  NaN with boxes lc rgb '#%06X' title '%s",
+                      lighten(kind_colour(k), c, chunks), name);
         if (chunks > 1)
             mp_buf_printf(b, " chunk %d", c);
         mp_buf_puts(b, "'");

@@ -16,6 +16,7 @@
 #include "cli/mpi_launch.h"
 #include "core/buf.h"
 #include "core/error.h"
+#include "core/output.h"
 #include "megaplan_config.h"
 
 #if HAVE_EXEC_CPU
@@ -27,19 +28,21 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: megaplan calibrate [--np N] [-o FILE] [--name NAME]\n"
+            "usage: megaplan calibrate [--np N] [-o FILE [--force]] [--name NAME]\n"
             "  Measures the CPU backend on N MPI ranks running at once (GEMM rate by size,\n"
             "  memory bandwidth, the executor's LayerNorm, all-reduce latency and bandwidth)\n"
             "  and writes them as a hardware profile (YAML; stdout without -o), for\n"
             "  `megaplan exec --compare FILE` and any --hw FILE. Takes a few seconds.\n"
             "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
-            "  -o FILE      write the profile here (atomically)\n"
+            "  -o FILE      write the profile here (a regular file atomically; - is stdout)\n"
+            "  --force      let -o replace a read-only file\n"
             "  --name NAME  the profile's name (default cpu-local)\n");
 }
 
 typedef struct calib_args {
     int np;
     const char *out, *name;
+    bool force; /* -o may replace a read-only file */
 } calib_args;
 
 /* 0 ok, 1 --help printed, 2 bad usage (said when loud). */
@@ -52,6 +55,10 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
             usage(stdout);
             return 1;
+        }
+        if (!strcmp(arg, "--force")) {
+            a->force = true;
+            continue;
         }
         bool takes = !strcmp(arg, "--np") || !strcmp(arg, "-o") || !strcmp(arg, "--name");
         if (!takes) {
@@ -141,6 +148,13 @@ int cmd_calibrate(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (a.out) {
+        /* where -o goes is settled before seconds of measuring */
+        mp_output o;
+        mp_error oerr;
+        if (mp_output_prepare(a.out, a.force, &o, &oerr) != MP_OK)
+            return loud ? mp_cli_fail("calibrate", &oerr) : mp_error_exit_status(oerr.code);
+    }
     if (a.np > 0 && !mp_cli_under_mpi_launcher())
         return mp_cli_mpirun("calibrate", argc, argv, a.np);
 
@@ -161,13 +175,14 @@ int cmd_calibrate(int argc, char **argv)
             mp_buf b;
             mp_buf_init(&b);
             render(cal, &b);
-            if (a.out) {
-                if (mp_write_file_atomic(a.out, b.data, b.len, &err) != MP_OK)
-                    status = mp_cli_fail("calibrate", &err);
-                else
-                    printf("megaplan calibrate: wrote %s (%d rank%s); use it as --hw %s\n",
-                           a.out, cal->ranks, cal->ranks == 1 ? "" : "s", a.out);
-            } else {
+            mp_output o;
+            if (a.out && (mp_output_prepare(a.out, a.force, &o, &err) != MP_OK ||
+                          mp_output_write(&o, b.data, b.len, &err) != MP_OK)) {
+                status = mp_cli_fail("calibrate", &err);
+            } else if (a.out && !(o.kind == MP_OUT_FD && o.fd == 1)) {
+                printf("megaplan calibrate: wrote %s (%d rank%s); use it as --hw %s\n",
+                       a.out, cal->ranks, cal->ranks == 1 ? "" : "s", a.out);
+            } else if (!a.out) {
                 fwrite(b.data, 1, b.len, stdout);
             }
             mp_buf_free(&b);

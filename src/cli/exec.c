@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/mpi_launch.h"
@@ -18,6 +19,7 @@
 
 #if HAVE_EXEC_CPU
 #include "core/io.h"
+#include "core/output.h"
 #include "exec/compare.h"
 #include "exec/exec.h"
 #include "exec/runtime.h"
@@ -41,6 +43,8 @@ static void usage(FILE *out)
             "               (default: fp32 against an fp64 reference, relative error <= --tol)\n"
             "  --shrink     keep the degrees, scale hidden/heads/seq/layers/vocab down\n"
             "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n"
+            "  --force      let --trace replace a read-only file\n"
+            "  --format json  stdout holds one JSON object; the report goes to stderr\n"
             "  --compare HW the last step's times against the simulator's prediction of\n"
             "               this run on profile HW (from `megaplan calibrate`), per phase\n"
             "  --solo R     one process runs global rank R's share at full size, collectives\n"
@@ -53,6 +57,7 @@ typedef struct exec_args {
     int np;
     bool json;
     const char *trace;
+    bool force;          /* --trace may replace a read-only file */
     const char *compare; /* hardware profile to simulate the run on */
 #if HAVE_EXEC_CPU
     mp_exec_opts o;
@@ -126,6 +131,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             a->json = !strcmp(val, "json");
         } else if (!strcmp(name, "--trace")) {
             a->trace = val;
+        } else if (!strcmp(name, "--force")) {
+            a->force = true;
         } else if (!strcmp(name, "--compare")) {
             a->compare = val;
 #if HAVE_EXEC_CPU
@@ -370,6 +377,13 @@ int cmd_exec(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (a.trace) {
+        /* where --trace goes is settled before any rank starts work */
+        mp_output o;
+        mp_error oerr;
+        if (mp_output_prepare(a.trace, a.force, &o, &oerr) != MP_OK)
+            return loud ? mp_cli_fail("exec", &oerr) : mp_error_exit_status(oerr.code);
+    }
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
         int bad = precheck(&a);
         return bad ? bad : mp_cli_mpirun("exec", argc, argv, a.np);
@@ -421,6 +435,15 @@ int cmd_exec(int argc, char **argv)
     }
     int status = rep.ok ? 0 : 1;
     if (root) {
+        /* with --format json stdout holds the JSON object alone: the human
+         * report goes to stderr (stdout is pointed there until the JSON) */
+        int saved_stdout = -1;
+        if (a.json) {
+            fflush(stdout);
+            saved_stdout = dup(1);
+            if (saved_stdout >= 0)
+                dup2(2, 1);
+        }
         print_report(&a, plan, &rep, rep.tol);
         mp_exec_comparison cmp;
         bool compared = false;
@@ -442,13 +465,18 @@ int cmd_exec(int argc, char **argv)
                     "(max abs %.4g, max rel %.4g)\n",
                     rep.bad_tensor, rep.bad_rank, rep.bad_step, rep.bad_abs, rep.bad_rel);
         if (a.trace && rep.have_timeline) {
-            st = mp_trace_write(&rep.timeline, a.trace, &err);
+            st = mp_trace_write(&rep.timeline, a.trace, a.force, &err);
             if (st) {
                 mp_cli_fail("exec", &err);
                 status = mp_error_exit_status(st);
             } else {
                 printf("trace: %s (measured, last step)\n", a.trace);
             }
+        }
+        if (saved_stdout >= 0) {
+            fflush(stdout);
+            dup2(saved_stdout, 1);
+            close(saved_stdout);
         }
         if (a.json) {
             printf("{\"ok\": %s, \"max_abs_error\": %.9g, \"max_rel_error\": %.9g, "

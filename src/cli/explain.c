@@ -1,6 +1,7 @@
 /* explain.c — `megaplan explain`: why one configuration (the options of
  * estimate) is refused, does not fit, or is slower than the best that search
- * finds, part by part. Exit 0 with the explanation, 2 on bad input. */
+ * finds, part by part; the best comes from the same search `search` runs.
+ * Exit 0 with the explanation, 2 on bad input. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,13 +10,82 @@
 #include "cli/search_common.h"
 #include "core/buf.h"
 #include "planner/explain.h"
+#include "planner/megatron.h"
+#include "planner/report.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: megaplan explain --model M --gpus N [the options of megaplan estimate]\n"
+            "         [--top K] [--no-split] [--no-simulate] [--tp-cross-node]\n"
+            "         [--format table|json|yaml|megatron]\n"
             "Says why this configuration is refused, does not fit, or is slower than the best\n"
-            "one `megaplan search` finds with the same model, GPUs and training settings.\n");
+            "one `megaplan search` finds with the same model, GPUs and training settings (the\n"
+            "same search: --top, --no-split, --no-simulate and --tp-cross-node as search's).\n"
+            "json|yaml: one document with the verdict, this configuration's estimate and the\n"
+            "best one; megatron: the best configuration's Megatron-LM flags.\n");
+}
+
+static const char *verdict_name(int verdict)
+{
+    static const char *names[] = {"best", "slower", "does_not_fit", "refused"};
+    return verdict >= 0 && verdict < 4 ? names[verdict] : "unknown";
+}
+
+/* --format json|yaml: {"verdict", "configuration" (the estimate object, or
+ * "refused" with the field and message), "best" (the estimate object of
+ * search's winner with the step it was ranked by), "explanation" (the text)}. */
+static cJSON *explain_json(const mp_cli_config *cc, const char *defaults, int verdict,
+                           const mp_search_result *r, const mp_buf *text)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "verdict", verdict_name(verdict))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    mp_estimate e;
+    mp_error why;
+    mp_error_clear(&why);
+    cJSON *conf;
+    if (mp_estimate_config(&cc->config, NULL, &e, &why) == MP_OK) {
+        conf = mp_estimate_to_json(&cc->config, &e, defaults);
+    } else {
+        conf = cJSON_CreateObject();
+        cJSON *ref = conf ? cJSON_AddObjectToObject(conf, "refused") : NULL;
+        if (ref) {
+            char opt[64];
+            mp_cli_option_name(why.field, opt, sizeof opt);
+            cJSON_AddStringToObject(ref, "field", opt);
+            cJSON_AddStringToObject(ref, "message", why.msg);
+        }
+    }
+    cJSON *best = NULL;
+    if (r && r->n > 0) {
+        const mp_search_plan *w = &r->plans[0];
+        best = mp_estimate_to_json(&w->config, &w->est, NULL);
+        if (best && w->simulated)
+            cJSON_AddNumberToObject(best, "simulated_step_s", w->sim_step);
+        if (best)
+            cJSON_AddNumberToObject(best, "rank_step_s", w->rank_step);
+    } else {
+        best = cJSON_CreateNull();
+    }
+    if (!conf || !best || !cJSON_AddItemToObject(o, "configuration", conf)) {
+        cJSON_Delete(conf);
+        cJSON_Delete(best);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (!cJSON_AddItemToObject(o, "best", best)) {
+        cJSON_Delete(best);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (!cJSON_AddStringToObject(o, "explanation", text->data ? text->data : "")) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
 }
 
 int cmd_explain(int argc, char **argv)
@@ -28,12 +98,27 @@ int cmd_explain(int argc, char **argv)
         return 0;
     }
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("explain", &err);
+    mp_search_cli sc;
+    if (mp_search_cli_parse(&argc, argv, "explain", &sc, &err) != MP_OK)
+        return mp_cli_fail("explain", &err);
+    if (sc.output || sc.n_fix) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : "--fix",
+                     "is search's: explain takes the configuration's own options (--tp 8 ...)");
+        return mp_cli_fail("explain", &err);
+    }
     if (argc > 1) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
                      argv[1][0] == '-' ? "unknown option (see megaplan explain --help)"
                                        : "unexpected argument (see megaplan explain --help)");
         return mp_cli_fail("explain", &err);
     }
+    /* The search is search's own, over the whole space: the same model,
+     * hardware and training settings, nothing of the split fixed, and the
+     * same options (top, re-ranking by simulation), so both name one best. */
+    mp_cli_config scc = cc;
+    scc.set &= ~0xFFFu; /* the MP_SET_* bits of the parallel settings */
+    mp_search_options opt;
+    if (mp_search_cli_options(&scc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("explain", &err);
     /* a split that does not divide the GPUs is for explain to explain, not
      * for the defaults to refuse: give dp a value so the check names the cause */
     mp_parallel *p = &cc.config.parallel;
@@ -53,17 +138,47 @@ int cmd_explain(int argc, char **argv)
     if (!(cc.set & MP_SET_GLOBAL_BATCH) && cc.published_global_batch > 0 &&
         cc.published_global_batch % (p->micro_batch * p->dp) == 0)
         c->training.global_batch = cc.published_global_batch;
-    /* the best over the whole space with the same model, hardware and training */
-    mp_search_options opt;
-    memset(&opt, 0, sizeof opt);
-    opt.base = cc.config;
-    opt.top_k = 1;
-    mp_buf out;
+    mp_search_result r;
+    mp_error serr;
+    mp_error_clear(&serr);
+    mp_status st = mp_search(&opt, &r, &serr);
+    if (st == MP_ENOMEM || st == MP_EINTERNAL) return mp_cli_fail("explain", &serr);
+    const mp_search_result *found = st == MP_OK ? &r : NULL;
+    mp_buf text, out;
+    mp_buf_init(&text);
     mp_buf_init(&out);
     int verdict = 0;
-    if (mp_explain(&cc.config, &opt, &out, &verdict, &err) != MP_OK) {
-        mp_buf_free(&out);
+    if (mp_explain_against(&cc.config, found, serr.msg, &text, &verdict, &err) != MP_OK) {
+        mp_buf_free(&text);
+        mp_search_result_free(&r);
         return mp_cli_fail("explain", &err);
+    }
+    int rc = 0;
+    if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) {
+        char defaults[2048];
+        mp_cli_config_describe_defaults(&cc, defaults, sizeof defaults);
+        cJSON *o = explain_json(&cc, defaults, verdict, found, &text);
+        if (o)
+            mp_cli_write_data(o, cc.format, &out);
+        else
+            out.oom = true;
+        cJSON_Delete(o);
+    } else if (cc.format == MP_FORMAT_MEGATRON) {
+        if (found && found->n > 0) {
+            mp_megatron_args(&found->plans[0].config, found->plans[0].plan, &out);
+        } else {
+            fprintf(stderr, "megaplan explain: search finds no configuration that fits: no "
+                            "Megatron-LM flags to give\n");
+            rc = 1;
+        }
+    } else {
+        mp_buf_append(&out, text.data ? text.data : "", text.len);
+    }
+    mp_buf_free(&text);
+    mp_search_result_free(&r);
+    if (rc) {
+        mp_buf_free(&out);
+        return rc;
     }
     return mp_cli_emit("explain", &out);
 }

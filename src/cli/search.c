@@ -2,6 +2,7 @@
  * (DESIGN §5). Table for people, a JSON/YAML array of estimate objects for
  * programs (each with "rank", "split" and "search" — the counts), Megatron-LM
  * flags of the winner; -o writes the winner as a self-contained plan file. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +14,20 @@
 #include "cli/search_common.h"
 #include "core/buf.h"
 #include "core/io.h"
+#include "core/output.h"
 #include "planner/explain.h"
 #include "planner/megatron.h"
 #include "planner/report.h"
 #include "planner/search.h"
+#include "sim/simulate.h"
 
 /* Predicted steps within this fraction of the winner's count as a near tie. */
 #define NEAR_TIE 0.03
+/* The cost model's error on measured runs: its acceptance bound on the
+ * multi-node measurements, MAPE <= 10% (docs/validation.md). An estimate and
+ * a simulation further apart than this disagree by more than the model
+ * knows, and search says where. */
+#define MODEL_ERROR 0.10
 
 static void usage(FILE *f)
 {
@@ -27,10 +35,13 @@ static void usage(FILE *f)
             "usage: megaplan search --model M --gpus N [--hw H] [--hw-set KEY=VALUE] [--seq S]\n"
             "         [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T] [--top K]\n"
             "         [--fix KEY=VALUE[,KEY=VALUE...]] [--format table|json|yaml|megatron]\n"
-            "         [-o plan.yaml] [--tp-cross-node] [--no-split] [--no-simulate]\n"
+            "         [-o plan.yaml [--force]] [--tp-cross-node] [--no-split] [--no-simulate]\n"
             "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
             "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt schedule\n"
             "dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix too).\n"
+            "-o FILE writes the winner as a plan file (- for stdout, the report then goes to\n"
+            "stderr); a read-only FILE is replaced only with --force. The table ranks by the\n"
+            "simulated step, at least the best five are simulated whatever --top shows.\n"
             "Exit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad input.\n");
 }
 
@@ -107,7 +118,69 @@ static void counts_footer(const mp_search_counts *c, mp_buf *b)
     }
 }
 
-static void table(const mp_config *base, const mp_search_result *r, mp_buf *b)
+/* The parts of the step in one order, with the names explain uses. */
+static int step_parts(const mp_times *t, const char **names, double *v)
+{
+    static const char *n[] = {"compute", "recompute", "TP", "CP", "PP", "bubble", "DP",
+                              "optimizer"};
+    double x[] = {t->compute, t->recompute, t->tp_comm, t->cp_comm, t->pp_comm, t->bubble,
+                  t->dp_comm, t->optimizer};
+    for (int i = 0; i < 8; i++) {
+        names[i] = n[i];
+        v[i] = x[i];
+    }
+    return 8;
+}
+
+/* "winner: step S s = compute X% + ...": the parts of the number the
+ * ranking used (the simulation's exposed times when it simulated). */
+static void winner_line(const mp_times *t, const char *what, mp_buf *b)
+{
+    const char *names[8];
+    double v[8];
+    int n = step_parts(t, names, v);
+    double s = t->step > 0 ? t->step : 1;
+    mp_buf_printf(b, "\nwinner: step %.3f s%s =", t->step, what);
+    for (int i = 0; i < n; i++)
+        mp_buf_printf(b, "%s %s %.1f%%", i ? " +" : "", names[i], 100 * v[i] / s);
+    mp_buf_puts(b, "\n");
+}
+
+/* When the estimate and the simulation of the winner are further apart than
+ * the model's error: by how much, and which parts differ most. */
+static void disagreement(const mp_times *est, const mp_times *sim, mp_buf *b)
+{
+    double rel = est->step > 0 ? sim->step / est->step - 1 : 0;
+    if (rel <= MODEL_ERROR && rel >= -MODEL_ERROR)
+        return;
+    const char *names[8];
+    double e[8], m[8];
+    static const char *long_names[] = {"compute", "recompute", "TP communication",
+                                       "CP communication", "PP communication",
+                                       "pipeline bubble", "DP communication", "optimizer step"};
+    step_parts(est, names, e);
+    int n = step_parts(sim, names, m);
+    mp_buf_printf(b, "        the simulation is %+.0f%% off the estimate (%.3f s), more than the "
+                     "cost model's %.0f%% error (docs/validation.md):",
+                  100 * rel, est->step, 100 * MODEL_ERROR);
+    /* the two parts that differ most, as shares of the estimated step */
+    bool used[8] = {false};
+    for (int k = 0; k < 2; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!used[i] && (best < 0 || fabs(m[i] - e[i]) > fabs(m[best] - e[best])))
+                best = i;
+        if (best < 0 || fabs(m[best] - e[best]) < 0.01 * est->step)
+            break;
+        used[best] = true;
+        mp_buf_printf(b, "%s %s %.3f s simulated against %.3f s estimated (%+.0f%%)", k ? ";" : "",
+                      long_names[best], m[best], e[best], 100 * (m[best] - e[best]) / est->step);
+    }
+    mp_buf_puts(b, "\n");
+}
+
+static void table(const mp_config *base, const mp_search_result *r, const mp_times *winner_sim,
+                  mp_buf *b)
 {
     const mp_training *t = &base->training;
     mp_buf_printf(b, "megaplan search: %s on %lld x %s, %s, seq %lld, global batch %lld\n\n",
@@ -143,15 +216,16 @@ static void table(const mp_config *base, const mp_search_result *r, mp_buf *b)
         mp_buf_puts(b, "* uneven stage split or per-layer recompute from the ILP "
                        "(mix n/s/f = layers with none/selective/full)\n");
 
-    /* the winner, part by part */
+    /* the winner, part by part, in the number the ranking used */
     const mp_search_plan *w = &r->plans[0];
-    const mp_times *tm = &w->est.time;
-    double s = tm->step > 0 ? tm->step : 1;
-    mp_buf_printf(b, "\nwinner: step %.3f s = compute %.1f%% + recompute %.1f%% + TP %.1f%% + CP %.1f%% "
-                     "+ PP %.1f%% + bubble %.1f%% + DP %.1f%% + optimizer %.1f%%\n",
-                  tm->step, 100 * tm->compute / s, 100 * tm->recompute / s, 100 * tm->tp_comm / s,
-                  100 * tm->cp_comm / s, 100 * tm->pp_comm / s, 100 * tm->bubble / s,
-                  100 * tm->dp_comm / s, 100 * tm->optimizer / s);
+    if (winner_sim) {
+        char what[64];
+        snprintf(what, sizeof what, " simulated (estimate %.3f s)", w->est.time.step);
+        winner_line(winner_sim, what, b);
+        disagreement(&w->est.time, winner_sim, b);
+    } else {
+        winner_line(&w->est.time, "", b);
+    }
     const mp_memory *m = &w->est.memory;
     mp_buf_printf(b, "        memory %.1f GiB = weights %.1f + grads %.1f + optimizer %.1f + "
                      "activations %.1f + other %.1f (of %.0f)\n",
@@ -290,6 +364,10 @@ int cmd_search(int argc, char **argv)
     }
     mp_search_options opt;
     if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("search", &err);
+    /* where -o goes is settled before the search, so a refused path costs nothing */
+    mp_output plan_out;
+    if (sc.output && mp_output_prepare(sc.output, sc.force, &plan_out, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
     progress pg = {.start = wall(), .tty = isatty(2) != 0};
     opt.progress = on_progress;
     opt.progress_user = &pg;
@@ -327,7 +405,8 @@ int cmd_search(int argc, char **argv)
         counts_footer(&r.counts, &fb);
         if (fb.data) fputs(fb.data, stderr);
         mp_buf_free(&fb);
-        if (cc.format == MP_FORMAT_JSON) puts("[]");
+        /* still one document: an empty list */
+        if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) puts("[]");
         mp_search_result_free(&r);
         return 1;
     }
@@ -340,6 +419,9 @@ int cmd_search(int argc, char **argv)
         return mp_cli_fail("search", &err);
     }
 
+    /* the first --top of the plans ranked (at least MP_SEARCH_RERANK_MIN are) */
+    mp_search_result all = r;
+    if (r.n > sc.top) r.n = sc.top;
     mp_buf out;
     mp_buf_init(&out);
     int rc = 0;
@@ -363,7 +445,15 @@ int cmd_search(int argc, char **argv)
     } else if (cc.format == MP_FORMAT_MEGATRON) {
         mp_megatron_args(&r.plans[0].config, r.plans[0].plan, &out);
     } else {
-        table(&opt.base, &r, &out);
+        /* the winner's simulated parts, when the ranking used its simulation */
+        mp_sim_result sr;
+        mp_sim_options so = {.record_timeline = false};
+        mp_error serr;
+        const mp_search_plan *w = &r.plans[0];
+        bool have_sim = w->simulated &&
+                        mp_simulate(&w->config, w->plan, &so, &sr, &serr) == MP_OK;
+        table(&opt.base, &r, have_sim ? &sr.exposed : NULL, &out);
+        if (have_sim) mp_sim_result_free(&sr);
     }
     if (sc.output) {
         mp_buf pf;
@@ -376,15 +466,21 @@ int cmd_search(int argc, char **argv)
         if (pf.oom || !pred) {
             mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
             rc = mp_cli_fail("search", &err);
-        } else if (mp_write_file_atomic(sc.output, pf.data, pf.len, &err) != MP_OK) {
+        } else if (mp_output_write(&plan_out, pf.data, pf.len, &err) != MP_OK) {
             rc = mp_cli_fail("search", &err);
         }
         mp_buf_free(&pf);
     }
-    mp_search_result_free(&r);
+    mp_search_result_free(&all);
     if (rc) {
         mp_buf_free(&out);
         return rc;
+    }
+    if (sc.output && plan_out.kind == MP_OUT_FD && plan_out.fd == 1) {
+        /* the plan took stdout: the report goes beside it on stderr */
+        if (out.data) fputs(out.data, stderr);
+        mp_buf_free(&out);
+        return 0;
     }
     return mp_cli_emit("search", &out);
 }

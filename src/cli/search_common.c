@@ -156,6 +156,8 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
         } else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
             if (!*val) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "-o", "empty file name");
             sc->output = val;
+        } else if (!strcmp(a, "--force")) {
+            sc->force = true;
         } else if (!strcmp(a, "--no-split")) {
             sc->no_split = true;
         } else if (!strcmp(a, "--no-simulate")) {
@@ -187,7 +189,10 @@ mp_status mp_search_cli_options(mp_cli_config *cc, const mp_search_cli *sc,
     opt->base = cc->config;
     /* MP_SET_* and MP_FIX_* share their low twelve bits */
     opt->fixed = cc->set & 0xFFFu;
-    opt->top_k = sc->top;
+    /* at least the default five are costed in full and re-ranked by the
+     * simulator, so --top 1, --top 5 and explain name the same winner; the
+     * CLI shows the first sc->top */
+    opt->top_k = sc->top > MP_SEARCH_RERANK_MIN ? sc->top : MP_SEARCH_RERANK_MIN;
     opt->tp_cross_domain = sc->tp_cross_node;
     opt->no_split = sc->no_split;
     opt->no_simulate = sc->no_simulate;

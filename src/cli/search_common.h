@@ -8,9 +8,13 @@
 #include "cli/options.h"
 #include "planner/search.h"
 
+/* The fewest plans search re-ranks (by simulation), whatever --top shows. */
+#define MP_SEARCH_RERANK_MIN 5
+
 typedef struct mp_search_cli {
     int top;
     const char *output;   /* -o FILE */
+    bool force;           /* --force: -o may replace a read-only file */
     bool no_split, no_simulate, tp_cross_node;
     const char *fix[32];  /* --fix lists, applied to the config by mp_search_cli_options */
     int n_fix;

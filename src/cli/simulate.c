@@ -2,9 +2,11 @@
  * discrete-event engine. Input: a plan file, estimate's options, or (for
  * illustrations like the papers' figures) unit-time ops. Output: the step
  * time against estimate's closed form, exposed time per kind, bubble and
- * peak memory per pipeline rank; --format json adds "simulation" to the
- * estimate object; --trace writes Chrome trace JSON; --plot draws with
- * gnuplot (the pipeline, and the memory next to it as NAME-memory.EXT). */
+ * peak memory per pipeline rank; --format json|yaml adds "simulation" to the
+ * estimate object (the per-op events only with --events, streamed as they are
+ * written, so any size the engine runs can be written); --trace writes Chrome
+ * trace JSON; --plot draws with gnuplot (the pipeline, and the memory next to
+ * it as NAME-memory.EXT). Files are written as core/output.h says. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "cli/options.h"
 #include "core/buf.h"
 #include "core/io.h"
+#include "core/output.h"
 #include "planner/cost.h"
 #include "planner/report.h"
 #include "sim/plot.h"
@@ -33,12 +36,16 @@ static const char usage_text[] =
     "pipeline rank runs its schedule, op durations from the cost model.\n"
     "\n"
     "options:\n"
-    "  --trace FILE       Chrome trace-event JSON (open in https://ui.perfetto.dev)\n"
+    "  --trace FILE       Chrome trace-event JSON (open in https://ui.perfetto.dev);\n"
+    "                     - for stdout (the report then goes to stderr)\n"
     "  --plot FILE.svg|FILE.png\n"
     "                     the pipeline drawn by gnuplot, one row per rank; the memory\n"
     "                     per rank over time goes to FILE-memory.svg|png\n"
-    "  --format table|json\n"
-    "                     json: the estimate object with a \"simulation\" object added\n"
+    "  --format table|json|yaml\n"
+    "                     the estimate object with a \"simulation\" summary added\n"
+    "  --events           with --format json: every op (rank, stream, name, start,\n"
+    "                     end) in simulation.events, streamed\n"
+    "  --force            let --trace/--plot replace read-only files\n"
     "  --async-p2p        sends do not wait for their message to land (the executor's\n"
     "                     MPI_Isend); default: Megatron's p2p, waited on before the\n"
     "                     next compute\n"
@@ -53,6 +60,8 @@ typedef struct sim_args {
     const char *plot_path;
     bool async_p2p;
     bool unit_ops;
+    bool events; /* --events: per-op events in the JSON */
+    bool force;  /* --force: outputs may replace read-only files */
     int64_t microbatches;
 } sim_args;
 
@@ -108,6 +117,10 @@ static int parse_own(int argc, char **argv, sim_args *a)
             a->async_p2p = true;
         } else if (!strcmp(arg, "--unit-ops")) {
             a->unit_ops = true;
+        } else if (!strcmp(arg, "--events")) {
+            a->events = true;
+        } else if (!strcmp(arg, "--force")) {
+            a->force = true;
         } else if (!strcmp(arg, "--")) {
             continue;
         } else if (arg[0] == '-' && arg[1]) {
@@ -152,67 +165,68 @@ static double gib(double bytes)
     return bytes / 1073741824.0;
 }
 
-static void print_part(const char *name, double t, double step)
+/* Where the human report goes, and in which units: unit-time ops have
+ * neither seconds nor bytes. */
+typedef struct report_style {
+    FILE *out;
+    const char *sec; /* " s" or "" */
+    const char *mem; /* " GiB" or " units" */
+} report_style;
+
+static void print_part(const report_style *rs, const char *name, double t, double step)
 {
-    printf("  %-10s %12.4f s  %5.1f%%\n", name, t, step > 0 ? 100.0 * t / step : 0.0);
+    fprintf(rs->out, "  %-10s %12.4f%-2s  %5.1f%%\n", name, t, rs->sec,
+            step > 0 ? 100.0 * t / step : 0.0);
 }
 
-static void print_table(const char *what, const mp_sim_result *r, double closed_step,
-                        double closed_pipeline, const sim_args *a)
+static void print_table(const report_style *rs, const char *what, const mp_sim_result *r,
+                        double closed_step, double closed_pipeline, const sim_args *a)
 {
-    printf("%s\n", what);
-    printf("schedule %s, %d pipeline rank%s, %d chunk%s each, %d micro-batches, p2p %s\n",
-           mp_schedule_name(r->schedule), (int)r->ranks, r->ranks > 1 ? "s" : "", (int)r->chunks,
-           r->chunks > 1 ? "s" : "", (int)r->microbatches,
-           a->async_p2p ? "asynchronous (isend)" : "synchronous (Megatron)");
-    printf("\n");
-    printf("step (simulated)     %12.4f s\n", r->makespan);
+    FILE *f = rs->out;
+    fprintf(f, "%s\n", what);
+    fprintf(f, "schedule %s, %d pipeline rank%s, %d chunk%s each, %d micro-batches, p2p %s\n",
+            mp_schedule_name(r->schedule), (int)r->ranks, r->ranks > 1 ? "s" : "", (int)r->chunks,
+            r->chunks > 1 ? "s" : "", (int)r->microbatches,
+            a->async_p2p ? "asynchronous (isend)" : "synchronous (Megatron)");
+    fprintf(f, "\n");
+    fprintf(f, "step (simulated)     %12.4f%s\n", r->makespan, rs->sec);
     if (closed_step > 0)
-        printf("step (estimate)      %12.4f s   simulated %+.1f%%\n", closed_step,
-               100.0 * (r->makespan / closed_step - 1.0));
-    printf("pipeline (simulated) %12.4f s\n", r->pipeline_makespan);
+        fprintf(f, "step (estimate)      %12.4f%-2s   simulated %+.1f%%\n", closed_step, rs->sec,
+                100.0 * (r->makespan / closed_step - 1.0));
+    fprintf(f, "pipeline (simulated) %12.4f%s\n", r->pipeline_makespan, rs->sec);
     if (closed_pipeline > 0)
-        printf("pipeline (closed form)%11.4f s   simulated %+.1f%%\n", closed_pipeline,
-               100.0 * (r->pipeline_makespan / closed_pipeline - 1.0));
-    printf("\nexposed time by kind (critical pipeline rank %d):\n", (int)r->critical_rank);
+        fprintf(f, "pipeline (closed form)%11.4f%-2s   simulated %+.1f%%\n", closed_pipeline,
+                rs->sec, 100.0 * (r->pipeline_makespan / closed_pipeline - 1.0));
+    fprintf(f, "\nexposed time by kind (critical pipeline rank %d):\n", (int)r->critical_rank);
     const mp_times *x = &r->exposed;
-    print_part("compute", x->compute, x->step);
-    print_part("recompute", x->recompute, x->step);
-    print_part("tp_comm", x->tp_comm, x->step);
-    print_part("cp_comm", x->cp_comm, x->step);
-    print_part("pp_comm", x->pp_comm, x->step);
-    print_part("bubble", x->bubble, x->step);
-    print_part("dp_comm", x->dp_comm, x->step);
-    print_part("optimizer", x->optimizer, x->step);
-    printf("\nper pipeline rank:\n  rank   bubble   peak memory\n");
+    print_part(rs, "compute", x->compute, x->step);
+    print_part(rs, "recompute", x->recompute, x->step);
+    print_part(rs, "tp_comm", x->tp_comm, x->step);
+    print_part(rs, "cp_comm", x->cp_comm, x->step);
+    print_part(rs, "pp_comm", x->pp_comm, x->step);
+    print_part(rs, "bubble", x->bubble, x->step);
+    print_part(rs, "dp_comm", x->dp_comm, x->step);
+    print_part(rs, "optimizer", x->optimizer, x->step);
+    fprintf(f, "\nper pipeline rank:\n  rank   bubble   peak memory\n");
     for (int32_t i = 0; i < r->ranks; i++)
-        printf("  %4d   %5.1f%%   %8.2f GiB\n", (int)i, 100.0 * r->bubble_fraction[i],
-               gib(r->peak_memory[i]));
+        fprintf(f, "  %4d   %5.1f%%   %8.2f%s\n", (int)i, 100.0 * r->bubble_fraction[i],
+                gib(r->peak_memory[i]), rs->mem);
 }
 
-static cJSON *events_json(const mp_timeline *t)
+/* Every op, one JSON object a line, straight to f: nothing is built in
+ * memory, so the only bound is the engine's own. */
+static void stream_events(FILE *f, const mp_timeline *t)
 {
-    cJSON *arr = cJSON_CreateArray();
     char label[64];
-    for (size_t i = 0; arr && i < t->n; i++) {
+    for (size_t i = 0; i < t->n; i++) {
         const mp_event *e = &t->events[i];
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddItemToArray(arr, o)) {
-            cJSON_Delete(o);
-            cJSON_Delete(arr);
-            return NULL;
-        }
         mp_event_label(e, label, sizeof label);
-        if (!cJSON_AddNumberToObject(o, "rank", e->rank) ||
-            !cJSON_AddStringToObject(o, "stream", mp_stream_name((mp_stream)e->stream)) ||
-            !cJSON_AddStringToObject(o, "name", label) ||
-            !cJSON_AddNumberToObject(o, "start_s", e->start) ||
-            !cJSON_AddNumberToObject(o, "end_s", e->end)) {
-            cJSON_Delete(arr);
-            return NULL;
-        }
+        fprintf(f,
+                "%s\t\t\t{\"rank\": %d, \"stream\": \"%s\", \"name\": \"%s\", "
+                "\"start_s\": %.15g, \"end_s\": %.15g}",
+                i ? ",\n" : "", (int)e->rank, mp_stream_name((mp_stream)e->stream), label,
+                e->start, e->end);
     }
-    return arr;
 }
 
 static cJSON *simulation_json(const mp_sim_result *r, double closed_step, bool async_p2p)
@@ -249,20 +263,26 @@ static cJSON *simulation_json(const mp_sim_result *r, double closed_step, bool a
          cJSON_AddNumberToObject(x, "bubble", t->bubble) &&
          cJSON_AddNumberToObject(x, "dp_comm", t->dp_comm) &&
          cJSON_AddNumberToObject(x, "optimizer", t->optimizer);
-    cJSON *ev = ok ? events_json(&r->timeline) : NULL;
-    if (!ev || !cJSON_AddItemToObject(o, "events", ev)) {
-        cJSON_Delete(ev);
+    if (!ok) {
         cJSON_Delete(o);
         return NULL;
     }
     return o;
 }
 
-static int print_json(cJSON *root)
+/* root (whose last member is "simulation") as --format asks, on f; with
+ * events, simulation.events streamed after the summary. Frees root. */
+static int print_data(FILE *f, cJSON *root, mp_format format, const mp_timeline *events)
 {
     mp_buf b;
     mp_buf_init(&b);
-    mp_json_write(root, true, &b);
+    if (format == MP_FORMAT_YAML) {
+        mp_json_write_yaml(root, 0, &b);
+    } else {
+        mp_json_write(root, true, &b);
+        while (b.len > 0 && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == ' '))
+            b.data[--b.len] = '\0';
+    }
     cJSON_Delete(root);
     if (b.oom) {
         mp_buf_free(&b);
@@ -270,62 +290,107 @@ static int print_json(cJSON *root)
         mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         return mp_cli_fail(VERB, &err);
     }
-    fwrite(b.data, 1, b.len, stdout);
-    if (b.len == 0 || b.data[b.len - 1] != '\n')
-        fputc('\n', stdout);
+    if (format == MP_FORMAT_YAML || !events) {
+        fwrite(b.data, 1, b.len, f);
+        if (b.len == 0 || b.data[b.len - 1] != '\n')
+            fputc('\n', f);
+        mp_buf_free(&b);
+        return 0;
+    }
+    /* "...\t}\n}": open the two closing braces (simulation's, root's) again */
+    size_t j = b.len; /* trailing blanks are stripped: b.data[j - 1] closes root */
+    if (j > 0 && b.data[j - 1] == '}')
+        j--;
+    while (j > 0 && strchr("\n\t ", b.data[j - 1]))
+        j--;
+    if (j == 0 || b.data[j - 1] != '}') {
+        mp_buf_free(&b);
+        mp_error err;
+        mp_error_set(&err, MP_EINTERNAL, NULL, 0, 0, NULL, "the summary JSON is not as expected");
+        return mp_cli_fail(VERB, &err);
+    }
+    j--; /* simulation's closing brace */
+    while (j > 0 && strchr("\n\t ", b.data[j - 1]))
+        j--;
+    fwrite(b.data, 1, j, f);
     mp_buf_free(&b);
+    fputs(",\n\t\t\"events\": [\n", f);
+    stream_events(f, events);
+    fputs("\n\t\t]\n\t}\n}\n", f);
     return 0;
 }
 
-/* Trace and plot, before anything is printed (an error then leaves stdout
- * empty). The plot is skipped with a note when gnuplot is missing; *plotted
- * says whether it was drawn. */
-static int write_files(const mp_sim_result *r, const sim_args *a, const char *title,
-                       const char *units, bool *plotted)
+/* Where the outputs go, and whether gnuplot is there, before anything is
+ * simulated: a refused path or a missing gnuplot costs nothing. */
+static int check_outputs(const sim_args *a)
 {
     mp_error err;
     mp_error_clear(&err);
-    *plotted = false;
-    if (a->trace_path && mp_trace_write(&r->timeline, a->trace_path, &err) != MP_OK)
+    mp_output o;
+    if (a->trace_path && mp_output_prepare(a->trace_path, a->force, &o, &err) != MP_OK)
         return mp_cli_fail(VERB, &err);
     if (a->plot_path) {
-        char gp[4096];
+        char gp[4096], mem[4096];
         if (!mp_plot_find_gnuplot(gp, sizeof gp)) {
-            fprintf(stderr,
-                    "megaplan simulate: note: gnuplot not found on PATH, plot %s skipped%s\n",
-                    a->plot_path, a->trace_path ? " (the trace is written)" : "");
-            return 0;
-        }
-        if (mp_plot_write(&r->timeline, r->memory, r->n_memory, title, units, a->plot_path,
-                          &err) != MP_OK)
+            mp_error_set(&err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
             return mp_cli_fail(VERB, &err);
-        *plotted = true;
+        }
+        mp_plot_memory_path(a->plot_path, mem, sizeof mem);
+        if (mp_output_prepare(a->plot_path, a->force, &o, &err) != MP_OK ||
+            mp_output_prepare(mem, a->force, &o, &err) != MP_OK)
+            return mp_cli_fail(VERB, &err);
     }
+    return -1;
+}
+
+/* Whether an output file is standard output: then the report goes to stderr. */
+static bool output_takes_stdout(const sim_args *a)
+{
+    const char *paths[2] = {a->trace_path, a->plot_path};
+    for (int i = 0; i < 2; i++) {
+        mp_output o;
+        if (paths[i] && mp_output_prepare(paths[i], true, &o, NULL) == MP_OK &&
+            o.kind == MP_OUT_FD && o.fd == 1)
+            return true;
+    }
+    return false;
+}
+
+/* Trace and plot, before anything is printed (an error then leaves stdout
+ * empty). */
+static int write_files(const mp_sim_result *r, const sim_args *a, const mp_plot_options *po)
+{
+    mp_error err;
+    mp_error_clear(&err);
+    if (a->trace_path && mp_trace_write(&r->timeline, a->trace_path, a->force, &err) != MP_OK)
+        return mp_cli_fail(VERB, &err);
+    if (a->plot_path &&
+        mp_plot_write(&r->timeline, r->memory, r->n_memory, a->plot_path, po, &err) != MP_OK)
+        return mp_cli_fail(VERB, &err);
     return 0;
 }
 
-static void print_files(const sim_args *a, bool plotted)
+static void print_files(FILE *f, const sim_args *a)
 {
     if (a->trace_path)
-        printf("\ntrace: %s (open in https://ui.perfetto.dev)\n", a->trace_path);
-    if (plotted) {
+        fprintf(f, "\ntrace: %s (open in https://ui.perfetto.dev)\n", a->trace_path);
+    if (a->plot_path) {
         char mem[4096];
         mp_plot_memory_path(a->plot_path, mem, sizeof mem);
-        printf("%splot: %s, memory: %s\n", a->trace_path ? "" : "\n", a->plot_path, mem);
+        fprintf(f, "%splot: %s, memory: %s\n", a->trace_path ? "" : "\n", a->plot_path, mem);
     }
 }
 
-/* What the outputs cost beyond the engine's own limit (mp_sim_check_size):
- * --format json holds every event as a cJSON object (about 2 KB per unit of
- * pp*vpp*micro-batches), and a plot with more boxes than 2^15 units takes
- * gnuplot seconds and an SVG of tens of MB that nobody can read. */
-#define JSON_MAX_UNITS (1 << 16)
+/* What the plot costs beyond the engine's own limit (mp_sim_check_size): a
+ * plot with more boxes than 2^15 units takes gnuplot seconds for a picture
+ * whose ops are narrower than a pixel anyway. The JSON summary has no limit;
+ * its --events are streamed, bounded by the engine's timeline limit. */
 #define PLOT_MAX_UNITS (1 << 15)
 
 /* Refuses, before anything is allocated, an iteration too large for the
  * outputs asked for; field names what sets the micro-batches. Returns -1 to
  * go on, else the exit status. */
-static int check_size(int64_t p, int64_t v, int64_t m, const sim_args *a, mp_format format,
+static int check_size(int64_t p, int64_t v, int64_t m, const sim_args *a,
                       const mp_sim_options *opt, const char *file, const char *field)
 {
     mp_error err;
@@ -336,21 +401,12 @@ static int check_size(int64_t p, int64_t v, int64_t m, const sim_args *a, mp_for
         return mp_cli_fail(VERB, &err);
     }
     int64_t units = p * v * m; /* at most MP_SIM_MAX_UNITS here */
-    const char *what = NULL;
-    int64_t limit = 0;
-    if (a->plot_path && units > PLOT_MAX_UNITS) {
-        what = "--plot";
-        limit = PLOT_MAX_UNITS;
-    } else if (format == MP_FORMAT_JSON && units > JSON_MAX_UNITS) {
-        what = "--format json";
-        limit = JSON_MAX_UNITS;
-    }
-    if (!what)
+    if (!a->plot_path || units <= PLOT_MAX_UNITS)
         return -1;
     mp_error_set(&err, MP_EINPUT, file, 0, 0, field,
-                 "too large for %s: pp*vpp*micro-batches = %lld*%lld*%lld is over %lld; "
+                 "too large for --plot: pp*vpp*micro-batches = %lld*%lld*%lld is over %d; "
                  "fewer micro-batches show the same schedule (--trace takes up to %d)",
-                 what, (long long)p, (long long)v, (long long)m, (long long)limit,
+                 (long long)p, (long long)v, (long long)m, PLOT_MAX_UNITS,
                  MP_SIM_MAX_UNITS_TIMELINE);
     return mp_cli_fail(VERB, &err);
 }
@@ -359,6 +415,65 @@ static bool plot_extension_ok(const char *path)
 {
     const char *dot = strrchr(path, '.');
     return dot && (!strcasecmp(dot, ".svg") || !strcasecmp(dot, ".png"));
+}
+
+/* "gpt3-175b on 1024 x dgx-a100: tp=8 sp pp=8 vpp=2 cp=1 dp=16, interleaved-1f1b":
+ * every degree, for the header and the plots' titles. */
+static void config_title(const mp_config *cfg, char *buf, size_t size)
+{
+    const mp_parallel *par = &cfg->parallel;
+    snprintf(buf, size, "%s on %lld x %s: tp=%lld%s pp=%lld vpp=%lld cp=%lld dp=%lld, %s",
+             cfg->model.name, (long long)cfg->training.gpus, cfg->hw.name, (long long)par->tp,
+             par->sp ? " sp" : "", (long long)par->pp, (long long)par->vpp, (long long)par->cp,
+             (long long)par->dp, mp_schedule_name(par->schedule));
+}
+
+/* What unit-time ops' memory is counted in (one micro-batch's activations
+ * of one stage each), for the plot's axis. */
+#define MP_UNIT_MEMORY "units: the activations of one micro-batch on one stage"
+
+/* The files, then the report: the table (on stderr when a file takes
+ * stdout), or one JSON/YAML document on stdout. est is NULL for unit-time
+ * ops (closed_pipeline is then their closed form). */
+static int finish(const mp_cli_config *cc, const sim_args *a, const mp_sim_result *r,
+                  const mp_config *cfg, const mp_estimate *est, char *defaults,
+                  const mp_plot_options *po, report_style *rs, const char *what,
+                  double closed_pipeline)
+{
+    int rc = write_files(r, a, po);
+    if (rc != 0)
+        return rc;
+    bool taken = output_takes_stdout(a);
+    rs->out = taken ? stderr : stdout;
+    if (cc->format == MP_FORMAT_JSON || cc->format == MP_FORMAT_YAML) {
+        /* ';'-separated for the JSON writer */
+        for (char *c = defaults; c && *c; c++)
+            if (*c == '\n')
+                *c = ';';
+        const char *d = defaults && defaults[0] ? defaults : NULL;
+        cJSON *root = est ? mp_estimate_to_json(cfg, est, d) : cJSON_CreateObject();
+        cJSON *sim = simulation_json(r, est ? est->time.step : 0, a->async_p2p);
+        if (!root || !sim || !cJSON_AddItemToObject(root, "simulation", sim)) {
+            cJSON_Delete(root);
+            cJSON_Delete(sim);
+            mp_error err;
+            mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+            return mp_cli_fail(VERB, &err);
+        }
+        return print_data(stdout, root, cc->format, a->events ? &r->timeline : NULL);
+    }
+    double step = est ? est->time.step : 0;
+    if (est)
+        closed_pipeline = est->time.step - est->time.dp_comm - est->time.optimizer;
+    print_table(rs, what, r, step, closed_pipeline, a);
+    if (defaults && defaults[0])
+        fprintf(rs->out, "\ndefaults:\n%s", defaults);
+    if (est && !est->fits)
+        fprintf(rs->out, "\nnote: does not fit: the most loaded GPU needs %.1f GiB more than its "
+                         "%.1f GiB\n",
+                gib(est->over_bytes), gib(est->memory.capacity));
+    print_files(rs->out, a);
+    return 0;
 }
 
 static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_options *opt)
@@ -376,7 +491,7 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
                                                      : MP_SCHED_1F1B;
     if (p > MP_MAX_STAGES || v > MP_MAX_STAGES)
         return fail_input(p > MP_MAX_STAGES ? "--pp" : "--vpp", "at most 1024 stages");
-    int rc = check_size(p, v, a->microbatches, a, cc->format, opt, NULL, "--microbatches");
+    int rc = check_size(p, v, a->microbatches, a, opt, NULL, "--microbatches");
     if (rc >= 0)
         return rc;
     mp_error err;
@@ -411,30 +526,13 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
         snprintf(chunks, sizeof chunks, " x %lld chunks", (long long)v);
     snprintf(title, sizeof title, "%s, %lld ranks%s, %lld micro-batches (unit-time ops)",
              mp_schedule_name(s), (long long)p, chunks, (long long)a->microbatches);
-    bool plotted;
-    rc = write_files(&r, a, title, "units", &plotted);
-    if (rc != 0) {
-        mp_sim_result_free(&r);
-        return rc;
-    }
-    if (cc->format == MP_FORMAT_JSON) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON *sim = simulation_json(&r, 0, a->async_p2p);
-        if (!root || !sim || !cJSON_AddItemToObject(root, "simulation", sim)) {
-            cJSON_Delete(root);
-            cJSON_Delete(sim);
-            mp_sim_result_free(&r);
-            mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-            return mp_cli_fail(VERB, &err);
-        }
-        rc = print_json(root);
-    } else {
-        char what[200];
-        snprintf(what, sizeof what, "unit-time ops: F = %g, B = %g%s per stage, free p2p", f, b,
-                 s == MP_SCHED_ZBH1 ? ", W = 1" : "");
-        print_table(what, &r, 0, closed, a);
-        print_files(a, plotted);
-    }
+    char what[200];
+    snprintf(what, sizeof what, "unit-time ops: F = %g, B = %g%s per stage, free p2p", f, b,
+             s == MP_SCHED_ZBH1 ? ", W = 1" : "");
+    mp_plot_options po = {.title = title, .time_unit = "units", .memory_unit = MP_UNIT_MEMORY,
+                          .force = a->force};
+    report_style rs = {.out = stdout, .sec = "", .mem = " units"};
+    rc = finish(cc, a, &r, NULL, NULL, NULL, &po, &rs, what, closed);
     mp_sim_result_free(&r);
     return rc;
 }
@@ -467,7 +565,7 @@ static int run_config(mp_cli_config *cc, const sim_args *a, mp_sim_options *opt)
         cfg = &cc->config;
     }
     int rc = check_size(cfg->parallel.pp, cfg->parallel.vpp, mp_config_microbatches(cfg), a,
-                        cc->format, opt, plan ? a->plan_path : NULL,
+                        opt, plan ? a->plan_path : NULL,
                         plan ? "training.global_batch" : "--global-batch");
     if (rc >= 0) {
         free(plan);
@@ -484,45 +582,12 @@ static int run_config(mp_cli_config *cc, const sim_args *a, mp_sim_options *opt)
         free(plan);
         return mp_cli_fail(VERB, &err);
     }
-    const mp_parallel *par = &cfg->parallel;
     char title[200];
-    snprintf(title, sizeof title, "%s on %lld x %s: tp=%lld pp=%lld vpp=%lld dp=%lld, %s",
-             cfg->model.name, (long long)cfg->training.gpus, cfg->hw.name, (long long)par->tp,
-             (long long)par->pp, (long long)par->vpp, (long long)par->dp,
-             mp_schedule_name(par->schedule));
-    bool plotted;
-    rc = write_files(&r, a, title, NULL, &plotted);
-    if (rc != 0) {
-        mp_sim_result_free(&r);
-        free(plan);
-        return rc;
-    }
-    if (cc->format == MP_FORMAT_JSON) {
-        /* ';'-separated for the JSON writer */
-        for (char *c = defaults; *c; c++)
-            if (*c == '\n')
-                *c = ';';
-        cJSON *root = mp_estimate_to_json(cfg, &est, defaults[0] ? defaults : NULL);
-        cJSON *sim = simulation_json(&r, est.time.step, a->async_p2p);
-        if (!root || !sim || !cJSON_AddItemToObject(root, "simulation", sim)) {
-            cJSON_Delete(root);
-            cJSON_Delete(sim);
-            mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-            rc = mp_cli_fail(VERB, &err);
-        } else {
-            rc = print_json(root);
-        }
-    } else {
-        double closed_pipeline = est.time.step - est.time.dp_comm - est.time.optimizer;
-        print_table(title, &r, est.time.step, closed_pipeline, a);
-        if (defaults[0])
-            printf("\ndefaults:\n%s", defaults);
-        if (!est.fits)
-            printf("\nnote: does not fit: the most loaded GPU needs %.1f GiB more than its "
-                   "%.1f GiB\n",
-                   gib(est.over_bytes), gib(est.memory.capacity));
-        print_files(a, plotted);
-    }
+    config_title(cfg, title, sizeof title);
+    mp_plot_options po = {.title = title, .capacity_bytes = est.memory.capacity,
+                          .force = a->force};
+    report_style rs = {.out = stdout, .sec = " s", .mem = " GiB"};
+    rc = finish(cc, a, &r, cfg, &est, defaults, &po, &rs, title, 0);
     mp_sim_result_free(&r);
     free(plan);
     return rc;
@@ -540,8 +605,10 @@ int cmd_simulate(int argc, char **argv)
     int rc = parse_own(argc, argv, &a);
     if (rc >= 0)
         return rc;
-    if (cc.format != MP_FORMAT_TABLE && cc.format != MP_FORMAT_JSON)
-        return fail_input("--format", "simulate writes table or json");
+    if (cc.format == MP_FORMAT_MEGATRON)
+        return fail_input("--format", "simulate writes table, json or yaml");
+    if (a.events && cc.format != MP_FORMAT_JSON)
+        return fail_input("--events", "the per-op events come with --format json");
     if (a.plot_path && !plot_extension_ok(a.plot_path))
         return fail_input("--plot", "the plot file must end in .svg or .png");
     if (a.microbatches && !a.unit_ops)
@@ -552,8 +619,12 @@ int cmd_simulate(int argc, char **argv)
     if (!a.unit_ops && !a.plan_path && !cc.have_model)
         return fail_input("--model", "required: a plan file, --model and --gpus, or --unit-ops "
                                      "(see megaplan simulate --help)");
-    mp_sim_options opt = {.record_timeline = a.trace_path || a.plot_path ||
-                                             cc.format == MP_FORMAT_JSON,
+    if ((rc = check_outputs(&a)) >= 0)
+        return rc;
+    if (cc.format != MP_FORMAT_TABLE && output_takes_stdout(&a))
+        return fail_input("--format", "a --trace or --plot file is standard output: the "
+                                      "document cannot go there too");
+    mp_sim_options opt = {.record_timeline = a.trace_path || a.plot_path || a.events,
                           .async_p2p = a.async_p2p};
     if (a.unit_ops)
         return run_unit_ops(&cc, &a, &opt);

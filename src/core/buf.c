@@ -68,39 +68,6 @@ void mp_buf_printf(mp_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-mp_status mp_write_file_atomic(const char *path, const char *data, size_t len, mp_error *err)
-{
-    /* A fresh file beside the target (same folder: rename is atomic), made
-     * with O_EXCL by mkstemp: a guessable name could be a symlink planted to
-     * make us overwrite something else. */
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
-        return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "path too long");
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot write: %s", strerror(errno));
-    /* mkstemp makes it private; an output file gets the usual permissions */
-    mode_t mask = umask(0);
-    umask(mask);
-    bool ok = fchmod(fd, 0666 & ~mask) == 0;
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        remove(tmp);
-        return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot write: %s", strerror(e));
-    }
-    ok = fwrite(data, 1, len, f) == len && ok;
-    ok = (fflush(f) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot write: %s", strerror(e));
-    }
-    return MP_OK;
-}
-
 mp_status mp_read_file(const char *path, size_t max_bytes, char **out, size_t *len, mp_error *err)
 {
     *out = NULL;

@@ -21,10 +21,6 @@ void mp_buf_append(mp_buf *b, const char *s, size_t n);
 void mp_buf_puts(mp_buf *b, const char *s);
 void mp_buf_printf(mp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Writes data to path through a temporary file in the same folder and a
- * rename, so a reader never sees a half-written file. */
-mp_status mp_write_file_atomic(const char *path, const char *data, size_t len, mp_error *err);
-
 /* Reads a whole file (at most max_bytes; larger is refused as absurd). *out is
  * malloc'ed and NUL-terminated. */
 mp_status mp_read_file(const char *path, size_t max_bytes, char **out, size_t *len, mp_error *err);

@@ -1,7 +1,7 @@
 /* io.h — files in and out: model, hardware profile and plan as YAML (libyaml),
  * HuggingFace config.json and results as JSON (cJSON). Every error names the
  * file, line, column and field. Writers build text in an mp_buf; the CLI
- * decides where it goes (files through mp_write_file_atomic). */
+ * decides where it goes (files through core/output.h). */
 #ifndef MP_IO_H
 #define MP_IO_H
 

@@ -150,6 +150,22 @@ static void fit_hints(const mp_config *c, mp_buf *out)
 mp_status mp_explain(const mp_config *c, const mp_search_options *sopt, mp_buf *out, int *verdict,
                      mp_error *err)
 {
+    mp_search_result r;
+    mp_error serr;
+    mp_error_clear(&serr);
+    mp_status st = mp_search(sopt, &r, &serr);
+    if (st == MP_ENOMEM || st == MP_EINTERNAL) {
+        if (err) *err = serr;
+        return st;
+    }
+    st = mp_explain_against(c, st == MP_OK ? &r : NULL, serr.msg, out, verdict, err);
+    mp_search_result_free(&r);
+    return st;
+}
+
+mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, const char *why_none,
+                             mp_buf *out, int *verdict, mp_error *err)
+{
     mp_error why;
     mp_error_clear(&why);
     *verdict = 0;
@@ -169,7 +185,7 @@ mp_status mp_explain(const mp_config *c, const mp_search_options *sopt, mp_buf *
         }
         *verdict = 3;
         mp_buf_printf(out, "refused: %s: %s\n", why.field, why.msg);
-        mp_buf_puts(out, "Megatron-LM would refuse it at start-up; the rules are in DESIGN §5 and "
+        mp_buf_puts(out, "Megatron-LM would refuse it at start-up; the rules are in "
                          "docs/cost-model.md.\n");
         /* the best it could be instead */
     } else if (!e.fits) {
@@ -197,24 +213,23 @@ mp_status mp_explain(const mp_config *c, const mp_search_options *sopt, mp_buf *
                       e.memory.peak / MP_GIB, e.memory.capacity / MP_GIB, 100 * e.throughput.mfu);
     }
 
-    mp_search_result r;
-    mp_error serr;
-    mp_error_clear(&serr);
-    mp_status st = mp_search(sopt, &r, &serr);
-    if (st == MP_ENOMEM || st == MP_EINTERNAL) {
-        if (err) *err = serr;
-        return st;
-    }
-    if (st != MP_OK || r.n == 0) {
-        mp_buf_printf(out, "search finds no configuration that fits either (%s)\n", serr.msg);
-        mp_search_result_free(&r);
+    if (!r || r->n == 0) {
+        mp_buf_printf(out, "search finds no configuration that fits either (%s)\n",
+                      why_none ? why_none : "none");
         return MP_OK;
     }
-    const mp_search_plan *best = &r.plans[0];
+    const mp_search_plan *best = &r->plans[0];
     char diff[256];
     mp_explain_config_diff(c, &best->config, diff, sizeof diff);
-    mp_buf_printf(out, "\nthe best configuration search finds: %s -> step %.3f s (estimate), MFU %.1f%%\n",
-                  diff, best->est.time.step, 100 * best->est.throughput.mfu);
+    /* the number search ranked it by: the simulated step when it simulated */
+    if (best->simulated)
+        mp_buf_printf(out, "\nthe best configuration search finds: %s -> step %.3f s (simulated; "
+                           "estimate %.3f s), MFU %.1f%%\n",
+                      diff, best->sim_step, best->est.time.step, 100 * best->est.throughput.mfu);
+    else
+        mp_buf_printf(out, "\nthe best configuration search finds: %s -> step %.3f s (estimate), "
+                           "MFU %.1f%%\n",
+                      diff, best->est.time.step, 100 * best->est.throughput.mfu);
     if (*verdict == 0) {
         double rel = (e.time.step - best->est.time.step) / best->est.time.step;
         if (rel <= 0.01) {
@@ -237,6 +252,5 @@ mp_status mp_explain(const mp_config *c, const mp_search_options *sopt, mp_buf *
                           best->est.memory.peak / MP_GIB);
         }
     }
-    mp_search_result_free(&r);
     return MP_OK;
 }

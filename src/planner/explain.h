@@ -28,4 +28,10 @@ void mp_explain_estimate_diff(const mp_estimate *winner, const mp_estimate *othe
 mp_status mp_explain(const mp_config *c, const mp_search_options *search_opt, mp_buf *out,
                      int *verdict, mp_error *err);
 
+/* The same against a search already run (r NULL, or r->n == 0, when it found
+ * nothing; why_none then says why), so `explain` and `search` name the same
+ * best for the same job: the CLI runs one search, as `search` does. */
+mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, const char *why_none,
+                             mp_buf *out, int *verdict, mp_error *err);
+
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/output.h"
 
 extern char **environ;
 
@@ -107,18 +108,41 @@ static void time_unit(double span, double *scale, const char **name)
 }
 
 /* Colours per op kind (the Megatron papers: forward blue, backward green);
- * later chunks of an interleaved schedule are a lighter shade. */
-static unsigned box_colour(const mp_event *e)
+ * each later chunk of an interleaved schedule is a lighter shade of its
+ * kind's colour, so every virtual chunk can be told apart (chunks = v). */
+static unsigned lighten(unsigned rgb, int chunk, int chunks)
 {
-    bool light = e->chunk > 0 && (e->chunk % 2) == 1;
-    switch ((mp_event_kind)e->kind) {
-    case MP_EV_F: return light ? 0x9DB9E8u : 0x3566B8u;
-    case MP_EV_B: return light ? 0xA9D18Eu : 0x4E9A2Fu;
-    case MP_EV_W: return light ? 0x8FD6D3u : 0x1C8C8Au;
+    if (chunk <= 0 || chunks <= 1)
+        return rgb;
+    double t = 0.7 * (double)chunk / (double)(chunks - 1);
+    unsigned out = 0;
+    for (int shift = 16; shift >= 0; shift -= 8) {
+        unsigned c = (rgb >> shift) & 0xffu;
+        out |= (unsigned)(c + (255.0 - c) * t + 0.5) << shift;
+    }
+    return out;
+}
+
+static unsigned kind_colour(mp_event_kind k)
+{
+    switch (k) {
+    case MP_EV_F: return 0x3566B8u;
+    case MP_EV_B: return 0x4E9A2Fu;
+    case MP_EV_W: return 0x1C8C8Au;
     case MP_EV_RECOMPUTE: return 0xE0A030u;
     case MP_EV_OPTIMIZER: return 0x9A9A9Au;
+    case MP_EV_DP_COMM: return 0xE07B39u;
     default: return 0xC0C0C0u;
     }
+}
+
+static unsigned box_colour(const mp_event *e, int chunks)
+{
+    if (e->stream == MP_STREAM_DP)
+        return kind_colour(MP_EV_DP_COMM);
+    unsigned c = kind_colour((mp_event_kind)e->kind);
+    bool per_chunk = e->kind == MP_EV_F || e->kind == MP_EV_B || e->kind == MP_EV_W;
+    return per_chunk ? lighten(c, e->chunk, chunks) : c;
 }
 
 static bool shown_on_pipeline(const mp_event *e)
@@ -145,29 +169,113 @@ static mp_status write_text(const char *path, const mp_buf *b, mp_error *err)
     return MP_OK;
 }
 
-/* Per rank: the boxes of its compute stream (with the micro-batch numbers)
- * and, in a thin strip under them, its DP gradient reductions. */
-static void pipeline_data(const mp_timeline *t, double scale, bool labels, mp_buf *b)
+/* The width of the plot area in pixels, about (the picture is 1400 wide,
+ * less the axis labels and the key): an op narrower than span/PLOT_PIXELS
+ * cannot be seen apart from its neighbours. */
+#define PLOT_PIXELS 1100
+
+static bool shown(const mp_event *e)
 {
-    for (size_t i = 0; i < t->n; i++) {
-        const mp_event *e = &t->events[i];
-        bool dp = e->stream == MP_STREAM_DP;
-        if (!shown_on_pipeline(e) && !dp)
+    return shown_on_pipeline(e) || e->stream == MP_STREAM_DP;
+}
+
+static int by_row_then_time(const void *pa, const void *pb)
+{
+    const mp_event *a = *(const mp_event *const *)pa, *b = *(const mp_event *const *)pb;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    bool da = a->stream == MP_STREAM_DP, db = b->stream == MP_STREAM_DP;
+    if (da != db)
+        return da ? 1 : -1;
+    return a->start < b->start ? -1 : a->start > b->start ? 1 : 0;
+}
+
+/* One drawn box: an op with the ops narrower than a pixel that touch it, or
+ * a run of such ops; drawn in the colour (and number) of its longest op. */
+typedef struct box {
+    const mp_event *first, *longest;
+    double start, end;
+    int ops;
+} box;
+
+typedef struct box_data {
+    mp_buf wide, narrow, labels; /* boxes with a border, boxes without, numbers */
+    size_t n_wide, n_narrow, n_labels, n_boxes;
+} box_data;
+
+static void put_box(const box *bx, double pixel, double scale, bool labels, int chunks,
+                    box_data *d)
+{
+    const mp_event *e = bx->longest;
+    bool dp = e->stream == MP_STREAM_DP;
+    unsigned fill = box_colour(e, chunks);
+    double lo = dp ? e->rank + 0.34 : e->rank - 0.32, hi = dp ? e->rank + 0.46 : e->rank + 0.32;
+    /* a border on a box a few pixels wide would hide its colour */
+    bool wide = bx->end - bx->start >= 4 * pixel && !dp;
+    mp_buf *b = wide ? &d->wide : &d->narrow;
+    mp_buf_printf(b, "%.9g %.9g %.3f %.3f %u\n", bx->start * scale, bx->end * scale, lo, hi, fill);
+    *(wide ? &d->n_wide : &d->n_narrow) += 1;
+    d->n_boxes++;
+    if (!labels || dp || (e->microbatch < 0 && e->kind != MP_EV_OPTIMIZER))
+        return;
+    /* white numbers on dark boxes, black on light ones */
+    unsigned luma = ((fill >> 16) * 3 + ((fill >> 8) & 0xff) * 6 + (fill & 0xff)) / 10;
+    char label[16];
+    if (e->microbatch >= 0)
+        snprintf(label, sizeof label, "%d", (int)e->microbatch + 1);
+    else
+        snprintf(label, sizeof label, "opt");
+    mp_buf_printf(&d->labels, "%.9g %.3f \"%s\" %u\n", 0.5 * (e->start + e->end) * scale,
+                  0.5 * (lo + hi), label, luma > 150 ? 0x202020u : 0xFFFFFFu);
+    d->n_labels++;
+}
+
+/* Per rank: the boxes of its compute stream (with the micro-batch numbers)
+ * and, in a thin strip under them, its DP gradient reductions. Ops narrower
+ * than a pixel are drawn together as one box per run, so a long iteration
+ * makes a picture of a few thousand boxes, not one per op. */
+static bool pipeline_data(const mp_timeline *t, double span, double scale, bool labels,
+                          int chunks, box_data *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        n += shown(&t->events[i]);
+    const mp_event **ev = malloc((n ? n : 1) * sizeof *ev);
+    if (!ev)
+        return false;
+    n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (shown(&t->events[i]))
+            ev[n++] = &t->events[i];
+    qsort(ev, n, sizeof *ev, by_row_then_time);
+    double pixel = span / PLOT_PIXELS;
+    box cur = {0};
+    bool cur_small = false; /* every op of cur is narrower than a pixel */
+    for (size_t i = 0; i < n; i++) {
+        const mp_event *e = ev[i];
+        bool small = e->end - e->start < pixel;
+        bool same_row = cur.ops > 0 && e->rank == cur.first->rank &&
+                        (e->stream == MP_STREAM_DP) == (cur.first->stream == MP_STREAM_DP);
+        /* an op narrower than a pixel joins the box it touches (and a run of
+         * them the wider op after it): drawn alone it would be a hairline */
+        if (same_row && (small || cur_small) && e->start - cur.end < pixel) {
+            if (e->end > cur.end)
+                cur.end = e->end;
+            if (e->end - e->start > cur.longest->end - cur.longest->start)
+                cur.longest = e;
+            cur.ops++;
+            cur_small = cur_small && small;
             continue;
-        char label[16];
-        if (!labels || dp)
-            snprintf(label, sizeof label, "\"\"");
-        else if (e->microbatch >= 0)
-            snprintf(label, sizeof label, "\"%d\"", (int)e->microbatch + 1);
-        else
-            snprintf(label, sizeof label, "\"%s\"", e->kind == MP_EV_OPTIMIZER ? "opt" : "");
-        unsigned fill = dp ? 0xE07B39u : box_colour(e);
-        /* white numbers on dark boxes, black on light ones */
-        unsigned luma = ((fill >> 16) * 3 + ((fill >> 8) & 0xff) * 6 + (fill & 0xff)) / 10;
-        double lo = dp ? e->rank + 0.34 : e->rank - 0.32, hi = dp ? e->rank + 0.46 : e->rank + 0.32;
-        mp_buf_printf(b, "%.9g %.9g %.3f %.3f %u %s %u\n", e->start * scale, e->end * scale, lo,
-                      hi, fill, label, luma > 150 ? 0x202020u : 0xFFFFFFu);
+        }
+        if (cur.ops > 0)
+            put_box(&cur, pixel, scale, labels, chunks, d);
+        cur = (box){.first = e, .longest = e, .start = e->start, .end = e->end, .ops = 1};
+        cur_small = small;
     }
+    if (cur.ops > 0)
+        put_box(&cur, pixel, scale, labels, chunks, d);
+    free(ev);
+    return true;
 }
 
 static void memory_data(const mp_sim_memory_point *mem, size_t n, double scale, double end,
@@ -199,14 +307,31 @@ static void set_terminal(mp_buf *b, picture_format fmt, int width, int height)
 }
 
 typedef struct legend {
-    bool interleaved, zb, recompute, optimizer, dp;
+    int chunks; /* virtual chunks per rank drawn (1: not interleaved) */
+    bool zb, recompute, optimizer, dp;
 } legend;
 
-static void pipeline_script(mp_buf *b, const plot_files *pf, picture_format fmt,
-                            const char *out, const char *title, int ranks, double span,
-                            const char *unit, const legend *lg)
+/* Key entries for one op kind: one per chunk when interleaved. */
+static void legend_kind(mp_buf *b, mp_event_kind k, const char *name, int chunks)
 {
+    for (int c = 0; c < chunks; c++) {
+        mp_buf_printf(b, ", \\\n  NaN with boxes lc rgb '#%06X' title '%s",
+                      lighten(kind_colour(k), c, chunks), name);
+        if (chunks > 1)
+            mp_buf_printf(b, " chunk %d", c);
+        mp_buf_puts(b, "'");
+    }
+}
+
+static void pipeline_script(mp_buf *b, const plot_files *pf, const box_data *d,
+                            picture_format fmt, const char *out, const char *title, int ranks,
+                            double span, const char *unit, const legend *lg)
+{
+    /* the key lists every chunk of every kind: room for it */
+    int entries = lg->chunks * (lg->zb ? 3 : 2) + lg->recompute + lg->optimizer + lg->dp;
     int height = 110 + 46 * (ranks < 40 ? ranks : 40);
+    if (height < 60 + 20 * entries)
+        height = 60 + 20 * entries;
     set_terminal(b, fmt, 1400, height);
     mp_buf_puts(b, "set output ");
     put_quoted(b, out);
@@ -230,21 +355,28 @@ static void pipeline_script(mp_buf *b, const plot_files *pf, picture_format fmt,
     } else {
         mp_buf_puts(b, "set ylabel 'pipeline rank'\n");
     }
-    mp_buf_puts(b, "plot ");
-    put_quoted(b, pf->boxes);
-    mp_buf_puts(b, " using (($1+$2)/2):(($3+$4)/2):1:2:3:4:5 with boxxyerror "
-                   "lc rgb variable notitle, \\\n  '' using (($1+$2)/2):(($3+$4)/2):6:7 with labels "
-                   "tc rgb variable font ',10' notitle");
-    bool interleaved = lg->interleaved, zb = lg->zb;
-    mp_buf_printf(b, ", \\\n  NaN with boxes lc rgb '#3566B8' title 'F%s'", interleaved ? " chunk 0" : "");
-    if (interleaved)
-        mp_buf_puts(b, ", \\\n  NaN with boxes lc rgb '#9DB9E8' title 'F chunk 1'");
-    mp_buf_printf(b, ", \\\n  NaN with boxes lc rgb '#4E9A2F' title '%s%s'",
-                  zb ? "B (input grad)" : "B", interleaved ? " chunk 0" : "");
-    if (interleaved)
-        mp_buf_puts(b, ", \\\n  NaN with boxes lc rgb '#A9D18E' title 'B chunk 1'");
-    if (zb)
-        mp_buf_puts(b, ", \\\n  NaN with boxes lc rgb '#1C8C8A' title 'W (weight grad)'");
+    /* index 0: boxes with a border; 1: narrow or aggregated boxes, none;
+     * 2: the numbers. An empty block is left out of the plot. */
+    mp_buf_puts(b, "plot NaN notitle");
+    const char *style[2] = {"fs solid 1.0 border lc rgb '#303030'", "fs solid 1.0 noborder"};
+    size_t count[2] = {d->n_wide, d->n_narrow};
+    for (int k = 0; k < 2; k++) {
+        if (!count[k])
+            continue;
+        mp_buf_puts(b, ", \\\n  ");
+        put_quoted(b, pf->boxes);
+        mp_buf_printf(b, " index %d using (($1+$2)/2):(($3+$4)/2):1:2:3:4:5 with boxxyerror "
+                         "%s lc rgb variable notitle", k, style[k]);
+    }
+    if (d->n_labels) {
+        mp_buf_puts(b, ", \\\n  ");
+        put_quoted(b, pf->boxes);
+        mp_buf_puts(b, " index 2 using 1:2:3:4 with labels tc rgb variable font ',10' notitle");
+    }
+    legend_kind(b, MP_EV_F, "F", lg->chunks);
+    legend_kind(b, MP_EV_B, lg->zb ? "B (input grad)" : "B", lg->chunks);
+    if (lg->zb)
+        legend_kind(b, MP_EV_W, "W (weight grad)", lg->chunks);
     if (lg->recompute)
         mp_buf_puts(b, ", \\\n  NaN with boxes lc rgb '#E0A030' title 'R (recompute)'");
     if (lg->optimizer)
@@ -255,18 +387,26 @@ static void pipeline_script(mp_buf *b, const plot_files *pf, picture_format fmt,
 }
 
 static void memory_script(mp_buf *b, const plot_files *pf, picture_format fmt, const char *out,
-                          const char *title, int ranks, double span, const char *unit)
+                          const char *title, int ranks, double span, const char *unit,
+                          const mp_plot_options *o)
 {
     set_terminal(b, fmt, 1400, 600);
     mp_buf_puts(b, "set output ");
     put_quoted(b, out);
     mp_buf_puts(b, "\nset title ");
     put_title(b, title);
+    char ylabel[128];
+    if (o->memory_unit)
+        snprintf(ylabel, sizeof ylabel, "memory per rank (%s)", o->memory_unit);
+    else
+        snprintf(ylabel, sizeof ylabel, "memory per GPU (GiB)");
+    mp_buf_printf(b, "\nset xlabel 'time (%s)'\nset ylabel ", unit);
+    put_title(b, ylabel);
     mp_buf_printf(b,
-                  "\nset xlabel 'time (%s)'\nset ylabel 'memory per GPU (GiB)'\n"
-                  "set xrange [0:%.9g]\nset yrange [0:*]\nset grid lc rgb '#dddddd'\n"
-                  "set key outside right top\nset style fill empty\nplot ",
-                  unit, span * 1.001);
+                  "\nset xrange [0:%.9g]\nset yrange [0:*]\nset grid lc rgb '#dddddd'\n"
+                  "set key outside right top\nset style fill empty\n"
+                  "set offsets 0, 0, graph 0.06, 0\nplot ",
+                  span * 1.001);
     for (int r = 0; r < ranks; r++) {
         if (r)
             mp_buf_puts(b, ", \\\n  ");
@@ -277,6 +417,11 @@ static void memory_script(mp_buf *b, const plot_files *pf, picture_format fmt, c
         else
             mp_buf_puts(b, "notitle");
     }
+    /* what the GPU has: how close the peak comes to it */
+    if (o->capacity_bytes > 0)
+        mp_buf_printf(b, ", \\\n  %.9g with lines dt 2 lw 2 lc rgb '#C00000' title "
+                         "'GPU memory (%.0f GiB)'",
+                      o->capacity_bytes / 1073741824.0, o->capacity_bytes / 1073741824.0);
     mp_buf_puts(b, "\n");
 }
 
@@ -325,29 +470,7 @@ static mp_status run_gnuplot(const char *gnuplot, const plot_files *pf, mp_error
     return MP_OK;
 }
 
-/* A temporary file beside target (same folder, so rename is atomic). */
-static mp_status temp_beside(const char *target, char *buf, size_t size, mp_error *err)
-{
-    int n = snprintf(buf, size, "%s.tmp.XXXXXX", target);
-    if (n < 0 || (size_t)n >= size) {
-        buf[0] = '\0';
-        return mp_error_set(err, MP_EINPUT, target, 0, 0, NULL, "path too long");
-    }
-    int fd = mkstemp(buf);
-    if (fd < 0) {
-        int e = errno;
-        buf[0] = '\0'; /* nothing made: nothing for the caller to remove */
-        return mp_error_set(err, MP_EIO, target, 0, 0, NULL, "cannot write: %s", strerror(e));
-    }
-    /* mkstemp makes it private; a picture gets the usual permissions. */
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    close(fd);
-    return MP_OK;
-}
-
-/* Runs script, which draws into tmp; the caller renames tmp into place. */
+/* Runs script, which draws into tmp; the caller installs tmp. */
 static mp_status draw(const char *gnuplot, plot_files *pf, const mp_buf *script,
                       const char *tmp, mp_error *err)
 {
@@ -362,19 +485,45 @@ static mp_status draw(const char *gnuplot, plot_files *pf, const mp_buf *script,
     return st;
 }
 
-static mp_status plot_in(const char *gnuplot, plot_files *pf, const mp_timeline *t,
-                         const mp_sim_memory_point *mem, size_t n_mem, const char *title,
-                         const char *units, const char *path, picture_format fmt, mp_error *err)
+static mp_status write_boxes(const char *path, const box_data *d, mp_error *err)
 {
+    mp_buf all;
+    mp_buf_init(&all);
+    const mp_buf *part[3] = {&d->wide, &d->narrow, &d->labels};
+    for (int k = 0; k < 3; k++) {
+        if (part[k]->data)
+            mp_buf_append(&all, part[k]->data, part[k]->len);
+        mp_buf_puts(&all, "\n\n"); /* gnuplot's index separator */
+    }
+    all.oom |= d->wide.oom || d->narrow.oom || d->labels.oom;
+    mp_status st = write_text(path, &all, err);
+    mp_buf_free(&all);
+    return st;
+}
+
+static mp_status plot_in(const char *gnuplot, plot_files *pf, const mp_timeline *t,
+                         const mp_sim_memory_point *mem, size_t n_mem, const char *path,
+                         picture_format fmt, const mp_plot_options *o, mp_error *err)
+{
+    /* where both pictures go, settled before gnuplot runs */
+    mp_output out, out_mem;
+    char mem_path[4096];
+    mp_plot_memory_path(path, mem_path, sizeof mem_path);
+    mp_status st = mp_output_prepare(path, o->force, &out, err);
+    if (st == MP_OK && n_mem > 0)
+        st = mp_output_prepare(mem_path, o->force, &out_mem, err);
+    if (st != MP_OK)
+        return st;
     double span = 0;
     int ranks = t->ranks > 0 ? t->ranks : 1;
-    legend lg = {0};
+    legend lg = {.chunks = 1};
     size_t per_rank = 0;
     for (size_t i = 0; i < t->n; i++) {
         const mp_event *e = &t->events[i];
         if (e->end > span)
             span = e->end;
-        lg.interleaved |= e->chunk > 0 && e->stream == MP_STREAM_COMPUTE;
+        if (e->stream == MP_STREAM_COMPUTE && e->chunk + 1 > lg.chunks)
+            lg.chunks = e->chunk + 1;
         lg.zb |= e->kind == MP_EV_W;
         lg.optimizer |= e->kind == MP_EV_OPTIMIZER;
         lg.recompute |= e->kind == MP_EV_RECOMPUTE;
@@ -384,60 +533,66 @@ static mp_status plot_in(const char *gnuplot, plot_files *pf, const mp_timeline 
     if (span <= 0)
         span = 1;
     double scale = 1;
-    const char *unit = units;
-    if (!units)
+    const char *unit = o->time_unit;
+    if (!unit)
         time_unit(span, &scale, &unit);
     /* Numbers only where boxes are wide enough to hold them. */
     bool labels = per_rank <= 160;
+    box_data d;
+    memset(&d, 0, sizeof d);
     mp_buf data, script;
     mp_buf_init(&data);
     mp_buf_init(&script);
-    pipeline_data(t, scale, labels, &data);
-    mp_status st = write_text(pf->boxes, &data, err);
-    /* Both pictures are drawn into temporary files first and renamed into
-     * place only when both succeeded: a failure leaves neither behind. */
-    char tmp[4096] = "", tmp_mem[4096] = "", mem_path[4096], mem_title[256];
+    if (!pipeline_data(t, span, scale, labels, lg.chunks, &d))
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a plot");
     if (st == MP_OK)
-        st = temp_beside(path, tmp, sizeof tmp, err);
+        st = write_boxes(pf->boxes, &d, err);
+    /* Both pictures are drawn into temporary files first and put in place
+     * only when both succeeded: a failure leaves neither behind. */
+    char tmp[4096 + 16] = "", tmp_mem[4096 + 16] = "", mem_title[256];
+    if (st == MP_OK)
+        st = mp_output_temp(&out, tmp, sizeof tmp, err);
     if (st == MP_OK) {
-        pipeline_script(&script, pf, fmt, tmp, title, ranks, span * scale, unit, &lg);
+        pipeline_script(&script, pf, &d, fmt, tmp, o->title, ranks, span * scale, unit, &lg);
         st = draw(gnuplot, pf, &script, tmp, err);
     }
-    mp_plot_memory_path(path, mem_path, sizeof mem_path);
     if (st == MP_OK && n_mem > 0) {
-        mp_buf_free(&data);
         mp_buf_free(&script);
         memory_data(mem, n_mem, scale, span, &data);
         st = write_text(pf->memory, &data, err);
-        snprintf(mem_title, sizeof mem_title, "%s: memory per rank", title ? title : "");
+        snprintf(mem_title, sizeof mem_title, "%s: memory per rank", o->title ? o->title : "");
         if (st == MP_OK)
-            st = temp_beside(mem_path, tmp_mem, sizeof tmp_mem, err);
+            st = mp_output_temp(&out_mem, tmp_mem, sizeof tmp_mem, err);
         if (st == MP_OK) {
             int mem_ranks = mem[n_mem - 1].rank + 1;
-            memory_script(&script, pf, fmt, tmp_mem, mem_title, mem_ranks, span * scale, unit);
+            memory_script(&script, pf, fmt, tmp_mem, mem_title, mem_ranks, span * scale, unit, o);
             st = draw(gnuplot, pf, &script, tmp_mem, err);
         }
     }
-    if (st == MP_OK && rename(tmp, path) != 0)
-        st = mp_error_set(err, MP_EIO, path, 0, 0, NULL, "cannot write: %s", strerror(errno));
-    if (st == MP_OK && tmp_mem[0] && rename(tmp_mem, mem_path) != 0) {
-        st = mp_error_set(err, MP_EIO, mem_path, 0, 0, NULL, "cannot write: %s",
-                          strerror(errno));
-        unlink(path); /* the pair or nothing */
+    if (st == MP_OK) {
+        st = mp_output_install(&out, tmp, err);
+        tmp[0] = '\0'; /* installed or removed */
     }
-    if (st != MP_OK) {
-        if (tmp[0])
-            unlink(tmp);
-        if (tmp_mem[0])
-            unlink(tmp_mem);
+    if (st == MP_OK && tmp_mem[0]) {
+        st = mp_output_install(&out_mem, tmp_mem, err);
+        tmp_mem[0] = '\0';
+        if (st != MP_OK && out.kind == MP_OUT_FILE)
+            unlink(out.path); /* the pair or nothing */
     }
+    if (tmp[0])
+        unlink(tmp);
+    if (tmp_mem[0])
+        unlink(tmp_mem);
+    mp_buf_free(&d.wide);
+    mp_buf_free(&d.narrow);
+    mp_buf_free(&d.labels);
     mp_buf_free(&data);
     mp_buf_free(&script);
     return st;
 }
 
 mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, size_t n_mem,
-                        const char *title, const char *units, const char *path, mp_error *err)
+                        const char *path, const mp_plot_options *o, mp_error *err)
 {
     picture_format fmt = format_of(path);
     if (fmt == FMT_BAD)
@@ -445,8 +600,7 @@ mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, si
                             "'%s': the plot file must end in .svg or .png", path);
     char gnuplot[4096];
     if (!mp_plot_find_gnuplot(gnuplot, sizeof gnuplot))
-        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "gnuplot",
-                            "gnuplot not found on PATH: plot skipped");
+        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
     plot_files pf;
     const char *tmpdir = getenv("TMPDIR");
     if (!tmpdir || !*tmpdir || strlen(tmpdir) > 20)
@@ -459,7 +613,7 @@ mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, si
     snprintf(pf.memory, sizeof pf.memory, "%s/memory.dat", pf.dir);
     snprintf(pf.script, sizeof pf.script, "%s/plot.gp", pf.dir);
     snprintf(pf.log, sizeof pf.log, "%s/gnuplot.log", pf.dir);
-    mp_status st = plot_in(gnuplot, &pf, t, mem, n_mem, title, units, path, fmt, err);
+    mp_status st = plot_in(gnuplot, &pf, t, mem, n_mem, path, fmt, o, err);
     unlink(pf.boxes);
     unlink(pf.memory);
     unlink(pf.script);

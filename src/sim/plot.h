@@ -19,14 +19,32 @@ bool mp_plot_find_gnuplot(char *buf, size_t size);
  * "dir/name.svg" -> "dir/name-memory.svg". */
 void mp_plot_memory_path(const char *path, char *buf, size_t size);
 
+/* What mp_plot_write needs besides the timeline. */
+typedef struct mp_plot_options {
+    const char *title;
+    const char *time_unit;   /* the time axis' unit when times are not seconds
+                              * ("units" for unit-time ops); NULL: seconds,
+                              * shown as s, ms or us to fit */
+    const char *memory_unit; /* likewise for memory (bytes / 2^30 in that unit);
+                              * NULL: GiB */
+    double capacity_bytes;   /* > 0: a line at the GPU's memory on the memory plot */
+    bool force;              /* replace read-only files (core/output.h) */
+} mp_plot_options;
+
+/* The message when gnuplot is not on PATH: how to get it. */
+#define MP_PLOT_NO_GNUPLOT                                                                     \
+    "gnuplot not found on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox) or "   \
+    "leave out --plot"
+
 /* Writes the pipeline plot to path and, when mem is non-empty, the memory
  * plot to mp_plot_memory_path(path). The format follows the extension: .svg
- * or .png (pngcairo when gnuplot has it, else png). Each file is written
- * atomically. MP_EINPUT for another extension, MP_ERUNTIME when gnuplot is
- * missing or fails (its message in err). units: the name of the time axis'
- * unit when times are not seconds (e.g. "units" for unit-time ops); NULL:
- * seconds, shown as s, ms or us to fit. */
+ * or .png (pngcairo when gnuplot has it, else png). Both files are written
+ * as core/output.h says, and only when both pictures were drawn. Every
+ * virtual chunk has its own shade and key entry; ops narrower than a pixel
+ * are drawn together. MP_EINPUT for another extension or a read-only target
+ * without force, MP_ERUNTIME when gnuplot is missing or fails (its message
+ * in err). */
 mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, size_t n_mem,
-                        const char *title, const char *units, const char *path, mp_error *err);
+                        const char *path, const mp_plot_options *o, mp_error *err);
 
 #endif

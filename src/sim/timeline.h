@@ -4,6 +4,7 @@
 #ifndef MP_TIMELINE_H
 #define MP_TIMELINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,7 +63,8 @@ mp_status mp_timeline_add(mp_timeline *t, const mp_event *e, mp_error *err);
 void mp_timeline_free(mp_timeline *t);
 
 /* Chrome trace-event JSON (Perfetto, chrome://tracing): one process per rank,
- * one thread per stream; written atomically (sim/trace.c). */
-mp_status mp_trace_write(const mp_timeline *t, const char *path, mp_error *err);
+ * one thread per stream; written as core/output.h says (sim/trace.c); force
+ * replaces a read-only file. */
+mp_status mp_trace_write(const mp_timeline *t, const char *path, bool force, mp_error *err);
 
 #endif

@@ -1,10 +1,12 @@
 /* trace.c — a timeline as Chrome trace-event JSON (Perfetto, chrome://tracing).
  * One process per rank ("rank N"), one thread per stream, complete events
  * ("ph":"X") with ts/dur in microseconds. Built in a buffer and written
- * atomically, so a reader never sees half a trace. */
+ * by core/output.h (a regular file atomically, so a reader never sees half a
+ * trace; a pipe or device written through). */
 #include <stdio.h>
 
 #include "core/buf.h"
+#include "core/output.h"
 #include "sim/timeline.h"
 
 /* Event names are generated from fixed words and numbers: nothing to escape. */
@@ -33,7 +35,7 @@ static void write_metadata(const mp_timeline *t, mp_buf *b, bool *first)
     }
 }
 
-mp_status mp_trace_write(const mp_timeline *t, const char *path, mp_error *err)
+mp_status mp_trace_write(const mp_timeline *t, const char *path, bool force, mp_error *err)
 {
     mp_buf b;
     mp_buf_init(&b);
@@ -64,7 +66,7 @@ mp_status mp_trace_write(const mp_timeline *t, const char *path, mp_error *err)
         mp_buf_free(&b);
         return mp_error_set(err, MP_ENOMEM, path, 0, 0, NULL, "out of memory writing a trace");
     }
-    mp_status st = mp_write_file_atomic(path, b.data, b.len, err);
+    mp_status st = mp_output_write_path(path, force, b.data, b.len, err);
     mp_buf_free(&b);
     return st;
 }

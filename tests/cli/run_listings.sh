@@ -3,14 +3,7 @@
 # one entry in full, and what they print reads back as the same thing.
 set -u
 bin=$1
-case "$bin" in /*) ;; *) bin=$(pwd)/$bin ;; esac
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/megaplan-list.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-fail=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. "$(dirname "$0")/scratch.sh"
 
 "$bin" models >models.txt 2>err.txt && [ ! -s err.txt ] || bad "models exits non-zero"
 [ "$(wc -l <models.txt)" -eq 34 ] && ok || bad "models: $(wc -l <models.txt) lines, expected 33 presets + header"

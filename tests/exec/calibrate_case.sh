@@ -23,16 +23,18 @@ sed -e "s/@TP@/2/; s/@SP@/false/; s/@DP@/1/; s/@PP@/1/; s/@DISTOPT@/false/; s/@G
     -e "s/@GB@/4/; s/@MB@/2/; s/@TIED@/true/; s/@SCHED@/1f1b/; s/@LAYERS@/2/; s/@VPP@/1/" \
     -e "s/@CP@/1/; s/@HW@/dgx-a100/" "$template" > "$tmp/plan.yaml"
 timeout 60 mpirun --oversubscribe -np 2 "$megaplan" exec "$tmp/plan.yaml" --exact \
-    --compare "$tmp/cpu.yaml" --format json > "$tmp/out" 2>&1
+    --compare "$tmp/cpu.yaml" --format json > "$tmp/json" 2>"$tmp/out"
 rc=$?
-cat "$tmp/out"
+cat "$tmp/out" "$tmp/json"
 [ $rc -eq 0 ] || fail "exec --compare exited $rc"
 grep -q '^compare: the last step against the simulator on test-cpu' "$tmp/out" || fail "no table"
 for row in 'step' 'compute \(F \+ B\)' 'TP/SP collectives' 'optimizer'; do
     grep -Eq "^  $row +[0-9.]+ +[0-9.]+ +[0-9.-]+$" "$tmp/out" || fail "no row $row"
 done
+# --format json: the table on stderr, the JSON line alone on stdout
 grep -Eq '^\{"ok": true, .*"compare": \{"step": \[[0-9.e-]+, [0-9.e-]+\], "compute": ' \
-    "$tmp/out" || fail "no compare object in the JSON line"
+    "$tmp/json" || fail "no compare object in the JSON line"
+[ "$(wc -l <"$tmp/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
 
 "$megaplan" exec --np 2 "$tmp/plan.yaml" --compare "$tmp/missing.yaml" > "$tmp/out2" 2>&1
 rc=$?

@@ -42,12 +42,14 @@ if [ -n "$seed" ]; then set -- "$@" --seed "$seed"; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 start=$(date +%s)
 if [ "$launch" = np ]; then
-    timeout 60 "$megaplan" exec --np "$np" "$tmp/plan.yaml" --format json "$@" >"$tmp/out" 2>&1
+    timeout 60 "$megaplan" exec --np "$np" "$tmp/plan.yaml" --format json "$@" >"$tmp/json" 2>"$tmp/err"
 else
     timeout 60 mpirun --oversubscribe -np "$np" "$megaplan" exec "$tmp/plan.yaml" \
-        --format json "$@" >"$tmp/out" 2>&1
+        --format json "$@" >"$tmp/json" 2>"$tmp/err"
 fi
 rc=$?
+# --format json: the JSON alone on stdout, the report on stderr
+cat "$tmp/err" "$tmp/json" >"$tmp/out"
 secs=$(( $(date +%s) - start ))
 cat "$tmp/out"
 echo "mpi_case.sh: exit $rc after ${secs}s"
@@ -70,13 +72,15 @@ fi
 case $expect in
 ok)
     [ $rc -eq 0 ] || fail "expected success"
-    grep -q '^{"ok": true, ' "$tmp/out" || fail "no JSON line with ok: true"
+    grep -q '^{"ok": true, ' "$tmp/json" || fail "no JSON line with ok: true on stdout"
+    [ "$(wc -l <"$tmp/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
     ;;
 mismatch)
     [ $rc -eq 1 ] || fail "expected exit 1 (mismatch)"
     grep -Eq 'mismatch: tensor [^ ]+ differs on rank [0-9]+' "$tmp/out" ||
         fail "the mismatch does not name tensor and rank"
-    grep -q '^{"ok": false, ' "$tmp/out" || fail "no JSON line with ok: false"
+    grep -q '^{"ok": false, ' "$tmp/json" || fail "no JSON line with ok: false on stdout"
+    [ "$(wc -l <"$tmp/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
     ;;
 input)
     [ $rc -eq 2 ] || fail "expected exit 2 (bad input)"

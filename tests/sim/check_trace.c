@@ -4,10 +4,11 @@
  *       Chrome trace JSON: "traceEvents" of complete ("X") and metadata ("M")
  *       events, one process per rank named "rank N", threads named by stream,
  *       ts/dur non-negative, names like "F 3.1", exactly F_EVENTS forwards.
- *   check_trace json FILE RANKS [estimate]
+ *   check_trace json FILE RANKS [estimate] [events]
  *       --format json output: a "simulation" object with makespan_s,
- *       bubble_fraction and peak_memory_gib per rank and events; with
- *       "estimate", also the estimate object's keys (DESIGN §3).
+ *       bubble_fraction and peak_memory_gib per rank; with "estimate", also
+ *       the estimate object's keys (docs/formats.md); with "events", a non-empty
+ *       simulation.events (--events), without, none.
  * Exits 0 when valid, 1 with a message otherwise. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -127,7 +128,7 @@ static int check_trace(const cJSON *root, int ranks, int f_events)
     return 0;
 }
 
-static int check_json(const cJSON *root, int ranks, bool estimate)
+static int check_json(const cJSON *root, int ranks, bool estimate, bool events)
 {
     const cJSON *sim = cJSON_GetObjectItemCaseSensitive(root, "simulation");
     if (!cJSON_IsObject(sim))
@@ -147,8 +148,10 @@ static int check_json(const cJSON *root, int ranks, bool estimate)
         }
     }
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(sim, "events");
-    if (!cJSON_IsArray(ev) || cJSON_GetArraySize(ev) == 0)
+    if (events && (!cJSON_IsArray(ev) || cJSON_GetArraySize(ev) == 0))
         return fail("events missing or empty", NULL);
+    if (!events && ev)
+        return fail("events without --events", NULL);
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(sim, "exposed_s");
     if (!cJSON_IsObject(x))
         return fail("exposed_s missing", NULL);
@@ -173,7 +176,7 @@ static int check_json(const cJSON *root, int ranks, bool estimate)
 int main(int argc, char **argv)
 {
     if (argc < 4)
-        return fail("usage: check_trace trace FILE RANKS F_EVENTS | json FILE RANKS [estimate]",
+        return fail("usage: check_trace trace FILE RANKS F_EVENTS | json FILE RANKS [estimate] [events]",
                     NULL);
     char *text = slurp(argv[2]);
     if (!text)
@@ -188,7 +191,14 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "trace") && argc == 5)
         rc = check_trace(root, ranks, atoi(argv[4]));
     else if (!strcmp(argv[1], "json"))
-        rc = check_json(root, ranks, argc > 4 && !strcmp(argv[4], "estimate"));
+    {
+        bool estimate = false, events = false;
+        for (int i = 4; i < argc; i++) {
+            estimate |= !strcmp(argv[i], "estimate");
+            events |= !strcmp(argv[i], "events");
+        }
+        rc = check_json(root, ranks, estimate, events);
+    }
     else
         rc = fail("unknown mode", argv[1]);
     cJSON_Delete(root);

@@ -79,7 +79,7 @@ static void test_trace_round_trip(void **state)
     for (size_t i = 0; i < 4; i++)
         assert_int_equal(mp_timeline_add(&t, &evs[i], NULL), MP_OK);
     mp_error err;
-    assert_int_equal(mp_trace_write(&t, path, &err), MP_OK);
+    assert_int_equal(mp_trace_write(&t, path, false, &err), MP_OK);
     char *text;
     size_t len;
     assert_int_equal(mp_read_file(path, 1 << 20, &text, &len, &err), MP_OK);
@@ -120,7 +120,7 @@ static void test_trace_round_trip(void **state)
     /* an unwritable path: MP_EIO, nothing left behind */
     char bad[160];
     snprintf(bad, sizeof bad, "%s/missing/t.json", dir);
-    assert_int_equal(mp_trace_write(&t, bad, &err), MP_EIO);
+    assert_int_equal(mp_trace_write(&t, bad, false, &err), MP_EIO);
     mp_timeline_free(&t);
     unlink(path);
     assert_int_equal(rmdir(dir), 0); /* empty: no temporary file left */

@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/search_common.h"
+#include "cli/search_hw.h"
 #include "core/buf.h"
 #include "core/io.h"
 #include "planner/explain.h"
@@ -275,9 +276,11 @@ int cmd_search(int argc, char **argv)
     mp_error err;
     mp_error_clear(&err);
     if (mp_cli_wants_help(argc, argv)) {
+        if (mp_search_hw_wanted(argc, argv)) return mp_cmd_search_hw(argc, argv);
         usage(stdout);
         return 0;
     }
+    if (mp_search_hw_wanted(argc, argv)) return mp_cmd_search_hw(argc, argv);
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("search", &err);
     mp_search_cli sc;
     if (mp_search_cli_parse(&argc, argv, "search", &sc, &err) != MP_OK)

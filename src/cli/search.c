@@ -2,6 +2,7 @@
  * (DESIGN §5). Table for people, a JSON/YAML array of estimate objects for
  * programs (each with "rank", "split" and "search" — the counts), Megatron-LM
  * flags of the winner; -o writes the winner as a self-contained plan file. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,14 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/framework_out.h"
 #include "cli/options.h"
 #include "cli/search_common.h"
 #include "cli/search_hw.h"
 #include "core/buf.h"
 #include "core/io.h"
 #include "planner/explain.h"
+#include "planner/framework.h"
 #include "planner/megatron.h"
 #include "planner/report.h"
 #include "planner/search.h"
@@ -108,7 +111,32 @@ static void counts_footer(const mp_search_counts *c, mp_buf *b)
     }
 }
 
-static void table(const mp_config *base, const mp_search_result *r, mp_buf *b)
+/* The best ZeRO-3/FSDP plan, shown beside Megatron's when search did not
+ * rank such plans itself: below ~10B parameters it is often as fast. */
+typedef struct fsdp_beside {
+    bool have;
+    mp_search_plan plan;
+} fsdp_beside;
+
+static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *b)
+{
+    if (!fb || !fb->have) return;
+    const mp_parallel *p = &fb->plan.config.parallel;
+    double ws = w->est.time.step, fs = fb->plan.est.time.step;
+    mp_framework fw = mp_plan_framework(&fb->plan.config);
+    mp_buf_printf(b,
+                  "\nbeside it, ZeRO-3 / FSDP under %s: tp=%lld%s cp=%lld dp=%lld mb=%lld "
+                  "recompute=%s: step %.3f s by the estimate, %.1f%% %s than the winner's %.3f s, "
+                  "memory %.1f GiB\n"
+                  "  (--zero 3 ranks such plans; no published FSDP run validates these numbers yet)\n",
+                  mp_framework_name(fw), (long long)p->tp, p->sp ? " sp" : "", (long long)p->cp,
+                  (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute), fs,
+                  100.0 * fabs(fs - ws) / ws, fs < ws ? "faster" : "slower", ws,
+                  fb->plan.est.memory.peak / MP_GIB);
+}
+
+static void table(const mp_config *base, const mp_search_result *r, const fsdp_beside *fb,
+                  mp_buf *b)
 {
     const mp_training *t = &base->training;
     mp_buf_printf(b, "megaplan search: %s on %lld x %s, %s, seq %lld, global batch %lld\n\n",
@@ -129,7 +157,8 @@ static void table(const mp_config *base, const mp_search_result *r, mp_buf *b)
         mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s %7.3f",
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
                       (long long)p->vpp, (long long)p->cp, (long long)p->dp,
-                      (long long)p->micro_batch, rc, p->dist_opt ? "on" : "off",
+                      (long long)p->micro_batch, rc,
+                      p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                       short_sched(p->schedule), e->time.step);
         if (sim) mp_buf_printf(b, " %6.3f", sp->simulated ? sp->sim_step : e->time.step);
         mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
@@ -182,6 +211,10 @@ static void table(const mp_config *base, const mp_search_result *r, mp_buf *b)
         }
         mp_buf_puts(b, " (embedding on the first, head on the last)\n");
     }
+    mp_framework fw = mp_plan_framework(&w->config);
+    mp_buf_printf(b, "        runs under %s (--format %s)\n", mp_framework_name(fw),
+                  mp_framework_format(fw));
+    beside_line(w, fb, b);
 
     if (r->n > 1) mp_buf_puts(b, "\nwhy the next ones lose:\n");
     for (int i = 1; i < r->n; i++) {
@@ -266,6 +299,33 @@ static cJSON *plan_json(const mp_search_plan *sp, int rank, const mp_search_coun
     cJSON *cj = counts_json(c);
     if (cj) cJSON_AddItemToObject(o, "search", cj);
     return o;
+}
+
+/* One more search with ZeRO-3 fixed, when the first did not rank ZeRO plans
+ * and nothing rules them out (a fixed pipeline, a fixed Megatron sharding). */
+static void find_fsdp_beside(const mp_search_options *opt, fsdp_beside *fb)
+{
+    fb->have = false;
+    const mp_parallel *p = &opt->base.parallel;
+    if (opt->zero_sharding || (opt->fixed & MP_FIX_ZERO) || ((opt->fixed & MP_FIX_PP) && p->pp > 1) ||
+        ((opt->fixed & MP_FIX_DIST_OPT) && !p->dist_opt) || (opt->fixed & MP_FIX_VPP))
+        return;
+    mp_search_options o = *opt;
+    o.fixed |= MP_FIX_ZERO;
+    o.base.parallel.zero = 3;
+    o.base.parallel.dist_opt = true;
+    o.top_k = 1;
+    o.no_simulate = true;
+    o.progress = NULL;
+    mp_search_result r;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_search(&o, &r, &err) == MP_OK && r.n > 0) {
+        fb->have = true;
+        fb->plan = r.plans[0];
+        r.plans[0].plan = NULL;
+    }
+    mp_search_result_free(&r);
 }
 
 /* ---- main ------------------------------------------------------------------- */
@@ -363,10 +423,18 @@ int cmd_search(int argc, char **argv)
             mp_cli_write_data(arr, cc.format, &out);
             cJSON_Delete(arr);
         }
-    } else if (cc.format == MP_FORMAT_MEGATRON) {
-        mp_megatron_args(&r.plans[0].config, r.plans[0].plan, &out);
+    } else if (mp_cli_is_framework_format(cc.format)) {
+        if (mp_cli_framework_config(&r.plans[0].config, r.plans[0].plan, cc.format, &out, &err) !=
+            MP_OK) {
+            mp_buf_free(&out);
+            mp_search_result_free(&r);
+            return mp_cli_fail("search", &err);
+        }
     } else {
-        table(&opt.base, &r, &out);
+        fsdp_beside fb = {0};
+        find_fsdp_beside(&opt, &fb);
+        table(&opt.base, &r, &fb, &out);
+        free(fb.plan.plan);
     }
     if (sc.output) {
         mp_buf pf;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/framework_out.h"
 #include "cli/options.h"
 #include "cli/search_common.h"
 #include "cli/search_hw.h"
@@ -450,9 +451,9 @@ int mp_cmd_search_hw(int argc, char **argv)
                                        : "unexpected argument (see megaplan search --help)");
         return mp_cli_fail("search", &err);
     }
-    if (sc.output || cc.format == MP_FORMAT_MEGATRON) {
+    if (sc.output || mp_cli_is_framework_format(cc.format)) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : "--format",
-                     "choose the hardware first: -o and --format megatron take one --hw and --gpus");
+                     "choose the hardware first: -o and the framework formats take one --hw and --gpus");
         return mp_cli_fail("search", &err);
     }
     if (mp_search_cli_options(&cc, &sc, &o.search, &err) != MP_OK) return mp_cli_fail("search", &err);

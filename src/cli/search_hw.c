@@ -224,19 +224,13 @@ static mp_status apply_price(const char *item, mp_hwchoice_options *o, mp_error 
 
 static void parallel_label(const mp_parallel *p, char *buf, size_t n)
 {
+    char vpp[24] = "", shard[32] = "";
+    if (p->vpp > 1) snprintf(vpp, sizeof vpp, " v%lld", (long long)p->vpp);
+    if (p->zero >= 2) snprintf(shard, sizeof shard, " zero%lld", (long long)p->zero);
+    else if (p->dist_opt) snprintf(shard, sizeof shard, " dist-opt");
     snprintf(buf, n, "tp%lld%s pp%lld%s cp%lld dp%lld mb%lld %s%s", (long long)p->tp,
-             p->sp ? "+sp" : "", (long long)p->pp,
-             p->vpp > 1 ? (char[16]){0} : "", (long long)p->cp, (long long)p->dp,
-             (long long)p->micro_batch, mp_recompute_name(p->recompute),
-             p->dist_opt ? " dist-opt" : "");
-    if (p->vpp > 1) {
-        char tmp[160];
-        snprintf(tmp, sizeof tmp, "tp%lld%s pp%lld v%lld cp%lld dp%lld mb%lld %s%s",
-                 (long long)p->tp, p->sp ? "+sp" : "", (long long)p->pp, (long long)p->vpp,
-                 (long long)p->cp, (long long)p->dp, (long long)p->micro_batch,
-                 mp_recompute_name(p->recompute), p->dist_opt ? " dist-opt" : "");
-        snprintf(buf, n, "%s", tmp);
-    }
+             p->sp ? "+sp" : "", (long long)p->pp, vpp, (long long)p->cp, (long long)p->dp,
+             (long long)p->micro_batch, mp_recompute_name(p->recompute), shard);
 }
 
 static void money(double usd, char *buf, size_t n)

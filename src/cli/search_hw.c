@@ -313,11 +313,8 @@ static void table(const mp_hwchoice_options *o, const mp_hwchoice_result *r, mp_
             point_line(o, &r->points[r->fastest], b);
         }
     }
-    int fits = 0, refused = 0, refined = 0;
-    for (int i = 0; i < r->n; i++) {
-        r->points[i].fits ? fits++ : refused++;
-        refined += r->points[i].refined;
-    }
+    int fits = 0, refused = 0;
+    for (int i = 0; i < r->n; i++) r->points[i].fits ? fits++ : refused++;
     mp_buf_printf(b, "\nprices: ");
     for (int h = 0; h < o->n_hw; h++)
         mp_buf_printf(b, "%s%s ", h ? ", " : "", o->hws[h].name),
@@ -325,10 +322,9 @@ static void table(const mp_hwchoice_options *o, const mp_hwchoice_result *r, mp_
                 ? mp_buf_printf(b, "$%.2f/GPU-h (%s)", o->hws[h].price_per_gpu_hour,
                                 o->hws[h].price_date[0] ? o->hws[h].price_date : "undated")
                 : mp_buf_puts(b, "none");
-    mp_buf_printf(b, "\nsearched %d points (%d with a plan, %d where nothing runs; %d near the "
-                     "front searched again with the stage split and simulation) in %.2f s\n"
+    mp_buf_printf(b, "\nsearched %d points (%d with a plan, %d where nothing runs) in %.2f s\n"
                      "energy at full board and node power (an upper bound) x PUE %.2g\n",
-                  r->n, fits, refused, refined, r->seconds, o->pue);
+                  r->n, fits, refused, r->seconds, o->pue);
 }
 
 static cJSON *point_json(const mp_hwchoice_options *o, const mp_hwchoice_point *p)

@@ -3,10 +3,13 @@
 #include "planner/hwchoice.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double wall(void)
 {
@@ -115,14 +118,9 @@ void mp_hwchoice_rank(mp_hwchoice_result *r, double deadline_s, double budget_us
     pick(r, deadline_s, budget_usd);
 }
 
-/* A point 1.25x slower and 1.25x dearer than another by the estimate is
- * not brought back to the front by the stage split or the simulation: they
- * move a step by a few percent (docs/validation.md). */
-#define REFINE_MARGIN 1.25
-
 /* One search for one point; fills the point (fits = false with the reason
  * when nothing runs). MP_ENOMEM is the only failure. */
-static mp_status search_point(const mp_hwchoice_options *opt, mp_hwchoice_point *p, bool coarse,
+static mp_status search_point(const mp_hwchoice_options *opt, mp_hwchoice_point *p,
                               mp_error *err)
 {
     const mp_hw *hw = &opt->hws[p->hw];
@@ -131,8 +129,6 @@ static mp_status search_point(const mp_hwchoice_options *opt, mp_hwchoice_point 
     so.base.training.gpus = p->gpus;
     so.top_k = 1;
     so.progress = NULL;
-    if (coarse)
-        so.no_split = so.no_simulate = true;
     mp_search_result sr;
     mp_error serr;
     mp_error_clear(&serr);
@@ -161,6 +157,30 @@ static mp_status search_point(const mp_hwchoice_options *opt, mp_hwchoice_point 
     return MP_OK;
 }
 
+#define MAX_THREADS 8
+
+typedef struct work {
+    const mp_hwchoice_options *opt;
+    mp_hwchoice_result *r;
+    atomic_int next;
+    atomic_bool oom;
+} work;
+
+static void *worker(void *arg)
+{
+    work *w = arg;
+    for (;;) {
+        int i = atomic_fetch_add(&w->next, 1);
+        if (i >= w->r->n || atomic_load(&w->oom))
+            break;
+        mp_error e;
+        mp_error_clear(&e);
+        if (search_point(w->opt, &w->r->points[i], &e) != MP_OK)
+            atomic_store(&w->oom, true);
+    }
+    return NULL;
+}
+
 mp_status mp_hwchoice_run(const mp_hwchoice_options *opt, mp_hwchoice_result *result,
                           mp_error *err)
 {
@@ -183,11 +203,11 @@ mp_status mp_hwchoice_run(const mp_hwchoice_options *opt, mp_hwchoice_result *re
     result->points = calloc((size_t)cap, sizeof *result->points);
     if (!result->points)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-    /* Pass 1 costs every point by the closed-form estimate (no stage split,
-     * no simulation): cheap, and close enough to see which points are far
-     * from the front. Pass 2 searches again, as the user asked, the points
-     * that no other point beats by REFINE_MARGIN on both days and cost, and
-     * every point without a price (those are ranked by days alone). */
+    /* One search per point, as the user asked for it (stage split and
+     * simulation included unless turned off): a point is exactly what
+     * `search --hw H --gpus N` finds. The points are independent, so the
+     * machine's cores share them; each lands in its own slot, so the result
+     * does not depend on which thread ran it. */
     for (int h = 0; h < opt->n_hw; h++) {
         int64_t counts[MP_HWCHOICE_MAX_COUNTS];
         int nc = mp_hwchoice_counts(opt->gpus_min, opt->gpus_max, opt->hws[h].gpus_per_node,
@@ -196,45 +216,25 @@ mp_status mp_hwchoice_run(const mp_hwchoice_options *opt, mp_hwchoice_result *re
             mp_hwchoice_point *p = &result->points[result->n++];
             p->hw = h;
             p->gpus = counts[c];
-            bool coarse = !(opt->search.no_split && opt->search.no_simulate);
-            if (search_point(opt, p, coarse, err) != MP_OK) {
-                mp_hwchoice_result_free(result);
-                return MP_ENOMEM;
-            }
         }
     }
-    if (!(opt->search.no_split && opt->search.no_simulate)) {
-        bool *again = calloc((size_t)result->n, sizeof *again);
-        if (!again) {
-            mp_hwchoice_result_free(result);
-            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        }
-        for (int i = 0; i < result->n; i++) {
-            const mp_hwchoice_point *p = &result->points[i];
-            if (!p->fits)
-                continue;
-            again[i] = true;
-            for (int j = 0; j < result->n && again[i] && p->priced; j++) {
-                const mp_hwchoice_point *q = &result->points[j];
-                if (j != i && q->fits && q->priced && q->days * REFINE_MARGIN <= p->days &&
-                    q->cost_usd * REFINE_MARGIN <= p->cost_usd)
-                    again[i] = false;
-            }
-        }
-        for (int i = 0; i < result->n; i++) {
-            if (!again[i])
-                continue;
-            mp_hwchoice_point *p = &result->points[i];
-            free(p->plan.plan);
-            p->plan.plan = NULL;
-            if (search_point(opt, p, false, err) != MP_OK) {
-                free(again);
-                mp_hwchoice_result_free(result);
-                return MP_ENOMEM;
-            }
-            p->refined = true;
-        }
-        free(again);
+    work w = {.opt = opt, .r = result, .next = 0, .oom = false};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = opt->threads > 0 ? opt->threads : cores > 0 ? (int)cores : 1;
+    if (nt > MAX_THREADS) nt = MAX_THREADS;
+    if (nt > result->n) nt = result->n;
+    pthread_t tid[MAX_THREADS];
+    int started = 0;
+    for (int t = 1; t < nt; t++) {
+        if (pthread_create(&tid[started], NULL, worker, &w) != 0)
+            break; /* fewer threads: the work is the same */
+        started++;
+    }
+    worker(&w);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    if (atomic_load(&w.oom)) {
+        mp_hwchoice_result_free(result);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     }
     mp_hwchoice_rank(result, opt->deadline_s, opt->budget_usd);
     result->seconds = wall() - start;

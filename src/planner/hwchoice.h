@@ -27,6 +27,7 @@ typedef struct mp_hwchoice_options {
     double pue;                 /* facility power / IT power (>= 1; 1 = IT energy only) */
     double deadline_s;          /* 0 = none */
     double budget_usd;          /* 0 = none */
+    int threads;                /* searches at once; 0 = one per core */
 } mp_hwchoice_options;
 
 typedef struct mp_hwchoice_point {
@@ -41,7 +42,6 @@ typedef struct mp_hwchoice_point {
     double energy_mwh;       /* 0 when the profile has no power figures */
     bool priced;
     bool pareto;             /* on the days/cost front (priced points only) */
-    bool refined;            /* searched in full (split, simulation); else the estimate */
     char why[160];           /* when !fits: search's reason, one line */
 } mp_hwchoice_point;
 

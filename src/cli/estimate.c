@@ -54,7 +54,7 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
                   "            recompute=%s  dist_opt=%s  dp_overlap=%s  tp_overlap=%s  "
                   "schedule=%s  precision=%s  seq=%lld\n",
                   mp_recompute_name(p->recompute),
-                  p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
+                  p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                   p->dp_overlap ? "on" : "off", p->tp_overlap ? "on" : "off",
                   mp_schedule_name(p->schedule), mp_dtype_name(t->precision), (long long)t->seq);
     if (defaults[0]) {

@@ -18,7 +18,7 @@
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
-    OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
+    OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -50,6 +50,7 @@ static const opt_def options[] = {
     {"--dist-opt", OPT_DIST_OPT, false},
     {"--no-dist-opt", OPT_NO_DIST_OPT, false},
     {"--zero", OPT_ZERO, true},
+    {"--hsdp", OPT_HSDP, false},
     {"--dp-overlap", OPT_DP_OVERLAP, true},
     {"--tp-overlap", OPT_TP_OVERLAP, true},
     {"--schedule", OPT_SCHEDULE, true},
@@ -216,6 +217,13 @@ static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, m
             p->dist_opt = true;
         }
         return MP_OK;
+    case OPT_HSDP:
+        /* hybrid sharding is ZeRO-3's: --hsdp alone means --zero 3 --hsdp */
+        cc->set |= MP_SET_HSDP | MP_SET_ZERO | MP_SET_DIST_OPT;
+        p->hsdp = true;
+        p->zero = 3;
+        p->dist_opt = true;
+        return MP_OK;
     case OPT_DP_OVERLAP:
         cc->set |= MP_SET_DP_OVERLAP;
         return parse_onoff(opt, value, &p->dp_overlap, err);
@@ -319,7 +327,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"global_batch", "--global-batch"}, {"precision", "--precision"},
         {"tokens", "--tokens"}, {"tp", "--tp"}, {"sp", "--sp"}, {"pp", "--pp"},
         {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
-        {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"},
+        {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"},
     };
@@ -416,6 +424,8 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         p->dist_opt = false;
     if (!(cc->set & MP_SET_ZERO))
         p->zero = 0;
+    if (!(cc->set & MP_SET_HSDP))
+        p->hsdp = false;
     if (!(cc->set & MP_SET_DP_OVERLAP))
         p->dp_overlap = p->dist_opt;
     if (!(cc->set & MP_SET_TP_OVERLAP))

@@ -125,11 +125,12 @@ static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *
     double ws = w->est.time.step, fs = fb->plan.est.time.step;
     mp_framework fw = mp_plan_framework(&fb->plan.config);
     mp_buf_printf(b,
-                  "\nbeside it, ZeRO-3 / FSDP under %s: tp=%lld%s cp=%lld dp=%lld mb=%lld "
+                  "\nbeside it, ZeRO-3 / FSDP%s under %s: tp=%lld%s cp=%lld dp=%lld mb=%lld "
                   "recompute=%s: step %.3f s by the estimate, %.1f%% %s than the winner's %.3f s, "
                   "memory %.1f GiB\n"
                   "  (--zero 3 ranks such plans; no published FSDP run validates these numbers yet)\n",
-                  mp_framework_name(fw), (long long)p->tp, p->sp ? " sp" : "", (long long)p->cp,
+                  p->hsdp ? " (hybrid: sharded in each node)" : "", mp_framework_name(fw),
+                  (long long)p->tp, p->sp ? " sp" : "", (long long)p->cp,
                   (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute), fs,
                   100.0 * fabs(fs - ws) / ws, fs < ws ? "faster" : "slower", ws,
                   fb->plan.est.memory.peak / MP_GIB);
@@ -158,7 +159,7 @@ static void table(const mp_config *base, const mp_search_result *r, const fsdp_b
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
                       (long long)p->vpp, (long long)p->cp, (long long)p->dp,
                       (long long)p->micro_batch, rc,
-                      p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
+                      p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                       short_sched(p->schedule), e->time.step);
         if (sim) mp_buf_printf(b, " %6.3f", sp->simulated ? sp->sim_step : e->time.step);
         mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,

@@ -226,7 +226,8 @@ static void parallel_label(const mp_parallel *p, char *buf, size_t n)
 {
     char vpp[24] = "", shard[32] = "";
     if (p->vpp > 1) snprintf(vpp, sizeof vpp, " v%lld", (long long)p->vpp);
-    if (p->zero >= 2) snprintf(shard, sizeof shard, " zero%lld", (long long)p->zero);
+    if (p->hsdp) snprintf(shard, sizeof shard, " hsdp");
+    else if (p->zero >= 2) snprintf(shard, sizeof shard, " zero%lld", (long long)p->zero);
     else if (p->dist_opt) snprintf(shard, sizeof shard, " dist-opt");
     snprintf(buf, n, "tp%lld%s pp%lld%s cp%lld dp%lld mb%lld %s%s", (long long)p->tp,
              p->sp ? "+sp" : "", (long long)p->pp, vpp, (long long)p->cp, (long long)p->dp,

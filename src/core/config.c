@@ -79,6 +79,7 @@ static const mp_field parallel_fields[] = {
      .name_of = recompute_name_i, .n_names = MP_RECOMPUTE_COUNT},
     P_BOOL(dist_opt),
     P_INT(zero, 0, 3),
+    P_BOOL(hsdp),
     P_BOOL(dp_overlap),
     P_BOOL(tp_overlap),
     {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
@@ -161,6 +162,9 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                             "parallelism (DeepSpeed refuses ZeRO-2/3 with its pipeline engine; "
                             "FSDP plans here use tp, cp and dp): got pp=%lld",
                     (long long)p->zero, p->zero == 3 ? " and parameters" : "", (long long)p->pp);
+    if (p->hsdp && p->zero != 3)
+        return FAIL("hsdp", "hybrid sharding is a form of ZeRO-3 / FSDP: it needs zero=3 (got %lld)",
+                    (long long)p->zero);
     if (p->zero >= 2 && p->dp * p->cp < 2)
         return FAIL("zero", "zero=%lld shards over the data-parallel ranks: it needs dp*cp >= 2",
                     (long long)p->zero);

@@ -46,6 +46,10 @@ typedef struct mp_parallel {
      * all-gathered for its forward and again for its backward). 2 and 3 run
      * without pipeline parallelism, under DeepSpeed or FSDP, not Megatron. */
     int64_t zero;
+    /* ZeRO-3 as hybrid sharded data parallelism (PyTorch HSDP): shard over
+     * the data-parallel ranks inside one scale-up domain, replicate across
+     * domains (one gradient all-reduce per step among the replicas). */
+    bool hsdp;
     bool dp_overlap;     /* DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce) */
     bool tp_overlap;     /* TP comm overlapped with GEMMs (Megatron --tp-comm-overlap) */
     mp_schedule_kind schedule;

@@ -262,6 +262,8 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
      * when it says more than dist_opt, so Megatron plans read as before */
     if (ok && p->zero >= 2)
         ok = cJSON_AddNumberToObject(o, "zero", (double)p->zero) != NULL;
+    if (ok && p->hsdp)
+        ok = cJSON_AddBoolToObject(o, "hsdp", true) != NULL;
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

@@ -297,7 +297,8 @@ typedef struct pipe_model {
  * The per-micro-batch part goes into the stage's F and B (dp_f, dp_b), where
  * the pipeline model and the simulator see it; the once-per-step gather
  * stays in dp_time / dp_exposed. */
-static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg, pipe_model *pm)
+static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
+                            const mp_group_place *replica, pipe_model *pm)
 {
     const mp_parallel *pp = &c->parallel;
     /* gradients are reduced in the training type, as they are kept (memory.c) */
@@ -324,12 +325,21 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg, pipe_
     /* ZeRO-2: the updated weights' all-gather after the optimizer step,
      * overlapped with the next step's forward as --overlap-param-gather is */
     double once = pp->zero == 2 ? ag : 0.0;
-    double fwd_window = 0.0;
-    for (int64_t k = 0; k < pm->n; k++)
+    double fwd_window = 0.0, bwd_window = 0.0;
+    for (int64_t k = 0; k < pm->n; k++) {
         fwd_window += pm->st[k].fwd;
+        bwd_window += pm->st[k].bwd;
+    }
     (void)per_mb; /* the estimate reports it as dp_f, dp_b per micro-batch */
-    pm->dp_time = once;
-    pm->dp_exposed = once > 0.0 && pp->dp_overlap ? fmax(share * once, once - fwd_window) : once;
+    double exposed = once > 0.0 && pp->dp_overlap ? fmax(share * once, once - fwd_window) : once;
+    /* HSDP: the shards' gradients all-reduced among the replicas once per
+     * step, overlapped with the last micro-batch's backward but for one
+     * block's share (PyTorch HSDP reduces each block as its reduce-scatter ends) */
+    double rep = replica->n > 1
+                     ? mp_coll_time(&c->hw, replica, MP_COLL_ALLREDUCE, P * gb / (double)dpg->n)
+                     : 0.0;
+    pm->dp_time = once + rep;
+    pm->dp_exposed = exposed + (pp->dp_overlap ? fmax(share * rep, rep - bwd_window) : rep);
     pm->tied_sync = 0.0;
 }
 
@@ -409,7 +419,10 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     double P = pm->params_rank_max;
     double rs = 0.0, ag = 0.0, ar = 0.0;
     if (pp->zero >= 2 && dpg.n > 1) {
-        zero_sharded_dp(c, &dpg, pm);
+        mp_group_place shard, replica;
+        mp_group_place_of(c, MP_GROUP_DP_SHARD, &shard);
+        mp_group_place_of(c, MP_GROUP_DP_REPLICA, &replica);
+        zero_sharded_dp(c, &shard, &replica, pm);
         return MP_OK;
     }
     if (pp->dist_opt) {

@@ -4,12 +4,14 @@
  * ([parallelism], [training], [activation_checkpoint]). */
 #include "planner/framework.h"
 
+#include "planner/cost_internal.h"
+
 mp_framework mp_plan_framework(const mp_config *c)
 {
     const mp_parallel *p = &c->parallel;
     if (p->zero <= 1)
         return MP_FW_MEGATRON;
-    if (p->zero == 2 || (p->tp == 1 && p->cp == 1))
+    if (!p->hsdp && (p->zero == 2 || (p->tp == 1 && p->cp == 1)))
         return MP_FW_DEEPSPEED;
     return MP_FW_TORCHTITAN;
 }
@@ -44,6 +46,9 @@ mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
                             "a DeepSpeed config here covers data and tensor parallelism with ZeRO; "
                             "this plan has pp=%lld cp=%lld", (long long)p->pp, (long long)p->cp);
+    if (p->hsdp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "hybrid sharding (HSDP) runs under torchtitan (--format torchtitan)");
     if (p->zero >= 3 && p->tp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
                             "DeepSpeed's AutoTP training runs ZeRO stages 0-2; ZeRO-3 with tp=%lld "
@@ -82,9 +87,18 @@ mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
                             (long long)p->pp);
     mp_buf_printf(out, "# torchtitan job file sections for %s on %lld GPUs (megaplan)\n",
                   c->model.name, (long long)c->training.gpus);
+    /* FSDP shards over dp_shard x cp; HSDP replicates that over dp_replicate */
+    int64_t replicate = 1;
+    if (p->hsdp) {
+        replicate = p->dp * p->cp / mp_zero_shard_ranks(c);
+        if (replicate < 1 || p->dp % replicate)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                                "the hybrid shard does not split dp=%lld into whole replicas",
+                                (long long)p->dp);
+    }
     mp_buf_printf(out, "[parallelism]\n");
-    mp_buf_printf(out, "data_parallel_replicate_degree = 1\n");
-    mp_buf_printf(out, "data_parallel_shard_degree = %lld\n", (long long)p->dp);
+    mp_buf_printf(out, "data_parallel_replicate_degree = %lld\n", (long long)replicate);
+    mp_buf_printf(out, "data_parallel_shard_degree = %lld\n", (long long)(p->dp / replicate));
     mp_buf_printf(out, "fsdp_reshard_after_forward = \"%s\"\n", p->zero >= 3 ? "always" : "never");
     mp_buf_printf(out, "tensor_parallel_degree = %lld\n", (long long)p->tp);
     mp_buf_printf(out, "context_parallel_degree = %lld\n", (long long)p->cp);

@@ -27,7 +27,10 @@ double mp_bytes_per_param(bool dist_opt, int64_t dp)
 void mp_static_bytes(const mp_config *c, double *weights, double *grads, double *optimizer)
 {
     const mp_parallel *p = &c->parallel;
-    double shard = (double)(p->dp > 0 ? p->dp : 1) * (double)(p->cp > 0 ? p->cp : 1);
+    double all = (double)(p->dp > 0 ? p->dp : 1) * (double)(p->cp > 0 ? p->cp : 1);
+    /* ZeRO-1 (Megatron) shards over every DP rank; ZeRO-2/3 over their shard
+     * group, which hybrid sharding keeps inside a scale-up domain */
+    double shard = p->zero >= 2 ? (double)mp_zero_shard_ranks(c) : all;
     bool fp32 = c->training.precision == MP_DTYPE_FP32;
     /* 16-bit training: 16-bit weights, fp32 main grads, fp32 master weights
      * and Adam m and v; fp32 training: fp32 weights and grads, Adam m and v */

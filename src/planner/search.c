@@ -107,8 +107,10 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->micro_batch = x->b;
     p->sp = x->sp;
     p->recompute = (mp_recompute)x->rc;
+    /* dist_opt holds the sharding: 0-3 the ZeRO stage, 4 ZeRO-3 as HSDP */
     p->dist_opt = x->dist_opt >= 1;
-    p->zero = x->dist_opt >= 2 ? x->dist_opt : 0;
+    p->zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
+    p->hsdp = x->dist_opt == 4;
     p->schedule = (mp_schedule_kind)x->sched;
     p->dp_overlap = x->dp_overlap;
     p->tp_overlap = x->tp_overlap;
@@ -235,7 +237,10 @@ static void bounds(const mp_config *base, const block_info *bi, double block_par
     tmp.parallel.dp = x->d;
     tmp.parallel.cp = x->c;
     tmp.parallel.dist_opt = x->dist_opt >= 1;
-    tmp.parallel.zero = x->dist_opt >= 2 ? x->dist_opt : 0;
+    tmp.parallel.zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
+    tmp.parallel.hsdp = x->dist_opt == 4;
+    tmp.parallel.tp = x->t;
+    tmp.hw = base->hw;
     double spb = mp_search_static_bytes_per_param(&tmp);
     double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
     double chunks = mp_search_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
@@ -401,12 +406,20 @@ static void enumerate_inner(enum_ctx *e, cand *x)
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) rcs[nrc++] = (uint8_t)r;
     /* the sharding: 0 none, 1 the optimizer (Megatron's distributed
      * optimizer), 2 and 3 ZeRO-2 / ZeRO-3-FSDP (no pipeline) */
-    uint8_t dos[4];
+    uint8_t dos[5];
     int ndo = 0;
     bool shard_ok = x->d * x->c > 1, no_pipe = x->p == 1;
-    if (fixed(e, MP_FIX_ZERO) && fp->zero >= 2) {
+    /* HSDP differs from ZeRO-3 only when the DP ranks span scale-up domains */
+    int64_t dom = e->base->hw.scale_up.gpus_per_domain > 0 ? e->base->hw.scale_up.gpus_per_domain
+                                                          : e->base->hw.gpus_per_node;
+    bool hsdp_ok = (int64_t)x->t * x->d * x->c > dom && (int64_t)x->t * 2 <= dom;
+    if (fixed(e, MP_FIX_HSDP) && fp->hsdp) {
+        if (!no_pipe || !shard_ok || !hsdp_ok) return;
+        dos[ndo++] = 4;
+    } else if (fixed(e, MP_FIX_ZERO) && fp->zero >= 2) {
         if (!no_pipe || !shard_ok) return;
         dos[ndo++] = (uint8_t)fp->zero;
+        if (fp->zero == 3 && hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
     } else if (fixed(e, MP_FIX_ZERO) && fp->zero == 1) {
         dos[ndo++] = 1;
     } else if (fixed(e, MP_FIX_DIST_OPT)) {
@@ -414,6 +427,7 @@ static void enumerate_inner(enum_ctx *e, cand *x)
         if (fp->dist_opt && !fixed(e, MP_FIX_ZERO) && e->opt->zero_sharding && no_pipe && shard_ok) {
             dos[ndo++] = 2;
             dos[ndo++] = 3;
+            if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
         }
     } else {
         dos[ndo++] = 0;
@@ -421,6 +435,7 @@ static void enumerate_inner(enum_ctx *e, cand *x)
         if (shard_ok && no_pipe && !fixed(e, MP_FIX_ZERO) && e->opt->zero_sharding) {
             dos[ndo++] = 2;
             dos[ndo++] = 3;
+            if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
         }
     }
     uint8_t scheds[MP_SCHED_COUNT];

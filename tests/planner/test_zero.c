@@ -109,6 +109,45 @@ static void test_zero3_hidden(void **state)
     assert_true(z3.time.step < 1.05 * z1.time.step);
 }
 
+/* HSDP: shard inside the 8-GPU NVLink domain, replicate across nodes. */
+static void test_hsdp(void **state)
+{
+    (void)state;
+    mp_config c = config("gpt3-13b", "dgx-a100", 256, 512, 1, 1, 3);
+    c.parallel.hsdp = true;
+    mp_error err;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    assert_int_equal(mp_zero_shard_ranks(&c), 8);
+    double w, g, o;
+    mp_static_bytes(&c, &w, &g, &o);
+    assert_true(w == 2.0 / 8 && g == 2.0 / 8 && o == 12.0 / 8);
+    mp_group_place shard, rep;
+    mp_group_place_of(&c, MP_GROUP_DP_SHARD, &shard);
+    mp_group_place_of(&c, MP_GROUP_DP_REPLICA, &rep);
+    assert_int_equal(shard.n, 8);
+    assert_false(shard.cross_domain);
+    assert_int_equal(rep.n, 32);
+    assert_true(rep.cross_domain);
+    /* tp = 2 leaves 4 DP ranks per node */
+    c = config("gpt3-13b", "dgx-a100", 256, 512, 2, 1, 3);
+    c.parallel.hsdp = true;
+    assert_int_equal(mp_zero_shard_ranks(&c), 4);
+    /* on a slow network the per-micro-batch gathers stay on NVLink: HSDP
+     * exposes far less than ZeRO-3 over every DP rank */
+    c = config("gpt3-1.3b", "dgx-a100", 64, 128, 1, 1, 3);
+    c.hw.scale_out.bw_per_gpu /= 100.0;
+    mp_estimate z3, hs;
+    assert_int_equal(mp_estimate_config(&c, NULL, &z3, &err), MP_OK);
+    c.parallel.hsdp = true;
+    assert_int_equal(mp_estimate_config(&c, NULL, &hs, &err), MP_OK);
+    assert_true(hs.time.dp_comm < 0.5 * z3.time.dp_comm);
+    assert_true(hs.memory.weights > z3.memory.weights); /* sharded 8 ways, not 64 */
+    /* without ZeRO-3 it means nothing: refused */
+    c.parallel.zero = 2;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "hsdp");
+}
+
 static void test_rules(void **state)
 {
     (void)state;
@@ -176,6 +215,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_zero_paper), cmocka_unit_test(test_zero3_comm_bound),
         cmocka_unit_test(test_zero3_hidden),     cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_hsdp),
         cmocka_unit_test(test_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,6 +32,19 @@ assert d["activation_checkpoint"]["mode"] == "selective"
 assert d["training"]["seq_len"] == 2048
 PY
 
+# HSDP: shard inside a node, replicate across: the replicas times the shard are dp
+"$M" estimate --model llama3-8b --gpus 256 --hsdp --format torchtitan >"$T/hsdp" || fail "hsdp torchtitan exit"
+python3 - "$T/hsdp" <<'PY' || fail "hsdp torchtitan config"
+import sys, tomllib
+p = tomllib.load(open(sys.argv[1], "rb"))["parallelism"]
+assert p["data_parallel_replicate_degree"] == 32 and p["data_parallel_shard_degree"] == 8, p
+PY
+"$M" search --model llama3-8b --gpus 256 --hsdp --format json --top 2 >"$T/hsj" || fail "search --hsdp"
+python3 -c "
+import json
+a=json.load(open('$T/hsj'))
+assert a and all(o['parallel'].get('hsdp') is True and o['parallel']['zero'] == 3 for o in a), a[0]['parallel']" || fail "--hsdp not held"
+
 refuse() {
   "$M" "$@" >"$T/out" 2>"$T/err"
   rc=$?
@@ -46,11 +59,12 @@ refuse estimate --model gpt3-13b --gpus 64 --pp 2 --dist-opt --format deepspeed
 refuse estimate --model gpt3-13b --gpus 64 --pp 2 --zero 3
 refuse estimate --model gpt3-13b --gpus 64 --zero 4
 refuse estimate --model gpt3-13b --gpus 64 --format nonsense
+refuse estimate --model llama3-8b --gpus 256 --hsdp --format deepspeed
 
 "$M" search --model gpt3-1.3b --gpus 64 >"$T/table" || fail "search exit"
 grep -q "runs under Megatron-LM (--format megatron)" "$T/table" || fail "framework not named"
-grep -q "beside it, ZeRO-3 / FSDP under DeepSpeed" "$T/table" || fail "no FSDP plan beside the winner"
-"$M" search --model gpt3-1.3b --gpus 64 --zero 3 >"$T/z3" || fail "search --zero 3 exit"
+grep -q "beside it, ZeRO-3 / FSDP" "$T/table" || fail "no FSDP plan beside the winner"
+"$M" search --model gpt3-1.3b --gpus 64 --zero 3 --fix hsdp=false >"$T/z3" || fail "search --zero 3 exit"
 grep -q "runs under DeepSpeed (--format deepspeed)" "$T/z3" || fail "zero3 winner's framework"
 ! grep -q "beside it" "$T/z3" || fail "beside line when ZeRO was asked for"
 "$M" search --model gpt3-1.3b --gpus 64 --zero 3 -o "$T/plan.yaml" >/dev/null || fail "-o zero3"

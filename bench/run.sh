@@ -25,6 +25,7 @@ This machine is shared and noisy: compare ratios within one run, not absolute ti
 | \`search\` 175B on 1024 GPUs, full space | < 1 s |
 | \`search\` 1T on 4096 GPUs | < 3 s |
 | \`simulate\` p=64, v=2, m=1024 | < 100 ms |
+| \`search\` over hardware: 70B, 5 profiles x 64..8192 GPUs | < 5 s |
 | peak memory | < 200 MB |
 | CPU backend GEMM vs plain OpenBLAS sgemm | ≥ 80% |
 HDR
@@ -43,6 +44,10 @@ for args in "--model 175B --gpus 1024" "--model 1T --gpus 4096" "--model 175B --
   r=$( { /usr/bin/time -f '%e s wall, %M KiB peak RSS' "$meg" search $args >/dev/null; } 2>&1 | tail -1)
   echo "megaplan search $args: $r"
 done
+echo '```'
+
+section "search over hardware: profiles x GPU counts" "$build/bench/bench_hwchoice --check --repeat 3"
+run "$build/bench/bench_hwchoice" --check --repeat 3
 echo '```'
 
 section "simulate: discrete-event engine" "$build/bench/bench_simulate --check"

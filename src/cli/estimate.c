@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/framework_out.h"
 #include "cli/options.h"
 #include "core/buf.h"
 #include "core/io.h"
@@ -52,7 +53,8 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
     mp_buf_printf(b,
                   "            recompute=%s  dist_opt=%s  dp_overlap=%s  tp_overlap=%s  "
                   "schedule=%s  precision=%s  seq=%lld\n",
-                  mp_recompute_name(p->recompute), p->dist_opt ? "on" : "off",
+                  mp_recompute_name(p->recompute),
+                  p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                   p->dp_overlap ? "on" : "off", p->tp_overlap ? "on" : "off",
                   mp_schedule_name(p->schedule), mp_dtype_name(t->precision), (long long)t->seq);
     if (defaults[0]) {
@@ -164,8 +166,11 @@ int cmd_estimate(int argc, char **argv)
         }
         mp_cli_write_data(o, cc.format, &out);
         cJSON_Delete(o);
-    } else if (cc.format == MP_FORMAT_MEGATRON) {
-        mp_megatron_args(&cc.config, NULL, &out);
+    } else if (mp_cli_is_framework_format(cc.format)) {
+        if (mp_cli_framework_config(&cc.config, NULL, cc.format, &out, &err) != MP_OK) {
+            mp_buf_free(&out);
+            return mp_cli_fail("estimate", &err);
+        }
     } else {
         table(&cc, &e, defaults, &out);
     }

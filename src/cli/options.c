@@ -18,7 +18,7 @@
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
-    OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
+    OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -49,6 +49,8 @@ static const opt_def options[] = {
     {"--recompute", OPT_RECOMPUTE, true},
     {"--dist-opt", OPT_DIST_OPT, false},
     {"--no-dist-opt", OPT_NO_DIST_OPT, false},
+    {"--zero", OPT_ZERO, true},
+    {"--hsdp", OPT_HSDP, false},
     {"--dp-overlap", OPT_DP_OVERLAP, true},
     {"--tp-overlap", OPT_TP_OVERLAP, true},
     {"--schedule", OPT_SCHEDULE, true},
@@ -204,6 +206,24 @@ static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, m
         cc->set |= MP_SET_DIST_OPT;
         p->dist_opt = o->id == OPT_DIST_OPT;
         return MP_OK;
+    case OPT_ZERO:
+        /* ZeRO-N includes ZeRO-1, the optimizer sharding Megatron calls the
+         * distributed optimizer: --zero 1 is --dist-opt */
+        cc->set |= MP_SET_ZERO;
+        if (parse_count(opt, value, 0, 3, &p->zero, err) != MP_OK)
+            return MP_EINPUT;
+        if (p->zero >= 1) {
+            cc->set |= MP_SET_DIST_OPT;
+            p->dist_opt = true;
+        }
+        return MP_OK;
+    case OPT_HSDP:
+        /* hybrid sharding is ZeRO-3's: --hsdp alone means --zero 3 --hsdp */
+        cc->set |= MP_SET_HSDP | MP_SET_ZERO | MP_SET_DIST_OPT;
+        p->hsdp = true;
+        p->zero = 3;
+        p->dist_opt = true;
+        return MP_OK;
     case OPT_DP_OVERLAP:
         cc->set |= MP_SET_DP_OVERLAP;
         return parse_onoff(opt, value, &p->dp_overlap, err);
@@ -226,8 +246,14 @@ static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, m
             cc->format = MP_FORMAT_YAML;
         else if (!strcmp(value, "megatron"))
             cc->format = MP_FORMAT_MEGATRON;
+        else if (!strcmp(value, "deepspeed"))
+            cc->format = MP_FORMAT_DEEPSPEED;
+        else if (!strcmp(value, "torchtitan"))
+            cc->format = MP_FORMAT_TORCHTITAN;
         else
-            return bad_option(err, opt, "expected table, json, yaml or megatron, got '%s'", value);
+            return bad_option(err, opt,
+                              "expected table, json, yaml, megatron, deepspeed or torchtitan, "
+                              "got '%s'", value);
         return MP_OK;
     case OPT_COUNT:
         break;
@@ -301,7 +327,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"global_batch", "--global-batch"}, {"precision", "--precision"},
         {"tokens", "--tokens"}, {"tp", "--tp"}, {"sp", "--sp"}, {"pp", "--pp"},
         {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
-        {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"},
+        {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"},
     };
@@ -396,6 +422,10 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         p->recompute = MP_RECOMPUTE_NONE;
     if (!(cc->set & MP_SET_DIST_OPT))
         p->dist_opt = false;
+    if (!(cc->set & MP_SET_ZERO))
+        p->zero = 0;
+    if (!(cc->set & MP_SET_HSDP))
+        p->hsdp = false;
     if (!(cc->set & MP_SET_DP_OVERLAP))
         p->dp_overlap = p->dist_opt;
     if (!(cc->set & MP_SET_TP_OVERLAP))

@@ -25,10 +25,14 @@ enum {
     MP_SET_RECOMPUTE = 1u << 7, MP_SET_DIST_OPT = 1u << 8, MP_SET_SCHEDULE = 1u << 9,
     MP_SET_DP_OVERLAP = 1u << 10, MP_SET_TP_OVERLAP = 1u << 11,
     MP_SET_SEQ = 1u << 12, MP_SET_GLOBAL_BATCH = 1u << 13, MP_SET_PRECISION = 1u << 14,
-    MP_SET_HW = 1u << 15, MP_SET_TOKENS = 1u << 16
+    MP_SET_HW = 1u << 15, MP_SET_TOKENS = 1u << 16, MP_SET_ZERO = 1u << 17,
+    MP_SET_HSDP = 1u << 18
 };
 
-typedef enum { MP_FORMAT_TABLE, MP_FORMAT_JSON, MP_FORMAT_YAML, MP_FORMAT_MEGATRON } mp_format;
+typedef enum {
+    MP_FORMAT_TABLE, MP_FORMAT_JSON, MP_FORMAT_YAML, MP_FORMAT_MEGATRON,
+    MP_FORMAT_DEEPSPEED, MP_FORMAT_TORCHTITAN /* a ZeRO-2/3 or FSDP plan's framework config */
+} mp_format;
 
 typedef struct mp_cli_config {
     mp_config config;

@@ -10,12 +10,15 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/framework_out.h"
 #include "cli/options.h"
 #include "cli/search_common.h"
+#include "cli/search_hw.h"
 #include "core/buf.h"
 #include "core/io.h"
 #include "core/output.h"
 #include "planner/explain.h"
+#include "planner/framework.h"
 #include "planner/megatron.h"
 #include "planner/report.h"
 #include "planner/search.h"
@@ -179,7 +182,35 @@ static void disagreement(const mp_times *est, const mp_times *sim, mp_buf *b)
     mp_buf_puts(b, "\n");
 }
 
+/* The best ZeRO-3/FSDP plan, shown beside Megatron's when search did not
+ * rank such plans itself: below ~10B parameters it is often as fast. */
+typedef struct fsdp_beside {
+    bool have;
+    mp_search_plan plan;
+} fsdp_beside;
+
+static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *b)
+{
+    if (!fb || !fb->have) return;
+    const mp_parallel *p = &fb->plan.config.parallel;
+    /* against the step the ranking used; with pp = 1 the FSDP plan's
+     * simulation is its estimate */
+    double ws = w->rank_step, fs = fb->plan.est.time.step;
+    mp_framework fw = mp_plan_framework(&fb->plan.config);
+    mp_buf_printf(b,
+                  "\nbeside it, ZeRO-3 / FSDP%s under %s: tp=%lld%s cp=%lld dp=%lld mb=%lld "
+                  "recompute=%s: step %.3f s by the estimate, %.1f%% %s than the winner's %.3f s, "
+                  "memory %.1f GiB\n"
+                  "  (--zero 3 ranks such plans; no published FSDP run validates these numbers yet)\n",
+                  p->hsdp ? " (hybrid: sharded in each node)" : "", mp_framework_name(fw),
+                  (long long)p->tp, p->sp ? " sp" : "", (long long)p->cp,
+                  (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute), fs,
+                  100.0 * fabs(fs - ws) / ws, fs < ws ? "faster" : "slower", ws,
+                  fb->plan.est.memory.peak / MP_GIB);
+}
+
 static void table(const mp_config *base, const mp_search_result *r, const mp_times *winner_sim,
+                  const fsdp_beside *fb,
                   mp_buf *b)
 {
     const mp_training *t = &base->training;
@@ -201,7 +232,8 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s %7.3f",
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
                       (long long)p->vpp, (long long)p->cp, (long long)p->dp,
-                      (long long)p->micro_batch, rc, p->dist_opt ? "on" : "off",
+                      (long long)p->micro_batch, rc,
+                      p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                       short_sched(p->schedule), e->time.step);
         if (sim) mp_buf_printf(b, " %6.3f", sp->simulated ? sp->sim_step : e->time.step);
         mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
@@ -255,6 +287,10 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         }
         mp_buf_puts(b, " (embedding on the first, head on the last)\n");
     }
+    mp_framework fw = mp_plan_framework(&w->config);
+    mp_buf_printf(b, "        runs under %s (--format %s)\n", mp_framework_name(fw),
+                  mp_framework_format(fw));
+    beside_line(w, fb, b);
 
     if (r->n > 1) mp_buf_puts(b, "\nwhy the next ones lose:\n");
     for (int i = 1; i < r->n; i++) {
@@ -341,6 +377,33 @@ static cJSON *plan_json(const mp_search_plan *sp, int rank, const mp_search_coun
     return o;
 }
 
+/* One more search with ZeRO-3 fixed, when the first did not rank ZeRO plans
+ * and nothing rules them out (a fixed pipeline, a fixed Megatron sharding). */
+static void find_fsdp_beside(const mp_search_options *opt, fsdp_beside *fb)
+{
+    fb->have = false;
+    const mp_parallel *p = &opt->base.parallel;
+    if (opt->zero_sharding || (opt->fixed & MP_FIX_ZERO) || ((opt->fixed & MP_FIX_PP) && p->pp > 1) ||
+        ((opt->fixed & MP_FIX_DIST_OPT) && !p->dist_opt) || (opt->fixed & MP_FIX_VPP))
+        return;
+    mp_search_options o = *opt;
+    o.fixed |= MP_FIX_ZERO;
+    o.base.parallel.zero = 3;
+    o.base.parallel.dist_opt = true;
+    o.top_k = 1;
+    o.no_simulate = true;
+    o.progress = NULL;
+    mp_search_result r;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_search(&o, &r, &err) == MP_OK && r.n > 0) {
+        fb->have = true;
+        fb->plan = r.plans[0];
+        r.plans[0].plan = NULL;
+    }
+    mp_search_result_free(&r);
+}
+
 /* ---- main ------------------------------------------------------------------- */
 
 int cmd_search(int argc, char **argv)
@@ -349,9 +412,11 @@ int cmd_search(int argc, char **argv)
     mp_error err;
     mp_error_clear(&err);
     if (mp_cli_wants_help(argc, argv)) {
+        if (mp_search_hw_wanted(argc, argv)) return mp_cmd_search_hw(argc, argv);
         usage(stdout);
         return 0;
     }
+    if (mp_search_hw_wanted(argc, argv)) return mp_cmd_search_hw(argc, argv);
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("search", &err);
     mp_search_cli sc;
     if (mp_search_cli_parse(&argc, argv, "search", &sc, &err) != MP_OK)
@@ -442,8 +507,13 @@ int cmd_search(int argc, char **argv)
             mp_cli_write_data(arr, cc.format, &out);
             cJSON_Delete(arr);
         }
-    } else if (cc.format == MP_FORMAT_MEGATRON) {
-        mp_megatron_args(&r.plans[0].config, r.plans[0].plan, &out);
+    } else if (mp_cli_is_framework_format(cc.format)) {
+        if (mp_cli_framework_config(&r.plans[0].config, r.plans[0].plan, cc.format, &out, &err) !=
+            MP_OK) {
+            mp_buf_free(&out);
+            mp_search_result_free(&r);
+            return mp_cli_fail("search", &err);
+        }
     } else {
         /* the winner's simulated parts, when the ranking used its simulation */
         mp_sim_result sr;
@@ -452,7 +522,10 @@ int cmd_search(int argc, char **argv)
         const mp_search_plan *w = &r.plans[0];
         bool have_sim = w->simulated &&
                         mp_simulate(&w->config, w->plan, &so, &sr, &serr) == MP_OK;
-        table(&opt.base, &r, have_sim ? &sr.exposed : NULL, &out);
+        fsdp_beside fb = {0};
+        find_fsdp_beside(&opt, &fb);
+        table(&opt.base, &r, have_sim ? &sr.exposed : NULL, &fb, &out);
+        free(fb.plan.plan);
         if (have_sim) mp_sim_result_free(&sr);
     }
     if (sc.output) {

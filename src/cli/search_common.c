@@ -20,6 +20,7 @@ static const struct {
     {"recompute", MP_SET_RECOMPUTE, V_RECOMPUTE},
     {"dist_opt", MP_SET_DIST_OPT, V_BOOL}, {"schedule", MP_SET_SCHEDULE, V_SCHEDULE},
     {"dp_overlap", MP_SET_DP_OVERLAP, V_BOOL}, {"tp_overlap", MP_SET_TP_OVERLAP, V_BOOL},
+    {"zero", MP_SET_ZERO, V_INT}, {"hsdp", MP_SET_HSDP, V_BOOL},
 };
 
 static int parse_bool(const char *v)
@@ -37,7 +38,7 @@ static mp_status fix_one(mp_cli_config *cc, const char *item, mp_error *err)
     if (!eq || eq == item || !eq[1])
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                             "'%.80s' is not KEY=VALUE (keys: tp sp pp vpp cp dp micro_batch "
-                            "recompute dist_opt schedule dp_overlap tp_overlap)", item);
+                            "recompute dist_opt zero hsdp schedule dp_overlap tp_overlap)", item);
     size_t klen = (size_t)(eq - item);
     const char *v = eq + 1;
     for (size_t i = 0; i < sizeof fix_keys / sizeof fix_keys[0]; i++) {
@@ -79,6 +80,21 @@ static mp_status fix_one(mp_cli_config *cc, const char *item, mp_error *err)
         case MP_SET_MICRO_BATCH: p->micro_batch = n; break;
         case MP_SET_SP: p->sp = b; break;
         case MP_SET_DIST_OPT: p->dist_opt = b; break;
+        case MP_SET_HSDP:
+            p->hsdp = b;
+            if (b) {
+                p->zero = 3; /* hybrid sharding is ZeRO-3's */
+                p->dist_opt = true;
+                cc->set |= MP_SET_ZERO;
+            }
+            break;
+        case MP_SET_ZERO:
+            if (n > 3)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "zero=%lld: expected 0, 1, 2 or 3", n);
+            p->zero = n;
+            if (n >= 1) p->dist_opt = true; /* ZeRO-N shards the optimizer too */
+            break;
         case MP_SET_DP_OVERLAP: p->dp_overlap = b; break;
         case MP_SET_TP_OVERLAP: p->tp_overlap = b; break;
         case MP_SET_RECOMPUTE: p->recompute = (mp_recompute)b; break;
@@ -90,7 +106,7 @@ static mp_status fix_one(mp_cli_config *cc, const char *item, mp_error *err)
     }
     return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                         "unknown key '%.*s' (keys: tp sp pp vpp cp dp micro_batch recompute "
-                        "dist_opt schedule dp_overlap tp_overlap)", (int)(klen > 40 ? 40 : klen), item);
+                        "dist_opt zero hsdp schedule dp_overlap tp_overlap)", (int)(klen > 40 ? 40 : klen), item);
 }
 
 mp_status mp_search_cli_fix(mp_cli_config *cc, const char *list, mp_error *err)
@@ -187,8 +203,8 @@ mp_status mp_search_cli_options(mp_cli_config *cc, const mp_search_cli *sc,
             cc->published_global_batch > 0 ? cc->published_global_batch : 512;
     memset(opt, 0, sizeof *opt);
     opt->base = cc->config;
-    /* MP_SET_* and MP_FIX_* share their low twelve bits */
-    opt->fixed = cc->set & 0xFFFu;
+    /* MP_SET_* and MP_FIX_* share their low twelve bits, and zero's */
+    opt->fixed = cc->set & (0xFFFu | MP_SET_ZERO | MP_SET_HSDP);
     /* at least the default five are costed in full and re-ranked by the
      * simulator, so --top 1, --top 5 and explain name the same winner; the
      * CLI shows the first sc->top */

@@ -8,8 +8,6 @@
 #include "cli/options.h"
 #include "planner/search.h"
 
-/* The fewest plans search re-ranks (by simulation), whatever --top shows. */
-#define MP_SEARCH_RERANK_MIN 5
 
 typedef struct mp_search_cli {
     int top;

@@ -78,6 +78,8 @@ static const mp_field parallel_fields[] = {
     {.path = "recompute", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, recompute),
      .name_of = recompute_name_i, .n_names = MP_RECOMPUTE_COUNT},
     P_BOOL(dist_opt),
+    P_INT(zero, 0, 3),
+    P_BOOL(hsdp),
     P_BOOL(dp_overlap),
     P_BOOL(tp_overlap),
     {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
@@ -151,6 +153,21 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                     "%lld is not a multiple of micro_batch*dp = %lld*%lld = %lld",
                     (long long)t->global_batch, (long long)p->micro_batch, (long long)p->dp,
                     (long long)bd);
+
+    if (p->zero >= 1 && !p->dist_opt)
+        return FAIL("zero", "zero=%lld shards the optimizer states too: it needs dist_opt on",
+                    (long long)p->zero);
+    if (p->zero >= 2 && p->pp > 1)
+        return FAIL("zero", "zero=%lld shards the gradients%s, which runs without pipeline "
+                            "parallelism (DeepSpeed refuses ZeRO-2/3 with its pipeline engine; "
+                            "FSDP plans here use tp, cp and dp): got pp=%lld",
+                    (long long)p->zero, p->zero == 3 ? " and parameters" : "", (long long)p->pp);
+    if (p->hsdp && p->zero != 3)
+        return FAIL("hsdp", "hybrid sharding is a form of ZeRO-3 / FSDP: it needs zero=3 (got %lld)",
+                    (long long)p->zero);
+    if (p->zero >= 2 && p->dp * p->cp < 2)
+        return FAIL("zero", "zero=%lld shards over the data-parallel ranks: it needs dp*cp >= 2",
+                    (long long)p->zero);
 
     int64_t stages = p->pp * p->vpp; /* both bounded: no overflow */
     if (p->vpp > 1 && p->pp < 2)

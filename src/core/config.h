@@ -39,6 +39,17 @@ typedef struct mp_parallel {
     int64_t micro_batch;
     mp_recompute recompute;
     bool dist_opt;
+    /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
+     * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
+     * optimizer states: Megatron's distributed optimizer); 2 = gradients too;
+     * 3 = parameters too (ZeRO-3 / PyTorch FSDP: each layer's weights are
+     * all-gathered for its forward and again for its backward). 2 and 3 run
+     * without pipeline parallelism, under DeepSpeed or FSDP, not Megatron. */
+    int64_t zero;
+    /* ZeRO-3 as hybrid sharded data parallelism (PyTorch HSDP): shard over
+     * the data-parallel ranks inside one scale-up domain, replicate across
+     * domains (one gradient all-reduce per step among the replicas). */
+    bool hsdp;
     bool dp_overlap;     /* DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce) */
     bool tp_overlap;     /* TP comm overlapped with GEMMs (Megatron --tp-comm-overlap) */
     mp_schedule_kind schedule;

@@ -91,6 +91,12 @@ static const mp_field hw_fields[] = {
     D("kernel_overhead", kernel_overhead, MP_UNIT_TIME, 0, false, 1, true),
     /* optional, false when absent: the attention core runs unfused */
     {.path = "flash_attention", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, flash_attention)},
+    /* optional, 0 when absent: cost and energy are then not known */
+    D("price_per_gpu_hour", price_per_gpu_hour, MP_UNIT_NONE, 0, false, 1e4, false),
+    {.path = "price_date", .type = MP_FT_STRING, .offset = offsetof(mp_hw, price_date),
+     .size = sizeof(((mp_hw *)0)->price_date)},
+    D("power.gpu_watts", gpu_watts, MP_UNIT_NONE, 0, false, 1e5, false),
+    D("power.node_watts", node_watts, MP_UNIT_NONE, 0, false, 1e7, false),
 };
 
 const mp_field *mp_hw_field_table(size_t *n)

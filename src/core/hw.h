@@ -57,8 +57,15 @@ typedef struct mp_hw {
     bool flash_attention;                /* software stack fuses attention (FlashAttention/cuDNN);
                                             false: unfused QK^T, softmax, dropout, AV (Megatron 2021-22,
                                             Megatron-DeepSpeed); YAML key flash_attention (cost model) */
-    /* The cost-model issue may add fitted global parameters here; each must be
-     * added to the field table in core/hw.c so files, overrides and writers see it. */
+    /* What an hour of the hardware costs and what it draws, for choosing
+     * hardware by cost and energy (planner/hwchoice.h). 0 = not known. */
+    double price_per_gpu_hour;           /* USD per GPU-hour, list price (dated, sourced in the file) */
+    char price_date[16];                 /* when that price was read, "YYYY-MM" */
+    double gpu_watts;                    /* GPU board power at full load (TDP), W */
+    double node_watts;                   /* the rest of a node at full load (CPUs, NICs, switches,
+                                            fans), W per node of gpus_per_node GPUs */
+    /* A field added here must be added to the field table in core/hw.c so
+     * files, overrides and writers see it. */
 } mp_hw;
 
 /* Checks a profile read from a file or overridden: positive sizes, efficiencies

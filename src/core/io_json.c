@@ -258,6 +258,12 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
              cJSON_AddNumberToObject(o, "microbatches", (double)microbatches);
     ok = ok && cJSON_AddStringToObject(o, "recompute", mp_recompute_name(p->recompute)) &&
          cJSON_AddBoolToObject(o, "dist_opt", p->dist_opt);
+    /* the ZeRO stage: 1 is Megatron's distributed optimizer; written only
+     * when it says more than dist_opt, so Megatron plans read as before */
+    if (ok && p->zero >= 2)
+        ok = cJSON_AddNumberToObject(o, "zero", (double)p->zero) != NULL;
+    if (ok && p->hsdp)
+        ok = cJSON_AddBoolToObject(o, "hsdp", true) != NULL;
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

@@ -40,17 +40,34 @@ static double node_size(const mp_hw *hw)
     return (double)(hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
 }
 
+int64_t mp_zero_shard_ranks(const mp_config *c)
+{
+    const mp_parallel *p = &c->parallel;
+    int64_t all = (p->dp > 0 ? p->dp : 1) * (p->cp > 0 ? p->cp : 1);
+    if (!p->hsdp)
+        return all;
+    int64_t fit = (int64_t)domain_size(&c->hw) / (p->tp > 0 ? p->tp : 1);
+    int64_t best = 1;
+    for (int64_t s = 1; s <= all && s <= fit; s++)
+        if (all % s == 0)
+            best = s;
+    return best;
+}
+
 void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out)
 {
     const mp_parallel *p = &c->parallel;
     double t = (double)p->tp, cp = (double)p->cp, d = (double)p->dp;
     double dom = domain_size(&c->hw), node = node_size(&c->hw);
     double stride = 1.0, n = 1.0;
+    double shard = (double)mp_zero_shard_ranks(c);
     switch (g) {
     case MP_GROUP_TP: stride = 1.0; n = t; break;
     case MP_GROUP_CP: stride = t; n = cp; break;
     case MP_GROUP_DP: stride = t; n = cp * d; break;
     case MP_GROUP_PP: stride = t * cp * d; n = 2.0; break;
+    case MP_GROUP_DP_SHARD: stride = t; n = shard; break;
+    case MP_GROUP_DP_REPLICA: stride = t * shard; n = cp * d / shard; break;
     }
     out->n = (int64_t)n;
     double span = stride * n; /* ranks from the group's first member to past its last */

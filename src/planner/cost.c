@@ -109,10 +109,7 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
 /* Bytes of weights + grads + optimizer per parameter on one GPU. */
 static double static_bytes_per_param(const mp_config *c)
 {
-    int64_t shard = c->parallel.dp * (c->parallel.cp > 0 ? c->parallel.cp : 1);
-    if (c->training.precision == MP_DTYPE_FP32) /* fp32 weights and grads, Adam m and v */
-        return c->parallel.dist_opt ? 8.0 + 8.0 / (double)shard : 16.0;
-    return mp_bytes_per_param(c->parallel.dist_opt, shard);
+    return mp_static_bytes_per_param(c);
 }
 
 static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cost *out)
@@ -172,6 +169,7 @@ typedef struct stage_sum {
     double fwd_compute, bwd_compute, recompute, tp, cp, wgrad;
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
+    double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
     int64_t blocks;
     bool has_embedding, has_head;
@@ -283,7 +281,67 @@ typedef struct pipe_model {
     stage_sum *st;          /* n stages */
     double dp_time, dp_exposed, optimizer, tied_sync;
     double params_rank_max;
+    double block_params;    /* one block's parameters on a GPU (ZeRO-3's working set) */
 } pipe_model;
+
+/* ZeRO-2 and ZeRO-3/FSDP (no pipeline: one stage per rank). ZeRO-2 keeps
+ * only its shard of the gradients, so every micro-batch's backward
+ * reduce-scatters them (Rajbhandari et al. 2020, §5.2); the updated 16-bit
+ * weights are all-gathered once per step. ZeRO-3 keeps only its shard of the
+ * weights too: each block's weights are all-gathered before its forward and
+ * again before its backward, and its gradients reduce-scattered after it,
+ * every micro-batch (§5.3; PyTorch FSDP: Zhao et al. 2023, §3.2). Both
+ * prefetch the next block's gather during the current block's compute, so
+ * per micro-batch the exposed part is what exceeds the compute window, and
+ * never less than one block's share (the first gather cannot be hidden).
+ * The per-micro-batch part goes into the stage's F and B (dp_f, dp_b), where
+ * the pipeline model and the simulator see it; the once-per-step gather
+ * stays in dp_time / dp_exposed. */
+static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
+                            const mp_group_place *replica, pipe_model *pm)
+{
+    const mp_parallel *pp = &c->parallel;
+    /* gradients are reduced in the training type, as they are kept (memory.c) */
+    double dt = mp_dtype_bytes(c->training.precision), gb = dt;
+    double P = pm->params_rank_max;
+    double blocks = 0.0;
+    for (int64_t k = 0; k < pm->n; k++)
+        blocks += (double)pm->st[k].blocks;
+    double share = blocks > 0.0 ? 1.0 / blocks : 1.0;
+    double rs = mp_coll_time(&c->hw, dpg, MP_COLL_REDUCESCATTER, P * gb);
+    double ag = mp_coll_time(&c->hw, dpg, MP_COLL_ALLGATHER, P * dt);
+    double per_mb = 0.0;
+    for (int64_t k = 0; k < pm->n; k++) {
+        stage_sum *ss = &pm->st[k];
+        double frac = P > 0.0 ? ss->params / P : 1.0;
+        double fwd_comm = pp->zero >= 3 ? ag * frac : 0.0;
+        double bwd_comm = (pp->zero >= 3 ? ag * frac : 0.0) + rs * frac;
+        ss->dp_f = fwd_comm > 0.0 ? fmax(share * fwd_comm, fwd_comm - ss->fwd) : 0.0;
+        ss->dp_b = fmax(share * bwd_comm, bwd_comm - ss->bwd);
+        ss->fwd += ss->dp_f;
+        ss->bwd += ss->dp_b;
+        per_mb += fwd_comm + bwd_comm;
+    }
+    /* ZeRO-2: the updated weights' all-gather after the optimizer step,
+     * overlapped with the next step's forward as --overlap-param-gather is */
+    double once = pp->zero == 2 ? ag : 0.0;
+    double fwd_window = 0.0, bwd_window = 0.0;
+    for (int64_t k = 0; k < pm->n; k++) {
+        fwd_window += pm->st[k].fwd;
+        bwd_window += pm->st[k].bwd;
+    }
+    (void)per_mb; /* the estimate reports it as dp_f, dp_b per micro-batch */
+    double exposed = once > 0.0 && pp->dp_overlap ? fmax(share * once, once - fwd_window) : once;
+    /* HSDP: the shards' gradients all-reduced among the replicas once per
+     * step, overlapped with the last micro-batch's backward but for one
+     * block's share (PyTorch HSDP reduces each block as its reduce-scatter ends) */
+    double rep = replica->n > 1
+                     ? mp_coll_time(&c->hw, replica, MP_COLL_ALLREDUCE, P * gb / (double)dpg->n)
+                     : 0.0;
+    pm->dp_time = once + rep;
+    pm->dp_exposed = exposed + (pp->dp_overlap ? fmax(share * rep, rep - bwd_window) : rep);
+    pm->tied_sync = 0.0;
+}
 
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check, pipe_model *pm,
                             mp_error *err)
@@ -314,6 +372,10 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     }
     fill_details(c, det);
     pm->p2p_bytes = det[L > 0 ? L : 0].send_bytes;
+    pm->block_params = 0.0;
+    for (int64_t i = 1; i <= L; i++)
+        if (det[i].params > pm->block_params)
+            pm->block_params = det[i].params;
     for (int64_t k = 0; k < pm->n; k++) {
         /* clamped, so an unchecked plan can never index outside the items */
         int64_t b = stage_begin(k, pm->n, L, plan), e = stage_end(k, pm->n, L, plan);
@@ -356,6 +418,13 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     double gb = mp_grad_reduce_bytes(c), dt = mp_dtype_bytes(c->training.precision);
     double P = pm->params_rank_max;
     double rs = 0.0, ag = 0.0, ar = 0.0;
+    if (pp->zero >= 2 && dpg.n > 1) {
+        mp_group_place shard, replica;
+        mp_group_place_of(c, MP_GROUP_DP_SHARD, &shard);
+        mp_group_place_of(c, MP_GROUP_DP_REPLICA, &replica);
+        zero_sharded_dp(c, &shard, &replica, pm);
+        return MP_OK;
+    }
     if (pp->dist_opt) {
         rs = mp_coll_time(&c->hw, &dpg, MP_COLL_REDUCESCATTER, P * gb);
         ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt);
@@ -531,10 +600,11 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             slow = r;
 
     /* the slowest rank's busy time, by part */
-    double comp = 0.0, rec = 0.0, tp = 0.0, cp = 0.0, p2p = 0.0;
+    double comp = 0.0, rec = 0.0, tp = 0.0, cp = 0.0, p2p = 0.0, dpm = 0.0;
     for (int64_t ch = 0; ch < v; ch++) {
         const stage_sum *ss = &pm.st[ch * p + slow];
         comp += ss->fwd_compute + ss->bwd_compute;
+        dpm += ss->dp_f + ss->dp_b;
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
@@ -547,14 +617,13 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     out->time.cp_comm = (double)m * cp;
     out->time.pp_comm = (double)m * p2p;
     out->time.bubble = fmax(0.0, makespan - busy);
-    out->time.dp_comm = pm.dp_exposed + pm.tied_sync;
+    out->time.dp_comm = (double)m * dpm + pm.dp_exposed + pm.tied_sync;
     out->time.optimizer = pm.optimizer;
     out->time.step = out->time.compute + out->time.recompute + out->time.tp_comm +
                      out->time.cp_comm + out->time.pp_comm + out->time.bubble +
                      out->time.dp_comm + out->time.optimizer;
 
     /* memory: the most loaded pipeline rank */
-    double spb = static_bytes_per_param(c);
     bool fp32 = c->training.precision == MP_DTYPE_FP32;
     double tied_copy = c->model.tied_embeddings && p > 1
                            ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp
@@ -589,9 +658,14 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         other += ALLOCATOR_FRAGMENTATION * stash;
         if (pp->sp && pp->tp > 1)
             other += send * (double)pp->tp;
-        double weights = params * (fp32 ? 4.0 : 2.0);
-        double grads = params * 4.0;
-        double optim = params * spb - weights - grads;
+        double wb, gb, ob;
+        mp_static_bytes(c, &wb, &gb, &ob);
+        double weights = params * wb, grads = params * gb, optim = params * ob;
+        if (pp->zero >= 3)
+            /* the gathered weights of the block being computed and of the
+             * one prefetched, and one block's unsharded gradients before
+             * their reduce-scatter (all in the training type) */
+            other += pm.block_params * 3.0 * (fp32 ? 4.0 : 2.0);
         double total = weights + grads + optim + stash + other;
         if (total > best_total) {
             best_total = total;

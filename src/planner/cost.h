@@ -88,6 +88,12 @@ double mp_pipeline_output_bytes(const mp_model *m, int64_t seq, int64_t micro_ba
 /* Bytes per parameter of weights+grads+optimizer: 18, or 6 + 12/d with the
  * distributed optimizer (mixed precision Adam, Megatron). */
 double mp_bytes_per_param(bool dist_opt, int64_t dp);
+/* Bytes per parameter on one GPU of the weights, gradients and optimizer
+ * states for the configuration's precision and sharding (dist_opt, zero over
+ * dp*cp ranks): mp_bytes_per_param's rule, extended to ZeRO-2/3 and fp32.
+ * The one rule the estimate and search's bounds both use. */
+void mp_static_bytes(const mp_config *c, double *weights, double *grads, double *optimizer);
+double mp_static_bytes_per_param(const mp_config *c);
 
 /* What one layer item (plan.h: 0 = embedding, 1..L = blocks, L+1 = head)
  * costs per micro-batch on one GPU of its stage, for each recompute choice.

@@ -63,10 +63,19 @@ typedef struct mp_group_place {
     double cross_fraction;/* PP: share of neighbour pairs in different domains */
 } mp_group_place;
 
-typedef enum { MP_GROUP_TP, MP_GROUP_CP, MP_GROUP_DP, MP_GROUP_PP } mp_group_kind;
+typedef enum {
+    MP_GROUP_TP, MP_GROUP_CP, MP_GROUP_DP, MP_GROUP_PP,
+    MP_GROUP_DP_SHARD,  /* the ranks the weights are sharded over (ZeRO): all of DP, or
+                           with hsdp the DP ranks inside one scale-up domain */
+    MP_GROUP_DP_REPLICA /* with hsdp: the shard's copies in the other domains; else 1 */
+} mp_group_kind;
 /* DP here means the gradient-reduction group (d * c ranks: CP ranks hold the
  * same weights). PP: the pair of pipeline neighbours. */
 void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out);
+
+/* The ranks one ZeRO shard spans: d * c, or with hsdp the largest divisor of
+ * d * c whose DP ranks fit in one scale-up domain (at least 1). */
+int64_t mp_zero_shard_ranks(const mp_config *c);
 
 typedef enum { MP_COLL_ALLREDUCE, MP_COLL_ALLGATHER, MP_COLL_REDUCESCATTER, MP_COLL_P2P } mp_coll_kind;
 /* Seconds for one collective over bytes (the full tensor: the all-reduce's

@@ -48,6 +48,8 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
     if (x->micro_batch != y->micro_batch) ADD("mb=%lld", (long long)y->micro_batch);
     if (x->recompute != y->recompute) ADD("recompute=%s", mp_recompute_name(y->recompute));
     if (x->dist_opt != y->dist_opt) ADD("dist_opt=%s", y->dist_opt ? "on" : "off");
+    if (x->zero != y->zero) ADD("zero=%lld", (long long)y->zero);
+    if (x->hsdp != y->hsdp) ADD("hsdp=%s", y->hsdp ? "on" : "off");
     if (x->schedule != y->schedule) ADD("schedule=%s", mp_schedule_name(y->schedule));
     if (x->dp_overlap != y->dp_overlap) ADD("dp_overlap=%s", y->dp_overlap ? "on" : "off");
     if (x->tp_overlap != y->tp_overlap) ADD("tp_overlap=%s", y->tp_overlap ? "on" : "off");
@@ -175,7 +177,8 @@ mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, cons
                   c->model.name, (long long)c->training.gpus, c->hw.name, (long long)p->tp,
                   p->sp ? " (sp)" : "", (long long)p->pp, (long long)p->vpp, (long long)p->cp,
                   (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute),
-                  p->dist_opt ? "on" : "off", mp_schedule_name(p->schedule));
+                  p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
+                  mp_schedule_name(p->schedule));
 
     mp_estimate e;
     if (mp_estimate_config(c, NULL, &e, &why) != MP_OK) {

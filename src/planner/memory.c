@@ -24,6 +24,39 @@ double mp_bytes_per_param(bool dist_opt, int64_t dp)
     return 18.0;
 }
 
+void mp_static_bytes(const mp_config *c, double *weights, double *grads, double *optimizer)
+{
+    const mp_parallel *p = &c->parallel;
+    double all = (double)(p->dp > 0 ? p->dp : 1) * (double)(p->cp > 0 ? p->cp : 1);
+    /* ZeRO-1 (Megatron) shards over every DP rank; ZeRO-2/3 over their shard
+     * group, which hybrid sharding keeps inside a scale-up domain */
+    double shard = p->zero >= 2 ? (double)mp_zero_shard_ranks(c) : all;
+    bool fp32 = c->training.precision == MP_DTYPE_FP32;
+    /* 16-bit training: 16-bit weights, fp32 main grads, fp32 master weights
+     * and Adam m and v; fp32 training: fp32 weights and grads, Adam m and v */
+    double w = fp32 ? 4.0 : 2.0, g = 4.0, o = fp32 ? 8.0 : 12.0;
+    int64_t stage = p->zero > 0 ? p->zero : p->dist_opt ? 1 : 0;
+    if (stage >= 1)
+        o /= shard;
+    if (stage >= 2)
+        /* DeepSpeed's ZeRO-2/3 and FSDP keep the gradients in the 16-bit
+         * training type (Rajbhandari et al. 2020, §3: 2 + 2 + 12 bytes),
+         * where Megatron keeps fp32 main gradients */
+        g = (fp32 ? 4.0 : 2.0) / shard;
+    if (stage >= 3)
+        w /= shard;
+    *weights = w;
+    *grads = g;
+    *optimizer = o;
+}
+
+double mp_static_bytes_per_param(const mp_config *c)
+{
+    double w, g, o;
+    mp_static_bytes(c, &w, &g, &o);
+    return w + g + o;
+}
+
 double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b, double tp,
                           double cp, bool sp, mp_recompute r, bool flash)
 {

@@ -69,7 +69,7 @@ static int64_t n_blocks(const mp_model *m)
 typedef struct cand {
     int32_t t, c, p, v, b;
     int64_t d;
-    uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap;
+    uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap; /* dist_opt: the ZeRO stage 0..3 */
     double lb_time, lb_mem;
 } cand;
 
@@ -107,7 +107,10 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->micro_batch = x->b;
     p->sp = x->sp;
     p->recompute = (mp_recompute)x->rc;
-    p->dist_opt = x->dist_opt;
+    /* dist_opt holds the sharding: 0-3 the ZeRO stage, 4 ZeRO-3 as HSDP */
+    p->dist_opt = x->dist_opt >= 1;
+    p->zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
+    p->hsdp = x->dist_opt == 4;
     p->schedule = (mp_schedule_kind)x->sched;
     p->dp_overlap = x->dp_overlap;
     p->tp_overlap = x->tp_overlap;
@@ -212,10 +215,7 @@ static const block_info *block_get(block_cache *bc, int32_t t, int32_t c, int32_
 /* Bytes of weights + grads + optimizer per parameter (the estimate's rule). */
 double mp_search_static_bytes_per_param(const mp_config *c)
 {
-    int64_t shard = c->parallel.dp * (c->parallel.cp > 0 ? c->parallel.cp : 1);
-    if (c->training.precision == MP_DTYPE_FP32)
-        return c->parallel.dist_opt ? 8.0 + 8.0 / (double)shard : 16.0;
-    return mp_bytes_per_param(c->parallel.dist_opt, shard);
+    return mp_static_bytes_per_param(c);
 }
 
 /* In-flight micro-batch chunks of pipeline rank r at its peak (the estimate's rule). */
@@ -236,7 +236,11 @@ static void bounds(const mp_config *base, const block_info *bi, double block_par
     tmp.training = base->training;
     tmp.parallel.dp = x->d;
     tmp.parallel.cp = x->c;
-    tmp.parallel.dist_opt = x->dist_opt;
+    tmp.parallel.dist_opt = x->dist_opt >= 1;
+    tmp.parallel.zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
+    tmp.parallel.hsdp = x->dist_opt == 4;
+    tmp.parallel.tp = x->t;
+    tmp.hw = base->hw;
     double spb = mp_search_static_bytes_per_param(&tmp);
     double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
     double chunks = mp_search_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
@@ -400,13 +404,39 @@ static void enumerate_inner(enum_ctx *e, cand *x)
     if (fixed(e, MP_FIX_RECOMPUTE)) rcs[nrc++] = (uint8_t)fp->recompute;
     else
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) rcs[nrc++] = (uint8_t)r;
-    bool dos[2];
+    /* the sharding: 0 none, 1 the optimizer (Megatron's distributed
+     * optimizer), 2 and 3 ZeRO-2 / ZeRO-3-FSDP (no pipeline) */
+    uint8_t dos[5];
     int ndo = 0;
-    if (fixed(e, MP_FIX_DIST_OPT)) {
+    bool shard_ok = x->d * x->c > 1, no_pipe = x->p == 1;
+    /* HSDP differs from ZeRO-3 only when the DP ranks span scale-up domains */
+    int64_t dom = e->base->hw.scale_up.gpus_per_domain > 0 ? e->base->hw.scale_up.gpus_per_domain
+                                                          : e->base->hw.gpus_per_node;
+    bool hsdp_ok = (int64_t)x->t * x->d * x->c > dom && (int64_t)x->t * 2 <= dom;
+    if (fixed(e, MP_FIX_HSDP) && fp->hsdp) {
+        if (!no_pipe || !shard_ok || !hsdp_ok) return;
+        dos[ndo++] = 4;
+    } else if (fixed(e, MP_FIX_ZERO) && fp->zero >= 2) {
+        if (!no_pipe || !shard_ok) return;
+        dos[ndo++] = (uint8_t)fp->zero;
+        if (fp->zero == 3 && hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
+    } else if (fixed(e, MP_FIX_ZERO) && fp->zero == 1) {
+        dos[ndo++] = 1;
+    } else if (fixed(e, MP_FIX_DIST_OPT)) {
         dos[ndo++] = fp->dist_opt;
+        if (fp->dist_opt && !fixed(e, MP_FIX_ZERO) && e->opt->zero_sharding && no_pipe && shard_ok) {
+            dos[ndo++] = 2;
+            dos[ndo++] = 3;
+            if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
+        }
     } else {
-        dos[ndo++] = false;
-        if (x->d * x->c > 1) dos[ndo++] = true;
+        dos[ndo++] = 0;
+        if (shard_ok) dos[ndo++] = 1;
+        if (shard_ok && no_pipe && !fixed(e, MP_FIX_ZERO) && e->opt->zero_sharding) {
+            dos[ndo++] = 2;
+            dos[ndo++] = 3;
+            if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
+        }
     }
     uint8_t scheds[MP_SCHED_COUNT];
     int nsc = 0;

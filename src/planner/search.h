@@ -27,7 +27,8 @@ enum {
     MP_FIX_TP = 1u << 0, MP_FIX_SP = 1u << 1, MP_FIX_PP = 1u << 2, MP_FIX_VPP = 1u << 3,
     MP_FIX_CP = 1u << 4, MP_FIX_DP = 1u << 5, MP_FIX_MICRO_BATCH = 1u << 6,
     MP_FIX_RECOMPUTE = 1u << 7, MP_FIX_DIST_OPT = 1u << 8, MP_FIX_SCHEDULE = 1u << 9,
-    MP_FIX_DP_OVERLAP = 1u << 10, MP_FIX_TP_OVERLAP = 1u << 11
+    MP_FIX_DP_OVERLAP = 1u << 10, MP_FIX_TP_OVERLAP = 1u << 11, MP_FIX_ZERO = 1u << 17,
+    MP_FIX_HSDP = 1u << 18
 };
 
 /* Why a setting was refused before it was costed, or a candidate after. */
@@ -71,6 +72,8 @@ typedef struct mp_search_options {
     double split_time_limit; /* seconds of GLPK per candidate (<= 0: a share of
                                 MP_SEARCH_SPLIT_BUDGET_S for the whole search) */
     bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
+    bool zero_sharding;      /* also search ZeRO-2 and ZeRO-3/FSDP (pp = 1; run by FSDP or
+                                DeepSpeed, not Megatron-LM); a fixed zero is searched anyway */
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
     void *progress_user;
@@ -118,6 +121,9 @@ void mp_search_result_free(mp_search_result *r);
  * in est. Used by search and explain. */
 mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_limit,
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err);
+
+/* The fewest plans search re-ranks (by simulation), whatever --top shows. */
+#define MP_SEARCH_RERANK_MIN 5
 
 /* GLPK's time for all the stage splits of one search, and the least one
  * plan gets: the search's budget is one second on two cores. */

@@ -1,0 +1,31 @@
+/* framework_out.c — --format megatron|deepspeed|torchtitan for the verbs that
+ * print one configuration (estimate, search's winner): the plan in the
+ * configuration language of the framework asked for, or one error line when
+ * that framework cannot run it. */
+#include "cli/framework_out.h"
+
+#include "planner/framework.h"
+#include "planner/megatron.h"
+
+mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_format format,
+                                  mp_buf *out, mp_error *err)
+{
+    mp_framework runs = mp_plan_framework(c);
+    switch (format) {
+    case MP_FORMAT_MEGATRON:
+        if (runs != MP_FW_MEGATRON)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--format",
+                                "Megatron-LM cannot run ZeRO-%lld (it shards the optimizer "
+                                "only): this plan runs under %s (--format %s)",
+                                (long long)c->parallel.zero, mp_framework_name(runs),
+                                mp_framework_format(runs));
+        mp_megatron_args(c, plan, out);
+        return MP_OK;
+    case MP_FORMAT_DEEPSPEED:
+        return mp_deepspeed_config(c, out, err);
+    case MP_FORMAT_TORCHTITAN:
+        return mp_torchtitan_config(c, out, err);
+    default:
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--format", "not a framework format");
+    }
+}

@@ -1,0 +1,19 @@
+/* framework_out.h — the framework formats of estimate and search (framework_out.c). */
+#ifndef MP_CLI_FRAMEWORK_OUT_H
+#define MP_CLI_FRAMEWORK_OUT_H
+
+#include "cli/options.h"
+#include "core/plan.h"
+
+/* Writes c (with plan's split, may be NULL) as format's configuration;
+ * MP_EINPUT naming --format when that framework cannot run it. */
+mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_format format,
+                                  mp_buf *out, mp_error *err);
+
+/* Whether format is one of megatron, deepspeed, torchtitan. */
+static inline bool mp_cli_is_framework_format(mp_format f)
+{
+    return f == MP_FORMAT_MEGATRON || f == MP_FORMAT_DEEPSPEED || f == MP_FORMAT_TORCHTITAN;
+}
+
+#endif

@@ -1,0 +1,496 @@
+/* search_hw.c — `megaplan search` over hardware too: with --hw a,b,c (or
+ * all), --gpus MIN..MAX, --deadline or --budget, one search per profile and
+ * GPU count (planner/hwchoice.h), printed as the days/cost Pareto front with
+ * energy, the cheapest plan within the deadline and the fastest within the
+ * budget. The other options are search's own and mean the same. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/framework_out.h"
+#include "cli/options.h"
+#include "cli/search_common.h"
+#include "cli/search_hw.h"
+#include "core/buf.h"
+#include "core/io.h"
+#include "planner/hwchoice.h"
+#include "planner/report.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: megaplan search --model M --tokens T --hw H1,H2,...|all\n"
+            "         [--gpus N|MIN..MAX] [--deadline 30d] [--budget USD] [--price H=USD]\n"
+            "         [--pue X] [--format table|json|yaml] [search's other options]\n"
+            "One search per profile and GPU count (the powers of two from MIN to MAX, and both\n"
+            "ends, in whole nodes): days to train T tokens, cost at the profile's price per\n"
+            "GPU-hour (--price overrides it), and energy at full board and node power times\n"
+            "--pue (default 1: IT energy). Prints the days/cost Pareto front, and names the\n"
+            "cheapest plan within --deadline and the fastest within --budget.\n");
+}
+
+/* ---- the options only this mode has ------------------------------------------ */
+
+typedef struct hw_args {
+    const char *hw_list, *gpus, *deadline, *budget, *pue;
+    const char *prices[MP_HWCHOICE_MAX_HW];
+    int n_prices;
+} hw_args;
+
+/* Takes "--opt value" or "--opt=value" out of argv; returns the value, or
+ * NULL with *missing set when the option ends argv. */
+static bool take(int *argc, char **argv, int *i, const char *opt, const char **value, bool *missing)
+{
+    size_t n = strlen(opt);
+    if (strncmp(argv[*i], opt, n)) return false;
+    if (argv[*i][n] == '=') {
+        *value = argv[*i] + n + 1;
+        memmove(&argv[*i], &argv[*i + 1], (size_t)(*argc - *i - 1) * sizeof *argv);
+        (*argc)--;
+        return true;
+    }
+    if (argv[*i][n]) return false;
+    if (*i + 1 >= *argc) {
+        *missing = true;
+        return true;
+    }
+    *value = argv[*i + 1];
+    memmove(&argv[*i], &argv[*i + 2], (size_t)(*argc - *i - 2) * sizeof *argv);
+    *argc -= 2;
+    return true;
+}
+
+static mp_status take_hw_args(int *argc, char **argv, hw_args *a, mp_error *err)
+{
+    memset(a, 0, sizeof *a);
+    static const char *const opts[] = {"--hw", "--gpus", "--deadline", "--budget", "--pue", "--price"};
+    for (int i = 1; i < *argc;) {
+        bool hit = false, missing = false;
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !hit; k++) {
+            const char *v = NULL;
+            if (!take(argc, argv, &i, opts[k], &v, &missing)) continue;
+            hit = true;
+            if (missing)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opts[k], "needs a value");
+            switch (k) {
+            case 0: a->hw_list = v; break;
+            case 1: a->gpus = v; break;
+            case 2: a->deadline = v; break;
+            case 3: a->budget = v; break;
+            case 4: a->pue = v; break;
+            default:
+                if (a->n_prices >= MP_HWCHOICE_MAX_HW)
+                    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price", "given too often");
+                a->prices[a->n_prices++] = v;
+            }
+        }
+        if (!hit) i++;
+    }
+    return MP_OK;
+}
+
+static bool value_of(int argc, char **argv, const char *opt, const char **value)
+{
+    size_t n = strlen(opt);
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], opt, n) && argv[i][n] == '=') {
+            *value = argv[i] + n + 1;
+            return true;
+        }
+        if (!strcmp(argv[i], opt) && i + 1 < argc) {
+            *value = argv[i + 1];
+            return true;
+        }
+    }
+    return false;
+}
+
+bool mp_search_hw_wanted(int argc, char **argv)
+{
+    const char *v;
+    if (value_of(argc, argv, "--hw", &v) && (strchr(v, ',') || !strcmp(v, "all"))) return true;
+    if (value_of(argc, argv, "--gpus", &v) && strstr(v, "..")) return true;
+    return value_of(argc, argv, "--deadline", &v) || value_of(argc, argv, "--budget", &v) ||
+           value_of(argc, argv, "--price", &v) || value_of(argc, argv, "--pue", &v);
+}
+
+/* A positive number with an optional suffix from the table (value multiplies). */
+typedef struct suffix { const char *name; double scale; } suffix;
+
+static mp_status parse_scaled(const char *opt, const char *s, const suffix *tab, double lo,
+                              double hi, const char *example, double *out, mp_error *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "'%.40s' is not a number (e.g. %s)",
+                            s, example);
+    double scale = tab ? 0 : 1;
+    for (const suffix *t = tab; t && t->name; t++)
+        if (!strcmp(end, t->name)) scale = t->scale;
+    if (!tab && *end) scale = 0;
+    if (scale == 0)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "'%.40s': unknown unit (e.g. %s)", s,
+                            example);
+    v *= scale;
+    if (!(v >= lo && v <= hi))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "%.40s is out of range (e.g. %s)", s,
+                            example);
+    *out = v;
+    return MP_OK;
+}
+
+static mp_status parse_gpus(const char *s, int64_t *lo, int64_t *hi, mp_error *err)
+{
+    char *end;
+    errno = 0;
+    long long a = strtoll(s, &end, 10), b = a;
+    if (!strncmp(end, "..", 2)) {
+        const char *rest = end + 2;
+        b = strtoll(rest, &end, 10);
+        if (end == rest) b = -1;
+    }
+    if (errno || *end || a < 1 || b < a || b > (1LL << 24))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--gpus",
+                            "'%.40s': expected N or MIN..MAX with 1 <= MIN <= MAX <= 16777216", s);
+    *lo = a;
+    *hi = b;
+    return MP_OK;
+}
+
+static mp_status load_profiles(const char *list, mp_hwchoice_options *o, mp_error *err)
+{
+    char buf[1024];
+    if (!list) list = "all";
+    if (strlen(list) >= sizeof buf)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "too long");
+    if (!strcmp(list, "all")) {
+        buf[0] = '\0';
+        for (int i = 0; i < mp_hw_preset_count(); i++) {
+            const char *name = mp_hw_preset_name(i);
+            /* the vTrain cluster is a measured A100 system, not a product to rent */
+            if (!strcmp(name, "a100-4xhdr")) continue;
+            strncat(buf, buf[0] ? "," : "", sizeof buf - strlen(buf) - 1);
+            strncat(buf, name, sizeof buf - strlen(buf) - 1);
+        }
+    } else {
+        strcpy(buf, list);
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o->n_hw >= MP_HWCHOICE_MAX_HW)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "at most %d profiles",
+                                MP_HWCHOICE_MAX_HW);
+        for (int i = 0; i < o->n_hw; i++)
+            if (!strcmp(o->hws[i].name, tok))
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "%.64s is listed twice", tok);
+        mp_status st = mp_hw_load(tok, &o->hws[o->n_hw], err);
+        if (st != MP_OK) {
+            if (!err->field[0]) snprintf(err->field, sizeof err->field, "--hw");
+            return st;
+        }
+        o->n_hw++;
+    }
+    if (!o->n_hw) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "names no profile");
+    return MP_OK;
+}
+
+static mp_status apply_price(const char *item, mp_hwchoice_options *o, mp_error *err)
+{
+    const char *eq = strchr(item, '=');
+    if (!eq || eq == item)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price",
+                            "'%.60s' is not PROFILE=USD_PER_GPU_HOUR", item);
+    for (int i = 0; i < o->n_hw; i++) {
+        if (strlen(o->hws[i].name) != (size_t)(eq - item) ||
+            strncmp(o->hws[i].name, item, (size_t)(eq - item)))
+            continue;
+        double v;
+        mp_status st = parse_scaled("--price", eq + 1, NULL, 1e-6, 1e4, "dgx-h100=2.49", &v, err);
+        if (st != MP_OK) return st;
+        o->hws[i].price_per_gpu_hour = v;
+        snprintf(o->hws[i].price_date, sizeof o->hws[i].price_date, "given");
+        return MP_OK;
+    }
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price", "'%.*s' is not among --hw",
+                        (int)(eq - item > 60 ? 60 : eq - item), item);
+}
+
+/* ---- output ---------------------------------------------------------------------- */
+
+static void parallel_label(const mp_parallel *p, char *buf, size_t n)
+{
+    char vpp[24] = "", shard[32] = "";
+    if (p->vpp > 1) snprintf(vpp, sizeof vpp, " v%lld", (long long)p->vpp);
+    if (p->hsdp) snprintf(shard, sizeof shard, " hsdp");
+    else if (p->zero >= 2) snprintf(shard, sizeof shard, " zero%lld", (long long)p->zero);
+    else if (p->dist_opt) snprintf(shard, sizeof shard, " dist-opt");
+    snprintf(buf, n, "tp%lld%s pp%lld%s cp%lld dp%lld mb%lld %s%s", (long long)p->tp,
+             p->sp ? "+sp" : "", (long long)p->pp, vpp, (long long)p->cp, (long long)p->dp,
+             (long long)p->micro_batch, mp_recompute_name(p->recompute), shard);
+}
+
+static void money(double usd, char *buf, size_t n)
+{
+    if (usd >= 1e6) snprintf(buf, n, "$%.2fM", usd / 1e6);
+    else if (usd >= 1e3) snprintf(buf, n, "$%.1fk", usd / 1e3);
+    else snprintf(buf, n, "$%.0f", usd);
+}
+
+static void point_line(const mp_hwchoice_options *o, const mp_hwchoice_point *p, mp_buf *b)
+{
+    char par[160], cost[32];
+    parallel_label(&p->plan.config.parallel, par, sizeof par);
+    if (p->priced) money(p->cost_usd, cost, sizeof cost);
+    else snprintf(cost, sizeof cost, "no price");
+    /* MFU at the step the days come from (simulated when simulated) */
+    double mfu = p->plan.est.throughput.mfu * p->plan.est.time.step / p->step_s;
+    mp_buf_printf(b, "%-12s %6lld %8.1f %10s %9.1f %5.1f%%  %s\n", o->hws[p->hw].name,
+                  (long long)p->gpus, p->days, cost, p->energy_mwh, 100.0 * mfu, par);
+}
+
+static void table(const mp_hwchoice_options *o, const mp_hwchoice_result *r, mp_buf *b)
+{
+    const mp_config *c = &o->search.base;
+    mp_buf_printf(b, "megaplan search: %s, %.3g tokens, seq %lld, global batch %lld, %s; "
+                     "%d profiles x %lld..%lld GPUs\n\n",
+                  c->model.name, c->training.tokens, (long long)c->training.seq,
+                  (long long)c->training.global_batch, mp_dtype_name(c->training.precision),
+                  o->n_hw, (long long)o->gpus_min, (long long)o->gpus_max);
+    const char *head = "hardware       gpus     days       cost       MWh   MFU  plan\n";
+    mp_buf_puts(b, "Pareto front (no other point is both faster and cheaper):\n");
+    mp_buf_puts(b, head);
+    int shown = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->points[i].pareto) {
+            point_line(o, &r->points[i], b);
+            shown++;
+        }
+    if (!shown) mp_buf_puts(b, "  (none: no priced point fits)\n");
+    bool unpriced = false;
+    for (int i = 0; i < r->n; i++) unpriced |= r->points[i].fits && !r->points[i].priced;
+    if (unpriced) {
+        mp_buf_puts(b, "\nwithout a price (give --price PROFILE=USD), by days:\n");
+        for (int i = 0; i < r->n; i++)
+            if (r->points[i].fits && !r->points[i].priced) point_line(o, &r->points[i], b);
+    }
+    mp_buf_puts(b, "\n");
+    if (o->deadline_s > 0) {
+        if (r->cheapest_in_deadline >= 0) {
+            mp_buf_printf(b, "cheapest within %.3g days:\n", o->deadline_s / 86400.0);
+            point_line(o, &r->points[r->cheapest_in_deadline], b);
+        } else {
+            mp_buf_printf(b, "nothing priced finishes within %.3g days", o->deadline_s / 86400.0);
+            if (r->fastest >= 0)
+                mp_buf_printf(b, " (the fastest point takes %.1f days)", r->points[r->fastest].days);
+            mp_buf_puts(b, "\n");
+        }
+    }
+    if (o->budget_usd > 0) {
+        char bud[32];
+        money(o->budget_usd, bud, sizeof bud);
+        if (r->fastest_in_budget >= 0) {
+            mp_buf_printf(b, "fastest within %s:\n", bud);
+            point_line(o, &r->points[r->fastest_in_budget], b);
+        } else {
+            char least[32] = "";
+            if (r->cheapest >= 0) money(r->points[r->cheapest].cost_usd, least, sizeof least);
+            mp_buf_printf(b, "nothing fits a budget of %s%s%s\n", bud,
+                          least[0] ? " (the cheapest point costs " : "", least[0] ? least : "");
+            if (least[0]) mp_buf_puts(b, ")\n");
+        }
+    }
+    if (o->deadline_s <= 0 && o->budget_usd <= 0) {
+        if (r->cheapest >= 0) {
+            mp_buf_puts(b, "cheapest:\n");
+            point_line(o, &r->points[r->cheapest], b);
+        }
+        if (r->fastest >= 0) {
+            mp_buf_puts(b, "fastest:\n");
+            point_line(o, &r->points[r->fastest], b);
+        }
+    }
+    int fits = 0, refused = 0;
+    for (int i = 0; i < r->n; i++) r->points[i].fits ? fits++ : refused++;
+    mp_buf_printf(b, "\nprices: ");
+    for (int h = 0; h < o->n_hw; h++)
+        mp_buf_printf(b, "%s%s ", h ? ", " : "", o->hws[h].name),
+            o->hws[h].price_per_gpu_hour > 0
+                ? mp_buf_printf(b, "$%.2f/GPU-h (%s)", o->hws[h].price_per_gpu_hour,
+                                o->hws[h].price_date[0] ? o->hws[h].price_date : "undated")
+                : mp_buf_puts(b, "none");
+    mp_buf_printf(b, "\nsearched %d points (%d with a plan, %d where nothing runs) in %.2f s\n"
+                     "energy at full board and node power (an upper bound) x PUE %.2g\n",
+                  r->n, fits, refused, r->seconds, o->pue);
+}
+
+static cJSON *point_json(const mp_hwchoice_options *o, const mp_hwchoice_point *p)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddStringToObject(j, "hw", o->hws[p->hw].name);
+    cJSON_AddNumberToObject(j, "gpus", (double)p->gpus);
+    cJSON_AddBoolToObject(j, "fits", p->fits);
+    if (!p->fits) {
+        cJSON_AddStringToObject(j, "why", p->why);
+        return j;
+    }
+    cJSON_AddNumberToObject(j, "step_s", p->step_s);
+    cJSON_AddNumberToObject(j, "tokens_per_s", p->tokens_per_s);
+    cJSON_AddNumberToObject(j, "days", p->days);
+    if (p->priced) cJSON_AddNumberToObject(j, "cost_usd", p->cost_usd);
+    else cJSON_AddNullToObject(j, "cost_usd");
+    cJSON_AddNumberToObject(j, "energy_mwh", p->energy_mwh);
+    cJSON_AddBoolToObject(j, "pareto", p->pareto);
+    cJSON *est = mp_estimate_to_json(&p->plan.config, &p->plan.est, NULL);
+    if (est) cJSON_AddItemToObject(j, "estimate", est);
+    return j;
+}
+
+static cJSON *result_json(const mp_hwchoice_options *o, const mp_hwchoice_result *r)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "model", o->search.base.model.name);
+    cJSON_AddNumberToObject(root, "tokens", o->search.base.training.tokens);
+    cJSON_AddNumberToObject(root, "pue", o->pue);
+    if (o->deadline_s > 0) cJSON_AddNumberToObject(root, "deadline_days", o->deadline_s / 86400.0);
+    if (o->budget_usd > 0) cJSON_AddNumberToObject(root, "budget_usd", o->budget_usd);
+    cJSON *pts = cJSON_AddArrayToObject(root, "points");
+    for (int i = 0; pts && i < r->n; i++) {
+        cJSON *p = point_json(o, &r->points[i]);
+        if (!p) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+        cJSON_AddItemToArray(pts, p);
+    }
+    const struct { const char *key; int idx; } picks[] = {
+        {"cheapest", r->cheapest}, {"fastest", r->fastest},
+        {"cheapest_within_deadline", r->cheapest_in_deadline},
+        {"fastest_within_budget", r->fastest_in_budget}};
+    for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++) {
+        if (picks[k].idx < 0) cJSON_AddNullToObject(root, picks[k].key);
+        else cJSON_AddNumberToObject(root, picks[k].key, picks[k].idx);
+    }
+    return root;
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+int mp_cmd_search_hw(int argc, char **argv)
+{
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    hw_args a;
+    if (take_hw_args(&argc, argv, &a, &err) != MP_OK) return mp_cli_fail("search", &err);
+    static mp_hwchoice_options o;
+    memset(&o, 0, sizeof o);
+    o.pue = 1.0;
+    if (load_profiles(a.hw_list, &o, &err) != MP_OK) return mp_cli_fail("search", &err);
+    for (int i = 0; i < a.n_prices; i++)
+        if (apply_price(a.prices[i], &o, &err) != MP_OK) return mp_cli_fail("search", &err);
+    if (!a.gpus) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--gpus", "needs N or MIN..MAX");
+        return mp_cli_fail("search", &err);
+    }
+    if (parse_gpus(a.gpus, &o.gpus_min, &o.gpus_max, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
+    static const suffix durations[] = {{"", 86400}, {"d", 86400}, {"h", 3600}, {"w", 604800}, {NULL, 0}};
+    static const suffix dollars[] = {{"", 1}, {"k", 1e3}, {"M", 1e6}, {"B", 1e9}, {NULL, 0}};
+    if (a.deadline && parse_scaled("--deadline", a.deadline, durations, 3600, 3650 * 86400.0,
+                                   "30d, 720h or 4w", &o.deadline_s, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
+    if (a.budget && parse_scaled("--budget", a.budget, dollars, 1, 1e13, "2.5M", &o.budget_usd,
+                                 &err) != MP_OK)
+        return mp_cli_fail("search", &err);
+    if (a.pue && parse_scaled("--pue", a.pue, NULL, 1, 3, "1.2", &o.pue, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
+
+    /* The rest is one search's options: parse them with the first profile and
+     * the smallest count, so they are checked exactly as search checks them. */
+    char gpus_text[32];
+    snprintf(gpus_text, sizeof gpus_text, "%lld", (long long)o.gpus_min);
+    char *args[256];
+    if (argc + 5 > (int)(sizeof args / sizeof args[0])) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, NULL, "too many arguments");
+        return mp_cli_fail("search", &err);
+    }
+    int n = 0;
+    for (int i = 0; i < argc; i++) args[n++] = argv[i];
+    args[n++] = "--hw";
+    args[n++] = o.hws[0].name;
+    args[n++] = "--gpus";
+    args[n++] = gpus_text;
+    args[n] = NULL;
+    mp_cli_config cc;
+    if (mp_cli_config_parse(&n, args, &cc, &err) != MP_OK) return mp_cli_fail("search", &err);
+    mp_search_cli sc;
+    if (mp_search_cli_parse(&n, args, "search", &sc, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
+    if (n > 1) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, args[1],
+                     args[1][0] == '-' ? "unknown option (see megaplan search --help)"
+                                       : "unexpected argument (see megaplan search --help)");
+        return mp_cli_fail("search", &err);
+    }
+    if (sc.output || mp_cli_is_framework_format(cc.format)) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : "--format",
+                     "choose the hardware first: -o and the framework formats take one --hw and --gpus");
+        return mp_cli_fail("search", &err);
+    }
+    if (mp_search_cli_options(&cc, &sc, &o.search, &err) != MP_OK) return mp_cli_fail("search", &err);
+    /* --hw-set reaches every profile, as it reaches the one of a plain search */
+    for (int h = 0; h < o.n_hw; h++) {
+        for (int s = 0; s < cc.n_hw_sets; s++) {
+            char key[128];
+            const char *eq = strchr(cc.hw_sets[s], '=');
+            size_t klen = (size_t)(eq - cc.hw_sets[s]);
+            if (klen >= sizeof key) klen = sizeof key - 1;
+            memcpy(key, cc.hw_sets[s], klen);
+            key[klen] = '\0';
+            if (mp_hw_set_field(&o.hws[h], key, eq + 1, &err) != MP_OK ||
+                mp_hw_finish(&o.hws[h], &err) != MP_OK)
+                return mp_cli_fail("search", &err);
+        }
+    }
+
+    mp_hwchoice_result r;
+    mp_status st = mp_hwchoice_run(&o, &r, &err);
+    if (st != MP_OK) {
+        if (err.code == MP_EINPUT && !err.file[0]) {
+            char optn[64];
+            mp_cli_option_name(err.field, optn, sizeof optn);
+            snprintf(err.field, sizeof err.field, "%s", optn);
+        }
+        return mp_cli_fail("search", &err);
+    }
+    mp_buf out;
+    mp_buf_init(&out);
+    if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) {
+        cJSON *j = result_json(&o, &r);
+        if (!j) out.oom = true;
+        else mp_cli_write_data(j, cc.format, &out);
+        cJSON_Delete(j);
+    } else {
+        table(&o, &r, &out);
+    }
+    bool any = r.fastest >= 0;
+    mp_hwchoice_result_free(&r);
+    int rc = mp_cli_emit("search", &out);
+    if (rc) return rc;
+    if (!any) {
+        fprintf(stderr, "megaplan search: no profile and GPU count in %lld..%lld can run this "
+                        "model\n", (long long)o.gpus_min, (long long)o.gpus_max);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,119 @@
+/* framework.c — the framework that runs a plan and its configuration file
+ * (framework.h). Keys follow DeepSpeed's config documentation (zero_optimization,
+ * tensor_parallel.autotp_size for AutoTP training) and torchtitan's job files
+ * ([parallelism], [training], [activation_checkpoint]). */
+#include "planner/framework.h"
+
+#include "planner/cost_internal.h"
+
+mp_framework mp_plan_framework(const mp_config *c)
+{
+    const mp_parallel *p = &c->parallel;
+    if (p->zero <= 1)
+        return MP_FW_MEGATRON;
+    if (!p->hsdp && (p->zero == 2 || (p->tp == 1 && p->cp == 1)))
+        return MP_FW_DEEPSPEED;
+    return MP_FW_TORCHTITAN;
+}
+
+const char *mp_framework_name(mp_framework f)
+{
+    switch (f) {
+    case MP_FW_DEEPSPEED: return "DeepSpeed";
+    case MP_FW_TORCHTITAN: return "torchtitan (FSDP2)";
+    default: return "Megatron-LM";
+    }
+}
+
+const char *mp_framework_format(mp_framework f)
+{
+    switch (f) {
+    case MP_FW_DEEPSPEED: return "deepspeed";
+    case MP_FW_TORCHTITAN: return "torchtitan";
+    default: return "megatron";
+    }
+}
+
+static const char *precision_key(mp_dtype d)
+{
+    return d == MP_DTYPE_FP16 ? "fp16" : "bf16";
+}
+
+mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    if (p->pp > 1 || p->cp > 1 || p->vpp > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "a DeepSpeed config here covers data and tensor parallelism with ZeRO; "
+                            "this plan has pp=%lld cp=%lld", (long long)p->pp, (long long)p->cp);
+    if (p->hsdp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "hybrid sharding (HSDP) runs under torchtitan (--format torchtitan)");
+    if (p->zero >= 3 && p->tp > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "DeepSpeed's AutoTP training runs ZeRO stages 0-2; ZeRO-3 with tp=%lld "
+                            "runs under torchtitan (--format torchtitan)", (long long)p->tp);
+    int64_t stage = p->zero > 0 ? p->zero : p->dist_opt ? 1 : 0;
+    int64_t accum = mp_config_microbatches(c);
+    mp_buf_printf(out, "{\n");
+    mp_buf_printf(out, "  \"train_batch_size\": %lld,\n", (long long)c->training.global_batch);
+    mp_buf_printf(out, "  \"train_micro_batch_size_per_gpu\": %lld,\n", (long long)p->micro_batch);
+    mp_buf_printf(out, "  \"gradient_accumulation_steps\": %lld,\n", (long long)accum);
+    if (c->training.precision != MP_DTYPE_FP32)
+        mp_buf_printf(out, "  \"%s\": {\"enabled\": true},\n", precision_key(c->training.precision));
+    mp_buf_printf(out, "  \"zero_optimization\": {\n");
+    mp_buf_printf(out, "    \"stage\": %lld,\n", (long long)stage);
+    mp_buf_printf(out, "    \"overlap_comm\": %s,\n", p->dp_overlap ? "true" : "false");
+    mp_buf_printf(out, "    \"contiguous_gradients\": true\n");
+    mp_buf_printf(out, "  }");
+    if (p->tp > 1)
+        mp_buf_printf(out, ",\n  \"tensor_parallel\": {\"autotp_size\": %lld}", (long long)p->tp);
+    if (p->recompute != MP_RECOMPUTE_NONE)
+        /* DeepSpeed checkpoints whole layers; selective recompute is the
+         * model's own choice (e.g. Hugging Face's gradient_checkpointing) */
+        mp_buf_printf(out, ",\n  \"activation_checkpointing\": {\"partition_activations\": %s, "
+                           "\"contiguous_memory_optimization\": false}",
+                      p->tp > 1 ? "true" : "false");
+    mp_buf_printf(out, "\n}\n");
+    return MP_OK;
+}
+
+mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    if (p->pp > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "FSDP plans here run without pipeline parallelism (pp=%lld)",
+                            (long long)p->pp);
+    mp_buf_printf(out, "# torchtitan job file sections for %s on %lld GPUs (megaplan)\n",
+                  c->model.name, (long long)c->training.gpus);
+    /* FSDP shards over dp_shard x cp; HSDP replicates that over dp_replicate */
+    int64_t replicate = 1;
+    if (p->hsdp) {
+        replicate = p->dp * p->cp / mp_zero_shard_ranks(c);
+        if (replicate < 1 || p->dp % replicate)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                                "the hybrid shard does not split dp=%lld into whole replicas",
+                                (long long)p->dp);
+    }
+    mp_buf_printf(out, "[parallelism]\n");
+    mp_buf_printf(out, "data_parallel_replicate_degree = %lld\n", (long long)replicate);
+    mp_buf_printf(out, "data_parallel_shard_degree = %lld\n", (long long)(p->dp / replicate));
+    mp_buf_printf(out, "fsdp_reshard_after_forward = \"%s\"\n", p->zero >= 3 ? "always" : "never");
+    mp_buf_printf(out, "tensor_parallel_degree = %lld\n", (long long)p->tp);
+    mp_buf_printf(out, "context_parallel_degree = %lld\n", (long long)p->cp);
+    mp_buf_printf(out, "pipeline_parallel_degree = 1\n\n");
+    mp_buf_printf(out, "[training]\n");
+    mp_buf_printf(out, "local_batch_size = %lld\n", (long long)p->micro_batch);
+    mp_buf_printf(out, "global_batch_size = %lld\n", (long long)c->training.global_batch);
+    mp_buf_printf(out, "seq_len = %lld\n", (long long)c->training.seq);
+    mp_buf_printf(out, "mixed_precision_param = \"%s\"\n",
+                  c->training.precision == MP_DTYPE_FP32 ? "float32"
+                  : c->training.precision == MP_DTYPE_FP16 ? "float16" : "bfloat16");
+    mp_buf_printf(out, "mixed_precision_reduce = \"float32\"\n\n");
+    mp_buf_printf(out, "[activation_checkpoint]\n");
+    mp_buf_printf(out, "mode = \"%s\"\n", mp_recompute_name(p->recompute));
+    if (p->recompute == MP_RECOMPUTE_SELECTIVE)
+        mp_buf_printf(out, "selective_ac_option = \"op\"\n");
+    return MP_OK;
+}

@@ -1,0 +1,31 @@
+/* framework.h — which training framework runs a plan, and the plan written
+ * in that framework's own configuration: Megatron-LM's flags (megatron.h),
+ * a DeepSpeed config for ZeRO-2 (with AutoTP) and ZeRO-3 without tensor
+ * parallelism, a torchtitan job file for FSDP2 with tensor and context
+ * parallelism. */
+#ifndef MP_FRAMEWORK_H
+#define MP_FRAMEWORK_H
+
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/error.h"
+
+typedef enum { MP_FW_MEGATRON, MP_FW_DEEPSPEED, MP_FW_TORCHTITAN } mp_framework;
+
+/* Megatron-LM for everything Megatron runs (ZeRO-1 = its distributed
+ * optimizer); DeepSpeed for ZeRO-2 (AutoTP training supports ZeRO 0-2) and
+ * ZeRO-3 with tp = cp = 1; torchtitan (FSDP2) for ZeRO-3 with tp or cp. */
+mp_framework mp_plan_framework(const mp_config *c);
+const char *mp_framework_name(mp_framework f);     /* "Megatron-LM", "DeepSpeed", "torchtitan (FSDP2)" */
+const char *mp_framework_format(mp_framework f);   /* the --format that writes it */
+
+/* A DeepSpeed JSON config (ds_config.json) for the plan. MP_EINPUT when
+ * DeepSpeed cannot run it (pipeline, context parallelism, ZeRO-3 with TP). */
+mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err);
+
+/* A torchtitan TOML job file's parallelism, batch and checkpointing
+ * sections for the plan. MP_EINPUT when FSDP2 plans here cannot express it
+ * (pipeline parallelism). */
+mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err);
+
+#endif

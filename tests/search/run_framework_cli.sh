@@ -1,0 +1,73 @@
+#!/bin/sh
+# The framework formats: a ZeRO-3 plan as a DeepSpeed config (valid JSON with
+# the plan's stage and batch arithmetic) or a torchtitan job file (valid TOML
+# with the plan's degrees); Megatron flags refused for it; search's table
+# naming the framework and showing the best FSDP plan beside the winner.
+#   run_framework_cli.sh MEGAPLAN
+M="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$M" estimate --model gpt3-1.3b --gpus 64 --zero 3 --micro-batch 2 --format deepspeed >"$T/ds" || fail "deepspeed exit"
+python3 - "$T/ds" <<'PY' || fail "deepspeed config"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["zero_optimization"]["stage"] == 3, d
+assert d["train_micro_batch_size_per_gpu"] == 2
+assert d["train_batch_size"] == d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"] * 64, d
+assert d["bf16"]["enabled"] is True and "tensor_parallel" not in d
+PY
+"$M" estimate --model gpt3-13b --gpus 64 --tp 4 --sp --zero 2 --format deepspeed >"$T/ds2" || fail "zero2 tp deepspeed exit"
+python3 -c "import json,sys; d=json.load(open('$T/ds2')); assert d['tensor_parallel']['autotp_size']==4 and d['zero_optimization']['stage']==2" || fail "autotp"
+
+"$M" estimate --model gpt3-13b --gpus 64 --tp 4 --sp --zero 3 --recompute selective --format torchtitan >"$T/tt" || fail "torchtitan exit"
+python3 - "$T/tt" <<'PY' || fail "torchtitan config"
+import sys, tomllib
+d = tomllib.load(open(sys.argv[1], "rb"))
+p = d["parallelism"]
+assert p["tensor_parallel_degree"] == 4 and p["data_parallel_shard_degree"] == 16, p
+assert p["fsdp_reshard_after_forward"] == "always"
+assert d["activation_checkpoint"]["mode"] == "selective"
+assert d["training"]["seq_len"] == 2048
+PY
+
+# HSDP: shard inside a node, replicate across: the replicas times the shard are dp
+"$M" estimate --model llama3-8b --gpus 256 --hsdp --format torchtitan >"$T/hsdp" || fail "hsdp torchtitan exit"
+python3 - "$T/hsdp" <<'PY' || fail "hsdp torchtitan config"
+import sys, tomllib
+p = tomllib.load(open(sys.argv[1], "rb"))["parallelism"]
+assert p["data_parallel_replicate_degree"] == 32 and p["data_parallel_shard_degree"] == 8, p
+PY
+"$M" search --model llama3-8b --gpus 256 --hsdp --format json --top 2 >"$T/hsj" || fail "search --hsdp"
+python3 -c "
+import json
+a=json.load(open('$T/hsj'))
+assert a and all(o['parallel'].get('hsdp') is True and o['parallel']['zero'] == 3 for o in a), a[0]['parallel']" || fail "--hsdp not held"
+
+refuse() {
+  "$M" "$@" >"$T/out" 2>"$T/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "exit $rc, not 2, for: $*"
+  [ "$(wc -l <"$T/err")" -eq 1 ] || fail "not one line for: $* ($(cat "$T/err"))"
+  [ ! -s "$T/out" ] || fail "stdout not empty for: $*"
+}
+refuse estimate --model gpt3-13b --gpus 64 --tp 4 --zero 3 --format megatron
+grep -q "torchtitan" "$T/err" || fail "megatron refusal does not name the framework"
+refuse estimate --model gpt3-13b --gpus 64 --tp 4 --zero 3 --format deepspeed
+refuse estimate --model gpt3-13b --gpus 64 --pp 2 --dist-opt --format deepspeed
+refuse estimate --model gpt3-13b --gpus 64 --pp 2 --zero 3
+refuse estimate --model gpt3-13b --gpus 64 --zero 4
+refuse estimate --model gpt3-13b --gpus 64 --format nonsense
+refuse estimate --model llama3-8b --gpus 256 --hsdp --format deepspeed
+
+"$M" search --model gpt3-1.3b --gpus 64 >"$T/table" || fail "search exit"
+grep -q "runs under Megatron-LM (--format megatron)" "$T/table" || fail "framework not named"
+grep -q "beside it, ZeRO-3 / FSDP" "$T/table" || fail "no FSDP plan beside the winner"
+"$M" search --model gpt3-1.3b --gpus 64 --zero 3 --fix hsdp=false >"$T/z3" || fail "search --zero 3 exit"
+grep -q "runs under DeepSpeed (--format deepspeed)" "$T/z3" || fail "zero3 winner's framework"
+! grep -q "beside it" "$T/z3" || fail "beside line when ZeRO was asked for"
+"$M" search --model gpt3-1.3b --gpus 64 --zero 3 -o "$T/plan.yaml" >/dev/null || fail "-o zero3"
+grep -q "zero: 3" "$T/plan.yaml" || fail "plan file lacks zero: 3"
+"$M" simulate "$T/plan.yaml" >/dev/null || fail "simulate a zero3 plan"
+echo ok

@@ -1,0 +1,87 @@
+#!/bin/sh
+# CLI checks of `megaplan search` over hardware (--hw a,b / all, --gpus MIN..MAX,
+# --deadline, --budget, --price, --pue): the table, the JSON's front and picks
+# against their definitions, one point reproduced by a plain search, refusals.
+#   run_hw_cli.sh MEGAPLAN
+M="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$M" search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-h100,h200 --gpus 32..256 \
+  --deadline 20d --budget 2M >"$T/table" 2>"$T/err" || fail "table exit $? $(cat "$T/err")"
+for s in "Pareto front" "cheapest within 20 days" "fastest within \$2.00M" "prices: dgx-a100 \$1.30/GPU-h (2026-05)" "searched 12 points"; do
+  grep -qF "$s" "$T/table" || fail "table lacks '$s'"
+done
+
+"$M" search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-h100,h200 --gpus 32..256 \
+  --deadline 20d --budget 2M --pue 1.2 --format json >"$T/json" || fail "json exit"
+python3 - "$T/json" >"$T/point" <<'PY' || fail "json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+pts = d["points"]
+assert len(pts) == 12 and d["pue"] == 1.2, d.keys()
+ok = [p for p in pts if p["fits"]]
+def beats(q, p):
+    return q["days"] <= p["days"] and q["cost_usd"] <= p["cost_usd"] and \
+           (q["days"] < p["days"] or q["cost_usd"] < p["cost_usd"])
+for p in ok:
+    dominated = any(beats(q, p) for q in ok if q is not p)
+    assert p["pareto"] == (not dominated), p
+    # cost is price x GPUs x hours
+    price = {"dgx-a100": 1.30, "dgx-h100": 3.00, "h200": 4.00}[p["hw"]]
+    assert abs(p["cost_usd"] - price * p["gpus"] * p["days"] * 24) < 1e-6 * p["cost_usd"], p
+c = pts[d["cheapest_within_deadline"]]
+assert c["days"] <= 20 and all(c["cost_usd"] <= p["cost_usd"] for p in ok if p["days"] <= 20)
+f = pts[d["fastest_within_budget"]]
+assert f["cost_usd"] <= 2e6 and all(f["days"] <= p["days"] for p in ok if p["cost_usd"] <= 2e6)
+print(c["hw"], c["gpus"], c["step_s"])
+PY
+read hw gpus step <"$T/point"
+"$M" search --model gpt3-13b --tokens 3e11 --hw "$hw" --gpus "$gpus" --format json --top 1 >"$T/plain" || fail "plain search exit"
+python3 - "$T/plain" "$step" <<'PY' || fail "the chosen point is not what a plain search of $hw x $gpus finds"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]
+step = a.get("simulated_step_s", a["time_s"]["step"])
+assert abs(step - float(sys.argv[2])) <= 1e-9 * step, (step, sys.argv[2])
+PY
+
+# --price overrides the profile's; --hw-set reaches every profile
+"$M" search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-h100 --gpus 64 --price dgx-h100=1.5 \
+  --hw-set power.node_watts=0 --format json >"$T/price" || fail "--price exit"
+python3 - "$T/price" <<'PY' || fail "--price / --hw-set not applied"
+import json, sys
+for p in json.load(open(sys.argv[1]))["points"]:
+    price = {"dgx-a100": 1.30, "dgx-h100": 1.5}[p["hw"]]
+    assert abs(p["cost_usd"] - price * 64 * p["days"] * 24) < 1e-6 * p["cost_usd"], p
+    watts = {"dgx-a100": 400, "dgx-h100": 700}[p["hw"]] * 64
+    assert abs(p["energy_mwh"] - watts * p["days"] * 24 / 1e6) < 1e-6 * p["energy_mwh"], p
+PY
+
+# a profile without a price is ranked by days, never put on the cost front
+"$M" search --model gpt3-13b --tokens 3e11 --hw gb200-nvl72,b200 --gpus 64 >"$T/noprice" || fail "no-price exit"
+grep -q "without a price" "$T/noprice" || fail "unpriced profile not listed apart"
+
+refuse() {
+  "$M" "$@" >"$T/out" 2>"$T/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "exit $rc, not 2, for: $*"
+  [ "$(wc -l <"$T/err")" -eq 1 ] || fail "not one line for: $* ($(cat "$T/err"))"
+  [ ! -s "$T/out" ] || fail "stdout not empty for: $*"
+}
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 10..5
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64..
+refuse search --model gpt3-13b --tokens 3e11 --hw dgx-a100,nope --gpus 64
+refuse search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-a100 --gpus 64
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price nothere=3
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price dgx-a100=abc
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --deadline 30x
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --budget -5
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --pue 0.5
+refuse search --model gpt3-13b --hw all --gpus 64
+refuse search --model gpt3-13b --tokens 3e11 --hw all
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 -o "$T/p.yaml"
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --format megatron
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --bogus
+[ ! -e "$T/p.yaml" ] || fail "-o wrote a file it refused"
+echo ok

@@ -16,26 +16,30 @@
 #include "cli/search_hw.h"
 #include "core/buf.h"
 #include "core/io.h"
+#include "core/output.h"
 #include "planner/hwchoice.h"
 #include "planner/report.h"
+#include "sim/plot.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: megaplan search --model M --tokens T --hw H1,H2,...|all\n"
             "         [--gpus N|MIN..MAX] [--deadline 30d] [--budget USD] [--price H=USD]\n"
-            "         [--pue X] [--format table|json|yaml] [search's other options]\n"
+            "         [--pue X] [--plot front.svg|png] [--format table|json|yaml]\n"
+            "         [search's other options]\n"
             "One search per profile and GPU count (the powers of two from MIN to MAX, and both\n"
             "ends, in whole nodes): days to train T tokens, cost at the profile's price per\n"
             "GPU-hour (--price overrides it), and energy at full board and node power times\n"
             "--pue (default 1: IT energy). Prints the days/cost Pareto front, and names the\n"
-            "cheapest plan within --deadline and the fastest within --budget.\n");
+            "cheapest plan within --deadline and the fastest within --budget; --plot draws\n"
+            "days against cost for every priced point, with the front (gnuplot).\n");
 }
 
 /* ---- the options only this mode has ------------------------------------------ */
 
 typedef struct hw_args {
-    const char *hw_list, *gpus, *deadline, *budget, *pue;
+    const char *hw_list, *gpus, *deadline, *budget, *pue, *plot;
     const char *prices[MP_HWCHOICE_MAX_HW];
     int n_prices;
 } hw_args;
@@ -66,7 +70,8 @@ static bool take(int *argc, char **argv, int *i, const char *opt, const char **v
 static mp_status take_hw_args(int *argc, char **argv, hw_args *a, mp_error *err)
 {
     memset(a, 0, sizeof *a);
-    static const char *const opts[] = {"--hw", "--gpus", "--deadline", "--budget", "--pue", "--price"};
+    static const char *const opts[] = {"--hw", "--gpus", "--deadline", "--budget", "--pue",
+                                       "--plot", "--price"};
     for (int i = 1; i < *argc;) {
         bool hit = false, missing = false;
         for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !hit; k++) {
@@ -81,6 +86,7 @@ static mp_status take_hw_args(int *argc, char **argv, hw_args *a, mp_error *err)
             case 2: a->deadline = v; break;
             case 3: a->budget = v; break;
             case 4: a->pue = v; break;
+            case 5: a->plot = v; break;
             default:
                 if (a->n_prices >= MP_HWCHOICE_MAX_HW)
                     return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price", "given too often");
@@ -111,6 +117,7 @@ static bool value_of(int argc, char **argv, const char *opt, const char **value)
 bool mp_search_hw_wanted(int argc, char **argv)
 {
     const char *v;
+    /* --plot belongs to this mode only when another of its options is given */
     if (value_of(argc, argv, "--hw", &v) && (strchr(v, ',') || !strcmp(v, "all"))) return true;
     if (value_of(argc, argv, "--gpus", &v) && strstr(v, "..")) return true;
     return value_of(argc, argv, "--deadline", &v) || value_of(argc, argv, "--budget", &v) ||
@@ -380,6 +387,92 @@ static cJSON *result_json(const mp_hwchoice_options *o, const mp_hwchoice_result
     return root;
 }
 
+/* ---- the front as a picture ------------------------------------------------------------ */
+
+typedef struct front_plot {
+    const mp_hwchoice_options *o;
+    const mp_hwchoice_result *r;
+    int blocks[MP_HWCHOICE_MAX_HW]; /* the profiles with priced points, in data order */
+    int n_blocks;
+} front_plot;
+
+/* One block of "days cost" per profile with priced points, then the front
+ * in order of days (gnuplot's index blocks, two blank lines apart). */
+static void front_data(front_plot *fp, mp_buf *d)
+{
+    fp->n_blocks = 0;
+    for (int h = 0; h < fp->o->n_hw; h++) {
+        bool any = false;
+        for (int i = 0; i < fp->r->n; i++) {
+            const mp_hwchoice_point *p = &fp->r->points[i];
+            if (p->hw != h || !p->fits || !p->priced) continue;
+            mp_buf_printf(d, "%.6g %.6g\n", p->days, p->cost_usd);
+            any = true;
+        }
+        if (any) {
+            fp->blocks[fp->n_blocks++] = h;
+            mp_buf_puts(d, "\n\n");
+        }
+    }
+    /* the front, by days (a handful of points: a simple selection) */
+    bool *done = calloc((size_t)fp->r->n, sizeof *done);
+    if (!done) {
+        d->oom = true;
+        return;
+    }
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < fp->r->n; i++)
+            if (fp->r->points[i].pareto && !done[i] &&
+                (best < 0 || fp->r->points[i].days < fp->r->points[best].days))
+                best = i;
+        if (best < 0) break;
+        done[best] = true;
+        mp_buf_printf(d, "%.6g %.6g\n", fp->r->points[best].days, fp->r->points[best].cost_usd);
+    }
+    free(done);
+}
+
+static void front_script(mp_buf *b, const char *data, void *user)
+{
+    const front_plot *fp = user;
+    const mp_config *c = &fp->o->search.base;
+    mp_buf_printf(b, "set title \"%s, %.3g tokens: days to train against cost\"\n", c->model.name,
+                  c->training.tokens);
+    mp_buf_puts(b, "set logscale xy\nset grid\nset key outside right top\n"
+                   "set xlabel 'days to train'\nset ylabel 'cost (USD, list price)'\n");
+    if (fp->o->deadline_s > 0)
+        mp_buf_printf(b, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead dt 2 lc rgb '#888888'\n",
+                      fp->o->deadline_s / 86400.0, fp->o->deadline_s / 86400.0);
+    if (fp->o->budget_usd > 0)
+        mp_buf_printf(b, "set arrow from graph 0, first %.6g to graph 1, first %.6g nohead dt 3 "
+                         "lc rgb '#888888'\n", fp->o->budget_usd, fp->o->budget_usd);
+    mp_buf_puts(b, "plot ");
+    for (int k = 0; k < fp->n_blocks; k++) {
+        mp_buf_printf(b, "'%s' index %d using 1:2 with points pt 7 ps 1.3 title '%s', \\\n     ",
+                      data, k, fp->o->hws[fp->blocks[k]].name);
+    }
+    mp_buf_printf(b, "'%s' index %d using 1:2 with lines lw 2 lc rgb 'black' title 'Pareto front'\n",
+                  data, fp->n_blocks);
+}
+
+static mp_status plot_front(const char *path, bool force, const mp_hwchoice_options *o,
+                            const mp_hwchoice_result *r, mp_error *err)
+{
+    front_plot fp = {.o = o, .r = r};
+    mp_buf d;
+    mp_buf_init(&d);
+    front_data(&fp, &d);
+    mp_status st;
+    if (fp.n_blocks == 0)
+        st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
+                          "no priced point fits: nothing to draw (give --price PROFILE=USD)");
+    else
+        st = mp_plot_custom(path, force, 1000, 640, &d, front_script, &fp, err);
+    mp_buf_free(&d);
+    return st;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 int mp_cmd_search_hw(int argc, char **argv)
@@ -448,6 +541,23 @@ int mp_cmd_search_hw(int argc, char **argv)
         return mp_cli_fail("search", &err);
     }
     if (mp_search_cli_options(&cc, &sc, &o.search, &err) != MP_OK) return mp_cli_fail("search", &err);
+    /* the picture's place and gnuplot are checked before any search runs */
+    if (a.plot) {
+        const char *dot = strrchr(a.plot, '.');
+        if (!dot || (strcmp(dot, ".svg") && strcmp(dot, ".png"))) {
+            mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--plot",
+                         "'%.200s': the plot file must end in .svg or .png", a.plot);
+            return mp_cli_fail("search", &err);
+        }
+        mp_output probe;
+        char gp[4096];
+        if (mp_output_prepare(a.plot, sc.force, &probe, &err) != MP_OK)
+            return mp_cli_fail("search", &err);
+        if (!mp_plot_find_gnuplot(gp, sizeof gp)) {
+            fprintf(stderr, "megaplan search: --plot: %s\n", MP_PLOT_NO_GNUPLOT);
+            return 1;
+        }
+    }
     /* --hw-set reaches every profile, as it reaches the one of a plain search */
     for (int h = 0; h < o.n_hw; h++) {
         for (int s = 0; s < cc.n_hw_sets; s++) {
@@ -484,6 +594,11 @@ int mp_cmd_search_hw(int argc, char **argv)
         table(&o, &r, &out);
     }
     bool any = r.fastest >= 0;
+    if (a.plot && any && plot_front(a.plot, sc.force, &o, &r, &err) != MP_OK) {
+        mp_hwchoice_result_free(&r);
+        mp_buf_free(&out);
+        return mp_cli_fail("search", &err);
+    }
     mp_hwchoice_result_free(&r);
     int rc = mp_cli_emit("search", &out);
     if (rc) return rc;

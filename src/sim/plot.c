@@ -591,6 +591,74 @@ static mp_status plot_in(const char *gnuplot, plot_files *pf, const mp_timeline 
     return st;
 }
 
+/* A private folder for gnuplot's inputs and log. */
+static mp_status plot_files_open(plot_files *pf, mp_error *err)
+{
+    const char *tmpdir = getenv("TMPDIR");
+    if (!tmpdir || !*tmpdir || strlen(tmpdir) > 20)
+        tmpdir = "/tmp";
+    snprintf(pf->dir, sizeof pf->dir, "%s/megaplan-plot-XXXXXX", tmpdir);
+    if (!mkdtemp(pf->dir))
+        return mp_error_set(err, MP_EIO, pf->dir, 0, 0, NULL,
+                            "cannot make a temporary folder: %s", strerror(errno));
+    snprintf(pf->boxes, sizeof pf->boxes, "%s/boxes.dat", pf->dir);
+    snprintf(pf->memory, sizeof pf->memory, "%s/memory.dat", pf->dir);
+    snprintf(pf->script, sizeof pf->script, "%s/plot.gp", pf->dir);
+    snprintf(pf->log, sizeof pf->log, "%s/gnuplot.log", pf->dir);
+    return MP_OK;
+}
+
+static void plot_files_close(const plot_files *pf)
+{
+    unlink(pf->boxes);
+    unlink(pf->memory);
+    unlink(pf->script);
+    unlink(pf->log);
+    rmdir(pf->dir);
+}
+
+mp_status mp_plot_custom(const char *path, bool force, int width, int height, const mp_buf *data,
+                         mp_plot_script_fn script, void *user, mp_error *err)
+{
+    picture_format fmt = format_of(path);
+    if (fmt == FMT_BAD)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
+                            "'%s': the plot file must end in .svg or .png", path);
+    char gnuplot[4096];
+    if (!mp_plot_find_gnuplot(gnuplot, sizeof gnuplot))
+        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
+    mp_output out;
+    mp_status st = mp_output_prepare(path, force, &out, err);
+    if (st != MP_OK)
+        return st;
+    plot_files pf;
+    if ((st = plot_files_open(&pf, err)) != MP_OK)
+        return st;
+    char tmp[4096 + 16] = "";
+    mp_buf b;
+    mp_buf_init(&b);
+    st = write_text(pf.boxes, data, err);
+    if (st == MP_OK)
+        st = mp_output_temp(&out, tmp, sizeof tmp, err);
+    if (st == MP_OK) {
+        set_terminal(&b, fmt, width, height);
+        mp_buf_puts(&b, "set output ");
+        put_quoted(&b, tmp);
+        mp_buf_puts(&b, "\n");
+        script(&b, pf.boxes, user);
+        st = draw(gnuplot, &pf, &b, tmp, err);
+    }
+    if (st == MP_OK) {
+        st = mp_output_install(&out, tmp, err);
+        tmp[0] = '\0';
+    }
+    if (tmp[0])
+        unlink(tmp);
+    mp_buf_free(&b);
+    plot_files_close(&pf);
+    return st;
+}
+
 mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, size_t n_mem,
                         const char *path, const mp_plot_options *o, mp_error *err)
 {
@@ -602,22 +670,10 @@ mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, si
     if (!mp_plot_find_gnuplot(gnuplot, sizeof gnuplot))
         return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
     plot_files pf;
-    const char *tmpdir = getenv("TMPDIR");
-    if (!tmpdir || !*tmpdir || strlen(tmpdir) > 20)
-        tmpdir = "/tmp";
-    snprintf(pf.dir, sizeof pf.dir, "%s/megaplan-plot-XXXXXX", tmpdir);
-    if (!mkdtemp(pf.dir))
-        return mp_error_set(err, MP_EIO, pf.dir, 0, 0, NULL, "cannot make a temporary folder: %s",
-                            strerror(errno));
-    snprintf(pf.boxes, sizeof pf.boxes, "%s/boxes.dat", pf.dir);
-    snprintf(pf.memory, sizeof pf.memory, "%s/memory.dat", pf.dir);
-    snprintf(pf.script, sizeof pf.script, "%s/plot.gp", pf.dir);
-    snprintf(pf.log, sizeof pf.log, "%s/gnuplot.log", pf.dir);
-    mp_status st = plot_in(gnuplot, &pf, t, mem, n_mem, path, fmt, o, err);
-    unlink(pf.boxes);
-    unlink(pf.memory);
-    unlink(pf.script);
-    unlink(pf.log);
-    rmdir(pf.dir);
+    mp_status st = plot_files_open(&pf, err);
+    if (st != MP_OK)
+        return st;
+    st = plot_in(gnuplot, &pf, t, mem, n_mem, path, fmt, o, err);
+    plot_files_close(&pf);
     return st;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/buf.h"
 #include "core/error.h"
 #include "sim/simulate.h"
 #include "sim/timeline.h"
@@ -44,6 +45,14 @@ typedef struct mp_plot_options {
  * are drawn together. MP_EINPUT for another extension or a read-only target
  * without force, MP_ERUNTIME when gnuplot is missing or fails (its message
  * in err). */
+/* Another picture drawn the same way (the hardware search's Pareto front):
+ * data goes to a temporary file, the terminal and output are set for path's
+ * format and size, and script(b, data_path, user) writes the rest of the
+ * gnuplot script. path as core/output.h says; errors as mp_plot_write's. */
+typedef void (*mp_plot_script_fn)(mp_buf *b, const char *data_path, void *user);
+mp_status mp_plot_custom(const char *path, bool force, int width, int height, const mp_buf *data,
+                         mp_plot_script_fn script, void *user, mp_error *err);
+
 mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, size_t n_mem,
                         const char *path, const mp_plot_options *o, mp_error *err);
 

@@ -62,6 +62,19 @@ PY
 "$M" search --model gpt3-13b --tokens 3e11 --hw gb200-nvl72,b200 --gpus 64 >"$T/noprice" || fail "no-price exit"
 grep -q "without a price" "$T/noprice" || fail "unpriced profile not listed apart"
 
+# --plot: days against cost with the front; checked before any search runs
+if command -v gnuplot >/dev/null; then
+  "$M" search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-h100 --gpus 32..128 --deadline 20d \
+    --plot "$T/front.svg" >/dev/null || fail "--plot exit"
+  grep -q "Pareto front" "$T/front.svg" || fail "the picture has no front"
+  grep -q "dgx-h100" "$T/front.svg" || fail "the picture has no profile key"
+fi
+PATH=/nonexistent "$M" search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-h100 --gpus 32 \
+  --plot "$T/none.svg" >"$T/out" 2>"$T/err"
+[ $? -eq 1 ] || fail "--plot without gnuplot: not exit 1"
+grep -q "apt-get install gnuplot" "$T/err" || fail "--plot without gnuplot does not say how to get it"
+[ ! -e "$T/none.svg" ] && [ ! -s "$T/out" ] || fail "--plot without gnuplot wrote something"
+
 refuse() {
   "$M" "$@" >"$T/out" 2>"$T/err"
   rc=$?
@@ -83,5 +96,8 @@ refuse search --model gpt3-13b --tokens 3e11 --hw all
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 -o "$T/p.yaml"
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --format megatron
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --bogus
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --plot "$T/x.pdf"
+refuse search --model gpt3-13b --tokens 3e11 --hw gb200-nvl72,b200 --gpus 64 --price b200=0.000001 --hw-set price_per_gpu_hour=0 --plot "$T/np.svg"
+[ ! -e "$T/np.svg" ] || fail "--plot with nothing priced wrote a file"
 [ ! -e "$T/p.yaml" ] || fail "-o wrote a file it refused"
 echo ok

@@ -120,11 +120,12 @@ void RN(mp_gpt_free)(RN(mp_gpt) *g)
 /* ---- TP collectives, timed on the tp stream ---- */
 
 /* partial[S,cols] summed over TP -> out[Sl,cols]: all-reduce (out may alias
- * partial) or, with SP, reduce-scatter along the sequence. */
-mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
-                                 const char *site, mp_error *err)
+ * partial) or, with SP, reduce-scatter along the sequence. S, Sl: the rows
+ * (T5's decoder has other rows than its encoder; mp_model_tp_reduce: the model's). */
+mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, size_t S,
+                                      size_t Sl, size_t cols, const char *site, mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
+    struct { size_t S, Sl; } z = {S, Sl};
     double t = g->be->now();
     mp_status st = MP_OK;
     bool drop = mp_probe_drops(g->probe, site);
@@ -143,11 +144,18 @@ mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t
     return st;
 }
 
-/* loc[Sl,cols] -> full[S,cols]: SP all-gather; without SP a copy (or nothing). */
-mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
-                                 mp_error *err)
+mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
+                                 const char *site, mp_error *err)
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
+    return RN(mp_model_tp_reduce_rows)(g, partial, out, z.S, z.Sl, cols, site, err);
+}
+
+/* loc[Sl,cols] -> full[S,cols]: SP all-gather; without SP a copy (or nothing). */
+mp_status RN(mp_model_tp_gather_rows)(RN(mp_gpt) *g, const real *loc, real *full, size_t S,
+                                      size_t Sl, size_t cols, mp_error *err)
+{
+    struct { size_t S, Sl; } z = {S, Sl};
     if (!g->d.sp || g->tp.size == 1) {
         if (full != loc)
             memcpy(full, loc, z.S * cols * sizeof(real));
@@ -157,6 +165,88 @@ mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, siz
     mp_status st = g->be->allgather(&g->tp, MP_REAL_KIND, loc, full, z.Sl * cols, err);
     mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
     return st;
+}
+
+mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
+                                 mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    return RN(mp_model_tp_gather_rows)(g, loc, full, z.S, z.Sl, cols, err);
+}
+
+/* Vocabulary-parallel cross-entropy of logits[S,Vl] (this rank's columns):
+ * max, sum of exp and the target's logit are reduced over TP; loss_r =
+ * log(sum) + max - logit[target], added to *loss_sum (rows whose target is
+ * negative have none). The logits become the probabilities in place.
+ * stats: [3S] scratch, loss: [S] scratch. */
+mp_status RN(mp_model_cross_entropy)(RN(mp_gpt) *g, real *logits, const int32_t *targets,
+                                     size_t S, real *stats, real *loss, double *loss_sum,
+                                     mp_error *err)
+{
+    size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
+    bool ex = g->exact;
+    /* vocab-parallel cross-entropy: max, sum of exp and the target's logit are
+     * reduced over TP; loss_r = log(sum) + max - logit[target] */
+    real *mx = stats, *sum = stats + S, *tl = stats + 2 * S;
+    for (size_t r = 0; r < S; r++) {
+        const real *lr = logits + r * Vl;
+        real m = -INFINITY;
+        for (size_t j = 0; j < Vl; j++)
+            m = lr[j] > m ? lr[j] : m;
+        mx[r] = m;
+    }
+    double t = g->be->now();
+    CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, mx, S, MP_RED_MAX, err));
+    for (size_t r = 0; r < S; r++) {
+        real *lr = logits + r * Vl;
+        size_t tgt = (size_t)targets[r];
+        tl[r] = (tgt >= lo && tgt < lo + Vl) ? lr[tgt - lo] : 0;
+        for (size_t j = 0; j < Vl; j++)
+            lr[j] = R_EXP(lr[j] - mx[r]);
+        RN(mp_q)(ex, lr, Vl, MP_Q_PROB);
+        real s = 0;
+        for (size_t j = 0; j < Vl; j++)
+            s += lr[j];
+        sum[r] = s;
+    }
+    if (!mp_probe_drops(g->probe, "tp-ce"))
+        CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, sum, 2 * S, MP_RED_SUM, err));
+    if (g->tp.size > 1)
+        mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
+    for (size_t r = 0; r < S; r++) {
+        /* BERT: only the masked tokens (target >= 0) have a loss */
+        loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
+        real *lr = logits + r * Vl;
+        for (size_t j = 0; j < Vl; j++)
+            lr[j] /= sum[r];
+        RN(mp_q)(ex, lr, Vl, MP_Q_PROB);
+    }
+    if (ex)
+        RN(mp_quantize)(loss, S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
+    real total = 0;
+    for (size_t r = 0; r < S; r++)
+        total += loss[r];
+    *loss_sum += (double)total;
+    return MP_OK;
+}
+
+/* d logits[S,Vl] = (p - onehot(target)) * grad_scale in place (rows with a
+ * negative target: 0). */
+void RN(mp_model_dlogits)(RN(mp_gpt) *g, real *logits, const int32_t *targets, size_t S)
+{
+    size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
+    for (size_t r = 0; r < S; r++) {
+        real *lr = logits + r * Vl;
+        if (targets[r] < 0) {
+            memset(lr, 0, Vl * sizeof(real));
+            continue;
+        }
+        size_t tgt = (size_t)targets[r];
+        if (tgt >= lo && tgt < lo + Vl)
+            lr[tgt - lo] -= 1;
+        for (size_t j = 0; j < Vl; j++)
+            lr[j] *= g->grad_scale;
+    }
 }
 
 mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
@@ -242,49 +332,9 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     RN(mp_q)(ex, A->logits, z.S * z.Vl, MP_Q_ACT);
     if (g->kept_logits && g->microbatch_now == g->keep_microbatch)
         memcpy(g->kept_logits, A->logits, z.S * z.Vl * sizeof(real));
-    /* vocab-parallel cross-entropy: max, sum of exp and the target's logit are
-     * reduced over TP; loss_r = log(sum) + max - logit[target] */
-    real *mx = W.stats, *sum = W.stats + z.S, *tl = W.stats + 2 * z.S;
-    for (size_t r = 0; r < z.S; r++) {
-        const real *lr = A->logits + r * z.Vl;
-        real m = -INFINITY;
-        for (size_t j = 0; j < z.Vl; j++)
-            m = lr[j] > m ? lr[j] : m;
-        mx[r] = m;
-    }
-    double t = g->be->now();
-    CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, mx, z.S, MP_RED_MAX, err));
-    for (size_t r = 0; r < z.S; r++) {
-        real *lr = A->logits + r * z.Vl;
-        size_t tgt = (size_t)targets[r];
-        tl[r] = (tgt >= lo && tgt < lo + z.Vl) ? lr[tgt - lo] : 0;
-        for (size_t j = 0; j < z.Vl; j++)
-            lr[j] = R_EXP(lr[j] - mx[r]);
-        RN(mp_q)(ex, lr, z.Vl, MP_Q_PROB);
-        real s = 0;
-        for (size_t j = 0; j < z.Vl; j++)
-            s += lr[j];
-        sum[r] = s;
-    }
-    if (!mp_probe_drops(g->probe, "tp-ce"))
-        CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, sum, 2 * z.S, MP_RED_SUM, err));
-    if (g->tp.size > 1)
-        mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
-    real *loss = W.part; /* [S] scratch */
-    for (size_t r = 0; r < z.S; r++) {
-        /* BERT: only the masked tokens (target >= 0) have a loss */
-        loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
-        real *lr = A->logits + r * z.Vl;
-        for (size_t j = 0; j < z.Vl; j++)
-            lr[j] /= sum[r];
-        RN(mp_q)(ex, lr, z.Vl, MP_Q_PROB);
-    }
-    if (ex)
-        RN(mp_quantize)(loss, z.S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
-    real total = 0;
-    for (size_t r = 0; r < z.S; r++)
-        total += loss[r];
-    *loss_sum += (double)total;
+    /* vocab-parallel cross-entropy (logits become probabilities) */
+    CHECK(RN(mp_model_cross_entropy)(g, A->logits, targets, z.S, W.stats, W.part, loss_sum,
+                                     err));
     if (g->d.bert)
         *loss_sum += RN(mp_model_nsp_forward)(g, A);
     return MP_OK;
@@ -302,14 +352,7 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
         CHECK(RN(mp_model_bert_head_backward)(g, A, err));
     } else if (z.head) {
         /* dlogits[S,Vl] = (p - onehot(target)) * grad_scale, in place */
-        for (size_t r = 0; r < z.S; r++) {
-            real *lr = A->logits + r * z.Vl;
-            size_t tgt = (size_t)A->targets[r];
-            if (tgt >= lo && tgt < lo + z.Vl)
-                lr[tgt - lo] -= 1;
-            for (size_t j = 0; j < z.Vl; j++)
-                lr[j] *= g->grad_scale;
-        }
+        RN(mp_model_dlogits)(g, A->logits, A->targets, z.S);
         /* dWhead[Vl,h] += dlogits^T @ lnf_full; dlnf = reduce(dlogits @ Whead) */
         GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->lnf_full, z.h, 1.0,
              RN(param)(g->g, g, lay->head), z.h);

@@ -219,7 +219,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     /* S: this rank's token rows of one micro-batch (its positions with CP);
      * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
     int dp = rt->dp, S = mp_dims_tokens(&d), Sfull = d.seq * d.micro_batch;
-    long tokens_total = (long)m * dp * Sfull;
+    /* T5's loss is over the decoder's tokens */
+    long tokens_total = (long)m * dp * (d.t5 ? d.dec_seq * d.micro_batch : Sfull);
     int v = par->vpp > 1 ? (int)par->vpp : 1;
     R.v = v;
     R.head = -1;

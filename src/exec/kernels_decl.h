@@ -94,6 +94,7 @@ typedef struct RN(mp_gpt) {
      * received activation [Sl,h] a forward starts from, and the received
      * gradient [Sl,h] of the stage's output a backward starts from. */
     const real *stage_in, *stage_grad_in;
+    void *t5;              /* T5's slots and workspace (t5.c), NULL for the others */
 } RN(mp_gpt);
 
 /* Allocates parameters (initialised from seed: each element's value is a

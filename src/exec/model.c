@@ -30,6 +30,7 @@
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
+#include "exec/t5.h"
 
 #define MP_REAL_BITS 32
 #include "exec/model.c"
@@ -70,7 +71,9 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
     for (size_t i = 0; i < z.s; i++)
         g->qpos[i] = mp_dims_global_pos(d, (int)i);
     g->n_slots = n_slots;
-    for (int i = 0; i < n_slots; i++) {
+    if (d->t5 && RN(mp_t5_alloc)(g, n_slots)) /* T5 keeps its own slots */
+        goto oom;
+    for (int i = 0; !d->t5 && i < n_slots; i++) {
         RN(mp_acts) probe_layout;
         RN(mp_acts) *A = calloc(1, sizeof *A);
         if (!A)
@@ -109,6 +112,7 @@ void RN(mp_gpt_free)(RN(mp_gpt) *g)
                 free(g->slots[i]);
             }
     free(g->slots);
+    RN(mp_t5_free)(g);
     free(g->w);
     free(g->g);
     free(g->ws);
@@ -252,6 +256,8 @@ void RN(mp_model_dlogits)(RN(mp_gpt) *g, real *logits, const int32_t *targets, s
 mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                              const int32_t *targets, double *loss_sum, mp_error *err)
 {
+    if (g->d.t5)
+        return RN(mp_t5_forward)(g, slot, tokens, targets, loss_sum, err);
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
     RN(mp_acts) *A = g->slots[slot];
@@ -342,6 +348,8 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
 
 mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
 {
+    if (g->d.t5)
+        return RN(mp_t5_backward)(g, slot, err);
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
     RN(mp_acts) *A = g->slots[slot];

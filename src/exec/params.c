@@ -91,7 +91,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     }
     out->layers = d->layers;
     out->wte = add(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false, 0);
-    out->wpe = d->rope ? -1
+    out->wpe = d->rope || d->t5 ? -1 /* rotary or relative positions */
                        : add(&b, "embedding.wpe", d->seq, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
     out->tte = out->mlm_w = out->mlm_b = out->mlm_ln_w = out->mlm_ln_b = out->lm_bias = -1;
     out->pool_w = out->pool_b = out->nsp_w = out->nsp_b = -1;

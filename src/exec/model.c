@@ -421,6 +421,8 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
 
 const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot)
 {
+    if (g->d.t5)
+        return RN(mp_t5_stage_output)(g, slot);
     RN(sizes) z = RN(sizes_of)(&g->d);
     const RN(mp_acts) *A = g->slots[slot];
     return z.n_blocks ? A->blk[z.n_blocks - 1].xout : A->x0;
@@ -428,10 +430,29 @@ const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot)
 
 const real *RN(mp_gpt_stage_input_grad)(const RN(mp_gpt) *g)
 {
+    if (g->d.t5)
+        return RN(mp_t5_stage_input_grad)(g);
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W;
     RN(layout_work)(&W, g->ws, &z);
     return W.dres;
+}
+
+/* Elements of the activation a stage receives (its input) and sends (its
+ * output); the gradients go back the same sizes. This rank's [Sl,h], T5's
+ * stages their own (t5.c). */
+size_t RN(mp_gpt_stage_input_count)(const RN(mp_gpt) *g)
+{
+    if (g->d.t5)
+        return RN(mp_t5_stage_count)(g, true);
+    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
+}
+
+size_t RN(mp_gpt_stage_output_count)(const RN(mp_gpt) *g)
+{
+    if (g->d.t5)
+        return RN(mp_t5_stage_count)(g, false);
+    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
 }
 
 #endif

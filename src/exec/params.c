@@ -82,7 +82,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage items [%d, %d) outside the model's 0..%d", b.item_begin,
                             b.item_end, d->layers + 1);
-    int cap = 3 + MP_BLK_COUNT * d->layers + 3 + 9 + 3;
+    int cap = 3 + MP_BLK_COUNT * d->layers + 3 + 9 + 4;
     out->p = calloc((size_t)cap, sizeof *out->p);
     out->block = malloc(((size_t)d->layers * MP_BLK_COUNT + 1) * sizeof *out->block);
     if (!out->p || !out->block) {
@@ -99,14 +99,26 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         out->tte = add(&b, "embedding.tokentype", 2, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
     out->enc_rel = out->dec_rel = out->enc_lnf = -1;
     if (d->t5) {
-        /* each stack's relative position bias, a column (head) per TP rank;
-         * held with the stack's first block (HF T5 keeps it in block 0) */
-        if (d->enc_layers > 0)
-            out->enc_rel = add(&b, "encoder.rel_bias", MP_T5_BUCKETS, d->heads, MP_SPLIT_COLS,
-                               MP_INIT_EMBED, false, 1);
-        if (d->layers > d->enc_layers)
-            out->dec_rel = add(&b, "decoder.rel_bias", MP_T5_BUCKETS, d->heads, MP_SPLIT_COLS,
-                               MP_INIT_EMBED, false, d->enc_layers + 1);
+        /* each stack's relative position bias, a column (head) per TP rank,
+         * shared by the stack's blocks: every pipeline stage with blocks of
+         * a stack holds a copy, their gradients summed over those stages */
+        int e0 = b.item_begin > 1 ? b.item_begin : 1;
+        int e1 = b.item_end < d->enc_layers + 1 ? b.item_end : d->enc_layers + 1;
+        int ref = b.ref++;
+        if (e0 < e1)
+            out->enc_rel = add_as(&b, "encoder.rel_bias", MP_T5_BUCKETS, d->heads, MP_SPLIT_COLS,
+                                  MP_INIT_EMBED, false, e0, ref);
+        int d0 = b.item_begin > d->enc_layers + 1 ? b.item_begin : d->enc_layers + 1;
+        int d1 = b.item_end < d->layers + 1 ? b.item_end : d->layers + 1;
+        ref = b.ref++;
+        if (d0 < d1)
+            out->dec_rel = add_as(&b, "decoder.rel_bias", MP_T5_BUCKETS, d->heads, MP_SPLIT_COLS,
+                                  MP_INIT_EMBED, false, d0, ref);
+        /* the first decoder stage embeds the decoder's input: without item 0
+         * it holds its own copy of the embedding, as Megatron's does */
+        if (out->wte < 0)
+            out->wte = add_as(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
+                              d->enc_layers + 1, 0);
     }
     /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
     int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;

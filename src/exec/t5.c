@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mpi.h>
+
 #include "exec/kernels.h"
 #include "exec/quant.h"
 #include "exec/t5.h"
@@ -83,6 +85,7 @@ static size_t RN(t5_layout_acts)(RN(t5_acts) *A, real *base, const RN(t5_sizes) 
     A->lnf_rstd = RN(take)(base, &u, z->Sdl);
     A->lnf_full = RN(take)(base, &u, z->Sd * h);
     A->logits = RN(take)(base, &u, z->Sd * z->Vl);
+    A->bout = RN(take)(base, &u, (z->Sdl + z->Sel) * h);
     return u;
 }
 
@@ -104,6 +107,8 @@ static size_t RN(t5_layout_work)(RN(t5_work) *W, real *base, const RN(t5_sizes) 
     W->dact = RN(take)(base, &u, z->Smax * z->Fl);
     W->denc_part = RN(take)(base, &u, z->Se * h);
     W->denc = RN(take)(base, &u, z->Sel * h);
+    W->denc_tmp = RN(take)(base, &u, z->Sel * h);
+    W->bgrad = RN(take)(base, &u, (z->Sdl + z->Sel) * h);
     W->stats = RN(take)(base, &u, 3 * z->Sd);
     W->loss = RN(take)(base, &u, z->Sd);
     W->scratch = RN(take)(base, &u, z->se * z->se);
@@ -130,6 +135,7 @@ mp_status RN(mp_t5_alloc)(RN(mp_gpt) *g, int n_slots)
     if (!T->slots)
         return MP_ENOMEM;
     T->n_slots = n_slots;
+    T->stack[0] = T->stack[1] = (mp_group){.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
     RN(t5_acts) probe;
     size_t n = RN(t5_layout_acts)(&probe, NULL, &z);
     for (int i = 0; i < n_slots; i++) {
@@ -163,6 +169,9 @@ void RN(mp_t5_free)(RN(mp_gpt) *g)
     free(T->wmem);
     free(T->enc_bucket);
     free(T->dec_bucket);
+    for (int k = 0; k < 2; k++)
+        if (T->stack[k].comm != MPI_COMM_SELF && T->stack[k].comm != MPI_COMM_NULL)
+            MPI_Comm_free(&T->stack[k].comm);
     free(T);
     g->t5 = NULL;
 }
@@ -212,30 +221,54 @@ mp_status RN(mp_t5_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                             const int32_t *targets, double *loss_sum, mp_error *err)
 {
     RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
+    RN(t5_stage) st = RN(t5_stage_of)(&g->d);
     RN(t5_state) *T = RN(t5_of)(g);
     RN(t5_acts) *A = &T->slots[slot];
     const mp_param_layout *lay = g->lay;
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+    size_t eh = z.Sel * z.h, dh = z.Sdl * z.h;
     memcpy(A->enc_tok, tokens, z.Se * sizeof *tokens);
     /* teacher forcing: the decoder reads its targets one position late */
     for (size_t r = 0; r < z.Sd; r++) {
         A->dec_tgt[r] = targets[r];
         A->dec_in[r] = r < z.b ? 0 : targets[r - z.b];
     }
-    CHECK(RN(t5_embed)(g, A->enc_tok, z.Se, z.Sel, A->enc_x0, err));
-    CHECK(RN(t5_embed)(g, A->dec_in, z.Sd, z.Sdl, A->dec_x0, err));
+    if (!st.emb && !g->stage_in)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "pipeline stage without its input activation");
+    /* encoder: its input embedding or the previous stage's rows, its blocks,
+     * its final norm; a decoder stage gets the encoder's output passed on */
+    if (st.emb)
+        CHECK(RN(t5_embed)(g, A->enc_tok, z.Se, z.Sel, A->enc_x0, err));
+    else if (st.enc)
+        memcpy(A->enc_x0, g->stage_in, eh * sizeof(real));
     const real *x = A->enc_x0;
-    for (size_t l = 0; l < z.E; l++) {
+    for (size_t l = st.enc_b; l < st.enc_e; l++) {
         CHECK(RN(mp_t5_block_forward)(g, &A->blk[l], (int)l, x, NULL, err));
         x = A->blk[l].xout;
     }
-    RN(mp_model_norm_forward)(g, A->enc_out, A->encf_xhat, A->encf_rstd, x,
-                              RN(param)(g->w, g, lay->enc_lnf), NULL, (int)z.Sel);
+    if (st.enc_lnf)
+        RN(mp_model_norm_forward)(g, A->enc_out, A->encf_xhat, A->encf_rstd, x,
+                                  RN(param)(g->w, g, lay->enc_lnf), NULL, (int)z.Sel);
+    else if (!st.enc)
+        memcpy(A->enc_out, g->stage_in + (st.dec_emb ? 0 : dh), eh * sizeof(real));
+    if (!st.dec)
+        return MP_OK; /* the output: the encoder's rows (mp_t5_stage_output) */
+    /* decoder: every cross-attention reads every row of the encoder's output */
     CHECK(RN(mp_model_tp_gather_rows)(g, A->enc_out, A->enc_full, z.Se, z.Sel, z.h, err));
+    if (st.dec_emb)
+        CHECK(RN(t5_embed)(g, A->dec_in, z.Sd, z.Sdl, A->dec_x0, err));
+    else
+        memcpy(A->dec_x0, g->stage_in, dh * sizeof(real));
     x = A->dec_x0;
-    for (size_t l = z.E; l < z.L; l++) {
+    for (size_t l = st.dec_b; l < st.dec_e; l++) {
         CHECK(RN(mp_t5_block_forward)(g, &A->blk[l], (int)l, x, A->enc_full, err));
         x = A->blk[l].xout;
+    }
+    if (!st.head) { /* [this stream | the encoder's output] to the next stage */
+        memcpy(A->bout, x, dh * sizeof(real));
+        memcpy(A->bout + dh, A->enc_out, eh * sizeof(real));
+        return MP_OK;
     }
     /* the decoder's final norm; logits[Sd,Vl] = lnf_full @ Whead^T (vocab-parallel) */
     real *loc = sp ? T->W.loc : A->lnf_full;
@@ -256,41 +289,133 @@ mp_status RN(mp_t5_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                                       loss_sum, err);
 }
 
+/* The decoder's part of a backward: from the loss or the next stage's
+ * gradient down to its input, adding this stage's cross-attentions' share
+ * of d enc_out to W.denc (summed over TP, not rounded). */
+static mp_status RN(t5_decoder_backward)(RN(mp_gpt) *g, RN(t5_acts) *A, const RN(t5_stage) *st,
+                                         mp_error *err)
+{
+    RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
+    RN(t5_work) *W = &RN(t5_of)(g)->W;
+    const mp_param_layout *lay = g->lay;
+    size_t eh = z.Sel * z.h, dh = z.Sdl * z.h;
+    if (st->head) {
+        /* dWhead[Vl,h] += dlogits^T lnf_full; the final norm's input gradient */
+        RN(mp_model_dlogits)(g, A->logits, A->dec_tgt, z.Sd);
+        GEMM(true, false, z.Vl, z.h, z.Sd, A->logits, z.Vl, A->lnf_full, z.h, 1.0,
+             RN(param)(g->g, g, lay->head), z.h);
+        GEMM(false, false, z.Sd, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h,
+             0.0, W->part, z.h);
+        CHECK(RN(mp_model_tp_reduce_rows)(g, W->part, W->dln, z.Sd, z.Sdl, z.h, "tp-head-bwd",
+                                          err));
+        RN(mp_q)(g->exact, W->dln, dh, MP_Q_GRAD);
+        RN(mp_model_norm_backward)(g, W->dres, RN(param)(g->g, g, lay->lnf_w), NULL, W->dln,
+                                   A->lnf_xhat, A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w),
+                                   (int)z.Sdl);
+        memset(W->denc, 0, eh * sizeof(real));
+    } else {
+        memcpy(W->dres, g->stage_grad_in, dh * sizeof(real));
+        memcpy(W->denc, g->stage_grad_in + dh, eh * sizeof(real));
+    }
+    memset(W->denc_part, 0, z.Se * z.h * sizeof(real));
+    for (size_t l = st->dec_e; l-- > st->dec_b;)
+        CHECK(RN(mp_t5_block_backward)(g, &A->blk[l], (int)l, W->dres, A->enc_full, err));
+    if (st->dec_emb)
+        CHECK(RN(t5_embed_backward)(g, A->dec_in, z.Sd, z.Sdl, W->dres, err));
+    /* every TP rank's heads; exact: a sum of exact terms in any grouping,
+     * rounded once where the encoder's final norm takes it */
+    CHECK(RN(mp_model_tp_reduce_rows)(g, W->denc_part, W->denc_tmp, z.Se, z.Sel, z.h,
+                                      "tp-attn-bwd", err));
+    RN(mp_add)(W->denc, W->denc_tmp, eh);
+    if (!st->enc && !st->dec_emb) { /* [d stream | d enc_out] to the previous stage */
+        memcpy(W->bgrad, W->dres, dh * sizeof(real));
+        memcpy(W->bgrad + dh, W->denc, eh * sizeof(real));
+    }
+    return MP_OK;
+}
+
 mp_status RN(mp_t5_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
 {
     RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
+    RN(t5_stage) st = RN(t5_stage_of)(&g->d);
     RN(t5_state) *T = RN(t5_of)(g);
     RN(t5_acts) *A = &T->slots[slot];
     RN(t5_work) *W = &T->W;
     const mp_param_layout *lay = g->lay;
-    bool ex = g->exact;
-    /* head: dWhead[Vl,h] += dlogits^T lnf_full; the final norm's input gradient */
-    RN(mp_model_dlogits)(g, A->logits, A->dec_tgt, z.Sd);
-    GEMM(true, false, z.Vl, z.h, z.Sd, A->logits, z.Vl, A->lnf_full, z.h, 1.0,
-         RN(param)(g->g, g, lay->head), z.h);
-    GEMM(false, false, z.Sd, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h, 0.0,
-         W->part, z.h);
-    CHECK(RN(mp_model_tp_reduce_rows)(g, W->part, W->dln, z.Sd, z.Sdl, z.h, "tp-head-bwd", err));
-    RN(mp_q)(ex, W->dln, z.Sdl * z.h, MP_Q_GRAD);
-    RN(mp_model_norm_backward)(g, W->dres, RN(param)(g->g, g, lay->lnf_w), NULL, W->dln,
-                               A->lnf_xhat, A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w),
-                               (int)z.Sdl);
-    /* decoder, its input embedding; the cross-attentions' share of d enc_full */
-    memset(W->denc_part, 0, z.Se * z.h * sizeof(real));
-    for (size_t l = z.L; l-- > z.E;)
-        CHECK(RN(mp_t5_block_backward)(g, &A->blk[l], (int)l, W->dres, A->enc_full, err));
-    CHECK(RN(t5_embed_backward)(g, A->dec_in, z.Sd, z.Sdl, W->dres, err));
-    /* d enc_out[Sel,h] = the sum over TP (every rank's heads), then the
-     * encoder's final norm, its blocks and its input embedding */
-    CHECK(RN(mp_model_tp_reduce_rows)(g, W->denc_part, W->denc, z.Se, z.Sel, z.h, "tp-attn-bwd",
-                                      err));
-    RN(mp_q)(ex, W->denc, z.Sel * z.h, MP_Q_GRAD);
-    RN(mp_model_norm_backward)(g, W->denc_res, RN(param)(g->g, g, lay->enc_lnf), NULL, W->denc,
-                               A->encf_xhat, A->encf_rstd, RN(param)(g->w, g, lay->enc_lnf),
-                               (int)z.Sel);
-    for (size_t l = z.E; l-- > 0;)
+    size_t eh = z.Sel * z.h;
+    if (!st.head && !g->stage_grad_in)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "pipeline stage without its output gradient");
+    if (st.dec)
+        CHECK(RN(t5_decoder_backward)(g, A, &st, err));
+    else if (st.enc_lnf)
+        memcpy(W->denc, g->stage_grad_in, eh * sizeof(real));
+    else
+        memcpy(W->denc_res, g->stage_grad_in, eh * sizeof(real));
+    if (!st.enc)
+        return MP_OK; /* the input gradient: mp_t5_stage_input_grad */
+    if (st.enc_lnf) {
+        RN(mp_q)(g->exact, W->denc, eh, MP_Q_GRAD);
+        RN(mp_model_norm_backward)(g, W->denc_res, RN(param)(g->g, g, lay->enc_lnf), NULL,
+                                   W->denc, A->encf_xhat, A->encf_rstd,
+                                   RN(param)(g->w, g, lay->enc_lnf), (int)z.Sel);
+    }
+    for (size_t l = st.enc_e; l-- > st.enc_b;)
         CHECK(RN(mp_t5_block_backward)(g, &A->blk[l], (int)l, W->denc_res, NULL, err));
-    return RN(t5_embed_backward)(g, A->enc_tok, z.Se, z.Sel, W->denc_res, err);
+    if (st.emb)
+        CHECK(RN(t5_embed_backward)(g, A->enc_tok, z.Se, z.Sel, W->denc_res, err));
+    return MP_OK;
+}
+
+void RN(mp_t5_set_stack_groups)(RN(mp_gpt) *g, mp_group enc, mp_group dec)
+{
+    RN(t5_of)(g)->stack[0] = enc;
+    RN(t5_of)(g)->stack[1] = dec;
+}
+
+mp_status RN(mp_t5_reduce_grads)(RN(mp_gpt) *g, mp_error *err)
+{
+    RN(t5_state) *T = RN(t5_of)(g);
+    int table[2] = {g->lay->enc_rel, g->lay->dec_rel};
+    for (int k = 0; k < 2; k++) {
+        if (T->stack[k].size <= 1 || table[k] < 0 || mp_probe_drops(g->probe, "pp-relgrad"))
+            continue;
+        double t0 = g->be->now();
+        const mp_param *p = &g->lay->p[table[k]];
+        CHECK(g->be->allreduce(&T->stack[k], MP_REAL_KIND, g->g + p->offset,
+                               (size_t)p->lrows * (size_t)p->lcols, MP_RED_SUM, err));
+        mp_probe_record(g->probe, t0, MP_STREAM_PP_SEND, MP_EV_OTHER, false);
+    }
+    return MP_OK;
+}
+
+const real *RN(mp_t5_stage_output)(const RN(mp_gpt) *g, int slot)
+{
+    RN(t5_stage) st = RN(t5_stage_of)(&g->d);
+    const RN(t5_acts) *A = &RN(t5_of)(g)->slots[slot];
+    if (st.dec)
+        return A->bout;
+    if (st.enc_lnf)
+        return A->enc_out;
+    return st.enc_e > st.enc_b ? A->blk[st.enc_e - 1].xout : A->enc_x0;
+}
+
+const real *RN(mp_t5_stage_input_grad)(const RN(mp_gpt) *g)
+{
+    RN(t5_stage) st = RN(t5_stage_of)(&g->d);
+    const RN(t5_work) *W = &RN(t5_of)(g)->W;
+    return st.enc ? W->denc_res : st.dec_emb ? W->denc : W->bgrad;
+}
+
+size_t RN(mp_t5_stage_count)(const RN(mp_gpt) *g, bool input)
+{
+    RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
+    RN(t5_stage) st = RN(t5_stage_of)(&g->d);
+    int E = g->d.enc_layers;
+    /* the boundary before item ib (input) or ie (output): inside the encoder
+     * or right after it, the encoder's rows; later, both streams */
+    int at = input ? st.ib : st.ie;
+    return (at <= E + 1 ? z.Sel : z.Sdl + z.Sel) * z.h;
 }
 
 #endif

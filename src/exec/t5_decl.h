@@ -32,3 +32,18 @@ void RN(mp_t5_free)(RN(mp_gpt) *g);
 mp_status RN(mp_t5_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                             const int32_t *targets, double *loss_sum, mp_error *err);
 mp_status RN(mp_t5_backward)(RN(mp_gpt) *g, int slot, mp_error *err);
+/* Pipeline stages: the output of the forward in slot, the input gradient of
+ * the last backward, and the elements of the stage's input (in) or output.
+ * An encoder stage's are its rows of the encoder's stream [Sel,h] (the last
+ * encoder stage's: the encoder's output); a decoder stage carries
+ * [its stream [Sdl,h] | the encoder's output [Sel,h]] (the first decoder
+ * stage receives the encoder's output alone), as Megatron-LM's
+ * encoder-decoder pipeline does. */
+const real *RN(mp_t5_stage_output)(const RN(mp_gpt) *g, int slot);
+const real *RN(mp_t5_stage_input_grad)(const RN(mp_gpt) *g);
+size_t RN(mp_t5_stage_count)(const RN(mp_gpt) *g, bool input);
+/* Pipelines: the groups of the stages holding encoder and decoder blocks
+ * (model g takes them over and frees them), and the sum of each stack's
+ * relative-bias gradient over its group, after the last backward. */
+void RN(mp_t5_set_stack_groups)(RN(mp_gpt) *g, mp_group enc, mp_group dec);
+mp_status RN(mp_t5_reduce_grads)(RN(mp_gpt) *g, mp_error *err);

@@ -36,6 +36,36 @@ static inline RN(t5_sizes) RN(t5_sizes_of)(const mp_gpt_dims *d)
     return z;
 }
 
+/* What this rank's pipeline stage (items [ib, ie) of mp_gpt_dims) holds:
+ * item 0 the embedding, 1..E the encoder's blocks (item E with the encoder's
+ * final norm), E+1..L the decoder's (the decoder's input embedding with item
+ * E+1), L+1 the final norm, head and loss. */
+typedef struct RN(t5_stage) {
+    int ib, ie;
+    bool emb, enc, enc_lnf, dec, dec_emb, head; /* enc/dec: any item of that side */
+    size_t enc_b, enc_e, dec_b, dec_e;          /* its blocks of each side: [b, e) */
+} RN(t5_stage);
+
+static inline RN(t5_stage) RN(t5_stage_of)(const mp_gpt_dims *d)
+{
+    RN(t5_stage) t;
+    int E = d->enc_layers, L = d->layers;
+    mp_dims_items(d, &t.ib, &t.ie);
+    t.emb = t.ib == 0;
+    t.enc = t.ib <= E;
+    t.enc_lnf = t.ib <= E && E < t.ie;
+    t.dec = t.ie > E + 1;
+    t.dec_emb = t.ib <= E + 1 && E + 1 < t.ie;
+    t.head = t.ie == L + 2;
+    t.enc_b = (size_t)(t.ib > 1 ? t.ib - 1 : 0);
+    t.enc_e = (size_t)((t.ie < E + 1 ? t.ie : E + 1) - 1);
+    t.enc_e = t.enc_e > t.enc_b ? t.enc_e : t.enc_b;
+    t.dec_b = (size_t)((t.ib > E + 1 ? t.ib : E + 1) - 1);
+    t.dec_e = (size_t)((t.ie < L + 1 ? t.ie : L + 1) - 1);
+    t.dec_e = t.dec_e > t.dec_b ? t.dec_e : t.dec_b;
+    return t;
+}
+
 /* One block's activations; the cross-attention's only in decoder blocks. */
 typedef struct RN(t5_block_acts) {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
@@ -57,6 +87,7 @@ typedef struct RN(t5_acts) {
     real *enc_full;                       /* [Se,h] its output, every row (cross-attention's K|V input) */
     real *lnf_xhat, *lnf_rstd, *lnf_full; /* the decoder's final norm [Sdl,h] [Sdl] [Sd,h] */
     real *logits;                         /* [Sd,Vl] */
+    real *bout;                           /* [(Sdl+Sel),h] a decoder stage's output */
 } RN(t5_acts);
 
 typedef struct RN(t5_work) {
@@ -67,7 +98,11 @@ typedef struct RN(t5_work) {
     real *dfc, *dact;                    /* [Smax,f1] [Smax,Fl] */
     real *denc_part;                     /* [Se,h] d enc_full from every cross-attention,
                                             this rank's heads' share (summed over TP once) */
-    real *denc;                          /* [Sel,h] */
+    real *denc;                          /* [Sel,h] d enc_out, summed over TP and over
+                                            the later stages' cross-attentions, not
+                                            rounded until the encoder's final norm */
+    real *denc_tmp;                      /* [Sel,h] */
+    real *bgrad;                         /* [(Sdl+Sel),h] a decoder stage's input gradient */
     real *stats, *loss;                  /* [3 Sd] [Sd] cross-entropy */
     real *scratch;                       /* [se*se] attention backward */
 } RN(t5_work);
@@ -78,6 +113,8 @@ typedef struct RN(t5_state) {
     real *wmem;
     RN(t5_work) W;
     int *enc_bucket, *dec_bucket; /* [se*se] [sd*sd] bucket of each (query, key) */
+    mp_group stack[2];            /* the pipeline stages with encoder / decoder blocks
+                                     (owned; size 1: none to sum with) */
 } RN(t5_state);
 
 static inline RN(t5_state) *RN(t5_of)(const RN(mp_gpt) *g)

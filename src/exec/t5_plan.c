@@ -13,9 +13,6 @@ mp_status mp_exec_t5_check(const mp_plan *plan, mp_error *err)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "t5: interleaved pipelines are not supported (Megatron-LM refuses "
                             "them for encoder-decoder models)");
-    if (p->pp > 1)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pp",
-                            "t5: pipeline parallelism is not supported by this executor yet");
     if (m->encoder_layers < 1 || m->decoder_layers < 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.encoder_layers",
                             "t5: this executor needs an encoder and a decoder block at least");

@@ -37,9 +37,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "position %s is not supported by this executor yet (learned, "
                             "rope; relative in t5)", mp_position_name(m->position));
-    if (m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
+    if (!shrink && m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
-                            "head_dim x heads != hidden is not supported by this executor yet");
+                            "head_dim x heads != hidden is not supported by this executor yet "
+                            "(--shrink makes head_dim 8 and hidden 8 x heads)");
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "vpp=%lld model chunks per rank: this executor runs at most %d",

@@ -36,7 +36,8 @@
 #include "exec/model_internal.h"
 #include "exec/t5_internal.h"
 
-static size_t RN(t5_layout_acts)(RN(t5_acts) *A, real *base, const RN(t5_sizes) *z)
+static size_t RN(t5_layout_acts)(RN(t5_acts) *A, real *base, const RN(t5_sizes) *z,
+                                  const mp_gpt_dims *d)
 {
     size_t u = 0, h = z->h;
     size_t int_reals = ((z->Se + 2 * z->Sd) * sizeof(int32_t) + sizeof(real) - 1) / sizeof(real);
@@ -50,32 +51,7 @@ static size_t RN(t5_layout_acts)(RN(t5_acts) *A, real *base, const RN(t5_sizes) 
     A->dec_x0 = RN(take)(base, &u, z->Sdl * h);
     for (size_t l = 0; l < z->L; l++) {
         RN(t5_block_acts) tmp, *B = base ? &A->blk[l] : &tmp;
-        bool dec = l >= z->E;
-        size_t s = dec ? z->sd : z->se, S = dec ? z->Sd : z->Se, Sl = dec ? z->Sdl : z->Sel;
-        memset(B, 0, sizeof *B);
-        B->ln1_xhat = RN(take)(base, &u, Sl * h);
-        B->ln1_rstd = RN(take)(base, &u, Sl);
-        B->ln1_full = RN(take)(base, &u, S * h);
-        B->qkv = RN(take)(base, &u, S * 3 * z->hl);
-        B->probs = RN(take)(base, &u, z->b * z->al * s * s);
-        B->att = RN(take)(base, &u, S * z->hl);
-        B->xmid = RN(take)(base, &u, Sl * h);
-        if (dec) {
-            B->lnx_xhat = RN(take)(base, &u, Sl * h);
-            B->lnx_rstd = RN(take)(base, &u, Sl);
-            B->lnx_full = RN(take)(base, &u, S * h);
-            B->xq = RN(take)(base, &u, S * z->hl);
-            B->xkv = RN(take)(base, &u, z->Se * 2 * z->hl);
-            B->xprobs = RN(take)(base, &u, z->b * z->al * z->sd * z->se);
-            B->xatt = RN(take)(base, &u, S * z->hl);
-            B->xmid2 = RN(take)(base, &u, Sl * h);
-        }
-        B->ln2_xhat = RN(take)(base, &u, Sl * h);
-        B->ln2_rstd = RN(take)(base, &u, Sl);
-        B->ln2_full = RN(take)(base, &u, S * h);
-        B->fc1_pre = RN(take)(base, &u, S * z->f1);
-        B->fc1_act = RN(take)(base, &u, S * z->Fl);
-        B->xout = RN(take)(base, &u, Sl * h);
+        RN(t5_layout_block)(B, base, &u, z, l >= z->E, mp_dims_block_recompute(d, (int)l));
     }
     A->encf_xhat = RN(take)(base, &u, z->Sel * h);
     A->encf_rstd = RN(take)(base, &u, z->Sel);
@@ -89,7 +65,8 @@ static size_t RN(t5_layout_acts)(RN(t5_acts) *A, real *base, const RN(t5_sizes) 
     return u;
 }
 
-static size_t RN(t5_layout_work)(RN(t5_work) *W, real *base, const RN(t5_sizes) *z)
+static size_t RN(t5_layout_work)(RN(t5_work) *W, real *base, const RN(t5_sizes) *z,
+                                  const mp_gpt_dims *d)
 {
     size_t u = 0, h = z->h;
     W->part = RN(take)(base, &u, z->Smax * h);
@@ -112,6 +89,23 @@ static size_t RN(t5_layout_work)(RN(t5_work) *W, real *base, const RN(t5_sizes) 
     W->stats = RN(take)(base, &u, 3 * z->Sd);
     W->loss = RN(take)(base, &u, z->Sd);
     W->scratch = RN(take)(base, &u, z->se * z->se);
+    /* recomputation's scratch: selective's probabilities if any block keeps
+     * none, full's block of each side if any block of it is rebuilt whole */
+    bool sel = false, full[2] = {false, false};
+    for (size_t l = 0; l < z->L; l++) {
+        int r = mp_dims_block_recompute(d, (int)l);
+        sel |= r == 1;
+        full[l >= z->E] |= r == 2;
+    }
+    W->sprobs = RN(take)(base, &u, sel ? z->b * z->al * z->se * z->se : 0);
+    W->sxprobs = RN(take)(base, &u, sel ? z->b * z->al * z->sd * z->se : 0);
+    for (int k = 0; k < 2; k++) {
+        RN(t5_block_acts) tmp, *B = base ? &W->sblk[k] : &tmp;
+        if (full[k])
+            RN(t5_layout_block)(B, base, &u, z, k == 1, 0);
+        else
+            memset(B, 0, sizeof *B);
+    }
     return u;
 }
 
@@ -137,22 +131,22 @@ mp_status RN(mp_t5_alloc)(RN(mp_gpt) *g, int n_slots)
     T->n_slots = n_slots;
     T->stack[0] = T->stack[1] = (mp_group){.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
     RN(t5_acts) probe;
-    size_t n = RN(t5_layout_acts)(&probe, NULL, &z);
+    size_t n = RN(t5_layout_acts)(&probe, NULL, &z, &g->d);
     for (int i = 0; i < n_slots; i++) {
         RN(t5_acts) *A = &T->slots[i];
         A->blk = calloc(z.L ? z.L : 1, sizeof *A->blk);
         A->mem = calloc(n, sizeof(real));
         if (!A->blk || !A->mem)
             return MP_ENOMEM;
-        RN(t5_layout_acts)(A, A->mem, &z);
+        RN(t5_layout_acts)(A, A->mem, &z, &g->d);
     }
     g->slot_reals = n;
-    T->wmem = calloc(RN(t5_layout_work)(&T->W, NULL, &z), sizeof(real));
+    T->wmem = calloc(RN(t5_layout_work)(&T->W, NULL, &z, &g->d), sizeof(real));
     T->enc_bucket = RN(t5_buckets)(z.se, true);
     T->dec_bucket = RN(t5_buckets)(z.sd, false);
     if (!T->wmem || !T->enc_bucket || !T->dec_bucket)
         return MP_ENOMEM;
-    RN(t5_layout_work)(&T->W, T->wmem, &z);
+    RN(t5_layout_work)(&T->W, T->wmem, &z, &g->d);
     return MP_OK;
 }
 
@@ -217,6 +211,42 @@ static mp_status RN(t5_embed_backward)(RN(mp_gpt) *g, const int32_t *tok, size_t
     return MP_OK;
 }
 
+/* Block l's forward as its recomputation says: full runs it in scratch
+ * and keeps its output alone. */
+static mp_status RN(t5_block_forward_of)(RN(mp_gpt) *g, RN(t5_acts) *A, size_t l, const real *x,
+                                         const real *enc_full, mp_error *err)
+{
+    if (mp_dims_block_recompute(&g->d, (int)l) != 2)
+        return RN(mp_t5_block_forward)(g, &A->blk[l], (int)l, x, enc_full, err);
+    RN(t5_block_acts) V = RN(t5_of)(g)->W.sblk[enc_full != NULL];
+    V.xout = A->blk[l].xout;
+    return RN(mp_t5_block_forward)(g, &V, (int)l, x, enc_full, err);
+}
+
+/* Block l's backward, after what its recomputation drops is rebuilt: full
+ * runs its forward again from its input (collectives and all) into scratch,
+ * selective its attention probabilities from the kept Q, K, V. */
+static mp_status RN(t5_block_backward_of)(RN(mp_gpt) *g, RN(t5_acts) *A, const RN(t5_stage) *st,
+                                          size_t l, real *dres, mp_error *err)
+{
+    RN(t5_work) *W = &RN(t5_of)(g)->W;
+    bool dec = l >= (size_t)g->d.enc_layers;
+    const real *enc_full = dec ? A->enc_full : NULL;
+    RN(t5_block_acts) V = A->blk[l];
+    int mode = mp_dims_block_recompute(&g->d, (int)l);
+    if (mode == 2) {
+        size_t first = dec ? st->dec_b : st->enc_b;
+        const real *x = l > first ? A->blk[l - 1].xout : dec ? A->dec_x0 : A->enc_x0;
+        V = W->sblk[dec];
+        CHECK(RN(mp_t5_block_forward)(g, &V, (int)l, x, enc_full, err));
+    } else if (mode == 1) {
+        V.probs = W->sprobs;
+        V.xprobs = dec ? W->sxprobs : NULL;
+        RN(mp_t5_recompute_probs)(g, &V, (int)l);
+    }
+    return RN(mp_t5_block_backward)(g, &V, (int)l, dres, enc_full, err);
+}
+
 mp_status RN(mp_t5_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                             const int32_t *targets, double *loss_sum, mp_error *err)
 {
@@ -244,7 +274,7 @@ mp_status RN(mp_t5_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
         memcpy(A->enc_x0, g->stage_in, eh * sizeof(real));
     const real *x = A->enc_x0;
     for (size_t l = st.enc_b; l < st.enc_e; l++) {
-        CHECK(RN(mp_t5_block_forward)(g, &A->blk[l], (int)l, x, NULL, err));
+        CHECK(RN(t5_block_forward_of)(g, A, l, x, NULL, err));
         x = A->blk[l].xout;
     }
     if (st.enc_lnf)
@@ -262,7 +292,7 @@ mp_status RN(mp_t5_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
         memcpy(A->dec_x0, g->stage_in, dh * sizeof(real));
     x = A->dec_x0;
     for (size_t l = st.dec_b; l < st.dec_e; l++) {
-        CHECK(RN(mp_t5_block_forward)(g, &A->blk[l], (int)l, x, A->enc_full, err));
+        CHECK(RN(t5_block_forward_of)(g, A, l, x, A->enc_full, err));
         x = A->blk[l].xout;
     }
     if (!st.head) { /* [this stream | the encoder's output] to the next stage */
@@ -319,7 +349,7 @@ static mp_status RN(t5_decoder_backward)(RN(mp_gpt) *g, RN(t5_acts) *A, const RN
     }
     memset(W->denc_part, 0, z.Se * z.h * sizeof(real));
     for (size_t l = st->dec_e; l-- > st->dec_b;)
-        CHECK(RN(mp_t5_block_backward)(g, &A->blk[l], (int)l, W->dres, A->enc_full, err));
+        CHECK(RN(t5_block_backward_of)(g, A, st, l, W->dres, err));
     if (st->dec_emb)
         CHECK(RN(t5_embed_backward)(g, A->dec_in, z.Sd, z.Sdl, W->dres, err));
     /* every TP rank's heads; exact: a sum of exact terms in any grouping,
@@ -361,7 +391,7 @@ mp_status RN(mp_t5_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
                                    RN(param)(g->w, g, lay->enc_lnf), (int)z.Sel);
     }
     for (size_t l = st.enc_e; l-- > st.enc_b;)
-        CHECK(RN(mp_t5_block_backward)(g, &A->blk[l], (int)l, W->denc_res, NULL, err));
+        CHECK(RN(t5_block_backward_of)(g, A, &st, l, W->denc_res, err));
     if (st.emb)
         CHECK(RN(t5_embed_backward)(g, A->enc_tok, z.Se, z.Sel, W->denc_res, err));
     return MP_OK;

@@ -67,7 +67,9 @@ mp_status RN(mp_t5_block_forward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, co
     GEMM(false, false, S, 3 * z.hl, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
          B->qkv, 3 * z.hl);
     RN(mp_q)(ex, B->qkv, S * 3 * z.hl, MP_Q_ACT);
-    RN(mp_t5_attention_forward)(g->be, B->att, B->probs, B->qkv, (int)s, (int)z.b, (int)z.al,
+    /* selective recomputation keeps no probabilities: they go to scratch */
+    RN(mp_t5_attention_forward)(g->be, B->att, B->probs ? B->probs : T->W.sprobs, B->qkv, (int)s,
+                                (int)z.b, (int)z.al,
                                 (int)z.hd, dec,
                                 RN(param)(g->w, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
                                 dec ? T->dec_bucket : T->enc_bucket, ex);
@@ -85,7 +87,8 @@ mp_status RN(mp_t5_block_forward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, co
         GEMM(false, false, z.Se, 2 * z.hl, z.h, enc_full, z.h, P(MP_BLK_XKV_W), 2 * z.hl, 0.0,
              B->xkv, 2 * z.hl);
         RN(mp_q)(ex, B->xkv, z.Se * 2 * z.hl, MP_Q_ACT);
-        RN(mp_attention_forward_kv)(g->be, B->xatt, B->xprobs, B->xq, z.hl, B->xkv, B->xkv + z.hl,
+        RN(mp_attention_forward_kv)(g->be, B->xatt, B->xprobs ? B->xprobs : T->W.sxprobs, B->xq,
+                                    z.hl, B->xkv, B->xkv + z.hl,
                                     2 * z.hl, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
                                     (int)z.hd, 1, false, ex);
         CHECK(RN(row_parallel)(g, B->xmid2, B->xmid, B->xatt, z.hl, P(MP_BLK_XO_W), S, Sl,
@@ -211,6 +214,22 @@ mp_status RN(mp_t5_block_backward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, r
 #undef P
 #undef G
     return MP_OK;
+}
+
+void RN(mp_t5_recompute_probs)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l)
+{
+    RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
+    RN(t5_state) *T = RN(t5_of)(g);
+    const mp_param_layout *lay = g->lay;
+    bool dec = (size_t)l >= z.E;
+    RN(mp_t5_attention_forward)(g->be, B->att, B->probs, B->qkv, (int)(dec ? z.sd : z.se),
+                                (int)z.b, (int)z.al, (int)z.hd, dec,
+                                RN(param)(g->w, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
+                                dec ? T->dec_bucket : T->enc_bucket, g->exact);
+    if (dec)
+        RN(mp_attention_forward_kv)(g->be, B->xatt, B->xprobs, B->xq, z.hl, B->xkv, B->xkv + z.hl,
+                                    2 * z.hl, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
+                                    (int)z.hd, 1, false, g->exact);
 }
 
 #endif

@@ -105,6 +105,11 @@ typedef struct RN(t5_work) {
     real *bgrad;                         /* [(Sdl+Sel),h] a decoder stage's input gradient */
     real *stats, *loss;                  /* [3 Sd] [Sd] cross-entropy */
     real *scratch;                       /* [se*se] attention backward */
+    /* recomputation: selective's rebuilt probabilities [b,al,se,se] and
+     * [b,al,sd,se]; full's whole block, of the encoder's shape and of the
+     * decoder's (empty when no block recomputes so) */
+    real *sprobs, *sxprobs;
+    RN(t5_block_acts) sblk[2];
 } RN(t5_work);
 
 typedef struct RN(t5_state) {
@@ -122,7 +127,47 @@ static inline RN(t5_state) *RN(t5_of)(const RN(mp_gpt) *g)
     return (RN(t5_state) *)g->t5;
 }
 
+/* One block's activations: all of them (mode 0), all but the attention
+ * probabilities (1: selective), or its output alone (2: full). */
+static inline void RN(t5_layout_block)(RN(t5_block_acts) *B, real *base, size_t *u,
+                                       const RN(t5_sizes) *z, bool dec, int mode)
+{
+    size_t h = z->h, s = dec ? z->sd : z->se, S = dec ? z->Sd : z->Se;
+    size_t Sl = dec ? z->Sdl : z->Sel;
+    memset(B, 0, sizeof *B);
+    if (mode < 2) {
+        B->ln1_xhat = RN(take)(base, u, Sl * h);
+        B->ln1_rstd = RN(take)(base, u, Sl);
+        B->ln1_full = RN(take)(base, u, S * h);
+        B->qkv = RN(take)(base, u, S * 3 * z->hl);
+        if (mode == 0)
+            B->probs = RN(take)(base, u, z->b * z->al * s * s);
+        B->att = RN(take)(base, u, S * z->hl);
+        B->xmid = RN(take)(base, u, Sl * h);
+        if (dec) {
+            B->lnx_xhat = RN(take)(base, u, Sl * h);
+            B->lnx_rstd = RN(take)(base, u, Sl);
+            B->lnx_full = RN(take)(base, u, S * h);
+            B->xq = RN(take)(base, u, S * z->hl);
+            B->xkv = RN(take)(base, u, z->Se * 2 * z->hl);
+            if (mode == 0)
+                B->xprobs = RN(take)(base, u, z->b * z->al * z->sd * z->se);
+            B->xatt = RN(take)(base, u, S * z->hl);
+            B->xmid2 = RN(take)(base, u, Sl * h);
+        }
+        B->ln2_xhat = RN(take)(base, u, Sl * h);
+        B->ln2_rstd = RN(take)(base, u, Sl);
+        B->ln2_full = RN(take)(base, u, S * h);
+        B->fc1_pre = RN(take)(base, u, S * z->f1);
+        B->fc1_act = RN(take)(base, u, S * z->Fl);
+    }
+    B->xout = RN(take)(base, u, Sl * h);
+}
+
 mp_status RN(mp_t5_block_forward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, const real *x,
                                   const real *enc_full, mp_error *err);
 mp_status RN(mp_t5_block_backward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, real *dres,
                                    const real *enc_full, mp_error *err);
+/* Selective recomputation: block l's attention probabilities (and outputs,
+ * the same again) from the Q, K, V it kept. */
+void RN(mp_t5_recompute_probs)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l);

@@ -24,13 +24,6 @@ mp_status mp_exec_t5_check(const mp_plan *plan, mp_error *err)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "t5: position %s is not supported by this executor (relative, as "
                             "T5)", mp_position_name(m->position));
-    bool layer_rc = false;
-    for (int64_t i = 0; plan->has_layer_recompute && i < m->layers + 2; i++)
-        layer_rc |= plan->layer_recompute[i] != MP_RECOMPUTE_NONE;
-    if (p->recompute != MP_RECOMPUTE_NONE || layer_rc)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.recompute",
-                            "t5: activation recomputation is not supported by this executor "
-                            "yet (recompute: none)");
     return MP_OK;
 }
 

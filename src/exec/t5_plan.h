@@ -11,7 +11,7 @@
 /* Refuses (exit 2, naming the field) what the executor's T5 does not run:
  * context parallelism and interleaved pipelines (Megatron-LM runs neither for
  * encoder-decoder models), a norm other than RMSNorm, positions other than
- * relative, recomputation, an empty encoder or decoder. */
+ * relative, an empty encoder or decoder. */
 mp_status mp_exec_t5_check(const mp_plan *plan, mp_error *err);
 
 /* --shrink: one encoder and one decoder block, or with pp > 1 stages one

@@ -37,7 +37,7 @@ for t in range(n):
     layers = pp * vpp * rng.choice([1, 2])
     mb = rng.choice([1, 2])
     m = pp * rng.choice([1, 2]) if vpp > 1 else rng.choice([1, 2, 3, 4])
-    rc = rng.choice(['none', 'selective', 'full']) if model != 't5' else 'none'  # not yet
+    rc = rng.choice(['none', 'selective', 'full'])
     tied = rng.choice(['true', 'false'])
     distopt = 'true' if dp > 1 and rng.random() < 0.5 else 'false'
     exact = rng.random() < 0.5

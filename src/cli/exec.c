@@ -302,9 +302,14 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
     if (d->bert)
         printf("blocks: BERT: bidirectional attention, token types, the masked-LM head on "
                "about 15%% of the tokens, the pooler and its two-way head\n");
+    if (d->t5)
+        printf("blocks: T5: %d encoder + %d decoder (cross-attention), decoder seq %d, "
+               "relative position buckets\n",
+               d->enc_layers, d->layers - d->enc_layers, d->dec_seq);
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
-               d->swiglu ? "SwiGLU" : "GeLU", d->rope ? "rotary" : "learned",
+               d->swiglu ? "SwiGLU" : d->relu ? "ReLU" : "GeLU",
+               d->rope ? "rotary" : d->t5 ? "relative" : "learned",
                d->no_bias ? "no biases" : "biases");
     if (r->cp > 1) {
         /* which positions each CP rank held: chunks c and 2cp-1-c of 2cp */
@@ -338,8 +343,13 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
             if (mp_exec_stage_items(plan, a->o.shrink, d, k, &b, &e, &ignored) == MP_OK)
                 printf(" [%d, %d)", b, e);
         }
-        printf("%s\n", plan->n_stages == K && !a->o.shrink ? " (the plan's)"
-                                                          : " (Megatron's even split)");
+        if (plan->n_stages == K && !a->o.shrink)
+            printf(" (the plan's)\n");
+        else if (d->t5) /* Megatron's --pipeline-model-parallel-split-rank */
+            printf(" (Megatron's: encoder on stages before split rank %lld, decoder from it)\n",
+                   (long long)mp_t5_split_rank(d->enc_layers, d->layers - d->enc_layers, K));
+        else
+            printf(" (Megatron's even split)\n");
     }
     if (r->checked)
         printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"

@@ -2,25 +2,62 @@
 
 #include <string.h>
 
+int64_t mp_t5_split_rank(int64_t enc_layers, int64_t dec_layers, int64_t n)
+{
+    if (n < 2 || enc_layers < 1 || dec_layers < 1)
+        return 0;
+    int64_t all = enc_layers + dec_layers;
+    int64_t r = (2 * n * enc_layers + all) / (2 * all);
+    r = r > enc_layers ? enc_layers : r;
+    r = r > n - 1 ? n - 1 : r < 1 ? 1 : r;
+    return n - r > dec_layers ? n - dec_layers : r;
+}
+
+/* count blocks from item first over n stages: stage k's range */
+static void spread(int64_t first, int64_t count, int64_t n, int64_t k, int64_t *begin,
+                   int64_t *end)
+{
+    int64_t per = count / n, extra = count % n;
+    *begin = first + k * per + (k < extra ? k : extra);
+    *end = *begin + per + (k < extra ? 1 : 0);
+}
+
+void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t k,
+                         int64_t *begin, int64_t *end)
+{
+    int64_t split = enc_layers > 0 ? mp_t5_split_rank(enc_layers, layers - enc_layers, n) : 0;
+    if (split > 0 && k < split)
+        spread(1, enc_layers, split, k, begin, end);
+    else if (split > 0)
+        spread(enc_layers + 1, layers - enc_layers, n - split, k - split, begin, end);
+    else
+        spread(1, layers, n, k, begin, end);
+    /* the embedding joins the first stage and the head the last, as in Megatron-LM */
+    if (k == 0)
+        *begin = 0;
+    if (k == n - 1)
+        *end = layers + 2;
+}
+
 void mp_plan_default_stages(mp_plan *plan)
 {
     const mp_parallel *p = &plan->config.parallel;
+    const mp_model *m = &plan->config.model;
     int64_t n = p->pp * p->vpp;
-    int64_t blocks = plan->config.model.layers;
+    int64_t blocks = m->layers;
     if (n < 1 || n > MP_MAX_STAGES || blocks < 1 || blocks > MP_MAX_LAYERS) {
         plan->n_stages = 0;
         return;
     }
     plan->n_stages = (int32_t)n;
     /* Blocks spread evenly (Megatron requires layers % (pp*vpp) == 0; if not,
-     * the first stages take one more); the embedding joins the first stage
-     * and the head the last, as in Megatron-LM. */
-    int64_t item = 1;
+     * the first stages take one more); t5 splits at the split rank. */
+    int64_t enc = m->arch == MP_ARCH_T5 ? m->encoder_layers : 0;
     for (int64_t k = 0; k < n; k++) {
-        int64_t count = blocks / n + (k < blocks % n ? 1 : 0);
-        plan->stages[k].begin = (int32_t)(k == 0 ? 0 : item);
-        item += count;
-        plan->stages[k].end = (int32_t)(k == n - 1 ? blocks + 2 : item);
+        int64_t b, e;
+        mp_even_stage_items(blocks, enc, n, k, &b, &e);
+        plan->stages[k].begin = (int32_t)b;
+        plan->stages[k].end = (int32_t)e;
     }
 }
 

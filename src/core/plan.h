@@ -30,8 +30,23 @@ typedef struct mp_plan {
 } mp_plan;
 
 /* Megatron's even split (all blocks equal, embedding with the first stage and
- * the head with the last). */
+ * the head with the last; t5: mp_even_stage_items). */
 void mp_plan_default_stages(mp_plan *plan);
+
+/* T5 over n > 1 pipeline stages, as Megatron-LM's
+ * --pipeline-model-parallel-split-rank: the first split_rank stages hold the
+ * encoder's blocks, the others the decoder's. Chosen by the layer counts,
+ * round(n E / (E + D)), with at least one stage on each side and no side
+ * given more stages than it has blocks; 0 when n < 2 or a side is empty. */
+int64_t mp_t5_split_rank(int64_t enc_layers, int64_t dec_layers, int64_t n);
+
+/* Stage k of n of Megatron's even split of `layers` blocks: items
+ * [*begin, *end), the first stages taking one block more when n does not
+ * divide; enc_layers > 0 (t5): the encoder's blocks over the first
+ * mp_t5_split_rank stages, the decoder's over the rest. The planner, the
+ * simulator and the executor split by this one function. */
+void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t k,
+                         int64_t *begin, int64_t *end);
 
 /* Checks stages are contiguous, cover every item once, count pp*vpp, and
  * the config is valid (mp_config_check). */

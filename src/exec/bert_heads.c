@@ -73,20 +73,8 @@ mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_erro
     RN(work) W = RN(work_of)(g);
     const mp_param_layout *lay = g->lay;
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
-    size_t lo = (size_t)g->tp.rank * z.Vl;
     /* dlogits = (p - onehot) * grad_scale on masked tokens, 0 elsewhere */
-    for (size_t r = 0; r < z.S; r++) {
-        real *lr = A->logits + r * z.Vl;
-        if (A->targets[r] < 0) {
-            memset(lr, 0, z.Vl * sizeof(real));
-            continue;
-        }
-        size_t tgt = (size_t)A->targets[r];
-        if (tgt >= lo && tgt < lo + z.Vl)
-            lr[tgt - lo] -= 1;
-        for (size_t j = 0; j < z.Vl; j++)
-            lr[j] *= g->grad_scale;
-    }
+    RN(mp_model_dlogits)(g, A->logits, A->targets, z.S);
     /* vocabulary bias and projection; d mlm_out[S,h] = sum over TP of dlogits @ Wv */
     RN(mp_bias_grad)(RN(param)(g->g, g, lay->lm_bias), A->logits, (int)z.S, (int)z.Vl);
     GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->mlm_out, z.h, 1.0,

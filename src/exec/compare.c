@@ -38,6 +38,17 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
     m->norm = MP_NORM_LAYERNORM;
     m->position = MP_POS_LEARNED;
     m->tied_embeddings = d->tied;
+    if (d->t5) { /* the encoder-decoder it ran, split at the same split rank */
+        snprintf(m->name, sizeof m->name, "%s", "exec-t5");
+        m->arch = MP_ARCH_T5;
+        m->encoder_layers = d->enc_layers;
+        m->decoder_layers = d->layers - d->enc_layers;
+        m->encoder_seq = d->seq;
+        m->decoder_seq = d->dec_seq;
+        m->activation = d->swiglu ? MP_ACT_SWIGLU : d->relu ? MP_ACT_RELU : MP_ACT_GELU;
+        m->norm = MP_NORM_RMSNORM;
+        m->position = MP_POS_RELATIVE;
+    }
     mp_status st = mp_model_finish(m, err);
     if (st)
         goto done;

@@ -20,6 +20,8 @@
 #include "exec/check.h"
 #include "exec/kernels.h"
 #include "exec/quant.h"
+#include "exec/t5.h"
+#include "exec/t5_plan.h"
 #include "sim/schedule.h"
 
 void mp_exec_opts_default(mp_exec_opts *o)
@@ -219,7 +221,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     /* S: this rank's token rows of one micro-batch (its positions with CP);
      * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
     int dp = rt->dp, S = mp_dims_tokens(&d), Sfull = d.seq * d.micro_batch;
-    long tokens_total = (long)m * dp * Sfull;
+    /* T5's loss is over the decoder's tokens */
+    long tokens_total = (long)m * dp * (d.t5 ? d.dec_seq * d.micro_batch : Sfull);
     int v = par->vpp > 1 ? (int)par->vpp : 1;
     R.v = v;
     R.head = -1;
@@ -252,6 +255,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             local_total += (double)R.lay[c].total;
         }
     }
+    /* T5: the first decoder stage's copy of the embedding joins the group */
+    if (!st && d.t5)
+        st = mp_exec_t5_embedding_group(rt, R.lay[0].wte >= 0 || (d.tied && R.lay[0].head >= 0),
+                                        err);
     if (st) {
         free(dc);
         goto done;
@@ -314,6 +321,14 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             break;
         R.model[c].cp = rt->cp_group;
         R.model[c].grad_scale = (float)grad_scale;
+        if (d.t5) { /* each stack's stages sum their relative-bias copies */
+            mp_group eg, dg;
+            st = mp_exec_t5_stack_groups(rt, R.lay[c].enc_rel >= 0, R.lay[c].dec_rel >= 0, &eg,
+                                         &dg, err);
+            if (st)
+                break;
+            mp_t5_set_stack_groups_f32(&R.model[c], eg, dg);
+        }
         st = mp_trainer_init_f32(&R.trainer[c], &R.model[c], rt->dpcp_group, par->dist_opt,
                                  &adam, m, &R.ops, err);
         if (!st)

@@ -94,6 +94,7 @@ typedef struct RN(mp_gpt) {
      * received activation [Sl,h] a forward starts from, and the received
      * gradient [Sl,h] of the stage's output a backward starts from. */
     const real *stage_in, *stage_grad_in;
+    void *t5;              /* T5's slots and workspace (t5.c), NULL for the others */
 } RN(mp_gpt);
 
 /* Allocates parameters (initialised from seed: each element's value is a
@@ -115,6 +116,11 @@ const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot);
 /* A stage without the embedding: the gradient [Sl,h] of its input from the
  * last backward (what it sends to the previous stage). */
 const real *RN(mp_gpt_stage_input_grad)(const RN(mp_gpt) *g);
+/* Elements of the stage's input (what it receives forward and sends back
+ * as a gradient) and of its output: this rank's [Sl,h], or T5's (a decoder
+ * stage's carries the encoder's output with its own activation). */
+size_t RN(mp_gpt_stage_input_count)(const RN(mp_gpt) *g);
+size_t RN(mp_gpt_stage_output_count)(const RN(mp_gpt) *g);
 
 /* ---- optimizer.c ---- AdamW over flat elements [lo, hi) of the layout;
  * exact mode puts every updated weight back on its class's grid. */

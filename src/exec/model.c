@@ -30,6 +30,7 @@
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
+#include "exec/t5.h"
 
 #define MP_REAL_BITS 32
 #include "exec/model.c"
@@ -70,7 +71,9 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
     for (size_t i = 0; i < z.s; i++)
         g->qpos[i] = mp_dims_global_pos(d, (int)i);
     g->n_slots = n_slots;
-    for (int i = 0; i < n_slots; i++) {
+    if (d->t5 && RN(mp_t5_alloc)(g, n_slots)) /* T5 keeps its own slots */
+        goto oom;
+    for (int i = 0; !d->t5 && i < n_slots; i++) {
         RN(mp_acts) probe_layout;
         RN(mp_acts) *A = calloc(1, sizeof *A);
         if (!A)
@@ -109,6 +112,7 @@ void RN(mp_gpt_free)(RN(mp_gpt) *g)
                 free(g->slots[i]);
             }
     free(g->slots);
+    RN(mp_t5_free)(g);
     free(g->w);
     free(g->g);
     free(g->ws);
@@ -120,11 +124,12 @@ void RN(mp_gpt_free)(RN(mp_gpt) *g)
 /* ---- TP collectives, timed on the tp stream ---- */
 
 /* partial[S,cols] summed over TP -> out[Sl,cols]: all-reduce (out may alias
- * partial) or, with SP, reduce-scatter along the sequence. */
-mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
-                                 const char *site, mp_error *err)
+ * partial) or, with SP, reduce-scatter along the sequence. S, Sl: the rows
+ * (T5's decoder has other rows than its encoder; mp_model_tp_reduce: the model's). */
+mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, size_t S,
+                                      size_t Sl, size_t cols, const char *site, mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
+    struct { size_t S, Sl; } z = {S, Sl};
     double t = g->be->now();
     mp_status st = MP_OK;
     bool drop = mp_probe_drops(g->probe, site);
@@ -143,11 +148,18 @@ mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t
     return st;
 }
 
-/* loc[Sl,cols] -> full[S,cols]: SP all-gather; without SP a copy (or nothing). */
-mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
-                                 mp_error *err)
+mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
+                                 const char *site, mp_error *err)
 {
     RN(sizes) z = RN(sizes_of)(&g->d);
+    return RN(mp_model_tp_reduce_rows)(g, partial, out, z.S, z.Sl, cols, site, err);
+}
+
+/* loc[Sl,cols] -> full[S,cols]: SP all-gather; without SP a copy (or nothing). */
+mp_status RN(mp_model_tp_gather_rows)(RN(mp_gpt) *g, const real *loc, real *full, size_t S,
+                                      size_t Sl, size_t cols, mp_error *err)
+{
+    struct { size_t S, Sl; } z = {S, Sl};
     if (!g->d.sp || g->tp.size == 1) {
         if (full != loc)
             memcpy(full, loc, z.S * cols * sizeof(real));
@@ -159,9 +171,93 @@ mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, siz
     return st;
 }
 
+mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
+                                 mp_error *err)
+{
+    RN(sizes) z = RN(sizes_of)(&g->d);
+    return RN(mp_model_tp_gather_rows)(g, loc, full, z.S, z.Sl, cols, err);
+}
+
+/* Vocabulary-parallel cross-entropy of logits[S,Vl] (this rank's columns):
+ * max, sum of exp and the target's logit are reduced over TP; loss_r =
+ * log(sum) + max - logit[target], added to *loss_sum (rows whose target is
+ * negative have none). The logits become the probabilities in place.
+ * stats: [3S] scratch, loss: [S] scratch. */
+mp_status RN(mp_model_cross_entropy)(RN(mp_gpt) *g, real *logits, const int32_t *targets,
+                                     size_t S, real *stats, real *loss, double *loss_sum,
+                                     mp_error *err)
+{
+    size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
+    bool ex = g->exact;
+    /* vocab-parallel cross-entropy: max, sum of exp and the target's logit are
+     * reduced over TP; loss_r = log(sum) + max - logit[target] */
+    real *mx = stats, *sum = stats + S, *tl = stats + 2 * S;
+    for (size_t r = 0; r < S; r++) {
+        const real *lr = logits + r * Vl;
+        real m = -INFINITY;
+        for (size_t j = 0; j < Vl; j++)
+            m = lr[j] > m ? lr[j] : m;
+        mx[r] = m;
+    }
+    double t = g->be->now();
+    CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, mx, S, MP_RED_MAX, err));
+    for (size_t r = 0; r < S; r++) {
+        real *lr = logits + r * Vl;
+        size_t tgt = (size_t)targets[r];
+        tl[r] = (tgt >= lo && tgt < lo + Vl) ? lr[tgt - lo] : 0;
+        for (size_t j = 0; j < Vl; j++)
+            lr[j] = R_EXP(lr[j] - mx[r]);
+        RN(mp_q)(ex, lr, Vl, MP_Q_PROB);
+        real s = 0;
+        for (size_t j = 0; j < Vl; j++)
+            s += lr[j];
+        sum[r] = s;
+    }
+    if (!mp_probe_drops(g->probe, "tp-ce"))
+        CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, sum, 2 * S, MP_RED_SUM, err));
+    if (g->tp.size > 1)
+        mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
+    for (size_t r = 0; r < S; r++) {
+        /* BERT: only the masked tokens (target >= 0) have a loss */
+        loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
+        real *lr = logits + r * Vl;
+        for (size_t j = 0; j < Vl; j++)
+            lr[j] /= sum[r];
+        RN(mp_q)(ex, lr, Vl, MP_Q_PROB);
+    }
+    if (ex)
+        RN(mp_quantize)(loss, S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
+    real total = 0;
+    for (size_t r = 0; r < S; r++)
+        total += loss[r];
+    *loss_sum += (double)total;
+    return MP_OK;
+}
+
+/* d logits[S,Vl] = (p - onehot(target)) * grad_scale in place (rows with a
+ * negative target: 0). */
+void RN(mp_model_dlogits)(RN(mp_gpt) *g, real *logits, const int32_t *targets, size_t S)
+{
+    size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
+    for (size_t r = 0; r < S; r++) {
+        real *lr = logits + r * Vl;
+        if (targets[r] < 0) {
+            memset(lr, 0, Vl * sizeof(real));
+            continue;
+        }
+        size_t tgt = (size_t)targets[r];
+        if (tgt >= lo && tgt < lo + Vl)
+            lr[tgt - lo] -= 1;
+        for (size_t j = 0; j < Vl; j++)
+            lr[j] *= g->grad_scale;
+    }
+}
+
 mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
                              const int32_t *targets, double *loss_sum, mp_error *err)
 {
+    if (g->d.t5)
+        return RN(mp_t5_forward)(g, slot, tokens, targets, loss_sum, err);
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
     RN(mp_acts) *A = g->slots[slot];
@@ -242,49 +338,9 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     RN(mp_q)(ex, A->logits, z.S * z.Vl, MP_Q_ACT);
     if (g->kept_logits && g->microbatch_now == g->keep_microbatch)
         memcpy(g->kept_logits, A->logits, z.S * z.Vl * sizeof(real));
-    /* vocab-parallel cross-entropy: max, sum of exp and the target's logit are
-     * reduced over TP; loss_r = log(sum) + max - logit[target] */
-    real *mx = W.stats, *sum = W.stats + z.S, *tl = W.stats + 2 * z.S;
-    for (size_t r = 0; r < z.S; r++) {
-        const real *lr = A->logits + r * z.Vl;
-        real m = -INFINITY;
-        for (size_t j = 0; j < z.Vl; j++)
-            m = lr[j] > m ? lr[j] : m;
-        mx[r] = m;
-    }
-    double t = g->be->now();
-    CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, mx, z.S, MP_RED_MAX, err));
-    for (size_t r = 0; r < z.S; r++) {
-        real *lr = A->logits + r * z.Vl;
-        size_t tgt = (size_t)targets[r];
-        tl[r] = (tgt >= lo && tgt < lo + z.Vl) ? lr[tgt - lo] : 0;
-        for (size_t j = 0; j < z.Vl; j++)
-            lr[j] = R_EXP(lr[j] - mx[r]);
-        RN(mp_q)(ex, lr, z.Vl, MP_Q_PROB);
-        real s = 0;
-        for (size_t j = 0; j < z.Vl; j++)
-            s += lr[j];
-        sum[r] = s;
-    }
-    if (!mp_probe_drops(g->probe, "tp-ce"))
-        CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, sum, 2 * z.S, MP_RED_SUM, err));
-    if (g->tp.size > 1)
-        mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
-    real *loss = W.part; /* [S] scratch */
-    for (size_t r = 0; r < z.S; r++) {
-        /* BERT: only the masked tokens (target >= 0) have a loss */
-        loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
-        real *lr = A->logits + r * z.Vl;
-        for (size_t j = 0; j < z.Vl; j++)
-            lr[j] /= sum[r];
-        RN(mp_q)(ex, lr, z.Vl, MP_Q_PROB);
-    }
-    if (ex)
-        RN(mp_quantize)(loss, z.S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
-    real total = 0;
-    for (size_t r = 0; r < z.S; r++)
-        total += loss[r];
-    *loss_sum += (double)total;
+    /* vocab-parallel cross-entropy (logits become probabilities) */
+    CHECK(RN(mp_model_cross_entropy)(g, A->logits, targets, z.S, W.stats, W.part, loss_sum,
+                                     err));
     if (g->d.bert)
         *loss_sum += RN(mp_model_nsp_forward)(g, A);
     return MP_OK;
@@ -292,6 +348,8 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
 
 mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
 {
+    if (g->d.t5)
+        return RN(mp_t5_backward)(g, slot, err);
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W = RN(work_of)(g);
     RN(mp_acts) *A = g->slots[slot];
@@ -302,14 +360,7 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
         CHECK(RN(mp_model_bert_head_backward)(g, A, err));
     } else if (z.head) {
         /* dlogits[S,Vl] = (p - onehot(target)) * grad_scale, in place */
-        for (size_t r = 0; r < z.S; r++) {
-            real *lr = A->logits + r * z.Vl;
-            size_t tgt = (size_t)A->targets[r];
-            if (tgt >= lo && tgt < lo + z.Vl)
-                lr[tgt - lo] -= 1;
-            for (size_t j = 0; j < z.Vl; j++)
-                lr[j] *= g->grad_scale;
-        }
+        RN(mp_model_dlogits)(g, A->logits, A->targets, z.S);
         /* dWhead[Vl,h] += dlogits^T @ lnf_full; dlnf = reduce(dlogits @ Whead) */
         GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->lnf_full, z.h, 1.0,
              RN(param)(g->g, g, lay->head), z.h);
@@ -370,6 +421,8 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
 
 const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot)
 {
+    if (g->d.t5)
+        return RN(mp_t5_stage_output)(g, slot);
     RN(sizes) z = RN(sizes_of)(&g->d);
     const RN(mp_acts) *A = g->slots[slot];
     return z.n_blocks ? A->blk[z.n_blocks - 1].xout : A->x0;
@@ -377,10 +430,29 @@ const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot)
 
 const real *RN(mp_gpt_stage_input_grad)(const RN(mp_gpt) *g)
 {
+    if (g->d.t5)
+        return RN(mp_t5_stage_input_grad)(g);
     RN(sizes) z = RN(sizes_of)(&g->d);
     RN(work) W;
     RN(layout_work)(&W, g->ws, &z);
     return W.dres;
+}
+
+/* Elements of the activation a stage receives (its input) and sends (its
+ * output); the gradients go back the same sizes. This rank's [Sl,h], T5's
+ * stages their own (t5.c). */
+size_t RN(mp_gpt_stage_input_count)(const RN(mp_gpt) *g)
+{
+    if (g->d.t5)
+        return RN(mp_t5_stage_count)(g, true);
+    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
+}
+
+size_t RN(mp_gpt_stage_output_count)(const RN(mp_gpt) *g)
+{
+    if (g->d.t5)
+        return RN(mp_t5_stage_count)(g, false);
+    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
 }
 
 #endif

@@ -256,6 +256,15 @@ mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t
                                  const char *site, mp_error *err);
 mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
                                  mp_error *err);
+/* The same for S rows (Sl of them this rank's under SP) other than the model's. */
+mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, size_t S,
+                                      size_t Sl, size_t cols, const char *site, mp_error *err);
+mp_status RN(mp_model_tp_gather_rows)(RN(mp_gpt) *g, const real *loc, real *full, size_t S,
+                                      size_t Sl, size_t cols, mp_error *err);
+mp_status RN(mp_model_cross_entropy)(RN(mp_gpt) *g, real *logits, const int32_t *targets,
+                                     size_t S, real *stats, real *loss, double *loss_sum,
+                                     mp_error *err);
+void RN(mp_model_dlogits)(RN(mp_gpt) *g, real *logits, const int32_t *targets, size_t S);
 mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full,
                                     mp_error *err);
 mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,

@@ -82,7 +82,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage items [%d, %d) outside the model's 0..%d", b.item_begin,
                             b.item_end, d->layers + 1);
-    int cap = 3 + MP_BLK_COUNT * d->layers + 3 + 9;
+    int cap = 3 + MP_BLK_COUNT * d->layers + 3 + 9 + 4;
     out->p = calloc((size_t)cap, sizeof *out->p);
     out->block = malloc(((size_t)d->layers * MP_BLK_COUNT + 1) * sizeof *out->block);
     if (!out->p || !out->block) {
@@ -91,24 +91,50 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     }
     out->layers = d->layers;
     out->wte = add(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false, 0);
-    out->wpe = d->rope ? -1
+    out->wpe = d->rope || d->t5 ? -1 /* rotary or relative positions */
                        : add(&b, "embedding.wpe", d->seq, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
     out->tte = out->mlm_w = out->mlm_b = out->mlm_ln_w = out->mlm_ln_b = out->lm_bias = -1;
     out->pool_w = out->pool_b = out->nsp_w = out->nsp_b = -1;
     if (d->bert)
         out->tte = add(&b, "embedding.tokentype", 2, h, MP_SPLIT_NONE, MP_INIT_EMBED, true, 0);
+    out->enc_rel = out->dec_rel = out->enc_lnf = -1;
+    if (d->t5) {
+        /* each stack's relative position bias, a column (head) per TP rank,
+         * shared by the stack's blocks: every pipeline stage with blocks of
+         * a stack holds a copy, their gradients summed over those stages */
+        int e0 = b.item_begin > 1 ? b.item_begin : 1;
+        int e1 = b.item_end < d->enc_layers + 1 ? b.item_end : d->enc_layers + 1;
+        int ref = b.ref++;
+        if (e0 < e1)
+            out->enc_rel = add_as(&b, "encoder.rel_bias", MP_T5_BUCKETS, d->heads, MP_SPLIT_COLS,
+                                  MP_INIT_EMBED, false, e0, ref);
+        int d0 = b.item_begin > d->enc_layers + 1 ? b.item_begin : d->enc_layers + 1;
+        int d1 = b.item_end < d->layers + 1 ? b.item_end : d->layers + 1;
+        ref = b.ref++;
+        if (d0 < d1)
+            out->dec_rel = add_as(&b, "decoder.rel_bias", MP_T5_BUCKETS, d->heads, MP_SPLIT_COLS,
+                                  MP_INIT_EMBED, false, d0, ref);
+        /* the first decoder stage embeds the decoder's input: without item 0
+         * it holds its own copy of the embedding, as Megatron's does */
+        if (out->wte < 0)
+            out->wte = add_as(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
+                              d->enc_layers + 1, 0);
+    }
     /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
     int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;
     bool bias = !d->no_bias, shift = !d->rmsnorm;
     for (int l = 0; l < d->layers; l++) {
         char n[48];
+        bool dec = d->t5 && l >= d->enc_layers;
+        const char *side = !d->t5 ? "" : dec ? "decoder." : "encoder.";
+        int li = dec ? l - d->enc_layers : l;
         int *blk = out->block + (size_t)l * MP_BLK_COUNT;
         for (int k = 0; k < MP_BLK_COUNT; k++)
             blk[k] = -1;
 #define BLK(k, present, suffix, rows, cols, split, init, spp)                                \
     do {                                                                                   \
         if (present) {                                                                     \
-            snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                              \
+            snprintf(n, sizeof n, "%slayers.%d.%s", side, li, suffix);                     \
             blk[k] = add(&b, n, rows, cols, split, init, spp, l + 1);                      \
         }                                                                                  \
     } while (0)
@@ -121,6 +147,14 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         BLK(MP_BLK_QKV_B, bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
         BLK(MP_BLK_PROJ_W, true, "proj.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
         BLK(MP_BLK_PROJ_B, bias, "proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        /* T5 decoder: cross-attention, Q from this stream, K|V from the encoder's */
+        BLK(MP_BLK_LNX_W, dec, "lnx.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+        BLK(MP_BLK_XQ_W, dec, "xq.weight", h, d->heads * hd, MP_SPLIT_COLS, MP_INIT_WEIGHT,
+            false);
+        SECTIONS(d->heads * hd, d->heads * hd, 0);
+        BLK(MP_BLK_XKV_W, dec, "xkv.weight", h, 2 * d->heads * hd, MP_SPLIT_QKV, MP_INIT_WEIGHT,
+            false);
+        BLK(MP_BLK_XO_W, dec, "xo.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
         BLK(MP_BLK_LN2_W, true, "ln2.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
         BLK(MP_BLK_LN2_B, shift, "ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
         SECTIONS(f, f, 0);
@@ -129,6 +163,9 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         BLK(MP_BLK_FC1_B, bias, "fc1.bias", 1, f1, s1, MP_INIT_BIAS, false);
         BLK(MP_BLK_FC2_W, true, "fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
         BLK(MP_BLK_FC2_B, bias, "fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        if (d->t5 && l == d->enc_layers - 1) /* the encoder's output norm, with its last block */
+            out->enc_lnf = add(&b, "encoder.final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA,
+                               true, l + 1);
 #undef SECTIONS
 #undef BLK
     }

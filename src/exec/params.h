@@ -12,6 +12,10 @@
 
 #include "core/error.h"
 
+/* T5's relative position buckets per stack (HF T5: 32, max distance 128). */
+#define MP_T5_BUCKETS 32
+#define MP_T5_MAX_DISTANCE 128
+
 /* Sizes of the model as one rank runs it. */
 typedef struct mp_gpt_dims {
     int hidden, heads, ffn, vocab, seq, micro_batch, layers;
@@ -27,6 +31,13 @@ typedef struct mp_gpt_dims {
      * vocabulary projection plus a bias) on the tokens whose target is not -1,
      * and the pooler (dense, tanh on position 0) with its two-way head */
     bool bert;
+    /* T5 (arch t5, exec/t5.c): the first enc_layers of `layers` blocks are the
+     * encoder's, the rest the decoder's (self-attention, cross-attention over
+     * the encoder's output, MLP); `seq` is the encoder's length, dec_seq the
+     * decoder's (<= seq); relative position bias per stack; relu: the MLP's
+     * activation is ReLU */
+    bool t5, relu;
+    int enc_layers, dec_seq;
     /* Activation recomputation (mp_recompute: 0 none, 1 selective: the
      * attention probabilities, 2 full: the whole block from its input), for
      * every block, or per layer item 0..L+1 when layer_recompute is set (the
@@ -119,6 +130,9 @@ typedef struct mp_param {
 enum {
     MP_BLK_LN1_W, MP_BLK_LN1_B, MP_BLK_QKV_W, MP_BLK_QKV_B, MP_BLK_PROJ_W, MP_BLK_PROJ_B,
     MP_BLK_LN2_W, MP_BLK_LN2_B, MP_BLK_FC1_W, MP_BLK_FC1_B, MP_BLK_FC2_W, MP_BLK_FC2_B,
+    /* a T5 decoder block's cross-attention: its norm, Q, [K | V] from the
+     * encoder's output, output projection */
+    MP_BLK_LNX_W, MP_BLK_XQ_W, MP_BLK_XKV_W, MP_BLK_XO_W,
     MP_BLK_COUNT
 };
 
@@ -131,6 +145,9 @@ typedef struct mp_param_layout {
     /* BERT (-1 otherwise): token types; the masked-LM head's dense, LayerNorm and
      * vocabulary bias; the pooler and the two-way (next-sentence) head */
     int tte, mlm_w, mlm_b, mlm_ln_w, mlm_ln_b, lm_bias, pool_w, pool_b, nsp_w, nsp_b;
+    /* T5 (-1 otherwise): the relative position bias tables [32, heads] of the
+     * encoder and decoder stacks, and the encoder's final norm */
+    int enc_rel, dec_rel, enc_lnf;
     int *block;           /* [layers * MP_BLK_COUNT] tensor index, -1: absent or not on this stage */
     int layers;
 } mp_param_layout;

@@ -7,6 +7,7 @@
 
 #include "exec/exec.h"
 #include "exec/quant.h"
+#include "exec/t5_plan.h"
 #include "sim/schedule.h"
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -20,22 +21,26 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
-    /* GPT, LLaMA's variants of its parts, and BERT's encoder and heads */
-    if (m->arch == MP_ARCH_T5)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.arch",
-                            "arch %s is not supported by this executor yet (it runs gpt, llama "
-                            "and bert)", mp_arch_name(m->arch));
-    if (m->activation != MP_ACT_GELU && m->activation != MP_ACT_SWIGLU)
+    /* GPT, LLaMA's variants of its parts, BERT's encoder and heads, T5 */
+    bool t5 = m->arch == MP_ARCH_T5;
+    if (t5) {
+        mp_status st = mp_exec_t5_check(plan, err);
+        if (st)
+            return st;
+    }
+    if (m->activation != MP_ACT_GELU && m->activation != MP_ACT_SWIGLU &&
+        !(t5 && m->activation == MP_ACT_RELU))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
                             "activation %s is not supported by this executor yet (gelu, "
-                            "swiglu)", mp_activation_name(m->activation));
-    if (m->position != MP_POS_LEARNED && m->position != MP_POS_ROPE)
+                            "swiglu; relu in t5)", mp_activation_name(m->activation));
+    if (m->position != MP_POS_LEARNED && m->position != MP_POS_ROPE && !t5)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "position %s is not supported by this executor yet (learned, "
-                            "rope)", mp_position_name(m->position));
-    if (m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
+                            "rope; relative in t5)", mp_position_name(m->position));
+    if (!shrink && m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
-                            "head_dim x heads != hidden is not supported by this executor yet");
+                            "head_dim x heads != hidden is not supported by this executor yet "
+                            "(--shrink makes head_dim 8 and hidden 8 x heads)");
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "vpp=%lld model chunks per rank: this executor runs at most %d",
@@ -81,6 +86,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         out->layers = stages > 1 ? stages : (int)(m->layers < 2 ? m->layers : 2);
         out->micro_batch = (int)(p->micro_batch < 2 ? p->micro_batch : 2);
         *microbatches = (int)(mbs < 2 ? mbs : 2);
+        if (t5) /* one encoder and one decoder block, or one block per stage */
+            mp_exec_t5_shrink(m, (int)p->pp, out);
         if (p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1)
             *microbatches = (int)p->pp; /* a multiple of pp, as interleaving needs (mbs is one) */
     } else {
@@ -99,12 +106,21 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         out->layers = (int)m->layers;
         out->micro_batch = (int)p->micro_batch;
         *microbatches = (int)mbs;
+        if (t5) {
+            out->enc_layers = (int)m->encoder_layers;
+            out->layers = (int)(m->encoder_layers + m->decoder_layers);
+            /* a training seq other than the encoder's keeps the decoder's
+             * ratio, as the cost model does */
+            out->dec_seq = (int)(m->decoder_seq * seq / (m->encoder_seq ? m->encoder_seq : seq));
+        }
     }
+    out->t5 = t5;
+    out->relu = m->activation == MP_ACT_RELU;
     out->tied = m->tied_embeddings;
     out->rmsnorm = m->norm == MP_NORM_RMSNORM;
     out->swiglu = m->activation == MP_ACT_SWIGLU;
     out->rope = m->position == MP_POS_ROPE;
-    out->no_bias = m->arch == MP_ARCH_LLAMA; /* LLaMA's linear layers have no biases */
+    out->no_bias = m->arch == MP_ARCH_LLAMA || t5; /* LLaMA's and T5's linear layers have none */
     out->bert = m->arch == MP_ARCH_BERT;
     /* the plan's recomputation; per layer as search wrote it (a shrunk model has
      * other layers: the plan's overall setting then) */
@@ -132,6 +148,11 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
                             "context parallelism cuts seq (%d) into 2 x cp = %d chunks: it must "
                             "divide", out->seq, 2 * cp);
+    if (t5 && (out->dec_seq < 1 || out->dec_seq > out->seq || (sp && out->dec_seq % tp)))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.decoder_seq",
+                            "t5: this executor runs a decoder_seq (%d) from 1 to seq (%d)%s",
+                            out->dec_seq, out->seq,
+                            sp ? ", divisible by tp with sequence parallelism" : "");
     if (sp && (out->seq / cp) % tp)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.sp",
                             "sequence parallelism needs tp=%d to divide seq / cp (%d)", tp,
@@ -157,17 +178,15 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
         *end = plan->stages[vstage].end;
     } else {
         /* Megatron's even split of the model that runs (a shrunk model has
-         * other layers than the plan's stages name) */
+         * other layers than the plan's stages name); T5's at its split rank */
         if (L < K)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, par->vpp > 1 ? "parallel.vpp"
                                                                           : "parallel.pp",
                                 "%d pipeline stages need at least as many layers (%d)", K, L);
-        int item = 1;
-        for (int k = 0; k <= vstage; k++) {
-            *begin = k == 0 ? 0 : item;
-            item += L / K + (k < L % K ? 1 : 0);
-            *end = k == K - 1 ? L + 2 : item;
-        }
+        int64_t b, e;
+        mp_even_stage_items(L, d->t5 ? d->enc_layers : 0, K, vstage, &b, &e);
+        *begin = (int)b;
+        *end = (int)e;
     }
     if (*begin < 0 || *end > L + 2 || *begin >= *end)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
@@ -212,6 +231,8 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
         long tokens_total = (long)*m * (long)plan->config.parallel.dp * d->seq * d->micro_batch;
         long k = max_int(max_int(d->hidden, d->ffn),
                          max_int(3 * d->hidden, max_int(d->vocab, d->seq)));
+        if (d->t5) /* the encoder output's gradient: every cross-attention's K|V */
+            k = max_int((int)k, 2 * d->hidden * (d->layers - d->enc_layers));
         if (k < 2 * tokens_total)
             k = 2 * tokens_total;
         if (k > MP_EXACT_MAX_TERMS)

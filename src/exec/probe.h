@@ -20,7 +20,8 @@ typedef struct mp_probe {
     size_t n, cap;
     bool oom;
     /* Test-only: the collective site to skip ("tp-attn", "tp-mlp", "tp-embed",
-     * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv"; NULL: none). */
+     * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv",
+     * "pp-relgrad" (T5's relative-bias copies over a pipeline); NULL: none). */
     const char *drop_site;
     /* Test-only: this rank kills itself with SIGKILL at the first backward of
      * step kill_step (-1: never). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec/kernels.h"
+#include "exec/t5.h"
 
 #define MP_REAL_BITS 32
 #include "exec/step.c"
@@ -64,10 +65,11 @@ void RN(mp_trainer_free)(RN(mp_trainer) *t)
     t->m = t->v = t->shard_buf = t->recv_act = t->recv_grad = NULL;
 }
 
-/* Elements of the tensor that crosses a stage boundary: this rank's [Sl,h]. */
+/* Elements of the largest tensor that crosses this stage's boundaries. */
 static size_t RN(boundary_count)(const RN(mp_gpt) *g)
 {
-    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
+    size_t in = RN(mp_gpt_stage_input_count)(g), out = RN(mp_gpt_stage_output_count)(g);
+    return in > out ? in : out;
 }
 
 mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group emb,
@@ -166,19 +168,20 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
                             "schedule op %s on a rank without pipeline peers",
                             mp_op_kind_name((mp_op_kind)op->kind));
     int tag = mp_op_message_id(p, n_chunks, t->microbatches, t->pp.rank, op);
-    size_t n = RN(boundary_count)(g);
+    /* forward: the stage's input in, its output out; backward: their gradients */
+    size_t n_in = RN(mp_gpt_stage_input_count)(g), n_out = RN(mp_gpt_stage_output_count)(g);
     double t0 = be->now();
     mp_status st = MP_OK;
     mp_stream stream = MP_STREAM_PP_SEND;
     mp_event_kind kind = MP_EV_SEND_FWD;
     switch ((mp_op_kind)op->kind) {
     case MP_OP_RECV_FWD:
-        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n, peer, tag, err);
+        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n_in, peer, tag, err);
         g->stage_in = t->recv_act;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_FWD;
         break;
     case MP_OP_RECV_BWD:
-        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n, peer, tag, err);
+        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n_out, peer, tag, err);
         g->stage_grad_in = t->recv_grad;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_BWD;
         break;
@@ -188,11 +191,13 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "send of micro-batch %d's activation before its forward",
                                 (int)op->microbatch);
-        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_output)(g, s), n, peer, tag, err);
+        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_output)(g, s), n_out, peer, tag,
+                      err);
         break;
     }
     case MP_OP_SEND_BWD:
-        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_input_grad)(g), n, peer, tag, err);
+        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_input_grad)(g), n_in, peer, tag,
+                      err);
         kind = MP_EV_SEND_BWD;
         break;
     default:
@@ -285,7 +290,9 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
      * stage's copy for the head each hold part of the gradient; both take the
      * sum, so the two copies stay equal through the optimizer. */
     int tied = lay->wte >= 0 ? lay->wte : lay->head;
-    if (t->emb.size > 1 && g->d.tied && tied >= 0 && !mp_probe_drops(pr, "pp-embgrad")) {
+    /* (T5: the first decoder stage's copy for its input, tied or not) */
+    if (t->emb.size > 1 && (g->d.tied || g->d.t5) && tied >= 0 &&
+        !mp_probe_drops(pr, "pp-embgrad")) {
         const mp_param *p = &lay->p[tied];
         mp_status st = be->allreduce(&t->emb, MP_REAL_KIND, g->g + p->offset,
                                      (size_t)p->lrows * (size_t)p->lcols, MP_RED_SUM, err);
@@ -293,6 +300,11 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
             return st;
         mp_probe_record(pr, t0, MP_STREAM_PP_SEND, MP_EV_OTHER, false);
         t0 = be->now();
+    }
+    if (g->d.t5) { /* each stack's relative bias, summed over its stages */
+        mp_status st = RN(mp_t5_reduce_grads)(g, err);
+        if (st)
+            return st;
     }
     bool any = false;
     for (int pid = 0; pid < lay->n; pid++) {

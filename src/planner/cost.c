@@ -60,8 +60,11 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
         d->act[r] = mp_block_act_bytes(&c->model, &bs, (double)p->micro_batch, (double)p->tp,
                                        (double)p->cp, p->sp && p->tp > 1, (mp_recompute)r,
                                        c->hw.flash_attention);
-    d->send_bytes = (double)p->micro_batch * bs.s / (double)p->cp * (double)c->model.hidden *
-                    mp_dtype_bytes(c->training.precision) / (double)p->tp;
+    /* a T5 decoder stage hands on the encoder's output with its own stream
+     * (Megatron's encoder-decoder pipeline; the executor sends the same) */
+    d->send_bytes = (double)p->micro_batch * (bs.s + bs.s_cross) / (double)p->cp *
+                    (double)c->model.hidden * mp_dtype_bytes(c->training.precision) /
+                    (double)p->tp;
 }
 
 static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head)
@@ -175,19 +178,33 @@ typedef struct stage_sum {
     bool has_embedding, has_head;
 } stage_sum;
 
-static int64_t stage_begin(int64_t k, int64_t n, int64_t L, const mp_plan *plan)
+/* Stage k's items: the plan's, else Megatron's even split; T5 splits its
+ * encoder and decoder at the split rank (mp_even_stage_items, the split the
+ * executor runs). */
+static int64_t stage_begin(int64_t k, int64_t n, int64_t L, const mp_plan *plan,
+                           const mp_model *m)
 {
     if (plan && plan->n_stages == n)
         return plan->stages[k].begin;
+    if (m->arch == MP_ARCH_T5 && n > 1) {
+        int64_t b, e;
+        mp_even_stage_items(L, m->encoder_layers, n, k, &b, &e);
+        return b;
+    }
     if (k == 0)
         return 0;
     return 1 + (k * L) / n; /* Megatron: equal blocks; embedding first, head last */
 }
 
-static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan)
+static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan, const mp_model *m)
 {
     if (plan && plan->n_stages == n)
         return plan->stages[k].end;
+    if (m->arch == MP_ARCH_T5 && n > 1) {
+        int64_t b, e;
+        mp_even_stage_items(L, m->encoder_layers, n, k, &b, &e);
+        return e;
+    }
     if (k == n - 1)
         return L + 2;
     return 1 + ((k + 1) * L) / n;
@@ -378,7 +395,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             pm->block_params = det[i].params;
     for (int64_t k = 0; k < pm->n; k++) {
         /* clamped, so an unchecked plan can never index outside the items */
-        int64_t b = stage_begin(k, pm->n, L, plan), e = stage_end(k, pm->n, L, plan);
+        int64_t b = stage_begin(k, pm->n, L, plan, &c->model),
+                e = stage_end(k, pm->n, L, plan, &c->model);
         b = b < 0 ? 0 : b > L + 2 ? L + 2 : b;
         e = e < b ? b : e > L + 2 ? L + 2 : e;
         sum_stage(c, plan, det, b, e, L, &pm->st[k]);

@@ -619,7 +619,9 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_l
     info->split_gap = 0;
     info->split_max_stage = 0;
     info->uneven = info->mixed_recompute = false;
-    if (K > MP_MAX_STAGES || N > MP_MAX_LAYERS + 2)
+    /* T5 keeps Megatron's split of encoder and decoder stages (the split
+     * rank, mp_even_stage_items): Megatron cannot run a free one */
+    if (K > MP_MAX_STAGES || N > MP_MAX_LAYERS + 2 || (c->model.arch == MP_ARCH_T5 && K > 1))
         return mp_estimate_config(c, NULL, est, err);
 
     mp_item_cost *items = malloc(sizeof *items * (size_t)N);

@@ -2,7 +2,7 @@
 """random_plans.py MEGAPLAN PLANS_DIR SEED N — exec on N random tiny plans.
 
 Each plan draws every setting the executor runs at once: model (GPT,
-LLaMA-style with 2 or 4 key/value heads, or BERT), tp, sp, cp, pp, vpp, dp, the
+LLaMA-style with 2 or 4 key/value heads, BERT or T5), tp, sp, cp, pp, vpp, dp, the
 distributed optimizer, the schedule, recomputation, tied embeddings,
 micro-batch size and count (within 8 ranks), and is run for two steps in
 exact mode (bitwise) or fp32 tolerance mode against the reference. The named
@@ -17,21 +17,21 @@ meg, plans, seed, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4
 rng = random.Random(seed)
 templates = {m: open(os.path.join(plans, f)).read()
              for m, f in (('gpt', 'tiny.yaml.in'), ('llama', 'tiny-llama.yaml.in'),
-                          ('bert', 'tiny-bert.yaml.in'))}
+                          ('bert', 'tiny-bert.yaml.in'), ('t5', 'tiny-t5.yaml.in'))}
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
            OPENBLAS_NUM_THREADS='1')
 tmp = os.environ.get('TMPDIR', '/tmp')
 fails = 0
 for t in range(n):
-    model = rng.choice(['gpt', 'llama', 'bert'])
+    model = rng.choice(['gpt', 'llama', 'bert', 't5'])
     while True:
         tp, cp, pp, dp = (rng.choice([1, 2]) for _ in range(4))
-        if model == 'bert':
+        if model in ('bert', 't5'):
             cp = 1  # context parallelism is for decoders (the configuration check's rule)
         if tp * cp * pp * dp <= 8:
             break
     sp = tp > 1 and rng.random() < 0.5
-    vpp = 2 if pp == 2 and rng.random() < 0.4 else 1
+    vpp = 2 if pp == 2 and rng.random() < 0.4 and model != 't5' else 1  # T5: as Megatron
     sched = 'interleaved-1f1b' if vpp > 1 else rng.choice(['1f1b', 'gpipe', 'zb-h1'])
     kv = rng.choice([2, 4])
     layers = pp * vpp * rng.choice([1, 2])

@@ -186,26 +186,37 @@ mp_status mp_fixture_fill(const mp_fixture *fx, const char *prefix, const mp_par
     return MP_OK;
 }
 
-void mp_fixture_batch(const mp_fixture *fx, int first, int n, int b, int32_t *tok, int32_t *tgt)
+/* Length of the rows the loss is on: the decoder's for T5, else the sequence. */
+static int out_seq(const mp_fixture *fx)
 {
-    const mp_fixture_tensor *tt = mp_fixture_find(fx, "tokens");
-    const mp_fixture_tensor *gt = mp_fixture_find(fx, "targets");
-    int s = fx->config[MP_FX_SEQ];
-    const int32_t *T = tt->data, *G = gt->data;
+    return fx->config[MP_FX_ARCH] == 3 ? fx->config[MP_FX_DEC_SEQ] : fx->config[MP_FX_SEQ];
+}
+
+void mp_fixture_rows(const mp_fixture *fx, const char *name, int first, int n, int b,
+                     int32_t *out)
+{
+    const mp_fixture_tensor *t = mp_fixture_find(fx, name);
+    int s = t->dims[1];
+    const int32_t *T = t->data;
     for (int mb = 0; mb < n; mb++)
         for (int si = 0; si < s; si++)
             for (int bi = 0; bi < b; bi++) {
                 size_t seq = (size_t)(first + mb) * (size_t)b + (size_t)bi;
-                size_t r = ((size_t)mb * (size_t)s + (size_t)si) * (size_t)b + (size_t)bi;
-                tok[r] = T[seq * (size_t)s + (size_t)si];
-                tgt[r] = G[seq * (size_t)s + (size_t)si];
+                out[((size_t)mb * (size_t)s + (size_t)si) * (size_t)b + (size_t)bi] =
+                    T[seq * (size_t)s + (size_t)si];
             }
+}
+
+void mp_fixture_batch(const mp_fixture *fx, int first, int n, int b, int32_t *tok, int32_t *tgt)
+{
+    mp_fixture_rows(fx, "tokens", first, n, b, tok);
+    mp_fixture_rows(fx, "targets", first, n, b, tgt);
 }
 
 void mp_fixture_logits(const mp_fixture *fx, int mb, int b, float *out)
 {
     const mp_fixture_tensor *lt = mp_fixture_find(fx, "logits");
-    int s = fx->config[MP_FX_SEQ], V = fx->config[MP_FX_VOCAB];
+    int s = out_seq(fx), V = fx->config[MP_FX_VOCAB];
     const float *L = lt->data;
     for (int si = 0; si < s; si++)
         for (int bi = 0; bi < b; bi++) {

@@ -60,11 +60,17 @@ mp_status mp_fixture_fill(const mp_fixture *fx, const char *prefix, const mp_par
                           const mp_param_layout *ref_lay, int tp_rank, float *buf,
                           mp_error *err);
 
+/* Rows of int32 tensor name ([sequences, len]: "tokens", "targets", T5's
+ * "dec_tokens") for micro-batches [first, first + n) of b sequences each,
+ * in exec's row order (r = position * b + sample), into out[n][len*b]. */
+void mp_fixture_rows(const mp_fixture *fx, const char *name, int first, int n, int b,
+                     int32_t *out);
 /* Tokens and targets of micro-batches [first, first + n) of b sequences
  * each, in exec's row order (r = position * b + sample), into tok/tgt [n][seq*b]. */
 void mp_fixture_batch(const mp_fixture *fx, int first, int n, int b, int32_t *tok,
                       int32_t *tgt);
-/* The logits of micro-batch mb of b sequences, rows as exec's: out[seq*b][V]. */
+/* The logits of micro-batch mb of b sequences, rows as exec's: out[len*b][V]
+ * (len: seq, or T5's decoder length). */
 void mp_fixture_logits(const mp_fixture *fx, int mb, int b, float *out);
 
 #endif

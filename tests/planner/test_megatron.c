@@ -4,6 +4,7 @@
  * the model and the plan, for every example plan and plans on several presets
  * (uneven stages, uneven virtual stages, mixed per-layer recompute, GQA,
  * SwiGLU, RMSNorm, rope, untied, BERT, T5). */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -225,11 +226,17 @@ static void check_plan(const mp_plan *plan)
 static void example_plans(void **state)
 {
     (void)state;
-    const char *names[] = {"plan-gpt-pp2.yaml", "plan-gpt-tp2.yaml", "plan-gpt3-175b-1024.yaml",
-                           "plan-llama3-8b-tp2-cp2.yaml"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/examples/%s", MEGAPLAN_SOURCE_DIR, names[i]);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/examples", MEGAPLAN_SOURCE_DIR);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "plan-", 5) || len < 5 || strcmp(e->d_name + len - 5, ".yaml"))
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         mp_plan *plan = calloc(1, sizeof *plan);
         mp_error err = {0};
         assert_non_null(plan);
@@ -237,7 +244,10 @@ static void example_plans(void **state)
             fail_msg("%s: %s", path, err.msg);
         check_plan(plan);
         free(plan);
+        n++;
     }
+    closedir(d);
+    assert_true(n >= 6); /* every example plan, an uneven split and T5 among them */
 }
 
 /* A plan on a preset from YAML text; rc: layer_recompute items, or NULL. */

@@ -165,20 +165,23 @@ def t5_bias(table, Sq, Sk, bidirectional):
 
 
 def loss_t5(cfg, P, tokens, dec_tokens, targets):
-    """T5 1.0: pre-norm RMSNorm (scale only, eps 1e-6), ReLU MLP, no biases,
-    unscaled dot-product attention with a relative position bias per stack
-    (32 buckets, max distance 128) added in every layer, the decoder's
-    cross-attention over the encoder's final output, the tied embedding as the
-    output layer with the decoder's output scaled by h^-1/2."""
-    a, h = cfg["heads"], cfg["hidden"]
-    norm = lambda x, w: rmsnorm(x, w, 1e-6)  # noqa: E731
+    """T5 as Megatron-LM builds it with megaplan's T5 preset (T5 1.0's parts):
+    pre-norm RMSNorm (scale only, eps 1e-5 as the other models), ReLU MLP, no
+    biases, dot-product attention scaled by 1/sqrt(head dim) (Megatron's; the
+    released T5 folds the scale into its initialisation) with a relative
+    position bias per stack (32 buckets, max distance 128, T5's bucketing)
+    added to the scaled scores of every self-attention, the decoder's
+    cross-attention over the encoder's final output, the embedding (shared by
+    both stacks) as the output layer when tied."""
+    a = cfg["heads"]
+    norm = lambda x, w: rmsnorm(x, w, 1e-5)  # noqa: E731
     x = P["wte"][tokens]
     eb = t5_bias(P["enc_rel"], tokens.shape[1], tokens.shape[1], True)
     for i in range(cfg["enc_layers"]):
         L = lambda n: P["e%d.%s" % (i, n)]  # noqa: E731
         y = norm(x, L("ln1_w"))
         q, k, v = (heads(y @ L(n + "_w"), a) for n in "qkv")
-        x = x + merge(attention(q, k, v, False, eb, scale=False)) @ L("o_w")
+        x = x + merge(attention(q, k, v, False, eb)) @ L("o_w")
         y = norm(x, L("ln2_w"))
         x = x + F.relu(y @ L("fc1_w")) @ L("fc2_w")
     enc = norm(x, P["enc_lnf_w"])
@@ -189,15 +192,15 @@ def loss_t5(cfg, P, tokens, dec_tokens, targets):
         L = lambda n: P["d%d.%s" % (i, n)]  # noqa: E731
         y = norm(x, L("ln1_w"))
         q, k, v = (heads(y @ L(n + "_w"), a) for n in "qkv")
-        x = x + merge(attention(q, k, v, True, db, scale=False)) @ L("o_w")
+        x = x + merge(attention(q, k, v, True, db)) @ L("o_w")
         y = norm(x, L("lnx_w"))
         q = heads(y @ L("xq_w"), a)
         k, v = heads(enc @ L("xk_w"), a), heads(enc @ L("xv_w"), a)
-        x = x + merge(attention(q, k, v, False, None, scale=False)) @ L("xo_w")
+        x = x + merge(attention(q, k, v, False, None)) @ L("xo_w")
         y = norm(x, L("ln2_w"))
         x = x + F.relu(y @ L("fc1_w")) @ L("fc2_w")
-    x = norm(x, P["lnf_w"]) * h ** -0.5
-    logits = x @ P["wte"].T
+    x = norm(x, P["lnf_w"])
+    logits = x @ (P["wte"] if cfg["tied"] else P["head"]).T
     n = dec_tokens.numel()
     return logits, F.cross_entropy(logits.reshape(n, -1), targets.reshape(n),
                                    reduction="sum") / n

@@ -163,7 +163,8 @@ static mp_status fixture_setup(run *R, const mp_gpt_dims *d, int m, int dp_rank,
     size_t n = R->ref_lay.total, Sfull = (size_t)d->seq * (size_t)d->micro_batch;
     R->fx_grad = malloc(n * sizeof(float));
     R->fx_after = malloc(n * sizeof(float));
-    R->fx_logits = malloc(Sfull * (size_t)d->vocab * sizeof(float));
+    /* zeros past the rows the fixture has (T5: the decoder's, fewer than seq) */
+    R->fx_logits = calloc(Sfull * (size_t)d->vocab, sizeof(float));
     if (!R->fx_grad || !R->fx_after || !R->fx_logits)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the fixture");
     mp_status st = mp_fixture_fill(&R->fx, "grad:", &R->ref_lay, &R->ref_lay, 0, R->fx_grad, err);

@@ -193,7 +193,7 @@ static int out_seq(const mp_fixture *fx)
 }
 
 void mp_fixture_rows(const mp_fixture *fx, const char *name, int first, int n, int b,
-                     int32_t *out)
+                     int stride, int32_t *out)
 {
     const mp_fixture_tensor *t = mp_fixture_find(fx, name);
     int s = t->dims[1];
@@ -202,15 +202,18 @@ void mp_fixture_rows(const mp_fixture *fx, const char *name, int first, int n, i
         for (int si = 0; si < s; si++)
             for (int bi = 0; bi < b; bi++) {
                 size_t seq = (size_t)(first + mb) * (size_t)b + (size_t)bi;
-                out[((size_t)mb * (size_t)s + (size_t)si) * (size_t)b + (size_t)bi] =
+                out[(size_t)mb * (size_t)stride + (size_t)si * (size_t)b + (size_t)bi] =
                     T[seq * (size_t)s + (size_t)si];
             }
 }
 
 void mp_fixture_batch(const mp_fixture *fx, int first, int n, int b, int32_t *tok, int32_t *tgt)
 {
-    mp_fixture_rows(fx, "tokens", first, n, b, tok);
-    mp_fixture_rows(fx, "targets", first, n, b, tgt);
+    /* exec's micro-batches are seq * b rows apart in both arrays (T5's
+     * targets, the decoder's, fill the first dec_seq * b of theirs) */
+    int stride = fx->config[MP_FX_SEQ] * b;
+    mp_fixture_rows(fx, "tokens", first, n, b, stride, tok);
+    mp_fixture_rows(fx, "targets", first, n, b, stride, tgt);
 }
 
 void mp_fixture_logits(const mp_fixture *fx, int mb, int b, float *out)

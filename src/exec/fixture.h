@@ -62,11 +62,13 @@ mp_status mp_fixture_fill(const mp_fixture *fx, const char *prefix, const mp_par
 
 /* Rows of int32 tensor name ([sequences, len]: "tokens", "targets", T5's
  * "dec_tokens") for micro-batches [first, first + n) of b sequences each,
- * in exec's row order (r = position * b + sample), into out[n][len*b]. */
+ * in exec's row order (r = position * b + sample), micro-batch k's rows
+ * from out + k * stride. */
 void mp_fixture_rows(const mp_fixture *fx, const char *name, int first, int n, int b,
-                     int32_t *out);
+                     int stride, int32_t *out);
 /* Tokens and targets of micro-batches [first, first + n) of b sequences
- * each, in exec's row order (r = position * b + sample), into tok/tgt [n][seq*b]. */
+ * each, in exec's row order (r = position * b + sample), into tok/tgt
+ * [n][seq*b] (T5's decoder targets: the first dec_seq*b of each). */
 void mp_fixture_batch(const mp_fixture *fx, int first, int n, int b, int32_t *tok,
                       int32_t *tgt);
 /* The logits of micro-batch mb of b sequences, rows as exec's: out[len*b][V]

@@ -137,6 +137,11 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
 {
     const int *c = fx->config;
     int arch = d->bert ? 2 : (d->rmsnorm || d->swiglu || d->rope || d->no_bias) ? 1 : 0;
+    int enc_layers = 0, dec_seq = 0;
+#ifdef MP_T5_BUCKETS /* params.h with T5 in the executor */
+    if (d->t5)
+        arch = 3, enc_layers = d->enc_layers, dec_seq = d->dec_seq;
+#endif
     struct {
         const char *field;
         int want, have;
@@ -155,6 +160,8 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         {"model.activation (1 swiglu)", c[MP_FX_SWIGLU], d->swiglu},
         {"model.position (1 rope)", c[MP_FX_ROPE], d->rope},
         {"model.arch (1 no biases)", c[MP_FX_NO_BIAS], d->no_bias},
+        {"model.encoder_layers", c[MP_FX_ENC_LAYERS], enc_layers},
+        {"model.decoder_seq", c[MP_FX_DEC_SEQ], dec_seq},
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].want != f[i].have)

@@ -106,7 +106,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--test-drop-allreduce", "--test-kill-rank"};
+                                            "--test-drop-allreduce", "--test-kill-rank",
+                                            "--test-fixture"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             needs |= !strcmp(name, takes_value[k]);
@@ -160,6 +161,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             a->o.microbatches = (int)n;
         } else if (!strcmp(name, "--test-drop-allreduce")) {
             a->o.test_drop = val;
+        } else if (!strcmp(name, "--test-fixture")) {
+            a->o.fixture = val;
         } else if (!strcmp(name, "--solo")) {
             ok = parse_int(val, 0, 1 << 24, &n);
             a->o.solo_rank = (int)n;
@@ -351,7 +354,10 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         else
             printf(" (Megatron's even split)\n");
     }
-    if (r->checked)
+    if (r->checked && a->o.fixture)
+        printf("check: fp32 against PyTorch's fp32 step in %s, max relative error %g\n",
+               a->o.fixture, tol);
+    else if (r->checked)
         printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"
                         : "check: fp32 against the fp64 reference, max relative error %g\n",
                tol);

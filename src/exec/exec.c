@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "exec/check.h"
+#include "exec/fixture.h"
 #include "exec/kernels.h"
 #include "exec/quant.h"
 #include "exec/t5.h"
@@ -115,6 +116,9 @@ typedef struct run {
     int32_t *dtok, *dtgt;      /* this DP rank's whole sequences, before the CP selection */
     int *logit_rows;           /* [S] the reference's row of each local token row */
     mp_check chk;
+    /* --test-fixture: PyTorch's step replaces the reference model */
+    mp_fixture fx;
+    float *fx_grad, *fx_after, *fx_logits; /* in the reference's layout */
 } run;
 
 static void run_free(run *r)
@@ -146,6 +150,33 @@ static void run_free(run *r)
     free(r->dtgt);
     free(r->logit_rows);
     mp_check_free(&r->chk);
+    mp_fixture_free(&r->fx);
+    free(r->fx_grad);
+    free(r->fx_after);
+    free(r->fx_logits);
+}
+
+/* --test-fixture: the whole model's gradients, weights after the step and
+ * logits of this DP rank's first micro-batch from the fixture, and this
+ * rank's weights from it instead of the seed's. */
+static mp_status fixture_setup(run *R, const mp_gpt_dims *d, int m, int dp_rank, int tp_rank,
+                               mp_error *err)
+{
+    size_t n = R->ref_lay.total, Sfull = (size_t)d->seq * (size_t)d->micro_batch;
+    R->fx_grad = malloc(n * sizeof(float));
+    R->fx_after = malloc(n * sizeof(float));
+    /* zeros past the rows the fixture has (T5: the decoder's, fewer than seq) */
+    R->fx_logits = calloc(Sfull * (size_t)d->vocab, sizeof(float));
+    if (!R->fx_grad || !R->fx_after || !R->fx_logits)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the fixture");
+    mp_status st = mp_fixture_fill(&R->fx, "grad:", &R->ref_lay, &R->ref_lay, 0, R->fx_grad, err);
+    if (!st)
+        st = mp_fixture_fill(&R->fx, "after:", &R->ref_lay, &R->ref_lay, 0, R->fx_after, err);
+    for (int c = 0; c < R->v && !st; c++)
+        st = mp_fixture_fill(&R->fx, "param:", &R->lay[c], &R->ref_lay, tp_rank, R->model[c].w,
+                             err);
+    mp_fixture_logits(&R->fx, dp_rank * m, d->micro_batch, R->fx_logits);
+    return st;
 }
 
 static mp_status gather_timeline(mp_runtime *rt, const mp_probe *pr, mp_exec_report *rep,
@@ -200,7 +231,25 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     const mp_parallel *par = &plan->config.parallel;
     mp_gpt_dims d;
     int m = 0;
+    mp_exec_opts fixture_opts;
+    if (o->fixture) { /* a fixture holds one step, computed in fp32 */
+        fixture_opts = *o;
+        fixture_opts.steps = 1;
+        if (!o->tol_set)
+            fixture_opts.tol = MP_FIXTURE_TOL;
+        o = &fixture_opts;
+    }
     TRY(mp_exec_precheck(plan, o, &d, &m, err));
+    if (o->fixture) {
+        if (o->exact || !o->check) {
+            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--test-fixture",
+                              "a fixture is checked in fp32 tolerance mode: drop %s",
+                              o->exact ? "--exact" : "--no-check");
+            goto done;
+        }
+        TRY(mp_fixture_load(o->fixture, &R.fx, err));
+        TRY(mp_fixture_match(&R.fx, &d, m * (int)par->dp * d.micro_batch, err));
+    }
     if (o->solo_rank >= 0) {
         if (o->check) {
             st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--solo",
@@ -312,6 +361,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                         .beta1 = 0.9, .beta2 = 0.95,
                         .eps = o->adam_eps > 0 ? o->adam_eps : (o->exact ? 1e-8 : 1e-4),
                         .weight_decay = 0.1};
+    if (o->fixture)
+        adam = (mp_adam_cfg){.lr = R.fx.lr, .beta1 = R.fx.beta1, .beta2 = R.fx.beta2,
+                             .eps = R.fx.eps, .weight_decay = R.fx.weight_decay};
     double grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)tokens_total;
     for (int c = 0; c < v && !st; c++) {
         st = mp_gpt_init_f32(&R.model[c], &dc[c], &R.lay[c], be, rt->tp_group,
@@ -386,9 +438,16 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         }
         if (hm)
             hm->keep_microbatch = 0;
+        if (o->fixture) {
+            TRY(fixture_setup(&R, &d, m, rt->dp_rank, rt->tp_rank, err));
+            rep->tol = o->tol;
+            TRY(mp_check_init(&R.chk, &R.ref_lay, false, rep->tol, err));
+        }
         R.ref64 = !o->exact;
         size_t logits_bytes = (size_t)Sfull * (size_t)d.vocab;
-        if (R.ref64) {
+        if (o->fixture) {
+            /* PyTorch's step is the reference (fixture_setup) */
+        } else if (R.ref64) {
             TRY(mp_gpt_init_f64(&R.ref64m, &rd, &R.ref_lay, be, rt->self, 1, 1, false, o->seed,
                                 NULL, err));
             R.ref64m.grad_scale = grad_scale;
@@ -413,15 +472,20 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_trainer_init_f32(&R.rtr32, &R.ref32, rt->self, false, &adam, m * dp,
                                     &R.ref_ops, err));
         }
-        rep->tol = !o->tol_set && d.bert ? MP_EXEC_BERT_TOL : o->tol;
-        TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, rep->tol, err));
+        if (!o->fixture) {
+            rep->tol = !o->tol_set && d.bert ? MP_EXEC_BERT_TOL : o->tol;
+            TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, rep->tol, err));
+        }
     }
 
     rep->steps = o->steps;
     for (int step = 1; step <= o->steps; step++) {
         /* this DP rank's samples, then (CP) this rank's positions of them */
-        make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
-                   d.vocab, d.bert, R.dtok, R.dtgt);
+        if (o->fixture)
+            mp_fixture_batch(&R.fx, rt->dp_rank * m, m, d.micro_batch, R.dtok, R.dtgt);
+        else
+            make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
+                       d.vocab, d.bert, R.dtok, R.dtgt);
         cp_rows(&d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = be->now();
@@ -443,7 +507,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                        R.rtgt);
             mp_check_view ref = R.ref64 ? mp_check_view_f64(R.ref64m.g, R.ref64m.kept_logits)
                                         : mp_check_view_f32(R.ref32.g, R.ref32.kept_logits);
-            if (R.ref64)
+            if (o->fixture) {
+                ref = mp_check_view_f32(R.fx_grad, R.fx_logits);
+                rloss = *(const float *)mp_fixture_find(&R.fx, "loss")->data * (double)tokens_total;
+            } else if (R.ref64)
                 TRY(mp_trainer_grads_f64(&R.rtr64, R.rtok, R.rtgt, &rloss, err));
             else
                 TRY(mp_trainer_grads_f32(&R.rtr32, R.rtok, R.rtgt, &rloss, err));
@@ -462,12 +529,15 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_trainer_update_f32(&R.trainer[c], step, err));
         rep->step_seconds[step - 1] = grads_seconds + (be->now() - update_start);
         if (o->check) {
-            if (R.ref64)
+            if (o->fixture)
+                ; /* the fixture's weights after PyTorch's AdamW step */
+            else if (R.ref64)
                 TRY(mp_trainer_update_f64(&R.rtr64, step, err));
             else
                 TRY(mp_trainer_update_f32(&R.rtr32, step, err));
-            mp_check_view ref = R.ref64 ? mp_check_view_f64(R.ref64m.w, NULL)
-                                        : mp_check_view_f32(R.ref32.w, NULL);
+            mp_check_view ref = o->fixture ? mp_check_view_f32(R.fx_after, NULL)
+                                : R.ref64  ? mp_check_view_f64(R.ref64m.w, NULL)
+                                           : mp_check_view_f32(R.ref32.w, NULL);
             for (int c = 0; c < v; c++)
                 mp_check_params(&R.chk, step, "param:", &R.lay[c], R.model[c].w, &ref,
                                 &R.ref_lay, rt->tp_rank, 0, R.lay[c].total);

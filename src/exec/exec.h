@@ -34,6 +34,8 @@ typedef struct mp_exec_opts {
     bool want_timeline;    /* gather the measured timeline of the last step on rank 0 */
     const char *test_drop; /* test-only: collective site to skip (probe.h) */
     int test_kill_rank;    /* test-only: rank that kills itself in step 1 (-1 none) */
+    const char *fixture;   /* test-only: a PyTorch fixture (fixture.h) gives the weights, the
+                              data and the reference of one step (fp32, tolerance mode) */
     int solo_rank;         /* --solo: this one process runs that global rank's share at
                               full size, collectives left out, no check (-1: off) */
 } mp_exec_opts;

@@ -100,14 +100,21 @@ void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, c
     }
 }
 
-/* gelu(x) = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi) */
+/* gelu(x) = x/2 (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi).
+ * MP_TEST_GELU_C is defined only by the test build of tests/exec/meson.build
+ * (megaplan-gelu-mutant): a wrong constant that the PyTorch fixtures must catch. */
 #define GELU_K 0.7978845608028654
+#ifdef MP_TEST_GELU_C
+#define GELU_C MP_TEST_GELU_C
+#else
+#define GELU_C 0.044715
+#endif
 
 void RN(mp_gelu_forward)(real *out, const real *in, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         real x = in[i];
-        out[i] = (real)0.5 * x * (1 + R_TANH((real)GELU_K * (x + (real)0.044715 * x * x * x)));
+        out[i] = (real)0.5 * x * (1 + R_TANH((real)GELU_K * (x + (real)GELU_C * x * x * x)));
     }
 }
 
@@ -115,9 +122,9 @@ void RN(mp_gelu_backward)(real *din, const real *dout, const real *in, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         real x = in[i];
-        real u = (real)GELU_K * (x + (real)0.044715 * x * x * x);
+        real u = (real)GELU_K * (x + (real)GELU_C * x * x * x);
         real th = R_TANH(u);
-        real du = (real)GELU_K * (1 + (real)(3 * 0.044715) * x * x);
+        real du = (real)GELU_K * (1 + (real)(3 * GELU_C) * x * x);
         real g = (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
         din[i] = dout[i] * g;
     }

@@ -1,18 +1,27 @@
-/* megatron.c — Megatron-LM (Megatron-Core) arguments of a plan.
+/* megatron.c — Megatron-LM (Megatron-Core) arguments of a plan: the model's
+ * shape and the plan's parallelism, as megatron/training/arguments.py and
+ * TransformerConfig name them (checked against Megatron-LM d98e8a6,
+ * megatron-core 0.20, by tools/megatron-check.sh; docs/megatron-check.md).
  *
- * Flags and their meaning as in megatron/training/arguments.py:
- * --tensor-model-parallel-size, --pipeline-model-parallel-size,
- * --context-parallel-size, --sequence-parallel,
- * --num-layers-per-virtual-pipeline-stage, --micro-batch-size,
- * --global-batch-size, --recompute-granularity selective|full,
- * --recompute-method uniform|block, --recompute-num-layers,
- * --use-distributed-optimizer, --overlap-grad-reduce, --overlap-param-gather,
- * --tp-comm-overlap, and for uneven pipelines
- * --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
- * (the remaining layers split evenly over the middle stages). */
+ * Model: --num-layers (T5: --encoder-num-layers, --decoder-num-layers),
+ * --hidden-size, --num-attention-heads, --kv-channels, --ffn-hidden-size,
+ * --group-query-attention --num-query-groups, --swiglu, --normalization,
+ * --position-embedding-type (rope, relative with its buckets and distance),
+ * --max-position-embeddings, --untie-embeddings-and-output-weights,
+ * --disable-bias-linear, --vocab-size, --seq-length (T5: --encoder-seq-length,
+ * --decoder-seq-length). Parallelism: --tensor/pipeline-model-parallel-size,
+ * --context-parallel-size, --sequence-parallel, virtual stages by
+ * --num-layers-per-virtual-pipeline-stage when even, else the exact split by
+ * --pipeline-model-parallel-layout ("Et*20|t*20|t*21|t*19L": stages split by
+ * '|', virtual stage k = chunk * pp + rank, E embedding, t a block, L loss),
+ * batches, precision, recompute (below), the distributed optimizer and the
+ * overlaps. CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron needs with tp > 1
+ * or cp > 1 (its TP/CP communication must be issued in order), comes first as
+ * an `export` line. What Megatron cannot say comes out as '#' comments first. */
 #include "planner/megatron.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t blocks_in(const mp_stage_range *r, int64_t L)
@@ -20,6 +29,233 @@ static int64_t blocks_in(const mp_stage_range *r, int64_t L)
     int64_t b = r->begin < 1 ? 1 : r->begin;
     int64_t e = r->end > L + 1 ? L + 1 : r->end;
     return e > b ? e - b : 0;
+}
+
+/* The (virtual) stages the flags describe: the plan's, or Megatron's even split. */
+static mp_stage_range *stages_of(const mp_config *c, const mp_plan *plan, int64_t K)
+{
+    mp_stage_range *st = calloc((size_t)(K > 0 ? K : 1), sizeof *st);
+    if (!st)
+        return NULL;
+    if (plan && plan->n_stages == K) {
+        memcpy(st, plan->stages, (size_t)K * sizeof *st);
+        return st;
+    }
+    int64_t L = c->model.layers, item = 1;
+    for (int64_t k = 0; k < K; k++) {
+        st[k].begin = (int32_t)(k == 0 ? 0 : item);
+        item += L / K + (k < L % K ? 1 : 0);
+        st[k].end = (int32_t)(k == K - 1 ? L + 2 : item);
+    }
+    return st;
+}
+
+/* Megatron's recompute settings: none, selective (core attention: the
+ * probabilities megaplan's selective drops) on every layer, full on every
+ * layer (method uniform, 1 layer a unit), or full on the first `block`
+ * layers of every (virtual) stage and none on the rest (method block). */
+typedef enum { RC_NONE, RC_SELECTIVE, RC_UNIFORM, RC_BLOCK } rc_kind;
+typedef struct rc_choice {
+    rc_kind kind;
+    int64_t block;
+} rc_choice;
+
+/* The recompute of block i (1..L) under choice ch. */
+static int rc_mode(rc_choice ch, const mp_stage_range *st, int64_t K, int64_t L, int64_t i)
+{
+    switch (ch.kind) {
+    case RC_NONE: return MP_RECOMPUTE_NONE;
+    case RC_SELECTIVE: return MP_RECOMPUTE_SELECTIVE;
+    case RC_UNIFORM: return MP_RECOMPUTE_FULL;
+    case RC_BLOCK:
+        for (int64_t k = 0; k < K; k++) {
+            int64_t b = st[k].begin < 1 ? 1 : st[k].begin;
+            if (i >= b && i < b + blocks_in(&st[k], L))
+                return i - b < ch.block ? MP_RECOMPUTE_FULL : MP_RECOMPUTE_NONE;
+        }
+    }
+    return MP_RECOMPUTE_NONE;
+}
+
+static int plan_mode(const mp_config *c, const mp_plan *plan, int64_t i)
+{
+    return plan && plan->has_layer_recompute ? plan->layer_recompute[i]
+                                             : (int)c->parallel.recompute;
+}
+
+/* The choice that says the plan exactly, or else the one that recomputes at
+ * least what the plan does on every layer (so that it still fits) with the
+ * fewest layers different; *differ counts them. */
+static rc_choice choose_recompute(const mp_config *c, const mp_plan *plan,
+                                  const mp_stage_range *st, int64_t K, int64_t *differ)
+{
+    int64_t L = c->model.layers, most = 0;
+    for (int64_t k = 0; k < K; k++)
+        most = blocks_in(&st[k], L) > most ? blocks_in(&st[k], L) : most;
+    rc_choice best = {RC_UNIFORM, 0};
+    int64_t best_diff = -1;
+    for (int64_t n = -3; n <= most; n++) {
+        rc_choice ch = n == -3 ? (rc_choice){RC_NONE, 0}
+                     : n == -2 ? (rc_choice){RC_SELECTIVE, 0}
+                     : n == -1 ? (rc_choice){RC_UNIFORM, 0}
+                               : (rc_choice){RC_BLOCK, n};
+        if (ch.kind == RC_BLOCK && n == 0)
+            continue;
+        int64_t diff = 0;
+        bool covers = true;
+        for (int64_t i = 1; i <= L; i++) {
+            int want = plan_mode(c, plan, i), got = rc_mode(ch, st, K, L, i);
+            diff += want != got;
+            covers &= got >= want; /* none < selective < full in memory saved */
+        }
+        if (covers && (best_diff < 0 || diff < best_diff)) {
+            best = ch;
+            best_diff = diff;
+        }
+    }
+    *differ = best_diff;
+    return best;
+}
+
+bool mp_megatron_recompute_exact(const mp_config *c, const mp_plan *plan)
+{
+    int64_t K = c->parallel.pp * (c->parallel.vpp > 1 ? c->parallel.vpp : 1), differ = 0;
+    mp_stage_range *st = stages_of(c, plan, K);
+    if (!st)
+        return false;
+    choose_recompute(c, plan, st, K, &differ);
+    free(st);
+    return differ == 0;
+}
+
+static const char *mode_name(int m)
+{
+    return m == MP_RECOMPUTE_FULL ? "full" : m == MP_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+static void recompute_flags(const mp_config *c, const mp_plan *plan, const mp_stage_range *st,
+                            int64_t K, mp_buf *out, mp_buf *notes)
+{
+    int64_t L = c->model.layers, differ = 0;
+    rc_choice ch = choose_recompute(c, plan, st, K, &differ);
+    switch (ch.kind) {
+    case RC_NONE: break;
+    case RC_SELECTIVE:
+        mp_buf_puts(out, "--recompute-granularity selective \\\n--recompute-modules core_attn \\\n");
+        break;
+    case RC_UNIFORM:
+        mp_buf_puts(out, "--recompute-granularity full \\\n--recompute-method uniform \\\n"
+                         "--recompute-num-layers 1 \\\n");
+        break;
+    case RC_BLOCK:
+        mp_buf_printf(out, "--recompute-granularity full \\\n--recompute-method block \\\n"
+                           "--recompute-num-layers %lld \\\n", (long long)ch.block);
+        break;
+    }
+    if (differ > 0) {
+        int64_t first = 0;
+        for (int64_t i = 1; i <= L && !first; i++)
+            if (plan_mode(c, plan, i) != rc_mode(ch, st, K, L, i))
+                first = i;
+        mp_buf_printf(notes,
+                      "# recompute differs on %lld of %lld layers: Megatron has one granularity, "
+                      "on all layers or (full) the first N of every stage; these flags recompute "
+                      "at least what the plan does (first: layer %lld, plan %s, flags %s)\n",
+                      (long long)differ, (long long)L, (long long)first,
+                      mode_name(plan_mode(c, plan, first)), mode_name(rc_mode(ch, st, K, L, first)));
+    }
+}
+
+/* "Et*20|t*20|t*21|t*19L": virtual stage k's items, stages in order k. */
+static void layout_flag(const mp_stage_range *st, int64_t K, int64_t L, mp_buf *out)
+{
+    mp_buf_puts(out, "--pipeline-model-parallel-layout \"");
+    for (int64_t k = 0; k < K; k++) {
+        int64_t n = blocks_in(&st[k], L);
+        mp_buf_printf(out, "%s%s", k ? "|" : "", st[k].begin == 0 ? "E" : "");
+        if (n == 1)
+            mp_buf_puts(out, "t");
+        else if (n > 1)
+            mp_buf_printf(out, "t*%lld", (long long)n);
+        if (st[k].end == L + 2)
+            mp_buf_puts(out, "L");
+    }
+    mp_buf_puts(out, "\" \\\n");
+}
+
+static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
+{
+    const mp_model *m = &c->model;
+    bool t5 = m->arch == MP_ARCH_T5;
+    if (t5) {
+        mp_buf_printf(out, "--encoder-num-layers %lld \\\n--decoder-num-layers %lld \\\n",
+                      (long long)m->encoder_layers, (long long)m->decoder_layers);
+        if (m->encoder_layers != m->decoder_layers)
+            mp_buf_printf(notes, "# t5: Megatron-LM's T5 builds its decoder with "
+                                 "--encoder-num-layers (%lld) layers, not %lld\n",
+                          (long long)m->encoder_layers, (long long)m->decoder_layers);
+    } else {
+        mp_buf_printf(out, "--num-layers %lld \\\n", (long long)m->layers);
+    }
+    int64_t hd = m->head_dim > 0 ? m->head_dim : m->hidden / m->heads;
+    mp_buf_printf(out, "--hidden-size %lld \\\n--num-attention-heads %lld \\\n"
+                       "--kv-channels %lld \\\n--ffn-hidden-size %lld \\\n",
+                  (long long)m->hidden, (long long)m->heads, (long long)hd,
+                  (long long)(m->ffn_hidden > 0 ? m->ffn_hidden : 4 * m->hidden));
+    if (m->kv_heads > 0 && m->kv_heads < m->heads)
+        mp_buf_printf(out, "--group-query-attention \\\n--num-query-groups %lld \\\n",
+                      (long long)m->kv_heads);
+    if (m->activation == MP_ACT_SWIGLU)
+        mp_buf_puts(out, "--swiglu \\\n");
+    else if (m->activation == MP_ACT_RELU)
+        mp_buf_puts(notes, "# activation relu: Megatron-LM has no flag for ReLU (its MLP runs "
+                           "GeLU; --squared-relu is another function)\n");
+    if (m->norm == MP_NORM_RMSNORM)
+        mp_buf_puts(out, "--normalization RMSNorm \\\n");
+    if (m->position == MP_POS_ROPE)
+        mp_buf_puts(out, "--position-embedding-type rope \\\n");
+    else if (m->position == MP_POS_RELATIVE)
+        mp_buf_puts(out, "--position-embedding-type relative \\\n"
+                         "--relative-attention-num-buckets 32 \\\n"
+                         "--relative-attention-max-distance 128 \\\n");
+    int64_t seq = c->training.seq > 0 ? c->training.seq : m->seq;
+    int64_t maxpos = seq > m->seq ? seq : m->seq;
+    if (t5 && m->decoder_seq > maxpos)
+        maxpos = m->decoder_seq;
+    mp_buf_printf(out, "--max-position-embeddings %lld \\\n", (long long)maxpos);
+    if (!m->tied_embeddings)
+        mp_buf_puts(out, "--untie-embeddings-and-output-weights \\\n");
+    /* LLaMA's and T5's linear layers have no biases (megaplan's cost model and exec) */
+    if (m->arch == MP_ARCH_LLAMA || t5)
+        mp_buf_puts(out, "--disable-bias-linear \\\n");
+    mp_buf_printf(out, "--vocab-size %lld \\\n", (long long)m->vocab);
+    if (t5)
+        mp_buf_printf(out, "--encoder-seq-length %lld \\\n--decoder-seq-length %lld \\\n",
+                      (long long)seq, (long long)m->decoder_seq);
+    else
+        mp_buf_printf(out, "--seq-length %lld \\\n", (long long)seq);
+}
+
+static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t K, mp_buf *out,
+                           mp_buf *notes)
+{
+    const mp_parallel *p = &c->parallel;
+    int64_t L = c->model.layers, v = p->vpp > 1 ? p->vpp : 1;
+    if (c->model.arch == MP_ARCH_T5) {
+        if (p->pp > 1)
+            mp_buf_printf(notes, "# t5: Megatron-LM's T5 (examples/t5/pretrain_t5.py) refuses "
+                                 "pipeline parallelism; the plan's pp %lld does not run there\n",
+                          (long long)p->pp);
+        return;
+    }
+    bool even = L % K == 0;
+    for (int64_t k = 0; k < K && even; k++)
+        even = blocks_in(&st[k], L) == L / K;
+    if (K > 1 && !even)
+        layout_flag(st, K, L, out);
+    else if (v > 1)
+        mp_buf_printf(out, "--num-layers-per-virtual-pipeline-stage %lld \\\n",
+                      (long long)(L / K));
 }
 
 void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
@@ -30,86 +266,23 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     mp_buf_init(&flags);
     mp_buf *out = &flags;
     const mp_parallel *p = &c->parallel;
-    int64_t L = c->model.layers;
-    int64_t v = p->vpp > 1 ? p->vpp : 1;
-    int64_t K = p->pp * v;
-    bool staged = plan && plan->n_stages == K && K > 0;
-
+    int64_t K = p->pp * (p->vpp > 1 ? p->vpp : 1);
+    mp_stage_range *st = stages_of(c, plan, K);
+    if (!st) {
+        dest->oom = true;
+        return;
+    }
+    model_flags(c, out, &notes);
     mp_buf_printf(out, "--tensor-model-parallel-size %lld \\\n--pipeline-model-parallel-size %lld \\\n",
                   (long long)p->tp, (long long)p->pp);
     if (p->cp > 1) mp_buf_printf(out, "--context-parallel-size %lld \\\n", (long long)p->cp);
     if (p->sp) mp_buf_puts(out, "--sequence-parallel \\\n");
-    if (v > 1)
-        mp_buf_printf(out, "--num-layers-per-virtual-pipeline-stage %lld \\\n",
-                      (long long)(L / (p->pp * v)));
-    mp_buf_printf(out, "--micro-batch-size %lld \\\n--global-batch-size %lld \\\n"
-                       "--seq-length %lld \\\n",
-                  (long long)p->micro_batch, (long long)c->training.global_batch,
-                  (long long)c->training.seq);
+    pipeline_flags(c, st, K, out, &notes);
+    mp_buf_printf(out, "--micro-batch-size %lld \\\n--global-batch-size %lld \\\n",
+                  (long long)p->micro_batch, (long long)c->training.global_batch);
     if (c->training.precision == MP_DTYPE_FP16) mp_buf_puts(out, "--fp16 \\\n");
     if (c->training.precision == MP_DTYPE_BF16) mp_buf_puts(out, "--bf16 \\\n");
-
-    /* uneven pipeline: first and last stage layer counts */
-    const char *note = NULL;
-    if (staged && v == 1 && p->pp > 1) {
-        int64_t first = blocks_in(&plan->stages[0], L), last = blocks_in(&plan->stages[K - 1], L);
-        bool even = true, middle_even = true;
-        int64_t mid0 = K > 2 ? blocks_in(&plan->stages[1], L) : 0;
-        for (int64_t k = 0; k < K; k++) {
-            int64_t n = blocks_in(&plan->stages[k], L);
-            if (n != L / K) even = false;
-            if (k > 0 && k < K - 1 && n != mid0) middle_even = false;
-        }
-        if (!even) {
-            if (first != mid0 || K == 2)
-                mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n", (long long)first);
-            if (last != mid0 || K == 2)
-                mp_buf_printf(out, "--decoder-last-pipeline-num-layers %lld \\\n", (long long)last);
-            if (!middle_even)
-                note = "# the plan's middle stages are uneven; Megatron splits the middle evenly\n";
-        }
-    } else if (staged && v > 1) {
-        for (int64_t k = 0; k < K; k++)
-            if (blocks_in(&plan->stages[k], L) != L / K) {
-                note = "# the plan's virtual stages are uneven; Megatron interleaves even chunks\n";
-                break;
-            }
-    }
-
-    /* recompute: uniform, or full on the first N blocks of each stage (method block) */
-    int count[MP_RECOMPUTE_COUNT] = {0};
-    int64_t full_max = 0;
-    if (staged && plan->has_layer_recompute) {
-        for (int64_t k = 0; k < K; k++) {
-            int64_t f = 0;
-            for (int64_t i = plan->stages[k].begin; i < plan->stages[k].end; i++) {
-                if (i < 1 || i > L) continue;
-                count[plan->layer_recompute[i]]++;
-                if (plan->layer_recompute[i] == MP_RECOMPUTE_FULL) f++;
-            }
-            if (f > full_max) full_max = f;
-        }
-    } else {
-        count[p->recompute] = (int)L;
-    }
-    if (count[MP_RECOMPUTE_FULL] == L) {
-        mp_buf_puts(out, "--recompute-granularity full \\\n--recompute-method uniform \\\n"
-                         "--recompute-num-layers 1 \\\n");
-    } else if (count[MP_RECOMPUTE_FULL] > 0) {
-        mp_buf_printf(out, "--recompute-granularity full \\\n--recompute-method block \\\n"
-                           "--recompute-num-layers %lld \\\n", (long long)full_max);
-        if (count[MP_RECOMPUTE_SELECTIVE] > 0)
-            mp_buf_puts(&notes, "# the plan recomputes the other layers selectively; Megatron has one "
-                             "granularity, these flags recompute those in full or not at all\n");
-        else if (count[MP_RECOMPUTE_FULL] != full_max * K)
-            mp_buf_puts(&notes, "# the plan recomputes a different number of layers per stage; "
-                             "--recompute-num-layers takes the largest\n");
-    } else if (count[MP_RECOMPUTE_SELECTIVE] > 0) {
-        mp_buf_puts(out, "--recompute-granularity selective \\\n");
-        if (count[MP_RECOMPUTE_SELECTIVE] != L)
-            mp_buf_puts(&notes, "# the plan recomputes only some layers selectively; Megatron's "
-                             "selective recompute covers all\n");
-    }
+    recompute_flags(c, plan, st, K, out, &notes);
     if (p->dist_opt) mp_buf_puts(out, "--use-distributed-optimizer \\\n");
     if (p->dp_overlap) mp_buf_puts(out, "--overlap-grad-reduce \\\n");
     if (p->dp_overlap && p->dist_opt) mp_buf_puts(out, "--overlap-param-gather \\\n");
@@ -119,11 +292,17 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                          "zero-bubble (ZB-H1) pipeline runtime\n");
     if (p->schedule == MP_SCHED_GPIPE)
         mp_buf_puts(&notes, "# schedule gpipe: Megatron-LM runs 1F1B; the plan assumes GPipe\n");
-    if (note) mp_buf_puts(&notes, note);
-    mp_buf_printf(out, "--num-layers %lld\n", (long long)L);
+    /* the last flag ends the command: drop its continuation */
+    if (flags.len >= 3 && !strcmp(flags.data + flags.len - 3, " \\\n")) {
+        flags.len -= 3;
+        flags.data[flags.len] = 0;
+        mp_buf_puts(&flags, "\n");
+    }
     if (notes.len) mp_buf_append(dest, notes.data, notes.len);
+    if (p->tp > 1 || p->cp > 1) mp_buf_puts(dest, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     if (flags.len) mp_buf_append(dest, flags.data, flags.len);
     if (notes.oom || flags.oom) dest->oom = true;
     mp_buf_free(&notes);
     mp_buf_free(&flags);
+    free(st);
 }

@@ -3,13 +3,21 @@
 #ifndef MP_MEGATRON_H
 #define MP_MEGATRON_H
 
+#include <stdbool.h>
+
 #include "core/buf.h"
 #include "core/config.h"
 #include "core/plan.h"
 
-/* plan may be NULL (even split, uniform recompute). Lines that Megatron cannot
- * express exactly (uneven middle stages, mixed recompute kinds) come out as
- * '#' comments saying what the nearest flags do instead. */
+/* plan may be NULL (even split, uniform recompute). Out: '#' comments on
+ * what Megatron cannot say (per-layer recompute it cannot express, a T5 it
+ * builds otherwise, a schedule it lacks), then `export
+ * CUDA_DEVICE_MAX_CONNECTIONS=1` when tp > 1 or cp > 1, then the flags, one
+ * per line, each but the last continued with a backslash. */
 void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *out);
+
+/* Whether Megatron's recompute flags say the plan's per-layer recompute
+ * exactly (for `search --runtime megatron`). */
+bool mp_megatron_recompute_exact(const mp_config *c, const mp_plan *plan);
 
 #endif

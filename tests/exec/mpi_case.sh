@@ -4,7 +4,8 @@
 # EXPECT: ok (exit 0, JSON line ok:true), mismatch (exit 1, names tensor and
 # rank), input (exit 2), killed (non-zero exit within the time limit, a
 # message saying a rank died). KEY=VALUE: PP, MB (micro-batch), M (micro-
-# batches per DP rank), TIED, SCHED, LAUNCH=np (use `megaplan exec --np`),
+# batches per DP rank), TIED, SCHED, LAUNCH=np (use `megaplan exec --np`) or
+# LAUNCH=direct (one process, no launcher: MPI's singleton start),
 # WANT=regex (must appear in the output), TRACE=1 (--trace; the measured
 # trace must hold F and B events of every micro-batch on every rank),
 # SEED=n (--seed n), LAYERS=n (the model's layers; default 2), STAGES=list
@@ -43,6 +44,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 start=$(date +%s)
 if [ "$launch" = np ]; then
     timeout 60 "$megaplan" exec --np "$np" "$tmp/plan.yaml" --format json "$@" >"$tmp/json" 2>"$tmp/err"
+elif [ "$launch" = direct ]; then
+    timeout 60 "$megaplan" exec "$tmp/plan.yaml" --format json "$@" >"$tmp/json" 2>"$tmp/err"
 else
     timeout 60 mpirun --oversubscribe -np "$np" "$megaplan" exec "$tmp/plan.yaml" \
         --format json "$@" >"$tmp/json" 2>"$tmp/err"

@@ -47,11 +47,13 @@ assert all(o['parallel']['tp']==8 for o in a)" || fail "--tp not held"
 for s in --tensor-model-parallel-size --pipeline-model-parallel-size --micro-batch-size --global-batch-size --num-layers; do
   grep -q -- "$s" "$T/meg" || fail "megatron flags lack $s"
 done
-# every flag line but the last continues the command; comments come first
+# every flag line but the last continues the command; comments come first,
+# then the environment Megatron needs (tp > 1: CUDA_DEVICE_MAX_CONNECTIONS=1)
 python3 - "$T/meg" <<'PY' || fail "megatron flags not paste-able"
 import sys
 lines = open(sys.argv[1]).read().splitlines()
-flags = [l for l in lines if not l.startswith("#")]
+assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in lines
+flags = [l for l in lines if not l.startswith("#") and not l.startswith("export ")]
 assert all(l.endswith(" \\") for l in flags[:-1]) and not flags[-1].endswith("\\")
 assert all(not l.startswith("#") for l in lines[len(lines) - len(flags):])
 PY

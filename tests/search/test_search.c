@@ -270,7 +270,7 @@ static void test_heavy_head_uneven_split(void **state)
     free(plan);
 }
 
-/* Megatron flags of an uneven plan: first/last stage layers, block recompute. */
+/* Megatron flags of an uneven plan: the exact layout, block recompute. */
 static void test_megatron_flags(void **state)
 {
     (void)state;
@@ -296,19 +296,20 @@ static void test_megatron_flags(void **state)
     mp_buf_init(&b);
     mp_megatron_args(&c, plan, &b);
     assert_non_null(strstr(b.data, "--tensor-model-parallel-size 2 \\\n"));
-    assert_non_null(strstr(b.data, "--decoder-first-pipeline-num-layers 5 \\\n"));
-    assert_non_null(strstr(b.data, "--decoder-last-pipeline-num-layers 3 \\\n"));
+    assert_non_null(
+        strstr(b.data, "--pipeline-model-parallel-layout \"Et*5|t*4|t*4|t*3L\" \\\n"));
+    assert_non_null(strstr(b.data, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"));
     assert_non_null(strstr(b.data, "--recompute-method block \\\n--recompute-num-layers 2 \\\n"));
     assert_non_null(strstr(b.data, "--use-distributed-optimizer"));
     assert_null(strstr(b.data, "#")); /* everything expressible */
-    assert_non_null(strstr(b.data, "--num-layers 16\n"));
+    assert_non_null(strstr(b.data, "--num-layers 16 \\\n"));
     mp_buf_free(&b);
     /* the even split with uniform recompute: no uneven flags */
     plan->has_layer_recompute = false;
     mp_plan_default_stages(plan);
     mp_buf_init(&b);
     mp_megatron_args(&c, plan, &b);
-    assert_null(strstr(b.data, "pipeline-num-layers"));
+    assert_null(strstr(b.data, "pipeline-model-parallel-layout"));
     assert_null(strstr(b.data, "--recompute"));
     mp_buf_free(&b);
     free(plan);

@@ -1,0 +1,78 @@
+/* fixture.h — one training step computed by an independent implementation
+ * (tools/make_fixtures.py, PyTorch), loaded so that `exec --test-fixture`
+ * can run the same step with the same weights and data under any partition
+ * and compare every tensor with it (docs/exec.md, "PyTorch fixtures").
+ * The file format is described in tools/make_fixtures.py. */
+#ifndef MP_EXEC_FIXTURE_H
+#define MP_EXEC_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "exec/params.h"
+
+/* fp32 against PyTorch fp32: the two differ only in summation order and in
+ * the libm of exp/tanh/rsqrt, about 1e-6 of each tensor's scale on these
+ * models (measured, docs/exec.md); a wrong formula moves whole tensors by
+ * 1e-3 or more (GeLU's constant: 1e-2). */
+#define MP_FIXTURE_TOL 1e-4
+
+typedef struct mp_fixture_tensor {
+    char name[80];
+    bool is_int;   /* int32, else float32 */
+    int ndim;
+    int dims[4];
+    size_t n;      /* elements */
+    void *data;
+} mp_fixture_tensor;
+
+/* config fields, in the file's order */
+enum {
+    MP_FX_ARCH, MP_FX_LAYERS, MP_FX_HIDDEN, MP_FX_HEADS, MP_FX_KV_HEADS, MP_FX_FFN, MP_FX_VOCAB,
+    MP_FX_SEQ, MP_FX_SEQUENCES, MP_FX_TIED, MP_FX_RMSNORM, MP_FX_SWIGLU, MP_FX_ROPE, MP_FX_NO_BIAS,
+    MP_FX_ENC_LAYERS, MP_FX_DEC_SEQ, MP_FX_CONFIG_COUNT
+};
+
+typedef struct mp_fixture {
+    const char *path;
+    mp_fixture_tensor *t;
+    int n;
+    int config[MP_FX_CONFIG_COUNT];
+    double lr, beta1, beta2, eps, weight_decay;
+} mp_fixture;
+
+mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err);
+void mp_fixture_free(mp_fixture *fx);
+/* The tensor called name, or NULL. */
+const mp_fixture_tensor *mp_fixture_find(const mp_fixture *fx, const char *name);
+
+/* The run's model (before its TP split) must be the fixture's, and the
+ * global batch its sequences; else MP_EINPUT naming the first field that differs. */
+mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int sequences,
+                           mp_error *err);
+
+/* buf = tensors "<prefix><name>" of every parameter of lay (one rank's
+ * model chunk: its TP part, at its offsets), each found by the name of the
+ * whole model's tensor (ref_lay, mp_param.ref_index). */
+mp_status mp_fixture_fill(const mp_fixture *fx, const char *prefix, const mp_param_layout *lay,
+                          const mp_param_layout *ref_lay, int tp_rank, float *buf,
+                          mp_error *err);
+
+/* Rows of int32 tensor name ([sequences, len]: "tokens", "targets", T5's
+ * "dec_tokens") for micro-batches [first, first + n) of b sequences each,
+ * in exec's row order (r = position * b + sample), micro-batch k's rows
+ * from out + k * stride. */
+void mp_fixture_rows(const mp_fixture *fx, const char *name, int first, int n, int b,
+                     int stride, int32_t *out);
+/* Tokens and targets of micro-batches [first, first + n) of b sequences
+ * each, in exec's row order (r = position * b + sample), into tok/tgt
+ * [n][seq*b] (T5's decoder targets: the first dec_seq*b of each). */
+void mp_fixture_batch(const mp_fixture *fx, int first, int n, int b, int32_t *tok,
+                      int32_t *tgt);
+/* The logits of micro-batch mb of b sequences, rows as exec's: out[len*b][V]
+ * (len: seq, or T5's decoder length). */
+void mp_fixture_logits(const mp_fixture *fx, int mb, int b, float *out);
+
+#endif

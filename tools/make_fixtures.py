@@ -1,0 +1,489 @@
+#!/usr/bin/env python3
+"""make_fixtures.py — reference values for megaplan's executor, from PyTorch.
+
+Each fixture is one training step of a tiny model computed by the model code
+below, written from the architectures' definitions (GPT-2, LLaMA, Megatron's
+pre-LN BERT, T5 1.0) and not from megaplan's C: the weights, the data, the
+logits, the loss, every gradient and every weight after one AdamW step. The
+C side (src/exec/fixture.c, `megaplan exec --test-fixture`) loads the weights
+and the data into exec's model, runs the step under any partition and
+compares every tensor with these (docs/exec.md, "PyTorch fixtures").
+
+    python3 tools/make_fixtures.py [OUTDIR]     # default tests/data/fixtures
+
+Needs PyTorch (CPU is enough; see tests/data/fixtures/README.md for the
+versions that made the committed files). Deterministic: a fixed seed, fp32,
+single-threaded.
+
+File format (little-endian): b"MPFX0001", u32 tensor count, then per tensor
+u16 name length, name (ASCII), u8 dtype (0 float32, 1 int32), u8 ndim,
+u32 dims[ndim], the data row-major. Names: "config" (int32, CONFIG_FIELDS),
+"adam" (float32: lr, beta1, beta2, eps, weight decay), "tokens"/"targets"
+(int32 [sequences, seq]; T5 also "dec_tokens"), "logits" [sequences, seq, V],
+"loss" [1], and "param:N", "grad:N", "after:N" for each of megaplan's tensors N
+in megaplan's layout (y = x W: W is [in, out]; QKV columns [Q | K | V] by
+head; SwiGLU's fc1 [gate | up]; embeddings and the LM head [V, h]).
+"""
+import math
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+CONFIG_FIELDS = ["arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
+                 "sequences", "tied", "rmsnorm", "swiglu", "rope", "no_bias",
+                 "enc_layers", "dec_seq"]
+ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
+ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
+
+
+# ---------------------------------------------------------------- the models
+
+def layernorm(x, w, b, eps=1e-5):
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, pos, base=10000.0):
+    """Rotary embedding, rotate-half layout (LLaMA): x [B, heads, S, hd]."""
+    hd = x.shape[-1]
+    inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = pos.to(torch.float64)[:, None] * inv[None, :]         # [S, hd/2]
+    cos = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype)
+    sin = torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def attention(q, k, v, causal, bias=None, scale=True):
+    """q [B, a, Sq, hd], k/v [B, g, Sk, hd]; query head i reads kv head i // (a/g)."""
+    rep = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(rep, 1)
+    v = v.repeat_interleave(rep, 1)
+    s = q @ k.transpose(-1, -2)
+    if scale:
+        s = s / math.sqrt(q.shape[-1])
+    if bias is not None:
+        s = s + bias
+    if causal:
+        Sq, Sk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(Sq, Sk, dtype=torch.bool).triu(1), float("-inf"))
+    return s.softmax(-1) @ v
+
+
+def heads(x, n):
+    B, S, _ = x.shape
+    return x.view(B, S, n, -1).transpose(1, 2)
+
+
+def merge(x):
+    B, a, S, hd = x.shape
+    return x.transpose(1, 2).reshape(B, S, a * hd)
+
+
+def decoder_only(cfg, P, tokens):
+    """GPT-2 / LLaMA / pre-LN BERT trunk: returns the final norm's output [B, S, h]."""
+    B, S = tokens.shape
+    a, g = cfg["heads"], cfg["kv_heads"]
+    norm = (lambda x, w, b: rmsnorm(x, w, 1e-5)) if cfg["rmsnorm"] else layernorm
+    lin = lambda x, w, b: x @ w + (b if b is not None else 0)  # noqa: E731
+    pos = torch.arange(S)
+    x = P["wte"][tokens]
+    if not cfg["rope"]:
+        x = x + P["wpe"][pos]
+    if cfg["arch"] == "bert":  # the second half of the sequence is segment B
+        x = x + P["tte"][(pos >= S // 2).long()]
+    for i in range(cfg["layers"]):
+        L = lambda n: P.get("l%d.%s" % (i, n))  # noqa: E731
+        y = norm(x, L("ln1_w"), L("ln1_b"))
+        q, k, v = (heads(lin(y, L(n + "_w"), L(n + "_b")), c)
+                   for n, c in (("q", a), ("k", g), ("v", g)))
+        if cfg["rope"]:
+            q, k = rope(q, pos), rope(k, pos)
+        x = x + lin(merge(attention(q, k, v, causal=cfg["arch"] != "bert")),
+                    L("o_w"), L("o_b"))
+        y = norm(x, L("ln2_w"), L("ln2_b"))
+        if cfg["swiglu"]:
+            m = F.silu(y @ L("gate_w")) * (y @ L("up_w"))
+        else:
+            m = F.gelu(lin(y, L("fc1_w"), L("fc1_b")), approximate="tanh")
+        x = x + lin(m, L("fc2_w"), L("fc2_b"))
+    return norm(x, P["lnf_w"], P.get("lnf_b"))
+
+
+def loss_gpt(cfg, P, tokens, targets):
+    x = decoder_only(cfg, P, tokens)
+    logits = x @ (P["wte"] if cfg["tied"] else P["head"]).T
+    n = tokens.numel()
+    loss = F.cross_entropy(logits.reshape(n, -1), targets.reshape(n), reduction="sum") / n
+    return logits, loss
+
+
+def loss_bert(cfg, P, tokens, targets):
+    """Megatron's BERT heads: masked LM (dense, GeLU, LayerNorm, the tied
+    embedding plus a bias) on the tokens with a target, and the pooler (dense,
+    tanh of position 0) with a two-way head whose label is the first token's
+    parity. Both losses are summed and divided by all tokens of the batch."""
+    x = decoder_only(cfg, P, tokens)
+    t = layernorm(F.gelu(x @ P["mlm_w"] + P["mlm_b"], approximate="tanh"),
+                  P["mlm_ln_w"], P["mlm_ln_b"])
+    logits = t @ (P["wte"] if cfg["tied"] else P["head"]).T + P["lm_bias"]
+    n = tokens.numel()
+    mlm = F.cross_entropy(logits.reshape(n, -1), targets.reshape(n), ignore_index=-1,
+                          reduction="sum")
+    pooled = torch.tanh(x[:, 0] @ P["pool_w"] + P["pool_b"])
+    nsp = F.cross_entropy(pooled @ P["nsp_w"] + P["nsp_b"], tokens[:, 0] % 2, reduction="sum")
+    return logits, (mlm + nsp) / n
+
+
+def t5_bucket(rel, bidirectional, buckets=32, max_distance=128):
+    """T5's relative position bucket of key - query (Raffel et al. 2020, as in
+    the released code): half the buckets exact, the rest logarithmic."""
+    ret = torch.zeros_like(rel)
+    n = -rel
+    if bidirectional:
+        buckets //= 2
+        ret += (n < 0).long() * buckets
+        n = n.abs()
+    else:
+        n = n.clamp(min=0)
+    exact = buckets // 2
+    large = exact + (torch.log(n.float().clamp(min=1) / exact)
+                     / math.log(max_distance / exact) * (buckets - exact)).long()
+    large = large.clamp(max=buckets - 1)
+    return ret + torch.where(n < exact, n, large)
+
+
+def t5_bias(table, Sq, Sk, bidirectional):
+    rel = torch.arange(Sk)[None, :] - torch.arange(Sq)[:, None]
+    return table[t5_bucket(rel, bidirectional)].permute(2, 0, 1)[None]  # [1, a, Sq, Sk]
+
+
+def loss_t5(cfg, P, tokens, dec_tokens, targets):
+    """T5 as Megatron-LM builds it with megaplan's T5 preset (T5 1.0's parts):
+    pre-norm RMSNorm (scale only, eps 1e-5 as the other models), ReLU MLP, no
+    biases, dot-product attention scaled by 1/sqrt(head dim) (Megatron's; the
+    released T5 folds the scale into its initialisation) with a relative
+    position bias per stack (32 buckets, max distance 128, T5's bucketing)
+    added to the scaled scores of every self-attention, the decoder's
+    cross-attention over the encoder's final output, the embedding (shared by
+    both stacks) as the output layer when tied."""
+    a = cfg["heads"]
+    norm = lambda x, w: rmsnorm(x, w, 1e-5)  # noqa: E731
+    x = P["wte"][tokens]
+    eb = t5_bias(P["enc_rel"], tokens.shape[1], tokens.shape[1], True)
+    for i in range(cfg["enc_layers"]):
+        L = lambda n: P["e%d.%s" % (i, n)]  # noqa: E731
+        y = norm(x, L("ln1_w"))
+        q, k, v = (heads(y @ L(n + "_w"), a) for n in "qkv")
+        x = x + merge(attention(q, k, v, False, eb)) @ L("o_w")
+        y = norm(x, L("ln2_w"))
+        x = x + F.relu(y @ L("fc1_w")) @ L("fc2_w")
+    enc = norm(x, P["enc_lnf_w"])
+    x = P["wte"][dec_tokens]
+    Sd = dec_tokens.shape[1]
+    db = t5_bias(P["dec_rel"], Sd, Sd, False)
+    for i in range(cfg["layers"] - cfg["enc_layers"]):
+        L = lambda n: P["d%d.%s" % (i, n)]  # noqa: E731
+        y = norm(x, L("ln1_w"))
+        q, k, v = (heads(y @ L(n + "_w"), a) for n in "qkv")
+        x = x + merge(attention(q, k, v, True, db)) @ L("o_w")
+        y = norm(x, L("lnx_w"))
+        q = heads(y @ L("xq_w"), a)
+        k, v = heads(enc @ L("xk_w"), a), heads(enc @ L("xv_w"), a)
+        x = x + merge(attention(q, k, v, False, None)) @ L("xo_w")
+        y = norm(x, L("ln2_w"))
+        x = x + F.relu(y @ L("fc1_w")) @ L("fc2_w")
+    x = norm(x, P["lnf_w"])
+    logits = x @ (P["wte"] if cfg["tied"] else P["head"]).T
+    n = dec_tokens.numel()
+    return logits, F.cross_entropy(logits.reshape(n, -1), targets.reshape(n),
+                                   reduction="sum") / n
+
+
+# ------------------------------------------------- megaplan's tensor names
+
+def megaplan_tensors(cfg, P):
+    """(megaplan name, function of the PyTorch parameters giving that tensor
+    in megaplan's layout): the packing of Q|K|V and gate|up, the [1, n] rows
+    of vectors."""
+    row = lambda k: (lambda: P[k][None, :])  # noqa: E731
+    mat = lambda k: (lambda: P[k])  # noqa: E731
+    cat = lambda *ks: (lambda: torch.cat([P[k] for k in ks], -1))  # noqa: E731
+    catrow = lambda *ks: (lambda: torch.cat([P[k] for k in ks], -1)[None, :])  # noqa: E731
+    out = []
+    if cfg["arch"] == "t5":
+        out.append(("embedding.wte", mat("wte")))
+        out.append(("encoder.rel_bias", mat("enc_rel")))
+        out.append(("decoder.rel_bias", mat("dec_rel")))
+        for i in range(cfg["layers"]):
+            dec = i >= cfg["enc_layers"]
+            j = i - cfg["enc_layers"] if dec else i
+            k = ("d%d." if dec else "e%d.") % j
+            nm = ("decoder" if dec else "encoder") + ".layers.%d." % j
+            out += [(nm + "ln1.weight", row(k + "ln1_w")),
+                    (nm + "qkv.weight", cat(k + "q_w", k + "k_w", k + "v_w")),
+                    (nm + "proj.weight", mat(k + "o_w"))]
+            if dec:
+                out += [(nm + "lnx.weight", row(k + "lnx_w")),
+                        (nm + "xq.weight", mat(k + "xq_w")),
+                        (nm + "xkv.weight", cat(k + "xk_w", k + "xv_w")),
+                        (nm + "xo.weight", mat(k + "xo_w"))]
+            out += [(nm + "ln2.weight", row(k + "ln2_w")),
+                    (nm + "fc1.weight", mat(k + "fc1_w")),
+                    (nm + "fc2.weight", mat(k + "fc2_w"))]
+            if i == cfg["enc_layers"] - 1:
+                out.append(("encoder.final_ln.weight", row("enc_lnf_w")))
+        out.append(("final_ln.weight", row("lnf_w")))
+        return out
+    out.append(("embedding.wte", mat("wte")))
+    if not cfg["rope"]:
+        out.append(("embedding.wpe", mat("wpe")))
+    if cfg["arch"] == "bert":
+        out.append(("embedding.tokentype", mat("tte")))
+    bias = not cfg["no_bias"]
+    for i in range(cfg["layers"]):
+        k, nm = "l%d." % i, "layers.%d." % i
+        out.append((nm + "ln1.weight", row(k + "ln1_w")))
+        if not cfg["rmsnorm"]:
+            out.append((nm + "ln1.bias", row(k + "ln1_b")))
+        out.append((nm + "qkv.weight", cat(k + "q_w", k + "k_w", k + "v_w")))
+        if bias:
+            out.append((nm + "qkv.bias", catrow(k + "q_b", k + "k_b", k + "v_b")))
+        out.append((nm + "proj.weight", mat(k + "o_w")))
+        if bias:
+            out.append((nm + "proj.bias", row(k + "o_b")))
+        out.append((nm + "ln2.weight", row(k + "ln2_w")))
+        if not cfg["rmsnorm"]:
+            out.append((nm + "ln2.bias", row(k + "ln2_b")))
+        if cfg["swiglu"]:
+            out.append((nm + "fc1.weight", cat(k + "gate_w", k + "up_w")))
+        else:
+            out.append((nm + "fc1.weight", mat(k + "fc1_w")))
+            if bias:
+                out.append((nm + "fc1.bias", row(k + "fc1_b")))
+        out.append((nm + "fc2.weight", mat(k + "fc2_w")))
+        if bias:
+            out.append((nm + "fc2.bias", row(k + "fc2_b")))
+    out.append(("final_ln.weight", row("lnf_w")))
+    if not cfg["rmsnorm"]:
+        out.append(("final_ln.bias", row("lnf_b")))
+    if cfg["arch"] == "bert":
+        out += [("mlm.dense.weight", mat("mlm_w")), ("mlm.dense.bias", row("mlm_b")),
+                ("mlm.ln.weight", row("mlm_ln_w")), ("mlm.ln.bias", row("mlm_ln_b")),
+                ("lm_head.bias", row("lm_bias")), ("pooler.weight", mat("pool_w")),
+                ("pooler.bias", row("pool_b")), ("nsp.weight", mat("nsp_w")),
+                ("nsp.bias", row("nsp_b"))]
+    if not cfg["tied"]:
+        out.append(("lm_head.weight", mat("head")))
+    return out
+
+
+# ---------------------------------------------------------------- weights
+
+def init_params(cfg, gen):
+    """Random weights large enough that every nonlinearity works off its
+    linear part (GeLU's cubic term, softmax, the norms), so that an error in
+    any of them shows."""
+    h, a, g, f, V = cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["vocab"]
+    hd = h // a if cfg["arch"] != "t5" else cfg["head_dim"]
+    P = {}
+
+    def w(name, *shape, std=0.25):
+        P[name] = torch.randn(*shape, generator=gen) * std
+
+    def gamma(name, n):
+        P[name] = 1 + 0.2 * torch.randn(n, generator=gen)
+
+    w("wte", V, h, std=0.5)
+    if cfg["arch"] == "t5":
+        w("enc_rel", 32, a, std=0.5)
+        w("dec_rel", 32, a, std=0.5)
+        for i in range(cfg["layers"]):
+            dec = i >= cfg["enc_layers"]
+            k = ("d%d." % (i - cfg["enc_layers"])) if dec else "e%d." % i
+            gamma(k + "ln1_w", h)
+            for n in "qkv":
+                w(k + n + "_w", h, a * hd, std=0.3)
+            w(k + "o_w", a * hd, h)
+            if dec:
+                gamma(k + "lnx_w", h)
+                for n in ("xq", "xk", "xv"):
+                    w(k + n + "_w", h, a * hd, std=0.3)
+                w(k + "xo_w", a * hd, h)
+            gamma(k + "ln2_w", h)
+            w(k + "fc1_w", h, f)
+            w(k + "fc2_w", f, h, std=0.15)
+        gamma("enc_lnf_w", h)
+        gamma("lnf_w", h)
+    else:
+        bias = not cfg["no_bias"]
+        if not cfg["rope"]:
+            w("wpe", cfg["seq"], h, std=0.5)
+        if cfg["arch"] == "bert":
+            w("tte", 2, h, std=0.5)
+        for i in range(cfg["layers"]):
+            k = "l%d." % i
+            gamma(k + "ln1_w", h)
+            gamma(k + "ln2_w", h)
+            if not cfg["rmsnorm"]:
+                w(k + "ln1_b", h, std=0.1)
+                w(k + "ln2_b", h, std=0.1)
+            for n, c in (("q", a), ("k", g), ("v", g)):
+                w(k + n + "_w", h, c * hd, std=0.3)
+                if bias:
+                    w(k + n + "_b", c * hd, std=0.1)
+            w(k + "o_w", h, h)
+            if bias:
+                w(k + "o_b", h, std=0.1)
+            if cfg["swiglu"]:
+                w(k + "gate_w", h, f, std=0.3)
+                w(k + "up_w", h, f, std=0.3)
+            else:
+                w(k + "fc1_w", h, f, std=0.3)
+                if bias:
+                    w(k + "fc1_b", f, std=0.1)
+            w(k + "fc2_w", f, h, std=0.15)
+            if bias:
+                w(k + "fc2_b", h, std=0.1)
+        gamma("lnf_w", h)
+        if not cfg["rmsnorm"]:
+            w("lnf_b", h, std=0.1)
+        if cfg["arch"] == "bert":
+            w("mlm_w", h, h)
+            w("mlm_b", h, std=0.1)
+            gamma("mlm_ln_w", h)
+            w("mlm_ln_b", h, std=0.1)
+            w("lm_bias", V, std=0.1)
+            w("pool_w", h, h)
+            w("pool_b", h, std=0.1)
+            w("nsp_w", h, 2, std=0.5)
+            w("nsp_b", 2, std=0.1)
+    if not cfg["tied"]:
+        w("head", V, h, std=0.3)
+    return {k: v.contiguous().requires_grad_(True) for k, v in P.items()}
+
+
+# ---------------------------------------------------------------- one step
+
+def make_data(cfg, gen):
+    n, S, V = cfg["sequences"], cfg["seq"], cfg["vocab"]
+    tokens = torch.randint(0, V, (n, S), generator=gen)
+    data = {"tokens": tokens}
+    if cfg["arch"] == "t5":
+        Sd = cfg["dec_seq"]
+        targets = torch.randint(0, V, (n, Sd), generator=gen)
+        # teacher forcing: the decoder reads the targets shifted right, token 0 first
+        data["dec_tokens"] = torch.cat([torch.zeros(n, 1, dtype=torch.long), targets[:, :-1]], 1)
+        data["targets"] = targets
+    else:
+        targets = torch.randint(0, V, (n, S), generator=gen)
+        if cfg["arch"] == "bert":  # about 15% of the tokens are predicted
+            keep = torch.rand(n, S, generator=gen) < 0.15
+            keep[:, 1] = True  # at least one per sequence
+            targets = torch.where(keep, targets, torch.full_like(targets, -1))
+        data["targets"] = targets
+    return data
+
+
+def run_step(cfg, P, data):
+    if cfg["arch"] == "t5":
+        logits, loss = loss_t5(cfg, P, data["tokens"], data["dec_tokens"], data["targets"])
+    elif cfg["arch"] == "bert":
+        logits, loss = loss_bert(cfg, P, data["tokens"], data["targets"])
+    else:
+        logits, loss = loss_gpt(cfg, P, data["tokens"], data["targets"])
+    loss.backward()
+    # AdamW, decoupled weight decay on matrices and embeddings only
+    decay = [p for p in P.values() if p.dim() >= 2]
+    rest = [p for p in P.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": ADAM["wd"]},
+                             {"params": rest, "weight_decay": 0.0}],
+                            lr=ADAM["lr"], betas=(ADAM["beta1"], ADAM["beta2"]),
+                            eps=ADAM["eps"], foreach=False)
+    opt.step()
+    return logits.detach(), loss.detach()
+
+
+# ---------------------------------------------------------------- writing
+
+def write_fixture(path, entries):
+    with open(path, "wb") as fp:
+        fp.write(b"MPFX0001")
+        fp.write(struct.pack("<I", len(entries)))
+        for name, t in entries:
+            t = t.detach().contiguous()
+            dt = 1 if t.dtype in (torch.int32, torch.int64) else 0
+            t = t.to(torch.int32 if dt else torch.float32)
+            nb = name.encode("ascii")
+            fp.write(struct.pack("<H", len(nb)) + nb)
+            fp.write(struct.pack("<BB", dt, t.dim()))
+            fp.write(struct.pack("<%dI" % t.dim(), *t.shape))
+            fp.write(t.numpy().astype("<i4" if dt else "<f4").tobytes())
+
+
+def make(cfg, seed):
+    gen = torch.Generator().manual_seed(seed)
+    P = init_params(cfg, gen)
+    data = make_data(cfg, gen)
+    names = megaplan_tensors(cfg, P)
+    with torch.no_grad():
+        before = [(n, f().clone()) for n, f in names]
+    logits, loss = run_step(cfg, P, data)
+    # gradients in megaplan's layout: the same packing applied to the .grad
+    G = {k: v.grad for k, v in P.items()}
+    grads = megaplan_tensors(cfg, G)
+    with torch.no_grad():
+        after = [(n, f().clone()) for n, f in names]
+    conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg[k]) for k in CONFIG_FIELDS[1:]],
+                        dtype=torch.int32)
+    adam = torch.tensor([ADAM[k] for k in ("lr", "beta1", "beta2", "eps", "wd")])
+    entries = [("config", conf), ("adam", adam)]
+    entries += [(k, v) for k, v in data.items()]
+    entries += [("logits", logits), ("loss", loss.reshape(1))]
+    entries += [("param:" + n, t) for n, t in before]
+    entries += [("grad:" + n, f()) for n, f in grads]
+    entries += [("after:" + n, t) for n, t in after]
+    return entries
+
+
+def base(arch, **kw):
+    cfg = dict(arch=arch, layers=2, hidden=32, heads=4, kv_heads=4, ffn=128, vocab=64, seq=16,
+               sequences=4, tied=1, rmsnorm=0, swiglu=0, rope=0, no_bias=0, enc_layers=0,
+               dec_seq=0)
+    cfg.update(kw)
+    return cfg
+
+
+# The models of tests/exec/plans/tiny*.yaml.in (tiny-t5.yaml.in for T5).
+MODELS = {
+    "gpt": base("gpt"),
+    "llama": base("llama", kv_heads=2, ffn=96, tied=0, rmsnorm=1, swiglu=1, rope=1, no_bias=1),
+    "bert": base("bert"),
+    "t5": base("t5", layers=4, enc_layers=2, dec_seq=8, ffn=64, rmsnorm=1, no_bias=1,
+               head_dim=8),
+}
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    for i, (name, cfg) in enumerate(MODELS.items()):
+        entries = make(cfg, 20260 + i)
+        path = os.path.join(out, name + ".bin")
+        write_fixture(path, entries)
+        loss = dict(entries)["loss"].item()
+        print("%s: %d tensors, loss %.6f, %d bytes" % (path, len(entries), loss,
+                                                        os.path.getsize(path)))
+
+
+if __name__ == "__main__":
+    main()

@@ -18,13 +18,7 @@ MK_KERNEL mk_ce_max_kernel(float *mx, const float *logits, size_t S, size_t Vl)
             red[t] = m;
         }
         MK_SYNC();
-        mk_block_max(red);
-        MK_THREADS(t)
-        {
-            if (t == 0)
-                mx[r] = red[0];
-        }
-        MK_SYNC();
+        mk_block_reduce(red, &mx[r], true);
     }
 }
 
@@ -80,12 +74,7 @@ MK_KERNEL mk_ce_exp_sum_kernel(float *logits, float *sum, float *tl, const float
                 }
             }
         } else {
-            mk_block_sum(red);
-            MK_THREADS(t)
-            {
-                if (t == 0)
-                    sum[r] = red[0];
-            }
+            mk_block_reduce(red, &sum[r], false);
         }
         MK_SYNC();
     }

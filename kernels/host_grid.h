@@ -70,7 +70,8 @@ static mk_dim mk_host_block_idx, mk_host_grid_dim, mk_host_block_dim;
 #define MK_KERNEL static void
 #define MK_FN static inline
 #define MK_DEV static inline
-#define MK_SHARED
+/* one block runs at a time: the kernel's static arrays are its shared memory */
+#define MK_SHARED static
 #define MK_SYNC() ((void)0)
 #define MK_THREADS(t) for (int t = 0; t < (int)blockDim.x; t++)
 /* The grid as a loop over blocks, each block's phases looping over threads. */
@@ -119,32 +120,14 @@ MK_FN unsigned mk_grid_for(size_t n)
  * survives only next to a rounding midpoint. sqrt and division are correctly
  * rounded on both (nvcc's default -prec-sqrt/-prec-div; kernels/meson.build
  * also turns off FMA contraction, which the host's C17 mode leaves off). */
-MK_FN float mk_exp(float x)
-{
 #ifdef __CUDA_ARCH__
-    return (float)exp((double)x);
+#define MK_LIBM(f_double, f_float, x) ((float)f_double((double)(x)))
 #else
-    return expf(x);
+#define MK_LIBM(f_double, f_float, x) f_float(x)
 #endif
-}
-
-MK_FN float mk_tanh(float x)
-{
-#ifdef __CUDA_ARCH__
-    return (float)tanh((double)x);
-#else
-    return tanhf(x);
-#endif
-}
-
-MK_FN float mk_log(float x)
-{
-#ifdef __CUDA_ARCH__
-    return (float)log((double)x);
-#else
-    return logf(x);
-#endif
-}
+MK_FN float mk_exp(float x) { return MK_LIBM(exp, expf, x); }
+MK_FN float mk_tanh(float x) { return MK_LIBM(tanh, tanhf, x); }
+MK_FN float mk_log(float x) { return MK_LIBM(log, logf, x); }
 
 /* One value onto exact mode's grid, as mp_quantize does: k = round half to
  * even of x * 2^grid (exact), clamped to +-lim, times 2^-grid. */
@@ -183,34 +166,28 @@ MK_FN float mk_from_bits(uint32_t u)
     return x;
 }
 
-/* ---- block reductions over red[MPK_BLOCK] (MK_SHARED, one value per thread,
- * written in the phase before the call; the result is red[0], read by every
- * thread before red is written again: callers MK_SYNC() before reuse) ---- */
-
-MK_DEV void mk_block_sum(float *red)
+/* ---- block reduction of red[MPK_BLOCK] (MK_SHARED, one value per thread,
+ * written in the phase before the call): a tree in a fixed order, the sum
+ * or the maximum, which thread 0 stores in *out; red is free again after the
+ * call's last barrier. Of two equal maxima (+0 and -0) either may survive:
+ * no result below depends on which (x - (+0) = x - (-0), and so their exps). */
+MK_DEV void mk_block_reduce(float *red, float *out, bool max)
 {
     for (int stride = MPK_BLOCK / 2; stride > 0; stride /= 2) {
         MK_THREADS(t)
         {
             if (t < stride)
-                red[t] += red[t + stride];
+                red[t] = !max ? red[t] + red[t + stride]
+                              : red[t + stride] > red[t] ? red[t + stride] : red[t];
         }
         MK_SYNC();
     }
-}
-
-/* The maximum; which of two equal values (+0 and -0) survives does not change
- * any result below (x - (+0) and x - (-0) are equal, and so are their exps). */
-MK_DEV void mk_block_max(float *red)
-{
-    for (int stride = MPK_BLOCK / 2; stride > 0; stride /= 2) {
-        MK_THREADS(t)
-        {
-            if (t < stride && red[t + stride] > red[t])
-                red[t] = red[t + stride];
-        }
-        MK_SYNC();
+    MK_THREADS(t)
+    {
+        if (t == 0)
+            *out = red[0];
     }
+    MK_SYNC();
 }
 
 #endif

@@ -47,12 +47,12 @@ MK_KERNEL mk_norm_fwd_kernel(float *out, float *xhat, float *rstd, const float *
                     red[t] = a;
                 }
                 MK_SYNC();
-                mk_block_sum(red);
+                mk_block_reduce(red, &stat[0], false);
             }
             MK_THREADS(t)
             {
                 if (t == 0)
-                    stat[0] = rms ? 0 : red[0] / (float)h;
+                    stat[0] = rms ? 0 : stat[0] / (float)h;
             }
             MK_SYNC();
             MK_THREADS(t)
@@ -65,11 +65,11 @@ MK_KERNEL mk_norm_fwd_kernel(float *out, float *xhat, float *rstd, const float *
                 red[t] = a;
             }
             MK_SYNC();
-            mk_block_sum(red);
+            mk_block_reduce(red, &stat[1], false);
             MK_THREADS(t)
             {
                 if (t == 0)
-                    stat[1] = (float)1 / sqrtf(red[0] / (float)h + (float)MK_LN_EPS);
+                    stat[1] = (float)1 / sqrtf(stat[1] / (float)h + (float)MK_LN_EPS);
             }
         }
         MK_SYNC();
@@ -127,13 +127,13 @@ MK_KERNEL mk_norm_bwd_kernel(float *dx, const float *dout, const float *xhat, co
                 red2[t] = a2;
             }
             MK_SYNC();
-            mk_block_sum(red);
-            mk_block_sum(red2);
+            mk_block_reduce(red, &stat[0], false);
+            mk_block_reduce(red2, &stat[1], false);
             MK_THREADS(t)
             {
                 if (t == 0) {
-                    stat[0] = rms ? 0 : red[0] / (float)h;
-                    stat[1] = red2[0] / (float)h;
+                    stat[0] = rms ? 0 : stat[0] / (float)h;
+                    stat[1] = stat[1] / (float)h;
                 }
             }
         }

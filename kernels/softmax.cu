@@ -32,13 +32,7 @@ MK_KERNEL mk_softmax_fwd_kernel(float *p, size_t mats, size_t s, size_t sk, cons
             red[t] = m;
         }
         MK_SYNC();
-        mk_block_max(red);
-        MK_THREADS(t)
-        {
-            if (t == 0)
-                stat[0] = red[0];
-        }
-        MK_SYNC();
+        mk_block_reduce(red, &stat[0], true);
         MK_THREADS(t)
         {
             float mx = stat[0], a = 0;
@@ -60,12 +54,7 @@ MK_KERNEL mk_softmax_fwd_kernel(float *p, size_t mats, size_t s, size_t sk, cons
                 }
             }
         } else {
-            mk_block_sum(red);
-            MK_THREADS(t)
-            {
-                if (t == 0)
-                    stat[1] = red[0];
-            }
+            mk_block_reduce(red, &stat[1], false);
         }
         MK_SYNC();
         MK_THREADS(t)
@@ -124,12 +113,7 @@ MK_KERNEL mk_softmax_bwd_kernel(float *ds, const float *p, size_t mats, size_t s
                 red[t] = a;
             }
             MK_SYNC();
-            mk_block_sum(red);
-            MK_THREADS(t)
-            {
-                if (t == 0)
-                    stat[0] = red[0];
-            }
+            mk_block_reduce(red, &stat[0], false);
         }
         MK_SYNC();
         MK_THREADS(t)

@@ -63,6 +63,9 @@ typedef struct mk_dim {
     unsigned x;
 } mk_dim;
 static mk_dim mk_host_block_idx, mk_host_grid_dim, mk_host_block_dim;
+#include "host_order.h" /* blocks and threads first to last, or last to first */
+/* The i-th of n in the current order. */
+#define MK_HOST_NTH(i, n) (mpk_host_reverse_order ? (n) - 1 - (i) : (i))
 #define blockIdx mk_host_block_idx
 #define gridDim mk_host_grid_dim
 #define blockDim mk_host_block_dim
@@ -73,7 +76,9 @@ static mk_dim mk_host_block_idx, mk_host_grid_dim, mk_host_block_dim;
 /* one block runs at a time: the kernel's static arrays are its shared memory */
 #define MK_SHARED static
 #define MK_SYNC() ((void)0)
-#define MK_THREADS(t) for (int t = 0; t < (int)blockDim.x; t++)
+#define MK_THREADS(t)                                                                          \
+    for (int t##_i = 0, t = 0;                                                                 \
+         t##_i < (int)blockDim.x && (t = MK_HOST_NTH(t##_i, (int)blockDim.x), 1); t##_i++)
 /* The grid as a loop over blocks, each block's phases looping over threads. */
 #define MK_LAUNCH(st, kern, grid, stream, ...)                                                 \
     do {                                                                                       \
@@ -81,7 +86,7 @@ static mk_dim mk_host_block_idx, mk_host_grid_dim, mk_host_block_dim;
         mk_host_grid_dim.x = (unsigned)(grid);                                                 \
         mk_host_block_dim.x = MPK_BLOCK;                                                       \
         for (unsigned mk_b = 0; mk_b < mk_host_grid_dim.x; mk_b++) {                           \
-            mk_host_block_idx.x = mk_b;                                                        \
+            mk_host_block_idx.x = MK_HOST_NTH(mk_b, mk_host_grid_dim.x);                       \
             kern(__VA_ARGS__);                                                                 \
         }                                                                                      \
         (st) = MPK_OK;                                                                         \

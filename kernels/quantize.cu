@@ -15,6 +15,12 @@ const char *mpk_strerror(int code)
 #endif
 }
 
+#ifndef __CUDACC__
+int mpk_host_reverse_order;
+
+void mpk_host_set_reverse_order(int reverse) { mpk_host_reverse_order = reverse; }
+#endif
+
 /* x[rows, cols] (rows ld apart) rounded in place; a 1-D range is one row. */
 MK_KERNEL mk_quantize_kernel(float *x, size_t rows, size_t cols, size_t ld, mk_grid g)
 {

@@ -14,6 +14,10 @@ void kt_down(void *host, const void *dev, size_t bytes);
 void kt_free(void *dev);
 /* false: no device to run on (the test binary then exits 77, skipped). */
 bool kt_available(void);
+/* Host-run kernels only: run blocks and threads last to first (a phase whose
+ * threads depend on each other then gives another result). false: not
+ * supported (a GPU runs its threads at once). */
+bool kt_reverse_order(bool reverse);
 /* "host-run" or "cuda". */
 const char *kt_where(void);
 

@@ -36,4 +36,6 @@ bool kt_available(void)
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+bool kt_reverse_order(bool reverse) { return !reverse; }
+
 const char *kt_where(void) { return "cuda"; }

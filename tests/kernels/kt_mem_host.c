@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/host_order.h"
 #include "kt_mem.h"
 
 void *kt_up(const void *host, size_t bytes)
@@ -22,4 +23,10 @@ void kt_free(void *dev) { free(dev); }
 
 bool kt_available(void) { return true; }
 
-const char *kt_where(void) { return "host-run"; }
+bool kt_reverse_order(bool reverse)
+{
+    mpk_host_set_reverse_order(reverse);
+    return true;
+}
+
+const char *kt_where(void) { return mpk_host_reverse_order ? "host-run, reversed" : "host-run"; }

@@ -90,14 +90,7 @@ int mpk_swiglu_backward(float *dgu, const float *dout, const float *gu, int rows
                    (size_t)rows, (size_t)f);
 }
 
-MK_KERNEL mk_tanh_fwd_kernel(float *out, const float *in, size_t n)
-{
-    MK_THREADS(t)
-    {
-        MK_EACH(t, i, n)
-        out[i] = mk_tanh(in[i]);
-    }
-}
+MK_MAP_KERNEL(mk_tanh_fwd_kernel, float, float, mk_tanh)
 
 int mpk_tanh_forward(float *out, const float *in, size_t n, void *stream)
 {

@@ -115,6 +115,17 @@ MK_FN unsigned mk_grid_for(size_t n)
         return st_;                                                                            \
     } while (0)
 
+/* An elementwise kernel: out[i] = f(in[i]) for i < n. */
+#define MK_MAP_KERNEL(name, t_out, t_in, f)                                                    \
+    MK_KERNEL name(t_out *out, const t_in *in, size_t n)                                      \
+    {                                                                                          \
+        MK_THREADS(t)                                                                          \
+        {                                                                                      \
+            MK_EACH(t, i, n)                                                                   \
+            out[i] = f(in[i]);                                                                 \
+        }                                                                                      \
+    }
+
 /* ---- transcendental functions ----
  * The CPU executor calls glibc's expf, tanhf and logf. CUDA's single-precision
  * versions differ from them by up to 2 units in the last place; the double

@@ -50,41 +50,12 @@ MK_FN float mk_f16_to_f32(uint16_t h)
     return mk_from_bits(sign | ((e - 15 + 127) << 23) | (m << 13));
 }
 
-MK_KERNEL mk_to_bf16_kernel(uint16_t *out, const float *in, size_t n)
-{
-    MK_THREADS(t)
-    {
-        MK_EACH(t, i, n)
-        out[i] = mk_f32_to_bf16(in[i]);
-    }
-}
+MK_FN float mk_bf16_to_f32(uint16_t b) { return mk_from_bits((uint32_t)b << 16); }
 
-MK_KERNEL mk_from_bf16_kernel(float *out, const uint16_t *in, size_t n)
-{
-    MK_THREADS(t)
-    {
-        MK_EACH(t, i, n)
-        out[i] = mk_from_bits((uint32_t)in[i] << 16);
-    }
-}
-
-MK_KERNEL mk_to_f16_kernel(uint16_t *out, const float *in, size_t n)
-{
-    MK_THREADS(t)
-    {
-        MK_EACH(t, i, n)
-        out[i] = mk_f32_to_f16(in[i]);
-    }
-}
-
-MK_KERNEL mk_from_f16_kernel(float *out, const uint16_t *in, size_t n)
-{
-    MK_THREADS(t)
-    {
-        MK_EACH(t, i, n)
-        out[i] = mk_f16_to_f32(in[i]);
-    }
-}
+MK_MAP_KERNEL(mk_to_bf16_kernel, uint16_t, float, mk_f32_to_bf16)
+MK_MAP_KERNEL(mk_from_bf16_kernel, float, uint16_t, mk_bf16_to_f32)
+MK_MAP_KERNEL(mk_to_f16_kernel, uint16_t, float, mk_f32_to_f16)
+MK_MAP_KERNEL(mk_from_f16_kernel, float, uint16_t, mk_f16_to_f32)
 
 int mpk_f32_to_bf16(uint16_t *out, const float *in, size_t n, void *stream)
 {

@@ -1,0 +1,924 @@
+/* test_kernels.c — every kernel of kernels/ against the CPU executor's
+ * function for the same operation (the _f32 code of src/exec), on random
+ * data within a tolerance and on exact mode's dyadic data bit for bit.
+ * Built twice: with the host-run kernels (suite unit), which run every test
+ * twice, blocks and threads first to last and then last to first (a phase
+ * whose threads race on a GPU depends on the order), and, where nvcc is
+ * found, with the CUDA kernels on a GPU (suite gpu; skipped without one).
+ *
+ * Where the CPU executor has no function of its own for an operation (the
+ * cross-entropy, the embedding's row loops and BERT's tanh live inside
+ * model.c and bert_heads.c), the reference below is that code's loop, cited;
+ * the vocabulary-parallel pieces run on two simulated TP ranks with the
+ * reductions done here, against the unsplit reference. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels.h"
+#include "exec/params.h"
+#include "exec/quant.h"
+#include "kernels/kernels.h"
+#include "kt_mem.h"
+
+/* ---- data ---- */
+
+static uint64_t seed_state = 1;
+
+static double urand(void)
+{
+    seed_state = mp_mix64(seed_state);
+    return (double)(seed_state >> 11) * 0x1.0p-53 * 2 - 1;
+}
+
+static float *fvec(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    assert_non_null(p);
+    return p;
+}
+
+/* Uniform in [-scale, scale]. */
+static float *rand_vec(size_t n, double scale)
+{
+    float *p = fvec(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(urand() * scale);
+    return p;
+}
+
+/* Exact mode's data: i * 2^-grid, |i| <= 128. */
+static float *grid_vec(size_t n, int grid)
+{
+    float *p = fvec(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)ldexp(floor(urand() * 128.5), -grid);
+    return p;
+}
+
+/* Random or exact data, by mode. */
+static float *data(bool exact, size_t n, int grid, double scale)
+{
+    return exact ? grid_vec(n, grid) : rand_vec(n, scale);
+}
+
+static float *dup(const float *x, size_t n)
+{
+    float *p = fvec(n);
+    memcpy(p, x, n * sizeof *p);
+    return p;
+}
+
+/* ---- device buffers ---- */
+
+static float *up(const float *h, size_t n) { return kt_up(h, n * sizeof *h); }
+static int32_t *up_i(const int32_t *h, size_t n) { return kt_up(h, n * sizeof *h); }
+
+/* The device buffer's values, freed. */
+static float *down(float *d, size_t n)
+{
+    float *h = fvec(n);
+    kt_down(h, d, n * sizeof *h);
+    kt_free(d);
+    return h;
+}
+
+/* Copies d's values into h, keeping d. */
+static void peek(float *h, const float *d, size_t n) { kt_down(h, d, n * sizeof *h); }
+
+#define OK(call) assert_int_equal((call), MPK_OK)
+
+/* ---- comparisons ---- */
+
+static void same_bits(const char *what, const float *got, const float *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            fail_msg("%s (%s): element %zu is %.9g, the CPU's %.9g", what, kt_where(), i,
+                     (double)got[i], (double)want[i]);
+}
+
+/* max |got - want| <= tol * max |want| */
+static void close_to(const char *what, const float *got, const float *want, size_t n, double tol)
+{
+    double scale = 0, err = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs((double)want[i]));
+        double e = fabs((double)got[i] - (double)want[i]);
+        if (!(e <= err)) {
+            err = e;
+            at = i;
+        }
+    }
+    if (!(err <= tol * fmax(scale, 1e-30)))
+        fail_msg("%s (%s): element %zu is %.9g, the CPU's %.9g (max abs error %.3g, scale %.3g)",
+                 what, kt_where(), at, (double)got[at], (double)want[at], err, scale);
+}
+
+/* Exact data: bit for bit; random data: within tol. */
+static void agree(bool exact, const char *what, const float *got, const float *want, size_t n,
+                  double tol)
+{
+    if (exact)
+        same_bits(what, got, want, n);
+    else
+        close_to(what, got, want, n, tol);
+}
+
+/* Both onto a grid first (what exact mode does after the op), then bitwise. */
+static void agree_on_grid(const char *what, float *got, float *want, size_t n, int grid)
+{
+    mp_quantize_f32(got, n, grid, MP_EXACT_MAX_INT);
+    mp_quantize_f32(want, n, grid, MP_EXACT_MAX_INT);
+    same_bits(what, got, want, n);
+}
+
+/* Relative tolerance of random-data results whose reductions run in another
+ * order than the CPU's (fp32 rounding of sums of a few hundred terms). */
+#define TOL_SUM 2e-6
+/* Elementwise results through exp, tanh or log: the host run calls the CPU's
+ * libm functions and must agree bit for bit; a GPU evaluates them in double
+ * (host_grid.h), within an ulp or so of glibc's float versions. */
+#define TOL_ELEM (strncmp(kt_where(), "host-run", 8) == 0 ? 0.0 : 1e-6)
+
+/* ---- quantize ---- */
+
+static void test_quantize(void **state)
+{
+    (void)state;
+    enum { N = 1000, R = 5, C = 7, LD = 9 };
+    float *x = rand_vec(N, 10); /* beyond +-8: clamped */
+    for (int i = 0; i < 20; i++)
+        x[i] = (float)(i - 10) * 0.03125f; /* ties at half a unit of 2^-4 */
+    float *want = dup(x, N), *d = up(x, N);
+    mp_quantize_f32(want, N, MP_Q_ACT, MP_EXACT_MAX_INT);
+    OK(mpk_quantize(d, N, MP_Q_ACT, MP_EXACT_MAX_INT, NULL));
+    float *got = down(d, N);
+    same_bits("quantize", got, want, N);
+    free(got);
+    /* strided rows: the padding between them untouched */
+    memcpy(want, x, R * LD * sizeof *x);
+    for (int r = 0; r < R; r++)
+        mp_quantize_f32(want + r * LD, C, MP_Q_GRAD, MP_EXACT_MAX_INT);
+    d = up(x, R * LD);
+    OK(mpk_quantize_2d(d, R, C, LD, MP_Q_GRAD, MP_EXACT_MAX_INT, NULL));
+    got = down(d, R * LD);
+    same_bits("quantize_2d", got, want, R * LD);
+    free(got);
+    free(want);
+    free(x);
+}
+
+/* ---- LayerNorm and RMSNorm ---- */
+
+/* aligned: w > 0 and dout with xhat's signs, so that every term of the
+ * backward's sum of dout w xhat is positive: the sum outgrows the float
+ * mantissa and exact mode's order can show (see test_norms). */
+static void norm_case(bool rms, bool exact, int rows, int h, bool aligned)
+{
+    size_t n = (size_t)rows * h;
+    float *x = data(exact, n, MP_Q_ACT, 3), *w = data(exact, (size_t)h, MP_Q_GAMMA, 1.5);
+    for (int i = 0; aligned && i < h; i++)
+        w[i] = fabsf(w[i]) + (float)ldexp(1, -MP_Q_GAMMA);
+    float *b = data(exact, (size_t)h, MP_Q_BIAS, 0.5);
+    float *out = fvec(n), *xh = fvec(n), *rs = fvec((size_t)rows);
+    if (rms)
+        mp_rmsnorm_forward_f32(out, xh, rs, x, w, rows, h, exact);
+    else
+        mp_layernorm_forward_f32(out, xh, rs, x, w, b, rows, h, exact);
+    float *d_out = up(out, n), *d_xh = up(xh, n), *d_rs = up(rs, (size_t)rows);
+    float *d_x = up(x, n), *d_w = up(w, (size_t)h), *d_b = up(b, (size_t)h);
+    if (rms)
+        OK(mpk_rmsnorm_forward(d_out, d_xh, d_rs, d_x, d_w, rows, h, exact, NULL));
+    else
+        OK(mpk_layernorm_forward(d_out, d_xh, d_rs, d_x, d_w, d_b, rows, h, exact, NULL));
+    float *g_out = down(d_out, n), *g_xh = down(d_xh, n), *g_rs = down(d_rs, (size_t)rows);
+    agree(exact, "norm forward out", g_out, out, n, TOL_SUM);
+    agree(exact, "norm forward xhat", g_xh, xh, n, TOL_SUM);
+    agree(exact, "norm forward rstd", g_rs, rs, (size_t)rows, TOL_SUM);
+
+    /* backward from the CPU's saved xhat and rstd; dw, db start non-zero */
+    float *dy = data(exact, n, MP_Q_GRAD, 1), *dx = fvec(n);
+    for (size_t i = 0; aligned && i < n; i++)
+        dy[i] = copysignf(fabsf(dy[i]) + (float)ldexp(1, -MP_Q_GRAD), xh[i]);
+    float *dw = data(exact, (size_t)h, MP_Q_GRAD, 1), *db = data(exact, (size_t)h, MP_Q_GRAD, 1);
+    float *d_dy = up(dy, n), *d_dx = up(dx, n), *d_dw = up(dw, (size_t)h);
+    float *d_db = up(db, (size_t)h);
+    d_xh = up(xh, n);
+    d_rs = up(rs, (size_t)rows);
+    if (rms) {
+        mp_rmsnorm_backward_f32(dx, dw, dy, xh, rs, w, rows, h, exact);
+        OK(mpk_rmsnorm_backward(d_dx, d_dw, d_dy, d_xh, d_rs, d_w, rows, h, exact, NULL));
+    } else {
+        mp_layernorm_backward_f32(dx, dw, db, dy, xh, rs, w, rows, h, exact);
+        OK(mpk_layernorm_backward(d_dx, d_dw, d_db, d_dy, d_xh, d_rs, d_w, rows, h, exact,
+                                  NULL));
+    }
+    float *g_dx = down(d_dx, n), *g_dw = down(d_dw, (size_t)h), *g_db = down(d_db, (size_t)h);
+    agree(exact, "norm backward dx", g_dx, dx, n, TOL_SUM);
+    /* column sums over the rows in the CPU's order: the same bits on any data */
+    same_bits("norm backward dw", g_dw, dw, (size_t)h);
+    same_bits("norm backward db", g_db, db, (size_t)h);
+    float *bufs[] = {x, w, b, out, xh, rs, g_out, g_xh, g_rs, dy, dx, dw, db, g_dx, g_dw, g_db};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+    kt_free(d_x);
+    kt_free(d_w);
+    kt_free(d_b);
+    kt_free(d_dy);
+    kt_free(d_xh);
+    kt_free(d_rs);
+}
+
+static void test_norms(void **state)
+{
+    (void)state;
+    for (int rms = 0; rms < 2; rms++)
+        for (int exact = 0; exact < 2; exact++) {
+            norm_case(rms, exact, 7, 96, false);  /* a row shorter than a block */
+            norm_case(rms, exact, 5, 600, false); /* threads take several elements */
+        }
+    norm_case(false, true, 4100, 3, false); /* more rows than blocks: the grid strides */
+    /* Exact mode's outputs are rounded onto grids far coarser than the
+     * statistics' rounding, so a row sum added in another order than the
+     * CPU's shows in rstd (forward) and otherwise only where an output sits
+     * near a rounding midpoint, and in the backward only once the sum outgrows
+     * the float mantissa: aligned data and enough elements that some do
+     * (reversing the order of the backward's sum fails this test; on such
+     * data it changed 4 of 1M elements of dx in a simulation).
+     * Softmax's sums never show at testable sizes (their outputs are on the
+     * 2^-7 grid); there the CPU's order rests on the kernel's loop being
+     * attention.c's. */
+    norm_case(false, true, 4096, 512, true);
+    norm_case(true, true, 4096, 512, true);
+    norm_case(true, false, 4100, 3, false);
+}
+
+/* ---- elementwise layers ---- */
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    for (int exact = 0; exact < 2; exact++) {
+        float *x = data(exact, N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
+        float *out = fvec(N), *dx = fvec(N);
+        mp_gelu_forward_f32(out, x, N);
+        mp_gelu_backward_f32(dx, dy, x, N);
+        float *d_x = up(x, N), *d_out = up(out, N), *d_dy = up(dy, N);
+        OK(mpk_gelu_forward(d_out, d_x, N, NULL));
+        OK(mpk_gelu_backward(d_dy, d_dy, d_x, N, NULL)); /* in place, as bert_heads.c */
+        float *g_out = down(d_out, N), *g_dx = down(d_dy, N);
+        if (exact) {
+            agree_on_grid("gelu forward", g_out, out, N, MP_Q_ACT);
+            agree_on_grid("gelu backward", g_dx, dx, N, MP_Q_GRAD);
+        } else {
+            close_to("gelu forward", g_out, out, N, TOL_ELEM);
+            close_to("gelu backward", g_dx, dx, N, TOL_ELEM);
+        }
+        kt_free(d_x);
+        free(x), free(dy), free(out), free(dx), free(g_out), free(g_dx);
+    }
+}
+
+static void test_swiglu(void **state)
+{
+    (void)state;
+    enum { R = 9, F = 70, N = R * F };
+    for (int exact = 0; exact < 2; exact++) {
+        float *gu = data(exact, 2 * N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
+        float *out = fvec(N), *dgu = fvec(2 * N);
+        mp_swiglu_forward_f32(out, gu, R, F);
+        mp_swiglu_backward_f32(dgu, dy, gu, R, F);
+        float *d_gu = up(gu, 2 * N), *d_out = up(out, N), *d_dy = up(dy, N);
+        float *d_dgu = up(dgu, 2 * N);
+        OK(mpk_swiglu_forward(d_out, d_gu, R, F, NULL));
+        OK(mpk_swiglu_backward(d_dgu, d_dy, d_gu, R, F, NULL));
+        float *g_out = down(d_out, N), *g_dgu = down(d_dgu, 2 * N);
+        if (exact) {
+            agree_on_grid("swiglu forward", g_out, out, N, MP_Q_ACT);
+            agree_on_grid("swiglu backward", g_dgu, dgu, 2 * N, MP_Q_GRAD);
+        } else {
+            close_to("swiglu forward", g_out, out, N, TOL_ELEM);
+            close_to("swiglu backward", g_dgu, dgu, 2 * N, TOL_ELEM);
+        }
+        kt_free(d_gu);
+        kt_free(d_dy);
+        free(gu), free(dy), free(out), free(dgu), free(g_out), free(g_dgu);
+    }
+}
+
+/* BERT's pooler (bert_heads.c): pooled = tanh(pre); dpool *= 1 - pooled^2. */
+static void test_tanh(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    for (int exact = 0; exact < 2; exact++) {
+        float *pre = data(exact, N, MP_Q_ACT, 3), *dp = data(exact, N, MP_Q_GRAD, 1);
+        float *y = fvec(N), *want_dp = dup(dp, N);
+        for (size_t i = 0; i < N; i++)
+            y[i] = tanhf(pre[i]);
+        mp_q_f32(exact, y, N, MP_Q_ACT);
+        for (size_t i = 0; i < N; i++)
+            want_dp[i] *= 1 - y[i] * y[i];
+        float *d_pre = up(pre, N), *d_y = up(pre, N), *d_dp = up(dp, N);
+        OK(mpk_tanh_forward(d_y, d_pre, N, NULL));
+        float *g_y = down(d_y, N);
+        if (exact) {
+            float *yq = dup(y, N);
+            agree_on_grid("tanh forward", g_y, yq, N, MP_Q_ACT);
+            free(yq);
+        } else {
+            close_to("tanh forward", g_y, y, N, TOL_ELEM);
+        }
+        d_y = up(y, N); /* the backward from the CPU's y: elementwise, no libm */
+        OK(mpk_tanh_backward(d_dp, d_y, N, NULL));
+        float *g_dp = down(d_dp, N);
+        same_bits("tanh backward", g_dp, want_dp, N);
+        kt_free(d_pre);
+        kt_free(d_y);
+        free(pre), free(dp), free(y), free(want_dp), free(g_y), free(g_dp);
+    }
+}
+
+static void test_bias_add_scale(void **state)
+{
+    (void)state;
+    enum { R = 13, C = 300, N = R * C };
+    float *y = rand_vec(N, 2), *b = rand_vec(C, 1), *x = rand_vec(N, 2);
+    float *db = rand_vec(C, 1), *want = dup(y, N), *want_db = dup(db, C);
+    mp_bias_add_f32(want, b, R, C);
+    mp_bias_grad_f32(want_db, x, R, C);
+    float *d_y = up(y, N), *d_b = up(b, C), *d_x = up(x, N), *d_db = up(db, C);
+    OK(mpk_bias_add(d_y, d_b, R, C, NULL));
+    OK(mpk_bias_grad(d_db, d_x, R, C, NULL));
+    float *g_y = down(d_y, N), *g_db = down(d_db, C);
+    same_bits("bias add", g_y, want, N);
+    same_bits("bias grad (rows in order)", g_db, want_db, C);
+    free(g_y);
+    /* residual, and scaling (model.c's lr[j] *= grad_scale) */
+    memcpy(want, y, N * sizeof *y);
+    mp_add_f32(want, x, N);
+    d_y = up(y, N);
+    OK(mpk_add(d_y, d_x, N, NULL));
+    g_y = down(d_y, N);
+    same_bits("add", g_y, want, N);
+    free(g_y);
+    for (size_t i = 0; i < N; i++)
+        want[i] = y[i] * 0.0625f;
+    d_y = up(y, N);
+    OK(mpk_scale(d_y, N, 0.0625f, NULL));
+    g_y = down(d_y, N);
+    same_bits("scale", g_y, want, N);
+    kt_free(d_b);
+    kt_free(d_x);
+    free(y), free(b), free(x), free(db), free(want), free(want_db), free(g_y), free(g_db);
+}
+
+/* ---- rotary embeddings ---- */
+
+static void test_rope(void **state)
+{
+    (void)state;
+    /* Q-like heads of a [S, 40] buffer at CP-like global positions */
+    enum { S_POS = 6, B = 2, HEADS = 3, HD = 8, LD = 40, ROWS = S_POS * B, N = ROWS * LD };
+    const int pos[S_POS] = {0, 3, 4, 7, 9, 12};
+    const int32_t pos32[S_POS] = {0, 3, 4, 7, 9, 12};
+    for (int exact = 0; exact < 2; exact++)
+        for (int inverse = 0; inverse < 2; inverse++) {
+            float *x = data(exact, N, MP_Q_ACT, 2), *want = dup(x, N);
+            mp_rope_f32(want, LD, HEADS, HD, pos, S_POS, B, inverse, exact, MP_Q_ACT);
+            float cs[S_POS * HD / 2 * 2];
+            mpk_rope_table(cs, pos32, S_POS, HD, exact);
+            float *d_cs = up(cs, sizeof cs / sizeof *cs), *d_x = up(x, N);
+            OK(mpk_rope(d_x, LD, HEADS, HD, d_cs, S_POS, B, inverse, exact, MP_Q_ACT, NULL));
+            float *got = down(d_x, N);
+            /* the angles come from the host: no libm on the device, the same bits */
+            same_bits(inverse ? "rope inverse" : "rope", got, want, N);
+            kt_free(d_cs);
+            free(x), free(want), free(got);
+        }
+}
+
+/* ---- attention's softmax, between the CPU backend's GEMMs ---- */
+
+typedef struct att_case {
+    int s, sk, b, heads, hd, rep;
+    bool causal;
+    const int *qpos; /* NULL: position i */
+} att_case;
+
+static void attention_case(const att_case *c, bool exact)
+{
+    const mp_backend *be = mp_backend_cpu();
+    int s = c->s, sk = c->sk, b = c->b, H = c->heads, hd = c->hd, rep = c->rep;
+    size_t q_row = (size_t)H * hd, kv_row = (size_t)(H / rep) * hd;
+    size_t nq = (size_t)s * b * q_row, nkv = (size_t)sk * b * kv_row;
+    size_t mats = (size_t)b * H, np = mats * s * sk;
+    float scale = 1 / sqrtf((float)hd);
+    float *q = data(exact, nq, MP_Q_ACT, 1), *k = data(exact, nkv, MP_Q_ACT, 1);
+    float *v = data(exact, nkv, MP_Q_ACT, 1), *dO = data(exact, nq, MP_Q_GRAD, 1);
+    float *out = fvec(nq), *probs = fvec(np);
+    mp_attention_forward_kv_f32(be, out, probs, q, q_row, k, v, kv_row, c->qpos, s, sk, b, H, hd,
+                                rep, c->causal, exact);
+    int32_t *qpos32 = NULL;
+    if (c->qpos) {
+        qpos32 = malloc((size_t)s * sizeof *qpos32);
+        for (int i = 0; i < s; i++)
+            qpos32[i] = c->qpos[i];
+    }
+    int32_t *d_qpos = qpos32 ? up_i(qpos32, (size_t)s) : NULL;
+
+    /* forward: scores by the same GEMMs as attention.c, the softmax by the kernel */
+    float *sc = fvec(np);
+    for (int n = 0; n < b; n++)
+        for (int a = 0; a < H; a++)
+            be->gemm(MP_REAL32, false, true, s, sk, hd, 1.0, q + n * q_row + (size_t)a * hd,
+                     (int)(b * q_row), k + n * kv_row + (size_t)(a / rep) * hd,
+                     (int)(b * kv_row), 0.0, sc + ((size_t)n * H + a) * s * sk, sk);
+    float *d_p = up(sc, np);
+    OK(mpk_softmax_forward(d_p, (int)mats, s, sk, d_qpos, c->causal, scale, exact, NULL));
+    float *got_p = down(d_p, np);
+    agree(exact, "softmax forward", got_p, probs, np, TOL_SUM);
+
+    /* backward: the CPU's dq, dk, dv against the same GEMMs around the kernel */
+    float *dq = fvec(nq), *dk = fvec(nkv), *dv = fvec(nkv), *scratch = fvec((size_t)s * sk);
+    mp_attention_backward_kv_f32(be, dq, q_row, dk, dv, kv_row, dO, q, q_row, k, v, kv_row, probs,
+                                 c->qpos, s, sk, b, H, hd, rep, c->causal, scratch, exact);
+    float *dP = fvec(np);
+    for (int n = 0; n < b; n++)
+        for (int a = 0; a < H; a++)
+            be->gemm(MP_REAL32, false, true, s, sk, hd, 1.0, dO + n * q_row + (size_t)a * hd,
+                     (int)(b * q_row), v + n * kv_row + (size_t)(a / rep) * hd,
+                     (int)(b * kv_row), 0.0, dP + ((size_t)n * H + a) * s * sk, sk);
+    float *d_ds = up(dP, np), *d_probs = up(probs, np);
+    OK(mpk_softmax_backward(d_ds, d_probs, (int)mats, s, sk, d_qpos, c->causal, scale, exact,
+                            NULL));
+    float *ds = down(d_ds, np);
+    float *gq = fvec(nq), *gk = fvec(nkv), *gv = fvec(nkv);
+    int ldq = (int)(b * q_row), ldkv = (int)(b * kv_row);
+    for (int n = 0; n < b; n++)
+        for (int a = 0; a < H; a++) {
+            const float *p = probs + ((size_t)n * H + a) * s * sk;
+            const float *dsa = ds + ((size_t)n * H + a) * s * sk;
+            size_t qo = n * q_row + (size_t)a * hd, ko = n * kv_row + (size_t)(a / rep) * hd;
+            be->gemm(MP_REAL32, true, false, sk, hd, s, 1.0, p, sk, dO + qo, ldq, 1.0, gv + ko,
+                     ldkv);
+            be->gemm(MP_REAL32, false, false, s, hd, sk, 1.0, dsa, sk, k + ko, ldkv, 0.0, gq + qo,
+                     ldq);
+            be->gemm(MP_REAL32, true, false, sk, hd, s, 1.0, dsa, sk, q + qo, ldq, 1.0, gk + ko,
+                     ldkv);
+        }
+    mp_q_f32(exact, gq, nq, MP_Q_GRAD_ATT);
+    agree(exact, "attention dq", gq, dq, nq, TOL_SUM);
+    agree(exact, "attention dk", gk, dk, nkv, TOL_SUM);
+    same_bits("attention dv (no softmax in it)", gv, dv, nkv);
+    kt_free(d_probs);
+    if (d_qpos)
+        kt_free(d_qpos);
+    float *bufs[] = {q, k, v, dO, out, probs, sc, got_p, dq, dk, dv, scratch, dP, ds, gq, gk, gv};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+    free(qpos32);
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    static const int cp_pos[6] = {2, 3, 4, 9, 10, 11}; /* CP: two chunks of 12 positions */
+    const att_case cases[] = {
+        {16, 16, 2, 2, 8, 1, true, NULL},    /* GPT */
+        {6, 12, 2, 2, 8, 1, true, cp_pos},   /* a CP rank's queries against every key */
+        {8, 8, 2, 4, 8, 2, true, NULL},      /* grouped-query attention */
+        {10, 10, 2, 2, 8, 1, false, NULL},   /* BERT: bidirectional */
+        {3, 300, 1, 1, 8, 1, false, NULL},   /* rows longer than a block */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int exact = 0; exact < 2; exact++)
+            attention_case(&cases[i], exact);
+}
+
+/* ---- vocabulary-parallel cross-entropy ---- */
+
+/* model.c's cross-entropy over the whole vocabulary (tp = 1): probabilities
+ * into logits, the loss per row, then (backward) d logits in place. */
+static void ce_reference(float *logits, float *loss, const int32_t *targets, int S, int V,
+                         bool exact, float grad_scale, bool zero_ignored)
+{
+    for (int r = 0; r < S; r++) {
+        float *lr = logits + (size_t)r * V, m = -INFINITY, s = 0;
+        for (int j = 0; j < V; j++)
+            m = lr[j] > m ? lr[j] : m;
+        float tl = targets[r] >= 0 ? lr[targets[r]] : 0;
+        for (int j = 0; j < V; j++)
+            lr[j] = expf(lr[j] - m);
+        mp_q_f32(exact, lr, (size_t)V, MP_Q_PROB);
+        for (int j = 0; j < V; j++)
+            s += lr[j];
+        loss[r] = targets[r] < 0 ? 0 : logf(s) + m - tl;
+        for (int j = 0; j < V; j++)
+            lr[j] /= s;
+        mp_q_f32(exact, lr, (size_t)V, MP_Q_PROB);
+    }
+    if (exact)
+        mp_quantize_f32(loss, (size_t)S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
+    for (int r = 0; r < S; r++) {
+        float *lr = logits + (size_t)r * V;
+        if (zero_ignored && targets[r] < 0) {
+            memset(lr, 0, (size_t)V * sizeof *lr);
+            continue;
+        }
+        if (targets[r] >= 0)
+            lr[targets[r]] -= 1;
+        for (int j = 0; j < V; j++)
+            lr[j] *= grad_scale;
+    }
+}
+
+static void ce_case(int tp, bool exact, bool bert)
+{
+    enum { S = 10, V = 24 };
+    int Vl = V / tp;
+    float *logits = data(exact, (size_t)S * V, MP_Q_ACT, 4), *want = dup(logits, (size_t)S * V);
+    int32_t targets[S];
+    for (int r = 0; r < S; r++)
+        targets[r] = bert && r % 3 == 0 ? -1 : (int32_t)((urand() + 1) * 0.5 * V) % V;
+    float grad_scale = exact ? (float)MP_EXACT_GRAD_SCALE : 1.0f / S, want_loss[S];
+    ce_reference(want, want_loss, targets, S, V, exact, grad_scale, bert);
+
+    /* each TP rank's slice [S, Vl], the reductions between the calls done here */
+    float *d_l[4], *d_mx[4], *d_sum[4], *d_tl[4], *d_loss[4];
+    float mx[S] = {0}, red_mx[S] = {0}, stat[2 * S] = {0}, red_stat[2 * S] = {0}, part[S] = {0};
+    float *slice = fvec((size_t)S * Vl);
+    int32_t *d_t[4];
+    for (int k = 0; k < tp; k++) {
+        for (int r = 0; r < S; r++)
+            memcpy(slice + (size_t)r * Vl, logits + (size_t)r * V + (size_t)k * Vl,
+                   (size_t)Vl * sizeof *slice);
+        d_l[k] = up(slice, (size_t)S * Vl);
+        d_t[k] = up_i(targets, S);
+        d_mx[k] = up(mx, S);
+        OK(mpk_ce_max(d_mx[k], d_l[k], S, Vl, NULL));
+        peek(mx, d_mx[k], S);
+        for (int r = 0; r < S; r++)
+            red_mx[r] = k == 0 || mx[r] > red_mx[r] ? mx[r] : red_mx[r];
+    }
+    for (int k = 0; k < tp; k++) {
+        kt_free(d_mx[k]);
+        d_mx[k] = up(red_mx, S);
+        d_sum[k] = up(part, S);
+        d_tl[k] = up(part, S);
+        OK(mpk_ce_exp_sum(d_l[k], d_sum[k], d_tl[k], d_mx[k], d_t[k], S, Vl, (int64_t)k * Vl,
+                          exact, NULL));
+        peek(stat, d_sum[k], S);
+        peek(stat + S, d_tl[k], S);
+        for (int i = 0; i < 2 * S; i++)
+            red_stat[i] = k == 0 ? stat[i] : red_stat[i] + stat[i];
+    }
+    for (int k = 0; k < tp; k++) {
+        kt_free(d_sum[k]);
+        kt_free(d_tl[k]);
+        d_sum[k] = up(red_stat, S);
+        d_tl[k] = up(red_stat + S, S);
+        d_loss[k] = up(part, S);
+        OK(mpk_ce_loss(d_loss[k], d_l[k], d_sum[k], d_mx[k], d_tl[k], d_t[k], S, Vl, exact,
+                       NULL));
+        float *loss = down(d_loss[k], S);
+        agree(exact, "cross-entropy loss", loss, want_loss, S, TOL_SUM);
+        free(loss);
+        OK(mpk_ce_backward(d_l[k], d_t[k], S, Vl, (int64_t)k * Vl, grad_scale, bert, NULL));
+        float *got = down(d_l[k], (size_t)S * Vl);
+        for (int r = 0; r < S; r++)
+            memcpy(slice + (size_t)r * Vl, want + (size_t)r * V + (size_t)k * Vl,
+                   (size_t)Vl * sizeof *slice);
+        agree(exact, "cross-entropy d logits", got, slice, (size_t)S * Vl, TOL_SUM);
+        free(got);
+        kt_free(d_t[k]);
+        kt_free(d_mx[k]);
+        kt_free(d_sum[k]);
+        kt_free(d_tl[k]);
+    }
+    free(slice);
+    free(logits);
+    free(want);
+}
+
+static void test_cross_entropy(void **state)
+{
+    (void)state;
+    for (int exact = 0; exact < 2; exact++)
+        for (int bert = 0; bert < 2; bert++) {
+            ce_case(1, exact, bert);
+            ce_case(2, exact, bert);
+            ce_case(3, exact, bert);
+        }
+}
+
+/* ---- embedding rows ---- */
+
+static void test_embedding(void **state)
+{
+    (void)state;
+    enum { V = 24, H = 16, S = 20, POS = 10, TP = 2, VL = V / TP };
+    int32_t tok[S], posi[S];
+    for (int r = 0; r < S; r++) {
+        tok[r] = r < 4 ? 5 : (int32_t)((urand() + 1) * 0.5 * V) % V; /* repeats */
+        posi[r] = r / 2;
+    }
+    float *wte = grid_vec((size_t)V * H, MP_Q_EMBED), *wpe = grid_vec((size_t)POS * H, MP_Q_EMBED);
+    /* model.c: each rank gathers its rows (0 elsewhere), TP sums, then + wpe[pos] */
+    float *want = fvec((size_t)S * H), *sum = fvec((size_t)S * H);
+    for (int r = 0; r < S; r++) {
+        memcpy(want + (size_t)r * H, wte + (size_t)tok[r] * H, H * sizeof *want);
+        mp_add_f32(want + (size_t)r * H, wpe + (size_t)posi[r] * H, H);
+    }
+    int32_t *d_tok = up_i(tok, S), *d_pos = up_i(posi, S);
+    for (int k = 0; k < TP; k++) {
+        float *d_tab = up(wte + (size_t)k * VL * H, (size_t)VL * H);
+        float *d_out = up(want, (size_t)S * H); /* overwritten: no stale values survive */
+        OK(mpk_gather_rows(d_out, d_tab, d_tok, S, H, (int64_t)k * VL, VL, false, NULL));
+        float *part = down(d_out, (size_t)S * H);
+        mp_add_f32(sum, part, (size_t)S * H);
+        free(part);
+        kt_free(d_tab);
+    }
+    float *d_sum = up(sum, (size_t)S * H), *d_wpe = up(wpe, (size_t)POS * H);
+    OK(mpk_gather_rows(d_sum, d_wpe, d_pos, S, H, 0, POS, true, NULL));
+    float *got = down(d_sum, (size_t)S * H);
+    same_bits("embedding gather", got, want, (size_t)S * H);
+    free(got);
+
+    /* backward: rows added in row order into the owned rows, on random data */
+    float *dres = rand_vec((size_t)S * H, 1), *g0 = rand_vec((size_t)V * H, 1);
+    for (int k = 0; k < TP; k++) {
+        float *gw = dup(g0 + (size_t)k * VL * H, (size_t)VL * H);
+        for (int r = 0; r < S; r++)
+            if (tok[r] >= k * VL && tok[r] < (k + 1) * VL)
+                mp_add_f32(gw + (size_t)(tok[r] - k * VL) * H, dres + (size_t)r * H, H);
+        float *d_gw = up(g0 + (size_t)k * VL * H, (size_t)VL * H), *d_dres = up(dres, (size_t)S * H);
+        OK(mpk_scatter_add_rows(d_gw, d_dres, d_tok, S, H, (int64_t)k * VL, VL, NULL));
+        float *g = down(d_gw, (size_t)VL * H);
+        same_bits("embedding scatter-add", g, gw, (size_t)VL * H);
+        kt_free(d_dres);
+        free(g), free(gw);
+    }
+    kt_free(d_tok);
+    kt_free(d_pos);
+    kt_free(d_wpe);
+    free(wte), free(wpe), free(want), free(sum), free(dres), free(g0);
+}
+
+/* ---- AdamW ---- */
+
+static int grid_of_class(mp_init_class c) /* optimizer.c's grid_of */
+{
+    switch (c) {
+    case MP_INIT_WEIGHT: return MP_Q_WEIGHT;
+    case MP_INIT_EMBED: return MP_Q_EMBED;
+    case MP_INIT_GAMMA: return MP_Q_GAMMA;
+    case MP_INIT_BIAS: return MP_Q_BIAS;
+    }
+    return MP_Q_WEIGHT;
+}
+
+static void adamw_case(bool exact, size_t lo, size_t hi)
+{
+    mp_param p[3] = {0};
+    const mp_init_class cls[3] = {MP_INIT_WEIGHT, MP_INIT_GAMMA, MP_INIT_EMBED};
+    const int shape[3][2] = {{6, 5}, {1, 7}, {4, 3}};
+    size_t total = 0;
+    for (int i = 0; i < 3; i++) {
+        p[i].lrows = shape[i][0];
+        p[i].lcols = shape[i][1];
+        p[i].init = cls[i];
+        p[i].offset = total;
+        total += (size_t)shape[i][0] * shape[i][1];
+    }
+    mp_param_layout lay = {0};
+    lay.p = p;
+    lay.n = 3;
+    lay.total = total;
+    mp_adam_cfg cfg = {1e-2, 0.9, 0.95, 1e-8, 0.1};
+    float *w = data(exact, total, MP_Q_WEIGHT, 1), *g = data(exact, total, MP_Q_GRAD, 1);
+    float *m = rand_vec(hi - lo, 0.1), *v = rand_vec(hi - lo, 0.01);
+    for (size_t i = 0; i < hi - lo; i++)
+        v[i] = fabsf(v[i]);
+    float *ww = dup(w, total), *wm = dup(m, hi - lo), *wv = dup(v, hi - lo);
+    const int step = 3;
+    mp_adamw_update_f32(ww, g, wm, wv, &lay, lo, hi, &cfg, step, exact);
+    float *d_w = up(w, total), *d_g = up(g, total), *d_m = up(m, hi - lo), *d_v = up(v, hi - lo);
+    for (int i = 0; i < 3; i++) {
+        size_t a = p[i].offset, b = a + (size_t)p[i].lrows * p[i].lcols;
+        a = a < lo ? lo : a;
+        b = b > hi ? hi : b;
+        if (b <= a)
+            continue;
+        bool decays = cls[i] == MP_INIT_WEIGHT || cls[i] == MP_INIT_EMBED;
+        mpk_adam_args args = mpk_adam_args_make(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps,
+                                                cfg.weight_decay, decays, step,
+                                                exact ? grid_of_class(cls[i]) : -1);
+        OK(mpk_adamw(d_w + a, d_g + a, d_m + (a - lo), d_v + (a - lo), b - a, args, NULL));
+    }
+    float *gw = down(d_w, total), *gm = down(d_m, hi - lo), *gv = down(d_v, hi - lo);
+    /* elementwise with correctly rounded sqrt and division: the same bits on any data */
+    same_bits("adamw w", gw, ww, total);
+    same_bits("adamw m", gm, wm, hi - lo);
+    same_bits("adamw v", gv, wv, hi - lo);
+    kt_free(d_g);
+    free(w), free(g), free(m), free(v), free(ww), free(wm), free(wv), free(gw), free(gm), free(gv);
+}
+
+static void test_adamw(void **state)
+{
+    (void)state;
+    for (int exact = 0; exact < 2; exact++) {
+        adamw_case(exact, 0, 49);  /* the whole buffer */
+        adamw_case(exact, 11, 40); /* a DP shard cutting tensors */
+    }
+}
+
+/* ---- casts and loss scaling ---- */
+
+/* x rounded to `bits` significant bits (half to even), normal exponents down
+ * to 2^emin and a fixed quantum below: computed in double, independently of
+ * the kernels' bit manipulation. */
+static double round_sig(double x, int bits, int emin)
+{
+    int e;
+    frexp(x, &e); /* x = f 2^e, f in [0.5, 1) */
+    if (e - 1 < emin)
+        e = emin + 1;
+    double q = ldexp(1.0, e - bits);
+    return nearbyint(x / q) * q;
+}
+
+static float f16_value(uint16_t h) /* IEEE binary16, from the definition */
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return (float)((h & 0x8000) ? -v : v);
+}
+
+static void test_casts(void **state)
+{
+    (void)state;
+    enum { N = 4000 };
+    float *x = fvec(N);
+    for (int i = 0; i < N; i++) /* every scale from far below fp16's to beyond its range */
+        x[i] = (float)(urand() * ldexp(1.0, (int)((urand() + 1) * 70) - 60));
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.99f,
+                             65520.0f, 1e-8f, 2.98023224e-8f, 5.96046448e-8f, 3.4028235e38f,
+                             1e-40f, -1.0000001f, 6.1035156e-05f, 6.1e-05f};
+    memcpy(x, special, sizeof special);
+    uint16_t *hb = malloc(N * sizeof *hb), *hh = malloc(N * sizeof *hh);
+    float *d_x = up(x, N);
+    uint16_t *d_b = kt_up(hb, N * sizeof *hb), *d_h = kt_up(hh, N * sizeof *hh);
+    OK(mpk_f32_to_bf16(d_b, d_x, N, NULL));
+    OK(mpk_f32_to_f16(d_h, d_x, N, NULL));
+    kt_down(hb, d_b, N * sizeof *hb);
+    kt_down(hh, d_h, N * sizeof *hh);
+    float *fb = fvec(N), *fh = fvec(N);
+    float *d_fb = up(fb, N), *d_fh = up(fh, N);
+    OK(mpk_bf16_to_f32(d_fb, d_b, N, NULL));
+    OK(mpk_f16_to_f32(d_fh, d_h, N, NULL));
+    kt_down(fb, d_fb, N * sizeof *fb);
+    kt_down(fh, d_fh, N * sizeof *fh);
+    for (int i = 0; i < N; i++) {
+        double xi = x[i];
+        if (isnan(xi)) {
+            assert_true(isnan(fb[i]) && isnan(fh[i]));
+            continue;
+        }
+        float wb = (float)round_sig(xi, 8, -126); /* overflow -> inf by the float cast */
+        double wh = round_sig(xi, 11, -14);
+        float whf = fabs(wh) > 65504 ? (float)copysign(INFINITY, xi) : (float)wh;
+        if (memcmp(&fb[i], &wb, sizeof wb) != 0)
+            fail_msg("bf16 of %.9g is %.9g, should be %.9g", xi, (double)fb[i], (double)wb);
+        if (memcmp(&fh[i], &whf, sizeof whf) != 0)
+            fail_msg("fp16 of %.9g is %.9g, should be %.9g", xi, (double)fh[i], (double)whf);
+    }
+    /* ties: the midpoint between neighbours rounds to the even one */
+    enum { TIES = 0x7f00 };
+    float *mid = fvec(2 * TIES);
+    for (int i = 0; i < TIES; i++) {
+        uint32_t bits = ((uint32_t)i << 16) | 0x8000u; /* between bf16 i and i + 1 */
+        memcpy(&mid[i], &bits, sizeof bits);
+        mid[TIES + i] = i < 0x7bff ? (f16_value((uint16_t)i) + f16_value((uint16_t)(i + 1))) / 2
+                                   : 0;
+    }
+    uint16_t *tb = malloc(2 * TIES * sizeof *tb), *th = malloc(2 * TIES * sizeof *th);
+    float *d_mid = up(mid, 2 * TIES);
+    uint16_t *d_tb = kt_up(tb, 2 * TIES * sizeof *tb), *d_th = kt_up(th, 2 * TIES * sizeof *th);
+    OK(mpk_f32_to_bf16(d_tb, d_mid, TIES, NULL));
+    OK(mpk_f32_to_f16(d_th, d_mid + TIES, 0x7bff, NULL));
+    kt_down(tb, d_tb, TIES * sizeof *tb);
+    kt_down(th, d_th, 0x7bff * sizeof *th);
+    for (int i = 0; i < TIES; i++)
+        if (tb[i] != ((i & 1) ? i + 1 : i))
+            fail_msg("bf16 of the tie above 0x%04x is 0x%04x", i, tb[i]);
+    for (int i = 0; i < 0x7bff; i++)
+        if (th[i] != ((i & 1) ? i + 1 : i))
+            fail_msg("fp16 of the tie above 0x%04x is 0x%04x", i, th[i]);
+    kt_free(d_mid), kt_free(d_tb), kt_free(d_th);
+    free(mid), free(tb), free(th);
+    /* every fp16 pattern: decoded by the definition, and back to itself */
+    uint16_t *all = malloc(65536 * sizeof *all), *back = malloc(65536 * sizeof *back);
+    for (int i = 0; i < 65536; i++)
+        all[i] = (uint16_t)i;
+    uint16_t *d_all = kt_up(all, 65536 * sizeof *all);
+    float *dec = fvec(65536), *d_dec = up(dec, 65536);
+    OK(mpk_f16_to_f32(d_dec, d_all, 65536, NULL));
+    OK(mpk_f32_to_f16(d_all, d_dec, 65536, NULL));
+    kt_down(dec, d_dec, 65536 * sizeof *dec);
+    kt_down(back, d_all, 65536 * sizeof *back);
+    for (int i = 0; i < 65536; i++) {
+        float want = f16_value((uint16_t)i);
+        if (isnan(want)) {
+            assert_true(isnan(dec[i]));
+            continue;
+        }
+        if (memcmp(&dec[i], &want, sizeof want) != 0 || back[i] != i)
+            fail_msg("fp16 pattern 0x%04x decodes to %.9g (want %.9g), re-encodes to 0x%04x", i,
+                     (double)dec[i], (double)want, back[i]);
+    }
+    kt_free(d_x), kt_free(d_b), kt_free(d_h), kt_free(d_fb), kt_free(d_fh), kt_free(d_all);
+    kt_free(d_dec);
+    free(x), free(hb), free(hh), free(fb), free(fh), free(all), free(back), free(dec);
+}
+
+static void test_unscale(void **state)
+{
+    (void)state;
+    enum { N = 700 };
+    for (int bad = 0; bad < 3; bad++) {
+        float *x = rand_vec(N, 1000);
+        if (bad)
+            x[N - 3] = bad == 1 ? INFINITY : NAN;
+        float *want = dup(x, N);
+        for (int i = 0; i < N; i++)
+            want[i] *= 1.0f / 1024;
+        int found = 0;
+        float *d_x = up(x, N);
+        int *d_found = kt_up(&found, sizeof found);
+        OK(mpk_unscale_check(d_x, N, 1.0f / 1024, d_found, NULL));
+        kt_down(&found, d_found, sizeof found);
+        float *got = down(d_x, N);
+        assert_int_equal(found, bad ? 1 : 0);
+        if (!bad)
+            same_bits("unscale", got, want, N);
+        kt_free(d_found);
+        free(x), free(want), free(got);
+    }
+}
+
+/* ---- refusals ---- */
+
+static void test_errors(void **state)
+{
+    (void)state;
+    float one = 1;
+    float *d = up(&one, 1);
+    assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, -1, 4, false, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_bias_add(d, d, 2, -3, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_rope(d, 8, 1, 7, d, 1, 1, false, false, 4, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_quantize_2d(d, 2, 9, 8, 4, 128, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_softmax_forward(d, 1, 1, 0, NULL, true, 1, false, NULL), MPK_EINVAL);
+    /* nothing to do is no error, and touches nothing */
+    assert_int_equal(mpk_add(d, d, 0, NULL), MPK_OK);
+    assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, 0, 4, false, NULL), MPK_OK);
+    float *back = down(d, 1);
+    assert_true(back[0] == 1);
+    free(back);
+    assert_string_equal(mpk_strerror(MPK_OK), "no error");
+    assert_non_null(strstr(mpk_strerror(MPK_EINVAL), "invalid"));
+}
+
+int main(void)
+{
+    if (!kt_available()) {
+        fprintf(stderr, "no CUDA device: skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantize),     cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_gelu),         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_tanh),         cmocka_unit_test(test_bias_add_scale),
+        cmocka_unit_test(test_rope),         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_cross_entropy), cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_adamw),        cmocka_unit_test(test_casts),
+        cmocka_unit_test(test_unscale),      cmocka_unit_test(test_errors),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* host-run: again with blocks and threads in the opposite order */
+    if (kt_reverse_order(true))
+        failed += cmocka_run_group_tests(tests, NULL, NULL);
+    return failed;
+}

@@ -36,6 +36,7 @@ typedef struct mp_exec_opts {
     int test_kill_rank;    /* test-only: rank that kills itself in step 1 (-1 none) */
     int solo_rank;         /* --solo: this one process runs that global rank's share at
                               full size, collectives left out, no check (-1: off) */
+    const char *backend;   /* "cpu" (default) or "cuda" */
 } mp_exec_opts;
 
 void mp_exec_opts_default(mp_exec_opts *o);
@@ -66,7 +67,9 @@ typedef struct mp_exec_report {
     bool sp, dist_opt, exact, checked;
     double tol;                 /* tolerance mode's threshold, as used */
     const char *schedule;
-    const char *backend;        /* the backend's name ("cpu", "cpu-solo") */
+    const char *backend;        /* the backend's name ("cpu", "cpu-solo", "cuda", "cuda-solo") */
+    const char *transport;      /* what carried the collectives: "mpi", "nccl", "none" (solo) */
+    const char *compute_precision; /* the GEMMs' inputs: "fp32", or "bf16" on CUDA */
     const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
     const char *recompute;      /* the plan's recomputation, as run */
     bool layer_recompute;       /* per layer, as the plan lists it */
@@ -109,6 +112,13 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
  * exact mode's reduction length); mp_exec_run repeats them. */
 mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_dims *d, int *m,
                            mp_error *err);
+
+/* The backend o->backend names for this rank (backend_pick.c): CPU, or CUDA
+ * on the device of the rank's local rank (bf16 GEMMs when low_precision and
+ * not exact), solo variants under --solo. No CUDA
+ * device, or a build without the CUDA backend: MP_EINPUT naming --backend. */
+mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_precision,
+                          const mp_backend **be, mp_error *err);
 
 /* Runs and checks; every rank calls it. */
 mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,

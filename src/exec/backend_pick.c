@@ -1,0 +1,47 @@
+/* backend_pick.c — the backend `exec --backend` names, for this rank. */
+#include <string.h>
+
+#include "exec/exec.h"
+#include "megaplan_config.h"
+#if HAVE_EXEC_CUDA
+#include "exec/backend_cuda.h"
+#endif
+
+mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_precision,
+                          const mp_backend **be, mp_error *err)
+{
+    const char *name = o->backend ? o->backend : "cpu";
+    if (!strcmp(name, "cpu")) {
+        *be = rt->solo ? mp_backend_solo() : mp_backend_cpu();
+        return MP_OK;
+    }
+    if (strcmp(name, "cuda"))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                            "unknown backend '%s' (cpu, cuda)", name);
+#if HAVE_EXEC_CUDA
+    int devices = 0;
+    mp_status st = mp_cuda_devices(&devices, err);
+    if (st)
+        return st;
+    mp_cuda_setup s;
+    memset(&s, 0, sizeof s);
+    s.bf16 = low_precision && !o->exact;
+    s.solo = rt->solo;
+    s.world = rt->world.comm;
+    const mp_group *groups[] = {&rt->tp_group, &rt->cp_group, &rt->dp_group,
+                                &rt->pp_group, &rt->emb_group, &rt->dpcp_group};
+    for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
+        s.groups[s.n_groups++] = groups[i];
+    const mp_backend *cuda = NULL;
+    st = mp_backend_cuda_open(&s, &cuda, err);
+    if (st)
+        return st;
+    *be = rt->solo ? mp_backend_solo_of(cuda) : cuda;
+    return MP_OK;
+#else
+    (void)rt, (void)low_precision, (void)be;
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                        "this megaplan was built without the CUDA backend (meson setup "
+                        "-Dcuda=enabled, with the CUDA toolkit in /usr/local/cuda)");
+#endif
+}

@@ -31,6 +31,7 @@ static void usage(FILE *out)
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
             "                     [--micro-batches M]\n"
             "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
+            "                     [--backend cpu|cuda]\n"
             "                     [--format table|json]\n"
             "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
             "  ranks (CPU backend) and compares loss, logits, every gradient and every updated\n"
@@ -45,7 +46,10 @@ static void usage(FILE *out)
             "               this run on profile HW (from `megaplan calibrate`), per phase\n"
             "  --solo R     one process runs global rank R's share at full size, collectives\n"
             "               and messages left out, no check (--compare gives their\n"
-            "               modelled time)\n");
+            "               modelled time)\n"
+            "  --backend B  cpu (OpenBLAS, default) or cuda (cuBLAS and the kernels of\n"
+            "               kernels/, one GPU per rank by local rank; bf16 GEMMs for bf16\n"
+            "               and fp16 plans unless --exact)\n");
 }
 
 typedef struct exec_args {
@@ -101,7 +105,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--test-drop-allreduce", "--test-kill-rank"};
+                                            "--test-drop-allreduce", "--test-kill-rank", "--backend"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             needs |= !strcmp(name, takes_value[k]);
@@ -157,6 +161,9 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             ok = parse_int(val, 0, 1 << 24, &n);
             a->o.solo_rank = (int)n;
             a->o.check = false; /* one rank without its peers computes no checkable values */
+        } else if (!strcmp(name, "--backend")) {
+            ok = !strcmp(val, "cpu") || !strcmp(val, "cuda");
+            a->o.backend = val;
         } else if (!strcmp(name, "--test-kill-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_kill_rank = (int)n;
@@ -278,10 +285,17 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
 {
     const mp_gpt_dims *d = &r->dims;
     printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d, "
-           "vpp %d), %s backend, fp32 (plan: %s)\n",
+           "vpp %d), %s backend, %s (plan: %s)\n",
            a->plan, r->ranks, r->tp, r->sp ? "on" : "off", r->cp, r->dp,
            r->dist_opt ? "on" : "off", r->pp, r->vpp > 1 ? r->vpp : 1,
-           r->backend ? r->backend : "cpu", r->plan_precision ? r->plan_precision : "?");
+           r->backend ? r->backend : "cpu",
+           r->compute_precision ? r->compute_precision : "fp32",
+           r->plan_precision ? r->plan_precision : "?");
+    if (r->backend && strncmp(r->backend, "cpu", 3))
+        printf("transport: collectives by %s%s\n", r->transport ? r->transport : "?",
+               r->transport && !strcmp(r->transport, "mpi")
+                   ? " through host buffers (fewer GPUs than ranks on a node, or no NCCL)"
+                   : "");
     char kv[32] = "";
     if (mp_dims_kv_heads(d) != d->heads)
         snprintf(kv, sizeof kv, " (%d key/value)", mp_dims_kv_heads(d));
@@ -370,6 +384,16 @@ int cmd_exec(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
+    {
+        /* no CUDA device (or none built in): one line, before any rank starts */
+        mp_error berr;
+        mp_error_clear(&berr);
+        if (mp_exec_backend_available(a.o.backend, &berr)) {
+            if (!loud)
+                return 2;
+            return mp_cli_fail("exec", &berr);
+        }
+    }
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
         int bad = precheck(&a);
         return bad ? bad : mp_cli_mpirun("exec", argc, argv, a.np);

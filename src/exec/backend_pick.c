@@ -7,6 +7,23 @@
 #include "exec/backend_cuda.h"
 #endif
 
+mp_status mp_exec_backend_available(const char *name, mp_error *err)
+{
+    if (!name || !strcmp(name, "cpu"))
+        return MP_OK;
+    if (strcmp(name, "cuda"))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                            "unknown backend '%s' (cpu, cuda)", name);
+#if HAVE_EXEC_CUDA
+    int devices = 0;
+    return mp_cuda_devices(&devices, err);
+#else
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                        "this megaplan was built without the CUDA backend (meson setup "
+                        "-Dcuda=enabled, with the CUDA toolkit in /usr/local/cuda)");
+#endif
+}
+
 mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_precision,
                           const mp_backend **be, mp_error *err)
 {
@@ -15,14 +32,10 @@ mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_
         *be = rt->solo ? mp_backend_solo() : mp_backend_cpu();
         return MP_OK;
     }
-    if (strcmp(name, "cuda"))
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
-                            "unknown backend '%s' (cpu, cuda)", name);
-#if HAVE_EXEC_CUDA
-    int devices = 0;
-    mp_status st = mp_cuda_devices(&devices, err);
+    mp_status st = mp_exec_backend_available(name, err);
     if (st)
         return st;
+#if HAVE_EXEC_CUDA
     mp_cuda_setup s;
     memset(&s, 0, sizeof s);
     s.bf16 = low_precision && !o->exact;
@@ -40,8 +53,6 @@ mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_
     return MP_OK;
 #else
     (void)rt, (void)low_precision, (void)be;
-    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
-                        "this megaplan was built without the CUDA backend (meson setup "
-                        "-Dcuda=enabled, with the CUDA toolkit in /usr/local/cuda)");
+    return MP_EINTERNAL; /* mp_exec_backend_available refused it */
 #endif
 }

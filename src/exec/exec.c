@@ -425,7 +425,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_trainer_init_f32(&R.rtr32, &R.ref32, rt->self, false, &adam, m * dp,
                                     &R.ref_ops, err));
         }
-        rep->tol = !o->tol_set && d.bert ? MP_EXEC_BERT_TOL : o->tol;
+        rep->tol = o->tol_set ? o->tol
+                   : !strcmp(be->precision, "bf16") ? MP_EXEC_BF16_TOL
+                   : d.bert ? MP_EXEC_BERT_TOL : o->tol;
         TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, rep->tol, err));
     }
 

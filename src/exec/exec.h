@@ -19,6 +19,9 @@
  * pooler's bias are sums of p - y over samples that cancel, so fp32 rounding
  * alone reaches 2e-5 of them (docs/exec.md) */
 #define MP_EXEC_BERT_TOL 1e-4
+/* bf16 GEMMs (CUDA backend, bf16/fp16 plans) against the fp64 reference:
+ * docs/exec.md ("bf16 on the GPU") derives it from bf16's 2^-9 rounding */
+#define MP_EXEC_BF16_TOL 5e-2
 
 typedef struct mp_exec_opts {
     int steps;             /* training steps to run and check (default 3) */
@@ -119,6 +122,10 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
  * device, or a build without the CUDA backend: MP_EINPUT naming --backend. */
 mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_precision,
                           const mp_backend **be, mp_error *err);
+
+/* Whether the backend named can run here (a CUDA device, a build with the
+ * CUDA backend), without starting it: MP_EINPUT naming --backend if not. */
+mp_status mp_exec_backend_available(const char *name, mp_error *err);
 
 /* Runs and checks; every rank calls it. */
 mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,

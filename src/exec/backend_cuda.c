@@ -36,6 +36,7 @@
 #endif
 
 #define MAX_ROPE_TABLES 16
+#define MAX_TIMED_GEMMS (1 << 16)
 
 typedef struct nccl_link {
     MPI_Comm comm;
@@ -63,6 +64,11 @@ static struct cuda_state {
         float *cs;
     } rope[MAX_ROPE_TABLES];
     int n_rope;
+    /* every GEMM's FLOPs and, for the first MAX_TIMED_GEMMS, its events */
+    double gemm_flops, untimed_flops;
+    long gemm_calls;
+    cudaEvent_t *gemm_ev; /* [2 * MAX_TIMED_GEMMS], made on first use */
+    int n_timed;
 } C;
 
 static mp_backend cuda_backend;
@@ -190,6 +196,23 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
     if (!is_f32(kind, "gemm") || !m || !n)
         return;
     float al = (float)alpha, be = (float)beta;
+    double flops = 2.0 * m * (double)n * k;
+    C.gemm_calls++;
+    cudaEvent_t *ev = NULL;
+    if (!C.gemm_ev && (C.gemm_ev = calloc(2 * MAX_TIMED_GEMMS, sizeof *C.gemm_ev)) == NULL)
+        C.n_timed = MAX_TIMED_GEMMS; /* no room: count, do not time */
+    if (C.n_timed < MAX_TIMED_GEMMS) {
+        ev = &C.gemm_ev[2 * C.n_timed];
+        if ((!ev[0] && cudaEventCreate(&ev[0]) != cudaSuccess) ||
+            (!ev[1] && cudaEventCreate(&ev[1]) != cudaSuccess))
+            ev = NULL;
+    }
+    if (ev) {
+        C.gemm_flops += flops;
+        cudaEventRecord(ev[0], C.compute);
+    } else {
+        C.untimed_flops += flops;
+    }
     cublasComputeType_t compute =
         C.bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_PEDANTIC;
     cublasStatus_t rc = cublasGemmEx(
@@ -198,6 +221,27 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
         CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS)
         fail("cublasGemmEx", cublasGetStatusString(rc));
+    if (ev) {
+        cudaEventRecord(ev[1], C.compute);
+        C.n_timed++;
+    }
+}
+
+void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls)
+{
+    cudaStreamSynchronize(C.compute);
+    double t = 0;
+    for (int i = 0; i < C.n_timed; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, C.gemm_ev[2 * i], C.gemm_ev[2 * i + 1]) == cudaSuccess)
+            t += ms * 1e-3;
+    }
+    *flops = C.gemm_flops;
+    *seconds = t;
+    *calls = C.gemm_calls;
+    C.gemm_flops = C.untimed_flops = 0;
+    C.gemm_calls = 0;
+    C.n_timed = 0;
 }
 
 /* ---- layer ops: the kernels of kernels/ on the compute stream ---- */
@@ -814,4 +858,16 @@ done:
     cuda_free(b);
     cuda_free(c);
     return st;
+}
+
+void mp_cuda_describe(char *name, size_t size, double *memory)
+{
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, C.device) != cudaSuccess) {
+        snprintf(name, size, "CUDA device %d", C.device);
+        *memory = 0;
+        return;
+    }
+    snprintf(name, size, "%s", prop.name);
+    *memory = (double)prop.totalGlobalMem;
 }

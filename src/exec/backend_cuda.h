@@ -34,6 +34,11 @@ mp_status mp_cuda_devices(int *count, mp_error *err);
  * broadcast over the group's MPI communicator). Collective over setup->world. */
 mp_status mp_backend_cuda_open(const mp_cuda_setup *setup, const mp_backend **out,
                                mp_error *err);
+/* The GEMMs since the last call: FLOPs and device seconds of the timed ones
+ * (the first 65536; the executor's achieved cuBLAS rate), and all calls. */
+void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls);
+/* The open device's name and memory (bytes). */
+void mp_cuda_describe(char *name, size_t size, double *memory);
 /* The cuBLAS bf16 GEMM rate alone (tensor cores, fp32 accumulation) on an
  * n x n x n product, FLOP/s: the peak the executor's GEMMs are set against. */
 mp_status mp_cuda_gemm_peak(int n, bool bf16, double *flops, mp_error *err);

@@ -1,6 +1,7 @@
 /* backend_pick.c — the backend `exec --backend` names, for this rank. */
 #include <string.h>
 
+#include "exec/calibrate.h"
 #include "exec/exec.h"
 #include "megaplan_config.h"
 #if HAVE_EXEC_CUDA
@@ -53,6 +54,37 @@ mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_
     return MP_OK;
 #else
     (void)rt, (void)low_precision, (void)be;
+    return MP_EINTERNAL; /* mp_exec_backend_available refused it */
+#endif
+}
+
+mp_status mp_calibrate_backend(const mp_runtime *rt, const char *name, const mp_backend **be,
+                               mp_calib_device *dev, bool *is_device, mp_error *err)
+{
+    memset(dev, 0, sizeof *dev);
+    *is_device = false;
+    mp_status st = mp_exec_backend_available(name, err);
+    if (st)
+        return st;
+    if (!name || !strcmp(name, "cpu")) {
+        *be = mp_backend_cpu();
+        return MP_OK;
+    }
+#if HAVE_EXEC_CUDA
+    mp_cuda_setup s;
+    memset(&s, 0, sizeof s);
+    s.bf16 = true; /* the curve the cost model reads for bf16 plans */
+    s.world = rt->world.comm;
+    s.groups[s.n_groups++] = &rt->world;
+    if ((st = mp_backend_cuda_open(&s, be, err)))
+        return st;
+    *is_device = true;
+    mp_cuda_describe(dev->device, sizeof dev->device, &dev->memory);
+    if ((st = mp_cuda_gemm_peak(4096, false, &dev->fp32_peak, err)))
+        return st;
+    return mp_cuda_gemm_peak(8192, true, &dev->cublas_bf16, err);
+#else
+    (void)rt, (void)be;
     return MP_EINTERNAL; /* mp_exec_backend_available refused it */
 #endif
 }

@@ -3,8 +3,8 @@
 # tools/gpu-check.sh — the CUDA backend's check on one GPU (an H200), in at
 # most ~6 minutes (docs/exec.md, "The GPU check"):
 #   (a) build with CUDA (meson -Dcuda=enabled -Dnccl=enabled)
-#   (b) every kernel against the CPU function, on the device (the kernels'
-#       device suite, when the build has one)
+#   (b) every kernel against the CPU function, on the device (meson's suite
+#       gpu: tests/kernels' kernels-cuda)
 #   (c) exec --backend cuda --exact, bitwise against the CPU reference: GPT,
 #       LLaMA and BERT on one rank, and tp2 dp2 pp2 (8 ranks on the one GPU:
 #       collectives by MPI through host buffers)
@@ -148,7 +148,7 @@ build() {
     ninja -C "$bdir" -j "$(nproc)"
 }
 export -f build
-if ! check build 240 build; then
+if ! check build "${GPU_CHECK_BUILD_SECONDS:-240}" build; then
     note "the build failed: nothing else can run"
     exit "$failed"
 fi
@@ -158,14 +158,14 @@ grep -q 'HAVE_EXEC_CUDA 1' "$bdir/megaplan_config.h" || note "FAIL build: the CU
 
 # ---- (b) the kernels against the CPU functions, on the device ----
 kernels_device() {
-    if ! meson test -C "$bdir" --list 2>/dev/null | grep -q 'kernels-device'; then
-        echo "no kernels-device suite in this build"
+    if ! meson test -C "$bdir" --list 2>/dev/null | grep -q ':gpu / '; then
+        echo "no gpu suite in this build (tests/kernels' kernels-cuda)"
         return 77
     fi
-    meson test -C "$bdir" --suite kernels-device --print-errorlogs --num-processes 4
+    meson test -C "$bdir" --suite gpu --print-errorlogs --num-processes 4
 }
 export -f kernels_device
-check kernels-device 60 kernels_device
+check kernels-on-device 60 kernels_device
 
 # ---- (c) exact mode, bitwise; (d) bf16 tolerance ----
 case_sh=$root/tests/exec/mpi_case.sh

@@ -110,7 +110,10 @@ static void *cuda_alloc(size_t bytes)
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
         return NULL;
-    if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess) {
+    /* on the compute stream: everything that uses p is ordered after it (a
+     * plain cudaMemset runs on the legacy stream, which the non-blocking
+     * compute stream does not wait for) */
+    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, C.compute) != cudaSuccess) {
         cudaFree(p);
         return NULL;
     }
@@ -546,10 +549,12 @@ static mp_status cuda_allreduce(const mp_group *g, mp_real_kind kind, void *buf,
     return st;
 }
 
-static mp_status cuda_allgather(const mp_group *g, mp_real_kind kind, const void *send,
-                                void *recv, size_t count, mp_error *err)
+/* All-gather (gather: recv[size * count] = every rank's send[count]) or
+ * reduce-scatter (recv[count] = this rank's slot of the sum of send[size * count]). */
+static mp_status exchange(const mp_group *g, mp_real_kind kind, const void *send, void *recv,
+                          size_t count, bool gather, mp_error *err)
 {
-    size_t bytes = count * mp_real_size(kind);
+    size_t bytes = count * mp_real_size(kind), whole = bytes * (size_t)g->size;
     if (g->size == 1) {
         cuda_copy(recv, send, bytes, MP_COPY_D2D);
         return MP_OK;
@@ -558,43 +563,34 @@ static mp_status cuda_allgather(const mp_group *g, mp_real_kind kind, const void
     ncclComm_t nc = C.nccl ? nccl_of(g) : NULL;
     if (nc) {
         comm_begin();
-        return comm_end(ncclAllGather(send, recv, count, nccl_type(kind), nc, C.comm),
-                        "ncclAllGather", err);
+        ncclResult_t rc =
+            gather ? ncclAllGather(send, recv, count, nccl_type(kind), nc, C.comm)
+                   : ncclReduceScatter(send, recv, count, nccl_type(kind), ncclSum, nc, C.comm);
+        return comm_end(rc, gather ? "ncclAllGather" : "ncclReduceScatter", err);
     }
 #endif
-    void *hs = stage(0, bytes), *hr = stage(1, bytes * (size_t)g->size);
+    size_t in = gather ? bytes : whole, out = gather ? whole : bytes;
+    void *hs = stage(0, in), *hr = stage(1, out);
     if (!hs || !hr)
         return staged_failed(err);
-    cuda_copy(hs, send, bytes, MP_COPY_D2H);
-    mp_status st = mp_backend_cpu()->allgather(g, kind, hs, hr, count, err);
-    cuda_copy(recv, hr, bytes * (size_t)g->size, MP_COPY_H2D);
+    cuda_copy(hs, send, in, MP_COPY_D2H);
+    const mp_backend *cpu = mp_backend_cpu();
+    mp_status st = gather ? cpu->allgather(g, kind, hs, hr, count, err)
+                          : cpu->reduce_scatter(g, kind, hs, hr, count, err);
+    cuda_copy(recv, hr, out, MP_COPY_H2D);
     return st;
+}
+
+static mp_status cuda_allgather(const mp_group *g, mp_real_kind kind, const void *send,
+                                void *recv, size_t count, mp_error *err)
+{
+    return exchange(g, kind, send, recv, count, true, err);
 }
 
 static mp_status cuda_reduce_scatter(const mp_group *g, mp_real_kind kind, const void *send,
                                      void *recv, size_t count, mp_error *err)
 {
-    size_t bytes = count * mp_real_size(kind);
-    if (g->size == 1) {
-        cuda_copy(recv, send, bytes, MP_COPY_D2D);
-        return MP_OK;
-    }
-#if HAVE_NCCL
-    ncclComm_t nc = C.nccl ? nccl_of(g) : NULL;
-    if (nc) {
-        comm_begin();
-        return comm_end(ncclReduceScatter(send, recv, count, nccl_type(kind), ncclSum, nc,
-                                          C.comm),
-                        "ncclReduceScatter", err);
-    }
-#endif
-    void *hs = stage(0, bytes * (size_t)g->size), *hr = stage(1, bytes);
-    if (!hs || !hr)
-        return staged_failed(err);
-    cuda_copy(hs, send, bytes * (size_t)g->size, MP_COPY_D2H);
-    mp_status st = mp_backend_cpu()->reduce_scatter(g, kind, hs, hr, count, err);
-    cuda_copy(recv, hr, bytes, MP_COPY_H2D);
-    return st;
+    return exchange(g, kind, send, recv, count, false, err);
 }
 
 /* Pipeline messages: MPI from host copies (see the header comment). */

@@ -80,7 +80,7 @@ setup_deps() {
     local f
     for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix" || return 1; done
     # .pc files name /usr: point them at the prefix
-    find "$prefix/usr" -name '*.pc' -exec sed -i "s#/usr#$prefix/usr#g" {} +
+    find "$prefix/usr" -type f -name '*.pc' -exec sed -i "s#/usr#$prefix/usr#g" {} +
     # Debian's alternatives (mpirun, pkg-config, libopenblas.so.0) are not in the packages
     ln -sf "$prefix/usr/bin/mpirun.openmpi" "$prefix/bin/mpirun"
     ln -sf "$prefix/usr/bin/pkgconf" "$prefix/bin/pkg-config"

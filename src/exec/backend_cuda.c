@@ -19,8 +19,12 @@
  * sync() reports it. */
 #include "exec/backend_cuda.h"
 
+#ifdef MP_CUDA_HOST_SHIM
+#include "exec/cuda_host_shim.h" /* the emulation test's host stand-ins */
+#else
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +35,10 @@
 #include "exec/params.h"
 #include "kernels/kernels.h"
 #include "megaplan_config.h"
+#if defined(MP_CUDA_HOST_SHIM) && HAVE_NCCL
+#undef HAVE_NCCL
+#define HAVE_NCCL 0 /* no NCCL without a GPU: the emulation stages through MPI */
+#endif
 #if HAVE_NCCL
 #include <nccl.h>
 #endif

@@ -316,11 +316,16 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
            r->backend ? r->backend : "cpu",
            r->compute_precision ? r->compute_precision : "fp32",
            r->plan_precision ? r->plan_precision : "?");
-    if (r->backend && strncmp(r->backend, "cpu", 3))
-        printf("transport: collectives by %s%s\n", r->transport ? r->transport : "?",
-               r->transport && !strcmp(r->transport, "mpi")
-                   ? " through host buffers (fewer GPUs than ranks on a node, or no NCCL)"
-                   : "");
+    if (r->backend && strncmp(r->backend, "cpu", 3)) {
+        const char *t = r->transport ? r->transport : "?";
+        if (!strcmp(t, "none"))
+            printf("transport: none (--solo leaves the collectives out)\n");
+        else
+            printf("transport: collectives by %s%s\n", t,
+                   !strcmp(t, "mpi")
+                       ? " through host buffers (fewer GPUs than ranks on a node, or no NCCL)"
+                       : "");
+    }
     char kv[32] = "";
     if (mp_dims_kv_heads(d) != d->heads)
         snprintf(kv, sizeof kv, " (%d key/value)", mp_dims_kv_heads(d));

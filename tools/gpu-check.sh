@@ -183,9 +183,11 @@ sed 's/precision: fp32/precision: bf16/' "$plans/tiny.yaml.in" >"$bf16_plan"
 check bf16-tolerance-tp2-dp2 60 sh "$case_sh" "$mp" "$bf16_plan" ok 4 2 true 2 false \
     'WANT=cuda backend, bf16' -- --backend cuda
 rm -f "$bf16_plan"
+grep -E '^(OK|MISMATCH): ' "$log" | tail -1 | sed 's/^/  bf16: /' >>"$summary"
 
 # ---- (e) one full-size rank: llama3-70b tp8 pp8, the last stage (rank 56) ----
 solo() {
+    set -o pipefail
     "$mp" exec "$root/tools/gpu/llama3-70b-tp8-pp8.yaml" --backend cuda --solo 56 --steps 2 \
         --compare h200 | tee "$out/solo.txt"
 }

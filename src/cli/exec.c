@@ -378,8 +378,10 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         printf("%s\n", plan->n_stages == K && !a->o.shrink ? " (the plan's)"
                                                           : " (Megatron's even split)");
     }
+    bool bf16 = r->compute_precision && !strcmp(r->compute_precision, "bf16");
     if (r->checked)
         printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"
+               : bf16   ? "check: bf16 GEMMs against the fp64 reference, max relative error %g\n"
                         : "check: fp32 against the fp64 reference, max relative error %g\n",
                tol);
     for (int s = 0; s < r->steps; s++) {

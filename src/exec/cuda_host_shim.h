@@ -177,7 +177,31 @@ static inline const char *cublasGetStatusString(cublasStatus_t s)
 {
     return s == CUBLAS_STATUS_SUCCESS ? "success" : "not supported by the host shim";
 }
-/* Column-major, as cuBLAS: fp32 operands only (the bf16 peak is a device's). */
+/* x rounded to bf16's 8 significant bits (nearest, ties to even), as the
+ * tensor cores take an fp32 input under CUBLAS_COMPUTE_32F_FAST_16BF. */
+static inline float shim_bf16(float x)
+{
+    unsigned u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) /* inf and NaN stay */
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* A column-major rows x cols operand (ld apart) rounded to bf16, packed; NULL
+ * when out of memory. */
+static inline float *shim_bf16_copy(const float *a, int rows, int cols, int ld)
+{
+    float *c = malloc((size_t)(rows ? rows : 1) * (size_t)(cols ? cols : 1) * sizeof *c);
+    for (int j = 0; c && j < cols; j++)
+        for (int i = 0; i < rows; i++)
+            c[(size_t)j * rows + i] = shim_bf16(a[(size_t)j * ld + i]);
+    return c;
+}
+
+/* Column-major, as cuBLAS: fp32 operands (the bf16 peak is a device's);
+ * FAST_16BF rounds the inputs to bf16 and accumulates in fp32, as cuBLAS does. */
 static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
                                           cublasOperation_t tb, int m, int n, int k,
                                           const void *alpha, const void *a, cudaDataType_t at,
@@ -185,12 +209,28 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
                                           const void *beta, void *c, cudaDataType_t ct, int ldc,
                                           cublasComputeType_t comp, int algo)
 {
-    (void)h, (void)comp, (void)algo;
+    (void)h, (void)algo;
     if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F)
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    float *a16 = NULL, *b16 = NULL;
+    if (comp == CUBLAS_COMPUTE_32F_FAST_16BF) {
+        int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+        int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+        a16 = shim_bf16_copy(a, ar, ac, lda);
+        b16 = shim_bf16_copy(b, br, bc, ldb);
+        if (!a16 || !b16) {
+            free(a16);
+            free(b16);
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+        a = a16, lda = ar ? ar : 1;
+        b = b16, ldb = br ? br : 1;
+    }
     cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
                 tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *(const float *)alpha,
                 a, lda, b, ldb, *(const float *)beta, c, ldc);
+    free(a16);
+    free(b16);
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -426,7 +426,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                                     &R.ref_ops, err));
         }
         rep->tol = o->tol_set ? o->tol
-                   : !strcmp(be->precision, "bf16") ? MP_EXEC_BF16_TOL
+                   : !strcmp(be->precision, "bf16") ? (d.bert ? MP_EXEC_BERT_BF16_TOL
+                                                               : MP_EXEC_BF16_TOL)
                    : d.bert ? MP_EXEC_BERT_TOL : o->tol;
         TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, rep->tol, err));
     }

@@ -20,8 +20,11 @@
  * alone reaches 2e-5 of them (docs/exec.md) */
 #define MP_EXEC_BERT_TOL 1e-4
 /* bf16 GEMMs (CUDA backend, bf16/fp16 plans) against the fp64 reference:
- * docs/exec.md ("bf16 on the GPU") derives it from bf16's 2^-9 rounding */
-#define MP_EXEC_BF16_TOL 5e-2
+ * docs/exec.md ("Precision") derives it from bf16's 2^-9 rounding and measures it */
+#define MP_EXEC_BF16_TOL 8e-2
+/* BERT in bf16: the two-way head's and the pooler's bias gradients cancel to
+ * ~1e-6, so bf16's rounding alone reaches 0.13 of them (docs/exec.md) */
+#define MP_EXEC_BERT_BF16_TOL 0.5
 
 typedef struct mp_exec_opts {
     int steps;             /* training steps to run and check (default 3) */

@@ -83,7 +83,8 @@ mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_erro
     /* dlogits = (p - onehot) * grad_scale on masked tokens, 0 elsewhere */
     g->be->ce_backward(MP_REAL_KIND, A->logits, A->targets, lo, z.S, z.Vl, g->grad_scale, true);
     /* vocabulary bias and projection; d mlm_out[S,h] = sum over TP of dlogits @ Wv */
-    g->be->bias_grad(MP_REAL_KIND, RN(param)(g->g, g, lay->lm_bias), A->logits, (int)z.S, (int)z.Vl);
+    g->be->bias_grad(MP_REAL_KIND, RN(param)(g->g, g, lay->lm_bias), A->logits, (int)z.S,
+                     (int)z.Vl);
     GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->mlm_out, z.h, 1.0,
          RN(param)(g->g, g, lay->head), z.h);
     GEMM(false, false, z.S, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h, 0.0,

@@ -22,6 +22,7 @@
 #if HAVE_EXEC_CPU
 #include "core/io.h"
 #include "exec/calibrate.h"
+#include "exec/exec.h"
 #include "exec/runtime.h"
 #endif
 
@@ -29,19 +30,22 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: megaplan calibrate [--np N] [-o FILE [--force]] [--name NAME]\n"
-            "  Measures the CPU backend on N MPI ranks running at once (GEMM rate by size,\n"
+            "         [--backend cpu|cuda]\n"
+            "  Measures a backend on N MPI ranks running at once (GEMM rate by size,\n"
             "  memory bandwidth, the executor's LayerNorm, all-reduce latency and bandwidth)\n"
             "  and writes them as a hardware profile (YAML; stdout without -o), for\n"
             "  `megaplan exec --compare FILE` and any --hw FILE. Takes a few seconds.\n"
             "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
             "  -o FILE      write the profile here (a regular file atomically; - is stdout)\n"
             "  --force      let -o replace a read-only file\n"
-            "  --name NAME  the profile's name (default cpu-local)\n");
+            "  --name NAME  the profile's name (default cpu-local; cuda: cuda-local)\n"
+            "  --backend B  cpu (default) or cuda: the rank's GPU, bf16 GEMM curve, fp32\n"
+            "               peak with TF32 off, cuBLAS's bf16 rate alone in a comment\n");
 }
 
 typedef struct calib_args {
     int np;
-    const char *out, *name;
+    const char *out, *name, *backend;
     bool force; /* -o may replace a read-only file */
 } calib_args;
 
@@ -60,7 +64,8 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             a->force = true;
             continue;
         }
-        bool takes = !strcmp(arg, "--np") || !strcmp(arg, "-o") || !strcmp(arg, "--name");
+        bool takes = !strcmp(arg, "--np") || !strcmp(arg, "-o") || !strcmp(arg, "--name") ||
+                     !strcmp(arg, "--backend");
         if (!takes) {
             if (loud)
                 fprintf(stderr, "megaplan calibrate: %s: unknown %s (see megaplan calibrate "
@@ -85,6 +90,16 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             a->np = (int)n;
         } else if (!strcmp(arg, "-o")) {
             a->out = val;
+        } else if (!strcmp(arg, "--backend")) {
+            if (strcmp(val, "cpu") && strcmp(val, "cuda")) {
+                if (loud)
+                    fprintf(stderr, "megaplan calibrate: --backend: bad value '%s' (cpu, cuda)\n",
+                            val);
+                return 2;
+            }
+            a->backend = val;
+            if (!strcmp(val, "cuda") && !strcmp(a->name, "cpu-local"))
+                a->name = "cuda-local";
         } else {
             size_t len = strlen(val);
             bool good = len > 0 && len < 48;
@@ -123,10 +138,13 @@ static void render(const mp_calibration *c, mp_buf *b)
 {
     mp_buf_printf(b, "# %s\n", c->hw.description);
     mp_buf_puts(b, "# measured on every rank at once, the slowest rank kept:\n");
-    mp_buf_puts(b, "#   fp32 GEMM, square side: GFLOP/s per rank:");
+    mp_buf_printf(b, "#   %s GEMM, square side: GFLOP/s per rank:", c->gemm_kind);
     for (int i = 0; i < c->n_gemm; i++)
         mp_buf_printf(b, "%s %g: %.1f", i ? "," : "", c->gemm_n[i], c->gemm_rate[i] / 1e9);
     mp_buf_puts(b, "\n");
+    if (c->cublas_bf16 > 0)
+        mp_buf_printf(b, "#   cuBLAS alone, bf16 inputs, fp32 accumulation, 8192^3: %.1f "
+                         "TFLOP/s\n", c->cublas_bf16 / 1e12);
     mp_buf_printf(b, "#   memcpy %.2f GB/s per rank (read + write); the executor's LayerNorm "
                      "%.2f GB/s\n", c->copy_bw / 1e9, c->layernorm_bw / 1e9);
     if (c->n_coll > 0) {
@@ -148,6 +166,13 @@ int cmd_calibrate(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
+    {
+        /* no CUDA device (or none built in): one line, before any rank starts */
+        mp_error berr;
+        mp_error_clear(&berr);
+        if (mp_exec_backend_available(a.backend, &berr))
+            return loud ? mp_cli_fail("calibrate", &berr) : 2;
+    }
     if (a.out) {
         /* where -o goes is settled before seconds of measuring */
         mp_output o;
@@ -165,8 +190,13 @@ int cmd_calibrate(int argc, char **argv)
         return mp_cli_fail("calibrate", &err);
     int root = rt.world.rank == 0;
     mp_calibration *cal = calloc(1, sizeof *cal);
-    mp_status st = cal ? mp_calibrate(&rt, mp_backend_cpu(), a.name, cal, &err)
+    const mp_backend *be = NULL;
+    mp_calib_device dev;
+    bool device = false;
+    mp_status st = cal ? mp_calibrate_backend(&rt, a.backend, &be, &dev, &device, &err)
                        : mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    if (!st)
+        st = mp_calibrate(&rt, be, a.name, device ? &dev : NULL, cal, &err);
     int status = 0;
     if (root) {
         if (st) {

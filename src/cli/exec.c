@@ -25,6 +25,9 @@
 #include "exec/runtime.h"
 #include "sim/timeline.h"
 #endif
+#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+#include "exec/backend_cuda.h"
+#endif
 
 static void usage(FILE *out)
 {
@@ -33,6 +36,7 @@ static void usage(FILE *out)
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
             "                     [--micro-batches M]\n"
             "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
+            "                     [--backend cpu|cuda]\n"
             "                     [--format table|json]\n"
             "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
             "  ranks (CPU backend) and compares loss, logits, every gradient and every updated\n"
@@ -49,7 +53,10 @@ static void usage(FILE *out)
             "               this run on profile HW (from `megaplan calibrate`), per phase\n"
             "  --solo R     one process runs global rank R's share at full size, collectives\n"
             "               and messages left out, no check (--compare gives their\n"
-            "               modelled time)\n");
+            "               modelled time)\n"
+            "  --backend B  cpu (OpenBLAS, default) or cuda (cuBLAS and the kernels of\n"
+            "               kernels/, one GPU per rank by local rank; bf16 GEMMs for bf16\n"
+            "               and fp16 plans unless --exact)\n");
 }
 
 typedef struct exec_args {
@@ -107,7 +114,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
                                             "--test-drop-allreduce", "--test-kill-rank",
-                                            "--test-fixture"};
+                                            "--test-fixture", "--backend"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             needs |= !strcmp(name, takes_value[k]);
@@ -167,6 +174,9 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             ok = parse_int(val, 0, 1 << 24, &n);
             a->o.solo_rank = (int)n;
             a->o.check = false; /* one rank without its peers computes no checkable values */
+        } else if (!strcmp(name, "--backend")) {
+            ok = !strcmp(val, "cpu") || !strcmp(val, "cuda");
+            a->o.backend = val;
         } else if (!strcmp(name, "--test-kill-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_kill_rank = (int)n;
@@ -265,7 +275,7 @@ static const char *cmp_key(mp_cmp_row r)
 }
 
 /* Measured against simulated, per phase of the last step. */
-static void print_comparison(const mp_hw *hw, const mp_exec_comparison *c)
+static void print_comparison(const mp_hw *hw, const mp_exec_comparison *c, bool device)
 {
     printf("compare: the last step against the simulator on %s (slowest rank; TP and CP "
            "collectives are left out of compute)\n", hw->name);
@@ -281,6 +291,28 @@ static void print_comparison(const mp_hw *hw, const mp_exec_comparison *c)
             snprintf(ratio, sizeof ratio, "-");
         printf("  %-24s %12.6f %12.6f %10s\n", mp_cmp_name((mp_cmp_row)i), m, s, ratio);
     }
+    if (device)
+        printf("  MFU: %.1f%% measured, %.1f%% simulated (model FLOPs per step over every GPU's "
+               "peak on %s; Megatron-Core publishes 47%% end to end on H100)\n",
+               100 * c->mfu_measured, 100 * c->mfu_simulated, hw->name);
+}
+
+/* The CUDA backend's GEMMs on this rank against cuBLAS alone (issue 10's
+ * speed check: the GEMM-bound layers should reach 60% of it). */
+static void print_gemm_rate(void)
+{
+#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+    double flops = 0, secs = 0, peak = 0;
+    long calls = 0;
+    mp_error e;
+    mp_error_clear(&e);
+    mp_cuda_gemm_stats(&flops, &secs, &calls);
+    if (secs <= 0 || mp_cuda_gemm_peak(8192, true, &peak, &e) || peak <= 0)
+        return;
+    printf("gemm: %ld cuBLAS calls on rank 0 ran at %.1f TFLOP/s; cuBLAS alone (bf16 inputs, "
+           "8192^3) %.1f TFLOP/s; ratio %.2f\n",
+           calls, flops / secs / 1e12, peak / 1e12, flops / secs / peak);
+#endif
 }
 
 static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_report *r,
@@ -288,10 +320,22 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
 {
     const mp_gpt_dims *d = &r->dims;
     printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d, "
-           "vpp %d), %s backend, fp32 (plan: %s)\n",
+           "vpp %d), %s backend, %s (plan: %s)\n",
            a->plan, r->ranks, r->tp, r->sp ? "on" : "off", r->cp, r->dp,
            r->dist_opt ? "on" : "off", r->pp, r->vpp > 1 ? r->vpp : 1,
-           r->backend ? r->backend : "cpu", r->plan_precision ? r->plan_precision : "?");
+           r->backend ? r->backend : "cpu",
+           r->compute_precision ? r->compute_precision : "fp32",
+           r->plan_precision ? r->plan_precision : "?");
+    if (r->backend && strncmp(r->backend, "cpu", 3)) {
+        const char *t = r->transport ? r->transport : "?";
+        if (!strcmp(t, "none"))
+            printf("transport: none (--solo leaves the collectives out)\n");
+        else
+            printf("transport: collectives by %s%s\n", t,
+                   !strcmp(t, "mpi")
+                       ? " through host buffers (fewer GPUs than ranks on a node, or no NCCL)"
+                       : "");
+    }
     char kv[32] = "";
     if (mp_dims_kv_heads(d) != d->heads)
         snprintf(kv, sizeof kv, " (%d key/value)", mp_dims_kv_heads(d));
@@ -354,11 +398,13 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         else
             printf(" (Megatron's even split)\n");
     }
+    bool bf16 = r->compute_precision && !strcmp(r->compute_precision, "bf16");
     if (r->checked && a->o.fixture)
         printf("check: fp32 against PyTorch's fp32 step in %s, max relative error %g\n",
                a->o.fixture, tol);
     else if (r->checked)
         printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"
+               : bf16   ? "check: bf16 GEMMs against the fp64 reference, max relative error %g\n"
                         : "check: fp32 against the fp64 reference, max relative error %g\n",
                tol);
     for (int s = 0; s < r->steps; s++) {
@@ -393,6 +439,16 @@ int cmd_exec(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, loud);
     if (rc)
         return rc == 1 ? 0 : rc;
+    {
+        /* no CUDA device (or none built in): one line, before any rank starts */
+        mp_error berr;
+        mp_error_clear(&berr);
+        if (mp_exec_backend_available(a.o.backend, &berr)) {
+            if (!loud)
+                return 2;
+            return mp_cli_fail("exec", &berr);
+        }
+    }
     if (a.trace) {
         /* where --trace goes is settled before any rank starts work */
         mp_output o;
@@ -461,6 +517,8 @@ int cmd_exec(int argc, char **argv)
                 dup2(2, 1);
         }
         print_report(&a, plan, &rep, rep.tol);
+        if (strncmp(rep.backend, "cpu", 3))
+            print_gemm_rate();
         mp_exec_comparison cmp;
         bool compared = false;
         if (a.compare) {
@@ -468,7 +526,7 @@ int cmd_exec(int argc, char **argv)
             mp_error_clear(&cerr);
             if (mp_exec_compare(plan, a.o.shrink, &rep, &compare_hw, &cmp, &cerr) == MP_OK) {
                 compared = true;
-                print_comparison(&compare_hw, &cmp);
+                print_comparison(&compare_hw, &cmp, strncmp(rep.backend, "cpu", 3) != 0);
             } else {
                 char line[1024];
                 printf("compare: the simulator cannot run this on %s: %s\n", compare_hw.name,

@@ -53,31 +53,13 @@ void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs,
             /* p[s, sk] = q[s, hd] k[sk, hd]^T */
             be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, q, (int)(b * q_row), k,
                      (int)(b * kv_row), 0.0, p, sk);
-            for (int i = 0; i < s; i++) {
-                int gi = !causal ? sk - 1 : qpos ? qpos[i] : i; /* the last key it sees */
-                real *pi = p + (size_t)i * sk;
-                for (int j = 0; j <= gi; j++)
-                    pi[j] *= scale;
-                RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_ACT);
-                real mx = -INFINITY;
-                for (int j = 0; j <= gi; j++)
-                    mx = pi[j] > mx ? pi[j] : mx;
-                real sum = 0;
-                for (int j = 0; j <= gi; j++) {
-                    pi[j] = R_EXP(pi[j] - mx);
-                    sum += pi[j];
-                }
-                for (int j = 0; j <= gi; j++)
-                    pi[j] /= sum;
-                RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_PROB);
-                for (int j = gi + 1; j < sk; j++)
-                    pi[j] = 0;
-            }
+            be->attn_softmax(MP_REAL_KIND, p, s, sk, qpos, causal, (double)scale, exact);
             /* o[s, hd] = p[s, sk] v[sk, hd] */
             be->gemm(MP_REAL_KIND, false, false, s, hd, sk, 1.0, p, sk, v, (int)(b * kv_row), 0.0,
                      o, (int)(b * hl));
-            for (int i = 0; i < s; i++)
-                RN(mp_q)(exact, o + (size_t)i * b * hl, (size_t)hd, MP_Q_ACT);
+            if (exact)
+                be->quantize(MP_REAL_KIND, o, (size_t)s, (size_t)hd, (size_t)b * hl, MP_Q_ACT,
+                             MP_EXACT_MAX_INT);
         }
 }
 
@@ -123,24 +105,15 @@ void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq_base, size_t dq
             be->gemm(MP_REAL_KIND, true, false, sk, hd, s, 1.0, p, sk, dO, ldo, 1.0, dv, lddkv);
             real *ds = scratch;
             be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, dO, ldo, v, ldkv, 0.0, ds, sk);
-            for (int i = 0; i < s; i++) {
-                int gi = !causal ? sk - 1 : qpos ? qpos[i] : i; /* the last key it sees */
-                const real *pi = p + (size_t)i * sk;
-                real *di = ds + (size_t)i * sk, dot_pdp = 0;
-                for (int j = 0; j <= gi; j++)
-                    dot_pdp += pi[j] * di[j];
-                for (int j = 0; j <= gi; j++)
-                    di[j] = pi[j] * (di[j] - dot_pdp) * scale;
-                RN(mp_q)(exact, di, (size_t)gi + 1, MP_Q_GRAD_ATT);
-                for (int j = gi + 1; j < sk; j++)
-                    di[j] = 0;
-            }
+            be->attn_softmax_backward(MP_REAL_KIND, ds, p, s, sk, qpos, causal, (double)scale,
+                                      exact);
             /* dq[s, hd] = dS k;  dk[sk, hd] += dS^T q */
             be->gemm(MP_REAL_KIND, false, false, s, hd, sk, 1.0, ds, sk, k, ldkv, 0.0, dq, lddq);
             be->gemm(MP_REAL_KIND, true, false, sk, hd, s, 1.0, ds, sk, q, ldq, 1.0, dk, lddkv);
         }
-    for (size_t r = 0; r < (size_t)s * b; r++)
-        RN(mp_q)(exact, dq_base + r * dq_row, hl, MP_Q_GRAD_ATT);
+    if (exact)
+        be->quantize(MP_REAL_KIND, dq_base, (size_t)s * b, hl, dq_row, MP_Q_GRAD_ATT,
+                     MP_EXACT_MAX_INT);
 }
 
 void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dout,
@@ -148,12 +121,12 @@ void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dou
                                int hd, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hd, row = 3 * hl, S = (size_t)s * b;
-    for (size_t r = 0; r < S; r++)
-        memset(dqkv + r * row, 0, row * sizeof(real));
+    be->zero(dqkv, S * row * sizeof(real));
     RN(mp_attention_backward_kv)(be, dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
                                  qkv + hl, qkv + 2 * hl, row, probs, NULL, s, s, b, heads_local,
                                  hd, 1, true, scratch, exact);
-    RN(mp_q)(exact, dqkv, S * row, MP_Q_GRAD_ATT);
+    if (exact)
+        be->quantize(MP_REAL_KIND, dqkv, 1, S * row, S * row, MP_Q_GRAD_ATT, MP_EXACT_MAX_INT);
 }
 
 #endif

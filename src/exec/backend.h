@@ -1,13 +1,23 @@
-/* backend.h — what the executor needs from a machine: matrix products,
- * collectives over a group of ranks, and a clock. The CPU backend
- * (backend_cpu.c: OpenBLAS + MPI) implements it; a CUDA backend (cuBLAS +
- * NCCL, device pointers) implements the same table later. Layer code calls
- * only these, never BLAS or MPI directly. */
+/* backend.h — what the executor needs from a machine: memory, matrix
+ * products, the layers' elementwise and row-wise ops, collectives over a
+ * group of ranks, and a clock. The CPU backend (backend_cpu.c: host memory,
+ * OpenBLAS, the functions of layers.c, MPI) and the CUDA backend
+ * (backend_cuda.c: device memory, cuBLAS, the kernels of kernels/, NCCL)
+ * implement it. The model's code calls only these on the tensors it holds,
+ * never BLAS, MPI, memcpy or a loop over their elements: with the CUDA
+ * backend every tensor of the model lives on the device.
+ *
+ * Every numeric entry takes the real kind of its pointers (float or double;
+ * the CUDA backend has float alone: the double reference always runs on the
+ * CPU backend). Ops return nothing: a failure (a kernel launch, a cuBLAS call)
+ * is kept and reported by the next `sync`, which the model calls at the end
+ * of each forward, backward and optimizer step. */
 #ifndef MP_EXEC_BACKEND_H
 #define MP_EXEC_BACKEND_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <mpi.h>
 
@@ -15,6 +25,12 @@
 
 typedef enum { MP_REAL32, MP_REAL64 } mp_real_kind;
 typedef enum { MP_RED_SUM, MP_RED_MAX } mp_reduce_op;
+/* Where a copy's source and destination live: the backend's memory (device
+ * for CUDA) or the host's. On the CPU backend all four are memcpy. */
+typedef enum { MP_COPY_D2D, MP_COPY_H2D, MP_COPY_D2H, MP_COPY_H2H } mp_copy_dir;
+
+struct mp_param_layout;
+struct mp_adam_cfg;
 
 /* A communicator with its size and this rank's place in it. Size-1 groups
  * make every collective a no-op (the unpartitioned reference uses them). */
@@ -25,6 +41,90 @@ typedef struct mp_group {
 
 typedef struct mp_backend {
     const char *name;
+    bool host_memory; /* its memory is the host's: its pointers can be read directly */
+    const char *transport; /* what carries its collectives: "mpi", "nccl", "none" */
+    const char *precision; /* its GEMMs' inputs: "fp32" or "bf16" */
+    /* ---- memory: zeroed on allocation; NULL when there is none left ---- */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*copy)(void *dst, const void *src, size_t bytes, mp_copy_dir dir);
+    /* rows of width bytes, dst_pitch / src_pitch bytes apart */
+    void (*copy2d)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                   size_t width, size_t rows, mp_copy_dir dir);
+    void (*zero)(void *p, size_t bytes);
+    /* Waits for the work queued so far; the first failure since the last call. */
+    mp_status (*sync)(mp_error *err);
+
+    /* ---- layer ops (layers.c says what each computes; kernels_decl.h has
+     * the shapes). Index arrays (positions, tokens, targets) are int32 in the
+     * backend's memory. ---- */
+    /* x[r*ld + c] rounded onto 2^-grid, |units| <= max_int, r < rows, c < cols */
+    void (*quantize)(mp_real_kind kind, void *x, size_t rows, size_t cols, size_t ld, int grid,
+                     int max_int);
+    void (*layernorm_forward)(mp_real_kind kind, void *out, void *xhat, void *rstd,
+                              const void *x, const void *w, const void *b, int rows, int h,
+                              bool exact);
+    void (*layernorm_backward)(mp_real_kind kind, void *dx, void *dw, void *db,
+                               const void *dout, const void *xhat, const void *rstd,
+                               const void *w, int rows, int h, bool exact);
+    void (*rmsnorm_forward)(mp_real_kind kind, void *out, void *xhat, void *rstd,
+                            const void *x, const void *w, int rows, int h, bool exact);
+    void (*rmsnorm_backward)(mp_real_kind kind, void *dx, void *dw, const void *dout,
+                             const void *xhat, const void *rstd, const void *w, int rows, int h,
+                             bool exact);
+    void (*gelu_forward)(mp_real_kind kind, void *out, const void *in, size_t n);
+    void (*gelu_backward)(mp_real_kind kind, void *din, const void *dout, const void *in,
+                          size_t n);
+    void (*swiglu_forward)(mp_real_kind kind, void *out, const void *gu, int rows, int f);
+    void (*swiglu_backward)(mp_real_kind kind, void *dgu, const void *dout, const void *gu,
+                            int rows, int f);
+    /* out = tanh(in); backward: dx *= 1 - y^2 with y = tanh(in) */
+    void (*tanh_forward)(mp_real_kind kind, void *out, const void *in, size_t n);
+    void (*tanh_backward)(mp_real_kind kind, void *dx, const void *y, size_t n);
+    void (*rope)(mp_real_kind kind, void *x, size_t ld, int heads, int hd, const int *pos, int s,
+                 int b, bool inverse, bool exact, int grid);
+    void (*bias_add)(mp_real_kind kind, void *y, const void *b, int rows, int cols);
+    void (*bias_grad)(mp_real_kind kind, void *db, const void *dy, int rows, int cols);
+    void (*add)(mp_real_kind kind, void *y, const void *x, size_t n);
+    /* Attention's softmax over the score rows p[s, sk] of one head: scale,
+     * (exact) round, softmax over keys 0..last (last = sk - 1, or causal: qpos[i],
+     * or i when qpos is NULL), round, zeros after. Backward, in place on
+     * ds[s, sk] = dP: ds = p (dP - sum p dP) scale, rounded, zeros after. */
+    void (*attn_softmax)(mp_real_kind kind, void *p, int s, int sk, const int *qpos,
+                         bool causal, double scale, bool exact);
+    void (*attn_softmax_backward)(mp_real_kind kind, void *ds, const void *p, int s, int sk,
+                                  const int *qpos, bool causal, double scale, bool exact);
+    /* Vocabulary-parallel cross-entropy over logits[S, V] (this rank's vocabulary
+     * columns [lo, lo + V)): the row maxima; then tl = the target's logit (0
+     * when another rank holds it), logits = exp(logits - mx) (rounded), sum =
+     * their row sums; then, with mx and sum reduced over TP, loss[r] =
+     * log(sum) + mx - tl (0 for targets < 0; rounded onto the loss grid in
+     * exact mode) and logits /= sum (rounded). Backward in place:
+     * d logits = (p - onehot(target)) * scale, rows with target < 0 zeroed
+     * when masked. */
+    void (*ce_max)(mp_real_kind kind, void *mx, const void *logits, size_t S, size_t V);
+    void (*ce_exp_sum)(mp_real_kind kind, void *logits, void *sum, void *tl, const void *mx,
+                       const int32_t *targets, size_t lo, size_t S, size_t V, bool exact);
+    void (*ce_loss)(mp_real_kind kind, void *loss, void *logits, const void *sum,
+                    const void *mx, const void *tl, const int32_t *targets, size_t S, size_t V,
+                    bool exact);
+    void (*ce_backward)(mp_real_kind kind, void *logits, const int32_t *targets, size_t lo,
+                        size_t S, size_t V, double scale, bool masked);
+    /* Rows by index: row r takes table row idx[r] - lo when that is in [0, n),
+     * else (not accumulating) zeros; scatter adds row r to table row
+     * idx[r] - lo, rows in ascending order on the CPU. */
+    void (*gather_rows)(mp_real_kind kind, void *out, const void *table, const int32_t *idx,
+                        size_t lo, size_t n, size_t rows, size_t h, bool accumulate);
+    void (*scatter_add_rows)(mp_real_kind kind, void *table, const void *x, const int32_t *idx,
+                             size_t lo, size_t n, size_t rows, size_t h);
+    /* Sum of x[0..n) added in index order in the real kind (bitwise the same
+     * on every backend: the loss). */
+    double (*sum)(mp_real_kind kind, const void *x, size_t n);
+    /* AdamW over flat elements [lo, hi) (optimizer.c). */
+    void (*adamw)(mp_real_kind kind, void *w, const void *grad, void *m, void *v,
+                  const struct mp_param_layout *lay, size_t lo, size_t hi,
+                  const struct mp_adam_cfg *cfg, int step, bool exact);
+
     /* Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. */
     void (*gemm)(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
                  double alpha, const void *a, int lda, const void *b, int ldb, double beta,
@@ -57,8 +157,12 @@ typedef struct mp_backend {
 
 /* OpenBLAS (one thread per rank) and MPI. */
 const mp_backend *mp_backend_cpu(void);
-/* The same GEMM and clock, every collective and message left out (exec --solo:
- * one process runs one rank's compute; backend_solo.c says what buffers hold). */
+/* The CPU backend's compute and clock, every collective and message left out
+ * (exec --solo: one process runs one rank's compute; backend_solo.c says what
+ * buffers hold). */
 const mp_backend *mp_backend_solo(void);
+/* The same for any backend: base's memory, compute and clock (a static table
+ * per base; the CUDA backend's solo variant). */
+const mp_backend *mp_backend_solo_of(const mp_backend *base);
 
 #endif

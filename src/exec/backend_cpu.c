@@ -1,12 +1,219 @@
-/* backend_cpu.c — the CPU backend: GEMMs by cblas_sgemm/dgemm (OpenBLAS, one
- * thread per rank: ranks are the parallelism), collectives by MPI, time by
+/* backend_cpu.c — the CPU backend: host memory (calloc, memcpy), GEMMs by
+ * cblas_sgemm/dgemm (OpenBLAS, one thread per rank: ranks are the
+ * parallelism), the layer ops by the functions of layers.c and optimizer.c
+ * for the pointers' real kind, collectives by MPI, time by
  * clock_gettime(CLOCK_MONOTONIC), which all ranks of one machine share. */
 #include "exec/backend.h"
+#include "exec/kernels.h"
 #include "exec/mpi_util.h"
 #include "exec/p2p_mpi.h"
 
 #include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+static void *cpu_alloc(size_t bytes)
+{
+    return calloc(bytes ? bytes : 1, 1);
+}
+
+static void cpu_free(void *p)
+{
+    free(p);
+}
+
+static void cpu_copy(void *dst, const void *src, size_t bytes, mp_copy_dir dir)
+{
+    (void)dir;
+    if (dst != src && bytes)
+        memmove(dst, src, bytes);
+}
+
+static void cpu_copy2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                       size_t width, size_t rows, mp_copy_dir dir)
+{
+    (void)dir;
+    for (size_t r = 0; r < rows; r++)
+        memmove((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
+}
+
+static void cpu_zero(void *p, size_t bytes)
+{
+    if (bytes)
+        memset(p, 0, bytes);
+}
+
+static mp_status cpu_sync(mp_error *err)
+{
+    (void)err;
+    return MP_OK;
+}
+
+/* Each op calls layers.c's function of the pointers' real kind. */
+#define BY_KIND(kind, fn, ...)                                                              \
+    do {                                                                                    \
+        if ((kind) == MP_REAL32)                                                            \
+            fn##_f32(__VA_ARGS__);                                                          \
+        else                                                                                \
+            fn##_f64(__VA_ARGS__);                                                          \
+    } while (0)
+
+static void cpu_quantize(mp_real_kind k, void *x, size_t rows, size_t cols, size_t ld, int grid,
+                         int max_int)
+{
+    BY_KIND(k, mp_quantize_rows, x, rows, cols, ld, grid, max_int);
+}
+
+static void cpu_layernorm_forward(mp_real_kind k, void *out, void *xhat, void *rstd,
+                                  const void *x, const void *w, const void *b, int rows, int h,
+                                  bool exact)
+{
+    BY_KIND(k, mp_layernorm_forward, out, xhat, rstd, x, w, b, rows, h, exact);
+}
+
+static void cpu_layernorm_backward(mp_real_kind k, void *dx, void *dw, void *db,
+                                   const void *dout, const void *xhat, const void *rstd,
+                                   const void *w, int rows, int h, bool exact)
+{
+    BY_KIND(k, mp_layernorm_backward, dx, dw, db, dout, xhat, rstd, w, rows, h, exact);
+}
+
+static void cpu_rmsnorm_forward(mp_real_kind k, void *out, void *xhat, void *rstd,
+                                const void *x, const void *w, int rows, int h, bool exact)
+{
+    BY_KIND(k, mp_rmsnorm_forward, out, xhat, rstd, x, w, rows, h, exact);
+}
+
+static void cpu_rmsnorm_backward(mp_real_kind k, void *dx, void *dw, const void *dout,
+                                 const void *xhat, const void *rstd, const void *w, int rows,
+                                 int h, bool exact)
+{
+    BY_KIND(k, mp_rmsnorm_backward, dx, dw, dout, xhat, rstd, w, rows, h, exact);
+}
+
+static void cpu_gelu_forward(mp_real_kind k, void *out, const void *in, size_t n)
+{
+    BY_KIND(k, mp_gelu_forward, out, in, n);
+}
+
+static void cpu_gelu_backward(mp_real_kind k, void *din, const void *dout, const void *in,
+                              size_t n)
+{
+    BY_KIND(k, mp_gelu_backward, din, dout, in, n);
+}
+
+static void cpu_swiglu_forward(mp_real_kind k, void *out, const void *gu, int rows, int f)
+{
+    BY_KIND(k, mp_swiglu_forward, out, gu, rows, f);
+}
+
+static void cpu_swiglu_backward(mp_real_kind k, void *dgu, const void *dout, const void *gu,
+                                int rows, int f)
+{
+    BY_KIND(k, mp_swiglu_backward, dgu, dout, gu, rows, f);
+}
+
+static void cpu_tanh_forward(mp_real_kind k, void *out, const void *in, size_t n)
+{
+    BY_KIND(k, mp_tanh_forward, out, in, n);
+}
+
+static void cpu_tanh_backward(mp_real_kind k, void *dx, const void *y, size_t n)
+{
+    BY_KIND(k, mp_tanh_backward, dx, y, n);
+}
+
+static void cpu_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd, const int *pos,
+                     int s, int b, bool inverse, bool exact, int grid)
+{
+    BY_KIND(k, mp_rope, x, ld, heads, hd, pos, s, b, inverse, exact, grid);
+}
+
+static void cpu_bias_add(mp_real_kind k, void *y, const void *b, int rows, int cols)
+{
+    BY_KIND(k, mp_bias_add, y, b, rows, cols);
+}
+
+static void cpu_bias_grad(mp_real_kind k, void *db, const void *dy, int rows, int cols)
+{
+    BY_KIND(k, mp_bias_grad, db, dy, rows, cols);
+}
+
+static void cpu_add(mp_real_kind k, void *y, const void *x, size_t n)
+{
+    BY_KIND(k, mp_add, y, x, n);
+}
+
+/* scale arrives as a double holding the caller's real: converting back is exact */
+static void cpu_attn_softmax(mp_real_kind k, void *p, int s, int sk, const int *qpos,
+                             bool causal, double scale, bool exact)
+{
+    if (k == MP_REAL32)
+        mp_attn_softmax_f32(p, s, sk, qpos, causal, (float)scale, exact);
+    else
+        mp_attn_softmax_f64(p, s, sk, qpos, causal, scale, exact);
+}
+
+static void cpu_attn_softmax_backward(mp_real_kind k, void *ds, const void *p, int s, int sk,
+                                      const int *qpos, bool causal, double scale, bool exact)
+{
+    if (k == MP_REAL32)
+        mp_attn_softmax_backward_f32(ds, p, s, sk, qpos, causal, (float)scale, exact);
+    else
+        mp_attn_softmax_backward_f64(ds, p, s, sk, qpos, causal, scale, exact);
+}
+
+static void cpu_ce_max(mp_real_kind k, void *mx, const void *logits, size_t S, size_t V)
+{
+    BY_KIND(k, mp_ce_max, mx, logits, S, V);
+}
+
+static void cpu_ce_exp_sum(mp_real_kind k, void *logits, void *sum, void *tl, const void *mx,
+                           const int32_t *targets, size_t lo, size_t S, size_t V, bool exact)
+{
+    BY_KIND(k, mp_ce_exp_sum, logits, sum, tl, mx, targets, lo, S, V, exact);
+}
+
+static void cpu_ce_loss(mp_real_kind k, void *loss, void *logits, const void *sum,
+                        const void *mx, const void *tl, const int32_t *targets, size_t S,
+                        size_t V, bool exact)
+{
+    BY_KIND(k, mp_ce_loss, loss, logits, sum, mx, tl, targets, S, V, exact);
+}
+
+static void cpu_ce_backward(mp_real_kind k, void *logits, const int32_t *targets, size_t lo,
+                            size_t S, size_t V, double scale, bool masked)
+{
+    if (k == MP_REAL32)
+        mp_ce_backward_f32(logits, targets, lo, S, V, (float)scale, masked);
+    else
+        mp_ce_backward_f64(logits, targets, lo, S, V, scale, masked);
+}
+
+static void cpu_gather_rows(mp_real_kind k, void *out, const void *table, const int32_t *idx,
+                            size_t lo, size_t n, size_t rows, size_t h, bool accumulate)
+{
+    BY_KIND(k, mp_gather_rows, out, table, idx, lo, n, rows, h, accumulate);
+}
+
+static void cpu_scatter_add_rows(mp_real_kind k, void *table, const void *x, const int32_t *idx,
+                                 size_t lo, size_t n, size_t rows, size_t h)
+{
+    BY_KIND(k, mp_scatter_add_rows, table, x, idx, lo, n, rows, h);
+}
+
+static double cpu_sum(mp_real_kind k, const void *x, size_t n)
+{
+    return k == MP_REAL32 ? mp_sum_in_order_f32(x, n) : mp_sum_in_order_f64(x, n);
+}
+
+static void cpu_adamw(mp_real_kind k, void *w, const void *grad, void *m, void *v,
+                      const struct mp_param_layout *lay, size_t lo, size_t hi,
+                      const struct mp_adam_cfg *cfg, int step, bool exact)
+{
+    BY_KIND(k, mp_adamw_update, w, grad, m, v, lay, lo, hi, cfg, step, exact);
+}
 
 static void cpu_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
                      double alpha, const void *a, int lda, const void *b, int ldb, double beta,
@@ -81,6 +288,40 @@ static double cpu_now(void)
 
 static const mp_backend cpu_backend = {
     .name = "cpu",
+    .host_memory = true,
+    .transport = "mpi",
+    .precision = "fp32",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .copy2d = cpu_copy2d,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .quantize = cpu_quantize,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .tanh_forward = cpu_tanh_forward,
+    .tanh_backward = cpu_tanh_backward,
+    .rope = cpu_rope,
+    .bias_add = cpu_bias_add,
+    .bias_grad = cpu_bias_grad,
+    .add = cpu_add,
+    .attn_softmax = cpu_attn_softmax,
+    .attn_softmax_backward = cpu_attn_softmax_backward,
+    .ce_max = cpu_ce_max,
+    .ce_exp_sum = cpu_ce_exp_sum,
+    .ce_loss = cpu_ce_loss,
+    .ce_backward = cpu_ce_backward,
+    .gather_rows = cpu_gather_rows,
+    .scatter_add_rows = cpu_scatter_add_rows,
+    .sum = cpu_sum,
+    .adamw = cpu_adamw,
     .gemm = cpu_gemm,
     .allreduce = cpu_allreduce,
     .allgather = cpu_allgather,

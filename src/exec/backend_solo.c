@@ -1,15 +1,26 @@
-/* backend_solo.c — the CPU backend for `exec --solo R`: one process runs
+/* backend_solo.c — a backend for `exec --solo R`: one process runs
  * global rank R's share of a plan at full size, and every collective and
  * pipeline message is left out (DESIGN §7: its time comes from the cost
  * model instead). Buffers still get the shapes the real exchange would leave:
  * an all-gather repeats this rank's part in every slot, a reduce-scatter keeps
  * this rank's slot, a ring step or a receive leaves what the buffer held. The
  * values are not the plan's (there is nothing to check them against); the
- * compute, which is what --solo measures, is. */
+ * compute, which is what --solo measures, is. Memory, compute and clock are
+ * those of a base backend (CPU or CUDA), and so are the copies. */
+#include <stdio.h>
 #include <string.h>
 
 #include "exec/backend.h"
 #include "exec/mpi_util.h"
+
+/* The backend whose memory the buffers are in (one per process). */
+static const mp_backend *solo_base;
+
+static void solo_move(void *dst, const void *src, size_t bytes)
+{
+    if (dst != src)
+        solo_base->copy(dst, src, bytes, MP_COPY_D2D);
+}
 
 static mp_status solo_allreduce(const mp_group *g, mp_real_kind kind, void *buf, size_t count,
                                 mp_reduce_op op, mp_error *err)
@@ -24,8 +35,7 @@ static mp_status solo_allgather(const mp_group *g, mp_real_kind kind, const void
     (void)err;
     size_t bytes = count * mp_real_size(kind);
     for (int r = 0; r < g->size; r++)
-        if ((char *)recv + (size_t)r * bytes != (const char *)send)
-            memmove((char *)recv + (size_t)r * bytes, send, bytes);
+        solo_move((char *)recv + (size_t)r * bytes, send, bytes);
     return MP_OK;
 }
 
@@ -34,7 +44,7 @@ static mp_status solo_reduce_scatter(const mp_group *g, mp_real_kind kind, const
 {
     (void)err;
     size_t bytes = count * mp_real_size(kind);
-    memmove(recv, (const char *)send + (size_t)g->rank * bytes, bytes);
+    solo_move(recv, (const char *)send + (size_t)g->rank * bytes, bytes);
     return MP_OK;
 }
 
@@ -62,16 +72,20 @@ static mp_status solo_sendrecv(const mp_group *g, mp_real_kind kind, const void 
                                void *recv, int from, size_t count, int tag, mp_error *err)
 {
     (void)g, (void)to, (void)from, (void)tag, (void)err;
-    memmove(recv, send, count * mp_real_size(kind));
+    solo_move(recv, send, count * mp_real_size(kind));
     return MP_OK;
 }
 
-const mp_backend *mp_backend_solo(void)
+const mp_backend *mp_backend_solo_of(const mp_backend *base)
 {
     static mp_backend solo;
-    if (!solo.name) {
-        solo = *mp_backend_cpu(); /* its GEMM and clock */
-        solo.name = "cpu-solo";
+    static char name[32];
+    if (solo_base != base) {
+        solo_base = base;
+        solo = *base; /* its memory, compute and clock */
+        snprintf(name, sizeof name, "%s-solo", base->name);
+        solo.name = name;
+        solo.transport = "none";
         solo.allreduce = solo_allreduce;
         solo.allgather = solo_allgather;
         solo.reduce_scatter = solo_reduce_scatter;
@@ -81,4 +95,9 @@ const mp_backend *mp_backend_solo(void)
         solo.sendrecv = solo_sendrecv;
     }
     return &solo;
+}
+
+const mp_backend *mp_backend_solo(void)
+{
+    return mp_backend_solo_of(mp_backend_cpu());
 }

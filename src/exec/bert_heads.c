@@ -34,32 +34,38 @@ double RN(mp_model_nsp_forward)(RN(mp_gpt) *g, RN(mp_acts) *A)
         return 0;
     GEMM(false, false, z.b, z.h, z.h, A->lnf_full, z.h, RN(param)(g->w, g, lay->pool_w), z.h,
          0.0, A->pool_pre, z.h);
-    RN(mp_bias_add)(A->pool_pre, RN(param)(g->w, g, lay->pool_b), (int)z.b, (int)z.h);
-    RN(mp_q)(ex, A->pool_pre, z.b * z.h, MP_Q_ACT);
-    for (size_t i = 0; i < z.b * z.h; i++)
-        A->pooled[i] = R_TANH(A->pool_pre[i]);
-    RN(mp_q)(ex, A->pooled, z.b * z.h, MP_Q_ACT);
+    g->be->bias_add(MP_REAL_KIND, A->pool_pre, RN(param)(g->w, g, lay->pool_b), (int)z.b, (int)z.h);
+    RN(bq)(g, A->pool_pre, z.b * z.h, MP_Q_ACT);
+    g->be->tanh_forward(MP_REAL_KIND, A->pooled, A->pool_pre, z.b * z.h);
+    RN(bq)(g, A->pooled, z.b * z.h, MP_Q_ACT);
     GEMM(false, false, z.b, 2, z.h, A->pooled, z.h, RN(param)(g->w, g, lay->nsp_w), 2, 0.0,
          A->nsp_p, 2);
-    RN(mp_bias_add)(A->nsp_p, RN(param)(g->w, g, lay->nsp_b), (int)z.b, 2);
-    RN(mp_q)(ex, A->nsp_p, z.b * 2, MP_Q_ACT);
+    g->be->bias_add(MP_REAL_KIND, A->nsp_p, RN(param)(g->w, g, lay->nsp_b), (int)z.b, 2);
+    RN(bq)(g, A->nsp_p, z.b * 2, MP_Q_ACT);
+    /* the two-way softmax of b rows on the host */
+    real *host = malloc(z.b * 2 * sizeof(real));
+    if (!host)
+        return NAN; /* the loss shows the failure */
+    g->be->copy(host, A->nsp_p, z.b * 2 * sizeof(real), MP_COPY_D2H);
     real total = 0;
     for (size_t n = 0; n < z.b; n++) {
-        real *p = A->nsp_p + n * 2, m = p[0] > p[1] ? p[0] : p[1];
-        int label = (int)(A->tokens[n] & 1);
+        real *p = host + n * 2, m = p[0] > p[1] ? p[0] : p[1];
+        int label = (int)(A->host_tokens[n] & 1);
         real zl = p[label];
         p[0] = R_EXP(p[0] - m);
         p[1] = R_EXP(p[1] - m);
-        RN(mp_q)(ex, p, 2, MP_Q_PROB);
+        RN(mp_q)(ex, p, 2, MP_Q_PROB); /* host memory: layers.c's own */
         real sum = p[0] + p[1];
         real loss = R_LOG(sum) + m - zl;
         p[0] /= sum;
         p[1] /= sum;
-        RN(mp_q)(ex, p, 2, MP_Q_PROB);
+        RN(mp_q)(ex, p, 2, MP_Q_PROB); /* host memory: layers.c's own */
         if (ex)
             RN(mp_quantize)(&loss, 1, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
         total += loss;
     }
+    g->be->copy(A->nsp_p, host, z.b * 2 * sizeof(real), MP_COPY_H2D);
+    free(host);
     return (double)total;
 }
 
@@ -76,7 +82,8 @@ mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_erro
     /* dlogits = (p - onehot) * grad_scale on masked tokens, 0 elsewhere */
     RN(mp_model_dlogits)(g, A->logits, A->targets, z.S);
     /* vocabulary bias and projection; d mlm_out[S,h] = sum over TP of dlogits @ Wv */
-    RN(mp_bias_grad)(RN(param)(g->g, g, lay->lm_bias), A->logits, (int)z.S, (int)z.Vl);
+    g->be->bias_grad(MP_REAL_KIND, RN(param)(g->g, g, lay->lm_bias), A->logits, (int)z.S,
+                     (int)z.Vl);
     GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->mlm_out, z.h, 1.0,
          RN(param)(g->g, g, lay->head), z.h);
     GEMM(false, false, z.S, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h, 0.0,
@@ -86,16 +93,16 @@ mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_erro
         CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, W.dfull, z.S * z.h, MP_RED_SUM, err));
     if (g->tp.size > 1)
         mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
-    RN(mp_q)(ex, W.dfull, z.S * z.h, MP_Q_GRAD);
+    RN(bq)(g, W.dfull, z.S * z.h, MP_Q_GRAD);
     /* through the transform's LayerNorm (into dact = W.part), GeLU, dense */
     real *dact = W.part;
-    RN(mp_layernorm_backward)(dact, RN(param)(g->g, g, lay->mlm_ln_w),
+    g->be->layernorm_backward(MP_REAL_KIND, dact, RN(param)(g->g, g, lay->mlm_ln_w),
                               RN(param)(g->g, g, lay->mlm_ln_b), W.dfull, A->mlm_xhat,
                               A->mlm_rstd, RN(param)(g->w, g, lay->mlm_ln_w), (int)z.S,
                               (int)z.h, ex);
-    RN(mp_gelu_backward)(dact, dact, A->mlm_pre, z.S * z.h);
-    RN(mp_q)(ex, dact, z.S * z.h, MP_Q_GRAD);
-    RN(mp_bias_grad)(RN(param)(g->g, g, lay->mlm_b), dact, (int)z.S, (int)z.h);
+    g->be->gelu_backward(MP_REAL_KIND, dact, dact, A->mlm_pre, z.S * z.h);
+    RN(bq)(g, dact, z.S * z.h, MP_Q_GRAD);
+    g->be->bias_grad(MP_REAL_KIND, RN(param)(g->g, g, lay->mlm_b), dact, (int)z.S, (int)z.h);
     GEMM(true, false, z.h, z.h, z.S, A->lnf_full, z.h, dact, z.h, 1.0,
          RN(param)(g->g, g, lay->mlm_w), z.h);
     /* d lnf_full[S,h] (full rows, the same on every TP rank) into W.dfull */
@@ -105,30 +112,34 @@ mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_erro
         /* the two-way head and the pooler, on rows 0..b-1 (position 0) */
         /* d2[b,2] in the CE statistics' room (3S), dpool[b,h] in dln's (Sl >= b) */
         real *d2 = W.stats, *dpool = W.dln;
+        real *host = malloc(z.b * 4 * sizeof(real)); /* p, then d2, on the host */
+        if (!host)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        g->be->copy(host, A->nsp_p, z.b * 2 * sizeof(real), MP_COPY_D2H);
         for (size_t n = 0; n < z.b; n++) {
-            const real *p = A->nsp_p + n * 2;
-            int label = (int)(A->tokens[n] & 1);
-            d2[2 * n] = (p[0] - (label == 0)) * g->grad_scale;
-            d2[2 * n + 1] = (p[1] - (label == 1)) * g->grad_scale;
+            const real *p = host + n * 2;
+            int label = (int)(A->host_tokens[n] & 1);
+            host[2 * z.b + 2 * n] = (p[0] - (label == 0)) * g->grad_scale;
+            host[2 * z.b + 2 * n + 1] = (p[1] - (label == 1)) * g->grad_scale;
         }
-        RN(mp_bias_grad)(RN(param)(g->g, g, lay->nsp_b), d2, (int)z.b, 2);
+        g->be->copy(d2, host + 2 * z.b, z.b * 2 * sizeof(real), MP_COPY_H2D);
+        free(host);
+        g->be->bias_grad(MP_REAL_KIND, RN(param)(g->g, g, lay->nsp_b), d2, (int)z.b, 2);
         GEMM(true, false, z.h, 2, z.b, A->pooled, z.h, d2, 2, 1.0, RN(param)(g->g, g, lay->nsp_w),
              2);
         GEMM(false, true, z.b, z.h, 2, d2, 2, RN(param)(g->w, g, lay->nsp_w), 2, 0.0, dpool, z.h);
-        RN(mp_q)(ex, dpool, z.b * z.h, MP_Q_GRAD);
-        for (size_t i = 0; i < z.b * z.h; i++)
-            dpool[i] *= 1 - A->pooled[i] * A->pooled[i];
-        RN(mp_q)(ex, dpool, z.b * z.h, MP_Q_GRAD);
-        RN(mp_bias_grad)(RN(param)(g->g, g, lay->pool_b), dpool, (int)z.b, (int)z.h);
+        RN(bq)(g, dpool, z.b * z.h, MP_Q_GRAD);
+        g->be->tanh_backward(MP_REAL_KIND, dpool, A->pooled, z.b * z.h);
+        RN(bq)(g, dpool, z.b * z.h, MP_Q_GRAD);
+        g->be->bias_grad(MP_REAL_KIND, RN(param)(g->g, g, lay->pool_b), dpool, (int)z.b, (int)z.h);
         GEMM(true, false, z.h, z.h, z.b, A->lnf_full, z.h, dpool, z.h, 1.0,
              RN(param)(g->g, g, lay->pool_w), z.h);
         GEMM(false, true, z.b, z.h, z.h, dpool, z.h, RN(param)(g->w, g, lay->pool_w), z.h, 1.0,
              W.dfull, z.h);
     }
-    RN(mp_q)(ex, W.dfull, z.S * z.h, MP_Q_GRAD);
+    RN(bq)(g, W.dfull, z.S * z.h, MP_Q_GRAD);
     /* this rank's rows (SP: its piece of the sequence), then the final norm */
-    memcpy(W.dln, W.dfull + (sp ? (size_t)g->tp.rank * z.Sl * z.h : 0),
-           z.Sl * z.h * sizeof(real));
+    RN(bcopy)(g, W.dln, W.dfull + (sp ? (size_t)g->tp.rank * z.Sl * z.h : 0), z.Sl * z.h);
     RN(mp_model_norm_backward)(g, W.dres, RN(param)(g->g, g, lay->lnf_w),
                                lay->lnf_b >= 0 ? RN(param)(g->g, g, lay->lnf_b) : NULL, W.dln,
                                A->lnf_xhat, A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w), (int)z.Sl);

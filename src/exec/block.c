@@ -27,9 +27,10 @@ void RN(mp_model_norm_forward)(const RN(mp_gpt) *g, real *out, real *xhat, real 
                                const real *x, const real *w, const real *b, int rows)
 {
     if (g->d.rmsnorm)
-        RN(mp_rmsnorm_forward)(out, xhat, rstd, x, w, rows, g->d.hidden, g->exact);
+        g->be->rmsnorm_forward(MP_REAL_KIND, out, xhat, rstd, x, w, rows, g->d.hidden, g->exact);
     else
-        RN(mp_layernorm_forward)(out, xhat, rstd, x, w, b, rows, g->d.hidden, g->exact);
+        g->be->layernorm_forward(MP_REAL_KIND, out, xhat, rstd, x, w, b, rows, g->d.hidden,
+                                 g->exact);
 }
 
 void RN(mp_model_norm_backward)(const RN(mp_gpt) *g, real *dx, real *dw, real *db,
@@ -37,10 +38,11 @@ void RN(mp_model_norm_backward)(const RN(mp_gpt) *g, real *dx, real *dw, real *d
                                 const real *w, int rows)
 {
     if (g->d.rmsnorm)
-        RN(mp_rmsnorm_backward)(dx, dw, dout, xhat, rstd, w, rows, g->d.hidden, g->exact);
+        g->be->rmsnorm_backward(MP_REAL_KIND, dx, dw, dout, xhat, rstd, w, rows, g->d.hidden,
+                                g->exact);
     else
-        RN(mp_layernorm_backward)(dx, dw, db, dout, xhat, rstd, w, rows, g->d.hidden,
-                                  g->exact);
+        g->be->layernorm_backward(MP_REAL_KIND, dx, dw, db, dout, xhat, rstd, w, rows,
+                                  g->d.hidden, g->exact);
 }
 
 mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *x,
@@ -61,13 +63,13 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
     GEMM(false, false, z.S, z.row, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), z.row, 0.0, B->qkv,
          z.row);
     if ((bias = P(MP_BLK_QKV_B)))
-        RN(mp_bias_add)(B->qkv, bias, (int)z.S, (int)z.row);
-    RN(mp_q)(ex, B->qkv, z.S * z.row, MP_Q_ACT);
+        g->be->bias_add(MP_REAL_KIND, B->qkv, bias, (int)z.S, (int)z.row);
+    RN(bq)(g, B->qkv, z.S * z.row, MP_Q_ACT);
     if (g->d.rope) { /* turn Q and K by their positions' angles */
-        RN(mp_rope)(B->qkv, z.row, (int)z.al, (int)z.hd, g->qpos, (int)z.s, (int)z.b, false, ex,
-                    MP_Q_ACT);
-        RN(mp_rope)(B->qkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos, (int)z.s, (int)z.b,
-                    false, ex, MP_Q_ACT);
+        g->be->rope(MP_REAL_KIND, B->qkv, z.row, (int)z.al, (int)z.hd, g->qpos_be, (int)z.s,
+                    (int)z.b, false, ex, MP_Q_ACT);
+        g->be->rope(MP_REAL_KIND, B->qkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos_be,
+                    (int)z.s, (int)z.b, false, ex, MP_Q_ACT);
     }
     /* att[S,hl] = causal attention over this rank's heads (CP: this rank's
      * queries against every position's K|V); selective recompute keeps no
@@ -76,7 +78,7 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
     if (z.cp > 1) {
         CHECK(RN(mp_model_cp_gather_kv)(g, B->qkv, B->kv_full, err));
         RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
-                                    B->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
+                                    B->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
     } else {
         RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.hl,
@@ -87,10 +89,10 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
     GEMM(false, false, z.S, z.h, z.hl, B->att, z.hl, P(MP_BLK_PROJ_W), z.h, 0.0, W.part, z.h);
     CHECK(RN(mp_model_tp_reduce)(g, W.part, B->xmid, z.h, "tp-attn", err));
     if ((bias = P(MP_BLK_PROJ_B)))
-        RN(mp_bias_add)(B->xmid, bias, (int)z.Sl, (int)z.h);
-    RN(mp_q)(ex, B->xmid, z.Sl * z.h, MP_Q_ACT);
-    RN(mp_add)(B->xmid, x, z.Sl * z.h);
-    RN(mp_q)(ex, B->xmid, z.Sl * z.h, MP_Q_ACT);
+        g->be->bias_add(MP_REAL_KIND, B->xmid, bias, (int)z.Sl, (int)z.h);
+    RN(bq)(g, B->xmid, z.Sl * z.h, MP_Q_ACT);
+    g->be->add(MP_REAL_KIND, B->xmid, x, z.Sl * z.h);
+    RN(bq)(g, B->xmid, z.Sl * z.h, MP_Q_ACT);
     /* ln2 */
     RN(mp_model_norm_forward)(g, sp ? W.loc : B->ln2_full, B->ln2_xhat, B->ln2_rstd, B->xmid,
                               P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl);
@@ -101,22 +103,22 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
     GEMM(false, false, z.S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0,
          B->fc1_pre, z.f1);
     if ((bias = P(MP_BLK_FC1_B)))
-        RN(mp_bias_add)(B->fc1_pre, bias, (int)z.S, (int)z.f1);
-    RN(mp_q)(ex, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
+        g->be->bias_add(MP_REAL_KIND, B->fc1_pre, bias, (int)z.S, (int)z.f1);
+    RN(bq)(g, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
     if (g->d.swiglu)
-        RN(mp_swiglu_forward)(B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
+        g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
     else
-        RN(mp_gelu_forward)(B->fc1_act, B->fc1_pre, z.S * z.Fl);
-    RN(mp_q)(ex, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
+        g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, z.S * z.Fl);
+    RN(bq)(g, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
     /* xout[Sl,h] = xmid + reduce(fc1_act @ W2[Fl,h]) + b2 */
     GEMM(false, false, z.S, z.h, z.Fl, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), z.h, 0.0, W.part,
          z.h);
     CHECK(RN(mp_model_tp_reduce)(g, W.part, B->xout, z.h, "tp-mlp", err));
     if ((bias = P(MP_BLK_FC2_B)))
-        RN(mp_bias_add)(B->xout, bias, (int)z.Sl, (int)z.h);
-    RN(mp_q)(ex, B->xout, z.Sl * z.h, MP_Q_ACT);
-    RN(mp_add)(B->xout, B->xmid, z.Sl * z.h);
-    RN(mp_q)(ex, B->xout, z.Sl * z.h, MP_Q_ACT);
+        g->be->bias_add(MP_REAL_KIND, B->xout, bias, (int)z.Sl, (int)z.h);
+    RN(bq)(g, B->xout, z.Sl * z.h, MP_Q_ACT);
+    g->be->add(MP_REAL_KIND, B->xout, B->xmid, z.Sl * z.h);
+    RN(bq)(g, B->xout, z.Sl * z.h, MP_Q_ACT);
 #undef P
     return MP_OK;
 }
@@ -133,7 +135,7 @@ mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, r
 #define G(k) RN(blk)(g->g, g, l, (k))
     /* MLP: db2 += sum dres; dfull[S,h] (SP: all-gather) */
     if ((bias = G(MP_BLK_FC2_B)))
-        RN(mp_bias_grad)(bias, dres, (int)z.Sl, (int)z.h);
+        g->be->bias_grad(MP_REAL_KIND, bias, dres, (int)z.Sl, (int)z.h);
     real *dfull = sp ? W.dfull : dres;
     if (sp)
         CHECK(RN(mp_model_tp_gather)(g, dres, W.dfull, z.h, err));
@@ -141,66 +143,66 @@ mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, r
     GEMM(true, false, z.Fl, z.h, z.S, B->fc1_act, z.Fl, dfull, z.h, 1.0, G(MP_BLK_FC2_W), z.h);
     real *dact = g->d.swiglu ? W.dact : W.dfc;
     GEMM(false, true, z.S, z.Fl, z.h, dfull, z.h, P(MP_BLK_FC2_W), z.h, 0.0, dact, z.Fl);
-    RN(mp_q)(ex, dact, z.S * z.Fl, MP_Q_GRAD);
+    RN(bq)(g, dact, z.S * z.Fl, MP_Q_GRAD);
     /* through gelu (in place) or SwiGLU (into dfc[S,2Fl]); db1, dW1[h,f1] +=
      * ln2_full^T @ dfc; dln2 = reduce(dfc @ W1^T) */
     if (g->d.swiglu)
-        RN(mp_swiglu_backward)(W.dfc, dact, B->fc1_pre, (int)z.S, (int)z.Fl);
+        g->be->swiglu_backward(MP_REAL_KIND, W.dfc, dact, B->fc1_pre, (int)z.S, (int)z.Fl);
     else
-        RN(mp_gelu_backward)(W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
-    RN(mp_q)(ex, W.dfc, z.S * z.f1, MP_Q_GRAD);
+        g->be->gelu_backward(MP_REAL_KIND, W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
+    RN(bq)(g, W.dfc, z.S * z.f1, MP_Q_GRAD);
     if ((bias = G(MP_BLK_FC1_B)))
-        RN(mp_bias_grad)(bias, W.dfc, (int)z.S, (int)z.f1);
+        g->be->bias_grad(MP_REAL_KIND, bias, W.dfc, (int)z.S, (int)z.f1);
     GEMM(true, false, z.h, z.f1, z.S, B->ln2_full, z.h, W.dfc, z.f1, 1.0, G(MP_BLK_FC1_W), z.f1);
     GEMM(false, true, z.S, z.h, z.f1, W.dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W.part, z.h);
     CHECK(RN(mp_model_tp_reduce)(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
-    RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
+    RN(bq)(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
     RN(mp_model_norm_backward)(g, W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
                                B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl);
-    RN(mp_add)(dres, W.dtmp, z.Sl * z.h);
-    RN(mp_q)(ex, dres, z.Sl * z.h, MP_Q_GRAD);
+    g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);
+    RN(bq)(g, dres, z.Sl * z.h, MP_Q_GRAD);
     /* attention: dbo, dWo[hl,h] += att^T @ dfull; datt[S,hl] = dfull @ Wo^T */
     if ((bias = G(MP_BLK_PROJ_B)))
-        RN(mp_bias_grad)(bias, dres, (int)z.Sl, (int)z.h);
+        g->be->bias_grad(MP_REAL_KIND, bias, dres, (int)z.Sl, (int)z.h);
     if (sp)
         CHECK(RN(mp_model_tp_gather)(g, dres, W.dfull, z.h, err));
     GEMM(true, false, z.hl, z.h, z.S, B->att, z.hl, dfull, z.h, 1.0, G(MP_BLK_PROJ_W), z.h);
     GEMM(false, true, z.S, z.hl, z.h, dfull, z.h, P(MP_BLK_PROJ_W), z.h, 0.0, W.datt, z.hl);
-    RN(mp_q)(ex, W.datt, z.S * z.hl, MP_Q_GRAD);
+    RN(bq)(g, W.datt, z.S * z.hl, MP_Q_GRAD);
     if (z.cp > 1) {
-        memset(W.dkv_full, 0, z.sk * z.b * 2 * z.kc * sizeof(real));
+        g->be->zero(W.dkv_full, z.sk * z.b * 2 * z.kc * sizeof(real));
         RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
                                      W.datt, B->qkv, z.row, B->kv_full, B->kv_full + z.kc, 2 * z.kc,
-                                     B->probs, g->qpos, (int)z.s, (int)z.sk, (int)z.b, (int)z.al,
+                                     B->probs, g->qpos_be, (int)z.s, (int)z.sk, (int)z.b, (int)z.al,
                                      (int)z.hd, (int)z.rep, !g->d.bert, W.att_scratch, ex);
         CHECK(RN(mp_model_cp_reduce_dkv)(g, W.dkv_full, W.dqkv, err));
     } else {
-        memset(W.dqkv, 0, z.S * z.row * sizeof(real));
+        g->be->zero(W.dqkv, z.S * z.row * sizeof(real));
         RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc,
                                      z.row, W.datt, B->qkv, z.row, B->qkv + z.hl,
                                      B->qkv + z.hl + z.kc, z.row, B->probs, NULL, (int)z.s,
                                      (int)z.s, (int)z.b, (int)z.al, (int)z.hd, (int)z.rep,
                                      !g->d.bert, W.att_scratch, ex);
     }
-    RN(mp_q)(ex, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
+    RN(bq)(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
     if (g->d.rope) { /* back through the turn of Q and K */
-        RN(mp_rope)(W.dqkv, z.row, (int)z.al, (int)z.hd, g->qpos, (int)z.s, (int)z.b, true, ex,
-                    MP_Q_GRAD_ATT);
-        RN(mp_rope)(W.dqkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos, (int)z.s, (int)z.b,
-                    true, ex, MP_Q_GRAD_ATT);
+        g->be->rope(MP_REAL_KIND, W.dqkv, z.row, (int)z.al, (int)z.hd, g->qpos_be, (int)z.s,
+                    (int)z.b, true, ex, MP_Q_GRAD_ATT);
+        g->be->rope(MP_REAL_KIND, W.dqkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos_be,
+                    (int)z.s, (int)z.b, true, ex, MP_Q_GRAD_ATT);
     }
     /* dbqkv, dWqkv[h,row] += ln1_full^T @ dqkv; dln1 = reduce(dqkv @ Wqkv^T) */
     if ((bias = G(MP_BLK_QKV_B)))
-        RN(mp_bias_grad)(bias, W.dqkv, (int)z.S, (int)z.row);
+        g->be->bias_grad(MP_REAL_KIND, bias, W.dqkv, (int)z.S, (int)z.row);
     GEMM(true, false, z.h, z.row, z.S, B->ln1_full, z.h, W.dqkv, z.row, 1.0, G(MP_BLK_QKV_W),
          z.row);
     GEMM(false, true, z.S, z.h, z.row, W.dqkv, z.row, P(MP_BLK_QKV_W), z.row, 0.0, W.part, z.h);
     CHECK(RN(mp_model_tp_reduce)(g, W.part, W.dln, z.h, "tp-attn-bwd", err));
-    RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
+    RN(bq)(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
     RN(mp_model_norm_backward)(g, W.dtmp, G(MP_BLK_LN1_W), G(MP_BLK_LN1_B), W.dln, B->ln1_xhat,
                                B->ln1_rstd, P(MP_BLK_LN1_W), (int)z.Sl);
-    RN(mp_add)(dres, W.dtmp, z.Sl * z.h);
-    RN(mp_q)(ex, dres, z.Sl * z.h, MP_Q_GRAD);
+    g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);
+    RN(bq)(g, dres, z.Sl * z.h, MP_Q_GRAD);
 #undef P
 #undef G
     return MP_OK;
@@ -213,7 +215,7 @@ void RN(mp_model_recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V)
     RN(sizes) z = RN(sizes_of)(&g->d);
     if (z.cp > 1)
         RN(mp_attention_forward_kv)(g->be, V->att, V->probs, V->qkv, z.row, V->kv_full,
-                                    V->kv_full + z.kc, 2 * z.kc, g->qpos, (int)z.s, (int)z.sk,
+                                    V->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
                                     (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert,
                                     g->exact);
     else

@@ -1,10 +1,14 @@
 /* calibrate.c — this machine as a hardware profile (calibrate.h).
  *
  * What the cost model needs of a device, measured on every rank at once:
- *   peak_flops, gemm_efficiency  the backend's fp32 GEMM on square sizes
- *                                 16..1024: the fastest rate is the peak, each
- *                                 size's rate over it the efficiency at its FLOPs
- *   hbm_bw                        memcpy of 64 MiB (bytes read + written)
+ *   peak_flops, gemm_efficiency  the backend's GEMM on square sizes (CPU:
+ *                                 16..1024; a device: 256..8192): the fastest
+ *                                 rate is the peak, each size's rate over it
+ *                                 the efficiency at its FLOPs. On CUDA the
+ *                                 curve is the bf16 GEMM's; fp32's peak is
+ *                                 measured apart (mp_calib_device)
+ *   hbm_bw                        a copy of 64 MiB (CPU) or 1 GiB (device)
+ *                                 in the backend's memory (read + write)
  *   memory_efficiency             the executor's own LayerNorm (a memory-bound
  *                                 kernel of the model) against that bandwidth
  *   scale_up latency, bw_per_gpu  the backend's all-reduce over every rank,
@@ -28,7 +32,9 @@
 #define MEASURE_SECONDS 0.05
 #define MIN_REPEATS 3
 
-static const int gemm_sides[MP_CALIB_GEMM_POINTS] = {16, 32, 64, 128, 256, 512, 768, 1024};
+static const int cpu_sides[MP_CALIB_GEMM_POINTS] = {16, 32, 64, 128, 256, 512, 768, 1024};
+static const int device_sides[MP_CALIB_GEMM_POINTS] = {256,  512,  1024, 2048,
+                                                       3072, 4096, 6144, 8192};
 
 /* One measured operation and its arguments. */
 typedef struct probe_op {
@@ -52,11 +58,11 @@ static void run_op(const probe_op *o)
                     o->c, o->n);
         break;
     case OP_COPY:
-        memcpy(o->dst, o->src, o->bytes);
+        o->be->copy(o->dst, o->src, o->bytes, MP_COPY_D2D);
         break;
     default:
-        mp_layernorm_forward_f32(o->c, o->xhat, o->rstd, o->x, o->w, o->bias, o->rows, o->h,
-                                 false);
+        o->be->layernorm_forward(MP_REAL32, o->c, o->xhat, o->rstd, o->x, o->w, o->bias, o->rows,
+                                 o->h, false);
         break;
     }
 }
@@ -136,40 +142,54 @@ static void cpu_model(char *out, size_t size)
     fclose(f);
 }
 
+/* n floats of pattern i -> ((i * mul % mod) - off) / div, made on the host
+ * and put in the backend's memory (dst). false: out of memory. */
+static bool fill(const mp_backend *be, float *dst, size_t n, size_t mul, size_t mod, float off,
+                 float div)
+{
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        h[i] = mod ? ((float)(i * mul % mod) - off) / div : off;
+    be->copy(dst, h, n * sizeof *h, MP_COPY_H2D);
+    free(h);
+    return true;
+}
+
 mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *name,
-                       mp_calibration *out, mp_error *err)
+                       const mp_calib_device *dev, mp_calibration *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
     int n = rt->world.size;
     out->ranks = n;
+    out->gemm_kind = dev ? be->precision : "fp32";
+    out->cublas_bf16 = dev ? dev->cublas_bf16 : 0;
     mp_status st = MP_OK;
+    const int *gemm_sides = dev ? device_sides : cpu_sides;
     int big = gemm_sides[MP_CALIB_GEMM_POINTS - 1];
-    size_t copy_bytes = (size_t)64 << 20;
-    int ln_rows = 8192, ln_h = 1024;
+    size_t copy_bytes = (size_t)(dev ? 1024 : 64) << 20;
+    int ln_rows = dev ? 65536 : 8192, ln_h = 1024;
     size_t coll_max = (size_t)16 << 20;
-    float *a = malloc((size_t)big * big * sizeof *a), *b = malloc((size_t)big * big * sizeof *b);
-    float *c = malloc((size_t)big * big * sizeof *c);
-    char *src = malloc(copy_bytes), *dst = malloc(copy_bytes);
+    float *a = be->alloc((size_t)big * big * sizeof *a);
+    float *b = be->alloc((size_t)big * big * sizeof *b);
+    float *c = be->alloc((size_t)big * big * sizeof *c);
+    char *src = be->alloc(copy_bytes), *dst = be->alloc(copy_bytes);
     size_t ln = (size_t)ln_rows * ln_h;
-    float *x = malloc(ln * sizeof *x), *y = malloc(ln * sizeof *y), *xh = malloc(ln * sizeof *xh);
-    float *rs = malloc((size_t)ln_rows * sizeof *rs), *gw = malloc((size_t)ln_h * sizeof *gw);
-    float *gb = malloc((size_t)ln_h * sizeof *gb), *coll = malloc(coll_max);
+    float *x = be->alloc(ln * sizeof *x), *y = be->alloc(ln * sizeof *y);
+    float *xh = be->alloc(ln * sizeof *xh), *rs = be->alloc((size_t)ln_rows * sizeof *rs);
+    float *gw = be->alloc((size_t)ln_h * sizeof *gw), *gb = be->alloc((size_t)ln_h * sizeof *gb);
+    float *coll = be->alloc(coll_max);
     int ok = a && b && c && src && dst && x && y && xh && rs && gw && gb && coll;
+    /* src, gb and coll stay as allocated: zeros */
+    ok = ok && fill(be, a, (size_t)big * big, 7, 13, 6, 8) &&
+         fill(be, b, (size_t)big * big, 5, 11, 5, 8) && fill(be, x, ln, 3, 17, 8, 4) &&
+         fill(be, gw, (size_t)ln_h, 0, 0, 1, 1);
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, rt->world.comm);
     if (!ok) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the calibration");
         goto done;
     }
-    for (size_t i = 0; i < (size_t)big * big; i++) {
-        a[i] = (float)((i * 7 % 13) - 6) / 8.0f;
-        b[i] = (float)((i * 5 % 11) - 5) / 8.0f;
-    }
-    memset(src, 1, copy_bytes);
-    for (size_t i = 0; i < ln; i++)
-        x[i] = (float)((i * 3 % 17) - 8) / 4.0f;
-    for (int i = 0; i < ln_h; i++)
-        gw[i] = 1.0f, gb[i] = 0.0f;
-    memset(coll, 0, coll_max);
 
     /* GEMM: the peak is the fastest size; the curve each size's share of it */
     double peak = 0;
@@ -224,13 +244,18 @@ mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *n
     char cpu[128];
     cpu_model(cpu, sizeof cpu);
     snprintf(hw->description, sizeof hw->description,
-             "calibrated by megaplan calibrate: %d rank%s on %.60s (CPU backend, fp32)", n,
-             n == 1 ? "" : "s", cpu);
+             "calibrated by megaplan calibrate: %d rank%s on %.60s (%s backend, %s)", n,
+             n == 1 ? "" : "s", dev ? dev->device : cpu, dev ? "CUDA" : "CPU",
+             dev ? "bf16 GEMMs" : "fp32");
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     hw->memory = phys > 0 ? floor(phys / n / 1048576.0) * 1048576.0 : 1073741824.0; /* whole MiB */
+    if (dev && dev->memory > 0)
+        hw->memory = floor(dev->memory / 1048576.0) * 1048576.0;
     hw->hbm_bw = sig4(out->copy_bw);
-    /* the CPU backend computes in fp32 whatever the plan's precision */
-    hw->peak_flops[MP_DTYPE_FP32] = hw->peak_flops[MP_DTYPE_TF32] = peak;
+    /* the CPU backend computes in fp32 whatever the plan's precision; on a
+     * device the curve is bf16's and fp32 (TF32 off) was measured apart */
+    hw->peak_flops[MP_DTYPE_FP32] = hw->peak_flops[MP_DTYPE_TF32] =
+        dev && dev->fp32_peak > 0 ? sig4(dev->fp32_peak) : peak;
     hw->peak_flops[MP_DTYPE_BF16] = hw->peak_flops[MP_DTYPE_FP16] = peak;
     hw->gemm_efficiency.n = MP_CALIB_GEMM_POINTS;
     for (int i = 0; i < MP_CALIB_GEMM_POINTS; i++) {
@@ -248,21 +273,13 @@ mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *n
     hw->scale_out = hw->scale_up;
     hw->scale_out.gpus_per_domain = 0;
     hw->runtime_reserve = 0;
-    hw->kernel_overhead = 0; /* a CPU "kernel" is a function call */
+    hw->kernel_overhead = dev ? 5e-6 : 0; /* a CPU "kernel" is a function call; a launch ~5 us */
     hw->flash_attention = false;
     st = mp_hw_finish(hw, err);
-done:
-    free(a);
-    free(b);
-    free(c);
-    free(src);
-    free(dst);
-    free(x);
-    free(y);
-    free(xh);
-    free(rs);
-    free(gw);
-    free(gb);
-    free(coll);
+done:;
+    void *bufs[] = {a, b, c, src, dst, x, y, xh, rs, gw, gb, coll};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i])
+            be->free(bufs[i]);
     return st;
 }

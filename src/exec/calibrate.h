@@ -7,6 +7,8 @@
 #ifndef MP_EXEC_CALIBRATE_H
 #define MP_EXEC_CALIBRATE_H
 
+#include <stdbool.h>
+
 #include "core/error.h"
 #include "core/hw.h"
 #include "exec/backend.h"
@@ -27,10 +29,27 @@ typedef struct mp_calibration {
     int n_coll;
     double coll_bytes[MP_CALIB_COLL_POINTS]; /* all-reduce sizes over every rank */
     double coll_time[MP_CALIB_COLL_POINTS];  /* seconds, best of repeats */
+    const char *gemm_kind;                   /* "fp32", or "bf16" on a device */
+    double cublas_bf16;                      /* a device: cuBLAS alone, bf16 inputs; else 0 */
 } mp_calibration;
+
+/* A device backend's extras (NULL for the CPU): what it is, its memory, and
+ * its fp32 GEMM peak (TF32 off) when be's GEMMs are bf16. */
+typedef struct mp_calib_device {
+    char device[96];    /* e.g. "NVIDIA H200" */
+    double memory;      /* bytes per device */
+    double fp32_peak;   /* FLOP/s; 0: be's own rate */
+    double cublas_bf16; /* FLOP/s of cuBLAS alone on bf16 inputs (8192^3), for the report */
+} mp_calib_device;
+
+/* The backend `calibrate --backend NAME` measures: the CPU's (*dev left
+ * zeroed, *is_device false), or CUDA's in bf16 with the device's extras.
+ * Collective over rt->world. */
+mp_status mp_calibrate_backend(const mp_runtime *rt, const char *name, const mp_backend **be,
+                               mp_calib_device *dev, bool *is_device, mp_error *err);
 
 /* Collective over rt->world. name: the profile's name. */
 mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *name,
-                       mp_calibration *out, mp_error *err);
+                       const mp_calib_device *dev, mp_calibration *out, mp_error *err);
 
 #endif

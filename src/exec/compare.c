@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/cost.h"
 #include "sim/simulate.h"
 
 const char *mp_cmp_name(mp_cmp_row r)
@@ -49,17 +50,21 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
         m->norm = MP_NORM_RMSNORM;
         m->position = MP_POS_RELATIVE;
     }
+    if (!shrink)
+        *m = plan->config.model; /* full size (--solo): the plan's own model, LLaMA and T5 parts too */
     mp_status st = mp_model_finish(m, err);
     if (st)
         goto done;
     c->hw = *hw;
     const mp_parallel *pp = &plan->config.parallel;
-    /* what the CPU backend ran: fp32, the plan's recomputation, nothing overlapped */
+    /* what ran: the backend's GEMM precision (CPU: fp32), the plan's recomputation,
+     * nothing overlapped */
+    bool bf16 = rep->compute_precision && !strcmp(rep->compute_precision, "bf16");
     c->training = (mp_training){.gpus = (int64_t)rep->tp * rep->cp * rep->dp * rep->pp,
                                 .seq = d->seq,
                                 .global_batch = (int64_t)rep->microbatches * d->micro_batch *
                                                 rep->dp,
-                                .precision = MP_DTYPE_FP32};
+                                .precision = bf16 ? MP_DTYPE_BF16 : MP_DTYPE_FP32};
     c->parallel = *pp;
     c->parallel.micro_batch = d->micro_batch;
     c->parallel.dp_overlap = false;
@@ -103,6 +108,14 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
     out->measured[MP_CMP_PP] = ph[MP_PHASE_PP];
     out->measured[MP_CMP_DP] = ph[MP_PHASE_DP];
     out->measured[MP_CMP_OPTIMIZER] = ph[MP_PHASE_OPTIMIZER];
+    /* model FLOPs per step over every GPU's peak time (--solo: the one rank's
+     * step stands for each rank's, its collectives left out) */
+    double flops = mp_model_flops(m, c->training.seq, c->training.global_batch);
+    double peak = hw->peak_flops[c->training.precision] * (double)c->training.gpus;
+    if (peak > 0 && out->measured[MP_CMP_STEP] > 0)
+        out->mfu_measured = flops / (peak * out->measured[MP_CMP_STEP]);
+    if (peak > 0 && out->simulated[MP_CMP_STEP] > 0)
+        out->mfu_simulated = flops / (peak * out->simulated[MP_CMP_STEP]);
 done:
     free(sp);
     return st;

@@ -26,6 +26,8 @@ typedef enum {
 typedef struct mp_exec_comparison {
     double measured[MP_CMP_COUNT];  /* seconds, last step, slowest rank */
     double simulated[MP_CMP_COUNT]; /* seconds, the simulator's critical rank */
+    /* model FLOPs per step / (GPUs x peak x step), measured and simulated */
+    double mfu_measured, mfu_simulated;
 } mp_exec_comparison;
 
 const char *mp_cmp_name(mp_cmp_row r);

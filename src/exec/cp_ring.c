@@ -43,8 +43,8 @@ mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_ful
     size_t w = 2 * z.kc, blk = z.S * w;
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     real *mine = W.kv_ranks + (size_t)me * blk;
-    for (size_t r = 0; r < z.S; r++)
-        memcpy(mine + r * w, qkv + r * z.row + z.hl, w * sizeof(real));
+    g->be->copy2d(mine, w * sizeof(real), qkv + z.hl, z.row * sizeof(real), w * sizeof(real), z.S,
+                  MP_COPY_D2D);
     for (int k = 1; k < cp; k++) {
         /* step k: pass on rank (me - k + 1)'s block, receive rank (me - k)'s */
         int out = (me - k + 1 + cp) % cp, in = (me - k + cp) % cp;
@@ -53,11 +53,11 @@ mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_ful
                               W.kv_ranks + (size_t)in * blk, prev, blk, k, err));
         mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
     }
+    /* the b rows of one position are adjacent in both orders */
     for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
-            for (size_t n = 0; n < z.b; n++)
-                memcpy(kv_full + RN(cp_full_row)(g, &z, c, i, n) * w,
-                       W.kv_ranks + ((size_t)c * z.S + i * z.b + n) * w, w * sizeof(real));
+            RN(bcopy)(g, kv_full + RN(cp_full_row)(g, &z, c, i, 0) * w,
+                      W.kv_ranks + ((size_t)c * z.S + i * z.b) * w, z.b * w);
     return MP_OK;
 }
 
@@ -74,9 +74,8 @@ mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
-            for (size_t n = 0; n < z.b; n++)
-                memcpy(W.kv_ranks + ((size_t)c * z.S + i * z.b + n) * w,
-                       dkv_full + RN(cp_full_row)(g, &z, c, i, n) * w, w * sizeof(real));
+            RN(bcopy)(g, W.kv_ranks + ((size_t)c * z.S + i * z.b) * w,
+                      dkv_full + RN(cp_full_row)(g, &z, c, i, 0) * w, z.b * w);
     bool drop = mp_probe_drops(g->probe, "cp-dkv");
     for (int k = 1; k < cp && !drop; k++) {
         /* step k: pass on the sum for rank (me - k)'s block, receive the sum
@@ -85,12 +84,12 @@ mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *
         double t = g->be->now();
         CHECK(g->be->sendrecv(&g->cp, MP_REAL_KIND, W.kv_ranks + (size_t)out * blk, next,
                               W.kv_loc, prev, blk, cp + k, err));
-        RN(mp_add)(W.kv_ranks + (size_t)in * blk, W.kv_loc, blk);
+        g->be->add(MP_REAL_KIND, W.kv_ranks + (size_t)in * blk, W.kv_loc, blk);
         mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
     }
     const real *sum = W.kv_ranks + (size_t)me * blk;
-    for (size_t r = 0; r < z.S; r++)
-        memcpy(dqkv + r * z.row + z.hl, sum + r * w, w * sizeof(real));
+    g->be->copy2d(dqkv + z.hl, z.row * sizeof(real), sum, w * sizeof(real), w * sizeof(real), z.S,
+                  MP_COPY_D2D);
     return MP_OK;
 }
 

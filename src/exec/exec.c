@@ -34,6 +34,7 @@ void mp_exec_opts_default(mp_exec_opts *o)
     o->tol = 1e-5;
     o->test_kill_rank = -1;
     o->solo_rank = -1;
+    o->backend = "cpu";
 }
 
 void mp_exec_report_free(mp_exec_report *rep)
@@ -119,7 +120,26 @@ typedef struct run {
     /* --test-fixture: PyTorch's step replaces the reference model */
     mp_fixture fx;
     float *fx_grad, *fx_after, *fx_logits; /* in the reference's layout */
+    float *host_copy;          /* a device tensor's copy for the check (CUDA backend) */
+    size_t host_copy_n;
 } run;
+
+/* What the check reads of n floats of the backend's memory: the pointer
+ * itself on a host backend, else a copy on the host. NULL when out of memory. */
+static const float *host_view(run *r, const mp_backend *be, const float *p, size_t n)
+{
+    if (be->host_memory)
+        return p;
+    if (n > r->host_copy_n) {
+        float *q = realloc(r->host_copy, n * sizeof *q);
+        if (!q)
+            return NULL;
+        r->host_copy = q;
+        r->host_copy_n = n;
+    }
+    be->copy(r->host_copy, p, n * sizeof *p, MP_COPY_D2H);
+    return r->host_copy;
+}
 
 static void run_free(run *r)
 {
@@ -149,6 +169,7 @@ static void run_free(run *r)
     free(r->dtok);
     free(r->dtgt);
     free(r->logit_rows);
+    free(r->host_copy);
     mp_check_free(&r->chk);
     mp_fixture_free(&r->fx);
     free(r->fx_grad);
@@ -349,10 +370,20 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->schedule = mp_schedule_name(par->schedule);
     rep->plan_precision = mp_dtype_name(plan->config.training.precision);
 
+    /* be runs the partitioned model (no CUDA device: every rank alike); host
+     * does the scalars on the host and the reference (always on the CPU) */
+    const mp_backend *be = NULL, *host = rt->solo ? mp_backend_solo() : mp_backend_cpu();
+    TRY(mp_exec_backend(rt, o, plan->config.training.precision != MP_DTYPE_FP32, &be, err));
+    rep->backend = be->name;
+    rep->transport = be->transport;
+    rep->compute_precision = be->precision;
+    /* T5's layers call the host functions directly, not the backend table */
+    if (d.t5 && !be->host_memory)
+        TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                         "T5 runs on the cpu backend only for now (got %s)", be->name));
+
     /* From here on an error may be one rank's alone. */
     rep->collective_error = false;
-    const mp_backend *be = rt->solo ? mp_backend_solo() : mp_backend_cpu();
-    rep->backend = be->name;
     mp_probe_init(&R.probe, be, rt->world.rank);
     R.probe.drop_site = o->test_drop;
     if (o->test_kill_rank == rt->world.rank)
@@ -439,6 +470,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         if (hm)
             hm->keep_microbatch = 0;
         if (o->fixture) {
+            if (!be->host_memory) /* the fixture loads straight into host weights */
+                TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--test-fixture",
+                                 "runs on the cpu backend (got %s)", be->name));
             TRY(fixture_setup(&R, &d, m, rt->dp_rank, rt->tp_rank, err));
             rep->tol = o->tol;
             TRY(mp_check_init(&R.chk, &R.ref_lay, false, rep->tol, err));
@@ -448,7 +482,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         if (o->fixture) {
             /* PyTorch's step is the reference (fixture_setup) */
         } else if (R.ref64) {
-            TRY(mp_gpt_init_f64(&R.ref64m, &rd, &R.ref_lay, be, rt->self, 1, 1, false, o->seed,
+            TRY(mp_gpt_init_f64(&R.ref64m, &rd, &R.ref_lay, host, rt->self, 1, 1, false, o->seed,
                                 NULL, err));
             R.ref64m.grad_scale = grad_scale;
             R.ref64m.keep_microbatch = rt->dp_rank * m;
@@ -460,7 +494,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_trainer_init_f64(&R.rtr64, &R.ref64m, rt->self, false, &adam, m * dp,
                                     &R.ref_ops, err));
         } else {
-            TRY(mp_gpt_init_f32(&R.ref32, &rd, &R.ref_lay, be, rt->self, 1, 1, o->exact,
+            TRY(mp_gpt_init_f32(&R.ref32, &rd, &R.ref_lay, host, rt->self, 1, 1, o->exact,
                                 o->seed, NULL, err));
             R.ref32.grad_scale = (float)grad_scale;
             R.ref32.keep_microbatch = rt->dp_rank * m;
@@ -473,7 +507,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                                     &R.ref_ops, err));
         }
         if (!o->fixture) {
-            rep->tol = !o->tol_set && d.bert ? MP_EXEC_BERT_TOL : o->tol;
+            rep->tol = o->tol_set ? o->tol
+                       : !strcmp(be->precision, "bf16") ? (d.bert ? MP_EXEC_BERT_BF16_TOL
+                                                                   : MP_EXEC_BF16_TOL)
+                       : d.bert ? MP_EXEC_BERT_TOL : o->tol;
             TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, rep->tol, err));
         }
     }
@@ -497,9 +534,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         double start = be->now();
         TRY(mp_trainer_grads_chunks_f32(R.trainer, v, R.tok, R.tgt, &loss, err));
         double grads_seconds = be->now() - start; /* the step's time leaves the check out */
-        TRY(be->allreduce(&rt->dpcp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
+        TRY(host->allreduce(&rt->dpcp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         /* only the last stage computes the loss; the others add nothing */
-        TRY(be->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
+        TRY(host->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         rep->loss[step - 1] = loss / (double)tokens_total;
         if (o->check) {
             double rloss = 0;
@@ -519,10 +556,13 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             if (R.head >= 0)
                 mp_check_logits(&R.chk, step, R.model[R.head].kept_logits, &ref, S,
                                 R.logit_rows, d.vocab, d.tp, rt->tp_rank);
-            for (int c = 0; c < v; c++)
-                mp_check_params(&R.chk, step, "grad:", &R.lay[c], R.model[c].g, &ref,
-                                &R.ref_lay, rt->tp_rank, R.trainer[c].shard_lo,
-                                R.trainer[c].shard_hi);
+            for (int c = 0; c < v; c++) {
+                const float *gv = host_view(&R, be, R.model[c].g, R.model[c].n_alloc);
+                if (!gv)
+                    TRY(mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory"));
+                mp_check_params(&R.chk, step, "grad:", &R.lay[c], gv, &ref, &R.ref_lay,
+                                rt->tp_rank, R.trainer[c].shard_lo, R.trainer[c].shard_hi);
+            }
         }
         double update_start = be->now();
         for (int c = 0; c < v; c++)
@@ -538,9 +578,13 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             mp_check_view ref = o->fixture ? mp_check_view_f32(R.fx_after, NULL)
                                 : R.ref64  ? mp_check_view_f64(R.ref64m.w, NULL)
                                            : mp_check_view_f32(R.ref32.w, NULL);
-            for (int c = 0; c < v; c++)
-                mp_check_params(&R.chk, step, "param:", &R.lay[c], R.model[c].w, &ref,
-                                &R.ref_lay, rt->tp_rank, 0, R.lay[c].total);
+            for (int c = 0; c < v; c++) {
+                const float *wv = host_view(&R, be, R.model[c].w, R.model[c].n_alloc);
+                if (!wv)
+                    TRY(mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory"));
+                mp_check_params(&R.chk, step, "param:", &R.lay[c], wv, &ref, &R.ref_lay,
+                                rt->tp_rank, 0, R.lay[c].total);
+            }
         }
     }
     if (o->check)

@@ -19,6 +19,12 @@
  * pooler's bias are sums of p - y over samples that cancel, so fp32 rounding
  * alone reaches 2e-5 of them (docs/exec.md) */
 #define MP_EXEC_BERT_TOL 1e-4
+/* bf16 GEMMs (CUDA backend, bf16/fp16 plans) against the fp64 reference:
+ * docs/exec.md ("Precision") derives it from bf16's 2^-9 rounding and measures it */
+#define MP_EXEC_BF16_TOL 8e-2
+/* BERT in bf16: the two-way head's and the pooler's bias gradients cancel to
+ * ~1e-6, so bf16's rounding alone reaches 0.13 of them (docs/exec.md) */
+#define MP_EXEC_BERT_BF16_TOL 0.5
 
 typedef struct mp_exec_opts {
     int steps;             /* training steps to run and check (default 3) */
@@ -38,6 +44,7 @@ typedef struct mp_exec_opts {
                               data and the reference of one step (fp32, tolerance mode) */
     int solo_rank;         /* --solo: this one process runs that global rank's share at
                               full size, collectives left out, no check (-1: off) */
+    const char *backend;   /* "cpu" (default) or "cuda" */
 } mp_exec_opts;
 
 void mp_exec_opts_default(mp_exec_opts *o);
@@ -68,7 +75,9 @@ typedef struct mp_exec_report {
     bool sp, dist_opt, exact, checked;
     double tol;                 /* tolerance mode's threshold, as used */
     const char *schedule;
-    const char *backend;        /* the backend's name ("cpu", "cpu-solo") */
+    const char *backend;        /* the backend's name ("cpu", "cpu-solo", "cuda", "cuda-solo") */
+    const char *transport;      /* what carried the collectives: "mpi", "nccl", "none" (solo) */
+    const char *compute_precision; /* the GEMMs' inputs: "fp32", or "bf16" on CUDA */
     const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
     const char *recompute;      /* the plan's recomputation, as run */
     bool layer_recompute;       /* per layer, as the plan lists it */
@@ -111,6 +120,17 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
  * exact mode's reduction length); mp_exec_run repeats them. */
 mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_dims *d, int *m,
                            mp_error *err);
+
+/* The backend o->backend names for this rank (backend_pick.c): CPU, or CUDA
+ * on the device of the rank's local rank (bf16 GEMMs when low_precision and
+ * not exact), solo variants under --solo. No CUDA
+ * device, or a build without the CUDA backend: MP_EINPUT naming --backend. */
+mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_precision,
+                          const mp_backend **be, mp_error *err);
+
+/* Whether the backend named can run here (a CUDA device, a build with the
+ * CUDA backend), without starting it: MP_EINPUT naming --backend if not. */
+mp_status mp_exec_backend_available(const char *name, mp_error *err);
 
 /* Runs and checks; every rank calls it. */
 mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,

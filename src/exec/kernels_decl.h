@@ -39,6 +39,29 @@ void RN(mp_bias_add)(real *y, const real *b, int rows, int cols);
 void RN(mp_bias_grad)(real *db, const real *dy, int rows, int cols);
 /* y[rows,cols] += x */
 void RN(mp_add)(real *y, const real *x, size_t n);
+/* mp_quantize on rows of cols elements, ld apart. */
+void RN(mp_quantize_rows)(real *x, size_t rows, size_t cols, size_t ld, int grid, int max_int);
+void RN(mp_tanh_forward)(real *out, const real *in, size_t n);
+/* dx *= 1 - y^2 */
+void RN(mp_tanh_backward)(real *dx, const real *y, size_t n);
+/* Attention's softmax rows and their backward, cross-entropy's pieces, row
+ * lookups by index and an in-order sum: backend.h says what each does. */
+void RN(mp_attn_softmax)(real *p, int s, int sk, const int *qpos, bool causal, real scale,
+                         bool exact);
+void RN(mp_attn_softmax_backward)(real *ds, const real *p, int s, int sk, const int *qpos,
+                                  bool causal, real scale, bool exact);
+void RN(mp_ce_max)(real *mx, const real *logits, size_t S, size_t V);
+void RN(mp_ce_exp_sum)(real *logits, real *sum, real *tl, const real *mx,
+                       const int32_t *targets, size_t lo, size_t S, size_t V, bool exact);
+void RN(mp_ce_loss)(real *loss, real *logits, const real *sum, const real *mx, const real *tl,
+                    const int32_t *targets, size_t S, size_t V, bool exact);
+void RN(mp_ce_backward)(real *logits, const int32_t *targets, size_t lo, size_t S, size_t V,
+                        real scale, bool masked);
+void RN(mp_gather_rows)(real *out, const real *table, const int32_t *idx, size_t lo, size_t n,
+                        size_t rows, size_t h, bool accumulate);
+void RN(mp_scatter_add_rows)(real *table, const real *x, const int32_t *idx, size_t lo, size_t n,
+                             size_t rows, size_t h);
+double RN(mp_sum_in_order)(const real *x, size_t n);
 
 /* ---- attention.c ---- causal self-attention over this rank's heads, its
  * two products as the backend's GEMMs. qkv[S, 3*hl] with rows r = pos*b +
@@ -77,9 +100,14 @@ typedef struct RN(mp_gpt) {
     const mp_backend *be;
     mp_group tp;
     mp_group cp;           /* context-parallel group (set after init when d.cp > 1) */
-    int *qpos;             /* [positions] global position of each local one */
+    int *qpos;             /* [positions] global position of each local one (host) */
+    /* The same in the backend's memory, and each local residual row's global
+     * position and segment (the learned position and token-type lookups) */
+    int *qpos_be, *row_pos, *row_seg;
     bool exact;
     mp_probe *probe;       /* may be NULL */
+    /* Every tensor below is in the backend's memory (the device's with CUDA),
+     * kept_logits excepted (the host's, for the check). */
     real *w, *g;           /* parameters and gradients, flat (layout order), padded */
     size_t n_alloc;        /* elements allocated in w and g (>= lay->total) */
     RN(mp_acts) **slots;   /* saved activations per micro-batch in flight */
@@ -140,6 +168,7 @@ typedef struct RN(mp_trainer) {
     real *shard_buf;           /* reduce-scatter destination (dist-opt) */
     mp_group pp, emb;          /* pipeline and tied-embedding groups (size <= 1: none) */
     real *recv_act, *recv_grad; /* [Sl,h] the activation / output gradient received */
+    const mp_backend *be;      /* whose memory m, v, shard_buf and recv_* are in */
 } RN(mp_trainer);
 
 mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp, bool dist_opt,

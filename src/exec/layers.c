@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
@@ -255,6 +256,171 @@ void RN(mp_add)(real *y, const real *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
+}
+
+void RN(mp_quantize_rows)(real *x, size_t rows, size_t cols, size_t ld, int grid, int max_int)
+{
+    for (size_t r = 0; r < rows; r++)
+        RN(mp_quantize)(x + r * ld, cols, grid, max_int);
+}
+
+void RN(mp_tanh_forward)(real *out, const real *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = R_TANH(in[i]);
+}
+
+void RN(mp_tanh_backward)(real *dx, const real *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] *= 1 - y[i] * y[i];
+}
+
+/* ---- the row-wise parts of attention and cross-entropy, and row lookups ---- */
+
+/* The last key query row i sees. */
+static inline int RN(last_key)(int i, int sk, const int *qpos, bool causal)
+{
+    return !causal ? sk - 1 : qpos ? qpos[i] : i;
+}
+
+void RN(mp_attn_softmax)(real *p, int s, int sk, const int *qpos, bool causal, real scale,
+                         bool exact)
+{
+    for (int i = 0; i < s; i++) {
+        int gi = RN(last_key)(i, sk, qpos, causal);
+        real *pi = p + (size_t)i * sk;
+        for (int j = 0; j <= gi; j++)
+            pi[j] *= scale;
+        RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_ACT);
+        real mx = -INFINITY;
+        for (int j = 0; j <= gi; j++)
+            mx = pi[j] > mx ? pi[j] : mx;
+        real sum = 0;
+        for (int j = 0; j <= gi; j++) {
+            pi[j] = R_EXP(pi[j] - mx);
+            sum += pi[j];
+        }
+        for (int j = 0; j <= gi; j++)
+            pi[j] /= sum;
+        RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_PROB);
+        for (int j = gi + 1; j < sk; j++)
+            pi[j] = 0;
+    }
+}
+
+void RN(mp_attn_softmax_backward)(real *ds, const real *p, int s, int sk, const int *qpos,
+                                  bool causal, real scale, bool exact)
+{
+    for (int i = 0; i < s; i++) {
+        int gi = RN(last_key)(i, sk, qpos, causal);
+        const real *pi = p + (size_t)i * sk;
+        real *di = ds + (size_t)i * sk, dot_pdp = 0;
+        for (int j = 0; j <= gi; j++)
+            dot_pdp += pi[j] * di[j];
+        for (int j = 0; j <= gi; j++)
+            di[j] = pi[j] * (di[j] - dot_pdp) * scale;
+        RN(mp_q)(exact, di, (size_t)gi + 1, MP_Q_GRAD_ATT);
+        for (int j = gi + 1; j < sk; j++)
+            di[j] = 0;
+    }
+}
+
+/* Whether target t is one of this rank's vocabulary columns [lo, lo + V):
+ * a negative target (BERT's unmasked tokens) is no one's. */
+static inline bool RN(owns)(int32_t t, size_t lo, size_t V)
+{
+    return t >= 0 && (size_t)t >= lo && (size_t)t < lo + V;
+}
+
+void RN(mp_ce_max)(real *mx, const real *logits, size_t S, size_t V)
+{
+    for (size_t r = 0; r < S; r++) {
+        const real *lr = logits + r * V;
+        real m = -INFINITY;
+        for (size_t j = 0; j < V; j++)
+            m = lr[j] > m ? lr[j] : m;
+        mx[r] = m;
+    }
+}
+
+void RN(mp_ce_exp_sum)(real *logits, real *sum, real *tl, const real *mx,
+                       const int32_t *targets, size_t lo, size_t S, size_t V, bool exact)
+{
+    for (size_t r = 0; r < S; r++) {
+        real *lr = logits + r * V;
+        tl[r] = RN(owns)(targets[r], lo, V) ? lr[(size_t)targets[r] - lo] : 0;
+        for (size_t j = 0; j < V; j++)
+            lr[j] = R_EXP(lr[j] - mx[r]);
+        RN(mp_q)(exact, lr, V, MP_Q_PROB);
+        real s = 0;
+        for (size_t j = 0; j < V; j++)
+            s += lr[j];
+        sum[r] = s;
+    }
+}
+
+void RN(mp_ce_loss)(real *loss, real *logits, const real *sum, const real *mx, const real *tl,
+                    const int32_t *targets, size_t S, size_t V, bool exact)
+{
+    for (size_t r = 0; r < S; r++) {
+        loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
+        real *lr = logits + r * V;
+        for (size_t j = 0; j < V; j++)
+            lr[j] /= sum[r];
+        RN(mp_q)(exact, lr, V, MP_Q_PROB);
+    }
+    if (exact)
+        RN(mp_quantize)(loss, S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
+}
+
+void RN(mp_ce_backward)(real *logits, const int32_t *targets, size_t lo, size_t S, size_t V,
+                        real scale, bool masked)
+{
+    for (size_t r = 0; r < S; r++) {
+        real *lr = logits + r * V;
+        if (masked && targets[r] < 0) {
+            memset(lr, 0, V * sizeof(real));
+            continue;
+        }
+        if (RN(owns)(targets[r], lo, V))
+            lr[(size_t)targets[r] - lo] -= 1;
+        for (size_t j = 0; j < V; j++)
+            lr[j] *= scale;
+    }
+}
+
+void RN(mp_gather_rows)(real *out, const real *table, const int32_t *idx, size_t lo, size_t n,
+                        size_t rows, size_t h, bool accumulate)
+{
+    for (size_t r = 0; r < rows; r++) {
+        real *dst = out + r * h;
+        if (RN(owns)(idx[r], lo, n)) {
+            const real *src = table + ((size_t)idx[r] - lo) * h;
+            if (accumulate)
+                RN(mp_add)(dst, src, h);
+            else
+                memcpy(dst, src, h * sizeof(real));
+        } else if (!accumulate) {
+            memset(dst, 0, h * sizeof(real));
+        }
+    }
+}
+
+void RN(mp_scatter_add_rows)(real *table, const real *x, const int32_t *idx, size_t lo, size_t n,
+                             size_t rows, size_t h)
+{
+    for (size_t r = 0; r < rows; r++)
+        if (RN(owns)(idx[r], lo, n))
+            RN(mp_add)(table + ((size_t)idx[r] - lo) * h, x + r * h, h);
+}
+
+double RN(mp_sum_in_order)(const real *x, size_t n)
+{
+    real total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += x[i];
+    return (double)total;
 }
 
 #endif

@@ -59,17 +59,32 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
     if (pad_to < 1)
         pad_to = 1;
     g->n_alloc = (lay->total + pad_to - 1) / pad_to * pad_to;
-    g->w = calloc(g->n_alloc, sizeof(real));
-    g->g = calloc(g->n_alloc, sizeof(real));
+    g->w = be->alloc(g->n_alloc * sizeof(real));
+    g->g = be->alloc(g->n_alloc * sizeof(real));
     g->slots = calloc((size_t)n_slots, sizeof *g->slots);
     RN(work) W;
     size_t nws = RN(layout_work)(&W, NULL, &z);
-    g->ws = calloc(nws, sizeof(real));
+    g->ws = be->alloc(nws * sizeof(real));
     g->qpos = malloc(z.s * sizeof *g->qpos);
-    if (!g->w || !g->g || !g->slots || !g->ws || !g->qpos)
+    g->qpos_be = be->alloc(z.s * sizeof *g->qpos);
+    g->row_pos = be->alloc(z.Sl * sizeof *g->row_pos);
+    g->row_seg = be->alloc(z.Sl * sizeof *g->row_seg);
+    int *rows = malloc(2 * z.Sl * sizeof *rows);
+    if (!g->w || !g->g || !g->slots || !g->ws || !g->qpos || !g->qpos_be || !g->row_pos ||
+        !g->row_seg || !rows) {
+        free(rows);
         goto oom;
+    }
     for (size_t i = 0; i < z.s; i++)
         g->qpos[i] = mp_dims_global_pos(d, (int)i);
+    for (size_t rl = 0; rl < z.Sl; rl++) {
+        rows[rl] = g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
+        rows[z.Sl + rl] = (int)RN(segment)(g, (size_t)rows[rl]);
+    }
+    be->copy(g->qpos_be, g->qpos, z.s * sizeof *g->qpos, MP_COPY_H2D);
+    be->copy(g->row_pos, rows, z.Sl * sizeof *rows, MP_COPY_H2D);
+    be->copy(g->row_seg, rows + z.Sl, z.Sl * sizeof *rows, MP_COPY_H2D);
+    free(rows);
     g->n_slots = n_slots;
     if (d->t5 && RN(mp_t5_alloc)(g, n_slots)) /* T5 keeps its own slots */
         goto oom;
@@ -81,19 +96,26 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
         g->slots[i] = A;
         A->blk = calloc(z.n_blocks ? z.n_blocks : 1, sizeof *A->blk);
         size_t n = RN(layout_acts)(&probe_layout, NULL, &z, d);
-        A->mem = calloc(n, sizeof(real));
-        if (!A->blk || !A->mem)
+        A->mem = be->alloc(n * sizeof(real));
+        A->host_tokens = malloc(z.S * sizeof *A->host_tokens);
+        if (!A->blk || !A->mem || !A->host_tokens)
             goto oom;
         RN(layout_acts)(A, A->mem, &z, d);
         g->slot_reals = n;
     }
-    /* Initial values: a function of (seed, tensor, full index) only. */
+    /* Initial values: a function of (seed, tensor, full index) only; made on
+     * the host one tensor at a time */
     for (int pid = 0; pid < lay->n; pid++) {
         const mp_param *p = &lay->p[pid];
         size_t n = (size_t)p->lrows * (size_t)p->lcols;
+        real *host = malloc((n ? n : 1) * sizeof(real));
+        if (!host)
+            goto oom;
         for (size_t i = 0; i < n; i++)
-            g->w[p->offset + i] = (real)mp_param_init_value(
+            host[i] = (real)mp_param_init_value(
                 p, p->ref_index, seed, mp_param_full_index(p, d->tp_rank, i), exact);
+        be->copy(g->w + p->offset, host, n * sizeof(real), MP_COPY_H2D);
+        free(host);
     }
     return MP_OK;
 oom:
@@ -104,18 +126,25 @@ oom:
 
 void RN(mp_gpt_free)(RN(mp_gpt) *g)
 {
+    const mp_backend *be = g->be;
     if (g->slots)
         for (int i = 0; i < g->n_slots; i++)
             if (g->slots[i]) {
                 free(g->slots[i]->blk);
-                free(g->slots[i]->mem);
+                be->free(g->slots[i]->mem);
+                free(g->slots[i]->host_tokens);
                 free(g->slots[i]);
             }
     free(g->slots);
     RN(mp_t5_free)(g);
-    free(g->w);
-    free(g->g);
-    free(g->ws);
+    if (be) {
+        be->free(g->w);
+        be->free(g->g);
+        be->free(g->ws);
+        be->free(g->qpos_be);
+        be->free(g->row_pos);
+        be->free(g->row_seg);
+    }
     free(g->qpos);
     free(g->kept_logits);
     memset(g, 0, sizeof *g);
@@ -136,10 +165,9 @@ mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, s
     if (!g->d.sp || g->tp.size == 1) {
         if (!drop)
             st = g->be->allreduce(&g->tp, MP_REAL_KIND, partial, z.S * cols, MP_RED_SUM, err);
-        if (out != partial)
-            memcpy(out, partial, z.S * cols * sizeof(real));
+        RN(bcopy)(g, out, partial, z.S * cols);
     } else if (drop) {
-        memcpy(out, partial + (size_t)g->tp.rank * z.Sl * cols, z.Sl * cols * sizeof(real));
+        RN(bcopy)(g, out, partial + (size_t)g->tp.rank * z.Sl * cols, z.Sl * cols);
     } else {
         st = g->be->reduce_scatter(&g->tp, MP_REAL_KIND, partial, out, z.Sl * cols, err);
     }
@@ -161,8 +189,7 @@ mp_status RN(mp_model_tp_gather_rows)(RN(mp_gpt) *g, const real *loc, real *full
 {
     struct { size_t S, Sl; } z = {S, Sl};
     if (!g->d.sp || g->tp.size == 1) {
-        if (full != loc)
-            memcpy(full, loc, z.S * cols * sizeof(real));
+        RN(bcopy)(g, full, loc, z.S * cols);
         return MP_OK;
     }
     double t = g->be->now();
@@ -187,70 +214,31 @@ mp_status RN(mp_model_cross_entropy)(RN(mp_gpt) *g, real *logits, const int32_t 
                                      size_t S, real *stats, real *loss, double *loss_sum,
                                      mp_error *err)
 {
+    const mp_backend *be = g->be;
     size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
     bool ex = g->exact;
     /* vocab-parallel cross-entropy: max, sum of exp and the target's logit are
-     * reduced over TP; loss_r = log(sum) + max - logit[target] */
+     * reduced over TP; loss_r = log(sum) + max - logit[target] (0 where the
+     * target is < 0: BERT's unmasked tokens) */
     real *mx = stats, *sum = stats + S, *tl = stats + 2 * S;
-    for (size_t r = 0; r < S; r++) {
-        const real *lr = logits + r * Vl;
-        real m = -INFINITY;
-        for (size_t j = 0; j < Vl; j++)
-            m = lr[j] > m ? lr[j] : m;
-        mx[r] = m;
-    }
-    double t = g->be->now();
-    CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, mx, S, MP_RED_MAX, err));
-    for (size_t r = 0; r < S; r++) {
-        real *lr = logits + r * Vl;
-        size_t tgt = (size_t)targets[r];
-        tl[r] = (tgt >= lo && tgt < lo + Vl) ? lr[tgt - lo] : 0;
-        for (size_t j = 0; j < Vl; j++)
-            lr[j] = R_EXP(lr[j] - mx[r]);
-        RN(mp_q)(ex, lr, Vl, MP_Q_PROB);
-        real s = 0;
-        for (size_t j = 0; j < Vl; j++)
-            s += lr[j];
-        sum[r] = s;
-    }
+    be->ce_max(MP_REAL_KIND, mx, logits, S, Vl);
+    double t = be->now();
+    CHECK(be->allreduce(&g->tp, MP_REAL_KIND, mx, S, MP_RED_MAX, err));
+    be->ce_exp_sum(MP_REAL_KIND, logits, sum, tl, mx, targets, lo, S, Vl, ex);
     if (!mp_probe_drops(g->probe, "tp-ce"))
-        CHECK(g->be->allreduce(&g->tp, MP_REAL_KIND, sum, 2 * S, MP_RED_SUM, err));
+        CHECK(be->allreduce(&g->tp, MP_REAL_KIND, sum, 2 * S, MP_RED_SUM, err));
     if (g->tp.size > 1)
         mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
-    for (size_t r = 0; r < S; r++) {
-        /* BERT: only the masked tokens (target >= 0) have a loss */
-        loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
-        real *lr = logits + r * Vl;
-        for (size_t j = 0; j < Vl; j++)
-            lr[j] /= sum[r];
-        RN(mp_q)(ex, lr, Vl, MP_Q_PROB);
-    }
-    if (ex)
-        RN(mp_quantize)(loss, S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
-    real total = 0;
-    for (size_t r = 0; r < S; r++)
-        total += loss[r];
-    *loss_sum += (double)total;
+    be->ce_loss(MP_REAL_KIND, loss, logits, sum, mx, tl, targets, S, Vl, ex);
+    *loss_sum += be->sum(MP_REAL_KIND, loss, S);
     return MP_OK;
 }
 
-/* d logits[S,Vl] = (p - onehot(target)) * grad_scale in place (rows with a
- * negative target: 0). */
 void RN(mp_model_dlogits)(RN(mp_gpt) *g, real *logits, const int32_t *targets, size_t S)
 {
     size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
-    for (size_t r = 0; r < S; r++) {
-        real *lr = logits + r * Vl;
-        if (targets[r] < 0) {
-            memset(lr, 0, Vl * sizeof(real));
-            continue;
-        }
-        size_t tgt = (size_t)targets[r];
-        if (tgt >= lo && tgt < lo + Vl)
-            lr[tgt - lo] -= 1;
-        for (size_t j = 0; j < Vl; j++)
-            lr[j] *= g->grad_scale;
-    }
+    /* rows whose target is < 0 (BERT's unmasked tokens) have no loss: zero */
+    g->be->ce_backward(MP_REAL_KIND, logits, targets, lo, S, Vl, g->grad_scale, true);
 }
 
 mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
@@ -263,37 +251,30 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     RN(mp_acts) *A = g->slots[slot];
     const mp_param_layout *lay = g->lay;
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
-    memcpy(A->tokens, tokens, z.S * sizeof *tokens);
-    memcpy(A->targets, targets, z.S * sizeof *targets);
+    const mp_backend *be = g->be;
+    be->copy(A->tokens, tokens, z.S * sizeof *tokens, MP_COPY_H2D);
+    be->copy(A->targets, targets, z.S * sizeof *targets, MP_COPY_H2D);
+    memcpy(A->host_tokens, tokens, z.S * sizeof *tokens);
     size_t lo = (size_t)g->tp.rank * z.Vl;
     if (z.emb) {
         /* embedding (vocab-parallel): part[S,h] = wte rows this rank owns, else 0;
          * x0[Sl,h] = reduce(part) + wpe[pos] (learned positions; RoPE turns Q, K) */
         const real *wte = RN(param)(g->w, g, lay->wte);
         const real *wpe = lay->wpe >= 0 ? RN(param)(g->w, g, lay->wpe) : NULL;
-        for (size_t r = 0; r < z.S; r++) {
-            size_t tok = (size_t)tokens[r];
-            real *dst = W.part + r * z.h;
-            if (tok >= lo && tok < lo + z.Vl)
-                memcpy(dst, wte + (tok - lo) * z.h, z.h * sizeof(real));
-            else
-                memset(dst, 0, z.h * sizeof(real));
-        }
+        be->gather_rows(MP_REAL_KIND, W.part, wte, A->tokens, lo, z.Vl, z.S, z.h, false);
         CHECK(RN(mp_model_tp_reduce)(g, W.part, A->x0, z.h, "tp-embed", err));
         const real *tte = lay->tte >= 0 ? RN(param)(g->w, g, lay->tte) : NULL;
-        for (size_t rl = 0; wpe && rl < z.Sl; rl++) {
-            size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
-            RN(mp_add)(A->x0 + rl * z.h, wpe + pos * z.h, z.h);
-            if (tte) /* BERT: the second half of the sequence is segment 1 */
-                RN(mp_add)(A->x0 + rl * z.h, tte + RN(segment)(g, pos) * z.h, z.h);
-        }
-        RN(mp_q)(ex, A->x0, z.Sl * z.h, MP_Q_ACT);
+        if (wpe)
+            be->gather_rows(MP_REAL_KIND, A->x0, wpe, g->row_pos, 0, z.sk, z.Sl, z.h, true);
+        if (wpe && tte) /* BERT: the second half of the sequence is segment 1 */
+            be->gather_rows(MP_REAL_KIND, A->x0, tte, g->row_seg, 0, 2, z.Sl, z.h, true);
+        RN(bq)(g, A->x0, z.Sl * z.h, MP_Q_ACT);
     } else {
         /* a later pipeline stage: the previous stage's output [Sl,h] */
         if (!g->stage_in)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "pipeline stage without its input activation");
-        memcpy(A->x0, g->stage_in, z.Sl * z.h * sizeof(real));
+        RN(bcopy)(g, A->x0, g->stage_in, z.Sl * z.h);
     }
     /* blocks */
     const real *x = A->x0;
@@ -310,7 +291,7 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
         x = A->blk[k].xout;
     }
     if (!z.head)
-        return MP_OK; /* the stage's output is mp_gpt_stage_output() */
+        return be->sync(err); /* the stage's output is mp_gpt_stage_output() */
     /* final norm; logits[S,Vl] = lnf_full @ Whead[Vl,h]^T (vocab-parallel) */
     RN(mp_model_norm_forward)(g, sp ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd, x,
                               RN(param)(g->w, g, lay->lnf_w),
@@ -323,27 +304,29 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
         /* BERT: mlm_out = LN(gelu(lnf_full @ Wd + bd)) on every rank's full rows */
         GEMM(false, false, z.S, z.h, z.h, A->lnf_full, z.h, RN(param)(g->w, g, lay->mlm_w), z.h,
              0.0, A->mlm_pre, z.h);
-        RN(mp_bias_add)(A->mlm_pre, RN(param)(g->w, g, lay->mlm_b), (int)z.S, (int)z.h);
-        RN(mp_q)(ex, A->mlm_pre, z.S * z.h, MP_Q_ACT);
-        RN(mp_gelu_forward)(A->mlm_act, A->mlm_pre, z.S * z.h);
-        RN(mp_q)(ex, A->mlm_act, z.S * z.h, MP_Q_ACT);
-        RN(mp_layernorm_forward)(A->mlm_out, A->mlm_xhat, A->mlm_rstd, A->mlm_act,
-                                 RN(param)(g->w, g, lay->mlm_ln_w),
-                                 RN(param)(g->w, g, lay->mlm_ln_b), (int)z.S, (int)z.h, ex);
+        be->bias_add(MP_REAL_KIND, A->mlm_pre, RN(param)(g->w, g, lay->mlm_b), (int)z.S,
+                     (int)z.h);
+        RN(bq)(g, A->mlm_pre, z.S * z.h, MP_Q_ACT);
+        be->gelu_forward(MP_REAL_KIND, A->mlm_act, A->mlm_pre, z.S * z.h);
+        RN(bq)(g, A->mlm_act, z.S * z.h, MP_Q_ACT);
+        be->layernorm_forward(MP_REAL_KIND, A->mlm_out, A->mlm_xhat, A->mlm_rstd, A->mlm_act,
+                              RN(param)(g->w, g, lay->mlm_ln_w),
+                              RN(param)(g->w, g, lay->mlm_ln_b), (int)z.S, (int)z.h, ex);
         hin = A->mlm_out;
     }
     GEMM(false, true, z.S, z.Vl, z.h, hin, z.h, wh, z.h, 0.0, A->logits, z.Vl);
     if (g->d.bert)
-        RN(mp_bias_add)(A->logits, RN(param)(g->w, g, lay->lm_bias), (int)z.S, (int)z.Vl);
-    RN(mp_q)(ex, A->logits, z.S * z.Vl, MP_Q_ACT);
+        be->bias_add(MP_REAL_KIND, A->logits, RN(param)(g->w, g, lay->lm_bias), (int)z.S,
+                     (int)z.Vl);
+    RN(bq)(g, A->logits, z.S * z.Vl, MP_Q_ACT);
     if (g->kept_logits && g->microbatch_now == g->keep_microbatch)
-        memcpy(g->kept_logits, A->logits, z.S * z.Vl * sizeof(real));
+        be->copy(g->kept_logits, A->logits, z.S * z.Vl * sizeof(real), MP_COPY_D2H);
     /* vocab-parallel cross-entropy (logits become probabilities) */
-    CHECK(RN(mp_model_cross_entropy)(g, A->logits, targets, z.S, W.stats, W.part, loss_sum,
+    CHECK(RN(mp_model_cross_entropy)(g, A->logits, A->targets, z.S, W.stats, W.part, loss_sum,
                                      err));
     if (g->d.bert)
         *loss_sum += RN(mp_model_nsp_forward)(g, A);
-    return MP_OK;
+    return be->sync(err);
 }
 
 mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
@@ -354,7 +337,7 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
     RN(work) W = RN(work_of)(g);
     RN(mp_acts) *A = g->slots[slot];
     const mp_param_layout *lay = g->lay;
-    bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+    bool sp = g->d.sp && g->tp.size > 1;
     size_t lo = (size_t)g->tp.rank * z.Vl;
     if (z.head && g->d.bert) {
         CHECK(RN(mp_model_bert_head_backward)(g, A, err));
@@ -367,7 +350,7 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
         GEMM(false, false, z.S, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h,
              0.0, W.part, z.h);
         CHECK(RN(mp_model_tp_reduce)(g, W.part, W.dln, z.h, "tp-head-bwd", err));
-        RN(mp_q)(ex, W.dln, z.Sl * z.h, MP_Q_GRAD);
+        RN(bq)(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
         RN(mp_model_norm_backward)(g, W.dres, RN(param)(g->g, g, lay->lnf_w),
                                    lay->lnf_b >= 0 ? RN(param)(g->g, g, lay->lnf_b) : NULL, W.dln,
                                    A->lnf_xhat, A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w),
@@ -377,7 +360,7 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
         if (!g->stage_grad_in)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "pipeline stage without its output gradient");
-        memcpy(W.dres, g->stage_grad_in, z.Sl * z.h * sizeof(real));
+        RN(bcopy)(g, W.dres, g->stage_grad_in, z.Sl * z.h);
     }
     for (size_t k = z.n_blocks; k-- > 0;) {
         int l = (int)(z.first_block + k), mode = mp_dims_block_recompute(&g->d, l);
@@ -394,29 +377,23 @@ mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
         }
         CHECK(RN(mp_model_block_backward)(g, &V, l, W.dres, err));
     }
-    if (!z.emb)
-        return MP_OK; /* W.dres is the stage's input gradient: mp_gpt_stage_input_grad() */
+    if (!z.emb) /* W.dres is the stage's input gradient: mp_gpt_stage_input_grad() */
+        return g->be->sync(err);
     /* embedding: dwpe[pos] += dres (local rows); dwte rows this rank owns */
     real *gwpe = lay->wpe >= 0 ? RN(param)(g->g, g, lay->wpe) : NULL;
     real *gtte = lay->tte >= 0 ? RN(param)(g->g, g, lay->tte) : NULL;
     real *gwte = RN(param)(g->g, g, lay->wte);
-    for (size_t rl = 0; gwpe && rl < z.Sl; rl++) {
-        size_t pos = (size_t)g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
-        RN(mp_add)(gwpe + pos * z.h, W.dres + rl * z.h, z.h);
-        if (gtte)
-            RN(mp_add)(gtte + RN(segment)(g, pos) * z.h, W.dres + rl * z.h, z.h);
-    }
+    if (gwpe)
+        g->be->scatter_add_rows(MP_REAL_KIND, gwpe, W.dres, g->row_pos, 0, z.sk, z.Sl, z.h);
+    if (gwpe && gtte)
+        g->be->scatter_add_rows(MP_REAL_KIND, gtte, W.dres, g->row_seg, 0, 2, z.Sl, z.h);
     const real *dfull = W.dres;
     if (sp) {
         CHECK(RN(mp_model_tp_gather)(g, W.dres, W.dfull, z.h, err));
         dfull = W.dfull;
     }
-    for (size_t r = 0; r < z.S; r++) {
-        size_t tok = (size_t)A->tokens[r];
-        if (tok >= lo && tok < lo + z.Vl)
-            RN(mp_add)(gwte + (tok - lo) * z.h, dfull + r * z.h, z.h);
-    }
-    return MP_OK;
+    g->be->scatter_add_rows(MP_REAL_KIND, gwte, dfull, A->tokens, lo, z.Vl, z.S, z.h);
+    return g->be->sync(err);
 }
 
 const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot)

@@ -20,6 +20,7 @@ typedef struct RN(block_acts) {
 struct RN(mp_acts) {
     real *mem;
     int32_t *tokens, *targets; /* [S] */
+    int32_t *host_tokens;      /* [S] the tokens on the host (BERT's two-way labels) */
     real *x0;                  /* [Sl,h] the stage's input: embedding output, or received */
     RN(block_acts) *blk;       /* [blocks of the stage] */
     real *lnf_xhat, *lnf_rstd, *lnf_full; /* [Sl,h] [Sl] [S,h] */
@@ -236,6 +237,20 @@ static inline bool RN(holds_first)(const RN(mp_gpt) *g)
 static inline size_t RN(global_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
 {
     return (g->d.sp && g->tp.size > 1) ? (size_t)g->tp.rank * Sl + rl : rl;
+}
+
+/* Exact mode's rounding of x[n] onto 2^-grid, on the backend. */
+static inline void RN(bq)(const RN(mp_gpt) *g, real *x, size_t n, int grid)
+{
+    if (g->exact)
+        g->be->quantize(MP_REAL_KIND, x, 1, n, n, grid, MP_EXACT_MAX_INT);
+}
+
+/* n reals from src to dst, both in the backend's memory. */
+static inline void RN(bcopy)(const RN(mp_gpt) *g, real *dst, const real *src, size_t n)
+{
+    if (dst != src)
+        g->be->copy(dst, src, n * sizeof(real), MP_COPY_D2D);
 }
 
 #ifndef MP_MODEL_MACROS

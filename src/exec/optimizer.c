@@ -23,17 +23,6 @@
 #else
 #include "exec/real.h"
 
-static int RN(grid_of)(mp_init_class c)
-{
-    switch (c) {
-    case MP_INIT_WEIGHT: return MP_Q_WEIGHT;
-    case MP_INIT_EMBED: return MP_Q_EMBED;
-    case MP_INIT_GAMMA: return MP_Q_GAMMA;
-    case MP_INIT_BIAS: return MP_Q_BIAS;
-    }
-    return MP_Q_WEIGHT;
-}
-
 void RN(mp_adamw_update)(real *w, const real *grad, real *m, real *v, const mp_param_layout *lay,
                          size_t lo, size_t hi, const mp_adam_cfg *cfg, int step, bool exact)
 {
@@ -58,7 +47,7 @@ void RN(mp_adamw_update)(real *w, const real *grad, real *m, real *v, const mp_p
             w[i] -= lr * (mhat / (R_SQRT(vhat) + eps) + decay * w[i]);
         }
         if (exact && b > a)
-            RN(mp_quantize)(w + a, b - a, RN(grid_of)(p->init), MP_EXACT_MAX_INT);
+            RN(mp_quantize)(w + a, b - a, mp_init_grid(p->init), MP_EXACT_MAX_INT);
     }
 }
 

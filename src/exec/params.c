@@ -272,3 +272,14 @@ double mp_param_init_value(const mp_param *p, int pid, uint64_t seed, size_t ful
     }
     return 0;
 }
+
+int mp_init_grid(mp_init_class c)
+{
+    switch (c) {
+    case MP_INIT_WEIGHT: return MP_Q_WEIGHT;
+    case MP_INIT_EMBED: return MP_Q_EMBED;
+    case MP_INIT_GAMMA: return MP_Q_GAMMA;
+    case MP_INIT_BIAS: return MP_Q_BIAS;
+    }
+    return MP_Q_WEIGHT;
+}

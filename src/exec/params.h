@@ -162,6 +162,8 @@ static inline int mp_block_param(const mp_param_layout *l, int layer, int k)
 mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_error *err);
 void mp_param_layout_free(mp_param_layout *l);
 
+/* Exact mode's grid (quant.h) of a tensor of this class: where AdamW puts it back. */
+int mp_init_grid(mp_init_class c);
 /* Full index (row * cols + col) of local element i of parameter p on TP rank r. */
 size_t mp_param_full_index(const mp_param *p, int tp_rank, size_t local_index);
 

@@ -28,6 +28,7 @@ mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp,
 {
     memset(t, 0, sizeof *t);
     t->model = model;
+    t->be = model->be;
     t->dp = dp;
     t->dist_opt = dist_opt && dp.size > 1;
     t->adam = *adam;
@@ -45,9 +46,9 @@ mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp,
         t->shard_hi = model->n_alloc;
     }
     size_t n = t->shard_hi - t->shard_lo;
-    t->m = calloc(n, sizeof(real));
-    t->v = calloc(n, sizeof(real));
-    t->shard_buf = t->dist_opt ? calloc(n, sizeof(real)) : NULL;
+    t->m = t->be->alloc(n * sizeof(real));
+    t->v = t->be->alloc(n * sizeof(real));
+    t->shard_buf = t->dist_opt ? t->be->alloc(n * sizeof(real)) : NULL;
     if (!t->m || !t->v || (t->dist_opt && !t->shard_buf)) {
         RN(mp_trainer_free)(t);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for AdamW state");
@@ -57,11 +58,13 @@ mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp,
 
 void RN(mp_trainer_free)(RN(mp_trainer) *t)
 {
-    free(t->m);
-    free(t->v);
-    free(t->shard_buf);
-    free(t->recv_act);
-    free(t->recv_grad);
+    if (!t->be)
+        return; /* never initialised */
+    t->be->free(t->m);
+    t->be->free(t->v);
+    t->be->free(t->shard_buf);
+    t->be->free(t->recv_act);
+    t->be->free(t->recv_grad);
     t->m = t->v = t->shard_buf = t->recv_act = t->recv_grad = NULL;
 }
 
@@ -80,8 +83,8 @@ mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group e
     if (pp.size <= 1)
         return MP_OK;
     size_t n = RN(boundary_count)(t->model);
-    t->recv_act = calloc(n, sizeof(real));
-    t->recv_grad = calloc(n, sizeof(real));
+    t->recv_act = t->be->alloc(n * sizeof(real));
+    t->recv_grad = t->be->alloc(n * sizeof(real));
     if (!t->recv_act || !t->recv_grad)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the pipeline");
     return MP_OK;
@@ -131,7 +134,7 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
     mp_status st = MP_OK;
     for (int c = 0; c < n_chunks && !st; c++) {
         RN(mp_gpt) *g = chunks[c].model;
-        memset(g->g, 0, g->n_alloc * sizeof(real));
+        g->be->zero(g->g, g->n_alloc * sizeof(real));
         cs[c].n_slots = g->n_slots;
         cs[c].slot_mb = malloc((size_t)g->n_slots * sizeof *cs[c].slot_mb);
         if (!cs[c].slot_mb)
@@ -327,7 +330,7 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
             size_t n = t->shard_hi - t->shard_lo;
             st = be->reduce_scatter(&t->dp, MP_REAL_KIND, g->g, t->shard_buf, n, err);
             if (!st)
-                memcpy(g->g + t->shard_lo, t->shard_buf, n * sizeof(real));
+                be->copy(g->g + t->shard_lo, t->shard_buf, n * sizeof(real), MP_COPY_D2D);
         } else {
             st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, g->n_alloc, MP_RED_SUM, err);
         }
@@ -345,14 +348,17 @@ mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err)
     double t0 = be->now();
     size_t hi = t->shard_hi < g->lay->total ? t->shard_hi : g->lay->total;
     if (hi > t->shard_lo)
-        RN(mp_adamw_update)(g->w, g->g, t->m, t->v, g->lay, t->shard_lo, hi, &t->adam, step,
-                            g->exact);
+        be->adamw(MP_REAL_KIND, g->w, g->g, t->m, t->v, g->lay, t->shard_lo, hi, &t->adam, step,
+                  g->exact);
+    mp_status st = be->sync(err);
+    if (st)
+        return st;
     mp_probe_record(g->probe, t0, MP_STREAM_COMPUTE, MP_EV_OPTIMIZER, false);
     if (t->dist_opt) {
         t0 = be->now();
         size_t n = t->shard_hi - t->shard_lo;
-        memcpy(t->shard_buf, g->w + t->shard_lo, n * sizeof(real));
-        mp_status st = be->allgather(&t->dp, MP_REAL_KIND, t->shard_buf, g->w, n, err);
+        be->copy(t->shard_buf, g->w + t->shard_lo, n * sizeof(real), MP_COPY_D2D);
+        st = be->allgather(&t->dp, MP_REAL_KIND, t->shard_buf, g->w, n, err);
         if (st)
             return st;
         mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);

@@ -1,0 +1,237 @@
+/* cuda_host_shim.h — the few CUDA runtime and cuBLAS calls backend_cuda.c
+ * makes, done on the host: memory by calloc and memcpy, GEMMs by
+ * cblas_sgemm on the column-major operands cuBLAS would get, streams and
+ * events as no-ops. Compiled in (-DMP_CUDA_HOST_SHIM) only for the test
+ * executable megaplan-cuda-emu, which links the kernels' host-run build
+ * (kernels/, loops over blocks and threads): so that machines without a GPU
+ * run the CUDA backend's own code (its argument mapping to the kernels, the
+ * GEMM transposition, the staging of collectives, the rotary tables, AdamW
+ * tensor by tensor) against the CPU reference, bit for bit in exact mode.
+ * What it cannot show is what a GPU does differently: tests/exec's
+ * cuda-emu cases say so, and tools/gpu-check.sh runs the real thing. */
+#ifndef MP_EXEC_CUDA_HOST_SHIM_H
+#define MP_EXEC_CUDA_HOST_SHIM_H
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+typedef void *cudaEvent_t;
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost,
+    cudaMemcpyHostToDevice,
+    cudaMemcpyDeviceToHost,
+    cudaMemcpyDeviceToDevice
+};
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+};
+
+static inline const char *cudaGetErrorString(cudaError_t e)
+{
+    return e == cudaSuccess ? "no error" : "host shim: out of memory";
+}
+static inline cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaSetDevice(int d)
+{
+    (void)d;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
+{
+    (void)d;
+    memset(p, 0, sizeof *p);
+    strcpy(p->name, "host shim");
+    p->totalGlobalMem = (size_t)1 << 30;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    *p = malloc(bytes);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    return cudaMalloc(p, bytes);
+}
+static inline cudaError_t cudaFree(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaFreeHost(void *p)
+{
+    return cudaFree(p);
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
+{
+    (void)s;
+    memset(p, v, bytes);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
+                                          enum cudaMemcpyKind k, cudaStream_t st)
+{
+    (void)k, (void)st;
+    memmove(d, s, bytes);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp,
+                                            size_t w, size_t rows, enum cudaMemcpyKind k,
+                                            cudaStream_t st)
+{
+    (void)k, (void)st;
+    for (size_t r = 0; r < rows; r++)
+        memmove((char *)d + r * dp, (const char *)s + r * sp, w);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    (void)s;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGetLastError(void)
+{
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
+{
+    (void)f;
+    *s = NULL;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
+{
+    (void)f;
+    *e = (void *)1;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+    return cudaEventCreateWithFlags(e, 0);
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    (void)e;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    (void)e, (void)s;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    (void)e;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
+{
+    (void)s, (void)e, (void)f;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    (void)a, (void)b;
+    *ms = 1e-3f; /* no device clock: a microsecond per timed call */
+    return cudaSuccess;
+}
+
+typedef void *cublasHandle_t;
+typedef int cublasStatus_t;
+typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
+typedef enum { CUDA_R_32F, CUDA_R_16BF } cudaDataType_t;
+typedef enum {
+    CUBLAS_COMPUTE_32F,
+    CUBLAS_COMPUTE_32F_PEDANTIC,
+    CUBLAS_COMPUTE_32F_FAST_16BF
+} cublasComputeType_t;
+enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_SUPPORTED = 15 };
+enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_DEFAULT_MATH = 0 };
+
+static inline cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    *h = (void *)1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    (void)h, (void)s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, int mode)
+{
+    (void)h, (void)mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline const char *cublasGetStatusString(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_SUCCESS ? "success" : "not supported by the host shim";
+}
+/* x rounded to bf16's 8 significant bits (nearest, ties to even), as the
+ * tensor cores take an fp32 input under CUBLAS_COMPUTE_32F_FAST_16BF. */
+static inline float shim_bf16(float x)
+{
+    unsigned u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) /* inf and NaN stay */
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* A column-major rows x cols operand (ld apart) rounded to bf16, packed; NULL
+ * when out of memory. */
+static inline float *shim_bf16_copy(const float *a, int rows, int cols, int ld)
+{
+    float *c = malloc((size_t)(rows ? rows : 1) * (size_t)(cols ? cols : 1) * sizeof *c);
+    for (int j = 0; c && j < cols; j++)
+        for (int i = 0; i < rows; i++)
+            c[(size_t)j * rows + i] = shim_bf16(a[(size_t)j * ld + i]);
+    return c;
+}
+
+/* Column-major, as cuBLAS: fp32 operands (the bf16 peak is a device's);
+ * FAST_16BF rounds the inputs to bf16 and accumulates in fp32, as cuBLAS does. */
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *a, cudaDataType_t at,
+                                          int lda, const void *b, cudaDataType_t bt, int ldb,
+                                          const void *beta, void *c, cudaDataType_t ct, int ldc,
+                                          cublasComputeType_t comp, int algo)
+{
+    (void)h, (void)algo;
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    float *a16 = NULL, *b16 = NULL;
+    if (comp == CUBLAS_COMPUTE_32F_FAST_16BF) {
+        int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+        int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+        a16 = shim_bf16_copy(a, ar, ac, lda);
+        b16 = shim_bf16_copy(b, br, bc, ldb);
+        if (!a16 || !b16) {
+            free(a16);
+            free(b16);
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+        a = a16, lda = ar ? ar : 1;
+        b = b16, ldb = br ? br : 1;
+    }
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *(const float *)alpha,
+                a, lda, b, ldb, *(const float *)beta, c, ldc);
+    free(a16);
+    free(b16);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#endif

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317 # the check steps are functions run through check()
+# tools/gpu-check.sh — the CUDA backend's check on one GPU (an H200), in at
+# most ~6 minutes (docs/exec.md, "The GPU check"):
+#   (a) build with CUDA (meson -Dcuda=enabled -Dnccl=enabled)
+#   (b) every kernel against the CPU function, on the device (meson's suite
+#       gpu: tests/kernels' kernels-cuda)
+#   (c) exec --backend cuda --exact, bitwise against the CPU reference: GPT,
+#       LLaMA and BERT on one rank, and tp2 dp2 pp2 (8 ranks on the one GPU:
+#       collectives by MPI through host buffers)
+#   (d) a bf16 tolerance run (bf16 GEMMs against the fp64 reference)
+#   (e) exec --backend cuda --solo 56 on llama3-70b tp8 pp8 (its last pipeline
+#       stage at full size) with --compare h200: phase by phase, MFU, and the
+#       executor's GEMM rate against cuBLAS alone (the 60% check)
+#   (f) calibrate --backend cuda -o: this GPU as a hardware profile
+#
+# usage: tools/gpu-check.sh [OUTDIR]      (default docs/gpu/<UTC date>)
+# Writes OUTDIR/summary.txt (one line per check), OUTDIR/gpu-check.log (all
+# output), OUTDIR/solo.txt and OUTDIR/h200-calibrated.yaml: four files, which
+# the device tool's $OUT brings back. Exit status: the number of failed checks.
+#
+# The GPU machine has nvcc, the CUDA libraries, meson, ninja and NCCL (pip's
+# nvidia-nccl) but no Debian -dev packages and no MPI: when pkg-config cannot
+# find libyaml or mpirun is missing, the packages that tools/gpu-deps.sh
+# downloaded into .gpu/debs are unpacked with dpkg -x into a private prefix
+# (GPU_CHECK_DEBS=1 uses them anyway: how the script is tried without a GPU).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 99
+out=${1:-docs/gpu/$(date -u +%Y-%m-%d)}
+mkdir -p "$out" || exit 99
+out=$(cd "$out" && pwd)
+log=$out/gpu-check.log
+summary=$out/summary.txt
+: >"$log"
+: >"$summary"
+failed=0
+start=$SECONDS
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# check NAME SECONDS CMD...: runs CMD (a program, or a function of this
+# script: they are exported) in bash under timeout, which ends its whole
+# process group (mpirun and ranks too) at the limit; output to the log; one
+# PASS/FAIL/SKIP line in the summary (exit 77 is a skip).
+check() {
+    local name=$1 limit=$2 t0=$SECONDS rc
+    shift 2
+    echo "==== $name: $*" >>"$log"
+    timeout --kill-after=10 "$limit" bash -c '"$@"' check "$@" >>"$log" 2>&1
+    rc=$?
+    local took=$((SECONDS - t0))
+    if [ "$rc" -eq 0 ]; then
+        note "PASS $name (${took}s)"
+    elif [ "$rc" -eq 77 ]; then
+        note "SKIP $name (${took}s)"
+    else
+        note "FAIL $name (exit $rc after ${took}s; see gpu-check.log)"
+        failed=$((failed + 1))
+    fi
+    return "$rc"
+}
+
+# ---- what the machine lacks: Debian packages unpacked into a prefix ----
+prefix=/tmp/megaplan-gpu-prefix
+multiarch=x86_64-linux-gnu
+setup_deps() {
+    if [ -z "${GPU_CHECK_DEBS:-}" ] && pkg-config --exists yaml-0.1 libcjson ompi-c 2>/dev/null &&
+        command -v mpirun >/dev/null; then
+        echo "system packages suffice"
+        return 0
+    fi
+    local debs=$root/.gpu/debs
+    if ! ls "$debs"/*.deb >/dev/null 2>&1; then
+        echo "no .gpu/debs: run tools/gpu-deps.sh where apt works and carry .gpu"
+        return 1
+    fi
+    rm -rf "$prefix"
+    mkdir -p "$prefix/bin"
+    local f
+    for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix" || return 1; done
+    # .pc files name /usr: point them at the prefix
+    find "$prefix/usr" -type f -name '*.pc' -exec sed -i "s#/usr#$prefix/usr#g" {} +
+    # Debian's alternatives (mpirun, pkg-config, libopenblas.so.0) are not in the packages
+    ln -sf "$prefix/usr/bin/mpirun.openmpi" "$prefix/bin/mpirun"
+    ln -sf "$prefix/usr/bin/pkgconf" "$prefix/bin/pkg-config"
+    echo "unpacked $(find "$debs" -name '*.deb' | wc -l) packages into $prefix"
+}
+export_deps() {
+    local lib=$prefix/usr/lib/$multiarch
+    export PATH=$prefix/bin:$prefix/usr/bin:$PATH
+    export PKG_CONFIG_PATH=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$prefix/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LIBRARY_PATH=$LD_LIBRARY_PATH
+    export CPATH=$prefix/usr/include:$prefix/usr/include/$multiarch
+    # Open MPI and PMIx from a prefix other than the one they were built for
+    export OPAL_PREFIX=$prefix/usr OPAL_EXEC_PREFIX=$prefix/usr OPAL_BINDIR=$prefix/usr/bin
+    export OPAL_LIBDIR=$lib/openmpi/lib OPAL_DATADIR=$prefix/usr/share
+    export OPAL_PKGDATADIR=$prefix/usr/share/openmpi OPAL_SYSCONFDIR=$prefix/etc/openmpi
+    export OMPI_MCA_mca_base_component_path=$lib/openmpi/lib/openmpi3
+    export PMIX_INSTALL_PREFIX=$prefix/usr
+    export PMIX_MCA_mca_base_component_path=$lib/pmix2/lib/pmix
+}
+# One node, shared memory only; ptrace-based single copy is not allowed in VMs.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=^ucx
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+export OPENBLAS_NUM_THREADS=1
+
+# NCCL from pip (nvidia-nccl-cu13/cu12): a folder meson's NCCL_HOME can read
+setup_nccl() {
+    local dir
+    dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null) || dir=
+    if [ -z "$dir" ] || [ ! -f "$dir/include/nccl.h" ]; then
+        echo "no pip NCCL; the toolkit's, if any"
+        return 0
+    fi
+    mkdir -p "$prefix/nccl/lib"
+    ln -sfn "$dir/include" "$prefix/nccl/include"
+    local so
+    so=$(find "$dir/lib" -name 'libnccl.so*' | head -1)
+    ln -sf "$so" "$prefix/nccl/lib/libnccl.so"
+    export NCCL_HOME=$prefix/nccl
+    export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    echo "NCCL: $so"
+}
+
+export root out prefix multiarch
+export -f setup_deps setup_nccl
+
+{
+    echo "megaplan gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    if command -v nvidia-smi >/dev/null; then nvidia-smi -L; else echo "no nvidia-smi"; fi
+    if command -v nvcc >/dev/null; then nvcc --version | tail -1; else echo "no nvcc on PATH"; fi
+} | tee -a "$log" >"$summary"
+
+check deps 60 setup_deps || true
+export_deps
+setup_nccl >>"$log" 2>&1
+
+# ---- (a) build ----
+bdir=$root/build-gpu
+export bdir
+build() {
+    [ -f "$bdir/build.ninja" ] ||
+        meson setup "$bdir" -Dcuda=enabled -Dnccl=enabled -Dwerror=false -Dgnuplot=disabled \
+            -Dtests=auto || return 1
+    ninja -C "$bdir" -j "$(nproc)"
+}
+export -f build
+if ! check build "${GPU_CHECK_BUILD_SECONDS:-240}" build; then
+    note "the build failed: nothing else can run"
+    exit "$failed"
+fi
+mp=$bdir/megaplan
+export bdir mp
+grep -q 'HAVE_EXEC_CUDA 1' "$bdir/megaplan_config.h" || note "FAIL build: the CUDA backend was not built"
+
+# ---- (b) the kernels against the CPU functions, on the device ----
+kernels_device() {
+    if ! meson test -C "$bdir" --list 2>/dev/null | grep -q ':gpu / '; then
+        echo "no gpu suite in this build (tests/kernels' kernels-cuda)"
+        return 77
+    fi
+    meson test -C "$bdir" --suite gpu --print-errorlogs --num-processes 4
+}
+export -f kernels_device
+check kernels-on-device 60 kernels_device
+
+# ---- (c) exact mode, bitwise; (d) bf16 tolerance ----
+case_sh=$root/tests/exec/mpi_case.sh
+plans=$root/tests/exec/plans
+check exact-gpt-tp1 60 sh "$case_sh" "$mp" "$plans/tiny.yaml.in" ok 1 1 false 1 false \
+    -- --backend cuda --exact
+check exact-llama-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-llama.yaml.in" ok 1 1 false 1 false \
+    -- --backend cuda --exact
+check exact-bert-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-bert.yaml.in" ok 1 1 false 1 false \
+    -- --backend cuda --exact
+check exact-tp2-dp2-pp2-mpi 90 sh "$case_sh" "$mp" "$plans/tiny.yaml.in" ok 8 2 true 2 true \
+    PP=2 M=4 'WANT=transport: collectives by mpi' -- --backend cuda --exact
+bf16_plan=$(mktemp --suffix=.yaml.in)
+sed 's/precision: fp32/precision: bf16/' "$plans/tiny.yaml.in" >"$bf16_plan"
+check bf16-tolerance-tp2-dp2 60 sh "$case_sh" "$mp" "$bf16_plan" ok 4 2 true 2 false \
+    'WANT=cuda backend, bf16' -- --backend cuda
+rm -f "$bf16_plan"
+grep -E '^(OK|MISMATCH): ' "$log" | tail -1 | sed 's/^/  bf16: /' >>"$summary"
+
+# ---- (e) one full-size rank: llama3-70b tp8 pp8, the last stage (rank 56) ----
+solo() {
+    set -o pipefail
+    "$mp" exec "$root/tools/gpu/llama3-70b-tp8-pp8.yaml" --backend cuda --solo 56 --steps 2 \
+        --compare h200 | tee "$out/solo.txt"
+}
+export -f solo
+check solo-llama3-70b 150 solo
+grep -E '^(gemm|  MFU|  step|  compute)' "$out/solo.txt" 2>/dev/null | sed 's/^ */  /' >>"$summary"
+
+# ---- (f) this GPU as a hardware profile ----
+check calibrate 60 "$mp" calibrate --backend cuda --name h200-calibrated \
+    -o "$out/h200-calibrated.yaml"
+grep -E 'GEMM|cuBLAS|memcpy' "$out/h200-calibrated.yaml" 2>/dev/null >>"$summary"
+
+note "gpu-check: $failed failed, $((SECONDS - start)) s"
+exit "$failed"

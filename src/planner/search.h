@@ -68,8 +68,8 @@ typedef struct mp_search_options {
     bool tp_cross_domain;    /* allow t beyond the scale-up domain */
     bool no_split;           /* skip the stage split (even split, uniform recompute) */
     bool no_simulate;        /* skip the simulator's re-ranking */
-    double split_time_limit; /* seconds of GLPK per candidate (<= 0: a share of
-                                MP_SEARCH_SPLIT_BUDGET_S for the whole search) */
+    int64_t split_work_limit;/* GLPK work (simplex iterations + nodes) per plan
+                                (<= 0: a share of MP_SEARCH_SPLIT_WORK for the whole search) */
     bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
@@ -86,6 +86,7 @@ typedef struct mp_search_plan {
     const char *split_method;/* "glpk", "dp", "even", "exhaustive" */
     double split_gap;        /* optimality gap of the split's slowest stage */
     double split_max_stage;  /* seconds per micro-batch of the slowest stage */
+    int64_t split_work;      /* GLPK work the split used (simplex iterations + nodes) */
     bool simulated;
     double sim_step;         /* seconds, when simulated */
     double rank_step;        /* what the ranking used: sim_step or est.time.step */
@@ -116,12 +117,14 @@ void mp_search_result_free(mp_search_result *r);
  * layer_recompute) from the ILP/DP, allowing every recompute choice when
  * free_recompute, else only the config's. Returns the estimate with the plan
  * in est. Used by search and explain. */
-mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_limit,
+mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_limit,
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err);
 
-/* GLPK's time for all the stage splits of one search, and the least one
- * plan gets: the search's budget is one second on two cores. */
-#define MP_SEARCH_SPLIT_BUDGET_S 0.4
-#define MP_SEARCH_SPLIT_MIN_S 0.02
+/* GLPK's work (simplex iterations + branch-and-bound nodes) for all the stage
+ * splits of one search, and the least one plan gets. Work, not seconds: the
+ * winner must not depend on the machine's load. About 0.4 s on one core of the
+ * benchmark machine (docs/benchmarks.md), within the search's one-second budget. */
+#define MP_SEARCH_SPLIT_WORK 3000
+#define MP_SEARCH_SPLIT_MIN_WORK 200
 
 #endif

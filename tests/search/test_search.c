@@ -259,7 +259,7 @@ static void test_heavy_head_uneven_split(void **state)
     mp_estimate est;
     mp_search_plan info;
     memset(&info, 0, sizeof info);
-    assert_int_equal(mp_search_split(&c, false, 5.0, plan, &est, &info, &err), MP_OK);
+    assert_int_equal(mp_search_split(&c, false, 100000, plan, &est, &info, &err), MP_OK);
     assert_true(info.uneven);
     assert_true(est.fits);
     assert_true(est.time.step < even.time.step * 0.98);

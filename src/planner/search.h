@@ -122,9 +122,10 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
 
 /* GLPK's work (simplex iterations + branch-and-bound nodes) for all the stage
  * splits of one search, and the least one plan gets. Work, not seconds: the
- * winner must not depend on the machine's load. About 0.4 s on one core of the
- * benchmark machine (docs/benchmarks.md), within the search's one-second budget. */
-#define MP_SEARCH_SPLIT_WORK 3000
+ * winner must not depend on the machine's load. About 0.2 s of CPU on the
+ * benchmark machine (docs/benchmarks.md), within the search's one-second budget;
+ * 3000 named the same winners and splits for the benchmark's searches. */
+#define MP_SEARCH_SPLIT_WORK 2000
 #define MP_SEARCH_SPLIT_MIN_WORK 200
 
 #endif

@@ -28,9 +28,13 @@ static void usage(FILE *f)
             "         [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T] [--top K]\n"
             "         [--fix KEY=VALUE[,KEY=VALUE...]] [--format table|json|yaml|megatron]\n"
             "         [-o plan.yaml] [--tp-cross-node] [--no-split] [--no-simulate]\n"
+            "         [--runtime megatron]\n"
             "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
             "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt schedule\n"
-            "dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix too).\n"
+            "dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix too); a\n"
+            "value A|B limits the search to those (--fix 'schedule=1f1b|interleaved-1f1b,tp=4|8').\n"
+            "--runtime megatron: only what Megatron-LM runs (its schedules; stage splits and\n"
+            "per-layer recompute in the forms its flags express).\n"
             "Exit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad input.\n");
 }
 

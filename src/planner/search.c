@@ -354,8 +354,24 @@ static void refuse(enum_ctx *e, mp_reject_reason r, const char *field, const cha
     }
 }
 
+/* Whether x's values are in the sets --fix KEY=A|B allowed (search.h). */
+static bool allowed(const enum_ctx *e, const cand *x)
+{
+    const int64_t value[MP_FIX_DIMS] = {x->t, x->sp, x->p, x->v, x->c, x->d, x->b, x->rc,
+                                        x->dist_opt, x->sched, x->dp_overlap, x->tp_overlap};
+    for (int i = 0; i < MP_FIX_DIMS; i++) {
+        const mp_search_set *s = &e->opt->allowed[i];
+        bool in = s->n == 0;
+        for (int j = 0; j < s->n && !in; j++) in = s->v[j] == value[i];
+        if (!in) return false;
+    }
+    return true;
+}
+
 static void consider(enum_ctx *e, cand *x)
 {
+    if (!allowed(e, x))
+        return;
     if (e->counts->considered >= MAX_CANDIDATES) {
         e->too_many = true;
         return;
@@ -1032,7 +1048,10 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
                 sp->split_gap = info.split_gap;
                 sp->split_max_stage = info.split_max_stage;
                 split_used += info.split_work;
-                if (est.fits && info.uneven && est.time.step < sp->est_even.time.step * (1 - 1e-9)) {
+                /* --runtime megatron: a split its flags cannot express keeps the even one */
+                bool runs = !opt->megatron_runtime || mp_search_megatron_runs(tmp, NULL);
+                if (runs && est.fits && info.uneven &&
+                    est.time.step < sp->est_even.time.step * (1 - 1e-9)) {
                     res->counts.split_uneven++;
                     sp->est = est;
                     sp->uneven = true;

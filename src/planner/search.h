@@ -29,6 +29,15 @@ enum {
     MP_FIX_RECOMPUTE = 1u << 7, MP_FIX_DIST_OPT = 1u << 8, MP_FIX_SCHEDULE = 1u << 9,
     MP_FIX_DP_OVERLAP = 1u << 10, MP_FIX_TP_OVERLAP = 1u << 11
 };
+#define MP_FIX_DIMS 12
+
+/* The values a dimension may take (--fix schedule=1f1b|interleaved-1f1b,
+ * tp=4|8): integers, or the enum/bool values as integers. n = 0: any. */
+#define MP_SEARCH_SET_MAX 16
+typedef struct mp_search_set {
+    int n;
+    int64_t v[MP_SEARCH_SET_MAX];
+} mp_search_set;
 
 /* Why a setting was refused before it was costed, or a candidate after. */
 typedef enum mp_reject_reason {
@@ -71,6 +80,12 @@ typedef struct mp_search_options {
     int64_t split_work_limit;/* GLPK work (simplex iterations + nodes) per plan
                                 (<= 0: a share of MP_SEARCH_SPLIT_WORK for the whole search) */
     bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
+    /* allowed[i]: the values dimension MP_FIX bit i may take (n = 0: any) */
+    mp_search_set allowed[MP_FIX_DIMS];
+    /* only what Megatron-LM runs: its schedules (1F1B, interleaved) and stage
+     * splits and per-layer recompute in the forms its flags express
+     * (mp_search_megatron_runs); a split it cannot express keeps the even one */
+    bool megatron_runtime;
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
     void *progress_user;
@@ -119,6 +134,14 @@ void mp_search_result_free(mp_search_result *r);
  * in est. Used by search and explain. */
 mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_limit,
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err);
+
+/* Whether Megatron-LM's flags express plan's schedule, stage split and
+ * per-layer recompute (the forms src/planner/megatron.c writes without a
+ * caveat): 1F1B or interleaved; with vpp == 1 the middle stages even (the
+ * first and last may differ), with vpp > 1 all even; recompute uniform, or
+ * full on the first N blocks of every stage and none on the rest (--recompute-
+ * method block). why (may be NULL) names what does not fit. */
+bool mp_search_megatron_runs(const mp_plan *plan, const char **why);
 
 /* GLPK's work (simplex iterations + branch-and-bound nodes) for all the stage
  * splits of one search, and the least one plan gets. Work, not seconds: the

@@ -38,7 +38,7 @@ check "user without sudo: exit 1 with the command to run" sh -c "[ $rc = 1 ] && 
 
 # Every library meson.build asks for is in the list.
 list=$(sh "$script" --list)
-for pkg in libyaml-dev libcjson-dev libglpk-dev libcmocka-dev libopenblas-dev libopenmpi-dev meson ninja-build clang; do
+for pkg in libyaml-dev libcjson-dev libglpk-dev libcmocka-dev libopenblas-dev libopenmpi-dev meson ninja-build clang libclang-rt-dev; do
   check "package list has $pkg" sh -c "printf ' %s ' \"\$1\" | grep -q ' $pkg '" _ "$list"
 done
 

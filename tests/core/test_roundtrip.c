@@ -224,6 +224,38 @@ static void random_plan(mp_plan *p)
     }
 }
 
+/* The built-in profiles written into a plan show their numbers short:
+ * "60 us" is 6.0e-05, not 5.9999999999999995e-05 (no run of 13+ digits). */
+static void check_short_numbers(void)
+{
+    for (int i = 0; i < mp_hw_preset_count(); i++) {
+        mp_hw hw;
+        mp_error err;
+        if (mp_hw_preset(mp_hw_preset_name(i), &hw, &err) != MP_OK) {
+            failures++;
+            continue;
+        }
+        mp_buf b;
+        mp_buf_init(&b);
+        cJSON *j = mp_hw_to_json(&hw);
+        mp_json_write_yaml(j, 0, &b);
+        cJSON_Delete(j);
+        int run = 0;
+        for (size_t k = 0; k < b.len; k++) {
+            char ch = b.data[k];
+            run = ch >= '0' && ch <= '9' ? run + 1 : ch == '.' ? run : 0;
+            if (run >= 13) {
+                failures++;
+                fprintf(stderr, "FAIL %s written with a long number near: %.40s\n", hw.name,
+                        b.data + (k > 20 ? k - 20 : 0));
+                break;
+            }
+        }
+        mp_buf_free(&b);
+        cases++;
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 20261201;
@@ -239,6 +271,7 @@ int main(int argc, char **argv)
     check(RT_MODEL_YAML, "name: widest\narch: gpt\nlayers: 1\nhidden: 65536\nheads: 1\nvocab: 1\nseq: 1\n",
           "head_dim at its limit");
 
+    check_short_numbers();
     mp_plan *plan = malloc(sizeof *plan);
     if (!plan)
         return 2;

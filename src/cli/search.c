@@ -37,11 +37,16 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: megaplan search --model M --gpus N [--hw H] [--hw-set KEY=VALUE] [--seq S]\n"
             "         [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T] [--top K]\n"
-            "         [--fix KEY=VALUE[,KEY=VALUE...]] [--format table|json|yaml|megatron]\n"
+            "         [--fix KEY=VALUE[,KEY=VALUE...]] [--format table|json|yaml|megatron|deepspeed|torchtitan]\n"
             "         [-o plan.yaml [--force]] [--tp-cross-node] [--no-split] [--no-simulate]\n"
+            "         [--runtime megatron|any] [--zero 2|3] [--hsdp]\n"
             "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
-            "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt schedule\n"
-            "dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix too).\n"
+            "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp\n"
+            "schedule dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix\n"
+            "too); a value A|B limits the search to those (--fix 'schedule=1f1b|interleaved-1f1b,\n"
+            "tp=4|8'). --runtime megatron: only what Megatron-LM runs (its schedules; stage\n"
+            "splits and per-layer recompute in the forms its flags express); --runtime any: ZeRO-2/3\n"
+            "and FSDP plans (DeepSpeed, torchtitan) ranked with Megatron's.\n"
             "-o FILE writes the winner as a plan file (- for stdout, the report then goes to\n"
             "stderr); a read-only FILE is replaced only with --force. The table ranks by the\n"
             "simulated step, at least the best five are simulated whatever --top shows.\n"
@@ -201,7 +206,8 @@ static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *
                   "\nbeside it, ZeRO-3 / FSDP%s under %s: tp=%lld%s cp=%lld dp=%lld mb=%lld "
                   "recompute=%s: step %.3f s by the estimate, %.1f%% %s than the winner's %.3f s, "
                   "memory %.1f GiB\n"
-                  "  (--zero 3 ranks such plans; no published FSDP run validates these numbers yet)\n",
+                  "  (--runtime any ranks such plans with Megatron's; no published FSDP run validates these\n"
+                  "  numbers yet)\n",
                   p->hsdp ? " (hybrid: sharded in each node)" : "", mp_framework_name(fw),
                   (long long)p->tp, p->sp ? " sp" : "", (long long)p->cp,
                   (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute), fs,
@@ -383,7 +389,8 @@ static void find_fsdp_beside(const mp_search_options *opt, fsdp_beside *fb)
 {
     fb->have = false;
     const mp_parallel *p = &opt->base.parallel;
-    if (opt->zero_sharding || (opt->fixed & MP_FIX_ZERO) || ((opt->fixed & MP_FIX_PP) && p->pp > 1) ||
+    if (opt->zero_sharding || opt->megatron_runtime || (opt->fixed & MP_FIX_ZERO) ||
+        ((opt->fixed & MP_FIX_PP) && p->pp > 1) ||
         ((opt->fixed & MP_FIX_DIST_OPT) && !p->dist_opt) || (opt->fixed & MP_FIX_VPP))
         return;
     mp_search_options o = *opt;

@@ -2,12 +2,13 @@
 #include "cli/search_common.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 /* --fix key -> the MP_SET_* bit and how to read the value */
-typedef enum { V_INT, V_BOOL, V_RECOMPUTE, V_SCHEDULE } vkind;
+typedef enum { V_INT, V_BOOL, V_RECOMPUTE, V_SCHEDULE, V_ZERO } vkind;
 static const struct {
     const char *key;
     uint32_t bit;
@@ -20,7 +21,7 @@ static const struct {
     {"recompute", MP_SET_RECOMPUTE, V_RECOMPUTE},
     {"dist_opt", MP_SET_DIST_OPT, V_BOOL}, {"schedule", MP_SET_SCHEDULE, V_SCHEDULE},
     {"dp_overlap", MP_SET_DP_OVERLAP, V_BOOL}, {"tp_overlap", MP_SET_TP_OVERLAP, V_BOOL},
-    {"zero", MP_SET_ZERO, V_INT}, {"hsdp", MP_SET_HSDP, V_BOOL},
+    {"zero", MP_SET_ZERO, V_ZERO}, {"hsdp", MP_SET_HSDP, V_BOOL},
 };
 
 static int parse_bool(const char *v)
@@ -32,84 +33,134 @@ static int parse_bool(const char *v)
     return -1;
 }
 
-static mp_status fix_one(mp_cli_config *cc, const char *item, mp_error *err)
+#define FIX_KEYS                                                                          \
+    "tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap"
+
+/* One value of key i as an integer (the enum or bool as its number). */
+static mp_status parse_value(size_t i, const char *v, int64_t *out, mp_error *err)
+{
+    int b = 0;
+    if (fix_keys[i].kind == V_ZERO) {
+        if (strlen(v) != 1 || v[0] < '0' || v[0] > '3')
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                "zero=%.40s: expected 0, 1, 2 or 3 (the ZeRO stage)", v);
+        *out = v[0] - '0';
+        return MP_OK;
+    }
+    if (fix_keys[i].kind == V_INT) {
+        char *end;
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        if (errno || *end || n < 1 || n > (1LL << 24))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                "%s=%.40s: expected a positive integer (at most 16777216)",
+                                fix_keys[i].key, v);
+        *out = n;
+        return MP_OK;
+    }
+    if (fix_keys[i].kind == V_BOOL) {
+        if ((b = parse_bool(v)) < 0)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                "%s=%.40s: expected true/false (on/off)", fix_keys[i].key, v);
+    } else if (fix_keys[i].kind == V_RECOMPUTE) {
+        if ((b = mp_recompute_parse(v)) < 0)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                "recompute=%.40s: expected none, selective or full", v);
+    } else if ((b = mp_schedule_parse(v)) < 0) {
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                            "schedule=%.40s: expected gpipe, 1f1b, interleaved-1f1b or zb-h1", v);
+    }
+    *out = b;
+    return MP_OK;
+}
+
+static void set_fixed(mp_parallel *p, uint32_t bit, int64_t n)
+{
+    switch (bit) {
+    case MP_SET_TP: p->tp = n; break;
+    case MP_SET_PP: p->pp = n; break;
+    case MP_SET_VPP: p->vpp = n; break;
+    case MP_SET_CP: p->cp = n; break;
+    case MP_SET_DP: p->dp = n; break;
+    case MP_SET_MICRO_BATCH: p->micro_batch = n; break;
+    case MP_SET_SP: p->sp = n; break;
+    case MP_SET_DIST_OPT: p->dist_opt = n; break;
+    case MP_SET_ZERO:
+        p->zero = n;
+        if (n >= 1) p->dist_opt = true; /* ZeRO-N shards the optimizer too */
+        break;
+    case MP_SET_HSDP:
+        p->hsdp = n;
+        if (n) { /* hybrid sharding is ZeRO-3's */
+            p->zero = 3;
+            p->dist_opt = true;
+        }
+        break;
+    case MP_SET_DP_OVERLAP: p->dp_overlap = n; break;
+    case MP_SET_TP_OVERLAP: p->tp_overlap = n; break;
+    case MP_SET_RECOMPUTE: p->recompute = (mp_recompute)n; break;
+    case MP_SET_SCHEDULE: p->schedule = (mp_schedule_kind)n; break;
+    default: break;
+    }
+}
+
+/* KEY=VALUE fixes a dimension; KEY=A|B|... limits it to a set that search
+ * chooses from (a set of one value fixes it). */
+static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item, mp_error *err)
 {
     const char *eq = strchr(item, '=');
     if (!eq || eq == item || !eq[1])
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                            "'%.80s' is not KEY=VALUE (keys: tp sp pp vpp cp dp micro_batch "
-                            "recompute dist_opt zero hsdp schedule dp_overlap tp_overlap)", item);
+                            "'%.80s' is not KEY=VALUE or KEY=A|B (keys: " FIX_KEYS ")", item);
     size_t klen = (size_t)(eq - item);
-    const char *v = eq + 1;
     for (size_t i = 0; i < sizeof fix_keys / sizeof fix_keys[0]; i++) {
         if (strlen(fix_keys[i].key) != klen || strncmp(fix_keys[i].key, item, klen)) continue;
+        uint32_t bit = fix_keys[i].bit;
+        int dim = __builtin_ctz(bit); /* MP_SET_* and MP_FIX_* share their low bits */
+        bool settable = dim < MP_FIX_DIMS; /* zero and hsdp take one value, not a set */
         /* "--fix tp=2,tp=4" or "--tp 4 --fix tp=2": which one was meant? */
-        if (cc->set & fix_keys[i].bit)
+        if ((cc->set & bit) || (settable && sc->allowed[dim].n))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                                 "%s is fixed twice (by its own option or an earlier --fix): "
                                 "say it once", fix_keys[i].key);
-        mp_parallel *p = &cc->config.parallel;
-        long long n = 0;
-        int b = 0;
-        if (fix_keys[i].kind == V_INT) {
-            char *end;
-            errno = 0;
-            n = strtoll(v, &end, 10);
-            if (errno || *end || n < 1 || n > (1LL << 24))
+        mp_search_set set = {0};
+        char alt[256];
+        snprintf(alt, sizeof alt, "%s", eq + 1);
+        char *save = NULL;
+        for (char *tok = strtok_r(alt, "|", &save); tok; tok = strtok_r(NULL, "|", &save)) {
+            int64_t v = 0;
+            mp_status st = parse_value(i, tok, &v, err);
+            if (st) return st;
+            bool dup = false;
+            for (int j = 0; j < set.n; j++) dup = dup || set.v[j] == v;
+            if (dup) continue;
+            if (set.n == MP_SEARCH_SET_MAX)
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                                    "%s=%.40s: expected a positive integer (at most 16777216)",
-                                    fix_keys[i].key, v);
-        } else if (fix_keys[i].kind == V_BOOL) {
-            if ((b = parse_bool(v)) < 0)
-                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                                    "%s=%.40s: expected true/false (on/off)", fix_keys[i].key, v);
-        } else if (fix_keys[i].kind == V_RECOMPUTE) {
-            if ((b = mp_recompute_parse(v)) < 0)
-                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                                    "recompute=%.40s: expected none, selective or full", v);
-        } else if ((b = mp_schedule_parse(v)) < 0) {
+                                    "%s: at most %d values in a set", fix_keys[i].key,
+                                    MP_SEARCH_SET_MAX);
+            set.v[set.n++] = v;
+        }
+        if (set.n == 0)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                                "schedule=%.40s: expected gpipe, 1f1b, interleaved-1f1b or zb-h1", v);
+                                "%s=%.40s: expected a value or values A|B", fix_keys[i].key, eq + 1);
+        if (set.n == 1) {
+            set_fixed(&cc->config.parallel, bit, set.v[0]);
+            cc->set |= bit;
+            if (bit == MP_SET_HSDP && set.v[0]) cc->set |= MP_SET_ZERO;
+        } else if (!settable) {
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                "%s takes one value, not a set", fix_keys[i].key);
+        } else {
+            sc->allowed[dim] = set;
         }
-        switch (fix_keys[i].bit) {
-        case MP_SET_TP: p->tp = n; break;
-        case MP_SET_PP: p->pp = n; break;
-        case MP_SET_VPP: p->vpp = n; break;
-        case MP_SET_CP: p->cp = n; break;
-        case MP_SET_DP: p->dp = n; break;
-        case MP_SET_MICRO_BATCH: p->micro_batch = n; break;
-        case MP_SET_SP: p->sp = b; break;
-        case MP_SET_DIST_OPT: p->dist_opt = b; break;
-        case MP_SET_HSDP:
-            p->hsdp = b;
-            if (b) {
-                p->zero = 3; /* hybrid sharding is ZeRO-3's */
-                p->dist_opt = true;
-                cc->set |= MP_SET_ZERO;
-            }
-            break;
-        case MP_SET_ZERO:
-            if (n > 3)
-                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                                    "zero=%lld: expected 0, 1, 2 or 3", n);
-            p->zero = n;
-            if (n >= 1) p->dist_opt = true; /* ZeRO-N shards the optimizer too */
-            break;
-        case MP_SET_DP_OVERLAP: p->dp_overlap = b; break;
-        case MP_SET_TP_OVERLAP: p->tp_overlap = b; break;
-        case MP_SET_RECOMPUTE: p->recompute = (mp_recompute)b; break;
-        case MP_SET_SCHEDULE: p->schedule = (mp_schedule_kind)b; break;
-        default: break;
-        }
-        cc->set |= fix_keys[i].bit;
         return MP_OK;
     }
     return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                        "unknown key '%.*s' (keys: tp sp pp vpp cp dp micro_batch recompute "
-                        "dist_opt zero hsdp schedule dp_overlap tp_overlap)", (int)(klen > 40 ? 40 : klen), item);
+                        "unknown key '%.*s' (keys: " FIX_KEYS ")", (int)(klen > 40 ? 40 : klen),
+                        item);
 }
 
-mp_status mp_search_cli_fix(mp_cli_config *cc, const char *list, mp_error *err)
+mp_status mp_search_cli_fix(mp_cli_config *cc, mp_search_cli *sc, const char *list, mp_error *err)
 {
     char buf[1024];
     if (strlen(list) >= sizeof buf)
@@ -118,11 +169,61 @@ mp_status mp_search_cli_fix(mp_cli_config *cc, const char *list, mp_error *err)
     char *save = NULL;
     bool any = false;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        mp_status st = fix_one(cc, tok, err);
+        mp_status st = fix_one(cc, sc, tok, err);
         if (st) return st;
         any = true;
     }
-    if (!any) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix", "expected KEY=VALUE[,KEY=VALUE...]");
+    if (!any)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                            "expected KEY=VALUE[,KEY=VALUE...] (a value may be a set A|B)");
+    return MP_OK;
+}
+
+/* --runtime megatron: Megatron-LM's schedules only (no ZB-H1, no GPipe), and
+ * splits and recompute its flags express (search.h). --runtime any: Megatron's
+ * space and the ZeRO-2/3 / FSDP plans DeepSpeed and torchtitan run, ranked
+ * together (docs/choosing.md). */
+static mp_status apply_runtime(const mp_cli_config *cc, const mp_search_cli *sc,
+                               mp_search_options *opt, mp_error *err)
+{
+    if (!sc->runtime) return MP_OK;
+    if (!strcmp(sc->runtime, "any")) {
+        opt->zero_sharding = true;
+        return MP_OK;
+    }
+    if (strcmp(sc->runtime, "megatron"))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--runtime",
+                            "'%.40s': expected megatron or any", sc->runtime);
+    if ((opt->fixed & MP_FIX_ZERO) && cc->config.parallel.zero >= 2)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--runtime",
+                            "megatron: Megatron-LM shards only the optimizer (ZeRO-1); zero=%lld "
+                            "runs under DeepSpeed or torchtitan",
+                            (long long)cc->config.parallel.zero);
+    opt->megatron_runtime = true;
+    const int dim = __builtin_ctz(MP_FIX_SCHEDULE);
+    const mp_schedule_kind ok[] = {MP_SCHED_1F1B, MP_SCHED_INTERLEAVED};
+    if (opt->fixed & MP_FIX_SCHEDULE) {
+        mp_schedule_kind s = cc->config.parallel.schedule;
+        if (s != MP_SCHED_1F1B && s != MP_SCHED_INTERLEAVED)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--runtime",
+                                "megatron: Megatron-LM has no %s schedule (it runs 1f1b and "
+                                "interleaved-1f1b)", mp_schedule_name(s));
+        return MP_OK;
+    }
+    mp_search_set *set = &opt->allowed[dim];
+    if (set->n == 0) {
+        for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) set->v[set->n++] = ok[i];
+        return MP_OK;
+    }
+    mp_search_set kept = {0};
+    for (int j = 0; j < set->n; j++)
+        if (set->v[j] == MP_SCHED_1F1B || set->v[j] == MP_SCHED_INTERLEAVED)
+            kept.v[kept.n++] = set->v[j];
+    if (kept.n == 0)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--runtime",
+                            "megatron: none of the --fix schedules runs on Megatron-LM (it "
+                            "runs 1f1b and interleaved-1f1b)");
+    *set = kept;
     return MP_OK;
 }
 
@@ -147,13 +248,13 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
             val = eq + 1;
         }
         bool takes = !strcmp(name, "--top") || !strcmp(name, "--fix") || !strcmp(name, "-o") ||
-                     !strcmp(name, "--output");
+                     !strcmp(name, "--output") || !strcmp(name, "--runtime");
         if (takes && !val) {
             if (i + 1 >= *argc)
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, name, "needs a value");
             val = argv[++i];
         }
-        if ((!strcmp(name, "--top") && seen_top) ||
+        if ((!strcmp(name, "--top") && seen_top) || (!strcmp(name, "--runtime") && sc->runtime) ||
             ((!strcmp(name, "-o") || !strcmp(name, "--output")) && sc->output))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, name, "given twice: say it once");
         if (!strcmp(name, "--top")) {
@@ -169,6 +270,8 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
             if (sc->n_fix >= 32)
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix", "given too often");
             sc->fix[sc->n_fix++] = val;
+        } else if (!strcmp(name, "--runtime")) {
+            sc->runtime = val;
         } else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
             if (!*val) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "-o", "empty file name");
             sc->output = val;
@@ -189,11 +292,11 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
     return MP_OK;
 }
 
-mp_status mp_search_cli_options(mp_cli_config *cc, const mp_search_cli *sc,
+mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
                                 mp_search_options *opt, mp_error *err)
 {
     for (int i = 0; i < sc->n_fix; i++) {
-        mp_status st = mp_search_cli_fix(cc, sc->fix[i], err);
+        mp_status st = mp_search_cli_fix(cc, sc, sc->fix[i], err);
         if (st) return st;
     }
     mp_status st = mp_cli_config_finish(cc, err);
@@ -212,5 +315,6 @@ mp_status mp_search_cli_options(mp_cli_config *cc, const mp_search_cli *sc,
     opt->tp_cross_domain = sc->tp_cross_node;
     opt->no_split = sc->no_split;
     opt->no_simulate = sc->no_simulate;
-    return MP_OK;
+    memcpy(opt->allowed, sc->allowed, sizeof opt->allowed);
+    return apply_runtime(cc, sc, opt, err);
 }

@@ -16,17 +16,19 @@ typedef struct mp_search_cli {
     bool no_split, no_simulate, tp_cross_node;
     const char *fix[32];  /* --fix lists, applied to the config by mp_search_cli_options */
     int n_fix;
+    mp_search_set allowed[MP_FIX_DIMS]; /* --fix KEY=A|B sets (filled with the fixes) */
+    const char *runtime;  /* --runtime NAME: only what that runtime runs ("megatron") */
 } mp_search_cli;
 
 /* Takes search's own options out of argv (like mp_cli_config_parse); the
  * --fix lists are kept in sc until mp_search_cli_options applies them. */
 mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_search_cli *sc,
                               mp_error *err);
-mp_status mp_search_cli_fix(mp_cli_config *cc, const char *list, mp_error *err);
+mp_status mp_search_cli_fix(mp_cli_config *cc, mp_search_cli *sc, const char *list, mp_error *err);
 
 /* Finishes cc (defaults; global batch = the preset's published batch or 512
  * when not given) and fills opt: explicit parallel settings are fixed. */
-mp_status mp_search_cli_options(mp_cli_config *cc, const mp_search_cli *sc,
+mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
                                 mp_search_options *opt, mp_error *err);
 
 #endif

@@ -118,16 +118,27 @@ static void join_path(char *out, size_t size, const char *prefix, const char *pa
     snprintf(out, size, "%s%s", prefix ? prefix : "", path);
 }
 
+/* A number for a message: an integer field's values and limits in full
+ * ("got 564490", not the shorter "5.6449e+05"), others in their shortest
+ * exact form. */
+static void format_for_message(const mp_field *f, double v, char *buf, size_t size)
+{
+    if (f->type == MP_FT_INT && v == floor(v) && fabs(v) < 1e19)
+        snprintf(buf, size, "%.0f", v);
+    else
+        mp_format_double(v, buf, size);
+}
+
 /* Range check of one numeric value. */
 static mp_status check_range(const mp_field *f, double v, const char *field, const char *origin,
                              int line, int col, mp_error *err)
 {
     char num[40], lim[40];
-    mp_format_double(v, num, sizeof num);
+    format_for_message(f, v, num, sizeof num);
     if (isnan(v))
         return mp_error_set(err, MP_EINPUT, origin, line, col, field, "not a number");
     if (f->min_open ? !(v > f->min) : !(v >= f->min)) {
-        mp_format_double(f->min, lim, sizeof lim);
+        format_for_message(f, f->min, lim, sizeof lim);
         if ((f->min == 0 && f->min_open) || (f->min > 0 && v <= 0 && f->type != MP_FT_INT))
             return mp_error_set(err, MP_EINPUT, origin, line, col, field,
                                 "must be positive (got %s)", num);
@@ -139,7 +150,7 @@ static mp_status check_range(const mp_field *f, double v, const char *field, con
                             f->min_open ? "greater than" : "at least", lim, num);
     }
     if (v > f->max) {
-        mp_format_double(f->max, lim, sizeof lim);
+        format_for_message(f, f->max, lim, sizeof lim);
         return mp_error_set(err, MP_EINPUT, origin, line, col, field,
                             "too large: at most %s (got %s)", lim, num);
     }

@@ -79,6 +79,9 @@ mp_status mp_model_load(const char *spec, mp_model *out, mp_error *err)
         if (snprintf(path, sizeof path, "%s/config.json", spec) < (int)sizeof path &&
             mp_is_file(path))
             return load_model_file(path, out, err);
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                            "no config.json in %.200s (a folder is read as a HuggingFace "
+                            "checkpoint)", spec);
     }
     if (pathlike) {
         char *text = NULL;
@@ -90,6 +93,22 @@ mp_status mp_model_load(const char *spec, mp_model *out, mp_error *err)
     size_t n = 0;
     for (const mp_model *m; n < 128 && (m = mp_model_preset_at((int)n)); n++)
         names[n] = m->name;
+    /* a size that several presets share ("70B": two LLaMAs) has no alias: name them */
+    char same_size[512] = "";
+    int n_same = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *dash = strrchr(names[i], '-');
+        if (!dash || strcasecmp(dash + 1, spec))
+            continue;
+        size_t used = strlen(same_size);
+        snprintf(same_size + used, sizeof same_size - used, "%s%s", n_same ? " or " : "",
+                 names[i]);
+        n_same++;
+    }
+    if (n_same)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                            "unknown model '%.64s' (did you mean %s? see megaplan models)",
+                            spec, same_size);
     const char *close = mp_closest_name(spec, names, n);
     if (close)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",

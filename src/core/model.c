@@ -192,6 +192,7 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         return FAIL("layers", "too large: at most %d (got %lld)", MP_MAX_LAYERS,
                    (long long)m->layers);
 
+    bool derived_head_dim = !m->head_dim;
     if (!m->kv_heads)
         m->kv_heads = m->heads;
     if (m->kv_heads > m->heads)
@@ -220,6 +221,18 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         if (m->ffn_hidden > MAX_FFN)
             return FAIL("ffn_hidden", "too large: at most %d (got %lld)", MAX_FFN,
                        (long long)m->ffn_hidden);
+    }
+    /* Derived sizes meet the limits a file that states them must meet: a
+     * model megaplan writes (in a plan, with every field explicit) must read
+     * back, so "hidden: 99999, heads: 1" is refused here, not by simulate. */
+    if ((st = mp_fields_check(tab, nf, m, "", err)) != MP_OK) {
+        if (derived_head_dim && !strcmp(err->field, "head_dim")) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return FAIL("heads", "hidden/heads = %lld/%lld gives head_dim %.160s",
+                        (long long)m->hidden, (long long)m->heads, msg);
+        }
+        return st;
     }
     /* a coarse parameter count, only to refuse the absurd */
     double h = (double)m->hidden, attn = 2.0 * h * (double)(m->heads + m->kv_heads) *

@@ -51,8 +51,9 @@ mp_status mp_model_finish(mp_model *m, mp_error *err);
 
 /* Built-in presets (core/presets.c). Names are lower case family-size
  * ("gpt3-175b", "llama3-70b", "megatron-1t", "bert-large", "t5-11b"); the
- * GPT/Megatron line also answers to size-only aliases ("175B", "530B", "1T",
- * case-insensitive). Returns NULL when unknown. */
+ * GPT/Megatron line, and LLaMAs whose size no other preset has, also answer
+ * to size-only aliases ("175B", "530B", "1T", "8B", case-insensitive).
+ * Returns NULL when unknown. */
 const mp_model *mp_model_preset(const char *name);
 /* Iteration over presets: returns NULL past the end. */
 const mp_model *mp_model_preset_at(int index);

@@ -1,6 +1,7 @@
 #include "core/units.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,31 @@ static size_t scan_number(const char *s)
     return i;
 }
 
+/* num (a scan_number string) times scale. A power-of-ten scale moves the
+ * decimal exponent and lets strtod round once, so "60 us" is the double
+ * nearest 6e-05 (60 * 1e-6 is not) and writes back as 6e-05. */
+static double scale_number(const char *num, double scale)
+{
+    int k = (int)lround(log10(scale));
+    char pow10[16];
+    snprintf(pow10, sizeof pow10, "1e%d", k);
+    if (scale <= 0 || strtod(pow10, NULL) != scale)
+        return strtod(num, NULL) * scale; /* binary and bit units */
+    char mant[72];
+    snprintf(mant, sizeof mant, "%s", num);
+    long exp = 0;
+    char *e = strpbrk(mant, "eE");
+    if (e) {
+        exp = strtol(e + 1, NULL, 10); /* scan_number: at most 64 digits, saturates */
+        *e = '\0';
+    }
+    if (exp > 100000 || exp < -100000)
+        return strtod(num, NULL) * scale;
+    char joined[96];
+    snprintf(joined, sizeof joined, "%se%ld", mant, exp + k);
+    return strtod(joined, NULL);
+}
+
 bool mp_units_parse(const char *s, mp_unit_kind kind, double *out, const char **why)
 {
     const char *dummy;
@@ -161,7 +187,7 @@ bool mp_units_parse(const char *s, mp_unit_kind kind, double *out, const char **
             }
             return false;
         }
-        v *= hit->scale;
+        v = scale_number(num, hit->scale);
     }
     if (!isfinite(v)) {
         *why = "number out of range";
@@ -211,23 +237,33 @@ void mp_units_format(double v, mp_unit_kind kind, char *buf, size_t size)
     default:
         break;
     }
+    /* the shortest number that reads back exactly wins, the larger unit on a
+     * tie: 2039 GB/s rather than 2.039 TB/s, 19.5 TFLOP/s rather than 19500 GFLOP/s */
+    char best[64] = "";
+    size_t best_digits = SIZE_MAX;
     if (tab && v != 0.0) {
         for (const unit_entry *u = tab; u->name; u++) {
             double scaled = v / u->scale;
-            if (fabs(scaled) < 1.0 && kind != MP_UNIT_TIME)
-                continue;
-            if (kind == MP_UNIT_TIME && fabs(scaled) < 1.0)
+            if (fabs(scaled) < 1.0)
                 continue;
             char num[40];
             /* at most 6 significant digits keep the file readable */
             snprintf(num, sizeof num, "%.6g", scaled);
-            if (strchr(num, 'e'))
+            if (strchr(num, 'e') || strlen(num) >= best_digits)
                 continue;
-            if (strtod(num, NULL) * u->scale == v) {
-                snprintf(buf, size, "%s %s", num, u->name);
-                return;
+            /* written only when it reads back as exactly v */
+            char text[64];
+            double back;
+            snprintf(text, sizeof text, "%s %s", num, u->name);
+            if (mp_units_parse(text, kind, &back, NULL) && back == v) {
+                snprintf(best, sizeof best, "%s", text);
+                best_digits = strlen(num);
             }
         }
+    }
+    if (best[0]) {
+        snprintf(buf, size, "%s", best);
+        return;
     }
     mp_format_double(v, buf, size);
 }

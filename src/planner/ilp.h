@@ -20,7 +20,9 @@
  * (a lower bound), each within 1/vpp of it a restriction (a split that fits,
  * or the even split if better). Equal ends: optimal. Otherwise GLPK starts
  * from the restriction's split with T >= the relaxation's bound and runs
- * within time_limit_s; the solution reports the remaining gap. Without GLPK
+ * within work_limit; the solution reports the remaining gap. The limit counts
+ * work (simplex iterations and branch-and-bound nodes), never time, so the same
+ * problem gets the same answer on a loaded machine as on an idle one. Without GLPK
  * the restriction's split is returned with its gap.
  */
 #ifndef MP_ILP_H
@@ -47,7 +49,9 @@ typedef struct mp_split_problem {
     int32_t pp, vpp;          /* n_stages = pp*vpp; virtual stage k sits on rank k % pp */
     const double *inflight;   /* [pp*vpp]: micro-batches virtual stage k holds stashed at its rank's peak */
     double budget;            /* bytes per GPU for static + activation bytes (capacity minus other) */
-    double time_limit_s;      /* GLPK: stop after this long and report the gap (<= 0: 10 s) */
+    int64_t work_limit;       /* GLPK: stop after this many simplex iterations plus
+                                 branch-and-bound nodes and report the gap
+                                 (<= 0: MP_SPLIT_WORK_DEFAULT) */
     double lower_bound;       /* GLPK: a known bound on the objective (0 = none), as T >= it */
 } mp_split_problem;
 
@@ -63,7 +67,11 @@ typedef struct mp_split_solution {
                                  work budget, so nothing is proven (the caller keeps the
                                  even split) */
     const char *method;       /* "glpk", "dp", "exhaustive", "even" */
+    int64_t work;             /* GLPK: simplex iterations plus nodes it used (0 otherwise) */
 } mp_split_solution;
+
+/* GLPK's work limit when the problem gives none: about a tenth of a second on one core. */
+#define MP_SPLIT_WORK_DEFAULT 1000
 
 /* In-flight micro-batches per virtual stage at each rank's peak for a schedule
  * (GPipe m; 1F1B and ZB-H1 min(p - rank, m); interleaved Megatron's warm-up + 1

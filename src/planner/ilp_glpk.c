@@ -85,11 +85,29 @@ typedef struct cb_data {
     double *x;      /* incumbent column values (1-based), NULL when none */
     bool given;
     double bound;   /* best proven bound seen, scaled */
+    int64_t work_limit; /* simplex iterations (root included) + nodes */
+    int64_t work;       /* used so far, as of the last call */
 } cb_data;
+
+/* Work so far: the simplex iterations GLPK counted on the problem (the root
+ * LP's and every node's) plus the nodes created. */
+static int64_t work_done(glp_tree *tree)
+{
+    int active, current, total;
+    glp_ios_tree_size(tree, &active, &current, &total);
+    (void)active;
+    (void)current;
+    return (int64_t)glp_get_it_cnt(glp_ios_get_prob(tree)) + total;
+}
 
 static void callback(glp_tree *tree, void *info)
 {
     cb_data *d = info;
+    d->work = work_done(tree);
+    if (d->work >= d->work_limit) {
+        glp_ios_terminate(tree);
+        return;
+    }
     int best = glp_ios_best_node(tree);
     if (best) {
         double b = glp_ios_node_bound(tree, best);
@@ -251,17 +269,19 @@ mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol,
     if (tr.oom) goto oom;
     glp_load_matrix(lp, tr.n, tr.ia, tr.ja, tr.ar);
 
-    double limit_s = pr->time_limit_s > 0 ? pr->time_limit_s : 10;
+    /* The limit covers the relaxation and the branch-and-bound together. It is
+     * work, not time: a time limit made the split, and so the search's
+     * winner, depend on how loaded the machine was. */
+    int64_t work_limit = pr->work_limit > 0 ? pr->work_limit : MP_SPLIT_WORK_DEFAULT;
     glp_smcp sp;
     glp_init_smcp(&sp);
     sp.msg_lev = GLP_MSG_OFF;
     sp.presolve = GLP_OFF;
-    sp.tm_lim = (int)(limit_s * 1000);
-    /* the limit covers the relaxation and the branch-and-bound together */
-    double started_ms = glp_time();
+    sp.it_lim = work_limit < INT32_MAX ? (int)work_limit : INT32_MAX;
     int ret = glp_simplex(lp, &sp);
     sol->n_stages = K;
     sol->method = "glpk";
+    sol->work = glp_get_it_cnt(lp);
     if (ret != 0 || glp_get_status(lp) != GLP_OPT) {
         /* the relaxation has no solution: no split fits (or the LP gave up) */
         bool lp_infeasible = ret == 0 && (glp_get_status(lp) == GLP_NOFEAS ||
@@ -283,7 +303,7 @@ mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol,
     }
     double lp_bound = glp_get_obj_val(lp);
 
-    cb_data cb = {.bound = lp_bound};
+    cb_data cb = {.bound = lp_bound, .work_limit = work_limit, .work = sol->work};
     if (inc.feasible) {
         x = malloc(sizeof *x * (size_t)(m.ncols + 1));
         if (!x) goto oom;
@@ -294,14 +314,13 @@ mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol,
     glp_init_iocp(&ip);
     ip.msg_lev = GLP_MSG_OFF;
     ip.presolve = GLP_OFF;
-    double left_ms = limit_s * 1000 - glp_difftime(glp_time(), started_ms) * 1000;
-    ip.tm_lim = left_ms > 1 ? (int)left_ms : 1;
     ip.mip_gap = 0;
     ip.gmi_cuts = GLP_ON;
     ip.mir_cuts = GLP_ON;
     ip.cb_func = callback;
     ip.cb_info = &cb;
     ret = glp_intopt(lp, &ip);
+    sol->work = cb.work;
     int ms = glp_mip_status(lp);
     bool have = ms == GLP_OPT || ms == GLP_FEAS;
     if (have) {
@@ -329,7 +348,7 @@ mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol,
     }
     sol->feasible = have;
     if (!have) {
-        /* proven infeasible, or the time ran out before any split was found */
+        /* proven infeasible, or the work ran out before any split was found */
         sol->max_stage_time = INFINITY;
         sol->bound = ms == GLP_NOFEAS ? INFINITY : cb.bound * ts;
         sol->gap = ms == GLP_NOFEAS ? 0 : 1;

@@ -358,8 +358,24 @@ static void refuse(enum_ctx *e, mp_reject_reason r, const char *field, const cha
     }
 }
 
+/* Whether x's values are in the sets --fix KEY=A|B allowed (search.h). */
+static bool allowed(const enum_ctx *e, const cand *x)
+{
+    const int64_t value[MP_FIX_DIMS] = {x->t, x->sp, x->p, x->v, x->c, x->d, x->b, x->rc,
+                                        x->dist_opt, x->sched, x->dp_overlap, x->tp_overlap};
+    for (int i = 0; i < MP_FIX_DIMS; i++) {
+        const mp_search_set *s = &e->opt->allowed[i];
+        bool in = s->n == 0;
+        for (int j = 0; j < s->n && !in; j++) in = s->v[j] == value[i];
+        if (!in) return false;
+    }
+    return true;
+}
+
 static void consider(enum_ctx *e, cand *x)
 {
+    if (!allowed(e, x))
+        return;
     if (e->counts->considered >= MAX_CANDIDATES) {
         e->too_many = true;
         return;
@@ -606,7 +622,7 @@ static void enumerate(enum_ctx *e)
 
 /* ---- the split of one configuration -------------------------------------- */
 
-mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_limit,
+mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_limit,
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err)
 {
     const mp_parallel *pp = &c->parallel;
@@ -618,6 +634,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_l
     info->split_method = "even";
     info->split_gap = 0;
     info->split_max_stage = 0;
+    info->split_work = 0;
     info->uneven = info->mixed_recompute = false;
     /* T5 keeps Megatron's split of encoder and decoder stages (the split
      * rank, mp_even_stage_items): Megatron cannot run a free one */
@@ -669,7 +686,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_l
     mp_split_problem pr = {.n_items = (int32_t)N, .items = si, .pp = (int32_t)pp->pp,
                            .vpp = (int32_t)v, .inflight = inflight,
                            .budget = c->hw.memory - other - none_max,
-                           .time_limit_s = time_limit > 0 ? time_limit : 0.15};
+                           .work_limit = work_limit};
     mp_split_solution sol = {.stages = stages, .recompute = rc};
     if ((st = mp_split_solve(&pr, &sol, err)) != MP_OK) goto done;
     if (!sol.feasible) {
@@ -696,6 +713,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_l
     info->split_method = sol.method;
     info->split_gap = sol.gap;
     info->split_max_stage = sol.max_stage_time;
+    info->split_work = sol.work;
     st = mp_estimate_config(&plan->config, plan, est, err);
 done:
     free(items);
@@ -1022,19 +1040,19 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         goto done;
     }
-    /* GLPK gets one budget for the whole search, shared by the plans still to
-     * split, so that --top 5 stays within the search's one-second budget; a
-     * plan whose ILP runs out of time keeps the DP's bounds and reports its gap. */
-    const double split_budget_s = opt->split_time_limit > 0 ? opt->split_time_limit * top.n
-                                                            : MP_SEARCH_SPLIT_BUDGET_S;
-    double split_started = now_s();
+    /* GLPK gets one work budget for the whole search, shared by the plans still
+     * to split, so that --top 5 stays within the search's one-second budget; a
+     * plan whose ILP runs out of work keeps the DP's bounds and reports its gap.
+     * Work is counted, not timed, so a loaded machine names the same winner. */
+    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * top.n
+                                                           : MP_SEARCH_SPLIT_WORK;
+    int64_t split_used = 0;
     for (int i = 0; i < top.n; i++) {
         mp_search_plan *sp = &res->plans[i];
         res->n = i + 1;
-        double split_left = split_budget_s - (now_s() - split_started);
-        double split_limit = split_left / (double)(top.n - i);
-        if (split_limit < MP_SEARCH_SPLIT_MIN_S)
-            split_limit = MP_SEARCH_SPLIT_MIN_S;
+        int64_t split_limit = (split_budget - split_used) / (top.n - i);
+        if (split_limit < MP_SEARCH_SPLIT_MIN_WORK)
+            split_limit = MP_SEARCH_SPLIT_MIN_WORK;
         apply(base, &top.e[i].x, &sp->config);
         sp->est = sp->est_even = top.e[i].est;
         sp->split_method = "even";
@@ -1061,7 +1079,11 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
                 sp->split_method = info.split_method;
                 sp->split_gap = info.split_gap;
                 sp->split_max_stage = info.split_max_stage;
-                if (est.fits && info.uneven && est.time.step < sp->est_even.time.step * (1 - 1e-9)) {
+                split_used += info.split_work;
+                /* --runtime megatron: a split its flags cannot express keeps the even one */
+                bool runs = !opt->megatron_runtime || mp_search_megatron_runs(tmp, NULL);
+                if (runs && est.fits && info.uneven &&
+                    est.time.step < sp->est_even.time.step * (1 - 1e-9)) {
                     res->counts.split_uneven++;
                     sp->est = est;
                     sp->uneven = true;

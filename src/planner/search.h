@@ -30,6 +30,15 @@ enum {
     MP_FIX_DP_OVERLAP = 1u << 10, MP_FIX_TP_OVERLAP = 1u << 11, MP_FIX_ZERO = 1u << 17,
     MP_FIX_HSDP = 1u << 18
 };
+#define MP_FIX_DIMS 12
+
+/* The values a dimension may take (--fix schedule=1f1b|interleaved-1f1b,
+ * tp=4|8): integers, or the enum/bool values as integers. n = 0: any. */
+#define MP_SEARCH_SET_MAX 16
+typedef struct mp_search_set {
+    int n;
+    int64_t v[MP_SEARCH_SET_MAX];
+} mp_search_set;
 
 /* Why a setting was refused before it was costed, or a candidate after. */
 typedef enum mp_reject_reason {
@@ -69,11 +78,17 @@ typedef struct mp_search_options {
     bool tp_cross_domain;    /* allow t beyond the scale-up domain */
     bool no_split;           /* skip the stage split (even split, uniform recompute) */
     bool no_simulate;        /* skip the simulator's re-ranking */
-    double split_time_limit; /* seconds of GLPK per candidate (<= 0: a share of
-                                MP_SEARCH_SPLIT_BUDGET_S for the whole search) */
+    int64_t split_work_limit;/* GLPK work (simplex iterations + nodes) per plan
+                                (<= 0: a share of MP_SEARCH_SPLIT_WORK for the whole search) */
     bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
     bool zero_sharding;      /* also search ZeRO-2 and ZeRO-3/FSDP (pp = 1; run by FSDP or
                                 DeepSpeed, not Megatron-LM); a fixed zero is searched anyway */
+    /* allowed[i]: the values dimension MP_FIX bit i may take (n = 0: any) */
+    mp_search_set allowed[MP_FIX_DIMS];
+    /* only what Megatron-LM runs: its schedules (1F1B, interleaved) and stage
+     * splits and per-layer recompute in the forms its flags express
+     * (mp_search_megatron_runs); a split it cannot express keeps the even one */
+    bool megatron_runtime;
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
     void *progress_user;
@@ -89,6 +104,7 @@ typedef struct mp_search_plan {
     const char *split_method;/* "glpk", "dp", "even", "exhaustive" */
     double split_gap;        /* optimality gap of the split's slowest stage */
     double split_max_stage;  /* seconds per micro-batch of the slowest stage */
+    int64_t split_work;      /* GLPK work the split used (simplex iterations + nodes) */
     bool simulated;
     double sim_step;         /* seconds, when simulated */
     double rank_step;        /* what the ranking used: sim_step or est.time.step */
@@ -119,15 +135,26 @@ void mp_search_result_free(mp_search_result *r);
  * layer_recompute) from the ILP/DP, allowing every recompute choice when
  * free_recompute, else only the config's. Returns the estimate with the plan
  * in est. Used by search and explain. */
-mp_status mp_search_split(const mp_config *c, bool free_recompute, double time_limit,
+mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_limit,
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err);
 
 /* The fewest plans search re-ranks (by simulation), whatever --top shows. */
 #define MP_SEARCH_RERANK_MIN 5
 
-/* GLPK's time for all the stage splits of one search, and the least one
- * plan gets: the search's budget is one second on two cores. */
-#define MP_SEARCH_SPLIT_BUDGET_S 0.4
-#define MP_SEARCH_SPLIT_MIN_S 0.02
+/* Whether Megatron-LM's flags express plan's schedule, stage split and
+ * per-layer recompute (the forms src/planner/megatron.c writes without a
+ * caveat): 1F1B or interleaved; with vpp == 1 the middle stages even (the
+ * first and last may differ), with vpp > 1 all even; recompute uniform, or
+ * full on the first N blocks of every stage and none on the rest (--recompute-
+ * method block). why (may be NULL) names what does not fit. */
+bool mp_search_megatron_runs(const mp_plan *plan, const char **why);
+
+/* GLPK's work (simplex iterations + branch-and-bound nodes) for all the stage
+ * splits of one search, and the least one plan gets. Work, not seconds: the
+ * winner must not depend on the machine's load. About 0.2 s of CPU on the
+ * benchmark machine (docs/benchmarks.md), within the search's one-second budget;
+ * 3000 named the same winners and splits for the benchmark's searches. */
+#define MP_SEARCH_SPLIT_WORK 2000
+#define MP_SEARCH_SPLIT_MIN_WORK 200
 
 #endif

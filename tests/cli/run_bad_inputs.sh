@@ -108,6 +108,17 @@ core() {
     check heads-divide-hidden "${M}divide\.yaml:5:8: heads: must divide hidden" "$bin" models divide.yaml
     file gqa.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 768\nheads: 12\nkv_heads: 5\nvocab: 5\nseq: 5\n'
     check kv-heads-divide "${M}gqa\.yaml:6:11: kv_heads: must divide heads" "$bin" models gqa.yaml
+    # derived sizes meet the limits of stated ones (head_dim = hidden/heads)
+    file wide.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 99999\nheads: 1\nvocab: 1000\nseq: 128\n'
+    check derived-head-dim "${M}wide\.yaml:5:8: heads: hidden/heads = 99999/1 gives head_dim too large: at most 65536 \(got 99999\)" "$bin" models wide.yaml
+    file seq.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 64\nheads: 1\nvocab: 1000\nseq: 5644901\n'
+    check integer-in-full "${M}seq\.yaml:7:6: seq: too large: at most 4194304 \(got 5644901\)" "$bin" models seq.yaml
+    # the wrong kind of input says what it is and what to give instead
+    mkdir -p nocfg
+    check folder-without-config "^megaplan estimate: --model: no config\.json in nocfg " "$bin" estimate --model nocfg --gpus 8
+    check size-did-you-mean "did you mean llama2-70b or llama3-70b\?" "$bin" estimate --model 70B --gpus 8
+    file model-as-plan.yaml "$GOOD_MODEL"
+    check model-given-to-simulate "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" "$bin" simulate model-as-plan.yaml
     file t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n'
     check t5-needs-decoder "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" "$bin" models t5.yaml
     file dup.yaml "${GOOD_MODEL}heads: 12\n"
@@ -122,7 +133,7 @@ core() {
     check binary "${M}binary\.yaml:2:9: YAML syntax error: control characters" "$bin" models binary.yaml
     check missing-file "${M}nothere\.yaml: cannot read" "$bin" models nothere.yaml
     mkdir -p adir
-    check directory "${M}adir/?: cannot read" "$bin" models adir/
+    check directory "${M}model: no config\.json in adir/ " "$bin" models adir/
     check unknown-preset "${M}model: unknown model 'gpt3-176b' \(did you mean 'gpt3-175b'" "$bin" models gpt3-176b
     check unknown-alias "${M}model: unknown model '176B'" "$bin" models 176B
 

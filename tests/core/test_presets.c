@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/io.h"
 #include "core/tables.h"
@@ -51,6 +52,7 @@ static void test_names_and_aliases(void **state)
         {"125M", "gpt3-125m"},        {"1.3B", "gpt3-1.3b"},       {"22B", "megatron-22b"},
         {"1.7B", "megatron-1.7b"},    {"145.6B", "megatron-145.6b"},
         {"llama3-70b", "llama3-70b"}, {"bert-large", "bert-large"}, {"t5-11b", "t5-11b"},
+        {"7B", "llama2-7b"},          {"8b", "llama3-8b"},         {"405B", "llama3-405b"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const mp_model *m = mp_model_preset(cases[i].name);
@@ -59,6 +61,23 @@ static void test_names_and_aliases(void **state)
         assert_string_equal(m->name, cases[i].preset);
     }
     assert_null(mp_model_preset("176B"));
+    /* 70B is two LLaMAs: no alias, and --model names both */
+    assert_null(mp_model_preset("70B"));
+    mp_model m;
+    mp_error err;
+    mp_error_clear(&err);
+    assert_int_equal(mp_model_load("70B", &m, &err), MP_EINPUT);
+    assert_non_null(strstr(err.msg, "did you mean llama2-70b or llama3-70b?"));
+    /* every alias names one preset, and no preset's name */
+    for (int i = 0; mp_model_preset_at(i); i++) {
+        const char *alias = mp_model_preset_alias(mp_model_preset_at(i)->name);
+        if (!alias)
+            continue;
+        assert_ptr_equal(mp_model_preset(alias), mp_model_preset_at(i));
+        for (int j = 0; mp_model_preset_at(j); j++)
+            if (j != i && mp_model_preset_alias(mp_model_preset_at(j)->name))
+                assert_true(strcasecmp(alias, mp_model_preset_alias(mp_model_preset_at(j)->name)));
+    }
     assert_null(mp_model_preset("gpt3"));
     assert_null(mp_model_preset(""));
     assert_null(mp_model_preset(NULL));

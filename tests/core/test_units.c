@@ -123,6 +123,18 @@ static void test_format_round_trip(void **state)
         assert_true(back == cases[i].v);
     }
     char buf[64];
+    /* a unit is one rounding: "60 us" is the double nearest 6e-05, which
+     * writes back short (60 * 1e-6 is 5.9999999999999995e-05) */
+    assert_true(parse_ok("60 us", MP_UNIT_TIME) == 6e-05);
+    assert_true(parse_ok("5 us", MP_UNIT_TIME) == 5e-06);
+    assert_true(parse_ok("7e-3 ms", MP_UNIT_TIME) == 7e-06);
+    assert_true(parse_ok("0.3 TB/s", MP_UNIT_BANDWIDTH) == 3e11);
+    assert_true(parse_ok("200 Gb/s", MP_UNIT_BANDWIDTH) == 25e9);
+    mp_format_double(parse_ok("60 us", MP_UNIT_TIME), buf, sizeof buf);
+    assert_string_equal(buf, "6e-05");
+    mp_units_format(parse_ok("60 us", MP_UNIT_TIME), MP_UNIT_TIME, buf, sizeof buf);
+    assert_true(parse_ok(buf, MP_UNIT_TIME) == 6e-05);
+    assert_true(strlen(buf) <= 6);
     mp_format_double(0.1, buf, sizeof buf);
     assert_string_equal(buf, "0.1");
     mp_format_double(1.0 / 3.0, buf, sizeof buf);

@@ -172,6 +172,10 @@ static void test_model_errors(void **state)
     snprintf(text, sizeof text, "%sseq: 1000000000000\n", base);
     model(text, &m, &err);
     EXPECT_ERR(err, 6, 6, "seq", "too large");
+    /* integers print in full, not as 4.1943e+06 */
+    snprintf(text, sizeof text, "%sseq: 5644901\n", base);
+    model(text, &m, &err);
+    EXPECT_ERR(err, 6, 6, "seq", "too large: at most 4194304 (got 5644901)");
 
     snprintf(text, sizeof text, "%sseq: 32\ntied_embeddings: maybe\n", base);
     model(text, &m, &err);

@@ -36,6 +36,20 @@ grep -Eq '^\{"ok": true, .*"compare": \{"step": \[[0-9.e-]+, [0-9.e-]+\], "compu
     "$tmp/json" || fail "no compare object in the JSON line"
 [ "$(wc -l <"$tmp/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
 
+# ranks that outnumber the cores share them: the comparison says its times are not a measurement
+sed -e "s/@TP@/2/; s/@SP@/false/; s/@DP@/2/; s/@PP@/1/; s/@DISTOPT@/false/; s/@GPUS@/4/" \
+    -e "s/@GB@/4/; s/@MB@/1/; s/@TIED@/true/; s/@SCHED@/1f1b/; s/@LAYERS@/2/; s/@VPP@/1/" \
+    -e "s/@CP@/1/; s/@HW@/dgx-a100/" "$template" > "$tmp/plan4.yaml"
+timeout 60 mpirun --oversubscribe -np 4 "$megaplan" exec "$tmp/plan4.yaml" --exact \
+    --compare "$tmp/cpu.yaml" > "$tmp/out4" 2>&1 || fail "exec --compare on 4 ranks exited $?"
+grep -v "^param:" "$tmp/out4" | tail -4
+cores=$(getconf _NPROCESSORS_ONLN)
+if [ "$cores" -lt 4 ]; then
+  grep -q "^warning: 4 ranks on $cores cores: ranks share cores" "$tmp/out4" || fail "no warning: 4 ranks on $cores cores"
+else
+  ! grep -q "warning: .* ranks on" "$tmp/out4" || fail "a warning with 4 ranks on $cores cores"
+fi
+
 "$megaplan" exec --np 2 "$tmp/plan.yaml" --compare "$tmp/missing.yaml" > "$tmp/out2" 2>&1
 rc=$?
 cat "$tmp/out2"

@@ -45,6 +45,18 @@ import json
 a=json.load(open('$T/hsj'))
 assert a and all(o['parallel'].get('hsdp') is True and o['parallel']['zero'] == 3 for o in a), a[0]['parallel']" || fail "--hsdp not held"
 
+# --runtime any ranks ZeRO-2/3 plans with Megatron's (they win this small model)
+"$M" search --model gpt3-1.3b --gpus 64 --runtime any --format json >"$T/any" || fail "--runtime any exit"
+python3 -c "
+import json
+a=json.load(open('$T/any'))
+assert any(o['parallel'].get('zero', 0) >= 2 for o in a), [o['parallel'] for o in a]" || fail "--runtime any ranks no ZeRO plan"
+"$M" search --model gpt3-1.3b --gpus 64 --format json >"$T/meg" || fail "default search exit"
+python3 -c "
+import json
+a=json.load(open('$T/meg'))
+assert all(o['parallel'].get('zero', 0) < 2 for o in a)" || fail "the default search ranked a ZeRO-2/3 plan"
+
 refuse() {
   "$M" "$@" >"$T/out" 2>"$T/err"
   rc=$?
@@ -60,6 +72,9 @@ refuse estimate --model gpt3-13b --gpus 64 --pp 2 --zero 3
 refuse estimate --model gpt3-13b --gpus 64 --zero 4
 refuse estimate --model gpt3-13b --gpus 64 --format nonsense
 refuse estimate --model llama3-8b --gpus 256 --hsdp --format deepspeed
+refuse search --model gpt3-1.3b --gpus 64 --zero 3 --runtime megatron
+refuse search --model gpt3-1.3b --gpus 64 --runtime nonsense
+refuse search --model gpt3-1.3b --gpus 64 --fix 'zero=2|3'
 
 "$M" search --model gpt3-1.3b --gpus 64 >"$T/table" || fail "search exit"
 grep -q "runs under Megatron-LM (--format megatron)" "$T/table" || fail "framework not named"

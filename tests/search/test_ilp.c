@@ -63,7 +63,7 @@ static void random_instance(instance *in, int n_items, int pp, int vpp, bool run
     in->pr = (mp_split_problem){.n_items = n_items, .items = in->items, .pp = pp, .vpp = vpp,
                                 .inflight = in->inflight,
                                 .budget = total / pp * (0.4 + 1.2 * urand()),
-                                .time_limit_s = 60};
+                                .work_limit = 1000000};
 }
 
 typedef struct answer {

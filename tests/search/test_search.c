@@ -259,7 +259,7 @@ static void test_heavy_head_uneven_split(void **state)
     mp_estimate est;
     mp_search_plan info;
     memset(&info, 0, sizeof info);
-    assert_int_equal(mp_search_split(&c, false, 5.0, plan, &est, &info, &err), MP_OK);
+    assert_int_equal(mp_search_split(&c, false, 100000, plan, &est, &info, &err), MP_OK);
     assert_true(info.uneven);
     assert_true(est.fits);
     assert_true(est.time.step < even.time.step * 0.98);
@@ -355,6 +355,72 @@ static void test_explain_verdicts(void **state)
     }
 }
 
+/* --runtime megatron's test of a plan: what Megatron-LM's flags express runs
+ * (and megatron.c writes it without a caveat), the rest does not. */
+static void test_megatron_runs(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("gpt3-1.3b", "dgx-a100", 32, 512, MP_DTYPE_BF16, &o);
+    mp_plan *plan = calloc(1, sizeof *plan);
+    assert_non_null(plan);
+    plan->config = o.base;
+    plan->config.model.layers = 16;
+    plan->config.parallel = (mp_parallel){.tp = 2, .pp = 4, .vpp = 1, .cp = 1, .dp = 4,
+                                          .micro_batch = 2, .schedule = MP_SCHED_1F1B};
+    plan->n_stages = 4;
+    int32_t bounds[5] = {0, 6, 10, 14, 18}; /* blocks 5 | 4 | 4 | 3: first and last differ */
+    for (int k = 0; k < 4; k++) plan->stages[k] = (mp_stage_range){bounds[k], bounds[k + 1]};
+    const char *why = NULL;
+    assert_true(mp_search_megatron_runs(plan, &why));
+    plan->has_layer_recompute = true;
+    memset(plan->layer_recompute, MP_RECOMPUTE_SELECTIVE, sizeof plan->layer_recompute);
+    assert_true(mp_search_megatron_runs(plan, &why)); /* uniform selective */
+    /* full on the first two blocks of each stage, none after: --recompute-method block */
+    memset(plan->layer_recompute, MP_RECOMPUTE_NONE, sizeof plan->layer_recompute);
+    for (int k = 0; k < 4; k++) {
+        int32_t first = bounds[k] < 1 ? 1 : bounds[k];
+        plan->layer_recompute[first] = plan->layer_recompute[first + 1] = MP_RECOMPUTE_FULL;
+    }
+    assert_true(mp_search_megatron_runs(plan, &why));
+    mp_buf b;
+    mp_buf_init(&b);
+    mp_megatron_args(&plan->config, plan, &b);
+    assert_null(strstr(b.data, "\n# "));
+    mp_buf_free(&b);
+    /* a third full block on one stage: N differs */
+    plan->layer_recompute[bounds[2] + 2] = MP_RECOMPUTE_FULL;
+    assert_false(mp_search_megatron_runs(plan, &why));
+    assert_non_null(strstr(why, "different number"));
+    plan->layer_recompute[bounds[2] + 2] = MP_RECOMPUTE_NONE;
+    /* a selective block among them: one granularity only */
+    plan->layer_recompute[bounds[3] + 2] = MP_RECOMPUTE_SELECTIVE;
+    assert_false(mp_search_megatron_runs(plan, &why));
+    plan->layer_recompute[bounds[3] + 2] = MP_RECOMPUTE_NONE;
+    assert_true(mp_search_megatron_runs(plan, &why));
+    /* uneven middle stages: 5 | 3 | 5 | 3 */
+    plan->stages[1].end = 9;
+    plan->stages[2].begin = 9;
+    plan->has_layer_recompute = false;
+    assert_false(mp_search_megatron_runs(plan, &why));
+    assert_non_null(strstr(why, "middle"));
+    mp_plan_default_stages(plan);
+    assert_true(mp_search_megatron_runs(plan, &why));
+    plan->config.parallel.schedule = MP_SCHED_ZBH1;
+    assert_false(mp_search_megatron_runs(plan, &why));
+    plan->config.parallel.schedule = MP_SCHED_GPIPE;
+    assert_false(mp_search_megatron_runs(plan, &why));
+    /* interleaved: only even chunks */
+    plan->config.parallel.schedule = MP_SCHED_INTERLEAVED;
+    plan->config.parallel.vpp = 2;
+    mp_plan_default_stages(plan);
+    assert_true(mp_search_megatron_runs(plan, &why));
+    plan->stages[0].end++;
+    plan->stages[1].begin++;
+    assert_false(mp_search_megatron_runs(plan, &why));
+    free(plan);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_refused_names_the_fixed_setting),
         cmocka_unit_test(test_heavy_head_uneven_split),
         cmocka_unit_test(test_megatron_flags),
+        cmocka_unit_test(test_megatron_runs),
         cmocka_unit_test(test_explain_verdicts),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));

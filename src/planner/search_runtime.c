@@ -1,0 +1,69 @@
+/* search_runtime.c — what a training runtime can run, for search's
+ * --runtime restriction (search.h). Megatron-LM: the forms its flags
+ * express (src/planner/megatron.c writes them). */
+#include "planner/search.h"
+
+static int64_t blocks_of(const mp_stage_range *s, int64_t L)
+{
+    int64_t b = s->begin < 1 ? 1 : s->begin, e = s->end > L + 1 ? L + 1 : s->end;
+    return e > b ? e - b : 0;
+}
+
+static bool fail(const char **why, const char *what)
+{
+    if (why) *why = what;
+    return false;
+}
+
+/* Recompute Megatron's flags express: one choice for every block, or
+ * (granularity full, method block) full on the first N blocks of each
+ * (virtual) stage and none on the rest. */
+static bool recompute_expressible(const mp_plan *plan, int64_t L, const char **why)
+{
+    const uint8_t *rc = plan->layer_recompute;
+    bool uniform = true;
+    for (int64_t i = 2; i <= L; i++)
+        if (rc[i] != rc[1]) uniform = false;
+    if (uniform) return true;
+    /* N: the full blocks of a stage that also has others; a stage of at
+     * most N blocks recomputes them all */
+    int64_t n = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t k = 0; k < plan->n_stages; k++) {
+            const mp_stage_range *s = &plan->stages[k];
+            int64_t first = s->begin < 1 ? 1 : s->begin, len = blocks_of(s, L), full = 0;
+            while (full < len && rc[first + full] == MP_RECOMPUTE_FULL) full++;
+            for (int64_t i = first + full; i < first + len; i++)
+                if (rc[i] != MP_RECOMPUTE_NONE)
+                    return fail(why, "per-layer recompute other than full on the first N "
+                                     "blocks of every stage");
+            bool partial = full < len;
+            if (pass == 0 && partial && n >= 0 && full != n)
+                return fail(why, "a different number of recomputed blocks per stage");
+            if (pass == 0 && partial) n = full;
+            if (pass == 1 && !partial && n >= 0 && len > n)
+                return fail(why, "a stage recomputes more blocks than the others' N");
+        }
+    return true;
+}
+
+bool mp_search_megatron_runs(const mp_plan *plan, const char **why)
+{
+    const mp_parallel *p = &plan->config.parallel;
+    if (p->schedule == MP_SCHED_ZBH1) return fail(why, "Megatron-LM has no ZB-H1 schedule");
+    if (p->schedule == MP_SCHED_GPIPE && p->pp > 1)
+        return fail(why, "Megatron-LM has no GPipe schedule");
+    if (!plan->n_stages) return true; /* Megatron's own even split */
+    int64_t L = plan->config.model.layers, K = plan->n_stages;
+    if (K > 1) {
+        int64_t mid = K > 2 ? blocks_of(&plan->stages[1], L) : 0;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t n = blocks_of(&plan->stages[k], L);
+            if (p->vpp > 1 && n != L / K)
+                return fail(why, "uneven virtual stages (Megatron interleaves even chunks)");
+            if (k > 0 && k < K - 1 && n != mid)
+                return fail(why, "uneven middle stages (Megatron sets only the first and last)");
+        }
+    }
+    return !plan->has_layer_recompute || recompute_expressible(plan, L, why);
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# --fix sets (KEY=A|B) and --runtime megatron: search keeps to the values and
+# to what Megatron-LM runs (no ZB-H1 or GPipe; splits and per-layer recompute
+# only in the forms its flags express). --fix schedule=1f1b|interleaved-1f1b
+# was once refused as an unknown schedule.
+#   run_fix_sets.sh MEGAPLAN
+M="$1"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$M" search --model llama3-70b --gpus 1024 --hw dgx-a100 --fix 'schedule=1f1b|interleaved-1f1b' \
+  --format json >"$T/sched" || fail "schedule set: exit $?"
+"$M" search --model 175B --gpus 1024 --fix 'tp=4|8,micro_batch=1|2' --format json >"$T/tp" ||
+  fail "tp set: exit $?"
+# 1T on 4096: unrestricted, ZB-H1 and mixed recompute reach the top five
+"$M" search --model 1T --gpus 4096 --format json >"$T/free" || fail "1T: exit $?"
+"$M" search --model 1T --gpus 4096 --runtime megatron --format json >"$T/megatron" ||
+  fail "--runtime megatron: exit $?"
+"$M" search --model 1T --gpus 4096 --runtime megatron --format megatron >"$T/flags" ||
+  fail "--runtime megatron --format megatron: exit $?"
+python3 - "$T" <<'PY' || fail "plans outside the sets"
+import json, sys, os
+d = sys.argv[1]
+load = lambda n: json.load(open(os.path.join(d, n)))
+s = load("sched")
+assert s and {o["parallel"]["schedule"] for o in s} <= {"1f1b", "interleaved-1f1b"}, s
+t = load("tp")
+assert t and {o["parallel"]["tp"] for o in t} <= {4, 8}, [o["parallel"] for o in t]
+assert {o["parallel"]["micro_batch"] for o in t} <= {1, 2}
+free = load("free")
+assert any(o["parallel"]["schedule"] == "zb-h1" for o in free), "the unrestricted search lost its ZB-H1 plans: the test proves nothing"
+m = load("megatron")
+assert m
+for o in m:
+    assert o["parallel"]["schedule"] in ("1f1b", "interleaved-1f1b"), o["parallel"]
+PY
+grep -q '^# .*Megatron' "$T/flags" && { cat "$T/flags"; fail "the winner needs a caveat to run on Megatron-LM"; }
+
+check_refused() { # want, args...
+  want=$1; shift
+  "$M" search "$@" >"$T/out" 2>"$T/err" && fail "$* was accepted"
+  [ $? -eq 2 ] || fail "$*: exit status not 2"
+  grep -q -- "$want" "$T/err" || { cat "$T/err"; fail "$*: stderr lacks '$want'"; }
+}
+check_refused "Megatron-LM has no zb-h1 schedule" --model 1T --gpus 4096 --runtime megatron --fix schedule=zb-h1
+check_refused "none of the --fix schedules runs on Megatron-LM" --model 1T --gpus 4096 --runtime megatron --fix 'schedule=zb-h1|gpipe'
+check_refused "expected megatron" --model 1T --gpus 4096 --runtime deepspeed
+check_refused "schedule=zb-h2: expected" --model 1T --gpus 4096 --fix 'schedule=1f1b|zb-h2'
+check_refused "tp is fixed twice" --model 1T --gpus 4096 --tp 8 --fix 'tp=4|8'
+echo "ok: --fix sets and --runtime megatron"

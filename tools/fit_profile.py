@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """fit_profile.py - how the A100 profiles' global efficiency parameters were fitted.
 
-    python3 tools/fit_profile.py build/tests/validation/megaplan-validate ../shared/data [--split-by-model]
-    python3 tools/fit_profile.py build/tests/validation/megaplan-validate ../shared/data --partial-node
+    python3 tools/fit_profile.py build/tests/validation/megaplan-validate tests/data [--split-by-model]
+    python3 tools/fit_profile.py build/tests/validation/megaplan-validate tests/data --partial-node
 
 Coordinate descent over seven global parameters shared by dgx-a100 and
 a100-4xhdr (the GEMM efficiency curve ymax / (1 + (x0/x)^k), memory efficiency,

@@ -1,7 +1,7 @@
 /* rank_validate.c — megaplan-rank-validate: does search rank configurations
  * the way measurements do? Prints a Markdown section for docs/validation.md.
  *
- *   megaplan-rank-validate ../shared/data [--check|--check-ranking|--check-published] > ranking.md
+ *   megaplan-rank-validate tests/data [--check|--check-ranking|--check-published] > ranking.md
  *
  * 1. vTrain multi-node runs (3.6B on 64 GPUs, 18.4B on 256): every measured
  *    configuration of a model size is costed with the row's exact settings
@@ -9,7 +9,7 @@
  *    and sim_validation share: a100-4xhdr, fp16, GPT vocab 50,257 tied, full
  *    recompute, 1F1B, no SP, no distributed optimizer, no DP overlap). The configuration megaplan ranks first must
  *    be within 3% of the measured best; Spearman's rho of the two orders.
- * 2. Published setups (../shared/data/published): search with the model, GPU
+ * 2. Published setups (tests/data/published): search with the model, GPU
  *    count, global batch and precision; the rank of the published degrees
  *    (tp, pp, dp) among the plans, or why megaplan's first is faster; and
  *    with the published degrees (and software of the time) fixed, the

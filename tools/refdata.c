@@ -1,4 +1,4 @@
-/* refdata.c — the rows of ../shared/data as megaplan configurations (see
+/* refdata.c — the rows of tests/data as megaplan configurations (see
  * refdata.h for why this is one module). Each data set's builder reads its
  * CSV columns and applies the assumptions its note states; nothing else
  * about a row is decided anywhere else. */
@@ -24,6 +24,7 @@ typedef struct csv {
     char **cell;               /* rows x cols; NULL where a line is short */
     int *line;                 /* 1-based file line of each data row */
     int rows, cols;
+    refdata_role role;         /* from the "# role:" header line */
 } csv;
 
 static void csv_free(csv *c)
@@ -54,6 +55,19 @@ static int split_line(char *s, char **cells, int cols)
     return n;
 }
 
+/* "# word: text" before the column names: the file's source, licence, role
+ * and notes. Column names may start with '#' too ("# GPUs,..."), but never
+ * with a lower-case word and a colon. */
+static bool is_meta_line(const char *s)
+{
+    if (s[0] != '#' || s[1] != ' ' || !islower((unsigned char)s[2]))
+        return false;
+    const char *p = s + 2;
+    while (islower((unsigned char)*p))
+        p++;
+    return *p == ':';
+}
+
 static mp_status csv_read(const char *dir, const char *file, csv *c, mp_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -79,6 +93,27 @@ static mp_status csv_read(const char *dir, const char *file, csv *c, mp_error *e
             *nl = '\0';
         next = nl ? nl + 1 : NULL;
         lineno++;
+        if (!c->header && is_meta_line(s)) {
+            /* the header of tests/data: source, licence, role (tests/data/README.md) */
+            const char *r = strstr(s, "role:");
+            if (s == strstr(s, "# role:") && r) {
+                r += 5;
+                while (*r == ' ')
+                    r++;
+                size_t n = strcspn(r, " \r");
+                if (n == 3 && !strncmp(r, "fit", 3))
+                    c->role = REFDATA_FIT;
+                else if (n == 8 && !strncmp(r, "held-out", 8))
+                    c->role = REFDATA_HELD_OUT;
+                else {
+                    mp_status st = mp_error_set(err, MP_EINPUT, c->path, lineno, 0, "role",
+                                                "expected fit or held-out");
+                    csv_free(c);
+                    return st;
+                }
+            }
+            continue;
+        }
         if (!c->header) {
             /* the header decides how many columns a row has */
             c->cols = 1;
@@ -92,6 +127,13 @@ static mp_status csv_read(const char *dir, const char *file, csv *c, mp_error *e
                 return mp_error_set(err, MP_ENOMEM, file, 0, 0, NULL, "out of memory");
             }
             split_line(s, c->header, c->cols);
+            if (c->role == REFDATA_ROLE_NONE) {
+                mp_status st = mp_error_set(err, MP_EINPUT, c->path, lineno, 0, "role",
+                                            "no '# role: fit|held-out' line before the header "
+                                            "(tests/data/README.md)");
+                csv_free(c);
+                return st;
+            }
             continue;
         }
         if (s[0] == '\0' || (s[0] == '\r' && s[1] == '\0'))
@@ -538,6 +580,12 @@ static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error
             return mp_error_set(err, MP_ENOMEM, f, 0, 0, NULL, "out of memory");
         }
         s->rows = grown;
+        if (g > 2 && c.role != s->role) {
+            csv_free(&c);
+            return mp_error_set(err, MP_EINPUT, f, 0, 0, "role",
+                                "differs from the 2-GPU sweep's: one data set, one role");
+        }
+        s->role = c.role;
         for (int r = 0; r < c.rows; r++) {
             static const int cols[3] = {0, 3, 5};
             double v[3];
@@ -616,6 +664,7 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
         st = csv_read(dir, out->file, &c, err);
         if (st != MP_OK)
             return st;
+        out->role = c.role;
         st = rows_alloc(out, (size_t)c.rows * (size_t)sets[id].rows_per_line, err);
         if (st == MP_OK) {
             switch (id) {

@@ -1,8 +1,8 @@
-/* validate.c — megaplan-validate: runs every row of ../shared/data through the
+/* validate.c — megaplan-validate: runs every row of tests/data through the
  * cost model and prints docs/validation.md (predicted vs measured per row,
  * MAPE, median and max per data set, the hold-out split, the NCCL fit).
  *
- *   build/tests/validation/megaplan-validate ../shared/data > docs/validation.md
+ *   build/tests/validation/megaplan-validate tests/data > docs/validation.md
  *
  * Exit status 0 when every acceptance threshold holds, 1 when one is missed,
  * 2 when the data cannot be read. One hardware profile per hardware type, no

@@ -1,4 +1,4 @@
-/* sim_validation — the simulated step time of every row of ../shared/data
+/* sim_validation — the simulated step time of every row of tests/data
  * against the measurement and against estimate's closed form (the same
  * configurations megaplan-validate uses: both take them from
  * tools/refdata.c). Prints a markdown section (docs/validation.md's

@@ -9,7 +9,9 @@ data="$root/tests/data"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 {
-  "$build/tests/validation/megaplan-validate" "$data" || true
+  "$build/tests/validation/megaplan-validate" "$data" --summary || true
+  python3 "$root/tools/fit_profile.py" "$build/tests/validation/megaplan-validate" "$data" --loso
+  "$build/tests/validation/megaplan-validate" "$data" --rows || true
   "$build/tests/search/megaplan-rank-validate" "$data" || true
   cat <<'TXT'
 ## Simulated step (sim_validation)

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/hw.h"
 #include "core/model.h"
+#include "planner/band.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "planner/report.h"
@@ -719,6 +720,30 @@ static void test_profile_constants_are_read(void **state)
     assert_true(with.memory.peak > without.memory.peak);
 }
 
+/* The error band (planner/band.h): predicted = measured (1 + e) with e in
+ * [low, high], so the measured time lies in [t/(1 + high), t/(1 + low)] and a
+ * throughput in [q(1 + low), q(1 + high)]; no band, no range. */
+static void test_error_band(void **state)
+{
+    (void)state;
+    mp_hw hw;
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-a100", &hw, &err), MP_OK);
+    assert_true(mp_band_known(&hw));
+    hw.error_band_low = -0.1;
+    hw.error_band_high = 0.05;
+    double lo, hi;
+    assert_true(mp_band_time(&hw, 2.0, &lo, &hi));
+    assert_true(fabs(lo - 2.0 / 1.05) < 1e-12 && fabs(hi - 2.0 / 0.9) < 1e-12);
+    assert_true(mp_band_rate(&hw, 100.0, &lo, &hi));
+    assert_true(fabs(lo - 90.0) < 1e-9 && fabs(hi - 105.0) < 1e-9);
+    assert_true(fabs(mp_band_width(&hw, 0.03) - 0.15) < 1e-12);
+    hw.error_band_low = hw.error_band_high = 0.0;
+    assert_false(mp_band_time(&hw, 2.0, &lo, &hi));
+    assert_true(lo == 2.0 && hi == 2.0);
+    assert_true(mp_band_width(&hw, 0.03) == 0.03);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -748,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_t5_and_llama_run),
         cmocka_unit_test(test_microbatch_never_slower_at_p1),
         cmocka_unit_test(test_profile_constants_are_read),
+        cmocka_unit_test(test_error_band),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

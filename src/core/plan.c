@@ -12,15 +12,13 @@ void mp_plan_default_stages(mp_plan *plan)
         return;
     }
     plan->n_stages = (int32_t)n;
-    /* Blocks spread evenly (Megatron requires layers % (pp*vpp) == 0; if not,
-     * the first stages take one more); the embedding joins the first stage
-     * and the head the last, as in Megatron-LM. */
-    int64_t item = 1;
+    /* Blocks spread evenly, or by Megatron's first/last-stage split when n
+     * does not divide them (mp_blocks_before_stage); the embedding joins the
+     * first stage and the head the last, as in Megatron-LM. */
     for (int64_t k = 0; k < n; k++) {
-        int64_t count = blocks / n + (k < blocks % n ? 1 : 0);
-        plan->stages[k].begin = (int32_t)(k == 0 ? 0 : item);
-        item += count;
-        plan->stages[k].end = (int32_t)(k == n - 1 ? blocks + 2 : item);
+        plan->stages[k].begin = (int32_t)(k == 0 ? 0 : 1 + mp_blocks_before_stage(blocks, n, k));
+        plan->stages[k].end =
+            (int32_t)(k == n - 1 ? blocks + 2 : 1 + mp_blocks_before_stage(blocks, n, k + 1));
     }
 }
 

@@ -156,18 +156,14 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
         *begin = plan->stages[vstage].begin;
         *end = plan->stages[vstage].end;
     } else {
-        /* Megatron's even split of the model that runs (a shrunk model has
+        /* Megatron's split (even, or its first/last-stage one) of the model that runs (a shrunk model has
          * other layers than the plan's stages name) */
         if (L < K)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, par->vpp > 1 ? "parallel.vpp"
                                                                           : "parallel.pp",
                                 "%d pipeline stages need at least as many layers (%d)", K, L);
-        int item = 1;
-        for (int k = 0; k <= vstage; k++) {
-            *begin = k == 0 ? 0 : item;
-            item += L / K + (k < L % K ? 1 : 0);
-            *end = k == K - 1 ? L + 2 : item;
-        }
+        *begin = vstage == 0 ? 0 : 1 + (int)mp_blocks_before_stage(L, K, vstage);
+        *end = vstage == K - 1 ? L + 2 : 1 + (int)mp_blocks_before_stage(L, K, vstage + 1);
     }
     if (*begin < 0 || *end > L + 2 || *begin >= *end)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",

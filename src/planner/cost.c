@@ -180,7 +180,8 @@ static int64_t stage_begin(int64_t k, int64_t n, int64_t L, const mp_plan *plan)
         return plan->stages[k].begin;
     if (k == 0)
         return 0;
-    return 1 + (k * L) / n; /* Megatron: equal blocks; embedding first, head last */
+    /* Megatron: equal blocks (or its first/last-stage split); embedding first, head last */
+    return 1 + mp_blocks_before_stage(L, n, k);
 }
 
 static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan)
@@ -189,7 +190,7 @@ static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan)
         return plan->stages[k].end;
     if (k == n - 1)
         return L + 2;
-    return 1 + ((k + 1) * L) / n;
+    return 1 + mp_blocks_before_stage(L, n, k + 1);
 }
 
 static mp_recompute item_recompute(const mp_config *c, const mp_plan *plan, int64_t i)

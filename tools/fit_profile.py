@@ -82,24 +82,27 @@ def peak_bf16(profile):
     return float(m.group(1)) * (1e15 if m.group(2) == 'PFLOP/s' else 1e12)
 
 
-def overrides(p, band=None):
+def fitted(p, prof):
+    """The fitted constants of one profile as profile-file values, keyed by their field path
+    (scale_up.*, scale_out.* inside those flow maps)."""
+    v = {'gemm_efficiency': curve(p, peak_bf16(prof) / peak_bf16('dgx-a100')),
+         'memory_efficiency': fmt('me', p['me']),
+         'kernel_overhead': fmt('ko', p['ko']) + ' us',
+         'scale_up.latency': fmt('ul', p['ul']) + ' us',
+         'scale_up.efficiency': fmt('ue', p['ue']),
+         'collective_local_pass': fmt('lp', p['lp']),
+         'scale_out.latency': fmt('ol', p['ol']) + ' us',
+         'scale_out.efficiency': fmt('oe', p['oe'])}
+    if prof == 'a100-4xhdr':
+        v['scale_out.partial_node_efficiency'] = fmt('pn', p['pn'])
+    return v
+
+
+def overrides(p):
     """--set arguments: the A100 fit on both A100 profiles, transferred to dgx-h100."""
     args = []
-    ratio = peak_bf16('dgx-h100') / peak_bf16('dgx-a100')
     for prof in A100 + ('dgx-h100',):
-        vals = {
-            'gemm_efficiency': curve(p, ratio if prof == 'dgx-h100' else 1.0),
-            'memory_efficiency': fmt('me', p['me']),
-            'kernel_overhead': fmt('ko', p['ko']) + 'us',
-            'scale_up.latency': fmt('ul', p['ul']) + 'us',
-            'scale_up.efficiency': fmt('ue', p['ue']),
-            'collective_local_pass': fmt('lp', p['lp']),
-            'scale_out.latency': fmt('ol', p['ol']) + 'us',
-            'scale_out.efficiency': fmt('oe', p['oe']),
-        }
-        if prof == 'a100-4xhdr':
-            vals['scale_out.partial_node_efficiency'] = fmt('pn', p['pn'])
-        for k, v in vals.items():
+        for k, v in fitted(p, prof).items():
             args += ['--set', '%s:%s=%s' % (prof, k, v)]
     return args
 
@@ -229,19 +232,8 @@ def profile_values(p, band):
     """The fitted lines of every profile: {profile: {key: value string}}."""
     res = {}
     for prof in ('a100-4xhdr', 'dgx-a100', 'dgx-h100', 'h200', 'b200', 'gb200-nvl72'):
-        ratio = peak_bf16(prof) / peak_bf16('dgx-a100')
-        cls = 'a100' if prof in A100 else 'h100'
-        v = {'gemm_efficiency': curve(p, ratio),
-             'memory_efficiency': fmt('me', p['me']),
-             'kernel_overhead': fmt('ko', p['ko']) + ' us',
-             'up.latency': fmt('ul', p['ul']) + ' us',
-             'up.efficiency': fmt('ue', p['ue']),
-             'collective_local_pass': fmt('lp', p['lp']),
-             'out.latency': fmt('ol', p['ol']) + ' us',
-             'out.efficiency': fmt('oe', p['oe']),
-             'error_band': '{low: %.3f, high: %.3f}' % band[cls]}
-        if prof == 'a100-4xhdr':
-            v['out.partial_node_efficiency'] = fmt('pn', p['pn'])
+        v = fitted(p, prof)
+        v['error_band'] = '{low: %.3f, high: %.3f}' % band['a100' if prof in A100 else 'h100']
         res[prof] = v
     return res
 
@@ -265,9 +257,9 @@ def write(values):
             line = m.group(0)
             new = line
             for f in ('latency', 'efficiency', 'partial_node_efficiency'):
-                if tier + '.' + f in v:
+                if 'scale_%s.%s' % (tier, f) in v:
                     new = re.sub(r'(?<![_a-z])%s: [0-9.]+( us)?' % f,
-                                 '%s: %s' % (f, v[tier + '.' + f]), new)
+                                 '%s: %s' % (f, v['scale_%s.%s' % (tier, f)]), new)
             text = text.replace(line, new)
         open(path, 'w').write(text)
 
@@ -276,7 +268,7 @@ def shipped(prof, key):
     text = open(os.path.join(ROOT, 'hwprofiles', prof + '.yaml')).read()
     if '.' in key:
         tier, f = key.split('.')
-        line = re.search(r'^scale_%s: +\{.*\}' % tier, text, re.M).group(0)
+        line = re.search(r'^%s: +\{.*\}' % tier, text, re.M).group(0)
         m = re.search(r'(?<![_a-z])%s: ([0-9.]+( us)?)' % f, line)
     else:
         m = re.search(r'^%s: (\[.*\]|\{.*?\}|[0-9.]+( us)?)' % key, text, re.M)

@@ -289,7 +289,7 @@ def loso(exe, data):
              'nccl': 'NCCL all-reduce sweeps', 'narayanan': 'Narayanan 2021 Table 1',
              'korthikanti': 'Korthikanti 2022 Tables 3/5',
              'korthikanti-layer': 'Korthikanti 2022 Table 4 (one layer)',
-             'megatron-core': 'Megatron-Core 2024, H100'}
+             'megatron-core': 'Megatron-Core 2024, H100', 'mtnlg': 'MT-NLG 530B (Smith 2022)'}
     print('## Leave-one-source-out\n')
     print('Each `fit` source predicted by a fit that never saw it (`tools/fit_profile.py --loso`: '
           'both stages rerun without it, constants it alone constrains left at their priors); '
@@ -311,7 +311,7 @@ def loso(exe, data):
         within = sum(abs(x) <= 0.10 for x in e)
         print('| %s | %s | %s | %d | %.1f%% | %.1f%% | %d/%d |' % (
             names[key], r[key], by, len(e), mape(e), 100 * max(abs(x) for x in e), within, len(e)))
-        if key in ('narayanan', 'korthikanti', 'megatron-core'):
+        if key in ('narayanan', 'korthikanti', 'megatron-core', 'mtnlg'):
             pooled['published'] += e
         elif key in STEP_SOURCES:
             pooled['sweeps'] += e

@@ -295,6 +295,10 @@ static const char note_megatron_core[] =
     "comm overlap for t > 1, distributed optimizer with overlapped grad reduce and "
     "param gather, no recompute (selective if it would not fit), interleaving "
     "with the most chunks of at least 3 layers for p > 1.";
+static const char note_mtnlg[] =
+    "dgx-a100; bf16, vocab 51,200 (GPT-2's 50,257 padded for t = 8), s 2048, tied embeddings, "
+    "learned positions, full recompute, 1F1B (DeepSpeed's pipeline engine), no SP, no "
+    "distributed optimizer, DP not overlapped. Not published, assumed: micro-batch 1.";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
     "1 MiB to 1 GiB; the time is the mean of the out-of-place and in-place runs.";
@@ -563,6 +567,43 @@ static mp_status megatron_core(const csv *c, const mp_hw *hw, refdata_set *s, mp
     return MP_OK;
 }
 
+/* MT-NLG 530B (Smith et al. 2022, Section 2.4): three iteration times of the
+ * same model and degrees at three data-parallel sizes. */
+static mp_status mtnlg(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    for (int r = 0; r < c->rows; r++) {
+        double v[9];
+        int64_t a, h, L;
+        par q;
+        mp_status st = published_cols(c, r, 9, v, &a, &h, &L, &q, err);
+        if (st == MP_OK)
+            st = num(c, r, 0, &v[0], err);
+        if (st != MP_OK)
+            return st;
+        q.gpus = (int64_t)v[6];
+        q.gb = (int64_t)v[7];
+        q.d = q.gpus / (q.t * q.p);
+        q.mb = 1;
+        q.v = 1;
+        q.prec = MP_DTYPE_BF16;
+        q.rc = MP_RECOMPUTE_FULL;
+        mp_model m;
+        if (gpt_model(&m, "mt-nlg", L, h, a, 2048, 51200, true) != 0) {
+            s->skipped++;
+            continue;
+        }
+        refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
+        config_of(&w->config, &m, hw, &q);
+        snprintf(w->label, sizeof w->label, "%.0fB t=%lld p=%lld d=%lld gpus=%lld B=%lld (b=1)", v[0],
+                 (long long)q.t, (long long)q.p, (long long)q.d, (long long)q.gpus, (long long)q.gb);
+        w->value = w->measured_s = v[8];
+        w->params_billion = v[0];
+        w->open = REFDATA_OPEN_MICRO_BATCH;
+        s->n++;
+    }
+    return MP_OK;
+}
+
 /* NCCL all-reduce sweeps: size (B), count, type, time (ns), busbw, then the
  * in-place time (ns), busbw; one file per group size 2, 4, 8. */
 static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error *err)
@@ -642,6 +683,7 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
                                        note_korthikanti_layer, 2},
         [REFDATA_MEGATRON_CORE] = {"published/megatron_core_h100_2024.csv", "dgx-h100",
                                    note_megatron_core, 1},
+        [REFDATA_MTNLG] = {"published/smith2022_mtnlg.csv", "dgx-a100", note_mtnlg, 1},
         [REFDATA_NCCL] = {"vtrain/a100_nvlink_allreduce_2gpu.csv", "a100-4xhdr", note_nccl, 1},
     };
     memset(out, 0, sizeof *out);
@@ -653,7 +695,7 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
     out->note = sets[id].note;
     const mp_hw *hw = id == REFDATA_MEGATRON_CORE ? &p->dgx_h100
                       : (id == REFDATA_NARAYANAN || id == REFDATA_KORTHIKANTI ||
-                         id == REFDATA_KORTHIKANTI_LAYER)
+                         id == REFDATA_KORTHIKANTI_LAYER || id == REFDATA_MTNLG)
                           ? &p->dgx_a100
                           : &p->a100_4xhdr;
     mp_status st;
@@ -683,6 +725,9 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
                 break;
             case REFDATA_MEGATRON_CORE:
                 st = megatron_core(&c, hw, out, err);
+                break;
+            case REFDATA_MTNLG:
+                st = mtnlg(&c, hw, out, err);
                 break;
             default:
                 break;

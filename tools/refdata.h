@@ -28,6 +28,7 @@ typedef enum refdata_set_id {
     REFDATA_KORTHIKANTI,       /* published/korthikanti2022.csv, two rows per line */
     REFDATA_KORTHIKANTI_LAYER, /* published/korthikanti2022_table4_layer22b.csv, two per line */
     REFDATA_MEGATRON_CORE,     /* published/megatron_core_h100_2024.csv */
+    REFDATA_MTNLG,             /* published/smith2022_mtnlg.csv */
     REFDATA_NCCL,              /* vtrain/a100_nvlink_allreduce_{2,4,8}gpu.csv */
     REFDATA_SET_COUNT
 } refdata_set_id;

@@ -392,7 +392,7 @@ int main(int argc, char **argv)
     }
     /* the settings (assumptions) of the data sets come from tools/refdata.c;
      * the NCCL set describes the model's formula instead */
-    enum { NSETS = 7 };
+    enum { NSETS = 8 };
     dataset sets[NSETS] = {
         {.key = "vtrain-multi", .name = "vTrain multi-node (ground_truth_multi_dev.csv)",
          .what = "iteration time (s)", .threshold = 0.10, .step = 1},
@@ -408,6 +408,8 @@ int main(int argc, char **argv)
         {.key = "megatron-core", .name = "Megatron-Core 2024, H100",
          .what = "iteration time (s) = 72BsLh²(…)/(TFLOP/s·GPUs)", .threshold = 0.10,
          .per_row = 1, .step = 1},
+        {.key = "mtnlg", .name = "MT-NLG 530B (Smith et al. 2022)", .what = "iteration time (s)",
+         .threshold = 0.10, .per_row = 1, .step = 1},
         {.key = "nccl", .name = "NCCL all-reduce in one A100 node (vTrain sweeps)", .what = "time (s)",
          .setting = "a100-4xhdr scale-up tier: latency·2(n−1) + "
                     "bytes·(2(n−1)/n + collective_local_pass) / (bw·efficiency).",
@@ -415,7 +417,7 @@ int main(int argc, char **argv)
     };
     static const refdata_set_id ids[NSETS] = {
         REFDATA_VTRAIN_MULTI, REFDATA_VTRAIN_SINGLE, REFDATA_NARAYANAN, REFDATA_KORTHIKANTI,
-        REFDATA_KORTHIKANTI_LAYER, REFDATA_MEGATRON_CORE, REFDATA_NCCL};
+        REFDATA_KORTHIKANTI_LAYER, REFDATA_MEGATRON_CORE, REFDATA_MTNLG, REFDATA_NCCL};
     int bad = 0;
     for (int i = 0; i < NSETS; i++) {
         if (only && !in_list(only, sets[i].key))
@@ -508,7 +510,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < NSETS && !summary_only && !tsv; i++) {
         printf("## %s\n\nRole: %s. Compared: %s. Setting: %s\n\n", sets[i].name,
                role_name(sets[i].role), sets[i].what, sets[i].setting);
-        print_rows(&sets[i], i == 6 && !all_rows ? 16 : 1);
+        print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1);
     }
     for (int i = 0; i < NSETS; i++)
         free(sets[i].rows);

@@ -116,7 +116,8 @@ int main(int argc, char **argv)
                   {.name = "vTrain single node", .id = REFDATA_VTRAIN_SINGLE},
                   {.name = "Narayanan 2021 Table 1", .id = REFDATA_NARAYANAN},
                   {.name = "Korthikanti 2022 Tables 3/5", .id = REFDATA_KORTHIKANTI},
-                  {.name = "Megatron-Core 2024, H100", .id = REFDATA_MEGATRON_CORE}};
+                  {.name = "Megatron-Core 2024, H100", .id = REFDATA_MEGATRON_CORE},
+                  {.name = "MT-NLG 530B", .id = REFDATA_MTNLG}};
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         if (load(dir, &prof, &sets[i]) != 0) {
             for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++)

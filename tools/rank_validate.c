@@ -1,7 +1,7 @@
 /* rank_validate.c — megaplan-rank-validate: does search rank configurations
  * the way measurements do? Prints a Markdown section for docs/validation.md.
  *
- *   megaplan-rank-validate ../shared/data [--check|--check-ranking|--check-published] > ranking.md
+ *   megaplan-rank-validate tests/data [--check|--check-ranking|--check-published] > ranking.md
  *
  * 1. vTrain multi-node runs (3.6B on 64 GPUs, 18.4B on 256): every measured
  *    configuration of a model size is costed with the row's exact settings
@@ -9,7 +9,7 @@
  *    and sim_validation share: a100-4xhdr, fp16, GPT vocab 50,257 tied, full
  *    recompute, 1F1B, no SP, no distributed optimizer, no DP overlap). The configuration megaplan ranks first must
  *    be within 3% of the measured best; Spearman's rho of the two orders.
- * 2. Published setups (../shared/data/published): search with the model, GPU
+ * 2. Published setups (tests/data/published): search with the model, GPU
  *    count, global batch and precision; the rank of the published degrees
  *    (tp, pp, dp) among the plans, or why megaplan's first is faster; and
  *    with the published degrees (and software of the time) fixed, the
@@ -83,6 +83,9 @@ static double spearman(const double *a, const double *b, int n)
  * document reports); --within and --min-rho let the test suite guard a
  * looser floor while the criterion itself is tracked as a known miss. */
 static double check_within = 0.03, check_min_rho = -1.0;
+/* What --check-published asserts: every setup within 10% (the criterion the
+ * page reports), or --published-within PCT (a guard of what holds today). */
+static double check_published_within = 0.10;
 
 /* Why a size's ranking misses, from the data: which measured configurations
  * would have passed, the micro-batch sweep at megaplan's first pick's degrees
@@ -387,7 +390,7 @@ static void published_row(const pub *p, bool *ok, int *in_top5, int *rows)
         double q = predicted_quantity(p, &b->config, &b->est);
         double err_rel = (q - p->published) / p->published;
         bool pass = fabs(err_rel) <= 0.10;
-        *ok &= pass;
+        *ok &= fabs(err_rel) <= check_published_within;
         const char *unit = p->kind == 1 ? "s" : "TFLOP/s";
         printf(" %.3g %s | %.3g %s | %+.1f%% %s |", q, unit, p->published, unit, 100 * err_rel,
                pass ? "(ok)" : "(MISSED)");
@@ -509,7 +512,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: megaplan-rank-validate DATA_DIR [--check | --check-ranking | --check-published]\n"
-                        "       [--within PCT] [--min-rho X]   (what --check-ranking asserts; default 3%%, none)\n");
+                        "       [--within PCT] [--min-rho X]   (what --check-ranking asserts; default 3%%, none)\n"
+                        "       [--published-within PCT]       (what --check-published asserts; default 10%%)\n");
         return 2;
     }
     /* --check: both thresholds; --check-ranking / --check-published: one */
@@ -520,6 +524,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--check-published")) check_pub = true;
         else if (!strcmp(argv[i], "--within") && i + 1 < argc) check_within = atof(argv[++i]) / 100.0;
         else if (!strcmp(argv[i], "--min-rho") && i + 1 < argc) check_min_rho = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--published-within") && i + 1 < argc)
+            check_published_within = atof(argv[++i]) / 100.0;
         else {
             fprintf(stderr, "megaplan-rank-validate: unknown option %s\n", argv[i]);
             return 2;

@@ -1,4 +1,4 @@
-/* refdata.c — the rows of ../shared/data as megaplan configurations (see
+/* refdata.c — the rows of tests/data as megaplan configurations (see
  * refdata.h for why this is one module). Each data set's builder reads its
  * CSV columns and applies the assumptions its note states; nothing else
  * about a row is decided anywhere else. */
@@ -24,6 +24,7 @@ typedef struct csv {
     char **cell;               /* rows x cols; NULL where a line is short */
     int *line;                 /* 1-based file line of each data row */
     int rows, cols;
+    refdata_role role;         /* from the "# role:" header line */
 } csv;
 
 static void csv_free(csv *c)
@@ -54,6 +55,19 @@ static int split_line(char *s, char **cells, int cols)
     return n;
 }
 
+/* "# word: text" before the column names: the file's source, licence, role
+ * and notes. Column names may start with '#' too ("# GPUs,..."), but never
+ * with a lower-case word and a colon. */
+static bool is_meta_line(const char *s)
+{
+    if (s[0] != '#' || s[1] != ' ' || !islower((unsigned char)s[2]))
+        return false;
+    const char *p = s + 2;
+    while (islower((unsigned char)*p))
+        p++;
+    return *p == ':';
+}
+
 static mp_status csv_read(const char *dir, const char *file, csv *c, mp_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -79,6 +93,27 @@ static mp_status csv_read(const char *dir, const char *file, csv *c, mp_error *e
             *nl = '\0';
         next = nl ? nl + 1 : NULL;
         lineno++;
+        if (!c->header && is_meta_line(s)) {
+            /* the header of tests/data: source, licence, role (tests/data/README.md) */
+            const char *r = strstr(s, "role:");
+            if (s == strstr(s, "# role:") && r) {
+                r += 5;
+                while (*r == ' ')
+                    r++;
+                size_t n = strcspn(r, " \r");
+                if (n == 3 && !strncmp(r, "fit", 3))
+                    c->role = REFDATA_FIT;
+                else if (n == 8 && !strncmp(r, "held-out", 8))
+                    c->role = REFDATA_HELD_OUT;
+                else {
+                    mp_status st = mp_error_set(err, MP_EINPUT, c->path, lineno, 0, "role",
+                                                "expected fit or held-out");
+                    csv_free(c);
+                    return st;
+                }
+            }
+            continue;
+        }
         if (!c->header) {
             /* the header decides how many columns a row has */
             c->cols = 1;
@@ -92,6 +127,13 @@ static mp_status csv_read(const char *dir, const char *file, csv *c, mp_error *e
                 return mp_error_set(err, MP_ENOMEM, file, 0, 0, NULL, "out of memory");
             }
             split_line(s, c->header, c->cols);
+            if (c->role == REFDATA_ROLE_NONE) {
+                mp_status st = mp_error_set(err, MP_EINPUT, c->path, lineno, 0, "role",
+                                            "no '# role: fit|held-out' line before the header "
+                                            "(tests/data/README.md)");
+                csv_free(c);
+                return st;
+            }
             continue;
         }
         if (s[0] == '\0' || (s[0] == '\r' && s[1] == '\0'))
@@ -253,6 +295,10 @@ static const char note_megatron_core[] =
     "comm overlap for t > 1, distributed optimizer with overlapped grad reduce and "
     "param gather, no recompute (selective if it would not fit), interleaving "
     "with the most chunks of at least 3 layers for p > 1.";
+static const char note_mtnlg[] =
+    "dgx-a100; bf16, vocab 51,200 (GPT-2's 50,257 padded for t = 8), s 2048, tied embeddings, "
+    "learned positions, full recompute, 1F1B (DeepSpeed's pipeline engine), no SP, no "
+    "distributed optimizer, DP not overlapped. Not published, assumed: micro-batch 1.";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
     "1 MiB to 1 GiB; the time is the mean of the out-of-place and in-place runs.";
@@ -521,6 +567,43 @@ static mp_status megatron_core(const csv *c, const mp_hw *hw, refdata_set *s, mp
     return MP_OK;
 }
 
+/* MT-NLG 530B (Smith et al. 2022, Section 2.4): three iteration times of the
+ * same model and degrees at three data-parallel sizes. */
+static mp_status mtnlg(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *err)
+{
+    for (int r = 0; r < c->rows; r++) {
+        double v[9];
+        int64_t a, h, L;
+        par q;
+        mp_status st = published_cols(c, r, 9, v, &a, &h, &L, &q, err);
+        if (st == MP_OK)
+            st = num(c, r, 0, &v[0], err);
+        if (st != MP_OK)
+            return st;
+        q.gpus = (int64_t)v[6];
+        q.gb = (int64_t)v[7];
+        q.d = q.gpus / (q.t * q.p);
+        q.mb = 1;
+        q.v = 1;
+        q.prec = MP_DTYPE_BF16;
+        q.rc = MP_RECOMPUTE_FULL;
+        mp_model m;
+        if (gpt_model(&m, "mt-nlg", L, h, a, 2048, 51200, true) != 0) {
+            s->skipped++;
+            continue;
+        }
+        refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
+        config_of(&w->config, &m, hw, &q);
+        snprintf(w->label, sizeof w->label, "%.0fB t=%lld p=%lld d=%lld gpus=%lld B=%lld (b=1)", v[0],
+                 (long long)q.t, (long long)q.p, (long long)q.d, (long long)q.gpus, (long long)q.gb);
+        w->value = w->measured_s = v[8];
+        w->params_billion = v[0];
+        w->open = REFDATA_OPEN_MICRO_BATCH;
+        s->n++;
+    }
+    return MP_OK;
+}
+
 /* NCCL all-reduce sweeps: size (B), count, type, time (ns), busbw, then the
  * in-place time (ns), busbw; one file per group size 2, 4, 8. */
 static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error *err)
@@ -538,6 +621,12 @@ static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error
             return mp_error_set(err, MP_ENOMEM, f, 0, 0, NULL, "out of memory");
         }
         s->rows = grown;
+        if (g > 2 && c.role != s->role) {
+            csv_free(&c);
+            return mp_error_set(err, MP_EINPUT, f, 0, 0, "role",
+                                "differs from the 2-GPU sweep's: one data set, one role");
+        }
+        s->role = c.role;
         for (int r = 0; r < c.rows; r++) {
             static const int cols[3] = {0, 3, 5};
             double v[3];
@@ -594,6 +683,7 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
                                        note_korthikanti_layer, 2},
         [REFDATA_MEGATRON_CORE] = {"published/megatron_core_h100_2024.csv", "dgx-h100",
                                    note_megatron_core, 1},
+        [REFDATA_MTNLG] = {"published/smith2022_mtnlg.csv", "dgx-a100", note_mtnlg, 1},
         [REFDATA_NCCL] = {"vtrain/a100_nvlink_allreduce_2gpu.csv", "a100-4xhdr", note_nccl, 1},
     };
     memset(out, 0, sizeof *out);
@@ -605,7 +695,7 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
     out->note = sets[id].note;
     const mp_hw *hw = id == REFDATA_MEGATRON_CORE ? &p->dgx_h100
                       : (id == REFDATA_NARAYANAN || id == REFDATA_KORTHIKANTI ||
-                         id == REFDATA_KORTHIKANTI_LAYER)
+                         id == REFDATA_KORTHIKANTI_LAYER || id == REFDATA_MTNLG)
                           ? &p->dgx_a100
                           : &p->a100_4xhdr;
     mp_status st;
@@ -616,6 +706,7 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
         st = csv_read(dir, out->file, &c, err);
         if (st != MP_OK)
             return st;
+        out->role = c.role;
         st = rows_alloc(out, (size_t)c.rows * (size_t)sets[id].rows_per_line, err);
         if (st == MP_OK) {
             switch (id) {
@@ -634,6 +725,9 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
                 break;
             case REFDATA_MEGATRON_CORE:
                 st = megatron_core(&c, hw, out, err);
+                break;
+            case REFDATA_MTNLG:
+                st = mtnlg(&c, hw, out, err);
                 break;
             default:
                 break;

@@ -1,5 +1,5 @@
-/* refdata.h — the one mapping from the rows of ../shared/data (CSV files,
- * see ../shared/data/README.md) to megaplan configurations.
+/* refdata.h — the one mapping from the rows of tests/data (CSV files,
+ * see tests/data/README.md) to megaplan configurations.
  *
  * megaplan-validate (tools/validate.c), megaplan-rank-validate
  * (tools/rank_validate.c) and sim_validation (tests/sim/sim_validation.c)
@@ -28,6 +28,7 @@ typedef enum refdata_set_id {
     REFDATA_KORTHIKANTI,       /* published/korthikanti2022.csv, two rows per line */
     REFDATA_KORTHIKANTI_LAYER, /* published/korthikanti2022_table4_layer22b.csv, two per line */
     REFDATA_MEGATRON_CORE,     /* published/megatron_core_h100_2024.csv */
+    REFDATA_MTNLG,             /* published/smith2022_mtnlg.csv */
     REFDATA_NCCL,              /* vtrain/a100_nvlink_allreduce_{2,4,8}gpu.csv */
     REFDATA_SET_COUNT
 } refdata_set_id;
@@ -61,6 +62,13 @@ enum {
     REFDATA_OPEN_VPP = 1u << 1
 };
 
+/* Each file's role, decided before any fitting (tests/data/README.md). */
+typedef enum refdata_role {
+    REFDATA_ROLE_NONE,         /* no "# role:" line: refused */
+    REFDATA_FIT,               /* the fit may read its rows */
+    REFDATA_HELD_OUT           /* never fitted: its residuals are the error bands */
+} refdata_role;
+
 typedef struct refdata_row {
     refdata_set_id set;
     int line;                  /* 1-based line of the CSV file */
@@ -89,6 +97,7 @@ typedef struct refdata_set {
     refdata_row *rows;         /* malloc'ed; refdata_set_free */
     int n;
     int skipped;               /* lines whose model mp_model_finish refused (not in rows) */
+    refdata_role role;         /* the file's "# role:" header */
 } refdata_set;
 
 /* The hardware profiles the data sets ran on. The programs may change fields
@@ -102,7 +111,7 @@ typedef struct refdata_profiles {
 /* The built-in presets a100-4xhdr, dgx-a100, dgx-h100. */
 mp_status refdata_profiles_builtin(refdata_profiles *p, mp_error *err);
 
-/* Reads one data set from dir (../shared/data) into out. A missing file, a
+/* Reads one data set from dir (tests/data) into out. A missing file, a
  * short line or a number that does not parse is an error (out is then empty);
  * a line whose model megaplan refuses is counted in out->skipped. Megatron-Core
  * runs the cost model once per row for its "selective if it would not fit". */

@@ -1,8 +1,8 @@
-/* validate.c — megaplan-validate: runs every row of ../shared/data through the
+/* validate.c — megaplan-validate: runs every row of tests/data through the
  * cost model and prints docs/validation.md (predicted vs measured per row,
- * MAPE, median and max per data set, the hold-out split, the NCCL fit).
+ * MAPE, median and max per data set by role, the error bands, the constants).
  *
- *   build/tests/validation/megaplan-validate ../shared/data > docs/validation.md
+ *   build/tests/validation/megaplan-validate tests/data > docs/validation.md
  *
  * Exit status 0 when every acceptance threshold holds, 1 when one is missed,
  * 2 when the data cannot be read. One hardware profile per hardware type, no
@@ -15,7 +15,9 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/fields.h"
 #include "core/hw.h"
+#include "core/tables.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "tools/refdata.h"
@@ -23,26 +25,24 @@
 typedef struct row {
     char label[192];
     double measured, predicted; /* seconds (or what the set compares) */
-    int holdout;                /* 1: in the hold-out half (the split in use) */
-    int larger_model;           /* 1: the larger model of its vTrain file */
     int checked_fit;            /* 1: a real run, so it fitted in memory */
     int fits;                   /* the model's verdict */
     double peak_gib;
 } row;
 
 typedef struct dataset {
+    const char *key;      /* short name (--rows-tsv, tools/fit_profile.py) */
     const char *name;
     const char *what;     /* the compared quantity */
     const char *setting;  /* assumptions, one paragraph (refdata's note unless set here) */
     double threshold;     /* MAPE bound (mape) or per-row bound (per_row) */
     int per_row;          /* 1: every row must be within threshold */
+    int step;             /* 1: the compared quantity is a whole step (the error bands) */
+    refdata_role role;    /* the file's role (tests/data/README.md) */
+    const char *hw;       /* the profile its rows ran on */
     row *rows;
     int n;
 } dataset;
-
-/* Which rows are the hold-out: every other row (parity), or the larger model
- * of each vTrain file (model: 18.4B multi-node, h = 2048 single-node). */
-static int split_by_model = 0;
 
 /* The rows of one data set as tools/refdata.c maps them (the one mapping all
  * validation programs share); -1 when the data cannot be read. */
@@ -58,6 +58,8 @@ static int load(const char *dir, refdata_set_id id, const refdata_profiles *prof
     }
     if (!ds->setting)
         ds->setting = rs->note;
+    ds->role = rs->role;
+    ds->hw = rs->hw_preset;
     ds->n = 0;
     ds->rows = calloc((size_t)rs->n + 1, sizeof *ds->rows);
     if (!ds->rows) {
@@ -73,7 +75,6 @@ static int iterations(const char *dir, refdata_set_id id, const refdata_profiles
     refdata_set rs;
     if (load(dir, id, prof, &rs, ds) != 0)
         return -1;
-    bool vtrain = id == REFDATA_VTRAIN_MULTI || id == REFDATA_VTRAIN_SINGLE;
     for (int i = 0; i < rs.n; i++) {
         const refdata_row *x = &rs.rows[i];
         mp_estimate e;
@@ -91,10 +92,6 @@ static int iterations(const char *dir, refdata_set_id id, const refdata_profiles
         w->checked_fit = 1;
         w->fits = e.fits;
         w->peak_gib = e.memory.peak / (1024.0 * 1024.0 * 1024.0);
-        if (vtrain) {
-            w->larger_model = x->larger_model;
-            w->holdout = split_by_model ? w->larger_model : x->index % 2;
-        }
     }
     refdata_set_free(&rs);
     return 0;
@@ -138,7 +135,6 @@ static int nccl(const char *dir, const refdata_profiles *prof, dataset *ds)
         snprintf(w->label, sizeof w->label, "%s", x->label);
         w->measured = x->measured_s;
         w->predicted = mp_coll_time(&x->config.hw, &pl, MP_COLL_ALLREDUCE, x->bytes);
-        w->holdout = x->index % 2;
     }
     refdata_set_free(&rs);
     return 0;
@@ -157,21 +153,11 @@ typedef struct stats {
     int n;
 } stats;
 
-static stats stats_by(const dataset *ds, int which, int by_model);
-
-static stats stats_of(const dataset *ds, int which) /* which: -1 all, 0 fit half, 1 hold-out */
-{
-    return stats_by(ds, which, split_by_model);
-}
-
-static stats stats_by(const dataset *ds, int which, int by_model)
+static stats stats_of(const dataset *ds)
 {
     stats s = {0};
     double *e = malloc(sizeof *e * (size_t)(ds->n > 0 ? ds->n : 1));
     for (int i = 0; i < ds->n; i++) {
-        int h = by_model ? ds->rows[i].larger_model : ds->rows[i].holdout;
-        if (which >= 0 && h != which)
-            continue;
         double err = fabs(ds->rows[i].predicted / ds->rows[i].measured - 1.0);
         e[s.n++] = err;
         s.mape += err;
@@ -187,11 +173,32 @@ static stats stats_by(const dataset *ds, int which, int by_model)
     return s;
 }
 
+/* The signed range of predicted/measured - 1 over the held-out step rows of
+ * one hardware class (the class: the profiles' GPU, "A100" or "H100"). */
+static int band_of(const dataset *sets, int nsets, const char *gpu, double *lo, double *hi)
+{
+    int n = 0;
+    *lo = *hi = 0.0;
+    for (int i = 0; i < nsets; i++) {
+        if (sets[i].role != REFDATA_HELD_OUT || !sets[i].step || !strstr(sets[i].hw, gpu))
+            continue;
+        for (int k = 0; k < sets[i].n; k++) {
+            double e = sets[i].rows[k].predicted / sets[i].rows[k].measured - 1.0;
+            if (n == 0 || e < *lo)
+                *lo = e;
+            if (n == 0 || e > *hi)
+                *hi = e;
+            n++;
+        }
+    }
+    return n;
+}
+
 static int passes(const dataset *ds)
 {
     if (ds->threshold <= 0)
         return 1;
-    stats s = stats_of(ds, -1);
+    stats s = stats_of(ds);
     if (s.n == 0)
         return 0;
     return ds->per_row ? s.max <= ds->threshold : s.mape <= ds->threshold;
@@ -212,171 +219,300 @@ static void print_rows(const dataset *ds, int stride)
     printf("\n");
 }
 
+/* --set PROFILE:KEY=VALUE (PROFILE a100-4xhdr, dgx-a100 or dgx-h100), or
+ * --set-a100 KEY=VALUE (both A100 profiles) / --set-h100 KEY=VALUE: how
+ * tools/fit_profile.py tries other constants. 0 on success. */
+static int set_option(refdata_profiles *prof, const char *opt, const char *arg)
+{
+    char kv[256];
+    snprintf(kv, sizeof kv, "%s", arg);
+    mp_hw *targets[2] = {NULL, NULL};
+    char *key = kv;
+    if (strcmp(opt, "--set-a100") == 0) {
+        targets[0] = &prof->a100_4xhdr;
+        targets[1] = &prof->dgx_a100;
+    } else if (strcmp(opt, "--set-h100") == 0) {
+        targets[0] = &prof->dgx_h100;
+    } else {
+        char *colon = strchr(kv, ':');
+        if (colon) {
+            *colon = '\0';
+            key = colon + 1;
+            targets[0] = strcmp(kv, "a100-4xhdr") == 0 ? &prof->a100_4xhdr
+                         : strcmp(kv, "dgx-a100") == 0 ? &prof->dgx_a100
+                         : strcmp(kv, "dgx-h100") == 0 ? &prof->dgx_h100
+                                                       : NULL;
+        }
+        if (!targets[0]) {
+            fprintf(stderr, "megaplan-validate: %s: expected PROFILE:KEY=VALUE, PROFILE one of "
+                            "a100-4xhdr, dgx-a100, dgx-h100\n", arg);
+            return -1;
+        }
+    }
+    char *eq = strchr(key, '=');
+    if (!eq) {
+        fprintf(stderr, "megaplan-validate: %s: expected KEY=VALUE\n", arg);
+        return -1;
+    }
+    *eq = '\0';
+    for (int k = 0; k < 2 && targets[k]; k++) {
+        mp_error err;
+        if (mp_hw_set_field(targets[k], key, eq + 1, &err) != MP_OK) {
+            fprintf(stderr, "megaplan-validate: %s: %s\n", key, err.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Whether the comma-separated list holds key as a whole name (not as the
+ * prefix "korthikanti" of "korthikanti-layer"). */
+static bool in_list(const char *list, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *hit = strstr(list, key); hit; hit = strstr(hit + 1, key))
+        if ((hit == list || hit[-1] == ',') && (hit[kl] == '\0' || hit[kl] == ','))
+            return true;
+    return false;
+}
+
+static const char *role_name(refdata_role r)
+{
+    return r == REFDATA_FIT ? "fit" : r == REFDATA_HELD_OUT ? "held-out" : "?";
+}
+
+/* The summary of the sets of one role. Returns 0 when a threshold is missed. */
+static int print_summary(const dataset *sets, int nsets, refdata_role role)
+{
+    printf("| data set | profile | rows | MAPE | median | max | acceptance | pass |\n"
+           "|---|---|---:|---:|---:|---:|---|---|\n");
+    int all_pass = 1;
+    for (int i = 0; i < nsets; i++) {
+        if (sets[i].role != role)
+            continue;
+        stats s = stats_of(&sets[i]);
+        int ok = passes(&sets[i]);
+        char acc[64] = "(reported)";
+        if (sets[i].threshold > 0)
+            snprintf(acc, sizeof acc, "%s ≤ %.0f%%", sets[i].per_row ? "every row" : "MAPE",
+                     100 * sets[i].threshold);
+        printf("| %s | %s | %d | %.1f%% | %.1f%% | %.1f%% | %s | %s |\n", sets[i].name, sets[i].hw,
+               s.n, 100 * s.mape, 100 * s.median, 100 * s.max, acc,
+               sets[i].threshold > 0 ? (ok ? "yes" : "**no**") : "-");
+        if (!ok)
+            all_pass = 0;
+    }
+    printf("\n");
+    return all_pass;
+}
+
+/* The constants the validated profiles hold (the cost model has no others;
+ * docs/cost-model.md). Read from the profiles, so the page cannot drift. */
+static void print_constants(const refdata_profiles *prof)
+{
+    const mp_hw *hw[3] = {&prof->a100_4xhdr, &prof->dgx_a100, &prof->dgx_h100};
+    static const char *const keys[] = {
+        "gemm_efficiency", "memory_efficiency", "attention_efficiency", "kernel_overhead",
+        "scale_up.latency", "scale_up.efficiency", "collective_local_pass",
+        "scale_out.latency", "scale_out.efficiency", "scale_out.partial_node_efficiency",
+        "allocator_fragmentation", "attention_half_rate_keys", "p2p_host_kernels",
+        "error_band.low", "error_band.high"};
+    size_t n;
+    const mp_field *tab = mp_hw_field_table(&n);
+    printf("## Constants\n\nThe fitted and sourced constants of the three validated profiles, as "
+           "the built-in profiles hold them (hwprofiles/*.yaml give each one's fit or source; "
+           "docs/cost-model.md the equations that use them). The GEMM curve is printed as its "
+           "efficiency at 1e9, 1e10, 1e11 and 1e12 FLOPs per GEMM.\n\n"
+           "| constant | %s | %s | %s |\n|---|---:|---:|---:|\n",
+           hw[0]->name, hw[1]->name, hw[2]->name);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        printf("| %s |", keys[k]);
+        for (int j = 0; j < 3; j++) {
+            if (k == 0) {
+                printf(" %.3f, %.3f, %.3f, %.3f |", mp_curve_eval(&hw[j]->gemm_efficiency, 1e9),
+                       mp_curve_eval(&hw[j]->gemm_efficiency, 1e10),
+                       mp_curve_eval(&hw[j]->gemm_efficiency, 1e11),
+                       mp_curve_eval(&hw[j]->gemm_efficiency, 1e12));
+                continue;
+            }
+            for (size_t f = 0; f < n; f++)
+                if (strcmp(tab[f].path, keys[k]) == 0) {
+                    double v = *(const double *)((const char *)hw[j] + tab[f].offset);
+                    if (tab[f].unit == MP_UNIT_TIME)
+                        printf(" %.3g us |", v * 1e6);
+                    else
+                        printf(" %.3g |", v);
+                }
+        }
+        printf("\n");
+    }
+    printf("\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: megaplan-validate DATA_DIR [--all-rows]\n");
+        fprintf(stderr, "usage: megaplan-validate DATA_DIR [--summary | --rows | --rows-tsv] "
+                        "[--all-rows] [--only SETS] [--accept SETS] [--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
+                        "--set-h100 KEY=VALUE] ...\n");
         return 2;
     }
     const char *dir = argv[1];
-    int all_rows = 0, summary_only = 0;
+    int all_rows = 0, summary_only = 0, rows_only = 0, tsv = 0;
+    const char *only = NULL;   /* --only KEY,KEY: the data sets to run (--rows-tsv) */
+    const char *accept = NULL; /* --accept KEY,KEY: the sets whose thresholds decide the exit */
     refdata_profiles prof;
     mp_error err;
     if (refdata_profiles_builtin(&prof, &err) != MP_OK) {
         fprintf(stderr, "megaplan-validate: built-in profiles: %s\n", err.msg);
         return 2;
     }
-    /* --set-a100 KEY=VALUE / --set-h100 KEY=VALUE: try other global parameters
-     * (how the profiles' efficiency fields were fitted; docs/cost-model.md) */
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--all-rows") == 0) {
+        if (strcmp(argv[i], "--all-rows") == 0)
             all_rows = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--summary") == 0) {
+        else if (strcmp(argv[i], "--summary") == 0)
             summary_only = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--split-by-model") == 0) {
-            split_by_model = 1;
-            continue;
-        }
-        bool a100 = strcmp(argv[i], "--set-a100") == 0, h = strcmp(argv[i], "--set-h100") == 0;
-        if ((a100 || h) && i + 1 < argc) {
-            char kv[256];
-            snprintf(kv, sizeof kv, "%s", argv[++i]);
-            char *eq = strchr(kv, '=');
-            if (!eq) {
-                fprintf(stderr, "megaplan-validate: %s: expected KEY=VALUE\n", kv);
+        else if (strcmp(argv[i], "--rows") == 0)
+            rows_only = 1;
+        else if (strcmp(argv[i], "--rows-tsv") == 0)
+            tsv = 1;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
+        else if (strcmp(argv[i], "--accept") == 0 && i + 1 < argc)
+            accept = argv[++i];
+        else if ((strcmp(argv[i], "--set") == 0 || strcmp(argv[i], "--set-a100") == 0 ||
+                  strcmp(argv[i], "--set-h100") == 0) && i + 1 < argc) {
+            if (set_option(&prof, argv[i], argv[i + 1]) != 0)
                 return 2;
-            }
-            *eq = '\0';
-            mp_status st = a100 ? mp_hw_set_field(&prof.a100_4xhdr, kv, eq + 1, &err)
-                                : mp_hw_set_field(&prof.dgx_h100, kv, eq + 1, &err);
-            if (st == MP_OK && a100)
-                st = mp_hw_set_field(&prof.dgx_a100, kv, eq + 1, &err);
-            if (st != MP_OK) {
-                fprintf(stderr, "megaplan-validate: %s: %s\n", kv, err.msg);
-                return 2;
-            }
-            continue;
+            i++;
+        } else {
+            fprintf(stderr, "megaplan-validate: unknown option %s\n", argv[i]);
+            return 2;
         }
-        fprintf(stderr, "megaplan-validate: unknown option %s\n", argv[i]);
-        return 2;
     }
     /* the settings (assumptions) of the data sets come from tools/refdata.c;
      * the NCCL set describes the model's formula instead */
-    dataset sets[7] = {
-        {.name = "vTrain multi-node (ground_truth_multi_dev.csv)", .what = "iteration time (s)",
-         .threshold = 0.10},
-        {.name = "vTrain single-node (ground_truth_single.csv)", .what = "iteration time (s)",
-         .threshold = 0.15},
-        {.name = "Narayanan 2021 Table 1", .what = "iteration time (s) = 96BslH²(…)/(TFLOP/s·GPUs)",
-         .threshold = 0.10, .per_row = 1},
-        {.name = "Korthikanti 2022 Tables 3/5", .what = "iteration time (s)",
-         .threshold = 0.10, .per_row = 1},
-        {.name = "Korthikanti 2022 Table 4 (one 22B layer, t = 8, b = 4)",
-         .what = "forward / backward time of one layer (s)",
-         .threshold = 0},
-        {.name = "Megatron-Core 2024, H100", .what = "iteration time (s) = 72BsLh²(…)/(TFLOP/s·GPUs)",
-         .threshold = 0.10, .per_row = 1},
-        {.name = "NCCL all-reduce in one A100 node (vTrain sweeps)", .what = "time (s)",
-         .setting = "a100-4xhdr scale-up tier: kernel_overhead + latency·2(n−1) + "
-                    "bytes·2(n−1)/n / (bw·efficiency).",
+    enum { NSETS = 8 };
+    dataset sets[NSETS] = {
+        {.key = "vtrain-multi", .name = "vTrain multi-node (ground_truth_multi_dev.csv)",
+         .what = "iteration time (s)", .threshold = 0.10, .step = 1},
+        {.key = "vtrain-single", .name = "vTrain single-node (ground_truth_single.csv)",
+         .what = "iteration time (s)", .threshold = 0.15, .step = 1},
+        {.key = "narayanan", .name = "Narayanan 2021 Table 1",
+         .what = "iteration time (s) = 96BslH²(…)/(TFLOP/s·GPUs)", .threshold = 0.10,
+         .per_row = 1, .step = 1},
+        {.key = "korthikanti", .name = "Korthikanti 2022 Tables 3/5", .what = "iteration time (s)",
+         .threshold = 0.10, .per_row = 1, .step = 1},
+        {.key = "korthikanti-layer", .name = "Korthikanti 2022 Table 4 (one 22B layer, t = 8, b = 4)",
+         .what = "forward / backward time of one layer (s)", .threshold = 0},
+        {.key = "megatron-core", .name = "Megatron-Core 2024, H100",
+         .what = "iteration time (s) = 72BsLh²(…)/(TFLOP/s·GPUs)", .threshold = 0.10,
+         .per_row = 1, .step = 1},
+        {.key = "mtnlg", .name = "MT-NLG 530B (Smith et al. 2022)", .what = "iteration time (s)",
+         .threshold = 0.10, .per_row = 1, .step = 1},
+        {.key = "nccl", .name = "NCCL all-reduce in one A100 node (vTrain sweeps)", .what = "time (s)",
+         .setting = "a100-4xhdr scale-up tier: latency·2(n−1) + "
+                    "bytes·(2(n−1)/n + collective_local_pass) / (bw·efficiency).",
          .threshold = 0},
     };
+    static const refdata_set_id ids[NSETS] = {
+        REFDATA_VTRAIN_MULTI, REFDATA_VTRAIN_SINGLE, REFDATA_NARAYANAN, REFDATA_KORTHIKANTI,
+        REFDATA_KORTHIKANTI_LAYER, REFDATA_MEGATRON_CORE, REFDATA_MTNLG, REFDATA_NCCL};
     int bad = 0;
-    bad |= iterations(dir, REFDATA_VTRAIN_MULTI, &prof, &sets[0]);
-    bad |= iterations(dir, REFDATA_VTRAIN_SINGLE, &prof, &sets[1]);
-    bad |= iterations(dir, REFDATA_NARAYANAN, &prof, &sets[2]);
-    bad |= iterations(dir, REFDATA_KORTHIKANTI, &prof, &sets[3]);
-    bad |= layer(dir, &prof, &sets[4]);
-    bad |= iterations(dir, REFDATA_MEGATRON_CORE, &prof, &sets[5]);
-    bad |= nccl(dir, &prof, &sets[6]);
+    for (int i = 0; i < NSETS; i++) {
+        if (only && !in_list(only, sets[i].key))
+            continue;
+        if (ids[i] == REFDATA_KORTHIKANTI_LAYER)
+            bad |= layer(dir, &prof, &sets[i]);
+        else if (ids[i] == REFDATA_NCCL)
+            bad |= nccl(dir, &prof, &sets[i]);
+        else
+            bad |= iterations(dir, ids[i], &prof, &sets[i]);
+    }
     if (bad) {
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < NSETS; i++)
             free(sets[i].rows);
         return 2;
     }
-
-    printf("# Validation\n\n");
-    printf("Generated by `tools/validation-doc.sh build > docs/validation.md` (any build folder), which runs\n"
-           "`megaplan-validate` (this page up to \"Search ranking\"), `megaplan-rank-validate` (\"Search ranking\")\n"
-           "and `sim_validation` (\"Simulated step\"); the `validation` test suite runs the same programs and fails\n"
-           "when a threshold is missed. Every row is one published or measured configuration run through\n"
-"`mp_estimate_config` with the built-in profile of its hardware: no per-row factors.\n"
-           "Error = predicted / measured − 1.\n\n");
-    printf("## Summary\n\n| data set | rows | MAPE | median | max | acceptance | pass |\n"
-           "|---|---:|---:|---:|---:|---|---|\n");
     int all_pass = 1;
-    for (int i = 0; i < 7; i++) {
-        stats s = stats_of(&sets[i], -1);
-        int ok = passes(&sets[i]);
-        char acc[64] = "(reported)";
-        if (sets[i].threshold > 0)
-            snprintf(acc, sizeof acc, "%s ≤ %.0f%%", sets[i].per_row ? "every row" : "MAPE",
-                     100 * sets[i].threshold);
-        printf("| %s | %d | %.1f%% | %.1f%% | %.1f%% | %s | %s |\n", sets[i].name, s.n,
-               100 * s.mape, 100 * s.median, 100 * s.max, acc,
-               sets[i].threshold > 0 ? (ok ? "yes" : "**no**") : "-");
-        if (!ok)
-            all_pass = 0;
-    }
-    printf("\n## Hold-out split\n\nThe global parameters of the A100 profiles (GEMM efficiency curve, "
-           "memory efficiency, host overhead per kernel, scale-out latency and efficiency) were fitted "
-           "by coordinate descent (`tools/fit_profile.py`) on the fit half of the vTrain files - the "
-           "1st, 3rd, 5th, ... data row of each - together with the published rows; the 2nd, 4th, ... "
-           "rows were not used. a100-4xhdr's scale-out partial-node efficiency (DP groups with 2 or 4 "
-           "of a node's 8 GPUs; docs/cost-model.md §5) was scanned alone on the same fit half "
-           "(`tools/fit_profile.py ... --partial-node`): 0.34, which took the multi-node fit half from "
-           "6.0%% to 4.4%% and the hold-out from 8.4%% to 6.8%% MAPE. The scale-up latency and efficiency were fitted to the NCCL sweeps "
-           "alone. With the shipped profiles:\n\n"
-           "| data set | fit half MAPE | hold-out MAPE | hold-out max |\n|---|---:|---:|---:|\n");
-    for (int i = 0; i < 7; i++) {
-        if (i != 0 && i != 1 && i != 6)
-            continue;
-        stats f = stats_by(&sets[i], 0, 0), h = stats_by(&sets[i], 1, 0);
-        printf("| %s | %.1f%% | %.1f%% | %.1f%% |\n", sets[i].name, 100 * f.mape, 100 * h.mape,
-               100 * h.max);
-    }
-    printf("\nA harder split: refitting on the smaller model of each vTrain file only (3.6B "
-           "multi-node, h = 1024 single-node) and the published rows (`tools/fit_profile.py ... "
-           "--split-by-model`) gives "
-           "similar parameters (GEMM curve ymax 0.74, x0 3.9e9, k 0.9 against the shipped 0.72, "
-           "6.1e9, 1.0; memory efficiency 0.75 against 0.80; scale-out latency 4 us against 2; "
-           "round 3, with the partial-node efficiency 0.34, which the 3.6B rows alone also put at "
-           "0.30-0.34) and, held out, 5.1%% MAPE on the 18.4B multi-node rows (round 2, without "
-           "it: 6.6%%) and 11.1%% on the h = 2048 single-node rows. The "
-           "same split with the shipped profiles:\n\n"
-           "| data set | smaller model MAPE | larger model MAPE | larger model max |\n|---|---:|---:|---:|\n");
-    for (int i = 0; i < 2; i++) {
-        stats f = stats_by(&sets[i], 0, 1), h = stats_by(&sets[i], 1, 1);
-        printf("| %s | %.1f%% | %.1f%% | %.1f%% |\n", sets[i].name, 100 * f.mape, 100 * h.mape,
-               100 * h.max);
-    }
-    printf("\n## Memory\n\nEvery measured or published run ran, so it fitted in its GPUs' memory; the "
-           "model's verdict on each (peak = the most loaded GPU):\n\n"
-           "| data set | runs | predicted to fit | largest predicted peak (GiB) |\n|---|---:|---:|---:|\n");
-    for (int i = 0; i < 7; i++) {
-        int runs = 0, fit = 0;
-        double top = 0;
-        for (int k = 0; k < sets[i].n; k++) {
-            if (!sets[i].rows[k].checked_fit)
-                continue;
-            runs++;
-            fit += sets[i].rows[k].fits;
-            if (sets[i].rows[k].peak_gib > top)
-                top = sets[i].rows[k].peak_gib;
+    for (int i = 0; i < NSETS; i++)
+        if (!accept || in_list(accept, sets[i].key))
+            all_pass &= passes(&sets[i]);
+
+    if (tsv) {
+        /* one line per row for tools/fit_profile.py: set, role, profile, measured, predicted */
+        for (int i = 0; i < NSETS; i++)
+            for (int k = 0; k < sets[i].n; k++)
+                printf("%s\t%s\t%s\t%.9g\t%.9g\n", sets[i].key, role_name(sets[i].role), sets[i].hw,
+                       sets[i].rows[k].measured, sets[i].rows[k].predicted);
+    } else if (!rows_only) {
+        printf("# Validation\n\n");
+        printf("Generated by `tools/validation-doc.sh build > docs/validation.md` (any build folder); "
+               "every number on this page is computed by it. The protocol (tests/data/README.md): "
+               "every data file is tagged `fit` or `held-out` before any fitting; "
+               "`tools/fit_profile.py` fits the profiles' constants on `fit` rows only and writes "
+               "them into hwprofiles/*.yaml; leave-one-source-out refits without each `fit` source "
+               "and predicts it. Every row is one published or measured configuration run through "
+               "`mp_estimate_config` with the built-in profile of its hardware: no per-row factors. "
+               "Error = predicted / measured − 1. The `validation` test suite runs the same programs "
+               "and fails when an acceptance threshold is missed.\n\n");
+        printf("## Held-out rows\n\nNever read by any fit: these figures are what the model does "
+               "on runs it was not fitted to.\n\n");
+        print_summary(sets, NSETS, REFDATA_HELD_OUT);
+        printf("## Fitted rows (in-sample)\n\nThe rows the constants were fitted on, predicted with "
+               "the fitted constants: how well the model fits, not how well it generalises (for "
+               "that, the leave-one-source-out table).\n\n");
+        print_summary(sets, NSETS, REFDATA_FIT);
+        printf("## Error bands\n\nThe range of predicted / measured − 1 over the held-out rows of "
+               "whole steps of each hardware class. The profiles hold it as `error_band` "
+               "(written by `tools/fit_profile.py`), and estimate and search print every predicted "
+               "time and throughput with it. A profile without held-out rows of its own GPU takes "
+               "the band of the class it was transferred from (hwprofiles/*.yaml).\n\n"
+               "| class | held-out step rows | low | high | profile holds |\n|---|---:|---:|---:|---|\n");
+        static const struct {
+            const char *gpu, *label;
+            int prof;
+        } classes[] = {{"a100", "A100 (dgx-a100, a100-4xhdr)", 1}, {"h100", "H100 (dgx-h100)", 2}};
+        const mp_hw *hws[3] = {&prof.a100_4xhdr, &prof.dgx_a100, &prof.dgx_h100};
+        for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+            double lo, hi;
+            int n = band_of(sets, NSETS, classes[c].gpu, &lo, &hi);
+            const mp_hw *h = hws[classes[c].prof];
+            /* the profile's band is the computed one, rounded to 0.1 % */
+            int same = fabs(h->error_band_low - lo) < 0.0006 && fabs(h->error_band_high - hi) < 0.0006;
+            printf("| %s | %d | %+.1f%% | %+.1f%% | %+.1f%% / %+.1f%%%s |\n", classes[c].label, n,
+                   100 * lo, 100 * hi, 100 * h->error_band_low, 100 * h->error_band_high,
+                   same ? "" : " (**stale**: run tools/fit_profile.py --write)");
+            if (!same)
+                all_pass = 0;
         }
-        if (runs)
-            printf("| %s | %d | %d | %.1f |\n", sets[i].name, runs, fit, top);
+        printf("\n");
+        print_constants(&prof);
+        printf("## Memory\n\nEvery measured or published run ran, so it fitted in its GPUs' memory; the "
+               "model's verdict on each (peak = the most loaded GPU):\n\n"
+               "| data set | runs | predicted to fit | largest predicted peak (GiB) |\n|---|---:|---:|---:|\n");
+        for (int i = 0; i < NSETS; i++) {
+            int runs = 0, fit = 0;
+            double top = 0;
+            for (int k = 0; k < sets[i].n; k++) {
+                if (!sets[i].rows[k].checked_fit)
+                    continue;
+                runs++;
+                fit += sets[i].rows[k].fits;
+                if (sets[i].rows[k].peak_gib > top)
+                    top = sets[i].rows[k].peak_gib;
+            }
+            if (runs)
+                printf("| %s | %d | %d | %.1f |\n", sets[i].name, runs, fit, top);
+        }
+        printf("\n");
     }
-    printf("\n");
-    for (int i = 0; i < 7 && !summary_only; i++) {
-        printf("## %s\n\nCompared: %s. Setting: %s\n\n", sets[i].name, sets[i].what, sets[i].setting);
-        print_rows(&sets[i], i == 6 && !all_rows ? 16 : 1);
+    for (int i = 0; i < NSETS && !summary_only && !tsv; i++) {
+        printf("## %s\n\nRole: %s. Compared: %s. Setting: %s\n\n", sets[i].name,
+               role_name(sets[i].role), sets[i].what, sets[i].setting);
+        print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1);
     }
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < NSETS; i++)
         free(sets[i].rows);
     return all_pass ? 0 : 1;
 }

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Prints docs/validation.md: tools/validation-doc.sh build > docs/validation.md
-# Runs every row of ../shared/data through estimate, search's ranking and the
+# Runs every row of tests/data through estimate, search's ranking and the
 # simulator. Written to a temporary file first so a failure leaves nothing half-done.
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
-data="$root/../shared/data"
+data="$root/tests/data"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 {
-  "$build/tests/validation/megaplan-validate" "$data" || true
+  "$build/tests/validation/megaplan-validate" "$data" --summary || true
+  python3 "$root/tools/fit_profile.py" "$build/tests/validation/megaplan-validate" "$data" --loso
+  "$build/tests/validation/megaplan-validate" "$data" --rows || true
   "$build/tests/search/megaplan-rank-validate" "$data" || true
   cat <<'TXT'
 ## Simulated step (sim_validation)

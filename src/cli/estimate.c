@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "core/buf.h"
 #include "core/io.h"
+#include "planner/band.h"
 #include "planner/cost.h"
 #include "planner/megatron.h"
 #include "planner/report.h"
@@ -92,6 +93,11 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
     row_time(b, "DP communication", tm->dp_comm, tm->step);
     row_time(b, "optimizer step", tm->optimizer, tm->step);
     row_time(b, "step", tm->step, tm->step);
+    double lo, hi;
+    if (mp_band_time(&c->hw, tm->step, &lo, &hi))
+        mp_buf_printf(b, "  likely measured: %.4g to %.4g s (the error band of %s on held-out runs, "
+                         "%+.1f%% to %+.1f%%; docs/validation.md)\n",
+                      lo, hi, c->hw.name, 100 * c->hw.error_band_low, 100 * c->hw.error_band_high);
 
     const mp_memory *m = &e->memory;
     mp_buf_printf(b, "\nmemory per GPU (most loaded)           GiB\n");
@@ -109,10 +115,16 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
 
     const mp_throughput *th = &e->throughput;
     mp_buf_printf(b, "\nthroughput\n");
-    mp_buf_printf(b, "  %-26s %12.4g\n", "tokens/s", th->tokens_per_s);
+    mp_buf_printf(b, "  %-26s %12.4g", "tokens/s", th->tokens_per_s);
+    if (mp_band_rate(&c->hw, th->tokens_per_s, &lo, &hi))
+        mp_buf_printf(b, "  likely %.4g to %.4g", lo, hi);
+    mp_buf_puts(b, "\n");
     mp_buf_printf(b, "  %-26s %12.4g\n", "tokens/s per GPU", th->tokens_per_s_per_gpu);
-    mp_buf_printf(b, "  %-26s %12.1f  MFU %.1f%%\n", "model TFLOP/s per GPU",
+    mp_buf_printf(b, "  %-26s %12.1f  MFU %.1f%%", "model TFLOP/s per GPU",
                   th->model_tflops_per_gpu, 100.0 * th->mfu);
+    if (mp_band_rate(&c->hw, th->mfu, &lo, &hi))
+        mp_buf_printf(b, "  likely %.1f%% to %.1f%%", 100.0 * lo, 100.0 * hi);
+    mp_buf_puts(b, "\n");
     mp_buf_printf(b, "  %-26s %12.1f  HFU %.1f%%\n", "hardware TFLOP/s per GPU",
                   th->hardware_tflops_per_gpu, 100.0 * th->hfu);
     if (t->tokens > 0)

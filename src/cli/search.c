@@ -17,6 +17,7 @@
 #include "core/buf.h"
 #include "core/io.h"
 #include "core/output.h"
+#include "planner/band.h"
 #include "planner/explain.h"
 #include "planner/framework.h"
 #include "planner/megatron.h"
@@ -24,7 +25,8 @@
 #include "planner/search.h"
 #include "sim/simulate.h"
 
-/* Predicted steps within this fraction of the winner's count as a near tie. */
+/* Predicted steps within the profile's error band (its width, high − low;
+ * planner/band.h) of the winner's count as a near tie; this without a band. */
 #define NEAR_TIE 0.03
 /* The cost model's error on measured runs: its acceptance bound on the
  * multi-node measurements, MAPE <= 10% (docs/validation.md). An estimate and
@@ -226,9 +228,10 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
     bool days = t->tokens > 0;
     bool sim = false;
     for (int i = 0; i < r->n; i++) sim |= r->plans[i].simulated;
-    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule     step s%s"
+    bool band = mp_band_known(&base->hw);
+    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule     step s%s%s"
                      "  tok/s/GPU   MFU  memory GiB%s\n",
-                  sim ? "  sim s" : "", days ? "     days" : "");
+                  band ? "   likely s range" : "", sim ? "  sim s" : "", days ? "     days" : "");
     for (int i = 0; i < r->n; i++) {
         const mp_search_plan *sp = &r->plans[i];
         const mp_parallel *p = &sp->config.parallel;
@@ -241,6 +244,9 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                       (long long)p->micro_batch, rc,
                       p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                       short_sched(p->schedule), e->time.step);
+        double lo, hi;
+        if (band && mp_band_time(&sp->config.hw, e->time.step, &lo, &hi))
+            mp_buf_printf(b, "  %7.3f-%-7.3f", lo, hi);
         if (sim) mp_buf_printf(b, " %6.3f", sp->simulated ? sp->sim_step : e->time.step);
         mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
                       100 * e->throughput.mfu, e->memory.peak / MP_GIB, e->memory.capacity / MP_GIB);
@@ -256,14 +262,22 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
 
     /* the winner, part by part, in the number the ranking used */
     const mp_search_plan *w = &r->plans[0];
+    const mp_times *wt = winner_sim ? winner_sim : &w->est.time;
     if (winner_sim) {
         char what[64];
         snprintf(what, sizeof what, " simulated (estimate %.3f s)", w->est.time.step);
         winner_line(winner_sim, what, b);
-        disagreement(&w->est.time, winner_sim, b);
     } else {
         winner_line(&w->est.time, "", b);
     }
+    double wlo, whi;
+    if (mp_band_time(&w->config.hw, wt->step, &wlo, &whi))
+        mp_buf_printf(b, "        likely measured %.3f to %.3f s (the error band of %s on held-out "
+                         "runs, %+.1f%% to %+.1f%%; docs/validation.md)\n",
+                      wlo, whi, w->config.hw.name, 100 * w->config.hw.error_band_low,
+                      100 * w->config.hw.error_band_high);
+    if (winner_sim)
+        disagreement(&w->est.time, winner_sim, b);
     const mp_memory *m = &w->est.memory;
     mp_buf_printf(b, "        memory %.1f GiB = weights %.1f + grads %.1f + optimizer %.1f + "
                      "activations %.1f + other %.1f (of %.0f)\n",
@@ -310,18 +324,19 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
             mp_buf_printf(b, "simulated %+.1f%%, estimate ", 100 * (o->sim_step - w->sim_step) / w->sim_step);
         mp_buf_printf(b, "%s\n", why);
     }
-    /* Plans this close are not told apart by a model whose error on measured
-     * runs is a few percent (docs/validation.md): on vTrain's 18.4B cluster two
-     * micro-batches predicted 1.5% apart measured 9% apart. Say so. */
+    /* Plans this close are not told apart by a model whose error on held-out
+     * runs spans its error band (docs/validation.md): on vTrain's 18.4B cluster
+     * two micro-batches predicted 1.5% apart measured 9% apart. Say so. */
+    double tie = mp_band_width(&w->config.hw, NEAR_TIE);
     int close = 0;
     for (int i = 1; i < r->n; i++)
-        if (r->plans[i].rank_step <= w->rank_step * (1 + NEAR_TIE))
+        if (r->plans[i].rank_step <= w->rank_step * (1 + tie))
             close = i;
     if (close > 0)
-        mp_buf_printf(b, "  #1 to #%d are predicted within %.0f%% of #1, closer than the cost "
-                         "model's error on measured runs (docs/validation.md): measure them "
+        mp_buf_printf(b, "  #1 to #%d are predicted within %.1f%% of #1, inside the cost model's "
+                         "error band on held-out runs (docs/validation.md): measure them "
                          "before committing\n",
-                      close + 1, 100 * NEAR_TIE);
+                      close + 1, 100 * tie);
     mp_buf_puts(b, "\n");
     counts_footer(&r->counts, b);
 }
@@ -376,8 +391,9 @@ static cJSON *plan_json(const mp_search_plan *sp, int rank, const mp_search_coun
         }
     }
     if (sp->simulated) cJSON_AddNumberToObject(o, "simulated_step_s", sp->sim_step);
-    /* within NEAR_TIE of the first: not told apart by the model's error */
-    cJSON_AddBoolToObject(o, "near_tie", rank > 1 && sp->rank_step <= winner_step * (1 + NEAR_TIE));
+    /* within the error band's width of the first: not told apart by the model */
+    cJSON_AddBoolToObject(o, "near_tie", rank > 1 && sp->rank_step <= winner_step *
+                                                          (1 + mp_band_width(&sp->config.hw, NEAR_TIE)));
     cJSON *cj = counts_json(c);
     if (cj) cJSON_AddItemToObject(o, "search", cj);
     return o;

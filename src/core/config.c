@@ -173,9 +173,12 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->vpp > 1 && p->pp < 2)
         return FAIL("vpp", "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
                     (long long)p->vpp);
-    if (m->layers % stages)
+    if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
-                    "the %lld layers do not split evenly into pp*vpp = %lld*%lld = %lld stages",
+                    p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "
+                                 "stages (neither the layers nor the layers + 2 are a multiple)"
+                               : "the %lld layers cannot be split over pp*vpp = %lld*%lld = %lld "
+                                 "stages",
                     (long long)m->layers, (long long)p->pp, (long long)p->vpp, (long long)stages);
 
     if (p->schedule == MP_SCHED_INTERLEAVED && p->vpp < 2)
@@ -249,4 +252,45 @@ void mp_parallel_defaults(mp_parallel *p)
 mp_schedule_kind mp_default_schedule(const mp_parallel *p)
 {
     return p->vpp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
+}
+
+bool mp_uneven_split(int64_t L, int64_t n, int64_t *first, int64_t *middle, int64_t *last)
+{
+    if (n < 2 || n > L)
+        return false;
+    int64_t mid = (L + n - 1) / n;
+    int64_t rest = L - (n - 2) * mid;
+    if (rest < 2) { /* ceil leaves the edges nothing: floor, heavier edges */
+        mid = L / n;
+        rest = L - (n - 2) * mid;
+    }
+    *middle = mid;
+    *last = rest / 2;
+    *first = rest - *last;
+    return true;
+}
+
+bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)
+{
+    int64_t n = pp * vpp, first, mid, last;
+    if (n < 1 || n > L)
+        return false;
+    return L % n == 0 || (n > 1 && (L + 2) % n == 0) ||
+           (vpp == 1 && mp_uneven_split(L, n, &first, &mid, &last));
+}
+
+int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k)
+{
+    int64_t first, mid, last;
+    if (k <= 0)
+        return 0;
+    if (k >= n)
+        return L;
+    if (L % n == 0)
+        return (k * L) / n;
+    if ((L + 2) % n == 0)
+        return k * ((L + 2) / n) - 1;
+    if (!mp_uneven_split(L, n, &first, &mid, &last))
+        return (k * L) / n;
+    return first + (k - 1) * mid;
 }

@@ -65,10 +65,31 @@ typedef struct mp_config {
 /* global_batch / (micro_batch * dp) */
 int64_t mp_config_microbatches(const mp_config *c);
 
+/* Megatron's split of L blocks over n pipeline stages when n does not divide L
+ * (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers):
+ * the middle stages hold `middle` blocks each, the first and the last share the
+ * rest, the last (which also holds the LM head) no more than the first; the
+ * middle is ceil(L/n) when that leaves the first and last at least one block
+ * each, else floor(L/n). Llama 3 405B: 126 layers on 16 stages = 7, 8 x 14, 7.
+ * false when n < 2 or n > L. */
+bool mp_uneven_split(int64_t L, int64_t n, int64_t *first, int64_t *middle, int64_t *last);
+
+/* Whether Megatron can split L blocks over pp*vpp (virtual) stages without an
+ * explicit layout: evenly; or counting the embedding and the loss as one layer
+ * each (--account-for-embedding-in-pipeline-split / -loss-: L + 2 divisible,
+ * any vpp); or, with vpp 1, by mp_uneven_split. */
+bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp);
+
+/* Blocks held by stages 0..k-1 of n under that default split: k*L/n when n
+ * divides L; k(L+2)/n - 1 when n divides L + 2 (the embedding and the head
+ * take a block's place on the first and last stage); else mp_uneven_split's
+ * (else floor(k*L/n)). */
+int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k);
+
 /* Checks that the configuration can run at all, refusing with the reason
  * (field = the option or key at fault, e.g. "tp"): t divides heads and kv_heads,
  * gpus == t*p*c*d, global batch a multiple of micro_batch*d, layers divisible
- * into p*v stages as Megatron requires, interleaving needs m a multiple of p,
+ * into p*v stages as Megatron accepts them (mp_stage_split_ok), interleaving needs m a multiple of p,
  * cp divides seq into 2*cp chunks, sp needs tp > 1, ... Memory fit is NOT
  * checked here: a config that does not fit is still a valid config. */
 mp_status mp_config_check(const mp_config *c, mp_error *err);

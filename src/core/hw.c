@@ -91,6 +91,13 @@ static const mp_field hw_fields[] = {
     D("kernel_overhead", kernel_overhead, MP_UNIT_TIME, 0, false, 1, true),
     /* optional, false when absent: the attention core runs unfused */
     {.path = "flash_attention", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, flash_attention)},
+    /* optional, 0 when absent (mp_hw in hw.h says what 0 means) */
+    D("collective_local_pass", collective_local_pass, MP_UNIT_NONE, 0, false, 10, false),
+    D("allocator_fragmentation", allocator_fragmentation, MP_UNIT_NONE, 0, false, 1, false),
+    D("attention_half_rate_keys", attention_half_rate_keys, MP_UNIT_NONE, 0, false, 1e7, false),
+    D("p2p_host_kernels", p2p_host_kernels, MP_UNIT_NONE, 0, false, 1000, false),
+    D("error_band.low", error_band_low, MP_UNIT_NONE, -0.99, false, 10, false),
+    D("error_band.high", error_band_high, MP_UNIT_NONE, -0.99, false, 10, false),
     /* optional, 0 when absent: cost and energy are then not known */
     D("price_per_gpu_hour", price_per_gpu_hour, MP_UNIT_NONE, 0, false, 1e4, false),
     {.path = "price_date", .type = MP_FT_STRING, .offset = offsetof(mp_hw, price_date),
@@ -114,6 +121,9 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
         return st;
     if (!hw->name[0])
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "name", "missing");
+    if (hw->error_band_low > hw->error_band_high)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "error_band.low",
+                            "must not exceed error_band.high");
     if (hw->runtime_reserve >= hw->memory)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "runtime_reserve",
                             "must be less than memory (%.4g GiB)", hw->memory / 1073741824.0);

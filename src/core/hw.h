@@ -57,6 +57,24 @@ typedef struct mp_hw {
     bool flash_attention;                /* software stack fuses attention (FlashAttention/cuDNN);
                                             false: unfused QK^T, softmax, dropout, AV (Megatron 2021-22,
                                             Megatron-DeepSpeed); YAML key flash_attention (cost model) */
+    /* Optional constants of the cost model, each fitted or sourced in the
+     * profile that sets it (docs/cost-model.md); absent, each is 0, its
+     * physically neutral value: */
+    double collective_local_pass;        /* all-reduce: extra passes of the buffer through the
+                                            GPU (reduction, copies), as a fraction of the buffer
+                                            over the scale-up link rate; all-gather and
+                                            reduce-scatter take half. YAML collective_local_pass */
+    double allocator_fragmentation;      /* fraction of the activation bytes the caching
+                                            allocator holds on top of them */
+    double attention_half_rate_keys;     /* keys per fused-attention call at which the call runs
+                                            at half its long-sequence rate (0: no length effect) */
+    double p2p_host_kernels;             /* host work of one pipeline p2p exchange, in kernel
+                                            launches: the schedule's send/receive bookkeeping
+                                            (Megatron's p2p_communicate, DeepSpeed's pipeline
+                                            instructions) around the NCCL call */
+    double error_band_low, error_band_high; /* range of predicted/measured - 1 on the held-out
+                                            rows of this hardware class (docs/validation.md);
+                                            YAML error_band.low/high; both 0: no band known */
     /* What an hour of the hardware costs and what it draws, for choosing
      * hardware by cost and energy (planner/hwchoice.h). 0 = not known. */
     double price_per_gpu_hour;           /* USD per GPU-hour, list price (dated, sourced in the file) */

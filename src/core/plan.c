@@ -30,8 +30,11 @@ void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t 
         spread(1, enc_layers, split, k, begin, end);
     else if (split > 0)
         spread(enc_layers + 1, layers - enc_layers, n - split, k - split, begin, end);
-    else
-        spread(1, layers, n, k, begin, end);
+    else {
+        /* even, or Megatron's first/last-stage split when n does not divide them */
+        *begin = 1 + mp_blocks_before_stage(layers, n, k);
+        *end = 1 + mp_blocks_before_stage(layers, n, k + 1);
+    }
     /* the embedding joins the first stage and the head the last, as in Megatron-LM */
     if (k == 0)
         *begin = 0;
@@ -50,8 +53,8 @@ void mp_plan_default_stages(mp_plan *plan)
         return;
     }
     plan->n_stages = (int32_t)n;
-    /* Blocks spread evenly (Megatron requires layers % (pp*vpp) == 0; if not,
-     * the first stages take one more); t5 splits at the split rank. */
+    /* Blocks spread evenly (or by Megatron's first/last-stage split when n does
+     * not divide them: mp_blocks_before_stage); t5 splits at the split rank. */
     int64_t enc = m->arch == MP_ARCH_T5 ? m->encoder_layers : 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t b, e;

@@ -177,8 +177,8 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
         *begin = plan->stages[vstage].begin;
         *end = plan->stages[vstage].end;
     } else {
-        /* Megatron's even split of the model that runs (a shrunk model has
-         * other layers than the plan's stages name); T5's at its split rank */
+        /* Megatron's split (even, or its first/last-stage one) of the model that runs (a
+         * shrunk model has other layers than the plan's stages name); T5's at its split rank */
         if (L < K)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, par->vpp > 1 ? "parallel.vpp"
                                                                           : "parallel.pp",

@@ -19,11 +19,11 @@
  * formula alone (bytes * 2(n-1)/n over one rate) cannot give that; adding a
  * per-byte term that does not depend on n - each byte of the buffer passes
  * once more through the GPU (the local reads of the first reduction step and
- * the copy-out of the result, done by NCCL's kernels) - fits all three with
- * the NVLink rate itself: T = lat + bytes (2(n-1)/n + 0.5) / (300 GB/s * 0.97),
- * MAPE 2.5 % over the 3,072 sweep rows against 6.7 % for the ring formula with
- * a fitted efficiency (docs/cost-model.md §5). The all-reduce's extra half
- * pass is split between its reduce-scatter and all-gather halves. */
+ * the copy-out of the result, done by NCCL's kernels) fits all three with
+ * the NVLink rate itself: T = lat + bytes (2(n-1)/n + local) / (bw * eff),
+ * local being the profile's collective_local_pass (fitted to the sweeps by
+ * tools/fit_profile.py; figures in docs/validation.md). The all-reduce's
+ * extra pass is split between its reduce-scatter and all-gather halves. */
 #include <math.h>
 
 #include "planner/cost_internal.h"
@@ -109,9 +109,6 @@ double mp_partial_node_factor(const mp_hw *hw, const mp_group_place *g)
     return 1.0;
 }
 
-/* Passes of the buffer through the GPU beyond the ring's link traffic, as a
- * fraction of the buffer over the scale-up link rate (fitted to the sweeps). */
-#define LOCAL_PASS_ALLREDUCE 0.5
 
 double mp_coll_time(const mp_hw *hw, const mp_group_place *g, mp_coll_kind k, double bytes)
 {
@@ -133,13 +130,15 @@ double mp_coll_time(const mp_hw *hw, const mp_group_place *g, mp_coll_kind k, do
     case MP_COLL_ALLREDUCE:
         steps = 2.0 * (n - 1.0);
         factor = 2.0 * (n - 1.0) / n;
-        local = LOCAL_PASS_ALLREDUCE;
+        /* passes of the buffer through the GPU beyond the ring's link traffic
+         * (the profile's collective_local_pass, fitted to NCCL sweeps) */
+        local = hw->collective_local_pass;
         break;
     case MP_COLL_ALLGATHER:
     case MP_COLL_REDUCESCATTER:
         steps = n - 1.0;
         factor = (n - 1.0) / n;
-        local = 0.5 * LOCAL_PASS_ALLREDUCE;
+        local = 0.5 * hw->collective_local_pass;
         break;
     default: {
         /* point to point: the mix of intra- and inter-domain neighbour pairs */

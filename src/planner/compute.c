@@ -79,13 +79,11 @@ static double tp_collective(const mp_config *c, const mp_group_place *g, double 
 
 /* Attention core over n_scores score elements per GPU with head_dim hd. */
 /* Keys per fused-attention call at which the profile's attention_efficiency
- * holds, and the length over which a call's fixed work (loading the query
- * tile, the softmax rescaling, writing the output) is amortised:
- * FlashAttention-2 (Dao 2023, fwd+bwd, head dim 128) reaches ~0.63, 0.80,
- * 0.91, 0.97 of its long-sequence rate at 512, 1k, 2k, 4k keys, close to
- * kv / (kv + 300). */
+ * holds. A call's fixed work (loading the query tile, the softmax rescaling,
+ * writing the output) is amortised over its keys: its rate is
+ * kv / (kv + attention_half_rate_keys) of the long-sequence rate (the
+ * profile's constant and its source, docs/cost-model.md §4). */
 #define ATTN_REFERENCE_KEYS 4096.0
-#define ATTN_HALF_RATE_KEYS 300.0
 
 /* Attention core over n_scores score elements per GPU with head_dim hd, each
  * fused call running over kv keys (CP: one ring step's chunk). */
@@ -97,8 +95,8 @@ static void attention_core(const mp_config *c, double n_scores, double hd, doubl
     double flops = 4.0 * n_scores * hd; /* QK^T and AV */
     if (hw->flash_attention) {
         double done = causal ? 0.5 * flops : flops; /* masked blocks are skipped */
-        double length = (kv / (kv + ATTN_HALF_RATE_KEYS)) /
-                        (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + ATTN_HALF_RATE_KEYS));
+        double half = hw->attention_half_rate_keys;
+        double length = (kv / (kv + half)) / (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + half));
         double f = done / (peak * hw->attention_efficiency * length);
         *fwd = f;
         /* backward recomputes QK^T: 5 matmuls against 2 (Dao 2023) */

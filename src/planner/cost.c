@@ -16,9 +16,6 @@
 #include "planner/cost_internal.h"
 #include "planner/pipeline_internal.h"
 
-/* Fraction of the activation bytes the caching allocator holds on top of
- * them (fragmentation of the cached blocks; docs/cost-model.md §3). */
-#define ALLOCATOR_FRAGMENTATION 0.10
 
 /* What an item costs, split the way the estimate reports time. */
 typedef struct item_detail {
@@ -193,7 +190,8 @@ static int64_t stage_begin(int64_t k, int64_t n, int64_t L, const mp_plan *plan,
     }
     if (k == 0)
         return 0;
-    return 1 + (k * L) / n; /* Megatron: equal blocks; embedding first, head last */
+    /* Megatron: equal blocks (or its first/last-stage split); embedding first, head last */
+    return 1 + mp_blocks_before_stage(L, n, k);
 }
 
 static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan, const mp_model *m)
@@ -207,7 +205,7 @@ static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan, c
     }
     if (k == n - 1)
         return L + 2;
-    return 1 + ((k + 1) * L) / n;
+    return 1 + mp_blocks_before_stage(L, n, k + 1);
 }
 
 static mp_recompute item_recompute(const mp_config *c, const mp_plan *plan, int64_t i)
@@ -262,11 +260,6 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
     }
 }
 
-/* Host work of one pipeline p2p exchange, in kernel launches: the schedule's
- * send/receive bookkeeping (Megatron's p2p_communicate, DeepSpeed's pipeline
- * instructions) around the NCCL call. */
-#define P2P_HOST_KERNELS 8.0
-
 /* Time of one p2p transfer of bytes between pipeline neighbours. */
 static double p2p_time(const mp_config *c, double bytes)
 {
@@ -274,7 +267,7 @@ static double p2p_time(const mp_config *c, double bytes)
         return 0.0;
     mp_group_place g;
     mp_group_place_of(c, MP_GROUP_PP, &g);
-    return P2P_HOST_KERNELS * c->hw.kernel_overhead + mp_coll_time(&c->hw, &g, MP_COLL_P2P, bytes);
+    return c->hw.p2p_host_kernels * c->hw.kernel_overhead + mp_coll_time(&c->hw, &g, MP_COLL_P2P, bytes);
 }
 
 static void p2p_link(const mp_config *c, double *latency, double *bw)
@@ -285,7 +278,7 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
     double f = g.cross_fraction;
     double up = hw->scale_up.bw_per_gpu * hw->scale_up.efficiency;
     double out = hw->scale_out.bw_per_gpu * hw->scale_out.efficiency;
-    *latency = P2P_HOST_KERNELS * hw->kernel_overhead +
+    *latency = hw->p2p_host_kernels * hw->kernel_overhead +
                2.0 * (f * hw->scale_out.latency + (1.0 - f) * hw->scale_up.latency);
     double inv = (f > 0.0 ? f / out : 0.0) + (1.0 - f) / up;
     *bw = inv > 0.0 ? 1.0 / inv : up;
@@ -515,7 +508,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->cp_comm_bwd = ss->cp_b;
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
-        sc->act_bytes = ss->act * (1.0 + ALLOCATOR_FRAGMENTATION) + ss->act_edge;
+        sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
         sc->static_bytes = ss->params * spb;
         sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
     }
@@ -672,8 +665,9 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double other = c->hw.runtime_reserve + edge + 4.0 * send;
         /* PyTorch's caching allocator: activations are allocated and freed
          * every micro-batch in many sizes, and the blocks it caches fragment;
-         * reserved exceeds allocated by ~10% of that churn in Megatron runs */
-        other += ALLOCATOR_FRAGMENTATION * stash;
+         * reserved exceeds allocated by a fraction of that churn (the profile's
+         * allocator_fragmentation, docs/cost-model.md §3) */
+        other += c->hw.allocator_fragmentation * stash;
         if (pp->sp && pp->tp > 1)
             other += send * (double)pp->tp;
         double wb, gb, ob;

@@ -6,6 +6,8 @@
 #include "core/io.h"
 #include "planner/report.h"
 
+#include "planner/band.h"
+
 static double round_to(double x, double digits)
 {
     if (!isfinite(x) || x == 0.0)
@@ -104,6 +106,30 @@ static bool add_defaults(cJSON *o, const char *defaults)
     return true;
 }
 
+/* {"low","high","source","step_s":[lo,hi],"tokens_per_s":[lo,hi],"mfu":[lo,hi]}:
+ * where the measured values likely lie (planner/band.h); NULL without a band. */
+static cJSON *band_json(const mp_hw *hw, const mp_estimate *e)
+{
+    if (!mp_band_known(hw))
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    double r[2];
+    bool ok = o && add(o, "low", hw->error_band_low) && add(o, "high", hw->error_band_high) &&
+              cJSON_AddStringToObject(o, "source", "held-out residuals of this hardware class "
+                                                   "(docs/validation.md, Error bands)");
+    mp_band_time(hw, e->time.step, &r[0], &r[1]);
+    ok = ok && cJSON_AddItemToObject(o, "step_s", cJSON_CreateDoubleArray(r, 2));
+    mp_band_rate(hw, e->throughput.tokens_per_s, &r[0], &r[1]);
+    ok = ok && cJSON_AddItemToObject(o, "tokens_per_s", cJSON_CreateDoubleArray(r, 2));
+    mp_band_rate(hw, e->throughput.mfu, &r[0], &r[1]);
+    ok = ok && cJSON_AddItemToObject(o, "mfu", cJSON_CreateDoubleArray(r, 2));
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
 cJSON *mp_estimate_to_json(const mp_config *c, const mp_estimate *e, const char *defaults)
 {
     cJSON *o = cJSON_CreateObject();
@@ -129,6 +155,8 @@ cJSON *mp_estimate_to_json(const mp_config *c, const mp_estimate *e, const char 
     ok = ok && thr && cJSON_AddItemToObject(o, "throughput", thr);
     if (!ok)
         cJSON_Delete(thr), thr = NULL;
+    cJSON *band = ok ? band_json(&c->hw, e) : NULL;
+    ok = ok && (!band || cJSON_AddItemToObject(o, "band", band));
     ok = ok && cJSON_AddBoolToObject(o, "fits", e->fits);
     if (ok && !e->fits)
         ok = add(o, "over_gib", e->over_bytes / MP_GIB);

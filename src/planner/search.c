@@ -559,8 +559,8 @@ static void enumerate(enum_ctx *e)
                 }
                 x.d = gpus / x.t / x.c / x.p;
                 if (fixed(e, MP_FIX_DP) && x.d != fp->dp) continue;
-                if (L % x.p || x.p > L) {
-                    refuse(e, MP_REJECT_LAYERS, "pp", "pp=%lld does not divide the %lld layers",
+                if (!mp_stage_split_ok(L, x.p, 1)) {
+                    refuse(e, MP_REJECT_LAYERS, "pp", "pp=%lld cannot split the %lld layers",
                            (long long)x.p, (long long)L);
                     continue;
                 }
@@ -577,7 +577,7 @@ static void enumerate(enum_ctx *e)
                     vv[nv++] = 1;
                     if (x.p > 1)
                         for (int64_t v = 2; v * x.p <= L && nv < MAX_DIV; v++)
-                            if (L % (v * x.p) == 0) vv[nv++] = v;
+                            if (mp_stage_split_ok(L, x.p, v)) vv[nv++] = v;
                 }
                 int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
                                                       : divisors(gb / x.d, bv, MAX_DIV);
@@ -589,7 +589,7 @@ static void enumerate(enum_ctx *e)
                                (long long)x.v);
                         continue;
                     }
-                    if (x.v > 1 && L % ((int64_t)x.p * x.v)) {
+                    if (x.v > 1 && !mp_stage_split_ok(L, x.p, x.v)) {
                         refuse(e, MP_REJECT_LAYERS, "vpp",
                                "pp*vpp = %lld does not divide the %lld layers",
                                (long long)x.p * x.v, (long long)L);
@@ -842,9 +842,10 @@ static mp_status check_shared(const mp_search_options *opt, mp_error *err)
         return REFUSE("dp", "tp*pp*cp*dp = %lld*%lld*%lld*%lld = %lld, but there are %lld GPUs",
                       (long long)tp, (long long)pp, (long long)cp, (long long)dp,
                       (long long)prod, (long long)gpus);
-    if (L % pp || L % (pp * vpp))
+    if (!mp_stage_split_ok(L, pp, vpp))
         return REFUSE(vpp > 1 ? "vpp" : "pp",
-                      "the %lld layers do not split evenly into pp*vpp = %lld*%lld stages",
+                      "the %lld layers cannot be split over pp*vpp = %lld*%lld stages as "
+                      "Megatron-LM splits them",
                       (long long)L, (long long)pp, (long long)vpp);
     if (vpp > 1 && (f & MP_FIX_PP) && pp < 2)
         return REFUSE("vpp", "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",

@@ -95,14 +95,29 @@ static void test_refusals(void **state)
     c.parallel.pp = 32; /* 96 layers, 32 stages: fine */
     c.parallel.dp = 4;
     expect(&c, NULL, NULL);
-    c.parallel.pp = 64;
+    c.parallel.pp = 64; /* Megatron's first/last-stage split: 17, 1 x 62, 17 */
     c.parallel.dp = 2;
-    expect(&c, "pp", "do not split evenly");
+    expect(&c, NULL, NULL);
+    c.parallel.pp = 128; /* more stages than layers */
+    c.parallel.dp = 1;
+    expect(&c, "pp", "cannot be split");
 
     c = base();
-    c.parallel.vpp = 5; /* 96 / (8*5) */
+    c.parallel.vpp = 5; /* 96 / (8*5), and 98 / 40: no split without an explicit layout */
     c.parallel.schedule = MP_SCHED_INTERLEAVED;
-    expect(&c, "vpp", "do not split evenly");
+    expect(&c, "vpp", "do not split into");
+    c.parallel.pp = 2; /* (96 + 2) / (2*7): embedding and loss take a layer's place */
+    c.parallel.vpp = 7;
+    c.parallel.dp = 64;
+    expect(&c, NULL, NULL);
+    assert_int_equal(mp_blocks_before_stage(96, 14, 1), 6); /* embedding + 6 blocks */
+    assert_int_equal(mp_blocks_before_stage(96, 14, 13), 90); /* 6 blocks + head last */
+    /* Llama 3 405B as Meta ran it: 126 layers on pp 16, one fewer on the first and last */
+    int64_t first, mid, last;
+    assert_true(mp_uneven_split(126, 16, &first, &mid, &last));
+    assert_true(first == 7 && mid == 8 && last == 7);
+    assert_int_equal(mp_blocks_before_stage(126, 16, 1), 7);
+    assert_int_equal(mp_blocks_before_stage(126, 16, 15), 119);
 
     c = base();
     c.parallel.vpp = 2;

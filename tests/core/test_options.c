@@ -154,7 +154,7 @@ static void test_refusals(void **state)
            "64", "--global-batch", "100");
     REFUSE(true, "--dp", "but there are 64 GPUs", "--model", "175B", "--gpus", "64", "--dp",
            "4");
-    REFUSE(true, "--pp", "do not split evenly", "--model", "175B", "--gpus", "64", "--pp", "64");
+    REFUSE(true, "--pp", "cannot be split", "--model", "175B", "--gpus", "128", "--pp", "128");
     REFUSE(true, "--sp", "tp > 1", "--model", "175B", "--gpus", "8", "--sp");
 }
 

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/hw.h"
 #include "core/model.h"
+#include "planner/band.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "planner/report.h"
@@ -620,7 +621,10 @@ static void test_t5_and_llama_run(void **state)
         if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
             fail_msg("%s: %s: %s", names[i], err.field, err.msg);
         assert_true(e.time.step > 0 && e.memory.peak > 0 && isfinite(e.time.step));
-        if (!(e.throughput.mfu > 0.05 && e.throughput.mfu < 0.8))
+        /* a sanity range, not a prediction: T5-11B at t = 8 with micro-batch 1
+         * splits d_model 1024 eight ways and is bound by the host's kernel
+         * launches (kernel_overhead, fitted on vTrain's eager Megatron-DeepSpeed) */
+        if (!(e.throughput.mfu > 0.01 && e.throughput.mfu < 0.8))
             fail_msg("%s: MFU %.3f", names[i], e.throughput.mfu);
     }
 }
@@ -681,6 +685,65 @@ static void test_microbatch_never_slower_at_p1(void **state)
     assert_true(checked > 150);
 }
 
+/* The cost model's constants live in the profiles (docs/cost-model.md): every
+ * built-in profile sets them, and the model reads them - the all-reduce's
+ * local pass adds exactly bytes * pass / (bw * eff), and the allocator's
+ * fragmentation raises the peak memory. */
+static void test_profile_constants_are_read(void **state)
+{
+    (void)state;
+    for (int i = 0; i < mp_hw_preset_count(); i++) {
+        mp_hw hw;
+        mp_error err;
+        assert_int_equal(mp_hw_preset(mp_hw_preset_name(i), &hw, &err), MP_OK);
+        assert_true(hw.collective_local_pass > 0.0);
+        assert_true(hw.allocator_fragmentation > 0.0);
+        assert_true(hw.attention_half_rate_keys > 0.0);
+        assert_true(hw.p2p_host_kernels > 0.0);
+    }
+    mp_model m = gpt(24, 2048, 16, 2048, 50257);
+    mp_config c = config(&m, "dgx-a100", 8, 64, 2, 2, 1);
+    mp_group_place g = {.n = 8, .cross_domain = false, .per_node = 8, .cross_fraction = 0};
+    mp_hw none = c.hw;
+    none.collective_local_pass = 0.0;
+    double bytes = 1e9;
+    double extra = mp_coll_time(&c.hw, &g, MP_COLL_ALLREDUCE, bytes) -
+                   mp_coll_time(&none, &g, MP_COLL_ALLREDUCE, bytes);
+    double want = bytes * c.hw.collective_local_pass /
+                  (c.hw.scale_up.bw_per_gpu * c.hw.scale_up.efficiency);
+    assert_true(fabs(extra / want - 1.0) < 1e-9);
+    mp_estimate with, without;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&c, NULL, &with, &err), MP_OK);
+    c.hw.allocator_fragmentation = 0.0;
+    assert_int_equal(mp_estimate_config(&c, NULL, &without, &err), MP_OK);
+    assert_true(with.memory.peak > without.memory.peak);
+}
+
+/* The error band (planner/band.h): predicted = measured (1 + e) with e in
+ * [low, high], so the measured time lies in [t/(1 + high), t/(1 + low)] and a
+ * throughput in [q(1 + low), q(1 + high)]; no band, no range. */
+static void test_error_band(void **state)
+{
+    (void)state;
+    mp_hw hw;
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-a100", &hw, &err), MP_OK);
+    assert_true(mp_band_known(&hw));
+    hw.error_band_low = -0.1;
+    hw.error_band_high = 0.05;
+    double lo, hi;
+    assert_true(mp_band_time(&hw, 2.0, &lo, &hi));
+    assert_true(fabs(lo - 2.0 / 1.05) < 1e-12 && fabs(hi - 2.0 / 0.9) < 1e-12);
+    assert_true(mp_band_rate(&hw, 100.0, &lo, &hi));
+    assert_true(fabs(lo - 90.0) < 1e-9 && fabs(hi - 105.0) < 1e-9);
+    assert_true(fabs(mp_band_width(&hw, 0.03) - 0.15) < 1e-12);
+    hw.error_band_low = hw.error_band_high = 0.0;
+    assert_false(mp_band_time(&hw, 2.0, &lo, &hi));
+    assert_true(lo == 2.0 && hi == 2.0);
+    assert_true(mp_band_width(&hw, 0.03) == 0.03);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -709,6 +772,8 @@ int main(void)
         cmocka_unit_test(test_placement),
         cmocka_unit_test(test_t5_and_llama_run),
         cmocka_unit_test(test_microbatch_never_slower_at_p1),
+        cmocka_unit_test(test_profile_constants_are_read),
+        cmocka_unit_test(test_error_band),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

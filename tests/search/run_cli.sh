@@ -12,8 +12,15 @@ for s in "rank  tp sp" "winner: step" "why the next ones lose" "searched " "prun
   grep -q "$s" "$T/table" || fail "table lacks '$s'"
 done
 [ "$(grep -c '^ *[0-9]  *[0-9]' "$T/table")" -ge 5 ] || fail "table has fewer than 5 ranked rows"
-# 175B's top five are predicted within 3% of the winner: the table says they are a near tie
-grep -q '#1 to #5 are predicted within 3% of #1' "$T/table" || fail "no near-tie note"
+# 175B's top five are predicted closer to the winner than the width of dgx-a100's
+# error band (high - low of its held-out residuals): the table says they are a near tie,
+# with the band's width, and gives every step and the winner's a likely measured range
+grep -q '#1 to #5 are predicted within [0-9.]*% of #1, inside the cost model.s error band' "$T/table" \
+  || fail "no near-tie note with the band's width"
+grep -q 'likely s range' "$T/table" || fail "table lacks the band column"
+grep -q '^winner: step [0-9.]* s' "$T/table" && grep -q '^        likely measured [0-9.]* to [0-9.]* s' "$T/table" || fail "winner without its band"
+"$M" search --model 175B --gpus 1024 --top 2 --format json >"$T/json" 2>/dev/null || fail "search json exit $?"
+grep -q '"band"' "$T/json" && grep -q '"step_s"' "$T/json" || fail "JSON without the band"
 
 "$M" search --model 175B --gpus 1024 --format json --top 3 >"$T/json" || fail "json exit"
 python3 - "$T/json" <<'PY' || fail "json content"
@@ -98,4 +105,19 @@ grep -q "^refused: " "$T/ex" || fail "explain does not say why it is refused"
 grep -q "does not fit" "$T/ex" || fail "explain does not say it does not fit"
 grep -q "one change at a time" "$T/ex" || fail "explain gives no way to fit"
 "$M" explain --model 175B >/dev/null 2>&1; [ $? -eq 2 ] || fail "explain without --gpus"
+# Uneven pipelines (docs/cost-model.md): Llama 3 405B's 126 layers on pp 16, one layer
+# fewer on the first and last stage as Meta ran it, are accepted by estimate, and search
+# on 16384 H100s finds plans of that shape (tp 8, pp 16) instead of refusing pp 16 and
+# spreading the model over hundreds of CP ranks; the plan it writes simulates.
+"$M" estimate --model llama3-405b --gpus 16384 --hw dgx-h100 --tp 8 --pp 16 --sp >"$T/e405" \
+  || fail "estimate 405B pp=16 exit $?"
+"$M" search --model llama3-405b --gpus 16384 --hw dgx-h100 --top 5 -o "$T/p405.yaml" >"$T/s405" \
+  || fail "search 405B exit $?"
+grep -Eq '^ +[0-9]+ +8 [y-] +16 ' "$T/s405" || fail "no tp 8 pp 16 plan among search's top 5"
+awk '/^ +[0-9]+ +[0-9]+ [y-] /{ if ($6 > 16) bad = 1 } END { exit bad }' "$T/s405" \
+  || fail "search proposes cp above 16 for 405B at seq 8192"
+"$M" search --model llama3-405b --gpus 16384 --hw dgx-h100 --fix tp=8,pp=16,vpp=1,cp=1 --top 1 \
+  -o "$T/m405.yaml" >"$T/f405" || fail "search 405B fixed to Meta's shape exit $?"
+grep -q 'blocks per stage 7 8x14 7 ' "$T/f405" || fail "405B pp 16 is not split 7, 8 x 14, 7"
+"$M" simulate "$T/m405.yaml" >"$T/sim405" || fail "simulate of 405B pp 16 plan exit $?"
 echo "ok"

@@ -195,8 +195,8 @@ static void test_refused_names_the_fixed_setting(void **state)
          "not a multiple of the fixed tp*pp*cp*dp = 1*1*3*1"},
         {MP_FIX_DP | MP_FIX_MICRO_BATCH, 1, 1, 1, 1, 2, 3, 2048, 8, MP_SCHED_1F1B, false, false,
          "global_batch", "micro_batch*dp = 3*2"},
-        {MP_FIX_PP, 1, 64, 1, 1, 1, 1, 2048, 1536, MP_SCHED_1F1B, false, false, "pp",
-         "do not split evenly"},
+        {MP_FIX_PP | MP_FIX_VPP, 1, 8, 5, 1, 1, 1, 2048, 1536, MP_SCHED_INTERLEAVED, false, false,
+         "vpp", "cannot be split over pp*vpp = 8*5"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mp_search_options o;

@@ -1,0 +1,30 @@
+#!/bin/sh
+# The repository is self-contained: no tracked file may refer to the folder beside
+# it (the pattern is written with a bracket so this file does not match itself).
+# Usage: check_self_contained.sh SOURCE_ROOT. Exits 1 naming each file:line.
+#        check_self_contained.sh --self-test: runs the check on a temporary folder
+#        holding one such reference and exits 0 only if the check caught it.
+if [ "$1" = --self-test ]; then
+    tmp=$(mktemp -d) || exit 2
+    printf 'data: ../%s/data/x.csv\n' shared > "$tmp/notes.md"
+    sh "$0" "$tmp" >/dev/null
+    rc=$?
+    rm -rf "$tmp"
+    [ "$rc" = 1 ] && exit 0
+    echo "the check missed a reference outside the repository (exit $rc)"
+    exit 1
+fi
+root=${1:?usage: check_self_contained.sh SOURCE_ROOT}
+cd "$root" || exit 2
+pattern='\.\./share[d]'
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    hits=$(git grep -nI -e "$pattern" -- . 2>/dev/null)
+else
+    hits=$(grep -rnI --exclude-dir=.git --exclude-dir='build*' -e "$pattern" . 2>/dev/null)
+fi
+if [ -n "$hits" ]; then
+    echo "files refer to a path outside the repository (copy the data into tests/data):"
+    echo "$hits"
+    exit 1
+fi
+exit 0

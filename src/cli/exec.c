@@ -20,6 +20,7 @@
 #include "core/io.h"
 #include "exec/compare.h"
 #include "exec/exec.h"
+#include "exec/plan_share.h"
 #include "exec/runtime.h"
 #include "sim/timeline.h"
 #endif
@@ -54,6 +55,8 @@ typedef struct exec_args {
     bool json;
     const char *trace;
     const char *compare; /* hardware profile to simulate the run on */
+    bool checked;        /* --checked-plan: the hash of the plan `exec --np` checked */
+    uint64_t checked_hash;
 #if HAVE_EXEC_CPU
     mp_exec_opts o;
 #endif
@@ -101,7 +104,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--test-drop-allreduce", "--test-kill-rank"};
+                                            "--checked-plan", "--test-drop-allreduce",
+                                            "--test-kill-rank"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             needs |= !strcmp(name, takes_value[k]);
@@ -128,6 +132,13 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             a->trace = val;
         } else if (!strcmp(name, "--compare")) {
             a->compare = val;
+        } else if (!strcmp(name, "--checked-plan")) {
+            /* given by `exec --np` to its ranks: the plan it checked */
+            char *end;
+            errno = 0;
+            a->checked_hash = strtoull(val, &end, 16);
+            ok = !errno && end != val && !*end;
+            a->checked = true;
 #if HAVE_EXEC_CPU
         } else if (!strcmp(name, "--steps")) {
             ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
@@ -211,7 +222,7 @@ int cmd_exec(int argc, char **argv)
 
 /* Before starting ranks: a plan that cannot run is refused once, here,
  * rather than by N ranks under mpirun's own messages. */
-static int precheck(const exec_args *a)
+static int precheck(const exec_args *a, uint64_t *hash)
 {
     mp_error err;
     mp_error_clear(&err);
@@ -222,7 +233,15 @@ static int precheck(const exec_args *a)
     }
     mp_gpt_dims d;
     int m = 0;
-    mp_status st = mp_plan_read_file(a->plan, plan, &err);
+    char *text = NULL;
+    size_t len = 0;
+    mp_status st = mp_read_file(a->plan, MP_MAX_INPUT_BYTES, &text, &len, &err);
+    if (!st) {
+        /* the ranks run these bytes or nothing (mp_exec_share_plan) */
+        *hash = mp_exec_hash_bytes(text, len, 0);
+        st = mp_plan_parse_yaml(text, len, a->plan, plan, &err);
+        free(text);
+    }
     if (!st)
         st = mp_exec_precheck(plan, &a->o, &d, &m, &err);
     if (!st && a->compare) {
@@ -371,14 +390,21 @@ int cmd_exec(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : rc;
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
-        int bad = precheck(&a);
-        return bad ? bad : mp_cli_mpirun("exec", argc, argv, a.np);
+        uint64_t hash = 0;
+        int bad = precheck(&a, &hash);
+        if (bad)
+            return bad;
+        char hex[24];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+        const char *extra[] = {"--checked-plan", hex, NULL};
+        return mp_cli_mpirun_extra("exec", argc, argv, a.np, extra);
     }
     a.o.want_timeline = a.trace != NULL;
 
     mp_runtime rt;
     mp_error err;
     mp_error_clear(&err);
+    uint64_t args_hash = mp_exec_hash_args(argc, argv); /* before MPI_Init sees argv */
     if (mp_runtime_start(&argc, &argv, &rt, &err))
         return mp_cli_fail("exec", &err);
     int root = rt.world.rank == 0;
@@ -387,7 +413,13 @@ int cmd_exec(int argc, char **argv)
         fprintf(stderr, "megaplan exec: out of memory\n");
         mp_runtime_abort(1);
     }
-    mp_status st = mp_plan_read_file(a.plan, plan, &err);
+    /* rank 0 reads the plan, every rank runs those bytes */
+    mp_status st = mp_exec_share_plan(&rt, a.plan, a.checked, a.checked_hash,
+                                      args_hash, plan, &err);
+    if (st == MP_ENOMEM) {
+        fprintf(stderr, "megaplan exec: rank %d: out of memory for the plan\n", rt.world.rank);
+        mp_runtime_abort(1);
+    }
     mp_hw compare_hw;
     if (!st && a.compare)
         st = mp_hw_load(a.compare, &compare_hw, &err); /* every rank: the same answer */

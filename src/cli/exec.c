@@ -30,7 +30,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
-            "                     [--micro-batches M]\n"
+            "                     [--micro-batches M] [--timeout S]\n"
             "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
             "                     [--format table|json]\n"
             "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
@@ -44,6 +44,8 @@ static void usage(FILE *out)
             "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n"
             "  --compare HW the last step's times against the simulator's prediction of\n"
             "               this run on profile HW (from `megaplan calibrate`), per phase\n"
+            "  --timeout S  a rank that waits on its peers longer than S seconds ends the job\n"
+            "               (default: 60 s + 10 x the predicted step time)\n"
             "  --solo R     one process runs global rank R's share at full size, collectives\n"
             "               and messages left out, no check (--compare gives their\n"
             "               modelled time)\n");
@@ -104,8 +106,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--checked-plan", "--test-drop-allreduce",
-                                            "--test-kill-rank"};
+                                            "--checked-plan", "--timeout", "--test-drop-allreduce",
+                                            "--test-kill-rank", "--test-stop-rank"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             needs |= !strcmp(name, takes_value[k]);
@@ -171,6 +173,11 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         } else if (!strcmp(name, "--test-kill-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_kill_rank = (int)n;
+        } else if (!strcmp(name, "--test-stop-rank")) {
+            ok = parse_int(val, 0, 1 << 20, &n);
+            a->o.test_stop_rank = (int)n;
+        } else if (!strcmp(name, "--timeout")) {
+            ok = parse_double(val, &a->o.timeout);
 #endif
         } else if (arg[0] == '-' && arg[1]) {
             if (loud)

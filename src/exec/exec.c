@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "exec/check.h"
 #include "exec/kernels.h"
 #include "exec/quant.h"
+#include "exec/watchdog.h"
 #include "sim/schedule.h"
 
 void mp_exec_opts_default(mp_exec_opts *o)
@@ -30,6 +32,7 @@ void mp_exec_opts_default(mp_exec_opts *o)
     o->seed = 1234;
     o->tol = 1e-5;
     o->test_kill_rank = -1;
+    o->test_stop_rank = -1;
     o->solo_rank = -1;
 }
 
@@ -180,6 +183,36 @@ static mp_status gather_timeline(mp_runtime *rt, const mp_probe *pr, mp_exec_rep
     return st;
 }
 
+/* A pessimistic guess of one step's seconds on this machine, before any has
+ * run: 6 FLOPs per parameter and token (forward and backward) plus the
+ * attention's scores, the partitioned share and, when checked, the whole
+ * reference (fp64: half the rate), at 1 GFLOP/s per core shared by the ranks
+ * on it (the GEMMs reach ~90; the elementwise loops, sanitizers and a loaded
+ * machine much less). The watchdog's timeout is a multiple of it. */
+static double predicted_step_seconds(const mp_gpt_dims *d, double local_params,
+                                     double full_params, long tokens_rank, long tokens_total,
+                                     bool check, bool ref64, int world)
+{
+    double attn = 12.0 * d->seq * d->hidden * d->layers;
+    double flops = (6.0 * local_params + attn / d->tp) * (double)tokens_rank;
+    if (check)
+        flops += (6.0 * full_params + attn) * (double)tokens_total * (ref64 ? 2.0 : 1.0);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double share = cores > 0 && world > cores ? (double)world / (double)cores : 1.0;
+    return flops * share / 1e9;
+}
+
+/* The watchdog's timeout for the next waits: --timeout, else the floor plus
+ * a multiple of the longer of the predicted step and the last one measured
+ * (a wait can last as long as a peer's step: a pipeline stage waits for its
+ * neighbour's micro-batches, every rank for the slowest at the barrier). */
+static void arm_watchdog(const mp_exec_opts *o, double predicted, double measured)
+{
+    double base = predicted > measured ? predicted : measured;
+    mp_watch_set_timeout(o->timeout > 0 ? o->timeout
+                                        : MP_WATCH_FLOOR_S + MP_WATCH_MULTIPLE * base);
+}
+
 #define TRY(x)                                                                              \
     do {                                                                                    \
         st = (x);                                                                           \
@@ -301,6 +334,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     R.probe.drop_site = o->test_drop;
     if (o->test_kill_rank == rt->world.rank)
         R.probe.kill_step = 1;
+    if (o->test_stop_rank == rt->world.rank) {
+        R.probe.kill_step = 1;
+        R.probe.kill_signal = SIGSTOP;
+    }
     mp_adam_cfg adam = {.lr = o->lr > 0 ? o->lr : (o->exact ? 0.0625 : 1e-3),
                         .beta1 = 0.9, .beta2 = 0.95,
                         .eps = o->adam_eps > 0 ? o->adam_eps : (o->exact ? 1e-8 : 1e-4),
@@ -327,6 +364,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         double mine = 0;
         for (int c = 0; c < v; c++)
             mine += (double)R.model[c].n_slots * (double)R.model[c].slot_reals * sizeof(float);
+        /* every rank has its model: a rank stopped before (SIGSTOP) ends the job here */
+        mp_watch_set_timeout(o->timeout > 0 ? o->timeout : MP_WATCH_FLOOR_S);
+        TRY(mp_watch_barrier(&rt->world, err));
         MPI_Allreduce(&mine, &rep->activation_bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         rep->recompute = mp_recompute_name(par->recompute);
         rep->layer_recompute = d.layer_recompute != NULL;
@@ -403,14 +443,22 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     }
 
     rep->steps = o->steps;
+    double local_params = 0;
+    for (int c = 0; c < v; c++)
+        local_params += (double)R.lay[c].total;
+    double predicted = predicted_step_seconds(
+        &d, local_params, o->check ? (double)R.ref_lay.total : 0, (long)m * S, tokens_total,
+        o->check, R.ref64, rt->world.size);
+    arm_watchdog(o, predicted, 0);
     for (int step = 1; step <= o->steps; step++) {
+        double iteration_start = be->now();
         /* this DP rank's samples, then (CP) this rank's positions of them */
         make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
                    d.vocab, d.bert, R.dtok, R.dtgt);
         cp_rows(&d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
-        MPI_Barrier(MPI_COMM_WORLD);
+        TRY(mp_watch_barrier(&rt->world, err));
         double t0 = be->now();
-        MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        TRY(mp_watch_bcast(&rt->world, &t0, 1, MPI_DOUBLE, 0, err));
         R.probe.t0 = t0;
         R.probe.step = step;
         R.probe.recording = step == o->steps;
@@ -457,7 +505,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                 mp_check_params(&R.chk, step, "param:", &R.lay[c], R.model[c].w, &ref,
                                 &R.ref_lay, rt->tp_rank, 0, R.lay[c].total);
         }
+        arm_watchdog(o, predicted, be->now() - iteration_start);
     }
+    /* the blocking reductions below start once every rank is here */
+    TRY(mp_watch_barrier(&rt->world, err));
     if (o->check)
         TRY(mp_check_finish(&R.chk, rt, o->steps, rep, err));
     else

@@ -34,6 +34,9 @@ typedef struct mp_exec_opts {
     bool want_timeline;    /* gather the measured timeline of the last step on rank 0 */
     const char *test_drop; /* test-only: collective site to skip (probe.h) */
     int test_kill_rank;    /* test-only: rank that kills itself in step 1 (-1 none) */
+    int test_stop_rank;    /* test-only: rank that stops itself (SIGSTOP) in step 1 (-1 none) */
+    double timeout;        /* seconds one wait on the peers may take (0: derived from the
+                              predicted step time, watchdog.h) */
     int solo_rank;         /* --solo: this one process runs that global rank's share at
                               full size, collectives left out, no check (-1: off) */
 } mp_exec_opts;

@@ -22,9 +22,10 @@ typedef struct mp_probe {
     /* Test-only: the collective site to skip ("tp-attn", "tp-mlp", "tp-embed",
      * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv"; NULL: none). */
     const char *drop_site;
-    /* Test-only: this rank kills itself with SIGKILL at the first backward of
-     * step kill_step (-1: never). */
-    int kill_step, step;
+    /* Test-only: this rank raises kill_signal (SIGKILL when 0; SIGSTOP stops
+     * it, for the watchdog's test) at the first backward of step kill_step
+     * (-1: never). */
+    int kill_step, step, kill_signal;
 } mp_probe;
 
 void mp_probe_init(mp_probe *p, const mp_backend *be, int rank);

@@ -3,7 +3,8 @@
 #   mpi_case.sh MEGAPLAN TEMPLATE EXPECT NP TP SP DP DISTOPT [KEY=VALUE...] [-- exec args...]
 # EXPECT: ok (exit 0, JSON line ok:true), mismatch (exit 1, names tensor and
 # rank), input (exit 2), killed (non-zero exit within the time limit, a
-# message saying a rank died). KEY=VALUE: PP, MB (micro-batch), M (micro-
+# message saying a rank died), stalled (a rank stopped: non-zero exit within
+# 30 s, a rank's line naming the operation that waited too long). KEY=VALUE: PP, MB (micro-batch), M (micro-
 # batches per DP rank), TIED, SCHED, LAUNCH=np (use `megaplan exec --np`),
 # WANT=regex (must appear in the output), TRACE=1 (--trace; the measured
 # trace must hold F and B events of every micro-batch on every rank),
@@ -85,6 +86,12 @@ killed)
     [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "expected a non-zero exit before the timeout"
     [ $secs -le 20 ] || fail "took ${secs}s to notice the dead rank"
     grep -Eq 'exited on signal 9|rank died|killed' "$tmp/out" || fail "no message about the dead rank"
+    ;;
+stalled)
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "expected a non-zero exit before the timeout"
+    [ $secs -le 30 ] || fail "took ${secs}s to give up on the stopped rank"
+    grep -Eq 'rank [0-9]+: [a-z -]+ (over|from rank [0-9]+ of) the [a-z x]+ group \([0-9]+ ranks\) waited [0-9.]+ s, longer than the timeout' "$tmp/out" ||
+        fail "no line naming the rank and the operation that waited"
     ;;
 *) fail "unknown expectation $expect" ;;
 esac

@@ -30,7 +30,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
-            "                     [--micro-batches M] [--timeout S]\n"
+            "                     [--micro-batches M] [--timeout S] [--check-every K]\n"
             "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
             "                     [--format table|json]\n"
             "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
@@ -38,6 +38,8 @@ static void usage(FILE *out)
             "  weight with the same model unpartitioned on one rank.\n"
             "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
             "  --steps K    training steps to run and check (default 3)\n"
+            "  --check-every K  check steps 1, 1+K, 1+2K, ... and the last (default 1);\n"
+            "               each checked step starts from the partitioned run's state\n"
             "  --exact      dyadic data: partitioned and reference must agree bit for bit\n"
             "               (default: fp32 against an fp64 reference, relative error <= --tol)\n"
             "  --shrink     keep the degrees, scale hidden/heads/seq/layers/vocab down\n"
@@ -106,7 +108,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--checked-plan", "--timeout", "--test-drop-allreduce",
+                                            "--checked-plan", "--timeout", "--check-every", "--test-drop-allreduce",
                                             "--test-kill-rank", "--test-stop-rank"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
@@ -176,6 +178,9 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         } else if (!strcmp(name, "--test-stop-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_stop_rank = (int)n;
+        } else if (!strcmp(name, "--check-every")) {
+            ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
+            a->o.check_every = (int)n;
         } else if (!strcmp(name, "--timeout")) {
             ok = parse_double(val, &a->o.timeout);
 #endif
@@ -299,6 +304,9 @@ static void print_comparison(const mp_hw *hw, const mp_exec_comparison *c)
     }
 }
 
+/* Reports of longer runs print the first and last half of these steps. */
+#define MP_EXEC_SHOWN_STEPS 20
+
 static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_report *r,
                          double tol)
 {
@@ -364,8 +372,26 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         printf(r->exact ? "check: exact mode (dyadic data), bitwise against the fp32 reference\n"
                         : "check: fp32 against the fp64 reference, max relative error %g\n",
                tol);
+    if (r->checked && r->check_every > 1)
+        printf("check: steps 1, %d, %d, ... and %d, each from the partitioned run's state\n",
+               1 + r->check_every, 1 + 2 * r->check_every, r->steps);
     for (int s = 0; s < r->steps; s++) {
-        if (r->checked)
+        /* a long run shows its first and last steps; the ones between are summed up */
+        if (r->steps > MP_EXEC_SHOWN_STEPS && s == MP_EXEC_SHOWN_STEPS / 2) {
+            int skip = r->steps - MP_EXEC_SHOWN_STEPS;
+            double sum = 0, lo = 1e300, hi = 0;
+            for (int k = s; k < s + skip; k++) {
+                double t = r->step_seconds[k];
+                sum += t;
+                lo = t < lo ? t : lo;
+                hi = t > hi ? t : hi;
+            }
+            printf("steps %d to %d: %.4f s on average (%.4f to %.4f s)\n", s + 1, s + skip,
+                   sum / skip, lo, hi);
+            s += skip - 1;
+            continue;
+        }
+        if (r->step_checked[s])
             printf("step %d: loss %.9g (reference %.9g), %.4f s\n", s + 1, r->loss[s],
                    r->ref_loss[s], r->step_seconds[s]);
         else

@@ -21,6 +21,7 @@
 #include "exec/check.h"
 #include "exec/kernels.h"
 #include "exec/quant.h"
+#include "exec/ref_sync.h"
 #include "exec/watchdog.h"
 #include "sim/schedule.h"
 
@@ -39,7 +40,13 @@ void mp_exec_opts_default(mp_exec_opts *o)
 void mp_exec_report_free(mp_exec_report *rep)
 {
     free(rep->tensors);
+    free(rep->loss);
+    free(rep->ref_loss);
+    free(rep->step_checked);
+    free(rep->step_seconds);
     rep->tensors = NULL;
+    rep->loss = rep->ref_loss = rep->step_seconds = NULL;
+    rep->step_checked = NULL;
     if (rep->have_timeline)
         mp_timeline_free(&rep->timeline);
     rep->have_timeline = false;
@@ -115,6 +122,7 @@ typedef struct run {
     int32_t *tok, *tgt, *rtok, *rtgt;
     int32_t *dtok, *dtgt;      /* this DP rank's whole sequences, before the CP selection */
     int *logit_rows;           /* [S] the reference's row of each local token row */
+    uint64_t *sync_buf;        /* [ref total] the reference's re-sync (ref_sync.h) */
     mp_check chk;
 } run;
 
@@ -146,6 +154,7 @@ static void run_free(run *r)
     free(r->dtok);
     free(r->dtgt);
     free(r->logit_rows);
+    free(r->sync_buf);
     mp_check_free(&r->chk);
 }
 
@@ -443,6 +452,22 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     }
 
     rep->steps = o->steps;
+    rep->check_every = o->check_every > 1 ? o->check_every : 1;
+    rep->loss = calloc((size_t)o->steps, sizeof *rep->loss);
+    rep->ref_loss = calloc((size_t)o->steps, sizeof *rep->ref_loss);
+    rep->step_checked = calloc((size_t)o->steps, 1);
+    rep->step_seconds = calloc((size_t)o->steps, sizeof *rep->step_seconds);
+    if (o->check)
+        R.sync_buf = malloc((R.ref_lay.total ? R.ref_lay.total : 1) * sizeof *R.sync_buf);
+    if (!rep->loss || !rep->ref_loss || !rep->step_checked || !rep->step_seconds ||
+        (o->check && !R.sync_buf)) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the report");
+        goto done;
+    }
+    /* whether the reference holds the partitioned run's state bit for bit: in
+     * exact mode at the start (same initial values) and after every checked
+     * step that agreed; never in tolerance mode (fp64 against fp32) */
+    bool ref_current = o->exact;
     double local_params = 0;
     for (int c = 0; c < v; c++)
         local_params += (double)R.lay[c].total;
@@ -470,7 +495,16 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         /* only the last stage computes the loss; the others add nothing */
         TRY(be->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         rep->loss[step - 1] = loss / (double)tokens_total;
-        if (o->check) {
+        bool check_now = o->check && ((step - 1) % rep->check_every == 0 || step == o->steps);
+        rep->step_checked[step - 1] = check_now;
+        if (check_now && !ref_current) {
+            /* each checked step from the partitioned run's state: one step's
+             * rounding, not the drift of hundreds (ref_sync.h) */
+            mp_ref_state rs = R.ref64 ? (mp_ref_state){R.ref64m.w, R.rtr64.m, R.rtr64.v, true}
+                                      : (mp_ref_state){R.ref32.w, R.rtr32.m, R.rtr32.v, false};
+            TRY(mp_ref_sync(rt, R.trainer, R.lay, v, &R.ref_lay, R.sync_buf, &rs, err));
+        }
+        if (check_now) {
             double rloss = 0;
             make_batch(o->seed, step, 0, m * dp, d.micro_batch, d.seq, d.vocab, d.bert, R.rtok,
                        R.rtgt);
@@ -494,7 +528,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         for (int c = 0; c < v; c++)
             TRY(mp_trainer_update_f32(&R.trainer[c], step, err));
         rep->step_seconds[step - 1] = grads_seconds + (be->now() - update_start);
-        if (o->check) {
+        /* exact mode: a reference that ran this step from the same state
+         * still agrees bit for bit, or the check has said where not */
+        ref_current = o->exact && check_now;
+        if (check_now) {
             if (R.ref64)
                 TRY(mp_trainer_update_f64(&R.rtr64, step, err));
             else

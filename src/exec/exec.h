@@ -13,7 +13,8 @@
 #include "exec/runtime.h"
 #include "sim/timeline.h"
 
-#define MP_EXEC_MAX_STEPS 1000
+/* --steps: the report keeps a few numbers per step (docs/exec.md, "Long runs") */
+#define MP_EXEC_MAX_STEPS 1000000
 #define MP_EXEC_MAX_CHUNKS 64 /* model chunks (vpp) one rank runs */
 /* BERT's default tolerance: the gradients of its two-way head's bias and the
  * pooler's bias are sums of p - y over samples that cancel, so fp32 rounding
@@ -22,6 +23,7 @@
 
 typedef struct mp_exec_opts {
     int steps;             /* training steps to run and check (default 3) */
+    int check_every;       /* check steps 1, 1+K, 1+2K, ... and the last (0 or 1: every one) */
     bool exact;            /* dyadic data, bitwise comparison */
     bool shrink;           /* scale the model down, keeping the degrees */
     bool check;            /* compare against the reference (default on) */
@@ -74,8 +76,10 @@ typedef struct mp_exec_report {
     const char *recompute;      /* the plan's recomputation, as run */
     bool layer_recompute;       /* per layer, as the plan lists it */
     double activation_bytes;    /* activation slots of the most loaded rank */
-    double loss[MP_EXEC_MAX_STEPS], ref_loss[MP_EXEC_MAX_STEPS];
-    double step_seconds[MP_EXEC_MAX_STEPS]; /* the partitioned step (no reference), slowest rank */
+    int check_every;            /* as run (1: every step) */
+    double *loss, *ref_loss;    /* [steps]; ref_loss of the checked steps only */
+    unsigned char *step_checked; /* [steps] */
+    double *step_seconds;       /* [steps] the partitioned step (no reference), slowest rank */
     /* measured seconds per phase in the last step, max over ranks (mp_phase;
      * TP and CP collectives run inside F and B and count there too) */
     double phase_seconds[MP_PHASE_COUNT];

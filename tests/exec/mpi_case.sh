@@ -6,7 +6,7 @@
 # message saying a rank died), stalled (a rank stopped: non-zero exit within
 # 30 s, a rank's line naming the operation that waited too long). KEY=VALUE: PP, MB (micro-batch), M (micro-
 # batches per DP rank), TIED, SCHED, LAUNCH=np (use `megaplan exec --np`),
-# WANT=regex (must appear in the output), TRACE=1 (--trace; the measured
+# WANT=regex, WANT2=regex (must appear in the output), TRACE=1 (--trace; the measured
 # trace must hold F and B events of every micro-batch on every rank),
 # SEED=n (--seed n), LAYERS=n (the model's layers; default 2), STAGES=list
 # (the plan's stages as YAML, e.g. '[[0, 2], [2, 4]]'), VPP=n, CP=n, HW=profile,
@@ -15,12 +15,12 @@
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
-pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc=
+pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= want2=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
     TIED=*) tied=${1#TIED=} ;; SCHED=*) sched=${1#SCHED=} ;;
-    LAUNCH=*) launch=${1#LAUNCH=} ;; WANT=*) want=${1#WANT=} ;; TRACE=*) trace=${1#TRACE=} ;;
+    LAUNCH=*) launch=${1#LAUNCH=} ;; WANT=*) want=${1#WANT=} ;; WANT2=*) want2=${1#WANT2=} ;; TRACE=*) trace=${1#TRACE=} ;;
     SEED=*) seed=${1#SEED=} ;; LAYERS=*) layers=${1#LAYERS=} ;; STAGES=*) stages=${1#STAGES=} ;;
     VPP=*) vpp=${1#VPP=} ;; CP=*) cp=${1#CP=} ;; HW=*) hw=${1#HW=} ;; KV=*) kv=${1#KV=} ;;
     RC=*) rc=${1#RC=} ;; LRC=*) lrc=${1#LRC=} ;;
@@ -54,6 +54,7 @@ cat "$tmp/out"
 echo "mpi_case.sh: exit $rc after ${secs}s"
 fail() { echo "mpi_case.sh: FAIL: $*"; exit 1; }
 if [ -n "$want" ] && ! grep -Eq -- "$want" "$tmp/out"; then fail "output lacks /$want/"; fi
+if [ -n "$want2" ] && ! grep -Eq -- "$want2" "$tmp/out"; then fail "output lacks /$want2/"; fi
 if [ -n "$trace" ]; then
     python3 - "$tmp/trace.json" "$np" "$m" <<'PY' || fail "measured trace incomplete"
 import json, sys

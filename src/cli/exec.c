@@ -20,6 +20,7 @@
 #include "core/io.h"
 #include "exec/compare.h"
 #include "exec/exec.h"
+#include "exec/memory.h"
 #include "exec/plan_share.h"
 #include "exec/runtime.h"
 #include "sim/timeline.h"
@@ -31,6 +32,7 @@ static void usage(FILE *out)
             "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
             "                     [--micro-batches M] [--timeout S] [--check-every K]\n"
+            "                     [--progress S]\n"
             "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
             "                     [--format table|json]\n"
             "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
@@ -46,11 +48,31 @@ static void usage(FILE *out)
             "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n"
             "  --compare HW the last step's times against the simulator's prediction of\n"
             "               this run on profile HW (from `megaplan calibrate`), per phase\n"
+            "  --progress S a line on stderr (step k of n, elapsed, time left) every S\n"
+            "               seconds (default 10; 0: after every step)\n"
             "  --timeout S  a rank that waits on its peers longer than S seconds ends the job\n"
             "               (default: 60 s + 10 x the predicted step time)\n"
             "  --solo R     one process runs global rank R's share at full size, collectives\n"
             "               and messages left out, no check (--compare gives their\n"
             "               modelled time)\n");
+}
+
+/* Progress on stderr: a line when at least `every` seconds have passed
+ * since the last one (0: after every step), so short runs stay quiet. */
+typedef struct progress {
+    double every, last;
+} progress;
+
+__attribute__((unused)) static void print_progress(void *ctx, int step, int steps,
+                                                   double elapsed, double remaining)
+{
+    progress *p = ctx;
+    if (step == steps || elapsed - p->last < p->every)
+        return;
+    p->last = elapsed;
+    fprintf(stderr, "megaplan exec: step %d of %d, %.1f s elapsed, about %.1f s left\n", step,
+            steps, elapsed, remaining);
+    fflush(stderr);
 }
 
 typedef struct exec_args {
@@ -59,6 +81,7 @@ typedef struct exec_args {
     bool json;
     const char *trace;
     const char *compare; /* hardware profile to simulate the run on */
+    progress progress;   /* --progress S */
     bool checked;        /* --checked-plan: the hash of the plan `exec --np` checked */
     uint64_t checked_hash;
 #if HAVE_EXEC_CPU
@@ -92,6 +115,7 @@ __attribute__((unused)) static bool parse_double(const char *s, double *out)
 static int parse_args(int argc, char **argv, exec_args *a, bool loud)
 {
     memset(a, 0, sizeof *a);
+    a->progress.every = 10;
 #if HAVE_EXEC_CPU
     mp_exec_opts_default(&a->o);
 #endif
@@ -108,8 +132,9 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--checked-plan", "--timeout", "--check-every", "--test-drop-allreduce",
-                                            "--test-kill-rank", "--test-stop-rank"};
+                                            "--checked-plan", "--timeout", "--check-every", "--progress", "--test-drop-allreduce",
+                                            "--test-kill-rank", "--test-stop-rank",
+                                            "--test-memory-available"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             needs |= !strcmp(name, takes_value[k]);
@@ -175,9 +200,19 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         } else if (!strcmp(name, "--test-kill-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_kill_rank = (int)n;
+        } else if (!strcmp(name, "--test-memory-available")) {
+            double gib = 0;
+            ok = parse_double(val, &gib);
+            a->o.test_memory = gib * 1073741824.0;
         } else if (!strcmp(name, "--test-stop-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_stop_rank = (int)n;
+        } else if (!strcmp(name, "--progress")) {
+            char *end;
+            errno = 0;
+            a->progress.every = strtod(val, &end);
+            ok = !errno && end != val && !*end && a->progress.every >= 0 &&
+                 a->progress.every <= 1e6;
         } else if (!strcmp(name, "--check-every")) {
             ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
             a->o.check_every = (int)n;
@@ -256,6 +291,18 @@ static int precheck(const exec_args *a, uint64_t *hash)
     }
     if (!st)
         st = mp_exec_precheck(plan, &a->o, &d, &m, &err);
+    if (!st) {
+        /* a run that would not fit is refused before any rank starts */
+        mp_exec_memory mem;
+        const char *source = "";
+        st = mp_exec_memory_estimate(plan, &a->o, &d, m, &mem, &err);
+        if (!st) {
+            double have = mp_exec_memory_available(&source);
+            if (a->o.test_memory > 0)
+                have = a->o.test_memory, source = "--test-memory-available";
+            st = mp_exec_memory_check(&mem, have, source, &err);
+        }
+    }
     if (!st && a->compare) {
         mp_hw hw;
         st = mp_hw_load(a->compare, &hw, &err);
@@ -326,6 +373,8 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
     printf("activations kept: %.3g MiB on the most loaded rank (recompute %s%s)\n",
            r->activation_bytes / 1048576.0, r->recompute ? r->recompute : "?",
            r->layer_recompute ? ", per layer as the plan lists it" : "");
+    printf("memory: estimated %.3g MiB on the most loaded rank, measured peak %.3g MiB\n",
+           r->memory_estimate / 1048576.0, r->memory_peak / 1048576.0);
     if (d->bert)
         printf("blocks: BERT: bidirectional attention, token types, the masked-LM head on "
                "about 15%% of the tokens, the pooler and its two-way head\n");
@@ -433,6 +482,8 @@ int cmd_exec(int argc, char **argv)
         return mp_cli_mpirun_extra("exec", argc, argv, a.np, extra);
     }
     a.o.want_timeline = a.trace != NULL;
+    a.o.progress = print_progress;
+    a.o.progress_ctx = &a.progress;
 
     mp_runtime rt;
     mp_error err;
@@ -520,6 +571,8 @@ int cmd_exec(int argc, char **argv)
                    "\"tensors_checked\": %ld, \"steps\": %d",
                    rep.ok ? "true" : "false", rep.max_abs, rep.max_rel, rep.tensors_checked,
                    rep.steps);
+            printf(", \"memory_estimated_bytes\": %.0f, \"memory_peak_bytes\": %.0f",
+                   rep.memory_estimate, rep.memory_peak);
             if (compared) {
                 /* per phase: [measured, simulated] seconds */
                 printf(", \"compare\": {");

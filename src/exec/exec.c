@@ -20,6 +20,7 @@
 
 #include "exec/check.h"
 #include "exec/kernels.h"
+#include "exec/memory.h"
 #include "exec/quant.h"
 #include "exec/ref_sync.h"
 #include "exec/watchdog.h"
@@ -86,22 +87,6 @@ static void cp_rows(const mp_gpt_dims *d, int m, const int32_t *full_tok,
             tok[(size_t)mb * S + r] = full_tok[(size_t)mb * Sf + (size_t)rows[r]];
             tgt[(size_t)mb * S + r] = full_tgt[(size_t)mb * Sf + (size_t)rows[r]];
         }
-}
-
-/* Activation slots model chunk `chunk` needs: its micro-batches in flight. */
-static int max_in_flight(const mp_op_list *ops, int chunk)
-{
-    int cur = 0, most = 1;
-    for (int32_t i = 0; i < ops->n; i++) {
-        if (ops->ops[i].chunk != chunk)
-            continue;
-        if (ops->ops[i].kind == MP_OP_F)
-            cur++;
-        else if (ops->ops[i].kind == MP_OP_B)
-            cur--;
-        most = cur > most ? cur : most;
-    }
-    return most;
 }
 
 /* Everything one run holds, freed in one place. */
@@ -253,6 +238,21 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     } else {
         TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
     }
+    {
+        /* everything this run will allocate, against what the machine has,
+         * before anything is allocated; rank 0's figure, so that every rank
+         * decides alike */
+        mp_exec_memory mem;
+        TRY(mp_exec_memory_estimate(plan, o, &d, m, &mem, err));
+        const char *source = "";
+        double have = rt->world.rank == 0 ? mp_exec_memory_available(&source) : 0;
+        if (o->test_memory > 0)
+            have = o->test_memory, source = "--test-memory-available";
+        MPI_Bcast(&have, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        TRY(mp_exec_memory_check(&mem, have, rt->world.rank == 0 ? source : "rank 0's figure",
+                                 err));
+        rep->memory_estimate = mem.rank_max;
+    }
     rep->solo_rank = o->solo_rank;
     rep->solo_coords[0] = rt->tp_rank, rep->solo_coords[1] = rt->cp_rank;
     rep->solo_coords[2] = rt->dp_rank, rep->solo_coords[3] = rt->pp_rank;
@@ -298,23 +298,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         free(dc);
         goto done;
     }
-    {
-        /* parameters, gradients and Adam moments (float), and the reference's
-         * copy of the whole model (double in tolerance mode) on every rank */
-        double full = local_total * d.tp * rt->pp, need = 16.0 * local_total;
-        if (o->check)
-            need += full * (o->exact ? 16.0 : 32.0);
-        double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-        if (have > 0 && need * rt->world.size > have) {
-            free(dc);
-            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
-                              "the model needs about %.3g GiB per rank for parameters and "
-                              "optimizer alone, %d ranks on a machine with %.3g GiB: use "
-                              "--shrink",
-                              need / 1073741824.0, rt->world.size, have / 1073741824.0);
-            goto done;
-        }
-    }
     st = mp_schedule_build(par->schedule, rt->pp, v, m, rt->pp_rank, &R.ops, err);
     if (st) {
         free(dc);
@@ -354,7 +337,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     double grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)tokens_total;
     for (int c = 0; c < v && !st; c++) {
         st = mp_gpt_init_f32(&R.model[c], &dc[c], &R.lay[c], be, rt->tp_group,
-                             max_in_flight(&R.ops, c), (size_t)rt->dpcp_group.size, o->exact,
+                             mp_exec_slots(&R.ops, c), (size_t)rt->dpcp_group.size, o->exact,
                              o->seed, &R.probe, err);
         if (st)
             break;
@@ -393,15 +376,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
 
     /* the reference: the same GPT unpartitioned, micro-batches one after another */
     if (o->check) {
-        mp_gpt_dims rd = d;
-        rd.tp = 1;
-        rd.tp_rank = 0;
-        rd.sp = false;
-        rd.cp = 0;
-        rd.cp_rank = 0;
-        rd.recompute = 0; /* the reference keeps everything: recomputation must not show */
-        rd.layer_recompute = NULL;
-        rd.item_begin = rd.item_end = 0;
+        mp_gpt_dims rd = mp_exec_ref_dims(&d);
         TRY(mp_param_layout_build(&rd, &R.ref_lay, err));
         R.ref_ops.ops = calloc(2 * (size_t)m * (size_t)dp, sizeof(mp_op));
         R.rtok = malloc(nref * sizeof(int32_t));
@@ -475,6 +450,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         &d, local_params, o->check ? (double)R.ref_lay.total : 0, (long)m * S, tokens_total,
         o->check, R.ref64, rt->world.size);
     arm_watchdog(o, predicted, 0);
+    double run_start = be->now();
     for (int step = 1; step <= o->steps; step++) {
         double iteration_start = be->now();
         /* this DP rank's samples, then (CP) this rank's positions of them */
@@ -543,6 +519,11 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                                 &R.ref_lay, rt->tp_rank, 0, R.lay[c].total);
         }
         arm_watchdog(o, predicted, be->now() - iteration_start);
+        if (o->progress && rt->world.rank == 0) {
+            double elapsed = be->now() - run_start;
+            o->progress(o->progress_ctx, step, o->steps, elapsed,
+                        elapsed / step * (o->steps - step));
+        }
     }
     /* the blocking reductions below start once every rank is here */
     TRY(mp_watch_barrier(&rt->world, err));
@@ -575,6 +556,11 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         /* every step's time as the slowest rank saw it */
         MPI_Allreduce(MPI_IN_PLACE, rep->step_seconds, o->steps, MPI_DOUBLE, MPI_MAX,
                       MPI_COMM_WORLD);
+    }
+    {
+        /* what the estimate is measured against (tests/exec/memory_case.py) */
+        double peak = mp_exec_peak_rss();
+        MPI_Allreduce(&peak, &rep->memory_peak, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
     if (o->want_timeline)
         TRY(gather_timeline(rt, &R.probe, rep, err));

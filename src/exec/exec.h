@@ -37,8 +37,15 @@ typedef struct mp_exec_opts {
     const char *test_drop; /* test-only: collective site to skip (probe.h) */
     int test_kill_rank;    /* test-only: rank that kills itself in step 1 (-1 none) */
     int test_stop_rank;    /* test-only: rank that stops itself (SIGSTOP) in step 1 (-1 none) */
+    double test_memory;    /* test-only: bytes available to the run instead of this
+                              machine's (0: measure; memory.h) */
     double timeout;        /* seconds one wait on the peers may take (0: derived from the
                               predicted step time, watchdog.h) */
+    /* Called on rank 0 after every step (the library prints nothing; the CLI
+     * decides what to show): steps done, of how many, seconds since the
+     * first began, and the seconds the rest should take at that pace. */
+    void (*progress)(void *ctx, int step, int steps, double elapsed, double remaining);
+    void *progress_ctx;
     int solo_rank;         /* --solo: this one process runs that global rank's share at
                               full size, collectives left out, no check (-1: off) */
 } mp_exec_opts;
@@ -76,6 +83,8 @@ typedef struct mp_exec_report {
     const char *recompute;      /* the plan's recomputation, as run */
     bool layer_recompute;       /* per layer, as the plan lists it */
     double activation_bytes;    /* activation slots of the most loaded rank */
+    double memory_estimate;     /* bytes the most loaded rank was estimated to take (memory.h) */
+    double memory_peak;         /* its measured peak resident bytes, max over ranks */
     int check_every;            /* as run (1: every step) */
     double *loss, *ref_loss;    /* [steps]; ref_loss of the checked steps only */
     unsigned char *step_checked; /* [steps] */

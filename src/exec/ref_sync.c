@@ -63,7 +63,9 @@ mp_status mp_ref_sync(const mp_runtime *rt, const mp_trainer_f32 *chunks,
     for (int which = W; which <= V; which++) {
         fill(rt, chunks, lay, v, ref_lay, which, ref->f64, scratch);
         for (size_t done = 0; done < n;) {
-            size_t k = n - done < ((size_t)1 << 28) ? n - done : (size_t)1 << 28;
+            /* in pieces of 8 MiB: MPI's non-blocking all-reduce takes a
+             * temporary copy of its buffer (memory.c counts one piece) */
+            size_t k = n - done < MP_REF_SYNC_PIECE ? n - done : MP_REF_SYNC_PIECE;
             MPI_Request req;
             int rc = MPI_Iallreduce(MPI_IN_PLACE, scratch + done, (int)k, MPI_UINT64_T, MPI_BOR,
                                     rt->world.comm, &req);

@@ -18,6 +18,9 @@
 #include "exec/params.h"
 #include "exec/runtime.h"
 
+/* Elements (8 bytes each) combined by one all-reduce. */
+#define MP_REF_SYNC_PIECE ((size_t)1 << 20)
+
 /* The reference's flat buffers in ref_lay's order (n = ref_lay->total each). */
 typedef struct mp_ref_state {
     void *w, *m, *v;

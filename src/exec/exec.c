@@ -252,6 +252,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         TRY(mp_exec_memory_check(&mem, have, rt->world.rank == 0 ? source : "rank 0's figure",
                                  err));
         rep->memory_estimate = mem.rank_max;
+        /* until the first step: allocating and filling that much, at a
+         * pessimistic 100 MB/s, bounds the wait for the slowest rank */
+        arm_watchdog(o, mem.rank_max / 1e8, 0);
     }
     rep->solo_rank = o->solo_rank;
     rep->solo_coords[0] = rt->tp_rank, rep->solo_coords[1] = rt->cp_rank;
@@ -279,7 +282,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         goto done;
     }
-    double local_total = 0;
     for (int c = 0; c < v && !st; c++) {
         dc[c] = d;
         st = mp_exec_stage_items(plan, o->shrink, &d, c * rt->pp + rt->pp_rank,
@@ -291,7 +293,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             mp_dims_items(&dc[c], &b, &e);
             if (e == d.layers + 2)
                 R.head = c;
-            local_total += (double)R.lay[c].total;
         }
     }
     if (st) {
@@ -357,7 +358,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         for (int c = 0; c < v; c++)
             mine += (double)R.model[c].n_slots * (double)R.model[c].slot_reals * sizeof(float);
         /* every rank has its model: a rank stopped before (SIGSTOP) ends the job here */
-        mp_watch_set_timeout(o->timeout > 0 ? o->timeout : MP_WATCH_FLOOR_S);
         TRY(mp_watch_barrier(&rt->world, err));
         MPI_Allreduce(&mine, &rep->activation_bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         rep->recompute = mp_recompute_name(par->recompute);

@@ -22,6 +22,8 @@
 #include "core/output.h"
 #include "exec/compare.h"
 #include "exec/exec.h"
+#include "exec/memory.h"
+#include "exec/plan_share.h"
 #include "exec/runtime.h"
 #include "sim/timeline.h"
 #endif
@@ -34,7 +36,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
             "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
-            "                     [--micro-batches M]\n"
+            "                     [--micro-batches M] [--timeout S] [--check-every K]\n"
+            "                     [--progress S]\n"
             "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
             "                     [--backend cpu|cuda]\n"
             "                     [--format table|json]\n"
@@ -43,6 +46,8 @@ static void usage(FILE *out)
             "  weight with the same model unpartitioned on one rank.\n"
             "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
             "  --steps K    training steps to run and check (default 3)\n"
+            "  --check-every K  check steps 1, 1+K, 1+2K, ... and the last (default 1);\n"
+            "               each checked step starts from the partitioned run's state\n"
             "  --exact      dyadic data: partitioned and reference must agree bit for bit\n"
             "               (default: fp32 against an fp64 reference, relative error <= --tol)\n"
             "  --shrink     keep the degrees, scale hidden/heads/seq/layers/vocab down\n"
@@ -51,12 +56,34 @@ static void usage(FILE *out)
             "  --format json  stdout holds one JSON object; the report goes to stderr\n"
             "  --compare HW the last step's times against the simulator's prediction of\n"
             "               this run on profile HW (from `megaplan calibrate`), per phase\n"
+            "  --progress S a line on stderr (step k of n, elapsed, time left) every S\n"
+            "               seconds (default 10; 0: after every step)\n"
+            "  --timeout S  a rank that waits on its peers longer than S seconds ends the job\n"
+            "               (default: 60 s + 10 x the predicted step time)\n"
             "  --solo R     one process runs global rank R's share at full size, collectives\n"
             "               and messages left out, no check (--compare gives their\n"
             "               modelled time)\n"
             "  --backend B  cpu (OpenBLAS, default) or cuda (cuBLAS and the kernels of\n"
             "               kernels/, one GPU per rank by local rank; bf16 GEMMs for bf16\n"
             "               and fp16 plans unless --exact)\n");
+}
+
+/* Progress on stderr: a line when at least `every` seconds have passed
+ * since the last one (0: after every step), so short runs stay quiet. */
+typedef struct progress {
+    double every, last;
+} progress;
+
+__attribute__((unused)) static void print_progress(void *ctx, int step, int steps,
+                                                   double elapsed, double remaining)
+{
+    progress *p = ctx;
+    if (step == steps || elapsed - p->last < p->every)
+        return;
+    p->last = elapsed;
+    fprintf(stderr, "megaplan exec: step %d of %d, %.1f s elapsed, about %.1f s left\n", step,
+            steps, elapsed, remaining);
+    fflush(stderr);
 }
 
 typedef struct exec_args {
@@ -66,6 +93,9 @@ typedef struct exec_args {
     const char *trace;
     bool force;          /* --trace may replace a read-only file */
     const char *compare; /* hardware profile to simulate the run on */
+    progress progress;   /* --progress S */
+    bool checked;        /* --checked-plan: the hash of the plan `exec --np` checked */
+    uint64_t checked_hash;
 #if HAVE_EXEC_CPU
     mp_exec_opts o;
 #endif
@@ -97,6 +127,7 @@ __attribute__((unused)) static bool parse_double(const char *s, double *out)
 static int parse_args(int argc, char **argv, exec_args *a, bool loud)
 {
     memset(a, 0, sizeof *a);
+    a->progress.every = 10;
 #if HAVE_EXEC_CPU
     mp_exec_opts_default(&a->o);
 #endif
@@ -113,8 +144,9 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
                                             "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--test-drop-allreduce", "--test-kill-rank",
-                                            "--test-fixture", "--backend"};
+                                            "--checked-plan", "--timeout", "--check-every", "--progress",
+                                            "--test-drop-allreduce", "--test-kill-rank", "--test-stop-rank",
+                                            "--test-memory-available", "--test-fixture", "--backend"};
         bool needs = false;
         for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
             needs |= !strcmp(name, takes_value[k]);
@@ -143,6 +175,13 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             a->force = true;
         } else if (!strcmp(name, "--compare")) {
             a->compare = val;
+        } else if (!strcmp(name, "--checked-plan")) {
+            /* given by `exec --np` to its ranks: the plan it checked */
+            char *end;
+            errno = 0;
+            a->checked_hash = strtoull(val, &end, 16);
+            ok = !errno && end != val && !*end;
+            a->checked = true;
 #if HAVE_EXEC_CPU
         } else if (!strcmp(name, "--steps")) {
             ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
@@ -180,6 +219,24 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         } else if (!strcmp(name, "--test-kill-rank")) {
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_kill_rank = (int)n;
+        } else if (!strcmp(name, "--test-memory-available")) {
+            double gib = 0;
+            ok = parse_double(val, &gib);
+            a->o.test_memory = gib * 1073741824.0;
+        } else if (!strcmp(name, "--test-stop-rank")) {
+            ok = parse_int(val, 0, 1 << 20, &n);
+            a->o.test_stop_rank = (int)n;
+        } else if (!strcmp(name, "--progress")) {
+            char *end;
+            errno = 0;
+            a->progress.every = strtod(val, &end);
+            ok = !errno && end != val && !*end && a->progress.every >= 0 &&
+                 a->progress.every <= 1e6;
+        } else if (!strcmp(name, "--check-every")) {
+            ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
+            a->o.check_every = (int)n;
+        } else if (!strcmp(name, "--timeout")) {
+            ok = parse_double(val, &a->o.timeout);
 #endif
         } else if (arg[0] == '-' && arg[1]) {
             if (loud)
@@ -231,7 +288,7 @@ int cmd_exec(int argc, char **argv)
 
 /* Before starting ranks: a plan that cannot run is refused once, here,
  * rather than by N ranks under mpirun's own messages. */
-static int precheck(const exec_args *a)
+static int precheck(const exec_args *a, uint64_t *hash)
 {
     mp_error err;
     mp_error_clear(&err);
@@ -242,9 +299,29 @@ static int precheck(const exec_args *a)
     }
     mp_gpt_dims d;
     int m = 0;
-    mp_status st = mp_plan_read_file(a->plan, plan, &err);
+    char *text = NULL;
+    size_t len = 0;
+    mp_status st = mp_read_file(a->plan, MP_MAX_INPUT_BYTES, &text, &len, &err);
+    if (!st) {
+        /* the ranks run these bytes or nothing (mp_exec_share_plan) */
+        *hash = mp_exec_hash_bytes(text, len, 0);
+        st = mp_plan_parse_yaml(text, len, a->plan, plan, &err);
+        free(text);
+    }
     if (!st)
         st = mp_exec_precheck(plan, &a->o, &d, &m, &err);
+    if (!st) {
+        /* a run that would not fit is refused before any rank starts */
+        mp_exec_memory mem;
+        const char *source = "";
+        st = mp_exec_memory_estimate(plan, &a->o, &d, m, &mem, &err);
+        if (!st) {
+            double have = mp_exec_memory_available(&source);
+            if (a->o.test_memory > 0)
+                have = a->o.test_memory, source = "--test-memory-available";
+            st = mp_exec_memory_check(&mem, have, source, &err);
+        }
+    }
     if (!st && a->compare) {
         mp_hw hw;
         st = mp_hw_load(a->compare, &hw, &err);
@@ -315,6 +392,9 @@ static void print_gemm_rate(void)
 #endif
 }
 
+/* Reports of longer runs print the first and last half of these steps. */
+#define MP_EXEC_SHOWN_STEPS 20
+
 static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_report *r,
                          double tol)
 {
@@ -346,6 +426,8 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
     printf("activations kept: %.3g MiB on the most loaded rank (recompute %s%s)\n",
            r->activation_bytes / 1048576.0, r->recompute ? r->recompute : "?",
            r->layer_recompute ? ", per layer as the plan lists it" : "");
+    printf("memory: estimated %.3g MiB on the most loaded rank, measured peak %.3g MiB\n",
+           r->memory_estimate / 1048576.0, r->memory_peak / 1048576.0);
     if (d->bert)
         printf("blocks: BERT: bidirectional attention, token types, the masked-LM head on "
                "about 15%% of the tokens, the pooler and its two-way head\n");
@@ -407,8 +489,26 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                : bf16   ? "check: bf16 GEMMs against the fp64 reference, max relative error %g\n"
                         : "check: fp32 against the fp64 reference, max relative error %g\n",
                tol);
+    if (r->checked && r->check_every > 1)
+        printf("check: steps 1, %d, %d, ... and %d, each from the partitioned run's state\n",
+               1 + r->check_every, 1 + 2 * r->check_every, r->steps);
     for (int s = 0; s < r->steps; s++) {
-        if (r->checked)
+        /* a long run shows its first and last steps; the ones between are summed up */
+        if (r->steps > MP_EXEC_SHOWN_STEPS && s == MP_EXEC_SHOWN_STEPS / 2) {
+            int skip = r->steps - MP_EXEC_SHOWN_STEPS;
+            double sum = 0, lo = 1e300, hi = 0;
+            for (int k = s; k < s + skip; k++) {
+                double t = r->step_seconds[k];
+                sum += t;
+                lo = t < lo ? t : lo;
+                hi = t > hi ? t : hi;
+            }
+            printf("steps %d to %d: %.4f s on average (%.4f to %.4f s)\n", s + 1, s + skip,
+                   sum / skip, lo, hi);
+            s += skip - 1;
+            continue;
+        }
+        if (r->step_checked[s])
             printf("step %d: loss %.9g (reference %.9g), %.4f s\n", s + 1, r->loss[s],
                    r->ref_loss[s], r->step_seconds[s]);
         else
@@ -457,14 +557,23 @@ int cmd_exec(int argc, char **argv)
             return loud ? mp_cli_fail("exec", &oerr) : mp_error_exit_status(oerr.code);
     }
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
-        int bad = precheck(&a);
-        return bad ? bad : mp_cli_mpirun("exec", argc, argv, a.np);
+        uint64_t hash = 0;
+        int bad = precheck(&a, &hash);
+        if (bad)
+            return bad;
+        char hex[24];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+        const char *extra[] = {"--checked-plan", hex, NULL};
+        return mp_cli_mpirun_extra("exec", argc, argv, a.np, extra);
     }
     a.o.want_timeline = a.trace != NULL;
+    a.o.progress = print_progress;
+    a.o.progress_ctx = &a.progress;
 
     mp_runtime rt;
     mp_error err;
     mp_error_clear(&err);
+    uint64_t args_hash = mp_exec_hash_args(argc, argv); /* before MPI_Init sees argv */
     if (mp_runtime_start(&argc, &argv, &rt, &err))
         return mp_cli_fail("exec", &err);
     int root = rt.world.rank == 0;
@@ -473,7 +582,13 @@ int cmd_exec(int argc, char **argv)
         fprintf(stderr, "megaplan exec: out of memory\n");
         mp_runtime_abort(1);
     }
-    mp_status st = mp_plan_read_file(a.plan, plan, &err);
+    /* rank 0 reads the plan, every rank runs those bytes */
+    mp_status st = mp_exec_share_plan(&rt, a.plan, a.checked, a.checked_hash,
+                                      args_hash, plan, &err);
+    if (st == MP_ENOMEM) {
+        fprintf(stderr, "megaplan exec: rank %d: out of memory for the plan\n", rt.world.rank);
+        mp_runtime_abort(1);
+    }
     mp_hw compare_hw;
     if (!st && a.compare)
         st = mp_hw_load(a.compare, &compare_hw, &err); /* every rank: the same answer */
@@ -565,6 +680,8 @@ int cmd_exec(int argc, char **argv)
                    "\"tensors_checked\": %ld, \"steps\": %d",
                    rep.ok ? "true" : "false", rep.max_abs, rep.max_rel, rep.tensors_checked,
                    rep.steps);
+            printf(", \"memory_estimated_bytes\": %.0f, \"memory_peak_bytes\": %.0f",
+                   rep.memory_estimate, rep.memory_peak);
             if (compared) {
                 /* per phase: [measured, simulated] seconds */
                 printf(", \"compare\": {");

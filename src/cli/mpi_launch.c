@@ -24,6 +24,15 @@ bool mp_cli_launcher_rank0(void)
 
 int mp_cli_mpirun(const char *verb, int argc, char **argv, int np)
 {
+    return mp_cli_mpirun_extra(verb, argc, argv, np, NULL);
+}
+
+int mp_cli_mpirun_extra(const char *verb, int argc, char **argv, int np,
+                        const char *const *extra)
+{
+    int n_extra = 0;
+    while (extra && extra[n_extra])
+        n_extra++;
     const char *mpirun = getenv("MEGAPLAN_MPIRUN");
     if (!mpirun || !*mpirun)
         mpirun = "mpirun";
@@ -36,7 +45,7 @@ int mp_cli_mpirun(const char *verb, int argc, char **argv, int np)
     self[len] = 0;
     char npbuf[16];
     snprintf(npbuf, sizeof npbuf, "%d", np);
-    char **args = calloc((size_t)argc + 16, sizeof *args);
+    char **args = calloc((size_t)argc + (size_t)n_extra + 16, sizeof *args);
     if (!args) {
         fprintf(stderr, "megaplan %s: out of memory\n", verb);
         return 1;
@@ -61,6 +70,8 @@ int mp_cli_mpirun(const char *verb, int argc, char **argv, int np)
             continue;
         args[k++] = argv[i];
     }
+    for (int i = 0; i < n_extra; i++)
+        args[k++] = (char *)extra[i];
     args[k] = NULL;
     fflush(stdout);
     fflush(stderr);

@@ -14,5 +14,8 @@ bool mp_cli_launcher_rank0(void);
  * `verb` and the other arguments (--np dropped); the exit status to return:
  * the ranks' own 0, 1 or 2, else 1 with a line saying how the run ended. */
 int mp_cli_mpirun(const char *verb, int argc, char **argv, int np);
+/* The same with more arguments for the ranks (NULL-terminated; NULL: none). */
+int mp_cli_mpirun_extra(const char *verb, int argc, char **argv, int np,
+                        const char *const *extra);
 
 #endif

@@ -1,12 +1,14 @@
 /* backend_cpu.c — the CPU backend: host memory (calloc, memcpy), GEMMs by
  * cblas_sgemm/dgemm (OpenBLAS, one thread per rank: ranks are the
  * parallelism), the layer ops by the functions of layers.c and optimizer.c
- * for the pointers' real kind, collectives by MPI, time by
+ * for the pointers' real kind, collectives by MPI (non-blocking, completed
+ * under the watchdog: watchdog.h), time by
  * clock_gettime(CLOCK_MONOTONIC), which all ranks of one machine share. */
 #include "exec/backend.h"
 #include "exec/kernels.h"
 #include "exec/mpi_util.h"
 #include "exec/p2p_mpi.h"
+#include "exec/watchdog.h"
 
 #include <cblas.h>
 #include <stdlib.h>
@@ -239,10 +241,15 @@ static mp_status cpu_allreduce(const mp_group *g, mp_real_kind kind, void *buf, 
     char *p = buf;
     for (size_t done = 0; done < count;) {
         size_t n = count - done < MAX_SLICE ? count - done : MAX_SLICE;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done * mp_real_size(kind), (int)n, mp_mpi_type(kind),
-                               op == MP_RED_SUM ? MPI_SUM : MPI_MAX, g->comm);
+        MPI_Request req;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, p + done * mp_real_size(kind), (int)n,
+                                mp_mpi_type(kind), op == MP_RED_SUM ? MPI_SUM : MPI_MAX, g->comm,
+                                &req);
         if (rc != MPI_SUCCESS)
-            return mp_mpi_failed(rc, "MPI_Allreduce", err);
+            return mp_mpi_failed(rc, "MPI_Iallreduce", err);
+        mp_status st = mp_watch_mpi(&req, 1, MPI_STATUSES_IGNORE, "all-reduce", g, -1, err);
+        if (st)
+            return st;
         done += n;
     }
     return MP_OK;
@@ -259,9 +266,12 @@ static mp_status cpu_allgather(const mp_group *g, mp_real_kind kind, const void 
             __builtin_memmove(recv, send, count * mp_real_size(kind));
         return MP_OK;
     }
-    int rc = MPI_Allgather(send, (int)count, mp_mpi_type(kind), recv, (int)count, mp_mpi_type(kind),
-                           g->comm);
-    return rc == MPI_SUCCESS ? MP_OK : mp_mpi_failed(rc, "MPI_Allgather", err);
+    MPI_Request req;
+    int rc = MPI_Iallgather(send, (int)count, mp_mpi_type(kind), recv, (int)count,
+                            mp_mpi_type(kind), g->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return mp_mpi_failed(rc, "MPI_Iallgather", err);
+    return mp_watch_mpi(&req, 1, MPI_STATUSES_IGNORE, "all-gather", g, -1, err);
 }
 
 static mp_status cpu_reduce_scatter(const mp_group *g, mp_real_kind kind, const void *send,
@@ -275,8 +285,12 @@ static mp_status cpu_reduce_scatter(const mp_group *g, mp_real_kind kind, const 
             __builtin_memmove(recv, send, count * mp_real_size(kind));
         return MP_OK;
     }
-    int rc = MPI_Reduce_scatter_block(send, recv, (int)count, mp_mpi_type(kind), MPI_SUM, g->comm);
-    return rc == MPI_SUCCESS ? MP_OK : mp_mpi_failed(rc, "MPI_Reduce_scatter_block", err);
+    MPI_Request req;
+    int rc = MPI_Ireduce_scatter_block(send, recv, (int)count, mp_mpi_type(kind), MPI_SUM,
+                                       g->comm, &req);
+    if (rc != MPI_SUCCESS)
+        return mp_mpi_failed(rc, "MPI_Ireduce_scatter_block", err);
+    return mp_watch_mpi(&req, 1, MPI_STATUSES_IGNORE, "reduce-scatter", g, -1, err);
 }
 
 static double cpu_now(void)

@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,12 @@
 #include "exec/check.h"
 #include "exec/fixture.h"
 #include "exec/kernels.h"
+#include "exec/memory.h"
 #include "exec/quant.h"
 #include "exec/t5.h"
 #include "exec/t5_plan.h"
+#include "exec/ref_sync.h"
+#include "exec/watchdog.h"
 #include "sim/schedule.h"
 
 void mp_exec_opts_default(mp_exec_opts *o)
@@ -33,6 +37,7 @@ void mp_exec_opts_default(mp_exec_opts *o)
     o->seed = 1234;
     o->tol = 1e-5;
     o->test_kill_rank = -1;
+    o->test_stop_rank = -1;
     o->solo_rank = -1;
     o->backend = "cpu";
 }
@@ -40,7 +45,13 @@ void mp_exec_opts_default(mp_exec_opts *o)
 void mp_exec_report_free(mp_exec_report *rep)
 {
     free(rep->tensors);
+    free(rep->loss);
+    free(rep->ref_loss);
+    free(rep->step_checked);
+    free(rep->step_seconds);
     rep->tensors = NULL;
+    rep->loss = rep->ref_loss = rep->step_seconds = NULL;
+    rep->step_checked = NULL;
     if (rep->have_timeline)
         mp_timeline_free(&rep->timeline);
     rep->have_timeline = false;
@@ -82,22 +93,6 @@ static void cp_rows(const mp_gpt_dims *d, int m, const int32_t *full_tok,
         }
 }
 
-/* Activation slots model chunk `chunk` needs: its micro-batches in flight. */
-static int max_in_flight(const mp_op_list *ops, int chunk)
-{
-    int cur = 0, most = 1;
-    for (int32_t i = 0; i < ops->n; i++) {
-        if (ops->ops[i].chunk != chunk)
-            continue;
-        if (ops->ops[i].kind == MP_OP_F)
-            cur++;
-        else if (ops->ops[i].kind == MP_OP_B)
-            cur--;
-        most = cur > most ? cur : most;
-    }
-    return most;
-}
-
 /* Everything one run holds, freed in one place. */
 typedef struct run {
     int v;                     /* model chunks on this rank (vpp; 1 without interleaving) */
@@ -116,6 +111,7 @@ typedef struct run {
     int32_t *tok, *tgt, *rtok, *rtgt;
     int32_t *dtok, *dtgt;      /* this DP rank's whole sequences, before the CP selection */
     int *logit_rows;           /* [S] the reference's row of each local token row */
+    uint64_t *sync_buf;        /* [ref total] the reference's re-sync (ref_sync.h) */
     mp_check chk;
     /* --test-fixture: PyTorch's step replaces the reference model */
     mp_fixture fx;
@@ -170,6 +166,7 @@ static void run_free(run *r)
     free(r->dtgt);
     free(r->logit_rows);
     free(r->host_copy);
+    free(r->sync_buf);
     mp_check_free(&r->chk);
     mp_fixture_free(&r->fx);
     free(r->fx_grad);
@@ -234,6 +231,36 @@ static mp_status gather_timeline(mp_runtime *rt, const mp_probe *pr, mp_exec_rep
     return st;
 }
 
+/* A pessimistic guess of one step's seconds on this machine, before any has
+ * run: 6 FLOPs per parameter and token (forward and backward) plus the
+ * attention's scores, the partitioned share and, when checked, the whole
+ * reference (fp64: half the rate), at 1 GFLOP/s per core shared by the ranks
+ * on it (the GEMMs reach ~90; the elementwise loops, sanitizers and a loaded
+ * machine much less). The watchdog's timeout is a multiple of it. */
+static double predicted_step_seconds(const mp_gpt_dims *d, double local_params,
+                                     double full_params, long tokens_rank, long tokens_total,
+                                     bool check, bool ref64, int world)
+{
+    double attn = 12.0 * d->seq * d->hidden * d->layers;
+    double flops = (6.0 * local_params + attn / d->tp) * (double)tokens_rank;
+    if (check)
+        flops += (6.0 * full_params + attn) * (double)tokens_total * (ref64 ? 2.0 : 1.0);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double share = cores > 0 && world > cores ? (double)world / (double)cores : 1.0;
+    return flops * share / 1e9;
+}
+
+/* The watchdog's timeout for the next waits: --timeout, else the floor plus
+ * a multiple of the longer of the predicted step and the last one measured
+ * (a wait can last as long as a peer's step: a pipeline stage waits for its
+ * neighbour's micro-batches, every rank for the slowest at the barrier). */
+static void arm_watchdog(const mp_exec_opts *o, double predicted, double measured)
+{
+    double base = predicted > measured ? predicted : measured;
+    mp_watch_set_timeout(o->timeout > 0 ? o->timeout
+                                        : MP_WATCH_FLOOR_S + MP_WATCH_MULTIPLE * base);
+}
+
 #define TRY(x)                                                                              \
     do {                                                                                    \
         st = (x);                                                                           \
@@ -283,6 +310,24 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     } else {
         TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
     }
+    {
+        /* everything this run will allocate, against what the machine has,
+         * before anything is allocated; rank 0's figure, so that every rank
+         * decides alike */
+        mp_exec_memory mem;
+        TRY(mp_exec_memory_estimate(plan, o, &d, m, &mem, err));
+        const char *source = "";
+        double have = rt->world.rank == 0 ? mp_exec_memory_available(&source) : 0;
+        if (o->test_memory > 0)
+            have = o->test_memory, source = "--test-memory-available";
+        MPI_Bcast(&have, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        TRY(mp_exec_memory_check(&mem, have, rt->world.rank == 0 ? source : "rank 0's figure",
+                                 err));
+        rep->memory_estimate = mem.rank_max;
+        /* until the first step: allocating and filling that much, at a
+         * pessimistic 100 MB/s, bounds the wait for the slowest rank */
+        arm_watchdog(o, mem.rank_max / 1e8, 0);
+    }
     rep->solo_rank = o->solo_rank;
     rep->solo_coords[0] = rt->tp_rank, rep->solo_coords[1] = rt->cp_rank;
     rep->solo_coords[2] = rt->dp_rank, rep->solo_coords[3] = rt->pp_rank;
@@ -310,7 +355,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         goto done;
     }
-    double local_total = 0;
     for (int c = 0; c < v && !st; c++) {
         dc[c] = d;
         st = mp_exec_stage_items(plan, o->shrink, &d, c * rt->pp + rt->pp_rank,
@@ -322,7 +366,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             mp_dims_items(&dc[c], &b, &e);
             if (e == d.layers + 2)
                 R.head = c;
-            local_total += (double)R.lay[c].total;
         }
     }
     /* T5: the first decoder stage's copy of the embedding joins the group */
@@ -332,23 +375,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     if (st) {
         free(dc);
         goto done;
-    }
-    {
-        /* parameters, gradients and Adam moments (float), and the reference's
-         * copy of the whole model (double in tolerance mode) on every rank */
-        double full = local_total * d.tp * rt->pp, need = 16.0 * local_total;
-        if (o->check)
-            need += full * (o->exact ? 16.0 : 32.0);
-        double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-        if (have > 0 && need * rt->world.size > have) {
-            free(dc);
-            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
-                              "the model needs about %.3g GiB per rank for parameters and "
-                              "optimizer alone, %d ranks on a machine with %.3g GiB: use "
-                              "--shrink",
-                              need / 1073741824.0, rt->world.size, have / 1073741824.0);
-            goto done;
-        }
     }
     st = mp_schedule_build(par->schedule, rt->pp, v, m, rt->pp_rank, &R.ops, err);
     if (st) {
@@ -388,6 +414,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     R.probe.drop_site = o->test_drop;
     if (o->test_kill_rank == rt->world.rank)
         R.probe.kill_step = 1;
+    if (o->test_stop_rank == rt->world.rank) {
+        R.probe.kill_step = 1;
+        R.probe.kill_signal = SIGSTOP;
+    }
     mp_adam_cfg adam = {.lr = o->lr > 0 ? o->lr : (o->exact ? 0.0625 : 1e-3),
                         .beta1 = 0.9, .beta2 = 0.95,
                         .eps = o->adam_eps > 0 ? o->adam_eps : (o->exact ? 1e-8 : 1e-4),
@@ -398,7 +428,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     double grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)tokens_total;
     for (int c = 0; c < v && !st; c++) {
         st = mp_gpt_init_f32(&R.model[c], &dc[c], &R.lay[c], be, rt->tp_group,
-                             max_in_flight(&R.ops, c), (size_t)rt->dpcp_group.size, o->exact,
+                             mp_exec_slots(&R.ops, c), (size_t)rt->dpcp_group.size, o->exact,
                              o->seed, &R.probe, err);
         if (st)
             break;
@@ -425,6 +455,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         double mine = 0;
         for (int c = 0; c < v; c++)
             mine += (double)R.model[c].n_slots * (double)R.model[c].slot_reals * sizeof(float);
+        /* every rank has its model: a rank stopped before (SIGSTOP) ends the job here */
+        TRY(mp_watch_barrier(&rt->world, err));
         MPI_Allreduce(&mine, &rep->activation_bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         rep->recompute = mp_recompute_name(par->recompute);
         rep->layer_recompute = d.layer_recompute != NULL;
@@ -442,15 +474,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
 
     /* the reference: the same GPT unpartitioned, micro-batches one after another */
     if (o->check) {
-        mp_gpt_dims rd = d;
-        rd.tp = 1;
-        rd.tp_rank = 0;
-        rd.sp = false;
-        rd.cp = 0;
-        rd.cp_rank = 0;
-        rd.recompute = 0; /* the reference keeps everything: recomputation must not show */
-        rd.layer_recompute = NULL;
-        rd.item_begin = rd.item_end = 0;
+        mp_gpt_dims rd = mp_exec_ref_dims(&d);
         TRY(mp_param_layout_build(&rd, &R.ref_lay, err));
         R.ref_ops.ops = calloc(2 * (size_t)m * (size_t)dp, sizeof(mp_op));
         R.rtok = malloc(nref * sizeof(int32_t));
@@ -516,7 +540,32 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     }
 
     rep->steps = o->steps;
+    rep->check_every = o->check_every > 1 ? o->check_every : 1;
+    rep->loss = calloc((size_t)o->steps, sizeof *rep->loss);
+    rep->ref_loss = calloc((size_t)o->steps, sizeof *rep->ref_loss);
+    rep->step_checked = calloc((size_t)o->steps, 1);
+    rep->step_seconds = calloc((size_t)o->steps, sizeof *rep->step_seconds);
+    if (o->check)
+        R.sync_buf = malloc((R.ref_lay.total ? R.ref_lay.total : 1) * sizeof *R.sync_buf);
+    if (!rep->loss || !rep->ref_loss || !rep->step_checked || !rep->step_seconds ||
+        (o->check && !R.sync_buf)) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the report");
+        goto done;
+    }
+    /* whether the reference holds the partitioned run's state bit for bit: in
+     * exact mode at the start (same initial values) and after every checked
+     * step that agreed; never in tolerance mode (fp64 against fp32) */
+    bool ref_current = o->exact;
+    double local_params = 0;
+    for (int c = 0; c < v; c++)
+        local_params += (double)R.lay[c].total;
+    double predicted = predicted_step_seconds(
+        &d, local_params, o->check ? (double)R.ref_lay.total : 0, (long)m * S, tokens_total,
+        o->check, R.ref64, rt->world.size);
+    arm_watchdog(o, predicted, 0);
+    double run_start = be->now();
     for (int step = 1; step <= o->steps; step++) {
+        double iteration_start = be->now();
         /* this DP rank's samples, then (CP) this rank's positions of them */
         if (o->fixture)
             mp_fixture_batch(&R.fx, rt->dp_rank * m, m, d.micro_batch, R.dtok, R.dtgt);
@@ -524,9 +573,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
                        d.vocab, d.bert, R.dtok, R.dtgt);
         cp_rows(&d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
-        MPI_Barrier(MPI_COMM_WORLD);
+        TRY(mp_watch_barrier(&rt->world, err));
         double t0 = be->now();
-        MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        TRY(mp_watch_bcast(&rt->world, &t0, 1, MPI_DOUBLE, 0, err));
         R.probe.t0 = t0;
         R.probe.step = step;
         R.probe.recording = step == o->steps;
@@ -538,7 +587,16 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         /* only the last stage computes the loss; the others add nothing */
         TRY(host->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         rep->loss[step - 1] = loss / (double)tokens_total;
-        if (o->check) {
+        bool check_now = o->check && ((step - 1) % rep->check_every == 0 || step == o->steps);
+        rep->step_checked[step - 1] = check_now;
+        if (check_now && !ref_current) {
+            /* each checked step from the partitioned run's state: one step's
+             * rounding, not the drift of hundreds (ref_sync.h) */
+            mp_ref_state rs = R.ref64 ? (mp_ref_state){R.ref64m.w, R.rtr64.m, R.rtr64.v, true}
+                                      : (mp_ref_state){R.ref32.w, R.rtr32.m, R.rtr32.v, false};
+            TRY(mp_ref_sync(rt, R.trainer, R.lay, v, &R.ref_lay, R.sync_buf, &rs, err));
+        }
+        if (check_now) {
             double rloss = 0;
             make_batch(o->seed, step, 0, m * dp, d.micro_batch, d.seq, d.vocab, d.bert, R.rtok,
                        R.rtgt);
@@ -568,7 +626,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         for (int c = 0; c < v; c++)
             TRY(mp_trainer_update_f32(&R.trainer[c], step, err));
         rep->step_seconds[step - 1] = grads_seconds + (be->now() - update_start);
-        if (o->check) {
+        /* exact mode: a reference that ran this step from the same state
+         * still agrees bit for bit, or the check has said where not */
+        ref_current = o->exact && check_now;
+        if (check_now) {
             if (o->fixture)
                 ; /* the fixture's weights after PyTorch's AdamW step */
             else if (R.ref64)
@@ -586,7 +647,15 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                                 rt->tp_rank, 0, R.lay[c].total);
             }
         }
+        arm_watchdog(o, predicted, be->now() - iteration_start);
+        if (o->progress && rt->world.rank == 0) {
+            double elapsed = be->now() - run_start;
+            o->progress(o->progress_ctx, step, o->steps, elapsed,
+                        elapsed / step * (o->steps - step));
+        }
     }
+    /* the blocking reductions below start once every rank is here */
+    TRY(mp_watch_barrier(&rt->world, err));
     if (o->check)
         TRY(mp_check_finish(&R.chk, rt, o->steps, rep, err));
     else
@@ -616,6 +685,11 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         /* every step's time as the slowest rank saw it */
         MPI_Allreduce(MPI_IN_PLACE, rep->step_seconds, o->steps, MPI_DOUBLE, MPI_MAX,
                       MPI_COMM_WORLD);
+    }
+    {
+        /* what the estimate is measured against (tests/exec/memory_case.py) */
+        double peak = mp_exec_peak_rss();
+        MPI_Allreduce(&peak, &rep->memory_peak, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
     if (o->want_timeline)
         TRY(gather_timeline(rt, &R.probe, rep, err));

@@ -13,7 +13,8 @@
 #include "exec/runtime.h"
 #include "sim/timeline.h"
 
-#define MP_EXEC_MAX_STEPS 1000
+/* --steps: the report keeps a few numbers per step (docs/exec.md, "Long runs") */
+#define MP_EXEC_MAX_STEPS 1000000
 #define MP_EXEC_MAX_CHUNKS 64 /* model chunks (vpp) one rank runs */
 /* BERT's default tolerance: the gradients of its two-way head's bias and the
  * pooler's bias are sums of p - y over samples that cancel, so fp32 rounding
@@ -28,6 +29,7 @@
 
 typedef struct mp_exec_opts {
     int steps;             /* training steps to run and check (default 3) */
+    int check_every;       /* check steps 1, 1+K, 1+2K, ... and the last (0 or 1: every one) */
     bool exact;            /* dyadic data, bitwise comparison */
     bool shrink;           /* scale the model down, keeping the degrees */
     bool check;            /* compare against the reference (default on) */
@@ -42,6 +44,16 @@ typedef struct mp_exec_opts {
     int test_kill_rank;    /* test-only: rank that kills itself in step 1 (-1 none) */
     const char *fixture;   /* test-only: a PyTorch fixture (fixture.h) gives the weights, the
                               data and the reference of one step (fp32, tolerance mode) */
+    int test_stop_rank;    /* test-only: rank that stops itself (SIGSTOP) in step 1 (-1 none) */
+    double test_memory;    /* test-only: bytes available to the run instead of this
+                              machine's (0: measure; memory.h) */
+    double timeout;        /* seconds one wait on the peers may take (0: derived from the
+                              predicted step time, watchdog.h) */
+    /* Called on rank 0 after every step (the library prints nothing; the CLI
+     * decides what to show): steps done, of how many, seconds since the
+     * first began, and the seconds the rest should take at that pace. */
+    void (*progress)(void *ctx, int step, int steps, double elapsed, double remaining);
+    void *progress_ctx;
     int solo_rank;         /* --solo: this one process runs that global rank's share at
                               full size, collectives left out, no check (-1: off) */
     const char *backend;   /* "cpu" (default) or "cuda" */
@@ -82,8 +94,12 @@ typedef struct mp_exec_report {
     const char *recompute;      /* the plan's recomputation, as run */
     bool layer_recompute;       /* per layer, as the plan lists it */
     double activation_bytes;    /* activation slots of the most loaded rank */
-    double loss[MP_EXEC_MAX_STEPS], ref_loss[MP_EXEC_MAX_STEPS];
-    double step_seconds[MP_EXEC_MAX_STEPS]; /* the partitioned step (no reference), slowest rank */
+    double memory_estimate;     /* bytes the most loaded rank was estimated to take (memory.h) */
+    double memory_peak;         /* its measured peak resident bytes, max over ranks */
+    int check_every;            /* as run (1: every step) */
+    double *loss, *ref_loss;    /* [steps]; ref_loss of the checked steps only */
+    unsigned char *step_checked; /* [steps] */
+    double *step_seconds;       /* [steps] the partitioned step (no reference), slowest rank */
     /* measured seconds per phase in the last step, max over ranks (mp_phase;
      * TP and CP collectives run inside F and B and count there too) */
     double phase_seconds[MP_PHASE_COUNT];

@@ -132,6 +132,10 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
                           const mp_backend *be, mp_group tp, int n_slots, size_t pad_to,
                           bool exact, uint64_t seed, mp_probe *probe, mp_error *err);
 void RN(mp_gpt_free)(RN(mp_gpt) *g);
+/* Bytes mp_gpt_init allocates for these arguments (weights, gradients,
+ * workspace, n_slots activation slots), without allocating: memory.c's estimate. */
+size_t RN(mp_gpt_bytes)(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slots,
+                        size_t pad_to);
 /* Forward of one micro-batch into slot: tokens/targets [S] (rows pos*b + sample).
  * Adds the sum of its token losses (replicated over TP) to *loss_sum. */
 mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,

@@ -124,6 +124,22 @@ oom:
                         "out of memory for the model (try --shrink)");
 }
 
+size_t RN(mp_gpt_bytes)(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slots,
+                        size_t pad_to)
+{
+    RN(sizes) z = RN(sizes_of)(d);
+    if (pad_to < 1)
+        pad_to = 1;
+    size_t n_alloc = (lay->total + pad_to - 1) / pad_to * pad_to;
+    RN(work) W;
+    RN(mp_acts) A;
+    size_t nws = RN(layout_work)(&W, NULL, &z);
+    size_t slot = RN(layout_acts)(&A, NULL, &z, d);
+    size_t blocks = z.n_blocks ? z.n_blocks : 1;
+    return sizeof(real) * (2 * n_alloc + nws + (size_t)n_slots * slot) + z.s * sizeof(int) +
+           (size_t)n_slots * (sizeof(RN(mp_acts)) + blocks * sizeof(RN(block_acts)));
+}
+
 void RN(mp_gpt_free)(RN(mp_gpt) *g)
 {
     const mp_backend *be = g->be;

@@ -7,6 +7,7 @@
 #include "exec/p2p_mpi.h"
 
 #include "exec/mpi_util.h"
+#include "exec/watchdog.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 typedef struct pending {
     MPI_Request req;
     void *copy;
+    mp_group group; /* for the watchdog's message */
+    int peer;
 } pending;
 
 /* One executor per process, one thread: the outstanding sends of this rank. */
@@ -64,6 +67,8 @@ mp_status mp_p2p_mpi_send(const mp_group *g, mp_real_kind kind, const void *buf,
         return mp_mpi_failed(rc, "MPI_Isend", err);
     }
     p->copy = copy;
+    p->group = *g;
+    p->peer = peer;
     n_out++;
     return MP_OK;
 }
@@ -75,9 +80,13 @@ mp_status mp_p2p_mpi_recv(const mp_group *g, mp_real_kind kind, void *buf, size_
     if (st)
         return st;
     MPI_Status status;
-    int rc = MPI_Recv(buf, (int)count, mp_mpi_type(kind), peer, tag, g->comm, &status);
+    MPI_Request req;
+    int rc = MPI_Irecv(buf, (int)count, mp_mpi_type(kind), peer, tag, g->comm, &req);
     if (rc != MPI_SUCCESS)
-        return mp_mpi_failed(rc, "MPI_Recv", err);
+        return mp_mpi_failed(rc, "MPI_Irecv", err);
+    st = mp_watch_mpi(&req, 1, &status, "pipeline receive", g, peer, err);
+    if (st)
+        return st;
     int got = 0;
     MPI_Get_count(&status, mp_mpi_type(kind), &got);
     if ((size_t)got != count)
@@ -91,10 +100,14 @@ mp_status mp_p2p_mpi_send_wait(mp_error *err)
 {
     mp_status st = MP_OK;
     for (size_t i = 0; i < n_out; i++) {
-        int rc = MPI_Wait(&outstanding[i].req, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS && st == MP_OK)
-            st = mp_mpi_failed(rc, "MPI_Wait (pipeline send)", err);
-        free(outstanding[i].copy);
+        pending *p = &outstanding[i];
+        if (st == MP_OK)
+            st = mp_watch_mpi(&p->req, 1, MPI_STATUSES_IGNORE, "pipeline send", &p->group,
+                              p->peer, err);
+        else
+            MPI_Request_free(&p->req); /* the job ends; the copy must outlive the request */
+        if (st == MP_OK)
+            free(p->copy);
     }
     n_out = 0;
     if (st == MP_OK) {
@@ -113,7 +126,15 @@ mp_status mp_p2p_mpi_sendrecv(const mp_group *g, mp_real_kind kind, const void *
         st = check_args(g, count, from, tag, err);
     if (st)
         return st;
-    int rc = MPI_Sendrecv(send, (int)count, mp_mpi_type(kind), to, tag, recv, (int)count,
-                          mp_mpi_type(kind), from, tag, g->comm, MPI_STATUS_IGNORE);
-    return rc == MPI_SUCCESS ? MP_OK : mp_mpi_failed(rc, "MPI_Sendrecv", err);
+    MPI_Request req[2];
+    int rc = MPI_Irecv(recv, (int)count, mp_mpi_type(kind), from, tag, g->comm, &req[0]);
+    if (rc != MPI_SUCCESS)
+        return mp_mpi_failed(rc, "MPI_Irecv", err);
+    rc = MPI_Isend(send, (int)count, mp_mpi_type(kind), to, tag, g->comm, &req[1]);
+    if (rc != MPI_SUCCESS) {
+        MPI_Cancel(&req[0]);
+        MPI_Request_free(&req[0]);
+        return mp_mpi_failed(rc, "MPI_Isend", err);
+    }
+    return mp_watch_mpi(req, 2, MPI_STATUSES_IGNORE, "ring step", g, from, err);
 }

@@ -227,6 +227,9 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
     if (o->steps < 1 || o->steps > MP_EXEC_MAX_STEPS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--steps", "steps must be 1..%d",
                             MP_EXEC_MAX_STEPS);
+    if (o->check_every < 0)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--check-every",
+                            "%d is not a number of steps", o->check_every);
     if (o->exact) {
         long tokens_total = (long)*m * (long)plan->config.parallel.dp * d->seq * d->micro_batch;
         long k = max_int(max_int(d->hidden, d->ffn),

@@ -23,9 +23,10 @@ typedef struct mp_probe {
      * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv",
      * "pp-relgrad" (T5's relative-bias copies over a pipeline); NULL: none). */
     const char *drop_site;
-    /* Test-only: this rank kills itself with SIGKILL at the first backward of
-     * step kill_step (-1: never). */
-    int kill_step, step;
+    /* Test-only: this rank raises kill_signal (SIGKILL when 0; SIGSTOP stops
+     * it, for the watchdog's test) at the first backward of step kill_step
+     * (-1: never). */
+    int kill_step, step, kill_signal;
 } mp_probe;
 
 void mp_probe_init(mp_probe *p, const mp_backend *be, int rank);

@@ -27,10 +27,11 @@ mp_status mp_runtime_start(int *argc, char ***argv, mp_runtime *rt, mp_error *er
     return MP_OK;
 }
 
-static mp_status split(mp_group *out, int color, int key, mp_error *err)
+static mp_status split(mp_group *out, const char *name, int color, int key, mp_error *err)
 {
     if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &out->comm) != MPI_SUCCESS)
         return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, NULL, "MPI_Comm_split failed");
+    MPI_Comm_set_name(out->comm, name); /* the watchdog's messages name the group */
     MPI_Comm_size(out->comm, &out->size);
     MPI_Comm_rank(out->comm, &out->rank);
     return MP_OK;
@@ -56,17 +57,17 @@ mp_status mp_runtime_split(mp_runtime *rt, int tp, int cp, int dp, int pp, mp_er
     rt->dp_rank = d;
     rt->pp_rank = p;
     mp_status st;
-    if ((st = split(&rt->tp_group, c + cp * (d + dp * p), t, err)) ||
-        (st = split(&rt->cp_group, t + tp * (d + dp * p), c, err)) ||
-        (st = split(&rt->dp_group, t + tp * (c + cp * p), d, err)) ||
-        (st = split(&rt->pp_group, t + tp * (c + cp * d), p, err)))
+    if ((st = split(&rt->tp_group, "tp", c + cp * (d + dp * p), t, err)) ||
+        (st = split(&rt->cp_group, "cp", t + tp * (d + dp * p), c, err)) ||
+        (st = split(&rt->dp_group, "dp", t + tp * (c + cp * p), d, err)) ||
+        (st = split(&rt->pp_group, "pp", t + tp * (c + cp * d), p, err)))
         return st;
-    if ((st = split(&rt->dpcp_group, t + tp * p, c + cp * d, err)))
+    if ((st = split(&rt->dpcp_group, "dp x cp", t + tp * p, c + cp * d, err)))
         return st;
     /* every rank takes part in the split; a middle stage gets a group of its own */
     bool end = pp > 1 && (p == 0 || p == pp - 1);
     int ends = tp * cp * dp;
-    return split(&rt->emb_group, end ? t + tp * (c + cp * d) : ends + rt->world.rank, p, err);
+    return split(&rt->emb_group, "embedding", end ? t + tp * (c + cp * d) : ends + rt->world.rank, p, err);
 }
 
 mp_status mp_runtime_split_solo(mp_runtime *rt, int tp, int cp, int dp, int pp, int rank,

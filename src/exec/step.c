@@ -251,8 +251,9 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
                 return st;
             mp_probe_record(pr, t0, MP_STREAM_COMPUTE, MP_EV_F, true);
         } else if (op->kind == MP_OP_B) {
+            /* test switch: a rank dies (or stops) mid-step */
             if (pr && pr->kill_step == pr->step)
-                raise(SIGKILL); /* test switch: a rank dies mid-step */
+                raise(pr->kill_signal ? pr->kill_signal : SIGKILL);
             int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, false);
             if (s < 0)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,

@@ -3,10 +3,11 @@
 #   mpi_case.sh MEGAPLAN TEMPLATE EXPECT NP TP SP DP DISTOPT [KEY=VALUE...] [-- exec args...]
 # EXPECT: ok (exit 0, JSON line ok:true), mismatch (exit 1, names tensor and
 # rank), input (exit 2), killed (non-zero exit within the time limit, a
-# message saying a rank died). KEY=VALUE: PP, MB (micro-batch), M (micro-
-# batches per DP rank), TIED, SCHED, LAUNCH=np (use `megaplan exec --np`) or
+# message saying a rank died), stalled (a rank stopped: non-zero exit within
+# 30 s, a rank's line naming the operation that waited too long). KEY=VALUE: PP, MB (micro-
+# batch), M (micro-batches per DP rank), TIED, SCHED, LAUNCH=np (use `megaplan exec --np`) or
 # LAUNCH=direct (one process, no launcher: MPI's singleton start),
-# WANT=regex (must appear in the output), TRACE=1 (--trace; the measured
+# WANT=regex, WANT2=regex (must appear in the output), TRACE=1 (--trace; the measured
 # trace must hold F and B events of every micro-batch on every rank),
 # SEED=n (--seed n), LAYERS=n (the model's layers; default 2), STAGES=list
 # (the plan's stages as YAML, e.g. '[[0, 2], [2, 4]]'), VPP=n, CP=n, HW=profile,
@@ -16,12 +17,12 @@
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
-pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec=
+pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
     TIED=*) tied=${1#TIED=} ;; SCHED=*) sched=${1#SCHED=} ;;
-    LAUNCH=*) launch=${1#LAUNCH=} ;; WANT=*) want=${1#WANT=} ;; TRACE=*) trace=${1#TRACE=} ;;
+    LAUNCH=*) launch=${1#LAUNCH=} ;; WANT=*) want=${1#WANT=} ;; WANT2=*) want2=${1#WANT2=} ;; TRACE=*) trace=${1#TRACE=} ;;
     SEED=*) seed=${1#SEED=} ;; LAYERS=*) layers=${1#LAYERS=} ;; STAGES=*) stages=${1#STAGES=} ;;
     VPP=*) vpp=${1#VPP=} ;; CP=*) cp=${1#CP=} ;; HW=*) hw=${1#HW=} ;; KV=*) kv=${1#KV=} ;;
     RC=*) rc=${1#RC=} ;; LRC=*) lrc=${1#LRC=} ;; PREC=*) prec=${1#PREC=} ;;
@@ -60,6 +61,7 @@ cat "$tmp/out"
 echo "mpi_case.sh: exit $rc after ${secs}s"
 fail() { echo "mpi_case.sh: FAIL: $*"; exit 1; }
 if [ -n "$want" ] && ! grep -Eq -- "$want" "$tmp/out"; then fail "output lacks /$want/"; fi
+if [ -n "$want2" ] && ! grep -Eq -- "$want2" "$tmp/out"; then fail "output lacks /$want2/"; fi
 if [ -n "$trace" ]; then
     python3 - "$tmp/trace.json" "$np" "$m" <<'PY' || fail "measured trace incomplete"
 import json, sys
@@ -94,6 +96,12 @@ killed)
     [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "expected a non-zero exit before the timeout"
     [ $secs -le 20 ] || fail "took ${secs}s to notice the dead rank"
     grep -Eq 'exited on signal 9|rank died|killed' "$tmp/out" || fail "no message about the dead rank"
+    ;;
+stalled)
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "expected a non-zero exit before the timeout"
+    [ $secs -le 30 ] || fail "took ${secs}s to give up on the stopped rank"
+    grep -Eq 'rank [0-9]+: [a-z -]+ (over|from rank [0-9]+ of) the [a-z x]+ group \([0-9]+ ranks\) waited [0-9.]+ s, longer than the timeout' "$tmp/out" ||
+        fail "no line naming the rank and the operation that waited"
     ;;
 *) fail "unknown expectation $expect" ;;
 esac

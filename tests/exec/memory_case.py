@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""memory_case.py MEGAPLAN — exec's memory estimate against the memory a run takes.
+
+Runs a few plans, from tiny ones (where the process itself, Open MPI and
+OpenBLAS, is most of it) to ones of ~200 MiB a rank (where the model, its
+activations and the fp64 reference are), and checks for each that the
+estimate of the most loaded rank bounds the largest peak resident size a
+rank measured (getrusage), and by no more than 2x. The estimate decides
+whether a run starts at all (docs/exec.md, "Memory"); before it counted the
+reference's activations and the collectives' buffers as nothing, and a run
+that it let start was killed by the kernel. Skipped (77) under sanitizers,
+whose shadow memory a plain run does not have."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+meg = sys.argv[1]
+if b'libasan' in subprocess.run(['ldd', meg], capture_output=True).stdout:
+    print('memory_case.py: built with ASan: resident sizes are not comparable; skipped')
+    sys.exit(77)
+
+def plan(layers, hidden, heads, ffn, vocab, seq, tp, pp, dp, gb, dist_opt, sp=False):
+    return f"""megaplan_plan: 1
+model: {{name: mem, arch: gpt, layers: {layers}, hidden: {hidden}, heads: {heads},
+        kv_heads: {heads}, head_dim: {hidden // heads}, ffn_hidden: {ffn}, vocab: {vocab},
+        seq: {seq}, activation: gelu, norm: layernorm, position: learned,
+        tied_embeddings: true}}
+hw: dgx-a100
+training: {{gpus: {tp * pp * dp}, seq: {seq}, global_batch: {gb}, precision: fp32, tokens: 0}}
+parallel: {{tp: {tp}, sp: {str(sp).lower()}, pp: {pp}, vpp: 1, cp: 1, dp: {dp}, micro_batch: 1,
+           recompute: none, dist_opt: {str(dist_opt).lower()}, dp_overlap: false,
+           tp_overlap: false, schedule: 1f1b}}
+"""
+
+cases = {
+    # name: (plan, extra exec args)
+    'tiny-1-rank': (plan(2, 32, 4, 128, 64, 16, 1, 1, 1, 1, False), []),
+    'tiny-tp2-pp2-dp2-distopt': (plan(2, 32, 4, 128, 64, 16, 2, 2, 2, 4, True), []),
+    'h256-dp2-distopt': (plan(2, 256, 8, 1024, 4096, 128, 1, 1, 2, 2, True), []),
+    'h256-tp2-sp-pp2': (plan(2, 256, 8, 1024, 4096, 128, 2, 2, 1, 2, False, sp=True), []),
+    'h128-tp2-exact': (plan(2, 128, 4, 512, 256, 128, 2, 1, 1, 1, False), ['--exact']),
+}
+# MALLOC_PERTURB_ fills every malloc'ed block, so that all of it is resident:
+# the estimate must bound what is allocated, not only what a run touches
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
+           OPENBLAS_NUM_THREADS='1', MALLOC_PERTURB_='165')
+fails = 0
+with tempfile.TemporaryDirectory() as tmp:
+    for name, (text, extra) in cases.items():
+        path = os.path.join(tmp, name + '.yaml')
+        with open(path, 'w') as f:
+            f.write(text)
+        ranks = eval(text.split('gpus: ')[1].split(',')[0])
+        r = subprocess.run([meg, 'exec', '--np', str(ranks), path, '--steps', '2',
+                            '--format', 'json'] + extra,
+                           capture_output=True, text=True, env=env, timeout=240)
+        line = [l for l in r.stdout.splitlines() if l.startswith('{')]
+        if r.returncode != 0 or not line:
+            print(f'{name}: FAIL: exit {r.returncode}\n{r.stdout}\n{r.stderr}')
+            fails += 1
+            continue
+        j = json.loads(line[-1])
+        est, peak = j['memory_estimated_bytes'], j['memory_peak_bytes']
+        ok = peak <= est <= 2 * peak
+        print(f'{name}: {ranks} ranks, estimated {est / 2**20:.1f} MiB, measured peak '
+              f'{peak / 2**20:.1f} MiB, ratio {est / peak:.2f}: {"ok" if ok else "FAIL"}')
+        fails += not ok
+print('memory_case.py:', 'FAIL' if fails else 'PASS')
+sys.exit(1 if fails else 0)

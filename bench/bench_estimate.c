@@ -1,4 +1,4 @@
-/* bench_estimate — the cost model's budget (DESIGN §8): mp_estimate_config of
+/* bench_estimate — the cost model's budget (docs/design.md §8): mp_estimate_config of
  * one configuration in under 1 ms (search calls it ~1e5 times). Configurations
  * span small and large models, every schedule and recompute choice.
  *   bench_estimate [--check] [--repeat N]

@@ -1,4 +1,4 @@
-/* bench_search — search's budgets (DESIGN §8): the full space of 175B on
+/* bench_search — search's budgets (docs/design.md §8): the full space of 175B on
  * 1024 GPUs in under 1 s, 1T on 4096 GPUs in under 3 s (2 cores), with the
  * stage split and the simulator's re-ranking included, and the process's peak
  * memory under 200 MB.

@@ -1,4 +1,4 @@
-/* bench_simulate — the simulator's budget (DESIGN §8): one iteration of
+/* bench_simulate — the simulator's budget (docs/design.md §8): one iteration of
  * p=64, v=2, m=1024 interleaved 1F1B in under 100 ms, in the mode search
  * uses for re-ranking (no timeline). Stage costs are hand-made (uniform
  * stages, latency and bandwidth on the links, DP and optimizer), so the

@@ -19,7 +19,7 @@ Measured on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 
 build type $(meson introspect --buildoptions "$build" 2>/dev/null | python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="buildtype"))' 2>/dev/null || echo unknown).
 This machine is shared and noisy: compare ratios within one run, not absolute times across runs.
 
-| what | budget (DESIGN §8) |
+| what | budget (docs/design.md §8) |
 |---|---|
 | \`estimate\`, one configuration | < 1 ms |
 | \`search\` 175B on 1024 GPUs, full space | < 1 s |

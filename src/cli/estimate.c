@@ -1,5 +1,5 @@
 /* estimate.c — `megaplan estimate`: the cost model's answer for one
- * configuration, as a breakdown a person reads, or the DESIGN §3 object
+ * configuration, as a breakdown a person reads, or the JSON object of docs/formats.md
  * (--format json|yaml), or Megatron-LM arguments (--format megatron).
  * A configuration that cannot run is refused (exit 2); one that does not fit
  * in memory is still estimated, with "fits": false and by how much. */

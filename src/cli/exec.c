@@ -1,5 +1,5 @@
 /* exec.c — `megaplan exec PLAN`: run a plan on MPI ranks and check its
- * numerics against the unpartitioned model (src/exec, DESIGN §7).
+ * numerics against the unpartitioned model (src/exec, docs/design.md §7).
  *
  *   mpirun -np N megaplan exec plan.yaml     MPI starts the ranks
  *   megaplan exec --np N plan.yaml           megaplan starts mpirun itself

@@ -1,5 +1,5 @@
 /* search.c — `megaplan search`: the ranked plans for a model on N GPUs
- * (DESIGN §5). Table for people, a JSON/YAML array of estimate objects for
+ * (docs/design.md §5). Table for people, a JSON/YAML array of estimate objects for
  * programs (each with "rank", "split" and "search" — the counts), Megatron-LM
  * flags of the winner; -o writes the winner as a self-contained plan file. */
 #include <math.h>

@@ -32,7 +32,7 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
 mp_status mp_hw_parse_yaml(const char *text, size_t len, const char *origin, mp_hw *out,
                            mp_error *err);
 
-/* Plan files (DESIGN §3, docs/formats.md). */
+/* Plan files (docs/formats.md). */
 mp_status mp_plan_read_file(const char *path, mp_plan *out, mp_error *err);
 mp_status mp_plan_parse_yaml(const char *text, size_t len, const char *origin, mp_plan *out,
                              mp_error *err);

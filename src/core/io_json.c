@@ -251,7 +251,7 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
               cJSON_AddNumberToObject(o, "cp", (double)p->cp) &&
               cJSON_AddNumberToObject(o, "dp", (double)p->dp) &&
               cJSON_AddNumberToObject(o, "micro_batch", (double)p->micro_batch);
-    /* with a batch: the estimate's "parallel" object of DESIGN §3; without:
+    /* with a batch: the estimate's "parallel" object of docs/formats.md; without:
      * the plan file's, which also keeps the overlap switches */
     if (ok && global_batch > 0)
         ok = cJSON_AddNumberToObject(o, "global_batch", (double)global_batch) &&

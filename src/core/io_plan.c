@@ -1,4 +1,4 @@
-/* io_plan.c — plan files (DESIGN §3): read with every error located, and
+/* io_plan.c — plan files (docs/formats.md): read with every error located, and
  * written back so that reading the output gives the same plan. */
 #include <stdio.h>
 #include <stdlib.h>

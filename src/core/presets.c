@@ -1,4 +1,4 @@
-/* presets.c — the built-in models (DESIGN §3), each with the parameter count
+/* presets.c — the built-in models (docs/formats.md), each with the parameter count
  * its paper publishes and the training batch it was published with. */
 #include <stddef.h>
 #include <string.h>

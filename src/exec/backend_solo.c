@@ -1,6 +1,6 @@
 /* backend_solo.c — a backend for `exec --solo R`: one process runs
  * global rank R's share of a plan at full size, and every collective and
- * pipeline message is left out (DESIGN §7: its time comes from the cost
+ * pipeline message is left out (docs/design.md §7: its time comes from the cost
  * model instead). Buffers still get the shapes the real exchange would leave:
  * an all-gather repeats this rank's part in every slot, a reduce-scatter keeps
  * this rank's slot, a ring step or a receive leaves what the buffer held. The

@@ -1,5 +1,5 @@
 /* compare.h — a run of `megaplan exec` set against the simulator's
- * prediction of the same run (DESIGN §7, `exec --compare`): the model as it
+ * prediction of the same run (docs/design.md §7, `exec --compare`): the model as it
  * ran (shrunk or not), fp32, the plan's recomputation, no overlap, on a hardware
  * profile that describes the machine (`megaplan calibrate`). Pure: no MPI. */
 #ifndef MP_EXEC_COMPARE_H

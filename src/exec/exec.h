@@ -1,5 +1,5 @@
 /* exec.h — run a plan on MPI ranks and check it against the unpartitioned
- * model (DESIGN §7). The CLI (src/cli/exec.c) starts MPI through
+ * model (docs/design.md §7). The CLI (src/cli/exec.c) starts MPI through
  * mp_runtime_start, calls mp_exec_run on every rank and prints rank 0's report. */
 #ifndef MP_EXEC_EXEC_H
 #define MP_EXEC_EXEC_H

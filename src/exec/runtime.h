@@ -1,5 +1,5 @@
 /* runtime.h — MPI start-up and the parallel groups. Global rank
- * r = t + tp*(c + cp*(d + dp*p)) (DESIGN §4: TP fastest, then CP, DP, PP);
+ * r = t + tp*(c + cp*(d + dp*p)) (docs/design.md §4: TP fastest, then CP, DP, PP);
  * each group is an MPI_Comm_split of the world with the other coordinates
  * as colour and its own coordinate as key, so group ranks equal coordinates. */
 #ifndef MP_EXEC_RUNTIME_H

@@ -1,5 +1,5 @@
 /* comm.c — where process groups lie and what a collective costs
- * (DESIGN §4 "Communication"; docs/cost-model.md §5).
+ * (docs/cost-model.md §5).
  *
  * Rank order (Megatron's default): r = tp + t*(cp + c*(dp + d*pp)), so TP
  * groups are t consecutive ranks, CP groups stride t, the gradient-reduction

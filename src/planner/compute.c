@@ -1,5 +1,5 @@
 /* compute.c — seconds per micro-batch of each layer item on one GPU
- * (DESIGN §4 "Compute time"; docs/cost-model.md §4).
+ * (docs/cost-model.md §4).
  *
  * A GEMM takes FLOPs / (peak x efficiency(FLOPs)) plus one kernel launch: the
  * efficiency curve of the profile makes small GEMMs (small h, large t, small

@@ -1,5 +1,5 @@
 /* cost.c — item costs, stage costs and the estimate of one configuration
- * (DESIGN §4 "Step"; docs/cost-model.md §6-7).
+ * (docs/cost-model.md §6-7).
  *
  * Items (plan.h): 0 = embedding, 1..L = blocks, L+1 = final norm + head + loss.
  * A (virtual) stage costs the sum of its items. The step is the pipeline

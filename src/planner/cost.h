@@ -1,6 +1,6 @@
 /* cost.h — the cost model: memory per GPU, time per op, and the estimate of
  * one configuration. The one source of durations and memory for estimate,
- * search and simulate (DESIGN §4; equations and sources in docs/cost-model.md).
+ * search and simulate (equations and sources in docs/cost-model.md).
  * All quantities are SI: bytes, seconds, FLOPs. */
 #ifndef MP_COST_H
 #define MP_COST_H
@@ -68,7 +68,7 @@ typedef struct mp_pipeline_cost {
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
 } mp_pipeline_cost;
 
-/* Parameters of the model (DESIGN §4 general form). */
+/* Parameters of the model (docs/cost-model.md §1, general form). */
 double mp_model_params(const mp_model *m);
 /* Model FLOPs per iteration for global_batch samples (no recompute). */
 double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch);

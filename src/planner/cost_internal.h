@@ -55,7 +55,7 @@ double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b,
 
 /* ---- communication (comm.c) ---- */
 
-/* Where a process group lies, from the rank order t, c, d, p (DESIGN §4). */
+/* Where a process group lies, from the rank order t, c, d, p (docs/design.md §4). */
 typedef struct mp_group_place {
     int64_t n;            /* members */
     bool cross_domain;    /* members in different scale-up domains -> scale-out tier */

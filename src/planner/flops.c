@@ -1,4 +1,4 @@
-/* flops.c — parameter counts and model FLOPs (DESIGN §4; docs/cost-model.md §1-2).
+/* flops.c — parameter counts and model FLOPs (docs/cost-model.md §1-2).
  *
  * GPT: 12Lh^2(1 + 13/(12h) + (V+s)/(12Lh)) parameters and 72·B·s·L·h^2(1 + s/(6h)
  * + V/(12hL)) FLOPs per iteration (Narayanan et al. 2021). The general form

@@ -1,7 +1,7 @@
 /* ilp.h — the stage split: layer items (plan.h: 0 = embedding, 1..L = blocks,
  * L+1 = head) into pp*vpp contiguous (virtual) stages, and a recompute choice
  * per item, minimising the slowest stage's time per micro-batch subject to each
- * GPU's memory (DESIGN §5).
+ * GPU's memory (docs/design.md §5).
  *
  * Three exact solvers of the same problem:
  *  - mp_split_solve_ilp: a mixed-integer program solved by GLPK (only when

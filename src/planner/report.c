@@ -1,4 +1,4 @@
-/* report.c — the estimate object of DESIGN §3 as a cJSON tree. Numbers are
+/* report.c — the estimate object of docs/formats.md as a cJSON tree. Numbers are
  * rounded to what a reader can use (and what golden tests can compare). */
 #include <math.h>
 #include <string.h>

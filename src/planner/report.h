@@ -1,4 +1,4 @@
-/* report.h — the estimate as the machine-readable object of DESIGN §3, shared
+/* report.h — the estimate as the machine-readable object of docs/formats.md, shared
  * by estimate, search (an array of them) and simulate (which adds "simulation"). */
 #ifndef MP_REPORT_H
 #define MP_REPORT_H

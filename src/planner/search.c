@@ -1,4 +1,4 @@
-/* search.c — enumerate, bound, cost, split, re-rank (search.h, DESIGN §5).
+/* search.c — enumerate, bound, cost, split, re-rank (search.h, docs/design.md §5).
  *
  * 1. Enumerate the structurally valid candidates (cheap dimensions outermost)
  *    and give each two lower bounds from cached per-block numbers: memory

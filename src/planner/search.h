@@ -1,4 +1,4 @@
-/* search.h — the search over parallel configurations (DESIGN §5).
+/* search.h — the search over parallel configurations (docs/design.md §5).
  *
  * Enumerates t (divides heads and kv_heads; within the scale-up domain unless
  * allowed), c (seq splits into 2c chunks), p and v (p*v divides the layers,

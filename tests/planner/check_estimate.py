@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_estimate.py MEGAPLAN — `megaplan estimate` end to end: the table, the
-DESIGN §3 JSON object, YAML, refusals with exit 2, a configuration that does
+docs/formats.md JSON object, YAML, refusals with exit 2, a configuration that does
 not fit (still estimated, fits false and by how much), the defaults it states."""
 import json
 import subprocess

@@ -330,7 +330,9 @@ static void table(const mp_hwchoice_options *o, const mp_hwchoice_result *r, mp_
                 ? mp_buf_printf(b, "$%.2f/GPU-h (%s)", o->hws[h].price_per_gpu_hour,
                                 o->hws[h].price_date[0] ? o->hws[h].price_date : "undated")
                 : mp_buf_puts(b, "none");
-    mp_buf_printf(b, "\nsearched %d points (%d with a plan, %d where nothing runs) in %.2f s\n"
+    mp_buf_printf(b, "\nsearched %d points (%d with a plan, %d where nothing runs) in %.2f s, each "
+                     "with Megatron's even stage split\n(search --hw H --gpus N on a point adds "
+                     "the ILP's split)\n"
                      "energy at full board and node power (an upper bound) x PUE %.2g\n",
                   r->n, fits, refused, r->seconds, o->pue);
 }

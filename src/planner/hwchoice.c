@@ -128,6 +128,10 @@ static mp_status search_point(const mp_hwchoice_options *opt, mp_hwchoice_point 
     so.base.hw = *hw;
     so.base.training.gpus = p->gpus;
     so.top_k = MP_SEARCH_RERANK_MIN; /* as the CLI's search: the winner does not depend on --top */
+    /* Megatron's even split: the stage-split DP/ILP is most of a search's
+     * time and moves a step by a few percent, which choosing hardware does
+     * not turn on; `search --hw H --gpus N` on the chosen point gives it */
+    so.no_split = true;
     so.progress = NULL;
     mp_search_result sr;
     mp_error serr;

@@ -3,8 +3,9 @@
  * given tokens on it takes in days, money and energy. The points that no
  * other point beats on both days and cost form the Pareto front; with a
  * deadline or a budget the cheapest and the fastest admissible points are
- * named. The search of each point is mp_search (search.h), so a point's
- * plan is exactly what `search --hw H --gpus N` prints. */
+ * named. The search of each point is mp_search (search.h) with Megatron's
+ * even stage split, so a point's plan is exactly what `search --hw H
+ * --gpus N --no-split` prints. */
 #ifndef MP_HWCHOICE_H
 #define MP_HWCHOICE_H
 

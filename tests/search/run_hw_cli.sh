@@ -38,8 +38,8 @@ assert f["cost_usd"] <= 2e6 and all(f["days"] <= p["days"] for p in ok if p["cos
 print(c["hw"], c["gpus"], c["step_s"])
 PY
 read hw gpus step <"$T/point"
-"$M" search --model gpt3-13b --tokens 3e11 --hw "$hw" --gpus "$gpus" --format json --top 1 >"$T/plain" || fail "plain search exit"
-python3 - "$T/plain" "$step" <<'PY' || fail "the chosen point is not what a plain search of $hw x $gpus finds"
+"$M" search --model gpt3-13b --tokens 3e11 --hw "$hw" --gpus "$gpus" --no-split --format json --top 1 >"$T/plain" || fail "plain search exit"
+python3 - "$T/plain" "$step" <<'PY' || fail "the chosen point is not what a plain search of $hw x $gpus (--no-split) finds"
 import json, sys
 a = json.load(open(sys.argv[1]))[0]
 step = a.get("simulated_step_s", a["time_s"]["step"])

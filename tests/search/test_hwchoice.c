@@ -138,6 +138,7 @@ static void test_run_matches_plain_search(void **state)
         mp_search_options so = o.search;
         so.base.hw = o.hws[p->hw];
         so.base.training.gpus = p->gpus;
+        so.no_split = true; /* points keep Megatron's even split (hwchoice.c) */
         mp_search_result sr;
         assert_int_equal(mp_search(&so, &sr, &err), MP_OK);
         assert_true(sr.plans[0].rank_step == p->step_s);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cuda_handoff.h"
 #include "megaplan_config.h"
 
 typedef struct verb {
@@ -58,6 +59,12 @@ int main(int argc, char **argv)
     if (!strcmp(name, "--version")) {
         printf("megaplan %s\n", MEGAPLAN_VERSION);
         return 0;
+    }
+    /* --backend cuda runs in megaplan-cuda, the build with the CUDA libraries */
+    if (!strcmp(name, "exec") || !strcmp(name, "calibrate")) {
+        int rc = mp_cli_cuda_handoff(argc - 1, argv + 1, argv);
+        if (rc >= 0)
+            return rc;
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (!strcmp(name, verbs[i].name))

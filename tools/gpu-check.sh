@@ -154,7 +154,8 @@ if ! check build "${GPU_CHECK_BUILD_SECONDS:-240}" build; then
 fi
 mp=$bdir/megaplan
 export bdir mp
-grep -q 'HAVE_EXEC_CUDA 1' "$bdir/megaplan_config.h" || note "FAIL build: the CUDA backend was not built"
+{ grep -q 'HAVE_EXEC_CUDA 1' "$bdir/megaplan_config.h" && [ -x "$bdir/megaplan-cuda" ]; } ||
+  note "FAIL build: the CUDA backend (megaplan-cuda) was not built"
 
 # ---- (b) the kernels against the CPU functions, on the device ----
 kernels_device() {

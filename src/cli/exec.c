@@ -27,7 +27,7 @@
 #include "exec/runtime.h"
 #include "sim/timeline.h"
 #endif
-#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+#if defined(MP_WITH_CUDA) || defined(MP_CUDA_HOST_SHIM)
 #include "exec/backend_cuda.h"
 #endif
 
@@ -378,7 +378,7 @@ static void print_comparison(const mp_hw *hw, const mp_exec_comparison *c, bool 
  * speed check: the GEMM-bound layers should reach 60% of it). */
 static void print_gemm_rate(void)
 {
-#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+#if defined(MP_WITH_CUDA) || defined(MP_CUDA_HOST_SHIM)
     double flops = 0, secs = 0, peak = 0;
     long calls = 0;
     mp_error e;

@@ -2,7 +2,8 @@
  * compute and one communication stream, cuBLAS GEMMs, the kernels of
  * kernels/ for the layer ops, NCCL collectives (or MPI through host buffers
  * when the node has fewer GPUs than ranks). Built only with meson's `cuda`
- * option (HAVE_EXEC_CUDA). */
+ * option (HAVE_EXEC_CUDA), into megaplan-cuda only (MP_WITH_CUDA: megaplan
+ * hands `--backend cuda` to it, so the other verbs never load the CUDA libraries). */
 #ifndef MP_EXEC_BACKEND_CUDA_H
 #define MP_EXEC_BACKEND_CUDA_H
 

@@ -4,7 +4,7 @@
 #include "exec/calibrate.h"
 #include "exec/exec.h"
 #include "megaplan_config.h"
-#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+#if defined(MP_WITH_CUDA) || defined(MP_CUDA_HOST_SHIM)
 #include "exec/backend_cuda.h"
 #endif
 
@@ -15,7 +15,7 @@ mp_status mp_exec_backend_available(const char *name, mp_error *err)
     if (strcmp(name, "cuda"))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                             "unknown backend '%s' (cpu, cuda)", name);
-#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+#if defined(MP_WITH_CUDA) || defined(MP_CUDA_HOST_SHIM)
     int devices = 0;
     return mp_cuda_devices(&devices, err);
 #else
@@ -36,7 +36,7 @@ mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_
     mp_status st = mp_exec_backend_available(name, err);
     if (st)
         return st;
-#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+#if defined(MP_WITH_CUDA) || defined(MP_CUDA_HOST_SHIM)
     mp_cuda_setup s;
     memset(&s, 0, sizeof s);
     s.bf16 = low_precision && !o->exact;
@@ -70,7 +70,7 @@ mp_status mp_calibrate_backend(const mp_runtime *rt, const char *name, const mp_
         *be = mp_backend_cpu();
         return MP_OK;
     }
-#if HAVE_EXEC_CUDA || defined(MP_CUDA_HOST_SHIM)
+#if defined(MP_WITH_CUDA) || defined(MP_CUDA_HOST_SHIM)
     mp_cuda_setup s;
     memset(&s, 0, sizeof s);
     s.bf16 = true; /* the curve the cost model reads for bf16 plans */

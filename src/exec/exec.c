@@ -589,7 +589,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         rep->loss[step - 1] = loss / (double)tokens_total;
         bool check_now = o->check && ((step - 1) % rep->check_every == 0 || step == o->steps);
         rep->step_checked[step - 1] = check_now;
-        if (check_now && !ref_current) {
+        if (check_now && !ref_current && !o->fixture) { /* a fixture is one step from its own weights */
             /* each checked step from the partitioned run's state: one step's
              * rounding, not the drift of hundreds (ref_sync.h) */
             mp_ref_state rs = R.ref64 ? (mp_ref_state){R.ref64m.w, R.rtr64.m, R.rtr64.v, true}

@@ -95,7 +95,7 @@ PY
 "$bin" explain --model 175B --gpus 1024 --tp 8 --pp 8 >e.txt 2>/dev/null
 "$bin" search --model 175B --gpus 1024 >s.txt 2>/dev/null
 best=$(sed -n 's/.*the best configuration search finds: \(.*\) -> step \([0-9.]*\) s (simulated.*/\2/p' e.txt)
-sim1=$(awk '$1 == "1" { print $13 }' s.txt)
+sim1=$(awk '$1 == "1" { print $14 }' s.txt)  # step, likely range, sim
 [ -n "$best" ] && [ "$best" = "$sim1" ] && ok ||
     bad "explain's best step '$best' is not search's simulated #1 '$sim1'"
 
@@ -103,7 +103,7 @@ sim1=$(awk '$1 == "1" { print $13 }' s.txt)
 # model's error is explained (T5-11B on 64 GPUs: 0.359 s estimated, 0.469 s
 # simulated, DP communication) ---
 "$bin" search --model t5-11b --gpus 64 >t5.txt 2>/dev/null || bad "search t5-11b"
-sim1=$(awk '$1 == "1" { print $13 }' t5.txt)
+sim1=$(awk '$1 == "1" { print $14 }' t5.txt)
 est1=$(awk '$1 == "1" { print $12 }' t5.txt)
 grep -q "^winner: step $sim1 s simulated (estimate $est1 s) = " t5.txt && ok ||
     bad "t5-11b: the winner line does not quote the simulated $sim1 s: $(grep '^winner' t5.txt)"

@@ -41,11 +41,18 @@ static mp_stage_range *stages_of(const mp_config *c, const mp_plan *plan, int64_
         memcpy(st, plan->stages, (size_t)K * sizeof *st);
         return st;
     }
-    int64_t L = c->model.layers, item = 1;
+    /* the default split every part uses (core/plan.h): even, Megatron's
+     * first/last-stage split when K does not divide the layers, T5's at its
+     * split rank */
+    const mp_model *m = &c->model;
+    int64_t L = m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0
+                    ? m->encoder_layers + m->decoder_layers
+                    : m->layers;
     for (int64_t k = 0; k < K; k++) {
-        st[k].begin = (int32_t)(k == 0 ? 0 : item);
-        item += L / K + (k < L % K ? 1 : 0);
-        st[k].end = (int32_t)(k == K - 1 ? L + 2 : item);
+        int64_t b, e;
+        mp_even_stage_items(L, m->arch == MP_ARCH_T5 ? m->encoder_layers : 0, K, k, &b, &e);
+        st[k].begin = (int32_t)b;
+        st[k].end = (int32_t)e;
     }
     return st;
 }

@@ -124,6 +124,13 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return st;
     if (m->heads < 1 || m->kv_heads < 1 || m->layers < 1 || m->seq < 1)
         return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
+    if (mp_model_is_moe(m) || mp_model_is_mla(m))
+        /* the cost model, simulator and executor do not model experts or
+         * latent attention yet: a dense answer would be wrong, so none */
+        return FAIL("model", "%s: %s not supported yet by estimate, search, simulate and exec "
+                             "(megaplan models shows its parameters)",
+                    m->name, mp_model_is_moe(m) ? "mixture-of-experts models are"
+                                                : "latent attention is");
 
     if (m->heads % p->tp)
         return FAIL("tp", "tp=%lld does not divide the %lld attention heads",

@@ -70,6 +70,9 @@ typedef struct mp_pipeline_cost {
 
 /* Parameters of the model (DESIGN §4 general form). */
 double mp_model_params(const mp_model *m);
+/* Parameters one token uses: mp_model_params less the routed experts it is
+ * not sent to (equal to it for a dense model). */
+double mp_model_active_params(const mp_model *m);
 /* Model FLOPs per iteration for global_batch samples (no recompute). */
 double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch);
 

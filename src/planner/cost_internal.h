@@ -21,7 +21,7 @@ double mp_padded_vocab(int64_t vocab, int64_t tp);
 
 /* The kinds of transformer block: decoder-only/encoder-only self attention,
  * a T5 encoder block, a T5 decoder block (self + cross attention). */
-typedef enum { MP_BLOCK_SELF, MP_BLOCK_T5_ENC, MP_BLOCK_T5_DEC } mp_block_kind;
+typedef enum { MP_BLOCK_SELF, MP_BLOCK_T5_ENC, MP_BLOCK_T5_DEC, MP_BLOCK_MOE } mp_block_kind;
 
 /* Shape of one block as the cost model sees it: sequence lengths, whether
  * attention is causal, whether there is cross attention, dropout. */
@@ -52,6 +52,14 @@ double mp_head_fwd_flops(const mp_model *m, int64_t seq);
  * Korthikanti: GQA, SwiGLU, no-dropout, flash attention, cross attention). */
 double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b, double tp,
                           double cp, bool sp, mp_recompute r, bool flash);
+
+/* ---- mixture of experts and latent attention (moe.c) ---- */
+
+/* Matrices (and the two LoRA norms) of one latent-attention block. */
+double mp_mla_attn_params(const mp_model *m);
+/* Parameters of an MoE block's MLP: the router, the routed experts (all of
+ * them, or with active only the top_k a token uses) and the shared experts. */
+double mp_moe_mlp_params(const mp_model *m, bool active);
 
 /* ---- communication (comm.c) ---- */
 

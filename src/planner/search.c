@@ -795,6 +795,15 @@ static mp_status check_shared(const mp_search_options *opt, mp_error *err)
     const mp_parallel *p = &c->parallel;
     uint32_t f = opt->fixed;
     int64_t seq = t->seq, gpus = t->gpus, gb = t->global_batch, L = m->layers;
+    if (mp_model_is_moe(m) || mp_model_is_mla(m)) {
+        /* the configuration check refuses every candidate: say why once */
+        mp_config one = *c;
+        one.parallel.tp = one.parallel.pp = one.parallel.cp = one.parallel.vpp = 1;
+        one.parallel.dp = gpus;
+        mp_status st = mp_config_check(&one, err);
+        if (st != MP_OK)
+            return st;
+    }
     if (m->position == MP_POS_LEARNED && seq > m->seq)
         return REFUSE("seq", "%lld is longer than the model's %lld learned positions",
                       (long long)seq, (long long)m->seq);

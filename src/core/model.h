@@ -57,6 +57,9 @@ typedef struct mp_model {
         int64_t route_groups;    /* DeepSeek group-limited routing: expert groups (0: none) */
         int64_t route_group_top_k; /* groups a token may use */
         double capacity_factor;  /* 0: dropless; else tokens kept per expert / fair share */
+        /* tokens of the busiest expert rank / the mean, a property of how well
+         * training balances the router (0: 1, or capacity_factor when set) */
+        double imbalance;
         mp_router router;
     } moe;
 

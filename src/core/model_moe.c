@@ -40,7 +40,7 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
     if (!mp_model_is_moe(m)) {
         /* a dense model: any other moe field would be silently ignored */
         if (e->top_k || e->expert_ffn || e->shared_experts || e->shared_ffn || e->first_dense ||
-            e->layer_freq || e->route_groups || e->route_group_top_k || e->capacity_factor ||
+            e->layer_freq || e->route_groups || e->route_group_top_k || e->capacity_factor || e->imbalance ||
             e->router)
             return FAIL("moe.experts", "missing: the other moe fields need moe.experts > 0");
         return MP_OK;
@@ -79,6 +79,12 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
     if (e->capacity_factor > 0.0 && e->capacity_factor < 1.0 / (double)e->top_k)
         return FAIL("moe.capacity_factor", "below 1/top_k drops most tokens: got %g",
                     e->capacity_factor);
+    if (e->imbalance > 0.0 && e->imbalance < 1.0)
+        return FAIL("moe.imbalance", "the busiest rank carries at least the mean: must be >= 1, "
+                                     "got %g", e->imbalance);
+    if (e->capacity_factor > 0.0 && e->imbalance > e->capacity_factor)
+        return FAIL("moe.imbalance", "above moe.capacity_factor (%g), which caps each expert: "
+                                     "got %g", e->capacity_factor, e->imbalance);
     return MP_OK;
 }
 

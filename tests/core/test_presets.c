@@ -225,7 +225,7 @@ static void test_tables_cover_structs(void **state)
         fail_msg("mp_training has %zu uncovered bytes (core/config.c)", h);
     t = mp_parallel_field_table(&n);
     h = uncovered(t, n, sizeof(mp_parallel));
-    if (h > 12)
+    if (h > 16) /* 12, and 4 after the MoE dispatcher */
         fail_msg("mp_parallel has %zu uncovered bytes (core/config.c)", h);
 }
 

@@ -287,6 +287,12 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         }
         mp_buf_puts(b, " (embedding on the first, head on the last)\n");
     }
+    if (mp_model_is_moe(&w->config.model)) {
+        const mp_parallel *wp = &w->config.parallel;
+        mp_buf_printf(b, "        experts: ep=%lld etp=%lld edp=%lld, %s dispatcher\n",
+                      (long long)mp_parallel_ep(wp), (long long)mp_parallel_etp(wp),
+                      (long long)mp_parallel_edp(wp), mp_dispatcher_name(wp->dispatcher));
+    }
     mp_framework fw = mp_plan_framework(&w->config);
     mp_buf_printf(b, "        runs under %s (--format %s)\n", mp_framework_name(fw),
                   mp_framework_format(fw));

@@ -204,7 +204,8 @@ mp_status mp_search_cli_options(mp_cli_config *cc, const mp_search_cli *sc,
     memset(opt, 0, sizeof *opt);
     opt->base = cc->config;
     /* MP_SET_* and MP_FIX_* share their low twelve bits, and zero's */
-    opt->fixed = cc->set & (0xFFFu | MP_SET_ZERO | MP_SET_HSDP);
+    opt->fixed = cc->set & (0xFFFu | MP_SET_ZERO | MP_SET_HSDP | MP_SET_EP | MP_SET_ETP |
+                            MP_SET_DISPATCHER);
     /* at least the default five are costed in full and re-ranked by the
      * simulator, so --top 1, --top 5 and explain name the same winner; the
      * CLI shows the first sc->top */

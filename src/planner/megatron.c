@@ -48,6 +48,7 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                   (long long)c->training.seq);
     if (c->training.precision == MP_DTYPE_FP16) mp_buf_puts(out, "--fp16 \\\n");
     if (c->training.precision == MP_DTYPE_BF16) mp_buf_puts(out, "--bf16 \\\n");
+    mp_megatron_moe_args(c, out);
 
     /* uneven pipeline: first and last stage layer counts */
     const char *note = NULL;

@@ -11,5 +11,7 @@
  * express exactly (uneven middle stages, mixed recompute kinds) come out as
  * '#' comments saying what the nearest flags do instead. */
 void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *out);
+/* The MoE and MLA flags of c (nothing for a dense model; megatron_moe.c). */
+void mp_megatron_moe_args(const mp_config *c, mp_buf *out);
 
 #endif

@@ -28,7 +28,8 @@ enum {
     MP_FIX_CP = 1u << 4, MP_FIX_DP = 1u << 5, MP_FIX_MICRO_BATCH = 1u << 6,
     MP_FIX_RECOMPUTE = 1u << 7, MP_FIX_DIST_OPT = 1u << 8, MP_FIX_SCHEDULE = 1u << 9,
     MP_FIX_DP_OVERLAP = 1u << 10, MP_FIX_TP_OVERLAP = 1u << 11, MP_FIX_ZERO = 1u << 17,
-    MP_FIX_HSDP = 1u << 18
+    MP_FIX_HSDP = 1u << 18, MP_FIX_EP = 1u << 19, MP_FIX_ETP = 1u << 20,
+    MP_FIX_DISPATCHER = 1u << 21
 };
 
 /* Why a setting was refused before it was costed, or a candidate after. */

@@ -262,19 +262,26 @@ static void bounds(const mp_config *base, const block_info *bi, double block_par
     tmp.hw = base->hw;
     double spb = mp_search_static_bytes_per_param(&tmp);
     double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
+    double expert_bytes = 0.0;
     if (mp_model_is_moe(m) && x->ep > 0) {
-        /* the fewest MoE blocks a rank can hold, each with its local experts */
+        /* the fewest MoE blocks a rank can hold, each with its local
+         * experts, whose optimizer states shard over edp (which exceeds
+         * d*c when etp < tp) */
         double moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - per_rank));
         mp_config ec = *base;
-        ec.parallel.tp = x->t;
+        ec.parallel = tmp.parallel;
         ec.parallel.ep = x->ep;
         ec.parallel.etp = x->etp;
-        params0 += moe_min * mp_moe_local_expert_params(&ec);
+        mp_config eb = tmp;
+        eb.parallel.dp = mp_parallel_edp(&ec.parallel);
+        eb.parallel.cp = 1;
+        expert_bytes = moe_min * mp_moe_local_expert_params(&ec) *
+                       mp_search_static_bytes_per_param(&eb);
     }
     double chunks = mp_search_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
     double stash = per_rank * bi->act[x->rc] / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
-    x->lb_mem = params0 * spb + stash + base->hw.runtime_reserve;
+    x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
 
     double round = per_rank * (bi->compute + bi->recompute[x->rc]);
     double fill = x->sched == MP_SCHED_ZBH1 ? 0.0 : (double)(x->p - 1) * round / (double)x->v;
@@ -872,15 +879,6 @@ static mp_status check_shared(const mp_search_options *opt, mp_error *err)
     const mp_parallel *p = &c->parallel;
     uint32_t f = opt->fixed;
     int64_t seq = t->seq, gpus = t->gpus, gb = t->global_batch, L = m->layers;
-    if (mp_model_is_moe(m) || mp_model_is_mla(m)) {
-        /* the configuration check refuses every candidate: say why once */
-        mp_config one = *c;
-        one.parallel.tp = one.parallel.pp = one.parallel.cp = one.parallel.vpp = 1;
-        one.parallel.dp = gpus;
-        mp_status st = mp_config_check(&one, err);
-        if (st != MP_OK)
-            return st;
-    }
     if (m->position == MP_POS_LEARNED && seq > m->seq)
         return REFUSE("seq", "%lld is longer than the model's %lld learned positions",
                       (long long)seq, (long long)m->seq);

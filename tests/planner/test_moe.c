@@ -11,7 +11,10 @@
 
 #include <cmocka.h>
 
+#include "core/config.h"
+#include "core/hw.h"
 #include "core/model.h"
+#include "core/tables.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
@@ -140,6 +143,128 @@ static void test_refusals(void **state)
     expect_refused(m, "moe.experts");
 }
 
+/* A config of a preset on a hand-made network: 8-GPU domains of 100 GB/s,
+ * 25 GB/s per GPU across, no latency, so transfer times are bytes / rate. */
+static mp_config moe_config(const char *model, int64_t gpus, int64_t tp, int64_t ep, int64_t etp)
+{
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    c.model = *mp_model_preset(model);
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    c.hw.scale_up.gpus_per_domain = 8;
+    c.hw.gpus_per_node = 8;
+    c.hw.scale_up.bw_per_gpu = 100e9;
+    c.hw.scale_up.efficiency = 1.0;
+    c.hw.scale_up.latency = 0.0;
+    c.hw.scale_out.bw_per_gpu = 25e9;
+    c.hw.scale_out.efficiency = 1.0;
+    c.hw.scale_out.latency = 0.0;
+    c.training.gpus = gpus;
+    c.training.seq = 4096;
+    c.training.global_batch = gpus / tp * 2;
+    c.training.precision = MP_DTYPE_BF16;
+    mp_parallel_defaults(&c.parallel);
+    c.parallel.tp = tp;
+    c.parallel.sp = tp > 1;
+    c.parallel.dp = gpus / tp;
+    c.parallel.ep = ep;
+    c.parallel.etp = etp;
+    c.parallel.dist_opt = true;
+    return c;
+}
+
+/* Per-expert tokens and local parameters by hand (Megatron-Core folding). */
+static void test_expert_split_by_hand(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("mixtral-8x7b", 64, 2, 8, 1);
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    /* 4096 tokens / tp 2 (SP) = 2048 per rank, x top-2 x ep 8 x etp 1 / 8 experts */
+    assert_true(mp_moe_tokens_per_expert(&c, &bs) == 4096.0);
+    assert_true(mp_moe_local_expert_params(&c) == 1.0 * 3 * 4096 * 14336);
+    assert_int_equal(mp_parallel_edp(&c.parallel), 2 * 32 / 8);
+    c.parallel.etp = 2; /* each expert split over 2 ranks, which both see its tokens */
+    assert_true(mp_moe_tokens_per_expert(&c, &bs) == 8192.0);
+    assert_true(mp_moe_local_expert_params(&c) == 0.5 * 3 * 4096 * 14336);
+    c = moe_config("deepseek-v3", 2048, 1, 64, 1);
+    assert_true(mp_moe_local_expert_params(&c) == 4.0 * 3 * 7168 * 2048);
+}
+
+/* Dispatch and combine of the all-to-all dispatcher: each rank sends its
+ * Tr x top_k x h bf16 copies, an equal share per member; the shares for
+ * members in other domains cross the 25 GB/s network, the rest NVLink. */
+static void test_alltoall_volume(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 8, 1);
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    mp_moe_time t;
+    mp_moe_block_time(&c, &bs, &t);
+    double bytes = 4096.0 * 8 * 2048 * 2; /* Tr x top-8 x h x 2 bytes */
+    double inside = bytes * 7.0 / 8.0 / 100e9;
+    assert_true(fabs(t.comm_f / (2.0 * inside) - 1.0) < 1e-12); /* dispatch + combine */
+    assert_true(t.comm_b == t.comm_f);
+    /* ep 16 spans two domains: half the shares leave over the network */
+    c = moe_config("olmoe-1b-7b", 64, 1, 16, 1);
+    mp_moe_block_time(&c, &bs, &t);
+    double across = bytes * 8.0 / 16.0 / 25e9;
+    assert_true(fabs(t.comm_f / (2.0 * across) - 1.0) < 1e-12);
+    /* the routed GEMMs: ep 16 holds 4 experts of 4096 x 8 x 16 / 64 = 8192 tokens */
+    assert_true(mp_moe_tokens_per_expert(&c, &bs) == 8192.0);
+    /* the all-gather dispatcher moves every token (not top_k copies) */
+    c.parallel.dispatcher = MP_DISPATCH_ALLGATHER;
+    mp_moe_time g;
+    mp_moe_block_time(&c, &bs, &g);
+    assert_true(g.comm_f > 0.0 && g.gemm_f == t.gemm_f);
+}
+
+/* The estimate's memory: routed experts' optimizer states sharded over edp,
+ * the rest over d x c (the distributed optimizer, 12 bytes per parameter). */
+static void test_expert_optimizer_shard(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("mixtral-8x7b", 64, 1, 8, 1);
+    c.training.global_batch = 64;
+    mp_estimate e;
+    mp_error err;
+    if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    double one = 3.0 * 4096 * 14336, routed_all = 32.0 * 8 * one, local = 32.0 * one;
+    double rest = mp_model_params(&c.model) - routed_all;
+    assert_true(fabs(e.memory.weights / (2.0 * (rest + local)) - 1.0) < 1e-12);
+    double edp = (double)mp_parallel_edp(&c.parallel); /* 64 / 8 = 8 */
+    assert_true(edp == 8.0);
+    assert_true(fabs(e.memory.optimizer / (12.0 * (rest / 64.0 + local / edp)) - 1.0) < 1e-12);
+    /* a dense model's estimate is untouched by the expert fields being 0 */
+    mp_config d = moe_config("llama3-8b", 64, 1, 0, 0);
+    d.training.global_batch = 64;
+    assert_int_equal(mp_estimate_config(&d, NULL, &e, &err), MP_OK);
+    d.parallel.ep = 2; /* and refused on a dense model */
+    assert_int_equal(mp_estimate_config(&d, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "ep");
+}
+
+/* Megatron-Core's rules for the expert split. */
+static void test_split_refusals(void **state)
+{
+    (void)state;
+    mp_estimate e;
+    mp_error err;
+    mp_config c = moe_config("mixtral-8x7b", 64, 1, 3, 1);
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "ep"); /* 3 does not divide 8 experts */
+    c = moe_config("mixtral-8x7b", 64, 2, 8, 0);
+    c.parallel.sp = false;
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "sp");
+    c = moe_config("olmoe-1b-7b", 16, 1, 32, 1); /* etp*ep = 32 > 16 ranks */
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "ep");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +273,10 @@ int main(void)
         cmocka_unit_test(test_deepseek_mla_by_hand),
         cmocka_unit_test(test_moe_block_placement),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_expert_split_by_hand),
+        cmocka_unit_test(test_alltoall_volume),
+        cmocka_unit_test(test_expert_optimizer_shard),
+        cmocka_unit_test(test_split_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -262,7 +262,7 @@ static void bounds(const mp_config *base, const block_info *bi, double block_par
     tmp.hw = base->hw;
     double spb = mp_search_static_bytes_per_param(&tmp);
     double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
-    double expert_bytes = 0.0;
+    double expert_bytes = 0.0, moe_gemm = 0.0;
     if (mp_model_is_moe(m) && x->ep > 0) {
         /* the fewest MoE blocks a rank can hold, each with its local
          * experts, whose optimizer states shard over edp (which exceeds
@@ -277,13 +277,22 @@ static void bounds(const mp_config *base, const block_info *bi, double block_par
         eb.parallel.cp = 1;
         expert_bytes = moe_min * mp_moe_local_expert_params(&ec) *
                        mp_search_static_bytes_per_param(&eb);
+        /* and the routed experts' GEMM FLOPs at the peak rate: each rank
+         * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and
+         * backward (the efficiency curve and imbalance only add to it) */
+        double peak = base->hw.peak_flops[base->training.precision];
+        if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
+        double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+        double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
+        moe_gemm = moe_min * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
+                   (gate + 1.0) * (double)m->moe.expert_ffn / peak;
     }
     double chunks = mp_search_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
     double stash = per_rank * bi->act[x->rc] / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
     x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
 
-    double round = per_rank * (bi->compute + bi->recompute[x->rc]);
+    double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
     double fill = x->sched == MP_SCHED_ZBH1 ? 0.0 : (double)(x->p - 1) * round / (double)x->v;
     x->lb_time = (double)mb * round + fill;
 }

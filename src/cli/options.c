@@ -348,7 +348,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
         {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
-        {"schedule", "--schedule"},
+        {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
+        {"dispatcher", "--dispatcher"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(field, map[i].field)) {

@@ -21,6 +21,7 @@ static const struct {
     {"dist_opt", MP_SET_DIST_OPT, V_BOOL}, {"schedule", MP_SET_SCHEDULE, V_SCHEDULE},
     {"dp_overlap", MP_SET_DP_OVERLAP, V_BOOL}, {"tp_overlap", MP_SET_TP_OVERLAP, V_BOOL},
     {"zero", MP_SET_ZERO, V_INT}, {"hsdp", MP_SET_HSDP, V_BOOL},
+    {"ep", MP_SET_EP, V_INT}, {"etp", MP_SET_ETP, V_INT},
 };
 
 static int parse_bool(const char *v)
@@ -77,6 +78,8 @@ static mp_status fix_one(mp_cli_config *cc, const char *item, mp_error *err)
         case MP_SET_VPP: p->vpp = n; break;
         case MP_SET_CP: p->cp = n; break;
         case MP_SET_DP: p->dp = n; break;
+        case MP_SET_EP: p->ep = n; break;
+        case MP_SET_ETP: p->etp = n; break;
         case MP_SET_MICRO_BATCH: p->micro_batch = n; break;
         case MP_SET_SP: p->sp = b; break;
         case MP_SET_DIST_OPT: p->dist_opt = b; break;

@@ -102,10 +102,15 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
 
     const mp_memory *m = &e->memory;
     mp_buf_printf(b, "\nmemory per GPU (most loaded)           GiB\n");
+    bool moe = m->expert_weights > 0.0;
     row_mem(b, "weights", m->weights);
+    if (moe) row_mem(b, "  of which routed experts", m->expert_weights);
     row_mem(b, "gradients", m->grads);
+    if (moe) row_mem(b, "  of which routed experts", m->expert_grads);
     row_mem(b, "optimizer states", m->optimizer);
+    if (moe) row_mem(b, "  of which routed experts", m->expert_optimizer);
     row_mem(b, "activations", m->activations);
+    if (moe) row_mem(b, "  of which routed tokens", m->routed_activations);
     row_mem(b, "other (buffers, reserve)", m->other);
     row_mem(b, "peak", m->peak);
     row_mem(b, "capacity", m->capacity);

@@ -27,6 +27,7 @@ typedef struct item_detail {
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
+    double routed_act;    /* of act (but full recompute's): the routed tokens' bytes */
     double act[MP_RECOMPUTE_COUNT];
     double send_bytes;
     bool is_block;
@@ -62,6 +63,8 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
                                        (double)p->cp, p->sp && p->tp > 1, (mp_recompute)r,
                                        c->hw.flash_attention);
     mp_moe_item_adjust(c, &bs, &d->params, &d->expert_params, d->act);
+    if (bs.kind == MP_BLOCK_MOE)
+        d->routed_act = mp_moe_act_bytes(c, &bs);
     /* a T5 decoder stage hands on the encoder's output with its own stream
      * (Megatron's encoder-decoder pipeline; the executor sends the same) */
     d->send_bytes = (double)p->micro_batch * (bs.s + bs.s_cross) / (double)p->cp *
@@ -180,6 +183,7 @@ typedef struct stage_sum {
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
     double expert_params; /* of params: routed experts (optimizer sharded over edp) */
+    double routed_act;    /* of act: the routed tokens' */
     int64_t blocks;
     bool has_embedding, has_head;
 } stage_sum;
@@ -253,6 +257,8 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
         s->params += d->params;
         s->expert_params += d->expert_params;
+        if (d->is_block && r != MP_RECOMPUTE_FULL)
+            s->routed_act += d->routed_act;
         if (d->is_block) {
             s->blocks++;
             s->act += d->act[r];
@@ -670,11 +676,12 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     double best_total = -1.0;
     for (int64_t r = 0; r < p; r++) {
         double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
-        double experts = 0.0;
+        double experts = 0.0, routed = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             const stage_sum *ss = &pm.st[ch * p + r];
             params += ss->params + (ss->has_head ? tied_copy : 0.0);
             experts += ss->expert_params;
+            routed += ss->routed_act;
             act += ss->act;
             edge += ss->act_edge;
             if (ss->act_block_none > block_none)
@@ -702,10 +709,12 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double wb, gb, ob;
         mp_static_bytes(c, &wb, &gb, &ob);
         double weights = params * wb, grads = params * gb, optim = params * ob;
-        if (experts > 0.0 && (pp->dist_opt || pp->zero >= 1))
+        double expert_ob = ob;
+        if (experts > 0.0 && (pp->dist_opt || pp->zero >= 1)) {
             /* the distributed optimizer shards expert states over edp, not d*c */
-            optim += experts * ob *
-                     ((double)(pp->dp * pp->cp) / (double)mp_parallel_edp(pp) - 1.0);
+            expert_ob = ob * (double)(pp->dp * pp->cp) / (double)mp_parallel_edp(pp);
+            optim += experts * (expert_ob - ob);
+        }
         if (pp->zero >= 3)
             /* the gathered weights of the block being computed and of the
              * one prefetched, and one block's unsharded gradients before
@@ -720,6 +729,10 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             out->memory.activations = stash;
             out->memory.other = other;
             out->memory.peak = total;
+            out->memory.expert_weights = experts * wb;
+            out->memory.expert_grads = experts * gb;
+            out->memory.expert_optimizer = experts * expert_ob;
+            out->memory.routed_activations = routed / (double)v * chunks;
         }
     }
     out->memory.capacity = c->hw.memory;

@@ -14,6 +14,9 @@
 
 typedef struct mp_memory {
     double weights, grads, optimizer, activations, other, peak, capacity; /* bytes per GPU */
+    /* MoE: the routed experts' share of weights, grads and optimizer, and the
+     * routed tokens' share of activations (already in the totals; 0 if dense) */
+    double expert_weights, expert_grads, expert_optimizer, routed_activations;
 } mp_memory;
 
 /* Exposed time on the critical path: the parts add up to step. */

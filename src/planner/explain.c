@@ -91,6 +91,11 @@ static void memory_lines(const mp_estimate *e, mp_buf *out)
                        " = %.1f GiB of %.1f\n",
                   m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                   m->activations / MP_GIB, m->other / MP_GIB, m->peak / MP_GIB, m->capacity / MP_GIB);
+    if (m->expert_weights > 0.0)
+        mp_buf_printf(out, "  of which routed experts: weights %.1f + grads %.1f + optimizer %.1f "
+                           "(more ep or etp shrinks them), routed-token activations %.1f GiB\n",
+                      m->expert_weights / MP_GIB, m->expert_grads / MP_GIB,
+                      m->expert_optimizer / MP_GIB, m->routed_activations / MP_GIB);
 }
 
 /* One-setting changes that would make a config fit, with their peaks. */

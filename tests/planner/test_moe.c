@@ -238,6 +238,15 @@ static void test_expert_optimizer_shard(void **state)
     double edp = (double)mp_parallel_edp(&c.parallel); /* 64 / 8 = 8 */
     assert_true(edp == 8.0);
     assert_true(fabs(e.memory.optimizer / (12.0 * (rest / 64.0 + local / edp)) - 1.0) < 1e-12);
+    /* the parts explain and estimate name: the routed experts' share */
+    assert_true(fabs(e.memory.expert_weights / (2.0 * local) - 1.0) < 1e-12);
+    assert_true(fabs(e.memory.expert_grads / (4.0 * local) - 1.0) < 1e-12);
+    assert_true(fabs(e.memory.expert_optimizer / (12.0 * local / edp) - 1.0) < 1e-12);
+    /* routed tokens: 1 micro-batch of 4096 tokens x top-2 per block, 32 blocks:
+     * router scores 8 x 4096 x 8, per copy 2h + 4f + 2f + 2h bytes */
+    double per_block = 8.0 * 4096 * 8 + 4096.0 * 2 * (4.0 * 4096 + 6.0 * 14336);
+    assert_true(fabs(e.memory.routed_activations / (32.0 * per_block) - 1.0) < 1e-12);
+    assert_true(e.memory.routed_activations < e.memory.activations);
     /* a dense model's estimate is untouched by the expert fields being 0 */
     mp_config d = moe_config("llama3-8b", 64, 1, 0, 0);
     d.training.global_batch = 64;

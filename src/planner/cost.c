@@ -151,8 +151,12 @@ static void fill_details(const mp_config *c, item_detail *det)
     item_detail one, moe;
     detail_block(c, 1, &one);
     bool has_moe = mp_model_is_moe(&c->model);
-    if (has_moe) /* an MoE model's dense and MoE blocks cost differently */
-        detail_block(c, c->model.moe.first_dense + 1, &moe);
+    if (has_moe) { /* an MoE model's dense and MoE blocks cost differently */
+        int64_t first = 0;
+        while (first < L && !mp_model_block_is_moe(&c->model, first))
+            first++;
+        detail_block(c, first + 1, &moe);
+    }
     for (int64_t i = 1; i <= L; i++)
         det[i] = has_moe && mp_model_block_is_moe(&c->model, i - 1) ? moe : one;
 }

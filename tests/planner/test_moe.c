@@ -256,6 +256,23 @@ static void test_expert_optimizer_shard(void **state)
     assert_string_equal(err.field, "ep");
 }
 
+/* Blocks 0..15 with first_dense 1 and layer_freq 2: MoE blocks 2, 4, ..., 14
+ * (7 of them); the estimate costs each block by its own kind. */
+static void test_layer_pattern_in_estimate(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 8, 1, 8, 1);
+    c.model.moe.first_dense = 1;
+    c.model.moe.layer_freq = 2;
+    c.training.global_batch = 8;
+    mp_estimate e;
+    mp_error err;
+    if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    double local = 8.0 * 3 * 2048 * 1024; /* 64 experts / ep 8 */
+    assert_true(fabs(e.memory.expert_weights / (2.0 * 7 * local) - 1.0) < 1e-12);
+}
+
 /* Megatron-Core's rules for the expert split. */
 static void test_split_refusals(void **state)
 {
@@ -286,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_alltoall_volume),
         cmocka_unit_test(test_expert_optimizer_shard),
         cmocka_unit_test(test_split_refusals),
+        cmocka_unit_test(test_layer_pattern_in_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@ static void usage(FILE *f)
             "         [--tp t] [--sp] [--pp p] [--vpp v] [--cp c] [--dp d] [--micro-batch b]\n"
             "         [--recompute none|selective|full] [--dist-opt] [--dp-overlap on|off]\n"
             "         [--tp-overlap on|off] [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]\n"
+            "         [--ep e] [--etp t] [--dispatcher alltoall|allgather]   (MoE models)\n"
             "         [--format table|json|yaml|megatron]\n"
             "Unset options take Megatron-LM's defaults; the output lists them.\n");
 }
@@ -58,6 +59,12 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
                   p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                   p->dp_overlap ? "on" : "off", p->tp_overlap ? "on" : "off",
                   mp_schedule_name(p->schedule), mp_dtype_name(t->precision), (long long)t->seq);
+    if (mp_model_is_moe(&c->model))
+        mp_buf_printf(b, "  experts   ep=%lld etp=%lld edp=%lld  dispatcher=%s  (%.4g B active "
+                         "parameters; dispatch and combine are in the TP/SP line)\n",
+                      (long long)mp_parallel_ep(p), (long long)mp_parallel_etp(p),
+                      (long long)mp_parallel_edp(p), mp_dispatcher_name(p->dispatcher),
+                      mp_model_active_params(&c->model) / 1e9);
     if (defaults[0]) {
         mp_buf_puts(b, "  defaults  ");
         const char *s = defaults;
@@ -101,10 +108,15 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
 
     const mp_memory *m = &e->memory;
     mp_buf_printf(b, "\nmemory per GPU (most loaded)           GiB\n");
+    bool moe = m->expert_weights > 0.0;
     row_mem(b, "weights", m->weights);
+    if (moe) row_mem(b, "  of which routed experts", m->expert_weights);
     row_mem(b, "gradients", m->grads);
+    if (moe) row_mem(b, "  of which routed experts", m->expert_grads);
     row_mem(b, "optimizer states", m->optimizer);
+    if (moe) row_mem(b, "  of which routed experts", m->expert_optimizer);
     row_mem(b, "activations", m->activations);
+    if (moe) row_mem(b, "  of which routed tokens", m->routed_activations);
     row_mem(b, "other (buffers, reserve)", m->other);
     row_mem(b, "peak", m->peak);
     row_mem(b, "capacity", m->capacity);

@@ -36,6 +36,11 @@ static cJSON *model_json(const mp_model *m, bool with_preset_info)
     if (!o)
         return NULL;
     bool ok = cJSON_AddNumberToObject(o, "params", mp_model_params(m)) != NULL;
+    if (ok && mp_model_is_moe(m)) /* dense models' output stays as it was */
+        ok = cJSON_AddNumberToObject(o, "active_params", mp_model_active_params(m)) &&
+             (!with_preset_info ||
+              cJSON_AddNumberToObject(o, "published_active_params",
+                                      mp_model_preset_published_active_params(m->name)));
     if (with_preset_info && ok) {
         const char *alias = mp_model_preset_alias(m->name);
         ok = cJSON_AddNumberToObject(o, "published_params",

@@ -19,6 +19,7 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
+    OPT_EP, OPT_ETP, OPT_DISPATCHER,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -54,6 +55,9 @@ static const opt_def options[] = {
     {"--dp-overlap", OPT_DP_OVERLAP, true},
     {"--tp-overlap", OPT_TP_OVERLAP, true},
     {"--schedule", OPT_SCHEDULE, true},
+    {"--ep", OPT_EP, true},
+    {"--etp", OPT_ETP, true},
+    {"--dispatcher", OPT_DISPATCHER, true},
     {"--format", OPT_FORMAT, true},
 };
 
@@ -224,6 +228,21 @@ static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, m
         p->zero = 3;
         p->dist_opt = true;
         return MP_OK;
+    case OPT_EP:
+        cc->set |= MP_SET_EP;
+        return parse_count(opt, value, 1, MAX_DEGREE, &p->ep, err);
+    case OPT_ETP:
+        cc->set |= MP_SET_ETP;
+        return parse_count(opt, value, 1, MAX_DEGREE, &p->etp, err);
+    case OPT_DISPATCHER:
+        cc->set |= MP_SET_DISPATCHER;
+        if (!strcmp(value, "alltoall"))
+            p->dispatcher = MP_DISPATCH_ALLTOALL;
+        else if (!strcmp(value, "allgather"))
+            p->dispatcher = MP_DISPATCH_ALLGATHER;
+        else
+            return bad_option(err, opt, "expected alltoall or allgather, got '%s'", value);
+        return MP_OK;
     case OPT_DP_OVERLAP:
         cc->set |= MP_SET_DP_OVERLAP;
         return parse_onoff(opt, value, &p->dp_overlap, err);
@@ -329,7 +348,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
         {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
-        {"schedule", "--schedule"},
+        {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
+        {"dispatcher", "--dispatcher"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(field, map[i].field)) {

@@ -26,7 +26,8 @@ enum {
     MP_SET_DP_OVERLAP = 1u << 10, MP_SET_TP_OVERLAP = 1u << 11,
     MP_SET_SEQ = 1u << 12, MP_SET_GLOBAL_BATCH = 1u << 13, MP_SET_PRECISION = 1u << 14,
     MP_SET_HW = 1u << 15, MP_SET_TOKENS = 1u << 16, MP_SET_ZERO = 1u << 17,
-    MP_SET_HSDP = 1u << 18
+    MP_SET_HSDP = 1u << 18, MP_SET_EP = 1u << 19, MP_SET_ETP = 1u << 20,
+    MP_SET_DISPATCHER = 1u << 21
 };
 
 typedef enum {

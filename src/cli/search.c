@@ -43,8 +43,9 @@ static void usage(FILE *f)
             "         [-o plan.yaml [--force]] [--tp-cross-node] [--no-split] [--no-simulate]\n"
             "         [--runtime megatron|any] [--zero 2|3] [--hsdp]\n"
             "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
-            "schedule. --fix keys: tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp\n"
-            "schedule dp_overlap tp_overlap (a fixed value is never searched; --tp 8 etc. fix\n"
+            "schedule; for MoE models also ep, etp and the dispatcher. --fix keys: tp sp pp vpp\n"
+            "cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap ep etp\n"
+            "(a fixed value is never searched; --tp 8, --ep 8, --dispatcher allgather etc. fix\n"
             "too); a value A|B limits the search to those (--fix 'schedule=1f1b|interleaved-1f1b,\n"
             "tp=4|8'). --runtime megatron: only what Megatron-LM runs (its schedules; stage\n"
             "splits and per-layer recompute in the forms its flags express); --runtime any: ZeRO-2/3\n"
@@ -306,6 +307,12 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
             k += run;
         }
         mp_buf_puts(b, " (embedding on the first, head on the last)\n");
+    }
+    if (mp_model_is_moe(&w->config.model)) {
+        const mp_parallel *wp = &w->config.parallel;
+        mp_buf_printf(b, "        experts: ep=%lld etp=%lld edp=%lld, %s dispatcher\n",
+                      (long long)mp_parallel_ep(wp), (long long)mp_parallel_etp(wp),
+                      (long long)mp_parallel_edp(wp), mp_dispatcher_name(wp->dispatcher));
     }
     mp_framework fw = mp_plan_framework(&w->config);
     mp_buf_printf(b, "        runs under %s (--format %s)\n", mp_framework_name(fw),

@@ -22,6 +22,7 @@ static const struct {
     {"dist_opt", MP_SET_DIST_OPT, V_BOOL}, {"schedule", MP_SET_SCHEDULE, V_SCHEDULE},
     {"dp_overlap", MP_SET_DP_OVERLAP, V_BOOL}, {"tp_overlap", MP_SET_TP_OVERLAP, V_BOOL},
     {"zero", MP_SET_ZERO, V_ZERO}, {"hsdp", MP_SET_HSDP, V_BOOL},
+    {"ep", MP_SET_EP, V_INT}, {"etp", MP_SET_ETP, V_INT},
 };
 
 static int parse_bool(const char *v)
@@ -34,7 +35,7 @@ static int parse_bool(const char *v)
 }
 
 #define FIX_KEYS                                                                          \
-    "tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap"
+    "tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap ep etp"
 
 /* One value of key i as an integer (the enum or bool as its number). */
 static mp_status parse_value(size_t i, const char *v, int64_t *out, mp_error *err)
@@ -82,6 +83,8 @@ static void set_fixed(mp_parallel *p, uint32_t bit, int64_t n)
     case MP_SET_VPP: p->vpp = n; break;
     case MP_SET_CP: p->cp = n; break;
     case MP_SET_DP: p->dp = n; break;
+    case MP_SET_EP: p->ep = n; break;
+    case MP_SET_ETP: p->etp = n; break;
     case MP_SET_MICRO_BATCH: p->micro_batch = n; break;
     case MP_SET_SP: p->sp = n; break;
     case MP_SET_DIST_OPT: p->dist_opt = n; break;
@@ -307,7 +310,8 @@ mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
     memset(opt, 0, sizeof *opt);
     opt->base = cc->config;
     /* MP_SET_* and MP_FIX_* share their low twelve bits, and zero's */
-    opt->fixed = cc->set & (0xFFFu | MP_SET_ZERO | MP_SET_HSDP);
+    opt->fixed = cc->set & (0xFFFu | MP_SET_ZERO | MP_SET_HSDP | MP_SET_EP | MP_SET_ETP |
+                            MP_SET_DISPATCHER);
     /* at least the default five are costed in full and re-ranked by the
      * simulator, so --top 1, --top 5 and explain name the same winner; the
      * CLI shows the first sc->top */

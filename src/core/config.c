@@ -67,6 +67,11 @@ static const mp_field training_fields[] = {
      .max = hi}
 #define P_BOOL(key) {.path = #key, .type = MP_FT_BOOL, .offset = offsetof(mp_parallel, key)}
 
+static const char *dispatcher_name_i(int i)
+{
+    return mp_dispatcher_name((mp_dispatcher)i);
+}
+
 static const mp_field parallel_fields[] = {
     P_INT(tp, 1, MAX_DEGREE),
     P_BOOL(sp),
@@ -84,7 +89,33 @@ static const mp_field parallel_fields[] = {
     P_BOOL(tp_overlap),
     {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
      .name_of = schedule_name_i, .n_names = MP_SCHED_COUNT},
+    P_INT(ep, 0, MAX_DEGREE),
+    P_INT(etp, 0, MAX_DEGREE),
+    {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
+     .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
 };
+
+const char *mp_dispatcher_name(mp_dispatcher d)
+{
+    static const char *const names[] = {"alltoall", "allgather"};
+    return (unsigned)d < MP_DISPATCH_COUNT ? names[d] : "?";
+}
+
+int64_t mp_parallel_ep(const mp_parallel *p)
+{
+    return p->ep > 0 ? p->ep : 1;
+}
+
+int64_t mp_parallel_etp(const mp_parallel *p)
+{
+    return p->etp > 0 ? p->etp : p->tp;
+}
+
+int64_t mp_parallel_edp(const mp_parallel *p)
+{
+    int64_t g = mp_parallel_ep(p) * mp_parallel_etp(p);
+    return g > 0 ? p->tp * p->cp * p->dp / g : 1;
+}
 
 const mp_field *mp_training_field_table(size_t *n)
 {
@@ -124,6 +155,8 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return st;
     if (m->heads < 1 || m->kv_heads < 1 || m->layers < 1 || m->seq < 1)
         return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
+    if ((st = mp_config_check_moe(c, err)) != MP_OK)
+        return st;
 
     if (m->heads % p->tp)
         return FAIL("tp", "tp=%lld does not divide the %lld attention heads",

@@ -19,6 +19,12 @@ typedef enum {
     MP_SCHED_COUNT
 } mp_schedule_kind;
 
+/* How an MoE layer moves tokens to their experts (Megatron-Core
+ * --moe-token-dispatcher-type): all-to-all inside the expert-parallel group,
+ * or all-gather of every token to every rank (each keeps its experts'). */
+typedef enum { MP_DISPATCH_ALLTOALL, MP_DISPATCH_ALLGATHER, MP_DISPATCH_COUNT } mp_dispatcher;
+const char *mp_dispatcher_name(mp_dispatcher d);
+
 const char *mp_recompute_name(mp_recompute r);
 const char *mp_schedule_name(mp_schedule_kind s);
 /* Parse by name; return -1 when unknown. */
@@ -53,7 +59,19 @@ typedef struct mp_parallel {
     bool dp_overlap;     /* DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce) */
     bool tp_overlap;     /* TP comm overlapped with GEMMs (Megatron --tp-comm-overlap) */
     mp_schedule_kind schedule;
+    mp_dispatcher dispatcher; /* MoE only (beside schedule: no padding) */
+    /* Mixture of experts (Megatron-Core's "parallel folding"): the expert
+     * layers regroup each pipeline stage's tp*cp*dp ranks as etp*ep*edp.
+     * ep: expert-parallel degree (0 = 1); etp: expert tensor-parallel degree
+     * (0 = tp, Megatron's default). Dense models keep both 0. */
+    int64_t ep, etp;
 } mp_parallel;
+
+/* The expert degrees with their defaults applied (1; tp), and
+ * edp = tp*cp*dp / (etp*ep), the ranks holding the same experts. */
+int64_t mp_parallel_ep(const mp_parallel *p);
+int64_t mp_parallel_etp(const mp_parallel *p);
+int64_t mp_parallel_edp(const mp_parallel *p);
 
 typedef struct mp_config {
     mp_model model;
@@ -93,5 +111,7 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k);
  * cp divides seq into 2*cp chunks, sp needs tp > 1, ... Memory fit is NOT
  * checked here: a config that does not fit is still a valid config. */
 mp_status mp_config_check(const mp_config *c, mp_error *err);
+/* The expert-parallel part of mp_config_check (core/config_moe.c). */
+mp_status mp_config_check_moe(const mp_config *c, mp_error *err);
 
 #endif

@@ -189,7 +189,111 @@ static mp_status read_t5(const hf_ctx *cx, mp_model *m, mp_error *err)
     return MP_OK;
 }
 
-typedef enum { HF_GPT2, HF_LLAMA, HF_BERT, HF_T5, HF_UNKNOWN } hf_family;
+/* Mixtral (model_type mixtral): LLaMA's keys, every block an MoE of
+ * num_local_experts experts of intermediate_size, top num_experts_per_tok. */
+static mp_status read_mixtral(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    TRY(read_llama(cx, m, err));
+    TRY(hf_int(cx, "num_local_experts", true, 1, BIG_DIM, &m->moe.experts, err));
+    TRY(hf_int(cx, "num_experts_per_tok", true, 1, BIG_DIM, &m->moe.top_k, err));
+    m->moe.expert_ffn = m->ffn_hidden;
+    m->moe.layer_freq = 1;
+    return MP_OK;
+}
+
+/* Qwen2-MoE and Qwen3-MoE: num_experts of moe_intermediate_size, top
+ * num_experts_per_tok; Qwen2-MoE adds one shared expert of
+ * shared_expert_intermediate_size. Layer patterns other than "every block"
+ * (decoder_sparse_step > 1, mlp_only_layers) are refused, not guessed. */
+static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    TRY(read_llama(cx, m, err));
+    TRY(hf_int(cx, "num_experts", true, 1, BIG_DIM, &m->moe.experts, err));
+    TRY(hf_int(cx, "num_experts_per_tok", true, 1, BIG_DIM, &m->moe.top_k, err));
+    TRY(hf_int(cx, "moe_intermediate_size", true, 1, BIG_DIM, &m->moe.expert_ffn, err));
+    TRY(hf_int(cx, "shared_expert_intermediate_size", false, 0, BIG_DIM, &m->moe.shared_ffn,
+               err));
+    if (m->moe.shared_ffn)
+        m->moe.shared_experts = 1;
+    int64_t step = 1;
+    TRY(hf_int(cx, "decoder_sparse_step", false, 1, MP_MAX_LAYERS, &step, err));
+    if (step != 1)
+        return hf_fail(cx, "decoder_sparse_step", err,
+                       "only 1 (every block MoE) is supported");
+    const cJSON *dense = cJSON_GetObjectItemCaseSensitive(cx->root, "mlp_only_layers");
+    if (dense && !cJSON_IsNull(dense) && (!cJSON_IsArray(dense) || cJSON_GetArraySize(dense)))
+        return hf_fail(cx, "mlp_only_layers", err, "only an empty list is supported");
+    m->moe.layer_freq = 1;
+    return MP_OK;
+}
+
+/* DeepSeek-V3: latent attention (q/kv LoRA ranks, nope/rope/v head sizes),
+ * first_k_dense_replace dense blocks of intermediate_size, then every
+ * moe_layer_freq-th block an MoE of n_routed_experts + n_shared_experts of
+ * moe_intermediate_size, routed to num_experts_per_tok in topk_group of
+ * n_group groups with a sigmoid (scoring_func) score. */
+static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    TRY(read_llama(cx, m, err));
+    struct mp_moe *e = &m->moe;
+    struct mp_mla *a = &m->mla;
+    TRY(hf_int(cx, "n_routed_experts", true, 1, BIG_DIM, &e->experts, err));
+    TRY(hf_int(cx, "num_experts_per_tok", true, 1, BIG_DIM, &e->top_k, err));
+    TRY(hf_int(cx, "moe_intermediate_size", true, 1, BIG_DIM, &e->expert_ffn, err));
+    TRY(hf_int(cx, "n_shared_experts", false, 0, BIG_DIM, &e->shared_experts, err));
+    if (e->shared_experts)
+        e->shared_ffn = e->expert_ffn;
+    TRY(hf_int(cx, "first_k_dense_replace", false, 0, MP_MAX_LAYERS, &e->first_dense, err));
+    e->layer_freq = 1;
+    TRY(hf_int(cx, "moe_layer_freq", false, 1, MP_MAX_LAYERS, &e->layer_freq, err));
+    TRY(hf_int(cx, "n_group", false, 1, BIG_DIM, &e->route_groups, err));
+    TRY(hf_int(cx, "topk_group", false, 1, BIG_DIM, &e->route_group_top_k, err));
+    if (e->route_groups == 1 && e->route_group_top_k <= 1)
+        e->route_groups = e->route_group_top_k = 0; /* one group: no limit */
+    const char *score = NULL;
+    TRY(hf_string(cx, "scoring_func", &score, err));
+    if (score && !strcmp(score, "sigmoid"))
+        e->router = MP_ROUTER_SIGMOID;
+    else if (score && strcmp(score, "softmax"))
+        return hf_fail(cx, "scoring_func", err, "expected softmax or sigmoid");
+    TRY(hf_int(cx, "q_lora_rank", false, 1, BIG_DIM, &a->q_lora_rank, err));
+    TRY(hf_int(cx, "kv_lora_rank", true, 1, BIG_DIM, &a->kv_lora_rank, err));
+    TRY(hf_int(cx, "qk_rope_head_dim", true, 1, BIG_DIM, &a->qk_rope_head_dim, err));
+    TRY(hf_int(cx, "qk_nope_head_dim", true, 1, BIG_DIM, &a->qk_nope_head_dim, err));
+    TRY(hf_int(cx, "v_head_dim", true, 1, BIG_DIM, &a->v_head_dim, err));
+    m->head_dim = a->qk_nope_head_dim + a->qk_rope_head_dim;
+    m->kv_heads = m->heads; /* num_key_value_heads describes the latent, one per head */
+    return MP_OK;
+}
+
+/* Keys that make a config a mixture of experts or give it latent
+ * attention: in a family read as dense they would be dropped silently, so
+ * their presence is an error there. */
+static const char *const moe_keys[] = {
+    "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
+    "kv_lora_rank", "q_lora_rank", "first_k_dense_replace", "moe_layer_freq",
+};
+
+static mp_status refuse_moe_keys(const hf_ctx *cx, const char *model_type, mp_error *err)
+{
+    for (size_t i = 0; i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, moe_keys[i]);
+        if (!v || cJSON_IsNull(v) || (cJSON_IsNumber(v) && v->valuedouble == 0))
+            continue;
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "a mixture-of-experts / latent-attention key, not understood for %s (give "
+                 "model_type mixtral, qwen2_moe, qwen3_moe or deepseek_v3)",
+                 model_type ? model_type : "a config without model_type");
+        return hf_fail(cx, moe_keys[i], err, msg);
+    }
+    return MP_OK;
+}
+
+typedef enum {
+    HF_GPT2, HF_LLAMA, HF_BERT, HF_T5, HF_MIXTRAL, HF_QWEN_MOE, HF_DEEPSEEK, HF_UNKNOWN
+} hf_family;
 
 /* The config.json key behind a model field, so a validation error (e.g.
  * "kv_heads must divide heads") names what the user wrote. */
@@ -228,10 +332,31 @@ static const char *hf_key_of(hf_family fam, const char *field)
         {HF_T5, "ffn_hidden", "d_ff"},
         {HF_T5, "vocab", "vocab_size"},
         {HF_T5, "encoder_seq", "n_positions"},
+        {HF_MIXTRAL, "moe.experts", "num_local_experts"},
+        {HF_QWEN_MOE, "moe.experts", "num_experts"},
+        {HF_QWEN_MOE, "moe.expert_ffn", "moe_intermediate_size"},
+        {HF_QWEN_MOE, "moe.shared_ffn", "shared_expert_intermediate_size"},
+        {HF_DEEPSEEK, "moe.experts", "n_routed_experts"},
+        {HF_DEEPSEEK, "moe.expert_ffn", "moe_intermediate_size"},
+        {HF_DEEPSEEK, "moe.shared_experts", "n_shared_experts"},
+        {HF_DEEPSEEK, "moe.first_dense", "first_k_dense_replace"},
+        {HF_DEEPSEEK, "moe.layer_freq", "moe_layer_freq"},
+        {HF_DEEPSEEK, "moe.route_groups", "n_group"},
+        {HF_DEEPSEEK, "moe.route_group_top_k", "topk_group"},
+        {HF_DEEPSEEK, "mla.q_lora_rank", "q_lora_rank"},
+        {HF_DEEPSEEK, "mla.kv_lora_rank", "kv_lora_rank"},
+        {HF_DEEPSEEK, "mla.qk_rope_head_dim", "qk_rope_head_dim"},
+        {HF_DEEPSEEK, "mla.qk_nope_head_dim", "qk_nope_head_dim"},
+        {HF_DEEPSEEK, "mla.v_head_dim", "v_head_dim"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (map[i].fam == fam && !strcmp(map[i].field, field))
             return map[i].key;
+    if (!strcmp(field, "moe.top_k") && (fam == HF_MIXTRAL || fam == HF_QWEN_MOE ||
+                                        fam == HF_DEEPSEEK))
+        return "num_experts_per_tok";
+    if (fam == HF_MIXTRAL || fam == HF_QWEN_MOE || fam == HF_DEEPSEEK)
+        return hf_key_of(HF_LLAMA, field);
     return NULL;
 }
 
@@ -244,6 +369,8 @@ static hf_family family_of(const char *model_type)
         {"gpt2", HF_GPT2},      {"llama", HF_LLAMA},   {"mistral", HF_LLAMA},
         {"qwen2", HF_LLAMA},    {"bert", HF_BERT},     {"roberta", HF_BERT},
         {"megatron-bert", HF_BERT}, {"t5", HF_T5},     {"mt5", HF_T5},
+        {"mixtral", HF_MIXTRAL}, {"qwen2_moe", HF_QWEN_MOE}, {"qwen3_moe", HF_QWEN_MOE},
+        {"deepseek_v3", HF_DEEPSEEK},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(model_type, map[i].name))
@@ -304,9 +431,18 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         fam = family_of(model_type);
         if (fam == HF_UNKNOWN) {
             st = hf_fail(&cx, "model_type", err,
-                         "unsupported (known: gpt2, llama, mistral, qwen2, bert, roberta, t5, mt5)");
+                         "unsupported (known: gpt2, llama, mistral, qwen2, bert, roberta, t5, mt5, "
+                         "mixtral, qwen2_moe, qwen3_moe, deepseek_v3)");
             goto done;
         }
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "num_local_experts")) {
+        fam = HF_MIXTRAL;
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "n_routed_experts") &&
+               cJSON_GetObjectItemCaseSensitive(root, "kv_lora_rank")) {
+        fam = HF_DEEPSEEK;
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
+               cJSON_GetObjectItemCaseSensitive(root, "moe_intermediate_size")) {
+        fam = HF_QWEN_MOE;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "n_layer")) {
         fam = HF_GPT2;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "d_model")) {
@@ -320,7 +456,18 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
                           "missing, and the keys match no known family");
         goto done;
     }
+    if (fam <= HF_T5 && (st = refuse_moe_keys(&cx, model_type, err)) != MP_OK)
+        goto done;
     switch (fam) {
+    case HF_MIXTRAL:
+        st = read_mixtral(&cx, out, err);
+        break;
+    case HF_QWEN_MOE:
+        st = read_qwen_moe(&cx, out, err);
+        break;
+    case HF_DEEPSEEK:
+        st = read_deepseek(&cx, out, err);
+        break;
     case HF_GPT2:
         st = read_gpt2(&cx, out, err);
         break;

@@ -264,6 +264,11 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddNumberToObject(o, "zero", (double)p->zero) != NULL;
     if (ok && p->hsdp)
         ok = cJSON_AddBoolToObject(o, "hsdp", true) != NULL;
+    /* expert degrees: only in MoE plans, so dense ones read as before */
+    if (ok && (p->ep > 1 || p->etp > 0 || p->dispatcher != MP_DISPATCH_ALLTOALL))
+        ok = cJSON_AddNumberToObject(o, "ep", (double)mp_parallel_ep(p)) &&
+             cJSON_AddNumberToObject(o, "etp", (double)mp_parallel_etp(p)) &&
+             cJSON_AddStringToObject(o, "dispatcher", mp_dispatcher_name(p->dispatcher));
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

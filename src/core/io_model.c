@@ -123,5 +123,11 @@ cJSON *mp_model_to_json(const mp_model *m)
 {
     size_t n;
     const mp_field *tab = mp_model_field_table(&n);
-    return mp_fields_to_json(tab, n, m);
+    cJSON *o = mp_fields_to_json(tab, n, m);
+    /* a dense model's file reads as it always has: no empty moe/mla groups */
+    if (o && !mp_model_is_moe(m))
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "moe");
+    if (o && !mp_model_is_mla(m))
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "mla");
+    return o;
 }

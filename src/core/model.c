@@ -15,11 +15,13 @@
 #define MAX_VOCAB (1 << 24)
 #define MAX_SEQ (1 << 22)
 #define MAX_PARAMS 1e16
+#define MAX_EXPERTS (1 << 16)
 
 static const char *const arch_names[] = {"gpt", "bert", "t5", "llama"};
 static const char *const act_names[] = {"gelu", "swiglu", "relu"};
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const pos_names[] = {"learned", "rope", "relative"};
+static const char *const router_names[] = {"softmax", "sigmoid"};
 
 const char *mp_arch_name(mp_arch a)
 {
@@ -36,6 +38,16 @@ const char *mp_norm_name(mp_norm n)
 const char *mp_position_name(mp_position p)
 {
     return (unsigned)p < MP_POS_COUNT ? pos_names[p] : "?";
+}
+
+const char *mp_router_name(mp_router r)
+{
+    return (unsigned)r < MP_ROUTER_COUNT ? router_names[r] : "?";
+}
+
+static const char *router_name_i(int i)
+{
+    return mp_router_name((mp_router)i);
 }
 
 static const char *arch_name_i(int i)
@@ -62,6 +74,11 @@ static const char *pos_name_i(int i)
     {.path = #key, .type = MP_FT_ENUM, .offset = offsetof(mp_model, key), .name_of = (fn), \
      .n_names = (count), .required = (req)}
 
+/* A nested field (moe.experts, mla.kv_lora_rank). */
+#define SUB_INT_FIELD(grp, key, lo, hi)                                                   \
+    {.path = #grp "." #key, .type = MP_FT_INT, .offset = offsetof(mp_model, grp.key),     \
+     .min = (lo), .max = (hi)}
+
 /* Zero means "derive it" for the optional sizes (kv_heads, head_dim, ...). */
 static const mp_field model_fields[] = {
     {.path = "name", .type = MP_FT_STRING, .offset = offsetof(mp_model, name),
@@ -84,7 +101,31 @@ static const mp_field model_fields[] = {
     ENUM_FIELD(position, pos_name_i, MP_POS_COUNT, false),
     {.path = "tied_embeddings", .type = MP_FT_BOOL,
      .offset = offsetof(mp_model, tied_embeddings)},
+    SUB_INT_FIELD(moe, experts, 0, MAX_EXPERTS),
+    SUB_INT_FIELD(moe, top_k, 0, MAX_EXPERTS),
+    SUB_INT_FIELD(moe, expert_ffn, 0, MAX_FFN),
+    SUB_INT_FIELD(moe, shared_experts, 0, MAX_EXPERTS),
+    SUB_INT_FIELD(moe, shared_ffn, 0, MAX_FFN),
+    SUB_INT_FIELD(moe, first_dense, 0, MP_MAX_LAYERS),
+    SUB_INT_FIELD(moe, layer_freq, 0, MP_MAX_LAYERS),
+    SUB_INT_FIELD(moe, route_groups, 0, MAX_EXPERTS),
+    SUB_INT_FIELD(moe, route_group_top_k, 0, MAX_EXPERTS),
+    {.path = "moe.capacity_factor", .type = MP_FT_DOUBLE,
+     .offset = offsetof(mp_model, moe.capacity_factor), .unit = MP_UNIT_NONE, .min = 0.0,
+     .max = 1024.0},
+    {.path = "moe.imbalance", .type = MP_FT_DOUBLE,
+     .offset = offsetof(mp_model, moe.imbalance), .unit = MP_UNIT_NONE, .min = 0.0,
+     .max = 1024.0},
+    {.path = "moe.router", .type = MP_FT_ENUM, .offset = offsetof(mp_model, moe.router),
+     .name_of = router_name_i, .n_names = MP_ROUTER_COUNT},
+    SUB_INT_FIELD(mla, q_lora_rank, 0, MAX_HIDDEN),
+    SUB_INT_FIELD(mla, kv_lora_rank, 0, MAX_HIDDEN),
+    SUB_INT_FIELD(mla, qk_rope_head_dim, 0, MAX_HEADS),
+    SUB_INT_FIELD(mla, qk_nope_head_dim, 0, MAX_HEADS),
+    SUB_INT_FIELD(mla, v_head_dim, 0, MAX_HEADS),
 };
+
+
 
 const mp_field *mp_model_field_table(size_t *n)
 {
@@ -201,6 +242,8 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
     if (m->heads % m->kv_heads)
         return FAIL("kv_heads", "must divide heads (%lld): got %lld", (long long)m->heads,
                    (long long)m->kv_heads);
+    if (!m->head_dim && mp_model_is_mla(m))
+        m->head_dim = m->mla.qk_nope_head_dim + m->mla.qk_rope_head_dim;
     if (!m->head_dim) {
         if (m->hidden % m->heads)
             return FAIL("heads", "must divide hidden (%lld), or give head_dim: got %lld",
@@ -234,10 +277,15 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         }
         return st;
     }
+    st = mp_model_finish_moe(m, err);
+    if (st != MP_OK)
+        return st;
     /* a coarse parameter count, only to refuse the absurd */
     double h = (double)m->hidden, attn = 2.0 * h * (double)(m->heads + m->kv_heads) *
                                          (double)m->head_dim;
     double mlp = (m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
+    mlp += 3.0 * h * (double)(m->moe.experts * m->moe.expert_ffn +
+                              m->moe.shared_experts * m->moe.shared_ffn);
     double params = (double)m->layers * (attn * 2 + mlp) + 2.0 * (double)m->vocab * h;
     if (params > MAX_PARAMS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "hidden",

@@ -13,6 +13,11 @@ typedef enum { MP_ACT_GELU, MP_ACT_SWIGLU, MP_ACT_RELU, MP_ACT_COUNT } mp_activa
 typedef enum { MP_NORM_LAYERNORM, MP_NORM_RMSNORM, MP_NORM_COUNT } mp_norm;
 typedef enum { MP_POS_LEARNED, MP_POS_ROPE, MP_POS_RELATIVE, MP_POS_COUNT } mp_position;
 
+/* How a mixture-of-experts layer scores its experts: softmax over the
+ * experts then top-k (Mixtral, Qwen-MoE), or a sigmoid per expert with a
+ * bias used only for selection (DeepSeek-V3's auxiliary-loss-free routing). */
+typedef enum { MP_ROUTER_SOFTMAX, MP_ROUTER_SIGMOID, MP_ROUTER_COUNT } mp_router;
+
 #define MP_NAME_MAX 64
 #define MP_MAX_LAYERS 2048 /* more is refused as absurd */
 
@@ -35,7 +40,50 @@ typedef struct mp_model {
     mp_norm norm;
     mp_position position;
     bool tied_embeddings;
+
+    /* Mixture of experts (docs/cost-model.md, "Mixture of experts"). experts
+     * == 0: a dense model and every other moe field is 0. Block i (0-based)
+     * is an MoE block when i >= first_dense and i % layer_freq == 0
+     * (Megatron's --moe-layer-freq, DeepSeek's first_k_dense_replace); the
+     * other blocks keep the dense ffn_hidden MLP. */
+    struct mp_moe {
+        int64_t experts;         /* routed experts per MoE block */
+        int64_t top_k;           /* routed experts per token */
+        int64_t expert_ffn;      /* one routed expert's FFN size (0: ffn_hidden) */
+        int64_t shared_experts;  /* always-on experts beside the routed ones */
+        int64_t shared_ffn;      /* one shared expert's FFN size (0: expert_ffn) */
+        int64_t first_dense;     /* leading dense blocks */
+        int64_t layer_freq;      /* every layer_freq-th block is MoE (0: 1) */
+        int64_t route_groups;    /* DeepSeek group-limited routing: expert groups (0: none) */
+        int64_t route_group_top_k; /* groups a token may use */
+        double capacity_factor;  /* 0: dropless; else tokens kept per expert / fair share */
+        /* tokens of the busiest expert rank / the mean, a property of how well
+         * training balances the router (0: 1, or capacity_factor when set) */
+        double imbalance;
+        mp_router router;
+    } moe;
+
+    /* Multi-head latent attention (DeepSeek-V2/V3). kv_lora_rank == 0: plain
+     * attention and every other mla field is 0. heads * qk_head_dim = heads *
+     * (qk_nope_head_dim + qk_rope_head_dim) query/key width, heads *
+     * v_head_dim value width. */
+    struct mp_mla {
+        int64_t q_lora_rank;     /* 0: queries projected straight from h */
+        int64_t kv_lora_rank;
+        int64_t qk_rope_head_dim;
+        int64_t qk_nope_head_dim;
+        int64_t v_head_dim;
+    } mla;
 } mp_model;
+
+/* True when the model has routed experts / latent attention. */
+bool mp_model_is_moe(const mp_model *m);
+bool mp_model_is_mla(const mp_model *m);
+/* Block index 0..layers-1 -> whether it is an MoE block. */
+bool mp_model_block_is_moe(const mp_model *m, int64_t block0);
+/* MoE blocks in the model. */
+int64_t mp_model_moe_blocks(const mp_model *m);
+const char *mp_router_name(mp_router r);
 
 /* Names used in files and on the command line ("gpt", "swiglu", ...). */
 const char *mp_arch_name(mp_arch a);
@@ -59,5 +107,7 @@ const mp_model *mp_model_preset(const char *name);
 const mp_model *mp_model_preset_at(int index);
 /* The published parameter count a preset is checked against (0 when none). */
 double mp_model_preset_published_params(const char *name);
+/* MoE presets: the published active-parameter count (0 for dense ones). */
+double mp_model_preset_published_active_params(const char *name);
 
 #endif

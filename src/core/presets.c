@@ -11,6 +11,7 @@ typedef struct preset {
     mp_model model;
     double published_params;
     int64_t global_batch; /* sequences per iteration in the source; 0 = none published */
+    double published_active; /* MoE: parameters one token uses, as published; 0 otherwise */
     const char *alias;    /* size-only name ("175B"), NULL when none */
 } preset;
 
@@ -21,7 +22,7 @@ typedef struct preset {
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 51200, .seq = 2048,           \
       .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .position = MP_POS_LEARNED,    \
       .tied_embeddings = true},                                                             \
-     params, gb, al}
+     params, gb, 0.0, al}
 
 /* LLaMA: SwiGLU, RMSNorm, RoPE, untied input/output embeddings, GQA. */
 #define LLAMA(nm, L, h, a, kv, ffn, V, s, params, gb, al)                                    \
@@ -29,7 +30,7 @@ typedef struct preset {
       .kv_heads = kv, .head_dim = (h) / (a), .ffn_hidden = ffn, .vocab = V, .seq = s,       \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
       .tied_embeddings = false},                                                            \
-     params, gb, al}
+     params, gb, 0.0, al}
 
 /* BERT: WordPiece vocabulary 30522, 512 positions, GELU, LayerNorm, the
  * masked-LM output layer tied to the word embeddings. */
@@ -38,7 +39,7 @@ typedef struct preset {
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 30522, .seq = 512,            \
       .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .position = MP_POS_LEARNED,    \
       .tied_embeddings = true},                                                             \
-     params, gb, NULL}
+     params, gb, 0.0, NULL}
 
 /* T5 1.0: SentencePiece vocabulary 32128 (as released), ReLU, scale-only
  * norm, relative position buckets, tied embeddings; pre-training used 512
@@ -49,7 +50,21 @@ typedef struct preset {
       .ffn_hidden = dff, .vocab = 32128, .seq = 512, .encoder_seq = 512, .decoder_seq = 128, \
       .activation = MP_ACT_RELU, .norm = MP_NORM_RMSNORM, .position = MP_POS_RELATIVE,     \
       .tied_embeddings = true},                                                             \
-     params, gb, NULL}
+     params, gb, 0.0, NULL}
+
+/* Mixtures of experts (decoder-only, SwiGLU experts, RMSNorm, RoPE, untied
+ * embeddings): L blocks, hidden h, a heads of hd, kv heads, vocabulary V,
+ * seq s (the Mixtral configs allow 32k/64k positions: 4096 here is a
+ * training length, --seq changes it); E routed experts of size ef, top-k;
+ * ffn the dense FFN size the config gives (used by no block here); the counts published (total,
+ * active); global batch in sequences (0: none published). */
+#define MOE(nm, L, h, a, kv, hd, V, s, E, k, ef, ffn, total, active, gb)                      \
+    {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
+      .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
+      .tied_embeddings = false,                                                             \
+      .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
+     total, gb, active, NULL}
 
 static const preset presets[] = {
     /* Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
@@ -116,6 +131,39 @@ static const preset presets[] = {
     T5("t5-large", 24, 24, 1024, 16, 64, 4096, 738e6, 128),
     T5("t5-3b", 24, 24, 1024, 32, 128, 16384, 2.85e9, 128),
     T5("t5-11b", 24, 24, 1024, 128, 128, 65536, 11.3e9, 128),
+
+    /* Jiang et al. 2024, "Mixtral of Experts", Table 1 and §2.1 (46.7B total,
+     * 12.9B active; 8 experts, top-2) with the released config.json; no
+     * training batch published. */
+    MOE("mixtral-8x7b", 32, 4096, 32, 8, 128, 32000, 4096, 8, 2, 14336, 14336, 46.7e9, 12.9e9, 0),
+    /* Mistral AI, "Cheaper, Better, Faster, Stronger" (2024-04-17): 141B
+     * total, 39B active; shapes from the released config.json. */
+    MOE("mixtral-8x22b", 56, 6144, 48, 8, 128, 32768, 4096, 8, 2, 16384, 16384, 141e9, 39e9, 0),
+    /* Qwen Team 2025, "Qwen3 Technical Report", Tables 1-2: 94 layers, 64
+     * query / 4 KV heads, 128 experts, 8 activated, 235B total / 22B active;
+     * head_dim 128 and expert size 1536 from the released config.json. */
+    MOE("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 151936, 4096, 128, 8, 1536, 12288, 235e9, 22e9, 0),
+    /* Muennighoff et al. 2024, "OLMoE: Open Mixture-of-Experts Language
+     * Models", Table 1: 6.9B total, 1.3B active, 64 experts, top-8, 16
+     * layers; the small MoE the tests use. Batch 4M tokens = 1024 x 4096. */
+    MOE("olmoe-1b-7b", 16, 2048, 16, 16, 128, 50304, 4096, 64, 8, 1024, 1024, 6.9e9, 1.3e9, 1024),
+    /* DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", §4.2: 61 layers,
+     * hidden 7168, 128 heads of 128 (+64 RoPE), MLA with q/kv LoRA ranks
+     * 1536/512, the first 3 blocks dense (FFN 18432), then 1 shared + 256
+     * routed experts of 2048, 8 active, routed to at most 4 of 8 groups,
+     * sigmoid routing; 671B total / 37B active (the 14B multi-token
+     * prediction module excluded, as the report counts). Batch: 15360
+     * sequences of 4096 after the ramp-up. */
+    {{.name = "deepseek-v3", .arch = MP_ARCH_LLAMA, .layers = 61, .hidden = 7168, .heads = 128,
+      .kv_heads = 128, .head_dim = 192, .ffn_hidden = 18432, .vocab = 129280, .seq = 4096,
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,
+      .tied_embeddings = false,
+      .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1,
+              .shared_ffn = 2048, .first_dense = 3, .layer_freq = 1, .route_groups = 8,
+              .route_group_top_k = 4, .router = MP_ROUTER_SIGMOID},
+      .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_rope_head_dim = 64,
+              .qk_nope_head_dim = 128, .v_head_dim = 128}},
+     671e9, 15360, 37e9, NULL},
 };
 
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
@@ -148,6 +196,12 @@ double mp_model_preset_published_params(const char *name)
 {
     const preset *p = find(name);
     return p ? p->published_params : 0.0;
+}
+
+double mp_model_preset_published_active_params(const char *name)
+{
+    const preset *p = find(name);
+    return p ? p->published_active : 0.0;
 }
 
 int64_t mp_model_preset_global_batch(const char *name)

@@ -21,6 +21,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
+    if (mp_model_is_moe(m) || mp_model_is_mla(m))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
+                            "%s: exec does not run %s yet", m->name,
+                            mp_model_is_moe(m) ? "mixture-of-experts layers" : "latent attention");
     /* GPT, LLaMA's variants of its parts, BERT's encoder and heads, T5 */
     bool t5 = m->arch == MP_ARCH_T5;
     if (t5) {

@@ -35,6 +35,11 @@ static double domain_size(const mp_hw *hw)
     return (double)(hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
 }
 
+double mp_scale_up_gpus(const mp_hw *hw)
+{
+    return domain_size(hw);
+}
+
 static double node_size(const mp_hw *hw)
 {
     return (double)(hw->gpus_per_node > 0 ? hw->gpus_per_node : 1);
@@ -68,6 +73,12 @@ void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out)
     case MP_GROUP_PP: stride = t * cp * d; n = 2.0; break;
     case MP_GROUP_DP_SHARD: stride = t; n = shard; break;
     case MP_GROUP_DP_REPLICA: stride = t * shard; n = cp * d / shard; break;
+    case MP_GROUP_ETP: stride = 1.0; n = (double)mp_parallel_etp(p); break;
+    case MP_GROUP_EP: stride = (double)mp_parallel_etp(p); n = (double)mp_parallel_ep(p); break;
+    case MP_GROUP_EDP:
+        stride = (double)(mp_parallel_etp(p) * mp_parallel_ep(p));
+        n = (double)mp_parallel_edp(p);
+        break;
     }
     out->n = (int64_t)n;
     double span = stride * n; /* ranks from the group's first member to past its last */

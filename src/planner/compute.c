@@ -126,6 +126,16 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double qd = (double)m->heads * hd;
     double kvd = (double)(m->kv_heads > 0 ? m->kv_heads : m->heads) * hd;
     double f = m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h;
+    bool moe = bs->kind == MP_BLOCK_MOE;
+    if (moe) /* the dense MLP of an MoE block: its shared experts (moe.c times the rest) */
+        f = (double)(m->moe.shared_experts * m->moe.shared_ffn);
+    /* attention widths: QKV's output and the projection's input; latent
+     * attention as the GEMMs of equal work (moe.c counts its matrices) */
+    double qkv_out = qd + 2.0 * kvd, proj_in = qd;
+    if (mp_model_is_mla(m)) {
+        proj_in = (double)m->heads * (double)m->mla.v_head_dim;
+        qkv_out = (mp_mla_attn_params(m) - proj_in * h) / h;
+    }
     bool swiglu = m->activation == MP_ACT_SWIGLU;
     bool cross = bs->s_cross > 0;
     double T = b * bs->s / cp; /* tokens of this rank */
@@ -135,8 +145,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double shape[7][3];
     int ng = 0;
     double Tx = b * bs->s_cross / cp;
-    shape[ng][0] = T, shape[ng][1] = (qd + 2.0 * kvd) / t, shape[ng++][2] = h;  /* QKV */
-    shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = qd / t;                /* projection */
+    shape[ng][0] = T, shape[ng][1] = qkv_out / t, shape[ng++][2] = h;          /* QKV */
+    shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = proj_in / t;           /* projection */
     shape[ng][0] = T, shape[ng][1] = f * (swiglu ? 2.0 : 1.0) / t, shape[ng++][2] = h; /* FC1 */
     shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = f / t;                 /* FC2 */
     if (cross) {
@@ -148,6 +158,10 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double dgrad_of[7], wgrad_of[7];
     for (int i = 0; i < ng; i++) {
         double gm = shape[i][0], gn = shape[i][1], gk = shape[i][2];
+        if (gn <= 0.0 || gk <= 0.0) { /* an MoE block without shared experts */
+            dgrad_of[i] = wgrad_of[i] = 0.0;
+            continue;
+        }
         double w = mp_gemm_mnk_time(hw, peak, dt, gk, gn, gm);
         double dg = mp_gemm_mnk_time(hw, peak, dt, gm, gk, gn);
         gemm += mp_gemm_mnk_time(hw, peak, dt, gm, gn, gk);
@@ -160,7 +174,10 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     /* attention core: this rank's queries against the whole sequence */
     double heads_local = (double)m->heads / t;
     double af, ab, ak;
-    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, hd, bs->s / cp, bs->causal,
+    double core_hd = hd;
+    if (mp_model_is_mla(m)) /* QK^T at head_dim, AV at v_head_dim */
+        core_hd = 0.5 * (hd + (double)m->mla.v_head_dim);
+    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, core_hd, bs->s / cp, bs->causal,
                    bs->dropout, &af, &ab,
                    &ak);
     if (pp->cp > 1)
@@ -188,6 +205,15 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (m->position == MP_POS_ROPE) {
         ew += 4.0 * T * (qd + kvd) / t;
         kernels += 1.0;
+    }
+    mp_moe_time mt = {0};
+    if (moe) {
+        mp_moe_block_time(c, bs, &mt);
+        gemm += mt.gemm_f;
+        gemm_b += mt.gemm_b;
+        wgrad += mt.wgrad;
+        ew += mt.ew_bytes;
+        kernels += mt.kernels;
     }
     double ew_f = mp_membound_time(hw, ew, kernels);
     double ew_b = mp_membound_time(hw, 2.0 * ew, 2.0 * kernels);
@@ -229,6 +255,10 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         }
         out->tp_bwd = exposed;
     }
+    /* the MoE dispatch and combine, exposed (reported with the TP
+     * communication: both are the block's tensor traffic) */
+    out->tp_fwd += mt.comm_f;
+    out->tp_bwd += mt.comm_b;
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or
      * the host's dispatch time, whichever is longer (small models, large t).

@@ -23,6 +23,8 @@ typedef struct item_detail {
     double tp_f, tp_b, cp_f, cp_b;
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
+    double expert_params; /* of which routed-expert parameters (sharded over edp) */
+    double routed_act;    /* of act (but full recompute's): the routed tokens' bytes */
     double act[MP_RECOMPUTE_COUNT];
     double send_bytes;
     bool is_block;
@@ -57,6 +59,9 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
         d->act[r] = mp_block_act_bytes(&c->model, &bs, (double)p->micro_batch, (double)p->tp,
                                        (double)p->cp, p->sp && p->tp > 1, (mp_recompute)r,
                                        c->hw.flash_attention);
+    mp_moe_item_adjust(c, &bs, &d->params, &d->expert_params, d->act);
+    if (bs.kind == MP_BLOCK_MOE)
+        d->routed_act = mp_moe_act_bytes(c, &bs);
     /* a T5 decoder stage hands on the encoder's output with its own stream
      * (Megatron's encoder-decoder pipeline; the executor sends the same) */
     d->send_bytes = (double)p->micro_batch * (bs.s + bs.s_cross) / (double)p->cp *
@@ -140,10 +145,17 @@ static void fill_details(const mp_config *c, item_detail *det)
             det[i] = i <= ne ? enc : dec;
         return;
     }
-    item_detail one;
+    item_detail one, moe;
     detail_block(c, 1, &one);
+    bool has_moe = mp_model_is_moe(&c->model);
+    if (has_moe) { /* an MoE model's dense and MoE blocks cost differently */
+        int64_t first = 0;
+        while (first < L && !mp_model_block_is_moe(&c->model, first))
+            first++;
+        detail_block(c, first + 1, &moe);
+    }
     for (int64_t i = 1; i <= L; i++)
-        det[i] = one;
+        det[i] = has_moe && mp_model_block_is_moe(&c->model, i - 1) ? moe : one;
 }
 
 mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
@@ -171,6 +183,8 @@ typedef struct stage_sum {
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
+    double expert_params; /* of params: routed experts (optimizer sharded over edp) */
+    double routed_act;    /* of act: the routed tokens' */
     int64_t blocks;
     bool has_embedding, has_head;
 } stage_sum;
@@ -244,6 +258,9 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->fwd += d->fwd_compute + d->tp_f + d->cp_f;
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
         s->params += d->params;
+        s->expert_params += d->expert_params;
+        if (d->is_block && r != MP_RECOMPUTE_FULL)
+            s->routed_act += d->routed_act;
         if (d->is_block) {
             s->blocks++;
             s->act += d->act[r];
@@ -291,6 +308,7 @@ typedef struct pipe_model {
     stage_sum *st;          /* n stages */
     double dp_time, dp_exposed, optimizer, tied_sync;
     double params_rank_max;
+    double expert_rank_max; /* routed-expert parameters of that rank */
     double block_params;    /* one block's parameters on a GPU (ZeRO-3's working set) */
 } pipe_model;
 
@@ -402,20 +420,24 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     bool tied_split = c->model.tied_embeddings && pm->p > 1;
     if (tied_split)
         tied_copy = (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp;
-    pm->params_rank_max = 0.0;
+    pm->params_rank_max = pm->expert_rank_max = 0.0;
     double opt_max = 0.0;
     for (int64_t r = 0; r < pm->p; r++) {
-        double params = 0.0;
+        double params = 0.0, experts = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
             const stage_sum *ss = &pm->st[ch * pm->p + r];
             params += ss->params;
+            experts += ss->expert_params;
             if (ss->has_head && tied_split)
                 params += tied_copy;
         }
-        if (params > pm->params_rank_max)
+        if (params > pm->params_rank_max) {
             pm->params_rank_max = params;
+            pm->expert_rank_max = experts;
+        }
         double shard = pp->dist_opt ? (double)(pp->dp * pp->cp) : 1.0;
-        double o = mp_optimizer_time(c, params / shard);
+        double eshard = pp->dist_opt ? (double)mp_parallel_edp(pp) : 1.0;
+        double o = mp_optimizer_time(c, (params - experts) / shard + experts / eshard);
         if (o > opt_max)
             opt_max = o;
     }
@@ -436,12 +458,21 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         zero_sharded_dp(c, &shard, &replica, pm);
         return MP_OK;
     }
+    /* routed experts: their own gradients over the edp ranks that hold them */
+    double Pe = pm->expert_rank_max;
+    mp_group_place edpg;
+    mp_group_place_of(c, MP_GROUP_EDP, &edpg);
+    P -= Pe;
     if (pp->dist_opt) {
-        rs = mp_coll_time(&c->hw, &dpg, MP_COLL_REDUCESCATTER, P * gb);
-        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt);
+        rs = mp_coll_time(&c->hw, &dpg, MP_COLL_REDUCESCATTER, P * gb) +
+             mp_coll_time(&c->hw, &edpg, MP_COLL_REDUCESCATTER, Pe * gb);
+        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt) +
+             mp_coll_time(&c->hw, &edpg, MP_COLL_ALLGATHER, Pe * dt);
     } else {
-        ar = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLREDUCE, P * gb);
+        ar = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLREDUCE, P * gb) +
+             mp_coll_time(&c->hw, &edpg, MP_COLL_ALLREDUCE, Pe * gb);
     }
+    P += Pe;
     pm->dp_time = rs + ag + ar;
     if (pp->dp_overlap && dpg.n > 1) {
         /* Megatron-Core --overlap-grad-reduce: buckets of max(40M, 1M*d)
@@ -642,9 +673,12 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     double best_total = -1.0;
     for (int64_t r = 0; r < p; r++) {
         double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
+        double experts = 0.0, routed = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             const stage_sum *ss = &pm.st[ch * p + r];
             params += ss->params + (ss->has_head ? tied_copy : 0.0);
+            experts += ss->expert_params;
+            routed += ss->routed_act;
             act += ss->act;
             edge += ss->act_edge;
             if (ss->act_block_none > block_none)
@@ -673,6 +707,12 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double wb, gb, ob;
         mp_static_bytes(c, &wb, &gb, &ob);
         double weights = params * wb, grads = params * gb, optim = params * ob;
+        double expert_ob = ob;
+        if (experts > 0.0 && (pp->dist_opt || pp->zero >= 1)) {
+            /* the distributed optimizer shards expert states over edp, not d*c */
+            expert_ob = ob * (double)(pp->dp * pp->cp) / (double)mp_parallel_edp(pp);
+            optim += experts * (expert_ob - ob);
+        }
         if (pp->zero >= 3)
             /* the gathered weights of the block being computed and of the
              * one prefetched, and one block's unsharded gradients before
@@ -687,6 +727,10 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             out->memory.activations = stash;
             out->memory.other = other;
             out->memory.peak = total;
+            out->memory.expert_weights = experts * wb;
+            out->memory.expert_grads = experts * gb;
+            out->memory.expert_optimizer = experts * expert_ob;
+            out->memory.routed_activations = routed / (double)v * chunks;
         }
     }
     out->memory.capacity = c->hw.memory;
@@ -707,7 +751,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             mp_block_shape_of(&c->model, c->training.seq, i, &bs);
             extra += r == MP_RECOMPUTE_FULL ? mp_block_fwd_flops(&c->model, &bs)
                                             : mp_block_attn_core_fwd_flops(&c->model, &bs);
-            if (c->model.arch != MP_ARCH_T5 && !(plan && plan->has_layer_recompute)) {
+            if (c->model.arch != MP_ARCH_T5 && !mp_model_is_moe(&c->model) &&
+                !(plan && plan->has_layer_recompute)) {
                 extra *= (double)L;
                 break;
             }

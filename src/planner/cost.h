@@ -14,6 +14,9 @@
 
 typedef struct mp_memory {
     double weights, grads, optimizer, activations, other, peak, capacity; /* bytes per GPU */
+    /* MoE: the routed experts' share of weights, grads and optimizer, and the
+     * routed tokens' share of activations (already in the totals; 0 if dense) */
+    double expert_weights, expert_grads, expert_optimizer, routed_activations;
 } mp_memory;
 
 /* Exposed time on the critical path: the parts add up to step. */
@@ -70,6 +73,9 @@ typedef struct mp_pipeline_cost {
 
 /* Parameters of the model (docs/cost-model.md §1, general form). */
 double mp_model_params(const mp_model *m);
+/* Parameters one token uses: mp_model_params less the routed experts it is
+ * not sent to (equal to it for a dense model). */
+double mp_model_active_params(const mp_model *m);
 /* Model FLOPs per iteration for global_batch samples (no recompute). */
 double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch);
 

@@ -21,7 +21,7 @@ double mp_padded_vocab(int64_t vocab, int64_t tp);
 
 /* The kinds of transformer block: decoder-only/encoder-only self attention,
  * a T5 encoder block, a T5 decoder block (self + cross attention). */
-typedef enum { MP_BLOCK_SELF, MP_BLOCK_T5_ENC, MP_BLOCK_T5_DEC } mp_block_kind;
+typedef enum { MP_BLOCK_SELF, MP_BLOCK_T5_ENC, MP_BLOCK_T5_DEC, MP_BLOCK_MOE } mp_block_kind;
 
 /* Shape of one block as the cost model sees it: sequence lengths, whether
  * attention is causal, whether there is cross attention, dropout. */
@@ -53,6 +53,41 @@ double mp_head_fwd_flops(const mp_model *m, int64_t seq);
 double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b, double tp,
                           double cp, bool sp, mp_recompute r, bool flash);
 
+/* ---- mixture of experts and latent attention (moe.c) ---- */
+
+/* Matrices (and the two LoRA norms) of one latent-attention block. */
+double mp_mla_attn_params(const mp_model *m);
+/* Parameters of an MoE block's MLP: the router, the routed experts (all of
+ * them, or with active only the top_k a token uses) and the shared experts. */
+double mp_moe_mlp_params(const mp_model *m, bool active);
+
+/* The busiest expert rank's tokens over the mean: moe.imbalance, else the
+ * capacity factor, else 1 (balanced). */
+double mp_moe_imbalance(const mp_model *m);
+/* Mean tokens one local expert computes per micro-batch on one rank:
+ * b s / (cp tp) x top_k x ep x etp / experts. */
+double mp_moe_tokens_per_expert(const mp_config *c, const mp_block_shape *bs);
+/* Routed-expert parameters one GPU holds in one MoE block: experts/ep of
+ * them, each split over etp. */
+double mp_moe_local_expert_params(const mp_config *c);
+
+/* Seconds per micro-batch on one GPU for the routed part of one MoE block
+ * (the shared experts are timed as a dense MLP). */
+typedef struct mp_moe_time {
+    double gemm_f, gemm_b, wgrad; /* router and grouped expert GEMMs */
+    double ew_bytes, kernels;     /* elementwise bytes and launches of the forward */
+    double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
+} mp_moe_time;
+void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
+/* Activation bytes the routed part of an MoE block stashes per micro-batch. */
+double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
+/* Turns a block item's dense view (params split over tp, the activations of
+ * an ffn_hidden MLP) into the MoE block's: routed experts split over ep x
+ * etp (returned in expert_params too: their optimizer shards over edp), the
+ * shared experts' and routed tokens' activations. Nothing for a dense block. */
+void mp_moe_item_adjust(const mp_config *c, const mp_block_shape *bs, double *params,
+                        double *expert_params, double act[MP_RECOMPUTE_COUNT]);
+
 /* ---- communication (comm.c) ---- */
 
 /* Where a process group lies, from the rank order t, c, d, p (docs/design.md §4). */
@@ -67,11 +102,16 @@ typedef enum {
     MP_GROUP_TP, MP_GROUP_CP, MP_GROUP_DP, MP_GROUP_PP,
     MP_GROUP_DP_SHARD,  /* the ranks the weights are sharded over (ZeRO): all of DP, or
                            with hsdp the DP ranks inside one scale-up domain */
-    MP_GROUP_DP_REPLICA /* with hsdp: the shard's copies in the other domains; else 1 */
+    MP_GROUP_DP_REPLICA, /* with hsdp: the shard's copies in the other domains; else 1 */
+    /* expert layers: a stage's ranks in the order etp, ep, edp (Megatron-Core
+     * parallel folding) */
+    MP_GROUP_ETP, MP_GROUP_EP, MP_GROUP_EDP
 } mp_group_kind;
 /* DP here means the gradient-reduction group (d * c ranks: CP ranks hold the
  * same weights). PP: the pair of pipeline neighbours. */
 void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out);
+/* GPUs of one scale-up domain (the profile's, else a node's). */
+double mp_scale_up_gpus(const mp_hw *hw);
 
 /* The ranks one ZeRO shard spans: d * c, or with hsdp the largest divisor of
  * d * c whose DP ranks fit in one scale-up domain (at least 1). */

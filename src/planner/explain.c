@@ -53,6 +53,9 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
     if (x->schedule != y->schedule) ADD("schedule=%s", mp_schedule_name(y->schedule));
     if (x->dp_overlap != y->dp_overlap) ADD("dp_overlap=%s", y->dp_overlap ? "on" : "off");
     if (x->tp_overlap != y->tp_overlap) ADD("tp_overlap=%s", y->tp_overlap ? "on" : "off");
+    if (mp_parallel_ep(x) != mp_parallel_ep(y)) ADD("ep=%lld", (long long)mp_parallel_ep(y));
+    if (mp_parallel_etp(x) != mp_parallel_etp(y)) ADD("etp=%lld", (long long)mp_parallel_etp(y));
+    if (x->dispatcher != y->dispatcher) ADD("dispatcher=%s", mp_dispatcher_name(y->dispatcher));
 #undef ADD
     if (n == 0) snprintf(buf, size, "same settings");
 }
@@ -91,6 +94,11 @@ static void memory_lines(const mp_estimate *e, mp_buf *out)
                        " = %.1f GiB of %.1f\n",
                   m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                   m->activations / MP_GIB, m->other / MP_GIB, m->peak / MP_GIB, m->capacity / MP_GIB);
+    if (m->expert_weights > 0.0)
+        mp_buf_printf(out, "  of which routed experts: weights %.1f + grads %.1f + optimizer %.1f "
+                           "(more ep or etp shrinks them), routed-token activations %.1f GiB\n",
+                      m->expert_weights / MP_GIB, m->expert_grads / MP_GIB,
+                      m->expert_optimizer / MP_GIB, m->routed_activations / MP_GIB);
 }
 
 /* One-setting changes that would make a config fit, with their peaks. */

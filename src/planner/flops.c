@@ -55,6 +55,8 @@ static double ffn(const mp_model *m)
 /* Matrices of one attention block (Q, K, V, output), without biases. */
 static double attn_matrix_params(const mp_model *m)
 {
+    if (mp_model_is_mla(m))
+        return mp_mla_attn_params(m);
     double h = (double)m->hidden, qd = (double)m->heads * head_dim(m), kvd = kv_heads(m) * head_dim(m);
     return h * qd + 2.0 * h * kvd + qd * h;
 }
@@ -82,7 +84,8 @@ static double mlp_params(const mp_model *m)
 double mp_block_params(const mp_model *m, mp_block_kind kind)
 {
     double attn = attn_matrix_params(m) + attn_bias_params(m);
-    double p = attn + mlp_params(m) + 2.0 * norm_params(m);
+    double mlp = kind == MP_BLOCK_MOE ? mp_moe_mlp_params(m, false) : mlp_params(m);
+    double p = attn + mlp + 2.0 * norm_params(m);
     if (kind == MP_BLOCK_T5_DEC)
         p += attn + norm_params(m); /* cross attention and its norm */
     return p;
@@ -130,6 +133,8 @@ void mp_block_shape_of(const mp_model *m, int64_t seq, int64_t block, mp_block_s
     out->s_cross = 0.0;
     out->causal = m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_LLAMA;
     out->dropout = m->arch != MP_ARCH_LLAMA;
+    if (mp_model_block_is_moe(m, block - 1))
+        out->kind = MP_BLOCK_MOE;
     if (m->arch == MP_ARCH_T5) {
         double se = (double)(m->encoder_seq > 0 ? m->encoder_seq : out->s);
         double sd = (double)(m->decoder_seq > 0 ? m->decoder_seq : out->s);
@@ -159,7 +164,18 @@ double mp_model_params(const mp_model *m)
         return p + (double)enc * mp_block_params(m, MP_BLOCK_T5_ENC) +
                (double)dec * mp_block_params(m, MP_BLOCK_T5_DEC);
     }
-    return p + (double)blocks_of(m) * mp_block_params(m, MP_BLOCK_SELF);
+    int64_t moe = mp_model_moe_blocks(m);
+    return p + (double)(blocks_of(m) - moe) * mp_block_params(m, MP_BLOCK_SELF) +
+           (double)moe * mp_block_params(m, MP_BLOCK_MOE);
+}
+
+double mp_model_active_params(const mp_model *m)
+{
+    double all = mp_model_params(m);
+    if (!mp_model_is_moe(m))
+        return all;
+    return all - (double)mp_model_moe_blocks(m) *
+                     (mp_moe_mlp_params(m, false) - mp_moe_mlp_params(m, true));
 }
 
 double mp_block_attn_core_fwd_flops(const mp_model *m, const mp_block_shape *bs)
@@ -167,6 +183,8 @@ double mp_block_attn_core_fwd_flops(const mp_model *m, const mp_block_shape *bs)
     /* QK^T and AV: 2 * s_q * s_kv * head_dim FLOPs each, per head */
     double qd = (double)m->heads * head_dim(m);
     double f = 4.0 * bs->s * bs->s * qd;
+    if (mp_model_is_mla(m)) /* AV at the value width v_head_dim */
+        f = 2.0 * bs->s * bs->s * (double)m->heads * (head_dim(m) + (double)m->mla.v_head_dim);
     if (bs->s_cross > 0)
         f += 4.0 * bs->s * bs->s_cross * qd;
     return f;
@@ -175,7 +193,8 @@ double mp_block_attn_core_fwd_flops(const mp_model *m, const mp_block_shape *bs)
 double mp_block_fwd_flops(const mp_model *m, const mp_block_shape *bs)
 {
     double h = (double)m->hidden;
-    double f = 2.0 * bs->s * (attn_matrix_params(m) + mlp_matrices(m) * h * ffn(m));
+    double mlp = bs->kind == MP_BLOCK_MOE ? mp_moe_mlp_params(m, true) : mlp_matrices(m) * h * ffn(m);
+    double f = 2.0 * bs->s * (attn_matrix_params(m) + mlp);
     if (bs->s_cross > 0) {
         double qd = (double)m->heads * head_dim(m), kvd = kv_heads(m) * head_dim(m);
         f += 2.0 * bs->s * (2.0 * h * qd) + 2.0 * bs->s_cross * (2.0 * h * kvd);
@@ -199,6 +218,12 @@ double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch)
     int64_t nb = blocks_of(m);
     double fwd = mp_head_fwd_flops(m, seq);
     if (m->arch == MP_ARCH_T5) {
+        for (int64_t i = 1; i <= nb; i++) {
+            mp_block_shape bs;
+            mp_block_shape_of(m, seq, i, &bs);
+            fwd += mp_block_fwd_flops(m, &bs);
+        }
+    } else if (mp_model_is_moe(m)) {
         for (int64_t i = 1; i <= nb; i++) {
             mp_block_shape bs;
             mp_block_shape_of(m, seq, i, &bs);

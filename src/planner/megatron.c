@@ -289,6 +289,7 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                   (long long)p->micro_batch, (long long)c->training.global_batch);
     if (c->training.precision == MP_DTYPE_FP16) mp_buf_puts(out, "--fp16 \\\n");
     if (c->training.precision == MP_DTYPE_BF16) mp_buf_puts(out, "--bf16 \\\n");
+    mp_megatron_moe_args(c, out);
     recompute_flags(c, plan, st, K, out, &notes);
     if (p->dist_opt) mp_buf_puts(out, "--use-distributed-optimizer \\\n");
     if (p->dp_overlap) mp_buf_puts(out, "--overlap-grad-reduce \\\n");

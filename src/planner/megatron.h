@@ -15,6 +15,8 @@
  * CUDA_DEVICE_MAX_CONNECTIONS=1` when tp > 1 or cp > 1, then the flags, one
  * per line, each but the last continued with a backslash. */
 void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *out);
+/* The MoE and MLA flags of c (nothing for a dense model; megatron_moe.c). */
+void mp_megatron_moe_args(const mp_config *c, mp_buf *out);
 
 /* Whether Megatron's recompute flags say the plan's per-layer recompute
  * exactly (for `search --runtime megatron`). */

@@ -30,6 +30,12 @@ static cJSON *memory_json(const mp_memory *m)
               add(o, "optimizer", m->optimizer / MP_GIB) &&
               add(o, "activations", m->activations / MP_GIB) && add(o, "other", m->other / MP_GIB) &&
               add(o, "peak", m->peak / MP_GIB) && add(o, "capacity", m->capacity / MP_GIB);
+    /* MoE only: the routed experts' and routed tokens' shares of the above */
+    if (ok && m->expert_weights > 0.0)
+        ok = add(o, "expert_weights", m->expert_weights / MP_GIB) &&
+             add(o, "expert_grads", m->expert_grads / MP_GIB) &&
+             add(o, "expert_optimizer", m->expert_optimizer / MP_GIB) &&
+             add(o, "routed_activations", m->routed_activations / MP_GIB);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

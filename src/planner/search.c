@@ -57,6 +57,15 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* An MoE model as the bounds see it: its blocks without their MLPs (a
+ * one-wide dense MLP), which the expert layers only add time and bytes to
+ * whatever the expert split. */
+static void search_moe_strip(mp_model *m)
+{
+    memset(&m->moe, 0, sizeof m->moe);
+    m->ffn_hidden = 1;
+}
+
 static int64_t n_blocks(const mp_model *m)
 {
     if (m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0)
@@ -70,6 +79,8 @@ typedef struct cand {
     int32_t t, c, p, v, b;
     int64_t d;
     uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap; /* dist_opt: the ZeRO stage 0..3 */
+    uint8_t disp;    /* MoE: the token dispatcher */
+    int32_t ep, etp; /* MoE: expert degrees (0 for a dense model) */
     double lb_time, lb_mem;
 } cand;
 
@@ -114,12 +125,16 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->schedule = (mp_schedule_kind)x->sched;
     p->dp_overlap = x->dp_overlap;
     p->tp_overlap = x->tp_overlap;
+    p->ep = x->ep;
+    p->etp = x->etp;
+    p->dispatcher = (mp_dispatcher)x->dispatcher;
 }
 
 static void apply(const mp_config *base, const cand *x, mp_config *out)
 {
     mp_search_cand_view v = {x->t, x->c, x->p, x->v, x->b, x->d, x->sp, x->rc,
-                             x->dist_opt, x->sched, x->dp_overlap, x->tp_overlap};
+                             x->dist_opt, x->sched, x->dp_overlap, x->tp_overlap,
+                             x->ep, x->etp, x->disp};
     mp_search_apply(base, &v, out);
 }
 
@@ -157,7 +172,11 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
     cfg.parallel.dp = base->training.gpus / ((int64_t)t * c) > 0 ? base->training.gpus / ((int64_t)t * c) : 1;
     cfg.parallel.micro_batch = b;
     cfg.parallel.sp = sp;
-    const mp_model *m = &base->model;
+    /* MoE: the expert degrees are not in the key, so the bounds take the
+     * blocks without their MLP (moe.c's parts only add time and bytes) */
+    if (mp_model_is_moe(&base->model))
+        search_moe_strip(&cfg.model);
+    const mp_model *m = &cfg.model;
     int64_t L = n_blocks(m);
     int64_t kinds[2] = {1, L};
     int nk = m->arch == MP_ARCH_T5 && m->encoder_layers > 0 && L > m->encoder_layers ? 2 : 1;
@@ -243,12 +262,37 @@ static void bounds(const mp_config *base, const block_info *bi, double block_par
     tmp.hw = base->hw;
     double spb = mp_search_static_bytes_per_param(&tmp);
     double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
+    double expert_bytes = 0.0, moe_gemm = 0.0;
+    if (mp_model_is_moe(m) && x->ep > 0) {
+        /* the fewest MoE blocks a rank can hold, each with its local
+         * experts, whose optimizer states shard over edp (which exceeds
+         * d*c when etp < tp) */
+        double moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - per_rank));
+        mp_config ec = *base;
+        ec.parallel = tmp.parallel;
+        ec.parallel.ep = x->ep;
+        ec.parallel.etp = x->etp;
+        mp_config eb = tmp;
+        eb.parallel.dp = mp_parallel_edp(&ec.parallel);
+        eb.parallel.cp = 1;
+        expert_bytes = moe_min * mp_moe_local_expert_params(&ec) *
+                       mp_search_static_bytes_per_param(&eb);
+        /* and the routed experts' GEMM FLOPs at the peak rate: each rank
+         * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and
+         * backward (the efficiency curve and imbalance only add to it) */
+        double peak = base->hw.peak_flops[base->training.precision];
+        if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
+        double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+        double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
+        moe_gemm = moe_min * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
+                   (gate + 1.0) * (double)m->moe.expert_ffn / peak;
+    }
     double chunks = mp_search_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
     double stash = per_rank * bi->act[x->rc] / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
-    x->lb_mem = params0 * spb + stash + base->hw.runtime_reserve;
+    x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
 
-    double round = per_rank * (bi->compute + bi->recompute[x->rc]);
+    double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
     double fill = x->sched == MP_SCHED_ZBH1 ? 0.0 : (double)(x->p - 1) * round / (double)x->v;
     x->lb_time = (double)mb * round + fill;
 }
@@ -325,6 +369,10 @@ static int divisors(int64_t n, int64_t *out, int max)
  * divisors each multiply into 10^8 and more (minutes, gigabytes). 2^21 keeps
  * the candidate list near 120 MB and the enumeration within a second or two. */
 #define MAX_CANDIDATES (1 << 21)
+/* A mixture of experts multiplies the space by its expert settings (ep, etp,
+ * dispatcher: ~36x for DeepSeek-V3); its keep list stays small because most
+ * of them fail the memory bound. */
+#define MAX_CANDIDATES_MOE (1 << 23)
 
 typedef struct enum_ctx {
     const mp_search_options *opt;
@@ -376,7 +424,8 @@ static void consider(enum_ctx *e, cand *x)
 {
     if (!allowed(e, x))
         return;
-    if (e->counts->considered >= MAX_CANDIDATES) {
+    if (e->counts->considered >= (e->base->model.moe.experts > 0 ? MAX_CANDIDATES_MOE
+                                                                  : MAX_CANDIDATES)) {
         e->too_many = true;
         return;
     }
@@ -401,6 +450,52 @@ static void consider(enum_ctx *e, cand *x)
 }
 
 /* The innermost dimensions for fixed (t, c, p, v, d, b). */
+/* MoE: every expert split of the candidate's stage ranks (t*c*d of them,
+ * Megatron-Core's folding): ep a divisor of the experts, etp 1 or tp, and
+ * each dispatcher; mp_config_check refuses what Megatron would. A dense
+ * model's candidate passes through once (ep = etp = 0). */
+static void consider_experts(enum_ctx *e, cand *x)
+{
+    const mp_model *m = &e->base->model;
+    const mp_parallel *fp = &e->base->parallel;
+    if (!mp_model_is_moe(m)) {
+        x->ep = x->etp = 0;
+        x->disp = 0;
+        consider(e, x);
+        return;
+    }
+    int64_t ranks = (int64_t)x->t * x->c * x->d;
+    int32_t etps[2] = {1, x->t};
+    int net = x->t > 1 ? 2 : 1;
+    if (fixed(e, MP_FIX_ETP)) {
+        etps[0] = (int32_t)mp_parallel_etp(fp);
+        net = 1;
+    }
+    uint8_t disps[MP_DISPATCH_COUNT];
+    int nd = 0;
+    if (fixed(e, MP_FIX_DISPATCHER))
+        disps[nd++] = (uint8_t)fp->dispatcher;
+    else
+        for (int d = 0; d < MP_DISPATCH_COUNT; d++) disps[nd++] = (uint8_t)d;
+    for (int64_t ep = 1; ep <= m->moe.experts && !e->too_many; ep++) {
+        if (m->moe.experts % ep || (fixed(e, MP_FIX_EP) && ep != mp_parallel_ep(fp)))
+            continue;
+        for (int i = 0; i < net; i++) {
+            if (ranks % (ep * etps[i]) || m->moe.expert_ffn % etps[i])
+                continue;
+            for (int k = 0; k < nd; k++) {
+                /* one GPU per expert group: the dispatchers coincide */
+                if (ep * etps[i] == 1 && disps[k] != MP_DISPATCH_ALLTOALL)
+                    continue;
+                x->ep = (int32_t)ep;
+                x->etp = etps[i];
+                x->disp = disps[k];
+                consider(e, x);
+            }
+        }
+    }
+}
+
 static void enumerate_inner(enum_ctx *e, cand *x)
 {
     if (e->too_many)
@@ -486,7 +581,7 @@ static void enumerate_inner(enum_ctx *e, cand *x)
                 x->dp_overlap = fixed(e, MP_FIX_DP_OVERLAP) ? fp->dp_overlap : true;
                 for (int s = 0; s < nsc; s++) {
                     x->sched = scheds[s];
-                    consider(e, x);
+                    consider_experts(e, x);
                 }
             }
         }
@@ -610,7 +705,17 @@ static void enumerate(enum_ctx *e)
                                    (long long)mbs, (long long)x.p);
                             continue;
                         }
+                        /* Memory's lower bound grows with b for every inner
+                         * choice (activations scale with b; in-flight chunks
+                         * times b, min(p, m)*b, never shrink), so once every
+                         * candidate of one b is over memory no larger b fits:
+                         * stop (global batches like 15360 have dozens of
+                         * micro-batch sizes, each times the inner settings) */
+                        size_t kept = e->keep.n;
+                        int64_t over = e->counts->pruned_memory;
                         enumerate_inner(e, &x);
+                        if (!e->keep_all && e->keep.n == kept && e->counts->pruned_memory > over)
+                            break;
                     }
                 }
             }
@@ -735,7 +840,10 @@ static void init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts
     e->counts = counts;
     e->bc.base = base;
     mp_error_clear(&e->first_refusal);
-    const mp_model *m = &base->model;
+    mp_model stripped = base->model;
+    if (mp_model_is_moe(&stripped))
+        search_moe_strip(&stripped);
+    const mp_model *m = &stripped;
     int64_t L = n_blocks(m);
     double pmin = mp_block_params(m, MP_BLOCK_SELF);
     if (m->arch == MP_ARCH_T5 && m->encoder_layers > 0) {
@@ -914,7 +1022,8 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
                           "absurdly large search: more than %d candidates (%lld GPUs and a "
                           "global batch of %lld have too many divisors); fix some settings "
                           "(--micro-batch, --pp, --tp) or search a smaller case",
-                          MAX_CANDIDATES, (long long)base->training.gpus,
+                          base->model.moe.experts > 0 ? MAX_CANDIDATES_MOE : MAX_CANDIDATES,
+                          (long long)base->training.gpus,
                           (long long)base->training.global_batch);
         res->counts.seconds = now_s() - t0;
         goto done;

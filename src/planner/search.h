@@ -28,7 +28,8 @@ enum {
     MP_FIX_CP = 1u << 4, MP_FIX_DP = 1u << 5, MP_FIX_MICRO_BATCH = 1u << 6,
     MP_FIX_RECOMPUTE = 1u << 7, MP_FIX_DIST_OPT = 1u << 8, MP_FIX_SCHEDULE = 1u << 9,
     MP_FIX_DP_OVERLAP = 1u << 10, MP_FIX_TP_OVERLAP = 1u << 11, MP_FIX_ZERO = 1u << 17,
-    MP_FIX_HSDP = 1u << 18
+    MP_FIX_HSDP = 1u << 18, MP_FIX_EP = 1u << 19, MP_FIX_ETP = 1u << 20,
+    MP_FIX_DISPATCHER = 1u << 21
 };
 #define MP_FIX_DIMS 12
 
@@ -126,7 +127,8 @@ typedef struct mp_search_result {
  * cannot run together (checked before enumerating: err names the setting at
  * fault, as mp_config_check would), when the fixed settings leave no
  * candidate that can run (err names the cost model's refusal, else the first
- * structural one), or when the space is absurdly large (over 2^21
+ * structural one), or when the space is absurdly large (over 2^21, 2^23 for a
+ * mixture of experts
  * candidates). counts are filled either way. */
 mp_status mp_search(const mp_search_options *opt, mp_search_result *result, mp_error *err);
 void mp_search_result_free(mp_search_result *r);

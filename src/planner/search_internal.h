@@ -14,6 +14,8 @@ typedef struct mp_search_cand_view {
     int32_t t, c, p, v, b;
     int64_t d;
     uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap; /* dist_opt: ZeRO stage 0..3 */
+    int32_t ep, etp; /* MoE only (0: a dense model's) */
+    uint8_t dispatcher;
 } mp_search_cand_view;
 
 /* base with the candidate's parallel settings. */

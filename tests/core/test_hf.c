@@ -37,6 +37,38 @@ static void test_gpt2(void **state)
     assert_string_equal(m.name, "gpt2-config");
 }
 
+/* The MoE families give the presets' shapes (the presets' seq is a
+ * training length; the configs give their position tables). */
+static void same_shape(const mp_model *m, const char *preset)
+{
+    mp_model p = *mp_model_preset(preset), got = *m;
+    got.seq = p.seq;
+    memcpy(got.name, p.name, sizeof got.name);
+    if (memcmp(&got, &p, sizeof p))
+        fail_msg("%s: the config.json reads differently from the preset", preset);
+}
+
+static void test_moe_families(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("mixtral-config.json", &m, &err), MP_OK);
+    same_shape(&m, "mixtral-8x7b");
+    assert_int_equal(load("qwen3-moe-config.json", &m, &err), MP_OK);
+    same_shape(&m, "qwen3-235b-a22b");
+    assert_int_equal(load("deepseek-v3-config.json", &m, &err), MP_OK);
+    same_shape(&m, "deepseek-v3");
+    /* without model_type the expert keys decide the family (it used to
+     * load as a dense 7.2B LLaMA) */
+    assert_int_equal(load("mixtral-untyped-config.json", &m, &err), MP_OK);
+    assert_int_equal(m.moe.experts, 8);
+    /* a dense family with expert keys: refused at the key, not dropped */
+    assert_int_equal(load("mixtral-as-mistral-config.json", &m, &err), MP_EINPUT);
+    assert_string_equal(err.field, "num_local_experts");
+    assert_int_equal(err.line, 16);
+}
+
 static void test_llama(void **state)
 {
     (void)state;
@@ -155,6 +187,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2), cmocka_unit_test(test_llama), cmocka_unit_test(test_bert),
         cmocka_unit_test(test_t5),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_moe_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

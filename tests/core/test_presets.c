@@ -26,7 +26,8 @@ static void test_models_valid(void **state)
             fail_msg("%s: finishing changed the preset (incomplete entry)", p->name);
         assert_true(mp_model_preset_published_params(p->name) > 1e8);
         /* attention width = hidden, except where a paper says otherwise (T5) */
-        if (p->arch != MP_ARCH_T5 && p->heads * p->head_dim != p->hidden)
+        if (p->arch != MP_ARCH_T5 && p->heads * p->head_dim != p->hidden &&
+            strcmp(p->name, "qwen3-235b-a22b") && !mp_model_is_mla(p))
             fail_msg("%s: heads %lld x head_dim %lld != hidden %lld", p->name,
                      (long long)p->heads, (long long)p->head_dim, (long long)p->hidden);
         assert_ptr_equal(mp_model_preset(p->name), p);
@@ -36,7 +37,7 @@ static void test_models_valid(void **state)
         for (int k = 0; k < n; k++)
             assert_string_not_equal(mp_model_preset_at(k)->name, p->name);
     }
-    assert_true(n >= 33);
+    assert_true(n >= 38);
     assert_null(mp_model_preset_at(-1));
     assert_null(mp_model_preset_at(n));
 }
@@ -235,7 +236,7 @@ static void test_tables_cover_structs(void **state)
         fail_msg("mp_hw has %zu bytes no table row covers: a field is missing in core/hw.c", h);
     t = mp_model_field_table(&n);
     h = uncovered(t, n, sizeof(mp_model));
-    if (h > 7)
+    if (h > 11) /* 7 after tied_embeddings, 4 after moe.router */
         fail_msg("mp_model has %zu uncovered bytes (core/model.c)", h);
     t = mp_training_field_table(&n);
     h = uncovered(t, n, sizeof(mp_training));
@@ -243,7 +244,7 @@ static void test_tables_cover_structs(void **state)
         fail_msg("mp_training has %zu uncovered bytes (core/config.c)", h);
     t = mp_parallel_field_table(&n);
     h = uncovered(t, n, sizeof(mp_parallel));
-    if (h > 12)
+    if (h > 16) /* 12, and 4 after the MoE dispatcher */
         fail_msg("mp_parallel has %zu uncovered bytes (core/config.c)", h);
 }
 

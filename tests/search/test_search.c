@@ -45,6 +45,9 @@ static const struct {
     {"bert-large", "a100-4xhdr", 16, 256},
     {"gpt3-13b", "dgx-a100", 128, 1024},
     {"megatron-18.4b", "a100-4xhdr", 256, 1024},
+    /* mixtures of experts: the bounds hold under every expert split */
+    {"olmoe-1b-7b", "dgx-h100", 32, 256},
+    {"mixtral-8x7b", "dgx-a100", 32, 256},
 };
 
 /* Every candidate: memory bound <= peak, time bound <= step. */

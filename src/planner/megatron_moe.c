@@ -1,0 +1,52 @@
+/* megatron_moe.c — the Megatron-Core arguments of a mixture-of-experts or
+ * latent-attention plan (megatron/training/arguments.py, "moe" and "mla"
+ * groups): the experts and routing, the expert degrees of the parallel
+ * folding, the dispatcher, and the MLA shape. */
+#include "planner/megatron.h"
+
+#include "planner/cost_internal.h"
+
+void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    if (mp_model_is_moe(m)) {
+        const struct mp_moe *e = &m->moe;
+        mp_buf_printf(out, "--num-experts %lld \\\n--moe-router-topk %lld \\\n"
+                           "--moe-ffn-hidden-size %lld \\\n",
+                      (long long)e->experts, (long long)e->top_k, (long long)e->expert_ffn);
+        if (e->shared_experts)
+            mp_buf_printf(out, "--moe-shared-expert-intermediate-size %lld \\\n",
+                          (long long)(e->shared_experts * e->shared_ffn));
+        if (e->first_dense || e->layer_freq > 1) {
+            /* the pattern as a Python list expression, 1 = MoE block */
+            mp_buf_puts(out, "--moe-layer-freq \"[");
+            for (int64_t i = 0; i < m->layers; i++)
+                mp_buf_printf(out, "%s%d", i ? "," : "", mp_model_block_is_moe(m, i) ? 1 : 0);
+            mp_buf_puts(out, "]\" \\\n");
+        }
+        if (e->router == MP_ROUTER_SIGMOID)
+            mp_buf_puts(out, "--moe-router-score-function sigmoid \\\n"
+                             "--moe-router-enable-expert-bias \\\n");
+        if (e->route_groups)
+            mp_buf_printf(out, "--moe-router-num-groups %lld \\\n--moe-router-group-topk %lld \\\n",
+                          (long long)e->route_groups, (long long)e->route_group_top_k);
+        if (e->capacity_factor > 0.0)
+            mp_buf_printf(out, "--moe-expert-capacity-factor %g \\\n", e->capacity_factor);
+        mp_buf_printf(out, "--expert-model-parallel-size %lld \\\n"
+                           "--expert-tensor-parallel-size %lld \\\n"
+                           "--moe-token-dispatcher-type %s \\\n--moe-grouped-gemm \\\n",
+                      (long long)mp_parallel_ep(p), (long long)mp_parallel_etp(p),
+                      mp_dispatcher_name(p->dispatcher));
+    }
+    if (mp_model_is_mla(m)) {
+        const struct mp_mla *a = &m->mla;
+        mp_buf_puts(out, "--multi-latent-attention \\\n");
+        if (a->q_lora_rank)
+            mp_buf_printf(out, "--q-lora-rank %lld \\\n", (long long)a->q_lora_rank);
+        mp_buf_printf(out, "--kv-lora-rank %lld \\\n--qk-head-dim %lld \\\n"
+                           "--qk-pos-emb-head-dim %lld \\\n--v-head-dim %lld \\\n",
+                      (long long)a->kv_lora_rank, (long long)a->qk_nope_head_dim,
+                      (long long)a->qk_rope_head_dim, (long long)a->v_head_dim);
+    }
+}

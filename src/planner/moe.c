@@ -1,0 +1,214 @@
+/* moe.c — parameter counts of mixture-of-experts MLPs and multi-head
+ * latent attention (docs/cost-model.md, "Mixture of experts").
+ *
+ * An MoE block's MLP is a router (a linear map h -> E scores, no bias), E
+ * routed experts and S shared experts, each a SwiGLU MLP of three h x f
+ * matrices (Shazeer et al. 2017; Jiang et al. 2024 for Mixtral; DeepSeek-AI
+ * 2024 §2.1.2 for shared experts). A token runs the router, its top_k
+ * routed experts and every shared expert.
+ *
+ * Latent attention (DeepSeek-AI 2024, §2.1.1, eqs. 1-11): queries go h ->
+ * q_lora_rank -> heads x (nope + rope) (or straight from h when there is no
+ * query LoRA); keys and values share a latent h -> kv_lora_rank, plus one
+ * shared RoPE key h -> rope; the latent expands to heads x (nope + v); the
+ * output projects heads x v -> h. Each LoRA latent is normalised (RMSNorm). */
+#include <math.h>
+#include <string.h>
+
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+
+double mp_mla_attn_params(const mp_model *m)
+{
+    double h = (double)m->hidden, a = (double)m->heads;
+    double nope = (double)m->mla.qk_nope_head_dim, rope = (double)m->mla.qk_rope_head_dim;
+    double v = (double)m->mla.v_head_dim, qr = (double)m->mla.q_lora_rank;
+    double kvr = (double)m->mla.kv_lora_rank;
+    double q = qr > 0 ? h * qr + qr + qr * a * (nope + rope) : h * a * (nope + rope);
+    double kv = h * (kvr + rope) + kvr + kvr * a * (nope + v);
+    return q + kv + a * v * h;
+}
+
+/* Matrices of one expert's MLP of width f. */
+static double one_expert_params(const mp_model *m, double f)
+{
+    return (m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0) * (double)m->hidden * f;
+}
+
+double mp_moe_mlp_params(const mp_model *m, bool active)
+{
+    double routed = (double)(active ? m->moe.top_k : m->moe.experts);
+    return (double)m->hidden * (double)m->moe.experts /* router */
+           + routed * one_expert_params(m, (double)m->moe.expert_ffn) +
+           (double)m->moe.shared_experts * one_expert_params(m, (double)m->moe.shared_ffn);
+}
+
+/* ---- expert parallelism: time and memory of one MoE block ------------- */
+
+double mp_moe_imbalance(const mp_model *m)
+{
+    if (m->moe.imbalance > 0.0)
+        return m->moe.imbalance;
+    /* dropped tokens never exceed the capacity; dropless: balanced */
+    return m->moe.capacity_factor > 0.0 ? m->moe.capacity_factor : 1.0;
+}
+
+/* Tokens of one micro-batch entering the MoE layer on one rank: this
+ * rank's sequence shard (cp) split over tp by sequence parallelism, which
+ * Megatron-Core requires for MoE with tp > 1. */
+static double tokens_in(const mp_config *c, const mp_block_shape *bs)
+{
+    const mp_parallel *p = &c->parallel;
+    return (double)p->micro_batch * bs->s / (double)p->cp / (double)p->tp;
+}
+
+double mp_moe_tokens_per_expert(const mp_config *c, const mp_block_shape *bs)
+{
+    const mp_parallel *p = &c->parallel;
+    double ep = (double)mp_parallel_ep(p), etp = (double)mp_parallel_etp(p);
+    /* the etp*ep ranks of an expert group send Tr*top_k token copies each,
+     * spread over E experts; each expert's etp ranks all see its tokens */
+    return tokens_in(c, bs) * (double)c->model.moe.top_k * ep * etp /
+           (double)c->model.moe.experts;
+}
+
+double mp_moe_local_expert_params(const mp_config *c)
+{
+    const mp_model *m = &c->model;
+    double local = (double)m->moe.experts / (double)mp_parallel_ep(&c->parallel);
+    return local * one_expert_params(m, (double)m->moe.expert_ffn) /
+           (double)mp_parallel_etp(&c->parallel);
+}
+
+/* All-to-all of bytes_per_rank (each rank's send buffer, an equal share to
+ * every member) over group g: the shares for members in other scale-up
+ * domains cross the network while the rest move over NVLink at once. */
+static double alltoall_time(const mp_hw *hw, const mp_group_place *g, double stride,
+                            double bytes_per_rank)
+{
+    double n = (double)g->n;
+    if (n <= 1.0 || bytes_per_rank <= 0.0)
+        return 0.0;
+    double dom = mp_scale_up_gpus(hw);
+    double inside = fmin(n, fmax(1.0, dom / stride)); /* members in my domain, me included */
+    double up = hw->scale_up.bw_per_gpu * hw->scale_up.efficiency;
+    double out = hw->scale_out.bw_per_gpu * hw->scale_out.efficiency;
+    double t_up = up > 0.0 ? bytes_per_rank * (inside - 1.0) / n / up : INFINITY;
+    double t_out = 0.0, lat = hw->scale_up.latency;
+    if (inside < n) {
+        t_out = out > 0.0 ? bytes_per_rank * (n - inside) / n / out : INFINITY;
+        lat = hw->scale_out.latency;
+    }
+    return lat * (n - 1.0) + fmax(t_up, t_out);
+}
+
+void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out)
+{
+    const mp_model *m = &c->model;
+    const mp_hw *hw = &c->hw;
+    const mp_parallel *p = &c->parallel;
+    double peak = hw->peak_flops[c->training.precision];
+    if (!(peak > 0.0))
+        peak = hw->peak_flops[MP_DTYPE_FP32];
+    double dt = mp_dtype_bytes(c->training.precision), h = (double)m->hidden;
+    double ep = (double)mp_parallel_ep(p), etp = (double)mp_parallel_etp(p);
+    double E = (double)m->moe.experts, k = (double)m->moe.top_k;
+    double alpha = mp_moe_imbalance(m);
+    double Tr = tokens_in(c, bs);
+    double ne = mp_moe_tokens_per_expert(c, bs) * alpha; /* the busiest rank's experts */
+    double f = (double)m->moe.expert_ffn / etp;
+    double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+    memset(out, 0, sizeof *out);
+
+    /* router: Tr x h -> E on every rank (replicated weights) */
+    out->gemm_f += mp_gemm_mnk_time(hw, peak, dt, Tr, E, h);
+    double r_w = mp_gemm_mnk_time(hw, peak, dt, h, E, Tr);
+    out->gemm_b += mp_gemm_mnk_time(hw, peak, dt, Tr, h, E) + r_w;
+    out->wgrad += r_w;
+    /* grouped GEMMs: E/ep local experts of ne tokens each, at the
+     * efficiency of one expert's GEMM (Megatron --moe-grouped-gemm runs them
+     * as one kernel, whose tiles are those of the per-expert problem) */
+    double local = E / ep;
+    double shapes[2][3] = {{ne, gate * f, h}, {ne, h, f}};
+    for (int i = 0; i < 2; i++) {
+        double gm = shapes[i][0], gn = shapes[i][1], gk = shapes[i][2];
+        double w = mp_gemm_mnk_time(hw, peak, dt, gk, gn, gm);
+        out->gemm_f += local * mp_gemm_mnk_time(hw, peak, dt, gm, gn, gk);
+        out->gemm_b += local * (mp_gemm_mnk_time(hw, peak, dt, gm, gk, gn) + w);
+        out->wgrad += local * w;
+    }
+    /* elementwise: router softmax/top-k (fp32 scores r4 w4), permute and
+     * unpermute of the routed copies (r2 w2 each), the experts' activation
+     * (SwiGLU r4 w2, GeLU r2 w2 per element) */
+    double routed = Tr * k * etp * alpha;
+    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
+    out->kernels = 3.0 /* router, top-k, scores */ + 2.0 /* permute, unpermute */ +
+                   3.0 /* FC1, activation, FC2 */;
+
+    /* dispatch and combine, forward; backward moves the same gradients */
+    double one = 0.0;
+    if (p->dispatcher == MP_DISPATCH_ALLGATHER) {
+        /* every rank of the etp*ep group gets every token and keeps its
+         * experts'; the combine reduce-scatters the outputs back */
+        mp_group_place g = {0};
+        mp_group_place_of(c, MP_GROUP_EP, &g);
+        g.n = (int64_t)(ep * etp);
+        g.cross_domain = ep * etp > mp_scale_up_gpus(hw);
+        double bytes = Tr * ep * etp * h * dt;
+        one = mp_coll_time(hw, &g, MP_COLL_ALLGATHER, bytes) +
+              mp_coll_time(hw, &g, MP_COLL_REDUCESCATTER, bytes);
+    } else {
+        mp_group_place epg, etpg;
+        mp_group_place_of(c, MP_GROUP_EP, &epg);
+        mp_group_place_of(c, MP_GROUP_ETP, &etpg);
+        /* each rank sends its Tr*top_k routed copies, and gets them back */
+        one = 2.0 * alltoall_time(hw, &epg, etp, Tr * k * h * dt * alpha);
+        /* with etp > 1 an expert's etp ranks all-gather its tokens and
+         * reduce-scatter its outputs */
+        double gathered = Tr * k * etp * h * dt * alpha;
+        one += mp_coll_time(hw, &etpg, MP_COLL_ALLGATHER, gathered) +
+               mp_coll_time(hw, &etpg, MP_COLL_REDUCESCATTER, gathered);
+    }
+    out->comm_f = one;
+    out->comm_b = one;
+}
+
+double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
+{
+    const mp_model *m = &c->model;
+    double h = (double)m->hidden, E = (double)m->moe.experts;
+    double etp = (double)mp_parallel_etp(&c->parallel);
+    double Tr = tokens_in(c, bs);
+    double routed = Tr * (double)m->moe.top_k * etp * mp_moe_imbalance(m);
+    double f = (double)m->moe.expert_ffn / etp;
+    bool swiglu = m->activation == MP_ACT_SWIGLU;
+    /* fp32 router scores and probabilities; per routed copy: the experts'
+     * FC1 input, activation input(s), FC2 input, and the unpermute's input */
+    return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 2.0 * f + 2.0 * h);
+}
+
+void mp_moe_item_adjust(const mp_config *c, const mp_block_shape *bs, double *params,
+                        double *expert_params, double act[MP_RECOMPUTE_COUNT])
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    *expert_params = 0.0;
+    if (bs->kind != MP_BLOCK_MOE)
+        return;
+    /* mp_block_params split every matrix over tp; the routed experts are
+     * split over ep x etp instead */
+    double routed = (double)m->moe.experts * one_expert_params(m, (double)m->moe.expert_ffn);
+    *expert_params = mp_moe_local_expert_params(c);
+    *params += *expert_params - routed / (double)p->tp;
+    /* mp_block_act_bytes counted a dense MLP of ffn_hidden: swap it for the
+     * shared experts' and add the routed tokens' */
+    double sb = (double)p->micro_batch * bs->s / (double)p->cp;
+    double per_f = (m->activation == MP_ACT_SWIGLU ? 4.0 : 2.0) + 2.0;
+    double dense = per_f * sb * (double)m->ffn_hidden / (double)p->tp;
+    double shared = per_f * sb * (double)(m->moe.shared_experts * m->moe.shared_ffn) /
+                    (double)p->tp;
+    double delta = shared - dense + mp_moe_act_bytes(c, bs);
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        if (r != MP_RECOMPUTE_FULL)
+            act[r] += delta;
+}

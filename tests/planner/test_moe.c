@@ -1,0 +1,309 @@
+/* test_moe.c — mixture-of-experts and latent-attention models: parameter
+ * counts against the published totals and active counts, hand-counted
+ * block parameters and FLOPs, which blocks are MoE, and the refusal of moe /
+ * mla fields that would otherwise be silently dropped. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/model.h"
+#include "core/tables.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+
+/* Published totals are given to 3 significant figures (1%); active counts
+ * to 2 (37B, 22B, 1.3B: up to 2% for a count just past the rounding edge). */
+static void test_published_counts(void **state)
+{
+    (void)state;
+    const char *names[] = {"mixtral-8x7b", "mixtral-8x22b", "qwen3-235b-a22b", "olmoe-1b-7b",
+                           "deepseek-v3"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const mp_model *m = mp_model_preset(names[i]);
+        assert_non_null(m);
+        assert_true(mp_model_is_moe(m));
+        double total = mp_model_params(m), active = mp_model_active_params(m);
+        double pt = mp_model_preset_published_params(names[i]);
+        double pa = mp_model_preset_published_active_params(names[i]);
+        if (fabs(total / pt - 1.0) > 0.01 || fabs(active / pa - 1.0) > 0.02)
+            fail_msg("%s: %.4g total / %.4g active, published %.4g / %.4g", names[i], total,
+                     active, pt, pa);
+    }
+    /* a dense model: active == total, no published active figure */
+    const mp_model *d = mp_model_preset("llama3-8b");
+    assert_true(mp_model_active_params(d) == mp_model_params(d));
+    assert_true(mp_model_preset_published_active_params("llama3-8b") == 0.0);
+}
+
+/* Mixtral 8x7B block by hand: Q,O 4096x4096; K,V 4096x1024; 8 experts of
+ * 3 x 4096 x 14336; router 4096 x 8; two RMSNorms of 4096. */
+static void test_mixtral_block_by_hand(void **state)
+{
+    (void)state;
+    const mp_model *m = mp_model_preset("mixtral-8x7b");
+    double attn = 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024;
+    double experts = 8.0 * 3 * 4096 * 14336, router = 4096.0 * 8, norms = 2.0 * 4096;
+    assert_true(mp_block_params(m, MP_BLOCK_MOE) == attn + experts + router + norms);
+    assert_true(mp_moe_mlp_params(m, true) == router + 2.0 * 3 * 4096 * 14336);
+    /* forward FLOPs of one sequence: 2 s (attention matrices + router + 2
+     * experts) + the attention core 4 s^2 a d; the head 2 s V h; x3 with backward */
+    double s = 4096;
+    double block = 2.0 * s * (attn + router + 2.0 * 3 * 4096 * 14336) + 4.0 * s * s * 4096;
+    double want = 3.0 * (32 * block + 2.0 * s * 32000 * 4096);
+    double got = mp_model_flops(m, 4096, 1);
+    assert_true(fabs(got / want - 1.0) < 1e-12);
+}
+
+/* DeepSeek-V3's latent attention by hand (report §2.1.1 and §4.2). */
+static void test_deepseek_mla_by_hand(void **state)
+{
+    (void)state;
+    const mp_model *m = mp_model_preset("deepseek-v3");
+    assert_true(mp_model_is_mla(m));
+    double q = 7168.0 * 1536 + 1536 + 1536.0 * 128 * 192;
+    double kv = 7168.0 * (512 + 64) + 512 + 512.0 * 128 * (128 + 128);
+    double o = 128.0 * 128 * 7168;
+    assert_true(mp_mla_attn_params(m) == q + kv + o);
+    /* shared expert and 256 routed experts of 3 x 7168 x 2048, router 7168 x 256 */
+    double e = 3.0 * 7168 * 2048;
+    assert_true(mp_moe_mlp_params(m, false) == 7168.0 * 256 + 257 * e);
+    assert_true(mp_moe_mlp_params(m, true) == 7168.0 * 256 + 9 * e);
+    /* the attention core: QK^T at 192 per head, AV at 128 */
+    mp_block_shape bs;
+    mp_block_shape_of(m, 4096, 1, &bs);
+    assert_true(mp_block_attn_core_fwd_flops(m, &bs) == 2.0 * 4096 * 4096 * 128 * (192 + 128));
+}
+
+static void test_moe_block_placement(void **state)
+{
+    (void)state;
+    const mp_model *ds = mp_model_preset("deepseek-v3");
+    mp_block_shape bs;
+    for (int64_t i = 1; i <= ds->layers; i++) {
+        mp_block_shape_of(ds, 0, i, &bs);
+        assert_int_equal(bs.kind, i <= 3 ? MP_BLOCK_SELF : MP_BLOCK_MOE);
+    }
+    assert_int_equal(mp_model_moe_blocks(ds), 58);
+    mp_model m = *mp_model_preset("olmoe-1b-7b");
+    m.moe.layer_freq = 2; /* blocks 0, 2, 4, ...: Megatron's --moe-layer-freq 2 */
+    assert_int_equal(mp_model_moe_blocks(&m), 8);
+    assert_true(mp_model_block_is_moe(&m, 0) && !mp_model_block_is_moe(&m, 1));
+    m.moe.first_dense = 1;
+    assert_int_equal(mp_model_moe_blocks(&m), 7);
+}
+
+static void expect_refused(mp_model m, const char *field)
+{
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_model_finish(&m, &err) == MP_OK)
+        fail_msg("accepted; expected an error on %s", field);
+    assert_string_equal(err.field, field);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    mp_model dense = *mp_model_preset("llama3-8b");
+    mp_model m = dense;
+    m.moe.top_k = 2; /* experts missing: would silently plan a dense model */
+    expect_refused(m, "moe.experts");
+    m = dense;
+    m.mla.v_head_dim = 128;
+    expect_refused(m, "mla.kv_lora_rank");
+    m = *mp_model_preset("mixtral-8x7b");
+    m.moe.top_k = 9;
+    expect_refused(m, "moe.top_k");
+    m = *mp_model_preset("mixtral-8x7b");
+    m.moe.top_k = 0;
+    expect_refused(m, "moe.top_k");
+    m = *mp_model_preset("mixtral-8x7b");
+    m.moe.first_dense = 32;
+    expect_refused(m, "moe.first_dense");
+    m = *mp_model_preset("deepseek-v3");
+    m.moe.route_groups = 7;
+    expect_refused(m, "moe.route_groups");
+    m = *mp_model_preset("deepseek-v3");
+    m.head_dim = 128;
+    expect_refused(m, "head_dim");
+    m = *mp_model_preset("gpt3-125m");
+    m.moe.experts = 8;
+    m.moe.top_k = 2;
+    assert_true(mp_model_finish(&m, &(mp_error){0}) == MP_OK); /* GELU experts are fine */
+    m = *mp_model_preset("bert-base");
+    m.moe.experts = 8;
+    m.moe.top_k = 2;
+    expect_refused(m, "moe.experts");
+}
+
+/* A config of a preset on a hand-made network: 8-GPU domains of 100 GB/s,
+ * 25 GB/s per GPU across, no latency, so transfer times are bytes / rate. */
+static mp_config moe_config(const char *model, int64_t gpus, int64_t tp, int64_t ep, int64_t etp)
+{
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    c.model = *mp_model_preset(model);
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    c.hw.scale_up.gpus_per_domain = 8;
+    c.hw.gpus_per_node = 8;
+    c.hw.scale_up.bw_per_gpu = 100e9;
+    c.hw.scale_up.efficiency = 1.0;
+    c.hw.scale_up.latency = 0.0;
+    c.hw.scale_out.bw_per_gpu = 25e9;
+    c.hw.scale_out.efficiency = 1.0;
+    c.hw.scale_out.latency = 0.0;
+    c.training.gpus = gpus;
+    c.training.seq = 4096;
+    c.training.global_batch = gpus / tp * 2;
+    c.training.precision = MP_DTYPE_BF16;
+    mp_parallel_defaults(&c.parallel);
+    c.parallel.tp = tp;
+    c.parallel.sp = tp > 1;
+    c.parallel.dp = gpus / tp;
+    c.parallel.ep = ep;
+    c.parallel.etp = etp;
+    c.parallel.dist_opt = true;
+    return c;
+}
+
+/* Per-expert tokens and local parameters by hand (Megatron-Core folding). */
+static void test_expert_split_by_hand(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("mixtral-8x7b", 64, 2, 8, 1);
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    /* 4096 tokens / tp 2 (SP) = 2048 per rank, x top-2 x ep 8 x etp 1 / 8 experts */
+    assert_true(mp_moe_tokens_per_expert(&c, &bs) == 4096.0);
+    assert_true(mp_moe_local_expert_params(&c) == 1.0 * 3 * 4096 * 14336);
+    assert_int_equal(mp_parallel_edp(&c.parallel), 2 * 32 / 8);
+    c.parallel.etp = 2; /* each expert split over 2 ranks, which both see its tokens */
+    assert_true(mp_moe_tokens_per_expert(&c, &bs) == 8192.0);
+    assert_true(mp_moe_local_expert_params(&c) == 0.5 * 3 * 4096 * 14336);
+    c = moe_config("deepseek-v3", 2048, 1, 64, 1);
+    assert_true(mp_moe_local_expert_params(&c) == 4.0 * 3 * 7168 * 2048);
+}
+
+/* Dispatch and combine of the all-to-all dispatcher: each rank sends its
+ * Tr x top_k x h bf16 copies, an equal share per member; the shares for
+ * members in other domains cross the 25 GB/s network, the rest NVLink. */
+static void test_alltoall_volume(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 8, 1);
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    mp_moe_time t;
+    mp_moe_block_time(&c, &bs, &t);
+    double bytes = 4096.0 * 8 * 2048 * 2; /* Tr x top-8 x h x 2 bytes */
+    double inside = bytes * 7.0 / 8.0 / 100e9;
+    assert_true(fabs(t.comm_f / (2.0 * inside) - 1.0) < 1e-12); /* dispatch + combine */
+    assert_true(t.comm_b == t.comm_f);
+    /* ep 16 spans two domains: half the shares leave over the network */
+    c = moe_config("olmoe-1b-7b", 64, 1, 16, 1);
+    mp_moe_block_time(&c, &bs, &t);
+    double across = bytes * 8.0 / 16.0 / 25e9;
+    assert_true(fabs(t.comm_f / (2.0 * across) - 1.0) < 1e-12);
+    /* the routed GEMMs: ep 16 holds 4 experts of 4096 x 8 x 16 / 64 = 8192 tokens */
+    assert_true(mp_moe_tokens_per_expert(&c, &bs) == 8192.0);
+    /* the all-gather dispatcher moves every token (not top_k copies) */
+    c.parallel.dispatcher = MP_DISPATCH_ALLGATHER;
+    mp_moe_time g;
+    mp_moe_block_time(&c, &bs, &g);
+    assert_true(g.comm_f > 0.0 && g.gemm_f == t.gemm_f);
+}
+
+/* The estimate's memory: routed experts' optimizer states sharded over edp,
+ * the rest over d x c (the distributed optimizer, 12 bytes per parameter). */
+static void test_expert_optimizer_shard(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("mixtral-8x7b", 64, 1, 8, 1);
+    c.training.global_batch = 64;
+    mp_estimate e;
+    mp_error err;
+    if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    double one = 3.0 * 4096 * 14336, routed_all = 32.0 * 8 * one, local = 32.0 * one;
+    double rest = mp_model_params(&c.model) - routed_all;
+    assert_true(fabs(e.memory.weights / (2.0 * (rest + local)) - 1.0) < 1e-12);
+    double edp = (double)mp_parallel_edp(&c.parallel); /* 64 / 8 = 8 */
+    assert_true(edp == 8.0);
+    assert_true(fabs(e.memory.optimizer / (12.0 * (rest / 64.0 + local / edp)) - 1.0) < 1e-12);
+    /* the parts explain and estimate name: the routed experts' share */
+    assert_true(fabs(e.memory.expert_weights / (2.0 * local) - 1.0) < 1e-12);
+    assert_true(fabs(e.memory.expert_grads / (4.0 * local) - 1.0) < 1e-12);
+    assert_true(fabs(e.memory.expert_optimizer / (12.0 * local / edp) - 1.0) < 1e-12);
+    /* routed tokens: 1 micro-batch of 4096 tokens x top-2 per block, 32 blocks:
+     * router scores 8 x 4096 x 8, per copy 2h + 4f + 2f + 2h bytes */
+    double per_block = 8.0 * 4096 * 8 + 4096.0 * 2 * (4.0 * 4096 + 6.0 * 14336);
+    assert_true(fabs(e.memory.routed_activations / (32.0 * per_block) - 1.0) < 1e-12);
+    assert_true(e.memory.routed_activations < e.memory.activations);
+    /* a dense model's estimate is untouched by the expert fields being 0 */
+    mp_config d = moe_config("llama3-8b", 64, 1, 0, 0);
+    d.training.global_batch = 64;
+    assert_int_equal(mp_estimate_config(&d, NULL, &e, &err), MP_OK);
+    d.parallel.ep = 2; /* and refused on a dense model */
+    assert_int_equal(mp_estimate_config(&d, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "ep");
+}
+
+/* Blocks 0..15 with first_dense 1 and layer_freq 2: MoE blocks 2, 4, ..., 14
+ * (7 of them); the estimate costs each block by its own kind. */
+static void test_layer_pattern_in_estimate(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 8, 1, 8, 1);
+    c.model.moe.first_dense = 1;
+    c.model.moe.layer_freq = 2;
+    c.training.global_batch = 8;
+    mp_estimate e;
+    mp_error err;
+    if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    double local = 8.0 * 3 * 2048 * 1024; /* 64 experts / ep 8 */
+    assert_true(fabs(e.memory.expert_weights / (2.0 * 7 * local) - 1.0) < 1e-12);
+}
+
+/* Megatron-Core's rules for the expert split. */
+static void test_split_refusals(void **state)
+{
+    (void)state;
+    mp_estimate e;
+    mp_error err;
+    mp_config c = moe_config("mixtral-8x7b", 64, 1, 3, 1);
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "ep"); /* 3 does not divide 8 experts */
+    c = moe_config("mixtral-8x7b", 64, 2, 8, 0);
+    c.parallel.sp = false;
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "sp");
+    c = moe_config("olmoe-1b-7b", 16, 1, 32, 1); /* etp*ep = 32 > 16 ranks */
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "ep");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_published_counts),
+        cmocka_unit_test(test_mixtral_block_by_hand),
+        cmocka_unit_test(test_deepseek_mla_by_hand),
+        cmocka_unit_test(test_moe_block_placement),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_expert_split_by_hand),
+        cmocka_unit_test(test_alltoall_volume),
+        cmocka_unit_test(test_expert_optimizer_shard),
+        cmocka_unit_test(test_split_refusals),
+        cmocka_unit_test(test_layer_pattern_in_estimate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -447,16 +447,9 @@ int cmd_search(int argc, char **argv)
         return 0;
     }
     if (mp_search_hw_wanted(argc, argv)) return mp_cmd_search_hw(argc, argv);
-    if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("search", &err);
     mp_search_cli sc;
-    if (mp_search_cli_parse(&argc, argv, "search", &sc, &err) != MP_OK)
+    if (mp_search_cli_parse_all(&argc, argv, &cc, &sc, &err) != MP_OK)
         return mp_cli_fail("search", &err);
-    if (argc > 1) {
-        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
-                     argv[1][0] == '-' ? "unknown option (see megaplan search --help)"
-                                       : "unexpected argument (see megaplan search --help)");
-        return mp_cli_fail("search", &err);
-    }
     mp_search_options opt;
     if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("search", &err);
     /* where -o goes is settled before the search, so a refused path costs nothing */

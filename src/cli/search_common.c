@@ -322,3 +322,16 @@ mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
     memcpy(opt->allowed, sc->allowed, sizeof opt->allowed);
     return apply_runtime(cc, sc, opt, err);
 }
+
+mp_status mp_search_cli_parse_all(int *argc, char **argv, mp_cli_config *cc, mp_search_cli *sc,
+                                  mp_error *err)
+{
+    mp_status st = mp_cli_config_parse(argc, argv, cc, err);
+    if (st == MP_OK)
+        st = mp_search_cli_parse(argc, argv, "search", sc, err);
+    if (st == MP_OK && *argc > 1)
+        st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, argv[1],
+                          argv[1][0] == '-' ? "unknown option (see megaplan search --help)"
+                                            : "unexpected argument (see megaplan search --help)");
+    return st;
+}

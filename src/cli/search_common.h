@@ -20,6 +20,11 @@ typedef struct mp_search_cli {
     const char *runtime;  /* --runtime NAME: only what that runtime runs ("megatron") */
 } mp_search_cli;
 
+/* The shared options, then search's, then nothing left over: what search and
+ * the search over hardware both parse. */
+mp_status mp_search_cli_parse_all(int *argc, char **argv, mp_cli_config *cc, mp_search_cli *sc,
+                                  mp_error *err);
+
 /* Takes search's own options out of argv (like mp_cli_config_parse); the
  * --fix lists are kept in sc until mp_search_cli_options applies them. */
 mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_search_cli *sc,

@@ -527,16 +527,9 @@ int mp_cmd_search_hw(int argc, char **argv)
     args[n++] = gpus_text;
     args[n] = NULL;
     mp_cli_config cc;
-    if (mp_cli_config_parse(&n, args, &cc, &err) != MP_OK) return mp_cli_fail("search", &err);
     mp_search_cli sc;
-    if (mp_search_cli_parse(&n, args, "search", &sc, &err) != MP_OK)
+    if (mp_search_cli_parse_all(&n, args, &cc, &sc, &err) != MP_OK)
         return mp_cli_fail("search", &err);
-    if (n > 1) {
-        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, args[1],
-                     args[1][0] == '-' ? "unknown option (see megaplan search --help)"
-                                       : "unexpected argument (see megaplan search --help)");
-        return mp_cli_fail("search", &err);
-    }
     if (sc.output || mp_cli_is_framework_format(cc.format)) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : "--format",
                      "choose the hardware first: -o and the framework formats take one --hw and --gpus");

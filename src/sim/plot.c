@@ -617,16 +617,28 @@ static void plot_files_close(const plot_files *pf)
     rmdir(pf->dir);
 }
 
+/* The picture's format from path's extension and gnuplot's full path: what
+ * every picture needs before it draws anything. */
+static mp_status plot_ready(const char *path, picture_format *fmt, char *gnuplot, size_t size,
+                            mp_error *err)
+{
+    *fmt = format_of(path);
+    if (*fmt == FMT_BAD)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
+                            "'%s': the plot file must end in .svg or .png", path);
+    if (!mp_plot_find_gnuplot(gnuplot, size))
+        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
+    return MP_OK;
+}
+
 mp_status mp_plot_custom(const char *path, bool force, int width, int height, const mp_buf *data,
                          mp_plot_script_fn script, void *user, mp_error *err)
 {
-    picture_format fmt = format_of(path);
-    if (fmt == FMT_BAD)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
-                            "'%s': the plot file must end in .svg or .png", path);
+    picture_format fmt;
     char gnuplot[4096];
-    if (!mp_plot_find_gnuplot(gnuplot, sizeof gnuplot))
-        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
+    mp_status pre = plot_ready(path, &fmt, gnuplot, sizeof gnuplot, err);
+    if (pre != MP_OK)
+        return pre;
     mp_output out;
     mp_status st = mp_output_prepare(path, force, &out, err);
     if (st != MP_OK)
@@ -662,13 +674,11 @@ mp_status mp_plot_custom(const char *path, bool force, int width, int height, co
 mp_status mp_plot_write(const mp_timeline *t, const mp_sim_memory_point *mem, size_t n_mem,
                         const char *path, const mp_plot_options *o, mp_error *err)
 {
-    picture_format fmt = format_of(path);
-    if (fmt == FMT_BAD)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
-                            "'%s': the plot file must end in .svg or .png", path);
+    picture_format fmt;
     char gnuplot[4096];
-    if (!mp_plot_find_gnuplot(gnuplot, sizeof gnuplot))
-        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
+    mp_status pre = plot_ready(path, &fmt, gnuplot, sizeof gnuplot, err);
+    if (pre != MP_OK)
+        return pre;
     plot_files pf;
     mp_status st = plot_files_open(&pf, err);
     if (st != MP_OK)

@@ -9,6 +9,9 @@
 #   tools/fuzz.sh build-fuzz 15
 #   tools/fuzz.sh build-fuzz 14400 fuzz-work    # 4 hours per target
 # Usage: tools/fuzz.sh BUILD_DIR SECONDS [WORKDIR] [TARGET...]
+# FUZZ_SEED and FUZZ_RUNS (environment) make a run reproducible: the same
+# seed, corpus and binary mutate the same inputs in the same order, so CI's
+# short run passes or fails the same way every time (SECONDS then only caps it).
 set -u
 build=${1:?usage: tools/fuzz.sh BUILD_DIR SECONDS [WORKDIR] [TARGET...]}
 seconds=${2:?usage: tools/fuzz.sh BUILD_DIR SECONDS [WORKDIR] [TARGET...]}
@@ -25,7 +28,9 @@ for t in $targets; do
   # the seeds of this reader; libFuzzer writes what it finds into the first folder
   for f in "$root"/tests/fuzz/corpus/"$t"-*; do cp -n "$f" "$work/$t/" 2>/dev/null; done
   echo "fuzz.sh: $t for $seconds s"
-  "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+  # shellcheck disable=SC2086
+  "$exe" -max_total_time="$seconds" ${FUZZ_SEED:+-seed=$FUZZ_SEED} ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} \
+    -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
     -print_final_stats=1 -artifact_prefix="$work/crashes/$t-" "$work/$t" 2>"$work/$t.log"
   rc=$?
   tail -n 12 "$work/$t.log"

@@ -243,6 +243,10 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
         }
         p->dp = c->training.gpus / tpc;
     }
+    /* ep: 1 and an absent ep mean the same (no expert parallelism), and the
+     * writers leave it out: one value for both, so a plan reads back as written */
+    if (p->ep == 1)
+        p->ep = 0;
     if (!seen[mp_fields_find(tab, n, "schedule") - tab])
         p->schedule = mp_default_schedule(p);
     if (!seen[mp_fields_find(tab, n, "dp_overlap") - tab])

@@ -366,14 +366,9 @@ static void name_option(mp_error *err, const char *option)
         snprintf(err->field, sizeof err->field, "%s", option);
 }
 
-static mp_status load_hw(mp_cli_config *cc, mp_error *err)
+mp_status mp_cli_apply_hw_sets(const mp_cli_config *cc, mp_hw *hw, mp_error *err)
 {
-    mp_config *c = &cc->config;
-    mp_status st = mp_hw_load(cc->hw_spec, &c->hw, err);
-    if (st != MP_OK) {
-        name_option(err, "--hw");
-        return st;
-    }
+    mp_status st = MP_OK;
     for (int i = 0; i < cc->n_hw_sets; i++) {
         char key[128];
         const char *eq = strchr(cc->hw_sets[i], '=');
@@ -382,18 +377,37 @@ static mp_status load_hw(mp_cli_config *cc, mp_error *err)
             klen = sizeof key - 1;
         memcpy(key, cc->hw_sets[i], klen);
         key[klen] = '\0';
-        st = mp_hw_set_field(&c->hw, key, eq + 1, err);
+        st = mp_hw_set_field(hw, key, eq + 1, err);
         if (st != MP_OK)
             break;
     }
     if (st == MP_OK)
-        st = mp_hw_finish(&c->hw, err);
+        st = mp_hw_finish(hw, err);
     if (st != MP_OK) {
         char field[sizeof err->field];
         snprintf(field, sizeof field, "--hw-set %.100s", err->field);
         snprintf(err->field, sizeof err->field, "%s", field);
     }
     return st;
+}
+
+static mp_status load_hw(mp_cli_config *cc, mp_error *err)
+{
+    mp_status st = mp_hw_load(cc->hw_spec, &cc->config.hw, err);
+    if (st != MP_OK) {
+        name_option(err, "--hw");
+        return st;
+    }
+    return mp_cli_apply_hw_sets(cc, &cc->config.hw, err);
+}
+
+void mp_cli_error_as_option(mp_error *err)
+{
+    if (err->code != MP_EINPUT || err->file[0])
+        return;
+    char opt[64];
+    mp_cli_option_name(err->field, opt, sizeof opt);
+    snprintf(err->field, sizeof err->field, "%s", opt);
 }
 
 mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)

@@ -75,6 +75,14 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
  * Does not check that the configuration can run: mp_cli_config_check does. */
 mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err);
 
+/* Applies the --hw-set overrides of cc to hw (a profile search reaches
+ * besides cc's own) and checks the result; err names "--hw-set KEY". */
+mp_status mp_cli_apply_hw_sets(const mp_cli_config *cc, mp_hw *hw, mp_error *err);
+
+/* An input error about a config field, not a file, renamed to the option
+ * that sets it ("global_batch" -> "--global-batch"). */
+void mp_cli_error_as_option(mp_error *err);
+
 /* mp_config_check with the fields named as the options ("--tp",
  * "--global-batch"), for verbs that cost one given configuration. */
 mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err);

@@ -499,11 +499,7 @@ int cmd_search(int argc, char **argv)
         return 1;
     }
     if (st != MP_OK) {
-        if (err.code == MP_EINPUT && !err.file[0]) {
-            char optn[64];
-            mp_cli_option_name(err.field, optn, sizeof optn);
-            snprintf(err.field, sizeof err.field, "%s", optn);
-        }
+        mp_cli_error_as_option(&err);
         return mp_cli_fail("search", &err);
     }
 

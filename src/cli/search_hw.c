@@ -555,27 +555,14 @@ int mp_cmd_search_hw(int argc, char **argv)
     }
     /* --hw-set reaches every profile, as it reaches the one of a plain search */
     for (int h = 0; h < o.n_hw; h++) {
-        for (int s = 0; s < cc.n_hw_sets; s++) {
-            char key[128];
-            const char *eq = strchr(cc.hw_sets[s], '=');
-            size_t klen = (size_t)(eq - cc.hw_sets[s]);
-            if (klen >= sizeof key) klen = sizeof key - 1;
-            memcpy(key, cc.hw_sets[s], klen);
-            key[klen] = '\0';
-            if (mp_hw_set_field(&o.hws[h], key, eq + 1, &err) != MP_OK ||
-                mp_hw_finish(&o.hws[h], &err) != MP_OK)
-                return mp_cli_fail("search", &err);
-        }
+        if (mp_cli_apply_hw_sets(&cc, &o.hws[h], &err) != MP_OK)
+            return mp_cli_fail("search", &err);
     }
 
     mp_hwchoice_result r;
     mp_status st = mp_hwchoice_run(&o, &r, &err);
     if (st != MP_OK) {
-        if (err.code == MP_EINPUT && !err.file[0]) {
-            char optn[64];
-            mp_cli_option_name(err.field, optn, sizeof optn);
-            snprintf(err.field, sizeof err.field, "%s", optn);
-        }
+        mp_cli_error_as_option(&err);
         return mp_cli_fail("search", &err);
     }
     mp_buf out;

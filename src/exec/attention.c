@@ -3,8 +3,7 @@
  * chunks, against every key gathered from the CP group). A head is never
  * split across ranks and every query runs over its keys in position order,
  * so scores, softmax and weighted sums are computed in the same order in the
- * partitioned run and in the reference. Compiled for float and double. */
-#ifndef MP_REAL_BITS
+ * partitioned run and in the reference. Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,14 +11,6 @@
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
-
-#define MP_REAL_BITS 32
-#include "exec/attention.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/attention.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 
 /* Forward, per sample n and head a (hd = head dim, scale = 1/sqrt(hd)), for
@@ -36,10 +27,10 @@
  * rows of one head are b rows apart); Q K^T is computed whole and the causal
  * part kept. The scale and the softmax are row loops, the same in every run;
  * exact mode's sums are exact in any order (quant.h). */
-void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs,
-                                 const real *q_base, size_t q_row, const real *k_base,
-                                 const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
-                                 int b, int heads_local, int hd, int rep, bool causal, bool exact)
+void mp_attention_forward_kv(const mp_backend *be, real *out, real *probs,
+                             const real *q_base, size_t q_row, const real *k_base,
+                             const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
+                             int b, int heads_local, int hd, int rep, bool causal, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
@@ -63,12 +54,12 @@ void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs,
         }
 }
 
-void RN(mp_attention_forward)(const mp_backend *be, real *out, real *probs, const real *qkv,
-                              int s, int b, int heads_local, int hd, bool exact)
+void mp_attention_forward(const mp_backend *be, real *out, real *probs, const real *qkv,
+                          int s, int b, int heads_local, int hd, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
-    RN(mp_attention_forward_kv)(be, out, probs, qkv, 3 * hl, qkv + hl, qkv + 2 * hl, 3 * hl,
-                                NULL, s, s, b, heads_local, hd, 1, true, exact);
+    mp_attention_forward_kv(be, out, probs, qkv, 3 * hl, qkv + hl, qkv + 2 * hl, 3 * hl,
+                            NULL, s, s, b, heads_local, hd, 1, true, exact);
 }
 
 /* Backward, per sample and head, with dO = dout:
@@ -80,12 +71,12 @@ void RN(mp_attention_forward)(const mp_backend *be, real *out, real *probs, cons
  * put on the gradient grid; dk and dv are added to (sk rows, dkv_row apart),
  * unrounded: with CP they are partial sums that the caller adds over the
  * ranks before rounding. scratch holds s * sk reals (dP, then dS). */
-void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq_base, size_t dq_row,
-                                  real *dk_base, real *dv_base, size_t dkv_row, const real *dout,
-                                  const real *q_base, size_t q_row, const real *k_base,
-                                  const real *v_base, size_t kv_row, const real *probs,
-                                  const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                  int rep, bool causal, real *scratch, bool exact)
+void mp_attention_backward_kv(const mp_backend *be, real *dq_base, size_t dq_row,
+                              real *dk_base, real *dv_base, size_t dkv_row, const real *dout,
+                              const real *q_base, size_t q_row, const real *k_base,
+                              const real *v_base, size_t kv_row, const real *probs,
+                              const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                              int rep, bool causal, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
@@ -116,17 +107,16 @@ void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq_base, size_t dq
                      MP_EXACT_MAX_INT);
 }
 
-void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dout,
-                               const real *qkv, const real *probs, int s, int b, int heads_local,
-                               int hd, real *scratch, bool exact)
+void mp_attention_backward(const mp_backend *be, real *dqkv, const real *dout,
+                           const real *qkv, const real *probs, int s, int b, int heads_local,
+                           int hd, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hd, row = 3 * hl, S = (size_t)s * b;
     be->zero(dqkv, S * row * sizeof(real));
-    RN(mp_attention_backward_kv)(be, dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
-                                 qkv + hl, qkv + 2 * hl, row, probs, NULL, s, s, b, heads_local,
-                                 hd, 1, true, scratch, exact);
+    mp_attention_backward_kv(be, dqkv, row, dqkv + hl, dqkv + 2 * hl, row, dout, qkv, row,
+                             qkv + hl, qkv + 2 * hl, row, probs, NULL, s, s, b, heads_local,
+                             hd, 1, true, scratch, exact);
     if (exact)
         be->quantize(MP_REAL_KIND, dqkv, 1, S * row, S * row, MP_Q_GRAD_ATT, MP_EXACT_MAX_INT);
 }
 
-#endif

@@ -1,7 +1,6 @@
 /* cp_ring.c — context parallelism's ring: every rank's keys and values for
  * this rank's queries, and their gradients back to their owners (model.c's
- * header says how positions are split). Compiled for float and double. */
-#ifndef MP_REAL_BITS
+ * header says how positions are split). Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -10,14 +9,6 @@
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
-
-#define MP_REAL_BITS 32
-#include "exec/cp_ring.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/cp_ring.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 #include "exec/model_internal.h"
 
@@ -25,8 +16,8 @@
 
 /* Row of (rank c's local position i, sample n) in the position-major
  * [sk*b] order of the whole sequence. */
-static size_t RN(cp_full_row)(const RN(mp_gpt) *g, const RN(sizes) *z, int c, size_t i,
-                              size_t n)
+static size_t cp_full_row(const mp_gpt *g, const sizes *z, int c, size_t i,
+                          size_t n)
 {
     mp_gpt_dims other = g->d;
     other.cp_rank = c;
@@ -36,10 +27,10 @@ static size_t RN(cp_full_row)(const RN(mp_gpt) *g, const RN(sizes) *z, int c, si
 /* kv_full[sk*b,2kc] = every rank's K|V columns of qkv, by position: a ring
  * of cp - 1 steps, each rank passing on the block it last received (the K/V
  * traffic of ring attention). */
-mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full, mp_error *err)
+mp_status mp_model_cp_gather_kv(mp_gpt *g, const real *qkv, real *kv_full, mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W = RN(work_of)(g);
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
     size_t w = 2 * z.kc, blk = z.S * w;
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     real *mine = W.kv_ranks + (size_t)me * blk;
@@ -56,8 +47,8 @@ mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_ful
     /* the b rows of one position are adjacent in both orders */
     for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
-            RN(bcopy)(g, kv_full + RN(cp_full_row)(g, &z, c, i, 0) * w,
-                      W.kv_ranks + ((size_t)c * z.S + i * z.b) * w, z.b * w);
+            be_copy(g, kv_full + cp_full_row(g, &z, c, i, 0) * w,
+                  W.kv_ranks + ((size_t)c * z.S + i * z.b) * w, z.b * w);
     return MP_OK;
 }
 
@@ -65,17 +56,17 @@ mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_ful
  * rank's rows go to the K|V columns of dqkv[S,row]. A ring of cp - 1 steps:
  * each block's partial sum travels from rank owner + 1 around to its owner,
  * every rank adding its share on the way. */
-mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,
-                                     mp_error *err)
+mp_status mp_model_cp_reduce_dkv(mp_gpt *g, const real *dkv_full, real *dqkv,
+                                 mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W = RN(work_of)(g);
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
     size_t w = 2 * z.kc, blk = z.S * w;
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
-            RN(bcopy)(g, W.kv_ranks + ((size_t)c * z.S + i * z.b) * w,
-                      dkv_full + RN(cp_full_row)(g, &z, c, i, 0) * w, z.b * w);
+            be_copy(g, W.kv_ranks + ((size_t)c * z.S + i * z.b) * w,
+                  dkv_full + cp_full_row(g, &z, c, i, 0) * w, z.b * w);
     bool drop = mp_probe_drops(g->probe, "cp-dkv");
     for (int k = 1; k < cp && !drop; k++) {
         /* step k: pass on the sum for rank (me - k)'s block, receive the sum
@@ -93,4 +84,3 @@ mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *
     return MP_OK;
 }
 
-#endif

@@ -1,9 +1,8 @@
 /* layers.c — the elementwise and row-wise layers of the GPT and its LLaMA
  * variants, forward and backward side by side: LayerNorm, RMSNorm, GeLU,
  * SwiGLU, rotary embeddings, bias, residual add, and exact mode's rounding
- * onto dyadic grids (quant.h). Compiled for float and double:
- * this file includes itself once per type (real.h). */
-#ifndef MP_REAL_BITS
+ * onto dyadic grids (quant.h). Compiled once per precision
+ * (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,17 +10,9 @@
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
-
-#define MP_REAL_BITS 32
-#include "exec/layers.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/layers.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 
-void RN(mp_quantize)(real *x, size_t n, int grid, int max_int)
+void mp_quantize(real *x, size_t n, int grid, int max_int)
 {
     /* ldexp by a power of two is exact; nearbyint rounds half to even in the
      * default rounding mode; both are the same function of the same bits in
@@ -37,10 +28,10 @@ void RN(mp_quantize)(real *x, size_t n, int grid, int max_int)
     }
 }
 
-void RN(mp_q)(bool exact, real *x, size_t n, int grid)
+void mp_q(bool exact, real *x, size_t n, int grid)
 {
     if (exact)
-        RN(mp_quantize)(x, n, grid, MP_EXACT_MAX_INT);
+        mp_quantize(x, n, grid, MP_EXACT_MAX_INT);
 }
 
 /* LayerNorm over the last dimension h of x[rows, h]:
@@ -50,8 +41,8 @@ void RN(mp_q)(bool exact, real *x, size_t n, int grid)
  * is in; exact mode rounds xhat (it enters the dw sum over tokens) and out. */
 #define LN_EPS 1e-5
 
-void RN(mp_layernorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                              const real *b, int rows, int h, bool exact)
+void mp_layernorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                          const real *b, int rows, int h, bool exact)
 {
     for (int r = 0; r < rows; r++) {
         const real *xr = x + (size_t)r * h;
@@ -69,18 +60,18 @@ void RN(mp_layernorm_forward)(real *out, real *xhat, real *rstd, const real *x, 
         rstd[r] = rs;
         for (int i = 0; i < h; i++)
             xh[i] = (xr[i] - mean) * rs;
-        RN(mp_q)(exact, xh, (size_t)h, MP_Q_ACT);
+        mp_q(exact, xh, (size_t)h, MP_Q_ACT);
         for (int i = 0; i < h; i++)
             o[i] = xh[i] * w[i] + b[i];
-        RN(mp_q)(exact, o, (size_t)h, MP_Q_ACT);
+        mp_q(exact, o, (size_t)h, MP_Q_ACT);
     }
 }
 
 /* Backward: with g = dout * w,
  *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
  *   dw += sum_rows dout * xhat,  db += sum_rows dout. */
-void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, const real *xhat,
-                               const real *rstd, const real *w, int rows, int h, bool exact)
+void mp_layernorm_backward(real *dx, real *dw, real *db, const real *dout, const real *xhat,
+                           const real *rstd, const real *w, int rows, int h, bool exact)
 {
     for (int r = 0; r < rows; r++) {
         const real *dy = dout + (size_t)r * h, *xh = xhat + (size_t)r * h;
@@ -97,7 +88,7 @@ void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, c
         mgx /= (real)h;
         for (int i = 0; i < h; i++)
             d[i] = rstd[r] * (dy[i] * w[i] - mg - xh[i] * mgx);
-        RN(mp_q)(exact, d, (size_t)h, MP_Q_GRAD);
+        mp_q(exact, d, (size_t)h, MP_Q_GRAD);
     }
 }
 
@@ -111,7 +102,7 @@ void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, c
 #define GELU_C 0.044715
 #endif
 
-void RN(mp_gelu_forward)(real *out, const real *in, size_t n)
+void mp_gelu_forward(real *out, const real *in, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         real x = in[i];
@@ -119,7 +110,7 @@ void RN(mp_gelu_forward)(real *out, const real *in, size_t n)
     }
 }
 
-void RN(mp_gelu_backward)(real *din, const real *dout, const real *in, size_t n)
+void mp_gelu_backward(real *din, const real *dout, const real *in, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         real x = in[i];
@@ -134,8 +125,8 @@ void RN(mp_gelu_backward)(real *din, const real *dout, const real *in, size_t n)
 /* RMSNorm (LLaMA) over the last dimension h of x[rows, h]:
  *   rstd = 1/sqrt(sum(x^2)/h + eps), xhat = x * rstd, out = xhat * w.
  * Exact mode rounds xhat and out, as LayerNorm does. */
-void RN(mp_rmsnorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                            int rows, int h, bool exact)
+void mp_rmsnorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                        int rows, int h, bool exact)
 {
     for (int r = 0; r < rows; r++) {
         const real *xr = x + (size_t)r * h;
@@ -148,17 +139,17 @@ void RN(mp_rmsnorm_forward)(real *out, real *xhat, real *rstd, const real *x, co
         rstd[r] = rs;
         for (int i = 0; i < h; i++)
             xh[i] = xr[i] * rs;
-        RN(mp_q)(exact, xh, (size_t)h, MP_Q_ACT);
+        mp_q(exact, xh, (size_t)h, MP_Q_ACT);
         for (int i = 0; i < h; i++)
             o[i] = xh[i] * w[i];
-        RN(mp_q)(exact, o, (size_t)h, MP_Q_ACT);
+        mp_q(exact, o, (size_t)h, MP_Q_ACT);
     }
 }
 
 /* Backward: with g = dout * w,
  *   dx = rstd * (g - xhat * mean(g * xhat)),   dw += sum_rows dout * xhat. */
-void RN(mp_rmsnorm_backward)(real *dx, real *dw, const real *dout, const real *xhat,
-                             const real *rstd, const real *w, int rows, int h, bool exact)
+void mp_rmsnorm_backward(real *dx, real *dw, const real *dout, const real *xhat,
+                         const real *rstd, const real *w, int rows, int h, bool exact)
 {
     for (int r = 0; r < rows; r++) {
         const real *dy = dout + (size_t)r * h, *xh = xhat + (size_t)r * h;
@@ -171,13 +162,13 @@ void RN(mp_rmsnorm_backward)(real *dx, real *dw, const real *dout, const real *x
         mgx /= (real)h;
         for (int i = 0; i < h; i++)
             d[i] = rstd[r] * (dy[i] * w[i] - xh[i] * mgx);
-        RN(mp_q)(exact, d, (size_t)h, MP_Q_GRAD);
+        mp_q(exact, d, (size_t)h, MP_Q_GRAD);
     }
 }
 
 /* SwiGLU: gu[rows, 2f] holds [gate | up] of each row (this rank's share of
  * both); out[rows, f] = silu(gate) * up, silu(x) = x / (1 + e^-x). */
-void RN(mp_swiglu_forward)(real *out, const real *gu, int rows, int f)
+void mp_swiglu_forward(real *out, const real *gu, int rows, int f)
 {
     for (int r = 0; r < rows; r++) {
         const real *gr = gu + (size_t)r * 2 * f, *ur = gr + f;
@@ -191,7 +182,7 @@ void RN(mp_swiglu_forward)(real *out, const real *gu, int rows, int f)
 
 /* dgu[rows, 2f] from dout[rows, f]: d gate = dout * up * silu'(gate),
  * d up = dout * silu(gate), silu'(x) = s (1 + x (1 - s)), s = sigmoid(x). */
-void RN(mp_swiglu_backward)(real *dgu, const real *dout, const real *gu, int rows, int f)
+void mp_swiglu_backward(real *dgu, const real *dout, const real *gu, int rows, int f)
 {
     for (int r = 0; r < rows; r++) {
         const real *gr = gu + (size_t)r * 2 * f, *ur = gr + f, *dy = dout + (size_t)r * f;
@@ -213,15 +204,15 @@ void RN(mp_swiglu_backward)(real *dgu, const real *dout, const real *gu, int row
  * `grid`, the same function of the same values in every run. */
 #define ROPE_BASE 10000.0
 
-void RN(mp_rope)(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
-                 bool inverse, bool exact, int grid)
+void mp_rope(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
+             bool inverse, bool exact, int grid)
 {
     int half = hd / 2;
     for (int i = 0; i < s; i++) {
         for (int k = 0; k < half; k++) {
             double angle = (double)pos[i] * pow(ROPE_BASE, -2.0 * k / hd);
             real cs[2] = {(real)cos(angle), (real)sin(angle)};
-            RN(mp_q)(exact, cs, 2, MP_Q_PROB);
+            mp_q(exact, cs, 2, MP_Q_PROB);
             real c = cs[0], sn = inverse ? -cs[1] : cs[1];
             for (int n = 0; n < b; n++) {
                 real *row = x + ((size_t)i * b + n) * ld;
@@ -234,43 +225,43 @@ void RN(mp_rope)(real *x, size_t ld, int heads, int hd, const int *pos, int s, i
             }
         }
         for (int n = 0; n < b; n++)
-            RN(mp_q)(exact, x + ((size_t)i * b + n) * ld, (size_t)heads * hd, grid);
+            mp_q(exact, x + ((size_t)i * b + n) * ld, (size_t)heads * hd, grid);
     }
 }
 
-void RN(mp_bias_add)(real *y, const real *b, int rows, int cols)
+void mp_bias_add(real *y, const real *b, int rows, int cols)
 {
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++)
             y[(size_t)r * cols + c] += b[c];
 }
 
-void RN(mp_bias_grad)(real *db, const real *dy, int rows, int cols)
+void mp_bias_grad(real *db, const real *dy, int rows, int cols)
 {
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++)
             db[c] += dy[(size_t)r * cols + c];
 }
 
-void RN(mp_add)(real *y, const real *x, size_t n)
+void mp_add(real *y, const real *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
 }
 
-void RN(mp_quantize_rows)(real *x, size_t rows, size_t cols, size_t ld, int grid, int max_int)
+void mp_quantize_rows(real *x, size_t rows, size_t cols, size_t ld, int grid, int max_int)
 {
     for (size_t r = 0; r < rows; r++)
-        RN(mp_quantize)(x + r * ld, cols, grid, max_int);
+        mp_quantize(x + r * ld, cols, grid, max_int);
 }
 
-void RN(mp_tanh_forward)(real *out, const real *in, size_t n)
+void mp_tanh_forward(real *out, const real *in, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = R_TANH(in[i]);
 }
 
-void RN(mp_tanh_backward)(real *dx, const real *y, size_t n)
+void mp_tanh_backward(real *dx, const real *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dx[i] *= 1 - y[i] * y[i];
@@ -279,20 +270,20 @@ void RN(mp_tanh_backward)(real *dx, const real *y, size_t n)
 /* ---- the row-wise parts of attention and cross-entropy, and row lookups ---- */
 
 /* The last key query row i sees. */
-static inline int RN(last_key)(int i, int sk, const int *qpos, bool causal)
+static inline int last_key(int i, int sk, const int *qpos, bool causal)
 {
     return !causal ? sk - 1 : qpos ? qpos[i] : i;
 }
 
-void RN(mp_attn_softmax)(real *p, int s, int sk, const int *qpos, bool causal, real scale,
-                         bool exact)
+void mp_attn_softmax(real *p, int s, int sk, const int *qpos, bool causal, real scale,
+                     bool exact)
 {
     for (int i = 0; i < s; i++) {
-        int gi = RN(last_key)(i, sk, qpos, causal);
+        int gi = last_key(i, sk, qpos, causal);
         real *pi = p + (size_t)i * sk;
         for (int j = 0; j <= gi; j++)
             pi[j] *= scale;
-        RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_ACT);
+        mp_q(exact, pi, (size_t)gi + 1, MP_Q_ACT);
         real mx = -INFINITY;
         for (int j = 0; j <= gi; j++)
             mx = pi[j] > mx ? pi[j] : mx;
@@ -303,24 +294,24 @@ void RN(mp_attn_softmax)(real *p, int s, int sk, const int *qpos, bool causal, r
         }
         for (int j = 0; j <= gi; j++)
             pi[j] /= sum;
-        RN(mp_q)(exact, pi, (size_t)gi + 1, MP_Q_PROB);
+        mp_q(exact, pi, (size_t)gi + 1, MP_Q_PROB);
         for (int j = gi + 1; j < sk; j++)
             pi[j] = 0;
     }
 }
 
-void RN(mp_attn_softmax_backward)(real *ds, const real *p, int s, int sk, const int *qpos,
-                                  bool causal, real scale, bool exact)
+void mp_attn_softmax_backward(real *ds, const real *p, int s, int sk, const int *qpos,
+                              bool causal, real scale, bool exact)
 {
     for (int i = 0; i < s; i++) {
-        int gi = RN(last_key)(i, sk, qpos, causal);
+        int gi = last_key(i, sk, qpos, causal);
         const real *pi = p + (size_t)i * sk;
         real *di = ds + (size_t)i * sk, dot_pdp = 0;
         for (int j = 0; j <= gi; j++)
             dot_pdp += pi[j] * di[j];
         for (int j = 0; j <= gi; j++)
             di[j] = pi[j] * (di[j] - dot_pdp) * scale;
-        RN(mp_q)(exact, di, (size_t)gi + 1, MP_Q_GRAD_ATT);
+        mp_q(exact, di, (size_t)gi + 1, MP_Q_GRAD_ATT);
         for (int j = gi + 1; j < sk; j++)
             di[j] = 0;
     }
@@ -328,12 +319,12 @@ void RN(mp_attn_softmax_backward)(real *ds, const real *p, int s, int sk, const 
 
 /* Whether target t is one of this rank's vocabulary columns [lo, lo + V):
  * a negative target (BERT's unmasked tokens) is no one's. */
-static inline bool RN(owns)(int32_t t, size_t lo, size_t V)
+static inline bool owns(int32_t t, size_t lo, size_t V)
 {
     return t >= 0 && (size_t)t >= lo && (size_t)t < lo + V;
 }
 
-void RN(mp_ce_max)(real *mx, const real *logits, size_t S, size_t V)
+void mp_ce_max(real *mx, const real *logits, size_t S, size_t V)
 {
     for (size_t r = 0; r < S; r++) {
         const real *lr = logits + r * V;
@@ -344,15 +335,15 @@ void RN(mp_ce_max)(real *mx, const real *logits, size_t S, size_t V)
     }
 }
 
-void RN(mp_ce_exp_sum)(real *logits, real *sum, real *tl, const real *mx,
-                       const int32_t *targets, size_t lo, size_t S, size_t V, bool exact)
+void mp_ce_exp_sum(real *logits, real *sum, real *tl, const real *mx,
+                   const int32_t *targets, size_t lo, size_t S, size_t V, bool exact)
 {
     for (size_t r = 0; r < S; r++) {
         real *lr = logits + r * V;
-        tl[r] = RN(owns)(targets[r], lo, V) ? lr[(size_t)targets[r] - lo] : 0;
+        tl[r] = owns(targets[r], lo, V) ? lr[(size_t)targets[r] - lo] : 0;
         for (size_t j = 0; j < V; j++)
             lr[j] = R_EXP(lr[j] - mx[r]);
-        RN(mp_q)(exact, lr, V, MP_Q_PROB);
+        mp_q(exact, lr, V, MP_Q_PROB);
         real s = 0;
         for (size_t j = 0; j < V; j++)
             s += lr[j];
@@ -360,22 +351,22 @@ void RN(mp_ce_exp_sum)(real *logits, real *sum, real *tl, const real *mx,
     }
 }
 
-void RN(mp_ce_loss)(real *loss, real *logits, const real *sum, const real *mx, const real *tl,
-                    const int32_t *targets, size_t S, size_t V, bool exact)
+void mp_ce_loss(real *loss, real *logits, const real *sum, const real *mx, const real *tl,
+                const int32_t *targets, size_t S, size_t V, bool exact)
 {
     for (size_t r = 0; r < S; r++) {
         loss[r] = targets[r] < 0 ? 0 : R_LOG(sum[r]) + mx[r] - tl[r];
         real *lr = logits + r * V;
         for (size_t j = 0; j < V; j++)
             lr[j] /= sum[r];
-        RN(mp_q)(exact, lr, V, MP_Q_PROB);
+        mp_q(exact, lr, V, MP_Q_PROB);
     }
     if (exact)
-        RN(mp_quantize)(loss, S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
+        mp_quantize(loss, S, MP_Q_LOSS, MP_Q_LOSS_MAX_INT);
 }
 
-void RN(mp_ce_backward)(real *logits, const int32_t *targets, size_t lo, size_t S, size_t V,
-                        real scale, bool masked)
+void mp_ce_backward(real *logits, const int32_t *targets, size_t lo, size_t S, size_t V,
+                    real scale, bool masked)
 {
     for (size_t r = 0; r < S; r++) {
         real *lr = logits + r * V;
@@ -383,22 +374,22 @@ void RN(mp_ce_backward)(real *logits, const int32_t *targets, size_t lo, size_t 
             memset(lr, 0, V * sizeof(real));
             continue;
         }
-        if (RN(owns)(targets[r], lo, V))
+        if (owns(targets[r], lo, V))
             lr[(size_t)targets[r] - lo] -= 1;
         for (size_t j = 0; j < V; j++)
             lr[j] *= scale;
     }
 }
 
-void RN(mp_gather_rows)(real *out, const real *table, const int32_t *idx, size_t lo, size_t n,
-                        size_t rows, size_t h, bool accumulate)
+void mp_gather_rows(real *out, const real *table, const int32_t *idx, size_t lo, size_t n,
+                    size_t rows, size_t h, bool accumulate)
 {
     for (size_t r = 0; r < rows; r++) {
         real *dst = out + r * h;
-        if (RN(owns)(idx[r], lo, n)) {
+        if (owns(idx[r], lo, n)) {
             const real *src = table + ((size_t)idx[r] - lo) * h;
             if (accumulate)
-                RN(mp_add)(dst, src, h);
+                mp_add(dst, src, h);
             else
                 memcpy(dst, src, h * sizeof(real));
         } else if (!accumulate) {
@@ -407,15 +398,15 @@ void RN(mp_gather_rows)(real *out, const real *table, const int32_t *idx, size_t
     }
 }
 
-void RN(mp_scatter_add_rows)(real *table, const real *x, const int32_t *idx, size_t lo, size_t n,
-                             size_t rows, size_t h)
+void mp_scatter_add_rows(real *table, const real *x, const int32_t *idx, size_t lo, size_t n,
+                         size_t rows, size_t h)
 {
     for (size_t r = 0; r < rows; r++)
-        if (RN(owns)(idx[r], lo, n))
-            RN(mp_add)(table + ((size_t)idx[r] - lo) * h, x + r * h, h);
+        if (owns(idx[r], lo, n))
+            mp_add(table + ((size_t)idx[r] - lo) * h, x + r * h, h);
 }
 
-double RN(mp_sum_in_order)(const real *x, size_t n)
+double mp_sum_in_order(const real *x, size_t n)
 {
     real total = 0;
     for (size_t i = 0; i < n; i++)
@@ -423,4 +414,3 @@ double RN(mp_sum_in_order)(const real *x, size_t n)
     return (double)total;
 }
 
-#endif

@@ -20,8 +20,7 @@
  *   row-parallel GEMM (proj, fc2, embedding): partial sums [S,h]; all-reduce
  *     forward / identity backward; with SP reduce-scatter / all-gather.
  *
- * Compiled for float and double (this file includes itself, see real.h). */
-#ifndef MP_REAL_BITS
+ * Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,20 +30,12 @@
 #include "exec/kernels.h"
 #include "exec/quant.h"
 #include "exec/t5.h"
-
-#define MP_REAL_BITS 32
-#include "exec/model.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/model.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 #include "exec/model_internal.h"
 
-mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_layout *lay,
-                          const mp_backend *be, mp_group tp, int n_slots, size_t pad_to,
-                          bool exact, uint64_t seed, mp_probe *probe, mp_error *err)
+mp_status mp_gpt_init(mp_gpt *g, const mp_gpt_dims *d, const mp_param_layout *lay,
+                      const mp_backend *be, mp_group tp, int n_slots, size_t pad_to,
+                      bool exact, uint64_t seed, mp_probe *probe, mp_error *err)
 {
     memset(g, 0, sizeof *g);
     g->d = *d;
@@ -55,15 +46,15 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
     g->probe = probe;
     g->grad_scale = 1;
     g->keep_microbatch = -1;
-    RN(sizes) z = RN(sizes_of)(d);
+    sizes z = sizes_of(d);
     if (pad_to < 1)
         pad_to = 1;
     g->n_alloc = (lay->total + pad_to - 1) / pad_to * pad_to;
     g->w = be->alloc(g->n_alloc * sizeof(real));
     g->g = be->alloc(g->n_alloc * sizeof(real));
     g->slots = calloc((size_t)n_slots, sizeof *g->slots);
-    RN(work) W;
-    size_t nws = RN(layout_work)(&W, NULL, &z);
+    work W;
+    size_t nws = layout_work(&W, NULL, &z);
     g->ws = be->alloc(nws * sizeof(real));
     g->qpos = malloc(z.s * sizeof *g->qpos);
     g->qpos_be = be->alloc(z.s * sizeof *g->qpos);
@@ -78,29 +69,29 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
     for (size_t i = 0; i < z.s; i++)
         g->qpos[i] = mp_dims_global_pos(d, (int)i);
     for (size_t rl = 0; rl < z.Sl; rl++) {
-        rows[rl] = g->qpos[RN(global_row)(g, rl, z.Sl) / z.b];
-        rows[z.Sl + rl] = (int)RN(segment)(g, (size_t)rows[rl]);
+        rows[rl] = g->qpos[global_row(g, rl, z.Sl) / z.b];
+        rows[z.Sl + rl] = (int)segment(g, (size_t)rows[rl]);
     }
     be->copy(g->qpos_be, g->qpos, z.s * sizeof *g->qpos, MP_COPY_H2D);
     be->copy(g->row_pos, rows, z.Sl * sizeof *rows, MP_COPY_H2D);
     be->copy(g->row_seg, rows + z.Sl, z.Sl * sizeof *rows, MP_COPY_H2D);
     free(rows);
     g->n_slots = n_slots;
-    if (d->t5 && RN(mp_t5_alloc)(g, n_slots)) /* T5 keeps its own slots */
+    if (d->t5 && mp_t5_alloc(g, n_slots)) /* T5 keeps its own slots */
         goto oom;
     for (int i = 0; !d->t5 && i < n_slots; i++) {
-        RN(mp_acts) probe_layout;
-        RN(mp_acts) *A = calloc(1, sizeof *A);
+        mp_acts probe_layout;
+        mp_acts *A = calloc(1, sizeof *A);
         if (!A)
             goto oom;
         g->slots[i] = A;
         A->blk = calloc(z.n_blocks ? z.n_blocks : 1, sizeof *A->blk);
-        size_t n = RN(layout_acts)(&probe_layout, NULL, &z, d);
+        size_t n = layout_acts(&probe_layout, NULL, &z, d);
         A->mem = be->alloc(n * sizeof(real));
         A->host_tokens = malloc(z.S * sizeof *A->host_tokens);
         if (!A->blk || !A->mem || !A->host_tokens)
             goto oom;
-        RN(layout_acts)(A, A->mem, &z, d);
+        layout_acts(A, A->mem, &z, d);
         g->slot_reals = n;
     }
     /* Initial values: a function of (seed, tensor, full index) only; made on
@@ -119,28 +110,28 @@ mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_la
     }
     return MP_OK;
 oom:
-    RN(mp_gpt_free)(g);
+    mp_gpt_free(g);
     return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
                         "out of memory for the model (try --shrink)");
 }
 
-size_t RN(mp_gpt_bytes)(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slots,
-                        size_t pad_to)
+size_t mp_gpt_bytes(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slots,
+                    size_t pad_to)
 {
-    RN(sizes) z = RN(sizes_of)(d);
+    sizes z = sizes_of(d);
     if (pad_to < 1)
         pad_to = 1;
     size_t n_alloc = (lay->total + pad_to - 1) / pad_to * pad_to;
-    RN(work) W;
-    RN(mp_acts) A;
-    size_t nws = RN(layout_work)(&W, NULL, &z);
-    size_t slot = RN(layout_acts)(&A, NULL, &z, d);
+    work W;
+    mp_acts A;
+    size_t nws = layout_work(&W, NULL, &z);
+    size_t slot = layout_acts(&A, NULL, &z, d);
     size_t blocks = z.n_blocks ? z.n_blocks : 1;
     return sizeof(real) * (2 * n_alloc + nws + (size_t)n_slots * slot) + z.s * sizeof(int) +
-           (size_t)n_slots * (sizeof(RN(mp_acts)) + blocks * sizeof(RN(block_acts)));
+           (size_t)n_slots * (sizeof(mp_acts) + blocks * sizeof(block_acts));
 }
 
-void RN(mp_gpt_free)(RN(mp_gpt) *g)
+void mp_gpt_free(mp_gpt *g)
 {
     const mp_backend *be = g->be;
     if (g->slots)
@@ -152,7 +143,7 @@ void RN(mp_gpt_free)(RN(mp_gpt) *g)
                 free(g->slots[i]);
             }
     free(g->slots);
-    RN(mp_t5_free)(g);
+    mp_t5_free(g);
     if (be) {
         be->free(g->w);
         be->free(g->g);
@@ -171,8 +162,8 @@ void RN(mp_gpt_free)(RN(mp_gpt) *g)
 /* partial[S,cols] summed over TP -> out[Sl,cols]: all-reduce (out may alias
  * partial) or, with SP, reduce-scatter along the sequence. S, Sl: the rows
  * (T5's decoder has other rows than its encoder; mp_model_tp_reduce: the model's). */
-mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, size_t S,
-                                      size_t Sl, size_t cols, const char *site, mp_error *err)
+mp_status mp_model_tp_reduce_rows(mp_gpt *g, real *partial, real *out, size_t S,
+                                  size_t Sl, size_t cols, const char *site, mp_error *err)
 {
     struct { size_t S, Sl; } z = {S, Sl};
     double t = g->be->now();
@@ -181,9 +172,9 @@ mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, s
     if (!g->d.sp || g->tp.size == 1) {
         if (!drop)
             st = g->be->allreduce(&g->tp, MP_REAL_KIND, partial, z.S * cols, MP_RED_SUM, err);
-        RN(bcopy)(g, out, partial, z.S * cols);
+        be_copy(g, out, partial, z.S * cols);
     } else if (drop) {
-        RN(bcopy)(g, out, partial + (size_t)g->tp.rank * z.Sl * cols, z.Sl * cols);
+        be_copy(g, out, partial + (size_t)g->tp.rank * z.Sl * cols, z.Sl * cols);
     } else {
         st = g->be->reduce_scatter(&g->tp, MP_REAL_KIND, partial, out, z.Sl * cols, err);
     }
@@ -192,20 +183,20 @@ mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, s
     return st;
 }
 
-mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
-                                 const char *site, mp_error *err)
+mp_status mp_model_tp_reduce(mp_gpt *g, real *partial, real *out, size_t cols,
+                             const char *site, mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    return RN(mp_model_tp_reduce_rows)(g, partial, out, z.S, z.Sl, cols, site, err);
+    sizes z = sizes_of(&g->d);
+    return mp_model_tp_reduce_rows(g, partial, out, z.S, z.Sl, cols, site, err);
 }
 
 /* loc[Sl,cols] -> full[S,cols]: SP all-gather; without SP a copy (or nothing). */
-mp_status RN(mp_model_tp_gather_rows)(RN(mp_gpt) *g, const real *loc, real *full, size_t S,
-                                      size_t Sl, size_t cols, mp_error *err)
+mp_status mp_model_tp_gather_rows(mp_gpt *g, const real *loc, real *full, size_t S,
+                                  size_t Sl, size_t cols, mp_error *err)
 {
     struct { size_t S, Sl; } z = {S, Sl};
     if (!g->d.sp || g->tp.size == 1) {
-        RN(bcopy)(g, full, loc, z.S * cols);
+        be_copy(g, full, loc, z.S * cols);
         return MP_OK;
     }
     double t = g->be->now();
@@ -214,11 +205,11 @@ mp_status RN(mp_model_tp_gather_rows)(RN(mp_gpt) *g, const real *loc, real *full
     return st;
 }
 
-mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
-                                 mp_error *err)
+mp_status mp_model_tp_gather(mp_gpt *g, const real *loc, real *full, size_t cols,
+                             mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    return RN(mp_model_tp_gather_rows)(g, loc, full, z.S, z.Sl, cols, err);
+    sizes z = sizes_of(&g->d);
+    return mp_model_tp_gather_rows(g, loc, full, z.S, z.Sl, cols, err);
 }
 
 /* Vocabulary-parallel cross-entropy of logits[S,Vl] (this rank's columns):
@@ -226,9 +217,9 @@ mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, siz
  * log(sum) + max - logit[target], added to *loss_sum (rows whose target is
  * negative have none). The logits become the probabilities in place.
  * stats: [3S] scratch, loss: [S] scratch. */
-mp_status RN(mp_model_cross_entropy)(RN(mp_gpt) *g, real *logits, const int32_t *targets,
-                                     size_t S, real *stats, real *loss, double *loss_sum,
-                                     mp_error *err)
+mp_status mp_model_cross_entropy(mp_gpt *g, real *logits, const int32_t *targets,
+                                 size_t S, real *stats, real *loss, double *loss_sum,
+                                 mp_error *err)
 {
     const mp_backend *be = g->be;
     size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
@@ -250,21 +241,21 @@ mp_status RN(mp_model_cross_entropy)(RN(mp_gpt) *g, real *logits, const int32_t 
     return MP_OK;
 }
 
-void RN(mp_model_dlogits)(RN(mp_gpt) *g, real *logits, const int32_t *targets, size_t S)
+void mp_model_dlogits(mp_gpt *g, real *logits, const int32_t *targets, size_t S)
 {
     size_t Vl = (size_t)g->d.vocab / (size_t)g->d.tp, lo = (size_t)g->tp.rank * Vl;
     /* rows whose target is < 0 (BERT's unmasked tokens) have no loss: zero */
     g->be->ce_backward(MP_REAL_KIND, logits, targets, lo, S, Vl, g->grad_scale, true);
 }
 
-mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
-                             const int32_t *targets, double *loss_sum, mp_error *err)
+mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
+                         const int32_t *targets, double *loss_sum, mp_error *err)
 {
     if (g->d.t5)
-        return RN(mp_t5_forward)(g, slot, tokens, targets, loss_sum, err);
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W = RN(work_of)(g);
-    RN(mp_acts) *A = g->slots[slot];
+        return mp_t5_forward(g, slot, tokens, targets, loss_sum, err);
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
+    mp_acts *A = g->slots[slot];
     const mp_param_layout *lay = g->lay;
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
     const mp_backend *be = g->be;
@@ -275,22 +266,22 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
     if (z.emb) {
         /* embedding (vocab-parallel): part[S,h] = wte rows this rank owns, else 0;
          * x0[Sl,h] = reduce(part) + wpe[pos] (learned positions; RoPE turns Q, K) */
-        const real *wte = RN(param)(g->w, g, lay->wte);
-        const real *wpe = lay->wpe >= 0 ? RN(param)(g->w, g, lay->wpe) : NULL;
+        const real *wte = param(g->w, g, lay->wte);
+        const real *wpe = lay->wpe >= 0 ? param(g->w, g, lay->wpe) : NULL;
         be->gather_rows(MP_REAL_KIND, W.part, wte, A->tokens, lo, z.Vl, z.S, z.h, false);
-        CHECK(RN(mp_model_tp_reduce)(g, W.part, A->x0, z.h, "tp-embed", err));
-        const real *tte = lay->tte >= 0 ? RN(param)(g->w, g, lay->tte) : NULL;
+        CHECK(mp_model_tp_reduce(g, W.part, A->x0, z.h, "tp-embed", err));
+        const real *tte = lay->tte >= 0 ? param(g->w, g, lay->tte) : NULL;
         if (wpe)
             be->gather_rows(MP_REAL_KIND, A->x0, wpe, g->row_pos, 0, z.sk, z.Sl, z.h, true);
         if (wpe && tte) /* BERT: the second half of the sequence is segment 1 */
             be->gather_rows(MP_REAL_KIND, A->x0, tte, g->row_seg, 0, 2, z.Sl, z.h, true);
-        RN(bq)(g, A->x0, z.Sl * z.h, MP_Q_ACT);
+        bq(g, A->x0, z.Sl * z.h, MP_Q_ACT);
     } else {
         /* a later pipeline stage: the previous stage's output [Sl,h] */
         if (!g->stage_in)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "pipeline stage without its input activation");
-        RN(bcopy)(g, A->x0, g->stage_in, z.Sl * z.h);
+        be_copy(g, A->x0, g->stage_in, z.Sl * z.h);
     }
     /* blocks */
     const real *x = A->x0;
@@ -298,154 +289,153 @@ mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
         int l = (int)(z.first_block + k);
         if (mp_dims_block_recompute(&g->d, l) == 2) {
             /* full recomputation: the block runs in scratch, only its output is kept */
-            RN(block_acts) V = W.sblk;
+            block_acts V = W.sblk;
             V.xout = A->blk[k].xout;
-            CHECK(RN(mp_model_block_forward)(g, &V, l, x, err));
+            CHECK(mp_model_block_forward(g, &V, l, x, err));
         } else {
-            CHECK(RN(mp_model_block_forward)(g, &A->blk[k], l, x, err));
+            CHECK(mp_model_block_forward(g, &A->blk[k], l, x, err));
         }
         x = A->blk[k].xout;
     }
     if (!z.head)
         return be->sync(err); /* the stage's output is mp_gpt_stage_output() */
     /* final norm; logits[S,Vl] = lnf_full @ Whead[Vl,h]^T (vocab-parallel) */
-    RN(mp_model_norm_forward)(g, sp ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd, x,
-                              RN(param)(g->w, g, lay->lnf_w),
-                              lay->lnf_b >= 0 ? RN(param)(g->w, g, lay->lnf_b) : NULL, (int)z.Sl);
+    mp_model_norm_forward(g, sp ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd, x,
+                          param(g->w, g, lay->lnf_w),
+                          lay->lnf_b >= 0 ? param(g->w, g, lay->lnf_b) : NULL, (int)z.Sl);
     if (sp)
-        CHECK(RN(mp_model_tp_gather)(g, W.loc, A->lnf_full, z.h, err));
-    const real *wh = RN(param)(g->w, g, lay->head);
+        CHECK(mp_model_tp_gather(g, W.loc, A->lnf_full, z.h, err));
+    const real *wh = param(g->w, g, lay->head);
     const real *hin = A->lnf_full;
     if (g->d.bert) {
         /* BERT: mlm_out = LN(gelu(lnf_full @ Wd + bd)) on every rank's full rows */
-        GEMM(false, false, z.S, z.h, z.h, A->lnf_full, z.h, RN(param)(g->w, g, lay->mlm_w), z.h,
+        GEMM(false, false, z.S, z.h, z.h, A->lnf_full, z.h, param(g->w, g, lay->mlm_w), z.h,
              0.0, A->mlm_pre, z.h);
-        be->bias_add(MP_REAL_KIND, A->mlm_pre, RN(param)(g->w, g, lay->mlm_b), (int)z.S,
+        be->bias_add(MP_REAL_KIND, A->mlm_pre, param(g->w, g, lay->mlm_b), (int)z.S,
                      (int)z.h);
-        RN(bq)(g, A->mlm_pre, z.S * z.h, MP_Q_ACT);
+        bq(g, A->mlm_pre, z.S * z.h, MP_Q_ACT);
         be->gelu_forward(MP_REAL_KIND, A->mlm_act, A->mlm_pre, z.S * z.h);
-        RN(bq)(g, A->mlm_act, z.S * z.h, MP_Q_ACT);
+        bq(g, A->mlm_act, z.S * z.h, MP_Q_ACT);
         be->layernorm_forward(MP_REAL_KIND, A->mlm_out, A->mlm_xhat, A->mlm_rstd, A->mlm_act,
-                              RN(param)(g->w, g, lay->mlm_ln_w),
-                              RN(param)(g->w, g, lay->mlm_ln_b), (int)z.S, (int)z.h, ex);
+                              param(g->w, g, lay->mlm_ln_w),
+                              param(g->w, g, lay->mlm_ln_b), (int)z.S, (int)z.h, ex);
         hin = A->mlm_out;
     }
     GEMM(false, true, z.S, z.Vl, z.h, hin, z.h, wh, z.h, 0.0, A->logits, z.Vl);
     if (g->d.bert)
-        be->bias_add(MP_REAL_KIND, A->logits, RN(param)(g->w, g, lay->lm_bias), (int)z.S,
+        be->bias_add(MP_REAL_KIND, A->logits, param(g->w, g, lay->lm_bias), (int)z.S,
                      (int)z.Vl);
-    RN(bq)(g, A->logits, z.S * z.Vl, MP_Q_ACT);
+    bq(g, A->logits, z.S * z.Vl, MP_Q_ACT);
     if (g->kept_logits && g->microbatch_now == g->keep_microbatch)
         be->copy(g->kept_logits, A->logits, z.S * z.Vl * sizeof(real), MP_COPY_D2H);
     /* vocab-parallel cross-entropy (logits become probabilities) */
-    CHECK(RN(mp_model_cross_entropy)(g, A->logits, A->targets, z.S, W.stats, W.part, loss_sum,
-                                     err));
+    CHECK(mp_model_cross_entropy(g, A->logits, A->targets, z.S, W.stats, W.part, loss_sum,
+                                 err));
     if (g->d.bert)
-        *loss_sum += RN(mp_model_nsp_forward)(g, A);
+        *loss_sum += mp_model_nsp_forward(g, A);
     return be->sync(err);
 }
 
-mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err)
+mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err)
 {
     if (g->d.t5)
-        return RN(mp_t5_backward)(g, slot, err);
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W = RN(work_of)(g);
-    RN(mp_acts) *A = g->slots[slot];
+        return mp_t5_backward(g, slot, err);
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
+    mp_acts *A = g->slots[slot];
     const mp_param_layout *lay = g->lay;
     bool sp = g->d.sp && g->tp.size > 1;
     size_t lo = (size_t)g->tp.rank * z.Vl;
     if (z.head && g->d.bert) {
-        CHECK(RN(mp_model_bert_head_backward)(g, A, err));
+        CHECK(mp_model_bert_head_backward(g, A, err));
     } else if (z.head) {
         /* dlogits[S,Vl] = (p - onehot(target)) * grad_scale, in place */
-        RN(mp_model_dlogits)(g, A->logits, A->targets, z.S);
+        mp_model_dlogits(g, A->logits, A->targets, z.S);
         /* dWhead[Vl,h] += dlogits^T @ lnf_full; dlnf = reduce(dlogits @ Whead) */
         GEMM(true, false, z.Vl, z.h, z.S, A->logits, z.Vl, A->lnf_full, z.h, 1.0,
-             RN(param)(g->g, g, lay->head), z.h);
-        GEMM(false, false, z.S, z.h, z.Vl, A->logits, z.Vl, RN(param)(g->w, g, lay->head), z.h,
+             param(g->g, g, lay->head), z.h);
+        GEMM(false, false, z.S, z.h, z.Vl, A->logits, z.Vl, param(g->w, g, lay->head), z.h,
              0.0, W.part, z.h);
-        CHECK(RN(mp_model_tp_reduce)(g, W.part, W.dln, z.h, "tp-head-bwd", err));
-        RN(bq)(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
-        RN(mp_model_norm_backward)(g, W.dres, RN(param)(g->g, g, lay->lnf_w),
-                                   lay->lnf_b >= 0 ? RN(param)(g->g, g, lay->lnf_b) : NULL, W.dln,
-                                   A->lnf_xhat, A->lnf_rstd, RN(param)(g->w, g, lay->lnf_w),
-                                   (int)z.Sl);
+        CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-head-bwd", err));
+        bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
+        mp_model_norm_backward(g, W.dres, param(g->g, g, lay->lnf_w),
+                               lay->lnf_b >= 0 ? param(g->g, g, lay->lnf_b) : NULL, W.dln,
+                               A->lnf_xhat, A->lnf_rstd, param(g->w, g, lay->lnf_w),
+                               (int)z.Sl);
     } else {
         /* a pipeline stage before the last: the next stage's input gradient */
         if (!g->stage_grad_in)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "pipeline stage without its output gradient");
-        RN(bcopy)(g, W.dres, g->stage_grad_in, z.Sl * z.h);
+        be_copy(g, W.dres, g->stage_grad_in, z.Sl * z.h);
     }
     for (size_t k = z.n_blocks; k-- > 0;) {
         int l = (int)(z.first_block + k), mode = mp_dims_block_recompute(&g->d, l);
-        RN(block_acts) V = A->blk[k];
+        block_acts V = A->blk[k];
         if (mode == 2) {
             /* full: the block's forward again from its input, collectives and all */
             V = W.sblk;
             V.xout = A->blk[k].xout;
-            CHECK(RN(mp_model_block_forward)(g, &V, l, k ? A->blk[k - 1].xout : A->x0, err));
+            CHECK(mp_model_block_forward(g, &V, l, k ? A->blk[k - 1].xout : A->x0, err));
         } else if (mode == 1) {
             /* selective: the attention probabilities again from the kept Q, K, V */
             V.probs = W.sblk.probs;
-            RN(mp_model_recompute_probs)(g, &V);
+            mp_model_recompute_probs(g, &V);
         }
-        CHECK(RN(mp_model_block_backward)(g, &V, l, W.dres, err));
+        CHECK(mp_model_block_backward(g, &V, l, W.dres, err));
     }
     if (!z.emb) /* W.dres is the stage's input gradient: mp_gpt_stage_input_grad() */
         return g->be->sync(err);
     /* embedding: dwpe[pos] += dres (local rows); dwte rows this rank owns */
-    real *gwpe = lay->wpe >= 0 ? RN(param)(g->g, g, lay->wpe) : NULL;
-    real *gtte = lay->tte >= 0 ? RN(param)(g->g, g, lay->tte) : NULL;
-    real *gwte = RN(param)(g->g, g, lay->wte);
+    real *gwpe = lay->wpe >= 0 ? param(g->g, g, lay->wpe) : NULL;
+    real *gtte = lay->tte >= 0 ? param(g->g, g, lay->tte) : NULL;
+    real *gwte = param(g->g, g, lay->wte);
     if (gwpe)
         g->be->scatter_add_rows(MP_REAL_KIND, gwpe, W.dres, g->row_pos, 0, z.sk, z.Sl, z.h);
     if (gwpe && gtte)
         g->be->scatter_add_rows(MP_REAL_KIND, gtte, W.dres, g->row_seg, 0, 2, z.Sl, z.h);
     const real *dfull = W.dres;
     if (sp) {
-        CHECK(RN(mp_model_tp_gather)(g, W.dres, W.dfull, z.h, err));
+        CHECK(mp_model_tp_gather(g, W.dres, W.dfull, z.h, err));
         dfull = W.dfull;
     }
     g->be->scatter_add_rows(MP_REAL_KIND, gwte, dfull, A->tokens, lo, z.Vl, z.S, z.h);
     return g->be->sync(err);
 }
 
-const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot)
+const real *mp_gpt_stage_output(const mp_gpt *g, int slot)
 {
     if (g->d.t5)
-        return RN(mp_t5_stage_output)(g, slot);
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    const RN(mp_acts) *A = g->slots[slot];
+        return mp_t5_stage_output(g, slot);
+    sizes z = sizes_of(&g->d);
+    const mp_acts *A = g->slots[slot];
     return z.n_blocks ? A->blk[z.n_blocks - 1].xout : A->x0;
 }
 
-const real *RN(mp_gpt_stage_input_grad)(const RN(mp_gpt) *g)
+const real *mp_gpt_stage_input_grad(const mp_gpt *g)
 {
     if (g->d.t5)
-        return RN(mp_t5_stage_input_grad)(g);
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W;
-    RN(layout_work)(&W, g->ws, &z);
+        return mp_t5_stage_input_grad(g);
+    sizes z = sizes_of(&g->d);
+    work W;
+    layout_work(&W, g->ws, &z);
     return W.dres;
 }
 
 /* Elements of the activation a stage receives (its input) and sends (its
  * output); the gradients go back the same sizes. This rank's [Sl,h], T5's
  * stages their own (t5.c). */
-size_t RN(mp_gpt_stage_input_count)(const RN(mp_gpt) *g)
+size_t mp_gpt_stage_input_count(const mp_gpt *g)
 {
     if (g->d.t5)
-        return RN(mp_t5_stage_count)(g, true);
+        return mp_t5_stage_count(g, true);
     return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
 }
 
-size_t RN(mp_gpt_stage_output_count)(const RN(mp_gpt) *g)
+size_t mp_gpt_stage_output_count(const mp_gpt *g)
 {
     if (g->d.t5)
-        return RN(mp_t5_stage_count)(g, false);
+        return mp_t5_stage_count(g, false);
     return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
 }
 
-#endif

@@ -5,26 +5,17 @@
  * rank's DP shard with the distributed optimizer (m and v then hold only the
  * shard, indexed from lo). Elementwise, so sharding cannot change a bit.
  * Exact mode puts each updated weight back on its tensor's grid (quant.h).
- * Compiled for float and double. */
-#ifndef MP_REAL_BITS
+ * Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
-
-#define MP_REAL_BITS 32
-#include "exec/optimizer.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/optimizer.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 
-void RN(mp_adamw_update)(real *w, const real *grad, real *m, real *v, const mp_param_layout *lay,
-                         size_t lo, size_t hi, const mp_adam_cfg *cfg, int step, bool exact)
+void mp_adamw_update(real *w, const real *grad, real *m, real *v, const mp_param_layout *lay,
+                     size_t lo, size_t hi, const mp_adam_cfg *cfg, int step, bool exact)
 {
     real b1 = (real)cfg->beta1, b2 = (real)cfg->beta2, lr = (real)cfg->lr;
     real eps = (real)cfg->eps, wd = (real)cfg->weight_decay;
@@ -47,8 +38,7 @@ void RN(mp_adamw_update)(real *w, const real *grad, real *m, real *v, const mp_p
             w[i] -= lr * (mhat / (R_SQRT(vhat) + eps) + decay * w[i]);
         }
         if (exact && b > a)
-            RN(mp_quantize)(w + a, b - a, mp_init_grid(p->init), MP_EXACT_MAX_INT);
+            mp_quantize(w + a, b - a, mp_init_grid(p->init), MP_EXACT_MAX_INT);
     }
 }
 
-#endif

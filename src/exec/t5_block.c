@@ -4,8 +4,7 @@
  * (queries from the decoder's stream, keys and values from the encoder's
  * output), and the MLP (ReLU, GeLU or SwiGLU), no biases; the TP/SP
  * collectives as in block.c: QKV, xq, xkv and fc1 column-parallel, proj, xo
- * and fc2 row-parallel. Compiled for float and double. */
-#ifndef MP_REAL_BITS
+ * and fc2 row-parallel. Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,101 +14,93 @@
 #include "exec/kernels.h"
 #include "exec/quant.h"
 #include "exec/t5.h"
-
-#define MP_REAL_BITS 32
-#include "exec/t5_block.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/t5_block.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 #include "exec/model_internal.h"
 #include "exec/t5_internal.h"
 
 /* out = norm(x) on this rank's Sl rows, then every row in full[S,h] (SP). */
-static mp_status RN(norm_full)(RN(mp_gpt) *g, real *full, real *xhat, real *rstd, const real *x,
-                               const real *w, size_t S, size_t Sl, mp_error *err)
+static mp_status norm_full(mp_gpt *g, real *full, real *xhat, real *rstd, const real *x,
+                           const real *w, size_t S, size_t Sl, mp_error *err)
 {
     bool sp = g->d.sp && g->tp.size > 1;
-    real *loc = sp ? RN(t5_of)(g)->W.loc : full;
-    RN(mp_model_norm_forward)(g, loc, xhat, rstd, x, w, NULL, (int)Sl);
-    return sp ? RN(mp_model_tp_gather_rows)(g, loc, full, S, Sl, (size_t)g->d.hidden, err)
+    real *loc = sp ? t5_of(g)->W.loc : full;
+    mp_model_norm_forward(g, loc, xhat, rstd, x, w, NULL, (int)Sl);
+    return sp ? mp_model_tp_gather_rows(g, loc, full, S, Sl, (size_t)g->d.hidden, err)
               : MP_OK;
 }
 
 /* out[Sl,h] = res + reduce(in[S,k] @ W[k,h]) (row-parallel), rounded. */
-static mp_status RN(row_parallel)(RN(mp_gpt) *g, real *out, const real *res, const real *in,
-                                  size_t k, const real *w, size_t S, size_t Sl, const char *site,
-                                  mp_error *err)
+static mp_status row_parallel(mp_gpt *g, real *out, const real *res, const real *in,
+                              size_t k, const real *w, size_t S, size_t Sl, const char *site,
+                              mp_error *err)
 {
-    RN(t5_work) *W = &RN(t5_of)(g)->W;
+    t5_work *W = &t5_of(g)->W;
     size_t h = (size_t)g->d.hidden;
     GEMM(false, false, S, h, k, in, k, w, h, 0.0, W->part, h);
-    CHECK(RN(mp_model_tp_reduce_rows)(g, W->part, out, S, Sl, h, site, err));
-    RN(mp_q)(g->exact, out, Sl * h, MP_Q_ACT);
-    RN(mp_add)(out, res, Sl * h);
-    RN(mp_q)(g->exact, out, Sl * h, MP_Q_ACT);
+    CHECK(mp_model_tp_reduce_rows(g, W->part, out, S, Sl, h, site, err));
+    mp_q(g->exact, out, Sl * h, MP_Q_ACT);
+    mp_add(out, res, Sl * h);
+    mp_q(g->exact, out, Sl * h, MP_Q_ACT);
     return MP_OK;
 }
 
-mp_status RN(mp_t5_block_forward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, const real *x,
-                                  const real *enc_full, mp_error *err)
+mp_status mp_t5_block_forward(mp_gpt *g, t5_block_acts *B, int l, const real *x,
+                              const real *enc_full, mp_error *err)
 {
-    RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
-    RN(t5_state) *T = RN(t5_of)(g);
+    t5_sizes z = t5_sizes_of(&g->d);
+    t5_state *T = t5_of(g);
     const mp_param_layout *lay = g->lay;
     bool ex = g->exact, dec = (size_t)l >= z.E;
     size_t s = dec ? z.sd : z.se, S = dec ? z.Sd : z.Se, Sl = dec ? z.Sdl : z.Sel;
-#define P(k) RN(blk)(g->w, g, l, (k))
+#define P(k) blk(g->w, g, l, (k))
     /* self-attention: qkv[S,3hl] = norm(x) @ Wqkv; att[S,hl]; xmid = x + att @ Wo */
-    CHECK(RN(norm_full)(g, B->ln1_full, B->ln1_xhat, B->ln1_rstd, x, P(MP_BLK_LN1_W), S, Sl, err));
+    CHECK(norm_full(g, B->ln1_full, B->ln1_xhat, B->ln1_rstd, x, P(MP_BLK_LN1_W), S, Sl, err));
     GEMM(false, false, S, 3 * z.hl, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
          B->qkv, 3 * z.hl);
-    RN(mp_q)(ex, B->qkv, S * 3 * z.hl, MP_Q_ACT);
+    mp_q(ex, B->qkv, S * 3 * z.hl, MP_Q_ACT);
     /* selective recomputation keeps no probabilities: they go to scratch */
-    RN(mp_t5_attention_forward)(g->be, B->att, B->probs ? B->probs : T->W.sprobs, B->qkv, (int)s,
-                                (int)z.b, (int)z.al,
-                                (int)z.hd, dec,
-                                RN(param)(g->w, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
-                                dec ? T->dec_bucket : T->enc_bucket, ex);
-    CHECK(RN(row_parallel)(g, B->xmid, x, B->att, z.hl, P(MP_BLK_PROJ_W), S, Sl, "tp-attn", err));
+    mp_t5_attention_forward(g->be, B->att, B->probs ? B->probs : T->W.sprobs, B->qkv, (int)s,
+                            (int)z.b, (int)z.al,
+                            (int)z.hd, dec,
+                            param(g->w, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
+                            dec ? T->dec_bucket : T->enc_bucket, ex);
+    CHECK(row_parallel(g, B->xmid, x, B->att, z.hl, P(MP_BLK_PROJ_W), S, Sl, "tp-attn", err));
     const real *hin = B->xmid;
     if (dec) {
         /* cross-attention: xq[Sd,hl] = norm(xmid) @ Wxq, xkv[Se,2hl] = enc @ Wxkv
          * (this rank's heads of K, then of V), every decoder row against
          * every encoder row; xmid2 = xmid + xatt @ Wxo */
-        CHECK(RN(norm_full)(g, B->lnx_full, B->lnx_xhat, B->lnx_rstd, B->xmid, P(MP_BLK_LNX_W), S,
-                            Sl, err));
+        CHECK(norm_full(g, B->lnx_full, B->lnx_xhat, B->lnx_rstd, B->xmid, P(MP_BLK_LNX_W), S,
+                        Sl, err));
         GEMM(false, false, S, z.hl, z.h, B->lnx_full, z.h, P(MP_BLK_XQ_W), z.hl, 0.0, B->xq,
              z.hl);
-        RN(mp_q)(ex, B->xq, S * z.hl, MP_Q_ACT);
+        mp_q(ex, B->xq, S * z.hl, MP_Q_ACT);
         GEMM(false, false, z.Se, 2 * z.hl, z.h, enc_full, z.h, P(MP_BLK_XKV_W), 2 * z.hl, 0.0,
              B->xkv, 2 * z.hl);
-        RN(mp_q)(ex, B->xkv, z.Se * 2 * z.hl, MP_Q_ACT);
-        RN(mp_attention_forward_kv)(g->be, B->xatt, B->xprobs ? B->xprobs : T->W.sxprobs, B->xq,
-                                    z.hl, B->xkv, B->xkv + z.hl,
-                                    2 * z.hl, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
-                                    (int)z.hd, 1, false, ex);
-        CHECK(RN(row_parallel)(g, B->xmid2, B->xmid, B->xatt, z.hl, P(MP_BLK_XO_W), S, Sl,
-                               "tp-attn", err));
+        mp_q(ex, B->xkv, z.Se * 2 * z.hl, MP_Q_ACT);
+        mp_attention_forward_kv(g->be, B->xatt, B->xprobs ? B->xprobs : T->W.sxprobs, B->xq,
+                                z.hl, B->xkv, B->xkv + z.hl,
+                                2 * z.hl, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
+                                (int)z.hd, 1, false, ex);
+        CHECK(row_parallel(g, B->xmid2, B->xmid, B->xatt, z.hl, P(MP_BLK_XO_W), S, Sl,
+                           "tp-attn", err));
         hin = B->xmid2;
     }
     /* MLP: fc1_act[S,Fl] = act(norm(hin) @ W1); xout = hin + fc1_act @ W2 */
-    CHECK(RN(norm_full)(g, B->ln2_full, B->ln2_xhat, B->ln2_rstd, hin, P(MP_BLK_LN2_W), S, Sl,
-                        err));
+    CHECK(norm_full(g, B->ln2_full, B->ln2_xhat, B->ln2_rstd, hin, P(MP_BLK_LN2_W), S, Sl,
+                    err));
     GEMM(false, false, S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0, B->fc1_pre,
          z.f1);
-    RN(mp_q)(ex, B->fc1_pre, S * z.f1, MP_Q_ACT);
+    mp_q(ex, B->fc1_pre, S * z.f1, MP_Q_ACT);
     if (g->d.swiglu)
-        RN(mp_swiglu_forward)(B->fc1_act, B->fc1_pre, (int)S, (int)z.Fl);
+        mp_swiglu_forward(B->fc1_act, B->fc1_pre, (int)S, (int)z.Fl);
     else if (g->d.relu)
-        RN(mp_relu_forward)(B->fc1_act, B->fc1_pre, S * z.Fl);
+        mp_relu_forward(B->fc1_act, B->fc1_pre, S * z.Fl);
     else
-        RN(mp_gelu_forward)(B->fc1_act, B->fc1_pre, S * z.Fl);
-    RN(mp_q)(ex, B->fc1_act, S * z.Fl, MP_Q_ACT);
-    CHECK(RN(row_parallel)(g, B->xout, hin, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), S, Sl, "tp-mlp",
-                           err));
+        mp_gelu_forward(B->fc1_act, B->fc1_pre, S * z.Fl);
+    mp_q(ex, B->fc1_act, S * z.Fl, MP_Q_ACT);
+    CHECK(row_parallel(g, B->xout, hin, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), S, Sl, "tp-mlp",
+                       err));
 #undef P
     return MP_OK;
 }
@@ -117,119 +108,118 @@ mp_status RN(mp_t5_block_forward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, co
 /* The gradient dout[S,k] of a row-parallel GEMM's input from this rank's
  * rows of its output's gradient dres[Sl,h] (SP: all-gathered first), and
  * dW[k,h] += in^T @ d(full). */
-static mp_status RN(row_parallel_backward)(RN(mp_gpt) *g, real *dout, const real *dres,
-                                           const real *in, size_t k, const real *w, real *dw,
-                                           size_t S, size_t Sl, mp_error *err)
+static mp_status row_parallel_backward(mp_gpt *g, real *dout, const real *dres,
+                                       const real *in, size_t k, const real *w, real *dw,
+                                       size_t S, size_t Sl, mp_error *err)
 {
-    RN(t5_work) *W = &RN(t5_of)(g)->W;
+    t5_work *W = &t5_of(g)->W;
     size_t h = (size_t)g->d.hidden;
     const real *dfull = dres;
     if (g->d.sp && g->tp.size > 1) {
-        CHECK(RN(mp_model_tp_gather_rows)(g, dres, W->dfull, S, Sl, h, err));
+        CHECK(mp_model_tp_gather_rows(g, dres, W->dfull, S, Sl, h, err));
         dfull = W->dfull;
     }
     GEMM(true, false, k, h, S, in, k, dfull, h, 1.0, dw, h);
     GEMM(false, true, S, k, h, dfull, h, w, h, 0.0, dout, k);
-    RN(mp_q)(g->exact, dout, S * k, MP_Q_GRAD);
+    mp_q(g->exact, dout, S * k, MP_Q_GRAD);
     return MP_OK;
 }
 
 /* dres[Sl,h] += norm's input gradient from dpart[S,h], the partial sums of a
  * column-parallel GEMM's input gradient (reduced over TP here). */
-static mp_status RN(norm_backward_into)(RN(mp_gpt) *g, real *dres, real *dpart, const real *xhat,
-                                        const real *rstd, const real *w, real *dw, size_t S,
-                                        size_t Sl, const char *site, mp_error *err)
+static mp_status norm_backward_into(mp_gpt *g, real *dres, real *dpart, const real *xhat,
+                                    const real *rstd, const real *w, real *dw, size_t S,
+                                    size_t Sl, const char *site, mp_error *err)
 {
-    RN(t5_work) *W = &RN(t5_of)(g)->W;
+    t5_work *W = &t5_of(g)->W;
     size_t h = (size_t)g->d.hidden;
-    CHECK(RN(mp_model_tp_reduce_rows)(g, dpart, W->dln, S, Sl, h, site, err));
-    RN(mp_q)(g->exact, W->dln, Sl * h, MP_Q_GRAD);
-    RN(mp_model_norm_backward)(g, W->dtmp, dw, NULL, W->dln, xhat, rstd, w, (int)Sl);
-    RN(mp_add)(dres, W->dtmp, Sl * h);
-    RN(mp_q)(g->exact, dres, Sl * h, MP_Q_GRAD);
+    CHECK(mp_model_tp_reduce_rows(g, dpart, W->dln, S, Sl, h, site, err));
+    mp_q(g->exact, W->dln, Sl * h, MP_Q_GRAD);
+    mp_model_norm_backward(g, W->dtmp, dw, NULL, W->dln, xhat, rstd, w, (int)Sl);
+    mp_add(dres, W->dtmp, Sl * h);
+    mp_q(g->exact, dres, Sl * h, MP_Q_GRAD);
     return MP_OK;
 }
 
 /* dres[Sl,h]: in d loss/d xout, out d loss/d x. A decoder block adds its
  * cross-attention's d enc_full (this rank's heads' share) to W.denc_part. */
-mp_status RN(mp_t5_block_backward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, real *dres,
-                                   const real *enc_full, mp_error *err)
+mp_status mp_t5_block_backward(mp_gpt *g, t5_block_acts *B, int l, real *dres,
+                               const real *enc_full, mp_error *err)
 {
-    RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
-    RN(t5_state) *T = RN(t5_of)(g);
-    RN(t5_work) *W = &T->W;
+    t5_sizes z = t5_sizes_of(&g->d);
+    t5_state *T = t5_of(g);
+    t5_work *W = &T->W;
     const mp_param_layout *lay = g->lay;
     bool ex = g->exact, dec = (size_t)l >= z.E;
     size_t s = dec ? z.sd : z.se, S = dec ? z.Sd : z.Se, Sl = dec ? z.Sdl : z.Sel;
-#define P(k) RN(blk)(g->w, g, l, (k))
-#define G(k) RN(blk)(g->g, g, l, (k))
+#define P(k) blk(g->w, g, l, (k))
+#define G(k) blk(g->g, g, l, (k))
     /* MLP */
     real *dact = g->d.swiglu ? W->dact : W->dfc;
-    CHECK(RN(row_parallel_backward)(g, dact, dres, B->fc1_act, z.Fl, P(MP_BLK_FC2_W),
-                                    G(MP_BLK_FC2_W), S, Sl, err));
+    CHECK(row_parallel_backward(g, dact, dres, B->fc1_act, z.Fl, P(MP_BLK_FC2_W),
+                                G(MP_BLK_FC2_W), S, Sl, err));
     if (g->d.swiglu)
-        RN(mp_swiglu_backward)(W->dfc, dact, B->fc1_pre, (int)S, (int)z.Fl);
+        mp_swiglu_backward(W->dfc, dact, B->fc1_pre, (int)S, (int)z.Fl);
     else if (g->d.relu)
-        RN(mp_relu_backward)(W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
+        mp_relu_backward(W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
     else
-        RN(mp_gelu_backward)(W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
-    RN(mp_q)(ex, W->dfc, S * z.f1, MP_Q_GRAD);
+        mp_gelu_backward(W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
+    mp_q(ex, W->dfc, S * z.f1, MP_Q_GRAD);
     GEMM(true, false, z.h, z.f1, S, B->ln2_full, z.h, W->dfc, z.f1, 1.0, G(MP_BLK_FC1_W), z.f1);
     GEMM(false, true, S, z.h, z.f1, W->dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W->part, z.h);
-    CHECK(RN(norm_backward_into)(g, dres, W->part, B->ln2_xhat, B->ln2_rstd, P(MP_BLK_LN2_W),
-                                 G(MP_BLK_LN2_W), S, Sl, "tp-mlp-bwd", err));
+    CHECK(norm_backward_into(g, dres, W->part, B->ln2_xhat, B->ln2_rstd, P(MP_BLK_LN2_W),
+                             G(MP_BLK_LN2_W), S, Sl, "tp-mlp-bwd", err));
     if (dec) {
         /* cross-attention: its queries' input gradient goes to this stream,
          * its keys' and values' to the encoder's output */
-        CHECK(RN(row_parallel_backward)(g, W->datt, dres, B->xatt, z.hl, P(MP_BLK_XO_W),
-                                        G(MP_BLK_XO_W), S, Sl, err));
+        CHECK(row_parallel_backward(g, W->datt, dres, B->xatt, z.hl, P(MP_BLK_XO_W),
+                                    G(MP_BLK_XO_W), S, Sl, err));
         memset(W->dxkv, 0, z.Se * 2 * z.hl * sizeof(real));
-        RN(mp_attention_backward_kv)(g->be, W->dxq, z.hl, W->dxkv, W->dxkv + z.hl, 2 * z.hl,
-                                     W->datt, B->xq, z.hl, B->xkv, B->xkv + z.hl, 2 * z.hl,
-                                     B->xprobs, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
-                                     (int)z.hd, 1, false, W->scratch, ex);
-        RN(mp_q)(ex, W->dxkv, z.Se * 2 * z.hl, MP_Q_GRAD_ATT);
+        mp_attention_backward_kv(g->be, W->dxq, z.hl, W->dxkv, W->dxkv + z.hl, 2 * z.hl,
+                                 W->datt, B->xq, z.hl, B->xkv, B->xkv + z.hl, 2 * z.hl,
+                                 B->xprobs, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
+                                 (int)z.hd, 1, false, W->scratch, ex);
+        mp_q(ex, W->dxkv, z.Se * 2 * z.hl, MP_Q_GRAD_ATT);
         GEMM(true, false, z.h, z.hl, S, B->lnx_full, z.h, W->dxq, z.hl, 1.0, G(MP_BLK_XQ_W), z.hl);
         GEMM(true, false, z.h, 2 * z.hl, z.Se, enc_full, z.h, W->dxkv, 2 * z.hl, 1.0,
              G(MP_BLK_XKV_W), 2 * z.hl);
         GEMM(false, true, z.Se, z.h, 2 * z.hl, W->dxkv, 2 * z.hl, P(MP_BLK_XKV_W), 2 * z.hl, 1.0,
              W->denc_part, z.h);
         GEMM(false, true, S, z.h, z.hl, W->dxq, z.hl, P(MP_BLK_XQ_W), z.hl, 0.0, W->part, z.h);
-        CHECK(RN(norm_backward_into)(g, dres, W->part, B->lnx_xhat, B->lnx_rstd, P(MP_BLK_LNX_W),
-                                     G(MP_BLK_LNX_W), S, Sl, "tp-attn-bwd", err));
+        CHECK(norm_backward_into(g, dres, W->part, B->lnx_xhat, B->lnx_rstd, P(MP_BLK_LNX_W),
+                                 G(MP_BLK_LNX_W), S, Sl, "tp-attn-bwd", err));
     }
     /* self-attention, the relative bias's gradient into the stack's table */
-    CHECK(RN(row_parallel_backward)(g, W->datt, dres, B->att, z.hl, P(MP_BLK_PROJ_W),
-                                    G(MP_BLK_PROJ_W), S, Sl, err));
-    RN(mp_t5_attention_backward)(g->be, W->dqkv, W->datt, B->qkv, B->probs, (int)s, (int)z.b,
-                                 (int)z.al, (int)z.hd, dec,
-                                 RN(param)(g->g, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
-                                 dec ? T->dec_bucket : T->enc_bucket, W->scratch, ex);
+    CHECK(row_parallel_backward(g, W->datt, dres, B->att, z.hl, P(MP_BLK_PROJ_W),
+                                G(MP_BLK_PROJ_W), S, Sl, err));
+    mp_t5_attention_backward(g->be, W->dqkv, W->datt, B->qkv, B->probs, (int)s, (int)z.b,
+                             (int)z.al, (int)z.hd, dec,
+                             param(g->g, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
+                             dec ? T->dec_bucket : T->enc_bucket, W->scratch, ex);
     GEMM(true, false, z.h, 3 * z.hl, S, B->ln1_full, z.h, W->dqkv, 3 * z.hl, 1.0,
          G(MP_BLK_QKV_W), 3 * z.hl);
     GEMM(false, true, S, z.h, 3 * z.hl, W->dqkv, 3 * z.hl, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
          W->part, z.h);
-    CHECK(RN(norm_backward_into)(g, dres, W->part, B->ln1_xhat, B->ln1_rstd, P(MP_BLK_LN1_W),
-                                 G(MP_BLK_LN1_W), S, Sl, "tp-attn-bwd", err));
+    CHECK(norm_backward_into(g, dres, W->part, B->ln1_xhat, B->ln1_rstd, P(MP_BLK_LN1_W),
+                             G(MP_BLK_LN1_W), S, Sl, "tp-attn-bwd", err));
 #undef P
 #undef G
     return MP_OK;
 }
 
-void RN(mp_t5_recompute_probs)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l)
+void mp_t5_recompute_probs(mp_gpt *g, t5_block_acts *B, int l)
 {
-    RN(t5_sizes) z = RN(t5_sizes_of)(&g->d);
-    RN(t5_state) *T = RN(t5_of)(g);
+    t5_sizes z = t5_sizes_of(&g->d);
+    t5_state *T = t5_of(g);
     const mp_param_layout *lay = g->lay;
     bool dec = (size_t)l >= z.E;
-    RN(mp_t5_attention_forward)(g->be, B->att, B->probs, B->qkv, (int)(dec ? z.sd : z.se),
-                                (int)z.b, (int)z.al, (int)z.hd, dec,
-                                RN(param)(g->w, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
-                                dec ? T->dec_bucket : T->enc_bucket, g->exact);
+    mp_t5_attention_forward(g->be, B->att, B->probs, B->qkv, (int)(dec ? z.sd : z.se),
+                            (int)z.b, (int)z.al, (int)z.hd, dec,
+                            param(g->w, g, dec ? lay->dec_rel : lay->enc_rel), (int)z.al,
+                            dec ? T->dec_bucket : T->enc_bucket, g->exact);
     if (dec)
-        RN(mp_attention_forward_kv)(g->be, B->xatt, B->xprobs, B->xq, z.hl, B->xkv, B->xkv + z.hl,
-                                    2 * z.hl, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
-                                    (int)z.hd, 1, false, g->exact);
+        mp_attention_forward_kv(g->be, B->xatt, B->xprobs, B->xq, z.hl, B->xkv, B->xkv + z.hl,
+                                2 * z.hl, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
+                                (int)z.hd, 1, false, g->exact);
 }
 
-#endif

@@ -1,10 +1,11 @@
-/* t5_decl.h — T5's declarations for one `real` type; read twice by t5.h (no
- * include guard on purpose). Rows r = position * b + sample, as everywhere. */
+/* t5_decl.h — T5's declarations for one precision (MP_REAL_PASS); read twice
+ * by t5.h (no include guard on purpose), each name with its line in
+ * real_names.h. Rows r = position * b + sample, as everywhere. */
 #include "exec/real.h"
 
 /* ReLU (T5's MLP): out = max(in, 0); din = dout where in > 0, else 0. */
-void RN(mp_relu_forward)(real *out, const real *in, size_t n);
-void RN(mp_relu_backward)(real *din, const real *dout, const real *in, size_t n);
+void mp_relu_forward(real *out, const real *in, size_t n);
+void mp_relu_backward(real *din, const real *dout, const real *in, size_t n);
 
 /* Self-attention with T5's relative position bias over this rank's heads:
  * qkv[S, 3 hl] = [Q | K | V] (hl = heads_local * hd), out[S, hl],
@@ -14,24 +15,24 @@ void RN(mp_relu_backward)(real *din, const real *dout, const real *in, size_t n)
  * columns), causal (the decoder) or not (the encoder). Backward writes
  * dqkv[S, 3 hl] (rounded onto the attention gradient grid) and adds each
  * score's gradient to dtable at its bucket; scratch holds s * s reals. */
-void RN(mp_t5_attention_forward)(const mp_backend *be, real *out, real *probs, const real *qkv,
-                                 int s, int b, int heads_local, int hd, bool causal,
-                                 const real *table, int table_ld, const int *bucket, bool exact);
-void RN(mp_t5_attention_backward)(const mp_backend *be, real *dqkv, const real *dout,
-                                  const real *qkv, const real *probs, int s, int b,
-                                  int heads_local, int hd, bool causal, real *dtable,
-                                  int table_ld, const int *bucket, real *scratch, bool exact);
+void mp_t5_attention_forward(const mp_backend *be, real *out, real *probs, const real *qkv,
+                             int s, int b, int heads_local, int hd, bool causal,
+                             const real *table, int table_ld, const int *bucket, bool exact);
+void mp_t5_attention_backward(const mp_backend *be, real *dqkv, const real *dout,
+                              const real *qkv, const real *probs, int s, int b,
+                              int heads_local, int hd, bool causal, real *dtable,
+                              int table_ld, const int *bucket, real *scratch, bool exact);
 
 /* The T5 state of model g (its activation slots, workspace and buckets):
  * allocated by mp_gpt_init when g->d.t5, freed by mp_gpt_free. */
-mp_status RN(mp_t5_alloc)(RN(mp_gpt) *g, int n_slots);
-void RN(mp_t5_free)(RN(mp_gpt) *g);
+mp_status mp_t5_alloc(mp_gpt *g, int n_slots);
+void mp_t5_free(mp_gpt *g);
 /* One micro-batch: tokens[S] the encoder's input, targets[S] whose first
  * dec_seq * b rows are the decoder's targets (its input: them shifted right
  * by one position, token 0 first); the loss is the decoder's. */
-mp_status RN(mp_t5_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
-                            const int32_t *targets, double *loss_sum, mp_error *err);
-mp_status RN(mp_t5_backward)(RN(mp_gpt) *g, int slot, mp_error *err);
+mp_status mp_t5_forward(mp_gpt *g, int slot, const int32_t *tokens,
+                        const int32_t *targets, double *loss_sum, mp_error *err);
+mp_status mp_t5_backward(mp_gpt *g, int slot, mp_error *err);
 /* Pipeline stages: the output of the forward in slot, the input gradient of
  * the last backward, and the elements of the stage's input (in) or output.
  * An encoder stage's are its rows of the encoder's stream [Sel,h] (the last
@@ -39,11 +40,11 @@ mp_status RN(mp_t5_backward)(RN(mp_gpt) *g, int slot, mp_error *err);
  * [its stream [Sdl,h] | the encoder's output [Sel,h]] (the first decoder
  * stage receives the encoder's output alone), as Megatron-LM's
  * encoder-decoder pipeline does. */
-const real *RN(mp_t5_stage_output)(const RN(mp_gpt) *g, int slot);
-const real *RN(mp_t5_stage_input_grad)(const RN(mp_gpt) *g);
-size_t RN(mp_t5_stage_count)(const RN(mp_gpt) *g, bool input);
+const real *mp_t5_stage_output(const mp_gpt *g, int slot);
+const real *mp_t5_stage_input_grad(const mp_gpt *g);
+size_t mp_t5_stage_count(const mp_gpt *g, bool input);
 /* Pipelines: the groups of the stages holding encoder and decoder blocks
  * (model g takes them over and frees them), and the sum of each stack's
  * relative-bias gradient over its group, after the last backward. */
-void RN(mp_t5_set_stack_groups)(RN(mp_gpt) *g, mp_group enc, mp_group dec);
-mp_status RN(mp_t5_reduce_grads)(RN(mp_gpt) *g, mp_error *err);
+void mp_t5_set_stack_groups(mp_gpt *g, mp_group enc, mp_group dec);
+mp_status mp_t5_reduce_grads(mp_gpt *g, mp_error *err);

@@ -1,18 +1,24 @@
 /* t5_internal.h — what t5.c and t5_block.c share: sizes, the saved
- * activations of one micro-batch, the workspace. Read once per real type
- * after model_internal.h (no include guard): every name goes through RN(). */
+ * activations of one micro-batch, the workspace. Both files are compiled once
+ * per precision (real.h); the functions declared here have their lines in
+ * real_names.h. */
+#ifndef MP_EXEC_T5_INTERNAL_H
+#define MP_EXEC_T5_INTERNAL_H
 
-typedef struct RN(t5_sizes) {
+#include "exec/model_internal.h"
+#include "exec/t5.h"
+
+typedef struct t5_sizes {
     size_t b, se, sd;     /* micro-batch, encoder and decoder positions */
     size_t Se, Sd;        /* token rows of the encoder and of the decoder */
     size_t Sel, Sdl;      /* this rank's rows of them (SP: a piece of the sequence) */
     size_t Smax, Slmax;   /* the larger of each pair (the encoder's: sd <= se) */
     size_t h, hl, al, hd, Fl, f1, Vl, E, L;
-} RN(t5_sizes);
+} t5_sizes;
 
-static inline RN(t5_sizes) RN(t5_sizes_of)(const mp_gpt_dims *d)
+static inline t5_sizes t5_sizes_of(const mp_gpt_dims *d)
 {
-    RN(t5_sizes) z;
+    t5_sizes z;
     size_t t = (size_t)d->tp;
     bool sp = d->sp && d->tp > 1;
     z.b = (size_t)d->micro_batch;
@@ -40,15 +46,15 @@ static inline RN(t5_sizes) RN(t5_sizes_of)(const mp_gpt_dims *d)
  * item 0 the embedding, 1..E the encoder's blocks (item E with the encoder's
  * final norm), E+1..L the decoder's (the decoder's input embedding with item
  * E+1), L+1 the final norm, head and loss. */
-typedef struct RN(t5_stage) {
+typedef struct t5_stage {
     int ib, ie;
     bool emb, enc, enc_lnf, dec, dec_emb, head; /* enc/dec: any item of that side */
     size_t enc_b, enc_e, dec_b, dec_e;          /* its blocks of each side: [b, e) */
-} RN(t5_stage);
+} t5_stage;
 
-static inline RN(t5_stage) RN(t5_stage_of)(const mp_gpt_dims *d)
+static inline t5_stage t5_stage_of(const mp_gpt_dims *d)
 {
-    RN(t5_stage) t;
+    t5_stage t;
     int E = d->enc_layers, L = d->layers;
     mp_dims_items(d, &t.ib, &t.ie);
     t.emb = t.ib == 0;
@@ -67,7 +73,7 @@ static inline RN(t5_stage) RN(t5_stage_of)(const mp_gpt_dims *d)
 }
 
 /* One block's activations; the cross-attention's only in decoder blocks. */
-typedef struct RN(t5_block_acts) {
+typedef struct t5_block_acts {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
     real *qkv, *probs, *att, *xmid;       /* [S,3hl] [b,al,s,s] [S,hl] [Sl,h] */
     real *lnx_xhat, *lnx_rstd, *lnx_full; /* decoder: the cross-attention's norm */
@@ -76,21 +82,21 @@ typedef struct RN(t5_block_acts) {
     real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
     real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl] */
     real *xout;                           /* [Sl,h] */
-} RN(t5_block_acts);
+} t5_block_acts;
 
-typedef struct RN(t5_acts) {
+typedef struct t5_acts {
     real *mem;
     int32_t *enc_tok, *dec_in, *dec_tgt;  /* [Se] [Sd] [Sd] */
     real *enc_x0, *dec_x0;                /* [Sel,h] [Sdl,h] the embeddings' outputs */
-    RN(t5_block_acts) *blk;               /* [L]: the encoder's, then the decoder's */
+    t5_block_acts *blk;               /* [L]: the encoder's, then the decoder's */
     real *encf_xhat, *encf_rstd, *enc_out; /* the encoder's final norm [Sel,h] [Sel] [Sel,h] */
     real *enc_full;                       /* [Se,h] its output, every row (cross-attention's K|V input) */
     real *lnf_xhat, *lnf_rstd, *lnf_full; /* the decoder's final norm [Sdl,h] [Sdl] [Sd,h] */
     real *logits;                         /* [Sd,Vl] */
     real *bout;                           /* [(Sdl+Sel),h] a decoder stage's output */
-} RN(t5_acts);
+} t5_acts;
 
-typedef struct RN(t5_work) {
+typedef struct t5_work {
     real *part, *loc, *dfull;            /* [Smax,h] [Slmax,h] [Smax,h] */
     real *dres, *denc_res;               /* [Sdl,h] [Sel,h] residual gradients */
     real *dln, *dtmp;                    /* [Slmax,h] */
@@ -109,65 +115,67 @@ typedef struct RN(t5_work) {
      * [b,al,sd,se]; full's whole block, of the encoder's shape and of the
      * decoder's (empty when no block recomputes so) */
     real *sprobs, *sxprobs;
-    RN(t5_block_acts) sblk[2];
-} RN(t5_work);
+    t5_block_acts sblk[2];
+} t5_work;
 
-typedef struct RN(t5_state) {
-    RN(t5_acts) *slots;
+typedef struct t5_state {
+    t5_acts *slots;
     int n_slots;
     real *wmem;
-    RN(t5_work) W;
+    t5_work W;
     int *enc_bucket, *dec_bucket; /* [se*se] [sd*sd] bucket of each (query, key) */
     mp_group stack[2];            /* the pipeline stages with encoder / decoder blocks
                                      (owned; size 1: none to sum with) */
-} RN(t5_state);
+} t5_state;
 
-static inline RN(t5_state) *RN(t5_of)(const RN(mp_gpt) *g)
+static inline t5_state *t5_of(const mp_gpt *g)
 {
-    return (RN(t5_state) *)g->t5;
+    return (t5_state *)g->t5;
 }
 
 /* One block's activations: all of them (mode 0), all but the attention
  * probabilities (1: selective), or its output alone (2: full). */
-static inline void RN(t5_layout_block)(RN(t5_block_acts) *B, real *base, size_t *u,
-                                       const RN(t5_sizes) *z, bool dec, int mode)
+static inline void t5_layout_block(t5_block_acts *B, real *base, size_t *u,
+                                   const t5_sizes *z, bool dec, int mode)
 {
     size_t h = z->h, s = dec ? z->sd : z->se, S = dec ? z->Sd : z->Se;
     size_t Sl = dec ? z->Sdl : z->Sel;
     memset(B, 0, sizeof *B);
     if (mode < 2) {
-        B->ln1_xhat = RN(take)(base, u, Sl * h);
-        B->ln1_rstd = RN(take)(base, u, Sl);
-        B->ln1_full = RN(take)(base, u, S * h);
-        B->qkv = RN(take)(base, u, S * 3 * z->hl);
+        B->ln1_xhat = take(base, u, Sl * h);
+        B->ln1_rstd = take(base, u, Sl);
+        B->ln1_full = take(base, u, S * h);
+        B->qkv = take(base, u, S * 3 * z->hl);
         if (mode == 0)
-            B->probs = RN(take)(base, u, z->b * z->al * s * s);
-        B->att = RN(take)(base, u, S * z->hl);
-        B->xmid = RN(take)(base, u, Sl * h);
+            B->probs = take(base, u, z->b * z->al * s * s);
+        B->att = take(base, u, S * z->hl);
+        B->xmid = take(base, u, Sl * h);
         if (dec) {
-            B->lnx_xhat = RN(take)(base, u, Sl * h);
-            B->lnx_rstd = RN(take)(base, u, Sl);
-            B->lnx_full = RN(take)(base, u, S * h);
-            B->xq = RN(take)(base, u, S * z->hl);
-            B->xkv = RN(take)(base, u, z->Se * 2 * z->hl);
+            B->lnx_xhat = take(base, u, Sl * h);
+            B->lnx_rstd = take(base, u, Sl);
+            B->lnx_full = take(base, u, S * h);
+            B->xq = take(base, u, S * z->hl);
+            B->xkv = take(base, u, z->Se * 2 * z->hl);
             if (mode == 0)
-                B->xprobs = RN(take)(base, u, z->b * z->al * z->sd * z->se);
-            B->xatt = RN(take)(base, u, S * z->hl);
-            B->xmid2 = RN(take)(base, u, Sl * h);
+                B->xprobs = take(base, u, z->b * z->al * z->sd * z->se);
+            B->xatt = take(base, u, S * z->hl);
+            B->xmid2 = take(base, u, Sl * h);
         }
-        B->ln2_xhat = RN(take)(base, u, Sl * h);
-        B->ln2_rstd = RN(take)(base, u, Sl);
-        B->ln2_full = RN(take)(base, u, S * h);
-        B->fc1_pre = RN(take)(base, u, S * z->f1);
-        B->fc1_act = RN(take)(base, u, S * z->Fl);
+        B->ln2_xhat = take(base, u, Sl * h);
+        B->ln2_rstd = take(base, u, Sl);
+        B->ln2_full = take(base, u, S * h);
+        B->fc1_pre = take(base, u, S * z->f1);
+        B->fc1_act = take(base, u, S * z->Fl);
     }
-    B->xout = RN(take)(base, u, Sl * h);
+    B->xout = take(base, u, Sl * h);
 }
 
-mp_status RN(mp_t5_block_forward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, const real *x,
-                                  const real *enc_full, mp_error *err);
-mp_status RN(mp_t5_block_backward)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l, real *dres,
-                                   const real *enc_full, mp_error *err);
+mp_status mp_t5_block_forward(mp_gpt *g, t5_block_acts *B, int l, const real *x,
+                              const real *enc_full, mp_error *err);
+mp_status mp_t5_block_backward(mp_gpt *g, t5_block_acts *B, int l, real *dres,
+                               const real *enc_full, mp_error *err);
 /* Selective recomputation: block l's attention probabilities (and outputs,
  * the same again) from the Q, K, V it kept. */
-void RN(mp_t5_recompute_probs)(RN(mp_gpt) *g, RN(t5_block_acts) *B, int l);
+void mp_t5_recompute_probs(mp_gpt *g, t5_block_acts *B, int l);
+
+#endif

@@ -1,9 +1,7 @@
 /* t5_layers.c — T5's own layers, forward and backward side by side: ReLU,
- * the relative position buckets, and self-attention with the relative
- * position bias added to its scores (cross-attention has no bias and is
- * attention.c's mp_attention_forward_kv). Compiled for float and double
- * (this file includes itself, see real.h). */
-#ifndef MP_REAL_BITS
+ * and self-attention with the relative position bias added to its scores
+ * (cross-attention has no bias and is attention.c's mp_attention_forward_kv;
+ * the buckets are t5_bucket.c's). Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,43 +10,15 @@
 #include "exec/quant.h"
 #include "exec/t5.h"
 
-int mp_t5_bucket(int rel, bool bidirectional)
-{
-    /* half the buckets for keys after the query when both directions count;
-     * the first half of a direction's buckets are exact distances, the rest
-     * logarithmic up to the maximum distance */
-    int nb = MP_T5_BUCKETS, ret = 0, n;
-    if (bidirectional) {
-        nb /= 2;
-        ret = rel > 0 ? nb : 0;
-        n = rel < 0 ? -rel : rel;
-    } else {
-        n = rel < 0 ? -rel : 0;
-    }
-    int exact = nb / 2;
-    if (n < exact)
-        return ret + n;
-    int large = exact + (int)(log((double)n / exact) /
-                              log((double)MP_T5_MAX_DISTANCE / exact) * (nb - exact));
-    return ret + (large < nb - 1 ? large : nb - 1);
-}
-
-#define MP_REAL_BITS 32
-#include "exec/t5_layers.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/t5_layers.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 
-void RN(mp_relu_forward)(real *out, const real *in, size_t n)
+void mp_relu_forward(real *out, const real *in, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = in[i] > 0 ? in[i] : 0;
 }
 
-void RN(mp_relu_backward)(real *din, const real *dout, const real *in, size_t n)
+void mp_relu_backward(real *din, const real *dout, const real *in, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         din[i] = in[i] > 0 ? dout[i] : 0;
@@ -59,9 +29,9 @@ void RN(mp_relu_backward)(real *din, const real *dout, const real *in, size_t n)
  * Scores and the softmax are row loops in a fixed order, the two products
  * the backend's GEMMs on strided views; exact mode rounds each score after
  * the bias is added, the same function of the same bits in every run. */
-void RN(mp_t5_attention_forward)(const mp_backend *be, real *out, real *probs, const real *qkv,
-                                 int s, int b, int heads_local, int hd, bool causal,
-                                 const real *table, int table_ld, const int *bucket, bool exact)
+void mp_t5_attention_forward(const mp_backend *be, real *out, real *probs, const real *qkv,
+                             int s, int b, int heads_local, int hd, bool causal,
+                             const real *table, int table_ld, const int *bucket, bool exact)
 {
     size_t hl = (size_t)heads_local * hd, row = 3 * hl;
     int ld = (int)((size_t)b * row), ldo = (int)((size_t)b * hl);
@@ -77,29 +47,29 @@ void RN(mp_t5_attention_forward)(const mp_backend *be, real *out, real *probs, c
                 real *pi = p + (size_t)i * s, mx = -INFINITY, sum = 0;
                 for (int j = 0; j <= last; j++)
                     pi[j] = pi[j] * scale + table[(size_t)bucket[(size_t)i * s + j] * table_ld + a];
-                RN(mp_q)(exact, pi, (size_t)last + 1, MP_Q_ACT);
+                mp_q(exact, pi, (size_t)last + 1, MP_Q_ACT);
                 for (int j = 0; j <= last; j++)
                     mx = pi[j] > mx ? pi[j] : mx;
                 for (int j = 0; j <= last; j++)
                     sum += pi[j] = R_EXP(pi[j] - mx);
                 for (int j = 0; j <= last; j++)
                     pi[j] /= sum;
-                RN(mp_q)(exact, pi, (size_t)last + 1, MP_Q_PROB);
+                mp_q(exact, pi, (size_t)last + 1, MP_Q_PROB);
                 memset(pi + last + 1, 0, (size_t)(s - 1 - last) * sizeof(real));
             }
             be->gemm(MP_REAL_KIND, false, false, s, hd, s, 1.0, p, s, v, ld, 0.0, o, ldo);
             for (int i = 0; i < s; i++)
-                RN(mp_q)(exact, o + (size_t)i * ldo, (size_t)hd, MP_Q_ACT);
+                mp_q(exact, o + (size_t)i * ldo, (size_t)hd, MP_Q_ACT);
         }
 }
 
 /* dV = P^T dO; dP = dO V^T; dS = P (dP - rowsum(P dP)); the bias's gradient
  * is dS itself, added at each score's bucket; dQ = dS K / sqrt(hd),
  * dK = dS^T Q / sqrt(hd). */
-void RN(mp_t5_attention_backward)(const mp_backend *be, real *dqkv, const real *dout,
-                                  const real *qkv, const real *probs, int s, int b,
-                                  int heads_local, int hd, bool causal, real *dtable,
-                                  int table_ld, const int *bucket, real *scratch, bool exact)
+void mp_t5_attention_backward(const mp_backend *be, real *dqkv, const real *dout,
+                              const real *qkv, const real *probs, int s, int b,
+                              int heads_local, int hd, bool causal, real *dtable,
+                              int table_ld, const int *bucket, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hd, row = 3 * hl, S = (size_t)s * b;
     int ld = (int)((size_t)b * row), ldo = (int)((size_t)b * hl);
@@ -122,18 +92,17 @@ void RN(mp_t5_attention_backward)(const mp_backend *be, real *dqkv, const real *
                     dot += pi[j] * di[j];
                 for (int j = 0; j <= last; j++)
                     di[j] = pi[j] * (di[j] - dot);
-                RN(mp_q)(exact, di, (size_t)last + 1, MP_Q_GRAD_ATT);
+                mp_q(exact, di, (size_t)last + 1, MP_Q_GRAD_ATT);
                 for (int j = 0; j <= last; j++) {
                     dtable[(size_t)bucket[(size_t)i * s + j] * table_ld + a] += di[j];
                     di[j] *= scale;
                 }
-                RN(mp_q)(exact, di, (size_t)last + 1, MP_Q_GRAD_ATT);
+                mp_q(exact, di, (size_t)last + 1, MP_Q_GRAD_ATT);
                 memset(di + last + 1, 0, (size_t)(s - 1 - last) * sizeof(real));
             }
             be->gemm(MP_REAL_KIND, false, false, s, hd, s, 1.0, ds, s, k, ld, 0.0, dq, ld);
             be->gemm(MP_REAL_KIND, true, false, s, hd, s, 1.0, ds, s, q, ld, 1.0, dk, ld);
         }
-    RN(mp_q)(exact, dqkv, S * row, MP_Q_GRAD_ATT);
+    mp_q(exact, dqkv, S * row, MP_Q_GRAD_ATT);
 }
 
-#endif

@@ -1,0 +1,119 @@
+/* real_names.h — every executor name that exists once per precision: the
+ * one list of them. The source writes the plain name (mp_gpt_init); each line
+ * below makes it mp_gpt_init_f32 in the 32-bit compile and mp_gpt_init_f64
+ * in the 64-bit one (MP_REAL_NAME, real.h). Callers that need both
+ * precisions (exec.c, memory.c, backend_cpu.c, tests) write the suffixed
+ * names. A symbol from a backtrace: drop _f32 / _f64 and grep the rest.
+ *
+ * To add a function or type to the precision-variant code: write it with its
+ * plain name in a file of exec_real_sources (src/exec/meson.build), declare it
+ * in kernels_decl.h, t5_decl.h or an internal header, and add one line here,
+ * under its file. Static functions need no line (each compile has its own). */
+#ifndef MP_EXEC_REAL_NAMES_H
+#define MP_EXEC_REAL_NAMES_H
+
+/* types (kernels_decl.h) */
+#define mp_gpt MP_REAL_NAME(mp_gpt)
+#define mp_acts MP_REAL_NAME(mp_acts)
+#define mp_trainer MP_REAL_NAME(mp_trainer)
+
+/* layers.c */
+#define mp_add MP_REAL_NAME(mp_add)
+#define mp_attn_softmax MP_REAL_NAME(mp_attn_softmax)
+#define mp_attn_softmax_backward MP_REAL_NAME(mp_attn_softmax_backward)
+#define mp_bias_add MP_REAL_NAME(mp_bias_add)
+#define mp_bias_grad MP_REAL_NAME(mp_bias_grad)
+#define mp_ce_backward MP_REAL_NAME(mp_ce_backward)
+#define mp_ce_exp_sum MP_REAL_NAME(mp_ce_exp_sum)
+#define mp_ce_loss MP_REAL_NAME(mp_ce_loss)
+#define mp_ce_max MP_REAL_NAME(mp_ce_max)
+#define mp_gather_rows MP_REAL_NAME(mp_gather_rows)
+#define mp_gelu_backward MP_REAL_NAME(mp_gelu_backward)
+#define mp_gelu_forward MP_REAL_NAME(mp_gelu_forward)
+#define mp_layernorm_backward MP_REAL_NAME(mp_layernorm_backward)
+#define mp_layernorm_forward MP_REAL_NAME(mp_layernorm_forward)
+#define mp_q MP_REAL_NAME(mp_q)
+#define mp_quantize MP_REAL_NAME(mp_quantize)
+#define mp_quantize_rows MP_REAL_NAME(mp_quantize_rows)
+#define mp_rmsnorm_backward MP_REAL_NAME(mp_rmsnorm_backward)
+#define mp_rmsnorm_forward MP_REAL_NAME(mp_rmsnorm_forward)
+#define mp_rope MP_REAL_NAME(mp_rope)
+#define mp_scatter_add_rows MP_REAL_NAME(mp_scatter_add_rows)
+#define mp_sum_in_order MP_REAL_NAME(mp_sum_in_order)
+#define mp_swiglu_backward MP_REAL_NAME(mp_swiglu_backward)
+#define mp_swiglu_forward MP_REAL_NAME(mp_swiglu_forward)
+#define mp_tanh_backward MP_REAL_NAME(mp_tanh_backward)
+#define mp_tanh_forward MP_REAL_NAME(mp_tanh_forward)
+
+/* attention.c */
+#define mp_attention_backward MP_REAL_NAME(mp_attention_backward)
+#define mp_attention_backward_kv MP_REAL_NAME(mp_attention_backward_kv)
+#define mp_attention_forward MP_REAL_NAME(mp_attention_forward)
+#define mp_attention_forward_kv MP_REAL_NAME(mp_attention_forward_kv)
+
+/* model.c */
+#define mp_gpt_backward MP_REAL_NAME(mp_gpt_backward)
+#define mp_gpt_bytes MP_REAL_NAME(mp_gpt_bytes)
+#define mp_gpt_forward MP_REAL_NAME(mp_gpt_forward)
+#define mp_gpt_free MP_REAL_NAME(mp_gpt_free)
+#define mp_gpt_init MP_REAL_NAME(mp_gpt_init)
+#define mp_gpt_stage_input_count MP_REAL_NAME(mp_gpt_stage_input_count)
+#define mp_gpt_stage_input_grad MP_REAL_NAME(mp_gpt_stage_input_grad)
+#define mp_gpt_stage_output MP_REAL_NAME(mp_gpt_stage_output)
+#define mp_gpt_stage_output_count MP_REAL_NAME(mp_gpt_stage_output_count)
+#define mp_model_cross_entropy MP_REAL_NAME(mp_model_cross_entropy)
+#define mp_model_dlogits MP_REAL_NAME(mp_model_dlogits)
+#define mp_model_tp_gather MP_REAL_NAME(mp_model_tp_gather)
+#define mp_model_tp_gather_rows MP_REAL_NAME(mp_model_tp_gather_rows)
+#define mp_model_tp_reduce MP_REAL_NAME(mp_model_tp_reduce)
+#define mp_model_tp_reduce_rows MP_REAL_NAME(mp_model_tp_reduce_rows)
+
+/* block.c */
+#define mp_model_block_backward MP_REAL_NAME(mp_model_block_backward)
+#define mp_model_block_forward MP_REAL_NAME(mp_model_block_forward)
+#define mp_model_norm_backward MP_REAL_NAME(mp_model_norm_backward)
+#define mp_model_norm_forward MP_REAL_NAME(mp_model_norm_forward)
+#define mp_model_recompute_probs MP_REAL_NAME(mp_model_recompute_probs)
+
+/* cp_ring.c */
+#define mp_model_cp_gather_kv MP_REAL_NAME(mp_model_cp_gather_kv)
+#define mp_model_cp_reduce_dkv MP_REAL_NAME(mp_model_cp_reduce_dkv)
+
+/* bert_heads.c */
+#define mp_model_bert_head_backward MP_REAL_NAME(mp_model_bert_head_backward)
+#define mp_model_nsp_forward MP_REAL_NAME(mp_model_nsp_forward)
+
+/* t5.c */
+#define mp_t5_alloc MP_REAL_NAME(mp_t5_alloc)
+#define mp_t5_backward MP_REAL_NAME(mp_t5_backward)
+#define mp_t5_forward MP_REAL_NAME(mp_t5_forward)
+#define mp_t5_free MP_REAL_NAME(mp_t5_free)
+#define mp_t5_reduce_grads MP_REAL_NAME(mp_t5_reduce_grads)
+#define mp_t5_set_stack_groups MP_REAL_NAME(mp_t5_set_stack_groups)
+#define mp_t5_stage_count MP_REAL_NAME(mp_t5_stage_count)
+#define mp_t5_stage_input_grad MP_REAL_NAME(mp_t5_stage_input_grad)
+#define mp_t5_stage_output MP_REAL_NAME(mp_t5_stage_output)
+
+/* t5_block.c */
+#define mp_t5_block_backward MP_REAL_NAME(mp_t5_block_backward)
+#define mp_t5_block_forward MP_REAL_NAME(mp_t5_block_forward)
+#define mp_t5_recompute_probs MP_REAL_NAME(mp_t5_recompute_probs)
+
+/* t5_layers.c */
+#define mp_relu_backward MP_REAL_NAME(mp_relu_backward)
+#define mp_relu_forward MP_REAL_NAME(mp_relu_forward)
+#define mp_t5_attention_backward MP_REAL_NAME(mp_t5_attention_backward)
+#define mp_t5_attention_forward MP_REAL_NAME(mp_t5_attention_forward)
+
+/* optimizer.c */
+#define mp_adamw_update MP_REAL_NAME(mp_adamw_update)
+
+/* step.c */
+#define mp_trainer_free MP_REAL_NAME(mp_trainer_free)
+#define mp_trainer_grads MP_REAL_NAME(mp_trainer_grads)
+#define mp_trainer_grads_chunks MP_REAL_NAME(mp_trainer_grads_chunks)
+#define mp_trainer_init MP_REAL_NAME(mp_trainer_init)
+#define mp_trainer_set_pipeline MP_REAL_NAME(mp_trainer_set_pipeline)
+#define mp_trainer_update MP_REAL_NAME(mp_trainer_update)
+
+#endif

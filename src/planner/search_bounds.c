@@ -23,13 +23,6 @@ void mp_search_moe_strip(mp_model *m)
     m->ffn_hidden = 1;
 }
 
-int64_t mp_search_n_blocks(const mp_model *m)
-{
-    if (m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0)
-        return m->encoder_layers + m->decoder_layers;
-    return m->layers;
-}
-
 /* ---- per-block numbers, cached by (t, c, b, sp) -------------------------- */
 
 static uint64_t block_key(int32_t t, int32_t c, int32_t b, bool sp)
@@ -54,7 +47,7 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
     if (mp_model_is_moe(&base->model))
         mp_search_moe_strip(&cfg.model);
     const mp_model *m = &cfg.model;
-    int64_t L = mp_search_n_blocks(m);
+    int64_t L = mp_model_blocks(m);
     int64_t kinds[2] = {1, L};
     int nk = m->arch == MP_ARCH_T5 && m->encoder_layers > 0 && L > m->encoder_layers ? 2 : 1;
     if (nk == 2) kinds[1] = m->encoder_layers + 1;
@@ -108,24 +101,12 @@ const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int
     return &bc->slot[j];
 }
 
-/* Bytes of weights + grads + optimizer per parameter (the estimate's rule). */
-double mp_search_static_bytes_per_param(const mp_config *c)
-{
-    return mp_static_bytes_per_param(c);
-}
-
-/* In-flight micro-batch chunks of pipeline rank r at its peak (the estimate's rule). */
-double mp_search_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
-{
-    return mp_pipeline_inflight_chunks(s, p, v, m, r);
-}
-
 /* The bounds of section 1 above. */
 void mp_search_bounds(const mp_config *base, const block_info *bi, double block_params_min,
                    double emb_params, cand *x)
 {
     const mp_model *m = &base->model;
-    int64_t L = mp_search_n_blocks(m);
+    int64_t L = mp_model_blocks(m);
     int64_t mb = base->training.global_batch / ((int64_t)x->b * x->d);
     double per_rank = (double)L / (double)x->p; /* blocks on a rank, even split */
     mp_config tmp;
@@ -137,7 +118,7 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
     tmp.parallel.hsdp = x->dist_opt == 4;
     tmp.parallel.tp = x->t;
     tmp.hw = base->hw;
-    double spb = mp_search_static_bytes_per_param(&tmp);
+    double spb = mp_static_bytes_per_param(&tmp);
     double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
     double expert_bytes = 0.0, moe_gemm = 0.0;
     if (mp_model_is_moe(m) && x->ep > 0) {
@@ -153,7 +134,7 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
         eb.parallel.dp = mp_parallel_edp(&ec.parallel);
         eb.parallel.cp = 1;
         expert_bytes = moe_min * mp_moe_local_expert_params(&ec) *
-                       mp_search_static_bytes_per_param(&eb);
+                       mp_static_bytes_per_param(&eb);
         /* and the routed experts' GEMM FLOPs at the peak rate: each rank
          * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and
          * backward (the efficiency curve and imbalance only add to it) */
@@ -164,7 +145,7 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
         moe_gemm = moe_min * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
                    (gate + 1.0) * (double)m->moe.expert_ffn / peak;
     }
-    double chunks = mp_search_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
+    double chunks = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
     double stash = per_rank * bi->act[x->rc] / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
     x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;

@@ -237,8 +237,7 @@ static void enumerate_inner(enum_ctx *e, cand *x)
     int ndo = 0;
     bool shard_ok = x->d * x->c > 1, no_pipe = x->p == 1;
     /* HSDP differs from ZeRO-3 only when the DP ranks span scale-up domains */
-    int64_t dom = e->base->hw.scale_up.gpus_per_domain > 0 ? e->base->hw.scale_up.gpus_per_domain
-                                                          : e->base->hw.gpus_per_node;
+    int64_t dom = (int64_t)mp_scale_up_gpus(&e->base->hw);
     bool hsdp_ok = (int64_t)x->t * x->d * x->c > dom && (int64_t)x->t * 2 <= dom;
     if (fixed(e, MP_FIX_HSDP) && fp->hsdp) {
         if (!no_pipe || !shard_ok || !hsdp_ok) return;
@@ -311,8 +310,7 @@ void mp_search_enumerate(enum_ctx *e)
     const mp_parallel *fp = &base->parallel;
     int64_t gpus = base->training.gpus, seq = base->training.seq, gb = base->training.global_batch;
     int64_t L = m->layers;
-    int64_t domain = base->hw.scale_up.gpus_per_domain > 0 ? base->hw.scale_up.gpus_per_domain
-                                                           : base->hw.gpus_per_node;
+    int64_t domain = (int64_t)mp_scale_up_gpus(&base->hw);
     int64_t *tv = malloc(sizeof *tv * MAX_DIV * 5);
     if (!tv) {
         e->keep.oom = true;
@@ -454,7 +452,7 @@ void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_cou
     if (mp_model_is_moe(&stripped))
         mp_search_moe_strip(&stripped);
     const mp_model *m = &stripped;
-    int64_t L = mp_search_n_blocks(m);
+    int64_t L = mp_model_blocks(m);
     double pmin = mp_block_params(m, MP_BLOCK_SELF);
     if (m->arch == MP_ARCH_T5 && m->encoder_layers > 0) {
         pmin = mp_block_params(m, MP_BLOCK_T5_ENC);

@@ -77,7 +77,6 @@ typedef struct enum_ctx {
 } enum_ctx;
 
 void mp_search_moe_strip(mp_model *m);
-int64_t mp_search_n_blocks(const mp_model *m);
 void mp_search_cand_push(cand_vec *cv, const cand *x);
 void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out);
 const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int32_t b, bool sp);

@@ -17,7 +17,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err)
 {
     const mp_parallel *pp = &c->parallel;
-    int64_t L = mp_search_n_blocks(&c->model), N = L + 2;
+    int64_t L = mp_model_blocks(&c->model), N = L + 2;
     int64_t v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
     int64_t K = pp->pp * v;
     memset(plan, 0, sizeof *plan);
@@ -44,7 +44,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
     }
     if ((st = mp_item_costs(c, items, err)) != MP_OK) goto done;
 
-    double spb = mp_search_static_bytes_per_param(c);
+    double spb = mp_static_bytes_per_param(c);
     double tied = c->model.tied_embeddings && pp->pp > 1
                       ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp * spb
                       : 0.0;
@@ -67,7 +67,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
     }
     int64_t m = mp_config_microbatches(c);
     for (int64_t k = 0; k < K; k++)
-        inflight[k] = mp_search_inflight_chunks(pp->schedule, pp->pp, v, m, k % pp->pp) / (double)v;
+        inflight[k] = mp_pipeline_inflight_chunks(pp->schedule, pp->pp, v, m, k % pp->pp) / (double)v;
     /* the estimate's "other" (reserve, p2p buffers both ways, the SP gather
      * buffer, sized by a block's output: no smaller than any stage's); with
      * per-layer recompute it also holds one block's full activations while

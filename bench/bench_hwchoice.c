@@ -12,7 +12,7 @@
 #include "core/hw.h"
 #include "core/model.h"
 #include "core/tables.h"
-#include "planner/hwchoice.h"
+#include "search/hwchoice.h"
 
 #define BUDGET_S 5.0
 

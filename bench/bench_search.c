@@ -15,7 +15,7 @@
 #include "core/hw.h"
 #include "core/model.h"
 #include "core/tables.h"
-#include "planner/search.h"
+#include "search/driver.h"
 
 static double now_s(void)
 {

@@ -25,7 +25,7 @@
 #include "core/model.h"
 #include "planner/cost.h"
 #include "planner/explain.h"
-#include "planner/search.h"
+#include "search/driver.h"
 #include "tools/refdata.h"
 
 /* at most this many configurations of one model size are ranked */

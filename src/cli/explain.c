@@ -12,6 +12,7 @@
 #include "planner/explain.h"
 #include "planner/megatron.h"
 #include "planner/report.h"
+#include "search/driver.h"
 
 static void usage(FILE *f)
 {

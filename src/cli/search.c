@@ -22,7 +22,7 @@
 #include "planner/framework.h"
 #include "planner/megatron.h"
 #include "planner/report.h"
-#include "planner/search.h"
+#include "search/driver.h"
 #include "sim/simulate.h"
 
 /* Predicted steps within the profile's error band (its width, high − low;

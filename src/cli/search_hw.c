@@ -1,6 +1,6 @@
 /* search_hw.c — `megaplan search` over hardware too: with --hw a,b,c (or
  * all), --gpus MIN..MAX, --deadline or --budget, one search per profile and
- * GPU count (planner/hwchoice.h), printed as the days/cost Pareto front with
+ * GPU count (search/hwchoice.h), printed as the days/cost Pareto front with
  * energy, the cheapest plan within the deadline and the fastest within the
  * budget. The other options are search's own and mean the same. */
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include "core/buf.h"
 #include "core/io.h"
 #include "core/output.h"
-#include "planner/hwchoice.h"
+#include "search/hwchoice.h"
 #include "planner/report.h"
 #include "sim/plot.h"
 

@@ -76,7 +76,7 @@ typedef struct mp_hw {
                                             rows of this hardware class (docs/validation.md);
                                             YAML error_band.low/high; both 0: no band known */
     /* What an hour of the hardware costs and what it draws, for choosing
-     * hardware by cost and energy (planner/hwchoice.h). 0 = not known. */
+     * hardware by cost and energy (search/hwchoice.h). 0 = not known. */
     double price_per_gpu_hour;           /* USD per GPU-hour, list price (dated, sourced in the file) */
     char price_date[16];                 /* when that price was read, "YYYY-MM" */
     double gpu_watts;                    /* GPU board power at full load (TDP), W */

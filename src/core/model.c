@@ -45,6 +45,13 @@ const char *mp_router_name(mp_router r)
     return (unsigned)r < MP_ROUTER_COUNT ? router_names[r] : "?";
 }
 
+int64_t mp_model_blocks(const mp_model *m)
+{
+    if (m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0)
+        return m->encoder_layers + m->decoder_layers;
+    return m->layers;
+}
+
 static const char *router_name_i(int i)
 {
     return mp_router_name((mp_router)i);

@@ -83,6 +83,10 @@ bool mp_model_is_mla(const mp_model *m);
 bool mp_model_block_is_moe(const mp_model *m, int64_t block0);
 /* MoE blocks in the model. */
 int64_t mp_model_moe_blocks(const mp_model *m);
+/* Transformer blocks in the model: encoder_layers + decoder_layers for a T5
+ * that gives them, else layers. The count every part shares (the cost
+ * model's items 1..blocks, the search, Megatron's flags). */
+int64_t mp_model_blocks(const mp_model *m);
 const char *mp_router_name(mp_router r);
 
 /* Names used in files and on the command line ("gpt", "swiglu", ...). */

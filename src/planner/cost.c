@@ -30,13 +30,6 @@ typedef struct item_detail {
     bool is_block;
 } item_detail;
 
-static int64_t n_blocks(const mp_model *m)
-{
-    if (m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0)
-        return m->encoder_layers + m->decoder_layers;
-    return m->layers;
-}
-
 static void detail_block(const mp_config *c, int64_t block, item_detail *d)
 {
     const mp_parallel *p = &c->parallel;
@@ -78,7 +71,7 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
     mp_edge_time et;
     mp_block_shape first, last;
     mp_block_shape_of(m, c->training.seq, 1, &first);
-    mp_block_shape_of(m, c->training.seq, n_blocks(m), &last);
+    mp_block_shape_of(m, c->training.seq, mp_model_blocks(m), &last);
     double sb_first = b * first.s / (double)p->cp, sb_last = b * last.s / (double)p->cp;
 
     memset(emb, 0, sizeof *emb);
@@ -111,12 +104,6 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
         head->act[r] = head_act;
 }
 
-/* Bytes of weights + grads + optimizer per parameter on one GPU. */
-static double static_bytes_per_param(const mp_config *c)
-{
-    return mp_static_bytes_per_param(c);
-}
-
 static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cost *out)
 {
     out->fwd = d->fwd_compute + d->tp_f + d->cp_f;
@@ -126,14 +113,14 @@ static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cos
     out->bwd[MP_RECOMPUTE_FULL] = bwd + (d->is_block ? out->fwd : 0.0);
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         out->act_bytes[r] = d->act[r];
-    out->static_bytes = d->params * static_bytes_per_param(c);
+    out->static_bytes = d->params * mp_static_bytes_per_param(c);
     out->send_bytes = d->send_bytes;
 }
 
 /* Fills details for all L+2 items, computing each distinct block shape once. */
 static void fill_details(const mp_config *c, item_detail *det)
 {
-    int64_t L = n_blocks(&c->model);
+    int64_t L = mp_model_blocks(&c->model);
     detail_edges(c, &det[0], &det[L + 1]);
     if (c->model.arch == MP_ARCH_T5) {
         item_detail enc, dec;
@@ -163,7 +150,7 @@ mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
     mp_status st = mp_config_check(c, err);
     if (st != MP_OK)
         return st;
-    int64_t L = n_blocks(&c->model);
+    int64_t L = mp_model_blocks(&c->model);
     item_detail *det = malloc(sizeof *det * (size_t)(L + 2));
     if (!det)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for %lld items",
@@ -385,7 +372,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         }
     }
     const mp_parallel *pp = &c->parallel;
-    int64_t L = n_blocks(&c->model);
+    int64_t L = mp_model_blocks(&c->model);
     pm->p = pp->pp;
     pm->v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
     pm->m = mp_config_microbatches(c);
@@ -501,9 +488,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         mp_group_place_of(c, MP_GROUP_PP, &pair);
         pair.n = 2;
         /* the first and the last pipeline rank are the job's two ends */
-        int64_t domain = c->hw.scale_up.gpus_per_domain > 0 ? c->hw.scale_up.gpus_per_domain
-                                                             : c->hw.gpus_per_node;
-        pair.cross_domain = c->training.gpus > domain;
+        pair.cross_domain = (double)c->training.gpus > mp_scale_up_gpus(&c->hw);
         pair.per_node = 1.0;
         pm->tied_sync = mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, tied_copy * gb);
     }
@@ -524,7 +509,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage costs");
     }
     out->n_stages = (int32_t)pm.n;
-    double spb = static_bytes_per_param(c);
+    double spb = mp_static_bytes_per_param(c);
     for (int64_t k = 0; k < pm.n; k++) {
         const stage_sum *ss = &pm.st[k];
         mp_stage_cost *sc = &out->stages[k];
@@ -575,14 +560,6 @@ static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
     for (int64_t ch = 0; ch < pm->v; ch++)
         n += pm->st[ch * pm->p + r].blocks;
     return n;
-}
-
-/* Chunks of micro-batches in flight on pipeline rank r (whose activations
- * are stashed at the peak): the schedule's own bound (src/sim/schedule.c,
- * property-tested against the op lists the simulator and executor run). */
-static double inflight_chunks(const mp_config *c, int64_t p, int64_t v, int64_t m, int64_t r)
-{
-    return mp_pipeline_inflight_chunks(c->parallel.schedule, p, v, m, r);
 }
 
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
@@ -686,7 +663,10 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             if (ss->send_bytes > send)
                 send = ss->send_bytes;
         }
-        double chunks = inflight_chunks(c, p, v, m, r);
+        /* chunks in flight on rank r at its peak: the schedule's own bound
+         * (src/sim/schedule.c, property-tested against the op lists the
+         * simulator and executor run) */
+        double chunks = mp_pipeline_inflight_chunks(c->parallel.schedule, p, v, m, r);
         double stash = act / (double)v * chunks;
         if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
             stash += block_none; /* one block re-materialised during its backward */
@@ -742,7 +722,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     out->model_flops = mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
     double extra = 0.0; /* recomputed forward FLOPs per sample */
     {
-        int64_t L = n_blocks(&c->model);
+        int64_t L = mp_model_blocks(&c->model);
         for (int64_t i = 1; i <= L; i++) {
             mp_recompute r = item_recompute(c, plan, i);
             if (r == MP_RECOMPUTE_NONE)

@@ -91,12 +91,10 @@ double mp_activation_bytes_per_layer(const mp_model *m, int64_t seq, int64_t mic
 double mp_pipeline_output_bytes(const mp_model *m, int64_t seq, int64_t micro_batch, int64_t pp,
                                 int64_t tp, bool sp);
 
-/* Bytes per parameter of weights+grads+optimizer: 18, or 6 + 12/d with the
- * distributed optimizer (mixed precision Adam, Megatron). */
-double mp_bytes_per_param(bool dist_opt, int64_t dp);
 /* Bytes per parameter on one GPU of the weights, gradients and optimizer
  * states for the configuration's precision and sharding (dist_opt, zero over
- * dp*cp ranks): mp_bytes_per_param's rule, extended to ZeRO-2/3 and fp32.
+ * dp*cp ranks): 18 bytes in 16-bit training, 6 + 12/d with the distributed
+ * optimizer (mixed-precision Adam, Megatron), less with ZeRO-2/3.
  * The one rule the estimate and search's bounds both use. */
 void mp_static_bytes(const mp_config *c, double *weights, double *grads, double *optimizer);
 double mp_static_bytes_per_param(const mp_config *c);

@@ -157,22 +157,6 @@ static void fit_hints(const mp_config *c, mp_buf *out)
     }
 }
 
-mp_status mp_explain(const mp_config *c, const mp_search_options *sopt, mp_buf *out, int *verdict,
-                     mp_error *err)
-{
-    mp_search_result r;
-    mp_error serr;
-    mp_error_clear(&serr);
-    mp_status st = mp_search(sopt, &r, &serr);
-    if (st == MP_ENOMEM || st == MP_EINTERNAL) {
-        if (err) *err = serr;
-        return st;
-    }
-    st = mp_explain_against(c, st == MP_OK ? &r : NULL, serr.msg, out, verdict, err);
-    mp_search_result_free(&r);
-    return st;
-}
-
 mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, const char *why_none,
                              mp_buf *out, int *verdict, mp_error *err)
 {

@@ -21,16 +21,12 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
 void mp_explain_estimate_diff(const mp_estimate *winner, const mp_estimate *other, char *buf,
                               size_t size);
 
-/* The whole explanation of config c. search_opt (base = c's model, hw,
- * training; fixed = 0 to compare against the whole space) finds the best.
+/* The whole explanation of config c against the best of a search already
+ * run (r NULL, or r->n == 0, when it found nothing; why_none then says why),
+ * so `explain` and `search` name the same best for the same job: the CLI runs
+ * one search, as `search` does (mp_explain, search/driver.h, runs it too).
  * *verdict: 0 runs, fits and is (within 1%) the best; 1 slower than the
  * best; 2 does not fit; 3 refused. */
-mp_status mp_explain(const mp_config *c, const mp_search_options *search_opt, mp_buf *out,
-                     int *verdict, mp_error *err);
-
-/* The same against a search already run (r NULL, or r->n == 0, when it found
- * nothing; why_none then says why), so `explain` and `search` name the same
- * best for the same job: the CLI runs one search, as `search` does. */
 mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, const char *why_none,
                              mp_buf *out, int *verdict, mp_error *err);
 

@@ -119,13 +119,6 @@ double mp_head_params(const mp_model *m, bool count_tied_copy)
     return p;
 }
 
-static int64_t blocks_of(const mp_model *m)
-{
-    if (m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0)
-        return m->encoder_layers + m->decoder_layers;
-    return m->layers;
-}
-
 void mp_block_shape_of(const mp_model *m, int64_t seq, int64_t block, mp_block_shape *out)
 {
     out->kind = MP_BLOCK_SELF;
@@ -160,12 +153,12 @@ double mp_model_params(const mp_model *m)
 {
     double p = mp_embedding_params(m, m->seq) + mp_head_params(m, false);
     if (m->arch == MP_ARCH_T5) {
-        int64_t enc = m->encoder_layers, dec = blocks_of(m) - m->encoder_layers;
+        int64_t enc = m->encoder_layers, dec = mp_model_blocks(m) - m->encoder_layers;
         return p + (double)enc * mp_block_params(m, MP_BLOCK_T5_ENC) +
                (double)dec * mp_block_params(m, MP_BLOCK_T5_DEC);
     }
     int64_t moe = mp_model_moe_blocks(m);
-    return p + (double)(blocks_of(m) - moe) * mp_block_params(m, MP_BLOCK_SELF) +
+    return p + (double)(mp_model_blocks(m) - moe) * mp_block_params(m, MP_BLOCK_SELF) +
            (double)moe * mp_block_params(m, MP_BLOCK_MOE);
 }
 
@@ -205,7 +198,7 @@ double mp_block_fwd_flops(const mp_model *m, const mp_block_shape *bs)
 double mp_head_fwd_flops(const mp_model *m, int64_t seq)
 {
     mp_block_shape last;
-    mp_block_shape_of(m, seq, blocks_of(m), &last);
+    mp_block_shape_of(m, seq, mp_model_blocks(m), &last);
     double h = (double)m->hidden;
     double f = 2.0 * last.s * h * (double)m->vocab;
     if (m->arch == MP_ARCH_BERT)
@@ -215,7 +208,7 @@ double mp_head_fwd_flops(const mp_model *m, int64_t seq)
 
 double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch)
 {
-    int64_t nb = blocks_of(m);
+    int64_t nb = mp_model_blocks(m);
     double fwd = mp_head_fwd_flops(m, seq);
     if (m->arch == MP_ARCH_T5) {
         for (int64_t i = 1; i <= nb; i++) {

@@ -45,9 +45,7 @@ static mp_stage_range *stages_of(const mp_config *c, const mp_plan *plan, int64_
      * first/last-stage split when K does not divide the layers, T5's at its
      * split rank */
     const mp_model *m = &c->model;
-    int64_t L = m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0
-                    ? m->encoder_layers + m->decoder_layers
-                    : m->layers;
+    int64_t L = mp_model_blocks(m);
     for (int64_t k = 0; k < K; k++) {
         int64_t b, e;
         mp_even_stage_items(L, m->arch == MP_ARCH_T5 ? m->encoder_layers : 0, K, k, &b, &e);

@@ -15,15 +15,6 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
-double mp_bytes_per_param(bool dist_opt, int64_t dp)
-{
-    /* fp16/bf16 weights 2 + fp32 main grads 4 + fp32 master weights, Adam m, v 12;
-     * the distributed optimizer shards the 12 over the data-parallel ranks. */
-    if (dist_opt)
-        return 6.0 + 12.0 / (double)(dp > 0 ? dp : 1);
-    return 18.0;
-}
-
 void mp_static_bytes(const mp_config *c, double *weights, double *grads, double *optimizer)
 {
     const mp_parallel *p = &c->parallel;

@@ -7,9 +7,9 @@
  * recompute, distributed optimizer and schedule; a fixed dimension is never
  * varied. Candidates are pruned by a memory lower bound and, in order of a
  * time lower bound, against the k-th best estimate so far. The best ones then
- * get the stage split and per-layer recompute of ilp.h (uneven splits and
- * mixed recompute allowed) and, when the simulator is built in, are re-ranked
- * by the simulated step.
+ * get the stage split and per-layer recompute of split.h (uneven splits and
+ * mixed recompute allowed); the search driver (src/search/driver.c) re-ranks
+ * them by the simulated step.
  */
 #ifndef MP_SEARCH_H
 #define MP_SEARCH_H
@@ -121,16 +121,14 @@ typedef struct mp_search_result {
     mp_estimate closest_est;
 } mp_search_result;
 
-/* MP_OK with result->n >= 1; MP_ENOFIT when no candidate fits (closest filled
- * when any could run at all) or, with nothing fixed, when no split of the
- * GPUs can run at all; MP_EINPUT when the training or the fixed settings
- * cannot run together (checked before enumerating: err names the setting at
- * fault, as mp_config_check would), when the fixed settings leave no
- * candidate that can run (err names the cost model's refusal, else the first
- * structural one), or when the space is absurdly large (over 2^21, 2^23 for a
- * mixture of experts
- * candidates). counts are filled either way. */
-mp_status mp_search(const mp_search_options *opt, mp_search_result *result, mp_error *err);
+/* The search up to the simulator: enumerate, bound, cost, keep the k best
+ * by the estimate and give each its stage split. The plans come in the order
+ * of their even split's estimate with rank_step = est.time.step, neither
+ * simulated nor sorted, and counts.seconds 0: mp_search (search/driver.h)
+ * simulates and re-ranks them, and is what a search's user calls. Statuses
+ * as mp_search's. */
+mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *result,
+                              mp_error *err);
 void mp_search_result_free(mp_search_result *r);
 
 /* The stage split of one configuration: fills plan (config, stages,

@@ -21,10 +21,6 @@ typedef struct mp_search_cand_view {
 /* base with the candidate's parallel settings. */
 void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_config *out);
 
-/* The estimate's rules, repeated for the bounds and the split (cost.c keeps them static). */
-double mp_search_static_bytes_per_param(const mp_config *c);
-double mp_search_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r);
-
 /* Enumerates every candidate of opt's space, costs each in full and counts
  * where a lower bound exceeds the estimate (memory: the peak; time: the
  * step). Both counts must be 0 for the pruning to be exact. */

@@ -242,11 +242,20 @@ static void test_korthikanti_pipeline_outputs(void **state)
 static void test_bytes_per_param(void **state)
 {
     (void)state;
-    assert_true(mp_bytes_per_param(false, 1) == 18.0);
-    assert_true(mp_bytes_per_param(false, 64) == 18.0);
-    assert_true(mp_bytes_per_param(true, 1) == 18.0);
-    assert_true(mp_bytes_per_param(true, 8) == 6.0 + 12.0 / 8.0);
-    assert_true(mp_bytes_per_param(true, 64) == 6.0 + 12.0 / 64.0);
+    /* 18 bytes, or 6 + 12/d with the distributed optimizer (mixed-precision
+     * Adam as Megatron keeps it), from the one rule the estimate and the
+     * search's bounds share */
+    mp_config c = {0};
+    c.training.precision = MP_DTYPE_BF16;
+    c.parallel.cp = 1;
+    const struct { bool dist_opt; int64_t dp; double bytes; } cases[] = {
+        {false, 1, 18.0}, {false, 64, 18.0}, {true, 1, 18.0},
+        {true, 8, 6.0 + 12.0 / 8.0}, {true, 64, 6.0 + 12.0 / 64.0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.parallel.dist_opt = cases[i].dist_opt;
+        c.parallel.dp = cases[i].dp;
+        assert_true(mp_static_bytes_per_param(&c) == cases[i].bytes);
+    }
 }
 
 static void test_static_memory_18_bytes(void **state)

@@ -13,7 +13,7 @@
 #include "core/model.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
-#include "planner/search.h"
+#include "search/driver.h"
 
 static mp_config config(const char *model, const char *hw, int64_t gpus, int64_t tp, int64_t dp)
 {

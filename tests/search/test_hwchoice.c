@@ -14,7 +14,7 @@
 
 #include "core/io.h"
 #include "core/model.h"
-#include "planner/hwchoice.h"
+#include "search/hwchoice.h"
 
 static void test_counts(void **state)
 {

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "planner/ilp.h"
+#include "planner/split.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static double urand(void)

@@ -16,8 +16,8 @@
 #include "core/buf.h"
 #include "planner/explain.h"
 #include "planner/megatron.h"
-#include "planner/search.h"
 #include "planner/search_internal.h"
+#include "search/driver.h"
 
 static void base_of(const char *model, const char *hw, int64_t gpus, int64_t gb, mp_dtype prec,
                     mp_search_options *o)

@@ -1,4 +1,4 @@
-/* ilp.h — the stage split: layer items (plan.h: 0 = embedding, 1..L = blocks,
+/* split.h — the stage split: layer items (plan.h: 0 = embedding, 1..L = blocks,
  * L+1 = head) into pp*vpp contiguous (virtual) stages, and a recompute choice
  * per item, minimising the slowest stage's time per micro-batch subject to each
  * GPU's memory (docs/design.md §5).
@@ -25,8 +25,8 @@
  * problem gets the same answer on a loaded machine as on an idle one. Without GLPK
  * the restriction's split is returned with its gap.
  */
-#ifndef MP_ILP_H
-#define MP_ILP_H
+#ifndef MP_SPLIT_H
+#define MP_SPLIT_H
 
 #include <stdbool.h>
 #include <stdint.h>

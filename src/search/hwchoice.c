@@ -1,6 +1,6 @@
 /* hwchoice.c — one search per (profile, GPU count), then the days/cost
  * Pareto front and the points a deadline or a budget admits (hwchoice.h). */
-#include "planner/hwchoice.h"
+#include "search/hwchoice.h"
 
 #include <math.h>
 #include <pthread.h>

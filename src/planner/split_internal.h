@@ -1,8 +1,12 @@
-/* ilp_internal.h — helpers the split solvers share (ilp.c, ilp_glpk.c). */
-#ifndef MP_ILP_INTERNAL_H
-#define MP_ILP_INTERNAL_H
+/* split_internal.h — helpers the split solvers share (split*.c). */
+#ifndef MP_SPLIT_INTERNAL_H
+#define MP_SPLIT_INTERNAL_H
 
-#include "planner/ilp.h"
+#include "planner/split.h"
+
+/* Relative slack on the memory budget so that a split the GLPK model calls
+ * feasible (it works in scaled units) is not refused by rounding here. */
+#define MEM_SLACK 1e-9
 
 /* Refuses a malformed problem (MP_EINTERNAL) or one with more stages than items (MP_EINPUT). */
 mp_status mp_split_check_problem(const mp_split_problem *pr, mp_error *err);

@@ -1,4 +1,4 @@
-/* ilp_glpk.c — the stage split as a mixed-integer program solved by GLPK.
+/* split_glpk.c — the stage split as a mixed-integer program solved by GLPK.
  *
  * Consecutive identical items form a run g of size S_g (embedding, the
  * blocks, the head: three runs for a GPT). For each virtual stage k, run g and
@@ -12,14 +12,14 @@
  *     sum_{k on rank q} sum_{g,c} (static_g + inflight_k * act[g][c]) a[k][g][c] <= budget.
  * Times are scaled by the slowest item, bytes by the budget, for the simplex.
  */
-#include "planner/ilp.h"
+#include "planner/split.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "megaplan_config.h"
-#include "planner/ilp_internal.h"
+#include "planner/split_internal.h"
 
 #if HAVE_GLPK
 #include <glpk.h>

@@ -3,7 +3,7 @@
  * given tokens on it takes in days, money and energy. The points that no
  * other point beats on both days and cost form the Pareto front; with a
  * deadline or a budget the cheapest and the fastest admissible points are
- * named. The search of each point is mp_search (search.h) with Megatron's
+ * named. The search of each point is mp_search (search/driver.h) with Megatron's
  * even stage split, so a point's plan is exactly what `search --hw H
  * --gpus N --no-split` prints. */
 #ifndef MP_HWCHOICE_H
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "planner/search.h"
+#include "search/driver.h"
 
 #define MP_HWCHOICE_MAX_HW 16
 #define MP_HWCHOICE_MAX_COUNTS 32

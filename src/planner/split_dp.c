@@ -1,18 +1,13 @@
-/* ilp.c — the stage split and per-item recompute (ilp.h): shared helpers,
- * the exhaustive solver, the dynamic program, and the dispatcher. The GLPK
- * model lives in ilp_glpk.c. */
-#include "planner/ilp.h"
+/* split_dp.c — the stage split by dynamic programming over stage
+ * boundaries (split.h), and the bracket it puts on the optimum when vpp > 1. */
+#include "planner/split.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "megaplan_config.h"
-#include "planner/ilp_internal.h"
-
-/* Relative slack on the memory budget so that a split the GLPK model calls
- * feasible (it works in scaled units) is not refused by rounding here. */
-#define MEM_SLACK 1e-9
+#include "planner/split_internal.h"
 
 /* Front points the DP may generate in one solve. A segment of n blocks has a
  * front of about 2n points, so the DP's work grows as N^3/K: the largest
@@ -22,177 +17,6 @@
 #define DP_WORK_LIMIT 2000000
 
 typedef enum { FRONT_OK, FRONT_OOM, FRONT_BUDGET } front_status;
-
-void mp_split_inflight(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double *out)
-{
-    if (p < 1) p = 1;
-    if (v < 1) v = 1;
-    if (m < 1) m = 1;
-    for (int64_t r = 0; r < p; r++) {
-        if (s == MP_SCHED_GPIPE) {
-            for (int64_t c = 0; c < v; c++) out[c * p + r] = (double)m;
-            continue;
-        }
-        if (s != MP_SCHED_INTERLEAVED || v == 1) {
-            int64_t n = p - r < m ? p - r : m;
-            for (int64_t c = 0; c < v; c++) out[c * p + r] = (double)n;
-            continue;
-        }
-        /* Megatron: (p - r - 1)*2 + (v - 1)*p warm-up forwards, then one more
-         * before the first backward; forward number f runs chunk (f / p) % v. */
-        int64_t total = m * v;
-        int64_t peak = (p - r - 1) * 2 + (v - 1) * p + 1;
-        if (peak > total) peak = total;
-        for (int64_t c = 0; c < v; c++) out[c * p + r] = 0;
-        for (int64_t f = 0; f < peak; f++) out[((f / p) % v) * p + r] += 1;
-    }
-}
-
-static bool item_allowed_any(const mp_split_item *it)
-{
-    for (int c = 0; c < MP_RECOMPUTE_COUNT; c++)
-        if (it->allowed[c]) return true;
-    return false;
-}
-
-mp_status mp_split_check_problem(const mp_split_problem *pr, mp_error *err)
-{
-    if (!pr || !pr->items || !pr->inflight || pr->pp < 1 || pr->vpp < 1)
-        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "split", "incomplete split problem");
-    int64_t k = (int64_t)pr->pp * pr->vpp;
-    if (k > MP_MAX_STAGES || k > pr->n_items)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "pp",
-                            "%lld stages for %d layer items: every stage needs at least one",
-                            (long long)k, pr->n_items);
-    for (int32_t i = 0; i < pr->n_items; i++)
-        if (!item_allowed_any(&pr->items[i]))
-            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "recompute",
-                                "layer item %d has no allowed recompute choice", i);
-    return MP_OK;
-}
-
-double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stages,
-                         const uint8_t *recompute, bool *fits)
-{
-    int32_t n = pr->pp * pr->vpp;
-    double worst = 0;
-    bool ok = true;
-    double *mem = calloc((size_t)pr->pp, sizeof *mem);
-    if (!mem) {
-        if (fits) *fits = false;
-        return INFINITY;
-    }
-    for (int32_t k = 0; k < n; k++) {
-        double t = 0;
-        for (int32_t i = stages[k].begin; i < stages[k].end; i++) {
-            const mp_split_item *it = &pr->items[i];
-            int r = recompute[i];
-            if (r >= MP_RECOMPUTE_COUNT || !it->allowed[r]) ok = false;
-            if (r >= MP_RECOMPUTE_COUNT) r = 0;
-            t += it->time[r];
-            mem[k % pr->pp] += it->static_bytes + pr->inflight[k] * it->act[r];
-        }
-        if (stages[k].end <= stages[k].begin) ok = false;
-        if (t > worst) worst = t;
-    }
-    for (int32_t q = 0; q < pr->pp; q++)
-        if (mem[q] > pr->budget * (1 + MEM_SLACK)) ok = false;
-    free(mem);
-    if (fits) *fits = ok;
-    return worst;
-}
-
-bool mp_split_even(int32_t n_items, int32_t n_stages, mp_stage_range *stages)
-{
-    int32_t blocks = n_items - 2;
-    if (n_stages < 1 || blocks < n_stages || blocks % n_stages != 0) return false;
-    int32_t per = blocks / n_stages;
-    for (int32_t k = 0; k < n_stages; k++) {
-        stages[k].begin = k == 0 ? 0 : 1 + k * per;
-        stages[k].end = k == n_stages - 1 ? n_items : 1 + (k + 1) * per;
-    }
-    return true;
-}
-
-/* ---- exhaustive ---------------------------------------------------------- */
-
-typedef struct brute_state {
-    const mp_split_problem *pr;
-    mp_stage_range *cur_stages, *best_stages;
-    uint8_t *cur_rc, *best_rc;
-    double best;
-    bool found;
-} brute_state;
-
-static void brute_recompute(brute_state *st, int32_t i)
-{
-    const mp_split_problem *pr = st->pr;
-    if (i == pr->n_items) {
-        bool fits;
-        double t = mp_split_evaluate(pr, st->cur_stages, st->cur_rc, &fits);
-        if (fits && (!st->found || t < st->best)) {
-            st->found = true;
-            st->best = t;
-            memcpy(st->best_stages, st->cur_stages,
-                   sizeof *st->cur_stages * (size_t)(pr->pp * pr->vpp));
-            memcpy(st->best_rc, st->cur_rc, (size_t)pr->n_items);
-        }
-        return;
-    }
-    for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
-        if (!pr->items[i].allowed[c]) continue;
-        st->cur_rc[i] = (uint8_t)c;
-        brute_recompute(st, i + 1);
-    }
-}
-
-static void brute_split(brute_state *st, int32_t k, int32_t begin)
-{
-    const mp_split_problem *pr = st->pr;
-    int32_t n = pr->pp * pr->vpp;
-    if (k == n - 1) {
-        st->cur_stages[k].begin = begin;
-        st->cur_stages[k].end = pr->n_items;
-        brute_recompute(st, 0);
-        return;
-    }
-    /* leave at least one item for each later stage */
-    for (int32_t end = begin + 1; end <= pr->n_items - (n - 1 - k); end++) {
-        st->cur_stages[k].begin = begin;
-        st->cur_stages[k].end = end;
-        brute_split(st, k + 1, end);
-    }
-}
-
-mp_status mp_split_solve_brute(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
-{
-    mp_status s = mp_split_check_problem(pr, err);
-    if (s) return s;
-    int32_t n = pr->pp * pr->vpp;
-    if (pr->n_items > 12)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "split",
-                            "exhaustive split is for at most 12 items, not %d", pr->n_items);
-    brute_state st = {.pr = pr};
-    st.cur_stages = calloc((size_t)n, sizeof *st.cur_stages);
-    st.cur_rc = calloc((size_t)pr->n_items, 1);
-    if (!st.cur_stages || !st.cur_rc) {
-        free(st.cur_stages);
-        free(st.cur_rc);
-        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-    }
-    st.best_stages = sol->stages;
-    st.best_rc = sol->recompute;
-    brute_split(&st, 0, 0);
-    free(st.cur_stages);
-    free(st.cur_rc);
-    sol->n_stages = n;
-    sol->feasible = st.found;
-    sol->max_stage_time = st.found ? st.best : INFINITY;
-    sol->bound = sol->max_stage_time;
-    sol->gap = 0;
-    sol->method = "exhaustive";
-    return MP_OK;
-}
 
 /* ---- dynamic program (vpp == 1) -------------------------------------------
  * A segment's recompute choices form a Pareto front of (activation bytes,
@@ -596,33 +420,5 @@ mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol,
     sol->feasible = fits;
     if (!fits) sol->max_stage_time = INFINITY;
     sol->bound = 0;
-    return MP_OK;
-}
-
-mp_status mp_split_solve(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
-{
-    mp_status s = mp_split_check_problem(pr, err);
-    if (s) return s;
-    int64_t work = DP_WORK_LIMIT;
-    if (pr->vpp == 1) return dp_run(pr, pr->budget, sol, &work, err);
-    /* vpp > 1: the DP brackets the optimum; GLPK closes the bracket when it is open */
-    double lower = 0;
-    if ((s = mp_split_bounds(pr, sol, &lower, err))) return s;
-    if (isinf(lower)) {
-        sol->feasible = false;
-        sol->max_stage_time = sol->bound = INFINITY;
-        sol->gap = 0;
-        return MP_OK;
-    }
-    if (sol->feasible && sol->max_stage_time <= lower * (1 + 1e-12)) {
-        sol->bound = sol->max_stage_time;
-        sol->gap = 0;
-        return MP_OK;
-    }
-    if (mp_split_have_ilp()) {
-        mp_split_problem bounded = *pr;
-        bounded.lower_bound = lower;
-        return mp_split_solve_ilp(&bounded, sol, err);
-    }
     return MP_OK;
 }

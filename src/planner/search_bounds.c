@@ -1,0 +1,191 @@
+/* search_bounds.c — the lower bounds that prune the search (search.h), from
+ * per-block numbers cached by (t, c, b, sp), and the check that they are
+ * bounds (docs/design.md §5). */
+#include "planner/search_parts.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/cost_internal.h"
+#include "planner/split.h"
+#include "planner/pipeline_internal.h"
+#include "planner/search_internal.h"
+
+/* An MoE model as the bounds see it: its blocks without their MLPs (a
+ * one-wide dense MLP), which the expert layers only add time and bytes to
+ * whatever the expert split. */
+void mp_search_moe_strip(mp_model *m)
+{
+    memset(&m->moe, 0, sizeof m->moe);
+    m->ffn_hidden = 1;
+}
+
+/* ---- per-block numbers, cached by (t, c, b, sp) -------------------------- */
+
+static uint64_t block_key(int32_t t, int32_t c, int32_t b, bool sp)
+{
+    return ((uint64_t)t << 42) ^ ((uint64_t)c << 22) ^ ((uint64_t)b << 1) ^ (sp ? 1u : 0u) ^
+           (1ull << 63);
+}
+
+static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b, bool sp,
+                          block_info *bi)
+{
+    mp_config cfg = *base;
+    cfg.parallel.tp = t;
+    cfg.parallel.cp = c;
+    cfg.parallel.pp = 1;
+    cfg.parallel.vpp = 1;
+    cfg.parallel.dp = base->training.gpus / ((int64_t)t * c) > 0 ? base->training.gpus / ((int64_t)t * c) : 1;
+    cfg.parallel.micro_batch = b;
+    cfg.parallel.sp = sp;
+    /* MoE: the expert degrees are not in the key, so the bounds take the
+     * blocks without their MLP (moe.c's parts only add time and bytes) */
+    if (mp_model_is_moe(&base->model))
+        mp_search_moe_strip(&cfg.model);
+    const mp_model *m = &cfg.model;
+    int64_t L = mp_model_blocks(m);
+    int64_t kinds[2] = {1, L};
+    int nk = m->arch == MP_ARCH_T5 && m->encoder_layers > 0 && L > m->encoder_layers ? 2 : 1;
+    if (nk == 2) kinds[1] = m->encoder_layers + 1;
+    for (int k = 0; k < nk; k++) {
+        mp_block_shape bs;
+        mp_block_shape_of(m, base->training.seq, kinds[k], &bs);
+        mp_block_time bt;
+        mp_block_time_of(&cfg, &bs, &bt);
+        double comp = bt.fwd_compute + bt.bwd_compute;
+        double rec[MP_RECOMPUTE_COUNT] = {0, bt.attn_core_fwd, bt.fwd_compute};
+        double act[MP_RECOMPUTE_COUNT];
+        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+            act[r] = mp_block_act_bytes(m, &bs, (double)b, (double)t, (double)c, sp && t > 1,
+                                        (mp_recompute)r, base->hw.flash_attention);
+        if (k == 0 || comp < bi->compute) bi->compute = comp;
+        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
+            if (k == 0 || rec[r] < bi->recompute[r]) bi->recompute[r] = rec[r];
+            if (k == 0 || act[r] < bi->act[r]) bi->act[r] = act[r];
+        }
+        if (k == 0 || act[MP_RECOMPUTE_NONE] > bi->act_none_max) bi->act_none_max = act[MP_RECOMPUTE_NONE];
+    }
+}
+
+const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int32_t b, bool sp)
+{
+    if (bc->n * 2 >= bc->cap) {
+        size_t cap = bc->cap ? bc->cap * 2 : 1024;
+        block_info *s = calloc(cap, sizeof *s);
+        if (!s) {
+            bc->oom = true;
+            return NULL;
+        }
+        for (size_t i = 0; i < bc->cap; i++) {
+            if (!bc->slot[i].key) continue;
+            size_t j = (size_t)(bc->slot[i].key * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+            while (s[j].key) j = (j + 1) & (cap - 1);
+            s[j] = bc->slot[i];
+        }
+        free(bc->slot);
+        bc->slot = s;
+        bc->cap = cap;
+    }
+    uint64_t key = block_key(t, c, b, sp);
+    size_t j = (size_t)(key * 0x9E3779B97F4A7C15ull >> 20) & (bc->cap - 1);
+    while (bc->slot[j].key && bc->slot[j].key != key) j = (j + 1) & (bc->cap - 1);
+    if (!bc->slot[j].key) {
+        block_compute(bc->base, t, c, b, sp, &bc->slot[j]);
+        bc->slot[j].key = key;
+        bc->n++;
+    }
+    return &bc->slot[j];
+}
+
+/* The bounds of section 1 above. */
+void mp_search_bounds(const mp_config *base, const block_info *bi, double block_params_min,
+                   double emb_params, cand *x)
+{
+    const mp_model *m = &base->model;
+    int64_t L = mp_model_blocks(m);
+    int64_t mb = base->training.global_batch / ((int64_t)x->b * x->d);
+    double per_rank = (double)L / (double)x->p; /* blocks on a rank, even split */
+    mp_config tmp;
+    tmp.training = base->training;
+    tmp.parallel.dp = x->d;
+    tmp.parallel.cp = x->c;
+    tmp.parallel.dist_opt = x->dist_opt >= 1;
+    tmp.parallel.zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
+    tmp.parallel.hsdp = x->dist_opt == 4;
+    tmp.parallel.tp = x->t;
+    tmp.hw = base->hw;
+    double spb = mp_static_bytes_per_param(&tmp);
+    double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
+    double expert_bytes = 0.0, moe_gemm = 0.0;
+    if (mp_model_is_moe(m) && x->ep > 0) {
+        /* the fewest MoE blocks a rank can hold, each with its local
+         * experts, whose optimizer states shard over edp (which exceeds
+         * d*c when etp < tp) */
+        double moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - per_rank));
+        mp_config ec = *base;
+        ec.parallel = tmp.parallel;
+        ec.parallel.ep = x->ep;
+        ec.parallel.etp = x->etp;
+        mp_config eb = tmp;
+        eb.parallel.dp = mp_parallel_edp(&ec.parallel);
+        eb.parallel.cp = 1;
+        expert_bytes = moe_min * mp_moe_local_expert_params(&ec) *
+                       mp_static_bytes_per_param(&eb);
+        /* and the routed experts' GEMM FLOPs at the peak rate: each rank
+         * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and
+         * backward (the efficiency curve and imbalance only add to it) */
+        double peak = base->hw.peak_flops[base->training.precision];
+        if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
+        double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+        double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
+        moe_gemm = moe_min * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
+                   (gate + 1.0) * (double)m->moe.expert_ffn / peak;
+    }
+    double chunks = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
+    double stash = per_rank * bi->act[x->rc] / (double)x->v * chunks;
+    if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
+    x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
+
+    double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
+    double fill = x->sched == MP_SCHED_ZBH1 ? 0.0 : (double)(x->p - 1) * round / (double)x->v;
+    x->lb_time = (double)mb * round + fill;
+}
+
+mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
+                                 int64_t *mem_violations, int64_t *time_violations,
+                                 double *worst_mem_ratio, mp_error *err)
+{
+    mp_search_counts counts = {0};
+    enum_ctx e;
+    mp_search_init_ctx(&e, opt, &counts);
+    e.keep_all = true;
+    mp_search_enumerate(&e);
+    *checked = *mem_violations = *time_violations = 0;
+    *worst_mem_ratio = 0;
+    mp_status st = MP_OK;
+    if (e.keep.oom || e.bc.oom) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < e.keep.n; i++) {
+        mp_config cfg;
+        mp_search_cand_apply(&opt->base, &e.keep.v[i], &cfg);
+        mp_estimate est;
+        mp_error e2;
+        if (mp_estimate_config(&cfg, NULL, &est, &e2) != MP_OK) continue;
+        (*checked)++;
+        double r = e.keep.v[i].lb_mem / est.memory.peak;
+        if (r > *worst_mem_ratio) *worst_mem_ratio = r;
+        if (e.keep.v[i].lb_mem > est.memory.peak * (1 + 1e-12)) (*mem_violations)++;
+        if (e.keep.v[i].lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
+    }
+done:
+    free(e.keep.v);
+    free(e.closest.v);
+    free(e.bc.slot);
+    return st;
+}

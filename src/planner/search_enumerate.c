@@ -1,0 +1,466 @@
+/* search_enumerate.c — the candidates of a search (search.h): every setting
+ * Megatron-Core exposes, refused by its rules with a count by reason, each
+ * given its bounds and kept unless over memory (docs/design.md §5). */
+#include "planner/search_parts.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/cost_internal.h"
+#include "planner/split.h"
+#include "planner/pipeline_internal.h"
+#include "planner/search_internal.h"
+
+static const char *const reject_keys[MP_REJECT_COUNT] = {
+    "tp_heads", "tp_domain", "cp_seq", "layers", "batch", "interleave", "sp", "other", "memory"};
+static const char *const reject_phrases[MP_REJECT_COUNT] = {
+    "tp does not divide the heads",
+    "tp beyond the scale-up domain",
+    "seq does not split into 2*cp chunks",
+    "pp*vpp does not divide the layers",
+    "global batch not a multiple of micro_batch*dp",
+    "interleaving needs microbatches % pp == 0",
+    "sp needs seq/cp divisible by tp",
+    "refused by the configuration check",
+    "does not fit in memory"};
+
+const char *mp_reject_key(mp_reject_reason r)
+{
+    return r < MP_REJECT_COUNT ? reject_keys[r] : "unknown";
+}
+const char *mp_reject_phrase(mp_reject_reason r)
+{
+    return r < MP_REJECT_COUNT ? reject_phrases[r] : "unknown";
+}
+
+void mp_search_cand_push(cand_vec *cv, const cand *x)
+{
+    if (cv->oom) return;
+    if (cv->n == cv->cap) {
+        size_t cap = cv->cap ? cv->cap * 2 : 4096;
+        cand *p = realloc(cv->v, sizeof *p * cap);
+        if (!p) {
+            cv->oom = true;
+            return;
+        }
+        cv->v = p;
+        cv->cap = cap;
+    }
+    cv->v[cv->n++] = *x;
+}
+
+void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_config *out)
+{
+    *out = *base;
+    mp_parallel *p = &out->parallel;
+    p->tp = x->t;
+    p->cp = x->c;
+    p->pp = x->p;
+    p->vpp = x->v;
+    p->dp = x->d;
+    p->micro_batch = x->b;
+    p->sp = x->sp;
+    p->recompute = (mp_recompute)x->rc;
+    /* dist_opt holds the sharding: 0-3 the ZeRO stage, 4 ZeRO-3 as HSDP */
+    p->dist_opt = x->dist_opt >= 1;
+    p->zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
+    p->hsdp = x->dist_opt == 4;
+    p->schedule = (mp_schedule_kind)x->sched;
+    p->dp_overlap = x->dp_overlap;
+    p->tp_overlap = x->tp_overlap;
+    p->ep = x->ep;
+    p->etp = x->etp;
+    p->dispatcher = (mp_dispatcher)x->dispatcher;
+}
+
+void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out)
+{
+    mp_search_cand_view v = {x->t, x->c, x->p, x->v, x->b, x->d, x->sp, x->rc,
+                             x->dist_opt, x->sched, x->dp_overlap, x->tp_overlap,
+                             x->ep, x->etp, x->disp};
+    mp_search_apply(base, &v, out);
+}
+
+static int divisors(int64_t n, int64_t *out, int max)
+{
+    int k = 0;
+    for (int64_t i = 1; i * i <= n && k < max; i++) {
+        if (n % i) continue;
+        out[k++] = i;
+        if (i != n / i && k < max) out[k++] = n / i;
+    }
+    /* sort ascending (few) */
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+            int64_t t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return k;
+}
+
+#define MAX_DIV 4096
+
+static bool fixed(const enum_ctx *e, uint32_t bit) { return (e->opt->fixed & bit) != 0; }
+
+static void refuse(enum_ctx *e, mp_reject_reason r, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse(enum_ctx *e, mp_reject_reason r, const char *field, const char *fmt, ...)
+{
+    e->counts->rejected[r]++;
+    if (!e->have_refusal) {
+        e->have_refusal = true;
+        char msg[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        mp_error_set(&e->first_refusal, MP_EINPUT, NULL, 0, 0, field, "%s", msg);
+    }
+}
+
+/* Whether x's values are in the sets --fix KEY=A|B allowed (search.h). */
+static bool allowed(const enum_ctx *e, const cand *x)
+{
+    const int64_t value[MP_FIX_DIMS] = {x->t, x->sp, x->p, x->v, x->c, x->d, x->b, x->rc,
+                                        x->dist_opt, x->sched, x->dp_overlap, x->tp_overlap};
+    for (int i = 0; i < MP_FIX_DIMS; i++) {
+        const mp_search_set *s = &e->opt->allowed[i];
+        bool in = s->n == 0;
+        for (int j = 0; j < s->n && !in; j++) in = s->v[j] == value[i];
+        if (!in) return false;
+    }
+    return true;
+}
+
+static void consider(enum_ctx *e, cand *x)
+{
+    if (!allowed(e, x))
+        return;
+    if (e->counts->considered >= (e->base->model.moe.experts > 0 ? MAX_CANDIDATES_MOE
+                                                                  : MAX_CANDIDATES)) {
+        e->too_many = true;
+        return;
+    }
+    const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
+    if (!bi) return;
+    mp_search_bounds(e->base, bi, e->block_params_min, e->emb_params, x);
+    e->counts->considered++;
+    if (x->lb_mem > e->base->hw.memory && !e->keep_all) {
+        e->counts->pruned_memory++;
+        /* keep a handful of the least-over ones for the "closest" answer */
+        if (e->closest.n < 64) {
+            mp_search_cand_push(&e->closest, x);
+        } else {
+            size_t worst = 0;
+            for (size_t i = 1; i < e->closest.n; i++)
+                if (e->closest.v[i].lb_mem > e->closest.v[worst].lb_mem) worst = i;
+            if (x->lb_mem < e->closest.v[worst].lb_mem) e->closest.v[worst] = *x;
+        }
+        return;
+    }
+    mp_search_cand_push(&e->keep, x);
+}
+
+/* The innermost dimensions for fixed (t, c, p, v, d, b). */
+/* MoE: every expert split of the candidate's stage ranks (t*c*d of them,
+ * Megatron-Core's folding): ep a divisor of the experts, etp 1 or tp, and
+ * each dispatcher; mp_config_check refuses what Megatron would. A dense
+ * model's candidate passes through once (ep = etp = 0). */
+static void consider_experts(enum_ctx *e, cand *x)
+{
+    const mp_model *m = &e->base->model;
+    const mp_parallel *fp = &e->base->parallel;
+    if (!mp_model_is_moe(m)) {
+        x->ep = x->etp = 0;
+        x->disp = 0;
+        consider(e, x);
+        return;
+    }
+    int64_t ranks = (int64_t)x->t * x->c * x->d;
+    int32_t etps[2] = {1, x->t};
+    int net = x->t > 1 ? 2 : 1;
+    if (fixed(e, MP_FIX_ETP)) {
+        etps[0] = (int32_t)mp_parallel_etp(fp);
+        net = 1;
+    }
+    uint8_t disps[MP_DISPATCH_COUNT];
+    int nd = 0;
+    if (fixed(e, MP_FIX_DISPATCHER))
+        disps[nd++] = (uint8_t)fp->dispatcher;
+    else
+        for (int d = 0; d < MP_DISPATCH_COUNT; d++) disps[nd++] = (uint8_t)d;
+    for (int64_t ep = 1; ep <= m->moe.experts && !e->too_many; ep++) {
+        if (m->moe.experts % ep || (fixed(e, MP_FIX_EP) && ep != mp_parallel_ep(fp)))
+            continue;
+        for (int i = 0; i < net; i++) {
+            if (ranks % (ep * etps[i]) || m->moe.expert_ffn % etps[i])
+                continue;
+            for (int k = 0; k < nd; k++) {
+                /* one GPU per expert group: the dispatchers coincide */
+                if (ep * etps[i] == 1 && disps[k] != MP_DISPATCH_ALLTOALL)
+                    continue;
+                x->ep = (int32_t)ep;
+                x->etp = etps[i];
+                x->disp = disps[k];
+                consider(e, x);
+            }
+        }
+    }
+}
+
+static void enumerate_inner(enum_ctx *e, cand *x)
+{
+    if (e->too_many)
+        return;
+    const mp_parallel *fp = &e->base->parallel;
+    int64_t seq = e->base->training.seq;
+    bool sps[2];
+    int nsp = 0;
+    if (fixed(e, MP_FIX_SP)) {
+        sps[nsp++] = fp->sp;
+    } else {
+        sps[nsp++] = false;
+        if (x->t > 1) sps[nsp++] = true;
+    }
+    uint8_t rcs[MP_RECOMPUTE_COUNT];
+    int nrc = 0;
+    if (fixed(e, MP_FIX_RECOMPUTE)) rcs[nrc++] = (uint8_t)fp->recompute;
+    else
+        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) rcs[nrc++] = (uint8_t)r;
+    /* the sharding: 0 none, 1 the optimizer (Megatron's distributed
+     * optimizer), 2 and 3 ZeRO-2 / ZeRO-3-FSDP (no pipeline) */
+    uint8_t dos[5];
+    int ndo = 0;
+    bool shard_ok = x->d * x->c > 1, no_pipe = x->p == 1;
+    /* HSDP differs from ZeRO-3 only when the DP ranks span scale-up domains */
+    int64_t dom = (int64_t)mp_scale_up_gpus(&e->base->hw);
+    bool hsdp_ok = (int64_t)x->t * x->d * x->c > dom && (int64_t)x->t * 2 <= dom;
+    if (fixed(e, MP_FIX_HSDP) && fp->hsdp) {
+        if (!no_pipe || !shard_ok || !hsdp_ok) return;
+        dos[ndo++] = 4;
+    } else if (fixed(e, MP_FIX_ZERO) && fp->zero >= 2) {
+        if (!no_pipe || !shard_ok) return;
+        dos[ndo++] = (uint8_t)fp->zero;
+        if (fp->zero == 3 && hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
+    } else if (fixed(e, MP_FIX_ZERO) && fp->zero == 1) {
+        dos[ndo++] = 1;
+    } else if (fixed(e, MP_FIX_DIST_OPT)) {
+        dos[ndo++] = fp->dist_opt;
+        if (fp->dist_opt && !fixed(e, MP_FIX_ZERO) && e->opt->zero_sharding && no_pipe && shard_ok) {
+            dos[ndo++] = 2;
+            dos[ndo++] = 3;
+            if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
+        }
+    } else {
+        dos[ndo++] = 0;
+        if (shard_ok) dos[ndo++] = 1;
+        if (shard_ok && no_pipe && !fixed(e, MP_FIX_ZERO) && e->opt->zero_sharding) {
+            dos[ndo++] = 2;
+            dos[ndo++] = 3;
+            if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
+        }
+    }
+    uint8_t scheds[MP_SCHED_COUNT];
+    int nsc = 0;
+    if (fixed(e, MP_FIX_SCHEDULE)) {
+        bool inter = fp->schedule == MP_SCHED_INTERLEAVED;
+        if (inter != (x->v > 1)) return; /* the fixed schedule rules this v out */
+        scheds[nsc++] = (uint8_t)fp->schedule;
+    } else if (x->v > 1) {
+        scheds[nsc++] = MP_SCHED_INTERLEAVED;
+    } else if (x->p == 1) {
+        scheds[nsc++] = MP_SCHED_1F1B; /* no pipeline: the schedules coincide */
+    } else {
+        scheds[nsc++] = MP_SCHED_1F1B;
+        scheds[nsc++] = MP_SCHED_GPIPE;
+        scheds[nsc++] = MP_SCHED_ZBH1;
+    }
+    for (int i = 0; i < nsp; i++) {
+        x->sp = sps[i];
+        if (x->sp && (x->t < 2 || (seq / x->c) % x->t)) {
+            refuse(e, MP_REJECT_SP, "sp", "sp needs seq/cp (%lld) divisible by tp=%lld",
+                   (long long)(seq / x->c), (long long)x->t);
+            continue;
+        }
+        bool tpo = fixed(e, MP_FIX_TP_OVERLAP) ? fp->tp_overlap : false;
+        if (tpo && !x->sp) continue;
+        x->tp_overlap = tpo;
+        for (int r = 0; r < nrc; r++) {
+            x->rc = rcs[r];
+            for (int k = 0; k < ndo; k++) {
+                x->dist_opt = dos[k];
+                x->dp_overlap = fixed(e, MP_FIX_DP_OVERLAP) ? fp->dp_overlap : true;
+                for (int s = 0; s < nsc; s++) {
+                    x->sched = scheds[s];
+                    consider_experts(e, x);
+                }
+            }
+        }
+    }
+}
+
+void mp_search_enumerate(enum_ctx *e)
+{
+    const mp_config *base = e->base;
+    const mp_model *m = &base->model;
+    const mp_parallel *fp = &base->parallel;
+    int64_t gpus = base->training.gpus, seq = base->training.seq, gb = base->training.global_batch;
+    int64_t L = m->layers;
+    int64_t domain = (int64_t)mp_scale_up_gpus(&base->hw);
+    int64_t *tv = malloc(sizeof *tv * MAX_DIV * 5);
+    if (!tv) {
+        e->keep.oom = true;
+        return;
+    }
+    int64_t *cv = tv + MAX_DIV, *pv = cv + MAX_DIV, *vv = pv + MAX_DIV, *bv = vv + MAX_DIV;
+    int nt = fixed(e, MP_FIX_TP) ? (tv[0] = fp->tp, 1) : divisors(gpus, tv, MAX_DIV);
+    for (int it = 0; it < nt && !e->too_many; it++) {
+        cand x = {0};
+        x.t = (int32_t)tv[it];
+        if (gpus % x.t) {
+            refuse(e, MP_REJECT_OTHER, "tp", "tp=%lld does not divide the %lld GPUs",
+                   (long long)x.t, (long long)gpus);
+            continue;
+        }
+        if (m->heads % x.t || m->kv_heads % x.t) {
+            refuse(e, MP_REJECT_TP_HEADS, "tp", "tp=%lld does not divide the %lld heads",
+                   (long long)x.t, (long long)m->heads);
+            continue;
+        }
+        if (!fixed(e, MP_FIX_TP) && !e->opt->tp_cross_domain && x.t > domain) {
+            refuse(e, MP_REJECT_TP_DOMAIN, "tp", "tp=%lld is larger than the %lld-GPU scale-up domain",
+                   (long long)x.t, (long long)domain);
+            continue;
+        }
+        int nc = fixed(e, MP_FIX_CP) ? (cv[0] = fp->cp, 1) : divisors(gpus / x.t, cv, MAX_DIV);
+        for (int ic = 0; ic < nc && !e->too_many; ic++) {
+            x.c = (int32_t)cv[ic];
+            if ((gpus / x.t) % x.c) {
+                refuse(e, MP_REJECT_OTHER, "cp", "cp=%lld does not divide gpus/tp = %lld",
+                       (long long)x.c, (long long)(gpus / x.t));
+                continue;
+            }
+            if (x.c > 1 && (seq % (2 * x.c) || m->arch == MP_ARCH_T5 || m->arch == MP_ARCH_BERT)) {
+                refuse(e, MP_REJECT_CP_SEQ, "cp", "cp=%lld: seq %lld does not split into 2*cp chunks",
+                       (long long)x.c, (long long)seq);
+                continue;
+            }
+            if (x.c > 1 && !base->hw.flash_attention) {
+                /* mp_config_check's rule, mirrored for pruning: Megatron's CP
+                 * is TransformerEngine's fused ring attention */
+                refuse(e, MP_REJECT_OTHER, "cp",
+                       "context parallelism needs a fused (flash) attention kernel; %s has "
+                       "flash_attention: false", base->hw.name);
+                continue;
+            }
+            int np = fixed(e, MP_FIX_PP) ? (pv[0] = fp->pp, 1)
+                                         : divisors(gpus / x.t / x.c, pv, MAX_DIV);
+            for (int ip = 0; ip < np && !e->too_many; ip++) {
+                x.p = (int32_t)pv[ip];
+                if ((gpus / x.t / x.c) % x.p) {
+                    refuse(e, MP_REJECT_OTHER, "pp", "pp=%lld does not divide gpus/(tp*cp) = %lld",
+                           (long long)x.p, (long long)(gpus / x.t / x.c));
+                    continue;
+                }
+                x.d = gpus / x.t / x.c / x.p;
+                if (fixed(e, MP_FIX_DP) && x.d != fp->dp) continue;
+                if (!mp_stage_split_ok(L, x.p, 1)) {
+                    refuse(e, MP_REJECT_LAYERS, "pp", "pp=%lld cannot split the %lld layers",
+                           (long long)x.p, (long long)L);
+                    continue;
+                }
+                if (gb % x.d) {
+                    refuse(e, MP_REJECT_BATCH, "global_batch",
+                           "global batch %lld is not a multiple of dp=%lld", (long long)gb,
+                           (long long)x.d);
+                    continue;
+                }
+                int nv = 0;
+                if (fixed(e, MP_FIX_VPP)) {
+                    vv[nv++] = fp->vpp;
+                } else {
+                    vv[nv++] = 1;
+                    if (x.p > 1)
+                        for (int64_t v = 2; v * x.p <= L && nv < MAX_DIV; v++)
+                            if (mp_stage_split_ok(L, x.p, v)) vv[nv++] = v;
+                }
+                int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
+                                                      : divisors(gb / x.d, bv, MAX_DIV);
+                for (int iv = 0; iv < nv && !e->too_many; iv++) {
+                    x.v = (int32_t)vv[iv];
+                    if (x.v > 1 && x.p < 2) {
+                        refuse(e, MP_REJECT_OTHER, "vpp",
+                               "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
+                               (long long)x.v);
+                        continue;
+                    }
+                    if (x.v > 1 && !mp_stage_split_ok(L, x.p, x.v)) {
+                        refuse(e, MP_REJECT_LAYERS, "vpp",
+                               "pp*vpp = %lld does not divide the %lld layers",
+                               (long long)x.p * x.v, (long long)L);
+                        continue;
+                    }
+                    for (int ib = 0; ib < nb && !e->too_many; ib++) {
+                        x.b = (int32_t)bv[ib];
+                        if ((gb / x.d) % x.b) {
+                            refuse(e, MP_REJECT_BATCH, "micro_batch",
+                                   "global batch %lld is not a multiple of micro_batch*dp = %lld",
+                                   (long long)gb, (long long)x.b * x.d);
+                            continue;
+                        }
+                        int64_t mbs = gb / x.d / x.b;
+                        if (x.v > 1 && mbs % x.p) {
+                            refuse(e, MP_REJECT_INTERLEAVE, "global_batch",
+                                   "interleaving needs microbatches (%lld) a multiple of pp=%lld",
+                                   (long long)mbs, (long long)x.p);
+                            continue;
+                        }
+                        /* Memory's lower bound grows with b for every inner
+                         * choice (activations scale with b; in-flight chunks
+                         * times b, min(p, m)*b, never shrink), so once every
+                         * candidate of one b is over memory no larger b fits:
+                         * stop (global batches like 15360 have dozens of
+                         * micro-batch sizes, each times the inner settings) */
+                        size_t kept = e->keep.n;
+                        int64_t over = e->counts->pruned_memory;
+                        enumerate_inner(e, &x);
+                        if (!e->keep_all && e->keep.n == kept && e->counts->pruned_memory > over)
+                            break;
+                    }
+                }
+            }
+        }
+        if (e->opt->progress) e->opt->progress(e->opt->progress_user, 0.1 * (it + 1) / nt);
+    }
+    free(tv);
+}
+
+void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts *counts)
+{
+    const mp_config *base = &opt->base;
+    memset(e, 0, sizeof *e);
+    e->opt = opt;
+    e->base = base;
+    e->counts = counts;
+    e->bc.base = base;
+    mp_error_clear(&e->first_refusal);
+    mp_model stripped = base->model;
+    if (mp_model_is_moe(&stripped))
+        mp_search_moe_strip(&stripped);
+    const mp_model *m = &stripped;
+    int64_t L = mp_model_blocks(m);
+    double pmin = mp_block_params(m, MP_BLOCK_SELF);
+    if (m->arch == MP_ARCH_T5 && m->encoder_layers > 0) {
+        pmin = mp_block_params(m, MP_BLOCK_T5_ENC);
+        if (L > m->encoder_layers) {
+            double pd = mp_block_params(m, MP_BLOCK_T5_DEC);
+            if (pd < pmin) pmin = pd;
+        }
+    }
+    e->block_params_min = pmin;
+    e->emb_params = mp_embedding_params(m, base->training.seq);
+}

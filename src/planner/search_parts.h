@@ -1,0 +1,93 @@
+/* search_parts.h — what the search's files (search_*.c) share: the candidate
+ * list, the per-block cache, the top-k and the enumeration's state. Private to
+ * them; other areas use planner/search.h. */
+#ifndef MP_SEARCH_PARTS_H
+#define MP_SEARCH_PARTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "planner/cost.h"
+#include "planner/search.h"
+
+typedef struct cand {
+    int32_t t, c, p, v, b;
+    int64_t d;
+    uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap; /* dist_opt: the ZeRO stage 0..3 */
+    uint8_t disp;    /* MoE: the token dispatcher */
+    int32_t ep, etp; /* MoE: expert degrees (0 for a dense model) */
+    double lb_time, lb_mem;
+} cand;
+
+typedef struct cand_vec {
+    cand *v;
+    size_t n, cap;
+    bool oom;
+} cand_vec;
+
+typedef struct block_info {
+    uint64_t key;           /* 0 = empty slot */
+    double compute;         /* fwd + bwd compute of the cheapest block kind, no comm */
+    double recompute[MP_RECOMPUTE_COUNT]; /* extra compute of each recompute choice */
+    double act[MP_RECOMPUTE_COUNT];       /* bytes stashed by the smallest block kind */
+    double act_none_max;    /* the largest block's no-recompute bytes (re-materialised) */
+} block_info;
+
+typedef struct block_cache {
+    block_info *slot;
+    size_t cap, n;
+    const mp_config *base;
+    bool oom;
+} block_cache;
+
+typedef struct top_entry {
+    cand x;
+    mp_estimate est;
+} top_entry;
+
+typedef struct top_k {
+    top_entry *e;
+    int n, k;
+} top_k;
+
+/* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B
+ * on 1024 GPUs: ~10^4); a GPU count and global batch with thousands of
+ * divisors each multiply into 10^8 and more (minutes, gigabytes). 2^21 keeps
+ * the candidate list near 120 MB and the enumeration within a second or two. */
+#define MAX_CANDIDATES (1 << 21)
+/* A mixture of experts multiplies the space by its expert settings (ep, etp,
+ * dispatcher: ~36x for DeepSeek-V3); its keep list stays small because most
+ * of them fail the memory bound. */
+#define MAX_CANDIDATES_MOE (1 << 23)
+
+typedef struct enum_ctx {
+    const mp_search_options *opt;
+    const mp_config *base;
+    mp_search_counts *counts;
+    block_cache bc;
+    cand_vec keep;        /* survivors of the memory bound */
+    cand_vec closest;     /* memory-pruned with the smallest bounds (for "nothing fits") */
+    double block_params_min, emb_params;
+    mp_error first_refusal;
+    bool have_refusal;
+    bool keep_all;        /* the bounds check: keep memory-pruned candidates too */
+    bool too_many;        /* MAX_CANDIDATES reached: the enumeration stopped */
+} enum_ctx;
+
+void mp_search_moe_strip(mp_model *m);
+void mp_search_cand_push(cand_vec *cv, const cand *x);
+void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out);
+const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int32_t b, bool sp);
+void mp_search_bounds(const mp_config *base, const block_info *bi, double block_params_min,
+                      double emb_params, cand *x);
+double mp_search_top_threshold(const top_k *t);
+void mp_search_top_insert(top_k *t, const cand *x, const mp_estimate *e);
+int mp_search_cmp_lb_time(const void *a, const void *b);
+int mp_search_cmp_lb_mem(const void *a, const void *b);
+void mp_search_enumerate(enum_ctx *e);
+void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts *counts);
+mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err);
+
+#endif

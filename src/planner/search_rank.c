@@ -1,0 +1,285 @@
+/* search_rank.c — the search up to the simulator (search.h, docs/design.md §5).
+ *
+ * 1. Enumerate the structurally valid candidates (cheap dimensions outermost)
+ *    and give each two lower bounds from cached per-block numbers: memory
+ *    (the first pipeline rank's weights, grads, optimizer states and stashed
+ *    activations under the even split: exactly the estimate's rank 0 minus
+ *    its buffers) and time (the slowest rank's compute and recompute over m
+ *    micro-batches plus the fill it cannot avoid, without any communication).
+ *    (search_enumerate.c, search_bounds.c)
+ * 2. Drop those whose memory bound exceeds the capacity; cost the rest in
+ *    full in order of their time bound, keeping the k best that fit, and stop
+ *    at the first bound that cannot beat the k-th best: every later one is
+ *    pruned by time.
+ * 3. Give the k best the stage split and per-layer recompute (split.h) and
+ *    keep it where the estimate improves (search_split.c).
+ * The re-ranking by the simulator sits a layer above, in src/search/driver.c.
+ */
+#include "planner/search_parts.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Why the cost model refused candidates, and the one nearest to fitting:
+ * the answer when nothing fits. */
+typedef struct refusals {
+    bool have_closest;       /* res->closest holds the least-over estimate seen */
+    bool have_est_refusal;   /* the cost model refused a candidate the rules passed */
+    mp_error est_refusal;
+} refusals;
+
+/* After the enumeration: MP_OK when some candidate is left to cost, else the
+ * search's answer (out of memory, too many candidates, nothing can run). */
+static mp_status enumeration_verdict(const enum_ctx *e, const mp_search_options *opt,
+                                     mp_error *err)
+{
+    const mp_config *base = &opt->base;
+    if (e->keep.oom || e->closest.oom || e->bc.oom)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
+    if (e->too_many)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gpus",
+                            "absurdly large search: more than %d candidates (%lld GPUs and a "
+                            "global batch of %lld have too many divisors); fix some settings "
+                            "(--micro-batch, --pp, --tp) or search a smaller case",
+                            base->model.moe.experts > 0 ? MAX_CANDIDATES_MOE : MAX_CANDIDATES,
+                            (long long)base->training.gpus,
+                            (long long)base->training.global_batch);
+    if (e->keep.n > 0 || e->closest.n > 0)
+        return MP_OK;
+    /* Nothing can run. With settings fixed by the user, that is their
+     * input's fault (MP_EINPUT, naming the first refusal); otherwise the
+     * model, GPUs and batch simply admit no split (MP_ENOFIT). */
+    bool user = opt->fixed != 0;
+    if (e->have_refusal && err) {
+        *err = e->first_refusal;
+        if (!user) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "no split of %lld GPUs can run; e.g. %.300s",
+                     (long long)base->training.gpus, e->first_refusal.msg);
+            snprintf(err->msg, sizeof err->msg, "%s", msg);
+        }
+    } else {
+        mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gpus",
+                     "no configuration of %lld GPUs can run this model with these settings",
+                     (long long)base->training.gpus);
+    }
+    mp_status st = user ? MP_EINPUT : MP_ENOFIT;
+    if (err) err->code = st;
+    return st;
+}
+
+/* Estimates cand x in full; MP_OK with est, or the cost model's refusal
+ * (remembered in rf when it is the first). */
+static mp_status cost_one(const mp_config *base, const cand *x, mp_config *cfg,
+                          mp_estimate *est, refusals *rf)
+{
+    mp_search_cand_apply(base, x, cfg);
+    mp_error e2;
+    mp_error_clear(&e2);
+    mp_status st = mp_estimate_config(cfg, NULL, est, &e2);
+    if (st != MP_OK && !rf->have_est_refusal) {
+        rf->have_est_refusal = true;
+        rf->est_refusal = e2;
+    }
+    return st;
+}
+
+static void note_closest(mp_search_result *res, refusals *rf, const mp_config *cfg,
+                         const mp_estimate *est)
+{
+    if (!rf->have_closest || est->over_bytes < res->closest_est.over_bytes) {
+        rf->have_closest = true;
+        res->closest = *cfg;
+        res->closest_est = *est;
+    }
+}
+
+/* Step 2: the kept candidates in order of their time bound, into top. */
+static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k *top,
+                                mp_search_result *res, refusals *rf)
+{
+    if (e->keep.n > 1) qsort(e->keep.v, e->keep.n, sizeof *e->keep.v, mp_search_cmp_lb_time);
+    for (size_t i = 0; i < e->keep.n; i++) {
+        const cand *x = &e->keep.v[i];
+        if (!opt->no_prune && x->lb_time >= mp_search_top_threshold(top)) {
+            res->counts.pruned_time += (int64_t)(e->keep.n - i);
+            break;
+        }
+        mp_config cfg;
+        mp_estimate est;
+        res->counts.estimated++;
+        if (cost_one(&opt->base, x, &cfg, &est, rf) != MP_OK) {
+            res->counts.rejected[MP_REJECT_OTHER]++;
+            continue;
+        }
+        if (!est.fits) {
+            res->counts.rejected[MP_REJECT_MEMORY]++;
+            note_closest(res, rf, &cfg, &est);
+            continue;
+        }
+        res->counts.fitting++;
+        mp_search_top_insert(top, x, &est);
+        if (opt->progress && (i & 1023) == 1023)
+            opt->progress(opt->progress_user, 0.1 + 0.7 * (double)i / (double)e->keep.n);
+    }
+}
+
+/* Nothing fits: cost the memory-pruned ones nearest to fitting too, and say
+ * how close the closest comes (MP_ENOFIT), or why nothing runs at all. */
+static mp_status nothing_fits(enum_ctx *e, const mp_search_options *opt, mp_search_result *res,
+                              refusals *rf, mp_error *err)
+{
+    const mp_config *base = &opt->base;
+    if (e->closest.n > 1)
+        qsort(e->closest.v, e->closest.n, sizeof *e->closest.v, mp_search_cmp_lb_mem);
+    for (size_t i = 0; i < e->closest.n; i++) {
+        mp_config cfg;
+        mp_estimate est;
+        if (cost_one(base, &e->closest.v[i], &cfg, &est, rf) == MP_OK)
+            note_closest(res, rf, &cfg, &est);
+    }
+    res->have_closest = rf->have_closest;
+    if (rf->have_closest) {
+        char a[64];
+        snprintf(a, sizeof a, "%.1f", res->closest_est.memory.peak / (1024.0 * 1024 * 1024));
+        return mp_error_set(err, MP_ENOFIT, NULL, 0, 0, "memory",
+                            "no configuration fits in %.0f GiB per GPU; the closest needs %s GiB",
+                            base->hw.memory / (1024.0 * 1024 * 1024), a);
+    }
+    if (err && rf->have_est_refusal) *err = rf->est_refusal;
+    else if (err && e->have_refusal) *err = e->first_refusal;
+    else mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gpus",
+                      "no configuration of %lld GPUs can run this model with these "
+                      "settings", (long long)base->training.gpus);
+    /* as for nothing that runs: the input's fault only when the user fixed settings */
+    mp_status st = opt->fixed ? MP_EINPUT : MP_ENOFIT;
+    if (err) err->code = st;
+    return st;
+}
+
+/* Step 3 for one plan: the even plan, replaced by the split when the split
+ * fits, is faster, and (--runtime megatron) Megatron's flags express it. */
+static mp_status split_plan(const mp_search_options *opt, const top_entry *t, int64_t split_limit,
+                            mp_search_plan *sp, int64_t *split_used, mp_search_counts *counts,
+                            mp_error *err)
+{
+    mp_search_cand_apply(&opt->base, &t->x, &sp->config);
+    sp->est = sp->est_even = t->est;
+    sp->split_method = "even";
+    sp->plan = malloc(sizeof *sp->plan);
+    if (!sp->plan) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    memset(sp->plan, 0, sizeof *sp->plan);
+    sp->plan->config = sp->config;
+    mp_plan_default_stages(sp->plan);
+    sp->rank_step = sp->est.time.step;
+    if (opt->no_split) return MP_OK;
+    mp_plan *tmp = malloc(sizeof *tmp);
+    if (!tmp) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    mp_estimate est;
+    mp_search_plan info = *sp;
+    mp_error e2;
+    mp_error_clear(&e2);
+    bool free_rc = !(opt->fixed & MP_FIX_RECOMPUTE);
+    if (mp_search_split(&sp->config, free_rc, split_limit, tmp, &est, &info, &e2) == MP_OK) {
+        counts->split++;
+        sp->split_method = info.split_method;
+        sp->split_gap = info.split_gap;
+        sp->split_max_stage = info.split_max_stage;
+        *split_used += info.split_work;
+        /* --runtime megatron: a split its flags cannot express keeps the even one */
+        bool runs = !opt->megatron_runtime || mp_search_megatron_runs(tmp, NULL);
+        if (runs && est.fits && info.uneven &&
+            est.time.step < sp->est_even.time.step * (1 - 1e-9)) {
+            counts->split_uneven++;
+            sp->est = est;
+            sp->uneven = true;
+            sp->mixed_recompute = info.mixed_recompute;
+            sp->config = tmp->config;
+            *sp->plan = *tmp;
+        }
+    }
+    free(tmp);
+    sp->rank_step = sp->est.time.step;
+    return MP_OK;
+}
+
+/* Step 3: the split and per-layer recompute of the k best. */
+static mp_status split_best(const top_k *top, const mp_search_options *opt, mp_search_result *res,
+                            mp_error *err)
+{
+    res->plans = calloc((size_t)top->n, sizeof *res->plans);
+    if (!res->plans) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    /* GLPK gets one work budget for the whole search, shared by the plans still
+     * to split, so that --top 5 stays within the search's one-second budget; a
+     * plan whose ILP runs out of work keeps the DP's bounds and reports its gap.
+     * Work is counted, not timed, so a loaded machine names the same winner. */
+    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * top->n
+                                                           : MP_SEARCH_SPLIT_WORK;
+    int64_t split_used = 0;
+    for (int i = 0; i < top->n; i++) {
+        res->n = i + 1;
+        int64_t split_limit = (split_budget - split_used) / (top->n - i);
+        if (split_limit < MP_SEARCH_SPLIT_MIN_WORK)
+            split_limit = MP_SEARCH_SPLIT_MIN_WORK;
+        mp_status st = split_plan(opt, &top->e[i], split_limit, &res->plans[i], &split_used,
+                                  &res->counts, err);
+        if (st != MP_OK) return st;
+        if (opt->progress) opt->progress(opt->progress_user, 0.8 + 0.1 * (i + 1) / top->n);
+    }
+    return MP_OK;
+}
+
+mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *res, mp_error *err)
+{
+    memset(res, 0, sizeof *res);
+    const mp_config *base = &opt->base;
+    int k = opt->top_k > 0 ? opt->top_k : 5;
+    if (k > 100) k = 100;
+    if (base->training.gpus < 1 || base->training.global_batch < 1 || base->training.seq < 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gpus",
+                            "search needs gpus, seq and global batch to be positive");
+    mp_status st = mp_search_check_shared(opt, err);
+    if (st != MP_OK)
+        return st;
+
+    enum_ctx e;
+    mp_search_init_ctx(&e, opt, &res->counts);
+    e.keep_all = opt->no_prune;
+    mp_search_enumerate(&e);
+    top_k top = {.k = k};
+    refusals rf = {0};
+    if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
+        goto done;
+    top.e = calloc((size_t)k, sizeof *top.e);
+    if (!top.e) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto done;
+    }
+    cost_in_bound_order(&e, opt, &top, res, &rf);
+    if (top.n == 0)
+        st = nothing_fits(&e, opt, res, &rf, err);
+    else
+        st = split_best(&top, opt, res, err);
+
+done:
+    free(top.e);
+    free(e.keep.v);
+    free(e.closest.v);
+    free(e.bc.slot);
+    if (st != MP_OK && st != MP_ENOFIT) {
+        mp_search_result_free(res);
+        memset(res, 0, sizeof *res);
+    }
+    return st;
+}
+
+void mp_search_result_free(mp_search_result *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) free(r->plans[i].plan);
+    free(r->plans);
+    r->plans = NULL;
+    r->n = 0;
+}

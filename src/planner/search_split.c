@@ -1,0 +1,116 @@
+/* search_split.c — the stage split and per-layer recompute of one
+ * configuration (search.h, ilp.h). */
+#include "planner/search_parts.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/cost_internal.h"
+#include "planner/split.h"
+#include "planner/pipeline_internal.h"
+#include "planner/search_internal.h"
+
+mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_limit,
+                          mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err)
+{
+    const mp_parallel *pp = &c->parallel;
+    int64_t L = mp_model_blocks(&c->model), N = L + 2;
+    int64_t v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
+    int64_t K = pp->pp * v;
+    memset(plan, 0, sizeof *plan);
+    plan->config = *c;
+    info->split_method = "even";
+    info->split_gap = 0;
+    info->split_max_stage = 0;
+    info->split_work = 0;
+    info->uneven = info->mixed_recompute = false;
+    /* T5 keeps Megatron's split of encoder and decoder stages (the split
+     * rank, mp_even_stage_items): Megatron cannot run a free one */
+    if (K > MP_MAX_STAGES || N > MP_MAX_LAYERS + 2 || (c->model.arch == MP_ARCH_T5 && K > 1))
+        return mp_estimate_config(c, NULL, est, err);
+
+    mp_item_cost *items = malloc(sizeof *items * (size_t)N);
+    mp_split_item *si = malloc(sizeof *si * (size_t)N);
+    double *inflight = malloc(sizeof *inflight * (size_t)K);
+    mp_stage_range *stages = malloc(sizeof *stages * (size_t)K);
+    uint8_t *rc = malloc((size_t)N);
+    mp_status st = MP_OK;
+    if (!items || !si || !inflight || !stages || !rc) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage split");
+        goto done;
+    }
+    if ((st = mp_item_costs(c, items, err)) != MP_OK) goto done;
+
+    double spb = mp_static_bytes_per_param(c);
+    double tied = c->model.tied_embeddings && pp->pp > 1
+                      ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp * spb
+                      : 0.0;
+    double none_max = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool block = i > 0 && i < N - 1;
+        mp_split_item *s = &si[i];
+        memset(s, 0, sizeof *s);
+        s->static_bytes = items[i].static_bytes;
+        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
+            s->time[r] = items[i].fwd + items[i].bwd[block ? r : MP_RECOMPUTE_NONE];
+            /* the estimate keeps the embedding's and head's activations once, not per micro-batch */
+            s->act[r] = block ? items[i].act_bytes[r] : 0.0;
+            s->allowed[r] = block ? (free_recompute || r == (int)pp->recompute) : r == MP_RECOMPUTE_NONE;
+        }
+        if (!block) s->static_bytes += items[i].act_bytes[MP_RECOMPUTE_NONE];
+        if (i == N - 1) s->static_bytes += tied;
+        if (block && items[i].act_bytes[MP_RECOMPUTE_NONE] > none_max)
+            none_max = items[i].act_bytes[MP_RECOMPUTE_NONE];
+    }
+    int64_t m = mp_config_microbatches(c);
+    for (int64_t k = 0; k < K; k++)
+        inflight[k] = mp_pipeline_inflight_chunks(pp->schedule, pp->pp, v, m, k % pp->pp) / (double)v;
+    /* the estimate's "other" (reserve, p2p buffers both ways, the SP gather
+     * buffer, sized by a block's output: no smaller than any stage's); with
+     * per-layer recompute it also holds one block's full activations while
+     * that block is re-materialised */
+    double send = items[L > 0 ? L : 0].send_bytes;
+    double other = c->hw.runtime_reserve + 4.0 * send + (pp->sp && pp->tp > 1 ? send * (double)pp->tp : 0.0);
+    mp_split_problem pr = {.n_items = (int32_t)N, .items = si, .pp = (int32_t)pp->pp,
+                           .vpp = (int32_t)v, .inflight = inflight,
+                           .budget = c->hw.memory - other - none_max,
+                           .work_limit = work_limit};
+    mp_split_solution sol = {.stages = stages, .recompute = rc};
+    if ((st = mp_split_solve(&pr, &sol, err)) != MP_OK) goto done;
+    if (!sol.feasible) {
+        st = mp_estimate_config(c, NULL, est, err);
+        goto done;
+    }
+    plan->n_stages = (int32_t)K;
+    memcpy(plan->stages, stages, sizeof *stages * (size_t)K);
+    plan->has_layer_recompute = true;
+    int count[MP_RECOMPUTE_COUNT] = {0};
+    for (int64_t i = 0; i < N; i++) {
+        plan->layer_recompute[i] = rc[i];
+        if (i > 0 && i < N - 1) count[rc[i]]++;
+    }
+    int most = 0;
+    for (int r = 1; r < MP_RECOMPUTE_COUNT; r++)
+        if (count[r] > count[most]) most = r;
+    plan->config.parallel.recompute = (mp_recompute)most;
+    info->mixed_recompute = count[most] != L;
+    mp_stage_range even[MP_MAX_STAGES];
+    bool same = mp_split_even((int32_t)N, (int32_t)K, even) &&
+                !memcmp(even, stages, sizeof *stages * (size_t)K);
+    info->uneven = !same || info->mixed_recompute || most != (int)pp->recompute;
+    info->split_method = sol.method;
+    info->split_gap = sol.gap;
+    info->split_max_stage = sol.max_stage_time;
+    info->split_work = sol.work;
+    st = mp_estimate_config(&plan->config, plan, est, err);
+done:
+    free(items);
+    free(si);
+    free(inflight);
+    free(stages);
+    free(rc);
+    return st;
+}

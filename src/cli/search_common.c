@@ -1,11 +1,12 @@
 /* search_common.c — search's own options (search_common.h). */
 #include "cli/search_common.h"
 
+#include "core/fields.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* --fix key -> the MP_SET_* bit and how to read the value */
 typedef enum { V_INT, V_BOOL, V_RECOMPUTE, V_SCHEDULE, V_ZERO } vkind;
@@ -24,15 +25,6 @@ static const struct {
     {"zero", MP_SET_ZERO, V_ZERO}, {"hsdp", MP_SET_HSDP, V_BOOL},
     {"ep", MP_SET_EP, V_INT}, {"etp", MP_SET_ETP, V_INT},
 };
-
-static int parse_bool(const char *v)
-{
-    if (!strcasecmp(v, "true") || !strcasecmp(v, "on") || !strcasecmp(v, "yes") || !strcmp(v, "1"))
-        return 1;
-    if (!strcasecmp(v, "false") || !strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcmp(v, "0"))
-        return 0;
-    return -1;
-}
 
 #define FIX_KEYS                                                                          \
     "tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap ep etp"
@@ -60,9 +52,11 @@ static mp_status parse_value(size_t i, const char *v, int64_t *out, mp_error *er
         return MP_OK;
     }
     if (fix_keys[i].kind == V_BOOL) {
-        if ((b = parse_bool(v)) < 0)
+        bool yes;
+        if (!mp_parse_bool_word(v, &yes))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                                 "%s=%.40s: expected true/false (on/off)", fix_keys[i].key, v);
+        b = yes;
     } else if (fix_keys[i].kind == V_RECOMPUTE) {
         if ((b = mp_recompute_parse(v)) < 0)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",

@@ -316,6 +316,8 @@ hardening() {
     check search-fix-dp "${S}--dp: 8 GPUs is not a multiple" "$bin" search --model 125M --gpus 8 --fix dp=3
     check search-vpp-pp1 "${S}--vpp: virtual stages \(vpp=2\) need pipeline parallelism" "$bin" search --model 125M --gpus 8 --fix vpp=2,pp=1
     check search-overlap "${S}--tp-overlap: TP communication overlap needs tp > 1 and sp on" "$bin" search --model 125M --gpus 8 --fix tp_overlap=on,sp=off
+    # --fix reads yes/no words as files do (core/fields.h), and no others
+    check search-fix-bool "${S}--fix: sp=maybe: expected true/false \(on/off\)$" "$bin" search --model 125M --gpus 8 --fix sp=maybe
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3

@@ -247,7 +247,7 @@ hardening() {
     T="timeout 20"
     # the good forms of what follows are accepted
     if ! "$bin" estimate --model 125M --gpus 8 --hw-set hbm_bw=1TB/s --hw-set memory=40GiB >/dev/null 2>&1 ||
-       ! "$bin" simulate --unit-ops --pp 4 --microbatches 8 --trace ok.json >/dev/null 2>&1 ||
+       ! "$bin" simulate --unit-ops --pp 4 --micro-batches 8 --trace ok.json >/dev/null 2>&1 ||
        ! "$bin" search --model 125M --gpus 8 --fix tp=2 --fix pp=2 --top 2 >/dev/null 2>&1; then
         echo "FAIL the good forms are refused"
         fail=$((fail + 1))
@@ -256,7 +256,7 @@ hardening() {
 
     # --- a full disk: not exit 0 as if the output were whole (skipped without /dev/full) ---
     if [ -w /dev/full ]; then
-        for cmd in "models" "hw dgx-a100" "simulate --unit-ops --pp 2 --microbatches 4" \
+        for cmd in "models" "hw dgx-a100" "simulate --unit-ops --pp 2 --micro-batches 4" \
                    "estimate --model 125M --gpus 8"; do
             # shellcheck disable=SC2086
             "$bin" $cmd >/dev/full 2>err.txt
@@ -281,8 +281,8 @@ hardening() {
     check twice-output "${S}--output: given twice" "$bin" search --model 125M --gpus 8 -o a.yaml --output b.yaml
     check twice-fix "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --fix tp=2,tp=4
     check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4
-    check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --trace a.json --trace=b.json
-    check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --trace=
+    check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
+    check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
         { echo "FAIL a refused command wrote a file"; fail=$((fail + 1)); }
@@ -362,11 +362,11 @@ hardening() {
     fi
 
     # --- iterations too large to simulate: refused at once, nothing written ---
-    check sim-huge-units "${SIM}--microbatches: too large to simulate: pp\*vpp\*micro-batches = 16\*1\*4194304 is over 1048576" $T "$bin" simulate --unit-ops --pp 16 --microbatches 4194304
-    check sim-huge-trace "${SIM}--microbatches: too large to simulate: .* over 262144 with a timeline" $T "$bin" simulate --unit-ops --pp 16 --microbatches 65536 --trace big.json
-    check sim-huge-plot "${SIM}--microbatches: too large for --plot: .* over 32768" $T "$bin" simulate --unit-ops --pp 16 --microbatches 4096 --plot big.svg
+    check sim-huge-units "${SIM}--micro-batches: too large to simulate: pp\*vpp\*micro-batches = 16\*1\*4194304 is over 1048576" $T "$bin" simulate --unit-ops --pp 16 --micro-batches 4194304
+    check sim-huge-trace "${SIM}--micro-batches: too large to simulate: .* over 262144 with a timeline" $T "$bin" simulate --unit-ops --pp 16 --micro-batches 65536 --trace big.json
+    check sim-huge-plot "${SIM}--micro-batches: too large for --plot: .* over 32768" $T "$bin" simulate --unit-ops --pp 16 --micro-batches 4096 --plot big.svg
     # the JSON summary has no limit of its own; --events stream what the engine can time
-    check sim-huge-events "${SIM}--microbatches: too large to simulate: .* over 262144 with a timeline" $T "$bin" simulate --unit-ops --pp 16 --microbatches 65536 --format json --events
+    check sim-huge-events "${SIM}--micro-batches: too large to simulate: .* over 262144 with a timeline" $T "$bin" simulate --unit-ops --pp 16 --micro-batches 65536 --format json --events
     check sim-huge-config "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 4\*1\*1048576" $T "$bin" simulate --model 125M --gpus 16 --pp 4 --global-batch 4194304
     check sim-huge-config2 "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 128\*1\*4194304" $T "$bin" simulate --model 1T --gpus 128 --pp 128 --global-batch 4194304
     file big.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 4194304}\nparallel: {pp: 4}\n'
@@ -374,7 +374,7 @@ hardening() {
     # the two pictures of --plot come as a pair or not at all (needs gnuplot)
     if command -v gnuplot >/dev/null 2>&1; then
         mkdir -p pic-memory.svg
-        check plot-pair "${SIM}pic-memory\.svg: is a folder, not a file" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --plot pic.svg
+        check plot-pair "${SIM}pic-memory\.svg: is a folder, not a file" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --plot pic.svg
         if ls pic.svg* 2>/dev/null | grep -q .; then
             echo "FAIL the pipeline picture was left without its memory picture"
             fail=$((fail + 1))

@@ -46,14 +46,14 @@ for fmt in json yaml; do
     doc explain "$fmt" --model 175B --gpus 1024 --tp 8 --pp 8
     doc explain "$fmt" --model 175B --gpus 1024 --tp 7
     doc explain "$fmt" --model 175B --gpus 64 --tp 8
-    doc simulate "$fmt" --unit-ops --pp 4 --microbatches 8
+    doc simulate "$fmt" --unit-ops --pp 4 --micro-batches 8
     doc simulate "$fmt" --model 175B --gpus 64 --tp 8 --pp 4 --global-batch 32
     doc models "$fmt"
     doc models "$fmt" 175B
     doc hw "$fmt"
     doc hw "$fmt" dgx-a100
 done
-doc simulate json --unit-ops --pp 4 --microbatches 8 --events
+doc simulate json --unit-ops --pp 4 --micro-batches 8 --events
 # nothing fits (exit 1): still one document, an empty list
 for fmt in json yaml; do
     "$bin" search --model 1T --gpus 8 --format "$fmt" >out.txt 2>/dev/null

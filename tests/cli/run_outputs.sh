@@ -10,7 +10,7 @@ bin=$1
 . "$(dirname "$0")/scratch.sh"
 
 search() { "$bin" search --model 125M --gpus 8 --no-simulate --top 1 "$@"; }
-sim() { "$bin" simulate --unit-ops --pp 2 --microbatches 4 "$@"; }
+sim() { "$bin" simulate --unit-ops --pp 2 --micro-batches 4 "$@"; }
 
 # --- a regular file: written by rename, mode kept ---
 search -o plan.yaml >out.txt 2>err.txt && ok || bad "search -o plan.yaml: $(cat err.txt)"

@@ -79,9 +79,13 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
         int found = mp_opt_take(calib_rows, sizeof calib_rows / sizeof calib_rows[0], argc, argv,
                                 &i, &o, &val, &err);
         if (!found) {
+            char msg[160];
+            if (arg[0] == '-')
+                mp_opt_unknown(&mp_doc_calibrate, NULL, arg, msg, sizeof msg);
+            else
+                snprintf(msg, sizeof msg, "unknown argument (see megaplan calibrate --help)");
             if (loud)
-                fprintf(stderr, "megaplan calibrate: %s: unknown %s (see megaplan calibrate "
-                                "--help)\n", arg, arg[0] == '-' ? "option" : "argument");
+                fprintf(stderr, "megaplan calibrate: %s: %s\n", arg, msg);
             return 2;
         }
         if (found < 0) {

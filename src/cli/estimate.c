@@ -157,9 +157,7 @@ int cmd_estimate(int argc, char **argv)
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK)
         return mp_cli_fail("estimate", &err);
     if (argc > 1) {
-        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
-                     argv[1][0] == '-' ? "unknown option (see megaplan estimate --help)"
-                                       : "unexpected argument (see megaplan estimate --help)");
+        mp_cli_leftover(&mp_doc_estimate, NULL, argv[1], &err);
         return mp_cli_fail("estimate", &err);
     }
     if (mp_cli_config_finish(&cc, &err) != MP_OK || mp_cli_config_check(&cc, &err) != MP_OK)

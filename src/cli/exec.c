@@ -189,9 +189,10 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         if (!found) {
             if (arg[0] == '-' && arg[1]) {
+                char msg[160];
+                mp_opt_unknown(&mp_doc_exec, NULL, arg, msg, sizeof msg);
                 if (loud)
-                    fprintf(stderr, "megaplan exec: %.*s: unknown option (see megaplan exec "
-                                    "--help)\n", (int)strcspn(arg, "="), arg);
+                    fprintf(stderr, "megaplan exec: %.*s: %s\n", (int)strcspn(arg, "="), arg, msg);
                 return 2;
             }
             if (a->plan) {

@@ -107,9 +107,7 @@ int cmd_explain(int argc, char **argv)
         return mp_cli_fail("explain", &err);
     }
     if (argc > 1) {
-        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
-                     argv[1][0] == '-' ? "unknown option (see megaplan explain --help)"
-                                       : "unexpected argument (see megaplan explain --help)");
+        mp_cli_leftover(&mp_doc_explain, NULL, argv[1], &err);
         return mp_cli_fail("explain", &err);
     }
     /* The search is search's own, over the whole space: the same model,

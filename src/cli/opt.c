@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "core/fields.h"
+
 static bool same_name(const char *name, const char *s, size_t len)
 {
     return name && strlen(name) == len && !strncmp(name, s, len);
@@ -45,6 +47,27 @@ int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
         return -1;
     }
     return 1;
+}
+
+void mp_opt_unknown(const mp_verb_doc *doc, const mp_verb_doc *also, const char *arg, char *buf,
+                    size_t size)
+{
+    const char *names[256];
+    size_t n = 0;
+    const mp_verb_doc *docs[] = {doc, also};
+    for (size_t d = 0; d < 2; d++)
+        for (const mp_opt_group *const *g = docs[d] ? docs[d]->groups : NULL; g && *g; g++)
+            for (size_t k = 0; k < (*g)->n && n < sizeof names / sizeof names[0]; k++)
+                if (!((*g)->opts[k].flags & MP_OPT_HIDDEN))
+                    names[n++] = (*g)->opts[k].name;
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(arg, "="), arg);
+    const char *close = mp_closest_name(word, names, n);
+    if (close)
+        snprintf(buf, size, "unknown option (did you mean %s? see megaplan %s --help)", close,
+                 doc->name);
+    else
+        snprintf(buf, size, "unknown option (see megaplan %s --help)", doc->name);
 }
 
 /* ---- --help ---------------------------------------------------------------- */

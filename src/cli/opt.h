@@ -57,6 +57,12 @@ int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
 /* The option of table with this name (an alias finds its row), or NULL. */
 const mp_opt *mp_opt_find(const mp_opt *table, size_t n, const char *name, size_t len);
 
+/* "unknown option (did you mean --tp? see megaplan search --help)": the
+ * refusal of arg, naming the closest option of doc (or of also, another
+ * mode of the verb; may be NULL) when one is within two edits. */
+void mp_opt_unknown(const mp_verb_doc *doc, const mp_verb_doc *also, const char *arg, char *buf,
+                    size_t size);
+
 /* The verb's --help: usage, text, then each group's options, one per row
  * with its help wrapped beside it. */
 void mp_verb_doc_write(const mp_verb_doc *doc, FILE *out);

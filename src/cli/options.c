@@ -615,8 +615,9 @@ int mp_cli_listing_args(int argc, char **argv, const mp_verb_doc *doc, const cha
             }
             *format = v;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "megaplan %s: %.80s: unknown option (see megaplan %s --help)\n", verb,
-                    a, verb);
+            char msg[160];
+            mp_opt_unknown(doc, NULL, a, msg, sizeof msg);
+            fprintf(stderr, "megaplan %s: %.80s: %s\n", verb, a, msg);
             return 2;
         } else if (*spec) {
             fprintf(stderr, "megaplan %s: %.80s: only one %s at a time\n", verb, a, what);
@@ -626,6 +627,17 @@ int mp_cli_listing_args(int argc, char **argv, const mp_verb_doc *doc, const cha
         }
     }
     return -1;
+}
+
+mp_status mp_cli_leftover(const mp_verb_doc *doc, const mp_verb_doc *also, const char *arg,
+                          mp_error *err)
+{
+    char msg[160];
+    if (arg[0] == '-' && arg[1])
+        mp_opt_unknown(doc, also, arg, msg, sizeof msg);
+    else
+        snprintf(msg, sizeof msg, "unexpected argument (see megaplan %s --help)", doc->name);
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, arg, "%s", msg);
 }
 
 void mp_cli_write_data(const cJSON *data, mp_format format, mp_buf *out)

@@ -104,6 +104,11 @@ extern const mp_opt_group mp_cli_listing_opts;
 int mp_cli_listing_args(int argc, char **argv, const mp_verb_doc *doc, const char *what,
                         const char **format, const char **spec);
 
+/* The refusal of an argument no table of the verb took: "unknown option
+ * (did you mean ...? see megaplan VERB --help)" or "unexpected argument". */
+mp_status mp_cli_leftover(const mp_verb_doc *doc, const mp_verb_doc *also, const char *arg,
+                          mp_error *err);
+
 /* A result as --format json (pretty, one trailing newline) or yaml. */
 void mp_cli_write_data(const cJSON *data, mp_format format, mp_buf *out);
 

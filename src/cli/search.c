@@ -46,7 +46,8 @@ const mp_verb_doc mp_doc_search = {
             "shows. Over several profiles or GPU counts, by days and cost: megaplan search --hw "
             "all --help.\nExit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad "
             "input.",
-    .groups = (const mp_opt_group *const[]){&mp_search_plan_opts, &mp_search_cli_opts, &mp_cli_config_opts, NULL},
+    .groups = (const mp_opt_group *const[]){&mp_cli_config_opts, &mp_search_cli_opts,
+                                            &mp_search_plan_opts, NULL},
     .operand = NULL,
 };
 

@@ -1,6 +1,8 @@
 /* search_common.c — search's own options (search_common.h). */
 #include "cli/search_common.h"
 
+#include "cli/cli.h"
+
 #include "core/fields.h"
 
 #include <errno.h>
@@ -354,8 +356,6 @@ mp_status mp_search_cli_parse_all(int *argc, char **argv, mp_cli_config *cc, mp_
     if (st == MP_OK)
         st = mp_search_cli_parse(argc, argv, "search", sc, err);
     if (st == MP_OK && *argc > 1)
-        st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, argv[1],
-                          argv[1][0] == '-' ? "unknown option (see megaplan search --help)"
-                                            : "unexpected argument (see megaplan search --help)");
+        st = mp_cli_leftover(&mp_doc_search, &mp_doc_search_hw, argv[1], err);
     return st;
 }

@@ -60,8 +60,8 @@ const mp_verb_doc mp_doc_search_hw = {
             "and node power times --pue. Prints the days/cost Pareto front, and names the "
             "cheapest plan within --deadline and the fastest within --budget. The other "
             "options are search's own and mean the same.",
-    .groups = (const mp_opt_group *const[]){&hw_opts, &mp_search_plan_opts, &mp_search_cli_opts, &mp_cli_config_opts,
-                                            NULL},
+    .groups = (const mp_opt_group *const[]){&hw_opts, &mp_cli_config_opts, &mp_search_cli_opts,
+                                            &mp_search_plan_opts, NULL},
     .operand = NULL,
 };
 

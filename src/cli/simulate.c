@@ -104,8 +104,10 @@ static int parse_own(int argc, char **argv, sim_args *a)
         if (!found) {
             if (!strcmp(arg, "--"))
                 continue;
-            if (arg[0] == '-' && arg[1])
-                return fail_input(arg, "unknown option (megaplan simulate --help lists them)");
+            if (arg[0] == '-' && arg[1]) {
+                mp_cli_leftover(&mp_doc_simulate, NULL, arg, &err);
+                return mp_cli_fail(VERB, &err);
+            }
             if (a->plan_path)
                 return fail_input(arg, "one plan file only");
             a->plan_path = arg;

@@ -142,16 +142,26 @@ static void option_names(FILE *out, const mp_verb *v, const char *sep)
     }
 }
 
-/* Calls each(option, its value words) for the options of v with values. */
+/* Calls each(out, option) for every shown option of v that takes a value,
+ * each name once (the search over hardware shares --hw and --gpus). */
 static void options_with_values(FILE *out, const mp_verb *v,
                                 void (*each)(FILE *, const mp_opt *))
 {
+    const char *seen[256];
+    size_t n_seen = 0;
     const mp_verb_doc *docs[] = {v->doc, v->mode};
     for (size_t d = 0; d < 2; d++)
         for (const mp_opt_group *const *g = docs[d] ? docs[d]->groups : NULL; g && *g; g++)
-            for (size_t k = 0; k < (*g)->n; k++)
-                if ((*g)->opts[k].arg && !((*g)->opts[k].flags & MP_OPT_HIDDEN))
-                    each(out, &(*g)->opts[k]);
+            for (size_t k = 0; k < (*g)->n; k++) {
+                const mp_opt *o = &(*g)->opts[k];
+                bool dup = !o->arg || (o->flags & MP_OPT_HIDDEN);
+                for (size_t s = 0; s < n_seen && !dup; s++)
+                    dup = !strcmp(seen[s], o->name);
+                if (dup || n_seen == sizeof seen / sizeof seen[0])
+                    continue;
+                seen[n_seen++] = o->name;
+                each(out, o);
+            }
 }
 
 static void bash_case(FILE *out, const mp_opt *o)
@@ -262,6 +272,16 @@ static void zsh_spec(FILE *out, const mp_opt *o)
     fputs("' \\\n", out);
 }
 
+/* text inside a single-quoted zsh word */
+static void zsh_quoted(FILE *out, const char *text)
+{
+    for (const char *c = text; *c; c++)
+        if (*c == '\'')
+            fputs("'\\''", out);
+        else
+            fputc(*c, out);
+}
+
 static void zsh_completion(FILE *out)
 {
     fputs("#compdef megaplan\n"
@@ -271,7 +291,11 @@ static void zsh_completion(FILE *out)
           "  verbs=(\n",
           out);
     for (size_t i = 0; i < mp_n_verbs; i++)
-        fprintf(out, "    '%s:%s'\n", mp_verbs[i].doc->name, mp_verbs[i].doc->summary);
+    {
+        fprintf(out, "    '%s:", mp_verbs[i].doc->name);
+        zsh_quoted(out, mp_verbs[i].doc->summary);
+        fputs("'\n", out);
+    }
     fputs("    'help:the help of one verb'\n"
           "  )\n"
           "  if (( CURRENT == 2 )); then\n"

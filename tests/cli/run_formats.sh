@@ -6,9 +6,10 @@
 # where the estimate and the simulation part when they differ beyond the
 # model's error. Each check failed on the old behaviour.
 set -u
-bin=$1
+. "$(dirname "$0")/../lib.sh"
+bin=$(abs_path "$1")
 examples=$2
-. "$(dirname "$0")/scratch.sh"
+cd "$T" || exit 1
 
 # one_doc FORMAT FILE: the file is exactly one JSON / YAML document
 one_doc() {
@@ -128,5 +129,4 @@ else
     one_doc json out.txt && ok || bad "exec --format json: stdout is not one JSON document: $(head -3 out.txt)"
     grep -q "^megaplan exec: " err.txt && ok || bad "exec --format json: the report is not on stderr"
 fi
-echo "formats: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

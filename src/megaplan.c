@@ -6,31 +6,8 @@
 
 #include "cli/cli.h"
 #include "cli/cuda_handoff.h"
+#include "cli/verbs.h"
 #include "megaplan_config.h"
-
-typedef struct verb {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *summary;
-} verb;
-
-static const verb verbs[] = {
-    {"search", cmd_search, "rank parallel plans for a model on a cluster"},
-    {"estimate", cmd_estimate, "time and memory of one configuration, broken down"},
-    {"explain", cmd_explain, "why a configuration is refused, does not fit, or loses"},
-    {"simulate", cmd_simulate, "one iteration as a discrete-event timeline (trace, plot)"},
-    {"exec", cmd_exec, "run a plan on MPI ranks; check numerics and timing"},
-    {"calibrate", cmd_calibrate, "measure this machine's CPU backend as a hardware profile"},
-    {"models", cmd_models, "list built-in model presets"},
-    {"hw", cmd_hw, "list built-in hardware profiles"},
-};
-
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: megaplan <verb> [options]   (megaplan <verb> --help for each)\n\n");
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        fprintf(out, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
-}
 
 /* A listing cut short by a full disk must not exit 0 as if it were whole:
  * flush here, after every verb, and say so once. */
@@ -48,14 +25,19 @@ static int finish_output(const char *verb, int rc)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        mp_cli_usage(stderr);
         return 2;
     }
     const char *name = argv[1];
-    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
-        usage(stdout);
+    if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+        mp_cli_usage(stdout);
         return 0;
     }
+    if (!strcmp(name, "help"))
+        return mp_cli_help(argc - 1, argv + 1);
+    /* the build writes the man page and the completions with this */
+    if (!strcmp(name, "--generate") && argc == 3)
+        return finish_output(name, mp_cli_generate(argv[2], stdout));
     if (!strcmp(name, "--version")) {
         printf("megaplan %s\n", MEGAPLAN_VERSION);
         return 0;
@@ -66,9 +48,9 @@ int main(int argc, char **argv)
         if (rc >= 0)
             return rc;
     }
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        if (!strcmp(name, verbs[i].name))
-            return finish_output(name, verbs[i].run(argc - 1, argv + 1));
+    const mp_verb *v = mp_verb_find(name);
+    if (v)
+        return finish_output(name, v->run(argc - 1, argv + 1));
     fprintf(stderr, "megaplan: '%.80s' is not a verb (megaplan --help lists them)\n", name);
     return 2;
 }

@@ -26,28 +26,41 @@
 #include "exec/runtime.h"
 #endif
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: megaplan calibrate [--np N] [-o FILE [--force]] [--name NAME]\n"
-            "         [--backend cpu|cuda]\n"
-            "  Measures a backend on N MPI ranks running at once (GEMM rate by size,\n"
-            "  memory bandwidth, the executor's LayerNorm, all-reduce latency and bandwidth)\n"
-            "  and writes them as a hardware profile (YAML; stdout without -o), for\n"
-            "  `megaplan exec --compare FILE` and any --hw FILE. Takes a few seconds.\n"
-            "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
-            "  -o FILE      write the profile here (a regular file atomically; - is stdout)\n"
-            "  --force      let -o replace a read-only file\n"
-            "  --name NAME  the profile's name (default cpu-local; cuda: cuda-local)\n"
-            "  --backend B  cpu (default) or cuda: the rank's GPU, bf16 GEMM curve, fp32\n"
-            "               peak with TF32 off, cuBLAS's bf16 rate alone in a comment\n");
-}
-
 typedef struct calib_args {
     int np;
     const char *out, *name, *backend;
     bool force; /* -o may replace a read-only file */
 } calib_args;
+
+enum { C_NP, C_OUT, C_FORCE, C_NAME, C_BACKEND };
+
+static const mp_opt calib_rows[] = {
+    {"--np", NULL, "N", C_NP, 0, "start N ranks with mpirun (otherwise run under mpirun -np N)",
+     NULL},
+    {"-o", NULL, "FILE", C_OUT, 0, "write the profile here (a regular file atomically; - is stdout)",
+     NULL},
+    {"--force", NULL, NULL, C_FORCE, 0, "let -o replace a read-only file", NULL},
+    {"--name", NULL, "NAME", C_NAME, 0, "the profile's name (default cpu-local; cuda: cuda-local)",
+     NULL},
+    {"--backend", NULL, "B", C_BACKEND, 0,
+     "cpu (default) or cuda: the rank's GPU, bf16 GEMM curve, fp32 peak with TF32 off, cuBLAS's "
+     "bf16 rate alone in a comment",
+     "cpu cuda"},
+};
+
+static const mp_opt_group calib_opts = MP_OPT_GROUP("options", calib_rows);
+
+const mp_verb_doc mp_doc_calibrate = {
+    .name = "calibrate",
+    .summary = "measure this machine's CPU backend as a hardware profile",
+    .usage = "megaplan calibrate [--np N] [-o FILE [--force]] [--name NAME] [--backend cpu|cuda]\n",
+    .text = "Measures a backend on N MPI ranks running at once (GEMM rate by size, memory "
+            "bandwidth, the executor's LayerNorm, all-reduce latency and bandwidth) and writes "
+            "them as a hardware profile (YAML; stdout without -o), for `megaplan exec --compare "
+            "FILE` and any --hw FILE. Takes a few seconds.",
+    .groups = (const mp_opt_group *const[]){&calib_opts, NULL},
+    .operand = NULL,
+};
 
 /* 0 ok, 1 --help printed, 2 bad usage (said when loud). */
 static int parse_args(int argc, char **argv, calib_args *a, bool loud)
@@ -57,28 +70,34 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            usage(stdout);
+            mp_verb_doc_write(&mp_doc_calibrate, stdout);
             return 1;
         }
-        if (!strcmp(arg, "--force")) {
+        const mp_opt *o = NULL;
+        const char *val = NULL;
+        mp_error err;
+        int found = mp_opt_take(calib_rows, sizeof calib_rows / sizeof calib_rows[0], argc, argv,
+                                &i, &o, &val, &err);
+        if (!found) {
+            char msg[160];
+            if (arg[0] == '-')
+                mp_opt_unknown(&mp_doc_calibrate, NULL, arg, msg, sizeof msg);
+            else
+                snprintf(msg, sizeof msg, "unknown argument (see megaplan calibrate --help)");
+            if (loud)
+                fprintf(stderr, "megaplan calibrate: %s: %s\n", arg, msg);
+            return 2;
+        }
+        if (found < 0) {
+            if (loud)
+                fprintf(stderr, "megaplan calibrate: %s: %s\n", err.field, err.msg);
+            return 2;
+        }
+        if (o->id == C_FORCE) {
             a->force = true;
             continue;
         }
-        bool takes = !strcmp(arg, "--np") || !strcmp(arg, "-o") || !strcmp(arg, "--name") ||
-                     !strcmp(arg, "--backend");
-        if (!takes) {
-            if (loud)
-                fprintf(stderr, "megaplan calibrate: %s: unknown %s (see megaplan calibrate "
-                                "--help)\n", arg, arg[0] == '-' ? "option" : "argument");
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            if (loud)
-                fprintf(stderr, "megaplan calibrate: %s: needs a value\n", arg);
-            return 2;
-        }
-        const char *val = argv[++i];
-        if (!strcmp(arg, "--np")) {
+        if (o->id == C_NP) {
             char *end;
             errno = 0;
             long n = strtol(val, &end, 10);
@@ -88,9 +107,9 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
                 return 2;
             }
             a->np = (int)n;
-        } else if (!strcmp(arg, "-o")) {
+        } else if (o->id == C_OUT) {
             a->out = val;
-        } else if (!strcmp(arg, "--backend")) {
+        } else if (o->id == C_BACKEND) {
             if (strcmp(val, "cpu") && strcmp(val, "cuda")) {
                 if (loud)
                     fprintf(stderr, "megaplan calibrate: --backend: bad value '%s' (cpu, cuda)\n",

@@ -6,7 +6,13 @@
 
 #include <stdio.h>
 
+#include "cli/opt.h"
 #include "core/error.h"
+
+/* Each verb's description (its usage, text and option tables), defined
+ * beside its code; src/cli/verbs.c lists them. */
+extern const mp_verb_doc mp_doc_search, mp_doc_search_hw, mp_doc_estimate, mp_doc_explain,
+    mp_doc_simulate, mp_doc_exec, mp_doc_calibrate, mp_doc_models, mp_doc_hw;
 
 int cmd_models(int argc, char **argv);
 int cmd_hw(int argc, char **argv);

@@ -16,18 +16,15 @@
 #include "planner/megatron.h"
 #include "planner/report.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: megaplan estimate --model M --gpus N [--hw H] [--hw-set KEY=VALUE]\n"
-            "         [--seq S] [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T]\n"
-            "         [--tp t] [--sp] [--pp p] [--vpp v] [--cp c] [--dp d] [--micro-batch b]\n"
-            "         [--recompute none|selective|full] [--dist-opt] [--dp-overlap on|off]\n"
-            "         [--tp-overlap on|off] [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]\n"
-            "         [--ep e] [--etp t] [--dispatcher alltoall|allgather]   (MoE models)\n"
-            "         [--format table|json|yaml|megatron]\n"
-            "Unset options take Megatron-LM's defaults; the output lists them.\n");
-}
+const mp_verb_doc mp_doc_estimate = {
+    .name = "estimate",
+    .summary = "time and memory of one configuration, broken down",
+    .usage = "megaplan estimate --model M --gpus N [options]\n",
+    .text = "The step time, its parts, and the memory per GPU of one configuration. Unset "
+            "options take Megatron-LM's defaults; the output lists them.",
+    .groups = (const mp_opt_group *const[]){&mp_cli_config_opts, NULL},
+    .operand = NULL,
+};
 
 static void row_time(mp_buf *b, const char *name, double s, double step)
 {
@@ -154,15 +151,13 @@ int cmd_estimate(int argc, char **argv)
     mp_error err;
     mp_error_clear(&err);
     if (mp_cli_wants_help(argc, argv)) {
-        usage(stdout);
+        mp_verb_doc_write(&mp_doc_estimate, stdout);
         return 0;
     }
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK)
         return mp_cli_fail("estimate", &err);
     if (argc > 1) {
-        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
-                     argv[1][0] == '-' ? "unknown option (see megaplan estimate --help)"
-                                       : "unexpected argument (see megaplan estimate --help)");
+        mp_cli_leftover(&mp_doc_estimate, NULL, argv[1], &err);
         return mp_cli_fail("estimate", &err);
     }
     if (mp_cli_config_finish(&cc, &err) != MP_OK || mp_cli_config_check(&cc, &err) != MP_OK)

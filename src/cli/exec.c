@@ -31,42 +31,82 @@
 #include "exec/backend_cuda.h"
 #endif
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: megaplan exec PLAN.yaml [--np N] [--steps K] [--exact] [--shrink]\n"
-            "                     [--seed S] [--tol X] [--lr X] [--adam-eps X]\n"
-            "                     [--micro-batches M] [--timeout S] [--check-every K]\n"
-            "                     [--progress S]\n"
-            "                     [--no-check] [--trace FILE] [--compare HW] [--solo R]\n"
-            "                     [--backend cpu|cuda]\n"
-            "                     [--format table|json]\n"
-            "  Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI\n"
-            "  ranks (CPU backend) and compares loss, logits, every gradient and every updated\n"
-            "  weight with the same model unpartitioned on one rank.\n"
-            "  --np N       start N ranks with mpirun (otherwise run under mpirun -np N)\n"
-            "  --steps K    training steps to run and check (default 3)\n"
-            "  --check-every K  check steps 1, 1+K, 1+2K, ... and the last (default 1);\n"
-            "               each checked step starts from the partitioned run's state\n"
-            "  --exact      dyadic data: partitioned and reference must agree bit for bit\n"
-            "               (default: fp32 against an fp64 reference, relative error <= --tol)\n"
-            "  --shrink     keep the degrees, scale hidden/heads/seq/layers/vocab down\n"
-            "  --trace FILE measured timeline of the last step (Chrome trace JSON)\n"
-            "  --force      let --trace replace a read-only file\n"
-            "  --format json  stdout holds one JSON object; the report goes to stderr\n"
-            "  --compare HW the last step's times against the simulator's prediction of\n"
-            "               this run on profile HW (from `megaplan calibrate`), per phase\n"
-            "  --progress S a line on stderr (step k of n, elapsed, time left) every S\n"
-            "               seconds (default 10; 0: after every step)\n"
-            "  --timeout S  a rank that waits on its peers longer than S seconds ends the job\n"
-            "               (default: 60 s + 10 x the predicted step time)\n"
-            "  --solo R     one process runs global rank R's share at full size, collectives\n"
-            "               and messages left out, no check (--compare gives their\n"
-            "               modelled time)\n"
-            "  --backend B  cpu (OpenBLAS, default) or cuda (cuBLAS and the kernels of\n"
-            "               kernels/, one GPU per rank by local rank; bf16 GEMMs for bf16\n"
-            "               and fp16 plans unless --exact)\n");
-}
+enum {
+    E_NP, E_STEPS, E_CHECK_EVERY, E_EXACT, E_SHRINK, E_NO_CHECK, E_SEED, E_TOL, E_LR, E_ADAM_EPS,
+    E_MICRO_BATCHES, E_TIMEOUT, E_PROGRESS, E_TRACE, E_FORCE, E_FORMAT, E_COMPARE, E_SOLO,
+    E_BACKEND, E_CHECKED_PLAN, E_TEST_DROP, E_TEST_KILL, E_TEST_STOP, E_TEST_MEMORY, E_TEST_FIXTURE
+};
+
+static const mp_opt exec_rows[] = {
+    {"--np", NULL, "N", E_NP, 0, "start N ranks with mpirun (otherwise run under mpirun -np N)",
+     NULL},
+    {"--steps", NULL, "K", E_STEPS, 0, "training steps to run and check (default 3)", NULL},
+    {"--check-every", NULL, "K", E_CHECK_EVERY, 0,
+     "check steps 1, 1+K, 1+2K, ... and the last (default 1); each checked step starts from "
+     "the partitioned run's state",
+     NULL},
+    {"--exact", NULL, NULL, E_EXACT, 0,
+     "dyadic data: partitioned and reference must agree bit for bit (default: fp32 against an "
+     "fp64 reference, relative error <= --tol)",
+     NULL},
+    {"--shrink", NULL, NULL, E_SHRINK, 0,
+     "keep the degrees, scale hidden/heads/seq/layers/vocab down", NULL},
+    {"--no-check", NULL, NULL, E_NO_CHECK, 0, "run without the unpartitioned reference", NULL},
+    {"--seed", NULL, "S", E_SEED, 0, "the seed of the weights and data", NULL},
+    {"--tol", NULL, "X", E_TOL, 0, "the largest relative error the check accepts", NULL},
+    {"--lr", NULL, "X", E_LR, 0, "Adam's learning rate", NULL},
+    {"--adam-eps", NULL, "X", E_ADAM_EPS, 0, "Adam's epsilon", NULL},
+    {"--micro-batches", "--microbatches", "M", E_MICRO_BATCHES, 0,
+     "micro-batches per step and DP rank (default: the plan's)", NULL},
+    {"--timeout", NULL, "S", E_TIMEOUT, 0,
+     "a rank that waits on its peers longer than S seconds ends the job (default: 60 s + 10 x "
+     "the predicted step time)",
+     NULL},
+    {"--progress", NULL, "S", E_PROGRESS, 0,
+     "a line on stderr (step k of n, elapsed, time left) every S seconds (default 10; 0: after "
+     "every step)",
+     NULL},
+    {"--trace", NULL, "FILE", E_TRACE, 0, "measured timeline of the last step (Chrome trace JSON)",
+     NULL},
+    {"--force", NULL, NULL, E_FORCE, 0, "let --trace replace a read-only file", NULL},
+    {"--format", NULL, "F", E_FORMAT, 0,
+     "table (default) or json: stdout holds one JSON object; the report goes to stderr",
+     "table json"},
+    {"--compare", NULL, "HW", E_COMPARE, 0,
+     "the last step's times against the simulator's prediction of this run on profile HW (from "
+     "`megaplan calibrate`), per phase",
+     NULL},
+    {"--solo", NULL, "R", E_SOLO, 0,
+     "one process runs global rank R's share at full size, collectives and messages left out, "
+     "no check (--compare gives their modelled time)",
+     NULL},
+    {"--backend", NULL, "B", E_BACKEND, 0,
+     "cpu (OpenBLAS, default) or cuda (cuBLAS and the kernels of kernels/, one GPU per rank by "
+     "local rank; bf16 GEMMs for bf16 and fp16 plans unless --exact)",
+     "cpu cuda"},
+    /* given by `exec --np` to its ranks: the plan it checked */
+    {"--checked-plan", NULL, "HASH", E_CHECKED_PLAN, MP_OPT_HIDDEN, "", NULL},
+    /* the tests' fault injection and fixtures (tests/exec) */
+    {"--test-drop-allreduce", NULL, "WHAT", E_TEST_DROP, MP_OPT_HIDDEN, "", NULL},
+    {"--test-kill-rank", NULL, "R", E_TEST_KILL, MP_OPT_HIDDEN, "", NULL},
+    {"--test-stop-rank", NULL, "R", E_TEST_STOP, MP_OPT_HIDDEN, "", NULL},
+    {"--test-memory-available", NULL, "GIB", E_TEST_MEMORY, MP_OPT_HIDDEN, "", NULL},
+    {"--test-fixture", NULL, "FILE", E_TEST_FIXTURE, MP_OPT_HIDDEN, "", NULL},
+};
+
+static const mp_opt_group exec_opts = MP_OPT_GROUP("options", exec_rows);
+
+const mp_verb_doc mp_doc_exec = {
+    .name = "exec",
+    .summary = "run a plan on MPI ranks; check numerics and timing",
+    .usage = "megaplan exec PLAN.yaml [--np N] [options]\n"
+             "mpirun -np N megaplan exec PLAN.yaml [options]\n",
+    .text = "Runs the plan's tensor, sequence, context, pipeline and data parallelism on MPI "
+            "ranks (CPU backend) and compares loss, logits, every gradient and every updated "
+            "weight with the same model unpartitioned on one rank.",
+    .groups = (const mp_opt_group *const[]){&exec_opts, NULL},
+    .operand = "file",
+};
 
 /* Progress on stderr: a line when at least `every` seconds have passed
  * since the last one (0: after every step), so short runs stay quiet. */
@@ -133,122 +173,123 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
 #endif
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        const char *val = NULL;
-        char name[64];
-        const char *eq = strchr(arg, '=');
-        if (!strncmp(arg, "--", 2) && eq && (size_t)(eq - arg) < sizeof name) {
-            snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", arg);
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            mp_verb_doc_write(&mp_doc_exec, stdout);
+            return 1;
         }
-        static const char *takes_value[] = {"--np", "--steps", "--seed", "--tol", "--lr",
-                                            "--adam-eps", "--micro-batches", "--trace", "--format", "--compare", "--solo",
-                                            "--checked-plan", "--timeout", "--check-every", "--progress",
-                                            "--test-drop-allreduce", "--test-kill-rank", "--test-stop-rank",
-                                            "--test-memory-available", "--test-fixture", "--backend"};
-        bool needs = false;
-        for (size_t k = 0; k < sizeof takes_value / sizeof *takes_value; k++)
-            needs |= !strcmp(name, takes_value[k]);
-        if (needs && !val) {
-            if (i + 1 >= argc) {
+        const mp_opt *o = NULL;
+        const char *val = NULL;
+        mp_error err;
+        int found = mp_opt_take(exec_rows, sizeof exec_rows / sizeof exec_rows[0], argc, argv, &i,
+                                &o, &val, &err);
+        if (found < 0) {
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: %s\n", err.field, err.msg);
+            return 2;
+        }
+        if (!found) {
+            if (arg[0] == '-' && arg[1]) {
+                char msg[160];
+                mp_opt_unknown(&mp_doc_exec, NULL, arg, msg, sizeof msg);
                 if (loud)
-                    fprintf(stderr, "megaplan exec: %s: needs a value\n", name);
+                    fprintf(stderr, "megaplan exec: %.*s: %s\n", (int)strcspn(arg, "="), arg, msg);
                 return 2;
             }
-            val = argv[++i];
+            if (a->plan) {
+                if (loud)
+                    fprintf(stderr, "megaplan exec: %s: only one plan file\n", arg);
+                return 2;
+            }
+            a->plan = arg;
+            continue;
         }
+        const char *name = o->name;
         long n = 0;
         bool ok = true;
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
-            usage(stdout);
-            return 1;
-        } else if (!strcmp(name, "--np")) {
+        switch (o->id) {
+        case E_NP:
             ok = parse_int(val, 1, 4096, &n);
             a->np = (int)n;
-        } else if (!strcmp(name, "--format")) {
+            break;
+        case E_FORMAT:
             ok = !strcmp(val, "json") || !strcmp(val, "table");
             a->json = !strcmp(val, "json");
-        } else if (!strcmp(name, "--trace")) {
-            a->trace = val;
-        } else if (!strcmp(name, "--force")) {
-            a->force = true;
-        } else if (!strcmp(name, "--compare")) {
-            a->compare = val;
-        } else if (!strcmp(name, "--checked-plan")) {
-            /* given by `exec --np` to its ranks: the plan it checked */
+            break;
+        case E_TRACE: a->trace = val; break;
+        case E_FORCE: a->force = true; break;
+        case E_COMPARE: a->compare = val; break;
+        case E_CHECKED_PLAN: {
             char *end;
             errno = 0;
             a->checked_hash = strtoull(val, &end, 16);
             ok = !errno && end != val && !*end;
             a->checked = true;
+            break;
+        }
 #if HAVE_EXEC_CPU
-        } else if (!strcmp(name, "--steps")) {
+        case E_STEPS:
             ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
             a->o.steps = (int)n;
-        } else if (!strcmp(name, "--exact")) {
-            a->o.exact = true;
-        } else if (!strcmp(name, "--shrink")) {
-            a->o.shrink = true;
-        } else if (!strcmp(name, "--no-check")) {
-            a->o.check = false;
-        } else if (!strcmp(name, "--seed")) {
+            break;
+        case E_EXACT: a->o.exact = true; break;
+        case E_SHRINK: a->o.shrink = true; break;
+        case E_NO_CHECK: a->o.check = false; break;
+        case E_SEED:
             ok = parse_int(val, 0, 0x7fffffffL, &n);
             a->o.seed = (uint64_t)n;
-        } else if (!strcmp(name, "--tol")) {
+            break;
+        case E_TOL:
             ok = parse_double(val, &a->o.tol);
             a->o.tol_set = true;
-        } else if (!strcmp(name, "--lr")) {
-            ok = parse_double(val, &a->o.lr);
-        } else if (!strcmp(name, "--adam-eps")) {
-            ok = parse_double(val, &a->o.adam_eps);
-        } else if (!strcmp(name, "--micro-batches")) {
+            break;
+        case E_LR: ok = parse_double(val, &a->o.lr); break;
+        case E_ADAM_EPS: ok = parse_double(val, &a->o.adam_eps); break;
+        case E_MICRO_BATCHES:
             ok = parse_int(val, 1, 1 << 20, &n);
             a->o.microbatches = (int)n;
-        } else if (!strcmp(name, "--test-drop-allreduce")) {
-            a->o.test_drop = val;
-        } else if (!strcmp(name, "--test-fixture")) {
-            a->o.fixture = val;
-        } else if (!strcmp(name, "--solo")) {
+            break;
+        case E_TEST_DROP: a->o.test_drop = val; break;
+        case E_TEST_FIXTURE: a->o.fixture = val; break;
+        case E_SOLO:
             ok = parse_int(val, 0, 1 << 24, &n);
             a->o.solo_rank = (int)n;
             a->o.check = false; /* one rank without its peers computes no checkable values */
-        } else if (!strcmp(name, "--backend")) {
+            break;
+        case E_BACKEND:
             ok = !strcmp(val, "cpu") || !strcmp(val, "cuda");
             a->o.backend = val;
-        } else if (!strcmp(name, "--test-kill-rank")) {
+            break;
+        case E_TEST_KILL:
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_kill_rank = (int)n;
-        } else if (!strcmp(name, "--test-memory-available")) {
+            break;
+        case E_TEST_MEMORY: {
             double gib = 0;
             ok = parse_double(val, &gib);
             a->o.test_memory = gib * 1073741824.0;
-        } else if (!strcmp(name, "--test-stop-rank")) {
+            break;
+        }
+        case E_TEST_STOP:
             ok = parse_int(val, 0, 1 << 20, &n);
             a->o.test_stop_rank = (int)n;
-        } else if (!strcmp(name, "--progress")) {
+            break;
+        case E_PROGRESS: {
             char *end;
             errno = 0;
             a->progress.every = strtod(val, &end);
             ok = !errno && end != val && !*end && a->progress.every >= 0 &&
                  a->progress.every <= 1e6;
-        } else if (!strcmp(name, "--check-every")) {
+            break;
+        }
+        case E_CHECK_EVERY:
             ok = parse_int(val, 1, MP_EXEC_MAX_STEPS, &n);
             a->o.check_every = (int)n;
-        } else if (!strcmp(name, "--timeout")) {
-            ok = parse_double(val, &a->o.timeout);
+            break;
+        case E_TIMEOUT: ok = parse_double(val, &a->o.timeout); break;
 #endif
-        } else if (arg[0] == '-' && arg[1]) {
-            if (loud)
-                fprintf(stderr, "megaplan exec: %s: unknown option (see megaplan exec --help)\n",
-                        name);
-            return 2;
-        } else if (!a->plan) {
-            a->plan = arg;
-        } else {
-            if (loud)
-                fprintf(stderr, "megaplan exec: %s: only one plan file\n", arg);
-            return 2;
+        default:
+            /* an option of the executor, which this build does not have: said below */
+            break;
         }
         if (!ok) {
             if (loud)

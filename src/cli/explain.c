@@ -14,18 +14,18 @@
 #include "planner/report.h"
 #include "search/driver.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: megaplan explain --model M --gpus N [the options of megaplan estimate]\n"
-            "         [--top K] [--no-split] [--no-simulate] [--tp-cross-node]\n"
-            "         [--format table|json|yaml|megatron]\n"
-            "Says why this configuration is refused, does not fit, or is slower than the best\n"
-            "one `megaplan search` finds with the same model, GPUs and training settings (the\n"
-            "same search: --top, --no-split, --no-simulate and --tp-cross-node as search's).\n"
-            "json|yaml: one document with the verdict, this configuration's estimate and the\n"
-            "best one; megatron: the best configuration's Megatron-LM flags.\n");
-}
+const mp_verb_doc mp_doc_explain = {
+    .name = "explain",
+    .summary = "why a configuration is refused, does not fit, or loses",
+    .usage = "megaplan explain --model M --gpus N [options]\n",
+    .text = "Says why this configuration is refused, does not fit, or is slower than the best "
+            "one `megaplan search` finds with the same model, GPUs and training settings (the "
+            "same search: --top, --no-split, --no-simulate and --tp-cross-node as search's). "
+            "json|yaml: one document with the verdict, this configuration's estimate and the "
+            "best one; megatron: the best configuration's Megatron-LM flags.",
+    .groups = (const mp_opt_group *const[]){&mp_cli_config_opts, &mp_search_cli_opts, NULL},
+    .operand = NULL,
+};
 
 static const char *verdict_name(int verdict)
 {
@@ -95,7 +95,7 @@ int cmd_explain(int argc, char **argv)
     mp_error err;
     mp_error_clear(&err);
     if (mp_cli_wants_help(argc, argv)) {
-        usage(stdout);
+        mp_verb_doc_write(&mp_doc_explain, stdout);
         return 0;
     }
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK) return mp_cli_fail("explain", &err);
@@ -108,9 +108,7 @@ int cmd_explain(int argc, char **argv)
         return mp_cli_fail("explain", &err);
     }
     if (argc > 1) {
-        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, argv[1],
-                     argv[1][0] == '-' ? "unknown option (see megaplan explain --help)"
-                                       : "unexpected argument (see megaplan explain --help)");
+        mp_cli_leftover(&mp_doc_explain, NULL, argv[1], &err);
         return mp_cli_fail("explain", &err);
     }
     /* The search is search's own, over the whole space: the same model,

@@ -11,14 +11,16 @@
 #include "core/tables.h"
 #include "core/units.h"
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: megaplan hw [--format table|json|yaml] [PROFILE]\n"
-            "  without PROFILE: list the built-in profiles\n"
-            "  with PROFILE (a built-in name or a YAML file): print it in full\n"
-            "  (yaml, the default here, is a profile file: save it, edit it, use --hw FILE)\n");
-}
+const mp_verb_doc mp_doc_hw = {
+    .name = "hw",
+    .summary = "list built-in hardware profiles",
+    .usage = "megaplan hw [--format table|json|yaml] [PROFILE]\n",
+    .text = "Without PROFILE: list the built-in profiles.\nWith PROFILE (a built-in name or a "
+            "YAML file): print it in full (yaml, the default here, is a profile file: save it, "
+            "edit it, use --hw FILE).",
+    .groups = (const mp_opt_group *const[]){&mp_cli_listing_opts, NULL},
+    .operand = "profile",
+};
 
 static int list_profiles(const char *format)
 {
@@ -129,7 +131,7 @@ static int show_profile(const char *spec, const char *format)
 int cmd_hw(int argc, char **argv)
 {
     const char *format, *spec;
-    int rc = mp_cli_listing_args(argc, argv, "hw", "profile", usage, &format, &spec);
+    int rc = mp_cli_listing_args(argc, argv, &mp_doc_hw, "profile", &format, &spec);
     if (rc >= 0)
         return rc;
     if (!spec)

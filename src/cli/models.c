@@ -10,14 +10,16 @@
 #include "core/tables.h"
 #include "planner/cost.h"
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: megaplan models [--format table|json|yaml] [MODEL]\n"
-            "  without MODEL: list the presets (name, shape, parameters, size alias)\n"
-            "  with MODEL (a preset, a model YAML file or a HuggingFace config.json):\n"
-            "  print it in full, as the model file format (docs/formats.md)\n");
-}
+const mp_verb_doc mp_doc_models = {
+    .name = "models",
+    .summary = "list built-in model presets",
+    .usage = "megaplan models [--format table|json|yaml] [MODEL]\n",
+    .text = "Without MODEL: list the presets (name, shape, parameters, size alias).\nWith MODEL "
+            "(a preset, a model YAML file or a HuggingFace config.json): print it in full, as "
+            "the model file format (docs/formats.md).",
+    .groups = (const mp_opt_group *const[]){&mp_cli_listing_opts, NULL},
+    .operand = "model",
+};
 
 /* 175.0B, 1.01T, 125M */
 static void human_count(double v, char *buf, size_t size)
@@ -149,7 +151,7 @@ static int show_model(const char *spec, const char *format)
 int cmd_models(int argc, char **argv)
 {
     const char *format, *spec;
-    int rc = mp_cli_listing_args(argc, argv, "models", "model", usage, &format, &spec);
+    int rc = mp_cli_listing_args(argc, argv, &mp_doc_models, "model", &format, &spec);
     if (rc >= 0)
         return rc;
     if (!spec)

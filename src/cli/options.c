@@ -24,42 +24,59 @@ typedef enum {
     OPT_COUNT
 } opt_id;
 
-typedef struct opt_def {
-    const char *name;
-    opt_id id;
-    bool takes_value;
-} opt_def;
-
-static const opt_def options[] = {
-    {"--model", OPT_MODEL, true},
-    {"--gpus", OPT_GPUS, true},
-    {"--hw", OPT_HW, true},
-    {"--hw-set", OPT_HW_SET, true},
-    {"--seq", OPT_SEQ, true},
-    {"--global-batch", OPT_GLOBAL_BATCH, true},
-    {"--precision", OPT_PRECISION, true},
-    {"--tokens", OPT_TOKENS, true},
-    {"--tp", OPT_TP, true},
-    {"--sp", OPT_SP, false},
-    {"--no-sp", OPT_NO_SP, false},
-    {"--pp", OPT_PP, true},
-    {"--vpp", OPT_VPP, true},
-    {"--cp", OPT_CP, true},
-    {"--dp", OPT_DP, true},
-    {"--micro-batch", OPT_MICRO_BATCH, true},
-    {"--recompute", OPT_RECOMPUTE, true},
-    {"--dist-opt", OPT_DIST_OPT, false},
-    {"--no-dist-opt", OPT_NO_DIST_OPT, false},
-    {"--zero", OPT_ZERO, true},
-    {"--hsdp", OPT_HSDP, false},
-    {"--dp-overlap", OPT_DP_OVERLAP, true},
-    {"--tp-overlap", OPT_TP_OVERLAP, true},
-    {"--schedule", OPT_SCHEDULE, true},
-    {"--ep", OPT_EP, true},
-    {"--etp", OPT_ETP, true},
-    {"--dispatcher", OPT_DISPATCHER, true},
-    {"--format", OPT_FORMAT, true},
+/* The rows, in the order --help shows them. */
+static const mp_opt options[] = {
+    {"--model", NULL, "M", OPT_MODEL, 0,
+     "a preset (megaplan models), a model YAML file or a HuggingFace config.json", NULL},
+    {"--gpus", NULL, "N", OPT_GPUS, 0, "how many GPUs", NULL},
+    {"--hw", NULL, "H", OPT_HW, 0,
+     "a hardware profile: a name (megaplan hw) or a YAML file (default dgx-a100)", NULL},
+    {"--hw-set", NULL, "KEY=VALUE", OPT_HW_SET, 0,
+     "override one field of the profile (e.g. scale_out.bw_per_gpu=50GB/s); repeatable", NULL},
+    {"--seq", NULL, "S", OPT_SEQ, 0, "sequence length (default: the model's)", NULL},
+    {"--global-batch", NULL, "B", OPT_GLOBAL_BATCH, 0,
+     "sequences per iteration (default: the model's published batch, or 512)", NULL},
+    {"--precision", NULL, "P", OPT_PRECISION, 0, "training precision: bf16 (default), fp16 or fp32",
+     "bf16 fp16 fp32"},
+    {"--tokens", NULL, "T", OPT_TOKENS, 0,
+     "tokens to train on (3e11, 300B, 1.4T): adds the time of the whole run", NULL},
+    {"--tp", NULL, "t", OPT_TP, 0, "tensor parallel degree", NULL},
+    {"--sp", NULL, NULL, OPT_SP, 0, "sequence parallelism on (needs tp > 1)", NULL},
+    {"--no-sp", NULL, NULL, OPT_NO_SP, 0, "sequence parallelism off", NULL},
+    {"--pp", NULL, "p", OPT_PP, 0, "pipeline parallel degree", NULL},
+    {"--vpp", NULL, "v", OPT_VPP, 0, "virtual stages (model chunks) per pipeline rank", NULL},
+    {"--cp", NULL, "c", OPT_CP, 0, "context parallel degree", NULL},
+    {"--dp", NULL, "d", OPT_DP, 0, "data parallel degree (default gpus/(tp*pp*cp))", NULL},
+    {"--micro-batch", NULL, "b", OPT_MICRO_BATCH, 0, "sequences per micro-batch", NULL},
+    {"--recompute", NULL, "R", OPT_RECOMPUTE, 0,
+     "activation recomputation: none (default), selective or full", "none selective full"},
+    {"--dist-opt", NULL, NULL, OPT_DIST_OPT, 0,
+     "the distributed optimizer (ZeRO-1: optimizer states sharded over dp)", NULL},
+    {"--no-dist-opt", NULL, NULL, OPT_NO_DIST_OPT, 0, "no distributed optimizer", NULL},
+    {"--zero", NULL, "Z", OPT_ZERO, 0,
+     "ZeRO stage 0-3 (1 is --dist-opt; 2 and 3 shard gradients and weights too)", "0 1 2 3"},
+    {"--hsdp", NULL, NULL, OPT_HSDP, 0,
+     "hybrid sharding: ZeRO-3 within a node, replicas across (implies --zero 3)", NULL},
+    {"--dp-overlap", NULL, "on|off", OPT_DP_OVERLAP, 0,
+     "overlap the DP gradient reduction with the backward (default: on with --dist-opt)",
+     "on off"},
+    {"--tp-overlap", NULL, "on|off", OPT_TP_OVERLAP, 0,
+     "overlap TP communication with the GEMMs (needs tp > 1 and sp)", "on off"},
+    {"--schedule", NULL, "S", OPT_SCHEDULE, 0,
+     "pipeline schedule: gpipe, 1f1b, interleaved-1f1b or zb-h1 (default 1f1b, interleaved-1f1b "
+     "with vpp > 1)",
+     "gpipe 1f1b interleaved-1f1b zb-h1"},
+    {"--ep", NULL, "e", OPT_EP, 0, "expert parallel degree (MoE models)", NULL},
+    {"--etp", NULL, "t", OPT_ETP, 0, "expert tensor parallel degree (MoE models)", NULL},
+    {"--dispatcher", NULL, "D", OPT_DISPATCHER, 0,
+     "MoE token dispatcher: alltoall or allgather", "alltoall allgather"},
+    {"--format", NULL, "F", OPT_FORMAT, 0,
+     "table (default), json, yaml, or megatron (Megatron-LM's flags); search also deepspeed and "
+     "torchtitan",
+     "table json yaml megatron deepspeed torchtitan"},
 };
+
+const mp_opt_group mp_cli_config_opts = MP_OPT_GROUP("model, cluster and parallel split", options);
 
 static mp_status bad_option(mp_error *err, const char *opt, const char *fmt, const char *value)
 {
@@ -126,7 +143,7 @@ static mp_status parse_onoff(const char *opt, const char *value, bool *out, mp_e
     return MP_OK;
 }
 
-static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, mp_error *err)
+static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp_error *err)
 {
     mp_config *c = &cc->config;
     mp_parallel *p = &c->parallel;
@@ -298,35 +315,25 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
             argv[kept++] = arg;
             continue;
         }
-        const char *eq = strchr(arg, '=');
-        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-        const opt_def *o = NULL;
-        for (size_t k = 0; k < sizeof options / sizeof options[0]; k++)
-            if (strlen(options[k].name) == nlen && !strncmp(options[k].name, arg, nlen))
-                o = &options[k];
-        if (!o) {
+        const mp_opt *o = NULL;
+        const char *value = NULL;
+        int found = mp_opt_take(options, sizeof options / sizeof options[0], *argc, argv, &i, &o,
+                                &value, err);
+        if (found < 0)
+            return MP_EINPUT;
+        if (!found) {
             argv[kept++] = arg; /* the verb's own option */
             continue;
         }
-        const char *value;
-        if (!o->takes_value) {
-            if (eq)
-                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name, "takes no value");
+        if (!o->arg)
             value = "";
-        } else if (eq) {
-            value = eq + 1;
-        } else if (i + 1 < *argc) {
-            value = argv[++i];
-        } else {
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name, "needs a value");
-        }
-        opt_id same = o->id == OPT_NO_SP ? OPT_SP : o->id == OPT_NO_DIST_OPT ? OPT_DIST_OPT : o->id;
+        int same = o->id == OPT_NO_SP ? OPT_SP : o->id == OPT_NO_DIST_OPT ? OPT_DIST_OPT : o->id;
         if (o->id != OPT_HW_SET) {
             if (given[same])
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name,
                                     "given twice ('%.40s', then '%.40s'): say it once",
-                                    given[same], o->takes_value ? value : o->name);
-            given[same] = o->takes_value ? value : o->name;
+                                    given[same], o->arg ? value : o->name);
+            given[same] = o->arg ? value : o->name;
         }
         mp_status st = apply(out, o, value, err);
         if (st != MP_OK)
@@ -576,30 +583,41 @@ void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t 
         buf[n - 1] = '\0';
 }
 
-int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *what,
-                        void (*usage)(FILE *out), const char **format, const char **spec)
+static const mp_opt listing_rows[] = {
+    {"--format", NULL, "F", 0, 0, "table (default), json or yaml", "table json yaml"},
+};
+
+const mp_opt_group mp_cli_listing_opts = MP_OPT_GROUP("options", listing_rows);
+
+int mp_cli_listing_args(int argc, char **argv, const mp_verb_doc *doc, const char *what,
+                        const char **format, const char **spec)
 {
+    const char *verb = doc->name;
     *format = *spec = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            mp_verb_doc_write(doc, stdout);
             return 0;
         }
-        if (!strcmp(a, "--format") || !strncmp(a, "--format=", 9)) {
-            const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+        const mp_opt *o;
+        const char *v = NULL;
+        mp_error err;
+        int found = mp_opt_take(listing_rows, 1, argc, argv, &i, &o, &v, &err);
+        if (found) {
             if (*format) {
                 fprintf(stderr, "megaplan %s: --format: given twice: say it once\n", verb);
                 return 2;
             }
-            if (!v || (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "yaml"))) {
+            if (found < 0 || (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "yaml"))) {
                 fprintf(stderr, "megaplan %s: --format: expected table, json or yaml\n", verb);
                 return 2;
             }
             *format = v;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "megaplan %s: %.80s: unknown option (see megaplan %s --help)\n", verb,
-                    a, verb);
+            char msg[160];
+            mp_opt_unknown(doc, NULL, a, msg, sizeof msg);
+            fprintf(stderr, "megaplan %s: %.80s: %s\n", verb, a, msg);
             return 2;
         } else if (*spec) {
             fprintf(stderr, "megaplan %s: %.80s: only one %s at a time\n", verb, a, what);
@@ -609,6 +627,17 @@ int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *wha
         }
     }
     return -1;
+}
+
+mp_status mp_cli_leftover(const mp_verb_doc *doc, const mp_verb_doc *also, const char *arg,
+                          mp_error *err)
+{
+    char msg[160];
+    if (arg[0] == '-' && arg[1])
+        mp_opt_unknown(doc, also, arg, msg, sizeof msg);
+    else
+        snprintf(msg, sizeof msg, "unexpected argument (see megaplan %s --help)", doc->name);
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, arg, "%s", msg);
 }
 
 void mp_cli_write_data(const cJSON *data, mp_format format, mp_buf *out)

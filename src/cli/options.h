@@ -10,9 +10,9 @@
 
 #include <stdio.h>
 
-#include "core/buf.h"
 #include <cjson/cJSON.h>
 
+#include "cli/opt.h"
 #include "core/buf.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -51,6 +51,9 @@ typedef struct mp_cli_config {
      * split, starts from this when --global-batch is not given */
     int64_t published_global_batch;
 } mp_cli_config;
+
+/* The shared options' rows, for the verbs' --help. */
+extern const mp_opt_group mp_cli_config_opts;
 
 /* Parses the shared options out of argv:
  *   --model M --gpus N --hw H --hw-set KEY=VALUE (repeatable) --seq S
@@ -96,9 +99,15 @@ void mp_cli_config_describe_defaults(const mp_cli_config *cc, char *buf, size_t 
 /* The arguments of the listing verbs (models, hw): [--format table|json|yaml]
  * [NAME]. what names the one thing shown ("model", "profile"). Returns -1
  * with *format and *spec set (NULL when not given), else the exit status
- * (0 after --help, which usage printed; 2 after one error line). */
-int mp_cli_listing_args(int argc, char **argv, const char *verb, const char *what,
-                        void (*usage)(FILE *out), const char **format, const char **spec);
+ * (0 after --help, which writes doc; 2 after one error line). */
+extern const mp_opt_group mp_cli_listing_opts;
+int mp_cli_listing_args(int argc, char **argv, const mp_verb_doc *doc, const char *what,
+                        const char **format, const char **spec);
+
+/* The refusal of an argument no table of the verb took: "unknown option
+ * (did you mean ...? see megaplan VERB --help)" or "unexpected argument". */
+mp_status mp_cli_leftover(const mp_verb_doc *doc, const mp_verb_doc *also, const char *arg,
+                          mp_error *err);
 
 /* A result as --format json (pretty, one trailing newline) or yaml. */
 void mp_cli_write_data(const cJSON *data, mp_format format, mp_buf *out);

@@ -34,27 +34,22 @@
  * knows, and search says where. */
 #define MODEL_ERROR 0.10
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: megaplan search --model M --gpus N [--hw H] [--hw-set KEY=VALUE] [--seq S]\n"
-            "         [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T] [--top K]\n"
-            "         [--fix KEY=VALUE[,KEY=VALUE...]] [--format table|json|yaml|megatron|deepspeed|torchtitan]\n"
-            "         [-o plan.yaml [--force]] [--tp-cross-node] [--no-split] [--no-simulate]\n"
-            "         [--runtime megatron|any] [--zero 2|3] [--hsdp]\n"
-            "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer and\n"
-            "schedule; for MoE models also ep, etp and the dispatcher. --fix keys: tp sp pp vpp\n"
-            "cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap ep etp\n"
-            "(a fixed value is never searched; --tp 8, --ep 8, --dispatcher allgather etc. fix\n"
-            "too); a value A|B limits the search to those (--fix 'schedule=1f1b|interleaved-1f1b,\n"
-            "tp=4|8'). --runtime megatron: only what Megatron-LM runs (its schedules; stage\n"
-            "splits and per-layer recompute in the forms its flags express); --runtime any: ZeRO-2/3\n"
-            "and FSDP plans (DeepSpeed, torchtitan) ranked with Megatron's.\n"
-            "-o FILE writes the winner as a plan file (- for stdout, the report then goes to\n"
-            "stderr); a read-only FILE is replaced only with --force. The table ranks by the\n"
-            "simulated step, at least the best five are simulated whatever --top shows.\n"
-            "Exit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad input.\n");
-}
+const mp_verb_doc mp_doc_search = {
+    .name = "search",
+    .summary = "rank parallel plans for a model on a cluster",
+    .usage = "megaplan search --model M --gpus N [options]\n"
+             "megaplan search --model M --tokens T --hw H1,H2,...|all [options]\n",
+    .text = "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer "
+            "and schedule; for MoE models also ep, etp and the dispatcher. A setting given "
+            "(--tp 8, --ep 8, --dispatcher allgather, or --fix) is never searched. The table "
+            "ranks by the simulated step; at least the best five are simulated whatever --top "
+            "shows. Over several profiles or GPU counts, by days and cost: megaplan search --hw "
+            "all --help.\nExit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad "
+            "input.",
+    .groups = (const mp_opt_group *const[]){&mp_cli_config_opts, &mp_search_cli_opts,
+                                            &mp_search_plan_opts, NULL},
+    .operand = NULL,
+};
 
 /* ---- progress on stderr --------------------------------------------------- */
 
@@ -443,7 +438,7 @@ int cmd_search(int argc, char **argv)
     mp_error_clear(&err);
     if (mp_cli_wants_help(argc, argv)) {
         if (mp_search_hw_wanted(argc, argv)) return mp_cmd_search_hw(argc, argv);
-        usage(stdout);
+        mp_verb_doc_write(&mp_doc_search, stdout);
         return 0;
     }
     if (mp_search_hw_wanted(argc, argv)) return mp_cmd_search_hw(argc, argv);

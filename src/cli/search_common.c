@@ -1,11 +1,14 @@
 /* search_common.c — search's own options (search_common.h). */
 #include "cli/search_common.h"
 
+#include "cli/cli.h"
+
+#include "core/fields.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* --fix key -> the MP_SET_* bit and how to read the value */
 typedef enum { V_INT, V_BOOL, V_RECOMPUTE, V_SCHEDULE, V_ZERO } vkind;
@@ -24,15 +27,6 @@ static const struct {
     {"zero", MP_SET_ZERO, V_ZERO}, {"hsdp", MP_SET_HSDP, V_BOOL},
     {"ep", MP_SET_EP, V_INT}, {"etp", MP_SET_ETP, V_INT},
 };
-
-static int parse_bool(const char *v)
-{
-    if (!strcasecmp(v, "true") || !strcasecmp(v, "on") || !strcasecmp(v, "yes") || !strcmp(v, "1"))
-        return 1;
-    if (!strcasecmp(v, "false") || !strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcmp(v, "0"))
-        return 0;
-    return -1;
-}
 
 #define FIX_KEYS                                                                          \
     "tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap ep etp"
@@ -60,9 +54,11 @@ static mp_status parse_value(size_t i, const char *v, int64_t *out, mp_error *er
         return MP_OK;
     }
     if (fix_keys[i].kind == V_BOOL) {
-        if ((b = parse_bool(v)) < 0)
+        bool yes;
+        if (!mp_parse_bool_word(v, &yes))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                                 "%s=%.40s: expected true/false (on/off)", fix_keys[i].key, v);
+        b = yes;
     } else if (fix_keys[i].kind == V_RECOMPUTE) {
         if ((b = mp_recompute_parse(v)) < 0)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
@@ -230,6 +226,39 @@ static mp_status apply_runtime(const mp_cli_config *cc, const mp_search_cli *sc,
     return MP_OK;
 }
 
+enum { S_TOP, S_FIX, S_OUTPUT, S_FORCE, S_RUNTIME, S_NO_SPLIT, S_NO_SIMULATE, S_TP_CROSS_NODE };
+
+/* what search and explain both take */
+static const mp_opt search_rows[] = {
+    {"--top", NULL, "K", S_TOP, 0, "how many plans to show, 1 to 100 (default 5)", NULL},
+    {"--runtime", NULL, "R", S_RUNTIME, 0,
+     "megatron: only what Megatron-LM runs (its schedules; stage splits and per-layer "
+     "recompute its flags express); any: ZeRO-2/3 and FSDP plans (DeepSpeed, torchtitan) "
+     "ranked with Megatron's",
+     "megatron any"},
+    {"--no-split", NULL, NULL, S_NO_SPLIT, 0, "only Megatron's even stage split", NULL},
+    {"--no-simulate", NULL, NULL, S_NO_SIMULATE, 0,
+     "rank by the closed-form estimate, without the simulator", NULL},
+    {"--tp-cross-node", NULL, NULL, S_TP_CROSS_NODE, 0,
+     "let tensor parallelism span more than one NVLink domain", NULL},
+};
+
+/* search's alone (explain refuses them) */
+static const mp_opt plan_rows[] = {
+    {"--fix", NULL, "KEY=VALUE[,...]", S_FIX, 0,
+     "fix settings search would vary; a value A|B limits it to those (--fix "
+     "'schedule=1f1b|interleaved-1f1b,tp=4|8'). Keys: " FIX_KEYS,
+     NULL},
+    {"-o", "--output", "FILE", S_OUTPUT, 0,
+     "(or --output FILE) write the winner as a plan file (- for stdout, the report then goes "
+     "to stderr)",
+     NULL},
+    {"--force", NULL, NULL, S_FORCE, 0, "let -o replace a read-only file", NULL},
+};
+
+const mp_opt_group mp_search_cli_opts = MP_OPT_GROUP("the search", search_rows);
+const mp_opt_group mp_search_plan_opts = MP_OPT_GROUP("fixed settings and the plan file", plan_rows);
+
 mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_search_cli *sc,
                               mp_error *err)
 {
@@ -239,28 +268,28 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
     bool seen_top = false;
     int out = 1;
     for (int i = 1; i < *argc; i++) {
-        const char *a = argv[i];
+        const mp_opt *o = NULL;
         const char *val = NULL;
-        const char *name = a;
-        char key[32];
-        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-        if (eq && (size_t)(eq - a) < sizeof key) {
-            memcpy(key, a, (size_t)(eq - a));
-            key[eq - a] = '\0';
-            name = key;
-            val = eq + 1;
+        const char *typed = argv[i]; /* "--output" or "-o": a refusal names what was typed */
+        int found = mp_opt_take(search_rows, sizeof search_rows / sizeof search_rows[0], *argc,
+                                argv, &i, &o, &val, err);
+        if (!found)
+            found = mp_opt_take(plan_rows, sizeof plan_rows / sizeof plan_rows[0], *argc, argv,
+                                &i, &o, &val, err);
+        if (found < 0)
+            return MP_EINPUT;
+        if (!found) {
+            argv[out++] = argv[i];
+            continue;
         }
-        bool takes = !strcmp(name, "--top") || !strcmp(name, "--fix") || !strcmp(name, "-o") ||
-                     !strcmp(name, "--output") || !strcmp(name, "--runtime");
-        if (takes && !val) {
-            if (i + 1 >= *argc)
-                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, name, "needs a value");
-            val = argv[++i];
+        if ((o->id == S_TOP && seen_top) || (o->id == S_RUNTIME && sc->runtime) ||
+            (o->id == S_OUTPUT && sc->output)) {
+            mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL, "given twice: say it once");
+            snprintf(err->field, sizeof err->field, "%.*s", (int)strcspn(typed, "="), typed);
+            return MP_EINPUT;
         }
-        if ((!strcmp(name, "--top") && seen_top) || (!strcmp(name, "--runtime") && sc->runtime) ||
-            ((!strcmp(name, "-o") || !strcmp(name, "--output")) && sc->output))
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, name, "given twice: say it once");
-        if (!strcmp(name, "--top")) {
+        switch (o->id) {
+        case S_TOP: {
             seen_top = true;
             char *end;
             errno = 0;
@@ -269,25 +298,22 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--top",
                                     "'%.40s': expected an integer from 1 to 100", val);
             sc->top = (int)k;
-        } else if (!strcmp(name, "--fix")) {
+            break;
+        }
+        case S_FIX:
             if (sc->n_fix >= 32)
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix", "given too often");
             sc->fix[sc->n_fix++] = val;
-        } else if (!strcmp(name, "--runtime")) {
-            sc->runtime = val;
-        } else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
+            break;
+        case S_RUNTIME: sc->runtime = val; break;
+        case S_OUTPUT:
             if (!*val) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "-o", "empty file name");
             sc->output = val;
-        } else if (!strcmp(a, "--force")) {
-            sc->force = true;
-        } else if (!strcmp(a, "--no-split")) {
-            sc->no_split = true;
-        } else if (!strcmp(a, "--no-simulate")) {
-            sc->no_simulate = true;
-        } else if (!strcmp(a, "--tp-cross-node")) {
-            sc->tp_cross_node = true;
-        } else {
-            argv[out++] = argv[i];
+            break;
+        case S_FORCE: sc->force = true; break;
+        case S_NO_SPLIT: sc->no_split = true; break;
+        case S_NO_SIMULATE: sc->no_simulate = true; break;
+        case S_TP_CROSS_NODE: sc->tp_cross_node = true; break;
         }
     }
     *argc = out;
@@ -330,8 +356,6 @@ mp_status mp_search_cli_parse_all(int *argc, char **argv, mp_cli_config *cc, mp_
     if (st == MP_OK)
         st = mp_search_cli_parse(argc, argv, "search", sc, err);
     if (st == MP_OK && *argc > 1)
-        st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, argv[1],
-                          argv[1][0] == '-' ? "unknown option (see megaplan search --help)"
-                                            : "unexpected argument (see megaplan search --help)");
+        st = mp_cli_leftover(&mp_doc_search, &mp_doc_search_hw, argv[1], err);
     return st;
 }

@@ -20,6 +20,10 @@ typedef struct mp_search_cli {
     const char *runtime;  /* --runtime NAME: only what that runtime runs ("megatron") */
 } mp_search_cli;
 
+/* The rows of search's options, for --help: those explain takes too (--top,
+ * --runtime, ...) and search's alone (--fix, -o, --force). */
+extern const mp_opt_group mp_search_cli_opts, mp_search_plan_opts;
+
 /* The shared options, then search's, then nothing left over: what search and
  * the search over hardware both parse. */
 mp_status mp_search_cli_parse_all(int *argc, char **argv, mp_cli_config *cc, mp_search_cli *sc,

@@ -21,21 +21,6 @@
 #include "planner/report.h"
 #include "sim/plot.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: megaplan search --model M --tokens T --hw H1,H2,...|all\n"
-            "         [--gpus N|MIN..MAX] [--deadline 30d] [--budget USD] [--price H=USD]\n"
-            "         [--pue X] [--plot front.svg|png] [--format table|json|yaml]\n"
-            "         [search's other options]\n"
-            "One search per profile and GPU count (the powers of two from MIN to MAX, and both\n"
-            "ends, in whole nodes): days to train T tokens, cost at the profile's price per\n"
-            "GPU-hour (--price overrides it), and energy at full board and node power times\n"
-            "--pue (default 1: IT energy). Prints the days/cost Pareto front, and names the\n"
-            "cheapest plan within --deadline and the fastest within --budget; --plot draws\n"
-            "days against cost for every priced point, with the front (gnuplot).\n");
-}
-
 /* ---- the options only this mode has ------------------------------------------ */
 
 typedef struct hw_args {
@@ -44,57 +29,74 @@ typedef struct hw_args {
     int n_prices;
 } hw_args;
 
-/* Takes "--opt value" or "--opt=value" out of argv; returns the value, or
- * NULL with *missing set when the option ends argv. */
-static bool take(int *argc, char **argv, int *i, const char *opt, const char **value, bool *missing)
-{
-    size_t n = strlen(opt);
-    if (strncmp(argv[*i], opt, n)) return false;
-    if (argv[*i][n] == '=') {
-        *value = argv[*i] + n + 1;
-        memmove(&argv[*i], &argv[*i + 1], (size_t)(*argc - *i - 1) * sizeof *argv);
-        (*argc)--;
-        return true;
-    }
-    if (argv[*i][n]) return false;
-    if (*i + 1 >= *argc) {
-        *missing = true;
-        return true;
-    }
-    *value = argv[*i + 1];
-    memmove(&argv[*i], &argv[*i + 2], (size_t)(*argc - *i - 2) * sizeof *argv);
-    *argc -= 2;
-    return true;
-}
+enum { H_HW, H_GPUS, H_DEADLINE, H_BUDGET, H_PUE, H_PLOT, H_PRICE };
 
+static const mp_opt hw_rows[] = {
+    {"--hw", NULL, "H1,H2,...|all", H_HW, 0, "the profiles to compare (all: every built-in one)",
+     NULL},
+    {"--gpus", NULL, "N|MIN..MAX", H_GPUS, 0,
+     "GPU counts: the powers of two from MIN to MAX, and both ends, in whole nodes", NULL},
+    {"--deadline", NULL, "D", H_DEADLINE, 0,
+     "name the cheapest plan that trains within D (30d, 72h)", NULL},
+    {"--budget", NULL, "USD", H_BUDGET, 0, "name the fastest plan that costs at most USD (2.5M)",
+     NULL},
+    {"--price", NULL, "H=USD", H_PRICE, 0,
+     "profile H's price per GPU-hour, over the profile's own; repeatable", NULL},
+    {"--pue", NULL, "X", H_PUE, 0,
+     "power usage effectiveness the energy is multiplied by (default 1: IT energy)", NULL},
+    {"--plot", NULL, "FILE.svg|png", H_PLOT, 0,
+     "days against cost for every priced point, with the front (gnuplot)", NULL},
+};
+
+static const mp_opt_group hw_opts = MP_OPT_GROUP("search over hardware", hw_rows);
+
+const mp_verb_doc mp_doc_search_hw = {
+    .name = "search",
+    .summary = "rank hardware, GPU counts and plans by days and cost",
+    .usage = "megaplan search --model M --tokens T --hw H1,H2,...|all [--gpus N|MIN..MAX]\n"
+             "megaplan search --model M --tokens T [--deadline 30d] [--budget USD] [options]\n",
+    .text = "One search per profile and GPU count: days to train T tokens, cost at the "
+            "profile's price per GPU-hour (--price overrides it), and energy at full board "
+            "and node power times --pue. Prints the days/cost Pareto front, and names the "
+            "cheapest plan within --deadline and the fastest within --budget. The other "
+            "options are search's own and mean the same.",
+    .groups = (const mp_opt_group *const[]){&hw_opts, &mp_cli_config_opts, &mp_search_cli_opts,
+                                            &mp_search_plan_opts, NULL},
+    .operand = NULL,
+};
+
+/* Takes this mode's options out of argv, leaving the rest in order. */
 static mp_status take_hw_args(int *argc, char **argv, hw_args *a, mp_error *err)
 {
     memset(a, 0, sizeof *a);
-    static const char *const opts[] = {"--hw", "--gpus", "--deadline", "--budget", "--pue",
-                                       "--plot", "--price"};
-    for (int i = 1; i < *argc;) {
-        bool hit = false, missing = false;
-        for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !hit; k++) {
-            const char *v = NULL;
-            if (!take(argc, argv, &i, opts[k], &v, &missing)) continue;
-            hit = true;
-            if (missing)
-                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opts[k], "needs a value");
-            switch (k) {
-            case 0: a->hw_list = v; break;
-            case 1: a->gpus = v; break;
-            case 2: a->deadline = v; break;
-            case 3: a->budget = v; break;
-            case 4: a->pue = v; break;
-            case 5: a->plot = v; break;
-            default:
-                if (a->n_prices >= MP_HWCHOICE_MAX_HW)
-                    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price", "given too often");
-                a->prices[a->n_prices++] = v;
-            }
+    int kept = 1;
+    for (int i = 1; i < *argc; i++) {
+        const mp_opt *o = NULL;
+        const char *v = NULL;
+        int found = mp_opt_take(hw_rows, sizeof hw_rows / sizeof hw_rows[0], *argc, argv, &i, &o,
+                                &v, err);
+        if (found < 0)
+            return MP_EINPUT;
+        if (!found) {
+            argv[kept++] = argv[i];
+            continue;
         }
-        if (!hit) i++;
+        switch (o->id) {
+        case H_HW: a->hw_list = v; break;
+        case H_GPUS: a->gpus = v; break;
+        case H_DEADLINE: a->deadline = v; break;
+        case H_BUDGET: a->budget = v; break;
+        case H_PUE: a->pue = v; break;
+        case H_PLOT: a->plot = v; break;
+        case H_PRICE:
+            if (a->n_prices >= MP_HWCHOICE_MAX_HW)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price", "given too often");
+            a->prices[a->n_prices++] = v;
+            break;
+        }
     }
+    argv[kept] = NULL;
+    *argc = kept;
     return MP_OK;
 }
 
@@ -482,7 +484,7 @@ int mp_cmd_search_hw(int argc, char **argv)
     mp_error err;
     mp_error_clear(&err);
     if (mp_cli_wants_help(argc, argv)) {
-        usage(stdout);
+        mp_verb_doc_write(&mp_doc_search_hw, stdout);
         return 0;
     }
     hw_args a;

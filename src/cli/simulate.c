@@ -26,33 +26,49 @@
 
 #define VERB "simulate"
 
-static const char usage_text[] =
-    "usage: megaplan simulate PLAN.yaml [options]\n"
-    "       megaplan simulate --model M --gpus N [estimate's options] [options]\n"
-    "       megaplan simulate --unit-ops --pp P [--vpp V] --microbatches M [--schedule S] "
-    "[options]\n"
-    "\n"
-    "Runs one training iteration through the discrete-event simulator: every\n"
-    "pipeline rank runs its schedule, op durations from the cost model.\n"
-    "\n"
-    "options:\n"
-    "  --trace FILE       Chrome trace-event JSON (open in https://ui.perfetto.dev);\n"
-    "                     - for stdout (the report then goes to stderr)\n"
-    "  --plot FILE.svg|FILE.png\n"
-    "                     the pipeline drawn by gnuplot, one row per rank; the memory\n"
-    "                     per rank over time goes to FILE-memory.svg|png\n"
-    "  --format table|json|yaml\n"
-    "                     the estimate object with a \"simulation\" summary added\n"
-    "  --events           with --format json: every op (rank, stream, name, start,\n"
-    "                     end) in simulation.events, streamed\n"
-    "  --force            let --trace/--plot replace read-only files\n"
-    "  --async-p2p        sends do not wait for their message to land (the executor's\n"
-    "                     MPI_Isend); default: Megatron's p2p, waited on before the\n"
-    "                     next compute\n"
-    "  --unit-ops         no model: F = 1, B = 2 time units per stage (ZB-H1: B = W = 1),\n"
-    "                     divided by vpp per chunk, free communication -- the papers'\n"
-    "                     figures; needs --pp, --microbatches\n"
-    "  --microbatches M   micro-batches per iteration (with --unit-ops)\n";
+enum { SIM_TRACE, SIM_PLOT, SIM_EVENTS, SIM_FORCE, SIM_ASYNC_P2P, SIM_UNIT_OPS, SIM_MICRO_BATCHES };
+
+static const mp_opt sim_rows[] = {
+    {"--trace", NULL, "FILE", SIM_TRACE, 0,
+     "Chrome trace-event JSON (open in https://ui.perfetto.dev); - for stdout (the report then "
+     "goes to stderr)",
+     NULL},
+    {"--plot", NULL, "FILE.svg|png", SIM_PLOT, 0,
+     "the pipeline drawn by gnuplot, one row per rank; the memory per rank over time goes to "
+     "FILE-memory.svg|png",
+     NULL},
+    {"--events", NULL, NULL, SIM_EVENTS, 0,
+     "with --format json: every op (rank, stream, name, start, end) in simulation.events, "
+     "streamed",
+     NULL},
+    {"--force", NULL, NULL, SIM_FORCE, 0, "let --trace/--plot replace read-only files", NULL},
+    {"--async-p2p", NULL, NULL, SIM_ASYNC_P2P, 0,
+     "sends do not wait for their message to land (the executor's MPI_Isend); default: "
+     "Megatron's p2p, waited on before the next compute",
+     NULL},
+    {"--unit-ops", NULL, NULL, SIM_UNIT_OPS, 0,
+     "no model: F = 1, B = 2 time units per stage (ZB-H1: B = W = 1), divided by vpp per chunk, "
+     "free communication -- the papers' figures; needs --pp, --micro-batches",
+     NULL},
+    {"--micro-batches", "--microbatches", "M", SIM_MICRO_BATCHES, 0,
+     "micro-batches per iteration (with --unit-ops)", NULL},
+};
+
+static const mp_opt_group sim_opts = MP_OPT_GROUP("simulate", sim_rows);
+
+const mp_verb_doc mp_doc_simulate = {
+    .name = "simulate",
+    .summary = "one iteration as a discrete-event timeline (trace, plot)",
+    .usage = "megaplan simulate PLAN.yaml [options]\n"
+             "megaplan simulate --model M --gpus N [estimate's options] [options]\n"
+             "megaplan simulate --unit-ops --pp P [--vpp V] --micro-batches M [--schedule S] "
+             "[options]\n",
+    .text = "Runs one training iteration through the discrete-event simulator: every pipeline "
+            "rank runs its schedule, op durations from the cost model. --format json|yaml: the "
+            "estimate object with a \"simulation\" summary added.",
+    .groups = (const mp_opt_group *const[]){&sim_opts, &mp_cli_config_opts, NULL},
+    .operand = "file",
+};
 
 typedef struct sim_args {
     const char *plan_path;
@@ -78,61 +94,46 @@ static int parse_own(int argc, char **argv, sim_args *a)
 {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        const char *eq = strchr(arg, '=');
-        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        const mp_opt *o = NULL;
         const char *value = NULL;
-#define IS(name) (strlen(name) == nlen && !strncmp(arg, name, nlen))
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
+        mp_error err;
+        int found = mp_opt_take(sim_rows, sizeof sim_rows / sizeof sim_rows[0], argc, argv, &i, &o,
+                                &value, &err);
+        if (found < 0)
+            return mp_cli_fail(VERB, &err);
+        if (!found) {
+            if (!strcmp(arg, "--"))
+                continue;
+            if (arg[0] == '-' && arg[1]) {
+                mp_cli_leftover(&mp_doc_simulate, NULL, arg, &err);
+                return mp_cli_fail(VERB, &err);
+            }
+            if (a->plan_path)
+                return fail_input(arg, "one plan file only");
+            a->plan_path = arg;
+            continue;
         }
-        if (IS("--trace") || IS("--plot") || IS("--microbatches")) {
-            char name[16];
-            snprintf(name, sizeof name, "%.*s", (int)nlen, arg);
-            if (eq)
-                value = eq + 1;
-            else if (i + 1 < argc)
-                value = argv[++i];
-            else
-                return fail_input(name, "needs a value");
-            if (!*value)
-                return fail_input(name, "needs a value");
-            if ((IS("--trace") && a->trace_path) || (IS("--plot") && a->plot_path) ||
-                (IS("--microbatches") && a->microbatches))
-                return fail_input(IS("--trace") ? "--trace" : IS("--plot") ? "--plot"
-                                                                           : "--microbatches",
-                                  "given twice: say it once");
-        }
-        if (IS("--trace")) {
-            a->trace_path = value;
-        } else if (IS("--plot")) {
-            a->plot_path = value;
-        } else if (IS("--microbatches")) {
+        if (o->arg && !*value)
+            return fail_input(o->name, "needs a value");
+        if ((o->id == SIM_TRACE && a->trace_path) || (o->id == SIM_PLOT && a->plot_path) ||
+            (o->id == SIM_MICRO_BATCHES && a->microbatches))
+            return fail_input(o->name, "given twice: say it once");
+        switch (o->id) {
+        case SIM_TRACE: a->trace_path = value; break;
+        case SIM_PLOT: a->plot_path = value; break;
+        case SIM_MICRO_BATCHES: {
             char *end;
             long long m = strtoll(value, &end, 10);
             if (*end || end == value || m < 1 || m > (1 << 22))
-                return fail_input("--microbatches", "expected a whole number in 1..4194304");
+                return fail_input(o->name, "expected a whole number in 1..4194304");
             a->microbatches = m;
-        } else if (!strcmp(arg, "--async-p2p")) {
-            a->async_p2p = true;
-        } else if (!strcmp(arg, "--unit-ops")) {
-            a->unit_ops = true;
-        } else if (!strcmp(arg, "--events")) {
-            a->events = true;
-        } else if (!strcmp(arg, "--force")) {
-            a->force = true;
-        } else if (!strcmp(arg, "--")) {
-            continue;
-        } else if (arg[0] == '-' && arg[1]) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "unknown option (megaplan simulate --help lists them)");
-            return fail_input(arg, msg);
-        } else if (a->plan_path) {
-            return fail_input(arg, "one plan file only");
-        } else {
-            a->plan_path = arg;
+            break;
         }
-#undef IS
+        case SIM_ASYNC_P2P: a->async_p2p = true; break;
+        case SIM_UNIT_OPS: a->unit_ops = true; break;
+        case SIM_EVENTS: a->events = true; break;
+        case SIM_FORCE: a->force = true; break;
+        }
     }
     return -1;
 }
@@ -484,14 +485,14 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     if (!(cc->set & MP_SET_PP))
         return fail_input("--pp", "required with --unit-ops");
     if (!a->microbatches)
-        return fail_input("--microbatches", "required with --unit-ops");
+        return fail_input("--micro-batches", "required with --unit-ops");
     int64_t p = par->pp, v = (cc->set & MP_SET_VPP) ? par->vpp : 1;
     mp_schedule_kind s = (cc->set & MP_SET_SCHEDULE) ? par->schedule
                          : v > 1                     ? MP_SCHED_INTERLEAVED
                                                      : MP_SCHED_1F1B;
     if (p > MP_MAX_STAGES || v > MP_MAX_STAGES)
         return fail_input(p > MP_MAX_STAGES ? "--pp" : "--vpp", "at most 1024 stages");
-    int rc = check_size(p, v, a->microbatches, a, opt, NULL, "--microbatches");
+    int rc = check_size(p, v, a->microbatches, a, opt, NULL, "--micro-batches");
     if (rc >= 0)
         return rc;
     mp_error err;
@@ -502,7 +503,7 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
                                      &probe, &err);
     mp_op_list_free(&probe);
     if (st != MP_OK) {
-        const char *f = !strcmp(err.field, "microbatches") ? "--microbatches"
+        const char *f = !strcmp(err.field, "microbatches") ? "--micro-batches"
                         : !strcmp(err.field, "vpp")        ? "--vpp"
                         : !strcmp(err.field, "pp")         ? "--pp"
                                                            : "--schedule";
@@ -598,6 +599,10 @@ int cmd_simulate(int argc, char **argv)
     mp_cli_config cc;
     mp_error err;
     mp_error_clear(&err);
+    if (mp_cli_wants_help(argc, argv)) {
+        mp_verb_doc_write(&mp_doc_simulate, stdout);
+        return 0;
+    }
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK)
         return mp_cli_fail(VERB, &err);
     sim_args a;
@@ -612,7 +617,7 @@ int cmd_simulate(int argc, char **argv)
     if (a.plot_path && !plot_extension_ok(a.plot_path))
         return fail_input("--plot", "the plot file must end in .svg or .png");
     if (a.microbatches && !a.unit_ops)
-        return fail_input("--microbatches",
+        return fail_input("--micro-batches",
                           "only with --unit-ops (otherwise --global-batch sets it)");
     if (a.unit_ops && a.plan_path)
         return fail_input("--unit-ops", "draws unit-time ops: give no plan file");

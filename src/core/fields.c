@@ -12,9 +12,11 @@ _Static_assert(sizeof(mp_arch) == sizeof(int), "enum fields are stored as int");
 
 bool mp_parse_bool_word(const char *s, bool *out)
 {
-    static const char *const yes[] = {"true", "yes", "on"};
-    static const char *const no[] = {"false", "no", "off"};
-    for (size_t i = 0; i < 3; i++) {
+    /* YAML 1.1's words (plan and profile files) and 1/0 (--fix sp=1): every
+     * reader of a yes/no value accepts the same set */
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
         if (!strcasecmp(s, yes[i])) {
             *out = true;
             return true;

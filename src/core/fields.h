@@ -65,7 +65,8 @@ cJSON *mp_fields_to_json(const mp_field *tab, size_t n, const void *obj);
 /* The row for path, or NULL. */
 const mp_field *mp_fields_find(const mp_field *tab, size_t n, const char *path);
 
-/* Parses a YAML 1.1 boolean word (true/false/yes/no/on/off, any case). */
+/* Parses a yes/no word: true/false, yes/no, on/off (any case) or 1/0. The
+ * one boolean reader: files, options and --fix all accept these and no other. */
 bool mp_parse_bool_word(const char *s, bool *out);
 /* Parses a whole decimal integer; false when not one or out of int64 range. */
 bool mp_parse_int64(const char *s, int64_t *out);

@@ -12,12 +12,9 @@
 set -u
 bin=$1
 group=${2:-core}
-case "$bin" in /*) ;; *) bin=$(pwd)/$bin ;; esac
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/megaplan-bad.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-pass=0
-fail=0
+. "$(dirname "$0")/../lib.sh"
+bin=$(abs_path "$bin")
+cd "$T" || exit 1
 
 # check NAME REGEX CMD... : runs CMD, expects exit 2, empty stdout, one
 # stderr line matching REGEX (extended regex).
@@ -39,12 +36,11 @@ check() {
         why="stderr does not match /$want/"
     fi
     if [ -n "$why" ]; then
-        fail=$((fail + 1))
-        echo "FAIL $name: $why"
+        bad "$name: $why"
         echo "  command: $*"
         sed 's/^/  stderr: /' err.txt | head -5
     else
-        pass=$((pass + 1))
+        ok
     fi
 }
 
@@ -63,8 +59,7 @@ core() {
     file good.yaml "$GOOD_MODEL"
     file goodhw.yaml "$GOOD_HW"
     if ! "$bin" models good.yaml >/dev/null 2>&1 || ! "$bin" hw goodhw.yaml >/dev/null 2>&1; then
-        echo "FAIL the good model/profile files are refused"
-        fail=$((fail + 1))
+        bad "the good model/profile files are refused"
     fi
 
     # --- model files: malformed, truncated, unknown keys, wrong types ---
@@ -244,29 +239,27 @@ hardening() {
     E="^megaplan estimate: "
     S="^megaplan search: "
     SIM="^megaplan simulate: "
-    T="timeout 20"
+    TO="timeout 20"
     # the good forms of what follows are accepted
     if ! "$bin" estimate --model 125M --gpus 8 --hw-set hbm_bw=1TB/s --hw-set memory=40GiB >/dev/null 2>&1 ||
-       ! "$bin" simulate --unit-ops --pp 4 --microbatches 8 --trace ok.json >/dev/null 2>&1 ||
+       ! "$bin" simulate --unit-ops --pp 4 --micro-batches 8 --trace ok.json >/dev/null 2>&1 ||
        ! "$bin" search --model 125M --gpus 8 --fix tp=2 --fix pp=2 --top 2 >/dev/null 2>&1; then
-        echo "FAIL the good forms are refused"
-        fail=$((fail + 1))
+        bad "the good forms are refused"
     fi
     rm -f ok.json
 
     # --- a full disk: not exit 0 as if the output were whole (skipped without /dev/full) ---
     if [ -w /dev/full ]; then
-        for cmd in "models" "hw dgx-a100" "simulate --unit-ops --pp 2 --microbatches 4" \
+        for cmd in "models" "hw dgx-a100" "simulate --unit-ops --pp 2 --micro-batches 4" \
                    "estimate --model 125M --gpus 8"; do
             # shellcheck disable=SC2086
             "$bin" $cmd >/dev/full 2>err.txt
             rc=$?
             if [ "$rc" -ne 1 ] || [ "$(wc -l <err.txt)" -ne 1 ] ||
                ! grep -q "cannot write the output" err.txt; then
-                echo "FAIL full-disk '$cmd': exit $rc, stderr: $(cat err.txt)"
-                fail=$((fail + 1))
+                bad "full-disk '$cmd': exit $rc, stderr: $(cat err.txt)"
             else
-                pass=$((pass + 1))
+                ok
             fi
         done
     fi
@@ -281,11 +274,11 @@ hardening() {
     check twice-output "${S}--output: given twice" "$bin" search --model 125M --gpus 8 -o a.yaml --output b.yaml
     check twice-fix "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --fix tp=2,tp=4
     check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4
-    check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --trace a.json --trace=b.json
-    check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --trace=
+    check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
+    check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
-        { echo "FAIL a refused command wrote a file"; fail=$((fail + 1)); }
+        bad "a refused command wrote a file"
 
     # --- hardware numbers below any device (used to give inf / -nan% / 1e300 s) ---
     check hw-tiny-bw "${E}--hw-set hbm_bw: absurdly small: at least 1e\+06 \(got 1e-300\)" "$bin" estimate --model 175B --gpus 64 --hw-set "hbm_bw=1e-300 B/s"
@@ -316,6 +309,8 @@ hardening() {
     check search-fix-dp "${S}--dp: 8 GPUs is not a multiple" "$bin" search --model 125M --gpus 8 --fix dp=3
     check search-vpp-pp1 "${S}--vpp: virtual stages \(vpp=2\) need pipeline parallelism" "$bin" search --model 125M --gpus 8 --fix vpp=2,pp=1
     check search-overlap "${S}--tp-overlap: TP communication overlap needs tp > 1 and sp on" "$bin" search --model 125M --gpus 8 --fix tp_overlap=on,sp=off
+    # --fix reads yes/no words as files do (core/fields.h), and no others
+    check search-fix-bool "${S}--fix: sp=maybe: expected true/false \(on/off\)$" "$bin" search --model 125M --gpus 8 --fix sp=maybe
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3
@@ -326,10 +321,9 @@ hardening() {
     "$bin" search --model llama3-405b --gpus 64 >out.txt 2>err.txt
     rc=$?
     if [ "$rc" -ne 1 ] || [ -s out.txt ]; then
-        echo "FAIL search-nothing-runs: exit $rc, expected 1: $(head -1 err.txt)"
-        fail=$((fail + 1))
+        bad "search-nothing-runs: exit $rc, expected 1: $(head -1 err.txt)"
     else
-        pass=$((pass + 1))
+        ok
     fi
 
     # a legal but extreme model (2048 thin layers): the stage split's DP used to
@@ -338,10 +332,9 @@ hardening() {
     timeout 90 "$bin" search --model deep.yaml --gpus 8 >out.txt 2>err.txt
     rc=$?
     if [ "$rc" -ne 0 ] || ! grep -q "^   1 " out.txt; then
-        echo "FAIL search-deep-model: exit $rc (124 = timeout): $(head -2 err.txt)"
-        fail=$((fail + 1))
+        bad "search-deep-model: exit $rc (124 = timeout): $(head -2 err.txt)"
     else
-        pass=$((pass + 1))
+        ok
     fi
     # so many divisors that the space has 10^8 candidates: refused, not minutes
     # (a model small enough to fit: a huge one's micro-batches stop at the
@@ -353,34 +346,31 @@ hardening() {
     "$bin" explain --model 175B --gpus 8 --tp 16777216 --pp 16777216 --cp 16777216 >out.txt 2>err.txt
     rc=$?
     if [ "$rc" -ne 0 ] || ! grep -q "^refused: tp:" out.txt || [ -s err.txt ]; then
-        echo "FAIL explain-huge-degrees: exit $rc: $(head -3 err.txt)"
-        fail=$((fail + 1))
+        bad "explain-huge-degrees: exit $rc: $(head -3 err.txt)"
     else
-        pass=$((pass + 1))
+        ok
     fi
 
     # --- iterations too large to simulate: refused at once, nothing written ---
-    check sim-huge-units "${SIM}--microbatches: too large to simulate: pp\*vpp\*micro-batches = 16\*1\*4194304 is over 1048576" $T "$bin" simulate --unit-ops --pp 16 --microbatches 4194304
-    check sim-huge-trace "${SIM}--microbatches: too large to simulate: .* over 262144 with a timeline" $T "$bin" simulate --unit-ops --pp 16 --microbatches 65536 --trace big.json
-    check sim-huge-plot "${SIM}--microbatches: too large for --plot: .* over 32768" $T "$bin" simulate --unit-ops --pp 16 --microbatches 4096 --plot big.svg
+    check sim-huge-units "${SIM}--micro-batches: too large to simulate: pp\*vpp\*micro-batches = 16\*1\*4194304 is over 1048576" $TO "$bin" simulate --unit-ops --pp 16 --micro-batches 4194304
+    check sim-huge-trace "${SIM}--micro-batches: too large to simulate: .* over 262144 with a timeline" $TO "$bin" simulate --unit-ops --pp 16 --micro-batches 65536 --trace big.json
+    check sim-huge-plot "${SIM}--micro-batches: too large for --plot: .* over 32768" $TO "$bin" simulate --unit-ops --pp 16 --micro-batches 4096 --plot big.svg
     # the JSON summary has no limit of its own; --events stream what the engine can time
-    check sim-huge-events "${SIM}--microbatches: too large to simulate: .* over 262144 with a timeline" $T "$bin" simulate --unit-ops --pp 16 --microbatches 65536 --format json --events
-    check sim-huge-config "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 4\*1\*1048576" $T "$bin" simulate --model 125M --gpus 16 --pp 4 --global-batch 4194304
-    check sim-huge-config2 "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 128\*1\*4194304" $T "$bin" simulate --model 1T --gpus 128 --pp 128 --global-batch 4194304
+    check sim-huge-events "${SIM}--micro-batches: too large to simulate: .* over 262144 with a timeline" $TO "$bin" simulate --unit-ops --pp 16 --micro-batches 65536 --format json --events
+    check sim-huge-config "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 4\*1\*1048576" $TO "$bin" simulate --model 125M --gpus 16 --pp 4 --global-batch 4194304
+    check sim-huge-config2 "${SIM}--global-batch: too large to simulate: pp\*vpp\*micro-batches = 128\*1\*4194304" $TO "$bin" simulate --model 1T --gpus 128 --pp 128 --global-batch 4194304
     file big.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 4194304}\nparallel: {pp: 4}\n'
-    check sim-huge-plan "${SIM}big\.yaml: training\.global_batch: too large to simulate" $T "$bin" simulate big.yaml --trace big.json
+    check sim-huge-plan "${SIM}big\.yaml: training\.global_batch: too large to simulate" $TO "$bin" simulate big.yaml --trace big.json
     # the two pictures of --plot come as a pair or not at all (needs gnuplot)
     if command -v gnuplot >/dev/null 2>&1; then
         mkdir -p pic-memory.svg
-        check plot-pair "${SIM}pic-memory\.svg: is a folder, not a file" "$bin" simulate --unit-ops --pp 2 --microbatches 4 --plot pic.svg
+        check plot-pair "${SIM}pic-memory\.svg: is a folder, not a file" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --plot pic.svg
         if ls pic.svg* 2>/dev/null | grep -q .; then
-            echo "FAIL the pipeline picture was left without its memory picture"
-            fail=$((fail + 1))
+            bad "the pipeline picture was left without its memory picture"
         fi
     fi
     if ls big.json* big*.svg 2>/dev/null | grep -q .; then
-        echo "FAIL a refused simulation left a file: $(ls big.json* big*.svg 2>/dev/null)"
-        fail=$((fail + 1))
+        bad "a refused simulation left a file: $(ls big.json* big*.svg 2>/dev/null)"
     fi
 }
 
@@ -391,5 +381,4 @@ plan) plan ;;
 hardening) hardening ;;
 *) echo "unknown group $group"; exit 2 ;;
 esac
-echo "$group: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -6,9 +6,10 @@
 # where the estimate and the simulation part when they differ beyond the
 # model's error. Each check failed on the old behaviour.
 set -u
-bin=$1
+. "$(dirname "$0")/../lib.sh"
+bin=$(abs_path "$1")
 examples=$2
-. "$(dirname "$0")/scratch.sh"
+cd "$T" || exit 1
 
 # one_doc FORMAT FILE: the file is exactly one JSON / YAML document
 one_doc() {
@@ -46,14 +47,14 @@ for fmt in json yaml; do
     doc explain "$fmt" --model 175B --gpus 1024 --tp 8 --pp 8
     doc explain "$fmt" --model 175B --gpus 1024 --tp 7
     doc explain "$fmt" --model 175B --gpus 64 --tp 8
-    doc simulate "$fmt" --unit-ops --pp 4 --microbatches 8
+    doc simulate "$fmt" --unit-ops --pp 4 --micro-batches 8
     doc simulate "$fmt" --model 175B --gpus 64 --tp 8 --pp 4 --global-batch 32
     doc models "$fmt"
     doc models "$fmt" 175B
     doc hw "$fmt"
     doc hw "$fmt" dgx-a100
 done
-doc simulate json --unit-ops --pp 4 --microbatches 8 --events
+doc simulate json --unit-ops --pp 4 --micro-batches 8 --events
 # nothing fits (exit 1): still one document, an empty list
 for fmt in json yaml; do
     "$bin" search --model 1T --gpus 8 --format "$fmt" >out.txt 2>/dev/null
@@ -128,5 +129,4 @@ else
     one_doc json out.txt && ok || bad "exec --format json: stdout is not one JSON document: $(head -3 out.txt)"
     grep -q "^megaplan exec: " err.txt && ok || bad "exec --format json: the report is not on stderr"
 fi
-echo "formats: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

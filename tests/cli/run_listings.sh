@@ -2,8 +2,9 @@
 # run_listings.sh MEGAPLAN — `megaplan models` and `megaplan hw`: listings,
 # one entry in full, and what they print reads back as the same thing.
 set -u
-bin=$1
-. "$(dirname "$0")/scratch.sh"
+. "$(dirname "$0")/../lib.sh"
+bin=$(abs_path "$1")
+cd "$T" || exit 1
 
 "$bin" models >models.txt 2>err.txt && [ ! -s err.txt ] || bad "models exits non-zero"
 [ "$(wc -l <models.txt)" -eq 39 ] && ok || bad "models: $(wc -l <models.txt) lines, expected 38 presets + header"
@@ -40,5 +41,4 @@ grep -q '^  bw_per_gpu: 450 GB/s$' dgx-h100.yaml && ok || bad "dgx-h100 NVLink n
 (cd / && "$bin" hw dgx-a100 >/dev/null) && ok || bad "hw dgx-a100 from /"
 "$bin" models --help | grep -q usage && ok || bad "models --help"
 "$bin" hw --help | grep -q usage && ok || bad "hw --help"
-echo "listings: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

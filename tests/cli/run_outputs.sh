@@ -6,11 +6,12 @@
 # rename (never half-written). Each check failed on the old rename-over-
 # anything behaviour.
 set -u
-bin=$1
-. "$(dirname "$0")/scratch.sh"
+. "$(dirname "$0")/../lib.sh"
+bin=$(abs_path "$1")
+cd "$T" || exit 1
 
 search() { "$bin" search --model 125M --gpus 8 --no-simulate --top 1 "$@"; }
-sim() { "$bin" simulate --unit-ops --pp 2 --microbatches 4 "$@"; }
+sim() { "$bin" simulate --unit-ops --pp 2 --micro-batches 4 "$@"; }
 
 # --- a regular file: written by rename, mode kept ---
 search -o plan.yaml >out.txt 2>err.txt && ok || bad "search -o plan.yaml: $(cat err.txt)"
@@ -124,5 +125,4 @@ search -o real >out.txt 2>err.txt
 [ $? -eq 2 ] && grep -q 'real: is a folder, not a file' err.txt && ok || bad "search -o FOLDER: $(cat err.txt)"
 
 ls | grep -q '\.tmp\.' && bad "temporary files left: $(ls)" || ok
-echo "outputs: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -202,7 +202,7 @@ static void test_short_plans_and_errors(void **state)
     expect_error(text, 5, 16, "parallel.tp", "does not divide"); /* 12 heads */
     snprintf(text, sizeof text, "%straining: {gpus: 4, global_batch: 7}\n", head);
     expect_error(text, 4, 35, "training.global_batch", "multiple of micro_batch*dp");
-    snprintf(text, sizeof text, "%straining: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, sp: 1}\n",
+    snprintf(text, sizeof text, "%straining: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, sp: 2}\n",
              head);
     expect_error(text, 5, 23, "parallel.sp", "true or false");
     snprintf(text, sizeof text, "%straining: {gpus: 4, global_batch: 8}\nparalel: {}\n", head);

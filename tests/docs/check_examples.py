@@ -15,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import testlib  # noqa: E402
+
 megaplan, root = os.path.abspath(sys.argv[1]), sys.argv[2]  # meson passes ./megaplan; commands run elsewhere
 docs = [os.path.join(root, "README.md")] + sorted(
     os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
@@ -34,7 +37,7 @@ if not commands:
     sys.exit(1)
 
 scratch = tempfile.mkdtemp(prefix="megaplan-docs-")
-failed = 0
+checks = testlib.Checks('check_examples.py')
 try:
     os.symlink(os.path.join(root, "examples"), os.path.join(scratch, "examples"))
     os.makedirs(os.path.join(scratch, "docs", "img"))
@@ -50,12 +53,10 @@ try:
         r = subprocess.run(argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=300)
         where = f"{os.path.relpath(path, root)}:{lineno}"
         if r.returncode != expect:
-            failed += 1
-            print(f"FAIL {where}: `{cmd}` exited {r.returncode}, expected {expect}")
+            checks.bad(f"{where}: `{cmd}` exited {r.returncode}, expected {expect}")
             print(r.stderr.strip()[-2000:])
         else:
-            print(f"ok   {where}: {cmd}")
+            checks.ok(f"{where}: {cmd}")
 finally:
     shutil.rmtree(scratch, ignore_errors=True)
-print(f"{len(commands) - failed} of {len(commands)} documented commands ran as written")
-sys.exit(1 if failed else 0)
+checks.finish(f"{len(commands)} documented commands")

@@ -4,15 +4,13 @@
 # Usage: check_self_contained.sh SOURCE_ROOT. Exits 1 naming each file:line.
 #        check_self_contained.sh --self-test: runs the check on a temporary folder
 #        holding one such reference and exits 0 only if the check caught it.
+. "$(dirname "$0")/../lib.sh"
 if [ "$1" = --self-test ]; then
-    tmp=$(mktemp -d) || exit 2
-    printf 'data: ../%s/data/x.csv\n' shared > "$tmp/notes.md"
-    sh "$0" "$tmp" >/dev/null
+    printf 'data: ../%s/data/x.csv\n' shared > "$T/notes.md"
+    sh "$0" "$T" >/dev/null
     rc=$?
-    rm -rf "$tmp"
     [ "$rc" = 1 ] && exit 0
-    echo "the check missed a reference outside the repository (exit $rc)"
-    exit 1
+    fail "the check missed a reference outside the repository (exit $rc)"
 fi
 root=${1:?usage: check_self_contained.sh SOURCE_ROOT}
 cd "$root" || exit 2

@@ -5,12 +5,11 @@
 # and the kernels are in the tree (SOURCE_ROOT/kernels) but the build left the
 # CUDA backend out: CI must compile it. Skips (77) where
 # a GPU is present (tools/gpu-check.sh runs the backend there).
+. "$(dirname "$0")/../lib.sh"
 megaplan=$1 plan=$2 src=$3
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-    echo "cuda_check.sh: a GPU is present; tools/gpu-check.sh checks the backend"
-    exit 77
+    skip "a GPU is present; tools/gpu-check.sh checks the backend"
 fi
-fail() { echo "cuda_check.sh: FAIL: $*"; exit 1; }
 for verb in exec calibrate; do
     if [ "$verb" = exec ]; then
         out=$("$megaplan" exec --backend cuda "$plan" 2>&1)
@@ -22,8 +21,7 @@ for verb in exec calibrate; do
     if printf '%s\n' "$out" | grep -q 'built without the CUDA backend'; then
         [ -x /usr/local/cuda/bin/nvcc ] && [ -f "$src/kernels/kernels.h" ] &&
             fail "the CUDA toolkit and kernels/ are here but the build skipped the CUDA backend"
-        echo "cuda_check.sh: no CUDA toolkit or no kernels/ here, no backend: skipped"
-        exit 77
+        skip "no CUDA toolkit or no kernels/ here, no backend"
     fi
     [ "$rc" -eq 2 ] || fail "$verb --backend cuda: exit $rc, wanted 2"
     [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "$verb: more than one line"

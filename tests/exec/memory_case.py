@@ -16,10 +16,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import testlib  # noqa: E402
+
 meg = sys.argv[1]
 if b'libasan' in subprocess.run(['ldd', meg], capture_output=True).stdout:
-    print('memory_case.py: built with ASan: resident sizes are not comparable; skipped')
-    sys.exit(77)
+    testlib.skip('memory_case.py', 'built with ASan: resident sizes are not comparable')
 
 def plan(layers, hidden, heads, ffn, vocab, seq, tp, pp, dp, gb, dist_opt, sp=False):
     return f"""megaplan_plan: 1
@@ -44,9 +46,8 @@ cases = {
 }
 # MALLOC_PERTURB_ fills every malloc'ed block, so that all of it is resident:
 # the estimate must bound what is allocated, not only what a run touches
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
-           OPENBLAS_NUM_THREADS='1', MALLOC_PERTURB_='165')
-fails = 0
+env = dict(testlib.MPI_ENV, MALLOC_PERTURB_='165')
+checks = testlib.Checks('memory_case.py')
 with tempfile.TemporaryDirectory() as tmp:
     for name, (text, extra) in cases.items():
         path = os.path.join(tmp, name + '.yaml')
@@ -58,14 +59,14 @@ with tempfile.TemporaryDirectory() as tmp:
                            capture_output=True, text=True, env=env, timeout=240)
         line = [l for l in r.stdout.splitlines() if l.startswith('{')]
         if r.returncode != 0 or not line:
-            print(f'{name}: FAIL: exit {r.returncode}\n{r.stdout}\n{r.stderr}')
-            fails += 1
+            checks.bad(f'{name}: exit {r.returncode}\n{r.stdout}\n{r.stderr}')
             continue
         j = json.loads(line[-1])
         est, peak = j['memory_estimated_bytes'], j['memory_peak_bytes']
-        ok = peak <= est <= 2 * peak
-        print(f'{name}: {ranks} ranks, estimated {est / 2**20:.1f} MiB, measured peak '
-              f'{peak / 2**20:.1f} MiB, ratio {est / peak:.2f}: {"ok" if ok else "FAIL"}')
-        fails += not ok
-print('memory_case.py:', 'FAIL' if fails else 'PASS')
-sys.exit(1 if fails else 0)
+        desc = (f'{name}: {ranks} ranks, estimated {est / 2**20:.1f} MiB, measured peak '
+                f'{peak / 2**20:.1f} MiB, ratio {est / peak:.2f}')
+        if peak <= est <= 2 * peak:
+            checks.ok(desc)
+        else:
+            checks.bad(desc)
+checks.finish()

@@ -31,39 +31,37 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     shift
 done
 [ $# -gt 0 ] && shift
-tmp=$(mktemp -d) || exit 99
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../lib.sh"
 gpus=$((tp * dp * pp * cp))
 sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt/" \
     -e "s/@GPUS@/$gpus/; s/@GB@/$((mb * dp * m))/; s/@MB@/$mb/; s/@TIED@/$tied/" \
-    -e "s/@SCHED@/$sched/; s/@LAYERS@/$layers/; s/@VPP@/$vpp/; s/@CP@/$cp/; s/@HW@/$hw/; s/@KV@/$kv/" "$template" > "$tmp/plan.yaml" || exit 99
-if [ -n "$stages" ]; then echo "stages: $stages" >> "$tmp/plan.yaml"; fi
-if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$tmp/plan.yaml"; fi
-if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$tmp/plan.yaml"; fi
-if [ -n "$lrc" ]; then echo "layer_recompute: $lrc" >> "$tmp/plan.yaml"; fi
-if [ -n "$trace" ]; then set -- "$@" --trace "$tmp/trace.json"; fi
+    -e "s/@SCHED@/$sched/; s/@LAYERS@/$layers/; s/@VPP@/$vpp/; s/@CP@/$cp/; s/@HW@/$hw/; s/@KV@/$kv/" "$template" > "$T/plan.yaml" || exit 99
+if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
+if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
+if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi
+if [ -n "$lrc" ]; then echo "layer_recompute: $lrc" >> "$T/plan.yaml"; fi
+if [ -n "$trace" ]; then set -- "$@" --trace "$T/trace.json"; fi
 if [ -n "$seed" ]; then set -- "$@" --seed "$seed"; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 start=$(date +%s)
 if [ "$launch" = np ]; then
-    timeout 60 "$megaplan" exec --np "$np" "$tmp/plan.yaml" --format json "$@" >"$tmp/json" 2>"$tmp/err"
+    timeout 60 "$megaplan" exec --np "$np" "$T/plan.yaml" --format json "$@" >"$T/json" 2>"$T/err"
 elif [ "$launch" = direct ]; then
-    timeout 60 "$megaplan" exec "$tmp/plan.yaml" --format json "$@" >"$tmp/json" 2>"$tmp/err"
+    timeout 60 "$megaplan" exec "$T/plan.yaml" --format json "$@" >"$T/json" 2>"$T/err"
 else
-    timeout 60 mpirun --oversubscribe -np "$np" "$megaplan" exec "$tmp/plan.yaml" \
-        --format json "$@" >"$tmp/json" 2>"$tmp/err"
+    timeout 60 mpirun --oversubscribe -np "$np" "$megaplan" exec "$T/plan.yaml" \
+        --format json "$@" >"$T/json" 2>"$T/err"
 fi
 rc=$?
 # --format json: the JSON alone on stdout, the report on stderr
-cat "$tmp/err" "$tmp/json" >"$tmp/out"
+cat "$T/err" "$T/json" >"$T/out"
 secs=$(( $(date +%s) - start ))
-cat "$tmp/out"
+cat "$T/out"
 echo "mpi_case.sh: exit $rc after ${secs}s"
-fail() { echo "mpi_case.sh: FAIL: $*"; exit 1; }
-if [ -n "$want" ] && ! grep -Eq -- "$want" "$tmp/out"; then fail "output lacks /$want/"; fi
-if [ -n "$want2" ] && ! grep -Eq -- "$want2" "$tmp/out"; then fail "output lacks /$want2/"; fi
+if [ -n "$want" ] && ! grep -Eq -- "$want" "$T/out"; then fail "output lacks /$want/"; fi
+if [ -n "$want2" ] && ! grep -Eq -- "$want2" "$T/out"; then fail "output lacks /$want2/"; fi
 if [ -n "$trace" ]; then
-    python3 - "$tmp/trace.json" "$np" "$m" <<'PY' || fail "measured trace incomplete"
+    python3 - "$T/trace.json" "$np" "$m" <<'PY' || fail "measured trace incomplete"
 import json, sys
 d = json.load(open(sys.argv[1]))
 ev = d["traceEvents"] if isinstance(d, dict) else d
@@ -79,15 +77,15 @@ fi
 case $expect in
 ok)
     [ $rc -eq 0 ] || fail "expected success"
-    grep -q '^{"ok": true, ' "$tmp/json" || fail "no JSON line with ok: true on stdout"
-    [ "$(wc -l <"$tmp/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
+    grep -q '^{"ok": true, ' "$T/json" || fail "no JSON line with ok: true on stdout"
+    [ "$(wc -l <"$T/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
     ;;
 mismatch)
     [ $rc -eq 1 ] || fail "expected exit 1 (mismatch)"
-    grep -Eq 'mismatch: tensor [^ ]+ differs on rank [0-9]+' "$tmp/out" ||
+    grep -Eq 'mismatch: tensor [^ ]+ differs on rank [0-9]+' "$T/out" ||
         fail "the mismatch does not name tensor and rank"
-    grep -q '^{"ok": false, ' "$tmp/json" || fail "no JSON line with ok: false on stdout"
-    [ "$(wc -l <"$tmp/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
+    grep -q '^{"ok": false, ' "$T/json" || fail "no JSON line with ok: false on stdout"
+    [ "$(wc -l <"$T/json")" -eq 1 ] || fail "stdout holds more than the JSON line"
     ;;
 input)
     [ $rc -eq 2 ] || fail "expected exit 2 (bad input)"
@@ -95,12 +93,12 @@ input)
 killed)
     [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "expected a non-zero exit before the timeout"
     [ $secs -le 20 ] || fail "took ${secs}s to notice the dead rank"
-    grep -Eq 'exited on signal 9|rank died|killed' "$tmp/out" || fail "no message about the dead rank"
+    grep -Eq 'exited on signal 9|rank died|killed' "$T/out" || fail "no message about the dead rank"
     ;;
 stalled)
     [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "expected a non-zero exit before the timeout"
     [ $secs -le 30 ] || fail "took ${secs}s to give up on the stopped rank"
-    grep -Eq 'rank [0-9]+: [a-z -]+ (over|from rank [0-9]+ of) the [a-z x]+ group \([0-9]+ ranks\) waited [0-9.]+ s, longer than the timeout' "$tmp/out" ||
+    grep -Eq 'rank [0-9]+: [a-z -]+ (over|from rank [0-9]+ of) the [a-z x]+ group \([0-9]+ ranks\) waited [0-9.]+ s, longer than the timeout' "$T/out" ||
         fail "no line naming the rank and the operation that waited"
     ;;
 *) fail "unknown expectation $expect" ;;

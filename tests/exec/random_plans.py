@@ -13,15 +13,17 @@ import random
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import testlib  # noqa: E402
+
 meg, plans, seed, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(seed)
 templates = {m: open(os.path.join(plans, f)).read()
              for m, f in (('gpt', 'tiny.yaml.in'), ('llama', 'tiny-llama.yaml.in'),
                           ('bert', 'tiny-bert.yaml.in'), ('t5', 'tiny-t5.yaml.in'))}
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
-           OPENBLAS_NUM_THREADS='1')
+env = testlib.MPI_ENV
 tmp = os.environ.get('TMPDIR', '/tmp')
-fails = 0
+checks = testlib.Checks('random_plans.py')
 for t in range(n):
     model = rng.choice(['gpt', 'llama', 'bert', 't5'])
     while True:
@@ -62,9 +64,7 @@ for t in range(n):
                                                rc, tied, kv, layers, mb, m,
                                                'exact' if exact else 'fp32')
     if r.returncode == 0 and 'OK:' in r.stdout:
-        print('ok   ' + desc)
+        checks.ok(desc)
     else:
-        fails += 1
-        print('FAIL ' + desc + ' (exit %d)\n%s' % (r.returncode, (r.stdout + r.stderr)[-1500:]))
-print('random_plans.py: %d of %d failed (seed %d)' % (fails, n, seed))
-sys.exit(1 if fails else 0)
+        checks.bad(desc + ' (exit %d)\n%s' % (r.returncode, (r.stdout + r.stderr)[-1500:]))
+checks.finish('seed %d' % seed)

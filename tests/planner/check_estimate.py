@@ -3,21 +3,21 @@
 docs/formats.md JSON object, YAML, refusals with exit 2, a configuration that does
 not fit (still estimated, fits false and by how much), the defaults it states."""
 import json
+import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import testlib  # noqa: E402
+
 exe = sys.argv[1]
-failures = []
+checks = testlib.Checks('check_estimate.py')
+check = checks.check
 
 
 def run(*args):
     p = subprocess.run([exe, 'estimate', *args], capture_output=True, text=True, timeout=30)
     return p.returncode, p.stdout, p.stderr
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
 
 
 base = ['--model', '175B', '--gpus', '1024', '--tp', '8', '--pp', '8']
@@ -69,6 +69,4 @@ for bad, field in ((['--model', '175B', '--gpus', '1000', '--tp', '8', '--pp', '
           '%s: one line naming %s: %r' % (' '.join(bad), field, err))
     check(out == '', 'nothing on stdout when refused')
 
-for f in failures:
-    print('FAIL:', f)
-sys.exit(1 if failures else 0)
+checks.finish()

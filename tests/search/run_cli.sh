@@ -3,9 +3,7 @@
 # table's parts, the JSON array, Megatron flags, -o plan files, bad input.
 #   run_cli.sh MEGAPLAN
 M="$1"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 
 "$M" search --model 175B --gpus 1024 >"$T/table" 2>"$T/err" || fail "search 175B exit $?"
 for s in "rank  tp sp" "winner: step" "why the next ones lose" "searched " "pruned by the memory bound"; do

@@ -5,9 +5,7 @@
 # was once refused as an unknown schedule.
 #   run_fix_sets.sh MEGAPLAN
 M="$1"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 
 "$M" search --model llama3-70b --gpus 1024 --hw dgx-a100 --fix 'schedule=1f1b|interleaved-1f1b' \
   --format json >"$T/sched" || fail "schedule set: exit $?"

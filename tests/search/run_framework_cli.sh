@@ -5,9 +5,7 @@
 # naming the framework and showing the best FSDP plan beside the winner.
 #   run_framework_cli.sh MEGAPLAN
 M="$1"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 
 "$M" estimate --model gpt3-1.3b --gpus 64 --zero 3 --micro-batch 2 --format deepspeed >"$T/ds" || fail "deepspeed exit"
 python3 - "$T/ds" <<'PY' || fail "deepspeed config"

@@ -4,9 +4,7 @@
 # against their definitions, one point reproduced by a plain search, refusals.
 #   run_hw_cli.sh MEGAPLAN
 M="$1"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 
 "$M" search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-h100,h200 --gpus 32..256 \
   --deadline 20d --budget 2M >"$T/table" 2>"$T/err" || fail "table exit $? $(cat "$T/err")"

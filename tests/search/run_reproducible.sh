@@ -5,14 +5,13 @@
 # limit on GLPK's stage split once made a loaded machine choose another winner.
 #   run_reproducible.sh MEGAPLAN
 M="$1"
-T=$(mktemp -d)
+. "$(dirname "$0")/../lib.sh"
 busy=""
 cleanup() {
   for pid in $busy; do kill "$pid" 2>/dev/null; done
-  rm -rf "$T"
+  lib_cleanup
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 
 # The reported wall time is the one field allowed to differ.
 search() { # tag, then arguments

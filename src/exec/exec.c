@@ -197,37 +197,37 @@ static mp_status fixture_setup(run *R, const mp_gpt_dims *d, int m, int dp_rank,
     return st;
 }
 
-static mp_status gather_timeline(mp_runtime *rt, const mp_probe *pr, mp_exec_report *rep,
-                                 mp_error *err)
+/* Every rank's events, on rank 0: first how many bytes each has, then them. */
+static mp_status gather_timeline(mp_runtime *rt, const mp_backend *host, const mp_probe *pr,
+                                 mp_exec_report *rep, mp_error *err)
 {
-    int bytes = (int)(pr->n * sizeof(mp_event));
+    size_t bytes = pr->n * sizeof(mp_event);
     int root = rt->world.rank == 0, n = rt->world.size;
-    int *counts = root ? calloc((size_t)n, sizeof(int)) : NULL;
-    int *displs = root ? calloc((size_t)n, sizeof(int)) : NULL;
-    if (root && (!counts || !displs)) {
+    size_t *counts = root ? calloc((size_t)n, sizeof(size_t)) : NULL;
+    size_t *sizes = root ? calloc((size_t)n, sizeof(size_t)) : NULL;
+    if (root && (!counts || !sizes)) {
         free(counts);
-        free(displs);
+        free(sizes);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the timeline");
     }
-    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    long total = 0;
-    if (root)
-        for (int i = 0; i < n; i++) {
-            displs[i] = (int)total;
-            total += counts[i];
-        }
-    mp_event *all = root ? malloc((size_t)total + 1) : NULL;
-    MPI_Gatherv(pr->events, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    mp_status st = MP_OK;
-    if (root) {
+    for (int i = 0; root && i < n; i++)
+        sizes[i] = sizeof(size_t);
+    mp_status st = host->gather(&rt->world, &bytes, sizeof bytes, counts, sizes, 0, err);
+    size_t total = 0;
+    for (int i = 0; root && i < n; i++)
+        total += counts[i];
+    mp_event *all = root ? malloc(total + 1) : NULL;
+    if (!st)
+        st = host->gather(&rt->world, pr->events, bytes, all, counts, 0, err);
+    if (root && !st) {
         mp_timeline_init(&rep->timeline, n, "measured");
         rep->have_timeline = true;
-        for (long i = 0; all && i < total / (long)sizeof(mp_event) && !st; i++)
+        for (size_t i = 0; all && i < total / sizeof(mp_event) && !st; i++)
             st = mp_timeline_add(&rep->timeline, &all[i], err);
     }
     free(all);
     free(counts);
-    free(displs);
+    free(sizes);
     return st;
 }
 
@@ -310,6 +310,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     } else {
         TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
     }
+    /* host does the scalars on the host, the driver's and the check's
+     * collectives, and the reference (always on the CPU) */
+    const mp_backend *host = rt->solo ? mp_backend_solo() : mp_backend_cpu();
     {
         /* everything this run will allocate, against what the machine has,
          * before anything is allocated; rank 0's figure, so that every rank
@@ -320,7 +323,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         double have = rt->world.rank == 0 ? mp_exec_memory_available(&source) : 0;
         if (o->test_memory > 0)
             have = o->test_memory, source = "--test-memory-available";
-        MPI_Bcast(&have, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        TRY(host->bcast(&rt->world, &have, sizeof have, 0, err));
         TRY(mp_exec_memory_check(&mem, have, rt->world.rank == 0 ? source : "rank 0's figure",
                                  err));
         rep->memory_estimate = mem.rank_max;
@@ -396,9 +399,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->schedule = mp_schedule_name(par->schedule);
     rep->plan_precision = mp_dtype_name(plan->config.training.precision);
 
-    /* be runs the partitioned model (no CUDA device: every rank alike); host
-     * does the scalars on the host and the reference (always on the CPU) */
-    const mp_backend *be = NULL, *host = rt->solo ? mp_backend_solo() : mp_backend_cpu();
+    /* be runs the partitioned model (no CUDA device: every rank alike) */
+    const mp_backend *be = NULL;
     TRY(mp_exec_backend(rt, o, plan->config.training.precision != MP_DTYPE_FP32, &be, err));
     rep->backend = be->name;
     rep->transport = be->transport;
@@ -456,8 +458,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         for (int c = 0; c < v; c++)
             mine += (double)R.model[c].n_slots * (double)R.model[c].slot_reals * sizeof(float);
         /* every rank has its model: a rank stopped before (SIGSTOP) ends the job here */
-        TRY(mp_watch_barrier(&rt->world, err));
-        MPI_Allreduce(&mine, &rep->activation_bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        TRY(host->barrier(&rt->world, err));
+        rep->activation_bytes = mine;
+        TRY(host->allreduce(&rt->world, MP_REAL64, &rep->activation_bytes, 1, MP_RED_MAX, err));
         rep->recompute = mp_recompute_name(par->recompute);
         rep->layer_recompute = d.layer_recompute != NULL;
     }
@@ -573,9 +576,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
                        d.vocab, d.bert, R.dtok, R.dtgt);
         cp_rows(&d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
-        TRY(mp_watch_barrier(&rt->world, err));
+        TRY(host->barrier(&rt->world, err));
         double t0 = be->now();
-        TRY(mp_watch_bcast(&rt->world, &t0, 1, MPI_DOUBLE, 0, err));
+        TRY(host->bcast(&rt->world, &t0, sizeof t0, 0, err));
         R.probe.t0 = t0;
         R.probe.step = step;
         R.probe.recording = step == o->steps;
@@ -655,9 +658,9 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         }
     }
     /* the blocking reductions below start once every rank is here */
-    TRY(mp_watch_barrier(&rt->world, err));
+    TRY(host->barrier(&rt->world, err));
     if (o->check)
-        TRY(mp_check_finish(&R.chk, rt, o->steps, rep, err));
+        TRY(mp_check_finish(&R.chk, rt, host, rep, err));
     else
         rep->ok = true;
     {
@@ -680,19 +683,18 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             if (k >= 0)
                 mine[k] += e->end - e->start;
         }
-        MPI_Reduce(mine, rep->phase_seconds, MP_PHASE_COUNT, MPI_DOUBLE, MPI_MAX, 0,
-                   MPI_COMM_WORLD);
+        memcpy(rep->phase_seconds, mine, sizeof mine);
+        TRY(host->allreduce(&rt->world, MP_REAL64, rep->phase_seconds, MP_PHASE_COUNT,
+                            MP_RED_MAX, err));
         /* every step's time as the slowest rank saw it */
-        MPI_Allreduce(MPI_IN_PLACE, rep->step_seconds, o->steps, MPI_DOUBLE, MPI_MAX,
-                      MPI_COMM_WORLD);
+        TRY(host->allreduce(&rt->world, MP_REAL64, rep->step_seconds, (size_t)o->steps,
+                            MP_RED_MAX, err));
     }
-    {
-        /* what the estimate is measured against (tests/exec/memory_case.py) */
-        double peak = mp_exec_peak_rss();
-        MPI_Allreduce(&peak, &rep->memory_peak, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    }
+    /* what the estimate is measured against (tests/exec/memory_case.py) */
+    rep->memory_peak = mp_exec_peak_rss();
+    TRY(host->allreduce(&rt->world, MP_REAL64, &rep->memory_peak, 1, MP_RED_MAX, err));
     if (o->want_timeline)
-        TRY(gather_timeline(rt, &R.probe, rep, err));
+        TRY(gather_timeline(rt, host, &R.probe, rep, err));
 done:
     run_free(&R);
     return st;

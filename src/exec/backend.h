@@ -5,7 +5,8 @@
  * (backend_cuda.c: device memory, cuBLAS, the kernels of kernels/, NCCL)
  * implement it. The model's code calls only these on the tensors it holds,
  * never BLAS, MPI, memcpy or a loop over their elements: with the CUDA
- * backend every tensor of the model lives on the device.
+ * backend every tensor of the model lives on the device. The driver and the
+ * check talk to the other ranks through this table too.
  *
  * Every numeric entry takes the real kind of its pointers (float or double;
  * the CUDA backend has float alone: the double reference always runs on the
@@ -151,6 +152,17 @@ typedef struct mp_backend {
      * `from` at once (never deadlocks when every rank of a ring calls it). */
     mp_status (*sendrecv)(const mp_group *g, mp_real_kind kind, const void *send, int to,
                           void *recv, int from, size_t count, int tag, mp_error *err);
+    /* ---- the driver's and the check's collectives (exec.c, check.c): host
+     * buffers on every backend, the CUDA backend's too; each wait under the
+     * watchdog. No other executor file calls MPI (tests/exec/mpi_confined.sh). ---- */
+    /* Returns once every rank of the group has called it. */
+    mp_status (*barrier)(const mp_group *g, mp_error *err);
+    /* buf[bytes] of group rank root to every rank. */
+    mp_status (*bcast)(const mp_group *g, void *buf, size_t bytes, int root, mp_error *err);
+    /* Root's recv = every rank's send, in rank order, counts[r] bytes from
+     * rank r (bytes: this rank's); recv and counts are read on root only. */
+    mp_status (*gather)(const mp_group *g, const void *send, size_t bytes, void *recv,
+                        const size_t *counts, int root, mp_error *err);
     /* Seconds on a clock shared by the ranks of one machine. */
     double (*now)(void);
 } mp_backend;

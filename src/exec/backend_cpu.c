@@ -5,6 +5,7 @@
  * under the watchdog: watchdog.h), time by
  * clock_gettime(CLOCK_MONOTONIC), which all ranks of one machine share. */
 #include "exec/backend.h"
+#include "exec/coll_mpi.h"
 #include "exec/kernels.h"
 #include "exec/mpi_util.h"
 #include "exec/p2p_mpi.h"
@@ -344,6 +345,9 @@ static const mp_backend cpu_backend = {
     .recv = mp_p2p_mpi_recv,
     .send_wait = mp_p2p_mpi_send_wait,
     .sendrecv = mp_p2p_mpi_sendrecv,
+    .barrier = mp_coll_mpi_barrier,
+    .bcast = mp_coll_mpi_bcast,
+    .gather = mp_coll_mpi_gather,
     .now = cpu_now,
 };
 

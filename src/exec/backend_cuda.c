@@ -31,6 +31,7 @@
 
 #include "exec/kernels.h"
 #include "exec/mpi_util.h"
+#include "exec/coll_mpi.h"
 #include "exec/p2p_mpi.h"
 #include "exec/params.h"
 #include "kernels/kernels.h"
@@ -758,6 +759,10 @@ static void fill_table(mp_backend *t)
     t->recv = cuda_recv;
     t->send_wait = mp_p2p_mpi_send_wait;
     t->sendrecv = cuda_sendrecv;
+    /* the driver's collectives are on host buffers: MPI's, as the CPU's */
+    t->barrier = mp_coll_mpi_barrier;
+    t->bcast = mp_coll_mpi_bcast;
+    t->gather = mp_coll_mpi_gather;
     t->now = cuda_now;
     t->precision = C.bf16 ? "bf16" : "fp32";
     t->transport = C.nccl ? "nccl" : "mpi";

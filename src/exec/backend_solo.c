@@ -76,6 +76,34 @@ static mp_status solo_sendrecv(const mp_group *g, mp_real_kind kind, const void 
     return MP_OK;
 }
 
+/* The driver's collectives, on host buffers: the one process is every rank
+ * of the world, and of a group only the rank it plays. */
+static mp_status solo_barrier(const mp_group *g, mp_error *err)
+{
+    (void)g, (void)err;
+    return MP_OK;
+}
+
+static mp_status solo_bcast(const mp_group *g, void *buf, size_t bytes, int root, mp_error *err)
+{
+    (void)g, (void)buf, (void)bytes, (void)root, (void)err;
+    return MP_OK;
+}
+
+static mp_status solo_gather(const mp_group *g, const void *send, size_t bytes, void *recv,
+                             const size_t *counts, int root, mp_error *err)
+{
+    (void)err;
+    if (g->rank != root)
+        return MP_OK;
+    size_t at = 0;
+    for (int r = 0; r < g->rank; r++)
+        at += counts[r];
+    if (bytes)
+        memcpy((char *)recv + at, send, bytes);
+    return MP_OK;
+}
+
 const mp_backend *mp_backend_solo_of(const mp_backend *base)
 {
     static mp_backend solo;
@@ -93,6 +121,9 @@ const mp_backend *mp_backend_solo_of(const mp_backend *base)
         solo.recv = solo_recv;
         solo.send_wait = solo_send_wait;
         solo.sendrecv = solo_sendrecv;
+        solo.barrier = solo_barrier;
+        solo.bcast = solo_bcast;
+        solo.gather = solo_gather;
     }
     return &solo;
 }

@@ -139,47 +139,71 @@ void mp_check_params(mp_check *c, int step, const char *prefix, const mp_param_l
     }
 }
 
-mp_status mp_check_finish(mp_check *c, mp_runtime *rt, int steps, mp_exec_report *rep,
-                          mp_error *err)
+/* The first mismatch over the ranks, (step - 1) * n_tensors + tensor index,
+ * and the lowest rank that saw it (LONG_MAX and 0 when none did). Minima as
+ * the negated maxima of negated doubles, which hold every index exactly. */
+static mp_status first_mismatch(const mp_check *c, mp_runtime *rt, const mp_backend *host,
+                                long *ord, int *rank, mp_error *err)
+{
+    double mine = c->first == LONG_MAX ? INFINITY : (double)c->first, neg = -mine;
+    mp_status st = host->allreduce(&rt->world, MP_REAL64, &neg, 1, MP_RED_MAX, err);
+    double first = -neg;
+    double neg_rank = mine == first ? -(double)rt->world.rank : -INFINITY;
+    if (!st)
+        st = host->allreduce(&rt->world, MP_REAL64, &neg_rank, 1, MP_RED_MAX, err);
+    *ord = isinf(first) ? LONG_MAX : (long)first;
+    *rank = isinf(neg_rank) ? 0 : (int)-neg_rank;
+    return st;
+}
+
+mp_status mp_check_finish(mp_check *c, mp_runtime *rt, const mp_backend *host,
+                          mp_exec_report *rep, mp_error *err)
 {
     int root = rt->world.rank == 0, n = c->n_tensors;
-    double *abs_all = root ? calloc((size_t)n, sizeof(double)) : NULL;
-    double *rel_all = root ? calloc((size_t)n, sizeof(double)) : NULL;
-    unsigned char *bad_all = root ? calloc((size_t)n, 1) : NULL;
-    if (root && (!abs_all || !rel_all || !bad_all)) {
-        free(abs_all);
-        free(rel_all);
-        free(bad_all);
+    /* every tensor's largest differences and whether it failed, over the ranks */
+    double *all = malloc(3 * (size_t)n * sizeof *all);
+    if (!all)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the report");
+    double *abs_all = all, *rel_all = all + n, *bad_all = all + 2 * n;
+    for (int i = 0; i < n; i++) {
+        abs_all[i] = c->max_abs[i];
+        rel_all[i] = c->max_rel[i];
+        bad_all[i] = c->bad[i];
     }
-    MPI_Reduce(c->max_abs, abs_all, n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(c->max_rel, rel_all, n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(c->bad, bad_all, n, MPI_UNSIGNED_CHAR, MPI_MAX, 0, MPI_COMM_WORLD);
-    struct {
-        long ord;
-        int rank;
-    } mine = {c->first, rt->world.rank}, first;
-    MPI_Allreduce(&mine, &first, 1, MPI_LONG_INT, MPI_MINLOC, MPI_COMM_WORLD);
+    mp_status st = host->allreduce(&rt->world, MP_REAL64, all, 3 * (size_t)n, MP_RED_MAX, err);
+    long ord = LONG_MAX;
+    int bad_rank = 0;
+    if (!st)
+        st = first_mismatch(c, rt, host, &ord, &bad_rank, err);
     double vals[2] = {c->first_abs, c->first_rel};
-    MPI_Bcast(vals, 2, MPI_DOUBLE, first.rank, MPI_COMM_WORLD);
-    long checked = 0;
-    MPI_Allreduce(&c->checked, &checked, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    rep->tensors_checked = checked;
-    rep->ok = first.ord == LONG_MAX;
+    if (!st)
+        st = host->bcast(&rt->world, vals, sizeof vals, bad_rank, err);
+    double checked = (double)c->checked;
+    if (!st)
+        st = host->allreduce(&rt->world, MP_REAL64, &checked, 1, MP_RED_SUM, err);
+    if (st) {
+        free(all);
+        return st;
+    }
+    rep->tensors_checked = (long)checked;
+    rep->ok = ord == LONG_MAX;
     if (!rep->ok) {
-        rep->bad_rank = first.rank;
-        rep->bad_step = (int)(first.ord / n) + 1;
-        mp_check_name(c, (int)(first.ord % n), rep->bad_tensor, sizeof rep->bad_tensor);
+        rep->bad_rank = bad_rank;
+        rep->bad_step = (int)(ord / n) + 1;
+        mp_check_name(c, (int)(ord % n), rep->bad_tensor, sizeof rep->bad_tensor);
         rep->bad_abs = vals[0];
         rep->bad_rel = vals[1];
     }
-    (void)steps;
+    for (int i = 0; i < n; i++) {
+        if (abs_all[i] > rep->max_abs)
+            rep->max_abs = abs_all[i];
+        if (rel_all[i] > rep->max_rel)
+            rep->max_rel = rel_all[i];
+    }
     if (root) {
         rep->tensors = calloc((size_t)n, sizeof *rep->tensors);
         if (!rep->tensors) {
-            free(abs_all);
-            free(rel_all);
-            free(bad_all);
+            free(all);
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         }
         rep->n_tensors = n;
@@ -187,19 +211,9 @@ mp_status mp_check_finish(mp_check *c, mp_runtime *rt, int steps, mp_exec_report
             mp_check_name(c, i, rep->tensors[i].name, sizeof rep->tensors[i].name);
             rep->tensors[i].max_abs = abs_all[i];
             rep->tensors[i].max_rel = rel_all[i];
-            rep->tensors[i].bad = bad_all[i];
-            if (abs_all[i] > rep->max_abs)
-                rep->max_abs = abs_all[i];
-            if (rel_all[i] > rep->max_rel)
-                rep->max_rel = rel_all[i];
+            rep->tensors[i].bad = bad_all[i] != 0;
         }
     }
-    double mx[2] = {rep->max_abs, rep->max_rel};
-    MPI_Bcast(mx, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    rep->max_abs = mx[0];
-    rep->max_rel = mx[1];
-    free(abs_all);
-    free(rel_all);
-    free(bad_all);
+    free(all);
     return MP_OK;
 }

@@ -58,8 +58,9 @@ void mp_check_params(mp_check *c, int step, const char *prefix, const mp_param_l
                      const float *a,
                      const mp_check_view *ref, const mp_param_layout *ref_lay, int tp_rank,
                      size_t lo, size_t hi);
-/* Combines all ranks' results into rep (collective over the world). */
-mp_status mp_check_finish(mp_check *c, mp_runtime *rt, int steps, mp_exec_report *rep,
-                          mp_error *err);
+/* Combines all ranks' results into rep (collective over the world, through
+ * host's table: the host backend's, whatever runs the model). */
+mp_status mp_check_finish(mp_check *c, mp_runtime *rt, const mp_backend *host,
+                          mp_exec_report *rep, mp_error *err);
 
 #endif

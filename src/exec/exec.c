@@ -1,13 +1,6 @@
 /* exec.c — the executor's driver: from a plan to the model each rank runs,
- * the training steps, and the check against the unpartitioned reference.
- *
- * The reference: every rank builds the whole model (tp = dp = 1, size-1
- * groups) from the same seed and runs the whole global batch itself, then
- * compares its own slices (its TP part of each tensor, its DP shard of the
- * gradients with the distributed optimizer, its micro-batch's logits). No
- * tensor is gathered, so the check's memory stays one model per rank; the
- * cost is that each rank repeats the reference's compute, fine at the sizes a
- * check runs (--shrink). Tolerance mode runs the reference in double. */
+ * the training steps, and the check against the unpartitioned reference
+ * (ref_run.h). */
 #include "exec/exec.h"
 
 #include <limits.h>
@@ -23,9 +16,9 @@
 #include "exec/kernels.h"
 #include "exec/memory.h"
 #include "exec/quant.h"
+#include "exec/ref_run.h"
 #include "exec/t5.h"
 #include "exec/t5_plan.h"
-#include "exec/ref_sync.h"
 #include "exec/watchdog.h"
 #include "sim/schedule.h"
 
@@ -93,29 +86,32 @@ static void cp_rows(const mp_gpt_dims *d, int m, const int32_t *full_tok,
         }
 }
 
-/* Everything one run holds, freed in one place. */
+/* Everything one run holds, freed in one place, and what its steps share. */
 typedef struct run {
+    const mp_exec_opts *o;
+    mp_runtime *rt;
+    const mp_backend *be;      /* runs the partitioned model */
+    const mp_backend *host;    /* the host's scalars, the driver's collectives, the reference */
+    mp_gpt_dims d;             /* the plan's model as this rank runs it */
+    int m, dp;                 /* micro-batches per DP rank; DP degree */
+    int S, Sfull;              /* this rank's token rows of a micro-batch; all of them */
+    long tokens_total;         /* the loss's tokens in the global batch */
+    mp_adam_cfg adam;
+    double grad_scale;
     int v;                     /* model chunks on this rank (vpp; 1 without interleaving) */
+    mp_gpt_dims *dc;           /* [v] chunk c runs virtual stage c*pp + pp_rank */
     mp_param_layout *lay;      /* [v] */
     mp_gpt_f32 *model;         /* [v] */
     mp_trainer_f32 *trainer;   /* [v] */
     int head;                  /* the chunk holding the LM head and loss, or -1 */
-    mp_param_layout ref_lay;
-    mp_op_list ops, ref_ops;
+    mp_op_list ops;
     mp_probe probe;
-    bool ref64;
-    mp_gpt_f32 ref32;
-    mp_gpt_f64 ref64m;
-    mp_trainer_f32 rtr32;
-    mp_trainer_f64 rtr64;
-    int32_t *tok, *tgt, *rtok, *rtgt;
+    mp_ref_run ref;            /* the check's reference (ref_run.h) */
+    int32_t *tok, *tgt;
     int32_t *dtok, *dtgt;      /* this DP rank's whole sequences, before the CP selection */
     int *logit_rows;           /* [S] the reference's row of each local token row */
-    uint64_t *sync_buf;        /* [ref total] the reference's re-sync (ref_sync.h) */
     mp_check chk;
-    /* --test-fixture: PyTorch's step replaces the reference model */
-    mp_fixture fx;
-    float *fx_grad, *fx_after, *fx_logits; /* in the reference's layout */
+    mp_fixture fx;             /* --test-fixture: PyTorch's step, the reference */
     float *host_copy;          /* a device tensor's copy for the check (CUDA backend) */
     size_t host_copy_n;
 } run;
@@ -150,84 +146,51 @@ static void run_free(run *r)
     free(r->trainer);
     free(r->model);
     free(r->lay);
-    mp_trainer_free_f32(&r->rtr32);
-    mp_trainer_free_f64(&r->rtr64);
-    mp_gpt_free_f32(&r->ref32);
-    mp_gpt_free_f64(&r->ref64m);
-    mp_param_layout_free(&r->ref_lay);
+    free(r->dc);
+    mp_ref_run_free(&r->ref);
     mp_op_list_free(&r->ops);
-    free(r->ref_ops.ops);
     mp_probe_free(&r->probe);
     free(r->tok);
     free(r->tgt);
-    free(r->rtok);
-    free(r->rtgt);
     free(r->dtok);
     free(r->dtgt);
     free(r->logit_rows);
     free(r->host_copy);
-    free(r->sync_buf);
     mp_check_free(&r->chk);
     mp_fixture_free(&r->fx);
-    free(r->fx_grad);
-    free(r->fx_after);
-    free(r->fx_logits);
 }
 
-/* --test-fixture: the whole model's gradients, weights after the step and
- * logits of this DP rank's first micro-batch from the fixture, and this
- * rank's weights from it instead of the seed's. */
-static mp_status fixture_setup(run *R, const mp_gpt_dims *d, int m, int dp_rank, int tp_rank,
-                               mp_error *err)
+/* Every rank's events, on rank 0: first how many bytes each has, then them. */
+static mp_status gather_timeline(mp_runtime *rt, const mp_backend *host, const mp_probe *pr,
+                                 mp_exec_report *rep, mp_error *err)
 {
-    size_t n = R->ref_lay.total, Sfull = (size_t)d->seq * (size_t)d->micro_batch;
-    R->fx_grad = malloc(n * sizeof(float));
-    R->fx_after = malloc(n * sizeof(float));
-    /* zeros past the rows the fixture has (T5: the decoder's, fewer than seq) */
-    R->fx_logits = calloc(Sfull * (size_t)d->vocab, sizeof(float));
-    if (!R->fx_grad || !R->fx_after || !R->fx_logits)
-        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the fixture");
-    mp_status st = mp_fixture_fill(&R->fx, "grad:", &R->ref_lay, &R->ref_lay, 0, R->fx_grad, err);
-    if (!st)
-        st = mp_fixture_fill(&R->fx, "after:", &R->ref_lay, &R->ref_lay, 0, R->fx_after, err);
-    for (int c = 0; c < R->v && !st; c++)
-        st = mp_fixture_fill(&R->fx, "param:", &R->lay[c], &R->ref_lay, tp_rank, R->model[c].w,
-                             err);
-    mp_fixture_logits(&R->fx, dp_rank * m, d->micro_batch, R->fx_logits);
-    return st;
-}
-
-static mp_status gather_timeline(mp_runtime *rt, const mp_probe *pr, mp_exec_report *rep,
-                                 mp_error *err)
-{
-    int bytes = (int)(pr->n * sizeof(mp_event));
+    size_t bytes = pr->n * sizeof(mp_event);
     int root = rt->world.rank == 0, n = rt->world.size;
-    int *counts = root ? calloc((size_t)n, sizeof(int)) : NULL;
-    int *displs = root ? calloc((size_t)n, sizeof(int)) : NULL;
-    if (root && (!counts || !displs)) {
+    size_t *counts = root ? calloc((size_t)n, sizeof(size_t)) : NULL;
+    size_t *sizes = root ? calloc((size_t)n, sizeof(size_t)) : NULL;
+    if (root && (!counts || !sizes)) {
         free(counts);
-        free(displs);
+        free(sizes);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the timeline");
     }
-    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    long total = 0;
-    if (root)
-        for (int i = 0; i < n; i++) {
-            displs[i] = (int)total;
-            total += counts[i];
-        }
-    mp_event *all = root ? malloc((size_t)total + 1) : NULL;
-    MPI_Gatherv(pr->events, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    mp_status st = MP_OK;
-    if (root) {
+    for (int i = 0; root && i < n; i++)
+        sizes[i] = sizeof(size_t);
+    mp_status st = host->gather(&rt->world, &bytes, sizeof bytes, counts, sizes, 0, err);
+    size_t total = 0;
+    for (int i = 0; root && i < n; i++)
+        total += counts[i];
+    mp_event *all = root ? malloc(total + 1) : NULL;
+    if (!st)
+        st = host->gather(&rt->world, pr->events, bytes, all, counts, 0, err);
+    if (root && !st) {
         mp_timeline_init(&rep->timeline, n, "measured");
         rep->have_timeline = true;
-        for (long i = 0; all && i < total / (long)sizeof(mp_event) && !st; i++)
+        for (size_t i = 0; all && i < total / sizeof(mp_event) && !st; i++)
             st = mp_timeline_add(&rep->timeline, &all[i], err);
     }
     free(all);
     free(counts);
-    free(displs);
+    free(sizes);
     return st;
 }
 
@@ -268,6 +231,282 @@ static void arm_watchdog(const mp_exec_opts *o, double predicted, double measure
             goto done;                                                                      \
     } while (0)
 
+/* Everything this run will allocate, against what the machine has, before
+ * anything is allocated; rank 0's figure, so that every rank decides alike. */
+static mp_status gate_memory(run *R, const mp_plan *plan, mp_exec_report *rep, mp_error *err)
+{
+    mp_exec_memory mem;
+    mp_status st = mp_exec_memory_estimate(plan, R->o, &R->d, R->m, &mem, err);
+    if (st)
+        return st;
+    int rank = R->rt->world.rank;
+    const char *source = "";
+    double have = rank == 0 ? mp_exec_memory_available(&source) : 0;
+    if (R->o->test_memory > 0)
+        have = R->o->test_memory, source = "--test-memory-available";
+    st = R->host->bcast(&R->rt->world, &have, sizeof have, 0, err);
+    if (!st)
+        st = mp_exec_memory_check(&mem, have, rank == 0 ? source : "rank 0's figure", err);
+    if (st)
+        return st;
+    rep->memory_estimate = mem.rank_max;
+    /* until the first step: allocating and filling that much, at a
+     * pessimistic 100 MB/s, bounds the wait for the slowest rank */
+    arm_watchdog(R->o, mem.rank_max / 1e8, 0);
+    return MP_OK;
+}
+
+/* Each chunk's dims and layout, which chunk holds the head, and this
+ * rank's schedule. */
+static mp_status build_chunks(run *R, const mp_plan *plan, mp_error *err)
+{
+    const mp_gpt_dims *d = &R->d;
+    mp_runtime *rt = R->rt;
+    int v = R->v;
+    R->head = -1;
+    R->lay = calloc((size_t)v, sizeof *R->lay);
+    R->model = calloc((size_t)v, sizeof *R->model);
+    R->trainer = calloc((size_t)v, sizeof *R->trainer);
+    R->dc = calloc((size_t)v, sizeof *R->dc);
+    if (!R->lay || !R->model || !R->trainer || !R->dc) {
+        R->v = 0;
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    }
+    mp_status st = MP_OK;
+    for (int c = 0; c < v && !st; c++) {
+        mp_gpt_dims *dc = &R->dc[c];
+        *dc = *d;
+        st = mp_exec_stage_items(plan, R->o->shrink, d, c * rt->pp + rt->pp_rank,
+                                 &dc->item_begin, &dc->item_end, err);
+        if (!st)
+            st = mp_param_layout_build(dc, &R->lay[c], err);
+        if (!st) {
+            int b, e;
+            mp_dims_items(dc, &b, &e);
+            if (e == d->layers + 2)
+                R->head = c;
+        }
+    }
+    /* T5: the first decoder stage's copy of the embedding joins the group */
+    if (!st && d->t5)
+        st = mp_exec_t5_embedding_group(
+            rt, R->lay[0].wte >= 0 || (d->tied && R->lay[0].head >= 0), err);
+    if (!st)
+        st = mp_schedule_build(plan->config.parallel.schedule, rt->pp, v, R->m, rt->pp_rank,
+                               &R->ops, err);
+    return st;
+}
+
+static void report_shape(const run *R, const mp_plan *plan, mp_exec_report *rep)
+{
+    const mp_parallel *par = &plan->config.parallel;
+    const mp_exec_opts *o = R->o;
+    rep->solo_rank = o->solo_rank;
+    rep->solo_coords[0] = R->rt->tp_rank, rep->solo_coords[1] = R->rt->cp_rank;
+    rep->solo_coords[2] = R->rt->dp_rank, rep->solo_coords[3] = R->rt->pp_rank;
+    rep->dims = R->dc[0];
+    rep->vpp = R->v;
+    rep->ranks = R->rt->world.size;
+    rep->tp = R->rt->tp;
+    rep->cp = R->rt->cp;
+    rep->dp = R->dp;
+    rep->pp = R->rt->pp;
+    rep->microbatches = R->m;
+    rep->sp = R->d.sp;
+    rep->dist_opt = par->dist_opt && R->dp > 1;
+    rep->exact = o->exact;
+    rep->checked = o->check;
+    rep->schedule = mp_schedule_name(par->schedule);
+    rep->plan_precision = mp_dtype_name(plan->config.training.precision);
+    rep->recompute = mp_recompute_name(par->recompute);
+    rep->layer_recompute = R->d.layer_recompute != NULL;
+}
+
+/* The partitioned model's chunks and their trainers. */
+static mp_status init_chunks(run *R, const mp_parallel *par, mp_error *err)
+{
+    mp_runtime *rt = R->rt;
+    mp_status st = MP_OK;
+    for (int c = 0; c < R->v && !st; c++) {
+        st = mp_gpt_init_f32(&R->model[c], &R->dc[c], &R->lay[c], R->be, rt->tp_group,
+                             mp_exec_slots(&R->ops, c), (size_t)rt->dpcp_group.size,
+                             R->o->exact, R->o->seed, &R->probe, err);
+        if (st)
+            break;
+        R->model[c].cp = rt->cp_group;
+        R->model[c].grad_scale = (float)R->grad_scale;
+        if (R->d.t5) { /* each stack's stages sum their relative-bias copies */
+            mp_group eg, dg;
+            st = mp_exec_t5_stack_groups(rt, R->lay[c].enc_rel >= 0, R->lay[c].dec_rel >= 0,
+                                         &eg, &dg, err);
+            if (st)
+                break;
+            mp_t5_set_stack_groups_f32(&R->model[c], eg, dg);
+        }
+        st = mp_trainer_init_f32(&R->trainer[c], &R->model[c], rt->dpcp_group, par->dist_opt,
+                                 &R->adam, R->m, &R->ops, err);
+        if (!st)
+            st = mp_trainer_set_pipeline_f32(&R->trainer[c], rt->pp_group, rt->emb_group, err);
+    }
+    return st;
+}
+
+/* The check's reference (ref_run.h), the logits this rank keeps for it and
+ * the comparison's tolerance. */
+static mp_status check_setup(run *R, mp_exec_report *rep, mp_error *err)
+{
+    const mp_exec_opts *o = R->o;
+    const mp_gpt_dims *d = &R->d;
+    /* the logits exist on the last pipeline stage only */
+    mp_gpt_f32 *hm = R->head >= 0 ? &R->model[R->head] : NULL;
+    if (hm) {
+        hm->kept_logits = malloc((size_t)R->S * (size_t)(d->vocab / d->tp) * sizeof(float));
+        if (!hm->kept_logits)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the check");
+        hm->keep_microbatch = 0;
+    }
+    if (o->fixture && !R->be->host_memory) /* the fixture loads straight into host weights */
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--test-fixture",
+                            "runs on the cpu backend (got %s)", R->be->name);
+    mp_gpt_dims rd = mp_exec_ref_dims(d);
+    int first = R->rt->dp_rank * R->m; /* this DP rank's first micro-batch */
+    mp_status st = mp_ref_run_init(&R->ref, &rd, R->m * R->dp, first, R->host, R->rt->self,
+                                   &R->adam, R->grad_scale, (double)R->tokens_total, o->exact,
+                                   o->seed, o->fixture ? &R->fx : NULL, first, err);
+    /* a fixture: this rank's weights from it instead of the seed's */
+    for (int c = 0; o->fixture && c < R->v && !st; c++)
+        st = mp_fixture_fill(&R->fx, "param:", &R->lay[c], &R->ref.lay, R->rt->tp_rank,
+                             R->model[c].w, err);
+    if (st)
+        return st;
+    rep->tol = o->fixture ? o->tol
+               : o->tol_set ? o->tol
+               : !strcmp(R->be->precision, "bf16") ? (d->bert ? MP_EXEC_BERT_BF16_TOL
+                                                               : MP_EXEC_BF16_TOL)
+               : d->bert ? MP_EXEC_BERT_TOL : o->tol;
+    return mp_check_init(&R->chk, &R->ref.lay, o->exact, rep->tol, err);
+}
+
+/* A checked step's loss, logits and gradients against the reference's. */
+static mp_status check_grads(run *R, int step, mp_exec_report *rep, mp_error *err)
+{
+    const mp_gpt_dims *d = &R->d;
+    double rloss = 0;
+    make_batch(R->o->seed, step, 0, R->m * R->dp, d->micro_batch, d->seq, d->vocab, d->bert,
+               R->ref.tok, R->ref.tgt);
+    mp_check_view ref;
+    mp_status st = mp_ref_run_grads(&R->ref, &rloss, &ref, err);
+    if (st)
+        return st;
+    rep->ref_loss[step - 1] = rloss / (double)R->tokens_total;
+    mp_check_scalar(&R->chk, step, "loss", rep->loss[step - 1], rep->ref_loss[step - 1]);
+    if (R->head >= 0)
+        mp_check_logits(&R->chk, step, R->model[R->head].kept_logits, &ref, R->S,
+                        R->logit_rows, d->vocab, d->tp, R->rt->tp_rank);
+    for (int c = 0; c < R->v; c++) {
+        const float *gv = host_view(R, R->be, R->model[c].g, R->model[c].n_alloc);
+        if (!gv)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        mp_check_params(&R->chk, step, "grad:", &R->lay[c], gv, &ref, &R->ref.lay,
+                        R->rt->tp_rank, R->trainer[c].shard_lo, R->trainer[c].shard_hi);
+    }
+    return MP_OK;
+}
+
+/* A checked step's weights after the optimizer against the reference's. */
+static mp_status check_params(run *R, int step, mp_error *err)
+{
+    mp_check_view ref;
+    mp_status st = mp_ref_run_update(&R->ref, step, &ref, err);
+    for (int c = 0; c < R->v && !st; c++) {
+        const float *wv = host_view(R, R->be, R->model[c].w, R->model[c].n_alloc);
+        if (!wv)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        mp_check_params(&R->chk, step, "param:", &R->lay[c], wv, &ref, &R->ref.lay,
+                        R->rt->tp_rank, 0, R->lay[c].total);
+    }
+    return st;
+}
+
+/* The last step's phases, every step's time, the memory peak and the
+ * timeline, each as the ranks together saw it. */
+static mp_status finish_report(run *R, mp_exec_report *rep, mp_error *err)
+{
+    mp_runtime *rt = R->rt;
+    /* a TP collective inside an F or B counts in both */
+    double mine[MP_PHASE_COUNT] = {0};
+    for (size_t i = 0; i < R->probe.n; i++) {
+        const mp_event *e = &R->probe.events[i];
+        int k = -1;
+        switch (e->kind) {
+        case MP_EV_F: k = MP_PHASE_F; break;
+        case MP_EV_B: k = MP_PHASE_B; break;
+        case MP_EV_TP_COMM: k = MP_PHASE_TP; break;
+        case MP_EV_DP_COMM: k = MP_PHASE_DP; break;
+        case MP_EV_OPTIMIZER: k = MP_PHASE_OPTIMIZER; break;
+        case MP_EV_CP_COMM: k = MP_PHASE_CP; break;
+        case MP_EV_SEND_FWD: case MP_EV_RECV_FWD: case MP_EV_SEND_BWD: case MP_EV_RECV_BWD:
+        case MP_EV_OTHER: k = MP_PHASE_PP; break;
+        default: break;
+        }
+        if (k >= 0)
+            mine[k] += e->end - e->start;
+    }
+    memcpy(rep->phase_seconds, mine, sizeof mine);
+    mp_status st = R->host->allreduce(&rt->world, MP_REAL64, rep->phase_seconds,
+                                      MP_PHASE_COUNT, MP_RED_MAX, err);
+    /* every step's time as the slowest rank saw it */
+    if (!st)
+        st = R->host->allreduce(&rt->world, MP_REAL64, rep->step_seconds,
+                                (size_t)R->o->steps, MP_RED_MAX, err);
+    /* what the estimate is measured against (tests/exec/memory_case.py) */
+    rep->memory_peak = mp_exec_peak_rss();
+    if (!st)
+        st = R->host->allreduce(&rt->world, MP_REAL64, &rep->memory_peak, 1, MP_RED_MAX, err);
+    if (!st && R->o->want_timeline)
+        st = gather_timeline(rt, R->host, &R->probe, rep, err);
+    return st;
+}
+
+/* Refuses what cannot run (a fixture's modes, --solo with the check) and
+ * splits the world into the plan's groups. */
+static mp_status start(run *R, const mp_parallel *par, mp_error *err)
+{
+    const mp_exec_opts *o = R->o;
+    mp_status st = MP_OK;
+    if (o->fixture) {
+        if (o->exact || !o->check)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--test-fixture",
+                                "a fixture is checked in fp32 tolerance mode: drop %s",
+                                o->exact ? "--exact" : "--no-check");
+        st = mp_fixture_load(o->fixture, &R->fx, err);
+        if (!st)
+            st = mp_fixture_match(&R->fx, &R->d, R->m * (int)par->dp * R->d.micro_batch, err);
+        if (st)
+            return st;
+    }
+    if (o->solo_rank < 0)
+        return mp_runtime_split(R->rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp,
+                                err);
+    if (o->check)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--solo",
+                            "--solo runs without the check (--no-check): the values of one "
+                            "rank without its peers are not the plan's");
+    return mp_runtime_split_solo(R->rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp,
+                                 o->solo_rank, err);
+}
+
+static mp_adam_cfg adam_of(const mp_exec_opts *o, const mp_fixture *fx)
+{
+    if (o->fixture)
+        return (mp_adam_cfg){.lr = fx->lr, .beta1 = fx->beta1, .beta2 = fx->beta2,
+                             .eps = fx->eps, .weight_decay = fx->weight_decay};
+    return (mp_adam_cfg){.lr = o->lr > 0 ? o->lr : (o->exact ? 0.0625 : 1e-3),
+                         .beta1 = 0.9, .beta2 = 0.95,
+                         .eps = o->adam_eps > 0 ? o->adam_eps : (o->exact ? 1e-8 : 1e-4),
+                         .weight_decay = 0.1};
+}
+
 mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o,
                       mp_exec_report *rep, mp_error *err)
 {
@@ -277,8 +516,6 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     memset(&R, 0, sizeof R);
     mp_status st = MP_OK;
     const mp_parallel *par = &plan->config.parallel;
-    mp_gpt_dims d;
-    int m = 0;
     mp_exec_opts fixture_opts;
     if (o->fixture) { /* a fixture holds one step, computed in fp32 */
         fixture_opts = *o;
@@ -287,124 +524,32 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             fixture_opts.tol = MP_FIXTURE_TOL;
         o = &fixture_opts;
     }
-    TRY(mp_exec_precheck(plan, o, &d, &m, err));
-    if (o->fixture) {
-        if (o->exact || !o->check) {
-            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--test-fixture",
-                              "a fixture is checked in fp32 tolerance mode: drop %s",
-                              o->exact ? "--exact" : "--no-check");
-            goto done;
-        }
-        TRY(mp_fixture_load(o->fixture, &R.fx, err));
-        TRY(mp_fixture_match(&R.fx, &d, m * (int)par->dp * d.micro_batch, err));
-    }
-    if (o->solo_rank >= 0) {
-        if (o->check) {
-            st = mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--solo",
-                              "--solo runs without the check (--no-check): the values of one "
-                              "rank without its peers are not the plan's");
-            goto done;
-        }
-        TRY(mp_runtime_split_solo(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp,
-                                  o->solo_rank, err));
-    } else {
-        TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
-    }
-    {
-        /* everything this run will allocate, against what the machine has,
-         * before anything is allocated; rank 0's figure, so that every rank
-         * decides alike */
-        mp_exec_memory mem;
-        TRY(mp_exec_memory_estimate(plan, o, &d, m, &mem, err));
-        const char *source = "";
-        double have = rt->world.rank == 0 ? mp_exec_memory_available(&source) : 0;
-        if (o->test_memory > 0)
-            have = o->test_memory, source = "--test-memory-available";
-        MPI_Bcast(&have, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        TRY(mp_exec_memory_check(&mem, have, rt->world.rank == 0 ? source : "rank 0's figure",
-                                 err));
-        rep->memory_estimate = mem.rank_max;
-        /* until the first step: allocating and filling that much, at a
-         * pessimistic 100 MB/s, bounds the wait for the slowest rank */
-        arm_watchdog(o, mem.rank_max / 1e8, 0);
-    }
-    rep->solo_rank = o->solo_rank;
-    rep->solo_coords[0] = rt->tp_rank, rep->solo_coords[1] = rt->cp_rank;
-    rep->solo_coords[2] = rt->dp_rank, rep->solo_coords[3] = rt->pp_rank;
-    d.tp_rank = rt->tp_rank;
-    d.cp_rank = rt->cp_rank;
+    R.o = o;
+    R.rt = rt;
+    TRY(mp_exec_precheck(plan, o, &R.d, &R.m, err));
+    TRY(start(&R, par, err));
+    R.host = rt->solo ? mp_backend_solo() : mp_backend_cpu();
+    TRY(gate_memory(&R, plan, rep, err));
+    const mp_gpt_dims *d = &R.d;
+    R.d.tp_rank = rt->tp_rank;
+    R.d.cp_rank = rt->cp_rank;
     /* S: this rank's token rows of one micro-batch (its positions with CP);
      * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
-    int dp = rt->dp, S = mp_dims_tokens(&d), Sfull = d.seq * d.micro_batch;
+    int m = R.m, dp = R.dp = rt->dp, v = R.v = par->vpp > 1 ? (int)par->vpp : 1;
+    R.S = mp_dims_tokens(d);
+    R.Sfull = d->seq * d->micro_batch;
     /* T5's loss is over the decoder's tokens */
-    long tokens_total = (long)m * dp * (d.t5 ? d.dec_seq * d.micro_batch : Sfull);
-    int v = par->vpp > 1 ? (int)par->vpp : 1;
-    R.v = v;
-    R.head = -1;
-    R.lay = calloc((size_t)v, sizeof *R.lay);
-    R.model = calloc((size_t)v, sizeof *R.model);
-    R.trainer = calloc((size_t)v, sizeof *R.trainer);
-    if (!R.lay || !R.model || !R.trainer) {
-        R.v = 0;
-        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        goto done;
-    }
-    /* chunk c runs virtual stage c*pp + pp_rank */
-    mp_gpt_dims *dc = calloc((size_t)v, sizeof *dc);
-    if (!dc) {
-        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        goto done;
-    }
-    for (int c = 0; c < v && !st; c++) {
-        dc[c] = d;
-        st = mp_exec_stage_items(plan, o->shrink, &d, c * rt->pp + rt->pp_rank,
-                                 &dc[c].item_begin, &dc[c].item_end, err);
-        if (!st)
-            st = mp_param_layout_build(&dc[c], &R.lay[c], err);
-        if (!st) {
-            int b, e;
-            mp_dims_items(&dc[c], &b, &e);
-            if (e == d.layers + 2)
-                R.head = c;
-        }
-    }
-    /* T5: the first decoder stage's copy of the embedding joins the group */
-    if (!st && d.t5)
-        st = mp_exec_t5_embedding_group(rt, R.lay[0].wte >= 0 || (d.tied && R.lay[0].head >= 0),
-                                        err);
-    if (st) {
-        free(dc);
-        goto done;
-    }
-    st = mp_schedule_build(par->schedule, rt->pp, v, m, rt->pp_rank, &R.ops, err);
-    if (st) {
-        free(dc);
-        goto done;
-    }
-    rep->dims = dc[0];
-    rep->vpp = v;
-    rep->ranks = rt->world.size;
-    rep->tp = rt->tp;
-    rep->cp = rt->cp;
-    rep->dp = dp;
-    rep->pp = rt->pp;
-    rep->microbatches = m;
-    rep->sp = d.sp;
-    rep->dist_opt = par->dist_opt && dp > 1;
-    rep->exact = o->exact;
-    rep->checked = o->check;
-    rep->schedule = mp_schedule_name(par->schedule);
-    rep->plan_precision = mp_dtype_name(plan->config.training.precision);
+    R.tokens_total = (long)m * dp * (d->t5 ? d->dec_seq * d->micro_batch : R.Sfull);
+    TRY(build_chunks(&R, plan, err));
+    report_shape(&R, plan, rep);
 
-    /* be runs the partitioned model (no CUDA device: every rank alike); host
-     * does the scalars on the host and the reference (always on the CPU) */
-    const mp_backend *be = NULL, *host = rt->solo ? mp_backend_solo() : mp_backend_cpu();
-    TRY(mp_exec_backend(rt, o, plan->config.training.precision != MP_DTYPE_FP32, &be, err));
+    TRY(mp_exec_backend(rt, o, plan->config.training.precision != MP_DTYPE_FP32, &R.be, err));
+    const mp_backend *be = R.be, *host = R.host;
     rep->backend = be->name;
     rep->transport = be->transport;
     rep->compute_precision = be->precision;
     /* T5's layers call the host functions directly, not the backend table */
-    if (d.t5 && !be->host_memory)
+    if (d->t5 && !be->host_memory)
         TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                          "T5 runs on the cpu backend only for now (got %s)", be->name));
 
@@ -418,126 +563,27 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         R.probe.kill_step = 1;
         R.probe.kill_signal = SIGSTOP;
     }
-    mp_adam_cfg adam = {.lr = o->lr > 0 ? o->lr : (o->exact ? 0.0625 : 1e-3),
-                        .beta1 = 0.9, .beta2 = 0.95,
-                        .eps = o->adam_eps > 0 ? o->adam_eps : (o->exact ? 1e-8 : 1e-4),
-                        .weight_decay = 0.1};
-    if (o->fixture)
-        adam = (mp_adam_cfg){.lr = R.fx.lr, .beta1 = R.fx.beta1, .beta2 = R.fx.beta2,
-                             .eps = R.fx.eps, .weight_decay = R.fx.weight_decay};
-    double grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)tokens_total;
-    for (int c = 0; c < v && !st; c++) {
-        st = mp_gpt_init_f32(&R.model[c], &dc[c], &R.lay[c], be, rt->tp_group,
-                             mp_exec_slots(&R.ops, c), (size_t)rt->dpcp_group.size, o->exact,
-                             o->seed, &R.probe, err);
-        if (st)
-            break;
-        R.model[c].cp = rt->cp_group;
-        R.model[c].grad_scale = (float)grad_scale;
-        if (d.t5) { /* each stack's stages sum their relative-bias copies */
-            mp_group eg, dg;
-            st = mp_exec_t5_stack_groups(rt, R.lay[c].enc_rel >= 0, R.lay[c].dec_rel >= 0, &eg,
-                                         &dg, err);
-            if (st)
-                break;
-            mp_t5_set_stack_groups_f32(&R.model[c], eg, dg);
-        }
-        st = mp_trainer_init_f32(&R.trainer[c], &R.model[c], rt->dpcp_group, par->dist_opt,
-                                 &adam, m, &R.ops, err);
-        if (!st)
-            st = mp_trainer_set_pipeline_f32(&R.trainer[c], rt->pp_group, rt->emb_group, err);
-    }
-    free(dc);
-    if (st)
-        goto done;
-    {
-        /* activations this rank keeps: what recomputation saves is measured here */
-        double mine = 0;
-        for (int c = 0; c < v; c++)
-            mine += (double)R.model[c].n_slots * (double)R.model[c].slot_reals * sizeof(float);
-        /* every rank has its model: a rank stopped before (SIGSTOP) ends the job here */
-        TRY(mp_watch_barrier(&rt->world, err));
-        MPI_Allreduce(&mine, &rep->activation_bytes, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        rep->recompute = mp_recompute_name(par->recompute);
-        rep->layer_recompute = d.layer_recompute != NULL;
-    }
-    size_t nmy = (size_t)m * (size_t)S, nref = (size_t)m * (size_t)Sfull * (size_t)dp;
+    R.adam = adam_of(o, &R.fx);
+    R.grad_scale = o->exact ? MP_EXACT_GRAD_SCALE : 1.0 / (double)R.tokens_total;
+    TRY(init_chunks(&R, par, err));
+    /* activations this rank keeps: what recomputation saves is measured here */
+    rep->activation_bytes = 0;
+    for (int c = 0; c < v; c++)
+        rep->activation_bytes +=
+            (double)R.model[c].n_slots * (double)R.model[c].slot_reals * sizeof(float);
+    /* every rank has its model: a rank stopped before (SIGSTOP) ends the job here */
+    TRY(host->barrier(&rt->world, err));
+    TRY(host->allreduce(&rt->world, MP_REAL64, &rep->activation_bytes, 1, MP_RED_MAX, err));
+    size_t nmy = (size_t)m * (size_t)R.S, nseq = (size_t)m * (size_t)R.Sfull;
     R.tok = malloc(nmy * sizeof(int32_t));
     R.tgt = malloc(nmy * sizeof(int32_t));
-    R.dtok = malloc((size_t)m * (size_t)Sfull * sizeof(int32_t));
-    R.dtgt = malloc((size_t)m * (size_t)Sfull * sizeof(int32_t));
-    R.logit_rows = malloc((size_t)S * sizeof(int));
-    if (!R.tok || !R.tgt || !R.dtok || !R.dtgt || !R.logit_rows) {
-        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the data");
-        goto done;
-    }
-
-    /* the reference: the same GPT unpartitioned, micro-batches one after another */
-    if (o->check) {
-        mp_gpt_dims rd = mp_exec_ref_dims(&d);
-        TRY(mp_param_layout_build(&rd, &R.ref_lay, err));
-        R.ref_ops.ops = calloc(2 * (size_t)m * (size_t)dp, sizeof(mp_op));
-        R.rtok = malloc(nref * sizeof(int32_t));
-        R.rtgt = malloc(nref * sizeof(int32_t));
-        /* the logits exist on the last pipeline stage only */
-        mp_gpt_f32 *hm = R.head >= 0 ? &R.model[R.head] : NULL;
-        if (hm)
-            hm->kept_logits = malloc((size_t)S * (size_t)(d.vocab / d.tp) * sizeof(float));
-        if (!R.ref_ops.ops || !R.rtok || !R.rtgt || (hm && !hm->kept_logits)) {
-            st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the check");
-            goto done;
-        }
-        for (int i = 0; i < m * dp; i++) {
-            R.ref_ops.ops[R.ref_ops.n++] = (mp_op){.kind = MP_OP_F, .microbatch = i};
-            R.ref_ops.ops[R.ref_ops.n++] = (mp_op){.kind = MP_OP_B, .microbatch = i};
-        }
-        if (hm)
-            hm->keep_microbatch = 0;
-        if (o->fixture) {
-            if (!be->host_memory) /* the fixture loads straight into host weights */
-                TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--test-fixture",
-                                 "runs on the cpu backend (got %s)", be->name));
-            TRY(fixture_setup(&R, &d, m, rt->dp_rank, rt->tp_rank, err));
-            rep->tol = o->tol;
-            TRY(mp_check_init(&R.chk, &R.ref_lay, false, rep->tol, err));
-        }
-        R.ref64 = !o->exact;
-        size_t logits_bytes = (size_t)Sfull * (size_t)d.vocab;
-        if (o->fixture) {
-            /* PyTorch's step is the reference (fixture_setup) */
-        } else if (R.ref64) {
-            TRY(mp_gpt_init_f64(&R.ref64m, &rd, &R.ref_lay, host, rt->self, 1, 1, false, o->seed,
-                                NULL, err));
-            R.ref64m.grad_scale = grad_scale;
-            R.ref64m.keep_microbatch = rt->dp_rank * m;
-            R.ref64m.kept_logits = malloc(logits_bytes * sizeof(double));
-            if (!R.ref64m.kept_logits) {
-                st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-                goto done;
-            }
-            TRY(mp_trainer_init_f64(&R.rtr64, &R.ref64m, rt->self, false, &adam, m * dp,
-                                    &R.ref_ops, err));
-        } else {
-            TRY(mp_gpt_init_f32(&R.ref32, &rd, &R.ref_lay, host, rt->self, 1, 1, o->exact,
-                                o->seed, NULL, err));
-            R.ref32.grad_scale = (float)grad_scale;
-            R.ref32.keep_microbatch = rt->dp_rank * m;
-            R.ref32.kept_logits = malloc(logits_bytes * sizeof(float));
-            if (!R.ref32.kept_logits) {
-                st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-                goto done;
-            }
-            TRY(mp_trainer_init_f32(&R.rtr32, &R.ref32, rt->self, false, &adam, m * dp,
-                                    &R.ref_ops, err));
-        }
-        if (!o->fixture) {
-            rep->tol = o->tol_set ? o->tol
-                       : !strcmp(be->precision, "bf16") ? (d.bert ? MP_EXEC_BERT_BF16_TOL
-                                                                   : MP_EXEC_BF16_TOL)
-                       : d.bert ? MP_EXEC_BERT_TOL : o->tol;
-            TRY(mp_check_init(&R.chk, &R.ref_lay, o->exact, rep->tol, err));
-        }
-    }
+    R.dtok = malloc(nseq * sizeof(int32_t));
+    R.dtgt = malloc(nseq * sizeof(int32_t));
+    R.logit_rows = malloc((size_t)R.S * sizeof(int));
+    if (!R.tok || !R.tgt || !R.dtok || !R.dtgt || !R.logit_rows)
+        TRY(mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the data"));
+    if (o->check)
+        TRY(check_setup(&R, rep, err));
 
     rep->steps = o->steps;
     rep->check_every = o->check_every > 1 ? o->check_every : 1;
@@ -545,13 +591,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->ref_loss = calloc((size_t)o->steps, sizeof *rep->ref_loss);
     rep->step_checked = calloc((size_t)o->steps, 1);
     rep->step_seconds = calloc((size_t)o->steps, sizeof *rep->step_seconds);
-    if (o->check)
-        R.sync_buf = malloc((R.ref_lay.total ? R.ref_lay.total : 1) * sizeof *R.sync_buf);
-    if (!rep->loss || !rep->ref_loss || !rep->step_checked || !rep->step_seconds ||
-        (o->check && !R.sync_buf)) {
-        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the report");
-        goto done;
-    }
+    if (!rep->loss || !rep->ref_loss || !rep->step_checked || !rep->step_seconds)
+        TRY(mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the report"));
     /* whether the reference holds the partitioned run's state bit for bit: in
      * exact mode at the start (same initial values) and after every checked
      * step that agreed; never in tolerance mode (fp64 against fp32) */
@@ -560,68 +601,43 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     for (int c = 0; c < v; c++)
         local_params += (double)R.lay[c].total;
     double predicted = predicted_step_seconds(
-        &d, local_params, o->check ? (double)R.ref_lay.total : 0, (long)m * S, tokens_total,
-        o->check, R.ref64, rt->world.size);
+        d, local_params, o->check ? (double)R.ref.lay.total : 0, (long)m * R.S, R.tokens_total,
+        o->check, o->check && R.ref.f64, rt->world.size);
     arm_watchdog(o, predicted, 0);
     double run_start = be->now();
     for (int step = 1; step <= o->steps; step++) {
         double iteration_start = be->now();
         /* this DP rank's samples, then (CP) this rank's positions of them */
         if (o->fixture)
-            mp_fixture_batch(&R.fx, rt->dp_rank * m, m, d.micro_batch, R.dtok, R.dtgt);
+            mp_fixture_batch(&R.fx, rt->dp_rank * m, m, d->micro_batch, R.dtok, R.dtgt);
         else
-            make_batch(o->seed, step, rt->dp_rank * m * d.micro_batch, m, d.micro_batch, d.seq,
-                       d.vocab, d.bert, R.dtok, R.dtgt);
-        cp_rows(&d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
-        TRY(mp_watch_barrier(&rt->world, err));
+            make_batch(o->seed, step, rt->dp_rank * m * d->micro_batch, m, d->micro_batch,
+                       d->seq, d->vocab, d->bert, R.dtok, R.dtgt);
+        cp_rows(d, m, R.dtok, R.dtgt, R.tok, R.tgt, R.logit_rows);
+        TRY(host->barrier(&rt->world, err));
         double t0 = be->now();
-        TRY(mp_watch_bcast(&rt->world, &t0, 1, MPI_DOUBLE, 0, err));
+        TRY(host->bcast(&rt->world, &t0, sizeof t0, 0, err));
         R.probe.t0 = t0;
         R.probe.step = step;
         R.probe.recording = step == o->steps;
         double loss = 0;
-        double start = be->now();
+        double start_s = be->now();
         TRY(mp_trainer_grads_chunks_f32(R.trainer, v, R.tok, R.tgt, &loss, err));
-        double grads_seconds = be->now() - start; /* the step's time leaves the check out */
+        double grads_seconds = be->now() - start_s; /* the step's time leaves the check out */
         TRY(host->allreduce(&rt->dpcp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
         /* only the last stage computes the loss; the others add nothing */
         TRY(host->allreduce(&rt->pp_group, MP_REAL64, &loss, 1, MP_RED_SUM, err));
-        rep->loss[step - 1] = loss / (double)tokens_total;
+        rep->loss[step - 1] = loss / (double)R.tokens_total;
         bool check_now = o->check && ((step - 1) % rep->check_every == 0 || step == o->steps);
         rep->step_checked[step - 1] = check_now;
         if (check_now && !ref_current && !o->fixture) { /* a fixture is one step from its own weights */
             /* each checked step from the partitioned run's state: one step's
              * rounding, not the drift of hundreds (ref_sync.h) */
-            mp_ref_state rs = R.ref64 ? (mp_ref_state){R.ref64m.w, R.rtr64.m, R.rtr64.v, true}
-                                      : (mp_ref_state){R.ref32.w, R.rtr32.m, R.rtr32.v, false};
-            TRY(mp_ref_sync(rt, R.trainer, R.lay, v, &R.ref_lay, R.sync_buf, &rs, err));
+            mp_ref_state rs = mp_ref_run_state(&R.ref);
+            TRY(mp_ref_sync(rt, R.trainer, R.lay, v, &R.ref.lay, R.ref.sync_buf, &rs, err));
         }
-        if (check_now) {
-            double rloss = 0;
-            make_batch(o->seed, step, 0, m * dp, d.micro_batch, d.seq, d.vocab, d.bert, R.rtok,
-                       R.rtgt);
-            mp_check_view ref = R.ref64 ? mp_check_view_f64(R.ref64m.g, R.ref64m.kept_logits)
-                                        : mp_check_view_f32(R.ref32.g, R.ref32.kept_logits);
-            if (o->fixture) {
-                ref = mp_check_view_f32(R.fx_grad, R.fx_logits);
-                rloss = *(const float *)mp_fixture_find(&R.fx, "loss")->data * (double)tokens_total;
-            } else if (R.ref64)
-                TRY(mp_trainer_grads_f64(&R.rtr64, R.rtok, R.rtgt, &rloss, err));
-            else
-                TRY(mp_trainer_grads_f32(&R.rtr32, R.rtok, R.rtgt, &rloss, err));
-            rep->ref_loss[step - 1] = rloss / (double)tokens_total;
-            mp_check_scalar(&R.chk, step, "loss", rep->loss[step - 1], rep->ref_loss[step - 1]);
-            if (R.head >= 0)
-                mp_check_logits(&R.chk, step, R.model[R.head].kept_logits, &ref, S,
-                                R.logit_rows, d.vocab, d.tp, rt->tp_rank);
-            for (int c = 0; c < v; c++) {
-                const float *gv = host_view(&R, be, R.model[c].g, R.model[c].n_alloc);
-                if (!gv)
-                    TRY(mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory"));
-                mp_check_params(&R.chk, step, "grad:", &R.lay[c], gv, &ref, &R.ref_lay,
-                                rt->tp_rank, R.trainer[c].shard_lo, R.trainer[c].shard_hi);
-            }
-        }
+        if (check_now)
+            TRY(check_grads(&R, step, rep, err));
         double update_start = be->now();
         for (int c = 0; c < v; c++)
             TRY(mp_trainer_update_f32(&R.trainer[c], step, err));
@@ -629,24 +645,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         /* exact mode: a reference that ran this step from the same state
          * still agrees bit for bit, or the check has said where not */
         ref_current = o->exact && check_now;
-        if (check_now) {
-            if (o->fixture)
-                ; /* the fixture's weights after PyTorch's AdamW step */
-            else if (R.ref64)
-                TRY(mp_trainer_update_f64(&R.rtr64, step, err));
-            else
-                TRY(mp_trainer_update_f32(&R.rtr32, step, err));
-            mp_check_view ref = o->fixture ? mp_check_view_f32(R.fx_after, NULL)
-                                : R.ref64  ? mp_check_view_f64(R.ref64m.w, NULL)
-                                           : mp_check_view_f32(R.ref32.w, NULL);
-            for (int c = 0; c < v; c++) {
-                const float *wv = host_view(&R, be, R.model[c].w, R.model[c].n_alloc);
-                if (!wv)
-                    TRY(mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory"));
-                mp_check_params(&R.chk, step, "param:", &R.lay[c], wv, &ref, &R.ref_lay,
-                                rt->tp_rank, 0, R.lay[c].total);
-            }
-        }
+        if (check_now)
+            TRY(check_params(&R, step, err));
         arm_watchdog(o, predicted, be->now() - iteration_start);
         if (o->progress && rt->world.rank == 0) {
             double elapsed = be->now() - run_start;
@@ -655,44 +655,12 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         }
     }
     /* the blocking reductions below start once every rank is here */
-    TRY(mp_watch_barrier(&rt->world, err));
+    TRY(host->barrier(&rt->world, err));
     if (o->check)
-        TRY(mp_check_finish(&R.chk, rt, o->steps, rep, err));
+        TRY(mp_check_finish(&R.chk, rt, host, rep, err));
     else
         rep->ok = true;
-    {
-        /* the last step's phases; a TP collective inside an F or B counts in both */
-        double mine[MP_PHASE_COUNT] = {0};
-        for (size_t i = 0; i < R.probe.n; i++) {
-            const mp_event *e = &R.probe.events[i];
-            int k = -1;
-            switch (e->kind) {
-            case MP_EV_F: k = MP_PHASE_F; break;
-            case MP_EV_B: k = MP_PHASE_B; break;
-            case MP_EV_TP_COMM: k = MP_PHASE_TP; break;
-            case MP_EV_DP_COMM: k = MP_PHASE_DP; break;
-            case MP_EV_OPTIMIZER: k = MP_PHASE_OPTIMIZER; break;
-            case MP_EV_CP_COMM: k = MP_PHASE_CP; break;
-            case MP_EV_SEND_FWD: case MP_EV_RECV_FWD: case MP_EV_SEND_BWD: case MP_EV_RECV_BWD:
-            case MP_EV_OTHER: k = MP_PHASE_PP; break;
-            default: break;
-            }
-            if (k >= 0)
-                mine[k] += e->end - e->start;
-        }
-        MPI_Reduce(mine, rep->phase_seconds, MP_PHASE_COUNT, MPI_DOUBLE, MPI_MAX, 0,
-                   MPI_COMM_WORLD);
-        /* every step's time as the slowest rank saw it */
-        MPI_Allreduce(MPI_IN_PLACE, rep->step_seconds, o->steps, MPI_DOUBLE, MPI_MAX,
-                      MPI_COMM_WORLD);
-    }
-    {
-        /* what the estimate is measured against (tests/exec/memory_case.py) */
-        double peak = mp_exec_peak_rss();
-        MPI_Allreduce(&peak, &rep->memory_peak, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    }
-    if (o->want_timeline)
-        TRY(gather_timeline(rt, &R.probe, rep, err));
+    TRY(finish_report(&R, rep, err));
 done:
     run_free(&R);
     return st;

@@ -96,7 +96,7 @@ mp_status mp_runtime_split_solo(mp_runtime *rt, int tp, int cp, int dp, int pp, 
     return MP_OK;
 }
 
-static void free_group(mp_group *g)
+void mp_group_free(mp_group *g)
 {
     if (g->comm != MPI_COMM_NULL && g->comm != 0 && g->comm != MPI_COMM_WORLD &&
         g->comm != MPI_COMM_SELF)
@@ -106,12 +106,12 @@ static void free_group(mp_group *g)
 
 void mp_runtime_stop(mp_runtime *rt)
 {
-    free_group(&rt->tp_group);
-    free_group(&rt->cp_group);
-    free_group(&rt->dp_group);
-    free_group(&rt->pp_group);
-    free_group(&rt->emb_group);
-    free_group(&rt->dpcp_group);
+    mp_group_free(&rt->tp_group);
+    mp_group_free(&rt->cp_group);
+    mp_group_free(&rt->dp_group);
+    mp_group_free(&rt->pp_group);
+    mp_group_free(&rt->emb_group);
+    mp_group_free(&rt->dpcp_group);
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);

@@ -37,6 +37,9 @@ mp_status mp_runtime_split(mp_runtime *rt, int tp, int cp, int dp, int pp, mp_er
  * communicates, may be used with them. */
 mp_status mp_runtime_split_solo(mp_runtime *rt, int tp, int cp, int dp, int pp, int rank,
                                 mp_error *err);
+/* Frees a group's communicator unless it is the world's or MPI_COMM_SELF;
+ * leaves MPI_COMM_NULL. */
+void mp_group_free(mp_group *g);
 /* Frees the groups and calls MPI_Finalize. */
 void mp_runtime_stop(mp_runtime *rt);
 /* Ends every rank at once (a rank that failed alone must not leave the others

@@ -18,10 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mpi.h>
-
 #include "exec/kernels.h"
 #include "exec/quant.h"
+#include "exec/runtime.h"
 #include "exec/t5.h"
 #include "exec/real.h"
 #include "exec/model_internal.h"
@@ -155,8 +154,7 @@ void mp_t5_free(mp_gpt *g)
     free(T->enc_bucket);
     free(T->dec_bucket);
     for (int k = 0; k < 2; k++)
-        if (T->stack[k].comm != MPI_COMM_SELF && T->stack[k].comm != MPI_COMM_NULL)
-            MPI_Comm_free(&T->stack[k].comm);
+        mp_group_free(&T->stack[k]);
     free(T);
     g->t5 = NULL;
 }

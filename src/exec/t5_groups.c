@@ -31,10 +31,8 @@ mp_status mp_exec_t5_embedding_group(mp_runtime *rt, bool member, mp_error *err)
     mp_status st = stages_group(rt, member, &g, err);
     if (st)
         return st;
-    mp_group *old = &rt->emb_group;
-    if (old->comm != MPI_COMM_NULL && old->comm != MPI_COMM_WORLD && old->comm != MPI_COMM_SELF)
-        MPI_Comm_free(&old->comm);
-    *old = g;
+    mp_group_free(&rt->emb_group);
+    rt->emb_group = g;
     return MP_OK;
 }
 

@@ -1,0 +1,36 @@
+#!/bin/sh
+# source_rules.sh SRC — two rules of the executor's source, by grep:
+#  1. MPI is called only in the MPI-specific backend and runtime files below;
+#     the driver and the check go through the backend table (backend.h).
+#  2. No RN() macro and no file that includes itself: precision variants are
+#     plain C names compiled twice by meson (src/exec/real.h, real_names.h).
+set -u
+src=$1
+status=0
+fail() { echo "source_rules.sh: FAIL: $*"; status=1; }
+
+# The files that may call MPI: the backends' transports and the runtime's
+# start-up and groups. Listed as "not yet" are callers still to move onto
+# the table (each a setup or re-sync step outside exec.c and check.c).
+allowed='src/exec/backend_cpu.c src/exec/backend_cuda.c src/exec/coll_mpi.c
+src/exec/p2p_mpi.c src/exec/runtime.c src/exec/watchdog.c src/exec/mpi_util.h
+src/exec/t5_groups.c'
+not_yet='src/exec/calibrate.c src/exec/plan_share.c src/exec/ref_sync.c src/cli/exec.c
+src/cli/calibrate.c'
+# a call: MPI_Name( on a line that is not a comment's
+calls() { grep -nE '\bMPI_[A-Za-z_]+[[:space:]]*\(' "$1" | grep -vE '^[0-9]+:[[:space:]]*(/?\*|//)'; }
+for f in $(cd "$src" && ls src/*/*.c src/*/*.h); do
+    case " $(echo $allowed $not_yet) " in *" $f "*) continue ;; esac
+    found=$(calls "$src/$f" | head -3 | tr '\n' ' ')
+    [ -z "$found" ] || fail "$f calls MPI directly: $found"
+done
+
+hits=$(cd "$src" && grep -nE '\bRN\(' src/exec/*.c src/exec/*.h | head -3)
+[ -z "$hits" ] || fail "RN() is back (plain names and real_names.h instead): $hits"
+for f in "$src"/src/exec/*.c; do
+    b=$(basename "$f")
+    if grep -q "^#include \"exec/$b\"" "$f"; then fail "src/exec/$b includes itself"; fi
+done
+
+[ $status -eq 0 ] && echo "source_rules.sh: PASS"
+exit $status

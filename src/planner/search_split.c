@@ -1,5 +1,5 @@
 /* search_split.c — the stage split and per-layer recompute of one
- * configuration (search.h, ilp.h). */
+ * configuration (search.h, split.h). */
 #include "planner/search_parts.h"
 
 #include <math.h>

@@ -212,38 +212,22 @@ static void consider_experts(enum_ctx *e, cand *x)
     }
 }
 
-static void enumerate_inner(enum_ctx *e, cand *x)
+/* The sharding choices of candidate x into dos (0 none, 1 the optimizer:
+ * Megatron's distributed optimizer, 2 and 3 ZeRO-2 / ZeRO-3-FSDP with no
+ * pipeline, 4 ZeRO-3 as HSDP); 0 when the fixed sharding rules x out. */
+static int sharding_choices(const enum_ctx *e, const cand *x, uint8_t dos[5])
 {
-    if (e->too_many)
-        return;
     const mp_parallel *fp = &e->base->parallel;
-    int64_t seq = e->base->training.seq;
-    bool sps[2];
-    int nsp = 0;
-    if (fixed(e, MP_FIX_SP)) {
-        sps[nsp++] = fp->sp;
-    } else {
-        sps[nsp++] = false;
-        if (x->t > 1) sps[nsp++] = true;
-    }
-    uint8_t rcs[MP_RECOMPUTE_COUNT];
-    int nrc = 0;
-    if (fixed(e, MP_FIX_RECOMPUTE)) rcs[nrc++] = (uint8_t)fp->recompute;
-    else
-        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) rcs[nrc++] = (uint8_t)r;
-    /* the sharding: 0 none, 1 the optimizer (Megatron's distributed
-     * optimizer), 2 and 3 ZeRO-2 / ZeRO-3-FSDP (no pipeline) */
-    uint8_t dos[5];
     int ndo = 0;
     bool shard_ok = x->d * x->c > 1, no_pipe = x->p == 1;
     /* HSDP differs from ZeRO-3 only when the DP ranks span scale-up domains */
     int64_t dom = (int64_t)mp_scale_up_gpus(&e->base->hw);
     bool hsdp_ok = (int64_t)x->t * x->d * x->c > dom && (int64_t)x->t * 2 <= dom;
     if (fixed(e, MP_FIX_HSDP) && fp->hsdp) {
-        if (!no_pipe || !shard_ok || !hsdp_ok) return;
+        if (!no_pipe || !shard_ok || !hsdp_ok) return 0;
         dos[ndo++] = 4;
     } else if (fixed(e, MP_FIX_ZERO) && fp->zero >= 2) {
-        if (!no_pipe || !shard_ok) return;
+        if (!no_pipe || !shard_ok) return 0;
         dos[ndo++] = (uint8_t)fp->zero;
         if (fp->zero == 3 && hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
     } else if (fixed(e, MP_FIX_ZERO) && fp->zero == 1) {
@@ -264,11 +248,17 @@ static void enumerate_inner(enum_ctx *e, cand *x)
             if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
         }
     }
-    uint8_t scheds[MP_SCHED_COUNT];
+    return ndo;
+}
+
+/* The schedules of candidate x into scheds; 0 when the fixed one rules x's v out. */
+static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_SCHED_COUNT])
+{
+    const mp_parallel *fp = &e->base->parallel;
     int nsc = 0;
     if (fixed(e, MP_FIX_SCHEDULE)) {
         bool inter = fp->schedule == MP_SCHED_INTERLEAVED;
-        if (inter != (x->v > 1)) return; /* the fixed schedule rules this v out */
+        if (inter != (x->v > 1)) return 0; /* the fixed schedule rules this v out */
         scheds[nsc++] = (uint8_t)fp->schedule;
     } else if (x->v > 1) {
         scheds[nsc++] = MP_SCHED_INTERLEAVED;
@@ -279,6 +269,32 @@ static void enumerate_inner(enum_ctx *e, cand *x)
         scheds[nsc++] = MP_SCHED_GPIPE;
         scheds[nsc++] = MP_SCHED_ZBH1;
     }
+    return nsc;
+}
+
+static void enumerate_inner(enum_ctx *e, cand *x)
+{
+    if (e->too_many)
+        return;
+    const mp_parallel *fp = &e->base->parallel;
+    int64_t seq = e->base->training.seq;
+    bool sps[2];
+    int nsp = 0;
+    if (fixed(e, MP_FIX_SP)) {
+        sps[nsp++] = fp->sp;
+    } else {
+        sps[nsp++] = false;
+        if (x->t > 1) sps[nsp++] = true;
+    }
+    uint8_t rcs[MP_RECOMPUTE_COUNT];
+    int nrc = 0;
+    if (fixed(e, MP_FIX_RECOMPUTE)) rcs[nrc++] = (uint8_t)fp->recompute;
+    else
+        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) rcs[nrc++] = (uint8_t)r;
+    uint8_t dos[5], scheds[MP_SCHED_COUNT];
+    int ndo = sharding_choices(e, x, dos), nsc = schedule_choices(e, x, scheds);
+    if (ndo == 0 || nsc == 0)
+        return;
     for (int i = 0; i < nsp; i++) {
         x->sp = sps[i];
         if (x->sp && (x->t < 2 || (seq / x->c) % x->t)) {
@@ -303,21 +319,159 @@ static void enumerate_inner(enum_ctx *e, cand *x)
     }
 }
 
+/* The divisor lists of the loops below, one per level (MAX_DIV each). */
+typedef struct levels {
+    int64_t *t, *c, *p, *v, *b;
+} levels;
+
+/* The micro-batch sizes b for fixed (t, c, p, v, d). */
+static void enumerate_micro_batch(enum_ctx *e, const int64_t *bv, int nb, cand *x)
+{
+    int64_t gb = e->base->training.global_batch;
+    for (int ib = 0; ib < nb && !e->too_many; ib++) {
+        x->b = (int32_t)bv[ib];
+        if ((gb / x->d) % x->b) {
+            refuse(e, MP_REJECT_BATCH, "micro_batch",
+                   "global batch %lld is not a multiple of micro_batch*dp = %lld",
+                   (long long)gb, (long long)x->b * x->d);
+            continue;
+        }
+        int64_t mbs = gb / x->d / x->b;
+        if (x->v > 1 && mbs % x->p) {
+            refuse(e, MP_REJECT_INTERLEAVE, "global_batch",
+                   "interleaving needs microbatches (%lld) a multiple of pp=%lld",
+                   (long long)mbs, (long long)x->p);
+            continue;
+        }
+        /* Memory's lower bound grows with b for every inner
+         * choice (activations scale with b; in-flight chunks
+         * times b, min(p, m)*b, never shrink), so once every
+         * candidate of one b is over memory no larger b fits:
+         * stop (global batches like 15360 have dozens of
+         * micro-batch sizes, each times the inner settings) */
+        size_t kept = e->keep.n;
+        int64_t over = e->counts->pruned_memory;
+        enumerate_inner(e, x);
+        if (!e->keep_all && e->keep.n == kept && e->counts->pruned_memory > over)
+            return;
+    }
+}
+
+/* The virtual stages v, then the micro-batch sizes, for fixed (t, c, p, d). */
+static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
+{
+    const mp_parallel *fp = &e->base->parallel;
+    int64_t L = e->base->model.layers, gb = e->base->training.global_batch;
+    int64_t *vv = lv->v, *bv = lv->b;
+    int nv = 0;
+    if (fixed(e, MP_FIX_VPP)) {
+        vv[nv++] = fp->vpp;
+    } else {
+        vv[nv++] = 1;
+        if (x->p > 1)
+            for (int64_t v = 2; v * x->p <= L && nv < MAX_DIV; v++)
+                if (mp_stage_split_ok(L, x->p, v)) vv[nv++] = v;
+    }
+    int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
+                                          : divisors(gb / x->d, bv, MAX_DIV);
+    for (int iv = 0; iv < nv && !e->too_many; iv++) {
+        x->v = (int32_t)vv[iv];
+        if (x->v > 1 && x->p < 2) {
+            refuse(e, MP_REJECT_OTHER, "vpp",
+                   "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
+                   (long long)x->v);
+            continue;
+        }
+        if (x->v > 1 && !mp_stage_split_ok(L, x->p, x->v)) {
+            refuse(e, MP_REJECT_LAYERS, "vpp",
+                   "pp*vpp = %lld does not divide the %lld layers",
+                   (long long)x->p * x->v, (long long)L);
+            continue;
+        }
+        enumerate_micro_batch(e, bv, nb, x);
+    }
+}
+
+/* The pipeline degrees p (and so d) for fixed (t, c). */
+static void enumerate_pp(enum_ctx *e, const levels *lv, cand *x)
+{
+    const mp_parallel *fp = &e->base->parallel;
+    int64_t gpus = e->base->training.gpus, gb = e->base->training.global_batch;
+    int64_t L = e->base->model.layers;
+    int64_t *pv = lv->p;
+    int np = fixed(e, MP_FIX_PP) ? (pv[0] = fp->pp, 1)
+                                 : divisors(gpus / x->t / x->c, pv, MAX_DIV);
+    for (int ip = 0; ip < np && !e->too_many; ip++) {
+        x->p = (int32_t)pv[ip];
+        if ((gpus / x->t / x->c) % x->p) {
+            refuse(e, MP_REJECT_OTHER, "pp", "pp=%lld does not divide gpus/(tp*cp) = %lld",
+                   (long long)x->p, (long long)(gpus / x->t / x->c));
+            continue;
+        }
+        x->d = gpus / x->t / x->c / x->p;
+        if (fixed(e, MP_FIX_DP) && x->d != fp->dp) continue;
+        if (!mp_stage_split_ok(L, x->p, 1)) {
+            refuse(e, MP_REJECT_LAYERS, "pp", "pp=%lld cannot split the %lld layers",
+                   (long long)x->p, (long long)L);
+            continue;
+        }
+        if (gb % x->d) {
+            refuse(e, MP_REJECT_BATCH, "global_batch",
+                   "global batch %lld is not a multiple of dp=%lld", (long long)gb,
+                   (long long)x->d);
+            continue;
+        }
+        enumerate_vpp(e, lv, x);
+    }
+}
+
+/* The context-parallel degrees c for a fixed t. */
+static void enumerate_cp(enum_ctx *e, const levels *lv, cand *x)
+{
+    const mp_config *base = e->base;
+    const mp_model *m = &base->model;
+    int64_t gpus = base->training.gpus, seq = base->training.seq;
+    int64_t *cv = lv->c;
+    int nc = fixed(e, MP_FIX_CP) ? (cv[0] = base->parallel.cp, 1)
+                                 : divisors(gpus / x->t, cv, MAX_DIV);
+    for (int ic = 0; ic < nc && !e->too_many; ic++) {
+        x->c = (int32_t)cv[ic];
+        if ((gpus / x->t) % x->c) {
+            refuse(e, MP_REJECT_OTHER, "cp", "cp=%lld does not divide gpus/tp = %lld",
+                   (long long)x->c, (long long)(gpus / x->t));
+            continue;
+        }
+        if (x->c > 1 && (seq % (2 * x->c) || m->arch == MP_ARCH_T5 || m->arch == MP_ARCH_BERT)) {
+            refuse(e, MP_REJECT_CP_SEQ, "cp", "cp=%lld: seq %lld does not split into 2*cp chunks",
+                   (long long)x->c, (long long)seq);
+            continue;
+        }
+        if (x->c > 1 && !base->hw.flash_attention) {
+            /* mp_config_check's rule, mirrored for pruning: Megatron's CP
+             * is TransformerEngine's fused ring attention */
+            refuse(e, MP_REJECT_OTHER, "cp",
+                   "context parallelism needs a fused (flash) attention kernel; %s has "
+                   "flash_attention: false", base->hw.name);
+            continue;
+        }
+        enumerate_pp(e, lv, x);
+    }
+}
+
+/* Every candidate, tensor-parallel degree outermost (cheap dimensions first). */
 void mp_search_enumerate(enum_ctx *e)
 {
     const mp_config *base = e->base;
     const mp_model *m = &base->model;
-    const mp_parallel *fp = &base->parallel;
-    int64_t gpus = base->training.gpus, seq = base->training.seq, gb = base->training.global_batch;
-    int64_t L = m->layers;
+    int64_t gpus = base->training.gpus;
     int64_t domain = (int64_t)mp_scale_up_gpus(&base->hw);
     int64_t *tv = malloc(sizeof *tv * MAX_DIV * 5);
     if (!tv) {
         e->keep.oom = true;
         return;
     }
-    int64_t *cv = tv + MAX_DIV, *pv = cv + MAX_DIV, *vv = pv + MAX_DIV, *bv = vv + MAX_DIV;
-    int nt = fixed(e, MP_FIX_TP) ? (tv[0] = fp->tp, 1) : divisors(gpus, tv, MAX_DIV);
+    levels lv = {tv, tv + MAX_DIV, tv + 2 * MAX_DIV, tv + 3 * MAX_DIV, tv + 4 * MAX_DIV};
+    int nt = fixed(e, MP_FIX_TP) ? (tv[0] = base->parallel.tp, 1) : divisors(gpus, tv, MAX_DIV);
     for (int it = 0; it < nt && !e->too_many; it++) {
         cand x = {0};
         x.t = (int32_t)tv[it];
@@ -336,104 +490,7 @@ void mp_search_enumerate(enum_ctx *e)
                    (long long)x.t, (long long)domain);
             continue;
         }
-        int nc = fixed(e, MP_FIX_CP) ? (cv[0] = fp->cp, 1) : divisors(gpus / x.t, cv, MAX_DIV);
-        for (int ic = 0; ic < nc && !e->too_many; ic++) {
-            x.c = (int32_t)cv[ic];
-            if ((gpus / x.t) % x.c) {
-                refuse(e, MP_REJECT_OTHER, "cp", "cp=%lld does not divide gpus/tp = %lld",
-                       (long long)x.c, (long long)(gpus / x.t));
-                continue;
-            }
-            if (x.c > 1 && (seq % (2 * x.c) || m->arch == MP_ARCH_T5 || m->arch == MP_ARCH_BERT)) {
-                refuse(e, MP_REJECT_CP_SEQ, "cp", "cp=%lld: seq %lld does not split into 2*cp chunks",
-                       (long long)x.c, (long long)seq);
-                continue;
-            }
-            if (x.c > 1 && !base->hw.flash_attention) {
-                /* mp_config_check's rule, mirrored for pruning: Megatron's CP
-                 * is TransformerEngine's fused ring attention */
-                refuse(e, MP_REJECT_OTHER, "cp",
-                       "context parallelism needs a fused (flash) attention kernel; %s has "
-                       "flash_attention: false", base->hw.name);
-                continue;
-            }
-            int np = fixed(e, MP_FIX_PP) ? (pv[0] = fp->pp, 1)
-                                         : divisors(gpus / x.t / x.c, pv, MAX_DIV);
-            for (int ip = 0; ip < np && !e->too_many; ip++) {
-                x.p = (int32_t)pv[ip];
-                if ((gpus / x.t / x.c) % x.p) {
-                    refuse(e, MP_REJECT_OTHER, "pp", "pp=%lld does not divide gpus/(tp*cp) = %lld",
-                           (long long)x.p, (long long)(gpus / x.t / x.c));
-                    continue;
-                }
-                x.d = gpus / x.t / x.c / x.p;
-                if (fixed(e, MP_FIX_DP) && x.d != fp->dp) continue;
-                if (!mp_stage_split_ok(L, x.p, 1)) {
-                    refuse(e, MP_REJECT_LAYERS, "pp", "pp=%lld cannot split the %lld layers",
-                           (long long)x.p, (long long)L);
-                    continue;
-                }
-                if (gb % x.d) {
-                    refuse(e, MP_REJECT_BATCH, "global_batch",
-                           "global batch %lld is not a multiple of dp=%lld", (long long)gb,
-                           (long long)x.d);
-                    continue;
-                }
-                int nv = 0;
-                if (fixed(e, MP_FIX_VPP)) {
-                    vv[nv++] = fp->vpp;
-                } else {
-                    vv[nv++] = 1;
-                    if (x.p > 1)
-                        for (int64_t v = 2; v * x.p <= L && nv < MAX_DIV; v++)
-                            if (mp_stage_split_ok(L, x.p, v)) vv[nv++] = v;
-                }
-                int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
-                                                      : divisors(gb / x.d, bv, MAX_DIV);
-                for (int iv = 0; iv < nv && !e->too_many; iv++) {
-                    x.v = (int32_t)vv[iv];
-                    if (x.v > 1 && x.p < 2) {
-                        refuse(e, MP_REJECT_OTHER, "vpp",
-                               "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
-                               (long long)x.v);
-                        continue;
-                    }
-                    if (x.v > 1 && !mp_stage_split_ok(L, x.p, x.v)) {
-                        refuse(e, MP_REJECT_LAYERS, "vpp",
-                               "pp*vpp = %lld does not divide the %lld layers",
-                               (long long)x.p * x.v, (long long)L);
-                        continue;
-                    }
-                    for (int ib = 0; ib < nb && !e->too_many; ib++) {
-                        x.b = (int32_t)bv[ib];
-                        if ((gb / x.d) % x.b) {
-                            refuse(e, MP_REJECT_BATCH, "micro_batch",
-                                   "global batch %lld is not a multiple of micro_batch*dp = %lld",
-                                   (long long)gb, (long long)x.b * x.d);
-                            continue;
-                        }
-                        int64_t mbs = gb / x.d / x.b;
-                        if (x.v > 1 && mbs % x.p) {
-                            refuse(e, MP_REJECT_INTERLEAVE, "global_batch",
-                                   "interleaving needs microbatches (%lld) a multiple of pp=%lld",
-                                   (long long)mbs, (long long)x.p);
-                            continue;
-                        }
-                        /* Memory's lower bound grows with b for every inner
-                         * choice (activations scale with b; in-flight chunks
-                         * times b, min(p, m)*b, never shrink), so once every
-                         * candidate of one b is over memory no larger b fits:
-                         * stop (global batches like 15360 have dozens of
-                         * micro-batch sizes, each times the inner settings) */
-                        size_t kept = e->keep.n;
-                        int64_t over = e->counts->pruned_memory;
-                        enumerate_inner(e, &x);
-                        if (!e->keep_all && e->keep.n == kept && e->counts->pruned_memory > over)
-                            break;
-                    }
-                }
-            }
-        }
+        enumerate_cp(e, &lv, &x);
         if (e->opt->progress) e->opt->progress(e->opt->progress_user, 0.1 * (it + 1) / nt);
     }
     free(tv);

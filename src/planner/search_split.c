@@ -1,10 +1,7 @@
 /* search_split.c — the stage split and per-layer recompute of one
- * configuration (search.h, ilp.h). */
+ * configuration (search.h, split.h). */
 #include "planner/search_parts.h"
 
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +9,66 @@
 #include "planner/split.h"
 #include "planner/pipeline_internal.h"
 #include "planner/search_internal.h"
+
+/* The split problem's items from the cost model's (0 = embedding, 1..L =
+ * blocks, L+1 = head); returns the largest block's no-recompute activations,
+ * which a rank holds while it re-materialises one block. */
+static double split_items(const mp_config *c, const mp_item_cost *items, int64_t N,
+                          bool free_recompute, mp_split_item *si)
+{
+    const mp_parallel *pp = &c->parallel;
+    double spb = mp_static_bytes_per_param(c);
+    double tied = c->model.tied_embeddings && pp->pp > 1
+                      ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp * spb
+                      : 0.0;
+    double none_max = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool block = i > 0 && i < N - 1;
+        mp_split_item *s = &si[i];
+        memset(s, 0, sizeof *s);
+        s->static_bytes = items[i].static_bytes;
+        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
+            s->time[r] = items[i].fwd + items[i].bwd[block ? r : MP_RECOMPUTE_NONE];
+            /* the estimate keeps the embedding's and head's activations once, not per micro-batch */
+            s->act[r] = block ? items[i].act_bytes[r] : 0.0;
+            s->allowed[r] = block ? (free_recompute || r == (int)pp->recompute) : r == MP_RECOMPUTE_NONE;
+        }
+        if (!block) s->static_bytes += items[i].act_bytes[MP_RECOMPUTE_NONE];
+        if (i == N - 1) s->static_bytes += tied;
+        if (block && items[i].act_bytes[MP_RECOMPUTE_NONE] > none_max)
+            none_max = items[i].act_bytes[MP_RECOMPUTE_NONE];
+    }
+    return none_max;
+}
+
+/* The solution into plan (stages, per-layer recompute, the most used choice
+ * as the config's) and info (how it differs from the even, uniform one). */
+static void read_solution(const mp_config *c, const mp_split_solution *sol, int64_t N, int64_t K,
+                          mp_plan *plan, mp_search_plan *info)
+{
+    int64_t L = N - 2;
+    plan->n_stages = (int32_t)K;
+    memcpy(plan->stages, sol->stages, sizeof *sol->stages * (size_t)K);
+    plan->has_layer_recompute = true;
+    int count[MP_RECOMPUTE_COUNT] = {0};
+    for (int64_t i = 0; i < N; i++) {
+        plan->layer_recompute[i] = sol->recompute[i];
+        if (i > 0 && i < N - 1) count[sol->recompute[i]]++;
+    }
+    int most = 0;
+    for (int r = 1; r < MP_RECOMPUTE_COUNT; r++)
+        if (count[r] > count[most]) most = r;
+    plan->config.parallel.recompute = (mp_recompute)most;
+    info->mixed_recompute = count[most] != L;
+    mp_stage_range even[MP_MAX_STAGES];
+    bool same = mp_split_even((int32_t)N, (int32_t)K, even) &&
+                !memcmp(even, sol->stages, sizeof *sol->stages * (size_t)K);
+    info->uneven = !same || info->mixed_recompute || most != (int)c->parallel.recompute;
+    info->split_method = sol->method;
+    info->split_gap = sol->gap;
+    info->split_max_stage = sol->max_stage_time;
+    info->split_work = sol->work;
+}
 
 mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_limit,
                           mp_plan *plan, mp_estimate *est, mp_search_plan *info, mp_error *err)
@@ -43,28 +100,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
         goto done;
     }
     if ((st = mp_item_costs(c, items, err)) != MP_OK) goto done;
-
-    double spb = mp_static_bytes_per_param(c);
-    double tied = c->model.tied_embeddings && pp->pp > 1
-                      ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp * spb
-                      : 0.0;
-    double none_max = 0;
-    for (int64_t i = 0; i < N; i++) {
-        bool block = i > 0 && i < N - 1;
-        mp_split_item *s = &si[i];
-        memset(s, 0, sizeof *s);
-        s->static_bytes = items[i].static_bytes;
-        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
-            s->time[r] = items[i].fwd + items[i].bwd[block ? r : MP_RECOMPUTE_NONE];
-            /* the estimate keeps the embedding's and head's activations once, not per micro-batch */
-            s->act[r] = block ? items[i].act_bytes[r] : 0.0;
-            s->allowed[r] = block ? (free_recompute || r == (int)pp->recompute) : r == MP_RECOMPUTE_NONE;
-        }
-        if (!block) s->static_bytes += items[i].act_bytes[MP_RECOMPUTE_NONE];
-        if (i == N - 1) s->static_bytes += tied;
-        if (block && items[i].act_bytes[MP_RECOMPUTE_NONE] > none_max)
-            none_max = items[i].act_bytes[MP_RECOMPUTE_NONE];
-    }
+    double none_max = split_items(c, items, N, free_recompute, si);
     int64_t m = mp_config_microbatches(c);
     for (int64_t k = 0; k < K; k++)
         inflight[k] = mp_pipeline_inflight_chunks(pp->schedule, pp->pp, v, m, k % pp->pp) / (double)v;
@@ -84,27 +120,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
         st = mp_estimate_config(c, NULL, est, err);
         goto done;
     }
-    plan->n_stages = (int32_t)K;
-    memcpy(plan->stages, stages, sizeof *stages * (size_t)K);
-    plan->has_layer_recompute = true;
-    int count[MP_RECOMPUTE_COUNT] = {0};
-    for (int64_t i = 0; i < N; i++) {
-        plan->layer_recompute[i] = rc[i];
-        if (i > 0 && i < N - 1) count[rc[i]]++;
-    }
-    int most = 0;
-    for (int r = 1; r < MP_RECOMPUTE_COUNT; r++)
-        if (count[r] > count[most]) most = r;
-    plan->config.parallel.recompute = (mp_recompute)most;
-    info->mixed_recompute = count[most] != L;
-    mp_stage_range even[MP_MAX_STAGES];
-    bool same = mp_split_even((int32_t)N, (int32_t)K, even) &&
-                !memcmp(even, stages, sizeof *stages * (size_t)K);
-    info->uneven = !same || info->mixed_recompute || most != (int)pp->recompute;
-    info->split_method = sol.method;
-    info->split_gap = sol.gap;
-    info->split_max_stage = sol.max_stage_time;
-    info->split_work = sol.work;
+    read_solution(c, &sol, N, K, plan, info);
     st = mp_estimate_config(&plan->config, plan, est, err);
 done:
     free(items);

@@ -119,10 +119,10 @@ mp_status mp_split_solve(const mp_split_problem *pr, mp_split_solution *sol, mp_
         sol->gap = 0;
         return MP_OK;
     }
-    if (mp_split_have_ilp()) {
+    if (mp_split_have_glpk()) {
         mp_split_problem bounded = *pr;
         bounded.lower_bound = lower;
-        return mp_split_solve_ilp(&bounded, sol, err);
+        return mp_split_solve_glpk(&bounded, sol, err);
     }
     return MP_OK;
 }

@@ -4,17 +4,17 @@
  * GPU's memory (docs/design.md §5).
  *
  * Three exact solvers of the same problem:
- *  - mp_split_solve_ilp: a mixed-integer program solved by GLPK (only when
+ *  - mp_split_solve_glpk (split_glpk.c): a mixed-integer program solved by GLPK (only when
  *    megaplan_config.h has HAVE_GLPK 1). Runs of identical consecutive items
  *    (the transformer blocks) are one variable per stage and recompute choice,
  *    so a 128-layer model on 128 virtual stages stays small.
- *  - mp_split_solve_dp: dynamic programming over stage boundaries with the
+ *  - mp_split_solve_dp (split_dp.c): dynamic programming over stage boundaries with the
  *    Pareto front (activation bytes, time) of each segment's recompute choices.
  *    Exact when every pipeline rank holds one stage (vpp == 1), where the
  *    memory of a rank depends on its own stage only.
- *  - mp_split_solve_brute: every split and every recompute choice; for the
+ *  - mp_split_solve_brute (split_brute.c): every split and every recompute choice; for the
  *    tests' tiny instances.
- * mp_split_solve: for vpp == 1 the DP (exact, and far faster than GLPK's
+ * mp_split_solve (split.c): for vpp == 1 the DP (exact, and far faster than GLPK's
  * branch and bound on these min-max models). For vpp > 1 the DP brackets the
  * optimum: each virtual stage alone within its rank's memory is a relaxation
  * (a lower bound), each within 1/vpp of it a restriction (a split that fits,
@@ -90,7 +90,7 @@ mp_status mp_split_solve(const mp_split_problem *pr, mp_split_solution *sol, mp_
 mp_status mp_split_solve_dp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
 mp_status mp_split_solve_brute(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
 /* Returns MP_EINTERNAL when built without GLPK. */
-mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
-bool mp_split_have_ilp(void);
+mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
+bool mp_split_have_glpk(void);
 
 #endif

@@ -24,7 +24,7 @@
 #if HAVE_GLPK
 #include <glpk.h>
 
-bool mp_split_have_ilp(void) { return true; }
+bool mp_split_have_glpk(void) { return true; }
 
 static bool same_item(const mp_split_item *a, const mp_split_item *b)
 {
@@ -142,7 +142,7 @@ static void solution_columns(const mp_split_problem *pr, const model_index *m,
     (void)pr;
 }
 
-mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
 {
     mp_status st = mp_split_check_problem(pr, err);
     if (st) return st;
@@ -395,9 +395,9 @@ fail:
 
 #else /* !HAVE_GLPK */
 
-bool mp_split_have_ilp(void) { return false; }
+bool mp_split_have_glpk(void) { return false; }
 
-mp_status mp_split_solve_ilp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
 {
     (void)pr;
     (void)sol;

@@ -1,4 +1,4 @@
-/* test_ilp.c — the stage split: GLPK and the dynamic program against the
+/* test_split.c — the stage split: GLPK and the dynamic program against the
  * exhaustive search on many random small instances, and the uneven split
  * winning when the head makes the last stage heavy. */
 #include <math.h>
@@ -98,7 +98,7 @@ static void assert_same(const answer *x, const answer *y)
 static void test_glpk_equals_exhaustive(void **state)
 {
     (void)state;
-    if (!mp_split_have_ilp()) skip();
+    if (!mp_split_have_glpk()) skip();
     int feasible = 0, infeasible = 0;
     for (int trial = 0; trial < 300; trial++) {
         instance in;
@@ -108,7 +108,7 @@ static void test_glpk_equals_exhaustive(void **state)
         random_instance(&in, n, pp, vpp, urand() < 0.3);
         answer a, b;
         solve(mp_split_solve_brute, &in.pr, &a);
-        solve(mp_split_solve_ilp, &in.pr, &b);
+        solve(mp_split_solve_glpk, &in.pr, &b);
         assert_same(&a, &b);
         if (b.sol.feasible) assert_true(b.sol.gap <= 1e-9);
         a.sol.feasible ? feasible++ : infeasible++;
@@ -173,7 +173,7 @@ static void test_solve_equals_exhaustive(void **state)
         answer a, b;
         solve(mp_split_solve_brute, &in.pr, &a);
         solve(mp_split_solve, &in.pr, &b);
-        if (mp_split_have_ilp()) {
+        if (mp_split_have_glpk()) {
             assert_same(&a, &b);
         } else if (b.sol.feasible) {
             /* without GLPK: a fitting split, and an honest gap */
@@ -183,21 +183,21 @@ static void test_solve_equals_exhaustive(void **state)
         }
         if (b.sol.feasible && b.sol.gap > 0) gaps++;
     }
-    if (mp_split_have_ilp()) assert_int_equal(gaps, 0);
+    if (mp_split_have_glpk()) assert_int_equal(gaps, 0);
 }
 
 /* Larger GPT-like instances (runs of identical blocks): GLPK and the DP agree. */
 static void test_glpk_equals_dp_on_runs(void **state)
 {
     (void)state;
-    if (!mp_split_have_ilp()) skip();
+    if (!mp_split_have_glpk()) skip();
     for (int trial = 0; trial < 30; trial++) {
         instance in;
         int pp = irand(2, 4);
         random_instance(&in, 2 + pp * irand(1, 4) + irand(0, 3), pp, 1, true);
         answer a, b;
         solve(mp_split_solve_dp, &in.pr, &a);
-        solve(mp_split_solve_ilp, &in.pr, &b);
+        solve(mp_split_solve_glpk, &in.pr, &b);
         assert_same(&a, &b);
     }
 }

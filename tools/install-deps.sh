@@ -7,7 +7,8 @@ set -eu
 packages="build-essential meson ninja-build pkg-config python3
   libyaml-dev libcjson-dev libglpk-dev libcmocka-dev
   libopenblas-dev openmpi-bin libopenmpi-dev gnuplot-nox
-  clang libclang-rt-dev"
+  clang libclang-rt-dev
+  zsh groff-base"
 
 dry_run=0
 case "${1:-}" in

@@ -119,49 +119,25 @@ static void man_page(FILE *out)
 
 /* ---- completions ----------------------------------------------------------------- */
 
-/* Every shown option of a verb (its mode's too), each name once, separated by sep. */
-static void option_names(FILE *out, const mp_verb *v, const char *sep)
+/* The shown options of a verb and of its other mode, each name once (the
+ * search over hardware shares --hw and --gpus with search), in table order.
+ * Returns how many are in out. */
+#define MAX_VERB_OPTIONS 256
+static size_t verb_options(const mp_verb *v, const mp_opt *out[MAX_VERB_OPTIONS])
 {
-    const char *seen[256];
-    size_t n_seen = 0;
-    const mp_verb_doc *docs[] = {v->doc, v->mode};
-    for (size_t d = 0; d < 2; d++) {
-        if (!docs[d])
-            continue;
-        for (const mp_opt_group *const *g = docs[d]->groups; g && *g; g++)
-            for (size_t k = 0; k < (*g)->n; k++) {
-                const mp_opt *o = &(*g)->opts[k];
-                bool dup = (o->flags & MP_OPT_HIDDEN) != 0;
-                for (size_t s = 0; s < n_seen && !dup; s++)
-                    dup = !strcmp(seen[s], o->name);
-                if (dup || n_seen == sizeof seen / sizeof seen[0])
-                    continue;
-                fprintf(out, "%s%s", n_seen ? sep : "", o->name);
-                seen[n_seen++] = o->name;
-            }
-    }
-}
-
-/* Calls each(out, option) for every shown option of v that takes a value,
- * each name once (the search over hardware shares --hw and --gpus). */
-static void options_with_values(FILE *out, const mp_verb *v,
-                                void (*each)(FILE *, const mp_opt *))
-{
-    const char *seen[256];
-    size_t n_seen = 0;
+    size_t n = 0;
     const mp_verb_doc *docs[] = {v->doc, v->mode};
     for (size_t d = 0; d < 2; d++)
         for (const mp_opt_group *const *g = docs[d] ? docs[d]->groups : NULL; g && *g; g++)
             for (size_t k = 0; k < (*g)->n; k++) {
                 const mp_opt *o = &(*g)->opts[k];
-                bool dup = !o->arg || (o->flags & MP_OPT_HIDDEN);
-                for (size_t s = 0; s < n_seen && !dup; s++)
-                    dup = !strcmp(seen[s], o->name);
-                if (dup || n_seen == sizeof seen / sizeof seen[0])
-                    continue;
-                seen[n_seen++] = o->name;
-                each(out, o);
+                bool dup = (o->flags & MP_OPT_HIDDEN) != 0;
+                for (size_t s = 0; s < n && !dup; s++)
+                    dup = !strcmp(out[s]->name, o->name);
+                if (!dup && n < MAX_VERB_OPTIONS)
+                    out[n++] = o;
             }
+    return n;
 }
 
 static void bash_case(FILE *out, const mp_opt *o)
@@ -210,15 +186,20 @@ static void bash_completion(FILE *out)
           out);
     for (size_t i = 0; i < mp_n_verbs; i++) {
         const mp_verb *v = &mp_verbs[i];
+        const mp_opt *opts[MAX_VERB_OPTIONS];
+        size_t n = verb_options(v, opts);
         fprintf(out, "    %s)\n        case \"$prev\" in\n", v->doc->name);
-        options_with_values(out, v, bash_case);
+        for (size_t k = 0; k < n; k++)
+            if (opts[k]->arg)
+                bash_case(out, opts[k]);
         fputs("        esac\n", out);
         fputs("        if [ -z \"$words\" ] && [ \"$files\" -eq 0 ]; then\n"
               "            case \"$cur\" in\n"
               "            -*) words=\"",
               out);
-        option_names(out, v, " ");
-        fputs(" --help\" ;;\n", out);
+        for (size_t k = 0; k < n; k++)
+            fprintf(out, "%s ", opts[k]->name);
+        fputs("--help\" ;;\n", out);
         const char *operand = v->doc->operand;
         if (operand && !strcmp(operand, "model"))
             fputs("            *) words=\"$(megaplan models 2>/dev/null | awk 'NR>1{print $1}')\"; "
@@ -313,21 +294,10 @@ static void zsh_completion(FILE *out)
     for (size_t i = 0; i < mp_n_verbs; i++) {
         const mp_verb *v = &mp_verbs[i];
         fprintf(out, "  %s)\n    _arguments -s \\\n", v->doc->name);
-        const char *seen[256];
-        size_t n_seen = 0;
-        const mp_verb_doc *docs[] = {v->doc, v->mode};
-        for (size_t d = 0; d < 2; d++)
-            for (const mp_opt_group *const *g = docs[d] ? docs[d]->groups : NULL; g && *g; g++)
-                for (size_t k = 0; k < (*g)->n; k++) {
-                    const mp_opt *o = &(*g)->opts[k];
-                    bool dup = (o->flags & MP_OPT_HIDDEN) != 0;
-                    for (size_t s = 0; s < n_seen && !dup; s++)
-                        dup = !strcmp(seen[s], o->name);
-                    if (dup || n_seen == sizeof seen / sizeof seen[0])
-                        continue;
-                    seen[n_seen++] = o->name;
-                    zsh_spec(out, o);
-                }
+        const mp_opt *opts[MAX_VERB_OPTIONS];
+        size_t n = verb_options(v, opts);
+        for (size_t k = 0; k < n; k++)
+            zsh_spec(out, opts[k]);
         fputs("      '--help[this help]'", out);
         if (v->doc->operand)
             fputs(" \\\n      '*:file:_files'", out);

@@ -64,8 +64,10 @@ if command -v groff >/dev/null 2>&1; then
     # -ww: every warning; -z: no output, only the diagnostics
     groff -man -ww -z "$man" >"$T/groff.txt" 2>&1 && ok || bad "groff refuses the man page"
     [ ! -s "$T/groff.txt" ] && ok || bad "groff warns: $(head -3 "$T/groff.txt")"
-    MANWIDTH=80 man -l "$man" 2>/dev/null | grep -q "MEGAPLAN EXEC" && ok ||
-        bad "man -l does not render the exec section"
+    if command -v man >/dev/null 2>&1; then
+        MANWIDTH=80 man -l "$man" 2>/dev/null | grep -q "MEGAPLAN EXEC" && ok ||
+            bad "man -l does not render the exec section"
+    fi
 else
     echo "run_install.sh: no groff here: the man page had the structural checks only"
 fi

@@ -19,7 +19,7 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
-    OPT_EP, OPT_ETP, OPT_DISPATCHER,
+    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_FP8_RECIPE, OPT_MOE_IMBALANCE,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -58,6 +58,8 @@ static const opt_def options[] = {
     {"--ep", OPT_EP, true},
     {"--etp", OPT_ETP, true},
     {"--dispatcher", OPT_DISPATCHER, true},
+    {"--fp8-recipe", OPT_FP8_RECIPE, true},
+    {"--moe-imbalance", OPT_MOE_IMBALANCE, true},
     {"--format", OPT_FORMAT, true},
 };
 
@@ -167,12 +169,30 @@ static mp_status apply(mp_cli_config *cc, const opt_def *o, const char *value, m
     case OPT_PRECISION:
         cc->set |= MP_SET_PRECISION;
         for (k = 0; k < MP_DTYPE_COUNT; k++)
-            if (!strcmp(value, mp_dtype_name((mp_dtype)k)) &&
-                (k == MP_DTYPE_BF16 || k == MP_DTYPE_FP16 || k == MP_DTYPE_FP32)) {
+            if (!strcmp(value, mp_dtype_name((mp_dtype)k)) && k != MP_DTYPE_TF32) {
                 t->precision = (mp_dtype)k;
                 return MP_OK;
             }
-        return bad_option(err, opt, "expected bf16, fp16 or fp32, got '%s'", value);
+        return bad_option(err, opt, "expected bf16, fp16, fp32 or fp8, got '%s'", value);
+    case OPT_FP8_RECIPE:
+        cc->set |= MP_SET_FP8_RECIPE;
+        for (k = 0; k < MP_FP8_RECIPE_COUNT; k++)
+            if (!strcmp(value, mp_fp8_recipe_name((mp_fp8_recipe)k))) {
+                t->fp8_recipe = (mp_fp8_recipe)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected delayed, tensorwise, blockwise or mxfp8, got '%s'",
+                          value);
+    case OPT_MOE_IMBALANCE: {
+        cc->set |= MP_SET_MOE_IMBALANCE;
+        char *end = NULL;
+        double v = strtod(value, &end);
+        if (!end || *end || !(v >= 1.0) || v > 1e3)
+            return bad_option(err, opt, "expected a number >= 1 (the busiest expert rank's "
+                                        "tokens over the mean), got '%s'", value);
+        cc->moe_imbalance = v;
+        return MP_OK;
+    }
     case OPT_TOKENS:
         cc->set |= MP_SET_TOKENS;
         return parse_tokens(opt, value, &t->tokens, err);
@@ -349,7 +369,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
-        {"dispatcher", "--dispatcher"},
+        {"dispatcher", "--dispatcher"}, {"fp8_recipe", "--fp8-recipe"},
+        {"moe.imbalance", "--moe-imbalance"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(field, map[i].field)) {
@@ -422,6 +443,16 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         name_option(err, "--model");
         return st;
     }
+    if (cc->set & MP_SET_MOE_IMBALANCE) {
+        if (!mp_model_is_moe(&c->model))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--moe-imbalance",
+                                "%s has no experts", c->model.name);
+        c->model.moe.imbalance = cc->moe_imbalance;
+        if ((st = mp_model_finish(&c->model, err)) != MP_OK) {
+            name_option(err, "--moe-imbalance");
+            return st;
+        }
+    }
     if (!cc->hw_spec)
         cc->hw_spec = "dgx-a100";
     if ((st = load_hw(cc, err)) != MP_OK)
@@ -470,6 +501,12 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         t->seq = c->model.seq;
     if (!(cc->set & MP_SET_PRECISION))
         t->precision = MP_DTYPE_BF16;
+    if (!(cc->set & MP_SET_FP8_RECIPE))
+        t->fp8_recipe = MP_FP8_DELAYED; /* Megatron-Core's --fp8-recipe default */
+    else if (t->precision != MP_DTYPE_FP8)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fp8-recipe",
+                            "applies to --precision fp8 only (precision is %s)",
+                            mp_dtype_name(t->precision));
     if (!(cc->set & MP_SET_TOKENS))
         t->tokens = 0;
     cc->published_global_batch = mp_model_preset_global_batch(c->model.name);

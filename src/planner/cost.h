@@ -17,6 +17,9 @@ typedef struct mp_memory {
     /* MoE: the routed experts' share of weights, grads and optimizer, and the
      * routed tokens' share of activations (already in the totals; 0 if dense) */
     double expert_weights, expert_grads, expert_optimizer, routed_activations;
+    /* FP8: the weights' FP8 copies (in weights; the experts' share also in
+     * expert_weights); 0 when not fp8 */
+    double fp8_weights;
 } mp_memory;
 
 /* Exposed time on the critical path: the parts add up to step. */

@@ -14,7 +14,6 @@ double mp_dtype_bytes(mp_dtype d)
     switch (d) {
     case MP_DTYPE_FP32:
     case MP_DTYPE_TF32: return 4.0;
-    case MP_DTYPE_FP8: return 1.0;
     default: return 2.0;
     }
 }

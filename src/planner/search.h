@@ -90,6 +90,10 @@ typedef struct mp_search_options {
      * splits and per-layer recompute in the forms its flags express
      * (mp_search_megatron_runs); a split it cannot express keeps the even one */
     bool megatron_runtime;
+    /* the training precisions to compare (mp_dtype values; --fix
+     * precision=bf16|fp8): with two or more, one search per precision and
+     * the best plans of all (search_precision.c); else base's precision */
+    mp_search_set precisions;
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
     void *progress_user;
@@ -132,6 +136,10 @@ typedef struct mp_search_result {
  * candidates). counts are filled either way. */
 mp_status mp_search(const mp_search_options *opt, mp_search_result *result, mp_error *err);
 void mp_search_result_free(mp_search_result *r);
+/* mp_search over each of opt->precisions in turn, the plans merged by their
+ * ranking step (the k best of all); counts summed. */
+mp_status mp_search_precisions(const mp_search_options *opt, mp_search_result *result,
+                               mp_error *err);
 
 /* The stage split of one configuration: fills plan (config, stages,
  * layer_recompute) from the ILP/DP, allowing every recompute choice when

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: megaplan estimate --model M --gpus N [--hw H] [--hw-set KEY=VALUE]\n"
-            "         [--seq S] [--global-batch B] [--precision bf16|fp16|fp32] [--tokens T]\n"
+            "         [--seq S] [--global-batch B] [--precision bf16|fp16|fp32|fp8] [--tokens T]\n"
             "         [--tp t] [--sp] [--pp p] [--vpp v] [--cp c] [--dp d] [--micro-batch b]\n"
             "         [--recompute none|selective|full] [--dist-opt] [--dp-overlap on|off]\n"
             "         [--tp-overlap on|off] [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]\n"

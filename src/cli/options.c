@@ -503,7 +503,7 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         t->precision = MP_DTYPE_BF16;
     if (!(cc->set & MP_SET_FP8_RECIPE))
         t->fp8_recipe = MP_FP8_DELAYED; /* Megatron-Core's --fp8-recipe default */
-    else if (t->precision != MP_DTYPE_FP8)
+    else if (t->precision != MP_DTYPE_FP8 && !cc->fp8_in_set)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fp8-recipe",
                             "applies to --precision fp8 only (precision is %s)",
                             mp_dtype_name(t->precision));

@@ -51,6 +51,7 @@ typedef struct mp_cli_config {
      * split, starts from this when --global-batch is not given */
     int64_t published_global_batch;
     double moe_imbalance; /* --moe-imbalance: the model's moe.imbalance once it is loaded */
+    bool fp8_in_set;      /* search compares fp8 (--fix precision=bf16|fp8): --fp8-recipe applies */
 } mp_cli_config;
 
 /* Parses the shared options out of argv:

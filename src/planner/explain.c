@@ -39,6 +39,8 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
         w_ = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, __VA_ARGS__); \
         if (w_ > 0) n += (size_t)w_;                                                \
     } while (0)
+    if (a->training.precision != b->training.precision)
+        ADD("precision=%s", mp_dtype_name(b->training.precision));
     if (x->tp != y->tp) ADD("tp=%lld", (long long)y->tp);
     if (x->sp != y->sp) ADD("sp=%s", y->sp ? "on" : "off");
     if (x->pp != y->pp) ADD("pp=%lld", (long long)y->pp);

@@ -185,6 +185,18 @@ static void test_tokens_and_flags(void **state)
     assert_int_equal(argc, 4);
     assert_string_equal(argv[1], "--");
     assert_string_equal(argv[2], "--tp");
+
+    /* --precision fp8 with a recipe; --moe-imbalance lands in the model */
+    char **a2 = ARGS("--model", "mixtral-8x7b", "--gpus", "64", "--hw", "dgx-h100",
+                     "--precision", "fp8", "--fp8-recipe", "tensorwise", "--moe-imbalance", "1.3");
+    int n2 = NARGS(ARGS("--model", "mixtral-8x7b", "--gpus", "64", "--hw", "dgx-h100",
+                        "--precision", "fp8", "--fp8-recipe", "tensorwise", "--moe-imbalance",
+                        "1.3"));
+    assert_int_equal(mp_cli_config_parse(&n2, a2, &cc, &err), MP_OK);
+    assert_int_equal(mp_cli_config_finish(&cc, &err), MP_OK);
+    assert_int_equal(cc.config.training.precision, MP_DTYPE_FP8);
+    assert_int_equal(cc.config.training.fp8_recipe, MP_FP8_TENSORWISE);
+    assert_true(cc.config.model.moe.imbalance == 1.3);
 }
 
 /* Every option with every kind of value, both spellings, then finished and

@@ -26,6 +26,7 @@ typedef struct item_detail {
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
     double fp8_params;    /* of which GEMM weights with FP8 copies (fp8 precision) */
     double routed_act;    /* of act (but full recompute's): the routed tokens' bytes */
+    double capacity_act;  /* of routed_act: above the mean load (capacity factor, imbalance) */
     double act[MP_RECOMPUTE_COUNT];
     double send_bytes;
     bool is_block;
@@ -61,8 +62,10 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
                                        (double)p->cp, p->sp && p->tp > 1, (mp_recompute)r,
                                        c->hw.flash_attention);
     mp_moe_item_adjust(c, &bs, &d->params, &d->expert_params, d->act);
-    if (bs.kind == MP_BLOCK_MOE)
-        d->routed_act = mp_moe_act_bytes(c, &bs);
+    if (bs.kind == MP_BLOCK_MOE) {
+        d->routed_act = mp_moe_act_bytes(c, &bs) - mp_fp8_routed_saving(c, &bs);
+        d->capacity_act = mp_moe_capacity_bytes(c, &bs);
+    }
     if (mp_fp8_on(c)) {
         /* FP8 copies of the block's weights (its norms' few parameters
          * included); the GEMM inputs saved in FP8 (fp8.c) */
@@ -197,6 +200,7 @@ typedef struct stage_sum {
     double expert_params; /* of params: routed experts (optimizer sharded over edp) */
     double fp8_params;    /* of params: with FP8 copies */
     double routed_act;    /* of act: the routed tokens' */
+    double capacity_act;  /* of routed_act: above the mean load */
     int64_t blocks;
     bool has_embedding, has_head;
 } stage_sum;
@@ -272,8 +276,10 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->params += d->params;
         s->expert_params += d->expert_params;
         s->fp8_params += d->fp8_params;
-        if (d->is_block && r != MP_RECOMPUTE_FULL)
+        if (d->is_block && r != MP_RECOMPUTE_FULL) {
             s->routed_act += d->routed_act;
+            s->capacity_act += d->capacity_act;
+        }
         if (d->is_block) {
             s->blocks++;
             s->act += d->act[r];
@@ -686,13 +692,14 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     double best_total = -1.0;
     for (int64_t r = 0; r < p; r++) {
         double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
-        double experts = 0.0, routed = 0.0, fp8_params = 0.0;
+        double experts = 0.0, routed = 0.0, capacity = 0.0, fp8_params = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             const stage_sum *ss = &pm.st[ch * p + r];
             params += ss->params + (ss->has_head ? tied_copy : 0.0);
             experts += ss->expert_params;
             fp8_params += ss->fp8_params;
             routed += ss->routed_act;
+            capacity += ss->capacity_act;
             act += ss->act;
             edge += ss->act_edge;
             if (ss->act_block_none > block_none)
@@ -747,6 +754,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             out->memory.expert_grads = experts * gb;
             out->memory.expert_optimizer = experts * expert_ob;
             out->memory.routed_activations = routed / (double)v * chunks;
+            out->memory.capacity_activations = capacity / (double)v * chunks;
         }
     }
     out->memory.capacity = c->hw.memory;

@@ -84,6 +84,10 @@ typedef struct mp_moe_time {
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
+/* Of those, what the busiest rank holds above the mean load: the capacity
+ * factor's (or moe.imbalance's) headroom, (alpha - 1)/alpha of the routed
+ * copies' bytes; 0 when balanced. */
+double mp_moe_capacity_bytes(const mp_config *c, const mp_block_shape *bs);
 /* Turns a block item's dense view (params split over tp, the activations of
  * an ffn_hidden MLP) into the MoE block's: routed experts split over ep x
  * etp (returned in expert_params too: their optimizer shards over edp), the
@@ -115,6 +119,8 @@ double mp_fp8_weight_cast_bytes(const mp_config *c);
 /* Activation bytes one block saves per micro-batch by stashing its GEMM
  * inputs in FP8 instead of BF16 (no recompute or selective). */
 double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs);
+/* Of those, the routed experts' (an MoE block's routed copies). */
+double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs);
 
 /* ---- communication (comm.c) ---- */
 

@@ -96,11 +96,20 @@ static void memory_lines(const mp_estimate *e, mp_buf *out)
                        " = %.1f GiB of %.1f\n",
                   m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                   m->activations / MP_GIB, m->other / MP_GIB, m->peak / MP_GIB, m->capacity / MP_GIB);
-    if (m->expert_weights > 0.0)
+    if (m->expert_weights > 0.0) {
         mp_buf_printf(out, "  of which routed experts: weights %.1f + grads %.1f + optimizer %.1f "
                            "(more ep or etp shrinks them), routed-token activations %.1f GiB\n",
                       m->expert_weights / MP_GIB, m->expert_grads / MP_GIB,
                       m->expert_optimizer / MP_GIB, m->routed_activations / MP_GIB);
+        if (m->capacity_activations > 0.0)
+            mp_buf_printf(out, "  of the routed-token activations, %.1f GiB is capacity above the "
+                               "mean load (the capacity factor or moe.imbalance)\n",
+                          m->capacity_activations / MP_GIB);
+    }
+    if (m->fp8_weights > 0.0)
+        mp_buf_printf(out, "  of the weights, %.1f GiB is their FP8 copies (fp8 training keeps the "
+                           "bf16 weights and fp32 master weights too)\n",
+                      m->fp8_weights / MP_GIB);
 }
 
 /* One-setting changes that would make a config fit, with their peaks. */

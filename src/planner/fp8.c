@@ -143,11 +143,20 @@ double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
     }
     inside += sb * (moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn) : f);
     double elems = outside / (sp ? t : 1.0) + inside / t;
-    if (moe) {
-        /* each routed copy's FC1 input (h) and FC2 input (f_e / etp) */
-        double etp = (double)mp_parallel_etp(p);
-        double routed = sb / t * (double)m->moe.top_k * etp * mp_moe_imbalance(m);
-        elems += routed * (h + (double)m->moe.expert_ffn / etp);
-    }
-    return per * elems;
+    return per * elems + mp_fp8_routed_saving(c, bs);
+}
+
+double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs)
+{
+    if (!mp_fp8_on(c) || bs->kind != MP_BLOCK_MOE)
+        return 0.0;
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    /* each routed copy's FC1 input (h) and FC2 input (f_e / etp), as
+     * mp_moe_act_bytes counts them */
+    double etp = (double)mp_parallel_etp(p);
+    double tokens = (double)p->micro_batch * bs->s / (double)p->cp / (double)p->tp;
+    double routed = tokens * (double)m->moe.top_k * etp * mp_moe_imbalance(m);
+    return (2.0 - mp_fp8_stash_bytes(c)) * routed *
+           ((double)m->hidden + (double)m->moe.expert_ffn / etp);
 }

@@ -189,6 +189,18 @@ double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
     return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 2.0 * f + 2.0 * h);
 }
 
+double mp_moe_capacity_bytes(const mp_config *c, const mp_block_shape *bs)
+{
+    double alpha = mp_moe_imbalance(&c->model);
+    if (alpha <= 1.0)
+        return 0.0;
+    /* the per-copy part of mp_moe_act_bytes grows with alpha; its share
+     * above the mean load is the headroom */
+    double scores = tokens_in(c, bs) * (double)c->model.moe.experts * 8.0;
+    double copies = mp_moe_act_bytes(c, bs) - scores - mp_fp8_routed_saving(c, bs);
+    return copies * (alpha - 1.0) / alpha;
+}
+
 void mp_moe_item_adjust(const mp_config *c, const mp_block_shape *bs, double *params,
                         double *expert_params, double act[MP_RECOMPUTE_COUNT])
 {

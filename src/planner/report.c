@@ -35,7 +35,10 @@ static cJSON *memory_json(const mp_memory *m)
         ok = add(o, "expert_weights", m->expert_weights / MP_GIB) &&
              add(o, "expert_grads", m->expert_grads / MP_GIB) &&
              add(o, "expert_optimizer", m->expert_optimizer / MP_GIB) &&
-             add(o, "routed_activations", m->routed_activations / MP_GIB);
+             add(o, "routed_activations", m->routed_activations / MP_GIB) &&
+             add(o, "capacity_activations", m->capacity_activations / MP_GIB);
+    if (ok && m->fp8_weights > 0.0) /* fp8 only: the weights' FP8 copies, in weights */
+        ok = add(o, "fp8_weights", m->fp8_weights / MP_GIB);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

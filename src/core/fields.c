@@ -565,6 +565,16 @@ mp_status mp_fields_check(const mp_field *tab, size_t n, const void *obj, const 
 {
     for (size_t i = 0; i < n; i++) {
         const mp_field *f = &tab[i];
+        /* a number in range needs no path for a message (search checks
+         * every candidate's config: the common case, and a hot one) */
+        if (f->type == MP_FT_INT || f->type == MP_FT_DOUBLE) {
+            double v = f->type == MP_FT_INT ? (double)*(const int64_t *)at_c(obj, f)
+                                            : *(const double *)at_c(obj, f);
+            if (!isnan(v) && (f->min_open ? v > f->min : v >= f->min) && v <= f->max)
+                continue;
+        } else if (f->type == MP_FT_BOOL) {
+            continue;
+        }
         char field[256];
         join_path(field, sizeof field, prefix, f->path);
         mp_status st = MP_OK;

@@ -767,14 +767,22 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     double extra = 0.0; /* recomputed forward FLOPs per sample */
     {
         int64_t L = n_blocks(&c->model);
+        bool t5 = c->model.arch == MP_ARCH_T5;
+        double kind_flops[2][MP_RECOMPUTE_COUNT] = {{-1, -1, -1}, {-1, -1, -1}};
         for (int64_t i = 1; i <= L; i++) {
             mp_recompute r = item_recompute(c, plan, i);
             if (r == MP_RECOMPUTE_NONE)
                 continue;
-            mp_block_shape bs;
-            mp_block_shape_of(&c->model, c->training.seq, i, &bs);
-            extra += r == MP_RECOMPUTE_FULL ? mp_block_fwd_flops(&c->model, &bs)
-                                            : mp_block_attn_core_fwd_flops(&c->model, &bs);
+            /* an MoE model's blocks are of two kinds: each costed once */
+            int kind = !t5 && mp_model_block_is_moe(&c->model, i - 1);
+            if (t5 || kind_flops[kind][r] < 0) {
+                mp_block_shape bs;
+                mp_block_shape_of(&c->model, c->training.seq, i, &bs);
+                kind_flops[kind][r] = r == MP_RECOMPUTE_FULL
+                                          ? mp_block_fwd_flops(&c->model, &bs)
+                                          : mp_block_attn_core_fwd_flops(&c->model, &bs);
+            }
+            extra += kind_flops[kind][r];
             if (c->model.arch != MP_ARCH_T5 && !mp_model_is_moe(&c->model) &&
                 !(plan && plan->has_layer_recompute)) {
                 extra *= (double)L;

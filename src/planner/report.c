@@ -146,7 +146,11 @@ cJSON *mp_estimate_to_json(const mp_config *c, const mp_estimate *e, const char 
         return NULL;
     bool ok = cJSON_AddStringToObject(o, "model", c->model.name) &&
               cJSON_AddStringToObject(o, "hw", c->hw.name) &&
-              cJSON_AddNumberToObject(o, "gpus", (double)c->training.gpus);
+              cJSON_AddNumberToObject(o, "gpus", (double)c->training.gpus) &&
+              cJSON_AddStringToObject(o, "precision", mp_dtype_name(c->training.precision));
+    if (ok && c->training.precision == MP_DTYPE_FP8)
+        ok = cJSON_AddStringToObject(o, "fp8_recipe",
+                                     mp_fp8_recipe_name(c->training.fp8_recipe)) != NULL;
     cJSON *par = ok ? mp_parallel_to_json(&c->parallel, c->training.global_batch, e->microbatches)
                     : NULL;
     ok = ok && par && cJSON_AddItemToObject(o, "parallel", par);

@@ -25,6 +25,7 @@ static void usage(FILE *f)
             "         [--recompute none|selective|full] [--dist-opt] [--dp-overlap on|off]\n"
             "         [--tp-overlap on|off] [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]\n"
             "         [--ep e] [--etp t] [--dispatcher alltoall|allgather]   (MoE models)\n"
+            "         [--moe-imbalance X] [--fp8-recipe delayed|tensorwise|blockwise|mxfp8]\n"
             "         [--format table|json|yaml|megatron]\n"
             "Unset options take Megatron-LM's defaults; the output lists them.\n");
 }

@@ -12,7 +12,7 @@ static int by_rank_step(const void *a, const void *b)
 {
     const mp_search_plan *x = a, *y = b;
     if (x->rank_step != y->rank_step) return x->rank_step < y->rank_step ? -1 : 1;
-    /* ties: the earlier precision of the set first (qsort is not stable) */
+    /* ties: bf16 before fp8 (the mp_dtype order), whatever qsort does with equals */
     return (x->config.training.precision > y->config.training.precision) -
            (x->config.training.precision < y->config.training.precision);
 }

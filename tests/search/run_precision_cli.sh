@@ -33,6 +33,10 @@ grep -q 'precision$' "$T/t" || fail "the table has no precision column"
     --precision fp8 --fp8-recipe tensorwise --format megatron >"$T/m" || fail "megatron exit"
 grep -q -- '--fp8-recipe tensorwise' "$T/m" || fail "megatron flags lack --fp8-recipe"
 grep -q -- '--fp8-format hybrid' "$T/m" || fail "megatron flags lack --fp8-format"
+# DeepSpeed and torchtitan configs have no FP8 recipe: refused, not written as bf16
+"$M" estimate --model llama3-8b --gpus 8 --hw dgx-h100 --precision fp8 --zero 3 \
+    --format torchtitan >"$T/o" 2>"$T/e"
+[ $? -eq 2 ] && grep -q 'Megatron-LM only' "$T/e" || fail "fp8 torchtitan config not refused"
 # A100: no FP8 rate, refused with one line naming the field, exit 2
 "$M" search --model llama3-8b --gpus 8 --hw dgx-a100 --fix 'precision=bf16|fp8' >"$T/o" 2>"$T/e"
 [ $? -eq 2 ] || fail "fp8 on A100 not refused with exit 2"

@@ -95,6 +95,15 @@ def check(binary, path):
     want("sequence_parallel", bool(args.sequence_parallel), bool(par.get("sp")) and tp > 1)
     want("distributed optimizer", bool(args.use_distributed_optimizer),
          bool(par.get("dist_opt")))
+    # FP8 (TransformerConfig.fp8 / fp8_recipe) and the expert degrees
+    fp8 = tr.get("precision") == "fp8"
+    want("fp8 format", config.fp8, "hybrid" if fp8 else None)
+    if fp8:
+        want("fp8_recipe", config.fp8_recipe, tr.get("fp8_recipe", "delayed"))
+    if par.get("ep"):
+        want("expert_model_parallel_size", args.expert_model_parallel_size, par["ep"])
+        want("expert_tensor_parallel_size", args.expert_tensor_parallel_size,
+             par.get("etp") or tp)
     want("recompute_granularity", args.recompute_granularity,
          None if par.get("recompute", "none") == "none" and "layer_recompute" not in plan
          else args.recompute_granularity)

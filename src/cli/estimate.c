@@ -108,12 +108,15 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
     bool moe = m->expert_weights > 0.0;
     row_mem(b, "weights", m->weights);
     if (moe) row_mem(b, "  of which routed experts", m->expert_weights);
+    if (m->fp8_weights > 0.0) row_mem(b, "  of which FP8 copies", m->fp8_weights);
     row_mem(b, "gradients", m->grads);
     if (moe) row_mem(b, "  of which routed experts", m->expert_grads);
     row_mem(b, "optimizer states", m->optimizer);
     if (moe) row_mem(b, "  of which routed experts", m->expert_optimizer);
     row_mem(b, "activations", m->activations);
     if (moe) row_mem(b, "  of which routed tokens", m->routed_activations);
+    if (m->capacity_activations > 0.0)
+        row_mem(b, "  of which above the mean load", m->capacity_activations);
     row_mem(b, "other (buffers, reserve)", m->other);
     row_mem(b, "peak", m->peak);
     row_mem(b, "capacity", m->capacity);

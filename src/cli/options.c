@@ -19,7 +19,7 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
-    OPT_EP, OPT_ETP, OPT_DISPATCHER,
+    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_FP8_RECIPE, OPT_MOE_IMBALANCE,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -36,8 +36,9 @@ static const mp_opt options[] = {
     {"--seq", NULL, "S", OPT_SEQ, 0, "sequence length (default: the model's)", NULL},
     {"--global-batch", NULL, "B", OPT_GLOBAL_BATCH, 0,
      "sequences per iteration (default: the model's published batch, or 512)", NULL},
-    {"--precision", NULL, "P", OPT_PRECISION, 0, "training precision: bf16 (default), fp16 or fp32",
-     "bf16 fp16 fp32"},
+    {"--precision", NULL, "P", OPT_PRECISION, 0,
+     "training precision: bf16 (default), fp16, fp32 or fp8 (Transformer Engine; H100 and later)",
+     "bf16 fp16 fp32 fp8"},
     {"--tokens", NULL, "T", OPT_TOKENS, 0,
      "tokens to train on (3e11, 300B, 1.4T): adds the time of the whole run", NULL},
     {"--tp", NULL, "t", OPT_TP, 0, "tensor parallel degree", NULL},
@@ -70,6 +71,11 @@ static const mp_opt options[] = {
     {"--etp", NULL, "t", OPT_ETP, 0, "expert tensor parallel degree (MoE models)", NULL},
     {"--dispatcher", NULL, "D", OPT_DISPATCHER, 0,
      "MoE token dispatcher: alltoall or allgather", "alltoall allgather"},
+    {"--fp8-recipe", NULL, "R", OPT_FP8_RECIPE, 0,
+     "FP8 scaling recipe: delayed, tensorwise, blockwise or mxfp8 (Blackwell only)",
+     "delayed tensorwise blockwise mxfp8"},
+    {"--moe-imbalance", NULL, "X", OPT_MOE_IMBALANCE, 0,
+     "MoE load imbalance: the busiest EP rank's tokens over the mean (default: the model's)", NULL},
     {"--format", NULL, "F", OPT_FORMAT, 0,
      "table (default), json, yaml, or megatron (Megatron-LM's flags); search also deepspeed and "
      "torchtitan",
@@ -184,12 +190,30 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_PRECISION:
         cc->set |= MP_SET_PRECISION;
         for (k = 0; k < MP_DTYPE_COUNT; k++)
-            if (!strcmp(value, mp_dtype_name((mp_dtype)k)) &&
-                (k == MP_DTYPE_BF16 || k == MP_DTYPE_FP16 || k == MP_DTYPE_FP32)) {
+            if (!strcmp(value, mp_dtype_name((mp_dtype)k)) && k != MP_DTYPE_TF32) {
                 t->precision = (mp_dtype)k;
                 return MP_OK;
             }
-        return bad_option(err, opt, "expected bf16, fp16 or fp32, got '%s'", value);
+        return bad_option(err, opt, "expected bf16, fp16, fp32 or fp8, got '%s'", value);
+    case OPT_FP8_RECIPE:
+        cc->set |= MP_SET_FP8_RECIPE;
+        for (k = 0; k < MP_FP8_RECIPE_COUNT; k++)
+            if (!strcmp(value, mp_fp8_recipe_name((mp_fp8_recipe)k))) {
+                t->fp8_recipe = (mp_fp8_recipe)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected delayed, tensorwise, blockwise or mxfp8, got '%s'",
+                          value);
+    case OPT_MOE_IMBALANCE: {
+        cc->set |= MP_SET_MOE_IMBALANCE;
+        char *end = NULL;
+        double v = strtod(value, &end);
+        if (!end || *end || !(v >= 1.0) || v > 1e3)
+            return bad_option(err, opt, "expected a number >= 1 (the busiest expert rank's "
+                                        "tokens over the mean), got '%s'", value);
+        cc->moe_imbalance = v;
+        return MP_OK;
+    }
     case OPT_TOKENS:
         cc->set |= MP_SET_TOKENS;
         return parse_tokens(opt, value, &t->tokens, err);
@@ -356,7 +380,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
-        {"dispatcher", "--dispatcher"},
+        {"dispatcher", "--dispatcher"}, {"fp8_recipe", "--fp8-recipe"},
+        {"moe.imbalance", "--moe-imbalance"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(field, map[i].field)) {
@@ -429,6 +454,16 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         name_option(err, "--model");
         return st;
     }
+    if (cc->set & MP_SET_MOE_IMBALANCE) {
+        if (!mp_model_is_moe(&c->model))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--moe-imbalance",
+                                "%s has no experts", c->model.name);
+        c->model.moe.imbalance = cc->moe_imbalance;
+        if ((st = mp_model_finish(&c->model, err)) != MP_OK) {
+            name_option(err, "--moe-imbalance");
+            return st;
+        }
+    }
     if (!cc->hw_spec)
         cc->hw_spec = "dgx-a100";
     if ((st = load_hw(cc, err)) != MP_OK)
@@ -477,6 +512,12 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         t->seq = c->model.seq;
     if (!(cc->set & MP_SET_PRECISION))
         t->precision = MP_DTYPE_BF16;
+    if (!(cc->set & MP_SET_FP8_RECIPE))
+        t->fp8_recipe = MP_FP8_DELAYED; /* Megatron-Core's --fp8-recipe default */
+    else if (t->precision != MP_DTYPE_FP8 && !cc->fp8_in_set)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fp8-recipe",
+                            "applies to --precision fp8 only (precision is %s)",
+                            mp_dtype_name(t->precision));
     if (!(cc->set & MP_SET_TOKENS))
         t->tokens = 0;
     cc->published_global_batch = mp_model_preset_global_batch(c->model.name);

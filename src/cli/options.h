@@ -27,7 +27,7 @@ enum {
     MP_SET_SEQ = 1u << 12, MP_SET_GLOBAL_BATCH = 1u << 13, MP_SET_PRECISION = 1u << 14,
     MP_SET_HW = 1u << 15, MP_SET_TOKENS = 1u << 16, MP_SET_ZERO = 1u << 17,
     MP_SET_HSDP = 1u << 18, MP_SET_EP = 1u << 19, MP_SET_ETP = 1u << 20,
-    MP_SET_DISPATCHER = 1u << 21
+    MP_SET_DISPATCHER = 1u << 21, MP_SET_FP8_RECIPE = 1u << 22, MP_SET_MOE_IMBALANCE = 1u << 23
 };
 
 typedef enum {
@@ -50,6 +50,8 @@ typedef struct mp_cli_config {
      * rounded it to the default split (0 when none); search, which varies the
      * split, starts from this when --global-batch is not given */
     int64_t published_global_batch;
+    double moe_imbalance; /* --moe-imbalance: the model's moe.imbalance once it is loaded */
+    bool fp8_in_set;      /* search compares fp8 (--fix precision=bf16|fp8): --fp8-recipe applies */
 } mp_cli_config;
 
 /* The shared options' rows, for the verbs' --help. */
@@ -57,7 +59,8 @@ extern const mp_opt_group mp_cli_config_opts;
 
 /* Parses the shared options out of argv:
  *   --model M --gpus N --hw H --hw-set KEY=VALUE (repeatable) --seq S
- *   --global-batch B --precision bf16|fp16|fp32 --tokens T
+ *   --global-batch B --precision bf16|fp16|fp32|fp8 --tokens T
+ *   --fp8-recipe delayed|tensorwise|blockwise|mxfp8 --moe-imbalance X
  *   --tp t --sp/--no-sp --pp p --vpp v --cp c --dp d --micro-batch b
  *   --recompute none|selective|full --dist-opt/--no-dist-opt
  *   --dp-overlap on|off --tp-overlap on|off --schedule gpipe|1f1b|interleaved-1f1b|zb-h1

@@ -218,16 +218,27 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                   mp_buf *b)
 {
     const mp_training *t = &base->training;
+    /* --fix precision=bf16|fp8: the plans' precisions, each named on its row */
+    char precs[48];
+    snprintf(precs, sizeof precs, "%s", mp_dtype_name(t->precision));
+    bool mixed = false;
+    for (int i = 0; i < r->n; i++) {
+        const char *name = mp_dtype_name(r->plans[i].config.training.precision);
+        mixed |= r->plans[i].config.training.precision != t->precision;
+        if (mixed && !strstr(precs, name) && strlen(precs) + strlen(name) + 2 < sizeof precs)
+            strcat(strcat(precs, "|"), name);
+    }
     mp_buf_printf(b, "megaplan search: %s on %lld x %s, %s, seq %lld, global batch %lld\n\n",
-                  base->model.name, (long long)t->gpus, base->hw.name,
-                  mp_dtype_name(t->precision), (long long)t->seq, (long long)t->global_batch);
+                  base->model.name, (long long)t->gpus, base->hw.name, precs, (long long)t->seq,
+                  (long long)t->global_batch);
     bool days = t->tokens > 0;
     bool sim = false;
     for (int i = 0; i < r->n; i++) sim |= r->plans[i].simulated;
     bool band = mp_band_known(&base->hw);
     mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule     step s%s%s"
-                     "  tok/s/GPU   MFU  memory GiB%s\n",
-                  band ? "   likely s range" : "", sim ? "  sim s" : "", days ? "     days" : "");
+                     "  tok/s/GPU   MFU  memory GiB%s%s\n",
+                  band ? "   likely s range" : "", sim ? "  sim s" : "", days ? "     days" : "",
+                  mixed ? "  precision" : "");
     for (int i = 0; i < r->n; i++) {
         const mp_search_plan *sp = &r->plans[i];
         const mp_parallel *p = &sp->config.parallel;
@@ -247,6 +258,7 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
                       100 * e->throughput.mfu, e->memory.peak / MP_GIB, e->memory.capacity / MP_GIB);
         if (days) mp_buf_printf(b, " %8.1f", e->throughput.days_for_tokens);
+        if (mixed) mp_buf_printf(b, "  %s", mp_dtype_name(sp->config.training.precision));
         mp_buf_puts(b, sp->uneven ? "  *" : "");
         mp_buf_puts(b, "\n");
     }

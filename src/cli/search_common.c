@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* --fix key -> the MP_SET_* bit and how to read the value */
-typedef enum { V_INT, V_BOOL, V_RECOMPUTE, V_SCHEDULE, V_ZERO } vkind;
+typedef enum { V_INT, V_BOOL, V_RECOMPUTE, V_SCHEDULE, V_ZERO, V_PRECISION } vkind;
 static const struct {
     const char *key;
     uint32_t bit;
@@ -26,10 +26,12 @@ static const struct {
     {"dp_overlap", MP_SET_DP_OVERLAP, V_BOOL}, {"tp_overlap", MP_SET_TP_OVERLAP, V_BOOL},
     {"zero", MP_SET_ZERO, V_ZERO}, {"hsdp", MP_SET_HSDP, V_BOOL},
     {"ep", MP_SET_EP, V_INT}, {"etp", MP_SET_ETP, V_INT},
+    {"precision", MP_SET_PRECISION, V_PRECISION},
 };
 
 #define FIX_KEYS                                                                          \
-    "tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap ep etp"
+    "tp sp pp vpp cp dp micro_batch recompute dist_opt zero hsdp schedule dp_overlap tp_overlap ep etp " \
+    "precision"
 
 /* One value of key i as an integer (the enum or bool as its number). */
 static mp_status parse_value(size_t i, const char *v, int64_t *out, mp_error *err)
@@ -41,6 +43,15 @@ static mp_status parse_value(size_t i, const char *v, int64_t *out, mp_error *er
                                 "zero=%.40s: expected 0, 1, 2 or 3 (the ZeRO stage)", v);
         *out = v[0] - '0';
         return MP_OK;
+    }
+    if (fix_keys[i].kind == V_PRECISION) {
+        for (int d = 0; d < MP_DTYPE_COUNT; d++)
+            if (d != MP_DTYPE_TF32 && !strcmp(v, mp_dtype_name((mp_dtype)d))) {
+                *out = d;
+                return MP_OK;
+            }
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                            "precision=%.40s: expected bf16, fp16, fp32 or fp8", v);
     }
     if (fix_keys[i].kind == V_INT) {
         char *end;
@@ -117,8 +128,9 @@ static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item,
         uint32_t bit = fix_keys[i].bit;
         int dim = __builtin_ctz(bit); /* MP_SET_* and MP_FIX_* share their low bits */
         bool settable = dim < MP_FIX_DIMS; /* zero and hsdp take one value, not a set */
+        bool precision = bit == MP_SET_PRECISION; /* a set: one search each */
         /* "--fix tp=2,tp=4" or "--tp 4 --fix tp=2": which one was meant? */
-        if ((cc->set & bit) || (settable && sc->allowed[dim].n))
+        if ((cc->set & bit) || (settable && sc->allowed[dim].n) || (precision && sc->precisions.n))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                                 "%s is fixed twice (by its own option or an earlier --fix): "
                                 "say it once", fix_keys[i].key);
@@ -142,7 +154,14 @@ static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item,
         if (set.n == 0)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                                 "%s=%.40s: expected a value or values A|B", fix_keys[i].key, eq + 1);
-        if (set.n == 1) {
+        if (precision && set.n > 1) {
+            sc->precisions = set;
+            for (int j = 0; j < set.n; j++)
+                cc->fp8_in_set = cc->fp8_in_set || set.v[j] == MP_DTYPE_FP8;
+        } else if (precision) {
+            cc->config.training.precision = (mp_dtype)set.v[0];
+            cc->set |= bit;
+        } else if (set.n == 1) {
             set_fixed(&cc->config.parallel, bit, set.v[0]);
             cc->set |= bit;
             if (bit == MP_SET_HSDP && set.v[0]) cc->set |= MP_SET_ZERO;
@@ -346,6 +365,7 @@ mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
     opt->no_split = sc->no_split;
     opt->no_simulate = sc->no_simulate;
     memcpy(opt->allowed, sc->allowed, sizeof opt->allowed);
+    opt->precisions = sc->precisions;
     return apply_runtime(cc, sc, opt, err);
 }
 

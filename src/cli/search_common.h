@@ -17,6 +17,7 @@ typedef struct mp_search_cli {
     const char *fix[32];  /* --fix lists, applied to the config by mp_search_cli_options */
     int n_fix;
     mp_search_set allowed[MP_FIX_DIMS]; /* --fix KEY=A|B sets (filled with the fixes) */
+    mp_search_set precisions; /* --fix precision=A|B: the precisions compared (mp_dtype) */
     const char *runtime;  /* --runtime NAME: only what that runtime runs ("megatron") */
 } mp_search_cli;
 

@@ -47,6 +47,16 @@ static const char *dtype_name_i(int i)
     return mp_dtype_name((mp_dtype)i);
 }
 
+const char *mp_fp8_recipe_name(mp_fp8_recipe r)
+{
+    static const char *const names[] = {"delayed", "tensorwise", "blockwise", "mxfp8"};
+    return (unsigned)r < MP_FP8_RECIPE_COUNT ? names[r] : "?";
+}
+static const char *fp8_recipe_name_i(int i)
+{
+    return mp_fp8_recipe_name((mp_fp8_recipe)i);
+}
+
 #define MAX_DEGREE (1 << 24) /* no cluster has more GPUs than this */
 
 static const mp_field training_fields[] = {
@@ -58,6 +68,8 @@ static const mp_field training_fields[] = {
      .min = 1, .max = 1 << 30, .required = true},
     {.path = "precision", .type = MP_FT_ENUM, .offset = offsetof(mp_training, precision),
      .name_of = dtype_name_i, .n_names = MP_DTYPE_COUNT},
+    {.path = "fp8_recipe", .type = MP_FT_ENUM, .offset = offsetof(mp_training, fp8_recipe),
+     .name_of = fp8_recipe_name_i, .n_names = MP_FP8_RECIPE_COUNT},
     {.path = "tokens", .type = MP_FT_DOUBLE, .offset = offsetof(mp_training, tokens), .min = 0,
      .max = 1e18},
 };
@@ -156,6 +168,8 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (m->heads < 1 || m->kv_heads < 1 || m->layers < 1 || m->seq < 1)
         return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
     if ((st = mp_config_check_moe(c, err)) != MP_OK)
+        return st;
+    if ((st = mp_config_check_precision(c, err)) != MP_OK)
         return st;
 
     if (m->heads % p->tp)
@@ -263,12 +277,8 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->schedule == MP_SCHED_ZBH1 && p->vpp > 1)
         return FAIL("schedule", "zb-h1 has one chunk per rank (vpp must be 1)");
 
-    if (t->precision != MP_DTYPE_BF16 && t->precision != MP_DTYPE_FP16 &&
-        t->precision != MP_DTYPE_FP32)
-        return FAIL("precision", "training precision must be bf16, fp16 or fp32 (got %s)",
-                    mp_dtype_name(t->precision));
-    if (!(c->hw.peak_flops[t->precision] > 0))
-        return FAIL("precision", "hardware %s has no %s peak rate", c->hw.name,
+    if (t->precision == MP_DTYPE_TF32)
+        return FAIL("precision", "training precision must be bf16, fp16, fp32 or fp8 (got %s)",
                     mp_dtype_name(t->precision));
     return MP_OK;
 }

@@ -31,11 +31,28 @@ const char *mp_schedule_name(mp_schedule_kind s);
 int mp_recompute_parse(const char *s);
 int mp_schedule_parse(const char *s);
 
+/* How Transformer Engine scales the FP8 tensors of a precision: fp8 plan
+ * (Megatron-Core --fp8-recipe; docs/cost-model.md §13): delayed scaling
+ * (per-tensor scale from an amax history), tensorwise (per-tensor current
+ * scaling), blockwise (DeepSeek-V3's 1x128 activation and 128x128 weight
+ * tiles) and mxfp8 (32-element blocks with E8M0 scales, which only Blackwell
+ * tensor cores run). */
+typedef enum {
+    MP_FP8_DELAYED,
+    MP_FP8_TENSORWISE,
+    MP_FP8_BLOCKWISE,
+    MP_FP8_MXFP8,
+    MP_FP8_RECIPE_COUNT
+} mp_fp8_recipe;
+const char *mp_fp8_recipe_name(mp_fp8_recipe r);
+
 typedef struct mp_training {
     int64_t gpus;
     int64_t seq;          /* tokens per sample; defaults to the model's seq */
     int64_t global_batch; /* samples per iteration */
-    mp_dtype precision;   /* bf16 or fp16 (fp32 accepted) */
+    mp_dtype precision;   /* bf16 or fp16 (fp32 accepted); fp8: bf16 training whose
+                             linear layers' GEMMs run in FP8 (Transformer Engine) */
+    mp_fp8_recipe fp8_recipe; /* precision fp8 only */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 
@@ -113,5 +130,9 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k);
 mp_status mp_config_check(const mp_config *c, mp_error *err);
 /* The expert-parallel part of mp_config_check (core/config_moe.c). */
 mp_status mp_config_check_moe(const mp_config *c, mp_error *err);
+/* The precision part (core/config_precision.c): the hardware must have a
+ * peak rate for it (fp8: none before Hopper), and the mxfp8 recipe needs
+ * Blackwell's block-scaled tensor cores (the profile's mxfp8). */
+mp_status mp_config_check_precision(const mp_config *c, mp_error *err);
 
 #endif

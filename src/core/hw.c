@@ -91,6 +91,7 @@ static const mp_field hw_fields[] = {
     D("kernel_overhead", kernel_overhead, MP_UNIT_TIME, 0, false, 1, true),
     /* optional, false when absent: the attention core runs unfused */
     {.path = "flash_attention", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, flash_attention)},
+    {.path = "mxfp8", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, mxfp8)},
     /* optional, 0 when absent (mp_hw in hw.h says what 0 means) */
     D("collective_local_pass", collective_local_pass, MP_UNIT_NONE, 0, false, 10, false),
     D("allocator_fragmentation", allocator_fragmentation, MP_UNIT_NONE, 0, false, 1, false),

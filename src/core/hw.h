@@ -57,6 +57,8 @@ typedef struct mp_hw {
     bool flash_attention;                /* software stack fuses attention (FlashAttention/cuDNN);
                                             false: unfused QK^T, softmax, dropout, AV (Megatron 2021-22,
                                             Megatron-DeepSpeed); YAML key flash_attention (cost model) */
+    bool mxfp8;                          /* tensor cores run MXFP8 (32-element blocks with E8M0
+                                            scales): Blackwell and later; fp8_recipe mxfp8 needs it */
     /* Optional constants of the cost model, each fitted or sourced in the
      * profile that sets it (docs/cost-model.md); absent, each is 0, its
      * physically neutral value: */

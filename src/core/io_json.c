@@ -236,7 +236,11 @@ cJSON *mp_training_to_json(const mp_training *t)
 {
     size_t n;
     const mp_field *tab = mp_training_field_table(&n);
-    return mp_fields_to_json(tab, n, t);
+    cJSON *o = mp_fields_to_json(tab, n, t);
+    /* the recipe means something under fp8 only: other plans read back as written without it */
+    if (o && t->precision != MP_DTYPE_FP8)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_recipe");
+    return o;
 }
 
 cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t microbatches)

@@ -138,7 +138,8 @@ static mp_status read_predicted(const mp_ynode *n, const char *origin, mp_plan *
 /* The plan-file path of a field named by mp_config_check / mp_plan_check. */
 static void plan_field_path(const char *field, char *out, size_t size)
 {
-    static const char *const training[] = {"gpus", "seq", "global_batch", "precision", "tokens"};
+    static const char *const training[] = {"gpus", "seq", "global_batch", "precision",
+                                           "fp8_recipe", "tokens"};
     for (size_t i = 0; i < sizeof training / sizeof training[0]; i++)
         if (!strcmp(field, training[i])) {
             snprintf(out, size, "training.%.100s", field);

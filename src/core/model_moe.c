@@ -26,10 +26,15 @@ bool mp_model_block_is_moe(const mp_model *m, int64_t block0)
 
 int64_t mp_model_moe_blocks(const mp_model *m)
 {
-    int64_t n = 0;
-    for (int64_t i = 0; i < m->layers; i++)
-        n += mp_model_block_is_moe(m, i);
-    return n;
+    /* the multiples of layer_freq in [first_dense, layers), counted in
+     * closed form (search's bounds ask for every candidate) */
+    if (!mp_model_is_moe(m) || m->layers <= 0)
+        return 0;
+    int64_t f = m->moe.layer_freq > 0 ? m->moe.layer_freq : 1;
+    int64_t a = m->moe.first_dense > 0 ? m->moe.first_dense : 0, L = m->layers;
+    if (a >= L)
+        return 0;
+    return (L + f - 1) / f - (a + f - 1) / f;
 }
 
 #define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)

@@ -45,10 +45,10 @@ double mp_host_bound(const mp_hw *hw, double gpu, double kernels)
     return gpu > host ? gpu : host;
 }
 
+/* the rate of what is not a linear layer's GEMM (bf16 under fp8: fp8.c) */
 static double peak_of(const mp_config *c)
 {
-    double pk = c->hw.peak_flops[c->training.precision];
-    return pk > 0.0 ? pk : c->hw.peak_flops[MP_DTYPE_FP32];
+    return mp_high_peak(c);
 }
 
 double mp_grad_reduce_bytes(const mp_config *c)
@@ -119,7 +119,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     const mp_model *m = &c->model;
     const mp_hw *hw = &c->hw;
     const mp_parallel *pp = &c->parallel;
-    double peak = peak_of(c), dt = mp_dtype_bytes(c->training.precision);
+    double dt = mp_dtype_bytes(c->training.precision);
     double t = (double)pp->tp, cp = (double)pp->cp, b = (double)pp->micro_batch;
     double h = (double)m->hidden;
     double hd = m->head_dim > 0 ? (double)m->head_dim : h / (double)m->heads;
@@ -156,19 +156,25 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     }
     double gemm = 0.0, gemm_b = 0.0, wgrad = 0.0;
     double dgrad_of[7], wgrad_of[7];
+    double cast_f = 0.0, cast_b = 0.0, n_cast = 0.0; /* FP8 casts of the operands */
     for (int i = 0; i < ng; i++) {
         double gm = shape[i][0], gn = shape[i][1], gk = shape[i][2];
         if (gn <= 0.0 || gk <= 0.0) { /* an MoE block without shared experts */
             dgrad_of[i] = wgrad_of[i] = 0.0;
             continue;
         }
-        double w = mp_gemm_mnk_time(hw, peak, dt, gk, gn, gm);
-        double dg = mp_gemm_mnk_time(hw, peak, dt, gm, gk, gn);
-        gemm += mp_gemm_mnk_time(hw, peak, dt, gm, gn, gk);
+        double w = mp_linear_gemm_time(c, gk, gn, gm);
+        double dg = mp_linear_gemm_time(c, gm, gk, gn);
+        gemm += mp_linear_gemm_time(c, gm, gn, gk);
         gemm_b += dg + w;
         wgrad += w;
         dgrad_of[i] = dg;
         wgrad_of[i] = w;
+        double qf, qb;
+        mp_fp8_cast_bytes(c, gm, gn, gk, &qf, &qb);
+        cast_f += qf;
+        cast_b += qb;
+        n_cast += qf > 0.0 ? 1.0 : 0.0;
     }
 
     /* attention core: this rank's queries against the whole sequence */
@@ -214,9 +220,13 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         wgrad += mt.wgrad;
         ew += mt.ew_bytes;
         kernels += mt.kernels;
+        cast_f += mt.cast_f;
+        cast_b += mt.cast_b;
+        n_cast += mt.cast_f > 0.0 ? 2.0 : 0.0;
     }
-    double ew_f = mp_membound_time(hw, ew, kernels);
-    double ew_b = mp_membound_time(hw, 2.0 * ew, 2.0 * kernels);
+    kernels += n_cast; /* one cast kernel per FP8 GEMM and pass */
+    double ew_f = mp_membound_time(hw, ew + cast_f, kernels);
+    double ew_b = mp_membound_time(hw, 2.0 * ew + cast_b, 2.0 * kernels);
     double n_ar = cross ? 3.0 : 2.0;
     double k_fwd = kernels + (double)ng + ak + (pp->tp > 1 ? n_ar : 0.0);
 
@@ -378,5 +388,8 @@ double mp_optimizer_time(const mp_config *c, double params_local)
      * r4; Adam r16 w12 (fp32 master, grad, m, v); copy to 16-bit r4 w2; fp16 adds
      * the inf/nan check r4. ~38 bytes per local parameter, memory-bound. */
     double bytes = params_local * (38.0 + (c->training.precision == MP_DTYPE_FP16 ? 4.0 : 0.0));
+    /* FP8: the weights' casts to their FP8 copies, once per iteration (fp8.c),
+     * counted here with the other once-per-step memory-bound work */
+    bytes += params_local * mp_fp8_weight_cast_bytes(c);
     return mp_host_bound(&c->hw, mp_membound_time(&c->hw, bytes, 12.0), 12.0);
 }

@@ -24,7 +24,9 @@ typedef struct item_detail {
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
+    double fp8_params;    /* of which GEMM weights with FP8 copies (fp8 precision) */
     double routed_act;    /* of act (but full recompute's): the routed tokens' bytes */
+    double capacity_act;  /* of routed_act: above the mean load (capacity factor, imbalance) */
     double act[MP_RECOMPUTE_COUNT];
     double send_bytes;
     bool is_block;
@@ -53,8 +55,19 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
                                        (double)p->cp, p->sp && p->tp > 1, (mp_recompute)r,
                                        c->hw.flash_attention);
     mp_moe_item_adjust(c, &bs, &d->params, &d->expert_params, d->act);
-    if (bs.kind == MP_BLOCK_MOE)
-        d->routed_act = mp_moe_act_bytes(c, &bs);
+    if (bs.kind == MP_BLOCK_MOE) {
+        d->routed_act = mp_moe_act_bytes(c, &bs) - mp_fp8_routed_saving(c, &bs);
+        d->capacity_act = mp_moe_capacity_bytes(c, &bs);
+    }
+    if (mp_fp8_on(c)) {
+        /* FP8 copies of the block's weights (its norms' few parameters
+         * included); the GEMM inputs saved in FP8 (fp8.c) */
+        d->fp8_params = d->params;
+        double saved = mp_fp8_act_saving(c, &bs);
+        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+            if (r != MP_RECOMPUTE_FULL)
+                d->act[r] -= saved;
+    }
     /* a T5 decoder stage hands on the encoder's output with its own stream
      * (Megatron's encoder-decoder pipeline; the executor sends the same) */
     d->send_bytes = (double)p->micro_batch * (bs.s + bs.s_cross) / (double)p->cp *
@@ -113,7 +126,8 @@ static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cos
     out->bwd[MP_RECOMPUTE_FULL] = bwd + (d->is_block ? out->fwd : 0.0);
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         out->act_bytes[r] = d->act[r];
-    out->static_bytes = d->params * mp_static_bytes_per_param(c);
+    out->static_bytes = d->params * mp_static_bytes_per_param(c) +
+                        d->fp8_params * mp_fp8_weight_copy_bytes(c);
     out->send_bytes = d->send_bytes;
 }
 
@@ -171,7 +185,9 @@ typedef struct stage_sum {
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
     double expert_params; /* of params: routed experts (optimizer sharded over edp) */
+    double fp8_params;    /* of params: with FP8 copies */
     double routed_act;    /* of act: the routed tokens' */
+    double capacity_act;  /* of routed_act: above the mean load */
     int64_t blocks;
     bool has_embedding, has_head;
 } stage_sum;
@@ -246,8 +262,11 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
         s->params += d->params;
         s->expert_params += d->expert_params;
-        if (d->is_block && r != MP_RECOMPUTE_FULL)
+        s->fp8_params += d->fp8_params;
+        if (d->is_block && r != MP_RECOMPUTE_FULL) {
             s->routed_act += d->routed_act;
+            s->capacity_act += d->capacity_act;
+        }
         if (d->is_block) {
             s->blocks++;
             s->act += d->act[r];
@@ -525,7 +544,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
-        sc->static_bytes = ss->params * spb;
+        sc->static_bytes = ss->params * spb + ss->fp8_params * mp_fp8_weight_copy_bytes(c);
         sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
     }
     p2p_link(c, &out->p2p_latency, &out->p2p_bw);
@@ -650,12 +669,14 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     double best_total = -1.0;
     for (int64_t r = 0; r < p; r++) {
         double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
-        double experts = 0.0, routed = 0.0;
+        double experts = 0.0, routed = 0.0, capacity = 0.0, fp8_params = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             const stage_sum *ss = &pm.st[ch * p + r];
             params += ss->params + (ss->has_head ? tied_copy : 0.0);
             experts += ss->expert_params;
+            fp8_params += ss->fp8_params;
             routed += ss->routed_act;
+            capacity += ss->capacity_act;
             act += ss->act;
             edge += ss->act_edge;
             if (ss->act_block_none > block_none)
@@ -686,7 +707,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             other += send * (double)pp->tp;
         double wb, gb, ob;
         mp_static_bytes(c, &wb, &gb, &ob);
-        double weights = params * wb, grads = params * gb, optim = params * ob;
+        double fp8_copies = fp8_params * mp_fp8_weight_copy_bytes(c);
+        double weights = params * wb + fp8_copies, grads = params * gb, optim = params * ob;
         double expert_ob = ob;
         if (experts > 0.0 && (pp->dist_opt || pp->zero >= 1)) {
             /* the distributed optimizer shards expert states over edp, not d*c */
@@ -707,10 +729,12 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             out->memory.activations = stash;
             out->memory.other = other;
             out->memory.peak = total;
-            out->memory.expert_weights = experts * wb;
+            out->memory.expert_weights = experts * (wb + mp_fp8_weight_copy_bytes(c));
+            out->memory.fp8_weights = fp8_copies;
             out->memory.expert_grads = experts * gb;
             out->memory.expert_optimizer = experts * expert_ob;
             out->memory.routed_activations = routed / (double)v * chunks;
+            out->memory.capacity_activations = capacity / (double)v * chunks;
         }
     }
     out->memory.capacity = c->hw.memory;
@@ -723,14 +747,22 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     double extra = 0.0; /* recomputed forward FLOPs per sample */
     {
         int64_t L = mp_model_blocks(&c->model);
+        bool t5 = c->model.arch == MP_ARCH_T5;
+        double kind_flops[2][MP_RECOMPUTE_COUNT] = {{-1, -1, -1}, {-1, -1, -1}};
         for (int64_t i = 1; i <= L; i++) {
             mp_recompute r = item_recompute(c, plan, i);
             if (r == MP_RECOMPUTE_NONE)
                 continue;
-            mp_block_shape bs;
-            mp_block_shape_of(&c->model, c->training.seq, i, &bs);
-            extra += r == MP_RECOMPUTE_FULL ? mp_block_fwd_flops(&c->model, &bs)
-                                            : mp_block_attn_core_fwd_flops(&c->model, &bs);
+            /* an MoE model's blocks are of two kinds: each costed once */
+            int kind = !t5 && mp_model_block_is_moe(&c->model, i - 1);
+            if (t5 || kind_flops[kind][r] < 0) {
+                mp_block_shape bs;
+                mp_block_shape_of(&c->model, c->training.seq, i, &bs);
+                kind_flops[kind][r] = r == MP_RECOMPUTE_FULL
+                                          ? mp_block_fwd_flops(&c->model, &bs)
+                                          : mp_block_attn_core_fwd_flops(&c->model, &bs);
+            }
+            extra += kind_flops[kind][r];
             if (c->model.arch != MP_ARCH_T5 && !mp_model_is_moe(&c->model) &&
                 !(plan && plan->has_layer_recompute)) {
                 extra *= (double)L;
@@ -742,7 +774,9 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     double gpus = (double)c->training.gpus;
     double step = out->time.step;
     double tokens = (double)c->training.global_batch * (double)c->training.seq;
-    double peak = c->hw.peak_flops[c->training.precision];
+    /* under fp8 against the BF16 peak: the model FLOPs are the same, and
+     * fp8 and bf16 plans compare on one scale (docs/cost-model.md §13) */
+    double peak = mp_high_peak(c);
     mp_throughput *th = &out->throughput;
     if (step > 0.0) {
         th->tokens_per_s = tokens / step;

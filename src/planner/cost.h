@@ -17,6 +17,12 @@ typedef struct mp_memory {
     /* MoE: the routed experts' share of weights, grads and optimizer, and the
      * routed tokens' share of activations (already in the totals; 0 if dense) */
     double expert_weights, expert_grads, expert_optimizer, routed_activations;
+    /* FP8: the weights' FP8 copies (in weights; the experts' share also in
+     * expert_weights); 0 when not fp8 */
+    double fp8_weights;
+    /* MoE: of routed_activations, what the busiest rank holds above the
+     * mean load (the capacity factor's or moe.imbalance's headroom) */
+    double capacity_activations;
 } mp_memory;
 
 /* Exposed time on the critical path: the parts add up to step. */

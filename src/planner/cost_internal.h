@@ -12,7 +12,9 @@
 #include "core/hw.h"
 #include "core/model.h"
 
-/* Bytes of one element of the training precision (fp16/bf16: 2, fp32: 4). */
+/* Bytes of one element of the training precision (fp16/bf16: 2, fp32: 4;
+ * fp8: 2, since FP8 training keeps activations, gradients and communication
+ * in BF16 and only its GEMM operands in FP8: fp8.c). */
 double mp_dtype_bytes(mp_dtype d);
 
 /* Megatron pads the vocabulary to a multiple of 128 * t so each TP rank's
@@ -76,17 +78,49 @@ double mp_moe_local_expert_params(const mp_config *c);
 typedef struct mp_moe_time {
     double gemm_f, gemm_b, wgrad; /* router and grouped expert GEMMs */
     double ew_bytes, kernels;     /* elementwise bytes and launches of the forward */
+    double cast_f, cast_b;        /* FP8 casts of the grouped GEMMs' operands (bytes) */
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
 } mp_moe_time;
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
+/* Of those, what the busiest rank holds above the mean load: the capacity
+ * factor's (or moe.imbalance's) headroom, (alpha - 1)/alpha of the routed
+ * copies' bytes; 0 when balanced. */
+double mp_moe_capacity_bytes(const mp_config *c, const mp_block_shape *bs);
 /* Turns a block item's dense view (params split over tp, the activations of
  * an ffn_hidden MLP) into the MoE block's: routed experts split over ep x
  * etp (returned in expert_params too: their optimizer shards over edp), the
  * shared experts' and routed tokens' activations. Nothing for a dense block. */
 void mp_moe_item_adjust(const mp_config *c, const mp_block_shape *bs, double *params,
                         double *expert_params, double act[MP_RECOMPUTE_COUNT]);
+
+/* ---- FP8 training (fp8.c; docs/cost-model.md §13) ---- */
+
+/* Whether the linear layers' GEMMs run in FP8 (training.precision fp8). */
+bool mp_fp8_on(const mp_config *c);
+/* Peak of everything that stays in the high precision (attention core,
+ * router, LM head): bf16 under fp8, else the precision's (fp32 when 0). */
+double mp_high_peak(const mp_config *c);
+/* An m x k by k x n GEMM of a linear layer: at the FP8 rate under fp8
+ * (the profile's efficiency curve at the FLOPs the BF16 rate would do in
+ * the same time), else mp_gemm_mnk_time at the precision's rate. */
+double mp_linear_gemm_time(const mp_config *c, double m, double n, double k);
+/* HBM bytes of the FP8 casts of one such GEMM per micro-batch: forward the
+ * m x k input, backward the m x n output gradient (0, 0 when not fp8). */
+void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double *fwd,
+                       double *bwd);
+/* Bytes per element of an FP8 tensor saved for the backward (with scales). */
+double mp_fp8_stash_bytes(const mp_config *c);
+/* Bytes per GEMM weight parameter of its FP8 copies (0 when not fp8). */
+double mp_fp8_weight_copy_bytes(const mp_config *c);
+/* HBM bytes per weight parameter of casting it once per iteration. */
+double mp_fp8_weight_cast_bytes(const mp_config *c);
+/* Activation bytes one block saves per micro-batch by stashing its GEMM
+ * inputs in FP8 instead of BF16 (no recompute or selective). */
+double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs);
+/* Of those, the routed experts' (an MoE block's routed copies). */
+double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs);
 
 /* ---- communication (comm.c) ---- */
 

@@ -39,6 +39,8 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
         w_ = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, __VA_ARGS__); \
         if (w_ > 0) n += (size_t)w_;                                                \
     } while (0)
+    if (a->training.precision != b->training.precision)
+        ADD("precision=%s", mp_dtype_name(b->training.precision));
     if (x->tp != y->tp) ADD("tp=%lld", (long long)y->tp);
     if (x->sp != y->sp) ADD("sp=%s", y->sp ? "on" : "off");
     if (x->pp != y->pp) ADD("pp=%lld", (long long)y->pp);
@@ -94,11 +96,20 @@ static void memory_lines(const mp_estimate *e, mp_buf *out)
                        " = %.1f GiB of %.1f\n",
                   m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                   m->activations / MP_GIB, m->other / MP_GIB, m->peak / MP_GIB, m->capacity / MP_GIB);
-    if (m->expert_weights > 0.0)
+    if (m->expert_weights > 0.0) {
         mp_buf_printf(out, "  of which routed experts: weights %.1f + grads %.1f + optimizer %.1f "
                            "(more ep or etp shrinks them), routed-token activations %.1f GiB\n",
                       m->expert_weights / MP_GIB, m->expert_grads / MP_GIB,
                       m->expert_optimizer / MP_GIB, m->routed_activations / MP_GIB);
+        if (m->capacity_activations > 0.0)
+            mp_buf_printf(out, "  of the routed-token activations, %.1f GiB is capacity above the "
+                               "mean load (the capacity factor or moe.imbalance)\n",
+                          m->capacity_activations / MP_GIB);
+    }
+    if (m->fp8_weights > 0.0)
+        mp_buf_printf(out, "  of the weights, %.1f GiB is their FP8 copies (fp8 training keeps the "
+                           "bf16 weights and fp32 master weights too)\n",
+                      m->fp8_weights / MP_GIB);
 }
 
 /* One-setting changes that would make a config fit, with their peaks. */

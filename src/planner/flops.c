@@ -14,7 +14,6 @@ double mp_dtype_bytes(mp_dtype d)
     switch (d) {
     case MP_DTYPE_FP32:
     case MP_DTYPE_TF32: return 4.0;
-    case MP_DTYPE_FP8: return 1.0;
     default: return 2.0;
     }
 }
@@ -217,10 +216,20 @@ double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch)
             fwd += mp_block_fwd_flops(m, &bs);
         }
     } else if (mp_model_is_moe(m)) {
-        for (int64_t i = 1; i <= nb; i++) {
-            mp_block_shape bs;
-            mp_block_shape_of(m, seq, i, &bs);
-            fwd += mp_block_fwd_flops(m, &bs);
+        /* two kinds of block, dense and MoE: each costed once (the
+         * estimate asks for every candidate of a search) */
+        int64_t moe = mp_model_moe_blocks(m), first_moe = 0, first_dense = -1;
+        while (first_moe < nb && !mp_model_block_is_moe(m, first_moe))
+            first_moe++;
+        for (int64_t i = 0; i < nb && first_dense < 0; i++)
+            if (!mp_model_block_is_moe(m, i))
+                first_dense = i;
+        mp_block_shape bs;
+        mp_block_shape_of(m, seq, first_moe + 1, &bs);
+        fwd += (double)moe * mp_block_fwd_flops(m, &bs);
+        if (first_dense >= 0) {
+            mp_block_shape_of(m, seq, first_dense + 1, &bs);
+            fwd += (double)(nb - moe) * mp_block_fwd_flops(m, &bs);
         }
     } else {
         mp_block_shape bs;

@@ -39,9 +39,23 @@ static const char *precision_key(mp_dtype d)
     return d == MP_DTYPE_FP16 ? "fp16" : "bf16";
 }
 
+/* The FP8 recipes are Transformer Engine's under Megatron-LM; these configs
+ * have no equivalent, and bf16 in their place would be a silent change. */
+static mp_status refuse_fp8(const mp_config *c, mp_error *err)
+{
+    if (c->training.precision != MP_DTYPE_FP8)
+        return MP_OK;
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                        "an fp8 plan (Transformer Engine's %s recipe) is written for Megatron-LM "
+                        "only (--format megatron)",
+                        mp_fp8_recipe_name(c->training.fp8_recipe));
+}
+
 mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
+    if (refuse_fp8(c, err) != MP_OK)
+        return MP_EINPUT;
     if (p->pp > 1 || p->cp > 1 || p->vpp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
                             "a DeepSpeed config here covers data and tensor parallelism with ZeRO; "
@@ -81,6 +95,8 @@ mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
 mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
+    if (refuse_fp8(c, err) != MP_OK)
+        return MP_EINPUT;
     if (p->pp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
                             "FSDP plans here run without pipeline parallelism (pp=%lld)",

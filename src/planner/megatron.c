@@ -286,7 +286,13 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     mp_buf_printf(out, "--micro-batch-size %lld \\\n--global-batch-size %lld \\\n",
                   (long long)p->micro_batch, (long long)c->training.global_batch);
     if (c->training.precision == MP_DTYPE_FP16) mp_buf_puts(out, "--fp16 \\\n");
-    if (c->training.precision == MP_DTYPE_BF16) mp_buf_puts(out, "--bf16 \\\n");
+    if (c->training.precision == MP_DTYPE_BF16 || c->training.precision == MP_DTYPE_FP8)
+        mp_buf_puts(out, "--bf16 \\\n");
+    if (c->training.precision == MP_DTYPE_FP8)
+        /* Transformer Engine's FP8 GEMMs on bf16 training: E4M3 forward, E5M2
+         * gradients (TransformerConfig.fp8 and fp8_recipe, megatron-core 0.20) */
+        mp_buf_printf(out, "--fp8-format hybrid \\\n--fp8-recipe %s \\\n",
+                      mp_fp8_recipe_name(c->training.fp8_recipe));
     mp_megatron_moe_args(c, out);
     recompute_flags(c, plan, st, K, out, &notes);
     if (p->dist_opt) mp_buf_puts(out, "--use-distributed-optimizer \\\n");

@@ -107,9 +107,7 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     const mp_model *m = &c->model;
     const mp_hw *hw = &c->hw;
     const mp_parallel *p = &c->parallel;
-    double peak = hw->peak_flops[c->training.precision];
-    if (!(peak > 0.0))
-        peak = hw->peak_flops[MP_DTYPE_FP32];
+    double peak = mp_high_peak(c); /* the router stays in BF16 under fp8 */
     double dt = mp_dtype_bytes(c->training.precision), h = (double)m->hidden;
     double ep = (double)mp_parallel_ep(p), etp = (double)mp_parallel_etp(p);
     double E = (double)m->moe.experts, k = (double)m->moe.top_k;
@@ -132,10 +130,14 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     double shapes[2][3] = {{ne, gate * f, h}, {ne, h, f}};
     for (int i = 0; i < 2; i++) {
         double gm = shapes[i][0], gn = shapes[i][1], gk = shapes[i][2];
-        double w = mp_gemm_mnk_time(hw, peak, dt, gk, gn, gm);
-        out->gemm_f += local * mp_gemm_mnk_time(hw, peak, dt, gm, gn, gk);
-        out->gemm_b += local * (mp_gemm_mnk_time(hw, peak, dt, gm, gk, gn) + w);
+        double w = mp_linear_gemm_time(c, gk, gn, gm);
+        out->gemm_f += local * mp_linear_gemm_time(c, gm, gn, gk);
+        out->gemm_b += local * (mp_linear_gemm_time(c, gm, gk, gn) + w);
         out->wgrad += local * w;
+        double qf, qb;
+        mp_fp8_cast_bytes(c, gm, gn, gk, &qf, &qb);
+        out->cast_f += local * qf;
+        out->cast_b += local * qb;
     }
     /* elementwise: router softmax/top-k (fp32 scores r4 w4), permute and
      * unpermute of the routed copies (r2 w2 each), the experts' activation
@@ -185,6 +187,18 @@ double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
     /* fp32 router scores and probabilities; per routed copy: the experts'
      * FC1 input, activation input(s), FC2 input, and the unpermute's input */
     return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 2.0 * f + 2.0 * h);
+}
+
+double mp_moe_capacity_bytes(const mp_config *c, const mp_block_shape *bs)
+{
+    double alpha = mp_moe_imbalance(&c->model);
+    if (alpha <= 1.0)
+        return 0.0;
+    /* the per-copy part of mp_moe_act_bytes grows with alpha; its share
+     * above the mean load is the headroom */
+    double scores = tokens_in(c, bs) * (double)c->model.moe.experts * 8.0;
+    double copies = mp_moe_act_bytes(c, bs) - scores - mp_fp8_routed_saving(c, bs);
+    return copies * (alpha - 1.0) / alpha;
 }
 
 void mp_moe_item_adjust(const mp_config *c, const mp_block_shape *bs, double *params,

@@ -35,7 +35,10 @@ static cJSON *memory_json(const mp_memory *m)
         ok = add(o, "expert_weights", m->expert_weights / MP_GIB) &&
              add(o, "expert_grads", m->expert_grads / MP_GIB) &&
              add(o, "expert_optimizer", m->expert_optimizer / MP_GIB) &&
-             add(o, "routed_activations", m->routed_activations / MP_GIB);
+             add(o, "routed_activations", m->routed_activations / MP_GIB) &&
+             add(o, "capacity_activations", m->capacity_activations / MP_GIB);
+    if (ok && m->fp8_weights > 0.0) /* fp8 only: the weights' FP8 copies, in weights */
+        ok = add(o, "fp8_weights", m->fp8_weights / MP_GIB);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -143,7 +146,11 @@ cJSON *mp_estimate_to_json(const mp_config *c, const mp_estimate *e, const char 
         return NULL;
     bool ok = cJSON_AddStringToObject(o, "model", c->model.name) &&
               cJSON_AddStringToObject(o, "hw", c->hw.name) &&
-              cJSON_AddNumberToObject(o, "gpus", (double)c->training.gpus);
+              cJSON_AddNumberToObject(o, "gpus", (double)c->training.gpus) &&
+              cJSON_AddStringToObject(o, "precision", mp_dtype_name(c->training.precision));
+    if (ok && c->training.precision == MP_DTYPE_FP8)
+        ok = cJSON_AddStringToObject(o, "fp8_recipe",
+                                     mp_fp8_recipe_name(c->training.fp8_recipe)) != NULL;
     cJSON *par = ok ? mp_parallel_to_json(&c->parallel, c->training.global_batch, e->microbatches)
                     : NULL;
     ok = ok && par && cJSON_AddItemToObject(o, "parallel", par);

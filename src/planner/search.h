@@ -90,6 +90,10 @@ typedef struct mp_search_options {
      * splits and per-layer recompute in the forms its flags express
      * (mp_search_megatron_runs); a split it cannot express keeps the even one */
     bool megatron_runtime;
+    /* the training precisions to compare (mp_dtype values; --fix
+     * precision=bf16|fp8): with two or more, one search per precision and
+     * the best plans of all (search/precision.c); else base's precision */
+    mp_search_set precisions;
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
     void *progress_user;

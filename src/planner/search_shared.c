@@ -31,9 +31,9 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
     if (m->position == MP_POS_LEARNED && seq > m->seq)
         return REFUSE("seq", "%lld is longer than the model's %lld learned positions",
                       (long long)seq, (long long)m->seq);
-    if ((unsigned)t->precision >= MP_DTYPE_COUNT || !(c->hw.peak_flops[t->precision] > 0))
-        return REFUSE("precision", "hardware %s has no %s peak rate", c->hw.name,
-                      mp_dtype_name(t->precision));
+    mp_status pst = mp_config_check_precision(c, err); /* a rate for it; fp8's recipe */
+    if (pst != MP_OK)
+        return pst;
     int64_t tp = f & MP_FIX_TP ? p->tp : 1, pp = f & MP_FIX_PP ? p->pp : 1;
     int64_t cp = f & MP_FIX_CP ? p->cp : 1, dp = f & MP_FIX_DP ? p->dp : 1;
     int64_t vpp = f & MP_FIX_VPP ? p->vpp : 1;

@@ -42,6 +42,8 @@ static void simulate_plan(mp_search_plan *sp, mp_search_counts *counts)
 
 mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_error *err)
 {
+    if (opt->precisions.n > 1) /* fp8 against bf16: one search each (precision.c) */
+        return mp_search_precisions(opt, res, err);
     double t0 = now_s();
     mp_status st = mp_search_estimated(opt, res, err);
     if (st != MP_OK) {

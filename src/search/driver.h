@@ -23,6 +23,10 @@
  * one), or when the space is absurdly large (over 2^21, 2^23 for a mixture
  * of experts candidates). counts are filled either way. */
 mp_status mp_search(const mp_search_options *opt, mp_search_result *result, mp_error *err);
+/* mp_search over each of opt->precisions in turn, the plans merged by their
+ * ranking step (the k best of all); counts summed. */
+mp_status mp_search_precisions(const mp_search_options *opt, mp_search_result *result,
+                               mp_error *err);
 
 /* The whole explanation of config c (planner/explain.h): search_opt (base =
  * c's model, hw, training; fixed = 0 to compare against the whole space)

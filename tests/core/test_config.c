@@ -176,11 +176,27 @@ static void test_refusals(void **state)
     expect(&c, "cp", "GPT/LLaMA");
 
     c = base();
+    c.training.precision = MP_DTYPE_TF32;
+    expect(&c, "precision", "bf16, fp16, fp32 or fp8");
+    /* dgx-a100 has no FP8 tensor cores: refused, naming the field */
     c.training.precision = MP_DTYPE_FP8;
-    expect(&c, "precision", "bf16, fp16 or fp32");
+    expect(&c, "precision", "no fp8 rate");
     c.training.precision = MP_DTYPE_FP16;
     c.hw.peak_flops[MP_DTYPE_FP16] = 0;
-    expect(&c, "precision", "no fp16 peak");
+    expect(&c, "precision", "no fp16 rate");
+    /* H100: fp8 runs with the Hopper recipes; mxfp8 needs Blackwell */
+    c = base();
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &(mp_error){0}), MP_OK);
+    c.hw.flash_attention = true;
+    c.training.precision = MP_DTYPE_FP8;
+    for (int r = MP_FP8_DELAYED; r <= MP_FP8_BLOCKWISE; r++) {
+        c.training.fp8_recipe = (mp_fp8_recipe)r;
+        expect(&c, NULL, NULL);
+    }
+    c.training.fp8_recipe = MP_FP8_MXFP8;
+    expect(&c, "fp8_recipe", "Blackwell");
+    assert_int_equal(mp_hw_preset("b200", &c.hw, &(mp_error){0}), MP_OK);
+    expect(&c, NULL, NULL);
 
     c = base();
     c.parallel.schedule = MP_SCHED_ZBH1;

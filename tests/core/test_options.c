@@ -131,7 +131,15 @@ static void test_refusals(void **state)
     REFUSE(false, "--sp", "takes no value", "--sp=yes");
     REFUSE(false, "--recompute", "none, selective or full", "--recompute", "some");
     REFUSE(false, "--schedule", "interleaved-1f1b", "--schedule", "2f2b");
-    REFUSE(false, "--precision", "bf16", "--precision", "fp8");
+    REFUSE(false, "--precision", "bf16", "--precision", "fp4");
+    REFUSE(false, "--precision", "fp8", "--precision", "tf32");
+    REFUSE(false, "--fp8-recipe", "delayed, tensorwise", "--fp8-recipe", "e4m3");
+    REFUSE(true, "--fp8-recipe", "--precision fp8 only", "--model", "gpt3-1.3b", "--gpus", "8",
+           "--fp8-recipe", "blockwise");
+    REFUSE(false, "--moe-imbalance", ">= 1", "--moe-imbalance", "0.9");
+    REFUSE(false, "--moe-imbalance", ">= 1", "--moe-imbalance", "lots");
+    REFUSE(true, "--moe-imbalance", "no experts", "--model", "gpt3-1.3b", "--gpus", "8",
+           "--moe-imbalance", "1.2");
     REFUSE(false, "--format", "table", "--format", "xml");
     REFUSE(false, "--dp-overlap", "on or off", "--dp-overlap", "maybe");
     REFUSE(false, "--hw-set", "KEY=VALUE", "--hw-set", "memory");
@@ -177,6 +185,18 @@ static void test_tokens_and_flags(void **state)
     assert_int_equal(argc, 4);
     assert_string_equal(argv[1], "--");
     assert_string_equal(argv[2], "--tp");
+
+    /* --precision fp8 with a recipe; --moe-imbalance lands in the model */
+    char **a2 = ARGS("--model", "mixtral-8x7b", "--gpus", "64", "--hw", "dgx-h100",
+                     "--precision", "fp8", "--fp8-recipe", "tensorwise", "--moe-imbalance", "1.3");
+    int n2 = NARGS(ARGS("--model", "mixtral-8x7b", "--gpus", "64", "--hw", "dgx-h100",
+                        "--precision", "fp8", "--fp8-recipe", "tensorwise", "--moe-imbalance",
+                        "1.3"));
+    assert_int_equal(mp_cli_config_parse(&n2, a2, &cc, &err), MP_OK);
+    assert_int_equal(mp_cli_config_finish(&cc, &err), MP_OK);
+    assert_int_equal(cc.config.training.precision, MP_DTYPE_FP8);
+    assert_int_equal(cc.config.training.fp8_recipe, MP_FP8_TENSORWISE);
+    assert_true(cc.config.model.moe.imbalance == 1.3);
 }
 
 /* Every option with every kind of value, both spellings, then finished and
@@ -189,11 +209,12 @@ static void test_every_option_value(void **state)
         "--model", "--gpus", "--hw", "--hw-set", "--seq", "--global-batch", "--precision",
         "--tokens", "--tp", "--sp", "--no-sp", "--pp", "--vpp", "--cp", "--dp", "--micro-batch",
         "--recompute", "--dist-opt", "--no-dist-opt", "--dp-overlap", "--tp-overlap",
-        "--schedule", "--format"};
+        "--schedule", "--format", "--fp8-recipe", "--moe-imbalance"};
     static const char *const values[] = {
         "", "0", "-1", "1", "2", "8", "abc", "1e3", "99999999999999999999", "on", "off", "x=y",
         "memory=1 GiB", "gemm_efficiency=[[1e9,0.5]]", "=", "bf16", "fp8", "full", "zb-h1",
-        "interleaved-1f1b", "json", "175B", "t5-11b", "dgx-h100", "300B", "1.5T", "-", "--tp"};
+        "interleaved-1f1b", "json", "175B", "t5-11b", "dgx-h100", "300B", "1.5T", "-", "--tp",
+        "mxfp8", "blockwise", "1.25", "nan", "inf"};
     int ok = 0, refused = 0;
     for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
         for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {

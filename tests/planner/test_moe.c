@@ -97,6 +97,17 @@ static void test_moe_block_placement(void **state)
     assert_true(mp_model_block_is_moe(&m, 0) && !mp_model_block_is_moe(&m, 1));
     m.moe.first_dense = 1;
     assert_int_equal(mp_model_moe_blocks(&m), 7);
+    /* the count's closed form against counting block by block */
+    for (int64_t L = 1; L <= 20; L++)
+        for (int64_t a = 0; a <= 22; a++)
+            for (int64_t f = 1; f <= 5; f++) {
+                m.layers = L;
+                m.moe.first_dense = a;
+                m.moe.layer_freq = f;
+                int64_t n = 0;
+                for (int64_t i = 0; i < L; i++) n += mp_model_block_is_moe(&m, i);
+                assert_int_equal(mp_model_moe_blocks(&m), n);
+            }
 }
 
 static void expect_refused(mp_model m, const char *field)

@@ -71,6 +71,37 @@ static void test_bounds_below_estimate(void **state)
     }
 }
 
+/* The same under fp8 training (its FP8 stashes and weight copies, its GEMM
+ * rate) for the spaces on hardware with an FP8 rate, each recipe. */
+static void test_bounds_below_estimate_fp8(void **state)
+{
+    (void)state;
+    const struct {
+        const char *model, *hw;
+        int64_t gpus, gb;
+        mp_fp8_recipe recipe;
+    } fp8[] = {
+        {"llama3-8b", "dgx-h100", 64, 256, MP_FP8_DELAYED},
+        {"gpt3-13b", "dgx-h100", 128, 1024, MP_FP8_TENSORWISE},
+        {"olmoe-1b-7b", "dgx-h100", 32, 256, MP_FP8_BLOCKWISE},
+        {"mixtral-8x7b", "b200", 32, 256, MP_FP8_MXFP8},
+    };
+    for (size_t i = 0; i < sizeof fp8 / sizeof fp8[0]; i++) {
+        mp_search_options o;
+        base_of(fp8[i].model, fp8[i].hw, fp8[i].gpus, fp8[i].gb, MP_DTYPE_FP8, &o);
+        o.base.training.fp8_recipe = fp8[i].recipe;
+        int64_t checked, mv, tv;
+        double worst;
+        mp_error err;
+        assert_int_equal(mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err), MP_OK);
+        if (mv || tv)
+            fail_msg("%s fp8 on %lld: %lld memory and %lld time bound violations of %lld",
+                     fp8[i].model, (long long)fp8[i].gpus, (long long)mv, (long long)tv,
+                     (long long)checked);
+        assert_true(checked > 100);
+    }
+}
+
 /* With and without pruning the same plans come out, in the same order. */
 static void test_pruning_changes_nothing(void **state)
 {
@@ -428,6 +459,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounds_below_estimate),
+        cmocka_unit_test(test_bounds_below_estimate_fp8),
         cmocka_unit_test(test_pruning_changes_nothing),
         cmocka_unit_test(test_fixed_settings_hold),
         cmocka_unit_test(test_nothing_fits),

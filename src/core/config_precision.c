@@ -1,0 +1,30 @@
+/* config_precision.c — whether the hardware runs the training precision
+ * (docs/cost-model.md §13): a peak rate for it in the profile, and for FP8's
+ * mxfp8 recipe the block-scaled tensor cores of Blackwell. */
+#include "core/config.h"
+
+#define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
+
+mp_status mp_config_check_precision(const mp_config *c, mp_error *err)
+{
+    const mp_training *t = &c->training;
+    const mp_hw *hw = &c->hw;
+    if ((unsigned)t->precision >= MP_DTYPE_COUNT || !(hw->peak_flops[t->precision] > 0.0))
+        return FAIL("precision", "hardware %s has no %s rate (peak_flops.%s is 0 in its "
+                                 "profile)%s",
+                    hw->name, mp_dtype_name(t->precision), mp_dtype_name(t->precision),
+                    t->precision == MP_DTYPE_FP8 ? ": FP8 training needs Hopper or newer; use "
+                                                   "precision bf16"
+                                                 : "");
+    if (t->precision != MP_DTYPE_FP8)
+        return MP_OK;
+    if (!(hw->peak_flops[MP_DTYPE_BF16] > 0.0))
+        return FAIL("precision", "fp8 training keeps bf16 for all but its GEMMs, and hardware "
+                                 "%s has no bf16 rate", hw->name);
+    if (t->fp8_recipe == MP_FP8_MXFP8 && !hw->mxfp8)
+        return FAIL("fp8_recipe", "mxfp8 needs tensor cores with block-scaled FP8 (Blackwell); "
+                                  "hardware %s has none (mxfp8: false): use delayed, "
+                                  "tensorwise or blockwise",
+                    hw->name);
+    return MP_OK;
+}

@@ -1,0 +1,162 @@
+/* fp8.c — FP8 training as Transformer Engine runs it under Megatron-Core
+ * (docs/cost-model.md §13).
+ *
+ * Only the GEMMs of the linear layers (QKV, projection, FC1, FC2, the
+ * grouped expert GEMMs) run in FP8: forward, input gradient and weight
+ * gradient (TE's "hybrid" format: E4M3 activations and weights, E5M2 output
+ * gradients). Everything else stays in BF16: the attention core (TE's FP8
+ * attention is a separate switch, off by default), the router, the LM head
+ * (Megatron's output layer is not a TE module), norms, communication,
+ * gradients; the master weights and the optimizer are unchanged. What FP8
+ * adds: casts of each GEMM operand to FP8 (memory-bound kernels), FP8 copies
+ * of each weight held across the micro-batches of an iteration, and FP8
+ * copies of the GEMM inputs saved for the backward in place of the BF16
+ * ones. The recipe decides the scales: one per tensor (delayed: from the
+ * amax history, in the cast kernel itself; tensorwise: the current amax,
+ * one more read of the tensor), one fp32 scale per 1x128 activation tile
+ * and 128x128 weight tile (blockwise, DeepSeek-V3 §3.3.2), one E8M0 byte per
+ * 32 elements (mxfp8, OCP MX v1.0). */
+#include "planner/cost_internal.h"
+
+bool mp_fp8_on(const mp_config *c)
+{
+    return c->training.precision == MP_DTYPE_FP8;
+}
+
+double mp_high_peak(const mp_config *c)
+{
+    mp_dtype d = mp_fp8_on(c) ? MP_DTYPE_BF16 : c->training.precision;
+    double pk = (unsigned)d < MP_DTYPE_COUNT ? c->hw.peak_flops[d] : 0.0;
+    return pk > 0.0 ? pk : c->hw.peak_flops[MP_DTYPE_FP32];
+}
+
+double mp_linear_gemm_time(const mp_config *c, double m, double n, double k)
+{
+    const mp_hw *hw = &c->hw;
+    double high = mp_high_peak(c);
+    double dt = mp_dtype_bytes(c->training.precision);
+    double fp8 = hw->peak_flops[MP_DTYPE_FP8];
+    if (!mp_fp8_on(c) || !(fp8 > 0.0))
+        return mp_gemm_mnk_time(hw, high, dt, m, n, k);
+    /* A GEMM's fixed cost (launch, prologue, the last wave) takes the same
+     * time whatever the element type, so at the FP8 rate a GEMM of F FLOPs
+     * reaches the efficiency the profile's curve gives a BF16 GEMM of
+     * F x bf16/fp8 FLOPs (the rule the profiles use between GPUs). */
+    double flops = 2.0 * m * n * k;
+    double eff = mp_curve_eval(&hw->gemm_efficiency, flops * high / fp8);
+    if (eff <= 0.0)
+        eff = 1e-3;
+    double compute = flops / (fp8 * eff);
+    /* FP8 operands (1 byte), the BF16 output (2 bytes) */
+    double memory = (m * k + k * n + 2.0 * m * n) / (hw->hbm_bw * hw->memory_efficiency);
+    return compute > memory ? compute : memory;
+}
+
+/* Scale bytes per FP8 element of an activation (one direction of tiles). */
+static double act_scale_bytes(mp_fp8_recipe r)
+{
+    switch (r) {
+    case MP_FP8_BLOCKWISE: return 4.0 / 128.0; /* fp32 per 1x128 tile */
+    case MP_FP8_MXFP8: return 1.0 / 32.0;      /* E8M0 per 32 elements */
+    default: return 0.0;                       /* one per tensor */
+    }
+}
+
+/* Scale bytes per FP8 element of a weight. */
+static double weight_scale_bytes(mp_fp8_recipe r)
+{
+    switch (r) {
+    case MP_FP8_BLOCKWISE: return 4.0 / (128.0 * 128.0); /* fp32 per 128x128 tile */
+    case MP_FP8_MXFP8: return 1.0 / 32.0;
+    default: return 0.0;
+    }
+}
+
+/* Bytes through HBM per element cast: read the BF16 tensor (2), write the
+ * two FP8 copies a GEMM pair needs (1 + 1 and their scales): row-wise for
+ * one GEMM and transposed (Hopper's FP8 tensor cores take only the TN
+ * layout) or column-wise scaled (mxfp8, blockwise) for the other; the
+ * current-scaling recipe reads the tensor once more for its amax first. */
+static double cast_bytes_per_element(mp_fp8_recipe r)
+{
+    double b = 2.0 + 2.0 * (1.0 + act_scale_bytes(r));
+    return r == MP_FP8_TENSORWISE ? b + 2.0 : b;
+}
+
+void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double *fwd,
+                       double *bwd)
+{
+    *fwd = *bwd = 0.0;
+    if (!mp_fp8_on(c))
+        return;
+    double e = cast_bytes_per_element(c->training.fp8_recipe);
+    *fwd = e * m * k; /* the input, for this GEMM and (transposed) the weight gradient */
+    *bwd = e * m * n; /* the output gradient, for the input and the weight gradients */
+}
+
+double mp_fp8_stash_bytes(const mp_config *c)
+{
+    return 1.0 + act_scale_bytes(c->training.fp8_recipe);
+}
+
+double mp_fp8_weight_copy_bytes(const mp_config *c)
+{
+    if (!mp_fp8_on(c))
+        return 0.0;
+    /* the forward's copy and the transposed (column-wise) one of the input gradient */
+    return 2.0 * (1.0 + weight_scale_bytes(c->training.fp8_recipe));
+}
+
+double mp_fp8_weight_cast_bytes(const mp_config *c)
+{
+    if (!mp_fp8_on(c))
+        return 0.0;
+    mp_fp8_recipe r = c->training.fp8_recipe;
+    /* once per iteration: TE keeps the copies over the micro-batches
+     * (Megatron passes is_first_microbatch); read 2, write both copies */
+    double b = 2.0 + mp_fp8_weight_copy_bytes(c);
+    return r == MP_FP8_TENSORWISE ? b + 2.0 : b;
+}
+
+double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
+{
+    if (!mp_fp8_on(c))
+        return 0.0;
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    double per = 2.0 - mp_fp8_stash_bytes(c); /* saved per element: BF16 -> FP8 */
+    double t = (double)p->tp, h = (double)m->hidden;
+    double sb = (double)p->micro_batch * bs->s / (double)p->cp;
+    double hd = m->head_dim > 0 ? (double)m->head_dim : h / (double)m->heads;
+    double qd = (double)m->heads * hd;
+    double f = m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h;
+    bool moe = bs->kind == MP_BLOCK_MOE, cross = bs->s_cross > 0;
+    bool sp = p->sp && p->tp > 1;
+    /* the GEMM inputs mp_block_act_bytes counts (and moe.c for an MoE
+     * block): QKV's and FC1's (the norms' outputs, outside the TP region),
+     * the projection's and FC2's (inside it) */
+    double outside = sb * h * ((moe && !m->moe.shared_experts) ? 1.0 : 2.0);
+    double inside = sb * qd;
+    if (cross) {
+        outside += sb * h;
+        inside += sb * qd;
+    }
+    inside += sb * (moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn) : f);
+    double elems = outside / (sp ? t : 1.0) + inside / t;
+    return per * elems + mp_fp8_routed_saving(c, bs);
+}
+
+double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs)
+{
+    if (!mp_fp8_on(c) || bs->kind != MP_BLOCK_MOE)
+        return 0.0;
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    /* each routed copy's FC1 input (h) and FC2 input (f_e / etp), as
+     * mp_moe_act_bytes counts them */
+    double etp = (double)mp_parallel_etp(p);
+    double tokens = (double)p->micro_batch * bs->s / (double)p->cp / (double)p->tp;
+    double routed = tokens * (double)m->moe.top_k * etp * mp_moe_imbalance(m);
+    return (2.0 - mp_fp8_stash_bytes(c)) * routed *
+           ((double)m->hidden + (double)m->moe.expert_ffn / etp);
+}

@@ -1,0 +1,213 @@
+/* test_fp8.c — FP8 training's terms (docs/cost-model.md §13), each against a
+ * hand count, and the MoE load-imbalance factor: the linear GEMMs at the FP8
+ * rate, the cast kernels' bytes per recipe, the FP8 weight copies and the
+ * FP8 stashes of the GEMM inputs, what stays in BF16 (attention core,
+ * master weights, gradients), and the busiest expert rank scaled by
+ * moe.imbalance. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/model.h"
+#include "core/tables.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+
+static bool near(double a, double b, double tol)
+{
+    return fabs(a - b) <= tol * fmax(fabs(a), fabs(b));
+}
+
+static mp_config config(const char *model, const char *hw, int64_t gpus, int64_t tp,
+                        mp_dtype precision)
+{
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    c.model = *mp_model_preset(model);
+    mp_error err;
+    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
+    c.training.gpus = gpus;
+    c.training.seq = 4096;
+    c.training.global_batch = gpus / tp * 2;
+    c.training.precision = precision;
+    mp_parallel_defaults(&c.parallel);
+    c.parallel.tp = tp;
+    c.parallel.sp = tp > 1;
+    c.parallel.dp = gpus / tp;
+    c.parallel.dist_opt = true;
+    return c;
+}
+
+/* A GEMM of a linear layer: FLOPs at the FP8 peak at the efficiency the
+ * curve gives the same time at the BF16 peak; the attention core and the LM
+ * head stay at the BF16 rate. */
+static void test_gemm_rate(void **state)
+{
+    (void)state;
+    mp_config b = config("llama3-8b", "dgx-h100", 8, 1, MP_DTYPE_BF16);
+    mp_config f = b;
+    f.training.precision = MP_DTYPE_FP8;
+    double m = 8192, n = 4096, k = 4096, flops = 2 * m * n * k;
+    const mp_hw *hw = &b.hw;
+    double pb = hw->peak_flops[MP_DTYPE_BF16], p8 = hw->peak_flops[MP_DTYPE_FP8];
+    double want_b = flops / (pb * mp_curve_eval(&hw->gemm_efficiency, flops));
+    double want_8 = flops / (p8 * mp_curve_eval(&hw->gemm_efficiency, flops * pb / p8));
+    assert_true(near(mp_linear_gemm_time(&b, m, n, k), want_b, 1e-12));
+    assert_true(near(mp_linear_gemm_time(&f, m, n, k), want_8, 1e-12));
+    assert_true(mp_linear_gemm_time(&f, m, n, k) < 0.6 * want_b);
+    assert_true(mp_high_peak(&f) == pb && mp_high_peak(&b) == pb);
+    /* the attention core is timed at the BF16 rate either way */
+    mp_block_shape bs;
+    mp_block_shape_of(&b.model, 4096, 1, &bs);
+    mp_block_time tb, t8;
+    mp_block_time_of(&b, &bs, &tb);
+    mp_block_time_of(&f, &bs, &t8);
+    assert_true(tb.attn_core_fwd == t8.attn_core_fwd);
+    assert_true(t8.fwd_compute < tb.fwd_compute && t8.bwd_compute < tb.bwd_compute);
+    /* the head (Megatron's output layer is not a TE module) is not sped up */
+    mp_edge_time hb, h8;
+    mp_head_time_of(&b, &hb);
+    mp_head_time_of(&f, &h8);
+    assert_true(hb.fwd_compute == h8.fwd_compute);
+}
+
+/* Cast bytes per element: read 2, write two FP8 copies (+ scales: blockwise
+ * fp32 per 128, mxfp8 one byte per 32, each copy); current scaling reads
+ * the tensor once more for its amax. Forward: the m x k input; backward:
+ * the m x n output gradient. */
+static void test_cast_bytes(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", "b200", 8, 1, MP_DTYPE_FP8);
+    const double per[MP_FP8_RECIPE_COUNT] = {4.0, 6.0, 4.0 + 2.0 * 4.0 / 128.0,
+                                             4.0 + 2.0 / 32.0};
+    for (int r = 0; r < MP_FP8_RECIPE_COUNT; r++) {
+        c.training.fp8_recipe = (mp_fp8_recipe)r;
+        double f, b;
+        mp_fp8_cast_bytes(&c, 1000, 2000, 3000, &f, &b);
+        assert_true(near(f, per[r] * 1000 * 3000, 1e-12));
+        assert_true(near(b, per[r] * 1000 * 2000, 1e-12));
+    }
+    c.training.precision = MP_DTYPE_BF16;
+    double f = 1, b = 1;
+    mp_fp8_cast_bytes(&c, 1000, 2000, 3000, &f, &b);
+    assert_true(f == 0.0 && b == 0.0);
+    assert_true(mp_fp8_weight_copy_bytes(&c) == 0.0);
+}
+
+/* Memory: FP8 copies (and transposes) of every block weight, 2 bytes per
+ * parameter with delayed scaling; the master weights, gradients and
+ * optimizer unchanged; the GEMM inputs stashed in 1 byte instead of 2. */
+static void test_memory(void **state)
+{
+    (void)state;
+    mp_config b = config("llama3-8b", "dgx-h100", 8, 1, MP_DTYPE_BF16);
+    b.training.global_batch = 8;
+    mp_config f = b;
+    f.training.precision = MP_DTYPE_FP8;
+    mp_estimate eb, e8;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&b, NULL, &eb, &err), MP_OK);
+    assert_int_equal(mp_estimate_config(&f, NULL, &e8, &err), MP_OK);
+    const mp_model *m = &b.model;
+    mp_block_shape bs;
+    mp_block_shape_of(m, 4096, 1, &bs);
+    double block_params = mp_block_params(m, bs.kind);
+    double copies = 2.0 * block_params * (double)m->layers;
+    assert_true(near(e8.memory.fp8_weights, copies, 1e-12));
+    assert_true(eb.memory.fp8_weights == 0.0);
+    assert_true(near(e8.memory.weights - eb.memory.weights, copies, 1e-12));
+    assert_true(e8.memory.grads == eb.memory.grads);
+    assert_true(e8.memory.optimizer == eb.memory.optimizer);
+    /* per block and micro-batch of 4096 tokens (tp 1): QKV and FC1 inputs
+     * (h each), projection input (heads x head_dim), FC2 input (ffn) */
+    double sb = 4096.0, h = 4096.0, f_ffn = 14336.0;
+    double saved = sb * (2.0 * h + h + f_ffn);
+    assert_true(near(mp_fp8_act_saving(&f, &bs), saved, 1e-12));
+    f.training.fp8_recipe = MP_FP8_BLOCKWISE; /* scales: 4 bytes per 128 */
+    assert_true(near(mp_fp8_act_saving(&f, &bs), saved * (1.0 - 1.0 / 32.0), 1e-12));
+    assert_true(e8.memory.activations < eb.memory.activations);
+    /* the MoE parts: the experts' FP8 copies counted with the expert weights */
+    mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, MP_DTYPE_FP8);
+    x.parallel.ep = 8;
+    x.training.global_batch = 64;
+    assert_int_equal(mp_estimate_config(&x, NULL, &e8, &err), MP_OK);
+    double local = 32.0 * 3 * 4096 * 14336; /* one expert per rank, 32 blocks */
+    assert_true(near(e8.memory.expert_weights, 4.0 * local, 1e-12));
+}
+
+/* The step: faster than bf16 but not twice (attention, elementwise work and
+ * communication stay), MFU against the BF16 peak; A100 refuses fp8. */
+static void test_step(void **state)
+{
+    (void)state;
+    mp_config b = config("llama3-70b", "dgx-h100", 64, 4, MP_DTYPE_BF16);
+    b.parallel.pp = 4;
+    b.parallel.dp = 4;
+    b.training.global_batch = 128;
+    mp_config f = b;
+    f.training.precision = MP_DTYPE_FP8;
+    mp_estimate eb, e8;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&b, NULL, &eb, &err), MP_OK);
+    assert_int_equal(mp_estimate_config(&f, NULL, &e8, &err), MP_OK);
+    double speedup = eb.time.step / e8.time.step;
+    assert_true(speedup > 1.15 && speedup < 1.9);
+    assert_true(near(e8.throughput.mfu / eb.throughput.mfu, speedup, 1e-9));
+    assert_true(e8.time.optimizer > eb.time.optimizer); /* the weights' casts */
+    mp_config a = config("llama3-8b", "dgx-a100", 8, 1, MP_DTYPE_FP8);
+    assert_int_equal(mp_estimate_config(&a, NULL, &e8, &err), MP_EINPUT);
+    assert_string_equal(err.field, "precision");
+}
+
+/* moe.imbalance scales what the busiest expert rank computes and moves:
+ * its grouped GEMMs' tokens and its dispatch/combine volume, nothing else. */
+static void test_imbalance(void **state)
+{
+    (void)state;
+    mp_config c = config("olmoe-1b-7b", "dgx-h100", 64, 1, MP_DTYPE_BF16);
+    c.parallel.ep = 8;
+    c.hw.scale_up.latency = c.hw.scale_out.latency = 0.0;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    assert_true(mp_moe_imbalance(&c.model) == 1.0); /* dropless default: balanced */
+    mp_moe_time t1, t2;
+    mp_moe_block_time(&c, &bs, &t1);
+    c.model.moe.imbalance = 1.5;
+    mp_moe_block_time(&c, &bs, &t2);
+    assert_true(near(t2.comm_f, 1.5 * t1.comm_f, 1e-12));
+    assert_true(near(t2.comm_b, 1.5 * t1.comm_b, 1e-12));
+    /* the expert GEMMs: 8 local experts of n_e x 1.5 tokens (n_e = 4096 x
+     * top-8 x ep 8 / 64 = 4096) through FC1 (2 x 1024 wide) and FC2; the
+     * router's GEMM does not change */
+    double pk = mp_high_peak(&c);
+    double router = mp_gemm_mnk_time(&c.hw, pk, 2.0, 4096, 64, 2048);
+    for (int i = 0; i < 2; i++) {
+        double a = i ? 1.5 : 1.0, ne = 4096.0 * a;
+        double experts = 8.0 * (mp_gemm_mnk_time(&c.hw, pk, 2.0, ne, 2048, 2048) +
+                                mp_gemm_mnk_time(&c.hw, pk, 2.0, ne, 2048, 1024));
+        assert_true(near((i ? t2 : t1).gemm_f, router + experts, 1e-12));
+    }
+    assert_true(t2.gemm_f > t1.gemm_f);
+    /* the capacity factor caps it when given (dropped tokens) */
+    c.model.moe.imbalance = 0.0;
+    c.model.moe.capacity_factor = 1.25;
+    assert_true(mp_moe_imbalance(&c.model) == 1.25);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_rate), cmocka_unit_test(test_cast_bytes),
+        cmocka_unit_test(test_memory),    cmocka_unit_test(test_step),
+        cmocka_unit_test(test_imbalance),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

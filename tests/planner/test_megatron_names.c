@@ -1,0 +1,149 @@
+/* test_megatron_names.c — every flag `--format megatron` writes is one that
+ * Megatron-LM's parser knows (tests/data/megatron/flag_names.txt, read from
+ * the pinned Megatron-LM by tools/megatron_flag_names.py), for dense, MoE,
+ * latent-attention and FP8 plans; and the MoE, MLA and FP8 flags carry the
+ * plan's values under Megatron's names. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/io.h"
+#include "core/plan.h"
+#include "planner/megatron.h"
+
+static char *known; /* the list, one flag per line, with a newline before the first */
+
+static void load_known(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("cannot read %s", path);
+    size_t cap = 1 << 16, n = 1;
+    known = malloc(cap);
+    known[0] = '\n';
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        size_t l = strlen(line);
+        if (n + l + 2 > cap) known = realloc(known, cap *= 2);
+        memcpy(known + n, line, l);
+        n += l;
+    }
+    known[n] = 0;
+    fclose(f);
+}
+
+static bool is_known(const char *flag)
+{
+    char needle[160];
+    snprintf(needle, sizeof needle, "\n%.120s\n", flag);
+    return strstr(known, needle) != NULL;
+}
+
+/* The flags text of a plan. */
+static char *flags_of(const char *model, const char *hw, const char *training,
+                      const char *parallel)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "megaplan_plan: 1\nmodel: %s\nhw: %s\ntraining: %s\nparallel: %s\n",
+             model, hw, training, parallel);
+    mp_plan *plan = calloc(1, sizeof *plan);
+    mp_error err = {0};
+    assert_non_null(plan);
+    if (mp_plan_parse_yaml(text, strlen(text), "test", plan, &err) != MP_OK)
+        fail_msg("%s: %s: %s", model, err.field, err.msg);
+    mp_buf out;
+    mp_buf_init(&out);
+    mp_megatron_args(&plan->config, plan, &out);
+    free(plan);
+    assert_false(out.oom);
+    return out.data;
+}
+
+/* Every "--flag" at the start of a line is known. */
+static void all_known(const char *model, const char *text)
+{
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (p[0] != '-' || p[1] != '-') continue;
+        char flag[128];
+        size_t n = strcspn(p, " \n");
+        snprintf(flag, sizeof flag, "%.*s", (int)(n < 127 ? n : 127), p);
+        if (!is_known(flag)) fail_msg("%s: %s is not a flag of Megatron-LM's parser", model, flag);
+    }
+}
+
+static void has(const char *text, const char *flag_and_value)
+{
+    char needle[160];
+    snprintf(needle, sizeof needle, "\n%.120s \\", flag_and_value);
+    if (!strstr(text, needle)) {
+        snprintf(needle, sizeof needle, "\n%.120s\n", flag_and_value);
+        if (!strstr(text, needle)) fail_msg("missing '%s' in:\n%s", flag_and_value, text);
+    }
+}
+
+static void lacks(const char *text, const char *flag)
+{
+    if (strstr(text, flag)) fail_msg("'%s' should not be in:\n%s", flag, text);
+}
+
+static void names(void **state)
+{
+    (void)state;
+    char *t = flags_of("deepseek-v3", "dgx-h100",
+                       "{gpus: 2048, seq: 4096, global_batch: 2048, precision: fp8, "
+                       "fp8_recipe: blockwise}",
+                       "{tp: 2, sp: true, pp: 16, dp: 64, ep: 32, etp: 1, micro_batch: 1, "
+                       "dist_opt: true, schedule: 1f1b, dispatcher: alltoall}");
+    all_known("deepseek-v3", t);
+    has(t, "--bf16");
+    has(t, "--fp8-format hybrid");
+    has(t, "--fp8-recipe blockwise");
+    has(t, "--num-experts 256");
+    has(t, "--moe-router-topk 8");
+    has(t, "--expert-model-parallel-size 32");
+    has(t, "--expert-tensor-parallel-size 1");
+    has(t, "--moe-token-dispatcher-type alltoall");
+    has(t, "--moe-grouped-gemm");
+    has(t, "--multi-latent-attention");
+    has(t, "--q-lora-rank 1536");
+    has(t, "--kv-lora-rank 512");
+    has(t, "--qk-head-dim 128");
+    has(t, "--qk-pos-emb-head-dim 64");
+    has(t, "--v-head-dim 128");
+    free(t);
+
+    t = flags_of("mixtral-8x7b", "b200",
+                 "{gpus: 64, seq: 4096, global_batch: 256, precision: fp8, fp8_recipe: mxfp8}",
+                 "{tp: 2, sp: true, pp: 2, dp: 16, ep: 8, micro_batch: 1, dist_opt: true, "
+                 "schedule: 1f1b, dispatcher: allgather}");
+    all_known("mixtral-8x7b", t);
+    has(t, "--fp8-recipe mxfp8");
+    has(t, "--expert-model-parallel-size 8");
+    has(t, "--expert-tensor-parallel-size 2"); /* etp absent: tp, Megatron's default */
+    has(t, "--moe-token-dispatcher-type allgather");
+    lacks(t, "--multi-latent-attention");
+    free(t);
+
+    t = flags_of("llama3-8b", "dgx-a100", "{gpus: 8, seq: 8192, global_batch: 16, precision: bf16}",
+                 "{tp: 2, sp: true, pp: 2, dp: 2, micro_batch: 1, recompute: selective, "
+                 "schedule: 1f1b}");
+    all_known("llama3-8b", t);
+    has(t, "--bf16");
+    lacks(t, "--fp8");
+    lacks(t, "--num-experts");
+    free(t);
+}
+
+int main(int argc, char **argv)
+{
+    load_known(argc > 1 ? argv[1] : "tests/data/megatron/flag_names.txt");
+    const struct CMUnitTest tests[] = {cmocka_unit_test(names)};
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    free(known);
+    return rc;
+}

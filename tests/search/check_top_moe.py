@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""check_top_moe.py MEGAPLAN GOLDEN — search's top five for the two MoE
+budget cases (Mixtral 8x7B on 64 GPUs, DeepSeek-V3 on 2048, dgx-h100, bf16)
+are the plans in GOLDEN: a speed-up of search (pruning, caching) must not
+change its answers. Each plan: its parallel settings, in rank order, and its
+step to 4 significant digits. MEGAPLAN_REGEN=1 rewrites GOLDEN (after a
+change of the cost model, which may change the answers; never after a change
+meant only to make search faster)."""
+import json
+import os
+import subprocess
+import sys
+
+CASES = [("mixtral-8x7b", 64, 512), ("deepseek-v3", 2048, 16384)]
+KEYS = ("tp", "sp", "pp", "vpp", "cp", "dp", "micro_batch", "recompute", "dist_opt",
+        "schedule", "ep", "etp", "dispatcher")
+
+
+def top(megaplan, model, gpus, batch):
+    out = subprocess.run([megaplan, "search", "--model", model, "--gpus", str(gpus), "--hw",
+                          "dgx-h100", "--global-batch", str(batch), "--top", "5", "--format",
+                          "json"], check=True, capture_output=True, text=True).stdout
+    plans = []
+    for p in json.loads(out):
+        par = p["parallel"]
+        row = " ".join("%s=%s" % (k, par.get(k)) for k in KEYS)
+        plans.append("%s step=%.4g" % (row, p["time_s"]["step"]))
+    return plans
+
+
+def main():
+    megaplan, golden = sys.argv[1], sys.argv[2]
+    got = {"%s/%d" % (m, g): top(megaplan, m, g, b) for m, g, b in CASES}
+    if os.environ.get("MEGAPLAN_REGEN") == "1":
+        with open(golden, "w") as f:
+            json.dump(got, f, indent=1)
+            f.write("\n")
+        return 0
+    with open(golden) as f:
+        want = json.load(f)
+    bad = 0
+    for case, plans in want.items():
+        if got.get(case) != plans:
+            bad = 1
+            print("FAIL: %s: search's top five changed" % case)
+            for i, (w, g) in enumerate(zip(plans, got.get(case, []))):
+                if w != g:
+                    print("  #%d want %s\n     got  %s" % (i + 1, w, g))
+    if not bad:
+        print("ok")
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())

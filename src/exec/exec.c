@@ -391,6 +391,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->microbatches = m;
     rep->sp = d.sp;
     rep->dist_opt = par->dist_opt && dp > 1;
+    rep->zero = par->dist_opt && rt->dpcp_group.size > 1 && par->zero >= 2 ? (int)par->zero : 0;
     rep->exact = o->exact;
     rep->checked = o->check;
     rep->schedule = mp_schedule_name(par->schedule);
@@ -446,6 +447,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                                  &adam, m, &R.ops, err);
         if (!st)
             st = mp_trainer_set_pipeline_f32(&R.trainer[c], rt->pp_group, rt->emb_group, err);
+        if (!st)
+            st = mp_trainer_set_zero_f32(&R.trainer[c], (int)par->zero, err);
     }
     free(dc);
     if (st)
@@ -643,8 +646,11 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                 const float *wv = host_view(&R, be, R.model[c].w, R.model[c].n_alloc);
                 if (!wv)
                     TRY(mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory"));
+                /* ZeRO-3: a rank holds its shard of the weights alone */
+                bool own = R.trainer[c].zero == 3;
                 mp_check_params(&R.chk, step, "param:", &R.lay[c], wv, &ref, &R.ref_lay,
-                                rt->tp_rank, 0, R.lay[c].total);
+                                rt->tp_rank, own ? R.trainer[c].shard_lo : 0,
+                                own ? R.trainer[c].shard_hi : R.lay[c].total);
             }
         }
         arm_watchdog(o, predicted, be->now() - iteration_start);

@@ -94,7 +94,8 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
         double shard = dist ? n_alloc / dpcp : n_alloc;
         largest_chunk = n_alloc > largest_chunk ? n_alloc : largest_chunk;
         double whole = (double)mp_gpt_bytes_f32(&dc, &lay, mp_exec_slots(&ops, c), (size_t)dpcp);
-        r->model += 2 * n_alloc * 4 + 2 * shard * 4 + (dist ? shard * 4 : 0);
+        r->model += 2 * n_alloc * 4 + 2 * shard * 4 + (dist ? shard * 4 : 0)
+                    + (dist && par->zero == 3 ? MP_ZERO_POISON_N * 4 : 0);
         r->activations += whole - 2 * n_alloc * 4;
         int b, e;
         mp_dims_items(&dc, &b, &e);

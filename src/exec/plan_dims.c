@@ -213,6 +213,12 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
         if ((st = mp_exec_stage_items(plan, o->shrink, d, k, &b, &e, err)))
             return st;
     }
+    /* ZeRO-2/3 run over every DP x CP rank (zero.c); hybrid sharding would
+     * need a shard group inside the node and a replica group across */
+    if (par->hsdp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.hsdp",
+                            "exec does not run hybrid sharding yet: drop hsdp to shard over "
+                            "all %lld data-parallel ranks", (long long)(par->dp * par->cp));
     if (o->microbatches > 0)
         *m = o->microbatches;
     {

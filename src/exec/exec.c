@@ -27,6 +27,7 @@
 #include "exec/t5_plan.h"
 #include "exec/ref_sync.h"
 #include "exec/watchdog.h"
+#include "planner/cost_internal.h"
 #include "sim/schedule.h"
 
 void mp_exec_opts_default(mp_exec_opts *o)
@@ -310,6 +311,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     } else {
         TRY(mp_runtime_split(rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp, err));
     }
+    /* HSDP: ZeRO-3 inside shard groups of the planner's size, replicated across */
+    bool hsdp = par->hsdp && par->zero == 3 && par->dist_opt;
+    if (hsdp)
+        TRY(mp_runtime_split_shards(rt, (int)mp_zero_shard_ranks(&plan->config), err));
     {
         /* everything this run will allocate, against what the machine has,
          * before anything is allocated; rank 0's figure, so that every rank
@@ -392,6 +397,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->sp = d.sp;
     rep->dist_opt = par->dist_opt && dp > 1;
     rep->zero = par->dist_opt && rt->dpcp_group.size > 1 && par->zero >= 2 ? (int)par->zero : 0;
+    rep->hsdp_shard = hsdp ? rt->shard_group.size : 0;
     rep->exact = o->exact;
     rep->checked = o->check;
     rep->schedule = mp_schedule_name(par->schedule);
@@ -443,12 +449,14 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                 break;
             mp_t5_set_stack_groups_f32(&R.model[c], eg, dg);
         }
-        st = mp_trainer_init_f32(&R.trainer[c], &R.model[c], rt->dpcp_group, par->dist_opt,
-                                 &adam, m, &R.ops, err);
+        st = mp_trainer_init_f32(&R.trainer[c], &R.model[c],
+                                 hsdp ? rt->shard_group : rt->dpcp_group, par->dist_opt, &adam,
+                                 m, &R.ops, err);
         if (!st)
             st = mp_trainer_set_pipeline_f32(&R.trainer[c], rt->pp_group, rt->emb_group, err);
         if (!st)
-            st = mp_trainer_set_zero_f32(&R.trainer[c], (int)par->zero, err);
+            st = mp_trainer_set_zero_f32(&R.trainer[c], (int)par->zero,
+                                         hsdp ? &rt->replica_group : NULL, err);
     }
     free(dc);
     if (st)

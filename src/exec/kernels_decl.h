@@ -173,6 +173,7 @@ typedef struct RN(mp_trainer) {
     int zero;                  /* 2: gradients sharded between micro-batches, 3: weights too
                                   (zero.c); 0: as dist_opt says */
     real *poison;              /* ZeRO-3: NaN written over the weights this rank does not own */
+    mp_group replica;          /* HSDP: the ranks holding the same shard (size 0 or 1: none) */
     mp_group pp, emb;          /* pipeline and tied-embedding groups (size <= 1: none) */
     real *recv_act, *recv_grad; /* [Sl,h] the activation / output gradient received */
     const mp_backend *be;      /* whose memory m, v, shard_buf and recv_* are in */
@@ -207,8 +208,11 @@ mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err);
 
 /* ---- zero.c ---- ZeRO-2/3 over the distributed optimizer's shards. After
  * mp_trainer_init: zero 2 or 3 (with dist_opt over more than one rank; else
- * nothing changes); ZeRO-3 leaves NaN in the weights this rank does not own. */
-mp_status RN(mp_trainer_set_zero)(RN(mp_trainer) *t, int zero, mp_error *err);
+ * nothing changes); ZeRO-3 leaves NaN in the weights this rank does not own.
+ * replica (HSDP; NULL otherwise): the trainer's DP group is then one shard
+ * group, and the gradient shards are summed over replica once per step. */
+mp_status RN(mp_trainer_set_zero)(RN(mp_trainer) *t, int zero, const mp_group *replica,
+                                  mp_error *err);
 /* ZeRO-3: the stage's weights whole before a forward or backward (skip: a
  * test's dropped gather); NaN over the others' shards after it. */
 mp_status RN(mp_zero_gather_params)(RN(mp_trainer) *t, bool skip, mp_error *err);
@@ -216,3 +220,6 @@ void RN(mp_zero_release_params)(RN(mp_trainer) *t);
 /* ZeRO-2/3: after a micro-batch's backward, its gradients summed over DP
  * into this rank's shard; the rest of the gradient buffer zero. */
 mp_status RN(mp_zero_reduce_microbatch)(RN(mp_trainer) *t, mp_error *err);
+/* HSDP: after the last micro-batch, this rank's gradient shard summed over
+ * the replicas of the shard. */
+mp_status RN(mp_zero_reduce_replicas)(RN(mp_trainer) *t, mp_error *err);

@@ -333,6 +333,10 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
     }
     if (any)
         mp_probe_record(pr, t0, MP_STREAM_TP, MP_EV_TP_COMM, false);
+    /* HSDP: the shard groups' sums over the replicas */
+    mp_status rst = RN(mp_zero_reduce_replicas)(t, err);
+    if (rst)
+        return rst;
     /* DP: all-reduce, or reduce-scatter into this rank's shard (ZeRO-2/3:
      * done after each micro-batch's backward). */
     if (t->dp.size > 1 && t->zero < 2 && !mp_probe_drops(pr, "dp-grad")) {

@@ -15,6 +15,9 @@
  * gathered after it. The unit of gathering is the stage (docs/exec.md, "ZeRO-2
  * and ZeRO-3", says why not per block as FSDP does).
  *
+ * HSDP: the same inside each shard group (the trainer's DP group), and once
+ * per step the gradient shards summed over the replicas of the shard.
+ *
  * Every sum stays the one the reference computes: the gradient of an element
  * is the same terms added in another grouping, which exact mode makes
  * order-independent (quant.h). Compiled for float and double. */
@@ -36,9 +39,12 @@
 #else
 #include "exec/real.h"
 
-mp_status RN(mp_trainer_set_zero)(RN(mp_trainer) *t, int zero, mp_error *err)
+mp_status RN(mp_trainer_set_zero)(RN(mp_trainer) *t, int zero, const mp_group *replica,
+                                  mp_error *err)
 {
     t->zero = zero >= 2 && t->dist_opt ? zero : 0;
+    if (replica)
+        t->replica = *replica;
     if (t->zero < 3)
         return MP_OK;
     real *nan_host = malloc(MP_ZERO_POISON_N * sizeof(real));
@@ -86,6 +92,19 @@ mp_status RN(mp_zero_gather_params)(RN(mp_trainer) *t, bool skip, mp_error *err)
         return st;
     mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
     return MP_OK;
+}
+
+mp_status RN(mp_zero_reduce_replicas)(RN(mp_trainer) *t, mp_error *err)
+{
+    if (t->zero < 2 || t->replica.size <= 1 || mp_probe_drops(t->model->probe, "hsdp-replica"))
+        return MP_OK;
+    RN(mp_gpt) *g = t->model;
+    double t0 = t->be->now();
+    mp_status st = t->be->allreduce(&t->replica, MP_REAL_KIND, g->g + t->shard_lo,
+                                    t->shard_hi - t->shard_lo, MP_RED_SUM, err);
+    if (!st)
+        mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
+    return st;
 }
 
 mp_status RN(mp_zero_reduce_microbatch)(RN(mp_trainer) *t, mp_error *err)

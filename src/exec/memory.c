@@ -93,8 +93,8 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
             break;
         double n_alloc = (double)((lay.total + (size_t)dpcp - 1) / (size_t)dpcp * (size_t)dpcp);
         /* HSDP: the shard of one shard group */
-        double shard_ranks = par->hsdp && par->zero == 3 ? (double)mp_zero_shard_ranks(&plan->config)
-                                                           : dpcp;
+        double shard_ranks =
+            par->hsdp && par->zero == 3 ? (double)mp_zero_shard_ranks(&plan->config) : dpcp;
         double shard = dist ? n_alloc / shard_ranks : n_alloc;
         largest_chunk = n_alloc > largest_chunk ? n_alloc : largest_chunk;
         double whole = (double)mp_gpt_bytes_f32(&dc, &lay, mp_exec_slots(&ops, c), (size_t)dpcp);

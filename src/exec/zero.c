@@ -20,8 +20,7 @@
  *
  * Every sum stays the one the reference computes: the gradient of an element
  * is the same terms added in another grouping, which exact mode makes
- * order-independent (quant.h). Compiled for float and double. */
-#ifndef MP_REAL_BITS
+ * order-independent (quant.h). Compiled for float and double (exec_real_sources). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,17 +28,9 @@
 
 #include "exec/kernels.h"
 #include "exec/memory.h"
-
-#define MP_REAL_BITS 32
-#include "exec/zero.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/zero.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 
-mp_status RN(mp_trainer_set_zero)(RN(mp_trainer) *t, int zero, const mp_group *replica,
+mp_status mp_trainer_set_zero(mp_trainer *t, int zero, const mp_group *replica,
                                   mp_error *err)
 {
     t->zero = zero >= 2 && t->dist_opt ? zero : 0;
@@ -57,12 +48,12 @@ mp_status RN(mp_trainer_set_zero)(RN(mp_trainer) *t, int zero, const mp_group *r
         nan_host[i] = (real)NAN;
     t->be->copy(t->poison, nan_host, MP_ZERO_POISON_N * sizeof(real), MP_COPY_H2D);
     free(nan_host);
-    RN(mp_zero_release_params)(t);
+    mp_zero_release_params(t);
     return MP_OK;
 }
 
 /* NaN over [lo, hi) of the weights. */
-static void RN(poison_range)(RN(mp_trainer) *t, size_t lo, size_t hi)
+static void poison_range(mp_trainer *t, size_t lo, size_t hi)
 {
     for (size_t i = lo; i < hi; i += MP_ZERO_POISON_N) {
         size_t n = hi - i < MP_ZERO_POISON_N ? hi - i : MP_ZERO_POISON_N;
@@ -70,19 +61,19 @@ static void RN(poison_range)(RN(mp_trainer) *t, size_t lo, size_t hi)
     }
 }
 
-void RN(mp_zero_release_params)(RN(mp_trainer) *t)
+void mp_zero_release_params(mp_trainer *t)
 {
     if (t->zero < 3)
         return;
-    RN(poison_range)(t, 0, t->shard_lo);
-    RN(poison_range)(t, t->shard_hi, t->model->n_alloc);
+    poison_range(t, 0, t->shard_lo);
+    poison_range(t, t->shard_hi, t->model->n_alloc);
 }
 
-mp_status RN(mp_zero_gather_params)(RN(mp_trainer) *t, bool skip, mp_error *err)
+mp_status mp_zero_gather_params(mp_trainer *t, bool skip, mp_error *err)
 {
     if (t->zero < 3 || skip)
         return MP_OK;
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = t->be;
     double t0 = be->now();
     size_t n = t->shard_hi - t->shard_lo;
@@ -94,11 +85,11 @@ mp_status RN(mp_zero_gather_params)(RN(mp_trainer) *t, bool skip, mp_error *err)
     return MP_OK;
 }
 
-mp_status RN(mp_zero_reduce_replicas)(RN(mp_trainer) *t, mp_error *err)
+mp_status mp_zero_reduce_replicas(mp_trainer *t, mp_error *err)
 {
     if (t->zero < 2 || t->replica.size <= 1 || mp_probe_drops(t->model->probe, "hsdp-replica"))
         return MP_OK;
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     double t0 = t->be->now();
     mp_status st = t->be->allreduce(&t->replica, MP_REAL_KIND, g->g + t->shard_lo,
                                     t->shard_hi - t->shard_lo, MP_RED_SUM, err);
@@ -107,11 +98,11 @@ mp_status RN(mp_zero_reduce_replicas)(RN(mp_trainer) *t, mp_error *err)
     return st;
 }
 
-mp_status RN(mp_zero_reduce_microbatch)(RN(mp_trainer) *t, mp_error *err)
+mp_status mp_zero_reduce_microbatch(mp_trainer *t, mp_error *err)
 {
     if (t->zero < 2)
         return MP_OK;
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = t->be;
     double t0 = be->now();
     size_t n = t->shard_hi - t->shard_lo;
@@ -127,5 +118,3 @@ mp_status RN(mp_zero_reduce_microbatch)(RN(mp_trainer) *t, mp_error *err)
     mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
     return MP_OK;
 }
-
-#endif

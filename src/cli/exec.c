@@ -442,10 +442,16 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                          double tol)
 {
     const mp_gpt_dims *d = &r->dims;
-    printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s, pp %d, "
+    char zero[64] = "";
+    if (r->hsdp_shard > 0)
+        snprintf(zero, sizeof zero, " + HSDP: ZeRO-3 in shards of %d ranks", r->hsdp_shard);
+    else if (r->zero >= 2)
+        snprintf(zero, sizeof zero, " + ZeRO-%d", r->zero);
+    printf("megaplan exec: %s on %d ranks (tp %d, sp %s, cp %d, dp %d, dist-opt %s%s, pp %d, "
            "vpp %d), %s backend, %s (plan: %s)\n",
            a->plan, r->ranks, r->tp, r->sp ? "on" : "off", r->cp, r->dp,
-           r->dist_opt ? "on" : "off", r->pp, r->vpp > 1 ? r->vpp : 1,
+           r->dist_opt ? "on" : "off", zero, r->pp,
+           r->vpp > 1 ? r->vpp : 1,
            r->backend ? r->backend : "cpu",
            r->compute_precision ? r->compute_precision : "fp32",
            r->plan_precision ? r->plan_precision : "?");

@@ -61,6 +61,8 @@ static void acc_add(acc *s, bool exact, float a, double b)
     double d = fabs((double)a - b);
     if (isnan(d) || (exact && memcmp(&a, &(float){(float)b}, sizeof a)))
         s->differs = true;
+    if (isnan(d))
+        d = INFINITY; /* so that the report's error says so (NaN compares false) */
     if (d > s->max_abs)
         s->max_abs = d;
     if (fabs(b) > s->max_ref)
@@ -99,6 +101,8 @@ void mp_check_scalar(mp_check *c, int step, const char *name, double a, double b
     s.max_abs = fabs(a - b);
     s.max_ref = fabs(b);
     s.differs = isnan(s.max_abs) || (c->exact && a != b);
+    if (isnan(s.max_abs))
+        s.max_abs = INFINITY;
     acc_end(c, step, 0, &s);
 }
 

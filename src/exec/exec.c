@@ -20,6 +20,7 @@
 #include "exec/t5.h"
 #include "exec/t5_plan.h"
 #include "exec/watchdog.h"
+#include "planner/cost_internal.h"
 #include "sim/schedule.h"
 
 void mp_exec_opts_default(mp_exec_opts *o)
@@ -94,6 +95,7 @@ typedef struct run {
     const mp_backend *host;    /* the host's scalars, the driver's collectives, the reference */
     mp_gpt_dims d;             /* the plan's model as this rank runs it */
     int m, dp;                 /* micro-batches per DP rank; DP degree */
+    bool hsdp;                 /* ZeRO-3 in shard groups, replicated across (rt's shard/replica groups) */
     int S, Sfull;              /* this rank's token rows of a micro-batch; all of them */
     long tokens_total;         /* the loss's tokens in the global batch */
     mp_adam_cfg adam;
@@ -314,6 +316,8 @@ static void report_shape(const run *R, const mp_plan *plan, mp_exec_report *rep)
     rep->microbatches = R->m;
     rep->sp = R->d.sp;
     rep->dist_opt = par->dist_opt && R->dp > 1;
+    rep->zero = par->dist_opt && R->rt->dpcp_group.size > 1 && par->zero >= 2 ? (int)par->zero : 0;
+    rep->hsdp_shard = R->hsdp ? R->rt->shard_group.size : 0;
     rep->exact = o->exact;
     rep->checked = o->check;
     rep->schedule = mp_schedule_name(par->schedule);
@@ -343,10 +347,14 @@ static mp_status init_chunks(run *R, const mp_parallel *par, mp_error *err)
                 break;
             mp_t5_set_stack_groups_f32(&R->model[c], eg, dg);
         }
-        st = mp_trainer_init_f32(&R->trainer[c], &R->model[c], rt->dpcp_group, par->dist_opt,
+        st = mp_trainer_init_f32(&R->trainer[c], &R->model[c],
+                                 R->hsdp ? rt->shard_group : rt->dpcp_group, par->dist_opt,
                                  &R->adam, R->m, &R->ops, err);
         if (!st)
             st = mp_trainer_set_pipeline_f32(&R->trainer[c], rt->pp_group, rt->emb_group, err);
+        if (!st)
+            st = mp_trainer_set_zero_f32(&R->trainer[c], (int)par->zero,
+                                         R->hsdp ? &rt->replica_group : NULL, err);
     }
     return st;
 }
@@ -422,8 +430,11 @@ static mp_status check_params(run *R, int step, mp_error *err)
         const float *wv = host_view(R, R->be, R->model[c].w, R->model[c].n_alloc);
         if (!wv)
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        /* ZeRO-3: a rank holds its shard of the weights alone */
+        bool own = R->trainer[c].zero == 3;
         mp_check_params(&R->chk, step, "param:", &R->lay[c], wv, &ref, &R->ref.lay,
-                        R->rt->tp_rank, 0, R->lay[c].total);
+                        R->rt->tp_rank, own ? R->trainer[c].shard_lo : 0,
+                        own ? R->trainer[c].shard_hi : R->lay[c].total);
     }
     return st;
 }
@@ -470,8 +481,9 @@ static mp_status finish_report(run *R, mp_exec_report *rep, mp_error *err)
 
 /* Refuses what cannot run (a fixture's modes, --solo with the check) and
  * splits the world into the plan's groups. */
-static mp_status start(run *R, const mp_parallel *par, mp_error *err)
+static mp_status start(run *R, const mp_config *cfg, mp_error *err)
 {
+    const mp_parallel *par = &cfg->parallel;
     const mp_exec_opts *o = R->o;
     mp_status st = MP_OK;
     if (o->fixture) {
@@ -485,15 +497,22 @@ static mp_status start(run *R, const mp_parallel *par, mp_error *err)
         if (st)
             return st;
     }
-    if (o->solo_rank < 0)
-        return mp_runtime_split(R->rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp,
-                                err);
-    if (o->check)
+    if (o->solo_rank < 0) {
+        st = mp_runtime_split(R->rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp,
+                              err);
+    } else if (o->check) {
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--solo",
                             "--solo runs without the check (--no-check): the values of one "
                             "rank without its peers are not the plan's");
-    return mp_runtime_split_solo(R->rt, (int)par->tp, (int)par->cp, (int)par->dp, (int)par->pp,
-                                 o->solo_rank, err);
+    } else {
+        st = mp_runtime_split_solo(R->rt, (int)par->tp, (int)par->cp, (int)par->dp,
+                                   (int)par->pp, o->solo_rank, err);
+    }
+    /* HSDP: ZeRO-3 inside shard groups of the planner's size, replicated across */
+    R->hsdp = par->hsdp && par->zero == 3 && par->dist_opt;
+    if (!st && R->hsdp)
+        st = mp_runtime_split_shards(R->rt, (int)mp_zero_shard_ranks(cfg), err);
+    return st;
 }
 
 static mp_adam_cfg adam_of(const mp_exec_opts *o, const mp_fixture *fx)
@@ -527,7 +546,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     R.o = o;
     R.rt = rt;
     TRY(mp_exec_precheck(plan, o, &R.d, &R.m, err));
-    TRY(start(&R, par, err));
+    TRY(start(&R, &plan->config, err));
     R.host = rt->solo ? mp_backend_solo() : mp_backend_cpu();
     TRY(gate_memory(&R, plan, rep, err));
     const mp_gpt_dims *d = &R.d;

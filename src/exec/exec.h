@@ -85,6 +85,8 @@ typedef struct mp_exec_report {
     int solo_rank;              /* -1, or the rank --solo played */
     int solo_coords[4];         /* its (t, c, d, p) */
     bool sp, dist_opt, exact, checked;
+    int zero;                   /* 2 or 3: ZeRO-2/3 as run (zero.c); 0 otherwise */
+    int hsdp_shard;             /* HSDP: ranks of one shard group; 0 without */
     double tol;                 /* tolerance mode's threshold, as used */
     const char *schedule;
     const char *backend;        /* the backend's name ("cpu", "cpu-solo", "cuda", "cuda-solo") */

@@ -171,6 +171,10 @@ typedef struct mp_trainer {
     real *m, *v;               /* Adam moments: whole local buffer, or the DP shard */
     size_t shard_lo, shard_hi; /* flat range this rank updates (all of it without dist-opt) */
     real *shard_buf;           /* reduce-scatter destination (dist-opt) */
+    int zero;                  /* 2: gradients sharded between micro-batches, 3: weights too
+                                  (zero.c); 0: as dist_opt says */
+    real *poison;              /* ZeRO-3: NaN written over the weights this rank does not own */
+    mp_group replica;          /* HSDP: the ranks holding the same shard (size 0 or 1: none) */
     mp_group pp, emb;          /* pipeline and tied-embedding groups (size <= 1: none) */
     real *recv_act, *recv_grad; /* [Sl,h] the activation / output gradient received */
     const mp_backend *be;      /* whose memory m, v, shard_buf and recv_* are in */
@@ -197,8 +201,26 @@ mp_status mp_trainer_grads(mp_trainer *t, const int32_t *tokens, const int32_t *
  * chunk c runs virtual stage c*pp + rank): every chunk's trainer shares the
  * op list, whose ops name their chunk; the reductions run chunk by chunk. */
 mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
-                                  const int32_t *tokens, const int32_t *targets,
-                                  double *loss_sum, mp_error *err);
+                                      const int32_t *tokens, const int32_t *targets,
+                                      double *loss_sum, mp_error *err);
 /* AdamW on [shard_lo, shard_hi) and, with the distributed optimizer, the
- * all-gather of the updated parameters. step counts from 1. */
+ * all-gather of the updated parameters (ZeRO-3: none). step counts from 1. */
 mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err);
+
+/* ---- zero.c ---- ZeRO-2/3 over the distributed optimizer's shards. After
+ * mp_trainer_init: zero 2 or 3 (with dist_opt over more than one rank; else
+ * nothing changes); ZeRO-3 leaves NaN in the weights this rank does not own.
+ * replica (HSDP; NULL otherwise): the trainer's DP group is then one shard
+ * group, and the gradient shards are summed over replica once per step. */
+mp_status mp_trainer_set_zero(mp_trainer *t, int zero, const mp_group *replica,
+                                  mp_error *err);
+/* ZeRO-3: the stage's weights whole before a forward or backward (skip: a
+ * test's dropped gather); NaN over the others' shards after it. */
+mp_status mp_zero_gather_params(mp_trainer *t, bool skip, mp_error *err);
+void mp_zero_release_params(mp_trainer *t);
+/* ZeRO-2/3: after a micro-batch's backward, its gradients summed over DP
+ * into this rank's shard; the rest of the gradient buffer zero. */
+mp_status mp_zero_reduce_microbatch(mp_trainer *t, mp_error *err);
+/* HSDP: after the last micro-batch, this rank's gradient shard summed over
+ * the replicas of the shard. */
+mp_status mp_zero_reduce_replicas(mp_trainer *t, mp_error *err);

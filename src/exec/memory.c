@@ -11,6 +11,7 @@
 
 #include "exec/kernels.h"
 #include "exec/ref_sync.h"
+#include "planner/cost_internal.h"
 
 int mp_exec_slots(const mp_op_list *ops, int chunk)
 {
@@ -91,10 +92,14 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
         if (st)
             break;
         double n_alloc = (double)((lay.total + (size_t)dpcp - 1) / (size_t)dpcp * (size_t)dpcp);
-        double shard = dist ? n_alloc / dpcp : n_alloc;
+        /* HSDP: the shard of one shard group */
+        double shard_ranks =
+            par->hsdp && par->zero == 3 ? (double)mp_zero_shard_ranks(&plan->config) : dpcp;
+        double shard = dist ? n_alloc / shard_ranks : n_alloc;
         largest_chunk = n_alloc > largest_chunk ? n_alloc : largest_chunk;
         double whole = (double)mp_gpt_bytes_f32(&dc, &lay, mp_exec_slots(&ops, c), (size_t)dpcp);
-        r->model += 2 * n_alloc * 4 + 2 * shard * 4 + (dist ? shard * 4 : 0);
+        r->model += 2 * n_alloc * 4 + 2 * shard * 4 + (dist ? shard * 4 : 0)
+                    + (dist && par->zero == 3 ? MP_ZERO_POISON_N * 4 : 0);
         r->activations += whole - 2 * n_alloc * 4;
         int b, e;
         mp_dims_items(&dc, &b, &e);

@@ -18,6 +18,10 @@
 /* Resident memory of an exec rank before its model: the program, Open MPI
  * (shared-memory transport) and OpenBLAS's buffers, measured (docs/exec.md). */
 #define MP_EXEC_BASELINE_BYTES (24.0 * 1048576.0)
+/* ZeRO-3 (zero.c): reals of NaN copied over the weights a rank does not own,
+ * piece by piece; the rest of its memory is ZeRO-1's (the whole stage's
+ * weights are gathered into the one buffer that holds the shard). */
+#define MP_ZERO_POISON_N 4096
 /* The allocator's and MPI's share on top of the buffers (memory.c). */
 #define MP_EXEC_OVERHEAD 0.10
 

@@ -8,6 +8,7 @@
 #include "exec/exec.h"
 #include "exec/quant.h"
 #include "exec/t5_plan.h"
+#include "planner/cost_internal.h"
 #include "sim/schedule.h"
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -213,6 +214,11 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
         if ((st = mp_exec_stage_items(plan, o->shrink, d, k, &b, &e, err)))
             return st;
     }
+    if (par->hsdp && par->zero == 3 && mp_zero_shard_ranks(&plan->config) < 2)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.hsdp",
+                            "hybrid sharding's shard groups are the DP ranks of one scale-up "
+                            "domain: %s's holds one group of tp=%lld, so nothing would be "
+                            "sharded (drop hsdp)", plan->config.hw.name, (long long)par->tp);
     if (o->microbatches > 0)
         *m = o->microbatches;
     {

@@ -116,4 +116,11 @@
 #define mp_trainer_set_pipeline MP_REAL_NAME(mp_trainer_set_pipeline)
 #define mp_trainer_update MP_REAL_NAME(mp_trainer_update)
 
+/* zero.c */
+#define mp_trainer_set_zero MP_REAL_NAME(mp_trainer_set_zero)
+#define mp_zero_gather_params MP_REAL_NAME(mp_zero_gather_params)
+#define mp_zero_reduce_microbatch MP_REAL_NAME(mp_zero_reduce_microbatch)
+#define mp_zero_reduce_replicas MP_REAL_NAME(mp_zero_reduce_replicas)
+#define mp_zero_release_params MP_REAL_NAME(mp_zero_release_params)
+
 #endif

@@ -32,13 +32,13 @@ static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_pa
     bool dpcp_first = rt->dp_rank == 0 && rt->cp_rank == 0;
     for (int c = 0; c < v; c++) {
         const mp_trainer_f32 *t = &chunks[c];
-        /* weights: the same on every DP x CP rank; moments: sharded under the
-         * distributed optimizer, each element on one rank */
-        bool sharded = which != W && t->dist_opt;
+        /* weights: the same on every DP x CP rank (ZeRO-3: sharded too);
+         * moments: sharded under the distributed optimizer, each element on one rank */
+        bool sharded = t->dist_opt && (which != W || t->zero == 3);
         if (!sharded && !dpcp_first)
             continue;
-        size_t lo = which == W ? 0 : t->shard_lo, hi = which == W ? lay[c].total : t->shard_hi;
-        const float *src = which == W ? t->model->w : which == M ? t->m : t->v;
+        size_t lo = sharded ? t->shard_lo : 0, hi = sharded ? t->shard_hi : lay[c].total;
+        const float *src = which == W ? t->model->w + lo : which == M ? t->m : t->v;
         float *copy = NULL;
         const mp_backend *be = t->model->be;
         if (be && !be->host_memory && hi > lo) {

@@ -96,6 +96,26 @@ mp_status mp_runtime_split_solo(mp_runtime *rt, int tp, int cp, int dp, int pp, 
     return MP_OK;
 }
 
+mp_status mp_runtime_split_shards(mp_runtime *rt, int shard, mp_error *err)
+{
+    int n = rt->dpcp_group.size, r = rt->dpcp_group.rank;
+    if (shard < 1 || n % shard)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "shard groups of %d ranks do not divide dp x cp = %d", shard, n);
+    if (rt->solo) {
+        rt->shard_group = (mp_group){MPI_COMM_SELF, shard, r % shard};
+        rt->replica_group = (mp_group){MPI_COMM_SELF, n / shard, r / shard};
+        return MP_OK;
+    }
+    /* (t, p) tells the DP x CP groups apart, as in mp_runtime_split */
+    int outer = rt->tp_rank + rt->tp * rt->pp_rank;
+    mp_status st = split(&rt->shard_group, "dp shard", outer * (n / shard) + r / shard,
+                         r % shard, err);
+    if (!st)
+        st = split(&rt->replica_group, "dp replica", outer * shard + r % shard, r / shard, err);
+    return st;
+}
+
 void mp_group_free(mp_group *g)
 {
     if (g->comm != MPI_COMM_NULL && g->comm != 0 && g->comm != MPI_COMM_WORLD &&
@@ -112,6 +132,8 @@ void mp_runtime_stop(mp_runtime *rt)
     mp_group_free(&rt->pp_group);
     mp_group_free(&rt->emb_group);
     mp_group_free(&rt->dpcp_group);
+    mp_group_free(&rt->shard_group);
+    mp_group_free(&rt->replica_group);
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);

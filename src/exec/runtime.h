@@ -23,6 +23,10 @@ typedef struct mp_runtime {
      * gradients are reduced (and the distributed optimizer sharded) over it,
      * as Megatron does; rank in it = c + cp*d. Equal to the DP group when cp == 1. */
     mp_group dpcp_group;
+    /* Hybrid sharding (mp_runtime_split_shards; size 0 otherwise): the DP x CP
+     * group cut into shard groups of consecutive ranks (rank = dpcp rank mod
+     * shard) and the replica groups across them (rank = dpcp rank / shard). */
+    mp_group shard_group, replica_group;
     mp_group self;                      /* MPI_COMM_SELF: the reference's size-1 groups */
     bool solo;                          /* groups emulated for one rank (--solo) */
 } mp_runtime;
@@ -40,6 +44,9 @@ mp_status mp_runtime_split_solo(mp_runtime *rt, int tp, int cp, int dp, int pp, 
 /* Frees a group's communicator unless it is the world's or MPI_COMM_SELF;
  * leaves MPI_COMM_NULL. */
 void mp_group_free(mp_group *g);
+/* HSDP: splits the DP x CP group into shard groups of `shard` ranks and the
+ * replica groups across them (after mp_runtime_split or _split_solo). */
+mp_status mp_runtime_split_shards(mp_runtime *rt, int shard, mp_error *err);
 /* Frees the groups and calls MPI_Finalize. */
 void mp_runtime_stop(mp_runtime *rt);
 /* Ends every rank at once (a rank that failed alone must not leave the others

@@ -56,7 +56,8 @@ void mp_trainer_free(mp_trainer *t)
     t->be->free(t->shard_buf);
     t->be->free(t->recv_act);
     t->be->free(t->recv_grad);
-    t->m = t->v = t->shard_buf = t->recv_act = t->recv_grad = NULL;
+    t->be->free(t->poison);
+    t->m = t->v = t->shard_buf = t->recv_act = t->recv_grad = t->poison = NULL;
 }
 
 /* Elements of the largest tensor that crosses this stage's boundaries. */
@@ -235,11 +236,13 @@ static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "more micro-batches in flight than activation slots");
             g->microbatch_now = op->microbatch;
-            mp_status st = mp_gpt_forward(g, s, tokens + (size_t)op->microbatch * S,
-                                          targets + (size_t)op->microbatch * S, loss_sum,
-                                          err);
+            mp_status st = mp_zero_gather_params(t, false, err);
+            if (!st)
+                st = mp_gpt_forward(g, s, tokens + (size_t)op->microbatch * S,
+                                        targets + (size_t)op->microbatch * S, loss_sum, err);
             if (st)
                 return st;
+            mp_zero_release_params(t);
             mp_probe_record(pr, t0, MP_STREAM_COMPUTE, MP_EV_F, true);
         } else if (op->kind == MP_OP_B) {
             /* test switch: a rank dies (or stops) mid-step */
@@ -250,9 +253,16 @@ static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "backward of micro-batch %d before its forward",
                                     (int)op->microbatch);
-            mp_status st = mp_gpt_backward(g, s, err);
+            /* test switch: ZeRO-3 without the gather before micro-batch 0's backward */
+            bool skip = op->microbatch == 0 && mp_probe_drops(pr, "zero3-gather");
+            mp_status st = mp_zero_gather_params(t, skip, err);
+            if (!st)
+                st = mp_gpt_backward(g, s, err);
+            if (!st)
+                st = mp_zero_reduce_microbatch(t, err);
             if (st)
                 return st;
+            mp_zero_release_params(t);
             slot_mb[s] = -1;
             mp_probe_record(pr, t0, MP_STREAM_COMPUTE, MP_EV_B, true);
         } else if (op->kind == MP_OP_W) {
@@ -314,8 +324,13 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
     }
     if (any)
         mp_probe_record(pr, t0, MP_STREAM_TP, MP_EV_TP_COMM, false);
-    /* DP: all-reduce, or reduce-scatter into this rank's shard. */
-    if (t->dp.size > 1 && !mp_probe_drops(pr, "dp-grad")) {
+    /* HSDP: the shard groups' sums over the replicas */
+    mp_status rst = mp_zero_reduce_replicas(t, err);
+    if (rst)
+        return rst;
+    /* DP: all-reduce, or reduce-scatter into this rank's shard (ZeRO-2/3:
+     * done after each micro-batch's backward). */
+    if (t->dp.size > 1 && t->zero < 2 && !mp_probe_drops(pr, "dp-grad")) {
         t0 = be->now();
         mp_status st;
         if (t->dist_opt) {
@@ -346,7 +361,7 @@ mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err)
     if (st)
         return st;
     mp_probe_record(g->probe, t0, MP_STREAM_COMPUTE, MP_EV_OPTIMIZER, false);
-    if (t->dist_opt) {
+    if (t->dist_opt && t->zero < 3) {
         t0 = be->now();
         size_t n = t->shard_hi - t->shard_lo;
         be->copy(t->shard_buf, g->w + t->shard_lo, n * sizeof(real), MP_COPY_D2D);

@@ -23,7 +23,7 @@ meg = sys.argv[1]
 if b'libasan' in subprocess.run(['ldd', meg], capture_output=True).stdout:
     testlib.skip('memory_case.py', 'built with ASan: resident sizes are not comparable')
 
-def plan(layers, hidden, heads, ffn, vocab, seq, tp, pp, dp, gb, dist_opt, sp=False):
+def plan(layers, hidden, heads, ffn, vocab, seq, tp, pp, dp, gb, dist_opt, sp=False, zero=0):
     return f"""megaplan_plan: 1
 model: {{name: mem, arch: gpt, layers: {layers}, hidden: {hidden}, heads: {heads},
         kv_heads: {heads}, head_dim: {hidden // heads}, ffn_hidden: {ffn}, vocab: {vocab},
@@ -32,7 +32,7 @@ model: {{name: mem, arch: gpt, layers: {layers}, hidden: {hidden}, heads: {heads
 hw: dgx-a100
 training: {{gpus: {tp * pp * dp}, seq: {seq}, global_batch: {gb}, precision: fp32, tokens: 0}}
 parallel: {{tp: {tp}, sp: {str(sp).lower()}, pp: {pp}, vpp: 1, cp: 1, dp: {dp}, micro_batch: 1,
-           recompute: none, dist_opt: {str(dist_opt).lower()}, dp_overlap: false,
+           recompute: none, dist_opt: {str(dist_opt).lower()}, zero: {zero}, dp_overlap: false,
            tp_overlap: false, schedule: 1f1b}}
 """
 
@@ -41,6 +41,9 @@ cases = {
     'tiny-1-rank': (plan(2, 32, 4, 128, 64, 16, 1, 1, 1, 1, False), []),
     'tiny-tp2-pp2-dp2-distopt': (plan(2, 32, 4, 128, 64, 16, 2, 2, 2, 4, True), []),
     'h256-dp2-distopt': (plan(2, 256, 8, 1024, 4096, 128, 1, 1, 2, 2, True), []),
+    # ZeRO-3: the shard lives in the stage's gather buffer (zero.c), so it takes
+    # what ZeRO-1 takes; the estimate must say so, not the planner's saving
+    'h256-dp2-zero3': (plan(2, 256, 8, 1024, 4096, 128, 1, 1, 2, 2, True, zero=3), []),
     'h256-tp2-sp-pp2': (plan(2, 256, 8, 1024, 4096, 128, 2, 2, 1, 2, False, sp=True), []),
     'h128-tp2-exact': (plan(2, 128, 4, 512, 256, 128, 2, 1, 1, 1, False), ['--exact']),
 }
@@ -48,6 +51,7 @@ cases = {
 # the estimate must bound what is allocated, not only what a run touches
 env = dict(testlib.MPI_ENV, MALLOC_PERTURB_='165')
 checks = testlib.Checks('memory_case.py')
+estimates = {}
 with tempfile.TemporaryDirectory() as tmp:
     for name, (text, extra) in cases.items():
         path = os.path.join(tmp, name + '.yaml')
@@ -69,4 +73,14 @@ with tempfile.TemporaryDirectory() as tmp:
             checks.ok(desc)
         else:
             checks.bad(desc)
+        estimates[name] = est
+# exec's ZeRO-3 gathers the whole stage into the buffer that holds the shard:
+# no saving over ZeRO-1 but NaN poison's piece (docs/exec.md, "ZeRO-2 and ZeRO-3")
+if 'h256-dp2-zero3' in estimates and 'h256-dp2-distopt' in estimates:
+    extra = estimates['h256-dp2-zero3'] - estimates['h256-dp2-distopt']
+    desc = f'zero3 against zero1: {extra:.0f} bytes more'
+    if 0 < extra < 64 * 1024:
+        checks.ok(desc)
+    else:
+        checks.bad(desc)
 checks.finish()

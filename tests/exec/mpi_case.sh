@@ -13,11 +13,13 @@
 # (the plan's stages as YAML, e.g. '[[0, 2], [2, 4]]'), VPP=n, CP=n, HW=profile,
 # KV=n (key/value heads of templates that ask; default 2), RC=none|selective|full
 # (the plan's recompute), LRC=list (its layer_recompute, one per layer item),
-# PREC=bf16|fp16 (the plan's precision; default fp32).
+# PREC=bf16|fp16 (the plan's precision; default fp32), ZERO=2|3 (the plan's zero; with
+# DISTOPT true), HSDP=true (the plan's hsdp), HWFILE=file (its `hw:` mapping replaces the
+# plan's profile name).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
-pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2=
+pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -26,6 +28,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     SEED=*) seed=${1#SEED=} ;; LAYERS=*) layers=${1#LAYERS=} ;; STAGES=*) stages=${1#STAGES=} ;;
     VPP=*) vpp=${1#VPP=} ;; CP=*) cp=${1#CP=} ;; HW=*) hw=${1#HW=} ;; KV=*) kv=${1#KV=} ;;
     RC=*) rc=${1#RC=} ;; LRC=*) lrc=${1#LRC=} ;; PREC=*) prec=${1#PREC=} ;;
+    ZERO=*) zero=${1#ZERO=} ;; HSDP=*) hsdp=${1#HSDP=} ;; HWFILE=*) hwfile=${1#HWFILE=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -39,6 +42,9 @@ sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
 if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi
+if [ -n "$zero" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, zero: $zero,/" "$T/plan.yaml"; fi
+if [ -n "$hsdp" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, hsdp: $hsdp,/" "$T/plan.yaml"; fi
+if [ -n "$hwfile" ]; then sed -i -e "/^hw: /r $hwfile" -e "/^hw: /d" "$T/plan.yaml"; fi
 if [ -n "$lrc" ]; then echo "layer_recompute: $lrc" >> "$T/plan.yaml"; fi
 if [ -n "$trace" ]; then set -- "$@" --trace "$T/trace.json"; fi
 if [ -n "$seed" ]; then set -- "$@" --seed "$seed"; fi

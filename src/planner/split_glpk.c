@@ -417,7 +417,7 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     mp_split_solution inc = {.stages = inc_stages, .recompute = inc_rc};
     double dp_lower = 0;
     st = mp_split_bounds(pr, &inc, &dp_lower, err);
-    if (st) goto fail;
+    if (st) goto done;
 
     model_index m = {.K = K, .G = G};
     lp = build_problem(pr, &m, run_first, run_size, ts, mb, &tr);
@@ -462,22 +462,11 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     ret = glp_intopt(lp, &ip);
     sol->work = cb.work;
     answer_from_mip(lp, ret, pr, &m, &inc, dp_lower, cb.bound * ts, sol);
-
-done:
-    glp_delete_prob(lp);
-    free(tr.ia);
-    free(tr.ja);
-    free(tr.ar);
-    free(x);
-    free(run_of);
-    free(run_first);
-    free(run_size);
-    free(inc_stages);
-    free(inc_rc);
-    return MP_OK;
+    goto done;
 oom:
     st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the stage split ILP");
-fail:
+done:
+    /* st: MP_OK, or why no split was tried */
     if (lp) glp_delete_prob(lp);
     free(tr.ia);
     free(tr.ja);

@@ -76,18 +76,30 @@ typedef struct enum_ctx {
     bool too_many;        /* MAX_CANDIDATES reached: the enumeration stopped */
 } enum_ctx;
 
+/* search_bounds.c: an MoE model as the bounds see it (its blocks without
+ * their MLPs); the per-block numbers of (t, c, b, sp), computed once; the
+ * two lower bounds of x (lb_mem, lb_time) */
 void mp_search_moe_strip(mp_model *m);
-void mp_search_cand_push(cand_vec *cv, const cand *x);
-void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out);
 const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int32_t b, bool sp);
 void mp_search_bounds(const mp_config *base, const block_info *bi, double block_params_min,
                       double emb_params, cand *x);
+
+/* search_enumerate.c: the candidate list; base with x's settings; every
+ * candidate of the space into e->keep (or e->closest when over memory) */
+void mp_search_cand_push(cand_vec *cv, const cand *x);
+void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out);
+void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts *counts);
+void mp_search_enumerate(enum_ctx *e);
+
+/* search_topk.c: the k-th best step so far (INFINITY until k are kept);
+ * insertion keeping the k best; qsort orders by the time and memory bounds */
 double mp_search_top_threshold(const top_k *t);
 void mp_search_top_insert(top_k *t, const cand *x, const mp_estimate *e);
 int mp_search_cmp_lb_time(const void *a, const void *b);
 int mp_search_cmp_lb_mem(const void *a, const void *b);
-void mp_search_enumerate(enum_ctx *e);
-void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts *counts);
+
+/* search_shared.c: the training and the fixed settings, checked before
+ * enumerating (err names the setting at fault) */
 mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err);
 
 #endif

@@ -142,6 +142,252 @@ static void solution_columns(const mp_split_problem *pr, const model_index *m,
     (void)pr;
 }
 
+/* Consecutive identical items form runs (embedding, blocks, head: three for
+ * a GPT); returns their number G, each item's run, each run's first item
+ * and size. */
+static int32_t find_runs(const mp_split_problem *pr, int32_t *run_of, int32_t *run_first,
+                         int32_t *run_size)
+{
+    int32_t G = 0;
+    for (int32_t i = 0; i < pr->n_items; i++) {
+        if (i == 0 || !same_item(&pr->items[i], &pr->items[i - 1])) {
+            run_first[G] = i;
+            run_size[G] = 0;
+            G++;
+        }
+        run_of[i] = G - 1;
+        run_size[G - 1]++;
+    }
+    return G;
+}
+
+/* The columns' kinds and bounds: a[k][g][c] integer within the run (0 for
+ * a choice the run does not allow), P[k][g] within the run, u binary. */
+static void set_columns(glp_prob *lp, const mp_split_problem *pr, const model_index *m,
+                        const int32_t *run_first, const int32_t *run_size)
+{
+    int32_t K = m->K, G = m->G;
+    for (int32_t k = 0; k < K; k++)
+        for (int32_t g = 0; g < G; g++)
+            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+                int j = col_a(m, k, g, c);
+                glp_set_col_kind(lp, j, GLP_IV);
+                if (pr->items[run_first[g]].allowed[c])
+                    glp_set_col_bnds(lp, j, GLP_DB, 0, run_size[g]);
+                else
+                    glp_set_col_bnds(lp, j, GLP_FX, 0, 0);
+            }
+    for (int32_t k = 0; k < K - 1; k++)
+        for (int32_t g = 0; g < G; g++) glp_set_col_bnds(lp, col_p(m, k, g), GLP_DB, 0, run_size[g]);
+    for (int32_t k = 0; k < K - 1; k++)
+        for (int32_t g = 0; g < G - 1; g++) glp_set_col_kind(lp, col_u(m, k, g), GLP_BV);
+}
+
+/* Every item placed; every stage non-empty, its time under T. */
+static void add_stage_rows(glp_prob *lp, const mp_split_problem *pr, const model_index *m,
+                           const int32_t *run_first, const int32_t *run_size, double ts,
+                           triplets *tr)
+{
+    int32_t K = m->K, G = m->G;
+    int row;
+    /* every item placed */
+    for (int32_t g = 0; g < G; g++) {
+        row = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, row, GLP_FX, run_size[g], run_size[g]);
+        for (int32_t k = 0; k < K; k++)
+            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) put(tr, row, col_a(m, k, g, c), 1);
+    }
+    /* every stage non-empty; stage time under T */
+    for (int32_t k = 0; k < K; k++) {
+        row = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, row, GLP_LO, 1, 0);
+        for (int32_t g = 0; g < G; g++)
+            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) put(tr, row, col_a(m, k, g, c), 1);
+        row = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, row, GLP_UP, 0, 0);
+        put(tr, row, m->col_t, -1);
+        for (int32_t g = 0; g < G; g++) {
+            const mp_split_item *it = &pr->items[run_first[g]];
+            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++)
+                if (it->time[c] != 0) put(tr, row, col_a(m, k, g, c), it->time[c] / ts);
+        }
+    }
+}
+
+/* Prefix counts P and contiguity through u (the header's constraints). */
+static void add_contiguity_rows(glp_prob *lp, const model_index *m, const int32_t *run_size,
+                                triplets *tr)
+{
+    int32_t K = m->K, G = m->G;
+    int row;
+    /* prefix counts and contiguity */
+    for (int32_t k = 0; k < K - 1; k++)
+        for (int32_t g = 0; g < G; g++) {
+            row = glp_add_rows(lp, 1);
+            glp_set_row_bnds(lp, row, GLP_FX, 0, 0);
+            put(tr, row, col_p(m, k, g), 1);
+            if (k > 0) put(tr, row, col_p(m, k - 1, g), -1);
+            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) put(tr, row, col_a(m, k, g, c), -1);
+        }
+    for (int32_t k = 0; k < K - 1; k++)
+        for (int32_t g = 0; g < G - 1; g++) {
+            row = glp_add_rows(lp, 1);
+            glp_set_row_bnds(lp, row, GLP_LO, 0, 0);
+            put(tr, row, col_p(m, k, g), 1);
+            put(tr, row, col_u(m, k, g), -run_size[g]);
+            row = glp_add_rows(lp, 1);
+            glp_set_row_bnds(lp, row, GLP_UP, 0, 0);
+            put(tr, row, col_p(m, k, g + 1), 1);
+            put(tr, row, col_u(m, k, g), -run_size[g + 1]);
+        }
+}
+
+/* Each pipeline rank's bytes within the budget (scaled by mb). */
+static void add_memory_rows(glp_prob *lp, const mp_split_problem *pr, const model_index *m,
+                            const int32_t *run_first, double mb, triplets *tr)
+{
+    int32_t K = m->K, G = m->G;
+    int row;
+    /* memory per pipeline rank */
+    for (int32_t q = 0; q < pr->pp; q++) {
+        row = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, row, GLP_UP, 0, pr->budget / mb);
+        for (int32_t k = q; k < K; k += pr->pp)
+            for (int32_t g = 0; g < G; g++) {
+                const mp_split_item *it = &pr->items[run_first[g]];
+                for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+                    double bytes = it->static_bytes + pr->inflight[k] * it->act[c];
+                    if (bytes != 0) put(tr, row, col_a(m, k, g, c), bytes / mb);
+                }
+            }
+    }
+}
+
+static void add_rows(glp_prob *lp, const mp_split_problem *pr, const model_index *m,
+                     const int32_t *run_first, const int32_t *run_size, double ts, double mb,
+                     triplets *tr)
+{
+    add_stage_rows(lp, pr, m, run_first, run_size, ts, tr);
+    add_contiguity_rows(lp, m, run_size, tr);
+    add_memory_rows(lp, pr, m, run_first, mb, tr);
+}
+
+/* The MIP's counts read back into stage ranges, the items of a run in choice
+ * order; returns the slowest stage, or INFINITY when the split does not
+ * place every item or does not fit. */
+static double read_counts(glp_prob *lp, const mp_split_problem *pr, const model_index *m,
+                          mp_split_solution *sol)
+{
+    int32_t N = pr->n_items, pos = 0;
+    for (int32_t k = 0; k < m->K; k++) {
+        sol->stages[k].begin = pos;
+        for (int32_t g = 0; g < m->G; g++)
+            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+                long n = lround(glp_mip_col_val(lp, col_a(m, k, g, c)));
+                for (long j = 0; j < n && pos < N; j++) sol->recompute[pos++] = (uint8_t)c;
+            }
+        sol->stages[k].end = pos;
+    }
+    bool fits = pos == N;
+    double t = fits ? mp_split_evaluate(pr, sol->stages, sol->recompute, &fits) : INFINITY;
+    return fits ? t : INFINITY;
+}
+
+static void take_incumbent(mp_split_solution *sol, const mp_split_solution *inc, int32_t K,
+                           int32_t N)
+{
+    memcpy(sol->stages, inc->stages, sizeof *inc->stages * (size_t)K);
+    memcpy(sol->recompute, inc->recompute, (size_t)N);
+    sol->max_stage_time = inc->max_stage_time;
+}
+
+/* The program of the header: its column layout into m (K and G given), the
+ * columns and the rows, whose coefficients go to tr (tr->oom when they could
+ * not) until the caller loads them. */
+static glp_prob *build_problem(const mp_split_problem *pr, model_index *m,
+                               const int32_t *run_first, const int32_t *run_size, double ts,
+                               double mb, triplets *tr)
+{
+    int32_t K = m->K, G = m->G;
+    m->col_t = 1;
+    m->a0 = 2;
+    m->p0 = m->a0 + K * G * MP_RECOMPUTE_COUNT;
+    m->u0 = m->p0 + (K - 1) * G;
+    m->ncols = m->u0 + (K - 1) * (G > 1 ? G - 1 : 0) - 1;
+
+    glp_term_out(GLP_OFF);
+    glp_prob *lp = glp_create_prob();
+    glp_set_obj_dir(lp, GLP_MIN);
+    glp_add_cols(lp, m->ncols);
+    /* a bound proven elsewhere (the DP's relaxation) cuts the tree short */
+    glp_set_col_bnds(lp, m->col_t, GLP_LO, pr->lower_bound > 0 ? pr->lower_bound / ts * (1 - 1e-9) : 0, 0);
+    glp_set_obj_coef(lp, m->col_t, 1);
+    set_columns(lp, pr, m, run_first, run_size);
+    add_rows(lp, pr, m, run_first, run_size, ts, mb, tr);
+    return lp;
+}
+
+/* The LP relaxation failed: no split fits when it is infeasible and there
+ * is no incumbent; else the incumbent (the DP's) is the answer. */
+static void answer_without_mip(glp_prob *lp, int ret, const mp_split_solution *inc, int32_t K,
+                               int32_t N, mp_split_solution *sol)
+{
+    /* the relaxation has no solution: no split fits (or the LP gave up) */
+    bool lp_infeasible = ret == 0 && (glp_get_status(lp) == GLP_NOFEAS ||
+                                      glp_get_prim_stat(lp) == GLP_NOFEAS);
+    if (inc->feasible || !lp_infeasible) {
+        take_incumbent(sol, inc, K, N);
+        sol->feasible = inc->feasible;
+        sol->bound = inc->bound;
+        sol->gap = inc->feasible && inc->max_stage_time > 0
+                       ? (inc->max_stage_time - inc->bound) / inc->max_stage_time : 0;
+    } else {
+        sol->feasible = false;
+        sol->max_stage_time = sol->bound = INFINITY;
+        sol->gap = 0;
+    }
+}
+
+/* The MIP's answer: its split when it places every item, fits and is no
+ * slower than the incumbent, else the incumbent; the bound the search proved
+ * (mip_bound, in seconds), or the DP's relaxation when that is higher. */
+static void answer_from_mip(glp_prob *lp, int ret, const mp_split_problem *pr,
+                            const model_index *m, const mp_split_solution *inc, double dp_lower,
+                            double mip_bound, mp_split_solution *sol)
+{
+    int32_t N = pr->n_items, K = m->K;
+    int ms = glp_mip_status(lp);
+    bool have = ms == GLP_OPT || ms == GLP_FEAS;
+    if (have) {
+        double t = read_counts(lp, pr, m, sol);
+        bool fits = !isinf(t);
+        have = fits && (!inc->feasible || t <= inc->max_stage_time);
+        if (have) sol->max_stage_time = t;
+    }
+    if (!have && inc->feasible) {
+        take_incumbent(sol, inc, K, N);
+        have = true;
+    }
+    sol->feasible = have;
+    if (!have) {
+        /* proven infeasible, or the work ran out before any split was found */
+        sol->max_stage_time = INFINITY;
+        sol->bound = ms == GLP_NOFEAS ? INFINITY : mip_bound;
+        sol->gap = ms == GLP_NOFEAS ? 0 : 1;
+        return;
+    }
+    if (ret == 0 && ms == GLP_OPT) {
+        sol->bound = sol->max_stage_time;
+        sol->gap = 0;
+    } else {
+        double b = mip_bound;
+        if (dp_lower > b) b = dp_lower; /* the DP's relaxation */
+        if (b > sol->max_stage_time) b = sol->max_stage_time;
+        sol->bound = b;
+        sol->gap = sol->max_stage_time > 0 ? (sol->max_stage_time - b) / sol->max_stage_time : 0;
+    }
+}
+
 mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
 {
     mp_status st = mp_split_check_problem(pr, err);
@@ -158,16 +404,7 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     double *x = NULL;
     glp_prob *lp = NULL;
     if (!run_of || !run_first || !run_size || !inc_stages || !inc_rc) goto oom;
-    int32_t G = 0;
-    for (int32_t i = 0; i < N; i++) {
-        if (i == 0 || !same_item(&pr->items[i], &pr->items[i - 1])) {
-            run_first[G] = i;
-            run_size[G] = 0;
-            G++;
-        }
-        run_of[i] = G - 1;
-        run_size[G - 1]++;
-    }
+    int32_t G = find_runs(pr, run_of, run_first, run_size);
 
     double ts = 0;
     for (int32_t i = 0; i < N; i++)
@@ -180,92 +417,10 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     mp_split_solution inc = {.stages = inc_stages, .recompute = inc_rc};
     double dp_lower = 0;
     st = mp_split_bounds(pr, &inc, &dp_lower, err);
-    if (st) goto fail;
+    if (st) goto done;
 
-    model_index m = {.K = K, .G = G, .col_t = 1};
-    m.a0 = 2;
-    m.p0 = m.a0 + K * G * MP_RECOMPUTE_COUNT;
-    m.u0 = m.p0 + (K - 1) * G;
-    m.ncols = m.u0 + (K - 1) * (G > 1 ? G - 1 : 0) - 1;
-
-    glp_term_out(GLP_OFF);
-    lp = glp_create_prob();
-    glp_set_obj_dir(lp, GLP_MIN);
-    glp_add_cols(lp, m.ncols);
-    /* a bound proven elsewhere (the DP's relaxation) cuts the tree short */
-    glp_set_col_bnds(lp, m.col_t, GLP_LO, pr->lower_bound > 0 ? pr->lower_bound / ts * (1 - 1e-9) : 0, 0);
-    glp_set_obj_coef(lp, m.col_t, 1);
-    for (int32_t k = 0; k < K; k++)
-        for (int32_t g = 0; g < G; g++)
-            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
-                int j = col_a(&m, k, g, c);
-                glp_set_col_kind(lp, j, GLP_IV);
-                if (pr->items[run_first[g]].allowed[c])
-                    glp_set_col_bnds(lp, j, GLP_DB, 0, run_size[g]);
-                else
-                    glp_set_col_bnds(lp, j, GLP_FX, 0, 0);
-            }
-    for (int32_t k = 0; k < K - 1; k++)
-        for (int32_t g = 0; g < G; g++) glp_set_col_bnds(lp, col_p(&m, k, g), GLP_DB, 0, run_size[g]);
-    for (int32_t k = 0; k < K - 1; k++)
-        for (int32_t g = 0; g < G - 1; g++) glp_set_col_kind(lp, col_u(&m, k, g), GLP_BV);
-
-    int row = 0;
-    /* every item placed */
-    for (int32_t g = 0; g < G; g++) {
-        row = glp_add_rows(lp, 1);
-        glp_set_row_bnds(lp, row, GLP_FX, run_size[g], run_size[g]);
-        for (int32_t k = 0; k < K; k++)
-            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) put(&tr, row, col_a(&m, k, g, c), 1);
-    }
-    /* every stage non-empty; stage time under T */
-    for (int32_t k = 0; k < K; k++) {
-        row = glp_add_rows(lp, 1);
-        glp_set_row_bnds(lp, row, GLP_LO, 1, 0);
-        for (int32_t g = 0; g < G; g++)
-            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) put(&tr, row, col_a(&m, k, g, c), 1);
-        row = glp_add_rows(lp, 1);
-        glp_set_row_bnds(lp, row, GLP_UP, 0, 0);
-        put(&tr, row, m.col_t, -1);
-        for (int32_t g = 0; g < G; g++) {
-            const mp_split_item *it = &pr->items[run_first[g]];
-            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++)
-                if (it->time[c] != 0) put(&tr, row, col_a(&m, k, g, c), it->time[c] / ts);
-        }
-    }
-    /* prefix counts and contiguity */
-    for (int32_t k = 0; k < K - 1; k++)
-        for (int32_t g = 0; g < G; g++) {
-            row = glp_add_rows(lp, 1);
-            glp_set_row_bnds(lp, row, GLP_FX, 0, 0);
-            put(&tr, row, col_p(&m, k, g), 1);
-            if (k > 0) put(&tr, row, col_p(&m, k - 1, g), -1);
-            for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) put(&tr, row, col_a(&m, k, g, c), -1);
-        }
-    for (int32_t k = 0; k < K - 1; k++)
-        for (int32_t g = 0; g < G - 1; g++) {
-            row = glp_add_rows(lp, 1);
-            glp_set_row_bnds(lp, row, GLP_LO, 0, 0);
-            put(&tr, row, col_p(&m, k, g), 1);
-            put(&tr, row, col_u(&m, k, g), -run_size[g]);
-            row = glp_add_rows(lp, 1);
-            glp_set_row_bnds(lp, row, GLP_UP, 0, 0);
-            put(&tr, row, col_p(&m, k, g + 1), 1);
-            put(&tr, row, col_u(&m, k, g), -run_size[g + 1]);
-        }
-    /* memory per pipeline rank */
-    for (int32_t q = 0; q < pr->pp; q++) {
-        row = glp_add_rows(lp, 1);
-        glp_set_row_bnds(lp, row, GLP_UP, 0, pr->budget / mb);
-        for (int32_t k = q; k < K; k += pr->pp)
-            for (int32_t g = 0; g < G; g++) {
-                const mp_split_item *it = &pr->items[run_first[g]];
-                for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
-                    double bytes = it->static_bytes + pr->inflight[k] * it->act[c];
-                    if (bytes != 0) put(&tr, row, col_a(&m, k, g, c), bytes / mb);
-                }
-            }
-    }
+    model_index m = {.K = K, .G = G};
+    lp = build_problem(pr, &m, run_first, run_size, ts, mb, &tr);
     if (tr.oom) goto oom;
     glp_load_matrix(lp, tr.n, tr.ia, tr.ja, tr.ar);
 
@@ -283,22 +438,7 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     sol->method = "glpk";
     sol->work = glp_get_it_cnt(lp);
     if (ret != 0 || glp_get_status(lp) != GLP_OPT) {
-        /* the relaxation has no solution: no split fits (or the LP gave up) */
-        bool lp_infeasible = ret == 0 && (glp_get_status(lp) == GLP_NOFEAS ||
-                                          glp_get_prim_stat(lp) == GLP_NOFEAS);
-        if (inc.feasible || !lp_infeasible) {
-            memcpy(sol->stages, inc.stages, sizeof *inc.stages * (size_t)K);
-            memcpy(sol->recompute, inc.recompute, (size_t)N);
-            sol->feasible = inc.feasible;
-            sol->max_stage_time = inc.max_stage_time;
-            sol->bound = inc.bound;
-            sol->gap = inc.feasible && inc.max_stage_time > 0
-                           ? (inc.max_stage_time - inc.bound) / inc.max_stage_time : 0;
-        } else {
-            sol->feasible = false;
-            sol->max_stage_time = sol->bound = INFINITY;
-            sol->gap = 0;
-        }
+        answer_without_mip(lp, ret, &inc, K, N, sol);
         goto done;
     }
     double lp_bound = glp_get_obj_val(lp);
@@ -321,65 +461,12 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     ip.cb_info = &cb;
     ret = glp_intopt(lp, &ip);
     sol->work = cb.work;
-    int ms = glp_mip_status(lp);
-    bool have = ms == GLP_OPT || ms == GLP_FEAS;
-    if (have) {
-        /* read the counts back into ranges, items of a run in choice order */
-        int32_t pos = 0;
-        for (int32_t k = 0; k < K; k++) {
-            sol->stages[k].begin = pos;
-            for (int32_t g = 0; g < G; g++)
-                for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
-                    long n = lround(glp_mip_col_val(lp, col_a(&m, k, g, c)));
-                    for (long j = 0; j < n && pos < N; j++) sol->recompute[pos++] = (uint8_t)c;
-                }
-            sol->stages[k].end = pos;
-        }
-        bool fits = pos == N;
-        double t = fits ? mp_split_evaluate(pr, sol->stages, sol->recompute, &fits) : INFINITY;
-        have = fits && (!inc.feasible || t <= inc.max_stage_time);
-        if (have) sol->max_stage_time = t;
-    }
-    if (!have && inc.feasible) {
-        memcpy(sol->stages, inc.stages, sizeof *inc.stages * (size_t)K);
-        memcpy(sol->recompute, inc.recompute, (size_t)N);
-        sol->max_stage_time = inc.max_stage_time;
-        have = true;
-    }
-    sol->feasible = have;
-    if (!have) {
-        /* proven infeasible, or the work ran out before any split was found */
-        sol->max_stage_time = INFINITY;
-        sol->bound = ms == GLP_NOFEAS ? INFINITY : cb.bound * ts;
-        sol->gap = ms == GLP_NOFEAS ? 0 : 1;
-        goto done;
-    }
-    if (ret == 0 && ms == GLP_OPT) {
-        sol->bound = sol->max_stage_time;
-        sol->gap = 0;
-    } else {
-        double b = cb.bound * ts;
-        if (dp_lower > b) b = dp_lower; /* the DP's relaxation */
-        if (b > sol->max_stage_time) b = sol->max_stage_time;
-        sol->bound = b;
-        sol->gap = sol->max_stage_time > 0 ? (sol->max_stage_time - b) / sol->max_stage_time : 0;
-    }
-
-done:
-    glp_delete_prob(lp);
-    free(tr.ia);
-    free(tr.ja);
-    free(tr.ar);
-    free(x);
-    free(run_of);
-    free(run_first);
-    free(run_size);
-    free(inc_stages);
-    free(inc_rc);
-    return MP_OK;
+    answer_from_mip(lp, ret, pr, &m, &inc, dp_lower, cb.bound * ts, sol);
+    goto done;
 oom:
     st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the stage split ILP");
-fail:
+done:
+    /* st: MP_OK, or why no split was tried */
     if (lp) glp_delete_prob(lp);
     free(tr.ia);
     free(tr.ja);

@@ -231,8 +231,9 @@ static mp_status apply_price(const char *item, mp_hwchoice_options *o, mp_error 
 
 /* ---- output ---------------------------------------------------------------------- */
 
-static void parallel_label(const mp_parallel *p, char *buf, size_t n)
+static void parallel_label(const mp_config *c, char *buf, size_t n)
 {
+    const mp_parallel *p = &c->parallel;
     char vpp[24] = "", shard[32] = "";
     if (p->vpp > 1) snprintf(vpp, sizeof vpp, " v%lld", (long long)p->vpp);
     if (p->hsdp) snprintf(shard, sizeof shard, " hsdp");
@@ -241,6 +242,10 @@ static void parallel_label(const mp_parallel *p, char *buf, size_t n)
     snprintf(buf, n, "tp%lld%s pp%lld%s cp%lld dp%lld mb%lld %s%s", (long long)p->tp,
              p->sp ? "+sp" : "", (long long)p->pp, vpp, (long long)p->cp, (long long)p->dp,
              (long long)p->micro_batch, mp_recompute_name(p->recompute), shard);
+    if (c->training.precision == MP_DTYPE_FP8) { /* --fix precision=bf16|fp8 */
+        size_t len = strlen(buf);
+        snprintf(buf + len, n > len ? n - len : 0, " fp8");
+    }
 }
 
 static void money(double usd, char *buf, size_t n)
@@ -253,7 +258,7 @@ static void money(double usd, char *buf, size_t n)
 static void point_line(const mp_hwchoice_options *o, const mp_hwchoice_point *p, mp_buf *b)
 {
     char par[160], cost[32];
-    parallel_label(&p->plan.config.parallel, par, sizeof par);
+    parallel_label(&p->plan.config, par, sizeof par);
     if (p->priced) money(p->cost_usd, cost, sizeof cost);
     else snprintf(cost, sizeof cost, "no price");
     /* MFU at the step the days come from (simulated when simulated) */

@@ -94,6 +94,8 @@ typedef struct mp_search_options {
      * precision=bf16|fp8): with two or more, one search per precision and
      * the best plans of all (search/precision.c); else base's precision */
     mp_search_set precisions;
+    bool precisions_where_supported; /* leave out those the hardware cannot run (search
+                                        over hardware) instead of refusing them */
     /* called now and then with the fraction done (0..1); may be NULL */
     void (*progress)(void *user, double fraction);
     void *progress_user;

@@ -133,6 +133,9 @@ static mp_status search_point(const mp_hwchoice_options *opt, mp_hwchoice_point 
      * not turn on; `search --hw H --gpus N` on the chosen point gives it */
     so.no_split = true;
     so.progress = NULL;
+    /* --fix precision=bf16|fp8 over several profiles: each compares the
+     * precisions it runs (fp8 where the hardware has it) */
+    so.precisions_where_supported = true;
     mp_search_result sr;
     mp_error serr;
     mp_error_clear(&serr);

@@ -39,18 +39,25 @@ mp_status mp_search_precisions(const mp_search_options *opt, mp_search_result *r
     mp_search_options one = *opt;
     one.precisions.n = 0;
     /* a precision the hardware cannot run is the user's mistake, set or not
-     * (fp8 on an A100): refused with its reason, not quietly left out */
+     * (fp8 on an A100): refused with its reason, not quietly left out;
+     * across several profiles each runs those it can */
+    mp_search_set run = {0};
     for (int i = 0; i < opt->precisions.n; i++) {
         one.base.training.precision = (mp_dtype)opt->precisions.v[i];
-        mp_status st = mp_config_check_precision(&one.base, err);
-        if (st != MP_OK)
+        mp_error e = {0};
+        mp_status st = mp_config_check_precision(&one.base, &e);
+        if (st == MP_OK)
+            run.v[run.n++] = opt->precisions.v[i];
+        else if (!opt->precisions_where_supported || (run.n == 0 && i == opt->precisions.n - 1)) {
+            if (err) *err = e;
             return st;
+        }
     }
     mp_status best_st = MP_ENOFIT;
     mp_error first_err = {0};
     bool have_err = false;
-    for (int i = 0; i < opt->precisions.n; i++) {
-        one.base.training.precision = (mp_dtype)opt->precisions.v[i];
+    for (int i = 0; i < run.n; i++) {
+        one.base.training.precision = (mp_dtype)run.v[i];
         mp_search_result r;
         mp_error e = {0};
         mp_status st = mp_search(&one, &r, &e);

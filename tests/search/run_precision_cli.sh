@@ -45,4 +45,9 @@ grep -q 'precision.*no fp8 rate' "$T/e" || fail "refusal does not name precision
 "$M" estimate --model llama3-8b --gpus 8 --hw dgx-h100 --precision fp8 --fp8-recipe mxfp8 \
     >"$T/o" 2>"$T/e"
 [ $? -eq 2 ] && grep -q 'fp8-recipe.*Blackwell' "$T/e" || fail "mxfp8 on H100 not refused"
+# over several profiles each compares what it runs: A100 plans in bf16, H100's may be fp8
+"$M" search --model llama3-8b --tokens 1e11 --gpus 8..16 --hw dgx-a100,dgx-h100 \
+    --fix 'precision=bf16|fp8' >"$T/h" 2>&1 || fail "hardware search exit"
+grep -q '4 with a plan, 0 where nothing runs' "$T/h" || fail "A100 points lost: $(cat "$T/h")"
+grep -q 'dgx-h100 .* fp8$' "$T/h" || fail "H100's fp8 plans not labelled"
 echo ok

@@ -6,8 +6,7 @@
 #     plain C names compiled twice by meson (src/exec/real.h, real_names.h).
 set -u
 src=$1
-status=0
-fail() { echo "source_rules.sh: FAIL: $*"; status=1; }
+. "$(dirname "$0")/../lib.sh"
 
 # The files that may call MPI: the backends' transports and the runtime's
 # start-up and groups. Listed as "not yet" are callers still to move onto
@@ -22,15 +21,14 @@ calls() { grep -nE '\bMPI_[A-Za-z_]+[[:space:]]*\(' "$1" | grep -vE '^[0-9]+:[[:
 for f in $(cd "$src" && ls src/*/*.c src/*/*.h); do
     case " $(echo $allowed $not_yet) " in *" $f "*) continue ;; esac
     found=$(calls "$src/$f" | head -3 | tr '\n' ' ')
-    [ -z "$found" ] || fail "$f calls MPI directly: $found"
+    [ -z "$found" ] && ok || bad "$f calls MPI directly: $found"
 done
 
 hits=$(cd "$src" && grep -nE '\bRN\(' src/exec/*.c src/exec/*.h | head -3)
-[ -z "$hits" ] || fail "RN() is back (plain names and real_names.h instead): $hits"
+[ -z "$hits" ] && ok || bad "RN() is back (plain names and real_names.h instead): $hits"
 for f in "$src"/src/exec/*.c; do
     b=$(basename "$f")
-    if grep -q "^#include \"exec/$b\"" "$f"; then fail "src/exec/$b includes itself"; fi
+    if grep -q "^#include \"exec/$b\"" "$f"; then bad "src/exec/$b includes itself"; else ok; fi
 done
 
-[ $status -eq 0 ] && echo "source_rules.sh: PASS"
-exit $status
+finish

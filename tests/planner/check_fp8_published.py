@@ -10,7 +10,11 @@ are skipped, and say so."""
 import csv
 import json
 import subprocess
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import testlib  # noqa: E402
 
 LIMIT = 0.25
 
@@ -20,7 +24,7 @@ def main():
     listing = subprocess.run([megaplan, "hw", "--format", "json"], check=True,
                              capture_output=True, text=True).stdout
     profiles = {p["name"] for p in json.loads(listing)}
-    bad = 0
+    checks = testlib.Checks('check_fp8_published.py')
     with open(path) as f:
         rows = list(csv.DictReader(l for l in f if not l.startswith("#")))
     for r in rows:
@@ -42,10 +46,11 @@ def main():
         print("%-11s %-12s %-5s %-10s predicted %8.0f published %8s  %+6.1f%%" %
               (r["model"], r["system"], r["precision"], r["fp8_recipe"] or "-", got,
                r["tokens_per_s_per_gpu"], 100 * res))
-        if abs(res) > LIMIT:
-            bad = 1
-    return bad
+        checks.check(abs(res) <= LIMIT, "%s on %s %s: %+.1f%% is over the %.0f%% bound" %
+                     (r["model"], r["system"], r["fp8_recipe"] or r["precision"], 100 * res,
+                      100 * LIMIT))
+    checks.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

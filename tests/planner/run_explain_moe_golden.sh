@@ -6,9 +6,7 @@
 set -u
 M=$1
 G=$2
-T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 mem() { grep -E '^  (weights|of which|of the)' "$T/out"; }
 {
     echo "# mixtral-8x7b, 64 x dgx-h100, ep 8, fp8 (delayed), moe.imbalance 1.2"

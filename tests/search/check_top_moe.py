@@ -11,6 +11,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import testlib  # noqa: E402
+
 CASES = [("mixtral-8x7b", 64, 512), ("deepseek-v3", 2048, 16384)]
 KEYS = ("tp", "sp", "pp", "vpp", "cp", "dp", "micro_batch", "recompute", "dist_opt",
         "schedule", "ep", "etp", "dispatcher")
@@ -35,21 +38,18 @@ def main():
         with open(golden, "w") as f:
             json.dump(got, f, indent=1)
             f.write("\n")
-        return 0
+        sys.exit(0)
     with open(golden) as f:
         want = json.load(f)
-    bad = 0
+    checks = testlib.Checks('check_top_moe.py')
     for case, plans in want.items():
-        if got.get(case) != plans:
-            bad = 1
-            print("FAIL: %s: search's top five changed" % case)
-            for i, (w, g) in enumerate(zip(plans, got.get(case, []))):
-                if w != g:
-                    print("  #%d want %s\n     got  %s" % (i + 1, w, g))
-    if not bad:
-        print("ok")
-    return bad
+        if checks.check(got.get(case) == plans, "%s: search's top five changed" % case):
+            continue
+        for i, (w, g) in enumerate(zip(plans, got.get(case, []))):
+            if w != g:
+                print("  #%d want %s\n     got  %s" % (i + 1, w, g))
+    checks.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

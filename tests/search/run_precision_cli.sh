@@ -6,9 +6,7 @@
 # Megatron flags carry the FP8 recipe.
 set -u
 M=$1
-T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 common="--model llama3-8b --gpus 8 --hw dgx-h100 --global-batch 64 --no-simulate --top 3 --format json"
 step() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["time_s"]["step"])' "$1"; }
 prec() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["precision"])' "$1"; }

@@ -98,6 +98,10 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
                               P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl);
     if (sp)
         CHECK(RN(mp_model_tp_gather)(g, W.loc, B->ln2_full, z.h, err));
+    if (mp_dims_block_is_moe(&g->d, l)) { /* the routed experts instead of the MLP */
+        CHECK(RN(mp_moe_forward)(g, B, l, err));
+        goto residual;
+    }
     /* fc1_pre[S,f1] = ln2_full @ W1[h,f1] + b1; fc1_act[S,Fl] = gelu(fc1_pre), or
      * SwiGLU: silu(gate) * up of fc1_pre = [gate | up] */
     GEMM(false, false, z.S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0,
@@ -117,6 +121,7 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
     if ((bias = P(MP_BLK_FC2_B)))
         g->be->bias_add(MP_REAL_KIND, B->xout, bias, (int)z.Sl, (int)z.h);
     RN(bq)(g, B->xout, z.Sl * z.h, MP_Q_ACT);
+residual:
     g->be->add(MP_REAL_KIND, B->xout, B->xmid, z.Sl * z.h);
     RN(bq)(g, B->xout, z.Sl * z.h, MP_Q_ACT);
 #undef P
@@ -137,6 +142,10 @@ mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, r
     if ((bias = G(MP_BLK_FC2_B)))
         g->be->bias_grad(MP_REAL_KIND, bias, dres, (int)z.Sl, (int)z.h);
     real *dfull = sp ? W.dfull : dres;
+    if (mp_dims_block_is_moe(&g->d, l)) { /* the routed experts instead of the MLP */
+        CHECK(RN(mp_moe_backward)(g, B, l, dres, W.dln, err));
+        goto norm2;
+    }
     if (sp)
         CHECK(RN(mp_model_tp_gather)(g, dres, W.dfull, z.h, err));
     /* dW2[Fl,h] += fc1_act^T @ dfull;  d fc1_act[S,Fl] = dfull @ W2^T */
@@ -157,6 +166,7 @@ mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, r
     GEMM(false, true, z.S, z.h, z.f1, W.dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W.part, z.h);
     CHECK(RN(mp_model_tp_reduce)(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
     RN(bq)(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
+norm2:
     RN(mp_model_norm_backward)(g, W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
                                B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl);
     g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);

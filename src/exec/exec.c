@@ -22,6 +22,7 @@
 #include "exec/fixture.h"
 #include "exec/kernels.h"
 #include "exec/memory.h"
+#include "exec/moe.h"
 #include "exec/quant.h"
 #include "exec/t5.h"
 #include "exec/t5_plan.h"
@@ -118,6 +119,7 @@ typedef struct run {
     float *fx_grad, *fx_after, *fx_logits; /* in the reference's layout */
     float *host_copy;          /* a device tensor's copy for the check (CUDA backend) */
     size_t host_copy_n;
+    mp_group moe_ep, moe_edp;  /* MoE: the expert-parallel and expert-DP groups (moe.h) */
 } run;
 
 /* What the check reads of n floats of the backend's memory: the pointer
@@ -168,6 +170,7 @@ static void run_free(run *r)
     free(r->host_copy);
     free(r->sync_buf);
     mp_check_free(&r->chk);
+    mp_moe_groups_free(&r->moe_ep, &r->moe_edp);
     mp_fixture_free(&r->fx);
     free(r->fx_grad);
     free(r->fx_after);
@@ -333,6 +336,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->solo_coords[2] = rt->dp_rank, rep->solo_coords[3] = rt->pp_rank;
     d.tp_rank = rt->tp_rank;
     d.cp_rank = rt->cp_rank;
+    d.ep_rank = rt->dp_rank % mp_dims_ep(&d); /* MoE's folding (moe.h) */
     /* S: this rank's token rows of one micro-batch (its positions with CP);
      * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
     int dp = rt->dp, S = mp_dims_tokens(&d), Sfull = d.seq * d.micro_batch;
@@ -408,6 +412,14 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                          "T5 runs on the cpu backend only for now (got %s)", be->name));
 
+    if (d.experts > 0) { /* MoE: routing on the host, all-to-all in the backend */
+        if (!be->host_memory || !be->alltoallv)
+            TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                             "mixture-of-experts layers run on the cpu backend only for now "
+                             "(got %s)", be->name));
+        TRY(mp_moe_groups(rt, mp_dims_ep(&d), &R.moe_ep, &R.moe_edp, err));
+    }
+
     /* From here on an error may be one rank's alone. */
     rep->collective_error = false;
     mp_probe_init(&R.probe, be, rt->world.rank);
@@ -433,6 +445,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         if (st)
             break;
         R.model[c].cp = rt->cp_group;
+        R.model[c].ep = R.moe_ep;
+        R.model[c].edp = R.moe_edp;
         R.model[c].grad_scale = (float)grad_scale;
         if (d.t5) { /* each stack's stages sum their relative-bias copies */
             mp_group eg, dg;

@@ -6,6 +6,8 @@
 /* The includer has included exec/kernels.h and exec/quant.h (outside its
  * per-type part: kernels.h defines MP_REAL_BITS itself). */
 
+#include "exec/moe.h"
+
 /* Saved activations of one block for one micro-batch. */
 typedef struct RN(block_acts) {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
@@ -15,6 +17,7 @@ typedef struct RN(block_acts) {
     real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
     real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl]; f1 = 2 Fl ([gate|up]) for SwiGLU */
     real *xout;                           /* [Sl,h] block output */
+    real *moe;                            /* an MoE model's block state (exec/moe.h) */
 } RN(block_acts);
 
 struct RN(mp_acts) {
@@ -61,6 +64,7 @@ typedef struct RN(sizes) {
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
     int most_recompute;           /* the most any block of the stage recomputes */
     bool emb, head;               /* the stage holds the embedding / the head */
+    size_t moe;                   /* reals of one block's MoE state (0: dense model) */
 } RN(sizes);
 
 static inline RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
@@ -91,6 +95,7 @@ static inline RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
     z.n_blocks = lb > fb ? (size_t)(lb - fb) : 0;
     z.emb = ib == 0;
     z.head = ie == d->layers + 2;
+    z.moe = mp_moe_block_reals(d, z.S, z.Sl);
     z.most_recompute = 0;
     for (size_t k = 0; k < z.n_blocks; k++) {
         int r = mp_dims_block_recompute(d, (int)(z.first_block + k));
@@ -130,6 +135,7 @@ static inline void RN(layout_block)(RN(block_acts) *B, real *base, size_t *u, co
         B->ln2_full = RN(take)(base, u, z->S * z->h);
         B->fc1_pre = RN(take)(base, u, z->S * z->f1);
         B->fc1_act = RN(take)(base, u, z->S * z->Fl);
+        B->moe = z->moe ? RN(take)(base, u, z->moe) : NULL;
     }
     B->xout = RN(take)(base, u, z->Sl * z->h);
 }
@@ -294,5 +300,12 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
 mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, real *dres,
                                       mp_error *err);
 void RN(mp_model_recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V);
+/* moe_layer.c: an MoE block's FFN. Forward: B->xout[Sl,h] = the experts'
+ * weighted outputs for B->ln2_full (before the residual); backward: dln[Sl,h]
+ * = the gradient of the norm's output from dout[Sl,h], the weights' gradients
+ * accumulated. */
+mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *err);
+mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *dout,
+                              real *dln, mp_error *err);
 double RN(mp_model_nsp_forward)(RN(mp_gpt) *g, RN(mp_acts) *A);
 mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_error *err);

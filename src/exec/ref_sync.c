@@ -35,7 +35,11 @@ static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_pa
         /* weights: the same on every DP x CP rank; moments: sharded under the
          * distributed optimizer, each element on one rank */
         bool sharded = which != W && t->dist_opt;
-        if (!sharded && !dpcp_first)
+        /* MoE: each expert's copies are the expert-DP group's; DP ranks below ep
+         * hold one copy of every expert between them (exec/moe.h) */
+        int ep = mp_dims_ep(&t->model->d);
+        bool expert_first = rt->dp_rank < ep && rt->cp_rank == 0;
+        if (!sharded && !dpcp_first && !(ep > 1 && expert_first))
             continue;
         size_t lo = which == W ? 0 : t->shard_lo, hi = which == W ? lay[c].total : t->shard_hi;
         const float *src = which == W ? t->model->w : which == M ? t->m : t->v;
@@ -53,6 +57,8 @@ static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_pa
             const mp_param *rp = &ref_lay->p[p->ref_index];
             if (p->split == MP_SPLIT_NONE && rt->tp_rank != 0)
                 continue; /* replicated over TP: rank 0's */
+            if (!sharded && (p->n_exp ? !expert_first : !dpcp_first))
+                continue;
             if (p->item != rp->item)
                 continue; /* a tied head's copy of the embedding: the embedding's own */
             size_t n = (size_t)p->lrows * (size_t)p->lcols;

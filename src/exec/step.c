@@ -332,6 +332,12 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
             st = be->reduce_scatter(&t->dp, MP_REAL_KIND, g->g, t->shard_buf, n, err);
             if (!st)
                 be->copy(g->g + t->shard_lo, t->shard_buf, n * sizeof(real), MP_COPY_D2D);
+        } else if (lay->expert_lo < lay->total) {
+            /* MoE: the experts (last in the buffer) over expert-DP, the rest over DP */
+            st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, lay->expert_lo, MP_RED_SUM, err);
+            if (!st && g->edp.size > 1)
+                st = be->allreduce(&g->edp, MP_REAL_KIND, g->g + lay->expert_lo,
+                                   lay->total - lay->expert_lo, MP_RED_SUM, err);
         } else {
             st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, g->n_alloc, MP_RED_SUM, err);
         }

@@ -1,0 +1,78 @@
+/* moe.h — the executor's mixture-of-experts layer (docs/exec.md, "Mixture of
+ * experts"): what a plan's MoE fields become in the model that runs, the
+ * expert-parallel groups, and the size of one block's saved MoE state. The
+ * layer itself (router, top-k, capacity, dispatch and combine by all-to-all,
+ * the experts' FFNs under TP) is moe_layer.c, declared in kernels_decl.h
+ * through the model's own files.
+ *
+ * Folding: a pipeline stage's tp x dp ranks run attention as (t, d) and the
+ * experts as (etp, ep, edp) with etp = tp (the same split of each expert's FFN
+ * as the dense MLP's), ep rank = d mod ep and edp rank = d / ep: the EP group
+ * is ep consecutive DP ranks of one (t, p), each holding experts / ep of the
+ * experts, and the expert-DP group the DP ranks holding the same experts, over
+ * which the experts' gradients are reduced. */
+#ifndef MP_EXEC_MOE_H
+#define MP_EXEC_MOE_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "core/plan.h"
+#include "exec/params.h"
+#include "exec/runtime.h"
+
+/* Fills d's MoE fields from the plan (with shrink: a small model that keeps
+ * the degrees) and refuses what the executor does not run, naming the field. */
+mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_error *err);
+
+/* The EP and expert-DP groups of this rank (sizes ep and dp / ep; solo:
+ * emulated over MPI_COMM_SELF like the runtime's). */
+mp_status mp_moe_groups(const mp_runtime *rt, int ep, mp_group *ep_group, mp_group *edp_group,
+                        mp_error *err);
+void mp_moe_groups_free(mp_group *ep_group, mp_group *edp_group);
+
+/* Sizes of one rank's MoE block for one micro-batch (S token rows, Sl of
+ * them this rank's residual rows). */
+typedef struct mp_moe_sizes {
+    size_t S, Sl, h, E, k, El, ep, fl, f1l; /* fl: one expert's FFN columns on this TP rank;
+                                               f1l: fc1's (2 fl for SwiGLU) */
+    size_t cap_rows; /* rows an expert rank may receive: every token's every slot */
+    size_t capacity; /* tokens an expert keeps per sample (capacity factor), 0: no limit */
+} mp_moe_sizes;
+
+mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl);
+
+/* Where each part of one MoE block's state lies in its region, in reals
+ * (indices and counts are held as reals: exact below 2^24). */
+typedef struct mp_moe_layout {
+    size_t logits, scores;    /* [S,E] router logits (backward: their gradient), scores */
+    size_t choice, wgt, kept; /* [S,k] chosen experts (best first), their weights, 1 kept / 0
+                                 dropped by capacity */
+    size_t sorder;            /* [S*k] the slot (token*k + j) of each row sent, in send order */
+    size_t counts;            /* [2*ep] rows sent to / received from each EP rank */
+    size_t ne;                /* [El] rows each local expert got */
+    size_t y;                 /* [Sl*k,h] this rank's tokens' expert outputs (after TP) */
+    size_t x, pre, act;       /* [rows,h] [rows,f1l] [rows,fl] received rows by local expert */
+    size_t rorder;            /* [rows] the received index of each row in expert order */
+    size_t bufa, bufb;        /* [max(S*k, rows), h+1] all-to-all send and receive */
+    size_t dact, dpre;        /* [rows,fl] [rows,f1l] backward */
+    size_t dwl, dwf;          /* [Sl*k] [S*k] gradient of the weights: this rank's, all */
+    size_t total;
+} mp_moe_layout;
+
+mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z);
+
+/* Reals one MoE block keeps for one micro-batch (0 for a dense model). */
+size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl);
+
+/* The longest sum an MoE block adds in exact mode (quant.h): a token's input
+ * gradient over its k experts' FFN columns and the router's logits. */
+static inline long mp_moe_exact_terms(const mp_gpt_dims *d)
+{
+    if (d->experts <= 0)
+        return 0;
+    long f1 = (d->swiglu ? 2L : 1L) * d->expert_ffn;
+    return (long)d->top_k * f1 + d->experts;
+}
+
+#endif

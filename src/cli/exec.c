@@ -437,12 +437,13 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                d->enc_layers, d->layers - d->enc_layers, d->dec_seq);
     if (d->experts > 0) {
         char cap[48] = "dropless";
+        int etp = d->etp == 1 ? 1 : r->tp;
         if (d->capacity_factor > 0)
             snprintf(cap, sizeof cap, "capacity factor %g", d->capacity_factor);
         printf("blocks: mixture of experts from block %d: %d experts, top-%d (%s router), "
-               "expert ffn %d, %s; ep %d, expert-DP %d, etp = tp\n",
+               "expert ffn %d, %s; ep %d, etp %d, expert-DP %d\n",
                d->moe_first_dense, d->experts, d->top_k, d->router_sigmoid ? "sigmoid" : "softmax",
-               d->expert_ffn, cap, mp_dims_ep(d), r->dp / mp_dims_ep(d));
+               d->expert_ffn, cap, mp_dims_ep(d), etp, r->tp * r->dp / (etp * mp_dims_ep(d)));
     }
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",

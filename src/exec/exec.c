@@ -336,7 +336,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->solo_coords[2] = rt->dp_rank, rep->solo_coords[3] = rt->pp_rank;
     d.tp_rank = rt->tp_rank;
     d.cp_rank = rt->cp_rank;
-    d.ep_rank = rt->dp_rank % mp_dims_ep(&d); /* MoE's folding (moe.h) */
+    {
+        int edp_rank;
+        mp_moe_coords(&d, rt->tp_rank, rt->dp_rank, &d.ep_rank, &edp_rank); /* MoE's folding */
+    }
     /* S: this rank's token rows of one micro-batch (its positions with CP);
      * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
     int dp = rt->dp, S = mp_dims_tokens(&d), Sfull = d.seq * d.micro_batch;
@@ -417,7 +420,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                              "mixture-of-experts layers run on the cpu backend only for now "
                              "(got %s)", be->name));
-        TRY(mp_moe_groups(rt, mp_dims_ep(&d), &R.moe_ep, &R.moe_edp, err));
+        TRY(mp_moe_groups(rt, &d, &R.moe_ep, &R.moe_edp, err));
     }
 
     /* From here on an error may be one rank's alone. */

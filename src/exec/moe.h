@@ -5,12 +5,13 @@
  * the experts' FFNs under TP) is moe_layer.c, declared in kernels_decl.h
  * through the model's own files.
  *
- * Folding: a pipeline stage's tp x dp ranks run attention as (t, d) and the
- * experts as (etp, ep, edp) with etp = tp (the same split of each expert's FFN
- * as the dense MLP's), ep rank = d mod ep and edp rank = d / ep: the EP group
- * is ep consecutive DP ranks of one (t, p), each holding experts / ep of the
- * experts, and the expert-DP group the DP ranks holding the same experts, over
- * which the experts' gradients are reduced. */
+ * Folding: a pipeline stage's tp x dp ranks, numbered s = t + tp*d, run
+ * attention as (t, d) and the experts as (etp, ep, edp) = (s mod etp,
+ * (s / etp) mod ep, s / (etp*ep)). etp = tp: each expert's FFN split over TP as
+ * the dense MLP's, the EP group ep consecutive DP ranks of one (t, p); etp = 1
+ * (with SP): experts whole, the EP group ep consecutive ranks of the stage
+ * across TP and DP. The expert-DP group holds the same experts; the experts'
+ * gradients are reduced over it. */
 #ifndef MP_EXEC_MOE_H
 #define MP_EXEC_MOE_H
 
@@ -25,17 +26,23 @@
  * the degrees) and refuses what the executor does not run, naming the field. */
 mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_error *err);
 
-/* The EP and expert-DP groups of this rank (sizes ep and dp / ep; solo:
- * emulated over MPI_COMM_SELF like the runtime's). */
-mp_status mp_moe_groups(const mp_runtime *rt, int ep, mp_group *ep_group, mp_group *edp_group,
-                        mp_error *err);
+/* This rank's place in its EP and expert-DP groups. */
+void mp_moe_coords(const mp_gpt_dims *d, int tp_rank, int dp_rank, int *ep_rank, int *edp_rank);
+
+/* The EP and expert-DP groups of this rank (sizes ep and tp*dp / (etp*ep);
+ * solo: emulated over MPI_COMM_SELF like the runtime's). */
+mp_status mp_moe_groups(const mp_runtime *rt, const mp_gpt_dims *d, mp_group *ep_group,
+                        mp_group *edp_group, mp_error *err);
 void mp_moe_groups_free(mp_group *ep_group, mp_group *edp_group);
 
 /* Sizes of one rank's MoE block for one micro-batch (S token rows, Sl of
  * them this rank's residual rows). */
 typedef struct mp_moe_sizes {
-    size_t S, Sl, h, E, k, El, ep, fl, f1l; /* fl: one expert's FFN columns on this TP rank;
-                                               f1l: fc1's (2 fl for SwiGLU) */
+    size_t S, Sl, h, E, k, El, ep, fl, f1l; /* S: the token rows this rank routes (all S of
+                                               the TP group, or its own Sl with etp = 1);
+                                               fl: one expert's FFN columns here; f1l: fc1's
+                                               (2 fl for SwiGLU) */
+    size_t Sfull;    /* the micro-batch's rows on the TP group */
     size_t cap_rows; /* rows an expert rank may receive: every token's every slot */
     size_t capacity; /* tokens an expert keeps per sample (capacity factor), 0: no limit */
 } mp_moe_sizes;
@@ -56,7 +63,8 @@ typedef struct mp_moe_layout {
     size_t rorder;            /* [rows] the received index of each row in expert order */
     size_t bufa, bufb;        /* [max(S*k, rows), h+1] all-to-all send and receive */
     size_t dact, dpre;        /* [rows,fl] [rows,f1l] backward */
-    size_t dwl, dwf;          /* [Sl*k] [S*k] gradient of the weights: this rank's, all */
+    size_t dwl, dwf;          /* [Sl*k] [Sfull*k] gradient of the weights: this rank's, all
+                                 (etp = 1: the TP group's choices, for the capacity) */
     size_t total;
 } mp_moe_layout;
 
@@ -71,7 +79,7 @@ static inline long mp_moe_exact_terms(const mp_gpt_dims *d)
 {
     if (d->experts <= 0)
         return 0;
-    long f1 = (d->swiglu ? 2L : 1L) * d->expert_ffn;
+    long f1 = (d->swiglu ? 2L : 1L) * d->expert_ffn; /* over the TP ranks or on one */
     return (long)d->top_k * f1 + d->experts;
 }
 

@@ -6,9 +6,10 @@
  * the expert's EP rank by all-to-all, the experts' FFNs (each split over TP as
  * the dense MLP is), the combine back by all-to-all and the weighted sum.
  *
- * Every rank of one EP group holds the same S token rows of its micro-batch
- * (ln2_full: with SP after the all-gather), and so do its TP peers, each in
- * its own EP group of the same t. The routing is a per-token function of
+ * With etp = tp every rank of a TP group routes the same S token rows of its
+ * micro-batch (ln2_full: with SP after the all-gather), each within its own
+ * EP group of the same t, to experts split over TP; with etp = 1 each rank
+ * routes its own Sl rows to whole experts. The routing is a per-token function of
  * those rows, so it is the same in the reference, which holds every expert
  * (ep = 1: the all-to-alls are copies). What the partition changes is only
  * which rank computes a row and in which order rows meet in a GEMM: in exact
@@ -134,19 +135,32 @@ static mp_status RN(moe_route)(RN(mp_gpt) *g, RN(moe_state) *M, mp_error *err)
         for (size_t j = 0; j < k; j++)
             M->wgt[r * k + j] =
                 (real)(sum > 0 ? p[(size_t)M->choice[r * k + j]] / sum : 1.0 / (double)k);
-        /* capacity: per sample (rows are position * b + sample), each expert
-         * keeps its first `capacity` slots in position order, then slot order */
+    }
+    free(taken);
+    RN(bq)(g, M->wgt, S * k, MP_Q_PROB);
+    /* capacity: per sample (rows are position * b + sample), each expert keeps
+     * its first `capacity` slots in position order, then slot order. With
+     * etp = 1 each TP rank routes its own rows: the TP group's choices first */
+    const real *all = M->choice;
+    size_t r0 = 0, n = S;
+    if (load && mp_dims_moe_local(&g->d)) {
+        mp_status st = RN(mp_model_tp_gather_rows)(g, M->choice, M->dwf, z->Sfull, S, k, err);
+        if (st) {
+            free(load);
+            return st;
+        }
+        all = M->dwf, r0 = (size_t)g->tp.rank * S, n = z->Sfull;
+    }
+    for (size_t r = 0; r < n; r++)
         for (size_t j = 0; j < k; j++) {
-            size_t e = (size_t)M->choice[r * k + j];
+            size_t e = (size_t)all[r * k + j];
             bool keep = !load || load[(r % b) * E + e] < z->capacity;
             if (load && keep)
                 load[(r % b) * E + e]++;
-            M->kept[r * k + j] = keep ? 1 : 0;
+            if (r >= r0 && r < r0 + S)
+                M->kept[(r - r0) * k + j] = keep ? 1 : 0;
         }
-    }
-    free(taken);
     free(load);
-    RN(bq)(g, M->wgt, S * k, MP_Q_PROB);
     /* test-only (--test-drop-allreduce ep-route): the first token's first
      * choice goes to the next expert, as a dispatch bug would send it */
     if (mp_probe_drops(g->probe, "ep-route"))
@@ -208,6 +222,21 @@ static mp_status RN(moe_return)(RN(mp_gpt) *g, RN(moe_state) *M, const real *row
     return RN(moe_a2a)(g, M->bufb, M->counts + M->z.ep, M->counts, h, out, err);
 }
 
+/* The rows this rank routes: ln2_full (every TP rank the same), or with
+ * etp = 1 this rank's own rows of it (SP: rows tp.rank * Sl ...). */
+static const real *RN(moe_input)(const RN(mp_gpt) *g, const RN(block_acts) *B,
+                                 const mp_moe_sizes *z)
+{
+    return mp_dims_moe_local(&g->d) ? B->ln2_full + (size_t)g->tp.rank * z->Sl * z->h
+                                    : B->ln2_full;
+}
+
+/* Token row (in the routed rows) of this rank's residual row rl. */
+static size_t RN(moe_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
+{
+    return mp_dims_moe_local(&g->d) ? rl : RN(global_row)(g, rl, Sl);
+}
+
 mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *err)
 {
     RN(moe_state) M = RN(moe_state_of)(g, B->moe);
@@ -216,11 +245,12 @@ mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *
     const real *Wr = RN(blk)(g->w, g, l, MP_BLK_ROUTER_W);
     const real *W1 = RN(blk)(g->w, g, l, MP_BLK_EXP_FC1_W);
     const real *W2 = RN(blk)(g->w, g, l, MP_BLK_EXP_FC2_W);
-    /* logits[S,E] = ln2_full @ Wr */
-    GEMM(false, false, S, E, h, B->ln2_full, h, Wr, E, 0.0, M.logits, E);
+    /* logits[S,E] = x @ Wr: x the TP group's rows, or (etp = 1) this rank's */
+    const real *x = RN(moe_input)(g, B, z);
+    GEMM(false, false, S, E, h, x, h, Wr, E, 0.0, M.logits, E);
     RN(bq)(g, M.logits, S * E, MP_Q_ACT);
     CHECK(RN(moe_route)(g, &M, err));
-    CHECK(RN(moe_dispatch)(g, &M, B->ln2_full, err));
+    CHECK(RN(moe_dispatch)(g, &M, x, err));
     /* each local expert: pre = x_e @ W1_e, act = gelu / SwiGLU, out = act @ W2_e
      * (out: this TP rank's partial sum), into bufa in expert order */
     for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
@@ -248,11 +278,14 @@ mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *
     g->be->zero(part, S * k * h * sizeof(real));
     for (size_t i = M.nsend; i-- > 0;)
         memmove(part + (size_t)M.sorder[i] * h, M.bufa + i * h, h * sizeof(real));
-    CHECK(RN(mp_model_tp_reduce_rows)(g, part, M.y, S * k, z->Sl * k, h, "tp-moe", err));
+    if (mp_dims_moe_local(&g->d)) /* whole experts: nothing to sum over TP */
+        RN(bcopy)(g, M.y, part, S * k * h);
+    else
+        CHECK(RN(mp_model_tp_reduce_rows)(g, part, M.y, S * k, z->Sl * k, h, "tp-moe", err));
     RN(bq)(g, M.y, z->Sl * k * h, MP_Q_ACT);
     /* xout[Sl,h] = sum over the kept slots of weight * y, slot after slot */
     for (size_t rl = 0; rl < z->Sl; rl++) {
-        size_t r = RN(global_row)(g, rl, z->Sl);
+        size_t r = RN(moe_row)(g, rl, z->Sl);
         real *out = B->xout + rl * h;
         for (size_t c = 0; c < h; c++) {
             double acc = 0;
@@ -305,10 +338,12 @@ static void RN(moe_router_backward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_ac
     }
     RN(bq)(g, dl, S * E, MP_Q_GRAD);
     /* dWr[h,E] += ln2_full^T @ dl; dx += dl @ Wr^T, on one TP rank only: the
-     * router is replicated, the sum over TP that follows must count it once */
-    GEMM(true, false, h, E, S, B->ln2_full, h, dl, E, 1.0, RN(blk)(g->g, g, l, MP_BLK_ROUTER_W),
-         E);
-    if (g->tp.rank == 0)
+     * router is replicated, the sum over TP that follows must count it once
+     * (etp = 1: each rank's own rows, no sum; dWr is then summed over TP as
+     * the norms' are under SP) */
+    GEMM(true, false, h, E, S, RN(moe_input)(g, B, z), h, dl, E, 1.0,
+         RN(blk)(g->g, g, l, MP_BLK_ROUTER_W), E);
+    if (g->tp.rank == 0 || mp_dims_moe_local(&g->d)) /* etp = 1: rows of this rank alone */
         GEMM(false, true, S, h, E, dl, E, RN(blk)(g->w, g, l, MP_BLK_ROUTER_W), E, 1.0, part, h);
 }
 
@@ -324,7 +359,7 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
     real *G1 = RN(blk)(g->g, g, l, MP_BLK_EXP_FC1_W), *G2 = RN(blk)(g->g, g, l, MP_BLK_EXP_FC2_W);
     /* d weight[Sl,k] = <dout, y> of this rank's tokens, then every token's */
     for (size_t rl = 0; rl < Sl; rl++) {
-        size_t r = RN(global_row)(g, rl, Sl);
+        size_t r = RN(moe_row)(g, rl, Sl);
         for (size_t j = 0; j < k; j++) {
             double acc = 0;
             if (M.kept[r * k + j])
@@ -334,10 +369,14 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
         }
     }
     RN(bq)(g, M.dwl, Sl * k, MP_Q_GRAD);
-    CHECK(RN(mp_model_tp_gather_rows)(g, M.dwl, M.dwf, S, Sl, k, err));
+    bool local = mp_dims_moe_local(&g->d);
+    if (local)
+        RN(bcopy)(g, M.dwf, M.dwl, S * k);
+    else
+        CHECK(RN(mp_model_tp_gather_rows)(g, M.dwl, M.dwf, S, Sl, k, err));
     /* dy = weight * dout of every sent slot (SP: dout of every token first) */
     const real *dfull = dout;
-    if (g->d.sp && g->tp.size > 1) {
+    if (g->d.sp && g->tp.size > 1 && !local) {
         CHECK(RN(mp_model_tp_gather)(g, dout, W.dfull, h, err));
         dfull = W.dfull;
     }
@@ -385,7 +424,10 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
             dst[c] += M.bufa[i * h + c];
     }
     RN(moe_router_backward)(g, &M, B, l, W.part);
-    CHECK(RN(mp_model_tp_reduce)(g, W.part, dln, h, "tp-moe-bwd", err));
+    if (local)
+        RN(bcopy)(g, dln, W.part, Sl * h);
+    else
+        CHECK(RN(mp_model_tp_reduce)(g, W.part, dln, h, "tp-moe-bwd", err));
     RN(bq)(g, dln, Sl * h, MP_Q_GRAD);
     return MP_OK;
 }

@@ -19,19 +19,23 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         return REFUSE("model.moe.shared_experts", "exec does not run shared experts yet");
     if (e->route_groups)
         return REFUSE("model.moe.route_groups", "exec does not run group-limited routing yet");
-    if (etp != p->tp)
+    bool sp = p->sp && p->tp > 1;
+    if (etp != p->tp && !(etp == 1 && (sp || p->tp == 1)))
         return REFUSE("parallel.etp", "exec runs the experts split over TP as the dense MLP "
-                                      "(etp = tp = %lld), not etp = %d", (long long)p->tp, etp);
+                                      "(etp = tp = %lld) or whole with SP (etp = 1), not etp = %d",
+                      (long long)p->tp, etp);
     if (p->cp > 1)
         return REFUSE("parallel.cp", "exec runs mixture-of-experts layers with cp = 1 only");
-    if (ep < 1 || p->dp % ep)
-        return REFUSE("parallel.ep", "exec folds the EP group onto DP ranks: ep (%d) must "
-                                     "divide dp (%lld)", ep, (long long)p->dp);
+    if (ep < 1 || (p->tp * p->dp) % ((int64_t)etp * ep))
+        return REFUSE("parallel.ep", "exec folds the expert groups onto each stage's tp x dp = "
+                                     "%lld ranks: etp x ep (%d x %d) must divide them",
+                      (long long)(p->tp * p->dp), etp, ep);
     if (p->dist_opt && p->dp > 1)
         return REFUSE("parallel.dist_opt", "exec does not shard mixture-of-experts models "
                                            "over expert-DP yet (dist_opt: false)");
     d->ep = ep;
     d->ep_rank = 0;
+    d->etp = etp;
     d->router_sigmoid = e->router == MP_ROUTER_SIGMOID;
     d->capacity_factor = e->capacity_factor;
     if (shrink) {
@@ -50,7 +54,7 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         d->expert_ffn = (int)e->expert_ffn;
         d->moe_first_dense = (int)e->first_dense;
         d->moe_layer_freq = (int)(e->layer_freq > 0 ? e->layer_freq : 1);
-        if (d->experts % ep || d->expert_ffn % d->tp)
+        if (d->experts % ep || d->expert_ffn % etp)
             return REFUSE("parallel.ep", "ep=%d must divide the experts (%d) and tp=%d the "
                                          "expert ffn (%d)", ep, d->experts, d->tp, d->expert_ffn);
     }
@@ -68,22 +72,37 @@ static mp_status split_of(MPI_Comm parent, const char *name, int color, int key,
     return MP_OK;
 }
 
-mp_status mp_moe_groups(const mp_runtime *rt, int ep, mp_group *ep_group, mp_group *edp_group,
-                        mp_error *err)
+static int etp_of(const mp_gpt_dims *d)
+{
+    return d->etp == 1 ? 1 : d->tp;
+}
+
+void mp_moe_coords(const mp_gpt_dims *d, int tp_rank, int dp_rank, int *ep_rank, int *edp_rank)
+{
+    int s = tp_rank + d->tp * dp_rank, etp = etp_of(d), ep = mp_dims_ep(d);
+    *ep_rank = s / etp % ep;
+    *edp_rank = s / (etp * ep);
+}
+
+mp_status mp_moe_groups(const mp_runtime *rt, const mp_gpt_dims *d, mp_group *ep_group,
+                        mp_group *edp_group, mp_error *err)
 {
     memset(ep_group, 0, sizeof *ep_group);
     memset(edp_group, 0, sizeof *edp_group);
     ep_group->comm = edp_group->comm = MPI_COMM_NULL;
-    int d = rt->dp_rank;
+    int ep = mp_dims_ep(d), etp = etp_of(d), edp = rt->tp * rt->dp / (etp * ep);
+    int er, dr, et = (rt->tp_rank + rt->tp * rt->dp_rank) % etp;
+    mp_moe_coords(d, rt->tp_rank, rt->dp_rank, &er, &dr);
     if (rt->solo) { /* the solo backend never communicates: sizes and places only */
-        *ep_group = (mp_group){.comm = MPI_COMM_SELF, .size = ep, .rank = d % ep};
-        *edp_group = (mp_group){.comm = MPI_COMM_SELF, .size = rt->dp / ep, .rank = d / ep};
+        *ep_group = (mp_group){.comm = MPI_COMM_SELF, .size = ep, .rank = er};
+        *edp_group = (mp_group){.comm = MPI_COMM_SELF, .size = edp, .rank = dr};
         return MP_OK;
     }
-    /* within this rank's DP group (one (t, c, p)): blocks of ep consecutive ranks */
-    mp_status st = split_of(rt->dp_group.comm, "ep", d / ep, d % ep, ep_group, err);
+    /* over the world (cp = 1): one pipeline stage's ranks, by (etp, ep, edp) */
+    int base = rt->pp_rank * etp + et;
+    mp_status st = split_of(MPI_COMM_WORLD, "ep", base * edp + dr, er, ep_group, err);
     if (!st)
-        st = split_of(rt->dp_group.comm, "expert-dp", d % ep, d / ep, edp_group, err);
+        st = split_of(MPI_COMM_WORLD, "expert-dp", base * ep + er, dr, edp_group, err);
     if (st)
         mp_moe_groups_free(ep_group, edp_group);
     return st;
@@ -107,14 +126,16 @@ mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl)
     memset(&z, 0, sizeof z);
     if (d->experts <= 0)
         return z;
-    z.S = S;
+    bool local = mp_dims_moe_local(d);
+    z.S = local ? Sl : S;
     z.Sl = Sl;
+    z.Sfull = S;
     z.h = (size_t)d->hidden;
     z.E = (size_t)d->experts;
     z.k = (size_t)d->top_k;
     z.ep = (size_t)mp_dims_ep(d);
     z.El = z.E / z.ep;
-    z.fl = (size_t)d->expert_ffn / (size_t)d->tp;
+    z.fl = (size_t)d->expert_ffn / (size_t)(local ? 1 : d->tp);
     z.f1l = d->swiglu ? 2 * z.fl : z.fl;
     z.cap_rows = z.ep * S * z.k;
     if (d->capacity_factor > 0) {
@@ -150,7 +171,7 @@ mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z)
     TAKE(dact, rows * z->fl);
     TAKE(dpre, rows * z->f1l);
     TAKE(dwl, z->Sl * z->k);
-    TAKE(dwf, sk);
+    TAKE(dwf, z->Sfull * z->k > 2 * z->ep ? z->Sfull * z->k : 2 * z->ep);
 #undef TAKE
     L.total = u;
     return L;

@@ -80,7 +80,8 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                             "tp=%d must divide heads (%d), kv_heads (%d), ffn_hidden (%d), vocab "
                             "(%d)%s", t, d->heads, g, f, v,
                             d->sp ? " and, with sp, seq / cp" : "");
-    if (d->experts > 0 && (d->experts % mp_dims_ep(d) || d->expert_ffn % t || d->top_k < 1 ||
+    if (d->experts > 0 && (d->experts % mp_dims_ep(d) ||
+                           (!mp_dims_moe_local(d) && d->expert_ffn % t) || d->top_k < 1 ||
                            d->top_k > d->experts))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.ep",
                             "ep=%d must divide the experts (%d) and tp=%d the expert ffn (%d), "
@@ -179,7 +180,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         BLK(MP_BLK_FC2_B, dense && bias, "fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
         /* an MoE block's router, replicated (its experts come after every block) */
         BLK(MP_BLK_ROUTER_W, moe, "router.weight", h, d->experts, MP_SPLIT_NONE,
-            MP_INIT_WEIGHT, false);
+            MP_INIT_WEIGHT, mp_dims_moe_local(d)); /* local tokens: summed over TP */
         if (d->t5 && l == d->enc_layers - 1) /* the encoder's output norm, with its last block */
             out->enc_lnf = add(&b, "encoder.final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA,
                                true, l + 1);
@@ -228,14 +229,17 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
             continue;
         char n[48];
         int *blk = out->block + (size_t)l * MP_BLK_COUNT, fe = d->expert_ffn;
+        bool whole = mp_dims_moe_local(d); /* etp = 1: each expert whole on its rank */
         b.n_exp = d->experts;
         b.n_sec = 2, b.sec[0] = b.sec[1] = fe, b.sec[2] = 0;
         snprintf(n, sizeof n, "layers.%d.experts.fc1.weight", l);
         blk[MP_BLK_EXP_FC1_W] = add(&b, n, d->experts * h, d->swiglu ? 2 * fe : fe,
-                                    d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS, MP_INIT_WEIGHT,
-                                    false, l + 1);
+                                    whole ? MP_SPLIT_NONE
+                                          : d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS,
+                                    MP_INIT_WEIGHT, false, l + 1);
         snprintf(n, sizeof n, "layers.%d.experts.fc2.weight", l);
-        blk[MP_BLK_EXP_FC2_W] = add(&b, n, d->experts * fe, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT,
+        blk[MP_BLK_EXP_FC2_W] = add(&b, n, d->experts * fe, h,
+                                    whole ? MP_SPLIT_NONE : MP_SPLIT_ROWS, MP_INIT_WEIGHT,
                                     false, l + 1);
         b.n_exp = 0;
     }

@@ -55,11 +55,13 @@ typedef struct mp_gpt_dims {
     /* Mixture of experts (exec/moe.h; experts == 0: dense). Block l is an MoE
      * block when l >= moe_first_dense and l % moe_layer_freq == 0. Its experts
      * are spread over ep ranks (experts / ep each, this rank's from
-     * ep_rank * experts / ep), each one split over TP as the dense MLP is. */
+     * ep_rank * experts / ep), each one split over etp ranks: etp = tp (0 too)
+     * splits it over TP as the dense MLP is; etp = 1 keeps it whole, and each
+     * TP rank then routes its own (SP) tokens. */
     int experts, top_k, expert_ffn, moe_first_dense, moe_layer_freq;
     double capacity_factor; /* 0: dropless */
     bool router_sigmoid;    /* sigmoid scores (DeepSeek-V3), else softmax */
-    int ep, ep_rank;
+    int ep, ep_rank, etp;
 } mp_gpt_dims;
 
 /* Whether block l (0-based) is an MoE block. */
@@ -69,6 +71,13 @@ static inline bool mp_dims_block_is_moe(const mp_gpt_dims *d, int l)
            l % (d->moe_layer_freq > 0 ? d->moe_layer_freq : 1) == 0;
 }
 static inline int mp_dims_ep(const mp_gpt_dims *d) { return d->ep > 1 ? d->ep : 1; }
+/* Whether each TP rank dispatches its own tokens to whole experts (etp = 1
+ * under TP: Megatron's MoE with SP), rather than the TP group its common rows
+ * to experts split over TP. */
+static inline bool mp_dims_moe_local(const mp_gpt_dims *d)
+{
+    return d->experts > 0 && d->etp == 1 && d->tp > 1;
+}
 
 /* The stage's items, with 0, 0 meaning the whole model. */
 static inline void mp_dims_items(const mp_gpt_dims *d, int *begin, int *end)

@@ -324,7 +324,7 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
     if (any)
         mp_probe_record(pr, t0, MP_STREAM_TP, MP_EV_TP_COMM, false);
     /* DP: all-reduce, or reduce-scatter into this rank's shard. */
-    if (t->dp.size > 1 && !mp_probe_drops(pr, "dp-grad")) {
+    if ((t->dp.size > 1 || g->edp.size > 1) && !mp_probe_drops(pr, "dp-grad")) {
         t0 = be->now();
         mp_status st;
         if (t->dist_opt) {

@@ -440,10 +440,14 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         int etp = d->etp == 1 ? 1 : r->tp;
         if (d->capacity_factor > 0)
             snprintf(cap, sizeof cap, "capacity factor %g", d->capacity_factor);
+        char shared[48] = "";
+        if (d->shared_ffn > 0)
+            snprintf(shared, sizeof shared, ", shared experts' ffn %d", d->shared_ffn);
         printf("blocks: mixture of experts from block %d: %d experts, top-%d (%s router), "
-               "expert ffn %d, %s; ep %d, etp %d, expert-DP %d\n",
+               "expert ffn %d%s, %s; ep %d, etp %d, expert-DP %d\n",
                d->moe_first_dense, d->experts, d->top_k, d->router_sigmoid ? "sigmoid" : "softmax",
-               d->expert_ffn, cap, mp_dims_ep(d), etp, r->tp * r->dp / (etp * mp_dims_ep(d)));
+               d->expert_ffn, shared, cap, mp_dims_ep(d), etp,
+               r->tp * r->dp / (etp * mp_dims_ep(d)));
     }
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",

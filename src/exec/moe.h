@@ -43,6 +43,7 @@ typedef struct mp_moe_sizes {
                                                fl: one expert's FFN columns here; f1l: fc1's
                                                (2 fl for SwiGLU) */
     size_t Sfull;    /* the micro-batch's rows on the TP group */
+    size_t sl, s1l;  /* the shared experts' FFN columns on this TP rank, fc1's (0: none) */
     size_t cap_rows; /* rows an expert rank may receive: every token's every slot */
     size_t capacity; /* tokens an expert keeps per sample (capacity factor), 0: no limit */
 } mp_moe_sizes;
@@ -65,6 +66,8 @@ typedef struct mp_moe_layout {
     size_t dact, dpre;        /* [rows,fl] [rows,f1l] backward */
     size_t dwl, dwf;          /* [Sl*k] [Sfull*k] gradient of the weights: this rank's, all
                                  (etp = 1: the TP group's choices, for the capacity) */
+    size_t spre, sact, sdact, sdpre, sdx; /* shared experts: [Sfull,s1l] [Sfull,sl] and their
+                                             gradients, the input's [Sfull,h] */
     size_t total;
 } mp_moe_layout;
 
@@ -74,13 +77,14 @@ mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z);
 size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl);
 
 /* The longest sum an MoE block adds in exact mode (quant.h): a token's input
- * gradient over its k experts' FFN columns and the router's logits. */
+ * gradient over its k experts' FFN columns, the router's logits and the
+ * shared experts' columns. */
 static inline long mp_moe_exact_terms(const mp_gpt_dims *d)
 {
     if (d->experts <= 0)
         return 0;
     long f1 = (d->swiglu ? 2L : 1L) * d->expert_ffn; /* over the TP ranks or on one */
-    return (long)d->top_k * f1 + d->experts;
+    return (long)d->top_k * f1 + d->experts + (d->swiglu ? 2L : 1L) * d->shared_ffn;
 }
 
 #endif

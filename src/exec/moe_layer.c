@@ -41,7 +41,7 @@
 /* One block's MoE state (moe.h's layout) as pointers. */
 typedef struct RN(moe_state) {
     real *logits, *scores, *choice, *wgt, *kept, *sorder, *counts, *ne, *y, *x, *pre, *act,
-        *rorder, *bufa, *bufb, *dact, *dpre, *dwl, *dwf;
+        *rorder, *bufa, *bufb, *dact, *dpre, *dwl, *dwf, *spre, *sact, *sdact, *sdpre, *sdx;
     mp_moe_sizes z;
     size_t nsend, nrecv; /* rows sent and received by the dispatch */
 } RN(moe_state);
@@ -58,6 +58,8 @@ static RN(moe_state) RN(moe_state_of)(const RN(mp_gpt) *g, real *base)
     M.pre = base + L.pre, M.act = base + L.act, M.rorder = base + L.rorder;
     M.bufa = base + L.bufa, M.bufb = base + L.bufb, M.dact = base + L.dact;
     M.dpre = base + L.dpre, M.dwl = base + L.dwl, M.dwf = base + L.dwf;
+    M.spre = base + L.spre, M.sact = base + L.sact, M.sdact = base + L.sdact;
+    M.sdpre = base + L.sdpre, M.sdx = base + L.sdx;
     M.nsend = M.nrecv = 0;
     for (size_t q = 0; q < M.z.ep; q++) {
         M.nsend += (size_t)M.counts[q];
@@ -237,6 +239,55 @@ static size_t RN(moe_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
     return mp_dims_moe_local(&g->d) ? rl : RN(global_row)(g, rl, Sl);
 }
 
+/* The shared experts: one MLP of their summed width over the TP group's
+ * rows, split over TP as the dense MLP (fc1 column-, fc2 row-parallel), its
+ * output reduced over TP and added to xout[Sl,h]. */
+static mp_status RN(moe_shared_forward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_acts) *B,
+                                        int l, mp_error *err)
+{
+    const mp_moe_sizes *z = &M->z;
+    RN(work) W = RN(work_of)(g);
+    size_t S = z->Sfull, h = z->h, sl = z->sl, s1l = z->s1l;
+    GEMM(false, false, S, s1l, h, B->ln2_full, h, RN(blk)(g->w, g, l, MP_BLK_SHR_FC1_W), s1l,
+         0.0, M->spre, s1l);
+    RN(bq)(g, M->spre, S * s1l, MP_Q_ACT);
+    if (g->d.swiglu)
+        g->be->swiglu_forward(MP_REAL_KIND, M->sact, M->spre, (int)S, (int)sl);
+    else
+        g->be->gelu_forward(MP_REAL_KIND, M->sact, M->spre, S * sl);
+    RN(bq)(g, M->sact, S * sl, MP_Q_ACT);
+    GEMM(false, false, S, h, sl, M->sact, sl, RN(blk)(g->w, g, l, MP_BLK_SHR_FC2_W), h, 0.0,
+         W.part, h);
+    CHECK(RN(mp_model_tp_reduce)(g, W.part, W.loc, h, "tp-moe", err));
+    RN(bq)(g, W.loc, z->Sl * h, MP_Q_ACT);
+    g->be->add(MP_REAL_KIND, B->xout, W.loc, z->Sl * h);
+    RN(bq)(g, B->xout, z->Sl * h, MP_Q_ACT);
+    return MP_OK;
+}
+
+/* Their backward from dfull[Sfull,h] (every TP row's output gradient): the
+ * weights' gradients, and the input's TP partial sum added into dx[Sfull,h]. */
+static void RN(moe_shared_backward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_acts) *B, int l,
+                                   const real *dfull, real *dx)
+{
+    const mp_moe_sizes *z = &M->z;
+    size_t S = z->Sfull, h = z->h, sl = z->sl, s1l = z->s1l;
+    const real *W1 = RN(blk)(g->w, g, l, MP_BLK_SHR_FC1_W);
+    const real *W2 = RN(blk)(g->w, g, l, MP_BLK_SHR_FC2_W);
+    GEMM(true, false, sl, h, S, M->sact, sl, dfull, h, 1.0, RN(blk)(g->g, g, l, MP_BLK_SHR_FC2_W),
+         h);
+    GEMM(false, true, S, sl, h, dfull, h, W2, h, 0.0, M->sdact, sl);
+    RN(bq)(g, M->sdact, S * sl, MP_Q_GRAD);
+    if (g->d.swiglu)
+        g->be->swiglu_backward(MP_REAL_KIND, M->sdpre, M->sdact, M->spre, (int)S, (int)sl);
+    else
+        g->be->gelu_backward(MP_REAL_KIND, M->sdpre, M->sdact, M->spre, S * sl);
+    RN(bq)(g, M->sdpre, S * s1l, MP_Q_GRAD);
+    GEMM(true, false, h, s1l, S, B->ln2_full, h, M->sdpre, s1l, 1.0,
+         RN(blk)(g->g, g, l, MP_BLK_SHR_FC1_W), s1l);
+    GEMM(false, true, S, h, s1l, M->sdpre, s1l, W1, s1l, 1.0, dx, h);
+}
+
 mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *err)
 {
     RN(moe_state) M = RN(moe_state_of)(g, B->moe);
@@ -296,6 +347,8 @@ mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *
         }
     }
     RN(bq)(g, B->xout, z->Sl * h, MP_Q_ACT);
+    if (z->sl)
+        CHECK(RN(moe_shared_forward)(g, &M, B, l, err));
     return MP_OK;
 }
 
@@ -424,10 +477,22 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
             dst[c] += M.bufa[i * h + c];
     }
     RN(moe_router_backward)(g, &M, B, l, W.part);
-    if (local)
+    if (local) {
         RN(bcopy)(g, dln, W.part, Sl * h);
-    else
+        if (z->sl) { /* the shared experts' part, over the TP group's rows */
+            if (g->d.sp && g->tp.size > 1)
+                CHECK(RN(mp_model_tp_gather)(g, dout, W.dfull, h, err));
+            g->be->zero(M.sdx, z->Sfull * h * sizeof(real));
+            RN(moe_shared_backward)(g, &M, B, l, g->d.sp && g->tp.size > 1 ? W.dfull : dout,
+                                    M.sdx);
+            CHECK(RN(mp_model_tp_reduce)(g, M.sdx, W.dtmp, h, "tp-moe-bwd", err));
+            g->be->add(MP_REAL_KIND, dln, W.dtmp, Sl * h);
+        }
+    } else {
+        if (z->sl) /* the shared experts' TP partial joins the routed ones' */
+            RN(moe_shared_backward)(g, &M, B, l, dfull, W.part);
         CHECK(RN(mp_model_tp_reduce)(g, W.part, dln, h, "tp-moe-bwd", err));
+    }
     RN(bq)(g, dln, Sl * h, MP_Q_GRAD);
     return MP_OK;
 }

@@ -15,8 +15,6 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         return MP_OK;
     const struct mp_moe *e = &m->moe;
     int ep = (int)mp_parallel_ep(p), etp = (int)mp_parallel_etp(p);
-    if (e->shared_experts)
-        return REFUSE("model.moe.shared_experts", "exec does not run shared experts yet");
     if (e->route_groups)
         return REFUSE("model.moe.route_groups", "exec does not run group-limited routing yet");
     bool sp = p->sp && p->tp > 1;
@@ -45,6 +43,7 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         d->experts = experts;
         d->top_k = (int)(e->top_k < experts ? e->top_k : experts);
         d->expert_ffn = 2 * d->hidden;
+        d->shared_ffn = e->shared_experts ? 2 * d->hidden : 0;
         /* one dense block first when the model has one and two blocks run */
         d->moe_first_dense = e->first_dense > 0 && d->layers > 1 ? 1 : 0;
         d->moe_layer_freq = 1;
@@ -52,11 +51,13 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         d->experts = (int)e->experts;
         d->top_k = (int)e->top_k;
         d->expert_ffn = (int)e->expert_ffn;
+        d->shared_ffn = (int)(e->shared_experts * e->shared_ffn);
         d->moe_first_dense = (int)e->first_dense;
         d->moe_layer_freq = (int)(e->layer_freq > 0 ? e->layer_freq : 1);
-        if (d->experts % ep || d->expert_ffn % etp)
-            return REFUSE("parallel.ep", "ep=%d must divide the experts (%d) and tp=%d the "
-                                         "expert ffn (%d)", ep, d->experts, d->tp, d->expert_ffn);
+        if (d->experts % ep || d->expert_ffn % etp || d->shared_ffn % d->tp)
+            return REFUSE("parallel.ep", "ep=%d must divide the experts (%d), etp=%d the expert "
+                                         "ffn (%d) and tp=%d the shared experts' (%d)", ep,
+                          d->experts, etp, d->expert_ffn, d->tp, d->shared_ffn);
     }
     return MP_OK;
 }
@@ -137,7 +138,9 @@ mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl)
     z.El = z.E / z.ep;
     z.fl = (size_t)d->expert_ffn / (size_t)(local ? 1 : d->tp);
     z.f1l = d->swiglu ? 2 * z.fl : z.fl;
-    z.cap_rows = z.ep * S * z.k;
+    z.cap_rows = z.ep * z.S * z.k;
+    z.sl = (size_t)d->shared_ffn / (size_t)d->tp;
+    z.s1l = d->swiglu ? 2 * z.sl : z.sl;
     if (d->capacity_factor > 0) {
         /* per sample: its positions' share of the slots, times the factor */
         double fair = (double)d->seq * (double)z.k / (double)z.E;
@@ -172,6 +175,11 @@ mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z)
     TAKE(dpre, rows * z->f1l);
     TAKE(dwl, z->Sl * z->k);
     TAKE(dwf, z->Sfull * z->k > 2 * z->ep ? z->Sfull * z->k : 2 * z->ep);
+    TAKE(spre, z->Sfull * z->s1l);
+    TAKE(sact, z->Sfull * z->sl);
+    TAKE(sdact, z->Sfull * z->sl);
+    TAKE(sdpre, z->Sfull * z->s1l);
+    TAKE(sdx, z->sl ? z->Sfull * z->h : 0);
 #undef TAKE
     L.total = u;
     return L;

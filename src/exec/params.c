@@ -81,12 +81,13 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                             "(%d)%s", t, d->heads, g, f, v,
                             d->sp ? " and, with sp, seq / cp" : "");
     if (d->experts > 0 && (d->experts % mp_dims_ep(d) ||
-                           (!mp_dims_moe_local(d) && d->expert_ffn % t) || d->top_k < 1 ||
+                           (!mp_dims_moe_local(d) && d->expert_ffn % t) ||
+                           d->shared_ffn % t || d->top_k < 1 ||
                            d->top_k > d->experts))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.ep",
-                            "ep=%d must divide the experts (%d) and tp=%d the expert ffn (%d), "
-                            "with 1 <= top_k (%d) <= experts (%d)", mp_dims_ep(d), d->experts, t,
-                            d->expert_ffn, d->top_k, d->experts);
+                            "ep=%d must divide the experts (%d) and tp=%d the expert and shared "
+                            "ffn (%d, %d), with 1 <= top_k (%d) <= experts (%d)", mp_dims_ep(d), d->experts, t,
+                            d->expert_ffn, d->shared_ffn, d->top_k, d->experts);
     if (d->rope && mp_dims_head_dim(d) % 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "rotary embeddings need an even head dim (%d)", mp_dims_head_dim(d));
@@ -181,6 +182,12 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         /* an MoE block's router, replicated (its experts come after every block) */
         BLK(MP_BLK_ROUTER_W, moe, "router.weight", h, d->experts, MP_SPLIT_NONE,
             MP_INIT_WEIGHT, mp_dims_moe_local(d)); /* local tokens: summed over TP */
+        int fs = d->shared_ffn;
+        SECTIONS(fs, fs, 0);
+        BLK(MP_BLK_SHR_FC1_W, moe && fs > 0, "shared.fc1.weight", h, d->swiglu ? 2 * fs : fs, s1,
+            MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_SHR_FC2_W, moe && fs > 0, "shared.fc2.weight", fs, h, MP_SPLIT_ROWS,
+            MP_INIT_WEIGHT, false);
         if (d->t5 && l == d->enc_layers - 1) /* the encoder's output norm, with its last block */
             out->enc_lnf = add(&b, "encoder.final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA,
                                true, l + 1);

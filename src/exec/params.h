@@ -59,6 +59,7 @@ typedef struct mp_gpt_dims {
      * splits it over TP as the dense MLP is; etp = 1 keeps it whole, and each
      * TP rank then routes its own (SP) tokens. */
     int experts, top_k, expert_ffn, moe_first_dense, moe_layer_freq;
+    int shared_ffn;         /* the shared experts' FFN sizes summed (0: none) */
     double capacity_factor; /* 0: dropless */
     bool router_sigmoid;    /* sigmoid scores (DeepSeek-V3), else softmax */
     int ep, ep_rank, etp;
@@ -165,6 +166,8 @@ enum {
     /* an MoE block's router [h, experts] and its experts' fc1 [experts*h, f1e]
      * and fc2 [experts*fe, h] (in place of fc1/fc2) */
     MP_BLK_ROUTER_W, MP_BLK_EXP_FC1_W, MP_BLK_EXP_FC2_W,
+    /* its shared experts, as one MLP of their summed width, split over TP */
+    MP_BLK_SHR_FC1_W, MP_BLK_SHR_FC2_W,
     MP_BLK_COUNT
 };
 

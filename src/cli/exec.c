@@ -447,7 +447,7 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                "expert ffn %d%s, %s; ep %d, etp %d, expert-DP %d\n",
                d->moe_first_dense, d->experts, d->top_k, d->router_sigmoid ? "sigmoid" : "softmax",
                d->expert_ffn, shared, cap, mp_dims_ep(d), etp,
-               r->tp * r->dp / (etp * mp_dims_ep(d)));
+               r->tp * r->cp * r->dp / (etp * mp_dims_ep(d)));
     }
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",

@@ -5,12 +5,12 @@
  * the experts' FFNs under TP) is moe_layer.c, declared in kernels_decl.h
  * through the model's own files.
  *
- * Folding: a pipeline stage's tp x dp ranks, numbered s = t + tp*d, run
- * attention as (t, d) and the experts as (etp, ep, edp) = (s mod etp,
+ * Folding: a pipeline stage's tp x cp x dp ranks, numbered s = t + tp*(c +
+ * cp*d), run attention as (t, c, d) and the experts as (etp, ep, edp) = (s mod etp,
  * (s / etp) mod ep, s / (etp*ep)). etp = tp: each expert's FFN split over TP as
- * the dense MLP's, the EP group ep consecutive DP ranks of one (t, p); etp = 1
- * (with SP): experts whole, the EP group ep consecutive ranks of the stage
- * across TP and DP. The expert-DP group holds the same experts; the experts'
+ * the dense MLP's, the EP group ep consecutive (c, d) ranks of one (t, p);
+ * etp = 1 (with SP): experts whole, the EP group ep consecutive ranks of the
+ * stage across TP, CP and DP. The expert-DP group holds the same experts; the experts'
  * gradients are reduced over it. */
 #ifndef MP_EXEC_MOE_H
 #define MP_EXEC_MOE_H
@@ -26,10 +26,10 @@
  * the degrees) and refuses what the executor does not run, naming the field. */
 mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_error *err);
 
-/* This rank's place in its EP and expert-DP groups. */
+/* This rank's place in its EP and expert-DP groups (d's cp_rank is its CP rank). */
 void mp_moe_coords(const mp_gpt_dims *d, int tp_rank, int dp_rank, int *ep_rank, int *edp_rank);
 
-/* The EP and expert-DP groups of this rank (sizes ep and tp*dp / (etp*ep);
+/* The EP and expert-DP groups of this rank (sizes ep and tp*cp*dp / (etp*ep);
  * solo: emulated over MPI_COMM_SELF like the runtime's). */
 mp_status mp_moe_groups(const mp_runtime *rt, const mp_gpt_dims *d, mp_group *ep_group,
                         mp_group *edp_group, mp_error *err);
@@ -43,6 +43,7 @@ typedef struct mp_moe_sizes {
                                                fl: one expert's FFN columns here; f1l: fc1's
                                                (2 fl for SwiGLU) */
     size_t Sfull;    /* the micro-batch's rows on the TP group */
+    size_t cp;       /* CP ranks (the capacity walks their positions) */
     size_t sl, s1l;  /* the shared experts' FFN columns on this TP rank, fc1's (0: none) */
     size_t cap_rows; /* rows an expert rank may receive: every token's every slot */
     size_t capacity; /* tokens an expert keeps per sample (capacity factor), 0: no limit */
@@ -68,6 +69,7 @@ typedef struct mp_moe_layout {
                                  (etp = 1: the TP group's choices, for the capacity) */
     size_t spre, sact, sdact, sdpre, sdx; /* shared experts: [Sfull,s1l] [Sfull,sl] and their
                                              gradients, the input's [Sfull,h] */
+    size_t capc;              /* [cp*Sfull*k] CP: every CP rank's choices (capacity) */
     size_t total;
 } mp_moe_layout;
 

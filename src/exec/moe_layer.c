@@ -41,7 +41,8 @@
 /* One block's MoE state (moe.h's layout) as pointers. */
 typedef struct RN(moe_state) {
     real *logits, *scores, *choice, *wgt, *kept, *sorder, *counts, *ne, *y, *x, *pre, *act,
-        *rorder, *bufa, *bufb, *dact, *dpre, *dwl, *dwf, *spre, *sact, *sdact, *sdpre, *sdx;
+        *rorder, *bufa, *bufb, *dact, *dpre, *dwl, *dwf, *spre, *sact, *sdact, *sdpre, *sdx,
+        *capc;
     mp_moe_sizes z;
     size_t nsend, nrecv; /* rows sent and received by the dispatch */
 } RN(moe_state);
@@ -59,7 +60,7 @@ static RN(moe_state) RN(moe_state_of)(const RN(mp_gpt) *g, real *base)
     M.bufa = base + L.bufa, M.bufb = base + L.bufb, M.dact = base + L.dact;
     M.dpre = base + L.dpre, M.dwl = base + L.dwl, M.dwf = base + L.dwf;
     M.spre = base + L.spre, M.sact = base + L.sact, M.sdact = base + L.sdact;
-    M.sdpre = base + L.sdpre, M.sdx = base + L.sdx;
+    M.sdpre = base + L.sdpre, M.sdx = base + L.sdx, M.capc = base + L.capc;
     M.nsend = M.nrecv = 0;
     for (size_t q = 0; q < M.z.ep; q++) {
         M.nsend += (size_t)M.counts[q];
@@ -90,6 +91,52 @@ static mp_status RN(moe_a2a)(RN(mp_gpt) *g, const real *send, const real *counts
     mp_probe_record(g->probe, t, MP_STREAM_TP, MP_EV_TP_COMM, true);
     free(c);
     return st;
+}
+
+/* The capacity drop (load[b*E] zeroed): which of this rank's slots are kept. */
+static mp_status RN(moe_capacity)(RN(mp_gpt) *g, RN(moe_state) *M, size_t *load, mp_error *err)
+{
+    const mp_moe_sizes *z = &M->z;
+    size_t S = z->S, k = z->k, E = z->E, b = (size_t)g->d.micro_batch;
+    size_t cp = (size_t)mp_dims_cp(&g->d), rows = z->Sfull, pos = rows / b;
+    const real *all = M->choice; /* the TP group's rows' choices */
+    size_t r0 = 0;
+    if (mp_dims_moe_local(&g->d)) {
+        CHECK(RN(mp_model_tp_gather_rows)(g, M->choice, M->dwf, rows, S, k, err));
+        all = M->dwf, r0 = (size_t)g->tp.rank * S;
+    }
+    if (cp > 1) { /* every CP rank's, rank after rank */
+        double t = g->be->now();
+        CHECK(g->be->allgather(&g->cp, MP_REAL_KIND, all, M->capc, rows * k, err));
+        mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
+        all = M->capc;
+    }
+    size_t seq = pos * cp;
+    size_t *owner = malloc(2 * seq * sizeof *owner), *local = owner + seq;
+    if (!owner)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the capacity");
+    for (size_t c = 0; c < cp; c++) {
+        mp_gpt_dims dc = g->d;
+        dc.cp_rank = (int)c;
+        for (size_t i = 0; i < pos; i++) {
+            size_t gp = (size_t)mp_dims_global_pos(&dc, (int)i);
+            owner[gp] = c, local[gp] = i;
+        }
+    }
+    size_t me = cp > 1 ? (size_t)g->cp.rank : 0;
+    for (size_t gp = 0; gp < seq; gp++)
+        for (size_t smp = 0; smp < b; smp++) {
+            size_t c = owner[gp], r = local[gp] * b + smp;
+            for (size_t j = 0; j < k; j++) {
+                size_t e = (size_t)all[(c * rows + r) * k + j];
+                bool keep = load[smp * E + e] < z->capacity;
+                load[smp * E + e] += keep;
+                if (c == me && r >= r0 && r < r0 + S)
+                    M->kept[(r - r0) * k + j] = keep ? 1 : 0;
+            }
+        }
+    free(owner);
+    return MP_OK;
 }
 
 /* Scores, top-k, weights and the capacity drop of every token row. */
@@ -142,27 +189,17 @@ static mp_status RN(moe_route)(RN(mp_gpt) *g, RN(moe_state) *M, mp_error *err)
     RN(bq)(g, M->wgt, S * k, MP_Q_PROB);
     /* capacity: per sample (rows are position * b + sample), each expert keeps
      * its first `capacity` slots in position order, then slot order. With
-     * etp = 1 each TP rank routes its own rows: the TP group's choices first */
-    const real *all = M->choice;
-    size_t r0 = 0, n = S;
-    if (load && mp_dims_moe_local(&g->d)) {
-        mp_status st = RN(mp_model_tp_gather_rows)(g, M->choice, M->dwf, z->Sfull, S, k, err);
-        if (st) {
-            free(load);
-            return st;
-        }
-        all = M->dwf, r0 = (size_t)g->tp.rank * S, n = z->Sfull;
-    }
-    for (size_t r = 0; r < n; r++)
-        for (size_t j = 0; j < k; j++) {
-            size_t e = (size_t)all[r * k + j];
-            bool keep = !load || load[(r % b) * E + e] < z->capacity;
-            if (load && keep)
-                load[(r % b) * E + e]++;
-            if (r >= r0 && r < r0 + S)
-                M->kept[(r - r0) * k + j] = keep ? 1 : 0;
-        }
+     * etp = 1 each TP rank routes its own rows: the TP group's choices first;
+     * with CP the CP ranks' too, walked in global position order */
+    mp_status st = MP_OK;
+    if (load)
+        st = RN(moe_capacity)(g, M, load, err);
+    else
+        for (size_t s = 0; s < S * k; s++)
+            M->kept[s] = 1;
     free(load);
+    if (st)
+        return st;
     /* test-only (--test-drop-allreduce ep-route): the first token's first
      * choice goes to the next expert, as a dispatch bug would send it */
     if (mp_probe_drops(g->probe, "ep-route"))

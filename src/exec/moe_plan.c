@@ -22,12 +22,11 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         return REFUSE("parallel.etp", "exec runs the experts split over TP as the dense MLP "
                                       "(etp = tp = %lld) or whole with SP (etp = 1), not etp = %d",
                       (long long)p->tp, etp);
-    if (p->cp > 1)
-        return REFUSE("parallel.cp", "exec runs mixture-of-experts layers with cp = 1 only");
-    if (ep < 1 || (p->tp * p->dp) % ((int64_t)etp * ep))
-        return REFUSE("parallel.ep", "exec folds the expert groups onto each stage's tp x dp = "
-                                     "%lld ranks: etp x ep (%d x %d) must divide them",
-                      (long long)(p->tp * p->dp), etp, ep);
+    int64_t stage = p->tp * p->cp * p->dp;
+    if (ep < 1 || stage % ((int64_t)etp * ep))
+        return REFUSE("parallel.ep", "exec folds the expert groups onto each stage's tp x cp x "
+                                     "dp = %lld ranks: etp x ep (%d x %d) must divide them",
+                      (long long)stage, etp, ep);
     if (p->dist_opt && p->dp > 1)
         return REFUSE("parallel.dist_opt", "exec does not shard mixture-of-experts models "
                                            "over expert-DP yet (dist_opt: false)");
@@ -80,7 +79,8 @@ static int etp_of(const mp_gpt_dims *d)
 
 void mp_moe_coords(const mp_gpt_dims *d, int tp_rank, int dp_rank, int *ep_rank, int *edp_rank)
 {
-    int s = tp_rank + d->tp * dp_rank, etp = etp_of(d), ep = mp_dims_ep(d);
+    int s = tp_rank + d->tp * (d->cp_rank + mp_dims_cp(d) * dp_rank);
+    int etp = etp_of(d), ep = mp_dims_ep(d);
     *ep_rank = s / etp % ep;
     *edp_rank = s / (etp * ep);
 }
@@ -91,15 +91,15 @@ mp_status mp_moe_groups(const mp_runtime *rt, const mp_gpt_dims *d, mp_group *ep
     memset(ep_group, 0, sizeof *ep_group);
     memset(edp_group, 0, sizeof *edp_group);
     ep_group->comm = edp_group->comm = MPI_COMM_NULL;
-    int ep = mp_dims_ep(d), etp = etp_of(d), edp = rt->tp * rt->dp / (etp * ep);
-    int er, dr, et = (rt->tp_rank + rt->tp * rt->dp_rank) % etp;
+    int ep = mp_dims_ep(d), etp = etp_of(d), edp = rt->tp * rt->cp * rt->dp / (etp * ep);
+    int er, dr, et = rt->tp_rank % etp; /* etp is 1 or tp */
     mp_moe_coords(d, rt->tp_rank, rt->dp_rank, &er, &dr);
     if (rt->solo) { /* the solo backend never communicates: sizes and places only */
         *ep_group = (mp_group){.comm = MPI_COMM_SELF, .size = ep, .rank = er};
         *edp_group = (mp_group){.comm = MPI_COMM_SELF, .size = edp, .rank = dr};
         return MP_OK;
     }
-    /* over the world (cp = 1): one pipeline stage's ranks, by (etp, ep, edp) */
+    /* over the world: one pipeline stage's tp x cp x dp ranks, by (etp, ep, edp) */
     int base = rt->pp_rank * etp + et;
     mp_status st = split_of(MPI_COMM_WORLD, "ep", base * edp + dr, er, ep_group, err);
     if (!st)
@@ -131,6 +131,7 @@ mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl)
     z.S = local ? Sl : S;
     z.Sl = Sl;
     z.Sfull = S;
+    z.cp = (size_t)mp_dims_cp(d);
     z.h = (size_t)d->hidden;
     z.E = (size_t)d->experts;
     z.k = (size_t)d->top_k;
@@ -180,6 +181,7 @@ mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z)
     TAKE(sdact, z->Sfull * z->sl);
     TAKE(sdpre, z->Sfull * z->s1l);
     TAKE(sdx, z->sl ? z->Sfull * z->h : 0);
+    TAKE(capc, z->cp > 1 && z->capacity ? z->cp * z->Sfull * z->k : 0);
 #undef TAKE
     L.total = u;
     return L;

@@ -40,7 +40,7 @@ static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_pa
          * expert-DP rank 0 hold one copy of every expert between them (moe.h) */
         int ep_rank, edp_rank;
         mp_moe_coords(&t->model->d, rt->tp_rank, rt->dp_rank, &ep_rank, &edp_rank);
-        bool expert_first = edp_rank == 0 && rt->cp_rank == 0;
+        bool expert_first = edp_rank == 0;
         if (!sharded && !dpcp_first && !expert_first)
             continue;
         size_t lo = which == W ? 0 : t->shard_lo, hi = which == W ? lay[c].total : t->shard_hi;

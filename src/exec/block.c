@@ -2,7 +2,6 @@
  * norms, attention (with rotary embeddings and grouped-query heads where the
  * model has them) and the MLP, with their TP/SP collectives, and selective
  * recomputation's rebuilt attention probabilities. Compiled for float and double. */
-#ifndef MP_REAL_BITS
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,20 +10,12 @@
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
-
-#define MP_REAL_BITS 32
-#include "exec/block.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/block.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 #include "exec/model_internal.h"
 
 /* out = norm(x) with scale w (and shift b for LayerNorm) */
-void RN(mp_model_norm_forward)(const RN(mp_gpt) *g, real *out, real *xhat, real *rstd,
-                               const real *x, const real *w, const real *b, int rows)
+void mp_model_norm_forward(const mp_gpt *g, real *out, real *xhat, real *rstd,
+                           const real *x, const real *w, const real *b, int rows)
 {
     if (g->d.rmsnorm)
         g->be->rmsnorm_forward(MP_REAL_KIND, out, xhat, rstd, x, w, rows, g->d.hidden, g->exact);
@@ -33,9 +24,9 @@ void RN(mp_model_norm_forward)(const RN(mp_gpt) *g, real *out, real *xhat, real 
                                  g->exact);
 }
 
-void RN(mp_model_norm_backward)(const RN(mp_gpt) *g, real *dx, real *dw, real *db,
-                                const real *dout, const real *xhat, const real *rstd,
-                                const real *w, int rows)
+void mp_model_norm_backward(const mp_gpt *g, real *dx, real *dw, real *db,
+                            const real *dout, const real *xhat, const real *rstd,
+                            const real *w, int rows)
 {
     if (g->d.rmsnorm)
         g->be->rmsnorm_backward(MP_REAL_KIND, dx, dw, dout, xhat, rstd, w, rows, g->d.hidden,
@@ -45,26 +36,26 @@ void RN(mp_model_norm_backward)(const RN(mp_gpt) *g, real *dx, real *dw, real *d
                                   g->d.hidden, g->exact);
 }
 
-mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *x,
-                                     mp_error *err)
+mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
+                                 mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W = RN(work_of)(g);
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
     const real *bias;
-#define P(k) RN(blk)(g->w, g, l, (k))
+#define P(k) blk(g->w, g, l, (k))
     /* ln1 = norm(x) [Sl,h]; ln1_full [S,h] (SP: all-gather) */
-    RN(mp_model_norm_forward)(g, sp ? W.loc : B->ln1_full, B->ln1_xhat, B->ln1_rstd, x,
-                              P(MP_BLK_LN1_W), P(MP_BLK_LN1_B), (int)z.Sl);
+    mp_model_norm_forward(g, sp ? W.loc : B->ln1_full, B->ln1_xhat, B->ln1_rstd, x,
+                          P(MP_BLK_LN1_W), P(MP_BLK_LN1_B), (int)z.Sl);
     if (sp)
-        CHECK(RN(mp_model_tp_gather)(g, W.loc, B->ln1_full, z.h, err));
+        CHECK(mp_model_tp_gather(g, W.loc, B->ln1_full, z.h, err));
     /* qkv[S,row] = ln1_full[S,h] @ Wqkv[h,row] + b   (column-parallel: this
      * rank's Q heads, then its K and V heads) */
     GEMM(false, false, z.S, z.row, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), z.row, 0.0, B->qkv,
          z.row);
     if ((bias = P(MP_BLK_QKV_B)))
         g->be->bias_add(MP_REAL_KIND, B->qkv, bias, (int)z.S, (int)z.row);
-    RN(bq)(g, B->qkv, z.S * z.row, MP_Q_ACT);
+    bq(g, B->qkv, z.S * z.row, MP_Q_ACT);
     if (g->d.rope) { /* turn Q and K by their positions' angles */
         g->be->rope(MP_REAL_KIND, B->qkv, z.row, (int)z.al, (int)z.hd, g->qpos_be, (int)z.s,
                     (int)z.b, false, ex, MP_Q_ACT);
@@ -76,30 +67,30 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
      * probabilities: they go to scratch and are rebuilt in backward */
     real *probs = B->probs ? B->probs : W.sblk.probs;
     if (z.cp > 1) {
-        CHECK(RN(mp_model_cp_gather_kv)(g, B->qkv, B->kv_full, err));
-        RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
-                                    B->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
-                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
+        CHECK(mp_model_cp_gather_kv(g, B->qkv, B->kv_full, err));
+        mp_attention_forward_kv(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
+                                B->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
+                                (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
     } else {
-        RN(mp_attention_forward_kv)(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.hl,
-                                    B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
-                                    (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
+        mp_attention_forward_kv(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.hl,
+                                B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
+                                (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
     }
     /* xmid[Sl,h] = x + reduce(att @ Wo[hl,h]) + bo   (row-parallel) */
     GEMM(false, false, z.S, z.h, z.hl, B->att, z.hl, P(MP_BLK_PROJ_W), z.h, 0.0, W.part, z.h);
-    CHECK(RN(mp_model_tp_reduce)(g, W.part, B->xmid, z.h, "tp-attn", err));
+    CHECK(mp_model_tp_reduce(g, W.part, B->xmid, z.h, "tp-attn", err));
     if ((bias = P(MP_BLK_PROJ_B)))
         g->be->bias_add(MP_REAL_KIND, B->xmid, bias, (int)z.Sl, (int)z.h);
-    RN(bq)(g, B->xmid, z.Sl * z.h, MP_Q_ACT);
+    bq(g, B->xmid, z.Sl * z.h, MP_Q_ACT);
     g->be->add(MP_REAL_KIND, B->xmid, x, z.Sl * z.h);
-    RN(bq)(g, B->xmid, z.Sl * z.h, MP_Q_ACT);
+    bq(g, B->xmid, z.Sl * z.h, MP_Q_ACT);
     /* ln2 */
-    RN(mp_model_norm_forward)(g, sp ? W.loc : B->ln2_full, B->ln2_xhat, B->ln2_rstd, B->xmid,
-                              P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl);
+    mp_model_norm_forward(g, sp ? W.loc : B->ln2_full, B->ln2_xhat, B->ln2_rstd, B->xmid,
+                          P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl);
     if (sp)
-        CHECK(RN(mp_model_tp_gather)(g, W.loc, B->ln2_full, z.h, err));
+        CHECK(mp_model_tp_gather(g, W.loc, B->ln2_full, z.h, err));
     if (mp_dims_block_is_moe(&g->d, l)) { /* the routed experts instead of the MLP */
-        CHECK(RN(mp_moe_forward)(g, B, l, err));
+        CHECK(mp_moe_forward(g, B, l, err));
         goto residual;
     }
     /* fc1_pre[S,f1] = ln2_full @ W1[h,f1] + b1; fc1_act[S,Fl] = gelu(fc1_pre), or
@@ -108,93 +99,93 @@ mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, co
          B->fc1_pre, z.f1);
     if ((bias = P(MP_BLK_FC1_B)))
         g->be->bias_add(MP_REAL_KIND, B->fc1_pre, bias, (int)z.S, (int)z.f1);
-    RN(bq)(g, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
+    bq(g, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
     if (g->d.swiglu)
         g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
     else
         g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, z.S * z.Fl);
-    RN(bq)(g, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
+    bq(g, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
     /* xout[Sl,h] = xmid + reduce(fc1_act @ W2[Fl,h]) + b2 */
     GEMM(false, false, z.S, z.h, z.Fl, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), z.h, 0.0, W.part,
          z.h);
-    CHECK(RN(mp_model_tp_reduce)(g, W.part, B->xout, z.h, "tp-mlp", err));
+    CHECK(mp_model_tp_reduce(g, W.part, B->xout, z.h, "tp-mlp", err));
     if ((bias = P(MP_BLK_FC2_B)))
         g->be->bias_add(MP_REAL_KIND, B->xout, bias, (int)z.Sl, (int)z.h);
-    RN(bq)(g, B->xout, z.Sl * z.h, MP_Q_ACT);
+    bq(g, B->xout, z.Sl * z.h, MP_Q_ACT);
 residual:
     g->be->add(MP_REAL_KIND, B->xout, B->xmid, z.Sl * z.h);
-    RN(bq)(g, B->xout, z.Sl * z.h, MP_Q_ACT);
+    bq(g, B->xout, z.Sl * z.h, MP_Q_ACT);
 #undef P
     return MP_OK;
 }
 
 /* dres[Sl,h]: in d loss/d xout, out d loss/d x. */
-mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, real *dres,
-                                      mp_error *err)
+mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
+                                  mp_error *err)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W = RN(work_of)(g);
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
     bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
     real *bias;
-#define P(k) RN(blk)(g->w, g, l, (k))
-#define G(k) RN(blk)(g->g, g, l, (k))
+#define P(k) blk(g->w, g, l, (k))
+#define G(k) blk(g->g, g, l, (k))
     /* MLP: db2 += sum dres; dfull[S,h] (SP: all-gather) */
     if ((bias = G(MP_BLK_FC2_B)))
         g->be->bias_grad(MP_REAL_KIND, bias, dres, (int)z.Sl, (int)z.h);
     real *dfull = sp ? W.dfull : dres;
     if (mp_dims_block_is_moe(&g->d, l)) { /* the routed experts instead of the MLP */
-        CHECK(RN(mp_moe_backward)(g, B, l, dres, W.dln, err));
+        CHECK(mp_moe_backward(g, B, l, dres, W.dln, err));
         goto norm2;
     }
     if (sp)
-        CHECK(RN(mp_model_tp_gather)(g, dres, W.dfull, z.h, err));
+        CHECK(mp_model_tp_gather(g, dres, W.dfull, z.h, err));
     /* dW2[Fl,h] += fc1_act^T @ dfull;  d fc1_act[S,Fl] = dfull @ W2^T */
     GEMM(true, false, z.Fl, z.h, z.S, B->fc1_act, z.Fl, dfull, z.h, 1.0, G(MP_BLK_FC2_W), z.h);
     real *dact = g->d.swiglu ? W.dact : W.dfc;
     GEMM(false, true, z.S, z.Fl, z.h, dfull, z.h, P(MP_BLK_FC2_W), z.h, 0.0, dact, z.Fl);
-    RN(bq)(g, dact, z.S * z.Fl, MP_Q_GRAD);
+    bq(g, dact, z.S * z.Fl, MP_Q_GRAD);
     /* through gelu (in place) or SwiGLU (into dfc[S,2Fl]); db1, dW1[h,f1] +=
      * ln2_full^T @ dfc; dln2 = reduce(dfc @ W1^T) */
     if (g->d.swiglu)
         g->be->swiglu_backward(MP_REAL_KIND, W.dfc, dact, B->fc1_pre, (int)z.S, (int)z.Fl);
     else
         g->be->gelu_backward(MP_REAL_KIND, W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
-    RN(bq)(g, W.dfc, z.S * z.f1, MP_Q_GRAD);
+    bq(g, W.dfc, z.S * z.f1, MP_Q_GRAD);
     if ((bias = G(MP_BLK_FC1_B)))
         g->be->bias_grad(MP_REAL_KIND, bias, W.dfc, (int)z.S, (int)z.f1);
     GEMM(true, false, z.h, z.f1, z.S, B->ln2_full, z.h, W.dfc, z.f1, 1.0, G(MP_BLK_FC1_W), z.f1);
     GEMM(false, true, z.S, z.h, z.f1, W.dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W.part, z.h);
-    CHECK(RN(mp_model_tp_reduce)(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
-    RN(bq)(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
+    CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
+    bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
 norm2:
-    RN(mp_model_norm_backward)(g, W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
-                               B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl);
+    mp_model_norm_backward(g, W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
+                           B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl);
     g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);
-    RN(bq)(g, dres, z.Sl * z.h, MP_Q_GRAD);
+    bq(g, dres, z.Sl * z.h, MP_Q_GRAD);
     /* attention: dbo, dWo[hl,h] += att^T @ dfull; datt[S,hl] = dfull @ Wo^T */
     if ((bias = G(MP_BLK_PROJ_B)))
         g->be->bias_grad(MP_REAL_KIND, bias, dres, (int)z.Sl, (int)z.h);
     if (sp)
-        CHECK(RN(mp_model_tp_gather)(g, dres, W.dfull, z.h, err));
+        CHECK(mp_model_tp_gather(g, dres, W.dfull, z.h, err));
     GEMM(true, false, z.hl, z.h, z.S, B->att, z.hl, dfull, z.h, 1.0, G(MP_BLK_PROJ_W), z.h);
     GEMM(false, true, z.S, z.hl, z.h, dfull, z.h, P(MP_BLK_PROJ_W), z.h, 0.0, W.datt, z.hl);
-    RN(bq)(g, W.datt, z.S * z.hl, MP_Q_GRAD);
+    bq(g, W.datt, z.S * z.hl, MP_Q_GRAD);
     if (z.cp > 1) {
         g->be->zero(W.dkv_full, z.sk * z.b * 2 * z.kc * sizeof(real));
-        RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
-                                     W.datt, B->qkv, z.row, B->kv_full, B->kv_full + z.kc, 2 * z.kc,
-                                     B->probs, g->qpos_be, (int)z.s, (int)z.sk, (int)z.b, (int)z.al,
-                                     (int)z.hd, (int)z.rep, !g->d.bert, W.att_scratch, ex);
-        CHECK(RN(mp_model_cp_reduce_dkv)(g, W.dkv_full, W.dqkv, err));
+        mp_attention_backward_kv(g->be, W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
+                                 W.datt, B->qkv, z.row, B->kv_full, B->kv_full + z.kc, 2 * z.kc,
+                                 B->probs, g->qpos_be, (int)z.s, (int)z.sk, (int)z.b, (int)z.al,
+                                 (int)z.hd, (int)z.rep, !g->d.bert, W.att_scratch, ex);
+        CHECK(mp_model_cp_reduce_dkv(g, W.dkv_full, W.dqkv, err));
     } else {
         g->be->zero(W.dqkv, z.S * z.row * sizeof(real));
-        RN(mp_attention_backward_kv)(g->be, W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc,
-                                     z.row, W.datt, B->qkv, z.row, B->qkv + z.hl,
-                                     B->qkv + z.hl + z.kc, z.row, B->probs, NULL, (int)z.s,
-                                     (int)z.s, (int)z.b, (int)z.al, (int)z.hd, (int)z.rep,
-                                     !g->d.bert, W.att_scratch, ex);
+        mp_attention_backward_kv(g->be, W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc,
+                                 z.row, W.datt, B->qkv, z.row, B->qkv + z.hl,
+                                 B->qkv + z.hl + z.kc, z.row, B->probs, NULL, (int)z.s,
+                                 (int)z.s, (int)z.b, (int)z.al, (int)z.hd, (int)z.rep,
+                                 !g->d.bert, W.att_scratch, ex);
     }
-    RN(bq)(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
+    bq(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
     if (g->d.rope) { /* back through the turn of Q and K */
         g->be->rope(MP_REAL_KIND, W.dqkv, z.row, (int)z.al, (int)z.hd, g->qpos_be, (int)z.s,
                     (int)z.b, true, ex, MP_Q_GRAD_ATT);
@@ -207,12 +198,12 @@ norm2:
     GEMM(true, false, z.h, z.row, z.S, B->ln1_full, z.h, W.dqkv, z.row, 1.0, G(MP_BLK_QKV_W),
          z.row);
     GEMM(false, true, z.S, z.h, z.row, W.dqkv, z.row, P(MP_BLK_QKV_W), z.row, 0.0, W.part, z.h);
-    CHECK(RN(mp_model_tp_reduce)(g, W.part, W.dln, z.h, "tp-attn-bwd", err));
-    RN(bq)(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
-    RN(mp_model_norm_backward)(g, W.dtmp, G(MP_BLK_LN1_W), G(MP_BLK_LN1_B), W.dln, B->ln1_xhat,
-                               B->ln1_rstd, P(MP_BLK_LN1_W), (int)z.Sl);
+    CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-attn-bwd", err));
+    bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
+    mp_model_norm_backward(g, W.dtmp, G(MP_BLK_LN1_W), G(MP_BLK_LN1_B), W.dln, B->ln1_xhat,
+                           B->ln1_rstd, P(MP_BLK_LN1_W), (int)z.Sl);
     g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);
-    RN(bq)(g, dres, z.Sl * z.h, MP_Q_GRAD);
+    bq(g, dres, z.Sl * z.h, MP_Q_GRAD);
 #undef P
 #undef G
     return MP_OK;
@@ -220,18 +211,17 @@ norm2:
 
 /* Selective recomputation: the block's attention probabilities (and its
  * output, again the same) from the Q, K and V it kept. */
-void RN(mp_model_recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V)
+void mp_model_recompute_probs(mp_gpt *g, block_acts *V)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
+    sizes z = sizes_of(&g->d);
     if (z.cp > 1)
-        RN(mp_attention_forward_kv)(g->be, V->att, V->probs, V->qkv, z.row, V->kv_full,
-                                    V->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
-                                    (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert,
-                                    g->exact);
+        mp_attention_forward_kv(g->be, V->att, V->probs, V->qkv, z.row, V->kv_full,
+                                V->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
+                                (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert,
+                                g->exact);
     else
-        RN(mp_attention_forward_kv)(g->be, V->att, V->probs, V->qkv, z.row, V->qkv + z.hl,
-                                    V->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
-                                    (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, g->exact);
+        mp_attention_forward_kv(g->be, V->att, V->probs, V->qkv, z.row, V->qkv + z.hl,
+                                V->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
+                                (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, g->exact);
 }
 
-#endif

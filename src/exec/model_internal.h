@@ -9,7 +9,7 @@
 #include "exec/moe.h"
 
 /* Saved activations of one block for one micro-batch. */
-typedef struct RN(block_acts) {
+typedef struct block_acts {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
     real *qkv, *probs, *att;              /* [S,row] [b,a/t,s,sk] [S,hl]; row = hl + 2 kc */
     real *kv_full;                        /* CP: [sk*b,2kc] every position's K|V */
@@ -18,14 +18,14 @@ typedef struct RN(block_acts) {
     real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl]; f1 = 2 Fl ([gate|up]) for SwiGLU */
     real *xout;                           /* [Sl,h] block output */
     real *moe;                            /* an MoE model's block state (exec/moe.h) */
-} RN(block_acts);
+} block_acts;
 
-struct RN(mp_acts) {
+struct mp_acts {
     real *mem;
     int32_t *tokens, *targets; /* [S] */
     int32_t *host_tokens;      /* [S] the tokens on the host (BERT's two-way labels) */
     real *x0;                  /* [Sl,h] the stage's input: embedding output, or received */
-    RN(block_acts) *blk;       /* [blocks of the stage] */
+    block_acts *blk;       /* [blocks of the stage] */
     real *lnf_xhat, *lnf_rstd, *lnf_full; /* [Sl,h] [Sl] [S,h] */
     real *logits;              /* [S,Vl]: logits, then probabilities, then d logits */
     /* BERT's heads: the masked-LM transform [S,h] (dense output, GeLU output,
@@ -35,7 +35,7 @@ struct RN(mp_acts) {
 };
 
 /* Workspace of one rank (shared by all micro-batches). */
-typedef struct RN(work) {
+typedef struct work {
     real *part;  /* [S,h] partial sums before a TP reduction */
     real *loc;   /* [Sl,h] LayerNorm output before the SP all-gather */
     real *dres;  /* [Sl,h] gradient of the residual stream */
@@ -51,11 +51,11 @@ typedef struct RN(work) {
     real *kv_loc;   /* CP: [S,2kc] this rank's K|V, or its share of their gradient */
     real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
     real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
-    RN(block_acts) sblk; /* recomputation: one block's activations (probs alone for
+    block_acts sblk; /* recomputation: one block's activations (probs alone for
                             selective), rebuilt in backward; empty without */
-} RN(work);
+} work;
 
-typedef struct RN(sizes) {
+typedef struct sizes {
     size_t S, Sl, h, hl, Fl, Vl, hd, al, s, b, L;
     size_t gl, rep;               /* key/value heads of this rank; query heads per one */
     size_t kc, row;               /* K (and V) columns; a QKV row: hl + 2 kc */
@@ -65,11 +65,11 @@ typedef struct RN(sizes) {
     int most_recompute;           /* the most any block of the stage recomputes */
     bool emb, head;               /* the stage holds the embedding / the head */
     size_t moe;                   /* reals of one block's MoE state (0: dense model) */
-} RN(sizes);
+} sizes;
 
-static inline RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
+static inline sizes sizes_of(const mp_gpt_dims *d)
 {
-    RN(sizes) z;
+    sizes z;
     z.s = (size_t)mp_dims_positions(d);
     z.sk = (size_t)d->seq;
     z.cp = (size_t)mp_dims_cp(d);
@@ -105,7 +105,7 @@ static inline RN(sizes) RN(sizes_of)(const mp_gpt_dims *d)
 }
 
 /* Bump allocation from one block: first a pass that counts (base NULL). */
-static inline real *RN(take)(real *base, size_t *used, size_t n)
+static inline real *take(real *base, size_t *used, size_t n)
 {
     real *p = base ? base + *used : NULL;
     *used += n;
@@ -115,145 +115,145 @@ static inline real *RN(take)(real *base, size_t *used, size_t n)
 /* One block's activations: all of them (mode 0), all but the attention
  * probabilities (1: selective), or the block's output alone (2: full; its
  * input is the previous block's output or x0). Fields not kept are NULL. */
-static inline void RN(layout_block)(RN(block_acts) *B, real *base, size_t *u, const RN(sizes) *z,
+static inline void layout_block(block_acts *B, real *base, size_t *u, const sizes *z,
                              int mode)
 {
     memset(B, 0, sizeof *B);
     if (mode < 2) {
-        B->ln1_xhat = RN(take)(base, u, z->Sl * z->h);
-        B->ln1_rstd = RN(take)(base, u, z->Sl);
-        B->ln1_full = RN(take)(base, u, z->S * z->h);
-        B->qkv = RN(take)(base, u, z->S * z->row);
+        B->ln1_xhat = take(base, u, z->Sl * z->h);
+        B->ln1_rstd = take(base, u, z->Sl);
+        B->ln1_full = take(base, u, z->S * z->h);
+        B->qkv = take(base, u, z->S * z->row);
         if (mode == 0)
-            B->probs = RN(take)(base, u, z->b * z->al * z->s * z->sk);
-        B->att = RN(take)(base, u, z->S * z->hl);
+            B->probs = take(base, u, z->b * z->al * z->s * z->sk);
+        B->att = take(base, u, z->S * z->hl);
         if (z->cp > 1)
-            B->kv_full = RN(take)(base, u, z->sk * z->b * 2 * z->kc);
-        B->xmid = RN(take)(base, u, z->Sl * z->h);
-        B->ln2_xhat = RN(take)(base, u, z->Sl * z->h);
-        B->ln2_rstd = RN(take)(base, u, z->Sl);
-        B->ln2_full = RN(take)(base, u, z->S * z->h);
-        B->fc1_pre = RN(take)(base, u, z->S * z->f1);
-        B->fc1_act = RN(take)(base, u, z->S * z->Fl);
-        B->moe = z->moe ? RN(take)(base, u, z->moe) : NULL;
+            B->kv_full = take(base, u, z->sk * z->b * 2 * z->kc);
+        B->xmid = take(base, u, z->Sl * z->h);
+        B->ln2_xhat = take(base, u, z->Sl * z->h);
+        B->ln2_rstd = take(base, u, z->Sl);
+        B->ln2_full = take(base, u, z->S * z->h);
+        B->fc1_pre = take(base, u, z->S * z->f1);
+        B->fc1_act = take(base, u, z->S * z->Fl);
+        B->moe = z->moe ? take(base, u, z->moe) : NULL;
     }
-    B->xout = RN(take)(base, u, z->Sl * z->h);
+    B->xout = take(base, u, z->Sl * z->h);
 }
 
-static inline size_t RN(layout_acts)(RN(mp_acts) *A, real *base, const RN(sizes) *z,
+static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
                               const mp_gpt_dims *d)
 {
     size_t u = 0;
     /* tokens and targets ride in the same block, as reals' worth of int32 */
     size_t int_reals = (2 * z->S * sizeof(int32_t) + sizeof(real) - 1) / sizeof(real);
-    real *ints = RN(take)(base, &u, int_reals);
+    real *ints = take(base, &u, int_reals);
     if (base) {
         A->tokens = (int32_t *)(void *)ints;
         A->targets = A->tokens + z->S;
     }
-    A->x0 = RN(take)(base, &u, z->Sl * z->h);
+    A->x0 = take(base, &u, z->Sl * z->h);
     for (size_t l = 0; l < z->n_blocks; l++) {
-        RN(block_acts) tmp, *B = base ? &A->blk[l] : &tmp;
-        RN(layout_block)(B, base, &u, z,
-                         mp_dims_block_recompute(d, (int)(z->first_block + l)));
+        block_acts tmp, *B = base ? &A->blk[l] : &tmp;
+        layout_block(B, base, &u, z,
+                     mp_dims_block_recompute(d, (int)(z->first_block + l)));
     }
-    A->lnf_xhat = RN(take)(base, &u, z->Sl * z->h);
-    A->lnf_rstd = RN(take)(base, &u, z->Sl);
-    A->lnf_full = RN(take)(base, &u, z->S * z->h);
-    A->logits = RN(take)(base, &u, z->S * z->Vl);
+    A->lnf_xhat = take(base, &u, z->Sl * z->h);
+    A->lnf_rstd = take(base, &u, z->Sl);
+    A->lnf_full = take(base, &u, z->S * z->h);
+    A->logits = take(base, &u, z->S * z->Vl);
     if (d->bert) {
-        A->mlm_pre = RN(take)(base, &u, z->S * z->h);
-        A->mlm_act = RN(take)(base, &u, z->S * z->h);
-        A->mlm_xhat = RN(take)(base, &u, z->S * z->h);
-        A->mlm_rstd = RN(take)(base, &u, z->S);
-        A->mlm_out = RN(take)(base, &u, z->S * z->h);
-        A->pool_pre = RN(take)(base, &u, z->b * z->h);
-        A->pooled = RN(take)(base, &u, z->b * z->h);
-        A->nsp_p = RN(take)(base, &u, z->b * 2);
+        A->mlm_pre = take(base, &u, z->S * z->h);
+        A->mlm_act = take(base, &u, z->S * z->h);
+        A->mlm_xhat = take(base, &u, z->S * z->h);
+        A->mlm_rstd = take(base, &u, z->S);
+        A->mlm_out = take(base, &u, z->S * z->h);
+        A->pool_pre = take(base, &u, z->b * z->h);
+        A->pooled = take(base, &u, z->b * z->h);
+        A->nsp_p = take(base, &u, z->b * 2);
     }
     return u;
 }
 
-static inline size_t RN(layout_work)(RN(work) *W, real *base, const RN(sizes) *z)
+static inline size_t layout_work(work *W, real *base, const sizes *z)
 {
     size_t u = 0;
-    W->part = RN(take)(base, &u, z->S * z->h);
-    W->loc = RN(take)(base, &u, z->Sl * z->h);
-    W->dres = RN(take)(base, &u, z->Sl * z->h);
-    W->dln = RN(take)(base, &u, z->Sl * z->h);
-    W->dtmp = RN(take)(base, &u, z->Sl * z->h);
-    W->dfull = RN(take)(base, &u, z->S * z->h);
-    W->datt = RN(take)(base, &u, z->S * z->hl);
-    W->dqkv = RN(take)(base, &u, z->S * z->row);
-    W->dfc = RN(take)(base, &u, z->S * z->f1);
-    W->dact = RN(take)(base, &u, z->S * z->Fl);
-    W->stats = RN(take)(base, &u, 3 * z->S);
-    W->att_scratch = RN(take)(base, &u, z->s * z->sk);
+    W->part = take(base, &u, z->S * z->h);
+    W->loc = take(base, &u, z->Sl * z->h);
+    W->dres = take(base, &u, z->Sl * z->h);
+    W->dln = take(base, &u, z->Sl * z->h);
+    W->dtmp = take(base, &u, z->Sl * z->h);
+    W->dfull = take(base, &u, z->S * z->h);
+    W->datt = take(base, &u, z->S * z->hl);
+    W->dqkv = take(base, &u, z->S * z->row);
+    W->dfc = take(base, &u, z->S * z->f1);
+    W->dact = take(base, &u, z->S * z->Fl);
+    W->stats = take(base, &u, 3 * z->S);
+    W->att_scratch = take(base, &u, z->s * z->sk);
     size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0;
-    W->kv_loc = RN(take)(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
-    W->kv_ranks = RN(take)(base, &u, kv);
-    W->dkv_full = RN(take)(base, &u, kv);
+    W->kv_loc = take(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
+    W->kv_ranks = take(base, &u, kv);
+    W->dkv_full = take(base, &u, kv);
     /* full recompute rebuilds a whole block here; selective only its probabilities */
     if (z->most_recompute == 2)
-        RN(layout_block)(&W->sblk, base, &u, z, 0);
+        layout_block(&W->sblk, base, &u, z, 0);
     else if (z->most_recompute == 1) {
         memset(&W->sblk, 0, sizeof W->sblk);
-        W->sblk.probs = RN(take)(base, &u, z->b * z->al * z->s * z->sk);
+        W->sblk.probs = take(base, &u, z->b * z->al * z->s * z->sk);
     } else {
         memset(&W->sblk, 0, sizeof W->sblk);
     }
     return u;
 }
 
-static inline RN(work) RN(work_of)(const RN(mp_gpt) *g)
+static inline work work_of(const mp_gpt *g)
 {
-    RN(sizes) z = RN(sizes_of)(&g->d);
-    RN(work) W;
-    RN(layout_work)(&W, g->ws, &z);
+    sizes z = sizes_of(&g->d);
+    work W;
+    layout_work(&W, g->ws, &z);
     return W;
 }
 
-static inline real *RN(param)(real *buf, const RN(mp_gpt) *g, int pid)
+static inline real *param(real *buf, const mp_gpt *g, int pid)
 {
     return buf + g->lay->p[pid].offset;
 }
 
 /* Tensor k of block l in buf (weights or gradients), or NULL when the model
  * has none (LLaMA: no biases, RMSNorm has no shift). */
-static inline real *RN(blk)(real *buf, const RN(mp_gpt) *g, int l, int k)
+static inline real *blk(real *buf, const mp_gpt *g, int l, int k)
 {
     int pid = mp_block_param(g->lay, l, k);
     return pid >= 0 ? buf + g->lay->p[pid].offset : NULL;
 }
 
 /* Segment (token type) of a global position: the second half is sentence B. */
-static inline size_t RN(segment)(const RN(mp_gpt) *g, size_t pos)
+static inline size_t segment(const mp_gpt *g, size_t pos)
 {
     return pos >= (size_t)g->d.seq / 2 ? 1 : 0;
 }
 
 /* Whether this rank holds position 0 (its first local position), where the
  * pooler reads each sample; with CP only one rank of the group does. */
-static inline bool RN(holds_first)(const RN(mp_gpt) *g)
+static inline bool holds_first(const mp_gpt *g)
 {
     return g->qpos[0] == 0;
 }
 
 /* Global row of local residual row rl (SP: this rank's piece of the sequence). */
-static inline size_t RN(global_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
+static inline size_t global_row(const mp_gpt *g, size_t rl, size_t Sl)
 {
     return (g->d.sp && g->tp.size > 1) ? (size_t)g->tp.rank * Sl + rl : rl;
 }
 
 /* Exact mode's rounding of x[n] onto 2^-grid, on the backend. */
-static inline void RN(bq)(const RN(mp_gpt) *g, real *x, size_t n, int grid)
+static inline void bq(const mp_gpt *g, real *x, size_t n, int grid)
 {
     if (g->exact)
         g->be->quantize(MP_REAL_KIND, x, 1, n, n, grid, MP_EXACT_MAX_INT);
 }
 
 /* n reals from src to dst, both in the backend's memory. */
-static inline void RN(bcopy)(const RN(mp_gpt) *g, real *dst, const real *src, size_t n)
+static inline void be_copy(const mp_gpt *g, real *dst, const real *src, size_t n)
 {
     if (dst != src)
         g->be->copy(dst, src, n * sizeof(real), MP_COPY_D2D);
@@ -273,39 +273,39 @@ static inline void RN(bcopy)(const RN(mp_gpt) *g, real *dst, const real *src, si
 #endif
 
 /* Across the model's files (mp_model_ names keep them apart from the API). */
-mp_status RN(mp_model_tp_reduce)(RN(mp_gpt) *g, real *partial, real *out, size_t cols,
-                                 const char *site, mp_error *err);
-mp_status RN(mp_model_tp_gather)(RN(mp_gpt) *g, const real *loc, real *full, size_t cols,
-                                 mp_error *err);
+mp_status mp_model_tp_reduce(mp_gpt *g, real *partial, real *out, size_t cols,
+                             const char *site, mp_error *err);
+mp_status mp_model_tp_gather(mp_gpt *g, const real *loc, real *full, size_t cols,
+                             mp_error *err);
 /* The same for S rows (Sl of them this rank's under SP) other than the model's. */
-mp_status RN(mp_model_tp_reduce_rows)(RN(mp_gpt) *g, real *partial, real *out, size_t S,
-                                      size_t Sl, size_t cols, const char *site, mp_error *err);
-mp_status RN(mp_model_tp_gather_rows)(RN(mp_gpt) *g, const real *loc, real *full, size_t S,
-                                      size_t Sl, size_t cols, mp_error *err);
-mp_status RN(mp_model_cross_entropy)(RN(mp_gpt) *g, real *logits, const int32_t *targets,
-                                     size_t S, real *stats, real *loss, double *loss_sum,
-                                     mp_error *err);
-void RN(mp_model_dlogits)(RN(mp_gpt) *g, real *logits, const int32_t *targets, size_t S);
-mp_status RN(mp_model_cp_gather_kv)(RN(mp_gpt) *g, const real *qkv, real *kv_full,
-                                    mp_error *err);
-mp_status RN(mp_model_cp_reduce_dkv)(RN(mp_gpt) *g, const real *dkv_full, real *dqkv,
-                                     mp_error *err);
-void RN(mp_model_norm_forward)(const RN(mp_gpt) *g, real *out, real *xhat, real *rstd,
-                               const real *x, const real *w, const real *b, int rows);
-void RN(mp_model_norm_backward)(const RN(mp_gpt) *g, real *dx, real *dw, real *db,
-                                const real *dout, const real *xhat, const real *rstd,
-                                const real *w, int rows);
-mp_status RN(mp_model_block_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *x,
-                                     mp_error *err);
-mp_status RN(mp_model_block_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, real *dres,
-                                      mp_error *err);
-void RN(mp_model_recompute_probs)(RN(mp_gpt) *g, RN(block_acts) *V);
+mp_status mp_model_tp_reduce_rows(mp_gpt *g, real *partial, real *out, size_t S,
+                                  size_t Sl, size_t cols, const char *site, mp_error *err);
+mp_status mp_model_tp_gather_rows(mp_gpt *g, const real *loc, real *full, size_t S,
+                                  size_t Sl, size_t cols, mp_error *err);
+mp_status mp_model_cross_entropy(mp_gpt *g, real *logits, const int32_t *targets,
+                                 size_t S, real *stats, real *loss, double *loss_sum,
+                                 mp_error *err);
+void mp_model_dlogits(mp_gpt *g, real *logits, const int32_t *targets, size_t S);
+mp_status mp_model_cp_gather_kv(mp_gpt *g, const real *qkv, real *kv_full,
+                                mp_error *err);
+mp_status mp_model_cp_reduce_dkv(mp_gpt *g, const real *dkv_full, real *dqkv,
+                                 mp_error *err);
+void mp_model_norm_forward(const mp_gpt *g, real *out, real *xhat, real *rstd,
+                           const real *x, const real *w, const real *b, int rows);
+void mp_model_norm_backward(const mp_gpt *g, real *dx, real *dw, real *db,
+                            const real *dout, const real *xhat, const real *rstd,
+                            const real *w, int rows);
+mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
+                                 mp_error *err);
+mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
+                                  mp_error *err);
+void mp_model_recompute_probs(mp_gpt *g, block_acts *V);
 /* moe_layer.c: an MoE block's FFN. Forward: B->xout[Sl,h] = the experts'
  * weighted outputs for B->ln2_full (before the residual); backward: dln[Sl,h]
  * = the gradient of the norm's output from dout[Sl,h], the weights' gradients
  * accumulated. */
-mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *err);
-mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *dout,
-                              real *dln, mp_error *err);
-double RN(mp_model_nsp_forward)(RN(mp_gpt) *g, RN(mp_acts) *A);
-mp_status RN(mp_model_bert_head_backward)(RN(mp_gpt) *g, RN(mp_acts) *A, mp_error *err);
+mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err);
+mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
+                          real *dln, mp_error *err);
+double mp_model_nsp_forward(mp_gpt *g, mp_acts *A);
+mp_status mp_model_bert_head_backward(mp_gpt *g, mp_acts *A, mp_error *err);

@@ -18,7 +18,6 @@
  * The routing and the row shuffles are loops over host memory: MoE runs on
  * backends whose memory is the host's (exec refuses it elsewhere).
  * Compiled for float and double. */
-#ifndef MP_REAL_BITS
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,30 +26,22 @@
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
-
-#define MP_REAL_BITS 32
-#include "exec/moe_layer.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/moe_layer.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 #include "exec/model_internal.h"
 
 /* One block's MoE state (moe.h's layout) as pointers. */
-typedef struct RN(moe_state) {
+typedef struct moe_state {
     real *logits, *scores, *choice, *wgt, *kept, *sorder, *counts, *ne, *y, *x, *pre, *act,
         *rorder, *bufa, *bufb, *dact, *dpre, *dwl, *dwf, *spre, *sact, *sdact, *sdpre, *sdx,
         *capc;
     mp_moe_sizes z;
     size_t nsend, nrecv; /* rows sent and received by the dispatch */
-} RN(moe_state);
+} moe_state;
 
-static RN(moe_state) RN(moe_state_of)(const RN(mp_gpt) *g, real *base)
+static moe_state moe_state_of(const mp_gpt *g, real *base)
 {
-    RN(sizes) s = RN(sizes_of)(&g->d);
-    RN(moe_state) M;
+    sizes s = sizes_of(&g->d);
+    moe_state M;
     M.z = mp_moe_sizes_of(&g->d, s.S, s.Sl);
     mp_moe_layout L = mp_moe_layout_of(&M.z);
     M.logits = base + L.logits, M.scores = base + L.scores, M.choice = base + L.choice;
@@ -71,12 +62,12 @@ static RN(moe_state) RN(moe_state_of)(const RN(mp_gpt) *g, real *base)
 
 /* All-to-all over the EP group of rows `width` reals wide: counts[q] rows to
  * (rcounts[q] from) EP rank q. Without EP a copy. */
-static mp_status RN(moe_a2a)(RN(mp_gpt) *g, const real *send, const real *counts,
-                             const real *rcounts, size_t width, real *recv, mp_error *err)
+static mp_status moe_a2a(mp_gpt *g, const real *send, const real *counts,
+                         const real *rcounts, size_t width, real *recv, mp_error *err)
 {
     size_t ep = g->ep.size > 1 ? (size_t)g->ep.size : 1;
     if (ep == 1) {
-        RN(bcopy)(g, recv, send, (size_t)counts[0] * width);
+        be_copy(g, recv, send, (size_t)counts[0] * width);
         return MP_OK;
     }
     size_t *c = malloc(2 * ep * sizeof *c);
@@ -94,7 +85,7 @@ static mp_status RN(moe_a2a)(RN(mp_gpt) *g, const real *send, const real *counts
 }
 
 /* The capacity drop (load[b*E] zeroed): which of this rank's slots are kept. */
-static mp_status RN(moe_capacity)(RN(mp_gpt) *g, RN(moe_state) *M, size_t *load, mp_error *err)
+static mp_status moe_capacity(mp_gpt *g, moe_state *M, size_t *load, mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
     size_t S = z->S, k = z->k, E = z->E, b = (size_t)g->d.micro_batch;
@@ -102,7 +93,7 @@ static mp_status RN(moe_capacity)(RN(mp_gpt) *g, RN(moe_state) *M, size_t *load,
     const real *all = M->choice; /* the TP group's rows' choices */
     size_t r0 = 0;
     if (mp_dims_moe_local(&g->d)) {
-        CHECK(RN(mp_model_tp_gather_rows)(g, M->choice, M->dwf, rows, S, k, err));
+        CHECK(mp_model_tp_gather_rows(g, M->choice, M->dwf, rows, S, k, err));
         all = M->dwf, r0 = (size_t)g->tp.rank * S;
     }
     if (cp > 1) { /* every CP rank's, rank after rank */
@@ -140,7 +131,7 @@ static mp_status RN(moe_capacity)(RN(mp_gpt) *g, RN(moe_state) *M, size_t *load,
 }
 
 /* Scores, top-k, weights and the capacity drop of every token row. */
-static mp_status RN(moe_route)(RN(mp_gpt) *g, RN(moe_state) *M, mp_error *err)
+static mp_status moe_route(mp_gpt *g, moe_state *M, mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
     size_t S = z->S, E = z->E, k = z->k, b = (size_t)g->d.micro_batch;
@@ -160,7 +151,7 @@ static mp_status RN(moe_route)(RN(mp_gpt) *g, RN(moe_state) *M, mp_error *err)
                 p[e] = (real)(exp((double)lg[e] - mx) / sum);
         }
     }
-    RN(bq)(g, M->scores, S * E, MP_Q_PROB);
+    bq(g, M->scores, S * E, MP_Q_PROB);
     unsigned char *taken = calloc(E, 1);
     size_t *load = z->capacity ? calloc(b * E, sizeof *load) : NULL;
     if (!taken || (z->capacity && !load)) {
@@ -186,14 +177,14 @@ static mp_status RN(moe_route)(RN(mp_gpt) *g, RN(moe_state) *M, mp_error *err)
                 (real)(sum > 0 ? p[(size_t)M->choice[r * k + j]] / sum : 1.0 / (double)k);
     }
     free(taken);
-    RN(bq)(g, M->wgt, S * k, MP_Q_PROB);
+    bq(g, M->wgt, S * k, MP_Q_PROB);
     /* capacity: per sample (rows are position * b + sample), each expert keeps
      * its first `capacity` slots in position order, then slot order. With
      * etp = 1 each TP rank routes its own rows: the TP group's choices first;
      * with CP the CP ranks' too, walked in global position order */
     mp_status st = MP_OK;
     if (load)
-        st = RN(moe_capacity)(g, M, load, err);
+        st = moe_capacity(g, M, load, err);
     else
         for (size_t s = 0; s < S * k; s++)
             M->kept[s] = 1;
@@ -210,8 +201,8 @@ static mp_status RN(moe_route)(RN(mp_gpt) *g, RN(moe_state) *M, mp_error *err)
 /* The dispatch: kept slots' rows [x | local expert] to their experts' EP
  * ranks, rank after rank, each in slot order; the experts' rows regrouped
  * expert after expert (in the order received) into M->x. */
-static mp_status RN(moe_dispatch)(RN(mp_gpt) *g, RN(moe_state) *M, const real *x,
-                                  mp_error *err)
+static mp_status moe_dispatch(mp_gpt *g, moe_state *M, const real *x,
+                              mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
     size_t h = z->h, w = h + 1, i = 0;
@@ -232,9 +223,9 @@ static mp_status RN(moe_dispatch)(RN(mp_gpt) *g, RN(moe_state) *M, const real *x
     real *ones = M->dwf; /* free until the backward: ep ones */
     for (size_t q = 0; q < z->ep; q++)
         ones[q] = 1;
-    CHECK(RN(moe_a2a)(g, M->counts, ones, ones, 1, M->counts + z->ep, err));
-    *M = RN(moe_state_of)(g, M->logits);
-    CHECK(RN(moe_a2a)(g, M->bufa, M->counts, M->counts + z->ep, w, M->bufb, err));
+    CHECK(moe_a2a(g, M->counts, ones, ones, 1, M->counts + z->ep, err));
+    *M = moe_state_of(g, M->logits);
+    CHECK(moe_a2a(g, M->bufa, M->counts, M->counts + z->ep, w, M->bufb, err));
     size_t p = 0;
     for (size_t e = 0; e < z->El; e++) {
         size_t n = 0;
@@ -252,93 +243,93 @@ static mp_status RN(moe_dispatch)(RN(mp_gpt) *g, RN(moe_state) *M, const real *x
 
 /* rows[nrecv, h] in expert order -> back to their senders; the result in
  * send order lands in out[nsend, h] (bufb is the staging buffer). */
-static mp_status RN(moe_return)(RN(mp_gpt) *g, RN(moe_state) *M, const real *rows, real *out,
-                                mp_error *err)
+static mp_status moe_return(mp_gpt *g, moe_state *M, const real *rows, real *out,
+                            mp_error *err)
 {
     size_t h = M->z.h;
     for (size_t p = 0; p < M->nrecv; p++)
         memcpy(M->bufb + (size_t)M->rorder[p] * h, rows + p * h, h * sizeof(real));
-    return RN(moe_a2a)(g, M->bufb, M->counts + M->z.ep, M->counts, h, out, err);
+    return moe_a2a(g, M->bufb, M->counts + M->z.ep, M->counts, h, out, err);
 }
 
 /* The rows this rank routes: ln2_full (every TP rank the same), or with
  * etp = 1 this rank's own rows of it (SP: rows tp.rank * Sl ...). */
-static const real *RN(moe_input)(const RN(mp_gpt) *g, const RN(block_acts) *B,
-                                 const mp_moe_sizes *z)
+static const real *moe_input(const mp_gpt *g, const block_acts *B,
+                             const mp_moe_sizes *z)
 {
     return mp_dims_moe_local(&g->d) ? B->ln2_full + (size_t)g->tp.rank * z->Sl * z->h
                                     : B->ln2_full;
 }
 
 /* Token row (in the routed rows) of this rank's residual row rl. */
-static size_t RN(moe_row)(const RN(mp_gpt) *g, size_t rl, size_t Sl)
+static size_t moe_row(const mp_gpt *g, size_t rl, size_t Sl)
 {
-    return mp_dims_moe_local(&g->d) ? rl : RN(global_row)(g, rl, Sl);
+    return mp_dims_moe_local(&g->d) ? rl : global_row(g, rl, Sl);
 }
 
 /* The shared experts: one MLP of their summed width over the TP group's
  * rows, split over TP as the dense MLP (fc1 column-, fc2 row-parallel), its
  * output reduced over TP and added to xout[Sl,h]. */
-static mp_status RN(moe_shared_forward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_acts) *B,
-                                        int l, mp_error *err)
+static mp_status moe_shared_forward(mp_gpt *g, moe_state *M, block_acts *B,
+                                    int l, mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
-    RN(work) W = RN(work_of)(g);
+    work W = work_of(g);
     size_t S = z->Sfull, h = z->h, sl = z->sl, s1l = z->s1l;
-    GEMM(false, false, S, s1l, h, B->ln2_full, h, RN(blk)(g->w, g, l, MP_BLK_SHR_FC1_W), s1l,
+    GEMM(false, false, S, s1l, h, B->ln2_full, h, blk(g->w, g, l, MP_BLK_SHR_FC1_W), s1l,
          0.0, M->spre, s1l);
-    RN(bq)(g, M->spre, S * s1l, MP_Q_ACT);
+    bq(g, M->spre, S * s1l, MP_Q_ACT);
     if (g->d.swiglu)
         g->be->swiglu_forward(MP_REAL_KIND, M->sact, M->spre, (int)S, (int)sl);
     else
         g->be->gelu_forward(MP_REAL_KIND, M->sact, M->spre, S * sl);
-    RN(bq)(g, M->sact, S * sl, MP_Q_ACT);
-    GEMM(false, false, S, h, sl, M->sact, sl, RN(blk)(g->w, g, l, MP_BLK_SHR_FC2_W), h, 0.0,
+    bq(g, M->sact, S * sl, MP_Q_ACT);
+    GEMM(false, false, S, h, sl, M->sact, sl, blk(g->w, g, l, MP_BLK_SHR_FC2_W), h, 0.0,
          W.part, h);
-    CHECK(RN(mp_model_tp_reduce)(g, W.part, W.loc, h, "tp-moe", err));
-    RN(bq)(g, W.loc, z->Sl * h, MP_Q_ACT);
+    CHECK(mp_model_tp_reduce(g, W.part, W.loc, h, "tp-moe", err));
+    bq(g, W.loc, z->Sl * h, MP_Q_ACT);
     g->be->add(MP_REAL_KIND, B->xout, W.loc, z->Sl * h);
-    RN(bq)(g, B->xout, z->Sl * h, MP_Q_ACT);
+    bq(g, B->xout, z->Sl * h, MP_Q_ACT);
     return MP_OK;
 }
 
 /* Their backward from dfull[Sfull,h] (every TP row's output gradient): the
  * weights' gradients, and the input's TP partial sum added into dx[Sfull,h]. */
-static void RN(moe_shared_backward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_acts) *B, int l,
+static void moe_shared_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
                                    const real *dfull, real *dx)
 {
     const mp_moe_sizes *z = &M->z;
     size_t S = z->Sfull, h = z->h, sl = z->sl, s1l = z->s1l;
-    const real *W1 = RN(blk)(g->w, g, l, MP_BLK_SHR_FC1_W);
-    const real *W2 = RN(blk)(g->w, g, l, MP_BLK_SHR_FC2_W);
-    GEMM(true, false, sl, h, S, M->sact, sl, dfull, h, 1.0, RN(blk)(g->g, g, l, MP_BLK_SHR_FC2_W),
+    const real *W1 = blk(g->w, g, l, MP_BLK_SHR_FC1_W);
+    const real *W2 = blk(g->w, g, l, MP_BLK_SHR_FC2_W);
+    GEMM(true, false, sl, h, S, M->sact, sl, dfull, h, 1.0, blk(g->g, g, l, MP_BLK_SHR_FC2_W),
          h);
     GEMM(false, true, S, sl, h, dfull, h, W2, h, 0.0, M->sdact, sl);
-    RN(bq)(g, M->sdact, S * sl, MP_Q_GRAD);
+    bq(g, M->sdact, S * sl, MP_Q_GRAD);
     if (g->d.swiglu)
         g->be->swiglu_backward(MP_REAL_KIND, M->sdpre, M->sdact, M->spre, (int)S, (int)sl);
     else
         g->be->gelu_backward(MP_REAL_KIND, M->sdpre, M->sdact, M->spre, S * sl);
-    RN(bq)(g, M->sdpre, S * s1l, MP_Q_GRAD);
+    bq(g, M->sdpre, S * s1l, MP_Q_GRAD);
     GEMM(true, false, h, s1l, S, B->ln2_full, h, M->sdpre, s1l, 1.0,
-         RN(blk)(g->g, g, l, MP_BLK_SHR_FC1_W), s1l);
+         blk(g->g, g, l, MP_BLK_SHR_FC1_W), s1l);
     GEMM(false, true, S, h, s1l, M->sdpre, s1l, W1, s1l, 1.0, dx, h);
 }
 
-mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *err)
+mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
 {
-    RN(moe_state) M = RN(moe_state_of)(g, B->moe);
+    moe_state M = moe_state_of(g, B->moe);
     const mp_moe_sizes *z = &M.z;
     size_t S = z->S, h = z->h, E = z->E, k = z->k, fl = z->fl, f1l = z->f1l;
-    const real *Wr = RN(blk)(g->w, g, l, MP_BLK_ROUTER_W);
-    const real *W1 = RN(blk)(g->w, g, l, MP_BLK_EXP_FC1_W);
-    const real *W2 = RN(blk)(g->w, g, l, MP_BLK_EXP_FC2_W);
+    const real *Wr = blk(g->w, g, l, MP_BLK_ROUTER_W);
+    const real *W1 = blk(g->w, g, l, MP_BLK_EXP_FC1_W);
+    const real *W2 = blk(g->w, g, l, MP_BLK_EXP_FC2_W);
     /* logits[S,E] = x @ Wr: x the TP group's rows, or (etp = 1) this rank's */
-    const real *x = RN(moe_input)(g, B, z);
+    const real *x = moe_input(g, B, z);
     GEMM(false, false, S, E, h, x, h, Wr, E, 0.0, M.logits, E);
-    RN(bq)(g, M.logits, S * E, MP_Q_ACT);
-    CHECK(RN(moe_route)(g, &M, err));
-    CHECK(RN(moe_dispatch)(g, &M, x, err));
+    bq(g, M.logits, S * E, MP_Q_ACT);
+    CHECK(moe_route(g, &M, err));
+    CHECK(moe_dispatch(g, &M, x, err));
     /* each local expert: pre = x_e @ W1_e, act = gelu / SwiGLU, out = act @ W2_e
      * (out: this TP rank's partial sum), into bufa in expert order */
     for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
@@ -347,12 +338,12 @@ mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *
             GEMM(false, false, n, f1l, h, M.x + o * h, h, W1 + e * h * f1l, f1l, 0.0,
                  M.pre + o * f1l, f1l);
     }
-    RN(bq)(g, M.pre, M.nrecv * f1l, MP_Q_ACT);
+    bq(g, M.pre, M.nrecv * f1l, MP_Q_ACT);
     if (g->d.swiglu)
         g->be->swiglu_forward(MP_REAL_KIND, M.act, M.pre, (int)M.nrecv, (int)fl);
     else
         g->be->gelu_forward(MP_REAL_KIND, M.act, M.pre, M.nrecv * fl);
-    RN(bq)(g, M.act, M.nrecv * fl, MP_Q_ACT);
+    bq(g, M.act, M.nrecv * fl, MP_Q_ACT);
     for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
         size_t n = (size_t)M.ne[e];
         if (n)
@@ -361,19 +352,19 @@ mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *
     }
     /* the combine: back to the senders, each slot's row in its place
      * [S*k, h] (zeros where dropped), summed over TP (SP: this rank's tokens) */
-    CHECK(RN(moe_return)(g, &M, M.bufa, M.bufa, err));
+    CHECK(moe_return(g, &M, M.bufa, M.bufa, err));
     real *part = M.bufb;
     g->be->zero(part, S * k * h * sizeof(real));
     for (size_t i = M.nsend; i-- > 0;)
         memmove(part + (size_t)M.sorder[i] * h, M.bufa + i * h, h * sizeof(real));
     if (mp_dims_moe_local(&g->d)) /* whole experts: nothing to sum over TP */
-        RN(bcopy)(g, M.y, part, S * k * h);
+        be_copy(g, M.y, part, S * k * h);
     else
-        CHECK(RN(mp_model_tp_reduce_rows)(g, part, M.y, S * k, z->Sl * k, h, "tp-moe", err));
-    RN(bq)(g, M.y, z->Sl * k * h, MP_Q_ACT);
+        CHECK(mp_model_tp_reduce_rows(g, part, M.y, S * k, z->Sl * k, h, "tp-moe", err));
+    bq(g, M.y, z->Sl * k * h, MP_Q_ACT);
     /* xout[Sl,h] = sum over the kept slots of weight * y, slot after slot */
     for (size_t rl = 0; rl < z->Sl; rl++) {
-        size_t r = RN(moe_row)(g, rl, z->Sl);
+        size_t r = moe_row(g, rl, z->Sl);
         real *out = B->xout + rl * h;
         for (size_t c = 0; c < h; c++) {
             double acc = 0;
@@ -383,16 +374,16 @@ mp_status RN(mp_moe_forward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, mp_error *
             out[c] = (real)acc;
         }
     }
-    RN(bq)(g, B->xout, z->Sl * h, MP_Q_ACT);
+    bq(g, B->xout, z->Sl * h, MP_Q_ACT);
     if (z->sl)
-        CHECK(RN(moe_shared_forward)(g, &M, B, l, err));
+        CHECK(moe_shared_forward(g, &M, B, l, err));
     return MP_OK;
 }
 
 /* The router's backward: from the weights' gradient dwf[S,k] to the
  * logits' (in M->logits), then dWr and the router's share of dx in part. */
-static void RN(moe_router_backward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_acts) *B, int l,
-                                    real *part)
+static void moe_router_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
+                                real *part)
 {
     const mp_moe_sizes *z = &M->z;
     size_t S = z->S, E = z->E, k = z->k, h = z->h;
@@ -411,7 +402,7 @@ static void RN(moe_router_backward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_ac
         for (size_t j = 0; j < k && sum > 0; j++)
             d[(size_t)M->choice[r * k + j]] = (real)(((double)M->dwf[r * k + j] - dot) / sum);
     }
-    RN(bq)(g, dl, S * E, MP_Q_GRAD);
+    bq(g, dl, S * E, MP_Q_GRAD);
     for (size_t r = 0; r < S; r++) {
         const real *p = M->scores + r * E;
         real *d = dl + r * E;
@@ -426,30 +417,30 @@ static void RN(moe_router_backward)(RN(mp_gpt) *g, RN(moe_state) *M, RN(block_ac
                 d[e] = (real)((double)p[e] * ((double)d[e] - s));
         }
     }
-    RN(bq)(g, dl, S * E, MP_Q_GRAD);
+    bq(g, dl, S * E, MP_Q_GRAD);
     /* dWr[h,E] += ln2_full^T @ dl; dx += dl @ Wr^T, on one TP rank only: the
      * router is replicated, the sum over TP that follows must count it once
      * (etp = 1: each rank's own rows, no sum; dWr is then summed over TP as
      * the norms' are under SP) */
-    GEMM(true, false, h, E, S, RN(moe_input)(g, B, z), h, dl, E, 1.0,
-         RN(blk)(g->g, g, l, MP_BLK_ROUTER_W), E);
+    GEMM(true, false, h, E, S, moe_input(g, B, z), h, dl, E, 1.0,
+         blk(g->g, g, l, MP_BLK_ROUTER_W), E);
     if (g->tp.rank == 0 || mp_dims_moe_local(&g->d)) /* etp = 1: rows of this rank alone */
-        GEMM(false, true, S, h, E, dl, E, RN(blk)(g->w, g, l, MP_BLK_ROUTER_W), E, 1.0, part, h);
+        GEMM(false, true, S, h, E, dl, E, blk(g->w, g, l, MP_BLK_ROUTER_W), E, 1.0, part, h);
 }
 
-mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const real *dout,
-                              real *dln, mp_error *err)
+mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
+                          real *dln, mp_error *err)
 {
-    RN(moe_state) M = RN(moe_state_of)(g, B->moe);
-    RN(work) W = RN(work_of)(g);
+    moe_state M = moe_state_of(g, B->moe);
+    work W = work_of(g);
     const mp_moe_sizes *z = &M.z;
     size_t S = z->S, Sl = z->Sl, h = z->h, k = z->k, fl = z->fl, f1l = z->f1l;
-    const real *W1 = RN(blk)(g->w, g, l, MP_BLK_EXP_FC1_W);
-    const real *W2 = RN(blk)(g->w, g, l, MP_BLK_EXP_FC2_W);
-    real *G1 = RN(blk)(g->g, g, l, MP_BLK_EXP_FC1_W), *G2 = RN(blk)(g->g, g, l, MP_BLK_EXP_FC2_W);
+    const real *W1 = blk(g->w, g, l, MP_BLK_EXP_FC1_W);
+    const real *W2 = blk(g->w, g, l, MP_BLK_EXP_FC2_W);
+    real *G1 = blk(g->g, g, l, MP_BLK_EXP_FC1_W), *G2 = blk(g->g, g, l, MP_BLK_EXP_FC2_W);
     /* d weight[Sl,k] = <dout, y> of this rank's tokens, then every token's */
     for (size_t rl = 0; rl < Sl; rl++) {
-        size_t r = RN(moe_row)(g, rl, Sl);
+        size_t r = moe_row(g, rl, Sl);
         for (size_t j = 0; j < k; j++) {
             double acc = 0;
             if (M.kept[r * k + j])
@@ -458,16 +449,16 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
             M.dwl[rl * k + j] = (real)acc;
         }
     }
-    RN(bq)(g, M.dwl, Sl * k, MP_Q_GRAD);
+    bq(g, M.dwl, Sl * k, MP_Q_GRAD);
     bool local = mp_dims_moe_local(&g->d);
     if (local)
-        RN(bcopy)(g, M.dwf, M.dwl, S * k);
+        be_copy(g, M.dwf, M.dwl, S * k);
     else
-        CHECK(RN(mp_model_tp_gather_rows)(g, M.dwl, M.dwf, S, Sl, k, err));
+        CHECK(mp_model_tp_gather_rows(g, M.dwl, M.dwf, S, Sl, k, err));
     /* dy = weight * dout of every sent slot (SP: dout of every token first) */
     const real *dfull = dout;
     if (g->d.sp && g->tp.size > 1 && !local) {
-        CHECK(RN(mp_model_tp_gather)(g, dout, W.dfull, h, err));
+        CHECK(mp_model_tp_gather(g, dout, W.dfull, h, err));
         dfull = W.dfull;
     }
     for (size_t i = 0; i < M.nsend; i++) {
@@ -475,8 +466,8 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
         for (size_t c = 0; c < h; c++)
             M.bufa[i * h + c] = M.wgt[s] * dfull[(s / k) * h + c];
     }
-    RN(bq)(g, M.bufa, M.nsend * h, MP_Q_GRAD);
-    CHECK(RN(moe_a2a)(g, M.bufa, M.counts, M.counts + z->ep, h, M.bufb, err));
+    bq(g, M.bufa, M.nsend * h, MP_Q_GRAD);
+    CHECK(moe_a2a(g, M.bufa, M.counts, M.counts + z->ep, h, M.bufb, err));
     for (size_t p = 0; p < M.nrecv; p++) /* into expert order */
         memcpy(M.bufa + p * h, M.bufb + (size_t)M.rorder[p] * h, h * sizeof(real));
     /* each local expert: dW2 += act^T @ dy; dact = dy @ W2^T */
@@ -489,12 +480,12 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
         GEMM(false, true, n, fl, h, M.bufa + o * h, h, W2 + e * fl * h, h, 0.0, M.dact + o * fl,
              fl);
     }
-    RN(bq)(g, M.dact, M.nrecv * fl, MP_Q_GRAD);
+    bq(g, M.dact, M.nrecv * fl, MP_Q_GRAD);
     if (g->d.swiglu)
         g->be->swiglu_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, (int)M.nrecv, (int)fl);
     else
         g->be->gelu_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, M.nrecv * fl);
-    RN(bq)(g, M.dpre, M.nrecv * f1l, MP_Q_GRAD);
+    bq(g, M.dpre, M.nrecv * f1l, MP_Q_GRAD);
     /* dW1 += x^T @ dpre; dx = dpre @ W1^T (this TP rank's partial), expert order */
     for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
         size_t n = (size_t)M.ne[e];
@@ -505,7 +496,7 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
         GEMM(false, true, n, h, f1l, M.dpre + o * f1l, f1l, W1 + e * h * f1l, f1l, 0.0,
              M.bufa + o * h, h);
     }
-    CHECK(RN(moe_return)(g, &M, M.bufa, M.bufa, err));
+    CHECK(moe_return(g, &M, M.bufa, M.bufa, err));
     /* part[S,h] = each token's slots' dx, slot after slot, + the router's */
     g->be->zero(W.part, S * h * sizeof(real));
     for (size_t i = 0; i < M.nsend; i++) {
@@ -513,25 +504,24 @@ mp_status RN(mp_moe_backward)(RN(mp_gpt) *g, RN(block_acts) *B, int l, const rea
         for (size_t c = 0; c < h; c++)
             dst[c] += M.bufa[i * h + c];
     }
-    RN(moe_router_backward)(g, &M, B, l, W.part);
+    moe_router_backward(g, &M, B, l, W.part);
     if (local) {
-        RN(bcopy)(g, dln, W.part, Sl * h);
+        be_copy(g, dln, W.part, Sl * h);
         if (z->sl) { /* the shared experts' part, over the TP group's rows */
             if (g->d.sp && g->tp.size > 1)
-                CHECK(RN(mp_model_tp_gather)(g, dout, W.dfull, h, err));
+                CHECK(mp_model_tp_gather(g, dout, W.dfull, h, err));
             g->be->zero(M.sdx, z->Sfull * h * sizeof(real));
-            RN(moe_shared_backward)(g, &M, B, l, g->d.sp && g->tp.size > 1 ? W.dfull : dout,
-                                    M.sdx);
-            CHECK(RN(mp_model_tp_reduce)(g, M.sdx, W.dtmp, h, "tp-moe-bwd", err));
+            moe_shared_backward(g, &M, B, l, g->d.sp && g->tp.size > 1 ? W.dfull : dout,
+                                M.sdx);
+            CHECK(mp_model_tp_reduce(g, M.sdx, W.dtmp, h, "tp-moe-bwd", err));
             g->be->add(MP_REAL_KIND, dln, W.dtmp, Sl * h);
         }
     } else {
         if (z->sl) /* the shared experts' TP partial joins the routed ones' */
-            RN(moe_shared_backward)(g, &M, B, l, dfull, W.part);
-        CHECK(RN(mp_model_tp_reduce)(g, W.part, dln, h, "tp-moe-bwd", err));
+            moe_shared_backward(g, &M, B, l, dfull, W.part);
+        CHECK(mp_model_tp_reduce(g, W.part, dln, h, "tp-moe-bwd", err));
     }
-    RN(bq)(g, dln, Sl * h, MP_Q_GRAD);
+    bq(g, dln, Sl * h, MP_Q_GRAD);
     return MP_OK;
 }
 
-#endif

@@ -3,7 +3,6 @@
  * uses too) drives forward and backward per micro-batch and the activations
  * and gradients sent between stages; then the gradient reductions and the
  * optimizer. Compiled for float and double. */
-#ifndef MP_REAL_BITS
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,19 +11,11 @@
 
 #include "exec/kernels.h"
 #include "exec/t5.h"
-
-#define MP_REAL_BITS 32
-#include "exec/step.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/step.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 
-mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp, bool dist_opt,
-                              const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
-                              mp_error *err)
+mp_status mp_trainer_init(mp_trainer *t, mp_gpt *model, mp_group dp, bool dist_opt,
+                          const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
+                          mp_error *err)
 {
     memset(t, 0, sizeof *t);
     t->model = model;
@@ -50,13 +41,13 @@ mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp,
     t->v = t->be->alloc(n * sizeof(real));
     t->shard_buf = t->dist_opt ? t->be->alloc(n * sizeof(real)) : NULL;
     if (!t->m || !t->v || (t->dist_opt && !t->shard_buf)) {
-        RN(mp_trainer_free)(t);
+        mp_trainer_free(t);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for AdamW state");
     }
     return MP_OK;
 }
 
-void RN(mp_trainer_free)(RN(mp_trainer) *t)
+void mp_trainer_free(mp_trainer *t)
 {
     if (!t->be)
         return; /* never initialised */
@@ -69,20 +60,20 @@ void RN(mp_trainer_free)(RN(mp_trainer) *t)
 }
 
 /* Elements of the largest tensor that crosses this stage's boundaries. */
-static size_t RN(boundary_count)(const RN(mp_gpt) *g)
+static size_t boundary_count(const mp_gpt *g)
 {
-    size_t in = RN(mp_gpt_stage_input_count)(g), out = RN(mp_gpt_stage_output_count)(g);
+    size_t in = mp_gpt_stage_input_count(g), out = mp_gpt_stage_output_count(g);
     return in > out ? in : out;
 }
 
-mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group emb,
-                                      mp_error *err)
+mp_status mp_trainer_set_pipeline(mp_trainer *t, mp_group pp, mp_group emb,
+                                  mp_error *err)
 {
     t->pp = pp;
     t->emb = emb;
     if (pp.size <= 1)
         return MP_OK;
-    size_t n = RN(boundary_count)(t->model);
+    size_t n = boundary_count(t->model);
     t->recv_act = t->be->alloc(n * sizeof(real));
     t->recv_grad = t->be->alloc(n * sizeof(real));
     if (!t->recv_act || !t->recv_grad)
@@ -92,7 +83,7 @@ mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group e
 
 /* Micro-batch -> activation slot: at most n_slots micro-batches are in
  * flight (forward done, backward not yet), as the schedule bounds them. */
-static int RN(slot_for)(int *slot_mb, int n_slots, int mb, bool take)
+static int slot_for(int *slot_mb, int n_slots, int mb, bool take)
 {
     for (int i = 0; i < n_slots; i++)
         if (slot_mb[i] == mb)
@@ -108,32 +99,32 @@ static int RN(slot_for)(int *slot_mb, int n_slots, int mb, bool take)
 }
 
 /* Micro-batch -> slot of each model chunk on this rank. */
-typedef struct RN(chunk_slots) {
+typedef struct chunk_slots {
     int *slot_mb;
     int n_slots;
-} RN(chunk_slots);
+} chunk_slots;
 
-static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t *tokens,
-                             const int32_t *targets, RN(chunk_slots) *cs, double *loss_sum,
-                             mp_error *err);
-static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err);
+static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens,
+                         const int32_t *targets, chunk_slots *cs, double *loss_sum,
+                         mp_error *err);
+static mp_status reduce_grads(mp_trainer *t, mp_error *err);
 
-mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
-                               double *loss_sum, mp_error *err)
+mp_status mp_trainer_grads(mp_trainer *t, const int32_t *tokens, const int32_t *targets,
+                           double *loss_sum, mp_error *err)
 {
-    return RN(mp_trainer_grads_chunks)(t, 1, tokens, targets, loss_sum, err);
+    return mp_trainer_grads_chunks(t, 1, tokens, targets, loss_sum, err);
 }
 
-mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
-                                      const int32_t *tokens, const int32_t *targets,
-                                      double *loss_sum, mp_error *err)
+mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
+                                  const int32_t *tokens, const int32_t *targets,
+                                  double *loss_sum, mp_error *err)
 {
-    RN(chunk_slots) *cs = calloc((size_t)n_chunks, sizeof *cs);
+    chunk_slots *cs = calloc((size_t)n_chunks, sizeof *cs);
     if (!cs)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     mp_status st = MP_OK;
     for (int c = 0; c < n_chunks && !st; c++) {
-        RN(mp_gpt) *g = chunks[c].model;
+        mp_gpt *g = chunks[c].model;
         g->be->zero(g->g, g->n_alloc * sizeof(real));
         cs[c].n_slots = g->n_slots;
         cs[c].slot_mb = malloc((size_t)g->n_slots * sizeof *cs[c].slot_mb);
@@ -143,7 +134,7 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
             cs[c].slot_mb[i] = -1;
     }
     if (!st)
-        st = RN(run_ops)(chunks, n_chunks, tokens, targets, cs, loss_sum, err);
+        st = run_ops(chunks, n_chunks, tokens, targets, cs, loss_sum, err);
     for (int c = 0; c < n_chunks; c++) {
         free(cs[c].slot_mb);
         chunks[c].model->stage_in = chunks[c].model->stage_grad_in = NULL;
@@ -153,17 +144,17 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
         st = chunks[0].model->be->send_wait(err);
     /* every chunk's reductions, in the same order on every rank */
     for (int c = 0; c < n_chunks && !st; c++)
-        st = RN(reduce_grads)(&chunks[c], err);
+        st = reduce_grads(&chunks[c], err);
     return st;
 }
 
 /* A SEND/RECV op: the schedule puts RECV_FWD right before the F that uses
  * it and SEND_FWD right after the F that made it (RECV_BWD / SEND_BWD around
  * B alike), so the data is the model's stage input / output of that op. */
-static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *op, int *slot_mb,
-                                 int n_slots, mp_error *err)
+static mp_status pipeline_op(mp_trainer *t, int n_chunks, const mp_op *op, int *slot_mb,
+                             int n_slots, mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     int32_t p = t->pp.size, peer = 0, peer_chunk = 0;
     if (p <= 1 || !mp_op_peer(p, n_chunks, t->pp.rank, op, &peer, &peer_chunk))
@@ -172,7 +163,7 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
                             mp_op_kind_name((mp_op_kind)op->kind));
     int tag = mp_op_message_id(p, n_chunks, t->microbatches, t->pp.rank, op);
     /* forward: the stage's input in, its output out; backward: their gradients */
-    size_t n_in = RN(mp_gpt_stage_input_count)(g), n_out = RN(mp_gpt_stage_output_count)(g);
+    size_t n_in = mp_gpt_stage_input_count(g), n_out = mp_gpt_stage_output_count(g);
     double t0 = be->now();
     mp_status st = MP_OK;
     mp_stream stream = MP_STREAM_PP_SEND;
@@ -189,17 +180,17 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_BWD;
         break;
     case MP_OP_SEND_FWD: {
-        int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, false);
+        int s = slot_for(slot_mb, n_slots, op->microbatch, false);
         if (s < 0)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "send of micro-batch %d's activation before its forward",
                                 (int)op->microbatch);
-        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_output)(g, s), n_out, peer, tag,
+        st = be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_output(g, s), n_out, peer, tag,
                       err);
         break;
     }
     case MP_OP_SEND_BWD:
-        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_input_grad)(g), n_in, peer, tag,
+        st = be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_input_grad(g), n_in, peer, tag,
                       err);
         kind = MP_EV_SEND_BWD;
         break;
@@ -214,9 +205,9 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
 }
 
 /* The schedule's ops, in order. */
-static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t *tokens,
-                             const int32_t *targets, RN(chunk_slots) *cs, double *loss_sum,
-                             mp_error *err)
+static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens,
+                         const int32_t *targets, chunk_slots *cs, double *loss_sum,
+                         mp_error *err)
 {
     const mp_op_list *ops = chunks[0].ops;
     const mp_backend *be = chunks[0].model->be;
@@ -230,8 +221,8 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "schedule op %d names micro-batch %d chunk %d", (int)k,
                                 (int)op->microbatch, (int)op->chunk);
-        RN(mp_trainer) *t = &chunks[op->chunk];
-        RN(mp_gpt) *g = t->model;
+        mp_trainer *t = &chunks[op->chunk];
+        mp_gpt *g = t->model;
         int *slot_mb = cs[op->chunk].slot_mb, n_slots = cs[op->chunk].n_slots;
         if (pr) {
             pr->microbatch = op->microbatch;
@@ -239,14 +230,14 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
         }
         double t0 = be->now();
         if (op->kind == MP_OP_F) {
-            int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, true);
+            int s = slot_for(slot_mb, n_slots, op->microbatch, true);
             if (s < 0)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "more micro-batches in flight than activation slots");
             g->microbatch_now = op->microbatch;
-            mp_status st = RN(mp_gpt_forward)(g, s, tokens + (size_t)op->microbatch * S,
-                                              targets + (size_t)op->microbatch * S, loss_sum,
-                                              err);
+            mp_status st = mp_gpt_forward(g, s, tokens + (size_t)op->microbatch * S,
+                                          targets + (size_t)op->microbatch * S, loss_sum,
+                                          err);
             if (st)
                 return st;
             mp_probe_record(pr, t0, MP_STREAM_COMPUTE, MP_EV_F, true);
@@ -254,12 +245,12 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
             /* test switch: a rank dies (or stops) mid-step */
             if (pr && pr->kill_step == pr->step)
                 raise(pr->kill_signal ? pr->kill_signal : SIGKILL);
-            int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, false);
+            int s = slot_for(slot_mb, n_slots, op->microbatch, false);
             if (s < 0)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "backward of micro-batch %d before its forward",
                                     (int)op->microbatch);
-            mp_status st = RN(mp_gpt_backward)(g, s, err);
+            mp_status st = mp_gpt_backward(g, s, err);
             if (st)
                 return st;
             slot_mb[s] = -1;
@@ -268,7 +259,7 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
             /* ZB-H1's weight-gradient half: B above computed the weight
              * gradients already, so the numerics are those of the schedule */
         } else {
-            mp_status st = RN(pipeline_op)(t, n_chunks, op, slot_mb, n_slots, err);
+            mp_status st = pipeline_op(t, n_chunks, op, slot_mb, n_slots, err);
             if (st)
                 return st;
         }
@@ -281,9 +272,9 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
 }
 
 /* After the last backward: TP reduction of sequence-split gradients, then DP. */
-static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
+static mp_status reduce_grads(mp_trainer *t, mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     mp_probe *pr = g->probe;
     /* Sequence-split gradients (LayerNorms, row-parallel biases, positions):
@@ -306,7 +297,7 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
         t0 = be->now();
     }
     if (g->d.t5) { /* each stack's relative bias, summed over its stages */
-        mp_status st = RN(mp_t5_reduce_grads)(g, err);
+        mp_status st = mp_t5_reduce_grads(g, err);
         if (st)
             return st;
     }
@@ -348,9 +339,9 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
     return MP_OK;
 }
 
-mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err)
+mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     double t0 = be->now();
     size_t hi = t->shard_hi < g->lay->total ? t->shard_hi : g->lay->total;
@@ -373,4 +364,3 @@ mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err)
     return MP_OK;
 }
 
-#endif

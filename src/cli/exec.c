@@ -484,6 +484,20 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         printf("blocks: T5: %d encoder + %d decoder (cross-attention), decoder seq %d, "
                "relative position buckets\n",
                d->enc_layers, d->layers - d->enc_layers, d->dec_seq);
+    if (d->experts > 0) {
+        char cap[48] = "dropless";
+        int etp = d->etp == 1 ? 1 : r->tp;
+        if (d->capacity_factor > 0)
+            snprintf(cap, sizeof cap, "capacity factor %g", d->capacity_factor);
+        char shared[48] = "";
+        if (d->shared_ffn > 0)
+            snprintf(shared, sizeof shared, ", shared experts' ffn %d", d->shared_ffn);
+        printf("blocks: mixture of experts from block %d: %d experts, top-%d (%s router), "
+               "expert ffn %d%s, %s; ep %d, etp %d, expert-DP %d\n",
+               d->moe_first_dense, d->experts, d->top_k, d->router_sigmoid ? "sigmoid" : "softmax",
+               d->expert_ffn, shared, cap, mp_dims_ep(d), etp,
+               r->tp * r->cp * r->dp / (etp * mp_dims_ep(d)));
+    }
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
                d->swiglu ? "SwiGLU" : d->relu ? "ReLU" : "GeLU",

@@ -139,6 +139,14 @@ typedef struct mp_backend {
     /* recv[count] = sum over ranks of send[rank * count .. (rank+1) * count). */
     mp_status (*reduce_scatter)(const mp_group *g, mp_real_kind kind, const void *send,
                                 void *recv, size_t count, mp_error *err);
+    /* All-to-all with counts (MoE's dispatch and combine): send holds
+     * send_counts[q] elements for each group rank q, rank after rank; recv
+     * gets recv_counts[q] from each, rank after rank (the caller knows them:
+     * an all-to-all of the counts first). NULL: the backend has none (CUDA
+     * so far: exec refuses mixture-of-experts models there). */
+    mp_status (*alltoallv)(const mp_group *g, mp_real_kind kind, const void *send,
+                           const size_t *send_counts, void *recv, const size_t *recv_counts,
+                           mp_error *err);
     /* Pipeline point-to-point, with the semantics the schedules are checked
      * under (sim/schedule.h): send copies buf and returns at once, never
      * waiting for its receive; recv blocks until the message from peer with

@@ -4,6 +4,7 @@
  * for the pointers' real kind, collectives by MPI (non-blocking, completed
  * under the watchdog: watchdog.h), time by
  * clock_gettime(CLOCK_MONOTONIC), which all ranks of one machine share. */
+#include "exec/alltoall_mpi.h"
 #include "exec/backend.h"
 #include "exec/coll_mpi.h"
 #include "exec/kernels.h"
@@ -341,6 +342,7 @@ static const mp_backend cpu_backend = {
     .allreduce = cpu_allreduce,
     .allgather = cpu_allgather,
     .reduce_scatter = cpu_reduce_scatter,
+    .alltoallv = mp_alltoallv_mpi,
     .send = mp_p2p_mpi_send,
     .recv = mp_p2p_mpi_recv,
     .send_wait = mp_p2p_mpi_send_wait,

@@ -48,6 +48,22 @@ static mp_status solo_reduce_scatter(const mp_group *g, mp_real_kind kind, const
     return MP_OK;
 }
 
+/* every peer sends what this rank sends it: its own block for q in slot q */
+static mp_status solo_alltoallv(const mp_group *g, mp_real_kind kind, const void *send,
+                                const size_t *send_counts, void *recv, const size_t *recv_counts,
+                                mp_error *err)
+{
+    (void)err;
+    size_t es = mp_real_size(kind), from = 0, to = 0;
+    for (int q = 0; q < g->size; q++) {
+        size_t n = send_counts[q] < recv_counts[q] ? send_counts[q] : recv_counts[q];
+        solo_move((char *)recv + to * es, (const char *)send + from * es, n * es);
+        from += send_counts[q];
+        to += recv_counts[q];
+    }
+    return MP_OK;
+}
+
 static mp_status solo_send(const mp_group *g, mp_real_kind kind, const void *buf, size_t count,
                            int peer, int tag, mp_error *err)
 {
@@ -117,6 +133,7 @@ const mp_backend *mp_backend_solo_of(const mp_backend *base)
         solo.allreduce = solo_allreduce;
         solo.allgather = solo_allgather;
         solo.reduce_scatter = solo_reduce_scatter;
+        solo.alltoallv = base->alltoallv ? solo_alltoallv : NULL;
         solo.send = solo_send;
         solo.recv = solo_recv;
         solo.send_wait = solo_send_wait;

@@ -89,6 +89,10 @@ mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
                           P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl);
     if (sp)
         CHECK(mp_model_tp_gather(g, W.loc, B->ln2_full, z.h, err));
+    if (mp_dims_block_is_moe(&g->d, l)) { /* the routed experts instead of the MLP */
+        CHECK(mp_moe_forward(g, B, l, err));
+        goto residual;
+    }
     /* fc1_pre[S,f1] = ln2_full @ W1[h,f1] + b1; fc1_act[S,Fl] = gelu(fc1_pre), or
      * SwiGLU: silu(gate) * up of fc1_pre = [gate | up] */
     GEMM(false, false, z.S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0,
@@ -108,6 +112,7 @@ mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
     if ((bias = P(MP_BLK_FC2_B)))
         g->be->bias_add(MP_REAL_KIND, B->xout, bias, (int)z.Sl, (int)z.h);
     bq(g, B->xout, z.Sl * z.h, MP_Q_ACT);
+residual:
     g->be->add(MP_REAL_KIND, B->xout, B->xmid, z.Sl * z.h);
     bq(g, B->xout, z.Sl * z.h, MP_Q_ACT);
 #undef P
@@ -128,6 +133,10 @@ mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
     if ((bias = G(MP_BLK_FC2_B)))
         g->be->bias_grad(MP_REAL_KIND, bias, dres, (int)z.Sl, (int)z.h);
     real *dfull = sp ? W.dfull : dres;
+    if (mp_dims_block_is_moe(&g->d, l)) { /* the routed experts instead of the MLP */
+        CHECK(mp_moe_backward(g, B, l, dres, W.dln, err));
+        goto norm2;
+    }
     if (sp)
         CHECK(mp_model_tp_gather(g, dres, W.dfull, z.h, err));
     /* dW2[Fl,h] += fc1_act^T @ dfull;  d fc1_act[S,Fl] = dfull @ W2^T */
@@ -148,6 +157,7 @@ mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
     GEMM(false, true, z.S, z.h, z.f1, W.dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W.part, z.h);
     CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
     bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
+norm2:
     mp_model_norm_backward(g, W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
                            B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl);
     g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);

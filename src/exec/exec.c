@@ -15,6 +15,7 @@
 #include "exec/fixture.h"
 #include "exec/kernels.h"
 #include "exec/memory.h"
+#include "exec/moe.h"
 #include "exec/quant.h"
 #include "exec/ref_run.h"
 #include "exec/t5.h"
@@ -116,6 +117,7 @@ typedef struct run {
     mp_fixture fx;             /* --test-fixture: PyTorch's step, the reference */
     float *host_copy;          /* a device tensor's copy for the check (CUDA backend) */
     size_t host_copy_n;
+    mp_group moe_ep, moe_edp;  /* MoE: the expert-parallel and expert-DP groups (moe.h) */
 } run;
 
 /* What the check reads of n floats of the backend's memory: the pointer
@@ -159,6 +161,7 @@ static void run_free(run *r)
     free(r->logit_rows);
     free(r->host_copy);
     mp_check_free(&r->chk);
+    mp_moe_groups_free(&r->moe_ep, &r->moe_edp);
     mp_fixture_free(&r->fx);
 }
 
@@ -338,6 +341,8 @@ static mp_status init_chunks(run *R, const mp_parallel *par, mp_error *err)
         if (st)
             break;
         R->model[c].cp = rt->cp_group;
+        R->model[c].ep = R->moe_ep;
+        R->model[c].edp = R->moe_edp;
         R->model[c].grad_scale = (float)R->grad_scale;
         if (R->d.t5) { /* each stack's stages sum their relative-bias copies */
             mp_group eg, dg;
@@ -552,6 +557,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     const mp_gpt_dims *d = &R.d;
     R.d.tp_rank = rt->tp_rank;
     R.d.cp_rank = rt->cp_rank;
+    {
+        int edp_rank;
+        mp_moe_coords(&R.d, rt->tp_rank, rt->dp_rank, &R.d.ep_rank, &edp_rank); /* MoE's folding */
+    }
     /* S: this rank's token rows of one micro-batch (its positions with CP);
      * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
     int m = R.m, dp = R.dp = rt->dp, v = R.v = par->vpp > 1 ? (int)par->vpp : 1;
@@ -571,6 +580,18 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     if (d->t5 && !be->host_memory)
         TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                          "T5 runs on the cpu backend only for now (got %s)", be->name));
+
+    if (d->experts > 0) { /* MoE: routing on the host, all-to-all in the backend */
+        if (!be->host_memory || !be->alltoallv)
+            TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                             "mixture-of-experts layers run on the cpu backend only for now "
+                             "(got %s)", be->name));
+        if (par->zero >= 2 && par->dist_opt)
+            TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.zero",
+                             "exec runs ZeRO-%d on dense models only for now (this one has "
+                             "experts)", (int)par->zero));
+        TRY(mp_moe_groups(rt, d, &R.moe_ep, &R.moe_edp, err));
+    }
 
     /* From here on an error may be one rank's alone. */
     rep->collective_error = false;

@@ -101,6 +101,8 @@ typedef struct mp_gpt {
     const mp_backend *be;
     mp_group tp;
     mp_group cp;           /* context-parallel group (set after init when d.cp > 1) */
+    mp_group ep, edp;      /* MoE: expert-parallel and expert-DP groups (exec/moe.h; set
+                              after init, size 0 or 1: none) */
     int *qpos;             /* [positions] global position of each local one (host) */
     /* The same in the backend's memory, and each local residual row's global
      * position and segment (the learned position and token-type lookups) */

@@ -39,6 +39,8 @@ mp_gpt_dims mp_exec_ref_dims(const mp_gpt_dims *d)
     rd.recompute = 0; /* the reference keeps everything: recomputation must not show */
     rd.layer_recompute = NULL;
     rd.item_begin = rd.item_end = 0;
+    rd.ep = 1; /* every expert on the one rank */
+    rd.ep_rank = 0;
     return rd;
 }
 

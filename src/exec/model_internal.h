@@ -9,6 +9,8 @@
 #include "exec/kernels.h"
 #include "exec/quant.h"
 
+#include "exec/moe.h"
+
 /* Saved activations of one block for one micro-batch. */
 typedef struct block_acts {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
@@ -18,6 +20,7 @@ typedef struct block_acts {
     real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
     real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl]; f1 = 2 Fl ([gate|up]) for SwiGLU */
     real *xout;                           /* [Sl,h] block output */
+    real *moe;                            /* an MoE model's block state (exec/moe.h) */
 } block_acts;
 
 struct mp_acts {
@@ -64,6 +67,7 @@ typedef struct sizes {
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
     int most_recompute;           /* the most any block of the stage recomputes */
     bool emb, head;               /* the stage holds the embedding / the head */
+    size_t moe;                   /* reals of one block's MoE state (0: dense model) */
 } sizes;
 
 static inline sizes sizes_of(const mp_gpt_dims *d)
@@ -94,6 +98,7 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
     z.n_blocks = lb > fb ? (size_t)(lb - fb) : 0;
     z.emb = ib == 0;
     z.head = ie == d->layers + 2;
+    z.moe = mp_moe_block_reals(d, z.S, z.Sl);
     z.most_recompute = 0;
     for (size_t k = 0; k < z.n_blocks; k++) {
         int r = mp_dims_block_recompute(d, (int)(z.first_block + k));
@@ -133,6 +138,7 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
         B->ln2_full = take(base, u, z->S * z->h);
         B->fc1_pre = take(base, u, z->S * z->f1);
         B->fc1_act = take(base, u, z->S * z->Fl);
+        B->moe = z->moe ? take(base, u, z->moe) : NULL;
     }
     B->xout = take(base, u, z->Sl * z->h);
 }
@@ -297,6 +303,13 @@ mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
 mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
                                   mp_error *err);
 void mp_model_recompute_probs(mp_gpt *g, block_acts *V);
+/* moe_layer.c: an MoE block's FFN. Forward: B->xout[Sl,h] = the experts'
+ * weighted outputs for B->ln2_full (before the residual); backward: dln[Sl,h]
+ * = the gradient of the norm's output from dout[Sl,h], the weights' gradients
+ * accumulated. */
+mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err);
+mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
+                          real *dln, mp_error *err);
 double mp_model_nsp_forward(mp_gpt *g, mp_acts *A);
 mp_status mp_model_bert_head_backward(mp_gpt *g, mp_acts *A, mp_error *err);
 

@@ -22,6 +22,7 @@ typedef struct builder {
     const mp_gpt_dims *d;
     int ref, item_begin, item_end;
     int n_sec, sec[3]; /* the sections of the next MP_SPLIT_QKV tensor added */
+    int n_exp;         /* experts stacked in the next tensors added (0: none) */
 } builder;
 
 static int add_as(builder *b, const char *name, int rows, int cols, mp_split split,
@@ -41,6 +42,12 @@ static int add_as(builder *b, const char *name, int rows, int cols, mp_split spl
     p->rows = rows;
     p->cols = cols;
     p->lrows = split == MP_SPLIT_ROWS ? rows / d->tp : rows;
+    if (b->n_exp) { /* this rank's experts of the stack, each split over TP */
+        p->n_exp = b->n_exp;
+        p->exp_local = b->n_exp / mp_dims_ep(d);
+        p->exp_first = d->ep_rank * p->exp_local;
+        p->lrows = p->lrows / b->n_exp * p->exp_local;
+    }
     p->lcols = (split == MP_SPLIT_COLS || split == MP_SPLIT_QKV) ? cols / d->tp : cols;
     p->split = split;
     p->init = init;
@@ -73,6 +80,14 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                             "tp=%d must divide heads (%d), kv_heads (%d), ffn_hidden (%d), vocab "
                             "(%d)%s", t, d->heads, g, f, v,
                             d->sp ? " and, with sp, seq / cp" : "");
+    if (d->experts > 0 && (d->experts % mp_dims_ep(d) ||
+                           (!mp_dims_moe_local(d) && d->expert_ffn % t) ||
+                           d->shared_ffn % t || d->top_k < 1 ||
+                           d->top_k > d->experts))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.ep",
+                            "ep=%d must divide the experts (%d) and tp=%d the expert and shared "
+                            "ffn (%d, %d), with 1 <= top_k (%d) <= experts (%d)", mp_dims_ep(d), d->experts, t,
+                            d->expert_ffn, d->shared_ffn, d->top_k, d->experts);
     if (d->rope && mp_dims_head_dim(d) % 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "rotary embeddings need an even head dim (%d)", mp_dims_head_dim(d));
@@ -159,10 +174,20 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         BLK(MP_BLK_LN2_B, shift, "ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
         SECTIONS(f, f, 0);
         mp_split s1 = d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS;
-        BLK(MP_BLK_FC1_W, true, "fc1.weight", h, f1, s1, MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_FC1_B, bias, "fc1.bias", 1, f1, s1, MP_INIT_BIAS, false);
-        BLK(MP_BLK_FC2_W, true, "fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_FC2_B, bias, "fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        bool moe = mp_dims_block_is_moe(d, l), dense = !moe;
+        BLK(MP_BLK_FC1_W, dense, "fc1.weight", h, f1, s1, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_FC1_B, dense && bias, "fc1.bias", 1, f1, s1, MP_INIT_BIAS, false);
+        BLK(MP_BLK_FC2_W, dense, "fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_FC2_B, dense && bias, "fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+        /* an MoE block's router, replicated (its experts come after every block) */
+        BLK(MP_BLK_ROUTER_W, moe, "router.weight", h, d->experts, MP_SPLIT_NONE,
+            MP_INIT_WEIGHT, mp_dims_moe_local(d)); /* local tokens: summed over TP */
+        int fs = d->shared_ffn;
+        SECTIONS(fs, fs, 0);
+        BLK(MP_BLK_SHR_FC1_W, moe && fs > 0, "shared.fc1.weight", h, d->swiglu ? 2 * fs : fs, s1,
+            MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_SHR_FC2_W, moe && fs > 0, "shared.fc2.weight", fs, h, MP_SPLIT_ROWS,
+            MP_INIT_WEIGHT, false);
         if (d->t5 && l == d->enc_layers - 1) /* the encoder's output norm, with its last block */
             out->enc_lnf = add(&b, "encoder.final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA,
                                true, l + 1);
@@ -203,6 +228,28 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     else /* the last stage's copy of the tied embedding (Megatron keeps one too) */
         out->head = add_as(&b, "lm_head.weight", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
                            head_item, 0);
+    /* The routed experts of every MoE block, last in the flat buffer: they are
+     * reduced over expert-DP, the rest over DP (exec/moe.h) */
+    out->expert_lo = out->total;
+    for (int l = 0; l < d->layers && d->experts > 0; l++) {
+        if (!mp_dims_block_is_moe(d, l))
+            continue;
+        char n[48];
+        int *blk = out->block + (size_t)l * MP_BLK_COUNT, fe = d->expert_ffn;
+        bool whole = mp_dims_moe_local(d); /* etp = 1: each expert whole on its rank */
+        b.n_exp = d->experts;
+        b.n_sec = 2, b.sec[0] = b.sec[1] = fe, b.sec[2] = 0;
+        snprintf(n, sizeof n, "layers.%d.experts.fc1.weight", l);
+        blk[MP_BLK_EXP_FC1_W] = add(&b, n, d->experts * h, d->swiglu ? 2 * fe : fe,
+                                    whole ? MP_SPLIT_NONE
+                                          : d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS,
+                                    MP_INIT_WEIGHT, false, l + 1);
+        snprintf(n, sizeof n, "layers.%d.experts.fc2.weight", l);
+        blk[MP_BLK_EXP_FC2_W] = add(&b, n, d->experts * fe, h,
+                                    whole ? MP_SPLIT_NONE : MP_SPLIT_ROWS, MP_INIT_WEIGHT,
+                                    false, l + 1);
+        b.n_exp = 0;
+    }
     return MP_OK;
 }
 
@@ -216,6 +263,12 @@ void mp_param_layout_free(mp_param_layout *l)
 size_t mp_param_full_index(const mp_param *p, int tp_rank, size_t i)
 {
     size_t r = i / (size_t)p->lcols, c = i % (size_t)p->lcols;
+    size_t row0 = 0; /* an expert tensor: the full row of this expert's first */
+    if (p->n_exp) {
+        size_t lper = (size_t)(p->lrows / p->exp_local), per = (size_t)(p->rows / p->n_exp);
+        row0 = ((size_t)p->exp_first + r / lper) * per;
+        r %= lper;
+    }
     switch (p->split) {
     case MP_SPLIT_COLS:
         c += (size_t)tp_rank * (size_t)p->lcols;
@@ -236,12 +289,12 @@ size_t mp_param_full_index(const mp_param *p, int tp_rank, size_t i)
         break;
     }
     case MP_SPLIT_ROWS:
-        r += (size_t)tp_rank * (size_t)p->lrows;
+        r += (size_t)tp_rank * (size_t)(p->n_exp ? p->lrows / p->exp_local : p->lrows);
         break;
     case MP_SPLIT_NONE:
         break;
     }
-    return r * (size_t)p->cols + c;
+    return (row0 + r) * (size_t)p->cols + c;
 }
 
 /* Uniform in [0, 1) from 53 bits of the hash. */

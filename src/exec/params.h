@@ -52,7 +52,33 @@ typedef struct mp_gpt_dims {
     /* The pipeline stage this rank runs: layer items [item_begin, item_end)
      * (0 embedding, 1..L blocks, L+1 final norm + head + loss); 0, 0 = all. */
     int item_begin, item_end;
+    /* Mixture of experts (exec/moe.h; experts == 0: dense). Block l is an MoE
+     * block when l >= moe_first_dense and l % moe_layer_freq == 0. Its experts
+     * are spread over ep ranks (experts / ep each, this rank's from
+     * ep_rank * experts / ep), each one split over etp ranks: etp = tp (0 too)
+     * splits it over TP as the dense MLP is; etp = 1 keeps it whole, and each
+     * TP rank then routes its own (SP) tokens. */
+    int experts, top_k, expert_ffn, moe_first_dense, moe_layer_freq;
+    int shared_ffn;         /* the shared experts' FFN sizes summed (0: none) */
+    double capacity_factor; /* 0: dropless */
+    bool router_sigmoid;    /* sigmoid scores (DeepSeek-V3), else softmax */
+    int ep, ep_rank, etp;
 } mp_gpt_dims;
+
+/* Whether block l (0-based) is an MoE block. */
+static inline bool mp_dims_block_is_moe(const mp_gpt_dims *d, int l)
+{
+    return d->experts > 0 && l >= d->moe_first_dense &&
+           l % (d->moe_layer_freq > 0 ? d->moe_layer_freq : 1) == 0;
+}
+static inline int mp_dims_ep(const mp_gpt_dims *d) { return d->ep > 1 ? d->ep : 1; }
+/* Whether each TP rank dispatches its own tokens to whole experts (etp = 1
+ * under TP: Megatron's MoE with SP), rather than the TP group its common rows
+ * to experts split over TP. */
+static inline bool mp_dims_moe_local(const mp_gpt_dims *d)
+{
+    return d->experts > 0 && d->etp == 1 && d->tp > 1;
+}
 
 /* The stage's items, with 0, 0 meaning the whole model. */
 static inline void mp_dims_items(const mp_gpt_dims *d, int *begin, int *end)
@@ -123,6 +149,10 @@ typedef struct mp_param {
     int ref_index;        /* index of the same tensor in the whole model's table: its initial
                              values and its reference (a tied head's copy of the embedding on
                              the last stage names the embedding) */
+    /* An MoE block's experts, stacked by rows (expert e's rows are
+     * [e*rows/n_exp, (e+1)*rows/n_exp)): this rank holds exp_local of them from
+     * exp_first, each one split over TP as `split` says. 0: not an expert tensor. */
+    int n_exp, exp_first, exp_local;
 } mp_param;
 
 /* The tensors of one block (mp_block_param; a LLaMA block has no biases and
@@ -133,6 +163,11 @@ enum {
     /* a T5 decoder block's cross-attention: its norm, Q, [K | V] from the
      * encoder's output, output projection */
     MP_BLK_LNX_W, MP_BLK_XQ_W, MP_BLK_XKV_W, MP_BLK_XO_W,
+    /* an MoE block's router [h, experts] and its experts' fc1 [experts*h, f1e]
+     * and fc2 [experts*fe, h] (in place of fc1/fc2) */
+    MP_BLK_ROUTER_W, MP_BLK_EXP_FC1_W, MP_BLK_EXP_FC2_W,
+    /* its shared experts, as one MLP of their summed width, split over TP */
+    MP_BLK_SHR_FC1_W, MP_BLK_SHR_FC2_W,
     MP_BLK_COUNT
 };
 
@@ -150,6 +185,8 @@ typedef struct mp_param_layout {
     int enc_rel, dec_rel, enc_lnf;
     int *block;           /* [layers * MP_BLK_COUNT] tensor index, -1: absent or not on this stage */
     int layers;
+    size_t expert_lo;     /* the experts' tensors fill [expert_lo, total) of the flat buffer
+                             (reduced over expert-DP, the rest over DP); total when none */
 } mp_param_layout;
 
 /* Tensor k (MP_BLK_*) of block l, or -1. */

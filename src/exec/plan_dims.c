@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "exec/moe.h"
 #include "exec/quant.h"
 #include "exec/t5_plan.h"
 #include "planner/cost_internal.h"
@@ -22,10 +23,9 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
-    if (mp_model_is_moe(m) || mp_model_is_mla(m))
+    if (mp_model_is_mla(m))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
-                            "%s: exec does not run %s yet", m->name,
-                            mp_model_is_moe(m) ? "mixture-of-experts layers" : "latent attention");
+                            "%s: exec does not run latent attention yet", m->name);
     /* GPT, LLaMA's variants of its parts, BERT's encoder and heads, T5 */
     bool t5 = m->arch == MP_ARCH_T5;
     if (t5) {
@@ -162,7 +162,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.sp",
                             "sequence parallelism needs tp=%d to divide seq / cp (%d)", tp,
                             out->seq / cp);
-    return MP_OK;
+    return mp_moe_exec_dims(plan, shrink, out, err); /* the routed experts (exec/moe.h) */
 }
 
 mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dims *d,
@@ -248,6 +248,8 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
             k = max_int((int)k, 2 * d->hidden * (d->layers - d->enc_layers));
         if (k < 2 * tokens_total)
             k = 2 * tokens_total;
+        if (k < mp_moe_exact_terms(d))
+            k = mp_moe_exact_terms(d);
         if (k > MP_EXACT_MAX_TERMS)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--exact",
                                 "exact mode needs every reduction to be at most %d terms long; "

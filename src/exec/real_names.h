@@ -123,4 +123,8 @@
 #define mp_zero_reduce_replicas MP_REAL_NAME(mp_zero_reduce_replicas)
 #define mp_zero_release_params MP_REAL_NAME(mp_zero_release_params)
 
+/* moe_layer.c */
+#define mp_moe_backward MP_REAL_NAME(mp_moe_backward)
+#define mp_moe_forward MP_REAL_NAME(mp_moe_forward)
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/moe.h"
 #include "exec/mpi_util.h"
 #include "exec/watchdog.h"
 
@@ -35,7 +36,12 @@ static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_pa
         /* weights: the same on every DP x CP rank (ZeRO-3: sharded too);
          * moments: sharded under the distributed optimizer, each element on one rank */
         bool sharded = t->dist_opt && (which != W || t->zero == 3);
-        if (!sharded && !dpcp_first)
+        /* MoE: each expert's copies are its expert-DP group's; the ranks of
+         * expert-DP rank 0 hold one copy of every expert between them (moe.h) */
+        int ep_rank, edp_rank;
+        mp_moe_coords(&t->model->d, rt->tp_rank, rt->dp_rank, &ep_rank, &edp_rank);
+        bool expert_first = edp_rank == 0;
+        if (!sharded && !dpcp_first && !expert_first)
             continue;
         size_t lo = sharded ? t->shard_lo : 0, hi = sharded ? t->shard_hi : lay[c].total;
         const float *src = which == W ? t->model->w + lo : which == M ? t->m : t->v;
@@ -51,8 +57,10 @@ static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_pa
         for (int pid = 0; pid < lay[c].n; pid++) {
             const mp_param *p = &lay[c].p[pid];
             const mp_param *rp = &ref_lay->p[p->ref_index];
-            if (p->split == MP_SPLIT_NONE && rt->tp_rank != 0)
+            if (p->split == MP_SPLIT_NONE && !p->n_exp && rt->tp_rank != 0)
                 continue; /* replicated over TP: rank 0's */
+            if (!sharded && (p->n_exp ? !expert_first : !dpcp_first))
+                continue;
             if (p->item != rp->item)
                 continue; /* a tied head's copy of the embedding: the embedding's own */
             size_t n = (size_t)p->lrows * (size_t)p->lcols;

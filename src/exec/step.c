@@ -330,7 +330,7 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
         return rst;
     /* DP: all-reduce, or reduce-scatter into this rank's shard (ZeRO-2/3:
      * done after each micro-batch's backward). */
-    if (t->dp.size > 1 && t->zero < 2 && !mp_probe_drops(pr, "dp-grad")) {
+    if ((t->dp.size > 1 || g->edp.size > 1) && t->zero < 2 && !mp_probe_drops(pr, "dp-grad")) {
         t0 = be->now();
         mp_status st;
         if (t->dist_opt) {
@@ -338,6 +338,12 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
             st = be->reduce_scatter(&t->dp, MP_REAL_KIND, g->g, t->shard_buf, n, err);
             if (!st)
                 be->copy(g->g + t->shard_lo, t->shard_buf, n * sizeof(real), MP_COPY_D2D);
+        } else if (lay->expert_lo < lay->total) {
+            /* MoE: the experts (last in the buffer) over expert-DP, the rest over DP */
+            st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, lay->expert_lo, MP_RED_SUM, err);
+            if (!st && g->edp.size > 1 && !mp_probe_drops(pr, "edp-grad"))
+                st = be->allreduce(&g->edp, MP_REAL_KIND, g->g + lay->expert_lo,
+                                   lay->total - lay->expert_lo, MP_RED_SUM, err);
         } else {
             st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, g->n_alloc, MP_RED_SUM, err);
         }

@@ -517,6 +517,83 @@ static void test_rope_turns_back(void **state)
         assert_true(fabs(y[i] - x[i]) < 1e-12);
 }
 
+/* A mixture of experts: the first block dense, then 4 experts, top-2. */
+static mp_gpt_dims tiny_moe_dims(int tp, int tp_rank, bool sp, int ep, int ep_rank)
+{
+    mp_gpt_dims d = tiny_llama_dims(tp, tp_rank, sp, false, 4, 2);
+    d.experts = 4;
+    d.top_k = 2;
+    d.expert_ffn = 16;
+    d.moe_first_dense = 1;
+    d.ep = ep;
+    d.ep_rank = ep_rank;
+    return d;
+}
+
+/* The MoE block's router (through the renormalised top-k weights and the
+ * softmax or sigmoid), its experts and shared experts against finite
+ * differences, dropless and with tokens dropped by capacity. */
+static void test_model_gradients_moe(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_moe_dims(1, 0, false, 1, 0);
+    check_model_gradients_of(d);
+    d.router_sigmoid = true;
+    check_model_gradients_of(d);
+    d.router_sigmoid = false;
+    d.capacity_factor = 0.75; /* 8 positions x 2 / 4 experts x 0.75: 3 slots a sample */
+    d.shared_ffn = 16;
+    check_model_gradients_of(d);
+    d = tiny_moe_dims(1, 0, false, 1, 0); /* GPT's blocks: GeLU experts */
+    d.rmsnorm = d.swiglu = d.rope = d.no_bias = false;
+    d.kv_heads = 0;
+    check_model_gradients_of(d);
+}
+
+/* Each expert tensor's parts over the (TP, EP) ranks cover it: once with
+ * the experts split over TP (etp = tp), once per TP rank with them whole
+ * (etp = 1); the other tensors as TP splits them, on every EP rank. */
+static void test_expert_slices_partition(void **state)
+{
+    (void)state;
+    for (int tp = 1; tp <= 2; tp++)
+    for (int ep = 1; ep <= 4; ep *= 2)
+    for (int etp1 = 0; etp1 <= (tp > 1); etp1++) {
+        mp_param_layout lay[8];
+        mp_error err;
+        for (int t = 0; t < tp; t++)
+            for (int e = 0; e < ep; e++) {
+                mp_gpt_dims d = tiny_moe_dims(tp, t, tp > 1, ep, e);
+                d.etp = etp1 ? 1 : tp;
+                d.shared_ffn = 16;
+                assert_int_equal(mp_param_layout_build(&d, &lay[t * ep + e], &err), MP_OK);
+            }
+        assert_true(lay[0].expert_lo < lay[0].total);
+        for (int pid = 0; pid < lay[0].n; pid++) {
+            const mp_param *p0 = &lay[0].p[pid];
+            size_t full = (size_t)p0->rows * p0->cols;
+            unsigned char *seen = calloc(full, 1);
+            for (int t = 0; t < tp; t++)
+                for (int e = 0; e < ep; e++) {
+                    const mp_param *p = &lay[t * ep + e].p[pid];
+                    assert_true(p->offset >= lay[0].expert_lo || !p->n_exp);
+                    for (size_t i = 0; i < (size_t)p->lrows * p->lcols; i++) {
+                        size_t f = mp_param_full_index(p, t, i);
+                        assert_true(f < full);
+                        seen[f]++;
+                    }
+                }
+            size_t copies = (p0->split == MP_SPLIT_NONE ? (size_t)tp : 1) *
+                            (p0->n_exp ? 1 : (size_t)ep);
+            for (size_t f = 0; f < full; f++)
+                assert_int_equal(seen[f], copies);
+            free(seen);
+        }
+        for (int r = 0; r < tp * ep; r++)
+            mp_param_layout_free(&lay[r]);
+    }
+}
+
 /* ---- tensor-parallel slicing: the TP parts of every tensor cover it once ---- */
 
 static void test_slices_partition_tensors(void **state)
@@ -929,7 +1006,9 @@ int main(void)
         cmocka_unit_test(test_t5_attention_backward),
         cmocka_unit_test(test_model_gradients_t5),
         cmocka_unit_test(test_rope_turns_back),
+        cmocka_unit_test(test_model_gradients_moe),
         cmocka_unit_test(test_slices_partition_tensors),
+        cmocka_unit_test(test_expert_slices_partition),
         cmocka_unit_test(test_qkv_split_keeps_heads),
         cmocka_unit_test(test_rank_order),
         cmocka_unit_test(test_quantize),

@@ -1,0 +1,194 @@
+/* moe_plan.c — a plan's mixture of experts as the executor runs it (moe.h),
+ * and the expert-parallel groups. */
+#include <math.h>
+#include <string.h>
+
+#include "exec/moe.h"
+
+#define REFUSE(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
+
+mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_error *err)
+{
+    const mp_model *m = &plan->config.model;
+    const mp_parallel *p = &plan->config.parallel;
+    if (!mp_model_is_moe(m))
+        return MP_OK;
+    const struct mp_moe *e = &m->moe;
+    int ep = (int)mp_parallel_ep(p), etp = (int)mp_parallel_etp(p);
+    if (e->route_groups)
+        return REFUSE("model.moe.route_groups", "exec does not run group-limited routing yet");
+    bool sp = p->sp && p->tp > 1;
+    if (etp != p->tp && !(etp == 1 && (sp || p->tp == 1)))
+        return REFUSE("parallel.etp", "exec runs the experts split over TP as the dense MLP "
+                                      "(etp = tp = %lld) or whole with SP (etp = 1), not etp = %d",
+                      (long long)p->tp, etp);
+    int64_t stage = p->tp * p->cp * p->dp;
+    if (ep < 1 || stage % ((int64_t)etp * ep))
+        return REFUSE("parallel.ep", "exec folds the expert groups onto each stage's tp x cp x "
+                                     "dp = %lld ranks: etp x ep (%d x %d) must divide them",
+                      (long long)stage, etp, ep);
+    if (p->dist_opt && p->dp > 1)
+        return REFUSE("parallel.dist_opt", "exec does not shard mixture-of-experts models "
+                                           "over expert-DP yet (dist_opt: false)");
+    d->ep = ep;
+    d->ep_rank = 0;
+    d->etp = etp;
+    d->router_sigmoid = e->router == MP_ROUTER_SIGMOID;
+    d->capacity_factor = e->capacity_factor;
+    if (shrink) {
+        /* a multiple of ep, at most 8 unless ep needs more */
+        int experts = (int)(e->experts < 8 ? e->experts : 8);
+        experts = (experts + ep - 1) / ep * ep;
+        d->experts = experts;
+        d->top_k = (int)(e->top_k < experts ? e->top_k : experts);
+        d->expert_ffn = 2 * d->hidden;
+        d->shared_ffn = e->shared_experts ? 2 * d->hidden : 0;
+        /* one dense block first when the model has one and two blocks run */
+        d->moe_first_dense = e->first_dense > 0 && d->layers > 1 ? 1 : 0;
+        d->moe_layer_freq = 1;
+    } else {
+        d->experts = (int)e->experts;
+        d->top_k = (int)e->top_k;
+        d->expert_ffn = (int)e->expert_ffn;
+        d->shared_ffn = (int)(e->shared_experts * e->shared_ffn);
+        d->moe_first_dense = (int)e->first_dense;
+        d->moe_layer_freq = (int)(e->layer_freq > 0 ? e->layer_freq : 1);
+        if (d->experts % ep || d->expert_ffn % etp || d->shared_ffn % d->tp)
+            return REFUSE("parallel.ep", "ep=%d must divide the experts (%d), etp=%d the expert "
+                                         "ffn (%d) and tp=%d the shared experts' (%d)", ep,
+                          d->experts, etp, d->expert_ffn, d->tp, d->shared_ffn);
+    }
+    return MP_OK;
+}
+
+static mp_status split_of(MPI_Comm parent, const char *name, int color, int key, mp_group *out,
+                          mp_error *err)
+{
+    if (MPI_Comm_split(parent, color, key, &out->comm) != MPI_SUCCESS)
+        return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, NULL, "MPI_Comm_split failed");
+    MPI_Comm_set_name(out->comm, name); /* the watchdog's messages name the group */
+    MPI_Comm_size(out->comm, &out->size);
+    MPI_Comm_rank(out->comm, &out->rank);
+    return MP_OK;
+}
+
+static int etp_of(const mp_gpt_dims *d)
+{
+    return d->etp == 1 ? 1 : d->tp;
+}
+
+void mp_moe_coords(const mp_gpt_dims *d, int tp_rank, int dp_rank, int *ep_rank, int *edp_rank)
+{
+    int s = tp_rank + d->tp * (d->cp_rank + mp_dims_cp(d) * dp_rank);
+    int etp = etp_of(d), ep = mp_dims_ep(d);
+    *ep_rank = s / etp % ep;
+    *edp_rank = s / (etp * ep);
+}
+
+mp_status mp_moe_groups(const mp_runtime *rt, const mp_gpt_dims *d, mp_group *ep_group,
+                        mp_group *edp_group, mp_error *err)
+{
+    memset(ep_group, 0, sizeof *ep_group);
+    memset(edp_group, 0, sizeof *edp_group);
+    ep_group->comm = edp_group->comm = MPI_COMM_NULL;
+    int ep = mp_dims_ep(d), etp = etp_of(d), edp = rt->tp * rt->cp * rt->dp / (etp * ep);
+    int er, dr, et = rt->tp_rank % etp; /* etp is 1 or tp */
+    mp_moe_coords(d, rt->tp_rank, rt->dp_rank, &er, &dr);
+    if (rt->solo) { /* the solo backend never communicates: sizes and places only */
+        *ep_group = (mp_group){.comm = MPI_COMM_SELF, .size = ep, .rank = er};
+        *edp_group = (mp_group){.comm = MPI_COMM_SELF, .size = edp, .rank = dr};
+        return MP_OK;
+    }
+    /* over the world: one pipeline stage's tp x cp x dp ranks, by (etp, ep, edp) */
+    int base = rt->pp_rank * etp + et;
+    mp_status st = split_of(MPI_COMM_WORLD, "ep", base * edp + dr, er, ep_group, err);
+    if (!st)
+        st = split_of(MPI_COMM_WORLD, "expert-dp", base * ep + er, dr, edp_group, err);
+    if (st)
+        mp_moe_groups_free(ep_group, edp_group);
+    return st;
+}
+
+void mp_moe_groups_free(mp_group *ep_group, mp_group *edp_group)
+{
+    mp_group *g[2] = {ep_group, edp_group};
+    for (int i = 0; i < 2; i++) {
+        if (g[i]->comm != MPI_COMM_NULL && g[i]->comm != MPI_COMM_SELF &&
+            g[i]->comm != MPI_COMM_WORLD && g[i]->size > 0)
+            MPI_Comm_free(&g[i]->comm);
+        g[i]->comm = MPI_COMM_NULL;
+        g[i]->size = 0;
+    }
+}
+
+mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl)
+{
+    mp_moe_sizes z;
+    memset(&z, 0, sizeof z);
+    if (d->experts <= 0)
+        return z;
+    bool local = mp_dims_moe_local(d);
+    z.S = local ? Sl : S;
+    z.Sl = Sl;
+    z.Sfull = S;
+    z.cp = (size_t)mp_dims_cp(d);
+    z.h = (size_t)d->hidden;
+    z.E = (size_t)d->experts;
+    z.k = (size_t)d->top_k;
+    z.ep = (size_t)mp_dims_ep(d);
+    z.El = z.E / z.ep;
+    z.fl = (size_t)d->expert_ffn / (size_t)(local ? 1 : d->tp);
+    z.f1l = d->swiglu ? 2 * z.fl : z.fl;
+    z.cap_rows = z.ep * z.S * z.k;
+    z.sl = (size_t)d->shared_ffn / (size_t)d->tp;
+    z.s1l = d->swiglu ? 2 * z.sl : z.sl;
+    if (d->capacity_factor > 0) {
+        /* per sample: its positions' share of the slots, times the factor */
+        double fair = (double)d->seq * (double)z.k / (double)z.E;
+        z.capacity = (size_t)ceil(d->capacity_factor * fair);
+        if (z.capacity < 1)
+            z.capacity = 1;
+    }
+    return z;
+}
+
+mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z)
+{
+    mp_moe_layout L;
+    size_t u = 0, rows = z->cap_rows, sk = z->S * z->k, big = sk > rows ? sk : rows;
+#define TAKE(field, n) (L.field = u, u += (n))
+    TAKE(logits, z->S * z->E);
+    TAKE(scores, z->S * z->E);
+    TAKE(choice, sk);
+    TAKE(wgt, sk);
+    TAKE(kept, sk);
+    TAKE(sorder, sk);
+    TAKE(counts, 2 * z->ep);
+    TAKE(ne, z->El);
+    TAKE(y, z->Sl * z->k * z->h);
+    TAKE(x, rows * z->h);
+    TAKE(pre, rows * z->f1l);
+    TAKE(act, rows * z->fl);
+    TAKE(rorder, rows);
+    TAKE(bufa, big * (z->h + 1));
+    TAKE(bufb, big * (z->h + 1));
+    TAKE(dact, rows * z->fl);
+    TAKE(dpre, rows * z->f1l);
+    TAKE(dwl, z->Sl * z->k);
+    TAKE(dwf, z->Sfull * z->k > 2 * z->ep ? z->Sfull * z->k : 2 * z->ep);
+    TAKE(spre, z->Sfull * z->s1l);
+    TAKE(sact, z->Sfull * z->sl);
+    TAKE(sdact, z->Sfull * z->sl);
+    TAKE(sdpre, z->Sfull * z->s1l);
+    TAKE(sdx, z->sl ? z->Sfull * z->h : 0);
+    TAKE(capc, z->cp > 1 && z->capacity ? z->cp * z->Sfull * z->k : 0);
+#undef TAKE
+    L.total = u;
+    return L;
+}
+
+size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl)
+{
+    mp_moe_sizes z = mp_moe_sizes_of(d, S, Sl);
+    return z.E ? mp_moe_layout_of(&z).total : 0;
+}

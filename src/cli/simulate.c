@@ -151,8 +151,9 @@ static mp_status unit_costs(mp_schedule_kind s, int32_t p, int32_t v, mp_pipelin
         mp_stage_cost *sc = &pc->stages[k];
         sc->fwd = 1.0 / v;
         sc->bwd = 2.0 / v;
-        sc->bwd_input = s == MP_SCHED_ZBH1 ? 1.0 : sc->bwd;
-        sc->bwd_weight = s == MP_SCHED_ZBH1 ? 1.0 : 0.0;
+        bool split = mp_schedule_splits_backward(s);
+        sc->bwd_input = split ? sc->bwd / 2 : sc->bwd;
+        sc->bwd_weight = split ? sc->bwd / 2 : 0.0;
         sc->act_bytes = 1073741824.0 / v; /* one GiB per stage's micro-batch: memory in units */
     }
     return MP_OK;
@@ -489,6 +490,8 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     mp_schedule_kind s = (cc->set & MP_SET_SCHEDULE) ? par->schedule
                          : v > 1                     ? MP_SCHED_INTERLEAVED
                                                      : MP_SCHED_1F1B;
+    if (mp_schedule_is_v(s) && !(cc->set & MP_SET_VPP))
+        v = 2; /* the V's two chunks per rank */
     if (p > MP_MAX_STAGES || v > MP_MAX_STAGES)
         return fail_input(p > MP_MAX_STAGES ? "--pp" : "--vpp", "at most 1024 stages");
     int rc = check_size(p, v, a->microbatches, a, opt, NULL, "--microbatches");
@@ -518,8 +521,9 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     free(pc.stages);
     if (st != MP_OK)
         return mp_cli_fail(VERB, &err);
-    double f = 1.0 / (double)v, b = s == MP_SCHED_ZBH1 ? 1.0 : 2.0 / (double)v;
-    double w = s == MP_SCHED_ZBH1 ? 1.0 : 0.0;
+    bool split = mp_schedule_splits_backward(s);
+    double f = 1.0 / (double)v, b = split ? 1.0 / (double)v : 2.0 / (double)v;
+    double w = split ? 1.0 / (double)v : 0.0;
     double closed = mp_pipeline_makespan(s, p, v, a->microbatches, f, b, w, 0.0);
     char title[160], chunks[40] = "";
     if (v > 1)
@@ -527,8 +531,11 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     snprintf(title, sizeof title, "%s, %lld ranks%s, %lld micro-batches (unit-time ops)",
              mp_schedule_name(s), (long long)p, chunks, (long long)a->microbatches);
     char what[200];
+    char wtxt[32] = "";
+    if (split)
+        snprintf(wtxt, sizeof wtxt, ", W = %g", w);
     snprintf(what, sizeof what, "unit-time ops: F = %g, B = %g%s per stage, free p2p", f, b,
-             s == MP_SCHED_ZBH1 ? ", W = 1" : "");
+             wtxt);
     mp_plot_options po = {.title = title, .time_unit = "units", .memory_unit = MP_UNIT_MEMORY,
                           .force = a->force};
     report_style rs = {.out = stdout, .sec = "", .mem = " units"};

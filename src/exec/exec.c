@@ -338,7 +338,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     int dp = rt->dp, S = mp_dims_tokens(&d), Sfull = d.seq * d.micro_batch;
     /* T5's loss is over the decoder's tokens */
     long tokens_total = (long)m * dp * (d.t5 ? d.dec_seq * d.micro_batch : Sfull);
-    int v = par->vpp > 1 ? (int)par->vpp : 1;
+    int v = (int)mp_schedule_chunks(par->schedule, par->vpp);
     R.v = v;
     R.head = -1;
     R.lay = calloc((size_t)v, sizeof *R.lay);
@@ -349,7 +349,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         goto done;
     }
-    /* chunk c runs virtual stage c*pp + pp_rank */
+    /* chunk c runs virtual stage c*pp + pp_rank (V schedules: pp_rank, 2pp-1-pp_rank) */
     mp_gpt_dims *dc = calloc((size_t)v, sizeof *dc);
     if (!dc) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
@@ -357,7 +357,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     }
     for (int c = 0; c < v && !st; c++) {
         dc[c] = d;
-        st = mp_exec_stage_items(plan, o->shrink, &d, c * rt->pp + rt->pp_rank,
+        st = mp_exec_stage_items(plan, o->shrink, &d,
+                                 (int)mp_schedule_stage(par->schedule, rt->pp, rt->pp_rank, c),
                                  &dc[c].item_begin, &dc[c].item_end, err);
         if (!st)
             st = mp_param_layout_build(&dc[c], &R.lay[c], err);
@@ -445,7 +446,15 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
         st = mp_trainer_init_f32(&R.trainer[c], &R.model[c], rt->dpcp_group, par->dist_opt,
                                  &adam, m, &R.ops, err);
         if (!st)
-            st = mp_trainer_set_pipeline_f32(&R.trainer[c], rt->pp_group, rt->emb_group, err);
+        {
+            /* V placement: both copies of a tied embedding are on rank 0, summed
+             * there (step.c), so no embedding group */
+            R.trainer[c].schedule = par->schedule;
+            st = mp_trainer_set_pipeline_f32(&R.trainer[c], rt->pp_group,
+                                             mp_schedule_is_v(par->schedule) ? rt->self
+                                                                             : rt->emb_group,
+                                             err);
+        }
     }
     free(dc);
     if (st)

@@ -118,6 +118,23 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
                              mp_error *err);
 static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err);
 
+/* The V placement puts the first and the last stage on pipeline rank 0: the
+ * tied embedding's two copies (chunk 0's, the head's in chunk 1) are on this
+ * rank, and each takes their sum here, as the embedding group's all-reduce
+ * does across ranks otherwise. */
+static void RN(sum_local_tied)(RN(mp_trainer) *chunks, int n_chunks)
+{
+    if (n_chunks != 2 || !mp_schedule_is_v(chunks[0].schedule) || !chunks[0].model->d.tied)
+        return;
+    RN(mp_gpt) *g0 = chunks[0].model, *g1 = chunks[1].model;
+    if (g0->lay->wte < 0 || g1->lay->head < 0)
+        return;
+    const mp_param *a = &g0->lay->p[g0->lay->wte], *b = &g1->lay->p[g1->lay->head];
+    size_t n = (size_t)a->lrows * (size_t)a->lcols;
+    g0->be->add(MP_REAL_KIND, g0->g + a->offset, g1->g + b->offset, n);
+    g0->be->copy(g1->g + b->offset, g0->g + a->offset, n * sizeof(real), MP_COPY_D2D);
+}
+
 mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
                                double *loss_sum, mp_error *err)
 {
@@ -151,6 +168,8 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
     free(cs);
     if (!st && chunks[0].pp.size > 1)
         st = chunks[0].model->be->send_wait(err);
+    if (!st)
+        RN(sum_local_tied)(chunks, n_chunks);
     /* every chunk's reductions, in the same order on every rank */
     for (int c = 0; c < n_chunks && !st; c++)
         st = RN(reduce_grads)(&chunks[c], err);
@@ -166,11 +185,11 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
     RN(mp_gpt) *g = t->model;
     const mp_backend *be = g->be;
     int32_t p = t->pp.size, peer = 0, peer_chunk = 0;
-    if (p <= 1 || !mp_op_peer(p, n_chunks, t->pp.rank, op, &peer, &peer_chunk))
+    if (p <= 1 || !mp_op_peer(t->schedule, p, n_chunks, t->pp.rank, op, &peer, &peer_chunk))
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "schedule op %s on a rank without pipeline peers",
                             mp_op_kind_name((mp_op_kind)op->kind));
-    int tag = mp_op_message_id(p, n_chunks, t->microbatches, t->pp.rank, op);
+    int tag = mp_op_message_id(t->schedule, p, n_chunks, t->microbatches, t->pp.rank, op);
     /* forward: the stage's input in, its output out; backward: their gradients */
     size_t n_in = RN(mp_gpt_stage_input_count)(g), n_out = RN(mp_gpt_stage_output_count)(g);
     double t0 = be->now();

@@ -304,6 +304,7 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
 /* Everything the estimate and the stage costs share. */
 typedef struct pipe_model {
     int64_t p, v, m, n;
+    mp_schedule_kind sched; /* places chunk ch of rank r on stage rank_stage() */
     double p2p_bytes;       /* activation (or its gradient) crossing a stage boundary */
     stage_sum *st;          /* n stages */
     double dp_time, dp_exposed, optimizer, tied_sync;
@@ -371,6 +372,12 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
     pm->tied_sync = 0.0;
 }
 
+/* The stage chunk ch of pipeline rank r runs (c*p + r; V schedules: r, 2p-1-r). */
+static int64_t rank_stage(const pipe_model *pm, int64_t r, int64_t ch)
+{
+    return mp_schedule_stage(pm->sched, pm->p, r, ch);
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check, pipe_model *pm,
                             mp_error *err)
 {
@@ -387,7 +394,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     const mp_parallel *pp = &c->parallel;
     int64_t L = n_blocks(&c->model);
     pm->p = pp->pp;
-    pm->v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
+    pm->sched = pp->schedule;
+    pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
     pm->n = pm->p * pm->v;
     item_detail *det = malloc(sizeof *det * (size_t)(L + 2));
@@ -425,7 +433,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     for (int64_t r = 0; r < pm->p; r++) {
         double params = 0.0, experts = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
-            const stage_sum *ss = &pm->st[ch * pm->p + r];
+            const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
             params += ss->params;
             experts += ss->expert_params;
             if (ss->has_head && tied_split)
@@ -483,8 +491,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         double frac = P > 0.0 ? fmin(1.0, bucket / P) : 1.0;
         double bwd_window = 0.0, fwd_window = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
-            bwd_window += pm->st[ch * pm->p].bwd;
-            fwd_window += pm->st[ch * pm->p].fwd;
+            bwd_window += pm->st[rank_stage(pm, 0, ch)].bwd;
+            fwd_window += pm->st[rank_stage(pm, 0, ch)].fwd;
         }
         double red = pp->dist_opt ? rs : ar;
         double exposed_red = fmax(frac * red, red - bwd_window);
@@ -573,7 +581,7 @@ static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
 {
     int64_t n = 0;
     for (int64_t ch = 0; ch < pm->v; ch++)
-        n += pm->st[ch * pm->p + r].blocks;
+        n += pm->st[rank_stage(pm, r, ch)].blocks;
     return n;
 }
 
@@ -624,15 +632,22 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         ramp = round + p;
     }
     bool zb = pp->schedule == MP_SCHED_ZBH1;
+    mp_schedule_kind sk = pp->schedule;
     for (int64_t r = 0; r < p; r++) {
         round[r] = ramp[r] = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
-            int64_t k = ch * p + r;
+            int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
             double comm = p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
             round[r] += ss->fwd + ss->bwd + comm;
-            ramp[r] += zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
-                          : ss->fwd + ss->bwd + comm;
+            /* the V schedules: their fill per chunk (pipeline.c); the
+             * sum over the other ranks / v is (p-1) times it */
+            double b_in = ss->bwd - ss->wgrad;
+            ramp[r] += sk == MP_SCHED_ZBV ? ss->fwd + comm / 2.0 + fmax(0.0, b_in - ss->wgrad)
+                       : sk == MP_SCHED_DUALPIPEV
+                           ? fmax(0.0, ss->fwd + 2.0 * b_in - ss->wgrad + comm)
+                       : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
+                            : ss->fwd + ss->bwd + comm;
         }
     }
     double makespan = mp_pipeline_makespan_ranks(m, v, p, round, ramp);
@@ -644,7 +659,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     /* the slowest rank's busy time, by part */
     double comp = 0.0, rec = 0.0, tp = 0.0, cp = 0.0, p2p = 0.0, dpm = 0.0;
     for (int64_t ch = 0; ch < v; ch++) {
-        const stage_sum *ss = &pm.st[ch * p + slow];
+        const stage_sum *ss = &pm.st[rank_stage(&pm, slow, ch)];
         comp += ss->fwd_compute + ss->bwd_compute;
         dpm += ss->dp_f + ss->dp_b;
         rec += ss->recompute;
@@ -675,7 +690,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
         double experts = 0.0, routed = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
-            const stage_sum *ss = &pm.st[ch * p + r];
+            const stage_sum *ss = &pm.st[rank_stage(&pm, r, ch)];
             params += ss->params + (ss->has_head ? tied_copy : 0.0);
             experts += ss->expert_params;
             routed += ss->routed_act;
@@ -690,7 +705,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double stash = act / (double)v * chunks;
         if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
             stash += block_none; /* one block re-materialised during its backward */
-        if (pp->schedule == MP_SCHED_ZBH1 && p > 1)
+        if (mp_schedule_splits_backward(pp->schedule) && p > 1)
             /* ZB-H1 runs a micro-batch's W after later F and B. The schedule's
              * bound already counts a micro-batch until its W; until then it
              * also keeps the output gradients of its linear layers (~9 b s h / t

@@ -176,6 +176,51 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
     return st;
 }
 
+/* Messages a rank sends to itself: the V schedules' turn at pipeline rank
+ * pp-1, whose chunk 0 hands its output to its chunk 1 (and chunk 1 its input
+ * gradient back). A copy kept here by tag until the receive takes it; the
+ * executor is one thread per process, like the MPI transport's send list. */
+typedef struct RN(local_msg) {
+    int tag;
+    real *data;
+} RN(local_msg);
+static RN(local_msg) *RN(local_box);
+static size_t RN(local_n), RN(local_cap);
+
+static mp_status RN(local_send)(const mp_backend *be, const real *buf, size_t n, int tag,
+                                mp_error *err)
+{
+    if (RN(local_n) == RN(local_cap)) {
+        size_t cap = RN(local_cap) ? 2 * RN(local_cap) : 8;
+        RN(local_msg) *b = realloc(RN(local_box), cap * sizeof *b);
+        if (!b)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a message");
+        RN(local_box) = b;
+        RN(local_cap) = cap;
+    }
+    real *copy = be->alloc((n ? n : 1) * sizeof(real));
+    if (!copy)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a message");
+    be->copy(copy, buf, n * sizeof(real), MP_COPY_D2D);
+    RN(local_box)[RN(local_n)++] = (RN(local_msg)){.tag = tag, .data = copy};
+    return MP_OK;
+}
+
+static mp_status RN(local_recv)(const mp_backend *be, real *buf, size_t n, int tag,
+                                mp_error *err)
+{
+    for (size_t i = 0; i < RN(local_n); i++)
+        if (RN(local_box)[i].tag == tag) {
+            be->copy(buf, RN(local_box)[i].data, n * sizeof(real), MP_COPY_D2D);
+            be->free(RN(local_box)[i].data);
+            RN(local_box)[i] = RN(local_box)[--RN(local_n)];
+            return MP_OK;
+        }
+    /* the schedule sends before it receives (tests/sim/test_schedule.c) */
+    return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                        "local pipeline message %d received before it was sent", tag);
+}
+
 /* A SEND/RECV op: the schedule puts RECV_FWD right before the F that uses
  * it and SEND_FWD right after the F that made it (RECV_BWD / SEND_BWD around
  * B alike), so the data is the model's stage input / output of that op. */
@@ -196,14 +241,17 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
     mp_status st = MP_OK;
     mp_stream stream = MP_STREAM_PP_SEND;
     mp_event_kind kind = MP_EV_SEND_FWD;
+    bool local = peer == t->pp.rank;
     switch ((mp_op_kind)op->kind) {
     case MP_OP_RECV_FWD:
-        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n_in, peer, tag, err);
+        st = local ? RN(local_recv)(be, t->recv_act, n_in, tag, err)
+                   : be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n_in, peer, tag, err);
         g->stage_in = t->recv_act;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_FWD;
         break;
     case MP_OP_RECV_BWD:
-        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n_out, peer, tag, err);
+        st = local ? RN(local_recv)(be, t->recv_grad, n_out, tag, err)
+                   : be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n_out, peer, tag, err);
         g->stage_grad_in = t->recv_grad;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_BWD;
         break;
@@ -213,13 +261,15 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "send of micro-batch %d's activation before its forward",
                                 (int)op->microbatch);
-        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_output)(g, s), n_out, peer, tag,
-                      err);
+        st = local ? RN(local_send)(be, RN(mp_gpt_stage_output)(g, s), n_out, tag, err)
+                   : be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_output)(g, s), n_out, peer,
+                              tag, err);
         break;
     }
     case MP_OP_SEND_BWD:
-        st = be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_input_grad)(g), n_in, peer, tag,
-                      err);
+        st = local ? RN(local_send)(be, RN(mp_gpt_stage_input_grad)(g), n_in, tag, err)
+                   : be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_input_grad)(g), n_in, peer,
+                              tag, err);
         kind = MP_EV_SEND_BWD;
         break;
     default:

@@ -293,7 +293,10 @@ static void bounds(const mp_config *base, const block_info *bi, double block_par
     x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
 
     double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
-    double fill = x->sched == MP_SCHED_ZBH1 ? 0.0 : (double)(x->p - 1) * round / (double)x->v;
+    /* the split-backward schedules fill most of it: no fill is a safe bound */
+    double fill = mp_schedule_splits_backward((mp_schedule_kind)x->sched)
+                      ? 0.0
+                      : (double)(x->p - 1) * round / (double)x->v;
     x->lb_time = (double)mb * round + fill;
 }
 
@@ -551,12 +554,20 @@ static void enumerate_inner(enum_ctx *e, cand *x)
     }
     uint8_t scheds[MP_SCHED_COUNT];
     int nsc = 0;
+    int64_t mbs = e->base->training.global_batch / x->d / x->b;
     if (fixed(e, MP_FIX_SCHEDULE)) {
-        bool inter = fp->schedule == MP_SCHED_INTERLEAVED;
-        if (inter != (x->v > 1)) return; /* the fixed schedule rules this v out */
+        bool chunked = fp->schedule == MP_SCHED_INTERLEAVED || mp_schedule_is_v(fp->schedule);
+        if (chunked != (x->v > 1)) return; /* the fixed schedule rules this v out */
+        if (mp_schedule_is_v(fp->schedule) && x->v != 2) return;
+        if (fp->schedule == MP_SCHED_DUALPIPEV && mbs < 2 * x->p) return;
         scheds[nsc++] = (uint8_t)fp->schedule;
     } else if (x->v > 1) {
         scheds[nsc++] = MP_SCHED_INTERLEAVED;
+        /* the V schedules (two chunks per rank) run outside Megatron-LM only */
+        if (x->v == 2 && !e->opt->megatron_runtime) {
+            scheds[nsc++] = MP_SCHED_ZBV;
+            if (mbs >= 2 * x->p) scheds[nsc++] = MP_SCHED_DUALPIPEV;
+        }
     } else if (x->p == 1) {
         scheds[nsc++] = MP_SCHED_1F1B; /* no pipeline: the schedules coincide */
     } else {
@@ -732,7 +743,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
 {
     const mp_parallel *pp = &c->parallel;
     int64_t L = n_blocks(&c->model), N = L + 2;
-    int64_t v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
+    int64_t v = mp_schedule_chunks(pp->schedule, pp->vpp);
     int64_t K = pp->pp * v;
     memset(plan, 0, sizeof *plan);
     plan->config = *c;
@@ -744,6 +755,10 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
     /* T5 keeps Megatron's split of encoder and decoder stages (the split
      * rank, mp_even_stage_items): Megatron cannot run a free one */
     if (K > MP_MAX_STAGES || N > MP_MAX_LAYERS + 2 || (c->model.arch == MP_ARCH_T5 && K > 1))
+        return mp_estimate_config(c, NULL, est, err);
+    /* the split solver places stage k on rank k % pp: the V schedules keep
+     * the even split */
+    if (mp_schedule_is_v(pp->schedule))
         return mp_estimate_config(c, NULL, est, err);
 
     mp_item_cost *items = malloc(sizeof *items * (size_t)N);
@@ -960,6 +975,14 @@ static mp_status check_shared(const mp_search_options *opt, mp_error *err)
                       (long long)vpp);
     if (f & MP_FIX_SCHEDULE) {
         bool inter = p->schedule == MP_SCHED_INTERLEAVED;
+        if (mp_schedule_is_v(p->schedule) && (f & MP_FIX_VPP) && vpp != 2)
+            return REFUSE("schedule", "%s runs two chunks per rank: vpp 2 (got vpp=%lld)",
+                          mp_schedule_name(p->schedule), (long long)vpp);
+        if (mp_schedule_is_v(p->schedule) && (f & MP_FIX_PP) && pp < 2)
+            return REFUSE("schedule", "%s needs pipeline parallelism (pp >= 2)",
+                          mp_schedule_name(p->schedule));
+        if (mp_schedule_is_v(p->schedule))
+            inter = true; /* chunked like interleaving */
         if (inter && (f & MP_FIX_VPP) && vpp < 2)
             return REFUSE("schedule", "interleaved-1f1b needs vpp >= 2 (got vpp=%lld)",
                           (long long)vpp);

@@ -49,6 +49,9 @@ static const char usage_text[] =
     "  --async-p2p        sends do not wait for their message to land (the executor's\n"
     "                     MPI_Isend); default: Megatron's p2p, waited on before the\n"
     "                     next compute\n"
+    "  --ep-overlap       MoE: each micro-batch's dispatch and combine run on the ep\n"
+    "                     stream under the next op's compute (Megatron-Core's\n"
+    "                     --overlap-moe-expert-parallel-comm); default: inline\n"
     "  --unit-ops         no model: F = 1, B = 2 time units per stage (ZB-H1: B = W = 1),\n"
     "                     divided by vpp per chunk, free communication -- the papers'\n"
     "                     figures; needs --pp, --microbatches\n"
@@ -59,6 +62,7 @@ typedef struct sim_args {
     const char *trace_path;
     const char *plot_path;
     bool async_p2p;
+    bool ep_overlap; /* --ep-overlap: MoE all-to-all under another micro-batch's compute */
     bool unit_ops;
     bool events; /* --events: per-op events in the JSON */
     bool force;  /* --force: outputs may replace read-only files */
@@ -115,6 +119,8 @@ static int parse_own(int argc, char **argv, sim_args *a)
             a->microbatches = m;
         } else if (!strcmp(arg, "--async-p2p")) {
             a->async_p2p = true;
+        } else if (!strcmp(arg, "--ep-overlap")) {
+            a->ep_overlap = true;
         } else if (!strcmp(arg, "--unit-ops")) {
             a->unit_ops = true;
         } else if (!strcmp(arg, "--events")) {
@@ -632,7 +638,7 @@ int cmd_simulate(int argc, char **argv)
         return fail_input("--format", "a --trace or --plot file is standard output: the "
                                       "document cannot go there too");
     mp_sim_options opt = {.record_timeline = a.trace_path || a.plot_path || a.events,
-                          .async_p2p = a.async_p2p};
+                          .async_p2p = a.async_p2p, .ep_overlap = a.ep_overlap};
     if (a.unit_ops)
         return run_unit_ops(&cc, &a, &opt);
     return run_config(&cc, &a, &opt);

@@ -259,6 +259,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
      * communication: both are the block's tensor traffic) */
     out->tp_fwd += mt.comm_f;
     out->tp_bwd += mt.comm_b;
+    out->ep_fwd = mt.comm_f;
+    out->ep_bwd = mt.comm_b;
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or
      * the host's dispatch time, whichever is longer (small models, large t).

@@ -21,6 +21,7 @@
 typedef struct item_detail {
     double fwd_compute, bwd_compute, attn_core_fwd;
     double tp_f, tp_b, cp_f, cp_b;
+    double ep_f, ep_b; /* of tp_f, tp_b: the MoE dispatch and combine */
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
@@ -53,6 +54,8 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
     d->tp_b = bt.tp_bwd;
     d->cp_f = bt.cp_fwd;
     d->cp_b = bt.cp_bwd;
+    d->ep_f = bt.ep_fwd;
+    d->ep_b = bt.ep_bwd;
     d->wgrad = bt.wgrad;
     d->params = mp_block_params(&c->model, bs.kind) / (double)p->tp;
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
@@ -180,6 +183,7 @@ mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
 typedef struct stage_sum {
     double fwd_compute, bwd_compute, recompute, tp, cp, wgrad;
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
+    double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -254,6 +258,8 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->tp_b += d->tp_b + rec_comm_tp;
         s->cp_f += d->cp_f;
         s->cp_b += d->cp_b + rec_comm_cp;
+        s->ep_f += d->ep_f;
+        s->ep_b += d->ep_b + (r == MP_RECOMPUTE_FULL ? d->ep_f : 0.0);
         s->wgrad += d->wgrad;
         s->fwd += d->fwd_compute + d->tp_f + d->cp_f;
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
@@ -545,6 +551,8 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->tp_comm_bwd = ss->tp_b;
         sc->cp_comm_fwd = ss->cp_f;
         sc->cp_comm_bwd = ss->cp_b;
+        sc->ep_comm_fwd = ss->ep_f;
+        sc->ep_comm_bwd = ss->ep_b;
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;

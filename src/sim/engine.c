@@ -32,6 +32,8 @@ typedef struct rank_state {
     double busy;         /* seconds of F/B/W */
     double recompute, tp, cp; /* parts of busy */
     double pp_wait;      /* seconds blocked while a message was on the wire */
+    double ep_free;      /* time its ep stream (MoE dispatch + combine) is free */
+    double out_ready;    /* time the last F/B's output is complete (its combine done) */
     double stash, peak_stash;
     double static_bytes;
     double link_free[2]; /* directed links to the next / previous rank */
@@ -51,6 +53,7 @@ typedef struct engine {
     mp_heap heap;
     bool record;
     bool async_p2p;
+    bool ep_overlap;
     mp_sim_result *out;
     mp_sim_memory_point *mem;
     size_t n_mem, cap_mem;
@@ -122,12 +125,44 @@ static void add_memory(engine *e, double t, int32_t rank, double bytes)
     e->last_mem[rank] = e->n_mem;
 }
 
+/* The MoE dispatch and combine of an F or B (its stage's ep_comm), on the ep
+ * stream. Inline (no overlap): the last `ep` seconds of the op, its compute
+ * stream waiting. Overlapped: after the op's compute, once the ep stream is
+ * free, while the compute stream goes on with the next op; returns the
+ * seconds taken off the compute stream. */
+static double run_ep(engine *e, int32_t r, const mp_op *op, double ep, double start,
+                     double *end)
+{
+    rank_state *rs = &e->ranks[r];
+    if (ep <= 0 || op->kind == MP_OP_W) {
+        rs->out_ready = *end;
+        return 0;
+    }
+    if (!e->ep_overlap) {
+        add_event(e, *end - ep, *end, r, MP_STREAM_EP, MP_EV_EP_COMM, op->microbatch, op->chunk);
+        rs->out_ready = *end;
+        return 0;
+    }
+    double compute_end = *end - ep > start ? *end - ep : start;
+    double from = compute_end > rs->ep_free ? compute_end : rs->ep_free;
+    rs->ep_free = from + ep;
+    rs->out_ready = rs->ep_free;
+    add_event(e, from, rs->ep_free, r, MP_STREAM_EP, MP_EV_EP_COMM, op->microbatch, op->chunk);
+    *end = compute_end;
+    return ep;
+}
+
 static void run_compute(engine *e, int32_t r, const mp_op *op)
 {
     rank_state *rs = &e->ranks[r];
     const mp_stage_cost *sc = stage_of(e, r, op->chunk);
     mp_op_kind k = (mp_op_kind)op->kind;
     double start = rs->now, dur = op_duration(e, sc, k), end = start + dur;
+    double ep = k == MP_OP_F ? sc->ep_comm_fwd : sc->ep_comm_bwd;
+    if (ep > dur)
+        ep = dur;
+    double hidden = run_ep(e, r, op, ep, start, &end);
+    dur -= hidden;
     rs->busy += dur;
     rs->now = end;
     int32_t stage = stage_index(e, r, op->chunk);
@@ -138,11 +173,15 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
             rs->peak_stash = rs->stash;
         add_memory(e, start, r, rs->static_bytes + rs->stash);
         add_event(e, start, end, r, MP_STREAM_COMPUTE, MP_EV_F, op->microbatch, op->chunk);
-        rs->tp += sc->tp_comm_fwd;
+        /* the exposed TP part; the dispatch and combine are on the ep stream */
+        double tp = sc->tp_comm_fwd - ep;
+        rs->tp += tp + (hidden > 0 ? 0 : ep);
         rs->cp += sc->cp_comm_fwd;
-        if (sc->tp_comm_fwd > 0)
-            add_event(e, end - sc->tp_comm_fwd, end, r, MP_STREAM_TP, MP_EV_TP_COMM,
-                      op->microbatch, op->chunk);
+        if (tp > 0) {
+            double tp_end = hidden > 0 ? end : end - ep;
+            add_event(e, tp_end - tp, tp_end, r, MP_STREAM_TP, MP_EV_TP_COMM, op->microbatch,
+                      op->chunk);
+        }
         if (sc->cp_comm_fwd > 0)
             add_event(e, start, start + sc->cp_comm_fwd, r, MP_STREAM_CP, MP_EV_CP_COMM,
                       op->microbatch, op->chunk);
@@ -156,11 +195,14 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
                       op->chunk);
         add_event(e, start + rc, end, r, MP_STREAM_COMPUTE, MP_EV_B, op->microbatch, op->chunk);
         rs->recompute += sc->recompute;
-        rs->tp += sc->tp_comm_bwd;
+        double tp = sc->tp_comm_bwd - ep;
+        rs->tp += tp + (hidden > 0 ? 0 : ep);
         rs->cp += sc->cp_comm_bwd;
-        if (sc->tp_comm_bwd > 0)
-            add_event(e, end - sc->tp_comm_bwd, end, r, MP_STREAM_TP, MP_EV_TP_COMM,
-                      op->microbatch, op->chunk);
+        if (tp > 0) {
+            double tp_end = hidden > 0 ? end : end - ep;
+            add_event(e, tp_end - tp, tp_end, r, MP_STREAM_TP, MP_EV_TP_COMM, op->microbatch,
+                      op->chunk);
+        }
         if (sc->cp_comm_bwd > 0)
             add_event(e, start, start + sc->cp_comm_bwd, r, MP_STREAM_CP, MP_EV_CP_COMM,
                       op->microbatch, op->chunk);
@@ -198,10 +240,11 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
                        : e->pc->stages[dest_stage].send_bytes;
     double wire = e->pc->p2p_bw > 0 ? bytes / e->pc->p2p_bw : 0;
     rank_state *rs = &e->ranks[r];
-    double start = rs->now, land = start;
+    /* the output exists once its combine is done (later under ep overlap) */
+    double start = rs->now > rs->out_ready ? rs->now : rs->out_ready, land = start;
     if (peer != r) { /* to itself (the V's turn at rank p-1) the data stays put */
         double *link = &rs->link_free[link_slot(e, r, peer)];
-        start = rs->now > *link ? rs->now : *link;
+        start = start > *link ? start : *link;
         land = start + wire + e->pc->p2p_latency;
         *link = start + wire;
     }
@@ -457,7 +500,8 @@ static mp_status check_cost(int32_t p, int32_t v, const mp_pipeline_cost *pc, mp
     for (int32_t k = 0; k < pc->n_stages; k++) {
         const mp_stage_cost *s = &pc->stages[k];
         double vals[] = {s->fwd, s->bwd, s->bwd_input, s->bwd_weight, s->send_bytes,
-                         s->act_bytes, s->static_bytes, s->grad_bytes};
+                         s->act_bytes, s->static_bytes, s->grad_bytes, s->ep_comm_fwd,
+                         s->ep_comm_bwd};
         for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
             if (!(vals[i] >= 0) || vals[i] > 1e300)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
@@ -485,7 +529,9 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     double pm = 0;
     int32_t crit = 0;
     for (int32_t r = 0; r < p; r++) {
-        compute_end[r] = e->ranks[r].now;
+        /* the last combine may end after the compute stream */
+        compute_end[r] = e->ranks[r].now > e->ranks[r].ep_free ? e->ranks[r].now
+                                                               : e->ranks[r].ep_free;
         if (compute_end[r] > pm) {
             pm = compute_end[r];
             crit = r;
@@ -550,7 +596,8 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
         return st;
     engine e = {.kind = s, .p = p, .v = v, .m = m, .n_stages = p * v, .pc = pc,
                 .zb = mp_schedule_splits_backward(s), .record = record,
-                .async_p2p = opt && opt->async_p2p, .out = out};
+                .async_p2p = opt && opt->async_p2p, .ep_overlap = opt && opt->ep_overlap,
+                .out = out};
     st = engine_setup(&e, err);
     if (st == MP_OK)
         st = run_pipeline(&e, err);

@@ -221,6 +221,61 @@ static void test_dualpipev_bubble(void **state)
             }
 }
 
+/* MoE: each F and B carries its layers' dispatch and combine (ep_comm, part
+ * of the exposed TP time). Inline, they add to the compute stream; with
+ * Megatron's overlap of the expert-parallel all-to-all with another
+ * micro-batch's compute (mp_sim_options.ep_overlap) the step is shorter, yet
+ * never shorter than either stream of the busiest rank alone; the ep stream
+ * shows every F's and B's dispatch and combine. */
+static void test_moe_ep_overlap(void **state)
+{
+    (void)state;
+    const mp_schedule_kind kinds[] = {MP_SCHED_1F1B, MP_SCHED_ZBV, MP_SCHED_DUALPIPEV};
+    for (size_t q = 0; q < sizeof kinds / sizeof kinds[0]; q++) {
+        mp_schedule_kind s = kinds[q];
+        int32_t p = 4, v = mp_schedule_is_v(s) ? 2 : 1, m = 8;
+        mp_pipeline_cost pc = uniform(p, v, 1, 1, 1);
+        for (int32_t k = 0; k < p * v; k++) {
+            /* F 1 s of which 0.4 all-to-all; B 2 s (1 + W 1) of which 0.8 */
+            g_stages[k].fwd = 1.0;
+            g_stages[k].tp_comm_fwd = g_stages[k].ep_comm_fwd = 0.4;
+            g_stages[k].tp_comm_bwd = g_stages[k].ep_comm_bwd = 0.8;
+            g_stages[k].send_bytes = 10;
+        }
+        pc.p2p_bw = 1000;
+        mp_sim_result inline_ = run(s, p, v, m, &pc, true);
+        mp_sim_options opt = {.record_timeline = true, .ep_overlap = true};
+        mp_sim_result over;
+        mp_error err;
+        assert_int_equal(mp_simulate_cost(s, p, v, m, &pc, true, &opt, &over, &err), MP_OK);
+        assert_true(over.makespan < inline_.makespan - 1e-9);
+        /* a rank's compute stream alone (F and B less their all-to-all, and
+         * W: 0.6 + 1.2 per chunk whether B is split or not) and its ep
+         * stream alone (0.4 + 0.8): m v chunks of each */
+        double compute = m * v * (0.6 + 1.2), ep = m * v * (0.4 + 0.8);
+        assert_true(over.pipeline_makespan >= (compute > ep ? compute : ep) - 1e-9);
+        /* every F and B of every rank has its ep event, and they never overlap */
+        size_t n_ep = 0;
+        double last_end[4] = {0};
+        for (size_t i = 0; i < over.timeline.n; i++) {
+            const mp_event *ev = &over.timeline.events[i];
+            if (ev->stream != MP_STREAM_EP)
+                continue;
+            assert_int_equal(ev->kind, MP_EV_EP_COMM);
+            assert_true(ev->start >= last_end[ev->rank] - 1e-12);
+            last_end[ev->rank] = ev->end;
+            n_ep++;
+        }
+        assert_int_equal(n_ep, (size_t)2 * p * v * m);
+        size_t n_inline = 0;
+        for (size_t i = 0; i < inline_.timeline.n; i++)
+            n_inline += inline_.timeline.events[i].stream == MP_STREAM_EP;
+        assert_int_equal(n_inline, (size_t)2 * p * v * m);
+        mp_sim_result_free(&inline_);
+        mp_sim_result_free(&over);
+    }
+}
+
 /* ZB-H1 beats 1F1B, which beats GPipe only in memory: same time. */
 static void test_zbh1_better_than_1f1b(void **state)
 {
@@ -647,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_zbh1_better_than_1f1b),
         cmocka_unit_test(test_zbv_zero_bubble),
         cmocka_unit_test(test_dualpipev_bubble),
+        cmocka_unit_test(test_moe_ep_overlap),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_link_serialises_messages),
         cmocka_unit_test(test_sync_and_async_p2p),

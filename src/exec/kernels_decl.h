@@ -5,74 +5,74 @@
 /* ---- layers.c ---- */
 
 /* x = round(x * 2^grid) / 2^grid, clamped to |x| <= max_int * 2^-grid. */
-void RN(mp_quantize)(real *x, size_t n, int grid, int max_int);
+void mp_quantize(real *x, size_t n, int grid, int max_int);
 /* Quantizes onto the grid only when exact is set. */
-void RN(mp_q)(bool exact, real *x, size_t n, int grid);
+void mp_q(bool exact, real *x, size_t n, int grid);
 
 /* out[rows,h] = xhat * w + b, xhat = (x - mean) * rstd; keeps xhat and rstd. */
-void RN(mp_layernorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                              const real *b, int rows, int h, bool exact);
+void mp_layernorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                          const real *b, int rows, int h, bool exact);
 /* dx[rows,h] = d LN / dx (overwritten); dw, db accumulated. */
-void RN(mp_layernorm_backward)(real *dx, real *dw, real *db, const real *dout, const real *xhat,
-                               const real *rstd, const real *w, int rows, int h, bool exact);
+void mp_layernorm_backward(real *dx, real *dw, real *db, const real *dout, const real *xhat,
+                           const real *rstd, const real *w, int rows, int h, bool exact);
 /* RMSNorm: out = x * rstd * w (no mean, no shift); keeps xhat = x * rstd and rstd. */
-void RN(mp_rmsnorm_forward)(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                            int rows, int h, bool exact);
+void mp_rmsnorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
+                        int rows, int h, bool exact);
 /* dx[rows,h] = d RMSNorm / dx (overwritten); dw accumulated. */
-void RN(mp_rmsnorm_backward)(real *dx, real *dw, const real *dout, const real *xhat,
-                             const real *rstd, const real *w, int rows, int h, bool exact);
+void mp_rmsnorm_backward(real *dx, real *dw, const real *dout, const real *xhat,
+                         const real *rstd, const real *w, int rows, int h, bool exact);
 /* SwiGLU: out[rows,f] = silu(gu[:, :f]) * gu[:, f:] for gu[rows, 2f] = [gate | up]. */
-void RN(mp_swiglu_forward)(real *out, const real *gu, int rows, int f);
+void mp_swiglu_forward(real *out, const real *gu, int rows, int f);
 /* dgu[rows, 2f] from dout[rows, f]. */
-void RN(mp_swiglu_backward)(real *dgu, const real *dout, const real *gu, int rows, int f);
+void mp_swiglu_backward(real *dgu, const real *dout, const real *gu, int rows, int f);
 /* Rotary embedding in place on `heads` heads of hd columns (from column 0) of
  * rows r = i*b + n (ld apart) at positions pos[i], i < s; inverse: the
  * backward (the opposite turn). Exact mode rounds the result onto `grid`. */
-void RN(mp_rope)(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
-                 bool inverse, bool exact, int grid);
+void mp_rope(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
+             bool inverse, bool exact, int grid);
 /* GeLU, tanh approximation (as GPT-2). */
-void RN(mp_gelu_forward)(real *out, const real *in, size_t n);
+void mp_gelu_forward(real *out, const real *in, size_t n);
 /* din = dout * gelu'(in) */
-void RN(mp_gelu_backward)(real *din, const real *dout, const real *in, size_t n);
-void RN(mp_bias_add)(real *y, const real *b, int rows, int cols);
+void mp_gelu_backward(real *din, const real *dout, const real *in, size_t n);
+void mp_bias_add(real *y, const real *b, int rows, int cols);
 /* db[cols] += sum over rows of dy */
-void RN(mp_bias_grad)(real *db, const real *dy, int rows, int cols);
+void mp_bias_grad(real *db, const real *dy, int rows, int cols);
 /* y[rows,cols] += x */
-void RN(mp_add)(real *y, const real *x, size_t n);
+void mp_add(real *y, const real *x, size_t n);
 /* mp_quantize on rows of cols elements, ld apart. */
-void RN(mp_quantize_rows)(real *x, size_t rows, size_t cols, size_t ld, int grid, int max_int);
-void RN(mp_tanh_forward)(real *out, const real *in, size_t n);
+void mp_quantize_rows(real *x, size_t rows, size_t cols, size_t ld, int grid, int max_int);
+void mp_tanh_forward(real *out, const real *in, size_t n);
 /* dx *= 1 - y^2 */
-void RN(mp_tanh_backward)(real *dx, const real *y, size_t n);
+void mp_tanh_backward(real *dx, const real *y, size_t n);
 /* Attention's softmax rows and their backward, cross-entropy's pieces, row
  * lookups by index and an in-order sum: backend.h says what each does. */
-void RN(mp_attn_softmax)(real *p, int s, int sk, const int *qpos, bool causal, real scale,
-                         bool exact);
-void RN(mp_attn_softmax_backward)(real *ds, const real *p, int s, int sk, const int *qpos,
-                                  bool causal, real scale, bool exact);
-void RN(mp_ce_max)(real *mx, const real *logits, size_t S, size_t V);
-void RN(mp_ce_exp_sum)(real *logits, real *sum, real *tl, const real *mx,
-                       const int32_t *targets, size_t lo, size_t S, size_t V, bool exact);
-void RN(mp_ce_loss)(real *loss, real *logits, const real *sum, const real *mx, const real *tl,
-                    const int32_t *targets, size_t S, size_t V, bool exact);
-void RN(mp_ce_backward)(real *logits, const int32_t *targets, size_t lo, size_t S, size_t V,
-                        real scale, bool masked);
-void RN(mp_gather_rows)(real *out, const real *table, const int32_t *idx, size_t lo, size_t n,
-                        size_t rows, size_t h, bool accumulate);
-void RN(mp_scatter_add_rows)(real *table, const real *x, const int32_t *idx, size_t lo, size_t n,
-                             size_t rows, size_t h);
-double RN(mp_sum_in_order)(const real *x, size_t n);
+void mp_attn_softmax(real *p, int s, int sk, const int *qpos, bool causal, real scale,
+                     bool exact);
+void mp_attn_softmax_backward(real *ds, const real *p, int s, int sk, const int *qpos,
+                              bool causal, real scale, bool exact);
+void mp_ce_max(real *mx, const real *logits, size_t S, size_t V);
+void mp_ce_exp_sum(real *logits, real *sum, real *tl, const real *mx,
+                   const int32_t *targets, size_t lo, size_t S, size_t V, bool exact);
+void mp_ce_loss(real *loss, real *logits, const real *sum, const real *mx, const real *tl,
+                const int32_t *targets, size_t S, size_t V, bool exact);
+void mp_ce_backward(real *logits, const int32_t *targets, size_t lo, size_t S, size_t V,
+                    real scale, bool masked);
+void mp_gather_rows(real *out, const real *table, const int32_t *idx, size_t lo, size_t n,
+                    size_t rows, size_t h, bool accumulate);
+void mp_scatter_add_rows(real *table, const real *x, const int32_t *idx, size_t lo, size_t n,
+                         size_t rows, size_t h);
+double mp_sum_in_order(const real *x, size_t n);
 
 /* ---- attention.c ---- causal self-attention over this rank's heads, its
  * two products as the backend's GEMMs. qkv[S, 3*hl] with rows r = pos*b +
  * sample and columns [Q | K | V], each head-major (hl = heads_local * hd);
  * out[S, hl]; probs[b, heads_local, s, s]. */
-void RN(mp_attention_forward)(const mp_backend *be, real *out, real *probs, const real *qkv,
-                              int s, int b, int heads_local, int hd, bool exact);
+void mp_attention_forward(const mp_backend *be, real *out, real *probs, const real *qkv,
+                          int s, int b, int heads_local, int hd, bool exact);
 /* dqkv[S, 3*hl] from dout[S, hl]; scratch holds s * s reals. */
-void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dout,
-                               const real *qkv, const real *probs, int s, int b, int heads_local,
-                               int hd, real *scratch, bool exact);
+void mp_attention_backward(const mp_backend *be, real *dqkv, const real *dout,
+                           const real *qkv, const real *probs, int s, int b, int heads_local,
+                           int hd, real *scratch, bool exact);
 /* The same for s query positions (global position qpos[i]; NULL: i) against
  * sk key positions held apart from the queries (row strides in elements):
  * probs[b, heads_local, s, sk]; query head a reads key/value head a / rep
@@ -80,21 +80,21 @@ void RN(mp_attention_backward)(const mp_backend *be, real *dqkv, const real *dou
  * Backward writes dq (rounded) and
  * adds to dk, dv (not rounded: with CP they are partial sums); scratch holds
  * s * sk reals. */
-void RN(mp_attention_forward_kv)(const mp_backend *be, real *out, real *probs, const real *q,
-                                 size_t q_row, const real *k, const real *v, size_t kv_row,
-                                 const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                                 int rep, bool causal, bool exact);
-void RN(mp_attention_backward_kv)(const mp_backend *be, real *dq, size_t dq_row, real *dk,
-                                  real *dv, size_t dkv_row, const real *dout, const real *q,
-                                  size_t q_row, const real *k, const real *v, size_t kv_row,
-                                  const real *probs, const int *qpos, int s, int sk, int b,
-                                  int heads_local, int hd, int rep, bool causal, real *scratch,
-                                  bool exact);
+void mp_attention_forward_kv(const mp_backend *be, real *out, real *probs, const real *q,
+                             size_t q_row, const real *k, const real *v, size_t kv_row,
+                             const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                             int rep, bool causal, bool exact);
+void mp_attention_backward_kv(const mp_backend *be, real *dq, size_t dq_row, real *dk,
+                              real *dv, size_t dkv_row, const real *dout, const real *q,
+                              size_t q_row, const real *k, const real *v, size_t kv_row,
+                              const real *probs, const int *qpos, int s, int sk, int b,
+                              int heads_local, int hd, int rep, bool causal, real *scratch,
+                              bool exact);
 
 /* ---- model.c ---- one rank's part of the GPT. */
-typedef struct RN(mp_acts) RN(mp_acts); /* saved activations of one micro-batch */
+typedef struct mp_acts mp_acts; /* saved activations of one micro-batch */
 
-typedef struct RN(mp_gpt) {
+typedef struct mp_gpt {
     mp_gpt_dims d;
     const mp_param_layout *lay;
     const mp_backend *be;
@@ -110,7 +110,7 @@ typedef struct RN(mp_gpt) {
      * kept_logits excepted (the host's, for the check). */
     real *w, *g;           /* parameters and gradients, flat (layout order), padded */
     size_t n_alloc;        /* elements allocated in w and g (>= lay->total) */
-    RN(mp_acts) **slots;   /* saved activations per micro-batch in flight */
+    mp_acts **slots;   /* saved activations per micro-batch in flight */
     int n_slots;
     size_t slot_reals;     /* reals one slot holds (what recomputation saves shows here) */
     real *ws;              /* backward workspace */
@@ -123,45 +123,45 @@ typedef struct RN(mp_gpt) {
      * gradient [Sl,h] of the stage's output a backward starts from. */
     const real *stage_in, *stage_grad_in;
     void *t5;              /* T5's slots and workspace (t5.c), NULL for the others */
-} RN(mp_gpt);
+} mp_gpt;
 
 /* Allocates parameters (initialised from seed: each element's value is a
  * function of its full index) and n_slots activation slots. pad_to: the flat
  * buffers are padded to a multiple of it (DP shards). */
-mp_status RN(mp_gpt_init)(RN(mp_gpt) *g, const mp_gpt_dims *d, const mp_param_layout *lay,
-                          const mp_backend *be, mp_group tp, int n_slots, size_t pad_to,
-                          bool exact, uint64_t seed, mp_probe *probe, mp_error *err);
-void RN(mp_gpt_free)(RN(mp_gpt) *g);
+mp_status mp_gpt_init(mp_gpt *g, const mp_gpt_dims *d, const mp_param_layout *lay,
+                      const mp_backend *be, mp_group tp, int n_slots, size_t pad_to,
+                      bool exact, uint64_t seed, mp_probe *probe, mp_error *err);
+void mp_gpt_free(mp_gpt *g);
 /* Bytes mp_gpt_init allocates for these arguments (weights, gradients,
  * workspace, n_slots activation slots), without allocating: memory.c's estimate. */
-size_t RN(mp_gpt_bytes)(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slots,
-                        size_t pad_to);
+size_t mp_gpt_bytes(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slots,
+                    size_t pad_to);
 /* Forward of one micro-batch into slot: tokens/targets [S] (rows pos*b + sample).
  * Adds the sum of its token losses (replicated over TP) to *loss_sum. */
-mp_status RN(mp_gpt_forward)(RN(mp_gpt) *g, int slot, const int32_t *tokens,
-                             const int32_t *targets, double *loss_sum, mp_error *err);
+mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
+                         const int32_t *targets, double *loss_sum, mp_error *err);
 /* Backward of the micro-batch in slot; gradients accumulate into g->g. */
-mp_status RN(mp_gpt_backward)(RN(mp_gpt) *g, int slot, mp_error *err);
+mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err);
 /* A stage without the head: its output activation [Sl,h] of the forward in slot
  * (what it sends to the next stage). */
-const real *RN(mp_gpt_stage_output)(const RN(mp_gpt) *g, int slot);
+const real *mp_gpt_stage_output(const mp_gpt *g, int slot);
 /* A stage without the embedding: the gradient [Sl,h] of its input from the
  * last backward (what it sends to the previous stage). */
-const real *RN(mp_gpt_stage_input_grad)(const RN(mp_gpt) *g);
+const real *mp_gpt_stage_input_grad(const mp_gpt *g);
 /* Elements of the stage's input (what it receives forward and sends back
  * as a gradient) and of its output: this rank's [Sl,h], or T5's (a decoder
  * stage's carries the encoder's output with its own activation). */
-size_t RN(mp_gpt_stage_input_count)(const RN(mp_gpt) *g);
-size_t RN(mp_gpt_stage_output_count)(const RN(mp_gpt) *g);
+size_t mp_gpt_stage_input_count(const mp_gpt *g);
+size_t mp_gpt_stage_output_count(const mp_gpt *g);
 
 /* ---- optimizer.c ---- AdamW over flat elements [lo, hi) of the layout;
  * exact mode puts every updated weight back on its class's grid. */
-void RN(mp_adamw_update)(real *w, const real *grad, real *m, real *v, const mp_param_layout *lay,
-                         size_t lo, size_t hi, const mp_adam_cfg *cfg, int step, bool exact);
+void mp_adamw_update(real *w, const real *grad, real *m, real *v, const mp_param_layout *lay,
+                     size_t lo, size_t hi, const mp_adam_cfg *cfg, int step, bool exact);
 
 /* ---- step.c ---- one training step, run as the schedule's op list says. */
-typedef struct RN(mp_trainer) {
-    RN(mp_gpt) *model;
+typedef struct mp_trainer {
+    mp_gpt *model;
     mp_group dp;
     bool dist_opt;
     mp_adam_cfg adam;
@@ -174,31 +174,31 @@ typedef struct RN(mp_trainer) {
     mp_group pp, emb;          /* pipeline and tied-embedding groups (size <= 1: none) */
     real *recv_act, *recv_grad; /* [Sl,h] the activation / output gradient received */
     const mp_backend *be;      /* whose memory m, v, shard_buf and recv_* are in */
-} RN(mp_trainer);
+} mp_trainer;
 
-mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp, bool dist_opt,
-                              const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
-                              mp_error *err);
-void RN(mp_trainer_free)(RN(mp_trainer) *t);
+mp_status mp_trainer_init(mp_trainer *t, mp_gpt *model, mp_group dp, bool dist_opt,
+                          const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
+                          mp_error *err);
+void mp_trainer_free(mp_trainer *t);
 /* This rank is one stage of a pipeline: its SEND/RECV ops talk over pp (the
  * peers' group ranks are their stage numbers), and with tied embeddings the
  * first and last stages sum the embedding's gradient over emb. */
-mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group emb,
-                                      mp_error *err);
+mp_status mp_trainer_set_pipeline(mp_trainer *t, mp_group pp, mp_group emb,
+                                  mp_error *err);
 /* Forward and backward of every micro-batch in schedule order (with the
  * pipeline's sends and receives), then the tied embedding's sum over the
  * first and last stages, the TP reduction of sequence-split gradients and the
  * DP reduction (all-reduce, or reduce-scatter into [shard_lo, shard_hi) with
  * the distributed optimizer).
  * tokens/targets: [microbatches][S]. *loss_sum: sum over this DP group's tokens. */
-mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
-                               double *loss_sum, mp_error *err);
+mp_status mp_trainer_grads(mp_trainer *t, const int32_t *tokens, const int32_t *targets,
+                           double *loss_sum, mp_error *err);
 /* The same for the v model chunks of one pipeline rank (interleaved 1F1B:
  * chunk c runs virtual stage c*pp + rank): every chunk's trainer shares the
  * op list, whose ops name their chunk; the reductions run chunk by chunk. */
-mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
-                                      const int32_t *tokens, const int32_t *targets,
-                                      double *loss_sum, mp_error *err);
+mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
+                                  const int32_t *tokens, const int32_t *targets,
+                                  double *loss_sum, mp_error *err);
 /* AdamW on [shard_lo, shard_hi) and, with the distributed optimizer, the
  * all-gather of the updated parameters. step counts from 1. */
-mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err);
+mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err);

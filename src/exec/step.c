@@ -3,7 +3,6 @@
  * uses too) drives forward and backward per micro-batch and the activations
  * and gradients sent between stages; then the gradient reductions and the
  * optimizer. Compiled for float and double. */
-#ifndef MP_REAL_BITS
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,19 +11,11 @@
 
 #include "exec/kernels.h"
 #include "exec/t5.h"
-
-#define MP_REAL_BITS 32
-#include "exec/step.c"
-#undef MP_REAL_BITS
-#define MP_REAL_BITS 64
-#include "exec/step.c"
-#undef MP_REAL_BITS
-#else
 #include "exec/real.h"
 
-mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp, bool dist_opt,
-                              const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
-                              mp_error *err)
+mp_status mp_trainer_init(mp_trainer *t, mp_gpt *model, mp_group dp, bool dist_opt,
+                          const mp_adam_cfg *adam, int microbatches, const mp_op_list *ops,
+                          mp_error *err)
 {
     memset(t, 0, sizeof *t);
     t->model = model;
@@ -50,13 +41,13 @@ mp_status RN(mp_trainer_init)(RN(mp_trainer) *t, RN(mp_gpt) *model, mp_group dp,
     t->v = t->be->alloc(n * sizeof(real));
     t->shard_buf = t->dist_opt ? t->be->alloc(n * sizeof(real)) : NULL;
     if (!t->m || !t->v || (t->dist_opt && !t->shard_buf)) {
-        RN(mp_trainer_free)(t);
+        mp_trainer_free(t);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for AdamW state");
     }
     return MP_OK;
 }
 
-void RN(mp_trainer_free)(RN(mp_trainer) *t)
+void mp_trainer_free(mp_trainer *t)
 {
     if (!t->be)
         return; /* never initialised */
@@ -69,20 +60,20 @@ void RN(mp_trainer_free)(RN(mp_trainer) *t)
 }
 
 /* Elements of the largest tensor that crosses this stage's boundaries. */
-static size_t RN(boundary_count)(const RN(mp_gpt) *g)
+static size_t boundary_count(const mp_gpt *g)
 {
-    size_t in = RN(mp_gpt_stage_input_count)(g), out = RN(mp_gpt_stage_output_count)(g);
+    size_t in = mp_gpt_stage_input_count(g), out = mp_gpt_stage_output_count(g);
     return in > out ? in : out;
 }
 
-mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group emb,
-                                      mp_error *err)
+mp_status mp_trainer_set_pipeline(mp_trainer *t, mp_group pp, mp_group emb,
+                                  mp_error *err)
 {
     t->pp = pp;
     t->emb = emb;
     if (pp.size <= 1)
         return MP_OK;
-    size_t n = RN(boundary_count)(t->model);
+    size_t n = boundary_count(t->model);
     t->recv_act = t->be->alloc(n * sizeof(real));
     t->recv_grad = t->be->alloc(n * sizeof(real));
     if (!t->recv_act || !t->recv_grad)
@@ -92,7 +83,7 @@ mp_status RN(mp_trainer_set_pipeline)(RN(mp_trainer) *t, mp_group pp, mp_group e
 
 /* Micro-batch -> activation slot: at most n_slots micro-batches are in
  * flight (forward done, backward not yet), as the schedule bounds them. */
-static int RN(slot_for)(int *slot_mb, int n_slots, int mb, bool take)
+static int slot_for(int *slot_mb, int n_slots, int mb, bool take)
 {
     for (int i = 0; i < n_slots; i++)
         if (slot_mb[i] == mb)
@@ -108,25 +99,25 @@ static int RN(slot_for)(int *slot_mb, int n_slots, int mb, bool take)
 }
 
 /* Micro-batch -> slot of each model chunk on this rank. */
-typedef struct RN(chunk_slots) {
+typedef struct chunk_slots {
     int *slot_mb;
     int n_slots;
-} RN(chunk_slots);
+} chunk_slots;
 
-static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t *tokens,
-                             const int32_t *targets, RN(chunk_slots) *cs, double *loss_sum,
-                             mp_error *err);
-static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err);
+static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens,
+                         const int32_t *targets, chunk_slots *cs, double *loss_sum,
+                         mp_error *err);
+static mp_status reduce_grads(mp_trainer *t, mp_error *err);
 
 /* The V placement puts the first and the last stage on pipeline rank 0: the
  * tied embedding's two copies (chunk 0's, the head's in chunk 1) are on this
  * rank, and each takes their sum here, as the embedding group's all-reduce
  * does across ranks otherwise. */
-static void RN(sum_local_tied)(RN(mp_trainer) *chunks, int n_chunks)
+static void sum_local_tied(mp_trainer *chunks, int n_chunks)
 {
     if (n_chunks != 2 || !mp_schedule_is_v(chunks[0].schedule) || !chunks[0].model->d.tied)
         return;
-    RN(mp_gpt) *g0 = chunks[0].model, *g1 = chunks[1].model;
+    mp_gpt *g0 = chunks[0].model, *g1 = chunks[1].model;
     if (g0->lay->wte < 0 || g1->lay->head < 0)
         return;
     const mp_param *a = &g0->lay->p[g0->lay->wte], *b = &g1->lay->p[g1->lay->head];
@@ -135,22 +126,22 @@ static void RN(sum_local_tied)(RN(mp_trainer) *chunks, int n_chunks)
     g0->be->copy(g1->g + b->offset, g0->g + a->offset, n * sizeof(real), MP_COPY_D2D);
 }
 
-mp_status RN(mp_trainer_grads)(RN(mp_trainer) *t, const int32_t *tokens, const int32_t *targets,
-                               double *loss_sum, mp_error *err)
+mp_status mp_trainer_grads(mp_trainer *t, const int32_t *tokens, const int32_t *targets,
+                           double *loss_sum, mp_error *err)
 {
-    return RN(mp_trainer_grads_chunks)(t, 1, tokens, targets, loss_sum, err);
+    return mp_trainer_grads_chunks(t, 1, tokens, targets, loss_sum, err);
 }
 
-mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
-                                      const int32_t *tokens, const int32_t *targets,
-                                      double *loss_sum, mp_error *err)
+mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
+                                  const int32_t *tokens, const int32_t *targets,
+                                  double *loss_sum, mp_error *err)
 {
-    RN(chunk_slots) *cs = calloc((size_t)n_chunks, sizeof *cs);
+    chunk_slots *cs = calloc((size_t)n_chunks, sizeof *cs);
     if (!cs)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     mp_status st = MP_OK;
     for (int c = 0; c < n_chunks && !st; c++) {
-        RN(mp_gpt) *g = chunks[c].model;
+        mp_gpt *g = chunks[c].model;
         g->be->zero(g->g, g->n_alloc * sizeof(real));
         cs[c].n_slots = g->n_slots;
         cs[c].slot_mb = malloc((size_t)g->n_slots * sizeof *cs[c].slot_mb);
@@ -160,7 +151,7 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
             cs[c].slot_mb[i] = -1;
     }
     if (!st)
-        st = RN(run_ops)(chunks, n_chunks, tokens, targets, cs, loss_sum, err);
+        st = run_ops(chunks, n_chunks, tokens, targets, cs, loss_sum, err);
     for (int c = 0; c < n_chunks; c++) {
         free(cs[c].slot_mb);
         chunks[c].model->stage_in = chunks[c].model->stage_grad_in = NULL;
@@ -169,10 +160,10 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
     if (!st && chunks[0].pp.size > 1)
         st = chunks[0].model->be->send_wait(err);
     if (!st)
-        RN(sum_local_tied)(chunks, n_chunks);
+        sum_local_tied(chunks, n_chunks);
     /* every chunk's reductions, in the same order on every rank */
     for (int c = 0; c < n_chunks && !st; c++)
-        st = RN(reduce_grads)(&chunks[c], err);
+        st = reduce_grads(&chunks[c], err);
     return st;
 }
 
@@ -180,40 +171,40 @@ mp_status RN(mp_trainer_grads_chunks)(RN(mp_trainer) *chunks, int n_chunks,
  * pp-1, whose chunk 0 hands its output to its chunk 1 (and chunk 1 its input
  * gradient back). A copy kept here by tag until the receive takes it; the
  * executor is one thread per process, like the MPI transport's send list. */
-typedef struct RN(local_msg) {
+typedef struct local_msg {
     int tag;
     real *data;
-} RN(local_msg);
-static RN(local_msg) *RN(local_box);
-static size_t RN(local_n), RN(local_cap);
+} local_msg;
+static local_msg *local_box;
+static size_t local_n, local_cap;
 
-static mp_status RN(local_send)(const mp_backend *be, const real *buf, size_t n, int tag,
-                                mp_error *err)
+static mp_status local_send(const mp_backend *be, const real *buf, size_t n, int tag,
+                            mp_error *err)
 {
-    if (RN(local_n) == RN(local_cap)) {
-        size_t cap = RN(local_cap) ? 2 * RN(local_cap) : 8;
-        RN(local_msg) *b = realloc(RN(local_box), cap * sizeof *b);
+    if (local_n == local_cap) {
+        size_t cap = local_cap ? 2 * local_cap : 8;
+        local_msg *b = realloc(local_box, cap * sizeof *b);
         if (!b)
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a message");
-        RN(local_box) = b;
-        RN(local_cap) = cap;
+        local_box = b;
+        local_cap = cap;
     }
     real *copy = be->alloc((n ? n : 1) * sizeof(real));
     if (!copy)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a message");
     be->copy(copy, buf, n * sizeof(real), MP_COPY_D2D);
-    RN(local_box)[RN(local_n)++] = (RN(local_msg)){.tag = tag, .data = copy};
+    local_box[local_n++] = (local_msg){.tag = tag, .data = copy};
     return MP_OK;
 }
 
-static mp_status RN(local_recv)(const mp_backend *be, real *buf, size_t n, int tag,
-                                mp_error *err)
+static mp_status local_recv(const mp_backend *be, real *buf, size_t n, int tag,
+                            mp_error *err)
 {
-    for (size_t i = 0; i < RN(local_n); i++)
-        if (RN(local_box)[i].tag == tag) {
-            be->copy(buf, RN(local_box)[i].data, n * sizeof(real), MP_COPY_D2D);
-            be->free(RN(local_box)[i].data);
-            RN(local_box)[i] = RN(local_box)[--RN(local_n)];
+    for (size_t i = 0; i < local_n; i++)
+        if (local_box[i].tag == tag) {
+            be->copy(buf, local_box[i].data, n * sizeof(real), MP_COPY_D2D);
+            be->free(local_box[i].data);
+            local_box[i] = local_box[--local_n];
             return MP_OK;
         }
     /* the schedule sends before it receives (tests/sim/test_schedule.c) */
@@ -224,10 +215,10 @@ static mp_status RN(local_recv)(const mp_backend *be, real *buf, size_t n, int t
 /* A SEND/RECV op: the schedule puts RECV_FWD right before the F that uses
  * it and SEND_FWD right after the F that made it (RECV_BWD / SEND_BWD around
  * B alike), so the data is the model's stage input / output of that op. */
-static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *op, int *slot_mb,
-                                 int n_slots, mp_error *err)
+static mp_status pipeline_op(mp_trainer *t, int n_chunks, const mp_op *op, int *slot_mb,
+                             int n_slots, mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     int32_t p = t->pp.size, peer = 0, peer_chunk = 0;
     if (p <= 1 || !mp_op_peer(t->schedule, p, n_chunks, t->pp.rank, op, &peer, &peer_chunk))
@@ -236,7 +227,7 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
                             mp_op_kind_name((mp_op_kind)op->kind));
     int tag = mp_op_message_id(t->schedule, p, n_chunks, t->microbatches, t->pp.rank, op);
     /* forward: the stage's input in, its output out; backward: their gradients */
-    size_t n_in = RN(mp_gpt_stage_input_count)(g), n_out = RN(mp_gpt_stage_output_count)(g);
+    size_t n_in = mp_gpt_stage_input_count(g), n_out = mp_gpt_stage_output_count(g);
     double t0 = be->now();
     mp_status st = MP_OK;
     mp_stream stream = MP_STREAM_PP_SEND;
@@ -244,31 +235,31 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
     bool local = peer == t->pp.rank;
     switch ((mp_op_kind)op->kind) {
     case MP_OP_RECV_FWD:
-        st = local ? RN(local_recv)(be, t->recv_act, n_in, tag, err)
+        st = local ? local_recv(be, t->recv_act, n_in, tag, err)
                    : be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n_in, peer, tag, err);
         g->stage_in = t->recv_act;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_FWD;
         break;
     case MP_OP_RECV_BWD:
-        st = local ? RN(local_recv)(be, t->recv_grad, n_out, tag, err)
+        st = local ? local_recv(be, t->recv_grad, n_out, tag, err)
                    : be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n_out, peer, tag, err);
         g->stage_grad_in = t->recv_grad;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_BWD;
         break;
     case MP_OP_SEND_FWD: {
-        int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, false);
+        int s = slot_for(slot_mb, n_slots, op->microbatch, false);
         if (s < 0)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "send of micro-batch %d's activation before its forward",
                                 (int)op->microbatch);
-        st = local ? RN(local_send)(be, RN(mp_gpt_stage_output)(g, s), n_out, tag, err)
-                   : be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_output)(g, s), n_out, peer,
+        st = local ? local_send(be, mp_gpt_stage_output(g, s), n_out, tag, err)
+                   : be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_output(g, s), n_out, peer,
                               tag, err);
         break;
     }
     case MP_OP_SEND_BWD:
-        st = local ? RN(local_send)(be, RN(mp_gpt_stage_input_grad)(g), n_in, tag, err)
-                   : be->send(&t->pp, MP_REAL_KIND, RN(mp_gpt_stage_input_grad)(g), n_in, peer,
+        st = local ? local_send(be, mp_gpt_stage_input_grad(g), n_in, tag, err)
+                   : be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_input_grad(g), n_in, peer,
                               tag, err);
         kind = MP_EV_SEND_BWD;
         break;
@@ -283,9 +274,9 @@ static mp_status RN(pipeline_op)(RN(mp_trainer) *t, int n_chunks, const mp_op *o
 }
 
 /* The schedule's ops, in order. */
-static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t *tokens,
-                             const int32_t *targets, RN(chunk_slots) *cs, double *loss_sum,
-                             mp_error *err)
+static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens,
+                         const int32_t *targets, chunk_slots *cs, double *loss_sum,
+                         mp_error *err)
 {
     const mp_op_list *ops = chunks[0].ops;
     const mp_backend *be = chunks[0].model->be;
@@ -299,8 +290,8 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "schedule op %d names micro-batch %d chunk %d", (int)k,
                                 (int)op->microbatch, (int)op->chunk);
-        RN(mp_trainer) *t = &chunks[op->chunk];
-        RN(mp_gpt) *g = t->model;
+        mp_trainer *t = &chunks[op->chunk];
+        mp_gpt *g = t->model;
         int *slot_mb = cs[op->chunk].slot_mb, n_slots = cs[op->chunk].n_slots;
         if (pr) {
             pr->microbatch = op->microbatch;
@@ -308,14 +299,14 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
         }
         double t0 = be->now();
         if (op->kind == MP_OP_F) {
-            int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, true);
+            int s = slot_for(slot_mb, n_slots, op->microbatch, true);
             if (s < 0)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "more micro-batches in flight than activation slots");
             g->microbatch_now = op->microbatch;
-            mp_status st = RN(mp_gpt_forward)(g, s, tokens + (size_t)op->microbatch * S,
-                                              targets + (size_t)op->microbatch * S, loss_sum,
-                                              err);
+            mp_status st = mp_gpt_forward(g, s, tokens + (size_t)op->microbatch * S,
+                                          targets + (size_t)op->microbatch * S, loss_sum,
+                                          err);
             if (st)
                 return st;
             mp_probe_record(pr, t0, MP_STREAM_COMPUTE, MP_EV_F, true);
@@ -323,12 +314,12 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
             /* test switch: a rank dies (or stops) mid-step */
             if (pr && pr->kill_step == pr->step)
                 raise(pr->kill_signal ? pr->kill_signal : SIGKILL);
-            int s = RN(slot_for)(slot_mb, n_slots, op->microbatch, false);
+            int s = slot_for(slot_mb, n_slots, op->microbatch, false);
             if (s < 0)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "backward of micro-batch %d before its forward",
                                     (int)op->microbatch);
-            mp_status st = RN(mp_gpt_backward)(g, s, err);
+            mp_status st = mp_gpt_backward(g, s, err);
             if (st)
                 return st;
             slot_mb[s] = -1;
@@ -337,7 +328,7 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
             /* ZB-H1's weight-gradient half: B above computed the weight
              * gradients already, so the numerics are those of the schedule */
         } else {
-            mp_status st = RN(pipeline_op)(t, n_chunks, op, slot_mb, n_slots, err);
+            mp_status st = pipeline_op(t, n_chunks, op, slot_mb, n_slots, err);
             if (st)
                 return st;
         }
@@ -350,9 +341,9 @@ static mp_status RN(run_ops)(RN(mp_trainer) *chunks, int n_chunks, const int32_t
 }
 
 /* After the last backward: TP reduction of sequence-split gradients, then DP. */
-static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
+static mp_status reduce_grads(mp_trainer *t, mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     mp_probe *pr = g->probe;
     /* Sequence-split gradients (LayerNorms, row-parallel biases, positions):
@@ -375,7 +366,7 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
         t0 = be->now();
     }
     if (g->d.t5) { /* each stack's relative bias, summed over its stages */
-        mp_status st = RN(mp_t5_reduce_grads)(g, err);
+        mp_status st = mp_t5_reduce_grads(g, err);
         if (st)
             return st;
     }
@@ -411,9 +402,9 @@ static mp_status RN(reduce_grads)(RN(mp_trainer) *t, mp_error *err)
     return MP_OK;
 }
 
-mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err)
+mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err)
 {
-    RN(mp_gpt) *g = t->model;
+    mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     double t0 = be->now();
     size_t hi = t->shard_hi < g->lay->total ? t->shard_hi : g->lay->total;
@@ -436,4 +427,3 @@ mp_status RN(mp_trainer_update)(RN(mp_trainer) *t, int step, mp_error *err)
     return MP_OK;
 }
 
-#endif

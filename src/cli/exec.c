@@ -527,8 +527,11 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
     if (K > 1) {
         /* the items each (virtual) stage ran: 0 embedding, 1..L blocks, L+1 head;
          * virtual stage k on pipeline rank k % pp */
+        bool v_shape = mp_schedule_is_v(plan->config.parallel.schedule);
         printf("stages (layer items [begin, end); 0 embedding, %d head%s):", d->layers + 1,
-               K > r->pp ? "; virtual stage k on rank k mod pp" : "");
+               v_shape    ? "; V: stages k and 2pp-1-k on rank k"
+               : K > r->pp ? "; virtual stage k on rank k mod pp"
+                           : "");
         for (int k = 0; k < K; k++) {
             int b = 0, e = 0;
             mp_error ignored;

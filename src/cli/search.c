@@ -83,6 +83,8 @@ static const char *short_sched(mp_schedule_kind s)
     case MP_SCHED_1F1B: return "1f1b";
     case MP_SCHED_INTERLEAVED: return "interleaved";
     case MP_SCHED_ZBH1: return "zb-h1";
+    case MP_SCHED_ZBV: return "zb-v";
+    case MP_SCHED_DUALPIPEV: return "dualpipev";
     default: return "?";
     }
 }

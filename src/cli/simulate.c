@@ -26,7 +26,8 @@
 
 #define VERB "simulate"
 
-enum { SIM_TRACE, SIM_PLOT, SIM_EVENTS, SIM_FORCE, SIM_ASYNC_P2P, SIM_UNIT_OPS, SIM_MICRO_BATCHES };
+enum { SIM_TRACE, SIM_PLOT, SIM_EVENTS, SIM_FORCE, SIM_ASYNC_P2P, SIM_EP_OVERLAP, SIM_UNIT_OPS,
+       SIM_MICRO_BATCHES };
 
 static const mp_opt sim_rows[] = {
     {"--trace", NULL, "FILE", SIM_TRACE, 0,
@@ -45,6 +46,10 @@ static const mp_opt sim_rows[] = {
     {"--async-p2p", NULL, NULL, SIM_ASYNC_P2P, 0,
      "sends do not wait for their message to land (the executor's MPI_Isend); default: "
      "Megatron's p2p, waited on before the next compute",
+     NULL},
+    {"--ep-overlap", NULL, NULL, SIM_EP_OVERLAP, 0,
+     "MoE: each micro-batch's dispatch and combine run on the ep stream under the next op's "
+     "compute (Megatron-Core's --overlap-moe-expert-parallel-comm); default: inline",
      NULL},
     {"--unit-ops", NULL, NULL, SIM_UNIT_OPS, 0,
      "no model: F = 1, B = 2 time units per stage (ZB-H1: B = W = 1), divided by vpp per chunk, "
@@ -75,6 +80,7 @@ typedef struct sim_args {
     const char *trace_path;
     const char *plot_path;
     bool async_p2p;
+    bool ep_overlap; /* --ep-overlap: MoE all-to-all under another micro-batch's compute */
     bool unit_ops;
     bool events; /* --events: per-op events in the JSON */
     bool force;  /* --force: outputs may replace read-only files */
@@ -130,6 +136,7 @@ static int parse_own(int argc, char **argv, sim_args *a)
             break;
         }
         case SIM_ASYNC_P2P: a->async_p2p = true; break;
+        case SIM_EP_OVERLAP: a->ep_overlap = true; break;
         case SIM_UNIT_OPS: a->unit_ops = true; break;
         case SIM_EVENTS: a->events = true; break;
         case SIM_FORCE: a->force = true; break;
@@ -152,8 +159,9 @@ static mp_status unit_costs(mp_schedule_kind s, int32_t p, int32_t v, mp_pipelin
         mp_stage_cost *sc = &pc->stages[k];
         sc->fwd = 1.0 / v;
         sc->bwd = 2.0 / v;
-        sc->bwd_input = s == MP_SCHED_ZBH1 ? 1.0 : sc->bwd;
-        sc->bwd_weight = s == MP_SCHED_ZBH1 ? 1.0 : 0.0;
+        bool split = mp_schedule_splits_backward(s);
+        sc->bwd_input = split ? sc->bwd / 2 : sc->bwd;
+        sc->bwd_weight = split ? sc->bwd / 2 : 0.0;
         sc->act_bytes = 1073741824.0 / v; /* one GiB per stage's micro-batch: memory in units */
     }
     return MP_OK;
@@ -490,6 +498,8 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     mp_schedule_kind s = (cc->set & MP_SET_SCHEDULE) ? par->schedule
                          : v > 1                     ? MP_SCHED_INTERLEAVED
                                                      : MP_SCHED_1F1B;
+    if (mp_schedule_is_v(s) && !(cc->set & MP_SET_VPP))
+        v = 2; /* the V's two chunks per rank */
     if (p > MP_MAX_STAGES || v > MP_MAX_STAGES)
         return fail_input(p > MP_MAX_STAGES ? "--pp" : "--vpp", "at most 1024 stages");
     int rc = check_size(p, v, a->microbatches, a, opt, NULL, "--micro-batches");
@@ -519,8 +529,9 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     free(pc.stages);
     if (st != MP_OK)
         return mp_cli_fail(VERB, &err);
-    double f = 1.0 / (double)v, b = s == MP_SCHED_ZBH1 ? 1.0 : 2.0 / (double)v;
-    double w = s == MP_SCHED_ZBH1 ? 1.0 : 0.0;
+    bool split = mp_schedule_splits_backward(s);
+    double f = 1.0 / (double)v, b = split ? 1.0 / (double)v : 2.0 / (double)v;
+    double w = split ? 1.0 / (double)v : 0.0;
     double closed = mp_pipeline_makespan(s, p, v, a->microbatches, f, b, w, 0.0);
     char title[160], chunks[40] = "";
     if (v > 1)
@@ -528,8 +539,11 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     snprintf(title, sizeof title, "%s, %lld ranks%s, %lld micro-batches (unit-time ops)",
              mp_schedule_name(s), (long long)p, chunks, (long long)a->microbatches);
     char what[200];
+    char wtxt[32] = "";
+    if (split)
+        snprintf(wtxt, sizeof wtxt, ", W = %g", w);
     snprintf(what, sizeof what, "unit-time ops: F = %g, B = %g%s per stage, free p2p", f, b,
-             s == MP_SCHED_ZBH1 ? ", W = 1" : "");
+             wtxt);
     mp_plot_options po = {.title = title, .time_unit = "units", .memory_unit = MP_UNIT_MEMORY,
                           .force = a->force};
     report_style rs = {.out = stdout, .sec = "", .mem = " units"};
@@ -630,7 +644,7 @@ int cmd_simulate(int argc, char **argv)
         return fail_input("--format", "a --trace or --plot file is standard output: the "
                                       "document cannot go there too");
     mp_sim_options opt = {.record_timeline = a.trace_path || a.plot_path || a.events,
-                          .async_p2p = a.async_p2p};
+                          .async_p2p = a.async_p2p, .ep_overlap = a.ep_overlap};
     if (a.unit_ops)
         return run_unit_ops(&cc, &a, &opt);
     return run_config(&cc, &a, &opt);

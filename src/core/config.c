@@ -6,7 +6,8 @@
 #include "core/tables.h"
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
-static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                                             "zb-v", "dualpipev"};
 
 const char *mp_recompute_name(mp_recompute r)
 {
@@ -16,6 +17,30 @@ const char *mp_recompute_name(mp_recompute r)
 const char *mp_schedule_name(mp_schedule_kind s)
 {
     return (unsigned)s < MP_SCHED_COUNT ? schedule_names[s] : "?";
+}
+
+bool mp_schedule_is_v(mp_schedule_kind s)
+{
+    return s == MP_SCHED_ZBV || s == MP_SCHED_DUALPIPEV;
+}
+
+int64_t mp_schedule_chunks(mp_schedule_kind s, int64_t vpp)
+{
+    if (mp_schedule_is_v(s))
+        return 2;
+    return s == MP_SCHED_INTERLEAVED && vpp > 1 ? vpp : 1;
+}
+
+int64_t mp_schedule_stage(mp_schedule_kind s, int64_t p, int64_t r, int64_t c)
+{
+    if (mp_schedule_is_v(s))
+        return c == 0 ? r : 2 * p - 1 - r;
+    return c * p + r;
+}
+
+bool mp_schedule_splits_backward(mp_schedule_kind s)
+{
+    return s == MP_SCHED_ZBH1 || mp_schedule_is_v(s);
 }
 
 int mp_recompute_parse(const char *s)
@@ -231,10 +256,19 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->schedule == MP_SCHED_INTERLEAVED && p->vpp < 2)
         return FAIL("schedule", "interleaved-1f1b needs vpp >= 2 (got vpp=%lld)",
                     (long long)p->vpp);
-    if (p->vpp > 1 && p->schedule != MP_SCHED_INTERLEAVED)
-        return FAIL("schedule", "vpp=%lld needs schedule interleaved-1f1b (got %s)",
+    if (mp_schedule_is_v(p->schedule) && (p->vpp != 2 || p->pp < 2))
+        return FAIL("schedule", "%s places two chunks per rank in a V: it needs vpp=2 and "
+                                "pp >= 2 (got vpp=%lld, pp=%lld)",
+                    mp_schedule_name(p->schedule), (long long)p->vpp, (long long)p->pp);
+    if (p->vpp > 1 && p->schedule != MP_SCHED_INTERLEAVED && !mp_schedule_is_v(p->schedule))
+        return FAIL("schedule", "vpp=%lld needs schedule interleaved-1f1b, zb-v or dualpipev "
+                                "(got %s)",
                     (long long)p->vpp, mp_schedule_name(p->schedule));
     int64_t mbs = mp_config_microbatches(c);
+    if (p->schedule == MP_SCHED_DUALPIPEV && mbs < 2 * p->pp)
+        return FAIL("global_batch",
+                    "dualpipev needs at least 2*pp micro-batches (%lld < %lld)", (long long)mbs,
+                    (long long)(2 * p->pp));
     if (p->schedule == MP_SCHED_INTERLEAVED && mbs % p->pp)
         return FAIL("global_batch",
                     "interleaved-1f1b needs the number of micro-batches (%lld) to be a "

@@ -16,8 +16,24 @@ typedef enum {
     MP_SCHED_1F1B,
     MP_SCHED_INTERLEAVED, /* "interleaved-1f1b" */
     MP_SCHED_ZBH1,        /* "zb-h1" */
+    MP_SCHED_ZBV,         /* "zb-v": two chunks per rank in a V, B/W split (Qi et al. 2024) */
+    MP_SCHED_DUALPIPEV,   /* "dualpipev": DeepSeek's cut-in-half DualPipe, V placement */
     MP_SCHED_COUNT
 } mp_schedule_kind;
+
+/* The V placement (zb-v, dualpipev): pipeline rank r holds virtual stages r
+ * and 2p-1-r, so the first and the last stage share rank 0 and the two
+ * middle stages rank p-1 (docs/simulator.md, "Schedules"). */
+bool mp_schedule_is_v(mp_schedule_kind s);
+/* Model chunks per pipeline rank: vpp for interleaved 1F1B, 2 for the V
+ * schedules, else 1. */
+int64_t mp_schedule_chunks(mp_schedule_kind s, int64_t vpp);
+/* The virtual stage (layer order) that chunk c of pipeline rank r runs:
+ * c*p + r, or for the V schedules r (c = 0) and 2p-1-r (c = 1). */
+int64_t mp_schedule_stage(mp_schedule_kind s, int64_t p, int64_t r, int64_t c);
+/* Whether the schedule splits the backward into B (input gradient) and a
+ * deferred W (weight gradient): zb-h1, zb-v, dualpipev. */
+bool mp_schedule_splits_backward(mp_schedule_kind s);
 
 /* How an MoE layer moves tokens to their experts (Megatron-Core
  * --moe-token-dispatcher-type): all-to-all inside the expert-parallel group,

@@ -102,7 +102,7 @@ typedef struct run {
     mp_adam_cfg adam;
     double grad_scale;
     int v;                     /* model chunks on this rank (vpp; 1 without interleaving) */
-    mp_gpt_dims *dc;           /* [v] chunk c runs virtual stage c*pp + pp_rank */
+    mp_gpt_dims *dc;           /* [v] chunk c runs virtual stage c*pp + pp_rank (V: pp_rank, 2pp-1-pp_rank) */
     mp_param_layout *lay;      /* [v] */
     mp_gpt_f32 *model;         /* [v] */
     mp_trainer_f32 *trainer;   /* [v] */
@@ -281,7 +281,9 @@ static mp_status build_chunks(run *R, const mp_plan *plan, mp_error *err)
     for (int c = 0; c < v && !st; c++) {
         mp_gpt_dims *dc = &R->dc[c];
         *dc = *d;
-        st = mp_exec_stage_items(plan, R->o->shrink, d, c * rt->pp + rt->pp_rank,
+        st = mp_exec_stage_items(plan, R->o->shrink, d,
+                                 (int)mp_schedule_stage(plan->config.parallel.schedule, rt->pp,
+                                                        rt->pp_rank, c),
                                  &dc->item_begin, &dc->item_end, err);
         if (!st)
             st = mp_param_layout_build(dc, &R->lay[c], err);
@@ -355,8 +357,15 @@ static mp_status init_chunks(run *R, const mp_parallel *par, mp_error *err)
         st = mp_trainer_init_f32(&R->trainer[c], &R->model[c],
                                  R->hsdp ? rt->shard_group : rt->dpcp_group, par->dist_opt,
                                  &R->adam, R->m, &R->ops, err);
-        if (!st)
-            st = mp_trainer_set_pipeline_f32(&R->trainer[c], rt->pp_group, rt->emb_group, err);
+        if (!st) {
+            /* V placement: both copies of a tied embedding are on rank 0, summed
+             * there (step.c), so no embedding group */
+            R->trainer[c].schedule = par->schedule;
+            st = mp_trainer_set_pipeline_f32(&R->trainer[c], rt->pp_group,
+                                             mp_schedule_is_v(par->schedule) ? rt->self
+                                                                             : rt->emb_group,
+                                             err);
+        }
         if (!st)
             st = mp_trainer_set_zero_f32(&R->trainer[c], (int)par->zero,
                                          R->hsdp ? &rt->replica_group : NULL, err);
@@ -563,7 +572,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     }
     /* S: this rank's token rows of one micro-batch (its positions with CP);
      * the gradients are reduced over DP x CP (dpcp_group, the DP group when cp = 1) */
-    int m = R.m, dp = R.dp = rt->dp, v = R.v = par->vpp > 1 ? (int)par->vpp : 1;
+    int m = R.m, dp = R.dp = rt->dp, v = R.v = (int)mp_schedule_chunks(par->schedule, par->vpp);
     R.S = mp_dims_tokens(d);
     R.Sfull = d->seq * d->micro_batch;
     /* T5's loss is over the decoder's tokens */

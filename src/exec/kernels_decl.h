@@ -170,6 +170,7 @@ typedef struct mp_trainer {
     mp_adam_cfg adam;
     int microbatches;          /* per DP rank */
     const mp_op_list *ops;     /* this rank's schedule: its pipeline stage's ops */
+    mp_schedule_kind schedule; /* which placement the ops' chunks follow (mp_schedule_stage) */
     real *m, *v;               /* Adam moments: whole local buffer, or the DP shard */
     size_t shard_lo, shard_hi; /* flat range this rank updates (all of it without dist-opt) */
     real *shard_buf;           /* reduce-scatter destination (dist-opt) */

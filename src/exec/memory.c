@@ -73,7 +73,7 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
                             int m, int pp_rank, mp_exec_memory *r, mp_error *err)
 {
     const mp_parallel *par = &plan->config.parallel;
-    int pp = (int)par->pp, v = par->vpp > 1 ? (int)par->vpp : 1;
+    int pp = (int)par->pp, v = (int)mp_schedule_chunks(par->schedule, par->vpp);
     int dpcp = (int)par->dp * (par->cp > 1 ? (int)par->cp : 1);
     bool dist = par->dist_opt && dpcp > 1;
     mp_op_list ops = {0};
@@ -87,8 +87,9 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
     for (int c = 0; c < v && !st; c++) {
         mp_gpt_dims dc = *d;
         mp_param_layout lay;
-        st = mp_exec_stage_items(plan, o->shrink, d, c * pp + pp_rank, &dc.item_begin,
-                                 &dc.item_end, err);
+        st = mp_exec_stage_items(plan, o->shrink, d,
+                                 (int)mp_schedule_stage(par->schedule, pp, pp_rank, c),
+                                 &dc.item_begin, &dc.item_end, err);
         if (!st)
             st = mp_param_layout_build(&dc, &lay, err);
         if (st)

@@ -95,6 +95,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             mp_exec_t5_shrink(m, (int)p->pp, out);
         if (p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1)
             *microbatches = (int)p->pp; /* a multiple of pp, as interleaving needs (mbs is one) */
+        if (p->schedule == MP_SCHED_DUALPIPEV)
+            *microbatches = (int)(2 * p->pp); /* the least DualPipeV runs */
     } else {
         if (m->hidden > (1 << 20) || m->ffn_hidden > (1 << 22) || m->vocab > (1 << 24) ||
             seq > (1 << 20) || m->layers > MP_MAX_LAYERS || p->micro_batch > 4096 ||

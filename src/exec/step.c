@@ -110,6 +110,23 @@ static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens
                          mp_error *err);
 static mp_status reduce_grads(mp_trainer *t, mp_error *err);
 
+/* The V placement puts the first and the last stage on pipeline rank 0: the
+ * tied embedding's two copies (chunk 0's, the head's in chunk 1) are on this
+ * rank, and each takes their sum here, as the embedding group's all-reduce
+ * does across ranks otherwise. */
+static void sum_local_tied(mp_trainer *chunks, int n_chunks)
+{
+    if (n_chunks != 2 || !mp_schedule_is_v(chunks[0].schedule) || !chunks[0].model->d.tied)
+        return;
+    mp_gpt *g0 = chunks[0].model, *g1 = chunks[1].model;
+    if (g0->lay->wte < 0 || g1->lay->head < 0)
+        return;
+    const mp_param *a = &g0->lay->p[g0->lay->wte], *b = &g1->lay->p[g1->lay->head];
+    size_t n = (size_t)a->lrows * (size_t)a->lcols;
+    g0->be->add(MP_REAL_KIND, g0->g + a->offset, g1->g + b->offset, n);
+    g0->be->copy(g1->g + b->offset, g0->g + a->offset, n * sizeof(real), MP_COPY_D2D);
+}
+
 mp_status mp_trainer_grads(mp_trainer *t, const int32_t *tokens, const int32_t *targets,
                            double *loss_sum, mp_error *err)
 {
@@ -143,10 +160,57 @@ mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
     free(cs);
     if (!st && chunks[0].pp.size > 1)
         st = chunks[0].model->be->send_wait(err);
+    if (!st)
+        sum_local_tied(chunks, n_chunks);
     /* every chunk's reductions, in the same order on every rank */
     for (int c = 0; c < n_chunks && !st; c++)
         st = reduce_grads(&chunks[c], err);
     return st;
+}
+
+/* Messages a rank sends to itself: the V schedules' turn at pipeline rank
+ * pp-1, whose chunk 0 hands its output to its chunk 1 (and chunk 1 its input
+ * gradient back). A copy kept here by tag until the receive takes it; the
+ * executor is one thread per process, like the MPI transport's send list. */
+typedef struct local_msg {
+    int tag;
+    real *data;
+} local_msg;
+static local_msg *local_box;
+static size_t local_n, local_cap;
+
+static mp_status local_send(const mp_backend *be, const real *buf, size_t n, int tag,
+                            mp_error *err)
+{
+    if (local_n == local_cap) {
+        size_t cap = local_cap ? 2 * local_cap : 8;
+        local_msg *b = realloc(local_box, cap * sizeof *b);
+        if (!b)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a message");
+        local_box = b;
+        local_cap = cap;
+    }
+    real *copy = be->alloc((n ? n : 1) * sizeof(real));
+    if (!copy)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a message");
+    be->copy(copy, buf, n * sizeof(real), MP_COPY_D2D);
+    local_box[local_n++] = (local_msg){.tag = tag, .data = copy};
+    return MP_OK;
+}
+
+static mp_status local_recv(const mp_backend *be, real *buf, size_t n, int tag,
+                            mp_error *err)
+{
+    for (size_t i = 0; i < local_n; i++)
+        if (local_box[i].tag == tag) {
+            be->copy(buf, local_box[i].data, n * sizeof(real), MP_COPY_D2D);
+            be->free(local_box[i].data);
+            local_box[i] = local_box[--local_n];
+            return MP_OK;
+        }
+    /* the schedule sends before it receives (tests/sim/test_schedule.c) */
+    return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                        "local pipeline message %d received before it was sent", tag);
 }
 
 /* A SEND/RECV op: the schedule puts RECV_FWD right before the F that uses
@@ -158,25 +222,28 @@ static mp_status pipeline_op(mp_trainer *t, int n_chunks, const mp_op *op, int *
     mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     int32_t p = t->pp.size, peer = 0, peer_chunk = 0;
-    if (p <= 1 || !mp_op_peer(p, n_chunks, t->pp.rank, op, &peer, &peer_chunk))
+    if (p <= 1 || !mp_op_peer(t->schedule, p, n_chunks, t->pp.rank, op, &peer, &peer_chunk))
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "schedule op %s on a rank without pipeline peers",
                             mp_op_kind_name((mp_op_kind)op->kind));
-    int tag = mp_op_message_id(p, n_chunks, t->microbatches, t->pp.rank, op);
+    int tag = mp_op_message_id(t->schedule, p, n_chunks, t->microbatches, t->pp.rank, op);
     /* forward: the stage's input in, its output out; backward: their gradients */
     size_t n_in = mp_gpt_stage_input_count(g), n_out = mp_gpt_stage_output_count(g);
     double t0 = be->now();
     mp_status st = MP_OK;
     mp_stream stream = MP_STREAM_PP_SEND;
     mp_event_kind kind = MP_EV_SEND_FWD;
+    bool local = peer == t->pp.rank;
     switch ((mp_op_kind)op->kind) {
     case MP_OP_RECV_FWD:
-        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n_in, peer, tag, err);
+        st = local ? local_recv(be, t->recv_act, n_in, tag, err)
+                   : be->recv(&t->pp, MP_REAL_KIND, t->recv_act, n_in, peer, tag, err);
         g->stage_in = t->recv_act;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_FWD;
         break;
     case MP_OP_RECV_BWD:
-        st = be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n_out, peer, tag, err);
+        st = local ? local_recv(be, t->recv_grad, n_out, tag, err)
+                   : be->recv(&t->pp, MP_REAL_KIND, t->recv_grad, n_out, peer, tag, err);
         g->stage_grad_in = t->recv_grad;
         stream = MP_STREAM_PP_RECV, kind = MP_EV_RECV_BWD;
         break;
@@ -186,13 +253,15 @@ static mp_status pipeline_op(mp_trainer *t, int n_chunks, const mp_op *op, int *
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "send of micro-batch %d's activation before its forward",
                                 (int)op->microbatch);
-        st = be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_output(g, s), n_out, peer, tag,
-                      err);
+        st = local ? local_send(be, mp_gpt_stage_output(g, s), n_out, tag, err)
+                   : be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_output(g, s), n_out, peer,
+                              tag, err);
         break;
     }
     case MP_OP_SEND_BWD:
-        st = be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_input_grad(g), n_in, peer, tag,
-                      err);
+        st = local ? local_send(be, mp_gpt_stage_input_grad(g), n_in, tag, err)
+                   : be->send(&t->pp, MP_REAL_KIND, mp_gpt_stage_input_grad(g), n_in, peer,
+                              tag, err);
         kind = MP_EV_SEND_BWD;
         break;
     default:

@@ -269,6 +269,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
      * communication: both are the block's tensor traffic) */
     out->tp_fwd += mt.comm_f;
     out->tp_bwd += mt.comm_b;
+    out->ep_fwd = mt.comm_f;
+    out->ep_bwd = mt.comm_b;
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or
      * the host's dispatch time, whichever is longer (small models, large t).
@@ -278,7 +280,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, 2.0 * k_fwd) - out->tp_bwd;
     out->attn_core_fwd = mp_host_bound(hw, af, ak);
     out->wgrad = wgrad;
-    if (pp->schedule == MP_SCHED_ZBH1 && pp->pp > 1) {
+    if (mp_schedule_splits_backward(pp->schedule) && pp->pp > 1) {
         /* ZB-H1 issues W (the weight-gradient GEMMs) as a pass of its own,
          * later: B and W are each host- or GPU-bound by themselves, which is
          * never faster than one backward pass */

@@ -21,6 +21,7 @@
 typedef struct item_detail {
     double fwd_compute, bwd_compute, attn_core_fwd;
     double tp_f, tp_b, cp_f, cp_b;
+    double ep_f, ep_b; /* of tp_f, tp_b: the MoE dispatch and combine */
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
@@ -48,6 +49,8 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
     d->tp_b = bt.tp_bwd;
     d->cp_f = bt.cp_fwd;
     d->cp_b = bt.cp_bwd;
+    d->ep_f = bt.ep_fwd;
+    d->ep_b = bt.ep_bwd;
     d->wgrad = bt.wgrad;
     d->params = mp_block_params(&c->model, bs.kind) / (double)p->tp;
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
@@ -181,6 +184,7 @@ mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
 typedef struct stage_sum {
     double fwd_compute, bwd_compute, recompute, tp, cp, wgrad;
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
+    double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -257,6 +261,8 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->tp_b += d->tp_b + rec_comm_tp;
         s->cp_f += d->cp_f;
         s->cp_b += d->cp_b + rec_comm_cp;
+        s->ep_f += d->ep_f;
+        s->ep_b += d->ep_b + (r == MP_RECOMPUTE_FULL ? d->ep_f : 0.0);
         s->wgrad += d->wgrad;
         s->fwd += d->fwd_compute + d->tp_f + d->cp_f;
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
@@ -310,6 +316,7 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
 /* Everything the estimate and the stage costs share. */
 typedef struct pipe_model {
     int64_t p, v, m, n;
+    mp_schedule_kind sched; /* places chunk ch of rank r on stage rank_stage() */
     double p2p_bytes;       /* activation (or its gradient) crossing a stage boundary */
     stage_sum *st;          /* n stages */
     double dp_time, dp_exposed, optimizer, tied_sync;
@@ -377,6 +384,12 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
     pm->tied_sync = 0.0;
 }
 
+/* The stage chunk ch of pipeline rank r runs (c*p + r; V schedules: r, 2p-1-r). */
+static int64_t rank_stage(const pipe_model *pm, int64_t r, int64_t ch)
+{
+    return mp_schedule_stage(pm->sched, pm->p, r, ch);
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check, pipe_model *pm,
                             mp_error *err)
 {
@@ -393,7 +406,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     const mp_parallel *pp = &c->parallel;
     int64_t L = mp_model_blocks(&c->model);
     pm->p = pp->pp;
-    pm->v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
+    pm->sched = pp->schedule;
+    pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
     pm->n = pm->p * pm->v;
     item_detail *det = malloc(sizeof *det * (size_t)(L + 2));
@@ -431,7 +445,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     for (int64_t r = 0; r < pm->p; r++) {
         double params = 0.0, experts = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
-            const stage_sum *ss = &pm->st[ch * pm->p + r];
+            const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
             params += ss->params;
             experts += ss->expert_params;
             if (ss->has_head && tied_split)
@@ -489,8 +503,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         double frac = P > 0.0 ? fmin(1.0, bucket / P) : 1.0;
         double bwd_window = 0.0, fwd_window = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
-            bwd_window += pm->st[ch * pm->p].bwd;
-            fwd_window += pm->st[ch * pm->p].fwd;
+            bwd_window += pm->st[rank_stage(pm, 0, ch)].bwd;
+            fwd_window += pm->st[rank_stage(pm, 0, ch)].fwd;
         }
         double red = pp->dist_opt ? rs : ar;
         double exposed_red = fmax(frac * red, red - bwd_window);
@@ -541,6 +555,8 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->tp_comm_bwd = ss->tp_b;
         sc->cp_comm_fwd = ss->cp_f;
         sc->cp_comm_bwd = ss->cp_b;
+        sc->ep_comm_fwd = ss->ep_f;
+        sc->ep_comm_bwd = ss->ep_b;
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
@@ -577,7 +593,7 @@ static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
 {
     int64_t n = 0;
     for (int64_t ch = 0; ch < pm->v; ch++)
-        n += pm->st[ch * pm->p + r].blocks;
+        n += pm->st[rank_stage(pm, r, ch)].blocks;
     return n;
 }
 
@@ -620,15 +636,22 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         ramp = round + p;
     }
     bool zb = pp->schedule == MP_SCHED_ZBH1;
+    mp_schedule_kind sk = pp->schedule;
     for (int64_t r = 0; r < p; r++) {
         round[r] = ramp[r] = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
-            int64_t k = ch * p + r;
+            int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
             double comm = p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
             round[r] += ss->fwd + ss->bwd + comm;
-            ramp[r] += zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
-                          : ss->fwd + ss->bwd + comm;
+            /* the V schedules: their fill per chunk (pipeline.c); the
+             * sum over the other ranks / v is (p-1) times it */
+            double b_in = ss->bwd - ss->wgrad;
+            ramp[r] += sk == MP_SCHED_ZBV ? ss->fwd + comm / 2.0 + fmax(0.0, b_in - ss->wgrad)
+                       : sk == MP_SCHED_DUALPIPEV
+                           ? fmax(0.0, ss->fwd + 2.0 * b_in - ss->wgrad + comm)
+                       : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
+                            : ss->fwd + ss->bwd + comm;
         }
     }
     double makespan = mp_pipeline_makespan_ranks(m, v, p, round, ramp);
@@ -640,7 +663,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     /* the slowest rank's busy time, by part */
     double comp = 0.0, rec = 0.0, tp = 0.0, cp = 0.0, p2p = 0.0, dpm = 0.0;
     for (int64_t ch = 0; ch < v; ch++) {
-        const stage_sum *ss = &pm.st[ch * p + slow];
+        const stage_sum *ss = &pm.st[rank_stage(&pm, slow, ch)];
         comp += ss->fwd_compute + ss->bwd_compute;
         dpm += ss->dp_f + ss->dp_b;
         rec += ss->recompute;
@@ -671,7 +694,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
         double experts = 0.0, routed = 0.0, capacity = 0.0, fp8_params = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
-            const stage_sum *ss = &pm.st[ch * p + r];
+            const stage_sum *ss = &pm.st[rank_stage(&pm, r, ch)];
             params += ss->params + (ss->has_head ? tied_copy : 0.0);
             experts += ss->expert_params;
             fp8_params += ss->fp8_params;
@@ -691,7 +714,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double stash = act / (double)v * chunks;
         if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
             stash += block_none; /* one block re-materialised during its backward */
-        if (pp->schedule == MP_SCHED_ZBH1 && p > 1)
+        if (mp_schedule_splits_backward(pp->schedule) && p > 1)
             /* ZB-H1 runs a micro-batch's W after later F and B. The schedule's
              * bound already counts a micro-batch until its W; until then it
              * also keeps the output gradients of its linear layers (~9 b s h / t

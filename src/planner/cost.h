@@ -59,6 +59,10 @@ typedef struct mp_stage_cost {
     double recompute;    /* part of bwd spent re-running forward */
     double tp_comm_fwd, tp_comm_bwd; /* exposed TP/SP comm inside fwd / bwd */
     double cp_comm_fwd, cp_comm_bwd; /* exposed CP comm inside fwd / bwd */
+    /* of tp_comm_fwd / tp_comm_bwd: the MoE layers' dispatch and combine
+     * (expert-parallel all-to-all or all-gather), which the simulator can
+     * overlap with another micro-batch's compute (mp_sim_options.ep_overlap) */
+    double ep_comm_fwd, ep_comm_bwd;
     double send_bytes;   /* activation bytes sent to the next stage per micro-batch */
     double act_bytes;    /* activation bytes stashed per in-flight micro-batch */
     double static_bytes; /* weights + grads + optimizer states of this stage, per GPU */

@@ -177,6 +177,7 @@ typedef struct mp_block_time {
     double wgrad;                    /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double tp_fwd, tp_bwd;           /* exposed TP/SP communication */
     double cp_fwd, cp_bwd;           /* exposed CP communication */
+    double ep_fwd, ep_bwd;           /* of tp_fwd/tp_bwd: the MoE dispatch and combine */
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 

@@ -302,6 +302,13 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     if (p->schedule == MP_SCHED_ZBH1)
         mp_buf_puts(&notes, "# schedule zb-h1: Megatron-LM has no flag for it; the plan assumes a "
                          "zero-bubble (ZB-H1) pipeline runtime\n");
+    if (mp_schedule_is_v(p->schedule))
+        mp_buf_printf(&notes, "# schedule %s: Megatron-LM has no flag for it; the plan assumes a "
+                              "runtime with the V placement (rank r: stages r and 2pp-1-r), e.g. "
+                              "%s\n",
+                      mp_schedule_name(p->schedule),
+                      p->schedule == MP_SCHED_ZBV ? "sail-sg/zero-bubble-pipeline-parallelism"
+                                                  : "deepseek-ai/DualPipe");
     if (p->schedule == MP_SCHED_GPIPE)
         mp_buf_puts(&notes, "# schedule gpipe: Megatron-LM runs 1F1B; the plan assumes GPipe\n");
     /* the last flag ends the command: drop its continuation */

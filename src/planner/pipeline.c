@@ -22,17 +22,36 @@
  * there are not enough W to fill it, and the critical path of the last
  * micro-batch's F down and B back up, plus its W, is the bound (the second
  * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9). */
+#include <math.h>
 #include <stdint.h>
 
 #include "planner/cost.h"
 #include "planner/pipeline_internal.h"
 #include "sim/schedule.h"
 
+/* The V schedules on equal stages, f, b, w per chunk (each rank runs 2m
+ * chunk passes of each); see the comment at the top. */
+static double v_makespan(mp_schedule_kind s, int64_t p, int64_t m, double f, double b, double w,
+                         double p2p)
+{
+    double comm = p > 1 ? 2.0 * p2p : 0.0;
+    double work = 2.0 * (double)m * (f + b + w + comm);
+    double fill = s == MP_SCHED_ZBV ? f + p2p + fmax(0.0, b - w)
+                                    : fmax(0.0, f + 2.0 * b - w + comm); /* dualpipev */
+    double filled = work + (double)(p - 1) * fill;
+    /* too few micro-batches to fill it: the last one's F down the V and its B
+     * back, then its W */
+    double critical = 2.0 * (double)p * (f + b + comm) + w + (double)(m - 1) * (f + b + w);
+    return filled > critical ? filled : critical;
+}
+
 double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double f,
                             double b, double w, double p2p)
 {
     if (p < 1 || m < 1)
         return 0.0;
+    if (mp_schedule_is_v(s))
+        return v_makespan(s, p, m, f, b, w, p2p);
     if (s != MP_SCHED_INTERLEAVED || v < 1)
         v = 1;
     if (s != MP_SCHED_ZBH1) {
@@ -72,8 +91,7 @@ double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double 
 
 double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
 {
-    if (s != MP_SCHED_INTERLEAVED || v < 1)
-        v = 1;
+    v = mp_schedule_chunks(s, v);
     if (p < 1 || m < 1)
         return 0.0;
     /* the schedules take int32 sizes; beyond them (absurd, refused elsewhere)

@@ -153,7 +153,10 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
     x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
 
     double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
-    double fill = x->sched == MP_SCHED_ZBH1 ? 0.0 : (double)(x->p - 1) * round / (double)x->v;
+    /* the split-backward schedules fill most of it: no fill is a safe bound */
+    double fill = mp_schedule_splits_backward((mp_schedule_kind)x->sched)
+                      ? 0.0
+                      : (double)(x->p - 1) * round / (double)x->v;
     x->lb_time = (double)mb * round + fill;
 }
 

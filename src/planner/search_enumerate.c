@@ -256,12 +256,20 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
 {
     const mp_parallel *fp = &e->base->parallel;
     int nsc = 0;
+    int64_t mbs = e->base->training.global_batch / x->d / x->b;
     if (fixed(e, MP_FIX_SCHEDULE)) {
-        bool inter = fp->schedule == MP_SCHED_INTERLEAVED;
-        if (inter != (x->v > 1)) return 0; /* the fixed schedule rules this v out */
+        bool chunked = fp->schedule == MP_SCHED_INTERLEAVED || mp_schedule_is_v(fp->schedule);
+        if (chunked != (x->v > 1)) return 0; /* the fixed schedule rules this v out */
+        if (mp_schedule_is_v(fp->schedule) && x->v != 2) return 0;
+        if (fp->schedule == MP_SCHED_DUALPIPEV && mbs < 2 * x->p) return 0;
         scheds[nsc++] = (uint8_t)fp->schedule;
     } else if (x->v > 1) {
         scheds[nsc++] = MP_SCHED_INTERLEAVED;
+        /* the V schedules (two chunks per rank) run outside Megatron-LM only */
+        if (x->v == 2 && !e->opt->megatron_runtime) {
+            scheds[nsc++] = MP_SCHED_ZBV;
+            if (mbs >= 2 * x->p) scheds[nsc++] = MP_SCHED_DUALPIPEV;
+        }
     } else if (x->p == 1) {
         scheds[nsc++] = MP_SCHED_1F1B; /* no pipeline: the schedules coincide */
     } else {

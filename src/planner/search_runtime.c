@@ -51,6 +51,9 @@ bool mp_search_megatron_runs(const mp_plan *plan, const char **why)
 {
     const mp_parallel *p = &plan->config.parallel;
     if (p->schedule == MP_SCHED_ZBH1) return fail(why, "Megatron-LM has no ZB-H1 schedule");
+    if (p->schedule == MP_SCHED_ZBV) return fail(why, "Megatron-LM has no ZB-V schedule");
+    if (p->schedule == MP_SCHED_DUALPIPEV)
+        return fail(why, "Megatron-LM has no DualPipeV schedule");
     if (p->schedule == MP_SCHED_GPIPE && p->pp > 1)
         return fail(why, "Megatron-LM has no GPipe schedule");
     if (!plan->n_stages) return true; /* Megatron's own even split */

@@ -67,6 +67,14 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
                       (long long)vpp);
     if (f & MP_FIX_SCHEDULE) {
         bool inter = p->schedule == MP_SCHED_INTERLEAVED;
+        if (mp_schedule_is_v(p->schedule) && (f & MP_FIX_VPP) && vpp != 2)
+            return REFUSE("schedule", "%s runs two chunks per rank: vpp 2 (got vpp=%lld)",
+                          mp_schedule_name(p->schedule), (long long)vpp);
+        if (mp_schedule_is_v(p->schedule) && (f & MP_FIX_PP) && pp < 2)
+            return REFUSE("schedule", "%s needs pipeline parallelism (pp >= 2)",
+                          mp_schedule_name(p->schedule));
+        if (mp_schedule_is_v(p->schedule))
+            inter = true; /* chunked like interleaving */
         if (inter && (f & MP_FIX_VPP) && vpp < 2)
             return REFUSE("schedule", "interleaved-1f1b needs vpp >= 2 (got vpp=%lld)",
                           (long long)vpp);

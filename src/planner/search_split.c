@@ -75,7 +75,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
 {
     const mp_parallel *pp = &c->parallel;
     int64_t L = mp_model_blocks(&c->model), N = L + 2;
-    int64_t v = pp->schedule == MP_SCHED_INTERLEAVED && pp->vpp > 1 ? pp->vpp : 1;
+    int64_t v = mp_schedule_chunks(pp->schedule, pp->vpp);
     int64_t K = pp->pp * v;
     memset(plan, 0, sizeof *plan);
     plan->config = *c;
@@ -87,6 +87,10 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
     /* T5 keeps Megatron's split of encoder and decoder stages (the split
      * rank, mp_even_stage_items): Megatron cannot run a free one */
     if (K > MP_MAX_STAGES || N > MP_MAX_LAYERS + 2 || (c->model.arch == MP_ARCH_T5 && K > 1))
+        return mp_estimate_config(c, NULL, est, err);
+    /* the split solver places stage k on rank k % pp: the V schedules keep
+     * the even split */
+    if (mp_schedule_is_v(pp->schedule))
         return mp_estimate_config(c, NULL, est, err);
 
     mp_item_cost *items = malloc(sizeof *items * (size_t)N);

@@ -32,6 +32,8 @@ typedef struct rank_state {
     double busy;         /* seconds of F/B/W */
     double recompute, tp, cp; /* parts of busy */
     double pp_wait;      /* seconds blocked while a message was on the wire */
+    double ep_free;      /* time its ep stream (MoE dispatch + combine) is free */
+    double out_ready;    /* time the last F/B's output is complete (its combine done) */
     double stash, peak_stash;
     double static_bytes;
     double link_free[2]; /* directed links to the next / previous rank */
@@ -51,6 +53,7 @@ typedef struct engine {
     mp_heap heap;
     bool record;
     bool async_p2p;
+    bool ep_overlap;
     mp_sim_result *out;
     mp_sim_memory_point *mem;
     size_t n_mem, cap_mem;
@@ -58,9 +61,15 @@ typedef struct engine {
     bool oom;
 } engine;
 
+/* The virtual stage (index into the stage costs) chunk `chunk` of `rank` runs. */
+static int32_t stage_index(const engine *e, int32_t rank, int32_t chunk)
+{
+    return (int32_t)mp_schedule_stage(e->kind, e->p, rank, chunk);
+}
+
 static const mp_stage_cost *stage_of(const engine *e, int32_t rank, int32_t chunk)
 {
-    return &e->pc->stages[chunk * e->p + rank];
+    return &e->pc->stages[stage_index(e, rank, chunk)];
 }
 
 /* Message key: direction, destination virtual stage, micro-batch. */
@@ -116,15 +125,47 @@ static void add_memory(engine *e, double t, int32_t rank, double bytes)
     e->last_mem[rank] = e->n_mem;
 }
 
+/* The MoE dispatch and combine of an F or B (its stage's ep_comm), on the ep
+ * stream. Inline (no overlap): the last `ep` seconds of the op, its compute
+ * stream waiting. Overlapped: after the op's compute, once the ep stream is
+ * free, while the compute stream goes on with the next op; returns the
+ * seconds taken off the compute stream. */
+static double run_ep(engine *e, int32_t r, const mp_op *op, double ep, double start,
+                     double *end)
+{
+    rank_state *rs = &e->ranks[r];
+    if (ep <= 0 || op->kind == MP_OP_W) {
+        rs->out_ready = *end;
+        return 0;
+    }
+    if (!e->ep_overlap) {
+        add_event(e, *end - ep, *end, r, MP_STREAM_EP, MP_EV_EP_COMM, op->microbatch, op->chunk);
+        rs->out_ready = *end;
+        return 0;
+    }
+    double compute_end = *end - ep > start ? *end - ep : start;
+    double from = compute_end > rs->ep_free ? compute_end : rs->ep_free;
+    rs->ep_free = from + ep;
+    rs->out_ready = rs->ep_free;
+    add_event(e, from, rs->ep_free, r, MP_STREAM_EP, MP_EV_EP_COMM, op->microbatch, op->chunk);
+    *end = compute_end;
+    return ep;
+}
+
 static void run_compute(engine *e, int32_t r, const mp_op *op)
 {
     rank_state *rs = &e->ranks[r];
     const mp_stage_cost *sc = stage_of(e, r, op->chunk);
     mp_op_kind k = (mp_op_kind)op->kind;
     double start = rs->now, dur = op_duration(e, sc, k), end = start + dur;
+    double ep = k == MP_OP_F ? sc->ep_comm_fwd : sc->ep_comm_bwd;
+    if (ep > dur)
+        ep = dur;
+    double hidden = run_ep(e, r, op, ep, start, &end);
+    dur -= hidden;
     rs->busy += dur;
     rs->now = end;
-    int32_t stage = op->chunk * e->p + r;
+    int32_t stage = stage_index(e, r, op->chunk);
     if (k == MP_OP_F) {
         /* Activations are allocated as the forward runs: count them from its start. */
         rs->stash += sc->act_bytes;
@@ -132,11 +173,15 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
             rs->peak_stash = rs->stash;
         add_memory(e, start, r, rs->static_bytes + rs->stash);
         add_event(e, start, end, r, MP_STREAM_COMPUTE, MP_EV_F, op->microbatch, op->chunk);
-        rs->tp += sc->tp_comm_fwd;
+        /* the exposed TP part; the dispatch and combine are on the ep stream */
+        double tp = sc->tp_comm_fwd - ep;
+        rs->tp += tp + (hidden > 0 ? 0 : ep);
         rs->cp += sc->cp_comm_fwd;
-        if (sc->tp_comm_fwd > 0)
-            add_event(e, end - sc->tp_comm_fwd, end, r, MP_STREAM_TP, MP_EV_TP_COMM,
-                      op->microbatch, op->chunk);
+        if (tp > 0) {
+            double tp_end = hidden > 0 ? end : end - ep;
+            add_event(e, tp_end - tp, tp_end, r, MP_STREAM_TP, MP_EV_TP_COMM, op->microbatch,
+                      op->chunk);
+        }
         if (sc->cp_comm_fwd > 0)
             add_event(e, start, start + sc->cp_comm_fwd, r, MP_STREAM_CP, MP_EV_CP_COMM,
                       op->microbatch, op->chunk);
@@ -150,11 +195,14 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
                       op->chunk);
         add_event(e, start + rc, end, r, MP_STREAM_COMPUTE, MP_EV_B, op->microbatch, op->chunk);
         rs->recompute += sc->recompute;
-        rs->tp += sc->tp_comm_bwd;
+        double tp = sc->tp_comm_bwd - ep;
+        rs->tp += tp + (hidden > 0 ? 0 : ep);
         rs->cp += sc->cp_comm_bwd;
-        if (sc->tp_comm_bwd > 0)
-            add_event(e, end - sc->tp_comm_bwd, end, r, MP_STREAM_TP, MP_EV_TP_COMM,
-                      op->microbatch, op->chunk);
+        if (tp > 0) {
+            double tp_end = hidden > 0 ? end : end - ep;
+            add_event(e, tp_end - tp, tp_end, r, MP_STREAM_TP, MP_EV_TP_COMM, op->microbatch,
+                      op->chunk);
+        }
         if (sc->cp_comm_bwd > 0)
             add_event(e, start, start + sc->cp_comm_bwd, r, MP_STREAM_CP, MP_EV_CP_COMM,
                       op->microbatch, op->chunk);
@@ -162,7 +210,8 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         add_event(e, start, end, r, MP_STREAM_COMPUTE, MP_EV_W, op->microbatch, op->chunk);
     }
     /* The op that ends a micro-batch's use of its activations and produces its
-     * weight gradient: B, or W under ZB-H1 (which keeps what W needs until W). */
+     * weight gradient: B, or W where the backward is split (which keeps what
+     * W needs until W). */
     if ((k == MP_OP_B) != e->zb) {
         rs->stash -= sc->act_bytes;
         add_memory(e, end, r, rs->static_bytes + rs->stash);
@@ -182,19 +231,23 @@ static int32_t link_slot(const engine *e, int32_t from, int32_t to)
 static int32_t run_send(engine *e, int32_t r, const mp_op *op)
 {
     int32_t peer, peer_chunk;
-    if (!mp_op_peer(e->p, e->v, r, op, &peer, &peer_chunk))
+    if (!mp_op_peer(e->kind, e->p, e->v, r, op, &peer, &peer_chunk))
         return -1;
     bool fwd = op->kind == MP_OP_SEND_FWD;
-    int32_t dest_stage = peer_chunk * e->p + peer;
+    int32_t dest_stage = stage_index(e, peer, peer_chunk);
     /* A gradient is the size of the activation that came the other way. */
     double bytes = fwd ? stage_of(e, r, op->chunk)->send_bytes
                        : e->pc->stages[dest_stage].send_bytes;
     double wire = e->pc->p2p_bw > 0 ? bytes / e->pc->p2p_bw : 0;
     rank_state *rs = &e->ranks[r];
-    double *link = &rs->link_free[link_slot(e, r, peer)];
-    double start = rs->now > *link ? rs->now : *link;
-    double land = start + wire + e->pc->p2p_latency;
-    *link = start + wire;
+    /* the output exists once its combine is done (later under ep overlap) */
+    double start = rs->now > rs->out_ready ? rs->now : rs->out_ready, land = start;
+    if (peer != r) { /* to itself (the V's turn at rank p-1) the data stays put */
+        double *link = &rs->link_free[link_slot(e, r, peer)];
+        start = start > *link ? start : *link;
+        land = start + wire + e->pc->p2p_latency;
+        *link = start + wire;
+    }
     int64_t key = message_key(e, fwd ? 0 : 1, dest_stage, op->microbatch);
     e->arrival[key] = land;
     e->xfer_start[key] = start;
@@ -213,7 +266,7 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
 static bool run_recv(engine *e, int32_t r, const mp_op *op)
 {
     bool fwd = op->kind == MP_OP_RECV_FWD;
-    int64_t key = message_key(e, fwd ? 0 : 1, op->chunk * e->p + r, op->microbatch);
+    int64_t key = message_key(e, fwd ? 0 : 1, stage_index(e, r, op->chunk), op->microbatch);
     rank_state *rs = &e->ranks[r];
     if (e->arrival[key] < 0) {
         rs->waiting = key;
@@ -231,13 +284,6 @@ static bool run_recv(engine *e, int32_t r, const mp_op *op)
         add_event(e, on_wire, land, r, MP_STREAM_PP_RECV, fwd ? MP_EV_RECV_FWD : MP_EV_RECV_BWD,
                   op->microbatch, op->chunk);
     return true;
-}
-
-static const char *schedule_label(mp_schedule_kind s)
-{
-    static const char *const names[MP_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved-1f1b",
-                                                      "zb-h1"};
-    return (unsigned)s < MP_SCHED_COUNT ? names[s] : "?";
 }
 
 static mp_status run_pipeline(engine *e, mp_error *err)
@@ -282,7 +328,7 @@ static mp_status run_pipeline(engine *e, mp_error *err)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
                                 "%s schedule deadlocks (p=%d v=%d m=%d): rank %d waits forever "
                                 "at op %d (%s %d.%d)",
-                                schedule_label(e->kind), (int)e->p, (int)e->v, (int)e->m,
+                                mp_schedule_name(e->kind), (int)e->p, (int)e->v, (int)e->m,
                                 (int)r, (int)e->ranks[r].pc,
                                 mp_op_kind_name((mp_op_kind)op->kind), (int)op->microbatch,
                                 (int)op->chunk);
@@ -317,15 +363,15 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
         int32_t n = 0;
         for (int32_t c = 0; c < e->v; c++) {
             int32_t i = n++;
-            double t = e->last_grad_end[c * e->p + r];
-            while (i > 0 && e->last_grad_end[order[i - 1] * e->p + r] > t) {
+            double t = e->last_grad_end[stage_index(e, r, c)];
+            while (i > 0 && e->last_grad_end[stage_index(e, r, order[i - 1])] > t) {
                 order[i] = order[i - 1];
                 i--;
             }
             order[i] = c;
         }
         for (int32_t i = 0; i < n && pc->dp_time > 0; i++) {
-            int32_t c = order[i], stage = c * e->p + r;
+            int32_t c = order[i], stage = stage_index(e, r, c);
             double share = max_grad > 0 ? stage_of(e, r, c)->grad_bytes / max_grad
                                         : 1.0 / e->v;
             double dur = pc->dp_time * share, start, end;
@@ -431,10 +477,10 @@ static mp_status engine_setup(engine *e, mp_error *err)
         e->arrival[i] = -1;
     for (int32_t k = 0; k < n; k++)
         e->grads_left[k] = e->m;
+    mp_status st = mp_schedule_build_all(e->kind, p, e->v, e->m, e->lists, err);
+    if (st != MP_OK)
+        return st;
     for (int32_t r = 0; r < p; r++) {
-        mp_status st = mp_schedule_build(e->kind, p, e->v, e->m, r, &e->lists[r], err);
-        if (st != MP_OK)
-            return st;
         rank_state *rs = &e->ranks[r];
         rs->waiting = -1;
         rs->static_bytes = e->pc->other_bytes;
@@ -454,7 +500,8 @@ static mp_status check_cost(int32_t p, int32_t v, const mp_pipeline_cost *pc, mp
     for (int32_t k = 0; k < pc->n_stages; k++) {
         const mp_stage_cost *s = &pc->stages[k];
         double vals[] = {s->fwd, s->bwd, s->bwd_input, s->bwd_weight, s->send_bytes,
-                         s->act_bytes, s->static_bytes, s->grad_bytes};
+                         s->act_bytes, s->static_bytes, s->grad_bytes, s->ep_comm_fwd,
+                         s->ep_comm_bwd};
         for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
             if (!(vals[i] >= 0) || vals[i] > 1e300)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
@@ -482,7 +529,9 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     double pm = 0;
     int32_t crit = 0;
     for (int32_t r = 0; r < p; r++) {
-        compute_end[r] = e->ranks[r].now;
+        /* the last combine may end after the compute stream */
+        compute_end[r] = e->ranks[r].now > e->ranks[r].ep_free ? e->ranks[r].now
+                                                               : e->ranks[r].ep_free;
         if (compute_end[r] > pm) {
             pm = compute_end[r];
             crit = r;
@@ -546,8 +595,9 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
     if ((st = check_cost(p, v, pc, err)) != MP_OK)
         return st;
     engine e = {.kind = s, .p = p, .v = v, .m = m, .n_stages = p * v, .pc = pc,
-                .zb = s == MP_SCHED_ZBH1, .record = record,
-                .async_p2p = opt && opt->async_p2p, .out = out};
+                .zb = mp_schedule_splits_backward(s), .record = record,
+                .async_p2p = opt && opt->async_p2p, .ep_overlap = opt && opt->ep_overlap,
+                .out = out};
     st = engine_setup(&e, err);
     if (st == MP_OK)
         st = run_pipeline(&e, err);

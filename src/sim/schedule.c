@@ -5,8 +5,15 @@
  * the F that consumes it, SEND_FWD right after the F that produced it; RECV_BWD
  * right before B, SEND_BWD right after B. The first virtual stage receives no
  * activation and sends no gradient, the last sends no activation and receives
- * no gradient. W (ZB-H1) never communicates. Receives block, sends do not: a
- * schedule is deadlock-free exactly when it runs under those semantics. */
+ * no gradient. W never communicates. One exception: DualPipeV's F&B unit
+ * (the forward of one chunk and the backward of the other, which DualPipe
+ * overlaps) takes both receives, then F, B, W, then both sends. Receives
+ * block, sends do not: a
+ * schedule is deadlock-free exactly when it runs under those semantics.
+ *
+ * Placement: chunk c of rank r runs virtual stage mp_schedule_stage (c*p + r;
+ * the V schedules r and 2p-1-r, so rank p-1 hands its chunk 0's output to its
+ * own chunk 1: a SEND/RECV pair with itself, which costs nothing). */
 #include "sim/schedule.h"
 
 #include "core/plan.h" /* MP_MAX_STAGES */
@@ -42,6 +49,7 @@ void mp_op_list_free(mp_op_list *l)
 /* The builder: ops go into a list sized up front, so pushing cannot fail. */
 typedef struct builder {
     mp_op_list *out;
+    mp_schedule_kind s;
     int32_t p, v, rank;
 } builder;
 
@@ -53,27 +61,46 @@ static void push(builder *b, mp_op_kind kind, int32_t mb, int32_t chunk)
 
 static int32_t virtual_stage(const builder *b, int32_t chunk)
 {
-    return chunk * b->p + b->rank;
+    return (int32_t)mp_schedule_stage(b->s, b->p, b->rank, chunk);
+}
+
+/* The transfers around a forward or a backward, each half by itself. */
+static void recv_fwd(builder *b, int32_t mb, int32_t chunk)
+{
+    if (virtual_stage(b, chunk) > 0)
+        push(b, MP_OP_RECV_FWD, mb, chunk);
+}
+
+static void send_fwd(builder *b, int32_t mb, int32_t chunk)
+{
+    if (virtual_stage(b, chunk) < b->p * b->v - 1)
+        push(b, MP_OP_SEND_FWD, mb, chunk);
+}
+
+static void recv_bwd(builder *b, int32_t mb, int32_t chunk)
+{
+    if (virtual_stage(b, chunk) < b->p * b->v - 1)
+        push(b, MP_OP_RECV_BWD, mb, chunk);
+}
+
+static void send_bwd(builder *b, int32_t mb, int32_t chunk)
+{
+    if (virtual_stage(b, chunk) > 0)
+        push(b, MP_OP_SEND_BWD, mb, chunk);
 }
 
 static void forward(builder *b, int32_t mb, int32_t chunk)
 {
-    int32_t k = virtual_stage(b, chunk);
-    if (k > 0)
-        push(b, MP_OP_RECV_FWD, mb, chunk);
+    recv_fwd(b, mb, chunk);
     push(b, MP_OP_F, mb, chunk);
-    if (k < b->p * b->v - 1)
-        push(b, MP_OP_SEND_FWD, mb, chunk);
+    send_fwd(b, mb, chunk);
 }
 
 static void backward(builder *b, int32_t mb, int32_t chunk)
 {
-    int32_t k = virtual_stage(b, chunk);
-    if (k < b->p * b->v - 1)
-        push(b, MP_OP_RECV_BWD, mb, chunk);
+    recv_bwd(b, mb, chunk);
     push(b, MP_OP_B, mb, chunk);
-    if (k > 0)
-        push(b, MP_OP_SEND_BWD, mb, chunk);
+    send_bwd(b, mb, chunk);
 }
 
 static int32_t min32(int32_t a, int32_t b)
@@ -168,6 +195,194 @@ static void build_interleaved(builder *b, int32_t m)
     }
 }
 
+/* ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory"):
+ * two chunks per rank in a V, B split from W. The order is generated the way
+ * the paper builds its V schedules: list scheduling of all ranks together at
+ * unit times (F = B = W), each idle rank taking a ready F while it holds
+ * fewer than 2p chunk activations (p micro-batches of whole-stage
+ * activations, 1F1B's peak), else a ready B, else its oldest deferred W.
+ * Among ready Fs chunk 1 goes first (the later stage drains the V), among
+ * ready Bs chunk 0. With F = B = W this leaves only the fill of the first
+ * forward, (p-1) F, for m = p and m >= 2p (tests/sim/test_engine.c holds it
+ * to that; between them the list scheduling idles up to p-2 units more). The
+ * order comes from a run that completes, so it cannot deadlock under any
+ * durations. */
+typedef struct zbv_state {
+    int32_t p, m;
+    int32_t *f_end, *b_end;   /* per (stage, micro-batch): finish time, -1 = not run */
+    int32_t *next_f, *next_b; /* per stage: the next micro-batch */
+    int32_t *wq;              /* per rank: FIFO of deferred W, (mb << 1) | chunk */
+    int32_t *wq_head, *wq_tail, *live;
+} zbv_state;
+
+/* Whether op `end` of micro-batch i on stage k has finished by time t
+ * (k outside the pipeline: nothing to wait for). */
+static bool zbv_done(const zbv_state *z, const int32_t *end, int32_t k, int32_t i, int32_t t)
+{
+    if (k < 0 || k >= 2 * z->p)
+        return true;
+    int32_t e = end[(size_t)k * z->m + i];
+    return e >= 0 && e <= t;
+}
+
+/* One unit of work for rank r at time t, if any is ready; false when idle. */
+static bool zbv_step(zbv_state *z, builder *b, int32_t p, int32_t r, int32_t t)
+{
+    int32_t S = 2 * p, m = z->m;
+    int32_t *wq = z->wq + (size_t)r * 2 * m;
+    /* the later stage first: chunk 1 (stage 2p-1-r) drains the V */
+    for (int32_t c = 1; c >= 0 && z->live[r] < S; c--) {
+        int32_t k = c ? S - 1 - r : r, i = z->next_f[k];
+        if (i < m && zbv_done(z, z->f_end, k - 1, i, t)) {
+            z->f_end[(size_t)k * m + i] = t + 1;
+            z->next_f[k]++;
+            z->live[r]++;
+            forward(b, i, c);
+            return true;
+        }
+    }
+    /* B: the earlier stage first (chunk 0 finishes a micro-batch's W sooner) */
+    for (int32_t c = 0; c <= 1; c++) {
+        int32_t k = c ? S - 1 - r : r, i = z->next_b[k];
+        if (i < m && zbv_done(z, z->f_end, k, i, t) && zbv_done(z, z->b_end, k + 1, i, t)) {
+            z->b_end[(size_t)k * m + i] = t + 1;
+            z->next_b[k]++;
+            wq[z->wq_tail[r]++] = (i << 1) | c;
+            backward(b, i, c);
+            return true;
+        }
+    }
+    if (z->wq_head[r] < z->wq_tail[r]) {
+        int32_t w = wq[z->wq_head[r]++];
+        z->live[r]--;
+        push(b, MP_OP_W, w >> 1, w & 1);
+        return true;
+    }
+    return false;
+}
+
+static mp_status build_zbv_all(builder *bs, int32_t p, int32_t m, mp_error *err)
+{
+    size_t sm = (size_t)2 * p * m;
+    /* finish times, next micro-batch per stage, W queues, three counters per rank */
+    int32_t *mem = calloc(2 * sm + (size_t)4 * p + sm + (size_t)3 * p, sizeof *mem);
+    if (!mem)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    zbv_state z = {.p = p, .m = m, .f_end = mem, .b_end = mem + sm, .next_f = mem + 2 * sm};
+    z.next_b = z.next_f + 2 * p;
+    z.wq = z.next_b + 2 * p;
+    z.wq_head = z.wq + sm;
+    z.wq_tail = z.wq_head + p;
+    z.live = z.wq_tail + p;
+    for (size_t i = 0; i < 2 * sm; i++)
+        mem[i] = -1;
+    mp_status st = MP_OK;
+    int64_t left = (int64_t)p * m * 6;
+    for (int32_t t = 0; left > 0 && st == MP_OK; t++) {
+        int64_t before = left;
+        for (int32_t r = 0; r < p; r++)
+            left -= zbv_step(&z, &bs[r], p, r, t);
+        if (left == before) /* nobody could move: would stall forever */
+            st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                              "zb-v generator stalled (p=%d m=%d)", (int)p, (int)m);
+    }
+    free(mem);
+    return st;
+}
+
+/* DualPipeV (DeepSeek, the deepseek-ai/DualPipe repository; Sea AI Lab's
+ * "cut-in-half" of DualPipe): the V placement, eight phases per rank. Here
+ * F&B pairs (DualPipe overlaps their compute with each other's
+ * communication) run as F then B, B without the split when it is not
+ * deferred. Needs m >= 2p. */
+typedef struct dpv_state {
+    builder *b;
+    int32_t next_f[2], next_b[2];
+    int32_t *wq; /* deferred W, (mb << 1) | chunk */
+    int32_t wq_head, wq_tail;
+} dpv_state;
+
+static void dpv_f(dpv_state *d, int32_t c)
+{
+    forward(d->b, d->next_f[c]++, c);
+}
+
+static void dpv_b(dpv_state *d, int32_t c, bool defer_w)
+{
+    int32_t i = d->next_b[c]++;
+    backward(d->b, i, c);
+    if (defer_w)
+        d->wq[d->wq_tail++] = (i << 1) | c;
+    else
+        push(d->b, MP_OP_W, i, c);
+}
+
+/* DualPipe's F&B: one unit that starts once both inputs are in (receives
+ * first), runs the forward of chunk ca and the backward of chunk cb
+ * (without the split), then sends both results. */
+static void dpv_fb(dpv_state *d, int32_t ca, int32_t cb)
+{
+    int32_t i = d->next_f[ca]++, j = d->next_b[cb]++;
+    recv_fwd(d->b, i, ca);
+    recv_bwd(d->b, j, cb);
+    push(d->b, MP_OP_F, i, ca);
+    push(d->b, MP_OP_B, j, cb);
+    push(d->b, MP_OP_W, j, cb);
+    send_fwd(d->b, i, ca);
+    send_bwd(d->b, j, cb);
+}
+
+static void dpv_w(dpv_state *d)
+{
+    int32_t w = d->wq[d->wq_head++];
+    push(d->b, MP_OP_W, w >> 1, w & 1);
+}
+
+static void build_dualpipev(builder *b, int32_t m, int32_t *wq)
+{
+    int32_t p = b->p, r = b->rank;
+    dpv_state d = {.b = b, .wq = wq};
+    for (int32_t i = 0; i < (p - r - 1) * 2; i++) /* 1: nF0 */
+        dpv_f(&d, 0);
+    for (int32_t i = 0; i < r + 1; i++) { /* 2: nF0F1 */
+        dpv_f(&d, 0);
+        dpv_f(&d, 1);
+    }
+    for (int32_t i = 0; i < p - r - 1; i++) { /* 3: nB1W1F1, zero bubble */
+        dpv_b(&d, 1, true);
+        dpv_w(&d);
+        dpv_f(&d, 1);
+    }
+    for (int32_t i = 0; i < m - 2 * p + r + 1; i++) { /* 4: nF0B1F1B0 (F&B pairs) */
+        if (i == 0 && r == p - 1) { /* the turn of the V: not overlapped */
+            dpv_f(&d, 0);
+            dpv_b(&d, 1, false);
+        } else {
+            dpv_fb(&d, 0, 1);
+        }
+        dpv_fb(&d, 1, 0);
+    }
+    for (int32_t i = 0; i < p - r - 1; i++) { /* 5: nB1F1B0 */
+        dpv_b(&d, 1, false);
+        dpv_fb(&d, 1, 0);
+    }
+    bool zb = false; /* 6: nB1B0, the second half deferring W */
+    for (int32_t i = 0; i < r + 1; i++) {
+        if (i == (r + 1) / 2 && r % 2 == 1)
+            zb = true;
+        dpv_b(&d, 1, zb);
+        if (i == (r + 1) / 2 && r % 2 == 0)
+            zb = true;
+        dpv_b(&d, 0, zb);
+    }
+    for (int32_t i = 0; i < p - r - 1; i++) { /* 7: nWB0 */
+        dpv_w(&d);
+        dpv_b(&d, 0, true);
+    }
+    while (d.wq_head < d.wq_tail) /* 8: nW */
+        dpv_w(&d);
+}
+
 static mp_status check_args(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
                             mp_error *err)
 {
@@ -180,7 +395,11 @@ static mp_status check_args(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "vpp",
                             "virtual stages %d must be >= 1 with pp*vpp <= %d", (int)v,
                             MP_MAX_STAGES);
-    if (v > 1 && s != MP_SCHED_INTERLEAVED)
+    if (mp_schedule_is_v(s) && v != 2)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "vpp",
+                            "%s runs two chunks per rank (vpp 2, not %d)", mp_schedule_name(s),
+                            (int)v);
+    if (v > 1 && s != MP_SCHED_INTERLEAVED && !mp_schedule_is_v(s))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "vpp",
                             "vpp %d needs the interleaved-1f1b schedule", (int)v);
     if (m < 1 || m > MAX_MICROBATCHES)
@@ -195,10 +414,77 @@ static mp_status check_args(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                             "interleaved-1f1b needs the micro-batches (%d) to be a multiple "
                             "of pp (%d)",
                             (int)m, (int)p);
+    if (s == MP_SCHED_DUALPIPEV && m < 2 * p)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "microbatches",
+                            "dualpipev needs at least 2*pp micro-batches (%d < %d)", (int)m,
+                            (int)(2 * p));
     if (rank < 0 || rank >= p)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "rank",
                             "pipeline rank %d outside 0..%d", (int)rank, (int)p - 1);
     return MP_OK;
+}
+
+/* Room for every op: per (micro-batch, chunk) F, B, W and four transfers. */
+static mp_status alloc_list(mp_op_list *out, int32_t v, int32_t m, mp_error *err)
+{
+    int64_t cap = (int64_t)m * v * 7;
+    out->ops = malloc((size_t)cap * sizeof *out->ops);
+    if (!out->ops)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    out->cap = (int32_t)cap;
+    return MP_OK;
+}
+
+/* One rank's list, for every schedule generated rank by rank. */
+static mp_status build_rank(builder *b, int32_t m, mp_error *err)
+{
+    switch (b->s) {
+    case MP_SCHED_GPIPE: build_gpipe(b, m); break;
+    case MP_SCHED_1F1B: build_1f1b(b, m); break;
+    case MP_SCHED_ZBH1: build_zbh1(b, m); break;
+    case MP_SCHED_INTERLEAVED:
+        /* With one chunk Megatron runs its non-interleaved 1F1B. */
+        if (b->v == 1)
+            build_1f1b(b, m);
+        else
+            build_interleaved(b, m);
+        break;
+    case MP_SCHED_DUALPIPEV: {
+        int32_t *wq = malloc((size_t)2 * m * sizeof *wq);
+        if (!wq)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+        build_dualpipev(b, m, wq);
+        free(wq);
+        break;
+    }
+    default: break;
+    }
+    return MP_OK;
+}
+
+mp_status mp_schedule_build_all(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                mp_op_list *out, mp_error *err)
+{
+    for (int32_t r = 0; r < (p > 0 && p <= MP_MAX_STAGES ? p : 0); r++)
+        out[r] = (mp_op_list){0};
+    mp_status st = check_args(s, p, v, m, 0, err);
+    if (st != MP_OK)
+        return st;
+    builder bs[MP_MAX_STAGES];
+    for (int32_t r = 0; r < p && st == MP_OK; r++) {
+        st = alloc_list(&out[r], v, m, err);
+        bs[r] = (builder){.out = &out[r], .s = s, .p = p, .v = v, .rank = r};
+    }
+    if (st == MP_OK && s == MP_SCHED_ZBV) {
+        st = build_zbv_all(bs, p, m, err);
+    } else {
+        for (int32_t r = 0; r < p && st == MP_OK; r++)
+            st = build_rank(&bs[r], m, err);
+    }
+    if (st != MP_OK)
+        for (int32_t r = 0; r < p; r++)
+            mp_op_list_free(&out[r]);
+    return st;
 }
 
 mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
@@ -209,33 +495,34 @@ mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
     mp_status st = check_args(s, p, v, m, rank, err);
     if (st != MP_OK)
         return st;
-    /* At most: per (micro-batch, chunk) F, B, W and four transfers. */
-    int64_t cap = (int64_t)m * v * 7;
-    out->ops = malloc((size_t)cap * sizeof *out->ops);
-    if (!out->ops)
-        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
-    out->cap = (int32_t)cap;
-    builder b = {.out = out, .p = p, .v = v, .rank = rank};
-    switch (s) {
-    case MP_SCHED_GPIPE: build_gpipe(&b, m); break;
-    case MP_SCHED_1F1B: build_1f1b(&b, m); break;
-    case MP_SCHED_ZBH1: build_zbh1(&b, m); break;
-    case MP_SCHED_INTERLEAVED:
-        /* With one chunk Megatron runs its non-interleaved 1F1B. */
-        if (v == 1)
-            build_1f1b(&b, m);
-        else
-            build_interleaved(&b, m);
-        break;
-    default: break;
+    if (s == MP_SCHED_ZBV) {
+        /* generated for all ranks together: keep this rank's */
+        mp_op_list *all = calloc((size_t)p, sizeof *all);
+        if (!all)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+        st = mp_schedule_build_all(s, p, v, m, all, err);
+        if (st == MP_OK) {
+            *out = all[rank];
+            all[rank] = (mp_op_list){0};
+        }
+        for (int32_t r = 0; r < p; r++)
+            mp_op_list_free(&all[r]);
+        free(all);
+        return st;
     }
-    return MP_OK;
+    if ((st = alloc_list(out, v, m, err)) != MP_OK)
+        return st;
+    builder b = {.out = out, .s = s, .p = p, .v = v, .rank = rank};
+    st = build_rank(&b, m, err);
+    if (st != MP_OK)
+        mp_op_list_free(out);
+    return st;
 }
 
-bool mp_op_peer(int32_t p, int32_t v, int32_t rank, const mp_op *op, int32_t *peer_rank,
-                int32_t *peer_chunk)
+bool mp_op_peer(mp_schedule_kind s, int32_t p, int32_t v, int32_t rank, const mp_op *op,
+                int32_t *peer_rank, int32_t *peer_chunk)
 {
-    int32_t k = op->chunk * p + rank, other;
+    int32_t k = (int32_t)mp_schedule_stage(s, p, rank, op->chunk), other;
     switch ((mp_op_kind)op->kind) {
     case MP_OP_SEND_FWD:
     case MP_OP_RECV_BWD: other = k + 1; break;
@@ -245,15 +532,21 @@ bool mp_op_peer(int32_t p, int32_t v, int32_t rank, const mp_op *op, int32_t *pe
     }
     if (other < 0 || other >= p * v)
         return false;
-    *peer_rank = other % p;
-    *peer_chunk = other / p;
+    if (mp_schedule_is_v(s)) {
+        *peer_rank = other < p ? other : 2 * p - 1 - other;
+        *peer_chunk = other < p ? 0 : 1;
+    } else {
+        *peer_rank = other % p;
+        *peer_chunk = other / p;
+    }
     return true;
 }
 
-int32_t mp_op_message_id(int32_t p, int32_t v, int32_t m, int32_t rank, const mp_op *op)
+int32_t mp_op_message_id(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
+                         const mp_op *op)
 {
     int32_t peer_rank, peer_chunk, dir, dest_chunk;
-    if (!mp_op_peer(p, v, rank, op, &peer_rank, &peer_chunk))
+    if (!mp_op_peer(s, p, v, rank, op, &peer_rank, &peer_chunk))
         return -1;
     switch ((mp_op_kind)op->kind) {
     case MP_OP_SEND_FWD: dir = 0; dest_chunk = peer_chunk; break;
@@ -264,6 +557,16 @@ int32_t mp_op_message_id(int32_t p, int32_t v, int32_t m, int32_t rank, const mp
     return (dir * v + dest_chunk) * m + op->microbatch;
 }
 
+int64_t mp_schedule_p2p_messages(mp_schedule_kind s, int32_t p, int32_t v, int32_t m)
+{
+    if (p < 2)
+        return 0; /* every hand-over is local */
+    int64_t boundaries = (int64_t)p * mp_schedule_chunks(s, v) - 1;
+    if (mp_schedule_is_v(s))
+        boundaries--; /* rank p-1's hand-over between its chunks is local */
+    return boundaries > 0 ? 2 * boundaries * m : 0;
+}
+
 int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                    int32_t rank)
 {
@@ -272,6 +575,8 @@ int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int
     switch (s) {
     case MP_SCHED_GPIPE: return m;
     case MP_SCHED_ZBH1: return min32(p, m);
+    case MP_SCHED_ZBV: return min32(2 * p, 2 * m);
+    case MP_SCHED_DUALPIPEV: return min32(2 * p + 1, 2 * m);
     case MP_SCHED_INTERLEAVED:
         if (v > 1)
             return min32(interleaved_warmup(p, v, m, rank) + 1, m * v);

@@ -12,8 +12,8 @@
 
 typedef enum mp_op_kind {
     MP_OP_F,        /* forward of (microbatch, chunk) */
-    MP_OP_B,        /* backward; for ZB-H1 the input-gradient half only */
-    MP_OP_W,        /* ZB-H1 weight-gradient half */
+    MP_OP_B,        /* backward; for ZB-H1, ZB-V, DualPipeV the input-gradient half only */
+    MP_OP_W,        /* weight-gradient half (the schedules that split the backward) */
     MP_OP_SEND_FWD, /* send F's output activation to the next stage */
     MP_OP_RECV_FWD, /* receive F's input activation from the previous stage */
     MP_OP_SEND_BWD, /* send B's input gradient to the previous stage */
@@ -24,7 +24,8 @@ typedef enum mp_op_kind {
 typedef struct mp_op {
     uint8_t kind;       /* mp_op_kind */
     int32_t microbatch; /* 0..m-1 */
-    int32_t chunk;      /* model chunk on this rank, 0..v-1; virtual stage = chunk*p + rank */
+    int32_t chunk;      /* model chunk on this rank, 0..v-1; virtual stage:
+                           mp_schedule_stage (chunk*p + rank; V: rank, 2p-1-rank) */
 } mp_op;
 
 typedef struct mp_op_list {
@@ -34,29 +35,46 @@ typedef struct mp_op_list {
 
 const char *mp_op_kind_name(mp_op_kind k); /* "F", "B", "W", "send-fwd", ... */
 
-/* The op list of one pipeline rank. v must be 1 except for interleaved.
- * Returns MP_EINPUT for invalid (p, v, m) (e.g. interleaved with m % p != 0). */
+/* The op list of one pipeline rank. v must be 1 except for interleaved, and
+ * 2 for the V schedules (zb-v, dualpipev). Returns MP_EINPUT for invalid
+ * (p, v, m) (e.g. interleaved with m % p != 0, dualpipev with m < 2p). */
 mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
                             mp_op_list *out, mp_error *err);
+/* The op lists of all p ranks at once (out[0..p-1]); the same lists as p
+ * calls of mp_schedule_build, cheaper for zb-v, whose ranks are generated
+ * together. On failure every list is empty. */
+mp_status mp_schedule_build_all(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                mp_op_list *out, mp_error *err);
 void mp_op_list_free(mp_op_list *l);
 
-/* Added by the simulator (additive): what a SEND/RECV op talks to.
- * Virtual stage k = chunk*p + rank; forward data flows k -> k+1, gradients
- * k -> k-1, wrapping from the last rank to rank 0 between chunks. For a
- * SEND/RECV op of `rank`, sets the peer's pipeline rank and chunk and returns
- * true; returns false for F/B/W (no peer). */
-bool mp_op_peer(int32_t p, int32_t v, int32_t rank, const mp_op *op, int32_t *peer_rank,
-                int32_t *peer_chunk);
+/* What a SEND/RECV op talks to. Virtual stage k = mp_schedule_stage(s, p,
+ * rank, chunk); forward data flows k -> k+1, gradients k -> k-1 (interleaved:
+ * wrapping from the last rank to rank 0 between chunks; V: turning back at
+ * rank p-1, whose two chunks pass the data to themselves -- a message whose
+ * peer is the rank itself, a local copy). For a SEND/RECV op of `rank`, sets
+ * the peer's pipeline rank and chunk and returns true; returns false for
+ * F/B/W (no peer). */
+bool mp_op_peer(mp_schedule_kind s, int32_t p, int32_t v, int32_t rank, const mp_op *op,
+                int32_t *peer_rank, int32_t *peer_chunk);
 
 /* A message id in [0, 2*v*m), equal for a SEND and the RECV that matches it
  * and distinct for different messages between the same two ranks (usable as an
  * MPI tag). -1 for F/B/W. */
-int32_t mp_op_message_id(int32_t p, int32_t v, int32_t m, int32_t rank, const mp_op *op);
+int32_t mp_op_message_id(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
+                         const mp_op *op);
+
+/* Messages of one step that cross between two different ranks (p2p sends;
+ * the V schedules' hand-over at rank p-1 is local): 2(pv - 1)m for the
+ * chunked schedules counting both directions, 2(2p - 2)m for V -- twice
+ * 1F1B's 2(p - 1)m. */
+int64_t mp_schedule_p2p_messages(mp_schedule_kind s, int32_t p, int32_t v, int32_t m);
 
 /* The most (micro-batch, chunk) forwards a rank of this schedule holds
- * stashed at once (F done, its B -- W for ZB-H1 -- not yet): GPipe m,
- * 1F1B and ZB-H1 min(p - rank, m), interleaved Megatron's warm-up + 1,
- * capped at m*v. -1 for an invalid (p, v, m, rank). */
+ * stashed at once (F done, its B -- W where the backward is split -- not
+ * yet): GPipe m, 1F1B min(p - rank, m), ZB-H1 min(p, m), interleaved
+ * Megatron's warm-up + 1, capped at m*v; zb-v min(2p, 2m) chunks (= p
+ * micro-batches of whole-stage activations, 1F1B's first rank); dualpipev
+ * min(2p + 1, 2m) (DeepSeek's "PP + 1"). -1 for an invalid (p, v, m, rank). */
 int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                    int32_t rank);
 

@@ -31,13 +31,6 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
     mp_status st = mp_config_check(cfg, err);
     if (st != MP_OK)
         return st;
-    if (mp_model_is_moe(&cfg->model) || mp_model_is_mla(&cfg->model))
-        /* no dispatch/combine ops on the communication stream yet */
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
-                            "%s: the simulator does not model %s yet (estimate and search do)",
-                            cfg->model.name, mp_model_is_moe(&cfg->model)
-                                                 ? "mixture-of-experts layers"
-                                                 : "latent attention");
     int64_t m = mp_config_microbatches(cfg);
     const mp_parallel *par = &cfg->parallel;
     if (m < 1 || m > INT32_MAX || par->pp < 1 || par->pp > MP_MAX_STAGES || par->vpp < 1 ||

@@ -18,6 +18,13 @@ typedef struct mp_sim_options {
      * the compute stream until its message has landed. true: sends are
      * fire-and-forget (the executor's MPI_Isend); only receives wait. */
     bool async_p2p;
+    /* MoE: false (the default): each F and B runs its layers' dispatch and
+     * combine inline, the compute stream waiting for them. true: Megatron-
+     * Core's --overlap-moe-expert-parallel-comm (and DualPipe's F&B overlap):
+     * the all-to-all of one micro-batch runs on the ep stream under the
+     * compute of the next op (another micro-batch's); an op's output is
+     * sent once its combine is done. */
+    bool ep_overlap;
 } mp_sim_options;
 
 /* Added by the simulator (additive): one step of a rank's memory curve. */

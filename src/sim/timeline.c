@@ -9,7 +9,7 @@
 const char *mp_stream_name(mp_stream s)
 {
     static const char *const names[MP_STREAM_COUNT] = {"compute", "tp", "cp",
-                                                       "pp-send", "pp-recv", "dp"};
+                                                       "pp-send", "pp-recv", "dp", "ep"};
     return (unsigned)s < MP_STREAM_COUNT ? names[s] : "?";
 }
 
@@ -17,7 +17,7 @@ const char *mp_event_kind_name(mp_event_kind k)
 {
     static const char *const names[MP_EV_KIND_COUNT] = {
         "F", "B", "W", "R", "send-fwd", "recv-fwd", "send-bwd", "recv-bwd",
-        "tp", "cp", "dp", "optimizer", "other"};
+        "tp", "cp", "dp", "optimizer", "other", "ep"};
     return (unsigned)k < MP_EV_KIND_COUNT ? names[k] : "?";
 }
 

@@ -17,6 +17,7 @@ typedef enum mp_stream {
     MP_STREAM_PP_SEND,
     MP_STREAM_PP_RECV,
     MP_STREAM_DP,
+    MP_STREAM_EP, /* the MoE layers' dispatch and combine */
     MP_STREAM_COUNT
 } mp_stream;
 
@@ -34,6 +35,7 @@ typedef enum mp_event_kind {
     MP_EV_DP_COMM,    /* DP gradient reduction (bucket) */
     MP_EV_OPTIMIZER,
     MP_EV_OTHER,
+    MP_EV_EP_COMM,    /* MoE dispatch + combine of one F or B */
     MP_EV_KIND_COUNT
 } mp_event_kind;
 
@@ -53,7 +55,7 @@ typedef struct mp_timeline {
     char source[16];    /* "simulated" or "measured" */
 } mp_timeline;
 
-const char *mp_stream_name(mp_stream s);      /* "compute", "tp", "cp", "pp-send", "pp-recv", "dp" */
+const char *mp_stream_name(mp_stream s);      /* "compute", "tp", "cp", "pp-send", "pp-recv", "dp", "ep" */
 const char *mp_event_kind_name(mp_event_kind k);
 /* The event's display name, "F 3.1" style. */
 void mp_event_label(const mp_event *e, char *buf, size_t size);

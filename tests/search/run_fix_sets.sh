@@ -17,6 +17,14 @@ M="$1"
   fail "--runtime megatron: exit $?"
 "$M" search --model 1T --gpus 4096 --runtime megatron --format megatron >"$T/flags" ||
   fail "--runtime megatron --format megatron: exit $?"
+# the V schedules (zb-v, dualpipev: two chunks per rank) are searched outside
+# Megatron-LM, which runs neither; their flags carry a note saying so
+"$M" search --model llama3-8b --gpus 64 --fix 'schedule=zb-v|dualpipev' --top 10 --format json \
+  >"$T/v" || fail "V schedules: exit $?"
+"$M" search --model llama3-8b --gpus 64 --fix 'schedule=dualpipev' --format megatron \
+  >"$T/vflags" || fail "dualpipev flags: exit $?"
+grep -q '^# schedule dualpipev: Megatron-LM has no flag for it' "$T/vflags" ||
+  { cat "$T/vflags"; fail "dualpipev flags lack the note"; }
 python3 - "$T" <<'PY' || fail "plans outside the sets"
 import json, sys, os
 d = sys.argv[1]
@@ -28,6 +36,9 @@ assert t and {o["parallel"]["tp"] for o in t} <= {4, 8}, [o["parallel"] for o in
 assert {o["parallel"]["micro_batch"] for o in t} <= {1, 2}
 free = load("free")
 assert any(o["parallel"]["schedule"] == "zb-h1" for o in free), "the unrestricted search lost its ZB-H1 plans: the test proves nothing"
+v = load("v")
+assert v and {o["parallel"]["schedule"] for o in v} == {"zb-v", "dualpipev"}, [o["parallel"] for o in v]
+assert all(o["parallel"]["vpp"] == 2 and o["parallel"]["pp"] >= 2 for o in v)
 m = load("megatron")
 assert m
 for o in m:
@@ -43,6 +54,8 @@ check_refused() { # want, args...
 }
 check_refused "Megatron-LM has no zb-h1 schedule" --model 1T --gpus 4096 --runtime megatron --fix schedule=zb-h1
 check_refused "none of the --fix schedules runs on Megatron-LM" --model 1T --gpus 4096 --runtime megatron --fix 'schedule=zb-h1|gpipe'
+check_refused "Megatron-LM has no zb-v schedule" --model llama3-8b --gpus 64 --runtime megatron --fix schedule=zb-v
+check_refused "Megatron-LM has no dualpipev schedule" --model llama3-8b --gpus 64 --runtime megatron --fix schedule=dualpipev
 check_refused "expected megatron" --model 1T --gpus 4096 --runtime deepspeed
 check_refused "schedule=zb-h2: expected" --model 1T --gpus 4096 --fix 'schedule=1f1b|zb-h2'
 check_refused "tp is fixed twice" --model 1T --gpus 4096 --tp 8 --fix 'tp=4|8'

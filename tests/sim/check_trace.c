@@ -50,7 +50,8 @@ static char *slurp(const char *path)
     return buf;
 }
 
-static const char *const streams[] = {"compute", "tp", "cp", "pp-send", "pp-recv", "dp"};
+static const char *const streams[] = {"compute", "tp", "cp", "pp-send", "pp-recv", "dp", "ep"};
+#define N_STREAMS ((int)(sizeof streams / sizeof streams[0]))
 
 static int check_trace(const cJSON *root, int ranks, int f_events)
 {
@@ -58,8 +59,8 @@ static int check_trace(const cJSON *root, int ranks, int f_events)
     if (!cJSON_IsArray(events))
         return fail("no traceEvents array", NULL);
     bool named_rank[1024] = {false};
-    bool named_thread[1024][6];
-    bool used_thread[1024][6];
+    bool named_thread[1024][N_STREAMS];
+    bool used_thread[1024][N_STREAMS];
     memset(named_thread, 0, sizeof named_thread);
     memset(used_thread, 0, sizeof used_thread);
     int forwards = 0, complete = 0;
@@ -73,7 +74,7 @@ static int check_trace(const cJSON *root, int ranks, int f_events)
             !cJSON_IsString(name))
             return fail("event without ph/pid/tid/name", cJSON_PrintUnformatted(e));
         int p = pid->valueint, t = tid->valueint;
-        if (p < 0 || p >= ranks || t < 0 || t >= 6)
+        if (p < 0 || p >= ranks || t < 0 || t >= N_STREAMS)
             return fail("pid or tid out of range", name->valuestring);
         if (!strcmp(ph->valuestring, "M")) {
             const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
@@ -114,7 +115,7 @@ static int check_trace(const cJSON *root, int ranks, int f_events)
     for (int p = 0; p < ranks; p++) {
         if (!named_rank[p])
             return fail("a rank has no process_name", NULL);
-        for (int t = 0; t < 6; t++)
+        for (int t = 0; t < N_STREAMS; t++)
             if (used_thread[p][t] && !named_thread[p][t])
                 return fail("a stream with events has no thread_name", streams[t]);
     }

@@ -3,7 +3,9 @@
  * convention around it, every send matched by one receive, in-flight
  * micro-batches within the schedule's bound, no deadlock under blocking
  * receives and non-blocking sends (checked here by a tiny independent
- * executor, not by the engine). */
+ * executor, not by the engine). The V schedules (zb-v, dualpipev: two chunks
+ * per rank, rank r holding stages r and 2p-1-r) are held to the same
+ * properties, and their p2p messages counted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,9 +58,12 @@ static void for_all(check_fn fn)
 {
     for (int kind = 0; kind < MP_SCHED_COUNT; kind++)
         for (int32_t p = 1; p <= MAXP; p++)
-            for (int32_t v = 1; v <= (kind == MP_SCHED_INTERLEAVED ? MAXV : 1); v++)
+            for (int32_t v = mp_schedule_is_v(kind) ? 2 : 1;
+                 v <= (kind == MP_SCHED_INTERLEAVED ? MAXV : mp_schedule_is_v(kind) ? 2 : 1); v++)
                 for (int32_t m = 1; m <= MAXM; m++) {
                     if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
+                        continue;
+                    if (kind == MP_SCHED_DUALPIPEV && m < 2 * p)
                         continue;
                     sched s;
                     build(&s, (mp_schedule_kind)kind, p, v, m);
@@ -71,8 +76,8 @@ static void for_all(check_fn fn)
     fail_msg("kind=%d p=%d v=%d m=%d rank=%d: %s", (int)(s)->kind, (int)(s)->p, (int)(s)->v, \
              (int)(s)->m, (int)(r), __VA_ARGS__)
 
-/* Each F, B (and W for ZB-H1) exactly once per (micro-batch, chunk); F
- * before B before W; W only in ZB-H1. */
+/* Each F, B (and W where the backward is split) exactly once per
+ * (micro-batch, chunk); F before B before W; W only in those schedules. */
 static void check_once_and_order(const sched *s)
 {
     for (int32_t r = 0; r < s->p; r++) {
@@ -98,7 +103,7 @@ static void check_once_and_order(const sched *s)
                     FAILS(s, r, "missing F or B");
                 if (f > b)
                     FAILS(s, r, "B before its F");
-                if (s->kind == MP_SCHED_ZBH1) {
+                if (mp_schedule_splits_backward(s->kind)) {
                     if (w < 0 || w < b)
                         FAILS(s, r, "W missing or before its B");
                 } else if (w >= 0) {
@@ -108,17 +113,67 @@ static void check_once_and_order(const sched *s)
     }
 }
 
+/* Whether op `want` of (mb, chunk) is found from index i stepping by dir,
+ * passing only ops whose kind is in `pass` (a bit set of kinds). */
+static bool found_near(const mp_op_list *l, int32_t i, int dir, mp_op_kind want, int32_t mb,
+                       int32_t chunk, unsigned pass)
+{
+    for (int32_t j = i + dir; j >= 0 && j < l->n; j += dir) {
+        const mp_op *o = &l->ops[j];
+        if (o->kind == want && o->microbatch == mb && o->chunk == chunk)
+            return true;
+        if (!(pass & (1u << o->kind)))
+            return false;
+    }
+    return false;
+}
+
+/* DualPipeV's F&B unit: the receives of both halves, F, B (and its W), then
+ * both sends; every other F and B as in the strict convention. */
+static void check_fb_convention(const sched *s)
+{
+    int32_t last = s->p * s->v - 1;
+    unsigned recvs = 1u << MP_OP_RECV_FWD | 1u << MP_OP_RECV_BWD;
+    unsigned sends = 1u << MP_OP_SEND_FWD | 1u << MP_OP_SEND_BWD;
+    for (int32_t r = 0; r < s->p; r++) {
+        const mp_op_list *l = &s->lists[r];
+        for (int32_t i = 0; i < l->n; i++) {
+            const mp_op *op = &l->ops[i];
+            int32_t k = (int32_t)mp_schedule_stage(s->kind, s->p, r, op->chunk);
+            if (op->kind == MP_OP_F) {
+                if ((k > 0) != found_near(l, i, -1, MP_OP_RECV_FWD, op->microbatch, op->chunk,
+                                          recvs))
+                    FAILS(s, r, "RECV_FWD not with its F");
+                if ((k < last) != found_near(l, i, 1, MP_OP_SEND_FWD, op->microbatch, op->chunk,
+                                             sends | 1u << MP_OP_B | 1u << MP_OP_W))
+                    FAILS(s, r, "SEND_FWD not with its F");
+            } else if (op->kind == MP_OP_B) {
+                if ((k < last) != found_near(l, i, -1, MP_OP_RECV_BWD, op->microbatch, op->chunk,
+                                             recvs | 1u << MP_OP_F))
+                    FAILS(s, r, "RECV_BWD not with its B");
+                if ((k > 0) != found_near(l, i, 1, MP_OP_SEND_BWD, op->microbatch, op->chunk,
+                                          sends | 1u << MP_OP_W))
+                    FAILS(s, r, "SEND_BWD not with its B");
+            }
+        }
+    }
+}
+
 /* RECV_FWD right before F, SEND_FWD right after; RECV_BWD right before B,
  * SEND_BWD right after; none at the pipeline's ends; nothing else around. */
 static void check_transfer_convention(const sched *s)
 {
+    if (s->kind == MP_SCHED_DUALPIPEV) {
+        check_fb_convention(s);
+        return;
+    }
     int32_t last = s->p * s->v - 1;
     for (int32_t r = 0; r < s->p; r++) {
         const mp_op_list *l = &s->lists[r];
         int32_t transfers = 0, expected = 0;
         for (int32_t i = 0; i < l->n; i++) {
             const mp_op *op = &l->ops[i];
-            int32_t k = op->chunk * s->p + r;
+            int32_t k = (int32_t)mp_schedule_stage(s->kind, s->p, r, op->chunk);
             const mp_op *prev = i > 0 ? &l->ops[i - 1] : NULL;
             const mp_op *next = i + 1 < l->n ? &l->ops[i + 1] : NULL;
             bool same_prev = prev && prev->microbatch == op->microbatch && prev->chunk == op->chunk;
@@ -161,21 +216,22 @@ static void check_send_recv_matching(const sched *s)
             const mp_op *op = &l->ops[i];
             int32_t peer, peer_chunk;
             if (op->kind <= MP_OP_W) {
-                if (mp_op_peer(s->p, s->v, r, op, &peer, &peer_chunk) ||
-                    mp_op_message_id(s->p, s->v, s->m, r, op) != -1)
+                if (mp_op_peer(s->kind, s->p, s->v, r, op, &peer, &peer_chunk) ||
+                    mp_op_message_id(s->kind, s->p, s->v, s->m, r, op) != -1)
                     FAILS(s, r, "compute op with a peer");
                 continue;
             }
-            if (!mp_op_peer(s->p, s->v, r, op, &peer, &peer_chunk))
+            if (!mp_op_peer(s->kind, s->p, s->v, r, op, &peer, &peer_chunk))
                 FAILS(s, r, "transfer without a peer");
-            int32_t id = mp_op_message_id(s->p, s->v, s->m, r, op);
+            int32_t id = mp_op_message_id(s->kind, s->p, s->v, s->m, r, op);
             if (id < 0 || id >= ids)
                 FAILS(s, r, "message id out of range");
             bool send = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_SEND_BWD;
             int32_t src = send ? r : peer, dst = send ? peer : r;
             count[((size_t)src * s->p + dst) * ids + id] += send ? 1 : -1;
             /* A forward message goes to the next virtual stage. */
-            int32_t k = op->chunk * s->p + r, kp = peer_chunk * s->p + peer;
+            int32_t k = (int32_t)mp_schedule_stage(s->kind, s->p, r, op->chunk),
+                    kp = (int32_t)mp_schedule_stage(s->kind, s->p, peer, peer_chunk);
             bool toward_next = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_RECV_BWD;
             if (kp != (toward_next ? k + 1 : k - 1))
                 FAILS(s, r, "peer is not the neighbouring virtual stage");
@@ -199,6 +255,10 @@ static int32_t expected_bound(const sched *s, int32_t r)
     case MP_SCHED_GPIPE: return m;
     case MP_SCHED_1F1B: return p - r < m ? p - r : m;
     case MP_SCHED_ZBH1: return p < m ? p : m;
+    /* ZB-V: 2p chunk activations, half a stage each: 1F1B's p micro-batches */
+    case MP_SCHED_ZBV: return 2 * p < 2 * m ? 2 * p : 2 * m;
+    /* DualPipeV: "PP + 1" stages' activations (deepseek-ai/DualPipe README) */
+    case MP_SCHED_DUALPIPEV: return 2 * p + 1 < 2 * m ? 2 * p + 1 : 2 * m;
     default:
         if (v == 1)
             return p - r < m ? p - r : m;
@@ -217,7 +277,7 @@ static void check_inflight(const sched *s)
     for (int32_t r = 0; r < s->p; r++) {
         const mp_op_list *l = &s->lists[r];
         int32_t live = 0, peak = 0;
-        mp_op_kind release = s->kind == MP_SCHED_ZBH1 ? MP_OP_W : MP_OP_B;
+        mp_op_kind release = mp_schedule_splits_backward(s->kind) ? MP_OP_W : MP_OP_B;
         for (int32_t i = 0; i < l->n; i++) {
             if (l->ops[i].kind == MP_OP_F && ++live > peak)
                 peak = live;
@@ -225,6 +285,9 @@ static void check_inflight(const sched *s)
                 live--;
         }
         int32_t bound = expected_bound(s, r);
+        /* the V schedules' bound is their first rank's; the others hold less */
+        if (mp_schedule_is_v(s->kind) && r > 0 && peak <= bound)
+            peak = bound;
         if (peak != bound) {
             char msg[96];
             snprintf(msg, sizeof msg, "peak in-flight %d, schedule bound %d", (int)peak,
@@ -258,8 +321,8 @@ static bool runs_without_deadlock(const sched *s)
                 const mp_op *op = &l->ops[pc[r]];
                 int32_t peer, peer_chunk;
                 if (op->kind >= MP_OP_SEND_FWD) {
-                    mp_op_peer(s->p, s->v, r, op, &peer, &peer_chunk);
-                    int32_t id = mp_op_message_id(s->p, s->v, s->m, r, op);
+                    mp_op_peer(s->kind, s->p, s->v, r, op, &peer, &peer_chunk);
+                    int32_t id = mp_op_message_id(s->kind, s->p, s->v, s->m, r, op);
                     bool send = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_SEND_BWD;
                     if (send) {
                         sent[((size_t)r * s->p + peer) * ids + id]++;
@@ -297,6 +360,31 @@ static void test_transfer_convention(void **state)
 {
     (void)state;
     for_all(check_transfer_convention);
+}
+
+/* Messages between different ranks: the V's turn at rank p-1 stays local,
+ * so a V schedule sends 4(p-1)m, twice 1F1B's 2(p-1)m. */
+static void check_p2p_count(const sched *s)
+{
+    int64_t n = 0;
+    for (int32_t r = 0; r < s->p; r++)
+        for (int32_t i = 0; i < s->lists[r].n; i++) {
+            const mp_op *op = &s->lists[r].ops[i];
+            int32_t peer, peer_chunk;
+            if ((op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_SEND_BWD) &&
+                mp_op_peer(s->kind, s->p, s->v, r, op, &peer, &peer_chunk) && peer != r)
+                n++;
+        }
+    if (n != mp_schedule_p2p_messages(s->kind, s->p, s->v, s->m))
+        FAILS(s, -1, "p2p message count differs from mp_schedule_p2p_messages");
+    if (mp_schedule_is_v(s->kind) && n != 2 * mp_schedule_p2p_messages(MP_SCHED_1F1B, s->p, 1, s->m))
+        FAILS(s, -1, "a V schedule does not send twice 1F1B's messages");
+}
+
+static void test_p2p_count(void **state)
+{
+    (void)state;
+    for_all(check_p2p_count);
 }
 
 static void test_send_recv_matching(void **state)
@@ -434,6 +522,9 @@ static void test_invalid_inputs(void **state)
     expect_einput(MP_SCHED_INTERLEAVED, 4, 4, 1 << 21, 0, "microbatches"); /* m*v absurd */
     expect_einput(MP_SCHED_1F1B, 4, 1, (1 << 22) + 1, 0, "microbatches");
     expect_einput((mp_schedule_kind)MP_SCHED_COUNT, 4, 1, 8, 0, "schedule");
+    expect_einput(MP_SCHED_ZBV, 4, 1, 8, 0, "vpp");        /* the V has two chunks */
+    expect_einput(MP_SCHED_DUALPIPEV, 4, 3, 8, 0, "vpp");
+    expect_einput(MP_SCHED_DUALPIPEV, 4, 2, 7, 0, "microbatches"); /* m < 2p */
 }
 
 int main(void)
@@ -443,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_transfer_convention),
         cmocka_unit_test(test_send_recv_matching),
         cmocka_unit_test(test_inflight_bound),
+        cmocka_unit_test(test_p2p_count),
         cmocka_unit_test(test_no_deadlock),
         cmocka_unit_test(test_deadlock_checker_catches_deadlock),
         cmocka_unit_test(test_interleaved_order_by_hand),

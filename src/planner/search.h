@@ -82,8 +82,9 @@ typedef struct mp_search_options {
     int64_t split_work_limit;/* GLPK work (simplex iterations + nodes) per plan
                                 (<= 0: a share of MP_SEARCH_SPLIT_WORK for the whole search) */
     bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
-    bool zero_sharding;      /* also search ZeRO-2 and ZeRO-3/FSDP (pp = 1; run by FSDP or
-                                DeepSpeed, not Megatron-LM); a fixed zero is searched anyway */
+    bool zero_sharding;      /* --runtime any: also search ZeRO-2 and ZeRO-3/FSDP (pp = 1;
+                                run by FSDP or DeepSpeed, not Megatron-LM) and the V
+                                schedules; a fixed zero or schedule is searched anyway */
     /* allowed[i]: the values dimension MP_FIX bit i may take (n = 0: any) */
     mp_search_set allowed[MP_FIX_DIMS];
     /* only what Megatron-LM runs: its schedules (1F1B, interleaved) and stage

@@ -265,8 +265,14 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
         scheds[nsc++] = (uint8_t)fp->schedule;
     } else if (x->v > 1) {
         scheds[nsc++] = MP_SCHED_INTERLEAVED;
-        /* the V schedules (two chunks per rank) run outside Megatron-LM only */
-        if (x->v == 2 && !e->opt->megatron_runtime) {
+        /* the V schedules (two chunks per rank) run outside Megatron-LM only,
+         * and are weighed only when asked (--runtime any, --fix schedule=A|B):
+         * their estimate takes the closed-form bubble, which the generator's
+         * order misses by ~10% with real stage costs (docs/simulator.md), so
+         * ranked by the estimate they would crowd the simulated top k */
+        bool asked = e->opt->zero_sharding ||
+                     e->opt->allowed[__builtin_ctz(MP_FIX_SCHEDULE)].n > 0;
+        if (x->v == 2 && !e->opt->megatron_runtime && asked) {
             scheds[nsc++] = MP_SCHED_ZBV;
             if (mbs >= 2 * x->p) scheds[nsc++] = MP_SCHED_DUALPIPEV;
         }

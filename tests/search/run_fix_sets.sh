@@ -18,13 +18,19 @@ M="$1"
 "$M" search --model 1T --gpus 4096 --runtime megatron --format megatron >"$T/flags" ||
   fail "--runtime megatron --format megatron: exit $?"
 # the V schedules (zb-v, dualpipev: two chunks per rank) are searched outside
-# Megatron-LM, which runs neither; their flags carry a note saying so
+# Megatron-LM, which runs neither, when asked (--fix, --runtime any); their
+# flags carry a note saying so
 "$M" search --model llama3-8b --gpus 64 --fix 'schedule=zb-v|dualpipev' --top 10 --format json \
   >"$T/v" || fail "V schedules: exit $?"
 "$M" search --model llama3-8b --gpus 64 --fix 'schedule=dualpipev' --format megatron \
   >"$T/vflags" || fail "dualpipev flags: exit $?"
 grep -q '^# schedule dualpipev: Megatron-LM has no flag for it' "$T/vflags" ||
   { cat "$T/vflags"; fail "dualpipev flags lack the note"; }
+for r in default any; do
+  if [ $r = any ]; then set -- --runtime any; else set --; fi
+  "$M" search --model llama3-8b --gpus 64 --fix vpp=2 --top 10 --no-simulate --format json "$@" \
+    >"$T/vpp2-$r" || fail "vpp=2 search ($r): exit $?"
+done
 python3 - "$T" <<'PY' || fail "plans outside the sets"
 import json, sys, os
 d = sys.argv[1]
@@ -36,6 +42,9 @@ assert t and {o["parallel"]["tp"] for o in t} <= {4, 8}, [o["parallel"] for o in
 assert {o["parallel"]["micro_batch"] for o in t} <= {1, 2}
 free = load("free")
 assert any(o["parallel"]["schedule"] == "zb-h1" for o in free), "the unrestricted search lost its ZB-H1 plans: the test proves nothing"
+# V schedules only when asked: not by default, among the best with --runtime any
+assert {o["parallel"]["schedule"] for o in load("vpp2-default")} == {"interleaved-1f1b"}
+assert {"zb-v", "dualpipev"} <= {o["parallel"]["schedule"] for o in load("vpp2-any")}
 v = load("v")
 assert v and {o["parallel"]["schedule"] for o in v} == {"zb-v", "dualpipev"}, [o["parallel"] for o in v]
 assert all(o["parallel"]["vpp"] == 2 and o["parallel"]["pp"] >= 2 for o in v)

@@ -7,6 +7,19 @@
 set -u
 src=$1
 . "$(dirname "$0")/../lib.sh"
+# --self-test SRC: the rules run on a copy of SRC with one MPI call, one RN()
+# and one self-inclusion planted in exec.c, and must report all three
+if [ "$src" = --self-test ]; then
+    mkdir -p "$T/tree/src" && cp -r "$2/src/." "$T/tree/src/" || fail "cannot copy $2/src"
+    printf '%s\n' 'static int planted(void) { return MPI_Barrier(0); }' \
+        'static int RN(planted2)(void) { return 0; }' '#include "exec/exec.c"' \
+        >>"$T/tree/src/exec/exec.c"
+    sh "$0" "$T/tree" >"$T/out" 2>&1 && fail "the planted faults passed"
+    for what in 'exec.c calls MPI directly' 'RN() is back' 'exec.c includes itself'; do
+        contains "$T/out" "$what"
+    done
+    finish
+fi
 
 # The files that may call MPI: the backends' transports and the runtime's
 # start-up and groups (T5's and MoE's groups too: t5_groups.c, moe_plan.c). Listed as "not yet" are callers still to move onto

@@ -197,34 +197,32 @@ static void unsolved(mp_split_solution *sol)
 }
 
 /* The same with a budget per virtual stage. */
-static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
-                             mp_split_solution *sol, int64_t *work, mp_error *err)
-{
-    double stage_budget = 0;
-    for (int32_t k = 0; k < pr->pp * pr->vpp; k++)
-        if (budgets[k] > stage_budget) stage_budget = budgets[k];
-    int32_t K = pr->pp * pr->vpp, N = pr->n_items;
-    size_t cells = (size_t)K * (size_t)(N + 1);
-    double *dp = malloc(sizeof *dp * cells);
-    int32_t *parent = malloc(sizeof *parent * cells);
-    front a = {0}, b = {0};
-    if (!dp || !parent) goto oom;
-    for (size_t i = 0; i < cells; i++) {
-        dp[i] = INFINITY;
-        parent[i] = -1;
-    }
+/* How a DP pass ended: done, over its work budget, or out of memory. */
+typedef enum { DP_DONE, DP_OVER, DP_OOM } dp_end;
+
 #define DP(k, i) dp[(size_t)(k) * (size_t)(N + 1) + (size_t)(i)]
 #define PARENT(k, i) parent[(size_t)(k) * (size_t)(N + 1) + (size_t)(i)]
+
+/* DP(k, i): the least max stage time of items [0, i) cut into stages 0..k;
+ * PARENT(k, i): where its stage k begins. */
+static dp_end dp_fill(const mp_split_problem *pr, const double *budgets, double stage_budget,
+                      double *dp, int32_t *parent, front *a, front *b, int64_t *work)
+{
+    int32_t K = pr->pp * pr->vpp, N = pr->n_items;
+    for (size_t c = 0; c < (size_t)K * (size_t)(N + 1); c++) {
+        dp[c] = INFINITY;
+        parent[c] = -1;
+    }
     /* Segment [j, i) as stage k; stages before it hold [0, j). By the time
      * the loop reaches j, every segment ending at j has been tried. With one
      * stage only [0, N) is a candidate. */
     for (int32_t j = 0; j < (K == 1 ? 1 : N); j++) {
-        front *cur = &a, *nxt = &b;
+        front *cur = a, *nxt = b;
         double stat = 0;
         for (int32_t i = j + 1; i <= N; i++) {
             front_status fs = front_extend(i == j + 1 ? NULL : cur, &pr->items[i - 1], nxt, work);
-            if (fs == FRONT_OOM) goto oom;
-            if (fs == FRONT_BUDGET) goto over;
+            if (fs == FRONT_OOM) return DP_OOM;
+            if (fs == FRONT_BUDGET) return DP_OVER;
             front *t = cur;
             cur = nxt;
             nxt = t;
@@ -245,6 +243,14 @@ static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
             }
         }
     }
+    return DP_DONE;
+}
+
+/* The stages from PARENT, last to first, each segment's recompute chosen. */
+static dp_end dp_read_back(const mp_split_problem *pr, const double *budgets, const double *dp,
+                           const int32_t *parent, mp_split_solution *sol, int64_t *work)
+{
+    int32_t K = pr->pp * pr->vpp, N = pr->n_items;
     sol->n_stages = K;
     sol->method = "dp";
     sol->unsolved = false;
@@ -252,45 +258,55 @@ static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
     if (isinf(DP(K - 1, N))) {
         sol->feasible = false;
         sol->max_stage_time = sol->bound = INFINITY;
-    } else {
-        bool oomf = false, overf = false;
-        int32_t end = N;
-        for (int32_t k = K - 1; k >= 0; k--) {
-            int32_t begin = PARENT(k, end);
-            sol->stages[k].begin = begin;
-            sol->stages[k].end = end;
-            if (segment_choose(pr, budgets[k], k, begin, end, sol->recompute, &oomf, &overf,
-                               work) < 0) {
-                if (oomf) goto oom;
-                if (overf) goto over;
-            }
-            end = begin;
-        }
-        sol->feasible = true;
-        sol->max_stage_time = mp_split_evaluate(pr, sol->stages, sol->recompute, NULL);
-        sol->bound = sol->max_stage_time;
+        return DP_DONE;
     }
+    bool oomf = false, overf = false;
+    int32_t end = N;
+    for (int32_t k = K - 1; k >= 0; k--) {
+        int32_t begin = PARENT(k, end);
+        sol->stages[k].begin = begin;
+        sol->stages[k].end = end;
+        if (segment_choose(pr, budgets[k], k, begin, end, sol->recompute, &oomf, &overf,
+                           work) < 0) {
+            if (oomf) return DP_OOM;
+            if (overf) return DP_OVER;
+        }
+        end = begin;
+    }
+    sol->feasible = true;
+    sol->max_stage_time = mp_split_evaluate(pr, sol->stages, sol->recompute, NULL);
+    sol->bound = sol->max_stage_time;
+    return DP_DONE;
+}
 #undef DP
 #undef PARENT
+
+static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
+                             mp_split_solution *sol, int64_t *work, mp_error *err)
+{
+    int32_t K = pr->pp * pr->vpp, N = pr->n_items;
+    double stage_budget = 0;
+    for (int32_t k = 0; k < K; k++)
+        if (budgets[k] > stage_budget) stage_budget = budgets[k];
+    size_t cells = (size_t)K * (size_t)(N + 1);
+    double *dp = malloc(sizeof *dp * cells);
+    int32_t *parent = malloc(sizeof *parent * cells);
+    front a = {0}, b = {0};
+    dp_end e = !dp || !parent ? DP_OOM
+                              : dp_fill(pr, budgets, stage_budget, dp, parent, &a, &b, work);
+    if (e == DP_DONE)
+        e = dp_read_back(pr, budgets, dp, parent, sol, work);
     free(dp);
     free(parent);
     free(a.pt);
     free(b.pt);
+    if (e == DP_OOM)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the stage split");
+    if (e == DP_OVER) {
+        sol->n_stages = K;
+        unsolved(sol);
+    }
     return MP_OK;
-over:
-    free(dp);
-    free(parent);
-    free(a.pt);
-    free(b.pt);
-    sol->n_stages = K;
-    unsolved(sol);
-    return MP_OK;
-oom:
-    free(dp);
-    free(parent);
-    free(a.pt);
-    free(b.pt);
-    return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the stage split");
 }
 
 mp_status mp_split_solve_dp(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)

@@ -7,6 +7,7 @@
 
 #include "core/buf.h"
 #include "core/io.h"
+#include "exec/backend.h"
 
 uint64_t mp_exec_hash_bytes(const void *data, size_t len, uint64_t seed)
 {
@@ -39,15 +40,20 @@ mp_status mp_exec_share_plan(const mp_runtime *rt, const char *path, bool checke
 {
     /* the same command line on every rank (mpirun's MPMD form can start
      * ranks with different files or options) */
+    const mp_backend *host = mp_backend_cpu(); /* the host's collectives, over the world */
+    const mp_group *world = &rt->world;
     uint64_t root_args = args_hash;
-    MPI_Bcast(&root_args, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-    int differs = root_args != args_hash ? rt->world.rank : -1, first = -1;
-    MPI_Allreduce(&differs, &first, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    mp_status cst = host->bcast(world, &root_args, sizeof root_args, 0, err);
+    if (cst)
+        return cst;
+    double first = root_args != args_hash ? rt->world.rank : -1; /* a rank: exact in a double */
+    if ((cst = host->allreduce(world, MP_REAL64, &first, 1, MP_RED_MAX, err)))
+        return cst;
     if (first >= 0)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL,
                             "rank %d was started with other arguments than rank 0 (a plan "
                             "file or option differs): every rank must run the same command",
-                            first);
+                            (int)first);
 
     char *text = NULL;
     size_t len = 0;
@@ -62,7 +68,10 @@ mp_status mp_exec_share_plan(const mp_runtime *rt, const char *path, bool checke
                               h, checked_hash);
     }
     verdict v = {(int)st, (int)len};
-    MPI_Bcast(&v, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    if ((cst = host->bcast(world, &v, sizeof v, 0, err))) {
+        free(text);
+        return cst;
+    }
     if (v.status != MP_OK) {
         free(text);
         if (rt->world.rank != 0) /* rank 0 has the message; the others the same status */
@@ -76,7 +85,10 @@ mp_status mp_exec_share_plan(const mp_runtime *rt, const char *path, bool checke
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the plan");
         text[v.len] = 0;
     }
-    MPI_Bcast(text, v.len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if ((cst = host->bcast(world, text, (size_t)v.len, 0, err))) {
+        free(text);
+        return cst;
+    }
     st = mp_plan_parse_yaml(text, (size_t)v.len, path, out, err);
     free(text);
     return st;

@@ -299,6 +299,17 @@ static const char note_mtnlg[] =
     "dgx-a100; bf16, vocab 51,200 (GPT-2's 50,257 padded for t = 8), s 2048, tied embeddings, "
     "learned positions, full recompute, 1F1B (DeepSpeed's pipeline engine), no SP, no "
     "distributed optimizer, DP not overlapped. Not published, assumed: micro-batch 1.";
+static const char note_bloom[] =
+    "a100-opa = a100-4xhdr with Jean Zay's 4 x 100 Gb/s Omni-Path per node (6.25 GB/s per "
+    "GPU); Megatron-DeepSpeed GPT, ALiBi, tied embeddings, s 2048, full recompute, 1F1B, no "
+    "SP, ZeRO-1 (DeepSpeed's BF16 optimizer in production) as the distributed optimizer, DP "
+    "not overlapped; production splits 70 blocks + 2 embeddings over 12 stages. Every setting "
+    "is the CSV's own (tests/data/published/bigscience_bloom176b.csv).";
+static const char note_nemo[] =
+    "NVIDIA's published NeMo / Megatron-Bridge pre-training rows of dense models, FP8; the "
+    "degrees, batches and FP8 recipe as published, SP + TP overlap for t > 1, distributed "
+    "optimizer with overlapped grad reduce and param gather, no recompute (the recipes' "
+    "defaults, assumed: each file's notes); measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
     "1 MiB to 1 GiB; the time is the mean of the out-of-place and in-place runs.";
@@ -649,6 +660,240 @@ static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error
     return MP_OK;
 }
 
+
+/* ---- the runs format (the BLOOM and NeMo files of tests/data/published) ------------------------ */
+
+/* One line is one published run with every setting in its own column
+ * (tests/data/README.md, "The runs format"): run label, system, model (a
+ * megaplan preset, or "gpt" with the shape columns), seq, GPUs, the degrees,
+ * micro and global batch, precision and FP8 recipe, recompute, SP,
+ * distributed optimizer, ZeRO stage, DP and TP overlap, then what was
+ * measured (metric, value). */
+enum {
+    RUN_LABEL, RUN_SYSTEM, RUN_MODEL, RUN_LAYERS, RUN_HIDDEN, RUN_HEADS, RUN_VOCAB, RUN_SEQ,
+    RUN_GPUS, RUN_TP, RUN_PP, RUN_CP, RUN_VP, RUN_DP, RUN_MB, RUN_GB, RUN_PRECISION,
+    RUN_FP8_RECIPE, RUN_RECOMPUTE, RUN_SP, RUN_DIST_OPT, RUN_ZERO, RUN_DP_OVERLAP,
+    RUN_TP_OVERLAP, RUN_METRIC, RUN_VALUE, RUN_COLS
+};
+
+/* The systems of the runs files: a built-in profile, or one derived from it
+ * by a published hardware difference (never a fitted factor). Jean Zay's
+ * A100 partition has 4 x 100 Gb/s Omni-Path per node of 8 GPUs (BLOOM paper,
+ * arXiv:2211.05100, Section 3.4): a100-4xhdr with half its scale-out rate. */
+static mp_status run_system(const csv *c, int r, const char *name, mp_hw *hw, mp_error *err)
+{
+    static const struct {
+        const char *name, *preset, *key, *value;
+    } derived[] = {{"a100-opa", "a100-4xhdr", "scale_out.bw_per_gpu", "6.25 GB/s"}};
+    for (size_t i = 0; i < sizeof derived / sizeof derived[0]; i++)
+        if (strcmp(name, derived[i].name) == 0) {
+            mp_status st = mp_hw_preset(derived[i].preset, hw, err);
+            if (st == MP_OK)
+                st = mp_hw_set_field(hw, derived[i].key, derived[i].value, err);
+            if (st == MP_OK)
+                snprintf(hw->name, sizeof hw->name, "%s", derived[i].name);
+            return st;
+        }
+    mp_error ignored;
+    if (mp_hw_preset(name, hw, &ignored) != MP_OK)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_SYSTEM + 1, "system",
+                            "'%s' is not a built-in profile or a100-opa", name);
+    return MP_OK;
+}
+
+static mp_status run_dtype(const csv *c, int r, const char *s, mp_dtype *out, mp_error *err)
+{
+    static const struct {
+        const char *name;
+        mp_dtype t;
+    } names[] = {{"bf16", MP_DTYPE_BF16}, {"fp16", MP_DTYPE_FP16}, {"fp8", MP_DTYPE_FP8}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].t;
+            return MP_OK;
+        }
+    return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_PRECISION + 1, "precision",
+                        "'%s' is not bf16, fp16 or fp8", s);
+}
+
+/* An empty cell is "the preset's" (the shape columns) or 0. */
+static mp_status num_or_zero(const csv *c, int r, int col, double *out, mp_error *err)
+{
+    const char *s = cell(c, r, col);
+    if (s && s[0] == '\0') {
+        *out = 0;
+        return MP_OK;
+    }
+    return num(c, r, col, out, err);
+}
+
+/* The model of a runs line: a preset with the line's seq, or Megatron's GPT
+ * with the line's shape (BLOOM: ALiBi, i.e. no position table; megaplan's
+ * "relative" position is a bias on the scores, as ALiBi is). */
+static mp_status run_model(const csv *c, int r, const char *name, const double *v, mp_model *m,
+                           bool *refused, mp_error *err)
+{
+    *refused = false;
+    if (strcmp(name, "gpt") == 0) {
+        if (v[RUN_LAYERS] < 1 || v[RUN_HIDDEN] < 1 || v[RUN_HEADS] < 1 || v[RUN_VOCAB] < 1)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0, "layers/hidden/heads/vocab",
+                                "model gpt needs its shape");
+        if (gpt_model(m, "gpt", (int64_t)v[RUN_LAYERS], (int64_t)v[RUN_HIDDEN], (int64_t)v[RUN_HEADS],
+                      (int64_t)v[RUN_SEQ], (int64_t)v[RUN_VOCAB], true) != 0)
+            *refused = true;
+        m->position = MP_POS_RELATIVE;
+        return MP_OK;
+    }
+    const mp_model *pre = mp_model_preset(name);
+    if (!pre)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_MODEL + 1, "model",
+                            "'%s' is not a model preset or gpt", name);
+    *m = *pre;
+    m->seq = (int64_t)v[RUN_SEQ];
+    mp_error ignored;
+    *refused = mp_model_finish(m, &ignored) != MP_OK;
+    return MP_OK;
+}
+
+static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
+{
+    if (c->cols < RUN_COLS)
+        return mp_error_set(err, MP_EINPUT, c->path, 0, 0, "header",
+                            "%d columns, the runs format has %d (tests/data/README.md)", c->cols,
+                            (int)RUN_COLS);
+    for (int r = 0; r < c->rows; r++) {
+        double v[RUN_COLS] = {0};
+        static const int number_cols[] = {RUN_LAYERS, RUN_HIDDEN, RUN_HEADS, RUN_VOCAB};
+        mp_status st = MP_OK;
+        for (size_t i = 0; i < sizeof number_cols / sizeof number_cols[0] && st == MP_OK; i++)
+            st = num_or_zero(c, r, number_cols[i], &v[number_cols[i]], err);
+        for (int col = RUN_SEQ; col <= RUN_GB && st == MP_OK; col++)
+            st = num(c, r, col, &v[col], err);
+        for (int col = RUN_SP; col <= RUN_TP_OVERLAP && st == MP_OK; col++)
+            st = num(c, r, col, &v[col], err);
+        if (st == MP_OK)
+            st = num(c, r, RUN_VALUE, &v[RUN_VALUE], err);
+        const char *label = NULL, *system = NULL, *model = NULL, *prec = NULL, *recipe = NULL,
+                   *rc = NULL, *metric = NULL;
+        if (st == MP_OK) st = text(c, r, RUN_LABEL, &label, err);
+        if (st == MP_OK) st = text(c, r, RUN_SYSTEM, &system, err);
+        if (st == MP_OK) st = text(c, r, RUN_MODEL, &model, err);
+        if (st == MP_OK) st = text(c, r, RUN_PRECISION, &prec, err);
+        if (st == MP_OK) st = text(c, r, RUN_FP8_RECIPE, &recipe, err);
+        if (st == MP_OK) st = text(c, r, RUN_RECOMPUTE, &rc, err);
+        if (st == MP_OK) st = text(c, r, RUN_METRIC, &metric, err);
+        if (st != MP_OK)
+            return st;
+        par q = {0};
+        q.gpus = (int64_t)v[RUN_GPUS];
+        q.t = (int64_t)v[RUN_TP];
+        q.p = (int64_t)v[RUN_PP];
+        q.cp = (int64_t)v[RUN_CP];
+        q.v = (int64_t)v[RUN_VP];
+        q.d = (int64_t)v[RUN_DP];
+        q.mb = (int64_t)v[RUN_MB];
+        q.gb = (int64_t)v[RUN_GB];
+        q.sp = v[RUN_SP] != 0;
+        q.dist_opt = v[RUN_DIST_OPT] != 0;
+        q.dp_overlap = v[RUN_DP_OVERLAP] != 0;
+        q.tp_overlap = v[RUN_TP_OVERLAP] != 0;
+        if (q.t < 1 || q.p < 1 || q.cp < 1 || q.v < 1 || q.d < 1 || q.mb < 1 || q.gb < 1)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0, "tp/pp/cp/vp/dp/micro_batch/global_batch",
+                                "must be at least 1");
+        if (q.t * q.p * q.cp * q.d != q.gpus)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_DP + 1, "dp",
+                                "tp*pp*cp*dp = %lld, not the %lld GPUs",
+                                (long long)(q.t * q.p * q.cp * q.d), (long long)q.gpus);
+        int rcv = mp_recompute_parse(rc);
+        if (rcv < 0)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_RECOMPUTE + 1, "recompute",
+                                "'%s' is not a recompute mode", rc);
+        q.rc = (mp_recompute)rcv;
+        st = run_dtype(c, r, prec, &q.prec, err);
+        if (st != MP_OK)
+            return st;
+        int fp8 = MP_FP8_DELAYED;
+        if (q.prec == MP_DTYPE_FP8) {
+            for (fp8 = 0; fp8 < MP_FP8_RECIPE_COUNT; fp8++)
+                if (strcmp(recipe, mp_fp8_recipe_name((mp_fp8_recipe)fp8)) == 0)
+                    break;
+            if (fp8 == MP_FP8_RECIPE_COUNT)
+                return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_FP8_RECIPE + 1,
+                                    "fp8_recipe", "'%s' is not an FP8 recipe", recipe);
+        }
+        refdata_kind kind;
+        if (strcmp(metric, "iter_s") == 0)
+            kind = REFDATA_ITER_S;
+        else if (strcmp(metric, "tokens_per_s_per_gpu") == 0)
+            kind = REFDATA_TOKENS_PER_GPU;
+        else
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_METRIC + 1, "metric",
+                                "'%s' is not iter_s or tokens_per_s_per_gpu", metric);
+        if (v[RUN_VALUE] <= 0)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_VALUE + 1, "value",
+                                "must be positive");
+        mp_hw hw;
+        st = run_system(c, r, system, &hw, err);
+        if (st != MP_OK)
+            return st;
+        mp_model m;
+        bool refused;
+        st = run_model(c, r, model, v, &m, &refused, err);
+        if (st != MP_OK)
+            return st;
+        if (refused) {
+            s->skipped++;
+            continue;
+        }
+        refdata_row *w = row_new(s, c, r, kind);
+        config_of(&w->config, &m, &hw, &q);
+        w->config.training.fp8_recipe = (mp_fp8_recipe)fp8;
+        w->config.parallel.zero = (int64_t)v[RUN_ZERO];
+        /* the row's own profile (static names: the preset table's, or the set's) */
+        for (int k = 0; k < mp_hw_preset_count(); k++)
+            if (strcmp(mp_hw_preset_name(k), system) == 0)
+                w->hw_preset = mp_hw_preset_name(k);
+        snprintf(w->label, sizeof w->label, "%s: %s t=%lld p=%lld cp=%lld v=%lld d=%lld b=%lld B=%lld %s%s",
+                 label, system, (long long)q.t, (long long)q.p, (long long)q.cp, (long long)q.v,
+                 (long long)q.d, (long long)q.mb, (long long)q.gb, prec,
+                 w->config.parallel.zero >= 3 ? " FSDP" : "");
+        w->value = v[RUN_VALUE];
+        w->measured_s = kind == REFDATA_ITER_S
+                            ? v[RUN_VALUE]
+                            : (double)q.gb * (double)m.seq / (v[RUN_VALUE] * (double)q.gpus);
+        s->n++;
+    }
+    return MP_OK;
+}
+
+/* A runs-format data set: its files, each with the same role. */
+static mp_status runs(const char *dir, const char *const *files, refdata_set *s, mp_error *err)
+{
+    for (int f = 0; files[f]; f++) {
+        csv c;
+        mp_status st = csv_read(dir, files[f], &c, err);
+        if (st != MP_OK)
+            return st;
+        refdata_row *grown = realloc(s->rows, ((size_t)s->n + (size_t)c.rows + 1) * sizeof *s->rows);
+        if (!grown) {
+            csv_free(&c);
+            return mp_error_set(err, MP_ENOMEM, files[f], 0, 0, NULL, "out of memory");
+        }
+        s->rows = grown;
+        if (f > 0 && c.role != s->role) {
+            csv_free(&c);
+            return mp_error_set(err, MP_EINPUT, files[f], 0, 0, "role",
+                                "differs from %s's: one data set, one role", files[0]);
+        }
+        s->role = c.role;
+        st = runs_file(&c, s, err);
+        csv_free(&c);
+        if (st != MP_OK)
+            return st;
+    }
+    return MP_OK;
+}
+
 /* ---- public ------------------------------------------------------------------- */
 
 mp_status refdata_profiles_builtin(refdata_profiles *p, mp_error *err)
@@ -685,7 +930,13 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
                                    note_megatron_core, 1},
         [REFDATA_MTNLG] = {"published/smith2022_mtnlg.csv", "dgx-a100", note_mtnlg, 1},
         [REFDATA_NCCL] = {"vtrain/a100_nvlink_allreduce_2gpu.csv", "a100-4xhdr", note_nccl, 1},
+        [REFDATA_BLOOM] = {"published/bigscience_bloom176b.csv", "a100-opa", note_bloom, 1},
+        [REFDATA_NEMO] = {"published/nemo_24.07_h100.csv", "dgx-h100, b200, gb200-nvl72", note_nemo, 1},
     };
+    static const char *const bloom_files[] = {"published/bigscience_bloom176b.csv", NULL};
+    static const char *const nemo_files[] = {"published/nemo_24.07_h100.csv",
+                                             "published/nemo_25.02_25.04.csv",
+                                             "published/megatron_bridge_dense.csv", NULL};
     memset(out, 0, sizeof *out);
     if ((int)id < 0 || id >= REFDATA_SET_COUNT)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "set", "unknown data set %d", (int)id);
@@ -701,6 +952,8 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
     mp_status st;
     if (id == REFDATA_NCCL) {
         st = nccl(dir, hw, out, err);
+    } else if (id == REFDATA_BLOOM || id == REFDATA_NEMO) {
+        st = runs(dir, id == REFDATA_BLOOM ? bloom_files : nemo_files, out, err);
     } else {
         csv c;
         st = csv_read(dir, out->file, &c, err);

@@ -30,6 +30,8 @@ typedef enum refdata_set_id {
     REFDATA_MEGATRON_CORE,     /* published/megatron_core_h100_2024.csv */
     REFDATA_MTNLG,             /* published/smith2022_mtnlg.csv */
     REFDATA_NCCL,              /* vtrain/a100_nvlink_allreduce_{2,4,8}gpu.csv */
+    REFDATA_BLOOM,             /* published/bigscience_bloom176b.csv (the runs format) */
+    REFDATA_NEMO,              /* published/nemo_*.csv, megatron_bridge_dense.csv (the runs format) */
     REFDATA_SET_COUNT
 } refdata_set_id;
 
@@ -41,7 +43,8 @@ typedef enum refdata_kind {
                                   which counts the recomputed forward */
     REFDATA_TFLOPS_MODEL,      /* model TFLOP/s per GPU (Megatron's formula; = MFU × peak) */
     REFDATA_LAYER_S,           /* forward or backward time of one transformer layer, seconds */
-    REFDATA_ALLREDUCE_S        /* one NCCL all-reduce, seconds */
+    REFDATA_ALLREDUCE_S,       /* one NCCL all-reduce, seconds */
+    REFDATA_TOKENS_PER_GPU     /* tokens per second per GPU (NeMo's tables) */
 } refdata_kind;
 
 /* Where one CSV line yields more than one row, which one this is. */

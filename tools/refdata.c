@@ -668,7 +668,9 @@ static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error
  * megaplan preset, or "gpt" with the shape columns), seq, GPUs, the degrees,
  * micro and global batch, precision and FP8 recipe, recompute, SP,
  * distributed optimizer, ZeRO stage, DP and TP overlap, then what was
- * measured (metric, value). */
+ * measured (metric, value); metric "excluded" keeps a published run that
+ * megaplan cannot express in the file, with the reason in its note, and
+ * counts it in the set's skipped. */
 enum {
     RUN_LABEL, RUN_SYSTEM, RUN_MODEL, RUN_LAYERS, RUN_HIDDEN, RUN_HEADS, RUN_VOCAB, RUN_SEQ,
     RUN_GPUS, RUN_TP, RUN_PP, RUN_CP, RUN_VP, RUN_DP, RUN_MB, RUN_GB, RUN_PRECISION,
@@ -822,13 +824,18 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
                                     "fp8_recipe", "'%s' is not an FP8 recipe", recipe);
         }
         refdata_kind kind;
+        if (strcmp(metric, "excluded") == 0) {
+            /* a published run megaplan cannot express (its note says why) */
+            s->skipped++;
+            continue;
+        }
         if (strcmp(metric, "iter_s") == 0)
             kind = REFDATA_ITER_S;
         else if (strcmp(metric, "tokens_per_s_per_gpu") == 0)
             kind = REFDATA_TOKENS_PER_GPU;
         else
             return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_METRIC + 1, "metric",
-                                "'%s' is not iter_s or tokens_per_s_per_gpu", metric);
+                                "'%s' is not iter_s, tokens_per_s_per_gpu or excluded", metric);
         if (v[RUN_VALUE] <= 0)
             return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_VALUE + 1, "value",
                                 "must be positive");

@@ -44,6 +44,7 @@ typedef struct dataset {
     const char *hw;       /* the profile its rows ran on */
     row *rows;
     int n;
+    int not_run;          /* lines of the file megaplan cannot express (refdata's skipped) */
 } dataset;
 
 /* The rows of one data set as tools/refdata.c maps them (the one mapping all
@@ -62,6 +63,7 @@ static int load(const char *dir, refdata_set_id id, const refdata_profiles *prof
         ds->setting = rs->note;
     ds->role = rs->role;
     ds->hw = rs->hw_preset;
+    ds->not_run = rs->skipped;
     ds->n = 0;
     ds->rows = calloc((size_t)rs->n + 1, sizeof *ds->rows);
     if (!ds->rows) {
@@ -519,6 +521,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < NSETS && !summary_only && !tsv; i++) {
         printf("## %s\n\nRole: %s. Compared: %s. Setting: %s\n\n", sets[i].name,
                role_name(sets[i].role), sets[i].what, sets[i].setting);
+        if (sets[i].not_run)
+            printf("%d published run%s of these files megaplan cannot express (a model it refuses, "
+                   "or a setting it lacks: the file's note column says which) %s not in the table.\n\n",
+                   sets[i].not_run, sets[i].not_run == 1 ? "" : "s", sets[i].not_run == 1 ? "is" : "are");
         print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1);
     }
     for (int i = 0; i < NSETS; i++)

@@ -24,6 +24,7 @@
 
 typedef struct row {
     char label[192];
+    char hw[64];                /* the profile it ran on (sets spanning several: the breakdown) */
     double measured, predicted; /* seconds (or what the set compares) */
     int checked_fit;            /* 1: a real run, so it fitted in memory */
     int fits;                   /* the model's verdict */
@@ -91,6 +92,7 @@ static int iterations(const char *dir, refdata_set_id id, const refdata_profiles
         }
         row *w = &ds->rows[ds->n++];
         snprintf(w->label, sizeof w->label, "%s", x->label);
+        snprintf(w->hw, sizeof w->hw, "%s", x->config.hw.name);
         w->measured = x->measured_s;
         w->predicted = e.time.step;
         w->checked_fit = 1;
@@ -207,6 +209,40 @@ static int passes(const dataset *ds)
     if (s.n == 0)
         return 0;
     return ds->per_row ? s.max <= ds->threshold : s.mape <= ds->threshold;
+}
+
+/* A set whose rows ran on several profiles (NeMo's tables): its figures per profile. */
+static void print_by_profile(const dataset *ds)
+{
+    const char *seen[16];
+    int n = 0;
+    for (int i = 0; i < ds->n && n < 16; i++) {
+        int k = 0;
+        while (k < n && strcmp(seen[k], ds->rows[i].hw) != 0)
+            k++;
+        if (k == n)
+            seen[n++] = ds->rows[i].hw;
+    }
+    if (n < 2)
+        return;
+    printf("| profile | rows | MAPE | max | within 10%% |\n|---|---:|---:|---:|---:|\n");
+    for (int k = 0; k < n; k++) {
+        int rows = 0, within = 0;
+        double sum = 0, max = 0;
+        for (int i = 0; i < ds->n; i++) {
+            if (strcmp(ds->rows[i].hw, seen[k]) != 0)
+                continue;
+            double e = fabs(ds->rows[i].predicted / ds->rows[i].measured - 1.0);
+            rows++;
+            sum += e;
+            within += e <= 0.10;
+            if (e > max)
+                max = e;
+        }
+        printf("| %s | %d | %.1f%% | %.1f%% | %d/%d |\n", seen[k], rows, 100 * sum / rows, 100 * max,
+               within, rows);
+    }
+    printf("\n");
 }
 
 /* Every row, or every stride-th (the NCCL sweeps: 3,072 sizes). */
@@ -525,6 +561,7 @@ int main(int argc, char **argv)
             printf("%d published run%s of these files megaplan cannot express (a model it refuses, "
                    "or a setting it lacks: the file's note column says which) %s not in the table.\n\n",
                    sets[i].not_run, sets[i].not_run == 1 ? "" : "s", sets[i].not_run == 1 ? "is" : "are");
+        print_by_profile(&sets[i]);
         print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1);
     }
     for (int i = 0; i < NSETS; i++)

@@ -943,7 +943,8 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
     static const char *const bloom_files[] = {"published/bigscience_bloom176b.csv", NULL};
     static const char *const nemo_files[] = {"published/nemo_24.07_h100.csv",
                                              "published/nemo_25.02_25.04.csv",
-                                             "published/megatron_bridge_dense.csv", NULL};
+                                             "published/megatron_bridge_dense.csv",
+                                             "published/mlperf_training_v3.1_gpt3.csv", NULL};
     memset(out, 0, sizeof *out);
     if ((int)id < 0 || id >= REFDATA_SET_COUNT)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "set", "unknown data set %d", (int)id);

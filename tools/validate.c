@@ -558,8 +558,8 @@ int main(int argc, char **argv)
         printf("## %s\n\nRole: %s. Compared: %s. Setting: %s\n\n", sets[i].name,
                role_name(sets[i].role), sets[i].what, sets[i].setting);
         if (sets[i].not_run)
-            printf("%d published run%s of these files megaplan cannot express (a model it refuses, "
-                   "or a setting it lacks: the file's note column says which) %s not in the table.\n\n",
+            printf("%d published run%s of these files megaplan cannot compare (a model it refuses, "
+                   "a setting it lacks, or a figure that is not a step time: the file's note column says which) %s not in the table.\n\n",
                    sets[i].not_run, sets[i].not_run == 1 ? "" : "s", sets[i].not_run == 1 ? "is" : "are");
         print_by_profile(&sets[i]);
         print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1);

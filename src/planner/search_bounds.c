@@ -44,8 +44,13 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
     cfg.parallel.sp = sp;
     /* MoE: the expert degrees are not in the key, so the bounds take the
      * blocks without their MLP (moe.c's parts only add time and bytes) */
-    if (mp_model_is_moe(&base->model))
+    if (mp_model_is_moe(&base->model)) {
         mp_search_moe_strip(&cfg.model);
+        /* and on the GPU's time alone: the bound adds the experts' GEMMs to
+         * it, and max(gpu, host) + experts can exceed the real block's
+         * max(gpu + experts, host) when the stripped block is host-bound */
+        cfg.hw.kernel_overhead = 0.0;
+    }
     const mp_model *m = &cfg.model;
     int64_t L = mp_model_blocks(m);
     int64_t kinds[2] = {1, L};

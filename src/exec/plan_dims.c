@@ -46,6 +46,13 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
+    /* DualPipe needs each stage's two copies (ranks k and pp-1-k) to sum
+     * their gradients before the step, which exec does not do yet: refused
+     * rather than run with the copies drifting apart */
+    if (p->schedule == MP_SCHED_DUALPIPE)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
+                            "exec does not run dualpipe yet (the simulator and the cost model "
+                            "do; exec runs zb-v and dualpipev)");
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "vpp=%lld model chunks per rank: this executor runs at most %d",

@@ -46,13 +46,6 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
-    /* DualPipe needs each stage's two copies (ranks k and pp-1-k) to sum
-     * their gradients before the step, which exec does not do yet: refused
-     * rather than run with the copies drifting apart */
-    if (p->schedule == MP_SCHED_DUALPIPE)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
-                            "exec does not run dualpipe yet (the simulator and the cost model "
-                            "do; exec runs zb-v and dualpipev)");
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "vpp=%lld model chunks per rank: this executor runs at most %d",
@@ -102,8 +95,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             mp_exec_t5_shrink(m, (int)p->pp, out);
         if (p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1)
             *microbatches = (int)p->pp; /* a multiple of pp, as interleaving needs (mbs is one) */
-        if (p->schedule == MP_SCHED_DUALPIPEV)
-            *microbatches = (int)(2 * p->pp); /* the least DualPipeV runs */
+        if (p->schedule == MP_SCHED_DUALPIPEV || p->schedule == MP_SCHED_DUALPIPE)
+            *microbatches = (int)(2 * p->pp); /* the least DualPipe(V) runs (even) */
     } else {
         if (m->hidden > (1 << 20) || m->ffn_hidden > (1 << 22) || m->vocab > (1 << 24) ||
             seq > (1 << 20) || m->layers > MP_MAX_LAYERS || p->micro_batch > 4096 ||
@@ -235,7 +228,8 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
          * multiple of pp): refuse here, before any rank starts */
         mp_op_list ops = {0};
         st = mp_schedule_build(par->schedule, (int32_t)par->pp,
-                               (int32_t)(par->vpp > 1 ? par->vpp : 1), *m, 0, &ops, err);
+                               (int32_t)mp_schedule_chunks(par->schedule, par->vpp), *m, 0, &ops,
+                               err);
         mp_op_list_free(&ops);
         if (st) {
             if (o->microbatches > 0)

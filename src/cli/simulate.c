@@ -546,7 +546,8 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     double closed = mp_pipeline_makespan(s, p, v, a->microbatches, f, b, w, 0.0);
     char title[160], chunks[40] = "";
     if (v > 1)
-        snprintf(chunks, sizeof chunks, " x %lld chunks", (long long)v);
+        snprintf(chunks, sizeof chunks, " x %lld %s", (long long)v,
+                 s == MP_SCHED_DUALPIPE ? "directions" : "chunks");
     snprintf(title, sizeof title, "%s, %lld ranks%s, %lld micro-batches (unit-time ops)",
              mp_schedule_name(s), (long long)p, chunks, (long long)a->microbatches);
     char what[200];

@@ -528,8 +528,10 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         /* the items each (virtual) stage ran: 0 embedding, 1..L blocks, L+1 head;
          * virtual stage k on pipeline rank k % pp */
         bool v_shape = mp_schedule_is_v(plan->config.parallel.schedule);
+        bool dual = plan->config.parallel.schedule == MP_SCHED_DUALPIPE;
         printf("stages (layer items [begin, end); 0 embedding, %d head%s):", d->layers + 1,
                v_shape    ? "; V: stages k and 2pp-1-k on rank k"
+               : dual     ? "; dualpipe: stage k on ranks k and pp-1-k"
                : K > r->pp ? "; virtual stage k on rank k mod pp"
                            : "");
         for (int k = 0; k < K; k++) {

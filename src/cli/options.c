@@ -64,9 +64,9 @@ static const mp_opt options[] = {
     {"--tp-overlap", NULL, "on|off", OPT_TP_OVERLAP, 0,
      "overlap TP communication with the GEMMs (needs tp > 1 and sp)", "on off"},
     {"--schedule", NULL, "S", OPT_SCHEDULE, 0,
-     "pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, or with vpp 2 zb-v or dualpipev "
-     "(default 1f1b, interleaved-1f1b with vpp > 1)",
-     "gpipe 1f1b interleaved-1f1b zb-h1 zb-v dualpipev"},
+     "pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe (even pp), or with vpp 2 "
+     "zb-v or dualpipev (default 1f1b, interleaved-1f1b with vpp > 1)",
+     "gpipe 1f1b interleaved-1f1b zb-h1 zb-v dualpipev dualpipe"},
     {"--ep", NULL, "e", OPT_EP, 0, "expert parallel degree (MoE models)", NULL},
     {"--etp", NULL, "t", OPT_ETP, 0, "expert tensor parallel degree (MoE models)", NULL},
     {"--dispatcher", NULL, "D", OPT_DISPATCHER, 0,
@@ -294,8 +294,8 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         cc->set |= MP_SET_SCHEDULE;
         if ((k = mp_schedule_parse(value)) < 0)
             return bad_option(err, opt,
-                              "expected gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v or dualpipev, "
-                              "got '%s'",
+                              "expected gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipev or "
+                              "dualpipe, got '%s'",
                               value);
         p->schedule = (mp_schedule_kind)k;
         return MP_OK;

@@ -85,6 +85,7 @@ static const char *short_sched(mp_schedule_kind s)
     case MP_SCHED_ZBH1: return "zb-h1";
     case MP_SCHED_ZBV: return "zb-v";
     case MP_SCHED_DUALPIPEV: return "dualpipev";
+    case MP_SCHED_DUALPIPE: return "dualpipe";
     default: return "?";
     }
 }

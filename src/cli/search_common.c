@@ -76,8 +76,8 @@ static mp_status parse_value(size_t i, const char *v, int64_t *out, mp_error *er
                                 "recompute=%.40s: expected none, selective or full", v);
     } else if ((b = mp_schedule_parse(v)) < 0) {
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
-                            "schedule=%.40s: expected gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v "
-                            "or dualpipev",
+                            "schedule=%.40s: expected gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v, "
+                            "dualpipev or dualpipe",
                             v);
     }
     *out = b;

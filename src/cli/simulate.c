@@ -147,22 +147,31 @@ static int parse_own(int argc, char **argv, sim_args *a)
 
 /* ---- unit-op illustrations ---- */
 
+/* A stage's share of the p ranks' layers: 1/v with v chunks per rank, but a
+ * whole stage for dualpipe, whose two chunks are copies. */
+static double unit_share(mp_schedule_kind s, int64_t p, int64_t v)
+{
+    return (double)p / (double)mp_schedule_n_stages(s, p, v);
+}
+
 static mp_status unit_costs(mp_schedule_kind s, int32_t p, int32_t v, mp_pipeline_cost *pc,
                             mp_error *err)
 {
     memset(pc, 0, sizeof *pc);
-    pc->n_stages = p * v;
-    pc->stages = calloc((size_t)(p * v), sizeof *pc->stages);
+    int32_t n = (int32_t)mp_schedule_n_stages(s, p, v);
+    double share = unit_share(s, p, v); /* of a rank's layers in one stage */
+    pc->n_stages = n;
+    pc->stages = calloc((size_t)n, sizeof *pc->stages);
     if (!pc->stages)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-    for (int32_t k = 0; k < p * v; k++) {
+    for (int32_t k = 0; k < n; k++) {
         mp_stage_cost *sc = &pc->stages[k];
-        sc->fwd = 1.0 / v;
-        sc->bwd = 2.0 / v;
+        sc->fwd = share;
+        sc->bwd = 2.0 * share;
         bool split = mp_schedule_splits_backward(s);
         sc->bwd_input = split ? sc->bwd / 2 : sc->bwd;
         sc->bwd_weight = split ? sc->bwd / 2 : 0.0;
-        sc->act_bytes = 1073741824.0 / v; /* one GiB per stage's micro-batch: memory in units */
+        sc->act_bytes = 1073741824.0 * share; /* one GiB per stage's micro-batch: memory in units */
     }
     return MP_OK;
 }
@@ -500,6 +509,8 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
                                                      : MP_SCHED_1F1B;
     if (mp_schedule_is_v(s) && !(cc->set & MP_SET_VPP))
         v = 2; /* the V's two chunks per rank */
+    if (s == MP_SCHED_DUALPIPE && v == 1)
+        v = 2; /* its two directions' copies (vpp stays 1 in a plan) */
     if (p > MP_MAX_STAGES || v > MP_MAX_STAGES)
         return fail_input(p > MP_MAX_STAGES ? "--pp" : "--vpp", "at most 1024 stages");
     int rc = check_size(p, v, a->microbatches, a, opt, NULL, "--micro-batches");
@@ -530,12 +541,13 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     if (st != MP_OK)
         return mp_cli_fail(VERB, &err);
     bool split = mp_schedule_splits_backward(s);
-    double f = 1.0 / (double)v, b = split ? 1.0 / (double)v : 2.0 / (double)v;
-    double w = split ? 1.0 / (double)v : 0.0;
+    double f = unit_share(s, p, v), b = split ? f : 2.0 * f;
+    double w = split ? f : 0.0;
     double closed = mp_pipeline_makespan(s, p, v, a->microbatches, f, b, w, 0.0);
     char title[160], chunks[40] = "";
     if (v > 1)
-        snprintf(chunks, sizeof chunks, " x %lld chunks", (long long)v);
+        snprintf(chunks, sizeof chunks, " x %lld %s", (long long)v,
+                 s == MP_SCHED_DUALPIPE ? "directions" : "chunks");
     snprintf(title, sizeof title, "%s, %lld ranks%s, %lld micro-batches (unit-time ops)",
              mp_schedule_name(s), (long long)p, chunks, (long long)a->microbatches);
     char what[200];

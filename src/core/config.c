@@ -7,7 +7,7 @@
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
-                                             "zb-v", "dualpipev"};
+                                             "zb-v", "dualpipev", "dualpipe"};
 
 const char *mp_recompute_name(mp_recompute r)
 {
@@ -26,13 +26,20 @@ bool mp_schedule_is_v(mp_schedule_kind s)
 
 int64_t mp_schedule_chunks(mp_schedule_kind s, int64_t vpp)
 {
-    if (mp_schedule_is_v(s))
+    if (mp_schedule_is_v(s) || s == MP_SCHED_DUALPIPE)
         return 2;
     return s == MP_SCHED_INTERLEAVED && vpp > 1 ? vpp : 1;
 }
 
+int64_t mp_schedule_n_stages(mp_schedule_kind s, int64_t p, int64_t vpp)
+{
+    return s == MP_SCHED_DUALPIPE ? p : p * mp_schedule_chunks(s, vpp);
+}
+
 int64_t mp_schedule_stage(mp_schedule_kind s, int64_t p, int64_t r, int64_t c)
 {
+    if (s == MP_SCHED_DUALPIPE)
+        return c == 0 ? r : p - 1 - r;
     if (mp_schedule_is_v(s))
         return c == 0 ? r : 2 * p - 1 - r;
     return c * p + r;
@@ -40,7 +47,7 @@ int64_t mp_schedule_stage(mp_schedule_kind s, int64_t p, int64_t r, int64_t c)
 
 bool mp_schedule_splits_backward(mp_schedule_kind s)
 {
-    return s == MP_SCHED_ZBH1 || mp_schedule_is_v(s);
+    return s == MP_SCHED_ZBH1 || mp_schedule_is_v(s) || s == MP_SCHED_DUALPIPE;
 }
 
 int mp_recompute_parse(const char *s)
@@ -265,6 +272,15 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                                 "(got %s)",
                     (long long)p->vpp, mp_schedule_name(p->schedule));
     int64_t mbs = mp_config_microbatches(c);
+    if (p->schedule == MP_SCHED_DUALPIPE && (p->pp < 2 || p->pp % 2))
+        return FAIL("pp", "dualpipe pairs rank r with rank pp-1-r: it needs an even pp >= 2 "
+                          "(got pp=%lld)",
+                    (long long)p->pp);
+    if (p->schedule == MP_SCHED_DUALPIPE && (mbs < 2 * p->pp || mbs % 2))
+        return FAIL("global_batch",
+                    "dualpipe feeds half the micro-batches from each end: it needs an even "
+                    "number of them, at least 2*pp (got %lld, pp=%lld)",
+                    (long long)mbs, (long long)p->pp);
     if (p->schedule == MP_SCHED_DUALPIPEV && mbs < 2 * p->pp)
         return FAIL("global_batch",
                     "dualpipev needs at least 2*pp micro-batches (%lld < %lld)", (long long)mbs,

@@ -18,6 +18,7 @@ typedef enum {
     MP_SCHED_ZBH1,        /* "zb-h1" */
     MP_SCHED_ZBV,         /* "zb-v": two chunks per rank in a V, B/W split (Qi et al. 2024) */
     MP_SCHED_DUALPIPEV,   /* "dualpipev": DeepSeek's cut-in-half DualPipe, V placement */
+    MP_SCHED_DUALPIPE,    /* "dualpipe": DeepSeek-V3's bidirectional pipeline, two weight copies */
     MP_SCHED_COUNT
 } mp_schedule_kind;
 
@@ -26,13 +27,19 @@ typedef enum {
  * middle stages rank p-1 (docs/simulator.md, "Schedules"). */
 bool mp_schedule_is_v(mp_schedule_kind s);
 /* Model chunks per pipeline rank: vpp for interleaved 1F1B, 2 for the V
- * schedules, else 1. */
+ * schedules and for dualpipe, else 1. */
 int64_t mp_schedule_chunks(mp_schedule_kind s, int64_t vpp);
+/* The distinct (virtual) stages the layers are split into: p * chunks, but p
+ * for dualpipe, whose two chunks per rank are copies of whole stages (rank r
+ * holds stage r of the forward-direction pipeline and stage p-1-r of the
+ * reverse one; vpp is 1 there). */
+int64_t mp_schedule_n_stages(mp_schedule_kind s, int64_t p, int64_t vpp);
 /* The virtual stage (layer order) that chunk c of pipeline rank r runs:
- * c*p + r, or for the V schedules r (c = 0) and 2p-1-r (c = 1). */
+ * c*p + r, or for the V schedules r (c = 0) and 2p-1-r (c = 1); for dualpipe
+ * chunk c is the direction: r (c = 0) and p-1-r (c = 1). */
 int64_t mp_schedule_stage(mp_schedule_kind s, int64_t p, int64_t r, int64_t c);
 /* Whether the schedule splits the backward into B (input gradient) and a
- * deferred W (weight gradient): zb-h1, zb-v, dualpipev. */
+ * deferred W (weight gradient): zb-h1, zb-v, dualpipev, dualpipe. */
 bool mp_schedule_splits_backward(mp_schedule_kind s);
 
 /* How an MoE layer moves tokens to their experts (Megatron-Core

@@ -290,7 +290,10 @@ static mp_status build_chunks(run *R, const mp_plan *plan, mp_error *err)
         if (!st) {
             int b, e;
             mp_dims_items(dc, &b, &e);
-            if (e == d->layers + 2)
+            /* dualpipe: the head of the direction that carries micro-batch 0
+             * (the one whose logits the check keeps), not of the other */
+            bool keeps = plan->config.parallel.schedule != MP_SCHED_DUALPIPE || c == 0;
+            if (e == d->layers + 2 && keeps)
                 R->head = c;
         }
     }
@@ -312,7 +315,8 @@ static void report_shape(const run *R, const mp_plan *plan, mp_exec_report *rep)
     rep->solo_coords[0] = R->rt->tp_rank, rep->solo_coords[1] = R->rt->cp_rank;
     rep->solo_coords[2] = R->rt->dp_rank, rep->solo_coords[3] = R->rt->pp_rank;
     rep->dims = R->dc[0];
-    rep->vpp = R->v;
+    /* (virtual) stages per rank: the chunks, but 1 for dualpipe's two copies */
+    rep->vpp = (int)(mp_schedule_n_stages(par->schedule, R->rt->pp, par->vpp) / R->rt->pp);
     rep->ranks = R->rt->world.size;
     rep->tp = R->rt->tp;
     rep->cp = R->rt->cp;
@@ -361,10 +365,13 @@ static mp_status init_chunks(run *R, const mp_parallel *par, mp_error *err)
             /* V placement: both copies of a tied embedding are on rank 0, summed
              * there (step.c), so no embedding group */
             R->trainer[c].schedule = par->schedule;
+            /* dualpipe: rank pp-1 holds them too (stage 0 in its chunk 1), and
+             * each stage's two copies sum their gradients over the mirror group */
+            bool local_tied = mp_schedule_is_v(par->schedule) ||
+                              par->schedule == MP_SCHED_DUALPIPE;
+            R->trainer[c].mirror = rt->mirror_group;
             st = mp_trainer_set_pipeline_f32(&R->trainer[c], rt->pp_group,
-                                             mp_schedule_is_v(par->schedule) ? rt->self
-                                                                             : rt->emb_group,
-                                             err);
+                                             local_tied ? rt->self : rt->emb_group, err);
         }
         if (!st)
             st = mp_trainer_set_zero_f32(&R->trainer[c], (int)par->zero,
@@ -526,6 +533,8 @@ static mp_status start(run *R, const mp_config *cfg, mp_error *err)
     R->hsdp = par->hsdp && par->zero == 3 && par->dist_opt;
     if (!st && R->hsdp)
         st = mp_runtime_split_shards(R->rt, (int)mp_zero_shard_ranks(cfg), err);
+    if (!st && par->schedule == MP_SCHED_DUALPIPE)
+        st = mp_runtime_split_mirror(R->rt, err);
     return st;
 }
 

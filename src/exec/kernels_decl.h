@@ -179,6 +179,7 @@ typedef struct mp_trainer {
     real *poison;              /* ZeRO-3: NaN written over the weights this rank does not own */
     mp_group replica;          /* HSDP: the ranks holding the same shard (size 0 or 1: none) */
     mp_group pp, emb;          /* pipeline and tied-embedding groups (size <= 1: none) */
+    mp_group mirror;           /* dualpipe: ranks p and pp-1-p (size <= 1: none) */
     real *recv_act, *recv_grad; /* [Sl,h] the activation / output gradient received */
     const mp_backend *be;      /* whose memory m, v, shard_buf and recv_* are in */
 } mp_trainer;

@@ -95,8 +95,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             mp_exec_t5_shrink(m, (int)p->pp, out);
         if (p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1)
             *microbatches = (int)p->pp; /* a multiple of pp, as interleaving needs (mbs is one) */
-        if (p->schedule == MP_SCHED_DUALPIPEV)
-            *microbatches = (int)(2 * p->pp); /* the least DualPipeV runs */
+        if (p->schedule == MP_SCHED_DUALPIPEV || p->schedule == MP_SCHED_DUALPIPE)
+            *microbatches = (int)(2 * p->pp); /* the least DualPipe(V) runs (even) */
     } else {
         if (m->hidden > (1 << 20) || m->ffn_hidden > (1 << 22) || m->vocab > (1 << 24) ||
             seq > (1 << 20) || m->layers > MP_MAX_LAYERS || p->micro_batch > 4096 ||
@@ -228,7 +228,8 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
          * multiple of pp): refuse here, before any rank starts */
         mp_op_list ops = {0};
         st = mp_schedule_build(par->schedule, (int32_t)par->pp,
-                               (int32_t)(par->vpp > 1 ? par->vpp : 1), *m, 0, &ops, err);
+                               (int32_t)mp_schedule_chunks(par->schedule, par->vpp), *m, 0, &ops,
+                               err);
         mp_op_list_free(&ops);
         if (st) {
             if (o->microbatches > 0)

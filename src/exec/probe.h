@@ -21,7 +21,8 @@ typedef struct mp_probe {
     bool oom;
     /* Test-only: the collective site to skip ("tp-attn", "tp-mlp", "tp-embed",
      * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv",
-     * "pp-relgrad" (T5's relative-bias copies over a pipeline); NULL: none). */
+     * "pp-relgrad" (T5's relative-bias copies over a pipeline), "pp-mirror"
+     * (dualpipe's sum of a stage's two copies); NULL: none). */
     const char *drop_site;
     /* Test-only: this rank raises kill_signal (SIGKILL when 0; SIGSTOP stops
      * it, for the watchdog's test) at the first backward of step kill_step

@@ -116,6 +116,19 @@ mp_status mp_runtime_split_shards(mp_runtime *rt, int shard, mp_error *err)
     return st;
 }
 
+mp_status mp_runtime_split_mirror(mp_runtime *rt, mp_error *err)
+{
+    int low = rt->pp_rank < rt->pp - 1 - rt->pp_rank ? rt->pp_rank : rt->pp - 1 - rt->pp_rank;
+    int place = rt->pp_rank == low ? 0 : 1;
+    if (rt->solo) {
+        rt->mirror_group = (mp_group){MPI_COMM_SELF, 2, place};
+        return MP_OK;
+    }
+    /* colour: (t, c, d) and the pair's lower pipeline rank */
+    int outer = rt->tp_rank + rt->tp * (rt->cp_rank + rt->cp * rt->dp_rank);
+    return split(&rt->mirror_group, "dualpipe mirror", outer * rt->pp + low, place, err);
+}
+
 void mp_group_free(mp_group *g)
 {
     if (g->comm != MPI_COMM_NULL && g->comm != 0 && g->comm != MPI_COMM_WORLD &&
@@ -134,6 +147,7 @@ void mp_runtime_stop(mp_runtime *rt)
     mp_group_free(&rt->dpcp_group);
     mp_group_free(&rt->shard_group);
     mp_group_free(&rt->replica_group);
+    mp_group_free(&rt->mirror_group);
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);

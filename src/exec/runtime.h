@@ -27,6 +27,10 @@ typedef struct mp_runtime {
      * group cut into shard groups of consecutive ranks (rank = dpcp rank mod
      * shard) and the replica groups across them (rank = dpcp rank / shard). */
     mp_group shard_group, replica_group;
+    /* DualPipe (mp_runtime_split_mirror; size 0 otherwise): pipeline ranks p
+     * and pp-1-p of one (t, c, d), which hold the two copies of stages p and
+     * pp-1-p and sum their gradients; rank in it 0 for the lower p. */
+    mp_group mirror_group;
     mp_group self;                      /* MPI_COMM_SELF: the reference's size-1 groups */
     bool solo;                          /* groups emulated for one rank (--solo) */
 } mp_runtime;
@@ -47,6 +51,9 @@ void mp_group_free(mp_group *g);
 /* HSDP: splits the DP x CP group into shard groups of `shard` ranks and the
  * replica groups across them (after mp_runtime_split or _split_solo). */
 mp_status mp_runtime_split_shards(mp_runtime *rt, int shard, mp_error *err);
+/* DualPipe: the mirror groups (after mp_runtime_split or _split_solo; every
+ * rank calls it). */
+mp_status mp_runtime_split_mirror(mp_runtime *rt, mp_error *err);
 /* Frees the groups and calls MPI_Finalize. */
 void mp_runtime_stop(mp_runtime *rt);
 /* Ends every rank at once (a rank that failed alone must not leave the others

@@ -110,21 +110,49 @@ static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens
                          mp_error *err);
 static mp_status reduce_grads(mp_trainer *t, mp_error *err);
 
-/* The V placement puts the first and the last stage on pipeline rank 0: the
- * tied embedding's two copies (chunk 0's, the head's in chunk 1) are on this
- * rank, and each takes their sum here, as the embedding group's all-reduce
- * does across ranks otherwise. */
+/* The V placement puts the first and the last stage on pipeline rank 0
+ * (dualpipe: on ranks 0 and pp-1, one in each chunk): the tied embedding's
+ * two copies (the embedding's, the head's) are on this rank, and each takes
+ * their sum here, as the embedding group's all-reduce does across ranks
+ * otherwise. */
 static void sum_local_tied(mp_trainer *chunks, int n_chunks)
 {
-    if (n_chunks != 2 || !mp_schedule_is_v(chunks[0].schedule) || !chunks[0].model->d.tied)
+    bool local = mp_schedule_is_v(chunks[0].schedule) || chunks[0].schedule == MP_SCHED_DUALPIPE;
+    if (n_chunks != 2 || !local || !chunks[0].model->d.tied)
         return;
-    mp_gpt *g0 = chunks[0].model, *g1 = chunks[1].model;
+    int e = chunks[0].model->lay->wte >= 0 ? 0 : 1; /* the chunk with the embedding */
+    mp_gpt *g0 = chunks[e].model, *g1 = chunks[1 - e].model;
     if (g0->lay->wte < 0 || g1->lay->head < 0)
         return;
     const mp_param *a = &g0->lay->p[g0->lay->wte], *b = &g1->lay->p[g1->lay->head];
     size_t n = (size_t)a->lrows * (size_t)a->lcols;
     g0->be->add(MP_REAL_KIND, g0->g + a->offset, g1->g + b->offset, n);
     g0->be->copy(g1->g + b->offset, g0->g + a->offset, n * sizeof(real), MP_COPY_D2D);
+}
+
+/* DualPipe: stage k's two copies, chunk 0 of pipeline rank k (the forward
+ * direction's micro-batches) and chunk 1 of rank pp-1-k (the reverse
+ * direction's), each hold part of its gradient; both take the sum over the
+ * mirror group, so the copies stay equal through the optimizer. Both ranks of
+ * a pair visit their stages in increasing order, so their calls match. */
+static mp_status sum_mirrors(mp_trainer *chunks, int n_chunks, mp_error *err)
+{
+    if (n_chunks != 2 || chunks[0].schedule != MP_SCHED_DUALPIPE || chunks[0].mirror.size <= 1)
+        return MP_OK;
+    int p = chunks[0].pp.size, r = chunks[0].pp.rank;
+    int first = r <= p - 1 - r ? 0 : 1; /* the chunk of the lower stage, min(r, p-1-r) */
+    for (int i = 0; i < 2; i++) {
+        mp_gpt *g = chunks[i ? 1 - first : first].model;
+        if (mp_probe_drops(g->probe, "pp-mirror"))
+            continue;
+        double t0 = g->be->now();
+        mp_status st = g->be->allreduce(&chunks[0].mirror, MP_REAL_KIND, g->g, g->lay->total,
+                                        MP_RED_SUM, err);
+        if (st)
+            return st;
+        mp_probe_record(g->probe, t0, MP_STREAM_PP_SEND, MP_EV_OTHER, false);
+    }
+    return MP_OK;
 }
 
 mp_status mp_trainer_grads(mp_trainer *t, const int32_t *tokens, const int32_t *targets,
@@ -160,6 +188,8 @@ mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
     free(cs);
     if (!st && chunks[0].pp.size > 1)
         st = chunks[0].model->be->send_wait(err);
+    if (!st)
+        st = sum_mirrors(chunks, n_chunks, err);
     if (!st)
         sum_local_tied(chunks, n_chunks);
     /* every chunk's reductions, in the same order on every rank */

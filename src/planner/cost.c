@@ -390,6 +390,19 @@ static int64_t rank_stage(const pipe_model *pm, int64_t r, int64_t ch)
     return mp_schedule_stage(pm->sched, pm->p, r, ch);
 }
 
+/* DualPipe: ranks r and p-1-r hold the two copies of the same stages; after
+ * the flush each pair sums the copies' gradients (an all-reduce of one copy,
+ * half the rank's parameters, between the two), before the DP reduction. */
+static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_bytes)
+{
+    if (pm->sched != MP_SCHED_DUALPIPE || pm->p < 2)
+        return 0.0;
+    mp_group_place pair;
+    mp_group_place_of(c, MP_GROUP_PP, &pair);
+    pair.n = 2;
+    return mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, pm->params_rank_max / 2.0 * grad_bytes);
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check, pipe_model *pm,
                             mp_error *err)
 {
@@ -409,7 +422,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
-    pm->n = pm->p * pm->v;
+    pm->n = mp_schedule_n_stages(pp->schedule, pm->p, pp->vpp);
     item_detail *det = malloc(sizeof *det * (size_t)(L + 2));
     pm->st = calloc((size_t)pm->n, sizeof *pm->st);
     if (!det || !pm->st) {
@@ -476,6 +489,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         mp_group_place_of(c, MP_GROUP_DP_SHARD, &shard);
         mp_group_place_of(c, MP_GROUP_DP_REPLICA, &replica);
         zero_sharded_dp(c, &shard, &replica, pm);
+        pm->tied_sync += mirror_sum(c, pm, gb);
         return MP_OK;
     }
     /* routed experts: their own gradients over the edp ranks that hold them */
@@ -525,6 +539,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         pair.per_node = 1.0;
         pm->tied_sync = mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, tied_copy * gb);
     }
+    pm->tied_sync += mirror_sum(c, pm, gb);
     return MP_OK;
 }
 
@@ -623,6 +638,9 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     const mp_parallel *pp = &c->parallel;
     int64_t p = pm.p, v = pm.v, m = pm.m;
     out->microbatches = m;
+    /* passes through each of a rank's chunks: m, but m/2 for dualpipe, whose
+     * chunks are the two directions, each with half the micro-batches */
+    int64_t rounds = pp->schedule == MP_SCHED_DUALPIPE ? m / 2 : m;
 
     /* per rank: busy time per micro-batch (round) and fill/drain share (ramp) */
     double round_stack[64], ramp_stack[64];
@@ -650,11 +668,15 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             ramp[r] += sk == MP_SCHED_ZBV ? ss->fwd + comm / 2.0 + fmax(0.0, b_in - ss->wgrad)
                        : sk == MP_SCHED_DUALPIPEV
                            ? fmax(0.0, ss->fwd + 2.0 * b_in - ss->wgrad + comm)
+                       /* dualpipe: (p/2 - 1) fills, not p - 1 (pipeline.c) */
+                       : sk == MP_SCHED_DUALPIPE
+                           ? fmax(0.0, ss->fwd + 2.0 * b_in - ss->wgrad + comm) *
+                                 (double)(p / 2 - 1) / (double)(p - 1)
                        : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
                             : ss->fwd + ss->bwd + comm;
         }
     }
-    double makespan = mp_pipeline_makespan_ranks(m, v, p, round, ramp);
+    double makespan = mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
     int64_t slow = 0;
     for (int64_t r = 1; r < p; r++)
         if (round[r] > round[slow])
@@ -671,14 +693,14 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         cp += ss->cp;
         p2p += p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
     }
-    double busy = (double)m * round[slow];
-    out->time.compute = (double)m * comp;
-    out->time.recompute = (double)m * rec;
-    out->time.tp_comm = (double)m * tp;
-    out->time.cp_comm = (double)m * cp;
-    out->time.pp_comm = (double)m * p2p;
+    double busy = (double)rounds * round[slow];
+    out->time.compute = (double)rounds * comp;
+    out->time.recompute = (double)rounds * rec;
+    out->time.tp_comm = (double)rounds * tp;
+    out->time.cp_comm = (double)rounds * cp;
+    out->time.pp_comm = (double)rounds * p2p;
     out->time.bubble = fmax(0.0, makespan - busy);
-    out->time.dp_comm = (double)m * dpm + pm.dp_exposed + pm.tied_sync;
+    out->time.dp_comm = (double)rounds * dpm + pm.dp_exposed + pm.tied_sync;
     out->time.optimizer = pm.optimizer;
     out->time.step = out->time.compute + out->time.recompute + out->time.tp_comm +
                      out->time.cp_comm + out->time.pp_comm + out->time.bubble +

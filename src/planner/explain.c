@@ -206,6 +206,10 @@ mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, cons
                                "micro-batches in flight on the first pipeline rank under %s\n",
                           100 * e.memory.activations / e.memory.peak,
                           (long long)(p->schedule == MP_SCHED_GPIPE ? e.microbatches
+                                      /* dualpipe: "PP + 1" whole stages */
+                                      : p->schedule == MP_SCHED_DUALPIPE
+                                          ? (p->pp + 1 < e.microbatches ? p->pp + 1
+                                                                        : e.microbatches)
                                       : p->pp < e.microbatches ? p->pp : e.microbatches),
                           mp_schedule_name(p->schedule));
         else

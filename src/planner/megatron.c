@@ -309,6 +309,10 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                       mp_schedule_name(p->schedule),
                       p->schedule == MP_SCHED_ZBV ? "sail-sg/zero-bubble-pipeline-parallelism"
                                                   : "deepseek-ai/DualPipe");
+    if (p->schedule == MP_SCHED_DUALPIPE)
+        mp_buf_puts(&notes, "# schedule dualpipe: Megatron-LM has no flag for it; the plan assumes "
+                            "a bidirectional runtime holding two copies of the stages (rank r: "
+                            "stage r forward, pp-1-r reverse), e.g. deepseek-ai/DualPipe\n");
     if (p->schedule == MP_SCHED_GPIPE)
         mp_buf_puts(&notes, "# schedule gpipe: Megatron-LM runs 1F1B; the plan assumes GPipe\n");
     /* the last flag ends the command: drop its continuation */

@@ -13,6 +13,12 @@
  *   interleaved 1F1B:  (m v + p - 1) (f + b + 2 p2p)        [f, b per chunk]
  *   ZB-H1:             max(m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p),
  *                          (m + p - 1)(f + b + 2 p2p) + w)
+ *   ZB-V:              2m (f + b + w + 2 p2p) + (p - 1)(f + p2p + max(0, b - w))
+ *   DualPipeV:         2m (f + b + w + 2 p2p) + (p - 1) max(0, f + 2b - w + 2 p2p)
+ *                      [V schedules: f, b, w per chunk, half a rank's layers]
+ *   DualPipe:          m (f + b + w + 2 p2p) + (p/2 - 1) max(0, f + 2b - w + 2 p2p)
+ *                      [f, b, w per whole stage; DeepSeek's (PP/2 - 1)(F&B + B - 3W)
+ *                       with B the whole backward b + w and F&B = f + b + w]
  *   p = 1:             m v (f + b + w)
  *
  * The bubble of 1F1B is (p-1)/m of the ideal m(f+b) (Narayanan 2021),
@@ -32,11 +38,10 @@
 /* The V schedules on equal stages, f, b, w per chunk (each rank runs 2m
  * chunk passes of each); see the comment at the top. */
 static double v_makespan(mp_schedule_kind s, int64_t p, int64_t m, double f, double b, double w,
-                         double p2p)
+                         double comm)
 {
-    double comm = p > 1 ? 2.0 * p2p : 0.0;
     double work = 2.0 * (double)m * (f + b + w + comm);
-    double fill = s == MP_SCHED_ZBV ? f + p2p + fmax(0.0, b - w)
+    double fill = s == MP_SCHED_ZBV ? f + comm / 2.0 + fmax(0.0, b - w)
                                     : fmax(0.0, f + 2.0 * b - w + comm); /* dualpipev */
     double filled = work + (double)(p - 1) * fill;
     /* too few micro-batches to fill it: the last one's F down the V and its B
@@ -51,7 +56,13 @@ double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m,
     if (p < 1 || m < 1)
         return 0.0;
     if (mp_schedule_is_v(s))
-        return v_makespan(s, p, m, f, b, w, p2p);
+        return v_makespan(s, p, m, f, b, w, p > 1 ? 2.0 * p2p : 0.0);
+    if (s == MP_SCHED_DUALPIPE)
+        /* f, b, w per whole stage: DualPipeV's order on p/2 ranks with m/2
+         * micro-batches per direction (sim/schedule_dualpipe.c); its hand-over
+         * at the turn is a real message here, between the middle ranks */
+        return v_makespan(MP_SCHED_DUALPIPEV, p / 2 > 0 ? p / 2 : 1, m / 2 > 0 ? m / 2 : 1, f, b,
+                          w, p > 1 ? 2.0 * p2p : 0.0);
     if (s != MP_SCHED_INTERLEAVED || v < 1)
         v = 1;
     if (s != MP_SCHED_ZBH1) {

@@ -251,6 +251,13 @@ static int sharding_choices(const enum_ctx *e, const cand *x, uint8_t dos[5])
     return ndo;
 }
 
+/* DualPipe pairs rank r with pp-1-r and feeds half the micro-batches from
+ * each end: an even pp, an even number of micro-batches, at least 2 pp. */
+static bool dualpipe_fits(int64_t p, int64_t mbs)
+{
+    return p >= 2 && p % 2 == 0 && mbs % 2 == 0 && mbs >= 2 * p;
+}
+
 /* The schedules of candidate x into scheds; 0 when the fixed one rules x's v out. */
 static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_SCHED_COUNT])
 {
@@ -262,6 +269,7 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
         if (chunked != (x->v > 1)) return 0; /* the fixed schedule rules this v out */
         if (mp_schedule_is_v(fp->schedule) && x->v != 2) return 0;
         if (fp->schedule == MP_SCHED_DUALPIPEV && mbs < 2 * x->p) return 0;
+        if (fp->schedule == MP_SCHED_DUALPIPE && !dualpipe_fits(x->p, mbs)) return 0;
         scheds[nsc++] = (uint8_t)fp->schedule;
     } else if (x->v > 1) {
         scheds[nsc++] = MP_SCHED_INTERLEAVED;
@@ -282,6 +290,11 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
         scheds[nsc++] = MP_SCHED_1F1B;
         scheds[nsc++] = MP_SCHED_GPIPE;
         scheds[nsc++] = MP_SCHED_ZBH1;
+        /* DualPipe likewise: outside Megatron-LM, when asked */
+        bool asked = e->opt->zero_sharding ||
+                     e->opt->allowed[__builtin_ctz(MP_FIX_SCHEDULE)].n > 0;
+        if (!e->opt->megatron_runtime && asked && dualpipe_fits(x->p, mbs))
+            scheds[nsc++] = MP_SCHED_DUALPIPE;
     }
     return nsc;
 }

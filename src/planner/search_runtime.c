@@ -54,6 +54,7 @@ bool mp_search_megatron_runs(const mp_plan *plan, const char **why)
     if (p->schedule == MP_SCHED_ZBV) return fail(why, "Megatron-LM has no ZB-V schedule");
     if (p->schedule == MP_SCHED_DUALPIPEV)
         return fail(why, "Megatron-LM has no DualPipeV schedule");
+    if (p->schedule == MP_SCHED_DUALPIPE) return fail(why, "Megatron-LM has no DualPipe schedule");
     if (p->schedule == MP_SCHED_GPIPE && p->pp > 1)
         return fail(why, "Megatron-LM has no GPipe schedule");
     if (!plan->n_stages) return true; /* Megatron's own even split */

@@ -73,6 +73,10 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         if (mp_schedule_is_v(p->schedule) && (f & MP_FIX_PP) && pp < 2)
             return REFUSE("schedule", "%s needs pipeline parallelism (pp >= 2)",
                           mp_schedule_name(p->schedule));
+        if (p->schedule == MP_SCHED_DUALPIPE && (f & MP_FIX_PP) && (pp < 2 || pp % 2))
+            return REFUSE("schedule", "dualpipe pairs rank r with pp-1-r: it needs an even "
+                                      "pp >= 2 (got pp=%lld)",
+                          (long long)pp);
         if (mp_schedule_is_v(p->schedule))
             inter = true; /* chunked like interleaving */
         if (inter && (f & MP_FIX_VPP) && vpp < 2)

@@ -76,7 +76,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
     const mp_parallel *pp = &c->parallel;
     int64_t L = mp_model_blocks(&c->model), N = L + 2;
     int64_t v = mp_schedule_chunks(pp->schedule, pp->vpp);
-    int64_t K = pp->pp * v;
+    int64_t K = mp_schedule_n_stages(pp->schedule, pp->pp, pp->vpp);
     memset(plan, 0, sizeof *plan);
     plan->config = *c;
     info->split_method = "even";
@@ -88,9 +88,9 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
      * rank, mp_even_stage_items): Megatron cannot run a free one */
     if (K > MP_MAX_STAGES || N > MP_MAX_LAYERS + 2 || (c->model.arch == MP_ARCH_T5 && K > 1))
         return mp_estimate_config(c, NULL, est, err);
-    /* the split solver places stage k on rank k % pp: the V schedules keep
-     * the even split */
-    if (mp_schedule_is_v(pp->schedule))
+    /* the split solver places stage k on rank k % pp: the V schedules and
+     * dualpipe (rank r also holds stage pp-1-r) keep the even split */
+    if (mp_schedule_is_v(pp->schedule) || pp->schedule == MP_SCHED_DUALPIPE)
         return mp_estimate_config(c, NULL, est, err);
 
     mp_item_cost *items = malloc(sizeof *items * (size_t)N);

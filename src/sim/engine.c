@@ -491,12 +491,14 @@ static mp_status engine_setup(engine *e, mp_error *err)
     return MP_OK;
 }
 
-static mp_status check_cost(int32_t p, int32_t v, const mp_pipeline_cost *pc, mp_error *err)
+static mp_status check_cost(mp_schedule_kind s, int32_t p, int32_t v,
+                            const mp_pipeline_cost *pc, mp_error *err)
 {
-    if (!pc || !pc->stages || (int64_t)pc->n_stages != (int64_t)p * v)
+    if (!pc || !pc->stages || (int64_t)pc->n_stages != mp_schedule_n_stages(s, p, v))
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
-                            "stage costs (%d stages) do not match pp*vpp = %d*%d",
-                            pc ? (int)pc->n_stages : 0, (int)p, (int)v);
+                            "stage costs (%d stages) do not match %s's %lld for pp %d, %d chunks",
+                            pc ? (int)pc->n_stages : 0, mp_schedule_name(s),
+                            (long long)mp_schedule_n_stages(s, p, v), (int)p, (int)v);
     for (int32_t k = 0; k < pc->n_stages; k++) {
         const mp_stage_cost *s = &pc->stages[k];
         double vals[] = {s->fwd, s->bwd, s->bwd_input, s->bwd_weight, s->send_bytes,
@@ -592,9 +594,13 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
     mp_op_list_free(&probe);
     if (st != MP_OK)
         return st;
-    if ((st = check_cost(p, v, pc, err)) != MP_OK)
+    if ((st = check_cost(s, p, v, pc, err)) != MP_OK)
         return st;
-    engine e = {.kind = s, .p = p, .v = v, .m = m, .n_stages = p * v, .pc = pc,
+    /* dualpipe: p stages, each held twice (ranks k and p-1-k); a stage's
+     * m weight-gradient ops (m/2 per copy) end with the later copy's, when
+     * the two copies' gradients can be summed and reduced */
+    engine e = {.kind = s, .p = p, .v = v, .m = m,
+                .n_stages = (int32_t)mp_schedule_n_stages(s, p, v), .pc = pc,
                 .zb = mp_schedule_splits_backward(s), .record = record,
                 .async_p2p = opt && opt->async_p2p, .ep_overlap = opt && opt->ep_overlap,
                 .out = out};

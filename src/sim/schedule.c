@@ -15,6 +15,7 @@
  * the V schedules r and 2p-1-r, so rank p-1 hands its chunk 0's output to its
  * own chunk 1: a SEND/RECV pair with itself, which costs nothing). */
 #include "sim/schedule.h"
+#include "sim/schedule_internal.h"
 
 #include "core/plan.h" /* MP_MAX_STAGES */
 
@@ -73,13 +74,13 @@ static void recv_fwd(builder *b, int32_t mb, int32_t chunk)
 
 static void send_fwd(builder *b, int32_t mb, int32_t chunk)
 {
-    if (virtual_stage(b, chunk) < b->p * b->v - 1)
+    if (virtual_stage(b, chunk) < mp_schedule_n_stages(b->s, b->p, b->v) - 1)
         push(b, MP_OP_SEND_FWD, mb, chunk);
 }
 
 static void recv_bwd(builder *b, int32_t mb, int32_t chunk)
 {
-    if (virtual_stage(b, chunk) < b->p * b->v - 1)
+    if (virtual_stage(b, chunk) < mp_schedule_n_stages(b->s, b->p, b->v) - 1)
         push(b, MP_OP_RECV_BWD, mb, chunk);
 }
 
@@ -395,11 +396,11 @@ static mp_status check_args(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "vpp",
                             "virtual stages %d must be >= 1 with pp*vpp <= %d", (int)v,
                             MP_MAX_STAGES);
-    if (mp_schedule_is_v(s) && v != 2)
+    if ((mp_schedule_is_v(s) || s == MP_SCHED_DUALPIPE) && v != 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "vpp",
                             "%s runs two chunks per rank (vpp 2, not %d)", mp_schedule_name(s),
                             (int)v);
-    if (v > 1 && s != MP_SCHED_INTERLEAVED && !mp_schedule_is_v(s))
+    if (v > 1 && s != MP_SCHED_INTERLEAVED && !mp_schedule_is_v(s) && s != MP_SCHED_DUALPIPE)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "vpp",
                             "vpp %d needs the interleaved-1f1b schedule", (int)v);
     if (m < 1 || m > MAX_MICROBATCHES)
@@ -418,6 +419,15 @@ static mp_status check_args(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "microbatches",
                             "dualpipev needs at least 2*pp micro-batches (%d < %d)", (int)m,
                             (int)(2 * p));
+    if (s == MP_SCHED_DUALPIPE && p % 2)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "pp",
+                            "dualpipe pairs rank r with rank pp-1-r: it needs an even pp (not %d)",
+                            (int)p);
+    if (s == MP_SCHED_DUALPIPE && (m % 2 || m < 2 * p))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "microbatches",
+                            "dualpipe needs an even number of micro-batches, at least 2*pp "
+                            "(%d, pp %d)",
+                            (int)m, (int)p);
     if (rank < 0 || rank >= p)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "rank",
                             "pipeline rank %d outside 0..%d", (int)rank, (int)p - 1);
@@ -457,6 +467,7 @@ static mp_status build_rank(builder *b, int32_t m, mp_error *err)
         free(wq);
         break;
     }
+    case MP_SCHED_DUALPIPE: return mp_schedule_build_dualpipe(b->p, m, b->rank, b->out, err);
     default: break;
     }
     return MP_OK;
@@ -530,9 +541,12 @@ bool mp_op_peer(mp_schedule_kind s, int32_t p, int32_t v, int32_t rank, const mp
     case MP_OP_SEND_BWD: other = k - 1; break;
     default: return false;
     }
-    if (other < 0 || other >= p * v)
+    if (other < 0 || other >= mp_schedule_n_stages(s, p, v))
         return false;
-    if (mp_schedule_is_v(s)) {
+    if (s == MP_SCHED_DUALPIPE) { /* the same direction, one rank along it */
+        *peer_rank = op->chunk ? p - 1 - other : other;
+        *peer_chunk = op->chunk;
+    } else if (mp_schedule_is_v(s)) {
         *peer_rank = other < p ? other : 2 * p - 1 - other;
         *peer_chunk = other < p ? 0 : 1;
     } else {
@@ -561,7 +575,7 @@ int64_t mp_schedule_p2p_messages(mp_schedule_kind s, int32_t p, int32_t v, int32
 {
     if (p < 2)
         return 0; /* every hand-over is local */
-    int64_t boundaries = (int64_t)p * mp_schedule_chunks(s, v) - 1;
+    int64_t boundaries = mp_schedule_n_stages(s, p, v) - 1;
     if (mp_schedule_is_v(s))
         boundaries--; /* rank p-1's hand-over between its chunks is local */
     return boundaries > 0 ? 2 * boundaries * m : 0;
@@ -577,6 +591,7 @@ int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int
     case MP_SCHED_ZBH1: return min32(p, m);
     case MP_SCHED_ZBV: return min32(2 * p, 2 * m);
     case MP_SCHED_DUALPIPEV: return min32(2 * p + 1, 2 * m);
+    case MP_SCHED_DUALPIPE: return min32(p + 1, m);
     case MP_SCHED_INTERLEAVED:
         if (v > 1)
             return min32(interleaved_warmup(p, v, m, rank) + 1, m * v);

@@ -36,8 +36,11 @@ typedef struct mp_op_list {
 const char *mp_op_kind_name(mp_op_kind k); /* "F", "B", "W", "send-fwd", ... */
 
 /* The op list of one pipeline rank. v must be 1 except for interleaved, and
- * 2 for the V schedules (zb-v, dualpipev). Returns MP_EINPUT for invalid
- * (p, v, m) (e.g. interleaved with m % p != 0, dualpipev with m < 2p). */
+ * 2 for the V schedules (zb-v, dualpipev) and dualpipe (its chunk is the
+ * direction: 0 carries micro-batches 0..m/2-1 from rank 0 up, 1 carries
+ * m/2..m-1 from rank p-1 down). Returns MP_EINPUT for invalid (p, v, m)
+ * (e.g. interleaved with m % p != 0, dualpipev with m < 2p, dualpipe with an
+ * odd p or m or m < 2p). */
 mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
                             mp_op_list *out, mp_error *err);
 /* The op lists of all p ranks at once (out[0..p-1]); the same lists as p
@@ -51,7 +54,8 @@ void mp_op_list_free(mp_op_list *l);
  * rank, chunk); forward data flows k -> k+1, gradients k -> k-1 (interleaved:
  * wrapping from the last rank to rank 0 between chunks; V: turning back at
  * rank p-1, whose two chunks pass the data to themselves -- a message whose
- * peer is the rank itself, a local copy). For a SEND/RECV op of `rank`, sets
+ * peer is the rank itself, a local copy; dualpipe: k in 0..p-1 in both
+ * directions, the peer's chunk the same direction). For a SEND/RECV op of `rank`, sets
  * the peer's pipeline rank and chunk and returns true; returns false for
  * F/B/W (no peer). */
 bool mp_op_peer(mp_schedule_kind s, int32_t p, int32_t v, int32_t rank, const mp_op *op,
@@ -66,7 +70,8 @@ int32_t mp_op_message_id(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, in
 /* Messages of one step that cross between two different ranks (p2p sends;
  * the V schedules' hand-over at rank p-1 is local): 2(pv - 1)m for the
  * chunked schedules counting both directions, 2(2p - 2)m for V -- twice
- * 1F1B's 2(p - 1)m. */
+ * 1F1B's 2(p - 1)m; dualpipe 2(p - 1)m like 1F1B (each micro-batch crosses
+ * p - 1 boundaries, in one direction or the other). */
 int64_t mp_schedule_p2p_messages(mp_schedule_kind s, int32_t p, int32_t v, int32_t m);
 
 /* The most (micro-batch, chunk) forwards a rank of this schedule holds
@@ -74,7 +79,8 @@ int64_t mp_schedule_p2p_messages(mp_schedule_kind s, int32_t p, int32_t v, int32
  * yet): GPipe m, 1F1B min(p - rank, m), ZB-H1 min(p, m), interleaved
  * Megatron's warm-up + 1, capped at m*v; zb-v min(2p, 2m) chunks (= p
  * micro-batches of whole-stage activations, 1F1B's first rank); dualpipev
- * min(2p + 1, 2m) (DeepSeek's "PP + 1"). -1 for an invalid (p, v, m, rank). */
+ * min(2p + 1, 2m) (DeepSeek's "PP + 1"); dualpipe min(p + 1, m) whole-stage
+ * activations (DeepSeek's "PP + 1"). -1 for an invalid (p, v, m, rank). */
 int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                    int32_t rank);
 

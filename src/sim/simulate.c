@@ -46,7 +46,9 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
     st = mp_pipeline_cost_build(cfg, plan, &pc, err);
     if (st != MP_OK)
         return st;
-    st = mp_simulate_cost(par->schedule, (int32_t)par->pp, (int32_t)par->vpp, (int32_t)m, &pc,
+    /* the generator's chunks per rank: vpp, but 2 for dualpipe's two copies */
+    st = mp_simulate_cost(par->schedule, (int32_t)par->pp,
+                          (int32_t)mp_schedule_chunks(par->schedule, par->vpp), (int32_t)m, &pc,
                           par->dp_overlap, opt, out, err);
     mp_pipeline_cost_free(&pc);
     return st;

@@ -71,8 +71,8 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
                       mp_sim_result *out, mp_error *err);
 void mp_sim_result_free(mp_sim_result *r);
 
-/* The engine on given stage costs (pc->n_stages == p*v; virtual stage k on
- * pipeline rank k % p), for tests, benchmarks and callers that already hold
+/* The engine on given stage costs (pc->n_stages == mp_schedule_n_stages: p*v,
+ * dualpipe p; virtual stage k where mp_schedule_stage places it), for tests, benchmarks and callers that already hold
  * the costs. dp_overlap: DP reductions start during the last backward of each
  * chunk (else after the rank's last backward). */
 mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,

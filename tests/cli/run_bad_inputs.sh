@@ -302,6 +302,9 @@ hardening() {
     check hf-huge "^megaplan models: huge\.json: file larger than 4194304 bytes: refused" "$bin" models huge.json
 
     # --- search: fixed settings that cannot run together name themselves ---
+    check dualpipe-odd-pp "^megaplan estimate: --pp: dualpipe pairs rank r with rank pp-1-r" "$bin" estimate --model llama3-8b --gpus 12 --pp 3 --schedule dualpipe
+    check dualpipe-odd-m "^megaplan estimate: --global-batch: dualpipe feeds half the micro-batches from each end" "$bin" estimate --model llama3-8b --gpus 8 --pp 4 --dp 2 --schedule dualpipe --global-batch 14
+    check dualpipe-unit-m "^megaplan simulate: --micro-batches: dualpipe needs an even number of micro-batches" "$bin" simulate --unit-ops --pp 4 --micro-batches 6 --schedule dualpipe
     check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
     check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
     check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096

@@ -94,7 +94,7 @@ if command -v bash >/dev/null 2>&1; then
     complete_bash megaplan search --hw all --dead >"$T/c"
     matches "$T/c" "^--deadline$"
     complete_bash megaplan estimate --schedule "" >"$T/c"
-    [ "$(tr '\n' ' ' <"$T/c")" = "1f1b dualpipev gpipe interleaved-1f1b zb-h1 zb-v " ] && ok || bad "--schedule <TAB>: $(cat "$T/c")"
+    [ "$(tr '\n' ' ' <"$T/c")" = "1f1b dualpipe dualpipev gpipe interleaved-1f1b zb-h1 zb-v " ] && ok || bad "--schedule <TAB>: $(cat "$T/c")"
     complete_bash megaplan estimate --hw dgx-h >"$T/c"
     matches "$T/c" "^dgx-h100$"
     complete_bash megaplan help s >"$T/c"

@@ -596,6 +596,42 @@ static void test_zbh1_and_allocator_memory(void **state)
     assert_true(one.memory.other >= c.hw.runtime_reserve + 0.1 * one.memory.activations);
 }
 
+/* DualPipe keeps two copies of the stages on every rank (stage r of the
+ * forward direction, stage p-1-r of the reverse one): twice 1F1B's weights,
+ * gradients and optimizer states on the most loaded rank (Llama 3 8B: the
+ * end stages hold the embedding and the head, of equal size, so exactly 2x
+ * up to the final norm); the bubble is (p/2 - 1) fills, below 1F1B's p - 1;
+ * it needs an even pp and an even number of micro-batches >= 2pp. */
+static void test_dualpipe_doubles_parameters(void **state)
+{
+    (void)state;
+    const mp_model *m = mp_model_preset("llama3-8b");
+    mp_config c = config(m, "dgx-a100", 8, 16, 2, 4, 1);
+    mp_estimate one, dual;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&c, NULL, &one, &err), MP_OK);
+    c.parallel.schedule = MP_SCHED_DUALPIPE;
+    assert_int_equal(mp_estimate_config(&c, NULL, &dual, &err), MP_OK);
+    assert_true(fabs(dual.memory.weights / one.memory.weights - 2.0) < 1e-3);
+    assert_true(fabs(dual.memory.grads / one.memory.grads - 2.0) < 1e-3);
+    assert_true(fabs(dual.memory.optimizer / one.memory.optimizer - 2.0) < 1e-3);
+    assert_true(dual.time.bubble < one.time.bubble);
+    /* p + 1 stage activations against 1F1B's p on rank 0 (plus ZB's W inputs) */
+    assert_true(dual.memory.activations > one.memory.activations * 1.2);
+    c.parallel.pp = 2;
+    c.parallel.dp = 2;
+    c.training.global_batch = 12; /* 6 micro-batches per DP rank: fine */
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    c.training.global_batch = 6; /* 3: odd */
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "global_batch");
+    c.training.global_batch = 16;
+    c.parallel.pp = 1; /* one rank has no mirror */
+    c.parallel.dp = 4;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "pp");
+}
+
 /* Fused attention amortises a call's fixed work over its keys: with CP each
  * ring step is a call over s/c keys, so c ranks together spend longer on the
  * same attention than one rank over all s keys. */
@@ -783,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_microbatch_never_slower_at_p1),
         cmocka_unit_test(test_profile_constants_are_read),
         cmocka_unit_test(test_error_band),
+        cmocka_unit_test(test_dualpipe_doubles_parameters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,15 @@ M="$1"
   >"$T/vflags" || fail "dualpipev flags: exit $?"
 grep -q '^# schedule dualpipev: Megatron-LM has no flag for it' "$T/vflags" ||
   { cat "$T/vflags"; fail "dualpipev flags lack the note"; }
+# DualPipe (two copies of the stages, even pp) likewise: asked for only
+"$M" search --model llama3-8b --gpus 64 --fix 'schedule=dualpipe' --top 5 --format json \
+  >"$T/dual" || fail "dualpipe: exit $?"
+"$M" search --model llama3-8b --gpus 64 --fix 'schedule=1f1b|dualpipe' --top 10 --format json \
+  >"$T/dual1" || fail "1f1b|dualpipe: exit $?"
+"$M" search --model llama3-8b --gpus 64 --fix 'schedule=dualpipe' --format megatron \
+  >"$T/dflags" || fail "dualpipe flags: exit $?"
+grep -q '^# schedule dualpipe: Megatron-LM has no flag for it' "$T/dflags" ||
+  { cat "$T/dflags"; fail "dualpipe flags lack the note"; }
 for r in default any; do
   if [ $r = any ]; then set -- --runtime any; else set --; fi
   "$M" search --model llama3-8b --gpus 64 --fix vpp=2 --top 10 --no-simulate --format json "$@" \
@@ -48,6 +57,11 @@ assert {"zb-v", "dualpipev"} <= {o["parallel"]["schedule"] for o in load("vpp2-a
 v = load("v")
 assert v and {o["parallel"]["schedule"] for o in v} == {"zb-v", "dualpipev"}, [o["parallel"] for o in v]
 assert all(o["parallel"]["vpp"] == 2 and o["parallel"]["pp"] >= 2 for o in v)
+dual = load("dual")
+assert dual and all(o["parallel"]["schedule"] == "dualpipe" and o["parallel"]["pp"] % 2 == 0
+                    and o["parallel"]["vpp"] == 1 for o in dual), [o["parallel"] for o in dual]
+assert "dualpipe" in {o["parallel"]["schedule"] for o in load("dual1")}
+assert "dualpipe" not in {o["parallel"]["schedule"] for o in free}, "dualpipe weighed unasked"
 m = load("megatron")
 assert m
 for o in m:
@@ -65,6 +79,8 @@ check_refused "Megatron-LM has no zb-h1 schedule" --model 1T --gpus 4096 --runti
 check_refused "none of the --fix schedules runs on Megatron-LM" --model 1T --gpus 4096 --runtime megatron --fix 'schedule=zb-h1|gpipe'
 check_refused "Megatron-LM has no zb-v schedule" --model llama3-8b --gpus 64 --runtime megatron --fix schedule=zb-v
 check_refused "Megatron-LM has no dualpipev schedule" --model llama3-8b --gpus 64 --runtime megatron --fix schedule=dualpipev
+check_refused "Megatron-LM has no dualpipe schedule" --model llama3-8b --gpus 64 --runtime megatron --fix schedule=dualpipe
+check_refused "dualpipe pairs rank r with pp-1-r" --model llama3-8b --gpus 48 --fix schedule=dualpipe --fix pp=3
 check_refused "expected megatron" --model 1T --gpus 4096 --runtime deepspeed
 check_refused "schedule=zb-h2: expected" --model 1T --gpus 4096 --fix 'schedule=1f1b|zb-h2'
 check_refused "tp is fixed twice" --model 1T --gpus 4096 --tp 8 --fix 'tp=4|8'

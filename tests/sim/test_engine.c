@@ -130,7 +130,7 @@ static void test_matches_closed_form(void **state)
 {
     (void)state;
     for (int kind = 0; kind < MP_SCHED_COUNT; kind++)
-        for (int32_t p = 1; p <= 8 && !mp_schedule_is_v(kind); p++)
+        for (int32_t p = 1; p <= 8 && !mp_schedule_is_v(kind) && kind != MP_SCHED_DUALPIPE; p++)
             for (int32_t v = 1; v <= (kind == MP_SCHED_INTERLEAVED ? 4 : 1); v++)
                 for (int32_t m = 1; m <= 32; m++) {
                     if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
@@ -217,6 +217,48 @@ static void test_dualpipev_bubble(void **state)
                 assert_true(NEAR(mp_pipeline_makespan(MP_SCHED_DUALPIPEV, p, 2, m, f, b, w, 0),
                                  want));
                 assert_true(NEAR(r.peak_memory[0], 2.0 * p + 1));
+                mp_sim_result_free(&r);
+            }
+}
+
+/* DualPipe (DeepSeek-V3 report §3.2.1, Table 2): bubble (PP/2 - 1)(F&B + B -
+ * 3W) with B the whole backward (here b + w) and F&B an overlapped
+ * forward-backward pair (run as one unit: F + B), f, b, w per whole stage;
+ * "PP + 1" activations on the end ranks; twice 1F1B's parameters (the
+ * second direction's copy: test_peak_memory). Exact for F = B = W, a bound
+ * for B > W (b the input-gradient half). With p = 2 there is no bubble. */
+static void test_dualpipe_bubble(void **state)
+{
+    (void)state;
+    /* the DualPipeV test's ratios: F = B = W, and B > W (where it is a bound);
+     * with F > B, or F < B < W, the unit-time order idles up to one op more
+     * at m = 2p (e.g. p=4, m=8, f=1, b=0.5, w=1: 22, not 21) */
+    const double fbw[][3] = {{1, 1, 1}, {1, 1.5, 0.5}, {1, 2, 1}};
+    for (size_t q = 0; q < sizeof fbw / sizeof fbw[0]; q++)
+        for (int32_t p = 2; p <= 8; p += 2)
+            for (int32_t m = 2 * p; m <= 32; m += 2) {
+                double f = fbw[q][0], b = fbw[q][1], w = fbw[q][2];
+                mp_pipeline_cost pc = uniform(p, 1, f, b, w); /* p stages, each held twice */
+                for (int32_t k = 0; k < p; k++)
+                    g_stages[k].act_bytes = 1;
+                mp_sim_result r = run(MP_SCHED_DUALPIPE, p, 2, m, &pc, false);
+                double full = b + w, fandb = f + full;
+                double ideal = m * (f + b + w); /* each rank: m/2 passes per direction */
+                double bubble = (p / 2 - 1) * (fandb + full - 3 * w);
+                bool exact = b <= w;
+                double idle0 = r.bubble_fraction[0] * r.pipeline_makespan;
+                if (exact ? !NEAR(r.pipeline_makespan, ideal + bubble) || !NEAR(idle0, bubble)
+                          : r.pipeline_makespan > ideal + bubble + 1e-9)
+                    fail_msg("dualpipe p=%d m=%d f=%g b=%g w=%g: makespan %.12g (rank 0 idle "
+                             "%.12g), want %.12g (idle %.12g)",
+                             (int)p, (int)m, f, b, w, r.pipeline_makespan, idle0, ideal + bubble,
+                             bubble);
+                assert_true(NEAR(mp_pipeline_makespan(MP_SCHED_DUALPIPE, p, 1, m, f, b, w, 0),
+                                 ideal + bubble));
+                assert_true(NEAR(r.peak_memory[0], p + 1.0));
+                assert_true(NEAR(r.peak_memory[p - 1], p + 1.0));
+                for (int32_t rank = 0; rank < p; rank++)
+                    assert_true(r.peak_memory[rank] <= p + 1.0 + 1e-9);
                 mp_sim_result_free(&r);
             }
 }
@@ -389,8 +431,11 @@ static void test_peak_memory(void **state)
     (void)state;
     int32_t p = 4, m = 8;
     for (int kind = 0; kind < MP_SCHED_COUNT; kind++) {
-        int32_t v = kind == MP_SCHED_INTERLEAVED || mp_schedule_is_v(kind) ? 2 : 1;
+        int32_t v = mp_schedule_chunks(kind, 2);
         mp_pipeline_cost pc = uniform(p, v, 1, 2, mp_schedule_splits_backward(kind) ? 1 : 0);
+        /* dualpipe: p stages, each rank holding two (stages r and p-1-r:
+         * twice 1F1B's static bytes, its parameters' second copy) */
+        pc.n_stages = (int32_t)mp_schedule_n_stages(kind, p, v);
         pc.other_bytes = 1000;
         for (int32_t k = 0; k < p * v; k++) {
             g_stages[k].act_bytes = 10;
@@ -400,8 +445,10 @@ static void test_peak_memory(void **state)
         for (int32_t rank = 0; rank < p; rank++) {
             double want = 1000 + 100.0 * v +
                           10.0 * mp_schedule_inflight_bound((mp_schedule_kind)kind, p, v, m, rank);
-            /* the V schedules' bound is their first rank's; the others hold less */
-            if (mp_schedule_is_v(kind) && rank > 0)
+            /* the V schedules' bound is their first rank's, dualpipe's its end
+             * ranks'; the others hold less */
+            if ((mp_schedule_is_v(kind) && rank > 0) ||
+                (kind == MP_SCHED_DUALPIPE && rank > 0 && rank < p - 1))
                 assert_true(r.peak_memory[rank] <= want + 1e-9);
             else
                 assert_true(NEAR(r.peak_memory[rank], want));
@@ -572,14 +619,18 @@ static void test_causality_random_costs(void **state)
         w_start[6 * 3][12];
     for (int kind = 0; kind < MP_SCHED_COUNT; kind++)
         for (int32_t p = 1; p <= 6; p++)
-            for (int32_t v = mp_schedule_is_v(kind) ? 2 : 1;
-                 v <= (kind == MP_SCHED_INTERLEAVED ? 3 : mp_schedule_is_v(kind) ? 2 : 1); v++)
+            for (int32_t v = mp_schedule_chunks(kind, 2);
+                 v <= (kind == MP_SCHED_INTERLEAVED ? 3 : mp_schedule_chunks(kind, 2)); v++)
                 for (int32_t m = 1; m <= 12; m++) {
                     if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
                         continue;
                     if (kind == MP_SCHED_DUALPIPEV && m < 2 * p)
                         continue;
+                    if (kind == MP_SCHED_DUALPIPE && (p % 2 || m % 2 || m < 2 * p))
+                        continue;
+                    int32_t n_stages = (int32_t)mp_schedule_n_stages(kind, p, v);
                     mp_pipeline_cost pc = uniform(p, v, 1, 1, 1);
+                    pc.n_stages = n_stages;
                     for (int32_t k = 0; k < p * v; k++) {
                         g_stages[k].fwd = 0.2 + rnd();
                         g_stages[k].bwd_input = 0.2 + rnd();
@@ -616,7 +667,7 @@ static void test_causality_random_costs(void **state)
                             w_start[k][e->microbatch] = e->start;
                         }
                     }
-                    for (int32_t k = 0; k < p * v; k++)
+                    for (int32_t k = 0; k < n_stages; k++)
                         for (int32_t mb = 0; mb < m; mb++) {
                             assert_true(f_start[k][mb] >= 0 && b_start[k][mb] >= 0);
                             assert_true(b_start[k][mb] >= f_end[k][mb] - 1e-12);
@@ -631,7 +682,7 @@ static void test_causality_random_costs(void **state)
                                             f_end[k - 1][mb] +
                                                 (v_turn ? 0 : pc.p2p_latency) - 1e-12);
                             v_turn = p == 1 || (mp_schedule_is_v(kind) && k == p - 1);
-                            if (k < p * v - 1)
+                            if (k < n_stages - 1)
                                 assert_true(b_start[k][mb] >=
                                             b_end[k + 1][mb] +
                                                 (v_turn ? 0 : pc.p2p_latency) - 1e-12);
@@ -702,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_zbh1_better_than_1f1b),
         cmocka_unit_test(test_zbv_zero_bubble),
         cmocka_unit_test(test_dualpipev_bubble),
+        cmocka_unit_test(test_dualpipe_bubble),
         cmocka_unit_test(test_moe_ep_overlap),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_link_serialises_messages),

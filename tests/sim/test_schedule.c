@@ -5,7 +5,10 @@
  * receives and non-blocking sends (checked here by a tiny independent
  * executor, not by the engine). The V schedules (zb-v, dualpipev: two chunks
  * per rank, rank r holding stages r and 2p-1-r) are held to the same
- * properties, and their p2p messages counted. */
+ * properties, and their p2p messages counted; so is dualpipe (two directions,
+ * rank r holding stage r of the forward one and p-1-r of the reverse one,
+ * each direction half the micro-batches), for every even p <= 8 and even
+ * m >= 2p it accepts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,16 +57,30 @@ static void build(sched *s, mp_schedule_kind kind, int32_t p, int32_t v, int32_t
 /* Visits every valid (kind, p, v, m) of the property range. */
 typedef void (*check_fn)(const sched *s);
 
+static bool two_chunks(int kind)
+{
+    return mp_schedule_is_v(kind) || kind == MP_SCHED_DUALPIPE;
+}
+
+/* Whether (micro-batch, chunk) is computed on a rank: always, but for
+ * dualpipe only in its micro-batch's direction (the first half forward). */
+static bool runs(const sched *s, int32_t mb, int32_t chunk)
+{
+    return s->kind != MP_SCHED_DUALPIPE || (mb < s->m / 2) == (chunk == 0);
+}
+
 static void for_all(check_fn fn)
 {
     for (int kind = 0; kind < MP_SCHED_COUNT; kind++)
         for (int32_t p = 1; p <= MAXP; p++)
-            for (int32_t v = mp_schedule_is_v(kind) ? 2 : 1;
-                 v <= (kind == MP_SCHED_INTERLEAVED ? MAXV : mp_schedule_is_v(kind) ? 2 : 1); v++)
+            for (int32_t v = two_chunks(kind) ? 2 : 1;
+                 v <= (kind == MP_SCHED_INTERLEAVED ? MAXV : two_chunks(kind) ? 2 : 1); v++)
                 for (int32_t m = 1; m <= MAXM; m++) {
                     if (kind == MP_SCHED_INTERLEAVED && v > 1 && m % p != 0)
                         continue;
                     if (kind == MP_SCHED_DUALPIPEV && m < 2 * p)
+                        continue;
+                    if (kind == MP_SCHED_DUALPIPE && (p % 2 || m % 2 || m < 2 * p))
                         continue;
                     sched s;
                     build(&s, (mp_schedule_kind)kind, p, v, m);
@@ -99,6 +116,11 @@ static void check_once_and_order(const sched *s)
             for (int32_t c = 0; c < s->v; c++) {
                 int32_t f = pos[MP_OP_F][mb][c], b = pos[MP_OP_B][mb][c],
                         w = pos[MP_OP_W][mb][c];
+                if (!runs(s, mb, c)) {
+                    if (f >= 0 || b >= 0 || w >= 0)
+                        FAILS(s, r, "a micro-batch computed in the other direction");
+                    continue;
+                }
                 if (f < 0 || b < 0)
                     FAILS(s, r, "missing F or B");
                 if (f > b)
@@ -132,7 +154,7 @@ static bool found_near(const mp_op_list *l, int32_t i, int dir, mp_op_kind want,
  * both sends; every other F and B as in the strict convention. */
 static void check_fb_convention(const sched *s)
 {
-    int32_t last = s->p * s->v - 1;
+    int32_t last = (int32_t)mp_schedule_n_stages(s->kind, s->p, s->v) - 1;
     unsigned recvs = 1u << MP_OP_RECV_FWD | 1u << MP_OP_RECV_BWD;
     unsigned sends = 1u << MP_OP_SEND_FWD | 1u << MP_OP_SEND_BWD;
     for (int32_t r = 0; r < s->p; r++) {
@@ -163,7 +185,7 @@ static void check_fb_convention(const sched *s)
  * SEND_BWD right after; none at the pipeline's ends; nothing else around. */
 static void check_transfer_convention(const sched *s)
 {
-    if (s->kind == MP_SCHED_DUALPIPEV) {
+    if (s->kind == MP_SCHED_DUALPIPEV || s->kind == MP_SCHED_DUALPIPE) {
         check_fb_convention(s);
         return;
     }
@@ -235,6 +257,12 @@ static void check_send_recv_matching(const sched *s)
             bool toward_next = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_RECV_BWD;
             if (kp != (toward_next ? k + 1 : k - 1))
                 FAILS(s, r, "peer is not the neighbouring virtual stage");
+            /* dualpipe: a message stays in its direction, one rank along it
+             * (up for the forward direction's activations) */
+            if (s->kind == MP_SCHED_DUALPIPE &&
+                (peer_chunk != op->chunk ||
+                 peer != r + ((toward_next == (op->chunk == 0)) ? 1 : -1)))
+                FAILS(s, r, "dualpipe peer outside the message's direction");
         }
     }
     for (size_t i = 0; i < (size_t)s->p * s->p * ids; i++)
@@ -259,6 +287,8 @@ static int32_t expected_bound(const sched *s, int32_t r)
     case MP_SCHED_ZBV: return 2 * p < 2 * m ? 2 * p : 2 * m;
     /* DualPipeV: "PP + 1" stages' activations (deepseek-ai/DualPipe README) */
     case MP_SCHED_DUALPIPEV: return 2 * p + 1 < 2 * m ? 2 * p + 1 : 2 * m;
+    /* DualPipe: "PP + 1" whole-stage activations (DeepSeek-V3 report, Table 2) */
+    case MP_SCHED_DUALPIPE: return p + 1 < m ? p + 1 : m;
     default:
         if (v == 1)
             return p - r < m ? p - r : m;
@@ -285,8 +315,10 @@ static void check_inflight(const sched *s)
                 live--;
         }
         int32_t bound = expected_bound(s, r);
-        /* the V schedules' bound is their first rank's; the others hold less */
-        if (mp_schedule_is_v(s->kind) && r > 0 && peak <= bound)
+        /* the V schedules' bound is their first rank's, dualpipe's its two
+         * end ranks'; the others hold less */
+        bool end_rank = r == 0 || (s->kind == MP_SCHED_DUALPIPE && r == s->p - 1);
+        if (two_chunks(s->kind) && !end_rank && peak <= bound)
             peak = bound;
         if (peak != bound) {
             char msg[96];
@@ -379,6 +411,9 @@ static void check_p2p_count(const sched *s)
         FAILS(s, -1, "p2p message count differs from mp_schedule_p2p_messages");
     if (mp_schedule_is_v(s->kind) && n != 2 * mp_schedule_p2p_messages(MP_SCHED_1F1B, s->p, 1, s->m))
         FAILS(s, -1, "a V schedule does not send twice 1F1B's messages");
+    /* dualpipe: each micro-batch crosses p-1 boundaries, one way or the other */
+    if (s->kind == MP_SCHED_DUALPIPE && n != mp_schedule_p2p_messages(MP_SCHED_1F1B, s->p, 1, s->m))
+        FAILS(s, -1, "dualpipe does not send 1F1B's messages");
 }
 
 static void test_p2p_count(void **state)
@@ -525,6 +560,44 @@ static void test_invalid_inputs(void **state)
     expect_einput(MP_SCHED_ZBV, 4, 1, 8, 0, "vpp");        /* the V has two chunks */
     expect_einput(MP_SCHED_DUALPIPEV, 4, 3, 8, 0, "vpp");
     expect_einput(MP_SCHED_DUALPIPEV, 4, 2, 7, 0, "microbatches"); /* m < 2p */
+    expect_einput(MP_SCHED_DUALPIPE, 4, 1, 8, 0, "vpp");          /* two directions */
+    expect_einput(MP_SCHED_DUALPIPE, 3, 2, 8, 0, "pp");           /* odd p */
+    expect_einput(MP_SCHED_DUALPIPE, 4, 2, 9, 0, "microbatches"); /* odd m */
+    expect_einput(MP_SCHED_DUALPIPE, 4, 2, 6, 0, "microbatches"); /* m < 2p */
+}
+
+/* DualPipe on p=4, m=8, from dualpipe.py's eight steps by hand (mb.direction;
+ * direction 0 carries micro-batches 0-3 up from rank 0, 1 carries 4-7 down
+ * from rank 3). Rank 0, half rank 0, phase 0 = forward direction: step 1
+ * two F0; step 2 F0 F1; step 3 B1 W1 F1; step 4 (one pair of F&B units)
+ * F0 B1 W1, F1 B0 W0; step 5 B1 W1, F1 B0 W0; step 6 B1 W1 and B0 with
+ * its W deferred; step 7 the deferred W, B0 (deferred); step 8 its W. Rank 3
+ * runs the same order with the directions swapped. */
+static void test_dualpipe_order_by_hand(void **state)
+{
+    (void)state;
+    static const char *const want[2] = {
+        "F0.0 F1.0 F2.0 F4.1 B4.1 W4.1 F5.1 F3.0 B5.1 W5.1 F6.1 B0.0 W0.0 B6.1 W6.1 F7.1 "
+        "B1.0 W1.0 B7.1 W7.1 B2.0 W2.0 B3.0 W3.0",
+        "F4.1 F5.1 F6.1 F0.0 B0.0 W0.0 F1.0 F7.1 B1.0 W1.0 F2.0 B4.1 W4.1 B2.0 W2.0 F3.0 "
+        "B5.1 W5.1 B3.0 W3.0 B6.1 W6.1 B7.1 W7.1"};
+    for (int i = 0; i < 2; i++) {
+        mp_op_list l;
+        mp_error err;
+        assert_int_equal(mp_schedule_build(MP_SCHED_DUALPIPE, 4, 2, 8, i ? 3 : 0, &l, &err),
+                         MP_OK);
+        char got[400] = "";
+        for (int32_t j = 0; j < l.n; j++)
+            if (l.ops[j].kind <= MP_OP_W) {
+                char one[24];
+                snprintf(one, sizeof one, "%s%s%d.%d", got[0] ? " " : "",
+                         mp_op_kind_name((mp_op_kind)l.ops[j].kind), (int)l.ops[j].microbatch,
+                         (int)l.ops[j].chunk);
+                strncat(got, one, sizeof got - strlen(got) - 1);
+            }
+        assert_string_equal(got, want[i]);
+        mp_op_list_free(&l);
+    }
 }
 
 int main(void)
@@ -538,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_no_deadlock),
         cmocka_unit_test(test_deadlock_checker_catches_deadlock),
         cmocka_unit_test(test_interleaved_order_by_hand),
+        cmocka_unit_test(test_dualpipe_order_by_hand),
         cmocka_unit_test(test_1f1b_order_by_hand),
         cmocka_unit_test(test_zbh1_order_by_hand),
         cmocka_unit_test(test_invalid_inputs),

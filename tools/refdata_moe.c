@@ -18,7 +18,8 @@ static const char note_moe[] =
     "routing (moe.imbalance 1, as NVIDIA's pages state); the all-to-all dispatcher for "
     "Megatron's all-to-all and flex (DeepEP/HybridEP: the same token copies); expert "
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
-    "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; FSDP rows "
+    "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; bf16 gradient "
+    "reduction and FP8 parameters where a file's columns say the recipe used them; FSDP rows "
     "as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
     "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
     "with the reason.";
@@ -121,11 +122,12 @@ static void not_expressible(refdata_moe_row *w, const char *why)
 static mp_status row_of(const refdata_table *t, int r, const char *file, refdata_moe_row *w,
                         mp_error *err)
 {
-    enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, NF };
+    enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
-                                          "tokens_per_s_per_gpu", "step_s"};
-    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0};
+                                          "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
+                                          "fp8_param_gather"};
+    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -197,6 +199,8 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     c->training.gpus = gpus;
     c->training.seq = (int64_t)v[SEQ];
     c->training.global_batch = (int64_t)v[GB];
+    c->training.grad_reduce_bf16 = v[GRAD16] > 0;
+    c->training.fp8_param_gather = v[FP8P] > 0;
     mp_parallel *p = &c->parallel;
     p->tp = tp;
     p->pp = pp;

@@ -16,16 +16,9 @@
 
 /* ---- CSV ------------------------------------------------------------------ */
 
-/* The files are small (the largest 1,440 lines): read whole, cut in place. */
-typedef struct csv {
-    char path[1024];
-    char *text;                /* the file; cells point into it */
-    char **header;             /* cols names */
-    char **cell;               /* rows x cols; NULL where a line is short */
-    int *line;                 /* 1-based file line of each data row */
-    int rows, cols;
-    refdata_role role;         /* from the "# role:" header line */
-} csv;
+/* The files are small (the largest 1,440 lines): read whole, cut in place
+ * (refdata.h's refdata_table). */
+typedef refdata_table csv;
 
 static void csv_free(csv *c)
 {
@@ -902,6 +895,24 @@ static mp_status runs(const char *dir, const char *const *files, refdata_set *s,
 }
 
 /* ---- public ------------------------------------------------------------------- */
+
+mp_status refdata_table_read(const char *dir, const char *file, refdata_table *t, mp_error *err)
+{
+    return csv_read(dir, file, t, err);
+}
+
+void refdata_table_free(refdata_table *t)
+{
+    csv_free(t);
+}
+
+const char *refdata_table_get(const refdata_table *t, int r, const char *name)
+{
+    for (int col = 0; col < t->cols; col++)
+        if (strcmp(t->header[col], name) == 0)
+            return cell(t, r, col);
+    return NULL;
+}
 
 mp_status refdata_profiles_builtin(refdata_profiles *p, mp_error *err)
 {

@@ -72,6 +72,26 @@ typedef enum refdata_role {
     REFDATA_HELD_OUT           /* never fitted: its residuals are the error bands */
 } refdata_role;
 
+/* One CSV file of tests/data read whole: the "# " lines before the header
+ * give its role (refused without one); cells by row and column, NULL where
+ * a line is short. The data sets below and tools/refdata_moe.c read
+ * through it. */
+typedef struct refdata_table {
+    char path[1024];
+    char *text;                /* the file; cells point into it */
+    char **header;             /* cols names */
+    char **cell;               /* rows x cols; NULL where a line is short */
+    int *line;                 /* 1-based file line of each data row */
+    int rows, cols;
+    refdata_role role;         /* from the "# role:" header line */
+} refdata_table;
+
+mp_status refdata_table_read(const char *dir, const char *file, refdata_table *t, mp_error *err);
+void refdata_table_free(refdata_table *t);
+/* The cell of row r in the column named name; NULL when there is no such
+ * column or the line is short. */
+const char *refdata_table_get(const refdata_table *t, int r, const char *name);
+
 typedef struct refdata_row {
     refdata_set_id set;
     int line;                  /* 1-based line of the CSV file */

@@ -21,6 +21,7 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "tools/refdata.h"
+#include "tools/refdata_moe.h"
 
 typedef struct row {
     char label[192];
@@ -41,6 +42,7 @@ typedef struct dataset {
     int step;             /* 1: the compared quantity is a whole step (the error bands) */
     int after_fit;        /* 1: added after the current fit; reported, but outside the error
                              bands and --rows-tsv until tools/fit_profile.py takes it in */
+    int must_fit;         /* 1 (--must-fit KEY): a run predicted not to fit misses too */
     refdata_role role;    /* the file's role (tests/data/README.md) */
     const char *hw;       /* the profile its rows ran on */
     row *rows;
@@ -74,6 +76,20 @@ static int load(const char *dir, refdata_set_id id, const refdata_profiles *prof
     return 0;
 }
 
+/* One whole-step row: the estimate's step and its memory verdict. */
+static void add_step_row(dataset *ds, const char *label, const char *hw, double measured,
+                         const mp_estimate *e)
+{
+    row *w = &ds->rows[ds->n++];
+    snprintf(w->label, sizeof w->label, "%s", label);
+    snprintf(w->hw, sizeof w->hw, "%s", hw);
+    w->measured = measured;
+    w->predicted = e->time.step;
+    w->checked_fit = 1;
+    w->fits = e->fits;
+    w->peak_gib = e->memory.peak / (1024.0 * 1024.0 * 1024.0);
+}
+
 /* Whole-iteration sets: each row's configuration through mp_estimate_config. */
 static int iterations(const char *dir, refdata_set_id id, const refdata_profiles *prof, dataset *ds)
 {
@@ -90,16 +106,51 @@ static int iterations(const char *dir, refdata_set_id id, const refdata_profiles
                     err.field, err.msg);
             continue;
         }
-        row *w = &ds->rows[ds->n++];
-        snprintf(w->label, sizeof w->label, "%s", x->label);
-        snprintf(w->hw, sizeof w->hw, "%s", x->config.hw.name);
-        w->measured = x->measured_s;
-        w->predicted = e.time.step;
-        w->checked_fit = 1;
-        w->fits = e.fits;
-        w->peak_gib = e.memory.peak / (1024.0 * 1024.0 * 1024.0);
+        add_step_row(ds, x->label, x->config.hw.name, x->measured_s, &e);
     }
     refdata_set_free(&rs);
+    return 0;
+}
+
+/* The MoE runs of tests/data/moe: every row megaplan can express through
+ * mp_estimate_config with its own profile, precision and degrees; the
+ * others (and any the estimate refuses) go to *skipped with the reason, so
+ * the page lists them instead of dropping them. */
+static int moe(const char *dir, dataset *ds, refdata_moe_set *skipped)
+{
+    mp_error err;
+    mp_error_clear(&err);
+    if (refdata_moe_read(dir, skipped, &err) != MP_OK) {
+        char msg[1024];
+        fprintf(stderr, "megaplan-validate: %s\n", mp_error_format(&err, msg, sizeof msg));
+        return -1;
+    }
+    ds->setting = skipped->note;
+    ds->role = skipped->role;
+    ds->hw = "each row's";
+    ds->n = 0;
+    ds->rows = calloc((size_t)skipped->n + 1, sizeof *ds->rows);
+    if (!ds->rows) {
+        fprintf(stderr, "megaplan-validate: out of memory\n");
+        return -1;
+    }
+    int kept = 0;
+    for (int i = 0; i < skipped->n; i++) {
+        refdata_moe_row *x = &skipped->rows[i];
+        mp_estimate e;
+        mp_error_clear(&err);
+        if (x->expressible && mp_estimate_config(&x->config, NULL, &e, &err) != MP_OK) {
+            x->expressible = false;
+            snprintf(x->reason, sizeof x->reason, "the estimate refuses it: %.40s: %.180s", err.field,
+                     err.msg);
+        }
+        if (!x->expressible) {
+            skipped->rows[kept++] = *x; /* what stays in the set: the rows not run */
+            continue;
+        }
+        add_step_row(ds, x->label, x->config.hw.name, x->measured_s, &e);
+    }
+    skipped->n = kept;
     return 0;
 }
 
@@ -208,6 +259,9 @@ static int passes(const dataset *ds)
     stats s = stats_of(ds);
     if (s.n == 0)
         return 0;
+    for (int i = 0; ds->must_fit && i < ds->n; i++)
+        if (ds->rows[i].checked_fit && !ds->rows[i].fits)
+            return 0;
     return ds->per_row ? s.max <= ds->threshold : s.mape <= ds->threshold;
 }
 
@@ -246,17 +300,34 @@ static void print_by_profile(const dataset *ds)
 }
 
 /* Every row, or every stride-th (the NCCL sweeps: 3,072 sizes). */
-static void print_rows(const dataset *ds, int stride)
+static void print_rows(const dataset *ds, int stride, bool memory)
 {
-    printf("| # | configuration | measured | predicted | error |\n|---:|---|---:|---:|---:|\n");
+    printf("| # | configuration | measured | predicted | error |%s\n|---:|---|---:|---:|---:|%s\n",
+           memory ? " predicted peak (GiB), fits |" : "", memory ? "---:|" : "");
     for (int i = 0; i < ds->n; i += stride) {
         const row *w = &ds->rows[i];
         double err = w->predicted / w->measured - 1.0;
-        printf("| %d | %s | %.4g | %.4g | %+.1f%% |\n", i + 1, w->label, w->measured, w->predicted,
+        printf("| %d | %s | %.4g | %.4g | %+.1f%% |", i + 1, w->label, w->measured, w->predicted,
                100.0 * err);
+        if (memory)
+            printf(" %.1f, %s |", w->peak_gib, w->fits ? "yes" : "**no**");
+        printf("\n");
     }
     if (stride > 1)
         printf("\n(every %dth row; `--all-rows` prints them all)\n", stride);
+    printf("\n");
+}
+
+/* The MoE rows the model cannot run, each with its reason. */
+static void print_not_run(const refdata_moe_set *s)
+{
+    if (s->n == 0)
+        return;
+    printf("Not run (%d rows megaplan cannot express yet):\n\n| file:line | run | reason |\n"
+           "|---|---|---|\n", s->n);
+    for (int i = 0; i < s->n; i++)
+        printf("| %s:%d | %s | %s |\n", s->rows[i].file, s->rows[i].line, s->rows[i].label,
+               s->rows[i].reason);
     printf("\n");
 }
 
@@ -394,7 +465,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: megaplan-validate DATA_DIR [--summary | --rows | --rows-tsv] "
-                        "[--all-rows] [--only SETS] [--accept SETS] [--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
+                        "[--all-rows] [--only SETS] [--accept SETS] [--bound SET=FRACTION] [--must-fit SETS] "
+                        "[--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
                         "--set-h100 KEY=VALUE] ...\n");
         return 2;
     }
@@ -402,6 +474,8 @@ int main(int argc, char **argv)
     int all_rows = 0, summary_only = 0, rows_only = 0, tsv = 0;
     const char *only = NULL;   /* --only KEY,KEY: the data sets to run (--rows-tsv) */
     const char *accept = NULL; /* --accept KEY,KEY: the sets whose thresholds decide the exit */
+    const char *bound = NULL;  /* --bound KEY=FRACTION: that set's every row within FRACTION */
+    const char *must_fit = NULL; /* --must-fit KEY,KEY: those sets' runs must be predicted to fit */
     refdata_profiles prof;
     mp_error err;
     if (refdata_profiles_builtin(&prof, &err) != MP_OK) {
@@ -421,6 +495,10 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (strcmp(argv[i], "--accept") == 0 && i + 1 < argc)
             accept = argv[++i];
+        else if (strcmp(argv[i], "--bound") == 0 && i + 1 < argc)
+            bound = argv[++i];
+        else if (strcmp(argv[i], "--must-fit") == 0 && i + 1 < argc)
+            must_fit = argv[++i];
         else if ((strcmp(argv[i], "--set") == 0 || strcmp(argv[i], "--set-a100") == 0 ||
                   strcmp(argv[i], "--set-h100") == 0) && i + 1 < argc) {
             if (set_option(&prof, argv[i], argv[i + 1]) != 0)
@@ -433,7 +511,7 @@ int main(int argc, char **argv)
     }
     /* the settings (assumptions) of the data sets come from tools/refdata.c;
      * the NCCL set describes the model's formula instead */
-    enum { NSETS = 10 };
+    enum { NSETS = 11, MOE_SET = REFDATA_SET_COUNT };
     dataset sets[NSETS] = {
         {.key = "vtrain-multi", .name = "vTrain multi-node (ground_truth_multi_dev.csv)",
          .what = "iteration time (s)", .threshold = 0.10, .step = 1},
@@ -460,23 +538,50 @@ int main(int argc, char **argv)
         {.key = "nemo", .name = "NeMo / Megatron-Bridge dense pre-training (FP8)",
          .what = "iteration time (s) = GBS·seq/(tokens/s/GPU·GPUs)", .threshold = 0.10,
          .per_row = 1, .step = 1, .after_fit = 1},
+        {.key = "moe", .name = "Mixture-of-experts pre-training (tests/data/moe)",
+         .what = "step time (s) = global batch × seq / (tokens/s/GPU × GPUs)", .threshold = 0.10,
+         .per_row = 1},
     };
-    static const refdata_set_id ids[NSETS] = {
+    /* MOE_SET: the MoE files, read by tools/refdata_moe.c */
+    static const int ids[NSETS] = {
         REFDATA_VTRAIN_MULTI, REFDATA_VTRAIN_SINGLE, REFDATA_NARAYANAN, REFDATA_KORTHIKANTI,
         REFDATA_KORTHIKANTI_LAYER, REFDATA_MEGATRON_CORE, REFDATA_MTNLG, REFDATA_NCCL,
-        REFDATA_BLOOM, REFDATA_NEMO};
+        REFDATA_BLOOM, REFDATA_NEMO, MOE_SET};
+    refdata_moe_set moe_skipped = {0};
+    for (int i = 0; i < NSETS; i++) {
+        size_t kl = strlen(sets[i].key);
+        if (bound && strncmp(bound, sets[i].key, kl) == 0 && bound[kl] == '=') {
+            char *end = NULL;
+            double b = strtod(bound + kl + 1, &end);
+            if (end == bound + kl + 1 || *end != '\0' || !(b > 0)) {
+                fprintf(stderr, "megaplan-validate: --bound %s: expected KEY=FRACTION above 0\n",
+                        bound);
+                return 2;
+            }
+            sets[i].threshold = b;
+            sets[i].per_row = 1;
+        }
+        sets[i].must_fit = must_fit && in_list(must_fit, sets[i].key);
+    }
     int bad = 0;
     for (int i = 0; i < NSETS; i++) {
         if (only && !in_list(only, sets[i].key))
             continue;
-        if (ids[i] == REFDATA_KORTHIKANTI_LAYER)
+        /* the MoE rows are in no fit and no band: tools/fit_profile.py's
+         * --rows-tsv runs leave them out unless --only names them */
+        if (ids[i] == MOE_SET && tsv && !only)
+            continue;
+        if (ids[i] == MOE_SET)
+            bad |= moe(dir, &sets[i], &moe_skipped);
+        else if (ids[i] == REFDATA_KORTHIKANTI_LAYER)
             bad |= layer(dir, &prof, &sets[i]);
         else if (ids[i] == REFDATA_NCCL)
             bad |= nccl(dir, &prof, &sets[i]);
         else
-            bad |= iterations(dir, ids[i], &prof, &sets[i]);
+            bad |= iterations(dir, (refdata_set_id)ids[i], &prof, &sets[i]);
     }
     if (bad) {
+        refdata_moe_free(&moe_skipped);
         for (int i = 0; i < NSETS; i++)
             free(sets[i].rows);
         return 2;
@@ -562,8 +667,11 @@ int main(int argc, char **argv)
                    "a setting it lacks, or a figure that is not a step time: the file's note column says which) %s not in the table.\n\n",
                    sets[i].not_run, sets[i].not_run == 1 ? "" : "s", sets[i].not_run == 1 ? "is" : "are");
         print_by_profile(&sets[i]);
-        print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1);
+        print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1, ids[i] == MOE_SET);
+        if (ids[i] == MOE_SET)
+            print_not_run(&moe_skipped);
     }
+    refdata_moe_free(&moe_skipped);
     for (int i = 0; i < NSETS; i++)
         free(sets[i].rows);
     return all_pass ? 0 : 1;

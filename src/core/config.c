@@ -104,6 +104,10 @@ static const mp_field training_fields[] = {
      .name_of = fp8_recipe_name_i, .n_names = MP_FP8_RECIPE_COUNT},
     {.path = "tokens", .type = MP_FT_DOUBLE, .offset = offsetof(mp_training, tokens), .min = 0,
      .max = 1e18},
+    {.path = "grad_reduce_bf16", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_training, grad_reduce_bf16)},
+    {.path = "fp8_param_gather", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_training, fp8_param_gather)},
 };
 
 #define P_INT(key, lo, hi)                                                                   \

@@ -76,6 +76,16 @@ typedef struct mp_training {
     mp_dtype precision;   /* bf16 or fp16 (fp32 accepted); fp8: bf16 training whose
                              linear layers' GEMMs run in FP8 (Transformer Engine) */
     mp_fp8_recipe fp8_recipe; /* precision fp8 only */
+    /* Main gradients accumulated and reduced over DP in bf16, not fp32
+     * (Megatron --grad-reduce-in-bf16; Megatron-Core DDP grad_reduce_in_fp32
+     * false, as NVIDIA's Megatron-Bridge performance recipes train): 2 bytes
+     * per parameter of gradients and of their reduction instead of 4. */
+    bool grad_reduce_bf16;
+    /* precision fp8 only: the parameters themselves are FP8 (Megatron
+     * --fp8-param-gather, Transformer Engine's FP8 primary weights): the
+     * linear layers keep no bf16 copy beside their FP8 ones, and the
+     * distributed optimizer gathers FP8 (Megatron-Bridge's FP8 recipes). */
+    bool fp8_param_gather;
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 

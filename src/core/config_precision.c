@@ -16,6 +16,12 @@ mp_status mp_config_check_precision(const mp_config *c, mp_error *err)
                     t->precision == MP_DTYPE_FP8 ? ": FP8 training needs Hopper or newer; use "
                                                    "precision bf16"
                                                  : "");
+    if (t->grad_reduce_bf16 && t->precision != MP_DTYPE_BF16 && t->precision != MP_DTYPE_FP8)
+        return FAIL("grad_reduce_bf16", "bf16 gradients need precision bf16 or fp8, not %s",
+                    mp_dtype_name(t->precision));
+    if (t->fp8_param_gather && t->precision != MP_DTYPE_FP8)
+        return FAIL("fp8_param_gather", "FP8 parameters need precision fp8, not %s",
+                    mp_dtype_name(t->precision));
     if (t->precision != MP_DTYPE_FP8)
         return MP_OK;
     if (!(hw->peak_flops[MP_DTYPE_BF16] > 0.0))

@@ -240,6 +240,12 @@ cJSON *mp_training_to_json(const mp_training *t)
     /* the recipe means something under fp8 only: other plans read back as written without it */
     if (o && t->precision != MP_DTYPE_FP8)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_recipe");
+    /* the two gradient/parameter storage switches are written when on only,
+     * so plans without them read and print as before */
+    if (o && !t->grad_reduce_bf16)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "grad_reduce_bf16");
+    if (o && !t->fp8_param_gather)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_param_gather");
     return o;
 }
 

@@ -53,6 +53,8 @@ static double peak_of(const mp_config *c)
 
 double mp_grad_reduce_bytes(const mp_config *c)
 {
+    if (c->training.grad_reduce_bf16)
+        return 2.0; /* main grads in bf16 (Megatron --grad-reduce-in-bf16) */
     return c->training.precision == MP_DTYPE_FP16 ? 2.0 : 4.0;
 }
 

@@ -130,7 +130,7 @@ static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cos
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         out->act_bytes[r] = d->act[r];
     out->static_bytes = d->params * mp_static_bytes_per_param(c) +
-                        d->fp8_params * mp_fp8_weight_copy_bytes(c);
+                        d->fp8_params * mp_fp8_weight_net_bytes(c);
     out->send_bytes = d->send_bytes;
 }
 
@@ -575,7 +575,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
-        sc->static_bytes = ss->params * spb + ss->fp8_params * mp_fp8_weight_copy_bytes(c);
+        sc->static_bytes = ss->params * spb + ss->fp8_params * mp_fp8_weight_net_bytes(c);
         sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
     }
     p2p_link(c, &out->p2p_latency, &out->p2p_bw);
@@ -753,7 +753,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double wb, gb, ob;
         mp_static_bytes(c, &wb, &gb, &ob);
         double fp8_copies = fp8_params * mp_fp8_weight_copy_bytes(c);
-        double weights = params * wb + fp8_copies, grads = params * gb, optim = params * ob;
+        double weights = params * wb + fp8_params * mp_fp8_weight_net_bytes(c);
+        double grads = params * gb, optim = params * ob;
         double expert_ob = ob;
         if (experts > 0.0 && (pp->dist_opt || pp->zero >= 1)) {
             /* the distributed optimizer shards expert states over edp, not d*c */
@@ -774,7 +775,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             out->memory.activations = stash;
             out->memory.other = other;
             out->memory.peak = total;
-            out->memory.expert_weights = experts * (wb + mp_fp8_weight_copy_bytes(c));
+            out->memory.expert_weights = experts * (wb + mp_fp8_weight_net_bytes(c));
             out->memory.fp8_weights = fp8_copies;
             out->memory.expert_grads = experts * gb;
             out->memory.expert_optimizer = experts * expert_ob;

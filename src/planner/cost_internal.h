@@ -114,6 +114,10 @@ void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double 
 double mp_fp8_stash_bytes(const mp_config *c);
 /* Bytes per GEMM weight parameter of its FP8 copies (0 when not fp8). */
 double mp_fp8_weight_copy_bytes(const mp_config *c);
+/* What a GEMM weight's FP8 copies add to its bf16 weight, per parameter:
+ * the copies, less the bf16 copy itself where the parameters are FP8
+ * (training.fp8_param_gather). */
+double mp_fp8_weight_net_bytes(const mp_config *c);
 /* HBM bytes per weight parameter of casting it once per iteration. */
 double mp_fp8_weight_cast_bytes(const mp_config *c);
 /* Activation bytes one block saves per micro-batch by stashing its GEMM

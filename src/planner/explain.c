@@ -89,7 +89,7 @@ void mp_explain_estimate_diff(const mp_estimate *w, const mp_estimate *o, char *
         snprintf(buf + len, size - (size_t)len, ", %s %+.1f%%", p[second].name, 100.0 * d2 / step);
 }
 
-static void memory_lines(const mp_estimate *e, mp_buf *out)
+static void memory_lines(const mp_config *c, const mp_estimate *e, mp_buf *out)
 {
     const mp_memory *m = &e->memory;
     mp_buf_printf(out, "  weights %.1f + grads %.1f + optimizer %.1f + activations %.1f + other %.1f"
@@ -107,9 +107,12 @@ static void memory_lines(const mp_estimate *e, mp_buf *out)
                           m->capacity_activations / MP_GIB);
     }
     if (m->fp8_weights > 0.0)
-        mp_buf_printf(out, "  of the weights, %.1f GiB is their FP8 copies (fp8 training keeps the "
-                           "bf16 weights and fp32 master weights too)\n",
-                      m->fp8_weights / MP_GIB);
+        mp_buf_printf(out, "  of the weights, %.1f GiB is their FP8 copies (%s)\n",
+                      m->fp8_weights / MP_GIB,
+                      c->training.fp8_param_gather
+                          ? "the parameters themselves with fp8_param_gather; the fp32 master "
+                            "weights stay"
+                          : "fp8 training keeps the bf16 weights and fp32 master weights too");
 }
 
 /* One-setting changes that would make a config fit, with their peaks. */
@@ -199,7 +202,7 @@ mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, cons
         mp_buf_printf(out, "does not fit: needs %.1f GiB per GPU, %.1f GiB more than the %.1f GiB "
                            "there are (the most loaded pipeline rank):\n",
                       e.memory.peak / MP_GIB, e.over_bytes / MP_GIB, e.memory.capacity / MP_GIB);
-        memory_lines(&e, out);
+        memory_lines(c, &e, out);
         double stat = e.memory.weights + e.memory.grads + e.memory.optimizer;
         if (e.memory.activations > stat)
             mp_buf_printf(out, "  the activations (%.0f%% of the peak) are the largest part: %lld "

@@ -107,6 +107,15 @@ double mp_fp8_weight_copy_bytes(const mp_config *c)
     return 2.0 * (1.0 + weight_scale_bytes(c->training.fp8_recipe));
 }
 
+double mp_fp8_weight_net_bytes(const mp_config *c)
+{
+    /* FP8 primary weights (Megatron --fp8-param-gather): the FP8 copies
+     * are the parameters, the bf16 weight (2 bytes) is not kept; the fp32
+     * master weights in the optimizer stay */
+    double bf16 = mp_fp8_on(c) && c->training.fp8_param_gather ? 2.0 : 0.0;
+    return mp_fp8_weight_copy_bytes(c) - bf16;
+}
+
 double mp_fp8_weight_cast_bytes(const mp_config *c)
 {
     if (!mp_fp8_on(c))

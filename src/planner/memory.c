@@ -23,9 +23,10 @@ void mp_static_bytes(const mp_config *c, double *weights, double *grads, double 
      * group, which hybrid sharding keeps inside a scale-up domain */
     double shard = p->zero >= 2 ? (double)mp_zero_shard_ranks(c) : all;
     bool fp32 = c->training.precision == MP_DTYPE_FP32;
-    /* 16-bit training: 16-bit weights, fp32 main grads, fp32 master weights
-     * and Adam m and v; fp32 training: fp32 weights and grads, Adam m and v */
-    double w = fp32 ? 4.0 : 2.0, g = 4.0, o = fp32 ? 8.0 : 12.0;
+    /* 16-bit training: 16-bit weights, fp32 main grads (bf16 with
+     * grad_reduce_bf16), fp32 master weights and Adam m and v; fp32
+     * training: fp32 weights and grads, Adam m and v */
+    double w = fp32 ? 4.0 : 2.0, g = c->training.grad_reduce_bf16 ? 2.0 : 4.0, o = fp32 ? 8.0 : 12.0;
     int64_t stage = p->zero > 0 ? p->zero : p->dist_opt ? 1 : 0;
     if (stage >= 1)
         o /= shard;

@@ -143,6 +143,47 @@ static void test_memory(void **state)
     assert_true(near(e8.memory.expert_weights, 4.0 * local, 1e-12));
 }
 
+/* The recipes' storage switches: bf16 main gradients (2 bytes per parameter
+ * instead of 4, and in the DP reduction) and FP8 parameters (the GEMM
+ * weights' bf16 copy gone, their FP8 copies kept); each refused where the
+ * precision cannot have it. */
+static void test_storage_switches(void **state)
+{
+    (void)state;
+    mp_config f = config("llama3-8b", "dgx-h100", 8, 1, MP_DTYPE_FP8);
+    f.training.global_batch = 8;
+    f.training.fp8_recipe = MP_FP8_TENSORWISE;
+    mp_estimate e0, eg, ep;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&f, NULL, &e0, &err), MP_OK);
+    mp_config g = f;
+    g.training.grad_reduce_bf16 = true;
+    assert_int_equal(mp_estimate_config(&g, NULL, &eg, &err), MP_OK);
+    assert_true(near(eg.memory.grads, 0.5 * e0.memory.grads, 1e-12));
+    assert_true(eg.memory.weights == e0.memory.weights);
+    assert_true(mp_grad_reduce_bytes(&g) == 2.0 && mp_grad_reduce_bytes(&f) == 4.0);
+    assert_true(eg.time.dp_comm <= e0.time.dp_comm);
+    mp_config p = f;
+    p.training.fp8_param_gather = true;
+    assert_int_equal(mp_estimate_config(&p, NULL, &ep, &err), MP_OK);
+    /* tensorwise keeps two 1-byte copies per GEMM weight: the 2-byte bf16
+     * weight they replace is as large as both */
+    double gemm_params = e0.memory.fp8_weights / mp_fp8_weight_copy_bytes(&f);
+    assert_true(ep.memory.fp8_weights == e0.memory.fp8_weights);
+    assert_true(near(e0.memory.weights - ep.memory.weights, 2.0 * gemm_params, 1e-12));
+    assert_true(ep.memory.grads == e0.memory.grads);
+    /* refusals: bf16 gradients under fp32, FP8 parameters without fp8 */
+    mp_config b = config("llama3-8b", "dgx-h100", 8, 1, MP_DTYPE_BF16);
+    b.training.fp8_param_gather = true;
+    assert_int_equal(mp_config_check(&b, &err), MP_EINPUT);
+    assert_string_equal(err.field, "fp8_param_gather");
+    b.training.fp8_param_gather = false;
+    b.training.precision = MP_DTYPE_FP32;
+    b.training.grad_reduce_bf16 = true;
+    assert_int_equal(mp_config_check(&b, &err), MP_EINPUT);
+    assert_string_equal(err.field, "grad_reduce_bf16");
+}
+
 /* The step: faster than bf16 but not twice (attention, elementwise work and
  * communication stay), MFU against the BF16 peak; A100 refuses fp8. */
 static void test_step(void **state)
@@ -207,7 +248,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_rate), cmocka_unit_test(test_cast_bytes),
         cmocka_unit_test(test_memory),    cmocka_unit_test(test_step),
-        cmocka_unit_test(test_imbalance),
+        cmocka_unit_test(test_imbalance), cmocka_unit_test(test_storage_switches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

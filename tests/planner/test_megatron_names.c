@@ -128,6 +128,18 @@ static void names(void **state)
     has(t, "--expert-tensor-parallel-size 2"); /* etp absent: tp, Megatron's default */
     has(t, "--moe-token-dispatcher-type allgather");
     lacks(t, "--multi-latent-attention");
+    lacks(t, "--fp8-param-gather");
+    lacks(t, "--grad-reduce-in-bf16");
+    free(t);
+
+    /* the recipes' gradient and parameter storage, read from a plan file */
+    t = flags_of("mixtral-8x7b", "b200",
+                 "{gpus: 64, seq: 4096, global_batch: 256, precision: fp8, fp8_recipe: mxfp8, "
+                 "grad_reduce_bf16: true, fp8_param_gather: true}",
+                 "{tp: 1, pp: 1, dp: 64, ep: 8, micro_batch: 1, dist_opt: true}");
+    all_known("mixtral-8x7b", t);
+    has(t, "--fp8-param-gather");
+    has(t, "--grad-reduce-in-bf16");
     free(t);
 
     t = flags_of("llama3-8b", "dgx-a100", "{gpus: 8, seq: 8192, global_batch: 16, precision: bf16}",

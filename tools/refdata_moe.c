@@ -1,0 +1,281 @@
+/* refdata_moe.c — the CSV files of tests/data/moe as megaplan configurations (see
+ * refdata_moe.h). Every assumption a row needs is here and in the note. */
+#include "tools/refdata_moe.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hw.h"
+#include "core/model.h"
+
+static const char *const moe_files[] = {"moe/nemo_moe_2025.csv", "moe/megatron_bridge_moe.csv"};
+
+static const char note_moe[] =
+    "each row's own profile, precision, FP8 recipe and degrees; force-balanced, dropless "
+    "routing (moe.imbalance 1, as NVIDIA's pages state); the all-to-all dispatcher for "
+    "Megatron's all-to-all and flex (DeepEP/HybridEP: the same token copies); expert "
+    "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
+    "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; bf16 gradient "
+    "reduction and FP8 parameters where a file's columns say the recipe used them; FSDP rows "
+    "as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
+    "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
+    "with the reason.";
+
+/* Qwen3-30B-A3B, which has no preset: Qwen Team 2025, "Qwen3 Technical
+ * Report", Table 2 (48 layers, 32 query / 4 KV heads, 128 experts, 8
+ * active); hidden 2048, head_dim 128, expert size 768 from the released
+ * config.json. Built from the 235B preset, which shares everything else
+ * (vocabulary, SwiGLU, RMSNorm, RoPE, untied embeddings). */
+static int qwen3_30b_a3b(mp_model *m)
+{
+    const mp_model *base = mp_model_preset("qwen3-235b-a22b");
+    if (!base)
+        return -1;
+    *m = *base;
+    snprintf(m->name, sizeof m->name, "qwen3-30b-a3b");
+    m->layers = 48;
+    m->hidden = 2048;
+    m->heads = 32;
+    m->kv_heads = 4;
+    m->head_dim = 128;
+    m->ffn_hidden = 6144;
+    m->moe.experts = 128;
+    m->moe.top_k = 8;
+    m->moe.expert_ffn = 768;
+    mp_error err;
+    return mp_model_finish(m, &err) == MP_OK ? 0 : -1;
+}
+
+/* A number cell by column name; empty or absent counts as dflt when the
+ * column is optional (dflt >= 0), else it is an error with its place. */
+static mp_status field(const refdata_table *t, int r, const char *name, double dflt, double *out,
+                       mp_error *err)
+{
+    const char *s = refdata_table_get(t, r, name);
+    if (!s || !*s) {
+        if (dflt >= 0) {
+            *out = dflt;
+            return MP_OK;
+        }
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, name, "missing");
+    }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    while (end && isspace((unsigned char)*end))
+        end++;
+    if (end == s || !end || *end != '\0' || errno == ERANGE || v < 0)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, name,
+                            "'%s' is not a non-negative number", s);
+    *out = v;
+    return MP_OK;
+}
+
+static mp_status text_field(const refdata_table *t, int r, const char *name, const char **out,
+                            mp_error *err)
+{
+    *out = refdata_table_get(t, r, name);
+    if (!*out || !**out)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, name, "missing");
+    return MP_OK;
+}
+
+/* precision bf16 | fp8 and the FP8 recipe (Megatron's names) */
+static mp_status precision_of(const refdata_table *t, int r, mp_training *tr, mp_error *err)
+{
+    const char *p;
+    mp_status st = text_field(t, r, "precision", &p, err);
+    if (st != MP_OK)
+        return st;
+    if (strcmp(p, "bf16") == 0) {
+        tr->precision = MP_DTYPE_BF16;
+        return MP_OK;
+    }
+    if (strcmp(p, "fp8") != 0)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "precision",
+                            "'%s': expected bf16 or fp8", p);
+    tr->precision = MP_DTYPE_FP8;
+    const char *rec;
+    st = text_field(t, r, "fp8_recipe", &rec, err);
+    if (st != MP_OK)
+        return st;
+    for (int k = 0; k < MP_FP8_RECIPE_COUNT; k++)
+        if (strcmp(rec, mp_fp8_recipe_name((mp_fp8_recipe)k)) == 0) {
+            tr->fp8_recipe = (mp_fp8_recipe)k;
+            return MP_OK;
+        }
+    return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "fp8_recipe",
+                        "'%s' is not a recipe megaplan knows", rec);
+}
+
+static void not_expressible(refdata_moe_row *w, const char *why)
+{
+    w->expressible = false;
+    snprintf(w->reason, sizeof w->reason, "%s", why);
+}
+
+/* One row: the numbers, then the model and the profile, then what the
+ * library says of the configuration. */
+static mp_status row_of(const refdata_table *t, int r, const char *file, refdata_moe_row *w,
+                        mp_error *err)
+{
+    enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, NF };
+    static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
+                                          "pp", "cp", "vp", "ep", "fsdp", "mtp",
+                                          "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
+                                          "fp8_param_gather"};
+    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0};
+    double v[NF];
+    for (int i = 0; i < NF; i++) {
+        mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
+        if (st != MP_OK)
+            return st;
+    }
+    const char *model, *system;
+    mp_status st = text_field(t, r, "model", &model, err);
+    if (st == MP_OK)
+        st = text_field(t, r, "system", &system, err);
+    if (st != MP_OK)
+        return st;
+    memset(w, 0, sizeof *w);
+    w->file = file;
+    w->line = t->line[r];
+    w->expressible = true;
+    mp_config *c = &w->config;
+    st = precision_of(t, r, &c->training, err);
+    if (st != MP_OK)
+        return st;
+    if (v[GPUS] < 1 || v[TP] < 1 || v[PP] < 1 || v[CP] < 1 || v[TPS] <= 0)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "gpus/tp/pp/cp",
+                            "must be at least 1, the throughput above 0");
+    int64_t gpus = (int64_t)v[GPUS], tp = (int64_t)v[TP], pp = (int64_t)v[PP];
+    int64_t cp = (int64_t)v[CP], vp = v[VP] >= 1 ? (int64_t)v[VP] : 1;
+    int64_t ep = v[EP] >= 1 ? (int64_t)v[EP] : 1;
+    const char *release = refdata_table_get(t, r, "release");
+    if (!release)
+        release = refdata_table_get(t, r, "source");
+    const char *recipe = c->training.precision == MP_DTYPE_FP8
+                             ? mp_fp8_recipe_name(c->training.fp8_recipe)
+                             : "bf16";
+    snprintf(w->label, sizeof w->label, "%s %s on %d %s, %s: t%lld p%lld v%lld ep%lld b%lld B%lld%s",
+             release ? release : "?", model, (int)gpus, system, recipe, (long long)tp,
+             (long long)pp, (long long)vp, (long long)ep, (long long)v[MB], (long long)v[GB],
+             v[FSDP] > 0 ? " FSDP" : "");
+    w->tokens_per_s_per_gpu = v[TPS];
+    w->measured_s = v[STEP] > 0 ? v[STEP] : v[GB] * v[SEQ] / (v[TPS] * (double)gpus);
+
+    /* the model and the profile */
+    if (strcmp(model, "qwen3-30b-a3b") == 0) {
+        if (qwen3_30b_a3b(&c->model) != 0)
+            return mp_error_set(err, MP_EINTERNAL, t->path, t->line[r], 0, "model",
+                                "the Qwen3-30B-A3B shape does not build");
+    } else if (mp_model_preset(model)) {
+        c->model = *mp_model_preset(model);
+    } else {
+        not_expressible(w, strncmp(model, "gpt-oss", 7) == 0
+                               ? "no model: GPT-OSS alternates 128-token sliding-window and full "
+                                 "attention with learned sinks and biased experts, which megaplan's "
+                                 "model fields cannot state"
+                               : "no preset for this model");
+        return MP_OK;
+    }
+    mp_error hwerr;
+    if (mp_hw_preset(system, &c->hw, &hwerr) != MP_OK) {
+        not_expressible(w, "no hardware profile for this system");
+        return MP_OK;
+    }
+    if (v[MTP] > 0) {
+        not_expressible(w, "trained with the multi-token-prediction module, which the cost model "
+                           "does not have");
+        return MP_OK;
+    }
+    /* the configuration: dropless and force-balanced */
+    c->model.seq = (int64_t)v[SEQ];
+    c->model.moe.capacity_factor = 0.0;
+    c->model.moe.imbalance = 1.0;
+    c->training.gpus = gpus;
+    c->training.seq = (int64_t)v[SEQ];
+    c->training.global_batch = (int64_t)v[GB];
+    c->training.grad_reduce_bf16 = v[GRAD16] > 0;
+    c->training.fp8_param_gather = v[FP8P] > 0;
+    mp_parallel *p = &c->parallel;
+    p->tp = tp;
+    p->pp = pp;
+    p->vpp = vp;
+    p->cp = cp;
+    p->dp = gpus / (tp * pp * cp);
+    p->micro_batch = (int64_t)v[MB];
+    p->sp = tp > 1;
+    p->tp_overlap = tp > 1;
+    p->dist_opt = true;
+    p->dp_overlap = true;
+    p->recompute = MP_RECOMPUTE_NONE;
+    p->schedule = vp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
+    p->dispatcher = MP_DISPATCH_ALLTOALL;
+    p->ep = ep;
+    p->etp = 1;
+    if (v[FSDP] > 0)
+        p->zero = 3;
+    if (gpus % (tp * pp * cp) != 0) {
+        not_expressible(w, "gpus is not a multiple of tp x pp x cp");
+        return MP_OK;
+    }
+    mp_error why;
+    mp_error_clear(&why);
+    if (mp_config_check(c, &why) != MP_OK) {
+        snprintf(w->reason, sizeof w->reason, "megaplan refuses it: %.40s: %.180s", why.field,
+                 why.msg);
+        w->expressible = false;
+    }
+    return MP_OK;
+}
+
+mp_status refdata_moe_read(const char *dir, refdata_moe_set *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->note = note_moe;
+    for (size_t f = 0; f < sizeof moe_files / sizeof moe_files[0]; f++) {
+        refdata_table t;
+        mp_status st = refdata_table_read(dir, moe_files[f], &t, err);
+        if (st != MP_OK) {
+            refdata_moe_free(out);
+            return st;
+        }
+        if (f > 0 && t.role != out->role) {
+            refdata_table_free(&t);
+            refdata_moe_free(out);
+            return mp_error_set(err, MP_EINPUT, moe_files[f], 0, 0, "role",
+                                "differs from %s's: one data set, one role", moe_files[0]);
+        }
+        out->role = t.role;
+        refdata_moe_row *grown = realloc(out->rows, ((size_t)out->n + (size_t)t.rows + 1) *
+                                                        sizeof *out->rows);
+        if (!grown) {
+            refdata_table_free(&t);
+            refdata_moe_free(out);
+            return mp_error_set(err, MP_ENOMEM, moe_files[f], 0, 0, NULL, "out of memory");
+        }
+        out->rows = grown;
+        for (int r = 0; r < t.rows; r++) {
+            st = row_of(&t, r, moe_files[f], &out->rows[out->n], err);
+            if (st != MP_OK) {
+                refdata_table_free(&t);
+                refdata_moe_free(out);
+                return st;
+            }
+            out->n++;
+        }
+        refdata_table_free(&t);
+    }
+    return MP_OK;
+}
+
+void refdata_moe_free(refdata_moe_set *s)
+{
+    free(s->rows);
+    s->rows = NULL;
+    s->n = 0;
+}

@@ -27,15 +27,12 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         return REFUSE("parallel.ep", "exec folds the expert groups onto each stage's tp x cp x "
                                      "dp = %lld ranks: etp x ep (%d x %d) must divide them",
                       (long long)stage, etp, ep);
-    if (p->dist_opt && p->hsdp && p->zero >= 3)
-        return REFUSE("parallel.hsdp", "exec shards the experts over their whole expert-DP "
-                                       "group: HSDP's shard groups with experts are not run "
-                                       "yet (hsdp: false)");
     d->ep = ep;
     d->ep_rank = 0;
     if (p->dist_opt) {
         /* the dense tensors' shards over DP x CP end where the experts'
-         * shards over expert-DP begin (step.c) */
+         * shards over expert-DP begin (shard.c; the plan's check refuses
+         * HSDP with experts, so DP x CP is the dense part's whole group) */
         int64_t a = p->dp * (p->cp > 1 ? p->cp : 1), b = stage / ((int64_t)etp * ep);
         int64_t x = a, y = b;
         while (y) {

@@ -27,9 +27,11 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
     if (p->dp > 0 && ranks % (ep * etp))
         return FAIL("ep", "etp*ep = %lld does not divide a stage's tp*cp*dp = %lld ranks",
                     (long long)(ep * etp), (long long)ranks);
-    if (p->zero >= 2)
-        return FAIL("zero", "mixture-of-experts plans run under Megatron: ZeRO-%lld is not "
-                            "supported with experts", (long long)p->zero);
+    if (p->hsdp)
+        /* ZeRO-2/3 shard the experts over all of expert-DP (docs/exec.md,
+         * "ZeRO-2 and ZeRO-3"); hybrid shard groups of experts are not modelled */
+        return FAIL("hsdp", "hybrid sharding is not supported with experts (ZeRO-2/3 shard "
+                            "them over their expert-DP group)");
     if (p->tp > 1 && !p->sp)
         /* Megatron-Core refuses MoE with tensor parallelism but without SP */
         return FAIL("sp", "mixture of experts with tp > 1 needs sequence parallelism (sp)");

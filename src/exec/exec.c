@@ -436,8 +436,11 @@ static mp_status check_grads(run *R, int step, mp_exec_report *rep, mp_error *er
         const float *gv = host_view(R, R->be, R->model[c].g, R->model[c].n_alloc);
         if (!gv)
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        mp_check_params(&R->chk, step, "grad:", &R->lay[c], gv, &ref, &R->ref.lay,
-                        R->rt->tp_rank, R->trainer[c].shard_lo, R->trainer[c].shard_hi);
+        /* with the distributed optimizer: this rank's shard of each part */
+        const mp_trainer_f32 *t = &R->trainer[c];
+        for (int i = 0; i < t->n_parts; i++)
+            mp_check_params(&R->chk, step, "grad:", &R->lay[c], gv, &ref, &R->ref.lay,
+                            R->rt->tp_rank, t->part[i].own_lo, t->part[i].own_hi);
     }
     return MP_OK;
 }
@@ -451,11 +454,14 @@ static mp_status check_params(run *R, int step, mp_error *err)
         const float *wv = host_view(R, R->be, R->model[c].w, R->model[c].n_alloc);
         if (!wv)
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        /* ZeRO-3: a rank holds its shard of the weights alone */
-        bool own = R->trainer[c].zero == 3;
-        mp_check_params(&R->chk, step, "param:", &R->lay[c], wv, &ref, &R->ref.lay,
-                        R->rt->tp_rank, own ? R->trainer[c].shard_lo : 0,
-                        own ? R->trainer[c].shard_hi : R->lay[c].total);
+        /* ZeRO-3: a rank holds its shard of each part's weights alone */
+        const mp_trainer_f32 *t = &R->trainer[c];
+        if (t->zero != 3)
+            mp_check_params(&R->chk, step, "param:", &R->lay[c], wv, &ref, &R->ref.lay,
+                            R->rt->tp_rank, 0, R->lay[c].total);
+        for (int i = 0; t->zero == 3 && i < t->n_parts; i++)
+            mp_check_params(&R->chk, step, "param:", &R->lay[c], wv, &ref, &R->ref.lay,
+                            R->rt->tp_rank, t->part[i].own_lo, t->part[i].own_hi);
     }
     return st;
 }
@@ -604,11 +610,11 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
             TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                              "mixture-of-experts layers run on the cpu backend only for now "
                              "(got %s)", be->name));
-        if (par->zero >= 2 && par->dist_opt)
-            TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.zero",
-                             "exec runs ZeRO-%d on dense models only for now (this one has "
-                             "experts)", (int)par->zero));
         TRY(mp_moe_groups(rt, d, &R.moe_ep, &R.moe_edp, err));
+        if (par->dist_opt && R.moe_edp.size > 1) { /* the experts' shards (shard.c) */
+            rep->dist_opt = true;
+            rep->zero = par->zero >= 2 ? (int)par->zero : 0;
+        }
     }
 
     /* From here on an error may be one rank's alone. */

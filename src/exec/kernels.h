@@ -19,6 +19,17 @@ typedef struct mp_adam_cfg {
     double lr, beta1, beta2, eps, weight_decay;
 } mp_adam_cfg;
 
+/* One part of a stage's flat buffer that the distributed optimizer shards
+ * over a group of its own (Megatron-Core's): the dense tensors over DP x CP,
+ * an MoE model's experts over expert-DP (exec/moe.h). */
+typedef struct mp_shard_part {
+    size_t lo, hi;         /* the part: [lo, hi) of the flat buffer */
+    size_t own_lo, own_hi; /* this rank's shard of it (the whole part when not sharded) */
+    size_t moment;         /* where that shard starts in the Adam moments m and v */
+    mp_group group;        /* the ranks that share the part (size <= 1: this one alone) */
+    const char *name;      /* "dense" or "experts", for the test switches */
+} mp_shard_part;
+
 #define MP_REAL_PASS 32
 #include "exec/kernels_decl.h"
 #undef MP_REAL_PASS

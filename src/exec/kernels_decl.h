@@ -172,8 +172,16 @@ typedef struct mp_trainer {
     const mp_op_list *ops;     /* this rank's schedule: its pipeline stage's ops */
     mp_schedule_kind schedule; /* which placement the ops' chunks follow (mp_schedule_stage) */
     real *m, *v;               /* Adam moments: whole local buffer, or the DP shard */
-    size_t shard_lo, shard_hi; /* flat range this rank updates (all of it without dist-opt) */
+    size_t shard_lo, shard_hi; /* flat range this rank updates (all of it without dist-opt);
+                                  with experts, the dense part's (part[0]) */
+    /* The distributed optimizer's parts: one (the whole buffer over DP x CP),
+     * or with experts on this stage two (the dense tensors over DP x CP, then
+     * the experts over expert-DP); without it one part, not sharded. */
+    mp_shard_part part[2];
+    int n_parts;
+    size_t moment_n;           /* elements of m and v: the parts' shards end to end */
     real *shard_buf;           /* reduce-scatter destination (dist-opt) */
+    size_t shard_n;            /* its elements: the largest shard */
     int zero;                  /* 2: gradients sharded between micro-batches, 3: weights too
                                   (zero.c); 0: as dist_opt says */
     real *poison;              /* ZeRO-3: NaN written over the weights this rank does not own */
@@ -211,6 +219,21 @@ mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
  * all-gather of the updated parameters (ZeRO-3: none). step counts from 1. */
 mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err);
 
+/* ---- shard.c ---- the distributed optimizer's parts (mp_shard_part). */
+/* Cuts t's buffer into its parts (the dense tensors over t->dp, the experts
+ * over the model's expert-DP group) and sets dist_opt, shard_lo/hi, moment_n
+ * and shard_n; allocates nothing. */
+mp_status mp_shard_parts_init(mp_trainer *t, bool dist_opt, mp_error *err);
+/* Every part's gradients over its group: all-reduced whole, or with the
+ * distributed optimizer reduce-scattered into this rank's shard (sharded_rest:
+ * and zero elsewhere in the part, as ZeRO-2/3 keep them). */
+mp_status mp_shard_reduce(mp_trainer *t, bool sharded_rest, mp_error *err);
+/* Every part's weights all-gathered over its group from the ranks' shards
+ * (skip_experts: a test's skipped gather of the experts' part). */
+mp_status mp_shard_gather(mp_trainer *t, bool skip_experts, mp_error *err);
+/* AdamW over this rank's shard of every part. */
+void mp_shard_update(mp_trainer *t, int step);
+
 /* ---- zero.c ---- ZeRO-2/3 over the distributed optimizer's shards. After
  * mp_trainer_init: zero 2 or 3 (with dist_opt over more than one rank; else
  * nothing changes); ZeRO-3 leaves NaN in the weights this rank does not own.
@@ -220,7 +243,7 @@ mp_status mp_trainer_set_zero(mp_trainer *t, int zero, const mp_group *replica,
                                   mp_error *err);
 /* ZeRO-3: the stage's weights whole before a forward or backward (skip: a
  * test's dropped gather); NaN over the others' shards after it. */
-mp_status mp_zero_gather_params(mp_trainer *t, bool skip, mp_error *err);
+mp_status mp_zero_gather_params(mp_trainer *t, bool skip, bool skip_experts, mp_error *err);
 void mp_zero_release_params(mp_trainer *t);
 /* ZeRO-2/3: after a micro-batch's backward, its gradients summed over DP
  * into this rank's shard; the rest of the gradient buffer zero. */

@@ -41,6 +41,7 @@ mp_gpt_dims mp_exec_ref_dims(const mp_gpt_dims *d)
     rd.item_begin = rd.item_end = 0;
     rd.ep = 1; /* every expert on the one rank */
     rd.ep_rank = 0;
+    rd.flat_align = 0;
     return rd;
 }
 
@@ -75,7 +76,9 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
     const mp_parallel *par = &plan->config.parallel;
     int pp = (int)par->pp, v = (int)mp_schedule_chunks(par->schedule, par->vpp);
     int dpcp = (int)par->dp * (par->cp > 1 ? (int)par->cp : 1);
-    bool dist = par->dist_opt && dpcp > 1;
+    /* an MoE model's experts are sharded over expert-DP (shard.c) */
+    int edp = d->experts > 0 ? (int)mp_parallel_edp(par) : 1;
+    bool dist = par->dist_opt && (dpcp > 1 || edp > 1);
     mp_op_list ops = {0};
     mp_status st = mp_schedule_build(par->schedule, pp, v, m, pp_rank, &ops, err);
     if (st)
@@ -94,14 +97,25 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
             st = mp_param_layout_build(&dc, &lay, err);
         if (st)
             break;
-        double n_alloc = (double)((lay.total + (size_t)dpcp - 1) / (size_t)dpcp * (size_t)dpcp);
+        size_t alloc = mp_dims_flat_alloc(&dc, lay.total, (size_t)dpcp);
+        double n_alloc = (double)alloc;
+        /* the dense part and the experts' (shard.c) */
+        double experts = lay.expert_lo < lay.total ? (double)(alloc - lay.expert_lo) : 0;
+        double dense = n_alloc - experts;
         /* HSDP: the shard of one shard group */
         double shard_ranks =
             par->hsdp && par->zero == 3 ? (double)mp_zero_shard_ranks(&plan->config) : dpcp;
-        double shard = dist ? n_alloc / shard_ranks : n_alloc;
+        double dense_shard = dist ? dense / shard_ranks : dense;
+        double expert_shard = dist ? experts / edp : experts;
+        double shard = dense_shard + expert_shard;
+        /* the reduce-scatter's buffer: the larger shard, or the experts cut
+         * over DP x CP (shard.c) */
+        double buf = dense_shard > expert_shard ? dense_shard : expert_shard;
+        if (experts / dpcp > buf)
+            buf = experts / dpcp;
         largest_chunk = n_alloc > largest_chunk ? n_alloc : largest_chunk;
         double whole = (double)mp_gpt_bytes_f32(&dc, &lay, mp_exec_slots(&ops, c), (size_t)dpcp);
-        r->model += 2 * n_alloc * 4 + 2 * shard * 4 + (dist ? shard * 4 : 0)
+        r->model += 2 * n_alloc * 4 + 2 * shard * 4 + (dist ? buf * 4 : 0)
                     + (dist && par->zero == 3 ? MP_ZERO_POISON_N * 4 : 0);
         r->activations += whole - 2 * n_alloc * 4;
         int b, e;

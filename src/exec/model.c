@@ -47,9 +47,7 @@ mp_status mp_gpt_init(mp_gpt *g, const mp_gpt_dims *d, const mp_param_layout *la
     g->grad_scale = 1;
     g->keep_microbatch = -1;
     sizes z = sizes_of(d);
-    if (pad_to < 1)
-        pad_to = 1;
-    g->n_alloc = (lay->total + pad_to - 1) / pad_to * pad_to;
+    g->n_alloc = mp_dims_flat_alloc(d, lay->total, pad_to);
     g->w = be->alloc(g->n_alloc * sizeof(real));
     g->g = be->alloc(g->n_alloc * sizeof(real));
     g->slots = calloc((size_t)n_slots, sizeof *g->slots);
@@ -119,9 +117,7 @@ size_t mp_gpt_bytes(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slot
                     size_t pad_to)
 {
     sizes z = sizes_of(d);
-    if (pad_to < 1)
-        pad_to = 1;
-    size_t n_alloc = (lay->total + pad_to - 1) / pad_to * pad_to;
+    size_t n_alloc = mp_dims_flat_alloc(d, lay->total, pad_to);
     work W;
     mp_acts A;
     size_t nws = layout_work(&W, NULL, &z);

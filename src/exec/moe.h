@@ -11,7 +11,8 @@
  * the dense MLP's, the EP group ep consecutive (c, d) ranks of one (t, p);
  * etp = 1 (with SP): experts whole, the EP group ep consecutive ranks of the
  * stage across TP, CP and DP. The expert-DP group holds the same experts; the experts'
- * gradients are reduced over it. */
+ * gradients are reduced over it, and with the distributed optimizer (ZeRO-2/3 too)
+ * their shards are cut from it (shard.c). */
 #ifndef MP_EXEC_MOE_H
 #define MP_EXEC_MOE_H
 

@@ -27,11 +27,21 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         return REFUSE("parallel.ep", "exec folds the expert groups onto each stage's tp x cp x "
                                      "dp = %lld ranks: etp x ep (%d x %d) must divide them",
                       (long long)stage, etp, ep);
-    if (p->dist_opt && p->dp > 1)
-        return REFUSE("parallel.dist_opt", "exec does not shard mixture-of-experts models "
-                                           "over expert-DP yet (dist_opt: false)");
     d->ep = ep;
     d->ep_rank = 0;
+    if (p->dist_opt) {
+        /* the dense tensors' shards over DP x CP end where the experts'
+         * shards over expert-DP begin (shard.c; the plan's check refuses
+         * HSDP with experts, so DP x CP is the dense part's whole group) */
+        int64_t a = p->dp * (p->cp > 1 ? p->cp : 1), b = stage / ((int64_t)etp * ep);
+        int64_t x = a, y = b;
+        while (y) {
+            int64_t r = x % y;
+            x = y;
+            y = r;
+        }
+        d->flat_align = (int)(a / x * b);
+    }
     d->etp = etp;
     d->router_sigmoid = e->router == MP_ROUTER_SIGMOID;
     d->capacity_factor = e->capacity_factor;

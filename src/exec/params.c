@@ -234,6 +234,12 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     for (int l = 0; l < d->layers && d->experts > 0; l++) {
         if (!mp_dims_block_is_moe(d, l))
             continue;
+        if (out->expert_lo == out->total && l + 1 >= b.item_begin && l + 1 < b.item_end) {
+            /* the first expert tensor on this stage starts on a shard
+             * boundary of both groups (the gap before it is never used) */
+            out->total = mp_dims_flat_alloc(d, out->total, 1);
+            out->expert_lo = out->total;
+        }
         char n[48];
         int *blk = out->block + (size_t)l * MP_BLK_COUNT, fe = d->expert_ffn;
         bool whole = mp_dims_moe_local(d); /* etp = 1: each expert whole on its rank */

@@ -63,7 +63,22 @@ typedef struct mp_gpt_dims {
     double capacity_factor; /* 0: dropless */
     bool router_sigmoid;    /* sigmoid scores (DeepSeek-V3), else softmax */
     int ep, ep_rank, etp;
+    /* The distributed optimizer shards the dense tensors over DP x CP and an
+     * MoE model's experts over expert-DP: the experts then start, and the flat
+     * buffers end, at a multiple of this (lcm of the two groups' sizes; 0 or
+     * 1: no alignment beyond the DP padding). */
+    int flat_align;
 } mp_gpt_dims;
+
+/* Elements allocated for a flat buffer of `total`: padded to a multiple of
+ * pad_to (the DP shards) and of d's flat_align (a multiple of pad_to). */
+static inline size_t mp_dims_flat_alloc(const mp_gpt_dims *d, size_t total, size_t pad_to)
+{
+    size_t a = d->flat_align > 1 ? (size_t)d->flat_align : 1;
+    if (pad_to > a)
+        a = pad_to;
+    return (total + a - 1) / a * a;
+}
 
 /* Whether block l (0-based) is an MoE block. */
 static inline bool mp_dims_block_is_moe(const mp_gpt_dims *d, int l)

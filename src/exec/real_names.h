@@ -116,6 +116,12 @@
 #define mp_trainer_set_pipeline MP_REAL_NAME(mp_trainer_set_pipeline)
 #define mp_trainer_update MP_REAL_NAME(mp_trainer_update)
 
+/* shard.c */
+#define mp_shard_gather MP_REAL_NAME(mp_shard_gather)
+#define mp_shard_parts_init MP_REAL_NAME(mp_shard_parts_init)
+#define mp_shard_reduce MP_REAL_NAME(mp_shard_reduce)
+#define mp_shard_update MP_REAL_NAME(mp_shard_update)
+
 /* zero.c */
 #define mp_trainer_set_zero MP_REAL_NAME(mp_trainer_set_zero)
 #define mp_zero_gather_params MP_REAL_NAME(mp_zero_gather_params)

@@ -24,6 +24,41 @@ static uint64_t bits_of(float x, bool f64)
     return u;
 }
 
+/* The elements [lo, hi) of one buffer (src holds them from lo) into out. */
+static bool fill_range(const mp_runtime *rt, const mp_trainer_f32 *t, const mp_param_layout *lay,
+                       const mp_param_layout *ref_lay, size_t lo, size_t hi, const float *src,
+                       bool sharded, bool expert_first, bool dpcp_first, bool f64,
+                       uint64_t *out)
+{
+    float *copy = NULL;
+    const mp_backend *be = t->model->be;
+    if (be && !be->host_memory && hi > lo) {
+        copy = malloc((hi - lo) * sizeof *copy);
+        if (!copy)
+            return false;
+        be->copy(copy, src, (hi - lo) * sizeof *copy, MP_COPY_D2H);
+        src = copy;
+    }
+    for (int pid = 0; pid < lay->n; pid++) {
+        const mp_param *p = &lay->p[pid];
+        const mp_param *rp = &ref_lay->p[p->ref_index];
+        if (p->split == MP_SPLIT_NONE && !p->n_exp && rt->tp_rank != 0)
+            continue; /* replicated over TP: rank 0's */
+        if (!sharded && (p->n_exp ? !expert_first : !dpcp_first))
+            continue;
+        if (p->item != rp->item)
+            continue; /* a tied head's copy of the embedding: the embedding's own */
+        size_t n = (size_t)p->lrows * (size_t)p->lcols;
+        size_t from = p->offset > lo ? p->offset : lo;
+        size_t to = p->offset + n < hi ? p->offset + n : hi;
+        for (size_t i = from; i < to; i++)
+            out[rp->offset + mp_param_full_index(p, rt->tp_rank, i - p->offset)] =
+                bits_of(src[i - lo], f64);
+    }
+    free(copy);
+    return true;
+}
+
 /* This rank's share of buffer `which` into out (zeros where another rank owns it). */
 /* false when out of memory (a device backend's state is read through a host copy) */
 static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_param_layout *lay,
@@ -43,34 +78,18 @@ static bool fill(const mp_runtime *rt, const mp_trainer_f32 *chunks, const mp_pa
         bool expert_first = edp_rank == 0;
         if (!sharded && !dpcp_first && !expert_first)
             continue;
-        size_t lo = sharded ? t->shard_lo : 0, hi = sharded ? t->shard_hi : lay[c].total;
-        const float *src = which == W ? t->model->w + lo : which == M ? t->m : t->v;
-        float *copy = NULL;
-        const mp_backend *be = t->model->be;
-        if (be && !be->host_memory && hi > lo) {
-            copy = malloc((hi - lo) * sizeof *copy);
-            if (!copy)
+        /* sharded: this rank's shard of each part (the dense tensors', the
+         * experts'), its moments from the part's place in m and v */
+        int n_ranges = sharded ? t->n_parts : 1;
+        for (int k = 0; k < n_ranges; k++) {
+            size_t lo = sharded ? t->part[k].own_lo : 0;
+            size_t hi = sharded ? t->part[k].own_hi : lay[c].total;
+            size_t moment = sharded ? t->part[k].moment : 0;
+            const float *src = which == W ? t->model->w + lo : (which == M ? t->m : t->v) + moment;
+            if (!fill_range(rt, t, &lay[c], ref_lay, lo, hi, src, sharded, expert_first,
+                            dpcp_first, f64, out))
                 return false;
-            be->copy(copy, src, (hi - lo) * sizeof *copy, MP_COPY_D2H);
-            src = copy;
         }
-        for (int pid = 0; pid < lay[c].n; pid++) {
-            const mp_param *p = &lay[c].p[pid];
-            const mp_param *rp = &ref_lay->p[p->ref_index];
-            if (p->split == MP_SPLIT_NONE && !p->n_exp && rt->tp_rank != 0)
-                continue; /* replicated over TP: rank 0's */
-            if (!sharded && (p->n_exp ? !expert_first : !dpcp_first))
-                continue;
-            if (p->item != rp->item)
-                continue; /* a tied head's copy of the embedding: the embedding's own */
-            size_t n = (size_t)p->lrows * (size_t)p->lcols;
-            size_t from = p->offset > lo ? p->offset : lo;
-            size_t to = p->offset + n < hi ? p->offset + n : hi;
-            for (size_t i = from; i < to; i++)
-                out[rp->offset + mp_param_full_index(p, rt->tp_rank, i - p->offset)] =
-                    bits_of(src[i - lo], f64);
-        }
-        free(copy);
     }
     return true;
 }

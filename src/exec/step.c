@@ -21,25 +21,19 @@ mp_status mp_trainer_init(mp_trainer *t, mp_gpt *model, mp_group dp, bool dist_o
     t->model = model;
     t->be = model->be;
     t->dp = dp;
-    t->dist_opt = dist_opt && dp.size > 1;
     t->adam = *adam;
     t->microbatches = microbatches;
     t->ops = ops;
     if (model->n_alloc % (size_t)dp.size)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "parameter buffer not padded to the DP degree");
-    size_t shard = model->n_alloc / (size_t)dp.size;
-    if (t->dist_opt) {
-        t->shard_lo = (size_t)dp.rank * shard;
-        t->shard_hi = t->shard_lo + shard;
-    } else {
-        t->shard_lo = 0;
-        t->shard_hi = model->n_alloc;
-    }
-    size_t n = t->shard_hi - t->shard_lo;
-    t->m = t->be->alloc(n * sizeof(real));
-    t->v = t->be->alloc(n * sizeof(real));
-    t->shard_buf = t->dist_opt ? t->be->alloc(n * sizeof(real)) : NULL;
+    /* the dense part over DP (x CP), an MoE model's experts over expert-DP */
+    mp_status st = mp_shard_parts_init(t, dist_opt, err);
+    if (st)
+        return st;
+    t->m = t->be->alloc((t->moment_n ? t->moment_n : 1) * sizeof(real));
+    t->v = t->be->alloc((t->moment_n ? t->moment_n : 1) * sizeof(real));
+    t->shard_buf = t->dist_opt ? t->be->alloc(t->shard_n * sizeof(real)) : NULL;
     if (!t->m || !t->v || (t->dist_opt && !t->shard_buf)) {
         mp_trainer_free(t);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for AdamW state");
@@ -335,7 +329,7 @@ static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "more micro-batches in flight than activation slots");
             g->microbatch_now = op->microbatch;
-            mp_status st = mp_zero_gather_params(t, false, err);
+            mp_status st = mp_zero_gather_params(t, false, false, err);
             if (!st)
                 st = mp_gpt_forward(g, s, tokens + (size_t)op->microbatch * S,
                                         targets + (size_t)op->microbatch * S, loss_sum, err);
@@ -354,7 +348,9 @@ static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens
                                     (int)op->microbatch);
             /* test switch: ZeRO-3 without the gather before micro-batch 0's backward */
             bool skip = op->microbatch == 0 && mp_probe_drops(pr, "zero3-gather");
-            mp_status st = mp_zero_gather_params(t, skip, err);
+            /* and the experts' part alone */
+            bool skip_exp = op->microbatch == 0 && mp_probe_drops(pr, "edp-gather");
+            mp_status st = mp_zero_gather_params(t, skip, skip_exp, err);
             if (!st)
                 st = mp_gpt_backward(g, s, err);
             if (!st)
@@ -428,24 +424,11 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
     if (rst)
         return rst;
     /* DP: all-reduce, or reduce-scatter into this rank's shard (ZeRO-2/3:
-     * done after each micro-batch's backward). */
+     * done after each micro-batch's backward); an MoE model's experts over
+     * expert-DP, the rest over DP (shard.c) */
     if ((t->dp.size > 1 || g->edp.size > 1) && t->zero < 2 && !mp_probe_drops(pr, "dp-grad")) {
         t0 = be->now();
-        mp_status st;
-        if (t->dist_opt) {
-            size_t n = t->shard_hi - t->shard_lo;
-            st = be->reduce_scatter(&t->dp, MP_REAL_KIND, g->g, t->shard_buf, n, err);
-            if (!st)
-                be->copy(g->g + t->shard_lo, t->shard_buf, n * sizeof(real), MP_COPY_D2D);
-        } else if (lay->expert_lo < lay->total) {
-            /* MoE: the experts (last in the buffer) over expert-DP, the rest over DP */
-            st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, lay->expert_lo, MP_RED_SUM, err);
-            if (!st && g->edp.size > 1 && !mp_probe_drops(pr, "edp-grad"))
-                st = be->allreduce(&g->edp, MP_REAL_KIND, g->g + lay->expert_lo,
-                                   lay->total - lay->expert_lo, MP_RED_SUM, err);
-        } else {
-            st = be->allreduce(&t->dp, MP_REAL_KIND, g->g, g->n_alloc, MP_RED_SUM, err);
-        }
+        mp_status st = mp_shard_reduce(t, false, err);
         if (st)
             return st;
         mp_probe_record(pr, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
@@ -458,23 +441,17 @@ mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err)
     mp_gpt *g = t->model;
     const mp_backend *be = g->be;
     double t0 = be->now();
-    size_t hi = t->shard_hi < g->lay->total ? t->shard_hi : g->lay->total;
-    if (hi > t->shard_lo)
-        be->adamw(MP_REAL_KIND, g->w, g->g, t->m, t->v, g->lay, t->shard_lo, hi, &t->adam, step,
-                  g->exact);
+    mp_shard_update(t, step);
     mp_status st = be->sync(err);
     if (st)
         return st;
     mp_probe_record(g->probe, t0, MP_STREAM_COMPUTE, MP_EV_OPTIMIZER, false);
     if (t->dist_opt && t->zero < 3) {
         t0 = be->now();
-        size_t n = t->shard_hi - t->shard_lo;
-        be->copy(t->shard_buf, g->w + t->shard_lo, n * sizeof(real), MP_COPY_D2D);
-        st = be->allgather(&t->dp, MP_REAL_KIND, t->shard_buf, g->w, n, err);
+        st = mp_shard_gather(t, mp_probe_drops(g->probe, "edp-gather"), err);
         if (st)
             return st;
         mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
     }
     return MP_OK;
 }
-

@@ -1,6 +1,7 @@
 /* zero.c — ZeRO-2 and ZeRO-3 (plan field parallel.zero) on top of the
  * distributed optimizer's shards: each DP (x CP) rank owns the flat range
- * [shard_lo, shard_hi) of its stage's parameter buffer, as with ZeRO-1.
+ * [shard_lo, shard_hi) of its stage's parameter buffer, as with ZeRO-1; an
+ * MoE model's experts are a second part, sharded over expert-DP (shard.c).
  *
  * ZeRO-2: after every micro-batch's backward the gradients are
  * reduce-scattered, so that between micro-batches a rank keeps only its own
@@ -65,23 +66,22 @@ void mp_zero_release_params(mp_trainer *t)
 {
     if (t->zero < 3)
         return;
-    poison_range(t, 0, t->shard_lo);
-    poison_range(t, t->shard_hi, t->model->n_alloc);
+    for (int i = 0; i < t->n_parts; i++) {
+        const mp_shard_part *p = &t->part[i];
+        poison_range(t, p->lo, p->own_lo);
+        poison_range(t, p->own_hi, p->hi);
+    }
 }
 
-mp_status mp_zero_gather_params(mp_trainer *t, bool skip, mp_error *err)
+mp_status mp_zero_gather_params(mp_trainer *t, bool skip, bool skip_experts, mp_error *err)
 {
     if (t->zero < 3 || skip)
         return MP_OK;
-    mp_gpt *g = t->model;
-    const mp_backend *be = t->be;
-    double t0 = be->now();
-    size_t n = t->shard_hi - t->shard_lo;
-    be->copy(t->shard_buf, g->w + t->shard_lo, n * sizeof(real), MP_COPY_D2D);
-    mp_status st = be->allgather(&t->dp, MP_REAL_KIND, t->shard_buf, g->w, n, err);
+    double t0 = t->be->now();
+    mp_status st = mp_shard_gather(t, skip_experts, err);
     if (st)
         return st;
-    mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
+    mp_probe_record(t->model->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
     return MP_OK;
 }
 
@@ -102,19 +102,14 @@ mp_status mp_zero_reduce_microbatch(mp_trainer *t, mp_error *err)
 {
     if (t->zero < 2)
         return MP_OK;
-    mp_gpt *g = t->model;
-    const mp_backend *be = t->be;
-    double t0 = be->now();
-    size_t n = t->shard_hi - t->shard_lo;
+    double t0 = t->be->now();
     /* this rank's shard of g already holds the earlier micro-batches' sum
      * and every other rank's copy of it is zero, so the reduce-scatter adds
-     * this micro-batch's gradients of every rank to it */
-    mp_status st = be->reduce_scatter(&t->dp, MP_REAL_KIND, g->g, t->shard_buf, n, err);
+     * this micro-batch's gradients of every rank to it (each part over its
+     * own group: the experts over expert-DP) */
+    mp_status st = mp_shard_reduce(t, true, err);
     if (st)
         return st;
-    be->copy(g->g + t->shard_lo, t->shard_buf, n * sizeof(real), MP_COPY_D2D);
-    be->zero(g->g, t->shard_lo * sizeof(real));
-    be->zero(g->g + t->shard_hi, (g->n_alloc - t->shard_hi) * sizeof(real));
-    mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
+    mp_probe_record(t->model->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
     return MP_OK;
 }

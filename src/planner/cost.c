@@ -755,11 +755,22 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         double fp8_copies = fp8_params * mp_fp8_weight_copy_bytes(c);
         double weights = params * wb + fp8_params * mp_fp8_weight_net_bytes(c);
         double grads = params * gb, optim = params * ob;
-        double expert_ob = ob;
+        double expert_ob = ob, expert_gb = gb, expert_wb = wb;
         if (experts > 0.0 && (pp->dist_opt || pp->zero >= 1)) {
-            /* the distributed optimizer shards expert states over edp, not d*c */
-            expert_ob = ob * (double)(pp->dp * pp->cp) / (double)mp_parallel_edp(pp);
+            /* the distributed optimizer shards expert states over edp, not d*c;
+             * ZeRO-2 their gradients and ZeRO-3 their weights too (exec's
+             * shard.c; hybrid sharding is refused with experts) */
+            double to_edp = (double)(pp->dp * pp->cp) / (double)mp_parallel_edp(pp);
+            expert_ob = ob * to_edp;
             optim += experts * (expert_ob - ob);
+            if (pp->zero >= 2) {
+                expert_gb = gb * to_edp;
+                grads += experts * (expert_gb - gb);
+            }
+            if (pp->zero >= 3) {
+                expert_wb = wb * to_edp;
+                weights += experts * (expert_wb - wb);
+            }
         }
         if (pp->zero >= 3)
             /* the gathered weights of the block being computed and of the
@@ -775,9 +786,9 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
             out->memory.activations = stash;
             out->memory.other = other;
             out->memory.peak = total;
-            out->memory.expert_weights = experts * (wb + mp_fp8_weight_net_bytes(c));
+            out->memory.expert_weights = experts * (expert_wb + mp_fp8_weight_net_bytes(c));
             out->memory.fp8_weights = fp8_copies;
-            out->memory.expert_grads = experts * gb;
+            out->memory.expert_grads = experts * expert_gb;
             out->memory.expert_optimizer = experts * expert_ob;
             out->memory.routed_activations = routed / (double)v * chunks;
             out->memory.capacity_activations = capacity / (double)v * chunks;

@@ -36,6 +36,13 @@ parallel: {{tp: {tp}, sp: {str(sp).lower()}, pp: {pp}, vpp: 1, cp: 1, dp: {dp}, 
            tp_overlap: false, schedule: 1f1b}}
 """
 
+def moe_plan(dp, ep, dist_opt, zero=0):
+    # 8 experts of 1024 over ep ranks: the experts' state sharded over
+    # expert-DP = dp / ep, the rest over dp (shard.c)
+    return plan(2, 256, 8, 1024, 4096, 128, 1, 1, dp, dp, dist_opt, zero=zero).replace(
+        'tied_embeddings: true}', 'tied_embeddings: true, moe: {experts: 8, top_k: 2, '
+        'expert_ffn: 1024, first_dense: 1}}').replace('dist_opt:', f'ep: {ep}, dist_opt:')
+
 cases = {
     # name: (plan, extra exec args)
     'tiny-1-rank': (plan(2, 32, 4, 128, 64, 16, 1, 1, 1, 1, False), []),
@@ -46,6 +53,9 @@ cases = {
     'h256-dp2-zero3': (plan(2, 256, 8, 1024, 4096, 128, 1, 1, 2, 2, True, zero=3), []),
     'h256-tp2-sp-pp2': (plan(2, 256, 8, 1024, 4096, 128, 2, 2, 1, 2, False, sp=True), []),
     'h128-tp2-exact': (plan(2, 128, 4, 512, 256, 128, 2, 1, 1, 1, False), ['--exact']),
+    # experts with the distributed optimizer and ZeRO-3: two parts, two shards
+    'moe-h256-ep2-dp4-distopt': (moe_plan(4, 2, True), []),
+    'moe-h256-ep2-dp4-zero3': (moe_plan(4, 2, True, zero=3), []),
 }
 # MALLOC_PERTURB_ fills every malloc'ed block, so that all of it is resident:
 # the estimate must bound what is allocated, not only what a run touches

@@ -267,6 +267,36 @@ static void test_expert_optimizer_shard(void **state)
     assert_string_equal(err.field, "ep");
 }
 
+/* ZeRO-2 and ZeRO-3 with experts (exec's shard.c): the routed experts'
+ * gradients (ZeRO-2) and weights (ZeRO-3) sharded over edp like their
+ * optimizer states, the rest over d x c; hybrid sharding refused. */
+static void test_expert_zero_shards(void **state)
+{
+    (void)state;
+    double one = 3.0 * 4096 * 14336, local = 32.0 * one, edp = 8.0; /* 64 / ep 8 */
+    mp_estimate e;
+    mp_error err;
+    for (int zero = 2; zero <= 3; zero++) {
+        mp_config c = moe_config("mixtral-8x7b", 64, 1, 8, 1);
+        c.training.global_batch = 64;
+        c.parallel.zero = zero;
+        if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
+            fail_msg("%s: %s", err.field, err.msg);
+        double rest = mp_model_params(&c.model) - 8.0 * local;
+        /* 16-bit gradients under ZeRO-2/3 (memory.c), 2 bytes */
+        assert_true(fabs(e.memory.expert_grads / (2.0 * local / edp) - 1.0) < 1e-12);
+        assert_true(fabs(e.memory.grads / (2.0 * (rest / 64.0 + local / edp)) - 1.0) < 1e-12);
+        double w = zero == 3 ? 2.0 * local / edp : 2.0 * local;
+        assert_true(fabs(e.memory.expert_weights / w - 1.0) < 1e-12);
+        assert_true(fabs(e.memory.expert_optimizer / (12.0 * local / edp) - 1.0) < 1e-12);
+    }
+    mp_config c = moe_config("mixtral-8x7b", 64, 1, 8, 1);
+    c.parallel.zero = 3;
+    c.parallel.hsdp = true;
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT);
+    assert_string_equal(err.field, "hsdp");
+}
+
 /* Blocks 0..15 with first_dense 1 and layer_freq 2: MoE blocks 2, 4, ..., 14
  * (7 of them); the estimate costs each block by its own kind. */
 static void test_layer_pattern_in_estimate(void **state)
@@ -313,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_expert_split_by_hand),
         cmocka_unit_test(test_alltoall_volume),
         cmocka_unit_test(test_expert_optimizer_shard),
+        cmocka_unit_test(test_expert_zero_shards),
         cmocka_unit_test(test_split_refusals),
         cmocka_unit_test(test_layer_pattern_in_estimate),
     };

@@ -137,20 +137,29 @@ mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_erro
     copy_heads(g, K + m.dn, z.row, m.dqk, c.kr, m.dr, 0, m.dr, z.S, m.al);
     copy_heads(g, V, z.row, m.dv, c.kv + m.dn, m.kvw, m.dn + m.dv, m.dv, z.S, m.al);
     /* att[S,al*dv] = causal softmax(Q K^T / sqrt(dqk)) V over this rank's heads
-     * (selective recompute keeps no probabilities: scratch, rebuilt in backward) */
-    mp_attention_forward_dv(g->be, B->att, B->probs ? B->probs : W.sblk.probs, Q, z.row, K, V,
-                            z.row, NULL, (int)z.s, (int)z.s, (int)z.b, (int)m.al, (int)m.dqk,
-                            (int)m.dv, 1, true, ex);
+     * (CP: every position's K|V around the ring first, kv_full[sk*b,kc+hl]) */
+    if (z.cp > 1)
+        CHECK(mp_model_cp_gather_kv(g, B->qkv, B->kv_full, err));
+    mp_mla_recompute_probs(g, B);
 #undef P
     return MP_OK;
 }
 
-void mp_mla_recompute_probs(mp_gpt *g, block_acts *V)
+/* B->att from B->qkv (and with CP B->kv_full), the probabilities into
+ * B->probs, or scratch where selective recomputation keeps none (the
+ * forward) and rebuilds them (its backward: B is then the rebuilt view). */
+void mp_mla_recompute_probs(mp_gpt *g, block_acts *B)
 {
     sizes z = sizes_of(&g->d);
-    mp_attention_forward_dv(g->be, V->att, V->probs, V->qkv, z.row, V->qkv + z.kc,
-                            V->qkv + 2 * z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
-                            (int)z.al, (int)z.hd, (int)z.hdv, 1, true, g->exact);
+    real *probs = B->probs ? B->probs : work_of(g).sblk.probs;
+    if (z.cp > 1)
+        mp_attention_forward_dv(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
+                                B->kv_full + z.kc, z.kvw, g->qpos_be, (int)z.s, (int)z.sk,
+                                (int)z.b, (int)z.al, (int)z.hd, (int)z.hdv, 1, true, g->exact);
+    else
+        mp_attention_forward_dv(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.kc,
+                                B->qkv + 2 * z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
+                                (int)z.al, (int)z.hd, (int)z.hdv, 1, true, g->exact);
 }
 
 /* From W.datt[S,al*dv] (the output projection's input gradient): dres[Sl,h]
@@ -165,12 +174,24 @@ mp_status mp_mla_backward(mp_gpt *g, block_acts *B, int l, real *dres, mp_error 
 #define P(k) blk(g->w, g, l, (k))
 #define G(k) blk(g->g, g, l, (k))
     const real *Q = B->qkv, *K = B->qkv + z.kc, *V = B->qkv + 2 * z.kc;
+    (void)K, (void)V; /* CP reads them from kv_full */
     real *dQ = W.dqkv, *dK = W.dqkv + z.kc, *dV = W.dqkv + 2 * z.kc;
-    /* dQ, dK[S,al*dqk], dV[S,al*dv] through the attention */
-    g->be->zero(W.dqkv, z.S * z.row * sizeof(real));
-    mp_attention_backward_dv(g->be, dQ, z.row, dK, dV, z.row, W.datt, Q, z.row, K, V, z.row,
-                             B->probs, NULL, (int)z.s, (int)z.s, (int)z.b, (int)m.al,
-                             (int)m.dqk, (int)m.dv, 1, true, W.att_scratch, ex);
+    /* dQ, dK[S,al*dqk], dV[S,al*dv] through the attention (CP: the gradient
+     * of every position's K|V from these queries, summed around the ring to
+     * its owner) */
+    if (z.cp > 1) {
+        g->be->zero(W.dkv_full, z.sk * z.b * z.kvw * sizeof(real));
+        mp_attention_backward_dv(g->be, dQ, z.row, W.dkv_full, W.dkv_full + z.kc, z.kvw, W.datt,
+                                 Q, z.row, B->kv_full, B->kv_full + z.kc, z.kvw, B->probs,
+                                 g->qpos_be, (int)z.s, (int)z.sk, (int)z.b, (int)m.al,
+                                 (int)m.dqk, (int)m.dv, 1, true, W.att_scratch, ex);
+        CHECK(mp_model_cp_reduce_dkv(g, W.dkv_full, W.dqkv, err));
+    } else {
+        g->be->zero(W.dqkv, z.S * z.row * sizeof(real));
+        mp_attention_backward_dv(g->be, dQ, z.row, dK, dV, z.row, W.datt, Q, z.row, K, V, z.row,
+                                 B->probs, NULL, (int)z.s, (int)z.s, (int)z.b, (int)m.al,
+                                 (int)m.dqk, (int)m.dv, 1, true, W.att_scratch, ex);
+    }
     bq(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT);
     rope_heads(g, &c, dQ, z.row, true, MP_Q_GRAD_ATT); /* back through q_rope's turn */
     /* d kv[S,al*(dn+dv)] = per head [dK_nope | dV]; wr[S,dr] = the sum of the

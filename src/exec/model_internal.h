@@ -16,7 +16,7 @@
 typedef struct block_acts {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
     real *qkv, *probs, *att;              /* [S,row] [b,a/t,s,sk] [S,hl]; row = hl + 2 kc */
-    real *kv_full;                        /* CP: [sk*b,2kc] every position's K|V */
+    real *kv_full;                        /* CP: [sk*b,kvw] every position's K|V */
     real *xmid;                           /* [Sl,h] residual after attention */
     real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
     real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl]; f1 = 2 Fl ([gate|up]) for SwiGLU */
@@ -65,6 +65,9 @@ typedef struct sizes {
     size_t S, Sl, h, hl, Fl, Vl, hd, al, s, b, L;
     size_t gl, rep;               /* key/value heads of this rank; query heads per one */
     size_t kc, row;               /* K (and V) columns; a QKV row: hl + 2 kc */
+    size_t kvo, kvw;              /* where K|V starts in a QKV row and its width (CP's ring
+                                     carries it): hl, 2 kc; latent attention's [Q | K | V]:
+                                     kc, kc + hl */
     size_t f1;                    /* fc1's output columns: Fl, or 2 Fl for SwiGLU */
     size_t sk, cp;                /* key positions (the whole sequence), CP degree */
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
@@ -106,6 +109,8 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
         z.hl = z.al * z.hdv;
     }
     z.row = z.hl + 2 * z.kc;
+    z.kvo = mp_dims_is_mla(d) ? z.kc : z.hl;
+    z.kvw = z.row - z.kvo;
     mp_mla_sizes mz = mp_mla_sizes_of(d, z.S, z.Sl);
     z.mla = mp_mla_layout_of(&mz).total;
     z.mla_work = mp_mla_work_of(&mz).total;
@@ -151,7 +156,7 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
             B->probs = take(base, u, z->b * z->al * z->s * z->sk);
         B->att = take(base, u, z->S * z->hl);
         if (z->cp > 1)
-            B->kv_full = take(base, u, z->sk * z->b * 2 * z->kc);
+            B->kv_full = take(base, u, z->sk * z->b * z->kvw);
         B->xmid = take(base, u, z->Sl * z->h);
         B->ln2_xhat = take(base, u, z->Sl * z->h);
         B->ln2_rstd = take(base, u, z->Sl);
@@ -213,8 +218,8 @@ static inline size_t layout_work(work *W, real *base, const sizes *z)
     W->dact = take(base, &u, z->S * z->Fl);
     W->stats = take(base, &u, 3 * z->S);
     W->att_scratch = take(base, &u, z->s * z->sk);
-    size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0;
-    W->kv_loc = take(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
+    size_t kv = z->cp > 1 ? z->sk * z->b * z->kvw : 0;
+    W->kv_loc = take(base, &u, z->cp > 1 ? z->S * z->kvw : 0);
     W->kv_ranks = take(base, &u, kv);
     W->dkv_full = take(base, &u, kv);
     W->mla = z->mla_work ? take(base, &u, z->mla_work) : NULL;

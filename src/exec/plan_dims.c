@@ -32,10 +32,6 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "latent attention turns its rope head dims: position must be rope, "
                             "not %s", mp_position_name(m->position));
-    if (mla && p->cp > 1)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
-                            "exec does not run latent attention with context parallelism yet "
-                            "(cp=%lld)", (long long)p->cp);
     /* GPT, LLaMA's variants of its parts, BERT's encoder and heads, T5 */
     bool t5 = m->arch == MP_ARCH_T5;
     if (t5) {

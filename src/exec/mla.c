@@ -194,22 +194,22 @@ mp_status mp_mla_backward(mp_gpt *g, block_acts *B, int l, real *dres, mp_error 
     }
     bq(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT);
     rope_heads(g, &c, dQ, z.row, true, MP_Q_GRAD_ATT); /* back through q_rope's turn */
-    /* d kv[S,al*(dn+dv)] = per head [dK_nope | dV]; wr[S,dr] = the sum of the
-     * heads' dK_rope (this rank's heads: a TP partial) */
+    /* d kv[S,al*(dn+dv)] = per head [dK_nope | dV] */
     copy_heads(g, c.kv, m.kvw, m.dn + m.dv, dK, z.row, m.dqk, m.dn, z.S, m.al);
     copy_heads(g, c.kv + m.dn, m.kvw, m.dn + m.dv, dV, z.row, m.dv, m.dv, z.S, m.al);
-    copy_heads(g, c.wr, m.dr, 0, dK + m.dn, z.row, 0, m.dr, z.S, 1);
-    for (size_t a = 1; a < m.al; a++) {
-        /* add head a's rotary-key gradient: the rows of its [S, dr] view */
-        for (size_t r = 0; r < z.S; r++)
-            g->be->add(MP_REAL_KIND, c.wr + r * m.dr, dK + r * z.row + a * m.dqk + m.dn, m.dr);
-    }
     /* up-projections (column-parallel): dW_ukv[rkv,kvw] += latkv^T @ dkv;
      * wkv[S,rkv] = dkv @ W_ukv^T (a partial); likewise the queries' */
     GEMM(true, false, m.rkv, m.kvw, z.S, c.latkv, m.rkv, c.kv, m.kvw, 1.0,
          G(MP_BLK_MLA_KVUP_W), m.kvw);
     GEMM(false, true, z.S, m.rkv, m.kvw, c.kv, m.kvw, P(MP_BLK_MLA_KVUP_W), m.kvw, 0.0, c.wkv,
          m.rkv);
+    /* wr[S,dr] = the sum of the heads' dK_rope, head by head (this rank's
+     * heads: a TP partial); c.kv, free again, holds each head's before it is added */
+    copy_heads(g, c.wr, m.dr, 0, dK + m.dn, z.row, 0, m.dr, z.S, 1);
+    for (size_t a = 1; a < m.al; a++) {
+        copy_heads(g, c.kv, m.dr, 0, dK + a * m.dqk + m.dn, z.row, 0, m.dr, z.S, 1);
+        g->be->add(MP_REAL_KIND, c.wr, c.kv, z.S * m.dr);
+    }
     if (m.rq) {
         GEMM(true, false, m.rq, z.kc, z.S, c.latq, m.rq, dQ, z.row, 1.0, G(MP_BLK_MLA_QUP_W),
              z.kc);

@@ -61,8 +61,9 @@ static void rope_heads(mp_gpt *g, const mla_ctx *c, real *q, size_t q_row, bool 
                     g->qpos_be, (int)c->z.s, (int)c->z.b, inverse, g->exact, grid);
 }
 
-/* dst's heads (dst_w columns a head) take cols columns of each of src's
- * (src_w a head) from column off of the head: every one of S rows. */
+/* cols columns of each of src's heads (src_w columns apart; 0: the same one
+ * for every head) into each of dst's (dst_w apart), in all S rows (src_row,
+ * dst_row reals apart); where in a head they start is in the pointers. */
 static void copy_heads(mp_gpt *g, real *dst, size_t dst_row, size_t dst_w, const real *src,
                        size_t src_row, size_t src_w, size_t cols, size_t S, size_t heads)
 {

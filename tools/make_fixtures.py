@@ -3,13 +3,14 @@
 
 Each fixture is one training step of a tiny model computed by the model code
 below, written from the architectures' definitions (GPT-2, LLaMA, Megatron's
-pre-LN BERT, T5 1.0) and not from megaplan's C: the weights, the data, the
+pre-LN BERT, T5 1.0, DeepSeek-V3's latent attention and mixture of experts)
+and not from megaplan's C: the weights, the data, the
 logits, the loss, every gradient and every weight after one AdamW step. The
 C side (src/exec/fixture.c, `megaplan exec --test-fixture`) loads the weights
 and the data into exec's model, runs the step under any partition and
 compares every tensor with these (docs/exec.md, "PyTorch fixtures").
 
-    python3 tools/make_fixtures.py [OUTDIR]     # default tests/data/fixtures
+    python3 tools/make_fixtures.py [OUTDIR [NAME...]]  # default tests/data/fixtures, all
 
 Needs PyTorch (CPU is enough; see tests/data/fixtures/README.md for the
 versions that made the committed files). Deterministic: a fixed seed, fp32,
@@ -17,12 +18,15 @@ single-threaded.
 
 File format (little-endian): b"MPFX0001", u32 tensor count, then per tensor
 u16 name length, name (ASCII), u8 dtype (0 float32, 1 int32), u8 ndim,
-u32 dims[ndim], the data row-major. Names: "config" (int32, CONFIG_FIELDS),
+u32 dims[ndim], the data row-major. Names: "config" (int32, CONFIG_FIELDS, then
+MLA_MOE_FIELDS for a model with latent attention or experts),
 "adam" (float32: lr, beta1, beta2, eps, weight decay), "tokens"/"targets"
 (int32 [sequences, seq]; T5 also "dec_tokens"), "logits" [sequences, seq, V],
 "loss" [1], and "param:N", "grad:N", "after:N" for each of megaplan's tensors N
 in megaplan's layout (y = x W: W is [in, out]; QKV columns [Q | K | V] by
-head; SwiGLU's fc1 [gate | up]; embeddings and the LM head [V, h]).
+head; SwiGLU's fc1 [gate | up]; embeddings and the LM head [V, h]; latent
+attention's kv_down [c_kv | k_rope], kv_up by head [k_nope | v], q_up by head
+[q_nope | q_rope]; an MoE block's experts stacked by rows, each fc1 [gate | up]).
 """
 import math
 import os
@@ -35,6 +39,8 @@ import torch.nn.functional as F
 CONFIG_FIELDS = ["arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
                  "sequences", "tied", "rmsnorm", "swiglu", "rope", "no_bias",
                  "enc_layers", "dec_seq"]
+MLA_MOE_FIELDS = ["q_lora", "kv_lora", "rope_dim", "nope_dim", "v_dim", "experts", "top_k",
+                  "expert_ffn", "first_dense", "shared_ffn", "router_sigmoid"]
 ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
 ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
 
@@ -86,6 +92,50 @@ def merge(x):
     return x.transpose(1, 2).reshape(B, S, a * hd)
 
 
+def mla_attention(cfg, L, y, pos, norm_eps=1e-5):
+    """DeepSeek-V2/V3's multi-head latent attention (DeepSeek-V2 paper §2.1):
+    queries through a low-rank latent (RMSNorm between the projections) or
+    straight from y; keys and values from one latent c_kv (RMSNorm, then an
+    up-projection giving each head [k_nope | v]); a rotary key k_rope
+    projected from y beside c_kv and shared by every head; each query head's
+    last rope_dim columns turned too; scores scaled by 1/sqrt(nope + rope)."""
+    a, dn, dr = cfg["heads"], cfg["nope_dim"], cfg["rope_dim"]
+    if cfg["q_lora"]:
+        q = rmsnorm(y @ L("q_down_w"), L("q_norm_w"), norm_eps) @ L("q_up_w")
+    else:
+        q = y @ L("q_w")
+    q = heads(q, a)                                              # [B, a, S, dn+dr]
+    q = torch.cat([q[..., :dn], rope(q[..., dn:], pos)], -1)
+    ckv = y @ L("kv_down_w")                                     # [B, S, rkv+dr]
+    c, kr = ckv[..., :cfg["kv_lora"]], ckv[..., cfg["kv_lora"]:]
+    kv = heads(rmsnorm(c, L("kv_norm_w"), norm_eps) @ L("kv_up_w"), a)  # [B, a, S, dn+dv]
+    kr = rope(kr[:, None], pos).expand(-1, a, -1, -1)            # [B, a, S, dr]
+    k = torch.cat([kv[..., :dn], kr], -1)
+    return merge(attention(q, k, kv[..., dn:], causal=True))     # [B, S, a*dv]
+
+
+def moe_ffn(cfg, L, y):
+    """A DeepSeek-style MoE FFN: router scores (sigmoid per expert, or softmax
+    over them), the top_k best per token, their scores renormalised to sum
+    to one, the weighted sum of the chosen experts' SwiGLU outputs (no
+    capacity limit) plus the shared experts' SwiGLU as one MLP."""
+    B, S, h = y.shape
+    x = y.reshape(B * S, h)
+    logits = x @ L("router_w")
+    scores = logits.sigmoid() if cfg["router_sigmoid"] else logits.softmax(-1)
+    top, idx = scores.topk(cfg["top_k"], -1)
+    wts = top / top.sum(-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for e in range(cfg["experts"]):
+        chosen = (idx == e)                                      # [T, k]
+        we = (wts * chosen).sum(-1, keepdim=True)                # 0 where not chosen
+        ye = F.silu(x @ L("exp%d_gate_w" % e)) * (x @ L("exp%d_up_w" % e)) @ L("exp%d_down_w" % e)
+        out = out + we * ye
+    if cfg["shared_ffn"]:
+        out = out + (F.silu(x @ L("shr_gate_w")) * (x @ L("shr_up_w"))) @ L("shr_down_w")
+    return out.reshape(B, S, h)
+
+
 def decoder_only(cfg, P, tokens):
     """GPT-2 / LLaMA / pre-LN BERT trunk: returns the final norm's output [B, S, h]."""
     B, S = tokens.shape
@@ -101,19 +151,29 @@ def decoder_only(cfg, P, tokens):
     for i in range(cfg["layers"]):
         L = lambda n: P.get("l%d.%s" % (i, n))  # noqa: E731
         y = norm(x, L("ln1_w"), L("ln1_b"))
-        q, k, v = (heads(lin(y, L(n + "_w"), L(n + "_b")), c)
-                   for n, c in (("q", a), ("k", g), ("v", g)))
-        if cfg["rope"]:
-            q, k = rope(q, pos), rope(k, pos)
-        x = x + lin(merge(attention(q, k, v, causal=cfg["arch"] != "bert")),
-                    L("o_w"), L("o_b"))
+        if cfg.get("kv_lora"):
+            att = mla_attention(cfg, L, y, pos)
+        else:
+            q, k, v = (heads(lin(y, L(n + "_w"), L(n + "_b")), c)
+                       for n, c in (("q", a), ("k", g), ("v", g)))
+            if cfg["rope"]:
+                q, k = rope(q, pos), rope(k, pos)
+            att = merge(attention(q, k, v, causal=cfg["arch"] != "bert"))
+        x = x + lin(att, L("o_w"), L("o_b"))
         y = norm(x, L("ln2_w"), L("ln2_b"))
+        if is_moe(cfg, i):
+            x = x + moe_ffn(cfg, L, y)
+            continue
         if cfg["swiglu"]:
             m = F.silu(y @ L("gate_w")) * (y @ L("up_w"))
         else:
             m = F.gelu(lin(y, L("fc1_w"), L("fc1_b")), approximate="tanh")
         x = x + lin(m, L("fc2_w"), L("fc2_b"))
     return norm(x, P["lnf_w"], P.get("lnf_b"))
+
+
+def is_moe(cfg, i):
+    return cfg.get("experts", 0) > 0 and i >= cfg["first_dense"]
 
 
 def loss_gpt(cfg, P, tokens, targets):
@@ -252,15 +312,38 @@ def megaplan_tensors(cfg, P):
         out.append((nm + "ln1.weight", row(k + "ln1_w")))
         if not cfg["rmsnorm"]:
             out.append((nm + "ln1.bias", row(k + "ln1_b")))
-        out.append((nm + "qkv.weight", cat(k + "q_w", k + "k_w", k + "v_w")))
-        if bias:
-            out.append((nm + "qkv.bias", catrow(k + "q_b", k + "k_b", k + "v_b")))
+        if cfg.get("kv_lora"):
+            if cfg["q_lora"]:
+                out += [(nm + "q_down.weight", mat(k + "q_down_w")),
+                        (nm + "q_norm.weight", row(k + "q_norm_w")),
+                        (nm + "q_up.weight", mat(k + "q_up_w"))]
+            else:
+                out.append((nm + "q.weight", mat(k + "q_w")))
+            out += [(nm + "kv_down.weight", mat(k + "kv_down_w")),
+                    (nm + "kv_norm.weight", row(k + "kv_norm_w")),
+                    (nm + "kv_up.weight", mat(k + "kv_up_w"))]
+        else:
+            out.append((nm + "qkv.weight", cat(k + "q_w", k + "k_w", k + "v_w")))
+            if bias:
+                out.append((nm + "qkv.bias", catrow(k + "q_b", k + "k_b", k + "v_b")))
         out.append((nm + "proj.weight", mat(k + "o_w")))
         if bias:
             out.append((nm + "proj.bias", row(k + "o_b")))
         out.append((nm + "ln2.weight", row(k + "ln2_w")))
         if not cfg["rmsnorm"]:
             out.append((nm + "ln2.bias", row(k + "ln2_b")))
+        if is_moe(cfg, i):
+            E = range(cfg["experts"])
+            out += [(nm + "router.weight", mat(k + "router_w")),
+                    (nm + "experts.fc1.weight", (lambda k=k, E=E: torch.cat(
+                        [torch.cat([P[k + "exp%d_gate_w" % e], P[k + "exp%d_up_w" % e]], -1)
+                         for e in E], 0))),
+                    (nm + "experts.fc2.weight", (lambda k=k, E=E: torch.cat(
+                        [P[k + "exp%d_down_w" % e] for e in E], 0)))]
+            if cfg["shared_ffn"]:
+                out += [(nm + "shared.fc1.weight", cat(k + "shr_gate_w", k + "shr_up_w")),
+                        (nm + "shared.fc2.weight", mat(k + "shr_down_w"))]
+            continue
         if cfg["swiglu"]:
             out.append((nm + "fc1.weight", cat(k + "gate_w", k + "up_w")))
         else:
@@ -334,13 +417,39 @@ def init_params(cfg, gen):
             if not cfg["rmsnorm"]:
                 w(k + "ln1_b", h, std=0.1)
                 w(k + "ln2_b", h, std=0.1)
-            for n, c in (("q", a), ("k", g), ("v", g)):
-                w(k + n + "_w", h, c * hd, std=0.3)
-                if bias:
-                    w(k + n + "_b", c * hd, std=0.1)
-            w(k + "o_w", h, h)
+            if cfg.get("kv_lora"):
+                dqk, dv = cfg["nope_dim"] + cfg["rope_dim"], cfg["v_dim"]
+                rq, rkv = cfg["q_lora"], cfg["kv_lora"]
+                if rq:
+                    w(k + "q_down_w", h, rq, std=0.3)
+                    gamma(k + "q_norm_w", rq)
+                    w(k + "q_up_w", rq, a * dqk, std=0.3)
+                else:
+                    w(k + "q_w", h, a * dqk, std=0.3)
+                w(k + "kv_down_w", h, rkv + cfg["rope_dim"], std=0.3)
+                gamma(k + "kv_norm_w", rkv)
+                w(k + "kv_up_w", rkv, a * (cfg["nope_dim"] + dv), std=0.3)
+                w(k + "o_w", a * dv, h)
+            else:
+                for n, c in (("q", a), ("k", g), ("v", g)):
+                    w(k + n + "_w", h, c * hd, std=0.3)
+                    if bias:
+                        w(k + n + "_b", c * hd, std=0.1)
+                w(k + "o_w", h, h)
             if bias:
                 w(k + "o_b", h, std=0.1)
+            if is_moe(cfg, i):
+                w(k + "router_w", h, cfg["experts"], std=0.5)
+                fe, fs = cfg["expert_ffn"], cfg["shared_ffn"]
+                for e in range(cfg["experts"]):
+                    w(k + "exp%d_gate_w" % e, h, fe, std=0.3)
+                    w(k + "exp%d_up_w" % e, h, fe, std=0.3)
+                    w(k + "exp%d_down_w" % e, fe, h, std=0.15)
+                if fs:
+                    w(k + "shr_gate_w", h, fs, std=0.3)
+                    w(k + "shr_up_w", h, fs, std=0.3)
+                    w(k + "shr_down_w", fs, h, std=0.15)
+                continue
             if cfg["swiglu"]:
                 w(k + "gate_w", h, f, std=0.3)
                 w(k + "up_w", h, f, std=0.3)
@@ -440,7 +549,10 @@ def make(cfg, seed):
     grads = megaplan_tensors(cfg, G)
     with torch.no_grad():
         after = [(n, f().clone()) for n, f in names]
-    conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg[k]) for k in CONFIG_FIELDS[1:]],
+    fields = CONFIG_FIELDS[1:]
+    if cfg.get("kv_lora") or cfg.get("experts"):  # dense models' files keep the base fields
+        fields = fields + MLA_MOE_FIELDS
+    conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg.get(k, 0)) for k in fields],
                         dtype=torch.int32)
     adam = torch.tensor([ADAM[k] for k in ("lr", "beta1", "beta2", "eps", "wd")])
     entries = [("config", conf), ("adam", adam)]
@@ -467,6 +579,12 @@ MODELS = {
     "bert": base("bert"),
     "t5": base("t5", layers=4, enc_layers=2, dec_seq=8, ffn=64, rmsnorm=1, no_bias=1,
                head_dim=8),
+    # tiny-mla.yaml.in (QLORA=16) and tiny-deepseek.yaml.in (its MoE blocks too)
+    "mla": base("llama", ffn=64, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=1, q_lora=16,
+                kv_lora=12, rope_dim=4, nope_dim=8, v_dim=6),
+    "deepseek": base("llama", ffn=64, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=1,
+                     q_lora=16, kv_lora=12, rope_dim=4, nope_dim=8, v_dim=6, experts=4,
+                     top_k=2, expert_ffn=32, first_dense=1, shared_ffn=32, router_sigmoid=1),
 }
 
 
@@ -476,7 +594,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    only = sys.argv[2:]
     for i, (name, cfg) in enumerate(MODELS.items()):
+        if only and name not in only:
+            continue
         entries = make(cfg, 20260 + i)
         path = os.path.join(out, name + ".bin")
         write_fixture(path, entries)

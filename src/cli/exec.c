@@ -484,6 +484,14 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         printf("blocks: T5: %d encoder + %d decoder (cross-attention), decoder seq %d, "
                "relative position buckets\n",
                d->enc_layers, d->layers - d->enc_layers, d->dec_seq);
+    if (mp_dims_is_mla(d)) {
+        char q[48] = "queries straight from the hidden state";
+        if (d->q_lora > 0)
+            snprintf(q, sizeof q, "q latent %d", d->q_lora);
+        printf("blocks: multi-head latent attention: %s, kv latent %d, head dims %d nope + %d "
+               "rope (the rotary key shared), v %d\n",
+               q, d->kv_lora, d->nope_dim, d->rope_dim, d->v_dim);
+    }
     if (d->experts > 0) {
         char cap[48] = "dropless";
         int etp = d->etp == 1 ? 1 : r->tp;

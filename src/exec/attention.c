@@ -32,24 +32,36 @@ void mp_attention_forward_kv(const mp_backend *be, real *out, real *probs,
                              const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
                              int b, int heads_local, int hd, int rep, bool causal, bool exact)
 {
-    size_t hl = (size_t)heads_local * hd;
+    mp_attention_forward_dv(be, out, probs, q_base, q_row, k_base, v_base, kv_row, qpos, s, sk,
+                            b, heads_local, hd, hd, rep, causal, exact);
+}
+
+/* The same with value heads of hdv columns (latent attention: v_head_dim,
+ * while queries and keys have hd = nope + rope); out is [S, heads_local*hdv]. */
+void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs,
+                             const real *q_base, size_t q_row, const real *k_base,
+                             const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
+                             int b, int heads_local, int hd, int hdv, int rep, bool causal,
+                             bool exact)
+{
+    size_t hl = (size_t)heads_local * hdv;
     real scale = (real)1 / R_SQRT((real)hd);
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
             real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
             const real *q = q_base + (size_t)n * q_row + (size_t)a * hd;
             const real *k = k_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
-            const real *v = v_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
-            real *o = out + (size_t)n * hl + (size_t)a * hd;
+            const real *v = v_base + (size_t)n * kv_row + (size_t)(a / rep) * hdv;
+            real *o = out + (size_t)n * hl + (size_t)a * hdv;
             /* p[s, sk] = q[s, hd] k[sk, hd]^T */
             be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, q, (int)(b * q_row), k,
                      (int)(b * kv_row), 0.0, p, sk);
             be->attn_softmax(MP_REAL_KIND, p, s, sk, qpos, causal, (double)scale, exact);
-            /* o[s, hd] = p[s, sk] v[sk, hd] */
-            be->gemm(MP_REAL_KIND, false, false, s, hd, sk, 1.0, p, sk, v, (int)(b * kv_row), 0.0,
-                     o, (int)(b * hl));
+            /* o[s, hdv] = p[s, sk] v[sk, hdv] */
+            be->gemm(MP_REAL_KIND, false, false, s, hdv, sk, 1.0, p, sk, v, (int)(b * kv_row),
+                     0.0, o, (int)(b * hl));
             if (exact)
-                be->quantize(MP_REAL_KIND, o, (size_t)s, (size_t)hd, (size_t)b * hl, MP_Q_ACT,
+                be->quantize(MP_REAL_KIND, o, (size_t)s, (size_t)hdv, (size_t)b * hl, MP_Q_ACT,
                              MP_EXACT_MAX_INT);
         }
 }
@@ -78,24 +90,37 @@ void mp_attention_backward_kv(const mp_backend *be, real *dq_base, size_t dq_row
                               const int *qpos, int s, int sk, int b, int heads_local, int hd,
                               int rep, bool causal, real *scratch, bool exact)
 {
-    size_t hl = (size_t)heads_local * hd;
+    mp_attention_backward_dv(be, dq_base, dq_row, dk_base, dv_base, dkv_row, dout, q_base, q_row,
+                             k_base, v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hd,
+                             rep, causal, scratch, exact);
+}
+
+/* The same with value heads of hdv columns (dout is [S, heads_local*hdv]). */
+void mp_attention_backward_dv(const mp_backend *be, real *dq_base, size_t dq_row,
+                              real *dk_base, real *dv_base, size_t dkv_row, const real *dout,
+                              const real *q_base, size_t q_row, const real *k_base,
+                              const real *v_base, size_t kv_row, const real *probs,
+                              const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                              int hdv, int rep, bool causal, real *scratch, bool exact)
+{
+    size_t hl = (size_t)heads_local * hdv, hq = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
             const real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
-            const real *dO = dout + (size_t)n * hl + (size_t)a * hd;
+            const real *dO = dout + (size_t)n * hl + (size_t)a * hdv;
             const real *q = q_base + (size_t)n * q_row + (size_t)a * hd;
             const real *k = k_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
-            const real *v = v_base + (size_t)n * kv_row + (size_t)(a / rep) * hd;
+            const real *v = v_base + (size_t)n * kv_row + (size_t)(a / rep) * hdv;
             real *dq = dq_base + (size_t)n * dq_row + (size_t)a * hd;
             real *dk = dk_base + (size_t)n * dkv_row + (size_t)(a / rep) * hd;
-            real *dv = dv_base + (size_t)n * dkv_row + (size_t)(a / rep) * hd;
+            real *dv = dv_base + (size_t)n * dkv_row + (size_t)(a / rep) * hdv;
             int ldo = (int)(b * hl), ldq = (int)(b * q_row), ldkv = (int)(b * kv_row);
             int lddq = (int)(b * dq_row), lddkv = (int)(b * dkv_row);
-            /* dv[sk, hd] += p^T dO;  dP[s, sk] = dO v^T */
-            be->gemm(MP_REAL_KIND, true, false, sk, hd, s, 1.0, p, sk, dO, ldo, 1.0, dv, lddkv);
+            /* dv[sk, hdv] += p^T dO;  dP[s, sk] = dO v^T */
+            be->gemm(MP_REAL_KIND, true, false, sk, hdv, s, 1.0, p, sk, dO, ldo, 1.0, dv, lddkv);
             real *ds = scratch;
-            be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, dO, ldo, v, ldkv, 0.0, ds, sk);
+            be->gemm(MP_REAL_KIND, false, true, s, sk, hdv, 1.0, dO, ldo, v, ldkv, 0.0, ds, sk);
             be->attn_softmax_backward(MP_REAL_KIND, ds, p, s, sk, qpos, causal, (double)scale,
                                       exact);
             /* dq[s, hd] = dS k;  dk[sk, hd] += dS^T q */
@@ -103,7 +128,7 @@ void mp_attention_backward_kv(const mp_backend *be, real *dq_base, size_t dq_row
             be->gemm(MP_REAL_KIND, true, false, sk, hd, s, 1.0, ds, sk, q, ldq, 1.0, dk, lddkv);
         }
     if (exact)
-        be->quantize(MP_REAL_KIND, dq_base, (size_t)s * b, hl, dq_row, MP_Q_GRAD_ATT,
+        be->quantize(MP_REAL_KIND, dq_base, (size_t)s * b, hq, dq_row, MP_Q_GRAD_ATT,
                      MP_EXACT_MAX_INT);
 }
 

@@ -36,8 +36,10 @@ void mp_model_norm_backward(const mp_gpt *g, real *dx, real *dw, real *db,
                                   g->d.hidden, g->exact);
 }
 
-mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
-                                 mp_error *err)
+/* The block's first norm and attention up to att[S,hl] (before the output
+ * projection): the QKV heads' (latent attention: mla.c). */
+static mp_status attention_forward(mp_gpt *g, block_acts *B, int l, const real *x,
+                                   mp_error *err)
 {
     sizes z = sizes_of(&g->d);
     work W = work_of(g);
@@ -76,7 +78,38 @@ mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
                                 B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
                                 (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
     }
-    /* xmid[Sl,h] = x + reduce(att @ Wo[hl,h]) + bo   (row-parallel) */
+#undef P
+    return MP_OK;
+}
+
+/* dres[Sl,h] += the gradient through block l's norm w_k (MP_BLK_LN1_W or
+ * MP_BLK_LN2_W; its shift, if any, the tensor after) from W.dln[Sl,h] (the
+ * gradient of its output); the norm's own gradients accumulated. */
+void mp_model_norm_backward_add(mp_gpt *g, int l, int w_k, const real *xhat,
+                                const real *rstd, real *dres)
+{
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
+    mp_model_norm_backward(g, W.dtmp, blk(g->g, g, l, w_k), blk(g->g, g, l, w_k + 1), W.dln,
+                           xhat, rstd, blk(g->w, g, l, w_k), (int)z.Sl);
+    g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);
+    bq(g, dres, z.Sl * z.h, MP_Q_GRAD);
+}
+
+mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
+                                 mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
+    bool sp = g->d.sp && g->tp.size > 1;
+    const real *bias;
+#define P(k) blk(g->w, g, l, (k))
+    if (mp_dims_is_mla(&g->d))
+        CHECK(mp_mla_forward(g, B, l, x, err));
+    else
+        CHECK(attention_forward(g, B, l, x, err));
+    /* xmid[Sl,h] = x + reduce(att @ Wo[hl,h]) + bo   (row-parallel; hl = al*dv
+     * with latent attention) */
     GEMM(false, false, z.S, z.h, z.hl, B->att, z.hl, P(MP_BLK_PROJ_W), z.h, 0.0, W.part, z.h);
     CHECK(mp_model_tp_reduce(g, W.part, B->xmid, z.h, "tp-attn", err));
     if ((bias = P(MP_BLK_PROJ_B)))
@@ -158,10 +191,7 @@ mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
     CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-mlp-bwd", err));
     bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
 norm2:
-    mp_model_norm_backward(g, W.dtmp, G(MP_BLK_LN2_W), G(MP_BLK_LN2_B), W.dln, B->ln2_xhat,
-                           B->ln2_rstd, P(MP_BLK_LN2_W), (int)z.Sl);
-    g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);
-    bq(g, dres, z.Sl * z.h, MP_Q_GRAD);
+    mp_model_norm_backward_add(g, l, MP_BLK_LN2_W, B->ln2_xhat, B->ln2_rstd, dres);
     /* attention: dbo, dWo[hl,h] += att^T @ dfull; datt[S,hl] = dfull @ Wo^T */
     if ((bias = G(MP_BLK_PROJ_B)))
         g->be->bias_grad(MP_REAL_KIND, bias, dres, (int)z.Sl, (int)z.h);
@@ -170,6 +200,8 @@ norm2:
     GEMM(true, false, z.hl, z.h, z.S, B->att, z.hl, dfull, z.h, 1.0, G(MP_BLK_PROJ_W), z.h);
     GEMM(false, true, z.S, z.hl, z.h, dfull, z.h, P(MP_BLK_PROJ_W), z.h, 0.0, W.datt, z.hl);
     bq(g, W.datt, z.S * z.hl, MP_Q_GRAD);
+    if (mp_dims_is_mla(&g->d))
+        return mp_mla_backward(g, B, l, dres, err);
     if (z.cp > 1) {
         g->be->zero(W.dkv_full, z.sk * z.b * 2 * z.kc * sizeof(real));
         mp_attention_backward_kv(g->be, W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
@@ -200,10 +232,7 @@ norm2:
     GEMM(false, true, z.S, z.h, z.row, W.dqkv, z.row, P(MP_BLK_QKV_W), z.row, 0.0, W.part, z.h);
     CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-attn-bwd", err));
     bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
-    mp_model_norm_backward(g, W.dtmp, G(MP_BLK_LN1_W), G(MP_BLK_LN1_B), W.dln, B->ln1_xhat,
-                           B->ln1_rstd, P(MP_BLK_LN1_W), (int)z.Sl);
-    g->be->add(MP_REAL_KIND, dres, W.dtmp, z.Sl * z.h);
-    bq(g, dres, z.Sl * z.h, MP_Q_GRAD);
+    mp_model_norm_backward_add(g, l, MP_BLK_LN1_W, B->ln1_xhat, B->ln1_rstd, dres);
 #undef P
 #undef G
     return MP_OK;
@@ -214,7 +243,9 @@ norm2:
 void mp_model_recompute_probs(mp_gpt *g, block_acts *V)
 {
     sizes z = sizes_of(&g->d);
-    if (z.cp > 1)
+    if (mp_dims_is_mla(&g->d))
+        mp_mla_recompute_probs(g, V);
+    else if (z.cp > 1)
         mp_attention_forward_kv(g->be, V->att, V->probs, V->qkv, z.row, V->kv_full,
                                 V->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
                                 (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert,

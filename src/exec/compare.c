@@ -50,6 +50,18 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
         m->norm = MP_NORM_RMSNORM;
         m->position = MP_POS_RELATIVE;
     }
+    if (mp_dims_is_mla(d)) { /* the latent attention it ran, at the sizes it ran */
+        m->mla.q_lora_rank = d->q_lora;
+        m->mla.kv_lora_rank = d->kv_lora;
+        m->mla.qk_rope_head_dim = d->rope_dim;
+        m->mla.qk_nope_head_dim = d->nope_dim;
+        m->mla.v_head_dim = d->v_dim;
+        m->head_dim = d->nope_dim + d->rope_dim;
+        m->arch = MP_ARCH_LLAMA; /* the cost model's MLA is a LLaMA-style block's */
+        m->norm = MP_NORM_RMSNORM;
+        m->activation = d->swiglu ? MP_ACT_SWIGLU : MP_ACT_GELU;
+        m->position = MP_POS_ROPE;
+    }
     if (!shrink)
         *m = plan->config.model; /* full size (--solo): the plan's own model, LLaMA and T5 parts too */
     mp_status st = mp_model_finish(m, err);

@@ -24,17 +24,17 @@ static size_t cp_full_row(const mp_gpt *g, const sizes *z, int c, size_t i,
     return (size_t)mp_dims_global_pos(&other, (int)i) * z->b + n;
 }
 
-/* kv_full[sk*b,2kc] = every rank's K|V columns of qkv, by position: a ring
+/* kv_full[sk*b,kvw] = every rank's K|V columns of qkv, by position: a ring
  * of cp - 1 steps, each rank passing on the block it last received (the K/V
  * traffic of ring attention). */
 mp_status mp_model_cp_gather_kv(mp_gpt *g, const real *qkv, real *kv_full, mp_error *err)
 {
     sizes z = sizes_of(&g->d);
     work W = work_of(g);
-    size_t w = 2 * z.kc, blk = z.S * w;
+    size_t w = z.kvw, blk = z.S * w;
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     real *mine = W.kv_ranks + (size_t)me * blk;
-    g->be->copy2d(mine, w * sizeof(real), qkv + z.hl, z.row * sizeof(real), w * sizeof(real), z.S,
+    g->be->copy2d(mine, w * sizeof(real), qkv + z.kvo, z.row * sizeof(real), w * sizeof(real), z.S,
                   MP_COPY_D2D);
     for (int k = 1; k < cp; k++) {
         /* step k: pass on rank (me - k + 1)'s block, receive rank (me - k)'s */
@@ -52,7 +52,7 @@ mp_status mp_model_cp_gather_kv(mp_gpt *g, const real *qkv, real *kv_full, mp_er
     return MP_OK;
 }
 
-/* dkv_full[sk*b,2kc] (these queries' share) summed over the CP group; this
+/* dkv_full[sk*b,kvw] (these queries' share) summed over the CP group; this
  * rank's rows go to the K|V columns of dqkv[S,row]. A ring of cp - 1 steps:
  * each block's partial sum travels from rank owner + 1 around to its owner,
  * every rank adding its share on the way. */
@@ -61,7 +61,7 @@ mp_status mp_model_cp_reduce_dkv(mp_gpt *g, const real *dkv_full, real *dqkv,
 {
     sizes z = sizes_of(&g->d);
     work W = work_of(g);
-    size_t w = 2 * z.kc, blk = z.S * w;
+    size_t w = z.kvw, blk = z.S * w;
     int cp = (int)z.cp, me = g->cp.rank, next = (me + 1) % cp, prev = (me + cp - 1) % cp;
     for (int c = 0; c < cp; c++)
         for (size_t i = 0; i < z.s; i++)
@@ -79,7 +79,7 @@ mp_status mp_model_cp_reduce_dkv(mp_gpt *g, const real *dkv_full, real *dqkv,
         mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
     }
     const real *sum = W.kv_ranks + (size_t)me * blk;
-    g->be->copy2d(dqkv + z.hl, z.row * sizeof(real), sum, w * sizeof(real), w * sizeof(real), z.S,
+    g->be->copy2d(dqkv + z.kvo, z.row * sizeof(real), sum, w * sizeof(real), w * sizeof(real), z.S,
                   MP_COPY_D2D);
     return MP_OK;
 }

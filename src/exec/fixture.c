@@ -75,12 +75,14 @@ mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err)
     fclose(f);
     const mp_fixture_tensor *c = mp_fixture_find(fx, "config");
     const mp_fixture_tensor *a = mp_fixture_find(fx, "adam");
-    if (!c || !c->is_int || c->n != MP_FX_CONFIG_COUNT || !a || a->is_int || a->n != 5) {
+    if (!c || !c->is_int || (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_BASE) || !a ||
+        a->is_int || a->n != 5) {
         mp_fixture_free(fx);
         return mp_error_set(err, MP_EINPUT, path, 0, 0, "--test-fixture",
                             "no config or adam tensor of the expected size");
     }
-    memcpy(fx->config, c->data, sizeof fx->config);
+    memset(fx->config, 0, sizeof fx->config); /* a dense model's file has the base fields */
+    memcpy(fx->config, c->data, c->n * sizeof *fx->config);
     const float *h = a->data;
     fx->lr = h[0], fx->beta1 = h[1], fx->beta2 = h[2], fx->eps = h[3], fx->weight_decay = h[4];
     /* the data and results the run reads by index must have their sizes */
@@ -162,6 +164,22 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         {"model.arch (1 no biases)", c[MP_FX_NO_BIAS], d->no_bias},
         {"model.encoder_layers", c[MP_FX_ENC_LAYERS], enc_layers},
         {"model.decoder_seq", c[MP_FX_DEC_SEQ], dec_seq},
+        {"model.mla.q_lora_rank", c[MP_FX_Q_LORA], d->q_lora},
+        {"model.mla.kv_lora_rank", c[MP_FX_KV_LORA], d->kv_lora},
+        {"model.mla.qk_rope_head_dim", c[MP_FX_ROPE_DIM], d->rope_dim},
+        {"model.mla.qk_nope_head_dim", c[MP_FX_NOPE_DIM], d->nope_dim},
+        {"model.mla.v_head_dim", c[MP_FX_V_DIM], d->v_dim},
+        {"model.moe.experts", c[MP_FX_EXPERTS], d->experts},
+        {"model.moe.top_k", c[MP_FX_TOP_K], d->experts ? d->top_k : 0},
+        {"model.moe.expert_ffn", c[MP_FX_EXPERT_FFN], d->experts ? d->expert_ffn : 0},
+        {"model.moe.first_dense", c[MP_FX_FIRST_DENSE], d->experts ? d->moe_first_dense : 0},
+        {"model.moe shared experts' ffn", c[MP_FX_SHARED_FFN], d->experts ? d->shared_ffn : 0},
+        {"model.moe.router (1 sigmoid)", c[MP_FX_ROUTER_SIGMOID],
+         d->experts ? d->router_sigmoid : 0},
+        /* the fixture is dropless, every block after the first dense ones MoE */
+        {"model.moe.capacity_factor (0: dropless)", 0, d->experts && d->capacity_factor > 0},
+        {"model.moe.layer_freq", d->experts ? 1 : 0,
+         d->experts ? (d->moe_layer_freq > 0 ? d->moe_layer_freq : 1) : 0},
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].want != f[i].have)

@@ -32,7 +32,14 @@ typedef struct mp_fixture_tensor {
 enum {
     MP_FX_ARCH, MP_FX_LAYERS, MP_FX_HIDDEN, MP_FX_HEADS, MP_FX_KV_HEADS, MP_FX_FFN, MP_FX_VOCAB,
     MP_FX_SEQ, MP_FX_SEQUENCES, MP_FX_TIED, MP_FX_RMSNORM, MP_FX_SWIGLU, MP_FX_ROPE, MP_FX_NO_BIAS,
-    MP_FX_ENC_LAYERS, MP_FX_DEC_SEQ, MP_FX_CONFIG_COUNT
+    MP_FX_ENC_LAYERS, MP_FX_DEC_SEQ,
+    MP_FX_CONFIG_BASE, /* the fields every file has; those after, 0 when absent: */
+    /* latent attention (0: none) */
+    MP_FX_Q_LORA = MP_FX_CONFIG_BASE, MP_FX_KV_LORA, MP_FX_ROPE_DIM, MP_FX_NOPE_DIM, MP_FX_V_DIM,
+    /* mixture of experts (0 experts: none; dropless) */
+    MP_FX_EXPERTS, MP_FX_TOP_K, MP_FX_EXPERT_FFN, MP_FX_FIRST_DENSE, MP_FX_SHARED_FFN,
+    MP_FX_ROUTER_SIGMOID,
+    MP_FX_CONFIG_COUNT
 };
 
 typedef struct mp_fixture {

@@ -91,6 +91,18 @@ void mp_attention_backward_kv(const mp_backend *be, real *dq, size_t dq_row, rea
                               const real *probs, const int *qpos, int s, int sk, int b,
                               int heads_local, int hd, int rep, bool causal, real *scratch,
                               bool exact);
+/* The same with value heads of hdv columns, queries and keys of hd (latent
+ * attention); out and dout are [S, heads_local*hdv]. */
+void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs, const real *q,
+                             size_t q_row, const real *k, const real *v, size_t kv_row,
+                             const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                             int hdv, int rep, bool causal, bool exact);
+void mp_attention_backward_dv(const mp_backend *be, real *dq, size_t dq_row, real *dk,
+                              real *dv, size_t dkv_row, const real *dout, const real *q,
+                              size_t q_row, const real *k, const real *v, size_t kv_row,
+                              const real *probs, const int *qpos, int s, int sk, int b,
+                              int heads_local, int hd, int hdv, int rep, bool causal,
+                              real *scratch, bool exact);
 
 /* ---- model.c ---- one rank's part of the GPT. */
 typedef struct mp_acts mp_acts; /* saved activations of one micro-batch */

@@ -9,18 +9,20 @@
 #include "exec/kernels.h"
 #include "exec/quant.h"
 
+#include "exec/mla.h"
 #include "exec/moe.h"
 
 /* Saved activations of one block for one micro-batch. */
 typedef struct block_acts {
     real *ln1_xhat, *ln1_rstd, *ln1_full; /* [Sl,h] [Sl] [S,h] */
     real *qkv, *probs, *att;              /* [S,row] [b,a/t,s,sk] [S,hl]; row = hl + 2 kc */
-    real *kv_full;                        /* CP: [sk*b,2kc] every position's K|V */
+    real *kv_full;                        /* CP: [sk*b,kvw] every position's K|V */
     real *xmid;                           /* [Sl,h] residual after attention */
     real *ln2_xhat, *ln2_rstd, *ln2_full; /* [Sl,h] [Sl] [S,h] */
     real *fc1_pre, *fc1_act;              /* [S,f1] [S,Fl]; f1 = 2 Fl ([gate|up]) for SwiGLU */
     real *xout;                           /* [Sl,h] block output */
     real *moe;                            /* an MoE model's block state (exec/moe.h) */
+    real *mla;                            /* latent attention's block state (exec/mla.h) */
 } block_acts;
 
 struct mp_acts {
@@ -54,6 +56,7 @@ typedef struct work {
     real *kv_loc;   /* CP: [S,2kc] this rank's K|V, or its share of their gradient */
     real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
     real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
+    real *mla;       /* latent attention's workspace (exec/mla.h) */
     block_acts sblk; /* recomputation: one block's activations (probs alone for
                             selective), rebuilt in backward; empty without */
 } work;
@@ -62,12 +65,18 @@ typedef struct sizes {
     size_t S, Sl, h, hl, Fl, Vl, hd, al, s, b, L;
     size_t gl, rep;               /* key/value heads of this rank; query heads per one */
     size_t kc, row;               /* K (and V) columns; a QKV row: hl + 2 kc */
+    size_t kvo, kvw;              /* where K|V starts in a QKV row and its width (CP's ring
+                                     carries it): hl, 2 kc; latent attention's [Q | K | V]:
+                                     kc, kc + hl */
     size_t f1;                    /* fc1's output columns: Fl, or 2 Fl for SwiGLU */
     size_t sk, cp;                /* key positions (the whole sequence), CP degree */
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
     int most_recompute;           /* the most any block of the stage recomputes */
     bool emb, head;               /* the stage holds the embedding / the head */
     size_t moe;                   /* reals of one block's MoE state (0: dense model) */
+    size_t hdv;                   /* a value head's columns (hd but with latent attention) */
+    size_t mla, mla_work;         /* reals of one block's latent-attention state and of its
+                                     workspace (0: none) */
 } sizes;
 
 static inline sizes sizes_of(const mp_gpt_dims *d)
@@ -88,7 +97,23 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
     z.gl = (size_t)mp_dims_kv_heads(d) / (size_t)d->tp;
     z.rep = z.al / z.gl;
     z.kc = z.gl * z.hd;
+    z.hdv = z.hd;
+    if (mp_dims_is_mla(d)) {
+        /* [Q | K | V] with Q and K of nope + rope columns a head, V of v_dim;
+         * every query head its own key and value head */
+        z.hd = (size_t)(d->nope_dim + d->rope_dim);
+        z.hdv = (size_t)d->v_dim;
+        z.gl = z.al;
+        z.rep = 1;
+        z.kc = z.al * z.hd;
+        z.hl = z.al * z.hdv;
+    }
     z.row = z.hl + 2 * z.kc;
+    z.kvo = mp_dims_is_mla(d) ? z.kc : z.hl;
+    z.kvw = z.row - z.kvo;
+    mp_mla_sizes mz = mp_mla_sizes_of(d, z.S, z.Sl);
+    z.mla = mp_mla_layout_of(&mz).total;
+    z.mla_work = mp_mla_work_of(&mz).total;
     z.f1 = d->swiglu ? 2 * z.Fl : z.Fl;
     z.L = (size_t)d->layers;
     int ib, ie;
@@ -131,7 +156,7 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
             B->probs = take(base, u, z->b * z->al * z->s * z->sk);
         B->att = take(base, u, z->S * z->hl);
         if (z->cp > 1)
-            B->kv_full = take(base, u, z->sk * z->b * 2 * z->kc);
+            B->kv_full = take(base, u, z->sk * z->b * z->kvw);
         B->xmid = take(base, u, z->Sl * z->h);
         B->ln2_xhat = take(base, u, z->Sl * z->h);
         B->ln2_rstd = take(base, u, z->Sl);
@@ -139,6 +164,7 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
         B->fc1_pre = take(base, u, z->S * z->f1);
         B->fc1_act = take(base, u, z->S * z->Fl);
         B->moe = z->moe ? take(base, u, z->moe) : NULL;
+        B->mla = z->mla ? take(base, u, z->mla) : NULL;
     }
     B->xout = take(base, u, z->Sl * z->h);
 }
@@ -192,10 +218,11 @@ static inline size_t layout_work(work *W, real *base, const sizes *z)
     W->dact = take(base, &u, z->S * z->Fl);
     W->stats = take(base, &u, 3 * z->S);
     W->att_scratch = take(base, &u, z->s * z->sk);
-    size_t kv = z->cp > 1 ? z->sk * z->b * 2 * z->kc : 0;
-    W->kv_loc = take(base, &u, z->cp > 1 ? z->S * 2 * z->kc : 0);
+    size_t kv = z->cp > 1 ? z->sk * z->b * z->kvw : 0;
+    W->kv_loc = take(base, &u, z->cp > 1 ? z->S * z->kvw : 0);
     W->kv_ranks = take(base, &u, kv);
     W->dkv_full = take(base, &u, kv);
+    W->mla = z->mla_work ? take(base, &u, z->mla_work) : NULL;
     /* full recompute rebuilds a whole block here; selective only its probabilities */
     if (z->most_recompute == 2)
         layout_block(&W->sblk, base, &u, z, 0);
@@ -298,6 +325,8 @@ void mp_model_norm_forward(const mp_gpt *g, real *out, real *xhat, real *rstd,
 void mp_model_norm_backward(const mp_gpt *g, real *dx, real *dw, real *db,
                             const real *dout, const real *xhat, const real *rstd,
                             const real *w, int rows);
+void mp_model_norm_backward_add(mp_gpt *g, int l, int w_k, const real *xhat,
+                                const real *rstd, real *dres);
 mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
                                  mp_error *err);
 mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
@@ -308,6 +337,13 @@ void mp_model_recompute_probs(mp_gpt *g, block_acts *V);
  * = the gradient of the norm's output from dout[Sl,h], the weights' gradients
  * accumulated. */
 mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err);
+/* mla.c: a latent-attention block's attention. Forward: from the block's
+ * input x[Sl,h], its first norm and B->att[S,al*dv] (before the output
+ * projection); backward: from W.datt[S,al*dv], the gradient through the
+ * attention, the projections and the first norm added to dres[Sl,h]. */
+mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_error *err);
+mp_status mp_mla_backward(mp_gpt *g, block_acts *B, int l, real *dres, mp_error *err);
+void mp_mla_recompute_probs(mp_gpt *g, block_acts *V);
 mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
                           real *dln, mp_error *err);
 double mp_model_nsp_forward(mp_gpt *g, mp_acts *A);

@@ -66,6 +66,44 @@ static int add(builder *b, const char *name, int rows, int cols, mp_split split,
     return add_as(b, name, rows, cols, split, init, sp_partial, item, ref);
 }
 
+/* One latent-attention block's tensors (params.h, MP_BLK_MLA_*): the
+ * down-projections and their norms replicated over TP (under SP each rank's
+ * rows only, so their gradients are summed over TP), the up-projections
+ * column-parallel by whole heads, as Megatron-Core splits them. */
+static void add_mla_block(builder *b, int *blk, const char *side, int li, int item)
+{
+    const mp_gpt_dims *d = b->d;
+    int h = d->hidden, dqk = d->nope_dim + d->rope_dim;
+    char n[64];
+    struct {
+        int k;
+        const char *name;
+        int rows, cols;
+        mp_split split;
+        mp_init_class init;
+        bool down;
+    } t[] = {
+        {MP_BLK_MLA_QDOWN_W, "q_down.weight", h, d->q_lora, MP_SPLIT_NONE, MP_INIT_WEIGHT, true},
+        {MP_BLK_MLA_QNORM_W, "q_norm.weight", 1, d->q_lora, MP_SPLIT_NONE, MP_INIT_GAMMA, true},
+        {MP_BLK_MLA_QUP_W, d->q_lora ? "q_up.weight" : "q.weight", d->q_lora ? d->q_lora : h,
+         d->heads * dqk, MP_SPLIT_COLS, MP_INIT_WEIGHT, false},
+        {MP_BLK_MLA_KVDOWN_W, "kv_down.weight", h, d->kv_lora + d->rope_dim, MP_SPLIT_NONE,
+         MP_INIT_WEIGHT, true},
+        {MP_BLK_MLA_KVNORM_W, "kv_norm.weight", 1, d->kv_lora, MP_SPLIT_NONE, MP_INIT_GAMMA,
+         true},
+        {MP_BLK_MLA_KVUP_W, "kv_up.weight", d->kv_lora, d->heads * (d->nope_dim + d->v_dim),
+         MP_SPLIT_COLS, MP_INIT_WEIGHT, false},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        if (t[i].cols == 0) /* q_lora 0: no query down-projection nor its norm */
+            continue;
+        snprintf(n, sizeof n, "%slayers.%d.%s", side, li, t[i].name);
+        blk[t[i].k] = add(b, n, t[i].rows, t[i].cols, t[i].split, t[i].init, t[i].down, item);
+        if (blk[t[i].k] >= 0)
+            b->l->p[blk[t[i].k]].latent_down = t[i].down;
+    }
+}
+
 mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -88,7 +126,12 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                             "ep=%d must divide the experts (%d) and tp=%d the expert and shared "
                             "ffn (%d, %d), with 1 <= top_k (%d) <= experts (%d)", mp_dims_ep(d), d->experts, t,
                             d->expert_ffn, d->shared_ffn, d->top_k, d->experts);
-    if (d->rope && mp_dims_head_dim(d) % 2)
+    if (mp_dims_is_mla(d) && (d->rope_dim % 2 || d->rope_dim < 2 || d->nope_dim < 0 ||
+                              d->v_dim < 1 || d->q_lora < 0))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla.qk_rope_head_dim",
+                            "latent attention needs an even rope head dim (%d) and a v head "
+                            "dim (%d) of at least 1", d->rope_dim, d->v_dim);
+    if (d->rope && !mp_dims_is_mla(d) && mp_dims_head_dim(d) % 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "rotary embeddings need an even head dim (%d)", mp_dims_head_dim(d));
     builder b = {.l = out, .d = d};
@@ -137,7 +180,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     }
     /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
     int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;
-    bool bias = !d->no_bias, shift = !d->rmsnorm;
+    bool bias = !d->no_bias, shift = !d->rmsnorm, mla = mp_dims_is_mla(d);
     for (int l = 0; l < d->layers; l++) {
         char n[48];
         bool dec = d->t5 && l >= d->enc_layers;
@@ -158,9 +201,12 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         BLK(MP_BLK_LN1_W, true, "ln1.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
         BLK(MP_BLK_LN1_B, shift, "ln1.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
         SECTIONS(d->heads * hd, g * hd, g * hd);
-        BLK(MP_BLK_QKV_W, true, "qkv.weight", h, qkv, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_QKV_B, bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
-        BLK(MP_BLK_PROJ_W, true, "proj.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_QKV_W, !mla, "qkv.weight", h, qkv, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
+        BLK(MP_BLK_QKV_B, !mla && bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
+        if (mla) /* latent attention: down-projections replicated, up-projections by heads */
+            add_mla_block(&b, blk, side, li, l + 1);
+        BLK(MP_BLK_PROJ_W, true, "proj.weight", mla ? d->heads * d->v_dim : h, h, MP_SPLIT_ROWS,
+            MP_INIT_WEIGHT, false);
         BLK(MP_BLK_PROJ_B, bias, "proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
         /* T5 decoder: cross-attention, Q from this stream, K|V from the encoder's */
         BLK(MP_BLK_LNX_W, dec, "lnx.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);

@@ -63,12 +63,21 @@ typedef struct mp_gpt_dims {
     double capacity_factor; /* 0: dropless */
     bool router_sigmoid;    /* sigmoid scores (DeepSeek-V3), else softmax */
     int ep, ep_rank, etp;
+    /* Multi-head latent attention (exec/mla.h; kv_lora == 0: none). Queries:
+     * x W_dq [q_lora], RMSNorm, W_uq [heads x (nope + rope)] (q_lora == 0: x W_q
+     * straight); keys and values: x W_dkv [kv_lora | rope], RMSNorm of the
+     * kv_lora part, W_ukv [heads x (nope + v)]; the rope part is one rotary key
+     * shared by every head. */
+    int q_lora, kv_lora, rope_dim, nope_dim, v_dim;
     /* The distributed optimizer shards the dense tensors over DP x CP and an
      * MoE model's experts over expert-DP: the experts then start, and the flat
      * buffers end, at a multiple of this (lcm of the two groups' sizes; 0 or
      * 1: no alignment beyond the DP padding). */
     int flat_align;
 } mp_gpt_dims;
+
+/* Whether the blocks' attention is multi-head latent attention. */
+static inline bool mp_dims_is_mla(const mp_gpt_dims *d) { return d->kv_lora > 0; }
 
 /* Elements allocated for a flat buffer of `total`: padded to a multiple of
  * pad_to (the DP shards) and of d's flat_align (a multiple of pad_to). */
@@ -155,6 +164,8 @@ typedef struct mp_param {
     int lrows, lcols;     /* this rank's part */
     mp_split split;
     mp_init_class init;
+    bool latent_down;     /* MLA's down-projections and their norms: replicated over TP, their
+                             SP sum (sp_partial) is --test-drop-allreduce tp-mla-grad's */
     bool sp_partial;      /* under SP each TP rank holds the gradient of its tokens only:
                              all-reduce it over TP (LayerNorms, row-parallel biases, positions) */
     size_t offset;        /* of this rank's part in the flat buffers */
@@ -183,6 +194,14 @@ enum {
     MP_BLK_ROUTER_W, MP_BLK_EXP_FC1_W, MP_BLK_EXP_FC2_W,
     /* its shared experts, as one MLP of their summed width, split over TP */
     MP_BLK_SHR_FC1_W, MP_BLK_SHR_FC2_W,
+    /* multi-head latent attention (in place of QKV; proj is [heads*v_dim, h]):
+     * the query down-projection [h, q_lora], its RMSNorm, the query
+     * up-projection [q_lora, heads*(nope+rope)] (q_lora 0: [h, ...] straight);
+     * the key/value down-projection [h, kv_lora + rope] (the latent and the
+     * shared rotary key), the latent's RMSNorm, its up-projection [kv_lora,
+     * heads*(nope+v)] */
+    MP_BLK_MLA_QDOWN_W, MP_BLK_MLA_QNORM_W, MP_BLK_MLA_QUP_W, MP_BLK_MLA_KVDOWN_W,
+    MP_BLK_MLA_KVNORM_W, MP_BLK_MLA_KVUP_W,
     MP_BLK_COUNT
 };
 

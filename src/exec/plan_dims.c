@@ -23,9 +23,15 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
-    if (mp_model_is_mla(m))
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
-                            "%s: exec does not run latent attention yet", m->name);
+    bool mla = mp_model_is_mla(m);
+    if (mla && (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla",
+                            "%s: exec runs latent attention in decoder-only models only",
+                            m->name);
+    if (mla && m->position != MP_POS_ROPE)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
+                            "latent attention turns its rope head dims: position must be rope, "
+                            "not %s", mp_position_name(m->position));
     /* GPT, LLaMA's variants of its parts, BERT's encoder and heads, T5 */
     bool t5 = m->arch == MP_ARCH_T5;
     if (t5) {
@@ -42,7 +48,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "position %s is not supported by this executor yet (learned, "
                             "rope; relative in t5)", mp_position_name(m->position));
-    if (!shrink && m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
+    if (!shrink && !mla && m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
@@ -136,6 +142,18 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->tp = tp;
     out->sp = sp;
     out->cp = cp;
+    if (mla) { /* latent attention (exec/mla.h); shrunk: small ranks, the q path's kind kept */
+        const struct mp_mla *a = &m->mla;
+        out->q_lora = shrink ? (a->q_lora_rank ? 16 : 0) : (int)a->q_lora_rank;
+        out->kv_lora = shrink ? 12 : (int)a->kv_lora_rank;
+        out->rope_dim = shrink ? 4 : (int)a->qk_rope_head_dim;
+        out->nope_dim = shrink ? 8 : (int)a->qk_nope_head_dim;
+        out->v_dim = shrink ? 6 : (int)a->v_head_dim;
+        if (out->rope_dim < 2 || out->rope_dim % 2 || out->v_dim < 1)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla.qk_rope_head_dim",
+                                "latent attention needs an even qk_rope_head_dim of at least 2 "
+                                "(%d) and a v_head_dim (%d)", out->rope_dim, out->v_dim);
+    }
     if (out->heads < 1 || out->hidden < 1 || out->vocab < 1 || out->seq < 1 ||
         out->layers < 0 || out->hidden % out->heads)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
@@ -147,7 +165,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
                             "tp=%d must divide heads (%d), kv_heads (%d), ffn_hidden (%d) and "
                             "vocab (%d)", tp, out->heads, mp_dims_kv_heads(out), out->ffn,
                             out->vocab);
-    if (out->rope && (out->hidden / out->heads) % 2)
+    if (out->rope && !mla && (out->hidden / out->heads) % 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "rotary embeddings need an even head dim (%d)",
                             out->hidden / out->heads);
@@ -253,6 +271,9 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
             k = 2 * tokens_total;
         if (k < mp_moe_exact_terms(d))
             k = mp_moe_exact_terms(d);
+        if (mp_dims_is_mla(d)) /* the latents' gradients: every head's columns */
+            k = max_int((int)k, d->heads * max_int(d->nope_dim + d->rope_dim,
+                                                   d->nope_dim + d->v_dim));
         if (k > MP_EXACT_MAX_TERMS)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--exact",
                                 "exact mode needs every reduction to be at most %d terms long; "

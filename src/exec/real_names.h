@@ -47,8 +47,10 @@
 
 /* attention.c */
 #define mp_attention_backward MP_REAL_NAME(mp_attention_backward)
+#define mp_attention_backward_dv MP_REAL_NAME(mp_attention_backward_dv)
 #define mp_attention_backward_kv MP_REAL_NAME(mp_attention_backward_kv)
 #define mp_attention_forward MP_REAL_NAME(mp_attention_forward)
+#define mp_attention_forward_dv MP_REAL_NAME(mp_attention_forward_dv)
 #define mp_attention_forward_kv MP_REAL_NAME(mp_attention_forward_kv)
 
 /* model.c */
@@ -72,6 +74,7 @@
 #define mp_model_block_backward MP_REAL_NAME(mp_model_block_backward)
 #define mp_model_block_forward MP_REAL_NAME(mp_model_block_forward)
 #define mp_model_norm_backward MP_REAL_NAME(mp_model_norm_backward)
+#define mp_model_norm_backward_add MP_REAL_NAME(mp_model_norm_backward_add)
 #define mp_model_norm_forward MP_REAL_NAME(mp_model_norm_forward)
 #define mp_model_recompute_probs MP_REAL_NAME(mp_model_recompute_probs)
 
@@ -128,6 +131,11 @@
 #define mp_zero_reduce_microbatch MP_REAL_NAME(mp_zero_reduce_microbatch)
 #define mp_zero_reduce_replicas MP_REAL_NAME(mp_zero_reduce_replicas)
 #define mp_zero_release_params MP_REAL_NAME(mp_zero_release_params)
+
+/* mla.c */
+#define mp_mla_backward MP_REAL_NAME(mp_mla_backward)
+#define mp_mla_forward MP_REAL_NAME(mp_mla_forward)
+#define mp_mla_recompute_probs MP_REAL_NAME(mp_mla_recompute_probs)
 
 /* moe_layer.c */
 #define mp_moe_backward MP_REAL_NAME(mp_moe_backward)

@@ -15,13 +15,14 @@
 # (the plan's recompute), LRC=list (its layer_recompute, one per layer item),
 # PREC=bf16|fp16 (the plan's precision; default fp32); templates with experts: EP=n, ETP=n (expert
 # parallelism; default 1, and etp 0: = tp), CF=x (capacity factor; default 0, dropless), ROUTER=softmax|sigmoid,
-# SHARED=n (shared experts; default 0); ZERO=2|3 (the plan's zero; with DISTOPT true),
+# SHARED=n (shared experts; default 0); templates with latent attention: QLORA=n (the query
+# latent's rank; default 16, 0: none); ZERO=2|3 (the plan's zero; with DISTOPT true),
 # HSDP=true (the plan's hsdp), HWFILE=file (its `hw:` mapping replaces the plan's profile name).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
 pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile=
-ep=1 etp=0 cf=0 router=softmax shared=0
+ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -32,6 +33,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     RC=*) rc=${1#RC=} ;; LRC=*) lrc=${1#LRC=} ;; PREC=*) prec=${1#PREC=} ;;
     ZERO=*) zero=${1#ZERO=} ;; HSDP=*) hsdp=${1#HSDP=} ;; HWFILE=*) hwfile=${1#HWFILE=} ;;
     EP=*) ep=${1#EP=} ;; ETP=*) etp=${1#ETP=} ;; CF=*) cf=${1#CF=} ;; ROUTER=*) router=${1#ROUTER=} ;; SHARED=*) shared=${1#SHARED=} ;;
+    QLORA=*) qlora=${1#QLORA=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -42,7 +44,7 @@ gpus=$((tp * dp * pp * cp))
 sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt/" \
     -e "s/@GPUS@/$gpus/; s/@GB@/$((mb * dp * m))/; s/@MB@/$mb/; s/@TIED@/$tied/" \
     -e "s/@SCHED@/$sched/; s/@LAYERS@/$layers/; s/@VPP@/$vpp/; s/@CP@/$cp/; s/@HW@/$hw/; s/@KV@/$kv/" \
-    -e "s/@EP@/$ep/; s/@ETP@/$etp/; s/@CF@/$cf/; s/@ROUTER@/$router/; s/@SHARED@/$shared/" "$template" > "$T/plan.yaml" || exit 99
+    -e "s/@EP@/$ep/; s/@ETP@/$etp/; s/@CF@/$cf/; s/@ROUTER@/$router/; s/@SHARED@/$shared/; s/@QLORA@/$qlora/" "$template" > "$T/plan.yaml" || exit 99
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
 if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi

@@ -308,6 +308,10 @@ static void check_model_gradients_of(mp_gpt_dims d)
         }
         if (!(worst <= 1e-6 + 1e-5 * scale))
             fail_msg("%s: gradient off by %g (scale %g)", p->name, worst, scale);
+        /* latent attention's blocks: every tensor must carry signal, or the
+         * comparison above proves nothing about it */
+        if (mp_dims_is_mla(&d) && strstr(p->name, "layers.") && !(scale > 1e-9))
+            fail_msg("%s: no gradient to check (scale %g)", p->name, scale);
     }
     mp_gpt_free_f64(&g);
     mp_param_layout_free(&lay);
@@ -548,6 +552,82 @@ static void test_model_gradients_moe(void **state)
     d.rmsnorm = d.swiglu = d.rope = d.no_bias = false;
     d.kv_heads = 0;
     check_model_gradients_of(d);
+}
+
+/* Multi-head latent attention (DeepSeek-V2/V3) in LLaMA-style blocks: the
+ * query and key/value down-projections, their RMSNorms, the up-projections,
+ * the shared rotary key and the output projection from heads x v_head_dim,
+ * every tensor against finite differences; queries through their latent or
+ * straight from the hidden state; with a mixture of experts; in GPT's blocks. */
+static mp_gpt_dims tiny_mla_dims(int tp, int tp_rank, bool sp, int q_lora)
+{
+    mp_gpt_dims d = tiny_llama_dims(tp, tp_rank, sp, false, 4, 0);
+    d.q_lora = q_lora;
+    d.kv_lora = 12;
+    d.rope_dim = 4;
+    d.nope_dim = 6;
+    d.v_dim = 5; /* odd and unlike the qk head dim: the value heads' own width */
+    return d;
+}
+
+static void test_model_gradients_mla(void **state)
+{
+    (void)state;
+    check_model_gradients_of(tiny_mla_dims(1, 0, false, 10));
+    check_model_gradients_of(tiny_mla_dims(1, 0, false, 0));
+    mp_gpt_dims d = tiny_mla_dims(1, 0, false, 10);
+    d.experts = 4;
+    d.top_k = 2;
+    d.expert_ffn = 16;
+    d.moe_first_dense = 1;
+    d.router_sigmoid = true;
+    d.shared_ffn = 16;
+    check_model_gradients_of(d);
+    d = tiny_mla_dims(1, 0, false, 10); /* LayerNorm, GeLU, biases, tied */
+    d.rmsnorm = d.swiglu = d.no_bias = false;
+    d.tied = true;
+    check_model_gradients_of(d);
+}
+
+/* The latent-attention tensors' TP parts: the down-projections and their
+ * norms whole on every rank, the up-projections' columns (whole heads) and
+ * the output projection's rows each on one. */
+static void test_mla_slices_partition(void **state)
+{
+    (void)state;
+    for (int tp = 1; tp <= 4; tp *= 2) {
+        mp_param_layout lay[4];
+        mp_error err;
+        for (int r = 0; r < tp; r++) {
+            mp_gpt_dims d = tiny_mla_dims(tp, r, tp > 1, 10);
+            assert_int_equal(mp_param_layout_build(&d, &lay[r], &err), MP_OK);
+        }
+        int seen_mla = 0;
+        for (int pid = 0; pid < lay[0].n; pid++) {
+            const mp_param *p0 = &lay[0].p[pid];
+            bool down = strstr(p0->name, "_down.") || strstr(p0->name, "_norm.");
+            bool up = strstr(p0->name, "_up.");
+            if (!down && !up)
+                continue;
+            seen_mla++;
+            assert_true(p0->latent_down == down);
+            assert_int_equal(p0->split, down ? MP_SPLIT_NONE : MP_SPLIT_COLS);
+            assert_true(p0->sp_partial == (down && tp > 1)); /* summed over TP under SP */
+            size_t full = (size_t)p0->rows * p0->cols;
+            unsigned char *seen = calloc(full, 1);
+            for (int r = 0; r < tp; r++) {
+                const mp_param *p = &lay[r].p[pid];
+                for (size_t i = 0; i < (size_t)p->lrows * p->lcols; i++)
+                    seen[mp_param_full_index(p, r, i)]++;
+            }
+            for (size_t f = 0; f < full; f++)
+                assert_int_equal(seen[f], down ? tp : 1);
+            free(seen);
+        }
+        assert_int_equal(seen_mla, 2 * 6); /* two blocks of six */
+        for (int r = 0; r < tp; r++)
+            mp_param_layout_free(&lay[r]);
+    }
 }
 
 /* Each expert tensor's parts over the (TP, EP) ranks cover it: once with
@@ -1007,6 +1087,8 @@ int main(void)
         cmocka_unit_test(test_model_gradients_t5),
         cmocka_unit_test(test_rope_turns_back),
         cmocka_unit_test(test_model_gradients_moe),
+        cmocka_unit_test(test_model_gradients_mla),
+        cmocka_unit_test(test_mla_slices_partition),
         cmocka_unit_test(test_slices_partition_tensors),
         cmocka_unit_test(test_expert_slices_partition),
         cmocka_unit_test(test_qkv_split_keeps_heads),

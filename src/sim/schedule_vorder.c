@@ -1,0 +1,253 @@
+/* schedule_vorder.c — ZB-V's compute order from the ops' own times.
+ *
+ * Qi et al. build their zero-bubble schedules from profiled F, B, W times
+ * and a memory limit ("Zero Bubble Pipeline Parallelism", 2023, §3: a greedy
+ * that runs each rank's next op as soon as it can; "Pipeline Parallelism
+ * with Controllable Memory", 2024, for the V placement). This is that greedy
+ * as a list scheduler over time, all ranks together: when a rank is free it
+ * takes a ready F while it holds fewer than 2p chunk activations (p
+ * micro-batches of whole-stage activations: 1F1B's first rank, "1x
+ * memory"), chunk 1 first (the later stage drains the V); else a ready B,
+ * chunk 0 first (it frees a micro-batch's W sooner); else its oldest
+ * deferred W; else it waits for the next op to become ready. An op is ready
+ * once the op it depends on has ended and its message has landed: F of
+ * stage k after F of stage k-1 plus the link's transfer time, B after its
+ * own F and B of stage k+1 plus the transfer. A rank that sends waits for
+ * its message to land (Megatron's synchronous p2p, the simulator's
+ * default). With unit times and free transfers this is exactly the order
+ * the unit-time generator gave (F = B = W; tests/sim/test_engine.c holds it
+ * to 6m + (p-1) F-times); with real times the order follows the slow
+ * ranks (rank 0 holds both the embedding and the head) instead of idling
+ * them on a unit-time plan.
+ *
+ * Each op is placed only after every op it depends on has been placed, so
+ * the placement order is a topological order of the whole step: the lists
+ * cannot deadlock under any durations (the order only decides the speed). */
+#include "sim/schedule_vorder.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "sim/heap.h"
+
+typedef struct vorder {
+    int32_t p, m, S;          /* S = 2p virtual stages */
+    const mp_op_times *t;
+    double *f_end, *b_end;    /* per (stage, micro-batch): end time, -1 = not placed */
+    int32_t *next_f, *next_b; /* per stage: its next micro-batch */
+    int32_t *wq;              /* per rank: FIFO of deferred W, (mb << 1) | chunk */
+    int32_t *wq_head, *wq_tail, *live;
+    double *free_at;          /* per rank: when it can start its next op */
+    double *key;              /* per rank: the time of its live heap entry, INFINITY = none */
+    mp_heap heap;
+    mp_op_list *out;
+} vorder;
+
+static int32_t stage_of(const vorder *z, int32_t r, int32_t c)
+{
+    return c ? z->S - 1 - r : r;
+}
+
+static int32_t rank_of(const vorder *z, int32_t k)
+{
+    return k < z->p ? k : z->S - 1 - k;
+}
+
+static double dur(const vorder *z, mp_op_kind kind, int32_t k)
+{
+    if (!z->t)
+        return 1.0;
+    return kind == MP_OP_F ? z->t->f[k] : kind == MP_OP_B ? z->t->b[k] : z->t->w[k];
+}
+
+/* The transfer between stages k and k+1; nothing at the V's turn (one rank). */
+static double link_time(const vorder *z, int32_t k)
+{
+    if (!z->t || !z->t->link || k == z->p - 1)
+        return 0.0;
+    return z->t->link[k];
+}
+
+static double f_ready(const vorder *z, int32_t k, int32_t i)
+{
+    if (k == 0)
+        return 0.0;
+    double e = z->f_end[(size_t)(k - 1) * z->m + i];
+    return e < 0 ? INFINITY : e + link_time(z, k - 1);
+}
+
+static double b_ready(const vorder *z, int32_t k, int32_t i)
+{
+    double own = z->f_end[(size_t)k * z->m + i];
+    if (own < 0)
+        return INFINITY;
+    if (k == z->S - 1)
+        return own;
+    double e = z->b_end[(size_t)(k + 1) * z->m + i];
+    if (e < 0)
+        return INFINITY;
+    e += link_time(z, k);
+    return e > own ? e : own;
+}
+
+static bool heap_push(vorder *z, double time, int32_t r)
+{
+    mp_heap *h = &z->heap;
+    if (h->n == h->cap) { /* stale entries stay until popped: grow */
+        mp_heap_item *items = realloc(h->items, (size_t)h->cap * 2 * sizeof *items);
+        if (!items)
+            return false;
+        h->items = items;
+        h->cap *= 2;
+    }
+    z->key[r] = time;
+    return mp_heap_push(h, time, r);
+}
+
+/* Rank q can run an op from `at` on: bring its heap entry forward. */
+static bool wake(vorder *z, int32_t q, double at)
+{
+    if (at < z->free_at[q])
+        at = z->free_at[q];
+    return at < z->key[q] ? heap_push(z, at, q) : true;
+}
+
+static void emit(vorder *z, int32_t r, mp_op_kind kind, int32_t mb, int32_t chunk)
+{
+    mp_op_list *l = &z->out[r];
+    l->ops[l->n++] = (mp_op){.kind = (uint8_t)kind, .microbatch = mb, .chunk = chunk};
+}
+
+/* Places F or B of micro-batch i on rank r's chunk c at `now`. */
+static bool place(vorder *z, int32_t r, int32_t c, mp_op_kind kind, int32_t i, double now)
+{
+    int32_t k = stage_of(z, r, c), m = z->m;
+    double end = now + dur(z, kind, k);
+    emit(z, r, kind, i, c);
+    if (kind == MP_OP_F) {
+        z->f_end[(size_t)k * m + i] = end;
+        z->next_f[k]++;
+        z->live[r]++;
+        if (k == z->S - 1) {
+            z->free_at[r] = end;
+            return true;
+        }
+        /* a send waits until it has landed (synchronous p2p) */
+        z->free_at[r] = end + link_time(z, k);
+        int32_t q = rank_of(z, k + 1);
+        return q == r || wake(z, q, end + link_time(z, k));
+    }
+    z->b_end[(size_t)k * m + i] = end;
+    z->next_b[k]++;
+    z->wq[(size_t)r * 2 * m + z->wq_tail[r]++] = (i << 1) | c;
+    if (k == 0) {
+        z->free_at[r] = end;
+        return true;
+    }
+    z->free_at[r] = end + link_time(z, k - 1);
+    int32_t q = rank_of(z, k - 1);
+    return q == r || wake(z, q, end + link_time(z, k - 1));
+}
+
+/* Rank r's choice at `now`: runs one op and returns -1, or returns when it
+ * should look again (INFINITY: not before a neighbour places an op). -2 when
+ * out of memory. */
+static double step(vorder *z, int32_t r, double now)
+{
+    double soonest = INFINITY;
+    for (int32_t c = 1; c >= 0; c--) {
+        int32_t k = stage_of(z, r, c), i = z->next_f[k];
+        /* A rank full of chunk-0 activations that all wait for their
+         * chunk-1 forward here could not take that forward: a deadlock,
+         * which uneven times can reach (unit times never do, so this never
+         * changes their order). */
+        int32_t waiting = z->next_f[stage_of(z, r, 0)] - z->next_f[stage_of(z, r, 1)];
+        bool full = z->live[r] >= z->S ||
+                    (c == 0 && z->live[r] == z->S - 1 && waiting == z->live[r]);
+        if (i >= z->m || full)
+            continue;
+        double rd = f_ready(z, k, i);
+        if (rd <= now)
+            return place(z, r, c, MP_OP_F, i, now) ? -1 : -2;
+        soonest = rd < soonest ? rd : soonest;
+    }
+    for (int32_t c = 0; c <= 1; c++) {
+        int32_t k = stage_of(z, r, c), i = z->next_b[k];
+        if (i >= z->m)
+            continue;
+        double rd = b_ready(z, k, i);
+        if (rd <= now)
+            return place(z, r, c, MP_OP_B, i, now) ? -1 : -2;
+        soonest = rd < soonest ? rd : soonest;
+    }
+    if (z->wq_head[r] < z->wq_tail[r]) {
+        int32_t w = z->wq[(size_t)r * 2 * z->m + z->wq_head[r]++];
+        z->live[r]--;
+        emit(z, r, MP_OP_W, w >> 1, w & 1);
+        z->free_at[r] = now + dur(z, MP_OP_W, stage_of(z, r, w & 1));
+        return -1;
+    }
+    return soonest;
+}
+
+static mp_status run(vorder *z, mp_error *err)
+{
+    int64_t left = (int64_t)z->S * z->m * 3;
+    for (int32_t r = 0; r < z->p; r++)
+        if (!heap_push(z, 0.0, r))
+            return MP_ENOMEM;
+    mp_heap_item it;
+    while (left > 0 && mp_heap_pop(&z->heap, &it)) {
+        int32_t r = it.id;
+        if (it.time != z->key[r])
+            continue; /* superseded by an earlier wake */
+        double next = step(z, r, it.time);
+        if (next == -2)
+            return MP_ENOMEM;
+        if (next == -1) {
+            left--;
+            next = z->free_at[r];
+        }
+        if (next == INFINITY)
+            z->key[r] = INFINITY; /* a neighbour's op wakes it */
+        else if (!heap_push(z, next, r))
+            return MP_ENOMEM;
+    }
+    if (left > 0)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                            "zb-v order stalled (p=%d m=%d)", (int)z->p, (int)z->m);
+    return MP_OK;
+}
+
+mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
+                                mp_error *err)
+{
+    size_t sm = (size_t)2 * p * m;
+    vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out};
+    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    int32_t *n = calloc(sm + (size_t)7 * p, sizeof *n);
+    mp_status st = MP_ENOMEM;
+    if (d && n && mp_heap_init(&z.heap, 2 * p)) {
+        z.f_end = d;
+        z.b_end = d + sm;
+        z.free_at = d + 2 * sm;
+        z.key = z.free_at + p;
+        for (size_t i = 0; i < 2 * sm; i++)
+            d[i] = -1;
+        for (int32_t r = 0; r < p; r++)
+            z.free_at[r] = 0, z.key[r] = INFINITY;
+        z.wq = n;
+        z.next_f = n + sm;
+        z.next_b = z.next_f + 2 * p;
+        z.wq_head = z.next_b + 2 * p;
+        z.wq_tail = z.wq_head + p;
+        z.live = z.wq_tail + p;
+        st = run(&z, err);
+    }
+    mp_heap_free(&z.heap);
+    free(d);
+    free(n);
+    if (st == MP_ENOMEM)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    return st;
+}

@@ -40,10 +40,13 @@ const char *mp_op_kind_name(mp_op_kind k); /* "F", "B", "W", "send-fwd", ... */
  * b, w the time of one micro-batch's F, B (input gradient) and W (weight
  * gradient) on that stage; link[k] the time of a message between stages k
  * and k+1, either way (unused where both are on one rank); link may be NULL
- * (free transfers). A NULL mp_op_times is the unit-time order: F = B = W = 1,
- * free transfers. Any unit: only ratios matter. */
+ * (free transfers). act[k]: the activation bytes one micro-batch stashes on
+ * stage k; a rank holds at most p (act of its chunk 0 + act of its chunk 1),
+ * the closed form's 2p chunks at their mean (NULL: equal, 2p chunks). A NULL
+ * mp_op_times is the unit-time order: F = B = W = 1, free transfers. Any
+ * unit: only ratios matter. */
 typedef struct mp_op_times {
-    const double *f, *b, *w, *link;
+    const double *f, *b, *w, *link, *act;
 } mp_op_times;
 
 /* The op list of one pipeline rank. v must be 1 except for interleaved, and

@@ -8,12 +8,12 @@
 #include "sim/simulate.h"
 
 /* The times the engine gives each op (engine.c: op_duration, run_send),
- * laid out as mp_op_times wants them. */
+ * and the activations it counts, laid out as mp_op_times wants them. */
 static mp_status cost_times(const mp_pipeline_cost *pc, double **buf, mp_op_times *t,
                             mp_error *err)
 {
     size_t n = (size_t)pc->n_stages;
-    double *d = malloc(4 * (n ? n : 1) * sizeof *d);
+    double *d = malloc(5 * (n ? n : 1) * sizeof *d);
     if (!d)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
     for (size_t k = 0; k < n; k++) {
@@ -24,8 +24,9 @@ static mp_status cost_times(const mp_pipeline_cost *pc, double **buf, mp_op_time
         d[2 * n + k] = split ? sc->bwd_weight : sc->bwd / 2;
         /* an activation k -> k+1 and its gradient back are send_bytes of k */
         d[3 * n + k] = pc->p2p_latency + (pc->p2p_bw > 0 ? sc->send_bytes / pc->p2p_bw : 0);
+        d[4 * n + k] = sc->act_bytes;
     }
-    *t = (mp_op_times){.f = d, .b = d + n, .w = d + 2 * n, .link = d + 3 * n};
+    *t = (mp_op_times){.f = d, .b = d + n, .w = d + 2 * n, .link = d + 3 * n, .act = d + 4 * n};
     *buf = d;
     return MP_OK;
 }

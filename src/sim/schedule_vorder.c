@@ -37,6 +37,7 @@ typedef struct vorder {
     int32_t *next_f, *next_b; /* per stage: its next micro-batch */
     int32_t *wq;              /* per rank: FIFO of deferred W, (mb << 1) | chunk */
     int32_t *wq_head, *wq_tail, *live;
+    double *held, *cap;       /* per rank: activations stashed, and the most it may */
     double *free_at;          /* per rank: when it can start its next op */
     double *key;              /* per rank: the time of its live heap entry, INFINITY = none */
     mp_heap heap;
@@ -51,6 +52,13 @@ static int32_t stage_of(const vorder *z, int32_t r, int32_t c)
 static int32_t rank_of(const vorder *z, int32_t k)
 {
     return k < z->p ? k : z->S - 1 - k;
+}
+
+/* Stage k's activations per micro-batch: 1 without sizes (then the cap
+ * is 2p chunks exactly as in the unit-time order). */
+static double act(const vorder *z, int32_t k)
+{
+    return z->t && z->t->act ? z->t->act[k] : 1.0;
 }
 
 static double dur(const vorder *z, mp_op_kind kind, int32_t k)
@@ -128,6 +136,7 @@ static bool place(vorder *z, int32_t r, int32_t c, mp_op_kind kind, int32_t i, d
         z->f_end[(size_t)k * m + i] = end;
         z->next_f[k]++;
         z->live[r]++;
+        z->held[r] += act(z, k);
         if (k == z->S - 1) {
             z->free_at[r] = end;
             return true;
@@ -162,8 +171,9 @@ static double step(vorder *z, int32_t r, double now)
          * which uneven times can reach (unit times never do, so this never
          * changes their order). */
         int32_t waiting = z->next_f[stage_of(z, r, 0)] - z->next_f[stage_of(z, r, 1)];
-        bool full = z->live[r] >= z->S ||
-                    (c == 0 && z->live[r] == z->S - 1 && waiting == z->live[r]);
+        double a = act(z, k), a1 = act(z, stage_of(z, r, 1));
+        bool full = z->held[r] + a > z->cap[r] ||
+                    (c == 0 && z->held[r] + a + a1 > z->cap[r] && waiting == z->live[r]);
         if (i >= z->m || full)
             continue;
         double rd = f_ready(z, k, i);
@@ -183,6 +193,7 @@ static double step(vorder *z, int32_t r, double now)
     if (z->wq_head[r] < z->wq_tail[r]) {
         int32_t w = z->wq[(size_t)r * 2 * z->m + z->wq_head[r]++];
         z->live[r]--;
+        z->held[r] -= act(z, stage_of(z, r, w & 1));
         emit(z, r, MP_OP_W, w >> 1, w & 1);
         z->free_at[r] = now + dur(z, MP_OP_W, stage_of(z, r, w & 1));
         return -1;
@@ -224,7 +235,7 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out};
-    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)4 * p) * sizeof *d);
     int32_t *n = calloc(sm + (size_t)7 * p, sizeof *n);
     mp_status st = MP_ENOMEM;
     if (d && n && mp_heap_init(&z.heap, 2 * p)) {
@@ -234,8 +245,15 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
         z.key = z.free_at + p;
         for (size_t i = 0; i < 2 * sm; i++)
             d[i] = -1;
-        for (int32_t r = 0; r < p; r++)
-            z.free_at[r] = 0, z.key[r] = INFINITY;
+        z.held = z.key + p;
+        z.cap = z.held + p;
+        for (int32_t r = 0; r < p; r++) {
+            z.free_at[r] = z.held[r] = 0;
+            z.key[r] = INFINITY;
+            /* the closed form's 2p chunks at the mean of the rank's two; a
+             * hair over it, so that rounding cannot refuse the last one */
+            z.cap[r] = p * (act(&z, r) + act(&z, 2 * p - 1 - r)) * (1 + 1e-12);
+        }
         z.wq = n;
         z.next_f = n + sm;
         z.next_b = z.next_f + 2 * p;

@@ -37,7 +37,12 @@ mp_status mp_sim_schedule(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
 {
     double *buf = NULL;
     mp_op_times t;
-    bool timed = s == MP_SCHED_ZBV && pc && pc->stages && (int64_t)pc->n_stages == (int64_t)p * v;
+    /* One order per plan, whatever the engine's options: the one the
+     * executor runs. It is built for inline MoE dispatch (an op's output
+     * ready when its compute ends); under ep overlap it does not use the
+     * shorter compute stream (tests/sim/test_engine.c test_moe_ep_overlap). */
+    bool timed = s == MP_SCHED_ZBV && pc && pc->stages &&
+                 (int64_t)pc->n_stages == (int64_t)p * v;
     mp_status st = timed ? cost_times(pc, &buf, &t, err) : MP_OK;
     if (st != MP_OK)
         return st;

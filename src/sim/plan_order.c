@@ -1,4 +1,4 @@
-/* schedule_cost.c — the op lists of a schedule for given stage costs: the
+/* plan_order.c — the op lists of a schedule for given stage costs: the
  * one place where the simulator and the executor get their orders, so that
  * both run the same lists (ZB-V's order depends on the op times; the other
  * schedules' orders do not). */

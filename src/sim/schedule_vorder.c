@@ -18,7 +18,11 @@
  * the unit-time generator gave (F = B = W; tests/sim/test_engine.c holds it
  * to 6m + (p-1) F-times); with real times the order follows the slow
  * ranks (rank 0 holds both the embedding and the head) instead of idling
- * them on a unit-time plan.
+ * them on a unit-time plan. Given real times, three orders are built -- the
+ * unit-time one, and the real-time one with F or with B preferred -- each
+ * is timed by replaying it under the same assumptions, and the fastest
+ * that keeps to the memory cap is kept (the unit-time one on a tie), so the
+ * order is never slower there than the unit-time order.
  *
  * Each op is placed only after every op it depends on has been placed, so
  * the placement order is a topological order of the whole step: the lists
@@ -42,6 +46,7 @@ typedef struct vorder {
     double *key;              /* per rank: the time of its live heap entry, INFINITY = none */
     mp_heap heap;
     mp_op_list *out;
+    bool b_first;             /* a ready B before a ready F (a second policy to try) */
 } vorder;
 
 static int32_t stage_of(const vorder *z, int32_t r, int32_t c)
@@ -158,12 +163,10 @@ static bool place(vorder *z, int32_t r, int32_t c, mp_op_kind kind, int32_t i, d
     return q == r || wake(z, q, end + link_time(z, k - 1));
 }
 
-/* Rank r's choice at `now`: runs one op and returns -1, or returns when it
- * should look again (INFINITY: not before a neighbour places an op). -2 when
- * out of memory. */
-static double step(vorder *z, int32_t r, double now)
+/* Rank r's ready F (chunk 1 first) at `now`: 1 placed, 0 none (soonest
+ * lowered to when one will be), -1 out of memory. */
+static int try_f(vorder *z, int32_t r, double now, double *soonest)
 {
-    double soonest = INFINITY;
     for (int32_t c = 1; c >= 0; c--) {
         int32_t k = stage_of(z, r, c), i = z->next_f[k];
         /* A rank full of chunk-0 activations that all wait for their
@@ -178,18 +181,38 @@ static double step(vorder *z, int32_t r, double now)
             continue;
         double rd = f_ready(z, k, i);
         if (rd <= now)
-            return place(z, r, c, MP_OP_F, i, now) ? -1 : -2;
-        soonest = rd < soonest ? rd : soonest;
+            return place(z, r, c, MP_OP_F, i, now) ? 1 : -1;
+        *soonest = rd < *soonest ? rd : *soonest;
     }
+    return 0;
+}
+
+/* The same for a ready B, chunk 0 first. */
+static int try_b(vorder *z, int32_t r, double now, double *soonest)
+{
     for (int32_t c = 0; c <= 1; c++) {
         int32_t k = stage_of(z, r, c), i = z->next_b[k];
         if (i >= z->m)
             continue;
         double rd = b_ready(z, k, i);
         if (rd <= now)
-            return place(z, r, c, MP_OP_B, i, now) ? -1 : -2;
-        soonest = rd < soonest ? rd : soonest;
+            return place(z, r, c, MP_OP_B, i, now) ? 1 : -1;
+        *soonest = rd < *soonest ? rd : *soonest;
     }
+    return 0;
+}
+
+/* Rank r's choice at `now`: runs one op and returns -1, or returns when it
+ * should look again (INFINITY: not before a neighbour places an op). -2 when
+ * out of memory. */
+static double step(vorder *z, int32_t r, double now)
+{
+    double soonest = INFINITY;
+    int got = z->b_first ? try_b(z, r, now, &soonest) : try_f(z, r, now, &soonest);
+    if (got == 0)
+        got = z->b_first ? try_f(z, r, now, &soonest) : try_b(z, r, now, &soonest);
+    if (got != 0)
+        return got > 0 ? -1 : -2;
     if (z->wq_head[r] < z->wq_tail[r]) {
         int32_t w = z->wq[(size_t)r * 2 * z->m + z->wq_head[r]++];
         z->live[r]--;
@@ -230,11 +253,12 @@ static mp_status run(vorder *z, mp_error *err)
     return MP_OK;
 }
 
-mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
-                                mp_error *err)
+/* One list scheduling run (t NULL: unit times) into out[0..p-1]. */
+static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first,
+                        mp_op_list *out, mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
-    vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out};
+    vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first};
     double *d = malloc((2 * sm + (size_t)4 * p) * sizeof *d);
     int32_t *n = calloc(sm + (size_t)7 * p, sizeof *n);
     mp_status st = MP_ENOMEM;
@@ -267,5 +291,106 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     free(n);
     if (st == MP_ENOMEM)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    return st;
+}
+
+/* The step time of given lists under the times the list scheduling assumes
+ * (each rank runs its ops in order, each as soon as its input has landed),
+ * or INFINITY when a rank would stash more than the cap. Ranks are run until
+ * they block; the op that unblocks one puts it back on the stack. */
+static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
+                     double *d, int32_t *n)
+{
+    size_t sm = (size_t)2 * p * m;
+    vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .f_end = d, .b_end = d + sm};
+    double *free_at = d + 2 * sm, *held = free_at + p, makespan = 0;
+    int32_t *pos = n, *stack = n + p, *queued = n + 2 * p, top = 0;
+    for (size_t i = 0; i < 2 * sm; i++)
+        d[i] = -1;
+    for (int32_t r = 0; r < p; r++) {
+        free_at[r] = held[r] = 0;
+        pos[r] = 0;
+        stack[top++] = r;
+        queued[r] = 1;
+    }
+    while (top > 0) {
+        int32_t r = stack[--top];
+        queued[r] = 0;
+        double cap = p * (act(&z, r) + act(&z, 2 * p - 1 - r)) * (1 + 1e-12);
+        for (; pos[r] < lists[r].n; pos[r]++) {
+            const mp_op *op = &lists[r].ops[pos[r]];
+            int32_t k = stage_of(&z, r, op->chunk), i = op->microbatch, q = -1;
+            mp_op_kind kind = (mp_op_kind)op->kind;
+            double rd = kind == MP_OP_F   ? f_ready(&z, k, i)
+                        : kind == MP_OP_B ? b_ready(&z, k, i)
+                                          : 0;
+            if (rd == INFINITY)
+                break; /* its input is not computed yet */
+            double start = rd > free_at[r] ? rd : free_at[r], end = start + dur(&z, kind, k);
+            makespan = end > makespan ? end : makespan;
+            free_at[r] = end;
+            if (kind == MP_OP_F) {
+                d[(size_t)k * m + i] = end;
+                if ((held[r] += act(&z, k)) > cap)
+                    return INFINITY;
+                q = k + 1 < z.S ? rank_of(&z, k + 1) : -1;
+                free_at[r] += q >= 0 ? link_time(&z, k) : 0;
+            } else if (kind == MP_OP_B) {
+                d[sm + (size_t)k * m + i] = end;
+                q = k > 0 ? rank_of(&z, k - 1) : -1;
+                free_at[r] += q >= 0 ? link_time(&z, k - 1) : 0;
+            } else {
+                held[r] -= act(&z, k);
+            }
+            if (q >= 0 && q != r && !queued[q]) {
+                stack[top++] = q;
+                queued[q] = 1;
+            }
+        }
+    }
+    return makespan;
+}
+
+mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
+                                mp_error *err)
+{
+    if (!t)
+        return greedy(p, m, NULL, false, out, err);
+    /* Qi et al. try several schedules and keep the fastest; here three
+     * orders: the unit-time one, and list scheduling over the real times
+     * with F or B first, each timed by replay(); the first of the fastest
+     * that keeps to the memory cap wins. */
+    size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
+    mp_op_list *cand = calloc((size_t)3 * p, sizeof *cand);
+    mp_op *ops = malloc((size_t)3 * p * per * sizeof *ops);
+    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    int32_t *n = malloc((size_t)3 * p * sizeof *n);
+    mp_status st = MP_OK;
+    if (!cand || !ops || !d || !n)
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    int best = -1;
+    double best_time = INFINITY;
+    for (int c = 0; c < 3 && st == MP_OK; c++) {
+        for (int32_t r = 0; r < p; r++)
+            cand[c * p + r] = (mp_op_list){.ops = ops + ((size_t)c * p + r) * per,
+                                           .cap = (int32_t)per};
+        st = greedy(p, m, c ? t : NULL, c == 2, cand + c * p, err);
+        double time = st == MP_OK ? replay(p, m, t, cand + c * p, d, n) : INFINITY;
+        if (time < best_time) {
+            best = c;
+            best_time = time;
+        }
+    }
+    if (st == MP_OK && best < 0) /* cannot happen: the timed runs keep to the cap */
+        best = 1;
+    for (int32_t r = 0; r < p && st == MP_OK; r++) {
+        const mp_op_list *src = &cand[best * p + r];
+        for (int32_t i = 0; i < src->n; i++)
+            out[r].ops[out[r].n++] = src->ops[i];
+    }
+    free(cand);
+    free(ops);
+    free(d);
+    free(n);
     return st;
 }

@@ -2,10 +2,11 @@
  * plans: GPT-3 175B and Llama-3 70B on dgx-h100, tp 8, dp 2, pp 4-16, 8-64
  * micro-batches. With at least as many micro-batches as ranks (m >= p) the
  * simulated pipeline of ZB-V stays within TOLERANCE of its closed form (the
- * estimate's pipeline: step - DP - optimizer); the unit-time order it
- * replaces missed it by up to +10% here (llama3-70b pp 4) and +14% on
- * llama3-8b pp 2. Below m = p neither order reaches the closed form (its
- * critical-path term is a lower bound there; see docs/simulator.md).
+ * estimate's pipeline: step - DP - optimizer; at most +0.3% here); the
+ * unit-time order alone missed it by up to +10% here (llama3-70b pp 4) and
+ * +14% on llama3-8b pp 2. Below m = p no order tried reaches the closed form
+ * (+23% at pp 16, m 8: its critical-path term is a lower bound there; see
+ * docs/simulator.md).
  * Each rank's stash stays within the closed form's memory: p times its two
  * chunks' activations. `test_sim_vorder --rows` prints the table of
  * docs/simulator.md (1F1B, ZB-H1, ZB-V bubbles). */
@@ -24,7 +25,7 @@
 #include "sim/simulate.h"
 
 /* How far ZB-V's simulated pipeline may exceed its closed form. */
-#define TOLERANCE 0.03
+#define TOLERANCE 0.01
 
 static mp_config plan_config(const char *model, int64_t p, int64_t m, mp_schedule_kind s)
 {
@@ -124,17 +125,17 @@ static void test_exec_gets_the_simulated_order(void **state)
     (void)state;
     mp_plan plan;
     memset(&plan, 0, sizeof plan);
-    plan.config = plan_config("gpt3-175b", 8, 16, MP_SCHED_ZBV);
+    plan.config = plan_config("llama3-70b", 4, 16, MP_SCHED_ZBV);
     mp_error err;
     mp_pipeline_cost pc = {0};
     assert_int_equal(mp_pipeline_cost_build(&plan.config, &plan, &pc, &err), MP_OK);
-    mp_op_list all[8];
-    assert_int_equal(mp_sim_schedule(MP_SCHED_ZBV, 8, 2, 16, &pc, -1, all, &err), MP_OK);
+    mp_op_list all[4];
+    assert_int_equal(mp_sim_schedule(MP_SCHED_ZBV, 4, 2, 16, &pc, -1, all, &err), MP_OK);
     int differs = 0;
-    for (int32_t r = 0; r < 8; r++) {
+    for (int32_t r = 0; r < 4; r++) {
         mp_op_list ex, unit;
         assert_int_equal(mp_sim_plan_schedule(&plan, 16, r, &ex, &err), MP_OK);
-        assert_int_equal(mp_schedule_build(MP_SCHED_ZBV, 8, 2, 16, r, &unit, &err), MP_OK);
+        assert_int_equal(mp_schedule_build(MP_SCHED_ZBV, 4, 2, 16, r, &unit, &err), MP_OK);
         assert_int_equal(ex.n, all[r].n);
         for (int32_t i = 0; i < ex.n; i++) {
             assert_int_equal(ex.ops[i].kind, all[r].ops[i].kind);

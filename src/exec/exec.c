@@ -23,6 +23,7 @@
 #include "exec/watchdog.h"
 #include "planner/cost_internal.h"
 #include "sim/schedule.h"
+#include "sim/simulate.h" /* mp_sim_plan_schedule */
 
 void mp_exec_opts_default(mp_exec_opts *o)
 {
@@ -302,8 +303,8 @@ static mp_status build_chunks(run *R, const mp_plan *plan, mp_error *err)
         st = mp_exec_t5_embedding_group(
             rt, R->lay[0].wte >= 0 || (d->tied && R->lay[0].head >= 0), err);
     if (!st)
-        st = mp_schedule_build(plan->config.parallel.schedule, rt->pp, v, R->m, rt->pp_rank,
-                               &R->ops, err);
+        /* the simulator's list for this plan (ZB-V: ordered by its stage costs) */
+        st = mp_sim_plan_schedule(plan, R->m, rt->pp_rank, &R->ops, err);
     return st;
 }
 

@@ -12,6 +12,7 @@
 #include "exec/kernels.h"
 #include "exec/ref_sync.h"
 #include "planner/cost_internal.h"
+#include "sim/simulate.h" /* mp_sim_plan_schedule */
 
 int mp_exec_slots(const mp_op_list *ops, int chunk)
 {
@@ -80,7 +81,7 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
     int edp = d->experts > 0 ? (int)mp_parallel_edp(par) : 1;
     bool dist = par->dist_opt && (dpcp > 1 || edp > 1);
     mp_op_list ops = {0};
-    mp_status st = mp_schedule_build(par->schedule, pp, v, m, pp_rank, &ops, err);
+    mp_status st = mp_sim_plan_schedule(plan, m, pp_rank, &ops, err);
     if (st)
         return st;
     memset(r, 0, sizeof *r);

@@ -477,7 +477,7 @@ static mp_status engine_setup(engine *e, mp_error *err)
         e->arrival[i] = -1;
     for (int32_t k = 0; k < n; k++)
         e->grads_left[k] = e->m;
-    mp_status st = mp_schedule_build_all(e->kind, p, e->v, e->m, e->lists, err);
+    mp_status st = mp_sim_schedule(e->kind, p, e->v, e->m, e->pc, -1, e->lists, err);
     if (st != MP_OK)
         return st;
     for (int32_t r = 0; r < p; r++) {

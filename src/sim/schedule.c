@@ -16,6 +16,7 @@
  * own chunk 1: a SEND/RECV pair with itself, which costs nothing). */
 #include "sim/schedule.h"
 #include "sim/schedule_internal.h"
+#include "sim/schedule_vorder.h"
 
 #include "core/plan.h" /* MP_MAX_STAGES */
 
@@ -197,97 +198,35 @@ static void build_interleaved(builder *b, int32_t m)
 }
 
 /* ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory"):
- * two chunks per rank in a V, B split from W. The order is generated the way
- * the paper builds its V schedules: list scheduling of all ranks together at
- * unit times (F = B = W), each idle rank taking a ready F while it holds
- * fewer than 2p chunk activations (p micro-batches of whole-stage
- * activations, 1F1B's peak), else a ready B, else its oldest deferred W.
- * Among ready Fs chunk 1 goes first (the later stage drains the V), among
- * ready Bs chunk 0. With F = B = W this leaves only the fill of the first
- * forward, (p-1) F, for m = p and m >= 2p (tests/sim/test_engine.c holds it
- * to that; between them the list scheduling idles up to p-2 units more). The
- * order comes from a run that completes, so it cannot deadlock under any
- * durations. */
-typedef struct zbv_state {
-    int32_t p, m;
-    int32_t *f_end, *b_end;   /* per (stage, micro-batch): finish time, -1 = not run */
-    int32_t *next_f, *next_b; /* per stage: the next micro-batch */
-    int32_t *wq;              /* per rank: FIFO of deferred W, (mb << 1) | chunk */
-    int32_t *wq_head, *wq_tail, *live;
-} zbv_state;
-
-/* Whether op `end` of micro-batch i on stage k has finished by time t
- * (k outside the pipeline: nothing to wait for). */
-static bool zbv_done(const zbv_state *z, const int32_t *end, int32_t k, int32_t i, int32_t t)
+ * two chunks per rank in a V, B split from W. The compute order comes from
+ * list scheduling all ranks together over the ops' times
+ * (sim/schedule_vorder.c: unit times unless the caller has real ones);
+ * here the transfers are put around it. */
+static mp_status build_zbv_all(builder *bs, int32_t p, int32_t m, const mp_op_times *t,
+                               mp_error *err)
 {
-    if (k < 0 || k >= 2 * z->p)
-        return true;
-    int32_t e = end[(size_t)k * z->m + i];
-    return e >= 0 && e <= t;
-}
-
-/* One unit of work for rank r at time t, if any is ready; false when idle. */
-static bool zbv_step(zbv_state *z, builder *b, int32_t p, int32_t r, int32_t t)
-{
-    int32_t S = 2 * p, m = z->m;
-    int32_t *wq = z->wq + (size_t)r * 2 * m;
-    /* the later stage first: chunk 1 (stage 2p-1-r) drains the V */
-    for (int32_t c = 1; c >= 0 && z->live[r] < S; c--) {
-        int32_t k = c ? S - 1 - r : r, i = z->next_f[k];
-        if (i < m && zbv_done(z, z->f_end, k - 1, i, t)) {
-            z->f_end[(size_t)k * m + i] = t + 1;
-            z->next_f[k]++;
-            z->live[r]++;
-            forward(b, i, c);
-            return true;
-        }
-    }
-    /* B: the earlier stage first (chunk 0 finishes a micro-batch's W sooner) */
-    for (int32_t c = 0; c <= 1; c++) {
-        int32_t k = c ? S - 1 - r : r, i = z->next_b[k];
-        if (i < m && zbv_done(z, z->f_end, k, i, t) && zbv_done(z, z->b_end, k + 1, i, t)) {
-            z->b_end[(size_t)k * m + i] = t + 1;
-            z->next_b[k]++;
-            wq[z->wq_tail[r]++] = (i << 1) | c;
-            backward(b, i, c);
-            return true;
-        }
-    }
-    if (z->wq_head[r] < z->wq_tail[r]) {
-        int32_t w = wq[z->wq_head[r]++];
-        z->live[r]--;
-        push(b, MP_OP_W, w >> 1, w & 1);
-        return true;
-    }
-    return false;
-}
-
-static mp_status build_zbv_all(builder *bs, int32_t p, int32_t m, mp_error *err)
-{
-    size_t sm = (size_t)2 * p * m;
-    /* finish times, next micro-batch per stage, W queues, three counters per rank */
-    int32_t *mem = calloc(2 * sm + (size_t)4 * p + sm + (size_t)3 * p, sizeof *mem);
-    if (!mem)
+    mp_op_list *order = calloc((size_t)p, sizeof *order);
+    mp_op *ops = malloc((size_t)p * 6 * m * sizeof *ops);
+    if (!order || !ops) {
+        free(order);
+        free(ops);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
-    zbv_state z = {.p = p, .m = m, .f_end = mem, .b_end = mem + sm, .next_f = mem + 2 * sm};
-    z.next_b = z.next_f + 2 * p;
-    z.wq = z.next_b + 2 * p;
-    z.wq_head = z.wq + sm;
-    z.wq_tail = z.wq_head + p;
-    z.live = z.wq_tail + p;
-    for (size_t i = 0; i < 2 * sm; i++)
-        mem[i] = -1;
-    mp_status st = MP_OK;
-    int64_t left = (int64_t)p * m * 6;
-    for (int32_t t = 0; left > 0 && st == MP_OK; t++) {
-        int64_t before = left;
-        for (int32_t r = 0; r < p; r++)
-            left -= zbv_step(&z, &bs[r], p, r, t);
-        if (left == before) /* nobody could move: would stall forever */
-            st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
-                              "zb-v generator stalled (p=%d m=%d)", (int)p, (int)m);
     }
-    free(mem);
+    for (int32_t r = 0; r < p; r++)
+        order[r] = (mp_op_list){.ops = ops + (size_t)r * 6 * m, .cap = 6 * m};
+    mp_status st = mp_schedule_zbv_order(p, m, t, order, err);
+    for (int32_t r = 0; r < p && st == MP_OK; r++)
+        for (int32_t i = 0; i < order[r].n; i++) {
+            const mp_op *op = &order[r].ops[i];
+            if (op->kind == MP_OP_F)
+                forward(&bs[r], op->microbatch, op->chunk);
+            else if (op->kind == MP_OP_B)
+                backward(&bs[r], op->microbatch, op->chunk);
+            else
+                push(&bs[r], MP_OP_W, op->microbatch, op->chunk);
+        }
+    free(ops);
+    free(order);
     return st;
 }
 
@@ -476,6 +415,12 @@ static mp_status build_rank(builder *b, int32_t m, mp_error *err)
 mp_status mp_schedule_build_all(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                 mp_op_list *out, mp_error *err)
 {
+    return mp_schedule_build_all_timed(s, p, v, m, NULL, out, err);
+}
+
+mp_status mp_schedule_build_all_timed(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                      const mp_op_times *t, mp_op_list *out, mp_error *err)
+{
     for (int32_t r = 0; r < (p > 0 && p <= MP_MAX_STAGES ? p : 0); r++)
         out[r] = (mp_op_list){0};
     mp_status st = check_args(s, p, v, m, 0, err);
@@ -487,7 +432,7 @@ mp_status mp_schedule_build_all(mp_schedule_kind s, int32_t p, int32_t v, int32_
         bs[r] = (builder){.out = &out[r], .s = s, .p = p, .v = v, .rank = r};
     }
     if (st == MP_OK && s == MP_SCHED_ZBV) {
-        st = build_zbv_all(bs, p, m, err);
+        st = build_zbv_all(bs, p, m, t, err);
     } else {
         for (int32_t r = 0; r < p && st == MP_OK; r++)
             st = build_rank(&bs[r], m, err);
@@ -501,6 +446,13 @@ mp_status mp_schedule_build_all(mp_schedule_kind s, int32_t p, int32_t v, int32_
 mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
                             mp_op_list *out, mp_error *err)
 {
+    return mp_schedule_build_timed(s, p, v, m, rank, NULL, out, err);
+}
+
+mp_status mp_schedule_build_timed(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                  int32_t rank, const mp_op_times *t, mp_op_list *out,
+                                  mp_error *err)
+{
     out->ops = NULL;
     out->n = out->cap = 0;
     mp_status st = check_args(s, p, v, m, rank, err);
@@ -511,7 +463,7 @@ mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
         mp_op_list *all = calloc((size_t)p, sizeof *all);
         if (!all)
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
-        st = mp_schedule_build_all(s, p, v, m, all, err);
+        st = mp_schedule_build_all_timed(s, p, v, m, t, all, err);
         if (st == MP_OK) {
             *out = all[rank];
             all[rank] = (mp_op_list){0};

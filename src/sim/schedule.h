@@ -35,6 +35,20 @@ typedef struct mp_op_list {
 
 const char *mp_op_kind_name(mp_op_kind k); /* "F", "B", "W", "send-fwd", ... */
 
+/* Per-op times that ZB-V's order is built from (the other schedules' orders
+ * do not depend on them). Arrays indexed by virtual stage (p*v entries): f,
+ * b, w the time of one micro-batch's F, B (input gradient) and W (weight
+ * gradient) on that stage; link[k] the time of a message between stages k
+ * and k+1, either way (unused where both are on one rank); link may be NULL
+ * (free transfers). act[k]: the activation bytes one micro-batch stashes on
+ * stage k; a rank holds at most p (act of its chunk 0 + act of its chunk 1),
+ * the closed form's 2p chunks at their mean (NULL: equal, 2p chunks). A NULL
+ * mp_op_times is the unit-time order: F = B = W = 1, free transfers. Any
+ * unit: only ratios matter. */
+typedef struct mp_op_times {
+    const double *f, *b, *w, *link, *act;
+} mp_op_times;
+
 /* The op list of one pipeline rank. v must be 1 except for interleaved, and
  * 2 for the V schedules (zb-v, dualpipev) and dualpipe (its chunk is the
  * direction: 0 carries micro-batches 0..m/2-1 from rank 0 up, 1 carries
@@ -48,6 +62,15 @@ mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
  * together. On failure every list is empty. */
 mp_status mp_schedule_build_all(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                 mp_op_list *out, mp_error *err);
+/* The same with the order built from real op times (t may be NULL: the
+ * unit-time order, what mp_schedule_build and mp_schedule_build_all give).
+ * The simulator builds with its stage costs (mp_sim_schedule in
+ * sim/simulate.h), and the executor asks it for the same lists. */
+mp_status mp_schedule_build_timed(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                  int32_t rank, const mp_op_times *t, mp_op_list *out,
+                                  mp_error *err);
+mp_status mp_schedule_build_all_timed(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                      const mp_op_times *t, mp_op_list *out, mp_error *err);
 void mp_op_list_free(mp_op_list *l);
 
 /* What a SEND/RECV op talks to. Virtual stage k = mp_schedule_stage(s, p,

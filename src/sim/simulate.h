@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/plan.h"
 #include "planner/cost.h"
+#include "sim/schedule.h"
 #include "sim/timeline.h"
 
 typedef struct mp_sim_options {
@@ -78,5 +79,21 @@ void mp_sim_result_free(mp_sim_result *r);
 mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                            const mp_pipeline_cost *pc, bool dp_overlap,
                            const mp_sim_options *opt, mp_sim_result *out, mp_error *err);
+
+/* The op lists the engine runs for these stage costs (pc->n_stages ==
+ * p*v): pipeline rank `rank`'s into *out, or with rank -1 all p ranks' into
+ * out[0..p-1]. ZB-V's order is built from the costs' op times (F, B = the
+ * input gradient, W, and each link's transfer: latency + send_bytes /
+ * p2p_bw, MoE dispatch inline) and activation bytes; the other schedules'
+ * orders do not depend on the costs. */
+mp_status mp_sim_schedule(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                          const mp_pipeline_cost *pc, int32_t rank, mp_op_list *out,
+                          mp_error *err);
+/* The plan's list for pipeline rank `rank` with m micro-batches, the one the
+ * simulator runs for it: for ZB-V the
+ * stage costs come from the same cost model call the simulator makes
+ * (mp_pipeline_cost_build on the plan). What the executor runs. */
+mp_status mp_sim_plan_schedule(const mp_plan *plan, int32_t m, int32_t rank, mp_op_list *out,
+                               mp_error *err);
 
 #endif

@@ -15,11 +15,12 @@ import sys
 import tempfile
 
 # Bottom to top. A file belongs to the first layer with a matching prefix
-# (schedule, its schedule_*.c builders and timeline before the rest of src/sim). "uses": the layers its
-# files may include besides its own.
+# (schedule*.c, timeline and the heap, which schedule_vorder.c uses, before
+# the rest of src/sim). "uses": the layers its files may include besides its
+# own.
 LAYERS = [
     ("core", ["src/core/"], []),
-    ("schedule", ["src/sim/schedule.", "src/sim/schedule_", "src/sim/timeline."], ["core"]),
+    ("schedule", ["src/sim/schedule", "src/sim/timeline.", "src/sim/heap."], ["core"]),
     ("planner", ["src/planner/"], ["core", "schedule"]),
     ("sim", ["src/sim/"], ["core", "schedule", "planner"]),
     ("search", ["src/search/"], ["core", "schedule", "planner", "sim"]),

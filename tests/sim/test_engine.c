@@ -266,7 +266,8 @@ static void test_dualpipe_bubble(void **state)
 /* MoE: each F and B carries its layers' dispatch and combine (ep_comm, part
  * of the exposed TP time). Inline, they add to the compute stream; with
  * Megatron's overlap of the expert-parallel all-to-all with another
- * micro-batch's compute (mp_sim_options.ep_overlap) the step is shorter, yet
+ * micro-batch's compute (mp_sim_options.ep_overlap) the step is shorter (ZB-V:
+ * no longer, its order being built for inline dispatch), yet
  * never shorter than either stream of the busiest rank alone; the ep stream
  * shows every F's and B's dispatch and combine. */
 static void test_moe_ep_overlap(void **state)
@@ -290,7 +291,14 @@ static void test_moe_ep_overlap(void **state)
         mp_sim_result over;
         mp_error err;
         assert_int_equal(mp_simulate_cost(s, p, v, m, &pc, true, &opt, &over, &err), MP_OK);
-        assert_true(over.makespan < inline_.makespan - 1e-9);
+        /* ZB-V's order is list-scheduled for inline dispatch (the one exec
+         * runs), which already reaches its closed form 6m + (p-1) here;
+         * under overlap the same order leaves the compute stream's slack
+         * unused: no slower, not faster */
+        if (s == MP_SCHED_ZBV)
+            assert_true(over.makespan <= inline_.makespan + 1e-9);
+        else
+            assert_true(over.makespan < inline_.makespan - 1e-9);
         /* a rank's compute stream alone (F and B less their all-to-all, and
          * W: 0.6 + 1.2 per chunk whether B is split or not) and its ep
          * stream alone (0.4 + 0.8): m v chunks of each */

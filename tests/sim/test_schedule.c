@@ -442,6 +442,80 @@ static void test_no_deadlock(void **state)
 
 /* The deadlock checker itself must catch a deadlock: two ranks that each
  * receive before sending. */
+/* ZB-V's order built from real, uneven op times (sim/schedule_vorder.c):
+ * random F, B, W per stage and link times, and the shape of a real model
+ * (rank 0 holding the embedding and a heavy head): every property above
+ * holds, the in-flight count stays within the unit-time bound, and one
+ * rank's list is the same as the all-ranks build's. */
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *x >> 33;
+}
+
+static double uniform_in(uint64_t *x, double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(lcg(x) % 1000000) / 1e6;
+}
+
+static void test_zbv_real_times(void **state)
+{
+    (void)state;
+    uint64_t x = 14;
+    double f[2 * MAXP], b[2 * MAXP], w[2 * MAXP], link[2 * MAXP];
+    for (int32_t p = 1; p <= MAXP; p++)
+        for (int32_t m = 1; m <= MAXM; m++)
+            for (int trial = 0; trial < 6; trial++) {
+                for (int32_t k = 0; k < 2 * p; k++) {
+                    f[k] = uniform_in(&x, 0.1, 3);
+                    b[k] = trial == 5 ? 0 : uniform_in(&x, 0.1, 3);
+                    w[k] = uniform_in(&x, 0, 3);
+                    link[k] = trial % 2 ? uniform_in(&x, 0, 2) : 0;
+                }
+                if (trial >= 3) { /* rank 0: the embedding and a head 4x a block */
+                    f[0] *= 1.2;
+                    f[2 * p - 1] *= 4;
+                    b[2 * p - 1] *= 4;
+                    w[2 * p - 1] *= 4;
+                }
+                mp_op_times t = {.f = f, .b = b, .w = w, .link = link};
+                sched s = {.kind = MP_SCHED_ZBV, .p = p, .v = 2, .m = m};
+                mp_error err;
+                mp_error_clear(&err);
+                if (mp_schedule_build_all_timed(MP_SCHED_ZBV, p, 2, m, &t, s.lists, &err))
+                    fail_msg("zb-v p=%d m=%d trial %d: %s", (int)p, (int)m, trial, err.msg);
+                check_once_and_order(&s);
+                check_fb_convention(&s);
+                check_transfer_convention(&s);
+                check_send_recv_matching(&s);
+                check_no_deadlock(&s);
+                int32_t bound = expected_bound(&s, 0);
+                for (int32_t r = 0; r < p; r++) {
+                    const mp_op_list *l = &s.lists[r];
+                    int32_t live = 0;
+                    for (int32_t i = 0; i < l->n; i++) {
+                        live += l->ops[i].kind == MP_OP_F;
+                        live -= l->ops[i].kind == MP_OP_W;
+                        if (live > bound)
+                            FAILS(&s, r, "more chunk activations than the unit-time bound");
+                    }
+                }
+                int32_t r = (int32_t)(lcg(&x) % (uint64_t)p);
+                mp_op_list one;
+                assert_int_equal(
+                    mp_schedule_build_timed(MP_SCHED_ZBV, p, 2, m, r, &t, &one, &err), MP_OK);
+                assert_int_equal(one.n, s.lists[r].n);
+                for (int32_t i = 0; i < one.n; i++) {
+                    const mp_op *a = &one.ops[i], *c = &s.lists[r].ops[i];
+                    if (a->kind != c->kind || a->microbatch != c->microbatch ||
+                        a->chunk != c->chunk)
+                        FAILS(&s, r, "one rank's list differs from the all-ranks build");
+                }
+                mp_op_list_free(&one);
+                sched_free(&s);
+            }
+}
+
 static void test_deadlock_checker_catches_deadlock(void **state)
 {
     (void)state;
@@ -609,6 +683,7 @@ int main(void)
         cmocka_unit_test(test_inflight_bound),
         cmocka_unit_test(test_p2p_count),
         cmocka_unit_test(test_no_deadlock),
+        cmocka_unit_test(test_zbv_real_times),
         cmocka_unit_test(test_deadlock_checker_catches_deadlock),
         cmocka_unit_test(test_interleaved_order_by_hand),
         cmocka_unit_test(test_dualpipe_order_by_hand),

@@ -394,7 +394,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: megaplan-validate DATA_DIR [--summary | --rows | --rows-tsv] "
-                        "[--all-rows] [--only SETS] [--accept SETS] [--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
+                        "[--all-rows] [--only SETS] [--accept SETS] [--fits SETS] [--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
                         "--set-h100 KEY=VALUE] ...\n");
         return 2;
     }
@@ -402,6 +402,8 @@ int main(int argc, char **argv)
     int all_rows = 0, summary_only = 0, rows_only = 0, tsv = 0;
     const char *only = NULL;   /* --only KEY,KEY: the data sets to run (--rows-tsv) */
     const char *accept = NULL; /* --accept KEY,KEY: the sets whose thresholds decide the exit */
+    const char *fits = NULL;   /* --fits KEY,KEY: sets whose every run must be predicted to fit
+                                  (without --accept, no set's error threshold decides the exit) */
     refdata_profiles prof;
     mp_error err;
     if (refdata_profiles_builtin(&prof, &err) != MP_OK) {
@@ -421,6 +423,8 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (strcmp(argv[i], "--accept") == 0 && i + 1 < argc)
             accept = argv[++i];
+        else if (strcmp(argv[i], "--fits") == 0 && i + 1 < argc)
+            fits = argv[++i];
         else if ((strcmp(argv[i], "--set") == 0 || strcmp(argv[i], "--set-a100") == 0 ||
                   strcmp(argv[i], "--set-h100") == 0) && i + 1 < argc) {
             if (set_option(&prof, argv[i], argv[i + 1]) != 0)
@@ -483,8 +487,16 @@ int main(int argc, char **argv)
     }
     int all_pass = 1;
     for (int i = 0; i < NSETS; i++)
-        if (!accept || in_list(accept, sets[i].key))
+        if ((!accept && !fits) || (accept && in_list(accept, sets[i].key)))
             all_pass &= passes(&sets[i]);
+    /* every run of these sets ran, so a predicted overflow is the model's miss */
+    for (int i = 0; fits && i < NSETS; i++)
+        for (int k = 0; in_list(fits, sets[i].key) && k < sets[i].n; k++)
+            if (sets[i].rows[k].checked_fit && !sets[i].rows[k].fits) {
+                fprintf(stderr, "megaplan-validate: %s: %s predicted not to fit (%.1f GiB)\n",
+                        sets[i].key, sets[i].rows[k].label, sets[i].rows[k].peak_gib);
+                all_pass = 0;
+            }
 
     if (tsv) {
         /* one line per row for tools/fit_profile.py: set, role, profile, measured, predicted */
@@ -552,6 +564,12 @@ int main(int argc, char **argv)
             if (runs)
                 printf("| %s | %d | %d | %.1f |\n", sets[i].name, runs, fit, top);
         }
+        printf("\n");
+        for (int i = 0; i < NSETS; i++)
+            for (int k = 0; k < sets[i].n; k++)
+                if (sets[i].rows[k].checked_fit && !sets[i].rows[k].fits)
+                    printf("- predicted not to fit: %s, %s (%.1f GiB on %s)\n", sets[i].name,
+                           sets[i].rows[k].label, sets[i].rows[k].peak_gib, sets[i].rows[k].hw);
         printf("\n");
     }
     for (int i = 0; i < NSETS && !summary_only && !tsv; i++) {

@@ -114,6 +114,8 @@ void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double 
 double mp_fp8_stash_bytes(const mp_config *c);
 /* Bytes per GEMM weight parameter of its FP8 copies (0 when not fp8). */
 double mp_fp8_weight_copy_bytes(const mp_config *c);
+/* The same per parameter of a layer whose weights are whole (ZeRO-3's gathered layers). */
+double mp_fp8_gathered_copy_bytes(const mp_config *c);
 /* HBM bytes per weight parameter of casting it once per iteration. */
 double mp_fp8_weight_cast_bytes(const mp_config *c);
 /* Activation bytes one block saves per micro-batch by stashing its GEMM

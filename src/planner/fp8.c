@@ -99,12 +99,24 @@ double mp_fp8_stash_bytes(const mp_config *c)
     return 1.0 + act_scale_bytes(c->training.fp8_recipe);
 }
 
-double mp_fp8_weight_copy_bytes(const mp_config *c)
+double mp_fp8_gathered_copy_bytes(const mp_config *c)
 {
     if (!mp_fp8_on(c))
         return 0.0;
     /* the forward's copy and the transposed (column-wise) one of the input gradient */
     return 2.0 * (1.0 + weight_scale_bytes(c->training.fp8_recipe));
+}
+
+double mp_fp8_weight_copy_bytes(const mp_config *c)
+{
+    double b = mp_fp8_gathered_copy_bytes(c);
+    /* ZeRO-3 (Megatron FSDP): the FP8 compute weights are sharded like the
+     * parameters and all-gathered per layer in FP8 (Megatron-Core's
+     * fp8_param_gather, which Megatron-Bridge's FP8 recipes turn on); only
+     * the gathered layers hold them whole (cost.c's ZeRO-3 working set) */
+    if (c->parallel.zero >= 3)
+        b /= (double)mp_zero_shard_ranks(c);
+    return b;
 }
 
 double mp_fp8_weight_cast_bytes(const mp_config *c)

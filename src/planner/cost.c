@@ -775,8 +775,10 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
         if (pp->zero >= 3)
             /* the gathered weights of the block being computed and of the
              * one prefetched, and one block's unsharded gradients before
-             * their reduce-scatter (all in the training type) */
-            other += pm.block_params * 3.0 * (fp32 ? 4.0 : 2.0);
+             * their reduce-scatter (all in the training type), and under
+             * FP8 the two gathered blocks' FP8 copies */
+            other += pm.block_params * (3.0 * (fp32 ? 4.0 : 2.0) +
+                                        2.0 * mp_fp8_gathered_copy_bytes(c));
         double total = weights + grads + optim + stash + other;
         if (total > best_total) {
             best_total = total;

@@ -118,6 +118,8 @@ double mp_fp8_weight_copy_bytes(const mp_config *c);
  * the copies, less the bf16 copy itself where the parameters are FP8
  * (training.fp8_param_gather). */
 double mp_fp8_weight_net_bytes(const mp_config *c);
+/* The same per parameter of a layer whose weights are whole (ZeRO-3's gathered layers). */
+double mp_fp8_gathered_copy_bytes(const mp_config *c);
 /* HBM bytes per weight parameter of casting it once per iteration. */
 double mp_fp8_weight_cast_bytes(const mp_config *c);
 /* Activation bytes one block saves per micro-batch by stashing its GEMM

@@ -99,7 +99,7 @@ double mp_fp8_stash_bytes(const mp_config *c)
     return 1.0 + act_scale_bytes(c->training.fp8_recipe);
 }
 
-double mp_fp8_weight_copy_bytes(const mp_config *c)
+double mp_fp8_gathered_copy_bytes(const mp_config *c)
 {
     if (!mp_fp8_on(c))
         return 0.0;
@@ -107,12 +107,27 @@ double mp_fp8_weight_copy_bytes(const mp_config *c)
     return 2.0 * (1.0 + weight_scale_bytes(c->training.fp8_recipe));
 }
 
+double mp_fp8_weight_copy_bytes(const mp_config *c)
+{
+    double b = mp_fp8_gathered_copy_bytes(c);
+    /* ZeRO-3 (Megatron FSDP): the FP8 compute weights are sharded like the
+     * parameters and all-gathered per layer in FP8 (Megatron-Core's
+     * fp8_param_gather, which Megatron-Bridge's FP8 recipes turn on); only
+     * the gathered layers hold them whole (cost.c's ZeRO-3 working set) */
+    if (c->parallel.zero >= 3)
+        b /= (double)mp_zero_shard_ranks(c);
+    return b;
+}
+
 double mp_fp8_weight_net_bytes(const mp_config *c)
 {
     /* FP8 primary weights (Megatron --fp8-param-gather): the FP8 copies
-     * are the parameters, the bf16 weight (2 bytes) is not kept; the fp32
-     * master weights in the optimizer stay */
-    double bf16 = mp_fp8_on(c) && c->training.fp8_param_gather ? 2.0 : 0.0;
+     * are the parameters, the bf16 weight (2 bytes, sharded like the
+     * parameters under ZeRO-3) is not kept; the fp32 master weights in the
+     * optimizer stay */
+    double bf16 = 0.0;
+    if (mp_fp8_on(c) && c->training.fp8_param_gather)
+        bf16 = c->parallel.zero >= 3 ? 2.0 / (double)mp_zero_shard_ranks(c) : 2.0;
     return mp_fp8_weight_copy_bytes(c) - bf16;
 }
 

@@ -184,6 +184,46 @@ static void test_storage_switches(void **state)
     assert_string_equal(err.field, "grad_reduce_bf16");
 }
 
+/* ZeRO-3 (Megatron FSDP): the FP8 compute weights are sharded like the
+ * parameters (fp8_param_gather), so their bytes per GPU shrink with the
+ * data-parallel degree; the two gathered blocks hold theirs whole (in the
+ * ZeRO-3 working set under "other"). ZeRO-1 keeps them whole on every rank. */
+static void test_zero3_copies_sharded(void **state)
+{
+    (void)state;
+    mp_estimate e[2], z1;
+    mp_error err;
+    double copies = 0.0, block_params = 0.0;
+    for (int i = 0; i < 2; i++) {
+        int64_t gpus = i == 0 ? 8 : 32;
+        mp_config c = config("llama3-8b", "dgx-h100", gpus, 1, MP_DTYPE_FP8);
+        c.training.global_batch = gpus;
+        c.parallel.zero = 3;
+        assert_int_equal(mp_estimate_config(&c, NULL, &e[i], &err), MP_OK);
+        mp_block_shape bs;
+        mp_block_shape_of(&c.model, 4096, 1, &bs);
+        block_params = mp_block_params(&c.model, bs.kind);
+        copies = 2.0 * block_params * (double)c.model.layers;
+        assert_true(near(e[i].memory.fp8_weights, copies / (double)gpus, 1e-12));
+        if (i == 0) {
+            c.parallel.zero = 1;
+            assert_int_equal(mp_estimate_config(&c, NULL, &z1, &err), MP_OK);
+            assert_true(near(z1.memory.fp8_weights, copies, 1e-12));
+            /* the working set: the BF16 weights of two blocks and the
+             * gradients of one (3 x 2 bytes), the FP8 copies of two (2 x 2) */
+            c.parallel.zero = 3;
+            mp_config b = c;
+            b.training.precision = MP_DTYPE_BF16;
+            mp_estimate eb;
+            assert_int_equal(mp_estimate_config(&b, NULL, &eb, &err), MP_OK);
+            double stash_diff = e[0].memory.activations - eb.memory.activations;
+            double frag = c.hw.allocator_fragmentation * stash_diff;
+            assert_true(near(e[0].memory.other - eb.memory.other - frag, 4.0 * block_params, 1e-9));
+        }
+    }
+    assert_true(near(e[0].memory.fp8_weights / e[1].memory.fp8_weights, 4.0, 1e-12));
+}
+
 /* The step: faster than bf16 but not twice (attention, elementwise work and
  * communication stay), MFU against the BF16 peak; A100 refuses fp8. */
 static void test_step(void **state)
@@ -249,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_gemm_rate), cmocka_unit_test(test_cast_bytes),
         cmocka_unit_test(test_memory),    cmocka_unit_test(test_step),
         cmocka_unit_test(test_imbalance), cmocka_unit_test(test_storage_switches),
+        cmocka_unit_test(test_zero3_copies_sharded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -660,15 +660,16 @@ static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error
  * (tests/data/README.md, "The runs format"): run label, system, model (a
  * megaplan preset, or "gpt" with the shape columns), seq, GPUs, the degrees,
  * micro and global batch, precision and FP8 recipe, recompute, SP,
- * distributed optimizer, ZeRO stage, DP and TP overlap, then what was
- * measured (metric, value); metric "excluded" keeps a published run that
+ * distributed optimizer, ZeRO stage, DP and TP overlap, gradients reduced
+ * in bf16 and FP8 parameters (the recipe's grad_reduce_in_fp32 = False and
+ * fp8_param_gather), then what was measured (metric, value); metric "excluded" keeps a published run that
  * megaplan cannot express in the file, with the reason in its note, and
  * counts it in the set's skipped. */
 enum {
     RUN_LABEL, RUN_SYSTEM, RUN_MODEL, RUN_LAYERS, RUN_HIDDEN, RUN_HEADS, RUN_VOCAB, RUN_SEQ,
     RUN_GPUS, RUN_TP, RUN_PP, RUN_CP, RUN_VP, RUN_DP, RUN_MB, RUN_GB, RUN_PRECISION,
     RUN_FP8_RECIPE, RUN_RECOMPUTE, RUN_SP, RUN_DIST_OPT, RUN_ZERO, RUN_DP_OVERLAP,
-    RUN_TP_OVERLAP, RUN_METRIC, RUN_VALUE, RUN_COLS
+    RUN_TP_OVERLAP, RUN_GRAD_REDUCE_BF16, RUN_FP8_PARAM_GATHER, RUN_METRIC, RUN_VALUE, RUN_COLS
 };
 
 /* The systems of the runs files: a built-in profile, or one derived from it
@@ -764,7 +765,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
             st = num_or_zero(c, r, number_cols[i], &v[number_cols[i]], err);
         for (int col = RUN_SEQ; col <= RUN_GB && st == MP_OK; col++)
             st = num(c, r, col, &v[col], err);
-        for (int col = RUN_SP; col <= RUN_TP_OVERLAP && st == MP_OK; col++)
+        for (int col = RUN_SP; col <= RUN_FP8_PARAM_GATHER && st == MP_OK; col++)
             st = num(c, r, col, &v[col], err);
         if (st == MP_OK)
             st = num(c, r, RUN_VALUE, &v[RUN_VALUE], err);
@@ -848,6 +849,8 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         refdata_row *w = row_new(s, c, r, kind);
         config_of(&w->config, &m, &hw, &q);
         w->config.training.fp8_recipe = (mp_fp8_recipe)fp8;
+        w->config.training.grad_reduce_bf16 = v[RUN_GRAD_REDUCE_BF16] != 0;
+        w->config.training.fp8_param_gather = v[RUN_FP8_PARAM_GATHER] != 0 && q.prec == MP_DTYPE_FP8;
         w->config.parallel.zero = (int64_t)v[RUN_ZERO];
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)

@@ -4,6 +4,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* An error is one line (the CLI prints it as one, tests grep it): a key or
+ * value copied from the input can hold a newline (a YAML plain scalar folds
+ * over empty lines), so control characters become spaces. */
+static void keep_on_one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = ' ';
+}
+
 void mp_error_clear(mp_error *err)
 {
     if (err)
@@ -24,6 +34,9 @@ mp_status mp_error_set(mp_error *err, mp_status code, const char *file, int line
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    keep_on_one_line(err->file);
+    keep_on_one_line(err->field);
+    keep_on_one_line(err->msg);
     return code;
 }
 
@@ -31,8 +44,10 @@ void mp_error_locate(mp_error *err, const char *file, int line, int column)
 {
     if (!err)
         return;
-    if (!err->file[0] && file)
+    if (!err->file[0] && file) {
         snprintf(err->file, sizeof err->file, "%s", file);
+        keep_on_one_line(err->file);
+    }
     if (!err->line) {
         err->line = line;
         err->column = column;

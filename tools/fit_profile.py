@@ -27,9 +27,10 @@ rows of its own GPU; it takes the A100 fit transferred by one rule: the GEMM cur
 FLOPs at which a GEMM's fixed cost equals its compute time) scales with the bf16 peak, all
 else is the same. The Megatron-Core H100 rows (held-out) measure how well that transfers.
 
-Error bands: the range of predicted/measured - 1 over the held-out whole-step rows of each
-GPU class with the fitted constants (A100: dgx-a100, a100-4xhdr; H100: dgx-h100, h200;
-b200 and gb200-nvl72 have none and take the H100 band they were transferred from).
+Error bands: the range of predicted/measured - 1 over the held-out whole-step rows of dense
+plans of each GPU class with the fitted constants (A100: dgx-a100, a100-4xhdr and BLOOM's
+a100-opa; H100: dgx-h100, h200; B200: b200, gb200-nvl72, from NVIDIA's published FP8 runs).
+A class without such rows takes the band of the one its profiles were transferred from.
 
 Leave-one-source-out: for each fit source, both stages are rerun without it and the
 source is predicted by that fit; held-out sources are predicted by the full fit.
@@ -219,13 +220,30 @@ def fit(exe, data, sources):
     return p
 
 
+BAND_CLASSES = (('a100', A100 + ('a100-opa',)), ('h100', ('dgx-h100', 'h200')),
+                ('b200', ('b200', 'gb200-nvl72')))
+# the sets whose rows are whole steps of dense plans (megaplan-validate's .step sets)
+NOT_STEPS = ('korthikanti-layer', 'nccl', 'moe')
+
+
 def bands(rs):
     out = {}
-    for cls, profiles in (('a100', A100), ('h100', ('dgx-h100',))):
+    for cls, profiles in BAND_CLASSES:
         e = [pr / m - 1 for k, role, hw, m, pr in rs
-             if role == 'held-out' and hw in profiles and k != 'korthikanti-layer']
-        out[cls] = (min(e), max(e)) if e else (0.0, 0.0)
+             if role == 'held-out' and hw in profiles and k not in NOT_STEPS]
+        if e:
+            out[cls] = (min(e), max(e))
+    out.setdefault('a100', (0.0, 0.0))
+    out.setdefault('h100', out['a100'])
+    out.setdefault('b200', out['h100'])
     return out
+
+
+def band_class(prof):
+    for cls, profiles in BAND_CLASSES:
+        if prof in profiles:
+            return cls
+    return 'h100'
 
 
 def profile_values(p, band):
@@ -233,7 +251,7 @@ def profile_values(p, band):
     res = {}
     for prof in ('a100-4xhdr', 'dgx-a100', 'dgx-h100', 'h200', 'b200', 'gb200-nvl72'):
         v = fitted(p, prof)
-        v['error_band'] = '{low: %.3f, high: %.3f}' % band['a100' if prof in A100 else 'h100']
+        v['error_band'] = '{low: %.3f, high: %.3f}' % band[band_class(prof)]
         res[prof] = v
     return res
 
@@ -289,7 +307,10 @@ def loso(exe, data):
              'nccl': 'NCCL all-reduce sweeps', 'narayanan': 'Narayanan 2021 Table 1',
              'korthikanti': 'Korthikanti 2022 Tables 3/5',
              'korthikanti-layer': 'Korthikanti 2022 Table 4 (one layer)',
-             'megatron-core': 'Megatron-Core 2024, H100', 'mtnlg': 'MT-NLG 530B (Smith 2022)'}
+             'megatron-core': 'Megatron-Core 2024, H100', 'mtnlg': 'MT-NLG 530B (Smith 2022)',
+             'bloom': 'BLOOM-176B (BigScience 2022)',
+             'nemo': 'NeMo / Megatron-Bridge dense (FP8)',
+             'moe': 'Mixture-of-experts (NeMo / Megatron-Bridge)'}
     print('## Leave-one-source-out\n')
     print('Each `fit` source predicted by a fit that never saw it (`tools/fit_profile.py --loso`: '
           'both stages rerun without it, constants it alone constrains left at their priors); '
@@ -311,13 +332,13 @@ def loso(exe, data):
         within = sum(abs(x) <= 0.10 for x in e)
         print('| %s | %s | %s | %d | %.1f%% | %.1f%% | %d/%d |' % (
             names[key], r[key], by, len(e), mape(e), 100 * max(abs(x) for x in e), within, len(e)))
-        if key in ('narayanan', 'korthikanti', 'megatron-core', 'mtnlg'):
+        if key in ('narayanan', 'korthikanti', 'megatron-core', 'mtnlg', 'bloom', 'nemo'):
             pooled['published'] += e
         elif key in STEP_SOURCES:
             pooled['sweeps'] += e
     print()
     print('| pooled | rows | MAPE | max |\n|---|---:|---:|---:|')
-    for k, label in (('published', 'published runs (whole steps)'),
+    for k, label in (('published', 'published dense runs (whole steps)'),
                      ('sweeps', 'measured sweeps (vTrain, out of sample)')):
         e = pooled[k]
         print('| %s | %d | %.1f%% | %.1f%% |' % (label, len(e), mape(e), 100 * max(abs(x) for x in e)))

@@ -40,8 +40,6 @@ typedef struct dataset {
     double threshold;     /* MAPE bound (mape) or per-row bound (per_row) */
     int per_row;          /* 1: every row must be within threshold */
     int step;             /* 1: the compared quantity is a whole step (the error bands) */
-    int after_fit;        /* 1: added after the current fit; reported, but outside the error
-                             bands and --rows-tsv until tools/fit_profile.py takes it in */
     refdata_role role;    /* the file's role (tests/data/README.md) */
     const char *hw;       /* the profile its rows ran on */
     row *rows;
@@ -229,17 +227,34 @@ static stats stats_of(const dataset *ds)
     return s;
 }
 
-/* The signed range of predicted/measured - 1 over the held-out step rows of
- * one hardware class (the class: the profiles' GPU, "A100" or "H100"). */
+/* The profile a row ran on: its own where the set spans several (NeMo's). */
+static const char *row_hw(const dataset *ds, int k)
+{
+    return ds->rows[k].hw[0] ? ds->rows[k].hw : ds->hw;
+}
+
+/* Whether a profile is of a hardware class ("a100", "h100": H100 and H200,
+ * "b200": B200 and GB200), by the GPU its name carries. */
+static int in_class(const char *hw, const char *cls)
+{
+    if (strcmp(cls, "h100") == 0)
+        return strstr(hw, "h100") || strstr(hw, "h200");
+    return strstr(hw, cls) != NULL;
+}
+
+/* The signed range of predicted/measured - 1 over the held-out whole-step rows
+ * of one hardware class (dense models: the MoE set compares no whole step of
+ * a dense plan, docs/validation.md). */
 static int band_of(const dataset *sets, int nsets, const char *gpu, double *lo, double *hi)
 {
     int n = 0;
     *lo = *hi = 0.0;
     for (int i = 0; i < nsets; i++) {
-        if (sets[i].role != REFDATA_HELD_OUT || !sets[i].step || sets[i].after_fit ||
-            !strstr(sets[i].hw, gpu))
+        if (sets[i].role != REFDATA_HELD_OUT || !sets[i].step)
             continue;
         for (int k = 0; k < sets[i].n; k++) {
+            if (!in_class(row_hw(&sets[i], k), gpu))
+                continue;
             double e = sets[i].rows[k].predicted / sets[i].rows[k].measured - 1.0;
             if (n == 0 || e < *lo)
                 *lo = e;
@@ -531,10 +546,10 @@ int main(int argc, char **argv)
                     "bytes·(2(n−1)/n + collective_local_pass) / (bw·efficiency).",
          .threshold = 0},
         {.key = "bloom", .name = "BLOOM-176B on Jean Zay (BigScience 2022)", .what = "iteration time (s)",
-         .threshold = 0.10, .per_row = 1, .step = 1, .after_fit = 1},
+         .threshold = 0.10, .per_row = 1, .step = 1},
         {.key = "nemo", .name = "NeMo / Megatron-Bridge dense pre-training (FP8)",
          .what = "iteration time (s) = GBS·seq/(tokens/s/GPU·GPUs)", .threshold = 0.10,
-         .per_row = 1, .step = 1, .after_fit = 1},
+         .per_row = 1, .step = 1},
         {.key = "moe", .name = "Mixture-of-experts pre-training (tests/data/moe)",
          .what = "step time (s) = global batch × seq / (tokens/s/GPU × GPUs)", .threshold = 0.10,
          .per_row = 1},
@@ -598,8 +613,8 @@ int main(int argc, char **argv)
     if (tsv) {
         /* one line per row for tools/fit_profile.py: set, role, profile, measured, predicted */
         for (int i = 0; i < NSETS; i++)
-            for (int k = 0; k < sets[i].n && !sets[i].after_fit; k++)
-                printf("%s\t%s\t%s\t%.9g\t%.9g\n", sets[i].key, role_name(sets[i].role), sets[i].hw,
+            for (int k = 0; k < sets[i].n; k++)
+                printf("%s\t%s\t%s\t%.9g\t%.9g\n", sets[i].key, role_name(sets[i].role), row_hw(&sets[i], k),
                        sets[i].rows[k].measured, sets[i].rows[k].predicted);
     } else if (!rows_only) {
         printf("# Validation\n\n");
@@ -623,17 +638,24 @@ int main(int argc, char **argv)
                "whole steps of each hardware class. The profiles hold it as `error_band` "
                "(written by `tools/fit_profile.py`), and estimate and search print every predicted "
                "time and throughput with it. A profile without held-out rows of its own GPU takes "
-               "the band of the class it was transferred from (hwprofiles/*.yaml).\n\n"
+               "the band of the class it was transferred from (hwprofiles/*.yaml). Dense runs "
+               "only: the mixture-of-experts rows are judged on their own (above).\n\n"
                "| class | held-out step rows | low | high | profile holds |\n|---|---:|---:|---:|---|\n");
         static const struct {
-            const char *gpu, *label;
-            int prof;
-        } classes[] = {{"a100", "A100 (dgx-a100, a100-4xhdr)", 1}, {"h100", "H100 (dgx-h100)", 2}};
-        const mp_hw *hws[3] = {&prof.a100_4xhdr, &prof.dgx_a100, &prof.dgx_h100};
+            const char *gpu, *label, *profile;
+        } classes[] = {{"a100", "A100 (dgx-a100, a100-4xhdr; BLOOM's a100-opa)", "dgx-a100"},
+                       {"h100", "H100 (dgx-h100, h200)", "dgx-h100"},
+                       {"b200", "B200 (b200, gb200-nvl72)", "b200"}};
         for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+            mp_hw holder;
+            mp_error herr;
+            if (mp_hw_preset(classes[c].profile, &holder, &herr) != MP_OK) {
+                fprintf(stderr, "megaplan-validate: %s: %s\n", classes[c].profile, herr.msg);
+                return 2;
+            }
+            const mp_hw *h = &holder;
             double lo, hi;
             int n = band_of(sets, NSETS, classes[c].gpu, &lo, &hi);
-            const mp_hw *h = hws[classes[c].prof];
             /* the profile's band is the computed one, rounded to 0.1 % */
             int same = fabs(h->error_band_low - lo) < 0.0006 && fabs(h->error_band_high - hi) < 0.0006;
             printf("| %s | %d | %+.1f%% | %+.1f%% | %+.1f%% / %+.1f%%%s |\n", classes[c].label, n,

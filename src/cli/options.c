@@ -19,7 +19,8 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
-    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_FP8_RECIPE, OPT_MOE_IMBALANCE,
+    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
+    OPT_MOE_IMBALANCE,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -74,6 +75,12 @@ static const mp_opt options[] = {
     {"--fp8-recipe", NULL, "R", OPT_FP8_RECIPE, 0,
      "FP8 scaling recipe: delayed, tensorwise, blockwise or mxfp8 (Blackwell only)",
      "delayed tensorwise blockwise mxfp8"},
+    {"--fp8-param-gather", NULL, "on|off", OPT_FP8_PARAM_GATHER, 0,
+     "FP8 parameters, no bf16 copy beside them (Megatron --fp8-param-gather; fp8 only)",
+     "on off"},
+    {"--grad-reduce-bf16", NULL, "on|off", OPT_GRAD_REDUCE_BF16, 0,
+     "main gradients kept and reduced in bf16, not fp32 (Megatron --grad-reduce-in-bf16)",
+     "on off"},
     {"--moe-imbalance", NULL, "X", OPT_MOE_IMBALANCE, 0,
      "MoE load imbalance: the busiest EP rank's tokens over the mean (default: the model's)", NULL},
     {"--format", NULL, "F", OPT_FORMAT, 0,
@@ -204,6 +211,12 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
             }
         return bad_option(err, opt, "expected delayed, tensorwise, blockwise or mxfp8, got '%s'",
                           value);
+    case OPT_FP8_PARAM_GATHER:
+        cc->set |= MP_SET_FP8_PARAM_GATHER;
+        return parse_onoff(opt, value, &t->fp8_param_gather, err);
+    case OPT_GRAD_REDUCE_BF16:
+        cc->set |= MP_SET_GRAD_REDUCE_BF16;
+        return parse_onoff(opt, value, &t->grad_reduce_bf16, err);
     case OPT_MOE_IMBALANCE: {
         cc->set |= MP_SET_MOE_IMBALANCE;
         char *end = NULL;
@@ -383,6 +396,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"fp8_recipe", "--fp8-recipe"},
+        {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"moe.imbalance", "--moe-imbalance"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -520,6 +534,10 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fp8-recipe",
                             "applies to --precision fp8 only (precision is %s)",
                             mp_dtype_name(t->precision));
+    if (!(cc->set & MP_SET_FP8_PARAM_GATHER))
+        t->fp8_param_gather = false;
+    if (!(cc->set & MP_SET_GRAD_REDUCE_BF16))
+        t->grad_reduce_bf16 = false;
     if (!(cc->set & MP_SET_TOKENS))
         t->tokens = 0;
     cc->published_global_batch = mp_model_preset_global_batch(c->model.name);

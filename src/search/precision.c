@@ -31,6 +31,14 @@ static void add_counts(mp_search_counts *to, const mp_search_counts *c)
     to->seconds += c->seconds;
 }
 
+/* FP8 parameters (--fp8-param-gather) are asked of the fp8 runs only: the
+ * bf16 ones of the same comparison have no FP8 copy to keep. */
+static void fp8_only_settings(mp_config *run, const mp_config *asked)
+{
+    run->training.fp8_param_gather =
+        asked->training.fp8_param_gather && run->training.precision == MP_DTYPE_FP8;
+}
+
 mp_status mp_search_precisions(const mp_search_options *opt, mp_search_result *res,
                                mp_error *err)
 {
@@ -44,6 +52,7 @@ mp_status mp_search_precisions(const mp_search_options *opt, mp_search_result *r
     mp_search_set run = {0};
     for (int i = 0; i < opt->precisions.n; i++) {
         one.base.training.precision = (mp_dtype)opt->precisions.v[i];
+        fp8_only_settings(&one.base, &opt->base);
         mp_error e = {0};
         mp_status st = mp_config_check_precision(&one.base, &e);
         if (st == MP_OK)
@@ -58,6 +67,7 @@ mp_status mp_search_precisions(const mp_search_options *opt, mp_search_result *r
     bool have_err = false;
     for (int i = 0; i < run.n; i++) {
         one.base.training.precision = (mp_dtype)run.v[i];
+        fp8_only_settings(&one.base, &opt->base);
         mp_search_result r;
         mp_error e = {0};
         mp_status st = mp_search(&one, &r, &e);

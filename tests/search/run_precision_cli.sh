@@ -35,6 +35,35 @@ grep -q -- '--fp8-format hybrid' "$T/m" || fail "megatron flags lack --fp8-forma
 "$M" estimate --model llama3-8b --gpus 8 --hw dgx-h100 --precision fp8 --zero 3 \
     --format torchtitan >"$T/o" 2>"$T/e"
 [ $? -eq 2 ] && grep -q 'Megatron-LM only' "$T/e" || fail "fp8 torchtitan config not refused"
+# the recipes' storage settings from the command line: bf16 main gradients halve
+# the gradients; FP8 parameters drop the bf16 weights beside the FP8 copies; both
+# reach Megatron's flags; FP8 parameters without fp8 are refused naming the
+# option; a bf16-or-fp8 search asks FP8 parameters of its fp8 runs only
+est="estimate --model llama3-8b --gpus 8 --hw dgx-h100 --precision fp8 --format json"
+"$M" $est >"$T/s0" || fail "estimate exit"
+"$M" $est --grad-reduce-bf16 on >"$T/s1" || fail "--grad-reduce-bf16 exit"
+"$M" $est --fp8-param-gather on >"$T/s2" || fail "--fp8-param-gather exit"
+python3 - "$T/s0" "$T/s1" "$T/s2" <<'PY' || fail "storage settings do not change the memory"
+import json, sys
+a, g, p = (json.load(open(x))["memory_gib"] for x in sys.argv[1:])
+assert abs(g["grads"] - a["grads"] / 2) < 1e-3, (g["grads"], a["grads"])
+assert g["weights"] == a["weights"]
+assert p["weights"] < a["weights"] and p["fp8_weights"] == a["fp8_weights"], (p, a)
+PY
+"$M" estimate --model llama3-8b --gpus 8 --hw dgx-h100 --precision fp8 --fp8-param-gather on \
+    --grad-reduce-bf16 on --format megatron >"$T/m2" || fail "megatron storage exit"
+grep -q -- '--fp8-param-gather' "$T/m2" && grep -q -- '--grad-reduce-in-bf16' "$T/m2" ||
+    fail "megatron flags lack the storage settings"
+"$M" estimate --model llama3-8b --gpus 8 --hw dgx-h100 --fp8-param-gather on >"$T/o" 2>"$T/e"
+[ $? -eq 2 ] && grep -q -- '--fp8-param-gather.*need precision fp8' "$T/e" ||
+    fail "FP8 parameters under bf16 not refused: $(cat "$T/e")"
+"$M" search $common --fix 'precision=bf16|fp8' --fp8-param-gather on >"$T/u2" ||
+    fail "set search with FP8 parameters exit"
+python3 - "$T/u2" <<'PY' || fail "the set search's precisions lost"
+import json, sys
+u = json.load(open(sys.argv[1]))
+assert {p["precision"] for p in u} <= {"bf16", "fp8"} and u, u
+PY
 # A100: no FP8 rate, refused with one line naming the field, exit 2
 "$M" search --model llama3-8b --gpus 8 --hw dgx-a100 --fix 'precision=bf16|fp8' >"$T/o" 2>"$T/e"
 [ $? -eq 2 ] || fail "fp8 on A100 not refused with exit 2"

@@ -56,6 +56,9 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
                   p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                   p->dp_overlap ? "on" : "off", p->tp_overlap ? "on" : "off",
                   mp_schedule_name(p->schedule), mp_dtype_name(t->precision), (long long)t->seq);
+    if (p->pipeline_layout[0])
+        mp_buf_printf(b, "  layout    %s  (Megatron's --pipeline-model-parallel-layout)\n",
+                      p->pipeline_layout);
     if (mp_model_is_moe(&c->model))
         mp_buf_printf(b, "  experts   ep=%lld etp=%lld edp=%lld  dispatcher=%s  (%.4g B active "
                          "parameters; dispatch and combine are in the TP/SP line)\n",

@@ -116,6 +116,8 @@ int cmd_explain(int argc, char **argv)
      * same options (top, re-ranking by simulation), so both name one best. */
     mp_cli_config scc = cc;
     scc.set &= ~0xFFFu; /* the MP_SET_* bits of the parallel settings */
+    scc.set &= ~(uint32_t)MP_SET_PIPELINE_LAYOUT; /* a layout is part of the split */
+    scc.config.parallel.pipeline_layout[0] = '\0';
     mp_search_options opt;
     if (mp_search_cli_options(&scc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("explain", &err);
     /* a split that does not divide the GPUs is for explain to explain, not

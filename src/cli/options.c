@@ -10,6 +10,7 @@
 
 #include "core/fields.h"
 #include "core/io.h"
+#include "core/layout.h"
 #include "core/tables.h"
 #include "core/units.h"
 
@@ -20,7 +21,7 @@ typedef enum {
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
-    OPT_MOE_IMBALANCE,
+    OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -47,6 +48,10 @@ static const mp_opt options[] = {
     {"--no-sp", NULL, NULL, OPT_NO_SP, 0, "sequence parallelism off", NULL},
     {"--pp", NULL, "p", OPT_PP, 0, "pipeline parallel degree", NULL},
     {"--vpp", NULL, "v", OPT_VPP, 0, "virtual stages (model chunks) per pipeline rank", NULL},
+    {"--pipeline-layout", NULL, "S", OPT_PIPELINE_LAYOUT, 0,
+     "the layers of each (virtual) stage, in Megatron's --pipeline-model-parallel-layout "
+     "grammar (\"Et*3|(tt|)*29|L\"); vpp follows from its stage count",
+     NULL},
     {"--cp", NULL, "c", OPT_CP, 0, "context parallel degree", NULL},
     {"--dp", NULL, "d", OPT_DP, 0, "data parallel degree (default gpus/(tp*pp*cp))", NULL},
     {"--micro-batch", NULL, "b", OPT_MICRO_BATCH, 0, "sequences per micro-batch", NULL},
@@ -244,6 +249,15 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_VPP:
         cc->set |= MP_SET_VPP;
         return parse_count(opt, value, 1, 1 << 16, &p->vpp, err);
+    case OPT_PIPELINE_LAYOUT:
+        cc->set |= MP_SET_PIPELINE_LAYOUT;
+        if (strlen(value) >= sizeof p->pipeline_layout)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "too long: at most %zu characters",
+                                sizeof p->pipeline_layout - 1);
+        if (!*value)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "empty");
+        snprintf(p->pipeline_layout, sizeof p->pipeline_layout, "%s", value);
+        return MP_OK;
     case OPT_CP:
         cc->set |= MP_SET_CP;
         return parse_count(opt, value, 1, MAX_DEGREE, &p->cp, err);
@@ -397,7 +411,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
-        {"moe.imbalance", "--moe-imbalance"},
+        {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(field, map[i].field)) {
@@ -493,8 +507,18 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         p->tp = 1;
     if (!(cc->set & MP_SET_PP))
         p->pp = 1;
+    if (!(cc->set & MP_SET_PIPELINE_LAYOUT))
+        p->pipeline_layout[0] = '\0';
     if (!(cc->set & MP_SET_VPP))
         p->vpp = 1;
+    if ((cc->set & MP_SET_PIPELINE_LAYOUT) && !(cc->set & MP_SET_VPP)) {
+        /* as Megatron: the layout's stages over pp are the virtual stages */
+        int64_t n = mp_layout_count_stages(p->pipeline_layout);
+        if (n > 0 && n % p->pp == 0) {
+            p->vpp = n / p->pp;
+            cc->set |= MP_SET_VPP;
+        }
+    }
     if (!(cc->set & MP_SET_CP))
         p->cp = 1;
     if (!(cc->set & MP_SET_DP)) {

@@ -28,7 +28,8 @@ enum {
     MP_SET_HW = 1u << 15, MP_SET_TOKENS = 1u << 16, MP_SET_ZERO = 1u << 17,
     MP_SET_HSDP = 1u << 18, MP_SET_EP = 1u << 19, MP_SET_ETP = 1u << 20,
     MP_SET_DISPATCHER = 1u << 21, MP_SET_FP8_RECIPE = 1u << 22, MP_SET_MOE_IMBALANCE = 1u << 23,
-    MP_SET_FP8_PARAM_GATHER = 1u << 24, MP_SET_GRAD_REDUCE_BF16 = 1u << 25
+    MP_SET_FP8_PARAM_GATHER = 1u << 24, MP_SET_GRAD_REDUCE_BF16 = 1u << 25,
+    MP_SET_PIPELINE_LAYOUT = 1u << 26
 };
 
 typedef enum {

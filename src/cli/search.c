@@ -295,7 +295,9 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                   m->peak / MP_GIB, m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                   m->activations / MP_GIB, m->other / MP_GIB, m->capacity / MP_GIB);
     if (w->plan && w->plan->n_stages > 0) {
-        mp_buf_printf(b, "        stages (%s%s", w->split_method, w->split_gap > 0 ? "" : ", optimal");
+        bool given = w->config.parallel.pipeline_layout[0] != '\0';
+        mp_buf_printf(b, "        stages (%s%s", w->split_method,
+                      w->split_gap > 0 || given ? "" : ", optimal");
         if (w->split_gap > 0) mp_buf_printf(b, ", gap %.2f%%", 100 * w->split_gap);
         mp_buf_puts(b, "): blocks per stage");
         /* run-length: "4x19 3" = nineteen stages of 4 blocks, then one of 3 */

@@ -1,8 +1,10 @@
 #include "core/config.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/layout.h"
 #include "core/tables.h"
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
@@ -141,6 +143,8 @@ static const mp_field parallel_fields[] = {
     P_INT(etp, 0, MAX_DEGREE),
     {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
+    {.path = "pipeline_layout", .type = MP_FT_STRING,
+     .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
 };
 
 const char *mp_dispatcher_name(mp_dispatcher d)
@@ -187,6 +191,28 @@ int64_t mp_config_microbatches(const mp_config *c)
 }
 
 #define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
+
+/* An explicit layout: Megatron's grammar and rules (core/layout.c), for
+ * the schedules that run Megatron's stage order. */
+static mp_status layout_check(const mp_config *c, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    if (c->model.arch == MP_ARCH_T5)
+        return FAIL("pipeline_layout", "t5: Megatron's layouts have no encoder layers (it "
+                                       "refuses a layout for an encoder-decoder model)");
+    if (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE)
+        return FAIL("pipeline_layout",
+                    "lists the stages in Megatron's interleaved order; %s places them "
+                    "otherwise (give stages in a plan file instead)",
+                    mp_schedule_name(p->schedule));
+    mp_layout *l = malloc(sizeof *l);
+    if (!l)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, "pipeline_layout", "out of memory");
+    mp_status st = mp_layout_parse(p->pipeline_layout, p->pp, p->vpp, c->model.layers,
+                                   mp_layout_model_mtp_layers(&c->model), l, err);
+    free(l);
+    return st;
+}
 
 mp_status mp_config_check(const mp_config *c, mp_error *err)
 {
@@ -256,7 +282,11 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->vpp > 1 && p->pp < 2)
         return FAIL("vpp", "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
                     (long long)p->vpp);
-    if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
+    if (p->pipeline_layout[0]) {
+        st = layout_check(c, err);
+        if (st != MP_OK)
+            return st;
+    } else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
                     p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "
                                  "stages (neither the layers nor the layers + 2 are a multiple)"

@@ -89,6 +89,8 @@ typedef struct mp_training {
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 
+#define MP_LAYOUT_CHARS 256 /* a pipeline layout string, with its NUL */
+
 typedef struct mp_parallel {
     int64_t tp, pp, vpp, cp, dp;
     bool sp;
@@ -115,6 +117,10 @@ typedef struct mp_parallel {
      * ep: expert-parallel degree (0 = 1); etp: expert tensor-parallel degree
      * (0 = tp, Megatron's default). Dense models keep both 0. */
     int64_t ep, etp;
+    /* An explicit split of the layers into the pp*vpp stages, in Megatron-Core's
+     * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);
+     * "" = Megatron's default split. */
+    char pipeline_layout[MP_LAYOUT_CHARS];
 } mp_parallel;
 
 /* The expert degrees with their defaults applied (1; tp), and

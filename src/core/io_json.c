@@ -279,6 +279,9 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddNumberToObject(o, "ep", (double)mp_parallel_ep(p)) &&
              cJSON_AddNumberToObject(o, "etp", (double)mp_parallel_etp(p)) &&
              cJSON_AddStringToObject(o, "dispatcher", mp_dispatcher_name(p->dispatcher));
+    /* an explicit layout only when given, so default-split plans read as before */
+    if (ok && p->pipeline_layout[0])
+        ok = cJSON_AddStringToObject(o, "pipeline_layout", p->pipeline_layout) != NULL;
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

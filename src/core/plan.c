@@ -1,6 +1,10 @@
 #include "core/plan.h"
 
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/layout.h"
 
 int64_t mp_t5_split_rank(int64_t enc_layers, int64_t dec_layers, int64_t n)
 {
@@ -42,6 +46,28 @@ void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t 
         *end = layers + 2;
 }
 
+void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out)
+{
+    const mp_model *m = &c->model;
+    int64_t L = mp_model_blocks(m);
+    mp_layout *l = c->parallel.pipeline_layout[0] ? malloc(sizeof *l) : NULL;
+    mp_error err;
+    bool given = l && mp_layout_parse(c->parallel.pipeline_layout, c->parallel.pp,
+                                      n / (c->parallel.pp > 0 ? c->parallel.pp : 1), L,
+                                      mp_layout_model_mtp_layers(m), l, &err) == MP_OK &&
+                 l->n_stages == n;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t b, e;
+        if (given)
+            mp_layout_stage_items(l, L, k, &b, &e);
+        else
+            mp_even_stage_items(L, m->arch == MP_ARCH_T5 ? m->encoder_layers : 0, n, k, &b, &e);
+        out[k].begin = (int32_t)b;
+        out[k].end = (int32_t)e;
+    }
+    free(l);
+}
+
 void mp_plan_default_stages(mp_plan *plan)
 {
     const mp_parallel *p = &plan->config.parallel;
@@ -53,15 +79,10 @@ void mp_plan_default_stages(mp_plan *plan)
         return;
     }
     plan->n_stages = (int32_t)n;
-    /* Blocks spread evenly (or by Megatron's first/last-stage split when n does
-     * not divide them: mp_blocks_before_stage); t5 splits at the split rank. */
-    int64_t enc = m->arch == MP_ARCH_T5 ? m->encoder_layers : 0;
-    for (int64_t k = 0; k < n; k++) {
-        int64_t b, e;
-        mp_even_stage_items(blocks, enc, n, k, &b, &e);
-        plan->stages[k].begin = (int32_t)b;
-        plan->stages[k].end = (int32_t)e;
-    }
+    /* The explicit layout; else blocks spread evenly (or by Megatron's
+     * first/last-stage split when n does not divide them:
+     * mp_blocks_before_stage); t5 splits at the split rank. */
+    mp_config_stages(&plan->config, n, plan->stages);
 }
 
 mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
@@ -93,6 +114,25 @@ mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                                 "ranges end at item %lld; expected %lld (layers + 2)",
                                 (long long)next, (long long)items);
+        if (p->pipeline_layout[0]) {
+            /* one split, said twice, must be said the same */
+            mp_stage_range *want = malloc(sizeof *want * (size_t)plan->n_stages);
+            if (!want)
+                return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, "stages", "out of memory");
+            mp_config_stages(&plan->config, plan->n_stages, want);
+            int32_t k = 0;
+            while (k < plan->n_stages && want[k].begin == plan->stages[k].begin &&
+                   want[k].end == plan->stages[k].end)
+                k++;
+            int32_t wb = k < plan->n_stages ? want[k].begin : 0;
+            int32_t we = k < plan->n_stages ? want[k].end : 0;
+            free(want);
+            if (k < plan->n_stages)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
+                                    "stage %d holds items [%d, %d), but parallel.pipeline_layout "
+                                    "gives it [%d, %d)",
+                                    k, plan->stages[k].begin, plan->stages[k].end, wb, we);
+        }
     }
     if (plan->has_layer_recompute)
         for (int64_t i = 0; i < items && i < MP_MAX_LAYERS + 2; i++)

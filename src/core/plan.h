@@ -29,8 +29,12 @@ typedef struct mp_plan {
     char predicted_json[8192];             /* the estimate object, as written (opaque here) */
 } mp_plan;
 
-/* Megatron's even split (all blocks equal, embedding with the first stage and
- * the head with the last; t5: mp_even_stage_items). */
+/* Megatron's split as the configuration states it: its explicit pipeline
+ * layout (parallel.pipeline_layout, core/layout.h) when given, else the even
+ * split (all blocks equal, embedding with the first stage and the head with
+ * the last; t5: mp_even_stage_items). The planner, the simulator, the
+ * executor and the Megatron flags all split by this one function. */
+void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out);
 void mp_plan_default_stages(mp_plan *plan);
 
 /* T5 over n > 1 pipeline stages, as Megatron-LM's

@@ -3,6 +3,7 @@
  * items of each (virtual) pipeline stage, and the refusals that need no
  * ranks (mp_exec_precheck), so that `exec --np` can refuse once. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/exec.h"
@@ -209,7 +210,18 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
                                                                           : "parallel.pp",
                                 "%d pipeline stages need at least as many layers (%d)", K, L);
         int64_t b, e;
-        mp_even_stage_items(L, d->t5 ? d->enc_layers : 0, K, vstage, &b, &e);
+        if (!shrink && par->pipeline_layout[0]) {
+            /* the plan's explicit layout (core/layout.h), as the planner costs it */
+            mp_stage_range *r = malloc(sizeof *r * (size_t)K);
+            if (!r)
+                return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+            mp_config_stages(&plan->config, K, r);
+            b = r[vstage].begin;
+            e = r[vstage].end;
+            free(r);
+        } else {
+            mp_even_stage_items(L, d->t5 ? d->enc_layers : 0, K, vstage, &b, &e);
+        }
         *begin = (int)b;
         *end = (int)e;
     }

@@ -196,39 +196,6 @@ typedef struct stage_sum {
     bool has_embedding, has_head;
 } stage_sum;
 
-/* Stage k's items: the plan's, else Megatron's even split; T5 splits its
- * encoder and decoder at the split rank (mp_even_stage_items, the split the
- * executor runs). */
-static int64_t stage_begin(int64_t k, int64_t n, int64_t L, const mp_plan *plan,
-                           const mp_model *m)
-{
-    if (plan && plan->n_stages == n)
-        return plan->stages[k].begin;
-    if (m->arch == MP_ARCH_T5 && n > 1) {
-        int64_t b, e;
-        mp_even_stage_items(L, m->encoder_layers, n, k, &b, &e);
-        return b;
-    }
-    if (k == 0)
-        return 0;
-    /* Megatron: equal blocks (or its first/last-stage split); embedding first, head last */
-    return 1 + mp_blocks_before_stage(L, n, k);
-}
-
-static int64_t stage_end(int64_t k, int64_t n, int64_t L, const mp_plan *plan, const mp_model *m)
-{
-    if (plan && plan->n_stages == n)
-        return plan->stages[k].end;
-    if (m->arch == MP_ARCH_T5 && n > 1) {
-        int64_t b, e;
-        mp_even_stage_items(L, m->encoder_layers, n, k, &b, &e);
-        return e;
-    }
-    if (k == n - 1)
-        return L + 2;
-    return 1 + mp_blocks_before_stage(L, n, k + 1);
-}
-
 static mp_recompute item_recompute(const mp_config *c, const mp_plan *plan, int64_t i)
 {
     if (plan && plan->has_layer_recompute && i >= 0 && i < MP_MAX_LAYERS + 2 &&
@@ -437,14 +404,28 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     for (int64_t i = 1; i <= L; i++)
         if (det[i].params > pm->block_params)
             pm->block_params = det[i].params;
+    /* stage k's items: the plan's, else the configuration's split (its
+     * explicit layout or Megatron's default; mp_config_stages, the split the
+     * executor runs) */
+    mp_stage_range *ranges = malloc(sizeof *ranges * (size_t)pm->n);
+    if (!ranges) {
+        free(det);
+        free(pm->st);
+        pm->st = NULL;
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage costs");
+    }
+    if (plan && plan->n_stages == pm->n)
+        memcpy(ranges, plan->stages, sizeof *ranges * (size_t)pm->n);
+    else
+        mp_config_stages(c, pm->n, ranges);
     for (int64_t k = 0; k < pm->n; k++) {
         /* clamped, so an unchecked plan can never index outside the items */
-        int64_t b = stage_begin(k, pm->n, L, plan, &c->model),
-                e = stage_end(k, pm->n, L, plan, &c->model);
+        int64_t b = ranges[k].begin, e = ranges[k].end;
         b = b < 0 ? 0 : b > L + 2 ? L + 2 : b;
         e = e < b ? b : e > L + 2 ? L + 2 : e;
         sum_stage(c, plan, det, b, e, L, &pm->st[k]);
     }
+    free(ranges);
     free(det);
 
     /* per pipeline rank: parameters (tied embeddings: the last rank holds the

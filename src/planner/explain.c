@@ -185,6 +185,9 @@ mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, cons
                   (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute),
                   p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                   mp_schedule_name(p->schedule));
+    if (p->pipeline_layout[0])
+        mp_buf_printf(out, "layout %s (Megatron's --pipeline-model-parallel-layout)\n",
+                      p->pipeline_layout);
 
     mp_estimate e;
     if (mp_estimate_config(c, NULL, &e, &why) != MP_OK) {

@@ -41,17 +41,10 @@ static mp_stage_range *stages_of(const mp_config *c, const mp_plan *plan, int64_
         memcpy(st, plan->stages, (size_t)K * sizeof *st);
         return st;
     }
-    /* the default split every part uses (core/plan.h): even, Megatron's
-     * first/last-stage split when K does not divide the layers, T5's at its
-     * split rank */
-    const mp_model *m = &c->model;
-    int64_t L = mp_model_blocks(m);
-    for (int64_t k = 0; k < K; k++) {
-        int64_t b, e;
-        mp_even_stage_items(L, m->arch == MP_ARCH_T5 ? m->encoder_layers : 0, K, k, &b, &e);
-        st[k].begin = (int32_t)b;
-        st[k].end = (int32_t)e;
-    }
+    /* the split every part uses (core/plan.h): the explicit layout, else
+     * even, Megatron's first/last-stage split when K does not divide the
+     * layers, T5's at its split rank */
+    mp_config_stages(c, K, st);
     return st;
 }
 
@@ -256,7 +249,9 @@ static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t
     bool even = L % K == 0;
     for (int64_t k = 0; k < K && even; k++)
         even = blocks_in(&st[k], L) == L / K;
-    if (K > 1 && !even)
+    if (K > 1 && p->pipeline_layout[0]) /* the user's layout, as written (st is its split) */
+        mp_buf_printf(out, "--pipeline-model-parallel-layout \"%s\" \\\n", p->pipeline_layout);
+    else if (K > 1 && !even)
         layout_flag(st, K, L, out);
     else if (v > 1)
         mp_buf_printf(out, "--num-layers-per-virtual-pipeline-stage %lld \\\n",

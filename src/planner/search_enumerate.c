@@ -410,7 +410,7 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
                    (long long)x->v);
             continue;
         }
-        if (x->v > 1 && !mp_stage_split_ok(L, x->p, x->v)) {
+        if (x->v > 1 && !fp->pipeline_layout[0] && !mp_stage_split_ok(L, x->p, x->v)) {
             refuse(e, MP_REJECT_LAYERS, "vpp",
                    "pp*vpp = %lld does not divide the %lld layers",
                    (long long)x->p * x->v, (long long)L);
@@ -438,7 +438,7 @@ static void enumerate_pp(enum_ctx *e, const levels *lv, cand *x)
         }
         x->d = gpus / x->t / x->c / x->p;
         if (fixed(e, MP_FIX_DP) && x->d != fp->dp) continue;
-        if (!mp_stage_split_ok(L, x->p, 1)) {
+        if (!fp->pipeline_layout[0] && !mp_stage_split_ok(L, x->p, 1)) {
             refuse(e, MP_REJECT_LAYERS, "pp", "pp=%lld cannot split the %lld layers",
                    (long long)x->p, (long long)L);
             continue;

@@ -58,16 +58,8 @@ bool mp_search_megatron_runs(const mp_plan *plan, const char **why)
     if (p->schedule == MP_SCHED_GPIPE && p->pp > 1)
         return fail(why, "Megatron-LM has no GPipe schedule");
     if (!plan->n_stages) return true; /* Megatron's own even split */
-    int64_t L = plan->config.model.layers, K = plan->n_stages;
-    if (K > 1) {
-        int64_t mid = K > 2 ? blocks_of(&plan->stages[1], L) : 0;
-        for (int64_t k = 0; k < K; k++) {
-            int64_t n = blocks_of(&plan->stages[k], L);
-            if (p->vpp > 1 && n != L / K)
-                return fail(why, "uneven virtual stages (Megatron interleaves even chunks)");
-            if (k > 0 && k < K - 1 && n != mid)
-                return fail(why, "uneven middle stages (Megatron sets only the first and last)");
-        }
-    }
+    /* any split into non-empty contiguous stages, interleaved or not, is
+     * Megatron's --pipeline-model-parallel-layout (megatron.c writes it) */
+    int64_t L = plan->config.model.layers;
     return !plan->has_layer_recompute || recompute_expressible(plan, L, why);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/layout.h"
 #include "planner/cost_internal.h"
 #include "planner/split.h"
 #include "planner/pipeline_internal.h"
@@ -57,7 +58,21 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         return REFUSE("dp", "tp*pp*cp*dp = %lld*%lld*%lld*%lld = %lld, but there are %lld GPUs",
                       (long long)tp, (long long)pp, (long long)cp, (long long)dp,
                       (long long)prod, (long long)gpus);
-    if (!mp_stage_split_ok(L, pp, vpp))
+    if (p->pipeline_layout[0] && (f & (MP_FIX_PP | MP_FIX_VPP)) != (MP_FIX_PP | MP_FIX_VPP))
+        return REFUSE("pipeline_layout",
+                      "a layout fixes the stages: give pp too (vpp follows from the layout's "
+                      "stage count)");
+    if (p->pipeline_layout[0]) {
+        /* the layout's own checks (Megatron's rules), against the fixed pp, vpp */
+        mp_layout *l = malloc(sizeof *l);
+        if (!l)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, "pipeline_layout", "out of memory");
+        mp_status lst = mp_layout_parse(p->pipeline_layout, pp, vpp, L,
+                                        mp_layout_model_mtp_layers(m), l, err);
+        free(l);
+        if (lst != MP_OK)
+            return lst;
+    } else if (!mp_stage_split_ok(L, pp, vpp))
         return REFUSE(vpp > 1 ? "vpp" : "pp",
                       "the %lld layers cannot be split over pp*vpp = %lld*%lld stages as "
                       "Megatron-LM splits them",

@@ -92,6 +92,11 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
      * dualpipe (rank r also holds stage pp-1-r) keep the even split */
     if (mp_schedule_is_v(pp->schedule) || pp->schedule == MP_SCHED_DUALPIPE)
         return mp_estimate_config(c, NULL, est, err);
+    /* an explicit layout is the user's split: costed as given, never re-split */
+    if (pp->pipeline_layout[0]) {
+        info->split_method = "the given layout";
+        return mp_estimate_config(c, NULL, est, err);
+    }
 
     mp_item_cost *items = malloc(sizeof *items * (size_t)N);
     mp_split_item *si = malloc(sizeof *si * (size_t)N);

@@ -1,0 +1,48 @@
+/* layout.h — an explicit pipeline layout, in Megatron-Core's grammar
+ * (--pipeline-model-parallel-layout; docs/plans.md, "Pipeline layout").
+ *
+ * "Et*3|(tt|)*29m|L": E the embedding, t a transformer layer, m a
+ * multi-token-prediction layer, L the loss (final norm + LM head), '|' ends a
+ * stage; "(x)*n" and "c*n" repeat, commas are cosmetic. The string lists all
+ * pp*vpp virtual stages in the order Megatron assigns them: stage k is chunk
+ * k / pp of pipeline rank k % pp (megaplan's order, core/plan.h). */
+#ifndef MP_LAYOUT_H
+#define MP_LAYOUT_H
+
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/plan.h"
+
+typedef struct mp_layout {
+    int32_t n_stages;
+    int32_t blocks[MP_MAX_STAGES]; /* transformer layers (t) of each virtual stage */
+    int32_t mtp_stage;             /* the stage holding the m's; -1 when none */
+    int32_t mtp_layers;
+} mp_layout;
+
+/* Parses text and checks it as Megatron-Core does (its
+ * PipelineParallelLayerLayout: E first and once, L last and once, as many t
+ * as the model has layers, mtp_layers m's after every t, all in the last
+ * chunk of one rank) for pp*vpp stages; and what megaplan's stages need: E
+ * opening the first stage, L closing the last, no stage without a layer.
+ * Errors name the field "pipeline_layout" and the character (1-based, in
+ * text as given) at fault. */
+mp_status mp_layout_parse(const char *text, int64_t pp, int64_t vpp, int64_t layers,
+                          int64_t mtp_layers, mp_layout *out, mp_error *err);
+
+/* The stages text lists ('|' count + 1 after expansion), or -1 when it does
+ * not expand (mp_layout_parse says why). */
+int64_t mp_layout_count_stages(const char *text);
+
+/* The model's multi-token-prediction layers as a layout counts them (the m's
+ * it must hold): 0 while megaplan's model has no MTP module. */
+int64_t mp_layout_model_mtp_layers(const mp_model *m);
+
+/* Items [*begin, *end) of stage k of the layout (core/plan.h's items: the
+ * embedding with stage 0, the head with the last). */
+void mp_layout_stage_items(const mp_layout *l, int64_t layers, int64_t k, int64_t *begin,
+                           int64_t *end);
+
+#endif

@@ -18,9 +18,9 @@ static const char note_moe[] =
     "routing (moe.imbalance 1, as NVIDIA's pages state); the all-to-all dispatcher for "
     "Megatron's all-to-all and flex (DeepEP/HybridEP: the same token copies); expert "
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
-    "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; bf16 gradient "
-    "reduction and FP8 parameters where a file's columns say the recipe used them; FSDP rows "
-    "as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
+    "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; the "
+    "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
+    "and FP8 parameters where a file's columns say the recipe used them; FSDP rows as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
     "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
     "with the reason.";
 
@@ -219,6 +219,14 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     p->etp = 1;
     if (v[FSDP] > 0)
         p->zero = 3;
+    /* the recipe's explicit layout (Megatron's --pipeline-model-parallel-layout) */
+    const char *layout = refdata_table_get(t, r, "pipeline_layout");
+    if (layout && *layout) {
+        if (strlen(layout) >= sizeof p->pipeline_layout)
+            return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "pipeline_layout",
+                                "too long: at most %zu characters", sizeof p->pipeline_layout - 1);
+        snprintf(p->pipeline_layout, sizeof p->pipeline_layout, "%s", layout);
+    }
     if (gpus % (tp * pp * cp) != 0) {
         not_expressible(w, "gpus is not a multiple of tp x pp x cp");
         return MP_OK;

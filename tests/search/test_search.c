@@ -432,26 +432,35 @@ static void test_megatron_runs(void **state)
     assert_false(mp_search_megatron_runs(plan, &why));
     plan->layer_recompute[bounds[3] + 2] = MP_RECOMPUTE_NONE;
     assert_true(mp_search_megatron_runs(plan, &why));
-    /* uneven middle stages: 5 | 3 | 5 | 3 */
+    /* uneven middle stages: 5 | 3 | 5 | 3 runs too, as Megatron's explicit
+     * --pipeline-model-parallel-layout, which the export writes */
     plan->stages[1].end = 9;
     plan->stages[2].begin = 9;
     plan->has_layer_recompute = false;
-    assert_false(mp_search_megatron_runs(plan, &why));
-    assert_non_null(strstr(why, "middle"));
+    assert_true(mp_search_megatron_runs(plan, &why));
+    mp_buf_init(&b);
+    mp_megatron_args(&plan->config, plan, &b);
+    assert_non_null(strstr(b.data, "--pipeline-model-parallel-layout \"Et*5|t*3|t*5|t*3L\""));
+    mp_buf_free(&b);
     mp_plan_default_stages(plan);
     assert_true(mp_search_megatron_runs(plan, &why));
     plan->config.parallel.schedule = MP_SCHED_ZBH1;
     assert_false(mp_search_megatron_runs(plan, &why));
     plan->config.parallel.schedule = MP_SCHED_GPIPE;
     assert_false(mp_search_megatron_runs(plan, &why));
-    /* interleaved: only even chunks */
+    /* interleaved: uneven chunks run as a layout too (Megatron's layout lists
+     * the pp*vpp stages chunk by chunk) */
     plan->config.parallel.schedule = MP_SCHED_INTERLEAVED;
     plan->config.parallel.vpp = 2;
     mp_plan_default_stages(plan);
     assert_true(mp_search_megatron_runs(plan, &why));
     plan->stages[0].end++;
     plan->stages[1].begin++;
-    assert_false(mp_search_megatron_runs(plan, &why));
+    assert_true(mp_search_megatron_runs(plan, &why));
+    mp_buf_init(&b);
+    mp_megatron_args(&plan->config, plan, &b);
+    assert_non_null(strstr(b.data, "\"Et*3|t|t*2|t*2|t*2|t*2|t*2|t*2L\""));
+    mp_buf_free(&b);
     free(plan);
 }
 

@@ -1,0 +1,127 @@
+/* Megatron's pipeline layout strings (core/layout.h): the expansion as
+ * Megatron-Core's parse_str_to_list does it, its rules, and one clear
+ * message (field, character) for every string it or megaplan refuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/layout.h"
+
+static mp_layout *parse_ok(const char *s, int64_t pp, int64_t vpp, int64_t layers)
+{
+    mp_layout *l = calloc(1, sizeof *l);
+    assert_non_null(l);
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_layout_parse(s, pp, vpp, layers, 0, l, &err) != MP_OK)
+        fail_msg("'%s' refused: %s: %s", s, err.field, err.msg);
+    return l;
+}
+
+static void expect_blocks(const char *s, int64_t pp, int64_t vpp, int64_t layers,
+                          const int32_t *want, int n)
+{
+    mp_layout *l = parse_ok(s, pp, vpp, layers);
+    assert_int_equal(l->n_stages, n);
+    for (int k = 0; k < n; k++)
+        if (l->blocks[k] != want[k])
+            fail_msg("'%s': stage %d holds %d layers, expected %d", s, k, l->blocks[k], want[k]);
+    free(l);
+}
+
+static void expect_refused(const char *s, int64_t pp, int64_t vpp, int64_t layers,
+                           const char *part)
+{
+    mp_layout *l = calloc(1, sizeof *l);
+    assert_non_null(l);
+    mp_error err;
+    mp_error_clear(&err);
+    mp_status st = mp_layout_parse(s, pp, vpp, layers, 0, l, &err);
+    free(l);
+    if (st != MP_EINPUT)
+        fail_msg("'%s' accepted, expected '%s'", s, part);
+    assert_string_equal(err.field, "pipeline_layout");
+    if (!strstr(err.msg, part))
+        fail_msg("'%s': message '%s' lacks '%s'", s, err.msg, part);
+}
+
+static void test_good(void **state)
+{
+    (void)state;
+    /* Megatron-Bridge's DeepSeek-V3 (4, 4) layout: 61 layers over 16 stages */
+    int32_t dsv3[16] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1};
+    expect_blocks("Et*4|(t*4|)*14tL", 4, 4, 61, dsv3, 16);
+    /* its H100 (8, 4) one: 32 stages */
+    int32_t h100[32];
+    h100[0] = 1;
+    for (int k = 1; k < 31; k++) h100[k] = 2;
+    h100[31] = 0;
+    expect_blocks("Et|(tt|)*30L", 8, 4, 61, h100, 32);
+    /* commas are cosmetic, anywhere */
+    int32_t three[3] = {2, 1, 2};
+    expect_blocks("E,t,t|t|t,t,L", 3, 1, 5, three, 3);
+    expect_blocks("Ett|t|ttL", 3, 1, 5, three, 3);
+    /* one pass each, groups first: "(t)*2*3" is "tt*3", then "tttt" */
+    int32_t four[1] = {4};
+    expect_blocks("E(t)*2*3L", 1, 1, 4, four, 1);
+    /* zero repeats vanish; a stage of the embedding alone is a stage */
+    int32_t lone[2] = {0, 1};
+    expect_blocks("Et*0|tL", 2, 1, 1, lone, 2);
+    /* a group whose copies end in a bar */
+    int32_t groups[4] = {1, 2, 2, 1};
+    expect_blocks("Et|(tt|)*2tL", 4, 1, 6, groups, 4);
+}
+
+static void test_stage_items(void **state)
+{
+    (void)state;
+    mp_layout *l = parse_ok("Et*4|(t*4|)*14tL", 4, 4, 61);
+    int64_t b, e;
+    mp_layout_stage_items(l, 61, 0, &b, &e);
+    assert_true(b == 0 && e == 5); /* embedding + blocks 1..4 */
+    mp_layout_stage_items(l, 61, 1, &b, &e);
+    assert_true(b == 5 && e == 9);
+    mp_layout_stage_items(l, 61, 15, &b, &e);
+    assert_true(b == 61 && e == 63); /* block 61 + the head */
+    free(l);
+}
+
+static void test_bad(void **state)
+{
+    (void)state;
+    expect_refused("Ettx|ttL", 2, 1, 4, "character 4: 'x' is not a layer");
+    expect_refused("Et t|ttL", 2, 1, 3, "character 3: byte 0x20 is not a layer");
+    expect_refused("Ett|ttL", 4, 1, 4, "2 stages, but pp*vpp = 4*1 = 4");
+    expect_refused("Ett|tt|tt|ttL", 2, 1, 8, "4 stages, but pp*vpp = 2*1 = 2");
+    expect_refused("tE|tL", 2, 1, 2, "character 1: the first stage must open with E");
+    expect_refused("|EtttL", 2, 1, 3, "character 1: the first stage must open with E");
+    expect_refused("EtL|t", 2, 1, 2, "character 5: the last stage must end with L");
+    expect_refused("EttL|", 2, 1, 2, "the last stage must end with L");
+    expect_refused("EtE|tL", 2, 1, 2, "character 3: a second E");
+    expect_refused("EtLt|tL", 2, 1, 3, "character 3: L (the loss) comes once, last");
+    expect_refused("Et||tL", 3, 1, 2, "character 4: an empty stage ends here");
+    expect_refused("Ett|tL", 2, 1, 4, "3 transformer layers (t), but the model has 4");
+    expect_refused("Ett|tmL", 2, 1, 3, "character 6: m, a multi-token-prediction layer, but "
+                                       "the model has no MTP layers");
+    expect_refused("Et*99999999L", 1, 1, 4, "character 4: absurd repeat count");
+    expect_refused("Et*999999999999999999999999999L", 1, 1, 4, "character 4: absurd repeat");
+    expect_refused("E(t*0)*100000L", 1, 1, 4, "absurd repeat count");
+    expect_refused("E(tt|L", 2, 1, 2, "character 2: '(' is not a layer");
+    expect_refused("Et*|tL", 2, 1, 2, "character 3: '*' is not a layer");
+    expect_refused("E()*3tL", 1, 1, 1, "character 2: '(' is not a layer");
+    expect_refused("", 1, 1, 1, "empty");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good),
+        cmocka_unit_test(test_stage_items),
+        cmocka_unit_test(test_bad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

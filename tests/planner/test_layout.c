@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/io.h"
+#include "core/layout.h"
+#include "planner/megatron.h"
 #include "planner/cost.h"
 #include "sim/simulate.h"
 
@@ -147,12 +150,71 @@ static void test_simulate_uneven(void **state)
     free(plan);
 }
 
+/* The Megatron flags of a layout plan carry the layout as written; read back
+ * (Megatron's --pipeline-model-parallel-layout value, parsed again) it gives
+ * the stages the cost model used, and no --num-layers-per-virtual-pipeline-stage
+ * beside it (Megatron refuses both together). Also for a plan whose uneven
+ * split came as stages only: the layout written for it reads back to them. */
+static void roundtrip(const mp_config *c, const mp_plan *plan, const mp_stage_range *want)
+{
+    mp_buf b;
+    mp_buf_init(&b);
+    mp_megatron_args(c, plan, &b);
+    const char *flag = "--pipeline-model-parallel-layout \"";
+    const char *at = strstr(b.data, flag);
+    assert_non_null(at);
+    assert_null(strstr(b.data, "--num-layers-per-virtual-pipeline-stage"));
+    at += strlen(flag);
+    const char *end = strchr(at, '"');
+    assert_non_null(end);
+    char text[MP_LAYOUT_CHARS];
+    snprintf(text, sizeof text, "%.*s", (int)(end - at), at);
+    if (c->parallel.pipeline_layout[0])
+        assert_string_equal(text, c->parallel.pipeline_layout);
+    mp_layout *l = calloc(1, sizeof *l);
+    assert_non_null(l);
+    mp_error err;
+    assert_int_equal(mp_layout_parse(text, c->parallel.pp, c->parallel.vpp, c->model.layers, 0, l,
+                                     &err),
+                     MP_OK);
+    for (int32_t k = 0; k < l->n_stages; k++) {
+        int64_t lb, le;
+        mp_layout_stage_items(l, c->model.layers, k, &lb, &le);
+        assert_int_equal(lb, want[k].begin);
+        assert_int_equal(le, want[k].end);
+    }
+    free(l);
+    mp_buf_free(&b);
+}
+
+static void test_export_roundtrip(void **state)
+{
+    (void)state;
+    mp_config c = base(4, 2);
+    snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "%s",
+             "Et*16|t*10|t*12|t*10|(t*12|)*3t*12L");
+    mp_stage_range st[8];
+    mp_config_stages(&c, 8, st);
+    assert_int_equal(st[1].begin, 17);
+    roundtrip(&c, NULL, st);
+    /* the same split as plan stages, no layout string: written from the stages */
+    mp_plan *plan = calloc(1, sizeof *plan);
+    assert_non_null(plan);
+    plan->config = c;
+    plan->config.parallel.pipeline_layout[0] = '\0';
+    plan->n_stages = 8;
+    memcpy(plan->stages, st, sizeof st);
+    roundtrip(&plan->config, plan, st);
+    free(plan);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_equal),
         cmocka_unit_test(test_uneven_moves_memory),
         cmocka_unit_test(test_simulate_uneven),
+        cmocka_unit_test(test_export_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

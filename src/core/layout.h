@@ -1,5 +1,5 @@
 /* layout.h — an explicit pipeline layout, in Megatron-Core's grammar
- * (--pipeline-model-parallel-layout; docs/plans.md, "Pipeline layout").
+ * (--pipeline-model-parallel-layout; docs/formats.md, "Pipeline layout").
  *
  * "Et*3|(tt|)*29m|L": E the embedding, t a transformer layer, m a
  * multi-token-prediction layer, L the loss (final norm + LM head), '|' ends a

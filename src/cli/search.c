@@ -296,8 +296,11 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                   m->activations / MP_GIB, m->other / MP_GIB, m->capacity / MP_GIB);
     if (w->plan && w->plan->n_stages > 0) {
         bool given = w->config.parallel.pipeline_layout[0] != '\0';
-        mp_buf_printf(b, "        stages (%s%s", w->split_method,
-                      w->split_gap > 0 || given ? "" : ", optimal");
+        if (given)
+            mp_buf_printf(b, "        stages (layout \"%s\"", w->config.parallel.pipeline_layout);
+        else
+            mp_buf_printf(b, "        stages (%s%s", w->split_method,
+                          w->split_gap > 0 ? "" : ", optimal");
         if (w->split_gap > 0) mp_buf_printf(b, ", gap %.2f%%", 100 * w->split_gap);
         mp_buf_puts(b, "): blocks per stage");
         /* run-length: "4x19 3" = nineteen stages of 4 blocks, then one of 3 */

@@ -11,6 +11,7 @@
 #include "core/layout.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,4 +322,57 @@ void mp_layout_stage_items(const mp_layout *l, int64_t layers, int64_t k, int64_
         before += l->blocks[j];
     *begin = k == 0 ? 0 : 1 + before;
     *end = k == l->n_stages - 1 ? layers + 2 : 1 + before + l->blocks[k];
+}
+
+/* "t", "t*k" or "" for k blocks */
+static int blocks_text(char *out, size_t size, int64_t k)
+{
+    if (k == 0)
+        return snprintf(out, size, "%s", "");
+    if (k == 1)
+        return snprintf(out, size, "t");
+    return snprintf(out, size, "t*%lld", (long long)k);
+}
+
+bool mp_layout_propose(int64_t L, int64_t n, char *out, size_t size)
+{
+    if (n < 1 || n > L || n > MP_MAX_STAGES || size < 8)
+        return false;
+    int64_t units = L + 2, q = units / n, r = units % n;
+    /* stage k's blocks: q (+1 for stages 1..r) less the embedding or the loss */
+#define STAGE_BLOCKS(k) (q + ((k) >= 1 && (k) <= r ? 1 : 0) - ((k) == 0) - ((k) == n - 1))
+    size_t at = 0;
+    char part[48];
+    int w;
+#define PUT(...)                                                                  \
+    do {                                                                          \
+        w = snprintf(out + at, size - at, __VA_ARGS__);                           \
+        if (w < 0 || (size_t)w >= size - at)                                      \
+            return false;                                                         \
+        at += (size_t)w;                                                          \
+    } while (0)
+    blocks_text(part, sizeof part, STAGE_BLOCKS(0));
+    PUT("E%s", part);
+    if (n == 1) {
+        PUT("L");
+        return true;
+    }
+    PUT("|");
+    /* the middle stages, runs of equal ones as (t*k|)*c */
+    for (int64_t k = 1; k < n - 1;) {
+        int64_t b = STAGE_BLOCKS(k), run = 1;
+        while (k + run < n - 1 && STAGE_BLOCKS(k + run) == b)
+            run++;
+        blocks_text(part, sizeof part, b);
+        if (run > 1)
+            PUT("(%s|)*%lld", part, (long long)run);
+        else
+            PUT("%s|", part);
+        k += run;
+    }
+    blocks_text(part, sizeof part, STAGE_BLOCKS(n - 1));
+    PUT("%sL", part);
+#undef PUT
+#undef STAGE_BLOCKS
+    return true;
 }

@@ -9,6 +9,8 @@
 #ifndef MP_LAYOUT_H
 #define MP_LAYOUT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/config.h"
@@ -35,6 +37,14 @@ mp_status mp_layout_parse(const char *text, int64_t pp, int64_t vpp, int64_t lay
 /* The stages text lists ('|' count + 1 after expansion), or -1 when it does
  * not expand (mp_layout_parse says why). */
 int64_t mp_layout_count_stages(const char *text);
+
+/* A layout for L transformer layers over n stages when Megatron's default
+ * split has none (search proposes it): the embedding and the loss count as a
+ * layer each, the L + 2 spread as evenly as they go, the stages after the
+ * first taking the extra ones (the first stage stashes the most micro-batches),
+ * written with repeats ("Et*2|(t*4|)*14t*3L"). false when n < 1, n > L or the
+ * text does not fit in size. */
+bool mp_layout_propose(int64_t L, int64_t n, char *out, size_t size);
 
 /* The model's multi-token-prediction layers as a layout counts them (the m's
  * it must hold): 0 while megaplan's model has no MTP module. */

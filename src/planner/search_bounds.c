@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/layout.h"
 #include "planner/cost_internal.h"
 #include "planner/split.h"
 #include "planner/pipeline_internal.h"
@@ -108,6 +109,43 @@ const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int
     return &bc->slot[j];
 }
 
+/* Blocks on pipeline rank 0: L/p (Megatron's default splits); under an
+ * explicit layout, given or proposed, those of its stages k = 0, p, 2p, ...
+ * (and *min_chunk the fewest in one of them), so that the memory bound stays
+ * below the rank's real bytes however uneven the layout is. */
+static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, double *min_chunk)
+{
+    int64_t n = (int64_t)x->p * x->v;
+    *min_chunk = (double)L / (double)n;
+    if (L % n == 0 || mp_schedule_is_v((mp_schedule_kind)x->sched) ||
+        x->sched == MP_SCHED_DUALPIPE || base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES)
+        return (double)L / (double)x->p;
+    mp_config *c = malloc(sizeof *c);
+    mp_stage_range *st = malloc(sizeof *st * (size_t)n);
+    double blocks = 0.0;
+    if (!c || !st) {
+        free(c);
+        free(st);
+        *min_chunk = 0.0;
+        return 0.0; /* no bound rather than a wrong one */
+    }
+    *c = *base;
+    c->parallel.pp = x->p;
+    c->parallel.vpp = x->v;
+    if (mp_search_needs_layout(base, x->p, x->v))
+        mp_layout_propose(L, n, c->parallel.pipeline_layout, sizeof c->parallel.pipeline_layout);
+    mp_config_stages(c, n, st);
+    for (int64_t k = 0; k < n; k += x->p) {
+        int64_t b = st[k].begin < 1 ? 1 : st[k].begin, e = st[k].end > L + 1 ? L + 1 : st[k].end;
+        double here = (double)(e > b ? e - b : 0);
+        blocks += here;
+        *min_chunk = k == 0 || here < *min_chunk ? here : *min_chunk;
+    }
+    free(c);
+    free(st);
+    return blocks;
+}
+
 /* The bounds of section 1 above. */
 void mp_search_bounds(const mp_config *base, const block_info *bi, double block_params_min,
                    double emb_params, cand *x)
@@ -116,6 +154,12 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
     int64_t L = mp_model_blocks(m);
     int64_t mb = base->training.global_batch / ((int64_t)x->b * x->d);
     double per_rank = (double)L / (double)x->p; /* blocks on a rank, even split */
+    /* under a layout, the bounded rank's blocks and the fewest of one of its
+     * chunks (each stashed chunk holds at least as many) */
+    bool layout_split = base->parallel.pipeline_layout[0] ||
+                        mp_search_needs_layout(base, x->p, x->v);
+    double min_chunk = 0.0;
+    double rank0 = layout_split ? rank0_blocks(base, x, L, &min_chunk) : per_rank;
     mp_config tmp;
     tmp.training = base->training;
     tmp.parallel.dp = x->d;
@@ -126,13 +170,13 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
     tmp.parallel.tp = x->t;
     tmp.hw = base->hw;
     double spb = mp_static_bytes_per_param(&tmp);
-    double params0 = per_rank * block_params_min / x->t + emb_params / x->t;
+    double params0 = rank0 * block_params_min / x->t + emb_params / x->t;
     double expert_bytes = 0.0, moe_gemm = 0.0;
     if (mp_model_is_moe(m) && x->ep > 0) {
         /* the fewest MoE blocks a rank can hold, each with its local
          * experts, whose optimizer states shard over edp (which exceeds
          * d*c when etp < tp) */
-        double moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - per_rank));
+        double moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
         mp_config ec = *base;
         ec.parallel = tmp.parallel;
         ec.parallel.ep = x->ep;
@@ -153,7 +197,8 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
                    (gate + 1.0) * (double)m->moe.expert_ffn / peak;
     }
     double chunks = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
-    double stash = per_rank * bi->act[x->rc] / (double)x->v * chunks;
+    double stash = layout_split ? min_chunk * bi->act[x->rc] * chunks
+                                : per_rank * bi->act[x->rc] / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
     x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/layout.h"
 #include "planner/cost_internal.h"
 #include "planner/split.h"
 #include "planner/pipeline_internal.h"
@@ -74,6 +75,18 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->ep = x->ep;
     p->etp = x->etp;
     p->dispatcher = (mp_dispatcher)x->dispatcher;
+    /* stages Megatron's default split cannot make: a proposed explicit layout
+     * (mp_search_needs_layout), which every part then splits by */
+    if (mp_search_needs_layout(base, p->pp, p->vpp))
+        mp_layout_propose(base->model.layers, p->pp * p->vpp, p->pipeline_layout,
+                          sizeof p->pipeline_layout);
+}
+
+bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp)
+{
+    int64_t L = base->model.layers;
+    return !base->parallel.pipeline_layout[0] && base->model.arch != MP_ARCH_T5 &&
+           pp * vpp <= L && !mp_stage_split_ok(L, pp, vpp);
 }
 
 void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out)
@@ -396,6 +409,9 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
         vv[nv++] = fp->vpp;
     } else {
         vv[nv++] = 1;
+        /* the splits Megatron makes by default (a vpp that needs a layout
+         * is searched when fixed: --fix vpp=N proposes one; searching every
+         * such vpp would cost half again the candidates) */
         if (x->p > 1)
             for (int64_t v = 2; v * x->p <= L && nv < MAX_DIV; v++)
                 if (mp_stage_split_ok(L, x->p, v)) vv[nv++] = v;
@@ -410,7 +426,8 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
                    (long long)x->v);
             continue;
         }
-        if (x->v > 1 && !fp->pipeline_layout[0] && !mp_stage_split_ok(L, x->p, x->v)) {
+        if (x->v > 1 && !fp->pipeline_layout[0] && !mp_stage_split_ok(L, x->p, x->v) &&
+            !mp_search_needs_layout(e->base, x->p, x->v)) {
             refuse(e, MP_REJECT_LAYERS, "vpp",
                    "pp*vpp = %lld does not divide the %lld layers",
                    (long long)x->p * x->v, (long long)L);

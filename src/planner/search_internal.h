@@ -20,6 +20,10 @@ typedef struct mp_search_cand_view {
 
 /* base with the candidate's parallel settings. */
 void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_config *out);
+/* Whether pp x vpp stages need a proposed layout: base gives none, Megatron's
+ * default split has none (mp_stage_split_ok), and a layout can (not t5, at
+ * most one stage per layer). */
+bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp);
 
 /* Enumerates every candidate of opt's space, costs each in full and counts
  * where a lower bound exceeds the estimate (memory: the peak; time: the

@@ -72,7 +72,7 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         free(l);
         if (lst != MP_OK)
             return lst;
-    } else if (!mp_stage_split_ok(L, pp, vpp))
+    } else if (!mp_stage_split_ok(L, pp, vpp) && !mp_search_needs_layout(c, pp, vpp))
         return REFUSE(vpp > 1 ? "vpp" : "pp",
                       "the %lld layers cannot be split over pp*vpp = %lld*%lld stages as "
                       "Megatron-LM splits them",

@@ -94,7 +94,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
         return mp_estimate_config(c, NULL, est, err);
     /* an explicit layout is the user's split: costed as given, never re-split */
     if (pp->pipeline_layout[0]) {
-        info->split_method = "the given layout";
+        info->split_method = "layout";
         return mp_estimate_config(c, NULL, est, err);
     }
 

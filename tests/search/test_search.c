@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -229,8 +230,9 @@ static void test_refused_names_the_fixed_setting(void **state)
          "not a multiple of the fixed tp*pp*cp*dp = 1*1*3*1"},
         {MP_FIX_DP | MP_FIX_MICRO_BATCH, 1, 1, 1, 1, 2, 3, 2048, 8, MP_SCHED_1F1B, false, false,
          "global_batch", "micro_batch*dp = 3*2"},
-        {MP_FIX_PP | MP_FIX_VPP, 1, 8, 5, 1, 1, 1, 2048, 1536, MP_SCHED_INTERLEAVED, false, false,
-         "vpp", "cannot be split over pp*vpp = 8*5"},
+        /* 8*5 = 40 stages would run as a proposed layout; 8*13 = 104 cannot hold 96 layers */
+        {MP_FIX_PP | MP_FIX_VPP, 1, 8, 13, 1, 1, 1, 2048, 1536, MP_SCHED_INTERLEAVED, false, false,
+         "vpp", "cannot be split over pp*vpp = 8*13"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mp_search_options o;
@@ -464,6 +466,56 @@ static void test_megatron_runs(void **state)
     free(plan);
 }
 
+/* pp x vpp stages that no default split makes (61 layers, 4 x 4): with the
+ * layout given, or with vpp fixed (search proposes one), every candidate's
+ * bounds stay below its estimate, pruning changes nothing, and the plans run
+ * the layout (the Megatron flags carry it). */
+static void test_layout_search(void **state)
+{
+    (void)state;
+    static const char *const given[] = {"Et*4|(t*4|)*14tL", ""};
+    for (int g = 0; g < 2; g++) {
+        mp_search_options o;
+        base_of("deepseek-v3", "b200", 256, 1024, MP_DTYPE_BF16, &o);
+        o.base.parallel.pp = 4;
+        o.base.parallel.vpp = 4;
+        o.base.parallel.ep = 64;
+        o.fixed = MP_FIX_PP | MP_FIX_VPP | MP_FIX_EP;
+        snprintf(o.base.parallel.pipeline_layout, sizeof o.base.parallel.pipeline_layout, "%s",
+                 given[g]);
+        int64_t checked, mv, tv;
+        double worst;
+        mp_error err;
+        mp_error_clear(&err);
+        if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
+            fail_msg("%s: %s", err.field, err.msg);
+        if (mv || tv)
+            fail_msg("layout '%s': %lld memory and %lld time bound violations of %lld", given[g],
+                     (long long)mv, (long long)tv, (long long)checked);
+        assert_true(checked > 10);
+        o.no_simulate = true;
+        mp_search_result a, b;
+        assert_int_equal(mp_search(&o, &a, &err), MP_OK);
+        assert_true(a.n > 0);
+        const char *want = g == 0 ? given[0] : "Et*2|(t*4|)*14t*3L";
+        assert_string_equal(a.plans[0].config.parallel.pipeline_layout, want);
+        o.no_prune = true;
+        assert_int_equal(mp_search(&o, &b, &err), MP_OK);
+        assert_int_equal(a.n, b.n);
+        for (int k = 0; k < a.n; k++)
+            assert_true(a.plans[k].est.time.step == b.plans[k].est.time.step);
+        mp_buf f;
+        mp_buf_init(&f);
+        mp_megatron_args(&a.plans[0].config, a.plans[0].plan, &f);
+        char flag[96];
+        snprintf(flag, sizeof flag, "--pipeline-model-parallel-layout \"%s\"", want);
+        assert_non_null(strstr(f.data, flag));
+        mp_buf_free(&f);
+        mp_search_result_free(&a);
+        mp_search_result_free(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -477,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_heavy_head_uneven_split),
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_megatron_runs),
+        cmocka_unit_test(test_layout_search),
         cmocka_unit_test(test_explain_verdicts),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));

@@ -116,12 +116,48 @@ static void test_bad(void **state)
     expect_refused("", 1, 1, 1, "empty");
 }
 
+/* Megatron's MTP rules, for a model with MTP layers (the count comes in as
+ * mtp_layers; megaplan's model gives 0 until it has the module). */
+static void expect_mtp(const char *s, int64_t pp, int64_t vpp, int64_t layers, int64_t mtp,
+                       const char *part)
+{
+    mp_layout *l = calloc(1, sizeof *l);
+    assert_non_null(l);
+    mp_error err;
+    mp_error_clear(&err);
+    mp_status st = mp_layout_parse(s, pp, vpp, layers, mtp, l, &err);
+    if (!part) {
+        if (st != MP_OK)
+            fail_msg("'%s' refused: %s", s, err.msg);
+        assert_int_equal(l->mtp_layers, mtp);
+        assert_int_equal(l->mtp_stage, l->n_stages - 1);
+    } else if (st != MP_EINPUT || !strstr(err.msg, part)) {
+        fail_msg("'%s': status %d, message '%s', expected '%s'", s, (int)st, err.msg, part);
+    }
+    free(l);
+}
+
+static void test_mtp(void **state)
+{
+    (void)state;
+    expect_mtp("Et*4|(t*4|)*14tmL", 16, 1, 61, 1, NULL); /* the 25.11 B200 recipe's */
+    expect_mtp("Et|t|t|tmmL", 2, 2, 4, 2, NULL);
+    expect_mtp("Et|t|t|tmL", 2, 2, 4, 2, "1 MTP layers (m), but the model has 2");
+    expect_mtp("Etm|tL", 2, 1, 2, 1, "character 5: a transformer layer after an MTP layer");
+    expect_mtp("Et|tm|t|tL", 2, 2, 4, 1, "character 5: an MTP layer outside its rank's last");
+    expect_mtp("Ettm|mL", 2, 1, 2, 2, "character 6: MTP layers in two stages");
+    expect_mtp("Ett|t|tt|mL", 2, 2, 5, 1, NULL);
+    expect_mtp("Ett|t|ttt|m|L", 2, 2, 6, 1, "5 stages, but pp*vpp");
+    expect_mtp("Et|t|ttt|m|L", 5, 1, 5, 1, "character 11: this stage holds only MTP layers");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),
         cmocka_unit_test(test_stage_items),
         cmocka_unit_test(test_bad),
+        cmocka_unit_test(test_mtp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -336,10 +336,20 @@ def loso(exe, data):
             pooled['published'] += e
         elif key in STEP_SOURCES:
             pooled['sweeps'] += e
+    # per GPU class too: a refit must not trade one class for another (docs/validation.md,
+    # "Protocol", criterion b)
+    published = ('narayanan', 'korthikanti', 'megatron-core', 'mtnlg', 'bloom', 'nemo')
+    labels = [('published', 'published dense runs (whole steps)'),
+              ('sweeps', 'measured sweeps (vTrain, out of sample)')]
+    for cls, profiles in BAND_CLASSES:
+        pooled[cls] = [pr / m - 1 for k, role, hw, m, pr in full
+                       if k in published and role == 'held-out' and hw in profiles]
+        if pooled[cls]:
+            labels.append((cls, 'published dense runs, %s class (%s)' % (
+                cls.upper(), ', '.join(profiles))))
     print()
     print('| pooled | rows | MAPE | max |\n|---|---:|---:|---:|')
-    for k, label in (('published', 'published dense runs (whole steps)'),
-                     ('sweeps', 'measured sweeps (vTrain, out of sample)')):
+    for k, label in labels:
         e = pooled[k]
         print('| %s | %d | %.1f%% | %.1f%% |' % (label, len(e), mape(e), 100 * max(abs(x) for x in e)))
     print()

@@ -9,7 +9,10 @@ data="$root/tests/data"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 {
-  "$build/tests/validation/megaplan-validate" "$data" --summary || true
+  # the protocol (tools/validation-protocol.md) goes after the page's opening paragraph
+  "$build/tests/validation/megaplan-validate" "$data" --summary |
+    awk -v proto="$root/tools/validation-protocol.md" \
+      '/^## / && !done { while ((getline l < proto) > 0) print l; print ""; done = 1 } { print }' || true
   python3 "$root/tools/fit_profile.py" "$build/tests/validation/megaplan-validate" "$data" --loso
   "$build/tests/validation/megaplan-validate" "$data" --rows || true
   "$build/tests/search/megaplan-rank-validate" "$data" || true

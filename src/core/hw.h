@@ -74,6 +74,13 @@ typedef struct mp_hw {
                                             launches: the schedule's send/receive bookkeeping
                                             (Megatron's p2p_communicate, DeepSpeed's pipeline
                                             instructions) around the NCCL call */
+    double matmul_achievable;            /* measured maximum achievable BF16 matmul rate of this
+                                            GPU (FLOP/s, the best shape of a brute-force search);
+                                            YAML matmul_achievable */
+    double curve_matmul_efficiency;      /* that measurement over the BF16 peak on the GPU the
+                                            gemm_efficiency curve was fitted on: with both set,
+                                            the curve is scaled by (matmul_achievable / bf16
+                                            peak) / this (docs/cost-model.md §4) */
     double error_band_low, error_band_high; /* range of predicted/measured - 1 on the held-out
                                             rows of this hardware class (docs/validation.md);
                                             YAML error_band.low/high; both 0: no band known */

@@ -43,9 +43,7 @@ double mp_linear_gemm_time(const mp_config *c, double m, double n, double k)
      * reaches the efficiency the profile's curve gives a BF16 GEMM of
      * F x bf16/fp8 FLOPs (the rule the profiles use between GPUs). */
     double flops = 2.0 * m * n * k;
-    double eff = mp_curve_eval(&hw->gemm_efficiency, flops * high / fp8);
-    if (eff <= 0.0)
-        eff = 1e-3;
+    double eff = mp_gemm_efficiency(hw, flops * high / fp8);
     double compute = flops / (fp8 * eff);
     /* FP8 operands (1 byte), the BF16 output (2 bytes) */
     double memory = (m * k + k * n + 2.0 * m * n) / (hw->hbm_bw * hw->memory_efficiency);

@@ -92,6 +92,7 @@ static const mp_field hw_fields[] = {
     /* optional, false when absent: the attention core runs unfused */
     {.path = "flash_attention", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, flash_attention)},
     {.path = "mxfp8", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, mxfp8)},
+    {.path = "fp8_any_layout", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, fp8_any_layout)},
     /* optional, 0 when absent (mp_hw in hw.h says what 0 means) */
     D("collective_local_pass", collective_local_pass, MP_UNIT_NONE, 0, false, 10, false),
     D("allocator_fragmentation", allocator_fragmentation, MP_UNIT_NONE, 0, false, 1, false),

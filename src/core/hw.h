@@ -59,6 +59,10 @@ typedef struct mp_hw {
                                             Megatron-DeepSpeed); YAML key flash_attention (cost model) */
     bool mxfp8;                          /* tensor cores run MXFP8 (32-element blocks with E8M0
                                             scales): Blackwell and later; fp8_recipe mxfp8 needs it */
+    bool fp8_any_layout;                 /* FP8 GEMMs take either operand transposed (Blackwell);
+                                            false: only the TN layout (Hopper), so Transformer
+                                            Engine keeps a transposed FP8 copy of each per-tensor
+                                            scaled operand (fp8.c). YAML fp8_any_layout */
     /* Optional constants of the cost model, each fitted or sourced in the
      * profile that sets it (docs/cost-model.md); absent, each is 0, its
      * physically neutral value: */

@@ -123,20 +123,34 @@ static void test_gemm_transfer(void **state)
 /* Cast bytes per element: read 2, write two FP8 copies (+ scales: blockwise
  * fp32 per 128, mxfp8 one byte per 32, each copy); current scaling reads
  * the tensor once more for its amax. Forward: the m x k input; backward:
- * the m x n output gradient. */
+ * the m x n output gradient. Hopper (dgx-h100) keeps a transposed copy of a
+ * per-tensor scaled operand; Blackwell (b200, fp8_any_layout) does not:
+ * 3 and 5 bytes for delayed and tensorwise there, and one FP8 copy of each
+ * weight instead of two. */
 static void test_cast_bytes(void **state)
 {
     (void)state;
-    mp_config c = config("llama3-8b", "b200", 8, 1, MP_DTYPE_FP8);
-    const double per[MP_FP8_RECIPE_COUNT] = {4.0, 6.0, 4.0 + 2.0 * 4.0 / 128.0,
-                                             4.0 + 2.0 / 32.0};
-    for (int r = 0; r < MP_FP8_RECIPE_COUNT; r++) {
-        c.training.fp8_recipe = (mp_fp8_recipe)r;
-        double f, b;
-        mp_fp8_cast_bytes(&c, 1000, 2000, 3000, &f, &b);
-        assert_true(near(f, per[r] * 1000 * 3000, 1e-12));
-        assert_true(near(b, per[r] * 1000 * 2000, 1e-12));
+    const char *hw[2] = {"dgx-h100", "b200"};
+    const double per[2][MP_FP8_RECIPE_COUNT] = {
+        {4.0, 6.0, 4.0 + 2.0 * 4.0 / 128.0, 4.0 + 2.0 / 32.0},
+        {3.0, 5.0, 4.0 + 2.0 * 4.0 / 128.0, 4.0 + 2.0 / 32.0}};
+    const double copies[2][MP_FP8_RECIPE_COUNT] = {
+        {2.0, 2.0, 2.0 * (1.0 + 4.0 / (128.0 * 128.0)), 2.0 * (1.0 + 1.0 / 32.0)},
+        {1.0, 1.0, 2.0 * (1.0 + 4.0 / (128.0 * 128.0)), 2.0 * (1.0 + 1.0 / 32.0)}};
+    for (int g = 0; g < 2; g++) {
+        mp_config c = config("llama3-8b", hw[g], 8, 1, MP_DTYPE_FP8);
+        for (int r = 0; r < MP_FP8_RECIPE_COUNT; r++) {
+            if (r == MP_FP8_MXFP8 && !c.hw.mxfp8)
+                continue;
+            c.training.fp8_recipe = (mp_fp8_recipe)r;
+            double f, b;
+            mp_fp8_cast_bytes(&c, 1000, 2000, 3000, &f, &b);
+            assert_true(near(f, per[g][r] * 1000 * 3000, 1e-12));
+            assert_true(near(b, per[g][r] * 1000 * 2000, 1e-12));
+            assert_true(near(mp_fp8_gathered_copy_bytes(&c), copies[g][r], 1e-12));
+        }
     }
+    mp_config c = config("llama3-8b", "b200", 8, 1, MP_DTYPE_FP8);
     c.training.precision = MP_DTYPE_BF16;
     double f = 1, b = 1;
     mp_fp8_cast_bytes(&c, 1000, 2000, 3000, &f, &b);

@@ -92,11 +92,14 @@ static const mp_field hw_fields[] = {
     /* optional, false when absent: the attention core runs unfused */
     {.path = "flash_attention", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, flash_attention)},
     {.path = "mxfp8", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, mxfp8)},
+    {.path = "fp8_any_layout", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, fp8_any_layout)},
     /* optional, 0 when absent (mp_hw in hw.h says what 0 means) */
     D("collective_local_pass", collective_local_pass, MP_UNIT_NONE, 0, false, 10, false),
     D("allocator_fragmentation", allocator_fragmentation, MP_UNIT_NONE, 0, false, 1, false),
     D("attention_half_rate_keys", attention_half_rate_keys, MP_UNIT_NONE, 0, false, 1e7, false),
     D("p2p_host_kernels", p2p_host_kernels, MP_UNIT_NONE, 0, false, 1000, false),
+    D("matmul_achievable", matmul_achievable, MP_UNIT_FLOPS, 0, false, BIG, false),
+    D("curve_matmul_efficiency", curve_matmul_efficiency, MP_UNIT_NONE, 0, false, 1, false),
     D("error_band.low", error_band_low, MP_UNIT_NONE, -0.99, false, 10, false),
     D("error_band.high", error_band_high, MP_UNIT_NONE, -0.99, false, 10, false),
     /* optional, 0 when absent: cost and energy are then not known */

@@ -59,6 +59,10 @@ typedef struct mp_hw {
                                             Megatron-DeepSpeed); YAML key flash_attention (cost model) */
     bool mxfp8;                          /* tensor cores run MXFP8 (32-element blocks with E8M0
                                             scales): Blackwell and later; fp8_recipe mxfp8 needs it */
+    bool fp8_any_layout;                 /* FP8 GEMMs take either operand transposed (Blackwell);
+                                            false: only the TN layout (Hopper), so Transformer
+                                            Engine keeps a transposed FP8 copy of each per-tensor
+                                            scaled operand (fp8.c). YAML fp8_any_layout */
     /* Optional constants of the cost model, each fitted or sourced in the
      * profile that sets it (docs/cost-model.md); absent, each is 0, its
      * physically neutral value: */
@@ -74,6 +78,13 @@ typedef struct mp_hw {
                                             launches: the schedule's send/receive bookkeeping
                                             (Megatron's p2p_communicate, DeepSpeed's pipeline
                                             instructions) around the NCCL call */
+    double matmul_achievable;            /* measured maximum achievable BF16 matmul rate of this
+                                            GPU (FLOP/s, the best shape of a brute-force search);
+                                            YAML matmul_achievable */
+    double curve_matmul_efficiency;      /* that measurement over the BF16 peak on the GPU the
+                                            gemm_efficiency curve was fitted on: with both set,
+                                            the curve is scaled by (matmul_achievable / bf16
+                                            peak) / this (docs/cost-model.md §4) */
     double error_band_low, error_band_high; /* range of predicted/measured - 1 on the held-out
                                             rows of this hardware class (docs/validation.md);
                                             YAML error_band.low/high; both 0: no band known */

@@ -14,14 +14,37 @@
 
 #include "planner/cost_internal.h"
 
+double mp_gemm_transfer(const mp_hw *hw)
+{
+    /* The GEMM curve of a profile without fit rows of its own GPU is another
+     * GPU's fit (tools/fit_profile.py's transfer rule): it carries that GPU's
+     * ratio of achievable to datasheet rate. A GPU whose datasheet peak is
+     * further above what its tensor cores sustain (clocks under the power
+     * limit: the datasheet's figure is at boost clock) reaches
+     * proportionally less of it. Both ratios are measured the same way (the
+     * best BF16 matmul of a brute-force shape search); the tensor cores' FP8
+     * rate is twice the BF16 rate per clock on every profiled GPU, so the
+     * same ratio holds for FP8 GEMMs (docs/cost-model.md §4). */
+    double peak = hw->peak_flops[MP_DTYPE_BF16] > 0.0 ? hw->peak_flops[MP_DTYPE_BF16]
+                                                      : hw->peak_flops[MP_DTYPE_FP16];
+    if (!(hw->matmul_achievable > 0.0) || !(hw->curve_matmul_efficiency > 0.0) || !(peak > 0.0))
+        return 1.0;
+    return hw->matmul_achievable / peak / hw->curve_matmul_efficiency;
+}
+
+double mp_gemm_efficiency(const mp_hw *hw, double curve_flops)
+{
+    double eff = mp_curve_eval(&hw->gemm_efficiency, curve_flops) * mp_gemm_transfer(hw);
+    if (eff > 1.0)
+        eff = 1.0;
+    return eff > 0.0 ? eff : 1e-3;
+}
+
 double mp_gemm_time(const mp_hw *hw, double peak, double flops)
 {
     if (flops <= 0.0)
         return 0.0;
-    double eff = mp_curve_eval(&hw->gemm_efficiency, flops);
-    if (eff <= 0.0)
-        eff = 1e-3;
-    return flops / (peak * eff);
+    return flops / (peak * mp_gemm_efficiency(hw, flops));
 }
 
 double mp_gemm_mnk_time(const mp_hw *hw, double peak, double dt, double m, double n, double k)

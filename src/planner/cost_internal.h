@@ -167,6 +167,13 @@ double mp_coll_time(const mp_hw *hw, const mp_group_place *g, mp_coll_kind k, do
 double mp_partial_node_factor(const mp_hw *hw, const mp_group_place *g);
 
 /* ---- compute (compute.c) ---- */
+/* The factor on the profile's GEMM curve for a GPU whose curve was
+ * transferred from another GPU's fit: (matmul_achievable / BF16 peak) /
+ * curve_matmul_efficiency, 1 when either field is absent. */
+double mp_gemm_transfer(const mp_hw *hw);
+/* Fraction of peak a GEMM reaches: the curve at curve_flops (the FLOPs of a
+ * BF16 GEMM of the same duration: fp8.c) times mp_gemm_transfer, in (0, 1]. */
+double mp_gemm_efficiency(const mp_hw *hw, double curve_flops);
 double mp_gemm_time(const mp_hw *hw, double peak, double flops);
 /* An m x k by k x n GEMM of dt-byte elements: the slower of its FLOPs at the
  * efficiency curve and moving its three matrices through HBM. */

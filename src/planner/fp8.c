@@ -9,7 +9,8 @@
  * (Megatron's output layer is not a TE module), norms, communication,
  * gradients; the master weights and the optimizer are unchanged. What FP8
  * adds: casts of each GEMM operand to FP8 (memory-bound kernels), FP8 copies
- * of each weight held across the micro-batches of an iteration, and FP8
+ * of each weight held across the micro-batches of an iteration (two, or one
+ * where FP8 GEMMs take any layout: fp8_copies), and FP8
  * copies of the GEMM inputs saved for the backward in place of the BF16
  * ones. The recipe decides the scales: one per tensor (delayed: from the
  * amax history, in the cast kernel itself; tensorwise: the current amax,
@@ -43,9 +44,7 @@ double mp_linear_gemm_time(const mp_config *c, double m, double n, double k)
      * reaches the efficiency the profile's curve gives a BF16 GEMM of
      * F x bf16/fp8 FLOPs (the rule the profiles use between GPUs). */
     double flops = 2.0 * m * n * k;
-    double eff = mp_curve_eval(&hw->gemm_efficiency, flops * high / fp8);
-    if (eff <= 0.0)
-        eff = 1e-3;
+    double eff = mp_gemm_efficiency(hw, flops * high / fp8);
     double compute = flops / (fp8 * eff);
     /* FP8 operands (1 byte), the BF16 output (2 bytes) */
     double memory = (m * k + k * n + 2.0 * m * n) / (hw->hbm_bw * hw->memory_efficiency);
@@ -72,14 +71,29 @@ static double weight_scale_bytes(mp_fp8_recipe r)
     }
 }
 
-/* Bytes through HBM per element cast: read the BF16 tensor (2), write the
- * two FP8 copies a GEMM pair needs (1 + 1 and their scales): row-wise for
- * one GEMM and transposed (Hopper's FP8 tensor cores take only the TN
- * layout) or column-wise scaled (mxfp8, blockwise) for the other; the
- * current-scaling recipe reads the tensor once more for its amax first. */
-static double cast_bytes_per_element(mp_fp8_recipe r)
+/* FP8 copies of one quantised tensor: row-wise for one GEMM and, for the
+ * other GEMM that reads it along the other dimension, either a transposed
+ * copy (per-tensor scales on Hopper, whose FP8 tensor cores take only the
+ * TN layout) or a column-wise scaled one (mxfp8, blockwise: the scales
+ * run along the other dimension). Where FP8 GEMMs take any layout
+ * (Blackwell), a per-tensor scaled tensor serves both GEMMs from one copy:
+ * Transformer Engine creates the transpose only when
+ * non_tn_fp8_gemm_supported() is false, i.e. below compute capability 10
+ * (transformer_engine/pytorch/csrc: quantizer.cpp, util.cpp). */
+static double fp8_copies(const mp_config *c)
 {
-    double b = 2.0 + 2.0 * (1.0 + act_scale_bytes(r));
+    mp_fp8_recipe r = c->training.fp8_recipe;
+    bool per_tensor = r == MP_FP8_DELAYED || r == MP_FP8_TENSORWISE;
+    return per_tensor && c->hw.fp8_any_layout ? 1.0 : 2.0;
+}
+
+/* Bytes through HBM per element cast: read the BF16 tensor (2), write its
+ * FP8 copies (1 each, with their scales); the current-scaling recipe reads
+ * the tensor once more for its amax first. */
+static double cast_bytes_per_element(const mp_config *c)
+{
+    mp_fp8_recipe r = c->training.fp8_recipe;
+    double b = 2.0 + fp8_copies(c) * (1.0 + act_scale_bytes(r));
     return r == MP_FP8_TENSORWISE ? b + 2.0 : b;
 }
 
@@ -89,7 +103,7 @@ void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double 
     *fwd = *bwd = 0.0;
     if (!mp_fp8_on(c))
         return;
-    double e = cast_bytes_per_element(c->training.fp8_recipe);
+    double e = cast_bytes_per_element(c);
     *fwd = e * m * k; /* the input, for this GEMM and (transposed) the weight gradient */
     *bwd = e * m * n; /* the output gradient, for the input and the weight gradients */
 }
@@ -103,8 +117,9 @@ double mp_fp8_gathered_copy_bytes(const mp_config *c)
 {
     if (!mp_fp8_on(c))
         return 0.0;
-    /* the forward's copy and the transposed (column-wise) one of the input gradient */
-    return 2.0 * (1.0 + weight_scale_bytes(c->training.fp8_recipe));
+    /* the forward's copy and the transposed (column-wise) one of the input
+     * gradient; one copy serves both where FP8 GEMMs take any layout */
+    return fp8_copies(c) * (1.0 + weight_scale_bytes(c->training.fp8_recipe));
 }
 
 double mp_fp8_weight_copy_bytes(const mp_config *c)

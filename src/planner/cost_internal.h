@@ -84,6 +84,9 @@ typedef struct mp_moe_time {
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
+/* Of those, the grouped FC2's inputs (the activation's outputs): what
+ * moe_act recompute frees (FP8 stash bytes under fp8). */
+double mp_moe_act_output_bytes(const mp_config *c, const mp_block_shape *bs);
 /* Of those, what the busiest rank holds above the mean load: the capacity
  * factor's (or moe.imbalance's) headroom, (alpha - 1)/alpha of the routed
  * copies' bytes; 0 when balanced. */
@@ -127,6 +130,9 @@ double mp_fp8_weight_cast_bytes(const mp_config *c);
 double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs);
 /* Of those, the routed experts' (an MoE block's routed copies). */
 double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs);
+/* Of mp_fp8_act_saving, the norms' outputs' part (what layernorm recompute's count starts
+ * from); negative where an MoE block keeps an extra FP8 copy. */
+double mp_fp8_norm_output_saving(const mp_config *c, const mp_block_shape *bs);
 
 /* ---- communication (comm.c) ---- */
 

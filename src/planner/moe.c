@@ -143,7 +143,8 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
      * unpermute of the routed copies (r2 w2 each), the experts' activation
      * (SwiGLU r4 w2, GeLU r2 w2 per element) */
     double routed = Tr * k * etp * alpha;
-    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
+    out->act_bytes = (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
+    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + out->act_bytes;
     out->kernels = 3.0 /* router, top-k, scores */ + 2.0 /* permute, unpermute */ +
                    3.0 /* FC1, activation, FC2 */;
 

@@ -21,6 +21,7 @@
 #include "core/tables.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
+#include "planner/megatron.h"
 
 static mp_config config(const char *model, const char *hw, int64_t gpus, int64_t pp, int64_t ep)
 {
@@ -186,6 +187,12 @@ static void test_parse_and_plan(void **state)
         fail_msg("%s: %s", err.field, err.msg);
     assert_true(back.config.parallel.recompute_modules == plan.config.parallel.recompute_modules);
     mp_buf_free(&out);
+    /* the Megatron export: a list option, Megatron's names in its order */
+    mp_buf args = {0};
+    mp_megatron_args(&plan.config, NULL, &args);
+    assert_non_null(strstr(args.data, "--recompute-granularity selective \\\n"
+                                      "--recompute-modules moe_act mla_up_proj \\\n"));
+    mp_buf_free(&args);
 }
 
 int main(void)

@@ -136,6 +136,37 @@ static void test_every_module_frees_and_costs(void **state)
     assert_true(e.memory.routed_activations == 0.0 && none.memory.routed_activations > 0.0);
 }
 
+/* The audit's FP8 part: an MoE block's router keeps the pre-MLP norm output
+ * in bf16 (Megatron-Core RouterGatingLinearFunction saves its input), so
+ * the FP8 stash saves only QKV's input there; shared experts' FC1 keeps an
+ * FP8 copy beside it. A dense block stashes both norm outputs in FP8. */
+static void test_fp8_moe_norm_output(void **state)
+{
+    (void)state;
+    double sbh = 4096.0 * 4096.0;
+    mp_config d = config("llama3-8b", "dgx-h100", 8, 1, 0);
+    d.training.precision = MP_DTYPE_FP8;
+    d.training.fp8_recipe = MP_FP8_TENSORWISE;
+    mp_block_shape bs;
+    mp_block_shape_of(&d.model, 4096, 1, &bs);
+    double stash = mp_fp8_stash_bytes(&d);
+    assert_true(near(mp_fp8_norm_output_saving(&d, &bs), 2.0 * (2.0 - stash) * sbh));
+    mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, 8);
+    x.training.precision = MP_DTYPE_FP8;
+    x.training.fp8_recipe = MP_FP8_TENSORWISE;
+    mp_block_shape_of(&x.model, 4096, 1, &bs);
+    assert_true(near(mp_fp8_norm_output_saving(&x, &bs), (2.0 - stash) * sbh));
+    mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
+    s.training.precision = MP_DTYPE_FP8;
+    s.training.fp8_recipe = MP_FP8_MXFP8;
+    mp_block_shape_of(&s.model, 4096, 4, &bs);
+    double h = 7168.0 * 4096.0, st = mp_fp8_stash_bytes(&s);
+    assert_true(near(mp_fp8_norm_output_saving(&s, &bs), (2.0 - st) * h - st * h));
+    /* layernorm recompute then frees QKV's FP8 input, the router's bf16 and
+     * the shared FC1's FP8 copy: 2 + 2 x stash bytes per element */
+    assert_true(near(mp_block_module_act_bytes(&s, &bs, MP_RCM_LAYERNORM), (2.0 + 2.0 * st) * h));
+}
+
 /* A module the model has nothing of is refused, naming the field. */
 static void test_refused_where_absent(void **state)
 {
@@ -200,6 +231,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_by_hand),
         cmocka_unit_test(test_every_module_frees_and_costs),
+        cmocka_unit_test(test_fp8_moe_norm_output),
         cmocka_unit_test(test_refused_where_absent),
         cmocka_unit_test(test_parse_and_plan),
     };

@@ -111,6 +111,25 @@ static mp_status precision_of(const refdata_table *t, int r, mp_training *tr, mp
                         "'%s' is not a recipe megaplan knows", rec);
 }
 
+/* recompute_modules: the recipe's Megatron-Core --recompute-modules,
+ * '+'-separated (a CSV cell holds no comma); empty or absent: none */
+static mp_status recompute_of(const refdata_table *t, int r, mp_parallel *p, mp_error *err)
+{
+    const char *s = refdata_table_get(t, r, "recompute_modules");
+    if (!s || !*s)
+        return MP_OK;
+    char list[128], bad[72];
+    snprintf(list, sizeof list, "%s", s);
+    for (char *q = list; *q; q++)
+        if (*q == '+')
+            *q = ',';
+    if (!mp_recompute_modules_parse(list, &p->recompute_modules, bad, sizeof bad))
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "recompute_modules",
+                            "unknown module '%s'", bad);
+    p->recompute = MP_RECOMPUTE_SELECTIVE;
+    return MP_OK;
+}
+
 static void not_expressible(refdata_moe_row *w, const char *why)
 {
     w->expressible = false;
@@ -213,6 +232,9 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     p->dist_opt = true;
     p->dp_overlap = true;
     p->recompute = MP_RECOMPUTE_NONE;
+    st = recompute_of(t, r, p, err);
+    if (st != MP_OK)
+        return st;
     p->schedule = vp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
     p->dispatcher = MP_DISPATCH_ALLTOALL;
     p->ep = ep;

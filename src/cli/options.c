@@ -19,7 +19,7 @@
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
-    OPT_RECOMPUTE, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
+    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
@@ -57,6 +57,11 @@ static const mp_opt options[] = {
     {"--micro-batch", NULL, "b", OPT_MICRO_BATCH, 0, "sequences per micro-batch", NULL},
     {"--recompute", NULL, "R", OPT_RECOMPUTE, 0,
      "activation recomputation: none (default), selective or full", "none selective full"},
+    {"--recompute-modules", NULL, "LIST", OPT_RECOMPUTE_MODULES, 0,
+     "what selective recompute re-runs (Megatron --recompute-modules; implies selective): "
+     "core_attn (the default), moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts, "
+     "comma-separated",
+     NULL},
     {"--dist-opt", NULL, NULL, OPT_DIST_OPT, 0,
      "the distributed optimizer (ZeRO-1: optimizer states sharded over dp)", NULL},
     {"--no-dist-opt", NULL, NULL, OPT_NO_DIST_OPT, 0, "no distributed optimizer", NULL},
@@ -273,6 +278,20 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
             return bad_option(err, opt, "expected none, selective or full, got '%s'", value);
         p->recompute = (mp_recompute)k;
         return MP_OK;
+    case OPT_RECOMPUTE_MODULES: {
+        char bad[72];
+        if (!mp_recompute_modules_parse(value, &p->recompute_modules, bad, sizeof bad))
+            return bad_option(err, opt,
+                              "unknown module '%s' (known: core_attn, moe_act, layernorm, "
+                              "mla_up_proj, mlp, moe, shared_experts)",
+                              bad);
+        /* the modules are what selective recompute re-runs: they imply it
+         * (a --recompute none or full given too is refused when finishing) */
+        if (!(cc->set & MP_SET_RECOMPUTE))
+            p->recompute = MP_RECOMPUTE_SELECTIVE;
+        cc->set |= MP_SET_RECOMPUTE;
+        return MP_OK;
+    }
     case OPT_DIST_OPT:
     case OPT_NO_DIST_OPT:
         cc->set |= MP_SET_DIST_OPT;
@@ -406,7 +425,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"global_batch", "--global-batch"}, {"precision", "--precision"},
         {"tokens", "--tokens"}, {"tp", "--tp"}, {"sp", "--sp"}, {"pp", "--pp"},
         {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
-        {"recompute", "--recompute"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
+        {"recompute", "--recompute"},
+        {"recompute_modules", "--recompute-modules"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"fp8_recipe", "--fp8-recipe"},
@@ -536,6 +556,11 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         p->sp = false;
     if (!(cc->set & MP_SET_RECOMPUTE))
         p->recompute = MP_RECOMPUTE_NONE;
+    if (p->recompute_modules && p->recompute != MP_RECOMPUTE_SELECTIVE)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--recompute-modules",
+                            "needs --recompute selective (got --recompute %s): the modules "
+                            "are what selective recompute re-runs",
+                            mp_recompute_name(p->recompute));
     if (!(cc->set & MP_SET_DIST_OPT))
         p->dist_opt = false;
     if (!(cc->set & MP_SET_ZERO))

@@ -231,6 +231,8 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
     if ((st = mp_config_check_moe(c, err)) != MP_OK)
         return st;
+    if ((st = mp_config_check_recompute(c, err)) != MP_OK)
+        return st;
     if ((st = mp_config_check_precision(c, err)) != MP_OK)
         return st;
 

@@ -4,6 +4,7 @@
 #define MP_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -49,6 +50,30 @@ typedef enum { MP_DISPATCH_ALLTOALL, MP_DISPATCH_ALLGATHER, MP_DISPATCH_COUNT } 
 const char *mp_dispatcher_name(mp_dispatcher d);
 
 const char *mp_recompute_name(mp_recompute r);
+
+/* The parts of a block that Megatron-Core's selective recompute can
+ * checkpoint (--recompute-granularity selective --recompute-modules,
+ * megatron/core/transformer/transformer_config.py recompute_modules), one bit
+ * each; docs/cost-model.md ("Selective recompute by module") says what each
+ * frees and re-runs. Megatron's others (gdn_norm_out, gdp_*, mhc) belong to
+ * layer kinds megaplan has no model of. */
+typedef enum {
+    MP_RCM_CORE_ATTN,      /* the attention core (Korthikanti 2022's selective) */
+    MP_RCM_MOE_ACT,        /* the routed experts' activation function */
+    MP_RCM_LAYERNORM,      /* input_layernorm and pre_mlp_layernorm */
+    MP_RCM_MLA_UP_PROJ,    /* latent attention's up-projections and RoPE */
+    MP_RCM_MLP,            /* the MLP of a dense block */
+    MP_RCM_MOE,            /* the whole MoE layer of an MoE block */
+    MP_RCM_SHARED_EXPERTS, /* the shared experts of an MoE block */
+    MP_RCM_COUNT
+} mp_recompute_module;
+const char *mp_recompute_module_name(mp_recompute_module m);
+/* Parses a comma-separated list of module names into a mask of
+ * 1u << mp_recompute_module; false (with *bad the first unknown name, NUL
+ * terminated in bad_buf) when a name is unknown or the list is empty. */
+bool mp_recompute_modules_parse(const char *list, uint32_t *mask, char *bad_buf, size_t bad_size);
+/* "core_attn,moe_act" (Megatron's order) into buf. */
+void mp_recompute_modules_format(uint32_t mask, char *buf, size_t size);
 const char *mp_schedule_name(mp_schedule_kind s);
 /* Parse by name; return -1 when unknown. */
 int mp_recompute_parse(const char *s);
@@ -96,6 +121,9 @@ typedef struct mp_parallel {
     bool sp;
     int64_t micro_batch;
     mp_recompute recompute;
+    /* selective only: the modules recomputed (1u << mp_recompute_module);
+     * 0 = Megatron's default, the attention core alone */
+    uint32_t recompute_modules;
     bool dist_opt;
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
@@ -122,6 +150,10 @@ typedef struct mp_parallel {
      * "" = Megatron's default split. */
     char pipeline_layout[MP_LAYOUT_CHARS];
 } mp_parallel;
+
+/* The modules recomputed by a block of recompute r: r selective, the
+ * plan's modules (the attention core when none are given); otherwise 0. */
+uint32_t mp_recompute_modules_of(const mp_parallel *p, mp_recompute r);
 
 /* The expert degrees with their defaults applied (1; tp), and
  * edp = tp*cp*dp / (etp*ep), the ranks holding the same experts. */
@@ -169,6 +201,10 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k);
 mp_status mp_config_check(const mp_config *c, mp_error *err);
 /* The expert-parallel part of mp_config_check (core/config_moe.c). */
 mp_status mp_config_check_moe(const mp_config *c, mp_error *err);
+/* The recompute modules (core/config_recompute.c): each must have something
+ * to recompute in the model (mla_up_proj latent attention, moe and moe_act
+ * MoE blocks, shared_experts shared experts, mlp a dense block). */
+mp_status mp_config_check_recompute(const mp_config *c, mp_error *err);
 /* The precision part (core/config_precision.c): the hardware must have a
  * peak rate for it (fp8: none before Hopper), and the mxfp8 recipe needs
  * Blackwell's block-scaled tensor cores (the profile's mxfp8). */

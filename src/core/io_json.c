@@ -266,8 +266,17 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
     if (ok && global_batch > 0)
         ok = cJSON_AddNumberToObject(o, "global_batch", (double)global_batch) &&
              cJSON_AddNumberToObject(o, "microbatches", (double)microbatches);
-    ok = ok && cJSON_AddStringToObject(o, "recompute", mp_recompute_name(p->recompute)) &&
-         cJSON_AddBoolToObject(o, "dist_opt", p->dist_opt);
+    ok = ok && cJSON_AddStringToObject(o, "recompute", mp_recompute_name(p->recompute));
+    /* the selective modules: written when given, so other plans read as before */
+    if (ok && p->recompute_modules && p->recompute == MP_RECOMPUTE_SELECTIVE) {
+        cJSON *list = cJSON_AddArrayToObject(o, "recompute_modules");
+        ok = list != NULL;
+        for (int i = 0; ok && i < MP_RCM_COUNT; i++)
+            if (p->recompute_modules & (1u << i))
+                ok = cJSON_AddItemToArray(
+                    list, cJSON_CreateString(mp_recompute_module_name((mp_recompute_module)i)));
+    }
+    ok = ok && cJSON_AddBoolToObject(o, "dist_opt", p->dist_opt);
     /* the ZeRO stage: 1 is Megatron's distributed optimizer; written only
      * when it says more than dist_opt, so Megatron plans read as before */
     if (ok && p->zero >= 2)

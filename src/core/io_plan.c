@@ -106,6 +106,34 @@ static mp_status read_layer_recompute(const mp_ynode *n, const char *origin, mp_
     return MP_OK;
 }
 
+/* parallel.recompute_modules: a list of Megatron-Core's module names, or
+ * one comma-separated string (as --recompute-modules takes them) */
+static mp_status read_recompute_modules(const mp_ynode *n, const char *origin, mp_parallel *p,
+                                        mp_error *err)
+{
+    const char *what = "parallel.recompute_modules";
+    const char *expect = "expected a list of core_attn, moe_act, layernorm, mla_up_proj, mlp, "
+                         "moe, shared_experts";
+    size_t count = n->kind == MP_Y_SEQ ? n->n : 1;
+    if (n->kind == MP_Y_MAP || count == 0)
+        return fail_at(err, origin, n, what, expect);
+    uint32_t mask = 0;
+    for (size_t i = 0; i < count; i++) {
+        const mp_ynode *v = n->kind == MP_Y_SEQ ? n->items[i] : n;
+        uint32_t one;
+        char bad[72];
+        if (v->kind != MP_Y_SCALAR)
+            return fail_at(err, origin, v, what, expect);
+        if (!mp_recompute_modules_parse(v->text, &one, bad, sizeof bad))
+            return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, what,
+                                "unknown module '%s' (known: core_attn, moe_act, layernorm, "
+                                "mla_up_proj, mlp, moe, shared_experts)", bad);
+        mask |= one;
+    }
+    p->recompute_modules = mask;
+    return MP_OK;
+}
+
 static mp_status read_predicted(const mp_ynode *n, const char *origin, mp_plan *plan,
                                 mp_error *err)
 {
@@ -229,9 +257,17 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
     bool seen[MP_FIELDS_MAX] = {false};
     tab = mp_parallel_field_table(&n);
     if (parallel) {
-        st = mp_fields_decode(tab, n, parallel, "parallel.", origin, &c->parallel, seen, NULL, err);
+        static const char *const own[] = {"recompute_modules", NULL};
+        st = mp_fields_decode(tab, n, parallel, "parallel.", origin, &c->parallel, seen, own, err);
         if (st != MP_OK)
             return st;
+        const mp_ynode *rm = mp_ymap_get(parallel, "recompute_modules");
+        if (rm && (st = read_recompute_modules(rm, origin, &c->parallel, err)) != MP_OK)
+            return st;
+        if (rm && c->parallel.recompute != MP_RECOMPUTE_SELECTIVE)
+            return fail_at(err, origin, rm, "parallel.recompute_modules",
+                           "needs recompute: selective (the modules are what selective "
+                           "recompute re-runs)");
     }
     mp_parallel *p = &c->parallel;
     if (!seen[mp_fields_find(tab, n, "dp") - tab]) {

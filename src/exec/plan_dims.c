@@ -53,6 +53,18 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
+    /* selective recompute in exec re-runs the attention core (the
+     * probabilities, block.c); Megatron's other modules are costed by the
+     * planner but not run here */
+    if (p->recompute_modules & ~(1u << MP_RCM_CORE_ATTN)) {
+        char list[160];
+        mp_recompute_modules_format(p->recompute_modules & ~(1u << MP_RCM_CORE_ATTN), list,
+                                    sizeof list);
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.recompute_modules",
+                            "exec recomputes the attention core only (core_attn); %s is "
+                            "costed by estimate but not run by this executor yet",
+                            list);
+    }
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
                             "vpp=%lld model chunks per rank: this executor runs at most %d",

@@ -139,6 +139,69 @@ static void attention_core(const mp_config *c, double n_scores, double hd, doubl
     *kernels = dropout ? 4.0 : 3.0;
 }
 
+/* What recomputing each module re-runs (Megatron-Core's checkpoints,
+ * docs/cost-model.md "Selective recompute by module"): fwd_of = the block's
+ * forward GEMM times (QKV, projection, FC1, FC2 = the dense MLP or the
+ * shared experts), tp_one = one TP collective of the block's tokens. */
+static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_moe_time *mt,
+                         const double *fwd_of, double tp_one, mp_block_time *out)
+{
+    const mp_model *m = &c->model;
+    const mp_hw *hw = &c->hw;
+    const mp_parallel *pp = &c->parallel;
+    double t = (double)pp->tp, h = (double)m->hidden;
+    double T = (double)pp->micro_batch * bs->s / (double)pp->cp;
+    bool moe = bs->kind == MP_BLOCK_MOE, swiglu = m->activation == MP_ACT_SWIGLU;
+    double comm = pp->tp > 1 ? tp_one : 0.0;
+    double *mf = out->module_fwd;
+    for (int k = 0; k < MP_RCM_COUNT; k++)
+        mf[k] = 0.0;
+    mf[MP_RCM_CORE_ATTN] = out->attn_core_fwd;
+    /* the norms: read and write their tokens (SP-sharded) */
+    double n_norm = bs->s_cross > 0 ? 3.0 : 2.0;
+    mf[MP_RCM_LAYERNORM] =
+        mp_host_bound(hw, mp_membound_time(hw, 4.0 * n_norm * T * h / (pp->sp ? t : 1.0), n_norm),
+                      n_norm);
+    /* the dense MLP or the shared experts: FC1, activation, FC2 and their
+     * TP all-gather and reduce-scatter */
+    double f = moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn)
+                   : (m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h);
+    double mlp = 0.0;
+    if (f > 0.0)
+        mlp = mp_host_bound(hw, fwd_of[2] + fwd_of[3] +
+                                    mp_membound_time(hw, (swiglu ? 6.0 : 4.0) * T * f / t, 1.0),
+                            3.0) + comm;
+    mf[moe ? MP_RCM_SHARED_EXPERTS : MP_RCM_MLP] = mlp;
+    if (moe) {
+        /* the whole MoE layer: router, dispatch, experts, combine, shared experts */
+        mf[MP_RCM_MOE] = mlp + mp_host_bound(hw, mt->gemm_f + mp_membound_time(hw, mt->ew_bytes,
+                                                                                 mt->kernels),
+                                             mt->kernels) + mt->comm_f;
+        mf[MP_RCM_MOE_ACT] = mp_host_bound(hw, mp_membound_time(hw, mt->act_bytes, 1.0), 1.0);
+    }
+    if (mp_model_is_mla(m)) {
+        /* the up-projections from the latents, and RoPE on Q and K */
+        double a = (double)m->heads / t;
+        double nope = (double)m->mla.qk_nope_head_dim, rope = (double)m->mla.qk_rope_head_dim;
+        double qr = m->mla.q_lora_rank > 0 ? (double)m->mla.q_lora_rank : h;
+        double kvr = (double)m->mla.kv_lora_rank;
+        double up = mp_linear_gemm_time(c, T, a * (nope + rope), qr) +
+                    mp_linear_gemm_time(c, T, a * (nope + (double)m->mla.v_head_dim), kvr);
+        double ew = mp_membound_time(hw, 4.0 * T * 2.0 * a * (nope + rope), 1.0);
+        mf[MP_RCM_MLA_UP_PROJ] = mp_host_bound(hw, up + ew, 3.0);
+    }
+}
+
+double mp_block_modules_time(const mp_block_time *bt, uint32_t mask)
+{
+    double t = 0.0;
+    for (int k = 0; k < MP_RCM_COUNT; k++)
+        if ((mask & (1u << k)) &&
+            !((mask & (1u << MP_RCM_MOE)) && (k == MP_RCM_MOE_ACT || k == MP_RCM_SHARED_EXPERTS)))
+            t += bt->module_fwd[k];
+    return t;
+}
+
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out)
 {
     const mp_model *m = &c->model;
@@ -180,17 +243,18 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         shape[ng][0] = T, shape[ng][1] = h, shape[ng++][2] = qd / t;
     }
     double gemm = 0.0, gemm_b = 0.0, wgrad = 0.0;
-    double dgrad_of[7], wgrad_of[7];
+    double dgrad_of[7], wgrad_of[7], fwd_of[7];
     double cast_f = 0.0, cast_b = 0.0, n_cast = 0.0; /* FP8 casts of the operands */
     for (int i = 0; i < ng; i++) {
         double gm = shape[i][0], gn = shape[i][1], gk = shape[i][2];
         if (gn <= 0.0 || gk <= 0.0) { /* an MoE block without shared experts */
-            dgrad_of[i] = wgrad_of[i] = 0.0;
+            dgrad_of[i] = wgrad_of[i] = fwd_of[i] = 0.0;
             continue;
         }
         double w = mp_linear_gemm_time(c, gk, gn, gm);
         double dg = mp_linear_gemm_time(c, gm, gk, gn);
-        gemm += mp_linear_gemm_time(c, gm, gn, gk);
+        fwd_of[i] = mp_linear_gemm_time(c, gm, gn, gk);
+        gemm += fwd_of[i];
         gemm_b += dg + w;
         wgrad += w;
         dgrad_of[i] = dg;
@@ -314,6 +378,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         out->bwd_compute = b_in + w - out->tp_bwd;
         out->wgrad = w;
     }
+
+    module_times(c, bs, &mt, fwd_of, one, out);
 
     /* CP: c-1 ring steps passing this rank's K and V (backward also dK, dV),
      * each hidden under the attention of the chunk already there */

@@ -19,7 +19,8 @@
 
 /* What an item costs, split the way the estimate reports time. */
 typedef struct item_detail {
-    double fwd_compute, bwd_compute, attn_core_fwd;
+    double fwd_compute, bwd_compute;
+    double sel_rec;    /* what selective recompute re-runs (its modules' forward) */
     double tp_f, tp_b, cp_f, cp_b;
     double ep_f, ep_b; /* of tp_f, tp_b: the MoE dispatch and combine */
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
@@ -28,6 +29,7 @@ typedef struct item_detail {
     double fp8_params;    /* of which GEMM weights with FP8 copies (fp8 precision) */
     double routed_act;    /* of act (but full recompute's): the routed tokens' bytes */
     double capacity_act;  /* of routed_act: above the mean load (capacity factor, imbalance) */
+    double routed_freed, capacity_freed; /* of those, what selective recompute frees */
     double act[MP_RECOMPUTE_COUNT];
     double send_bytes;
     bool is_block;
@@ -44,7 +46,8 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
     d->is_block = true;
     d->fwd_compute = bt.fwd_compute;
     d->bwd_compute = bt.bwd_compute;
-    d->attn_core_fwd = bt.attn_core_fwd;
+    uint32_t mask = mp_recompute_modules_of(p, MP_RECOMPUTE_SELECTIVE);
+    d->sel_rec = mp_block_modules_time(&bt, mask);
     d->tp_f = bt.tp_fwd;
     d->tp_b = bt.tp_bwd;
     d->cp_f = bt.cp_fwd;
@@ -70,6 +73,16 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
             if (r != MP_RECOMPUTE_FULL)
                 d->act[r] -= saved;
+    }
+    /* selective: what its modules free, from what no recompute keeps (the
+     * attention core's scores alone by default, as mp_block_act_bytes has it) */
+    d->act[MP_RECOMPUTE_SELECTIVE] =
+        d->act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(c, &bs, mask);
+    if (bs.kind == MP_BLOCK_MOE && (mask & (1u << MP_RCM_MOE))) {
+        d->routed_freed = d->routed_act;
+        d->capacity_freed = d->capacity_act;
+    } else if (bs.kind == MP_BLOCK_MOE && (mask & (1u << MP_RCM_MOE_ACT))) {
+        d->routed_freed = mp_moe_act_output_bytes(c, &bs);
     }
     /* a T5 decoder stage hands on the encoder's output with its own stream
      * (Megatron's encoder-decoder pipeline; the executor sends the same) */
@@ -125,7 +138,7 @@ static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cos
     out->fwd = d->fwd_compute + d->tp_f + d->cp_f;
     double bwd = d->bwd_compute + d->tp_b + d->cp_b;
     out->bwd[MP_RECOMPUTE_NONE] = bwd;
-    out->bwd[MP_RECOMPUTE_SELECTIVE] = bwd + (d->is_block ? d->attn_core_fwd : 0.0);
+    out->bwd[MP_RECOMPUTE_SELECTIVE] = bwd + (d->is_block ? d->sel_rec : 0.0);
     out->bwd[MP_RECOMPUTE_FULL] = bwd + (d->is_block ? out->fwd : 0.0);
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         out->act_bytes[r] = d->act[r];
@@ -213,7 +226,7 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         mp_recompute r = d->is_block ? item_recompute(c, plan, i) : MP_RECOMPUTE_NONE;
         double rec = 0.0, rec_comm_tp = 0.0, rec_comm_cp = 0.0;
         if (r == MP_RECOMPUTE_SELECTIVE)
-            rec = d->attn_core_fwd;
+            rec = d->sel_rec;
         else if (r == MP_RECOMPUTE_FULL) {
             rec = d->fwd_compute;
             rec_comm_tp = d->tp_f;
@@ -237,8 +250,9 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->expert_params += d->expert_params;
         s->fp8_params += d->fp8_params;
         if (d->is_block && r != MP_RECOMPUTE_FULL) {
-            s->routed_act += d->routed_act;
-            s->capacity_act += d->capacity_act;
+            bool sel = r == MP_RECOMPUTE_SELECTIVE;
+            s->routed_act += d->routed_act - (sel ? d->routed_freed : 0.0);
+            s->capacity_act += d->capacity_act - (sel ? d->capacity_freed : 0.0);
         }
         if (d->is_block) {
             s->blocks++;

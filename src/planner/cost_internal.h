@@ -80,10 +80,14 @@ typedef struct mp_moe_time {
     double ew_bytes, kernels;     /* elementwise bytes and launches of the forward */
     double cast_f, cast_b;        /* FP8 casts of the grouped GEMMs' operands (bytes) */
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
+    double act_bytes;             /* of ew_bytes: the experts' activation function */
 } mp_moe_time;
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
+/* Of those, the grouped FC2's inputs (the activation's outputs): what
+ * moe_act recompute frees (FP8 stash bytes under fp8). */
+double mp_moe_act_output_bytes(const mp_config *c, const mp_block_shape *bs);
 /* Of those, what the busiest rank holds above the mean load: the capacity
  * factor's (or moe.imbalance's) headroom, (alpha - 1)/alpha of the routed
  * copies' bytes; 0 when balanced. */
@@ -127,6 +131,9 @@ double mp_fp8_weight_cast_bytes(const mp_config *c);
 double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs);
 /* Of those, the routed experts' (an MoE block's routed copies). */
 double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs);
+/* Of mp_fp8_act_saving, the norms' outputs' part (what layernorm recompute's count starts
+ * from); negative where an MoE block keeps an extra FP8 copy. */
+double mp_fp8_norm_output_saving(const mp_config *c, const mp_block_shape *bs);
 
 /* ---- communication (comm.c) ---- */
 
@@ -191,8 +198,25 @@ typedef struct mp_block_time {
     double tp_fwd, tp_bwd;           /* exposed TP/SP communication */
     double cp_fwd, cp_bwd;           /* exposed CP communication */
     double ep_fwd, ep_bwd;           /* of tp_fwd/tp_bwd: the MoE dispatch and combine */
+    /* what selective recompute of each module re-runs in the backward (its
+     * forward, with its communication): module_fwd[MP_RCM_CORE_ATTN] is
+     * attn_core_fwd; 0 for a module the block does not have */
+    double module_fwd[MP_RCM_COUNT];
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
+
+/* Activation bytes per micro-batch that recomputing module k frees in one
+ * block (the saved tensors inside its checkpoint, as mp_block_act_bytes,
+ * moe.c and fp8.c count them; docs/cost-model.md, "Selective recompute by
+ * module"); 0 for a module the block does not have. */
+double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
+                                 mp_recompute_module k);
+
+/* The same for the modules of mask together (a module inside another's
+ * checkpoint counted once). */
+double mp_block_modules_act_bytes(const mp_config *c, const mp_block_shape *bs, uint32_t mask);
+/* What recomputing the modules of mask re-runs: the sum of module_fwd. */
+double mp_block_modules_time(const mp_block_time *bt, uint32_t mask);
 
 /* Embedding and head items (per micro-batch, one GPU). */
 typedef struct mp_edge_time {

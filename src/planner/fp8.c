@@ -157,6 +157,28 @@ double mp_fp8_weight_cast_bytes(const mp_config *c)
     return r == MP_FP8_TENSORWISE ? b + 2.0 : b;
 }
 
+double mp_fp8_norm_output_saving(const mp_config *c, const mp_block_shape *bs)
+{
+    if (!mp_fp8_on(c))
+        return 0.0;
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    double stash = mp_fp8_stash_bytes(c), per = 2.0 - stash;
+    double sbh = (double)p->micro_batch * bs->s / (double)p->cp * (double)m->hidden;
+    double split = p->sp && p->tp > 1 ? (double)p->tp : 1.0;
+    bool moe = bs->kind == MP_BLOCK_MOE;
+    /* QKV's input (and cross attention's Q input) in FP8; the pre-MLP norm's
+     * output is FC1's input in a dense block. In an MoE block the router
+     * keeps that output in bf16 (moe_utils.py RouterGatingLinearFunction
+     * saves its input), and shared experts' FC1 keeps an FP8 copy beside it. */
+    double saving = per * sbh * (moe ? 1.0 : 2.0);
+    if (bs->s_cross > 0)
+        saving += per * sbh;
+    if (moe && m->moe.shared_experts > 0)
+        saving -= stash * sbh;
+    return saving / split;
+}
+
 double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
 {
     if (!mp_fp8_on(c))
@@ -170,19 +192,14 @@ double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
     double qd = (double)m->heads * hd;
     double f = m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h;
     bool moe = bs->kind == MP_BLOCK_MOE, cross = bs->s_cross > 0;
-    bool sp = p->sp && p->tp > 1;
     /* the GEMM inputs mp_block_act_bytes counts (and moe.c for an MoE
-     * block): QKV's and FC1's (the norms' outputs, outside the TP region),
-     * the projection's and FC2's (inside it) */
-    double outside = sb * h * ((moe && !m->moe.shared_experts) ? 1.0 : 2.0);
+     * block): the norms' outputs (outside the TP region), the projection's
+     * and FC2's (inside it) */
     double inside = sb * qd;
-    if (cross) {
-        outside += sb * h;
+    if (cross)
         inside += sb * qd;
-    }
     inside += sb * (moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn) : f);
-    double elems = outside / (sp ? t : 1.0) + inside / t;
-    return per * elems + mp_fp8_routed_saving(c, bs);
+    return mp_fp8_norm_output_saving(c, bs) + per * inside / t + mp_fp8_routed_saving(c, bs);
 }
 
 double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs)

@@ -138,9 +138,16 @@ static void recompute_flags(const mp_config *c, const mp_plan *plan, const mp_st
     rc_choice ch = choose_recompute(c, plan, st, K, &differ);
     switch (ch.kind) {
     case RC_NONE: break;
-    case RC_SELECTIVE:
-        mp_buf_puts(out, "--recompute-granularity selective \\\n--recompute-modules core_attn \\\n");
+    case RC_SELECTIVE: {
+        /* a list option (megatron/training/argument_utils.py: nargs "+") */
+        uint32_t mask = mp_recompute_modules_of(&c->parallel, MP_RECOMPUTE_SELECTIVE);
+        mp_buf_puts(out, "--recompute-granularity selective \\\n--recompute-modules");
+        for (int k = 0; k < MP_RCM_COUNT; k++)
+            if (mask & (1u << k))
+                mp_buf_printf(out, " %s", mp_recompute_module_name((mp_recompute_module)k));
+        mp_buf_puts(out, " \\\n");
         break;
+    }
     case RC_UNIFORM:
         mp_buf_puts(out, "--recompute-granularity full \\\n--recompute-method uniform \\\n"
                          "--recompute-num-layers 1 \\\n");

@@ -49,6 +49,25 @@ double mp_static_bytes_per_param(const mp_config *c)
     return w + g + o;
 }
 
+/* The attention core's saved bytes before the TP split: the scores
+ * (softmax output, dropout mask and output), or with flash attention an fp32
+ * log-sum-exp per query row. */
+static double core_bytes(const mp_model *m, const mp_block_shape *bs, double sb, double cp,
+                         bool flash)
+{
+    (void)cp;
+    bool cross = bs->s_cross > 0;
+    double heads = (double)m->heads;
+    double s_kv = bs->s; /* each query attends to the whole sequence */
+    if (flash)
+        return 4.0 * heads * sb * (cross ? 2.0 : 1.0);
+    double per_score = bs->dropout ? 5.0 : 2.0;
+    double core = per_score * heads * sb * s_kv;
+    if (cross)
+        core += per_score * heads * sb * bs->s_cross;
+    return core;
+}
+
 double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b, double tp,
                           double cp, bool sp, mp_recompute r, bool flash)
 {
@@ -82,22 +101,7 @@ double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b,
     if (cross)
         inside += 2.0 * sb * qd + 4.0 * bs->s_cross / cp * b * kvd + 2.0 * sb * qd;
 
-    /* attention core: scores (softmax output, dropout mask and output) */
-    double core = 0.0;
-    double heads = (double)m->heads;
-    double s_kv = bs->s; /* each query attends to the whole sequence */
-    if (flash) {
-        core = 4.0 * heads * sb; /* fp32 log-sum-exp per query row */
-        if (cross)
-            core *= 2.0;
-    } else {
-        double per_score = bs->dropout ? 5.0 : 2.0;
-        core = per_score * heads * sb * s_kv;
-        if (cross)
-            core += per_score * heads * sb * bs->s_cross;
-    }
-    if (r == MP_RECOMPUTE_SELECTIVE)
-        core = 0.0;
+    double core = r == MP_RECOMPUTE_SELECTIVE ? 0.0 : core_bytes(m, bs, sb, cp, flash);
 
     return outside / (sp ? tp : 1.0) + (inside + core) / tp;
 }
@@ -123,4 +127,81 @@ double mp_pipeline_output_bytes(const mp_model *m, int64_t seq, int64_t micro_ba
     if (sp && tp > 1)
         out /= (double)tp;
     return (double)(pp > 0 ? pp : 1) * out;
+}
+
+double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
+                                 mp_recompute_module k)
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    double h = (double)m->hidden, t = (double)p->tp;
+    double hd = m->head_dim > 0 ? (double)m->head_dim : h / (double)m->heads;
+    double qd = (double)m->heads * hd;
+    double kvd = (double)(m->kv_heads > 0 ? m->kv_heads : m->heads) * hd;
+    double sb = (double)p->micro_batch * bs->s / (double)p->cp;
+    double outside_split = p->sp && p->tp > 1 ? t : 1.0;
+    bool moe = bs->kind == MP_BLOCK_MOE, swiglu = m->activation == MP_ACT_SWIGLU;
+    bool fp8 = mp_fp8_on(c);
+    double per = fp8 ? 2.0 - mp_fp8_stash_bytes(c) : 0.0; /* FP8's saving per element */
+    /* the dense MLP's width, or an MoE block's shared experts' */
+    double f = moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn)
+                   : (m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h);
+    /* an MLP's inside: the activation's input(s) and FC2's input (FP8 under
+     * fp8); under fp8 also FC1's FP8 copy of its input, which the checkpoint
+     * keeps in bf16 instead (the norm output, saved beside it) */
+    double mlp = ((swiglu ? 4.0 : 2.0) + 2.0 - per) * sb * f / t;
+    if (fp8 && f > 0.0 && moe) /* the shared FC1's FP8 copy beside the router's bf16 */
+        mlp += mp_fp8_stash_bytes(c) * sb * h / outside_split;
+    else if (fp8 && !moe) /* FC1 kept FP8 (stash bytes), the checkpoint keeps bf16 */
+        mlp -= per * sb * h / outside_split;
+    switch (k) {
+    case MP_RCM_CORE_ATTN: /* the scores or log-sum-exp; Q, K, V are its inputs */
+        return core_bytes(m, bs, sb, (double)p->cp, c->hw.flash_attention) / t;
+    case MP_RCM_LAYERNORM: /* the norms' outputs: QKV's, FC1's (router's), cross Q's inputs */
+        return (2.0 * sb * h * (bs->s_cross > 0 ? 3.0 : 2.0)) / outside_split -
+               mp_fp8_norm_output_saving(c, bs);
+    case MP_RCM_MLA_UP_PROJ: /* Q, K and V, the core's inputs; the latents stay */
+        return mp_model_is_mla(m) ? (2.0 * sb * qd + 4.0 * sb * kvd) / t : 0.0;
+    case MP_RCM_MLP:
+        return moe ? 0.0 : mlp;
+    case MP_RCM_SHARED_EXPERTS:
+        return moe ? mlp : 0.0;
+    case MP_RCM_MOE: /* the routed part and the shared experts; the input stays */
+        return moe ? mp_moe_act_bytes(c, bs) - mp_fp8_routed_saving(c, bs) + mlp : 0.0;
+    case MP_RCM_MOE_ACT: /* the activation's output = the grouped FC2's input */
+        return moe ? mp_moe_act_output_bytes(c, bs) : 0.0;
+    default:
+        return 0.0;
+    }
+}
+
+double mp_block_modules_act_bytes(const mp_config *c, const mp_block_shape *bs, uint32_t mask)
+{
+    bool moe_all = mask & (1u << MP_RCM_MOE);
+    double freed = 0.0;
+    for (int k = 0; k < MP_RCM_COUNT; k++) {
+        if (!(mask & (1u << k)))
+            continue;
+        /* the whole MoE layer's checkpoint holds its parts' */
+        if (moe_all && (k == MP_RCM_MOE_ACT || k == MP_RCM_SHARED_EXPERTS))
+            continue;
+        freed += mp_block_module_act_bytes(c, bs, (mp_recompute_module)k);
+    }
+    /* under fp8, the norm's output is the MLP's (shared experts') input:
+     * with both recomputed, the layernorm's count already freed what the
+     * MLP's checkpoint would keep (dense: its bf16 input; MoE: the shared
+     * FC1's FP8 copy) */
+    bool ln = mask & (1u << MP_RCM_LAYERNORM);
+    if (ln && mp_fp8_on(c)) {
+        const mp_parallel *p = &c->parallel;
+        double sbh = (double)p->micro_batch * bs->s / (double)p->cp * (double)c->model.hidden /
+                     (p->sp && p->tp > 1 ? (double)p->tp : 1.0);
+        bool moe = bs->kind == MP_BLOCK_MOE;
+        if (!moe && (mask & (1u << MP_RCM_MLP)))
+            freed += (2.0 - mp_fp8_stash_bytes(c)) * sbh;
+        if (moe && c->model.moe.shared_experts > 0 &&
+            (mask & (1u << MP_RCM_SHARED_EXPERTS | 1u << MP_RCM_MOE)))
+            freed -= mp_fp8_stash_bytes(c) * sbh;
+    }
+    return freed;
 }

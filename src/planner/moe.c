@@ -143,7 +143,8 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
      * unpermute of the routed copies (r2 w2 each), the experts' activation
      * (SwiGLU r4 w2, GeLU r2 w2 per element) */
     double routed = Tr * k * etp * alpha;
-    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
+    out->act_bytes = (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
+    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + out->act_bytes;
     out->kernels = 3.0 /* router, top-k, scores */ + 2.0 /* permute, unpermute */ +
                    3.0 /* FC1, activation, FC2 */;
 
@@ -175,18 +176,41 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     out->comm_b = one;
 }
 
+/* Routed token copies on the busiest rank of one micro-batch: each of the
+ * etp*ep ranks' Tr tokens goes to top_k experts, and an expert's etp ranks
+ * all see its tokens. */
+static double routed_copies(const mp_config *c, const mp_block_shape *bs)
+{
+    const mp_model *m = &c->model;
+    double etp = (double)mp_parallel_etp(&c->parallel);
+    return tokens_in(c, bs) * (double)m->moe.top_k * etp * mp_moe_imbalance(m);
+}
+
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
 {
     const mp_model *m = &c->model;
     double h = (double)m->hidden, E = (double)m->moe.experts;
     double etp = (double)mp_parallel_etp(&c->parallel);
     double Tr = tokens_in(c, bs);
-    double routed = Tr * (double)m->moe.top_k * etp * mp_moe_imbalance(m);
+    double routed = routed_copies(c, bs);
     double f = (double)m->moe.expert_ffn / etp;
     bool swiglu = m->activation == MP_ACT_SWIGLU;
-    /* fp32 router scores and probabilities; per routed copy: the experts'
-     * FC1 input, activation input(s), FC2 input, and the unpermute's input */
-    return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 2.0 * f + 2.0 * h);
+    /* What Megatron-Core's MoE layer saves for its backward (docs/cost-model.md,
+     * "MoE activation memory", cites the lines): the fp32 router scores and
+     * probabilities (Tr x E each); per routed copy the grouped FC1's input
+     * (the permuted token), the weighted activation's input(s) and its fp32
+     * routing probability, and the grouped FC2's input. The combine's
+     * unpermute saves only its index map: the probabilities were applied in
+     * the activation, so its backward is a gather. */
+    return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 4.0 + 2.0 * f);
+}
+
+double mp_moe_act_output_bytes(const mp_config *c, const mp_block_shape *bs)
+{
+    /* the grouped FC2's input, as mp_moe_act_bytes and the FP8 stash count it */
+    double f = (double)c->model.moe.expert_ffn / (double)mp_parallel_etp(&c->parallel);
+    double per = mp_fp8_on(c) ? mp_fp8_stash_bytes(c) : 2.0;
+    return routed_copies(c, bs) * f * per;
 }
 
 double mp_moe_capacity_bytes(const mp_config *c, const mp_block_shape *bs)

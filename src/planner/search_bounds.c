@@ -63,13 +63,18 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
         mp_block_time bt;
         mp_block_time_of(&cfg, &bs, &bt);
         double comp = bt.fwd_compute + bt.bwd_compute;
-        double rec[MP_RECOMPUTE_COUNT] = {0, bt.attn_core_fwd, bt.fwd_compute};
+        uint32_t mask = mp_recompute_modules_of(&cfg.parallel, MP_RECOMPUTE_SELECTIVE);
+        double rec[MP_RECOMPUTE_COUNT] = {0, mp_block_modules_time(&bt, mask), bt.fwd_compute};
         double act[MP_RECOMPUTE_COUNT];
         double fp8_saved = mp_fp8_act_saving(&cfg, &bs); /* FP8 GEMM inputs (fp8.c) */
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
             act[r] = mp_block_act_bytes(m, &bs, (double)b, (double)t, (double)c, sp && t > 1,
                                         (mp_recompute)r, base->hw.flash_attention) -
                      (r == MP_RECOMPUTE_FULL ? 0.0 : fp8_saved);
+        /* selective frees what its modules do (cost.c's detail_block) */
+        act[MP_RECOMPUTE_SELECTIVE] =
+            fmax(act[MP_RECOMPUTE_FULL],
+                 act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(&cfg, &bs, mask));
         if (k == 0 || comp < bi->compute) bi->compute = comp;
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
             if (k == 0 || rec[r] < bi->recompute[r]) bi->recompute[r] = rec[r];

@@ -189,6 +189,9 @@ estimate() {
     check est-unknown-hw "${E}--hw: unknown hardware profile" "$bin" estimate --model 175B --gpus 8 --hw tpu
     check est-tp-heads "${E}--tp: tp=7 does not divide the 96 attention heads" "$bin" estimate --model 175B --gpus 56 --tp 7
     check est-gpus-multiple "${E}--gpus: 100 GPUs is not a multiple of tp\*pp\*cp" "$bin" estimate --model 175B --gpus 100 --tp 8
+    check est-recompute-module-unknown "${E}--recompute-modules: unknown module 'attn'" "$bin" estimate --model 175B --gpus 8 --recompute-modules core_attn,attn
+    check est-recompute-module-absent "${E}--recompute-modules: moe_act needs MoE layers" "$bin" estimate --model 175B --gpus 8 --recompute-modules moe_act
+    check est-recompute-module-full "${E}--recompute-modules: needs --recompute selective" "$bin" estimate --model 175B --gpus 8 --recompute full --recompute-modules mlp
     check est-batch "${E}--global-batch: 100 is not a multiple of micro_batch\*dp" "$bin" estimate --model 175B --gpus 64 --global-batch 100
     check est-layers "${E}--pp: the 96 layers cannot be split over pp\*vpp = 128\*1" "$bin" estimate --model 175B --gpus 128 --pp 128
     check est-zero "${E}--tp: must be at least 1" "$bin" estimate --model 175B --gpus 8 --tp 0
@@ -221,6 +224,10 @@ plan() {
     check plan-negative "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" "$bin" simulate p5.yaml
     file p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n"
     check plan-batch "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" "$bin" simulate p6.yaml
+    file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective, recompute_modules: [mlp, attn]}\n"
+    check plan-recompute-module "${S}p9\.yaml:5:66: parallel\.recompute_modules: unknown module 'attn'" "$bin" simulate p9.yaml
+    file p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n"
+    check plan-recompute-module-none "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" "$bin" simulate p10.yaml
     file p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n'
     check plan-version "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" "$bin" simulate p8.yaml
     file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n"

@@ -244,7 +244,10 @@ static void test_tables_cover_structs(void **state)
         fail_msg("mp_training has %zu uncovered bytes (core/config.c)", h);
     t = mp_parallel_field_table(&n);
     h = uncovered(t, n, sizeof(mp_parallel));
-    if (h > 16) /* 12, and 4 after the MoE dispatcher */
+    /* 12, 4 after the MoE dispatcher, and recompute_modules (4: a list,
+     * which io_plan.c reads and io_json.c writes itself) with the 3 bytes
+     * of padding it moves */
+    if (h > 23)
         fail_msg("mp_parallel has %zu uncovered bytes (core/config.c)", h);
 }
 

@@ -254,8 +254,11 @@ static void test_expert_optimizer_shard(void **state)
     assert_true(fabs(e.memory.expert_grads / (4.0 * local) - 1.0) < 1e-12);
     assert_true(fabs(e.memory.expert_optimizer / (12.0 * local / edp) - 1.0) < 1e-12);
     /* routed tokens: 1 micro-batch of 4096 tokens x top-2 per block, 32 blocks:
-     * router scores 8 x 4096 x 8, per copy 2h + 4f + 2f + 2h bytes */
-    double per_block = 8.0 * 4096 * 8 + 4096.0 * 2 * (4.0 * 4096 + 6.0 * 14336);
+     * router scores 8 x 4096 x 8, per copy FC1's input 2h, SwiGLU's inputs
+     * 4f and fp32 probability 4, FC2's input 2f; nothing for the unpermute
+     * (Megatron-Core saves only its index map: the 2h per copy counted
+     * before this audit made the routed part 16% too large here) */
+    double per_block = 8.0 * 4096 * 8 + 4096.0 * 2 * (2.0 * 4096 + 6.0 * 14336 + 4.0);
     assert_true(fabs(e.memory.routed_activations / (32.0 * per_block) - 1.0) < 1e-12);
     assert_true(e.memory.routed_activations < e.memory.activations);
     /* a dense model's estimate is untouched by the expert fields being 0 */

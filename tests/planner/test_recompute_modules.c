@@ -1,0 +1,239 @@
+/* test_recompute_modules.c — Megatron-Core's selective recompute by module
+ * (--recompute-modules): each module's freed activation bytes against a hand
+ * count, every module frees something and costs a recomputed forward on a
+ * model that has it, the default is the attention core, modules a model
+ * lacks are refused, and plans keep the list. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/io.h"
+#include "core/model.h"
+#include "core/plan.h"
+#include "core/tables.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+#include "planner/megatron.h"
+
+static mp_config config(const char *model, const char *hw, int64_t gpus, int64_t pp, int64_t ep)
+{
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    c.model = *mp_model_preset(model);
+    mp_error err;
+    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
+    c.training.gpus = gpus;
+    c.training.seq = 4096;
+    c.training.precision = MP_DTYPE_BF16;
+    mp_parallel_defaults(&c.parallel);
+    c.parallel.pp = pp;
+    c.parallel.dp = gpus / pp;
+    c.parallel.ep = ep;
+    c.parallel.dist_opt = true;
+    c.training.global_batch = c.parallel.dp * 4 * pp;
+    return c;
+}
+
+static bool near(double a, double b)
+{
+    return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b));
+}
+
+static double freed(const mp_config *c, int64_t block, mp_recompute_module k)
+{
+    mp_block_shape bs;
+    mp_block_shape_of(&c->model, c->training.seq, block, &bs);
+    return mp_block_module_act_bytes(c, &bs, k);
+}
+
+/* Hand counts, bf16, tp 1, one micro-batch of 4096 tokens. */
+static void test_bytes_by_hand(void **state)
+{
+    (void)state;
+    double sb = 4096.0;
+    /* llama3-8b: 32 heads, h 4096, SwiGLU f 14336, flash attention */
+    mp_config d = config("llama3-8b", "dgx-h100", 8, 1, 0);
+    double h = 4096.0, f = 14336.0;
+    assert_true(near(freed(&d, 1, MP_RCM_CORE_ATTN), 4.0 * 32 * sb)); /* fp32 LSE per head */
+    assert_true(near(freed(&d, 1, MP_RCM_LAYERNORM), 2.0 * 2.0 * sb * h)); /* QKV, FC1 inputs */
+    assert_true(near(freed(&d, 1, MP_RCM_MLP), (4.0 + 2.0) * sb * f)); /* SwiGLU in, FC2 in */
+    assert_true(freed(&d, 1, MP_RCM_MOE) == 0.0 && freed(&d, 1, MP_RCM_MLA_UP_PROJ) == 0.0);
+    /* with tp 4 and SP, everything splits four ways */
+    mp_config d4 = d;
+    d4.parallel.tp = 4, d4.parallel.sp = true, d4.parallel.dp = 2;
+    assert_true(near(freed(&d4, 1, MP_RCM_LAYERNORM), 2.0 * 2.0 * sb * h / 4.0));
+    assert_true(near(freed(&d4, 1, MP_RCM_MLP), 6.0 * sb * f / 4.0));
+
+    /* mixtral-8x7b, ep 8: top-2 of 8 experts of f 14336, no shared experts */
+    mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, 8);
+    double copies = sb * 2.0;
+    assert_true(near(freed(&x, 1, MP_RCM_MOE_ACT), 2.0 * copies * f)); /* FC2's inputs */
+    double routed = 8.0 * sb * 8.0 + copies * (2.0 * h + 4.0 * f + 4.0 + 2.0 * f);
+    assert_true(near(freed(&x, 1, MP_RCM_MOE), routed));
+    assert_true(freed(&x, 1, MP_RCM_MLP) == 0.0 && freed(&x, 1, MP_RCM_SHARED_EXPERTS) == 0.0);
+
+    /* deepseek-v3: latent attention, Q K V of 128 heads x 192 (nope + rope)
+     * as mp_block_act_bytes counts them; one shared expert of 2048 */
+    mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
+    double qd = 128.0 * (double)s.model.head_dim;
+    assert_true(s.model.head_dim == 192);
+    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ), 6.0 * sb * qd));
+    assert_true(near(freed(&s, 4, MP_RCM_SHARED_EXPERTS), 6.0 * sb * 2048.0));
+    /* the whole MoE layer's checkpoint holds moe_act's and the shared experts' */
+    mp_block_shape bs;
+    mp_block_shape_of(&s.model, 4096, 4, &bs);
+    uint32_t all = 1u << MP_RCM_MOE | 1u << MP_RCM_MOE_ACT | 1u << MP_RCM_SHARED_EXPERTS;
+    assert_true(near(mp_block_modules_act_bytes(&s, &bs, all), freed(&s, 4, MP_RCM_MOE)));
+}
+
+/* Every module frees activations and costs recompute time on a model that
+ * has it (deepseek-v3 has them all: dense first blocks, MoE blocks with a
+ * shared expert, latent attention); the default is the attention core. */
+static void test_every_module_frees_and_costs(void **state)
+{
+    (void)state;
+    mp_config c = config("deepseek-v3", "b200", 256, 16, 8);
+    mp_estimate none, def, core, e;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&c, NULL, &none, &err), MP_OK);
+    c.parallel.recompute = MP_RECOMPUTE_SELECTIVE;
+    assert_int_equal(mp_estimate_config(&c, NULL, &def, &err), MP_OK);
+    c.parallel.recompute_modules = 1u << MP_RCM_CORE_ATTN;
+    assert_int_equal(mp_estimate_config(&c, NULL, &core, &err), MP_OK);
+    assert_true(def.memory.activations == core.memory.activations);
+    assert_true(def.time.recompute == core.time.recompute);
+    /* per layer item (the most loaded rank may hold none of a module's
+     * blocks: deepseek-v3's dense blocks are on the first stage) */
+    static mp_item_cost items[64];
+    assert_true(mp_model_blocks(&c.model) + 2 <= 64);
+    for (int k = 0; k < MP_RCM_COUNT; k++) {
+        c.parallel.recompute_modules = 1u << k;
+        if (mp_item_costs(&c, items, &err) != MP_OK)
+            fail_msg("%s: %s: %s", mp_recompute_module_name(k), err.field, err.msg);
+        double kept = 0.0, all = 0.0, rec = 0.0;
+        for (int64_t i = 1; i <= mp_model_blocks(&c.model); i++) {
+            kept += items[i].act_bytes[MP_RECOMPUTE_SELECTIVE];
+            all += items[i].act_bytes[MP_RECOMPUTE_NONE];
+            rec += items[i].bwd[MP_RECOMPUTE_SELECTIVE] - items[i].bwd[MP_RECOMPUTE_NONE];
+        }
+        if (!(kept < all))
+            fail_msg("%s frees nothing: %.6g vs %.6g bytes", mp_recompute_module_name(k), kept,
+                     all);
+        if (!(rec > 0.0))
+            fail_msg("%s recomputes nothing", mp_recompute_module_name(k));
+    }
+    /* the routed-token part explain names shrinks with moe_act and moe */
+    c.parallel.recompute_modules = 1u << MP_RCM_MOE;
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_OK);
+    assert_true(e.memory.routed_activations == 0.0 && none.memory.routed_activations > 0.0);
+}
+
+/* The audit's FP8 part: an MoE block's router keeps the pre-MLP norm output
+ * in bf16 (Megatron-Core RouterGatingLinearFunction saves its input), so
+ * the FP8 stash saves only QKV's input there; shared experts' FC1 keeps an
+ * FP8 copy beside it. A dense block stashes both norm outputs in FP8. */
+static void test_fp8_moe_norm_output(void **state)
+{
+    (void)state;
+    double sbh = 4096.0 * 4096.0;
+    mp_config d = config("llama3-8b", "dgx-h100", 8, 1, 0);
+    d.training.precision = MP_DTYPE_FP8;
+    d.training.fp8_recipe = MP_FP8_TENSORWISE;
+    mp_block_shape bs;
+    mp_block_shape_of(&d.model, 4096, 1, &bs);
+    double stash = mp_fp8_stash_bytes(&d);
+    assert_true(near(mp_fp8_norm_output_saving(&d, &bs), 2.0 * (2.0 - stash) * sbh));
+    mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, 8);
+    x.training.precision = MP_DTYPE_FP8;
+    x.training.fp8_recipe = MP_FP8_TENSORWISE;
+    mp_block_shape_of(&x.model, 4096, 1, &bs);
+    assert_true(near(mp_fp8_norm_output_saving(&x, &bs), (2.0 - stash) * sbh));
+    mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
+    s.training.precision = MP_DTYPE_FP8;
+    s.training.fp8_recipe = MP_FP8_MXFP8;
+    mp_block_shape_of(&s.model, 4096, 4, &bs);
+    double h = 7168.0 * 4096.0, st = mp_fp8_stash_bytes(&s);
+    assert_true(near(mp_fp8_norm_output_saving(&s, &bs), (2.0 - st) * h - st * h));
+    /* layernorm recompute then frees QKV's FP8 input, the router's bf16 and
+     * the shared FC1's FP8 copy: 2 + 2 x stash bytes per element */
+    assert_true(near(mp_block_module_act_bytes(&s, &bs, MP_RCM_LAYERNORM), (2.0 + 2.0 * st) * h));
+}
+
+/* A module the model has nothing of is refused, naming the field. */
+static void test_refused_where_absent(void **state)
+{
+    (void)state;
+    mp_config d = config("llama3-8b", "dgx-h100", 8, 1, 0);
+    d.parallel.recompute = MP_RECOMPUTE_SELECTIVE;
+    mp_estimate e;
+    mp_error err;
+    const int absent[] = {MP_RCM_MOE_ACT, MP_RCM_MOE, MP_RCM_SHARED_EXPERTS, MP_RCM_MLA_UP_PROJ};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
+        d.parallel.recompute_modules = 1u << absent[i];
+        assert_int_equal(mp_estimate_config(&d, NULL, &e, &err), MP_EINPUT);
+        assert_string_equal(err.field, "recompute_modules");
+    }
+    mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, 8);
+    x.parallel.recompute = MP_RECOMPUTE_SELECTIVE;
+    x.parallel.recompute_modules = 1u << MP_RCM_MLP; /* every block is MoE */
+    assert_int_equal(mp_estimate_config(&x, NULL, &e, &err), MP_EINPUT);
+    x.parallel.recompute_modules = 1u << MP_RCM_SHARED_EXPERTS;
+    assert_int_equal(mp_estimate_config(&x, NULL, &e, &err), MP_EINPUT);
+}
+
+/* The list syntax, and plans that keep it. */
+static void test_parse_and_plan(void **state)
+{
+    (void)state;
+    uint32_t mask;
+    char bad[72], buf[128];
+    assert_true(mp_recompute_modules_parse("moe_act, layernorm", &mask, bad, sizeof bad));
+    assert_true(mask == (1u << MP_RCM_MOE_ACT | 1u << MP_RCM_LAYERNORM));
+    mp_recompute_modules_format(mask, buf, sizeof buf);
+    assert_string_equal(buf, "moe_act,layernorm");
+    assert_false(mp_recompute_modules_parse("mlp,attn", &mask, bad, sizeof bad));
+    assert_string_equal(bad, "attn");
+    assert_false(mp_recompute_modules_parse("", &mask, bad, sizeof bad));
+    assert_false(mp_recompute_modules_parse("mlp,", &mask, bad, sizeof bad));
+
+    mp_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.config = config("deepseek-v3", "b200", 256, 16, 8);
+    plan.config.parallel.recompute = MP_RECOMPUTE_SELECTIVE;
+    plan.config.parallel.recompute_modules = 1u << MP_RCM_MLA_UP_PROJ | 1u << MP_RCM_MOE_ACT;
+    mp_buf out = {0};
+    mp_plan_write_yaml(&plan, NULL, &out);
+    assert_non_null(strstr(out.data, "recompute_modules"));
+    mp_plan back;
+    mp_error err;
+    if (mp_plan_parse_yaml(out.data, out.len, "plan", &back, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    assert_true(back.config.parallel.recompute_modules == plan.config.parallel.recompute_modules);
+    mp_buf_free(&out);
+    /* the Megatron export: a list option, Megatron's names in its order */
+    mp_buf args = {0};
+    mp_megatron_args(&plan.config, NULL, &args);
+    assert_non_null(strstr(args.data, "--recompute-granularity selective \\\n"
+                                      "--recompute-modules moe_act mla_up_proj \\\n"));
+    mp_buf_free(&args);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bytes_by_hand),
+        cmocka_unit_test(test_every_module_frees_and_costs),
+        cmocka_unit_test(test_fp8_moe_norm_output),
+        cmocka_unit_test(test_refused_where_absent),
+        cmocka_unit_test(test_parse_and_plan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

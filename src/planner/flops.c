@@ -26,7 +26,7 @@ double mp_padded_vocab(int64_t vocab, int64_t tp)
 
 static bool has_biases(const mp_model *m)
 {
-    return m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_BERT;
+    return m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_BERT || m->linear_bias;
 }
 
 static double norm_params(const mp_model *m)
@@ -82,7 +82,9 @@ static double mlp_params(const mp_model *m)
 
 double mp_block_params(const mp_model *m, mp_block_kind kind)
 {
-    double attn = attn_matrix_params(m) + attn_bias_params(m);
+    /* attention sinks: one learned logit per head */
+    double attn = attn_matrix_params(m) + attn_bias_params(m) +
+                  (m->attn.sinks ? (double)m->heads : 0.0);
     double mlp = kind == MP_BLOCK_MOE ? mp_moe_mlp_params(m, false) : mlp_params(m);
     double p = attn + mlp + 2.0 * norm_params(m);
     if (kind == MP_BLOCK_T5_DEC)

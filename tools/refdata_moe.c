@@ -194,11 +194,7 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     } else if (mp_model_preset(model)) {
         c->model = *mp_model_preset(model);
     } else {
-        not_expressible(w, strncmp(model, "gpt-oss", 7) == 0
-                               ? "no model: GPT-OSS alternates 128-token sliding-window and full "
-                                 "attention with learned sinks and biased experts, which megaplan's "
-                                 "model fields cannot state"
-                               : "no preset for this model");
+        not_expressible(w, "no preset for this model");
         return MP_OK;
     }
     mp_error hwerr;

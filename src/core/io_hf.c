@@ -123,6 +123,32 @@ static mp_status read_gpt2(const hf_ctx *cx, mp_model *m, mp_error *err)
     return MP_OK;
 }
 
+/* Mistral's sliding_window (every block windowed); Qwen2's, which applies
+ * only with use_sliding_window and then to some layers, is refused rather
+ * than guessed. Biases that LLaMA's attention_bias / mlp_bias add are not
+ * modelled for this family: refused, not dropped. */
+static mp_status read_llama_window(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    bool use = true, bias = false;
+    TRY(hf_bool(cx, "use_sliding_window", &use, err));
+    if (use && cJSON_GetObjectItemCaseSensitive(cx->root, "use_sliding_window"))
+        return hf_fail(cx, "use_sliding_window", err,
+                       "Qwen2's per-layer sliding window is not modelled (only false)");
+    if (use)
+        TRY(hf_int(cx, "sliding_window", false, 1, BIG_DIM, &m->attn.window, err));
+    if (m->attn.window >= m->seq)
+        m->attn.window = 0; /* a window as long as the context is no window */
+    TRY(hf_bool(cx, "attention_bias", &bias, err));
+    if (bias)
+        return hf_fail(cx, "attention_bias", err,
+                       "attention biases are not modelled for this family (only false)");
+    TRY(hf_bool(cx, "mlp_bias", &bias, err));
+    if (bias)
+        return hf_fail(cx, "mlp_bias", err,
+                       "MLP biases are not modelled for this family (only false)");
+    return MP_OK;
+}
+
 static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
     mp_model_arch_defaults(m, MP_ARCH_LLAMA);
@@ -136,7 +162,7 @@ static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
     m->seq = 2048;
     TRY(hf_int(cx, "max_position_embeddings", false, 1, BIG_DIM, &m->seq, err));
     TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
-    return MP_OK;
+    return read_llama_window(cx, m, err);
 }
 
 static mp_status read_bert(const hf_ctx *cx, mp_model *m, mp_error *err)
@@ -266,6 +292,108 @@ static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
     return MP_OK;
 }
 
+/* GPT-OSS (model_type gpt_oss): LLaMA's keys with biases in every linear
+ * layer (attention_bias, and the experts always), num_local_experts experts
+ * of intermediate_size, top num_experts_per_tok, a learned sink logit per
+ * head, layer_types alternating sliding_window and full attention (HF's
+ * default when absent: sliding first), and the experts' clamped SwiGLU
+ * (swiglu_limit, swiglu_alpha 1.702). */
+static mp_status read_gpt_oss(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    mp_model_arch_defaults(m, MP_ARCH_LLAMA);
+    TRY(hf_int(cx, "num_hidden_layers", true, 1, MP_MAX_LAYERS, &m->layers, err));
+    TRY(hf_int(cx, "hidden_size", true, 1, BIG_DIM, &m->hidden, err));
+    TRY(hf_int(cx, "num_attention_heads", true, 1, BIG_DIM, &m->heads, err));
+    TRY(hf_int(cx, "num_key_value_heads", false, 1, BIG_DIM, &m->kv_heads, err));
+    m->head_dim = 64; /* GptOssConfig's default */
+    TRY(hf_int(cx, "head_dim", false, 1, BIG_DIM, &m->head_dim, err));
+    TRY(hf_int(cx, "intermediate_size", true, 1, BIG_DIM, &m->ffn_hidden, err));
+    TRY(hf_int(cx, "vocab_size", true, 1, BIG_DIM, &m->vocab, err));
+    m->seq = 131072;
+    TRY(hf_int(cx, "max_position_embeddings", false, 1, BIG_DIM, &m->seq, err));
+    TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
+    struct mp_moe *e = &m->moe;
+    TRY(hf_int(cx, "num_local_experts", true, 1, BIG_DIM, &e->experts, err));
+    TRY(hf_int(cx, "num_experts_per_tok", true, 1, BIG_DIM, &e->top_k, err));
+    int64_t k_old = e->top_k; /* the released files also carry the original key */
+    TRY(hf_int(cx, "experts_per_token", false, 1, BIG_DIM, &k_old, err));
+    if (k_old != e->top_k)
+        return hf_fail(cx, "experts_per_token", err, "differs from num_experts_per_tok");
+    e->expert_ffn = m->ffn_hidden;
+    e->layer_freq = 1;
+    bool bias = true;
+    TRY(hf_bool(cx, "attention_bias", &bias, err));
+    if (!bias)
+        return hf_fail(cx, "attention_bias", err,
+                       "only true: GPT-OSS's experts carry biases either way, and one switch "
+                       "(linear_bias) covers both");
+    m->linear_bias = true;
+    m->attn.sinks = true;
+    m->glu_limit = 7.0;
+    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(cx->root, "swiglu_limit");
+    if (lim && !cJSON_IsNull(lim)) {
+        if (!cJSON_IsNumber(lim) || !(lim->valuedouble > 0.0) || !isfinite(lim->valuedouble))
+            return hf_fail(cx, "swiglu_limit", err, "expected a positive number");
+        m->glu_limit = lim->valuedouble;
+    }
+    const cJSON *alpha = cJSON_GetObjectItemCaseSensitive(cx->root, "swiglu_alpha");
+    if (alpha && !cJSON_IsNull(alpha) &&
+        (!cJSON_IsNumber(alpha) || fabs(alpha->valuedouble - 1.702) > 1e-9))
+        return hf_fail(cx, "swiglu_alpha", err, "only GPT-OSS's 1.702 is modelled");
+    m->attn.window = 128;
+    TRY(hf_int(cx, "sliding_window", false, 0, BIG_DIM, &m->attn.window, err));
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(cx->root, "sliding_window");
+    if (sw && cJSON_IsNull(sw))
+        m->attn.window = 0;
+    m->attn.window_skip_freq = 2;
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(cx->root, "layer_types");
+    if (types && !cJSON_IsNull(types)) {
+        /* a pattern Megatron's --window-attn-skip-freq states: full
+         * attention exactly at blocks f, 2f, ... (1-based), or nowhere */
+        if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != (int)m->layers)
+            return hf_fail(cx, "layer_types", err,
+                           "expected a list with one entry per layer (num_hidden_layers)");
+        int64_t first_full = 0;
+        for (int i = 0; i < (int)m->layers; i++) {
+            const cJSON *t = cJSON_GetArrayItem(types, i);
+            bool full = cJSON_IsString(t) && !strcmp(t->valuestring, "full_attention");
+            if (!full && !(cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention")))
+                return hf_fail(cx, "layer_types", err,
+                               "expected \"sliding_attention\" or \"full_attention\" entries");
+            if (full && !first_full)
+                first_full = i + 1;
+        }
+        m->attn.window_skip_freq = first_full;
+        for (int i = 0; i < (int)m->layers; i++) {
+            const cJSON *t = cJSON_GetArrayItem(types, i);
+            bool full = !strcmp(t->valuestring, "full_attention");
+            if (full != (first_full > 0 && (i + 1) % first_full == 0))
+                return hf_fail(cx, "layer_types", err,
+                               "only a periodic pattern (full attention every n-th layer, "
+                               "Megatron's --window-attn-skip-freq n) is modelled");
+        }
+        if (first_full == 1)
+            m->attn.window = m->attn.window_skip_freq = 0; /* every layer full */
+    }
+    if (!m->attn.window)
+        m->attn.window_skip_freq = 0;
+    /* YaRN rescales the rotary frequencies: no cost of its own (the cost
+     * model's rope is any rotary table); another scheme is refused */
+    const cJSON *rope = cJSON_GetObjectItemCaseSensitive(cx->root, "rope_scaling");
+    if (!rope || cJSON_IsNull(rope))
+        rope = cJSON_GetObjectItemCaseSensitive(cx->root, "rope_parameters");
+    if (rope && !cJSON_IsNull(rope)) {
+        const cJSON *rt = cJSON_IsObject(rope) ? cJSON_GetObjectItemCaseSensitive(rope, "rope_type")
+                                              : NULL;
+        if (rt && (!cJSON_IsString(rt) || (strcmp(rt->valuestring, "yarn") &&
+                                           strcmp(rt->valuestring, "default"))))
+            return hf_fail(cx, cJSON_GetObjectItemCaseSensitive(cx->root, "rope_scaling")
+                                   ? "rope_scaling" : "rope_parameters",
+                           err, "only rope_type yarn (GPT-OSS's) is understood here");
+    }
+    return MP_OK;
+}
+
 /* Keys that make a config a mixture of experts or give it latent
  * attention: in a family read as dense they would be dropped silently, so
  * their presence is an error there. */
@@ -284,15 +412,40 @@ static mp_status refuse_moe_keys(const hf_ctx *cx, const char *model_type, mp_er
         char msg[200];
         snprintf(msg, sizeof msg,
                  "a mixture-of-experts / latent-attention key, not understood for %s (give "
-                 "model_type mixtral, qwen2_moe, qwen3_moe or deepseek_v3)",
+                 "model_type mixtral, qwen2_moe, qwen3_moe, deepseek_v3 or gpt_oss)",
                  model_type ? model_type : "a config without model_type");
         return hf_fail(cx, moe_keys[i], err, msg);
     }
     return MP_OK;
 }
 
+/* GPT-OSS's keys in another family: a per-layer attention pattern (other
+ * than all full), a clamped SwiGLU or sink-style attention would be dropped
+ * silently there, so they are refused. */
+static mp_status refuse_gpt_oss_keys(const hf_ctx *cx, mp_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, "swiglu_limit");
+    if (v && !cJSON_IsNull(v))
+        return hf_fail(cx, "swiglu_limit", err,
+                       "GPT-OSS's clamped SwiGLU, not understood for this family (give "
+                       "model_type gpt_oss)");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(cx->root, "layer_types");
+    if (!types || cJSON_IsNull(types))
+        return MP_OK;
+    const cJSON *t;
+    bool all_full = cJSON_IsArray(types);
+    cJSON_ArrayForEach(t, types)
+        all_full = all_full && cJSON_IsString(t) && !strcmp(t->valuestring, "full_attention");
+    if (!all_full)
+        return hf_fail(cx, "layer_types", err,
+                       "a per-layer attention pattern is understood for gpt_oss only (here "
+                       "every entry must be \"full_attention\")");
+    return MP_OK;
+}
+
 typedef enum {
-    HF_GPT2, HF_LLAMA, HF_BERT, HF_T5, HF_MIXTRAL, HF_QWEN_MOE, HF_DEEPSEEK, HF_UNKNOWN
+    HF_GPT2, HF_LLAMA, HF_BERT, HF_T5, HF_MIXTRAL, HF_QWEN_MOE, HF_DEEPSEEK, HF_GPT_OSS,
+    HF_UNKNOWN
 } hf_family;
 
 /* The config.json key behind a model field, so a validation error (e.g.
@@ -348,14 +501,19 @@ static const char *hf_key_of(hf_family fam, const char *field)
         {HF_DEEPSEEK, "mla.qk_rope_head_dim", "qk_rope_head_dim"},
         {HF_DEEPSEEK, "mla.qk_nope_head_dim", "qk_nope_head_dim"},
         {HF_DEEPSEEK, "mla.v_head_dim", "v_head_dim"},
+        {HF_GPT_OSS, "moe.experts", "num_local_experts"},
+        {HF_GPT_OSS, "attn.window", "sliding_window"},
+        {HF_GPT_OSS, "attn.window_skip_freq", "layer_types"},
+        {HF_GPT_OSS, "glu_limit", "swiglu_limit"},
+        {HF_LLAMA, "attn.window", "sliding_window"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (map[i].fam == fam && !strcmp(map[i].field, field))
             return map[i].key;
     if (!strcmp(field, "moe.top_k") && (fam == HF_MIXTRAL || fam == HF_QWEN_MOE ||
-                                        fam == HF_DEEPSEEK))
+                                        fam == HF_DEEPSEEK || fam == HF_GPT_OSS))
         return "num_experts_per_tok";
-    if (fam == HF_MIXTRAL || fam == HF_QWEN_MOE || fam == HF_DEEPSEEK)
+    if (fam == HF_MIXTRAL || fam == HF_QWEN_MOE || fam == HF_DEEPSEEK || fam == HF_GPT_OSS)
         return hf_key_of(HF_LLAMA, field);
     return NULL;
 }
@@ -370,7 +528,7 @@ static hf_family family_of(const char *model_type)
         {"qwen2", HF_LLAMA},    {"bert", HF_BERT},     {"roberta", HF_BERT},
         {"megatron-bert", HF_BERT}, {"t5", HF_T5},     {"mt5", HF_T5},
         {"mixtral", HF_MIXTRAL}, {"qwen2_moe", HF_QWEN_MOE}, {"qwen3_moe", HF_QWEN_MOE},
-        {"deepseek_v3", HF_DEEPSEEK},
+        {"deepseek_v3", HF_DEEPSEEK}, {"gpt_oss", HF_GPT_OSS},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(model_type, map[i].name))
@@ -432,9 +590,13 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         if (fam == HF_UNKNOWN) {
             st = hf_fail(&cx, "model_type", err,
                          "unsupported (known: gpt2, llama, mistral, qwen2, bert, roberta, t5, mt5, "
-                         "mixtral, qwen2_moe, qwen3_moe, deepseek_v3)");
+                         "mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss)");
             goto done;
         }
+    } else if (cJSON_GetObjectItemCaseSensitive(root, "num_local_experts") &&
+               (cJSON_GetObjectItemCaseSensitive(root, "swiglu_limit") ||
+                cJSON_GetObjectItemCaseSensitive(root, "experts_per_token"))) {
+        fam = HF_GPT_OSS;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "num_local_experts")) {
         fam = HF_MIXTRAL;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "n_routed_experts") &&
@@ -458,6 +620,8 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
     }
     if (fam <= HF_T5 && (st = refuse_moe_keys(&cx, model_type, err)) != MP_OK)
         goto done;
+    if (fam != HF_GPT_OSS && (st = refuse_gpt_oss_keys(&cx, err)) != MP_OK)
+        goto done;
     switch (fam) {
     case HF_MIXTRAL:
         st = read_mixtral(&cx, out, err);
@@ -467,6 +631,9 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         break;
     case HF_DEEPSEEK:
         st = read_deepseek(&cx, out, err);
+        break;
+    case HF_GPT_OSS:
+        st = read_gpt_oss(&cx, out, err);
         break;
     case HF_GPT2:
         st = read_gpt2(&cx, out, err);

@@ -130,6 +130,12 @@ static const mp_field model_fields[] = {
     SUB_INT_FIELD(mla, qk_rope_head_dim, 0, MAX_HEADS),
     SUB_INT_FIELD(mla, qk_nope_head_dim, 0, MAX_HEADS),
     SUB_INT_FIELD(mla, v_head_dim, 0, MAX_HEADS),
+    SUB_INT_FIELD(attn, window, 0, MAX_SEQ),
+    SUB_INT_FIELD(attn, window_skip_freq, 0, MP_MAX_LAYERS),
+    {.path = "attn.sinks", .type = MP_FT_BOOL, .offset = offsetof(mp_model, attn.sinks)},
+    {.path = "linear_bias", .type = MP_FT_BOOL, .offset = offsetof(mp_model, linear_bias)},
+    {.path = "glu_limit", .type = MP_FT_DOUBLE, .offset = offsetof(mp_model, glu_limit),
+     .unit = MP_UNIT_NONE, .min = 0.0, .max = 1e6},
 };
 
 
@@ -285,6 +291,9 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         return st;
     }
     st = mp_model_finish_moe(m, err);
+    if (st != MP_OK)
+        return st;
+    st = mp_model_finish_attn(m, err);
     if (st != MP_OK)
         return st;
     /* a coarse parameter count, only to refuse the absurd */

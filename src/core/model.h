@@ -40,6 +40,10 @@ typedef struct mp_model {
     mp_norm norm;
     mp_position position;
     bool tied_embeddings;
+    /* Biases in the linear layers (Q, K, V, output, MLP/experts) of a
+     * llama-style model, which has none by default (GPT-OSS; Megatron keeps
+     * --add-bias-linear on). gpt and bert always have them. */
+    bool linear_bias;
 
     /* Mixture of experts (docs/cost-model.md, "Mixture of experts"). experts
      * == 0: a dense model and every other moe field is 0. Block i (0-based)
@@ -74,11 +78,35 @@ typedef struct mp_model {
         int64_t qk_nope_head_dim;
         int64_t v_head_dim;
     } mla;
+
+    /* Attention variants (GPT-OSS; docs/cost-model.md, "Sliding-window
+     * attention and sinks"). window == 0: every query of a causal model sees
+     * every earlier key. Otherwise block i (0-based) is windowed unless
+     * window_skip_freq > 0 and (i + 1) % window_skip_freq == 0 (Megatron's
+     * --window-attn-skip-freq N: one full-attention block after N-1 windowed
+     * ones); a windowed query at position t sees the keys max(0, t-window+1)
+     * .. t (HuggingFace's sliding_window; Megatron's --window-size
+     * window-1,0). sinks: one learned logit per head joins every softmax's
+     * denominator and takes no value (Megatron's --softmax-type learnable). */
+    struct mp_attn {
+        int64_t window;
+        int64_t window_skip_freq;
+        bool sinks;
+    } attn;
+    /* GPT-OSS's clamped SwiGLU in the experts (0: plain SwiGLU): gate g and
+     * up u clamped (g <= limit, |u| <= limit), out = g sigmoid(1.702 g) (u +
+     * 1) (Megatron: --quick-geglu --glu-linear-offset 1
+     * --activation-func-clamp-value limit). Element-wise: no cost of its own. */
+    double glu_limit;
 } mp_model;
 
 /* True when the model has routed experts / latent attention. */
 bool mp_model_is_moe(const mp_model *m);
 bool mp_model_is_mla(const mp_model *m);
+/* Block index 0..layers-1 -> whether its attention is windowed. */
+bool mp_model_block_is_windowed(const mp_model *m, int64_t block0);
+/* Windowed blocks in the model. */
+int64_t mp_model_windowed_blocks(const mp_model *m);
 /* Block index 0..layers-1 -> whether it is an MoE block. */
 bool mp_model_block_is_moe(const mp_model *m, int64_t block0);
 /* MoE blocks in the model. */

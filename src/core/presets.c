@@ -66,6 +66,19 @@ typedef struct preset {
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
 
+/* GPT-OSS: the MoE form above with biases, sinks, the alternating 128-token
+ * window (full attention in every second block) and the SwiGLU clamped at
+ * 7; L blocks, E experts, the published total and active counts. */
+#define GPT_OSS(nm, L, E, total, active)                                                     \
+    {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = 2880, .heads = 64,           \
+      .kv_heads = 8, .head_dim = 64, .ffn_hidden = 2880, .vocab = 201088, .seq = 4096,        \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,         \
+      .tied_embeddings = false,                                                               \
+      .moe = {.experts = E, .top_k = 4, .expert_ffn = 2880, .layer_freq = 1},                 \
+      .attn = {.window = 128, .window_skip_freq = 2, .sinks = true}, .linear_bias = true,     \
+      .glu_limit = 7.0},                                                                      \
+     total, 0, active, NULL}
+
 static const preset presets[] = {
     /* Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
      * (layers, d_model, heads, batch in tokens / 2048). The paper rounds: the
@@ -164,6 +177,17 @@ static const preset presets[] = {
       .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_rope_head_dim = 64,
               .qk_nope_head_dim = 128, .v_head_dim = 128}},
      671e9, 15360, 37e9, NULL},
+    /* OpenAI 2025, "gpt-oss-120b & gpt-oss-20b Model Card", §2.1 and Table
+     * 1: 36 / 24 blocks of hidden 2880, 64 query heads of 64 with 8 KV
+     * heads, 128 / 32 experts of 2880 with top-4, biases in every linear
+     * layer, a learned sink per head, banded (128-token) and dense attention
+     * alternating, the clamped SwiGLU; 116.83B / 20.91B total, 5.13B / 3.61B
+     * active (the card's active count leaves the input embedding out, see
+     * tests/planner/test_moe.c); shapes from the released config.json
+     * (tests/core/data/gpt-oss-*-config.json). No training batch published;
+     * seq 4096, the initial context length. */
+    GPT_OSS("gpt-oss-120b", 36, 128, 116.83e9, 5.13e9),
+    GPT_OSS("gpt-oss-20b", 24, 32, 20.91e9, 3.61e9),
 };
 
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])

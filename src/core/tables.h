@@ -12,6 +12,9 @@ const mp_field *mp_model_field_table(size_t *n);
 /* Checks and completes the moe and mla groups (core/model_moe.c); called
  * by mp_model_finish. */
 mp_status mp_model_finish_moe(mp_model *m, mp_error *err);
+/* Checks the attention variants, linear_bias and glu_limit
+ * (core/model_attn.c); called by mp_model_finish. */
+mp_status mp_model_finish_attn(mp_model *m, mp_error *err);
 const mp_field *mp_hw_field_table(size_t *n);
 const mp_field *mp_training_field_table(size_t *n);
 const mp_field *mp_parallel_field_table(size_t *n);

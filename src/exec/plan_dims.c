@@ -45,6 +45,18 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
                             "activation %s is not supported by this executor yet (gelu, "
                             "swiglu; relu in t5)", mp_activation_name(m->activation));
+    /* GPT-OSS's parts the executor does not run yet: refused, not dropped */
+    if (m->attn.window || m->attn.sinks)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0,
+                            m->attn.window ? "model.attn.window" : "model.attn.sinks",
+                            "%s attention is not run by this executor yet",
+                            m->attn.window ? "sliding-window" : "sink");
+    if (m->linear_bias)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.linear_bias",
+                            "biases in a llama model are not run by this executor yet");
+    if (m->glu_limit > 0.0)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.glu_limit",
+                            "the clamped SwiGLU is not run by this executor yet");
     if (m->position != MP_POS_LEARNED && m->position != MP_POS_ROPE && !t5)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "position %s is not supported by this executor yet (learned, "

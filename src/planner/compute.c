@@ -110,16 +110,37 @@ static double tp_collective(const mp_config *c, const mp_group_place *g, double 
  * profile's constant and its source, docs/cost-model.md §4). */
 #define ATTN_REFERENCE_KEYS 4096.0
 
+/* Key tile of the fused kernels: FlashAttention-2 and cuDNN's fused
+ * attention step over keys in blocks of 128 (64 at large head dims). */
+#define ATTN_KEY_TILE 128.0
+
+/* Share of a causal s_kv-key score matrix a fused kernel computes when
+ * queries see only the last `window` keys (window > 0): it visits, per
+ * 128-query tile, the key tiles that meet the band (FlashAttention-2's
+ * n_block_min from window_size_left), ceil((window-1)/128) + 1 tiles, and
+ * never more than the causal half (docs/cost-model.md §4). */
+static double window_share(double window, double s_kv, double *keys_per_call)
+{
+    double keys = ATTN_KEY_TILE * (ceil((window - 1.0) / ATTN_KEY_TILE) + 1.0);
+    *keys_per_call = keys < s_kv ? keys : s_kv;
+    double share = keys / s_kv;
+    return share < 0.5 ? share : 0.5;
+}
+
 /* Attention core over n_scores score elements per GPU with head_dim hd, each
- * fused call running over kv keys (CP: one ring step's chunk). */
+ * fused call running over kv keys (CP: one ring step's chunk); window > 0:
+ * a sliding window over a sequence of s_kv keys. */
 static void attention_core(const mp_config *c, double n_scores, double hd, double kv,
-                           bool causal, bool dropout, double *fwd, double *bwd, double *kernels)
+                           bool causal, double window, double s_kv, bool dropout, double *fwd,
+                           double *bwd, double *kernels)
 {
     const mp_hw *hw = &c->hw;
     double peak = peak_of(c);
     double flops = 4.0 * n_scores * hd; /* QK^T and AV */
     if (hw->flash_attention) {
         double done = causal ? 0.5 * flops : flops; /* masked blocks are skipped */
+        if (window > 0.0 && causal)
+            done = window_share(window, s_kv, &kv) * flops; /* and blocks outside the band */
         double half = hw->attention_half_rate_keys;
         double length = (kv / (kv + half)) / (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + half));
         double f = done / (peak * hw->attention_efficiency * length);
@@ -273,8 +294,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (mp_model_is_mla(m)) /* QK^T at head_dim, AV at v_head_dim */
         core_hd = 0.5 * (hd + (double)m->mla.v_head_dim);
     attention_core(c, b * heads_local * (bs->s / cp) * bs->s, core_hd, bs->s / cp, bs->causal,
-                   bs->dropout, &af, &ab,
-                   &ak);
+                   bs->window, bs->s, bs->dropout, &af, &ab, &ak);
     if (pp->cp > 1)
         /* ring attention runs one attention call per ring step (c of them,
          * against the chunk that has arrived), each followed by the
@@ -284,7 +304,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (cross) {
         double cf, cb, ck;
         attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, hd, bs->s_cross, false,
-                       bs->dropout, &cf, &cb, &ck);
+                       0.0, bs->s_cross, bs->dropout, &cf, &cb, &ck);
         af += cf;
         ab += cb;
         ak += ck;

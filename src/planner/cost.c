@@ -162,17 +162,19 @@ static void fill_details(const mp_config *c, item_detail *det)
             det[i] = i <= ne ? enc : dec;
         return;
     }
-    item_detail one, moe;
-    detail_block(c, 1, &one);
-    bool has_moe = mp_model_is_moe(&c->model);
-    if (has_moe) { /* an MoE model's dense and MoE blocks cost differently */
-        int64_t first = 0;
-        while (first < L && !mp_model_block_is_moe(&c->model, first))
-            first++;
-        detail_block(c, first + 1, &moe);
+    /* blocks cost by kind (dense or MoE, full or windowed attention):
+     * each kind costed once, on its first block */
+    item_detail kind[4];
+    bool have[4] = {false, false, false, false};
+    for (int64_t i = 1; i <= L; i++) {
+        int k = (mp_model_block_is_moe(&c->model, i - 1) ? 2 : 0) +
+                (mp_model_block_is_windowed(&c->model, i - 1) ? 1 : 0);
+        if (!have[k]) {
+            detail_block(c, i, &kind[k]);
+            have[k] = true;
+        }
+        det[i] = kind[k];
     }
-    for (int64_t i = 1; i <= L; i++)
-        det[i] = has_moe && mp_model_block_is_moe(&c->model, i - 1) ? moe : one;
 }
 
 mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)

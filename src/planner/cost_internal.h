@@ -33,6 +33,7 @@ typedef struct mp_block_shape {
     double s_cross;  /* encoder tokens attended by cross attention (0 = none) */
     bool causal;
     bool dropout;    /* GPT/BERT/T5 train with dropout 0.1; LLaMA-style without */
+    double window;   /* keys a windowed query sees, itself included (0: all earlier ones) */
 } mp_block_shape;
 
 /* Block item index (1..L) -> shape. */

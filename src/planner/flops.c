@@ -26,7 +26,7 @@ double mp_padded_vocab(int64_t vocab, int64_t tp)
 
 static bool has_biases(const mp_model *m)
 {
-    return m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_BERT;
+    return m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_BERT || m->linear_bias;
 }
 
 static double norm_params(const mp_model *m)
@@ -82,7 +82,9 @@ static double mlp_params(const mp_model *m)
 
 double mp_block_params(const mp_model *m, mp_block_kind kind)
 {
-    double attn = attn_matrix_params(m) + attn_bias_params(m);
+    /* attention sinks: one learned logit per head */
+    double attn = attn_matrix_params(m) + attn_bias_params(m) +
+                  (m->attn.sinks ? (double)m->heads : 0.0);
     double mlp = kind == MP_BLOCK_MOE ? mp_moe_mlp_params(m, false) : mlp_params(m);
     double p = attn + mlp + 2.0 * norm_params(m);
     if (kind == MP_BLOCK_T5_DEC)
@@ -125,6 +127,7 @@ void mp_block_shape_of(const mp_model *m, int64_t seq, int64_t block, mp_block_s
     out->s_cross = 0.0;
     out->causal = m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_LLAMA;
     out->dropout = m->arch != MP_ARCH_LLAMA;
+    out->window = mp_model_block_is_windowed(m, block - 1) ? (double)m->attn.window : 0.0;
     if (mp_model_block_is_moe(m, block - 1))
         out->kind = MP_BLOCK_MOE;
     if (m->arch == MP_ARCH_T5) {
@@ -172,9 +175,13 @@ double mp_model_active_params(const mp_model *m)
 
 double mp_block_attn_core_fwd_flops(const mp_model *m, const mp_block_shape *bs)
 {
-    /* QK^T and AV: 2 * s_q * s_kv * head_dim FLOPs each, per head */
+    /* QK^T and AV: 2 * s_q * s_kv * head_dim FLOPs each, per head. A full
+     * block counts every key for every query (the causal half is not taken
+     * off, Narayanan 2021's convention); a windowed one counts its band the
+     * same way: window keys for every query (docs/cost-model.md, §2) */
     double qd = (double)m->heads * head_dim(m);
-    double f = 4.0 * bs->s * bs->s * qd;
+    double keys = bs->window > 0.0 && bs->window < bs->s ? bs->window : bs->s;
+    double f = 4.0 * bs->s * keys * qd;
     if (mp_model_is_mla(m)) /* AV at the value width v_head_dim */
         f = 2.0 * bs->s * bs->s * (double)m->heads * (head_dim(m) + (double)m->mla.v_head_dim);
     if (bs->s_cross > 0)
@@ -215,26 +222,23 @@ double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch)
             mp_block_shape_of(m, seq, i, &bs);
             fwd += mp_block_fwd_flops(m, &bs);
         }
-    } else if (mp_model_is_moe(m)) {
-        /* two kinds of block, dense and MoE: each costed once (the
-         * estimate asks for every candidate of a search) */
-        int64_t moe = mp_model_moe_blocks(m), first_moe = 0, first_dense = -1;
-        while (first_moe < nb && !mp_model_block_is_moe(m, first_moe))
-            first_moe++;
-        for (int64_t i = 0; i < nb && first_dense < 0; i++)
-            if (!mp_model_block_is_moe(m, i))
-                first_dense = i;
-        mp_block_shape bs;
-        mp_block_shape_of(m, seq, first_moe + 1, &bs);
-        fwd += (double)moe * mp_block_fwd_flops(m, &bs);
-        if (first_dense >= 0) {
-            mp_block_shape_of(m, seq, first_dense + 1, &bs);
-            fwd += (double)(nb - moe) * mp_block_fwd_flops(m, &bs);
-        }
     } else {
-        mp_block_shape bs;
-        mp_block_shape_of(m, seq, 1, &bs);
-        fwd += (double)nb * mp_block_fwd_flops(m, &bs);
+        /* up to four kinds of block (dense or MoE, full or windowed
+         * attention): each costed once, as the estimate asks for every
+         * candidate of a search */
+        double kind_fwd[4] = {0, 0, 0, 0}, count[4] = {0, 0, 0, 0};
+        for (int64_t i = 0; i < nb; i++) {
+            int k = (mp_model_block_is_moe(m, i) ? 2 : 0) + (mp_model_block_is_windowed(m, i) ? 1 : 0);
+            if (!count[k]++) {
+                mp_block_shape bs;
+                mp_block_shape_of(m, seq, i + 1, &bs);
+                kind_fwd[k] = mp_block_fwd_flops(m, &bs);
+            }
+        }
+        static const int order[4] = {2, 3, 0, 1}; /* MoE blocks first, as before windows */
+        for (int j = 0; j < 4; j++)
+            if (count[order[j]] > 0)
+                fwd += count[order[j]] * kind_fwd[order[j]];
     }
     /* backward = 2 x forward (input and weight gradients) */
     return 3.0 * fwd * (double)global_batch;

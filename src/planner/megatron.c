@@ -210,7 +210,12 @@ static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
     if (m->kv_heads > 0 && m->kv_heads < m->heads)
         mp_buf_printf(out, "--group-query-attention \\\n--num-query-groups %lld \\\n",
                       (long long)m->kv_heads);
-    if (m->activation == MP_ACT_SWIGLU)
+    if (m->activation == MP_ACT_SWIGLU && m->glu_limit > 0.0)
+        /* GPT-OSS's clamped SwiGLU: x sigmoid(1.702 x) (u + 1), clamped
+         * (Megatron-Bridge's GPT-OSS bridge sets the same three) */
+        mp_buf_printf(out, "--quick-geglu \\\n--glu-linear-offset 1.0 \\\n"
+                           "--activation-func-clamp-value %g \\\n", m->glu_limit);
+    else if (m->activation == MP_ACT_SWIGLU)
         mp_buf_puts(out, "--swiglu \\\n");
     else if (m->activation == MP_ACT_RELU)
         mp_buf_puts(notes, "# activation relu: Megatron-LM has no flag for ReLU (its MLP runs "
@@ -230,9 +235,19 @@ static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
     mp_buf_printf(out, "--max-position-embeddings %lld \\\n", (long long)maxpos);
     if (!m->tied_embeddings)
         mp_buf_puts(out, "--untie-embeddings-and-output-weights \\\n");
-    /* LLaMA's and T5's linear layers have no biases (megaplan's cost model and exec) */
-    if (m->arch == MP_ARCH_LLAMA || t5)
+    /* LLaMA's and T5's linear layers have no biases (megaplan's cost model and exec),
+     * unless the model says so (GPT-OSS) */
+    if ((m->arch == MP_ARCH_LLAMA && !m->linear_bias) || t5)
         mp_buf_puts(out, "--disable-bias-linear \\\n");
+    if (m->attn.window > 0) {
+        /* Megatron's window is (left, right) keys besides the query itself */
+        mp_buf_printf(out, "--window-size %lld,0 \\\n", (long long)(m->attn.window - 1));
+        if (m->attn.window_skip_freq > 0)
+            mp_buf_printf(out, "--window-attn-skip-freq %lld \\\n",
+                          (long long)m->attn.window_skip_freq);
+    }
+    if (m->attn.sinks)
+        mp_buf_puts(out, "--softmax-type learnable \\\n");
     mp_buf_printf(out, "--vocab-size %lld \\\n", (long long)m->vocab);
     if (t5)
         mp_buf_printf(out, "--encoder-seq-length %lld \\\n--decoder-seq-length %lld \\\n",

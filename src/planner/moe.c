@@ -29,16 +29,20 @@ double mp_mla_attn_params(const mp_model *m)
     return q + kv + a * v * h;
 }
 
-/* Matrices of one expert's MLP of width f. */
+/* Matrices of one expert's MLP of width f, with their biases where the
+ * model has them (GPT-OSS: gate, up and down). */
 static double one_expert_params(const mp_model *m, double f)
 {
-    return (m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0) * (double)m->hidden * f;
+    double mats = m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0;
+    double bias = m->linear_bias ? (mats - 1.0) * f + (double)m->hidden : 0.0;
+    return mats * (double)m->hidden * f + bias;
 }
 
 double mp_moe_mlp_params(const mp_model *m, bool active)
 {
     double routed = (double)(active ? m->moe.top_k : m->moe.experts);
-    return (double)m->hidden * (double)m->moe.experts /* router */
+    double router_bias = m->linear_bias ? (double)m->moe.experts : 0.0;
+    return (double)m->hidden * (double)m->moe.experts + router_bias /* router (+ GPT-OSS's bias) */
            + routed * one_expert_params(m, (double)m->moe.expert_ffn) +
            (double)m->moe.shared_experts * one_expert_params(m, (double)m->moe.shared_ffn);
 }

@@ -1,4 +1,5 @@
-/* HuggingFace config.json of GPT-2, LLaMA, BERT and T5 (tests/core/data). */
+/* HuggingFace config.json of GPT-2, LLaMA, BERT, T5 and the MoE families
+ * (tests/core/data, sources in its README.md). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,6 +181,130 @@ static void test_errors(void **state)
     assert_string_equal(m.name, "flan");
 }
 
+/* GPT-OSS's released config.json, field by field, and the presets. */
+static void test_gpt_oss(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("gpt-oss-120b-config.json", &m, &err), MP_OK);
+    assert_int_equal(m.arch, MP_ARCH_LLAMA);
+    assert_int_equal(m.layers, 36);              /* num_hidden_layers */
+    assert_int_equal(m.hidden, 2880);            /* hidden_size */
+    assert_int_equal(m.heads, 64);               /* num_attention_heads */
+    assert_int_equal(m.kv_heads, 8);             /* num_key_value_heads */
+    assert_int_equal(m.head_dim, 64);            /* head_dim */
+    assert_int_equal(m.vocab, 201088);           /* vocab_size */
+    assert_int_equal(m.seq, 131072);             /* max_position_embeddings */
+    assert_int_equal(m.moe.experts, 128);        /* num_local_experts */
+    assert_int_equal(m.moe.top_k, 4);            /* num_experts_per_tok */
+    assert_int_equal(m.moe.expert_ffn, 2880);    /* intermediate_size */
+    assert_int_equal(m.moe.layer_freq, 1);
+    assert_int_equal(m.attn.window, 128);        /* sliding_window */
+    assert_int_equal(m.attn.window_skip_freq, 2); /* layer_types: sliding, full, ... */
+    assert_true(m.attn.sinks);
+    assert_true(m.linear_bias);                  /* attention_bias */
+    assert_true(m.glu_limit == 7.0);             /* swiglu_limit */
+    assert_false(m.tied_embeddings);             /* tie_word_embeddings */
+    assert_int_equal(m.activation, MP_ACT_SWIGLU);
+    assert_int_equal(m.norm, MP_NORM_RMSNORM);
+    assert_int_equal(m.position, MP_POS_ROPE);
+    assert_string_equal(m.name, "gpt-oss-120b-config");
+    same_shape(&m, "gpt-oss-120b");
+    assert_int_equal(load("gpt-oss-20b-config.json", &m, &err), MP_OK);
+    assert_int_equal(m.layers, 24);
+    assert_int_equal(m.moe.experts, 32);
+    same_shape(&m, "gpt-oss-20b");
+    /* blocks 1, 3, 5, ... (0-based) keep full attention, as layer_types says */
+    assert_true(mp_model_block_is_windowed(&m, 0));
+    assert_false(mp_model_block_is_windowed(&m, 1));
+    assert_int_equal(mp_model_windowed_blocks(&m), 12);
+
+    const char *base = "\"model_type\": \"gpt_oss\", \"num_hidden_layers\": 4, \"hidden_size\": 64, "
+                       "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, "
+                       "\"intermediate_size\": 32, \"vocab_size\": 100, \"num_local_experts\": 4, "
+                       "\"num_experts_per_tok\": 2, \"max_position_embeddings\": 64";
+    const struct {
+        const char *extra, *field;
+    } bad[] = {
+        {"\"layer_types\": [\"sliding_attention\", \"full_attention\", \"full_attention\", "
+         "\"sliding_attention\"]", "layer_types"},
+        {"\"layer_types\": [\"sliding_attention\", \"full_attention\"]", "layer_types"},
+        {"\"layer_types\": [\"sliding_attention\", \"chunked\", \"x\", \"y\"]", "layer_types"},
+        {"\"swiglu_alpha\": 1.0", "swiglu_alpha"},
+        {"\"swiglu_limit\": -1", "swiglu_limit"},
+        {"\"attention_bias\": false", "attention_bias"},
+        {"\"experts_per_token\": 3", "experts_per_token"},
+        {"\"rope_scaling\": {\"rope_type\": \"longrope\"}", "rope_scaling"},
+    };
+    char text[2048];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "{%s, %s}", base, bad[i].extra);
+        mp_error_clear(&err);
+        if (mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err) != MP_EINPUT)
+            fail_msg("gpt_oss case %zu accepted", i);
+        if (strcmp(err.field, bad[i].field))
+            fail_msg("gpt_oss case %zu: field '%s' (%s), expected '%s'", i, err.field, err.msg,
+                     bad[i].field);
+    }
+    /* every layer sliding: no full block; every layer full: no window */
+    snprintf(text, sizeof text, "{%s, \"layer_types\": [\"sliding_attention\", "
+             "\"sliding_attention\", \"sliding_attention\", \"sliding_attention\"]}", base);
+    assert_int_equal(mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err), MP_OK);
+    assert_int_equal(m.attn.window, 128);
+    assert_int_equal(m.attn.window_skip_freq, 0);
+    snprintf(text, sizeof text, "{%s, \"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
+             "\"full_attention\", \"full_attention\", \"full_attention\"]}", base);
+    assert_int_equal(mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err), MP_OK);
+    assert_int_equal(m.attn.window, 0);
+    /* HF's defaults when the keys are absent: window 128, alternating */
+    snprintf(text, sizeof text, "{%s}", base);
+    assert_int_equal(mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err), MP_OK);
+    assert_int_equal(m.attn.window, 128);
+    assert_int_equal(m.attn.window_skip_freq, 2);
+    assert_true(m.glu_limit == 7.0);
+    /* without model_type, GPT-OSS's keys pick the family (not Mixtral) */
+    const char *untyped = "{\"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                          "\"intermediate_size\": 32, \"vocab_size\": 100, \"num_local_experts\": 4, "
+                          "\"num_experts_per_tok\": 2, \"swiglu_limit\": 7.0, \"sliding_window\": 8, "
+                          "\"max_position_embeddings\": 64}";
+    assert_int_equal(mp_model_parse_hf_json(untyped, strlen(untyped), "c.json", &m, &err), MP_OK);
+    assert_true(m.attn.sinks);
+    assert_int_equal(m.attn.window, 8);
+    /* GPT-OSS's keys in other families: refused, not dropped */
+    const char *other[][2] = {
+        {"{\"model_type\": \"mixtral\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"vocab_size\": 100, "
+         "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"swiglu_limit\": 7.0}",
+         "swiglu_limit"},
+        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"vocab_size\": 100, "
+         "\"layer_types\": [\"sliding_attention\", \"full_attention\"]}", "layer_types"},
+        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"vocab_size\": 100, "
+         "\"attention_bias\": true}", "attention_bias"},
+        {"{\"model_type\": \"qwen2\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"vocab_size\": 100, "
+         "\"use_sliding_window\": true, \"sliding_window\": 16}", "use_sliding_window"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        mp_error_clear(&err);
+        if (mp_model_parse_hf_json(other[i][0], strlen(other[i][0]), "c.json", &m, &err) !=
+            MP_EINPUT)
+            fail_msg("other family case %zu accepted", i);
+        assert_string_equal(err.field, other[i][1]);
+    }
+    /* Mistral's sliding_window windows every block; all-full layer_types pass */
+    const char *mistral = "{\"model_type\": \"mistral\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+                          "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"vocab_size\": 100, "
+                          "\"sliding_window\": 16, \"max_position_embeddings\": 64, \"layer_types\": "
+                          "[\"full_attention\", \"full_attention\"]}";
+    assert_int_equal(mp_model_parse_hf_json(mistral, strlen(mistral), "c.json", &m, &err), MP_OK);
+    assert_int_equal(m.attn.window, 16);
+    assert_int_equal(m.attn.window_skip_freq, 0);
+    assert_false(m.attn.sinks);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -187,7 +312,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2), cmocka_unit_test(test_llama), cmocka_unit_test(test_bert),
         cmocka_unit_test(test_t5),   cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_moe_families),
+        cmocka_unit_test(test_moe_families), cmocka_unit_test(test_gpt_oss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

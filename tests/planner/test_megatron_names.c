@@ -142,6 +142,27 @@ static void names(void **state)
     has(t, "--grad-reduce-in-bf16");
     free(t);
 
+    /* GPT-OSS: the window, sinks, biases and clamped SwiGLU as Megatron-Bridge's
+     * GPT-OSS bridge sets them */
+    t = flags_of("gpt-oss-120b", "dgx-h100", "{gpus: 64, seq: 4096, global_batch: 512, precision: bf16}",
+                 "{tp: 1, pp: 4, dp: 16, ep: 8, micro_batch: 1, dist_opt: true}");
+    all_known("gpt-oss-120b", t);
+    has(t, "--window-size 127,0");
+    has(t, "--window-attn-skip-freq 2");
+    has(t, "--softmax-type learnable");
+    has(t, "--quick-geglu");
+    has(t, "--glu-linear-offset 1.0");
+    has(t, "--activation-func-clamp-value 7");
+    lacks(t, "--swiglu");
+    lacks(t, "--disable-bias-linear");
+    free(t);
+    t = flags_of("mixtral-8x7b", "dgx-h100", "{gpus: 8, seq: 4096, global_batch: 8, precision: bf16}",
+                 "{tp: 1, pp: 1, dp: 8, ep: 8, micro_batch: 1}");
+    lacks(t, "--window-size");
+    lacks(t, "--softmax-type");
+    has(t, "--disable-bias-linear");
+    free(t);
+
     t = flags_of("llama3-8b", "dgx-a100", "{gpus: 8, seq: 8192, global_batch: 16, precision: bf16}",
                  "{tp: 2, sp: true, pp: 2, dp: 2, micro_batch: 1, recompute: selective, "
                  "schedule: 1f1b}");

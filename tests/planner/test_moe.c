@@ -42,6 +42,36 @@ static void test_published_counts(void **state)
     assert_true(mp_model_preset_published_active_params("llama3-8b") == 0.0);
 }
 
+/* GPT-OSS against its model card (OpenAI 2025, Table 1: 116.83B / 20.91B
+ * total, 5.13B / 3.61B active). The card's active count takes the
+ * unembedding but not the input embedding (V x h = 0.58B), which megaplan
+ * counts as active (it is held and updated): compared without it. Biases and
+ * sinks are counted: without them the totals fall 0.05% short, so the test
+ * checks them by hand on one block. */
+static void test_gpt_oss_counts(void **state)
+{
+    (void)state;
+    const char *names[] = {"gpt-oss-120b", "gpt-oss-20b"};
+    for (size_t i = 0; i < 2; i++) {
+        const mp_model *m = mp_model_preset(names[i]);
+        double total = mp_model_params(m);
+        double active = mp_model_active_params(m) - (double)m->vocab * (double)m->hidden;
+        double pt = mp_model_preset_published_params(names[i]);
+        double pa = mp_model_preset_published_active_params(names[i]);
+        if (fabs(total / pt - 1.0) > 0.005 || fabs(active / pa - 1.0) > 0.01)
+            fail_msg("%s: %.5g total / %.4g active, published %.5g / %.4g", names[i], total,
+                     active, pt, pa);
+    }
+    /* one block by hand: Q,O 2880x4096 + K,V 2880x512 with their biases, 64
+     * sinks; 128 experts of gate/up/down 2880x2880 with biases; router
+     * 2880x128 + 128; two RMSNorms */
+    const mp_model *m = mp_model_preset("gpt-oss-120b");
+    double attn = 2.0 * 2880 * 4096 + 2.0 * 2880 * 512 + (4096 + 2 * 512 + 2880) + 64;
+    double expert = 3.0 * 2880 * 2880 + 2.0 * 2880 + 2880;
+    double want = attn + 128 * expert + 2880.0 * 128 + 128 + 2.0 * 2880;
+    assert_true(mp_block_params(m, MP_BLOCK_MOE) == want);
+}
+
 /* Mixtral 8x7B block by hand: Q,O 4096x4096; K,V 4096x1024; 8 experts of
  * 3 x 4096 x 14336; router 4096 x 8; two RMSNorms of 4096. */
 static void test_mixtral_block_by_hand(void **state)
@@ -152,6 +182,34 @@ static void test_refusals(void **state)
     m.moe.experts = 8;
     m.moe.top_k = 2;
     expect_refused(m, "moe.experts");
+    /* GPT-OSS's fields where they would mean nothing */
+    m = dense;
+    m.attn.window_skip_freq = 2; /* no window */
+    expect_refused(m, "attn.window_skip_freq");
+    m = dense;
+    m.attn.window = 128;
+    m.attn.window_skip_freq = 1; /* every block full */
+    expect_refused(m, "attn.window_skip_freq");
+    m = *mp_model_preset("bert-base");
+    m.attn.window = 128; /* not causal */
+    expect_refused(m, "attn.window");
+    m = *mp_model_preset("bert-base");
+    m.attn.sinks = true;
+    expect_refused(m, "attn.sinks");
+    m = *mp_model_preset("deepseek-v3");
+    m.attn.window = 128;
+    expect_refused(m, "attn.window");
+    m = *mp_model_preset("gpt3-125m");
+    m.linear_bias = true; /* gpt has its biases */
+    expect_refused(m, "linear_bias");
+    m = dense;
+    m.glu_limit = 7.0; /* an expert activation, and this model has none */
+    expect_refused(m, "glu_limit");
+    m = *mp_model_preset("gpt3-125m");
+    m.moe.experts = 8;
+    m.moe.top_k = 2;
+    m.glu_limit = 7.0; /* GELU experts */
+    expect_refused(m, "glu_limit");
 }
 
 /* A config of a preset on a hand-made network: 8-GPU domains of 100 GB/s,
@@ -338,7 +396,7 @@ static void test_split_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_published_counts),
+        cmocka_unit_test(test_published_counts), cmocka_unit_test(test_gpt_oss_counts),
         cmocka_unit_test(test_mixtral_block_by_hand),
         cmocka_unit_test(test_deepseek_mla_by_hand),
         cmocka_unit_test(test_moe_block_placement),

@@ -1,0 +1,60 @@
+/* model_attn.c — the attention variants of a model (sliding window, sinks)
+ * and GPT-OSS's other departures from a LLaMA block (linear biases, the
+ * clamped SwiGLU): which blocks are windowed, and the consistency rules
+ * (docs/cost-model.md, "Sliding-window attention and sinks"). */
+#include "core/model.h"
+#include "core/tables.h"
+
+bool mp_model_block_is_windowed(const mp_model *m, int64_t block0)
+{
+    if (m->attn.window <= 0)
+        return false;
+    int64_t f = m->attn.window_skip_freq;
+    return f <= 0 || (block0 + 1) % f != 0;
+}
+
+int64_t mp_model_windowed_blocks(const mp_model *m)
+{
+    if (m->attn.window <= 0)
+        return 0;
+    int64_t L = mp_model_blocks(m), f = m->attn.window_skip_freq;
+    return f <= 0 ? L : L - L / f; /* blocks f, 2f, ... (1-based) keep full attention */
+}
+
+#define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
+
+mp_status mp_model_finish_attn(mp_model *m, mp_error *err)
+{
+    const struct mp_attn *a = &m->attn;
+    bool decoder = m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_LLAMA;
+    if (a->window_skip_freq && !a->window)
+        return FAIL("attn.window_skip_freq", "given without attn.window");
+    if (a->window) {
+        if (!decoder)
+            return FAIL("attn.window", "a sliding window is for causal decoder-only models "
+                                       "(gpt, llama), not %s", mp_arch_name(m->arch));
+        if (mp_model_is_mla(m))
+            return FAIL("attn.window", "not modelled with latent attention (mla)");
+        if (a->window_skip_freq == 1)
+            return FAIL("attn.window_skip_freq", "1 keeps full attention in every block: "
+                                                 "leave attn.window out instead");
+    }
+    if (a->sinks && !decoder)
+        return FAIL("attn.sinks", "attention sinks are for causal decoder-only models (gpt, "
+                                  "llama), not %s", mp_arch_name(m->arch));
+    if (a->sinks && mp_model_is_mla(m))
+        return FAIL("attn.sinks", "not modelled with latent attention (mla)");
+    if (m->linear_bias && m->arch != MP_ARCH_LLAMA)
+        return FAIL("linear_bias", "only for arch llama (%s has its biases already)",
+                    mp_arch_name(m->arch));
+    if (m->glu_limit > 0.0) {
+        if (m->activation != MP_ACT_SWIGLU)
+            return FAIL("glu_limit", "the clamped SwiGLU needs activation swiglu (got %s)",
+                        mp_activation_name(m->activation));
+        if (!mp_model_is_moe(m))
+            return FAIL("glu_limit", "the clamped SwiGLU is an expert activation: it needs "
+                                     "moe.experts > 0 (as Megatron's "
+                                     "--activation-func-clamp-value does)");
+    }
+    return MP_OK;
+}

@@ -1,0 +1,141 @@
+/* test_window.c — sliding-window attention in the cost model: model FLOPs
+ * count a windowed block's band (window keys per query), a fused kernel
+ * visits only the key tiles that meet the band, the windowed and full
+ * blocks of GPT-OSS are costed apart, sinks add one parameter per head, and
+ * context parallelism with a window is refused (docs/cost-model.md). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/model.h"
+#include "core/tables.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+
+/* GPT-OSS-120B's model FLOPs by hand: 18 windowed blocks (keys = 128), 18
+ * full ones (keys = s), all MoE with top-4 of 128 experts. */
+static void test_model_flops_by_hand(void **state)
+{
+    (void)state;
+    const mp_model *m = mp_model_preset("gpt-oss-120b");
+    assert_int_equal(mp_model_windowed_blocks(m), 18);
+    double s = 4096, h = 2880, qd = 64 * 64, kvd = 8 * 64;
+    double attn = 2.0 * h * qd + 2.0 * h * kvd;                   /* Q, O, K, V */
+    double mlp = h * 128 + 4 * (3.0 * h * 2880 + 2.0 * 2880 + h); /* router + 4 experts */
+    mlp += 128; /* router bias */
+    double gemm = 2.0 * s * (attn + mlp);
+    double windowed = gemm + 4.0 * s * 128 * qd, full = gemm + 4.0 * s * s * qd;
+    double want = 3.0 * (18 * windowed + 18 * full + 2.0 * s * 201088 * h);
+    double got = mp_model_flops(m, 4096, 1);
+    if (fabs(got / want - 1.0) > 1e-12)
+        fail_msg("gpt-oss-120b: %.6g FLOPs, by hand %.6g", got, want);
+    /* the same model without its window counts s keys everywhere */
+    mp_model nw = *m;
+    nw.attn.window = nw.attn.window_skip_freq = 0;
+    assert_true(mp_model_flops(&nw, 4096, 1) > got);
+    /* a window longer than the sequence is no window */
+    mp_block_shape bs;
+    mp_block_shape_of(m, 64, 1, &bs);
+    assert_true(bs.window == 128.0);
+    assert_true(mp_block_attn_core_fwd_flops(m, &bs) == 4.0 * 64 * 64 * qd);
+    mp_block_shape_of(m, 4096, 2, &bs); /* block 2 (1-based): full attention */
+    assert_true(bs.window == 0.0);
+}
+
+static mp_config gpt_oss_config(void)
+{
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    c.model = *mp_model_preset("gpt-oss-120b");
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    c.training.gpus = 8;
+    c.training.seq = 4096;
+    c.training.global_batch = 8;
+    c.training.precision = MP_DTYPE_BF16;
+    mp_parallel_defaults(&c.parallel);
+    c.parallel.dp = 8;
+    c.parallel.ep = 8;
+    return c;
+}
+
+/* The fused kernel's attention time: a full causal block computes half the
+ * score matrix over calls of s keys; a 128-token window visits 2 key tiles
+ * of 128 per query tile (256 keys), at the rate of 256-key calls. */
+static void test_kernel_skips_outside_the_band(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_config();
+    mp_block_shape win, full;
+    mp_block_shape_of(&c.model, 4096, 1, &win);
+    mp_block_shape_of(&c.model, 4096, 2, &full);
+    mp_block_time tw, tf;
+    mp_block_time_of(&c, &win, &tw);
+    mp_block_time_of(&c, &full, &tf);
+    double half = c.hw.attention_half_rate_keys, s = 4096, keys = 256;
+    double rate_w = keys / (keys + half), rate_f = s / (s + half);
+    double want = (keys / s) / 0.5 * rate_f / rate_w; /* windowed / full */
+    double got = tw.attn_core_fwd / tf.attn_core_fwd;
+    if (fabs(got / want - 1.0) > 1e-9)
+        fail_msg("windowed/full attention time %.6g, expected %.6g", got, want);
+    assert_true(tw.fwd_compute < tf.fwd_compute);
+    /* windows of 129..256 keys visit 3 tiles; a window past the sequence
+     * costs what the full causal block costs */
+    c.model.attn.window = 200;
+    mp_block_shape_of(&c.model, 4096, 1, &win);
+    mp_block_time_of(&c, &win, &tw);
+    keys = 384;
+    rate_w = keys / (keys + half);
+    want = (keys / s) / 0.5 * rate_f / rate_w;
+    got = tw.attn_core_fwd / tf.attn_core_fwd;
+    if (fabs(got / want - 1.0) > 1e-9)
+        fail_msg("window 200: %.6g, expected %.6g", got, want);
+    c.model.attn.window = 8192;
+    mp_block_shape_of(&c.model, 4096, 1, &win);
+    mp_block_time_of(&c, &win, &tw);
+    assert_true(fabs(tw.attn_core_fwd / tf.attn_core_fwd - 1.0) < 1e-12);
+}
+
+/* The estimate costs windowed and full blocks apart: GPT-OSS runs faster
+ * than the same model with full attention everywhere, and its sinks add 64
+ * parameters per block. */
+static void test_estimate_and_refusals(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_config();
+    mp_estimate with, without;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&c, NULL, &with, &err), MP_OK);
+    mp_config nw = c;
+    nw.model.attn.window = nw.model.attn.window_skip_freq = 0;
+    assert_int_equal(mp_estimate_config(&nw, NULL, &without, &err), MP_OK);
+    assert_true(with.time.step < without.time.step);
+    mp_model ns = c.model;
+    ns.attn.sinks = false;
+    assert_true(mp_block_params(&c.model, MP_BLOCK_MOE) - mp_block_params(&ns, MP_BLOCK_MOE) ==
+                64.0);
+    /* context parallelism with a window: refused, naming cp */
+    c.parallel.cp = 2;
+    c.parallel.dp = 4;
+    mp_error_clear(&err);
+    assert_int_equal(mp_estimate_config(&c, NULL, &with, &err), MP_EINPUT);
+    assert_non_null(strstr(err.field, "cp"));
+    assert_non_null(strstr(err.msg, "sliding window"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_flops_by_hand),
+        cmocka_unit_test(test_kernel_skips_outside_the_band),
+        cmocka_unit_test(test_estimate_and_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -141,11 +141,13 @@ static const mp_field parallel_fields[] = {
     P_INT(etp, 0, MAX_DEGREE),
     {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
+    P_BOOL(moe_a2a_overlap),
+    P_BOOL(shared_expert_overlap),
 };
 
 const char *mp_dispatcher_name(mp_dispatcher d)
 {
-    static const char *const names[] = {"alltoall", "allgather"};
+    static const char *const names[] = {"alltoall", "allgather", "flex"};
     return (unsigned)d < MP_DISPATCH_COUNT ? names[d] : "?";
 }
 

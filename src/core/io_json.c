@@ -279,6 +279,11 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddNumberToObject(o, "ep", (double)mp_parallel_ep(p)) &&
              cJSON_AddNumberToObject(o, "etp", (double)mp_parallel_etp(p)) &&
              cJSON_AddStringToObject(o, "dispatcher", mp_dispatcher_name(p->dispatcher));
+    /* the MoE overlaps: written only when on, so other plans read as before */
+    if (ok && p->moe_a2a_overlap)
+        ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;
+    if (ok && p->shared_expert_overlap)
+        ok = cJSON_AddBoolToObject(o, "shared_expert_overlap", true) != NULL;
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

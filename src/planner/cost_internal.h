@@ -82,6 +82,22 @@ typedef struct mp_moe_time {
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
 } mp_moe_time;
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
+
+/* ---- the flex dispatcher's copies (moe_dispatch.c) ---- */
+
+/* Under uniform top-k routing (and the model's group limit, if any): the
+ * probability that a token's experts include one of experts first ..
+ * first + count - 1. */
+double mp_moe_hit_probability(const mp_model *m, int64_t first, int64_t count);
+/* The expected number of holders a token reaches when the experts are
+ * split in order over `holders` equal holders (GPUs, or scale-up domains). */
+double mp_moe_expected_holders(const mp_model *m, int64_t holders);
+/* One dispatch (or combine) by the flex dispatcher: `tokens` tokens of
+ * bytes_per_token each from every GPU of EP group g (members stride GPUs
+ * apart), one copy per remote domain and per GPU reached. */
+struct mp_group_place;
+double mp_moe_flex_time(const mp_config *c, const struct mp_group_place *g, double stride,
+                        double tokens, double bytes_per_token);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
 /* Of those, what the busiest rank holds above the mean load: the capacity
@@ -184,6 +200,8 @@ typedef struct mp_block_time {
     double tp_fwd, tp_bwd;           /* exposed TP/SP communication */
     double cp_fwd, cp_bwd;           /* exposed CP communication */
     double ep_fwd, ep_bwd;           /* of tp_fwd/tp_bwd: the MoE dispatch and combine */
+    double mlp_fwd, mlp_bwd;         /* MoE: of the compute, the experts' GEMMs (routed and
+                                        shared): what runs between dispatch and combine */
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 

@@ -18,6 +18,7 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "sim/simulate.h"
+#include "moe_fixture.h"
 
 static mp_model routing(int64_t experts, int64_t top_k, int64_t groups, int64_t group_top_k)
 {
@@ -117,36 +118,6 @@ static void test_distinct_holders_brute_force(void **state)
     assert_true(lim < fr && lim <= 4.0);
 }
 
-/* The uncalibrated H100-like profile of test_moe.c: 8 GPUs per NVLink
- * domain at 100 GB/s, 25 GB/s per GPU across, no latency. */
-static mp_config moe_config(const char *model, int64_t gpus, int64_t tp, int64_t ep)
-{
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset(model);
-    mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    c.hw.scale_up.gpus_per_domain = 8;
-    c.hw.gpus_per_node = 8;
-    c.hw.scale_up.bw_per_gpu = 100e9;
-    c.hw.scale_up.efficiency = 1.0;
-    c.hw.scale_up.latency = 0.0;
-    c.hw.scale_out.bw_per_gpu = 25e9;
-    c.hw.scale_out.efficiency = 1.0;
-    c.hw.scale_out.latency = 0.0;
-    c.training.gpus = gpus;
-    c.training.seq = 4096;
-    c.training.global_batch = gpus / tp * 2;
-    c.training.precision = MP_DTYPE_BF16;
-    mp_parallel_defaults(&c.parallel);
-    c.parallel.tp = tp;
-    c.parallel.sp = tp > 1;
-    c.parallel.dp = gpus / tp;
-    c.parallel.ep = ep;
-    c.parallel.etp = 1;
-    c.parallel.dist_opt = true;
-    return c;
-}
 
 /* 1 - C(E - e, k) / C(E, k) */
 static double hit(double E, double e, double k)
@@ -164,7 +135,7 @@ static double hit(double E, double e, double k)
 static void test_flex_by_hand(void **state)
 {
     (void)state;
-    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 16);
+    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 16, 1);
     c.parallel.dispatcher = MP_DISPATCH_FLEX;
     mp_block_shape bs;
     mp_block_shape_of(&c.model, 4096, 1, &bs);
@@ -182,7 +153,7 @@ static void test_flex_by_hand(void **state)
     assert_true(fabs(ta.comm_f / (2.0 * T * 8 * per_token * 8.0 / 16.0 / 25e9) - 1.0) < 1e-12);
     assert_true(t.comm_f < ta.comm_f);
     /* inside one domain (ep 8): one copy per GPU reached (8 experts each) */
-    c = moe_config("olmoe-1b-7b", 64, 1, 8);
+    c = moe_config("olmoe-1b-7b", 64, 1, 8, 1);
     c.parallel.dispatcher = MP_DISPATCH_FLEX;
     mp_moe_block_time(&c, &bs, &t);
     nvl = T * 8.0 * hit(64, 8, 8) * 7.0 / 8.0 * per_token / 100e9;
@@ -209,7 +180,7 @@ static void test_a2a_overlap_hides_min(void **state)
     (void)state;
     const double bws[] = {1e12, 1e9, 1e7};
     for (size_t i = 0; i < sizeof bws / sizeof bws[0]; i++) {
-        mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16);
+        mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
         c.hw.scale_out.bw_per_gpu = bws[i];
         c.parallel.dp_overlap = false; /* its window would move with B */
         mp_pipeline_cost pc;
@@ -249,7 +220,7 @@ static void test_shared_expert_overlap(void **state)
     (void)state;
     const double bws[] = {25e9, 1e8};
     for (size_t i = 0; i < sizeof bws / sizeof bws[0]; i++) {
-        mp_config c = moe_config("deepseek-v3", 256, 1, 64);
+        mp_config c = moe_config("deepseek-v3", 256, 1, 64, 1);
         c.hw.scale_out.bw_per_gpu = bws[i];
         mp_block_shape bs;
         mp_block_shape_of(&c.model, 4096, 5, &bs);
@@ -275,7 +246,7 @@ static void test_overlap_refusals(void **state)
 {
     (void)state;
     mp_error err;
-    mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16);
+    mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
     c.parallel.moe_a2a_overlap = true;
     assert_int_equal(mp_config_check(&c, &err), MP_OK);
     c.parallel.ep = 1;
@@ -289,7 +260,7 @@ static void test_overlap_refusals(void **state)
     c.parallel.recompute = MP_RECOMPUTE_FULL;
     assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
     /* pp > 1 needs a virtual pipeline */
-    c = moe_config("olmoe-1b-7b", 16, 1, 8);
+    c = moe_config("olmoe-1b-7b", 16, 1, 8, 1);
     c.parallel.pp = 2;
     c.parallel.dp = 8;
     c.parallel.schedule = MP_SCHED_1F1B;
@@ -297,18 +268,18 @@ static void test_overlap_refusals(void **state)
     assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
     assert_string_equal(err.field, "moe_a2a_overlap");
     /* shared-expert overlap: shared experts needed (OLMoE has none) */
-    c = moe_config("olmoe-1b-7b", 16, 1, 16);
+    c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
     c.parallel.shared_expert_overlap = true;
     assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
     assert_string_equal(err.field, "shared_expert_overlap");
-    c = moe_config("deepseek-v3", 256, 1, 64);
+    c = moe_config("deepseek-v3", 256, 1, 64, 1);
     c.parallel.shared_expert_overlap = true;
     assert_int_equal(mp_config_check(&c, &err), MP_OK);
     c.parallel.moe_a2a_overlap = true; /* the two exclude each other */
     assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
     /* a dense model has nothing to overlap */
     memset(&c.parallel, 0, sizeof c.parallel);
-    c = moe_config("olmoe-1b-7b", 16, 1, 1);
+    c = moe_config("olmoe-1b-7b", 16, 1, 1, 1);
     c.model = *mp_model_preset("llama3-8b");
     c.parallel.ep = 0;
     c.parallel.etp = 0;

@@ -72,6 +72,10 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
          * "ZeRO-2 and ZeRO-3"); hybrid shard groups of experts are not modelled */
         return FAIL("hsdp", "hybrid sharding is not supported with experts (ZeRO-2/3 shard "
                             "them over their expert-DP group)");
+    if (p->dispatcher == MP_DISPATCH_FLEX && ep * etp < 2)
+        /* Megatron-Core's MoEFlexTokenDispatcher: "DeepEP dispatcher requires TPxEP > 1" */
+        return FAIL("dispatcher", "the flex dispatcher needs etp*ep > 1 (got %lld)",
+                    (long long)(ep * etp));
     mp_status st = mp_config_check_moe_overlap(c, err);
     if (st != MP_OK)
         return st;

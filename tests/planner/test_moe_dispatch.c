@@ -267,6 +267,11 @@ static void test_overlap_refusals(void **state)
     c.parallel.moe_a2a_overlap = true;
     assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
     assert_string_equal(err.field, "moe_a2a_overlap");
+    /* flex needs more than one GPU per expert group (Megatron: TPxEP > 1) */
+    c = moe_config("olmoe-1b-7b", 16, 1, 1, 1);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "dispatcher");
     /* shared-expert overlap: shared experts needed (OLMoE has none) */
     c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
     c.parallel.shared_expert_overlap = true;

@@ -15,8 +15,10 @@ static const char *const moe_files[] = {"moe/nemo_moe_2025.csv", "moe/megatron_b
 
 static const char note_moe[] =
     "each row's own profile, precision, FP8 recipe and degrees; force-balanced, dropless "
-    "routing (moe.imbalance 1, as NVIDIA's pages state); the all-to-all dispatcher for "
-    "Megatron's all-to-all and flex (DeepEP/HybridEP: the same token copies); expert "
+    "routing (moe.imbalance 1, as NVIDIA's pages state); each row's dispatcher (all-to-all, or "
+    "flex: DeepEP/HybridEP, one copy per remote node and GPU reached) and EP all-to-all and "
+    "shared-expert overlaps as its recipe sets them (the file's columns; absent: all-to-all, "
+    "no overlap); expert "
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
     "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
@@ -141,12 +143,14 @@ static void not_expressible(refdata_moe_row *w, const char *why)
 static mp_status row_of(const refdata_table *t, int r, const char *file, refdata_moe_row *w,
                         mp_error *err)
 {
-    enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, NF };
+    enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
+           NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
-                                          "fp8_param_gather"};
-    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0};
+                                          "fp8_param_gather", "moe_a2a_overlap",
+                                          "shared_expert_overlap"};
+    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -232,7 +236,21 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     if (st != MP_OK)
         return st;
     p->schedule = vp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
+    /* the recipe's dispatcher and MoE overlaps (the file's columns; absent:
+     * Megatron's all-to-all, no overlap) */
+    const char *disp = refdata_table_get(t, r, "dispatcher");
     p->dispatcher = MP_DISPATCH_ALLTOALL;
+    if (disp && *disp) {
+        int k = 0;
+        while (k < MP_DISPATCH_COUNT && strcmp(disp, mp_dispatcher_name((mp_dispatcher)k)))
+            k++;
+        if (k == MP_DISPATCH_COUNT)
+            return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "dispatcher",
+                                "'%s': expected alltoall, allgather or flex", disp);
+        p->dispatcher = (mp_dispatcher)k;
+    }
+    p->moe_a2a_overlap = v[A2AO] > 0;
+    p->shared_expert_overlap = v[SEO] > 0;
     p->ep = ep;
     p->etp = 1;
     if (v[FSDP] > 0)

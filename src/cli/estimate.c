@@ -65,6 +65,15 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
                       (long long)mp_parallel_ep(p), (long long)mp_parallel_etp(p),
                       (long long)mp_parallel_edp(p), mp_dispatcher_name(p->dispatcher),
                       mp_model_active_params(&c->model) / 1e9);
+    if (mp_model_is_moe(&c->model) && (p->dispatcher == MP_DISPATCH_FLEX || p->moe_a2a_overlap ||
+                                       p->shared_expert_overlap))
+        mp_buf_printf(b, "            %s%s%s\n",
+                      p->dispatcher == MP_DISPATCH_FLEX
+                          ? "flex: one copy per remote node and GPU reached (exec runs its "
+                            "all-to-all)  "
+                          : "",
+                      p->moe_a2a_overlap ? "moe_a2a_overlap=on  " : "",
+                      p->shared_expert_overlap ? "shared_expert_overlap=on" : "");
     if (defaults[0]) {
         mp_buf_puts(b, "  defaults  ");
         const char *s = defaults;

@@ -505,6 +505,16 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                d->moe_first_dense, d->experts, d->top_k, d->router_sigmoid ? "sigmoid" : "softmax",
                d->expert_ffn, shared, cap, mp_dims_ep(d), etp,
                r->tp * r->cp * r->dp / (etp * mp_dims_ep(d)));
+        /* the dispatchers and overlaps change where bytes go and when, not
+         * what is computed: exec runs every plan's dispatch as its
+         * all-to-all, one micro-batch at a time */
+        const mp_parallel *pp = &plan->config.parallel;
+        if (pp->dispatcher != MP_DISPATCH_ALLTOALL || pp->moe_a2a_overlap ||
+            pp->shared_expert_overlap)
+            printf("blocks: the plan's %s dispatcher%s runs here as exec's all-to-all, without "
+                   "overlap (the same results; the times are the cost model's)\n",
+                   mp_dispatcher_name(pp->dispatcher),
+                   pp->moe_a2a_overlap || pp->shared_expert_overlap ? " and MoE overlap" : "");
     }
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
         printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",

@@ -20,7 +20,8 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
-    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
+    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
+    OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
     OPT_COUNT
@@ -81,7 +82,17 @@ static const mp_opt options[] = {
     {"--ep", NULL, "e", OPT_EP, 0, "expert parallel degree (MoE models)", NULL},
     {"--etp", NULL, "t", OPT_ETP, 0, "expert tensor parallel degree (MoE models)", NULL},
     {"--dispatcher", NULL, "D", OPT_DISPATCHER, 0,
-     "MoE token dispatcher: alltoall or allgather", "alltoall allgather"},
+     "MoE token dispatcher: alltoall, allgather or flex (DeepEP/HybridEP: one copy per remote "
+     "node)",
+     "alltoall allgather flex"},
+    {"--moe-a2a-overlap", NULL, "on|off", OPT_MOE_A2A_OVERLAP, 0,
+     "overlap the EP all-to-all with another micro-batch's compute (Megatron "
+     "--overlap-moe-expert-parallel-comm; ep > 1, vpp > 1 when pp > 1)",
+     "on off"},
+    {"--shared-expert-overlap", NULL, "on|off", OPT_SHARED_EXPERT_OVERLAP, 0,
+     "overlap the shared experts with the dispatch and combine (Megatron "
+     "--moe-shared-expert-overlap)",
+     "on off"},
     {"--fp8-recipe", NULL, "R", OPT_FP8_RECIPE, 0,
      "FP8 scaling recipe: delayed, tensorwise, blockwise or mxfp8 (Blackwell only)",
      "delayed tensorwise blockwise mxfp8"},
@@ -327,9 +338,17 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
             p->dispatcher = MP_DISPATCH_ALLTOALL;
         else if (!strcmp(value, "allgather"))
             p->dispatcher = MP_DISPATCH_ALLGATHER;
+        else if (!strcmp(value, "flex"))
+            p->dispatcher = MP_DISPATCH_FLEX;
         else
-            return bad_option(err, opt, "expected alltoall or allgather, got '%s'", value);
+            return bad_option(err, opt, "expected alltoall, allgather or flex, got '%s'", value);
         return MP_OK;
+    case OPT_MOE_A2A_OVERLAP:
+        cc->set |= MP_SET_MOE_A2A_OVERLAP;
+        return parse_onoff(opt, value, &p->moe_a2a_overlap, err);
+    case OPT_SHARED_EXPERT_OVERLAP:
+        cc->set |= MP_SET_SHARED_EXPERT_OVERLAP;
+        return parse_onoff(opt, value, &p->shared_expert_overlap, err);
     case OPT_DP_OVERLAP:
         cc->set |= MP_SET_DP_OVERLAP;
         return parse_onoff(opt, value, &p->dp_overlap, err);
@@ -429,7 +448,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"recompute_modules", "--recompute-modules"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
-        {"dispatcher", "--dispatcher"}, {"fp8_recipe", "--fp8-recipe"},
+        {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
+        {"shared_expert_overlap", "--shared-expert-overlap"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };

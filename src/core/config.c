@@ -145,11 +145,13 @@ static const mp_field parallel_fields[] = {
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,
      .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
+    P_BOOL(moe_a2a_overlap),
+    P_BOOL(shared_expert_overlap),
 };
 
 const char *mp_dispatcher_name(mp_dispatcher d)
 {
-    static const char *const names[] = {"alltoall", "allgather"};
+    static const char *const names[] = {"alltoall", "allgather", "flex"};
     return (unsigned)d < MP_DISPATCH_COUNT ? names[d] : "?";
 }
 

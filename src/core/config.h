@@ -44,9 +44,18 @@ int64_t mp_schedule_stage(mp_schedule_kind s, int64_t p, int64_t r, int64_t c);
 bool mp_schedule_splits_backward(mp_schedule_kind s);
 
 /* How an MoE layer moves tokens to their experts (Megatron-Core
- * --moe-token-dispatcher-type): all-to-all inside the expert-parallel group,
- * or all-gather of every token to every rank (each keeps its experts'). */
-typedef enum { MP_DISPATCH_ALLTOALL, MP_DISPATCH_ALLGATHER, MP_DISPATCH_COUNT } mp_dispatcher;
+ * --moe-token-dispatcher-type): all-to-all inside the expert-parallel group
+ * (one copy per token and routed expert), all-gather of every token to every
+ * rank (each keeps its experts'), or flex (DeepEP / HybridEP kernels: one
+ * copy per token and remote scale-up domain holding any of its experts, then
+ * one per destination GPU over NVLink; docs/cost-model.md, "Mixture of
+ * experts"). */
+typedef enum {
+    MP_DISPATCH_ALLTOALL,
+    MP_DISPATCH_ALLGATHER,
+    MP_DISPATCH_FLEX,
+    MP_DISPATCH_COUNT
+} mp_dispatcher;
 const char *mp_dispatcher_name(mp_dispatcher d);
 
 const char *mp_recompute_name(mp_recompute r);
@@ -138,6 +147,13 @@ typedef struct mp_parallel {
     bool hsdp;
     bool dp_overlap;     /* DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce) */
     bool tp_overlap;     /* TP comm overlapped with GEMMs (Megatron --tp-comm-overlap) */
+    /* MoE: the EP all-to-all of one micro-batch overlapped with another's
+     * compute in the 1F1B steady state (Megatron-Core
+     * --overlap-moe-expert-parallel-comm, with --delay-wgrad-compute) */
+    bool moe_a2a_overlap;
+    /* MoE with shared experts: their computation overlapped with the
+     * dispatch and combine (Megatron-Core --moe-shared-expert-overlap) */
+    bool shared_expert_overlap;
     mp_schedule_kind schedule;
     mp_dispatcher dispatcher; /* MoE only (beside schedule: no padding) */
     /* Mixture of experts (Megatron-Core's "parallel folding"): the expert

@@ -6,6 +6,43 @@
 
 #define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
 
+/* Megatron-Core's rules for the two MoE overlaps (TransformerConfig
+ * __post_init__: overlap_moe_expert_parallel_comm needs ep > 1, the alltoall
+ * or flex dispatcher, a virtual pipeline when pp > 1, no full recompute and
+ * no shared-expert overlap; moe_shared_expert_overlap needs shared experts
+ * and the alltoall or flex dispatcher). */
+static mp_status mp_config_check_moe_overlap(const mp_config *c, mp_error *err)
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    bool a2a_like = p->dispatcher == MP_DISPATCH_ALLTOALL || p->dispatcher == MP_DISPATCH_FLEX;
+    if (p->shared_expert_overlap) {
+        if (!m->moe.shared_experts)
+            return FAIL("shared_expert_overlap", "shared-expert overlap needs shared experts "
+                                                 "(%s has none)", m->name);
+        if (!a2a_like)
+            return FAIL("shared_expert_overlap", "shared-expert overlap works with the alltoall "
+                                                 "or flex dispatcher only");
+    }
+    if (!p->moe_a2a_overlap)
+        return MP_OK;
+    if (mp_parallel_ep(p) < 2)
+        return FAIL("moe_a2a_overlap", "the EP all-to-all overlap needs ep > 1");
+    if (!a2a_like)
+        return FAIL("moe_a2a_overlap", "the EP all-to-all overlap works with the alltoall or flex "
+                                       "dispatcher only");
+    if (p->pp > 1 && p->vpp < 2 && p->schedule != MP_SCHED_DUALPIPE &&
+        p->schedule != MP_SCHED_DUALPIPEV)
+        return FAIL("moe_a2a_overlap", "the EP all-to-all overlap needs a virtual pipeline (vpp > "
+                                       "1) when pp > 1");
+    if (p->recompute == MP_RECOMPUTE_FULL)
+        return FAIL("moe_a2a_overlap", "the EP all-to-all overlap runs without full recompute");
+    if (p->shared_expert_overlap)
+        return FAIL("moe_a2a_overlap", "the EP all-to-all overlap and the shared-expert overlap "
+                                       "exclude each other");
+    return MP_OK;
+}
+
 mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
 {
     const mp_model *m = &c->model;
@@ -14,6 +51,9 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
         if (p->ep > 1 || p->etp > 0 || p->dispatcher != MP_DISPATCH_ALLTOALL)
             return FAIL(p->ep > 1 ? "ep" : "etp", "expert parallelism needs a model with "
                                                   "experts (%s has none)", m->name);
+        if (p->moe_a2a_overlap || p->shared_expert_overlap)
+            return FAIL(p->moe_a2a_overlap ? "moe_a2a_overlap" : "shared_expert_overlap",
+                        "an MoE overlap needs a model with experts (%s has none)", m->name);
         return MP_OK;
     }
     int64_t ep = mp_parallel_ep(p), etp = mp_parallel_etp(p);
@@ -32,6 +72,13 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
          * "ZeRO-2 and ZeRO-3"); hybrid shard groups of experts are not modelled */
         return FAIL("hsdp", "hybrid sharding is not supported with experts (ZeRO-2/3 shard "
                             "them over their expert-DP group)");
+    if (p->dispatcher == MP_DISPATCH_FLEX && ep * etp < 2)
+        /* Megatron-Core's MoEFlexTokenDispatcher: "DeepEP dispatcher requires TPxEP > 1" */
+        return FAIL("dispatcher", "the flex dispatcher needs etp*ep > 1 (got %lld)",
+                    (long long)(ep * etp));
+    mp_status st = mp_config_check_moe_overlap(c, err);
+    if (st != MP_OK)
+        return st;
     if (p->tp > 1 && !p->sp)
         /* Megatron-Core refuses MoE with tensor parallelism but without SP */
         return FAIL("sp", "mixture of experts with tp > 1 needs sequence parallelism (sp)");

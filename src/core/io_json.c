@@ -291,6 +291,11 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
     /* an explicit layout only when given, so default-split plans read as before */
     if (ok && p->pipeline_layout[0])
         ok = cJSON_AddStringToObject(o, "pipeline_layout", p->pipeline_layout) != NULL;
+    /* the MoE overlaps: written only when on, so other plans read as before */
+    if (ok && p->moe_a2a_overlap)
+        ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;
+    if (ok && p->shared_expert_overlap)
+        ok = cJSON_AddBoolToObject(o, "shared_expert_overlap", true) != NULL;
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

@@ -324,6 +324,16 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     mp_moe_time mt = {0};
     if (moe) {
         mp_moe_block_time(c, bs, &mt);
+        if (pp->shared_expert_overlap) {
+            /* Megatron-Core --moe-shared-expert-overlap: the shared experts
+             * (FC1, FC2: shapes 2 and 3) run on a side stream while the
+             * dispatch and combine are in flight; what they cover of the
+             * communication is hidden, min(comm, shared compute) per pass */
+            double sf = fwd_of[2] + fwd_of[3];
+            double sb = dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3];
+            mt.comm_f -= fmin(mt.comm_f, sf);
+            mt.comm_b -= fmin(mt.comm_b, sb);
+        }
         gemm += mt.gemm_f;
         gemm_b += mt.gemm_b;
         wgrad += mt.wgrad;
@@ -380,6 +390,11 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->tp_bwd += mt.comm_b;
     out->ep_fwd = mt.comm_f;
     out->ep_bwd = mt.comm_b;
+    out->mlp_fwd = out->mlp_bwd = 0.0;
+    if (moe) {
+        out->mlp_fwd = mt.gemm_f + fwd_of[2] + fwd_of[3];
+        out->mlp_bwd = mt.gemm_b + dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3];
+    }
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or
      * the host's dispatch time, whichever is longer (small models, large t).

@@ -23,6 +23,7 @@ typedef struct item_detail {
     double sel_rec;    /* what selective recompute re-runs (its modules' forward) */
     double tp_f, tp_b, cp_f, cp_b;
     double ep_f, ep_b; /* of tp_f, tp_b: the MoE dispatch and combine */
+    double mlp_f, mlp_b; /* of the compute: the MoE experts' GEMMs */
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
@@ -54,6 +55,8 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
     d->cp_b = bt.cp_bwd;
     d->ep_f = bt.ep_fwd;
     d->ep_b = bt.ep_bwd;
+    d->mlp_f = bt.mlp_fwd;
+    d->mlp_b = bt.mlp_bwd;
     d->wgrad = bt.wgrad;
     d->params = mp_block_params(&c->model, bs.kind) / (double)p->tp;
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
@@ -200,6 +203,7 @@ typedef struct stage_sum {
     double fwd_compute, bwd_compute, recompute, tp, cp, wgrad;
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
     double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
+    double mlp_f, mlp_b;  /* of the compute: the MoE experts' GEMMs */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -245,6 +249,8 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->cp_b += d->cp_b + rec_comm_cp;
         s->ep_f += d->ep_f;
         s->ep_b += d->ep_b + (r == MP_RECOMPUTE_FULL ? d->ep_f : 0.0);
+        s->mlp_f += d->mlp_f;
+        s->mlp_b += d->mlp_b;
         s->wgrad += d->wgrad;
         s->fwd += d->fwd_compute + d->tp_f + d->cp_f;
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
@@ -624,6 +630,50 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
     return estimate(c, plan, false, out, err);
 }
 
+/* Megatron-Core --overlap-moe-expert-parallel-comm: in the 1F1B steady
+ * state one micro-batch's forward and another's backward run as one merged
+ * pass, layer by layer, in three phases (megatron/core/models/common/
+ * model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run; DeepSeek-V3
+ * §3.2.1 overlaps computation and all-to-all the same way):
+ *
+ *     comm stream:    combine_bwd   | dispatch_fwd, dispatch_bwd | combine_fwd
+ *     compute stream: pre-dispatch F | experts B (dgrad, wgrad), F | pre-dispatch B
+ *
+ * each phase taking the longer of its two streams. With a = the dispatch and
+ * b = the combine of a pass (equal volumes: half the pass's a2a each), e the
+ * experts' compute and r the rest of the pass (attention, router, exposed TP):
+ *
+ *     pair = max(b_B, r_F) + max(a_F + a_B, e_B + e_F) + max(b_F, r_B)
+ *
+ * against F + B inline; the difference is hidden, split between F and B in
+ * proportion to their a2a. When every phase's compute covers its
+ * communication, exactly the a2a is hidden; never more than min(a2a,
+ * compute). Per stage, the stage's layers summed (a dense layer's compute
+ * counts with the MoE layers'). The unpaired warm-up and cool-down ops are
+ * counted as paired (the simulator places them). Only the estimate's copy of
+ * the stage sums changes: the simulator's stage costs keep the whole a2a in F
+ * and B and take it off the compute stream itself (mp_sim_options.ep_overlap). */
+static void hide_a2a(stage_sum *s)
+{
+    double a2a = s->ep_f + s->ep_b;
+    if (a2a <= 0.0)
+        return;
+    double half_f = s->ep_f / 2.0, half_b = s->ep_b / 2.0;
+    double rest_f = fmax(0.0, s->fwd - s->ep_f - s->mlp_f);
+    double rest_b = fmax(0.0, s->bwd - s->ep_b - s->mlp_b);
+    double pair = fmax(half_b, rest_f) + fmax(half_f + half_b, s->mlp_b + s->mlp_f) +
+                  fmax(half_f, rest_b);
+    double hidden = fmax(0.0, fmin(a2a, s->fwd + s->bwd - pair));
+    double hf = hidden * s->ep_f / a2a, hb = hidden - hf;
+    s->fwd -= hf;
+    s->bwd -= hb;
+    s->tp -= hidden;
+    s->tp_f -= hf;
+    s->tp_b -= hb;
+    s->ep_f -= hf;
+    s->ep_b -= hb;
+}
+
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
                           mp_error *err)
 {
@@ -633,6 +683,9 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     if (s != MP_OK)
         return s;
     const mp_parallel *pp = &c->parallel;
+    if (pp->moe_a2a_overlap)
+        for (int64_t k = 0; k < pm.n; k++)
+            hide_a2a(&pm.st[k]);
     int64_t p = pm.p, v = pm.v, m = pm.m;
     out->microbatches = m;
     /* passes through each of a rank's chunks: m, but m/2 for dualpipe, whose

@@ -84,6 +84,22 @@ typedef struct mp_moe_time {
     double act_bytes;             /* of ew_bytes: the experts' activation function */
 } mp_moe_time;
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
+
+/* ---- the flex dispatcher's copies (moe_dispatch.c) ---- */
+
+/* Under uniform top-k routing (and the model's group limit, if any): the
+ * probability that a token's experts include one of experts first ..
+ * first + count - 1. */
+double mp_moe_hit_probability(const mp_model *m, int64_t first, int64_t count);
+/* The expected number of holders a token reaches when the experts are
+ * split in order over `holders` equal holders (GPUs, or scale-up domains). */
+double mp_moe_expected_holders(const mp_model *m, int64_t holders);
+/* One dispatch (or combine) by the flex dispatcher: `tokens` tokens of
+ * bytes_per_token each from every GPU of EP group g (members stride GPUs
+ * apart), one copy per remote domain and per GPU reached. */
+struct mp_group_place;
+double mp_moe_flex_time(const mp_config *c, const struct mp_group_place *g, double stride,
+                        double tokens, double bytes_per_token);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
 /* Of those, the grouped FC2's inputs (the activation's outputs): what
@@ -203,6 +219,8 @@ typedef struct mp_block_time {
      * forward, with its communication): module_fwd[MP_RCM_CORE_ATTN] is
      * attn_core_fwd; 0 for a module the block does not have */
     double module_fwd[MP_RCM_COUNT];
+    double mlp_fwd, mlp_bwd;         /* MoE: of the compute, the experts' GEMMs (routed and
+                                        shared): what runs between dispatch and combine */
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 

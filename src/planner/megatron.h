@@ -17,6 +17,9 @@
 void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *out);
 /* The MoE and MLA flags of c (nothing for a dense model; megatron_moe.c). */
 void mp_megatron_moe_args(const mp_config *c, mp_buf *out);
+/* The flex dispatcher's kernels on this hardware (--moe-flex-dispatcher-backend):
+ * hybridep where one NVLink domain spans nodes, else deepep. */
+const char *mp_flex_backend_name(const mp_hw *hw);
 
 /* Whether Megatron's recompute flags say the plan's per-layer recompute
  * exactly (for `search --runtime megatron`). */

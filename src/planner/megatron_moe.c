@@ -6,6 +6,16 @@
 
 #include "planner/cost_internal.h"
 
+const char *mp_flex_backend_name(const mp_hw *hw)
+{
+    /* Megatron-Core's moe_flex_dispatcher_backend: "Currently only hybridep
+     * supports the MNNVL case" (an NVLink domain spanning several nodes,
+     * GB200 NVL72); DeepEP, its default, otherwise */
+    return mp_scale_up_gpus(hw) > (double)(hw->gpus_per_node > 0 ? hw->gpus_per_node : 1)
+               ? "hybridep"
+               : "deepep";
+}
+
 void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
 {
     const mp_model *m = &c->model;
@@ -38,6 +48,16 @@ void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
                            "--moe-token-dispatcher-type %s \\\n--moe-grouped-gemm \\\n",
                       (long long)mp_parallel_ep(p), (long long)mp_parallel_etp(p),
                       mp_dispatcher_name(p->dispatcher));
+        if (p->dispatcher == MP_DISPATCH_FLEX)
+            mp_buf_printf(out, "--moe-flex-dispatcher-backend %s \\\n",
+                          mp_flex_backend_name(&c->hw));
+        if (p->moe_a2a_overlap)
+            /* Megatron-Bridge's moe_a2a_overlap sets both (its perf scripts'
+             * set_moe_a2a_overlap_overrides): the weight gradients wait so
+             * that the backward's combine has compute to hide under */
+            mp_buf_puts(out, "--overlap-moe-expert-parallel-comm \\\n--delay-wgrad-compute \\\n");
+        if (p->shared_expert_overlap)
+            mp_buf_puts(out, "--moe-shared-expert-overlap \\\n");
     }
     if (mp_model_is_mla(m)) {
         const struct mp_mla *a = &m->mla;

@@ -168,8 +168,13 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
         mp_group_place epg, etpg;
         mp_group_place_of(c, MP_GROUP_EP, &epg);
         mp_group_place_of(c, MP_GROUP_ETP, &etpg);
-        /* each rank sends its Tr*top_k routed copies, and gets them back */
-        one = 2.0 * alltoall_time(hw, &epg, etp, Tr * k * h * dt * alpha);
+        /* each rank sends its Tr*top_k routed copies, and gets them back;
+         * flex (DeepEP/HybridEP) one per remote domain and GPU reached
+         * (moe_dispatch.c) */
+        if (p->dispatcher == MP_DISPATCH_FLEX)
+            one = 2.0 * mp_moe_flex_time(c, &epg, etp, Tr * alpha, h * dt);
+        else
+            one = 2.0 * alltoall_time(hw, &epg, etp, Tr * k * h * dt * alpha);
         /* with etp > 1 an expert's etp ranks all-gather its tokens and
          * reduce-scatter its outputs */
         double gathered = Tr * k * etp * h * dt * alpha;

@@ -216,6 +216,18 @@ static void consider_experts(enum_ctx *e, cand *x)
                 /* one GPU per expert group: the dispatchers coincide */
                 if (ep * etps[i] == 1 && disps[k] != MP_DISPATCH_ALLTOALL)
                     continue;
+                /* flex is weighed where the expert group leaves the scale-up
+                 * domain, where its one copy per remote node pays most, and
+                 * there instead of alltoall, which it dominates (no more
+                 * copies on either link, fewer peers: moe_dispatch.c), so
+                 * the candidates stay as many; inside a domain its per-GPU
+                 * dedupe is a smaller gain (--dispatcher flex costs it
+                 * everywhere) */
+                if (!fixed(e, MP_FIX_DISPATCHER) &&
+                    (disps[k] == MP_DISPATCH_FLEX) !=
+                        ((double)(ep * etps[i]) > mp_scale_up_gpus(&e->base->hw)) &&
+                    disps[k] != MP_DISPATCH_ALLGATHER)
+                    continue;
                 x->ep = (int32_t)ep;
                 x->etp = etps[i];
                 x->disp = disps[k];

@@ -47,9 +47,15 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
     if (st != MP_OK)
         return st;
     /* the generator's chunks per rank: vpp, but 2 for dualpipe's two copies */
+    /* a plan with the EP all-to-all overlap (Megatron-Core
+     * --overlap-moe-expert-parallel-comm) runs it on the ep stream */
+    mp_sim_options o = {0};
+    if (opt)
+        o = *opt;
+    o.ep_overlap = o.ep_overlap || par->moe_a2a_overlap;
     st = mp_simulate_cost(par->schedule, (int32_t)par->pp,
                           (int32_t)mp_schedule_chunks(par->schedule, par->vpp), (int32_t)m, &pc,
-                          par->dp_overlap, opt, out, err);
+                          par->dp_overlap, &o, out, err);
     mp_pipeline_cost_free(&pc);
     return st;
 }

@@ -203,6 +203,10 @@ estimate() {
     check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1
     check est-sp "${E}--sp: sequence parallelism needs tp > 1" "$bin" estimate --model 175B --gpus 8 --sp
     check est-no-model "${E}--model: required" "$bin" estimate --gpus 8
+    check est-a2a-overlap-vpp "${E}--moe-a2a-overlap: the EP all-to-all overlap needs a virtual pipeline" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --pp 2 --moe-a2a-overlap on
+    check est-a2a-overlap-dense "${E}--moe-a2a-overlap: an MoE overlap needs a model with experts" "$bin" estimate --model llama3-8b --gpus 8 --moe-a2a-overlap on
+    check est-shared-overlap "${E}--shared-expert-overlap: shared-expert overlap needs shared experts" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --shared-expert-overlap on
+    check est-dispatcher "${E}--dispatcher: expected alltoall, allgather or flex, got 'deepep'" "$bin" estimate --model mixtral-8x7b --gpus 64 --dispatcher deepep
 }
 
 plan() {

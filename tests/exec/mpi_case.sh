@@ -23,7 +23,7 @@ set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
 pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile= layout=
-ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16
+ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16 par=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -34,7 +34,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     RC=*) rc=${1#RC=} ;; LRC=*) lrc=${1#LRC=} ;; PREC=*) prec=${1#PREC=} ;;
     ZERO=*) zero=${1#ZERO=} ;; HSDP=*) hsdp=${1#HSDP=} ;; HWFILE=*) hwfile=${1#HWFILE=} ;;
     EP=*) ep=${1#EP=} ;; ETP=*) etp=${1#ETP=} ;; CF=*) cf=${1#CF=} ;; ROUTER=*) router=${1#ROUTER=} ;; SHARED=*) shared=${1#SHARED=} ;;
-    QLORA=*) qlora=${1#QLORA=} ;; LAYOUT=*) layout=${1#LAYOUT=} ;;
+    QLORA=*) qlora=${1#QLORA=} ;; LAYOUT=*) layout=${1#LAYOUT=} ;; PAR=*) par=${1#PAR=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -52,6 +52,7 @@ if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.ya
 if [ -n "$zero" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, zero: $zero,/" "$T/plan.yaml"; fi
 if [ -n "$hsdp" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, hsdp: $hsdp,/" "$T/plan.yaml"; fi
 if [ -n "$layout" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, pipeline_layout: \"$layout\",/" "$T/plan.yaml"; fi
+if [ -n "$par" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, $par,/" "$T/plan.yaml"; fi
 if [ -n "$hwfile" ]; then sed -i -e "/^hw: /r $hwfile" -e "/^hw: /d" "$T/plan.yaml"; fi
 if [ -n "$lrc" ]; then echo "layer_recompute: $lrc" >> "$T/plan.yaml"; fi
 if [ -n "$trace" ]; then set -- "$@" --trace "$T/trace.json"; fi

@@ -69,4 +69,28 @@ for bad, field in ((['--model', '175B', '--gpus', '1000', '--tp', '8', '--pp', '
           '%s: one line naming %s: %r' % (' '.join(bad), field, err))
     check(out == '', 'nothing on stdout when refused')
 
+# MoE: the flex dispatcher and the EP all-to-all overlap from the command line, in the
+# JSON and the Megatron flags; each makes the step shorter than the all-to-all inline
+moe = ['--model', 'deepseek-v3', '--hw', 'dgx-h100', '--gpus', '1024', '--pp', '8',
+       '--ep', '64', '--etp', '1', '--global-batch', '1024', '--dist-opt']
+steps = {}
+for extra in ([], ['--dispatcher', 'flex'], ['--dispatcher', 'flex', '--shared-expert-overlap', 'on']):
+    rc, out, err = run(*moe, *extra, '--format', 'json')
+    check(rc == 0, 'moe %s: exit 0 (%s)' % (extra, err))
+    o = json.loads(out) if rc == 0 else {'time_s': {'step': 0}, 'parallel': {}}
+    steps[' '.join(extra)] = o['time_s']['step']
+    if extra:
+        check(o['parallel'].get('dispatcher') == 'flex', 'moe json: dispatcher flex')
+check(steps['--dispatcher flex'] < steps[''], 'flex beats the all-to-all across nodes: %s' % steps)
+check(steps['--dispatcher flex --shared-expert-overlap on'] < steps['--dispatcher flex'],
+      'the shared-expert overlap hides some of the dispatch: %s' % steps)
+over = moe[:]  # pp 1: Megatron's overlap needs no virtual pipeline there
+over[over.index('--pp') + 1] = '1'
+rc, out, err = run(*over, '--moe-a2a-overlap', 'on', '--format', 'megatron')
+check(rc == 0 and '--overlap-moe-expert-parallel-comm' in out and '--delay-wgrad-compute' in out,
+      'megatron: the EP overlap flags (%s)' % err)
+rc, out, err = run(*over, '--moe-a2a-overlap', 'on', '--format', 'json')
+check(rc == 0 and json.loads(out)['parallel'].get('moe_a2a_overlap') is True,
+      'json: moe_a2a_overlap (%s)' % err)
+
 checks.finish()

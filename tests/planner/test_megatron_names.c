@@ -162,6 +162,29 @@ static void names(void **state)
     lacks(t, "--softmax-type");
     has(t, "--disable-bias-linear");
     free(t);
+    /* the flex dispatcher and the MoE overlaps, read from a plan file: DeepEP
+     * within 8-GPU nodes, HybridEP on an NVL72 domain (Megatron-Core: only
+     * hybridep supports multi-node NVLink) */
+    t = flags_of("deepseek-v3", "dgx-h100",
+                 "{gpus: 2048, seq: 4096, global_batch: 2048, precision: bf16}",
+                 "{tp: 1, pp: 1, dp: 2048, ep: 64, etp: 1, micro_batch: 1, "
+                 "dist_opt: true, dispatcher: flex, moe_a2a_overlap: true}");
+    all_known("deepseek-v3", t);
+    has(t, "--moe-token-dispatcher-type flex");
+    has(t, "--moe-flex-dispatcher-backend deepep");
+    has(t, "--overlap-moe-expert-parallel-comm");
+    has(t, "--delay-wgrad-compute");
+    lacks(t, "--moe-shared-expert-overlap");
+    free(t);
+    t = flags_of("deepseek-v3", "gb200-nvl72",
+                 "{gpus: 256, seq: 4096, global_batch: 256, precision: bf16}",
+                 "{tp: 1, pp: 16, dp: 16, ep: 16, etp: 1, micro_batch: 1, dist_opt: true, "
+                 "dispatcher: flex, shared_expert_overlap: true}");
+    all_known("deepseek-v3", t);
+    has(t, "--moe-flex-dispatcher-backend hybridep");
+    has(t, "--moe-shared-expert-overlap");
+    lacks(t, "--overlap-moe-expert-parallel-comm");
+    free(t);
 
     t = flags_of("llama3-8b", "dgx-a100", "{gpus: 8, seq: 8192, global_batch: 16, precision: bf16}",
                  "{tp: 2, sp: true, pp: 2, dp: 2, micro_batch: 1, recompute: selective, "

@@ -1,0 +1,173 @@
+/* moe_dispatch.c — how many copies of a token the flex dispatcher sends
+ * (docs/cost-model.md, "Mixture of experts", "The flex dispatcher").
+ *
+ * DeepEP's normal kernels (and HybridEP, their NVL72 form) send a token once
+ * to every remote scale-up domain that holds any of its top-k experts, over
+ * the network, and fan it out inside the domain over NVLink, once per GPU
+ * that holds any of them (DeepEP's get_dispatch_layout returns
+ * num_tokens_per_rdma_rank and is_token_in_rank: the dispatch moves tokens
+ * per rank and per node, not per expert). The all-to-all dispatcher sends one
+ * copy per (token, routed expert).
+ *
+ * Under uniform routing a token's k experts are k distinct experts drawn
+ * from E, every set equally likely. A holder (a GPU, or a domain's GPUs)
+ * with e of the experts is missed when all k fall among the other E - e:
+ *
+ *     P(hit) = 1 - C(E - e, k) / C(E, k) = 1 - prod_{i<k} (E - e - i) / (E - i)
+ *
+ * and the expected number of holders a token reaches is the sum of their
+ * P(hit) (linearity of expectation). (1 - e/E)^k is the same with
+ * replacement; top-k draws without.
+ *
+ * Group-limited routing (DeepSeek-V3 §2.1.2: experts in G equal groups of
+ * consecutive ids, a token first picks M groups, then its k experts among
+ * those groups' experts): uniform again at both levels, the M groups any
+ * M-subset, the experts any k of the pool of M·E/G. A holder whose experts
+ * overlap group g by o_g is then missed with probability
+ *
+ *     sum over the subsets T of the groups it touches:
+ *         P(the chosen groups meet its groups in exactly T) · C(P - o_T, k) / C(P, k)
+ *
+ * with P = M·E/G, o_T = sum of o_g over T, and
+ * P(exactly T) = C(G - n_t, M - |T|) / C(G, M) (n_t groups touched).
+ * Experts sit on EP ranks in order (expert i on rank i / (E/ep), Megatron-
+ * Core), so a holder's experts are one run of consecutive ids. */
+#include <math.h>
+
+#include "planner/cost_internal.h"
+
+/* C(n - a, k) / C(n, k): k draws without replacement from n all miss a set of a. */
+static double miss_ratio(double n, double a, double k)
+{
+    if (a <= 0.0)
+        return 1.0;
+    if (k > n - a)
+        return 0.0;
+    double r = 1.0;
+    for (double i = 0.0; i < k; i += 1.0)
+        r *= (n - a - i) / (n - i);
+    return r;
+}
+
+/* log C(n, k) for real n >= k >= 0 */
+static double log_choose(double n, double k)
+{
+    if (k < 0.0 || k > n)
+        return -INFINITY;
+    return lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0);
+}
+
+#define MAX_TOUCHED 16 /* beyond: group limits ignored (2^16 subsets) */
+
+double mp_moe_hit_probability(const mp_model *m, int64_t first, int64_t count)
+{
+    double E = (double)m->moe.experts, k = (double)m->moe.top_k;
+    if (count <= 0 || E <= 0.0)
+        return 0.0;
+    int64_t G = m->moe.route_groups, M = m->moe.route_group_top_k;
+    if (G <= 1 || M <= 0 || M >= G || m->moe.experts % G)
+        return 1.0 - miss_ratio(E, (double)count, k);
+    int64_t per = m->moe.experts / G;
+    int64_t g0 = first / per, g1 = (first + count - 1) / per;
+    int64_t nt = g1 - g0 + 1;
+    if (nt > MAX_TOUCHED)
+        return 1.0 - miss_ratio(E, (double)count, k);
+    double overlap[MAX_TOUCHED];
+    for (int64_t g = g0; g <= g1; g++) {
+        int64_t lo = g * per > first ? g * per : first;
+        int64_t hi = (g + 1) * per < first + count ? (g + 1) * per : first + count;
+        overlap[g - g0] = (double)(hi - lo);
+    }
+    double pool = (double)(M * per), all = log_choose((double)G, (double)M);
+    double miss = 0.0;
+    for (uint32_t t = 0; t < (1u << nt); t++) {
+        int size = 0;
+        double o = 0.0;
+        for (int64_t j = 0; j < nt; j++)
+            if (t >> j & 1u) {
+                size++;
+                o += overlap[j];
+            }
+        double lp = log_choose((double)(G - nt), (double)(M - size)) - all;
+        if (lp == -INFINITY)
+            continue;
+        miss += exp(lp) * miss_ratio(pool, o, k);
+    }
+    return 1.0 - miss;
+}
+
+static double expected_holders(const mp_model *m, int64_t holders)
+{
+    int64_t per = m->moe.experts / holders, G = m->moe.route_groups;
+    int64_t gsize = G > 1 && m->moe.experts % G == 0 ? m->moe.experts / G : m->moe.experts;
+    /* holders that meet the groups alike reach alike: one for all */
+    if (G <= 1 || per % gsize == 0 || gsize % per == 0)
+        return (double)holders * mp_moe_hit_probability(m, 0, per);
+    double sum = 0.0;
+    for (int64_t j = 0; j < holders; j++)
+        sum += mp_moe_hit_probability(m, j * per, per);
+    return sum;
+}
+
+double mp_moe_expected_holders(const mp_model *m, int64_t holders)
+{
+    if (holders <= 0 || m->moe.experts % holders)
+        return 0.0;
+    /* search costs many candidates of one model: keep the last answers
+     * (per thread: hardware choice searches in threads) */
+    enum { SLOTS = 8 };
+    static _Thread_local struct {
+        int64_t experts, top_k, groups, group_top_k, holders;
+        double value;
+    } memo[SLOTS];
+    static _Thread_local int next;
+    for (int i = 0; i < SLOTS; i++)
+        if (memo[i].holders == holders && memo[i].experts == m->moe.experts &&
+            memo[i].top_k == m->moe.top_k && memo[i].groups == m->moe.route_groups &&
+            memo[i].group_top_k == m->moe.route_group_top_k)
+            return memo[i].value;
+    double v = expected_holders(m, holders);
+    memo[next].experts = m->moe.experts;
+    memo[next].top_k = m->moe.top_k;
+    memo[next].groups = m->moe.route_groups;
+    memo[next].group_top_k = m->moe.route_group_top_k;
+    memo[next].holders = holders;
+    memo[next].value = v;
+    next = (next + 1) % SLOTS;
+    return v;
+}
+
+/* One dispatch (or combine) of the flex dispatcher over the EP group: the
+ * network leg and the NVLink leg run at once (DeepEP forwards what has
+ * arrived while more arrives), the slower decides. */
+double mp_moe_flex_time(const mp_config *c, const mp_group_place *g, double stride,
+                        double tokens, double bytes_per_token)
+{
+    const mp_hw *hw = &c->hw;
+    const mp_model *m = &c->model;
+    int64_t n = g->n;
+    if (n <= 1 || tokens <= 0.0 || bytes_per_token <= 0.0)
+        return 0.0;
+    double dom = mp_scale_up_gpus(hw);
+    int64_t inside = (int64_t)fmin((double)n, fmax(1.0, floor(dom / stride)));
+    while (n % inside) /* whole domains of the group */
+        inside--;
+    int64_t domains = n / inside;
+    /* per source GPU, averaged over where it sits: remote domains reached,
+     * and GPUs reached inside each domain (the forward from the receiving
+     * GPU to the others in its domain included: see docs) */
+    double reach_domains = mp_moe_expected_holders(m, domains);
+    double reach_ranks = mp_moe_expected_holders(m, n);
+    double remote = reach_domains * (double)(domains - 1) / (double)domains;
+    double nvlink = reach_ranks * (double)(inside - 1) / (double)inside;
+    double up = hw->scale_up.bw_per_gpu * hw->scale_up.efficiency;
+    double out = hw->scale_out.bw_per_gpu * hw->scale_out.efficiency;
+    double t_up = nvlink > 0.0 ? (up > 0.0 ? tokens * nvlink * bytes_per_token / up : INFINITY)
+                               : 0.0;
+    double t_out = remote > 0.0
+                       ? (out > 0.0 ? tokens * remote * bytes_per_token / out : INFINITY)
+                       : 0.0;
+    double lat = hw->scale_up.latency * (double)(inside - 1) +
+                 hw->scale_out.latency * (double)(domains - 1);
+    return lat + fmax(t_up, t_out);
+}

@@ -1,0 +1,306 @@
+/* test_moe_dispatch.c — the flex dispatcher's copies against a brute-force
+ * count over every routing, its time by hand beside the all-to-all's, the EP
+ * all-to-all overlap (hides min(a2a, compute) of each F and B pair), the
+ * shared-expert overlap, and Megatron-Core's rules for both overlaps. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/model.h"
+#include "core/tables.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+#include "sim/simulate.h"
+#include "moe_fixture.h"
+
+static mp_model routing(int64_t experts, int64_t top_k, int64_t groups, int64_t group_top_k)
+{
+    mp_model m;
+    memset(&m, 0, sizeof m);
+    m.moe.experts = experts;
+    m.moe.top_k = top_k;
+    m.moe.route_groups = groups;
+    m.moe.route_group_top_k = group_top_k;
+    return m;
+}
+
+/* Distinct holders (experts split in order over `holders`) of one routing. */
+static int distinct(const int *chosen, int k, int per)
+{
+    int seen[64] = {0}, n = 0;
+    for (int i = 0; i < k; i++)
+        if (!seen[chosen[i] / per]++)
+            n++;
+    return n;
+}
+
+/* Every k-subset of the pool (ids pool[0..n-1]) in turn: the sum of distinct
+ * holders and the number of subsets. */
+static void subsets(const int *pool, int n, int k, int per, double *sum, double *count)
+{
+    int idx[16], chosen[16];
+    for (int i = 0; i < k; i++) idx[i] = i;
+    for (;;) {
+        for (int i = 0; i < k; i++) chosen[i] = pool[idx[i]];
+        *sum += distinct(chosen, k, per);
+        *count += 1.0;
+        int i = k - 1;
+        while (i >= 0 && idx[i] == n - k + i) i--;
+        if (i < 0) return;
+        idx[i]++;
+        for (int j = i + 1; j < k; j++) idx[j] = idx[j - 1] + 1;
+    }
+}
+
+/* The expected holders reached, by enumerating every routing: uniform top-k
+ * of E; with groups, every M-subset of the G groups, then every k-subset of
+ * their experts (each group subset equally likely, then each expert subset). */
+static double brute_force(int E, int k, int G, int M, int holders)
+{
+    int per = E / holders, pool[64];
+    if (G <= 1) {
+        for (int i = 0; i < E; i++) pool[i] = i;
+        double sum = 0.0, count = 0.0;
+        subsets(pool, E, k, per, &sum, &count);
+        return sum / count;
+    }
+    int gsize = E / G;
+    double total = 0.0, nsets = 0.0;
+    for (int mask = 0; mask < (1 << G); mask++) {
+        if (__builtin_popcount((unsigned)mask) != M) continue;
+        int n = 0;
+        for (int g = 0; g < G; g++)
+            if (mask >> g & 1)
+                for (int j = 0; j < gsize; j++) pool[n++] = g * gsize + j;
+        double sum = 0.0, count = 0.0;
+        subsets(pool, n, k, per, &sum, &count);
+        total += sum / count;
+        nsets += 1.0;
+    }
+    return total / nsets;
+}
+
+static void test_distinct_holders_brute_force(void **state)
+{
+    (void)state;
+    const struct { int E, k, G, M; } cases[] = {
+        {16, 4, 0, 0}, {16, 2, 0, 0}, {12, 3, 0, 0},
+        {16, 3, 4, 2}, /* groups of 4: holders of 2, 4, 8 experts */
+        {12, 3, 4, 2}, /* groups of 3: holders of 2 straddle two groups */
+        {24, 4, 8, 3},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mp_model m = routing(cases[c].E, cases[c].k, cases[c].G, cases[c].M);
+        for (int holders = 1; holders <= cases[c].E; holders++) {
+            if (cases[c].E % holders) continue;
+            double want = brute_force(cases[c].E, cases[c].k, cases[c].G, cases[c].M, holders);
+            double got = mp_moe_expected_holders(&m, holders);
+            if (fabs(got - want) > 1e-9)
+                fail_msg("E=%d k=%d G=%d M=%d holders=%d: %.12g, brute force %.12g",
+                         cases[c].E, cases[c].k, cases[c].G, cases[c].M, holders, got, want);
+        }
+    }
+    /* a holder of everything is always reached; one expert per holder: k */
+    mp_model m = routing(64, 8, 0, 0);
+    assert_true(fabs(mp_moe_expected_holders(&m, 1) - 1.0) < 1e-12);
+    assert_true(fabs(mp_moe_expected_holders(&m, 64) - 8.0) < 1e-12);
+    /* the group limit reaches fewer nodes: DeepSeek-V3's 8 groups, 4 per token,
+     * one group per node of ep 64 over 8 nodes: at most 4 */
+    mp_model limited = routing(256, 8, 8, 4), free_ = routing(256, 8, 0, 0);
+    double lim = mp_moe_expected_holders(&limited, 8), fr = mp_moe_expected_holders(&free_, 8);
+    assert_true(lim < fr && lim <= 4.0);
+}
+
+
+/* 1 - C(E - e, k) / C(E, k) */
+static double hit(double E, double e, double k)
+{
+    double miss = 1.0;
+    for (double i = 0; i < k; i++) miss *= (E - e - i) / (E - i);
+    return 1.0 - miss;
+}
+
+/* OLMoE (64 experts, top 8, h 2048), 4096 tokens per GPU. ep 16 over two
+ * domains: the network carries each token to the other domain when that
+ * domain holds one of its experts (32 of 64), NVLink to each GPU reached
+ * (4 experts each) but the sender, the forward from the receiving GPU
+ * included; the slower leg decides. */
+static void test_flex_by_hand(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 16, 1);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    mp_moe_time t;
+    mp_moe_block_time(&c, &bs, &t);
+    double per_token = 2048.0 * 2, T = 4096.0;
+    double net = T * hit(64, 32, 8) * per_token / 25e9;           /* one remote domain */
+    double nvl = T * 16.0 * hit(64, 4, 8) * 7.0 / 8.0 * per_token / 100e9;
+    assert_true(fabs(t.comm_f / (2.0 * fmax(net, nvl)) - 1.0) < 1e-12);
+    /* the all-to-all sends 8 copies, half of them across: flex is cheaper */
+    mp_config a = c;
+    a.parallel.dispatcher = MP_DISPATCH_ALLTOALL;
+    mp_moe_time ta;
+    mp_moe_block_time(&a, &bs, &ta);
+    assert_true(fabs(ta.comm_f / (2.0 * T * 8 * per_token * 8.0 / 16.0 / 25e9) - 1.0) < 1e-12);
+    assert_true(t.comm_f < ta.comm_f);
+    /* inside one domain (ep 8): one copy per GPU reached (8 experts each) */
+    c = moe_config("olmoe-1b-7b", 64, 1, 8, 1);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    mp_moe_block_time(&c, &bs, &t);
+    nvl = T * 8.0 * hit(64, 8, 8) * 7.0 / 8.0 * per_token / 100e9;
+    assert_true(fabs(t.comm_f / (2.0 * nvl) - 1.0) < 1e-12);
+}
+
+/* Estimate of c, checked. */
+static mp_estimate estimate_of(const mp_config *c)
+{
+    mp_estimate e;
+    mp_error err;
+    if (mp_estimate_config(c, NULL, &e, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    return e;
+}
+
+/* pp = 1: one stage, m micro-batches, each an F and a B. With the overlap
+ * each pair of F and B hides min(a2a, the rest of F + B) of its a2a when
+ * every phase's compute covers its communication (fast network), and the
+ * pair takes its a2a alone when the communication covers everything (a slow
+ * one): the step shrinks by m min(a2a, compute) either way. */
+static void test_a2a_overlap_hides_min(void **state)
+{
+    (void)state;
+    const double bws[] = {1e12, 1e9, 1e7};
+    for (size_t i = 0; i < sizeof bws / sizeof bws[0]; i++) {
+        mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
+        c.hw.scale_out.bw_per_gpu = bws[i];
+        c.parallel.dp_overlap = false; /* its window would move with B */
+        mp_pipeline_cost pc;
+        mp_error err;
+        assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
+        double a2a = pc.stages[0].ep_comm_fwd + pc.stages[0].ep_comm_bwd;
+        double rest = pc.stages[0].fwd + pc.stages[0].bwd - a2a;
+        mp_pipeline_cost_free(&pc);
+        assert_true(a2a > 0.0);
+        mp_estimate inline_ = estimate_of(&c);
+        c.parallel.moe_a2a_overlap = true;
+        mp_estimate over = estimate_of(&c);
+        double m = (double)inline_.microbatches;
+        double hidden = inline_.time.step - over.time.step;
+        if (i == 0) /* every phase covered: the whole a2a */
+            assert_true(fabs(hidden / (m * a2a) - 1.0) < 1e-9);
+        if (i == 2) /* the a2a covers all: the compute is hidden */
+            assert_true(fabs(hidden / (m * rest) - 1.0) < 1e-9);
+        assert_true(hidden <= m * fmin(a2a, rest) * (1.0 + 1e-9));
+        assert_true(hidden > 0.0);
+        /* the simulator runs the plan's overlap on the ep stream */
+        mp_sim_result r0, r1;
+        c.parallel.moe_a2a_overlap = false;
+        assert_int_equal(mp_simulate(&c, NULL, NULL, &r0, &err), MP_OK);
+        c.parallel.moe_a2a_overlap = true;
+        assert_int_equal(mp_simulate(&c, NULL, NULL, &r1, &err), MP_OK);
+        assert_true(r1.makespan < r0.makespan);
+        mp_sim_result_free(&r0);
+        mp_sim_result_free(&r1);
+    }
+}
+
+/* DeepSeek-V3's shared expert runs beside the dispatch and combine: what it
+ * covers of them is no longer exposed, min(comm, shared compute) per pass. */
+static void test_shared_expert_overlap(void **state)
+{
+    (void)state;
+    const double bws[] = {25e9, 1e8};
+    for (size_t i = 0; i < sizeof bws / sizeof bws[0]; i++) {
+        mp_config c = moe_config("deepseek-v3", 256, 1, 64, 1);
+        c.hw.scale_out.bw_per_gpu = bws[i];
+        mp_block_shape bs;
+        mp_block_shape_of(&c.model, 4096, 5, &bs);
+        assert_int_equal(bs.kind, MP_BLOCK_MOE);
+        mp_block_time off, on;
+        mp_moe_time mt;
+        mp_block_time_of(&c, &bs, &off);
+        mp_moe_block_time(&c, &bs, &mt);
+        double shared_f = off.mlp_fwd - mt.gemm_f, shared_b = off.mlp_bwd - mt.gemm_b;
+        assert_true(shared_f > 0.0 && shared_b > 0.0);
+        c.parallel.shared_expert_overlap = true;
+        mp_block_time_of(&c, &bs, &on);
+        double want_f = off.ep_fwd - fmin(off.ep_fwd, shared_f);
+        double want_b = off.ep_bwd - fmin(off.ep_bwd, shared_b);
+        assert_true(fabs(on.ep_fwd - want_f) <= 1e-12 * off.ep_fwd);
+        assert_true(fabs(on.ep_bwd - want_b) <= 1e-12 * off.ep_bwd);
+        assert_true(on.ep_fwd < off.ep_fwd);
+    }
+}
+
+/* Megatron-Core's rules for the overlaps (TransformerConfig). */
+static void test_overlap_refusals(void **state)
+{
+    (void)state;
+    mp_error err;
+    mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
+    c.parallel.moe_a2a_overlap = true;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    c.parallel.ep = 1;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "moe_a2a_overlap");
+    c.parallel.ep = 16;
+    c.parallel.dispatcher = MP_DISPATCH_ALLGATHER;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    c.parallel.recompute = MP_RECOMPUTE_FULL;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    /* pp > 1 needs a virtual pipeline */
+    c = moe_config("olmoe-1b-7b", 16, 1, 8, 1);
+    c.parallel.pp = 2;
+    c.parallel.dp = 8;
+    c.parallel.schedule = MP_SCHED_1F1B;
+    c.parallel.moe_a2a_overlap = true;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "moe_a2a_overlap");
+    /* flex needs more than one GPU per expert group (Megatron: TPxEP > 1) */
+    c = moe_config("olmoe-1b-7b", 16, 1, 1, 1);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "dispatcher");
+    /* shared-expert overlap: shared experts needed (OLMoE has none) */
+    c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
+    c.parallel.shared_expert_overlap = true;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "shared_expert_overlap");
+    c = moe_config("deepseek-v3", 256, 1, 64, 1);
+    c.parallel.shared_expert_overlap = true;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    c.parallel.moe_a2a_overlap = true; /* the two exclude each other */
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    /* a dense model has nothing to overlap */
+    memset(&c.parallel, 0, sizeof c.parallel);
+    c = moe_config("olmoe-1b-7b", 16, 1, 1, 1);
+    c.model = *mp_model_preset("llama3-8b");
+    c.parallel.ep = 0;
+    c.parallel.etp = 0;
+    c.parallel.moe_a2a_overlap = true;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "moe_a2a_overlap");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_distinct_holders_brute_force),
+        cmocka_unit_test(test_flex_by_hand),
+        cmocka_unit_test(test_a2a_overlap_hides_min),
+        cmocka_unit_test(test_shared_expert_overlap),
+        cmocka_unit_test(test_overlap_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

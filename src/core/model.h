@@ -56,6 +56,15 @@ typedef struct mp_model {
         int64_t layer_freq;      /* every layer_freq-th block is MoE (0: 1) */
         int64_t route_groups;    /* DeepSeek group-limited routing: expert groups (0: none) */
         int64_t route_group_top_k; /* groups a token may use */
+        /* the routed experts' weights times this after their normalisation
+         * (DeepSeek-V3's routed_scaling_factor 2.5; Megatron's
+         * --moe-router-topk-scaling-factor; 0: 1) */
+        double route_scale;
+        /* the sigmoid router's expert bias (auxiliary-loss-free balancing,
+         * used for the choice only): after each step each expert's bias
+         * moves by this towards the mean load (Megatron's
+         * --moe-router-bias-update-rate; 0: its default 1e-3) */
+        double bias_update_rate;
         double capacity_factor;  /* 0: dropless; else tokens kept per expert / fair share */
         /* tokens of the busiest expert rank / the mean, a property of how well
          * training balances the router (0: 1, or capacity_factor when set) */

@@ -46,7 +46,7 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
         /* a dense model: any other moe field would be silently ignored */
         if (e->top_k || e->expert_ffn || e->shared_experts || e->shared_ffn || e->first_dense ||
             e->layer_freq || e->route_groups || e->route_group_top_k || e->capacity_factor || e->imbalance ||
-            e->router)
+            e->router || e->route_scale || e->bias_update_rate)
             return FAIL("moe.experts", "missing: the other moe fields need moe.experts > 0");
         return MP_OK;
     }
@@ -78,9 +78,22 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
         if (e->route_group_top_k < 1 || e->route_group_top_k > e->route_groups)
             return FAIL("moe.route_group_top_k", "must be in [1, moe.route_groups = %lld]: got %lld",
                         (long long)e->route_groups, (long long)e->route_group_top_k);
+        /* Megatron ranks a group by the sum of its top_k / route_group_top_k
+         * best scores, and the chosen groups must hold top_k experts */
+        if (e->top_k < e->route_group_top_k)
+            return FAIL("moe.route_group_top_k", "more than moe.top_k (%lld): got %lld",
+                        (long long)e->top_k, (long long)e->route_group_top_k);
+        if (e->top_k > e->route_group_top_k * (e->experts / e->route_groups))
+            return FAIL("moe.top_k", "more than the experts of moe.route_group_top_k groups "
+                                     "(%lld): got %lld",
+                        (long long)(e->route_group_top_k * (e->experts / e->route_groups)),
+                        (long long)e->top_k);
     } else if (e->route_group_top_k) {
         return FAIL("moe.route_group_top_k", "given without moe.route_groups");
     }
+    if (e->bias_update_rate > 0.0 && e->router != MP_ROUTER_SIGMOID)
+        return FAIL("moe.bias_update_rate", "the expert bias belongs to the sigmoid router "
+                                            "(moe.router: sigmoid)");
     if (e->capacity_factor > 0.0 && e->capacity_factor < 1.0 / (double)e->top_k)
         return FAIL("moe.capacity_factor", "below 1/top_k drops most tokens: got %g",
                     e->capacity_factor);

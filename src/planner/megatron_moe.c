@@ -31,6 +31,10 @@ void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
         if (e->route_groups)
             mp_buf_printf(out, "--moe-router-num-groups %lld \\\n--moe-router-group-topk %lld \\\n",
                           (long long)e->route_groups, (long long)e->route_group_top_k);
+        if (e->route_scale > 0.0 && e->route_scale != 1.0)
+            mp_buf_printf(out, "--moe-router-topk-scaling-factor %g \\\n", e->route_scale);
+        if (e->bias_update_rate > 0.0)
+            mp_buf_printf(out, "--moe-router-bias-update-rate %g \\\n", e->bias_update_rate);
         if (e->capacity_factor > 0.0)
             mp_buf_printf(out, "--moe-expert-capacity-factor %g \\\n", e->capacity_factor);
         mp_buf_printf(out, "--expert-model-parallel-size %lld \\\n"

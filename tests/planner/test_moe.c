@@ -141,6 +141,22 @@ static void test_refusals(void **state)
     m = *mp_model_preset("deepseek-v3");
     m.moe.route_groups = 7;
     expect_refused(m, "moe.route_groups");
+    /* a group ranks by its top top_k / route_group_top_k: at least one */
+    m = *mp_model_preset("deepseek-v3");
+    m.moe.top_k = 3;
+    expect_refused(m, "moe.route_group_top_k");
+    /* the kept groups (1 of 64, 4 experts each) must hold top_k (8) experts */
+    m = *mp_model_preset("deepseek-v3");
+    m.moe.route_groups = 64;
+    m.moe.route_group_top_k = 1;
+    expect_refused(m, "moe.top_k");
+    /* the expert bias is the sigmoid router's */
+    m = *mp_model_preset("mixtral-8x7b");
+    m.moe.bias_update_rate = 1e-3;
+    expect_refused(m, "moe.bias_update_rate");
+    m = *mp_model_preset("gpt3-125m");
+    m.moe.route_scale = 2.5; /* a dense model: the moe keys need experts */
+    expect_refused(m, "moe.experts");
     m = *mp_model_preset("deepseek-v3");
     m.head_dim = 128;
     expect_refused(m, "head_dim");

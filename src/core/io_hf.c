@@ -232,7 +232,8 @@ static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
  * moe_layer_freq-th block an MoE of n_routed_experts + n_shared_experts of
  * moe_intermediate_size, routed to num_experts_per_tok in topk_group of
  * n_group groups with a sigmoid (scoring_func) score, the weights renormalised
- * (norm_topk_prob) and scaled by routed_scaling_factor. */
+ * (norm_topk_prob) and scaled by routed_scaling_factor; num_nextn_predict_layers
+ * multi-token-prediction modules. */
 static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
     TRY(read_llama(cx, m, err));
@@ -270,6 +271,7 @@ static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
         e->router = MP_ROUTER_SIGMOID;
     else if (score && strcmp(score, "softmax"))
         return hf_fail(cx, "scoring_func", err, "expected softmax or sigmoid");
+    TRY(hf_int(cx, "num_nextn_predict_layers", false, 0, 64, &m->mtp_layers, err));
     TRY(hf_int(cx, "q_lora_rank", false, 1, BIG_DIM, &a->q_lora_rank, err));
     TRY(hf_int(cx, "kv_lora_rank", true, 1, BIG_DIM, &a->kv_lora_rank, err));
     TRY(hf_int(cx, "qk_rope_head_dim", true, 1, BIG_DIM, &a->qk_rope_head_dim, err));
@@ -358,6 +360,7 @@ static const char *hf_key_of(hf_family fam, const char *field)
         {HF_DEEPSEEK, "moe.route_groups", "n_group"},
         {HF_DEEPSEEK, "moe.route_group_top_k", "topk_group"},
         {HF_DEEPSEEK, "moe.route_scale", "routed_scaling_factor"},
+        {HF_DEEPSEEK, "mtp_layers", "num_nextn_predict_layers"},
         {HF_DEEPSEEK, "mla.q_lora_rank", "q_lora_rank"},
         {HF_DEEPSEEK, "mla.kv_lora_rank", "kv_lora_rank"},
         {HF_DEEPSEEK, "mla.qk_rope_head_dim", "qk_rope_head_dim"},

@@ -72,6 +72,16 @@ typedef struct mp_model {
         mp_router router;
     } moe;
 
+    /* Multi-token prediction (DeepSeek-V3 §2.2; Megatron's --mtp-num-layers):
+     * mtp_layers sequential modules after the model, module k predicting
+     * token i+k+1 from the previous depth's hidden state and token i+k's
+     * embedding: two RMSNorms, a 2h -> h projection, one transformer block of
+     * the model's last block's kind, and the shared output head; their loss
+     * is added times mtp_loss_scale (0: Megatron's default 0.1). Not counted
+     * in the parameters a model is published with (DeepSeek-V3's 671B). */
+    int64_t mtp_layers;
+    double mtp_loss_scale;
+
     /* Multi-head latent attention (DeepSeek-V2/V3). kv_lora_rank == 0: plain
      * attention and every other mla field is 0. heads * qk_head_dim = heads *
      * (qk_nope_head_dim + qk_rope_head_dim) query/key width, heads *
@@ -88,6 +98,10 @@ typedef struct mp_model {
 /* True when the model has routed experts / latent attention. */
 bool mp_model_is_moe(const mp_model *m);
 bool mp_model_is_mla(const mp_model *m);
+/* Whether the model has multi-token prediction modules. */
+bool mp_model_has_mtp(const mp_model *m);
+/* The MTP loss's factor (mtp_loss_scale, or Megatron's default 0.1). */
+double mp_model_mtp_loss_scale(const mp_model *m);
 /* Block index 0..layers-1 -> whether it is an MoE block. */
 bool mp_model_block_is_moe(const mp_model *m, int64_t block0);
 /* MoE blocks in the model. */

@@ -1,5 +1,5 @@
-/* model_moe.c — the mixture-of-experts and latent-attention parts of a
- * model: which blocks are MoE, and the consistency rules of the moe and
+/* model_moe.c — the mixture-of-experts, latent-attention and
+ * multi-token-prediction parts of a model: which blocks are MoE, and the consistency rules of the moe and
  * mla field groups (docs/cost-model.md, "Mixture of experts"). */
 #include <string.h>
 
@@ -137,8 +137,35 @@ static mp_status finish_mla(mp_model *m, mp_error *err)
     return MP_OK;
 }
 
+bool mp_model_has_mtp(const mp_model *m)
+{
+    return m->mtp_layers > 0;
+}
+
+double mp_model_mtp_loss_scale(const mp_model *m)
+{
+    return m->mtp_loss_scale > 0.0 ? m->mtp_loss_scale : 0.1; /* Megatron's default */
+}
+
+/* Multi-token prediction: decoder-only models (each module predicts a later
+ * token of the same causal stream). */
+static mp_status finish_mtp(const mp_model *m, mp_error *err)
+{
+    if (!mp_model_has_mtp(m)) {
+        if (m->mtp_loss_scale > 0.0)
+            return FAIL("mtp_loss_scale", "given without mtp_layers");
+        return MP_OK;
+    }
+    if (m->arch != MP_ARCH_GPT && m->arch != MP_ARCH_LLAMA)
+        return FAIL("mtp_layers", "multi-token prediction is for decoder-only models (gpt, "
+                                  "llama), not %s", mp_arch_name(m->arch));
+    return MP_OK;
+}
+
 mp_status mp_model_finish_moe(mp_model *m, mp_error *err)
 {
     mp_status st = finish_moe(m, err);
-    return st != MP_OK ? st : finish_mla(m, err);
+    if (st == MP_OK)
+        st = finish_mla(m, err);
+    return st != MP_OK ? st : finish_mtp(m, err);
 }

@@ -236,6 +236,7 @@ double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch)
         mp_block_shape_of(m, seq, 1, &bs);
         fwd += (double)nb * mp_block_fwd_flops(m, &bs);
     }
+    fwd += mp_mtp_fwd_flops(m, seq); /* Megatron counts them too (training.py) */
     /* backward = 2 x forward (input and weight gradients) */
     return 3.0 * fwd * (double)global_batch;
 }

@@ -18,6 +18,7 @@
 #include "core/tables.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
+#include "planner/megatron.h"
 
 /* Published totals are given to 3 significant figures (1%); active counts
  * to 2 (37B, 22B, 1.3B: up to 2% for a count just past the rounding edge). */
@@ -392,6 +393,12 @@ static void test_mtp_by_hand(void **state)
                 a[62].act_bytes[MP_RECOMPUTE_NONE] + a[61].act_bytes[MP_RECOMPUTE_NONE]);
     free(a);
     free(b);
+    /* Megatron's flags for them */
+    mp_buf f;
+    mp_buf_init(&f);
+    mp_megatron_moe_args(&c, &f);
+    assert_non_null(strstr(f.data, "--mtp-num-layers 1 \\\n--mtp-loss-scaling-factor 0.1 \\\n"));
+    mp_buf_free(&f);
     /* refused where it means nothing */
     m = *mp_model_preset("deepseek-v3");
     m.mtp_loss_scale = 0.3;

@@ -41,6 +41,8 @@ CONFIG_FIELDS = ["arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"
                  "enc_layers", "dec_seq"]
 MLA_MOE_FIELDS = ["q_lora", "kv_lora", "rope_dim", "nope_dim", "v_dim", "experts", "top_k",
                   "expert_ffn", "first_dense", "shared_ffn", "router_sigmoid"]
+# DeepSeek-V3's routing, written after MLA_MOE_FIELDS by the models that have it
+ROUTE_FIELDS = ["route_groups", "route_group_top_k", "route_scale_milli"]
 ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
 ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
 
@@ -114,17 +116,53 @@ def mla_attention(cfg, L, y, pos, norm_eps=1e-5):
     return merge(attention(q, k, kv[..., dn:], causal=True))     # [B, S, a*dv]
 
 
-def moe_ffn(cfg, L, y):
+def route(cfg, scores, bias):
+    """DeepSeek-V3's choice, as HF transformers' DeepseekV3TopkRouter makes it
+    (get_topk_indices): the scores plus the expert bias e_score_correction_bias
+    for the choice only; with n_group groups each group ranked by the sum of
+    its two best biased scores, the topk_group best groups kept (the others'
+    scores set to 0), then the top_k of what is left. Returns the indices."""
+    sel = scores if bias is None else scores + bias
+    G = cfg.get("route_groups", 0)
+    if G:
+        T, E = sel.shape
+        gs = sel.view(T, G, E // G).topk(2, dim=-1)[0].sum(-1)           # [T, G]
+        gidx = gs.topk(cfg["route_group_top_k"], dim=-1, sorted=False)[1]
+        gmask = torch.zeros_like(gs).scatter_(1, gidx, 1)
+        smask = gmask.unsqueeze(-1).expand(T, G, E // G).reshape(T, E)
+        plain = sel.topk(cfg["top_k"], -1)[1]
+        idx = sel.masked_fill(~smask.bool(), 0.0).topk(cfg["top_k"], -1)[1]
+        # HF masks the other groups with 0, Megatron with -inf: the same choice
+        # here (they differ only where a kept biased score is below zero)
+        meg = sel.masked_fill(~smask.bool(), float("-inf")).topk(cfg["top_k"], -1)[1]
+        assert bool((meg.sort(-1)[0] == idx.sort(-1)[0]).all())
+        ROUTE_STATS["group_changed"] += int((plain.sort(-1)[0] != idx.sort(-1)[0]).any(-1).sum())
+    else:
+        idx = sel.topk(cfg["top_k"], -1)[1]
+    if bias is not None:
+        plain = scores.topk(cfg["top_k"], -1)[1]
+        ROUTE_STATS["bias_changed"] += int((plain.sort(-1)[0] != idx.sort(-1)[0]).any(-1).sum())
+    return idx
+
+
+ROUTE_STATS = {"group_changed": 0, "bias_changed": 0}
+
+
+def moe_ffn(cfg, L, y, layer=None):
     """A DeepSeek-style MoE FFN: router scores (sigmoid per expert, or softmax
-    over them), the top_k best per token, their scores renormalised to sum
-    to one, the weighted sum of the chosen experts' SwiGLU outputs (no
+    over them), the top_k best per token (route(): group-limited and with the
+    expert bias when the model has them), their scores renormalised to sum
+    to one (times routed_scaling_factor), the weighted sum of the chosen experts' SwiGLU outputs (no
     capacity limit) plus the shared experts' SwiGLU as one MLP."""
     B, S, h = y.shape
     x = y.reshape(B * S, h)
     logits = x @ L("router_w")
     scores = logits.sigmoid() if cfg["router_sigmoid"] else logits.softmax(-1)
-    top, idx = scores.topk(cfg["top_k"], -1)
+    idx = route(cfg, scores, cfg.get("route_bias", {}).get(layer))
+    top = scores.gather(1, idx)
     wts = top / top.sum(-1, keepdim=True)
+    if cfg.get("route_scale_milli"):
+        wts = wts * (cfg["route_scale_milli"] / 1000.0)
     out = torch.zeros_like(x)
     for e in range(cfg["experts"]):
         chosen = (idx == e)                                      # [T, k]
@@ -162,7 +200,7 @@ def decoder_only(cfg, P, tokens):
         x = x + lin(att, L("o_w"), L("o_b"))
         y = norm(x, L("ln2_w"), L("ln2_b"))
         if is_moe(cfg, i):
-            x = x + moe_ffn(cfg, L, y)
+            x = x + moe_ffn(cfg, L, y, i)
             continue
         if cfg["swiglu"]:
             m = F.silu(y @ L("gate_w")) * (y @ L("up_w"))
@@ -540,6 +578,10 @@ def make(cfg, seed):
     gen = torch.Generator().manual_seed(seed)
     P = init_params(cfg, gen)
     data = make_data(cfg, gen)
+    if cfg.get("bias_std"):  # an expert bias already away from its zero start
+        cfg["route_bias"] = {i: cfg["bias_std"] * torch.randn(cfg["experts"], generator=gen)
+                             for i in range(cfg["layers"]) if is_moe(cfg, i)}
+    ROUTE_STATS.update(group_changed=0, bias_changed=0)
     names = megaplan_tensors(cfg, P)
     with torch.no_grad():
         before = [(n, f().clone()) for n, f in names]
@@ -552,6 +594,8 @@ def make(cfg, seed):
     fields = CONFIG_FIELDS[1:]
     if cfg.get("kv_lora") or cfg.get("experts"):  # dense models' files keep the base fields
         fields = fields + MLA_MOE_FIELDS
+    if cfg.get("route_groups") or cfg.get("route_scale_milli"):
+        fields = fields + ROUTE_FIELDS
     conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg.get(k, 0)) for k in fields],
                         dtype=torch.int32)
     adam = torch.tensor([ADAM[k] for k in ("lr", "beta1", "beta2", "eps", "wd")])
@@ -561,6 +605,7 @@ def make(cfg, seed):
     entries += [("param:" + n, t) for n, t in before]
     entries += [("grad:" + n, f()) for n, f in grads]
     entries += [("after:" + n, t) for n, t in after]
+    entries += [("route_bias:layers.%d" % i, b) for i, b in sorted(cfg.get("route_bias", {}).items())]
     return entries
 
 
@@ -585,6 +630,16 @@ MODELS = {
     "deepseek": base("llama", ffn=64, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=1,
                      q_lora=16, kv_lora=12, rope_dim=4, nope_dim=8, v_dim=6, experts=4,
                      top_k=2, expert_ffn=32, first_dense=1, shared_ffn=32, router_sigmoid=1),
+    # tiny-deepseek.yaml.in with DeepSeek-V3's routing (EXPERTS=16 TOPK=4 GROUPS=4
+    # GTOPK=2 RSCALE=2.5): 16 experts in 4 groups, 2 groups a token, top-4 (a
+    # group ranked by its top 4/2 = 2, as HF's fixed two), weights times 2.5,
+    # an expert bias of std 0.1; made so that the groups and the bias each
+    # change some tokens' choice (checked when it is written)
+    "dsgroups": base("llama", ffn=64, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=1,
+                     q_lora=16, kv_lora=12, rope_dim=4, nope_dim=8, v_dim=6, experts=16,
+                     top_k=4, expert_ffn=32, first_dense=1, shared_ffn=32, router_sigmoid=1,
+                     route_groups=4, route_group_top_k=2, route_scale_milli=2500,
+                     bias_std=0.1),
 }
 
 
@@ -599,6 +654,10 @@ def main():
         if only and name not in only:
             continue
         entries = make(cfg, 20260 + i)
+        if cfg.get("route_groups"):  # the fixture would pass without the groups or the bias
+            assert ROUTE_STATS["group_changed"] > 0 and ROUTE_STATS["bias_changed"] > 0, ROUTE_STATS
+            print("%s: the groups change %d tokens' choice, the bias %d" % (
+                name, ROUTE_STATS["group_changed"], ROUTE_STATS["bias_changed"]))
         path = os.path.join(out, name + ".bin")
         write_fixture(path, entries)
         loss = dict(entries)["loss"].item()

@@ -206,11 +206,8 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
         not_expressible(w, "no hardware profile for this system");
         return MP_OK;
     }
-    if (v[MTP] > 0) {
-        not_expressible(w, "trained with the multi-token-prediction module, which the cost model "
-                           "does not have");
-        return MP_OK;
-    }
+    /* "w/ MTP": the multi-token-prediction modules, on the last stage */
+    c->model.mtp_layers = (int64_t)v[MTP];
     /* the configuration: dropless and force-balanced */
     c->model.seq = (int64_t)v[SEQ];
     c->model.moe.capacity_factor = 0.0;

@@ -500,10 +500,20 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         char shared[48] = "";
         if (d->shared_ffn > 0)
             snprintf(shared, sizeof shared, ", shared experts' ffn %d", d->shared_ffn);
-        printf("blocks: mixture of experts from block %d: %d experts, top-%d (%s router), "
+        char route[128] = "";
+        int n = 0;
+        if (d->bias_rate > 0)
+            n += snprintf(route + n, sizeof route - (size_t)n, ", expert bias at rate %g",
+                          d->bias_rate);
+        if (d->route_groups > 1)
+            n += snprintf(route + n, sizeof route - (size_t)n, ", in %d of %d groups",
+                          d->route_group_top_k, d->route_groups);
+        if (d->route_scale > 0 && d->route_scale != 1.0)
+            snprintf(route + n, sizeof route - (size_t)n, ", weights x %g", d->route_scale);
+        printf("blocks: mixture of experts from block %d: %d experts, top-%d (%s router%s), "
                "expert ffn %d%s, %s; ep %d, etp %d, expert-DP %d\n",
                d->moe_first_dense, d->experts, d->top_k, d->router_sigmoid ? "sigmoid" : "softmax",
-               d->expert_ffn, shared, cap, mp_dims_ep(d), etp,
+               route, d->expert_ffn, shared, cap, mp_dims_ep(d), etp,
                r->tp * r->cp * r->dp / (etp * mp_dims_ep(d)));
         /* the dispatchers and overlaps change where bytes go and when, not
          * what is computed: exec runs every plan's dispatch as its

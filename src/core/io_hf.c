@@ -257,7 +257,9 @@ static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
  * first_k_dense_replace dense blocks of intermediate_size, then every
  * moe_layer_freq-th block an MoE of n_routed_experts + n_shared_experts of
  * moe_intermediate_size, routed to num_experts_per_tok in topk_group of
- * n_group groups with a sigmoid (scoring_func) score. */
+ * n_group groups with a sigmoid (scoring_func) score, the weights renormalised
+ * (norm_topk_prob) and scaled by routed_scaling_factor; num_nextn_predict_layers
+ * multi-token-prediction modules. */
 static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
     TRY(read_llama(cx, m, err));
@@ -276,12 +278,26 @@ static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
     TRY(hf_int(cx, "topk_group", false, 1, BIG_DIM, &e->route_group_top_k, err));
     if (e->route_groups == 1 && e->route_group_top_k <= 1)
         e->route_groups = e->route_group_top_k = 0; /* one group: no limit */
+    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(cx->root, "routed_scaling_factor");
+    if (scale && !cJSON_IsNull(scale)) {
+        if (!cJSON_IsNumber(scale) || !(scale->valuedouble > 0 && scale->valuedouble <= 1024))
+            return hf_fail(cx, "routed_scaling_factor", err, "expected a number in (0, 1024]");
+        e->route_scale = scale->valuedouble == 1.0 ? 0.0 : scale->valuedouble;
+    }
+    /* the chosen weights renormalised to one, as Megatron always does for
+     * more than one expert: without it the model is another one */
+    bool norm = true;
+    TRY(hf_bool(cx, "norm_topk_prob", &norm, err));
+    if (!norm && e->top_k > 1)
+        return hf_fail(cx, "norm_topk_prob", err,
+                       "only true (the chosen experts' weights renormalised) is supported");
     const char *score = NULL;
     TRY(hf_string(cx, "scoring_func", &score, err));
     if (score && !strcmp(score, "sigmoid"))
         e->router = MP_ROUTER_SIGMOID;
     else if (score && strcmp(score, "softmax"))
         return hf_fail(cx, "scoring_func", err, "expected softmax or sigmoid");
+    TRY(hf_int(cx, "num_nextn_predict_layers", false, 0, 64, &m->mtp_layers, err));
     TRY(hf_int(cx, "q_lora_rank", false, 1, BIG_DIM, &a->q_lora_rank, err));
     TRY(hf_int(cx, "kv_lora_rank", true, 1, BIG_DIM, &a->kv_lora_rank, err));
     TRY(hf_int(cx, "qk_rope_head_dim", true, 1, BIG_DIM, &a->qk_rope_head_dim, err));
@@ -496,6 +512,8 @@ static const char *hf_key_of(hf_family fam, const char *field)
         {HF_DEEPSEEK, "moe.layer_freq", "moe_layer_freq"},
         {HF_DEEPSEEK, "moe.route_groups", "n_group"},
         {HF_DEEPSEEK, "moe.route_group_top_k", "topk_group"},
+        {HF_DEEPSEEK, "moe.route_scale", "routed_scaling_factor"},
+        {HF_DEEPSEEK, "mtp_layers", "num_nextn_predict_layers"},
         {HF_DEEPSEEK, "mla.q_lora_rank", "q_lora_rank"},
         {HF_DEEPSEEK, "mla.kv_lora_rank", "kv_lora_rank"},
         {HF_DEEPSEEK, "mla.qk_rope_head_dim", "qk_rope_head_dim"},

@@ -309,9 +309,7 @@ int64_t mp_layout_count_stages(const char *text)
 
 int64_t mp_layout_model_mtp_layers(const mp_model *m)
 {
-    /* the model's MTP depth joins here when megaplan's model has one */
-    (void)m;
-    return 0;
+    return m->mtp_layers > 0 ? m->mtp_layers : 0;
 }
 
 void mp_layout_stage_items(const mp_layout *l, int64_t layers, int64_t k, int64_t *begin,

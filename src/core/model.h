@@ -60,12 +60,31 @@ typedef struct mp_model {
         int64_t layer_freq;      /* every layer_freq-th block is MoE (0: 1) */
         int64_t route_groups;    /* DeepSeek group-limited routing: expert groups (0: none) */
         int64_t route_group_top_k; /* groups a token may use */
+        /* the routed experts' weights times this after their normalisation
+         * (DeepSeek-V3's routed_scaling_factor 2.5; Megatron's
+         * --moe-router-topk-scaling-factor; 0: 1) */
+        double route_scale;
+        /* the sigmoid router's expert bias (auxiliary-loss-free balancing,
+         * used for the choice only): after each step each expert's bias
+         * moves by this towards the mean load (Megatron's
+         * --moe-router-bias-update-rate; 0: its default 1e-3) */
+        double bias_update_rate;
         double capacity_factor;  /* 0: dropless; else tokens kept per expert / fair share */
         /* tokens of the busiest expert rank / the mean, a property of how well
          * training balances the router (0: 1, or capacity_factor when set) */
         double imbalance;
         mp_router router;
     } moe;
+
+    /* Multi-token prediction (DeepSeek-V3 §2.2; Megatron's --mtp-num-layers):
+     * mtp_layers sequential modules after the model, module k predicting
+     * token i+k+1 from the previous depth's hidden state and token i+k's
+     * embedding: two RMSNorms, a 2h -> h projection, one transformer block of
+     * the model's last block's kind, and the shared output head; their loss
+     * is added times mtp_loss_scale (0: Megatron's default 0.1). Not counted
+     * in the parameters a model is published with (DeepSeek-V3's 671B). */
+    int64_t mtp_layers;
+    double mtp_loss_scale;
 
     /* Multi-head latent attention (DeepSeek-V2/V3). kv_lora_rank == 0: plain
      * attention and every other mla field is 0. heads * qk_head_dim = heads *
@@ -107,6 +126,10 @@ bool mp_model_is_mla(const mp_model *m);
 bool mp_model_block_is_windowed(const mp_model *m, int64_t block0);
 /* Windowed blocks in the model. */
 int64_t mp_model_windowed_blocks(const mp_model *m);
+/* Whether the model has multi-token prediction modules. */
+bool mp_model_has_mtp(const mp_model *m);
+/* The MTP loss's factor (mtp_loss_scale, or Megatron's default 0.1). */
+double mp_model_mtp_loss_scale(const mp_model *m);
 /* Block index 0..layers-1 -> whether it is an MoE block. */
 bool mp_model_block_is_moe(const mp_model *m, int64_t block0);
 /* MoE blocks in the model. */

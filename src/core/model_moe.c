@@ -1,5 +1,5 @@
-/* model_moe.c — the mixture-of-experts and latent-attention parts of a
- * model: which blocks are MoE, and the consistency rules of the moe and
+/* model_moe.c — the mixture-of-experts, latent-attention and
+ * multi-token-prediction parts of a model: which blocks are MoE, and the consistency rules of the moe and
  * mla field groups (docs/cost-model.md, "Mixture of experts"). */
 #include <string.h>
 
@@ -46,7 +46,7 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
         /* a dense model: any other moe field would be silently ignored */
         if (e->top_k || e->expert_ffn || e->shared_experts || e->shared_ffn || e->first_dense ||
             e->layer_freq || e->route_groups || e->route_group_top_k || e->capacity_factor || e->imbalance ||
-            e->router)
+            e->router || e->route_scale || e->bias_update_rate)
             return FAIL("moe.experts", "missing: the other moe fields need moe.experts > 0");
         return MP_OK;
     }
@@ -78,9 +78,22 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
         if (e->route_group_top_k < 1 || e->route_group_top_k > e->route_groups)
             return FAIL("moe.route_group_top_k", "must be in [1, moe.route_groups = %lld]: got %lld",
                         (long long)e->route_groups, (long long)e->route_group_top_k);
+        /* Megatron ranks a group by the sum of its top_k / route_group_top_k
+         * best scores, and the chosen groups must hold top_k experts */
+        if (e->top_k < e->route_group_top_k)
+            return FAIL("moe.route_group_top_k", "more than moe.top_k (%lld): got %lld",
+                        (long long)e->top_k, (long long)e->route_group_top_k);
+        if (e->top_k > e->route_group_top_k * (e->experts / e->route_groups))
+            return FAIL("moe.top_k", "more than the experts of moe.route_group_top_k groups "
+                                     "(%lld): got %lld",
+                        (long long)(e->route_group_top_k * (e->experts / e->route_groups)),
+                        (long long)e->top_k);
     } else if (e->route_group_top_k) {
         return FAIL("moe.route_group_top_k", "given without moe.route_groups");
     }
+    if (e->bias_update_rate > 0.0 && e->router != MP_ROUTER_SIGMOID)
+        return FAIL("moe.bias_update_rate", "the expert bias belongs to the sigmoid router "
+                                            "(moe.router: sigmoid)");
     if (e->capacity_factor > 0.0 && e->capacity_factor < 1.0 / (double)e->top_k)
         return FAIL("moe.capacity_factor", "below 1/top_k drops most tokens: got %g",
                     e->capacity_factor);
@@ -124,8 +137,35 @@ static mp_status finish_mla(mp_model *m, mp_error *err)
     return MP_OK;
 }
 
+bool mp_model_has_mtp(const mp_model *m)
+{
+    return m->mtp_layers > 0;
+}
+
+double mp_model_mtp_loss_scale(const mp_model *m)
+{
+    return m->mtp_loss_scale > 0.0 ? m->mtp_loss_scale : 0.1; /* Megatron's default */
+}
+
+/* Multi-token prediction: decoder-only models (each module predicts a later
+ * token of the same causal stream). */
+static mp_status finish_mtp(const mp_model *m, mp_error *err)
+{
+    if (!mp_model_has_mtp(m)) {
+        if (m->mtp_loss_scale > 0.0)
+            return FAIL("mtp_loss_scale", "given without mtp_layers");
+        return MP_OK;
+    }
+    if (m->arch != MP_ARCH_GPT && m->arch != MP_ARCH_LLAMA)
+        return FAIL("mtp_layers", "multi-token prediction is for decoder-only models (gpt, "
+                                  "llama), not %s", mp_arch_name(m->arch));
+    return MP_OK;
+}
+
 mp_status mp_model_finish_moe(mp_model *m, mp_error *err)
 {
     mp_status st = finish_moe(m, err);
-    return st != MP_OK ? st : finish_mla(m, err);
+    if (st == MP_OK)
+        st = finish_mla(m, err);
+    return st != MP_OK ? st : finish_mtp(m, err);
 }

@@ -164,7 +164,8 @@ static const preset presets[] = {
      * hidden 7168, 128 heads of 128 (+64 RoPE), MLA with q/kv LoRA ranks
      * 1536/512, the first 3 blocks dense (FFN 18432), then 1 shared + 256
      * routed experts of 2048, 8 active, routed to at most 4 of 8 groups,
-     * sigmoid routing; 671B total / 37B active (the 14B multi-token
+     * sigmoid routing (the chosen weights scaled by 2.5, the released
+     * config.json's routed_scaling_factor); 671B total / 37B active (the 14B multi-token
      * prediction module excluded, as the report counts). Batch: 15360
      * sequences of 4096 after the ramp-up. */
     {{.name = "deepseek-v3", .arch = MP_ARCH_LLAMA, .layers = 61, .hidden = 7168, .heads = 128,
@@ -173,7 +174,7 @@ static const preset presets[] = {
       .tied_embeddings = false,
       .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1,
               .shared_ffn = 2048, .first_dense = 3, .layer_freq = 1, .route_groups = 8,
-              .route_group_top_k = 4, .router = MP_ROUTER_SIGMOID},
+              .route_group_top_k = 4, .route_scale = 2.5, .router = MP_ROUTER_SIGMOID},
       .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_rope_head_dim = 64,
               .qk_nope_head_dim = 128, .v_head_dim = 128}},
      671e9, 15360, 37e9, NULL},

@@ -405,8 +405,12 @@ static mp_status check_setup(run *R, mp_exec_report *rep, mp_error *err)
                                    o->seed, o->fixture ? &R->fx : NULL, first, err);
     /* a fixture: this rank's weights from it instead of the seed's */
     for (int c = 0; o->fixture && c < R->v && !st; c++)
+    {
         st = mp_fixture_fill(&R->fx, "param:", &R->lay[c], &R->ref.lay, R->rt->tp_rank,
                              R->model[c].w, err);
+        if (!st) /* the expert bias the fixture's choice started from */
+            st = mp_fixture_route_bias(&R->fx, &R->model[c].d, R->model[c].route_bias, err);
+    }
     if (st)
         return st;
     rep->tol = o->fixture ? o->tol

@@ -2,6 +2,7 @@
  * weights, data and results into exec's layouts. */
 #include "exec/fixture.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,8 @@ mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err)
     fclose(f);
     const mp_fixture_tensor *c = mp_fixture_find(fx, "config");
     const mp_fixture_tensor *a = mp_fixture_find(fx, "adam");
-    if (!c || !c->is_int || (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_BASE) || !a ||
+    if (!c || !c->is_int || (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_MOE &&
+                                c->n != MP_FX_CONFIG_BASE) || !a ||
         a->is_int || a->n != 5) {
         mp_fixture_free(fx);
         return mp_error_set(err, MP_EINPUT, path, 0, 0, "--test-fixture",
@@ -176,6 +178,14 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         {"model.moe shared experts' ffn", c[MP_FX_SHARED_FFN], d->experts ? d->shared_ffn : 0},
         {"model.moe.router (1 sigmoid)", c[MP_FX_ROUTER_SIGMOID],
          d->experts ? d->router_sigmoid : 0},
+        {"model.moe.route_groups", c[MP_FX_ROUTE_GROUPS],
+         d->experts && d->route_groups > 1 ? d->route_groups : 0},
+        {"model.moe.route_group_top_k", c[MP_FX_ROUTE_GROUP_TOP_K],
+         d->experts && d->route_groups > 1 ? d->route_group_top_k : 0},
+        {"model.moe.route_scale (x 1000)", c[MP_FX_ROUTE_SCALE_MILLI],
+         d->experts && d->route_scale > 0 && d->route_scale != 1.0
+             ? (int)lround(d->route_scale * 1000.0)
+             : 0},
         /* the fixture is dropless, every block after the first dense ones MoE */
         {"model.moe.capacity_factor (0: dropless)", 0, d->experts && d->capacity_factor > 0},
         {"model.moe.layer_freq", d->experts ? 1 : 0,
@@ -207,6 +217,24 @@ mp_status mp_fixture_fill(const mp_fixture *fx, const char *prefix, const mp_par
         size_t n = (size_t)p->lrows * (size_t)p->lcols;
         for (size_t i = 0; i < n; i++)
             buf[p->offset + i] = src[mp_param_full_index(p, tp_rank, i)];
+    }
+    return MP_OK;
+}
+
+mp_status mp_fixture_route_bias(const mp_fixture *fx, const mp_gpt_dims *d, float *bias,
+                                mp_error *err)
+{
+    for (int l = 0; l < d->layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "route_bias:layers.%d", l);
+        const mp_fixture_tensor *t = mp_fixture_find(fx, name);
+        if (!t)
+            continue;
+        if (!bias || !mp_dims_block_is_moe(d, l) || t->is_int || t->n != (size_t)d->experts)
+            return mp_error_set(err, MP_EINPUT, fx->path, 0, 0, "--test-fixture",
+                                "tensor %s: not an expert bias of this run's (sigmoid router, "
+                                "%d experts)", name, d->experts);
+        memcpy(bias + (size_t)l * (size_t)d->experts, t->data, t->n * sizeof(float));
     }
     return MP_OK;
 }

@@ -39,6 +39,9 @@ enum {
     /* mixture of experts (0 experts: none; dropless) */
     MP_FX_EXPERTS, MP_FX_TOP_K, MP_FX_EXPERT_FFN, MP_FX_FIRST_DENSE, MP_FX_SHARED_FFN,
     MP_FX_ROUTER_SIGMOID,
+    MP_FX_CONFIG_MOE, /* the fields of a file with experts; those after, 0 when absent: */
+    /* DeepSeek-V3's routing: groups (0: none), groups a token, scale x 1000 (0: 1) */
+    MP_FX_ROUTE_GROUPS = MP_FX_CONFIG_MOE, MP_FX_ROUTE_GROUP_TOP_K, MP_FX_ROUTE_SCALE_MILLI,
     MP_FX_CONFIG_COUNT
 };
 
@@ -66,6 +69,13 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
 mp_status mp_fixture_fill(const mp_fixture *fx, const char *prefix, const mp_param_layout *lay,
                           const mp_param_layout *ref_lay, int tp_rank, float *buf,
                           mp_error *err);
+
+/* The sigmoid router's expert bias at the step's start ([layers, experts],
+ * d's MoE blocks') from tensors "route_bias:layers.L" when the file has them
+ * (else left as it is: zero); an error when it has them and the run keeps
+ * no bias (bias NULL). */
+mp_status mp_fixture_route_bias(const mp_fixture *fx, const mp_gpt_dims *d, float *bias,
+                                mp_error *err);
 
 /* Rows of int32 tensor name ([sequences, len]: "tokens", "targets", T5's
  * "dec_tokens") for micro-batches [first, first + n) of b sequences each,

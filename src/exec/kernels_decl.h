@@ -138,6 +138,10 @@ typedef struct mp_gpt {
      * gradient [Sl,h] of the stage's output a backward starts from. */
     const real *stage_in, *stage_grad_in;
     void *t5;              /* T5's slots and workspace (t5.c), NULL for the others */
+    /* The sigmoid router's expert bias [layers, experts] (d.bias_rate > 0;
+     * Megatron starts it at zero) and the tokens each expert kept since the
+     * last step, both in the backend's (host) memory; NULL: no bias */
+    real *route_bias, *route_load;
 } mp_gpt;
 
 /* Allocates parameters (initialised from seed: each element's value is a
@@ -168,6 +172,11 @@ const real *mp_gpt_stage_input_grad(const mp_gpt *g);
  * stage's carries the encoder's output with its own activation). */
 size_t mp_gpt_stage_input_count(const mp_gpt *g);
 size_t mp_gpt_stage_output_count(const mp_gpt *g);
+
+/* ---- moe_layer.c ---- after a step: the expert bias of each MoE block
+ * moves by d.bias_rate towards the mean load, the loads counted over the
+ * stage's tp x cp x dp ranks (Megatron's get_updated_expert_bias). */
+mp_status mp_moe_update_bias(mp_gpt *g, mp_error *err);
 
 /* ---- optimizer.c ---- AdamW over flat elements [lo, hi) of the layout;
  * exact mode puts every updated weight back on its class's grid. */

@@ -75,6 +75,15 @@ mp_status mp_gpt_init(mp_gpt *g, const mp_gpt_dims *d, const mp_param_layout *la
     be->copy(g->row_seg, rows + z.Sl, z.Sl * sizeof *rows, MP_COPY_H2D);
     free(rows);
     g->n_slots = n_slots;
+    if (d->experts > 0 && d->bias_rate > 0) { /* the expert bias starts at zero */
+        size_t nb = (size_t)d->layers * (size_t)d->experts * sizeof(real);
+        g->route_bias = be->alloc(nb);
+        g->route_load = be->alloc(nb);
+        if (!g->route_bias || !g->route_load)
+            goto oom;
+        be->zero(g->route_bias, nb);
+        be->zero(g->route_load, nb);
+    }
     if (d->t5 && mp_t5_alloc(g, n_slots)) /* T5 keeps its own slots */
         goto oom;
     for (int i = 0; !d->t5 && i < n_slots; i++) {
@@ -123,7 +132,9 @@ size_t mp_gpt_bytes(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slot
     size_t nws = layout_work(&W, NULL, &z);
     size_t slot = layout_acts(&A, NULL, &z, d);
     size_t blocks = z.n_blocks ? z.n_blocks : 1;
-    return sizeof(real) * (2 * n_alloc + nws + (size_t)n_slots * slot) + z.s * sizeof(int) +
+    size_t bias = d->experts > 0 && d->bias_rate > 0 ? 2 * (size_t)d->layers * d->experts : 0;
+    return sizeof(real) * (2 * n_alloc + nws + (size_t)n_slots * slot + bias) +
+           z.s * sizeof(int) +
            (size_t)n_slots * (sizeof(mp_acts) + blocks * sizeof(block_acts));
 }
 
@@ -147,6 +158,8 @@ void mp_gpt_free(mp_gpt *g)
         be->free(g->qpos_be);
         be->free(g->row_pos);
         be->free(g->row_seg);
+        be->free(g->route_bias);
+        be->free(g->route_load);
     }
     free(g->qpos);
     free(g->kept_logits);

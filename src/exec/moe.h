@@ -16,6 +16,7 @@
 #ifndef MP_EXEC_MOE_H
 #define MP_EXEC_MOE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/error.h"
@@ -75,6 +76,16 @@ typedef struct mp_moe_layout {
 } mp_moe_layout;
 
 mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z);
+
+/* A token's k experts, best first, from its selection scores q[E] (the
+ * router's scores, plus the expert bias with the sigmoid router): the k best
+ * (equal: the lower index), or with groups > 1 the k best of the experts of
+ * its group_k best groups of E / groups consecutive experts, a group ranked
+ * by the sum of its k / group_k best scores (equal: the lower group). f32:
+ * those sums rounded to float as they add (the run's precision). scratch:
+ * E + groups bytes; gscore: groups doubles. */
+void mp_moe_pick(const double *q, size_t E, size_t k, size_t groups, size_t group_k, bool f32,
+                 size_t *choice, unsigned char *scratch, double *gscore);
 
 /* Reals one MoE block keeps for one micro-batch (0 for a dense model). */
 size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl);

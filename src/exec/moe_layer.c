@@ -130,8 +130,9 @@ static mp_status moe_capacity(mp_gpt *g, moe_state *M, size_t *load, mp_error *e
     return MP_OK;
 }
 
-/* Scores, top-k, weights and the capacity drop of every token row. */
-static mp_status moe_route(mp_gpt *g, moe_state *M, mp_error *err)
+/* Scores, top-k (group-limited, with the expert bias: mp_moe_pick), weights
+ * and the capacity drop of every token row of block l. */
+static mp_status moe_route(mp_gpt *g, moe_state *M, int l, mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
     size_t S = z->S, E = z->E, k = z->k, b = (size_t)g->d.micro_batch;
@@ -152,30 +153,40 @@ static mp_status moe_route(mp_gpt *g, moe_state *M, mp_error *err)
         }
     }
     bq(g, M->scores, S * E, MP_Q_PROB);
-    unsigned char *taken = calloc(E, 1);
+    const mp_gpt_dims *d = &g->d;
+    size_t G = d->route_groups > 1 ? (size_t)d->route_groups : 1;
+    /* the expert bias joins the scores for the choice only, in their precision */
+    const real *bias = g->route_bias ? g->route_bias + (size_t)l * E : NULL;
+    double scale = d->route_scale > 0 ? d->route_scale : 1.0;
+    unsigned char *taken = malloc(E + G);
+    double *q = malloc((E + G) * sizeof *q);
+    size_t *pick = malloc(k * sizeof *pick);
     size_t *load = z->capacity ? calloc(b * E, sizeof *load) : NULL;
-    if (!taken || (z->capacity && !load)) {
+    if (!taken || !q || !pick || (z->capacity && !load)) {
         free(taken);
+        free(q);
+        free(pick);
         free(load);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the router");
     }
     for (size_t r = 0; r < S; r++) {
         const real *p = M->scores + r * E;
-        memset(taken, 0, E);
+        for (size_t e = 0; e < E; e++)
+            q[e] = bias ? (double)(real)(p[e] + bias[e]) : (double)p[e];
+        mp_moe_pick(q, E, k, G, (size_t)d->route_group_top_k, sizeof(real) == sizeof(float),
+                    pick, taken, q + E);
         double sum = 0;
-        for (size_t j = 0; j < k; j++) { /* the best left; equal scores: the lower index */
-            size_t best = E;
-            for (size_t e = 0; e < E; e++)
-                if (!taken[e] && (best == E || p[e] > p[best]))
-                    best = e;
-            taken[best] = 1;
-            M->choice[r * k + j] = (real)best;
-            sum += p[best];
+        for (size_t j = 0; j < k; j++) {
+            M->choice[r * k + j] = (real)pick[j];
+            sum += p[pick[j]];
         }
+        /* the unbiased scores renormalised over the chosen, times the scale */
         for (size_t j = 0; j < k; j++)
             M->wgt[r * k + j] =
-                (real)(sum > 0 ? p[(size_t)M->choice[r * k + j]] / sum : 1.0 / (double)k);
+                (real)((sum > 0 ? p[pick[j]] / sum : 1.0 / (double)k) * scale);
     }
+    free(q);
+    free(pick);
     free(taken);
     bq(g, M->wgt, S * k, MP_Q_PROB);
     /* capacity: per sample (rows are position * b + sample), each expert keeps
@@ -328,7 +339,7 @@ mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
     const real *x = moe_input(g, B, z);
     GEMM(false, false, S, E, h, x, h, Wr, E, 0.0, M.logits, E);
     bq(g, M.logits, S * E, MP_Q_ACT);
-    CHECK(moe_route(g, &M, err));
+    CHECK(moe_route(g, &M, l, err));
     CHECK(moe_dispatch(g, &M, x, err));
     /* each local expert: pre = x_e @ W1_e, act = gelu / SwiGLU, out = act @ W2_e
      * (out: this TP rank's partial sum), into bufa in expert order */
@@ -388,7 +399,9 @@ static void moe_router_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
     const mp_moe_sizes *z = &M->z;
     size_t S = z->S, E = z->E, k = z->k, h = z->h;
     real *dl = M->logits; /* the logits are not needed any more */
-    /* w_j = p_j / sum_i p_i over the chosen: dp_j = (dw_j - sum_i w_i dw_i) / sum */
+    /* w_j = c p_j / sum_i p_i over the chosen (c: the route scale):
+     * dp_j = (c dw_j - sum_i w_i dw_i) / sum */
+    double c = g->d.route_scale > 0 ? g->d.route_scale : 1.0;
     for (size_t r = 0; r < S; r++) {
         const real *p = M->scores + r * E;
         real *d = dl + r * E;
@@ -400,7 +413,8 @@ static void moe_router_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
         for (size_t e = 0; e < E; e++)
             d[e] = 0;
         for (size_t j = 0; j < k && sum > 0; j++)
-            d[(size_t)M->choice[r * k + j]] = (real)(((double)M->dwf[r * k + j] - dot) / sum);
+            d[(size_t)M->choice[r * k + j]] =
+                (real)((c * (double)M->dwf[r * k + j] - dot) / sum);
     }
     bq(g, dl, S * E, MP_Q_GRAD);
     for (size_t r = 0; r < S; r++) {
@@ -450,6 +464,10 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
         }
     }
     bq(g, M.dwl, Sl * k, MP_Q_GRAD);
+    if (g->route_load) /* the kept slots of each expert, for the bias */
+        for (size_t s = 0; s < S * k; s++)
+            if (M.kept[s])
+                g->route_load[(size_t)l * z->E + (size_t)M.choice[s]] += 1;
     bool local = mp_dims_moe_local(&g->d);
     if (local)
         be_copy(g, M.dwf, M.dwl, S * k);
@@ -525,3 +543,35 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
     return MP_OK;
 }
 
+
+mp_status mp_moe_update_bias(mp_gpt *g, mp_error *err)
+{
+    if (!g->route_load)
+        return MP_OK;
+    const mp_gpt_dims *d = &g->d;
+    size_t E = (size_t)d->experts, n = (size_t)d->layers * E;
+    /* the stage's tp x cp x dp ranks are its EP groups times its expert-DP
+     * groups: the sum over both is over all of them. With etp = tp each TP
+     * rank counted its group's tokens, tp times in all: the sign below
+     * does not see a common factor */
+    mp_group *grp[2] = {&g->ep, &g->edp};
+    for (int i = 0; i < 2; i++)
+        if (grp[i]->size > 1)
+            CHECK(g->be->allreduce(grp[i], MP_REAL_KIND, g->route_load, n, MP_RED_SUM, err));
+    for (int l = 0; l < d->layers; l++) {
+        if (!mp_dims_block_is_moe(d, l))
+            continue;
+        real *load = g->route_load + (size_t)l * E, *bias = g->route_bias + (size_t)l * E;
+        double total = 0;
+        for (size_t e = 0; e < E; e++)
+            total += (double)load[e];
+        double mean = total / (double)E; /* integers: the sign of mean - load is exact */
+        for (size_t e = 0; e < E; e++) {
+            double off = mean - (double)load[e];
+            real step = (real)(off > 0 ? d->bias_rate : off < 0 ? -d->bias_rate : 0.0);
+            bias[e] = bias[e] + step;
+        }
+    }
+    g->be->zero(g->route_load, n * sizeof(real));
+    return MP_OK;
+}

@@ -7,6 +7,27 @@
 
 #define REFUSE(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
 
+/* --shrink's routing groups: the model's count where it divides the shrunk
+ * experts, else the most that does, keeping at least one group out (so the
+ * limit still limits) and enough experts in the chosen ones for top_k. */
+static void shrink_groups(const struct mp_moe *e, mp_gpt_dims *d)
+{
+    int E = d->experts, G = (int)(e->route_groups < E ? e->route_groups : E);
+    while (G > 1 && E % G)
+        G--;
+    if (G < 2)
+        return; /* one group: no limit */
+    int Gk = (int)(e->route_group_top_k < G ? e->route_group_top_k : G - 1);
+    if (Gk < 1)
+        Gk = 1;
+    if (d->top_k > Gk * (E / G))
+        d->top_k = Gk * (E / G);
+    if (d->top_k < Gk)
+        Gk = d->top_k;
+    d->route_groups = G;
+    d->route_group_top_k = Gk;
+}
+
 mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_error *err)
 {
     const mp_model *m = &plan->config.model;
@@ -15,8 +36,6 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         return MP_OK;
     const struct mp_moe *e = &m->moe;
     int ep = (int)mp_parallel_ep(p), etp = (int)mp_parallel_etp(p);
-    if (e->route_groups)
-        return REFUSE("model.moe.route_groups", "exec does not run group-limited routing yet");
     bool sp = p->sp && p->tp > 1;
     if (etp != p->tp && !(etp == 1 && (sp || p->tp == 1)))
         return REFUSE("parallel.etp", "exec runs the experts split over TP as the dense MLP "
@@ -45,6 +64,12 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
     d->etp = etp;
     d->router_sigmoid = e->router == MP_ROUTER_SIGMOID;
     d->capacity_factor = e->capacity_factor;
+    d->route_scale = e->route_scale;
+    /* Megatron's --moe-router-enable-expert-bias goes with the sigmoid router
+     * (megatron_moe.c), updated at its default rate unless the model says */
+    d->bias_rate = e->router != MP_ROUTER_SIGMOID ? 0.0
+                   : e->bias_update_rate > 0  ? e->bias_update_rate
+                                              : 1e-3;
     if (shrink) {
         /* a multiple of ep, at most 8 unless ep needs more */
         int experts = (int)(e->experts < 8 ? e->experts : 8);
@@ -56,6 +81,8 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         /* one dense block first when the model has one and two blocks run */
         d->moe_first_dense = e->first_dense > 0 && d->layers > 1 ? 1 : 0;
         d->moe_layer_freq = 1;
+        if (e->route_groups)
+            shrink_groups(e, d);
     } else {
         d->experts = (int)e->experts;
         d->top_k = (int)e->top_k;
@@ -63,6 +90,8 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
         d->shared_ffn = (int)(e->shared_experts * e->shared_ffn);
         d->moe_first_dense = (int)e->first_dense;
         d->moe_layer_freq = (int)(e->layer_freq > 0 ? e->layer_freq : 1);
+        d->route_groups = (int)e->route_groups;
+        d->route_group_top_k = (int)e->route_group_top_k;
         if (d->experts % ep || d->expert_ffn % etp || d->shared_ffn % d->tp)
             return REFUSE("parallel.ep", "ep=%d must divide the experts (%d), etp=%d the expert "
                                          "ffn (%d) and tp=%d the shared experts' (%d)", ep,

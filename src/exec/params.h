@@ -62,6 +62,13 @@ typedef struct mp_gpt_dims {
     int shared_ffn;         /* the shared experts' FFN sizes summed (0: none) */
     double capacity_factor; /* 0: dropless */
     bool router_sigmoid;    /* sigmoid scores (DeepSeek-V3), else softmax */
+    /* DeepSeek-V3's routing (moe_pick.c): experts in route_groups groups of
+     * which a token uses route_group_top_k (0: no limit); the chosen weights
+     * times route_scale (0: 1); the sigmoid router's expert bias, added to
+     * the scores for the choice only, moves by bias_rate a step towards the
+     * mean load (0: no bias) */
+    int route_groups, route_group_top_k;
+    double route_scale, bias_rate;
     int ep, ep_rank, etp;
     /* Multi-head latent attention (exec/mla.h; kv_lora == 0: none). Queries:
      * x W_dq [q_lora], RMSNorm, W_uq [heads x (nope + rope)] (q_lora == 0: x W_q

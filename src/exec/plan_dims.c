@@ -25,6 +25,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
     bool mla = mp_model_is_mla(m);
+    if (mp_model_has_mtp(m)) /* the cost model has them (docs/cost-model.md) */
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
+                            "exec does not run the multi-token-prediction modules yet: give "
+                            "mtp_layers 0 to run the model without them");
     if (mla && (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla",
                             "%s: exec runs latent attention in decoder-only models only",

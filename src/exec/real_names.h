@@ -140,5 +140,6 @@
 /* moe_layer.c */
 #define mp_moe_backward MP_REAL_NAME(mp_moe_backward)
 #define mp_moe_forward MP_REAL_NAME(mp_moe_forward)
+#define mp_moe_update_bias MP_REAL_NAME(mp_moe_update_bias)
 
 #endif

@@ -454,5 +454,5 @@ mp_status mp_trainer_update(mp_trainer *t, int step, mp_error *err)
             return st;
         mp_probe_record(g->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
     }
-    return MP_OK;
+    return mp_moe_update_bias(g, err); /* after the weights, as Megatron's finalize step */
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/layout.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "planner/pipeline_internal.h"
@@ -150,6 +151,111 @@ static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cos
     out->send_bytes = d->send_bytes;
 }
 
+/* The multi-token-prediction modules (mtp.c): per module, a block like the
+ * last one (its time, weights, activations), the 2h -> h projection, two
+ * more norms, and the output head's GEMM, cross entropy and logits again; the
+ * embedding and the head are shared, but a last stage without the embedding
+ * keeps a copy for the modules' lookups (Megatron's, as for tied embeddings). */
+static void detail_mtp(const mp_config *c, const item_detail *last_block, item_detail *out)
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    double n = (double)m->mtp_layers, t = (double)p->tp, h = (double)m->hidden;
+    double dt = mp_dtype_bytes(c->training.precision);
+    mp_block_shape last;
+    mp_block_shape_of(m, c->training.seq, mp_model_blocks(m), &last);
+    double sb = (double)p->micro_batch * last.s / (double)p->cp;
+    mp_edge_time head;
+    mp_head_time_of(c, &head);
+    double proj = mp_linear_gemm_time(c, sb, h / t, 2.0 * h); /* a linear layer */
+    memset(out, 0, sizeof *out);
+    out->fwd_compute = n * (last_block->fwd_compute + proj + head.fwd_compute);
+    out->bwd_compute = n * (last_block->bwd_compute + 2.0 * proj + head.bwd_compute);
+    out->wgrad = n * (last_block->wgrad + proj + head.wgrad);
+    out->tp_f = n * (last_block->tp_f + head.tp_fwd);
+    out->tp_b = n * (last_block->tp_b + head.tp_bwd);
+    out->cp_f = n * last_block->cp_f;
+    out->cp_b = n * last_block->cp_b;
+    out->ep_f = n * last_block->ep_f;
+    out->ep_b = n * last_block->ep_b;
+    out->params = n * (last_block->params + (3.0 * h + 2.0 * h * h / t));
+    if (p->pp > 1 && !m->tied_embeddings) /* tied: the last stage has its copy already */
+        out->params += mp_padded_vocab(m->vocab, p->tp) * h / t;
+    out->expert_params = n * last_block->expert_params;
+    out->fp8_params = n * last_block->fp8_params;
+    out->routed_act = n * last_block->routed_act;
+    out->capacity_act = n * last_block->capacity_act;
+    /* the two normalised inputs and their concatenation (bytes of the
+     * precision, split over TP with SP), the final norm's input, and the
+     * head's input and fp32 logits as the head item counts them */
+    double V = mp_padded_vocab(m->vocab, p->tp), spl = p->sp ? t : 1.0;
+    double own = (4.0 * sb * h * dt + sb * h * dt) / spl + 2.0 * sb * h / t + 4.0 * sb * V / t;
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        out->act[r] = n * (last_block->act[r] + own);
+}
+
+mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!mp_model_has_mtp(&c->model))
+        return MP_OK;
+    mp_status st = mp_config_check(c, err);
+    if (st != MP_OK)
+        return st;
+    item_detail last, mtp;
+    detail_block(c, mp_model_blocks(&c->model), &last);
+    detail_mtp(c, &last, &mtp);
+    item_cost_from(c, &mtp, out);
+    return MP_OK;
+}
+
+/* The item the modules are charged to: the head's (the last pipeline
+ * stage, Megatron's default: its post-process part), or, when an explicit
+ * layout puts the m's in another stage (the last chunk of some rank,
+ * e.g. DeepSeek-V3's "...m|L"), that stage's last block. */
+static int64_t mtp_item(const mp_config *c, int64_t L)
+{
+    if (!c->parallel.pipeline_layout[0])
+        return L + 1;
+    mp_layout *l = malloc(sizeof *l);
+    mp_error err;
+    int64_t at = L + 1;
+    if (l && mp_layout_parse(c->parallel.pipeline_layout, c->parallel.pp, c->parallel.vpp, L,
+                             mp_layout_model_mtp_layers(&c->model), l, &err) == MP_OK &&
+        l->mtp_stage >= 0 && l->mtp_stage < l->n_stages - 1) {
+        int64_t begin, end;
+        mp_layout_stage_items(l, L, l->mtp_stage, &begin, &end);
+        at = end - 1; /* items [begin, end): its last is a block (no stage is empty) */
+    }
+    free(l);
+    return at;
+}
+
+/* Where the modules run (mtp_item), folded into that item. */
+static void place_mtp(const mp_config *c, item_detail *det, int64_t L)
+{
+    if (!mp_model_has_mtp(&c->model) || c->model.arch == MP_ARCH_T5)
+        return;
+    item_detail mtp, *at = &det[mtp_item(c, L)];
+    detail_mtp(c, &det[L], &mtp);
+    at->fwd_compute += mtp.fwd_compute;
+    at->bwd_compute += mtp.bwd_compute;
+    at->wgrad += mtp.wgrad;
+    at->tp_f += mtp.tp_f;
+    at->tp_b += mtp.tp_b;
+    at->cp_f += mtp.cp_f;
+    at->cp_b += mtp.cp_b;
+    at->ep_f += mtp.ep_f;
+    at->ep_b += mtp.ep_b;
+    at->params += mtp.params;
+    at->expert_params += mtp.expert_params;
+    at->fp8_params += mtp.fp8_params;
+    at->routed_act += mtp.routed_act;
+    at->capacity_act += mtp.capacity_act;
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        at->act[r] += mtp.act[r];
+}
+
 /* Fills details for all L+2 items, computing each distinct block shape once. */
 static void fill_details(const mp_config *c, item_detail *det)
 {
@@ -178,6 +284,7 @@ static void fill_details(const mp_config *c, item_detail *det)
         }
         det[i] = kind[k];
     }
+    place_mtp(c, det, L);
 }
 
 mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)

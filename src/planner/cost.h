@@ -124,6 +124,10 @@ typedef struct mp_item_cost {
 /* Fills items[0 .. layers+1] (layers+2 entries) for config c. */
 mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err);
 
+/* The multi-token-prediction modules' share of the last stage's item
+ * (zeros without them): what mp_item_costs adds to the head item. */
+mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err);
+
 /* Stage costs for a config; plan may be NULL (Megatron's even split). */
 mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pipeline_cost *out,
                                  mp_error *err);

@@ -63,6 +63,12 @@ double mp_mla_attn_params(const mp_model *m);
 /* Parameters of an MoE block's MLP: the router, the routed experts (all of
  * them, or with active only the top_k a token uses) and the shared experts. */
 double mp_moe_mlp_params(const mp_model *m, bool active);
+/* Multi-token prediction (mtp.c; docs/cost-model.md "Multi-token
+ * prediction"): one module's parameters besides the shared embedding and
+ * head (three norms, the 2h -> h projection, a block of the last block's
+ * kind), and the forward FLOPs of all modules for one sequence of seq. */
+double mp_mtp_module_params(const mp_model *m);
+double mp_mtp_fwd_flops(const mp_model *m, int64_t seq);
 
 /* The busiest expert rank's tokens over the mean: moe.imbalance, else the
  * capacity factor, else 1 (balanced). */

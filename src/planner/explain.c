@@ -113,6 +113,15 @@ static void memory_lines(const mp_config *c, const mp_estimate *e, mp_buf *out)
                           ? "the parameters themselves with fp8_param_gather; the fp32 master "
                             "weights stay"
                           : "fp8 training keeps the bf16 weights and fp32 master weights too");
+    mp_item_cost mtp;
+    mp_error err;
+    if (mp_model_has_mtp(&c->model) && mp_mtp_item_cost(c, &mtp, &err) == MP_OK)
+        mp_buf_printf(out, "  multi-token prediction (%lld module%s, on the last stage): weights, "
+                           "grads and optimizer %.1f GiB, activations %.2f GiB and forward %.1f "
+                           "ms per micro-batch there\n",
+                      (long long)c->model.mtp_layers, c->model.mtp_layers > 1 ? "s" : "",
+                      mtp.static_bytes / MP_GIB,
+                      mtp.act_bytes[c->parallel.recompute] / MP_GIB, mtp.fwd * 1e3);
 }
 
 /* One-setting changes that would make a config fit, with their peaks. */

@@ -240,6 +240,7 @@ double mp_model_flops(const mp_model *m, int64_t seq, int64_t global_batch)
             if (count[order[j]] > 0)
                 fwd += count[order[j]] * kind_fwd[order[j]];
     }
+    fwd += mp_mtp_fwd_flops(m, seq); /* Megatron counts them too (training.py) */
     /* backward = 2 x forward (input and weight gradients) */
     return 3.0 * fwd * (double)global_batch;
 }

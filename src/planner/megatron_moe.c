@@ -1,5 +1,5 @@
-/* megatron_moe.c — the Megatron-Core arguments of a mixture-of-experts or
- * latent-attention plan (megatron/training/arguments.py, "moe" and "mla"
+/* megatron_moe.c — the Megatron-Core arguments of a mixture-of-experts,
+ * latent-attention or multi-token-prediction plan (megatron/training/arguments.py, "moe" and "mla"
  * groups): the experts and routing, the expert degrees of the parallel
  * folding, the dispatcher, and the MLA shape. */
 #include "planner/megatron.h"
@@ -41,6 +41,10 @@ void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
         if (e->route_groups)
             mp_buf_printf(out, "--moe-router-num-groups %lld \\\n--moe-router-group-topk %lld \\\n",
                           (long long)e->route_groups, (long long)e->route_group_top_k);
+        if (e->route_scale > 0.0 && e->route_scale != 1.0)
+            mp_buf_printf(out, "--moe-router-topk-scaling-factor %g \\\n", e->route_scale);
+        if (e->bias_update_rate > 0.0)
+            mp_buf_printf(out, "--moe-router-bias-update-rate %g \\\n", e->bias_update_rate);
         if (e->capacity_factor > 0.0)
             mp_buf_printf(out, "--moe-expert-capacity-factor %g \\\n", e->capacity_factor);
         mp_buf_printf(out, "--expert-model-parallel-size %lld \\\n"
@@ -69,4 +73,7 @@ void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
                       (long long)a->kv_lora_rank, (long long)a->qk_nope_head_dim,
                       (long long)a->qk_rope_head_dim, (long long)a->v_head_dim);
     }
+    if (mp_model_has_mtp(m)) /* Megatron places the modules on the last stage by default */
+        mp_buf_printf(out, "--mtp-num-layers %lld \\\n--mtp-loss-scaling-factor %g \\\n",
+                      (long long)m->mtp_layers, mp_model_mtp_loss_scale(m));
 }

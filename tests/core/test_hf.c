@@ -59,7 +59,15 @@ static void test_moe_families(void **state)
     assert_int_equal(load("qwen3-moe-config.json", &m, &err), MP_OK);
     same_shape(&m, "qwen3-235b-a22b");
     assert_int_equal(load("deepseek-v3-config.json", &m, &err), MP_OK);
+    /* the config has its MTP module; the preset is the 671B the report counts */
+    assert_int_equal(m.mtp_layers, 1);
+    m.mtp_layers = 0;
     same_shape(&m, "deepseek-v3");
+    assert_true(m.moe.route_scale == 2.5); /* routed_scaling_factor */
+    /* weights not renormalised: another model, refused at the key */
+    assert_int_equal(load("deepseek-v3-unnormalised-config.json", &m, &err), MP_EINPUT);
+    assert_string_equal(err.field, "norm_topk_prob");
+    assert_int_equal(err.line, 19);
     /* without model_type the expert keys decide the family (it used to
      * load as a dense 7.2B LLaMA) */
     assert_int_equal(load("mixtral-untyped-config.json", &m, &err), MP_OK);

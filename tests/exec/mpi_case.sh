@@ -24,6 +24,7 @@ megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
 pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile= layout=
 ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16 par=
+experts=4 topk=2 groups=0 gtopk=0 rscale=0 brate=0 mtp=0
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -35,6 +36,9 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     ZERO=*) zero=${1#ZERO=} ;; HSDP=*) hsdp=${1#HSDP=} ;; HWFILE=*) hwfile=${1#HWFILE=} ;;
     EP=*) ep=${1#EP=} ;; ETP=*) etp=${1#ETP=} ;; CF=*) cf=${1#CF=} ;; ROUTER=*) router=${1#ROUTER=} ;; SHARED=*) shared=${1#SHARED=} ;;
     QLORA=*) qlora=${1#QLORA=} ;; LAYOUT=*) layout=${1#LAYOUT=} ;; PAR=*) par=${1#PAR=} ;;
+    EXPERTS=*) experts=${1#EXPERTS=} ;; TOPK=*) topk=${1#TOPK=} ;; GROUPS=*) groups=${1#GROUPS=} ;;
+    GTOPK=*) gtopk=${1#GTOPK=} ;; RSCALE=*) rscale=${1#RSCALE=} ;; BRATE=*) brate=${1#BRATE=} ;;
+    MTP=*) mtp=${1#MTP=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -45,7 +49,9 @@ gpus=$((tp * dp * pp * cp))
 sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt/" \
     -e "s/@GPUS@/$gpus/; s/@GB@/$((mb * dp * m))/; s/@MB@/$mb/; s/@TIED@/$tied/" \
     -e "s/@SCHED@/$sched/; s/@LAYERS@/$layers/; s/@VPP@/$vpp/; s/@CP@/$cp/; s/@HW@/$hw/; s/@KV@/$kv/" \
-    -e "s/@EP@/$ep/; s/@ETP@/$etp/; s/@CF@/$cf/; s/@ROUTER@/$router/; s/@SHARED@/$shared/; s/@QLORA@/$qlora/" "$template" > "$T/plan.yaml" || exit 99
+    -e "s/@EP@/$ep/; s/@ETP@/$etp/; s/@CF@/$cf/; s/@ROUTER@/$router/; s/@SHARED@/$shared/; s/@QLORA@/$qlora/" \
+    -e "s/@EXPERTS@/$experts/; s/@TOPK@/$topk/; s/@GROUPS@/$groups/; s/@GTOPK@/$gtopk/" \
+    -e "s/@RSCALE@/$rscale/; s/@BRATE@/$brate/; s/@MTP@/$mtp/" "$template" > "$T/plan.yaml" || exit 99
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
 if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi

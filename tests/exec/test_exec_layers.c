@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "exec/kernels.h"
+#include "exec/moe.h"
 #include "exec/params.h"
 #include "exec/quant.h"
 #include "exec/runtime.h"
@@ -1069,6 +1070,36 @@ static void test_cp_positions_balance(void **state)
     }
 }
 
+/* DeepSeek-V3's group-limited routing on scores made so that the groups
+ * change the choice: 8 experts in 4 groups of 2, 2 groups, top 4, a group
+ * ranked by the sum of its top 4/2 = 2. Expert 2 (second best alone) lies in
+ * group 1, which loses to groups 2 (1.0) and 0 (0.9, tied with group 3: the
+ * lower group wins); ties among experts go to the lower index. */
+static void test_moe_group_limited_pick(void **state)
+{
+    (void)state;
+    const double q[8] = {0.9, 0.0, 0.8, 0.0, 0.5, 0.5, 0.45, 0.45};
+    unsigned char scratch[8 + 4];
+    double gscore[4];
+    size_t choice[4];
+    mp_moe_pick(q, 8, 4, 1, 0, false, choice, scratch, gscore); /* no groups */
+    const size_t plain[4] = {0, 2, 4, 5};
+    for (int j = 0; j < 4; j++)
+        assert_int_equal(choice[j], plain[j]);
+    mp_moe_pick(q, 8, 4, 4, 2, false, choice, scratch, gscore);
+    const size_t grouped[4] = {0, 4, 5, 1};
+    for (int j = 0; j < 4; j++)
+        assert_int_equal(choice[j], grouped[j]);
+    assert_true(gscore[2] == 1.0 && gscore[0] == gscore[3]);
+    /* all groups allowed: the plain choice again */
+    mp_moe_pick(q, 8, 4, 4, 4, false, choice, scratch, gscore);
+    for (int j = 0; j < 4; j++)
+        assert_int_equal(choice[j], plain[j]);
+    /* one group of top-1 of each: groups ranked by their best alone */
+    mp_moe_pick(q, 8, 1, 4, 1, false, choice, scratch, gscore);
+    assert_int_equal(choice[0], 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1100,6 +1131,7 @@ int main(void)
         cmocka_unit_test(test_stages_tied),
         cmocka_unit_test(test_stages_untied),
         cmocka_unit_test(test_cp_positions_balance),
+        cmocka_unit_test(test_moe_group_limited_pick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,6 +106,10 @@ static void names(void **state)
     has(t, "--fp8-recipe blockwise");
     has(t, "--num-experts 256");
     has(t, "--moe-router-topk 8");
+    has(t, "--moe-router-num-groups 8");
+    has(t, "--moe-router-group-topk 4");
+    has(t, "--moe-router-topk-scaling-factor 2.5");
+    lacks(t, "--moe-router-bias-update-rate"); /* Megatron's default */
     has(t, "--expert-model-parallel-size 32");
     has(t, "--expert-tensor-parallel-size 1");
     has(t, "--moe-token-dispatcher-type alltoall");

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -18,6 +19,7 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "moe_fixture.h"
+#include "planner/megatron.h"
 
 /* Published totals are given to 3 significant figures (1%); active counts
  * to 2 (37B, 22B, 1.3B: up to 2% for a count just past the rounding edge). */
@@ -172,6 +174,22 @@ static void test_refusals(void **state)
     m = *mp_model_preset("deepseek-v3");
     m.moe.route_groups = 7;
     expect_refused(m, "moe.route_groups");
+    /* a group ranks by its top top_k / route_group_top_k: at least one */
+    m = *mp_model_preset("deepseek-v3");
+    m.moe.top_k = 3;
+    expect_refused(m, "moe.route_group_top_k");
+    /* the kept groups (1 of 64, 4 experts each) must hold top_k (8) experts */
+    m = *mp_model_preset("deepseek-v3");
+    m.moe.route_groups = 64;
+    m.moe.route_group_top_k = 1;
+    expect_refused(m, "moe.top_k");
+    /* the expert bias is the sigmoid router's */
+    m = *mp_model_preset("mixtral-8x7b");
+    m.moe.bias_update_rate = 1e-3;
+    expect_refused(m, "moe.bias_update_rate");
+    m = *mp_model_preset("gpt3-125m");
+    m.moe.route_scale = 2.5; /* a dense model: the moe keys need experts */
+    expect_refused(m, "moe.experts");
     m = *mp_model_preset("deepseek-v3");
     m.head_dim = 128;
     expect_refused(m, "head_dim");
@@ -364,6 +382,64 @@ static void test_split_refusals(void **state)
     assert_string_equal(err.field, "ep");
 }
 
+/* DeepSeek-V3's multi-token-prediction module by hand: its forward FLOPs
+ * per sequence are a 2h -> h projection, one more MoE block and the output
+ * head again; on the last stage only (Megatron's default placement): the
+ * head item grows by the module's time, weights and activations, and the
+ * blocks and the embedding do not change. */
+static void test_mtp_by_hand(void **state)
+{
+    (void)state;
+    mp_model m = *mp_model_preset("deepseek-v3");
+    double base = mp_model_flops(&m, 4096, 1);
+    m.mtp_layers = 1;
+    mp_block_shape last;
+    mp_block_shape_of(&m, 4096, 61, &last);
+    assert_int_equal(last.kind, MP_BLOCK_MOE);
+    double h = 7168.0;
+    double one = 2.0 * 4096 * 2 * h * h + mp_block_fwd_flops(&m, &last) +
+                 2.0 * 4096 * h * 129280;
+    assert_true(fabs(mp_mtp_fwd_flops(&m, 4096) / one - 1.0) < 1e-12);
+    assert_true(fabs((mp_model_flops(&m, 4096, 1) - base) / (3.0 * one) - 1.0) < 1e-12);
+    assert_true(mp_model_params(&m) == mp_model_params(mp_model_preset("deepseek-v3")));
+    assert_true(mp_mtp_module_params(&m) ==
+                3 * h + 2 * h * h + mp_block_params(&m, MP_BLOCK_MOE));
+
+    mp_config c = moe_config("deepseek-v3", 256, 1, 8, 1);
+    c.parallel.pp = 4;
+    c.parallel.dp = 64;
+    c.training.global_batch = 256;
+    mp_item_cost *a = calloc(63, sizeof *a), *b = calloc(63, sizeof *b);
+    mp_error err;
+    assert_int_equal(mp_item_costs(&c, a, &err), MP_OK);
+    c.model.mtp_layers = 1;
+    assert_int_equal(mp_item_costs(&c, b, &err), MP_OK);
+    for (int i = 0; i <= 61; i++) {
+        assert_true(a[i].fwd == b[i].fwd);
+        assert_true(a[i].static_bytes == b[i].static_bytes);
+    }
+    /* the head item: at least a block, the head again and the embedding's copy */
+    assert_true(b[62].fwd >= a[62].fwd + a[61].fwd + a[62].fwd * 0.99);
+    assert_true(b[62].static_bytes > a[62].static_bytes + a[61].static_bytes);
+    assert_true(b[62].act_bytes[MP_RECOMPUTE_NONE] >
+                a[62].act_bytes[MP_RECOMPUTE_NONE] + a[61].act_bytes[MP_RECOMPUTE_NONE]);
+    free(a);
+    free(b);
+    /* Megatron's flags for them */
+    mp_buf f;
+    mp_buf_init(&f);
+    mp_megatron_moe_args(&c, &f);
+    assert_non_null(strstr(f.data, "--mtp-num-layers 1 \\\n--mtp-loss-scaling-factor 0.1 \\\n"));
+    mp_buf_free(&f);
+    /* refused where it means nothing */
+    m = *mp_model_preset("deepseek-v3");
+    m.mtp_loss_scale = 0.3;
+    expect_refused(m, "mtp_loss_scale");
+    m = *mp_model_preset("t5-11b");
+    m.mtp_layers = 1;
+    expect_refused(m, "mtp_layers");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_moe_block_placement),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_expert_split_by_hand),
+        cmocka_unit_test(test_mtp_by_hand),
         cmocka_unit_test(test_alltoall_volume),
         cmocka_unit_test(test_expert_optimizer_shard),
         cmocka_unit_test(test_expert_zero_shards),

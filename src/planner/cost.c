@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/layout.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 #include "planner/pipeline_internal.h"
@@ -209,34 +208,15 @@ mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err)
     return MP_OK;
 }
 
-/* The item the modules are charged to: the head's (the last pipeline
- * stage, Megatron's default: its post-process part), or, when an explicit
- * layout puts the m's in another stage (the last chunk of some rank,
- * e.g. DeepSeek-V3's "...m|L"), that stage's last block. */
-static int64_t mtp_item(const mp_config *c, int64_t L)
-{
-    if (!c->parallel.pipeline_layout[0])
-        return L + 1;
-    mp_layout *l = malloc(sizeof *l);
-    mp_error err;
-    int64_t at = L + 1;
-    if (l && mp_layout_parse(c->parallel.pipeline_layout, c->parallel.pp, c->parallel.vpp, L,
-                             mp_layout_model_mtp_layers(&c->model), l, &err) == MP_OK &&
-        l->mtp_stage >= 0 && l->mtp_stage < l->n_stages - 1) {
-        int64_t begin, end;
-        mp_layout_stage_items(l, L, l->mtp_stage, &begin, &end);
-        at = end - 1; /* items [begin, end): its last is a block (no stage is empty) */
-    }
-    free(l);
-    return at;
-}
-
-/* Where the modules run (mtp_item), folded into that item. */
+/* Where the modules run: the last pipeline stage, Megatron's default (its
+ * post-process part, beside the head), so here folded into the head item.
+ * An explicit layout must put its m's there too (core/layout.c: after every
+ * t, and megaplan keeps no stage without a block). */
 static void place_mtp(const mp_config *c, item_detail *det, int64_t L)
 {
     if (!mp_model_has_mtp(&c->model) || c->model.arch == MP_ARCH_T5)
         return;
-    item_detail mtp, *at = &det[mtp_item(c, L)];
+    item_detail mtp, *at = &det[L + 1];
     detail_mtp(c, &det[L], &mtp);
     at->fwd_compute += mtp.fwd_compute;
     at->bwd_compute += mtp.bwd_compute;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,33 @@ static void test_uneven_moves_memory(void **state)
     assert_true(e_moved.memory.peak > e_even.memory.peak);
     mp_pipeline_cost_free(&even);
     mp_pipeline_cost_free(&moved);
+}
+
+/* A model with a multi-token-prediction module: the layout must place its m
+ * (after every t, in the last stage: megaplan keeps no stage without a
+ * block), and such a layout costs exactly what the default split does (the
+ * module beside the head); a layout without the m is refused. */
+static void test_layout_places_mtp(void **state)
+{
+    (void)state;
+    mp_config c = base(2, 2);
+    c.model.mtp_layers = 1;
+    mp_estimate plain, given;
+    estimate(&c, &plain);
+    snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "%s",
+             "Et*24|t*24|t*24|t*24mL");
+    estimate(&c, &given);
+    assert_memory_equal(&plain.time, &given.time, sizeof plain.time);
+    assert_memory_equal(&plain.memory, &given.memory, sizeof plain.memory);
+    mp_error err;
+    snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "%s",
+             "Et*24|t*24|t*24|t*24L");
+    assert_int_equal(mp_estimate_config(&c, NULL, &given, &err), MP_EINPUT);
+    assert_string_equal(err.field, "pipeline_layout");
+    c.model.mtp_layers = 0;
+    snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "%s",
+             "Et*24|t*24|t*24|t*24mL");
+    assert_int_equal(mp_estimate_config(&c, NULL, &given, &err), MP_EINPUT);
 }
 
 static double simulate(const mp_config *c, const mp_plan *plan, mp_sim_result *r)
@@ -213,6 +241,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_equal),
         cmocka_unit_test(test_uneven_moves_memory),
+        cmocka_unit_test(test_layout_places_mtp),
         cmocka_unit_test(test_simulate_uneven),
         cmocka_unit_test(test_export_roundtrip),
     };

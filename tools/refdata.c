@@ -672,28 +672,75 @@ enum {
     RUN_TP_OVERLAP, RUN_GRAD_REDUCE_BF16, RUN_FP8_PARAM_GATHER, RUN_METRIC, RUN_VALUE, RUN_COLS
 };
 
-/* The systems of the runs files: a built-in profile, or one derived from it
- * by a published hardware difference (never a fitted factor). Jean Zay's
- * A100 partition has 4 x 100 Gb/s Omni-Path per node of 8 GPUs (BLOOM paper,
- * arXiv:2211.05100, Section 3.4): a100-4xhdr with half its scale-out rate. */
+/* The profiles the data files derive from a built-in one by a published
+ * hardware difference (never a fitted factor). Jean Zay's A100 partition has
+ * 4 x 100 Gb/s Omni-Path per node of 8 GPUs (BLOOM paper, arXiv:2211.05100,
+ * Section 3.4): a100-4xhdr with half its scale-out rate. */
+static const struct {
+    const char *name, *preset, *key, *value;
+} derived_profiles[] = {{"a100-opa", "a100-4xhdr", "scale_out.bw_per_gpu", "6.25 GB/s"}};
+
+enum { MAX_OVERRIDES = 64 };
+static struct {
+    char profile[64], key[96], value[1024];
+} overrides[MAX_OVERRIDES];
+static int n_overrides;
+
+static mp_status apply_overrides(const char *name, mp_hw *hw, mp_error *err)
+{
+    for (int i = 0; i < n_overrides; i++)
+        if (strcmp(overrides[i].profile, name) == 0) {
+            mp_status st = mp_hw_set_field(hw, overrides[i].key, overrides[i].value, err);
+            if (st != MP_OK)
+                return st;
+        }
+    return MP_OK;
+}
+
+mp_status refdata_hw(const char *name, mp_hw *hw, mp_error *err)
+{
+    for (size_t i = 0; i < sizeof derived_profiles / sizeof derived_profiles[0]; i++)
+        if (strcmp(name, derived_profiles[i].name) == 0) {
+            mp_status st = refdata_hw(derived_profiles[i].preset, hw, err);
+            if (st == MP_OK)
+                st = mp_hw_set_field(hw, derived_profiles[i].key, derived_profiles[i].value, err);
+            if (st == MP_OK)
+                snprintf(hw->name, sizeof hw->name, "%s", derived_profiles[i].name);
+            return st == MP_OK ? apply_overrides(name, hw, err) : st;
+        }
+    mp_status st = mp_hw_preset(name, hw, err);
+    return st == MP_OK ? apply_overrides(name, hw, err) : st;
+}
+
+mp_status refdata_override_add(const char *profile, const char *key, const char *value,
+                               mp_error *err)
+{
+    if (n_overrides == MAX_OVERRIDES)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, key, "more than %d overrides",
+                            MAX_OVERRIDES);
+    if (strlen(profile) >= sizeof overrides[0].profile || strlen(key) >= sizeof overrides[0].key ||
+        strlen(value) >= sizeof overrides[0].value)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, key, "'%s=%s' is too long", key, value);
+    mp_hw scratch;
+    mp_status st = refdata_hw(profile, &scratch, err); /* the profile exists */
+    if (st == MP_OK)
+        st = mp_hw_set_field(&scratch, key, value, err); /* the key and value parse */
+    if (st != MP_OK)
+        return st;
+    snprintf(overrides[n_overrides].profile, sizeof overrides[0].profile, "%s", profile);
+    snprintf(overrides[n_overrides].key, sizeof overrides[0].key, "%s", key);
+    snprintf(overrides[n_overrides].value, sizeof overrides[0].value, "%s", value);
+    n_overrides++;
+    return MP_OK;
+}
+
+/* The system column of a runs file: a built-in or derived profile. */
 static mp_status run_system(const csv *c, int r, const char *name, mp_hw *hw, mp_error *err)
 {
-    static const struct {
-        const char *name, *preset, *key, *value;
-    } derived[] = {{"a100-opa", "a100-4xhdr", "scale_out.bw_per_gpu", "6.25 GB/s"}};
-    for (size_t i = 0; i < sizeof derived / sizeof derived[0]; i++)
-        if (strcmp(name, derived[i].name) == 0) {
-            mp_status st = mp_hw_preset(derived[i].preset, hw, err);
-            if (st == MP_OK)
-                st = mp_hw_set_field(hw, derived[i].key, derived[i].value, err);
-            if (st == MP_OK)
-                snprintf(hw->name, sizeof hw->name, "%s", derived[i].name);
-            return st;
-        }
-    mp_error ignored;
-    if (mp_hw_preset(name, hw, &ignored) != MP_OK)
+    mp_error why;
+    if (refdata_hw(name, hw, &why) != MP_OK)
         return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_SYSTEM + 1, "system",
-                            "'%s' is not a built-in profile or a100-opa", name);
+                            "'%s' is not a built-in profile or a100-opa (%s)", name, why.msg);
     return MP_OK;
 }
 
@@ -919,11 +966,11 @@ const char *refdata_table_get(const refdata_table *t, int r, const char *name)
 
 mp_status refdata_profiles_builtin(refdata_profiles *p, mp_error *err)
 {
-    mp_status st = mp_hw_preset("a100-4xhdr", &p->a100_4xhdr, err);
+    mp_status st = refdata_hw("a100-4xhdr", &p->a100_4xhdr, err);
     if (st == MP_OK)
-        st = mp_hw_preset("dgx-a100", &p->dgx_a100, err);
+        st = refdata_hw("dgx-a100", &p->dgx_a100, err);
     if (st == MP_OK)
-        st = mp_hw_preset("dgx-h100", &p->dgx_h100, err);
+        st = refdata_hw("dgx-h100", &p->dgx_h100, err);
     return st;
 }
 

@@ -131,8 +131,21 @@ typedef struct refdata_profiles {
     mp_hw dgx_h100;            /* Megatron-Core 2024 */
 } refdata_profiles;
 
-/* The built-in presets a100-4xhdr, dgx-a100, dgx-h100. */
+/* The built-in presets a100-4xhdr, dgx-a100, dgx-h100 (with the overrides below). */
 mp_status refdata_profiles_builtin(refdata_profiles *p, mp_error *err);
+
+/* A constant set on a named profile for every row that runs on it
+ * (megaplan-validate --set PROFILE:KEY=VALUE): how a candidate fit is tried
+ * on every data set without rebuilding. The profile is any built-in one or a
+ * profile the data files derive from one (a100-opa); a derived profile takes
+ * its base's overrides first, then its own. Checked on add: an unknown
+ * profile or key, or a value the field refuses, is an error. */
+mp_status refdata_override_add(const char *profile, const char *key, const char *value,
+                               mp_error *err);
+
+/* The profile name as the data sets load it: the built-in preset, or the
+ * derived profile, with the overrides applied. */
+mp_status refdata_hw(const char *name, mp_hw *hw, mp_error *err);
 
 /* Reads one data set from dir (tests/data) into out. A missing file, a
  * short line or a number that does not parse is an error (out is then empty);

@@ -202,7 +202,7 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
         return MP_OK;
     }
     mp_error hwerr;
-    if (mp_hw_preset(system, &c->hw, &hwerr) != MP_OK) {
+    if (refdata_hw(system, &c->hw, &hwerr) != MP_OK) {
         not_expressible(w, "no hardware profile for this system");
         return MP_OK;
     }

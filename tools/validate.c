@@ -342,35 +342,35 @@ static void print_not_run(const refdata_moe_set *s)
     printf("\n");
 }
 
-/* --set PROFILE:KEY=VALUE (PROFILE a100-4xhdr, dgx-a100 or dgx-h100), or
- * --set-a100 KEY=VALUE (both A100 profiles) / --set-h100 KEY=VALUE: how
- * tools/fit_profile.py tries other constants. 0 on success. */
-static int set_option(refdata_profiles *prof, const char *opt, const char *arg)
+/* --set PROFILE:KEY=VALUE (any built-in profile, or a100-opa), or
+ * --set-a100 KEY=VALUE (both A100 profiles, and a100-opa through its base) /
+ * --set-h100 KEY=VALUE (dgx-h100): how tools/fit_profile.py tries other
+ * constants. Every data set loads its profiles with these applied
+ * (refdata_hw). 0 on success. */
+static int set_option(const char *opt, const char *arg)
 {
-    char kv[256];
+    char kv[1200];
+    if (strlen(arg) >= sizeof kv) {
+        fprintf(stderr, "megaplan-validate: %s: too long\n", arg);
+        return -1;
+    }
     snprintf(kv, sizeof kv, "%s", arg);
-    mp_hw *targets[2] = {NULL, NULL};
+    const char *targets[2] = {NULL, NULL};
     char *key = kv;
     if (strcmp(opt, "--set-a100") == 0) {
-        targets[0] = &prof->a100_4xhdr;
-        targets[1] = &prof->dgx_a100;
+        targets[0] = "a100-4xhdr";
+        targets[1] = "dgx-a100";
     } else if (strcmp(opt, "--set-h100") == 0) {
-        targets[0] = &prof->dgx_h100;
+        targets[0] = "dgx-h100";
     } else {
         char *colon = strchr(kv, ':');
-        if (colon) {
-            *colon = '\0';
-            key = colon + 1;
-            targets[0] = strcmp(kv, "a100-4xhdr") == 0 ? &prof->a100_4xhdr
-                         : strcmp(kv, "dgx-a100") == 0 ? &prof->dgx_a100
-                         : strcmp(kv, "dgx-h100") == 0 ? &prof->dgx_h100
-                                                       : NULL;
-        }
-        if (!targets[0]) {
-            fprintf(stderr, "megaplan-validate: %s: expected PROFILE:KEY=VALUE, PROFILE one of "
-                            "a100-4xhdr, dgx-a100, dgx-h100\n", arg);
+        if (!colon) {
+            fprintf(stderr, "megaplan-validate: %s: expected PROFILE:KEY=VALUE\n", arg);
             return -1;
         }
+        *colon = '\0';
+        key = colon + 1;
+        targets[0] = kv;
     }
     char *eq = strchr(key, '=');
     if (!eq) {
@@ -380,8 +380,8 @@ static int set_option(refdata_profiles *prof, const char *opt, const char *arg)
     *eq = '\0';
     for (int k = 0; k < 2 && targets[k]; k++) {
         mp_error err;
-        if (mp_hw_set_field(targets[k], key, eq + 1, &err) != MP_OK) {
-            fprintf(stderr, "megaplan-validate: %s: %s\n", key, err.msg);
+        if (refdata_override_add(targets[k], key, eq + 1, &err) != MP_OK) {
+            fprintf(stderr, "megaplan-validate: --set %s:%s: %s\n", targets[k], key, err.msg);
             return -1;
         }
     }
@@ -488,12 +488,6 @@ int main(int argc, char **argv)
     const char *bound = NULL;  /* --bound KEY=FRACTION: that set's every row within FRACTION */
     const char *must_fit = NULL; /* --must-fit KEY,KEY: sets whose every run must be predicted to
                                     fit (without --accept, no set's error threshold decides the exit) */
-    refdata_profiles prof;
-    mp_error err;
-    if (refdata_profiles_builtin(&prof, &err) != MP_OK) {
-        fprintf(stderr, "megaplan-validate: built-in profiles: %s\n", err.msg);
-        return 2;
-    }
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--all-rows") == 0)
             all_rows = 1;
@@ -513,13 +507,20 @@ int main(int argc, char **argv)
             must_fit = argv[++i];
         else if ((strcmp(argv[i], "--set") == 0 || strcmp(argv[i], "--set-a100") == 0 ||
                   strcmp(argv[i], "--set-h100") == 0) && i + 1 < argc) {
-            if (set_option(&prof, argv[i], argv[i + 1]) != 0)
+            if (set_option(argv[i], argv[i + 1]) != 0)
                 return 2;
             i++;
         } else {
             fprintf(stderr, "megaplan-validate: unknown option %s\n", argv[i]);
             return 2;
         }
+    }
+    /* after the options: the profiles carry the --set overrides */
+    refdata_profiles prof;
+    mp_error err;
+    if (refdata_profiles_builtin(&prof, &err) != MP_OK) {
+        fprintf(stderr, "megaplan-validate: built-in profiles: %s\n", err.msg);
+        return 2;
     }
     /* the settings (assumptions) of the data sets come from tools/refdata.c;
      * the NCCL set describes the model's formula instead */
@@ -649,7 +650,7 @@ int main(int argc, char **argv)
         for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
             mp_hw holder;
             mp_error herr;
-            if (mp_hw_preset(classes[c].profile, &holder, &herr) != MP_OK) {
+            if (refdata_hw(classes[c].profile, &holder, &herr) != MP_OK) {
                 fprintf(stderr, "megaplan-validate: %s: %s\n", classes[c].profile, herr.msg);
                 return 2;
             }

@@ -538,9 +538,13 @@ static mp_status check_cost(mp_schedule_kind s, int32_t p, int32_t v,
                                     "stage %d has a negative or non-finite cost", (int)k);
     }
     if (!(pc->p2p_latency >= 0) || !(pc->p2p_bw >= 0) || !(pc->dp_time >= 0) ||
-        !(pc->optimizer >= 0) || !(pc->ep_sm_share >= 0 && pc->ep_sm_share <= 1))
+        !(pc->optimizer >= 0))
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "pipeline costs must be non-negative");
+    if (!(pc->ep_sm_share >= 0 && pc->ep_sm_share <= 1))
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "ep_sm_share must be a share of the SMs, 0 to 1 (got %g)",
+                            pc->ep_sm_share);
     return MP_OK;
 }
 

@@ -98,6 +98,8 @@ static const mp_field hw_fields[] = {
     D("allocator_fragmentation", allocator_fragmentation, MP_UNIT_NONE, 0, false, 1, false),
     D("attention_half_rate_keys", attention_half_rate_keys, MP_UNIT_NONE, 0, false, 1e7, false),
     D("p2p_host_kernels", p2p_host_kernels, MP_UNIT_NONE, 0, false, 1000, false),
+    D("sm_count", sm_count, MP_UNIT_NONE, 0, false, 1e5, false),
+    D("nccl_ctas", nccl_ctas, MP_UNIT_NONE, 0, false, 1e5, false),
     D("matmul_achievable", matmul_achievable, MP_UNIT_FLOPS, 0, false, BIG, false),
     D("curve_matmul_efficiency", curve_matmul_efficiency, MP_UNIT_NONE, 0, false, 1, false),
     D("error_band.low", error_band_low, MP_UNIT_NONE, -0.99, false, 10, false),
@@ -131,6 +133,10 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
     if (hw->runtime_reserve >= hw->memory)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "runtime_reserve",
                             "must be less than memory (%.4g GiB)", hw->memory / 1073741824.0);
+    if (hw->nccl_ctas > 0 && !(hw->sm_count > hw->nccl_ctas))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "nccl_ctas",
+                            "needs sm_count, and must be less than it (got %.4g of %.4g SMs)",
+                            hw->nccl_ctas, hw->sm_count);
     for (int d = 0; d < MP_DTYPE_COUNT; d++)
         if (hw->peak_flops[d] > 0 && hw->peak_flops[d] < MIN_FLOPS) {
             char field[32];

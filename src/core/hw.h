@@ -78,6 +78,13 @@ typedef struct mp_hw {
                                             launches: the schedule's send/receive bookkeeping
                                             (Megatron's p2p_communicate, DeepSpeed's pipeline
                                             instructions) around the NCCL call */
+    double sm_count;                     /* streaming multiprocessors of one GPU; with the
+                                            counts below, the share of them a communication
+                                            kernel takes from compute it overlaps
+                                            (docs/cost-model.md, "SM contention"). YAML sm_count */
+    double nccl_ctas;                    /* CTAs (one per SM) an NCCL collective or all-to-all
+                                            kernel occupies on this system: its channel count.
+                                            YAML nccl_ctas; 0: no contention of NCCL kernels */
     double matmul_achievable;            /* measured maximum achievable BF16 matmul rate of this
                                             GPU (FLOP/s, the best shape of a brute-force search);
                                             YAML matmul_achievable */

@@ -82,14 +82,15 @@ double mp_grad_reduce_bytes(const mp_config *c)
 }
 
 /* Exposed part of a TP collective that Megatron's --tp-comm-overlap pipelines
- * with the adjacent GEMMs in t chunks: one chunk, plus what the GEMMs cannot hide. */
-static double tp_exposed(const mp_config *c, double comm, double gemm)
+ * with the adjacent GEMMs in t chunks: one chunk, plus what the GEMMs cannot
+ * hide, which is never less than the SMs' share the userbuffers kernels take
+ * from those GEMMs while they run (kernel: the forward's or the backward's). */
+static double tp_exposed(const mp_config *c, double comm, double gemm, mp_comm_kernel kernel)
 {
     if (!c->parallel.tp_overlap || c->parallel.tp <= 1)
         return comm;
     double chunk = comm / (double)c->parallel.tp;
-    double excess = comm - gemm;
-    return chunk + (excess > 0.0 ? excess : 0.0);
+    return chunk + mp_overlap_excess(comm, gemm, mp_comm_sm_share(c, kernel));
 }
 
 /* One TP "all-reduce" of bytes: an all-reduce, or with SP an all-gather plus
@@ -331,8 +332,9 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
              * communication is hidden, min(comm, shared compute) per pass */
             double sf = fwd_of[2] + fwd_of[3];
             double sb = dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3];
-            mt.comm_f -= fmin(mt.comm_f, sf);
-            mt.comm_b -= fmin(mt.comm_b, sb);
+            double share = mp_comm_sm_share(c, MP_COMM_EP); /* SM contention */
+            mt.comm_f = mp_overlap_excess(mt.comm_f, sf, share);
+            mt.comm_b = mp_overlap_excess(mt.comm_b, sb, share);
         }
         gemm += mt.gemm_f;
         gemm_b += mt.gemm_b;
@@ -353,9 +355,9 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     mp_group_place tpg;
     mp_group_place_of(c, MP_GROUP_TP, &tpg);
     double one = tp_collective(c, &tpg, T * h * dt);
-    out->tp_fwd = tp_exposed(c, n_ar * one, gemm);
+    out->tp_fwd = tp_exposed(c, n_ar * one, gemm, MP_COMM_TP_UB_FWD);
     if (c->parallel.tp_overlap || pp->tp <= 1) {
-        out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b);
+        out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b, MP_COMM_TP_UB_BWD);
     } else {
         /* The backward collectives belong to the column-parallel GEMMs (QKV,
          * FC1; cross attention's Q and KV), and Megatron issues them
@@ -365,10 +367,12 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
          * runs under the weight-gradient GEMM. With SP the all-gather of the
          * input runs under the input-gradient GEMM and the reduce-scatter of
          * the input gradient under the weight-gradient GEMM (Korthikanti 2022
-         * §4.2.2). Only what exceeds its GEMM is exposed. */
+         * §4.2.2). Only what exceeds its GEMM is exposed, and never less
+         * than the SMs' share NCCL's kernel takes from the GEMM. */
         int column[4] = {0, 2, 4, 5};
         int n_col = cross ? 4 : 2;
         double bytes = T * h * dt, exposed = 0.0;
+        double share = mp_comm_sm_share(c, MP_COMM_NCCL);
         for (int j = 0; j < n_col; j++) {
             int i = column[j];
             if (i == 5) /* cross attention's KV runs on the encoder's tokens */
@@ -376,10 +380,11 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
             if (pp->sp) {
                 double ag = mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, bytes);
                 double rs = mp_coll_time(hw, &tpg, MP_COLL_REDUCESCATTER, bytes);
-                exposed += fmax(0.0, ag - dgrad_of[i]) + fmax(0.0, rs - wgrad_of[i]);
+                exposed += mp_overlap_excess(ag, dgrad_of[i], share) +
+                           mp_overlap_excess(rs, wgrad_of[i], share);
             } else {
                 double ar = mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, bytes);
-                exposed += fmax(0.0, ar - wgrad_of[i]);
+                exposed += mp_overlap_excess(ar, wgrad_of[i], share);
             }
         }
         out->tp_bwd = exposed;
@@ -427,9 +432,9 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         double kv_bytes = 2.0 * (b * bs->s / cp) * kvd / t * dt;
         double step_f = mp_coll_time(hw, &pair, MP_COLL_ALLGATHER, 2.0 * kv_bytes);
         double step_b = mp_coll_time(hw, &pair, MP_COLL_ALLGATHER, 4.0 * kv_bytes);
-        double ef = step_f - af / cp, eb = step_b - ab / cp;
-        out->cp_fwd = (cp - 1.0) * (ef > 0.0 ? ef : 0.0);
-        out->cp_bwd = (cp - 1.0) * (eb > 0.0 ? eb : 0.0);
+        double share = mp_comm_sm_share(c, MP_COMM_NCCL); /* SM contention */
+        out->cp_fwd = (cp - 1.0) * mp_overlap_excess(step_f, af / cp, share);
+        out->cp_bwd = (cp - 1.0) * mp_overlap_excess(step_b, ab / cp, share);
     }
 }
 

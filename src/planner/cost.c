@@ -428,13 +428,16 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
     double rs = mp_coll_time(&c->hw, dpg, MP_COLL_REDUCESCATTER, P * gb);
     double ag = mp_coll_time(&c->hw, dpg, MP_COLL_ALLGATHER, P * dt);
     double per_mb = 0.0;
+    /* the first block's share is exposed; the rest overlaps the compute,
+     * which NCCL's kernels slow while they run (SM contention) */
+    double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
     for (int64_t k = 0; k < pm->n; k++) {
         stage_sum *ss = &pm->st[k];
         double frac = P > 0.0 ? ss->params / P : 1.0;
         double fwd_comm = pp->zero >= 3 ? ag * frac : 0.0;
         double bwd_comm = (pp->zero >= 3 ? ag * frac : 0.0) + rs * frac;
-        ss->dp_f = fwd_comm > 0.0 ? fmax(share * fwd_comm, fwd_comm - ss->fwd) : 0.0;
-        ss->dp_b = fmax(share * bwd_comm, bwd_comm - ss->bwd);
+        ss->dp_f = share * fwd_comm + mp_overlap_excess((1.0 - share) * fwd_comm, ss->fwd, sm);
+        ss->dp_b = share * bwd_comm + mp_overlap_excess((1.0 - share) * bwd_comm, ss->bwd, sm);
         ss->fwd += ss->dp_f;
         ss->bwd += ss->dp_b;
         per_mb += fwd_comm + bwd_comm;
@@ -448,7 +451,9 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
         bwd_window += pm->st[k].bwd;
     }
     (void)per_mb; /* the estimate reports it as dp_f, dp_b per micro-batch */
-    double exposed = once > 0.0 && pp->dp_overlap ? fmax(share * once, once - fwd_window) : once;
+    double exposed = once > 0.0 && pp->dp_overlap
+                         ? share * once + mp_overlap_excess((1.0 - share) * once, fwd_window, sm)
+                         : once;
     /* HSDP: the shards' gradients all-reduced among the replicas once per
      * step, overlapped with the last micro-batch's backward but for one
      * block's share (PyTorch HSDP reduces each block as its reduce-scatter ends) */
@@ -456,7 +461,10 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
                      ? mp_coll_time(&c->hw, replica, MP_COLL_ALLREDUCE, P * gb / (double)dpg->n)
                      : 0.0;
     pm->dp_time = once + rep;
-    pm->dp_exposed = exposed + (pp->dp_overlap ? fmax(share * rep, rep - bwd_window) : rep);
+    pm->dp_exposed =
+        exposed + (pp->dp_overlap
+                       ? share * rep + mp_overlap_excess((1.0 - share) * rep, bwd_window, sm)
+                       : rep);
     pm->tied_sync = 0.0;
 }
 
@@ -602,7 +610,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         /* Megatron-Core --overlap-grad-reduce: buckets of max(40M, 1M*d)
          * parameters go out as the last micro-batch's backward produces them;
          * the last bucket is always exposed. With the distributed optimizer
-         * the parameter all-gather overlaps the next forward (--overlap-param-gather). */
+         * the parameter all-gather overlaps the next forward (--overlap-param-gather).
+         * What overlaps slows the compute under it by NCCL's SMs' share. */
         double bucket = fmax(4.0e7, 1.0e6 * (double)dpg.n);
         double frac = P > 0.0 ? fmin(1.0, bucket / P) : 1.0;
         double bwd_window = 0.0, fwd_window = 0.0;
@@ -611,8 +620,10 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             fwd_window += pm->st[rank_stage(pm, 0, ch)].fwd;
         }
         double red = pp->dist_opt ? rs : ar;
-        double exposed_red = fmax(frac * red, red - bwd_window);
-        double exposed_ag = pp->dist_opt ? fmax(frac * ag, ag - fwd_window) : 0.0;
+        double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
+        double exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm);
+        double exposed_ag =
+            pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag, fwd_window, sm) : 0.0;
         pm->dp_exposed = exposed_red + exposed_ag;
     } else {
         pm->dp_exposed = pm->dp_time;
@@ -672,6 +683,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_time = pm.dp_time + pm.tied_sync;
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
     out->optimizer = pm.optimizer;
+    out->ep_sm_share = mp_comm_sm_share(c, MP_COMM_EP);
     double other = c->hw.runtime_reserve;
     if (pm.n > 0)
         other += 4.0 * pm.st[0].send_bytes; /* p2p send/recv buffers, both directions */
@@ -739,8 +751,18 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * counts with the MoE layers'). The unpaired warm-up and cool-down ops are
  * counted as paired (the simulator places them). Only the estimate's copy of
  * the stage sums changes: the simulator's stage costs keep the whole a2a in F
- * and B and take it off the compute stream itself (mp_sim_options.ep_overlap). */
-static void hide_a2a(stage_sum *s)
+ * and B and take it off the compute stream itself (mp_sim_options.ep_overlap).
+ *
+ * SM contention: the dispatcher's kernels hold their SMs while they run, so
+ * the compute of a phase runs at 1 - sm of its rate under them and a phase
+ * lasts max(comm, compute + sm comm) (contention.c; sm: the share of
+ * the SMs the dispatcher's kernels take). */
+static double a2a_phase(double comm, double compute, double sm)
+{
+    return compute + mp_overlap_excess(comm, compute, sm);
+}
+
+static void hide_a2a(stage_sum *s, double sm)
 {
     double a2a = s->ep_f + s->ep_b;
     if (a2a <= 0.0)
@@ -748,8 +770,9 @@ static void hide_a2a(stage_sum *s)
     double half_f = s->ep_f / 2.0, half_b = s->ep_b / 2.0;
     double rest_f = fmax(0.0, s->fwd - s->ep_f - s->mlp_f);
     double rest_b = fmax(0.0, s->bwd - s->ep_b - s->mlp_b);
-    double pair = fmax(half_b, rest_f) + fmax(half_f + half_b, s->mlp_b + s->mlp_f) +
-                  fmax(half_f, rest_b);
+    double pair = a2a_phase(half_b, rest_f, sm) +
+                  a2a_phase(half_f + half_b, s->mlp_b + s->mlp_f, sm) +
+                  a2a_phase(half_f, rest_b, sm);
     double hidden = fmax(0.0, fmin(a2a, s->fwd + s->bwd - pair));
     double hf = hidden * s->ep_f / a2a, hb = hidden - hf;
     s->fwd -= hf;
@@ -770,9 +793,11 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     if (s != MP_OK)
         return s;
     const mp_parallel *pp = &c->parallel;
-    if (pp->moe_a2a_overlap)
+    if (pp->moe_a2a_overlap) {
+        double sm = mp_comm_sm_share(c, MP_COMM_EP);
         for (int64_t k = 0; k < pm.n; k++)
-            hide_a2a(&pm.st[k]);
+            hide_a2a(&pm.st[k], sm);
+    }
     int64_t p = pm.p, v = pm.v, m = pm.m;
     out->microbatches = m;
     /* passes through each of a rank's chunks: m, but m/2 for dualpipe, whose

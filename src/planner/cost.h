@@ -79,6 +79,10 @@ typedef struct mp_pipeline_cost {
     double dp_exposed;         /* the part not hidden under backward */
     double optimizer;          /* optimizer step time */
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
+    /* share of the SMs the MoE dispatcher's kernels hold while they run: under
+     * ep_overlap, compute that overlaps them runs at 1 - this of its rate
+     * (docs/cost-model.md, "SM contention"; 0: no contention) */
+    double ep_sm_share;
 } mp_pipeline_cost;
 
 /* Parameters of the model (docs/cost-model.md §1, general form). */

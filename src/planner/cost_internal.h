@@ -183,6 +183,27 @@ void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out)
 /* GPUs of one scale-up domain (the profile's, else a node's). */
 double mp_scale_up_gpus(const mp_hw *hw);
 
+/* ---- SM contention (contention.c; docs/cost-model.md, "SM contention") ---- */
+
+/* The communication kernels that overlap compute: NCCL collectives and
+ * point-to-point (DP reduce/gather, Megatron's asynchronous TP collectives,
+ * CP's ring), the MoE dispatch and combine (NCCL for all-to-all and
+ * all-gather; DeepEP or HybridEP for flex), and Transformer Engine's
+ * userbuffers TP overlap of a forward and of a backward pass. */
+typedef enum {
+    MP_COMM_NCCL,
+    MP_COMM_EP,
+    MP_COMM_TP_UB_FWD,
+    MP_COMM_TP_UB_BWD
+} mp_comm_kernel;
+/* The share of the GPU's SMs such a kernel occupies while it runs (0 where
+ * the profile gives no sm_count, or no nccl_ctas for NCCL's kernels). */
+double mp_comm_sm_share(const mp_config *c, mp_comm_kernel k);
+/* What of comm seconds of communication, overlapping compute seconds of
+ * work whose rate drops to 1 - share while the kernel runs, lies beyond the
+ * compute: max(comm - compute, comm x share) (0 without communication). */
+double mp_overlap_excess(double comm, double compute, double share);
+
 /* The ranks one ZeRO shard spans: d * c, or with hsdp the largest divisor of
  * d * c whose DP ranks fit in one scale-up domain (at least 1). */
 int64_t mp_zero_shard_ranks(const mp_config *c);

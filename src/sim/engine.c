@@ -33,6 +33,7 @@ typedef struct rank_state {
     double recompute, tp, cp; /* parts of busy */
     double pp_wait;      /* seconds blocked while a message was on the wire */
     double ep_free;      /* time its ep stream (MoE dispatch + combine) is free */
+    double ep_from;      /* start of the ep stream's busy span that ends at ep_free */
     double out_ready;    /* time the last F/B's output is complete (its combine done) */
     double stash, peak_stash;
     double static_bytes;
@@ -145,6 +146,8 @@ static double run_ep(engine *e, int32_t r, const mp_op *op, double ep, double st
     }
     double compute_end = *end - ep > start ? *end - ep : start;
     double from = compute_end > rs->ep_free ? compute_end : rs->ep_free;
+    if (from > rs->ep_free)
+        rs->ep_from = from; /* a new busy span; else the span goes on */
     rs->ep_free = from + ep;
     rs->out_ready = rs->ep_free;
     add_event(e, from, rs->ep_free, r, MP_STREAM_EP, MP_EV_EP_COMM, op->microbatch, op->chunk);
@@ -152,15 +155,40 @@ static double run_ep(engine *e, int32_t r, const mp_op *op, double ep, double st
     return ep;
 }
 
+/* SM contention (docs/cost-model.md): seconds that `work` seconds of compute
+ * starting at `start` take while earlier dispatches and combines are still
+ * on the ep stream, whose kernels hold pc->ep_sm_share of the SMs: full
+ * rate before the busy span, 1 - share in it, full rate after it. */
+static double contended(const engine *e, const rank_state *rs, double start, double work)
+{
+    double f = e->pc->ep_sm_share;
+    if (!e->ep_overlap || !(f > 0) || !(work > 0) || rs->ep_free <= start)
+        return work;
+    double from = rs->ep_from > start ? rs->ep_from : start;
+    double lead = from - start;
+    if (work <= lead)
+        return work;
+    double rest = work - lead, span = rs->ep_free - from;
+    double after = rest + f * span; /* the span's work done at 1 - f, the rest after it */
+    if (f >= 1)
+        return lead + after;
+    double within = rest / (1 - f); /* all of it inside the span */
+    return lead + (within < after ? within : after);
+}
+
 static void run_compute(engine *e, int32_t r, const mp_op *op)
 {
     rank_state *rs = &e->ranks[r];
     const mp_stage_cost *sc = stage_of(e, r, op->chunk);
     mp_op_kind k = (mp_op_kind)op->kind;
-    double start = rs->now, dur = op_duration(e, sc, k), end = start + dur;
+    double start = rs->now, dur = op_duration(e, sc, k);
     double ep = k == MP_OP_F ? sc->ep_comm_fwd : sc->ep_comm_bwd;
     if (ep > dur)
         ep = dur;
+    if (op->kind == MP_OP_W)
+        ep = 0; /* W carries no dispatch or combine (run_ep) */
+    dur = ep + contended(e, rs, start, dur - ep);
+    double end = start + dur;
     double hidden = run_ep(e, r, op, ep, start, &end);
     dur -= hidden;
     rs->busy += dur;
@@ -513,6 +541,10 @@ static mp_status check_cost(mp_schedule_kind s, int32_t p, int32_t v,
         !(pc->optimizer >= 0))
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "pipeline costs must be non-negative");
+    if (!(pc->ep_sm_share >= 0 && pc->ep_sm_share <= 1))
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "ep_sm_share must be a share of the SMs, 0 to 1 (got %g)",
+                            pc->ep_sm_share);
     return MP_OK;
 }
 

@@ -270,6 +270,20 @@ static void test_hw_errors(void **state)
     EXPECT_ERR(err, 1, 1, "name", "missing");
     hw_with("  efficiency: 0.8\n", "", &hw, &err);
     EXPECT_ERR(err, 10, 3, "scale_up.efficiency", "missing");
+    /* SM contention: NCCL's CTAs are a share of the GPU's SMs */
+    assert_int_equal(hw_with("kernel_overhead: 5 us", "kernel_overhead: 5 us\nsm_count: 132\n"
+                             "nccl_ctas: 16", &hw, &err), MP_OK);
+    assert_true(hw.sm_count == 132 && hw.nccl_ctas == 16);
+    assert_int_equal(hw_with("kernel_overhead: 5 us", "kernel_overhead: 5 us\nnccl_ctas: 16",
+                             &hw, &err), MP_EINPUT);
+    assert_string_equal(err.field, "nccl_ctas");
+    assert_non_null(strstr(err.msg, "sm_count"));
+    assert_int_equal(hw_with("kernel_overhead: 5 us", "kernel_overhead: 5 us\nsm_count: 8\n"
+                             "nccl_ctas: 16", &hw, &err), MP_EINPUT);
+    assert_string_equal(err.field, "nccl_ctas");
+    assert_int_equal(hw_with("kernel_overhead: 5 us", "kernel_overhead: 5 us\nsm_count: -1",
+                             &hw, &err), MP_EINPUT);
+    assert_string_equal(err.field, "sm_count");
 }
 
 static void test_hw_overrides(void **state)

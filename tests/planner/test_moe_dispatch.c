@@ -174,7 +174,8 @@ static mp_estimate estimate_of(const mp_config *c)
  * each pair of F and B hides min(a2a, the rest of F + B) of its a2a when
  * every phase's compute covers its communication (fast network), and the
  * pair takes its a2a alone when the communication covers everything (a slow
- * one): the step shrinks by m min(a2a, compute) either way. */
+ * one): the step shrinks by m min(a2a, compute) either way. Without SM
+ * contention (no sm_count): the overlap's own law; with it, the next test. */
 static void test_a2a_overlap_hides_min(void **state)
 {
     (void)state;
@@ -182,6 +183,7 @@ static void test_a2a_overlap_hides_min(void **state)
     for (size_t i = 0; i < sizeof bws / sizeof bws[0]; i++) {
         mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
         c.hw.scale_out.bw_per_gpu = bws[i];
+        c.hw.sm_count = c.hw.nccl_ctas = 0;
         c.parallel.dp_overlap = false; /* its window would move with B */
         mp_pipeline_cost pc;
         mp_error err;
@@ -213,15 +215,64 @@ static void test_a2a_overlap_hides_min(void **state)
     }
 }
 
+/* The same with SM contention (dgx-h100: 132 SMs; the all-to-all's NCCL
+ * kernel 16 CTAs, DeepEP 20 SMs): each phase lasts max(comm, compute + comm
+ * x share). On a fast network every phase's compute covers its
+ * communication, so a pair hides a2a (1 - share): the step shrinks by
+ * m a2a (1 - 16/132) (flex: 1 - 20/132), not m a2a. On a slow one the
+ * communication covers the slowed compute too: m x the rest, as before. */
+static void test_a2a_overlap_sm_contention(void **state)
+{
+    (void)state;
+    const mp_dispatcher dispatchers[] = {MP_DISPATCH_ALLTOALL, MP_DISPATCH_FLEX};
+    const double sms[] = {16.0, 20.0};
+    for (size_t d = 0; d < 2; d++)
+        for (int slow = 0; slow < 2; slow++) {
+            mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
+            c.hw.scale_out.bw_per_gpu = slow ? 1e7 : 1e12;
+            c.parallel.dispatcher = dispatchers[d];
+            c.parallel.dp_overlap = false;
+            mp_pipeline_cost pc;
+            mp_error err;
+            assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
+            double a2a = pc.stages[0].ep_comm_fwd + pc.stages[0].ep_comm_bwd;
+            double rest = pc.stages[0].fwd + pc.stages[0].bwd - a2a;
+            assert_true(fabs(pc.ep_sm_share - sms[d] / 132.0) < 1e-15);
+            mp_pipeline_cost_free(&pc);
+            mp_estimate inline_ = estimate_of(&c);
+            c.parallel.moe_a2a_overlap = true;
+            mp_estimate over = estimate_of(&c);
+            double m = (double)inline_.microbatches;
+            double hidden = inline_.time.step - over.time.step;
+            double want = slow ? m * rest : m * a2a * (1.0 - sms[d] / 132.0);
+            assert_true(fabs(hidden / want - 1.0) < 1e-9);
+            /* the simulator slows the compute under the ep stream the
+             * same way: never faster than without the contention */
+            mp_sim_result r0, r1;
+            assert_int_equal(mp_simulate(&c, NULL, NULL, &r1, &err), MP_OK);
+            c.hw.sm_count = c.hw.nccl_ctas = 0;
+            assert_int_equal(mp_simulate(&c, NULL, NULL, &r0, &err), MP_OK);
+            assert_true(r1.makespan >= r0.makespan);
+            if (!slow)
+                assert_true(r1.makespan > r0.makespan);
+            mp_sim_result_free(&r0);
+            mp_sim_result_free(&r1);
+        }
+}
+
 /* DeepSeek-V3's shared expert runs beside the dispatch and combine: what it
- * covers of them is no longer exposed, min(comm, shared compute) per pass. */
+ * covers of them is no longer exposed, min(comm, shared compute) per pass;
+ * with SM contention (dgx-h100, all-to-all: 16 of 132 SMs) never less than
+ * 16/132 of the communication (which is all that is left where the shared
+ * experts cover it: the fastest network here). */
 static void test_shared_expert_overlap(void **state)
 {
     (void)state;
-    const double bws[] = {25e9, 1e8};
+    const double bws[] = {25e9, 1e8, 1e13};
     for (size_t i = 0; i < sizeof bws / sizeof bws[0]; i++) {
         mp_config c = moe_config("deepseek-v3", 256, 1, 64, 1);
         c.hw.scale_out.bw_per_gpu = bws[i];
+        c.hw.scale_up.bw_per_gpu = bws[i] * 4.0;
         mp_block_shape bs;
         mp_block_shape_of(&c.model, 4096, 5, &bs);
         assert_int_equal(bs.kind, MP_BLOCK_MOE);
@@ -233,8 +284,11 @@ static void test_shared_expert_overlap(void **state)
         assert_true(shared_f > 0.0 && shared_b > 0.0);
         c.parallel.shared_expert_overlap = true;
         mp_block_time_of(&c, &bs, &on);
-        double want_f = off.ep_fwd - fmin(off.ep_fwd, shared_f);
-        double want_b = off.ep_bwd - fmin(off.ep_bwd, shared_b);
+        double sm = 16.0 / 132.0;
+        double want_f = fmax(off.ep_fwd - fmin(off.ep_fwd, shared_f), sm * off.ep_fwd);
+        double want_b = fmax(off.ep_bwd - fmin(off.ep_bwd, shared_b), sm * off.ep_bwd);
+        if (i == 2) /* covered: exactly the SMs' share */
+            assert_true(fabs(want_f / (sm * off.ep_fwd) - 1.0) < 1e-12);
         assert_true(fabs(on.ep_fwd - want_f) <= 1e-12 * off.ep_fwd);
         assert_true(fabs(on.ep_bwd - want_b) <= 1e-12 * off.ep_bwd);
         assert_true(on.ep_fwd < off.ep_fwd);
@@ -299,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_distinct_holders_brute_force),
         cmocka_unit_test(test_flex_by_hand),
         cmocka_unit_test(test_a2a_overlap_hides_min),
+        cmocka_unit_test(test_a2a_overlap_sm_contention),
         cmocka_unit_test(test_shared_expert_overlap),
         cmocka_unit_test(test_overlap_refusals),
     };

@@ -326,6 +326,44 @@ static void test_moe_ep_overlap(void **state)
     }
 }
 
+/* SM contention under the EP overlap, by hand: one stage, 1F1B, m = 2
+ * (F0 B0 F1 B1), F 1 s of which 0.4 all-to-all, B 2 s of which 0.8, the
+ * dispatcher's kernels holding half the SMs (ep_sm_share 0.5). Each op's
+ * compute starts as the previous op's dispatch and combine go onto the ep
+ * stream and runs at half rate under them, then at full rate:
+ *   F0 compute 0-0.6,  a2a 0.6-1.0
+ *   B0 1.2 s of work, 0.4 s of it under F0's a2a: 1.2 + 0.5 x 0.4 = 1.4 s,
+ *      0.6-2.0, a2a 2.0-2.8
+ *   F1 0.6 + 0.5 x 0.8 = 1.0 s, 2.0-3.0, a2a 3.0-3.4
+ *   B1 1.2 + 0.5 x 0.4 = 1.4 s, 3.0-4.4, a2a 4.4-5.2
+ * 5.2 s; without the contention 4.4 s (the same ops, each at full rate). */
+static void test_moe_ep_overlap_sm_contention(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = uniform(1, 1, 1.0, 2.0, 0.0);
+    g_stages[0].tp_comm_fwd = g_stages[0].ep_comm_fwd = 0.4;
+    g_stages[0].tp_comm_bwd = g_stages[0].ep_comm_bwd = 0.8;
+    mp_sim_options opt = {.record_timeline = true, .ep_overlap = true};
+    mp_sim_result r;
+    mp_error err;
+    pc.ep_sm_share = 0.0;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 1, 1, 2, &pc, true, &opt, &r, &err), MP_OK);
+    assert_true(near(r.pipeline_makespan, 4.4));
+    mp_sim_result_free(&r);
+    pc.ep_sm_share = 0.5;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 1, 1, 2, &pc, true, &opt, &r, &err), MP_OK);
+    assert_true(near(r.pipeline_makespan, 5.2));
+    mp_sim_result_free(&r);
+    /* all the SMs: the compute waits for the communication, as inline */
+    pc.ep_sm_share = 1.0;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 1, 1, 2, &pc, true, &opt, &r, &err), MP_OK);
+    assert_true(near(r.pipeline_makespan, 6.0));
+    mp_sim_result_free(&r);
+    pc.ep_sm_share = 1.5;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 1, 1, 2, &pc, true, &opt, &r, &err),
+                     MP_EINTERNAL);
+}
+
 /* ZB-H1 beats 1F1B, which beats GPipe only in memory: same time. */
 static void test_zbh1_better_than_1f1b(void **state)
 {
@@ -763,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_dualpipev_bubble),
         cmocka_unit_test(test_dualpipe_bubble),
         cmocka_unit_test(test_moe_ep_overlap),
+        cmocka_unit_test(test_moe_ep_overlap_sm_contention),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_link_serialises_messages),
         cmocka_unit_test(test_sync_and_async_p2p),

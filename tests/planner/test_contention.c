@@ -1,0 +1,222 @@
+/* test_contention.c — SM contention (docs/cost-model.md, "SM contention"):
+ * a communication kernel that overlaps compute holds its share of the SMs,
+ * so the overlapped phase lasts max(comm, compute + comm x share). Each
+ * place the cost model hides communication under compute is checked by hand
+ * against the same place with the profile's sm_count removed (no
+ * contention): TP comm overlap (both passes, BF16 and FP8), Megatron's
+ * asynchronous TP backward collectives, CP's ring, the DP gradient
+ * reduce-scatter and parameter all-gather, ZeRO-3's per-block gathers. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/model.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+
+static mp_config config(const char *model, int64_t gpus, int64_t tp, int64_t cp)
+{
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    c.model = *mp_model_preset(model);
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    c.training = (mp_training){.gpus = gpus, .seq = 4096, .global_batch = 4 * gpus / tp / cp,
+                               .precision = MP_DTYPE_BF16};
+    c.parallel = (mp_parallel){.tp = tp, .pp = 1, .vpp = 1, .cp = cp, .dp = gpus / tp / cp,
+                               .micro_batch = 1, .sp = tp > 1, .dist_opt = true,
+                               .dp_overlap = true, .schedule = MP_SCHED_1F1B};
+    return c;
+}
+
+static bool near(double a, double b)
+{
+    return fabs(a - b) <= 1e-12 * (fabs(a) + fabs(b)) + 1e-18;
+}
+
+static mp_block_time block(const mp_config *c)
+{
+    mp_block_shape bs;
+    mp_block_shape_of(&c->model, c->training.seq, 1, &bs);
+    mp_block_time t;
+    mp_block_time_of(c, &bs, &t);
+    return t;
+}
+
+/* c's block time with the profile's SM counts (contended) and without them */
+static void blocks(const mp_config *c, mp_block_time *hidden, mp_block_time *contended)
+{
+    mp_config f = *c;
+    f.hw.sm_count = f.hw.nccl_ctas = 0;
+    *hidden = block(&f);
+    *contended = block(c);
+}
+
+/* the same for the stage costs */
+static void pipes(const mp_config *c, mp_pipeline_cost *hidden, mp_pipeline_cost *contended)
+{
+    mp_config f = *c;
+    f.hw.sm_count = f.hw.nccl_ctas = 0;
+    mp_error err;
+    assert_int_equal(mp_pipeline_cost_build(&f, NULL, hidden, &err), MP_OK);
+    assert_int_equal(mp_pipeline_cost_build(c, NULL, contended, &err), MP_OK);
+}
+
+/* The profile's counts, and the shares they give: dgx-h100 132 SMs, NCCL 16
+ * CTAs; Transformer Engine's userbuffers overlap 8.5 (forward) and 11
+ * (backward) SMs in BF16, 1 and 6 in FP8; the flex dispatcher's DeepEP 20,
+ * HybridEP 16 where one NVLink domain spans nodes. No sm_count: none. */
+static void test_shares(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", 64, 8, 1);
+    assert_true(c.hw.sm_count == 132 && c.hw.nccl_ctas == 16);
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_NCCL), 16.0 / 132));
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_FWD), 8.5 / 132));
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_BWD), 11.0 / 132));
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 16.0 / 132)); /* all-to-all: NCCL */
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 20.0 / 132));
+    c.hw.scale_up.gpus_per_domain = 72;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 16.0 / 132));
+    c.training.precision = MP_DTYPE_FP8;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_FWD), 1.0 / 132));
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_BWD), 6.0 / 132));
+    c.hw.sm_count = 0;
+    c.hw.nccl_ctas = 0;
+    for (int k = MP_COMM_NCCL; k <= MP_COMM_TP_UB_BWD; k++)
+        assert_true(mp_comm_sm_share(&c, (mp_comm_kernel)k) == 0.0);
+    /* the phase law itself: covered, the share of the comm; uncovered, the excess */
+    assert_true(near(mp_overlap_excess(1.0, 10.0, 0.25), 0.25));
+    assert_true(near(mp_overlap_excess(10.0, 1.0, 0.25), 9.0));
+    assert_true(mp_overlap_excess(0.0, 1.0, 0.25) == 0.0);
+}
+
+/* --tp-comm-overlap, GEMMs that cover the communication (Llama 3 405B, t 8
+ * inside one node, 8192 tokens): without contention a pass exposes one chunk, comm/t; with it,
+ * comm/t + comm x share, share the userbuffers kernels' SMs over 132. */
+static void test_tp_overlap(void **state)
+{
+    (void)state;
+    const mp_dtype precisions[] = {MP_DTYPE_BF16, MP_DTYPE_FP8};
+    const double fwd_sms[] = {8.5, 1.0}, bwd_sms[] = {11.0, 6.0};
+    for (int i = 0; i < 2; i++) {
+        mp_config c = config("llama3-405b", 64, 8, 1);
+        c.training.seq = 8192;
+        c.training.precision = precisions[i];
+        mp_block_time plain = block(&c); /* no overlap: the whole collective */
+        c.parallel.tp_overlap = true;
+        mp_block_time hidden, contended;
+        blocks(&c, &hidden, &contended);
+        double comm_f = plain.tp_fwd, comm_b = hidden.tp_bwd * 8.0; /* one chunk of 8 */
+        assert_true(near(hidden.tp_fwd, comm_f / 8.0));
+        assert_true(near(contended.tp_fwd, comm_f / 8.0 + comm_f * fwd_sms[i] / 132.0));
+        assert_true(near(contended.tp_bwd, comm_b / 8.0 + comm_b * bwd_sms[i] / 132.0));
+        /* the step is longer by exactly that, per block and micro-batch */
+        assert_true(contended.tp_fwd > hidden.tp_fwd);
+    }
+}
+
+/* Without --tp-comm-overlap, Megatron's asynchronous backward collectives
+ * (with SP: the all-gather under the input-gradient GEMM, the
+ * reduce-scatter under the weight-gradient GEMM) run as NCCL kernels: where
+ * the GEMMs cover them, each exposes 16/132 of itself. */
+static void test_tp_async_backward(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-405b", 64, 8, 1);
+    c.training.seq = 8192;
+    mp_block_time hidden, contended;
+    blocks(&c, &hidden, &contended);
+    assert_true(hidden.tp_bwd == 0.0); /* the GEMMs cover them all */
+    /* the backward's collectives: QKV's and FC1's all-gather and
+     * reduce-scatter of T h (T = 8192 tokens, h 16384, bf16) over t 8 */
+    mp_group_place tpg;
+    mp_group_place_of(&c, MP_GROUP_TP, &tpg);
+    double bytes = 8192.0 * 16384 * 2;
+    double ag = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLGATHER, bytes);
+    double rs = mp_coll_time(&c.hw, &tpg, MP_COLL_REDUCESCATTER, bytes);
+    assert_true(near(contended.tp_bwd, 2.0 * (ag + rs) * 16.0 / 132.0));
+}
+
+/* Context parallelism's ring: each of the c - 1 K/V steps under the
+ * attention of the chunk already there exposes 16/132 of itself. */
+static void test_cp_ring(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", 64, 1, 4);
+    c.training.seq = 32768;
+    mp_block_time hidden, contended;
+    blocks(&c, &hidden, &contended);
+    assert_true(hidden.cp_fwd == 0.0 && hidden.cp_bwd == 0.0);
+    mp_group_place cpg;
+    mp_group_place_of(&c, MP_GROUP_CP, &cpg);
+    cpg.n = 2;
+    /* one step: this rank's K and V, 2 (s/c) kv_dim elements, twice in
+     * the backward (with dK, dV) */
+    double kvd = (double)c.model.kv_heads * (double)(c.model.hidden / c.model.heads);
+    double kv = 2.0 * (32768.0 / 4) * kvd * 2.0;
+    double step_f = mp_coll_time(&c.hw, &cpg, MP_COLL_ALLGATHER, 2.0 * kv);
+    double step_b = mp_coll_time(&c.hw, &cpg, MP_COLL_ALLGATHER, 4.0 * kv);
+    assert_true(near(contended.cp_fwd, 3.0 * step_f * 16.0 / 132.0));
+    assert_true(near(contended.cp_bwd, 3.0 * step_b * 16.0 / 132.0));
+}
+
+/* The distributed optimizer's overlapped reduce-scatter and all-gather: the
+ * last bucket is exposed either way (frac of the traffic); of the rest,
+ * which the backward and forward cover, 16/132 more. */
+static void test_dp_overlap(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", 64, 1, 1);
+    mp_pipeline_cost a, b;
+    pipes(&c, &a, &b);
+    assert_true(near(a.dp_time, b.dp_time));
+    double exposed0 = a.dp_exposed; /* frac x dp_time */
+    assert_true(exposed0 < a.dp_time);
+    assert_true(near(b.dp_exposed, exposed0 + (a.dp_time - exposed0) * 16.0 / 132.0));
+    mp_pipeline_cost_free(&a);
+    mp_pipeline_cost_free(&b);
+}
+
+/* ZeRO-3: each micro-batch's per-block gathers and reduce-scatters: one
+ * block's share exposed, of the rest 16/132 more where the compute covers it. */
+static void test_zero3(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", 8, 1, 1);
+    c.parallel.zero = 3;
+    mp_pipeline_cost a, b;
+    pipes(&c, &a, &b);
+    /* the forward's gathers: P bytes over d, one block's share exposed */
+    mp_group_place dpg;
+    mp_group_place_of(&c, MP_GROUP_DP_SHARD, &dpg);
+    double fwd0 = a.stages[0].fwd, fwd1 = b.stages[0].fwd;
+    double dp_f0 = fwd1 - fwd0; /* the contention alone */
+    assert_true(dp_f0 > 0.0);
+    /* by hand: with the gather ag, blocks L (+ embedding and head items'
+     * parameters in the stage), share 1/L: (1 - 1/L) ag x 16/132 */
+    double L = (double)c.model.layers;
+    double params = mp_model_params(&c.model);
+    double ag = mp_coll_time(&c.hw, &dpg, MP_COLL_ALLGATHER, params * 2.0);
+    assert_true(near(dp_f0, (1.0 - 1.0 / L) * ag * 16.0 / 132.0));
+    mp_pipeline_cost_free(&a);
+    mp_pipeline_cost_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shares),          cmocka_unit_test(test_tp_overlap),
+        cmocka_unit_test(test_tp_async_backward), cmocka_unit_test(test_cp_ring),
+        cmocka_unit_test(test_dp_overlap),      cmocka_unit_test(test_zero3),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

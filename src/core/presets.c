@@ -75,7 +75,8 @@ typedef struct preset {
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,         \
       .tied_embeddings = false,                                                               \
       .moe = {.experts = E, .top_k = 4, .expert_ffn = 2880, .layer_freq = 1},                 \
-      .attn = {.window = 128, .window_skip_freq = 2, .sinks = true}, .linear_bias = true,     \
+      .attn = {.window = 128, .window_skip_freq = 2, .sinks = true, .rope_yarn = true},      \
+      .linear_bias = true,                                                                    \
       .glu_limit = 7.0},                                                                      \
      total, 0, active, NULL}
 

@@ -115,13 +115,31 @@ static double tp_collective(const mp_config *c, const mp_group_place *g, double 
 #define ATTN_KEY_TILE 128.0
 
 /* Share of a causal s_kv-key score matrix a fused kernel computes when
- * queries see only the last `window` keys (window > 0): it visits, per
- * 128-query tile, the key tiles that meet the band (FlashAttention-2's
- * n_block_min from window_size_left), ceil((window-1)/128) + 1 tiles, and
- * never more than the causal half (docs/cost-model.md §4). */
-static double window_share(double window, double s_kv, double *keys_per_call)
+ * queries see only the last `window` keys (window > 0), and the keys one
+ * query tile's call runs over. FlashAttention-2 visits, per 128-query tile,
+ * the key tiles that meet the band (n_block_min from window_size_left =
+ * window - 1): ceil((window-1)/128) + 1 tiles. With attention sinks
+ * Transformer Engine runs cuDNN's fused attention (FlashAttention is
+ * disabled for softmax_type != vanilla, dot_product_attention/utils.py
+ * get_attention_backend, TE v2.9-v2.12; on Hopper and later TE prefers it
+ * anyway), which gets the band as diagonal_band_left_bound = window_size_left
+ * + 1 = window (fused_attn_f16_arbitrary_seqlen.cu) and bounds each CTA's
+ * key loop at (row - window) / 128 .. ceil((row + M) / 128) for its M query
+ * rows (compute_kv_loop_bounds in cuDNN's open-sourced SDPA kernels,
+ * cudnn-frontend generated/sdpa/sm90 and sm100): M/128 + ceil(window/128)
+ * key tiles per M rows, M = the profile's attention_query_tile (128 on
+ * SM90, 256 on SM100). Never more than the causal half (docs/cost-model.md
+ * §12a). */
+static double window_share(const mp_config *c, double window, double s_kv,
+                           double *keys_per_call)
 {
     double keys = ATTN_KEY_TILE * (ceil((window - 1.0) / ATTN_KEY_TILE) + 1.0);
+    if (c->model.attn.sinks) {
+        double rows = c->hw.attention_query_tile > 0.0 ? c->hw.attention_query_tile
+                                                       : ATTN_KEY_TILE;
+        double tiles = rows / ATTN_KEY_TILE + ceil(window / ATTN_KEY_TILE);
+        keys = ATTN_KEY_TILE * tiles * ATTN_KEY_TILE / rows; /* per query row */
+    }
     *keys_per_call = keys < s_kv ? keys : s_kv;
     double share = keys / s_kv;
     return share < 0.5 ? share : 0.5;
@@ -140,7 +158,7 @@ static void attention_core(const mp_config *c, double n_scores, double hd, doubl
     if (hw->flash_attention) {
         double done = causal ? 0.5 * flops : flops; /* masked blocks are skipped */
         if (window > 0.0 && causal)
-            done = window_share(window, s_kv, &kv) * flops; /* and blocks outside the band */
+            done = window_share(c, window, s_kv, &kv) * flops; /* and blocks outside the band */
         double half = hw->attention_half_rate_keys;
         double length = (kv / (kv + half)) / (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + half));
         double f = done / (peak * hw->attention_efficiency * length);

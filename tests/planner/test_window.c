@@ -109,6 +109,49 @@ static void test_kernel_skips_outside_the_band(void **state)
     assert_true(fabs(tw.attn_core_fwd / tf.attn_core_fwd - 1.0) < 1e-12);
 }
 
+/* Windowed attention time relative to the full causal block, for a window
+ * whose kernel call runs over `keys` keys per query. */
+static void expect_window_keys(mp_config *c, int64_t window, double keys, const char *what)
+{
+    c->model.attn.window = window;
+    mp_block_shape win, full;
+    mp_block_shape_of(&c->model, 4096, 1, &win);
+    mp_block_shape_of(&c->model, 4096, 2, &full);
+    mp_block_time tw, tf;
+    mp_block_time_of(c, &win, &tw);
+    mp_block_time_of(c, &full, &tf);
+    double half = c->hw.attention_half_rate_keys, s = 4096;
+    double want = (keys / s) / 0.5 * (s / (s + half)) / (keys / (keys + half));
+    double got = tw.attn_core_fwd / tf.attn_core_fwd;
+    if (fabs(got / want - 1.0) > 1e-9)
+        fail_msg("%s: windowed/full %.6g, expected %.6g (%.0f keys)", what, got, want, keys);
+}
+
+/* With sinks the kernel is cuDNN's, whose key loop for a CTA of M query
+ * rows runs from tile (row - window) / 128: M/128 + ceil(window/128) tiles.
+ * Megatron-Bridge's GPT-OSS runs (window_size (128, 0): 129 keys) visit 3
+ * tiles per 128 queries on H100 (384 keys, where FlashAttention-2's bound
+ * gives 256) and 4 per 256 on B200 (256 keys a query); HuggingFace's 128
+ * keys visit 2 per 128 on H100 and 3 per 256 on B200 (192). Without sinks
+ * FlashAttention-2's bound stays. */
+static void test_cudnn_band_with_sinks(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_config();
+    c.parallel.micro_batch = 8; /* windowed calls long enough not to be launch-bound */
+    c.training.global_batch = 64;
+    expect_window_keys(&c, 129, 384, "h100, 129 keys");
+    expect_window_keys(&c, 128, 256, "h100, 128 keys");
+    mp_error err;
+    assert_int_equal(mp_hw_preset("b200", &c.hw, &err), MP_OK);
+    assert_true(c.hw.attention_query_tile == 256.0);
+    expect_window_keys(&c, 129, 256, "b200, 129 keys");
+    expect_window_keys(&c, 128, 192, "b200, 128 keys");
+    c.model.attn.sinks = false;
+    expect_window_keys(&c, 129, 256, "b200 without sinks, 129 keys");
+    expect_window_keys(&c, 128, 256, "b200 without sinks, 128 keys");
+}
+
 /* The estimate costs windowed and full blocks apart: GPT-OSS runs faster
  * than the same model with full attention everywhere, and its sinks add 64
  * parameters per block. */
@@ -209,6 +252,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_flops_by_hand),
         cmocka_unit_test(test_kernel_skips_outside_the_band),
+        cmocka_unit_test(test_cudnn_band_with_sinks),
         cmocka_unit_test(test_estimate_and_refusals),
         cmocka_unit_test(test_yarn_rope_runs_unfused),
         cmocka_unit_test(test_expert_output_bias),

@@ -67,8 +67,9 @@ typedef struct preset {
      total, gb, active, NULL}
 
 /* GPT-OSS: the MoE form above with biases, sinks, the alternating 128-token
- * window (full attention in every second block) and the SwiGLU clamped at
- * 7; L blocks, E experts, the published total and active counts. */
+ * window (full attention in every second block), the SwiGLU clamped at 7
+ * and YaRN-scaled rotary embeddings (config.json's rope_scaling); L blocks,
+ * E experts, the published total and active counts. */
 #define GPT_OSS(nm, L, E, total, active)                                                     \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = 2880, .heads = 64,           \
       .kv_heads = 8, .head_dim = 64, .ffn_hidden = 2880, .vocab = 201088, .seq = 4096,        \

@@ -144,13 +144,13 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
                         mp_error *err)
 {
     enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
-           NF };
+           WIN, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
                                           "fp8_param_gather", "moe_a2a_overlap",
-                                          "shared_expert_overlap"};
-    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0};
+                                          "shared_expert_overlap", "attn_window"};
+    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -205,6 +205,14 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     if (refdata_hw(system, &c->hw, &hwerr) != MP_OK) {
         not_expressible(w, "no hardware profile for this system");
         return MP_OK;
+    }
+    /* the band the run's attention used, where the recipe's differs from
+     * the model's (keys a windowed query sees, itself included) */
+    if (v[WIN] > 0) {
+        if (c->model.attn.window <= 0)
+            return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "attn_window",
+                                "%s has no sliding window to set", model);
+        c->model.attn.window = (int64_t)v[WIN];
     }
     /* "w/ MTP": the multi-token-prediction modules, on the last stage */
     c->model.mtp_layers = (int64_t)v[MTP];

@@ -97,6 +97,7 @@ static const mp_field hw_fields[] = {
     D("collective_local_pass", collective_local_pass, MP_UNIT_NONE, 0, false, 10, false),
     D("allocator_fragmentation", allocator_fragmentation, MP_UNIT_NONE, 0, false, 1, false),
     D("attention_half_rate_keys", attention_half_rate_keys, MP_UNIT_NONE, 0, false, 1e7, false),
+    D("attention_query_tile", attention_query_tile, MP_UNIT_NONE, 0, false, 4096, false),
     D("p2p_host_kernels", p2p_host_kernels, MP_UNIT_NONE, 0, false, 1000, false),
     D("sm_count", sm_count, MP_UNIT_NONE, 0, false, 1e5, false),
     D("nccl_ctas", nccl_ctas, MP_UNIT_NONE, 0, false, 1e5, false),

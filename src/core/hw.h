@@ -74,6 +74,8 @@ typedef struct mp_hw {
                                             allocator holds on top of them */
     double attention_half_rate_keys;     /* keys per fused-attention call at which the call runs
                                             at half its long-sequence rate (0: no length effect) */
+    double attention_query_tile;         /* query rows one CTA of cuDNN's fused attention
+                                            kernel owns (0: 128) */
     double p2p_host_kernels;             /* host work of one pipeline p2p exchange, in kernel
                                             launches: the schedule's send/receive bookkeeping
                                             (Megatron's p2p_communicate, DeepSpeed's pipeline

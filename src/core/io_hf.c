@@ -393,8 +393,9 @@ static mp_status read_gpt_oss(const hf_ctx *cx, mp_model *m, mp_error *err)
     }
     if (!m->attn.window)
         m->attn.window_skip_freq = 0;
-    /* YaRN rescales the rotary frequencies: no cost of its own (the cost
-     * model's rope is any rotary table); another scheme is refused */
+    /* YaRN rescales the rotary frequencies and scales the rotated Q and K
+     * (rope_yarn: Megatron applies it unfused, docs/cost-model.md §12a);
+     * another scheme is refused */
     const cJSON *rope = cJSON_GetObjectItemCaseSensitive(cx->root, "rope_scaling");
     if (!rope || cJSON_IsNull(rope))
         rope = cJSON_GetObjectItemCaseSensitive(cx->root, "rope_parameters");
@@ -406,6 +407,7 @@ static mp_status read_gpt_oss(const hf_ctx *cx, mp_model *m, mp_error *err)
             return hf_fail(cx, cJSON_GetObjectItemCaseSensitive(cx->root, "rope_scaling")
                                    ? "rope_scaling" : "rope_parameters",
                            err, "only rope_type yarn (GPT-OSS's) is understood here");
+        m->attn.rope_yarn = rt && strcmp(rt->valuestring, "yarn") == 0;
     }
     return MP_OK;
 }
@@ -523,6 +525,7 @@ static const char *hf_key_of(hf_family fam, const char *field)
         {HF_GPT_OSS, "attn.window", "sliding_window"},
         {HF_GPT_OSS, "attn.window_skip_freq", "layer_types"},
         {HF_GPT_OSS, "glu_limit", "swiglu_limit"},
+        {HF_GPT_OSS, "attn.rope_yarn", "rope_scaling"},
         {HF_LLAMA, "attn.window", "sliding_window"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

@@ -145,6 +145,8 @@ static const mp_field model_fields[] = {
     {.path = "linear_bias", .type = MP_FT_BOOL, .offset = offsetof(mp_model, linear_bias)},
     {.path = "glu_limit", .type = MP_FT_DOUBLE, .offset = offsetof(mp_model, glu_limit),
      .unit = MP_UNIT_NONE, .min = 0.0, .max = 1e6},
+    {.path = "attn.rope_yarn", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_model, attn.rope_yarn)},
 };
 
 

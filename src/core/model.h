@@ -111,6 +111,10 @@ typedef struct mp_model {
         int64_t window;
         int64_t window_skip_freq;
         bool sinks;
+        /* rotary embedding with YaRN scaling (GPT-OSS): its attention
+         * factor (mscale) is not 1, which Transformer Engine's fused RoPE
+         * kernel does not take, so Megatron applies it with unfused ops */
+        bool rope_yarn;
     } attn;
     /* GPT-OSS's clamped SwiGLU in the experts (0: plain SwiGLU): gate g and
      * up u clamped (g <= limit, |u| <= limit), out = g sigmoid(1.702 g) (u +

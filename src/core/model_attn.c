@@ -47,6 +47,9 @@ mp_status mp_model_finish_attn(mp_model *m, mp_error *err)
     if (m->linear_bias && m->arch != MP_ARCH_LLAMA)
         return FAIL("linear_bias", "only for arch llama (%s has its biases already)",
                     mp_arch_name(m->arch));
+    if (a->rope_yarn && m->position != MP_POS_ROPE)
+        return FAIL("attn.rope_yarn", "YaRN scales rotary embeddings: it needs position rope (got %s)",
+                    mp_position_name(m->position));
     if (m->glu_limit > 0.0) {
         if (m->activation != MP_ACT_SWIGLU)
             return FAIL("glu_limit", "the clamped SwiGLU needs activation swiglu (got %s)",

@@ -67,15 +67,17 @@ typedef struct preset {
      total, gb, active, NULL}
 
 /* GPT-OSS: the MoE form above with biases, sinks, the alternating 128-token
- * window (full attention in every second block) and the SwiGLU clamped at
- * 7; L blocks, E experts, the published total and active counts. */
+ * window (full attention in every second block), the SwiGLU clamped at 7
+ * and YaRN-scaled rotary embeddings (config.json's rope_scaling); L blocks,
+ * E experts, the published total and active counts. */
 #define GPT_OSS(nm, L, E, total, active)                                                     \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = 2880, .heads = 64,           \
       .kv_heads = 8, .head_dim = 64, .ffn_hidden = 2880, .vocab = 201088, .seq = 4096,        \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,         \
       .tied_embeddings = false,                                                               \
       .moe = {.experts = E, .top_k = 4, .expert_ffn = 2880, .layer_freq = 1},                 \
-      .attn = {.window = 128, .window_skip_freq = 2, .sinks = true}, .linear_bias = true,     \
+      .attn = {.window = 128, .window_skip_freq = 2, .sinks = true, .rope_yarn = true},      \
+      .linear_bias = true,                                                                    \
       .glu_limit = 7.0},                                                                      \
      total, 0, active, NULL}
 

@@ -116,13 +116,31 @@ static double tp_collective(const mp_config *c, const mp_group_place *g, double 
 #define ATTN_KEY_TILE 128.0
 
 /* Share of a causal s_kv-key score matrix a fused kernel computes when
- * queries see only the last `window` keys (window > 0): it visits, per
- * 128-query tile, the key tiles that meet the band (FlashAttention-2's
- * n_block_min from window_size_left), ceil((window-1)/128) + 1 tiles, and
- * never more than the causal half (docs/cost-model.md §4). */
-static double window_share(double window, double s_kv, double *keys_per_call)
+ * queries see only the last `window` keys (window > 0), and the keys one
+ * query tile's call runs over. FlashAttention-2 visits, per 128-query tile,
+ * the key tiles that meet the band (n_block_min from window_size_left =
+ * window - 1): ceil((window-1)/128) + 1 tiles. With attention sinks
+ * Transformer Engine runs cuDNN's fused attention (FlashAttention is
+ * disabled for softmax_type != vanilla, dot_product_attention/utils.py
+ * get_attention_backend, TE v2.9-v2.12; on Hopper and later TE prefers it
+ * anyway), which gets the band as diagonal_band_left_bound = window_size_left
+ * + 1 = window (fused_attn_f16_arbitrary_seqlen.cu) and bounds each CTA's
+ * key loop at (row - window) / 128 .. ceil((row + M) / 128) for its M query
+ * rows (compute_kv_loop_bounds in cuDNN's open-sourced SDPA kernels,
+ * cudnn-frontend generated/sdpa/sm90 and sm100): M/128 + ceil(window/128)
+ * key tiles per M rows, M = the profile's attention_query_tile (128 on
+ * SM90, 256 on SM100). Never more than the causal half (docs/cost-model.md
+ * §12a). */
+static double window_share(const mp_config *c, double window, double s_kv,
+                           double *keys_per_call)
 {
     double keys = ATTN_KEY_TILE * (ceil((window - 1.0) / ATTN_KEY_TILE) + 1.0);
+    if (c->model.attn.sinks) {
+        double rows = c->hw.attention_query_tile > 0.0 ? c->hw.attention_query_tile
+                                                       : ATTN_KEY_TILE;
+        double tiles = rows / ATTN_KEY_TILE + ceil(window / ATTN_KEY_TILE);
+        keys = ATTN_KEY_TILE * tiles * ATTN_KEY_TILE / rows; /* per query row */
+    }
     *keys_per_call = keys < s_kv ? keys : s_kv;
     double share = keys / s_kv;
     return share < 0.5 ? share : 0.5;
@@ -141,7 +159,7 @@ static void attention_core(const mp_config *c, double n_scores, double hd, doubl
     if (hw->flash_attention) {
         double done = causal ? 0.5 * flops : flops; /* masked blocks are skipped */
         if (window > 0.0 && causal)
-            done = window_share(window, s_kv, &kv) * flops; /* and blocks outside the band */
+            done = window_share(c, window, s_kv, &kv) * flops; /* and blocks outside the band */
         double half = hw->attention_half_rate_keys;
         double length = (kv / (kv + half)) / (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + half));
         double f = done / (peak * hw->attention_efficiency * length);
@@ -159,6 +177,38 @@ static void attention_core(const mp_config *c, double n_scores, double hd, doubl
     *fwd = 2.0 * bmm + mp_membound_time(hw, n_scores * fb, dropout ? 2.0 : 1.0);
     *bwd = 4.0 * bmm + mp_membound_time(hw, n_scores * bb, dropout ? 2.0 : 1.0);
     *kernels = dropout ? 4.0 : 3.0;
+}
+
+/* RoPE on this rank's Q and K, `elts` 16-bit elements. Fused (Transformer
+ * Engine's fused_apply_rotary_pos_emb, which Megatron uses with
+ * --apply-rope-fusion): one kernel reading and writing each element, its
+ * backward twice that. YaRN (attn.rope_yarn): Megatron-Bridge turns the
+ * fusion off for position_embedding_type "yarn" (utils/fusions.py,
+ * validate_rope_fusion_compatibility, v0.2.2 and v0.3.1), and Megatron-Core
+ * falls back to the unfused path for mscale != 1 in any case (core_v0.16.0
+ * rope_utils.py apply_rotary_pos_emb). That path (rope_utils.py
+ * _apply_rotary_pos_emb_bshd, core_v0.15.0 and core_v0.16.0) is eager
+ * PyTorch, per tensor: forward -x2 (r 1/2 w 1/2), the rotated half's cat
+ * (r1 w1), t*cos and rot*sin (r1 w1 each), their sum (r2 w1), the cat with
+ * the empty pass-through part (r1 w1): 12 passes of 2 bytes, 6 kernels, and
+ * 6 more on the [s, d] frequency table (cos, sin, the mscale product, the
+ * cast); backward (autograd) grad*cos and grad*sin (r1 w1 each), the neg
+ * (r 1/2 w 1/2), the split's cat (r1 w1), the two paths' sum (r2 w1), the
+ * slice's zero fill and copy (w1; r1 w1): 13 passes, 7 kernels
+ * (docs/cost-model.md §12a). */
+static void rope_cost(const mp_model *m, double elts, mp_pass_cost *out)
+{
+    if (!m->attn.rope_yarn) {
+        out->bytes_f += 4.0 * elts;
+        out->bytes_b += 8.0 * elts;
+        out->kernels_f += 1.0;
+        out->kernels_b += 2.0;
+        return;
+    }
+    out->bytes_f += 2.0 * 12.0 * elts;
+    out->bytes_b += 2.0 * 13.0 * elts;
+    out->kernels_f += 2.0 * 12.0; /* Q and K */
+    out->kernels_b += 2.0 * 7.0;
 }
 
 /* What recomputing each module re-runs (Megatron-Core's checkpoints,
@@ -196,9 +246,10 @@ static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_
     mf[moe ? MP_RCM_SHARED_EXPERTS : MP_RCM_MLP] = mlp;
     if (moe) {
         /* the whole MoE layer: router, dispatch, experts, combine, shared experts */
-        mf[MP_RCM_MOE] = mlp + mp_host_bound(hw, mt->gemm_f + mp_membound_time(hw, mt->ew_bytes,
-                                                                                 mt->kernels),
-                                             mt->kernels) + mt->comm_f;
+        double ew_moe = mt->ew_bytes + mt->bias.bytes_f, k_moe = mt->kernels + mt->bias.kernels_f;
+        mf[MP_RCM_MOE] = mlp +
+                         mp_host_bound(hw, mt->gemm_f + mp_membound_time(hw, ew_moe, k_moe), k_moe) +
+                         mt->comm_f;
         mf[MP_RCM_MOE_ACT] = mp_host_bound(hw, mp_membound_time(hw, mt->act_bytes, 1.0), 1.0);
     }
     if (mp_model_is_mla(m)) {
@@ -318,10 +369,11 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double ew = outside * (4.0 * n_norm + (bs->dropout ? 7.0 : 6.0) * n_norm);
     ew += (swiglu ? 6.0 : 4.0) * T * f / t;
     double kernels = 2.0 * n_norm + 1.0;
-    if (m->position == MP_POS_ROPE) {
-        ew += 4.0 * T * (qd + kvd) / t;
-        kernels += 1.0;
-    }
+    /* elementwise work whose backward is not twice its forward (bytes and
+     * launches of each pass): RoPE, the routed experts' output bias */
+    mp_pass_cost odd = {0};
+    if (m->position == MP_POS_ROPE)
+        rope_cost(m, T * (qd + kvd) / t, &odd);
     mp_moe_time mt = {0};
     if (moe) {
         mp_moe_block_time(c, bs, &mt);
@@ -341,15 +393,22 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         wgrad += mt.wgrad;
         ew += mt.ew_bytes;
         kernels += mt.kernels;
+        odd.bytes_f += mt.bias.bytes_f;
+        odd.bytes_b += mt.bias.bytes_b;
+        odd.kernels_f += mt.bias.kernels_f;
+        odd.kernels_b += mt.bias.kernels_b;
         cast_f += mt.cast_f;
         cast_b += mt.cast_b;
         n_cast += mt.cast_f > 0.0 ? 2.0 : 0.0;
     }
     kernels += n_cast; /* one cast kernel per FP8 GEMM and pass */
-    double ew_f = mp_membound_time(hw, ew + cast_f, kernels);
-    double ew_b = mp_membound_time(hw, 2.0 * ew + cast_b, 2.0 * kernels);
+    double ew_f = mp_membound_time(hw, ew + cast_f + odd.bytes_f, kernels + odd.kernels_f);
+    double ew_b =
+        mp_membound_time(hw, 2.0 * ew + cast_b + odd.bytes_b, 2.0 * kernels + odd.kernels_b);
     double n_ar = cross ? 3.0 : 2.0;
     double k_fwd = kernels + (double)ng + ak + (pp->tp > 1 ? n_ar : 0.0);
+    double k_bwd = 2.0 * k_fwd + odd.kernels_b;
+    k_fwd += odd.kernels_f;
 
     /* TP: 2 (3 with cross attention) all-reduces of T*h forward, as many backward */
     mp_group_place tpg;
@@ -406,7 +465,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
      * A host-bound excess is reported as compute. */
     double gpu_f = gemm + af + ew_f, gpu_b = gemm_b + ab + ew_b;
     out->fwd_compute = mp_host_bound(hw, gpu_f + out->tp_fwd, k_fwd) - out->tp_fwd;
-    out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, 2.0 * k_fwd) - out->tp_bwd;
+    out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, k_bwd) - out->tp_bwd;
     out->attn_core_fwd = mp_host_bound(hw, af, ak);
     out->wgrad = wgrad;
     if (mp_schedule_splits_backward(pp->schedule) && pp->pp > 1) {
@@ -414,7 +473,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
          * later: B and W are each host- or GPU-bound by themselves, which is
          * never faster than one backward pass */
         double w = mp_host_bound(hw, wgrad, (double)ng);
-        double b_in = mp_host_bound(hw, gpu_b - wgrad + out->tp_bwd, 2.0 * k_fwd - (double)ng);
+        double b_in = mp_host_bound(hw, gpu_b - wgrad + out->tp_bwd, k_bwd - (double)ng);
         out->bwd_compute = b_in + w - out->tp_bwd;
         out->wgrad = w;
     }

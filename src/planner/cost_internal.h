@@ -82,12 +82,19 @@ double mp_moe_local_expert_params(const mp_config *c);
 
 /* Seconds per micro-batch on one GPU for the routed part of one MoE block
  * (the shared experts are timed as a dense MLP). */
+/* Elementwise passes costed forward and backward apart: bytes through HBM
+ * and kernel launches of each. */
+typedef struct mp_pass_cost {
+    double bytes_f, bytes_b, kernels_f, kernels_b;
+} mp_pass_cost;
+
 typedef struct mp_moe_time {
     double gemm_f, gemm_b, wgrad; /* router and grouped expert GEMMs */
     double ew_bytes, kernels;     /* elementwise bytes and launches of the forward */
     double cast_f, cast_b;        /* FP8 casts of the grouped GEMMs' operands (bytes) */
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
     double act_bytes;             /* of ew_bytes: the experts' activation function */
+    mp_pass_cost bias;            /* the experts' output bias, applied per expert */
 } mp_moe_time;
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
 

@@ -106,6 +106,28 @@ static double alltoall_time(const mp_hw *hw, const mp_group_place *g, double str
     return lat * (n - 1.0) + fmax(t_up, t_out);
 }
 
+/* The experts' output (FC2) bias of a model with linear biases (GPT-OSS),
+ * over `rows` routed copies of width h on this rank's `local` experts.
+ * Transformer Engine adds FC1's bias inside its grouped GEMM, but Megatron-
+ * Core builds FC2 with skip_bias_add and scales its bias by each copy's
+ * routing probability in TEGroupedMLP._apply_bias (core_v0.15.0 and
+ * core_v0.16.0, transformer/moe/experts.py): a Python loop over the local
+ * experts of t + b * p, then one torch.cat. Per element (16-bit, the
+ * router's probabilities in the logits' dtype): forward b * p (w2) and the
+ * sum (r2 r2 w2) per expert, the cat (r2 w2): 12 bytes, 2 kernels per
+ * expert + 1; backward (autograd) the bias gradient grad * p and its sum
+ * over rows (r2 w2, r2), the probability gradient grad * b and its sum over
+ * h (r2 w2, r2), the split's cat of the input gradients (r2 w2): 16 bytes,
+ * 4 kernels per expert + 2 (docs/cost-model.md §12a). */
+static void expert_output_bias(double rows, double h, double local, mp_pass_cost *out)
+{
+    double n = rows * h;
+    out->bytes_f = 12.0 * n;
+    out->bytes_b = 16.0 * n;
+    out->kernels_f = 2.0 * local + 1.0;
+    out->kernels_b = 4.0 * local + 2.0;
+}
+
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out)
 {
     const mp_model *m = &c->model;
@@ -151,6 +173,8 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + out->act_bytes;
     out->kernels = 3.0 /* router, top-k, scores */ + 2.0 /* permute, unpermute */ +
                    3.0 /* FC1, activation, FC2 */;
+    if (m->linear_bias)
+        expert_output_bias(ne * local, h, local, &out->bias);
 
     /* dispatch and combine, forward; backward moves the same gradients */
     double one = 0.0;

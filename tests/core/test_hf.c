@@ -211,6 +211,7 @@ static void test_gpt_oss(void **state)
     assert_int_equal(m.attn.window, 128);        /* sliding_window */
     assert_int_equal(m.attn.window_skip_freq, 2); /* layer_types: sliding, full, ... */
     assert_true(m.attn.sinks);
+    assert_true(m.attn.rope_yarn);               /* rope_scaling.rope_type yarn */
     assert_true(m.linear_bias);                  /* attention_bias */
     assert_true(m.glu_limit == 7.0);             /* swiglu_limit */
     assert_false(m.tied_embeddings);             /* tie_word_embeddings */
@@ -278,6 +279,7 @@ static void test_gpt_oss(void **state)
                           "\"max_position_embeddings\": 64}";
     assert_int_equal(mp_model_parse_hf_json(untyped, strlen(untyped), "c.json", &m, &err), MP_OK);
     assert_true(m.attn.sinks);
+    assert_false(m.attn.rope_yarn); /* no rope_scaling: plain rotary */
     assert_int_equal(m.attn.window, 8);
     /* GPT-OSS's keys in other families: refused, not dropped */
     const char *other[][2] = {

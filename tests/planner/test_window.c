@@ -2,7 +2,13 @@
  * count a windowed block's band (window keys per query), a fused kernel
  * visits only the key tiles that meet the band, the windowed and full
  * blocks of GPT-OSS are costed apart, sinks add one parameter per head, and
- * context parallelism with a window is refused (docs/cost-model.md). */
+ * context parallelism with a window is refused (docs/cost-model.md). Also
+ * what Megatron runs for GPT-OSS beyond the band (§12a): YaRN's rotary
+ * embedding through the unfused PyTorch ops (24 bytes a Q/K element forward,
+ * 26 backward, against the fused kernel's 4 and 8), and the experts' output
+ * bias applied expert by expert (12 bytes a routed output element forward,
+ * 16 backward, 2 and 4 kernels per local expert), by hand from the Megatron
+ * source that planner/compute.c and planner/moe.c cite. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -103,6 +109,49 @@ static void test_kernel_skips_outside_the_band(void **state)
     assert_true(fabs(tw.attn_core_fwd / tf.attn_core_fwd - 1.0) < 1e-12);
 }
 
+/* Windowed attention time relative to the full causal block, for a window
+ * whose kernel call runs over `keys` keys per query. */
+static void expect_window_keys(mp_config *c, int64_t window, double keys, const char *what)
+{
+    c->model.attn.window = window;
+    mp_block_shape win, full;
+    mp_block_shape_of(&c->model, 4096, 1, &win);
+    mp_block_shape_of(&c->model, 4096, 2, &full);
+    mp_block_time tw, tf;
+    mp_block_time_of(c, &win, &tw);
+    mp_block_time_of(c, &full, &tf);
+    double half = c->hw.attention_half_rate_keys, s = 4096;
+    double want = (keys / s) / 0.5 * (s / (s + half)) / (keys / (keys + half));
+    double got = tw.attn_core_fwd / tf.attn_core_fwd;
+    if (fabs(got / want - 1.0) > 1e-9)
+        fail_msg("%s: windowed/full %.6g, expected %.6g (%.0f keys)", what, got, want, keys);
+}
+
+/* With sinks the kernel is cuDNN's, whose key loop for a CTA of M query
+ * rows runs from tile (row - window) / 128: M/128 + ceil(window/128) tiles.
+ * Megatron-Bridge's GPT-OSS runs (window_size (128, 0): 129 keys) visit 3
+ * tiles per 128 queries on H100 (384 keys, where FlashAttention-2's bound
+ * gives 256) and 4 per 256 on B200 (256 keys a query); HuggingFace's 128
+ * keys visit 2 per 128 on H100 and 3 per 256 on B200 (192). Without sinks
+ * FlashAttention-2's bound stays. */
+static void test_cudnn_band_with_sinks(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_config();
+    c.parallel.micro_batch = 8; /* windowed calls long enough not to be launch-bound */
+    c.training.global_batch = 64;
+    expect_window_keys(&c, 129, 384, "h100, 129 keys");
+    expect_window_keys(&c, 128, 256, "h100, 128 keys");
+    mp_error err;
+    assert_int_equal(mp_hw_preset("b200", &c.hw, &err), MP_OK);
+    assert_true(c.hw.attention_query_tile == 256.0);
+    expect_window_keys(&c, 129, 256, "b200, 129 keys");
+    expect_window_keys(&c, 128, 192, "b200, 128 keys");
+    c.model.attn.sinks = false;
+    expect_window_keys(&c, 129, 256, "b200 without sinks, 129 keys");
+    expect_window_keys(&c, 128, 256, "b200 without sinks, 128 keys");
+}
+
 /* The estimate costs windowed and full blocks apart: GPT-OSS runs faster
  * than the same model with full attention everywhere, and its sinks add 64
  * parameters per block. */
@@ -130,12 +179,83 @@ static void test_estimate_and_refusals(void **state)
     assert_non_null(strstr(err.msg, "sliding window"));
 }
 
+static void near(double got, double want, const char *what)
+{
+    if (fabs(got - want) > 1e-9 * fabs(want))
+        fail_msg("%s: %.9g, by hand %.9g", what, got, want);
+}
+
+/* The preset and the HuggingFace config both say YaRN; the unfused RoPE
+ * moves 20 more bytes an element forward and 18 more backward than the
+ * fused kernel (the old model charged the fused cost whatever the scaling:
+ * no difference at all). */
+static void test_yarn_rope_runs_unfused(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_config();
+    c.parallel.micro_batch = 4; /* GPU-bound, not launch-bound */
+    c.training.global_batch = 32;
+    assert_true(c.model.attn.rope_yarn);
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 2, &bs);
+    mp_block_time yarn, fused;
+    mp_block_time_of(&c, &bs, &yarn);
+    mp_config f = c;
+    f.model.attn.rope_yarn = false;
+    mp_block_time_of(&f, &bs, &fused);
+    double elts = 4.0 * 4096 * (64 * 64 + 8 * 64); /* T x (q + kv widths), t = 1 */
+    double bw = c.hw.hbm_bw * c.hw.memory_efficiency;
+    near(yarn.fwd_compute - fused.fwd_compute, (24.0 - 4.0) * elts / bw, "forward");
+    near(yarn.bwd_compute - fused.bwd_compute, (26.0 - 8.0) * elts / bw, "backward");
+    /* no rotary embedding at all: YaRN is refused */
+    mp_model m = c.model;
+    m.position = MP_POS_LEARNED;
+    mp_error err;
+    mp_error_clear(&err);
+    assert_int_equal(mp_model_finish_attn(&m, &err), MP_EINPUT);
+    assert_string_equal(err.field, "attn.rope_yarn");
+}
+
+/* The experts' output bias: 16 local experts, each GPU's 4 x 4096 tokens
+ * sent to 4 experts each, so 4 x 16384 routed copies of h = 2880 here. */
+static void test_expert_output_bias(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_config();
+    c.parallel.micro_batch = 4; /* GPU-bound, not launch-bound */
+    c.training.global_batch = 32;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 2, &bs);
+    mp_moe_time mt;
+    mp_moe_block_time(&c, &bs, &mt);
+    double n = 4.0 * 16384 * 2880;
+    near(mt.bias.bytes_f, 12.0 * n, "forward bytes");
+    near(mt.bias.bytes_b, 16.0 * n, "backward bytes");
+    near(mt.bias.kernels_f, 2.0 * 16 + 1, "forward kernels");
+    near(mt.bias.kernels_b, 4.0 * 16 + 2, "backward kernels");
+    /* the block pays them: forward 12 bytes an element more than the same
+     * model without biases, backward 16 */
+    mp_block_time with, without;
+    mp_block_time_of(&c, &bs, &with);
+    mp_config nb = c;
+    nb.model.linear_bias = false;
+    mp_moe_block_time(&nb, &bs, &mt);
+    assert_true(mt.bias.bytes_f == 0.0 && mt.bias.kernels_b == 0.0);
+    mp_block_time_of(&nb, &bs, &without);
+    double bw = c.hw.hbm_bw * c.hw.memory_efficiency;
+    near(with.fwd_compute - without.fwd_compute, 12.0 * n / bw, "block forward");
+    near(with.bwd_compute - without.bwd_compute, 16.0 * n / bw, "block backward");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_flops_by_hand),
         cmocka_unit_test(test_kernel_skips_outside_the_band),
+        cmocka_unit_test(test_cudnn_band_with_sinks),
         cmocka_unit_test(test_estimate_and_refusals),
+        cmocka_unit_test(test_yarn_rope_runs_unfused),
+        cmocka_unit_test(test_expert_output_bias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,7 @@ struct mp_acts {
      * LayerNorm x-hat, rstd [S], output), the pooler [b,h] (dense output, tanh)
      * and the two-way head's probabilities [b,2] */
     real *mlm_pre, *mlm_act, *mlm_xhat, *mlm_rstd, *mlm_out, *pool_pre, *pooled, *nsp_p;
+    real *mtp; /* the MTP modules' activations and scratch (mtp.c), on the head's stage */
 };
 
 /* Workspace of one rank (shared by all micro-batches). */
@@ -169,6 +170,9 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
     B->xout = take(base, u, z->Sl * z->h);
 }
 
+/* mtp.c: the reals of a slot's MTP area (0 without MTP or off the head's stage). */
+size_t mp_mtp_reals(const sizes *z, const mp_gpt_dims *d);
+
 static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
                               const mp_gpt_dims *d)
 {
@@ -200,6 +204,8 @@ static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
         A->pooled = take(base, &u, z->b * z->h);
         A->nsp_p = take(base, &u, z->b * 2);
     }
+    size_t nm = mp_mtp_reals(z, d);
+    A->mtp = nm ? take(base, &u, nm) : NULL;
     return u;
 }
 
@@ -347,6 +353,13 @@ void mp_mla_recompute_probs(mp_gpt *g, block_acts *V);
 mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
                           real *dln, mp_error *err);
 double mp_model_nsp_forward(mp_gpt *g, mp_acts *A);
+/* mtp.c: the multi-token-prediction modules after the head (forward: their
+ * losses added to *loss_sum; backward: their gradients, then
+ * mp_mtp_add_hidden_grad adds theirs of the main final-norm output to dln[Sl,h]). */
+mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int32_t *targets,
+                         double *loss_sum, mp_error *err);
+mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, mp_error *err);
+void mp_mtp_add_hidden_grad(mp_gpt *g, mp_acts *A, real *dln);
 mp_status mp_model_bert_head_backward(mp_gpt *g, mp_acts *A, mp_error *err);
 
 #endif

@@ -25,10 +25,28 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
     bool mla = mp_model_is_mla(m);
-    if (mp_model_has_mtp(m)) /* the cost model has them (docs/cost-model.md) */
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
-                            "exec does not run the multi-token-prediction modules yet: give "
-                            "mtp_layers 0 to run the model without them");
+    if (mp_model_has_mtp(m)) { /* exec/mtp.c runs what Megatron's GPT model does */
+        if (m->mtp_layers > MP_MTP_MAX)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
+                                "exec runs at most %d multi-token-prediction modules (got %lld)",
+                                MP_MTP_MAX, (long long)m->mtp_layers);
+        if (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
+                                "exec runs the multi-token-prediction modules in decoder-only "
+                                "models only");
+        if (m->position != MP_POS_ROPE)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
+                                "exec runs the multi-token-prediction modules with rope "
+                                "positions only (the shifted learned positions are not run)");
+        if (p->cp > 1)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
+                                "exec does not run the multi-token-prediction modules with "
+                                "context parallelism (their shift crosses the CP chunks)");
+        if (p->pp > 1 && (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
+                                "exec runs the multi-token-prediction modules with one head "
+                                "stage: not with the %s schedule", mp_schedule_name(p->schedule));
+    }
     if (mla && (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla",
                             "%s: exec runs latent attention in decoder-only models only",
@@ -156,6 +174,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             out->dec_seq = (int)(m->decoder_seq * seq / (m->encoder_seq ? m->encoder_seq : seq));
         }
     }
+    out->mtp_layers = (int)(shrink && m->mtp_layers > 2 ? 2 : m->mtp_layers);
+    out->mtp_scale = mp_model_mtp_loss_scale(m);
     out->t5 = t5;
     out->relu = m->activation == MP_ACT_RELU;
     out->tied = m->tied_embeddings;

@@ -137,6 +137,12 @@
 #define mp_mla_forward MP_REAL_NAME(mp_mla_forward)
 #define mp_mla_recompute_probs MP_REAL_NAME(mp_mla_recompute_probs)
 
+/* mtp.c */
+#define mp_mtp_add_hidden_grad MP_REAL_NAME(mp_mtp_add_hidden_grad)
+#define mp_mtp_backward MP_REAL_NAME(mp_mtp_backward)
+#define mp_mtp_forward MP_REAL_NAME(mp_mtp_forward)
+#define mp_mtp_reals MP_REAL_NAME(mp_mtp_reals)
+
 /* moe_layer.c */
 #define mp_moe_backward MP_REAL_NAME(mp_moe_backward)
 #define mp_moe_forward MP_REAL_NAME(mp_moe_forward)

@@ -136,6 +136,26 @@ static void view(const mp_gpt *g, mp_acts *A, mtp_acts *M, mtp_work *Wm)
     (mp_mtp_param(g->lay, (j), (k)) >= 0 ? param((buf), g, mp_mtp_param(g->lay, (j), (k)))   \
                                          : NULL)
 
+#ifdef MP_TEST_MTP_MUTANT
+/* Test-only (the mutant build of tests/exec/meson.build): the error that the
+ * environment's MP_TEST_MTP_MUTANT names, planted so that the PyTorch fixture
+ * is shown to catch it: shift (module k embeds the tokens shifted k, not
+ * k + 1), concat ([hidden | embedding]), norms (enorm's weights on the hidden
+ * states, hnorm's on the embedding), hidden (the next module reads the block's
+ * output before the final norm), scale (the losses not averaged over modules). */
+static bool mutant(const char *what)
+{
+    const char *m = getenv("MP_TEST_MTP_MUTANT");
+    return m && !strcmp(m, what);
+}
+#else
+static bool mutant(const char *what)
+{
+    (void)what;
+    return false;
+}
+#endif
+
 static int emb_param(const mp_gpt *g)
 {
     return g->lay->wte >= 0 ? g->lay->wte : g->lay->head; /* a tied head's copy */
@@ -145,7 +165,8 @@ static int emb_param(const mp_gpt *g)
 static double module_weight(const mp_gpt *g, int k)
 {
     int s = g->d.seq, rows = s - k - 1;
-    return g->d.mtp_scale / (double)g->d.mtp_layers * (double)s / (double)(rows > 0 ? rows : 1);
+    double per_module = mutant("scale") ? 1.0 : (double)g->d.mtp_layers;
+    return g->d.mtp_scale / per_module * (double)s / (double)(rows > 0 ? rows : 1);
 }
 
 /* rows of `cols` reals each from src (row stride ss) to dst (stride ds). */
@@ -180,8 +201,9 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
         int l = g->d.layers + k;
         /* tok, tgt [S]: rows shifted by (k+1) b, zero token / no target past the end */
         size_t sh = (size_t)(k + 1) * b;
+        size_t tsh = mutant("shift") ? sh - b : sh;
         for (size_t r = 0; r < S; r++) {
-            host[r] = r + sh < S ? tokens[r + sh] : 0;
+            host[r] = r + tsh < S ? tokens[r + tsh] : 0;
             host[S + r] = r + sh < S ? targets[r + sh] : -1;
         }
         be->copy(a->tok, host, S * sizeof *host, MP_COPY_H2D);
@@ -193,12 +215,15 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
             break;
         bq(g, a->e, Sl * h, MP_Q_ACT);
         /* en = enorm(e), hn = hnorm(h_{k-1}) [Sl,h]; cat_loc[Sl,2h] = [en | hn] */
-        mp_model_norm_forward(g, a->en, a->en_xhat, a->en_rstd, a->e, P(k, MP_MTP_ENORM_W),
-                              PB(g->w, k, MP_MTP_ENORM_B), (int)Sl);
-        mp_model_norm_forward(g, a->hn, a->hn_xhat, a->hn_rstd, hprev, P(k, MP_MTP_HNORM_W),
-                              PB(g->w, k, MP_MTP_HNORM_B), (int)Sl);
-        copy_rows(g, a->cat_loc, 2 * h, a->en, h, Sl, h);
-        copy_rows(g, a->cat_loc + h, 2 * h, a->hn, h, Sl, h);
+        int en_k = mutant("norms") ? MP_MTP_HNORM_W : MP_MTP_ENORM_W;
+        int hn_k = mutant("norms") ? MP_MTP_ENORM_W : MP_MTP_HNORM_W;
+        mp_model_norm_forward(g, a->en, a->en_xhat, a->en_rstd, a->e, P(k, en_k),
+                              PB(g->w, k, en_k + 1), (int)Sl);
+        mp_model_norm_forward(g, a->hn, a->hn_xhat, a->hn_rstd, hprev, P(k, hn_k),
+                              PB(g->w, k, hn_k + 1), (int)Sl);
+        size_t e_at = mutant("concat") ? h : 0;
+        copy_rows(g, a->cat_loc + e_at, 2 * h, a->en, h, Sl, h);
+        copy_rows(g, a->cat_loc + (h - e_at), 2 * h, a->hn, h, Sl, h);
         /* cat_full[S,2h] (SP: all-gather); proj_loc[S,hl] = cat_full @ W_eh[2h,hl]
          * (column-parallel) */
         if ((st = mp_model_tp_gather_rows(g, a->cat_loc, a->cat_full, S, Sl, 2 * h, err)))
@@ -236,7 +261,7 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
         if (g->exact)
             wsum = nearbyint(ldexp(wsum, MP_Q_LOSS)) / ldexp(1.0, MP_Q_LOSS);
         *loss_sum += wsum;
-        hprev = a->fn;
+        hprev = mutant("hidden") ? a->blk.xout : a->fn;
     }
     free(host);
     return st;

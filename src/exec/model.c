@@ -303,7 +303,10 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
             V.xout = A->blk[k].xout;
             CHECK(mp_model_block_forward(g, &V, l, x, err));
         } else {
-            CHECK(mp_model_block_forward(g, &A->blk[k], l, x, err));
+            /* selective: what the block does not keep goes to the scratch */
+            block_acts V = A->blk[k];
+            mp_model_rebuild_scratch(g, &V);
+            CHECK(mp_model_block_forward(g, &V, l, x, err));
         }
         x = A->blk[k].xout;
     }
@@ -394,9 +397,9 @@ mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err)
             V.xout = A->blk[k].xout;
             CHECK(mp_model_block_forward(g, &V, l, k ? A->blk[k - 1].xout : A->x0, err));
         } else if (mode == 1) {
-            /* selective: the attention probabilities again from the kept Q, K, V */
-            V.probs = W.sblk.probs;
-            mp_model_recompute_probs(g, &V);
+            /* selective: the modules it does not keep again (the attention
+             * probabilities from the kept Q, K, V; the norms; the MLP's fc1) */
+            CHECK(mp_model_rebuild(g, &V, l, k ? A->blk[k - 1].xout : A->x0, err));
         }
         CHECK(mp_model_block_backward(g, &V, l, W.dres, err));
     }

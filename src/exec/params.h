@@ -44,6 +44,9 @@ typedef struct mp_gpt_dims {
      * plan's, which outlives the run). It changes memory and time, never values. */
     int recompute;
     const unsigned char *layer_recompute;
+    /* What selective recomputation (1) rebuilds: MP_RCM_* bits of
+     * core/config.h, Megatron's --recompute-modules (0: core_attn alone) */
+    unsigned recompute_modules;
     int tp, tp_rank;      /* tensor-parallel degree and this rank's place */
     bool sp;              /* sequence parallelism (needs tp > 1 to matter) */
     int cp, cp_rank;      /* context parallelism (0 or 1: none): the sequence is cut in 2cp
@@ -138,6 +141,13 @@ static inline int mp_dims_block_recompute(const mp_gpt_dims *d, int block)
     if (block >= d->layers) /* an MTP module's block keeps its activations */
         return 0;
     return d->layer_recompute ? d->layer_recompute[block + 1] : d->recompute;
+}
+
+/* Whether block l recomputes module `rcm` (MP_RCM_*: core_attn, layernorm, mlp). */
+static inline bool mp_dims_block_rebuilds(const mp_gpt_dims *d, int block, int rcm)
+{
+    unsigned m = d->recompute_modules ? d->recompute_modules : 1u; /* bit 0: core_attn */
+    return mp_dims_block_recompute(d, block) == 1 && (m >> rcm & 1u);
 }
 
 /* Derived per-rank sizes. */

@@ -87,17 +87,18 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
-    /* selective recompute in exec re-runs the attention core (the
-     * probabilities, block.c); Megatron's other modules are costed by the
-     * planner but not run here */
-    if (p->recompute_modules & ~(1u << MP_RCM_CORE_ATTN)) {
+    /* selective recompute in exec rebuilds the attention core, the norms'
+     * outputs and the dense MLP's (block.c, mp_model_rebuild); Megatron's other
+     * modules are costed by the planner but not run here */
+    uint32_t runs = 1u << MP_RCM_CORE_ATTN |
+                    (m->arch == MP_ARCH_T5 ? 0u : 1u << MP_RCM_LAYERNORM | 1u << MP_RCM_MLP);
+    if (p->recompute_modules & ~runs) {
         char list[160];
-        mp_recompute_modules_format(p->recompute_modules & ~(1u << MP_RCM_CORE_ATTN), list,
-                                    sizeof list);
+        mp_recompute_modules_format(p->recompute_modules & ~runs, list, sizeof list);
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.recompute_modules",
-                            "exec recomputes the attention core only (core_attn); %s is "
-                            "costed by estimate but not run by this executor yet",
-                            list);
+                            "exec recomputes core_attn%s only; %s is costed by estimate but "
+                            "not run by this executor yet",
+                            m->arch == MP_ARCH_T5 ? " (in t5)" : ", layernorm and mlp", list);
     }
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
@@ -188,6 +189,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
      * other layers: the plan's overall setting then) */
     out->recompute = (int)p->recompute;
     out->layer_recompute = !shrink && plan->has_layer_recompute ? plan->layer_recompute : NULL;
+    out->recompute_modules = (unsigned)p->recompute_modules;
     out->tp = tp;
     out->sp = sp;
     out->cp = cp;

@@ -77,6 +77,8 @@
 #define mp_model_norm_backward_add MP_REAL_NAME(mp_model_norm_backward_add)
 #define mp_model_norm_forward MP_REAL_NAME(mp_model_norm_forward)
 #define mp_model_recompute_probs MP_REAL_NAME(mp_model_recompute_probs)
+#define mp_model_rebuild MP_REAL_NAME(mp_model_rebuild)
+#define mp_model_rebuild_scratch MP_REAL_NAME(mp_model_rebuild_scratch)
 
 /* cp_ring.c */
 #define mp_model_cp_gather_kv MP_REAL_NAME(mp_model_cp_gather_kv)

@@ -73,7 +73,10 @@ typedef struct mtp_work {
     real *gather;   /* [tp][S,hl] every rank's projection columns */
 } mtp_work;
 
-static size_t int_reals(size_t n) { return (n * sizeof(int32_t) + sizeof(real) - 1) / sizeof(real); }
+static size_t int_reals(size_t n)
+{
+    return (n * sizeof(int32_t) + sizeof(real) - 1) / sizeof(real);
+}
 
 /* The MTP area of a slot: D modules, then the scratch; first a pass that
  * counts (base NULL). */
@@ -188,7 +191,8 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
     view(g, A, M, &Wm);
     const mp_backend *be = g->be;
     bool sp = g->d.sp && g->tp.size > 1;
-    size_t S = z.S, Sl = z.Sl, h = z.h, hl = z.h / (size_t)g->d.tp, b = z.b, t = (size_t)g->tp.size;
+    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, b = z.b;
+    size_t t = (size_t)g->tp.size;
     size_t row0 = sp ? (size_t)g->tp.rank * Sl : 0, lo = (size_t)g->tp.rank * z.Vl;
     int32_t *host = malloc(2 * S * sizeof *host);
     if (!host)
@@ -279,7 +283,8 @@ mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, mp_error *err)
     view(g, A, M, &Wm);
     const mp_backend *be = g->be;
     bool sp = g->d.sp && g->tp.size > 1;
-    size_t S = z.S, Sl = z.Sl, h = z.h, hl = z.h / (size_t)g->d.tp, Vl = z.Vl, t = (size_t)g->tp.size;
+    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, Vl = z.Vl;
+    size_t t = (size_t)g->tp.size;
     size_t lo = (size_t)g->tp.rank * Vl;
     real *gwte = param(g->g, g, emb_param(g)), *ghead = param(g->g, g, g->lay->head);
     be->zero(Wm.dcarry, Sl * h * sizeof(real)); /* the last module's output feeds nothing */

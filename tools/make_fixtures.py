@@ -3,7 +3,8 @@
 
 Each fixture is one training step of a tiny model computed by the model code
 below, written from the architectures' definitions (GPT-2, LLaMA, Megatron's
-pre-LN BERT, T5 1.0, DeepSeek-V3's latent attention and mixture of experts)
+pre-LN BERT, T5 1.0, DeepSeek-V3's latent attention, mixture of experts and
+multi-token prediction as Megatron-Core runs it)
 and not from megaplan's C: the weights, the data, the
 logits, the loss, every gradient and every weight after one AdamW step. The
 C side (src/exec/fixture.c, `megaplan exec --test-fixture`) loads the weights
@@ -19,14 +20,18 @@ single-threaded.
 File format (little-endian): b"MPFX0001", u32 tensor count, then per tensor
 u16 name length, name (ASCII), u8 dtype (0 float32, 1 int32), u8 ndim,
 u32 dims[ndim], the data row-major. Names: "config" (int32, CONFIG_FIELDS, then
-MLA_MOE_FIELDS for a model with latent attention or experts),
+MLA_MOE_FIELDS for a model with latent attention, experts or MTP modules,
+ROUTE_FIELDS for one with DeepSeek-V3's routing or MTP modules, MTP_FIELDS for
+one with MTP modules),
 "adam" (float32: lr, beta1, beta2, eps, weight decay), "tokens"/"targets"
 (int32 [sequences, seq]; T5 also "dec_tokens"), "logits" [sequences, seq, V],
 "loss" [1], and "param:N", "grad:N", "after:N" for each of megaplan's tensors N
 in megaplan's layout (y = x W: W is [in, out]; QKV columns [Q | K | V] by
 head; SwiGLU's fc1 [gate | up]; embeddings and the LM head [V, h]; latent
 attention's kv_down [c_kv | k_rope], kv_up by head [k_nope | v], q_up by head
-[q_nope | q_rope]; an MoE block's experts stacked by rows, each fc1 [gate | up]).
+[q_nope | q_rope]; an MoE block's experts stacked by rows, each fc1 [gate | up];
+an MTP module's eh_proj [2h, h] on [embedding | hidden], its block's tensors
+named as a block's under mtp.layers.k.).
 """
 import math
 import os
@@ -43,6 +48,9 @@ MLA_MOE_FIELDS = ["q_lora", "kv_lora", "rope_dim", "nope_dim", "v_dim", "experts
                   "expert_ffn", "first_dense", "shared_ffn", "router_sigmoid"]
 # DeepSeek-V3's routing, written after MLA_MOE_FIELDS by the models that have it
 ROUTE_FIELDS = ["route_groups", "route_group_top_k", "route_scale_milli"]
+# the multi-token-prediction modules, written after ROUTE_FIELDS by the models
+# that have them (mtp_loss_scale times 1000)
+MTP_FIELDS = ["mtp_layers", "mtp_scale_milli"]
 ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
 ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
 
@@ -174,12 +182,36 @@ def moe_ffn(cfg, L, y, layer=None):
     return out.reshape(B, S, h)
 
 
-def decoder_only(cfg, P, tokens):
-    """GPT-2 / LLaMA / pre-LN BERT trunk: returns the final norm's output [B, S, h]."""
-    B, S = tokens.shape
+def block(cfg, L, x, pos, moe, layer=None):
+    """One pre-norm block: attention (latent attention where the model has
+    it), then the MLP or the mixture of experts; L names its tensors."""
     a, g = cfg["heads"], cfg["kv_heads"]
     norm = (lambda x, w, b: rmsnorm(x, w, 1e-5)) if cfg["rmsnorm"] else layernorm
     lin = lambda x, w, b: x @ w + (b if b is not None else 0)  # noqa: E731
+    y = norm(x, L("ln1_w"), L("ln1_b"))
+    if cfg.get("kv_lora"):
+        att = mla_attention(cfg, L, y, pos)
+    else:
+        q, k, v = (heads(lin(y, L(n + "_w"), L(n + "_b")), c)
+                   for n, c in (("q", a), ("k", g), ("v", g)))
+        if cfg["rope"]:
+            q, k = rope(q, pos), rope(k, pos)
+        att = merge(attention(q, k, v, causal=cfg["arch"] != "bert"))
+    x = x + lin(att, L("o_w"), L("o_b"))
+    y = norm(x, L("ln2_w"), L("ln2_b"))
+    if moe:
+        return x + moe_ffn(cfg, L, y, layer)
+    if cfg["swiglu"]:
+        m = F.silu(y @ L("gate_w")) * (y @ L("up_w"))
+    else:
+        m = F.gelu(lin(y, L("fc1_w"), L("fc1_b")), approximate="tanh")
+    return x + lin(m, L("fc2_w"), L("fc2_b"))
+
+
+def decoder_only(cfg, P, tokens):
+    """GPT-2 / LLaMA / pre-LN BERT trunk: returns the final norm's output [B, S, h]."""
+    B, S = tokens.shape
+    norm = (lambda x, w, b: rmsnorm(x, w, 1e-5)) if cfg["rmsnorm"] else layernorm
     pos = torch.arange(S)
     x = P["wte"][tokens]
     if not cfg["rope"]:
@@ -188,26 +220,50 @@ def decoder_only(cfg, P, tokens):
         x = x + P["tte"][(pos >= S // 2).long()]
     for i in range(cfg["layers"]):
         L = lambda n: P.get("l%d.%s" % (i, n))  # noqa: E731
-        y = norm(x, L("ln1_w"), L("ln1_b"))
-        if cfg.get("kv_lora"):
-            att = mla_attention(cfg, L, y, pos)
-        else:
-            q, k, v = (heads(lin(y, L(n + "_w"), L(n + "_b")), c)
-                       for n, c in (("q", a), ("k", g), ("v", g)))
-            if cfg["rope"]:
-                q, k = rope(q, pos), rope(k, pos)
-            att = merge(attention(q, k, v, causal=cfg["arch"] != "bert"))
-        x = x + lin(att, L("o_w"), L("o_b"))
-        y = norm(x, L("ln2_w"), L("ln2_b"))
-        if is_moe(cfg, i):
-            x = x + moe_ffn(cfg, L, y, i)
-            continue
-        if cfg["swiglu"]:
-            m = F.silu(y @ L("gate_w")) * (y @ L("up_w"))
-        else:
-            m = F.gelu(lin(y, L("fc1_w"), L("fc1_b")), approximate="tanh")
-        x = x + lin(m, L("fc2_w"), L("fc2_b"))
+        x = block(cfg, L, x, pos, is_moe(cfg, i), i)
     return norm(x, P["lnf_w"], P.get("lnf_b"))
+
+
+def roll_left(t):
+    """Megatron's roll_tensor (multi_token_prediction.py, without CP): the
+    sequence moved one position left, the vacated last position zeroed."""
+    t = torch.roll(t, -1, dims=-1)
+    t[..., -1] = 0
+    return t
+
+
+def mtp_loss(cfg, P, tokens, targets, hidden):
+    """DeepSeek-V3's multi-token prediction (arXiv 2412.19437 section 2.2) as
+    Megatron-Core's MultiTokenPredictionBlock and process_mtp_loss compute it:
+    module k sees the tokens and the loss mask rolled left k+1 times, the
+    embedding of its tokens (the shared one) RMS-normed, the previous hidden
+    states (the main model's after its final norm, then module k-1's output)
+    normed, torch.cat((embedding, hidden), -1) projected [2h -> h], one block
+    of the model's last block's type, its own final norm (its output is the
+    next module's hidden states), the shared head; its loss the masked
+    cross-entropy over the mask's tokens, and the modules' losses averaged and
+    times mtp_loss_scale (Megatron: mtp_loss_scaling_factor / mtp_num_layers)."""
+    D = cfg["mtp_layers"]
+    scale = cfg["mtp_scale_milli"] / 1000.0
+    norm = (lambda x, w, b: rmsnorm(x, w, 1e-5)) if cfg["rmsnorm"] else layernorm
+    head = P["wte"] if cfg["tied"] else P["head"]
+    pos = torch.arange(tokens.shape[1])
+    tok, tgt, mask = tokens, targets, torch.ones(tokens.shape)
+    h, total = hidden, 0
+    last = cfg["layers"] - 1
+    for k in range(D):
+        tok, tgt, mask = roll_left(tok), roll_left(tgt), roll_left(mask)
+        M = lambda n: P.get("m%d.%s" % (k, n))  # noqa: E731
+        e = P["wte"][tok]
+        x = torch.cat([norm(e, M("enorm_w"), M("enorm_b")), norm(h, M("hnorm_w"), M("hnorm_b"))],
+                      -1) @ M("eh_w")
+        x = block(cfg, M, x, pos, is_moe(cfg, last), cfg["layers"] + k)
+        h = norm(x, M("fnorm_w"), M("fnorm_b"))
+        logits = h @ head.T
+        n = tok.numel()
+        ce = F.cross_entropy(logits.reshape(n, -1), tgt.reshape(n), reduction="none")
+        total = total + scale / D * (ce * mask.reshape(n)).sum() / mask.sum()
+    return total
 
 
 def is_moe(cfg, i):
@@ -219,6 +275,8 @@ def loss_gpt(cfg, P, tokens, targets):
     logits = x @ (P["wte"] if cfg["tied"] else P["head"]).T
     n = tokens.numel()
     loss = F.cross_entropy(logits.reshape(n, -1), targets.reshape(n), reduction="sum") / n
+    if cfg.get("mtp_layers"):  # added to the main loss, as its gradient is in Megatron
+        loss = loss + mtp_loss(cfg, P, tokens, targets, x)
     return logits, loss
 
 
@@ -339,14 +397,8 @@ def megaplan_tensors(cfg, P):
                 out.append(("encoder.final_ln.weight", row("enc_lnf_w")))
         out.append(("final_ln.weight", row("lnf_w")))
         return out
-    out.append(("embedding.wte", mat("wte")))
-    if not cfg["rope"]:
-        out.append(("embedding.wpe", mat("wpe")))
-    if cfg["arch"] == "bert":
-        out.append(("embedding.tokentype", mat("tte")))
-    bias = not cfg["no_bias"]
-    for i in range(cfg["layers"]):
-        k, nm = "l%d." % i, "layers.%d." % i
+    def block_tensors(k, nm, moe):
+        out = []
         out.append((nm + "ln1.weight", row(k + "ln1_w")))
         if not cfg["rmsnorm"]:
             out.append((nm + "ln1.bias", row(k + "ln1_b")))
@@ -370,7 +422,7 @@ def megaplan_tensors(cfg, P):
         out.append((nm + "ln2.weight", row(k + "ln2_w")))
         if not cfg["rmsnorm"]:
             out.append((nm + "ln2.bias", row(k + "ln2_b")))
-        if is_moe(cfg, i):
+        if moe:
             E = range(cfg["experts"])
             out += [(nm + "router.weight", mat(k + "router_w")),
                     (nm + "experts.fc1.weight", (lambda k=k, E=E: torch.cat(
@@ -381,7 +433,7 @@ def megaplan_tensors(cfg, P):
             if cfg["shared_ffn"]:
                 out += [(nm + "shared.fc1.weight", cat(k + "shr_gate_w", k + "shr_up_w")),
                         (nm + "shared.fc2.weight", mat(k + "shr_down_w"))]
-            continue
+            return out
         if cfg["swiglu"]:
             out.append((nm + "fc1.weight", cat(k + "gate_w", k + "up_w")))
         else:
@@ -391,6 +443,16 @@ def megaplan_tensors(cfg, P):
         out.append((nm + "fc2.weight", mat(k + "fc2_w")))
         if bias:
             out.append((nm + "fc2.bias", row(k + "fc2_b")))
+        return out
+
+    out.append(("embedding.wte", mat("wte")))
+    if not cfg["rope"]:
+        out.append(("embedding.wpe", mat("wpe")))
+    if cfg["arch"] == "bert":
+        out.append(("embedding.tokentype", mat("tte")))
+    bias = not cfg["no_bias"]
+    for i in range(cfg["layers"]):
+        out += block_tensors("l%d." % i, "layers.%d." % i, is_moe(cfg, i))
     out.append(("final_ln.weight", row("lnf_w")))
     if not cfg["rmsnorm"]:
         out.append(("final_ln.bias", row("lnf_b")))
@@ -402,6 +464,17 @@ def megaplan_tensors(cfg, P):
                 ("nsp.bias", row("nsp_b"))]
     if not cfg["tied"]:
         out.append(("lm_head.weight", mat("head")))
+    for j in range(cfg.get("mtp_layers", 0)):  # the MTP modules (src/exec/mtp.c's names)
+        k, nm = "m%d." % j, "mtp.layers.%d." % j
+        for n in ("enorm", "hnorm"):
+            out.append((nm + n + ".weight", row(k + n + "_w")))
+            if not cfg["rmsnorm"]:
+                out.append((nm + n + ".bias", row(k + n + "_b")))
+        out.append((nm + "eh_proj.weight", mat(k + "eh_w")))
+        out += block_tensors(k, nm, is_moe(cfg, cfg["layers"] - 1))
+        out.append((nm + "final_ln.weight", row(k + "fnorm_w")))
+        if not cfg["rmsnorm"]:
+            out.append((nm + "final_ln.bias", row(k + "fnorm_b")))
     return out
 
 
@@ -420,6 +493,57 @@ def init_params(cfg, gen):
 
     def gamma(name, n):
         P[name] = 1 + 0.2 * torch.randn(n, generator=gen)
+
+    def init_block(k, moe):
+        bias = not cfg["no_bias"]
+        gamma(k + "ln1_w", h)
+        gamma(k + "ln2_w", h)
+        if not cfg["rmsnorm"]:
+            w(k + "ln1_b", h, std=0.1)
+            w(k + "ln2_b", h, std=0.1)
+        if cfg.get("kv_lora"):
+            dqk, dv = cfg["nope_dim"] + cfg["rope_dim"], cfg["v_dim"]
+            rq, rkv = cfg["q_lora"], cfg["kv_lora"]
+            if rq:
+                w(k + "q_down_w", h, rq, std=0.3)
+                gamma(k + "q_norm_w", rq)
+                w(k + "q_up_w", rq, a * dqk, std=0.3)
+            else:
+                w(k + "q_w", h, a * dqk, std=0.3)
+            w(k + "kv_down_w", h, rkv + cfg["rope_dim"], std=0.3)
+            gamma(k + "kv_norm_w", rkv)
+            w(k + "kv_up_w", rkv, a * (cfg["nope_dim"] + dv), std=0.3)
+            w(k + "o_w", a * dv, h)
+        else:
+            for n, c in (("q", a), ("k", g), ("v", g)):
+                w(k + n + "_w", h, c * hd, std=0.3)
+                if bias:
+                    w(k + n + "_b", c * hd, std=0.1)
+            w(k + "o_w", h, h)
+        if bias:
+            w(k + "o_b", h, std=0.1)
+        if moe:
+            w(k + "router_w", h, cfg["experts"], std=0.5)
+            fe, fs = cfg["expert_ffn"], cfg["shared_ffn"]
+            for e in range(cfg["experts"]):
+                w(k + "exp%d_gate_w" % e, h, fe, std=0.3)
+                w(k + "exp%d_up_w" % e, h, fe, std=0.3)
+                w(k + "exp%d_down_w" % e, fe, h, std=0.15)
+            if fs:
+                w(k + "shr_gate_w", h, fs, std=0.3)
+                w(k + "shr_up_w", h, fs, std=0.3)
+                w(k + "shr_down_w", fs, h, std=0.15)
+            return
+        if cfg["swiglu"]:
+            w(k + "gate_w", h, f, std=0.3)
+            w(k + "up_w", h, f, std=0.3)
+        else:
+            w(k + "fc1_w", h, f, std=0.3)
+            if bias:
+                w(k + "fc1_b", f, std=0.1)
+        w(k + "fc2_w", f, h, std=0.15)
+        if bias:
+            w(k + "fc2_b", h, std=0.1)
 
     w("wte", V, h, std=0.5)
     if cfg["arch"] == "t5":
@@ -449,55 +573,7 @@ def init_params(cfg, gen):
         if cfg["arch"] == "bert":
             w("tte", 2, h, std=0.5)
         for i in range(cfg["layers"]):
-            k = "l%d." % i
-            gamma(k + "ln1_w", h)
-            gamma(k + "ln2_w", h)
-            if not cfg["rmsnorm"]:
-                w(k + "ln1_b", h, std=0.1)
-                w(k + "ln2_b", h, std=0.1)
-            if cfg.get("kv_lora"):
-                dqk, dv = cfg["nope_dim"] + cfg["rope_dim"], cfg["v_dim"]
-                rq, rkv = cfg["q_lora"], cfg["kv_lora"]
-                if rq:
-                    w(k + "q_down_w", h, rq, std=0.3)
-                    gamma(k + "q_norm_w", rq)
-                    w(k + "q_up_w", rq, a * dqk, std=0.3)
-                else:
-                    w(k + "q_w", h, a * dqk, std=0.3)
-                w(k + "kv_down_w", h, rkv + cfg["rope_dim"], std=0.3)
-                gamma(k + "kv_norm_w", rkv)
-                w(k + "kv_up_w", rkv, a * (cfg["nope_dim"] + dv), std=0.3)
-                w(k + "o_w", a * dv, h)
-            else:
-                for n, c in (("q", a), ("k", g), ("v", g)):
-                    w(k + n + "_w", h, c * hd, std=0.3)
-                    if bias:
-                        w(k + n + "_b", c * hd, std=0.1)
-                w(k + "o_w", h, h)
-            if bias:
-                w(k + "o_b", h, std=0.1)
-            if is_moe(cfg, i):
-                w(k + "router_w", h, cfg["experts"], std=0.5)
-                fe, fs = cfg["expert_ffn"], cfg["shared_ffn"]
-                for e in range(cfg["experts"]):
-                    w(k + "exp%d_gate_w" % e, h, fe, std=0.3)
-                    w(k + "exp%d_up_w" % e, h, fe, std=0.3)
-                    w(k + "exp%d_down_w" % e, fe, h, std=0.15)
-                if fs:
-                    w(k + "shr_gate_w", h, fs, std=0.3)
-                    w(k + "shr_up_w", h, fs, std=0.3)
-                    w(k + "shr_down_w", fs, h, std=0.15)
-                continue
-            if cfg["swiglu"]:
-                w(k + "gate_w", h, f, std=0.3)
-                w(k + "up_w", h, f, std=0.3)
-            else:
-                w(k + "fc1_w", h, f, std=0.3)
-                if bias:
-                    w(k + "fc1_b", f, std=0.1)
-            w(k + "fc2_w", f, h, std=0.15)
-            if bias:
-                w(k + "fc2_b", h, std=0.1)
+            init_block("l%d." % i, is_moe(cfg, i))
         gamma("lnf_w", h)
         if not cfg["rmsnorm"]:
             w("lnf_b", h, std=0.1)
@@ -513,6 +589,17 @@ def init_params(cfg, gen):
             w("nsp_b", 2, std=0.1)
     if not cfg["tied"]:
         w("head", V, h, std=0.3)
+    for j in range(cfg.get("mtp_layers", 0)):  # the MTP modules, drawn after all the rest
+        k = "m%d." % j
+        for n in ("enorm", "hnorm"):
+            gamma(k + n + "_w", h)
+            if not cfg["rmsnorm"]:
+                w(k + n + "_b", h, std=0.1)
+        w(k + "eh_w", 2 * h, h, std=0.3)
+        init_block(k, is_moe(cfg, cfg["layers"] - 1))
+        gamma(k + "fnorm_w", h)
+        if not cfg["rmsnorm"]:
+            w(k + "fnorm_b", h, std=0.1)
     return {k: v.contiguous().requires_grad_(True) for k, v in P.items()}
 
 
@@ -592,10 +679,13 @@ def make(cfg, seed):
     with torch.no_grad():
         after = [(n, f().clone()) for n, f in names]
     fields = CONFIG_FIELDS[1:]
-    if cfg.get("kv_lora") or cfg.get("experts"):  # dense models' files keep the base fields
+    if cfg.get("kv_lora") or cfg.get("experts") or cfg.get("mtp_layers"):
+        # dense models' files keep the base fields
         fields = fields + MLA_MOE_FIELDS
-    if cfg.get("route_groups") or cfg.get("route_scale_milli"):
+    if cfg.get("route_groups") or cfg.get("route_scale_milli") or cfg.get("mtp_layers"):
         fields = fields + ROUTE_FIELDS
+    if cfg.get("mtp_layers"):
+        fields = fields + MTP_FIELDS
     conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg.get(k, 0)) for k in fields],
                         dtype=torch.int32)
     adam = torch.tensor([ADAM[k] for k in ("lr", "beta1", "beta2", "eps", "wd")])
@@ -640,6 +730,15 @@ MODELS = {
                      top_k=4, expert_ffn=32, first_dense=1, shared_ffn=32, router_sigmoid=1,
                      route_groups=4, route_group_top_k=2, route_scale_milli=2500,
                      bias_std=0.1),
+    # tiny-llama.yaml.in with MTP=2 (two multi-token-prediction modules,
+    # Megatron's default loss scale 0.1) and tiny-deepseek.yaml.in with MTP=1
+    # (the module's block an MoE block with latent attention, as the last block)
+    "mtp": base("llama", kv_heads=2, ffn=96, tied=0, rmsnorm=1, swiglu=1, rope=1, no_bias=1,
+                mtp_layers=2, mtp_scale_milli=100),
+    "dsmtp": base("llama", ffn=64, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=1,
+                  q_lora=16, kv_lora=12, rope_dim=4, nope_dim=8, v_dim=6, experts=4,
+                  top_k=2, expert_ffn=32, first_dense=1, shared_ffn=32, router_sigmoid=1,
+                  mtp_layers=1, mtp_scale_milli=100),
 }
 
 

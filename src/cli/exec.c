@@ -472,8 +472,13 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, kv, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
-    printf("activations kept: %.3g MiB on the most loaded rank (recompute %s%s)\n",
-           r->activation_bytes / 1048576.0, r->recompute ? r->recompute : "?",
+    char modules[128] = ""; /* the plan's recompute_modules, when it names them */
+    if (d->recompute_modules && r->recompute && !strcmp(r->recompute, "selective")) {
+        modules[0] = ' ';
+        mp_recompute_modules_format(d->recompute_modules, modules + 1, sizeof modules - 1);
+    }
+    printf("activations kept: %.3g MiB on the most loaded rank (recompute %s%s%s)\n",
+           r->activation_bytes / 1048576.0, r->recompute ? r->recompute : "?", modules,
            r->layer_recompute ? ", per layer as the plan lists it" : "");
     printf("memory: estimated %.3g MiB on the most loaded rank, measured peak %.3g MiB\n",
            r->memory_estimate / 1048576.0, r->memory_peak / 1048576.0);

@@ -96,6 +96,25 @@ void mp_model_norm_backward_add(mp_gpt *g, int l, int w_k, const real *xhat,
     bq(g, dres, z.Sl * z.h, MP_Q_GRAD);
 }
 
+/* A dense MLP's first half: fc1_pre[S,f1] = ln2_full @ W1[h,f1] + b1;
+ * fc1_act[S,Fl] = gelu(fc1_pre), or SwiGLU: silu(gate) * up of fc1_pre =
+ * [gate | up] (the forward's, and selective recomputation's `mlp`). */
+static void fc1_forward(mp_gpt *g, block_acts *B, int l)
+{
+    sizes z = sizes_of(&g->d);
+    const real *bias;
+    GEMM(false, false, z.S, z.f1, z.h, B->ln2_full, z.h, blk(g->w, g, l, MP_BLK_FC1_W), z.f1,
+         0.0, B->fc1_pre, z.f1);
+    if ((bias = blk(g->w, g, l, MP_BLK_FC1_B)))
+        g->be->bias_add(MP_REAL_KIND, B->fc1_pre, bias, (int)z.S, (int)z.f1);
+    bq(g, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
+    if (g->d.swiglu)
+        g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
+    else
+        g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, z.S * z.Fl);
+    bq(g, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
+}
+
 mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
                                  mp_error *err)
 {
@@ -126,18 +145,7 @@ mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
         CHECK(mp_moe_forward(g, B, l, err));
         goto residual;
     }
-    /* fc1_pre[S,f1] = ln2_full @ W1[h,f1] + b1; fc1_act[S,Fl] = gelu(fc1_pre), or
-     * SwiGLU: silu(gate) * up of fc1_pre = [gate | up] */
-    GEMM(false, false, z.S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0,
-         B->fc1_pre, z.f1);
-    if ((bias = P(MP_BLK_FC1_B)))
-        g->be->bias_add(MP_REAL_KIND, B->fc1_pre, bias, (int)z.S, (int)z.f1);
-    bq(g, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
-    if (g->d.swiglu)
-        g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
-    else
-        g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, z.S * z.Fl);
-    bq(g, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
+    fc1_forward(g, B, l);
     /* xout[Sl,h] = xmid + reduce(fc1_act @ W2[Fl,h]) + b2 */
     GEMM(false, false, z.S, z.h, z.Fl, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), z.h, 0.0, W.part,
          z.h);
@@ -235,6 +243,62 @@ norm2:
     mp_model_norm_backward_add(g, l, MP_BLK_LN1_W, B->ln1_xhat, B->ln1_rstd, dres);
 #undef P
 #undef G
+    return MP_OK;
+}
+
+/* Selective recomputation's scratch: what B does not keep (NULL) is the
+ * workspace's one block's worth (model_internal.h, layout_work). */
+void mp_model_rebuild_scratch(const mp_gpt *g, block_acts *B)
+{
+    work W = work_of(g);
+    if (!B->probs)
+        B->probs = W.sblk.probs;
+    if (!B->ln1_full)
+        B->ln1_full = W.sblk.ln1_full;
+    if (!B->ln2_full)
+        B->ln2_full = W.sblk.ln2_full;
+    if (!B->fc1_pre)
+        B->fc1_pre = W.sblk.fc1_pre;
+    if (!B->fc1_act)
+        B->fc1_act = W.sblk.fc1_act;
+}
+
+/* Before block l's backward, what selective recomputation did not keep, as
+ * Megatron-Core's --recompute-modules rebuilds it: layernorm the two norms'
+ * outputs (from the block's input x and the kept residual xmid; under SP
+ * all-gathered again where the forward gathered them), core_attn the
+ * attention probabilities, mlp a dense MLP's fc1 output and activation. The
+ * same ops as the forward's, so the values are the same bit for bit.
+ * `--test-drop-allreduce recompute-rebuild` leaves them stale (the check
+ * must then fail). */
+mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
+    unsigned rb = block_rebuilds(&g->d, l);
+    bool sp = g->d.sp && g->tp.size > 1;
+    mp_model_rebuild_scratch(g, V);
+    if (mp_probe_drops(g->probe, "recompute-rebuild"))
+        rb &= RB_CORE_ATTN;
+#define P(k) blk(g->w, g, l, (k))
+    if (rb & RB_LAYERNORM) {
+        /* latent attention keeps its own rows of the norm unless its queries need
+         * every row (q_lora 0 under SP, mla.c) */
+        bool gather1 = sp && (!mp_dims_is_mla(&g->d) || g->d.q_lora == 0);
+        mp_model_norm_forward(g, gather1 ? W.loc : V->ln1_full, V->ln1_xhat, V->ln1_rstd, x,
+                              P(MP_BLK_LN1_W), P(MP_BLK_LN1_B), (int)z.Sl);
+        if (gather1)
+            CHECK(mp_model_tp_gather(g, W.loc, V->ln1_full, z.h, err));
+        mp_model_norm_forward(g, sp ? W.loc : V->ln2_full, V->ln2_xhat, V->ln2_rstd, V->xmid,
+                              P(MP_BLK_LN2_W), P(MP_BLK_LN2_B), (int)z.Sl);
+        if (sp)
+            CHECK(mp_model_tp_gather(g, W.loc, V->ln2_full, z.h, err));
+    }
+    if (rb & RB_CORE_ATTN)
+        mp_model_recompute_probs(g, V);
+    if ((rb & RB_MLP) && !mp_dims_block_is_moe(&g->d, l))
+        fc1_forward(g, V, l);
+#undef P
     return MP_OK;
 }
 

@@ -76,8 +76,8 @@ mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err)
     fclose(f);
     const mp_fixture_tensor *c = mp_fixture_find(fx, "config");
     const mp_fixture_tensor *a = mp_fixture_find(fx, "adam");
-    if (!c || !c->is_int || (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_MOE &&
-                                c->n != MP_FX_CONFIG_BASE) || !a ||
+    if (!c || !c->is_int || (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_ROUTE &&
+                                c->n != MP_FX_CONFIG_MOE && c->n != MP_FX_CONFIG_BASE) || !a ||
         a->is_int || a->n != 5) {
         mp_fixture_free(fx);
         return mp_error_set(err, MP_EINPUT, path, 0, 0, "--test-fixture",
@@ -186,6 +186,9 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
          d->experts && d->route_scale > 0 && d->route_scale != 1.0
              ? (int)lround(d->route_scale * 1000.0)
              : 0},
+        {"model.mtp_layers", c[MP_FX_MTP_LAYERS], d->mtp_layers},
+        {"model.mtp_loss_scale (x 1000)", c[MP_FX_MTP_SCALE_MILLI],
+         d->mtp_layers ? (int)lround(d->mtp_scale * 1000.0) : 0},
         /* the fixture is dropless, every block after the first dense ones MoE */
         {"model.moe.capacity_factor (0: dropless)", 0, d->experts && d->capacity_factor > 0},
         {"model.moe.layer_freq", d->experts ? 1 : 0,

@@ -42,6 +42,9 @@ enum {
     MP_FX_CONFIG_MOE, /* the fields of a file with experts; those after, 0 when absent: */
     /* DeepSeek-V3's routing: groups (0: none), groups a token, scale x 1000 (0: 1) */
     MP_FX_ROUTE_GROUPS = MP_FX_CONFIG_MOE, MP_FX_ROUTE_GROUP_TOP_K, MP_FX_ROUTE_SCALE_MILLI,
+    MP_FX_CONFIG_ROUTE, /* the fields of a file with that routing; those after, 0 when absent: */
+    /* multi-token prediction: modules (0: none), mtp_loss_scale x 1000 */
+    MP_FX_MTP_LAYERS = MP_FX_CONFIG_ROUTE, MP_FX_MTP_SCALE_MILLI,
     MP_FX_CONFIG_COUNT
 };
 

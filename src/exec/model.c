@@ -76,7 +76,7 @@ mp_status mp_gpt_init(mp_gpt *g, const mp_gpt_dims *d, const mp_param_layout *la
     free(rows);
     g->n_slots = n_slots;
     if (d->experts > 0 && d->bias_rate > 0) { /* the expert bias starts at zero */
-        size_t nb = (size_t)d->layers * (size_t)d->experts * sizeof(real);
+        size_t nb = (size_t)mp_dims_blocks(d) * (size_t)d->experts * sizeof(real);
         g->route_bias = be->alloc(nb);
         g->route_load = be->alloc(nb);
         if (!g->route_bias || !g->route_load)
@@ -132,7 +132,8 @@ size_t mp_gpt_bytes(const mp_gpt_dims *d, const mp_param_layout *lay, int n_slot
     size_t nws = layout_work(&W, NULL, &z);
     size_t slot = layout_acts(&A, NULL, &z, d);
     size_t blocks = z.n_blocks ? z.n_blocks : 1;
-    size_t bias = d->experts > 0 && d->bias_rate > 0 ? 2 * (size_t)d->layers * d->experts : 0;
+    size_t bias =
+        d->experts > 0 && d->bias_rate > 0 ? 2 * (size_t)mp_dims_blocks(d) * d->experts : 0;
     return sizeof(real) * (2 * n_alloc + nws + (size_t)n_slots * slot + bias) +
            z.s * sizeof(int) +
            (size_t)n_slots * (sizeof(mp_acts) + blocks * sizeof(block_acts));
@@ -302,7 +303,10 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
             V.xout = A->blk[k].xout;
             CHECK(mp_model_block_forward(g, &V, l, x, err));
         } else {
-            CHECK(mp_model_block_forward(g, &A->blk[k], l, x, err));
+            /* selective: what the block does not keep goes to the scratch */
+            block_acts V = A->blk[k];
+            mp_model_rebuild_scratch(g, &V);
+            CHECK(mp_model_block_forward(g, &V, l, x, err));
         }
         x = A->blk[k].xout;
     }
@@ -342,6 +346,8 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
                                  err));
     if (g->d.bert)
         *loss_sum += mp_model_nsp_forward(g, A);
+    if (A->mtp) /* the multi-token-prediction modules, from lnf_full */
+        CHECK(mp_mtp_forward(g, A, tokens, targets, loss_sum, err));
     return be->sync(err);
 }
 
@@ -358,6 +364,8 @@ mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err)
     if (z.head && g->d.bert) {
         CHECK(mp_model_bert_head_backward(g, A, err));
     } else if (z.head) {
+        if (A->mtp) /* first the MTP modules': their workspace is the model's */
+            CHECK(mp_mtp_backward(g, A, err));
         /* dlogits[S,Vl] = (p - onehot(target)) * grad_scale, in place */
         mp_model_dlogits(g, A->logits, A->targets, z.S);
         /* dWhead[Vl,h] += dlogits^T @ lnf_full; dlnf = reduce(dlogits @ Whead) */
@@ -367,6 +375,8 @@ mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err)
              0.0, W.part, z.h);
         CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-head-bwd", err));
         bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
+        if (A->mtp) /* the final norm's output feeds the first MTP module too */
+            mp_mtp_add_hidden_grad(g, A, W.dln);
         mp_model_norm_backward(g, W.dres, param(g->g, g, lay->lnf_w),
                                lay->lnf_b >= 0 ? param(g->g, g, lay->lnf_b) : NULL, W.dln,
                                A->lnf_xhat, A->lnf_rstd, param(g->w, g, lay->lnf_w),
@@ -387,9 +397,9 @@ mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err)
             V.xout = A->blk[k].xout;
             CHECK(mp_model_block_forward(g, &V, l, k ? A->blk[k - 1].xout : A->x0, err));
         } else if (mode == 1) {
-            /* selective: the attention probabilities again from the kept Q, K, V */
-            V.probs = W.sblk.probs;
-            mp_model_recompute_probs(g, &V);
+            /* selective: the modules it does not keep again (the attention
+             * probabilities from the kept Q, K, V; the norms; the MLP's fc1) */
+            CHECK(mp_model_rebuild(g, &V, l, k ? A->blk[k - 1].xout : A->x0, err));
         }
         CHECK(mp_model_block_backward(g, &V, l, W.dres, err));
     }

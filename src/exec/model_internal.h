@@ -37,6 +37,7 @@ struct mp_acts {
      * LayerNorm x-hat, rstd [S], output), the pooler [b,h] (dense output, tanh)
      * and the two-way head's probabilities [b,2] */
     real *mlm_pre, *mlm_act, *mlm_xhat, *mlm_rstd, *mlm_out, *pool_pre, *pooled, *nsp_p;
+    real *mtp; /* the MTP modules' activations and scratch (mtp.c), on the head's stage */
 };
 
 /* Workspace of one rank (shared by all micro-batches). */
@@ -72,12 +73,25 @@ typedef struct sizes {
     size_t sk, cp;                /* key positions (the whole sequence), CP degree */
     size_t first_block, n_blocks; /* the blocks of this pipeline stage */
     int most_recompute;           /* the most any block of the stage recomputes */
+    unsigned rebuilds;            /* the modules (MP_RCM_* bits) selective recomputation
+                                     rebuilds in any block of the stage */
     bool emb, head;               /* the stage holds the embedding / the head */
     size_t moe;                   /* reals of one block's MoE state (0: dense model) */
     size_t hdv;                   /* a value head's columns (hd but with latent attention) */
     size_t mla, mla_work;         /* reals of one block's latent-attention state and of its
                                      workspace (0: none) */
 } sizes;
+
+/* The modules selective recomputation rebuilds in block l (MP_RCM_* bits of
+ * core/config.h: core_attn the attention probabilities, layernorm the two
+ * norms' outputs, mlp a dense MLP's fc1 output and activation); 0 otherwise. */
+enum { RB_CORE_ATTN = 1u << 0, RB_LAYERNORM = 1u << 2, RB_MLP = 1u << 4 };
+static inline unsigned block_rebuilds(const mp_gpt_dims *d, int l)
+{
+    return (mp_dims_block_rebuilds(d, l, 0) ? RB_CORE_ATTN : 0u) |
+           (mp_dims_block_rebuilds(d, l, 2) ? RB_LAYERNORM : 0u) |
+           (mp_dims_block_rebuilds(d, l, 4) ? RB_MLP : 0u);
+}
 
 static inline sizes sizes_of(const mp_gpt_dims *d)
 {
@@ -125,9 +139,11 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
     z.head = ie == d->layers + 2;
     z.moe = mp_moe_block_reals(d, z.S, z.Sl);
     z.most_recompute = 0;
+    z.rebuilds = 0;
     for (size_t k = 0; k < z.n_blocks; k++) {
         int r = mp_dims_block_recompute(d, (int)(z.first_block + k));
         z.most_recompute = r > z.most_recompute ? r : z.most_recompute;
+        z.rebuilds |= block_rebuilds(d, (int)(z.first_block + k));
     }
     return z;
 }
@@ -140,19 +156,23 @@ static inline real *take(real *base, size_t *used, size_t n)
     return p;
 }
 
-/* One block's activations: all of them (mode 0), all but the attention
- * probabilities (1: selective), or the block's output alone (2: full; its
- * input is the previous block's output or x0). Fields not kept are NULL. */
+/* One block's activations: all of them (mode 0), all but what selective
+ * recomputation rebuilds (1; rb: block_rebuilds), or the block's output alone
+ * (2: full; its input is the previous block's output or x0). Fields not kept
+ * are NULL. */
 static inline void layout_block(block_acts *B, real *base, size_t *u, const sizes *z,
-                             int mode)
+                             int mode, unsigned rb)
 {
     memset(B, 0, sizeof *B);
+    if (mode != 1)
+        rb = 0;
     if (mode < 2) {
         B->ln1_xhat = take(base, u, z->Sl * z->h);
         B->ln1_rstd = take(base, u, z->Sl);
-        B->ln1_full = take(base, u, z->S * z->h);
+        if (!(rb & RB_LAYERNORM))
+            B->ln1_full = take(base, u, z->S * z->h);
         B->qkv = take(base, u, z->S * z->row);
-        if (mode == 0)
+        if (!(rb & RB_CORE_ATTN))
             B->probs = take(base, u, z->b * z->al * z->s * z->sk);
         B->att = take(base, u, z->S * z->hl);
         if (z->cp > 1)
@@ -160,14 +180,20 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
         B->xmid = take(base, u, z->Sl * z->h);
         B->ln2_xhat = take(base, u, z->Sl * z->h);
         B->ln2_rstd = take(base, u, z->Sl);
-        B->ln2_full = take(base, u, z->S * z->h);
-        B->fc1_pre = take(base, u, z->S * z->f1);
-        B->fc1_act = take(base, u, z->S * z->Fl);
+        if (!(rb & RB_LAYERNORM))
+            B->ln2_full = take(base, u, z->S * z->h);
+        if (!(rb & RB_MLP)) {
+            B->fc1_pre = take(base, u, z->S * z->f1);
+            B->fc1_act = take(base, u, z->S * z->Fl);
+        }
         B->moe = z->moe ? take(base, u, z->moe) : NULL;
         B->mla = z->mla ? take(base, u, z->mla) : NULL;
     }
     B->xout = take(base, u, z->Sl * z->h);
 }
+
+/* mtp.c: the reals of a slot's MTP area (0 without MTP or off the head's stage). */
+size_t mp_mtp_reals(const sizes *z, const mp_gpt_dims *d);
 
 static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
                               const mp_gpt_dims *d)
@@ -183,8 +209,8 @@ static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
     A->x0 = take(base, &u, z->Sl * z->h);
     for (size_t l = 0; l < z->n_blocks; l++) {
         block_acts tmp, *B = base ? &A->blk[l] : &tmp;
-        layout_block(B, base, &u, z,
-                     mp_dims_block_recompute(d, (int)(z->first_block + l)));
+        int bl = (int)(z->first_block + l);
+        layout_block(B, base, &u, z, mp_dims_block_recompute(d, bl), block_rebuilds(d, bl));
     }
     A->lnf_xhat = take(base, &u, z->Sl * z->h);
     A->lnf_rstd = take(base, &u, z->Sl);
@@ -200,6 +226,8 @@ static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
         A->pooled = take(base, &u, z->b * z->h);
         A->nsp_p = take(base, &u, z->b * 2);
     }
+    size_t nm = mp_mtp_reals(z, d);
+    A->mtp = nm ? take(base, &u, nm) : NULL;
     return u;
 }
 
@@ -225,10 +253,20 @@ static inline size_t layout_work(work *W, real *base, const sizes *z)
     W->mla = z->mla_work ? take(base, &u, z->mla_work) : NULL;
     /* full recompute rebuilds a whole block here; selective only its probabilities */
     if (z->most_recompute == 2)
-        layout_block(&W->sblk, base, &u, z, 0);
+        layout_block(&W->sblk, base, &u, z, 0, 0);
     else if (z->most_recompute == 1) {
+        /* what the selective blocks rebuild, one block's worth */
         memset(&W->sblk, 0, sizeof W->sblk);
-        W->sblk.probs = take(base, &u, z->b * z->al * z->s * z->sk);
+        if (z->rebuilds & RB_CORE_ATTN)
+            W->sblk.probs = take(base, &u, z->b * z->al * z->s * z->sk);
+        if (z->rebuilds & RB_LAYERNORM) {
+            W->sblk.ln1_full = take(base, &u, z->S * z->h);
+            W->sblk.ln2_full = take(base, &u, z->S * z->h);
+        }
+        if (z->rebuilds & RB_MLP) {
+            W->sblk.fc1_pre = take(base, &u, z->S * z->f1);
+            W->sblk.fc1_act = take(base, &u, z->S * z->Fl);
+        }
     } else {
         memset(&W->sblk, 0, sizeof W->sblk);
     }
@@ -332,6 +370,11 @@ mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
 mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
                                   mp_error *err);
 void mp_model_recompute_probs(mp_gpt *g, block_acts *V);
+/* Selective recomputation of block l: B's activations that it does not keep
+ * (NULL) in the workspace's scratch (forward and backward), and, before its
+ * backward, those rebuilt from what it kept and its input x. */
+void mp_model_rebuild_scratch(const mp_gpt *g, block_acts *B);
+mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_error *err);
 /* moe_layer.c: an MoE block's FFN. Forward: B->xout[Sl,h] = the experts'
  * weighted outputs for B->ln2_full (before the residual); backward: dln[Sl,h]
  * = the gradient of the norm's output from dout[Sl,h], the weights' gradients
@@ -347,6 +390,13 @@ void mp_mla_recompute_probs(mp_gpt *g, block_acts *V);
 mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
                           real *dln, mp_error *err);
 double mp_model_nsp_forward(mp_gpt *g, mp_acts *A);
+/* mtp.c: the multi-token-prediction modules after the head (forward: their
+ * losses added to *loss_sum; backward: their gradients, then
+ * mp_mtp_add_hidden_grad adds theirs of the main final-norm output to dln[Sl,h]). */
+mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int32_t *targets,
+                         double *loss_sum, mp_error *err);
+mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, mp_error *err);
+void mp_mtp_add_hidden_grad(mp_gpt *g, mp_acts *A, real *dln);
 mp_status mp_model_bert_head_backward(mp_gpt *g, mp_acts *A, mp_error *err);
 
 #endif

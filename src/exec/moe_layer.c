@@ -549,7 +549,7 @@ mp_status mp_moe_update_bias(mp_gpt *g, mp_error *err)
     if (!g->route_load)
         return MP_OK;
     const mp_gpt_dims *d = &g->d;
-    size_t E = (size_t)d->experts, n = (size_t)d->layers * E;
+    size_t E = (size_t)d->experts, n = (size_t)mp_dims_blocks(d) * E;
     /* the stage's tp x cp x dp ranks are its EP groups times its expert-DP
      * groups: the sum over both is over all of them. With etp = tp each TP
      * rank counted its group's tokens, tp times in all: the sign below
@@ -558,7 +558,7 @@ mp_status mp_moe_update_bias(mp_gpt *g, mp_error *err)
     for (int i = 0; i < 2; i++)
         if (grp[i]->size > 1)
             CHECK(g->be->allreduce(grp[i], MP_REAL_KIND, g->route_load, n, MP_RED_SUM, err));
-    for (int l = 0; l < d->layers; l++) {
+    for (int l = 0; l < mp_dims_blocks(d); l++) {
         if (!mp_dims_block_is_moe(d, l))
             continue;
         real *load = g->route_load + (size_t)l * E, *bias = g->route_bias + (size_t)l * E;

@@ -104,6 +104,76 @@ static void add_mla_block(builder *b, int *blk, const char *side, int li, int it
     }
 }
 
+/* Block l's tensors: the model's blocks (item l + 1), then the MTP modules' (mtp.layers.k.*,
+ * on the head's item). */
+static void add_block(builder *bp, mp_param_layout *out, int l)
+{
+    const mp_gpt_dims *d = bp->d;
+    int h = d->hidden, f = d->ffn, g = mp_dims_kv_heads(d);
+    bool mtp = l >= d->layers;
+    int item = mtp ? d->layers + 1 : l + 1;
+    /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
+    int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;
+    bool bias = !d->no_bias, shift = !d->rmsnorm, mla = mp_dims_is_mla(d);
+    char n[48];
+    bool dec = d->t5 && l >= d->enc_layers;
+    const char *side = mtp ? "mtp." : !d->t5 ? "" : dec ? "decoder." : "encoder.";
+    int li = mtp ? l - d->layers : dec ? l - d->enc_layers : l;
+    int *blk = out->block + (size_t)l * MP_BLK_COUNT;
+    for (int k = 0; k < MP_BLK_COUNT; k++)
+        blk[k] = -1;
+#define BLK(k, present, suffix, rows, cols, split, init, spp)                                \
+    do {                                                                                   \
+        if (present) {                                                                     \
+            snprintf(n, sizeof n, "%slayers.%d.%s", side, li, suffix);                     \
+            blk[k] = add(bp, n, rows, cols, split, init, spp, item);                       \
+        }                                                                                  \
+    } while (0)
+#define SECTIONS(a, b_, c)                                                                 \
+    (bp->n_sec = (c) > 0 ? 3 : 2, bp->sec[0] = (a), bp->sec[1] = (b_), bp->sec[2] = (c))
+    BLK(MP_BLK_LN1_W, true, "ln1.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+    BLK(MP_BLK_LN1_B, shift, "ln1.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+    SECTIONS(d->heads * hd, g * hd, g * hd);
+    BLK(MP_BLK_QKV_W, !mla, "qkv.weight", h, qkv, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
+    BLK(MP_BLK_QKV_B, !mla && bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
+    if (mla) /* latent attention: down-projections replicated, up-projections by heads */
+        add_mla_block(bp, blk, side, li, item);
+    BLK(MP_BLK_PROJ_W, true, "proj.weight", mla ? d->heads * d->v_dim : h, h, MP_SPLIT_ROWS,
+        MP_INIT_WEIGHT, false);
+    BLK(MP_BLK_PROJ_B, bias, "proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+    /* T5 decoder: cross-attention, Q from this stream, K|V from the encoder's */
+    BLK(MP_BLK_LNX_W, dec, "lnx.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+    BLK(MP_BLK_XQ_W, dec, "xq.weight", h, d->heads * hd, MP_SPLIT_COLS, MP_INIT_WEIGHT,
+        false);
+    SECTIONS(d->heads * hd, d->heads * hd, 0);
+    BLK(MP_BLK_XKV_W, dec, "xkv.weight", h, 2 * d->heads * hd, MP_SPLIT_QKV, MP_INIT_WEIGHT,
+        false);
+    BLK(MP_BLK_XO_W, dec, "xo.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+    BLK(MP_BLK_LN2_W, true, "ln2.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
+    BLK(MP_BLK_LN2_B, shift, "ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+    SECTIONS(f, f, 0);
+    mp_split s1 = d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS;
+    bool moe = mp_dims_block_is_moe(d, l), dense = !moe;
+    BLK(MP_BLK_FC1_W, dense, "fc1.weight", h, f1, s1, MP_INIT_WEIGHT, false);
+    BLK(MP_BLK_FC1_B, dense && bias, "fc1.bias", 1, f1, s1, MP_INIT_BIAS, false);
+    BLK(MP_BLK_FC2_W, dense, "fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
+    BLK(MP_BLK_FC2_B, dense && bias, "fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
+    /* an MoE block's router, replicated (its experts come after every block) */
+    BLK(MP_BLK_ROUTER_W, moe, "router.weight", h, d->experts, MP_SPLIT_NONE,
+        MP_INIT_WEIGHT, mp_dims_moe_local(d)); /* local tokens: summed over TP */
+    int fs = d->shared_ffn;
+    SECTIONS(fs, fs, 0);
+    BLK(MP_BLK_SHR_FC1_W, moe && fs > 0, "shared.fc1.weight", h, d->swiglu ? 2 * fs : fs, s1,
+        MP_INIT_WEIGHT, false);
+    BLK(MP_BLK_SHR_FC2_W, moe && fs > 0, "shared.fc2.weight", fs, h, MP_SPLIT_ROWS,
+        MP_INIT_WEIGHT, false);
+    if (d->t5 && l == d->enc_layers - 1) /* the encoder's output norm, with its last block */
+        out->enc_lnf = add(bp, "encoder.final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA,
+                           true, l + 1);
+#undef SECTIONS
+#undef BLK
+}
+
 mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -140,10 +210,12 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage items [%d, %d) outside the model's 0..%d", b.item_begin,
                             b.item_end, d->layers + 1);
-    int cap = 3 + MP_BLK_COUNT * d->layers + 3 + 9 + 4;
+    int nb = mp_dims_blocks(d);
+    int cap = 3 + MP_BLK_COUNT * nb + 3 + 9 + 4 + (MP_MTP_COUNT + 1) * d->mtp_layers;
     out->p = calloc((size_t)cap, sizeof *out->p);
-    out->block = malloc(((size_t)d->layers * MP_BLK_COUNT + 1) * sizeof *out->block);
-    if (!out->p || !out->block) {
+    out->block = malloc(((size_t)nb * MP_BLK_COUNT + 1) * sizeof *out->block);
+    out->mtp = malloc(((size_t)d->mtp_layers * MP_MTP_COUNT + 1) * sizeof *out->mtp);
+    if (!out->p || !out->block || !out->mtp) {
         mp_param_layout_free(out);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for parameters");
     }
@@ -178,68 +250,9 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
             out->wte = add_as(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
                               d->enc_layers + 1, 0);
     }
-    /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
-    int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;
-    bool bias = !d->no_bias, shift = !d->rmsnorm, mla = mp_dims_is_mla(d);
-    for (int l = 0; l < d->layers; l++) {
-        char n[48];
-        bool dec = d->t5 && l >= d->enc_layers;
-        const char *side = !d->t5 ? "" : dec ? "decoder." : "encoder.";
-        int li = dec ? l - d->enc_layers : l;
-        int *blk = out->block + (size_t)l * MP_BLK_COUNT;
-        for (int k = 0; k < MP_BLK_COUNT; k++)
-            blk[k] = -1;
-#define BLK(k, present, suffix, rows, cols, split, init, spp)                                \
-    do {                                                                                   \
-        if (present) {                                                                     \
-            snprintf(n, sizeof n, "%slayers.%d.%s", side, li, suffix);                     \
-            blk[k] = add(&b, n, rows, cols, split, init, spp, l + 1);                      \
-        }                                                                                  \
-    } while (0)
-#define SECTIONS(a, b_, c)                                                                 \
-    (b.n_sec = (c) > 0 ? 3 : 2, b.sec[0] = (a), b.sec[1] = (b_), b.sec[2] = (c))
-        BLK(MP_BLK_LN1_W, true, "ln1.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
-        BLK(MP_BLK_LN1_B, shift, "ln1.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
-        SECTIONS(d->heads * hd, g * hd, g * hd);
-        BLK(MP_BLK_QKV_W, !mla, "qkv.weight", h, qkv, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_QKV_B, !mla && bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
-        if (mla) /* latent attention: down-projections replicated, up-projections by heads */
-            add_mla_block(&b, blk, side, li, l + 1);
-        BLK(MP_BLK_PROJ_W, true, "proj.weight", mla ? d->heads * d->v_dim : h, h, MP_SPLIT_ROWS,
-            MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_PROJ_B, bias, "proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
-        /* T5 decoder: cross-attention, Q from this stream, K|V from the encoder's */
-        BLK(MP_BLK_LNX_W, dec, "lnx.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
-        BLK(MP_BLK_XQ_W, dec, "xq.weight", h, d->heads * hd, MP_SPLIT_COLS, MP_INIT_WEIGHT,
-            false);
-        SECTIONS(d->heads * hd, d->heads * hd, 0);
-        BLK(MP_BLK_XKV_W, dec, "xkv.weight", h, 2 * d->heads * hd, MP_SPLIT_QKV, MP_INIT_WEIGHT,
-            false);
-        BLK(MP_BLK_XO_W, dec, "xo.weight", h, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_LN2_W, true, "ln2.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
-        BLK(MP_BLK_LN2_B, shift, "ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
-        SECTIONS(f, f, 0);
-        mp_split s1 = d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS;
-        bool moe = mp_dims_block_is_moe(d, l), dense = !moe;
-        BLK(MP_BLK_FC1_W, dense, "fc1.weight", h, f1, s1, MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_FC1_B, dense && bias, "fc1.bias", 1, f1, s1, MP_INIT_BIAS, false);
-        BLK(MP_BLK_FC2_W, dense, "fc2.weight", f, h, MP_SPLIT_ROWS, MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_FC2_B, dense && bias, "fc2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
-        /* an MoE block's router, replicated (its experts come after every block) */
-        BLK(MP_BLK_ROUTER_W, moe, "router.weight", h, d->experts, MP_SPLIT_NONE,
-            MP_INIT_WEIGHT, mp_dims_moe_local(d)); /* local tokens: summed over TP */
-        int fs = d->shared_ffn;
-        SECTIONS(fs, fs, 0);
-        BLK(MP_BLK_SHR_FC1_W, moe && fs > 0, "shared.fc1.weight", h, d->swiglu ? 2 * fs : fs, s1,
-            MP_INIT_WEIGHT, false);
-        BLK(MP_BLK_SHR_FC2_W, moe && fs > 0, "shared.fc2.weight", fs, h, MP_SPLIT_ROWS,
-            MP_INIT_WEIGHT, false);
-        if (d->t5 && l == d->enc_layers - 1) /* the encoder's output norm, with its last block */
-            out->enc_lnf = add(&b, "encoder.final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA,
-                               true, l + 1);
-#undef SECTIONS
-#undef BLK
-    }
+    bool shift = !d->rmsnorm;
+    for (int l = 0; l < d->layers; l++)
+        add_block(&b, out, l);
     int head_item = d->layers + 1;
     out->lnf_w = add(&b, "final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, head_item);
     out->lnf_b = shift ? add(&b, "final_ln.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true,
@@ -274,13 +287,56 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     else /* the last stage's copy of the tied embedding (Megatron keeps one too) */
         out->head = add_as(&b, "lm_head.weight", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
                            head_item, 0);
+    /* The MTP modules (exec/mtp.c), with the head: they embed the shifted
+     * tokens, so a last stage without the embedding and without a tied copy
+     * holds its own copy (Megatron's MTP stage does), summed over the
+     * embedding group as a tied head's is */
+    if (d->mtp_layers > 0 && has_head && out->wte < 0 && !d->tied)
+        out->wte = add_as(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
+                          head_item, 0);
+    for (int j = 0; j < d->mtp_layers; j++) {
+        char n[48];
+        int *m = out->mtp + (size_t)j * MP_MTP_COUNT;
+        struct {
+            int k;
+            const char *name;
+            int rows, cols;
+            mp_split split;
+            mp_init_class init;
+            bool sp_partial;
+        } t[] = {
+            {MP_MTP_ENORM_W, "enorm.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true},
+            {MP_MTP_ENORM_B, "enorm.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true},
+            {MP_MTP_HNORM_W, "hnorm.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true},
+            {MP_MTP_HNORM_B, "hnorm.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true},
+            {MP_MTP_EH_W, "eh_proj.weight", 2 * h, h, MP_SPLIT_COLS, MP_INIT_WEIGHT, false},
+        };
+        for (int k = 0; k < MP_MTP_COUNT; k++)
+            m[k] = -1;
+        for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+            if (!shift && (t[i].k == MP_MTP_ENORM_B || t[i].k == MP_MTP_HNORM_B))
+                continue; /* RMSNorm: no shift */
+            snprintf(n, sizeof n, "mtp.layers.%d.%s", j, t[i].name);
+            m[t[i].k] = add(&b, n, t[i].rows, t[i].cols, t[i].split, t[i].init, t[i].sp_partial,
+                            head_item);
+        }
+        add_block(&b, out, d->layers + j);
+        snprintf(n, sizeof n, "mtp.layers.%d.final_ln.weight", j);
+        m[MP_MTP_FNORM_W] = add(&b, n, 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, head_item);
+        snprintf(n, sizeof n, "mtp.layers.%d.final_ln.bias", j);
+        if (shift)
+            m[MP_MTP_FNORM_B] = add(&b, n, 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true, head_item);
+    }
     /* The routed experts of every MoE block, last in the flat buffer: they are
      * reduced over expert-DP, the rest over DP (exec/moe.h) */
     out->expert_lo = out->total;
-    for (int l = 0; l < d->layers && d->experts > 0; l++) {
+    for (int l = 0; l < nb && d->experts > 0; l++) {
         if (!mp_dims_block_is_moe(d, l))
             continue;
-        if (out->expert_lo == out->total && l + 1 >= b.item_begin && l + 1 < b.item_end) {
+        int item = l < d->layers ? l + 1 : head_item;
+        const char *side = l < d->layers ? "" : "mtp.";
+        int li = l < d->layers ? l : l - d->layers;
+        if (out->expert_lo == out->total && item >= b.item_begin && item < b.item_end) {
             /* the first expert tensor on this stage starts on a shard
              * boundary of both groups (the gap before it is never used) */
             out->total = mp_dims_flat_alloc(d, out->total, 1);
@@ -291,15 +347,15 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         bool whole = mp_dims_moe_local(d); /* etp = 1: each expert whole on its rank */
         b.n_exp = d->experts;
         b.n_sec = 2, b.sec[0] = b.sec[1] = fe, b.sec[2] = 0;
-        snprintf(n, sizeof n, "layers.%d.experts.fc1.weight", l);
+        snprintf(n, sizeof n, "%slayers.%d.experts.fc1.weight", side, li);
         blk[MP_BLK_EXP_FC1_W] = add(&b, n, d->experts * h, d->swiglu ? 2 * fe : fe,
                                     whole ? MP_SPLIT_NONE
                                           : d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS,
-                                    MP_INIT_WEIGHT, false, l + 1);
-        snprintf(n, sizeof n, "layers.%d.experts.fc2.weight", l);
+                                    MP_INIT_WEIGHT, false, item);
+        snprintf(n, sizeof n, "%slayers.%d.experts.fc2.weight", side, li);
         blk[MP_BLK_EXP_FC2_W] = add(&b, n, d->experts * fe, h,
                                     whole ? MP_SPLIT_NONE : MP_SPLIT_ROWS, MP_INIT_WEIGHT,
-                                    false, l + 1);
+                                    false, item);
         b.n_exp = 0;
     }
     return MP_OK;
@@ -309,6 +365,7 @@ void mp_param_layout_free(mp_param_layout *l)
 {
     free(l->p);
     free(l->block);
+    free(l->mtp);
     memset(l, 0, sizeof *l);
 }
 

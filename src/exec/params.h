@@ -44,6 +44,9 @@ typedef struct mp_gpt_dims {
      * plan's, which outlives the run). It changes memory and time, never values. */
     int recompute;
     const unsigned char *layer_recompute;
+    /* What selective recomputation (1) rebuilds: MP_RCM_* bits of
+     * core/config.h, Megatron's --recompute-modules (0: core_attn alone) */
+    unsigned recompute_modules;
     int tp, tp_rank;      /* tensor-parallel degree and this rank's place */
     bool sp;              /* sequence parallelism (needs tp > 1 to matter) */
     int cp, cp_rank;      /* context parallelism (0 or 1: none): the sequence is cut in 2cp
@@ -81,7 +84,19 @@ typedef struct mp_gpt_dims {
      * buffers end, at a multiple of this (lcm of the two groups' sizes; 0 or
      * 1: no alignment beyond the DP padding). */
     int flat_align;
+    /* Multi-token prediction (exec/mtp.c; 0: none): mtp_layers modules on the
+     * last stage, each its own block numbered layers + k in the block table
+     * (the type of the model's last block, as Megatron's spec builds it), its
+     * losses averaged over the modules and scaled by mtp_scale. */
+    int mtp_layers;
+    double mtp_scale;
 } mp_gpt_dims;
+
+/* The most MTP modules the executor runs (DeepSeek-V3 has one). */
+#define MP_MTP_MAX 8
+
+/* Blocks in the block table: the model's, then the MTP modules'. */
+static inline int mp_dims_blocks(const mp_gpt_dims *d) { return d->layers + d->mtp_layers; }
 
 /* Whether the blocks' attention is multi-head latent attention. */
 static inline bool mp_dims_is_mla(const mp_gpt_dims *d) { return d->kv_lora > 0; }
@@ -99,6 +114,8 @@ static inline size_t mp_dims_flat_alloc(const mp_gpt_dims *d, size_t total, size
 /* Whether block l (0-based) is an MoE block. */
 static inline bool mp_dims_block_is_moe(const mp_gpt_dims *d, int l)
 {
+    if (l >= d->layers && d->layers > 0) /* an MTP module's block: the last block's type */
+        l = d->layers - 1;
     return d->experts > 0 && l >= d->moe_first_dense &&
            l % (d->moe_layer_freq > 0 ? d->moe_layer_freq : 1) == 0;
 }
@@ -121,7 +138,16 @@ static inline void mp_dims_items(const mp_gpt_dims *d, int *begin, int *end)
 /* Recomputation of block l (0-based). */
 static inline int mp_dims_block_recompute(const mp_gpt_dims *d, int block)
 {
+    if (block >= d->layers) /* an MTP module's block keeps its activations */
+        return 0;
     return d->layer_recompute ? d->layer_recompute[block + 1] : d->recompute;
+}
+
+/* Whether block l recomputes module `rcm` (MP_RCM_*: core_attn, layernorm, mlp). */
+static inline bool mp_dims_block_rebuilds(const mp_gpt_dims *d, int block, int rcm)
+{
+    unsigned m = d->recompute_modules ? d->recompute_modules : 1u; /* bit 0: core_attn */
+    return mp_dims_block_recompute(d, block) == 1 && (m >> rcm & 1u);
 }
 
 /* Derived per-rank sizes. */
@@ -212,6 +238,14 @@ enum {
     MP_BLK_COUNT
 };
 
+/* An MTP module's tensors besides its block (mp_mtp_param): the norms of the
+ * shifted tokens' embedding and of the previous hidden states, the projection
+ * of [embedding | hidden] [2h, h] (column-parallel) and its final norm. */
+enum {
+    MP_MTP_ENORM_W, MP_MTP_ENORM_B, MP_MTP_HNORM_W, MP_MTP_HNORM_B, MP_MTP_EH_W,
+    MP_MTP_FNORM_W, MP_MTP_FNORM_B, MP_MTP_COUNT
+};
+
 typedef struct mp_param_layout {
     mp_param *p;
     int n;
@@ -224,7 +258,9 @@ typedef struct mp_param_layout {
     /* T5 (-1 otherwise): the relative position bias tables [32, heads] of the
      * encoder and decoder stacks, and the encoder's final norm */
     int enc_rel, dec_rel, enc_lnf;
-    int *block;           /* [layers * MP_BLK_COUNT] tensor index, -1: absent or not on this stage */
+    int *block;           /* [(layers + mtp_layers) * MP_BLK_COUNT] tensor index, -1: absent
+                             or not on this stage (the MTP modules' blocks after the model's) */
+    int *mtp;             /* [mtp_layers * MP_MTP_COUNT] an MTP module's other tensors */
     int layers;
     size_t expert_lo;     /* the experts' tensors fill [expert_lo, total) of the flat buffer
                              (reduced over expert-DP, the rest over DP); total when none */
@@ -234,6 +270,12 @@ typedef struct mp_param_layout {
 static inline int mp_block_param(const mp_param_layout *l, int layer, int k)
 {
     return l->block[(size_t)layer * MP_BLK_COUNT + (size_t)k];
+}
+
+/* Tensor k (MP_MTP_*) of MTP module j, or -1. */
+static inline int mp_mtp_param(const mp_param_layout *l, int j, int k)
+{
+    return l->mtp[(size_t)j * MP_MTP_COUNT + (size_t)k];
 }
 
 /* Builds the table for dims (tp, tp_rank, sp and the stage's items as given). */

@@ -25,10 +25,28 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     const mp_parallel *p = &c->parallel;
     memset(out, 0, sizeof *out);
     bool mla = mp_model_is_mla(m);
-    if (mp_model_has_mtp(m)) /* the cost model has them (docs/cost-model.md) */
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
-                            "exec does not run the multi-token-prediction modules yet: give "
-                            "mtp_layers 0 to run the model without them");
+    if (mp_model_has_mtp(m)) { /* exec/mtp.c runs what Megatron's GPT model does */
+        if (m->mtp_layers > MP_MTP_MAX)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
+                                "exec runs at most %d multi-token-prediction modules (got %lld)",
+                                MP_MTP_MAX, (long long)m->mtp_layers);
+        if (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
+                                "exec runs the multi-token-prediction modules in decoder-only "
+                                "models only");
+        if (m->position != MP_POS_ROPE)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
+                                "exec runs the multi-token-prediction modules with rope "
+                                "positions only (the shifted learned positions are not run)");
+        if (p->cp > 1)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
+                                "exec does not run the multi-token-prediction modules with "
+                                "context parallelism (their shift crosses the CP chunks)");
+        if (p->pp > 1 && (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
+                                "exec runs the multi-token-prediction modules with one head "
+                                "stage: not with the %s schedule", mp_schedule_name(p->schedule));
+    }
     if (mla && (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla",
                             "%s: exec runs latent attention in decoder-only models only",
@@ -69,17 +87,18 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
-    /* selective recompute in exec re-runs the attention core (the
-     * probabilities, block.c); Megatron's other modules are costed by the
-     * planner but not run here */
-    if (p->recompute_modules & ~(1u << MP_RCM_CORE_ATTN)) {
+    /* selective recompute in exec rebuilds the attention core, the norms'
+     * outputs and the dense MLP's (block.c, mp_model_rebuild); Megatron's other
+     * modules are costed by the planner but not run here */
+    uint32_t runs = 1u << MP_RCM_CORE_ATTN |
+                    (m->arch == MP_ARCH_T5 ? 0u : 1u << MP_RCM_LAYERNORM | 1u << MP_RCM_MLP);
+    if (p->recompute_modules & ~runs) {
         char list[160];
-        mp_recompute_modules_format(p->recompute_modules & ~(1u << MP_RCM_CORE_ATTN), list,
-                                    sizeof list);
+        mp_recompute_modules_format(p->recompute_modules & ~runs, list, sizeof list);
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.recompute_modules",
-                            "exec recomputes the attention core only (core_attn); %s is "
-                            "costed by estimate but not run by this executor yet",
-                            list);
+                            "exec recomputes core_attn%s only; %s is costed by estimate but "
+                            "not run by this executor yet",
+                            m->arch == MP_ARCH_T5 ? " (in t5)" : ", layernorm and mlp", list);
     }
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",
@@ -156,6 +175,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             out->dec_seq = (int)(m->decoder_seq * seq / (m->encoder_seq ? m->encoder_seq : seq));
         }
     }
+    out->mtp_layers = (int)(shrink && m->mtp_layers > 2 ? 2 : m->mtp_layers);
+    out->mtp_scale = mp_model_mtp_loss_scale(m);
     out->t5 = t5;
     out->relu = m->activation == MP_ACT_RELU;
     out->tied = m->tied_embeddings;
@@ -168,6 +189,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
      * other layers: the plan's overall setting then) */
     out->recompute = (int)p->recompute;
     out->layer_recompute = !shrink && plan->has_layer_recompute ? plan->layer_recompute : NULL;
+    out->recompute_modules = (unsigned)p->recompute_modules;
     out->tp = tp;
     out->sp = sp;
     out->cp = cp;

@@ -77,6 +77,8 @@
 #define mp_model_norm_backward_add MP_REAL_NAME(mp_model_norm_backward_add)
 #define mp_model_norm_forward MP_REAL_NAME(mp_model_norm_forward)
 #define mp_model_recompute_probs MP_REAL_NAME(mp_model_recompute_probs)
+#define mp_model_rebuild MP_REAL_NAME(mp_model_rebuild)
+#define mp_model_rebuild_scratch MP_REAL_NAME(mp_model_rebuild_scratch)
 
 /* cp_ring.c */
 #define mp_model_cp_gather_kv MP_REAL_NAME(mp_model_cp_gather_kv)
@@ -136,6 +138,12 @@
 #define mp_mla_backward MP_REAL_NAME(mp_mla_backward)
 #define mp_mla_forward MP_REAL_NAME(mp_mla_forward)
 #define mp_mla_recompute_probs MP_REAL_NAME(mp_mla_recompute_probs)
+
+/* mtp.c */
+#define mp_mtp_add_hidden_grad MP_REAL_NAME(mp_mtp_add_hidden_grad)
+#define mp_mtp_backward MP_REAL_NAME(mp_mtp_backward)
+#define mp_mtp_forward MP_REAL_NAME(mp_mtp_forward)
+#define mp_mtp_reals MP_REAL_NAME(mp_mtp_reals)
 
 /* moe_layer.c */
 #define mp_moe_backward MP_REAL_NAME(mp_moe_backward)

@@ -390,8 +390,9 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
      * stage's copy for the head each hold part of the gradient; both take the
      * sum, so the two copies stay equal through the optimizer. */
     int tied = lay->wte >= 0 ? lay->wte : lay->head;
-    /* (T5: the first decoder stage's copy for its input, tied or not) */
-    if (t->emb.size > 1 && (g->d.tied || g->d.t5) && tied >= 0 &&
+    /* (T5: the first decoder stage's copy for its input, tied or not; MTP: the
+     * last stage's copy for the modules' input, tied or not) */
+    if (t->emb.size > 1 && (g->d.tied || g->d.t5 || g->d.mtp_layers > 0) && tied >= 0 &&
         !mp_probe_drops(pr, "pp-embgrad")) {
         const mp_param *p = &lay->p[tied];
         mp_status st = be->allreduce(&t->emb, MP_REAL_KIND, g->g + p->offset,

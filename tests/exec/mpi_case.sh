@@ -18,12 +18,13 @@
 # SHARED=n (shared experts; default 0); templates with latent attention: QLORA=n (the query
 # latent's rank; default 16, 0: none); ZERO=2|3 (the plan's zero; with DISTOPT true),
 # HSDP=true (the plan's hsdp), HWFILE=file (its `hw:` mapping replaces the plan's profile name),
-# LAYOUT=string (the plan's parallel.pipeline_layout, Megatron's layout grammar).
+# LAYOUT=string (the plan's parallel.pipeline_layout, Megatron's layout grammar),
+# RCM=list (with RC=selective: its recompute_modules, comma-separated).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
 pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile= layout=
-ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16 par=
+ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16 par= rcm=
 experts=4 topk=2 groups=0 gtopk=0 rscale=0 brate=0 mtp=0
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
@@ -38,7 +39,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     QLORA=*) qlora=${1#QLORA=} ;; LAYOUT=*) layout=${1#LAYOUT=} ;; PAR=*) par=${1#PAR=} ;;
     EXPERTS=*) experts=${1#EXPERTS=} ;; TOPK=*) topk=${1#TOPK=} ;; GROUPS=*) groups=${1#GROUPS=} ;;
     GTOPK=*) gtopk=${1#GTOPK=} ;; RSCALE=*) rscale=${1#RSCALE=} ;; BRATE=*) brate=${1#BRATE=} ;;
-    MTP=*) mtp=${1#MTP=} ;;
+    MTP=*) mtp=${1#MTP=} ;; RCM=*) rcm=${1#RCM=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -54,6 +55,7 @@ sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt
     -e "s/@RSCALE@/$rscale/; s/@BRATE@/$brate/; s/@MTP@/$mtp/" "$template" > "$T/plan.yaml" || exit 99
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
+if [ -n "$rcm" ]; then sed -i "s/recompute: $rc,/recompute: $rc, recompute_modules: \"$rcm\",/" "$T/plan.yaml"; fi
 if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi
 if [ -n "$zero" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, zero: $zero,/" "$T/plan.yaml"; fi
 if [ -n "$hsdp" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, hsdp: $hsdp,/" "$T/plan.yaml"; fi

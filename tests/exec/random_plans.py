@@ -2,7 +2,8 @@
 """random_plans.py MEGAPLAN PLANS_DIR SEED N — exec on N random tiny plans.
 
 Each plan draws every setting the executor runs at once: model (GPT,
-LLaMA-style with 2 or 4 key/value heads, BERT or T5), tp, sp, cp, pp, vpp, dp, the
+LLaMA-style with 2 or 4 key/value heads and 0 to 2 multi-token-prediction
+modules, BERT or T5), tp, sp, cp, pp, vpp, dp, the
 distributed optimizer, the schedule, recomputation, tied embeddings,
 micro-batch size and count (within 8 ranks), and is run for two steps in
 exact mode (bitwise) or fp32 tolerance mode against the reference. The named
@@ -44,10 +45,14 @@ for t in range(n):
     distopt = 'true' if dp > 1 and rng.random() < 0.5 else 'false'
     exact = rng.random() < 0.5
     gpus = tp * cp * pp * dp
+    # LLaMA-style plans carry 0, 1 or 2 multi-token-prediction modules by the
+    # plan's number (not with CP, which exec refuses for them), drawing nothing,
+    # so that the plans drawn above stay those of the seed
+    mtp = t % 3 if model == 'llama' and cp == 1 else 0
     text = templates[model]
     fields = {'TP': tp, 'SP': str(sp).lower(), 'DP': dp, 'PP': pp, 'DISTOPT': distopt,
               'GPUS': gpus, 'GB': mb * dp * m, 'MB': mb, 'TIED': tied, 'SCHED': sched,
-              'LAYERS': layers, 'VPP': vpp, 'CP': cp, 'KV': kv,
+              'LAYERS': layers, 'VPP': vpp, 'CP': cp, 'KV': kv, 'MTP': mtp,
               'HW': 'dgx-h100' if cp > 1 else 'dgx-a100'}  # CP wants fused attention
     for k, v in fields.items():
         text = text.replace('@%s@' % k, str(v))
@@ -60,9 +65,9 @@ for t in range(n):
     r = subprocess.run(args, capture_output=True, text=True, env=env)
     os.unlink(path)
     desc = ('%s tp=%d sp=%d cp=%d pp=%d vpp=%d dp=%d dist_opt=%s %s recompute=%s tied=%s '
-            'kv=%d layers=%d mb=%d m=%d %s') % (model, tp, sp, cp, pp, vpp, dp, distopt, sched,
-                                               rc, tied, kv, layers, mb, m,
-                                               'exact' if exact else 'fp32')
+            'kv=%d layers=%d mb=%d m=%d mtp=%d %s') % (model, tp, sp, cp, pp, vpp, dp, distopt,
+                                                      sched, rc, tied, kv, layers, mb, m, mtp,
+                                                      'exact' if exact else 'fp32')
     if r.returncode == 0 and 'OK:' in r.stdout:
         checks.ok(desc)
     else:

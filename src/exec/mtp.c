@@ -1,0 +1,364 @@
+/* mtp.c — DeepSeek-V3's multi-token prediction (arXiv 2412.19437 §2.2) as
+ * Megatron-Core's multi_token_prediction.py runs it, on the last pipeline
+ * stage after the model's head. Module k = 0..D-1 (D = mtp_layers):
+ *
+ *   tok_k[i]  = token[i + k + 1], 0 past the end (Megatron's roll_tensor:
+ *               roll left by one per module, the vacated slot zeroed)
+ *   tgt_k[i]  = target[i + k + 1], none past the end (the loss mask, rolled
+ *               the same way)
+ *   e_k       = wte[tok_k]                        (the shared embedding)
+ *   h_{k-1}   = the main model's hidden states after its final norm (k = 0),
+ *               else module k-1's output after its own final norm
+ *   x_k       = [enorm(e_k) | hnorm(h_{k-1})] @ W_eh   ([2h] -> h; the
+ *               embedding first, as Megatron's torch.cat((decoder_input,
+ *               hidden_states), -1))
+ *   h_k       = fnorm(block_k(x_k))   (block_k: the type of the model's last
+ *               block, its rotary positions unshifted, as Megatron passes
+ *               the main model's rotary embedding)
+ *   loss     += mtp_scale / D * sum_i ce(h_k[i] @ W_head^T, tgt_k[i]) / n_k
+ *
+ * n_k = the rows with a target (b (s - k - 1)), where the main loss divides
+ * by b s: the executor's loss sums are over the global batch's b s tokens, so
+ * module k's terms are weighted w_k = mtp_scale / D * s / (s - k - 1).
+ *
+ * Partitioned as Megatron's: the embedding vocabulary-parallel (reduced over
+ * TP, with SP reduce-scattered), the norms on this rank's rows, W_eh
+ * column-parallel on [enorm | hnorm] gathered over SP, its output columns
+ * all-gathered over TP and, with SP, this rank's rows kept; the block as the
+ * model's; the head vocabulary-parallel. Rows are r = pos * b + sample, so a
+ * shift by k + 1 positions is a shift by (k + 1) b rows. Context parallelism
+ * is refused (plan_dims.c): its chunks would need the shift across ranks.
+ *
+ * Compiled once per precision (real.h). */
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/kernels.h"
+#include "exec/quant.h"
+#include "exec/real.h"
+#include "exec/model_internal.h"
+
+/* One module's activations for one micro-batch. */
+typedef struct mtp_acts {
+    int32_t *tok, *tgt;             /* [S] shifted tokens and targets (-1: none) */
+    real *e;                        /* [Sl,h] embedding of tok */
+    real *en, *en_xhat, *en_rstd;   /* [Sl,h] [Sl,h] [Sl] enorm */
+    real *hn, *hn_xhat, *hn_rstd;   /* [Sl,h] [Sl,h] [Sl] hnorm */
+    real *cat_loc, *cat_full;       /* [Sl,2h] [en | hn]; [S,2h] SP-gathered */
+    real *proj_loc;                 /* [S,hl] this rank's columns of the projection (hl = h/t,
+                                       not sizes' hl: latent attention's is its value heads') */
+    real *x;                        /* [Sl,h] the block's input */
+    block_acts blk;                 /* the block's (all of them, no recomputation) */
+    real *fn, *fn_xhat, *fn_rstd;   /* [Sl,h] [Sl,h] [Sl] the final norm: h_k */
+    real *fn_full;                  /* [S,h] SP-gathered */
+    real *logits;                   /* [S,Vl] logits, probabilities, d logits */
+} mtp_acts;
+
+/* Backward scratch shared by the modules of one micro-batch. */
+typedef struct mtp_work {
+    real *dcarry;   /* [Sl,h] gradient of h_k from module k+1; at the end, of the main
+                       model's final-norm output */
+    real *dstream;  /* [Sl,h] gradient along the module's residual stream */
+    real *dfn;      /* [Sl,h] */
+    real *dfull;    /* [S,h] the projection output's gradient, SP-gathered */
+    real *dloc;     /* [S,hl] its columns on this rank */
+    real *dcat;     /* [S,2h] partial sums of the projection input's gradient */
+    real *dcat_loc; /* [Sl,2h] */
+    real *de;       /* [Sl,h] the embedding's gradient */
+    real *de_full;  /* [S,h] SP-gathered */
+    real *gather;   /* [tp][S,hl] every rank's projection columns */
+} mtp_work;
+
+static size_t int_reals(size_t n)
+{
+    return (n * sizeof(int32_t) + sizeof(real) - 1) / sizeof(real);
+}
+
+/* The MTP area of a slot: D modules, then the scratch; first a pass that
+ * counts (base NULL). */
+static size_t layout(mtp_acts *M, mtp_work *Wm, real *base, const sizes *z,
+                     const mp_gpt_dims *d)
+{
+    size_t u = 0, Sl = z->Sl, S = z->S, h = z->h;
+    for (int k = 0; k < d->mtp_layers; k++) {
+        mtp_acts tmp, *a = base ? &M[k] : &tmp;
+        a->tok = (int32_t *)(void *)take(base, &u, int_reals(S));
+        a->tgt = (int32_t *)(void *)take(base, &u, int_reals(S));
+        a->e = take(base, &u, Sl * h);
+        a->en = take(base, &u, Sl * h);
+        a->en_xhat = take(base, &u, Sl * h);
+        a->en_rstd = take(base, &u, Sl);
+        a->hn = take(base, &u, Sl * h);
+        a->hn_xhat = take(base, &u, Sl * h);
+        a->hn_rstd = take(base, &u, Sl);
+        a->cat_loc = take(base, &u, Sl * 2 * h);
+        a->cat_full = take(base, &u, S * 2 * h);
+        a->proj_loc = take(base, &u, S * (h / (size_t)d->tp));
+        a->x = take(base, &u, Sl * h);
+        layout_block(&a->blk, base, &u, z, 0, 0);
+        a->fn = take(base, &u, Sl * h);
+        a->fn_xhat = take(base, &u, Sl * h);
+        a->fn_rstd = take(base, &u, Sl);
+        a->fn_full = take(base, &u, S * h);
+        a->logits = take(base, &u, S * z->Vl);
+    }
+    mtp_work tw, *w = base ? Wm : &tw;
+    w->dcarry = take(base, &u, Sl * h);
+    w->dstream = take(base, &u, Sl * h);
+    w->dfn = take(base, &u, Sl * h);
+    w->dfull = take(base, &u, S * h);
+    w->dloc = take(base, &u, S * (h / (size_t)d->tp));
+    w->dcat = take(base, &u, S * 2 * h);
+    w->dcat_loc = take(base, &u, Sl * 2 * h);
+    w->de = take(base, &u, Sl * h);
+    w->de_full = take(base, &u, S * h);
+    w->gather = take(base, &u, S * h);
+    return u;
+}
+
+size_t mp_mtp_reals(const sizes *z, const mp_gpt_dims *d)
+{
+    return d->mtp_layers > 0 && z->head ? layout(NULL, NULL, NULL, z, d) : 0;
+}
+
+/* The slot's modules and scratch (M: mtp_layers of them). */
+static void view(const mp_gpt *g, mp_acts *A, mtp_acts *M, mtp_work *Wm)
+{
+    sizes z = sizes_of(&g->d);
+    layout(M, Wm, A->mtp, &z, &g->d);
+}
+
+#define P(j, k) param(g->w, g, mp_mtp_param(g->lay, (j), (k)))
+#define G(j, k) param(g->g, g, mp_mtp_param(g->lay, (j), (k)))
+/* A shift without a tensor (RMSNorm): NULL */
+#define PB(buf, j, k)                                                                       \
+    (mp_mtp_param(g->lay, (j), (k)) >= 0 ? param((buf), g, mp_mtp_param(g->lay, (j), (k)))   \
+                                         : NULL)
+
+#ifdef MP_TEST_MTP_MUTANT
+/* Test-only (the mutant build of tests/exec/meson.build): the error that the
+ * environment's MP_TEST_MTP_MUTANT names, planted so that the PyTorch fixture
+ * is shown to catch it: shift (module k embeds the tokens shifted k, not
+ * k + 1), concat ([hidden | embedding]), norms (enorm's weights on the hidden
+ * states, hnorm's on the embedding), hidden (the next module reads the block's
+ * output before the final norm), scale (the losses not averaged over modules). */
+static bool mutant(const char *what)
+{
+    const char *m = getenv("MP_TEST_MTP_MUTANT");
+    return m && !strcmp(m, what);
+}
+#else
+static bool mutant(const char *what)
+{
+    (void)what;
+    return false;
+}
+#endif
+
+static int emb_param(const mp_gpt *g)
+{
+    return g->lay->wte >= 0 ? g->lay->wte : g->lay->head; /* a tied head's copy */
+}
+
+/* Module k's weight on the loss's rows (the file's comment). */
+static double module_weight(const mp_gpt *g, int k)
+{
+    int s = g->d.seq, rows = s - k - 1;
+    double per_module = mutant("scale") ? 1.0 : (double)g->d.mtp_layers;
+    return g->d.mtp_scale / per_module * (double)s / (double)(rows > 0 ? rows : 1);
+}
+
+/* rows of `cols` reals each from src (row stride ss) to dst (stride ds). */
+static void copy_rows(const mp_gpt *g, real *dst, size_t ds, const real *src, size_t ss,
+                      size_t rows, size_t cols)
+{
+    g->be->copy2d(dst, ds * sizeof(real), src, ss * sizeof(real), cols * sizeof(real), rows,
+                  MP_COPY_D2D);
+}
+
+mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int32_t *targets,
+                         double *loss_sum, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
+    int D = g->d.mtp_layers;
+    mtp_acts M[MP_MTP_MAX];
+    mtp_work Wm;
+    view(g, A, M, &Wm);
+    const mp_backend *be = g->be;
+    bool sp = g->d.sp && g->tp.size > 1;
+    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, b = z.b;
+    size_t t = (size_t)g->tp.size;
+    size_t row0 = sp ? (size_t)g->tp.rank * Sl : 0, lo = (size_t)g->tp.rank * z.Vl;
+    int32_t *host = malloc(2 * S * sizeof *host);
+    if (!host)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the MTP shift");
+    /* h_{-1}: this rank's rows of the main model's final-norm output */
+    const real *hprev = A->lnf_full + row0 * h;
+    mp_status st = MP_OK;
+    for (int k = 0; k < D && !st; k++) {
+        mtp_acts *a = &M[k];
+        int l = g->d.layers + k;
+        /* tok, tgt [S]: rows shifted by (k+1) b, zero token / no target past the end */
+        size_t sh = (size_t)(k + 1) * b;
+        size_t tsh = mutant("shift") ? sh - b : sh;
+        for (size_t r = 0; r < S; r++) {
+            host[r] = r + tsh < S ? tokens[r + tsh] : 0;
+            host[S + r] = r + sh < S ? targets[r + sh] : -1;
+        }
+        be->copy(a->tok, host, S * sizeof *host, MP_COPY_H2D);
+        be->copy(a->tgt, host + S, S * sizeof *host, MP_COPY_H2D);
+        /* e[Sl,h] = reduce(wte rows of tok this rank owns) (vocab-parallel) */
+        be->gather_rows(MP_REAL_KIND, W.part, param(g->w, g, emb_param(g)), a->tok, lo, z.Vl, S,
+                        h, false);
+        if ((st = mp_model_tp_reduce(g, W.part, a->e, h, "tp-mtp-embed", err)))
+            break;
+        bq(g, a->e, Sl * h, MP_Q_ACT);
+        /* en = enorm(e), hn = hnorm(h_{k-1}) [Sl,h]; cat_loc[Sl,2h] = [en | hn] */
+        int en_k = mutant("norms") ? MP_MTP_HNORM_W : MP_MTP_ENORM_W;
+        int hn_k = mutant("norms") ? MP_MTP_ENORM_W : MP_MTP_HNORM_W;
+        mp_model_norm_forward(g, a->en, a->en_xhat, a->en_rstd, a->e, P(k, en_k),
+                              PB(g->w, k, en_k + 1), (int)Sl);
+        mp_model_norm_forward(g, a->hn, a->hn_xhat, a->hn_rstd, hprev, P(k, hn_k),
+                              PB(g->w, k, hn_k + 1), (int)Sl);
+        size_t e_at = mutant("concat") ? h : 0;
+        copy_rows(g, a->cat_loc + e_at, 2 * h, a->en, h, Sl, h);
+        copy_rows(g, a->cat_loc + (h - e_at), 2 * h, a->hn, h, Sl, h);
+        /* cat_full[S,2h] (SP: all-gather); proj_loc[S,hl] = cat_full @ W_eh[2h,hl]
+         * (column-parallel) */
+        if ((st = mp_model_tp_gather_rows(g, a->cat_loc, a->cat_full, S, Sl, 2 * h, err)))
+            break;
+        GEMM(false, false, S, hl, 2 * h, a->cat_full, 2 * h, P(k, MP_MTP_EH_W), hl, 0.0,
+             a->proj_loc, hl);
+        bq(g, a->proj_loc, S * hl, MP_Q_ACT);
+        /* x[Sl,h]: every rank's columns side by side (all-gather over TP), with
+         * SP this rank's rows of them */
+        if (t > 1) {
+            if ((st = be->allgather(&g->tp, MP_REAL_KIND, a->proj_loc, Wm.gather, S * hl, err)))
+                break;
+            for (size_t q = 0; q < t; q++)
+                copy_rows(g, a->x + q * hl, h, Wm.gather + q * S * hl + row0 * hl, hl, Sl, hl);
+        } else {
+            be_copy(g, a->x, a->proj_loc, S * h);
+        }
+        /* the block, then h_k = fn[Sl,h] = fnorm(block output); fn_full[S,h] */
+        if ((st = mp_model_block_forward(g, &a->blk, l, a->x, err)))
+            break;
+        mp_model_norm_forward(g, a->fn, a->fn_xhat, a->fn_rstd, a->blk.xout,
+                              P(k, MP_MTP_FNORM_W), PB(g->w, k, MP_MTP_FNORM_B), (int)Sl);
+        if ((st = mp_model_tp_gather(g, a->fn, a->fn_full, h, err)))
+            break;
+        /* logits[S,Vl] = fn_full @ W_head[Vl,h]^T; loss += w_k * sum ce(tgt) */
+        GEMM(false, true, S, z.Vl, h, a->fn_full, h, param(g->w, g, g->lay->head), h, 0.0,
+             a->logits, z.Vl);
+        bq(g, a->logits, S * z.Vl, MP_Q_ACT);
+        double sum = 0;
+        if ((st = mp_model_cross_entropy(g, a->logits, a->tgt, S, W.stats, W.part, &sum, err)))
+            break;
+        /* exact mode: the weighted sum back on the loss's grid, so that sums of
+         * the micro-batches' losses are exact in any order */
+        double wsum = module_weight(g, k) * sum;
+        if (g->exact)
+            wsum = nearbyint(ldexp(wsum, MP_Q_LOSS)) / ldexp(1.0, MP_Q_LOSS);
+        *loss_sum += wsum;
+        hprev = mutant("hidden") ? a->blk.xout : a->fn;
+    }
+    free(host);
+    return st;
+}
+
+/* From the modules' losses back to their weights, the shared embedding's and
+ * head's gradients, and Wm.dcarry[Sl,h]: the gradient of the main model's
+ * final-norm output (mp_mtp_add_hidden_grad adds it). */
+mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    int D = g->d.mtp_layers;
+    mtp_acts M[MP_MTP_MAX];
+    mtp_work Wm;
+    view(g, A, M, &Wm);
+    const mp_backend *be = g->be;
+    bool sp = g->d.sp && g->tp.size > 1;
+    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, Vl = z.Vl;
+    size_t t = (size_t)g->tp.size;
+    size_t lo = (size_t)g->tp.rank * Vl;
+    real *gwte = param(g->g, g, emb_param(g)), *ghead = param(g->g, g, g->lay->head);
+    be->zero(Wm.dcarry, Sl * h * sizeof(real)); /* the last module's output feeds nothing */
+    for (int k = D - 1; k >= 0; k--) {
+        mtp_acts *a = &M[k];
+        int l = g->d.layers + k;
+        /* dlogits = (p - onehot(tgt)) * grad_scale * w_k (none past the end); exact
+         * mode puts the weighted terms back on a grid */
+        be->ce_backward(MP_REAL_KIND, a->logits, a->tgt, lo, S, Vl,
+                        (double)g->grad_scale * module_weight(g, k), true);
+        bq(g, a->logits, S * Vl, MP_Q_GRAD_ATT);
+        /* dW_head[Vl,h] += dlogits^T @ fn_full; dfn = reduce(dlogits @ W_head) + dcarry */
+        GEMM(true, false, Vl, h, S, a->logits, Vl, a->fn_full, h, 1.0, ghead, h);
+        work W = work_of(g);
+        GEMM(false, false, S, h, Vl, a->logits, Vl, param(g->w, g, g->lay->head), h, 0.0,
+             W.part, h);
+        CHECK(mp_model_tp_reduce(g, W.part, Wm.dfn, h, "tp-mtp-head-bwd", err));
+        bq(g, Wm.dfn, Sl * h, MP_Q_GRAD);
+        be->add(MP_REAL_KIND, Wm.dfn, Wm.dcarry, Sl * h);
+        bq(g, Wm.dfn, Sl * h, MP_Q_GRAD);
+        /* back through fnorm into the stream, then the block */
+        mp_model_norm_backward(g, Wm.dstream, G(k, MP_MTP_FNORM_W), PB(g->g, k, MP_MTP_FNORM_B),
+                               Wm.dfn, a->fn_xhat, a->fn_rstd, P(k, MP_MTP_FNORM_W), (int)Sl);
+        bq(g, Wm.dstream, Sl * h, MP_Q_GRAD);
+        CHECK(mp_model_block_backward(g, &a->blk, l, Wm.dstream, err));
+        /* dfull[S,h] (SP: all-gather of the rows) and this rank's columns dloc[S,hl] */
+        const real *dfull = Wm.dstream;
+        if (sp) {
+            CHECK(mp_model_tp_gather(g, Wm.dstream, Wm.dfull, h, err));
+            dfull = Wm.dfull;
+        }
+        if (t > 1)
+            copy_rows(g, Wm.dloc, hl, dfull + (size_t)g->tp.rank * hl, h, S, hl);
+        else
+            be_copy(g, Wm.dloc, dfull, S * h);
+        /* dW_eh[2h,hl] += cat_full^T @ dloc; dcat_loc[Sl,2h] = reduce(dloc @ W_eh^T) */
+        GEMM(true, false, 2 * h, hl, S, a->cat_full, 2 * h, Wm.dloc, hl, 1.0,
+             G(k, MP_MTP_EH_W), hl);
+        GEMM(false, true, S, 2 * h, hl, Wm.dloc, hl, P(k, MP_MTP_EH_W), hl, 0.0, Wm.dcat,
+             2 * h);
+        CHECK(mp_model_tp_reduce_rows(g, Wm.dcat, Wm.dcat_loc, S, Sl, 2 * h, "tp-mtp-proj-bwd",
+                                      err));
+        bq(g, Wm.dcat_loc, Sl * 2 * h, MP_Q_GRAD);
+        /* [den | dhn] -> through enorm to e, through hnorm to h_{k-1} (dcarry) */
+        copy_rows(g, Wm.dfn, h, Wm.dcat_loc, 2 * h, Sl, h);
+        mp_model_norm_backward(g, Wm.de, G(k, MP_MTP_ENORM_W), PB(g->g, k, MP_MTP_ENORM_B),
+                               Wm.dfn, a->en_xhat, a->en_rstd, P(k, MP_MTP_ENORM_W), (int)Sl);
+        bq(g, Wm.de, Sl * h, MP_Q_GRAD);
+        copy_rows(g, Wm.dfn, h, Wm.dcat_loc + h, 2 * h, Sl, h);
+        mp_model_norm_backward(g, Wm.dcarry, G(k, MP_MTP_HNORM_W), PB(g->g, k, MP_MTP_HNORM_B),
+                               Wm.dfn, a->hn_xhat, a->hn_rstd, P(k, MP_MTP_HNORM_W), (int)Sl);
+        bq(g, Wm.dcarry, Sl * h, MP_Q_GRAD);
+        /* the shared embedding: dwte rows of tok this rank owns += de (SP: gathered) */
+        const real *de = Wm.de;
+        if (sp) {
+            CHECK(mp_model_tp_gather(g, Wm.de, Wm.de_full, h, err));
+            de = Wm.de_full;
+        }
+        be->scatter_add_rows(MP_REAL_KIND, gwte, de, a->tok, lo, Vl, S, h);
+    }
+    return MP_OK;
+}
+
+/* dln[Sl,h] (the main head's gradient of its final-norm output) += the MTP
+ * modules' (mp_mtp_backward's Wm.dcarry). */
+void mp_mtp_add_hidden_grad(mp_gpt *g, mp_acts *A, real *dln)
+{
+    sizes z = sizes_of(&g->d);
+    mtp_acts M[MP_MTP_MAX];
+    mtp_work Wm;
+    view(g, A, M, &Wm);
+    g->be->add(MP_REAL_KIND, dln, Wm.dcarry, z.Sl * z.h);
+    bq(g, dln, z.Sl * z.h, MP_Q_GRAD);
+}
+#undef P
+#undef G
+#undef PB

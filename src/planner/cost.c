@@ -14,6 +14,7 @@
 
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
+#include "planner/cost_memo.h"
 #include "planner/pipeline_internal.h"
 
 
@@ -236,12 +237,39 @@ static void place_mtp(const mp_config *c, item_detail *det, int64_t L)
         at->act[r] += mtp.act[r];
 }
 
-/* Fills details for all L+2 items, computing each distinct block shape once. */
-static void fill_details(const mp_config *c, item_detail *det)
+/* The details of a model's items by kind: the embedding, the head and one
+ * block of each kind (dense or MoE, full or windowed attention), costed on
+ * the kind's first block; what a memo keeps (cost_memo.h). */
+typedef struct detail_set {
+    item_detail emb, head, kind[4];
+    bool have[4];
+} detail_set;
+
+static int block_kind(const mp_model *m, int64_t block0)
+{
+    return (mp_model_block_is_moe(m, block0) ? 2 : 0) + (mp_model_block_is_windowed(m, block0) ? 1 : 0);
+}
+
+static void detail_kinds(const mp_config *c, int64_t L, detail_set *ds)
+{
+    detail_edges(c, &ds->emb, &ds->head);
+    memset(ds->have, 0, sizeof ds->have);
+    for (int64_t i = 1; i <= L; i++) {
+        int k = block_kind(&c->model, i - 1);
+        if (!ds->have[k]) {
+            detail_block(c, i, &ds->kind[k]);
+            ds->have[k] = true;
+        }
+    }
+}
+
+/* Fills details for all L+2 items, computing each distinct block shape once
+ * (and, with a memo, once per search). */
+static void fill_details(const mp_config *c, mp_cost_memo *memo, item_detail *det)
 {
     int64_t L = mp_model_blocks(&c->model);
-    detail_edges(c, &det[0], &det[L + 1]);
     if (c->model.arch == MP_ARCH_T5) {
+        detail_edges(c, &det[0], &det[L + 1]);
         item_detail enc, dec;
         int64_t ne = c->model.encoder_layers;
         detail_block(c, 1, &enc);
@@ -251,19 +279,16 @@ static void fill_details(const mp_config *c, item_detail *det)
             det[i] = i <= ne ? enc : dec;
         return;
     }
-    /* blocks cost by kind (dense or MoE, full or windowed attention):
-     * each kind costed once, on its first block */
-    item_detail kind[4];
-    bool have[4] = {false, false, false, false};
-    for (int64_t i = 1; i <= L; i++) {
-        int k = (mp_model_block_is_moe(&c->model, i - 1) ? 2 : 0) +
-                (mp_model_block_is_windowed(&c->model, i - 1) ? 1 : 0);
-        if (!have[k]) {
-            detail_block(c, i, &kind[k]);
-            have[k] = true;
-        }
-        det[i] = kind[k];
-    }
+    bool filled = false;
+    detail_set local, *ds = mp_cost_memo_slot(memo, c, sizeof *ds, &filled);
+    if (!ds)
+        ds = &local;
+    if (!filled)
+        detail_kinds(c, L, ds);
+    det[0] = ds->emb;
+    det[L + 1] = ds->head;
+    for (int64_t i = 1; i <= L; i++)
+        det[i] = ds->kind[block_kind(&c->model, i - 1)];
     place_mtp(c, det, L);
 }
 
@@ -277,7 +302,7 @@ mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
     if (!det)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for %lld items",
                             (long long)(L + 2));
-    fill_details(c, det);
+    fill_details(c, NULL, det);
     for (int64_t i = 0; i < L + 2; i++)
         item_cost_from(c, &det[i], &items[i]);
     free(det);
@@ -479,8 +504,8 @@ static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_b
     return mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, pm->params_rank_max / 2.0 * grad_bytes);
 }
 
-static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check, pipe_model *pm,
-                            mp_error *err)
+static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
+                            mp_cost_memo *memo, pipe_model *pm, mp_error *err)
 {
     if (check) {
         mp_status s = mp_config_check(c, err);
@@ -507,7 +532,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         pm->st = NULL;
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage costs");
     }
-    fill_details(c, det);
+    fill_details(c, memo, det);
     pm->p2p_bytes = det[L > 0 ? L : 0].send_bytes;
     pm->block_params = 0.0;
     for (int64_t i = 1; i <= L; i++)
@@ -638,7 +663,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
 {
     memset(out, 0, sizeof *out);
     pipe_model pm;
-    mp_status s = build_pipe(c, plan, true, &pm, err);
+    mp_status s = build_pipe(c, plan, true, NULL, &pm, err);
     if (s != MP_OK)
         return s;
     out->stages = calloc((size_t)pm.n, sizeof *out->stages);
@@ -702,19 +727,25 @@ static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
     return n;
 }
 
-static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
-                          mp_error *err);
+static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
+                          mp_cost_memo *memo, mp_estimate *out, mp_error *err);
 
 mp_status mp_estimate_config(const mp_config *c, const mp_plan *plan, mp_estimate *out,
                              mp_error *err)
 {
-    return estimate(c, plan, true, out, err);
+    return estimate(c, plan, true, NULL, out, err);
+}
+
+mp_status mp_estimate_config_memo(const mp_config *c, const mp_plan *plan, mp_cost_memo *memo,
+                                  mp_estimate *out, mp_error *err)
+{
+    return estimate(c, plan, true, memo, out, err);
 }
 
 mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
                                        mp_estimate *out, mp_error *err)
 {
-    return estimate(c, plan, false, out, err);
+    return estimate(c, plan, false, NULL, out, err);
 }
 
 /* Megatron-Core --overlap-moe-expert-parallel-comm: in the 1F1B steady
@@ -761,12 +792,12 @@ static void hide_a2a(stage_sum *s)
     s->ep_b -= hb;
 }
 
-static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
-                          mp_error *err)
+static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
+                          mp_cost_memo *memo, mp_estimate *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
     pipe_model pm;
-    mp_status s = build_pipe(c, plan, check, &pm, err);
+    mp_status s = build_pipe(c, plan, check, memo, &pm, err);
     if (s != MP_OK)
         return s;
     const mp_parallel *pp = &c->parallel;

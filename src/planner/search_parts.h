@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "planner/cost.h"
+#include "planner/cost_memo.h"
 #include "planner/search.h"
 
 typedef struct cand {

@@ -268,9 +268,7 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
 
 done:
     free(top.e);
-    free(e.keep.v);
-    free(e.closest.v);
-    free(e.bc.slot);
+    mp_search_free_ctx(&e);
     if (st != MP_OK && st != MP_ENOFIT) {
         mp_search_result_free(res);
         memset(res, 0, sizeof *res);

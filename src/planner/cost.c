@@ -237,6 +237,39 @@ static void place_mtp(const mp_config *c, item_detail *det, int64_t L)
         at->act[r] += mtp.act[r];
 }
 
+/* What the estimate takes from the model and training alone, kept once per
+ * memo (mp_cost_memo_base_slot): each block's kind (block_kind), the model's
+ * parameters and FLOPs, and the recomputed forward FLOPs of each uniform
+ * recompute choice (recompute_flops; have_extra: computed). */
+typedef struct model_facts {
+    bool have_flops; /* params and model_flops computed */
+    double params, model_flops;
+    double extra[MP_RECOMPUTE_COUNT];
+    bool have_extra[MP_RECOMPUTE_COUNT];
+    uint8_t kind[MP_MAX_LAYERS];
+} model_facts;
+
+static int block_kind(const mp_model *m, int64_t block0);
+
+/* c's model facts from memo (NULL without one, or for T5, whose blocks are
+ * not of block_kind's kinds). */
+static model_facts *facts_of(const mp_config *c, mp_cost_memo *memo)
+{
+    int64_t L = mp_model_blocks(&c->model);
+    if (!memo || c->model.arch == MP_ARCH_T5 || L > MP_MAX_LAYERS)
+        return NULL;
+    bool filled = false;
+    model_facts *mf = mp_cost_memo_base_slot(memo, c, sizeof *mf, &filled);
+    if (!mf || filled)
+        return mf;
+    /* the FLOPs once a configuration has passed the check (estimate) */
+    mf->have_flops = false;
+    memset(mf->have_extra, 0, sizeof mf->have_extra);
+    for (int64_t i = 0; i < L; i++)
+        mf->kind[i] = (uint8_t)block_kind(&c->model, i);
+    return mf;
+}
+
 /* The details of a model's items by kind: the embedding, the head and one
  * block of each kind (dense or MoE, full or windowed attention), costed on
  * the kind's first block; what a memo keeps (cost_memo.h). */
@@ -265,7 +298,8 @@ static void detail_kinds(const mp_config *c, int64_t L, detail_set *ds)
 
 /* Fills details for all L+2 items, computing each distinct block shape once
  * (and, with a memo, once per search). */
-static void fill_details(const mp_config *c, mp_cost_memo *memo, item_detail *det)
+static void fill_details(const mp_config *c, mp_cost_memo *memo, const model_facts *mf,
+                         item_detail *det)
 {
     int64_t L = mp_model_blocks(&c->model);
     if (c->model.arch == MP_ARCH_T5) {
@@ -288,7 +322,7 @@ static void fill_details(const mp_config *c, mp_cost_memo *memo, item_detail *de
     det[0] = ds->emb;
     det[L + 1] = ds->head;
     for (int64_t i = 1; i <= L; i++)
-        det[i] = ds->kind[block_kind(&c->model, i - 1)];
+        det[i] = ds->kind[mf ? mf->kind[i - 1] : block_kind(&c->model, i - 1)];
     place_mtp(c, det, L);
 }
 
@@ -302,7 +336,7 @@ mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
     if (!det)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for %lld items",
                             (long long)(L + 2));
-    fill_details(c, NULL, det);
+    fill_details(c, NULL, NULL, det);
     for (int64_t i = 0; i < L + 2; i++)
         item_cost_from(c, &det[i], &items[i]);
     free(det);
@@ -505,7 +539,8 @@ static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_b
 }
 
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
-                            mp_cost_memo *memo, pipe_model *pm, mp_error *err)
+                            mp_cost_memo *memo, const model_facts *mf, pipe_model *pm,
+                            mp_error *err)
 {
     if (check) {
         mp_status s = mp_config_check(c, err);
@@ -532,7 +567,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         pm->st = NULL;
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage costs");
     }
-    fill_details(c, memo, det);
+    fill_details(c, memo, mf, det);
     pm->p2p_bytes = det[L > 0 ? L : 0].send_bytes;
     pm->block_params = 0.0;
     for (int64_t i = 1; i <= L; i++)
@@ -663,7 +698,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
 {
     memset(out, 0, sizeof *out);
     pipe_model pm;
-    mp_status s = build_pipe(c, plan, true, NULL, &pm, err);
+    mp_status s = build_pipe(c, plan, true, NULL, NULL, &pm, err);
     if (s != MP_OK)
         return s;
     out->stages = calloc((size_t)pm.n, sizeof *out->stages);
@@ -792,12 +827,43 @@ static void hide_a2a(stage_sum *s)
     s->ep_b -= hb;
 }
 
+/* The forward FLOPs per sample that recompute runs again, block by block. */
+static double recompute_flops(const mp_config *c, const mp_plan *plan)
+{
+    double extra = 0.0;
+    int64_t L = mp_model_blocks(&c->model);
+    bool t5 = c->model.arch == MP_ARCH_T5;
+    double kind_flops[2][MP_RECOMPUTE_COUNT] = {{-1, -1, -1}, {-1, -1, -1}};
+    for (int64_t i = 1; i <= L; i++) {
+        mp_recompute r = item_recompute(c, plan, i);
+        if (r == MP_RECOMPUTE_NONE)
+            continue;
+        /* an MoE model's blocks are of two kinds: each costed once */
+        int kind = !t5 && mp_model_block_is_moe(&c->model, i - 1);
+        if (t5 || kind_flops[kind][r] < 0) {
+            mp_block_shape bs;
+            mp_block_shape_of(&c->model, c->training.seq, i, &bs);
+            kind_flops[kind][r] = r == MP_RECOMPUTE_FULL
+                                      ? mp_block_fwd_flops(&c->model, &bs)
+                                      : mp_block_attn_core_fwd_flops(&c->model, &bs);
+        }
+        extra += kind_flops[kind][r];
+        if (c->model.arch != MP_ARCH_T5 && !mp_model_is_moe(&c->model) &&
+            !(plan && plan->has_layer_recompute)) {
+            extra *= (double)L;
+            break;
+        }
+    }
+    return extra;
+}
+
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                           mp_cost_memo *memo, mp_estimate *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
     pipe_model pm;
-    mp_status s = build_pipe(c, plan, check, memo, &pm, err);
+    model_facts *mf = facts_of(c, memo);
+    mp_status s = build_pipe(c, plan, check, memo, mf, &pm, err);
     if (s != MP_OK)
         return s;
     const mp_parallel *pp = &c->parallel;
@@ -969,33 +1035,25 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     out->over_bytes = out->fits ? 0.0 : out->memory.peak - out->memory.capacity;
 
     /* FLOPs and throughput */
-    out->params = mp_model_params(&c->model);
-    out->model_flops = mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
-    double extra = 0.0; /* recomputed forward FLOPs per sample */
-    {
-        int64_t L = mp_model_blocks(&c->model);
-        bool t5 = c->model.arch == MP_ARCH_T5;
-        double kind_flops[2][MP_RECOMPUTE_COUNT] = {{-1, -1, -1}, {-1, -1, -1}};
-        for (int64_t i = 1; i <= L; i++) {
-            mp_recompute r = item_recompute(c, plan, i);
-            if (r == MP_RECOMPUTE_NONE)
-                continue;
-            /* an MoE model's blocks are of two kinds: each costed once */
-            int kind = !t5 && mp_model_block_is_moe(&c->model, i - 1);
-            if (t5 || kind_flops[kind][r] < 0) {
-                mp_block_shape bs;
-                mp_block_shape_of(&c->model, c->training.seq, i, &bs);
-                kind_flops[kind][r] = r == MP_RECOMPUTE_FULL
-                                          ? mp_block_fwd_flops(&c->model, &bs)
-                                          : mp_block_attn_core_fwd_flops(&c->model, &bs);
-            }
-            extra += kind_flops[kind][r];
-            if (c->model.arch != MP_ARCH_T5 && !mp_model_is_moe(&c->model) &&
-                !(plan && plan->has_layer_recompute)) {
-                extra *= (double)L;
-                break;
-            }
+    if (mf && !mf->have_flops) {
+        mf->params = mp_model_params(&c->model);
+        mf->model_flops = mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
+        mf->have_flops = true;
+    }
+    out->params = mf ? mf->params : mp_model_params(&c->model);
+    out->model_flops = mf ? mf->model_flops
+                          : mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
+    double extra; /* recomputed forward FLOPs per sample */
+    mp_recompute r_all = c->parallel.recompute;
+    if (mf && !(plan && plan->has_layer_recompute)) {
+        /* one recompute choice for every block: the model's figure for it */
+        if (!mf->have_extra[r_all]) {
+            mf->extra[r_all] = recompute_flops(c, plan);
+            mf->have_extra[r_all] = true;
         }
+        extra = mf->extra[r_all];
+    } else {
+        extra = recompute_flops(c, plan);
     }
     out->hardware_flops = out->model_flops + extra * (double)c->training.global_batch;
     double gpus = (double)c->training.gpus;

@@ -24,6 +24,9 @@ struct mp_cost_memo {
     mp_model model;
     mp_hw hw;
     mp_training training;
+    unsigned char *base_slot; /* mp_cost_memo_base_slot's */
+    size_t base_size;
+    bool base_filled;
     size_t size; /* bytes per slot: fixed by the first use */
     memo_entry *tab;
     size_t cap, n;
@@ -42,9 +45,12 @@ static void memo_clear(mp_cost_memo *memo)
         free(memo->blocks[i]);
     free(memo->blocks);
     free(memo->tab);
+    free(memo->base_slot);
     memo->blocks = NULL;
     memo->tab = NULL;
-    memo->nblocks = memo->cap = memo->n = 0;
+    memo->base_slot = NULL;
+    memo->base_filled = false;
+    memo->nblocks = memo->cap = memo->n = memo->base_size = 0;
 }
 
 void mp_cost_memo_free(mp_cost_memo *memo)
@@ -144,6 +150,23 @@ static unsigned char *memo_new_slot(mp_cost_memo *memo)
         memo->nblocks++;
     }
     return memo->blocks[memo->nblocks - 1] + in_block * memo->size;
+}
+
+void *mp_cost_memo_base_slot(mp_cost_memo *memo, const mp_config *c, size_t size, bool *filled)
+{
+    *filled = false;
+    if (!memo || size == 0)
+        return NULL;
+    memo_rebase(memo, c);
+    if (!memo->base_slot) {
+        memo->base_slot = malloc(size);
+        memo->base_size = size;
+    }
+    if (!memo->base_slot || size != memo->base_size)
+        return NULL;
+    *filled = memo->base_filled;
+    memo->base_filled = true; /* the caller fills it now */
+    return memo->base_slot;
 }
 
 void *mp_cost_memo_slot(mp_cost_memo *memo, const mp_config *c, size_t size, bool *filled)

@@ -44,6 +44,11 @@ void mp_cost_memo_key(const mp_parallel *p, mp_parallel *key);
  * caller computes without it. */
 void *mp_cost_memo_slot(mp_cost_memo *memo, const mp_config *c, size_t size, bool *filled);
 
+/* The memo's one slot of size bytes for c's model, hardware and training,
+ * whatever the parallel settings (what the estimate computes from the model
+ * alone); as mp_cost_memo_slot otherwise. */
+void *mp_cost_memo_base_slot(mp_cost_memo *memo, const mp_config *c, size_t size, bool *filled);
+
 /* How many slots the memo holds (for tests). */
 size_t mp_cost_memo_size(const mp_cost_memo *memo);
 

@@ -3,8 +3,9 @@
  * 8x7B on 64 GPUs and DeepSeek-V3 on 2048 in under 2 s each, with the
  * stage split and the simulator's re-ranking included, and the process's peak
  * memory under 200 MB.
- *   bench_search [--check] [--repeat N]
- * prints the best wall time of N runs per case and the peak resident memory;
+ *   bench_search [--check] [--repeat N] [--only MODEL]
+ * prints the best wall time of N runs per case (--only: that preset's cases
+ * alone, for profiling one) and the peak resident memory;
  * --check exits 1 when a budget is missed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +29,11 @@ int main(int argc, char **argv)
 {
     bool check = false;
     int repeat = 3;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--check")) check = true;
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     }
     if (repeat < 1) repeat = 1;
     const struct {
@@ -50,6 +53,7 @@ int main(int argc, char **argv)
     printf("%-14s %-10s %6s %10s %8s %10s %8s  %s\n", "model", "hw", "gpus", "candidates",
            "costed", "best s", "budget", "winner");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (only && strcmp(only, cases[k].model)) continue;
         mp_search_options o;
         memset(&o, 0, sizeof o);
         const mp_model *m = mp_model_preset(cases[k].model);

@@ -24,6 +24,7 @@ This machine is shared and noisy: compare ratios within one run, not absolute ti
 | \`estimate\`, one configuration | < 1 ms |
 | \`search\` 175B on 1024 GPUs, full space | < 1 s |
 | \`search\` 1T on 4096 GPUs | < 3 s |
+| \`search\` Mixtral 8x7B on 64 GPUs, DeepSeek-V3 on 2048 GPUs | < 2 s each |
 | \`simulate\` p=64, v=2, m=1024 | < 100 ms |
 | \`search\` over hardware: 70B, 5 profiles x 64..8192 GPUs | < 5 s |
 | peak memory | < 200 MB |

@@ -567,12 +567,21 @@ mp_status mp_fields_check(const mp_field *tab, size_t n, const void *obj, const 
 {
     for (size_t i = 0; i < n; i++) {
         const mp_field *f = &tab[i];
-        /* a number in range needs no path for a message (search checks
-         * every candidate's config: the common case, and a hot one) */
+        /* a number in range, a known enum value or a terminated string
+         * needs no path for a message (search checks every candidate's
+         * config: the common case, and a hot one) */
         if (f->type == MP_FT_INT || f->type == MP_FT_DOUBLE) {
             double v = f->type == MP_FT_INT ? (double)*(const int64_t *)at_c(obj, f)
                                             : *(const double *)at_c(obj, f);
             if (!isnan(v) && (f->min_open ? v > f->min : v >= f->min) && v <= f->max)
+                continue;
+        } else if (f->type == MP_FT_ENUM) {
+            int v;
+            memcpy(&v, at_c(obj, f), sizeof v);
+            if (v >= 0 && v < f->n_names)
+                continue;
+        } else if (f->type == MP_FT_STRING) {
+            if (memchr(at_c(obj, f), '\0', f->size))
                 continue;
         } else if (f->type == MP_FT_BOOL) {
             continue;

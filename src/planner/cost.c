@@ -14,6 +14,7 @@
 
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
+#include "planner/cost_memo.h"
 #include "planner/pipeline_internal.h"
 
 
@@ -236,12 +237,73 @@ static void place_mtp(const mp_config *c, item_detail *det, int64_t L)
         at->act[r] += mtp.act[r];
 }
 
-/* Fills details for all L+2 items, computing each distinct block shape once. */
-static void fill_details(const mp_config *c, item_detail *det)
+/* What the estimate takes from the model and training alone, kept once per
+ * memo (mp_cost_memo_base_slot): each block's kind (block_kind), the model's
+ * parameters and FLOPs, and the recomputed forward FLOPs of each uniform
+ * recompute choice (recompute_flops; have_extra: computed). */
+typedef struct model_facts {
+    bool have_flops; /* params and model_flops computed */
+    double params, model_flops;
+    double extra[MP_RECOMPUTE_COUNT];
+    bool have_extra[MP_RECOMPUTE_COUNT];
+    uint8_t kind[MP_MAX_LAYERS];
+} model_facts;
+
+static int block_kind(const mp_model *m, int64_t block0);
+
+/* c's model facts from memo (NULL without one, or for T5, whose blocks are
+ * not of block_kind's kinds). */
+static model_facts *facts_of(const mp_config *c, mp_cost_memo *memo)
 {
     int64_t L = mp_model_blocks(&c->model);
-    detail_edges(c, &det[0], &det[L + 1]);
+    if (!memo || c->model.arch == MP_ARCH_T5 || L > MP_MAX_LAYERS)
+        return NULL;
+    bool filled = false;
+    model_facts *mf = mp_cost_memo_base_slot(memo, c, sizeof *mf, &filled);
+    if (!mf || filled)
+        return mf;
+    /* the FLOPs once a configuration has passed the check (estimate) */
+    mf->have_flops = false;
+    memset(mf->have_extra, 0, sizeof mf->have_extra);
+    for (int64_t i = 0; i < L; i++)
+        mf->kind[i] = (uint8_t)block_kind(&c->model, i);
+    return mf;
+}
+
+/* The details of a model's items by kind: the embedding, the head and one
+ * block of each kind (dense or MoE, full or windowed attention), costed on
+ * the kind's first block; what a memo keeps (cost_memo.h). */
+typedef struct detail_set {
+    item_detail emb, head, kind[4];
+    bool have[4];
+} detail_set;
+
+static int block_kind(const mp_model *m, int64_t block0)
+{
+    return (mp_model_block_is_moe(m, block0) ? 2 : 0) + (mp_model_block_is_windowed(m, block0) ? 1 : 0);
+}
+
+static void detail_kinds(const mp_config *c, int64_t L, detail_set *ds)
+{
+    detail_edges(c, &ds->emb, &ds->head);
+    memset(ds->have, 0, sizeof ds->have);
+    for (int64_t i = 1; i <= L; i++) {
+        int k = block_kind(&c->model, i - 1);
+        if (!ds->have[k]) {
+            detail_block(c, i, &ds->kind[k]);
+            ds->have[k] = true;
+        }
+    }
+}
+
+/* Fills details for all L+2 items, computing each distinct block shape once
+ * (and, with a memo, once per search). */
+static void fill_details(const mp_config *c, mp_cost_memo *memo, const model_facts *mf,
+                         item_detail *det)
+{
+    int64_t L = mp_model_blocks(&c->model);
     if (c->model.arch == MP_ARCH_T5) {
+        detail_edges(c, &det[0], &det[L + 1]);
         item_detail enc, dec;
         int64_t ne = c->model.encoder_layers;
         detail_block(c, 1, &enc);
@@ -251,19 +313,16 @@ static void fill_details(const mp_config *c, item_detail *det)
             det[i] = i <= ne ? enc : dec;
         return;
     }
-    /* blocks cost by kind (dense or MoE, full or windowed attention):
-     * each kind costed once, on its first block */
-    item_detail kind[4];
-    bool have[4] = {false, false, false, false};
-    for (int64_t i = 1; i <= L; i++) {
-        int k = (mp_model_block_is_moe(&c->model, i - 1) ? 2 : 0) +
-                (mp_model_block_is_windowed(&c->model, i - 1) ? 1 : 0);
-        if (!have[k]) {
-            detail_block(c, i, &kind[k]);
-            have[k] = true;
-        }
-        det[i] = kind[k];
-    }
+    bool filled = false;
+    detail_set local, *ds = mp_cost_memo_slot(memo, c, sizeof *ds, &filled);
+    if (!ds)
+        ds = &local;
+    if (!filled)
+        detail_kinds(c, L, ds);
+    det[0] = ds->emb;
+    det[L + 1] = ds->head;
+    for (int64_t i = 1; i <= L; i++)
+        det[i] = ds->kind[mf ? mf->kind[i - 1] : block_kind(&c->model, i - 1)];
     place_mtp(c, det, L);
 }
 
@@ -277,7 +336,7 @@ mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err)
     if (!det)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for %lld items",
                             (long long)(L + 2));
-    fill_details(c, det);
+    fill_details(c, NULL, NULL, det);
     for (int64_t i = 0; i < L + 2; i++)
         item_cost_from(c, &det[i], &items[i]);
     free(det);
@@ -487,7 +546,8 @@ static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_b
     return mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, pm->params_rank_max / 2.0 * grad_bytes);
 }
 
-static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check, pipe_model *pm,
+static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
+                            mp_cost_memo *memo, const model_facts *mf, pipe_model *pm,
                             mp_error *err)
 {
     if (check) {
@@ -515,7 +575,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         pm->st = NULL;
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage costs");
     }
-    fill_details(c, det);
+    fill_details(c, memo, mf, det);
     pm->p2p_bytes = det[L > 0 ? L : 0].send_bytes;
     pm->block_params = 0.0;
     for (int64_t i = 1; i <= L; i++)
@@ -649,7 +709,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
 {
     memset(out, 0, sizeof *out);
     pipe_model pm;
-    mp_status s = build_pipe(c, plan, true, &pm, err);
+    mp_status s = build_pipe(c, plan, true, NULL, NULL, &pm, err);
     if (s != MP_OK)
         return s;
     out->stages = calloc((size_t)pm.n, sizeof *out->stages);
@@ -714,19 +774,25 @@ static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
     return n;
 }
 
-static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
-                          mp_error *err);
+static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
+                          mp_cost_memo *memo, mp_estimate *out, mp_error *err);
 
 mp_status mp_estimate_config(const mp_config *c, const mp_plan *plan, mp_estimate *out,
                              mp_error *err)
 {
-    return estimate(c, plan, true, out, err);
+    return estimate(c, plan, true, NULL, out, err);
+}
+
+mp_status mp_estimate_config_memo(const mp_config *c, const mp_plan *plan, mp_cost_memo *memo,
+                                  mp_estimate *out, mp_error *err)
+{
+    return estimate(c, plan, true, memo, out, err);
 }
 
 mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
                                        mp_estimate *out, mp_error *err)
 {
-    return estimate(c, plan, false, out, err);
+    return estimate(c, plan, false, NULL, out, err);
 }
 
 /* Megatron-Core --overlap-moe-expert-parallel-comm: in the 1F1B steady
@@ -784,12 +850,43 @@ static void hide_a2a(stage_sum *s, double sm)
     s->ep_b -= hb;
 }
 
-static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, mp_estimate *out,
-                          mp_error *err)
+/* The forward FLOPs per sample that recompute runs again, block by block. */
+static double recompute_flops(const mp_config *c, const mp_plan *plan)
+{
+    double extra = 0.0;
+    int64_t L = mp_model_blocks(&c->model);
+    bool t5 = c->model.arch == MP_ARCH_T5;
+    double kind_flops[2][MP_RECOMPUTE_COUNT] = {{-1, -1, -1}, {-1, -1, -1}};
+    for (int64_t i = 1; i <= L; i++) {
+        mp_recompute r = item_recompute(c, plan, i);
+        if (r == MP_RECOMPUTE_NONE)
+            continue;
+        /* an MoE model's blocks are of two kinds: each costed once */
+        int kind = !t5 && mp_model_block_is_moe(&c->model, i - 1);
+        if (t5 || kind_flops[kind][r] < 0) {
+            mp_block_shape bs;
+            mp_block_shape_of(&c->model, c->training.seq, i, &bs);
+            kind_flops[kind][r] = r == MP_RECOMPUTE_FULL
+                                      ? mp_block_fwd_flops(&c->model, &bs)
+                                      : mp_block_attn_core_fwd_flops(&c->model, &bs);
+        }
+        extra += kind_flops[kind][r];
+        if (c->model.arch != MP_ARCH_T5 && !mp_model_is_moe(&c->model) &&
+            !(plan && plan->has_layer_recompute)) {
+            extra *= (double)L;
+            break;
+        }
+    }
+    return extra;
+}
+
+static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
+                          mp_cost_memo *memo, mp_estimate *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
     pipe_model pm;
-    mp_status s = build_pipe(c, plan, check, &pm, err);
+    model_facts *mf = facts_of(c, memo);
+    mp_status s = build_pipe(c, plan, check, memo, mf, &pm, err);
     if (s != MP_OK)
         return s;
     const mp_parallel *pp = &c->parallel;
@@ -963,33 +1060,25 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check, m
     out->over_bytes = out->fits ? 0.0 : out->memory.peak - out->memory.capacity;
 
     /* FLOPs and throughput */
-    out->params = mp_model_params(&c->model);
-    out->model_flops = mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
-    double extra = 0.0; /* recomputed forward FLOPs per sample */
-    {
-        int64_t L = mp_model_blocks(&c->model);
-        bool t5 = c->model.arch == MP_ARCH_T5;
-        double kind_flops[2][MP_RECOMPUTE_COUNT] = {{-1, -1, -1}, {-1, -1, -1}};
-        for (int64_t i = 1; i <= L; i++) {
-            mp_recompute r = item_recompute(c, plan, i);
-            if (r == MP_RECOMPUTE_NONE)
-                continue;
-            /* an MoE model's blocks are of two kinds: each costed once */
-            int kind = !t5 && mp_model_block_is_moe(&c->model, i - 1);
-            if (t5 || kind_flops[kind][r] < 0) {
-                mp_block_shape bs;
-                mp_block_shape_of(&c->model, c->training.seq, i, &bs);
-                kind_flops[kind][r] = r == MP_RECOMPUTE_FULL
-                                          ? mp_block_fwd_flops(&c->model, &bs)
-                                          : mp_block_attn_core_fwd_flops(&c->model, &bs);
-            }
-            extra += kind_flops[kind][r];
-            if (c->model.arch != MP_ARCH_T5 && !mp_model_is_moe(&c->model) &&
-                !(plan && plan->has_layer_recompute)) {
-                extra *= (double)L;
-                break;
-            }
+    if (mf && !mf->have_flops) {
+        mf->params = mp_model_params(&c->model);
+        mf->model_flops = mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
+        mf->have_flops = true;
+    }
+    out->params = mf ? mf->params : mp_model_params(&c->model);
+    out->model_flops = mf ? mf->model_flops
+                          : mp_model_flops(&c->model, c->training.seq, c->training.global_batch);
+    double extra; /* recomputed forward FLOPs per sample */
+    mp_recompute r_all = c->parallel.recompute;
+    if (mf && !(plan && plan->has_layer_recompute)) {
+        /* one recompute choice for every block: the model's figure for it */
+        if (!mf->have_extra[r_all]) {
+            mf->extra[r_all] = recompute_flops(c, plan);
+            mf->have_extra[r_all] = true;
         }
+        extra = mf->extra[r_all];
+    } else {
+        extra = recompute_flops(c, plan);
     }
     out->hardware_flops = out->model_flops + extra * (double)c->training.global_batch;
     double gpus = (double)c->training.gpus;

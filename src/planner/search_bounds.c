@@ -151,9 +151,16 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
     return blocks;
 }
 
-/* The bounds of section 1 above. */
-void mp_search_bounds(const mp_config *base, const block_info *bi, double block_params_min,
-                   double emb_params, cand *x)
+/* The bounds of section 1 above, in the parts the expert settings leave
+ * alone (search_parts.h): x's (t, c, p, v, d, b, sp, rc, sharding, schedule). */
+void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
+{
+    bs->sharded = *base;
+    bs->experts = *base;
+}
+
+void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
+                           double emb_params, bound_scratch *bs, const cand *x, bound_parts *bp)
 {
     const mp_model *m = &base->model;
     int64_t L = mp_model_blocks(m);
@@ -165,32 +172,24 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
                         mp_search_needs_layout(base, x->p, x->v);
     double min_chunk = 0.0;
     double rank0 = layout_split ? rank0_blocks(base, x, L, &min_chunk) : per_rank;
-    mp_config tmp;
-    tmp.training = base->training;
-    tmp.parallel.dp = x->d;
-    tmp.parallel.cp = x->c;
-    tmp.parallel.dist_opt = x->dist_opt >= 1;
-    tmp.parallel.zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
-    tmp.parallel.hsdp = x->dist_opt == 4;
-    tmp.parallel.tp = x->t;
-    tmp.hw = base->hw;
-    double spb = mp_static_bytes_per_param(&tmp);
+    /* x's sharding (mp_static_bytes reads the parallel settings alone) */
+    mp_config *tmp = &bs->sharded;
+    memset(&tmp->parallel, 0, sizeof tmp->parallel);
+    tmp->parallel.dp = x->d;
+    tmp->parallel.cp = x->c;
+    tmp->parallel.dist_opt = x->dist_opt >= 1;
+    tmp->parallel.zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
+    tmp->parallel.hsdp = x->dist_opt == 4;
+    tmp->parallel.tp = x->t;
+    double spb = mp_static_bytes_per_param(tmp);
     double params0 = rank0 * block_params_min / x->t + emb_params / x->t;
-    double expert_bytes = 0.0, moe_gemm = 0.0;
-    if (mp_model_is_moe(m) && x->ep > 0) {
+    bp->static_bytes = params0 * spb;
+    double moe_gemm = 0.0;
+    bp->moe_min = 0.0;
+    if (mp_model_is_moe(m)) {
         /* the fewest MoE blocks a rank can hold, each with its local
-         * experts, whose optimizer states shard over edp (which exceeds
-         * d*c when etp < tp) */
-        double moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
-        mp_config ec = *base;
-        ec.parallel = tmp.parallel;
-        ec.parallel.ep = x->ep;
-        ec.parallel.etp = x->etp;
-        mp_config eb = tmp;
-        eb.parallel.dp = mp_parallel_edp(&ec.parallel);
-        eb.parallel.cp = 1;
-        expert_bytes = moe_min * mp_moe_local_expert_params(&ec) *
-                       mp_static_bytes_per_param(&eb);
+         * experts (mp_search_expert_bytes) */
+        bp->moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
         /* and the routed experts' GEMM FLOPs at the peak rate: each rank
          * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and
          * backward (the efficiency curve and imbalance only add to it) */
@@ -198,21 +197,48 @@ void mp_search_bounds(const mp_config *base, const block_info *bi, double block_
         if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
         double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
         double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
-        moe_gemm = moe_min * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
+        moe_gemm = bp->moe_min * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
                    (gate + 1.0) * (double)m->moe.expert_ffn / peak;
     }
     double chunks = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
     double stash = layout_split ? min_chunk * bi->act[x->rc] * chunks
                                 : per_rank * bi->act[x->rc] / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
-    x->lb_mem = params0 * spb + expert_bytes + stash + base->hw.runtime_reserve;
+    bp->stash = stash;
 
     double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
     /* the split-backward schedules fill most of it: no fill is a safe bound */
     double fill = mp_schedule_splits_backward((mp_schedule_kind)x->sched)
                       ? 0.0
                       : (double)(x->p - 1) * round / (double)x->v;
-    x->lb_time = (double)mb * round + fill;
+    bp->lb_time = (double)mb * round + fill;
+}
+
+double mp_search_expert_bytes(const mp_config *base, bound_scratch *bs, const bound_parts *bp,
+                              const cand *x)
+{
+    if (!mp_model_is_moe(&base->model) || x->ep <= 0)
+        return 0.0;
+    /* the local experts of the fewest MoE blocks, whose optimizer states
+     * shard over edp (which exceeds d*c when etp < tp) */
+    mp_config *ec = &bs->experts;
+    ec->parallel = bs->sharded.parallel;
+    ec->parallel.ep = x->ep;
+    ec->parallel.etp = x->etp;
+    mp_config *eb = &bs->sharded;
+    mp_parallel d_c = eb->parallel;
+    eb->parallel.dp = mp_parallel_edp(&ec->parallel);
+    eb->parallel.cp = 1;
+    double bytes = bp->moe_min * mp_moe_local_expert_params(ec) * mp_static_bytes_per_param(eb);
+    eb->parallel = d_c;
+    return bytes;
+}
+
+void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double expert_bytes,
+                          cand *x)
+{
+    x->lb_mem = bp->static_bytes + expert_bytes + bp->stash + base->hw.runtime_reserve;
+    x->lb_time = bp->lb_time;
 }
 
 mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
@@ -244,8 +270,6 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
         if (e.keep.v[i].lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
     }
 done:
-    free(e.keep.v);
-    free(e.closest.v);
-    free(e.bc.slot);
+    mp_search_free_ctx(&e);
     return st;
 }

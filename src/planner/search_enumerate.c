@@ -149,40 +149,74 @@ static bool allowed(const enum_ctx *e, const cand *x)
     return true;
 }
 
-static void consider(enum_ctx *e, cand *x)
+/* Keeps x among the CLOSEST_KEPT memory-pruned candidates with the smallest
+ * bounds: once full, x replaces the first with the largest when below it. */
+static void keep_closest(enum_ctx *e, const cand *x)
 {
-    if (!allowed(e, x))
-        return;
-    if (e->counts->considered >= (e->base->model.moe.experts > 0 ? MAX_CANDIDATES_MOE
-                                                                  : MAX_CANDIDATES)) {
-        e->too_many = true;
+    cand_vec *cl = &e->closest;
+    if (cl->n < CLOSEST_KEPT) {
+        mp_search_cand_push(cl, x);
+        if (cl->n < CLOSEST_KEPT) return;
+    } else if (x->lb_mem < cl->v[e->closest_worst].lb_mem) {
+        cl->v[e->closest_worst] = *x;
+    } else {
         return;
     }
-    const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
-    if (!bi) return;
-    mp_search_bounds(e->base, bi, e->block_params_min, e->emb_params, x);
+    /* the list changed: find its worst again (kept, not rescanned per
+     * candidate: a million are pruned by memory in a large search) */
+    size_t worst = 0;
+    for (size_t i = 1; i < cl->n; i++)
+        if (cl->v[i].lb_mem > cl->v[worst].lb_mem) worst = i;
+    e->closest_worst = worst;
+}
+
+/* Whether the candidate limit is reached (and the enumeration stops). */
+static bool over_limit(enum_ctx *e)
+{
+    if (e->counts->considered >= (e->base->model.moe.experts > 0 ? MAX_CANDIDATES_MOE
+                                                                  : MAX_CANDIDATES))
+        e->too_many = true;
+    return e->too_many;
+}
+
+/* x with its bounds set: counted, and kept unless over memory. */
+static void consider_bounded(enum_ctx *e, const cand *x)
+{
     e->counts->considered++;
     if (x->lb_mem > e->base->hw.memory && !e->keep_all) {
         e->counts->pruned_memory++;
-        /* keep a handful of the least-over ones for the "closest" answer */
-        if (e->closest.n < 64) {
-            mp_search_cand_push(&e->closest, x);
-        } else {
-            size_t worst = 0;
-            for (size_t i = 1; i < e->closest.n; i++)
-                if (e->closest.v[i].lb_mem > e->closest.v[worst].lb_mem) worst = i;
-            if (x->lb_mem < e->closest.v[worst].lb_mem) e->closest.v[worst] = *x;
-        }
+        keep_closest(e, x); /* a handful of the least-over ones for the "closest" answer */
         return;
     }
     mp_search_cand_push(&e->keep, x);
+}
+
+/* x's bound parts (search_parts.h); false when out of memory. */
+static bool bound_parts_of(enum_ctx *e, const cand *x, bound_parts *bp)
+{
+    const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
+    if (!bi) return false;
+    mp_search_bound_parts(e->base, bi, e->block_params_min, e->emb_params, &e->scratch, x, bp);
+    return true;
+}
+
+/* A dense model's candidate (ep = etp = 0). */
+static void consider(enum_ctx *e, cand *x)
+{
+    bound_parts bp;
+    if (!allowed(e, x) || over_limit(e) || !bound_parts_of(e, x, &bp))
+        return;
+    mp_search_bounds_set(e->base, &bp, 0.0, x);
+    consider_bounded(e, x);
 }
 
 /* The innermost dimensions for fixed (t, c, p, v, d, b). */
 /* MoE: every expert split of the candidate's stage ranks (t*c*d of them,
  * Megatron-Core's folding): ep a divisor of the experts, etp 1 or tp, and
  * each dispatcher; mp_config_check refuses what Megatron would. A dense
- * model's candidate passes through once (ep = etp = 0). */
+ * model's candidate passes through once (ep = etp = 0). The bounds' parts
+ * are the same for all of them (computed once, when the first is counted),
+ * and the expert weights' bytes for each (ep, etp). */
 static void consider_experts(enum_ctx *e, cand *x)
 {
     const mp_model *m = &e->base->model;
@@ -193,6 +227,8 @@ static void consider_experts(enum_ctx *e, cand *x)
         consider(e, x);
         return;
     }
+    if (!allowed(e, x)) /* the --fix sets do not name the expert settings */
+        return;
     int64_t ranks = (int64_t)x->t * x->c * x->d;
     int32_t etps[2] = {1, x->t};
     int net = x->t > 1 ? 2 : 1;
@@ -206,12 +242,16 @@ static void consider_experts(enum_ctx *e, cand *x)
         disps[nd++] = (uint8_t)fp->dispatcher;
     else
         for (int d = 0; d < MP_DISPATCH_COUNT; d++) disps[nd++] = (uint8_t)d;
-    for (int64_t ep = 1; ep <= m->moe.experts && !e->too_many; ep++) {
-        if (m->moe.experts % ep || (fixed(e, MP_FIX_EP) && ep != mp_parallel_ep(fp)))
+    bound_parts bp;
+    bool have_parts = false;
+    for (int ie = 0; ie < e->n_expert_degrees && !e->too_many; ie++) {
+        int64_t ep = e->expert_degrees[ie];
+        if (fixed(e, MP_FIX_EP) && ep != mp_parallel_ep(fp))
             continue;
         for (int i = 0; i < net; i++) {
             if (ranks % (ep * etps[i]) || m->moe.expert_ffn % etps[i])
                 continue;
+            double expert_bytes = -1.0; /* not yet computed */
             for (int k = 0; k < nd; k++) {
                 /* one GPU per expert group: the dispatchers coincide */
                 if (ep * etps[i] == 1 && disps[k] != MP_DISPATCH_ALLTOALL)
@@ -228,10 +268,15 @@ static void consider_experts(enum_ctx *e, cand *x)
                         ((double)(ep * etps[i]) > mp_scale_up_gpus(&e->base->hw)) &&
                     disps[k] != MP_DISPATCH_ALLGATHER)
                     continue;
+                if (over_limit(e)) return;
+                if (!have_parts && !(have_parts = bound_parts_of(e, x, &bp))) return;
                 x->ep = (int32_t)ep;
                 x->etp = etps[i];
                 x->disp = disps[k];
-                consider(e, x);
+                if (expert_bytes < 0.0)
+                    expert_bytes = mp_search_expert_bytes(e->base, &e->scratch, &bp, x);
+                mp_search_bounds_set(e->base, &bp, expert_bytes, x);
+                consider_bounded(e, x);
             }
         }
     }
@@ -577,4 +622,23 @@ void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_cou
     }
     e->block_params_min = pmin;
     e->emb_params = mp_embedding_params(m, base->training.seq);
+    mp_search_bound_scratch_init(base, &e->scratch);
+    if (mp_model_is_moe(&base->model)) {
+        e->expert_degrees = malloc(sizeof *e->expert_degrees * MAX_DIV);
+        if (e->expert_degrees)
+            e->n_expert_degrees = divisors(base->model.moe.experts, e->expert_degrees, MAX_DIV);
+        else
+            e->keep.oom = true;
+    }
+}
+
+void mp_search_free_ctx(enum_ctx *e)
+{
+    free(e->keep.v);
+    free(e->closest.v);
+    free(e->bc.slot);
+    free(e->expert_degrees);
+    e->keep.v = e->closest.v = NULL;
+    e->bc.slot = NULL;
+    e->expert_degrees = NULL;
 }

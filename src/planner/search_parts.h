@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "planner/cost.h"
+#include "planner/cost_memo.h"
 #include "planner/search.h"
 
 typedef struct cand {
@@ -52,6 +53,22 @@ typedef struct top_k {
     int n, k;
 } top_k;
 
+/* The lower bounds of a candidate as parts its expert settings (ep, etp,
+ * dispatcher) leave alone: the 36 expert splits of a DeepSeek-V3 candidate
+ * share them, and only the expert weights' bytes differ among them. */
+typedef struct bound_parts {
+    double static_bytes; /* rank 0's dense weights, grads and optimizer states */
+    double stash;        /* its stashed activations */
+    double moe_min;      /* the fewest MoE blocks it holds */
+    double lb_time;      /* the time bound (the expert GEMMs in it at peak) */
+} bound_parts;
+
+/* Configurations the bounds hand to the memory functions, made once per
+ * search: base with a candidate's sharding, and with its expert split. */
+typedef struct bound_scratch {
+    mp_config sharded, experts;
+} bound_scratch;
+
 /* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B
  * on 1024 GPUs: ~10^4); a GPU count and global batch with thousands of
  * divisors each multiply into 10^8 and more (minutes, gigabytes). 2^21 keeps
@@ -62,13 +79,20 @@ typedef struct top_k {
  * of them fail the memory bound. */
 #define MAX_CANDIDATES_MOE (1 << 23)
 
+/* Memory-pruned candidates kept for the "nothing fits" answer. */
+#define CLOSEST_KEPT 64
+
 typedef struct enum_ctx {
     const mp_search_options *opt;
     const mp_config *base;
     mp_search_counts *counts;
     block_cache bc;
+    bound_scratch scratch;  /* the bounds' configurations */
+    int64_t *expert_degrees; /* MoE: the divisors of the experts, ascending */
+    int n_expert_degrees;
     cand_vec keep;        /* survivors of the memory bound */
     cand_vec closest;     /* memory-pruned with the smallest bounds (for "nothing fits") */
+    size_t closest_worst; /* of closest, once full: the first with the largest bound */
     double block_params_min, emb_params;
     mp_error first_refusal;
     bool have_refusal;
@@ -78,17 +102,24 @@ typedef struct enum_ctx {
 
 /* search_bounds.c: an MoE model as the bounds see it (its blocks without
  * their MLPs); the per-block numbers of (t, c, b, sp), computed once; the
- * two lower bounds of x (lb_mem, lb_time) */
+ * two lower bounds of x (lb_mem, lb_time): the parts, the expert weights'
+ * bytes of x's ep and etp, and the two set in x from them */
 void mp_search_moe_strip(mp_model *m);
 const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int32_t b, bool sp);
-void mp_search_bounds(const mp_config *base, const block_info *bi, double block_params_min,
-                      double emb_params, cand *x);
+void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs);
+void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
+                           double emb_params, bound_scratch *bs, const cand *x, bound_parts *bp);
+double mp_search_expert_bytes(const mp_config *base, bound_scratch *bs, const bound_parts *bp,
+                              const cand *x);
+void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double expert_bytes,
+                          cand *x);
 
 /* search_enumerate.c: the candidate list; base with x's settings; every
  * candidate of the space into e->keep (or e->closest when over memory) */
 void mp_search_cand_push(cand_vec *cv, const cand *x);
 void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out);
 void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts *counts);
+void mp_search_free_ctx(enum_ctx *e);
 void mp_search_enumerate(enum_ctx *e);
 
 /* search_topk.c: the k-th best step so far (INFINITY until k are kept);

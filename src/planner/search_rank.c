@@ -71,14 +71,15 @@ static mp_status enumeration_verdict(const enum_ctx *e, const mp_search_options 
 }
 
 /* Estimates cand x in full; MP_OK with est, or the cost model's refusal
- * (remembered in rf when it is the first). */
-static mp_status cost_one(const mp_config *base, const cand *x, mp_config *cfg,
-                          mp_estimate *est, refusals *rf)
+ * (remembered in rf when it is the first). The memo (NULL: none) keeps the
+ * per-item costs the candidates share. */
+static mp_status cost_one(const mp_config *base, const cand *x, mp_cost_memo *memo,
+                          mp_config *cfg, mp_estimate *est, refusals *rf)
 {
     mp_search_cand_apply(base, x, cfg);
     mp_error e2;
     mp_error_clear(&e2);
-    mp_status st = mp_estimate_config(cfg, NULL, est, &e2);
+    mp_status st = mp_estimate_config_memo(cfg, NULL, memo, est, &e2);
     if (st != MP_OK && !rf->have_est_refusal) {
         rf->have_est_refusal = true;
         rf->est_refusal = e2;
@@ -100,6 +101,7 @@ static void note_closest(mp_search_result *res, refusals *rf, const mp_config *c
 static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k *top,
                                 mp_search_result *res, refusals *rf)
 {
+    mp_cost_memo *memo = mp_cost_memo_new(); /* NULL: estimates uncached */
     if (e->keep.n > 1) qsort(e->keep.v, e->keep.n, sizeof *e->keep.v, mp_search_cmp_lb_time);
     for (size_t i = 0; i < e->keep.n; i++) {
         const cand *x = &e->keep.v[i];
@@ -110,7 +112,7 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
         mp_config cfg;
         mp_estimate est;
         res->counts.estimated++;
-        if (cost_one(&opt->base, x, &cfg, &est, rf) != MP_OK) {
+        if (cost_one(&opt->base, x, memo, &cfg, &est, rf) != MP_OK) {
             res->counts.rejected[MP_REJECT_OTHER]++;
             continue;
         }
@@ -124,6 +126,7 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
         if (opt->progress && (i & 1023) == 1023)
             opt->progress(opt->progress_user, 0.1 + 0.7 * (double)i / (double)e->keep.n);
     }
+    mp_cost_memo_free(memo);
 }
 
 /* Nothing fits: cost the memory-pruned ones nearest to fitting too, and say
@@ -137,7 +140,7 @@ static mp_status nothing_fits(enum_ctx *e, const mp_search_options *opt, mp_sear
     for (size_t i = 0; i < e->closest.n; i++) {
         mp_config cfg;
         mp_estimate est;
-        if (cost_one(base, &e->closest.v[i], &cfg, &est, rf) == MP_OK)
+        if (cost_one(base, &e->closest.v[i], NULL, &cfg, &est, rf) == MP_OK)
             note_closest(res, rf, &cfg, &est);
     }
     res->have_closest = rf->have_closest;
@@ -265,9 +268,7 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
 
 done:
     free(top.e);
-    free(e.keep.v);
-    free(e.closest.v);
-    free(e.bc.slot);
+    mp_search_free_ctx(&e);
     if (st != MP_OK && st != MP_ENOFIT) {
         mp_search_result_free(res);
         memset(res, 0, sizeof *res);

@@ -22,7 +22,8 @@ static const char note_moe[] =
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
     "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
-    "and FP8 parameters where a file's columns say the recipe used them; FSDP rows as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
+    "and FP8 parameters where a file's columns say the recipe used them; the recipe's CUDA-graph "
+    "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
     "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
     "with the reason.";
 
@@ -132,6 +133,24 @@ static mp_status recompute_of(const refdata_table *t, int r, mp_parallel *p, mp_
     return MP_OK;
 }
 
+/* cuda_graph_scope: the recipe's Transformer Engine CUDA-graph scopes
+ * (Megatron-LM --cuda-graph-scope), '+'-separated; empty or absent: none */
+static mp_status cuda_graph_of(const refdata_table *t, int r, mp_parallel *p, mp_error *err)
+{
+    const char *s = refdata_table_get(t, r, "cuda_graph_scope");
+    if (!s || !*s)
+        return MP_OK;
+    char list[128], bad[72];
+    snprintf(list, sizeof list, "%s", s);
+    for (char *q = list; *q; q++)
+        if (*q == '+')
+            *q = ',';
+    if (!mp_cuda_graph_scope_parse(list, &p->cuda_graph_scope, bad, sizeof bad))
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "cuda_graph_scope",
+                            "unknown scope '%s' (known: " MP_CUDA_GRAPH_SCOPES ")", bad);
+    return MP_OK;
+}
+
 static void not_expressible(refdata_moe_row *w, const char *why)
 {
     w->expressible = false;
@@ -230,6 +249,8 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     p->dp_overlap = true;
     p->recompute = MP_RECOMPUTE_NONE;
     st = recompute_of(t, r, p, err);
+    if (st == MP_OK)
+        st = cuda_graph_of(t, r, p, err);
     if (st != MP_OK)
         return st;
     p->schedule = vp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;

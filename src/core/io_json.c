@@ -276,6 +276,15 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
                 ok = cJSON_AddItemToArray(
                     list, cJSON_CreateString(mp_recompute_module_name((mp_recompute_module)i)));
     }
+    /* the CUDA-graphed scopes: written when given, so other plans read as before */
+    if (ok && p->cuda_graph_scope) {
+        cJSON *list = cJSON_AddArrayToObject(o, "cuda_graph_scope");
+        ok = list != NULL;
+        for (int i = 0; ok && i < MP_CGS_COUNT; i++)
+            if (p->cuda_graph_scope & (1u << i))
+                ok = cJSON_AddItemToArray(
+                    list, cJSON_CreateString(mp_cuda_graph_scope_name((mp_cuda_graph_scope)i)));
+    }
     ok = ok && cJSON_AddBoolToObject(o, "dist_opt", p->dist_opt);
     /* the ZeRO stage: 1 is Megatron's distributed optimizer; written only
      * when it says more than dist_opt, so Megatron plans read as before */

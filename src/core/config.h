@@ -153,6 +153,8 @@ typedef struct mp_parallel {
     /* selective only: the modules recomputed (1u << mp_recompute_module);
      * 0 = Megatron's default, the attention core alone */
     uint32_t recompute_modules;
+    /* CUDA-graphed parts of each layer (1u << mp_cuda_graph_scope); 0 = none */
+    uint32_t cuda_graph_scope;
     bool dist_opt;
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
@@ -174,8 +176,6 @@ typedef struct mp_parallel {
     /* MoE with shared experts: their computation overlapped with the
      * dispatch and combine (Megatron-Core --moe-shared-expert-overlap) */
     bool shared_expert_overlap;
-    /* CUDA-graphed parts of each layer (1u << mp_cuda_graph_scope); 0 = none */
-    uint32_t cuda_graph_scope;
     mp_schedule_kind schedule;
     mp_dispatcher dispatcher; /* MoE only (beside schedule: no padding) */
     /* Mixture of experts (Megatron-Core's "parallel folding"): the expert

@@ -22,7 +22,8 @@ static const char note_moe[] =
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
     "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
-    "and FP8 parameters where a file's columns say the recipe used them; FSDP rows as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
+    "and FP8 parameters where a file's columns say the recipe used them; the recipe's CUDA-graph "
+    "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
     "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
     "with the reason.";
 
@@ -113,23 +114,42 @@ static mp_status precision_of(const refdata_table *t, int r, mp_training *tr, mp
                         "'%s' is not a recipe megaplan knows", rec);
 }
 
-/* recompute_modules: the recipe's Megatron-Core --recompute-modules,
- * '+'-separated (a CSV cell holds no comma); empty or absent: none */
-static mp_status recompute_of(const refdata_table *t, int r, mp_parallel *p, mp_error *err)
+/* A '+'-separated list cell (a CSV cell holds no comma) parsed into a mask
+ * by parse as the command line's comma-separated list; empty or absent: 0
+ * and false. */
+static mp_status plus_list_of(const refdata_table *t, int r, const char *column, const char *noun,
+                              bool (*parse)(const char *, uint32_t *, char *, size_t),
+                              uint32_t *mask, bool *given, mp_error *err)
 {
-    const char *s = refdata_table_get(t, r, "recompute_modules");
-    if (!s || !*s)
+    const char *s = refdata_table_get(t, r, column);
+    *given = s && *s;
+    if (!*given)
         return MP_OK;
     char list[128], bad[72];
     snprintf(list, sizeof list, "%s", s);
     for (char *q = list; *q; q++)
         if (*q == '+')
             *q = ',';
-    if (!mp_recompute_modules_parse(list, &p->recompute_modules, bad, sizeof bad))
-        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "recompute_modules",
-                            "unknown module '%s'", bad);
-    p->recompute = MP_RECOMPUTE_SELECTIVE;
+    if (!parse(list, mask, bad, sizeof bad))
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, column, "unknown %s '%s'",
+                            noun, bad);
     return MP_OK;
+}
+
+/* recompute_modules: the recipe's Megatron-Core --recompute-modules
+ * (selective recompute of those modules); cuda_graph_scope: its Transformer
+ * Engine CUDA-graph scopes (Megatron-LM --cuda-graph-scope). */
+static mp_status recipe_lists_of(const refdata_table *t, int r, mp_parallel *p, mp_error *err)
+{
+    bool given;
+    mp_status st = plus_list_of(t, r, "recompute_modules", "module", mp_recompute_modules_parse,
+                                &p->recompute_modules, &given, err);
+    if (st != MP_OK)
+        return st;
+    if (given)
+        p->recompute = MP_RECOMPUTE_SELECTIVE;
+    return plus_list_of(t, r, "cuda_graph_scope", "scope", mp_cuda_graph_scope_parse,
+                        &p->cuda_graph_scope, &given, err);
 }
 
 static void not_expressible(refdata_moe_row *w, const char *why)
@@ -237,7 +257,7 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     p->dist_opt = true;
     p->dp_overlap = true;
     p->recompute = MP_RECOMPUTE_NONE;
-    st = recompute_of(t, r, p, err);
+    st = recipe_lists_of(t, r, p, err);
     if (st != MP_OK)
         return st;
     p->schedule = vp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;

@@ -21,6 +21,7 @@ typedef enum {
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
+    OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
@@ -93,6 +94,10 @@ static const mp_opt options[] = {
      "overlap the shared experts with the dispatch and combine (Megatron "
      "--moe-shared-expert-overlap)",
      "on off"},
+    {"--cuda-graph-scope", NULL, "LIST", OPT_CUDA_GRAPH_SCOPE, 0,
+     "parts of each layer captured as CUDA graphs by Transformer Engine, comma-separated: "
+     "attn, mlp, moe, moe_router, moe_preprocess (Megatron --cuda-graph-scope)",
+     NULL},
     {"--fp8-recipe", NULL, "R", OPT_FP8_RECIPE, 0,
      "FP8 scaling recipe: delayed, tensorwise, blockwise or mxfp8 (Blackwell only)",
      "delayed tensorwise blockwise mxfp8"},
@@ -343,6 +348,13 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         else
             return bad_option(err, opt, "expected alltoall, allgather or flex, got '%s'", value);
         return MP_OK;
+    case OPT_CUDA_GRAPH_SCOPE: {
+        char bad[72];
+        if (!mp_cuda_graph_scope_parse(value, &p->cuda_graph_scope, bad, sizeof bad))
+            return bad_option(err, opt,
+                              "unknown scope '%s' (known: " MP_CUDA_GRAPH_SCOPES ")", bad);
+        return MP_OK;
+    }
     case OPT_MOE_A2A_OVERLAP:
         cc->set |= MP_SET_MOE_A2A_OVERLAP;
         return parse_onoff(opt, value, &p->moe_a2a_overlap, err);
@@ -449,7 +461,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
-        {"shared_expert_overlap", "--shared-expert-overlap"}, {"fp8_recipe", "--fp8-recipe"},
+        {"shared_expert_overlap", "--shared-expert-overlap"},
+        {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };

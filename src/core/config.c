@@ -235,6 +235,8 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return st;
     if ((st = mp_config_check_recompute(c, err)) != MP_OK)
         return st;
+    if ((st = mp_config_check_cuda_graph(c, err)) != MP_OK)
+        return st;
     if ((st = mp_config_check_precision(c, err)) != MP_OK)
         return st;
 

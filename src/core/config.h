@@ -83,6 +83,26 @@ const char *mp_recompute_module_name(mp_recompute_module m);
 bool mp_recompute_modules_parse(const char *list, uint32_t *mask, char *bad_buf, size_t bad_size);
 /* "core_attn,moe_act" (Megatron's order) into buf. */
 void mp_recompute_modules_format(uint32_t mask, char *buf, size_t size);
+
+/* The parts of each layer captured as CUDA graphs by Transformer Engine
+ * (Megatron-Core --cuda-graph-impl transformer_engine --cuda-graph-scope,
+ * megatron/training/arguments.py), one bit each: their kernels are replayed
+ * by one graph launch instead of being dispatched one by one by the host
+ * (docs/cost-model.md, "CUDA graphs"). 0 = no graphs. */
+typedef enum {
+    MP_CGS_ATTN,           /* TransformerLayer._forward_attention */
+    MP_CGS_MLP,            /* _forward_mlp of a dense layer */
+    MP_CGS_MOE,            /* _forward_mlp of an MoE layer (drop-and-pad only) */
+    MP_CGS_MOE_ROUTER,     /* _forward_mlp up to the router (with unoverlapped shared experts) */
+    MP_CGS_MOE_PREPROCESS, /* MoELayer.preprocess (needs moe_router) */
+    MP_CGS_COUNT
+} mp_cuda_graph_scope;
+const char *mp_cuda_graph_scope_name(mp_cuda_graph_scope s);
+/* A comma-separated list of scope names into a mask of 1u << scope; false
+ * (the first unknown name in bad_buf) as mp_recompute_modules_parse. */
+bool mp_cuda_graph_scope_parse(const char *list, uint32_t *mask, char *bad_buf, size_t bad_size);
+/* The names, for messages: "attn, mlp, moe, moe_router, moe_preprocess". */
+#define MP_CUDA_GRAPH_SCOPES "attn, mlp, moe, moe_router, moe_preprocess"
 const char *mp_schedule_name(mp_schedule_kind s);
 /* Parse by name; return -1 when unknown. */
 int mp_recompute_parse(const char *s);
@@ -133,6 +153,8 @@ typedef struct mp_parallel {
     /* selective only: the modules recomputed (1u << mp_recompute_module);
      * 0 = Megatron's default, the attention core alone */
     uint32_t recompute_modules;
+    /* CUDA-graphed parts of each layer (1u << mp_cuda_graph_scope); 0 = none */
+    uint32_t cuda_graph_scope;
     bool dist_opt;
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
@@ -217,6 +239,9 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k);
 mp_status mp_config_check(const mp_config *c, mp_error *err);
 /* The expert-parallel part of mp_config_check (core/config_moe.c). */
 mp_status mp_config_check_moe(const mp_config *c, mp_error *err);
+/* The rules Megatron-LM's argument checks apply to the CUDA-graph scopes
+ * (core/config_moe.c). */
+mp_status mp_config_check_cuda_graph(const mp_config *c, mp_error *err);
 /* The recompute modules (core/config_recompute.c): each must have something
  * to recompute in the model (mla_up_proj latent attention, moe and moe_act
  * MoE blocks, shared_experts shared experts, mlp a dense block). */

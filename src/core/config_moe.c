@@ -84,3 +84,42 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
         return FAIL("sp", "mixture of experts with tp > 1 needs sequence parallelism (sp)");
     return MP_OK;
 }
+
+/* Megatron-LM's checks of --cuda-graph-scope (megatron/training/arguments.py,
+ * validate_args): moe and moe_router exclude each other; moe_preprocess needs
+ * moe_router; the MoE scopes need experts; mlp needs a dense layer; the
+ * whole MoE layer is captured only under the alltoall dispatcher with
+ * drop-and-pad (a capacity factor), and moe_preprocess not when the
+ * dispatcher's preprocess copies counts to the host (a capacity factor). */
+mp_status mp_config_check_cuda_graph(const mp_config *c, mp_error *err)
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    uint32_t s = p->cuda_graph_scope;
+#define HAS(k) ((s & (1u << (k))) != 0)
+    if (!s)
+        return MP_OK;
+    if (HAS(MP_CGS_MOE) && HAS(MP_CGS_MOE_ROUTER))
+        return FAIL("cuda_graph_scope", "moe and moe_router exclude each other");
+    if (HAS(MP_CGS_MOE_PREPROCESS) && !HAS(MP_CGS_MOE_ROUTER))
+        return FAIL("cuda_graph_scope", "moe_preprocess needs moe_router");
+    bool moe_scope = HAS(MP_CGS_MOE) || HAS(MP_CGS_MOE_ROUTER) || HAS(MP_CGS_MOE_PREPROCESS);
+    if (moe_scope && !mp_model_is_moe(m))
+        return FAIL("cuda_graph_scope", "the moe scopes need a model with experts (%s has none)",
+                    m->name);
+    if (HAS(MP_CGS_MLP) && mp_model_is_moe(m) && m->moe.first_dense == 0 &&
+        m->moe.layer_freq <= 1)
+        return FAIL("cuda_graph_scope", "mlp graphs dense layers, and every layer of %s is an "
+                                        "MoE layer", m->name);
+    if (HAS(MP_CGS_MOE) && (p->dispatcher != MP_DISPATCH_ALLTOALL ||
+                            !(m->moe.capacity_factor > 0.0)))
+        return FAIL("cuda_graph_scope", "moe (the whole MoE layer) is captured only under the "
+                                        "alltoall dispatcher with a capacity factor");
+    if (HAS(MP_CGS_MOE_PREPROCESS) && p->dispatcher == MP_DISPATCH_ALLTOALL &&
+        m->moe.capacity_factor > 0.0)
+        return FAIL("cuda_graph_scope", "moe_preprocess cannot be captured when the alltoall "
+                                        "dispatcher's preprocess copies counts to the host "
+                                        "(a capacity factor)");
+#undef HAS
+    return MP_OK;
+}

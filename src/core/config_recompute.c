@@ -16,15 +16,17 @@ const char *mp_recompute_module_name(mp_recompute_module m)
     return (unsigned)m < MP_RCM_COUNT ? module_names[m] : "?";
 }
 
-static int module_parse(const char *s, size_t len)
+static int name_parse(const char *const *names, int n, const char *s, size_t len)
 {
-    for (int i = 0; i < MP_RCM_COUNT; i++)
-        if (strlen(module_names[i]) == len && !strncmp(s, module_names[i], len))
+    for (int i = 0; i < n; i++)
+        if (strlen(names[i]) == len && !strncmp(s, names[i], len))
             return i;
     return -1;
 }
 
-bool mp_recompute_modules_parse(const char *list, uint32_t *mask, char *bad_buf, size_t bad_size)
+/* A comma-separated list of names from names[0..n) into a bit mask. */
+static bool name_list_parse(const char *const *names, int n, const char *list, uint32_t *mask,
+                            char *bad_buf, size_t bad_size)
 {
     *mask = 0;
     if (bad_size)
@@ -35,7 +37,7 @@ bool mp_recompute_modules_parse(const char *list, uint32_t *mask, char *bad_buf,
             s++;
         size_t len = strcspn(s, ", ");
         const char *end = s + len;
-        int k = len ? module_parse(s, len) : -1;
+        int k = len ? name_parse(names, n, s, len) : -1;
         if (k < 0) {
             if (bad_size)
                 snprintf(bad_buf, bad_size, "%.*s", (int)(len < 64 ? len : 64), s);
@@ -53,6 +55,25 @@ bool mp_recompute_modules_parse(const char *list, uint32_t *mask, char *bad_buf,
         }
         s = end + 1;
     }
+}
+
+bool mp_recompute_modules_parse(const char *list, uint32_t *mask, char *bad_buf, size_t bad_size)
+{
+    return name_list_parse(module_names, MP_RCM_COUNT, list, mask, bad_buf, bad_size);
+}
+
+/* Megatron-LM's spelling (arguments.py, --cuda-graph-scope) */
+static const char *const graph_scope_names[MP_CGS_COUNT] = {"attn", "mlp", "moe", "moe_router",
+                                                            "moe_preprocess"};
+
+const char *mp_cuda_graph_scope_name(mp_cuda_graph_scope s)
+{
+    return (unsigned)s < MP_CGS_COUNT ? graph_scope_names[s] : "?";
+}
+
+bool mp_cuda_graph_scope_parse(const char *list, uint32_t *mask, char *bad_buf, size_t bad_size)
+{
+    return name_list_parse(graph_scope_names, MP_CGS_COUNT, list, mask, bad_buf, bad_size);
 }
 
 void mp_recompute_modules_format(uint32_t mask, char *buf, size_t size)

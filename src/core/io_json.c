@@ -249,6 +249,30 @@ cJSON *mp_training_to_json(const mp_training *t)
     return o;
 }
 
+static const char *recompute_module_name_i(int i)
+{
+    return mp_recompute_module_name((mp_recompute_module)i);
+}
+
+static const char *cuda_graph_scope_name_i(int i)
+{
+    return mp_cuda_graph_scope_name((mp_cuda_graph_scope)i);
+}
+
+/* key: [the names of mask's bits], when mask has any */
+static bool add_name_list(cJSON *o, const char *key, uint32_t mask, int n,
+                          const char *(*name_of)(int))
+{
+    if (!mask)
+        return true;
+    cJSON *list = cJSON_AddArrayToObject(o, key);
+    bool ok = list != NULL;
+    for (int i = 0; ok && i < n; i++)
+        if (mask & (1u << i))
+            ok = cJSON_AddItemToArray(list, cJSON_CreateString(name_of(i)));
+    return ok;
+}
+
 cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t microbatches)
 {
     cJSON *o = cJSON_CreateObject();
@@ -267,15 +291,13 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddNumberToObject(o, "global_batch", (double)global_batch) &&
              cJSON_AddNumberToObject(o, "microbatches", (double)microbatches);
     ok = ok && cJSON_AddStringToObject(o, "recompute", mp_recompute_name(p->recompute));
-    /* the selective modules: written when given, so other plans read as before */
-    if (ok && p->recompute_modules && p->recompute == MP_RECOMPUTE_SELECTIVE) {
-        cJSON *list = cJSON_AddArrayToObject(o, "recompute_modules");
-        ok = list != NULL;
-        for (int i = 0; ok && i < MP_RCM_COUNT; i++)
-            if (p->recompute_modules & (1u << i))
-                ok = cJSON_AddItemToArray(
-                    list, cJSON_CreateString(mp_recompute_module_name((mp_recompute_module)i)));
-    }
+    /* the selective modules and the CUDA-graphed scopes: written when given,
+     * so other plans read as before */
+    if (ok && p->recompute == MP_RECOMPUTE_SELECTIVE)
+        ok = add_name_list(o, "recompute_modules", p->recompute_modules, MP_RCM_COUNT,
+                           recompute_module_name_i);
+    ok = ok && add_name_list(o, "cuda_graph_scope", p->cuda_graph_scope, MP_CGS_COUNT,
+                             cuda_graph_scope_name_i);
     ok = ok && cJSON_AddBoolToObject(o, "dist_opt", p->dist_opt);
     /* the ZeRO stage: 1 is Megatron's distributed optimizer; written only
      * when it says more than dist_opt, so Megatron plans read as before */

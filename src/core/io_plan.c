@@ -106,31 +106,32 @@ static mp_status read_layer_recompute(const mp_ynode *n, const char *origin, mp_
     return MP_OK;
 }
 
-/* parallel.recompute_modules: a list of Megatron-Core's module names, or
- * one comma-separated string (as --recompute-modules takes them) */
-static mp_status read_recompute_modules(const mp_ynode *n, const char *origin, mp_parallel *p,
-                                        mp_error *err)
+/* A list field of names (parallel.recompute_modules, parallel.cuda_graph_scope):
+ * a YAML list of names, or one comma-separated string (as the command-line
+ * options take them), parsed by parse into a mask. */
+static mp_status read_name_list(const mp_ynode *n, const char *origin, const char *what,
+                                const char *noun, const char *known,
+                                bool (*parse)(const char *, uint32_t *, char *, size_t),
+                                uint32_t *out, mp_error *err)
 {
-    const char *what = "parallel.recompute_modules";
-    const char *expect = "expected a list of core_attn, moe_act, layernorm, mla_up_proj, mlp, "
-                         "moe, shared_experts";
     size_t count = n->kind == MP_Y_SEQ ? n->n : 1;
     if (n->kind == MP_Y_MAP || count == 0)
-        return fail_at(err, origin, n, what, expect);
+        return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, what,
+                            "expected a list of %s", known);
     uint32_t mask = 0;
     for (size_t i = 0; i < count; i++) {
         const mp_ynode *v = n->kind == MP_Y_SEQ ? n->items[i] : n;
         uint32_t one;
         char bad[72];
         if (v->kind != MP_Y_SCALAR)
-            return fail_at(err, origin, v, what, expect);
-        if (!mp_recompute_modules_parse(v->text, &one, bad, sizeof bad))
             return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, what,
-                                "unknown module '%s' (known: core_attn, moe_act, layernorm, "
-                                "mla_up_proj, mlp, moe, shared_experts)", bad);
+                                "expected a list of %s", known);
+        if (!parse(v->text, &one, bad, sizeof bad))
+            return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, what,
+                                "unknown %s '%s' (known: %s)", noun, bad, known);
         mask |= one;
     }
-    p->recompute_modules = mask;
+    *out = mask;
     return MP_OK;
 }
 
@@ -257,12 +258,21 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
     bool seen[MP_FIELDS_MAX] = {false};
     tab = mp_parallel_field_table(&n);
     if (parallel) {
-        static const char *const own[] = {"recompute_modules", NULL};
+        static const char *const own[] = {"recompute_modules", "cuda_graph_scope", NULL};
         st = mp_fields_decode(tab, n, parallel, "parallel.", origin, &c->parallel, seen, own, err);
         if (st != MP_OK)
             return st;
         const mp_ynode *rm = mp_ymap_get(parallel, "recompute_modules");
-        if (rm && (st = read_recompute_modules(rm, origin, &c->parallel, err)) != MP_OK)
+        if (rm && (st = read_name_list(rm, origin, "parallel.recompute_modules",
+                                       "module", "core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, "
+                                       "shared_experts",
+                                       mp_recompute_modules_parse,
+                                       &c->parallel.recompute_modules, err)) != MP_OK)
+            return st;
+        const mp_ynode *cg = mp_ymap_get(parallel, "cuda_graph_scope");
+        if (cg && (st = read_name_list(cg, origin, "parallel.cuda_graph_scope",
+                                       "scope", MP_CUDA_GRAPH_SCOPES, mp_cuda_graph_scope_parse,
+                                       &c->parallel.cuda_graph_scope, err)) != MP_OK)
             return st;
         if (rm && c->parallel.recompute != MP_RECOMPUTE_SELECTIVE)
             return fail_at(err, origin, rm, "parallel.recompute_modules",

@@ -318,6 +318,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double gemm = 0.0, gemm_b = 0.0, wgrad = 0.0;
     double dgrad_of[7], wgrad_of[7], fwd_of[7];
     double cast_f = 0.0, cast_b = 0.0, n_cast = 0.0; /* FP8 casts of the operands */
+    double cast_of[7] = {0};                          /* cast launches of each GEMM */
     for (int i = 0; i < ng; i++) {
         double gm = shape[i][0], gn = shape[i][1], gk = shape[i][2];
         if (gn <= 0.0 || gk <= 0.0) { /* an MoE block without shared experts */
@@ -336,7 +337,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         mp_fp8_cast_bytes(c, gm, gn, gk, &qf, &qb);
         cast_f += qf;
         cast_b += qb;
-        n_cast += qf > 0.0 ? 1.0 : 0.0;
+        cast_of[i] = qf > 0.0 ? 1.0 : 0.0;
+        n_cast += cast_of[i];
     }
 
     /* attention core: this rank's queries against the whole sequence */
@@ -353,6 +355,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
          * log-sum-exp correction of the partial output and the send/receive
          * of the next K/V chunk: 3 more launches per extra step */
         ak += 3.0 * (cp - 1.0);
+    double ak_self = ak;
     if (cross) {
         double cf, cb, ck;
         attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, hd, bs->s_cross, false,
@@ -407,6 +410,21 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         mp_membound_time(hw, 2.0 * ew + cast_b + odd.bytes_b, 2.0 * kernels + odd.kernels_b);
     double n_ar = cross ? 3.0 : 2.0;
     double k_fwd = kernels + (double)ng + ak + (pp->tp > 1 ? n_ar : 0.0);
+    if (pp->cuda_graph_scope) {
+        /* the launches of each graphed part (the counts above, by part):
+         * a norm and a residual add around attention and around the MLP,
+         * each part's GEMMs with their FP8 casts and its TP collective */
+        double tp1 = pp->tp > 1 ? 1.0 : 0.0;
+        double rope = m->position == MP_POS_ROPE ? 1.0 : 0.0;
+        double mlp_gemms = f > 0.0 ? 3.0 + cast_of[2] + cast_of[3] : 0.0; /* FC1, act, FC2 */
+        mp_layer_launches ll = {
+            .attn = 4.0 + rope + ak_self + cast_of[0] + cast_of[1] + tp1,
+            .mlp = 2.0 + mlp_gemms + tp1,
+            .router = 1.0 + 3.0 + (pp->shared_expert_overlap ? 0.0 : mlp_gemms),
+            .moe = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + mlp_gemms,
+        };
+        k_fwd -= mp_cuda_graph_saved_launches(c, &ll, moe);
+    }
     double k_bwd = 2.0 * k_fwd + odd.kernels_b;
     k_fwd += odd.kernels_f;
 

@@ -98,6 +98,20 @@ typedef struct mp_moe_time {
 } mp_moe_time;
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
 
+/* ---- CUDA graphs (cudagraph.c) ---- */
+
+/* Counted launches of one block's forward, by the part of the layer each
+ * CUDA-graph scope captures (compute.c counts them). */
+typedef struct mp_layer_launches {
+    double attn;   /* input norm, QKV, RoPE, attention core, projection, residual add */
+    double mlp;    /* a dense block's norm, FC1, activation, FC2, residual add */
+    double router; /* an MoE block's norm, router, and unoverlapped shared experts */
+    double moe;    /* an MoE block's whole MLP: the router's part, dispatch, experts, combine */
+} mp_layer_launches;
+/* Launches the host no longer dispatches one by one in one pass of a
+ * block: a graphed scope's kernels cost one graph launch. */
+double mp_cuda_graph_saved_launches(const mp_config *c, const mp_layer_launches *l, bool moe_block);
+
 /* ---- the flex dispatcher's copies (moe_dispatch.c) ---- */
 
 /* Under uniform top-k routing (and the model's group limit, if any): the

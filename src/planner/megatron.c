@@ -318,6 +318,16 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     if (p->dp_overlap) mp_buf_puts(out, "--overlap-grad-reduce \\\n");
     if (p->dp_overlap && p->dist_opt) mp_buf_puts(out, "--overlap-param-gather \\\n");
     if (p->tp_overlap) mp_buf_puts(out, "--tp-comm-overlap \\\n");
+    if (p->cuda_graph_scope) {
+        /* Transformer Engine's per-layer capture (make_graphed_callables);
+         * graphs need TE's RNG tracker (arguments.py, --te-rng-tracker) */
+        mp_buf_puts(out, "--cuda-graph-impl transformer_engine \\\n--te-rng-tracker \\\n"
+                         "--cuda-graph-scope");
+        for (int k = 0; k < MP_CGS_COUNT; k++)
+            if (p->cuda_graph_scope & (1u << k))
+                mp_buf_printf(out, " %s", mp_cuda_graph_scope_name((mp_cuda_graph_scope)k));
+        mp_buf_puts(out, " \\\n");
+    }
     if (p->schedule == MP_SCHED_ZBH1)
         mp_buf_puts(&notes, "# schedule zb-h1: Megatron-LM has no flag for it; the plan assumes a "
                          "zero-bubble (ZB-H1) pipeline runtime\n");

@@ -192,6 +192,9 @@ estimate() {
     check est-recompute-module-unknown "${E}--recompute-modules: unknown module 'attn'" "$bin" estimate --model 175B --gpus 8 --recompute-modules core_attn,attn
     check est-recompute-module-absent "${E}--recompute-modules: moe_act needs MoE layers" "$bin" estimate --model 175B --gpus 8 --recompute-modules moe_act
     check est-recompute-module-full "${E}--recompute-modules: needs --recompute selective" "$bin" estimate --model 175B --gpus 8 --recompute full --recompute-modules mlp
+    check est-cuda-graph-unknown "${E}--cuda-graph-scope: unknown scope 'full_iteration'" "$bin" estimate --model 175B --gpus 8 --cuda-graph-scope attn,full_iteration
+    check est-cuda-graph-dense "${E}--cuda-graph-scope: the moe scopes need a model with experts" "$bin" estimate --model 175B --gpus 8 --cuda-graph-scope moe_router
+    check est-cuda-graph-preprocess "${E}--cuda-graph-scope: moe_preprocess needs moe_router" "$bin" estimate --model mixtral-8x7b --gpus 8 --ep 8 --cuda-graph-scope moe_preprocess
     check est-batch "${E}--global-batch: 100 is not a multiple of micro_batch\*dp" "$bin" estimate --model 175B --gpus 64 --global-batch 100
     check est-layers "${E}--pp: the 96 layers cannot be split over pp\*vpp = 128\*1" "$bin" estimate --model 175B --gpus 128 --pp 128
     check est-zero "${E}--tp: must be at least 1" "$bin" estimate --model 175B --gpus 8 --tp 0
@@ -230,6 +233,8 @@ plan() {
     check plan-batch "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" "$bin" simulate p6.yaml
     file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective, recompute_modules: [mlp, attn]}\n"
     check plan-recompute-module "${S}p9\.yaml:5:66: parallel\.recompute_modules: unknown module 'attn'" "$bin" simulate p9.yaml
+    file p11.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [attn, graph]}\n"
+    check plan-cuda-graph-scope "${S}p11\.yaml:5:44: parallel\.cuda_graph_scope: unknown scope 'graph'" "$bin" simulate p11.yaml
     file p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n"
     check plan-recompute-module-none "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" "$bin" simulate p10.yaml
     file p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n'

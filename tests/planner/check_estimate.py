@@ -92,5 +92,13 @@ check(rc == 0 and '--overlap-moe-expert-parallel-comm' in out and '--delay-wgrad
 rc, out, err = run(*over, '--moe-a2a-overlap', 'on', '--format', 'json')
 check(rc == 0 and json.loads(out)['parallel'].get('moe_a2a_overlap') is True,
       'json: moe_a2a_overlap (%s)' % err)
+rc, out, err = run(*moe, '--cuda-graph-scope', 'attn,moe_router,moe_preprocess', '--format',
+                   'megatron')
+check(rc == 0 and '--cuda-graph-impl transformer_engine' in out and
+      '--cuda-graph-scope attn moe_router moe_preprocess' in out,
+      'megatron: the CUDA-graph flags (%s)' % err)
+rc, out, err = run(*moe, '--cuda-graph-scope', 'attn,moe_router', '--format', 'json')
+check(rc == 0 and json.loads(out)['parallel'].get('cuda_graph_scope') == ['attn', 'moe_router'],
+      'json: cuda_graph_scope (%s)' % err)
 
 checks.finish()

@@ -1,0 +1,192 @@
+/* test_cuda_graph.c — CUDA-graph scopes (Megatron --cuda-graph-scope): the
+ * launches each graphed part saves a host-bound block, counted by hand; the
+ * scope names; Megatron-LM's rules for the scopes. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/hw.h"
+#include "core/model.h"
+#include "core/tables.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+#include "moe_fixture.h"
+
+/* One second per counted launch: every block is host-bound, so a pass
+ * takes (launches) seconds and the difference of two passes counts the
+ * launches one of them saves. */
+static mp_config host_bound(const char *model, int64_t ep)
+{
+    mp_config c = moe_config(model, 8, 1, ep, ep > 1 ? 1 : 0);
+    c.hw.kernel_overhead = 1.0;
+    return c;
+}
+
+/* forward and backward seconds of block `block` under scope mask s */
+static void passes(mp_config *c, int64_t block, uint32_t s, double *f, double *b)
+{
+    mp_block_shape bs;
+    mp_block_shape_of(&c->model, c->training.seq, block, &bs);
+    c->parallel.cuda_graph_scope = s;
+    mp_block_time t;
+    mp_block_time_of(c, &bs, &t);
+    *f = t.fwd_compute + t.tp_fwd;
+    *b = t.bwd_compute + t.tp_bwd;
+}
+
+#define S(k) (1u << (k))
+
+/* A dense LLaMA block, tp 1, bf16, fused attention: attention's part is the
+ * input norm, QKV, RoPE, the attention core, the projection and the
+ * residual add (6 launches -> 1 graph: 5 saved); the MLP's is the norm,
+ * FC1, SwiGLU, FC2 and the residual add (5 -> 1: 4 saved). The backward
+ * replays the same graphs: twice the forward's saving. */
+static void test_dense_scopes_by_hand(void **state)
+{
+    (void)state;
+    mp_config c = host_bound("llama3-8b", 0);
+    double f0, b0, f1, b1;
+    passes(&c, 1, 0, &f0, &b0);
+    passes(&c, 1, S(MP_CGS_ATTN), &f1, &b1);
+    assert_float_equal(f0 - f1, 5.0, 1e-9);
+    assert_float_equal(b0 - b1, 10.0, 1e-9);
+    passes(&c, 1, S(MP_CGS_MLP), &f1, &b1);
+    assert_float_equal(f0 - f1, 4.0, 1e-9);
+    passes(&c, 1, S(MP_CGS_ATTN) | S(MP_CGS_MLP), &f1, &b1);
+    assert_float_equal(f0 - f1, 9.0, 1e-9);
+    assert_float_equal(b0 - b1, 18.0, 1e-9);
+}
+
+/* An MoE block without shared experts (OLMoE): moe_router graphs the
+ * pre-MLP norm and the router's three launches (4 -> 1: 3 saved);
+ * moe_preprocess, captured with it, adds nothing (the model charges the
+ * dispatcher's preprocessing no launch); moe graphs the whole MLP: the
+ * norm, the residual add and the layer's 8 (router 3, permute and
+ * unpermute, FC1, activation, FC2): 10 -> 1, 9 saved. mlp graphs dense
+ * layers only: nothing in an MoE block. */
+static void test_moe_scopes_by_hand(void **state)
+{
+    (void)state;
+    mp_config c = host_bound("olmoe-1b-7b", 8);
+    double f0, b0, f1, b1;
+    passes(&c, 1, 0, &f0, &b0);
+    passes(&c, 1, S(MP_CGS_MOE_ROUTER), &f1, &b1);
+    assert_float_equal(f0 - f1, 3.0, 1e-9);
+    assert_float_equal(b0 - b1, 6.0, 1e-9);
+    passes(&c, 1, S(MP_CGS_MOE_ROUTER) | S(MP_CGS_MOE_PREPROCESS), &f1, &b1);
+    assert_float_equal(f0 - f1, 3.0, 1e-9);
+    passes(&c, 1, S(MP_CGS_MOE), &f1, &b1);
+    assert_float_equal(f0 - f1, 9.0, 1e-9);
+    passes(&c, 1, S(MP_CGS_MLP), &f1, &b1);
+    assert_float_equal(f0 - f1, 0.0, 1e-9);
+}
+
+/* Shared experts (DeepSeek-V3's MoE block 4): moe_router also graphs them
+ * (FC1, SwiGLU, FC2: 7 -> 1, 6 saved) unless they overlap the dispatch. */
+static void test_router_scope_shared_experts(void **state)
+{
+    (void)state;
+    mp_config c = host_bound("deepseek-v3", 8);
+    double f0, b0, f1, b1;
+    passes(&c, 4, 0, &f0, &b0);
+    passes(&c, 4, S(MP_CGS_MOE_ROUTER), &f1, &b1);
+    assert_float_equal(f0 - f1, 6.0, 1e-9);
+    c.parallel.shared_expert_overlap = true;
+    passes(&c, 4, 0, &f0, &b0);
+    passes(&c, 4, S(MP_CGS_MOE_ROUTER), &f1, &b1);
+    assert_float_equal(f0 - f1, 3.0, 1e-9);
+}
+
+/* A GPU-bound block is not changed by graphs: they save host time only. */
+static void test_gpu_bound_unchanged(void **state)
+{
+    (void)state;
+    mp_config c = host_bound("llama3-8b", 0);
+    c.hw.kernel_overhead = 0.0;
+    double f0, b0, f1, b1;
+    passes(&c, 1, 0, &f0, &b0);
+    passes(&c, 1, S(MP_CGS_ATTN) | S(MP_CGS_MLP), &f1, &b1);
+    assert_float_equal(f0, f1, 0.0);
+    assert_float_equal(b0, b1, 0.0);
+}
+
+static void test_scope_names(void **state)
+{
+    (void)state;
+    uint32_t mask;
+    char bad[72];
+    assert_true(mp_cuda_graph_scope_parse("attn,moe_router,moe_preprocess", &mask, bad,
+                                          sizeof bad));
+    assert_int_equal(mask, S(MP_CGS_ATTN) | S(MP_CGS_MOE_ROUTER) | S(MP_CGS_MOE_PREPROCESS));
+    assert_false(mp_cuda_graph_scope_parse("attn,full_iteration", &mask, bad, sizeof bad));
+    assert_string_equal(bad, "full_iteration");
+    assert_false(mp_cuda_graph_scope_parse("", &mask, bad, sizeof bad));
+    for (int k = 0; k < MP_CGS_COUNT; k++) {
+        assert_true(mp_cuda_graph_scope_parse(mp_cuda_graph_scope_name((mp_cuda_graph_scope)k),
+                                              &mask, bad, sizeof bad));
+        assert_int_equal(mask, S(k));
+    }
+}
+
+/* Megatron-LM's checks (arguments.py validate_args). */
+static void test_scope_rules(void **state)
+{
+    (void)state;
+    mp_error err;
+    mp_config c = moe_config("olmoe-1b-7b", 8, 1, 8, 1);
+    c.parallel.cuda_graph_scope = S(MP_CGS_ATTN) | S(MP_CGS_MOE_ROUTER) | S(MP_CGS_MOE_PREPROCESS);
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    c.parallel.cuda_graph_scope = S(MP_CGS_MOE_PREPROCESS); /* without the router */
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "cuda_graph_scope");
+    c.parallel.cuda_graph_scope = S(MP_CGS_MOE) | S(MP_CGS_MOE_ROUTER);
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    /* the whole MoE layer: alltoall with drop-and-pad only */
+    c.parallel.cuda_graph_scope = S(MP_CGS_MOE);
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    c.model.moe.capacity_factor = 1.0;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    /* moe_preprocess: not when the alltoall preprocess syncs (capacity) */
+    c.parallel.dispatcher = MP_DISPATCH_ALLTOALL;
+    c.parallel.cuda_graph_scope = S(MP_CGS_MOE_ROUTER) | S(MP_CGS_MOE_PREPROCESS);
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    /* mlp: OLMoE has no dense layer */
+    c.model.moe.capacity_factor = 0.0;
+    c.parallel.cuda_graph_scope = S(MP_CGS_MLP);
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "cuda_graph_scope");
+    /* DeepSeek-V3 has three dense layers */
+    c = moe_config("deepseek-v3", 256, 1, 64, 1);
+    c.parallel.cuda_graph_scope = S(MP_CGS_MLP);
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    /* a dense model: no MoE scope */
+    c = moe_config("olmoe-1b-7b", 8, 1, 1, 1);
+    c.model = *mp_model_preset("llama3-8b");
+    c.parallel.ep = 0;
+    c.parallel.etp = 0;
+    c.parallel.cuda_graph_scope = S(MP_CGS_MOE_ROUTER);
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    c.parallel.cuda_graph_scope = S(MP_CGS_ATTN) | S(MP_CGS_MLP);
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense_scopes_by_hand),
+        cmocka_unit_test(test_moe_scopes_by_hand),
+        cmocka_unit_test(test_router_scope_shared_experts),
+        cmocka_unit_test(test_gpu_bound_unchanged),
+        cmocka_unit_test(test_scope_names),
+        cmocka_unit_test(test_scope_rules),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

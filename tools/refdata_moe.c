@@ -22,7 +22,13 @@ static const char note_moe[] =
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
     "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
-    "and FP8 parameters where a file's columns say the recipe used them; FSDP rows as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
+    "and FP8 parameters where a file's columns say the recipe used them; FSDP rows as ZeRO-3 over the data-parallel ranks, the NeMo AutoModel rows with their recipe's settings (the file's "
+    "columns): PyTorch FSDP2 (zero_runtime fsdp2: with pp each chunk's weights gathered once "
+    "per pipeline flush and kept, fp32 gradient accumulators reduce-scattered once), full "
+    "activation checkpointing, fp32 gradient reduction, bf16 Adam states without an fp32 "
+    "master copy, DeepEP (flex), AutoModel's split of DeepSeek-V3's layers as an explicit "
+    "layout; a recipe that runs the pipeline GA times per step (GA > 1 with pp) is compared "
+    "per flush, its batch and measured step divided by GA. Not in the error bands (the profiles' bands "
     "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
     "with the reason.";
 

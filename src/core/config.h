@@ -65,7 +65,7 @@ const char *mp_dispatcher_name(mp_dispatcher d);
  * pipelining combines with pipeline stages (torchtitan, NeMo AutoModel): with
  * pp > 1 each stage's weights are gathered once per step and kept, its
  * gradients accumulated unsharded and reduce-scattered once
- * (docs/cost-model.md, "FSDP with pipeline parallelism"). */
+ * (docs/choosing.md §3, "FSDP with pipeline parallelism"). */
 typedef enum {
     MP_ZRT_AUTO,
     MP_ZRT_DEEPSPEED,

@@ -23,7 +23,13 @@ static const char note_moe[] =
     "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
     "and FP8 parameters where a file's columns say the recipe used them; the recipe's CUDA-graph "
-    "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks. Not in the error bands (the profiles' bands "
+    "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks, the NeMo AutoModel rows with their recipe's settings (the file's "
+    "columns): PyTorch FSDP2 (zero_runtime fsdp2: with pp each chunk's weights gathered once "
+    "per pipeline flush and kept, fp32 gradient accumulators reduce-scattered once), full "
+    "activation checkpointing, fp32 gradient reduction, bf16 Adam states without an fp32 "
+    "master copy, DeepEP (flex), AutoModel's split of DeepSeek-V3's layers as an explicit "
+    "layout; a recipe that runs the pipeline GA times per step (GA > 1 with pp) is compared "
+    "per flush, its batch and measured step divided by GA. Not in the error bands (the profiles' bands "
     "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
     "with the reason.";
 
@@ -158,6 +164,69 @@ static void not_expressible(refdata_moe_row *w, const char *why)
     snprintf(w->reason, sizeof w->reason, "%s", why);
 }
 
+/* The FSDP recipe columns of an FSDP row (nemo_moe_2025.csv's notes say where
+ * each comes from): who shards (zero_runtime), whether it keeps the weights
+ * gathered from forward to backward (reshard_after_forward, which must be
+ * what megaplan models for that runtime), the gradient reduce type, full
+ * activation checkpointing, the optimizer states' type and the pipeline
+ * schedule. Absent columns leave the defaults: DeepSpeed-or-torchtitan's
+ * ZeRO-3, fp32 reduction, no recompute, fp32 master and moments. */
+static mp_status fsdp_recipe_of(const refdata_table *t, int r, mp_config *c, refdata_moe_row *w,
+                                mp_error *err)
+{
+    mp_parallel *p = &c->parallel;
+    const char *s = refdata_table_get(t, r, "zero_runtime");
+    if (s && *s) {
+        int k = 0;
+        while (k < MP_ZRT_COUNT && strcmp(s, mp_zero_runtime_name((mp_zero_runtime)k)))
+            k++;
+        if (k == MP_ZRT_COUNT)
+            return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "zero_runtime",
+                                "'%s': expected auto, deepspeed or fsdp2", s);
+        p->zero_runtime = (mp_zero_runtime)k;
+    }
+    double v;
+    mp_status st = field(t, r, "activation_checkpointing", 0, &v, err);
+    if (st != MP_OK)
+        return st;
+    if (v > 0)
+        p->recompute = MP_RECOMPUTE_FULL;
+    s = refdata_table_get(t, r, "reduce_dtype");
+    if (s && *s && strcmp(s, "fp32") && strcmp(s, "bf16"))
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "reduce_dtype",
+                            "'%s': expected fp32 or bf16", s);
+    if (s && !strcmp(s, "bf16"))
+        c->training.grad_reduce_bf16 = true;
+    s = refdata_table_get(t, r, "optimizer_states");
+    if (s && *s && strcmp(s, "fp32") && strcmp(s, "bf16"))
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "optimizer_states",
+                            "'%s': expected fp32 or bf16", s);
+    c->training.low_precision_optimizer = s && !strcmp(s, "bf16");
+    /* AutoModel's pp_schedule names (torch.distributed.pipelining's) */
+    s = refdata_table_get(t, r, "pp_schedule");
+    if (s && *s) {
+        if (!strcmp(s, "interleaved1f1b"))
+            p->schedule = MP_SCHED_INTERLEAVED;
+        else if (!strcmp(s, "1f1b"))
+            p->schedule = MP_SCHED_1F1B;
+        else
+            return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "pp_schedule",
+                                "'%s': expected interleaved1f1b or 1f1b", s);
+    }
+    s = refdata_table_get(t, r, "reshard_after_forward");
+    if (!s || !*s)
+        return MP_OK;
+    st = field(t, r, "reshard_after_forward", 0, &v, err);
+    if (st != MP_OK)
+        return st;
+    /* megaplan's FSDP2: resharded after forward without pp (gathered again
+     * for backward), kept through the step with pp (cost.c) */
+    if (p->zero_runtime == MP_ZRT_FSDP2 && (v > 0) != (p->pp == 1))
+        not_expressible(w, "reshard_after_forward differs from what megaplan's FSDP2 runs "
+                           "(kept with pp, resharded without)");
+    return MP_OK;
+}
+
 /* One row: the numbers, then the model and the profile, then what the
  * library says of the configuration. */
 static mp_status row_of(const refdata_table *t, int r, const char *file, refdata_moe_row *w,
@@ -278,8 +347,14 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     p->shared_expert_overlap = v[SEO] > 0;
     p->ep = ep;
     p->etp = 1;
-    if (v[FSDP] > 0)
+    if (v[FSDP] > 0) {
         p->zero = 3;
+        st = fsdp_recipe_of(t, r, c, w, err);
+        if (st != MP_OK)
+            return st;
+        if (!w->expressible)
+            return MP_OK;
+    }
     /* the recipe's explicit layout (Megatron's --pipeline-model-parallel-layout) */
     const char *layout = refdata_table_get(t, r, "pipeline_layout");
     if (layout && *layout) {
@@ -287,6 +362,24 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
             return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "pipeline_layout",
                                 "too long: at most %zu characters", sizeof p->pipeline_layout - 1);
         snprintf(p->pipeline_layout, sizeof p->pipeline_layout, "%s", layout);
+    }
+    /* ga > 1 with pp: the recipe runs the pipeline schedule ga times per
+     * global step (AutoModel's benchmark loop), each a full flush with its
+     * own FSDP gathers and reduce-scatters; megaplan runs one flush, so the
+     * row is compared per flush: batch and measured step divided by ga */
+    double ga;
+    st = field(t, r, "ga", 1, &ga, err);
+    if (st != MP_OK)
+        return st;
+    if (ga > 1 && pp > 1) {
+        int64_t g = (int64_t)ga;
+        if ((double)g != ga || c->training.global_batch % g)
+            return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "ga",
+                                "'%g' does not divide the global batch", ga);
+        c->training.global_batch /= g;
+        w->measured_s /= ga;
+        size_t n = strlen(w->label);
+        snprintf(w->label + n, sizeof w->label - n, ", per flush (GA %lld)", (long long)g);
     }
     if (gpus % (tp * pp * cp) != 0) {
         not_expressible(w, "gpus is not a multiple of tp x pp x cp");

@@ -19,7 +19,7 @@
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
-    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
+    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
@@ -69,6 +69,10 @@ static const mp_opt options[] = {
     {"--no-dist-opt", NULL, NULL, OPT_NO_DIST_OPT, 0, "no distributed optimizer", NULL},
     {"--zero", NULL, "Z", OPT_ZERO, 0,
      "ZeRO stage 0-3 (1 is --dist-opt; 2 and 3 shard gradients and weights too)", "0 1 2 3"},
+    {"--zero-runtime", NULL, "R", OPT_ZERO_RUNTIME, 0,
+     "who runs --zero 2/3: auto (DeepSpeed, or torchtitan's FSDP2 with tp or cp; no pp), "
+     "deepspeed, or fsdp2 (PyTorch FSDP2, which --zero 3 runs with pp)",
+     "auto deepspeed fsdp2"},
     {"--hsdp", NULL, NULL, OPT_HSDP, 0,
      "hybrid sharding: ZeRO-3 within a node, replicas across (implies --zero 3)", NULL},
     {"--dp-overlap", NULL, "on|off", OPT_DP_OVERLAP, 0,
@@ -324,6 +328,14 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
             p->dist_opt = true;
         }
         return MP_OK;
+    case OPT_ZERO_RUNTIME:
+        cc->set |= MP_SET_ZERO_RUNTIME;
+        for (int k = 0; k < MP_ZRT_COUNT; k++)
+            if (!strcmp(value, mp_zero_runtime_name((mp_zero_runtime)k))) {
+                p->zero_runtime = (mp_zero_runtime)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected auto, deepspeed or fsdp2, got '%s'", value);
     case OPT_HSDP:
         /* hybrid sharding is ZeRO-3's: --hsdp alone means --zero 3 --hsdp */
         cc->set |= MP_SET_HSDP | MP_SET_ZERO | MP_SET_DIST_OPT;
@@ -457,7 +469,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"tokens", "--tokens"}, {"tp", "--tp"}, {"sp", "--sp"}, {"pp", "--pp"},
         {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
         {"recompute", "--recompute"},
-        {"recompute_modules", "--recompute-modules"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"}, {"hsdp", "--hsdp"},
+        {"recompute_modules", "--recompute-modules"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"},
+        {"zero_runtime", "--zero-runtime"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
@@ -600,6 +613,8 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         p->zero = 0;
     if (!(cc->set & MP_SET_HSDP))
         p->hsdp = false;
+    if (!(cc->set & MP_SET_ZERO_RUNTIME))
+        p->zero_runtime = MP_ZRT_AUTO;
     if (!(cc->set & MP_SET_DP_OVERLAP))
         p->dp_overlap = p->dist_opt;
     if (!(cc->set & MP_SET_TP_OVERLAP))

@@ -110,6 +110,8 @@ static const mp_field training_fields[] = {
      .offset = offsetof(mp_training, grad_reduce_bf16)},
     {.path = "fp8_param_gather", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, fp8_param_gather)},
+    {.path = "low_precision_optimizer", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_training, low_precision_optimizer)},
 };
 
 #define P_INT(key, lo, hi)                                                                   \
@@ -120,6 +122,16 @@ static const mp_field training_fields[] = {
 static const char *dispatcher_name_i(int i)
 {
     return mp_dispatcher_name((mp_dispatcher)i);
+}
+
+const char *mp_zero_runtime_name(mp_zero_runtime r)
+{
+    static const char *const names[] = {"auto", "deepspeed", "fsdp2"};
+    return (unsigned)r < MP_ZRT_COUNT ? names[r] : "?";
+}
+static const char *zero_runtime_name_i(int i)
+{
+    return mp_zero_runtime_name((mp_zero_runtime)i);
 }
 
 static const mp_field parallel_fields[] = {
@@ -134,6 +146,8 @@ static const mp_field parallel_fields[] = {
      .name_of = recompute_name_i, .n_names = MP_RECOMPUTE_COUNT},
     P_BOOL(dist_opt),
     P_INT(zero, 0, 3),
+    {.path = "zero_runtime", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, zero_runtime),
+     .name_of = zero_runtime_name_i, .n_names = MP_ZRT_COUNT},
     P_BOOL(hsdp),
     P_BOOL(dp_overlap),
     P_BOOL(tp_overlap),
@@ -272,11 +286,24 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->zero >= 1 && !p->dist_opt)
         return FAIL("zero", "zero=%lld shards the optimizer states too: it needs dist_opt on",
                     (long long)p->zero);
-    if (p->zero >= 2 && p->pp > 1)
+    if (p->zero_runtime != MP_ZRT_AUTO && p->zero < 2)
+        return FAIL("zero_runtime", "%s names the runtime of ZeRO-2/3: it needs zero >= 2 "
+                                    "(got %lld)",
+                    mp_zero_runtime_name(p->zero_runtime), (long long)p->zero);
+    if (p->zero_runtime == MP_ZRT_FSDP2 && p->zero != 3)
+        return FAIL("zero_runtime", "fsdp2 shards the parameters too: it needs zero=3 (got %lld)",
+                    (long long)p->zero);
+    /* FSDP2 runs beside torch.distributed.pipelining's stages; DeepSpeed's
+     * pipeline engine refuses ZeRO-2/3, and auto may mean DeepSpeed */
+    if (p->zero >= 2 && p->pp > 1 && p->zero_runtime != MP_ZRT_FSDP2)
         return FAIL("zero", "zero=%lld shards the gradients%s, which runs without pipeline "
                             "parallelism (DeepSpeed refuses ZeRO-2/3 with its pipeline engine; "
-                            "FSDP plans here use tp, cp and dp): got pp=%lld",
+                            "zero=3 with zero_runtime fsdp2 runs with pp): got pp=%lld",
                     (long long)p->zero, p->zero == 3 ? " and parameters" : "", (long long)p->pp);
+    if (p->hsdp && p->pp > 1)
+        return FAIL("hsdp", "hybrid sharding with pipeline parallelism is not modelled (got "
+                            "pp=%lld)",
+                    (long long)p->pp);
     if (p->hsdp && p->zero != 3)
         return FAIL("hsdp", "hybrid sharding is a form of ZeRO-3 / FSDP: it needs zero=3 (got %lld)",
                     (long long)p->zero);

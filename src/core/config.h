@@ -58,6 +58,22 @@ typedef enum {
 } mp_dispatcher;
 const char *mp_dispatcher_name(mp_dispatcher d);
 
+/* The runtime that shards a ZeRO-2/3 plan (parallel.zero_runtime): auto =
+ * DeepSpeed where it can run the plan, torchtitan's FSDP2 otherwise, and no
+ * pipeline parallelism (DeepSpeed refuses ZeRO-2/3 with its pipeline engine);
+ * deepspeed; fsdp2 = PyTorch FSDP2 (fully_shard), which torch.distributed.
+ * pipelining combines with pipeline stages (torchtitan, NeMo AutoModel): with
+ * pp > 1 each stage's weights are gathered once per step and kept, its
+ * gradients accumulated unsharded and reduce-scattered once
+ * (docs/choosing.md §3, "FSDP with pipeline parallelism"). */
+typedef enum {
+    MP_ZRT_AUTO,
+    MP_ZRT_DEEPSPEED,
+    MP_ZRT_FSDP2,
+    MP_ZRT_COUNT
+} mp_zero_runtime;
+const char *mp_zero_runtime_name(mp_zero_runtime r);
+
 const char *mp_recompute_name(mp_recompute r);
 
 /* The parts of a block that Megatron-Core's selective recompute can
@@ -140,6 +156,11 @@ typedef struct mp_training {
      * linear layers keep no bf16 copy beside their FP8 ones, and the
      * distributed optimizer gathers FP8 (Megatron-Bridge's FP8 recipes). */
     bool fp8_param_gather;
+    /* No fp32 master copy: the parameters stay in the training type and
+     * Adam's moments take their type (torch.optim.Adam on bf16 parameters,
+     * as NeMo AutoModel's benchmark recipes train): 2 + 2 bytes of optimizer
+     * state per parameter instead of 4 + 4 + 4. */
+    bool low_precision_optimizer;
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 
@@ -156,12 +177,14 @@ typedef struct mp_parallel {
     /* CUDA-graphed parts of each layer (1u << mp_cuda_graph_scope); 0 = none */
     uint32_t cuda_graph_scope;
     bool dist_opt;
+    mp_zero_runtime zero_runtime; /* who runs zero >= 2 (below; in dist_opt's padding) */
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
      * optimizer states: Megatron's distributed optimizer); 2 = gradients too;
      * 3 = parameters too (ZeRO-3 / PyTorch FSDP: each layer's weights are
      * all-gathered for its forward and again for its backward). 2 and 3 run
-     * without pipeline parallelism, under DeepSpeed or FSDP, not Megatron. */
+     * under DeepSpeed or FSDP, not Megatron; with pipeline parallelism only
+     * zero=3 under zero_runtime fsdp2. */
     int64_t zero;
     /* ZeRO-3 as hybrid sharded data parallelism (PyTorch HSDP): shard over
      * the data-parallel ranks inside one scale-up domain, replicate across

@@ -246,6 +246,8 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "grad_reduce_bf16");
     if (o && !t->fp8_param_gather)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_param_gather");
+    if (o && !t->low_precision_optimizer)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "low_precision_optimizer");
     return o;
 }
 
@@ -303,6 +305,9 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
      * when it says more than dist_opt, so Megatron plans read as before */
     if (ok && p->zero >= 2)
         ok = cJSON_AddNumberToObject(o, "zero", (double)p->zero) != NULL;
+    if (ok && p->zero_runtime != MP_ZRT_AUTO)
+        ok = cJSON_AddStringToObject(o, "zero_runtime", mp_zero_runtime_name(p->zero_runtime)) !=
+             NULL;
     if (ok && p->hsdp)
         ok = cJSON_AddBoolToObject(o, "hsdp", true) != NULL;
     /* expert degrees: only in MoE plans, so dense ones read as before */

@@ -272,3 +272,10 @@ mp_status mp_zero_reduce_microbatch(mp_trainer *t, mp_error *err);
 /* HSDP: after the last micro-batch, this rank's gradient shard summed over
  * the replicas of the shard. */
 mp_status mp_zero_reduce_replicas(mp_trainer *t, mp_error *err);
+/* ZeRO-2/3 with pp and tied embeddings: the first and last stages' copies
+ * lie at different places of their stages' buffers, so their shards do not
+ * line up. unshard: the whole DP-summed gradient of [lo, lo + n) on every DP
+ * rank (a sum over DP of the shards, zero elsewhere); reshard: zero again
+ * outside this rank's shard. */
+mp_status mp_zero_unshard_grad(mp_trainer *t, size_t lo, size_t n, mp_error *err);
+void mp_zero_reshard_grad(mp_trainer *t, size_t lo, size_t n);

@@ -22,7 +22,8 @@ typedef struct mp_probe {
     /* Test-only: the collective site to skip ("tp-attn", "tp-mlp", "tp-embed",
      * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv",
      * "pp-relgrad" (T5's relative-bias copies over a pipeline), "pp-mirror"
-     * (dualpipe's sum of a stage's two copies); NULL: none). */
+     * (dualpipe's sum of a stage's two copies), "zero-tied-sum" (ZeRO-2/3 with pp:
+     * the tied embedding's shards summed whole before the stages' sum); NULL: none). */
     const char *drop_site;
     /* Test-only: this rank raises kill_signal (SIGKILL when 0; SIGSTOP stops
      * it, for the watchdog's test) at the first backward of step kill_step

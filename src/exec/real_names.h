@@ -133,6 +133,8 @@
 #define mp_zero_reduce_microbatch MP_REAL_NAME(mp_zero_reduce_microbatch)
 #define mp_zero_reduce_replicas MP_REAL_NAME(mp_zero_reduce_replicas)
 #define mp_zero_release_params MP_REAL_NAME(mp_zero_release_params)
+#define mp_zero_unshard_grad MP_REAL_NAME(mp_zero_unshard_grad)
+#define mp_zero_reshard_grad MP_REAL_NAME(mp_zero_reshard_grad)
 
 /* mla.c */
 #define mp_mla_backward MP_REAL_NAME(mp_mla_backward)

@@ -395,10 +395,16 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
     if (t->emb.size > 1 && (g->d.tied || g->d.t5 || g->d.mtp_layers > 0) && tied >= 0 &&
         !mp_probe_drops(pr, "pp-embgrad")) {
         const mp_param *p = &lay->p[tied];
-        mp_status st = be->allreduce(&t->emb, MP_REAL_KIND, g->g + p->offset,
-                                     (size_t)p->lrows * (size_t)p->lcols, MP_RED_SUM, err);
+        size_t n = (size_t)p->lrows * (size_t)p->lcols;
+        /* ZeRO-2/3 (pp with zero_runtime fsdp2): sum the shards whole first */
+        mp_status st = mp_probe_drops(pr, "zero-tied-sum")
+                           ? MP_OK
+                           : mp_zero_unshard_grad(t, (size_t)p->offset, n, err);
+        if (!st)
+            st = be->allreduce(&t->emb, MP_REAL_KIND, g->g + p->offset, n, MP_RED_SUM, err);
         if (st)
             return st;
+        mp_zero_reshard_grad(t, (size_t)p->offset, n);
         mp_probe_record(pr, t0, MP_STREAM_PP_SEND, MP_EV_OTHER, false);
         t0 = be->now();
     }

@@ -113,3 +113,25 @@ mp_status mp_zero_reduce_microbatch(mp_trainer *t, mp_error *err)
     mp_probe_record(t->model->probe, t0, MP_STREAM_DP, MP_EV_DP_COMM, false);
     return MP_OK;
 }
+
+mp_status mp_zero_unshard_grad(mp_trainer *t, size_t lo, size_t n, mp_error *err)
+{
+    const mp_shard_part *p = &t->part[0]; /* the embedding is no expert */
+    if (t->zero < 2 || p->group.size <= 1)
+        return MP_OK;
+    return t->be->allreduce(&p->group, MP_REAL_KIND, t->model->g + lo, n, MP_RED_SUM, err);
+}
+
+void mp_zero_reshard_grad(mp_trainer *t, size_t lo, size_t n)
+{
+    const mp_shard_part *p = &t->part[0];
+    if (t->zero < 2 || p->group.size <= 1)
+        return;
+    size_t hi = lo + n;
+    if (lo < p->own_lo)
+        t->be->zero(t->model->g + lo, ((hi < p->own_lo ? hi : p->own_lo) - lo) * sizeof(real));
+    if (hi > p->own_hi) {
+        size_t from = lo > p->own_hi ? lo : p->own_hi;
+        t->be->zero(t->model->g + from, (hi - from) * sizeof(real));
+    }
+}

@@ -460,7 +460,64 @@ typedef struct pipe_model {
     double block_params;    /* one block's parameters on a GPU (ZeRO-3's working set) */
 } pipe_model;
 
-/* ZeRO-2 and ZeRO-3/FSDP (no pipeline: one stage per rank). ZeRO-2 keeps
+/* The stage chunk ch of pipeline rank r runs (c*p + r; V schedules: r, 2p-1-r). */
+static int64_t rank_stage(const pipe_model *pm, int64_t r, int64_t ch)
+{
+    return mp_schedule_stage(pm->sched, pm->p, r, ch);
+}
+
+/* One DP collective of a ZeRO-sharded part: the routed experts' share over
+ * the expert-DP ranks that hold the same experts (exec's shard.c; AutoModel
+ * leaves them out of the block's FSDP group), the rest over the shard group. */
+static double zero_coll(const mp_config *c, const mp_group_place *dpg,
+                        const mp_group_place *edpg, mp_coll_kind k, double params,
+                        double experts, double bytes)
+{
+    return mp_coll_time(&c->hw, dpg, k, (params - experts) * bytes) +
+           mp_coll_time(&c->hw, edpg, k, experts * bytes);
+}
+
+/* FSDP2 under torch.distributed.pipelining (zero_runtime fsdp2, pp > 1).
+ * The pipeline stage turns off FSDP's reshard-after-backward and gradient
+ * sync for every backward and runs FSDP's post-backward by hand after the
+ * last one (torch/distributed/pipelining/stage.py,
+ * backward_maybe_with_nosync); NeMo AutoModel also sets
+ * reshard_after_forward = not pp_enabled (components/moe/parallelizer.py).
+ * So each chunk's weights are all-gathered once per step, at its first
+ * forward, and kept; its gradients accumulate unsharded in the reduce type
+ * (FSDPParam.to_accumulated_grad_if_needed) and are reduce-scattered once,
+ * after its last backward. The gathers are prefetched block by block under
+ * the first micro-batch's forward and the reduce-scatter runs under the
+ * remaining backward, but for one block's share each; nothing is paid per
+ * micro-batch. */
+static void fsdp2_pipelined_dp(const mp_config *c, const mp_group_place *dpg,
+                               const mp_group_place *edpg, pipe_model *pm)
+{
+    const mp_parallel *pp = &c->parallel;
+    double dt = mp_dtype_bytes(c->training.precision), gb = mp_grad_reduce_bytes(c);
+    double P = pm->params_rank_max, Pe = pm->expert_rank_max;
+    double ag = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, P, Pe, dt);
+    double rs = zero_coll(c, dpg, edpg, MP_COLL_REDUCESCATTER, P, Pe, gb);
+    double blocks = 0.0, fwd_window = 0.0, bwd_window = 0.0;
+    for (int64_t ch = 0; ch < pm->v; ch++) {
+        const stage_sum *ss = &pm->st[rank_stage(pm, 0, ch)];
+        blocks += (double)ss->blocks;
+        fwd_window += ss->fwd;
+        bwd_window += ss->bwd;
+    }
+    double share = blocks > 0.0 ? 1.0 / blocks : 1.0;
+    pm->dp_time = ag + rs;
+    /* the first block's share of each is exposed; the rest overlaps the
+     * compute, which NCCL's kernels slow while they run (SM contention) */
+    double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
+    pm->dp_exposed = pp->dp_overlap
+                         ? share * ag + mp_overlap_excess((1.0 - share) * ag, fwd_window, sm) +
+                               share * rs + mp_overlap_excess((1.0 - share) * rs, bwd_window, sm)
+                         : ag + rs;
+    pm->tied_sync = 0.0;
+}
+
+/* ZeRO-2 and ZeRO-3/FSDP, one stage per rank. ZeRO-2 keeps
  * only its shard of the gradients, so every micro-batch's backward
  * reduce-scatters them (Rajbhandari et al. 2020, §5.2); the updated 16-bit
  * weights are all-gathered once per step. ZeRO-3 keeps only its shard of the
@@ -472,34 +529,37 @@ typedef struct pipe_model {
  * never less than one block's share (the first gather cannot be hidden).
  * The per-micro-batch part goes into the stage's F and B (dp_f, dp_b), where
  * the pipeline model and the simulator see it; the once-per-step gather
- * stays in dp_time / dp_exposed. */
+ * stays in dp_time / dp_exposed. Gradients are reduced in the training type,
+ * as they are kept (memory.c); FSDP2 in its reduce type (mp_grad_reduce_bytes:
+ * fp32 unless grad_reduce_bf16, as MixedPrecisionPolicy(reduce_dtype=fp32)). */
 static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
-                            const mp_group_place *replica, pipe_model *pm)
+                            const mp_group_place *edpg, const mp_group_place *replica,
+                            pipe_model *pm)
 {
     const mp_parallel *pp = &c->parallel;
-    /* gradients are reduced in the training type, as they are kept (memory.c) */
-    double dt = mp_dtype_bytes(c->training.precision), gb = dt;
+    double dt = mp_dtype_bytes(c->training.precision);
+    double gb = pp->zero_runtime == MP_ZRT_FSDP2 ? mp_grad_reduce_bytes(c) : dt;
     double P = pm->params_rank_max;
     double blocks = 0.0;
     for (int64_t k = 0; k < pm->n; k++)
         blocks += (double)pm->st[k].blocks;
     double share = blocks > 0.0 ? 1.0 / blocks : 1.0;
-    double rs = mp_coll_time(&c->hw, dpg, MP_COLL_REDUCESCATTER, P * gb);
-    double ag = mp_coll_time(&c->hw, dpg, MP_COLL_ALLGATHER, P * dt);
-    double per_mb = 0.0;
+    double ag = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, P, pm->expert_rank_max, dt);
     /* the first block's share is exposed; the rest overlaps the compute,
      * which NCCL's kernels slow while they run (SM contention) */
     double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
     for (int64_t k = 0; k < pm->n; k++) {
         stage_sum *ss = &pm->st[k];
-        double frac = P > 0.0 ? ss->params / P : 1.0;
-        double fwd_comm = pp->zero >= 3 ? ag * frac : 0.0;
-        double bwd_comm = (pp->zero >= 3 ? ag * frac : 0.0) + rs * frac;
+        double rs = zero_coll(c, dpg, edpg, MP_COLL_REDUCESCATTER, ss->params, ss->expert_params,
+                              gb);
+        double agk = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, ss->params, ss->expert_params,
+                               dt);
+        double fwd_comm = pp->zero >= 3 ? agk : 0.0;
+        double bwd_comm = (pp->zero >= 3 ? agk : 0.0) + rs;
         ss->dp_f = share * fwd_comm + mp_overlap_excess((1.0 - share) * fwd_comm, ss->fwd, sm);
         ss->dp_b = share * bwd_comm + mp_overlap_excess((1.0 - share) * bwd_comm, ss->bwd, sm);
         ss->fwd += ss->dp_f;
         ss->bwd += ss->dp_b;
-        per_mb += fwd_comm + bwd_comm;
     }
     /* ZeRO-2: the updated weights' all-gather after the optimizer step,
      * overlapped with the next step's forward as --overlap-param-gather is */
@@ -509,7 +569,6 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
         fwd_window += pm->st[k].fwd;
         bwd_window += pm->st[k].bwd;
     }
-    (void)per_mb; /* the estimate reports it as dp_f, dp_b per micro-batch */
     double exposed = once > 0.0 && pp->dp_overlap
                          ? share * once + mp_overlap_excess((1.0 - share) * once, fwd_window, sm)
                          : once;
@@ -525,12 +584,6 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
                        ? share * rep + mp_overlap_excess((1.0 - share) * rep, bwd_window, sm)
                        : rep);
     pm->tied_sync = 0.0;
-}
-
-/* The stage chunk ch of pipeline rank r runs (c*p + r; V schedules: r, 2p-1-r). */
-static int64_t rank_stage(const pipe_model *pm, int64_t r, int64_t ch)
-{
-    return mp_schedule_stage(pm->sched, pm->p, r, ch);
 }
 
 /* DualPipe: ranks r and p-1-r hold the two copies of the same stages; after
@@ -643,10 +696,14 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     double P = pm->params_rank_max;
     double rs = 0.0, ag = 0.0, ar = 0.0;
     if (pp->zero >= 2 && dpg.n > 1) {
-        mp_group_place shard, replica;
+        mp_group_place shard, replica, edpg;
         mp_group_place_of(c, MP_GROUP_DP_SHARD, &shard);
         mp_group_place_of(c, MP_GROUP_DP_REPLICA, &replica);
-        zero_sharded_dp(c, &shard, &replica, pm);
+        mp_group_place_of(c, MP_GROUP_EDP, &edpg);
+        if (pp->zero_runtime == MP_ZRT_FSDP2 && pm->p > 1)
+            fsdp2_pipelined_dp(c, &shard, &edpg, pm);
+        else
+            zero_sharded_dp(c, &shard, &edpg, &replica, pm);
         pm->tied_sync += mirror_sum(c, pm, gb);
         return MP_OK;
     }
@@ -1031,7 +1088,23 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                 weights += experts * (expert_wb - wb);
             }
         }
-        if (pp->zero >= 3)
+        if (pp->zero >= 3 && pp->zero_runtime == MP_ZRT_FSDP2 && p > 1) {
+            /* FSDP2 under pipelining (fsdp2_pipelined_dp): every chunk's
+             * weights stay gathered through the step, in the training type,
+             * and its gradients accumulate unsharded in the reduce type until
+             * the reduce-scatter after its last backward */
+            double gathered = params;
+            if (mp_parallel_edp(pp) > 1) {
+                expert_wb += fp32 ? 4.0 : 2.0;
+                expert_gb += mp_grad_reduce_bytes(c);
+            } else {
+                /* experts held whole by one rank of the DP group are no
+                 * FSDP unit (AutoModel ignores them): no copy, no accumulator */
+                gathered -= experts;
+            }
+            weights += gathered * (fp32 ? 4.0 : 2.0);
+            grads += gathered * mp_grad_reduce_bytes(c);
+        } else if (pp->zero >= 3)
             /* the gathered weights of the block being computed and of the
              * one prefetched, and one block's unsharded gradients before
              * their reduce-scatter (all in the training type), and under

@@ -11,6 +11,8 @@ mp_framework mp_plan_framework(const mp_config *c)
     const mp_parallel *p = &c->parallel;
     if (p->zero <= 1)
         return MP_FW_MEGATRON;
+    if (p->zero_runtime != MP_ZRT_AUTO)
+        return p->zero_runtime == MP_ZRT_DEEPSPEED ? MP_FW_DEEPSPEED : MP_FW_TORCHTITAN;
     if (!p->hsdp && (p->zero == 2 || (p->tp == 1 && p->cp == 1)))
         return MP_FW_DEEPSPEED;
     return MP_FW_TORCHTITAN;
@@ -97,10 +99,20 @@ mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
     const mp_parallel *p = &c->parallel;
     if (refuse_fp8(c, err) != MP_OK)
         return MP_EINPUT;
-    if (p->pp > 1)
+    /* torchtitan's pipeline_parallel_schedule names (torch.distributed.pipelining) */
+    const char *schedule = NULL;
+    switch (p->schedule) {
+    case MP_SCHED_GPIPE: schedule = "GPipe"; break;
+    case MP_SCHED_1F1B: schedule = "1F1B"; break;
+    case MP_SCHED_INTERLEAVED: schedule = "Interleaved1F1B"; break;
+    case MP_SCHED_ZBV: schedule = "ZBVZeroBubble"; break;
+    case MP_SCHED_DUALPIPEV: schedule = "DualPipeV"; break;
+    default: break;
+    }
+    if (p->pp > 1 && !schedule)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
-                            "FSDP plans here run without pipeline parallelism (pp=%lld)",
-                            (long long)p->pp);
+                            "torchtitan has no %s pipeline schedule",
+                            mp_schedule_name(p->schedule));
     mp_buf_printf(out, "# torchtitan job file sections for %s on %lld GPUs (megaplan)\n",
                   c->model.name, (long long)c->training.gpus);
     /* FSDP shards over dp_shard x cp; HSDP replicates that over dp_replicate */
@@ -115,12 +127,27 @@ mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
     mp_buf_printf(out, "[parallelism]\n");
     mp_buf_printf(out, "data_parallel_replicate_degree = %lld\n", (long long)replicate);
     mp_buf_printf(out, "data_parallel_shard_degree = %lld\n", (long long)(p->dp / replicate));
-    mp_buf_printf(out, "fsdp_reshard_after_forward = \"%s\"\n", p->zero >= 3 ? "always" : "never");
+    /* with pp, "default" is torchtitan's: weights kept from forward to backward,
+     * as the cost model's FSDP2-under-pipelining assumes */
+    mp_buf_printf(out, "fsdp_reshard_after_forward = \"%s\"\n",
+                  p->zero < 3 ? "never" : p->pp > 1 ? "default" : "always");
     mp_buf_printf(out, "tensor_parallel_degree = %lld\n", (long long)p->tp);
     mp_buf_printf(out, "context_parallel_degree = %lld\n", (long long)p->cp);
-    mp_buf_printf(out, "pipeline_parallel_degree = 1\n\n");
-    mp_buf_printf(out, "[training]\n");
-    mp_buf_printf(out, "local_batch_size = %lld\n", (long long)p->micro_batch);
+    mp_buf_printf(out, "pipeline_parallel_degree = %lld\n", (long long)p->pp);
+    if (p->pp > 1) {
+        mp_buf_printf(out, "pipeline_parallel_schedule = \"%s\"\n", schedule);
+        mp_buf_printf(out, "pipeline_parallel_microbatch_size = %lld\n",
+                      (long long)p->micro_batch);
+        /* torchtitan derives its virtual stages from the layers per stage */
+        int64_t stages = p->pp * mp_schedule_chunks(p->schedule, p->vpp);
+        if (c->model.layers % stages == 0)
+            mp_buf_printf(out, "pipeline_parallel_layers_per_stage = %lld\n",
+                          (long long)(c->model.layers / stages));
+    }
+    mp_buf_printf(out, "\n[training]\n");
+    /* with pp one flush runs all of a DP rank's micro-batches */
+    mp_buf_printf(out, "local_batch_size = %lld\n",
+                  (long long)(p->pp > 1 ? c->training.global_batch / p->dp : p->micro_batch));
     mp_buf_printf(out, "global_batch_size = %lld\n", (long long)c->training.global_batch);
     mp_buf_printf(out, "seq_len = %lld\n", (long long)c->training.seq);
     mp_buf_printf(out, "mixed_precision_param = \"%s\"\n",

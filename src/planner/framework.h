@@ -13,8 +13,9 @@
 typedef enum { MP_FW_MEGATRON, MP_FW_DEEPSPEED, MP_FW_TORCHTITAN } mp_framework;
 
 /* Megatron-LM for everything Megatron runs (ZeRO-1 = its distributed
- * optimizer); DeepSpeed for ZeRO-2 (AutoTP training supports ZeRO 0-2) and
- * ZeRO-3 with tp = cp = 1; torchtitan (FSDP2) for ZeRO-3 with tp or cp. */
+ * optimizer); the plan's zero_runtime where it names one; else DeepSpeed
+ * for ZeRO-2 (AutoTP training supports ZeRO 0-2) and ZeRO-3 with
+ * tp = cp = 1, torchtitan (FSDP2) for ZeRO-3 with tp or cp. */
 mp_framework mp_plan_framework(const mp_config *c);
 const char *mp_framework_name(mp_framework f);     /* "Megatron-LM", "DeepSpeed", "torchtitan (FSDP2)" */
 const char *mp_framework_format(mp_framework f);   /* the --format that writes it */
@@ -24,8 +25,8 @@ const char *mp_framework_format(mp_framework f);   /* the --format that writes i
 mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err);
 
 /* A torchtitan TOML job file's parallelism, batch and checkpointing
- * sections for the plan. MP_EINPUT when FSDP2 plans here cannot express it
- * (pipeline parallelism). */
+ * sections for the plan. MP_EINPUT when torchtitan cannot express it (fp8,
+ * a pipeline schedule torchtitan lacks: zb-h1, dualpipe). */
 mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err);
 
 #endif

@@ -27,6 +27,8 @@ void mp_static_bytes(const mp_config *c, double *weights, double *grads, double 
      * grad_reduce_bf16), fp32 master weights and Adam m and v; fp32
      * training: fp32 weights and grads, Adam m and v */
     double w = fp32 ? 4.0 : 2.0, g = c->training.grad_reduce_bf16 ? 2.0 : 4.0, o = fp32 ? 8.0 : 12.0;
+    if (c->training.low_precision_optimizer)
+        o = 2.0 * w; /* Adam's m and v in the parameters' type, no master copy */
     int64_t stage = p->zero > 0 ? p->zero : p->dist_opt ? 1 : 0;
     if (stage >= 1)
         o /= shard;

@@ -712,6 +712,30 @@ static mp_status run_dtype(const csv *c, int r, const char *s, mp_dtype *out, mp
                         "'%s' is not bf16, fp16 or fp8", s);
 }
 
+/* The optional `stack` column of a runs line (after the format's own, found by
+ * its header name so other appended columns may stand before it): the software
+ * that ran it where it changes the cost (mp_stack). Absent or empty: Megatron-LM. */
+static mp_status run_stack(const csv *c, int r, mp_stack *out, mp_error *err)
+{
+    *out = MP_STACK_MEGATRON_LM;
+    for (int col = RUN_COLS; col < c->cols; col++) {
+        if (strcmp(c->header[col], "stack") != 0)
+            continue;
+        const char *s = cell(c, r, col);
+        if (!s || s[0] == '\0')
+            return MP_OK;
+        for (int k = 0; k < MP_STACK_COUNT; k++)
+            if (strcmp(s, mp_stack_name((mp_stack)k)) == 0) {
+                *out = (mp_stack)k;
+                return MP_OK;
+            }
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col + 1, "stack",
+                            "'%s' is not %s or %s", s, mp_stack_name(MP_STACK_MEGATRON_LM),
+                            mp_stack_name(MP_STACK_BIGSCIENCE_MDS));
+    }
+    return MP_OK;
+}
+
 /* An empty cell is "the preset's" (the shape columns) or 0. */
 static mp_status num_or_zero(const csv *c, int r, int col, double *out, mp_error *err)
 {
@@ -835,6 +859,9 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
                                 "must be positive");
         mp_hw hw;
         st = run_system(c, r, system, &hw, err);
+        mp_stack stack = MP_STACK_MEGATRON_LM;
+        if (st == MP_OK)
+            st = run_stack(c, r, &stack, err);
         if (st != MP_OK)
             return st;
         mp_model m;
@@ -852,6 +879,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.grad_reduce_bf16 = v[RUN_GRAD_REDUCE_BF16] != 0;
         w->config.training.fp8_param_gather = v[RUN_FP8_PARAM_GATHER] != 0 && q.prec == MP_DTYPE_FP8;
         w->config.parallel.zero = (int64_t)v[RUN_ZERO];
+        w->config.training.stack = stack;
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

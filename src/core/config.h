@@ -103,6 +103,18 @@ typedef enum {
 } mp_fp8_recipe;
 const char *mp_fp8_recipe_name(mp_fp8_recipe r);
 
+/* The training software, where its behaviour changes the cost
+ * (docs/cost-model.md §5, "Megatron-DeepSpeed"): Megatron-LM (the default,
+ * what every option here names), or BigScience's fork of Megatron-DeepSpeed
+ * on DeepSpeed's pipeline engine (2022, BLOOM's runs): its column-parallel
+ * layers all-reduce the input gradient synchronously, and under bf16
+ * DeepSpeed's BF16 optimizer accumulates gradients in a separate fp32 pass
+ * per micro-batch and all-reduces them (not a reduce-scatter). Set by the
+ * validation data (a run's `stack` column) or a configuration file's
+ * training.stack; no command-line option (search plans for Megatron-LM). */
+typedef enum { MP_STACK_MEGATRON_LM = 0, MP_STACK_BIGSCIENCE_MDS, MP_STACK_COUNT } mp_stack;
+const char *mp_stack_name(mp_stack s); /* "megatron-lm", "megatron-deepspeed-bigscience" */
+
 typedef struct mp_training {
     int64_t gpus;
     int64_t seq;          /* tokens per sample; defaults to the model's seq */
@@ -120,6 +132,7 @@ typedef struct mp_training {
      * linear layers keep no bf16 copy beside their FP8 ones, and the
      * distributed optimizer gathers FP8 (Megatron-Bridge's FP8 recipes). */
     bool fp8_param_gather;
+    mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 

@@ -246,6 +246,9 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "grad_reduce_bf16");
     if (o && !t->fp8_param_gather)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_param_gather");
+    /* and the software when it is not Megatron-LM (the validation rows') */
+    if (o && t->stack == MP_STACK_MEGATRON_LM)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "stack");
     return o;
 }
 

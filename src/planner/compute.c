@@ -356,6 +356,14 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->tp_fwd = tp_exposed(c, n_ar * one, gemm);
     if (c->parallel.tp_overlap || pp->tp <= 1) {
         out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b);
+    } else if (c->training.stack == MP_STACK_BIGSCIENCE_MDS) {
+        /* BigScience's Megatron-DeepSpeed has no asynchronous variant: its
+         * ColumnParallelLinear sets up the input-gradient all-reduce with
+         * copy_to_tensor_model_parallel_region, an autograd function that
+         * all-reduces in its backward after the GEMMs (megatron/mpu/layers.py,
+         * bigscience-workshop/Megatron-DeepSpeed 8387ae17), so every backward
+         * all-reduce is exposed */
+        out->tp_bwd = (n_ar + (cross ? 1.0 : 0.0)) * one;
     } else {
         /* The backward collectives belong to the column-parallel GEMMs (QKV,
          * FC1; cross attention's Q and KV), and Megatron issues them

@@ -105,15 +105,23 @@ const char *mp_fp8_recipe_name(mp_fp8_recipe r);
 
 /* The training software, where its behaviour changes the cost
  * (docs/cost-model.md §5, "Megatron-DeepSpeed"): Megatron-LM (the default,
- * what every option here names), or BigScience's fork of Megatron-DeepSpeed
- * on DeepSpeed's pipeline engine (2022, BLOOM's runs): its column-parallel
- * layers all-reduce the input gradient synchronously, and under bf16
- * DeepSpeed's BF16 optimizer accumulates gradients in a separate fp32 pass
- * per micro-batch and all-reduces them (not a reduce-scatter). Set by the
- * validation data (a run's `stack` column) or a configuration file's
- * training.stack; no command-line option (search plans for Megatron-LM). */
-typedef enum { MP_STACK_MEGATRON_LM = 0, MP_STACK_BIGSCIENCE_MDS, MP_STACK_COUNT } mp_stack;
-const char *mp_stack_name(mp_stack s); /* "megatron-lm", "megatron-deepspeed-bigscience" */
+ * what every option here names); BigScience's fork of Megatron-DeepSpeed on
+ * DeepSpeed's pipeline engine (2022, BLOOM's runs), whose column-parallel
+ * layers all-reduce the input gradient synchronously and which under bf16
+ * runs DeepSpeed's BF16 optimizer (a separate fp32 accumulation pass per
+ * micro-batch, an fp32 all-reduce over DP, not a reduce-scatter); or
+ * Microsoft's Megatron-DeepSpeed of 2021 (MT-NLG's time), synchronous backward
+ * all-reduces only. Set by the validation data (a run's `stack` column) or a
+ * configuration file's training.stack; no command-line option (search plans
+ * for Megatron-LM). */
+typedef enum {
+    MP_STACK_MEGATRON_LM = 0,
+    MP_STACK_BIGSCIENCE_MDS,
+    MP_STACK_MDS_2021,
+    MP_STACK_COUNT
+} mp_stack;
+/* "megatron-lm", "megatron-deepspeed-bigscience", "megatron-deepspeed-2021" */
+const char *mp_stack_name(mp_stack s);
 
 typedef struct mp_training {
     int64_t gpus;

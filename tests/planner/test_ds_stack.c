@@ -1,5 +1,6 @@
 /* test_ds_stack.c — BigScience's Megatron-DeepSpeed (mp_stack) in the cost
- * model, each term against a hand-computed value and against Megatron-LM's
+ * model (BigScience's fork; Microsoft's of 2021 for the first term), each
+ * term against a hand-computed value and against Megatron-LM's
  * (the old behaviour, which every assertion on the new one would fail):
  * the backward TP all-reduces exposed whole, DeepSpeed's BF16 optimizer's
  * fp32 accumulation pass per micro-batch, and its fp32 all-reduce over DP
@@ -13,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "core/io.h"
 #include "core/model.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
@@ -70,6 +72,11 @@ static void test_backward_tp_exposed(void **state)
                  bytes * hw->collective_local_pass / bw;
     assert_true(near(tds.tp_bwd, 2.0 * one));
     assert_true(tmg.tp_bwd < 2.0 * one * 0.99);
+    /* Microsoft's Megatron-DeepSpeed of 2021 (MT-NLG's) is as synchronous */
+    mp_config ms = config(8, 8, 1, MP_DTYPE_FP16, MP_STACK_MDS_2021);
+    mp_block_time tms;
+    mp_block_time_of(&ms, &bs, &tms);
+    assert_true(near(tms.tp_bwd, 2.0 * one));
     /* the forward ones are the same in both */
     assert_true(near(tds.tp_fwd, tmg.tp_fwd));
     assert_true(near(tds.tp_fwd, 2.0 * one));
@@ -88,6 +95,9 @@ static void test_bf16_accumulation_pass(void **state)
     assert_true(mp_ds_bf16_accumulate_time(&fp16, 1e9) == 0.0);
     mp_config mg = config(8, 1, 1, MP_DTYPE_BF16, MP_STACK_MEGATRON_LM);
     assert_true(mp_ds_bf16_accumulate_time(&mg, 1e9) == 0.0);
+    /* the BF16 optimizer came in 2022: not in the 2021 stack */
+    mp_config ms = config(8, 1, 1, MP_DTYPE_BF16, MP_STACK_MDS_2021);
+    assert_true(mp_ds_bf16_accumulate_time(&ms, 1e9) == 0.0);
 }
 
 /* t = 1 (no TP term), two stages: each stage's backward grows by exactly
@@ -134,6 +144,24 @@ static void test_bf16_dp_allreduce(void **state)
     mp_pipeline_cost_free(&pmg);
 }
 
+/* A plan file names a stack other than Megatron-LM's, and only then. */
+static void test_stack_in_plan_json(void **state)
+{
+    (void)state;
+    mp_config ds = config(8, 1, 1, MP_DTYPE_BF16, MP_STACK_BIGSCIENCE_MDS);
+    cJSON *o = mp_training_to_json(&ds.training);
+    assert_non_null(o);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "stack");
+    assert_true(cJSON_IsString(st));
+    assert_string_equal(st->valuestring, "megatron-deepspeed-bigscience");
+    cJSON_Delete(o);
+    ds.training.stack = MP_STACK_MEGATRON_LM;
+    o = mp_training_to_json(&ds.training);
+    assert_non_null(o);
+    assert_null(cJSON_GetObjectItemCaseSensitive(o, "stack"));
+    cJSON_Delete(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -141,6 +169,7 @@ int main(void)
         cmocka_unit_test(test_bf16_accumulation_pass),
         cmocka_unit_test(test_bf16_accumulation_in_stages),
         cmocka_unit_test(test_bf16_dp_allreduce),
+        cmocka_unit_test(test_stack_in_plan_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,6 +184,32 @@ static mp_status text(const csv *c, int r, int col, const char **out, mp_error *
     return MP_OK;
 }
 
+/* The optional `stack` column of a line (after the file's own columns, from
+ * first on, found by its header name so other appended columns may stand
+ * before it): the software that ran it where it changes the cost (mp_stack).
+ * Absent or empty: Megatron-LM. */
+static mp_status stack_from(const csv *c, int r, int first, mp_stack *out, mp_error *err)
+{
+    *out = MP_STACK_MEGATRON_LM;
+    for (int col = first; col < c->cols; col++) {
+        if (strcmp(c->header[col], "stack") != 0)
+            continue;
+        const char *s = cell(c, r, col);
+        if (!s || s[0] == '\0')
+            return MP_OK;
+        for (int k = 0; k < MP_STACK_COUNT; k++)
+            if (strcmp(s, mp_stack_name((mp_stack)k)) == 0) {
+                *out = (mp_stack)k;
+                return MP_OK;
+            }
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col + 1, "stack",
+                            "'%s' is not %s, %s or %s", s, mp_stack_name(MP_STACK_MEGATRON_LM),
+                            mp_stack_name(MP_STACK_BIGSCIENCE_MDS),
+                            mp_stack_name(MP_STACK_MDS_2021));
+    }
+    return MP_OK;
+}
+
 /* ---- configurations -------------------------------------------------------- */
 
 /* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
@@ -291,13 +317,16 @@ static const char note_megatron_core[] =
 static const char note_mtnlg[] =
     "dgx-a100; bf16, vocab 51,200 (GPT-2's 50,257 padded for t = 8), s 2048, tied embeddings, "
     "learned positions, full recompute, 1F1B (DeepSpeed's pipeline engine), no SP, no "
-    "distributed optimizer, DP not overlapped. Not published, assumed: micro-batch 1.";
+    "distributed optimizer, DP not overlapped; stack megatron-deepspeed-2021 (backward TP "
+    "all-reduces synchronous). Not published, assumed: micro-batch 1.";
 static const char note_bloom[] =
     "a100-opa = a100-4xhdr with Jean Zay's 4 x 100 Gb/s Omni-Path per node (6.25 GB/s per "
-    "GPU); Megatron-DeepSpeed GPT, ALiBi, tied embeddings, s 2048, full recompute, 1F1B, no "
-    "SP, ZeRO-1 (DeepSpeed's BF16 optimizer in production) as the distributed optimizer, DP "
-    "not overlapped; production splits 70 blocks + 2 embeddings over 12 stages. Every setting "
-    "is the CSV's own (tests/data/published/bigscience_bloom176b.csv).";
+    "GPU); BigScience's Megatron-DeepSpeed GPT (stack megatron-deepspeed-bigscience: backward "
+    "TP all-reduces synchronous; in production, bf16, DeepSpeed's BF16 optimizer with its fp32 "
+    "accumulation pass and fp32 DP all-reduce), ALiBi, tied embeddings, s 2048, full recompute, "
+    "1F1B, no SP, ZeRO-1 as the distributed optimizer, DP not overlapped; production splits 70 "
+    "blocks + 2 embeddings over 12 stages. Every setting is the CSV's own "
+    "(tests/data/published/bigscience_bloom176b.csv).";
 static const char note_nemo[] =
     "NVIDIA's published NeMo / Megatron-Bridge pre-training rows of dense models, FP8; the "
     "degrees, batches and FP8 recipe as published, SP + TP overlap for t > 1, distributed "
@@ -596,8 +625,13 @@ static mp_status mtnlg(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *
             s->skipped++;
             continue;
         }
+        mp_stack stack;
+        st = stack_from(c, r, 9, &stack, err);
+        if (st != MP_OK)
+            return st;
         refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
         config_of(&w->config, &m, hw, &q);
+        w->config.training.stack = stack;
         snprintf(w->label, sizeof w->label, "%.0fB t=%lld p=%lld d=%lld gpus=%lld B=%lld (b=1)", v[0],
                  (long long)q.t, (long long)q.p, (long long)q.d, (long long)q.gpus, (long long)q.gb);
         w->value = w->measured_s = v[8];
@@ -882,6 +916,9 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
                                 "must be positive");
         mp_hw hw;
         st = run_system(c, r, system, &hw, err);
+        mp_stack stack = MP_STACK_MEGATRON_LM;
+        if (st == MP_OK)
+            st = stack_from(c, r, RUN_COLS, &stack, err);
         if (st != MP_OK)
             return st;
         mp_model m;
@@ -899,6 +936,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.grad_reduce_bf16 = v[RUN_GRAD_REDUCE_BF16] != 0;
         w->config.training.fp8_param_gather = v[RUN_FP8_PARAM_GATHER] != 0 && q.prec == MP_DTYPE_FP8;
         w->config.parallel.zero = (int64_t)v[RUN_ZERO];
+        w->config.training.stack = stack;
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

@@ -91,6 +91,17 @@ static const char *fp8_recipe_name_i(int i)
     return mp_fp8_recipe_name((mp_fp8_recipe)i);
 }
 
+const char *mp_stack_name(mp_stack s)
+{
+    static const char *const names[] = {"megatron-lm", "megatron-deepspeed-bigscience",
+                                        "megatron-deepspeed-2021"};
+    return (unsigned)s < MP_STACK_COUNT ? names[s] : "?";
+}
+static const char *stack_name_i(int i)
+{
+    return mp_stack_name((mp_stack)i);
+}
+
 #define MAX_DEGREE (1 << 24) /* no cluster has more GPUs than this */
 
 static const mp_field training_fields[] = {
@@ -112,6 +123,8 @@ static const mp_field training_fields[] = {
      .offset = offsetof(mp_training, fp8_param_gather)},
     {.path = "low_precision_optimizer", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, low_precision_optimizer)},
+    {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),
+     .name_of = stack_name_i, .n_names = MP_STACK_COUNT},
 };
 
 #define P_INT(key, lo, hi)                                                                   \

@@ -139,6 +139,26 @@ typedef enum {
 } mp_fp8_recipe;
 const char *mp_fp8_recipe_name(mp_fp8_recipe r);
 
+/* The training software, where its behaviour changes the cost
+ * (docs/cost-model.md §5, "Megatron-DeepSpeed"): Megatron-LM (the default,
+ * what every option here names); BigScience's fork of Megatron-DeepSpeed on
+ * DeepSpeed's pipeline engine (2022, BLOOM's runs), whose column-parallel
+ * layers all-reduce the input gradient synchronously and which under bf16
+ * runs DeepSpeed's BF16 optimizer (a separate fp32 accumulation pass per
+ * micro-batch, an fp32 all-reduce over DP, not a reduce-scatter); or
+ * Microsoft's Megatron-DeepSpeed of 2021 (MT-NLG's time), synchronous backward
+ * all-reduces only. Set by the validation data (a run's `stack` column) or a
+ * configuration file's training.stack; no command-line option (search plans
+ * for Megatron-LM). */
+typedef enum {
+    MP_STACK_MEGATRON_LM = 0,
+    MP_STACK_BIGSCIENCE_MDS,
+    MP_STACK_MDS_2021,
+    MP_STACK_COUNT
+} mp_stack;
+/* "megatron-lm", "megatron-deepspeed-bigscience", "megatron-deepspeed-2021" */
+const char *mp_stack_name(mp_stack s);
+
 typedef struct mp_training {
     int64_t gpus;
     int64_t seq;          /* tokens per sample; defaults to the model's seq */
@@ -161,6 +181,7 @@ typedef struct mp_training {
      * as NeMo AutoModel's benchmark recipes train): 2 + 2 bytes of optimizer
      * state per parameter instead of 4 + 4 + 4. */
     bool low_precision_optimizer;
+    mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 

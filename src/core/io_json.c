@@ -248,6 +248,9 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_param_gather");
     if (o && !t->low_precision_optimizer)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "low_precision_optimizer");
+    /* and the software when it is not Megatron-LM (the validation rows') */
+    if (o && t->stack == MP_STACK_MEGATRON_LM)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "stack");
     return o;
 }
 

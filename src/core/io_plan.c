@@ -169,7 +169,7 @@ static void plan_field_path(const char *field, char *out, size_t size)
 {
     static const char *const training[] = {"gpus", "seq", "global_batch", "precision",
                                            "fp8_recipe", "tokens", "grad_reduce_bf16",
-                                           "fp8_param_gather"};
+                                           "fp8_param_gather", "stack"};
     for (size_t i = 0; i < sizeof training / sizeof training[0]; i++)
         if (!strcmp(field, training[i])) {
             snprintf(out, size, "training.%.100s", field);

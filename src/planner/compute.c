@@ -435,6 +435,16 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->tp_fwd = tp_exposed(c, n_ar * one, gemm, MP_COMM_TP_UB_FWD);
     if (c->parallel.tp_overlap || pp->tp <= 1) {
         out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b, MP_COMM_TP_UB_BWD);
+    } else if (c->training.stack != MP_STACK_MEGATRON_LM) {
+        /* Megatron-DeepSpeed before its 2023 sync with Megatron-LM has no
+         * asynchronous variant: its ColumnParallelLinear sets up the
+         * input-gradient all-reduce with copy_to_tensor_model_parallel_region,
+         * an autograd function that all-reduces in its backward after the
+         * GEMMs (megatron/mpu/layers.py in bigscience-workshop/Megatron-DeepSpeed
+         * 8387ae17, and in microsoft/Megatron-DeepSpeed's main branch through
+         * 2021, e.g. 1ac4a442 of 2021-12-10), so every backward all-reduce is
+         * exposed */
+        out->tp_bwd = (n_ar + (cross ? 1.0 : 0.0)) * one;
     } else {
         /* The backward collectives belong to the column-parallel GEMMs (QKV,
          * FC1; cross attention's Q and KV), and Megatron issues them

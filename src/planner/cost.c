@@ -296,10 +296,55 @@ static void detail_kinds(const mp_config *c, int64_t L, detail_set *ds)
     }
 }
 
+/* DeepSpeed's BF16 optimizer (BigScience's Megatron-DeepSpeed under bf16)
+ * keeps fp32 gradients of its own: after every micro-batch's backward,
+ * update_hp_grads runs hp_grad.add_(lp.grad.to(fp32)) for each parameter
+ * (deepspeed/runtime/bf16_optimizer.py, microsoft/DeepSpeed 56c52238, 2022):
+ * the cast reads 2 bytes and writes 4, the add reads 4 + 4 and writes 4,
+ * 18 bytes per parameter at HBM bandwidth, in each micro-batch's backward.
+ * Megatron-LM accumulates into its fp32 main_grad inside the weight-gradient
+ * GEMM (gradient accumulation fusion) and pays no separate pass. The last
+ * rank's copy of tied word embeddings is a parameter of its own there. */
+bool mp_ds_bf16_optimizer(const mp_config *c)
+{
+    return c->training.stack == MP_STACK_BIGSCIENCE_MDS && c->training.precision == MP_DTYPE_BF16;
+}
+
+double mp_ds_bf16_accumulate_time(const mp_config *c, double params)
+{
+    if (!mp_ds_bf16_optimizer(c))
+        return 0.0;
+    return mp_membound_time(&c->hw, 18.0 * params, 2.0);
+}
+
+static void add_bf16_accumulation(const mp_config *c, item_detail *det, int64_t L)
+{
+    if (!mp_ds_bf16_optimizer(c))
+        return;
+    double tied = c->model.tied_embeddings && c->parallel.pp > 1
+                      ? (double)c->model.vocab * (double)c->model.hidden / (double)c->parallel.tp
+                      : 0.0;
+    for (int64_t i = 0; i <= L + 1; i++)
+        det[i].bwd_compute += mp_ds_bf16_accumulate_time(c, det[i].params +
+                                                                 (i == L + 1 ? tied : 0.0));
+}
+
+static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
+                                 const model_facts *mf, item_detail *det);
+
 /* Fills details for all L+2 items, computing each distinct block shape once
- * (and, with a memo, once per search). */
+ * (and, with a memo, once per search); the per-micro-batch passes of the
+ * software that ran (add_bf16_accumulation) after the memo, which keeps what
+ * the kinds cost alone. */
 static void fill_details(const mp_config *c, mp_cost_memo *memo, const model_facts *mf,
                          item_detail *det)
+{
+    fill_details_of_kind(c, memo, mf, det);
+    add_bf16_accumulation(c, det, mp_model_blocks(&c->model));
+}
+
+static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
+                                 const model_facts *mf, item_detail *det)
 {
     int64_t L = mp_model_blocks(&c->model);
     if (c->model.arch == MP_ARCH_T5) {
@@ -712,7 +757,16 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     mp_group_place edpg;
     mp_group_place_of(c, MP_GROUP_EDP, &edpg);
     P -= Pe;
-    if (pp->dist_opt) {
+    if (pp->dist_opt && mp_ds_bf16_optimizer(c)) {
+        /* DeepSpeed's BF16 optimizer shards its fp32 state like ZeRO-1 but
+         * all-reduces the whole fp32 gradient (_bf16_reduce_grads ->
+         * buffered_allreduce_fallback, deepspeed/runtime/pipe/engine.py), then
+         * all-gathers the updated 16-bit partitions (all_gather_dp_groups) */
+        ar = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLREDUCE, P * gb) +
+             mp_coll_time(&c->hw, &edpg, MP_COLL_ALLREDUCE, Pe * gb);
+        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt) +
+             mp_coll_time(&c->hw, &edpg, MP_COLL_ALLGATHER, Pe * dt);
+    } else if (pp->dist_opt) {
         rs = mp_coll_time(&c->hw, &dpg, MP_COLL_REDUCESCATTER, P * gb) +
              mp_coll_time(&c->hw, &edpg, MP_COLL_REDUCESCATTER, Pe * gb);
         ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt) +
@@ -736,7 +790,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             bwd_window += pm->st[rank_stage(pm, 0, ch)].bwd;
             fwd_window += pm->st[rank_stage(pm, 0, ch)].fwd;
         }
-        double red = pp->dist_opt ? rs : ar;
+        double red = rs + ar;
         double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
         double exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm);
         double exposed_ag =

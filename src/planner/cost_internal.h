@@ -301,4 +301,10 @@ double mp_optimizer_time(const mp_config *c, double params_local);
  * the fp16 grads themselves for fp16. */
 double mp_grad_reduce_bytes(const mp_config *c);
 
+/* DeepSpeed's BF16 optimizer runs the plan (BigScience's Megatron-DeepSpeed
+ * under bf16, mp_stack), and the time of its per-micro-batch fp32 gradient
+ * accumulation over params parameters of one GPU (0 when it does not run). */
+bool mp_ds_bf16_optimizer(const mp_config *c);
+double mp_ds_bf16_accumulate_time(const mp_config *c, double params);
+
 #endif

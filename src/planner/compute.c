@@ -103,7 +103,6 @@ static double tp_collective(const mp_config *c, const mp_group_place *g, double 
     return mp_coll_time(&c->hw, g, MP_COLL_ALLREDUCE, bytes);
 }
 
-/* Attention core over n_scores score elements per GPU with head_dim hd. */
 /* Keys per fused-attention call at which the profile's attention_efficiency
  * holds. A call's fixed work (loading the query tile, the softmax rescaling,
  * writing the output) is amortised over its keys: its rate is

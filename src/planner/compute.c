@@ -373,9 +373,10 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double kernels = 2.0 * n_norm + 1.0;
     /* elementwise work whose backward is not twice its forward (bytes and
      * launches of each pass): RoPE, the routed experts' output bias */
-    mp_pass_cost odd = {0};
+    mp_pass_cost rope = {0};
     if (m->position == MP_POS_ROPE)
-        rope_cost(m, T * (qd + kvd) / t, &odd);
+        rope_cost(m, T * (qd + kvd) / t, &rope);
+    mp_pass_cost odd = rope;
     mp_moe_time mt = {0};
     if (moe) {
         mp_moe_block_time(c, bs, &mt);
@@ -412,15 +413,17 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (pp->cuda_graph_scope) {
         /* the launches of each graphed part (the counts above, by part):
          * a norm and a residual add around attention and around the MLP,
-         * each part's GEMMs with their FP8 casts and its TP collective */
+         * each part's GEMMs with their FP8 casts and its TP collective; the
+         * RoPE kernels (one fused, 24 unfused under YaRN) in attention's,
+         * the experts' output-bias kernels in the MoE layer's */
         double tp1 = pp->tp > 1 ? 1.0 : 0.0;
-        double rope = m->position == MP_POS_ROPE ? 1.0 : 0.0;
         double mlp_gemms = f > 0.0 ? 3.0 + cast_of[2] + cast_of[3] : 0.0; /* FC1, act, FC2 */
         mp_layer_launches ll = {
-            .attn = 4.0 + rope + ak_self + cast_of[0] + cast_of[1] + tp1,
+            .attn = 4.0 + rope.kernels_f + ak_self + cast_of[0] + cast_of[1] + tp1,
             .mlp = 2.0 + mlp_gemms + tp1,
             .router = 1.0 + 3.0 + (pp->shared_expert_overlap ? 0.0 : mlp_gemms),
-            .moe = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + mlp_gemms,
+            .moe = 2.0 + mt.kernels + mt.bias.kernels_f + (mt.cast_f > 0.0 ? 2.0 : 0.0) +
+                   mlp_gemms,
         };
         k_fwd -= mp_cuda_graph_saved_launches(c, &ll, moe);
     }

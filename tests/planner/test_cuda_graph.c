@@ -103,6 +103,36 @@ static void test_router_scope_shared_experts(void **state)
     assert_float_equal(f0 - f1, 3.0, 1e-9);
 }
 
+/* The parts' launches include the elementwise kernels counted apart from
+ * the rest (their backward is not twice their forward): attention's graph
+ * takes GPT-OSS's 24 unfused YaRN RoPE kernels (23 more saved than the one
+ * fused kernel), the MoE layer's graph the experts' output-bias kernels
+ * (2 per local expert, 32 experts over 8 ranks, and the one cat). */
+static void test_scopes_take_the_odd_kernels(void **state)
+{
+    (void)state;
+    mp_config c = host_bound("gpt-oss-20b", 8);
+    assert_true(c.model.attn.rope_yarn && c.model.linear_bias);
+    double f0, b0, f1, b1, yarn, fused;
+    passes(&c, 1, 0, &f0, &b0);
+    passes(&c, 1, S(MP_CGS_ATTN), &f1, &b1);
+    yarn = f0 - f1;
+    c.model.attn.rope_yarn = false;
+    passes(&c, 1, 0, &f0, &b0);
+    passes(&c, 1, S(MP_CGS_ATTN), &f1, &b1);
+    fused = f0 - f1;
+    assert_float_equal(yarn - fused, 23.0, 1e-9);
+    double with_bias, without;
+    passes(&c, 1, 0, &f0, &b0);
+    passes(&c, 1, S(MP_CGS_MOE), &f1, &b1);
+    with_bias = f0 - f1;
+    c.model.linear_bias = false;
+    passes(&c, 1, 0, &f0, &b0);
+    passes(&c, 1, S(MP_CGS_MOE), &f1, &b1);
+    without = f0 - f1;
+    assert_float_equal(with_bias - without, 2.0 * 4.0 + 1.0, 1e-9);
+}
+
 /* A GPU-bound block is not changed by graphs: they save host time only. */
 static void test_gpu_bound_unchanged(void **state)
 {
@@ -184,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_dense_scopes_by_hand),
         cmocka_unit_test(test_moe_scopes_by_hand),
         cmocka_unit_test(test_router_scope_shared_experts),
+        cmocka_unit_test(test_scopes_take_the_odd_kernels),
         cmocka_unit_test(test_gpu_bound_unchanged),
         cmocka_unit_test(test_scope_names),
         cmocka_unit_test(test_scope_rules),

@@ -179,6 +179,46 @@ int mpk_f16_to_f32(float *out, const uint16_t *in, size_t n, void *stream);
  * before the first call of a step; the caller skips the step when it is set). */
 int mpk_unscale_check(float *x, size_t n, float inv_scale, int *found_nonfinite, void *stream);
 
+/* ---- mixture of experts (src/exec/moe_ops.c; the backend table's moe_*
+ * entries in src/exec/backend.h say what each computes). Expert indices,
+ * slots, row numbers and counts are floats. A row's top-k runs in fixed
+ * scratch: at most MPK_MOE_MAX_EXPERTS experts in MPK_MOE_MAX_GROUPS groups
+ * (MPK_EINVAL beyond; exec refuses such models first). ---- */
+#define MPK_MOE_MAX_EXPERTS 1024
+#define MPK_MOE_MAX_GROUPS 256
+
+int mpk_moe_scores(float *scores, const float *logits, size_t S, size_t E, bool sigmoid,
+                   void *stream);
+/* bias may be NULL. */
+int mpk_moe_topk(float *choice, float *wgt, const float *scores, const float *bias, size_t S,
+                 size_t E, size_t k, size_t groups, size_t group_k, double scale, void *stream);
+int mpk_moe_capacity(float *kept, const float *all, size_t rows, size_t b, size_t E, size_t k,
+                     size_t cp, size_t me, size_t r0, size_t S, size_t capacity, void *stream);
+/* One thread: the prefix over the S*k slots. */
+int mpk_moe_send_order(float *sorder, float *counts, float *tags, size_t tag_ld,
+                       const float *choice, const float *kept, size_t Sk, size_t El, size_t ep,
+                       void *stream);
+int mpk_moe_expert_order(float *rorder, float *ne, const float *tags, size_t tag_ld, size_t n,
+                         size_t El, void *stream);
+/* idx and wgt may be NULL. */
+int mpk_moe_gather(float *dst, size_t dld, const float *src, size_t sld, const float *idx,
+                   size_t div, const float *wgt, size_t n, size_t h, void *stream);
+int mpk_moe_scatter(float *dst, size_t dld, const float *src, size_t sld, const float *idx,
+                    size_t div, size_t n, size_t h, bool accumulate, void *stream);
+int mpk_moe_combine(float *out, const float *y, const float *wgt, const float *kept, size_t r0,
+                    size_t Sl, size_t k, size_t h, void *stream);
+int mpk_moe_combine_backward(float *dwl, const float *dout, const float *y, const float *kept,
+                             size_t r0, size_t Sl, size_t k, size_t h, void *stream);
+/* load[E]: the table's moe_count with the experts' number. */
+int mpk_moe_count(float *load, const float *choice, const float *kept, size_t Sk, size_t E,
+                  void *stream);
+int mpk_moe_weights_backward(float *dl, const float *scores, const float *choice,
+                             const float *wgt, const float *dwf, size_t S, size_t E, size_t k,
+                             double scale, void *stream);
+int mpk_moe_scores_backward(float *dl, const float *scores, size_t S, size_t E, bool sigmoid,
+                            void *stream);
+int mpk_moe_bias_update(float *bias, const float *load, size_t E, double rate, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

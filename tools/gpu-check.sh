@@ -9,6 +9,10 @@
 #       LLaMA and BERT on one rank, and tp2 dp2 pp2 (8 ranks on the one GPU:
 #       collectives by MPI through host buffers)
 #   (d) a bf16 tolerance run (bf16 GEMMs against the fp64 reference)
+#   (d') mixture of experts, --exact, bitwise: the tiny MoE on one rank and at
+#       EP 2 x DP 2 (all-to-all by MPI on the one GPU), tiny-deepseek's
+#       group-limited routing at EP 2 x TP 2 with etp 1, and EP 2 over NCCL's
+#       grouped send/receive when there are two GPUs (skipped on one)
 #   (e) exec --backend cuda --solo 56 on llama3-70b tp8 pp8 (its last pipeline
 #       stage at full size) with --compare h200: phase by phase, MFU, and the
 #       executor's GEMM rate against cuBLAS alone (the 60% check)
@@ -185,6 +189,28 @@ check bf16-tolerance-tp2-dp2 60 sh "$case_sh" "$mp" "$bf16_plan" ok 4 2 true 2 f
     'WANT=cuda backend, bf16' -- --backend cuda
 rm -f "$bf16_plan"
 grep -E '^(OK|MISMATCH): ' "$log" | tail -1 | sed 's/^/  bf16: /' >>"$summary"
+
+# ---- (d') mixture of experts (kernels/moe.cu, the all-to-all) ----
+check exact-moe-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-moe.yaml.in" ok 1 1 false 1 false \
+    -- --backend cuda --exact
+check exact-moe-ep2-dp2-mpi 60 sh "$case_sh" "$mp" "$plans/tiny-moe.yaml.in" ok 2 1 false 2 \
+    false EP=2 SHARED=1 -- --backend cuda --exact
+check exact-deepseek-groups-tp2-sp-ep2-etp1 90 sh "$case_sh" "$mp" \
+    "$plans/tiny-deepseek.yaml.in" ok 4 2 true 2 false EP=2 ETP=1 EXPERTS=16 TOPK=4 \
+    GROUPS=4 GTOPK=2 RSCALE=2.5 BRATE=0.125 CF=1.0 -- --backend cuda --exact
+moe_nccl() { # two ranks, a GPU each: the dispatch by ncclSend/ncclRecv
+    local gpus
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    if [ "${gpus:-0}" -lt 2 ]; then
+        echo "one GPU: NCCL refuses two ranks on it"
+        return 77
+    fi
+    sh "$case_sh" "$mp" "$plans/tiny-moe.yaml.in" ok 2 1 false 2 false EP=2 \
+        'WANT=transport: collectives by nccl' -- --backend cuda --exact
+}
+export case_sh plans
+export -f moe_nccl
+check exact-moe-ep2-nccl 60 moe_nccl
 
 # ---- (e) one full-size rank: llama3-70b tp8 pp8, the last stage (rank 56) ----
 solo() {

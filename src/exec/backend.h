@@ -126,6 +126,68 @@ typedef struct mp_backend {
                   const struct mp_param_layout *lay, size_t lo, size_t hi,
                   const struct mp_adam_cfg *cfg, int step, bool exact);
 
+    /* ---- mixture of experts (moe_ops.c on the CPU, kernels/moe.cu on CUDA;
+     * moe_layer.c calls them in this order). Expert indices, token slots
+     * (token * k + j), row numbers and counts are reals (exact below 2^24).
+     * Sums are in double, in the orders given, on every backend. ---- */
+    /* scores[S,E] of logits[S,E]: sigmoid, or softmax (max, then the sum of
+     * exp in order), each value rounded to the real kind from double. */
+    void (*moe_scores)(mp_real_kind kind, void *scores, const void *logits, size_t S, size_t E,
+                       bool sigmoid);
+    /* choice[S,k], wgt[S,k]: each row's k experts by mp_moe_pick (moe.h) on
+     * the scores plus bias[E] (NULL: none; added in the real kind), best
+     * first; wgt = scale * p / (sum of p over the chosen), unbiased p. */
+    void (*moe_topk)(mp_real_kind kind, void *choice, void *wgt, const void *scores,
+                     const void *bias, size_t S, size_t E, size_t k, size_t groups,
+                     size_t group_k, double scale);
+    /* The capacity drop: all[cp][rows][k] every CP rank's choices (rows =
+     * positions * b, position-major; CP rank c holds chunks c and 2cp-1-c of
+     * the sequence); expert e of each sample keeps its first `capacity`
+     * slots in global position order, then slot order. kept[S,k] = 1 / 0 for
+     * CP rank me's rows [r0, r0 + S); capacity 0: every slot 1, all unread. */
+    void (*moe_capacity)(mp_real_kind kind, void *kept, const void *all, size_t rows, size_t b,
+                         size_t E, size_t k, size_t cp, size_t me, size_t r0, size_t S,
+                         size_t capacity);
+    /* The dispatch's order: for EP rank q = 0, 1, ... the kept slots s <
+     * Sk whose expert lies on q (choice / El == q), in slot order:
+     * sorder[i] = s, tags[i * tag_ld] = choice % El, counts[q] their number. */
+    void (*moe_send_order)(mp_real_kind kind, void *sorder, void *counts, void *tags,
+                           size_t tag_ld, const void *choice, const void *kept, size_t Sk,
+                           size_t El, size_t ep);
+    /* The received rows by local expert: for e = 0, 1, ... the rows r < n
+     * whose tags[r * tag_ld] == e, in r order: rorder[p] = r; ne[e] their number. */
+    void (*moe_expert_order)(mp_real_kind kind, void *rorder, void *ne, const void *tags,
+                             size_t tag_ld, size_t n, size_t El);
+    /* Row i < n of dst (dld apart) = src row idx[i] / div (sld apart; idx
+     * NULL: i), h columns, times wgt[idx[i]] when wgt is given. */
+    void (*moe_gather)(mp_real_kind kind, void *dst, size_t dld, const void *src, size_t sld,
+                       const void *idx, size_t div, const void *wgt, size_t n, size_t h);
+    /* dst row idx[i] / div = (accumulate: +=) src row i, i = 0, 1, ..., n-1
+     * in that order (without accumulate the targets are distinct). */
+    void (*moe_scatter)(mp_real_kind kind, void *dst, size_t dld, const void *src, size_t sld,
+                        const void *idx, size_t div, size_t n, size_t h, bool accumulate);
+    /* out[rl,h] = sum over j < k with kept[r*k+j] of wgt[r*k+j] * y[rl*k+j, :]
+     * (r = r0 + rl); backward: dwl[rl*k+j] = <dout[rl], y[rl*k+j]> (0 dropped). */
+    void (*moe_combine)(mp_real_kind kind, void *out, const void *y, const void *wgt,
+                        const void *kept, size_t r0, size_t Sl, size_t k, size_t h);
+    void (*moe_combine_backward)(mp_real_kind kind, void *dwl, const void *dout, const void *y,
+                                 const void *kept, size_t r0, size_t Sl, size_t k, size_t h);
+    /* load[choice[s]] += 1 for each kept slot s < Sk (the expert bias's
+     * counts; load[E]). */
+    void (*moe_count)(mp_real_kind kind, void *load, const void *choice, const void *kept,
+                      size_t Sk, size_t E);
+    /* The router's backward, in two steps (exact mode rounds between):
+     * dl[S,E] = 0 but at the chosen, (scale dwf_j - <wgt, dwf>) / sum p; then
+     * in place through the sigmoid or softmax of the scores. */
+    void (*moe_weights_backward)(mp_real_kind kind, void *dl, const void *scores,
+                                 const void *choice, const void *wgt, const void *dwf, size_t S,
+                                 size_t E, size_t k, double scale);
+    void (*moe_scores_backward)(mp_real_kind kind, void *dl, const void *scores, size_t S,
+                                size_t E, bool sigmoid);
+    /* bias[E] += rate * sign(mean(load) - load[e]) (aux-loss-free balancing). */
+    void (*moe_bias_update)(mp_real_kind kind, void *bias, const void *load, size_t E,
+                            double rate);
+
     /* Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. */
     void (*gemm)(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
                  double alpha, const void *a, int lda, const void *b, int ldb, double beta,
@@ -142,8 +204,8 @@ typedef struct mp_backend {
     /* All-to-all with counts (MoE's dispatch and combine): send holds
      * send_counts[q] elements for each group rank q, rank after rank; recv
      * gets recv_counts[q] from each, rank after rank (the caller knows them:
-     * an all-to-all of the counts first). NULL: the backend has none (CUDA
-     * so far: exec refuses mixture-of-experts models there). */
+     * an all-to-all of the counts first). CUDA: grouped ncclSend/ncclRecv
+     * (or MPI through host buffers without NCCL). */
     mp_status (*alltoallv)(const mp_group *g, mp_real_kind kind, const void *send,
                            const size_t *send_counts, void *recv, const size_t *recv_counts,
                            mp_error *err);

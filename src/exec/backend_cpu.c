@@ -207,6 +207,91 @@ static void cpu_scatter_add_rows(mp_real_kind k, void *table, const void *x, con
     BY_KIND(k, mp_scatter_add_rows, table, x, idx, lo, n, rows, h);
 }
 
+/* ---- mixture of experts (moe_ops.c) ---- */
+
+static void cpu_moe_scores(mp_real_kind k, void *scores, const void *logits, size_t S, size_t E,
+                           bool sigmoid)
+{
+    BY_KIND(k, mp_moe_scores, scores, logits, S, E, sigmoid);
+}
+
+static void cpu_moe_topk(mp_real_kind k, void *choice, void *wgt, const void *scores,
+                         const void *bias, size_t S, size_t E, size_t kk, size_t groups,
+                         size_t group_k, double scale)
+{
+    BY_KIND(k, mp_moe_topk, choice, wgt, scores, bias, S, E, kk, groups, group_k, scale);
+}
+
+static void cpu_moe_capacity(mp_real_kind k, void *kept, const void *all, size_t rows, size_t b,
+                             size_t E, size_t kk, size_t cp, size_t me, size_t r0, size_t S,
+                             size_t capacity)
+{
+    BY_KIND(k, mp_moe_capacity, kept, all, rows, b, E, kk, cp, me, r0, S, capacity);
+}
+
+static void cpu_moe_send_order(mp_real_kind k, void *sorder, void *counts, void *tags,
+                               size_t tag_ld, const void *choice, const void *kept, size_t Sk,
+                               size_t El, size_t ep)
+{
+    BY_KIND(k, mp_moe_send_order, sorder, counts, tags, tag_ld, choice, kept, Sk, El, ep);
+}
+
+static void cpu_moe_expert_order(mp_real_kind k, void *rorder, void *ne, const void *tags,
+                                 size_t tag_ld, size_t n, size_t El)
+{
+    BY_KIND(k, mp_moe_expert_order, rorder, ne, tags, tag_ld, n, El);
+}
+
+static void cpu_moe_gather(mp_real_kind k, void *dst, size_t dld, const void *src, size_t sld,
+                           const void *idx, size_t div, const void *wgt, size_t n, size_t h)
+{
+    BY_KIND(k, mp_moe_gather, dst, dld, src, sld, idx, div, wgt, n, h);
+}
+
+static void cpu_moe_scatter(mp_real_kind k, void *dst, size_t dld, const void *src, size_t sld,
+                            const void *idx, size_t div, size_t n, size_t h, bool accumulate)
+{
+    BY_KIND(k, mp_moe_scatter, dst, dld, src, sld, idx, div, n, h, accumulate);
+}
+
+static void cpu_moe_combine(mp_real_kind k, void *out, const void *y, const void *wgt,
+                            const void *kept, size_t r0, size_t Sl, size_t kk, size_t h)
+{
+    BY_KIND(k, mp_moe_combine, out, y, wgt, kept, r0, Sl, kk, h);
+}
+
+static void cpu_moe_combine_backward(mp_real_kind k, void *dwl, const void *dout, const void *y,
+                                     const void *kept, size_t r0, size_t Sl, size_t kk, size_t h)
+{
+    BY_KIND(k, mp_moe_combine_backward, dwl, dout, y, kept, r0, Sl, kk, h);
+}
+
+static void cpu_moe_count(mp_real_kind k, void *load, const void *choice, const void *kept,
+                          size_t Sk, size_t E)
+{
+    (void)E;
+    BY_KIND(k, mp_moe_count, load, choice, kept, Sk);
+}
+
+static void cpu_moe_weights_backward(mp_real_kind k, void *dl, const void *scores,
+                                     const void *choice, const void *wgt, const void *dwf,
+                                     size_t S, size_t E, size_t kk, double scale)
+{
+    BY_KIND(k, mp_moe_weights_backward, dl, scores, choice, wgt, dwf, S, E, kk, scale);
+}
+
+static void cpu_moe_scores_backward(mp_real_kind k, void *dl, const void *scores, size_t S,
+                                    size_t E, bool sigmoid)
+{
+    BY_KIND(k, mp_moe_scores_backward, dl, scores, S, E, sigmoid);
+}
+
+static void cpu_moe_bias_update(mp_real_kind k, void *bias, const void *load, size_t E,
+                                double rate)
+{
+    BY_KIND(k, mp_moe_bias_update, bias, load, E, rate);
+}
+
 static double cpu_sum(mp_real_kind k, const void *x, size_t n)
 {
     return k == MP_REAL32 ? mp_sum_in_order_f32(x, n) : mp_sum_in_order_f64(x, n);
@@ -336,6 +421,19 @@ static const mp_backend cpu_backend = {
     .ce_backward = cpu_ce_backward,
     .gather_rows = cpu_gather_rows,
     .scatter_add_rows = cpu_scatter_add_rows,
+    .moe_scores = cpu_moe_scores,
+    .moe_topk = cpu_moe_topk,
+    .moe_capacity = cpu_moe_capacity,
+    .moe_send_order = cpu_moe_send_order,
+    .moe_expert_order = cpu_moe_expert_order,
+    .moe_gather = cpu_moe_gather,
+    .moe_scatter = cpu_moe_scatter,
+    .moe_combine = cpu_moe_combine,
+    .moe_combine_backward = cpu_moe_combine_backward,
+    .moe_count = cpu_moe_count,
+    .moe_weights_backward = cpu_moe_weights_backward,
+    .moe_scores_backward = cpu_moe_scores_backward,
+    .moe_bias_update = cpu_moe_bias_update,
     .sum = cpu_sum,
     .adamw = cpu_adamw,
     .gemm = cpu_gemm,

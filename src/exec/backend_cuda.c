@@ -29,7 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/alltoall_mpi.h"
 #include "exec/kernels.h"
+#include "exec/moe.h"
 #include "exec/mpi_util.h"
 #include "exec/coll_mpi.h"
 #include "exec/p2p_mpi.h"
@@ -457,6 +459,104 @@ static void cuda_scatter_add_rows(mp_real_kind k, void *table, const void *x,
                                 C.compute));
 }
 
+/* ---- mixture of experts: kernels/moe.cu ---- */
+
+_Static_assert(MPK_MOE_MAX_EXPERTS == MP_MOE_MAX_EXPERTS &&
+                   MPK_MOE_MAX_GROUPS == MP_MOE_MAX_GROUPS,
+               "the kernels' top-k scratch must hold every model exec accepts (moe.h)");
+
+static void cuda_moe_scores(mp_real_kind k, void *scores, const void *logits, size_t S, size_t E,
+                            bool sigmoid)
+{
+    KERNEL(k, "moe_scores", mpk_moe_scores(scores, logits, S, E, sigmoid, C.compute));
+}
+
+static void cuda_moe_topk(mp_real_kind k, void *choice, void *wgt, const void *scores,
+                          const void *bias, size_t S, size_t E, size_t kk, size_t groups,
+                          size_t group_k, double scale)
+{
+    KERNEL(k, "moe_topk",
+           mpk_moe_topk(choice, wgt, scores, bias, S, E, kk, groups, group_k, scale, C.compute));
+}
+
+static void cuda_moe_capacity(mp_real_kind k, void *kept, const void *all, size_t rows, size_t b,
+                              size_t E, size_t kk, size_t cp, size_t me, size_t r0, size_t S,
+                              size_t capacity)
+{
+    KERNEL(k, "moe_capacity",
+           mpk_moe_capacity(kept, all, rows, b, E, kk, cp, me, r0, S, capacity, C.compute));
+}
+
+static void cuda_moe_send_order(mp_real_kind k, void *sorder, void *counts, void *tags,
+                                size_t tag_ld, const void *choice, const void *kept, size_t Sk,
+                                size_t El, size_t ep)
+{
+    KERNEL(k, "moe_send_order",
+           mpk_moe_send_order(sorder, counts, tags, tag_ld, choice, kept, Sk, El, ep,
+                              C.compute));
+}
+
+static void cuda_moe_expert_order(mp_real_kind k, void *rorder, void *ne, const void *tags,
+                                  size_t tag_ld, size_t n, size_t El)
+{
+    KERNEL(k, "moe_expert_order",
+           mpk_moe_expert_order(rorder, ne, tags, tag_ld, n, El, C.compute));
+}
+
+static void cuda_moe_gather(mp_real_kind k, void *dst, size_t dld, const void *src, size_t sld,
+                            const void *idx, size_t div, const void *wgt, size_t n, size_t h)
+{
+    KERNEL(k, "moe_gather", mpk_moe_gather(dst, dld, src, sld, idx, div, wgt, n, h, C.compute));
+}
+
+static void cuda_moe_scatter(mp_real_kind k, void *dst, size_t dld, const void *src, size_t sld,
+                             const void *idx, size_t div, size_t n, size_t h, bool accumulate)
+{
+    KERNEL(k, "moe_scatter",
+           mpk_moe_scatter(dst, dld, src, sld, idx, div, n, h, accumulate, C.compute));
+}
+
+static void cuda_moe_combine(mp_real_kind k, void *out, const void *y, const void *wgt,
+                             const void *kept, size_t r0, size_t Sl, size_t kk, size_t h)
+{
+    KERNEL(k, "moe_combine", mpk_moe_combine(out, y, wgt, kept, r0, Sl, kk, h, C.compute));
+}
+
+static void cuda_moe_combine_backward(mp_real_kind k, void *dwl, const void *dout,
+                                      const void *y, const void *kept, size_t r0, size_t Sl,
+                                      size_t kk, size_t h)
+{
+    KERNEL(k, "moe_combine_backward",
+           mpk_moe_combine_backward(dwl, dout, y, kept, r0, Sl, kk, h, C.compute));
+}
+
+static void cuda_moe_count(mp_real_kind k, void *load, const void *choice, const void *kept,
+                           size_t Sk, size_t E)
+{
+    KERNEL(k, "moe_count", mpk_moe_count(load, choice, kept, Sk, E, C.compute));
+}
+
+static void cuda_moe_weights_backward(mp_real_kind k, void *dl, const void *scores,
+                                      const void *choice, const void *wgt, const void *dwf,
+                                      size_t S, size_t E, size_t kk, double scale)
+{
+    KERNEL(k, "moe_weights_backward",
+           mpk_moe_weights_backward(dl, scores, choice, wgt, dwf, S, E, kk, scale, C.compute));
+}
+
+static void cuda_moe_scores_backward(mp_real_kind k, void *dl, const void *scores, size_t S,
+                                     size_t E, bool sigmoid)
+{
+    KERNEL(k, "moe_scores_backward",
+           mpk_moe_scores_backward(dl, scores, S, E, sigmoid, C.compute));
+}
+
+static void cuda_moe_bias_update(mp_real_kind k, void *bias, const void *load, size_t E,
+                                 double rate)
+{
+    KERNEL(k, "moe_bias_update", mpk_moe_bias_update(bias, load, E, rate, C.compute));
+}
+
 /* The loss: added on the host in row order, as the CPU does, so bit for bit. */
 static double cuda_sum(mp_real_kind k, const void *x, size_t n)
 {
@@ -600,6 +700,48 @@ static mp_status cuda_reduce_scatter(const mp_group *g, mp_real_kind kind, const
                                      void *recv, size_t count, mp_error *err)
 {
     return exchange(g, kind, send, recv, count, false, err);
+}
+
+/* MoE's dispatch and combine: NCCL point-to-point, one send and one receive
+ * per EP rank in one group (its own block a device copy); without NCCL, MPI's
+ * all-to-all through host buffers. */
+static mp_status cuda_alltoallv(const mp_group *g, mp_real_kind kind, const void *send,
+                                const size_t *send_counts, void *recv, const size_t *recv_counts,
+                                mp_error *err)
+{
+    size_t es = mp_real_size(kind), sn = 0, rn = 0;
+    if (g->size <= 1) {
+        cuda_copy(recv, send, send_counts[0] * es, MP_COPY_D2D);
+        return MP_OK;
+    }
+    for (int q = 0; q < g->size; q++)
+        sn += send_counts[q], rn += recv_counts[q];
+#if HAVE_NCCL
+    ncclComm_t nc = C.nccl ? nccl_of(g) : NULL;
+    if (nc) {
+        comm_begin();
+        ncclResult_t rc = ncclGroupStart();
+        size_t so = 0, ro = 0;
+        for (int q = 0; q < g->size && rc == ncclSuccess; q++) {
+            if (send_counts[q])
+                rc = ncclSend((const char *)send + so * es, send_counts[q], nccl_type(kind), q,
+                              nc, C.comm);
+            if (rc == ncclSuccess && recv_counts[q])
+                rc = ncclRecv((char *)recv + ro * es, recv_counts[q], nccl_type(kind), q, nc,
+                              C.comm);
+            so += send_counts[q], ro += recv_counts[q];
+        }
+        ncclResult_t end = ncclGroupEnd();
+        return comm_end(rc != ncclSuccess ? rc : end, "ncclSend/ncclRecv (all-to-all)", err);
+    }
+#endif
+    void *hs = stage(0, sn * es + 1), *hr = stage(1, rn * es + 1);
+    if (!hs || !hr)
+        return staged_failed(err);
+    cuda_copy(hs, send, sn * es, MP_COPY_D2H);
+    mp_status st = mp_alltoallv_mpi(g, kind, hs, send_counts, hr, recv_counts, err);
+    cuda_copy(recv, hr, rn * es, MP_COPY_H2D);
+    return st;
 }
 
 /* Pipeline messages: MPI from host copies (see the header comment). */
@@ -751,6 +893,20 @@ static void fill_table(mp_backend *t)
     t->gather_rows = cuda_gather_rows;
     t->scatter_add_rows = cuda_scatter_add_rows;
     t->sum = cuda_sum;
+    t->moe_scores = cuda_moe_scores;
+    t->moe_topk = cuda_moe_topk;
+    t->moe_capacity = cuda_moe_capacity;
+    t->moe_send_order = cuda_moe_send_order;
+    t->moe_expert_order = cuda_moe_expert_order;
+    t->moe_gather = cuda_moe_gather;
+    t->moe_scatter = cuda_moe_scatter;
+    t->moe_combine = cuda_moe_combine;
+    t->moe_combine_backward = cuda_moe_combine_backward;
+    t->moe_count = cuda_moe_count;
+    t->moe_weights_backward = cuda_moe_weights_backward;
+    t->moe_scores_backward = cuda_moe_scores_backward;
+    t->moe_bias_update = cuda_moe_bias_update;
+    t->alltoallv = cuda_alltoallv;
     t->adamw = cuda_adamw;
     t->allreduce = cuda_allreduce;
     t->allgather = cuda_allgather;

@@ -26,7 +26,8 @@ mp_status mp_exec_backend_available(const char *name, mp_error *err)
 }
 
 mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_precision,
-                          const mp_backend **be, mp_error *err)
+                          const mp_group *const *extra, int n_extra, const mp_backend **be,
+                          mp_error *err)
 {
     const char *name = o->backend ? o->backend : "cpu";
     if (!strcmp(name, "cpu")) {
@@ -46,6 +47,8 @@ mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_
                                 &rt->pp_group, &rt->emb_group, &rt->dpcp_group};
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
         s.groups[s.n_groups++] = groups[i];
+    for (int i = 0; i < n_extra && s.n_groups < MP_CUDA_MAX_GROUPS; i++)
+        s.groups[s.n_groups++] = extra[i];
     const mp_backend *cuda = NULL;
     st = mp_backend_cuda_open(&s, &cuda, err);
     if (st)
@@ -53,7 +56,7 @@ mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_
     *be = rt->solo ? mp_backend_solo_of(cuda) : cuda;
     return MP_OK;
 #else
-    (void)rt, (void)low_precision, (void)be;
+    (void)rt, (void)low_precision, (void)extra, (void)n_extra, (void)be;
     return MP_EINTERNAL; /* mp_exec_backend_available refused it */
 #endif
 }

@@ -600,7 +600,12 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     TRY(build_chunks(&R, plan, err));
     report_shape(&R, plan, rep);
 
-    TRY(mp_exec_backend(rt, o, plan->config.training.precision != MP_DTYPE_FP32, &R.be, err));
+    /* MoE: the EP and expert-DP groups first (the CUDA backend links NCCL to them) */
+    if (d->experts > 0)
+        TRY(mp_moe_groups(rt, d, &R.moe_ep, &R.moe_edp, err));
+    const mp_group *moe_groups[] = {&R.moe_ep, &R.moe_edp};
+    TRY(mp_exec_backend(rt, o, plan->config.training.precision != MP_DTYPE_FP32, moe_groups,
+                        d->experts > 0 ? 2 : 0, &R.be, err));
     const mp_backend *be = R.be, *host = R.host;
     rep->backend = be->name;
     rep->transport = be->transport;
@@ -614,12 +619,7 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                          "the multi-token-prediction modules run on the cpu backend only for "
                          "now (got %s)", be->name));
 
-    if (d->experts > 0) { /* MoE: routing on the host, all-to-all in the backend */
-        if (!be->host_memory || !be->alltoallv)
-            TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
-                             "mixture-of-experts layers run on the cpu backend only for now "
-                             "(got %s)", be->name));
-        TRY(mp_moe_groups(rt, d, &R.moe_ep, &R.moe_edp, err));
+    if (d->experts > 0) { /* MoE: routing and all-to-all are the backend's ops */
         if (par->dist_opt && R.moe_edp.size > 1) { /* the experts' shards (shard.c) */
             rep->dist_opt = true;
             rep->zero = par->zero >= 2 ? (int)par->zero : 0;

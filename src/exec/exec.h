@@ -141,10 +141,12 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
 
 /* The backend o->backend names for this rank (backend_pick.c): CPU, or CUDA
  * on the device of the rank's local rank (bf16 GEMMs when low_precision and
- * not exact), solo variants under --solo. No CUDA
+ * not exact), solo variants under --solo. Its collectives run over the
+ * runtime's groups and extra[n_extra] (MoE's EP and expert-DP groups). No CUDA
  * device, or a build without the CUDA backend: MP_EINPUT naming --backend. */
 mp_status mp_exec_backend(const mp_runtime *rt, const mp_exec_opts *o, bool low_precision,
-                          const mp_backend **be, mp_error *err);
+                          const mp_group *const *extra, int n_extra, const mp_backend **be,
+                          mp_error *err);
 
 /* Whether the backend named can run here (a CUDA device, a build with the
  * CUDA backend), without starting it: MP_EINPUT naming --backend if not. */

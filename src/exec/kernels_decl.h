@@ -64,6 +64,31 @@ void mp_scatter_add_rows(real *table, const real *x, const int32_t *idx, size_t 
                          size_t rows, size_t h);
 double mp_sum_in_order(const real *x, size_t n);
 
+/* ---- moe_ops.c ---- the MoE layer's routing and row shuffles (backend.h's
+ * mixture-of-experts ops say what each computes). */
+void mp_moe_scores(real *scores, const real *logits, size_t S, size_t E, bool sigmoid);
+void mp_moe_topk(real *choice, real *wgt, const real *scores, const real *bias, size_t S,
+                 size_t E, size_t k, size_t groups, size_t group_k, double scale);
+void mp_moe_capacity(real *kept, const real *all, size_t rows, size_t b, size_t E, size_t k,
+                     size_t cp, size_t me, size_t r0, size_t S, size_t capacity);
+void mp_moe_send_order(real *sorder, real *counts, real *tags, size_t tag_ld,
+                       const real *choice, const real *kept, size_t Sk, size_t El, size_t ep);
+void mp_moe_expert_order(real *rorder, real *ne, const real *tags, size_t tag_ld, size_t n,
+                         size_t El);
+void mp_moe_gather(real *dst, size_t dld, const real *src, size_t sld, const real *idx,
+                   size_t div, const real *wgt, size_t n, size_t h);
+void mp_moe_scatter(real *dst, size_t dld, const real *src, size_t sld, const real *idx,
+                    size_t div, size_t n, size_t h, bool accumulate);
+void mp_moe_combine(real *out, const real *y, const real *wgt, const real *kept, size_t r0,
+                    size_t Sl, size_t k, size_t h);
+void mp_moe_combine_backward(real *dwl, const real *dout, const real *y, const real *kept,
+                             size_t r0, size_t Sl, size_t k, size_t h);
+void mp_moe_count(real *load, const real *choice, const real *kept, size_t Sk);
+void mp_moe_weights_backward(real *dl, const real *scores, const real *choice, const real *wgt,
+                             const real *dwf, size_t S, size_t E, size_t k, double scale);
+void mp_moe_scores_backward(real *dl, const real *scores, size_t S, size_t E, bool sigmoid);
+void mp_moe_bias_update(real *bias, const real *load, size_t E, double rate);
+
 /* ---- attention.c ---- causal self-attention over this rank's heads, its
  * two products as the backend's GEMMs. qkv[S, 3*hl] with rows r = pos*b +
  * sample and columns [Q | K | V], each head-major (hl = heads_local * hd);

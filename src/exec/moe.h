@@ -24,6 +24,12 @@
 #include "exec/params.h"
 #include "exec/runtime.h"
 
+/* The most experts and routing groups a model may have in exec: the top-k
+ * of a token row runs in fixed-size scratch (moe_ops.c, kernels/moe.cu);
+ * mp_moe_exec_dims refuses more. */
+#define MP_MOE_MAX_EXPERTS 1024
+#define MP_MOE_MAX_GROUPS 256
+
 /* Fills d's MoE fields from the plan (with shrink: a small model that keeps
  * the degrees) and refuses what the executor does not run, naming the field. */
 mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_error *err);

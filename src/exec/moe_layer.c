@@ -15,10 +15,10 @@
  * which rank computes a row and in which order rows meet in a GEMM: in exact
  * mode every sum is exact (quant.h), so partitioned == reference bit for bit.
  *
- * The routing and the row shuffles are loops over host memory: MoE runs on
- * backends whose memory is the host's (exec refuses it elsewhere).
+ * The routing and the row shuffles are the backend's MoE ops (backend.h:
+ * moe_ops.c on the CPU, kernels/moe.cu on CUDA); the host reads only the
+ * row counts, to size the all-to-alls and the experts' GEMMs.
  * Compiled for float and double. */
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -36,6 +36,8 @@ typedef struct moe_state {
         *capc;
     mp_moe_sizes z;
     size_t nsend, nrecv; /* rows sent and received by the dispatch */
+    /* host copies of counts [2*ep] and ne [El] (the backend's memory may be a device's) */
+    real hcounts[2 * MP_MOE_MAX_EXPERTS], hne[MP_MOE_MAX_EXPERTS];
 } moe_state;
 
 static moe_state moe_state_of(const mp_gpt *g, real *base)
@@ -53,15 +55,17 @@ static moe_state moe_state_of(const mp_gpt *g, real *base)
     M.spre = base + L.spre, M.sact = base + L.sact, M.sdact = base + L.sdact;
     M.sdpre = base + L.sdpre, M.sdx = base + L.sdx, M.capc = base + L.capc;
     M.nsend = M.nrecv = 0;
+    g->be->copy(M.hcounts, M.counts, 2 * M.z.ep * sizeof(real), MP_COPY_D2H);
+    g->be->copy(M.hne, M.ne, M.z.El * sizeof(real), MP_COPY_D2H);
     for (size_t q = 0; q < M.z.ep; q++) {
-        M.nsend += (size_t)M.counts[q];
-        M.nrecv += (size_t)M.counts[M.z.ep + q];
+        M.nsend += (size_t)M.hcounts[q];
+        M.nrecv += (size_t)M.hcounts[M.z.ep + q];
     }
     return M;
 }
 
 /* All-to-all over the EP group of rows `width` reals wide: counts[q] rows to
- * (rcounts[q] from) EP rank q. Without EP a copy. */
+ * (rcounts[q] from) EP rank q (host arrays). Without EP a copy. */
 static mp_status moe_a2a(mp_gpt *g, const real *send, const real *counts,
                          const real *rcounts, size_t width, real *recv, mp_error *err)
 {
@@ -84,49 +88,26 @@ static mp_status moe_a2a(mp_gpt *g, const real *send, const real *counts,
     return st;
 }
 
-/* The capacity drop (load[b*E] zeroed): which of this rank's slots are kept. */
-static mp_status moe_capacity(mp_gpt *g, moe_state *M, size_t *load, mp_error *err)
+/* The capacity drop: which of this rank's slots are kept (capacity 0: all). */
+static mp_status moe_capacity(mp_gpt *g, moe_state *M, mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
     size_t S = z->S, k = z->k, E = z->E, b = (size_t)g->d.micro_batch;
-    size_t cp = (size_t)mp_dims_cp(&g->d), rows = z->Sfull, pos = rows / b;
+    size_t cp = (size_t)mp_dims_cp(&g->d), rows = z->Sfull;
     const real *all = M->choice; /* the TP group's rows' choices */
     size_t r0 = 0;
-    if (mp_dims_moe_local(&g->d)) {
+    if (z->capacity && mp_dims_moe_local(&g->d)) {
         CHECK(mp_model_tp_gather_rows(g, M->choice, M->dwf, rows, S, k, err));
         all = M->dwf, r0 = (size_t)g->tp.rank * S;
     }
-    if (cp > 1) { /* every CP rank's, rank after rank */
+    if (z->capacity && cp > 1) { /* every CP rank's, rank after rank */
         double t = g->be->now();
         CHECK(g->be->allgather(&g->cp, MP_REAL_KIND, all, M->capc, rows * k, err));
         mp_probe_record(g->probe, t, MP_STREAM_CP, MP_EV_CP_COMM, true);
         all = M->capc;
     }
-    size_t seq = pos * cp;
-    size_t *owner = malloc(2 * seq * sizeof *owner), *local = owner + seq;
-    if (!owner)
-        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the capacity");
-    for (size_t c = 0; c < cp; c++) {
-        mp_gpt_dims dc = g->d;
-        dc.cp_rank = (int)c;
-        for (size_t i = 0; i < pos; i++) {
-            size_t gp = (size_t)mp_dims_global_pos(&dc, (int)i);
-            owner[gp] = c, local[gp] = i;
-        }
-    }
     size_t me = cp > 1 ? (size_t)g->cp.rank : 0;
-    for (size_t gp = 0; gp < seq; gp++)
-        for (size_t smp = 0; smp < b; smp++) {
-            size_t c = owner[gp], r = local[gp] * b + smp;
-            for (size_t j = 0; j < k; j++) {
-                size_t e = (size_t)all[(c * rows + r) * k + j];
-                bool keep = load[smp * E + e] < z->capacity;
-                load[smp * E + e] += keep;
-                if (c == me && r >= r0 && r < r0 + S)
-                    M->kept[(r - r0) * k + j] = keep ? 1 : 0;
-            }
-        }
-    free(owner);
+    g->be->moe_capacity(MP_REAL_KIND, M->kept, all, rows, b, E, k, cp, me, r0, S, z->capacity);
     return MP_OK;
 }
 
@@ -135,77 +116,30 @@ static mp_status moe_capacity(mp_gpt *g, moe_state *M, size_t *load, mp_error *e
 static mp_status moe_route(mp_gpt *g, moe_state *M, int l, mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
-    size_t S = z->S, E = z->E, k = z->k, b = (size_t)g->d.micro_batch;
-    for (size_t r = 0; r < S; r++) {
-        const real *lg = M->logits + r * E;
-        real *p = M->scores + r * E;
-        if (g->d.router_sigmoid) {
-            for (size_t e = 0; e < E; e++)
-                p[e] = (real)(1.0 / (1.0 + exp(-(double)lg[e])));
-        } else {
-            double mx = lg[0], sum = 0;
-            for (size_t e = 1; e < E; e++)
-                mx = lg[e] > mx ? lg[e] : mx;
-            for (size_t e = 0; e < E; e++)
-                sum += exp((double)lg[e] - mx);
-            for (size_t e = 0; e < E; e++)
-                p[e] = (real)(exp((double)lg[e] - mx) / sum);
-        }
-    }
+    size_t S = z->S, E = z->E, k = z->k;
+    g->be->moe_scores(MP_REAL_KIND, M->scores, M->logits, S, E, g->d.router_sigmoid);
     bq(g, M->scores, S * E, MP_Q_PROB);
     const mp_gpt_dims *d = &g->d;
     size_t G = d->route_groups > 1 ? (size_t)d->route_groups : 1;
     /* the expert bias joins the scores for the choice only, in their precision */
     const real *bias = g->route_bias ? g->route_bias + (size_t)l * E : NULL;
     double scale = d->route_scale > 0 ? d->route_scale : 1.0;
-    unsigned char *taken = malloc(E + G);
-    double *q = malloc((E + G) * sizeof *q);
-    size_t *pick = malloc(k * sizeof *pick);
-    size_t *load = z->capacity ? calloc(b * E, sizeof *load) : NULL;
-    if (!taken || !q || !pick || (z->capacity && !load)) {
-        free(taken);
-        free(q);
-        free(pick);
-        free(load);
-        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the router");
-    }
-    for (size_t r = 0; r < S; r++) {
-        const real *p = M->scores + r * E;
-        for (size_t e = 0; e < E; e++)
-            q[e] = bias ? (double)(real)(p[e] + bias[e]) : (double)p[e];
-        mp_moe_pick(q, E, k, G, (size_t)d->route_group_top_k, sizeof(real) == sizeof(float),
-                    pick, taken, q + E);
-        double sum = 0;
-        for (size_t j = 0; j < k; j++) {
-            M->choice[r * k + j] = (real)pick[j];
-            sum += p[pick[j]];
-        }
-        /* the unbiased scores renormalised over the chosen, times the scale */
-        for (size_t j = 0; j < k; j++)
-            M->wgt[r * k + j] =
-                (real)((sum > 0 ? p[pick[j]] / sum : 1.0 / (double)k) * scale);
-    }
-    free(q);
-    free(pick);
-    free(taken);
+    g->be->moe_topk(MP_REAL_KIND, M->choice, M->wgt, M->scores, bias, S, E, k, G,
+                    (size_t)d->route_group_top_k, scale);
     bq(g, M->wgt, S * k, MP_Q_PROB);
     /* capacity: per sample (rows are position * b + sample), each expert keeps
      * its first `capacity` slots in position order, then slot order. With
      * etp = 1 each TP rank routes its own rows: the TP group's choices first;
      * with CP the CP ranks' too, walked in global position order */
-    mp_status st = MP_OK;
-    if (load)
-        st = moe_capacity(g, M, load, err);
-    else
-        for (size_t s = 0; s < S * k; s++)
-            M->kept[s] = 1;
-    free(load);
-    if (st)
-        return st;
+    CHECK(moe_capacity(g, M, err));
     /* test-only (--test-drop-allreduce ep-route): the first token's first
      * choice goes to the next expert, as a dispatch bug would send it */
-    if (mp_probe_drops(g->probe, "ep-route"))
-        M->choice[0] = (real)(((size_t)M->choice[0] + 1) % E);
+    if (mp_probe_drops(g->probe, "ep-route")) {
+        real c0;
+        g->be->copy(&c0, M->choice, sizeof c0, MP_COPY_D2H);
+        c0 = (real)(((size_t)c0 + 1) % E);
+        g->be->copy(M->choice, &c0, sizeof c0, MP_COPY_H2D);
+    }
     return MP_OK;
 }
 
@@ -216,39 +150,22 @@ static mp_status moe_dispatch(mp_gpt *g, moe_state *M, const real *x,
                               mp_error *err)
 {
     const mp_moe_sizes *z = &M->z;
-    size_t h = z->h, w = h + 1, i = 0;
-    for (size_t q = 0; q < z->ep; q++) {
-        size_t n = 0;
-        for (size_t s = 0; s < z->S * z->k; s++) {
-            size_t e = (size_t)M->choice[s];
-            if (!M->kept[s] || e / z->El != q)
-                continue;
-            memcpy(M->bufa + i * w, x + (s / z->k) * h, h * sizeof(real));
-            M->bufa[i * w + h] = (real)(e % z->El);
-            M->sorder[i++] = (real)s;
-            n++;
-        }
-        M->counts[q] = (real)n;
-    }
+    size_t h = z->h, w = h + 1;
+    const mp_backend *be = g->be;
+    be->moe_send_order(MP_REAL_KIND, M->sorder, M->counts, M->bufa + h, w, M->choice, M->kept,
+                       z->S * z->k, z->El, z->ep);
+    *M = moe_state_of(g, M->logits); /* nsend */
+    be->moe_gather(MP_REAL_KIND, M->bufa, w, x, h, M->sorder, z->k, NULL, M->nsend, h);
     /* how many rows each EP rank sends this one */
-    real *ones = M->dwf; /* free until the backward: ep ones */
+    real ones[MP_MOE_MAX_EXPERTS];
     for (size_t q = 0; q < z->ep; q++)
         ones[q] = 1;
     CHECK(moe_a2a(g, M->counts, ones, ones, 1, M->counts + z->ep, err));
-    *M = moe_state_of(g, M->logits);
-    CHECK(moe_a2a(g, M->bufa, M->counts, M->counts + z->ep, w, M->bufb, err));
-    size_t p = 0;
-    for (size_t e = 0; e < z->El; e++) {
-        size_t n = 0;
-        for (size_t r = 0; r < M->nrecv; r++) {
-            if ((size_t)M->bufb[r * w + h] != e)
-                continue;
-            memcpy(M->x + p * h, M->bufb + r * w, h * sizeof(real));
-            M->rorder[p++] = (real)r;
-            n++;
-        }
-        M->ne[e] = (real)n;
-    }
+    *M = moe_state_of(g, M->logits); /* nrecv */
+    CHECK(moe_a2a(g, M->bufa, M->hcounts, M->hcounts + z->ep, w, M->bufb, err));
+    be->moe_expert_order(MP_REAL_KIND, M->rorder, M->ne, M->bufb + h, w, M->nrecv, z->El);
+    *M = moe_state_of(g, M->logits); /* ne */
+    be->moe_gather(MP_REAL_KIND, M->x, h, M->bufb, w, M->rorder, 1, NULL, M->nrecv, h);
     return MP_OK;
 }
 
@@ -258,9 +175,8 @@ static mp_status moe_return(mp_gpt *g, moe_state *M, const real *rows, real *out
                             mp_error *err)
 {
     size_t h = M->z.h;
-    for (size_t p = 0; p < M->nrecv; p++)
-        memcpy(M->bufb + (size_t)M->rorder[p] * h, rows + p * h, h * sizeof(real));
-    return moe_a2a(g, M->bufb, M->counts + M->z.ep, M->counts, h, out, err);
+    g->be->moe_scatter(MP_REAL_KIND, M->bufb, h, rows, h, M->rorder, 1, M->nrecv, h, false);
+    return moe_a2a(g, M->bufb, M->hcounts + M->z.ep, M->hcounts, h, out, err);
 }
 
 /* The rows this rank routes: ln2_full (every TP rank the same), or with
@@ -343,8 +259,8 @@ mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
     CHECK(moe_dispatch(g, &M, x, err));
     /* each local expert: pre = x_e @ W1_e, act = gelu / SwiGLU, out = act @ W2_e
      * (out: this TP rank's partial sum), into bufa in expert order */
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
-        size_t n = (size_t)M.ne[e];
+    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
+        size_t n = (size_t)M.hne[e];
         if (n)
             GEMM(false, false, n, f1l, h, M.x + o * h, h, W1 + e * h * f1l, f1l, 0.0,
                  M.pre + o * f1l, f1l);
@@ -355,8 +271,8 @@ mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
     else
         g->be->gelu_forward(MP_REAL_KIND, M.act, M.pre, M.nrecv * fl);
     bq(g, M.act, M.nrecv * fl, MP_Q_ACT);
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
-        size_t n = (size_t)M.ne[e];
+    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
+        size_t n = (size_t)M.hne[e];
         if (n)
             GEMM(false, false, n, h, fl, M.act + o * fl, fl, W2 + e * fl * h, h, 0.0,
                  M.bufa + o * h, h);
@@ -366,25 +282,15 @@ mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
     CHECK(moe_return(g, &M, M.bufa, M.bufa, err));
     real *part = M.bufb;
     g->be->zero(part, S * k * h * sizeof(real));
-    for (size_t i = M.nsend; i-- > 0;)
-        memmove(part + (size_t)M.sorder[i] * h, M.bufa + i * h, h * sizeof(real));
+    g->be->moe_scatter(MP_REAL_KIND, part, h, M.bufa, h, M.sorder, 1, M.nsend, h, false);
     if (mp_dims_moe_local(&g->d)) /* whole experts: nothing to sum over TP */
         be_copy(g, M.y, part, S * k * h);
     else
         CHECK(mp_model_tp_reduce_rows(g, part, M.y, S * k, z->Sl * k, h, "tp-moe", err));
     bq(g, M.y, z->Sl * k * h, MP_Q_ACT);
     /* xout[Sl,h] = sum over the kept slots of weight * y, slot after slot */
-    for (size_t rl = 0; rl < z->Sl; rl++) {
-        size_t r = moe_row(g, rl, z->Sl);
-        real *out = B->xout + rl * h;
-        for (size_t c = 0; c < h; c++) {
-            double acc = 0;
-            for (size_t j = 0; j < k; j++)
-                if (M.kept[r * k + j])
-                    acc += (double)M.wgt[r * k + j] * (double)M.y[(rl * k + j) * h + c];
-            out[c] = (real)acc;
-        }
-    }
+    g->be->moe_combine(MP_REAL_KIND, B->xout, M.y, M.wgt, M.kept, moe_row(g, 0, z->Sl), z->Sl,
+                       k, h);
     bq(g, B->xout, z->Sl * h, MP_Q_ACT);
     if (z->sl)
         CHECK(moe_shared_forward(g, &M, B, l, err));
@@ -399,38 +305,11 @@ static void moe_router_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
     const mp_moe_sizes *z = &M->z;
     size_t S = z->S, E = z->E, k = z->k, h = z->h;
     real *dl = M->logits; /* the logits are not needed any more */
-    /* w_j = c p_j / sum_i p_i over the chosen (c: the route scale):
-     * dp_j = (c dw_j - sum_i w_i dw_i) / sum */
     double c = g->d.route_scale > 0 ? g->d.route_scale : 1.0;
-    for (size_t r = 0; r < S; r++) {
-        const real *p = M->scores + r * E;
-        real *d = dl + r * E;
-        double sum = 0, dot = 0;
-        for (size_t j = 0; j < k; j++) {
-            sum += p[(size_t)M->choice[r * k + j]];
-            dot += (double)M->wgt[r * k + j] * (double)M->dwf[r * k + j];
-        }
-        for (size_t e = 0; e < E; e++)
-            d[e] = 0;
-        for (size_t j = 0; j < k && sum > 0; j++)
-            d[(size_t)M->choice[r * k + j]] =
-                (real)((c * (double)M->dwf[r * k + j] - dot) / sum);
-    }
+    g->be->moe_weights_backward(MP_REAL_KIND, dl, M->scores, M->choice, M->wgt, M->dwf, S, E, k,
+                                c);
     bq(g, dl, S * E, MP_Q_GRAD);
-    for (size_t r = 0; r < S; r++) {
-        const real *p = M->scores + r * E;
-        real *d = dl + r * E;
-        if (g->d.router_sigmoid) {
-            for (size_t e = 0; e < E; e++)
-                d[e] = (real)((double)d[e] * (double)p[e] * (1.0 - (double)p[e]));
-        } else {
-            double s = 0;
-            for (size_t e = 0; e < E; e++)
-                s += (double)p[e] * (double)d[e];
-            for (size_t e = 0; e < E; e++)
-                d[e] = (real)((double)p[e] * ((double)d[e] - s));
-        }
-    }
+    g->be->moe_scores_backward(MP_REAL_KIND, dl, M->scores, S, E, g->d.router_sigmoid);
     bq(g, dl, S * E, MP_Q_GRAD);
     /* dWr[h,E] += ln2_full^T @ dl; dx += dl @ Wr^T, on one TP rank only: the
      * router is replicated, the sum over TP that follows must count it once
@@ -453,21 +332,12 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
     const real *W2 = blk(g->w, g, l, MP_BLK_EXP_FC2_W);
     real *G1 = blk(g->g, g, l, MP_BLK_EXP_FC1_W), *G2 = blk(g->g, g, l, MP_BLK_EXP_FC2_W);
     /* d weight[Sl,k] = <dout, y> of this rank's tokens, then every token's */
-    for (size_t rl = 0; rl < Sl; rl++) {
-        size_t r = moe_row(g, rl, Sl);
-        for (size_t j = 0; j < k; j++) {
-            double acc = 0;
-            if (M.kept[r * k + j])
-                for (size_t c = 0; c < h; c++)
-                    acc += (double)dout[rl * h + c] * (double)M.y[(rl * k + j) * h + c];
-            M.dwl[rl * k + j] = (real)acc;
-        }
-    }
+    g->be->moe_combine_backward(MP_REAL_KIND, M.dwl, dout, M.y, M.kept, moe_row(g, 0, Sl), Sl, k,
+                                h);
     bq(g, M.dwl, Sl * k, MP_Q_GRAD);
     if (g->route_load) /* the kept slots of each expert, for the bias */
-        for (size_t s = 0; s < S * k; s++)
-            if (M.kept[s])
-                g->route_load[(size_t)l * z->E + (size_t)M.choice[s]] += 1;
+        g->be->moe_count(MP_REAL_KIND, g->route_load + (size_t)l * z->E, M.choice, M.kept, S * k,
+                          z->E);
     bool local = mp_dims_moe_local(&g->d);
     if (local)
         be_copy(g, M.dwf, M.dwl, S * k);
@@ -479,18 +349,14 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
         CHECK(mp_model_tp_gather(g, dout, W.dfull, h, err));
         dfull = W.dfull;
     }
-    for (size_t i = 0; i < M.nsend; i++) {
-        size_t s = (size_t)M.sorder[i];
-        for (size_t c = 0; c < h; c++)
-            M.bufa[i * h + c] = M.wgt[s] * dfull[(s / k) * h + c];
-    }
+    g->be->moe_gather(MP_REAL_KIND, M.bufa, h, dfull, h, M.sorder, k, M.wgt, M.nsend, h);
     bq(g, M.bufa, M.nsend * h, MP_Q_GRAD);
-    CHECK(moe_a2a(g, M.bufa, M.counts, M.counts + z->ep, h, M.bufb, err));
-    for (size_t p = 0; p < M.nrecv; p++) /* into expert order */
-        memcpy(M.bufa + p * h, M.bufb + (size_t)M.rorder[p] * h, h * sizeof(real));
+    CHECK(moe_a2a(g, M.bufa, M.hcounts, M.hcounts + z->ep, h, M.bufb, err));
+    /* into expert order */
+    g->be->moe_gather(MP_REAL_KIND, M.bufa, h, M.bufb, h, M.rorder, 1, NULL, M.nrecv, h);
     /* each local expert: dW2 += act^T @ dy; dact = dy @ W2^T */
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
-        size_t n = (size_t)M.ne[e];
+    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
+        size_t n = (size_t)M.hne[e];
         if (!n)
             continue;
         GEMM(true, false, fl, h, n, M.act + o * fl, fl, M.bufa + o * h, h, 1.0, G2 + e * fl * h,
@@ -505,8 +371,8 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
         g->be->gelu_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, M.nrecv * fl);
     bq(g, M.dpre, M.nrecv * f1l, MP_Q_GRAD);
     /* dW1 += x^T @ dpre; dx = dpre @ W1^T (this TP rank's partial), expert order */
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.ne[e++]) {
-        size_t n = (size_t)M.ne[e];
+    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
+        size_t n = (size_t)M.hne[e];
         if (!n)
             continue;
         GEMM(true, false, h, f1l, n, M.x + o * h, h, M.dpre + o * f1l, f1l, 1.0,
@@ -517,11 +383,7 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
     CHECK(moe_return(g, &M, M.bufa, M.bufa, err));
     /* part[S,h] = each token's slots' dx, slot after slot, + the router's */
     g->be->zero(W.part, S * h * sizeof(real));
-    for (size_t i = 0; i < M.nsend; i++) {
-        real *dst = W.part + ((size_t)M.sorder[i] / k) * h;
-        for (size_t c = 0; c < h; c++)
-            dst[c] += M.bufa[i * h + c];
-    }
+    g->be->moe_scatter(MP_REAL_KIND, W.part, h, M.bufa, h, M.sorder, k, M.nsend, h, true);
     moe_router_backward(g, &M, B, l, W.part);
     if (local) {
         be_copy(g, dln, W.part, Sl * h);
@@ -561,16 +423,8 @@ mp_status mp_moe_update_bias(mp_gpt *g, mp_error *err)
     for (int l = 0; l < mp_dims_blocks(d); l++) {
         if (!mp_dims_block_is_moe(d, l))
             continue;
-        real *load = g->route_load + (size_t)l * E, *bias = g->route_bias + (size_t)l * E;
-        double total = 0;
-        for (size_t e = 0; e < E; e++)
-            total += (double)load[e];
-        double mean = total / (double)E; /* integers: the sign of mean - load is exact */
-        for (size_t e = 0; e < E; e++) {
-            double off = mean - (double)load[e];
-            real step = (real)(off > 0 ? d->bias_rate : off < 0 ? -d->bias_rate : 0.0);
-            bias[e] = bias[e] + step;
-        }
+        g->be->moe_bias_update(MP_REAL_KIND, g->route_bias + (size_t)l * E,
+                               g->route_load + (size_t)l * E, E, d->bias_rate);
     }
     g->be->zero(g->route_load, n * sizeof(real));
     return MP_OK;

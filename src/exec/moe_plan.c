@@ -96,6 +96,10 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
             return REFUSE("parallel.ep", "ep=%d must divide the experts (%d), etp=%d the expert "
                                          "ffn (%d) and tp=%d the shared experts' (%d)", ep,
                           d->experts, etp, d->expert_ffn, d->tp, d->shared_ffn);
+        if (d->experts > MP_MOE_MAX_EXPERTS || d->route_groups > MP_MOE_MAX_GROUPS)
+            return REFUSE("model.moe.experts", "exec routes at most %d experts in at most %d "
+                                               "groups (got %d in %d)", MP_MOE_MAX_EXPERTS,
+                          MP_MOE_MAX_GROUPS, d->experts, d->route_groups);
     }
     return MP_OK;
 }

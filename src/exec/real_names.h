@@ -147,6 +147,21 @@
 #define mp_mtp_forward MP_REAL_NAME(mp_mtp_forward)
 #define mp_mtp_reals MP_REAL_NAME(mp_mtp_reals)
 
+/* moe_ops.c */
+#define mp_moe_bias_update MP_REAL_NAME(mp_moe_bias_update)
+#define mp_moe_capacity MP_REAL_NAME(mp_moe_capacity)
+#define mp_moe_combine MP_REAL_NAME(mp_moe_combine)
+#define mp_moe_combine_backward MP_REAL_NAME(mp_moe_combine_backward)
+#define mp_moe_count MP_REAL_NAME(mp_moe_count)
+#define mp_moe_expert_order MP_REAL_NAME(mp_moe_expert_order)
+#define mp_moe_gather MP_REAL_NAME(mp_moe_gather)
+#define mp_moe_scatter MP_REAL_NAME(mp_moe_scatter)
+#define mp_moe_scores MP_REAL_NAME(mp_moe_scores)
+#define mp_moe_scores_backward MP_REAL_NAME(mp_moe_scores_backward)
+#define mp_moe_send_order MP_REAL_NAME(mp_moe_send_order)
+#define mp_moe_topk MP_REAL_NAME(mp_moe_topk)
+#define mp_moe_weights_backward MP_REAL_NAME(mp_moe_weights_backward)
+
 /* moe_layer.c */
 #define mp_moe_backward MP_REAL_NAME(mp_moe_backward)
 #define mp_moe_forward MP_REAL_NAME(mp_moe_forward)

@@ -881,6 +881,220 @@ static void test_unscale(void **state)
 
 /* ---- refusals ---- */
 
+/* ---- mixture of experts (moe_ops.c) ---- */
+
+/* Token rows of random logits; with `ties`, values from a coarse grid so
+ * that equal scores (the lower expert wins) occur often. */
+static float *moe_logits(size_t n, bool ties)
+{
+    float *p = fvec(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = ties ? (float)ldexp(floor((urand() + 1) * 2), -1) : (float)(urand() * 3);
+    return p;
+}
+
+static void moe_route_case(bool sigmoid, bool ties, size_t groups, size_t group_k, bool bias)
+{
+    enum { S = 37, E = 16, K = 4 };
+    float *lg = moe_logits((size_t)S * E, ties), *want = fvec((size_t)S * E);
+    mp_moe_scores_f32(want, lg, S, E, sigmoid);
+    float *d_lg = up(lg, (size_t)S * E), *d_p = up(lg, (size_t)S * E);
+    OK(mpk_moe_scores(d_p, d_lg, S, E, sigmoid, NULL));
+    float *got = down(d_p, (size_t)S * E);
+    if (ties) /* equal scores must stay equal: the CPU's own bits are the test's input */
+        same_bits("moe scores", got, want, (size_t)S * E);
+    else
+        close_to("moe scores", got, want, (size_t)S * E, TOL_ELEM);
+    /* top-k on the CPU's scores (exact mode's, onto the probability grid, when ties) */
+    if (ties)
+        mp_quantize_f32(want, (size_t)S * E, MP_Q_PROB, MP_EXACT_MAX_INT);
+    float *b = bias ? rand_vec(E, 0.05) : NULL;
+    float *ch = fvec((size_t)S * K), *w = fvec((size_t)S * K);
+    mp_moe_topk_f32(ch, w, want, b, S, E, K, groups, group_k, 2.5);
+    float *d_s = up(want, (size_t)S * E), *d_b = b ? up(b, E) : NULL;
+    float *d_ch = up(lg, (size_t)S * K), *d_w = up(lg, (size_t)S * K);
+    OK(mpk_moe_topk(d_ch, d_w, d_s, d_b, S, E, K, groups, group_k, 2.5, NULL));
+    float *gch = down(d_ch, (size_t)S * K), *gw = down(d_w, (size_t)S * K);
+    same_bits("moe top-k choice", gch, ch, (size_t)S * K);
+    same_bits("moe top-k weights", gw, w, (size_t)S * K);
+    kt_free(d_lg), kt_free(d_s);
+    if (d_b)
+        kt_free(d_b);
+    free(lg), free(want), free(got), free(b), free(ch), free(w), free(gch), free(gw);
+}
+
+static void test_moe_route(void **state)
+{
+    (void)state;
+    for (int sig = 0; sig < 2; sig++)
+        for (int ties = 0; ties < 2; ties++) {
+            moe_route_case(sig, ties, 1, 1, false);
+            moe_route_case(sig, ties, 4, 2, sig); /* DeepSeek-V3's: sigmoid with the bias */
+            moe_route_case(sig, ties, 8, 3, true);
+        }
+}
+
+/* Choices of rows x k slots over E experts, distinct within a row. */
+static float *moe_choices(size_t rows, size_t k, size_t E)
+{
+    float *c = fvec(rows * k);
+    for (size_t r = 0; r < rows; r++) {
+        size_t first = (size_t)((urand() + 1) * 0.5 * (double)E) % E;
+        for (size_t j = 0; j < k; j++)
+            c[r * k + j] = (float)((first + j * (j + 1) / 2 + j) % E);
+    }
+    return c;
+}
+
+static void test_moe_capacity(void **state)
+{
+    (void)state;
+    /* CP 2 (rank 1's rows 2..9 of 12), 2 samples, 6 positions a rank */
+    enum { CP = 2, B = 2, ROWS = 12, E = 4, K = 2, R0 = 2, S = 8 };
+    float *all = moe_choices(CP * ROWS, K, E);
+    for (size_t cap = 0; cap < 5; cap++)
+        for (size_t cp = 1; cp <= CP; cp++) {
+            float *want = fvec(S * K), *d_all = up(all, CP * ROWS * K);
+            for (size_t i = 0; i < S * K; i++)
+                want[i] = 7; /* every slot is written */
+            float *d_k = up(want, S * K);
+            mp_moe_capacity_f32(want, all, ROWS, B, E, K, cp, cp - 1, R0, S, cap);
+            OK(mpk_moe_capacity(d_k, d_all, ROWS, B, E, K, cp, cp - 1, R0, S, cap, NULL));
+            float *got = down(d_k, S * K);
+            same_bits("moe capacity", got, want, S * K);
+            size_t dropped = 0;
+            for (size_t i = 0; i < S * K; i++) {
+                assert_true(want[i] == 0 || want[i] == 1);
+                dropped += want[i] == 0;
+            }
+            if (cap == 1) /* a capacity that binds drops something */
+                assert_true(dropped > 0);
+            kt_free(d_all);
+            free(want), free(got);
+        }
+    free(all);
+}
+
+/* The dispatch's order, the rows' permutations into and out of it, the
+ * combine and the expert-bias counts. */
+static void test_moe_dispatch(void **state)
+{
+    (void)state;
+    enum { S = 23, K = 3, E = 8, EP = 2, EL = E / EP, H = 5, W = H + 1, SK = S * K };
+    float *ch = moe_choices(S, K, E), *kept = fvec(SK);
+    for (size_t i = 0; i < SK; i++)
+        kept[i] = urand() > -0.6 ? 1 : 0;
+    float *so = fvec(SK), *cnt = fvec(EP), *buf = fvec((size_t)SK * W);
+    mp_moe_send_order_f32(so, cnt, buf + H, W, ch, kept, SK, EL, EP);
+    float *d_ch = up(ch, SK), *d_kept = up(kept, SK), *d_so = up(so, SK), *d_cnt = up(cnt, EP);
+    float *d_buf = up(buf, (size_t)SK * W);
+    OK(mpk_moe_send_order(d_so, d_cnt, d_buf + H, W, d_ch, d_kept, SK, EL, EP, NULL));
+    size_t n = (size_t)cnt[0] + (size_t)cnt[1];
+    float *g = fvec((size_t)SK * W);
+    peek(g, d_so, SK);
+    same_bits("moe send order", g, so, n);
+    peek(g, d_cnt, EP);
+    same_bits("moe send counts", g, cnt, EP);
+    peek(g, d_buf, (size_t)SK * W);
+    same_bits("moe send tags", g, buf, (size_t)SK * W);
+    /* the received rows by local expert (as if every row came back here) */
+    float *ro = fvec(SK), *ne = fvec(EL), *d_ro = up(ro, SK), *d_ne = up(ne, EL);
+    mp_moe_expert_order_f32(ro, ne, buf + H, W, n, EL);
+    OK(mpk_moe_expert_order(d_ro, d_ne, d_buf + H, W, n, EL, NULL));
+    peek(g, d_ro, n);
+    same_bits("moe expert order", g, ro, n);
+    peek(g, d_ne, EL);
+    same_bits("moe rows per expert", g, ne, EL);
+    /* gathers: token rows by slot, weighted; rows by the expert order */
+    float *x = rand_vec((size_t)S * H, 1), *wgt = rand_vec(SK, 1);
+    float *d_x = up(x, (size_t)S * H), *d_wgt = up(wgt, SK);
+    for (int weighted = 0; weighted < 2; weighted++) {
+        float *want = fvec((size_t)SK * W);
+        mp_moe_gather_f32(want, W, x, H, so, K, weighted ? wgt : NULL, n, H);
+        float *d_out = up(want, (size_t)SK * W);
+        OK(mpk_moe_gather(d_out, W, d_x, H, d_so, K, weighted ? d_wgt : NULL, n, H, NULL));
+        float *got = down(d_out, (size_t)SK * W);
+        same_bits("moe gather", got, want, (size_t)SK * W);
+        free(want), free(got);
+    }
+    /* scatters: back by the expert order (distinct rows), and the backward's
+     * sum of each token's slots in send order */
+    float *rows = rand_vec((size_t)SK * H, 1);
+    float *d_rows = up(rows, (size_t)SK * H);
+    for (int acc = 0; acc < 2; acc++) {
+        size_t div = acc ? K : 1, nt = acc ? S : SK;
+        const float *idx = acc ? so : ro;
+        float *want = rand_vec(nt * H, 1), *d_want = up(want, nt * H);
+        mp_moe_scatter_f32(want, H, rows, H, idx, div, n, H, acc);
+        OK(mpk_moe_scatter(d_want, H, d_rows, H, acc ? d_so : d_ro, div, n, H, acc, NULL));
+        float *got = down(d_want, nt * H);
+        same_bits(acc ? "moe scatter-add" : "moe scatter", got, want, nt * H);
+        free(want), free(got);
+    }
+    /* the combine (rows r0 = 4 .. of the routed ones) and its backward */
+    enum { SL = 9, R0 = 4 };
+    float *y = rand_vec((size_t)SL * K * H, 1), *dout = rand_vec((size_t)SL * H, 1);
+    float *out = fvec((size_t)SL * H), *dwl = fvec((size_t)SL * K);
+    mp_moe_combine_f32(out, y, wgt, kept, R0, SL, K, H);
+    mp_moe_combine_backward_f32(dwl, dout, y, kept, R0, SL, K, H);
+    float *d_y = up(y, (size_t)SL * K * H), *d_dout = up(dout, (size_t)SL * H);
+    float *d_o = up(dout, (size_t)SL * H), *d_dwl = up(wgt, (size_t)SL * K);
+    OK(mpk_moe_combine(d_o, d_y, d_wgt, d_kept, R0, SL, K, H, NULL));
+    OK(mpk_moe_combine_backward(d_dwl, d_dout, d_y, d_kept, R0, SL, K, H, NULL));
+    float *go = down(d_o, (size_t)SL * H), *gd = down(d_dwl, (size_t)SL * K);
+    same_bits("moe combine", go, out, (size_t)SL * H);
+    same_bits("moe combine backward", gd, dwl, (size_t)SL * K);
+    /* the expert bias's counts */
+    float *load = fvec(E), *d_load = up(load, E);
+    mp_moe_count_f32(load, ch, kept, SK);
+    mp_moe_count_f32(load, ch, kept, SK);
+    OK(mpk_moe_count(d_load, d_ch, d_kept, SK, E, NULL));
+    OK(mpk_moe_count(d_load, d_ch, d_kept, SK, E, NULL));
+    float *gl = down(d_load, E);
+    same_bits("moe counts", gl, load, E);
+    kt_free(d_ch), kt_free(d_kept), kt_free(d_so), kt_free(d_cnt), kt_free(d_buf);
+    kt_free(d_ro), kt_free(d_ne), kt_free(d_x), kt_free(d_wgt), kt_free(d_rows);
+    kt_free(d_y), kt_free(d_dout);
+    free(ch), free(kept), free(so), free(cnt), free(buf), free(g), free(ro), free(ne), free(x);
+    free(wgt), free(rows), free(y), free(dout), free(out), free(dwl), free(go), free(gd);
+    free(load), free(gl);
+}
+
+/* The router's backward (both routers) and the expert bias's update. */
+static void test_moe_router_backward(void **state)
+{
+    (void)state;
+    enum { S = 19, E = 8, K = 2 };
+    for (int sig = 0; sig < 2; sig++) {
+        float *lg = moe_logits((size_t)S * E, false), *p = fvec((size_t)S * E);
+        mp_moe_scores_f32(p, lg, S, E, sig);
+        float *ch = fvec((size_t)S * K), *w = fvec((size_t)S * K);
+        mp_moe_topk_f32(ch, w, p, NULL, S, E, K, 1, 1, 1.5);
+        float *dwf = rand_vec((size_t)S * K, 1), *dl = fvec((size_t)S * E);
+        mp_moe_weights_backward_f32(dl, p, ch, w, dwf, S, E, K, 1.5);
+        float *d_p = up(p, (size_t)S * E), *d_ch = up(ch, (size_t)S * K), *d_w = up(w, S * K);
+        float *d_dwf = up(dwf, (size_t)S * K), *d_dl = up(lg, (size_t)S * E);
+        OK(mpk_moe_weights_backward(d_dl, d_p, d_ch, d_w, d_dwf, S, E, K, 1.5, NULL));
+        float *g = fvec((size_t)S * E);
+        peek(g, d_dl, (size_t)S * E);
+        same_bits("moe weights backward", g, dl, (size_t)S * E);
+        mp_moe_scores_backward_f32(dl, p, S, E, sig);
+        OK(mpk_moe_scores_backward(d_dl, d_p, S, E, sig, NULL));
+        peek(g, d_dl, (size_t)S * E);
+        same_bits("moe scores backward", g, dl, (size_t)S * E);
+        kt_free(d_p), kt_free(d_ch), kt_free(d_w), kt_free(d_dwf), kt_free(d_dl);
+        free(lg), free(p), free(ch), free(w), free(dwf), free(dl), free(g);
+    }
+    float load[E] = {3, 5, 4, 4, 0, 8, 4, 4}, *bias = rand_vec(E, 0.01);
+    float *d_load = up(load, E), *d_bias = up(bias, E);
+    mp_moe_bias_update_f32(bias, load, E, 0.125);
+    OK(mpk_moe_bias_update(d_bias, d_load, E, 0.125, NULL));
+    float *gb = down(d_bias, E);
+    same_bits("moe bias update", gb, bias, E);
+    kt_free(d_load);
+    free(bias), free(gb);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -891,6 +1105,9 @@ static void test_errors(void **state)
     assert_int_equal(mpk_rope(d, 8, 1, 7, d, 1, 1, false, false, 4, NULL), MPK_EINVAL);
     assert_int_equal(mpk_quantize_2d(d, 2, 9, 8, 4, 128, NULL), MPK_EINVAL);
     assert_int_equal(mpk_softmax_forward(d, 1, 1, 0, NULL, true, 1, false, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_moe_topk(d, d, d, NULL, 1, MPK_MOE_MAX_EXPERTS + 1, 1, 1, 1, 1, NULL),
+                     MPK_EINVAL);
+    assert_int_equal(mpk_moe_gather(d, 2, d, 4, NULL, 1, NULL, 1, 3, NULL), MPK_EINVAL);
     /* nothing to do is no error, and touches nothing */
     assert_int_equal(mpk_add(d, d, 0, NULL), MPK_OK);
     assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, 0, 4, false, NULL), MPK_OK);
@@ -915,6 +1132,8 @@ int main(void)
         cmocka_unit_test(test_cross_entropy), cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_adamw),        cmocka_unit_test(test_casts),
         cmocka_unit_test(test_unscale),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_moe_route),    cmocka_unit_test(test_moe_capacity),
+        cmocka_unit_test(test_moe_dispatch), cmocka_unit_test(test_moe_router_backward),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* host-run: again with blocks and threads in the opposite order */

@@ -926,6 +926,18 @@ static void moe_route_case(bool sigmoid, bool ties, size_t groups, size_t group_
 static void test_moe_route(void **state)
 {
     (void)state;
+    /* group sums rounded to float as they add (moe_pick.c): group 1's 1 + 2^-24
+     * is 1 in float, a tie that group 0 wins; summed in double, group 1 would */
+    float p[4] = {1, 0, 1, 0x1p-24f}, ch[2], w[2];
+    mp_moe_topk_f32(ch, w, p, NULL, 1, 4, 2, 2, 1, 1.0);
+    assert_true(ch[0] == 0 && ch[1] == 1);
+    float *d_p = up(p, 4), *d_ch = up(p, 2), *d_w = up(p, 2);
+    OK(mpk_moe_topk(d_ch, d_w, d_p, NULL, 1, 4, 2, 2, 1, 1.0, NULL));
+    float *gch = down(d_ch, 2), *gw = down(d_w, 2);
+    same_bits("moe top-k, float group sums", gch, ch, 2);
+    same_bits("moe top-k, float group sums' weights", gw, w, 2);
+    kt_free(d_p);
+    free(gch), free(gw);
     for (int sig = 0; sig < 2; sig++)
         for (int ties = 0; ties < 2; ties++) {
             moe_route_case(sig, ties, 1, 1, false);

@@ -7,8 +7,8 @@
  * the result depends on it: a row's softmax, top-k and router gradient run
  * in one thread (E is small: the experts), so do the sums over a row's k
  * slots and a dot product over h; the dispatch's and the expert order's
- * prefix (which slot goes where) runs in one thread over the S*k slots, the
- * row copies that follow in parallel; the scatter-add of the backward runs
+ * placement runs one thread per destination (EP rank, local expert) over the
+ * slots in order, the row copies that follow in parallel; the scatter-add of the backward runs
  * one thread per column over the rows in order (embedding.cu's pattern). */
 #include "host_grid.h"
 
@@ -189,7 +189,9 @@ int mpk_moe_capacity(float *kept, const float *all, size_t rows, size_t b, size_
                    S, capacity);
 }
 
-/* ---- the dispatch's order (one thread) ---- */
+/* ---- the dispatch's order and the expert order: one block; thread q counts
+ * destination q's rows, then (after the barrier) writes them from the sum of
+ * the lower destinations' counts, in slot order ---- */
 
 MK_KERNEL mk_moe_send_order_kernel(float *sorder, float *counts, float *tags, size_t tag_ld,
                                    const float *choice, const float *kept, size_t Sk, size_t El,
@@ -197,19 +199,26 @@ MK_KERNEL mk_moe_send_order_kernel(float *sorder, float *counts, float *tags, si
 {
     MK_THREADS(t)
     {
-        if (t == 0 && blockIdx.x == 0) {
+        for (size_t q = (size_t)t; q < ep; q += blockDim.x) {
+            size_t n = 0;
+            for (size_t s = 0; s < Sk; s++)
+                n += kept[s] && (size_t)choice[s] / El == q;
+            counts[q] = (float)n;
+        }
+    }
+    MK_SYNC();
+    MK_THREADS(t)
+    {
+        for (size_t q = (size_t)t; q < ep; q += blockDim.x) {
             size_t i = 0;
-            for (size_t q = 0; q < ep; q++) {
-                size_t n = 0;
-                for (size_t s = 0; s < Sk; s++) {
-                    size_t e = (size_t)choice[s];
-                    if (!kept[s] || e / El != q)
-                        continue;
-                    tags[i * tag_ld] = (float)(e % El);
-                    sorder[i++] = (float)s;
-                    n++;
-                }
-                counts[q] = (float)n;
+            for (size_t p = 0; p < q; p++)
+                i += (size_t)counts[p];
+            for (size_t s = 0; s < Sk; s++) {
+                size_t e = (size_t)choice[s];
+                if (!kept[s] || e / El != q)
+                    continue;
+                tags[i * tag_ld] = (float)(e % El);
+                sorder[i++] = (float)s;
             }
         }
     }
@@ -232,17 +241,23 @@ MK_KERNEL mk_moe_expert_order_kernel(float *rorder, float *ne, const float *tags
 {
     MK_THREADS(t)
     {
-        if (t == 0 && blockIdx.x == 0) {
+        for (size_t e = (size_t)t; e < El; e += blockDim.x) {
+            size_t m = 0;
+            for (size_t r = 0; r < n; r++)
+                m += (size_t)tags[r * tag_ld] == e;
+            ne[e] = (float)m;
+        }
+    }
+    MK_SYNC();
+    MK_THREADS(t)
+    {
+        for (size_t e = (size_t)t; e < El; e += blockDim.x) {
             size_t p = 0;
-            for (size_t e = 0; e < El; e++) {
-                size_t m = 0;
-                for (size_t r = 0; r < n; r++)
-                    if ((size_t)tags[r * tag_ld] == e) {
-                        rorder[p++] = (float)r;
-                        m++;
-                    }
-                ne[e] = (float)m;
-            }
+            for (size_t f = 0; f < e; f++)
+                p += (size_t)ne[f];
+            for (size_t r = 0; r < n; r++)
+                if ((size_t)tags[r * tag_ld] == e)
+                    rorder[p++] = (float)r;
         }
     }
 }

@@ -901,10 +901,8 @@ static void moe_route_case(bool sigmoid, bool ties, size_t groups, size_t group_
     float *d_lg = up(lg, (size_t)S * E), *d_p = up(lg, (size_t)S * E);
     OK(mpk_moe_scores(d_p, d_lg, S, E, sigmoid, NULL));
     float *got = down(d_p, (size_t)S * E);
-    if (ties) /* equal scores must stay equal: the CPU's own bits are the test's input */
-        same_bits("moe scores", got, want, (size_t)S * E);
-    else
-        close_to("moe scores", got, want, (size_t)S * E, TOL_ELEM);
+    /* exp in double: the host run's is the CPU's; a GPU's may differ in a last bit */
+    close_to("moe scores", got, want, (size_t)S * E, TOL_ELEM);
     /* top-k on the CPU's scores (exact mode's, onto the probability grid, when ties) */
     if (ties)
         mp_quantize_f32(want, (size_t)S * E, MP_Q_PROB, MP_EXACT_MAX_INT);

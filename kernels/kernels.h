@@ -185,7 +185,7 @@ int mpk_unscale_check(float *x, size_t n, float inv_scale, int *found_nonfinite,
  * scratch: at most MPK_MOE_MAX_EXPERTS experts in MPK_MOE_MAX_GROUPS groups
  * (MPK_EINVAL beyond; exec refuses such models first). ---- */
 #define MPK_MOE_MAX_EXPERTS 1024
-#define MPK_MOE_MAX_GROUPS 256
+#define MPK_MOE_MAX_GROUPS 64
 
 int mpk_moe_scores(float *scores, const float *logits, size_t S, size_t E, bool sigmoid,
                    void *stream);

@@ -56,23 +56,31 @@ MK_DEV double mk_moe_q(const float *p, const float *bias, size_t e)
     return bias ? (double)(float)(p[e] + bias[e]) : (double)p[e];
 }
 
+/* A row's experts taken so far, one bit each (the top-k's scratch is per
+ * thread: small, so that a GPU's local memory for every resident thread is). */
+MK_DEV bool mk_bit(const uint32_t *set, size_t i) { return (set[i / 32] >> (i % 32)) & 1u; }
+MK_DEV void mk_set_bit(uint32_t *set, size_t i, bool on)
+{
+    set[i / 32] = on ? set[i / 32] | (1u << (i % 32)) : set[i / 32] & ~(1u << (i % 32));
+}
+
 /* The best of experts [lo, lo + n) not yet taken (equal: the lower index);
  * n when none (moe_pick.c's best_left). */
-MK_DEV size_t mk_moe_best(const float *p, const float *bias, size_t lo,
-                          const unsigned char *taken, size_t n)
+MK_DEV size_t mk_moe_best(const float *p, const float *bias, size_t lo, const uint32_t *taken,
+                          size_t n)
 {
     size_t best = n;
     double bq = 0;
     for (size_t i = 0; i < n; i++) {
         double q = mk_moe_q(p, bias, lo + i);
-        if (!taken[i] && (best == n || q > bq))
+        if (!mk_bit(taken, lo + i) && (best == n || q > bq))
             best = i, bq = q;
     }
     return best;
 }
 
-/* One thread per row: mp_moe_pick (src/exec/moe_pick.c) with f32 group sums,
- * then the weights (moe_ops.c). */
+/* One thread per row: mp_moe_pick (src/exec/moe_pick.c) with f32 group sums
+ * (so a float holds each exactly), then the weights (moe_ops.c). */
 MK_KERNEL mk_moe_topk_kernel(float *choice, float *wgt, const float *scores, const float *bias,
                              size_t S, size_t E, size_t k, size_t groups, size_t group_k,
                              double scale)
@@ -81,43 +89,42 @@ MK_KERNEL mk_moe_topk_kernel(float *choice, float *wgt, const float *scores, con
     {
         MK_EACH(t, r, S)
         {
-            unsigned char taken[MPK_MOE_MAX_EXPERTS], gtaken[MPK_MOE_MAX_GROUPS];
-            double gscore[MPK_MOE_MAX_GROUPS];
+            uint32_t taken[MPK_MOE_MAX_EXPERTS / 32], gtaken[MPK_MOE_MAX_GROUPS / 32];
+            float gscore[MPK_MOE_MAX_GROUPS];
             const float *p = scores + r * E;
-            for (size_t e = 0; e < E; e++)
-                taken[e] = 0;
+            for (size_t i = 0; i < (E + 31) / 32; i++)
+                taken[i] = 0;
             if (groups > 1 && group_k < groups) {
                 size_t per = E / groups, m = k / group_k;
                 for (size_t gi = 0; gi < groups; gi++) {
-                    unsigned char *tk = taken + gi * per;
                     double sum = 0;
                     for (size_t j = 0; j < m; j++) {
-                        size_t b = mk_moe_best(p, bias, gi * per, tk, per);
-                        tk[b] = 1;
+                        size_t b = mk_moe_best(p, bias, gi * per, taken, per);
+                        mk_set_bit(taken, gi * per + b, true);
                         double q = mk_moe_q(p, bias, gi * per + b);
                         sum = j ? sum + q : q;
                         sum = (double)(float)sum;
                     }
                     for (size_t i = 0; i < per; i++)
-                        tk[i] = 0;
-                    gscore[gi] = sum;
-                    gtaken[gi] = 0;
+                        mk_set_bit(taken, gi * per + i, false);
+                    gscore[gi] = (float)sum;
+                    mk_set_bit(gtaken, gi, false);
                 }
                 for (size_t j = 0; j < group_k; j++) { /* best groups; equal: the lower */
                     size_t best = groups;
                     for (size_t gi = 0; gi < groups; gi++)
-                        if (!gtaken[gi] && (best == groups || gscore[gi] > gscore[best]))
+                        if (!mk_bit(gtaken, gi) && (best == groups || gscore[gi] > gscore[best]))
                             best = gi;
-                    gtaken[best] = 1;
+                    mk_set_bit(gtaken, best, true);
                 }
                 for (size_t e = 0; e < E; e++)
-                    taken[e] = !gtaken[e / per];
+                    mk_set_bit(taken, e, !mk_bit(gtaken, e / per));
             }
             float *ch = choice + r * k;
             double sum = 0;
             for (size_t j = 0; j < k; j++) {
                 size_t b = mk_moe_best(p, bias, 0, taken, E);
-                taken[b] = 1;
+                mk_set_bit(taken, b, true);
                 ch[j] = (float)b;
                 sum += p[b];
             }

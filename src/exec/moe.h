@@ -28,7 +28,7 @@
  * of a token row runs in fixed-size scratch (moe_ops.c, kernels/moe.cu);
  * mp_moe_exec_dims refuses more. */
 #define MP_MOE_MAX_EXPERTS 1024
-#define MP_MOE_MAX_GROUPS 256
+#define MP_MOE_MAX_GROUPS 64
 
 /* Fills d's MoE fields from the plan (with shrink: a small model that keeps
  * the degrees) and refuses what the executor does not run, naming the field. */

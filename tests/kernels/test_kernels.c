@@ -936,6 +936,18 @@ static void test_moe_route(void **state)
     same_bits("moe top-k, float group sums' weights", gw, w, 2);
     kt_free(d_p);
     free(gch), free(gw);
+    /* three a group: rounded as they add, group 1's 1 + 2^-24 + 2^-24 stays 1 (a
+     * tie group 0 wins); rounded once at the end it would be 1 + 2^-23 */
+    float p3[6] = {1, 0, 0, 1, 0x1p-24f, 0x1p-24f}, ch3[3], w3[3];
+    mp_moe_topk_f32(ch3, w3, p3, NULL, 1, 6, 3, 2, 1, 1.0);
+    assert_true(ch3[0] == 0 && ch3[1] == 1 && ch3[2] == 2);
+    d_p = up(p3, 6), d_ch = up(p3, 3), d_w = up(p3, 3);
+    OK(mpk_moe_topk(d_ch, d_w, d_p, NULL, 1, 6, 3, 2, 1, 1.0, NULL));
+    gch = down(d_ch, 3), gw = down(d_w, 3);
+    same_bits("moe top-k, group sums rounded as they add", gch, ch3, 3);
+    same_bits("moe top-k, group sums rounded as they add: weights", gw, w3, 3);
+    kt_free(d_p);
+    free(gch), free(gw);
     for (int sig = 0; sig < 2; sig++)
         for (int ties = 0; ties < 2; ties++) {
             moe_route_case(sig, ties, 1, 1, false);

@@ -99,7 +99,7 @@ static size_t layout(mtp_acts *M, mtp_work *Wm, real *base, const sizes *z,
         a->cat_full = take(base, &u, S * 2 * h);
         a->proj_loc = take(base, &u, S * (h / (size_t)d->tp));
         a->x = take(base, &u, Sl * h);
-        layout_block(&a->blk, base, &u, z, 0, 0);
+        layout_block(&a->blk, base, &u, z, 0, 0, block_moe_reals(d, z, d->layers + k, 0));
         a->fn = take(base, &u, Sl * h);
         a->fn_xhat = take(base, &u, Sl * h);
         a->fn_rstd = take(base, &u, Sl);

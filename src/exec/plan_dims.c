@@ -87,18 +87,16 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
-    /* selective recompute in exec rebuilds the attention core, the norms'
-     * outputs and the dense MLP's (block.c, mp_model_rebuild); Megatron's other
-     * modules are costed by the planner but not run here */
-    uint32_t runs = 1u << MP_RCM_CORE_ATTN |
-                    (m->arch == MP_ARCH_T5 ? 0u : 1u << MP_RCM_LAYERNORM | 1u << MP_RCM_MLP);
+    /* selective recompute in exec rebuilds every module of Megatron's
+     * --recompute-modules (block.c, mp_model_rebuild); T5's blocks the
+     * attention core only */
+    uint32_t runs = m->arch == MP_ARCH_T5 ? 1u << MP_RCM_CORE_ATTN : (1u << MP_RCM_COUNT) - 1;
     if (p->recompute_modules & ~runs) {
         char list[160];
         mp_recompute_modules_format(p->recompute_modules & ~runs, list, sizeof list);
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.recompute_modules",
-                            "exec recomputes core_attn%s only; %s is costed by estimate but "
-                            "not run by this executor yet",
-                            m->arch == MP_ARCH_T5 ? " (in t5)" : ", layernorm and mlp", list);
+                            "exec recomputes core_attn only in t5; %s is costed by estimate "
+                            "but not run by this executor yet", list);
     }
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",

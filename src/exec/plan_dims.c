@@ -38,10 +38,6 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
                                 "exec runs the multi-token-prediction modules with rope "
                                 "positions only (the shifted learned positions are not run)");
-        if (p->cp > 1)
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
-                                "exec does not run the multi-token-prediction modules with "
-                                "context parallelism (their shift crosses the CP chunks)");
         if (p->pp > 1 && (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
                                 "exec runs the multi-token-prediction modules with one head "

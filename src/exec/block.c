@@ -253,6 +253,8 @@ void mp_model_rebuild_scratch(const mp_gpt *g, block_acts *B)
     work W = work_of(g);
     if (!B->probs)
         B->probs = W.sblk.probs;
+    if (!B->qkv)
+        B->qkv = W.sblk.qkv;
     if (!B->ln1_full)
         B->ln1_full = W.sblk.ln1_full;
     if (!B->ln2_full)
@@ -263,14 +265,29 @@ void mp_model_rebuild_scratch(const mp_gpt *g, block_acts *B)
         B->fc1_act = W.sblk.fc1_act;
 }
 
+void mp_model_plant(const mp_gpt *g, real *x, size_t n)
+{
+    if (!n)
+        return;
+    real v; /* the last: the first row's query, say, would change no gradient */
+    g->be->copy(&v, x + n - 1, sizeof v, MP_COPY_D2H);
+    v = v + (real)0.5;
+    g->be->copy(x + n - 1, &v, sizeof v, MP_COPY_H2D);
+}
+
 /* Before block l's backward, what selective recomputation did not keep, as
  * Megatron-Core's --recompute-modules rebuilds it: layernorm the two norms'
  * outputs (from the block's input x and the kept residual xmid; under SP
- * all-gathered again where the forward gathered them), core_attn the
- * attention probabilities, mlp a dense MLP's fc1 output and activation. The
- * same ops as the forward's, so the values are the same bit for bit.
- * `--test-drop-allreduce recompute-rebuild` leaves them stale (the check
- * must then fail). */
+ * all-gathered again where the forward gathered them), mla_up_proj latent
+ * attention's Q, K, V (from its kept latents), core_attn the attention
+ * probabilities, mlp a dense MLP's fc1 output and activation, and in an MoE
+ * block moe the whole layer (router, dispatch, experts, combine, shared
+ * experts: its all-to-alls again), moe_act the routed experts' activation,
+ * shared_experts the shared experts' fc1 and activation. The same ops as the
+ * forward's, so the values are the same bit for bit, in that order (each
+ * from what the one before rebuilt). `--test-drop-allreduce recompute-rebuild`
+ * leaves them stale, `recompute-plant` makes one value of the latent
+ * attention's and the MoE layer's rebuilds wrong (the check must then fail). */
 mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_error *err)
 {
     sizes z = sizes_of(&g->d);
@@ -280,6 +297,7 @@ mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_er
     mp_model_rebuild_scratch(g, V);
     if (mp_probe_drops(g->probe, "recompute-rebuild"))
         rb &= RB_CORE_ATTN;
+    bool moe = mp_dims_block_is_moe(&g->d, l);
 #define P(k) blk(g->w, g, l, (k))
     if (rb & RB_LAYERNORM) {
         /* latent attention keeps its own rows of the norm unless its queries need
@@ -294,10 +312,14 @@ mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_er
         if (sp)
             CHECK(mp_model_tp_gather(g, W.loc, V->ln2_full, z.h, err));
     }
+    if ((rb & RB_MLA_UP) && mp_dims_is_mla(&g->d))
+        mp_mla_rebuild_up(g, V, l);
     if (rb & RB_CORE_ATTN)
         mp_model_recompute_probs(g, V);
-    if ((rb & RB_MLP) && !mp_dims_block_is_moe(&g->d, l))
+    if ((rb & RB_MLP) && !moe)
         fc1_forward(g, V, l);
+    if (moe && (rb & (RB_MOE | RB_MOE_ACT | RB_SHARED)))
+        CHECK(mp_moe_rebuild(g, V, l, rb, err));
 #undef P
     return MP_OK;
 }

@@ -72,6 +72,8 @@ static void copy_heads(mp_gpt *g, real *dst, size_t dst_row, size_t dst_w, const
                       src_row * sizeof(real), cols * sizeof(real), S, MP_COPY_D2D);
 }
 
+static void up_proj(mp_gpt *g, const mla_ctx *cp, block_acts *B, int l);
+
 mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_error *err)
 {
     mla_ctx c = ctx_of(g, B);
@@ -117,6 +119,36 @@ mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_erro
     /* the shared rotary key turned by each row's position: kr[S,dr] */
     g->be->rope(MP_REAL_KIND, c.kr, m.dr, 1, (int)m.dr, g->qpos_be, (int)z.s, (int)z.b, false,
                 ex, MP_Q_ACT);
+    up_proj(g, &c, B, l);
+    /* att[S,al*dv] = causal softmax(Q K^T / sqrt(dqk)) V over this rank's heads
+     * (CP: every position's K|V around the ring first, kv_full[sk*b,kc+hl]) */
+    if (z.cp > 1)
+        CHECK(mp_model_cp_gather_kv(g, B->qkv, B->kv_full, err));
+    mp_mla_recompute_probs(g, B);
+#undef P
+    return MP_OK;
+}
+
+/* Before the backward of a block that recomputes mla_up_proj: its Q, K, V
+ * again from the kept latents and turned rotary key (the forward's ops, so
+ * the same bits); with CP the gathered K|V (kv_full) was kept. */
+void mp_mla_rebuild_up(mp_gpt *g, block_acts *B, int l)
+{
+    mla_ctx c = ctx_of(g, B);
+    up_proj(g, &c, B, l);
+    if (mp_probe_drops(g->probe, "recompute-plant")) /* test-only: a wrong Q */
+        mp_model_plant(g, B->qkv, c.z.S * c.z.row);
+}
+
+/* The up-projections and the turns (Megatron-Core's qkv_up_proj_and_rope_apply,
+ * what mla_up_proj recomputes): B->qkv = [Q | K | V] from the normed latents
+ * (q_lora 0: the first norm's output) and the turned rotary key kr. */
+static void up_proj(mp_gpt *g, const mla_ctx *cp, block_acts *B, int l)
+{
+    const mla_ctx c = *cp;
+    const sizes z = c.z;
+    const mp_mla_sizes m = c.m;
+#define P(k) blk(g->w, g, l, (k))
     /* Q[S,al*dqk] = latq @ W_uq[rq, al*dqk] (q_lora 0: n1_full @ W_q[h, al*dqk]),
      * column-parallel by heads; each head [q_nope | q_rope], q_rope turned */
     real *Q = B->qkv, *K = B->qkv + z.kc, *V = B->qkv + 2 * z.kc;
@@ -126,7 +158,7 @@ mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_erro
     else
         GEMM(false, false, z.S, z.kc, z.h, B->ln1_full, z.h, P(MP_BLK_MLA_QUP_W), z.kc, 0.0, Q,
              z.row);
-    if (ex)
+    if (g->exact)
         g->be->quantize(MP_REAL_KIND, Q, z.S, z.kc, z.row, MP_Q_ACT, MP_EXACT_MAX_INT);
     rope_heads(g, &c, Q, z.row, false, MP_Q_ACT);
     /* kv[S,al*(dn+dv)] = latkv @ W_ukv[rkv, al*(dn+dv)], column-parallel by
@@ -137,13 +169,7 @@ mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_erro
     copy_heads(g, K, z.row, m.dqk, c.kv, m.kvw, m.dn + m.dv, m.dn, z.S, m.al);
     copy_heads(g, K + m.dn, z.row, m.dqk, c.kr, m.dr, 0, m.dr, z.S, m.al);
     copy_heads(g, V, z.row, m.dv, c.kv + m.dn, m.kvw, m.dn + m.dv, m.dv, z.S, m.al);
-    /* att[S,al*dv] = causal softmax(Q K^T / sqrt(dqk)) V over this rank's heads
-     * (CP: every position's K|V around the ring first, kv_full[sk*b,kc+hl]) */
-    if (z.cp > 1)
-        CHECK(mp_model_cp_gather_kv(g, B->qkv, B->kv_full, err));
-    mp_mla_recompute_probs(g, B);
 #undef P
-    return MP_OK;
 }
 
 /* B->att from B->qkv (and with CP B->kv_full), the probabilities into

@@ -58,6 +58,8 @@ typedef struct work {
     real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
     real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
     real *mla;       /* latent attention's workspace (exec/mla.h) */
+    real *moe;       /* the MoE blocks' scratch: their transients and what selective
+                        recomputation rebuilds (exec/moe.h, MP_MOE_WORK) */
     block_acts sblk; /* recomputation: one block's activations (probs alone for
                             selective), rebuilt in backward; empty without */
 } work;
@@ -76,21 +78,32 @@ typedef struct sizes {
     unsigned rebuilds;            /* the modules (MP_RCM_* bits) selective recomputation
                                      rebuilds in any block of the stage */
     bool emb, head;               /* the stage holds the embedding / the head */
-    size_t moe;                   /* reals of one block's MoE state (0: dense model) */
+    size_t moe;                   /* reals one MoE block keeps when it keeps everything (0:
+                                     dense model) */
+    size_t moe_work;              /* reals of the MoE scratch (moe.h; 0: dense model) */
     size_t hdv;                   /* a value head's columns (hd but with latent attention) */
     size_t mla, mla_work;         /* reals of one block's latent-attention state and of its
                                      workspace (0: none) */
 } sizes;
 
 /* The modules selective recomputation rebuilds in block l (MP_RCM_* bits of
- * core/config.h: core_attn the attention probabilities, layernorm the two
- * norms' outputs, mlp a dense MLP's fc1 output and activation); 0 otherwise. */
-enum { RB_CORE_ATTN = 1u << 0, RB_LAYERNORM = 1u << 2, RB_MLP = 1u << 4 };
+ * core/config.h: core_attn the attention probabilities, moe_act the routed
+ * experts' activation, layernorm the two norms' outputs, mla_up_proj latent
+ * attention's up-projected and turned Q, K, V, mlp a dense MLP's fc1 output
+ * and activation, moe an MoE block's whole layer, shared_experts its shared
+ * experts' inside); 0 otherwise. */
+enum {
+    RB_CORE_ATTN = 1u << MP_RCM_CORE_ATTN, RB_MOE_ACT = 1u << MP_RCM_MOE_ACT,
+    RB_LAYERNORM = 1u << MP_RCM_LAYERNORM, RB_MLA_UP = 1u << MP_RCM_MLA_UP_PROJ,
+    RB_MLP = 1u << MP_RCM_MLP, RB_MOE = 1u << MP_RCM_MOE,
+    RB_SHARED = 1u << MP_RCM_SHARED_EXPERTS
+};
 static inline unsigned block_rebuilds(const mp_gpt_dims *d, int l)
 {
-    return (mp_dims_block_rebuilds(d, l, 0) ? RB_CORE_ATTN : 0u) |
-           (mp_dims_block_rebuilds(d, l, 2) ? RB_LAYERNORM : 0u) |
-           (mp_dims_block_rebuilds(d, l, 4) ? RB_MLP : 0u);
+    unsigned rb = 0;
+    for (int k = 0; k < MP_RCM_COUNT; k++)
+        rb |= mp_dims_block_rebuilds(d, l, k) ? 1u << k : 0u;
+    return rb;
 }
 
 static inline sizes sizes_of(const mp_gpt_dims *d)
@@ -137,7 +150,7 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
     z.n_blocks = lb > fb ? (size_t)(lb - fb) : 0;
     z.emb = ib == 0;
     z.head = ie == d->layers + 2;
-    z.moe = mp_moe_block_reals(d, z.S, z.Sl);
+    z.moe = mp_moe_block_reals(d, z.S, z.Sl, 0);
     z.most_recompute = 0;
     z.rebuilds = 0;
     for (size_t k = 0; k < z.n_blocks; k++) {
@@ -145,6 +158,9 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
         z.most_recompute = r > z.most_recompute ? r : z.most_recompute;
         z.rebuilds |= block_rebuilds(d, (int)(z.first_block + k));
     }
+    /* the scratch of the block that drops the most (each part dropped moves
+     * from the block's region to the scratch) */
+    z.moe_work = mp_moe_work_reals(d, z.S, z.Sl, z.rebuilds);
     return z;
 }
 
@@ -156,12 +172,19 @@ static inline real *take(real *base, size_t *used, size_t n)
     return p;
 }
 
+/* Reals an MoE block l keeps (moe.h; 0 for a dense block) when it
+ * rebuilds rb (block_rebuilds). */
+static inline size_t block_moe_reals(const mp_gpt_dims *d, const sizes *z, int l, unsigned rb)
+{
+    return mp_dims_block_is_moe(d, l) ? mp_moe_block_reals(d, z->S, z->Sl, rb) : 0;
+}
+
 /* One block's activations: all of them (mode 0), all but what selective
  * recomputation rebuilds (1; rb: block_rebuilds), or the block's output alone
  * (2: full; its input is the previous block's output or x0). Fields not kept
- * are NULL. */
+ * are NULL; an MoE block's region holds moe reals (block_moe_reals). */
 static inline void layout_block(block_acts *B, real *base, size_t *u, const sizes *z,
-                             int mode, unsigned rb)
+                             int mode, unsigned rb, size_t moe)
 {
     memset(B, 0, sizeof *B);
     if (mode != 1)
@@ -171,7 +194,8 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
         B->ln1_rstd = take(base, u, z->Sl);
         if (!(rb & RB_LAYERNORM))
             B->ln1_full = take(base, u, z->S * z->h);
-        B->qkv = take(base, u, z->S * z->row);
+        if (!(rb & RB_MLA_UP) || !z->mla) /* latent attention's Q, K, V: mla_up_proj */
+            B->qkv = take(base, u, z->S * z->row);
         if (!(rb & RB_CORE_ATTN))
             B->probs = take(base, u, z->b * z->al * z->s * z->sk);
         B->att = take(base, u, z->S * z->hl);
@@ -186,7 +210,7 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
             B->fc1_pre = take(base, u, z->S * z->f1);
             B->fc1_act = take(base, u, z->S * z->Fl);
         }
-        B->moe = z->moe ? take(base, u, z->moe) : NULL;
+        B->moe = z->moe ? take(base, u, moe) : NULL;
         B->mla = z->mla ? take(base, u, z->mla) : NULL;
     }
     B->xout = take(base, u, z->Sl * z->h);
@@ -210,7 +234,9 @@ static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
     for (size_t l = 0; l < z->n_blocks; l++) {
         block_acts tmp, *B = base ? &A->blk[l] : &tmp;
         int bl = (int)(z->first_block + l);
-        layout_block(B, base, &u, z, mp_dims_block_recompute(d, bl), block_rebuilds(d, bl));
+        int mode = mp_dims_block_recompute(d, bl);
+        unsigned rb = mode == 1 ? block_rebuilds(d, bl) : 0;
+        layout_block(B, base, &u, z, mode, rb, block_moe_reals(d, z, bl, rb));
     }
     A->lnf_xhat = take(base, &u, z->Sl * z->h);
     A->lnf_rstd = take(base, &u, z->Sl);
@@ -251,9 +277,10 @@ static inline size_t layout_work(work *W, real *base, const sizes *z)
     W->kv_ranks = take(base, &u, kv);
     W->dkv_full = take(base, &u, kv);
     W->mla = z->mla_work ? take(base, &u, z->mla_work) : NULL;
+    W->moe = z->moe_work ? take(base, &u, z->moe_work) : NULL;
     /* full recompute rebuilds a whole block here; selective only its probabilities */
     if (z->most_recompute == 2)
-        layout_block(&W->sblk, base, &u, z, 0, 0);
+        layout_block(&W->sblk, base, &u, z, 0, 0, z->moe);
     else if (z->most_recompute == 1) {
         /* what the selective blocks rebuild, one block's worth */
         memset(&W->sblk, 0, sizeof W->sblk);
@@ -267,6 +294,9 @@ static inline size_t layout_work(work *W, real *base, const sizes *z)
             W->sblk.fc1_pre = take(base, &u, z->S * z->f1);
             W->sblk.fc1_act = take(base, &u, z->S * z->Fl);
         }
+        if ((z->rebuilds & RB_MLA_UP) && z->mla)
+            W->sblk.qkv = take(base, &u, z->S * z->row);
+        /* an MoE block's dropped state is in the MoE scratch (W->moe) */
     } else {
         memset(&W->sblk, 0, sizeof W->sblk);
     }
@@ -375,6 +405,14 @@ void mp_model_recompute_probs(mp_gpt *g, block_acts *V);
  * backward, those rebuilt from what it kept and its input x. */
 void mp_model_rebuild_scratch(const mp_gpt *g, block_acts *B);
 mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_error *err);
+/* Test-only (`--test-drop-allreduce recompute-plant`): x[n-1] (on the backend)
+ * made wrong by a half, where a rebuild lands, so that the check must fail when
+ * the backward reads what recomputation rebuilt (n: x's reals; 0: nothing). */
+void mp_model_plant(const mp_gpt *g, real *x, size_t n);
+/* Selective recomputation's rebuilds in an MoE block (moe_layer.c: rb's moe,
+ * moe_act, shared_experts) and in a latent-attention one (mla.c: its Q, K, V). */
+mp_status mp_moe_rebuild(mp_gpt *g, block_acts *B, int l, unsigned rb, mp_error *err);
+void mp_mla_rebuild_up(mp_gpt *g, block_acts *B, int l);
 /* moe_layer.c: an MoE block's FFN. Forward: B->xout[Sl,h] = the experts'
  * weighted outputs for B->ln2_full (before the residual); backward: dln[Sl,h]
  * = the gradient of the norm's output from dout[Sl,h], the weights' gradients

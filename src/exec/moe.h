@@ -59,8 +59,16 @@ typedef struct mp_moe_sizes {
 
 mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl);
 
-/* Where each part of one MoE block's state lies in its region, in reals
- * (indices and counts are held as reals: exact below 2^24). */
+/* Where each part of one MoE block's state lies, in reals. A part is either
+ * in the block's own region (kept from its forward to its backward, one per
+ * micro-batch in flight) or, marked MP_MOE_WORK, in the rank's one MoE
+ * scratch (mp_moe_work_reals), which every block shares: the forward's and
+ * the backward's transients always, and what selective recomputation drops
+ * and rebuilds before the block's backward (`rebuilds`: MP_RCM_* bits of
+ * core/config.h): moe_act the experts' activation, shared_experts the
+ * shared experts' inside, moe all of the layer's state. Indices and counts
+ * are held as reals (exact below 2^24). */
+#define MP_MOE_WORK ((size_t)1 << (sizeof(size_t) * 8 - 1))
 typedef struct mp_moe_layout {
     size_t logits, scores;    /* [S,E] router logits (backward: their gradient), scores */
     size_t choice, wgt, kept; /* [S,k] chosen experts (best first), their weights, 1 kept / 0
@@ -78,10 +86,11 @@ typedef struct mp_moe_layout {
     size_t spre, sact, sdact, sdpre, sdx; /* shared experts: [Sfull,s1l] [Sfull,sl] and their
                                              gradients, the input's [Sfull,h] */
     size_t capc;              /* [cp*Sfull*k] CP: every CP rank's choices (capacity) */
-    size_t total;
+    size_t total;             /* reals in the block's region */
+    size_t work;              /* reals in the scratch */
 } mp_moe_layout;
 
-mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z);
+mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z, unsigned rebuilds);
 
 /* A token's k experts, best first, from its selection scores q[E] (the
  * router's scores, plus the expert bias with the sigmoid router): the k best
@@ -93,8 +102,10 @@ mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z);
 void mp_moe_pick(const double *q, size_t E, size_t k, size_t groups, size_t group_k, bool f32,
                  size_t *choice, unsigned char *scratch, double *gscore);
 
-/* Reals one MoE block keeps for one micro-batch (0 for a dense model). */
-size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl);
+/* Reals one MoE block keeps for one micro-batch (0 for a dense model), and
+ * the scratch it needs, when selective recomputation rebuilds `rebuilds`. */
+size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl, unsigned rebuilds);
+size_t mp_moe_work_reals(const mp_gpt_dims *d, size_t S, size_t Sl, unsigned rebuilds);
 
 /* The longest sum an MoE block adds in exact mode (quant.h): a token's input
  * gradient over its k experts' FFN columns, the router's logits and the

@@ -40,27 +40,43 @@ typedef struct moe_state {
     real hcounts[2 * MP_MOE_MAX_EXPERTS], hne[MP_MOE_MAX_EXPERTS];
 } moe_state;
 
-static moe_state moe_state_of(const mp_gpt *g, real *base)
+/* The rows the dispatch sent and received, from host copies of its counts
+ * and of the local experts' row counts (the backend's memory may be a
+ * device's). */
+static void moe_count(const mp_gpt *g, moe_state *M)
+{
+    g->be->copy(M->hcounts, M->counts, 2 * M->z.ep * sizeof(real), MP_COPY_D2H);
+    g->be->copy(M->hne, M->ne, M->z.El * sizeof(real), MP_COPY_D2H);
+    M->nsend = M->nrecv = 0;
+    for (size_t q = 0; q < M->z.ep; q++) {
+        M->nsend += (size_t)M->hcounts[q];
+        M->nrecv += (size_t)M->hcounts[M->z.ep + q];
+    }
+}
+
+/* Block l's state: its own region B->moe, the rank's MoE scratch for the
+ * parts the block does not keep (what its recomputation rebuilds, and the
+ * transients). `dispatched`: the block's forward has filled the counts. */
+static moe_state moe_state_of(const mp_gpt *g, const block_acts *B, int l, bool dispatched)
 {
     sizes s = sizes_of(&g->d);
     moe_state M;
     M.z = mp_moe_sizes_of(&g->d, s.S, s.Sl);
-    mp_moe_layout L = mp_moe_layout_of(&M.z);
-    M.logits = base + L.logits, M.scores = base + L.scores, M.choice = base + L.choice;
-    M.wgt = base + L.wgt, M.kept = base + L.kept, M.sorder = base + L.sorder;
-    M.counts = base + L.counts, M.ne = base + L.ne, M.y = base + L.y, M.x = base + L.x;
-    M.pre = base + L.pre, M.act = base + L.act, M.rorder = base + L.rorder;
-    M.bufa = base + L.bufa, M.bufb = base + L.bufb, M.dact = base + L.dact;
-    M.dpre = base + L.dpre, M.dwl = base + L.dwl, M.dwf = base + L.dwf;
-    M.spre = base + L.spre, M.sact = base + L.sact, M.sdact = base + L.sdact;
-    M.sdpre = base + L.sdpre, M.sdx = base + L.sdx, M.capc = base + L.capc;
+    mp_moe_layout L = mp_moe_layout_of(&M.z, block_rebuilds(&g->d, l));
+    real *base = B->moe, *work = work_of(g).moe;
+#define AT(f) ((L.f & MP_MOE_WORK) ? work + (L.f & ~MP_MOE_WORK) : base + L.f)
+    M.logits = AT(logits), M.scores = AT(scores), M.choice = AT(choice);
+    M.wgt = AT(wgt), M.kept = AT(kept), M.sorder = AT(sorder);
+    M.counts = AT(counts), M.ne = AT(ne), M.y = AT(y), M.x = AT(x);
+    M.pre = AT(pre), M.act = AT(act), M.rorder = AT(rorder);
+    M.bufa = AT(bufa), M.bufb = AT(bufb), M.dact = AT(dact);
+    M.dpre = AT(dpre), M.dwl = AT(dwl), M.dwf = AT(dwf);
+    M.spre = AT(spre), M.sact = AT(sact), M.sdact = AT(sdact);
+    M.sdpre = AT(sdpre), M.sdx = AT(sdx), M.capc = AT(capc);
+#undef AT
     M.nsend = M.nrecv = 0;
-    g->be->copy(M.hcounts, M.counts, 2 * M.z.ep * sizeof(real), MP_COPY_D2H);
-    g->be->copy(M.hne, M.ne, M.z.El * sizeof(real), MP_COPY_D2H);
-    for (size_t q = 0; q < M.z.ep; q++) {
-        M.nsend += (size_t)M.hcounts[q];
-        M.nrecv += (size_t)M.hcounts[M.z.ep + q];
-    }
+    if (dispatched)
+        moe_count(g, &M);
     return M;
 }
 
@@ -154,17 +170,17 @@ static mp_status moe_dispatch(mp_gpt *g, moe_state *M, const real *x,
     const mp_backend *be = g->be;
     be->moe_send_order(MP_REAL_KIND, M->sorder, M->counts, M->bufa + h, w, M->choice, M->kept,
                        z->S * z->k, z->El, z->ep);
-    *M = moe_state_of(g, M->logits); /* nsend */
+    moe_count(g, M); /* nsend */
     be->moe_gather(MP_REAL_KIND, M->bufa, w, x, h, M->sorder, z->k, NULL, M->nsend, h);
     /* how many rows each EP rank sends this one */
     real ones[MP_MOE_MAX_EXPERTS];
     for (size_t q = 0; q < z->ep; q++)
         ones[q] = 1;
     CHECK(moe_a2a(g, M->counts, ones, ones, 1, M->counts + z->ep, err));
-    *M = moe_state_of(g, M->logits); /* nrecv */
+    moe_count(g, M); /* nrecv */
     CHECK(moe_a2a(g, M->bufa, M->hcounts, M->hcounts + z->ep, w, M->bufb, err));
     be->moe_expert_order(MP_REAL_KIND, M->rorder, M->ne, M->bufb + h, w, M->nrecv, z->El);
-    *M = moe_state_of(g, M->logits); /* ne */
+    moe_count(g, M); /* ne */
     be->moe_gather(MP_REAL_KIND, M->x, h, M->bufb, w, M->rorder, 1, NULL, M->nrecv, h);
     return MP_OK;
 }
@@ -194,14 +210,12 @@ static size_t moe_row(const mp_gpt *g, size_t rl, size_t Sl)
     return mp_dims_moe_local(&g->d) ? rl : global_row(g, rl, Sl);
 }
 
-/* The shared experts: one MLP of their summed width over the TP group's
- * rows, split over TP as the dense MLP (fc1 column-, fc2 row-parallel), its
- * output reduced over TP and added to xout[Sl,h]. */
-static mp_status moe_shared_forward(mp_gpt *g, moe_state *M, block_acts *B,
-                                    int l, mp_error *err)
+/* The shared experts' first half: spre[Sfull,s1l] = ln2_full @ W1 and its
+ * activation sact[Sfull,sl] (the forward's, and selective recomputation's
+ * `shared_experts`). */
+static void moe_shared_fc1(mp_gpt *g, moe_state *M, const block_acts *B, int l)
 {
     const mp_moe_sizes *z = &M->z;
-    work W = work_of(g);
     size_t S = z->Sfull, h = z->h, sl = z->sl, s1l = z->s1l;
     GEMM(false, false, S, s1l, h, B->ln2_full, h, blk(g->w, g, l, MP_BLK_SHR_FC1_W), s1l,
          0.0, M->spre, s1l);
@@ -211,13 +225,37 @@ static mp_status moe_shared_forward(mp_gpt *g, moe_state *M, block_acts *B,
     else
         g->be->gelu_forward(MP_REAL_KIND, M->sact, M->spre, S * sl);
     bq(g, M->sact, S * sl, MP_Q_ACT);
+}
+
+/* The shared experts: one MLP of their summed width over the TP group's
+ * rows, split over TP as the dense MLP (fc1 column-, fc2 row-parallel), its
+ * output reduced over TP and added to out[Sl,h]. */
+static mp_status moe_shared_forward(mp_gpt *g, moe_state *M, block_acts *B, int l, real *out,
+                                    mp_error *err)
+{
+    const mp_moe_sizes *z = &M->z;
+    work W = work_of(g);
+    size_t S = z->Sfull, h = z->h, sl = z->sl;
+    moe_shared_fc1(g, M, B, l);
     GEMM(false, false, S, h, sl, M->sact, sl, blk(g->w, g, l, MP_BLK_SHR_FC2_W), h, 0.0,
          W.part, h);
     CHECK(mp_model_tp_reduce(g, W.part, W.loc, h, "tp-moe", err));
     bq(g, W.loc, z->Sl * h, MP_Q_ACT);
-    g->be->add(MP_REAL_KIND, B->xout, W.loc, z->Sl * h);
-    bq(g, B->xout, z->Sl * h, MP_Q_ACT);
+    g->be->add(MP_REAL_KIND, out, W.loc, z->Sl * h);
+    bq(g, out, z->Sl * h, MP_Q_ACT);
     return MP_OK;
+}
+
+/* The routed experts' activation: act[nrecv,fl] = gelu(pre), or SwiGLU's
+ * silu(gate) * up (the forward's, and selective recomputation's `moe_act`). */
+static void moe_activation(mp_gpt *g, moe_state *M)
+{
+    size_t fl = M->z.fl;
+    if (g->d.swiglu)
+        g->be->swiglu_forward(MP_REAL_KIND, M->act, M->pre, (int)M->nrecv, (int)fl);
+    else
+        g->be->gelu_forward(MP_REAL_KIND, M->act, M->pre, M->nrecv * fl);
+    bq(g, M->act, M->nrecv * fl, MP_Q_ACT);
 }
 
 /* Their backward from dfull[Sfull,h] (every TP row's output gradient): the
@@ -243,9 +281,10 @@ static void moe_shared_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
     GEMM(false, true, S, h, s1l, M->sdpre, s1l, W1, s1l, 1.0, dx, h);
 }
 
-mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
+/* The layer's forward, its output (before the residual) into out[Sl,h]. */
+static mp_status moe_forward_into(mp_gpt *g, block_acts *B, int l, real *out, mp_error *err)
 {
-    moe_state M = moe_state_of(g, B->moe);
+    moe_state M = moe_state_of(g, B, l, false);
     const mp_moe_sizes *z = &M.z;
     size_t S = z->S, h = z->h, E = z->E, k = z->k, fl = z->fl, f1l = z->f1l;
     const real *Wr = blk(g->w, g, l, MP_BLK_ROUTER_W);
@@ -266,11 +305,7 @@ mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
                  M.pre + o * f1l, f1l);
     }
     bq(g, M.pre, M.nrecv * f1l, MP_Q_ACT);
-    if (g->d.swiglu)
-        g->be->swiglu_forward(MP_REAL_KIND, M.act, M.pre, (int)M.nrecv, (int)fl);
-    else
-        g->be->gelu_forward(MP_REAL_KIND, M.act, M.pre, M.nrecv * fl);
-    bq(g, M.act, M.nrecv * fl, MP_Q_ACT);
+    moe_activation(g, &M);
     for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
         size_t n = (size_t)M.hne[e];
         if (n)
@@ -288,12 +323,43 @@ mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
     else
         CHECK(mp_model_tp_reduce_rows(g, part, M.y, S * k, z->Sl * k, h, "tp-moe", err));
     bq(g, M.y, z->Sl * k * h, MP_Q_ACT);
-    /* xout[Sl,h] = sum over the kept slots of weight * y, slot after slot */
-    g->be->moe_combine(MP_REAL_KIND, B->xout, M.y, M.wgt, M.kept, moe_row(g, 0, z->Sl), z->Sl,
+    /* out[Sl,h] = sum over the kept slots of weight * y, slot after slot */
+    g->be->moe_combine(MP_REAL_KIND, out, M.y, M.wgt, M.kept, moe_row(g, 0, z->Sl), z->Sl,
                        k, h);
-    bq(g, B->xout, z->Sl * h, MP_Q_ACT);
+    bq(g, out, z->Sl * h, MP_Q_ACT);
     if (z->sl)
-        CHECK(moe_shared_forward(g, &M, B, l, err));
+        CHECK(moe_shared_forward(g, &M, B, l, out, err));
+    return MP_OK;
+}
+
+mp_status mp_moe_forward(mp_gpt *g, block_acts *B, int l, mp_error *err)
+{
+    return moe_forward_into(g, B, l, B->xout, err);
+}
+
+mp_status mp_moe_rebuild(mp_gpt *g, block_acts *B, int l, unsigned rb, mp_error *err)
+{
+    bool wrong = mp_probe_drops(g->probe, "recompute-plant");
+    if (rb & RB_MOE) {
+        /* the whole layer again from its input, router, capacity and all-to-alls
+         * included; its output is the block's already: into scratch */
+        CHECK(moe_forward_into(g, B, l, work_of(g).dtmp, err));
+        moe_state M = moe_state_of(g, B, l, true);
+        if (wrong)
+            mp_model_plant(g, M.y, M.z.Sl * M.z.k * M.z.h);
+        return MP_OK;
+    }
+    moe_state M = moe_state_of(g, B, l, true);
+    if (rb & RB_MOE_ACT) {
+        moe_activation(g, &M);
+        if (wrong)
+            mp_model_plant(g, M.act, M.nrecv * M.z.fl);
+    }
+    if ((rb & RB_SHARED) && M.z.sl) {
+        moe_shared_fc1(g, &M, B, l);
+        if (wrong)
+            mp_model_plant(g, M.sact, M.z.Sfull * M.z.sl);
+    }
     return MP_OK;
 }
 
@@ -324,7 +390,7 @@ static void moe_router_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
 mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
                           real *dln, mp_error *err)
 {
-    moe_state M = moe_state_of(g, B->moe);
+    moe_state M = moe_state_of(g, B, l, true);
     work W = work_of(g);
     const mp_moe_sizes *z = &M.z;
     size_t S = z->S, Sl = z->Sl, h = z->h, k = z->k, fl = z->fl, f1l = z->f1l;

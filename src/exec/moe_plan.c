@@ -195,43 +195,55 @@ mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl)
     return z;
 }
 
-mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z)
+mp_moe_layout mp_moe_layout_of(const mp_moe_sizes *z, unsigned rebuilds)
 {
     mp_moe_layout L;
-    size_t u = 0, rows = z->cap_rows, sk = z->S * z->k, big = sk > rows ? sk : rows;
-#define TAKE(field, n) (L.field = u, u += (n))
-    TAKE(logits, z->S * z->E);
-    TAKE(scores, z->S * z->E);
-    TAKE(choice, sk);
-    TAKE(wgt, sk);
-    TAKE(kept, sk);
-    TAKE(sorder, sk);
-    TAKE(counts, 2 * z->ep);
-    TAKE(ne, z->El);
-    TAKE(y, z->Sl * z->k * z->h);
-    TAKE(x, rows * z->h);
-    TAKE(pre, rows * z->f1l);
-    TAKE(act, rows * z->fl);
-    TAKE(rorder, rows);
-    TAKE(bufa, big * (z->h + 1));
-    TAKE(bufb, big * (z->h + 1));
-    TAKE(dact, rows * z->fl);
-    TAKE(dpre, rows * z->f1l);
-    TAKE(dwl, z->Sl * z->k);
-    TAKE(dwf, z->Sfull * z->k > 2 * z->ep ? z->Sfull * z->k : 2 * z->ep);
-    TAKE(spre, z->Sfull * z->s1l);
-    TAKE(sact, z->Sfull * z->sl);
-    TAKE(sdact, z->Sfull * z->sl);
-    TAKE(sdpre, z->Sfull * z->s1l);
-    TAKE(sdx, z->sl ? z->Sfull * z->h : 0);
-    TAKE(capc, z->cp > 1 && z->capacity ? z->cp * z->Sfull * z->k : 0);
-#undef TAKE
+    size_t u = 0, w = 0, rows = z->cap_rows, sk = z->S * z->k, big = sk > rows ? sk : rows;
+    bool all = rebuilds & 1u << MP_RCM_MOE;
+    bool act = all || (rebuilds & 1u << MP_RCM_MOE_ACT);
+    bool shared = all || (rebuilds & 1u << MP_RCM_SHARED_EXPERTS);
+    /* a kept part (unless `drop`) in the block's region, else in the scratch */
+#define PART(field, n, drop) \
+    ((drop) ? (L.field = w | MP_MOE_WORK, w += (n)) : (L.field = u, u += (n)))
+    PART(logits, z->S * z->E, true);
+    PART(scores, z->S * z->E, all);
+    PART(choice, sk, all);
+    PART(wgt, sk, all);
+    PART(kept, sk, all);
+    PART(sorder, sk, all);
+    PART(counts, 2 * z->ep, all);
+    PART(ne, z->El, all);
+    PART(y, z->Sl * z->k * z->h, all);
+    PART(x, rows * z->h, all);
+    PART(pre, rows * z->f1l, all);
+    PART(act, rows * z->fl, act);
+    PART(rorder, rows, all);
+    PART(bufa, big * (z->h + 1), true);
+    PART(bufb, big * (z->h + 1), true);
+    PART(dact, rows * z->fl, true);
+    PART(dpre, rows * z->f1l, true);
+    PART(dwl, z->Sl * z->k, true);
+    PART(dwf, z->Sfull * z->k > 2 * z->ep ? z->Sfull * z->k : 2 * z->ep, true);
+    PART(spre, z->Sfull * z->s1l, shared);
+    PART(sact, z->Sfull * z->sl, shared);
+    PART(sdact, z->Sfull * z->sl, true);
+    PART(sdpre, z->Sfull * z->s1l, true);
+    PART(sdx, z->sl ? z->Sfull * z->h : 0, true);
+    PART(capc, z->cp > 1 && z->capacity ? z->cp * z->Sfull * z->k : 0, true);
+#undef PART
     L.total = u;
+    L.work = w;
     return L;
 }
 
-size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl)
+size_t mp_moe_block_reals(const mp_gpt_dims *d, size_t S, size_t Sl, unsigned rebuilds)
 {
     mp_moe_sizes z = mp_moe_sizes_of(d, S, Sl);
-    return z.E ? mp_moe_layout_of(&z).total : 0;
+    return z.E ? mp_moe_layout_of(&z, rebuilds).total : 0;
+}
+
+size_t mp_moe_work_reals(const mp_gpt_dims *d, size_t S, size_t Sl, unsigned rebuilds)
+{
+    mp_moe_sizes z = mp_moe_sizes_of(d, S, Sl);
+    return z.E ? mp_moe_layout_of(&z, rebuilds).work : 0;
 }

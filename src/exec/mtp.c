@@ -26,8 +26,9 @@
  * column-parallel on [enorm | hnorm] gathered over SP, its output columns
  * all-gathered over TP and, with SP, this rank's rows kept; the block as the
  * model's; the head vocabulary-parallel. Rows are r = pos * b + sample, so a
- * shift by k + 1 positions is a shift by (k + 1) b rows. Context parallelism
- * is refused (plan_dims.c): its chunks would need the shift across ranks.
+ * shift by k + 1 positions is a shift by (k + 1) b rows; with context
+ * parallelism the rank's two chunks take their neighbours' first positions
+ * from the CP ranks that hold them, as Megatron's roll_tensor does (roll_one).
  *
  * Compiled once per precision (real.h). */
 #include <math.h>
@@ -99,7 +100,7 @@ static size_t layout(mtp_acts *M, mtp_work *Wm, real *base, const sizes *z,
         a->cat_full = take(base, &u, S * 2 * h);
         a->proj_loc = take(base, &u, S * (h / (size_t)d->tp));
         a->x = take(base, &u, Sl * h);
-        layout_block(&a->blk, base, &u, z, 0, 0);
+        layout_block(&a->blk, base, &u, z, 0, 0, block_moe_reals(d, z, d->layers + k, 0));
         a->fn = take(base, &u, Sl * h);
         a->fn_xhat = take(base, &u, Sl * h);
         a->fn_rstd = take(base, &u, Sl);
@@ -180,6 +181,56 @@ static void copy_rows(const mp_gpt *g, real *dst, size_t ds, const real *src, si
                   MP_COPY_D2D);
 }
 
+/* The rows' tokens and targets rolled left by one position, in place, as
+ * Megatron's roll_tensor rolls them once per module: the vacated last
+ * position gets token 0 and no target (-1). Rows are pos * b + sample, so
+ * without CP it is a shift by b rows. With CP the rank's positions are two
+ * chunks of the 2 cp (mp_dims_global_pos), and each chunk's last position
+ * takes the next chunk's first from the rank that holds it: the first
+ * chunk's (chunk c) from CP rank c + 1's first chunk, on the last rank its
+ * own second chunk (chunk cp); the second chunk's (2cp - 1 - c) from rank
+ * c - 1's second chunk, on rank 0 nothing (the sequence's end). Megatron sends
+ * each rank's chunk starts to its two neighbours; here one all-gather over
+ * the CP group carries every rank's (4 b values, held as reals: exact below
+ * 2^24). xbuf: (cp + 1) 4 b reals. */
+static mp_status roll_one(mp_gpt *g, int32_t *tok, int32_t *tgt, size_t S, real *xbuf,
+                          mp_error *err)
+{
+    size_t b = (size_t)g->d.micro_batch, cp = (size_t)mp_dims_cp(&g->d);
+    size_t C = S / b / 2, c = cp > 1 ? (size_t)g->cp.rank : 0, w = 4 * b;
+    real *mine = xbuf, *all = xbuf + w;
+    if (cp > 1) {
+        for (size_t j = 0; j < b; j++) {
+            mine[j] = (real)tok[j], mine[b + j] = (real)tgt[j];
+            mine[2 * b + j] = (real)tok[C * b + j], mine[3 * b + j] = (real)tgt[C * b + j];
+        }
+        double t0 = g->be->now();
+        CHECK(g->be->allgather(&g->cp, MP_REAL_KIND, mine, all, w, err));
+        mp_probe_record(g->probe, t0, MP_STREAM_CP, MP_EV_CP_COMM, true);
+    }
+    memmove(tok, tok + b, (S - b) * sizeof *tok);
+    memmove(tgt, tgt + b, (S - b) * sizeof *tgt);
+    /* test-only (--test-drop-allreduce cp-mtp-roll): each chunk rolled alone,
+     * as if nothing were exchanged */
+    bool alone = cp > 1 && mp_probe_drops(g->probe, "cp-mtp-roll");
+    for (size_t j = 0; j < b; j++) {
+        tok[S - b + j] = 0, tgt[S - b + j] = -1; /* the sequence's end, or (CP) below */
+        if (alone)
+            tok[(C - 1) * b + j] = 0, tgt[(C - 1) * b + j] = -1;
+        if (cp == 1 || alone)
+            continue;
+        /* the first chunk's last position: chunk c + 1's first */
+        const real *next = c + 1 < cp ? all + (c + 1) * w : mine + 2 * b;
+        tok[(C - 1) * b + j] = (int32_t)next[j];
+        tgt[(C - 1) * b + j] = (int32_t)next[b + j];
+        if (c > 0) { /* the second chunk's last: rank c - 1's second chunk's first */
+            tok[S - b + j] = (int32_t)all[(c - 1) * w + 2 * b + j];
+            tgt[S - b + j] = (int32_t)all[(c - 1) * w + 3 * b + j];
+        }
+    }
+    return MP_OK;
+}
+
 mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int32_t *targets,
                          double *loss_sum, mp_error *err)
 {
@@ -194,24 +245,32 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
     size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, b = z.b;
     size_t t = (size_t)g->tp.size;
     size_t row0 = sp ? (size_t)g->tp.rank * Sl : 0, lo = (size_t)g->tp.rank * z.Vl;
-    int32_t *host = malloc(2 * S * sizeof *host);
-    if (!host)
+    /* the tokens and targets rolled k + 1 times, the tokens k times (the
+     * "shift" mutant's), and the roll's exchange */
+    size_t cp = (size_t)mp_dims_cp(&g->d);
+    int32_t *host = malloc(3 * S * sizeof *host);
+    real *xbuf = malloc((cp + 1) * 4 * b * sizeof *xbuf);
+    if (!host || !xbuf) {
+        free(host);
+        free(xbuf);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the MTP shift");
+    }
+    int32_t *tok_k = host, *tgt_k = host + S, *tok_prev = host + 2 * S;
+    memcpy(tok_k, tokens, S * sizeof *tok_k);
+    memcpy(tgt_k, targets, S * sizeof *tgt_k);
     /* h_{-1}: this rank's rows of the main model's final-norm output */
     const real *hprev = A->lnf_full + row0 * h;
     mp_status st = MP_OK;
     for (int k = 0; k < D && !st; k++) {
         mtp_acts *a = &M[k];
         int l = g->d.layers + k;
-        /* tok, tgt [S]: rows shifted by (k+1) b, zero token / no target past the end */
-        size_t sh = (size_t)(k + 1) * b;
-        size_t tsh = mutant("shift") ? sh - b : sh;
-        for (size_t r = 0; r < S; r++) {
-            host[r] = r + tsh < S ? tokens[r + tsh] : 0;
-            host[S + r] = r + sh < S ? targets[r + sh] : -1;
-        }
-        be->copy(a->tok, host, S * sizeof *host, MP_COPY_H2D);
-        be->copy(a->tgt, host + S, S * sizeof *host, MP_COPY_H2D);
+        /* tok, tgt [S]: module k-1's rolled once more (k + 1 positions in
+         * all), zero token / no target past the end */
+        memcpy(tok_prev, tok_k, S * sizeof *tok_k);
+        if ((st = roll_one(g, tok_k, tgt_k, S, xbuf, err)))
+            break;
+        be->copy(a->tok, mutant("shift") ? tok_prev : tok_k, S * sizeof *host, MP_COPY_H2D);
+        be->copy(a->tgt, tgt_k, S * sizeof *host, MP_COPY_H2D);
         /* e[Sl,h] = reduce(wte rows of tok this rank owns) (vocab-parallel) */
         be->gather_rows(MP_REAL_KIND, W.part, param(g->w, g, emb_param(g)), a->tok, lo, z.Vl, S,
                         h, false);
@@ -259,15 +318,21 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
         double sum = 0;
         if ((st = mp_model_cross_entropy(g, a->logits, a->tgt, S, W.stats, W.part, &sum, err)))
             break;
-        /* exact mode: the weighted sum back on the loss's grid, so that sums of
-         * the micro-batches' losses are exact in any order */
-        double wsum = module_weight(g, k) * sum;
-        if (g->exact)
-            wsum = nearbyint(ldexp(wsum, MP_Q_LOSS)) / ldexp(1.0, MP_Q_LOSS);
+        /* exact mode: each row's weighted term back on the loss's grid, so that
+         * sums over any split of the rows (micro-batches, CP ranks) are exact in
+         * any order (W.part: the rows' losses, in host memory) */
+        double wk = module_weight(g, k), wsum = wk * sum;
+        if (g->exact) {
+            wsum = 0;
+            for (size_t r = 0; r < S; r++)
+                wsum += nearbyint(ldexp(wk * (double)W.part[r], MP_Q_LOSS)) /
+                        ldexp(1.0, MP_Q_LOSS);
+        }
         *loss_sum += wsum;
         hprev = mutant("hidden") ? a->blk.xout : a->fn;
     }
     free(host);
+    free(xbuf);
     return st;
 }
 

@@ -38,14 +38,11 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
                                 "exec runs the multi-token-prediction modules with rope "
                                 "positions only (the shifted learned positions are not run)");
-        if (p->cp > 1)
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
-                                "exec does not run the multi-token-prediction modules with "
-                                "context parallelism (their shift crosses the CP chunks)");
-        if (p->pp > 1 && (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE))
+        if (p->pp > 1 && p->schedule == MP_SCHED_DUALPIPE)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
                                 "exec runs the multi-token-prediction modules with one head "
-                                "stage: not with the %s schedule", mp_schedule_name(p->schedule));
+                                "stage: not with the %s schedule (its two mirrored heads)",
+                                mp_schedule_name(p->schedule));
     }
     if (mla && (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla",
@@ -87,18 +84,16 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "head_dim x heads != hidden is not supported by this executor yet "
                             "(--shrink makes head_dim 8 and hidden 8 x heads)");
-    /* selective recompute in exec rebuilds the attention core, the norms'
-     * outputs and the dense MLP's (block.c, mp_model_rebuild); Megatron's other
-     * modules are costed by the planner but not run here */
-    uint32_t runs = 1u << MP_RCM_CORE_ATTN |
-                    (m->arch == MP_ARCH_T5 ? 0u : 1u << MP_RCM_LAYERNORM | 1u << MP_RCM_MLP);
+    /* selective recompute in exec rebuilds every module of Megatron's
+     * --recompute-modules (block.c, mp_model_rebuild); T5's blocks the
+     * attention core only */
+    uint32_t runs = m->arch == MP_ARCH_T5 ? 1u << MP_RCM_CORE_ATTN : (1u << MP_RCM_COUNT) - 1;
     if (p->recompute_modules & ~runs) {
         char list[160];
         mp_recompute_modules_format(p->recompute_modules & ~runs, list, sizeof list);
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.recompute_modules",
-                            "exec recomputes core_attn%s only; %s is costed by estimate but "
-                            "not run by this executor yet",
-                            m->arch == MP_ARCH_T5 ? " (in t5)" : ", layernorm and mlp", list);
+                            "exec recomputes core_attn only in t5; %s is costed by estimate "
+                            "but not run by this executor yet", list);
     }
     if (p->vpp > MP_EXEC_MAX_CHUNKS)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.vpp",

@@ -79,6 +79,7 @@
 #define mp_model_recompute_probs MP_REAL_NAME(mp_model_recompute_probs)
 #define mp_model_rebuild MP_REAL_NAME(mp_model_rebuild)
 #define mp_model_rebuild_scratch MP_REAL_NAME(mp_model_rebuild_scratch)
+#define mp_model_plant MP_REAL_NAME(mp_model_plant)
 
 /* cp_ring.c */
 #define mp_model_cp_gather_kv MP_REAL_NAME(mp_model_cp_gather_kv)
@@ -139,6 +140,7 @@
 /* mla.c */
 #define mp_mla_backward MP_REAL_NAME(mp_mla_backward)
 #define mp_mla_forward MP_REAL_NAME(mp_mla_forward)
+#define mp_mla_rebuild_up MP_REAL_NAME(mp_mla_rebuild_up)
 #define mp_mla_recompute_probs MP_REAL_NAME(mp_mla_recompute_probs)
 
 /* mtp.c */
@@ -165,6 +167,7 @@
 /* moe_layer.c */
 #define mp_moe_backward MP_REAL_NAME(mp_moe_backward)
 #define mp_moe_forward MP_REAL_NAME(mp_moe_forward)
+#define mp_moe_rebuild MP_REAL_NAME(mp_moe_rebuild)
 #define mp_moe_update_bias MP_REAL_NAME(mp_moe_update_bias)
 
 #endif

@@ -106,19 +106,24 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err);
 
 /* The V placement puts the first and the last stage on pipeline rank 0
  * (dualpipe: on ranks 0 and pp-1, one in each chunk): the tied embedding's
- * two copies (the embedding's, the head's) are on this rank, and each takes
+ * two copies (the embedding's, the head's; with MTP, tied or not, the last
+ * stage's copy for the modules' input) are on this rank, and each takes
  * their sum here, as the embedding group's all-reduce does across ranks
  * otherwise. */
 static void sum_local_tied(mp_trainer *chunks, int n_chunks)
 {
     bool local = mp_schedule_is_v(chunks[0].schedule) || chunks[0].schedule == MP_SCHED_DUALPIPE;
-    if (n_chunks != 2 || !local || !chunks[0].model->d.tied)
+    const mp_gpt_dims *d = &chunks[0].model->d;
+    if (n_chunks != 2 || !local || !(d->tied || d->mtp_layers > 0) ||
+        mp_probe_drops(chunks[0].model->probe, "pp-embgrad")) /* test-only: left out */
         return;
-    int e = chunks[0].model->lay->wte >= 0 ? 0 : 1; /* the chunk with the embedding */
+    /* the chunk with the first stage's embedding (item 0), and the other's copy */
+    int e = chunks[0].model->d.item_begin == 0 ? 0 : 1;
     mp_gpt *g0 = chunks[e].model, *g1 = chunks[1 - e].model;
-    if (g0->lay->wte < 0 || g1->lay->head < 0)
+    int copy = g1->lay->wte >= 0 ? g1->lay->wte : g1->lay->head;
+    if (g0->lay->wte < 0 || copy < 0 || (!d->tied && g1->lay->wte < 0))
         return;
-    const mp_param *a = &g0->lay->p[g0->lay->wte], *b = &g1->lay->p[g1->lay->head];
+    const mp_param *a = &g0->lay->p[g0->lay->wte], *b = &g1->lay->p[copy];
     size_t n = (size_t)a->lrows * (size_t)a->lcols;
     g0->be->add(MP_REAL_KIND, g0->g + a->offset, g1->g + b->offset, n);
     g0->be->copy(g1->g + b->offset, g0->g + a->offset, n * sizeof(real), MP_COPY_D2D);

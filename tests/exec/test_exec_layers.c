@@ -571,23 +571,128 @@ static mp_gpt_dims tiny_mla_dims(int tp, int tp_rank, bool sp, int q_lora)
     return d;
 }
 
-static void test_model_gradients_mla(void **state)
+/* A DeepSeek-like model (with experts, and for the recomputation tests): latent attention in
+ * every block, the first block dense, then 4 routed experts (top-2) and a
+ * shared expert; three blocks, so two of them MoE. */
+static mp_gpt_dims tiny_deepseek_dims(void)
 {
-    (void)state;
-    check_model_gradients_of(tiny_mla_dims(1, 0, false, 10));
-    check_model_gradients_of(tiny_mla_dims(1, 0, false, 0));
     mp_gpt_dims d = tiny_mla_dims(1, 0, false, 10);
+    d.layers = 3;
     d.experts = 4;
     d.top_k = 2;
     d.expert_ffn = 16;
     d.moe_first_dense = 1;
     d.router_sigmoid = true;
-    d.shared_ffn = 16;
-    check_model_gradients_of(d);
-    d = tiny_mla_dims(1, 0, false, 10); /* LayerNorm, GeLU, biases, tied */
+    d.shared_ffn = 12;
+    return d;
+}
+
+static void test_model_gradients_mla(void **state)
+{
+    (void)state;
+    check_model_gradients_of(tiny_mla_dims(1, 0, false, 10));
+    check_model_gradients_of(tiny_mla_dims(1, 0, false, 0));
+    check_model_gradients_of(tiny_deepseek_dims());
+    mp_gpt_dims d = tiny_mla_dims(1, 0, false, 10); /* LayerNorm, GeLU, biases, tied */
     d.rmsnorm = d.swiglu = d.no_bias = false;
     d.tied = true;
     check_model_gradients_of(d);
+}
+
+/* One step's loss and gradients of d (recompute as d says) in double. */
+static double *recompute_run(mp_gpt_dims d, const mp_param_layout *lay, double *loss)
+{
+    mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
+    mp_gpt_f64 g;
+    mp_error err;
+    assert_int_equal(mp_gpt_init_f64(&g, &d, lay, mp_backend_cpu(), self, 1, 1, false, 7,
+                                     NULL, &err),
+                     MP_OK);
+    for (size_t i = 0; i < lay->total; i++)
+        g.w[i] *= 8;
+    int32_t tok[64], tgt[64];
+    make_tokens(tok, tgt, mp_dims_tokens(&d), d.vocab);
+    *loss = model_loss(&g, tok, tgt);
+    memset(g.g, 0, lay->total * sizeof(double));
+    assert_int_equal(mp_gpt_backward_f64(&g, 0, &err), MP_OK);
+    double *grad = malloc(lay->total * sizeof *grad);
+    memcpy(grad, g.g, lay->total * sizeof *grad);
+    mp_gpt_free_f64(&g);
+    return grad;
+}
+
+/* Megatron's --recompute-modules moe_act, moe, shared_experts and
+ * mla_up_proj (alone and together with the others): the gradients are those
+ * of the run that keeps everything, bit for bit, and each module's
+ * activations are really dropped: a model slot (one micro-batch in flight)
+ * is smaller by exactly the dropped tensors of every block that has them,
+ * counted here from the shapes, and the workspace larger by one block's
+ * worth, where the rebuild lands. */
+static void test_recompute_modules_drop_and_rebuild(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_deepseek_dims();
+    mp_param_layout lay;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    double loss0;
+    double *g0 = recompute_run(d, &lay, &loss0);
+    size_t S = (size_t)mp_dims_tokens(&d), k = (size_t)d.top_k, h = (size_t)d.hidden;
+    size_t E = (size_t)d.experts, fe = (size_t)d.expert_ffn, fs = (size_t)d.shared_ffn;
+    size_t heads = (size_t)d.heads, dqk = (size_t)(d.nope_dim + d.rope_dim);
+    size_t qkv = S * heads * (2 * dqk + (size_t)d.v_dim); /* [Q | K | V] */
+    size_t moe_blocks = 2, blocks = 3;
+    /* what an MoE block keeps: scores [S,E], choice, weight, kept, send order
+     * [S*k] each, counts [2], rows per expert [E], y [S*k,h], the experts'
+     * input x [S*k,h], fc1 output [S*k,2fe] and activation [S*k,fe], their
+     * order [S*k], and the shared experts' fc1 [S,2fs] and activation [S,fs] */
+    size_t moe_all = S * E + 4 * S * k + 2 + E + S * k * h + S * k * h + S * k * 2 * fe +
+                     S * k * fe + S * k + S * 2 * fs + S * fs;
+    const struct {
+        const char *modules;
+        unsigned mask;
+        size_t per_block; /* reals dropped by each block that has the module */
+        size_t n_blocks;
+    } cases[] = {
+        {"moe_act", 1u << MP_RCM_MOE_ACT, S * k * fe, moe_blocks},
+        {"shared_experts", 1u << MP_RCM_SHARED_EXPERTS, S * 3 * fs, moe_blocks},
+        {"moe", 1u << MP_RCM_MOE, moe_all, moe_blocks},
+        {"moe with moe_act", 1u << MP_RCM_MOE | 1u << MP_RCM_MOE_ACT, moe_all, moe_blocks},
+        {"mla_up_proj", 1u << MP_RCM_MLA_UP_PROJ, qkv, blocks},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mp_gpt_dims r = d;
+        r.recompute = 1;
+        r.recompute_modules = cases[c].mask;
+        double loss;
+        double *gr = recompute_run(r, &lay, &loss);
+        if (loss != loss0 || memcmp(gr, g0, lay.total * sizeof *gr))
+            fail_msg("recompute %s: the loss or a gradient differs", cases[c].modules);
+        free(gr);
+        /* bytes of 1 and 2 slots: the slot and the workspace apart */
+        double keep1 = (double)mp_gpt_bytes_f64(&d, &lay, 1, 1);
+        double keep2 = (double)mp_gpt_bytes_f64(&d, &lay, 2, 1);
+        double drop1 = (double)mp_gpt_bytes_f64(&r, &lay, 1, 1);
+        double drop2 = (double)mp_gpt_bytes_f64(&r, &lay, 2, 1);
+        double one = (double)(cases[c].per_block * sizeof(double));
+        if ((keep2 - keep1) - (drop2 - drop1) != one * (double)cases[c].n_blocks)
+            fail_msg("recompute %s: a slot is %g bytes smaller, not %g", cases[c].modules,
+                     (keep2 - keep1) - (drop2 - drop1), one * (double)cases[c].n_blocks);
+        double work = (drop1 - (drop2 - drop1)) - (keep1 - (keep2 - keep1));
+        if (work != one)
+            fail_msg("recompute %s: the workspace grew by %g bytes, not %g", cases[c].modules,
+                     work, one);
+    }
+    /* every module at once: still bitwise */
+    mp_gpt_dims r = d;
+    r.recompute = 1;
+    r.recompute_modules = (1u << MP_RCM_COUNT) - 1 - (1u << MP_RCM_MLP);
+    double loss;
+    double *gr = recompute_run(r, &lay, &loss);
+    assert_true(loss == loss0 && !memcmp(gr, g0, lay.total * sizeof *gr));
+    free(gr);
+    free(g0);
+    mp_param_layout_free(&lay);
 }
 
 /* The latent-attention tensors' TP parts: the down-projections and their
@@ -1120,6 +1225,7 @@ int main(void)
         cmocka_unit_test(test_model_gradients_moe),
         cmocka_unit_test(test_model_gradients_mla),
         cmocka_unit_test(test_mla_slices_partition),
+        cmocka_unit_test(test_recompute_modules_drop_and_rebuild),
         cmocka_unit_test(test_slices_partition_tensors),
         cmocka_unit_test(test_expert_slices_partition),
         cmocka_unit_test(test_qkv_split_keeps_heads),

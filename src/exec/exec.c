@@ -614,6 +614,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                          "the multi-token-prediction modules run on the cpu backend only for "
                          "now (got %s)", be->name));
 
+    if ((d->window > 0 || d->sinks || d->glu_limit > 0) && !be->attn_softmax_oss)
+        TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                         "GPT-OSS's windowed / sink attention and clamped SwiGLU run on the "
+                         "cpu backend only for now (got %s)", be->name));
     if (d->experts > 0) { /* MoE: routing on the host, all-to-all in the backend */
         if (!be->host_memory || !be->alltoallv)
             TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",

@@ -5,10 +5,32 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "exec/kernels.h"
 #include "exec/quant.h"
 #include "exec/real.h"
+
+#ifdef MP_TEST_OSS_MUTANT
+/* Test-only (the mutant build of tests/exec/meson.build): the error that the
+ * environment's MP_TEST_OSS_MUTANT names, planted so that the PyTorch fixture
+ * oss.bin is shown to catch it: window-plus / window-minus (the band one key
+ * wider / narrower), sink-dropped (the sink left out of the denominator),
+ * sink-scaled (the sink logit scaled as the scores are), clamp-missing (the
+ * SwiGLU's gate and up not clamped). */
+static bool mutant(const char *what)
+{
+    const char *m = getenv("MP_TEST_OSS_MUTANT");
+    return m && !strcmp(m, what);
+}
+#else
+static bool mutant(const char *what)
+{
+    (void)what;
+    return false;
+}
+#endif
 
 /* The keys query row i sees: [first, last]. Causal: last is its position
  * (qpos[i], or i); a window w keeps the w keys ending there (HF's
@@ -18,6 +40,7 @@ static void key_range(int i, int sk, const int *qpos, bool causal, int window, i
 {
     int t = qpos ? qpos[i] : i;
     *last = causal ? t : sk - 1;
+    window += window > 0 ? (mutant("window-plus") ? 1 : mutant("window-minus") ? -1 : 0) : 0;
     *first = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
 }
 
@@ -32,6 +55,11 @@ void mp_attn_softmax_oss(real *p, int s, int sk, const int *qpos, bool causal, i
             pi[j] *= scale;
         mp_q(exact, pi + lo, (size_t)(hi - lo + 1), MP_Q_ACT);
         /* the sink joins the maximum and the denominator, and takes no value */
+        if (mutant("sink-dropped"))
+            sink = NULL;
+        real sink_scaled = sink ? *sink * scale : 0;
+        if (mutant("sink-scaled"))
+            sink = &sink_scaled;
         real mx = sink ? *sink : -INFINITY;
         for (int j = lo; j <= hi; j++)
             mx = pi[j] > mx ? pi[j] : mx;
@@ -96,6 +124,8 @@ static real clamp_hi(real x, real hi) { return x > hi ? hi : x; }
 
 void mp_swiglu_clamped_forward(real *out, const real *gu, int rows, int f, real limit)
 {
+    if (mutant("clamp-missing"))
+        limit = (real)INFINITY;
     for (int r = 0; r < rows; r++) {
         const real *gr = gu + (size_t)r * 2 * f, *ur = gr + f;
         real *o = out + (size_t)r * f;

@@ -5,8 +5,9 @@
  * query at t sees keys j with t - window < j <= t; gate <= limit, |up| <=
  * limit, (up + 1) gate sigmoid(1.702 gate)), each reference also run with a
  * planted error (window off by one, sink left out, clamp left out) that the
- * comparison must catch; their backwards and every tensor of a model with
- * them against finite differences; and a query split as CP splits it. */
+ * comparison must catch; their backwards against finite differences (a
+ * GPT-OSS model's every tensor: test_exec_layers.c); a query split as CP
+ * splits it; the new tensors' TP and EP split. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -229,84 +230,54 @@ static void test_window_under_cp_split(void **state)
                             sizeof(double) * B * HL);
 }
 
-/* ---- the whole model: every tensor's gradient against finite differences ---- */
+/* ---- the parameter table: GPT-OSS's tensors, split as Megatron splits them ---- */
 
-static double model_loss(mp_gpt_f64 *g, const int32_t *tok, const int32_t *tgt)
+static mp_gpt_dims tiny_oss(int tp, int tp_rank, int ep, int ep_rank, int etp)
 {
-    double loss = 0;
-    mp_error err;
-    assert_int_equal(mp_gpt_forward_f64(g, 0, tok, tgt, &loss, &err), MP_OK);
-    return loss;
+    return (mp_gpt_dims){.hidden = 16, .heads = 4, .kv_heads = 2, .ffn = 32, .vocab = 24,
+                         .seq = 8, .micro_batch = 2, .layers = 2, .tp = tp, .tp_rank = tp_rank,
+                         .sp = tp > 1, .rmsnorm = true, .swiglu = true, .rope = true,
+                         .window = 3, .window_skip_freq = 2, .sinks = true, .glu_limit = 1.5,
+                         .experts = 4, .top_k = 2, .expert_ffn = 16, .ep = ep,
+                         .ep_rank = ep_rank, .etp = etp, .expert_bias = true};
 }
 
-/* A tiny GPT-OSS: LLaMA's blocks with biases, grouped-query attention, the
- * first block windowed (3), the second full, a sink per head, then (moe)
- * experts with biases and the clamped SwiGLU; every tensor's gradient
- * against central differences and not zero (else the check proves nothing). */
-static void check_oss_gradients(bool moe, double limit)
+static const mp_param *find(const mp_param_layout *lay, const char *name)
 {
-    mp_gpt_dims d = {.hidden = 16, .heads = 4, .kv_heads = 2, .ffn = 32, .vocab = 24,
-                     .seq = 8, .micro_batch = 2, .layers = 2, .tp = 1, .rmsnorm = true,
-                     .swiglu = true, .rope = true, .window = 3, .window_skip_freq = 2,
-                     .sinks = true, .glu_limit = limit};
-    if (moe) {
-        d.experts = 4, d.top_k = 2, d.expert_ffn = 16, d.ep = 1, d.expert_bias = true;
-    }
-    mp_param_layout lay;
-    mp_error err;
-    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
-    mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
-    mp_gpt_f64 g;
-    assert_int_equal(mp_gpt_init_f64(&g, &d, &lay, mp_backend_cpu(), self, 1, 1, false, 99,
-                                     NULL, &err),
-                     MP_OK);
-    for (size_t i = 0; i < lay.total; i++)
-        g.w[i] *= 8;
-    int S = mp_dims_tokens(&d);
-    int32_t tok[64], tgt[64];
-    for (int i = 0; i < S; i++) {
-        tok[i] = (int32_t)(mp_mix64((uint64_t)i * 3 + 1) % (uint64_t)d.vocab);
-        tgt[i] = (int32_t)(mp_mix64((uint64_t)i * 5 + 2) % (uint64_t)d.vocab);
-    }
-    assert_true(model_loss(&g, tok, tgt) > 0);
-    memset(g.g, 0, lay.total * sizeof(double));
-    assert_int_equal(mp_gpt_backward_f64(&g, 0, &err), MP_OK);
-    const double e = 2.5e-6;
-    int sinks = 0, biases = 0;
-    for (int pid = 0; pid < lay.n; pid++) {
-        const mp_param *p = &lay.p[pid];
-        size_t n = (size_t)p->lrows * p->lcols;
-        sinks += strstr(p->name, "sinks") != NULL;
-        biases += strstr(p->name, ".bias") != NULL;
-        double worst = 0, scale = 0;
-        for (size_t k = 0; k < 6; k++) {
-            size_t i = p->offset + (mp_mix64(k + 17 * (uint64_t)pid) % n);
-            double keep = g.w[i];
-            g.w[i] = keep + e;
-            double up = model_loss(&g, tok, tgt);
-            g.w[i] = keep - e;
-            double down = model_loss(&g, tok, tgt);
-            g.w[i] = keep;
-            double fd = (up - down) / (2 * e);
-            worst = fmax(worst, fabs(fd - g.g[i]));
-            scale = fmax(scale, fabs(fd));
-        }
-        if (!(worst <= 1e-6 + 1e-5 * scale))
-            fail_msg("%s: gradient off by %g (scale %g)", p->name, worst, scale);
-        if (strstr(p->name, "layers.") && !(scale > 1e-9))
-            fail_msg("%s: no gradient to check (scale %g)", p->name, scale);
-    }
-    assert_int_equal(sinks, 2);
-    assert_int_equal(biases, moe ? 2 * 5 : 2 * 4); /* qkv, proj, fc1/fc2 or router, experts' */
-    mp_gpt_free_f64(&g);
-    mp_param_layout_free(&lay);
+    for (int i = 0; i < lay->n; i++)
+        if (!strcmp(lay->p[i].name, name))
+            return &lay->p[i];
+    fail_msg("no tensor %s", name);
+    return NULL;
 }
 
-static void test_model_gradients_oss(void **state)
+/* The sinks split with the heads; the router's bias replicated; each expert's
+ * fc1 bias split with its fc1 (etp = tp) or whole (etp = 1), its fc2 bias
+ * whole; this rank's experts' rows only. */
+static void test_oss_tensors_split(void **state)
 {
     (void)state;
-    check_oss_gradients(true, 1.5);
-    check_oss_gradients(false, 1.5); /* the dense MLP's clamped SwiGLU and biases */
+    mp_error err;
+    for (int etp = 0; etp <= 1; etp++) {
+        mp_gpt_dims d = tiny_oss(2, 1, 2, 1, etp);
+        mp_param_layout lay;
+        assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+        const mp_param *sk = find(&lay, "layers.1.sinks");
+        assert_int_equal(sk->cols, 4);
+        assert_int_equal(sk->lcols, 2);
+        const mp_param *rb = find(&lay, "layers.0.router.bias");
+        assert_int_equal(rb->lcols, 4);
+        const mp_param *b1 = find(&lay, "layers.0.experts.fc1.bias");
+        assert_int_equal(b1->rows, 4);
+        assert_int_equal(b1->lrows, 2); /* ep 2: two experts a rank */
+        assert_int_equal(b1->lcols, etp == 1 ? 32 : 16);
+        const mp_param *b2 = find(&lay, "layers.0.experts.fc2.bias");
+        assert_int_equal(b2->lrows, 2);
+        assert_int_equal(b2->lcols, 16);
+        find(&lay, "layers.0.qkv.bias");
+        find(&lay, "layers.0.proj.bias");
+        mp_param_layout_free(&lay);
+    }
 }
 
 int main(void)
@@ -317,7 +288,7 @@ int main(void)
         cmocka_unit_test(test_sink_softmax_backward),
         cmocka_unit_test(test_clamped_swiglu),
         cmocka_unit_test(test_window_under_cp_split),
-        cmocka_unit_test(test_model_gradients_oss),
+        cmocka_unit_test(test_oss_tensors_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

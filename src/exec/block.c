@@ -247,7 +247,8 @@ norm2:
     const real *k = cp ? B->kv_full : B->qkv + z.hl;
     size_t kv_row = cp ? 2 * z.kc : z.row;
     const int *qpos = cp ? g->qpos_be : NULL;
-    g->be->zero(cp ? W.dkv_full : W.dqkv, (cp ? z.sk * z.b * 2 * z.kc : z.S * z.row) * sizeof(real));
+    size_t zeroed = cp ? z.sk * z.b * 2 * z.kc : z.S * z.row;
+    g->be->zero(cp ? W.dkv_full : W.dqkv, zeroed * sizeof(real));
     mp_attn_oss xs;
     const mp_attn_oss *xo = oss_of(g, l, &xs);
     if (xo)

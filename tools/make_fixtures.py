@@ -51,6 +51,10 @@ ROUTE_FIELDS = ["route_groups", "route_group_top_k", "route_scale_milli"]
 # the multi-token-prediction modules, written after ROUTE_FIELDS by the models
 # that have them (mtp_loss_scale times 1000)
 MTP_FIELDS = ["mtp_layers", "mtp_scale_milli"]
+# GPT-OSS's parts, written after MTP_FIELDS by the models that have them:
+# window (0: none), full attention every n-th block, sinks, the clamped
+# SwiGLU's limit times 1000, the experts' and router's biases
+OSS_FIELDS = ["window", "window_skip_freq", "sinks", "glu_limit_milli", "expert_bias"]
 ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
 ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
 
@@ -124,6 +128,61 @@ def mla_attention(cfg, L, y, pos, norm_eps=1e-5):
     return merge(attention(q, k, kv[..., dn:], causal=True))     # [B, S, a*dv]
 
 
+def oss_attention(q, k, v, window, sinks):
+    """GPT-OSS's attention as HF transformers' modeling_gpt_oss runs it
+    (eager_attention_forward): scores times 1/sqrt(hd) plus the causal mask,
+    banded to the `window` keys ending at the query (the sliding-window
+    mask keeps key j for query t when t - window < j) in windowed blocks;
+    each head's sink logit appended as one more column, the row's maximum
+    taken out, softmax, the sink's column dropped: it joins the denominator
+    and takes no value. q [B, a, S, hd], k/v [B, g, S, hd]."""
+    a, g = q.shape[1], k.shape[1]
+    k = k.repeat_interleave(a // g, 1)
+    v = v.repeat_interleave(a // g, 1)
+    S = q.shape[2]
+    t = torch.arange(S)[:, None]
+    j = torch.arange(S)[None, :]
+    keep = j <= t
+    if window:
+        keep = keep & (t - j < window)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~keep, float("-inf"))
+    sink = sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, S, 1)
+    logits = torch.cat([scores, sink], -1)
+    logits = logits - logits.max(-1, keepdim=True).values
+    probs = logits.softmax(-1)[..., :-1]
+    return probs @ v
+
+
+def oss_window(cfg, layer):
+    """Block `layer`'s window: 0 in every window_skip_freq-th block (HF's
+    layer_types alternating sliding_attention and full_attention)."""
+    f = cfg.get("window_skip_freq", 0)
+    if not cfg.get("window") or (f and (layer + 1) % f == 0):
+        return 0
+    return cfg["window"]
+
+
+def oss_experts(cfg, L, x):
+    """GPT-OSS's MoE FFN as HF's GptOssTopKRouter and GptOssExperts define
+    it: router logits with their bias, the top_k logits softmaxed (the
+    others weigh 0), each chosen expert's gate|up projection with its bias,
+    gate clamped above at limit, up to [-limit, limit], (up + 1) * gate *
+    sigmoid(1.702 gate), the down projection with its bias."""
+    limit = cfg["glu_limit_milli"] / 1000.0
+    logits = x @ L("router_w") + L("router_b")
+    top, idx = logits.topk(cfg["top_k"], -1)
+    wts = top.softmax(-1)
+    out = torch.zeros_like(x)
+    for e in range(cfg["experts"]):
+        we = (wts * (idx == e)).sum(-1, keepdim=True)
+        gate = (x @ L("exp%d_gate_w" % e) + L("exp%d_gate_b" % e)).clamp(max=limit)
+        up = (x @ L("exp%d_up_w" % e) + L("exp%d_up_b" % e)).clamp(min=-limit, max=limit)
+        glu = gate * torch.sigmoid(1.702 * gate)
+        out = out + we * (((up + 1) * glu) @ L("exp%d_down_w" % e) + L("exp%d_down_b" % e))
+    return out
+
+
 def route(cfg, scores, bias):
     """DeepSeek-V3's choice, as HF transformers' DeepseekV3TopkRouter makes it
     (get_topk_indices): the scores plus the expert bias e_score_correction_bias
@@ -164,6 +223,8 @@ def moe_ffn(cfg, L, y, layer=None):
     capacity limit) plus the shared experts' SwiGLU as one MLP."""
     B, S, h = y.shape
     x = y.reshape(B * S, h)
+    if cfg.get("glu_limit_milli"):
+        return oss_experts(cfg, L, x).reshape(B, S, h)
     logits = x @ L("router_w")
     scores = logits.sigmoid() if cfg["router_sigmoid"] else logits.softmax(-1)
     idx = route(cfg, scores, cfg.get("route_bias", {}).get(layer))
@@ -196,7 +257,10 @@ def block(cfg, L, x, pos, moe, layer=None):
                    for n, c in (("q", a), ("k", g), ("v", g)))
         if cfg["rope"]:
             q, k = rope(q, pos), rope(k, pos)
-        att = merge(attention(q, k, v, causal=cfg["arch"] != "bert"))
+        if cfg.get("sinks"):
+            att = merge(oss_attention(q, k, v, oss_window(cfg, layer), L("sinks")))
+        else:
+            att = merge(attention(q, k, v, causal=cfg["arch"] != "bert"))
     x = x + lin(att, L("o_w"), L("o_b"))
     y = norm(x, L("ln2_w"), L("ln2_b"))
     if moe:
@@ -416,6 +480,8 @@ def megaplan_tensors(cfg, P):
             out.append((nm + "qkv.weight", cat(k + "q_w", k + "k_w", k + "v_w")))
             if bias:
                 out.append((nm + "qkv.bias", catrow(k + "q_b", k + "k_b", k + "v_b")))
+            if cfg.get("sinks"):
+                out.append((nm + "sinks", row(k + "sinks")))
         out.append((nm + "proj.weight", mat(k + "o_w")))
         if bias:
             out.append((nm + "proj.bias", row(k + "o_b")))
@@ -433,6 +499,13 @@ def megaplan_tensors(cfg, P):
             if cfg["shared_ffn"]:
                 out += [(nm + "shared.fc1.weight", cat(k + "shr_gate_w", k + "shr_up_w")),
                         (nm + "shared.fc2.weight", mat(k + "shr_down_w"))]
+            if cfg.get("expert_bias"):  # GPT-OSS: stacked by expert, fc1's [gate | up]
+                out += [(nm + "router.bias", row(k + "router_b")),
+                        (nm + "experts.fc1.bias", (lambda k=k, E=E: torch.stack(
+                            [torch.cat([P[k + "exp%d_gate_b" % e], P[k + "exp%d_up_b" % e]])
+                             for e in E]))),
+                        (nm + "experts.fc2.bias", (lambda k=k, E=E: torch.stack(
+                            [P[k + "exp%d_down_b" % e] for e in E])))]
             return out
         if cfg["swiglu"]:
             out.append((nm + "fc1.weight", cat(k + "gate_w", k + "up_w")))
@@ -520,6 +593,8 @@ def init_params(cfg, gen):
                 if bias:
                     w(k + n + "_b", c * hd, std=0.1)
             w(k + "o_w", h, h)
+            if cfg.get("sinks"):
+                w(k + "sinks", a, std=1.0)
         if bias:
             w(k + "o_b", h, std=0.1)
         if moe:
@@ -533,6 +608,12 @@ def init_params(cfg, gen):
                 w(k + "shr_gate_w", h, fs, std=0.3)
                 w(k + "shr_up_w", h, fs, std=0.3)
                 w(k + "shr_down_w", fs, h, std=0.15)
+            if cfg.get("expert_bias"):
+                w(k + "router_b", cfg["experts"], std=0.1)
+                for e in range(cfg["experts"]):
+                    w(k + "exp%d_gate_b" % e, fe, std=0.1)
+                    w(k + "exp%d_up_b" % e, fe, std=0.1)
+                    w(k + "exp%d_down_b" % e, h, std=0.1)
             return
         if cfg["swiglu"]:
             w(k + "gate_w", h, f, std=0.3)
@@ -684,8 +765,12 @@ def make(cfg, seed):
         fields = fields + MLA_MOE_FIELDS
     if cfg.get("route_groups") or cfg.get("route_scale_milli") or cfg.get("mtp_layers"):
         fields = fields + ROUTE_FIELDS
-    if cfg.get("mtp_layers"):
+    if cfg.get("mtp_layers") or cfg.get("sinks"):
+        if not (cfg.get("route_groups") or cfg.get("route_scale_milli") or cfg.get("mtp_layers")):
+            fields = fields + ROUTE_FIELDS
         fields = fields + MTP_FIELDS
+    if cfg.get("sinks"):
+        fields = fields + OSS_FIELDS
     conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg.get(k, 0)) for k in fields],
                         dtype=torch.int32)
     adam = torch.tensor([ADAM[k] for k in ("lr", "beta1", "beta2", "eps", "wd")])
@@ -739,6 +824,16 @@ MODELS = {
                   q_lora=16, kv_lora=12, rope_dim=4, nope_dim=8, v_dim=6, experts=4,
                   top_k=2, expert_ffn=32, first_dense=1, shared_ffn=32, router_sigmoid=1,
                   mtp_layers=1, mtp_scale_milli=100),
+    # (last: each model's seed is 20260 + its place here)
+    # tiny-oss.yaml.in: GPT-OSS's blocks as HF transformers' modeling_gpt_oss
+    # defines them (biases in Q, K, V and the output projection, a sink per
+    # head, block 0 windowed to 5 keys, block 1 full; 4 experts, top-2 of the
+    # router's biased logits softmaxed, biases in each expert, the clamped
+    # SwiGLU with limit 0.5), plain rotary angles (YaRN is not run by exec)
+    "oss": base("llama", kv_heads=2, ffn=32, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=0,
+                experts=4, top_k=2, expert_ffn=32, first_dense=0, shared_ffn=0,
+                router_sigmoid=0, window=5, window_skip_freq=2, sinks=1, glu_limit_milli=500,
+                expert_bias=1),
 }
 
 

@@ -536,6 +536,18 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                d->swiglu ? "SwiGLU" : d->relu ? "ReLU" : "GeLU",
                d->rope ? "rotary" : d->t5 ? "relative" : "learned",
                d->no_bias ? "no biases" : "biases");
+    if (d->window > 0 || d->sinks || d->glu_limit > 0) {
+        char win[96] = "full attention";
+        if (d->window > 0 && d->window_skip_freq > 0)
+            snprintf(win, sizeof win, "sliding window %d (every %d%s block full)", d->window,
+                     d->window_skip_freq, d->window_skip_freq == 2 ? "nd" : "th");
+        else if (d->window > 0)
+            snprintf(win, sizeof win, "sliding window %d", d->window);
+        printf("blocks: GPT-OSS attention: %s%s", win, d->sinks ? ", a learned sink per head" : "");
+        if (d->glu_limit > 0)
+            printf("; clamped SwiGLU (limit %g, alpha 1.702)", d->glu_limit);
+        printf("\n");
+    }
     if (r->cp > 1) {
         /* which positions each CP rank held: chunks c and 2cp-1-c of 2cp */
         int chunk = d->seq / (2 * r->cp);

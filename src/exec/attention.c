@@ -36,13 +36,11 @@ void mp_attention_forward_kv(const mp_backend *be, real *out, real *probs,
                             b, heads_local, hd, hd, rep, causal, exact);
 }
 
-/* The same with value heads of hdv columns (latent attention: v_head_dim,
- * while queries and keys have hd = nope + rope); out is [S, heads_local*hdv]. */
-void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs,
-                             const real *q_base, size_t q_row, const real *k_base,
-                             const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
-                             int b, int heads_local, int hd, int hdv, int rep, bool causal,
-                             bool exact)
+/* The forward of every variant: x (NULL: plain) GPT-OSS's window and sinks. */
+static void forward_any(const mp_backend *be, real *out, real *probs, const real *q_base,
+                        size_t q_row, const real *k_base, const real *v_base, size_t kv_row,
+                        const int *qpos, int s, int sk, int b, int heads_local, int hd, int hdv,
+                        int rep, bool causal, const mp_attn_oss *x, bool exact)
 {
     size_t hl = (size_t)heads_local * hdv;
     real scale = (real)1 / R_SQRT((real)hd);
@@ -56,7 +54,11 @@ void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs,
             /* p[s, sk] = q[s, hd] k[sk, hd]^T */
             be->gemm(MP_REAL_KIND, false, true, s, sk, hd, 1.0, q, (int)(b * q_row), k,
                      (int)(b * kv_row), 0.0, p, sk);
-            be->attn_softmax(MP_REAL_KIND, p, s, sk, qpos, causal, (double)scale, exact);
+            if (x)
+                be->attn_softmax_oss(MP_REAL_KIND, p, s, sk, qpos, causal, x->window,
+                                     x->sink ? x->sink + a : NULL, (double)scale, exact);
+            else
+                be->attn_softmax(MP_REAL_KIND, p, s, sk, qpos, causal, (double)scale, exact);
             /* o[s, hdv] = p[s, sk] v[sk, hdv] */
             be->gemm(MP_REAL_KIND, false, false, s, hdv, sk, 1.0, p, sk, v, (int)(b * kv_row),
                      0.0, o, (int)(b * hl));
@@ -64,6 +66,29 @@ void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs,
                 be->quantize(MP_REAL_KIND, o, (size_t)s, (size_t)hdv, (size_t)b * hl, MP_Q_ACT,
                              MP_EXACT_MAX_INT);
         }
+}
+
+/* The same with value heads of hdv columns (latent attention: v_head_dim,
+ * while queries and keys have hd = nope + rope); out is [S, heads_local*hdv]. */
+void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs,
+                             const real *q_base, size_t q_row, const real *k_base,
+                             const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
+                             int b, int heads_local, int hd, int hdv, int rep, bool causal,
+                             bool exact)
+{
+    forward_any(be, out, probs, q_base, q_row, k_base, v_base, kv_row, qpos, s, sk, b,
+                heads_local, hd, hdv, rep, causal, NULL, exact);
+}
+
+/* GPT-OSS's causal attention: the window and the sinks of x. */
+void mp_attention_forward_oss(const mp_backend *be, real *out, real *probs, const real *q_base,
+                              size_t q_row, const real *k_base, const real *v_base,
+                              size_t kv_row, const int *qpos, int s, int sk, int b,
+                              int heads_local, int hd, int rep, const mp_attn_oss *x,
+                              bool exact)
+{
+    forward_any(be, out, probs, q_base, q_row, k_base, v_base, kv_row, qpos, s, sk, b,
+                heads_local, hd, hd, rep, true, x, exact);
 }
 
 void mp_attention_forward(const mp_backend *be, real *out, real *probs, const real *qkv,
@@ -95,13 +120,13 @@ void mp_attention_backward_kv(const mp_backend *be, real *dq_base, size_t dq_row
                              rep, causal, scratch, exact);
 }
 
-/* The same with value heads of hdv columns (dout is [S, heads_local*hdv]). */
-void mp_attention_backward_dv(const mp_backend *be, real *dq_base, size_t dq_row,
-                              real *dk_base, real *dv_base, size_t dkv_row, const real *dout,
-                              const real *q_base, size_t q_row, const real *k_base,
-                              const real *v_base, size_t kv_row, const real *probs,
-                              const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                              int hdv, int rep, bool causal, real *scratch, bool exact)
+/* The backward of every variant (x as forward_any's; its dsink added to). */
+static void backward_any(const mp_backend *be, real *dq_base, size_t dq_row, real *dk_base,
+                         real *dv_base, size_t dkv_row, const real *dout, const real *q_base,
+                         size_t q_row, const real *k_base, const real *v_base, size_t kv_row,
+                         const real *probs, const int *qpos, int s, int sk, int b,
+                         int heads_local, int hd, int hdv, int rep, bool causal,
+                         const mp_attn_oss *x, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hdv, hq = (size_t)heads_local * hd;
     real scale = (real)1 / R_SQRT((real)hd);
@@ -121,8 +146,13 @@ void mp_attention_backward_dv(const mp_backend *be, real *dq_base, size_t dq_row
             be->gemm(MP_REAL_KIND, true, false, sk, hdv, s, 1.0, p, sk, dO, ldo, 1.0, dv, lddkv);
             real *ds = scratch;
             be->gemm(MP_REAL_KIND, false, true, s, sk, hdv, 1.0, dO, ldo, v, ldkv, 0.0, ds, sk);
-            be->attn_softmax_backward(MP_REAL_KIND, ds, p, s, sk, qpos, causal, (double)scale,
-                                      exact);
+            if (x)
+                be->attn_softmax_oss_backward(MP_REAL_KIND, ds, x->dsink ? x->dsink + a : NULL,
+                                              p, s, sk, qpos, causal, x->window,
+                                              (double)scale, exact);
+            else
+                be->attn_softmax_backward(MP_REAL_KIND, ds, p, s, sk, qpos, causal,
+                                          (double)scale, exact);
             /* dq[s, hd] = dS k;  dk[sk, hd] += dS^T q */
             be->gemm(MP_REAL_KIND, false, false, s, hd, sk, 1.0, ds, sk, k, ldkv, 0.0, dq, lddq);
             be->gemm(MP_REAL_KIND, true, false, sk, hd, s, 1.0, ds, sk, q, ldq, 1.0, dk, lddkv);
@@ -130,6 +160,31 @@ void mp_attention_backward_dv(const mp_backend *be, real *dq_base, size_t dq_row
     if (exact)
         be->quantize(MP_REAL_KIND, dq_base, (size_t)s * b, hq, dq_row, MP_Q_GRAD_ATT,
                      MP_EXACT_MAX_INT);
+}
+
+/* The same with value heads of hdv columns (dout is [S, heads_local*hdv]). */
+void mp_attention_backward_dv(const mp_backend *be, real *dq_base, size_t dq_row,
+                              real *dk_base, real *dv_base, size_t dkv_row, const real *dout,
+                              const real *q_base, size_t q_row, const real *k_base,
+                              const real *v_base, size_t kv_row, const real *probs,
+                              const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                              int hdv, int rep, bool causal, real *scratch, bool exact)
+{
+    backward_any(be, dq_base, dq_row, dk_base, dv_base, dkv_row, dout, q_base, q_row, k_base,
+                 v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hdv, rep, causal, NULL,
+                 scratch, exact);
+}
+
+void mp_attention_backward_oss(const mp_backend *be, real *dq_base, size_t dq_row,
+                               real *dk_base, real *dv_base, size_t dkv_row, const real *dout,
+                               const real *q_base, size_t q_row, const real *k_base,
+                               const real *v_base, size_t kv_row, const real *probs,
+                               const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                               int rep, const mp_attn_oss *x, real *scratch, bool exact)
+{
+    backward_any(be, dq_base, dq_row, dk_base, dv_base, dkv_row, dout, q_base, q_row, k_base,
+                 v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hd, rep, true, x,
+                 scratch, exact);
 }
 
 void mp_attention_backward(const mp_backend *be, real *dqkv, const real *dout,

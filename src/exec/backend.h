@@ -95,6 +95,24 @@ typedef struct mp_backend {
                          bool causal, double scale, bool exact);
     void (*attn_softmax_backward)(mp_real_kind kind, void *ds, const void *p, int s, int sk,
                                   const int *qpos, bool causal, double scale, bool exact);
+    /* GPT-OSS's (attention_sink.c): the same over the keys max(0, pos -
+     * window + 1) .. last (window 0: from key 0), with sink (one real, NULL:
+     * none) a logit that joins the maximum and the denominator and takes no
+     * value; backward adds the sink logit's gradient to *dsink (NULL: none).
+     * The clamped SwiGLU: gate <= limit, |up| <= limit, gate sigmoid(1.702
+     * gate) (up + 1), zero gradient where a clamp held. The CPU backend's
+     * only so far: exec refuses such models on a backend whose memory is not
+     * the host's (the CUDA backend's table starts as a copy of the CPU's). */
+    void (*attn_softmax_oss)(mp_real_kind kind, void *p, int s, int sk, const int *qpos,
+                             bool causal, int window, const void *sink, double scale,
+                             bool exact);
+    void (*attn_softmax_oss_backward)(mp_real_kind kind, void *ds, void *dsink, const void *p,
+                                      int s, int sk, const int *qpos, bool causal, int window,
+                                      double scale, bool exact);
+    void (*swiglu_clamped_forward)(mp_real_kind kind, void *out, const void *gu, int rows,
+                                   int f, double limit);
+    void (*swiglu_clamped_backward)(mp_real_kind kind, void *dgu, const void *dout,
+                                    const void *gu, int rows, int f, double limit);
     /* Vocabulary-parallel cross-entropy over logits[S, V] (this rank's vocabulary
      * columns [lo, lo + V)): the row maxima; then tl = the target's logit (0
      * when another rank holds it), logits = exp(logits - mx) (rounded), sum =

@@ -168,6 +168,47 @@ static void cpu_attn_softmax_backward(mp_real_kind k, void *ds, const void *p, i
         mp_attn_softmax_backward_f64(ds, p, s, sk, qpos, causal, scale, exact);
 }
 
+/* GPT-OSS's variants (attention_sink.c) */
+static void cpu_attn_softmax_oss(mp_real_kind k, void *p, int s, int sk, const int *qpos,
+                                 bool causal, int window, const void *sink, double scale,
+                                 bool exact)
+{
+    if (k == MP_REAL32)
+        mp_attn_softmax_oss_f32(p, s, sk, qpos, causal, window, sink, (float)scale, exact);
+    else
+        mp_attn_softmax_oss_f64(p, s, sk, qpos, causal, window, sink, scale, exact);
+}
+
+static void cpu_attn_softmax_oss_backward(mp_real_kind k, void *ds, void *dsink, const void *p,
+                                          int s, int sk, const int *qpos, bool causal,
+                                          int window, double scale, bool exact)
+{
+    if (k == MP_REAL32)
+        mp_attn_softmax_oss_backward_f32(ds, dsink, p, s, sk, qpos, causal, window,
+                                         (float)scale, exact);
+    else
+        mp_attn_softmax_oss_backward_f64(ds, dsink, p, s, sk, qpos, causal, window, scale,
+                                         exact);
+}
+
+static void cpu_swiglu_clamped_forward(mp_real_kind k, void *out, const void *gu, int rows,
+                                       int f, double limit)
+{
+    if (k == MP_REAL32)
+        mp_swiglu_clamped_forward_f32(out, gu, rows, f, (float)limit);
+    else
+        mp_swiglu_clamped_forward_f64(out, gu, rows, f, limit);
+}
+
+static void cpu_swiglu_clamped_backward(mp_real_kind k, void *dgu, const void *dout,
+                                        const void *gu, int rows, int f, double limit)
+{
+    if (k == MP_REAL32)
+        mp_swiglu_clamped_backward_f32(dgu, dout, gu, rows, f, (float)limit);
+    else
+        mp_swiglu_clamped_backward_f64(dgu, dout, gu, rows, f, limit);
+}
+
 static void cpu_ce_max(mp_real_kind k, void *mx, const void *logits, size_t S, size_t V)
 {
     BY_KIND(k, mp_ce_max, mx, logits, S, V);
@@ -415,6 +456,10 @@ static const mp_backend cpu_backend = {
     .add = cpu_add,
     .attn_softmax = cpu_attn_softmax,
     .attn_softmax_backward = cpu_attn_softmax_backward,
+    .attn_softmax_oss = cpu_attn_softmax_oss,
+    .attn_softmax_oss_backward = cpu_attn_softmax_oss_backward,
+    .swiglu_clamped_forward = cpu_swiglu_clamped_forward,
+    .swiglu_clamped_backward = cpu_swiglu_clamped_backward,
     .ce_max = cpu_ce_max,
     .ce_exp_sum = cpu_ce_exp_sum,
     .ce_loss = cpu_ce_loss,

@@ -36,6 +36,38 @@ void mp_model_norm_backward(const mp_gpt *g, real *dx, real *dw, real *db,
                                   g->d.hidden, g->exact);
 }
 
+/* Block l's GPT-OSS variants (window, sinks and their gradients), or NULL
+ * when its attention is plain. */
+static const mp_attn_oss *oss_of(const mp_gpt *g, int l, mp_attn_oss *x)
+{
+    x->window = mp_dims_block_window(&g->d, l);
+    x->sink = blk(g->w, g, l, MP_BLK_SINK);
+    x->dsink = blk(g->g, g, l, MP_BLK_SINK);
+    return x->window > 0 || x->sink ? x : NULL;
+}
+
+/* att[S,hl] from V's Q, K and V (CP: against every position's K|V in
+ * kv_full), the probabilities into probs: the forward's and selective
+ * recomputation's core attention. */
+static void core_attention(mp_gpt *g, block_acts *V, real *probs, int l)
+{
+    sizes z = sizes_of(&g->d);
+    bool cp = z.cp > 1;
+    const real *k = cp ? V->kv_full : V->qkv + z.hl;
+    size_t kv_row = cp ? 2 * z.kc : z.row;
+    const int *qpos = cp ? g->qpos_be : NULL;
+    mp_attn_oss xs;
+    const mp_attn_oss *x = oss_of(g, l, &xs);
+    if (x)
+        mp_attention_forward_oss(g->be, V->att, probs, V->qkv, z.row, k, k + z.kc, kv_row, qpos,
+                                 (int)z.s, (int)z.sk, (int)z.b, (int)z.al, (int)z.hd,
+                                 (int)z.rep, x, g->exact);
+    else
+        mp_attention_forward_kv(g->be, V->att, probs, V->qkv, z.row, k, k + z.kc, kv_row, qpos,
+                                (int)z.s, (int)z.sk, (int)z.b, (int)z.al, (int)z.hd,
+                                (int)z.rep, !g->d.bert, g->exact);
+}
+
 /* The block's first norm and attention up to att[S,hl] (before the output
  * projection): the QKV heads' (latent attention: mla.c). */
 static mp_status attention_forward(mp_gpt *g, block_acts *B, int l, const real *x,
@@ -67,17 +99,9 @@ static mp_status attention_forward(mp_gpt *g, block_acts *B, int l, const real *
     /* att[S,hl] = causal attention over this rank's heads (CP: this rank's
      * queries against every position's K|V); selective recompute keeps no
      * probabilities: they go to scratch and are rebuilt in backward */
-    real *probs = B->probs ? B->probs : W.sblk.probs;
-    if (z.cp > 1) {
+    if (z.cp > 1)
         CHECK(mp_model_cp_gather_kv(g, B->qkv, B->kv_full, err));
-        mp_attention_forward_kv(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
-                                B->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
-                                (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
-    } else {
-        mp_attention_forward_kv(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.hl,
-                                B->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
-                                (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, ex);
-    }
+    core_attention(g, B, B->probs ? B->probs : W.sblk.probs, l);
 #undef P
     return MP_OK;
 }
@@ -108,7 +132,10 @@ static void fc1_forward(mp_gpt *g, block_acts *B, int l)
     if ((bias = blk(g->w, g, l, MP_BLK_FC1_B)))
         g->be->bias_add(MP_REAL_KIND, B->fc1_pre, bias, (int)z.S, (int)z.f1);
     bq(g, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
-    if (g->d.swiglu)
+    if (g->d.glu_limit > 0)
+        g->be->swiglu_clamped_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S,
+                                      (int)z.Fl, g->d.glu_limit);
+    else if (g->d.swiglu)
         g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
     else
         g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, z.S * z.Fl);
@@ -187,7 +214,10 @@ mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
     bq(g, dact, z.S * z.Fl, MP_Q_GRAD);
     /* through gelu (in place) or SwiGLU (into dfc[S,2Fl]); db1, dW1[h,f1] +=
      * ln2_full^T @ dfc; dln2 = reduce(dfc @ W1^T) */
-    if (g->d.swiglu)
+    if (g->d.glu_limit > 0)
+        g->be->swiglu_clamped_backward(MP_REAL_KIND, W.dfc, dact, B->fc1_pre, (int)z.S,
+                                       (int)z.Fl, g->d.glu_limit);
+    else if (g->d.swiglu)
         g->be->swiglu_backward(MP_REAL_KIND, W.dfc, dact, B->fc1_pre, (int)z.S, (int)z.Fl);
     else
         g->be->gelu_backward(MP_REAL_KIND, W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
@@ -210,21 +240,29 @@ norm2:
     bq(g, W.datt, z.S * z.hl, MP_Q_GRAD);
     if (mp_dims_is_mla(&g->d))
         return mp_mla_backward(g, B, l, dres, err);
-    if (z.cp > 1) {
-        g->be->zero(W.dkv_full, z.sk * z.b * 2 * z.kc * sizeof(real));
-        mp_attention_backward_kv(g->be, W.dqkv, z.row, W.dkv_full, W.dkv_full + z.kc, 2 * z.kc,
-                                 W.datt, B->qkv, z.row, B->kv_full, B->kv_full + z.kc, 2 * z.kc,
-                                 B->probs, g->qpos_be, (int)z.s, (int)z.sk, (int)z.b, (int)z.al,
-                                 (int)z.hd, (int)z.rep, !g->d.bert, W.att_scratch, ex);
+    /* CP: this rank's queries' share of every position's dK|dV, then summed
+     * around the ring; else straight into dqkv */
+    bool cp = z.cp > 1;
+    real *dk = cp ? W.dkv_full : W.dqkv + z.hl;
+    const real *k = cp ? B->kv_full : B->qkv + z.hl;
+    size_t kv_row = cp ? 2 * z.kc : z.row;
+    const int *qpos = cp ? g->qpos_be : NULL;
+    size_t zeroed = cp ? z.sk * z.b * 2 * z.kc : z.S * z.row;
+    g->be->zero(cp ? W.dkv_full : W.dqkv, zeroed * sizeof(real));
+    mp_attn_oss xs;
+    const mp_attn_oss *xo = oss_of(g, l, &xs);
+    if (xo)
+        mp_attention_backward_oss(g->be, W.dqkv, z.row, dk, dk + z.kc, kv_row, W.datt, B->qkv,
+                                  z.row, k, k + z.kc, kv_row, B->probs, qpos, (int)z.s,
+                                  (int)z.sk, (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, xo,
+                                  W.att_scratch, ex);
+    else
+        mp_attention_backward_kv(g->be, W.dqkv, z.row, dk, dk + z.kc, kv_row, W.datt, B->qkv,
+                                 z.row, k, k + z.kc, kv_row, B->probs, qpos, (int)z.s, (int)z.sk,
+                                 (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert,
+                                 W.att_scratch, ex);
+    if (cp)
         CHECK(mp_model_cp_reduce_dkv(g, W.dkv_full, W.dqkv, err));
-    } else {
-        g->be->zero(W.dqkv, z.S * z.row * sizeof(real));
-        mp_attention_backward_kv(g->be, W.dqkv, z.row, W.dqkv + z.hl, W.dqkv + z.hl + z.kc,
-                                 z.row, W.datt, B->qkv, z.row, B->qkv + z.hl,
-                                 B->qkv + z.hl + z.kc, z.row, B->probs, NULL, (int)z.s,
-                                 (int)z.s, (int)z.b, (int)z.al, (int)z.hd, (int)z.rep,
-                                 !g->d.bert, W.att_scratch, ex);
-    }
     bq(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
     if (g->d.rope) { /* back through the turn of Q and K */
         g->be->rope(MP_REAL_KIND, W.dqkv, z.row, (int)z.al, (int)z.hd, g->qpos_be, (int)z.s,
@@ -315,7 +353,7 @@ mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_er
     if ((rb & RB_MLA_UP) && mp_dims_is_mla(&g->d))
         mp_mla_rebuild_up(g, V, l);
     if (rb & RB_CORE_ATTN)
-        mp_model_recompute_probs(g, V);
+        mp_model_recompute_probs(g, V, l);
     if ((rb & RB_MLP) && !moe)
         fc1_forward(g, V, l);
     if (moe && (rb & (RB_MOE | RB_MOE_ACT | RB_SHARED)))
@@ -326,19 +364,11 @@ mp_status mp_model_rebuild(mp_gpt *g, block_acts *V, int l, const real *x, mp_er
 
 /* Selective recomputation: the block's attention probabilities (and its
  * output, again the same) from the Q, K and V it kept. */
-void mp_model_recompute_probs(mp_gpt *g, block_acts *V)
+void mp_model_recompute_probs(mp_gpt *g, block_acts *V, int l)
 {
-    sizes z = sizes_of(&g->d);
     if (mp_dims_is_mla(&g->d))
         mp_mla_recompute_probs(g, V);
-    else if (z.cp > 1)
-        mp_attention_forward_kv(g->be, V->att, V->probs, V->qkv, z.row, V->kv_full,
-                                V->kv_full + z.kc, 2 * z.kc, g->qpos_be, (int)z.s, (int)z.sk,
-                                (int)z.b, (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert,
-                                g->exact);
     else
-        mp_attention_forward_kv(g->be, V->att, V->probs, V->qkv, z.row, V->qkv + z.hl,
-                                V->qkv + z.hl + z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
-                                (int)z.al, (int)z.hd, (int)z.rep, !g->d.bert, g->exact);
+        core_attention(g, V, V->probs, l);
 }
 

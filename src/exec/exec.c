@@ -619,6 +619,13 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                          "the multi-token-prediction modules run on the cpu backend only for "
                          "now (got %s)", be->name));
 
+    /* GPT-OSS's ops are the CPU's: the CUDA backend's table, a copy of the
+     * CPU's, holds them but not on its memory */
+    if ((d->window > 0 || d->sinks || d->glu_limit > 0) &&
+        (!be->host_memory || !be->attn_softmax_oss))
+        TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
+                         "GPT-OSS's windowed / sink attention and clamped SwiGLU run on the "
+                         "cpu backend only for now (got %s)", be->name));
     if (d->experts > 0) { /* MoE: routing and all-to-all are the backend's ops */
         if (par->dist_opt && R.moe_edp.size > 1) { /* the experts' shards (shard.c) */
             rep->dist_opt = true;

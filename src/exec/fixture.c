@@ -76,8 +76,9 @@ mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err)
     fclose(f);
     const mp_fixture_tensor *c = mp_fixture_find(fx, "config");
     const mp_fixture_tensor *a = mp_fixture_find(fx, "adam");
-    if (!c || !c->is_int || (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_ROUTE &&
-                                c->n != MP_FX_CONFIG_MOE && c->n != MP_FX_CONFIG_BASE) || !a ||
+    if (!c || !c->is_int ||
+        (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_MTP && c->n != MP_FX_CONFIG_ROUTE &&
+         c->n != MP_FX_CONFIG_MOE && c->n != MP_FX_CONFIG_BASE) || !a ||
         a->is_int || a->n != 5) {
         mp_fixture_free(fx);
         return mp_error_set(err, MP_EINPUT, path, 0, 0, "--test-fixture",
@@ -189,6 +190,13 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         {"model.mtp_layers", c[MP_FX_MTP_LAYERS], d->mtp_layers},
         {"model.mtp_loss_scale (x 1000)", c[MP_FX_MTP_SCALE_MILLI],
          d->mtp_layers ? (int)lround(d->mtp_scale * 1000.0) : 0},
+        {"model.attn.window", c[MP_FX_WINDOW], d->window},
+        {"model.attn.window_skip_freq", c[MP_FX_WINDOW_SKIP_FREQ],
+         d->window ? d->window_skip_freq : 0},
+        {"model.attn.sinks", c[MP_FX_SINKS], d->sinks},
+        {"model.glu_limit (x 1000)", c[MP_FX_GLU_LIMIT_MILLI], (int)lround(d->glu_limit * 1000.0)},
+        {"model.linear_bias (the experts' and router's biases)", c[MP_FX_EXPERT_BIAS],
+         d->expert_bias},
         /* the fixture is dropless, every block after the first dense ones MoE */
         {"model.moe.capacity_factor (0: dropless)", 0, d->experts && d->capacity_factor > 0},
         {"model.moe.layer_freq", d->experts ? 1 : 0,

@@ -45,6 +45,12 @@ enum {
     MP_FX_CONFIG_ROUTE, /* the fields of a file with that routing; those after, 0 when absent: */
     /* multi-token prediction: modules (0: none), mtp_loss_scale x 1000 */
     MP_FX_MTP_LAYERS = MP_FX_CONFIG_ROUTE, MP_FX_MTP_SCALE_MILLI,
+    MP_FX_CONFIG_MTP, /* the fields of a file with MTP modules; those after, 0 when absent: */
+    /* GPT-OSS: window (0: none), full attention every n-th block (0: never),
+     * sinks, the clamped SwiGLU's limit x 1000 (0: plain), the experts' and
+     * router's biases */
+    MP_FX_WINDOW = MP_FX_CONFIG_MTP, MP_FX_WINDOW_SKIP_FREQ, MP_FX_SINKS, MP_FX_GLU_LIMIT_MILLI,
+    MP_FX_EXPERT_BIAS,
     MP_FX_CONFIG_COUNT
 };
 

@@ -88,6 +88,15 @@ void mp_moe_weights_backward(real *dl, const real *scores, const real *choice, c
                              const real *dwf, size_t S, size_t E, size_t k, double scale);
 void mp_moe_scores_backward(real *dl, const real *scores, size_t S, size_t E, bool sigmoid);
 void mp_moe_bias_update(real *bias, const real *load, size_t E, double rate);
+/* ---- attention_sink.c ---- GPT-OSS's variants (backend.h says what each computes) */
+void mp_attn_softmax_oss(real *p, int s, int sk, const int *qpos, bool causal, int window,
+                         const real *sink, real scale, bool exact);
+void mp_attn_softmax_oss_backward(real *ds, real *dsink, const real *p, int s, int sk,
+                                  const int *qpos, bool causal, int window, real scale,
+                                  bool exact);
+void mp_swiglu_clamped_forward(real *out, const real *gu, int rows, int f, real limit);
+void mp_swiglu_clamped_backward(real *dgu, const real *dout, const real *gu, int rows, int f,
+                                real limit);
 
 /* ---- attention.c ---- causal self-attention over this rank's heads, its
  * two products as the backend's GEMMs. qkv[S, 3*hl] with rows r = pos*b +
@@ -122,6 +131,24 @@ void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs, const
                              size_t q_row, const real *k, const real *v, size_t kv_row,
                              const int *qpos, int s, int sk, int b, int heads_local, int hd,
                              int hdv, int rep, bool causal, bool exact);
+/* GPT-OSS's variants of one block's causal attention: keys from qpos -
+ * window + 1 (window 0: all earlier), sink[heads_local] this rank's heads'
+ * sink logits (NULL: none) and dsink their gradients (added to). */
+typedef struct mp_attn_oss {
+    int window;
+    const real *sink;
+    real *dsink;
+} mp_attn_oss;
+void mp_attention_forward_oss(const mp_backend *be, real *out, real *probs, const real *q,
+                              size_t q_row, const real *k, const real *v, size_t kv_row,
+                              const int *qpos, int s, int sk, int b, int heads_local, int hd,
+                              int rep, const mp_attn_oss *x, bool exact);
+void mp_attention_backward_oss(const mp_backend *be, real *dq, size_t dq_row, real *dk,
+                               real *dv, size_t dkv_row, const real *dout, const real *q,
+                               size_t q_row, const real *k, const real *v, size_t kv_row,
+                               const real *probs, const int *qpos, int s, int sk, int b,
+                               int heads_local, int hd, int rep, const mp_attn_oss *x,
+                               real *scratch, bool exact);
 void mp_attention_backward_dv(const mp_backend *be, real *dq, size_t dq_row, real *dk,
                               real *dv, size_t dkv_row, const real *dout, const real *q,
                               size_t q_row, const real *k, const real *v, size_t kv_row,

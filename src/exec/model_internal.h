@@ -399,7 +399,7 @@ mp_status mp_model_block_forward(mp_gpt *g, block_acts *B, int l, const real *x,
                                  mp_error *err);
 mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
                                   mp_error *err);
-void mp_model_recompute_probs(mp_gpt *g, block_acts *V);
+void mp_model_recompute_probs(mp_gpt *g, block_acts *V, int l);
 /* Selective recomputation of block l: B's activations that it does not keep
  * (NULL) in the workspace's scratch (forward and backward), and, before its
  * backward, those rebuilt from what it kept and its input x. */

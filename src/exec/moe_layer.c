@@ -28,6 +28,7 @@
 #include "exec/quant.h"
 #include "exec/real.h"
 #include "exec/model_internal.h"
+#include "exec/moe_oss.h"
 
 /* One block's MoE state (moe.h's layout) as pointers. */
 typedef struct moe_state {
@@ -251,7 +252,10 @@ static mp_status moe_shared_forward(mp_gpt *g, moe_state *M, block_acts *B, int 
 static void moe_activation(mp_gpt *g, moe_state *M)
 {
     size_t fl = M->z.fl;
-    if (g->d.swiglu)
+    if (g->d.glu_limit > 0)
+        g->be->swiglu_clamped_forward(MP_REAL_KIND, M->act, M->pre, (int)M->nrecv, (int)fl,
+                                      g->d.glu_limit);
+    else if (g->d.swiglu)
         g->be->swiglu_forward(MP_REAL_KIND, M->act, M->pre, (int)M->nrecv, (int)fl);
     else
         g->be->gelu_forward(MP_REAL_KIND, M->act, M->pre, M->nrecv * fl);
@@ -293,6 +297,7 @@ static mp_status moe_forward_into(mp_gpt *g, block_acts *B, int l, real *out, mp
     /* logits[S,E] = x @ Wr: x the TP group's rows, or (etp = 1) this rank's */
     const real *x = moe_input(g, B, z);
     GEMM(false, false, S, E, h, x, h, Wr, E, 0.0, M.logits, E);
+    mp_moe_oss_router_bias(g, l, M.logits, S, E);
     bq(g, M.logits, S * E, MP_Q_ACT);
     CHECK(moe_route(g, &M, l, err));
     CHECK(moe_dispatch(g, &M, x, err));
@@ -304,6 +309,7 @@ static mp_status moe_forward_into(mp_gpt *g, block_acts *B, int l, real *out, mp
             GEMM(false, false, n, f1l, h, M.x + o * h, h, W1 + e * h * f1l, f1l, 0.0,
                  M.pre + o * f1l, f1l);
     }
+    mp_moe_oss_fc1_bias(g, l, M.pre, M.hne, z->El, f1l);
     bq(g, M.pre, M.nrecv * f1l, MP_Q_ACT);
     moe_activation(g, &M);
     for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
@@ -312,6 +318,7 @@ static mp_status moe_forward_into(mp_gpt *g, block_acts *B, int l, real *out, mp
             GEMM(false, false, n, h, fl, M.act + o * fl, fl, W2 + e * fl * h, h, 0.0,
                  M.bufa + o * h, h);
     }
+    mp_moe_oss_fc2_bias(g, l, M.bufa, M.hne, z->El, h);
     /* the combine: back to the senders, each slot's row in its place
      * [S*k, h] (zeros where dropped), summed over TP (SP: this rank's tokens) */
     CHECK(moe_return(g, &M, M.bufa, M.bufa, err));
@@ -377,6 +384,7 @@ static void moe_router_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
     bq(g, dl, S * E, MP_Q_GRAD);
     g->be->moe_scores_backward(MP_REAL_KIND, dl, M->scores, S, E, g->d.router_sigmoid);
     bq(g, dl, S * E, MP_Q_GRAD);
+    mp_moe_oss_router_bias_grad(g, l, dl, S, E);
     /* dWr[h,E] += ln2_full^T @ dl; dx += dl @ Wr^T, on one TP rank only: the
      * router is replicated, the sum over TP that follows must count it once
      * (etp = 1: each rank's own rows, no sum; dWr is then summed over TP as
@@ -431,11 +439,15 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
              fl);
     }
     bq(g, M.dact, M.nrecv * fl, MP_Q_GRAD);
-    if (g->d.swiglu)
+    if (g->d.glu_limit > 0)
+        g->be->swiglu_clamped_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, (int)M.nrecv,
+                                       (int)fl, g->d.glu_limit);
+    else if (g->d.swiglu)
         g->be->swiglu_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, (int)M.nrecv, (int)fl);
     else
         g->be->gelu_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, M.nrecv * fl);
     bq(g, M.dpre, M.nrecv * f1l, MP_Q_GRAD);
+    mp_moe_oss_bias_grads(g, l, M.bufa, M.dpre, M.hne, z->El, f1l, h); /* bufa: dy still */
     /* dW1 += x^T @ dpre; dx = dpre @ W1^T (this TP rank's partial), expert order */
     for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
         size_t n = (size_t)M.hne[e];

@@ -136,6 +136,8 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
     SECTIONS(d->heads * hd, g * hd, g * hd);
     BLK(MP_BLK_QKV_W, !mla, "qkv.weight", h, qkv, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
     BLK(MP_BLK_QKV_B, !mla && bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
+    /* GPT-OSS's sinks: one logit per query head, this rank's heads' */
+    BLK(MP_BLK_SINK, !mla && d->sinks, "sinks", 1, d->heads, MP_SPLIT_COLS, MP_INIT_BIAS, false);
     if (mla) /* latent attention: down-projections replicated, up-projections by heads */
         add_mla_block(bp, blk, side, li, item);
     BLK(MP_BLK_PROJ_W, true, "proj.weight", mla ? d->heads * d->v_dim : h, h, MP_SPLIT_ROWS,
@@ -161,6 +163,8 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
     /* an MoE block's router, replicated (its experts come after every block) */
     BLK(MP_BLK_ROUTER_W, moe, "router.weight", h, d->experts, MP_SPLIT_NONE,
         MP_INIT_WEIGHT, mp_dims_moe_local(d)); /* local tokens: summed over TP */
+    BLK(MP_BLK_ROUTER_B, moe && d->expert_bias, "router.bias", 1, d->experts, MP_SPLIT_NONE,
+        MP_INIT_BIAS, mp_dims_moe_local(d));
     int fs = d->shared_ffn;
     SECTIONS(fs, fs, 0);
     BLK(MP_BLK_SHR_FC1_W, moe && fs > 0, "shared.fc1.weight", h, d->swiglu ? 2 * fs : fs, s1,
@@ -356,6 +360,17 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         blk[MP_BLK_EXP_FC2_W] = add(&b, n, d->experts * fe, h,
                                     whole ? MP_SPLIT_NONE : MP_SPLIT_ROWS, MP_INIT_WEIGHT,
                                     false, item);
+        if (d->expert_bias) { /* GPT-OSS: each expert's fc1 bias (split as its fc1) and
+                              fc2 bias (added once, after the TP sum) */
+            snprintf(n, sizeof n, "%slayers.%d.experts.fc1.bias", side, li);
+            blk[MP_BLK_EXP_FC1_B] = add(&b, n, d->experts, d->swiglu ? 2 * fe : fe,
+                                        whole ? MP_SPLIT_NONE
+                                              : d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS,
+                                        MP_INIT_BIAS, false, item);
+            snprintf(n, sizeof n, "%slayers.%d.experts.fc2.bias", side, li);
+            blk[MP_BLK_EXP_FC2_B] = add(&b, n, d->experts, h, MP_SPLIT_NONE, MP_INIT_BIAS,
+                                        false, item);
+        }
         b.n_exp = 0;
     }
     return MP_OK;

@@ -90,7 +90,29 @@ typedef struct mp_gpt_dims {
      * losses averaged over the modules and scaled by mtp_scale. */
     int mtp_layers;
     double mtp_scale;
+    /* GPT-OSS (exec/attention_sink.c): block l's queries see the `window`
+     * keys ending at their own position when mp_dims_block_window says so
+     * (0: every earlier key); sinks: a learned logit per head (MP_BLK_SINK)
+     * joins every softmax's denominator and takes no value; glu_limit > 0:
+     * the clamped SwiGLU (gate <= limit, |up| <= limit, gate sigmoid(1.702
+     * gate) (up + 1)) in the MLPs and experts */
+    int window, window_skip_freq;
+    bool sinks;
+    double glu_limit;
+    bool expert_bias; /* the routed experts' fc1 and fc2 biases (MP_BLK_EXP_FC*_B) */
 } mp_gpt_dims;
+
+/* Block l's attention window (0: full attention): windowed unless
+ * window_skip_freq > 0 and (l + 1) % window_skip_freq == 0 (core/model.h's
+ * rule); an MTP module's block is the last block's kind. */
+static inline int mp_dims_block_window(const mp_gpt_dims *d, int l)
+{
+    if (l >= d->layers && d->layers > 0)
+        l = d->layers - 1;
+    if (d->window <= 0)
+        return 0;
+    return d->window_skip_freq > 0 && (l + 1) % d->window_skip_freq == 0 ? 0 : d->window;
+}
 
 /* The most MTP modules the executor runs (DeepSeek-V3 has one). */
 #define MP_MTP_MAX 8
@@ -235,6 +257,9 @@ enum {
      * heads*(nope+v)] */
     MP_BLK_MLA_QDOWN_W, MP_BLK_MLA_QNORM_W, MP_BLK_MLA_QUP_W, MP_BLK_MLA_KVDOWN_W,
     MP_BLK_MLA_KVNORM_W, MP_BLK_MLA_KVUP_W,
+    /* GPT-OSS: the attention sinks (one logit a head, split over TP by
+     * heads), the routed experts' biases (stacked by expert), the router's */
+    MP_BLK_SINK, MP_BLK_EXP_FC1_B, MP_BLK_EXP_FC2_B, MP_BLK_ROUTER_B,
     MP_BLK_COUNT
 };
 

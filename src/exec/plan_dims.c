@@ -64,18 +64,13 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
                             "activation %s is not supported by this executor yet (gelu, "
                             "swiglu; relu in t5)", mp_activation_name(m->activation));
-    /* GPT-OSS's parts the executor does not run yet: refused, not dropped */
-    if (m->attn.window || m->attn.sinks)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0,
-                            m->attn.window ? "model.attn.window" : "model.attn.sinks",
-                            "%s attention is not run by this executor yet",
-                            m->attn.window ? "sliding-window" : "sink");
-    if (m->linear_bias)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.linear_bias",
-                            "biases in a llama model are not run by this executor yet");
-    if (m->glu_limit > 0.0)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.glu_limit",
-                            "the clamped SwiGLU is not run by this executor yet");
+    /* GPT-OSS's window, sinks, biases and clamped SwiGLU run (attention_sink.c,
+     * moe_oss.c; core/model_attn.c keeps them to decoders without latent
+     * attention); YaRN's rescaled rotary angles do not */
+    if (m->attn.rope_yarn)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.attn.rope_yarn",
+                            "YaRN's rescaled rotary embedding is not run by this executor yet "
+                            "(rope_yarn: false runs GPT-OSS with plain rotary angles)");
     if (m->position != MP_POS_LEARNED && m->position != MP_POS_ROPE && !t5)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "position %s is not supported by this executor yet (learned, "
@@ -178,7 +173,15 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->rmsnorm = m->norm == MP_NORM_RMSNORM;
     out->swiglu = m->activation == MP_ACT_SWIGLU;
     out->rope = m->position == MP_POS_ROPE;
-    out->no_bias = m->arch == MP_ARCH_LLAMA || t5; /* LLaMA's and T5's linear layers have none */
+    /* LLaMA's and T5's linear layers have none, unless linear_bias (GPT-OSS) */
+    out->no_bias = (m->arch == MP_ARCH_LLAMA && !m->linear_bias) || t5;
+    out->expert_bias = m->arch == MP_ARCH_LLAMA && m->linear_bias;
+    /* GPT-OSS's attention and SwiGLU; a shrunk window stays shorter than the
+     * shrunk sequence (16 positions or more), so the band is exercised */
+    out->window = (int)(shrink && m->attn.window > 5 ? 5 : m->attn.window);
+    out->window_skip_freq = (int)m->attn.window_skip_freq;
+    out->sinks = m->attn.sinks;
+    out->glu_limit = m->glu_limit;
     out->bert = m->arch == MP_ARCH_BERT;
     /* the plan's recomputation; per layer as search wrote it (a shrunk model has
      * other layers: the plan's overall setting then) */

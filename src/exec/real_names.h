@@ -16,6 +16,20 @@
 #define mp_gpt MP_REAL_NAME(mp_gpt)
 #define mp_acts MP_REAL_NAME(mp_acts)
 #define mp_trainer MP_REAL_NAME(mp_trainer)
+#define mp_attn_oss MP_REAL_NAME(mp_attn_oss)
+
+/* attention_sink.c */
+#define mp_attn_softmax_oss MP_REAL_NAME(mp_attn_softmax_oss)
+#define mp_attn_softmax_oss_backward MP_REAL_NAME(mp_attn_softmax_oss_backward)
+#define mp_swiglu_clamped_forward MP_REAL_NAME(mp_swiglu_clamped_forward)
+#define mp_swiglu_clamped_backward MP_REAL_NAME(mp_swiglu_clamped_backward)
+
+/* moe_oss.c */
+#define mp_moe_oss_bias_grads MP_REAL_NAME(mp_moe_oss_bias_grads)
+#define mp_moe_oss_fc1_bias MP_REAL_NAME(mp_moe_oss_fc1_bias)
+#define mp_moe_oss_fc2_bias MP_REAL_NAME(mp_moe_oss_fc2_bias)
+#define mp_moe_oss_router_bias MP_REAL_NAME(mp_moe_oss_router_bias)
+#define mp_moe_oss_router_bias_grad MP_REAL_NAME(mp_moe_oss_router_bias_grad)
 
 /* layers.c */
 #define mp_add MP_REAL_NAME(mp_add)
@@ -49,9 +63,11 @@
 #define mp_attention_backward MP_REAL_NAME(mp_attention_backward)
 #define mp_attention_backward_dv MP_REAL_NAME(mp_attention_backward_dv)
 #define mp_attention_backward_kv MP_REAL_NAME(mp_attention_backward_kv)
+#define mp_attention_backward_oss MP_REAL_NAME(mp_attention_backward_oss)
 #define mp_attention_forward MP_REAL_NAME(mp_attention_forward)
 #define mp_attention_forward_dv MP_REAL_NAME(mp_attention_forward_dv)
 #define mp_attention_forward_kv MP_REAL_NAME(mp_attention_forward_kv)
+#define mp_attention_forward_oss MP_REAL_NAME(mp_attention_forward_oss)
 
 /* model.c */
 #define mp_gpt_backward MP_REAL_NAME(mp_gpt_backward)

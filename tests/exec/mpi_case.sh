@@ -19,13 +19,14 @@
 # latent's rank; default 16, 0: none); ZERO=2|3 (the plan's zero; with DISTOPT true),
 # HSDP=true (the plan's hsdp), HWFILE=file (its `hw:` mapping replaces the plan's profile name),
 # LAYOUT=string (the plan's parallel.pipeline_layout, Megatron's layout grammar),
-# RCM=list (with RC=selective: its recompute_modules, comma-separated).
+# RCM=list (with RC=selective: its recompute_modules, comma-separated); templates with a
+# window: WINDOW=n (default 5; 0: no window, full attention in every block).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
 pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile= layout=
 ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16 par= rcm=
-experts=4 topk=2 groups=0 gtopk=0 rscale=0 brate=0 mtp=0
+experts=4 topk=2 groups=0 gtopk=0 rscale=0 brate=0 mtp=0 window=5
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -39,20 +40,22 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     QLORA=*) qlora=${1#QLORA=} ;; LAYOUT=*) layout=${1#LAYOUT=} ;; PAR=*) par=${1#PAR=} ;;
     EXPERTS=*) experts=${1#EXPERTS=} ;; TOPK=*) topk=${1#TOPK=} ;; GROUPS=*) groups=${1#GROUPS=} ;;
     GTOPK=*) gtopk=${1#GTOPK=} ;; RSCALE=*) rscale=${1#RSCALE=} ;; BRATE=*) brate=${1#BRATE=} ;;
-    MTP=*) mtp=${1#MTP=} ;; RCM=*) rcm=${1#RCM=} ;;
+    MTP=*) mtp=${1#MTP=} ;; RCM=*) rcm=${1#RCM=} ;; WINDOW=*) window=${1#WINDOW=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
 done
 [ $# -gt 0 ] && shift
 . "$(dirname "$0")/../lib.sh"
+nowin=; [ "$window" = 0 ] && nowin='s/window: @WINDOW@, window_skip_freq: [0-9]*, //'
 gpus=$((tp * dp * pp * cp))
 sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt/" \
     -e "s/@GPUS@/$gpus/; s/@GB@/$((mb * dp * m))/; s/@MB@/$mb/; s/@TIED@/$tied/" \
     -e "s/@SCHED@/$sched/; s/@LAYERS@/$layers/; s/@VPP@/$vpp/; s/@CP@/$cp/; s/@HW@/$hw/; s/@KV@/$kv/" \
     -e "s/@EP@/$ep/; s/@ETP@/$etp/; s/@CF@/$cf/; s/@ROUTER@/$router/; s/@SHARED@/$shared/; s/@QLORA@/$qlora/" \
     -e "s/@EXPERTS@/$experts/; s/@TOPK@/$topk/; s/@GROUPS@/$groups/; s/@GTOPK@/$gtopk/" \
-    -e "s/@RSCALE@/$rscale/; s/@BRATE@/$brate/; s/@MTP@/$mtp/" "$template" > "$T/plan.yaml" || exit 99
+    -e "s/@RSCALE@/$rscale/; s/@BRATE@/$brate/; s/@MTP@/$mtp/" \
+    -e "${nowin:-s/^//}; s/@WINDOW@/$window/" "$template" > "$T/plan.yaml" || exit 99
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
 if [ -n "$rcm" ]; then sed -i "s/recompute: $rc,/recompute: $rc, recompute_modules: \"$rcm\",/" "$T/plan.yaml"; fi

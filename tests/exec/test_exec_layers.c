@@ -309,9 +309,9 @@ static void check_model_gradients_of(mp_gpt_dims d)
         }
         if (!(worst <= 1e-6 + 1e-5 * scale))
             fail_msg("%s: gradient off by %g (scale %g)", p->name, worst, scale);
-        /* latent attention's blocks: every tensor must carry signal, or the
-         * comparison above proves nothing about it */
-        if (mp_dims_is_mla(&d) && strstr(p->name, "layers.") && !(scale > 1e-9))
+        /* latent attention's and GPT-OSS's blocks: every tensor must carry
+         * signal, or the comparison above proves nothing about it */
+        if ((mp_dims_is_mla(&d) || d.sinks) && strstr(p->name, "layers.") && !(scale > 1e-9))
             fail_msg("%s: no gradient to check (scale %g)", p->name, scale);
     }
     mp_gpt_free_f64(&g);
@@ -552,6 +552,26 @@ static void test_model_gradients_moe(void **state)
     d = tiny_moe_dims(1, 0, false, 1, 0); /* GPT's blocks: GeLU experts */
     d.rmsnorm = d.swiglu = d.rope = d.no_bias = false;
     d.kv_heads = 0;
+    check_model_gradients_of(d);
+}
+
+/* GPT-OSS's blocks (attention_sink.c, moe_oss.c): block 0 windowed (3), block
+ * 1 full, a sink per head, biases in every linear layer (the router's and
+ * each expert's too), the clamped SwiGLU (limit 1.5, crossed under the 8x
+ * weights), every tensor against finite differences; dense blocks too. */
+static void test_model_gradients_oss(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_moe_dims(1, 0, false, 1, 0);
+    d.moe_first_dense = 0;
+    d.no_bias = false;
+    d.expert_bias = d.sinks = true;
+    d.window = 3;
+    d.window_skip_freq = 2;
+    d.glu_limit = 1.5;
+    check_model_gradients_of(d);
+    d.experts = 0;
+    d.expert_bias = false;
     check_model_gradients_of(d);
 }
 
@@ -962,6 +982,14 @@ static void test_exact_data_is_alive(void **state)
                                  "encoder.layers.0.qkv.weight", "decoder.layers.0.lnx.weight",
                                  NULL};
     exact_data_is_alive_of(d, quiet);
+    /* GPT-OSS's blocks: the sinks' gradients (a row term each on the
+     * attention-gradient grid), the biases, the clamped experts */
+    d = (mp_gpt_dims){.hidden = 32, .heads = 4, .kv_heads = 2, .ffn = 64, .vocab = 64,
+                      .seq = 16, .micro_batch = 1, .layers = 2, .tied = true, .tp = 1,
+                      .rmsnorm = true, .swiglu = true, .rope = true, .window = 5,
+                      .window_skip_freq = 2, .sinks = true, .glu_limit = 0.5, .experts = 4,
+                      .top_k = 2, .expert_ffn = 32, .ep = 1, .expert_bias = true};
+    exact_data_is_alive_of(d, NULL);
 }
 
 /* The exactness argument on its own: a GEMM over K = 512 terms of grid
@@ -1224,6 +1252,7 @@ int main(void)
         cmocka_unit_test(test_rope_turns_back),
         cmocka_unit_test(test_model_gradients_moe),
         cmocka_unit_test(test_model_gradients_mla),
+        cmocka_unit_test(test_model_gradients_oss),
         cmocka_unit_test(test_mla_slices_partition),
         cmocka_unit_test(test_recompute_modules_drop_and_rebuild),
         cmocka_unit_test(test_slices_partition_tensors),

@@ -84,6 +84,24 @@ double mp_moe_local_expert_params(const mp_config *c)
            (double)mp_parallel_etp(&c->parallel);
 }
 
+/* Rounds of latency an NCCL all-to-all over n ranks waits: NCCL issues the
+ * grouped sends and receives as one kernel whose channels each progress up
+ * to NCCL_MAX_DEV_WORK_P2P_PER_BATCH = 8 peers at once (src/device/
+ * sendrecv.h splits a channel's warps among the batch's works;
+ * src/enqueue.cc, maxConcurrent = p2p channels / channels per peer * 8).
+ * Inside one NVLink domain every peer gets all the p2p channels, so 8 peers
+ * at a time; across domains src/graph/paths.cc (ncclTopoComputeP2pChannels)
+ * lowers the channels per peer until all peers fit in one round, which holds
+ * up to 8 peers per p2p channel (the profile's nccl_ctas, where given). Not
+ * one round per peer: the peers' messages are in flight together. */
+static double alltoall_rounds(const mp_hw *hw, double n, bool crosses)
+{
+    double peers = n - 1.0;
+    if (!crosses)
+        return ceil(peers / 8.0);
+    return hw->nccl_ctas > 0.0 ? ceil(peers / (8.0 * hw->nccl_ctas)) : 1.0;
+}
+
 /* All-to-all of bytes_per_rank (each rank's send buffer, an equal share to
  * every member) over group g: the shares for members in other scale-up
  * domains cross the network while the rest move over NVLink at once. */
@@ -103,7 +121,7 @@ static double alltoall_time(const mp_hw *hw, const mp_group_place *g, double str
         t_out = out > 0.0 ? bytes_per_rank * (n - inside) / n / out : INFINITY;
         lat = hw->scale_out.latency;
     }
-    return lat * (n - 1.0) + fmax(t_up, t_out);
+    return lat * alltoall_rounds(hw, n, inside < n) + fmax(t_up, t_out);
 }
 
 /* The experts' output (FC2) bias of a model with linear biases (GPT-OSS),

@@ -167,7 +167,12 @@ double mp_moe_flex_time(const mp_config *c, const mp_group_place *g, double stri
     double t_out = remote > 0.0
                        ? (out > 0.0 ? tokens * remote * bytes_per_token / out : INFINITY)
                        : 0.0;
-    double lat = hw->scale_up.latency * (double)(inside - 1) +
-                 hw->scale_out.latency * (double)(domains - 1);
+    /* DeepEP sends to every destination at once (each block's threads are
+     * split by destination rank: csrc/kernels/legacy/intranode.cu,
+     * responsible_rank = thread_id / num_threads_per_rank), so each leg
+     * waits one latency, not one per peer; a remote copy's NVLink forward
+     * follows its network hop */
+    double lat = (inside > 1 ? hw->scale_up.latency : 0.0) +
+                 (domains > 1 ? hw->scale_out.latency : 0.0);
     return lat + fmax(t_up, t_out);
 }

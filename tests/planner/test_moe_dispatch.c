@@ -160,6 +160,57 @@ static void test_flex_by_hand(void **state)
     assert_true(fabs(t.comm_f / (2.0 * nvl) - 1.0) < 1e-12);
 }
 
+/* The latency one dispatch of c waits: its forward dispatch-and-combine
+ * time with the profile's latencies set to up and out, less the same with
+ * none (comm_f holds two all-to-alls). */
+static double dispatch_latency(mp_config c, double up, double out)
+{
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    mp_moe_time t0, t1;
+    mp_moe_block_time(&c, &bs, &t0);
+    c.hw.scale_up.latency = up;
+    c.hw.scale_out.latency = out;
+    mp_moe_block_time(&c, &bs, &t1);
+    return (t1.comm_f - t0.comm_f) / 2.0;
+}
+
+/* An all-to-all's peers are in flight together, not one after another:
+ * NCCL progresses 8 peers per p2p channel at once (NCCL_MAX_DEV_WORK_P2P_
+ * PER_BATCH) and, across nodes, spreads the peers over its p2p channels in
+ * one round (the profile's nccl_ctas, 16 on dgx-h100); inside one NVLink
+ * domain each peer takes every channel, so 8 at a time. DeepEP sends to
+ * every rank at once: one latency per leg. The old charge, one latency per
+ * peer, fails each case. */
+static void test_a2a_latency_rounds(void **state)
+{
+    (void)state;
+    const double up = 7e-6, out = 3e-6;
+    /* ep 8 inside an 8-GPU domain: 7 peers, one round */
+    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 8, 1);
+    assert_true(fabs(dispatch_latency(c, up, out) / up - 1.0) < 1e-6);
+    /* ep 64 inside one 72-GPU domain: 63 peers, 8 at a time: 8 rounds */
+    c = moe_config("olmoe-1b-7b", 64, 1, 64, 1);
+    c.hw.scale_up.gpus_per_domain = 72;
+    assert_true(fabs(dispatch_latency(c, up, out) / (8.0 * up) - 1.0) < 1e-6);
+    /* ep 16 over two domains: 15 peers within 8 x 16 channels: one round at
+     * the network's latency; with 1 channel, 2 rounds */
+    c = moe_config("olmoe-1b-7b", 64, 1, 16, 1);
+    assert_true(c.hw.nccl_ctas == 16.0);
+    assert_true(fabs(dispatch_latency(c, up, out) / out - 1.0) < 1e-6);
+    c.hw.nccl_ctas = 1.0;
+    c.hw.sm_count = 132.0;
+    assert_true(fabs(dispatch_latency(c, up, out) / (2.0 * out) - 1.0) < 1e-6);
+    /* flex over two domains: the network hop, then the NVLink forward */
+    c = moe_config("olmoe-1b-7b", 64, 1, 16, 1);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    assert_true(fabs(dispatch_latency(c, up, out) / (up + out) - 1.0) < 1e-6);
+    /* flex inside one domain: one NVLink latency */
+    c = moe_config("olmoe-1b-7b", 64, 1, 8, 1);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    assert_true(fabs(dispatch_latency(c, up, out) / up - 1.0) < 1e-6);
+}
+
 /* Estimate of c, checked. */
 static mp_estimate estimate_of(const mp_config *c)
 {
@@ -352,6 +403,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_distinct_holders_brute_force),
         cmocka_unit_test(test_flex_by_hand),
+        cmocka_unit_test(test_a2a_latency_rounds),
         cmocka_unit_test(test_a2a_overlap_hides_min),
         cmocka_unit_test(test_a2a_overlap_sm_contention),
         cmocka_unit_test(test_shared_expert_overlap),

@@ -14,7 +14,12 @@
 
 #include "core/config.h"
 #include "core/hw.h"
+#include "core/model.h"
+#include "core/tables.h"
+#include "planner/cost.h"
 #include "planner/cost_internal.h"
+
+#include "moe_fixture.h"
 
 static mp_hw a100(void)
 {
@@ -118,6 +123,41 @@ static void test_time(void **state)
                 8.0 * mp_gemm_mnk_time(&hw, peak, 2.0, 256, 128, k));
 }
 
+/* The MoE layer's expert GEMMs run as one grouped kernel per pass: the
+ * weight gradients it charges are the router's GEMM and, for FC1 and FC2,
+ * the local experts' tiles in shared waves, never more than each
+ * expert's GEMM as a kernel of its own (OLMoE, 64 experts on 8 ranks: 8
+ * local experts, h 2048, expert FFN 1024, SwiGLU). */
+static void test_moe_grouped(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 8, 1, 8, 1);
+    c.hw.gemm_tile_m = 256;
+    c.hw.gemm_tile_n = 128;
+    const mp_model *m = &c.model;
+    mp_block_shape bs;
+    mp_block_shape_of(m, c.training.seq, m->layers, &bs);
+    assert_int_equal(bs.kind, MP_BLOCK_MOE);
+    mp_moe_time mt;
+    mp_moe_block_time(&c, &bs, &mt);
+    double h = (double)m->hidden, E = (double)m->moe.experts, f = (double)m->moe.expert_ffn;
+    double local = E / 8.0, Tr = (double)c.parallel.micro_batch * bs.s;
+    double ne = mp_moe_tokens_per_expert(&c, &bs) * mp_moe_imbalance(m);
+    double peak = mp_high_peak(&c);
+    double fc1 = mp_linear_grouped_gemm_time(&c, local, h, 2.0 * f, ne);
+    double fc2 = mp_linear_grouped_gemm_time(&c, local, f, h, ne);
+    double want = mp_gemm_mnk_time(&c.hw, peak, 2.0, h, E, Tr) + fc1 + fc2;
+    assert_true(near(mt.wgrad, want, 1e-12));
+    /* shared waves never cost more than a kernel per expert (strictly less
+     * for small experts: test_time) */
+    assert_true(fc1 <= local * mp_linear_gemm_time(&c, h, 2.0 * f, ne) * (1.0 + 1e-12));
+    /* without a tile: the experts' GEMMs at FLOPs alone, as before */
+    mp_config off = c;
+    off.hw.gemm_tile_m = off.hw.gemm_tile_n = 0;
+    assert_true(near(mp_linear_grouped_gemm_time(&off, local, h, 2.0 * f, ne),
+                     local * mp_linear_gemm_time(&off, h, 2.0 * f, ne), 1e-12));
+}
+
 /* A tile needs an SM count to make waves of: the profile is refused with
  * one line naming the field. */
 static void test_tile_needs_sm_count(void **state)
@@ -138,7 +178,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_waves_by_hand),  cmocka_unit_test(test_full_wave_is_free),
         cmocka_unit_test(test_one_tile_more),  cmocka_unit_test(test_thin_output),
-        cmocka_unit_test(test_time),           cmocka_unit_test(test_tile_needs_sm_count),
+        cmocka_unit_test(test_time),           cmocka_unit_test(test_moe_grouped),
+        cmocka_unit_test(test_tile_needs_sm_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

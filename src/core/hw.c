@@ -100,6 +100,8 @@ static const mp_field hw_fields[] = {
     D("attention_query_tile", attention_query_tile, MP_UNIT_NONE, 0, false, 4096, false),
     D("p2p_host_kernels", p2p_host_kernels, MP_UNIT_NONE, 0, false, 1000, false),
     D("sm_count", sm_count, MP_UNIT_NONE, 0, false, 1e5, false),
+    D("gemm_tile.m", gemm_tile_m, MP_UNIT_NONE, 0, false, 4096, false),
+    D("gemm_tile.n", gemm_tile_n, MP_UNIT_NONE, 0, false, 4096, false),
     D("nccl_ctas", nccl_ctas, MP_UNIT_NONE, 0, false, 1e5, false),
     D("matmul_achievable", matmul_achievable, MP_UNIT_FLOPS, 0, false, BIG, false),
     D("curve_matmul_efficiency", curve_matmul_efficiency, MP_UNIT_NONE, 0, false, 1, false),
@@ -138,6 +140,11 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "nccl_ctas",
                             "needs sm_count, and must be less than it (got %.4g of %.4g SMs)",
                             hw->nccl_ctas, hw->sm_count);
+    if ((hw->gemm_tile_m > 0 || hw->gemm_tile_n > 0) &&
+        !(hw->gemm_tile_m >= 64 && hw->gemm_tile_n >= 64 && hw->sm_count >= 1))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gemm_tile",
+                            "needs m and n of at least 64 and sm_count (got %.4g x %.4g, %.4g SMs)",
+                            hw->gemm_tile_m, hw->gemm_tile_n, hw->sm_count);
     for (int d = 0; d < MP_DTYPE_COUNT; d++)
         if (hw->peak_flops[d] > 0 && hw->peak_flops[d] < MIN_FLOPS) {
             char field[32];

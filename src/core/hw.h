@@ -84,6 +84,10 @@ typedef struct mp_hw {
                                             counts below, the share of them a communication
                                             kernel takes from compute it overlaps
                                             (docs/cost-model.md, "SM contention"). YAML sm_count */
+    double gemm_tile_m, gemm_tile_n;     /* the largest CTA tile (output rows x columns) cuBLAS
+                                            uses on this GPU; with sm_count, GEMMs pay tile and
+                                            wave quantisation (docs/cost-model.md §4, "GEMM
+                                            shape"). YAML gemm_tile.m/n; 0: FLOPs alone */
     double nccl_ctas;                    /* CTAs (one per SM) an NCCL collective or all-to-all
                                             kernel occupies on this system: its channel count.
                                             YAML nccl_ctas; 0: no contention of NCCL kernels */

@@ -47,13 +47,23 @@ double mp_gemm_time(const mp_hw *hw, double peak, double flops)
     return flops / (peak * mp_gemm_efficiency(hw, flops));
 }
 
+double mp_gemm_grouped_time(const mp_hw *hw, double peak, double dt, double groups, double m,
+                            double n, double k)
+{
+    if (!(groups > 0.0))
+        return 0.0;
+    /* roofline: a GEMM with a thin dimension (k = h/t for the projection at
+     * large t) is bound by moving its operands, not by its FLOPs; the
+     * compute side pays its tiles' padding and its last partial wave */
+    double compute = groups * mp_gemm_time(hw, peak, 2.0 * m * n * k) /
+                     mp_gemm_shape_efficiency(hw, groups, m, n);
+    double memory = groups * dt * (m * k + k * n + m * n) / (hw->hbm_bw * hw->memory_efficiency);
+    return compute > memory ? compute : memory;
+}
+
 double mp_gemm_mnk_time(const mp_hw *hw, double peak, double dt, double m, double n, double k)
 {
-    /* roofline: a GEMM with a thin dimension (k = h/t for the projection at
-     * large t) is bound by moving its operands, not by its FLOPs */
-    double compute = mp_gemm_time(hw, peak, 2.0 * m * n * k);
-    double memory = dt * (m * k + k * n + m * n) / (hw->hbm_bw * hw->memory_efficiency);
-    return compute > memory ? compute : memory;
+    return mp_gemm_grouped_time(hw, peak, dt, 1.0, m, n, k);
 }
 
 double mp_membound_time(const mp_hw *hw, double bytes, double kernels)
@@ -145,10 +155,11 @@ static double window_share(const mp_config *c, double window, double s_kv,
     return share < 0.5 ? share : 0.5;
 }
 
-/* Attention core over n_scores score elements per GPU with head_dim hd, each
- * fused call running over kv keys (CP: one ring step's chunk); window > 0:
- * a sliding window over a sequence of s_kv keys. */
-static void attention_core(const mp_config *c, double n_scores, double hd, double kv,
+/* Attention core over n_scores score elements per GPU with head_dim hd, sq
+ * queries per sequence and head, each fused call running over kv keys (CP:
+ * one ring step's chunk); window > 0: a sliding window over a sequence of
+ * s_kv keys. */
+static void attention_core(const mp_config *c, double n_scores, double sq, double hd, double kv,
                            bool causal, double window, double s_kv, bool dropout, double *fwd,
                            double *bwd, double *kernels)
 {
@@ -168,13 +179,20 @@ static void attention_core(const mp_config *c, double n_scores, double hd, doubl
         *kernels = 1.0;
         return;
     }
-    double bmm = mp_gemm_time(hw, peak, 0.5 * flops); /* one of the two batched GEMMs */
+    /* the two batched GEMMs, one sq x s_kv score matrix per sequence and
+     * head: QK^T (sq x s_kv outputs) and AV (sq x hd); the backward's dP
+     * has QK^T's outputs, dQ, dK and dV AV's shape (s_kv x hd for dK, dV) */
+    double groups = n_scores / (sq * s_kv);
+    double bmm = mp_gemm_time(hw, peak, 0.5 * flops); /* one of them at FLOPs alone */
+    double qk = bmm / mp_gemm_shape_efficiency(hw, groups, sq, s_kv);
+    double av = bmm / mp_gemm_shape_efficiency(hw, groups, sq, hd);
+    double kv_grad = bmm / mp_gemm_shape_efficiency(hw, groups, s_kv, hd);
     /* score elements through HBM (16-bit): QK^T write 2, softmax r2 w2, dropout r2 w2
      * + mask 1, AV read 2; backward: dP write 2, dropout r3 w2, softmax r4 w2,
      * dQ/dK read 2 each, dV read 2 */
     double fb = dropout ? 13.0 : 8.0, bb = dropout ? 19.0 : 12.0;
-    *fwd = 2.0 * bmm + mp_membound_time(hw, n_scores * fb, dropout ? 2.0 : 1.0);
-    *bwd = 4.0 * bmm + mp_membound_time(hw, n_scores * bb, dropout ? 2.0 : 1.0);
+    *fwd = qk + av + mp_membound_time(hw, n_scores * fb, dropout ? 2.0 : 1.0);
+    *bwd = qk + av + 2.0 * kv_grad + mp_membound_time(hw, n_scores * bb, dropout ? 2.0 : 1.0);
     *kernels = dropout ? 4.0 : 3.0;
 }
 
@@ -346,8 +364,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double core_hd = hd;
     if (mp_model_is_mla(m)) /* QK^T at head_dim, AV at v_head_dim */
         core_hd = 0.5 * (hd + (double)m->mla.v_head_dim);
-    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, core_hd, bs->s / cp, bs->causal,
-                   bs->window, bs->s, bs->dropout, &af, &ab, &ak);
+    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, bs->s / cp, core_hd, bs->s / cp,
+                   bs->causal, bs->window, bs->s, bs->dropout, &af, &ab, &ak);
     if (pp->cp > 1)
         /* ring attention runs one attention call per ring step (c of them,
          * against the chunk that has arrived), each followed by the
@@ -357,8 +375,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double ak_self = ak;
     if (cross) {
         double cf, cb, ck;
-        attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, hd, bs->s_cross, false,
-                       0.0, bs->s_cross, bs->dropout, &cf, &cb, &ck);
+        attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, bs->s / cp, hd,
+                       bs->s_cross, false, 0.0, bs->s_cross, bs->dropout, &cf, &cb, &ck);
         af += cf;
         ab += cb;
         ak += ck;

@@ -154,6 +154,10 @@ double mp_high_peak(const mp_config *c);
  * (the profile's efficiency curve at the FLOPs the BF16 rate would do in
  * the same time), else mp_gemm_mnk_time at the precision's rate. */
 double mp_linear_gemm_time(const mp_config *c, double m, double n, double k);
+/* `groups` such GEMMs run as one grouped kernel (MoE experts): their tiles
+ * share the waves (gemm_shape.c). */
+double mp_linear_grouped_gemm_time(const mp_config *c, double groups, double m, double n,
+                                   double k);
 /* HBM bytes of the FP8 casts of one such GEMM per micro-batch: forward the
  * m x k input, backward the m x n output gradient (0, 0 when not fp8). */
 void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double *fwd,
@@ -248,8 +252,26 @@ double mp_gemm_transfer(const mp_hw *hw);
 double mp_gemm_efficiency(const mp_hw *hw, double curve_flops);
 double mp_gemm_time(const mp_hw *hw, double peak, double flops);
 /* An m x k by k x n GEMM of dt-byte elements: the slower of its FLOPs at the
- * efficiency curve and moving its three matrices through HBM. */
+ * efficiency curve and its shape's tile and wave quantisation, and moving
+ * its three matrices through HBM. */
 double mp_gemm_mnk_time(const mp_hw *hw, double peak, double dt, double m, double n, double k);
+/* `groups` GEMMs of that shape in one kernel (grouped or batched GEMM):
+ * each at the curve's efficiency for its own FLOPs, their tiles sharing
+ * the waves. */
+double mp_gemm_grouped_time(const mp_hw *hw, double peak, double dt, double groups, double m,
+                            double n, double k);
+
+/* ---- GEMM shape (gemm_shape.c; docs/cost-model.md §4, "GEMM shape") ---- */
+/* Whether the profile gives sm_count and gemm_tile (else GEMMs cost FLOPs alone). */
+bool mp_gemm_shape_on(const mp_hw *hw);
+/* Waves of `groups` m x n outputs cut into tile_m x tile_n CTA tiles, one
+ * tile per SM at a time: ceil(tiles / sm_count). */
+double mp_gemm_waves(const mp_hw *hw, double groups, double m, double n, double tile_m,
+                     double tile_n);
+/* Fraction of the SMs' full-tile time that `groups` m x n outputs use, with
+ * the best of cuBLAS's tile shapes: 1 when the profile has no tile or SM
+ * count. In (0, 1]. */
+double mp_gemm_shape_efficiency(const mp_hw *hw, double groups, double m, double n);
 double mp_membound_time(const mp_hw *hw, double bytes, double kernels);
 /* A pass of `kernels` launches whose GPU time is gpu: max(gpu, kernels x the
  * profile's kernel_overhead (host dispatch per kernel)). */

@@ -31,24 +31,34 @@ double mp_high_peak(const mp_config *c)
     return pk > 0.0 ? pk : c->hw.peak_flops[MP_DTYPE_FP32];
 }
 
-double mp_linear_gemm_time(const mp_config *c, double m, double n, double k)
+double mp_linear_grouped_gemm_time(const mp_config *c, double groups, double m, double n,
+                                   double k)
 {
     const mp_hw *hw = &c->hw;
     double high = mp_high_peak(c);
     double dt = mp_dtype_bytes(c->training.precision);
     double fp8 = hw->peak_flops[MP_DTYPE_FP8];
     if (!mp_fp8_on(c) || !(fp8 > 0.0))
-        return mp_gemm_mnk_time(hw, high, dt, m, n, k);
+        return mp_gemm_grouped_time(hw, high, dt, groups, m, n, k);
+    if (!(groups > 0.0))
+        return 0.0;
     /* A GEMM's fixed cost (launch, prologue, the last wave) takes the same
      * time whatever the element type, so at the FP8 rate a GEMM of F FLOPs
      * reaches the efficiency the profile's curve gives a BF16 GEMM of
-     * F x bf16/fp8 FLOPs (the rule the profiles use between GPUs). */
+     * F x bf16/fp8 FLOPs (the rule the profiles use between GPUs). Its
+     * tiles quantise as a BF16 GEMM's of the same shape (gemm_shape.c). */
     double flops = 2.0 * m * n * k;
-    double eff = mp_gemm_efficiency(hw, flops * high / fp8);
-    double compute = flops / (fp8 * eff);
+    double eff = mp_gemm_efficiency(hw, flops * high / fp8) *
+                 mp_gemm_shape_efficiency(hw, groups, m, n);
+    double compute = groups * flops / (fp8 * eff);
     /* FP8 operands (1 byte), the BF16 output (2 bytes) */
-    double memory = (m * k + k * n + 2.0 * m * n) / (hw->hbm_bw * hw->memory_efficiency);
+    double memory = groups * (m * k + k * n + 2.0 * m * n) / (hw->hbm_bw * hw->memory_efficiency);
     return compute > memory ? compute : memory;
+}
+
+double mp_linear_gemm_time(const mp_config *c, double m, double n, double k)
+{
+    return mp_linear_grouped_gemm_time(c, 1.0, m, n, k);
 }
 
 /* Scale bytes per FP8 element of an activation (one direction of tiles). */

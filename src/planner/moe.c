@@ -169,15 +169,16 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     out->wgrad += r_w;
     /* grouped GEMMs: E/ep local experts of ne tokens each, at the
      * efficiency of one expert's GEMM (Megatron --moe-grouped-gemm runs them
-     * as one kernel, whose tiles are those of the per-expert problem) */
+     * as one kernel, whose tiles are those of the per-expert problem and
+     * share the SMs' waves) */
     double local = E / ep;
     double shapes[2][3] = {{ne, gate * f, h}, {ne, h, f}};
     for (int i = 0; i < 2; i++) {
         double gm = shapes[i][0], gn = shapes[i][1], gk = shapes[i][2];
-        double w = mp_linear_gemm_time(c, gk, gn, gm);
-        out->gemm_f += local * mp_linear_gemm_time(c, gm, gn, gk);
-        out->gemm_b += local * (mp_linear_gemm_time(c, gm, gk, gn) + w);
-        out->wgrad += local * w;
+        double w = mp_linear_grouped_gemm_time(c, local, gk, gn, gm);
+        out->gemm_f += mp_linear_grouped_gemm_time(c, local, gm, gn, gk);
+        out->gemm_b += mp_linear_grouped_gemm_time(c, local, gm, gk, gn) + w;
+        out->wgrad += w;
         double qf, qb;
         mp_fp8_cast_bytes(c, gm, gn, gk, &qf, &qb);
         out->cast_f += local * qf;

@@ -28,6 +28,9 @@ static mp_config config(const char *model, int64_t gpus, int64_t tp, int64_t cp)
     c.model = *mp_model_preset(model);
     mp_error err;
     assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    /* GEMMs at FLOPs alone: removing sm_count below must change only the
+     * contention, not the GEMMs' wave quantisation (test_gemm_shape.c) */
+    c.hw.gemm_tile_m = c.hw.gemm_tile_n = 0;
     c.training = (mp_training){.gpus = gpus, .seq = 4096, .global_batch = 4 * gpus / tp / cp,
                                .precision = MP_DTYPE_BF16};
     c.parallel = (mp_parallel){.tp = tp, .pp = 1, .vpp = 1, .cp = cp, .dp = gpus / tp / cp,

@@ -210,6 +210,27 @@ static mp_status stack_from(const csv *c, int r, int first, mp_stack *out, mp_er
     return MP_OK;
 }
 
+/* An optional 0/1 column of a runs file after its fixed ones (appended by
+ * name, like stack): absent or empty is 0. */
+static mp_status optional_flag(const csv *c, int r, int first, const char *name, bool *out,
+                               mp_error *err)
+{
+    *out = false;
+    for (int col = first; col < c->cols; col++) {
+        if (strcmp(c->header[col], name) != 0)
+            continue;
+        const char *s = cell(c, r, col);
+        if (!s || s[0] == '\0')
+            return MP_OK;
+        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col + 1, name,
+                                "'%s' is not 0 or 1", s);
+        *out = s[0] == '1';
+        return MP_OK;
+    }
+    return MP_OK;
+}
+
 /* ---- configurations -------------------------------------------------------- */
 
 /* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
@@ -919,6 +940,9 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_stack stack = MP_STACK_MEGATRON_LM;
         if (st == MP_OK)
             st = stack_from(c, r, RUN_COLS, &stack, err);
+        bool p2p_overlap = false;
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "p2p_overlap", &p2p_overlap, err);
         if (st != MP_OK)
             return st;
         mp_model m;
@@ -937,6 +961,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.fp8_param_gather = v[RUN_FP8_PARAM_GATHER] != 0 && q.prec == MP_DTYPE_FP8;
         w->config.parallel.zero = (int64_t)v[RUN_ZERO];
         w->config.training.stack = stack;
+        w->config.parallel.p2p_overlap = p2p_overlap;
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

@@ -213,6 +213,14 @@ typedef struct mp_parallel {
     bool hsdp;
     bool dp_overlap;     /* DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce) */
     bool tp_overlap;     /* TP comm overlapped with GEMMs (Megatron --tp-comm-overlap) */
+    /* interleaved 1F1B: each chunk's activation (gradient) transfer posted
+     * asynchronously and waited on before the next pass that needs it, so
+     * it runs beside the other direction's compute (Megatron
+     * --overlap-p2p-communication, overlap_p2p_comm; NeMo and Megatron-Bridge
+     * turn it on whenever vpp > 1). Ignored by the other schedules, which
+     * Megatron runs with batched synchronous p2p. Off: every transfer waited
+     * on where it is posted. */
+    bool p2p_overlap;
     /* MoE: the EP all-to-all of one micro-batch overlapped with another's
      * compute in the 1F1B steady state (Megatron-Core
      * --overlap-moe-expert-parallel-comm, with --delay-wgrad-compute) */

@@ -493,6 +493,25 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
     *bw = inv > 0.0 ? 1.0 / inv : up;
 }
 
+/* The p2p time a rank's steady state spends on one pass of a chunk (its
+ * forward and its backward, comm = both transfers). Megatron waits on
+ * synchronous p2p where it is posted: all of it. With
+ * --overlap-p2p-communication (interleaved 1F1B only; Megatron-LM
+ * megatron/core/pipeline_parallel/schedules.py,
+ * forward_backward_pipelining_with_interleaving) a forward's send/receive is
+ * posted before the backward that follows and waited on after it, a
+ * backward's before the next forward: each transfer runs beside the other
+ * direction's compute, which loses the SMs of NCCL's p2p kernel meanwhile
+ * (contention.c). The fill and drain keep their transfers on the critical
+ * path: a stage cannot start what has not arrived. */
+static double round_p2p(const mp_config *c, const stage_sum *ss, double comm)
+{
+    if (!(comm > 0.0) || !c->parallel.p2p_overlap || c->parallel.schedule != MP_SCHED_INTERLEAVED)
+        return comm;
+    double share = mp_comm_sm_share(c, MP_COMM_NCCL);
+    return mp_overlap_excess(comm / 2.0, ss->bwd, share) + mp_overlap_excess(comm / 2.0, ss->fwd, share);
+}
+
 /* Everything the estimate and the stage costs share. */
 typedef struct pipe_model {
     int64_t p, v, m, n;
@@ -1031,7 +1050,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
             double comm = p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
-            round[r] += ss->fwd + ss->bwd + comm;
+            round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it */
             double b_in = ss->bwd - ss->wgrad;
@@ -1061,7 +1080,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
+        p2p += round_p2p(c, ss, p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0);
     }
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;

@@ -352,7 +352,9 @@ static const char note_nemo[] =
     "NVIDIA's published NeMo / Megatron-Bridge pre-training rows of dense models, FP8; the "
     "degrees, batches and FP8 recipe as published, SP + TP overlap for t > 1, distributed "
     "optimizer with overlapped grad reduce and param gather, no recompute (the recipes' "
-    "defaults, assumed: each file's notes); measured time = GBS x seq / (tokens/s/GPU x GPUs).";
+    "defaults, assumed: each file's notes); interleaved rows overlap their pipeline transfers "
+    "(the recipes' overlap_p2p_comm: the files' p2p_overlap column); measured time = GBS x seq "
+    "/ (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
     "1 MiB to 1 GiB; the time is the mean of the out-of-place and in-place runs.";

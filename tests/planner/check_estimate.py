@@ -101,4 +101,25 @@ rc, out, err = run(*moe, '--cuda-graph-scope', 'attn,moe_router', '--format', 'j
 check(rc == 0 and json.loads(out)['parallel'].get('cuda_graph_scope') == ['attn', 'moe_router'],
       'json: cuda_graph_scope (%s)' % err)
 
+# --p2p-overlap: an interleaved run hides its pipeline transfers (the PP line
+# shrinks, the step with it); the table and the JSON say it is on; 1F1B ignores it
+inter = ['--model', 'llama3-70b', '--gpus', '64', '--hw', 'dgx-h100', '--seq', '8192',
+         '--global-batch', '128', '--tp', '4', '--sp', '--pp', '8', '--vpp', '5', '--dist-opt',
+         '--format', 'json']
+times = {}
+for flag in ('off', 'on'):
+    rc, out, err = run(*inter, '--p2p-overlap', flag)
+    check(rc == 0, 'json with --p2p-overlap %s: exit 0 (%s)' % (flag, err))
+    times[flag] = json.loads(out)['time_s'] if rc == 0 else {'pp_comm': 0, 'step': 0}
+    check((json.loads(out)['parallel'].get('p2p_overlap') is True) == (flag == 'on'),
+          'json: p2p_overlap written only when on')
+check(times['on']['pp_comm'] < 0.5 * times['off']['pp_comm'] and
+      times['on']['step'] < times['off']['step'],
+      'the overlap hides the pipeline transfers: %s' % times)
+rc, out, err = run(*inter[:-2], '--p2p-overlap', 'on')
+check(rc == 0 and 'p2p_overlap=on' in out, 'table: p2p_overlap=on (%s)' % err)
+flat = [a for a in inter if a not in ('--vpp', '5')]
+steps = [json.loads(run(*flat, '--p2p-overlap', f)[1])['time_s']['step'] for f in ('off', 'on')]
+check(steps[0] == steps[1], '1F1B: --p2p-overlap changes nothing (%s)' % steps)
+
 checks.finish()

@@ -353,8 +353,9 @@ static const char note_nemo[] =
     "degrees, batches and FP8 recipe as published, SP + TP overlap for t > 1, distributed "
     "optimizer with overlapped grad reduce and param gather, no recompute (the recipes' "
     "defaults, assumed: each file's notes); interleaved rows overlap their pipeline transfers "
-    "(the recipes' overlap_p2p_comm: the files' p2p_overlap column); measured time = GBS x seq "
-    "/ (tokens/s/GPU x GPUs).";
+    "(the recipes' overlap_p2p_comm: the files' p2p_overlap column) and the Megatron-Bridge "
+    "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy); "
+    "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
     "1 MiB to 1 GiB; the time is the mean of the out-of-place and in-place runs.";
@@ -942,9 +943,11 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_stack stack = MP_STACK_MEGATRON_LM;
         if (st == MP_OK)
             st = stack_from(c, r, RUN_COLS, &stack, err);
-        bool p2p_overlap = false;
+        bool p2p_overlap = false, te_ce = false;
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "p2p_overlap", &p2p_overlap, err);
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "te_cross_entropy", &te_ce, err);
         if (st != MP_OK)
             return st;
         mp_model m;
@@ -964,6 +967,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.parallel.zero = (int64_t)v[RUN_ZERO];
         w->config.training.stack = stack;
         w->config.parallel.p2p_overlap = p2p_overlap;
+        w->config.training.te_cross_entropy = te_ce;
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

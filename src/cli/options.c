@@ -22,7 +22,7 @@ typedef enum {
     OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
     OPT_CUDA_GRAPH_SCOPE,
-    OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
+    OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
     OPT_COUNT
@@ -114,6 +114,10 @@ static const mp_opt options[] = {
      "on off"},
     {"--grad-reduce-bf16", NULL, "on|off", OPT_GRAD_REDUCE_BF16, 0,
      "main gradients kept and reduced in bf16, not fp32 (Megatron --grad-reduce-in-bf16)",
+     "on off"},
+    {"--te-cross-entropy", NULL, "on|off", OPT_TE_CROSS_ENTROPY, 0,
+     "the loss as Transformer Engine's fused cross entropy (Megatron "
+     "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te)",
      "on off"},
     {"--moe-imbalance", NULL, "X", OPT_MOE_IMBALANCE, 0,
      "MoE load imbalance: the busiest EP rank's tokens over the mean (default: the model's)", NULL},
@@ -251,6 +255,8 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_GRAD_REDUCE_BF16:
         cc->set |= MP_SET_GRAD_REDUCE_BF16;
         return parse_onoff(opt, value, &t->grad_reduce_bf16, err);
+    case OPT_TE_CROSS_ENTROPY:
+        return parse_onoff(opt, value, &t->te_cross_entropy, err);
     case OPT_MOE_IMBALANCE: {
         cc->set |= MP_SET_MOE_IMBALANCE;
         char *end = NULL;
@@ -483,6 +489,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"shared_expert_overlap", "--shared-expert-overlap"},
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
+        {"te_cross_entropy", "--te-cross-entropy"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

@@ -123,6 +123,8 @@ static const mp_field training_fields[] = {
      .offset = offsetof(mp_training, fp8_param_gather)},
     {.path = "low_precision_optimizer", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, low_precision_optimizer)},
+    {.path = "te_cross_entropy", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_training, te_cross_entropy)},
     {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),
      .name_of = stack_name_i, .n_names = MP_STACK_COUNT},
 };

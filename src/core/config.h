@@ -181,6 +181,13 @@ typedef struct mp_training {
      * as NeMo AutoModel's benchmark recipes train): 2 + 2 bytes of optimizer
      * state per parameter instead of 4 + 4 + 4. */
     bool low_precision_optimizer;
+    /* The loss as Transformer Engine's fused cross entropy (Megatron
+     * --cross-entropy-loss-fusion --cross-entropy-fusion-impl te, which
+     * Megatron-Bridge's performance recipes set): one online-softmax read of
+     * the bf16 logits in the forward, the gradient written over them in the
+     * backward; no fp32 copy of the logits. Off: PyTorch's unfused
+     * vocab-parallel cross entropy on fp32 logits (Megatron's default). */
+    bool te_cross_entropy;
     mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;

@@ -129,10 +129,12 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
     head->tp_b = et.tp_bwd;
     head->wgrad = et.wgrad;
     head->params = mp_head_params(m, false) / t;
-    /* final norm input, head input and fp32 logits (Korthikanti §4.3: 4sbh/t(1 + V/h)) */
+    /* final norm input, head input and fp32 logits (Korthikanti §4.3: 4sbh/t(1 + V/h));
+     * Transformer Engine's fused cross entropy keeps the bf16 logits instead
+     * and writes their gradient over them */
     double V = mp_padded_vocab(m->vocab, p->tp);
     double head_act = 2.0 * sb_last * h / (p->sp ? t : 1.0) + 2.0 * sb_last * h / t +
-                      4.0 * sb_last * V / t;
+                      (c->training.te_cross_entropy ? 2.0 : 4.0) * sb_last * V / t;
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         head->act[r] = head_act;
 }

@@ -312,6 +312,8 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                       mp_fp8_recipe_name(c->training.fp8_recipe));
     if (c->training.fp8_param_gather) mp_buf_puts(out, "--fp8-param-gather \\\n");
     if (c->training.grad_reduce_bf16) mp_buf_puts(out, "--grad-reduce-in-bf16 \\\n");
+    if (c->training.te_cross_entropy)
+        mp_buf_puts(out, "--cross-entropy-loss-fusion \\\n--cross-entropy-fusion-impl te \\\n");
     mp_megatron_moe_args(c, out);
     recompute_flags(c, plan, st, K, out, &notes);
     if (p->dist_opt) mp_buf_puts(out, "--use-distributed-optimizer \\\n");

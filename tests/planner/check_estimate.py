@@ -122,4 +122,18 @@ flat = [a for a in inter if a not in ('--vpp', '5')]
 steps = [json.loads(run(*flat, '--p2p-overlap', f)[1])['time_s']['step'] for f in ('off', 'on')]
 check(steps[0] == steps[1], '1F1B: --p2p-overlap changes nothing (%s)' % steps)
 
+# --te-cross-entropy: the loss's passes shrink (compute falls), the flags and the JSON say so
+small = ['--model', 'llama3-8b', '--gpus', '8', '--hw', 'dgx-h100', '--seq', '8192',
+         '--global-batch', '64', '--precision', 'fp8', '--dist-opt']
+comp = {}
+for flag in ('off', 'on'):
+    rc, out, err = run(*small, '--te-cross-entropy', flag, '--format', 'json')
+    check(rc == 0, 'json with --te-cross-entropy %s: exit 0 (%s)' % (flag, err))
+    doc = json.loads(out) if rc == 0 else {}
+    comp[flag] = doc.get('time_s', {}).get('compute', 0)
+check(0 < comp['on'] < comp['off'], 'the fused cross entropy is cheaper: %s' % comp)
+rc, out, err = run(*small, '--te-cross-entropy', 'on', '--format', 'megatron')
+check(rc == 0 and '--cross-entropy-loss-fusion' in out and '--cross-entropy-fusion-impl te' in out,
+      'megatron: the fused cross entropy flags (%s)' % err)
+
 checks.finish()

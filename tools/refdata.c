@@ -354,7 +354,8 @@ static const char note_nemo[] =
     "optimizer with overlapped grad reduce and param gather, no recompute (the recipes' "
     "defaults, assumed: each file's notes); interleaved rows overlap their pipeline transfers "
     "(the recipes' overlap_p2p_comm: the files' p2p_overlap column) and the Megatron-Bridge "
-    "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy); "
+    "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy) "
+    "and their H100 FSDP rows register the DP buffers with NCCL (nccl_ub); "
     "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
@@ -943,11 +944,13 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_stack stack = MP_STACK_MEGATRON_LM;
         if (st == MP_OK)
             st = stack_from(c, r, RUN_COLS, &stack, err);
-        bool p2p_overlap = false, te_ce = false;
+        bool p2p_overlap = false, te_ce = false, nccl_ub = false;
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "p2p_overlap", &p2p_overlap, err);
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "te_cross_entropy", &te_ce, err);
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "nccl_ub", &nccl_ub, err);
         if (st != MP_OK)
             return st;
         mp_model m;
@@ -968,6 +971,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.stack = stack;
         w->config.parallel.p2p_overlap = p2p_overlap;
         w->config.training.te_cross_entropy = te_ce;
+        w->config.parallel.nccl_ub = nccl_ub;
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

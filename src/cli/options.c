@@ -19,7 +19,7 @@
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
-    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_SCHEDULE,
+    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_NCCL_UB, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
@@ -83,6 +83,10 @@ static const mp_opt options[] = {
     {"--p2p-overlap", NULL, "on|off", OPT_P2P_OVERLAP, 0,
      "interleaved 1F1B: overlap each pipeline transfer with the other direction's compute "
      "(Megatron --overlap-p2p-communication; default off: synchronous)",
+     "on off"},
+    {"--nccl-ub", NULL, "on|off", OPT_NCCL_UB, 0,
+     "the DP buffers registered with NCCL, whose collectives then hold fewer SMs (Megatron "
+     "DDP/FSDP nccl_ub)",
      "on off"},
     {"--schedule", NULL, "S", OPT_SCHEDULE, 0,
      "pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe (even pp), or with vpp 2 "
@@ -391,6 +395,8 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         return parse_onoff(opt, value, &p->tp_overlap, err);
     case OPT_P2P_OVERLAP:
         return parse_onoff(opt, value, &p->p2p_overlap, err);
+    case OPT_NCCL_UB:
+        return parse_onoff(opt, value, &p->nccl_ub, err);
     case OPT_SCHEDULE:
         cc->set |= MP_SET_SCHEDULE;
         if ((k = mp_schedule_parse(value)) < 0)
@@ -484,7 +490,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"recompute_modules", "--recompute-modules"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"},
         {"zero_runtime", "--zero-runtime"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
-        {"p2p_overlap", "--p2p-overlap"}, {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
+        {"p2p_overlap", "--p2p-overlap"}, {"nccl_ub", "--nccl-ub"}, {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
         {"shared_expert_overlap", "--shared-expert-overlap"},
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},

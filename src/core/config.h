@@ -228,6 +228,10 @@ typedef struct mp_parallel {
      * Megatron runs with batched synchronous p2p. Off: every transfer waited
      * on where it is posted. */
     bool p2p_overlap;
+    /* Megatron-Core DDP / Megatron FSDP nccl_ub: the parameter and gradient
+     * buffers registered with NCCL as user buffers, so its DP all-gathers and
+     * reduce-scatters run SM-light algorithms (contention.c) */
+    bool nccl_ub;
     /* MoE: the EP all-to-all of one micro-batch overlapped with another's
      * compute in the 1F1B steady state (Megatron-Core
      * --overlap-moe-expert-parallel-comm, with --delay-wgrad-compute) */

@@ -612,8 +612,10 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
     double share = blocks > 0.0 ? 1.0 / blocks : 1.0;
     double ag = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, P, pm->expert_rank_max, dt);
     /* the first block's share is exposed; the rest overlaps the compute,
-     * which NCCL's kernels slow while they run (SM contention) */
+     * which NCCL's kernels slow while they run (SM contention; the gathers'
+     * and reductions' own shares with nccl_ub) */
     double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
+    double sm_ag = mp_dp_sm_share(c, dpg, false), sm_rs = mp_dp_sm_share(c, dpg, true);
     for (int64_t k = 0; k < pm->n; k++) {
         stage_sum *ss = &pm->st[k];
         double rs = zero_coll(c, dpg, edpg, MP_COLL_REDUCESCATTER, ss->params, ss->expert_params,
@@ -622,8 +624,10 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
                                dt);
         double fwd_comm = pp->zero >= 3 ? agk : 0.0;
         double bwd_comm = (pp->zero >= 3 ? agk : 0.0) + rs;
-        ss->dp_f = share * fwd_comm + mp_overlap_excess((1.0 - share) * fwd_comm, ss->fwd, sm);
-        ss->dp_b = share * bwd_comm + mp_overlap_excess((1.0 - share) * bwd_comm, ss->bwd, sm);
+        /* the backward's gather and reduction: their time-weighted share */
+        double sm_b = bwd_comm > 0.0 ? (fwd_comm * sm_ag + rs * sm_rs) / bwd_comm : sm_rs;
+        ss->dp_f = share * fwd_comm + mp_overlap_excess((1.0 - share) * fwd_comm, ss->fwd, sm_ag);
+        ss->dp_b = share * bwd_comm + mp_overlap_excess((1.0 - share) * bwd_comm, ss->bwd, sm_b);
         ss->fwd += ss->dp_f;
         ss->bwd += ss->dp_b;
     }
@@ -812,10 +816,12 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             fwd_window += pm->st[rank_stage(pm, 0, ch)].fwd;
         }
         double red = rs + ar;
-        double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
-        double exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm);
+        double exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window,
+                                                            mp_dp_sm_share(c, &dpg, true));
         double exposed_ag =
-            pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag, fwd_window, sm) : 0.0;
+            pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag, fwd_window,
+                                                         mp_dp_sm_share(c, &dpg, false))
+                         : 0.0;
         pm->dp_exposed = exposed_red + exposed_ag;
     } else {
         pm->dp_exposed = pm->dp_time;

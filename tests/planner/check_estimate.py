@@ -136,4 +136,10 @@ rc, out, err = run(*small, '--te-cross-entropy', 'on', '--format', 'megatron')
 check(rc == 0 and '--cross-entropy-loss-fusion' in out and '--cross-entropy-fusion-impl te' in out,
       'megatron: the fused cross entropy flags (%s)' % err)
 
+# --nccl-ub: Megatron FSDP's gathers and reductions hold fewer SMs, the step shortens
+fsdp = ['--model', 'llama3-8b', '--gpus', '8', '--hw', 'dgx-h100', '--seq', '8192',
+        '--global-batch', '64', '--precision', 'fp8', '--zero', '3', '--format', 'json']
+st = [json.loads(run(*fsdp, '--nccl-ub', f)[1])['time_s']['step'] for f in ('off', 'on')]
+check(st[1] < st[0], 'nccl_ub: the FSDP step shortens (%s)' % st)
+
 checks.finish()

@@ -21,17 +21,11 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "nemo_fixture.h"
+
 static mp_config config(int64_t tp)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("llama3-8b");
-    c.model.seq = 8192;
-    mp_error err;
-    assert_int_equal(mp_model_finish(&c.model, &err), MP_OK);
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = 8, .seq = 8192, .global_batch = 64,
-                               .precision = MP_DTYPE_FP8, .fp8_recipe = MP_FP8_TENSORWISE};
+    mp_config c = nemo_config("llama3-8b", 8, 64);
     c.parallel = (mp_parallel){.tp = tp, .pp = 1, .vpp = 1, .cp = 1, .dp = 8 / tp,
                                .micro_batch = 1, .sp = tp > 1, .dist_opt = true,
                                .dp_overlap = true, .schedule = MP_SCHED_1F1B};

@@ -18,19 +18,13 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "nemo_fixture.h"
+
 /* LLaMA 3 8B under Megatron FSDP on one DGX H100 (Megatron-Bridge's recipe) */
 static mp_config fsdp8(void)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("llama3-8b");
-    c.model.seq = 8192;
-    mp_error err;
-    assert_int_equal(mp_model_finish(&c.model, &err), MP_OK);
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = 8, .seq = 8192, .global_batch = 32,
-                               .precision = MP_DTYPE_FP8, .fp8_recipe = MP_FP8_TENSORWISE,
-                               .fp8_param_gather = true, .grad_reduce_bf16 = true};
+    mp_config c = nemo_config("llama3-8b", 8, 32);
+    c.training.fp8_param_gather = c.training.grad_reduce_bf16 = true;
     c.parallel = (mp_parallel){.tp = 1, .pp = 1, .vpp = 1, .cp = 1, .dp = 8, .micro_batch = 1,
                                .dist_opt = true, .zero = 3, .dp_overlap = true,
                                .schedule = MP_SCHED_1F1B};

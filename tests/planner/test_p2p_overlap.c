@@ -25,18 +25,11 @@
 #include "planner/cost_internal.h"
 #include "sim/simulate.h"
 
+#include "nemo_fixture.h"
+
 static mp_config config(int64_t pp, int64_t vpp, mp_schedule_kind sched)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("llama3-70b");
-    c.model.seq = 8192;
-    mp_error err;
-    assert_int_equal(mp_model_finish(&c.model, &err), MP_OK);
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    int64_t gpus = 4 * pp * 2;
-    c.training = (mp_training){.gpus = gpus, .seq = 8192, .global_batch = 128,
-                               .precision = MP_DTYPE_FP8, .fp8_recipe = MP_FP8_TENSORWISE};
+    mp_config c = nemo_config("llama3-70b", 4 * pp * 2, 128);
     c.parallel = (mp_parallel){.tp = 4, .pp = pp, .vpp = vpp, .cp = 1, .dp = 2, .micro_batch = 1,
                                .sp = true, .tp_overlap = true, .dist_opt = true,
                                .dp_overlap = true, .schedule = sched};

@@ -320,6 +320,11 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     if (p->dp_overlap) mp_buf_puts(out, "--overlap-grad-reduce \\\n");
     if (p->dp_overlap && p->dist_opt) mp_buf_puts(out, "--overlap-param-gather \\\n");
     if (p->tp_overlap) mp_buf_puts(out, "--tp-comm-overlap \\\n");
+    /* Megatron-LM overlaps the interleaved schedule's p2p by default
+     * (arguments.py: --no-overlap-p2p-communication, store_false); a plan
+     * estimated with synchronous transfers asks for them */
+    if (p->pp > 1 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
+        mp_buf_puts(out, "--no-overlap-p2p-communication \\\n");
     if (p->cuda_graph_scope) {
         /* Transformer Engine's per-layer capture (make_graphed_callables);
          * graphs need TE's RNG tracker (arguments.py, --te-rng-tracker) */

@@ -118,6 +118,11 @@ check(times['on']['pp_comm'] < 0.5 * times['off']['pp_comm'] and
       'the overlap hides the pipeline transfers: %s' % times)
 rc, out, err = run(*inter[:-2], '--p2p-overlap', 'on')
 check(rc == 0 and 'p2p_overlap=on' in out, 'table: p2p_overlap=on (%s)' % err)
+# Megatron-LM overlaps interleaved p2p unless told not to: the export says which was estimated
+mflags = {f: run(*inter[:-2], '--p2p-overlap', f, '--format', 'megatron')[1] for f in ('off', 'on')}
+check('--no-overlap-p2p-communication' in mflags['off'] and
+      '--no-overlap-p2p-communication' not in mflags['on'],
+      'megatron: --no-overlap-p2p-communication exactly when the estimate was synchronous')
 flat = [a for a in inter if a not in ('--vpp', '5')]
 steps = [json.loads(run(*flat, '--p2p-overlap', f)[1])['time_s']['step'] for f in ('off', 'on')]
 check(steps[0] == steps[1], '1F1B: --p2p-overlap changes nothing (%s)' % steps)

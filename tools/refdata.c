@@ -210,6 +210,27 @@ static mp_status stack_from(const csv *c, int r, int first, mp_stack *out, mp_er
     return MP_OK;
 }
 
+/* An optional 0/1 column of a runs file after its fixed ones (appended by
+ * name, like stack): absent or empty is 0. */
+static mp_status optional_flag(const csv *c, int r, int first, const char *name, bool *out,
+                               mp_error *err)
+{
+    *out = false;
+    for (int col = first; col < c->cols; col++) {
+        if (strcmp(c->header[col], name) != 0)
+            continue;
+        const char *s = cell(c, r, col);
+        if (!s || s[0] == '\0')
+            return MP_OK;
+        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col + 1, name,
+                                "'%s' is not 0 or 1", s);
+        *out = s[0] == '1';
+        return MP_OK;
+    }
+    return MP_OK;
+}
+
 /* ---- configurations -------------------------------------------------------- */
 
 /* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
@@ -331,7 +352,11 @@ static const char note_nemo[] =
     "NVIDIA's published NeMo / Megatron-Bridge pre-training rows of dense models, FP8; the "
     "degrees, batches and FP8 recipe as published, SP + TP overlap for t > 1, distributed "
     "optimizer with overlapped grad reduce and param gather, no recompute (the recipes' "
-    "defaults, assumed: each file's notes); measured time = GBS x seq / (tokens/s/GPU x GPUs).";
+    "defaults, assumed: each file's notes); interleaved rows overlap their pipeline transfers "
+    "(the recipes' overlap_p2p_comm: the files' p2p_overlap column) and the Megatron-Bridge "
+    "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy) "
+    "and their H100 FSDP rows register the DP buffers with NCCL (nccl_ub); "
+    "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
     "1 MiB to 1 GiB; the time is the mean of the out-of-place and in-place runs.";
@@ -919,6 +944,13 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_stack stack = MP_STACK_MEGATRON_LM;
         if (st == MP_OK)
             st = stack_from(c, r, RUN_COLS, &stack, err);
+        bool p2p_overlap = false, te_ce = false, nccl_ub = false;
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "p2p_overlap", &p2p_overlap, err);
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "te_cross_entropy", &te_ce, err);
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "nccl_ub", &nccl_ub, err);
         if (st != MP_OK)
             return st;
         mp_model m;
@@ -937,6 +969,9 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.fp8_param_gather = v[RUN_FP8_PARAM_GATHER] != 0 && q.prec == MP_DTYPE_FP8;
         w->config.parallel.zero = (int64_t)v[RUN_ZERO];
         w->config.training.stack = stack;
+        w->config.parallel.p2p_overlap = p2p_overlap;
+        w->config.training.te_cross_entropy = te_ce;
+        w->config.parallel.nccl_ub = nccl_ub;
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

@@ -59,6 +59,8 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
     if (p->pipeline_layout[0])
         mp_buf_printf(b, "  layout    %s  (Megatron's --pipeline-model-parallel-layout)\n",
                       p->pipeline_layout);
+    if (p->p2p_overlap && p->schedule == MP_SCHED_INTERLEAVED)
+        mp_buf_puts(b, "            p2p_overlap=on  (Megatron's --overlap-p2p-communication)\n");
     if (mp_model_is_moe(&c->model))
         mp_buf_printf(b, "  experts   ep=%lld etp=%lld edp=%lld  dispatcher=%s  (%.4g B active "
                          "parameters; dispatch and combine are in the TP/SP line)\n",

@@ -19,10 +19,10 @@
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
-    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_SCHEDULE,
+    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_NCCL_UB, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
     OPT_CUDA_GRAPH_SCOPE,
-    OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16,
+    OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
     OPT_COUNT
@@ -80,6 +80,14 @@ static const mp_opt options[] = {
      "on off"},
     {"--tp-overlap", NULL, "on|off", OPT_TP_OVERLAP, 0,
      "overlap TP communication with the GEMMs (needs tp > 1 and sp)", "on off"},
+    {"--p2p-overlap", NULL, "on|off", OPT_P2P_OVERLAP, 0,
+     "interleaved 1F1B: overlap each pipeline transfer with the other direction's compute "
+     "(Megatron --overlap-p2p-communication; default off: synchronous)",
+     "on off"},
+    {"--nccl-ub", NULL, "on|off", OPT_NCCL_UB, 0,
+     "the DP buffers registered with NCCL, whose collectives then hold fewer SMs (Megatron "
+     "DDP/FSDP nccl_ub)",
+     "on off"},
     {"--schedule", NULL, "S", OPT_SCHEDULE, 0,
      "pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe (even pp), or with vpp 2 "
      "zb-v or dualpipev (default 1f1b, interleaved-1f1b with vpp > 1)",
@@ -110,6 +118,10 @@ static const mp_opt options[] = {
      "on off"},
     {"--grad-reduce-bf16", NULL, "on|off", OPT_GRAD_REDUCE_BF16, 0,
      "main gradients kept and reduced in bf16, not fp32 (Megatron --grad-reduce-in-bf16)",
+     "on off"},
+    {"--te-cross-entropy", NULL, "on|off", OPT_TE_CROSS_ENTROPY, 0,
+     "the loss as Transformer Engine's fused cross entropy (Megatron "
+     "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te)",
      "on off"},
     {"--moe-imbalance", NULL, "X", OPT_MOE_IMBALANCE, 0,
      "MoE load imbalance: the busiest EP rank's tokens over the mean (default: the model's)", NULL},
@@ -247,6 +259,8 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_GRAD_REDUCE_BF16:
         cc->set |= MP_SET_GRAD_REDUCE_BF16;
         return parse_onoff(opt, value, &t->grad_reduce_bf16, err);
+    case OPT_TE_CROSS_ENTROPY:
+        return parse_onoff(opt, value, &t->te_cross_entropy, err);
     case OPT_MOE_IMBALANCE: {
         cc->set |= MP_SET_MOE_IMBALANCE;
         char *end = NULL;
@@ -379,6 +393,10 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_TP_OVERLAP:
         cc->set |= MP_SET_TP_OVERLAP;
         return parse_onoff(opt, value, &p->tp_overlap, err);
+    case OPT_P2P_OVERLAP:
+        return parse_onoff(opt, value, &p->p2p_overlap, err);
+    case OPT_NCCL_UB:
+        return parse_onoff(opt, value, &p->nccl_ub, err);
     case OPT_SCHEDULE:
         cc->set |= MP_SET_SCHEDULE;
         if ((k = mp_schedule_parse(value)) < 0)
@@ -472,11 +490,12 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"recompute_modules", "--recompute-modules"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"},
         {"zero_runtime", "--zero-runtime"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
-        {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
+        {"p2p_overlap", "--p2p-overlap"}, {"nccl_ub", "--nccl-ub"}, {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
         {"shared_expert_overlap", "--shared-expert-overlap"},
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
+        {"te_cross_entropy", "--te-cross-entropy"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

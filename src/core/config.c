@@ -123,6 +123,8 @@ static const mp_field training_fields[] = {
      .offset = offsetof(mp_training, fp8_param_gather)},
     {.path = "low_precision_optimizer", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, low_precision_optimizer)},
+    {.path = "te_cross_entropy", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_training, te_cross_entropy)},
     {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),
      .name_of = stack_name_i, .n_names = MP_STACK_COUNT},
 };
@@ -164,6 +166,8 @@ static const mp_field parallel_fields[] = {
     P_BOOL(hsdp),
     P_BOOL(dp_overlap),
     P_BOOL(tp_overlap),
+    P_BOOL(p2p_overlap),
+    P_BOOL(nccl_ub),
     {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
      .name_of = schedule_name_i, .n_names = MP_SCHED_COUNT},
     P_INT(ep, 0, MAX_DEGREE),

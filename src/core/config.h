@@ -181,6 +181,13 @@ typedef struct mp_training {
      * as NeMo AutoModel's benchmark recipes train): 2 + 2 bytes of optimizer
      * state per parameter instead of 4 + 4 + 4. */
     bool low_precision_optimizer;
+    /* The loss as Transformer Engine's fused cross entropy (Megatron
+     * --cross-entropy-loss-fusion --cross-entropy-fusion-impl te, which
+     * Megatron-Bridge's performance recipes set): one online-softmax read of
+     * the bf16 logits in the forward, the gradient written over them in the
+     * backward; no fp32 copy of the logits. Off: PyTorch's unfused
+     * vocab-parallel cross entropy on fp32 logits (Megatron's default). */
+    bool te_cross_entropy;
     mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
@@ -213,6 +220,18 @@ typedef struct mp_parallel {
     bool hsdp;
     bool dp_overlap;     /* DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce) */
     bool tp_overlap;     /* TP comm overlapped with GEMMs (Megatron --tp-comm-overlap) */
+    /* interleaved 1F1B: each chunk's activation (gradient) transfer posted
+     * asynchronously and waited on before the next pass that needs it, so
+     * it runs beside the other direction's compute (Megatron
+     * --overlap-p2p-communication, overlap_p2p_comm; NeMo and Megatron-Bridge
+     * turn it on whenever vpp > 1). Ignored by the other schedules, which
+     * Megatron runs with batched synchronous p2p. Off: every transfer waited
+     * on where it is posted. */
+    bool p2p_overlap;
+    /* Megatron-Core DDP / Megatron FSDP nccl_ub: the parameter and gradient
+     * buffers registered with NCCL as user buffers, so its DP all-gathers and
+     * reduce-scatters run SM-light algorithms (contention.c) */
+    bool nccl_ub;
     /* MoE: the EP all-to-all of one micro-batch overlapped with another's
      * compute in the 1F1B steady state (Megatron-Core
      * --overlap-moe-expert-parallel-comm, with --delay-wgrad-compute) */

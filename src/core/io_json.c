@@ -248,6 +248,8 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_param_gather");
     if (o && !t->low_precision_optimizer)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "low_precision_optimizer");
+    if (o && !t->te_cross_entropy)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "te_cross_entropy");
     /* and the software when it is not Megatron-LM (the validation rows') */
     if (o && t->stack == MP_STACK_MEGATRON_LM)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "stack");
@@ -326,6 +328,11 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;
     if (ok && p->shared_expert_overlap)
         ok = cJSON_AddBoolToObject(o, "shared_expert_overlap", true) != NULL;
+    /* overlapped pipeline p2p: written only when on, as the MoE overlaps */
+    if (ok && p->p2p_overlap)
+        ok = cJSON_AddBoolToObject(o, "p2p_overlap", true) != NULL;
+    if (ok && p->nccl_ub)
+        ok = cJSON_AddBoolToObject(o, "nccl_ub", true) != NULL;
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

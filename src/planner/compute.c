@@ -602,11 +602,20 @@ void mp_head_time_of(const mp_config *c, mp_edge_time *out)
         gemm += mp_gemm_mnk_time(hw, peak, dt, T, h, h);
     double norm = T * h / (pp->sp ? t : 1.0) * 4.0;
     /* vocab-parallel cross entropy on T x V/t logits: cast to fp32, max,
-     * subtract, exp, sum, normalise (~26 bytes/element), backward ~14 */
+     * subtract, exp, sum, normalise (~26 bytes/element, 5 kernels),
+     * backward ~14 (3). Transformer Engine's fused one
+     * (transformer_engine/pytorch/triton/cross_entropy.py): the forward's
+     * online softmax reads the bf16 logits once (2 bytes; a second kernel
+     * per row finishes the loss), the backward computes the gradient and
+     * writes it over them (read 2 + write 2, one kernel). */
     double logits = T * V / t;
-    out->fwd_compute = mp_host_bound(hw, gemm + mp_membound_time(hw, norm + 26.0 * logits, 7.0), 9.0);
-    out->bwd_compute =
-        mp_host_bound(hw, 2.0 * gemm + mp_membound_time(hw, 2.0 * norm + 14.0 * logits, 5.0), 8.0);
+    bool te = c->training.te_cross_entropy;
+    double ce_f = te ? 2.0 : 26.0, ce_b = te ? 4.0 : 14.0;
+    double k_f = te ? 4.0 : 7.0, k_b = te ? 3.0 : 5.0; /* with the norm's and the GEMM's */
+    out->fwd_compute =
+        mp_host_bound(hw, gemm + mp_membound_time(hw, norm + ce_f * logits, k_f), k_f + 2.0);
+    out->bwd_compute = mp_host_bound(
+        hw, 2.0 * gemm + mp_membound_time(hw, 2.0 * norm + ce_b * logits, k_b), k_b + 3.0);
     out->wgrad = gemm; /* the head's weight gradient: one GEMM of the forward's size */
     out->tp_fwd = out->tp_bwd = 0.0;
     if (pp->tp > 1) {

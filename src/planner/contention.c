@@ -81,6 +81,21 @@ double mp_comm_sm_share(const mp_config *c, mp_comm_kernel k)
     return 0.0;
 }
 
+/* Megatron-Core's table of the SMs NCCL's all-gather / reduce-scatter hold
+ * on user buffers (DistributedDataParallelConfig.nccl_ub, megatron/core/
+ * distributed/distributed_data_parallel_config.py, without SHARP): 4 / 5
+ * inside one NVLink domain, 16 / 16 across domains with several members per
+ * node, 1 / 4 with one member per node (IB only). */
+double mp_dp_sm_share(const mp_config *c, const mp_group_place *g, bool reduce)
+{
+    if (!c->parallel.nccl_ub)
+        return mp_comm_sm_share(c, MP_COMM_NCCL);
+    double sms = !g->cross_domain ? (reduce ? 5.0 : 4.0)
+                 : g->per_node <= 1.0 ? (reduce ? 4.0 : 1.0)
+                                      : 16.0;
+    return share_of(&c->hw, sms);
+}
+
 double mp_overlap_excess(double comm, double compute, double share)
 {
     if (!(comm > 0.0))

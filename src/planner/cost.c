@@ -129,10 +129,12 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
     head->tp_b = et.tp_bwd;
     head->wgrad = et.wgrad;
     head->params = mp_head_params(m, false) / t;
-    /* final norm input, head input and fp32 logits (Korthikanti §4.3: 4sbh/t(1 + V/h)) */
+    /* final norm input, head input and fp32 logits (Korthikanti §4.3: 4sbh/t(1 + V/h));
+     * Transformer Engine's fused cross entropy keeps the bf16 logits instead
+     * and writes their gradient over them */
     double V = mp_padded_vocab(m->vocab, p->tp);
     double head_act = 2.0 * sb_last * h / (p->sp ? t : 1.0) + 2.0 * sb_last * h / t +
-                      4.0 * sb_last * V / t;
+                      (c->training.te_cross_entropy ? 2.0 : 4.0) * sb_last * V / t;
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         head->act[r] = head_act;
 }
@@ -493,6 +495,25 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
     *bw = inv > 0.0 ? 1.0 / inv : up;
 }
 
+/* The p2p time a rank's steady state spends on one pass of a chunk (its
+ * forward and its backward, comm = both transfers). Megatron waits on
+ * synchronous p2p where it is posted: all of it. With
+ * --overlap-p2p-communication (interleaved 1F1B only; Megatron-LM
+ * megatron/core/pipeline_parallel/schedules.py,
+ * forward_backward_pipelining_with_interleaving) a forward's send/receive is
+ * posted before the backward that follows and waited on after it, a
+ * backward's before the next forward: each transfer runs beside the other
+ * direction's compute, which loses the SMs of NCCL's p2p kernel meanwhile
+ * (contention.c). The fill and drain keep their transfers on the critical
+ * path: a stage cannot start what has not arrived. */
+static double round_p2p(const mp_config *c, const stage_sum *ss, double comm)
+{
+    if (!(comm > 0.0) || !c->parallel.p2p_overlap || c->parallel.schedule != MP_SCHED_INTERLEAVED)
+        return comm;
+    double share = mp_comm_sm_share(c, MP_COMM_NCCL);
+    return mp_overlap_excess(comm / 2.0, ss->bwd, share) + mp_overlap_excess(comm / 2.0, ss->fwd, share);
+}
+
 /* Everything the estimate and the stage costs share. */
 typedef struct pipe_model {
     int64_t p, v, m, n;
@@ -591,8 +612,10 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
     double share = blocks > 0.0 ? 1.0 / blocks : 1.0;
     double ag = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, P, pm->expert_rank_max, dt);
     /* the first block's share is exposed; the rest overlaps the compute,
-     * which NCCL's kernels slow while they run (SM contention) */
+     * which NCCL's kernels slow while they run (SM contention; the gathers'
+     * and reductions' own shares with nccl_ub) */
     double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
+    double sm_ag = mp_dp_sm_share(c, dpg, false), sm_rs = mp_dp_sm_share(c, dpg, true);
     for (int64_t k = 0; k < pm->n; k++) {
         stage_sum *ss = &pm->st[k];
         double rs = zero_coll(c, dpg, edpg, MP_COLL_REDUCESCATTER, ss->params, ss->expert_params,
@@ -601,8 +624,10 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
                                dt);
         double fwd_comm = pp->zero >= 3 ? agk : 0.0;
         double bwd_comm = (pp->zero >= 3 ? agk : 0.0) + rs;
-        ss->dp_f = share * fwd_comm + mp_overlap_excess((1.0 - share) * fwd_comm, ss->fwd, sm);
-        ss->dp_b = share * bwd_comm + mp_overlap_excess((1.0 - share) * bwd_comm, ss->bwd, sm);
+        /* the backward's gather and reduction: their time-weighted share */
+        double sm_b = bwd_comm > 0.0 ? (fwd_comm * sm_ag + rs * sm_rs) / bwd_comm : sm_rs;
+        ss->dp_f = share * fwd_comm + mp_overlap_excess((1.0 - share) * fwd_comm, ss->fwd, sm_ag);
+        ss->dp_b = share * bwd_comm + mp_overlap_excess((1.0 - share) * bwd_comm, ss->bwd, sm_b);
         ss->fwd += ss->dp_f;
         ss->bwd += ss->dp_b;
     }
@@ -791,10 +816,12 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             fwd_window += pm->st[rank_stage(pm, 0, ch)].fwd;
         }
         double red = rs + ar;
-        double sm = mp_comm_sm_share(c, MP_COMM_NCCL);
-        double exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm);
+        double exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window,
+                                                            mp_dp_sm_share(c, &dpg, true));
         double exposed_ag =
-            pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag, fwd_window, sm) : 0.0;
+            pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag, fwd_window,
+                                                         mp_dp_sm_share(c, &dpg, false))
+                         : 0.0;
         pm->dp_exposed = exposed_red + exposed_ag;
     } else {
         pm->dp_exposed = pm->dp_time;
@@ -1031,7 +1058,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
             double comm = p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
-            round[r] += ss->fwd + ss->bwd + comm;
+            round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it */
             double b_in = ss->bwd - ss->wgrad;
@@ -1061,7 +1088,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
+        p2p += round_p2p(c, ss, p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0);
     }
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;

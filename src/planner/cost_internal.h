@@ -228,6 +228,10 @@ double mp_comm_sm_share(const mp_config *c, mp_comm_kernel k);
  * work whose rate drops to 1 - share while the kernel runs, lies beyond the
  * compute: max(comm - compute, comm x share) (0 without communication). */
 double mp_overlap_excess(double comm, double compute, double share);
+/* The SM share of a DP all-gather (reduce false) or reduce-scatter (true)
+ * over group g: NCCL's CTAs, or with parallel.nccl_ub the SM-light
+ * algorithms that registered buffers allow. */
+double mp_dp_sm_share(const mp_config *c, const mp_group_place *g, bool reduce);
 
 /* The ranks one ZeRO shard spans: d * c, or with hsdp the largest divisor of
  * d * c whose DP ranks fit in one scale-up domain (at least 1). */

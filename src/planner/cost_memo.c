@@ -81,6 +81,8 @@ void mp_cost_memo_key(const mp_parallel *p, mp_parallel *key)
     key->zero = 0;
     key->hsdp = false;
     key->dp_overlap = false;
+    key->p2p_overlap = false;
+    key->nccl_ub = false;
     key->recompute = MP_RECOMPUTE_NONE;
 }
 

@@ -312,12 +312,19 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                       mp_fp8_recipe_name(c->training.fp8_recipe));
     if (c->training.fp8_param_gather) mp_buf_puts(out, "--fp8-param-gather \\\n");
     if (c->training.grad_reduce_bf16) mp_buf_puts(out, "--grad-reduce-in-bf16 \\\n");
+    if (c->training.te_cross_entropy)
+        mp_buf_puts(out, "--cross-entropy-loss-fusion \\\n--cross-entropy-fusion-impl te \\\n");
     mp_megatron_moe_args(c, out);
     recompute_flags(c, plan, st, K, out, &notes);
     if (p->dist_opt) mp_buf_puts(out, "--use-distributed-optimizer \\\n");
     if (p->dp_overlap) mp_buf_puts(out, "--overlap-grad-reduce \\\n");
     if (p->dp_overlap && p->dist_opt) mp_buf_puts(out, "--overlap-param-gather \\\n");
     if (p->tp_overlap) mp_buf_puts(out, "--tp-comm-overlap \\\n");
+    /* Megatron-LM overlaps the interleaved schedule's p2p by default
+     * (arguments.py: --no-overlap-p2p-communication, store_false); a plan
+     * estimated with synchronous transfers asks for them */
+    if (p->pp > 1 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
+        mp_buf_puts(out, "--no-overlap-p2p-communication \\\n");
     if (p->cuda_graph_scope) {
         /* Transformer Engine's per-layer capture (make_graphed_callables);
          * graphs need TE's RNG tracker (arguments.py, --te-rng-tracker) */

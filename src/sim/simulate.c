@@ -53,6 +53,9 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
     if (opt)
         o = *opt;
     o.ep_overlap = o.ep_overlap || par->moe_a2a_overlap;
+    /* Megatron --overlap-p2p-communication: interleaved 1F1B waits on a
+     * transfer only where the data is needed (cost.c, round_p2p) */
+    o.async_p2p = o.async_p2p || (par->p2p_overlap && par->schedule == MP_SCHED_INTERLEAVED);
     st = mp_simulate_cost(par->schedule, (int32_t)par->pp,
                           (int32_t)mp_schedule_chunks(par->schedule, par->vpp), (int32_t)m, &pc,
                           par->dp_overlap, &o, out, err);

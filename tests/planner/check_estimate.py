@@ -101,4 +101,50 @@ rc, out, err = run(*moe, '--cuda-graph-scope', 'attn,moe_router', '--format', 'j
 check(rc == 0 and json.loads(out)['parallel'].get('cuda_graph_scope') == ['attn', 'moe_router'],
       'json: cuda_graph_scope (%s)' % err)
 
+# --p2p-overlap: an interleaved run hides its pipeline transfers (the PP line
+# shrinks, the step with it); the table and the JSON say it is on; 1F1B ignores it
+inter = ['--model', 'llama3-70b', '--gpus', '64', '--hw', 'dgx-h100', '--seq', '8192',
+         '--global-batch', '128', '--tp', '4', '--sp', '--pp', '8', '--vpp', '5', '--dist-opt',
+         '--format', 'json']
+times = {}
+for flag in ('off', 'on'):
+    rc, out, err = run(*inter, '--p2p-overlap', flag)
+    check(rc == 0, 'json with --p2p-overlap %s: exit 0 (%s)' % (flag, err))
+    times[flag] = json.loads(out)['time_s'] if rc == 0 else {'pp_comm': 0, 'step': 0}
+    check((json.loads(out)['parallel'].get('p2p_overlap') is True) == (flag == 'on'),
+          'json: p2p_overlap written only when on')
+check(times['on']['pp_comm'] < 0.5 * times['off']['pp_comm'] and
+      times['on']['step'] < times['off']['step'],
+      'the overlap hides the pipeline transfers: %s' % times)
+rc, out, err = run(*inter[:-2], '--p2p-overlap', 'on')
+check(rc == 0 and 'p2p_overlap=on' in out, 'table: p2p_overlap=on (%s)' % err)
+# Megatron-LM overlaps interleaved p2p unless told not to: the export says which was estimated
+mflags = {f: run(*inter[:-2], '--p2p-overlap', f, '--format', 'megatron')[1] for f in ('off', 'on')}
+check('--no-overlap-p2p-communication' in mflags['off'] and
+      '--no-overlap-p2p-communication' not in mflags['on'],
+      'megatron: --no-overlap-p2p-communication exactly when the estimate was synchronous')
+flat = [a for a in inter if a not in ('--vpp', '5')]
+steps = [json.loads(run(*flat, '--p2p-overlap', f)[1])['time_s']['step'] for f in ('off', 'on')]
+check(steps[0] == steps[1], '1F1B: --p2p-overlap changes nothing (%s)' % steps)
+
+# --te-cross-entropy: the loss's passes shrink (compute falls), the flags and the JSON say so
+small = ['--model', 'llama3-8b', '--gpus', '8', '--hw', 'dgx-h100', '--seq', '8192',
+         '--global-batch', '64', '--precision', 'fp8', '--dist-opt']
+comp = {}
+for flag in ('off', 'on'):
+    rc, out, err = run(*small, '--te-cross-entropy', flag, '--format', 'json')
+    check(rc == 0, 'json with --te-cross-entropy %s: exit 0 (%s)' % (flag, err))
+    doc = json.loads(out) if rc == 0 else {}
+    comp[flag] = doc.get('time_s', {}).get('compute', 0)
+check(0 < comp['on'] < comp['off'], 'the fused cross entropy is cheaper: %s' % comp)
+rc, out, err = run(*small, '--te-cross-entropy', 'on', '--format', 'megatron')
+check(rc == 0 and '--cross-entropy-loss-fusion' in out and '--cross-entropy-fusion-impl te' in out,
+      'megatron: the fused cross entropy flags (%s)' % err)
+
+# --nccl-ub: Megatron FSDP's gathers and reductions hold fewer SMs, the step shortens
+fsdp = ['--model', 'llama3-8b', '--gpus', '8', '--hw', 'dgx-h100', '--seq', '8192',
+        '--global-batch', '64', '--precision', 'fp8', '--zero', '3', '--format', 'json']
+st = [json.loads(run(*fsdp, '--nccl-ub', f)[1])['time_s']['step'] for f in ('off', 'on')]
+check(st[1] < st[0], 'nccl_ub: the FSDP step shortens (%s)' % st)
+
 checks.finish()

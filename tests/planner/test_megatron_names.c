@@ -166,6 +166,25 @@ static void names(void **state)
     lacks(t, "--softmax-type");
     has(t, "--disable-bias-linear");
     free(t);
+    /* a recipe's settings read from a plan file: Transformer Engine's fused
+     * cross entropy, and the interleaved pipeline's p2p synchronous (Megatron
+     * overlaps it unless told) or overlapped (its default: no flag) */
+    t = flags_of("llama3-70b", "dgx-h100",
+                 "{gpus: 64, seq: 8192, global_batch: 128, precision: bf16, te_cross_entropy: true}",
+                 "{tp: 4, pp: 8, vpp: 5, dp: 2, micro_batch: 1, sp: true, "
+                 "schedule: interleaved-1f1b}");
+    all_known("llama3-70b", t);
+    has(t, "--cross-entropy-loss-fusion");
+    has(t, "--cross-entropy-fusion-impl te");
+    has(t, "--no-overlap-p2p-communication");
+    free(t);
+    t = flags_of("llama3-70b", "dgx-h100", "{gpus: 64, seq: 8192, global_batch: 128, precision: bf16}",
+                 "{tp: 4, pp: 8, vpp: 5, dp: 2, micro_batch: 1, sp: true, "
+                 "schedule: interleaved-1f1b, p2p_overlap: true}");
+    all_known("llama3-70b", t);
+    lacks(t, "--no-overlap-p2p-communication");
+    lacks(t, "--cross-entropy-loss-fusion");
+    free(t);
     /* the flex dispatcher and the MoE overlaps, read from a plan file: DeepEP
      * within 8-GPU nodes, HybridEP on an NVL72 domain (Megatron-Core: only
      * hybridep supports multi-node NVLink) */

@@ -31,6 +31,11 @@ typedef struct cand_vec {
 typedef struct block_info {
     uint64_t key;           /* 0 = empty slot */
     double compute;         /* fwd + bwd compute of the cheapest block kind, no comm */
+    double fwd;             /* the least forward compute of a block kind, no comm */
+    /* under a split backward (B the input gradient, W the weights'), the
+     * least of a block kind's f + 2B - W and f + B - W: what the DualPipe
+     * and ZB-H1 fills are made of (cost.c's ramps) */
+    double split_fbbw, split_fbw;
     double recompute[MP_RECOMPUTE_COUNT]; /* extra compute of each recompute choice */
     double act[MP_RECOMPUTE_COUNT];       /* bytes stashed by the smallest block kind */
     double act_none_max;    /* the largest block's no-recompute bytes (re-materialised) */

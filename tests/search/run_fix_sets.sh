@@ -35,6 +35,8 @@ grep -q '^# schedule dualpipev: Megatron-LM has no flag for it' "$T/vflags" ||
   >"$T/dflags" || fail "dualpipe flags: exit $?"
 grep -q '^# schedule dualpipe: Megatron-LM has no flag for it' "$T/dflags" ||
   { cat "$T/dflags"; fail "dualpipe flags lack the note"; }
+"$M" search --model llama3-8b --gpus 64 --fix pp=4 --top 10 --no-simulate --format json \
+  >"$T/pp4" || fail "pp=4 search: exit $?"
 for r in default any megatron; do
   if [ $r = default ]; then set --; else set -- --runtime $r; fi
   "$M" search --model llama3-8b --gpus 64 --fix vpp=2 --top 10 --no-simulate --format json "$@" \
@@ -63,6 +65,7 @@ dual = load("dual")
 assert dual and all(o["parallel"]["schedule"] == "dualpipe" and o["parallel"]["pp"] % 2 == 0
                     and o["parallel"]["vpp"] == 1 for o in dual), [o["parallel"] for o in dual]
 assert "dualpipe" in {o["parallel"]["schedule"] for o in load("dual1")}
+assert "dualpipe" in {o["parallel"]["schedule"] for o in load("pp4")}, "dualpipe is not weighed by default"
 assert "zb-v" in {o["parallel"]["schedule"] for o in free}, "the V schedules are not weighed by default"
 m = load("megatron")
 assert m

@@ -162,6 +162,56 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
     return blocks;
 }
 
+/* The routed experts' GEMMs of one MoE block at the peak rate: each rank
+ * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and backward
+ * (the efficiency curve and imbalance only add to it). */
+static double expert_gemm_floor(const mp_config *base, const cand *x)
+{
+    const mp_model *m = &base->model;
+    double peak = base->hw.peak_flops[base->training.precision];
+    if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
+    double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+    double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
+    return 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden * (gate + 1.0) *
+           (double)m->moe.expert_ffn / peak;
+}
+
+double mp_search_expert_comm(const mp_config *cfg)
+{
+    const mp_model *m = &cfg->model;
+    const mp_parallel *q = &cfg->parallel;
+    /* the dispatch and combine are exposed in full, but for the overlaps */
+    if (!mp_model_is_moe(m) || q->ep <= 0 || q->moe_a2a_overlap || q->shared_expert_overlap)
+        return 0.0;
+    int64_t L = mp_model_blocks(m);
+    mp_block_shape bs = {0};
+    for (int64_t i = 1; i <= L && bs.kind != MP_BLOCK_MOE; i++)
+        mp_block_shape_of(m, cfg->training.seq, i, &bs);
+    if (bs.kind != MP_BLOCK_MOE)
+        return 0.0;
+    mp_moe_time mt;
+    mp_moe_block_time(cfg, &bs, &mt);
+    return mt.comm_f + mt.comm_b;
+}
+
+double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, const cand *x,
+                                   double comm)
+{
+    const mp_model *m = &base->model;
+    if (!mp_model_is_moe(m) || x->ep <= 0)
+        return 0.0;
+    int64_t L = mp_model_blocks(m), M = mp_model_moe_blocks(m);
+    /* every block is on one rank's chunks, so the busiest rank's round is
+     * at least the average: L/p blocks' compute and recompute, M/p MoE
+     * blocks' experts and exposed dispatch + combine (compute.c adds
+     * mt.comm_f and comm_b to the block's TP time), m rounds (DualPipe: m/2
+     * of two stages); no fill */
+    double mb = (double)(base->training.global_batch / ((int64_t)x->b * x->d));
+    double p = (double)x->p;
+    return mb * ((double)L / p * (bi->compute + bi->recompute[x->rc]) +
+                 (double)M / p * (expert_gemm_floor(base, x) + comm));
+}
+
 /* The bounds of section 1 above, in the parts the expert settings leave
  * alone (search_parts.h): x's (t, c, p, v, d, b, sp, rc, sharding, schedule). */
 void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
@@ -205,15 +255,8 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
          * experts (mp_search_expert_bytes) */
         double moe_run = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
         bp->moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - held));
-        /* and the routed experts' GEMM FLOPs at the peak rate: each rank
-         * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and
-         * backward (the efficiency curve and imbalance only add to it) */
-        double peak = base->hw.peak_flops[base->training.precision];
-        if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
-        double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
-        double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
-        moe_gemm = moe_run * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
-                   (gate + 1.0) * (double)m->moe.expert_ffn / peak;
+        /* and the routed experts' GEMMs at the peak rate */
+        moe_gemm = moe_run * expert_gemm_floor(base, x);
         moe_gemm_fwd = moe_gemm / 3.0; /* of the three passes, the forward */
     }
     double chunks = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
@@ -300,6 +343,12 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
         if (r > *worst_mem_ratio) *worst_mem_ratio = r;
         if (e.keep.v[i].lb_mem > est.memory.peak * (1 + 1e-12)) (*mem_violations)++;
         if (e.keep.v[i].lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
+        const block_info *bi = mp_search_block_get(&e.bc, e.keep.v[i].t, e.keep.v[i].c,
+                                                   e.keep.v[i].b, e.keep.v[i].sp);
+        if (bi && mp_search_expert_time_bound(&opt->base, bi, &e.keep.v[i],
+                                              mp_search_expert_comm(&cfg)) >
+                      est.time.step * (1 + 1e-12))
+            (*time_violations)++;
     }
 done:
     mp_search_free_ctx(&e);

@@ -330,8 +330,13 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                       (long long)mp_parallel_edp(wp), mp_dispatcher_name(wp->dispatcher));
     }
     mp_framework fw = mp_plan_framework(&w->config);
-    mp_buf_printf(b, "        runs under %s (--format %s)\n", mp_framework_name(fw),
-                  mp_framework_format(fw));
+    const char *short_of = NULL; /* what Megatron-LM's flags cannot say (the V schedules) */
+    if (fw == MP_FW_MEGATRON && w->plan && !mp_search_megatron_runs(w->plan, &short_of))
+        mp_buf_printf(b, "        --format megatron writes its flags, but %s (--runtime megatron "
+                         "searches what it runs)\n", short_of);
+    else
+        mp_buf_printf(b, "        runs under %s (--format %s)\n", mp_framework_name(fw),
+                      mp_framework_format(fw));
     beside_line(w, fb, b);
 
     if (r->n > 1) mp_buf_puts(b, "\nwhy the next ones lose:\n");

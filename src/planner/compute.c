@@ -427,26 +427,32 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double ew_b =
         mp_membound_time(hw, 2.0 * ew + cast_b + odd.bytes_b, 2.0 * kernels + odd.kernels_b);
     double n_ar = cross ? 3.0 : 2.0;
-    double k_fwd = kernels + (double)ng + ak + (pp->tp > 1 ? n_ar : 0.0);
-    if (pp->cuda_graph_scope) {
-        /* the launches of each graphed part (the counts above, by part):
-         * a norm and a residual add around attention and around the MLP,
-         * each part's GEMMs with their FP8 casts and its TP collective; the
-         * RoPE kernels (one fused, 24 unfused under YaRN) in attention's,
-         * the experts' output-bias kernels in the MoE layer's */
-        double tp1 = pp->tp > 1 ? 1.0 : 0.0;
-        double mlp_gemms = f > 0.0 ? 3.0 + cast_of[2] + cast_of[3] : 0.0; /* FC1, act, FC2 */
-        mp_layer_launches ll = {
-            .attn = 4.0 + rope.kernels_f + ak_self + cast_of[0] + cast_of[1] + tp1,
-            .mlp = 2.0 + mlp_gemms + tp1,
-            .router = 1.0 + 3.0 + (pp->shared_expert_overlap ? 0.0 : mlp_gemms),
-            .moe = 2.0 + mt.kernels + mt.bias.kernels_f + (mt.cast_f > 0.0 ? 2.0 : 0.0) +
-                   mlp_gemms,
-        };
-        k_fwd -= mp_cuda_graph_saved_launches(c, &ll, moe);
+    /* the launches of each pass, by the part of the layer a CUDA-graph scope
+     * captures (cudagraph.c): the same counts as the times above, one place
+     * (a norm and a residual add around attention and around the MLP; each
+     * GEMM with its FP8 cast; attention's core and RoPE; the MoE layer's
+     * kernels, moe.c; one TP collective per part); the backward twice the
+     * forward but for the odd kernels' own counts (RoPE, the experts' bias) */
+    double tp1 = pp->tp > 1 ? 1.0 : 0.0;
+    double ffn = f > 0.0 ? 3.0 + cast_of[2] + cast_of[3] : 0.0; /* FC1, activation, FC2 */
+    mp_layer_launches ll = {0};
+    ll.attn.fwd = 4.0 + cast_of[0] + cast_of[1] + ak_self + tp1 + rope.kernels_f;
+    ll.attn.bwd = 2.0 * (ll.attn.fwd - rope.kernels_f) + rope.kernels_b;
+    if (moe) {
+        ll.router.fwd = 1.0 + mt.router_kernels + (pp->shared_expert_overlap ? 0.0 : ffn);
+        ll.moe.fwd = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + ffn + tp1 +
+                     mt.bias.kernels_f;
+        ll.moe.bwd = 2.0 * (ll.moe.fwd - mt.bias.kernels_f) + mt.bias.kernels_b;
+        ll.router.bwd = 2.0 * ll.router.fwd;
+    } else {
+        ll.mlp.fwd = 2.0 + ffn + tp1;
+        ll.mlp.bwd = 2.0 * ll.mlp.fwd;
     }
-    double k_bwd = 2.0 * k_fwd + odd.kernels_b;
-    k_fwd += odd.kernels_f;
+    if (cross) { /* its norm and residual add, Q, KV and output GEMMs, core, collective */
+        ll.rest.fwd = 5.0 + cast_of[4] + cast_of[5] + cast_of[6] + (ak - ak_self) + tp1;
+        ll.rest.bwd = 2.0 * ll.rest.fwd;
+    }
+    double k_fwd = mp_block_launches(c, &ll, false), k_bwd = mp_block_launches(c, &ll, true);
 
     /* TP: 2 (3 with cross attention) all-reduces of T*h forward, as many backward */
     mp_group_place tpg;

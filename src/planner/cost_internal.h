@@ -91,6 +91,7 @@ typedef struct mp_pass_cost {
 typedef struct mp_moe_time {
     double gemm_f, gemm_b, wgrad; /* router and grouped expert GEMMs */
     double ew_bytes, kernels;     /* elementwise bytes and launches of the forward */
+    double router_kernels;        /* of kernels, the router's (moe_router's CUDA graph) */
     double cast_f, cast_b;        /* FP8 casts of the grouped GEMMs' operands (bytes) */
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
     double act_bytes;             /* of ew_bytes: the experts' activation function */
@@ -100,17 +101,27 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
 
 /* ---- CUDA graphs (cudagraph.c) ---- */
 
-/* Counted launches of one block's forward, by the part of the layer each
- * CUDA-graph scope captures (compute.c counts them). */
+/* The launches of one block's passes, by the part of the layer each
+ * CUDA-graph scope captures: compute.c counts them, once, and the block's
+ * host time reads them (mp_block_launches). Every launch of the block is in
+ * one part; a dense block has no router or moe part, an MoE block no mlp. */
+typedef struct mp_pass_launches {
+    double fwd, bwd;
+} mp_pass_launches;
 typedef struct mp_layer_launches {
-    double attn;   /* input norm, QKV, RoPE, attention core, projection, residual add */
-    double mlp;    /* a dense block's norm, FC1, activation, FC2, residual add */
-    double router; /* an MoE block's norm, router, and unoverlapped shared experts */
-    double moe;    /* an MoE block's whole MLP: the router's part, dispatch, experts, combine */
+    mp_pass_launches attn;   /* input norm, QKV, RoPE, attention core, projection, residual add,
+                                TP collective */
+    mp_pass_launches mlp;    /* a dense block's norm, FC1, activation, FC2, residual add, TP */
+    mp_pass_launches router; /* of moe: the norm, router, and unoverlapped shared experts */
+    mp_pass_launches moe;    /* an MoE block's whole MLP: norm, router, dispatch, experts,
+                                shared experts, combine, residual add, TP */
+    mp_pass_launches rest;   /* what no scope captures (cross attention) */
 } mp_layer_launches;
-/* Launches the host no longer dispatches one by one in one pass of a
- * block: a graphed scope's kernels cost one graph launch. */
-double mp_cuda_graph_saved_launches(const mp_config *c, const mp_layer_launches *l, bool moe_block);
+/* The launches the host dispatches in one pass (bwd: the backward) of a
+ * block under c's CUDA-graph scope: each graphed part's kernels, forward
+ * and, as Transformer Engine captures the part's backward too, backward,
+ * are one graph launch. */
+double mp_block_launches(const mp_config *c, const mp_layer_launches *l, bool bwd);
 
 /* ---- the flex dispatcher's copies (moe_dispatch.c) ---- */
 

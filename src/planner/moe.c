@@ -190,7 +190,8 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     double routed = Tr * k * etp * alpha;
     out->act_bytes = (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
     out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + out->act_bytes;
-    out->kernels = 3.0 /* router, top-k, scores */ + 2.0 /* permute, unpermute */ +
+    out->router_kernels = 3.0; /* router, top-k, scores */
+    out->kernels = out->router_kernels + 2.0 /* permute, unpermute */ +
                    3.0 /* FC1, activation, FC2 */;
     if (m->linear_bias)
         expert_output_bias(ne * local, h, local, &out->bias);

@@ -76,6 +76,17 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
             fmax(act[MP_RECOMPUTE_FULL],
                  act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(&cfg, &bs, mask));
         if (k == 0 || comp < bi->compute) bi->compute = comp;
+        if (k == 0 || bt.fwd_compute < bi->fwd) bi->fwd = bt.fwd_compute;
+        /* the same block with B and W apart (compute.c bounds each pass by
+         * the host on its own) */
+        mp_config split = cfg;
+        split.parallel.pp = 2;
+        split.parallel.schedule = MP_SCHED_ZBH1;
+        mp_block_time_of(&split, &bs, &bt);
+        double b_in = bt.bwd_compute - bt.wgrad;
+        double fbbw = bt.fwd_compute + 2.0 * b_in - bt.wgrad, fbw = bt.fwd_compute + b_in - bt.wgrad;
+        if (k == 0 || fbbw < bi->split_fbbw) bi->split_fbbw = fbbw;
+        if (k == 0 || fbw < bi->split_fbw) bi->split_fbw = fbw;
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
             if (k == 0 || rec[r] < bi->recompute[r]) bi->recompute[r] = rec[r];
             if (k == 0 || act[r] < bi->act[r]) bi->act[r] = act[r];
@@ -151,6 +162,56 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
     return blocks;
 }
 
+/* The routed experts' GEMMs of one MoE block at the peak rate: each rank
+ * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and backward
+ * (the efficiency curve and imbalance only add to it). */
+static double expert_gemm_floor(const mp_config *base, const cand *x)
+{
+    const mp_model *m = &base->model;
+    double peak = base->hw.peak_flops[base->training.precision];
+    if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
+    double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+    double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
+    return 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden * (gate + 1.0) *
+           (double)m->moe.expert_ffn / peak;
+}
+
+double mp_search_expert_comm(const mp_config *cfg)
+{
+    const mp_model *m = &cfg->model;
+    const mp_parallel *q = &cfg->parallel;
+    /* the dispatch and combine are exposed in full, but for the overlaps */
+    if (!mp_model_is_moe(m) || q->ep <= 0 || q->moe_a2a_overlap || q->shared_expert_overlap)
+        return 0.0;
+    int64_t L = mp_model_blocks(m);
+    mp_block_shape bs = {0};
+    for (int64_t i = 1; i <= L && bs.kind != MP_BLOCK_MOE; i++)
+        mp_block_shape_of(m, cfg->training.seq, i, &bs);
+    if (bs.kind != MP_BLOCK_MOE)
+        return 0.0;
+    mp_moe_time mt;
+    mp_moe_block_time(cfg, &bs, &mt);
+    return mt.comm_f + mt.comm_b;
+}
+
+double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, const cand *x,
+                                   double comm)
+{
+    const mp_model *m = &base->model;
+    if (!mp_model_is_moe(m) || x->ep <= 0)
+        return 0.0;
+    int64_t L = mp_model_blocks(m), M = mp_model_moe_blocks(m);
+    /* every block is on one rank's chunks, so the busiest rank's round is
+     * at least the average: L/p blocks' compute and recompute, M/p MoE
+     * blocks' experts and exposed dispatch + combine (compute.c adds
+     * mt.comm_f and comm_b to the block's TP time), m rounds (DualPipe: m/2
+     * of two stages); no fill */
+    double mb = (double)(base->training.global_batch / ((int64_t)x->b * x->d));
+    double p = (double)x->p;
+    return mb * ((double)L / p * (bi->compute + bi->recompute[x->rc]) +
+                 (double)M / p * (expert_gemm_floor(base, x) + comm));
+}
+
 /* The bounds of section 1 above, in the parts the expert settings leave
  * alone (search_parts.h): x's (t, c, p, v, d, b, sp, rc, sharding, schedule). */
 void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
@@ -182,23 +243,21 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     tmp->parallel.hsdp = x->dist_opt == 4;
     tmp->parallel.tp = x->t;
     double spb = mp_static_bytes_per_param(tmp);
-    double params0 = rank0 * block_params_min / x->t + emb_params / x->t;
+    /* DualPipe keeps two stages' weights on each rank (r and p-1-r, each
+     * L/p blocks under the even split): twice the blocks' static bytes */
+    double held = x->sched == MP_SCHED_DUALPIPE && !layout_split ? 2.0 * rank0 : rank0;
+    double params0 = held * block_params_min / x->t + emb_params / x->t;
     bp->static_bytes = params0 * spb;
-    double moe_gemm = 0.0;
+    double moe_gemm = 0.0, moe_gemm_fwd = 0.0;
     bp->moe_min = 0.0;
     if (mp_model_is_moe(m)) {
         /* the fewest MoE blocks a rank can hold, each with its local
          * experts (mp_search_expert_bytes) */
-        bp->moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
-        /* and the routed experts' GEMM FLOPs at the peak rate: each rank
-         * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and
-         * backward (the efficiency curve and imbalance only add to it) */
-        double peak = base->hw.peak_flops[base->training.precision];
-        if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
-        double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
-        double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
-        moe_gemm = bp->moe_min * 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden *
-                   (gate + 1.0) * (double)m->moe.expert_ffn / peak;
+        double moe_run = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
+        bp->moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - held));
+        /* and the routed experts' GEMMs at the peak rate */
+        moe_gemm = moe_run * expert_gemm_floor(base, x);
+        moe_gemm_fwd = moe_gemm / 3.0; /* of the three passes, the forward */
     }
     double chunks = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
     double stash = layout_split ? min_chunk * bi->act[x->rc] * chunks
@@ -207,10 +266,26 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     bp->stash = stash;
 
     double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
-    /* the split-backward schedules fill most of it: no fill is a safe bound */
-    double fill = mp_schedule_splits_backward((mp_schedule_kind)x->sched)
-                      ? 0.0
-                      : (double)(x->p - 1) * round / (double)x->v;
+    /* the split-backward schedules fill most of it, what is left being
+     * cost.c's ramps: per chunk, ZB-V f + p2p/2 + max(0, B - W) (at least
+     * its forward), DualPipe(V) max(0, f + 2B - W + p2p), ZB-H1 max(0, f +
+     * B - W + p2p), the other p - 1 ranks' sum over v, every rank holding
+     * per_rank blocks under the even split (under a layout, no fill is a
+     * safe bound). The blocks' sums bound the chunks': what a stage adds
+     * (recompute and communication in B, the embedding and head, an MoE
+     * block's experts) adds at least as much to f and B as to W. */
+    double fill = (double)(x->p - 1) * round / (double)x->v;
+    mp_schedule_kind sk = (mp_schedule_kind)x->sched;
+    if (mp_schedule_splits_backward(sk) && layout_split)
+        fill = 0.0;
+    else if (sk == MP_SCHED_ZBV)
+        fill = (double)(x->p - 1) * (per_rank * bi->fwd + moe_gemm_fwd) / (double)x->v;
+    else if (sk == MP_SCHED_DUALPIPEV) /* max(0, f + 2B - W + p2p) per chunk */
+        fill = (double)(x->p - 1) * per_rank * fmax(0.0, bi->split_fbbw) / (double)x->v;
+    else if (sk == MP_SCHED_DUALPIPE) /* (p/2 - 1) of them, each chunk a stage */
+        fill = (double)(x->p / 2 - 1) * per_rank * fmax(0.0, bi->split_fbbw);
+    else if (sk == MP_SCHED_ZBH1) /* max(0, f + B - W + p2p) */
+        fill = (double)(x->p - 1) * per_rank * fmax(0.0, bi->split_fbw);
     bp->lb_time = (double)mb * round + fill;
 }
 
@@ -268,6 +343,12 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
         if (r > *worst_mem_ratio) *worst_mem_ratio = r;
         if (e.keep.v[i].lb_mem > est.memory.peak * (1 + 1e-12)) (*mem_violations)++;
         if (e.keep.v[i].lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
+        const block_info *bi = mp_search_block_get(&e.bc, e.keep.v[i].t, e.keep.v[i].c,
+                                                   e.keep.v[i].b, e.keep.v[i].sp);
+        if (bi && mp_search_expert_time_bound(&opt->base, bi, &e.keep.v[i],
+                                              mp_search_expert_comm(&cfg)) >
+                      est.time.step * (1 + 1e-12))
+            (*time_violations)++;
     }
 done:
     mp_search_free_ctx(&e);

@@ -343,15 +343,11 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
         scheds[nsc++] = (uint8_t)fp->schedule;
     } else if (x->v > 1) {
         scheds[nsc++] = MP_SCHED_INTERLEAVED;
-        /* the V schedules (two chunks per rank) run outside Megatron-LM only,
-         * and are weighed only when asked (--runtime any, --fix schedule=A|B):
-         * their order now keeps to the closed form for m >= p, but weighing
-         * them costs Mixtral 8x7B's search a third more candidates, over
-         * its 2 s budget, and below m = p the simulated step is still ~23%
-         * over the estimate that ranks them (docs/simulator.md) */
-        bool asked = e->opt->zero_sharding ||
-                     e->opt->allowed[__builtin_ctz(MP_FIX_SCHEDULE)].n > 0;
-        if (x->v == 2 && !e->opt->megatron_runtime && asked) {
+        /* the V schedules (two chunks per rank) run outside Megatron-LM
+         * only: every search but --runtime megatron weighs them, ranked
+         * by the same estimate (ZB-V: no bubble at 1f1b's activation
+         * memory, twice the p2p; DualPipeV: m >= 2p) */
+        if (x->v == 2 && !e->opt->megatron_runtime) {
             scheds[nsc++] = MP_SCHED_ZBV;
             if (mbs >= 2 * x->p) scheds[nsc++] = MP_SCHED_DUALPIPEV;
         }
@@ -361,10 +357,8 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
         scheds[nsc++] = MP_SCHED_1F1B;
         scheds[nsc++] = MP_SCHED_GPIPE;
         scheds[nsc++] = MP_SCHED_ZBH1;
-        /* DualPipe likewise: outside Megatron-LM, when asked */
-        bool asked = e->opt->zero_sharding ||
-                     e->opt->allowed[__builtin_ctz(MP_FIX_SCHEDULE)].n > 0;
-        if (!e->opt->megatron_runtime && asked && dualpipe_fits(x->p, mbs))
+        /* DualPipe likewise: outside Megatron-LM (twice the parameters) */
+        if (!e->opt->megatron_runtime && dualpipe_fits(x->p, mbs))
             scheds[nsc++] = MP_SCHED_DUALPIPE;
     }
     return nsc;

@@ -31,6 +31,11 @@ typedef struct cand_vec {
 typedef struct block_info {
     uint64_t key;           /* 0 = empty slot */
     double compute;         /* fwd + bwd compute of the cheapest block kind, no comm */
+    double fwd;             /* the least forward compute of a block kind, no comm */
+    /* under a split backward (B the input gradient, W the weights'), the
+     * least of a block kind's f + 2B - W and f + B - W: what the DualPipe
+     * and ZB-H1 fills are made of (cost.c's ramps) */
+    double split_fbbw, split_fbw;
     double recompute[MP_RECOMPUTE_COUNT]; /* extra compute of each recompute choice */
     double act[MP_RECOMPUTE_COUNT];       /* bytes stashed by the smallest block kind */
     double act_none_max;    /* the largest block's no-recompute bytes (re-materialised) */
@@ -107,6 +112,15 @@ typedef struct enum_ctx {
 void mp_search_moe_strip(mp_model *m);
 const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int32_t b, bool sp);
 void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs);
+/* A second time bound for an MoE candidate x, from the busiest rank's
+ * average share of the blocks with the experts' exposed dispatch and
+ * combine (comm: one MoE block's, forward and backward, as
+ * mp_search_expert_comm gives it for the candidate applied, cfg); 0 where
+ * it does not apply. Computed only for the candidates about to be costed
+ * (search_rank.c), the communication cached by what it depends on. */
+double mp_search_expert_comm(const mp_config *cfg);
+double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, const cand *x,
+                                   double comm);
 void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
                            double emb_params, bound_scratch *bs, const cand *x, bound_parts *bp);
 double mp_search_expert_bytes(const mp_config *base, bound_scratch *bs, const bound_parts *bp,

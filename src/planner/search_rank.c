@@ -97,11 +97,58 @@ static void note_closest(mp_search_result *res, refusals *rf, const mp_config *c
     }
 }
 
+/* One MoE block's exposed dispatch and combine (mp_search_expert_comm),
+ * cached by what they depend on: the expert split and dispatcher, and the
+ * tokens and rank order of x's (t, c, d, b, sp); not by pp (outermost in
+ * the rank order), vpp, recompute, sharding or schedule. */
+typedef struct comm_entry {
+    int64_t d;
+    int32_t t, c, b, ep, etp;
+    uint8_t sp, disp, used;
+    double comm;
+} comm_entry;
+typedef struct comm_cache {
+    comm_entry *slot; /* NULL: no cache, each computed */
+    size_t n, cap;
+} comm_cache;
+
+static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *x)
+{
+    size_t j = 0;
+    if (cc->slot) {
+        uint64_t h = (uint64_t)x->t * 1000003u ^ (uint64_t)x->c * 998244353u ^
+                     (uint64_t)x->d * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->b * 7919u ^
+                     (uint64_t)x->ep * 104729u ^ (uint64_t)x->etp * 15485863u ^
+                     (uint64_t)x->sp << 61 ^ (uint64_t)x->disp << 58;
+        j = (size_t)(h * 0x9E3779B97F4A7C15ull >> 20) & (cc->cap - 1);
+        for (;; j = (j + 1) & (cc->cap - 1)) {
+            const comm_entry *s = &cc->slot[j];
+            if (!s->used) break;
+            if (s->d == x->d && s->t == x->t && s->c == x->c && s->b == x->b && s->ep == x->ep &&
+                s->etp == x->etp && s->sp == x->sp && s->disp == x->disp)
+                return s->comm;
+        }
+    }
+    mp_config cfg;
+    mp_search_cand_apply(&opt->base, x, &cfg);
+    double comm = mp_search_expert_comm(&cfg);
+    if (cc->slot && cc->n * 2 < cc->cap) { /* a full table stops caching, still right */
+        cc->slot[j] = (comm_entry){x->d, x->t, x->c, x->b, x->ep, x->etp, x->sp, x->disp, 1, comm};
+        cc->n++;
+    }
+    return comm;
+}
+
 /* Step 2: the kept candidates in order of their time bound, into top. */
 static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k *top,
                                 mp_search_result *res, refusals *rf)
 {
     mp_cost_memo *memo = mp_cost_memo_new(); /* NULL: estimates uncached */
+    comm_cache comm = {0};
+    if (mp_model_is_moe(&opt->base.model)) {
+        comm.cap = 1u << 16;
+        comm.slot = calloc(comm.cap, sizeof *comm.slot);
+    }
     if (e->keep.n > 1) qsort(e->keep.v, e->keep.n, sizeof *e->keep.v, mp_search_cmp_lb_time);
     for (size_t i = 0; i < e->keep.n; i++) {
         const cand *x = &e->keep.v[i];
@@ -111,6 +158,15 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
         }
         mp_config cfg;
         mp_estimate est;
+        if (!opt->no_prune && x->ep > 0) {
+            /* MoE: the exposed dispatch and combine bound it too */
+            const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
+            if (bi && mp_search_expert_time_bound(&opt->base, bi, x, comm_of(&comm, opt, x)) >=
+                          mp_search_top_threshold(top)) {
+                res->counts.pruned_time++;
+                continue;
+            }
+        }
         res->counts.estimated++;
         if (cost_one(&opt->base, x, memo, &cfg, &est, rf) != MP_OK) {
             res->counts.rejected[MP_REJECT_OTHER]++;
@@ -127,6 +183,7 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
             opt->progress(opt->progress_user, 0.1 + 0.7 * (double)i / (double)e->keep.n);
     }
     mp_cost_memo_free(memo);
+    free(comm.slot);
 }
 
 /* Nothing fits: cost the memory-pruned ones nearest to fitting too, and say

@@ -1,5 +1,6 @@
 /* test_cuda_graph.c — CUDA-graph scopes (Megatron --cuda-graph-scope): the
- * launches each graphed part saves a host-bound block, counted by hand; the
+ * launches each graphed part saves a host-bound block, forward and backward,
+ * counted by hand; every launch the cost model counts belongs to a part; the
  * scope names; Megatron-LM's rules for the scopes. */
 #include <math.h>
 #include <setjmp.h>
@@ -45,46 +46,94 @@ static void passes(mp_config *c, int64_t block, uint32_t s, double *f, double *b
 /* A dense LLaMA block, tp 1, bf16, fused attention: attention's part is the
  * input norm, QKV, RoPE, the attention core, the projection and the
  * residual add (6 launches -> 1 graph: 5 saved); the MLP's is the norm,
- * FC1, SwiGLU, FC2 and the residual add (5 -> 1: 4 saved). The backward
- * replays the same graphs: twice the forward's saving. */
+ * FC1, SwiGLU, FC2 and the residual add (5 -> 1: 4 saved): 11 eager. The
+ * backward is a graph of its own (Transformer Engine captures each part's
+ * backward): attention's 2 x 5 and RoPE's 2 backward kernels -> 1 (11
+ * saved), the MLP's 10 -> 1 (9 saved); 22 eager. */
 static void test_dense_scopes_by_hand(void **state)
 {
     (void)state;
     mp_config c = host_bound("llama3-8b", 0);
     double f0, b0, f1, b1;
     passes(&c, 1, 0, &f0, &b0);
+    assert_float_equal(f0, 11.0, 1e-6);
+    assert_float_equal(b0, 22.0, 1e-6);
     passes(&c, 1, S(MP_CGS_ATTN), &f1, &b1);
     assert_float_equal(f0 - f1, 5.0, 1e-9);
-    assert_float_equal(b0 - b1, 10.0, 1e-9);
+    assert_float_equal(b0 - b1, 11.0, 1e-9);
     passes(&c, 1, S(MP_CGS_MLP), &f1, &b1);
     assert_float_equal(f0 - f1, 4.0, 1e-9);
+    assert_float_equal(b0 - b1, 9.0, 1e-9);
     passes(&c, 1, S(MP_CGS_ATTN) | S(MP_CGS_MLP), &f1, &b1);
     assert_float_equal(f0 - f1, 9.0, 1e-9);
-    assert_float_equal(b0 - b1, 18.0, 1e-9);
+    assert_float_equal(b0 - b1, 20.0, 1e-9);
 }
 
 /* An MoE block without shared experts (OLMoE): moe_router graphs the
- * pre-MLP norm and the router's three launches (4 -> 1: 3 saved);
- * moe_preprocess, captured with it, adds nothing (the model charges the
- * dispatcher's preprocessing no launch); moe graphs the whole MLP: the
- * norm, the residual add and the layer's 8 (router 3, permute and
- * unpermute, FC1, activation, FC2): 10 -> 1, 9 saved. mlp graphs dense
- * layers only: nothing in an MoE block. */
+ * pre-MLP norm and the router's three launches (4 -> 1: 3 saved; backward
+ * 8 -> 1: 7); moe_preprocess, captured with it, adds nothing (the model
+ * charges the dispatcher's preprocessing no launch); moe graphs the whole
+ * MLP: the norm, the residual add and the layer's 8 (router 3, permute and
+ * unpermute, FC1, activation, FC2): 10 -> 1, 9 saved (backward 20 -> 1).
+ * mlp graphs dense layers only: nothing in an MoE block. The block has no
+ * dense MLP: 6 + 10 launches eager (the count once charged the absent
+ * MLP's FC1, activation and FC2 too: 19). */
 static void test_moe_scopes_by_hand(void **state)
 {
     (void)state;
     mp_config c = host_bound("olmoe-1b-7b", 8);
     double f0, b0, f1, b1;
     passes(&c, 1, 0, &f0, &b0);
+    assert_float_equal(f0, 16.0, 1e-6);
     passes(&c, 1, S(MP_CGS_MOE_ROUTER), &f1, &b1);
     assert_float_equal(f0 - f1, 3.0, 1e-9);
-    assert_float_equal(b0 - b1, 6.0, 1e-9);
+    assert_float_equal(b0 - b1, 7.0, 1e-9);
     passes(&c, 1, S(MP_CGS_MOE_ROUTER) | S(MP_CGS_MOE_PREPROCESS), &f1, &b1);
     assert_float_equal(f0 - f1, 3.0, 1e-9);
     passes(&c, 1, S(MP_CGS_MOE), &f1, &b1);
     assert_float_equal(f0 - f1, 9.0, 1e-9);
+    assert_float_equal(b0 - b1, 19.0, 1e-9);
     passes(&c, 1, S(MP_CGS_MLP), &f1, &b1);
     assert_float_equal(f0 - f1, 0.0, 1e-9);
+}
+
+/* Every launch the cost model counts for a block (no cross attention) is
+ * in a part some scope captures: with attention's and the MLP's (or the
+ * MoE layer's) parts graphed, each pass of a host-bound block is exactly
+ * two graph launches, forward and backward, whatever the block (dense,
+ * MoE with and without shared experts, overlapped or not, TP, FP8, YaRN
+ * RoPE, expert biases). A kernel counted outside the parts (the drift of
+ * a tally kept beside the count) leaves more. */
+static void test_every_launch_in_a_part(void **state)
+{
+    (void)state;
+    const struct {
+        const char *model;
+        int64_t ep, tp, block;
+        bool fp8, overlap;
+    } k[] = {
+        {"llama3-8b", 0, 1, 1, false, false},   {"llama3-8b", 0, 2, 1, true, false},
+        {"olmoe-1b-7b", 8, 1, 1, false, false}, {"olmoe-1b-7b", 8, 2, 1, true, false},
+        {"deepseek-v3", 8, 1, 4, false, false}, {"deepseek-v3", 8, 1, 4, false, true},
+        {"deepseek-v3", 8, 2, 1, false, false}, {"gpt-oss-20b", 8, 1, 1, false, false},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        mp_config c = moe_config(k[i].model, 8 * k[i].tp, k[i].tp, k[i].ep, k[i].ep ? 1 : 0);
+        c.hw.kernel_overhead = 1.0;
+        if (k[i].fp8) c.training.precision = MP_DTYPE_FP8;
+        c.parallel.shared_expert_overlap = k[i].overlap;
+        mp_block_shape bs;
+        mp_block_shape_of(&c.model, c.training.seq, k[i].block, &bs);
+        bool moe = bs.kind == MP_BLOCK_MOE;
+        double f0, b0, f, b;
+        passes(&c, k[i].block, 0, &f0, &b0);
+        passes(&c, k[i].block, S(MP_CGS_ATTN) | S(moe ? MP_CGS_MOE : MP_CGS_MLP), &f, &b);
+        if (fabs(f - 2.0) > 1e-6 || fabs(b - 2.0) > 1e-6)
+            fail_msg("%s block %lld tp %lld: %g forward, %g backward launches left of %g, %g "
+                     "under graphs (want 2 each)", k[i].model, (long long)k[i].block,
+                     (long long)k[i].tp, f, b, f0, b0);
+        assert_true(f0 > 8.0 && b0 > f0);
+    }
 }
 
 /* Shared experts (DeepSeek-V3's MoE block 4): moe_router also graphs them
@@ -104,7 +153,7 @@ static void test_router_scope_shared_experts(void **state)
 }
 
 /* The parts' launches include the elementwise kernels counted apart from
- * the rest (their backward is not twice their forward): attention's graph
+ * the rest (their backward is not twice their forward), in both passes: attention's graph
  * takes GPT-OSS's 24 unfused YaRN RoPE kernels (23 more saved than the one
  * fused kernel), the MoE layer's graph the experts' output-bias kernels
  * (2 per local expert, 32 experts over 8 ranks, and the one cat). */
@@ -113,24 +162,33 @@ static void test_scopes_take_the_odd_kernels(void **state)
     (void)state;
     mp_config c = host_bound("gpt-oss-20b", 8);
     assert_true(c.model.attn.rope_yarn && c.model.linear_bias);
-    double f0, b0, f1, b1, yarn, fused;
+    double f0, b0, f1, b1, yarn, fused, yarn_b, fused_b;
     passes(&c, 1, 0, &f0, &b0);
     passes(&c, 1, S(MP_CGS_ATTN), &f1, &b1);
     yarn = f0 - f1;
+    yarn_b = b0 - b1;
     c.model.attn.rope_yarn = false;
     passes(&c, 1, 0, &f0, &b0);
     passes(&c, 1, S(MP_CGS_ATTN), &f1, &b1);
     fused = f0 - f1;
+    fused_b = b0 - b1;
     assert_float_equal(yarn - fused, 23.0, 1e-9);
-    double with_bias, without;
+    /* the backward graph takes RoPE's backward kernels as rope_cost counts
+     * them: YaRN's 14 against the fused kernel's 2, not twice the forward's */
+    assert_float_equal(yarn_b - fused_b, 12.0, 1e-9);
+    double with_bias, without, with_bias_b, without_b;
     passes(&c, 1, 0, &f0, &b0);
     passes(&c, 1, S(MP_CGS_MOE), &f1, &b1);
     with_bias = f0 - f1;
+    with_bias_b = b0 - b1;
     c.model.linear_bias = false;
     passes(&c, 1, 0, &f0, &b0);
     passes(&c, 1, S(MP_CGS_MOE), &f1, &b1);
     without = f0 - f1;
+    without_b = b0 - b1;
     assert_float_equal(with_bias - without, 2.0 * 4.0 + 1.0, 1e-9);
+    /* backward: the bias's 4 per local expert and 2 (moe.c) */
+    assert_float_equal(with_bias_b - without_b, 4.0 * 4.0 + 2.0, 1e-9);
 }
 
 /* A GPU-bound block is not changed by graphs: they save host time only. */
@@ -213,6 +271,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_scopes_by_hand),
         cmocka_unit_test(test_moe_scopes_by_hand),
+        cmocka_unit_test(test_every_launch_in_a_part),
         cmocka_unit_test(test_router_scope_shared_experts),
         cmocka_unit_test(test_scopes_take_the_odd_kernels),
         cmocka_unit_test(test_gpu_bound_unchanged),

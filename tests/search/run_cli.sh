@@ -106,10 +106,12 @@ grep -q "one change at a time" "$T/ex" || fail "explain gives no way to fit"
 # Uneven pipelines (docs/cost-model.md): Llama 3 405B's 126 layers on pp 16, one layer
 # fewer on the first and last stage as Meta ran it, are accepted by estimate, and search
 # on 16384 H100s finds plans of that shape (tp 8, pp 16) instead of refusing pp 16 and
-# spreading the model over hundreds of CP ranks; the plan it writes simulates.
+# spreading the model over hundreds of CP ranks (with Megatron-LM's schedules, as Meta's
+# ran; ZB-V plans at pp 32 rank above them otherwise); the plan it writes simulates.
 "$M" estimate --model llama3-405b --gpus 16384 --hw dgx-h100 --tp 8 --pp 16 --sp >"$T/e405" \
   || fail "estimate 405B pp=16 exit $?"
-"$M" search --model llama3-405b --gpus 16384 --hw dgx-h100 --top 5 -o "$T/p405.yaml" >"$T/s405" \
+"$M" search --model llama3-405b --gpus 16384 --hw dgx-h100 --top 5 --runtime megatron \
+  -o "$T/p405.yaml" >"$T/s405" \
   || fail "search 405B exit $?"
 grep -Eq '^ +[0-9]+ +8 [y-] +16 ' "$T/s405" || fail "no tp 8 pp 16 plan among search's top 5"
 awk '/^ +[0-9]+ +[0-9]+ [y-] /{ if ($6 > 16) bad = 1 } END { exit bad }' "$T/s405" \

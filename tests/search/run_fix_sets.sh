@@ -17,16 +17,16 @@ M="$1"
   fail "--runtime megatron: exit $?"
 "$M" search --model 1T --gpus 4096 --runtime megatron --format megatron >"$T/flags" ||
   fail "--runtime megatron --format megatron: exit $?"
-# the V schedules (zb-v, dualpipev: two chunks per rank) are searched outside
-# Megatron-LM, which runs neither, when asked (--fix, --runtime any); their
-# flags carry a note saying so
+# the V schedules (zb-v, dualpipev: two chunks per rank) are searched by default,
+# outside --runtime megatron (Megatron-LM runs neither), and --fix keeps to the
+# ones named; their flags carry a note saying so
 "$M" search --model llama3-8b --gpus 64 --fix 'schedule=zb-v|dualpipev' --top 10 --format json \
   >"$T/v" || fail "V schedules: exit $?"
 "$M" search --model llama3-8b --gpus 64 --fix 'schedule=dualpipev' --format megatron \
   >"$T/vflags" || fail "dualpipev flags: exit $?"
 grep -q '^# schedule dualpipev: Megatron-LM has no flag for it' "$T/vflags" ||
   { cat "$T/vflags"; fail "dualpipev flags lack the note"; }
-# DualPipe (two copies of the stages, even pp) likewise: asked for only
+# DualPipe (two copies of the stages, even pp) likewise
 "$M" search --model llama3-8b --gpus 64 --fix 'schedule=dualpipe' --top 5 --format json \
   >"$T/dual" || fail "dualpipe: exit $?"
 "$M" search --model llama3-8b --gpus 64 --fix 'schedule=1f1b|dualpipe' --top 10 --format json \
@@ -35,8 +35,10 @@ grep -q '^# schedule dualpipev: Megatron-LM has no flag for it' "$T/vflags" ||
   >"$T/dflags" || fail "dualpipe flags: exit $?"
 grep -q '^# schedule dualpipe: Megatron-LM has no flag for it' "$T/dflags" ||
   { cat "$T/dflags"; fail "dualpipe flags lack the note"; }
-for r in default any; do
-  if [ $r = any ]; then set -- --runtime any; else set --; fi
+"$M" search --model llama3-8b --gpus 64 --fix pp=4 --top 10 --no-simulate --format json \
+  >"$T/pp4" || fail "pp=4 search: exit $?"
+for r in default any megatron; do
+  if [ $r = default ]; then set --; else set -- --runtime $r; fi
   "$M" search --model llama3-8b --gpus 64 --fix vpp=2 --top 10 --no-simulate --format json "$@" \
     >"$T/vpp2-$r" || fail "vpp=2 search ($r): exit $?"
 done
@@ -51,9 +53,11 @@ assert t and {o["parallel"]["tp"] for o in t} <= {4, 8}, [o["parallel"] for o in
 assert {o["parallel"]["micro_batch"] for o in t} <= {1, 2}
 free = load("free")
 assert any(o["parallel"]["schedule"] == "zb-h1" for o in free), "the unrestricted search lost its ZB-H1 plans: the test proves nothing"
-# V schedules only when asked: not by default, among the best with --runtime any
-assert {o["parallel"]["schedule"] for o in load("vpp2-default")} == {"interleaved-1f1b"}
-assert {"zb-v", "dualpipev"} <= {o["parallel"]["schedule"] for o in load("vpp2-any")}
+# V schedules by default and with --runtime any (among the best at vpp 2),
+# never with --runtime megatron
+for r in ("default", "any"):
+    assert {"zb-v", "dualpipev"} <= {o["parallel"]["schedule"] for o in load("vpp2-" + r)}, r
+assert {o["parallel"]["schedule"] for o in load("vpp2-megatron")} == {"interleaved-1f1b"}
 v = load("v")
 assert v and {o["parallel"]["schedule"] for o in v} == {"zb-v", "dualpipev"}, [o["parallel"] for o in v]
 assert all(o["parallel"]["vpp"] == 2 and o["parallel"]["pp"] >= 2 for o in v)
@@ -61,7 +65,8 @@ dual = load("dual")
 assert dual and all(o["parallel"]["schedule"] == "dualpipe" and o["parallel"]["pp"] % 2 == 0
                     and o["parallel"]["vpp"] == 1 for o in dual), [o["parallel"] for o in dual]
 assert "dualpipe" in {o["parallel"]["schedule"] for o in load("dual1")}
-assert "dualpipe" not in {o["parallel"]["schedule"] for o in free}, "dualpipe weighed unasked"
+assert "dualpipe" in {o["parallel"]["schedule"] for o in load("pp4")}, "dualpipe is not weighed by default"
+assert "zb-v" in {o["parallel"]["schedule"] for o in free}, "the V schedules are not weighed by default"
 m = load("megatron")
 assert m
 for o in m:

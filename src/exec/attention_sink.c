@@ -11,25 +11,18 @@
 #include "exec/kernels.h"
 #include "exec/quant.h"
 #include "exec/real.h"
+#include "exec/test_mutant.h"
 
-#ifdef MP_TEST_OSS_MUTANT
 /* Test-only (the mutant build of tests/exec/meson.build): the error that the
  * environment's MP_TEST_OSS_MUTANT names, planted so that the PyTorch fixture
  * oss.bin is shown to catch it: window-plus / window-minus (the band one key
  * wider / narrower), sink-dropped (the sink left out of the denominator),
  * sink-scaled (the sink logit scaled as the scores are), clamp-missing (the
  * SwiGLU's gate and up not clamped). */
-static bool mutant(const char *what)
-{
-    const char *m = getenv("MP_TEST_OSS_MUTANT");
-    return m && !strcmp(m, what);
-}
+#ifdef MP_TEST_OSS_MUTANT
+#define mutant(what) mp_test_mutant_named("MP_TEST_OSS_MUTANT", (what))
 #else
-static bool mutant(const char *what)
-{
-    (void)what;
-    return false;
-}
+#define mutant(what) ((void)(what), false)
 #endif
 
 /* The keys query row i sees: [first, last]. Causal: last is its position

@@ -42,6 +42,7 @@
 #include "exec/quant.h"
 #include "exec/real.h"
 #include "exec/model_internal.h"
+#include "exec/test_mutant.h"
 
 /* One module's activations for one micro-batch. */
 typedef struct mtp_acts {
@@ -140,24 +141,16 @@ static void view(const mp_gpt *g, mp_acts *A, mtp_acts *M, mtp_work *Wm)
     (mp_mtp_param(g->lay, (j), (k)) >= 0 ? param((buf), g, mp_mtp_param(g->lay, (j), (k)))   \
                                          : NULL)
 
-#ifdef MP_TEST_MTP_MUTANT
 /* Test-only (the mutant build of tests/exec/meson.build): the error that the
  * environment's MP_TEST_MTP_MUTANT names, planted so that the PyTorch fixture
  * is shown to catch it: shift (module k embeds the tokens shifted k, not
  * k + 1), concat ([hidden | embedding]), norms (enorm's weights on the hidden
  * states, hnorm's on the embedding), hidden (the next module reads the block's
  * output before the final norm), scale (the losses not averaged over modules). */
-static bool mutant(const char *what)
-{
-    const char *m = getenv("MP_TEST_MTP_MUTANT");
-    return m && !strcmp(m, what);
-}
+#ifdef MP_TEST_MTP_MUTANT
+#define mutant(what) mp_test_mutant_named("MP_TEST_MTP_MUTANT", (what))
 #else
-static bool mutant(const char *what)
-{
-    (void)what;
-    return false;
-}
+#define mutant(what) ((void)(what), false)
 #endif
 
 static int emb_param(const mp_gpt *g)

@@ -859,6 +859,9 @@ static mp_status link_group(const mp_group *g, mp_error *err)
 
 static void fill_table(mp_backend *t)
 {
+    /* The CPU's table first for its host-side entries (name, flags); every
+     * op that touches tensors is then the CUDA one below or NULL, never a
+     * host function handed device pointers. */
     *t = *mp_backend_cpu();
     t->name = "cuda";
     t->host_memory = false;
@@ -919,6 +922,12 @@ static void fill_table(mp_backend *t)
     t->barrier = mp_coll_mpi_barrier;
     t->bcast = mp_coll_mpi_bcast;
     t->gather = mp_coll_mpi_gather;
+    /* GPT-OSS's window / sink softmax and clamped SwiGLU have no kernels
+     * yet: exec refuses such models on this backend */
+    t->attn_softmax_oss = NULL;
+    t->attn_softmax_oss_backward = NULL;
+    t->swiglu_clamped_forward = NULL;
+    t->swiglu_clamped_backward = NULL;
     t->now = cuda_now;
     t->precision = C.bf16 ? "bf16" : "fp32";
     t->transport = C.nccl ? "nccl" : "mpi";

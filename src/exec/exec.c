@@ -619,10 +619,10 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
                          "the multi-token-prediction modules run on the cpu backend only for "
                          "now (got %s)", be->name));
 
-    /* GPT-OSS's ops are the CPU's: the CUDA backend's table, a copy of the
-     * CPU's, holds them but not on its memory */
+    /* GPT-OSS's ops: a backend without them (CUDA, for now) leaves them NULL */
     if ((d->window > 0 || d->sinks || d->glu_limit > 0) &&
-        (!be->host_memory || !be->attn_softmax_oss))
+        (!be->attn_softmax_oss || !be->attn_softmax_oss_backward ||
+         !be->swiglu_clamped_forward || !be->swiglu_clamped_backward))
         TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                          "GPT-OSS's windowed / sink attention and clamped SwiGLU run on the "
                          "cpu backend only for now (got %s)", be->name));

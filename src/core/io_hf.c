@@ -149,7 +149,92 @@ static mp_status read_llama_window(const hf_ctx *cx, mp_model *m, mp_error *err)
     return MP_OK;
 }
 
-static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
+/* A number inside the object o (rope_scaling), or a top-level key when o is
+ * the root; absent leaves *out. */
+static mp_status hf_number_in(const hf_ctx *cx, const cJSON *o, const char *key, double lo,
+                              double hi, double *out, mp_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v))
+        return MP_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
+        v->valuedouble > hi) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "expected a number in [%g, %g]", lo, hi);
+        return hf_fail(cx, key, err, msg);
+    }
+    *out = v->valuedouble;
+    return MP_OK;
+}
+
+/* The rotary angles: rope_theta (attn.rope_theta) and rope_scaling (or
+ * transformers 5's rope_parameters, which may carry rope_theta too). Plain
+ * ("default") angles and YaRN as HF's _compute_yarn_parameters computes it
+ * (attn.rope_yarn and its factor, original context, betas and truncate) are
+ * read; another scheme (linear, dynamic, llama3, longrope) or a YaRN key
+ * that changes the angles beyond those (attention_factor, mscale,
+ * mscale_all_dim) is refused rather than dropped. */
+static mp_status read_rope(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    TRY(hf_number_in(cx, cx->root, "rope_theta", 1.0 + 1e-9, 1e12, &m->attn.rope_theta, err));
+    const char *key = "rope_scaling";
+    const cJSON *rope = cJSON_GetObjectItemCaseSensitive(cx->root, key);
+    if (!rope || cJSON_IsNull(rope)) {
+        key = "rope_parameters";
+        rope = cJSON_GetObjectItemCaseSensitive(cx->root, key);
+    }
+    if (!rope || cJSON_IsNull(rope))
+        return MP_OK;
+    if (!cJSON_IsObject(rope))
+        return hf_fail(cx, key, err, "expected an object");
+    TRY(hf_number_in(cx, rope, "rope_theta", 1.0 + 1e-9, 1e12, &m->attn.rope_theta, err));
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rope, "rope_type");
+    if (!rt || cJSON_IsNull(rt))
+        rt = cJSON_GetObjectItemCaseSensitive(rope, "type"); /* the older name */
+    if (rt && !cJSON_IsString(rt))
+        return hf_fail(cx, key, err, "rope_type: expected a string");
+    if (!rt || !strcmp(rt->valuestring, "default"))
+        return MP_OK;
+    if (strcmp(rt->valuestring, "yarn"))
+        return hf_fail(cx, key, err,
+                       "only rope_type default and yarn are modelled (their angles change "
+                       "what a run computes)");
+    static const char *const unmodelled[] = {"attention_factor", "mscale", "mscale_all_dim"};
+    for (size_t i = 0; i < sizeof unmodelled / sizeof *unmodelled; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rope, unmodelled[i]);
+        if (v && !cJSON_IsNull(v))
+            return hf_fail(cx, unmodelled[i], err,
+                           "YaRN's attention factor is modelled as HF's default only "
+                           "(0.1 ln factor + 1)");
+    }
+    const cJSON *prf = cJSON_GetObjectItemCaseSensitive(cx->root, "partial_rotary_factor");
+    if (prf && !cJSON_IsNull(prf) && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
+        return hf_fail(cx, "partial_rotary_factor", err,
+                       "only 1 (every head dim turned) is modelled");
+    struct mp_attn *a = &m->attn;
+    a->rope_yarn = true;
+    if (!cJSON_GetObjectItemCaseSensitive(rope, "factor"))
+        return hf_fail(cx, key, err, "yarn needs factor");
+    TRY(hf_number_in(cx, rope, "factor", 1.0, 1e6, &a->yarn_factor, err));
+    double orig = (double)m->seq; /* HF: max_position_embeddings when absent */
+    TRY(hf_number_in(cx, rope, "original_max_position_embeddings", 1.0, (double)BIG_DIM, &orig,
+                     err));
+    if (orig != floor(orig))
+        return hf_fail(cx, "original_max_position_embeddings", err, "expected an integer");
+    a->yarn_original_seq = (int64_t)orig;
+    TRY(hf_number_in(cx, rope, "beta_fast", 1e-9, 1e6, &a->yarn_beta_fast, err));
+    TRY(hf_number_in(cx, rope, "beta_slow", 1e-9, 1e6, &a->yarn_beta_slow, err));
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rope, "truncate");
+    if (tr && !cJSON_IsNull(tr)) {
+        if (!cJSON_IsBool(tr))
+            return hf_fail(cx, "truncate", err, "expected true or false");
+        a->yarn_bounds = cJSON_IsTrue(tr) ? MP_YARN_ROUNDED : MP_YARN_UNROUNDED;
+    }
+    return MP_OK;
+}
+
+/* LLaMA's keys without the rotary angles' scaling (read_llama adds it). */
+static mp_status read_llama_keys(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
     mp_model_arch_defaults(m, MP_ARCH_LLAMA);
     TRY(hf_int(cx, "num_hidden_layers", true, 1, MP_MAX_LAYERS, &m->layers, err));
@@ -163,6 +248,12 @@ static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
     TRY(hf_int(cx, "max_position_embeddings", false, 1, BIG_DIM, &m->seq, err));
     TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
     return read_llama_window(cx, m, err);
+}
+
+static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    TRY(read_llama_keys(cx, m, err));
+    return read_rope(cx, m, err);
 }
 
 static mp_status read_bert(const hf_ctx *cx, mp_model *m, mp_error *err)
@@ -262,7 +353,12 @@ static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
  * multi-token-prediction modules. */
 static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
-    TRY(read_llama(cx, m, err));
+    /* the rotary base; DeepSeek's own YaRN (rope_scaling with mscale and
+     * mscale_all_dim, which also rescale the softmax) is not read: the cost
+     * model charges the rotary embedding the same either way, and exec's
+     * latent attention turns its rope dims by plain angles (docs/exec.md) */
+    TRY(read_llama_keys(cx, m, err));
+    TRY(hf_number_in(cx, cx->root, "rope_theta", 1.0 + 1e-9, 1e12, &m->attn.rope_theta, err));
     struct mp_moe *e = &m->moe;
     struct mp_mla *a = &m->mla;
     TRY(hf_int(cx, "n_routed_experts", true, 1, BIG_DIM, &e->experts, err));
@@ -393,23 +489,7 @@ static mp_status read_gpt_oss(const hf_ctx *cx, mp_model *m, mp_error *err)
     }
     if (!m->attn.window)
         m->attn.window_skip_freq = 0;
-    /* YaRN rescales the rotary frequencies and scales the rotated Q and K
-     * (rope_yarn: Megatron applies it unfused, docs/cost-model.md §12a);
-     * another scheme is refused */
-    const cJSON *rope = cJSON_GetObjectItemCaseSensitive(cx->root, "rope_scaling");
-    if (!rope || cJSON_IsNull(rope))
-        rope = cJSON_GetObjectItemCaseSensitive(cx->root, "rope_parameters");
-    if (rope && !cJSON_IsNull(rope)) {
-        const cJSON *rt = cJSON_IsObject(rope) ? cJSON_GetObjectItemCaseSensitive(rope, "rope_type")
-                                              : NULL;
-        if (rt && (!cJSON_IsString(rt) || (strcmp(rt->valuestring, "yarn") &&
-                                           strcmp(rt->valuestring, "default"))))
-            return hf_fail(cx, cJSON_GetObjectItemCaseSensitive(cx->root, "rope_scaling")
-                                   ? "rope_scaling" : "rope_parameters",
-                           err, "only rope_type yarn (GPT-OSS's) is understood here");
-        m->attn.rope_yarn = rt && strcmp(rt->valuestring, "yarn") == 0;
-    }
-    return MP_OK;
+    return read_rope(cx, m, err);
 }
 
 /* Keys that make a config a mixture of experts or give it latent
@@ -526,6 +606,13 @@ static const char *hf_key_of(hf_family fam, const char *field)
         {HF_GPT_OSS, "attn.window_skip_freq", "layer_types"},
         {HF_GPT_OSS, "glu_limit", "swiglu_limit"},
         {HF_GPT_OSS, "attn.rope_yarn", "rope_scaling"},
+        {HF_LLAMA, "attn.rope_theta", "rope_theta"},
+        {HF_LLAMA, "attn.rope_yarn", "rope_scaling"},
+        {HF_LLAMA, "attn.yarn_factor", "factor"},
+        {HF_LLAMA, "attn.yarn_original_seq", "original_max_position_embeddings"},
+        {HF_LLAMA, "attn.yarn_beta_fast", "beta_fast"},
+        {HF_LLAMA, "attn.yarn_beta_slow", "beta_slow"},
+        {HF_LLAMA, "attn.yarn_bounds", "truncate"},
         {HF_LLAMA, "attn.window", "sliding_window"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

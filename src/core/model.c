@@ -22,6 +22,7 @@ static const char *const act_names[] = {"gelu", "swiglu", "relu"};
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const pos_names[] = {"learned", "rope", "relative"};
 static const char *const router_names[] = {"softmax", "sigmoid"};
+static const char *const yarn_bounds_names[] = {"rounded", "unrounded"};
 
 const char *mp_arch_name(mp_arch a)
 {
@@ -50,6 +51,16 @@ int64_t mp_model_blocks(const mp_model *m)
     if (m->arch == MP_ARCH_T5 && m->encoder_layers + m->decoder_layers > 0)
         return m->encoder_layers + m->decoder_layers;
     return m->layers;
+}
+
+const char *mp_yarn_bounds_name(mp_yarn_bounds b)
+{
+    return (unsigned)b < MP_YARN_BOUNDS_COUNT ? yarn_bounds_names[b] : "?";
+}
+
+static const char *yarn_bounds_name_i(int i)
+{
+    return mp_yarn_bounds_name((mp_yarn_bounds)i);
 }
 
 static const char *router_name_i(int i)
@@ -85,6 +96,10 @@ static const char *pos_name_i(int i)
 #define SUB_INT_FIELD(grp, key, lo, hi)                                                   \
     {.path = #grp "." #key, .type = MP_FT_INT, .offset = offsetof(mp_model, grp.key),     \
      .min = (lo), .max = (hi)}
+
+#define SUB_DOUBLE_FIELD(grp, key, lo, hi)                                                \
+    {.path = #grp "." #key, .type = MP_FT_DOUBLE, .offset = offsetof(mp_model, grp.key),  \
+     .unit = MP_UNIT_NONE, .min = (lo), .max = (hi)}
 
 /* Zero means "derive it" for the optional sizes (kv_heads, head_dim, ...). */
 static const mp_field model_fields[] = {
@@ -147,6 +162,13 @@ static const mp_field model_fields[] = {
      .unit = MP_UNIT_NONE, .min = 0.0, .max = 1e6},
     {.path = "attn.rope_yarn", .type = MP_FT_BOOL,
      .offset = offsetof(mp_model, attn.rope_yarn)},
+    SUB_DOUBLE_FIELD(attn, rope_theta, 0.0, 1e12),
+    SUB_DOUBLE_FIELD(attn, yarn_factor, 0.0, 1e6),
+    SUB_INT_FIELD(attn, yarn_original_seq, 0, MAX_SEQ),
+    SUB_DOUBLE_FIELD(attn, yarn_beta_fast, 0.0, 1e6),
+    SUB_DOUBLE_FIELD(attn, yarn_beta_slow, 0.0, 1e6),
+    {.path = "attn.yarn_bounds", .type = MP_FT_ENUM, .offset = offsetof(mp_model, attn.yarn_bounds),
+     .name_of = yarn_bounds_name_i, .n_names = MP_YARN_BOUNDS_COUNT},
 };
 
 

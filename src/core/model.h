@@ -21,6 +21,13 @@ typedef enum { MP_ROUTER_SOFTMAX, MP_ROUTER_SIGMOID, MP_ROUTER_COUNT } mp_router
 #define MP_NAME_MAX 64
 #define MP_MAX_LAYERS 2048 /* more is refused as absurd */
 
+/* YaRN's ramp bounds (attn.yarn_bounds): rounded out to whole dims (HF's
+ * rope_scaling.truncate true, its default; Megatron's
+ * --yarn-correction-range-round-to-int) or used as computed (truncate false:
+ * GPT-OSS). */
+typedef enum { MP_YARN_ROUNDED, MP_YARN_UNROUNDED, MP_YARN_BOUNDS_COUNT } mp_yarn_bounds;
+const char *mp_yarn_bounds_name(mp_yarn_bounds b);
+
 typedef struct mp_model {
     char name[MP_NAME_MAX];
     mp_arch arch;
@@ -115,6 +122,20 @@ typedef struct mp_model {
          * factor (mscale) is not 1, which Transformer Engine's fused RoPE
          * kernel does not take, so Megatron applies it with unfused ops */
         bool rope_yarn;
+        /* The rotary angles (position rope): dimension pair k of a head of
+         * d turns by pos * rope_theta^(-2k/d) (0: 10000, LLaMA-2's and
+         * Megatron's default; HF's rope_theta). With rope_yarn, HF
+         * transformers' _compute_yarn_parameters: the frequencies below
+         * the ramp from beta_fast to beta_slow rotations over the original
+         * context are divided by yarn_factor, those above kept, the ramp
+         * mixing them linearly (its bounds rounded out to whole dims, HF's
+         * default truncate, or not: GPT-OSS's truncate false); cos and sin
+         * are scaled by 0.1 ln factor + 1. beta 0: HF's defaults 32 and 1. */
+        mp_yarn_bounds yarn_bounds;
+        double rope_theta;
+        double yarn_factor;
+        int64_t yarn_original_seq;
+        double yarn_beta_fast, yarn_beta_slow;
     } attn;
     /* GPT-OSS's clamped SwiGLU in the experts (0: plain SwiGLU): gate g and
      * up u clamped (g <= limit, |u| <= limit), out = g sigmoid(1.702 g) (u +
@@ -128,6 +149,11 @@ bool mp_model_is_moe(const mp_model *m);
 bool mp_model_is_mla(const mp_model *m);
 /* Block index 0..layers-1 -> whether its attention is windowed. */
 bool mp_model_block_is_windowed(const mp_model *m, int64_t block0);
+/* The rotary base (attn.rope_theta, 10000 when 0) and YaRN's betas with
+ * HF's defaults filled in (32 and 1 when 0). */
+double mp_model_rope_theta(const mp_model *m);
+double mp_model_yarn_beta_fast(const mp_model *m);
+double mp_model_yarn_beta_slow(const mp_model *m);
 /* Windowed blocks in the model. */
 int64_t mp_model_windowed_blocks(const mp_model *m);
 /* Whether the model has multi-token prediction modules. */

@@ -23,6 +23,53 @@ int64_t mp_model_windowed_blocks(const mp_model *m)
 
 #define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
 
+double mp_model_rope_theta(const mp_model *m)
+{
+    return m->attn.rope_theta > 0.0 ? m->attn.rope_theta : 10000.0;
+}
+double mp_model_yarn_beta_fast(const mp_model *m)
+{
+    return m->attn.yarn_beta_fast > 0.0 ? m->attn.yarn_beta_fast : 32.0;
+}
+double mp_model_yarn_beta_slow(const mp_model *m)
+{
+    return m->attn.yarn_beta_slow > 0.0 ? m->attn.yarn_beta_slow : 1.0;
+}
+
+/* The rotary angles' fields: each changes the math, so none is accepted
+ * where it would be ignored, and YaRN's scale and original context, which
+ * have no safe default, are required with it. */
+static mp_status finish_rope(const mp_model *m, mp_error *err)
+{
+    const struct mp_attn *a = &m->attn;
+    if (a->rope_theta != 0.0 && m->position != MP_POS_ROPE)
+        return FAIL("attn.rope_theta", "the rotary base needs position rope (got %s)",
+                    mp_position_name(m->position));
+    if (a->rope_theta != 0.0 && !(a->rope_theta > 1.0))
+        return FAIL("attn.rope_theta", "the rotary base must exceed 1 (got %g)", a->rope_theta);
+    if (!a->rope_yarn) {
+        const char *given = a->yarn_factor != 0.0          ? "attn.yarn_factor"
+                            : a->yarn_original_seq != 0    ? "attn.yarn_original_seq"
+                            : a->yarn_beta_fast != 0.0     ? "attn.yarn_beta_fast"
+                            : a->yarn_beta_slow != 0.0     ? "attn.yarn_beta_slow"
+                                                           : NULL;
+        if (given)
+            return FAIL(given, "given without attn.rope_yarn: true");
+        return MP_OK;
+    }
+    if (!(a->yarn_factor >= 1.0))
+        return FAIL("attn.yarn_factor", "YaRN needs its context factor (>= 1; GPT-OSS: 32, "
+                                        "HF's rope_scaling.factor), got %g", a->yarn_factor);
+    if (a->yarn_original_seq < 1)
+        return FAIL("attn.yarn_original_seq", "YaRN needs the original context (GPT-OSS: 4096, "
+                                              "HF's original_max_position_embeddings)");
+    if (!(mp_model_yarn_beta_fast(m) > mp_model_yarn_beta_slow(m)))
+        return FAIL("attn.yarn_beta_fast", "must exceed attn.yarn_beta_slow (%g <= %g): the "
+                                           "ramp runs from beta_fast rotations down to beta_slow",
+                    mp_model_yarn_beta_fast(m), mp_model_yarn_beta_slow(m));
+    return MP_OK;
+}
+
 mp_status mp_model_finish_attn(mp_model *m, mp_error *err)
 {
     const struct mp_attn *a = &m->attn;
@@ -50,6 +97,9 @@ mp_status mp_model_finish_attn(mp_model *m, mp_error *err)
     if (a->rope_yarn && m->position != MP_POS_ROPE)
         return FAIL("attn.rope_yarn", "YaRN scales rotary embeddings: it needs position rope (got %s)",
                     mp_position_name(m->position));
+    mp_status st = finish_rope(m, err);
+    if (st != MP_OK)
+        return st;
     if (m->glu_limit > 0.0) {
         if (m->activation != MP_ACT_SWIGLU)
             return FAIL("glu_limit", "the clamped SwiGLU needs activation swiglu (got %s)",

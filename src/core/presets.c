@@ -57,18 +57,21 @@ typedef struct preset {
  * seq s (the Mixtral configs allow 32k/64k positions: 4096 here is a
  * training length, --seq changes it); E routed experts of size ef, top-k;
  * ffn the dense FFN size the config gives (used by no block here); the counts published (total,
- * active); global batch in sequences (0: none published). */
-#define MOE(nm, L, h, a, kv, hd, V, s, E, k, ef, ffn, total, active, gb)                      \
+ * active); global batch in sequences (0: none published); the rotary base
+ * (the config's rope_theta). */
+#define MOE(nm, L, h, a, kv, hd, V, s, E, k, ef, ffn, total, active, gb, theta)               \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
-      .tied_embeddings = false,                                                             \
+      .tied_embeddings = false, .attn = {.rope_theta = theta},                             \
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
 
 /* GPT-OSS: the MoE form above with biases, sinks, the alternating 128-token
  * window (full attention in every second block), the SwiGLU clamped at 7
- * and YaRN-scaled rotary embeddings (config.json's rope_scaling); L blocks,
+ * and YaRN-scaled rotary embeddings (config.json's rope_theta and
+ * rope_scaling: base 150000, factor 32 over the original 4096 positions,
+ * betas 32 and 1, the ramp's bounds not rounded); L blocks,
  * E experts, the published total and active counts. */
 #define GPT_OSS(nm, L, E, total, active)                                                     \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = 2880, .heads = 64,           \
@@ -76,7 +79,9 @@ typedef struct preset {
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,         \
       .tied_embeddings = false,                                                               \
       .moe = {.experts = E, .top_k = 4, .expert_ffn = 2880, .layer_freq = 1},                 \
-      .attn = {.window = 128, .window_skip_freq = 2, .sinks = true, .rope_yarn = true},      \
+      .attn = {.window = 128, .window_skip_freq = 2, .sinks = true, .rope_yarn = true,       \
+               .rope_theta = 150000.0, .yarn_factor = 32.0, .yarn_original_seq = 4096,        \
+               .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_bounds = MP_YARN_UNROUNDED},\
       .linear_bias = true,                                                                    \
       .glu_limit = 7.0},                                                                      \
      total, 0, active, NULL}
@@ -150,18 +155,18 @@ static const preset presets[] = {
     /* Jiang et al. 2024, "Mixtral of Experts", Table 1 and §2.1 (46.7B total,
      * 12.9B active; 8 experts, top-2) with the released config.json; no
      * training batch published. */
-    MOE("mixtral-8x7b", 32, 4096, 32, 8, 128, 32000, 4096, 8, 2, 14336, 14336, 46.7e9, 12.9e9, 0),
+    MOE("mixtral-8x7b", 32, 4096, 32, 8, 128, 32000, 4096, 8, 2, 14336, 14336, 46.7e9, 12.9e9, 0, 1e6),
     /* Mistral AI, "Cheaper, Better, Faster, Stronger" (2024-04-17): 141B
      * total, 39B active; shapes from the released config.json. */
-    MOE("mixtral-8x22b", 56, 6144, 48, 8, 128, 32768, 4096, 8, 2, 16384, 16384, 141e9, 39e9, 0),
+    MOE("mixtral-8x22b", 56, 6144, 48, 8, 128, 32768, 4096, 8, 2, 16384, 16384, 141e9, 39e9, 0, 1e6),
     /* Qwen Team 2025, "Qwen3 Technical Report", Tables 1-2: 94 layers, 64
      * query / 4 KV heads, 128 experts, 8 activated, 235B total / 22B active;
      * head_dim 128 and expert size 1536 from the released config.json. */
-    MOE("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 151936, 4096, 128, 8, 1536, 12288, 235e9, 22e9, 0),
+    MOE("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 151936, 4096, 128, 8, 1536, 12288, 235e9, 22e9, 0, 1e6),
     /* Muennighoff et al. 2024, "OLMoE: Open Mixture-of-Experts Language
      * Models", Table 1: 6.9B total, 1.3B active, 64 experts, top-8, 16
      * layers; the small MoE the tests use. Batch 4M tokens = 1024 x 4096. */
-    MOE("olmoe-1b-7b", 16, 2048, 16, 16, 128, 50304, 4096, 64, 8, 1024, 1024, 6.9e9, 1.3e9, 1024),
+    MOE("olmoe-1b-7b", 16, 2048, 16, 16, 128, 50304, 4096, 64, 8, 1024, 1024, 6.9e9, 1.3e9, 1024, 10000.0),
     /* DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", §4.2: 61 layers,
      * hidden 7168, 128 heads of 128 (+64 RoPE), MLA with q/kv LoRA ranks
      * 1536/512, the first 3 blocks dense (FFN 18432), then 1 shared + 256
@@ -173,7 +178,7 @@ static const preset presets[] = {
     {{.name = "deepseek-v3", .arch = MP_ARCH_LLAMA, .layers = 61, .hidden = 7168, .heads = 128,
       .kv_heads = 128, .head_dim = 192, .ffn_hidden = 18432, .vocab = 129280, .seq = 4096,
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,
-      .tied_embeddings = false,
+      .tied_embeddings = false, .attn = {.rope_theta = 10000.0},
       .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1,
               .shared_ffn = 2048, .first_dense = 3, .layer_freq = 1, .route_groups = 8,
               .route_group_top_k = 4, .route_scale = 2.5, .router = MP_ROUTER_SIGMOID},

@@ -315,6 +315,99 @@ static void test_gpt_oss(void **state)
     assert_false(m.attn.sinks);
 }
 
+/* The rotary angles' fields: GPT-OSS's YaRN read whole from its config
+ * (same_shape above holds them to the preset too), the base read for the
+ * LLaMA family, and every key that would change the angles unread refused;
+ * the model's own checks keep the fields where they mean something. */
+static void test_rope_fields(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("gpt-oss-20b-config.json", &m, &err), MP_OK);
+    assert_true(m.attn.rope_theta == 150000.0);            /* rope_theta */
+    assert_true(m.attn.yarn_factor == 32.0);               /* rope_scaling.factor */
+    assert_int_equal(m.attn.yarn_original_seq, 4096);      /* original_max_position_embeddings */
+    assert_true(m.attn.yarn_beta_fast == 32.0 && m.attn.yarn_beta_slow == 1.0);
+    assert_int_equal(m.attn.yarn_bounds, MP_YARN_UNROUNDED); /* truncate: false */
+    assert_int_equal(load("llama-config.json", &m, &err), MP_OK);
+    assert_true(m.attn.rope_theta == 500000.0);
+    assert_false(m.attn.rope_yarn);
+
+    const char *base = "\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+                       "\"num_attention_heads\": 4, \"intermediate_size\": 32, "
+                       "\"vocab_size\": 100, \"max_position_embeddings\": 512";
+    char text[1024];
+    /* YaRN in a LLaMA-family config: HF's defaults (truncate, betas, the
+     * original context = max_position_embeddings) */
+    snprintf(text, sizeof text, "{%s, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}}",
+             base);
+    assert_int_equal(mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err), MP_OK);
+    assert_true(m.attn.rope_yarn && m.attn.yarn_factor == 4.0);
+    assert_int_equal(m.attn.yarn_original_seq, 512);
+    assert_int_equal(m.attn.yarn_bounds, MP_YARN_ROUNDED);
+    assert_true(mp_model_yarn_beta_fast(&m) == 32.0 && mp_model_yarn_beta_slow(&m) == 1.0);
+    assert_true(mp_model_rope_theta(&m) == 10000.0);
+    const struct {
+        const char *extra, *field;
+    } bad[] = {
+        {"\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}", "rope_scaling"},
+        {"\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}", "rope_scaling"},
+        {"\"rope_scaling\": {\"rope_type\": \"yarn\"}", "rope_scaling"},
+        {"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"mscale\": 1}", "mscale"},
+        {"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"attention_factor\": 1}",
+         "attention_factor"},
+        {"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"truncate\": 1}", "truncate"},
+        {"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": 1, "
+         "\"beta_slow\": 32}", "beta_fast"},
+        {"\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}, \"partial_rotary_factor\": 0.5",
+         "partial_rotary_factor"},
+        {"\"rope_theta\": \"big\"", "rope_theta"},
+        {"\"rope_theta\": 1", "rope_theta"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "{%s, %s}", base, bad[i].extra);
+        mp_error_clear(&err);
+        if (mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err) != MP_EINPUT)
+            fail_msg("rope case %zu accepted", i);
+        if (strcmp(err.field, bad[i].field))
+            fail_msg("rope case %zu: field '%s' (%s), expected '%s'", i, err.field, err.msg,
+                     bad[i].field);
+    }
+    /* the model's own checks, on a plan's model fields */
+    const struct {
+        const char *yaml, *field;
+    } model_bad[] = {
+        {"arch: gpt\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+         "attn: {rope_theta: 500000}\n", "attn.rope_theta"},
+        {"arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+         "attn: {yarn_factor: 32}\n", "attn.yarn_factor"},
+        {"arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+         "attn: {rope_yarn: true, yarn_original_seq: 4096}\n", "attn.yarn_factor"},
+        {"arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+         "attn: {rope_yarn: true, yarn_factor: 32}\n", "attn.yarn_original_seq"},
+        {"arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+         "attn: {rope_yarn: true, yarn_factor: 32, yarn_original_seq: 64, yarn_beta_slow: 40}\n",
+         "attn.yarn_beta_fast"},
+        {"arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+         "attn: {yarn_bounds: sideways}\n", "attn.yarn_bounds"},
+    };
+    for (size_t i = 0; i < sizeof model_bad / sizeof model_bad[0]; i++) {
+        mp_error_clear(&err);
+        const char *y = model_bad[i].yaml;
+        if (mp_model_parse_yaml(y, strlen(y), "m.yaml", &m, &err) != MP_EINPUT)
+            fail_msg("model case %zu accepted", i);
+        if (!strstr(err.field, model_bad[i].field))
+            fail_msg("model case %zu: field '%s' (%s), expected '%s'", i, err.field, err.msg,
+                     model_bad[i].field);
+    }
+    const char *ok = "arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+                     "attn: {rope_yarn: true, rope_theta: 150000, yarn_factor: 32, "
+                     "yarn_original_seq: 4096, yarn_bounds: unrounded}\n";
+    assert_int_equal(mp_model_parse_yaml(ok, strlen(ok), "m.yaml", &m, &err), MP_OK);
+    assert_int_equal(m.attn.yarn_bounds, MP_YARN_UNROUNDED);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -323,6 +416,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gpt2), cmocka_unit_test(test_llama), cmocka_unit_test(test_bert),
         cmocka_unit_test(test_t5),   cmocka_unit_test(test_errors),
         cmocka_unit_test(test_moe_families), cmocka_unit_test(test_gpt_oss),
+        cmocka_unit_test(test_rope_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,10 +105,14 @@ int mpk_scale(float *x, size_t n, float alpha, void *stream);
 
 /* ---- rotary embeddings (layers.c mp_rope) ---- */
 
-/* Host function, no device: cs[s, hd/2, 2] = (cos, sin) of pos[i] * 10000^(-2k/hd),
- * computed in double as the CPU does and, in exact mode, rounded onto the
- * probability grid. Copy it to the device once per run. pos is a host array. */
-void mpk_rope_table(float *cs, const int32_t *pos, int s, int hd, bool exact);
+/* Host function, no device: cs[s, hd/2, 2] = mscale (cos, sin) of pos[i] *
+ * inv_freq[k] (the CPU's frequencies, exec/rope.h: 10000^(-2k/hd), or YaRN's
+ * with its attention factor mscale), computed in double as the CPU does and,
+ * in exact mode, rounded onto the probability grid (up to 2 * MP_EXACT_MAX_INT
+ * units: mscale may exceed 1). Copy it to the device once per run. pos and
+ * inv_freq are host arrays. */
+void mpk_rope_table(float *cs, const int32_t *pos, int s, int hd, const double *inv_freq,
+                    double mscale, bool exact);
 /* In place on `heads` heads of hd columns (from column 0) of x's rows r = i*b + n
  * (ld elements apart), i < s, turned by cs[i] (device copy of mpk_rope_table);
  * inverse: the opposite turn (the backward). exact: each row's heads*hd values

@@ -1,19 +1,20 @@
 /* rope.cu — rotary position embeddings (layers.c mp_rope): element k and
- * k + hd/2 of each head turn by pos * 10000^(-2k/hd). The angles' cos and sin
- * come from the host (mpk_rope_table, the CPU's double-precision libm calls),
- * so the device never evaluates a trigonometric function of its own. */
+ * k + hd/2 of each head turn by pos * inv_freq[k] and are scaled by mscale
+ * (the host's frequencies and attention factor, exec/rope.h). The angles'
+ * cos and sin come from the host (mpk_rope_table, the CPU's double-precision
+ * libm calls), so the device never evaluates a trigonometric function of its
+ * own. */
 #include "host_grid.h"
 
-#define MK_ROPE_BASE 10000.0 /* layers.c ROPE_BASE */
-
-void mpk_rope_table(float *cs, const int32_t *pos, int s, int hd, bool exact)
+void mpk_rope_table(float *cs, const int32_t *pos, int s, int hd, const double *inv_freq,
+                    double mscale, bool exact)
 {
     int half = hd / 2;
-    mk_grid gp = mk_grid_of(MP_Q_PROB, MP_EXACT_MAX_INT);
+    mk_grid gp = mk_grid_of(MP_Q_PROB, 2 * MP_EXACT_MAX_INT);
     for (int i = 0; i < s; i++)
         for (int k = 0; k < half; k++) {
-            double angle = (double)pos[i] * pow(MK_ROPE_BASE, -2.0 * k / hd);
-            float c = (float)cos(angle), sn = (float)sin(angle);
+            double angle = (double)pos[i] * inv_freq[k];
+            float c = (float)(cos(angle) * mscale), sn = (float)(sin(angle) * mscale);
             cs[((size_t)i * half + k) * 2] = exact ? mk_round_to(c, gp) : c;
             cs[((size_t)i * half + k) * 2 + 1] = exact ? mk_round_to(sn, gp) : sn;
         }

@@ -22,7 +22,8 @@ u16 name length, name (ASCII), u8 dtype (0 float32, 1 int32), u8 ndim,
 u32 dims[ndim], the data row-major. Names: "config" (int32, CONFIG_FIELDS, then
 MLA_MOE_FIELDS for a model with latent attention, experts or MTP modules,
 ROUTE_FIELDS for one with DeepSeek-V3's routing or MTP modules, MTP_FIELDS for
-one with MTP modules),
+one with MTP modules, OSS_FIELDS for GPT-OSS's blocks, ROPE_FIELDS for a model
+with its own rotary angles),
 "adam" (float32: lr, beta1, beta2, eps, weight decay), "tokens"/"targets"
 (int32 [sequences, seq]; T5 also "dec_tokens"), "logits" [sequences, seq, V],
 "loss" [1], and "param:N", "grad:N", "after:N" for each of megaplan's tensors N
@@ -55,6 +56,11 @@ MTP_FIELDS = ["mtp_layers", "mtp_scale_milli"]
 # window (0: none), full attention every n-th block, sinks, the clamped
 # SwiGLU's limit times 1000, the experts' and router's biases
 OSS_FIELDS = ["window", "window_skip_freq", "sinks", "glu_limit_milli", "expert_bias"]
+# The rotary angles, written after OSS_FIELDS by the models that set them: the
+# base, YaRN's factor times 1000 (0: no YaRN), its original context, its betas
+# times 1000 and whether its ramp bounds are unrounded (HF's truncate false)
+ROPE_FIELDS = ["rope_theta", "yarn_factor_milli", "yarn_original_seq", "yarn_beta_fast_milli",
+               "yarn_beta_slow_milli", "yarn_unrounded"]
 ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
 ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
 
@@ -69,9 +75,75 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def rope(x, pos, base=10000.0):
-    """Rotary embedding, rotate-half layout (LLaMA): x [B, heads, S, hd]."""
+def yarn_parameters(cfg, dim):
+    """YaRN's inverse frequencies and attention factor, as HF transformers'
+    _compute_yarn_parameters (modeling_rope_utils.py) computes them, in its
+    float32: the pairs whose frequency makes fewer than beta_slow turns over
+    the original context are interpolated (divided by factor), those with more
+    than beta_fast extrapolated (kept), a linear ramp between; the attention
+    factor 0.1 ln(factor) + 1 (get_mscale)."""
+    base, factor = float(cfg["rope_theta"]), cfg["yarn_factor_milli"] / 1000.0
+    orig = cfg["yarn_original_seq"]
+    beta_fast = cfg["yarn_beta_fast_milli"] / 1000.0
+    beta_slow = cfg["yarn_beta_slow_milli"] / 1000.0
+    truncate = not cfg.get("yarn_unrounded")
+    attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+    def correction_dim(rotations):
+        return (dim * math.log(orig / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    extrapolation = 1.0 / pos_freqs
+    interpolation = 1.0 / (factor * pos_freqs)
+    extrapolation_factor = 1 - ramp
+    inv_freq = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
+    return inv_freq, attention_factor
+
+
+def check_yarn_against_hf(cfg, dim):
+    """Where transformers is installed, its own _compute_yarn_parameters must
+    give yarn_parameters' numbers (the fixture is made from HF's formula)."""
+    try:
+        from transformers import PretrainedConfig
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    except ImportError:
+        return False
+    hf = PretrainedConfig(hidden_size=cfg["hidden"], num_attention_heads=cfg["heads"],
+                          head_dim=dim, max_position_embeddings=131072,
+                          rope_theta=float(cfg["rope_theta"]))
+    hf.rope_parameters = {"rope_type": "yarn", "rope_theta": float(cfg["rope_theta"]),
+                          "factor": cfg["yarn_factor_milli"] / 1000.0,
+                          "original_max_position_embeddings": cfg["yarn_original_seq"],
+                          "beta_fast": cfg["yarn_beta_fast_milli"] / 1000.0,
+                          "beta_slow": cfg["yarn_beta_slow_milli"] / 1000.0,
+                          "truncate": not cfg.get("yarn_unrounded")}
+    inv_hf, factor_hf = ROPE_INIT_FUNCTIONS["yarn"](hf, "cpu")
+    inv, factor = yarn_parameters(cfg, dim)
+    assert torch.equal(inv_hf.to(torch.float32), inv), (inv_hf, inv)
+    assert abs(factor_hf - factor) < 1e-12, (factor_hf, factor)
+    return True
+
+
+def rope(x, pos, base=10000.0, yarn=None):
+    """Rotary embedding, rotate-half layout (LLaMA): x [B, heads, S, hd].
+    yarn: the model's config when its angles are YaRN's; then, as HF's
+    GptOssRotaryEmbedding: float32 frequencies times the positions, cos and
+    sin times the attention factor, the halves turned as _apply_rotary_emb."""
     hd = x.shape[-1]
+    if yarn is not None:
+        inv, attention_factor = yarn_parameters(yarn, hd)
+        ang = pos.to(torch.float32)[:, None] * inv[None, :]    # [S, hd/2]
+        cos = (ang.cos() * attention_factor).to(x.dtype)
+        sin = (ang.sin() * attention_factor).to(x.dtype)
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
     inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
     ang = pos.to(torch.float64)[:, None] * inv[None, :]         # [S, hd/2]
     cos = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype)
@@ -256,7 +328,9 @@ def block(cfg, L, x, pos, moe, layer=None):
         q, k, v = (heads(lin(y, L(n + "_w"), L(n + "_b")), c)
                    for n, c in (("q", a), ("k", g), ("v", g)))
         if cfg["rope"]:
-            q, k = rope(q, pos), rope(k, pos)
+            base = float(cfg.get("rope_theta", 10000.0))
+            yarn = cfg if cfg.get("yarn_factor_milli") else None
+            q, k = rope(q, pos, base, yarn), rope(k, pos, base, yarn)
         if cfg.get("sinks"):
             att = merge(oss_attention(q, k, v, oss_window(cfg, layer), L("sinks")))
         else:
@@ -771,6 +845,9 @@ def make(cfg, seed):
         fields = fields + MTP_FIELDS
     if cfg.get("sinks"):
         fields = fields + OSS_FIELDS
+    if cfg.get("rope_theta"):  # after the GPT-OSS fields (the one model that has them)
+        assert cfg.get("sinks"), "ROPE_FIELDS follow OSS_FIELDS in the file"
+        fields = fields + ROPE_FIELDS
     conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg.get(k, 0)) for k in fields],
                         dtype=torch.int32)
     adam = torch.tensor([ADAM[k] for k in ("lr", "beta1", "beta2", "eps", "wd")])
@@ -829,11 +906,22 @@ MODELS = {
     # defines them (biases in Q, K, V and the output projection, a sink per
     # head, block 0 windowed to 5 keys, block 1 full; 4 experts, top-2 of the
     # router's biased logits softmaxed, biases in each expert, the clamped
-    # SwiGLU with limit 0.5), plain rotary angles (YaRN is not run by exec)
+    # SwiGLU with limit 0.5), plain rotary angles (yarn below adds YaRN's)
     "oss": base("llama", kv_heads=2, ffn=32, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=0,
                 experts=4, top_k=2, expert_ffn=32, first_dense=0, shared_ffn=0,
                 router_sigmoid=0, window=5, window_skip_freq=2, sinks=1, glu_limit_milli=500,
                 expert_bias=1),
+    # tiny-oss.yaml.in with YARN=1: the same blocks with GPT-OSS's rotary
+    # angles as released (config.json's rope_theta 150000 and rope_scaling:
+    # YaRN with factor 32 over the original 4096 positions, betas 32 and 1,
+    # truncate false), as HF's _compute_yarn_parameters and
+    # GptOssRotaryEmbedding compute them
+    "yarn": base("llama", kv_heads=2, ffn=32, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=0,
+                 experts=4, top_k=2, expert_ffn=32, first_dense=0, shared_ffn=0,
+                 router_sigmoid=0, window=5, window_skip_freq=2, sinks=1, glu_limit_milli=500,
+                 expert_bias=1, rope_theta=150000, yarn_factor_milli=32000,
+                 yarn_original_seq=4096, yarn_beta_fast_milli=32000, yarn_beta_slow_milli=1000,
+                 yarn_unrounded=1),
 }
 
 
@@ -847,6 +935,11 @@ def main():
     for i, (name, cfg) in enumerate(MODELS.items()):
         if only and name not in only:
             continue
+        if cfg.get("yarn_factor_milli"):
+            hd = cfg["hidden"] // cfg["heads"]
+            print("%s: YaRN's frequencies %s HF transformers' own" % (
+                name, "equal" if check_yarn_against_hf(cfg, hd) else
+                "not checked against (transformers not installed)"))
         entries = make(cfg, 20260 + i)
         if cfg.get("route_groups"):  # the fixture would pass without the groups or the bias
             assert ROUTE_STATS["group_changed"] > 0 and ROUTE_STATS["bias_changed"] > 0, ROUTE_STATS

@@ -531,11 +531,24 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                    mp_dispatcher_name(pp->dispatcher),
                    pp->moe_a2a_overlap || pp->shared_expert_overlap ? " and MoE overlap" : "");
     }
-    if (d->rmsnorm || d->swiglu || d->rope || d->no_bias)
-        printf("blocks: %s, %s, %s positions, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
+    if (d->rmsnorm || d->swiglu || d->rope || d->no_bias) {
+        /* the rotary angles when they are not LLaMA-2's (base 10000) */
+        char angles[160] = "";
+        const mp_rope_spec *rf = &d->rope_freq;
+        if (d->rope && rf->yarn)
+            snprintf(angles, sizeof angles,
+                     " (base %g, YaRN: factor %g over %d positions, betas %g and %g, %s ramp "
+                     "bounds, cos and sin x %.4g)",
+                     rf->theta > 0 ? rf->theta : 10000.0, rf->factor, rf->original_seq,
+                     rf->beta_fast, rf->beta_slow, rf->unrounded ? "unrounded" : "rounded",
+                     mp_rope_attention_factor(rf));
+        else if (d->rope && rf->theta > 0 && rf->theta != 10000.0)
+            snprintf(angles, sizeof angles, " (base %g)", rf->theta);
+        printf("blocks: %s, %s, %s positions%s, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
                d->swiglu ? "SwiGLU" : d->relu ? "ReLU" : "GeLU",
-               d->rope ? "rotary" : d->t5 ? "relative" : "learned",
+               d->rope ? "rotary" : d->t5 ? "relative" : "learned", angles,
                d->no_bias ? "no biases" : "biases");
+    }
     if (d->window > 0 || d->sinks || d->glu_limit > 0) {
         char win[96] = "full attention";
         if (d->window > 0 && d->window_skip_freq > 0)

@@ -23,6 +23,7 @@
 #include <mpi.h>
 
 #include "core/error.h"
+#include "exec/rope.h"
 
 typedef enum { MP_REAL32, MP_REAL64 } mp_real_kind;
 typedef enum { MP_RED_SUM, MP_RED_MAX } mp_reduce_op;
@@ -82,8 +83,9 @@ typedef struct mp_backend {
     /* out = tanh(in); backward: dx *= 1 - y^2 with y = tanh(in) */
     void (*tanh_forward)(mp_real_kind kind, void *out, const void *in, size_t n);
     void (*tanh_backward)(mp_real_kind kind, void *dx, const void *y, size_t n);
-    void (*rope)(mp_real_kind kind, void *x, size_t ld, int heads, int hd, const int *pos, int s,
-                 int b, bool inverse, bool exact, int grid);
+    void (*rope)(mp_real_kind kind, void *x, size_t ld, int heads, int hd,
+                 const mp_rope_spec *spec, const int *pos, int s, int b, bool inverse, bool exact,
+                 int grid);
     void (*bias_add)(mp_real_kind kind, void *y, const void *b, int rows, int cols);
     void (*bias_grad)(mp_real_kind kind, void *db, const void *dy, int rows, int cols);
     void (*add)(mp_real_kind kind, void *y, const void *x, size_t n);

@@ -128,10 +128,11 @@ static void cpu_tanh_backward(mp_real_kind k, void *dx, const void *y, size_t n)
     BY_KIND(k, mp_tanh_backward, dx, y, n);
 }
 
-static void cpu_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd, const int *pos,
-                     int s, int b, bool inverse, bool exact, int grid)
+static void cpu_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd,
+                     const mp_rope_spec *spec, const int *pos, int s, int b, bool inverse,
+                     bool exact, int grid)
 {
-    BY_KIND(k, mp_rope, x, ld, heads, hd, pos, s, b, inverse, exact, grid);
+    BY_KIND(k, mp_rope, x, ld, heads, hd, spec, pos, s, b, inverse, exact, grid);
 }
 
 static void cpu_bias_add(mp_real_kind k, void *y, const void *b, int rows, int cols)

@@ -72,6 +72,7 @@ static struct cuda_state {
         const int *pos;
         int s, hd;
         bool exact;
+        mp_rope_spec spec;
         float *cs;
     } rope[MAX_ROPE_TABLES];
     int n_rope;
@@ -340,11 +341,15 @@ static void cuda_tanh_backward(mp_real_kind k, void *dx, const void *y, size_t n
 /* The rotary kernel takes a (cos, sin) table of the positions: made on the
  * host (mpk_rope_table: in double, as the CPU) once per position array,
  * which a model keeps for its lifetime, and kept on the device. */
-static const float *rope_table(const int *pos, int s, int hd, bool exact)
+static const float *rope_table(const mp_rope_spec *spec, const int *pos, int s, int hd,
+                              bool exact)
 {
+    mp_rope_spec sp = {0};
+    if (spec)
+        sp = *spec;
     for (int i = 0; i < C.n_rope; i++)
         if (C.rope[i].pos == pos && C.rope[i].s == s && C.rope[i].hd == hd &&
-            C.rope[i].exact == exact)
+            C.rope[i].exact == exact && !memcmp(&C.rope[i].spec, &sp, sizeof sp))
             return C.rope[i].cs;
     if (C.n_rope == MAX_ROPE_TABLES) {
         fail("rope", "too many position arrays");
@@ -353,8 +358,10 @@ static const float *rope_table(const int *pos, int s, int hd, bool exact)
     size_t n = (size_t)s * (size_t)(hd / 2) * 2;
     int32_t *hpos = malloc((size_t)s * sizeof *hpos);
     float *hcs = malloc((n ? n : 1) * sizeof *hcs);
+    double *inv_freq = malloc((size_t)(hd / 2 + 1) * sizeof *inv_freq);
     float *cs = cuda_alloc(n * sizeof *cs);
-    if (!hpos || !hcs || !cs) {
+    if (!hpos || !hcs || !inv_freq || !cs) {
+        free(inv_freq);
         free(hpos);
         free(hcs);
         cuda_free(cs);
@@ -362,22 +369,27 @@ static const float *rope_table(const int *pos, int s, int hd, bool exact)
         return NULL;
     }
     cuda_copy(hpos, pos, (size_t)s * sizeof *hpos, MP_COPY_D2H);
-    mpk_rope_table(hcs, hpos, s, hd, exact);
+    for (int k = 0; k < hd / 2; k++) /* the CPU's angles (rope.h) */
+        inv_freq[k] = mp_rope_inv_freq(&sp, k, hd);
+    mpk_rope_table(hcs, hpos, s, hd, inv_freq, mp_rope_attention_factor(&sp), exact);
     cuda_copy(cs, hcs, n * sizeof *hcs, MP_COPY_H2D);
+    free(inv_freq);
     free(hpos);
     free(hcs);
     C.rope[C.n_rope].pos = pos;
     C.rope[C.n_rope].s = s;
     C.rope[C.n_rope].hd = hd;
     C.rope[C.n_rope].exact = exact;
+    C.rope[C.n_rope].spec = sp;
     C.rope[C.n_rope++].cs = cs;
     return cs;
 }
 
-static void cuda_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd, const int *pos,
-                      int s, int b, bool inverse, bool exact, int grid)
+static void cuda_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd,
+                      const mp_rope_spec *spec, const int *pos, int s, int b, bool inverse,
+                      bool exact, int grid)
 {
-    const float *cs = is_f32(k, "rope") ? rope_table(pos, s, hd, exact) : NULL;
+    const float *cs = is_f32(k, "rope") ? rope_table(spec, pos, s, hd, exact) : NULL;
     if (cs)
         check_kernel(mpk_rope(x, ld, heads, hd, cs, s, b, inverse, exact, grid, C.compute),
                      "rope");

@@ -91,10 +91,10 @@ static mp_status attention_forward(mp_gpt *g, block_acts *B, int l, const real *
         g->be->bias_add(MP_REAL_KIND, B->qkv, bias, (int)z.S, (int)z.row);
     bq(g, B->qkv, z.S * z.row, MP_Q_ACT);
     if (g->d.rope) { /* turn Q and K by their positions' angles */
-        g->be->rope(MP_REAL_KIND, B->qkv, z.row, (int)z.al, (int)z.hd, g->qpos_be, (int)z.s,
-                    (int)z.b, false, ex, MP_Q_ACT);
-        g->be->rope(MP_REAL_KIND, B->qkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos_be,
-                    (int)z.s, (int)z.b, false, ex, MP_Q_ACT);
+        g->be->rope(MP_REAL_KIND, B->qkv, z.row, (int)z.al, (int)z.hd, &g->d.rope_freq,
+                    g->qpos_be, (int)z.s, (int)z.b, false, ex, MP_Q_ACT);
+        g->be->rope(MP_REAL_KIND, B->qkv + z.hl, z.row, (int)z.gl, (int)z.hd, &g->d.rope_freq,
+                    g->qpos_be, (int)z.s, (int)z.b, false, ex, MP_Q_ACT);
     }
     /* att[S,hl] = causal attention over this rank's heads (CP: this rank's
      * queries against every position's K|V); selective recompute keeps no
@@ -265,10 +265,10 @@ norm2:
         CHECK(mp_model_cp_reduce_dkv(g, W.dkv_full, W.dqkv, err));
     bq(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT); /* the K|V gradients, summed */
     if (g->d.rope) { /* back through the turn of Q and K */
-        g->be->rope(MP_REAL_KIND, W.dqkv, z.row, (int)z.al, (int)z.hd, g->qpos_be, (int)z.s,
-                    (int)z.b, true, ex, MP_Q_GRAD_ATT);
-        g->be->rope(MP_REAL_KIND, W.dqkv + z.hl, z.row, (int)z.gl, (int)z.hd, g->qpos_be,
-                    (int)z.s, (int)z.b, true, ex, MP_Q_GRAD_ATT);
+        g->be->rope(MP_REAL_KIND, W.dqkv, z.row, (int)z.al, (int)z.hd, &g->d.rope_freq,
+                    g->qpos_be, (int)z.s, (int)z.b, true, ex, MP_Q_GRAD_ATT);
+        g->be->rope(MP_REAL_KIND, W.dqkv + z.hl, z.row, (int)z.gl, (int)z.hd, &g->d.rope_freq,
+                    g->qpos_be, (int)z.s, (int)z.b, true, ex, MP_Q_GRAD_ATT);
     }
     /* dbqkv, dWqkv[h,row] += ln1_full^T @ dqkv; dln1 = reduce(dqkv @ Wqkv^T) */
     if ((bias = G(MP_BLK_QKV_B)))

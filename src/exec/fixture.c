@@ -77,7 +77,8 @@ mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err)
     const mp_fixture_tensor *c = mp_fixture_find(fx, "config");
     const mp_fixture_tensor *a = mp_fixture_find(fx, "adam");
     if (!c || !c->is_int ||
-        (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_MTP && c->n != MP_FX_CONFIG_ROUTE &&
+        (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_OSS && c->n != MP_FX_CONFIG_MTP &&
+         c->n != MP_FX_CONFIG_ROUTE &&
          c->n != MP_FX_CONFIG_MOE && c->n != MP_FX_CONFIG_BASE) || !a ||
         a->is_int || a->n != 5) {
         mp_fixture_free(fx);
@@ -141,6 +142,8 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
                            mp_error *err)
 {
     const int *c = fx->config;
+    const mp_rope_spec *rf = &d->rope_freq;
+    bool yarn = d->rope && rf->yarn;
     int arch = d->bert ? 2 : (d->rmsnorm || d->swiglu || d->rope || d->no_bias) ? 1 : 0;
     int enc_layers = 0, dec_seq = 0;
 #ifdef MP_T5_BUCKETS /* params.h with T5 in the executor */
@@ -197,6 +200,16 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         {"model.glu_limit (x 1000)", c[MP_FX_GLU_LIMIT_MILLI], (int)lround(d->glu_limit * 1000.0)},
         {"model.linear_bias (the experts' and router's biases)", c[MP_FX_EXPERT_BIAS],
          d->expert_bias},
+        {"model.attn.rope_theta (0: 10000)", c[MP_FX_ROPE_THETA],
+         d->rope && rf->theta > 0 && rf->theta != 10000.0 ? (int)lround(rf->theta) : 0},
+        {"model.attn.yarn_factor (x 1000; 0: no YaRN)", c[MP_FX_YARN_FACTOR_MILLI],
+         yarn ? (int)lround(rf->factor * 1000.0) : 0},
+        {"model.attn.yarn_original_seq", c[MP_FX_YARN_ORIGINAL_SEQ], yarn ? rf->original_seq : 0},
+        {"model.attn.yarn_beta_fast (x 1000)", c[MP_FX_YARN_BETA_FAST_MILLI],
+         yarn ? (int)lround(rf->beta_fast * 1000.0) : 0},
+        {"model.attn.yarn_beta_slow (x 1000)", c[MP_FX_YARN_BETA_SLOW_MILLI],
+         yarn ? (int)lround(rf->beta_slow * 1000.0) : 0},
+        {"model.attn.yarn_bounds (1 unrounded)", c[MP_FX_YARN_UNROUNDED], yarn && rf->unrounded},
         /* the fixture is dropless, every block after the first dense ones MoE */
         {"model.moe.capacity_factor (0: dropless)", 0, d->experts && d->capacity_factor > 0},
         {"model.moe.layer_freq", d->experts ? 1 : 0,

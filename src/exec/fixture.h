@@ -51,6 +51,11 @@ enum {
      * router's biases */
     MP_FX_WINDOW = MP_FX_CONFIG_MTP, MP_FX_WINDOW_SKIP_FREQ, MP_FX_SINKS, MP_FX_GLU_LIMIT_MILLI,
     MP_FX_EXPERT_BIAS,
+    MP_FX_CONFIG_OSS, /* the fields of a GPT-OSS file; those after, 0 when absent: */
+    /* the rotary angles: base (0: 10000), YaRN's factor x 1000 (0: no YaRN),
+     * original context, betas x 1000, unrounded ramp bounds */
+    MP_FX_ROPE_THETA = MP_FX_CONFIG_OSS, MP_FX_YARN_FACTOR_MILLI, MP_FX_YARN_ORIGINAL_SEQ,
+    MP_FX_YARN_BETA_FAST_MILLI, MP_FX_YARN_BETA_SLOW_MILLI, MP_FX_YARN_UNROUNDED,
     MP_FX_CONFIG_COUNT
 };
 

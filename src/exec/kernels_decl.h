@@ -28,9 +28,10 @@ void mp_swiglu_forward(real *out, const real *gu, int rows, int f);
 void mp_swiglu_backward(real *dgu, const real *dout, const real *gu, int rows, int f);
 /* Rotary embedding in place on `heads` heads of hd columns (from column 0) of
  * rows r = i*b + n (ld apart) at positions pos[i], i < s; inverse: the
- * backward (the opposite turn). Exact mode rounds the result onto `grid`. */
-void mp_rope(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
-             bool inverse, bool exact, int grid);
+ * backward (the opposite turn). spec: the angles and their scale (rope.h).
+ * Exact mode rounds the result onto `grid`. */
+void mp_rope(real *x, size_t ld, int heads, int hd, const mp_rope_spec *spec, const int *pos,
+             int s, int b, bool inverse, bool exact, int grid);
 /* GeLU, tanh approximation (as GPT-2). */
 void mp_gelu_forward(real *out, const real *in, size_t n);
 /* din = dout * gelu'(in) */

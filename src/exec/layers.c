@@ -196,23 +196,26 @@ void mp_swiglu_backward(real *dgu, const real *dout, const real *gu, int rows, i
 }
 
 /* Rotary position embedding (Su et al. 2021; the rotate-half layout of
- * LLaMA and Megatron-LM): in each head of width hd, element k and k + hd/2
- * turn by the angle pos * base^(-2k/hd). x holds rows r = i*b + n at position
- * pos[i] (this rank's positions), heads of hd columns from column 0, rows ld
- * apart. inverse turns back: the backward of the rotation is its transpose.
- * Exact mode puts cos and sin on the probability grid and the result on
- * `grid`, the same function of the same values in every run. */
-#define ROPE_BASE 10000.0
-
-void mp_rope(real *x, size_t ld, int heads, int hd, const int *pos, int s, int b,
-             bool inverse, bool exact, int grid)
+ * LLaMA, Megatron-LM and HF's GPT-OSS): in each head of width hd, element k
+ * and k + hd/2 turn by the angle pos * inv_freq(k) (rope.h: theta^(-2k/hd),
+ * or YaRN's frequencies) and are scaled by the attention factor (1, or
+ * YaRN's mscale, which HF applies to cos and sin). x holds rows r = i*b + n
+ * at position pos[i] (this rank's positions), heads of hd columns from
+ * column 0, rows ld apart. inverse: the transpose (the backward: turned
+ * back, scaled the same). Exact mode puts the scaled cos and sin on the
+ * probability grid (up to twice its usual range: mscale may exceed 1) and the
+ * result on `grid`, the same function of the same values in every run. */
+void mp_rope(real *x, size_t ld, int heads, int hd, const mp_rope_spec *spec, const int *pos,
+             int s, int b, bool inverse, bool exact, int grid)
 {
     int half = hd / 2;
+    double mscale = mp_rope_attention_factor(spec);
     for (int i = 0; i < s; i++) {
         for (int k = 0; k < half; k++) {
-            double angle = (double)pos[i] * pow(ROPE_BASE, -2.0 * k / hd);
-            real cs[2] = {(real)cos(angle), (real)sin(angle)};
-            mp_q(exact, cs, 2, MP_Q_PROB);
+            double angle = (double)pos[i] * mp_rope_inv_freq(spec, k, hd);
+            real cs[2] = {(real)(cos(angle) * mscale), (real)(sin(angle) * mscale)};
+            if (exact)
+                mp_quantize(cs, 2, MP_Q_PROB, 2 * MP_EXACT_MAX_INT);
             real c = cs[0], sn = inverse ? -cs[1] : cs[1];
             for (int n = 0; n < b; n++) {
                 real *row = x + ((size_t)i * b + n) * ld;

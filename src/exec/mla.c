@@ -58,7 +58,8 @@ static void rope_heads(mp_gpt *g, const mla_ctx *c, real *q, size_t q_row, bool 
 {
     for (size_t a = 0; a < c->m.al; a++)
         g->be->rope(MP_REAL_KIND, q + a * c->m.dqk + c->m.dn, q_row, 1, (int)c->m.dr,
-                    g->qpos_be, (int)c->z.s, (int)c->z.b, inverse, g->exact, grid);
+                    &g->d.rope_freq, g->qpos_be, (int)c->z.s, (int)c->z.b, inverse, g->exact,
+                    grid);
 }
 
 /* cols columns of each of src's heads (src_w columns apart; 0: the same one
@@ -117,8 +118,8 @@ mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_erro
         CHECK(mp_model_tp_gather_rows(g, c.lr, c.kr, z.S, z.Sl, m.dr, err));
     }
     /* the shared rotary key turned by each row's position: kr[S,dr] */
-    g->be->rope(MP_REAL_KIND, c.kr, m.dr, 1, (int)m.dr, g->qpos_be, (int)z.s, (int)z.b, false,
-                ex, MP_Q_ACT);
+    g->be->rope(MP_REAL_KIND, c.kr, m.dr, 1, (int)m.dr, &g->d.rope_freq, g->qpos_be, (int)z.s,
+                (int)z.b, false, ex, MP_Q_ACT);
     up_proj(g, &c, B, l);
     /* att[S,al*dv] = causal softmax(Q K^T / sqrt(dqk)) V over this rank's heads
      * (CP: every position's K|V around the ring first, kv_full[sk*b,kc+hl]) */
@@ -259,8 +260,8 @@ mp_status mp_mla_backward(mp_gpt *g, block_acts *B, int l, real *dres, mp_error 
     bq(g, c.lkv, z.Sl * m.rkv, MP_Q_GRAD);
     bq(g, c.lr, z.Sl * m.dr, MP_Q_GRAD_ATT);
     /* back through the rotary key's turn, at this rank's positions */
-    g->be->rope(MP_REAL_KIND, c.lr, m.dr, 1, (int)m.dr, c.lpos, (int)c.ls, (int)z.b, true, ex,
-                MP_Q_GRAD_ATT);
+    g->be->rope(MP_REAL_KIND, c.lr, m.dr, 1, (int)m.dr, &g->d.rope_freq, c.lpos, (int)c.ls,
+                (int)z.b, true, ex, MP_Q_GRAD_ATT);
     /* through the latents' norms (replicated weights: under SP their
      * gradients are this rank's rows', summed over TP by the step):
      * wq[Sl,rq] = d cq, wkv[Sl,rkv] = d c_kv */

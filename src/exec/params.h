@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "exec/rope.h"
 
 /* T5's relative position buckets per stack (HF T5: 32, max distance 128). */
 #define MP_T5_BUCKETS 32
@@ -25,6 +26,7 @@ typedef struct mp_gpt_dims {
     bool rmsnorm;         /* RMSNorm (a scale, no shift) instead of LayerNorm */
     bool swiglu;          /* MLP silu(x W_gate) * (x W_up) W_down instead of GeLU */
     bool rope;            /* rotary position embedding on Q and K, no learned positions */
+    mp_rope_spec rope_freq; /* its angles (rope.h: base, YaRN) */
     bool no_bias;         /* no biases in the linear layers */
     /* BERT (Megatron's, pre-LN): bidirectional attention, token-type
      * embeddings, the masked-LM head (dense, GeLU, LayerNorm, the tied

@@ -66,11 +66,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
                             "swiglu; relu in t5)", mp_activation_name(m->activation));
     /* GPT-OSS's window, sinks, biases and clamped SwiGLU run (attention_sink.c,
      * moe_oss.c; core/model_attn.c keeps them to decoders without latent
-     * attention); YaRN's rescaled rotary angles do not */
-    if (m->attn.rope_yarn)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.attn.rope_yarn",
-                            "YaRN's rescaled rotary embedding is not run by this executor yet "
-                            "(rope_yarn: false runs GPT-OSS with plain rotary angles)");
+     * attention), and its YaRN rotary angles (rope_freq.c) */
     if (m->position != MP_POS_LEARNED && m->position != MP_POS_ROPE && !t5)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "position %s is not supported by this executor yet (learned, "
@@ -173,6 +169,16 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->rmsnorm = m->norm == MP_NORM_RMSNORM;
     out->swiglu = m->activation == MP_ACT_SWIGLU;
     out->rope = m->position == MP_POS_ROPE;
+    if (out->rope) /* the model's angles at any size: they depend on the head's width only */
+        out->rope_freq = (mp_rope_spec){
+            .theta = mp_model_rope_theta(m),
+            .yarn = m->attn.rope_yarn,
+            .factor = m->attn.yarn_factor,
+            .original_seq = (int)m->attn.yarn_original_seq,
+            .beta_fast = mp_model_yarn_beta_fast(m),
+            .beta_slow = mp_model_yarn_beta_slow(m),
+            .unrounded = m->attn.yarn_bounds == MP_YARN_UNROUNDED,
+        };
     /* LLaMA's and T5's linear layers have none, unless linear_bias (GPT-OSS) */
     out->no_bias = (m->arch == MP_ARCH_LLAMA && !m->linear_bias) || t5;
     out->expert_bias = m->arch == MP_ARCH_LLAMA && m->linear_bias;

@@ -20,13 +20,15 @@
 # HSDP=true (the plan's hsdp), HWFILE=file (its `hw:` mapping replaces the plan's profile name),
 # LAYOUT=string (the plan's parallel.pipeline_layout, Megatron's layout grammar),
 # RCM=list (with RC=selective: its recompute_modules, comma-separated); templates with a
-# window: WINDOW=n (default 5; 0: no window, full attention in every block).
+# window: WINDOW=n (default 5; 0: no window, full attention in every block); templates with
+# rotary positions: YARN=1 (GPT-OSS's YaRN angles: base 150000, factor 32 over 4096
+# positions, betas 32 and 1, unrounded ramp bounds).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
 pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile= layout=
 ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16 par= rcm=
-experts=4 topk=2 groups=0 gtopk=0 rscale=0 brate=0 mtp=0 window=5
+experts=4 topk=2 groups=0 gtopk=0 rscale=0 brate=0 mtp=0 window=5 yarn=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -41,6 +43,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     EXPERTS=*) experts=${1#EXPERTS=} ;; TOPK=*) topk=${1#TOPK=} ;; GROUPS=*) groups=${1#GROUPS=} ;;
     GTOPK=*) gtopk=${1#GTOPK=} ;; RSCALE=*) rscale=${1#RSCALE=} ;; BRATE=*) brate=${1#BRATE=} ;;
     MTP=*) mtp=${1#MTP=} ;; RCM=*) rcm=${1#RCM=} ;; WINDOW=*) window=${1#WINDOW=} ;;
+    YARN=*) yarn=${1#YARN=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -57,6 +60,14 @@ sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt
     -e "s/@RSCALE@/$rscale/; s/@BRATE@/$brate/; s/@MTP@/$mtp/" \
     -e "${nowin:-s/^//}; s/@WINDOW@/$window/" "$template" > "$T/plan.yaml" || exit 99
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
+if [ -n "$yarn" ]; then
+    fields='rope_yarn: true, rope_theta: 150000, yarn_factor: 32, yarn_original_seq: 4096, yarn_beta_fast: 32, yarn_beta_slow: 1, yarn_bounds: unrounded'
+    if grep -q '^  attn: {' "$T/plan.yaml"; then
+        sed -i "s/^  attn: {/  attn: {$fields, /" "$T/plan.yaml"
+    else
+        sed -i "s/^  position: rope\$/&\n  attn: {$fields}/" "$T/plan.yaml"
+    fi
+fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
 if [ -n "$rcm" ]; then sed -i "s/recompute: $rc,/recompute: $rc, recompute_modules: \"$rcm\",/" "$T/plan.yaml"; fi
 if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi

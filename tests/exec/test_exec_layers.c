@@ -506,7 +506,7 @@ static void test_rope_turns_back(void **state)
     uint64_t st = 7;
     for (size_t i = 0; i < n; i++)
         x[i] = y[i] = frand(&st);
-    mp_rope_f64(y, ld, heads, hd, pos, s, b, false, false, 0);
+    mp_rope_f64(y, ld, heads, hd, NULL, pos, s, b, false, false, 0);
     for (size_t r = 0; r < (size_t)s * b; r++)
         for (int a = 0; a < heads; a++)
             for (int k = 0; k < hd / 2; k++) {
@@ -517,7 +517,7 @@ static void test_rope_turns_back(void **state)
                 if (r < (size_t)b) /* position 0: no turn */
                     assert_true(fabs(y[i1] - x[i1]) < 1e-15);
             }
-    mp_rope_f64(y, ld, heads, hd, pos, s, b, true, false, 0);
+    mp_rope_f64(y, ld, heads, hd, NULL, pos, s, b, true, false, 0);
     for (size_t i = 0; i < n; i++)
         assert_true(fabs(y[i] - x[i]) < 1e-12);
 }

@@ -280,6 +280,86 @@ static void test_oss_tensors_split(void **state)
     }
 }
 
+/* ---- YaRN's rotary angles ---- */
+
+/* GPT-OSS's frequencies (head_dim 64, its config.json's rope_theta and
+ * rope_scaling) as HF transformers 5.24's own _compute_yarn_parameters gives
+ * them (float32; pairs 0..7 extrapolated, 8..17 on the ramp, 18.. divided by
+ * 32), and its attention factor; exec computes them in double. */
+static void test_yarn_frequencies_match_hf(void **state)
+{
+    (void)state;
+    const mp_rope_spec oss = {.theta = 150000.0, .yarn = true, .factor = 32.0,
+                              .original_seq = 4096, .beta_fast = 32.0, .beta_slow = 1.0,
+                              .unrounded = true};
+    const struct {
+        int k;
+        double inv_freq;
+    } hf[] = {{0, 1.0},
+              {5, 0.15532298386096954},
+              {8, 0.05081327259540558},
+              {9, 0.031705696135759354},
+              {12, 0.006794959306716919},
+              {15, 0.00105260219424963},
+              {16, 0.0004564839182421565},
+              {17, 0.00012931869423482567},
+              {18, 3.830881178146228e-05},
+              {20, 1.818833698052913e-05},
+              {31, 3.023511396804679e-07}};
+    for (size_t i = 0; i < sizeof hf / sizeof *hf; i++) {
+        double got = mp_rope_inv_freq(&oss, hf[i].k, 64);
+        if (fabs(got - hf[i].inv_freq) > 1e-6 * hf[i].inv_freq)
+            fail_msg("pair %d: %.9g, HF %.9g", hf[i].k, got, hf[i].inv_freq);
+    }
+    assert_true(fabs(mp_rope_attention_factor(&oss) - 1.3465735902799727) < 1e-15);
+    /* the ramp: [8.09, 17.39] unrounded, [8, 18] rounded out (HF's truncate) */
+    double lo, hi;
+    mp_rope_yarn_range(&oss, 64, &lo, &hi);
+    assert_true(lo > 8.0 && lo < 8.2 && hi > 17.3 && hi < 17.5);
+    mp_rope_spec rounded = oss;
+    rounded.unrounded = false;
+    mp_rope_yarn_range(&rounded, 64, &lo, &hi);
+    assert_true(lo == 8.0 && hi == 18.0);
+    /* no YaRN: plain angles, base 10000 when none is given, factor 1 */
+    assert_true(mp_rope_inv_freq(NULL, 3, 8) == pow(10000.0, -6.0 / 8));
+    mp_rope_spec plain = {.theta = 500000.0};
+    assert_true(mp_rope_inv_freq(&plain, 3, 8) == pow(500000.0, -6.0 / 8));
+    assert_true(mp_rope_attention_factor(&plain) == 1.0);
+}
+
+/* The backward of the YaRN turn is its transpose, scale included:
+ * <R x, y> = <x, R^T y> at CP-like positions; the turn scales each pair's
+ * length by the attention factor exactly. */
+static void test_yarn_rope_adjoint(void **state)
+{
+    (void)state;
+    enum { S = 5, B = 2, HEADS = 2, HD = 16, LD = 40, N = S * B * LD };
+    const int pos[S] = {0, 3, 9, 12, 15};
+    const mp_rope_spec oss = {.theta = 150000.0, .yarn = true, .factor = 32.0,
+                              .original_seq = 4096, .beta_fast = 32.0, .beta_slow = 1.0,
+                              .unrounded = true};
+    static double x[N], y[N], rx[N], ry[N];
+    uint64_t seed = 7;
+    for (int i = 0; i < N; i++) {
+        x[i] = rx[i] = frand(&seed);
+        y[i] = ry[i] = frand(&seed);
+    }
+    mp_rope_f64(rx, LD, HEADS, HD, &oss, pos, S, B, false, false, 0);
+    mp_rope_f64(ry, LD, HEADS, HD, &oss, pos, S, B, true, false, 0);
+    double a = 0, b = 0, nx = 0, nrx = 0;
+    for (int r = 0; r < S * B; r++)
+        for (int c = 0; c < HEADS * HD; c++) {
+            size_t i = (size_t)r * LD + c;
+            a += rx[i] * y[i];
+            b += x[i] * ry[i];
+            nx += x[i] * x[i];
+            nrx += rx[i] * rx[i];
+        }
+    assert_true(fabs(a - b) < 1e-12 * (fabs(a) + 1));
+    double m = mp_rope_attention_factor(&oss);
+    assert_true(fabs(nrx - m * m * nx) < 1e-12 * nx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +369,8 @@ int main(void)
         cmocka_unit_test(test_clamped_swiglu),
         cmocka_unit_test(test_window_under_cp_split),
         cmocka_unit_test(test_oss_tensors_split),
+        cmocka_unit_test(test_yarn_frequencies_match_hf),
+        cmocka_unit_test(test_yarn_rope_adjoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -388,24 +388,36 @@ static void test_bias_add_scale(void **state)
 static void test_rope(void **state)
 {
     (void)state;
-    /* Q-like heads of a [S, 40] buffer at CP-like global positions */
+    /* Q-like heads of a [S, 40] buffer at CP-like global positions, with
+     * plain angles and with GPT-OSS's YaRN (its mscale takes exact mode's
+     * cos and sin past 1) */
     enum { S_POS = 6, B = 2, HEADS = 3, HD = 8, LD = 40, ROWS = S_POS * B, N = ROWS * LD };
     const int pos[S_POS] = {0, 3, 4, 7, 9, 12};
     const int32_t pos32[S_POS] = {0, 3, 4, 7, 9, 12};
-    for (int exact = 0; exact < 2; exact++)
-        for (int inverse = 0; inverse < 2; inverse++) {
-            float *x = data(exact, N, MP_Q_ACT, 2), *want = dup(x, N);
-            mp_rope_f32(want, LD, HEADS, HD, pos, S_POS, B, inverse, exact, MP_Q_ACT);
-            float cs[S_POS * HD / 2 * 2];
-            mpk_rope_table(cs, pos32, S_POS, HD, exact);
-            float *d_cs = up(cs, sizeof cs / sizeof *cs), *d_x = up(x, N);
-            OK(mpk_rope(d_x, LD, HEADS, HD, d_cs, S_POS, B, inverse, exact, MP_Q_ACT, NULL));
-            float *got = down(d_x, N);
-            /* the angles come from the host: no libm on the device, the same bits */
-            same_bits(inverse ? "rope inverse" : "rope", got, want, N);
-            kt_free(d_cs);
-            free(x), free(want), free(got);
-        }
+    const mp_rope_spec yarn = {.theta = 150000.0, .yarn = true, .factor = 32.0,
+                               .original_seq = 4096, .beta_fast = 32.0, .beta_slow = 1.0,
+                               .unrounded = true};
+    const mp_rope_spec *specs[2] = {NULL, &yarn};
+    for (int y = 0; y < 2; y++)
+        for (int exact = 0; exact < 2; exact++)
+            for (int inverse = 0; inverse < 2; inverse++) {
+                float *x = data(exact, N, MP_Q_ACT, 2), *want = dup(x, N);
+                mp_rope_f32(want, LD, HEADS, HD, specs[y], pos, S_POS, B, inverse, exact,
+                            MP_Q_ACT);
+                float cs[S_POS * HD / 2 * 2];
+                double inv_freq[HD / 2];
+                for (int k = 0; k < HD / 2; k++)
+                    inv_freq[k] = mp_rope_inv_freq(specs[y], k, HD);
+                mpk_rope_table(cs, pos32, S_POS, HD, inv_freq,
+                               mp_rope_attention_factor(specs[y]), exact);
+                float *d_cs = up(cs, sizeof cs / sizeof *cs), *d_x = up(x, N);
+                OK(mpk_rope(d_x, LD, HEADS, HD, d_cs, S_POS, B, inverse, exact, MP_Q_ACT, NULL));
+                float *got = down(d_x, N);
+                /* the angles come from the host: no libm on the device, the same bits */
+                same_bits(inverse ? "rope inverse" : "rope", got, want, N);
+                kt_free(d_cs);
+                free(x), free(want), free(got);
+            }
 }
 
 /* ---- attention's softmax, between the CPU backend's GEMMs ---- */

@@ -18,7 +18,8 @@
  * oss.bin is shown to catch it: window-plus / window-minus (the band one key
  * wider / narrower), sink-dropped (the sink left out of the denominator),
  * sink-scaled (the sink logit scaled as the scores are), clamp-missing (the
- * SwiGLU's gate and up not clamped). */
+ * SwiGLU's gate and up not clamped), window-local (the band measured from the
+ * query's row on this rank, not its global position: wrong only under CP). */
 #ifdef MP_TEST_OSS_MUTANT
 #define mutant(what) mp_test_mutant_named("MP_TEST_OSS_MUTANT", (what))
 #else
@@ -34,7 +35,10 @@ static void key_range(int i, int sk, const int *qpos, bool causal, int window, i
     int t = qpos ? qpos[i] : i;
     *last = causal ? t : sk - 1;
     window += window > 0 ? (mutant("window-plus") ? 1 : mutant("window-minus") ? -1 : 0) : 0;
-    *first = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+    /* the band starts window - 1 before the query's global position (under
+     * CP not its row on this rank: the planted error window-local) */
+    int anchor = mutant("window-local") ? i : t;
+    *first = window > 0 && anchor - window + 1 > 0 ? anchor - window + 1 : 0;
 }
 
 void mp_attn_softmax_oss(real *p, int s, int sk, const int *qpos, bool causal, int window,

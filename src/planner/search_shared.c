@@ -115,9 +115,6 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
     if (cp > 1 && seq % (2 * cp))
         return REFUSE("cp", "seq %lld does not split into 2*cp = %lld equal chunks",
                       (long long)seq, (long long)(2 * cp));
-    if (cp > 1 && m->attn.window)
-        return REFUSE("cp", "context parallelism with a sliding window (model.attn.window) "
-                            "is not modelled");
     if (cp > 1 && !c->hw.flash_attention)
         return REFUSE("cp", "context parallelism needs a fused (flash) attention kernel "
                             "(Megatron-LM runs it in TransformerEngine); %s has "

@@ -170,13 +170,24 @@ static void test_estimate_and_refusals(void **state)
     ns.attn.sinks = false;
     assert_true(mp_block_params(&c.model, MP_BLOCK_MOE) - mp_block_params(&ns, MP_BLOCK_MOE) ==
                 64.0);
-    /* context parallelism with a window: refused, naming cp */
+    /* context parallelism with a window (exec runs it, docs/exec.md
+     * "GPT-OSS"): accepted; a windowed block's attention computes the band,
+     * while the ring passes the same K/V chunks as the full block's, hidden
+     * under less work, so no less of it is exposed */
     c.parallel.cp = 2;
     c.parallel.dp = 4;
     mp_error_clear(&err);
-    assert_int_equal(mp_estimate_config(&c, NULL, &with, &err), MP_EINPUT);
-    assert_non_null(strstr(err.field, "cp"));
-    assert_non_null(strstr(err.msg, "sliding window"));
+    assert_int_equal(mp_estimate_config(&c, NULL, &with, &err), MP_OK);
+    mp_block_shape win, full;
+    mp_block_shape_of(&c.model, 4096, 1, &win);  /* block 1 (1-based): windowed */
+    mp_block_shape_of(&c.model, 4096, 2, &full); /* block 2: full attention */
+    assert_true(win.window > 0 && full.window == 0);
+    mp_block_time tw, tf;
+    mp_block_time_of(&c, &win, &tw);
+    mp_block_time_of(&c, &full, &tf);
+    assert_true(tw.attn_core_fwd < tf.attn_core_fwd);
+    assert_true(tw.cp_fwd >= tf.cp_fwd && tw.cp_bwd >= tf.cp_bwd);
+    assert_true(tw.cp_fwd > 0.0);
 }
 
 static void near(double got, double want, const char *what)

@@ -38,11 +38,6 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mtp_layers",
                                 "exec runs the multi-token-prediction modules with rope "
                                 "positions only (the shifted learned positions are not run)");
-        if (p->pp > 1 && p->schedule == MP_SCHED_DUALPIPE)
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
-                                "exec runs the multi-token-prediction modules with one head "
-                                "stage: not with the %s schedule (its two mirrored heads)",
-                                mp_schedule_name(p->schedule));
     }
     if (mla && (m->arch == MP_ARCH_BERT || m->arch == MP_ARCH_T5))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.mla",

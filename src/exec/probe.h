@@ -22,8 +22,11 @@ typedef struct mp_probe {
     /* Test-only: the collective site to skip ("tp-attn", "tp-mlp", "tp-embed",
      * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv",
      * "pp-relgrad" (T5's relative-bias copies over a pipeline), "pp-mirror"
-     * (dualpipe's sum of a stage's two copies), "zero-tied-sum" (ZeRO-2/3 with pp:
-     * the tied embedding's shards summed whole before the stages' sum); NULL: none). */
+     * (dualpipe's sum of a stage's two copies), "pp-mirror-load" (theirs of the
+     * expert bias's token counts), "zero-tied-sum" (ZeRO-2/3 with pp:
+     * the tied embedding's shards summed whole before the stages' sum); and
+     * planted errors: "dualpipe-mtp-tokens" (DualPipe's reverse head runs its MTP
+     * modules on the other direction's micro-batch); NULL: none). */
     const char *drop_site;
     /* Test-only: this rank raises kill_signal (SIGKILL when 0; SIGSTOP stops
      * it, for the watchdog's test) at the first backward of step kill_step

@@ -132,8 +132,11 @@ static void sum_local_tied(mp_trainer *chunks, int n_chunks)
 /* DualPipe: stage k's two copies, chunk 0 of pipeline rank k (the forward
  * direction's micro-batches) and chunk 1 of rank pp-1-k (the reverse
  * direction's), each hold part of its gradient; both take the sum over the
- * mirror group, so the copies stay equal through the optimizer. Both ranks of
- * a pair visit their stages in increasing order, so their calls match. */
+ * mirror group, so the copies stay equal through the optimizer. So do the
+ * expert bias's token counts (each copy routed its half of the micro-batches),
+ * so that both copies move the bias by the whole step's load, as the
+ * reference does. Both ranks of a pair visit their stages in increasing
+ * order, so their calls match. */
 static mp_status sum_mirrors(mp_trainer *chunks, int n_chunks, mp_error *err)
 {
     if (n_chunks != 2 || chunks[0].schedule != MP_SCHED_DUALPIPE || chunks[0].mirror.size <= 1)
@@ -147,6 +150,10 @@ static mp_status sum_mirrors(mp_trainer *chunks, int n_chunks, mp_error *err)
         double t0 = g->be->now();
         mp_status st = g->be->allreduce(&chunks[0].mirror, MP_REAL_KIND, g->g, g->lay->total,
                                         MP_RED_SUM, err);
+        if (!st && g->route_load && !mp_probe_drops(g->probe, "pp-mirror-load"))
+            st = g->be->allreduce(&chunks[0].mirror, MP_REAL_KIND, g->route_load,
+                                  (size_t)mp_dims_blocks(&g->d) * (size_t)g->d.experts,
+                                  MP_RED_SUM, err);
         if (st)
             return st;
         mp_probe_record(g->probe, t0, MP_STREAM_PP_SEND, MP_EV_OTHER, false);
@@ -334,9 +341,17 @@ static mp_status run_ops(mp_trainer *chunks, int n_chunks, const int32_t *tokens
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "more micro-batches in flight than activation slots");
             g->microbatch_now = op->microbatch;
+            size_t tok_mb = (size_t)op->microbatch;
+            /* test-only (--test-drop-allreduce dualpipe-mtp-tokens): DualPipe's
+             * reverse head (chunk 1 past the embedding's stage: where only the
+             * MTP modules read the tokens) takes the other direction's
+             * micro-batch's tokens */
+            if (t->schedule == MP_SCHED_DUALPIPE && op->chunk == 1 && g->d.mtp_layers > 0 &&
+                g->d.item_begin > 0 && mp_probe_drops(pr, "dualpipe-mtp-tokens"))
+                tok_mb -= (size_t)chunks[0].microbatches / 2;
             mp_status st = mp_zero_gather_params(t, false, false, err);
             if (!st)
-                st = mp_gpt_forward(g, s, tokens + (size_t)op->microbatch * S,
+                st = mp_gpt_forward(g, s, tokens + tok_mb * S,
                                         targets + (size_t)op->microbatch * S, loss_sum, err);
             if (st)
                 return st;

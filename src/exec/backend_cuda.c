@@ -260,10 +260,29 @@ void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls)
 
 /* ---- layer ops: the kernels of kernels/ on the compute stream ---- */
 
+/* The emulation's kernels run on the host: its device memory is readable
+ * only while they do (cuda_host_shim.h). */
+#ifdef MP_CUDA_HOST_SHIM
+#define DEVICE_OPEN() shim_device_open()
+#define DEVICE_CLOSE() shim_device_close()
+#else
+#define DEVICE_OPEN() ((void)0)
+#define DEVICE_CLOSE() ((void)0)
+#endif
+
+/* A kernel launch, its status kept for sync(). */
+#define LAUNCH(name, call)                                                                  \
+    do {                                                                                    \
+        DEVICE_OPEN();                                                                      \
+        int rc_ = (call);                                                                   \
+        DEVICE_CLOSE();                                                                     \
+        check_kernel(rc_, name);                                                            \
+    } while (0)
+
 #define KERNEL(kind, name, call)                                                            \
     do {                                                                                    \
         if (is_f32(kind, name))                                                             \
-            check_kernel(call, name);                                                       \
+            LAUNCH(name, call);                                                             \
     } while (0)
 
 static void cuda_quantize(mp_real_kind k, void *x, size_t rows, size_t cols, size_t ld, int grid,
@@ -379,8 +398,7 @@ static void cuda_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd, con
 {
     const float *cs = is_f32(k, "rope") ? rope_table(pos, s, hd, exact) : NULL;
     if (cs)
-        check_kernel(mpk_rope(x, ld, heads, hd, cs, s, b, inverse, exact, grid, C.compute),
-                     "rope");
+        LAUNCH("rope", mpk_rope(x, ld, heads, hd, cs, s, b, inverse, exact, grid, C.compute));
 }
 
 static void cuda_bias_add(mp_real_kind k, void *y, const void *b, int rows, int cols)
@@ -589,8 +607,8 @@ static void cuda_adamw(mp_real_kind k, void *w, const void *grad, void *m, void 
         mpk_adam_args args =
             mpk_adam_args_make(cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
                                decays, step, exact ? mp_init_grid(p->init) : -1);
-        check_kernel(mpk_adamw(W + a, G + a, M + (a - lo), V + (a - lo), b - a, args, C.compute),
-                     "adamw");
+        LAUNCH("adamw", mpk_adamw(W + a, G + a, M + (a - lo), V + (a - lo), b - a, args,
+                                  C.compute));
     }
 }
 

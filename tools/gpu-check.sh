@@ -16,6 +16,9 @@
 #   (d'') multi-token prediction, --exact, bitwise: tiny-llama with two MTP
 #       modules on one rank and at TP 2 x CP 2 with SP (the CP roll's
 #       exchange), tiny-deepseek's module (latent attention + MoE) over PP 2
+#   (d''') GPT-OSS (kernels/oss.cu), --exact, bitwise: tiny-oss (windows,
+#       sinks, biases, the clamped SwiGLU, MoE) on one rank and at TP 2 x EP 2
+#       x DP 2 with SP
 #   (e) exec --backend cuda --solo 56 on llama3-70b tp8 pp8 (its last pipeline
 #       stage at full size) with --compare h200: phase by phase, MFU, and the
 #       executor's GEMM rate against cuBLAS alone (the 60% check)
@@ -223,6 +226,12 @@ check exact-llama-mtp2-tp2-sp-cp2 60 sh "$case_sh" "$mp" "$plans/tiny-llama.yaml
 check exact-deepseek-mtp-tp2-sp-ep2-pp2 90 sh "$case_sh" "$mp" "$plans/tiny-deepseek.yaml.in" \
     ok 4 2 true 1 false EP=2 ETP=1 PP=2 LAYERS=3 M=3 MTP=1 'LAYOUT=Et|ttmL' BRATE=0.125 \
     -- --backend cuda --exact
+
+# ---- (d''') GPT-OSS's ops ----
+check exact-oss-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 1 1 false 1 false \
+    -- --backend cuda --exact
+check exact-oss-ep2-tp2-sp-dp2 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 4 2 true 2 \
+    false EP=2 -- --backend cuda --exact
 
 # ---- (e) one full-size rank: llama3-70b tp8 pp8, the last stage (rank 56) ----
 solo() {

@@ -100,9 +100,8 @@ typedef struct mp_backend {
      * none) a logit that joins the maximum and the denominator and takes no
      * value; backward adds the sink logit's gradient to *dsink (NULL: none).
      * The clamped SwiGLU: gate <= limit, |up| <= limit, gate sigmoid(1.702
-     * gate) (up + 1), zero gradient where a clamp held. The CPU backend's
-     * only so far: exec refuses such models on a backend whose memory is not
-     * the host's (the CUDA backend's table starts as a copy of the CPU's). */
+     * gate) (up + 1), zero gradient where a clamp held. CUDA: kernels/oss.cu.
+     * A backend may leave them NULL: exec then refuses such models. */
     void (*attn_softmax_oss)(mp_real_kind kind, void *p, int s, int sk, const int *qpos,
                              bool causal, int window, const void *sink, double scale,
                              bool exact);

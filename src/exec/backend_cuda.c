@@ -80,6 +80,8 @@ static struct cuda_state {
     long gemm_calls;
     cudaEvent_t *gemm_ev; /* [2 * MAX_TIMED_GEMMS], made on first use */
     int n_timed;
+    float *terms; /* [n_terms] the sink gradient's per-row terms */
+    size_t n_terms;
 } C;
 
 static mp_backend cuda_backend;
@@ -430,6 +432,55 @@ static void cuda_attn_softmax_backward(mp_real_kind k, void *ds, const void *p, 
     KERNEL(k, "attn_softmax_backward",
            mpk_softmax_backward(ds, p, 1, s, sk, (const int32_t *)qpos, causal, (float)scale,
                                 exact, C.compute));
+}
+
+/* GPT-OSS's (kernels/oss.cu). The sink gradient's per-row terms go through
+ * a device scratch kept between calls (stream-ordered, so one suffices). */
+static void cuda_attn_softmax_oss(mp_real_kind k, void *p, int s, int sk, const int *qpos,
+                                  bool causal, int window, const void *sink, double scale,
+                                  bool exact)
+{
+    KERNEL(k, "attn_softmax_oss",
+           mpk_softmax_oss_forward(p, s, sk, (const int32_t *)qpos, causal, window, sink,
+                                   (float)scale, exact, C.compute));
+}
+
+static float *sink_terms(int s)
+{
+    if ((size_t)s > C.n_terms) {
+        cuda_free(C.terms);
+        C.terms = cuda_alloc((size_t)s * sizeof *C.terms);
+        C.n_terms = C.terms ? (size_t)s : 0;
+        if (!C.terms)
+            fail("attn_softmax_oss_backward", "out of device memory");
+    }
+    return C.terms;
+}
+
+static void cuda_attn_softmax_oss_backward(mp_real_kind k, void *ds, void *dsink, const void *p,
+                                           int s, int sk, const int *qpos, bool causal,
+                                           int window, double scale, bool exact)
+{
+    float *terms = dsink && s > 0 ? sink_terms(s) : NULL;
+    if (dsink && s > 0 && !terms)
+        return;
+    KERNEL(k, "attn_softmax_oss_backward",
+           mpk_softmax_oss_backward(ds, dsink, terms, p, s, sk, (const int32_t *)qpos, causal,
+                                    window, (float)scale, exact, C.compute));
+}
+
+static void cuda_swiglu_clamped_forward(mp_real_kind k, void *out, const void *gu, int rows,
+                                        int f, double limit)
+{
+    KERNEL(k, "swiglu_clamped_forward",
+           mpk_swiglu_clamped_forward(out, gu, rows, f, (float)limit, C.compute));
+}
+
+static void cuda_swiglu_clamped_backward(mp_real_kind k, void *dgu, const void *dout,
+                                         const void *gu, int rows, int f, double limit)
+{
+    KERNEL(k, "swiglu_clamped_backward",
+           mpk_swiglu_clamped_backward(dgu, dout, gu, rows, f, (float)limit, C.compute));
 }
 
 static void cuda_ce_max(mp_real_kind k, void *mx, const void *logits, size_t S, size_t V)
@@ -940,12 +991,10 @@ static void fill_table(mp_backend *t)
     t->barrier = mp_coll_mpi_barrier;
     t->bcast = mp_coll_mpi_bcast;
     t->gather = mp_coll_mpi_gather;
-    /* GPT-OSS's window / sink softmax and clamped SwiGLU have no kernels
-     * yet: exec refuses such models on this backend */
-    t->attn_softmax_oss = NULL;
-    t->attn_softmax_oss_backward = NULL;
-    t->swiglu_clamped_forward = NULL;
-    t->swiglu_clamped_backward = NULL;
+    t->attn_softmax_oss = cuda_attn_softmax_oss;
+    t->attn_softmax_oss_backward = cuda_attn_softmax_oss_backward;
+    t->swiglu_clamped_forward = cuda_swiglu_clamped_forward;
+    t->swiglu_clamped_backward = cuda_swiglu_clamped_backward;
     t->now = cuda_now;
     t->precision = C.bf16 ? "bf16" : "fp32";
     t->transport = C.nccl ? "nccl" : "mpi";

@@ -5,7 +5,7 @@
  * run in the CPU's order, one thread (as softmax.cu's). The sink's gradient
  * is a sum over the rows: each row's term is kept in a scratch array and one
  * thread adds them in row order, as the CPU does. */
-#include "host_grid.h"
+#include "softmax_row.h"
 
 /* Test-only (kernels/meson.build's mutant build of the host library): the
  * error that the environment's MPK_TEST_MUTANT names, planted so that
@@ -52,18 +52,7 @@ MK_KERNEL mk_softmax_oss_fwd_kernel(float *p, size_t s, size_t sk, const int32_t
         size_t lo, hi;
         mk_oss_keys(qpos, row, sk, causal, window, &lo, &hi);
         bool has_sink = sink && !mk_mutant("sink-dropped");
-        MK_THREADS(t)
-        {
-            float m = -INFINITY;
-            for (size_t j = lo + (size_t)t; j <= hi; j += MPK_BLOCK) {
-                float v = pi[j] * scale;
-                if (exact)
-                    v = mk_round_to(v, ga);
-                pi[j] = v;
-                m = v > m ? v : m;
-            }
-            red[t] = m;
-        }
+        MK_THREADS(t) { red[t] = mk_row_scale_max(pi, lo, hi + 1, t, scale, exact, ga); }
         MK_SYNC();
         mk_block_reduce(red, &stat[0], true);
         /* the sink joins the maximum (thread 0, after the reduction's last barrier) */
@@ -73,15 +62,7 @@ MK_KERNEL mk_softmax_oss_fwd_kernel(float *p, size_t s, size_t sk, const int32_t
                 stat[0] = *sink;
         }
         MK_SYNC();
-        MK_THREADS(t)
-        {
-            float mx = stat[0], a = 0;
-            for (size_t j = lo + (size_t)t; j <= hi; j += MPK_BLOCK) {
-                pi[j] = mk_exp(pi[j] - mx);
-                a += pi[j];
-            }
-            red[t] = a;
-        }
+        MK_THREADS(t) { red[t] = mk_row_exp_sum(pi, lo, hi + 1, t, stat[0]); }
         MK_SYNC();
         if (exact) { /* the CPU's order: the sink's term first, then the keys */
             MK_THREADS(t)

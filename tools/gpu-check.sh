@@ -9,8 +9,10 @@
 #       LLaMA and BERT on one rank, and tp2 dp2 pp2 (8 ranks on the one GPU:
 #       collectives by MPI through host buffers)
 #   (d) a bf16 tolerance run (bf16 GEMMs against the fp64 reference)
-#   (d') mixture of experts, --exact, bitwise: the tiny MoE on one rank and at
-#       EP 2 x DP 2 (all-to-all by MPI on the one GPU), tiny-deepseek's
+#   (d') mixture of experts (the experts' GEMMs by one
+#       cublasGemmGroupedBatchedEx per product), --exact, bitwise: the tiny
+#       MoE on one rank and at EP 2 x DP 2 (all-to-all by MPI on the one
+#       GPU), tiny-deepseek's
 #       group-limited routing at EP 2 x TP 2 with etp 1, and EP 2 over NCCL's
 #       grouped send/receive when there are two GPUs (skipped on one)
 #   (d'') multi-token prediction, --exact, bitwise: tiny-llama with two MTP

@@ -82,6 +82,16 @@ static struct cuda_state {
     int n_timed;
     float *terms; /* [n_terms] the sink gradient's per-row terms */
     size_t n_terms;
+    /* the grouped GEMM's host arrays and the device copy of its matrices'
+     * addresses, for up to n_grouped GEMMs */
+    struct {
+        int *ints;
+        float *scale;
+        cublasOperation_t *ops;
+        const void **ptrs;
+    } gh;
+    void **gptrs;
+    size_t n_grouped;
 } C;
 
 static mp_backend cuda_backend;
@@ -205,14 +215,10 @@ static void *stage(int slot, size_t bytes)
 
 /* ---- GEMM: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T ---- */
 
-static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
-                      double alpha, const void *a, int lda, const void *b, int ldb, double beta,
-                      void *c, int ldc)
+/* Every GEMM call's FLOPs, and, for the first MAX_TIMED_GEMMS, events around
+ * it on the compute stream (mp_cuda_gemm_stats); NULL: not timed. */
+static cudaEvent_t *gemm_timer_begin(double flops)
 {
-    if (!is_f32(kind, "gemm") || !m || !n)
-        return;
-    float al = (float)alpha, be = (float)beta;
-    double flops = 2.0 * m * (double)n * k;
     C.gemm_calls++;
     cudaEvent_t *ev = NULL;
     if (!C.gemm_ev && (C.gemm_ev = calloc(2 * MAX_TIMED_GEMMS, sizeof *C.gemm_ev)) == NULL)
@@ -229,6 +235,25 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
     } else {
         C.untimed_flops += flops;
     }
+    return ev;
+}
+
+static void gemm_timer_end(cudaEvent_t *ev)
+{
+    if (ev) {
+        cudaEventRecord(ev[1], C.compute);
+        C.n_timed++;
+    }
+}
+
+static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
+                      double alpha, const void *a, int lda, const void *b, int ldb, double beta,
+                      void *c, int ldc)
+{
+    if (!is_f32(kind, "gemm") || !m || !n)
+        return;
+    float al = (float)alpha, be = (float)beta;
+    cudaEvent_t *ev = gemm_timer_begin(2.0 * m * (double)n * k);
     cublasComputeType_t compute =
         C.bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_PEDANTIC;
     cublasStatus_t rc = cublasGemmEx(
@@ -237,10 +262,84 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
         CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS)
         fail("cublasGemmEx", cublasGetStatusString(rc));
-    if (ev) {
-        cudaEventRecord(ev[1], C.compute);
-        C.n_timed++;
+    gemm_timer_end(ev);
+}
+
+/* One cublasGemmGroupedBatchedEx (cuBLAS >= 12.5) for count GEMMs, each its
+ * own group of one, as cuda_gemm maps each: column-major C^T = op(B)^T
+ * op(A)^T. The matrices' addresses go to the device (cuBLAS reads them
+ * there) through a buffer kept between calls; the copy is from pageable
+ * memory, which cudaMemcpyAsync has staged when it returns, so the host
+ * arrays are free again at once. */
+#if CUBLAS_VERSION >= 120500
+static bool grouped_scratch(int count)
+{
+    if ((size_t)count <= C.n_grouped)
+        return true;
+    size_t n = (size_t)count;
+    free(C.gh.ints);
+    free(C.gh.scale);
+    free(C.gh.ops);
+    free(C.gh.ptrs);
+    cuda_free(C.gptrs);
+    C.gh.ints = malloc(7 * n * sizeof *C.gh.ints);
+    C.gh.scale = malloc(2 * n * sizeof *C.gh.scale);
+    C.gh.ops = malloc(2 * n * sizeof *C.gh.ops);
+    C.gh.ptrs = malloc(3 * n * sizeof *C.gh.ptrs);
+    C.gptrs = cuda_alloc(3 * n * sizeof *C.gptrs);
+    bool ok = C.gh.ints && C.gh.scale && C.gh.ops && C.gh.ptrs && C.gptrs;
+    C.n_grouped = ok ? n : 0;
+    return ok;
+}
+#endif
+
+static void cuda_gemm_grouped(mp_real_kind kind, bool trans_a, bool trans_b, int count,
+                              const int *m, const int *n, const int *k, double alpha,
+                              const void *const *a, int lda, const void *const *b, int ldb,
+                              double beta, void *const *c, int ldc)
+{
+    if (!is_f32(kind, "gemm_grouped") || count <= 0)
+        return;
+#if CUBLAS_VERSION >= 120500
+    if (!C.bf16) {
+        if (!grouped_scratch(count)) {
+            fail("gemm_grouped", "out of memory for the pointer arrays");
+            return;
+        }
+        size_t N = (size_t)count;
+        int *mm = C.gh.ints, *nn = mm + N, *kk = nn + N, *la = kk + N, *lb = la + N;
+        int *lc = lb + N, *one = lc + N;
+        float *al = C.gh.scale, *be = al + N;
+        cublasOperation_t *opa = C.gh.ops, *opb = opa + N;
+        const void **hp = C.gh.ptrs;
+        double flops = 0;
+        for (size_t i = 0; i < N; i++) {
+            /* cuBLAS's A is our B, its B our A (cuda_gemm) */
+            opa[i] = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+            opb[i] = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+            mm[i] = n[i], nn[i] = m[i], kk[i] = k[i];
+            la[i] = ldb, lb[i] = lda, lc[i] = ldc, one[i] = 1;
+            al[i] = (float)alpha, be[i] = (float)beta;
+            hp[i] = b[i], hp[N + i] = a[i], hp[2 * N + i] = c[i];
+            flops += 2.0 * m[i] * (double)n[i] * k[i];
+        }
+        check_cuda(cudaMemcpyAsync(C.gptrs, hp, 3 * N * sizeof *hp, cudaMemcpyHostToDevice,
+                                   C.compute),
+                   "cudaMemcpyAsync (grouped GEMM pointers)");
+        cudaEvent_t *ev = gemm_timer_begin(flops);
+        cublasStatus_t rc = cublasGemmGroupedBatchedEx(
+            C.blas, opa, opb, mm, nn, kk, al, (const void *const *)C.gptrs, CUDA_R_32F, la,
+            (const void *const *)C.gptrs + N, CUDA_R_32F, lb, be, C.gptrs + 2 * N, CUDA_R_32F,
+            lc, count, one, CUBLAS_COMPUTE_32F_PEDANTIC);
+        if (rc != CUBLAS_STATUS_SUCCESS)
+            fail("cublasGemmGroupedBatchedEx", cublasGetStatusString(rc));
+        gemm_timer_end(ev);
+        return;
     }
+#endif
+    for (int i = 0; i < count; i++)
+        cuda_gemm(kind, trans_a, trans_b, m[i], n[i], k[i], alpha, a[i], lda, b[i], ldb, beta,
+                  c[i], ldc);
 }
 
 void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls)
@@ -941,6 +1040,7 @@ static void fill_table(mp_backend *t)
     t->zero = cuda_zero;
     t->sync = cuda_sync;
     t->gemm = cuda_gemm;
+    t->gemm_grouped = cuda_gemm_grouped;
     t->quantize = cuda_quantize;
     t->layernorm_forward = cuda_layernorm_forward;
     t->layernorm_backward = cuda_layernorm_backward;

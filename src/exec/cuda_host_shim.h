@@ -260,6 +260,8 @@ static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEve
     return cudaSuccess;
 }
 
+/* The grouped GEMM's first release (backend_cuda.c tests the version). */
+#define CUBLAS_VERSION 120500
 typedef void *cublasHandle_t;
 typedef int cublasStatus_t;
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
@@ -359,6 +361,40 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
         return CUBLAS_STATUS_INVALID_VALUE; /* a host operand */
     shim_device_open();
     cublasStatus_t rc = shim_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, comp);
+    shim_device_close();
+    return rc;
+}
+
+/* As cuBLAS documents it: the matrices' address arrays in device memory,
+ * everything else on the host; fp32 data with CUBLAS_COMPUTE_32F or
+ * _PEDANTIC only (no bf16-rounding compute type). Problem after problem,
+ * each as cublasGemmEx computes it. */
+static inline cublasStatus_t
+cublasGemmGroupedBatchedEx(cublasHandle_t h, const cublasOperation_t ta[],
+                           const cublasOperation_t tb[], const int m[], const int n[],
+                           const int k[], const void *alpha, const void *const A[],
+                           cudaDataType_t at, const int lda[], const void *const B[],
+                           cudaDataType_t bt, const int ldb[], const void *beta, void *const Cm[],
+                           cudaDataType_t ct, const int ldc[], int groups, const int size[],
+                           cublasComputeType_t comp)
+{
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F ||
+        (comp != CUBLAS_COMPUTE_32F && comp != CUBLAS_COMPUTE_32F_PEDANTIC))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!shim_on_device(A) || !shim_on_device(B) || !shim_on_device(Cm))
+        return CUBLAS_STATUS_INVALID_VALUE; /* address arrays on the host */
+    const float *al = alpha, *be = beta;
+    cublasStatus_t rc = CUBLAS_STATUS_SUCCESS;
+    shim_device_open();
+    for (int g = 0, idx = 0; g < groups && rc == CUBLAS_STATUS_SUCCESS; g++)
+        for (int j = 0; j < size[g] && rc == CUBLAS_STATUS_SUCCESS; j++, idx++) {
+            const void *a = A[idx], *b = B[idx];
+            void *c = Cm[idx];
+            shim_device_close(); /* the operands' own check, as cublasGemmEx's */
+            rc = cublasGemmEx(h, ta[g], tb[g], m[g], n[g], k[g], &al[g], a, at, lda[g], b, bt,
+                              ldb[g], &be[g], c, ct, ldc[g], comp, CUBLAS_GEMM_DEFAULT);
+            shim_device_open();
+        }
     shim_device_close();
     return rc;
 }

@@ -89,11 +89,77 @@ static void copies_must_name_where_pointers_live(void **state)
     cudaFree(d);
 }
 
+/* The grouped GEMM's stand-in: the products of separate cublasGemmEx calls
+ * bit for bit; address arrays on the host and a bf16-rounding compute type
+ * refused, as cuBLAS documents. */
+static void grouped_gemm_is_separate_gemms(void **state)
+{
+    (void)state;
+    enum { G = 3, M = 4, N = 5, K = 6 };
+    float host[G][M * K + K * N], *a[G], *b[G], *c[G], *want[G];
+    float one = 1, zero = 0, al[G] = {1, 1, 1}, be[G] = {0, 0, 0};
+    for (int g = 0; g < G; g++) {
+        for (int i = 0; i < M * K + K * N; i++)
+            host[g][i] = (float)((i * 7 + g * 3) % 11) - 5.0f;
+        assert_int_equal(cudaMalloc((void **)&a[g], M * K * sizeof(float)), cudaSuccess);
+        assert_int_equal(cudaMalloc((void **)&b[g], K * N * sizeof(float)), cudaSuccess);
+        assert_int_equal(cudaMalloc((void **)&c[g], M * N * sizeof(float)), cudaSuccess);
+        assert_int_equal(cudaMalloc((void **)&want[g], M * N * sizeof(float)), cudaSuccess);
+        cudaMemcpyAsync(a[g], host[g], M * K * sizeof(float), cudaMemcpyHostToDevice, NULL);
+        cudaMemcpyAsync(b[g], host[g] + M * K, K * N * sizeof(float), cudaMemcpyHostToDevice,
+                        NULL);
+        assert_int_equal(cublasGemmEx(NULL, CUBLAS_OP_N, CUBLAS_OP_T, M, N, K, &one, a[g],
+                                      CUDA_R_32F, M, b[g], CUDA_R_32F, N, &zero, want[g],
+                                      CUDA_R_32F, M, CUBLAS_COMPUTE_32F_PEDANTIC,
+                                      CUBLAS_GEMM_DEFAULT),
+                         CUBLAS_STATUS_SUCCESS);
+    }
+    cublasOperation_t ta[G] = {CUBLAS_OP_N, CUBLAS_OP_N, CUBLAS_OP_N};
+    cublasOperation_t tb[G] = {CUBLAS_OP_T, CUBLAS_OP_T, CUBLAS_OP_T};
+    int m[G] = {M, M, M}, n[G] = {N, N, N}, k[G] = {K, K, K}, lda[G] = {M, M, M};
+    int ldb[G] = {N, N, N}, size[G] = {1, 1, 1};
+    const void *hp[3 * G];
+    for (int g = 0; g < G; g++)
+        hp[g] = a[g], hp[G + g] = b[g], hp[2 * G + g] = c[g];
+    void **dp = NULL;
+    assert_int_equal(cudaMalloc((void **)&dp, sizeof hp), cudaSuccess);
+    cudaMemcpyAsync(dp, hp, sizeof hp, cudaMemcpyHostToDevice, NULL);
+    assert_int_equal(cublasGemmGroupedBatchedEx(NULL, ta, tb, m, n, k, al,
+                                                (const void *const *)dp, CUDA_R_32F, lda,
+                                                (const void *const *)dp + G, CUDA_R_32F, ldb, be,
+                                                dp + 2 * G, CUDA_R_32F, lda, G, size,
+                                                CUBLAS_COMPUTE_32F_PEDANTIC),
+                     CUBLAS_STATUS_SUCCESS);
+    for (int g = 0; g < G; g++) {
+        float got[M * N], ref[M * N];
+        cudaMemcpyAsync(got, c[g], sizeof got, cudaMemcpyDeviceToHost, NULL);
+        cudaMemcpyAsync(ref, want[g], sizeof ref, cudaMemcpyDeviceToHost, NULL);
+        assert_memory_equal(got, ref, sizeof got);
+    }
+    /* the address arrays on the host; a compute type cuBLAS lacks for it */
+    assert_int_equal(cublasGemmGroupedBatchedEx(NULL, ta, tb, m, n, k, al,
+                                                (const void *const *)hp, CUDA_R_32F, lda,
+                                                (const void *const *)hp + G, CUDA_R_32F, ldb, be,
+                                                (void *const *)(hp + 2 * G), CUDA_R_32F, lda, G,
+                                                size, CUBLAS_COMPUTE_32F_PEDANTIC),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasGemmGroupedBatchedEx(NULL, ta, tb, m, n, k, al,
+                                                (const void *const *)dp, CUDA_R_32F, lda,
+                                                (const void *const *)dp + G, CUDA_R_32F, ldb, be,
+                                                dp + 2 * G, CUDA_R_32F, lda, G, size,
+                                                CUBLAS_COMPUTE_32F_FAST_16BF),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    for (int g = 0; g < G; g++)
+        cudaFree(a[g]), cudaFree(b[g]), cudaFree(c[g]), cudaFree(want[g]);
+    cudaFree(dp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(host_reads_of_device_memory_crash),
         cmocka_unit_test(copies_must_name_where_pointers_live),
+        cmocka_unit_test(grouped_gemm_is_separate_gemms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -134,6 +134,30 @@ int mpk_softmax_forward(float *p, int mats, int s, int sk, const int32_t *qpos, 
 int mpk_softmax_backward(float *ds, const float *p, int mats, int s, int sk, const int32_t *qpos,
                          bool causal, float scale, bool exact, void *stream);
 
+/* ---- GPT-OSS's (attention_sink.c): one s x sk matrix (one head), query row
+ * i seeing keys max(0, g(i) - window + 1) .. g(i) (window 0: from key 0),
+ * with sink (device, one float; NULL: none) a logit that joins each row's
+ * maximum and denominator and takes no value. ---- */
+
+/* In place, as mpk_softmax_forward on the row's keys (0 elsewhere). */
+int mpk_softmax_oss_forward(float *p, int s, int sk, const int32_t *qpos, bool causal,
+                            int window, const float *sink, float scale, bool exact,
+                            void *stream);
+/* In place, as mpk_softmax_backward on the row's keys; when dsink is given,
+ * *dsink += the sum over rows, in row order, of -(1 - sum p) sum p dP (each
+ * row's term rounded onto MP_Q_GRAD_ATT in exact mode), terms[s] (device)
+ * holding the rows' terms in between. */
+int mpk_softmax_oss_backward(float *ds, float *dsink, float *terms, const float *p, int s,
+                             int sk, const int32_t *qpos, bool causal, int window, float scale,
+                             bool exact, void *stream);
+/* out[rows, f] = g sigmoid(1.702 g) (u + 1), g = min(gate, limit), u = up
+ * clamped to [-limit, limit]; gu[rows, 2f] = [gate | up]. */
+int mpk_swiglu_clamped_forward(float *out, const float *gu, int rows, int f, float limit,
+                               void *stream);
+/* dgu[rows, 2f] from dout[rows, f]; zero where a clamp held. */
+int mpk_swiglu_clamped_backward(float *dgu, const float *dout, const float *gu, int rows, int f,
+                                float limit, void *stream);
+
 /* ---- vocab-parallel cross-entropy (model.c), as Megatron does it under TP:
  * logits[S, Vl] hold this TP rank's vocabulary slice [lo, lo + Vl); targets[S]
  * device int32 (< 0: no loss, BERT's unmasked tokens). The caller reduces

@@ -2,7 +2,7 @@
  * loops; Q K^T, P V and their gradients are the backend's GEMMs). One block
  * per query row. The maximum is the same in any order; the row sums are
  * not, so exact mode adds them as the CPU does, one thread in key order. */
-#include "host_grid.h"
+#include "softmax_row.h"
 
 /* The last key query row i sees. */
 MK_DEV size_t mk_last_key(const int32_t *qpos, size_t i, size_t sk, bool causal)
@@ -19,29 +19,10 @@ MK_KERNEL mk_softmax_fwd_kernel(float *p, size_t mats, size_t s, size_t sk, cons
     for (size_t row = blockIdx.x; row < mats * s; row += gridDim.x) {
         float *pi = p + row * sk;
         size_t n = mk_last_key(qpos, row % s, sk, causal) + 1;
-        MK_THREADS(t)
-        {
-            float m = -INFINITY;
-            for (size_t j = (size_t)t; j < n; j += MPK_BLOCK) {
-                float v = pi[j] * scale;
-                if (exact)
-                    v = mk_round_to(v, ga);
-                pi[j] = v;
-                m = v > m ? v : m;
-            }
-            red[t] = m;
-        }
+        MK_THREADS(t) { red[t] = mk_row_scale_max(pi, 0, n, t, scale, exact, ga); }
         MK_SYNC();
         mk_block_reduce(red, &stat[0], true);
-        MK_THREADS(t)
-        {
-            float mx = stat[0], a = 0;
-            for (size_t j = (size_t)t; j < n; j += MPK_BLOCK) {
-                pi[j] = mk_exp(pi[j] - mx);
-                a += pi[j];
-            }
-            red[t] = a;
-        }
+        MK_THREADS(t) { red[t] = mk_row_exp_sum(pi, 0, n, t, stat[0]); }
         MK_SYNC();
         if (exact) {
             MK_THREADS(t)

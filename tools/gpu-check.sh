@@ -9,10 +9,18 @@
 #       LLaMA and BERT on one rank, and tp2 dp2 pp2 (8 ranks on the one GPU:
 #       collectives by MPI through host buffers)
 #   (d) a bf16 tolerance run (bf16 GEMMs against the fp64 reference)
-#   (d') mixture of experts, --exact, bitwise: the tiny MoE on one rank and at
-#       EP 2 x DP 2 (all-to-all by MPI on the one GPU), tiny-deepseek's
+#   (d') mixture of experts (the experts' GEMMs by one
+#       cublasGemmGroupedBatchedEx per product), --exact, bitwise: the tiny
+#       MoE on one rank and at EP 2 x DP 2 (all-to-all by MPI on the one
+#       GPU), tiny-deepseek's
 #       group-limited routing at EP 2 x TP 2 with etp 1, and EP 2 over NCCL's
 #       grouped send/receive when there are two GPUs (skipped on one)
+#   (d'') multi-token prediction, --exact, bitwise: tiny-llama with two MTP
+#       modules on one rank and at TP 2 x CP 2 with SP (the CP roll's
+#       exchange), tiny-deepseek's module (latent attention + MoE) over PP 2
+#   (d''') GPT-OSS (kernels/oss.cu), --exact, bitwise: tiny-oss (windows,
+#       sinks, biases, the clamped SwiGLU, MoE) on one rank and at TP 2 x EP 2
+#       x DP 2 with SP
 #   (e) exec --backend cuda --solo 56 on llama3-70b tp8 pp8 (its last pipeline
 #       stage at full size) with --compare h200: phase by phase, MFU, and the
 #       executor's GEMM rate against cuBLAS alone (the 60% check)
@@ -211,6 +219,21 @@ moe_nccl() { # two ranks, a GPU each: the dispatch by ncclSend/ncclRecv
 export case_sh plans
 export -f moe_nccl
 check exact-moe-ep2-nccl 60 moe_nccl
+
+# ---- (d'') multi-token prediction (mtp.c on the backend's ops) ----
+check exact-llama-mtp2-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-llama.yaml.in" ok 1 1 false 1 \
+    false MTP=2 -- --backend cuda --exact
+check exact-llama-mtp2-tp2-sp-cp2 60 sh "$case_sh" "$mp" "$plans/tiny-llama.yaml.in" ok 4 2 \
+    true 1 false MTP=2 CP=2 HW=dgx-h100 -- --backend cuda --exact
+check exact-deepseek-mtp-tp2-sp-ep2-pp2 90 sh "$case_sh" "$mp" "$plans/tiny-deepseek.yaml.in" \
+    ok 4 2 true 1 false EP=2 ETP=1 PP=2 LAYERS=3 M=3 MTP=1 'LAYOUT=Et|ttmL' BRATE=0.125 \
+    -- --backend cuda --exact
+
+# ---- (d''') GPT-OSS's ops ----
+check exact-oss-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 1 1 false 1 false \
+    -- --backend cuda --exact
+check exact-oss-ep2-tp2-sp-dp2 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 4 2 true 2 \
+    false EP=2 -- --backend cuda --exact
 
 # ---- (e) one full-size rank: llama3-70b tp8 pp8, the last stage (rank 56) ----
 solo() {

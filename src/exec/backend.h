@@ -102,9 +102,8 @@ typedef struct mp_backend {
      * none) a logit that joins the maximum and the denominator and takes no
      * value; backward adds the sink logit's gradient to *dsink (NULL: none).
      * The clamped SwiGLU: gate <= limit, |up| <= limit, gate sigmoid(1.702
-     * gate) (up + 1), zero gradient where a clamp held. The CPU backend's
-     * only so far: exec refuses such models on a backend whose memory is not
-     * the host's (the CUDA backend's table starts as a copy of the CPU's). */
+     * gate) (up + 1), zero gradient where a clamp held. CUDA: kernels/oss.cu.
+     * A backend may leave them NULL: exec then refuses such models. */
     void (*attn_softmax_oss)(mp_real_kind kind, void *p, int s, int sk, const int *qpos,
                              bool causal, int window, const void *sink, double scale,
                              bool exact);
@@ -212,6 +211,17 @@ typedef struct mp_backend {
     void (*gemm)(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
                  double alpha, const void *a, int lda, const void *b, int ldb, double beta,
                  void *c, int ldc);
+    /* count products of gemm's kind with the same transposes, alpha, beta and
+     * leading dimensions: C_i[m_i, n_i] = alpha op(A_i)[m_i, k_i] op(B_i) +
+     * beta C_i, i < count (an MoE layer's local experts; the C_i apart). As
+     * count gemm calls (exact mode: bit for bit); the arrays on the host, the
+     * matrices in the backend's memory. CPU: one gemm after another; CUDA: one
+     * cublasGemmGroupedBatchedEx (bf16 plans: a cublasGemmEx each, the grouped
+     * call has no compute type that rounds fp32 inputs to bf16). */
+    void (*gemm_grouped)(mp_real_kind kind, bool trans_a, bool trans_b, int count,
+                         const int *m, const int *n, const int *k, double alpha,
+                         const void *const *a, int lda, const void *const *b, int ldb,
+                         double beta, void *const *c, int ldc);
     /* In place over the group. */
     mp_status (*allreduce)(const mp_group *g, mp_real_kind kind, void *buf, size_t count,
                            mp_reduce_op op, mp_error *err);

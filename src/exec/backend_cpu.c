@@ -359,6 +359,16 @@ static void cpu_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n
         cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+static void cpu_gemm_grouped(mp_real_kind kind, bool trans_a, bool trans_b, int count,
+                             const int *m, const int *n, const int *k, double alpha,
+                             const void *const *a, int lda, const void *const *b, int ldb,
+                             double beta, void *const *c, int ldc)
+{
+    for (int i = 0; i < count; i++)
+        cpu_gemm(kind, trans_a, trans_b, m[i], n[i], k[i], alpha, a[i], lda, b[i], ldb, beta,
+                 c[i], ldc);
+}
+
 /* MPI counts are int: longer buffers go in slices. */
 #define MAX_SLICE ((size_t)1 << 30)
 
@@ -483,6 +493,7 @@ static const mp_backend cpu_backend = {
     .sum = cpu_sum,
     .adamw = cpu_adamw,
     .gemm = cpu_gemm,
+    .gemm_grouped = cpu_gemm_grouped,
     .allreduce = cpu_allreduce,
     .allgather = cpu_allgather,
     .reduce_scatter = cpu_reduce_scatter,

@@ -81,6 +81,18 @@ static struct cuda_state {
     long gemm_calls;
     cudaEvent_t *gemm_ev; /* [2 * MAX_TIMED_GEMMS], made on first use */
     int n_timed;
+    float *terms; /* [n_terms] the sink gradient's per-row terms */
+    size_t n_terms;
+    /* the grouped GEMM's host arrays and the device copy of its matrices'
+     * addresses, for up to n_grouped GEMMs */
+    struct {
+        int *ints;
+        float *scale;
+        cublasOperation_t *ops;
+        const void **ptrs;
+    } gh;
+    void **gptrs;
+    size_t n_grouped;
 } C;
 
 static mp_backend cuda_backend;
@@ -204,14 +216,10 @@ static void *stage(int slot, size_t bytes)
 
 /* ---- GEMM: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T ---- */
 
-static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
-                      double alpha, const void *a, int lda, const void *b, int ldb, double beta,
-                      void *c, int ldc)
+/* Every GEMM call's FLOPs, and, for the first MAX_TIMED_GEMMS, events around
+ * it on the compute stream (mp_cuda_gemm_stats); NULL: not timed. */
+static cudaEvent_t *gemm_timer_begin(double flops)
 {
-    if (!is_f32(kind, "gemm") || !m || !n)
-        return;
-    float al = (float)alpha, be = (float)beta;
-    double flops = 2.0 * m * (double)n * k;
     C.gemm_calls++;
     cudaEvent_t *ev = NULL;
     if (!C.gemm_ev && (C.gemm_ev = calloc(2 * MAX_TIMED_GEMMS, sizeof *C.gemm_ev)) == NULL)
@@ -228,6 +236,25 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
     } else {
         C.untimed_flops += flops;
     }
+    return ev;
+}
+
+static void gemm_timer_end(cudaEvent_t *ev)
+{
+    if (ev) {
+        cudaEventRecord(ev[1], C.compute);
+        C.n_timed++;
+    }
+}
+
+static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
+                      double alpha, const void *a, int lda, const void *b, int ldb, double beta,
+                      void *c, int ldc)
+{
+    if (!is_f32(kind, "gemm") || !m || !n)
+        return;
+    float al = (float)alpha, be = (float)beta;
+    cudaEvent_t *ev = gemm_timer_begin(2.0 * m * (double)n * k);
     cublasComputeType_t compute =
         C.bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_PEDANTIC;
     cublasStatus_t rc = cublasGemmEx(
@@ -236,10 +263,84 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
         CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS)
         fail("cublasGemmEx", cublasGetStatusString(rc));
-    if (ev) {
-        cudaEventRecord(ev[1], C.compute);
-        C.n_timed++;
+    gemm_timer_end(ev);
+}
+
+/* One cublasGemmGroupedBatchedEx (cuBLAS >= 12.5) for count GEMMs, each its
+ * own group of one, as cuda_gemm maps each: column-major C^T = op(B)^T
+ * op(A)^T. The matrices' addresses go to the device (cuBLAS reads them
+ * there) through a buffer kept between calls; the copy is from pageable
+ * memory, which cudaMemcpyAsync has staged when it returns, so the host
+ * arrays are free again at once. */
+#if CUBLAS_VERSION >= 120500
+static bool grouped_scratch(int count)
+{
+    if ((size_t)count <= C.n_grouped)
+        return true;
+    size_t n = (size_t)count;
+    free(C.gh.ints);
+    free(C.gh.scale);
+    free(C.gh.ops);
+    free(C.gh.ptrs);
+    cuda_free(C.gptrs);
+    C.gh.ints = malloc(7 * n * sizeof *C.gh.ints);
+    C.gh.scale = malloc(2 * n * sizeof *C.gh.scale);
+    C.gh.ops = malloc(2 * n * sizeof *C.gh.ops);
+    C.gh.ptrs = malloc(3 * n * sizeof *C.gh.ptrs);
+    C.gptrs = cuda_alloc(3 * n * sizeof *C.gptrs);
+    bool ok = C.gh.ints && C.gh.scale && C.gh.ops && C.gh.ptrs && C.gptrs;
+    C.n_grouped = ok ? n : 0;
+    return ok;
+}
+#endif
+
+static void cuda_gemm_grouped(mp_real_kind kind, bool trans_a, bool trans_b, int count,
+                              const int *m, const int *n, const int *k, double alpha,
+                              const void *const *a, int lda, const void *const *b, int ldb,
+                              double beta, void *const *c, int ldc)
+{
+    if (!is_f32(kind, "gemm_grouped") || count <= 0)
+        return;
+#if CUBLAS_VERSION >= 120500
+    if (!C.bf16) {
+        if (!grouped_scratch(count)) {
+            fail("gemm_grouped", "out of memory for the pointer arrays");
+            return;
+        }
+        size_t N = (size_t)count;
+        int *mm = C.gh.ints, *nn = mm + N, *kk = nn + N, *la = kk + N, *lb = la + N;
+        int *lc = lb + N, *one = lc + N;
+        float *al = C.gh.scale, *be = al + N;
+        cublasOperation_t *opa = C.gh.ops, *opb = opa + N;
+        const void **hp = C.gh.ptrs;
+        double flops = 0;
+        for (size_t i = 0; i < N; i++) {
+            /* cuBLAS's A is our B, its B our A (cuda_gemm) */
+            opa[i] = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+            opb[i] = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+            mm[i] = n[i], nn[i] = m[i], kk[i] = k[i];
+            la[i] = ldb, lb[i] = lda, lc[i] = ldc, one[i] = 1;
+            al[i] = (float)alpha, be[i] = (float)beta;
+            hp[i] = b[i], hp[N + i] = a[i], hp[2 * N + i] = c[i];
+            flops += 2.0 * m[i] * (double)n[i] * k[i];
+        }
+        check_cuda(cudaMemcpyAsync(C.gptrs, hp, 3 * N * sizeof *hp, cudaMemcpyHostToDevice,
+                                   C.compute),
+                   "cudaMemcpyAsync (grouped GEMM pointers)");
+        cudaEvent_t *ev = gemm_timer_begin(flops);
+        cublasStatus_t rc = cublasGemmGroupedBatchedEx(
+            C.blas, opa, opb, mm, nn, kk, al, (const void *const *)C.gptrs, CUDA_R_32F, la,
+            (const void *const *)C.gptrs + N, CUDA_R_32F, lb, be, C.gptrs + 2 * N, CUDA_R_32F,
+            lc, count, one, CUBLAS_COMPUTE_32F_PEDANTIC);
+        if (rc != CUBLAS_STATUS_SUCCESS)
+            fail("cublasGemmGroupedBatchedEx", cublasGetStatusString(rc));
+        gemm_timer_end(ev);
+        return;
     }
+#endif
+    for (int i = 0; i < count; i++)
+        cuda_gemm(kind, trans_a, trans_b, m[i], n[i], k[i], alpha, a[i], lda, b[i], ldb, beta,
+                  c[i], ldc);
 }
 
 void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls)
@@ -261,10 +362,29 @@ void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls)
 
 /* ---- layer ops: the kernels of kernels/ on the compute stream ---- */
 
+/* The emulation's kernels run on the host: its device memory is readable
+ * only while they do (cuda_host_shim.h). */
+#ifdef MP_CUDA_HOST_SHIM
+#define DEVICE_OPEN() shim_device_open()
+#define DEVICE_CLOSE() shim_device_close()
+#else
+#define DEVICE_OPEN() ((void)0)
+#define DEVICE_CLOSE() ((void)0)
+#endif
+
+/* A kernel launch, its status kept for sync(). */
+#define LAUNCH(name, call)                                                                  \
+    do {                                                                                    \
+        DEVICE_OPEN();                                                                      \
+        int rc_ = (call);                                                                   \
+        DEVICE_CLOSE();                                                                     \
+        check_kernel(rc_, name);                                                            \
+    } while (0)
+
 #define KERNEL(kind, name, call)                                                            \
     do {                                                                                    \
         if (is_f32(kind, name))                                                             \
-            check_kernel(call, name);                                                       \
+            LAUNCH(name, call);                                                             \
     } while (0)
 
 static void cuda_quantize(mp_real_kind k, void *x, size_t rows, size_t cols, size_t ld, int grid,
@@ -391,8 +511,7 @@ static void cuda_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd,
 {
     const float *cs = is_f32(k, "rope") ? rope_table(spec, pos, s, hd, exact) : NULL;
     if (cs)
-        check_kernel(mpk_rope(x, ld, heads, hd, cs, s, b, inverse, exact, grid, C.compute),
-                     "rope");
+        LAUNCH("rope", mpk_rope(x, ld, heads, hd, cs, s, b, inverse, exact, grid, C.compute));
 }
 
 static void cuda_bias_add(mp_real_kind k, void *y, const void *b, int rows, int cols)
@@ -424,6 +543,55 @@ static void cuda_attn_softmax_backward(mp_real_kind k, void *ds, const void *p, 
     KERNEL(k, "attn_softmax_backward",
            mpk_softmax_backward(ds, p, 1, s, sk, (const int32_t *)qpos, causal, (float)scale,
                                 exact, C.compute));
+}
+
+/* GPT-OSS's (kernels/oss.cu). The sink gradient's per-row terms go through
+ * a device scratch kept between calls (stream-ordered, so one suffices). */
+static void cuda_attn_softmax_oss(mp_real_kind k, void *p, int s, int sk, const int *qpos,
+                                  bool causal, int window, const void *sink, double scale,
+                                  bool exact)
+{
+    KERNEL(k, "attn_softmax_oss",
+           mpk_softmax_oss_forward(p, s, sk, (const int32_t *)qpos, causal, window, sink,
+                                   (float)scale, exact, C.compute));
+}
+
+static float *sink_terms(int s)
+{
+    if ((size_t)s > C.n_terms) {
+        cuda_free(C.terms);
+        C.terms = cuda_alloc((size_t)s * sizeof *C.terms);
+        C.n_terms = C.terms ? (size_t)s : 0;
+        if (!C.terms)
+            fail("attn_softmax_oss_backward", "out of device memory");
+    }
+    return C.terms;
+}
+
+static void cuda_attn_softmax_oss_backward(mp_real_kind k, void *ds, void *dsink, const void *p,
+                                           int s, int sk, const int *qpos, bool causal,
+                                           int window, double scale, bool exact)
+{
+    float *terms = dsink && s > 0 ? sink_terms(s) : NULL;
+    if (dsink && s > 0 && !terms)
+        return;
+    KERNEL(k, "attn_softmax_oss_backward",
+           mpk_softmax_oss_backward(ds, dsink, terms, p, s, sk, (const int32_t *)qpos, causal,
+                                    window, (float)scale, exact, C.compute));
+}
+
+static void cuda_swiglu_clamped_forward(mp_real_kind k, void *out, const void *gu, int rows,
+                                        int f, double limit)
+{
+    KERNEL(k, "swiglu_clamped_forward",
+           mpk_swiglu_clamped_forward(out, gu, rows, f, (float)limit, C.compute));
+}
+
+static void cuda_swiglu_clamped_backward(mp_real_kind k, void *dgu, const void *dout,
+                                         const void *gu, int rows, int f, double limit)
+{
+    KERNEL(k, "swiglu_clamped_backward",
+           mpk_swiglu_clamped_backward(dgu, dout, gu, rows, f, (float)limit, C.compute));
 }
 
 static void cuda_ce_max(mp_real_kind k, void *mx, const void *logits, size_t S, size_t V)
@@ -601,8 +769,8 @@ static void cuda_adamw(mp_real_kind k, void *w, const void *grad, void *m, void 
         mpk_adam_args args =
             mpk_adam_args_make(cfg->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
                                decays, step, exact ? mp_init_grid(p->init) : -1);
-        check_kernel(mpk_adamw(W + a, G + a, M + (a - lo), V + (a - lo), b - a, args, C.compute),
-                     "adamw");
+        LAUNCH("adamw", mpk_adamw(W + a, G + a, M + (a - lo), V + (a - lo), b - a, args,
+                                  C.compute));
     }
 }
 
@@ -884,6 +1052,7 @@ static void fill_table(mp_backend *t)
     t->zero = cuda_zero;
     t->sync = cuda_sync;
     t->gemm = cuda_gemm;
+    t->gemm_grouped = cuda_gemm_grouped;
     t->quantize = cuda_quantize;
     t->layernorm_forward = cuda_layernorm_forward;
     t->layernorm_backward = cuda_layernorm_backward;
@@ -934,12 +1103,10 @@ static void fill_table(mp_backend *t)
     t->barrier = mp_coll_mpi_barrier;
     t->bcast = mp_coll_mpi_bcast;
     t->gather = mp_coll_mpi_gather;
-    /* GPT-OSS's window / sink softmax and clamped SwiGLU have no kernels
-     * yet: exec refuses such models on this backend */
-    t->attn_softmax_oss = NULL;
-    t->attn_softmax_oss_backward = NULL;
-    t->swiglu_clamped_forward = NULL;
-    t->swiglu_clamped_backward = NULL;
+    t->attn_softmax_oss = cuda_attn_softmax_oss;
+    t->attn_softmax_oss_backward = cuda_attn_softmax_oss_backward;
+    t->swiglu_clamped_forward = cuda_swiglu_clamped_forward;
+    t->swiglu_clamped_backward = cuda_swiglu_clamped_backward;
     t->now = cuda_now;
     t->precision = C.bf16 ? "bf16" : "fp32";
     t->transport = C.nccl ? "nccl" : "mpi";

@@ -614,12 +614,8 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     if (d->t5 && !be->host_memory)
         TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
                          "T5 runs on the cpu backend only for now (got %s)", be->name));
-    if (d->mtp_layers > 0 && !be->host_memory)
-        TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
-                         "the multi-token-prediction modules run on the cpu backend only for "
-                         "now (got %s)", be->name));
 
-    /* GPT-OSS's ops: a backend without them (CUDA, for now) leaves them NULL */
+    /* GPT-OSS's ops: a backend without them leaves them NULL */
     if ((d->window > 0 || d->sinks || d->glu_limit > 0) &&
         (!be->attn_softmax_oss || !be->attn_softmax_oss_backward ||
          !be->swiglu_clamped_forward || !be->swiglu_clamped_backward))

@@ -55,6 +55,43 @@ static void moe_count(const mp_gpt *g, moe_state *M)
     }
 }
 
+/* An operand of one GEMM per local expert e: at + o * per_row + e *
+ * per_expert, o the rows of the experts before e. */
+typedef struct expert_operand {
+    const real *at;
+    size_t per_row, per_expert;
+} expert_operand;
+
+/* A GEMM dimension that is each expert's row count. */
+#define EXPERT_ROWS 0
+
+/* For each local expert e with rows, C_e = op(A_e) op(B_e) + beta C_e (m, n,
+ * k as given, or EXPERT_ROWS: the expert's rows), in expert order, as one
+ * grouped call of the backend (cuBLAS: one launch for all the experts). */
+static void experts_gemm(const mp_gpt *g, const moe_state *M, bool ta, bool tb, size_t m,
+                         size_t n, size_t k, expert_operand A, size_t lda, expert_operand B,
+                         size_t ldb, double beta, real *c, size_t c_row, size_t c_expert,
+                         size_t ldc)
+{
+    int ms[MP_MOE_MAX_EXPERTS], ns[MP_MOE_MAX_EXPERTS], ks[MP_MOE_MAX_EXPERTS], cnt = 0;
+    const void *as[MP_MOE_MAX_EXPERTS], *bs[MP_MOE_MAX_EXPERTS];
+    void *cs[MP_MOE_MAX_EXPERTS];
+    for (size_t e = 0, o = 0; e < M->z.El; o += (size_t)M->hne[e++]) {
+        size_t rows = (size_t)M->hne[e];
+        if (!rows)
+            continue;
+        ms[cnt] = (int)(m == EXPERT_ROWS ? rows : m);
+        ns[cnt] = (int)(n == EXPERT_ROWS ? rows : n);
+        ks[cnt] = (int)(k == EXPERT_ROWS ? rows : k);
+        as[cnt] = A.at + o * A.per_row + e * A.per_expert;
+        bs[cnt] = B.at + o * B.per_row + e * B.per_expert;
+        cs[cnt++] = c + o * c_row + e * c_expert;
+    }
+    if (cnt)
+        g->be->gemm_grouped(MP_REAL_KIND, ta, tb, cnt, ms, ns, ks, 1.0, as, (int)lda, bs,
+                            (int)ldb, beta, cs, (int)ldc);
+}
+
 /* Block l's state: its own region B->moe, the rank's MoE scratch for the
  * parts the block does not keep (what its recomputation rebuilds, and the
  * transients). `dispatched`: the block's forward has filled the counts. */
@@ -303,21 +340,13 @@ static mp_status moe_forward_into(mp_gpt *g, block_acts *B, int l, real *out, mp
     CHECK(moe_dispatch(g, &M, x, err));
     /* each local expert: pre = x_e @ W1_e, act = gelu / SwiGLU, out = act @ W2_e
      * (out: this TP rank's partial sum), into bufa in expert order */
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
-        size_t n = (size_t)M.hne[e];
-        if (n)
-            GEMM(false, false, n, f1l, h, M.x + o * h, h, W1 + e * h * f1l, f1l, 0.0,
-                 M.pre + o * f1l, f1l);
-    }
+    experts_gemm(g, &M, false, false, EXPERT_ROWS, f1l, h, (expert_operand){M.x, h, 0}, h,
+                 (expert_operand){W1, 0, h * f1l}, f1l, 0.0, M.pre, f1l, 0, f1l);
     mp_moe_oss_fc1_bias(g, l, M.pre, M.hne, z->El, f1l);
     bq(g, M.pre, M.nrecv * f1l, MP_Q_ACT);
     moe_activation(g, &M);
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
-        size_t n = (size_t)M.hne[e];
-        if (n)
-            GEMM(false, false, n, h, fl, M.act + o * fl, fl, W2 + e * fl * h, h, 0.0,
-                 M.bufa + o * h, h);
-    }
+    experts_gemm(g, &M, false, false, EXPERT_ROWS, h, fl, (expert_operand){M.act, fl, 0}, fl,
+                 (expert_operand){W2, 0, fl * h}, h, 0.0, M.bufa, h, 0, h);
     mp_moe_oss_fc2_bias(g, l, M.bufa, M.hne, z->El, h);
     /* the combine: back to the senders, each slot's row in its place
      * [S*k, h] (zeros where dropped), summed over TP (SP: this rank's tokens) */
@@ -429,15 +458,10 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
     /* into expert order */
     g->be->moe_gather(MP_REAL_KIND, M.bufa, h, M.bufb, h, M.rorder, 1, NULL, M.nrecv, h);
     /* each local expert: dW2 += act^T @ dy; dact = dy @ W2^T */
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
-        size_t n = (size_t)M.hne[e];
-        if (!n)
-            continue;
-        GEMM(true, false, fl, h, n, M.act + o * fl, fl, M.bufa + o * h, h, 1.0, G2 + e * fl * h,
-             h);
-        GEMM(false, true, n, fl, h, M.bufa + o * h, h, W2 + e * fl * h, h, 0.0, M.dact + o * fl,
-             fl);
-    }
+    experts_gemm(g, &M, true, false, fl, h, EXPERT_ROWS, (expert_operand){M.act, fl, 0}, fl,
+                 (expert_operand){M.bufa, h, 0}, h, 1.0, G2, 0, fl * h, h);
+    experts_gemm(g, &M, false, true, EXPERT_ROWS, fl, h, (expert_operand){M.bufa, h, 0}, h,
+                 (expert_operand){W2, 0, fl * h}, h, 0.0, M.dact, fl, 0, fl);
     bq(g, M.dact, M.nrecv * fl, MP_Q_GRAD);
     if (g->d.glu_limit > 0)
         g->be->swiglu_clamped_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, (int)M.nrecv,
@@ -449,15 +473,10 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
     bq(g, M.dpre, M.nrecv * f1l, MP_Q_GRAD);
     mp_moe_oss_bias_grads(g, l, M.bufa, M.dpre, M.hne, z->El, f1l, h); /* bufa: dy still */
     /* dW1 += x^T @ dpre; dx = dpre @ W1^T (this TP rank's partial), expert order */
-    for (size_t e = 0, o = 0; e < z->El; o += (size_t)M.hne[e++]) {
-        size_t n = (size_t)M.hne[e];
-        if (!n)
-            continue;
-        GEMM(true, false, h, f1l, n, M.x + o * h, h, M.dpre + o * f1l, f1l, 1.0,
-             G1 + e * h * f1l, f1l);
-        GEMM(false, true, n, h, f1l, M.dpre + o * f1l, f1l, W1 + e * h * f1l, f1l, 0.0,
-             M.bufa + o * h, h);
-    }
+    experts_gemm(g, &M, true, false, h, f1l, EXPERT_ROWS, (expert_operand){M.x, h, 0}, h,
+                 (expert_operand){M.dpre, f1l, 0}, f1l, 1.0, G1, 0, h * f1l, f1l);
+    experts_gemm(g, &M, false, true, EXPERT_ROWS, h, f1l, (expert_operand){M.dpre, f1l, 0}, f1l,
+                 (expert_operand){W1, 0, h * f1l}, f1l, 0.0, M.bufa, h, 0, h);
     CHECK(moe_return(g, &M, M.bufa, M.bufa, err));
     /* part[S,h] = each token's slots' dx, slot after slot, + the router's */
     g->be->zero(W.part, S * h * sizeof(real));

@@ -185,9 +185,10 @@ static void copy_rows(const mp_gpt *g, real *dst, size_t ds, const real *src, si
  * c - 1's second chunk, on rank 0 nothing (the sequence's end). Megatron sends
  * each rank's chunk starts to its two neighbours; here one all-gather over
  * the CP group carries every rank's (4 b values, held as reals: exact below
- * 2^24). xbuf: (cp + 1) 4 b reals. */
+ * 2^24). xbuf: (cp + 1) 4 b reals on the host, dev as many in the
+ * backend's memory (the all-gather's buffers: the device's with CUDA). */
 static mp_status roll_one(mp_gpt *g, int32_t *tok, int32_t *tgt, size_t S, real *xbuf,
-                          mp_error *err)
+                          real *dev, mp_error *err)
 {
     size_t b = (size_t)g->d.micro_batch, cp = (size_t)mp_dims_cp(&g->d);
     size_t C = S / b / 2, c = cp > 1 ? (size_t)g->cp.rank : 0, w = 4 * b;
@@ -198,7 +199,9 @@ static mp_status roll_one(mp_gpt *g, int32_t *tok, int32_t *tgt, size_t S, real 
             mine[2 * b + j] = (real)tok[C * b + j], mine[3 * b + j] = (real)tgt[C * b + j];
         }
         double t0 = g->be->now();
-        CHECK(g->be->allgather(&g->cp, MP_REAL_KIND, mine, all, w, err));
+        g->be->copy(dev, mine, w * sizeof *dev, MP_COPY_H2D);
+        CHECK(g->be->allgather(&g->cp, MP_REAL_KIND, dev, dev + w, w, err));
+        g->be->copy(all, dev + w, cp * w * sizeof *dev, MP_COPY_D2H);
         mp_probe_record(g->probe, t0, MP_STREAM_CP, MP_EV_CP_COMM, true);
     }
     memmove(tok, tok + b, (S - b) * sizeof *tok);
@@ -242,11 +245,19 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
      * "shift" mutant's), and the roll's exchange */
     size_t cp = (size_t)mp_dims_cp(&g->d);
     int32_t *host = malloc(3 * S * sizeof *host);
-    real *xbuf = malloc((cp + 1) * 4 * b * sizeof *xbuf);
+    /* xbuf: the roll's exchange, then the rows' losses [S] (exact mode) */
+    size_t xn = (cp + 1) * 4 * b;
+    real *xbuf = malloc((xn + S) * sizeof *xbuf), *rowloss = xbuf + xn;
     if (!host || !xbuf) {
         free(host);
         free(xbuf);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the MTP shift");
+    }
+    if (xn > S * h) { /* the exchange's device buffer below is Wm.gather[S,h] */
+        free(host);
+        free(xbuf);
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "the MTP shift's exchange (%zu reals) outgrows its buffer", xn);
     }
     int32_t *tok_k = host, *tgt_k = host + S, *tok_prev = host + 2 * S;
     memcpy(tok_k, tokens, S * sizeof *tok_k);
@@ -260,7 +271,9 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
         /* tok, tgt [S]: module k-1's rolled once more (k + 1 positions in
          * all), zero token / no target past the end */
         memcpy(tok_prev, tok_k, S * sizeof *tok_k);
-        if ((st = roll_one(g, tok_k, tgt_k, S, xbuf, err)))
+        /* the exchange's device buffer: the TP gather's scratch, free until
+         * the projection (checked above to hold the exchange) */
+        if ((st = roll_one(g, tok_k, tgt_k, S, xbuf, Wm.gather, err)))
             break;
         be->copy(a->tok, mutant("shift") ? tok_prev : tok_k, S * sizeof *host, MP_COPY_H2D);
         be->copy(a->tgt, tgt_k, S * sizeof *host, MP_COPY_H2D);
@@ -313,12 +326,13 @@ mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int
             break;
         /* exact mode: each row's weighted term back on the loss's grid, so that
          * sums over any split of the rows (micro-batches, CP ranks) are exact in
-         * any order (W.part: the rows' losses, in host memory) */
+         * any order (W.part: the rows' losses, in the backend's memory) */
         double wk = module_weight(g, k), wsum = wk * sum;
         if (g->exact) {
             wsum = 0;
+            be->copy(rowloss, W.part, S * sizeof *rowloss, MP_COPY_D2H);
             for (size_t r = 0; r < S; r++)
-                wsum += nearbyint(ldexp(wk * (double)W.part[r], MP_Q_LOSS)) /
+                wsum += nearbyint(ldexp(wk * (double)rowloss[r], MP_Q_LOSS)) /
                         ldexp(1.0, MP_Q_LOSS);
         }
         *loss_sum += wsum;

@@ -555,6 +555,60 @@ static void test_model_gradients_moe(void **state)
     check_model_gradients_of(d);
 }
 
+/* The experts' GEMMs go through the backend's grouped entry (one cuBLAS
+ * call for all local experts on CUDA), six per MoE block and step (fc1 and
+ * fc2 forward; their weight and input gradients backward), each holding
+ * several experts' products, with the loss and gradients of the plain CPU
+ * backend bit for bit (its grouped entry is a loop of its gemm). */
+static int grouped_calls, grouped_gemms;
+static void counting_gemm_grouped(mp_real_kind kind, bool ta, bool tb, int count, const int *m,
+                                  const int *n, const int *k, double alpha,
+                                  const void *const *a, int lda, const void *const *b, int ldb,
+                                  double beta, void *const *c, int ldc)
+{
+    grouped_calls++;
+    grouped_gemms += count;
+    mp_backend_cpu()->gemm_grouped(kind, ta, tb, count, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                   ldc);
+}
+
+static void test_moe_experts_grouped(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_moe_dims(1, 0, false, 1, 0); /* 2 blocks, the second MoE */
+    mp_backend counting = *mp_backend_cpu();
+    counting.gemm_grouped = counting_gemm_grouped;
+    const mp_backend *backends[2] = {mp_backend_cpu(), &counting};
+    mp_param_layout lay;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
+    int S = mp_dims_tokens(&d);
+    int32_t tok[64], tgt[64];
+    make_tokens(tok, tgt, S, d.vocab);
+    double loss[2], *grad[2];
+    for (int i = 0; i < 2; i++) {
+        mp_gpt_f64 g;
+        assert_int_equal(mp_gpt_init_f64(&g, &d, &lay, backends[i], self, 1, 1, false, 99, NULL,
+                                         &err),
+                         MP_OK);
+        grouped_calls = grouped_gemms = 0;
+        loss[i] = model_loss(&g, tok, tgt);
+        memset(g.g, 0, lay.total * sizeof(double));
+        assert_int_equal(mp_gpt_backward_f64(&g, 0, &err), MP_OK);
+        grad[i] = malloc(lay.total * sizeof(double));
+        memcpy(grad[i], g.g, lay.total * sizeof(double));
+        mp_gpt_free_f64(&g);
+    }
+    assert_int_equal(grouped_calls, 6);
+    assert_true(grouped_gemms > grouped_calls); /* several experts a call */
+    assert_memory_equal(&loss[0], &loss[1], sizeof loss[0]);
+    assert_memory_equal(grad[0], grad[1], lay.total * sizeof(double));
+    free(grad[0]);
+    free(grad[1]);
+    mp_param_layout_free(&lay);
+}
+
 /* GPT-OSS's blocks (attention_sink.c, moe_oss.c): block 0 windowed (3), block
  * 1 full, a sink per head, biases in every linear layer (the router's and
  * each expert's too), the clamped SwiGLU (limit 1.5, crossed under the 8x
@@ -1251,6 +1305,7 @@ int main(void)
         cmocka_unit_test(test_model_gradients_t5),
         cmocka_unit_test(test_rope_turns_back),
         cmocka_unit_test(test_model_gradients_moe),
+        cmocka_unit_test(test_moe_experts_grouped),
         cmocka_unit_test(test_model_gradients_mla),
         cmocka_unit_test(test_model_gradients_oss),
         cmocka_unit_test(test_mla_slices_partition),

@@ -518,6 +518,107 @@ static void test_softmax(void **state)
             attention_case(&cases[i], exact);
 }
 
+/* ---- GPT-OSS's softmax with a window and a sink, and its backward, against
+ * attention_sink.c's functions on the same scores ---- */
+
+typedef struct oss_case {
+    int s, sk, window;
+    bool causal, sink;
+    const int *qpos; /* NULL: position i */
+} oss_case;
+
+static void oss_softmax_case(const oss_case *c, bool exact)
+{
+    int s = c->s, sk = c->sk;
+    size_t n = (size_t)s * sk;
+    float scale = 1 / sqrtf(8.0f), sink0 = exact ? 0.375f : 0.3f, dsink0 = 0.25f;
+    const float *sink = c->sink ? &sink0 : NULL;
+    float *sc = data(exact, n, MP_Q_ACT, 2), *probs = dup(sc, n);
+    mp_attn_softmax_oss_f32(probs, s, sk, c->qpos, c->causal, c->window, sink, scale, exact);
+    int32_t *qpos32 = NULL, *d_qpos = NULL;
+    if (c->qpos) {
+        qpos32 = malloc((size_t)s * sizeof *qpos32);
+        for (int i = 0; i < s; i++)
+            qpos32[i] = c->qpos[i];
+        d_qpos = up_i(qpos32, (size_t)s);
+    }
+    float *d_p = up(sc, n), *d_sink = up(&sink0, 1);
+    OK(mpk_softmax_oss_forward(d_p, s, sk, d_qpos, c->causal, c->window, sink ? d_sink : NULL,
+                               scale, exact, NULL));
+    float *got = down(d_p, n);
+    agree(exact, "oss softmax forward", got, probs, n, TOL_SUM);
+
+    /* backward from the CPU's probabilities; the sink's gradient starts non-zero */
+    float *dP = data(exact, n, MP_Q_GRAD, 1), *ds = dup(dP, n), dsink = dsink0;
+    mp_attn_softmax_oss_backward_f32(ds, sink ? &dsink : NULL, probs, s, sk, c->qpos, c->causal,
+                                     c->window, scale, exact);
+    float *zeros = fvec((size_t)s);
+    float *d_ds = up(dP, n), *d_probs = up(probs, n), *d_dsink = up(&dsink0, 1);
+    float *d_terms = up(zeros, (size_t)s);
+    OK(mpk_softmax_oss_backward(d_ds, sink ? d_dsink : NULL, d_terms, d_probs, s, sk, d_qpos,
+                                c->causal, c->window, scale, exact, NULL));
+    float *got_ds = down(d_ds, n), *got_dsink = down(d_dsink, 1);
+    agree(exact, "oss softmax backward", got_ds, ds, n, TOL_SUM);
+    agree(exact, "oss sink gradient", got_dsink, &dsink, 1, 1e-5);
+    kt_free(d_sink), kt_free(d_probs), kt_free(d_terms);
+    if (d_qpos)
+        kt_free(d_qpos);
+    float *bufs[] = {sc, probs, got, dP, ds, zeros, got_ds, got_dsink};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+    free(qpos32);
+}
+
+static void test_oss_softmax(void **state)
+{
+    (void)state;
+    static const int cp_pos[6] = {2, 3, 4, 9, 10, 11}; /* CP: two chunks of 12 positions */
+    static const int far_pos[4] = {299, 400, 599, 550};
+    const oss_case cases[] = {
+        {16, 16, 5, true, true, NULL},     /* GPT-OSS's windowed block */
+        {16, 16, 0, true, true, NULL},     /* its full block: the sink alone */
+        {16, 16, 5, true, false, NULL},    /* a window without a sink */
+        {6, 12, 3, true, true, cp_pos},    /* a CP rank's queries against every key */
+        {3, 300, 0, false, true, NULL},    /* rows longer than a block */
+        {4, 600, 300, true, true, far_pos}, /* a band longer than a block */
+        {4100, 4, 0, false, true, NULL},   /* more rows than blocks: the grid strides */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int exact = 0; exact < 2; exact++)
+            oss_softmax_case(&cases[i], exact);
+}
+
+/* The clamped SwiGLU against attention_sink.c's, with values on and past
+ * both clamps (exact mode's data crosses limit 0.5 often). */
+static void test_oss_swiglu(void **state)
+{
+    (void)state;
+    enum { R = 9, F = 70, N = R * F };
+    for (int exact = 0; exact < 2; exact++) {
+        float limit = exact ? 0.5f : 2.0f;
+        float *gu = data(exact, 2 * N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
+        gu[0] = limit, gu[F] = -limit, gu[1] = -limit, gu[F + 1] = limit; /* the ends pass */
+        float *out = fvec(N), *dgu = fvec(2 * N);
+        mp_swiglu_clamped_forward_f32(out, gu, R, F, limit);
+        mp_swiglu_clamped_backward_f32(dgu, dy, gu, R, F, limit);
+        float *d_gu = up(gu, 2 * N), *d_out = up(out, N), *d_dy = up(dy, N);
+        float *d_dgu = up(dgu, 2 * N);
+        OK(mpk_swiglu_clamped_forward(d_out, d_gu, R, F, limit, NULL));
+        OK(mpk_swiglu_clamped_backward(d_dgu, d_dy, d_gu, R, F, limit, NULL));
+        float *g_out = down(d_out, N), *g_dgu = down(d_dgu, 2 * N);
+        if (exact) {
+            agree_on_grid("clamped swiglu forward", g_out, out, N, MP_Q_ACT);
+            agree_on_grid("clamped swiglu backward", g_dgu, dgu, 2 * N, MP_Q_GRAD);
+        } else {
+            close_to("clamped swiglu forward", g_out, out, N, TOL_ELEM);
+            close_to("clamped swiglu backward", g_dgu, dgu, 2 * N, TOL_ELEM);
+        }
+        kt_free(d_gu);
+        kt_free(d_dy);
+        free(gu), free(dy), free(out), free(dgu), free(g_out), free(g_dgu);
+    }
+}
+
 /* ---- vocabulary-parallel cross-entropy ---- */
 
 /* model.c's cross-entropy over the whole vocabulary (tp = 1): probabilities
@@ -1168,10 +1269,18 @@ int main(void)
         cmocka_unit_test(test_unscale),      cmocka_unit_test(test_errors),
         cmocka_unit_test(test_moe_route),    cmocka_unit_test(test_moe_capacity),
         cmocka_unit_test(test_moe_dispatch), cmocka_unit_test(test_moe_router_backward),
+        cmocka_unit_test(test_oss_softmax),  cmocka_unit_test(test_oss_swiglu),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* KT_ONLY=word: only the tests whose names hold it (the mutant runs) */
+    const char *only = getenv("KT_ONLY");
+    struct CMUnitTest chosen[sizeof tests / sizeof *tests];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
+        if (!only || strstr(tests[i].name, only))
+            chosen[n++] = tests[i];
+    int failed = _cmocka_run_group_tests("kernels", chosen, n, NULL, NULL);
     /* host-run: again with blocks and threads in the opposite order */
     if (kt_reverse_order(true))
-        failed += cmocka_run_group_tests(tests, NULL, NULL);
+        failed += _cmocka_run_group_tests("kernels", chosen, n, NULL, NULL);
     return failed;
 }

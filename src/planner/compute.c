@@ -263,7 +263,8 @@ static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_
     mf[moe ? MP_RCM_SHARED_EXPERTS : MP_RCM_MLP] = mlp;
     if (moe) {
         /* the whole MoE layer: router, dispatch, experts, combine, shared experts */
-        double ew_moe = mt->ew_bytes + mt->bias.bytes_f, k_moe = mt->kernels + mt->bias.kernels_f;
+        double ew_moe = mt->ew_bytes + mt->bias.bytes_f;
+        double k_moe = mt->kernels + mt->bias.kernels_f + mt->expert_launches_f;
         mf[MP_RCM_MOE] = mlp +
                          mp_host_bound(hw, mt->gemm_f + mp_membound_time(hw, ew_moe, k_moe), k_moe) +
                          mt->comm_f;
@@ -442,7 +443,9 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         ll.router.fwd = 1.0 + mt.router_kernels + (pp->shared_expert_overlap ? 0.0 : ffn);
         ll.moe.fwd = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + ffn + tp1 +
                      mt.bias.kernels_f;
-        ll.moe.bwd = 2.0 * (ll.moe.fwd - mt.bias.kernels_f) + mt.bias.kernels_b;
+        ll.moe.bwd = 2.0 * (ll.moe.fwd - mt.bias.kernels_f) + mt.bias.kernels_b +
+                     mt.expert_launches_b;
+        ll.moe.fwd += mt.expert_launches_f; /* not doubled: moe.c counts the backward's */
         ll.router.bwd = 2.0 * ll.router.fwd;
     } else {
         ll.mlp.fwd = 2.0 + ffn + tp1;

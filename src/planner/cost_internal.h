@@ -96,8 +96,15 @@ typedef struct mp_moe_time {
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
     double act_bytes;             /* of ew_bytes: the experts' activation function */
     mp_pass_cost bias;            /* the experts' output bias, applied per expert */
+    /* the host's per-expert launches of the grouped GEMMs (Transformer
+     * Engine's loop over the local experts), in the profile's counted
+     * launches: forward, backward (moe.c, mp_moe_expert_launches) */
+    double expert_launches_f, expert_launches_b;
 } mp_moe_time;
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out);
+/* The host's per-expert launches of one MoE block's grouped GEMMs, forward
+ * and backward, in counted launches (the profile's kernel_overhead each). */
+void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
 
 /* ---- CUDA graphs (cudagraph.c) ---- */
 

@@ -146,6 +146,37 @@ static void expert_output_bias(double rows, double h, double local, mp_pass_cost
     out->kernels_b = 4.0 * local + 2.0;
 }
 
+/* Host time of one per-expert launch in Transformer Engine's grouped GEMM:
+ * its PR #3134 (NVIDIA/TransformerEngine) measured the multi-stream cuBLASLt
+ * path on SM100 at 0.267 ms for 8 experts of 128 tokens (N = K = 2048),
+ * GEMMs of about 1 GFLOP that the GPU runs in a few microseconds each, so
+ * the call is the host's: 33 us an expert. */
+#define TE_EXPERT_LAUNCH_S 33e-6
+
+/* Transformer Engine's GroupedLinear, which Megatron-Core's
+ * --moe-grouped-gemm runs (TEGroupedMLP), is no single kernel in the
+ * releases these runs used (TE 2.9 to 2.12): general_grouped_gemm ends in
+ * multi_stream_cublas_gemm (common/gemm/cublaslt_gemm.cu), a host loop that
+ * builds the cuBLASLt descriptors, asks for a heuristic and launches one
+ * GEMM per local expert on four streams (the CUTLASS grouped kernel is
+ * opt-in and Hopper-only, NVTE_USE_CUTLASS_GROUPED_GEMM), and under FP8
+ * split_quantize casts each expert's operand with its own launch
+ * (pytorch/csrc/extensions/cast.cpp multi_tensor_quantize_impl: only
+ * delayed scaling has the fused multi-tensor cast). Per MoE block and
+ * micro-batch that is, per local expert, the two GEMMs (FC1, FC2) forward
+ * and their input- and weight-gradient GEMMs backward, plus under a
+ * per-tensor cast the two inputs forward and the two output gradients
+ * backward. The cost model counts host time in the profile's counted
+ * launches (kernel_overhead each), so they are returned in those units. */
+void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd)
+{
+    double local = (double)c->model.moe.experts / (double)mp_parallel_ep(&c->parallel);
+    bool cast = mp_fp8_on(c) && c->training.fp8_recipe != MP_FP8_DELAYED;
+    double per = c->hw.kernel_overhead > 0.0 ? TE_EXPERT_LAUNCH_S / c->hw.kernel_overhead : 0.0;
+    *fwd = local * (2.0 + (cast ? 2.0 : 0.0)) * per;
+    *bwd = local * (4.0 + (cast ? 2.0 : 0.0)) * per;
+}
+
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out)
 {
     const mp_model *m = &c->model;
@@ -195,6 +226,7 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
                    3.0 /* FC1, activation, FC2 */;
     if (m->linear_bias)
         expert_output_bias(ne * local, h, local, &out->bias);
+    mp_moe_expert_launches(c, &out->expert_launches_f, &out->expert_launches_b);
 
     /* dispatch and combine, forward; backward moves the same gradients */
     double one = 0.0;

@@ -279,6 +279,49 @@ static void test_alltoall_volume(void **state)
     assert_true(g.comm_f > 0.0 && g.gemm_f == t.gemm_f);
 }
 
+/* Transformer Engine's grouped GEMM launches one cuBLASLt GEMM per local
+ * expert from the host (and, under a per-tensor FP8 cast, one cast per
+ * expert operand): 33 us each (moe.c), counted against the host. */
+static void test_expert_launches_by_hand(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 8, 1); /* 64 experts: 8 per rank */
+    double f, b, per = 33e-6 / c.hw.kernel_overhead;
+    mp_moe_expert_launches(&c, &f, &b);
+    assert_true(fabs(f / (8.0 * 2.0 * per) - 1.0) < 1e-12); /* FC1, FC2 */
+    assert_true(fabs(b / (8.0 * 4.0 * per) - 1.0) < 1e-12); /* their dgrad and wgrad */
+    c.training.precision = MP_DTYPE_FP8;
+    c.training.fp8_recipe = MP_FP8_MXFP8; /* a cast per expert input and output gradient */
+    mp_moe_expert_launches(&c, &f, &b);
+    assert_true(fabs(f / (8.0 * 4.0 * per) - 1.0) < 1e-12);
+    assert_true(fabs(b / (8.0 * 6.0 * per) - 1.0) < 1e-12);
+    c.training.fp8_recipe = MP_FP8_DELAYED; /* one fused multi-tensor cast */
+    mp_moe_expert_launches(&c, &f, &b);
+    assert_true(fabs(f / (8.0 * 2.0 * per) - 1.0) < 1e-12);
+
+    /* a host-bound block (1 s a launch): ep 8 holds 7 experts more than ep
+     * 64, whose launches the host pays on top: 7 x 2 x 33 us forward, 7 x 4
+     * x 33 us backward; the same with kernel_overhead 57.5 us would be
+     * GPU-bound, so the host's whole time is read here */
+    mp_config c8 = moe_config("olmoe-1b-7b", 64, 1, 8, 1);
+    mp_config c64 = moe_config("olmoe-1b-7b", 64, 1, 64, 1);
+    c8.hw.kernel_overhead = c64.hw.kernel_overhead = 1.0;
+    mp_block_shape bs;
+    mp_block_shape_of(&c8.model, 4096, 1, &bs);
+    mp_block_time t8, t64;
+    mp_block_time_of(&c8, &bs, &t8);
+    mp_block_time_of(&c64, &bs, &t64);
+    double host8 = t8.fwd_compute + t8.tp_fwd, host64 = t64.fwd_compute + t64.tp_fwd;
+    assert_true(fabs((host8 - host64) / (7.0 * 2.0 * 33e-6) - 1.0) < 1e-6);
+    host8 = t8.bwd_compute + t8.tp_bwd, host64 = t64.bwd_compute + t64.tp_bwd;
+    assert_true(fabs((host8 - host64) / (7.0 * 4.0 * 33e-6) - 1.0) < 1e-6);
+    /* a CUDA graph of the whole MoE layer replays them in one launch */
+    c8.parallel.cuda_graph_scope = c64.parallel.cuda_graph_scope = 1u << MP_CGS_MOE;
+    mp_block_time_of(&c8, &bs, &t8);
+    mp_block_time_of(&c64, &bs, &t64);
+    assert_true(fabs((t8.fwd_compute + t8.tp_fwd) - (t64.fwd_compute + t64.tp_fwd)) < 1e-9);
+}
+
 /* The estimate's memory: routed experts' optimizer states sharded over edp,
  * the rest over d x c (the distributed optimizer, 12 bytes per parameter). */
 static void test_expert_optimizer_shard(void **state)
@@ -451,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_expert_split_by_hand),
         cmocka_unit_test(test_mtp_by_hand),
         cmocka_unit_test(test_alltoall_volume),
+        cmocka_unit_test(test_expert_launches_by_hand),
         cmocka_unit_test(test_expert_optimizer_shard),
         cmocka_unit_test(test_expert_zero_shards),
         cmocka_unit_test(test_split_refusals),

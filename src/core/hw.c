@@ -105,6 +105,8 @@ static const mp_field hw_fields[] = {
     D("nccl_ctas", nccl_ctas, MP_UNIT_NONE, 0, false, 1e5, false),
     D("matmul_achievable", matmul_achievable, MP_UNIT_FLOPS, 0, false, BIG, false),
     D("curve_matmul_efficiency", curve_matmul_efficiency, MP_UNIT_NONE, 0, false, 1, false),
+    D("matmul_achievable_fp8_split", matmul_achievable_fp8_split, MP_UNIT_FLOPS, 0, false, BIG,
+      false),
     D("error_band.low", error_band_low, MP_UNIT_NONE, -0.99, false, 10, false),
     D("error_band.high", error_band_high, MP_UNIT_NONE, -0.99, false, 10, false),
     /* optional, 0 when absent: cost and energy are then not known */

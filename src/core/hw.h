@@ -98,6 +98,14 @@ typedef struct mp_hw {
                                             gemm_efficiency curve was fitted on: with both set,
                                             the curve is scaled by (matmul_achievable / bf16
                                             peak) / this (docs/cost-model.md §4) */
+    double matmul_achievable_fp8_split;  /* measured maximum achievable FP8 matmul rate with the
+                                            split (FP32-promoted) accumulator, cuBLASLt's
+                                            FAST_ACCUM off (FLOP/s): what Transformer Engine's
+                                            input- and weight-gradient FP8 GEMMs run on Hopper;
+                                            with matmul_achievable set, those GEMMs run at this
+                                            over the FP8 peak relative to the BF16 ratio
+                                            (docs/cost-model.md §13). YAML
+                                            matmul_achievable_fp8_split; 0: no penalty */
     double error_band_low, error_band_high; /* range of predicted/measured - 1 on the held-out
                                             rows of this hardware class (docs/validation.md);
                                             YAML error_band.low/high; both 0: no band known */

@@ -343,8 +343,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
             dgrad_of[i] = wgrad_of[i] = fwd_of[i] = 0.0;
             continue;
         }
-        double w = mp_linear_gemm_time(c, gk, gn, gm);
-        double dg = mp_linear_gemm_time(c, gm, gk, gn);
+        double w = mp_linear_gemm_pass_time(c, MP_GEMM_WGRAD, gk, gn, gm);
+        double dg = mp_linear_gemm_pass_time(c, MP_GEMM_DGRAD, gm, gk, gn);
         fwd_of[i] = mp_linear_gemm_time(c, gm, gn, gk);
         gemm += fwd_of[i];
         gemm_b += dg + w;

@@ -176,6 +176,21 @@ double mp_linear_gemm_time(const mp_config *c, double m, double n, double k);
  * share the waves (gemm_shape.c). */
 double mp_linear_grouped_gemm_time(const mp_config *c, double groups, double m, double n,
                                    double k);
+/* Which GEMM of a linear layer: the forward, the input gradient or the
+ * weight gradient (Transformer Engine accumulates them differently). */
+typedef enum { MP_GEMM_FPROP, MP_GEMM_DGRAD, MP_GEMM_WGRAD } mp_gemm_pass;
+/* The two above for a given pass: under fp8 the gradients' GEMMs of the
+ * per-tensor recipes, and every GEMM of the blockwise one, accumulate with
+ * the split accumulator, at mp_fp8_accumulate_factor of the rate. */
+double mp_linear_gemm_pass_time(const mp_config *c, mp_gemm_pass pass, double m, double n,
+                                double k);
+double mp_linear_grouped_gemm_pass_time(const mp_config *c, mp_gemm_pass pass, double groups,
+                                        double m, double n, double k);
+/* The rate of an FP8 GEMM of this pass relative to a fast-accumulating one:
+ * the profile's measured split-accumulator FP8 matmul over the FP8 peak,
+ * relative to its BF16 measurement over the BF16 peak (at most 1); 1 when
+ * not fp8, for a fast-accumulating GEMM, or without the measurements. */
+double mp_fp8_accumulate_factor(const mp_config *c, mp_gemm_pass pass);
 /* HBM bytes of the FP8 casts of one such GEMM per micro-batch: forward the
  * m x k input, backward the m x n output gradient (0, 0 when not fp8). */
 void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double *fwd,

@@ -31,8 +31,43 @@ double mp_high_peak(const mp_config *c)
     return pk > 0.0 ? pk : c->hw.peak_flops[MP_DTYPE_FP32];
 }
 
+double mp_fp8_accumulate_factor(const mp_config *c, mp_gemm_pass pass)
+{
+    const mp_hw *hw = &c->hw;
+    if (!mp_fp8_on(c) || !(hw->matmul_achievable_fp8_split > 0.0) ||
+        !(hw->matmul_achievable > 0.0))
+        return 1.0;
+    /* Transformer Engine's split accumulator (cuBLASLt FAST_ACCUM off:
+     * partial sums promoted to FP32 outside the tensor cores' limited FP8
+     * accumulation, which matters on Hopper and Ada): the input and weight
+     * gradients of the per-tensor recipes (their fp8_gemm_dgrad/wgrad
+     * MMParams(use_split_accumulator=True), fprop False; module/base.py
+     * _2X_ACC_FPROP False, _2X_ACC_DGRAD/_WGRAD True), every GEMM of the
+     * blockwise recipe (Float8BlockScaling requires it in all three) */
+    bool split = c->training.fp8_recipe == MP_FP8_BLOCKWISE || pass != MP_GEMM_FPROP;
+    if (!split)
+        return 1.0;
+    double fp8 = hw->peak_flops[MP_DTYPE_FP8], bf16 = hw->peak_flops[MP_DTYPE_BF16];
+    if (!(fp8 > 0.0) || !(bf16 > 0.0))
+        return 1.0;
+    double f = (hw->matmul_achievable_fp8_split / fp8) / (hw->matmul_achievable / bf16);
+    return f < 1.0 ? f : 1.0;
+}
+
 double mp_linear_grouped_gemm_time(const mp_config *c, double groups, double m, double n,
                                    double k)
+{
+    return mp_linear_grouped_gemm_pass_time(c, MP_GEMM_FPROP, groups, m, n, k);
+}
+
+double mp_linear_gemm_pass_time(const mp_config *c, mp_gemm_pass pass, double m, double n,
+                                double k)
+{
+    return mp_linear_grouped_gemm_pass_time(c, pass, 1.0, m, n, k);
+}
+
+double mp_linear_grouped_gemm_pass_time(const mp_config *c, mp_gemm_pass pass, double groups,
+                                        double m, double n, double k)
 {
     const mp_hw *hw = &c->hw;
     double high = mp_high_peak(c);
@@ -49,7 +84,7 @@ double mp_linear_grouped_gemm_time(const mp_config *c, double groups, double m, 
      * tiles quantise as a BF16 GEMM's of the same shape (gemm_shape.c). */
     double flops = 2.0 * m * n * k;
     double eff = mp_gemm_efficiency(hw, flops * high / fp8) *
-                 mp_gemm_shape_efficiency(hw, groups, m, n);
+                 mp_gemm_shape_efficiency(hw, groups, m, n) * mp_fp8_accumulate_factor(c, pass);
     double compute = groups * flops / (fp8 * eff);
     /* FP8 operands (1 byte), the BF16 output (2 bytes) */
     double memory = groups * (m * k + k * n + 2.0 * m * n) / (hw->hbm_bw * hw->memory_efficiency);

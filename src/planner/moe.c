@@ -206,9 +206,9 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     double shapes[2][3] = {{ne, gate * f, h}, {ne, h, f}};
     for (int i = 0; i < 2; i++) {
         double gm = shapes[i][0], gn = shapes[i][1], gk = shapes[i][2];
-        double w = mp_linear_grouped_gemm_time(c, local, gk, gn, gm);
+        double w = mp_linear_grouped_gemm_pass_time(c, MP_GEMM_WGRAD, local, gk, gn, gm);
         out->gemm_f += mp_linear_grouped_gemm_time(c, local, gm, gn, gk);
-        out->gemm_b += mp_linear_grouped_gemm_time(c, local, gm, gk, gn) + w;
+        out->gemm_b += mp_linear_grouped_gemm_pass_time(c, MP_GEMM_DGRAD, local, gm, gk, gn) + w;
         out->wgrad += w;
         double qf, qb;
         mp_fp8_cast_bytes(c, gm, gn, gk, &qf, &qb);

@@ -120,6 +120,68 @@ static void test_gemm_transfer(void **state)
     assert_int_equal(mp_hw_set_field(&h, "curve_matmul_efficiency", "1.5", &err), MP_EINPUT);
 }
 
+/* Transformer Engine runs the input- and weight-gradient FP8 GEMMs of the
+ * per-tensor recipes, and every GEMM of the blockwise one, with cuBLASLt's
+ * split accumulator (FAST_ACCUM off); on Hopper that path measures 1402.6
+ * of 1978.9 TFLOP/s (H100 SXM, tests/data/hw/mamf_ml_engineering.csv, FP8
+ * row), against the BF16 794.5 of 989.4 the curve is transferred with: those
+ * GEMMs take 1 / ((1402.6 / 1978.9) / (794.5 / 989.4)) = 1.133 times as
+ * long as a fast-accumulating one of the same shape (docs/cost-model.md
+ * §13). Blackwell's profiles carry no such measurement (its FP8 and BF16
+ * ratios agree), nor does BF16 training use it. */
+static void test_split_accumulator(void **state)
+{
+    (void)state;
+    mp_config h = config("llama3-70b", "dgx-h100", 8, 4, MP_DTYPE_FP8);
+    h.training.fp8_recipe = MP_FP8_TENSORWISE;
+    double want = (1402.6 / 1978.9) / (794.5 / 989.4);
+    assert_true(near(want, 0.88273, 1e-4));
+    assert_true(near(mp_fp8_accumulate_factor(&h, MP_GEMM_DGRAD), want, 1e-12));
+    assert_true(near(mp_fp8_accumulate_factor(&h, MP_GEMM_WGRAD), want, 1e-12));
+    assert_true(mp_fp8_accumulate_factor(&h, MP_GEMM_FPROP) == 1.0);
+    /* a large compute-bound GEMM: the gradient pass takes 1/want as long */
+    double m = 8192, n = 7168, k = 8192;
+    double fprop = mp_linear_gemm_time(&h, m, n, k);
+    assert_true(near(mp_linear_gemm_pass_time(&h, MP_GEMM_DGRAD, m, n, k), fprop / want, 1e-12));
+    assert_true(near(mp_linear_gemm_pass_time(&h, MP_GEMM_WGRAD, m, n, k), fprop / want, 1e-12));
+    /* delayed scaling splits the same passes; blockwise splits all three */
+    mp_config d = h;
+    d.training.fp8_recipe = MP_FP8_DELAYED;
+    assert_true(mp_fp8_accumulate_factor(&d, MP_GEMM_FPROP) == 1.0);
+    assert_true(near(mp_fp8_accumulate_factor(&d, MP_GEMM_DGRAD), want, 1e-12));
+    mp_config bw = h;
+    bw.training.fp8_recipe = MP_FP8_BLOCKWISE;
+    assert_true(near(mp_fp8_accumulate_factor(&bw, MP_GEMM_FPROP), want, 1e-12));
+    /* BF16 training, Blackwell, and a profile without the measurement: 1 */
+    mp_config b16 = h;
+    b16.training.precision = MP_DTYPE_BF16;
+    assert_true(mp_fp8_accumulate_factor(&b16, MP_GEMM_WGRAD) == 1.0);
+    mp_config bl = config("llama3-70b", "b200", 8, 4, MP_DTYPE_FP8);
+    assert_true(mp_fp8_accumulate_factor(&bl, MP_GEMM_WGRAD) == 1.0);
+    mp_config bare = h;
+    bare.hw.matmul_achievable_fp8_split = 0.0;
+    assert_true(mp_fp8_accumulate_factor(&bare, MP_GEMM_DGRAD) == 1.0);
+
+    /* a block: the forward is unchanged, the backward's GEMMs (all of it
+     * that is GEMMs on this compute-bound 70B layer at t = 4) grow by 1/want */
+    mp_block_shape bs;
+    mp_block_shape_of(&h.model, 4096, 1, &bs);
+    mp_block_time with, without;
+    mp_block_time_of(&h, &bs, &with);
+    mp_block_time_of(&bare, &bs, &without);
+    assert_true(with.fwd_compute == without.fwd_compute);
+    assert_true(near(with.wgrad, without.wgrad / want, 1e-9));
+    assert_true(with.bwd_compute - without.bwd_compute > 0.9 * (1.0 / want - 1.0) * 2.0 *
+                                                              without.wgrad);
+
+    /* the field is read from a profile */
+    mp_error err;
+    mp_hw hw = h.hw;
+    assert_int_equal(mp_hw_set_field(&hw, "matmul_achievable_fp8_split", "1 PFLOP/s", &err),
+                     MP_OK);
+    assert_true(hw.matmul_achievable_fp8_split == 1e15);
+}
+
 /* Cast bytes per element: read 2, write two FP8 copies (+ scales: blockwise
  * fp32 per 128, mxfp8 one byte per 32, each copy); current scaling reads
  * the tensor once more for its amax. Forward: the m x k input; backward:
@@ -343,6 +405,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_rate), cmocka_unit_test(test_gemm_transfer),
+        cmocka_unit_test(test_split_accumulator),
         cmocka_unit_test(test_cast_bytes),
         cmocka_unit_test(test_memory),    cmocka_unit_test(test_step),
         cmocka_unit_test(test_imbalance), cmocka_unit_test(test_storage_switches),

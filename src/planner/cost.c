@@ -319,16 +319,21 @@ double mp_ds_bf16_accumulate_time(const mp_config *c, double params)
     return mp_membound_time(&c->hw, 18.0 * params, 2.0);
 }
 
-static void add_bf16_accumulation(const mp_config *c, item_detail *det, int64_t L)
+/* The gradient accumulation passes of DeepSpeed's engine: the BF16
+ * optimizer's fp32 one, or autograd's in-place add (ds_pipe.c); none on
+ * Megatron-LM. */
+static void add_ds_accumulation(const mp_config *c, item_detail *det, int64_t L)
 {
-    if (!mp_ds_bf16_optimizer(c))
+    if (c->training.stack == MP_STACK_MEGATRON_LM)
         return;
     double tied = c->model.tied_embeddings && c->parallel.pp > 1
                       ? (double)c->model.vocab * (double)c->model.hidden / (double)c->parallel.tp
                       : 0.0;
-    for (int64_t i = 0; i <= L + 1; i++)
-        det[i].bwd_compute += mp_ds_bf16_accumulate_time(c, det[i].params +
-                                                                 (i == L + 1 ? tied : 0.0));
+    for (int64_t i = 0; i <= L + 1; i++) {
+        double params = det[i].params + (i == L + 1 ? tied : 0.0);
+        det[i].bwd_compute +=
+            mp_ds_bf16_accumulate_time(c, params) + mp_ds_grad_accumulate_time(c, params);
+    }
 }
 
 static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
@@ -336,13 +341,13 @@ static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
 
 /* Fills details for all L+2 items, computing each distinct block shape once
  * (and, with a memo, once per search); the per-micro-batch passes of the
- * software that ran (add_bf16_accumulation) after the memo, which keeps what
+ * software that ran (add_ds_accumulation) after the memo, which keeps what
  * the kinds cost alone. */
 static void fill_details(const mp_config *c, mp_cost_memo *memo, const model_facts *mf,
                          item_detail *det)
 {
     fill_details_of_kind(c, memo, mf, det);
-    add_bf16_accumulation(c, det, mp_model_blocks(&c->model));
+    add_ds_accumulation(c, det, mp_model_blocks(&c->model));
 }
 
 static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,

@@ -353,5 +353,9 @@ bool mp_ds_pipe_engine(const mp_config *c);
 double mp_ds_p2p_transfers_per_pass(const mp_config *c);
 void mp_ds_partition_gathers(const mp_config *c, double slice_bytes, bool first, bool last,
                              double *fwd, double *bwd);
+/* The in-place add autograd runs per micro-batch on the 16-bit gradients of
+ * params parameters of one GPU where DeepSpeed's engine leaves them in
+ * param.grad (ds_pipe.c; 0 for Megatron-LM and under the BF16 optimizer). */
+double mp_ds_grad_accumulate_time(const mp_config *c, double params);
 
 #endif

@@ -58,3 +58,26 @@ void mp_ds_partition_gathers(const mp_config *c, double slice_bytes, bool first,
     if (!last)
         *bwd = 2.0 * one;
 }
+
+/* DeepSpeed's engine without its BF16 optimizer (its FP16 optimizer, ZeRO-1,
+ * and the 2021 engine MT-NLG's bf16 ran on) leaves the gradients of the 16-bit
+ * parameters in param.grad, where autograd accumulates them across the
+ * micro-batches: PyTorch's AccumulateGrad steals the first micro-batch's
+ * weight gradient and runs `variable_grad += new_grad` in place for every
+ * later one (torch/csrc/autograd/functions/accumulate_grad.h), a read of both
+ * and a write, 3 x 2 bytes per parameter at HBM bandwidth in m - 1 of the m
+ * backward passes. Megatron-LM accumulates into its fp32 main_grad inside the
+ * weight-gradient GEMM (gradient accumulation fusion); the BF16 optimizer's
+ * own fp32 pass is mp_ds_bf16_accumulate_time (it clears the 16-bit grads
+ * after each micro-batch, so autograd adds nothing there). Per micro-batch,
+ * averaged over the m. */
+double mp_ds_grad_accumulate_time(const mp_config *c, double params)
+{
+    if (c->training.stack == MP_STACK_MEGATRON_LM || mp_ds_bf16_optimizer(c) || !(params > 0.0))
+        return 0.0;
+    int64_t m = mp_config_microbatches(c);
+    if (m <= 1)
+        return 0.0;
+    double dt = c->training.precision == MP_DTYPE_FP32 ? 4.0 : 2.0;
+    return mp_membound_time(&c->hw, 3.0 * dt * params, 1.0) * (double)(m - 1) / (double)m;
+}

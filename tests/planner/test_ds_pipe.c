@@ -1,6 +1,6 @@
 /* test_ds_pipe.c — DeepSpeed's pipeline engine (ds_pipe.c) in the cost model:
- * the PartitionedTensor gathers each stage pays per micro-batch and the
- * second transfer its steps wait on, each against a hand-computed value and
+ * the PartitionedTensor gathers each stage pays per micro-batch, the second
+ * transfer its steps wait on, and autograd's gradient accumulation pass, each against a hand-computed value and
  * against Megatron-LM's stack, which pays neither (the old behaviour for the
  * Megatron-DeepSpeed stacks too, which every assertion below would fail). */
 #include <math.h>
@@ -141,12 +141,57 @@ static void test_serial_transfers(void **state)
     assert_true(mp_ds_p2p_transfers_per_pass(&p1) == 1.0);
 }
 
+/* Autograd's in-place add of each later micro-batch's 16-bit weight gradient
+ * into param.grad: 3 x 2 bytes per parameter at HBM bandwidth, in m - 1 of the
+ * m micro-batches (here m = 64 / 2 = 32), on both DeepSpeed stacks without the
+ * BF16 optimizer; none on Megatron-LM, none under the BF16 optimizer (which
+ * has its own fp32 pass), and it lands in each block's backward. */
+static void test_autograd_accumulation(void **state)
+{
+    (void)state;
+    mp_config ds = config(MP_STACK_MDS_2021, 8, 4);
+    double want = mp_membound_time(&ds.hw, 6.0 * 1e9, 1.0) * 31.0 / 32.0;
+    assert_true(want > 0.0);
+    assert_true(near(mp_ds_grad_accumulate_time(&ds, 1e9), want));
+    mp_config bs = config(MP_STACK_BIGSCIENCE_MDS, 8, 4); /* fp16: DeepSpeed's FP16 optimizer */
+    assert_true(near(mp_ds_grad_accumulate_time(&bs, 1e9), want));
+    mp_config mg = config(MP_STACK_MEGATRON_LM, 8, 4);
+    assert_true(mp_ds_grad_accumulate_time(&mg, 1e9) == 0.0);
+    mp_config bf = config(MP_STACK_BIGSCIENCE_MDS, 8, 4);
+    bf.training.precision = MP_DTYPE_BF16;
+    assert_true(mp_ds_grad_accumulate_time(&bf, 1e9) == 0.0);
+    assert_true(mp_ds_bf16_accumulate_time(&bf, 1e9) > 0.0);
+    /* one micro-batch: nothing to accumulate */
+    mp_config one = config(MP_STACK_MDS_2021, 8, 4);
+    one.training.global_batch = 2;
+    assert_true(mp_ds_grad_accumulate_time(&one, 1e9) == 0.0);
+    /* in the stage costs: a middle stage's backward (six blocks) is longer by
+     * the pass over its parameters; its forward is not */
+    mp_config mgf = config(MP_STACK_MEGATRON_LM, 8, 4);
+    mp_pipeline_cost pds, pmg;
+    mp_error err;
+    assert_int_equal(mp_pipeline_cost_build(&ds, NULL, &pds, &err), MP_OK);
+    assert_int_equal(mp_pipeline_cost_build(&mgf, NULL, &pmg, &err), MP_OK);
+    double block = 12.0 * 2048.0 * 2048.0 / 8.0 + 13.0 * 2048.0 / 8.0 + 4.0 * 2048.0;
+    double compute_ds = pds.stages[1].bwd - pds.stages[1].tp_comm_bwd;
+    double compute_mg = pmg.stages[1].bwd - pmg.stages[1].tp_comm_bwd;
+    double pass = compute_ds - compute_mg;
+    assert_true(pass > 0.0);
+    assert_true(fabs(pass - mp_ds_grad_accumulate_time(&ds, 6.0 * block)) <=
+                0.02 * mp_ds_grad_accumulate_time(&ds, 6.0 * block));
+    assert_true(near(pds.stages[1].fwd - pds.stages[1].tp_comm_fwd,
+                     pmg.stages[1].fwd - pmg.stages[1].tp_comm_fwd));
+    mp_pipeline_cost_free(&pds);
+    mp_pipeline_cost_free(&pmg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gathers_by_hand),
         cmocka_unit_test(test_gathers_in_stages),
         cmocka_unit_test(test_serial_transfers),
+        cmocka_unit_test(test_autograd_accumulation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -203,9 +203,10 @@ static mp_status stack_from(const csv *c, int r, int first, mp_stack *out, mp_er
                 return MP_OK;
             }
         return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col + 1, "stack",
-                            "'%s' is not %s, %s or %s", s, mp_stack_name(MP_STACK_MEGATRON_LM),
+                            "'%s' is not %s, %s, %s or %s", s, mp_stack_name(MP_STACK_MEGATRON_LM),
                             mp_stack_name(MP_STACK_BIGSCIENCE_MDS),
-                            mp_stack_name(MP_STACK_MDS_2021));
+                            mp_stack_name(MP_STACK_MDS_2021),
+                            mp_stack_name(MP_STACK_MEGATRON_LM_2021));
     }
     return MP_OK;
 }

@@ -11,7 +11,8 @@
 
 bool mp_ds_pipe_engine(const mp_config *c)
 {
-    return c->training.stack != MP_STACK_MEGATRON_LM && c->parallel.pp > 1;
+    mp_stack s = c->training.stack;
+    return (s == MP_STACK_BIGSCIENCE_MDS || s == MP_STACK_MDS_2021) && c->parallel.pp > 1;
 }
 
 /* Transfers a rank waits on per pass of a micro-batch. Megatron posts a

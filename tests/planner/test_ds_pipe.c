@@ -185,6 +185,41 @@ static void test_autograd_accumulation(void **state)
     mp_pipeline_cost_free(&pmg);
 }
 
+/* Megatron-LM before September 2021 (megatron-lm-2021): its backward TP
+ * all-reduces synchronous (the asynchronous one came with 16c90445,
+ * 2021-09-02) and autograd's gradient accumulation (the fused one with
+ * 83b1e42f, 2022-02-13), as the 2021 Megatron-DeepSpeed's; but its own
+ * pipeline: no PartitionedTensor gathers, one transfer per pass. */
+static void test_megatron_lm_2021(void **state)
+{
+    (void)state;
+    assert_string_equal(mp_stack_name(MP_STACK_MEGATRON_LM_2021), "megatron-lm-2021");
+    mp_config old = config(MP_STACK_MEGATRON_LM_2021, 8, 4);
+    mp_config ds = config(MP_STACK_MDS_2021, 8, 4);
+    mp_config mg = config(MP_STACK_MEGATRON_LM, 8, 4);
+    mp_block_shape bs;
+    mp_block_shape_of(&old.model, old.training.seq, old.parallel.micro_batch, &bs);
+    mp_block_time told, tds, tmg;
+    mp_block_time_of(&old, &bs, &told);
+    mp_block_time_of(&ds, &bs, &tds);
+    mp_block_time_of(&mg, &bs, &tmg);
+    assert_true(near(told.tp_bwd, tds.tp_bwd));
+    assert_true(told.tp_bwd > tmg.tp_bwd * 1.01);
+    assert_true(near(mp_ds_grad_accumulate_time(&old, 1e9), mp_ds_grad_accumulate_time(&ds, 1e9)));
+    assert_true(mp_ds_grad_accumulate_time(&old, 1e9) > 0.0);
+    assert_false(mp_ds_pipe_engine(&old));
+    assert_true(mp_ds_p2p_transfers_per_pass(&old) == 1.0);
+    double f, b;
+    mp_ds_partition_gathers(&old, 1e6, false, false, &f, &b);
+    assert_true(f == 0.0 && b == 0.0);
+    mp_estimate eold, emg;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&old, NULL, &eold, &err), MP_OK);
+    assert_int_equal(mp_estimate_config(&mg, NULL, &emg, &err), MP_OK);
+    assert_true(near(eold.time.pp_comm, emg.time.pp_comm));
+    assert_true(eold.time.step > emg.time.step);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_gathers_in_stages),
         cmocka_unit_test(test_serial_transfers),
         cmocka_unit_test(test_autograd_accumulation),
+        cmocka_unit_test(test_megatron_lm_2021),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

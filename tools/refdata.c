@@ -203,9 +203,10 @@ static mp_status stack_from(const csv *c, int r, int first, mp_stack *out, mp_er
                 return MP_OK;
             }
         return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col + 1, "stack",
-                            "'%s' is not %s, %s or %s", s, mp_stack_name(MP_STACK_MEGATRON_LM),
+                            "'%s' is not %s, %s, %s or %s", s, mp_stack_name(MP_STACK_MEGATRON_LM),
                             mp_stack_name(MP_STACK_BIGSCIENCE_MDS),
-                            mp_stack_name(MP_STACK_MDS_2021));
+                            mp_stack_name(MP_STACK_MDS_2021),
+                            mp_stack_name(MP_STACK_MEGATRON_LM_2021));
     }
     return MP_OK;
 }
@@ -339,11 +340,15 @@ static const char note_mtnlg[] =
     "dgx-a100; bf16, vocab 51,200 (GPT-2's 50,257 padded for t = 8), s 2048, tied embeddings, "
     "learned positions, full recompute, 1F1B (DeepSpeed's pipeline engine), no SP, no "
     "distributed optimizer, DP not overlapped; stack megatron-deepspeed-2021 (backward TP "
-    "all-reduces synchronous). Not published, assumed: micro-batch 1.";
+    "all-reduces synchronous; the pipeline engine's partitioned transfers rebuilt over TP and "
+    "its send and receive one after the other; autograd's in-place accumulation of the bf16 "
+    "gradients). Not published, assumed: micro-batch 1.";
 static const char note_bloom[] =
     "a100-opa = a100-4xhdr with Jean Zay's 4 x 100 Gb/s Omni-Path per node (6.25 GB/s per "
     "GPU); BigScience's Megatron-DeepSpeed GPT (stack megatron-deepspeed-bigscience: backward "
-    "TP all-reduces synchronous; in production, bf16, DeepSpeed's BF16 optimizer with its fp32 "
+    "TP all-reduces synchronous; the pipeline engine's partitioned transfers rebuilt over TP and "
+    "its send and receive one after the other; in the fp16 prequel, autograd's in-place "
+    "gradient accumulation; in production, bf16, DeepSpeed's BF16 optimizer with its fp32 "
     "accumulation pass and fp32 DP all-reduce), ALiBi, tied embeddings, s 2048, full recompute, "
     "1F1B, no SP, ZeRO-1 as the distributed optimizer, DP not overlapped; production splits 70 "
     "blocks + 2 embeddings over 12 stages. Every setting is the CSV's own "

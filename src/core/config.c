@@ -94,7 +94,7 @@ static const char *fp8_recipe_name_i(int i)
 const char *mp_stack_name(mp_stack s)
 {
     static const char *const names[] = {"megatron-lm", "megatron-deepspeed-bigscience",
-                                        "megatron-deepspeed-2021"};
+                                        "megatron-deepspeed-2021", "megatron-lm-2021"};
     return (unsigned)s < MP_STACK_COUNT ? names[s] : "?";
 }
 static const char *stack_name_i(int i)

@@ -147,16 +147,20 @@ const char *mp_fp8_recipe_name(mp_fp8_recipe r);
  * runs DeepSpeed's BF16 optimizer (a separate fp32 accumulation pass per
  * micro-batch, an fp32 all-reduce over DP, not a reduce-scatter); or
  * Microsoft's Megatron-DeepSpeed of 2021 (MT-NLG's time), synchronous backward
- * all-reduces only. Set by the validation data (a run's `stack` column) or a
+ * all-reduces only; or NVIDIA's Megatron-LM before September 2021 (Narayanan
+ * 2021's runs): its own pipeline, but synchronous backward all-reduces and
+ * autograd's gradient accumulation, as Megatron-DeepSpeed's. Set by the validation data (a run's `stack` column) or a
  * configuration file's training.stack; no command-line option (search plans
  * for Megatron-LM). */
 typedef enum {
     MP_STACK_MEGATRON_LM = 0,
     MP_STACK_BIGSCIENCE_MDS,
     MP_STACK_MDS_2021,
+    MP_STACK_MEGATRON_LM_2021,
     MP_STACK_COUNT
 } mp_stack;
-/* "megatron-lm", "megatron-deepspeed-bigscience", "megatron-deepspeed-2021" */
+/* "megatron-lm", "megatron-deepspeed-bigscience", "megatron-deepspeed-2021",
+ * "megatron-lm-2021" */
 const char *mp_stack_name(mp_stack s);
 
 typedef struct mp_training {

@@ -319,16 +319,21 @@ double mp_ds_bf16_accumulate_time(const mp_config *c, double params)
     return mp_membound_time(&c->hw, 18.0 * params, 2.0);
 }
 
-static void add_bf16_accumulation(const mp_config *c, item_detail *det, int64_t L)
+/* The gradient accumulation passes of DeepSpeed's engine: the BF16
+ * optimizer's fp32 one, or autograd's in-place add (ds_pipe.c); none on
+ * Megatron-LM. */
+static void add_ds_accumulation(const mp_config *c, item_detail *det, int64_t L)
 {
-    if (!mp_ds_bf16_optimizer(c))
+    if (c->training.stack == MP_STACK_MEGATRON_LM)
         return;
     double tied = c->model.tied_embeddings && c->parallel.pp > 1
                       ? (double)c->model.vocab * (double)c->model.hidden / (double)c->parallel.tp
                       : 0.0;
-    for (int64_t i = 0; i <= L + 1; i++)
-        det[i].bwd_compute += mp_ds_bf16_accumulate_time(c, det[i].params +
-                                                                 (i == L + 1 ? tied : 0.0));
+    for (int64_t i = 0; i <= L + 1; i++) {
+        double params = det[i].params + (i == L + 1 ? tied : 0.0);
+        det[i].bwd_compute +=
+            mp_ds_bf16_accumulate_time(c, params) + mp_ds_grad_accumulate_time(c, params);
+    }
 }
 
 static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
@@ -336,13 +341,13 @@ static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
 
 /* Fills details for all L+2 items, computing each distinct block shape once
  * (and, with a memo, once per search); the per-micro-batch passes of the
- * software that ran (add_bf16_accumulation) after the memo, which keeps what
+ * software that ran (add_ds_accumulation) after the memo, which keeps what
  * the kinds cost alone. */
 static void fill_details(const mp_config *c, mp_cost_memo *memo, const model_facts *mf,
                          item_detail *det)
 {
     fill_details_of_kind(c, memo, mf, det);
-    add_bf16_accumulation(c, det, mp_model_blocks(&c->model));
+    add_ds_accumulation(c, det, mp_model_blocks(&c->model));
 }
 
 static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
@@ -479,6 +484,16 @@ static double p2p_time(const mp_config *c, double bytes)
     mp_group_place g;
     mp_group_place_of(c, MP_GROUP_PP, &g);
     return c->hw.p2p_host_kernels * c->hw.kernel_overhead + mp_coll_time(&c->hw, &g, MP_COLL_P2P, bytes);
+}
+
+/* The transfers on a rank's critical path per micro-batch and chunk: one
+ * after its forward and one after its backward (Megatron's batched
+ * send/receive), two each on DeepSpeed's pipeline engine (ds_pipe.c). */
+static double pass_p2p(const mp_config *c, double bytes)
+{
+    if (c->parallel.pp <= 1)
+        return 0.0;
+    return 2.0 * mp_ds_p2p_transfers_per_pass(c) * p2p_time(c, bytes);
 }
 
 static void p2p_link(const mp_config *c, double *latency, double *bw)
@@ -726,6 +741,18 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         sum_stage(c, plan, det, b, e, L, &pm->st[k]);
     }
     free(ranges);
+    /* DeepSpeed's pipeline engine rebuilds each partitioned transfer over the
+     * TP group before the pass that needs it (ds_pipe.c); 0 for Megatron-LM */
+    for (int64_t k = 0; k < pm->n; k++) {
+        double gf, gb;
+        mp_ds_partition_gathers(c, pm->p2p_bytes, k == 0, k == pm->n - 1, &gf, &gb);
+        stage_sum *s = &pm->st[k];
+        s->tp_f += gf;
+        s->tp_b += gb;
+        s->tp += gf + gb;
+        s->fwd += gf;
+        s->bwd += gb;
+    }
     free(det);
 
     /* per pipeline rank: parameters (tied embeddings: the last rank holds the
@@ -878,6 +905,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
     }
     p2p_link(c, &out->p2p_latency, &out->p2p_bw);
+    out->p2p_serial = mp_ds_p2p_transfers_per_pass(c) - 1.0;
     out->dp_time = pm.dp_time + pm.tied_sync;
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
     out->optimizer = pm.optimizer;
@@ -1057,7 +1085,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         for (int64_t ch = 0; ch < v; ch++) {
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
-            double comm = p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0;
+            double comm = pass_p2p(c, pm.p2p_bytes);
             round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it */
@@ -1088,7 +1116,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += round_p2p(c, ss, p > 1 ? 2.0 * p2p_time(c, pm.p2p_bytes) : 0.0);
+        p2p += round_p2p(c, ss, pass_p2p(c, pm.p2p_bytes));
     }
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;

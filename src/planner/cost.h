@@ -75,6 +75,10 @@ typedef struct mp_pipeline_cost {
     mp_stage_cost *stages;     /* n_stages entries, owned by the caller (mp_pipeline_cost_free) */
     double p2p_latency;        /* seconds per send between pipeline neighbours */
     double p2p_bw;             /* bytes/s of that link */
+    /* further transfers a rank waits on after each of its sends: 0 on
+     * Megatron (a step's send and receive move together), 1 on DeepSpeed's
+     * pipeline engine (its receive follows its send, ds_pipe.c) */
+    double p2p_serial;
     double dp_time;            /* full DP gradient reduction (+ all-gather with dist-opt) of the most loaded rank */
     double dp_exposed;         /* the part not hidden under backward */
     double optimizer;          /* optimizer step time */

@@ -365,5 +365,19 @@ double mp_grad_reduce_bytes(const mp_config *c);
  * accumulation over params parameters of one GPU (0 when it does not run). */
 bool mp_ds_bf16_optimizer(const mp_config *c);
 double mp_ds_bf16_accumulate_time(const mp_config *c, double params);
+/* DeepSpeed's pipeline engine (ds_pipe.c): whether a configuration runs on it
+ * (a Megatron-DeepSpeed stack with pp > 1); the transfers a rank waits on per
+ * pass of a micro-batch (1 Megatron, 2 DeepSpeed: a step's send and receive
+ * one after the other); the PartitionedTensor gathers of one stage per
+ * micro-batch, slice_bytes being one tensor-parallel rank's slice of the
+ * activation (0 for Megatron-LM or t = 1). */
+bool mp_ds_pipe_engine(const mp_config *c);
+double mp_ds_p2p_transfers_per_pass(const mp_config *c);
+void mp_ds_partition_gathers(const mp_config *c, double slice_bytes, bool first, bool last,
+                             double *fwd, double *bwd);
+/* The in-place add autograd runs per micro-batch on the 16-bit gradients of
+ * params parameters of one GPU where DeepSpeed's engine leaves them in
+ * param.grad (ds_pipe.c; 0 for Megatron-LM and under the BF16 optimizer). */
+double mp_ds_grad_accumulate_time(const mp_config *c, double params);
 
 #endif

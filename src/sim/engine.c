@@ -282,10 +282,15 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
     if (land > start)
         add_event(e, start, land, r, MP_STREAM_PP_SEND, fwd ? MP_EV_SEND_FWD : MP_EV_SEND_BWD,
                   op->microbatch, op->chunk);
-    if (!e->async_p2p && land > rs->now) {
-        /* Megatron waits for its sends before computing again. */
-        rs->pp_wait += land - rs->now;
-        rs->now = land;
+    /* Megatron waits for its sends before computing again; DeepSpeed's
+     * engine then also for the receive its step posts after the send
+     * (p2p_serial transfers of the same size) */
+    double done = land;
+    if (peer != r)
+        done += e->pc->p2p_serial * (wire + e->pc->p2p_latency);
+    if (!e->async_p2p && done > rs->now) {
+        rs->pp_wait += done - rs->now;
+        rs->now = done;
     }
     return e->ranks[peer].waiting == key ? peer : -1;
 }
@@ -537,7 +542,8 @@ static mp_status check_cost(mp_schedule_kind s, int32_t p, int32_t v,
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                     "stage %d has a negative or non-finite cost", (int)k);
     }
-    if (!(pc->p2p_latency >= 0) || !(pc->p2p_bw >= 0) || !(pc->dp_time >= 0) ||
+    if (!(pc->p2p_latency >= 0) || !(pc->p2p_bw >= 0) || !(pc->p2p_serial >= 0) ||
+        !(pc->dp_time >= 0) ||
         !(pc->optimizer >= 0))
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "pipeline costs must be non-negative");

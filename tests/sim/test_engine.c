@@ -445,6 +445,24 @@ static void test_sync_and_async_p2p(void **state)
     g_async = false;
 }
 
+/* DeepSpeed's pipeline engine (p2p_serial 1): after each send a rank also
+ * waits for the receive its step posts next, one more transfer. The sync
+ * case above, p=2, m=2, f=1, b=2, p2p=0.1, worked again: rank 0 F0 [0,1]
+ * waits to 1.2, F1 [1.2,2.2] waits to 2.4; rank 1 F0 [1.1,2.1], F1 (landed
+ * 2.3) [2.3,3.3], B1 [3.3,5.3] (lands 5.4) waits to 5.5, B0 [5.5,7.5]
+ * (lands 7.6); rank 0 B1 [5.4,7.4] B0 [7.6,9.6]: 9.6, not 9.4. */
+static void test_serial_p2p(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = uniform(2, 1, 1, 2, 0);
+    pc.p2p_latency = 0.1;
+    pc.p2p_serial = 1.0;
+    mp_sim_result r = run(MP_SCHED_GPIPE, 2, 1, 2, &pc, false);
+    if (!NEAR(r.pipeline_makespan, 9.6))
+        fail_msg("%.12g, want 9.6", r.pipeline_makespan);
+    mp_sim_result_free(&r);
+}
+
 /* A slow link is a bottleneck: messages queue one after another. GPipe's
  * forwards from rank 0 take f = 1 each but each send takes 2 s on the wire,
  * so the last forward reaches rank 1 at 2m + ... */
@@ -803,6 +821,7 @@ int main(void)
         cmocka_unit_test(test_moe_ep_overlap),
         cmocka_unit_test(test_moe_ep_overlap_sm_contention),
         cmocka_unit_test(test_gpipe_with_links),
+        cmocka_unit_test(test_serial_p2p),
         cmocka_unit_test(test_link_serialises_messages),
         cmocka_unit_test(test_sync_and_async_p2p),
         cmocka_unit_test(test_peak_memory),

@@ -549,6 +549,53 @@ static bool same_sweep(const mp_config *a, const mp_config *b)
  * rows) whose measured best is outside the predicted top 3 (default none). */
 static int check_top3_misses = 0;
 
+/* Why a sweep's measured best ranks below third, from the model's own parts,
+ * printed under the table: its error, the GPU time alone (kernel_overhead 0:
+ * what the host dispatch adds is the difference), the GEMM curve's efficiency
+ * at its largest GEMM (FC1), and the rows ranked ahead of it with their errors.
+ * When the GPU time alone already exceeds the measured step, the host term
+ * cannot be what ranks it low. */
+enum { TOP3_EXPLAINED = 8 };
+static char top3_why[TOP3_EXPLAINED][1024];
+static int top3_why_n = 0;
+
+static void explain_top3_miss(const refdata_set *rs, const double *pred, const int *member, int n,
+                              int best)
+{
+    if (top3_why_n >= TOP3_EXPLAINED) return;
+    const refdata_row *x = &rs->rows[best];
+    const mp_config *c = &x->config;
+    mp_config gpu_only = *c;
+    gpu_only.hw.kernel_overhead = 0.0;
+    mp_estimate e;
+    mp_error err;
+    double gpu = mp_estimate_config(&gpu_only, NULL, &e, &err) == MP_OK ? e.time.step : NAN;
+    double fc1 = 2.0 * (double)c->parallel.micro_batch * (double)c->training.seq *
+                 (double)c->model.hidden * (double)c->model.ffn_hidden / (double)c->parallel.tp;
+    char *o = top3_why[top3_why_n++];
+    size_t cap = sizeof top3_why[0];
+    int w = snprintf(o, cap,
+                     "**Why h=%lld L=%lld gpus=%lld B=%lld misses.** Its measured best (t=%lld d=%lld "
+                     "p=%lld b=%lld, %.4g s) is predicted %.4g s (%+.1f%%); its GPU time alone "
+                     "(kernel_overhead 0) is %.4g s (%+.1f%% of the measured step), its FC1 GEMM of "
+                     "%.3g FLOPs runs at %.3f of peak on the curve. Ranked ahead of it:",
+                     (long long)c->model.hidden, (long long)c->model.layers,
+                     (long long)c->training.gpus, (long long)c->training.global_batch,
+                     (long long)c->parallel.tp, (long long)c->parallel.dp, (long long)c->parallel.pp,
+                     (long long)c->parallel.micro_batch, x->measured_s, pred[best],
+                     100 * (pred[best] / x->measured_s - 1), gpu, 100 * (gpu / x->measured_s - 1),
+                     fc1, mp_curve_eval(&c->hw.gemm_efficiency, fc1));
+    for (int i = 0; i < n && w > 0 && (size_t)w < cap; i++) {
+        const refdata_row *y = &rs->rows[member[i]];
+        if (!(pred[member[i]] < pred[best])) continue;
+        w += snprintf(o + w, cap - (size_t)w, " t=%lld d=%lld p=%lld b=%lld (%+.1f%%);",
+                      (long long)y->config.parallel.tp, (long long)y->config.parallel.dp,
+                      (long long)y->config.parallel.pp, (long long)y->config.parallel.micro_batch,
+                      100 * (pred[member[i]] / y->measured_s - 1));
+    }
+    if (w > 0 && (size_t)w < cap && o[w - 1] == ';') o[w - 1] = '.';
+}
+
 /* Each sweep of a data set with more than three rows: every row costed with its
  * own settings, ranked by predicted step time; the rank of the measured best.
  * Adds to *sweeps and *misses; prints the misses (every sweep with every). */
@@ -597,6 +644,7 @@ static int top3_set(const char *dir, refdata_set_id id, const char *name, bool e
         set_sweeps++;
         set_rows += n;
         set_misses += rank > 3;
+        if (rank > 3) explain_top3_miss(&rs, pred, member, n, best);
         if (rank > 3 || every) {
             const mp_config *b = &rs.rows[best].config;
             printf("| %s | h=%lld L=%lld gpus=%lld B=%lld | %d | t=%lld d=%lld p=%lld b=%lld (%.4g s) | "
@@ -645,6 +693,9 @@ static int top3(const char *dir, const refdata_profiles *prof, bool *ok)
             return -1;
     printf("\nIn %d of %d measured sweeps (%d rows) the measured best is in the predicted top 3"
            "%s.\n\n", sweeps - misses, sweeps, rows, misses ? "" : " (the target is met)");
+    for (int i = 0; i < top3_why_n; i++)
+        printf("%s\n\n", top3_why[i]);
+    top3_why_n = 0;
     *ok &= misses <= check_top3_misses;
     return 0;
 }

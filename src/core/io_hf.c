@@ -167,6 +167,19 @@ static mp_status hf_number_in(const hf_ctx *cx, const cJSON *o, const char *key,
     return MP_OK;
 }
 
+/* rope_theta in o: a base above 1 (attn.rope_theta); absent leaves *out. */
+static mp_status hf_rope_theta(const hf_ctx *cx, const cJSON *o, double *out, mp_error *err)
+{
+    double theta = -1.0; /* stays so when absent: a value read is >= 0 */
+    TRY(hf_number_in(cx, o, "rope_theta", 0.0, 1e12, &theta, err));
+    if (theta == -1.0)
+        return MP_OK;
+    if (!(theta > 1.0))
+        return hf_fail(cx, "rope_theta", err, "expected a rotary base above 1");
+    *out = theta;
+    return MP_OK;
+}
+
 /* The rotary angles: rope_theta (attn.rope_theta) and rope_scaling (or
  * transformers 5's rope_parameters, which may carry rope_theta too). Plain
  * ("default") angles and YaRN as HF's _compute_yarn_parameters computes it
@@ -176,7 +189,7 @@ static mp_status hf_number_in(const hf_ctx *cx, const cJSON *o, const char *key,
  * mscale_all_dim) is refused rather than dropped. */
 static mp_status read_rope(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
-    TRY(hf_number_in(cx, cx->root, "rope_theta", 1.0 + 1e-9, 1e12, &m->attn.rope_theta, err));
+    TRY(hf_rope_theta(cx, cx->root, &m->attn.rope_theta, err));
     const char *key = "rope_scaling";
     const cJSON *rope = cJSON_GetObjectItemCaseSensitive(cx->root, key);
     if (!rope || cJSON_IsNull(rope)) {
@@ -187,7 +200,7 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, mp_error *err)
         return MP_OK;
     if (!cJSON_IsObject(rope))
         return hf_fail(cx, key, err, "expected an object");
-    TRY(hf_number_in(cx, rope, "rope_theta", 1.0 + 1e-9, 1e12, &m->attn.rope_theta, err));
+    TRY(hf_rope_theta(cx, rope, &m->attn.rope_theta, err));
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rope, "rope_type");
     if (!rt || cJSON_IsNull(rt))
         rt = cJSON_GetObjectItemCaseSensitive(rope, "type"); /* the older name */
@@ -358,7 +371,7 @@ static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
      * model charges the rotary embedding the same either way, and exec's
      * latent attention turns its rope dims by plain angles (docs/exec.md) */
     TRY(read_llama_keys(cx, m, err));
-    TRY(hf_number_in(cx, cx->root, "rope_theta", 1.0 + 1e-9, 1e12, &m->attn.rope_theta, err));
+    TRY(hf_rope_theta(cx, cx->root, &m->attn.rope_theta, err));
     struct mp_moe *e = &m->moe;
     struct mp_mla *a = &m->mla;
     TRY(hf_int(cx, "n_routed_experts", true, 1, BIG_DIM, &e->experts, err));

@@ -106,6 +106,8 @@ static void test_llama(void **state)
     assert_int_equal(m.activation, MP_ACT_SWIGLU);
     assert_int_equal(m.norm, MP_NORM_RMSNORM);
     assert_int_equal(m.position, MP_POS_ROPE);
+    /* the rotary base: the config's 500000 is the preset's (it had none: 10000) */
+    assert_true(m.attn.rope_theta == 500000.0 && p->attn.rope_theta == m.attn.rope_theta);
 }
 
 static void test_bert(void **state)

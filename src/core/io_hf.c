@@ -239,8 +239,17 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_erro
         rt = cJSON_GetObjectItemCaseSensitive(rope, "type"); /* the older name */
     if (rt && !cJSON_IsString(rt))
         return hf_fail(cx, key, err, "rope_type: expected a string");
-    if (!rt || !strcmp(rt->valuestring, "default"))
+    if (!rt || !strcmp(rt->valuestring, "default")) {
+        /* HF versions disagree on whether DeepSeek's softmax factor applies
+         * without YaRN (older ones: whenever rope_scaling is there) */
+        static const char *const ds_keys[] = {"mscale", "mscale_all_dim"};
+        for (size_t i = 0; deepseek && i < 2; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rope, ds_keys[i]);
+            if (v && !cJSON_IsNull(v))
+                return hf_fail(cx, ds_keys[i], err, "modelled with rope_type yarn only");
+        }
         return MP_OK;
+    }
     if (strcmp(rt->valuestring, "yarn"))
         return hf_fail(cx, key, err,
                        "only rope_type default and yarn are modelled (their angles change "

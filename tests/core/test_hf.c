@@ -470,6 +470,7 @@ static void test_deepseek_yarn(void **state)
         {"{\"type\": \"yarn\", \"factor\": 40, \"attention_factor\": 1}", "attention_factor"},
         {"{\"type\": \"linear\", \"factor\": 40}", "rope_scaling"},
         {"{\"type\": \"yarn\", \"factor\": \"40\"}", "factor"},
+        {"{\"type\": \"default\", \"factor\": 40, \"mscale_all_dim\": 1}", "mscale_all_dim"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(text, sizeof text, "{%s, \"rope_scaling\": %s}", base, bad[i].scaling);

@@ -23,7 +23,8 @@ u32 dims[ndim], the data row-major. Names: "config" (int32, CONFIG_FIELDS, then
 MLA_MOE_FIELDS for a model with latent attention, experts or MTP modules,
 ROUTE_FIELDS for one with DeepSeek-V3's routing or MTP modules, MTP_FIELDS for
 one with MTP modules, OSS_FIELDS for GPT-OSS's blocks, ROPE_FIELDS for a model
-with its own rotary angles),
+with its own rotary angles, and DSYARN_FIELDS, after all of those, for DeepSeek's
+YaRN),
 "adam" (float32: lr, beta1, beta2, eps, weight decay), "tokens"/"targets"
 (int32 [sequences, seq]; T5 also "dec_tokens"), "logits" [sequences, seq, V],
 "loss" [1], and "param:N", "grad:N", "after:N" for each of megaplan's tensors N
@@ -61,6 +62,9 @@ OSS_FIELDS = ["window", "window_skip_freq", "sinks", "glu_limit_milli", "expert_
 # times 1000 and whether its ramp bounds are unrounded (HF's truncate false)
 ROPE_FIELDS = ["rope_theta", "yarn_factor_milli", "yarn_original_seq", "yarn_beta_fast_milli",
                "yarn_beta_slow_milli", "yarn_unrounded"]
+# DeepSeek's YaRN variant, after ROPE_FIELDS: rope_scaling's mscale and
+# mscale_all_dim times 1000 (0: absent)
+DSYARN_FIELDS = ["yarn_mscale_milli", "yarn_mscale_all_dim_milli"]
 ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
 ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
 
@@ -75,19 +79,40 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+def get_mscale(factor, mscale=1.0):
+    """YaRN's 0.1 mscale ln(factor) + 1 (HF's get_mscale; 1 for factor <= 1)."""
+    return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+
+def softmax_mscale(cfg):
+    """DeepSeek's factor on the softmax scale (HF's DeepseekV3Attention:
+    get_mscale(factor, mscale_all_dim) squared when mscale_all_dim is given)."""
+    mscale_all_dim = cfg.get("yarn_mscale_all_dim_milli", 0) / 1000.0
+    if not (cfg.get("yarn_factor_milli") and mscale_all_dim):
+        return 1.0
+    return get_mscale(cfg["yarn_factor_milli"] / 1000.0, mscale_all_dim) ** 2
+
+
 def yarn_parameters(cfg, dim):
     """YaRN's inverse frequencies and attention factor, as HF transformers'
     _compute_yarn_parameters (modeling_rope_utils.py) computes them, in its
     float32: the pairs whose frequency makes fewer than beta_slow turns over
     the original context are interpolated (divided by factor), those with more
     than beta_fast extrapolated (kept), a linear ramp between; the attention
-    factor 0.1 ln(factor) + 1 (get_mscale)."""
-    base, factor = float(cfg["rope_theta"]), cfg["yarn_factor_milli"] / 1000.0
+    factor 0.1 ln(factor) + 1 (get_mscale), or with DeepSeek's mscale and
+    mscale_all_dim both given get_mscale(factor, mscale) / get_mscale(factor,
+    mscale_all_dim)."""
+    base, factor = float(cfg["rope_theta"] or 10000), cfg["yarn_factor_milli"] / 1000.0
     orig = cfg["yarn_original_seq"]
     beta_fast = cfg["yarn_beta_fast_milli"] / 1000.0
     beta_slow = cfg["yarn_beta_slow_milli"] / 1000.0
     truncate = not cfg.get("yarn_unrounded")
-    attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    mscale = cfg.get("yarn_mscale_milli", 0) / 1000.0
+    mscale_all_dim = cfg.get("yarn_mscale_all_dim_milli", 0) / 1000.0
+    if mscale and mscale_all_dim:
+        attention_factor = get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+    else:
+        attention_factor = get_mscale(factor)
 
     def correction_dim(rotations):
         return (dim * math.log(orig / (rotations * 2 * math.pi))) / (2 * math.log(base))
@@ -115,15 +140,18 @@ def check_yarn_against_hf(cfg, dim):
         from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     except ImportError:
         return False
+    theta = float(cfg["rope_theta"] or 10000)
     hf = PretrainedConfig(hidden_size=cfg["hidden"], num_attention_heads=cfg["heads"],
-                          head_dim=dim, max_position_embeddings=131072,
-                          rope_theta=float(cfg["rope_theta"]))
-    hf.rope_parameters = {"rope_type": "yarn", "rope_theta": float(cfg["rope_theta"]),
+                          head_dim=dim, max_position_embeddings=131072, rope_theta=theta)
+    hf.rope_parameters = {"rope_type": "yarn", "rope_theta": theta,
                           "factor": cfg["yarn_factor_milli"] / 1000.0,
                           "original_max_position_embeddings": cfg["yarn_original_seq"],
                           "beta_fast": cfg["yarn_beta_fast_milli"] / 1000.0,
                           "beta_slow": cfg["yarn_beta_slow_milli"] / 1000.0,
                           "truncate": not cfg.get("yarn_unrounded")}
+    if cfg.get("yarn_mscale_all_dim_milli"):  # DeepSeek's keys
+        hf.rope_parameters["mscale"] = cfg.get("yarn_mscale_milli", 0) / 1000.0
+        hf.rope_parameters["mscale_all_dim"] = cfg["yarn_mscale_all_dim_milli"] / 1000.0
     inv_hf, factor_hf = ROPE_INIT_FUNCTIONS["yarn"](hf, "cpu")
     inv, factor = yarn_parameters(cfg, dim)
     assert torch.equal(inv_hf.to(torch.float32), inv), (inv_hf, inv)
@@ -152,13 +180,17 @@ def rope(x, pos, base=10000.0, yarn=None):
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
-def attention(q, k, v, causal, bias=None, scale=True):
-    """q [B, a, Sq, hd], k/v [B, g, Sk, hd]; query head i reads kv head i // (a/g)."""
+def attention(q, k, v, causal, bias=None, scale=True, scale_mul=1.0):
+    """q [B, a, Sq, hd], k/v [B, g, Sk, hd]; query head i reads kv head i // (a/g).
+    scale_mul: a factor on 1/sqrt(hd) (DeepSeek's YaRN), taken as HF's
+    DeepseekV3Attention takes its scaling: one number hd^-0.5 * mscale^2."""
     rep = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(rep, 1)
     v = v.repeat_interleave(rep, 1)
     s = q @ k.transpose(-1, -2)
-    if scale:
+    if scale and scale_mul != 1.0:
+        s = s * (q.shape[-1] ** -0.5 * scale_mul)
+    elif scale:
         s = s / math.sqrt(q.shape[-1])
     if bias is not None:
         s = s + bias
@@ -184,20 +216,26 @@ def mla_attention(cfg, L, y, pos, norm_eps=1e-5):
     straight from y; keys and values from one latent c_kv (RMSNorm, then an
     up-projection giving each head [k_nope | v]); a rotary key k_rope
     projected from y beside c_kv and shared by every head; each query head's
-    last rope_dim columns turned too; scores scaled by 1/sqrt(nope + rope)."""
+    last rope_dim columns turned too; scores scaled by 1/sqrt(nope + rope).
+    With DeepSeek's YaRN (yarn_factor_milli) the rope columns turn by YaRN's
+    angles over rope_dim (HF's DeepseekV3RotaryEmbedding: yarn_parameters, cos
+    and sin times its attention factor) and the scale is multiplied by
+    softmax_mscale (HF's DeepseekV3Attention)."""
     a, dn, dr = cfg["heads"], cfg["nope_dim"], cfg["rope_dim"]
+    yarn = cfg if cfg.get("yarn_factor_milli") else None
     if cfg["q_lora"]:
         q = rmsnorm(y @ L("q_down_w"), L("q_norm_w"), norm_eps) @ L("q_up_w")
     else:
         q = y @ L("q_w")
     q = heads(q, a)                                              # [B, a, S, dn+dr]
-    q = torch.cat([q[..., :dn], rope(q[..., dn:], pos)], -1)
+    q = torch.cat([q[..., :dn], rope(q[..., dn:], pos, yarn=yarn)], -1)
     ckv = y @ L("kv_down_w")                                     # [B, S, rkv+dr]
     c, kr = ckv[..., :cfg["kv_lora"]], ckv[..., cfg["kv_lora"]:]
     kv = heads(rmsnorm(c, L("kv_norm_w"), norm_eps) @ L("kv_up_w"), a)  # [B, a, S, dn+dv]
-    kr = rope(kr[:, None], pos).expand(-1, a, -1, -1)            # [B, a, S, dr]
+    kr = rope(kr[:, None], pos, yarn=yarn).expand(-1, a, -1, -1)  # [B, a, S, dr]
     k = torch.cat([kv[..., :dn], kr], -1)
-    return merge(attention(q, k, kv[..., dn:], causal=True))     # [B, S, a*dv]
+    return merge(attention(q, k, kv[..., dn:], causal=True,
+                           scale_mul=softmax_mscale(cfg)))       # [B, S, a*dv]
 
 
 def oss_attention(q, k, v, window, sinks):
@@ -845,7 +883,10 @@ def make(cfg, seed):
         fields = fields + MTP_FIELDS
     if cfg.get("sinks"):
         fields = fields + OSS_FIELDS
-    if cfg.get("rope_theta"):  # after the GPT-OSS fields (the one model that has them)
+    if cfg.get("yarn_mscale_all_dim_milli"):  # DeepSeek's YaRN: every group before it
+        fields = (CONFIG_FIELDS[1:] + MLA_MOE_FIELDS + ROUTE_FIELDS + MTP_FIELDS + OSS_FIELDS
+                  + ROPE_FIELDS + DSYARN_FIELDS)
+    elif cfg.get("rope_theta"):  # after the GPT-OSS fields (the one model that has them)
         assert cfg.get("sinks"), "ROPE_FIELDS follow OSS_FIELDS in the file"
         fields = fields + ROPE_FIELDS
     conf = torch.tensor([ARCH[cfg["arch"]]] + [int(cfg.get(k, 0)) for k in fields],
@@ -922,6 +963,17 @@ MODELS = {
                  expert_bias=1, rope_theta=150000, yarn_factor_milli=32000,
                  yarn_original_seq=4096, yarn_beta_fast_milli=32000, yarn_beta_slow_milli=1000,
                  yarn_unrounded=1),
+    # tiny-mla.yaml.in with YARN=ds: mla's model with DeepSeek-V3's rotary angles
+    # as its config.json gives them (rope_theta 10000, written 0; rope_scaling:
+    # YaRN with factor 40 over 4096 positions, betas 32 and 1, truncate's default,
+    # mscale and mscale_all_dim 1): the 4 rope columns' frequencies as
+    # _compute_yarn_parameters, cos and sin times g(1)/g(1) = 1, the softmax scale
+    # times get_mscale(40, 1)^2 as DeepseekV3Attention
+    "dsyarn": base("llama", ffn=64, tied=1, rmsnorm=1, swiglu=1, rope=1, no_bias=1, q_lora=16,
+                   kv_lora=12, rope_dim=4, nope_dim=8, v_dim=6, rope_theta=0,
+                   yarn_factor_milli=40000, yarn_original_seq=4096, yarn_beta_fast_milli=32000,
+                   yarn_beta_slow_milli=1000, yarn_unrounded=0, yarn_mscale_milli=1000,
+                   yarn_mscale_all_dim_milli=1000),
 }
 
 
@@ -936,7 +988,7 @@ def main():
         if only and name not in only:
             continue
         if cfg.get("yarn_factor_milli"):
-            hd = cfg["hidden"] // cfg["heads"]
+            hd = cfg.get("rope_dim") or cfg["hidden"] // cfg["heads"]
             print("%s: YaRN's frequencies %s HF transformers' own" % (
                 name, "equal" if check_yarn_against_hf(cfg, hd) else
                 "not checked against (transformers not installed)"))

@@ -533,15 +533,18 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
     }
     if (d->rmsnorm || d->swiglu || d->rope || d->no_bias) {
         /* the rotary angles when they are not LLaMA-2's (base 10000) */
-        char angles[160] = "";
+        char angles[200] = "", softmax[48] = "";
         const mp_rope_spec *rf = &d->rope_freq;
+        if (d->rope && rf->yarn && mp_rope_softmax_scale(rf) != 1.0) /* DeepSeek's */
+            snprintf(softmax, sizeof softmax, ", softmax scale x %.4g",
+                     mp_rope_softmax_scale(rf));
         if (d->rope && rf->yarn)
             snprintf(angles, sizeof angles,
                      " (base %g, YaRN: factor %g over %d positions, betas %g and %g, %s ramp "
-                     "bounds, cos and sin x %.4g)",
+                     "bounds, cos and sin x %.4g%s)",
                      rf->theta > 0 ? rf->theta : 10000.0, rf->factor, rf->original_seq,
                      rf->beta_fast, rf->beta_slow, rf->unrounded ? "unrounded" : "rounded",
-                     mp_rope_attention_factor(rf));
+                     mp_rope_attention_factor(rf), softmax);
         else if (d->rope && rf->theta > 0 && rf->theta != 10000.0)
             snprintf(angles, sizeof angles, " (base %g)", rf->theta);
         printf("blocks: %s, %s, %s positions%s, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",

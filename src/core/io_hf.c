@@ -180,14 +180,47 @@ static mp_status hf_rope_theta(const hf_ctx *cx, const cJSON *o, double *out, mp
     return MP_OK;
 }
 
+/* Every key of a YaRN rope_scaling object is one read_rope reads; another
+ * (attention_factor, DeepSeek's mscale keys elsewhere, or one HF added
+ * later) may change the angles, so it is refused, named. */
+static mp_status yarn_keys_known(const hf_ctx *cx, const cJSON *rope, bool deepseek,
+                                 mp_error *err)
+{
+    static const char *const known[] = {"rope_type", "type", "rope_theta", "factor",
+                                        "original_max_position_embeddings", "beta_fast",
+                                        "beta_slow", "truncate"};
+    const cJSON *v;
+    cJSON_ArrayForEach(v, rope) {
+        bool ok = deepseek && (!strcmp(v->string, "mscale") ||
+                               !strcmp(v->string, "mscale_all_dim"));
+        for (size_t i = 0; !ok && i < sizeof known / sizeof *known; i++)
+            ok = !strcmp(v->string, known[i]);
+        if (ok || cJSON_IsNull(v))
+            continue;
+        if (!strcmp(v->string, "attention_factor") || !strcmp(v->string, "mscale") ||
+            !strcmp(v->string, "mscale_all_dim"))
+            return hf_fail(cx, v->string, err,
+                           deepseek ? "YaRN's attention factor is modelled as HF's default "
+                                      "or DeepSeek's mscale ratio only"
+                                    : "YaRN's attention factor is modelled as HF's default "
+                                      "only (0.1 ln factor + 1); mscale is DeepSeek's");
+        return hf_fail(cx, v->string, err,
+                       "a rope_scaling key megaplan does not know (it may change the angles)");
+    }
+    return MP_OK;
+}
+
 /* The rotary angles: rope_theta (attn.rope_theta) and rope_scaling (or
  * transformers 5's rope_parameters, which may carry rope_theta too). Plain
  * ("default") angles and YaRN as HF's _compute_yarn_parameters computes it
  * (attn.rope_yarn and its factor, original context, betas and truncate) are
- * read; another scheme (linear, dynamic, llama3, longrope) or a YaRN key
- * that changes the angles beyond those (attention_factor, mscale,
- * mscale_all_dim) is refused rather than dropped. */
-static mp_status read_rope(const hf_ctx *cx, mp_model *m, mp_error *err)
+ * read; with `deepseek` also DeepSeek's mscale and mscale_all_dim
+ * (attn.yarn_mscale, attn.yarn_mscale_all_dim: they rescale cos, sin and
+ * its latent attention's softmax). Another scheme (linear, dynamic, llama3,
+ * longrope), a YaRN key that changes the angles beyond those
+ * (attention_factor; mscale outside DeepSeek) or a YaRN key not known at all
+ * is refused rather than dropped. */
+static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_error *err)
 {
     TRY(hf_rope_theta(cx, cx->root, &m->attn.rope_theta, err));
     const char *key = "rope_scaling";
@@ -206,20 +239,22 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, mp_error *err)
         rt = cJSON_GetObjectItemCaseSensitive(rope, "type"); /* the older name */
     if (rt && !cJSON_IsString(rt))
         return hf_fail(cx, key, err, "rope_type: expected a string");
-    if (!rt || !strcmp(rt->valuestring, "default"))
+    if (!rt || !strcmp(rt->valuestring, "default")) {
+        /* HF versions disagree on whether DeepSeek's softmax factor applies
+         * without YaRN (older ones: whenever rope_scaling is there) */
+        static const char *const ds_keys[] = {"mscale", "mscale_all_dim"};
+        for (size_t i = 0; deepseek && i < 2; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rope, ds_keys[i]);
+            if (v && !cJSON_IsNull(v))
+                return hf_fail(cx, ds_keys[i], err, "modelled with rope_type yarn only");
+        }
         return MP_OK;
+    }
     if (strcmp(rt->valuestring, "yarn"))
         return hf_fail(cx, key, err,
                        "only rope_type default and yarn are modelled (their angles change "
                        "what a run computes)");
-    static const char *const unmodelled[] = {"attention_factor", "mscale", "mscale_all_dim"};
-    for (size_t i = 0; i < sizeof unmodelled / sizeof *unmodelled; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rope, unmodelled[i]);
-        if (v && !cJSON_IsNull(v))
-            return hf_fail(cx, unmodelled[i], err,
-                           "YaRN's attention factor is modelled as HF's default only "
-                           "(0.1 ln factor + 1)");
-    }
+    TRY(yarn_keys_known(cx, rope, deepseek, err));
     const cJSON *prf = cJSON_GetObjectItemCaseSensitive(cx->root, "partial_rotary_factor");
     if (prf && !cJSON_IsNull(prf) && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
         return hf_fail(cx, "partial_rotary_factor", err,
@@ -242,6 +277,13 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, mp_error *err)
         if (!cJSON_IsBool(tr))
             return hf_fail(cx, "truncate", err, "expected true or false");
         a->yarn_bounds = cJSON_IsTrue(tr) ? MP_YARN_ROUNDED : MP_YARN_UNROUNDED;
+    }
+    if (deepseek) { /* 0 (HF's "falsy") is absent, as model.h's 0 */
+        TRY(hf_number_in(cx, rope, "mscale", 0.0, 1e6, &a->yarn_mscale, err));
+        TRY(hf_number_in(cx, rope, "mscale_all_dim", 0.0, 1e6, &a->yarn_mscale_all_dim, err));
+        if (a->yarn_mscale != 0.0 && a->yarn_mscale_all_dim == 0.0)
+            return hf_fail(cx, "mscale", err,
+                           "without mscale_all_dim HF ignores it: give both or neither");
     }
     return MP_OK;
 }
@@ -266,7 +308,7 @@ static mp_status read_llama_keys(const hf_ctx *cx, mp_model *m, mp_error *err)
 static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
     TRY(read_llama_keys(cx, m, err));
-    return read_rope(cx, m, err);
+    return read_rope(cx, m, false, err);
 }
 
 static mp_status read_bert(const hf_ctx *cx, mp_model *m, mp_error *err)
@@ -366,12 +408,10 @@ static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
  * multi-token-prediction modules. */
 static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
-    /* the rotary base; DeepSeek's own YaRN (rope_scaling with mscale and
-     * mscale_all_dim, which also rescale the softmax) is not read: the cost
-     * model charges the rotary embedding the same either way, and exec's
-     * latent attention turns its rope dims by plain angles (docs/exec.md) */
+    /* the rotary angles with DeepSeek's own YaRN (rope_scaling's mscale and
+     * mscale_all_dim rescale cos, sin and the softmax; docs/formats.md) */
     TRY(read_llama_keys(cx, m, err));
-    TRY(hf_rope_theta(cx, cx->root, &m->attn.rope_theta, err));
+    TRY(read_rope(cx, m, true, err));
     struct mp_moe *e = &m->moe;
     struct mp_mla *a = &m->mla;
     TRY(hf_int(cx, "n_routed_experts", true, 1, BIG_DIM, &e->experts, err));
@@ -502,7 +542,7 @@ static mp_status read_gpt_oss(const hf_ctx *cx, mp_model *m, mp_error *err)
     }
     if (!m->attn.window)
         m->attn.window_skip_freq = 0;
-    return read_rope(cx, m, err);
+    return read_rope(cx, m, false, err);
 }
 
 /* Keys that make a config a mixture of experts or give it latent
@@ -626,6 +666,8 @@ static const char *hf_key_of(hf_family fam, const char *field)
         {HF_LLAMA, "attn.yarn_beta_fast", "beta_fast"},
         {HF_LLAMA, "attn.yarn_beta_slow", "beta_slow"},
         {HF_LLAMA, "attn.yarn_bounds", "truncate"},
+        {HF_DEEPSEEK, "attn.yarn_mscale", "mscale"},
+        {HF_DEEPSEEK, "attn.yarn_mscale_all_dim", "mscale_all_dim"},
         {HF_LLAMA, "attn.window", "sliding_window"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

@@ -167,6 +167,8 @@ static const mp_field model_fields[] = {
     SUB_INT_FIELD(attn, yarn_original_seq, 0, MAX_SEQ),
     SUB_DOUBLE_FIELD(attn, yarn_beta_fast, 0.0, 1e6),
     SUB_DOUBLE_FIELD(attn, yarn_beta_slow, 0.0, 1e6),
+    SUB_DOUBLE_FIELD(attn, yarn_mscale, 0.0, 1e6),
+    SUB_DOUBLE_FIELD(attn, yarn_mscale_all_dim, 0.0, 1e6),
     {.path = "attn.yarn_bounds", .type = MP_FT_ENUM, .offset = offsetof(mp_model, attn.yarn_bounds),
      .name_of = yarn_bounds_name_i, .n_names = MP_YARN_BOUNDS_COUNT},
 };

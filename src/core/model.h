@@ -130,12 +130,18 @@ typedef struct mp_model {
          * context are divided by yarn_factor, those above kept, the ramp
          * mixing them linearly (its bounds rounded out to whole dims, HF's
          * default truncate, or not: GPT-OSS's truncate false); cos and sin
-         * are scaled by 0.1 ln factor + 1. beta 0: HF's defaults 32 and 1. */
+         * are scaled by 0.1 ln factor + 1. beta 0: HF's defaults 32 and 1.
+         * DeepSeek's variant (latent attention only; its rope_scaling's
+         * mscale and mscale_all_dim, 0: absent), with g(m) = 0.1 m ln factor
+         * + 1: cos and sin scaled by g(yarn_mscale) / g(yarn_mscale_all_dim)
+         * when both are given (else as above), and the softmax scale
+         * 1/sqrt(d) multiplied by g(yarn_mscale_all_dim)^2 when that is. */
         mp_yarn_bounds yarn_bounds;
         double rope_theta;
         double yarn_factor;
         int64_t yarn_original_seq;
         double yarn_beta_fast, yarn_beta_slow;
+        double yarn_mscale, yarn_mscale_all_dim;
     } attn;
     /* GPT-OSS's clamped SwiGLU in the experts (0: plain SwiGLU): gate g and
      * up u clamped (g <= limit, |u| <= limit), out = g sigmoid(1.702 g) (u +

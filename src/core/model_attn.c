@@ -52,6 +52,8 @@ static mp_status finish_rope(const mp_model *m, mp_error *err)
                             : a->yarn_original_seq != 0    ? "attn.yarn_original_seq"
                             : a->yarn_beta_fast != 0.0     ? "attn.yarn_beta_fast"
                             : a->yarn_beta_slow != 0.0     ? "attn.yarn_beta_slow"
+                            : a->yarn_mscale != 0.0        ? "attn.yarn_mscale"
+                            : a->yarn_mscale_all_dim != 0.0 ? "attn.yarn_mscale_all_dim"
                                                            : NULL;
         if (given)
             return FAIL(given, "given without attn.rope_yarn: true");
@@ -67,6 +69,16 @@ static mp_status finish_rope(const mp_model *m, mp_error *err)
         return FAIL("attn.yarn_beta_fast", "must exceed attn.yarn_beta_slow (%g <= %g): the "
                                            "ramp runs from beta_fast rotations down to beta_slow",
                     mp_model_yarn_beta_fast(m), mp_model_yarn_beta_slow(m));
+    /* DeepSeek's variant rescales its latent attention's softmax, which
+     * other attention does not have in HF's code */
+    const char *ds = a->yarn_mscale != 0.0          ? "attn.yarn_mscale"
+                     : a->yarn_mscale_all_dim != 0.0 ? "attn.yarn_mscale_all_dim"
+                                                     : NULL;
+    if (ds && !mp_model_is_mla(m))
+        return FAIL(ds, "DeepSeek's YaRN variant is modelled with latent attention (mla) only");
+    if (a->yarn_mscale != 0.0 && a->yarn_mscale_all_dim == 0.0)
+        return FAIL("attn.yarn_mscale", "needs attn.yarn_mscale_all_dim: HF uses mscale only "
+                                        "as the ratio of the two");
     return MP_OK;
 }
 

@@ -24,12 +24,13 @@ typedef struct preset {
       .tied_embeddings = true},                                                             \
      params, gb, 0.0, al}
 
-/* LLaMA: SwiGLU, RMSNorm, RoPE, untied input/output embeddings, GQA. */
-#define LLAMA(nm, L, h, a, kv, ffn, V, s, params, gb, al)                                    \
+/* LLaMA: SwiGLU, RMSNorm, RoPE of base theta (the config's rope_theta),
+ * untied input/output embeddings, GQA. */
+#define LLAMA(nm, L, h, a, kv, ffn, V, s, params, gb, al, theta)                             \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = (h) / (a), .ffn_hidden = ffn, .vocab = V, .seq = s,       \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
-      .tied_embeddings = false},                                                            \
+      .tied_embeddings = false, .attn = {.rope_theta = theta}},                            \
      params, gb, 0.0, al}
 
 /* BERT: WordPiece vocabulary 30522, 512 positions, GELU, LayerNorm, the
@@ -127,14 +128,16 @@ static const preset presets[] = {
      * 4M-token batches of 4096 = 1024 sequences. Counts from the model cards.
      * Size aliases only where no other preset has that size: 13B is GPT-3's,
      * and 70B names two LLaMAs (megaplan lists both when asked for it). */
-    LLAMA("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, 6.74e9, 1024, "7B"),
-    LLAMA("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096, 13.0e9, 1024, NULL),
-    LLAMA("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, 69.0e9, 1024, NULL),
-    /* Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3 and the
-     * released configs; initial batch 4M tokens = 512 sequences of 8192. */
-    LLAMA("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 8.03e9, 512, "8B"),
-    LLAMA("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 70.6e9, 512, NULL),
-    LLAMA("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 405.9e9, 512, "405B"),
+    LLAMA("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, 6.74e9, 1024, "7B", 10000.0),
+    LLAMA("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096, 13.0e9, 1024, NULL, 10000.0),
+    LLAMA("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, 69.0e9, 1024, NULL, 10000.0),
+    /* Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3 (its RoPE base
+     * frequency 500,000) and the released configs; initial batch 4M tokens =
+     * 512 sequences of 8192. */
+    LLAMA("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 8.03e9, 512, "8B", 500000.0),
+    LLAMA("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 70.6e9, 512, NULL, 500000.0),
+    LLAMA("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 405.9e9, 512, "405B",
+          500000.0),
 
     /* Devlin et al. 2019, "BERT", §3 (L, H, A; 110M and 340M; batch 256). */
     BERT("bert-base", 12, 768, 12, 110e6, 256),

@@ -13,7 +13,8 @@
 #include "exec/quant.h"
 #include "exec/real.h"
 
-/* Forward, per sample n and head a (hd = head dim, scale = 1/sqrt(hd)), for
+/* Forward, per sample n and head a (hd = head dim, scale = 1/sqrt(hd), the
+ * _dv variant's times its scale_mul), for
  * this rank's s query positions (global position qpos[i], or i) against sk
  * key positions:
  *   S[i,j] = scale * q_i . k_j  for j <= qpos[i]   [s, sk] (causal)
@@ -33,17 +34,27 @@ void mp_attention_forward_kv(const mp_backend *be, real *out, real *probs,
                              int b, int heads_local, int hd, int rep, bool causal, bool exact)
 {
     mp_attention_forward_dv(be, out, probs, q_base, q_row, k_base, v_base, kv_row, qpos, s, sk,
-                            b, heads_local, hd, hd, rep, causal, exact);
+                            b, heads_local, hd, hd, rep, causal, 1.0, exact);
+}
+
+/* 1/sqrt(hd), times scale_mul (DeepSeek's YaRN: rope.h's
+ * mp_rope_softmax_scale) in double, as HF's scaling, when that is not 1. */
+static real softmax_scale(int hd, double scale_mul)
+{
+    if (scale_mul == 1.0)
+        return (real)1 / R_SQRT((real)hd);
+    return (real)(scale_mul / sqrt((double)hd));
 }
 
 /* The forward of every variant: x (NULL: plain) GPT-OSS's window and sinks. */
 static void forward_any(const mp_backend *be, real *out, real *probs, const real *q_base,
                         size_t q_row, const real *k_base, const real *v_base, size_t kv_row,
                         const int *qpos, int s, int sk, int b, int heads_local, int hd, int hdv,
-                        int rep, bool causal, const mp_attn_oss *x, bool exact)
+                        int rep, bool causal, double scale_mul, const mp_attn_oss *x,
+                        bool exact)
 {
     size_t hl = (size_t)heads_local * hdv;
-    real scale = (real)1 / R_SQRT((real)hd);
+    real scale = softmax_scale(hd, scale_mul);
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
             real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
@@ -74,10 +85,10 @@ void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs,
                              const real *q_base, size_t q_row, const real *k_base,
                              const real *v_base, size_t kv_row, const int *qpos, int s, int sk,
                              int b, int heads_local, int hd, int hdv, int rep, bool causal,
-                             bool exact)
+                             double scale_mul, bool exact)
 {
     forward_any(be, out, probs, q_base, q_row, k_base, v_base, kv_row, qpos, s, sk, b,
-                heads_local, hd, hdv, rep, causal, NULL, exact);
+                heads_local, hd, hdv, rep, causal, scale_mul, NULL, exact);
 }
 
 /* GPT-OSS's causal attention: the window and the sinks of x. */
@@ -88,7 +99,7 @@ void mp_attention_forward_oss(const mp_backend *be, real *out, real *probs, cons
                               bool exact)
 {
     forward_any(be, out, probs, q_base, q_row, k_base, v_base, kv_row, qpos, s, sk, b,
-                heads_local, hd, hd, rep, true, x, exact);
+                heads_local, hd, hd, rep, true, 1.0, x, exact);
 }
 
 void mp_attention_forward(const mp_backend *be, real *out, real *probs, const real *qkv,
@@ -117,7 +128,7 @@ void mp_attention_backward_kv(const mp_backend *be, real *dq_base, size_t dq_row
 {
     mp_attention_backward_dv(be, dq_base, dq_row, dk_base, dv_base, dkv_row, dout, q_base, q_row,
                              k_base, v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hd,
-                             rep, causal, scratch, exact);
+                             rep, causal, 1.0, scratch, exact);
 }
 
 /* The backward of every variant (x as forward_any's; its dsink added to). */
@@ -126,10 +137,10 @@ static void backward_any(const mp_backend *be, real *dq_base, size_t dq_row, rea
                          size_t q_row, const real *k_base, const real *v_base, size_t kv_row,
                          const real *probs, const int *qpos, int s, int sk, int b,
                          int heads_local, int hd, int hdv, int rep, bool causal,
-                         const mp_attn_oss *x, real *scratch, bool exact)
+                         double scale_mul, const mp_attn_oss *x, real *scratch, bool exact)
 {
     size_t hl = (size_t)heads_local * hdv, hq = (size_t)heads_local * hd;
-    real scale = (real)1 / R_SQRT((real)hd);
+    real scale = softmax_scale(hd, scale_mul);
     for (int n = 0; n < b; n++)
         for (int a = 0; a < heads_local; a++) {
             const real *p = probs + ((size_t)n * heads_local + a) * (size_t)s * sk;
@@ -168,11 +179,12 @@ void mp_attention_backward_dv(const mp_backend *be, real *dq_base, size_t dq_row
                               const real *q_base, size_t q_row, const real *k_base,
                               const real *v_base, size_t kv_row, const real *probs,
                               const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                              int hdv, int rep, bool causal, real *scratch, bool exact)
+                              int hdv, int rep, bool causal, double scale_mul, real *scratch,
+                              bool exact)
 {
     backward_any(be, dq_base, dq_row, dk_base, dv_base, dkv_row, dout, q_base, q_row, k_base,
-                 v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hdv, rep, causal, NULL,
-                 scratch, exact);
+                 v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hdv, rep, causal,
+                 scale_mul, NULL, scratch, exact);
 }
 
 void mp_attention_backward_oss(const mp_backend *be, real *dq_base, size_t dq_row,
@@ -183,7 +195,7 @@ void mp_attention_backward_oss(const mp_backend *be, real *dq_base, size_t dq_ro
                                int rep, const mp_attn_oss *x, real *scratch, bool exact)
 {
     backward_any(be, dq_base, dq_row, dk_base, dv_base, dkv_row, dout, q_base, q_row, k_base,
-                 v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hd, rep, true, x,
+                 v_base, kv_row, probs, qpos, s, sk, b, heads_local, hd, hd, rep, true, 1.0, x,
                  scratch, exact);
 }
 

@@ -77,7 +77,8 @@ mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err)
     const mp_fixture_tensor *c = mp_fixture_find(fx, "config");
     const mp_fixture_tensor *a = mp_fixture_find(fx, "adam");
     if (!c || !c->is_int ||
-        (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_OSS && c->n != MP_FX_CONFIG_MTP &&
+        (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_ROPE && c->n != MP_FX_CONFIG_OSS &&
+         c->n != MP_FX_CONFIG_MTP &&
          c->n != MP_FX_CONFIG_ROUTE &&
          c->n != MP_FX_CONFIG_MOE && c->n != MP_FX_CONFIG_BASE) || !a ||
         a->is_int || a->n != 5) {
@@ -210,6 +211,10 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         {"model.attn.yarn_beta_slow (x 1000)", c[MP_FX_YARN_BETA_SLOW_MILLI],
          yarn ? (int)lround(rf->beta_slow * 1000.0) : 0},
         {"model.attn.yarn_bounds (1 unrounded)", c[MP_FX_YARN_UNROUNDED], yarn && rf->unrounded},
+        {"model.attn.yarn_mscale (x 1000)", c[MP_FX_YARN_MSCALE_MILLI],
+         yarn ? (int)lround(rf->mscale * 1000.0) : 0},
+        {"model.attn.yarn_mscale_all_dim (x 1000)", c[MP_FX_YARN_MSCALE_ALL_DIM_MILLI],
+         yarn ? (int)lround(rf->mscale_all_dim * 1000.0) : 0},
         /* the fixture is dropless, every block after the first dense ones MoE */
         {"model.moe.capacity_factor (0: dropless)", 0, d->experts && d->capacity_factor > 0},
         {"model.moe.layer_freq", d->experts ? 1 : 0,

@@ -56,6 +56,9 @@ enum {
      * original context, betas x 1000, unrounded ramp bounds */
     MP_FX_ROPE_THETA = MP_FX_CONFIG_OSS, MP_FX_YARN_FACTOR_MILLI, MP_FX_YARN_ORIGINAL_SEQ,
     MP_FX_YARN_BETA_FAST_MILLI, MP_FX_YARN_BETA_SLOW_MILLI, MP_FX_YARN_UNROUNDED,
+    MP_FX_CONFIG_ROPE, /* the fields of a file with its own angles; those after, 0 when absent: */
+    /* DeepSeek's YaRN variant: mscale and mscale_all_dim x 1000 (0: absent) */
+    MP_FX_YARN_MSCALE_MILLI = MP_FX_CONFIG_ROPE, MP_FX_YARN_MSCALE_ALL_DIM_MILLI,
     MP_FX_CONFIG_COUNT
 };
 

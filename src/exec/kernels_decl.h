@@ -127,11 +127,12 @@ void mp_attention_backward_kv(const mp_backend *be, real *dq, size_t dq_row, rea
                               int heads_local, int hd, int rep, bool causal, real *scratch,
                               bool exact);
 /* The same with value heads of hdv columns, queries and keys of hd (latent
- * attention); out and dout are [S, heads_local*hdv]. */
+ * attention), the softmax scale 1/sqrt(hd) times scale_mul (DeepSeek's YaRN,
+ * rope.h; 1: none); out and dout are [S, heads_local*hdv]. */
 void mp_attention_forward_dv(const mp_backend *be, real *out, real *probs, const real *q,
                              size_t q_row, const real *k, const real *v, size_t kv_row,
                              const int *qpos, int s, int sk, int b, int heads_local, int hd,
-                             int hdv, int rep, bool causal, bool exact);
+                             int hdv, int rep, bool causal, double scale_mul, bool exact);
 /* GPT-OSS's variants of one block's causal attention: keys from qpos -
  * window + 1 (window 0: all earlier), sink[heads_local] this rank's heads'
  * sink logits (NULL: none) and dsink their gradients (added to). */
@@ -155,7 +156,7 @@ void mp_attention_backward_dv(const mp_backend *be, real *dq, size_t dq_row, rea
                               size_t q_row, const real *k, const real *v, size_t kv_row,
                               const real *probs, const int *qpos, int s, int sk, int b,
                               int heads_local, int hd, int hdv, int rep, bool causal,
-                              real *scratch, bool exact);
+                              double scale_mul, real *scratch, bool exact);
 
 /* ---- model.c ---- one rank's part of the GPT. */
 typedef struct mp_acts mp_acts; /* saved activations of one micro-batch */

@@ -130,6 +130,16 @@ mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_erro
     return MP_OK;
 }
 
+/* The factor DeepSeek's YaRN multiplies the softmax scale by (1 without it;
+ * rope.h). Test-only (`--test-drop-allreduce mla-softmax-mscale`): left out
+ * in the partitioned run, which the check against the reference must catch. */
+static double softmax_mul(const mp_gpt *g)
+{
+    if (mp_probe_drops(g->probe, "mla-softmax-mscale"))
+        return 1.0;
+    return mp_rope_softmax_scale(&g->d.rope_freq);
+}
+
 /* Before the backward of a block that recomputes mla_up_proj: its Q, K, V
  * again from the kept latents and turned rotary key (the forward's ops, so
  * the same bits); with CP the gathered K|V (kv_full) was kept. */
@@ -183,11 +193,13 @@ void mp_mla_recompute_probs(mp_gpt *g, block_acts *B)
     if (z.cp > 1)
         mp_attention_forward_dv(g->be, B->att, probs, B->qkv, z.row, B->kv_full,
                                 B->kv_full + z.kc, z.kvw, g->qpos_be, (int)z.s, (int)z.sk,
-                                (int)z.b, (int)z.al, (int)z.hd, (int)z.hdv, 1, true, g->exact);
+                                (int)z.b, (int)z.al, (int)z.hd, (int)z.hdv, 1, true, softmax_mul(g),
+                                g->exact);
     else
         mp_attention_forward_dv(g->be, B->att, probs, B->qkv, z.row, B->qkv + z.kc,
                                 B->qkv + 2 * z.kc, z.row, NULL, (int)z.s, (int)z.s, (int)z.b,
-                                (int)z.al, (int)z.hd, (int)z.hdv, 1, true, g->exact);
+                                (int)z.al, (int)z.hd, (int)z.hdv, 1, true, softmax_mul(g),
+                                g->exact);
 }
 
 /* From W.datt[S,al*dv] (the output projection's input gradient): dres[Sl,h]
@@ -212,13 +224,15 @@ mp_status mp_mla_backward(mp_gpt *g, block_acts *B, int l, real *dres, mp_error 
         mp_attention_backward_dv(g->be, dQ, z.row, W.dkv_full, W.dkv_full + z.kc, z.kvw, W.datt,
                                  Q, z.row, B->kv_full, B->kv_full + z.kc, z.kvw, B->probs,
                                  g->qpos_be, (int)z.s, (int)z.sk, (int)z.b, (int)m.al,
-                                 (int)m.dqk, (int)m.dv, 1, true, W.att_scratch, ex);
+                                 (int)m.dqk, (int)m.dv, 1, true, softmax_mul(g), W.att_scratch,
+                                 ex);
         CHECK(mp_model_cp_reduce_dkv(g, W.dkv_full, W.dqkv, err));
     } else {
         g->be->zero(W.dqkv, z.S * z.row * sizeof(real));
         mp_attention_backward_dv(g->be, dQ, z.row, dK, dV, z.row, W.datt, Q, z.row, K, V, z.row,
                                  B->probs, NULL, (int)z.s, (int)z.s, (int)z.b, (int)m.al,
-                                 (int)m.dqk, (int)m.dv, 1, true, W.att_scratch, ex);
+                                 (int)m.dqk, (int)m.dv, 1, true, softmax_mul(g), W.att_scratch,
+                                 ex);
     }
     bq(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT);
     rope_heads(g, &c, dQ, z.row, true, MP_Q_GRAD_ATT); /* back through q_rope's turn */

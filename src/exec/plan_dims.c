@@ -173,6 +173,8 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             .beta_fast = mp_model_yarn_beta_fast(m),
             .beta_slow = mp_model_yarn_beta_slow(m),
             .unrounded = m->attn.yarn_bounds == MP_YARN_UNROUNDED,
+            .mscale = m->attn.yarn_mscale,
+            .mscale_all_dim = m->attn.yarn_mscale_all_dim,
         };
     /* LLaMA's and T5's linear layers have none, unless linear_bias (GPT-OSS) */
     out->no_bias = (m->arch == MP_ARCH_LLAMA && !m->linear_bias) || t5;

@@ -71,9 +71,25 @@ double mp_rope_inv_freq(const mp_rope_spec *r, int k, int hd)
     return interpolated * (1.0 - extrapolation) + extrapolated * extrapolation;
 }
 
+/* HF's get_mscale(scale, mscale): 0.1 mscale ln scale + 1 above 1, else 1. */
+static double yarn_mscale(double factor, double mscale)
+{
+    return factor <= 1.0 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
+}
+
 double mp_rope_attention_factor(const mp_rope_spec *r)
 {
     if (!r || !r->yarn || r->factor <= 1.0 || mutant("mscale-dropped"))
         return 1.0;
-    return 0.1 * log(r->factor) + 1.0;
+    if (r->mscale != 0.0 && r->mscale_all_dim != 0.0) /* DeepSeek's */
+        return yarn_mscale(r->factor, r->mscale) / yarn_mscale(r->factor, r->mscale_all_dim);
+    return yarn_mscale(r->factor, 1.0);
+}
+
+double mp_rope_softmax_scale(const mp_rope_spec *r)
+{
+    if (!r || !r->yarn || r->mscale_all_dim == 0.0 || mutant("softmax-mscale-dropped"))
+        return 1.0;
+    double g = yarn_mscale(r->factor, r->mscale_all_dim);
+    return g * g;
 }

@@ -1,6 +1,7 @@
 /* HuggingFace config.json of GPT-2, LLaMA, BERT, T5 and the MoE families
  * (tests/core/data, sources in its README.md). */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,6 +63,13 @@ static void test_moe_families(void **state)
     /* the config has its MTP module; the preset is the 671B the report counts */
     assert_int_equal(m.mtp_layers, 1);
     m.mtp_layers = 0;
+    /* its rope_scaling (DeepSeek's YaRN, test_deepseek_yarn); the preset has
+     * none: pre-training ran at 4K, YaRN came after (docs/formats.md) */
+    assert_true(m.attn.rope_yarn && m.attn.yarn_factor == 40.0);
+    m.attn.rope_yarn = false;
+    m.attn.yarn_factor = m.attn.yarn_beta_fast = m.attn.yarn_beta_slow = 0.0;
+    m.attn.yarn_mscale = m.attn.yarn_mscale_all_dim = 0.0;
+    m.attn.yarn_original_seq = 0;
     same_shape(&m, "deepseek-v3");
     assert_true(m.moe.route_scale == 2.5); /* routed_scaling_factor */
     /* weights not renormalised: another model, refused at the key */
@@ -98,6 +106,8 @@ static void test_llama(void **state)
     assert_int_equal(m.activation, MP_ACT_SWIGLU);
     assert_int_equal(m.norm, MP_NORM_RMSNORM);
     assert_int_equal(m.position, MP_POS_ROPE);
+    /* the rotary base: the config's 500000 is the preset's (it had none: 10000) */
+    assert_true(m.attn.rope_theta == 500000.0 && p->attn.rope_theta == m.attn.rope_theta);
 }
 
 static void test_bert(void **state)
@@ -315,6 +325,19 @@ static void test_gpt_oss(void **state)
     assert_false(m.attn.sinks);
 }
 
+/* The config.json text is refused at the key `field` (case i of `what`). */
+static void hf_refused(const char *text, const char *field, const char *what, size_t i)
+{
+    mp_model m;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err) != MP_EINPUT)
+        fail_msg("%s case %zu accepted", what, i);
+    if (strcmp(err.field, field))
+        fail_msg("%s case %zu: field '%s' (%s), expected '%s'", what, i, err.field, err.msg,
+                 field);
+}
+
 /* The rotary angles' fields: GPT-OSS's YaRN read whole from its config
  * (same_shape above holds them to the preset too), the base read for the
  * LLaMA family, and every key that would change the angles unread refused;
@@ -367,12 +390,7 @@ static void test_rope_fields(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(text, sizeof text, "{%s, %s}", base, bad[i].extra);
-        mp_error_clear(&err);
-        if (mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err) != MP_EINPUT)
-            fail_msg("rope case %zu accepted", i);
-        if (strcmp(err.field, bad[i].field))
-            fail_msg("rope case %zu: field '%s' (%s), expected '%s'", i, err.field, err.msg,
-                     bad[i].field);
+        hf_refused(text, bad[i].field, "rope", i);
     }
     /* the model's own checks, on a plan's model fields */
     const struct {
@@ -408,6 +426,91 @@ static void test_rope_fields(void **state)
     assert_int_equal(m.attn.yarn_bounds, MP_YARN_UNROUNDED);
 }
 
+/* DeepSeek-V3's rope_scaling (its own YaRN: mscale and mscale_all_dim beside
+ * HF's keys) read whole into the model, nothing that changes the math
+ * dropped: a key not known, a value of the wrong type, or mscale without
+ * mscale_all_dim (which HF would ignore) refused at the key. */
+static void test_deepseek_yarn(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("deepseek-v3-config.json", &m, &err), MP_OK);
+    assert_true(m.attn.rope_yarn);
+    assert_true(m.attn.rope_theta == 10000.0);
+    assert_true(m.attn.yarn_factor == 40.0);
+    assert_int_equal(m.attn.yarn_original_seq, 4096);
+    assert_true(m.attn.yarn_beta_fast == 32.0 && m.attn.yarn_beta_slow == 1.0);
+    assert_int_equal(m.attn.yarn_bounds, MP_YARN_ROUNDED); /* no truncate: HF's default */
+    assert_true(m.attn.yarn_mscale == 1.0 && m.attn.yarn_mscale_all_dim == 1.0);
+
+    const char *base = "\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 2, "
+                       "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                       "\"intermediate_size\": 32, \"vocab_size\": 100, "
+                       "\"max_position_embeddings\": 512, \"n_routed_experts\": 4, "
+                       "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, "
+                       "\"kv_lora_rank\": 8, \"qk_rope_head_dim\": 4, "
+                       "\"qk_nope_head_dim\": 8, \"v_head_dim\": 8";
+    char text[2048];
+    /* mscale_all_dim alone: cos and sin keep HF's default factor */
+    snprintf(text, sizeof text, "{%s, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, "
+             "\"mscale_all_dim\": 0.707}}", base);
+    assert_int_equal(mp_model_parse_hf_json(text, strlen(text), "c.json", &m, &err), MP_OK);
+    assert_true(m.attn.yarn_mscale == 0.0 && m.attn.yarn_mscale_all_dim == 0.707);
+    assert_int_equal(m.attn.yarn_original_seq, 512);
+    const struct {
+        const char *scaling, *field;
+    } bad[] = {
+        {"{\"type\": \"yarn\", \"factor\": 40, \"mscale_every_dim\": 1}", "mscale_every_dim"},
+        {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": \"one\", \"mscale_all_dim\": 1}",
+         "mscale"},
+        {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1, \"mscale_all_dim\": true}",
+         "mscale_all_dim"},
+        {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1}", "mscale"},
+        {"{\"type\": \"yarn\", \"factor\": 40, \"attention_factor\": 1}", "attention_factor"},
+        {"{\"type\": \"linear\", \"factor\": 40}", "rope_scaling"},
+        {"{\"type\": \"yarn\", \"factor\": \"40\"}", "factor"},
+        {"{\"type\": \"default\", \"factor\": 40, \"mscale_all_dim\": 1}", "mscale_all_dim"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "{%s, \"rope_scaling\": %s}", base, bad[i].scaling);
+        hf_refused(text, bad[i].field, "deepseek rope", i);
+    }
+    /* the model's own checks: DeepSeek's fields need YaRN, latent attention,
+     * and mscale its partner */
+    const char *mla = "arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 64\n"
+                      "position: rope\nmla: {kv_lora_rank: 8, qk_rope_head_dim: 4, "
+                      "qk_nope_head_dim: 8, v_head_dim: 8}\n";
+    const char *yarn = "rope_yarn: true, yarn_factor: 40, yarn_original_seq: 16";
+    const struct {
+        const char *attn, *field;
+        bool with_mla;
+    } model_bad[] = {
+        {"yarn_mscale_all_dim: 1", "attn.yarn_mscale_all_dim", true},
+        {"yarn_mscale: 1, yarn_mscale_all_dim: 1", "attn.yarn_mscale", false},
+        {"yarn_mscale: 1", "attn.yarn_mscale", true},
+    };
+    char yaml[1024];
+    for (size_t i = 0; i < sizeof model_bad / sizeof model_bad[0]; i++) {
+        bool needs_yarn = i > 0;
+        snprintf(yaml, sizeof yaml, "%sattn: {%s%s%s}\n",
+                 model_bad[i].with_mla ? mla
+                                       : "arch: llama\nlayers: 2\nhidden: 64\nheads: 4\n"
+                                         "vocab: 100\nseq: 64\n",
+                 needs_yarn ? yarn : "", needs_yarn ? ", " : "", model_bad[i].attn);
+        mp_error_clear(&err);
+        if (mp_model_parse_yaml(yaml, strlen(yaml), "m.yaml", &m, &err) != MP_EINPUT)
+            fail_msg("deepseek model case %zu accepted", i);
+        if (!strstr(err.field, model_bad[i].field))
+            fail_msg("deepseek model case %zu: field '%s' (%s), expected '%s'", i, err.field,
+                     err.msg, model_bad[i].field);
+    }
+    snprintf(yaml, sizeof yaml, "%sattn: {%s, yarn_mscale: 1, yarn_mscale_all_dim: 1}\n", mla,
+             yarn);
+    assert_int_equal(mp_model_parse_yaml(yaml, strlen(yaml), "m.yaml", &m, &err), MP_OK);
+    assert_true(m.attn.yarn_mscale_all_dim == 1.0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -416,7 +519,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gpt2), cmocka_unit_test(test_llama), cmocka_unit_test(test_bert),
         cmocka_unit_test(test_t5),   cmocka_unit_test(test_errors),
         cmocka_unit_test(test_moe_families), cmocka_unit_test(test_gpt_oss),
-        cmocka_unit_test(test_rope_fields),
+        cmocka_unit_test(test_rope_fields), cmocka_unit_test(test_deepseek_yarn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -143,6 +143,19 @@ static void test_model_load_round_trip(void **state)
     }
 }
 
+/* The LLaMA presets' rotary bases are their released configs' rope_theta
+ * (Llama 2: 10000; Llama 3: 500000), not the 10000 a missing one means. */
+static void test_llama_rope_theta(void **state)
+{
+    (void)state;
+    const char *two[] = {"llama2-7b", "llama2-13b", "llama2-70b"};
+    const char *three[] = {"llama3-8b", "llama3-70b", "llama3-405b"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(mp_model_preset(two[i])->attn.rope_theta == 10000.0);
+        assert_true(mp_model_preset(three[i])->attn.rope_theta == 500000.0);
+    }
+}
+
 static void test_hw_presets(void **state)
 {
     (void)state;
@@ -260,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_names_and_aliases),
         cmocka_unit_test(test_model_shapes),
         cmocka_unit_test(test_model_load_round_trip),
+        cmocka_unit_test(test_llama_rope_theta),
         cmocka_unit_test(test_hw_presets),
         cmocka_unit_test(test_tables_cover_structs),
     };

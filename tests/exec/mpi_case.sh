@@ -22,7 +22,8 @@
 # RCM=list (with RC=selective: its recompute_modules, comma-separated); templates with a
 # window: WINDOW=n (default 5; 0: no window, full attention in every block); templates with
 # rotary positions: YARN=1 (GPT-OSS's YaRN angles: base 150000, factor 32 over 4096
-# positions, betas 32 and 1, unrounded ramp bounds).
+# positions, betas 32 and 1, unrounded ramp bounds; YARN=ds: DeepSeek-V3's, base 10000,
+# factor 40 over 4096 positions, betas 32 and 1, rounded bounds, mscale and mscale_all_dim 1).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
@@ -62,6 +63,9 @@ sed -e "s/@TP@/$tp/; s/@SP@/$sp/; s/@DP@/$dp/; s/@PP@/$pp/; s/@DISTOPT@/$distopt
 if [ -n "$stages" ]; then echo "stages: $stages" >> "$T/plan.yaml"; fi
 if [ -n "$yarn" ]; then
     fields='rope_yarn: true, rope_theta: 150000, yarn_factor: 32, yarn_original_seq: 4096, yarn_beta_fast: 32, yarn_beta_slow: 1, yarn_bounds: unrounded'
+    if [ "$yarn" = ds ]; then
+        fields='rope_yarn: true, rope_theta: 10000, yarn_factor: 40, yarn_original_seq: 4096, yarn_beta_fast: 32, yarn_beta_slow: 1, yarn_mscale: 1, yarn_mscale_all_dim: 1'
+    fi
     if grep -q '^  attn: {' "$T/plan.yaml"; then
         sed -i "s/^  attn: {/  attn: {$fields, /" "$T/plan.yaml"
     else

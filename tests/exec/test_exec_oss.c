@@ -325,6 +325,24 @@ static void test_yarn_frequencies_match_hf(void **state)
     mp_rope_spec plain = {.theta = 500000.0};
     assert_true(mp_rope_inv_freq(&plain, 3, 8) == pow(500000.0, -6.0 / 8));
     assert_true(mp_rope_attention_factor(&plain) == 1.0);
+    assert_true(mp_rope_softmax_scale(&plain) == 1.0 && mp_rope_softmax_scale(&oss) == 1.0);
+    /* DeepSeek's variant (HF: get_mscale(s, m) = 0.1 m ln s + 1): cos and sin
+     * x g(mscale) / g(mscale_all_dim), 1 for DeepSeek-V3's mscale =
+     * mscale_all_dim = 1; the softmax x g(mscale_all_dim)^2 */
+    mp_rope_spec ds = {.theta = 10000.0, .yarn = true, .factor = 40.0, .original_seq = 4096,
+                       .mscale = 1.0, .mscale_all_dim = 1.0};
+    assert_true(mp_rope_attention_factor(&ds) == 1.0);
+    double g40 = 1.0 + 0.1 * 3.6888794541139363; /* ln 40 */
+    assert_true(fabs(mp_rope_softmax_scale(&ds) - g40 * g40) < 1e-15);
+    ds.mscale_all_dim = 0.5;
+    assert_true(fabs(mp_rope_attention_factor(&ds) - g40 / (1.0 + 0.05 * 3.6888794541139363)) <
+                1e-15);
+    /* mscale_all_dim alone: HF's default factor for cos and sin */
+    ds.mscale = 0.0;
+    assert_true(fabs(mp_rope_attention_factor(&ds) - g40) < 1e-15);
+    /* factor 1: no scaling anywhere */
+    ds.factor = 1.0;
+    assert_true(mp_rope_softmax_scale(&ds) == 1.0 && mp_rope_attention_factor(&ds) == 1.0);
 }
 
 /* The backward of the YaRN turn is its transpose, scale included:

@@ -29,7 +29,7 @@ else is the same. The Megatron-Core H100 rows (held-out) measure how well that t
 
 Error bands: the range of predicted/measured - 1 over the held-out whole-step rows of dense
 plans of each GPU class with the fitted constants (A100: dgx-a100, a100-4xhdr and BLOOM's
-a100-opa; H100: dgx-h100, h200; B200: b200, gb200-nvl72, from NVIDIA's published FP8 runs).
+a100-opa; H100: dgx-h100, h200, h800 (no rows of its own); B200: b200, gb200-nvl72, from NVIDIA's published FP8 runs).
 A class without such rows takes the band of the one its profiles were transferred from.
 
 Leave-one-source-out: for each fit source, both stages are rerun without it and the
@@ -245,7 +245,7 @@ def fit(exe, data, sources):
     return p
 
 
-BAND_CLASSES = (('a100', A100 + ('a100-opa',)), ('h100', ('dgx-h100', 'h200')),
+BAND_CLASSES = (('a100', A100 + ('a100-opa',)), ('h100', ('dgx-h100', 'h200', 'h800')),
                 ('b200', ('b200', 'gb200-nvl72')))
 # the sets whose rows are whole steps of dense plans (megaplan-validate's .step sets)
 NOT_STEPS = ('korthikanti-layer', 'nccl', 'moe')
@@ -274,7 +274,7 @@ def band_class(prof):
 def profile_values(p, band):
     """The fitted lines of every profile: {profile: {key: value string}}."""
     res = {}
-    for prof in ('a100-4xhdr', 'dgx-a100', 'dgx-h100', 'h200', 'b200', 'gb200-nvl72'):
+    for prof in ('a100-4xhdr', 'dgx-a100', 'dgx-h100', 'h200', 'h800', 'b200', 'gb200-nvl72'):
         v = fitted(p, prof)
         v['error_band'] = '{low: %.3f, high: %.3f}' % band[band_class(prof)]
         res[prof] = v

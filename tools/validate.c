@@ -233,12 +233,12 @@ static const char *row_hw(const dataset *ds, int k)
     return ds->rows[k].hw[0] ? ds->rows[k].hw : ds->hw;
 }
 
-/* Whether a profile is of a hardware class ("a100", "h100": H100 and H200,
- * "b200": B200 and GB200), by the GPU its name carries. */
+/* Whether a profile is of a hardware class ("a100", "h100": H100, H200 and
+ * H800, "b200": B200 and GB200), by the GPU its name carries. */
 static int in_class(const char *hw, const char *cls)
 {
     if (strcmp(cls, "h100") == 0)
-        return strstr(hw, "h100") || strstr(hw, "h200");
+        return strstr(hw, "h100") || strstr(hw, "h200") || strstr(hw, "h800");
     return strstr(hw, cls) != NULL;
 }
 

@@ -181,8 +181,9 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, mp_erro
         buf[0] = '\0';
         for (int i = 0; i < mp_hw_preset_count(); i++) {
             const char *name = mp_hw_preset_name(i);
-            /* the vTrain cluster is a measured A100 system, not a product to rent */
-            if (!strcmp(name, "a100-4xhdr")) continue;
+            /* the vTrain cluster is a measured A100 system, not a product to rent; the
+             * H800 (DeepSeek-V3's cluster) an export part of 2023 without a price */
+            if (!strcmp(name, "a100-4xhdr") || !strcmp(name, "h800")) continue;
             strncat(buf, buf[0] ? "," : "", sizeof buf - strlen(buf) - 1);
             strncat(buf, name, sizeof buf - strlen(buf) - 1);
         }

@@ -125,7 +125,8 @@ typedef struct mp_hw {
 mp_status mp_hw_finish(mp_hw *hw, mp_error *err);
 
 /* Built-in profiles: the YAML files of hwprofiles/ compiled into the binary.
- * Lookup by name ("dgx-a100", "a100-4xhdr", "dgx-h100", "h200", "b200", "gb200-nvl72").
+ * Lookup by name ("dgx-a100", "a100-4xhdr", "dgx-h100", "h200", "h800", "b200",
+ * "gb200-nvl72").
  * Returns MP_EINPUT when unknown. */
 mp_status mp_hw_preset(const char *name, mp_hw *out, mp_error *err);
 int mp_hw_preset_count(void);

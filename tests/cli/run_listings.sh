@@ -26,8 +26,8 @@ grep -q '^hidden: 12288$' m.yaml && ok || bad "model YAML lacks hidden"
 "$bin" models --format json llama3-70b | grep -q '"kv_heads":	8' && ok || bad "models json llama3-70b"
 
 "$bin" hw >hw.txt 2>err.txt && [ ! -s err.txt ] || bad "hw exits non-zero"
-[ "$(wc -l <hw.txt)" -eq 7 ] && ok || bad "hw: $(wc -l <hw.txt) lines, expected 6 profiles + header"
-for name in dgx-a100 a100-4xhdr dgx-h100 h200 b200 gb200-nvl72; do
+[ "$(wc -l <hw.txt)" -eq 8 ] && ok || bad "hw: $(wc -l <hw.txt) lines, expected 7 profiles + header"
+for name in dgx-a100 a100-4xhdr dgx-h100 h200 h800 b200 gb200-nvl72; do
     grep -q "^$name " hw.txt && ok || bad "hw lacks $name"
     "$bin" hw "$name" >"$name.yaml" && ok || bad "hw $name"
     "$bin" hw "$name.yaml" >"$name.2.yaml" && ok || bad "hw $name.yaml"
@@ -37,6 +37,7 @@ done
 grep -q '^memory: 80 GiB$' dgx-a100.yaml && ok || bad "dgx-a100 memory not 80 GiB"
 "$bin" hw --format table dgx-a100 | grep -Eq '^scale_out\.bw_per_gpu +25 GB/s$' && ok || bad "hw --format table dgx-a100"
 grep -q '^  bw_per_gpu: 450 GB/s$' dgx-h100.yaml && ok || bad "dgx-h100 NVLink not 450 GB/s per direction"
+grep -q '^  bw_per_gpu: 200 GB/s$' h800.yaml && ok || bad "h800 NVLink not 200 GB/s per direction"
 # the embedded profiles work from any folder
 (cd / && "$bin" hw dgx-a100 >/dev/null) && ok || bad "hw dgx-a100 from /"
 "$bin" models --help | grep -q usage && ok || bad "models --help"

@@ -159,9 +159,10 @@ static void test_llama_rope_theta(void **state)
 static void test_hw_presets(void **state)
 {
     (void)state;
-    const char *expected[] = {"dgx-a100", "a100-4xhdr", "dgx-h100", "h200", "b200", "gb200-nvl72"};
-    assert_int_equal(mp_hw_preset_count(), 6);
-    for (size_t i = 0; i < 6; i++) {
+    const char *expected[] = {"dgx-a100", "a100-4xhdr", "dgx-h100", "h200", "h800", "b200",
+                              "gb200-nvl72"};
+    assert_int_equal(mp_hw_preset_count(), 7);
+    for (size_t i = 0; i < 7; i++) {
         mp_hw hw;
         mp_error err;
         mp_error_clear(&err);

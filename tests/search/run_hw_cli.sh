@@ -60,6 +60,13 @@ PY
 "$M" search --model gpt3-13b --tokens 3e11 --hw gb200-nvl72,b200 --gpus 64 >"$T/noprice" || fail "no-price exit"
 grep -q "without a price" "$T/noprice" || fail "unpriced profile not listed apart"
 
+# all: the products to rent, without the vTrain cluster and h800 (no price); h800 by name
+"$M" search --model gpt3-125m --tokens 1e9 --hw all --gpus 8 >"$T/all" 2>&1 || fail "--hw all exit"
+grep -q "; 5 profiles x 8..8 GPUs" "$T/all" || fail "--hw all: not 5 profiles: $(head -1 "$T/all")"
+! grep -Eq "^(h800|a100-4xhdr) " "$T/all" || fail "--hw all ran h800 or a100-4xhdr"
+"$M" search --model gpt3-125m --tokens 1e9 --hw h800,dgx-h100 --gpus 8 >"$T/h800" || fail "--hw h800 exit"
+grep -q "^h800 .* no price " "$T/h800" || fail "--hw h800,dgx-h100: no unpriced h800 row"
+
 # --plot: days against cost with the front; checked before any search runs
 if command -v gnuplot >/dev/null; then
   "$M" search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-h100 --gpus 32..128 --deadline 20d \

@@ -13,12 +13,13 @@ import re
 import sys
 
 GPU = {'dgx-h100': 'NVIDIA H100 SXM', 'h200': 'NVIDIA H100 SXM',  # the table: "H200 is the same"
+       'h800': 'NVIDIA H100 SXM',  # no H800 row: the same GH100 die, clocks and power limit
        'b200': 'NVIDIA B200 SXM', 'gb200-nvl72': 'NVIDIA GB200 SXM'}
 FITTED_ON = 'NVIDIA A100 SXM'
 # the FP8 (split-accumulator) row of each profile that carries one: Hopper,
 # where Transformer Engine's split accumulator is a slower path; none on
 # Blackwell, whose FP8 and BF16 ratios agree
-FP8_SPLIT = {'dgx-h100': 'NVIDIA H100 SXM', 'h200': 'NVIDIA H200 SXM',
+FP8_SPLIT = {'dgx-h100': 'NVIDIA H100 SXM', 'h200': 'NVIDIA H200 SXM', 'h800': 'NVIDIA H100 SXM',
              'b200': None, 'gb200-nvl72': None}
 
 

@@ -4,6 +4,7 @@
  * A configuration that cannot run is refused (exit 2); one that does not fit
  * in memory is still estimated, with "fits": false and by how much. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -19,11 +20,13 @@
 const mp_verb_doc mp_doc_estimate = {
     .name = "estimate",
     .summary = "time and memory of one configuration, broken down",
-    .usage = "megaplan estimate --model M --gpus N [options]\n",
+    .usage = "megaplan estimate --model M --gpus N [options]\n"
+             "megaplan estimate PLAN.yaml [--format F]\n",
     .text = "The step time, its parts, and the memory per GPU of one configuration. Unset "
-            "options take Megatron-LM's defaults; the output lists them.",
+            "options take Megatron-LM's defaults; the output lists them. A plan file "
+            "(docs/formats.md, examples/) is estimated as written, with its stage split.",
     .groups = (const mp_opt_group *const[]){&mp_cli_config_opts, NULL},
-    .operand = NULL,
+    .operand = "file",
 };
 
 static void row_time(mp_buf *b, const char *name, double s, double step)
@@ -36,9 +39,8 @@ static void row_mem(mp_buf *b, const char *name, double bytes)
     mp_buf_printf(b, "  %-26s %12.2f\n", name, bytes / MP_GIB);
 }
 
-static void table(const mp_cli_config *cc, const mp_estimate *e, const char *defaults, mp_buf *b)
+static void table(const mp_config *c, const mp_estimate *e, const char *defaults, mp_buf *b)
 {
-    const mp_config *c = &cc->config;
     const mp_parallel *p = &c->parallel;
     const mp_training *t = &c->training;
     mp_buf_printf(b, "megaplan estimate: %s on %lld x %s\n", c->model.name, (long long)t->gpus,
@@ -153,9 +155,19 @@ static void table(const mp_cli_config *cc, const mp_estimate *e, const char *def
     mp_buf_puts(b, "\n");
     mp_buf_printf(b, "  %-26s %12.1f  HFU %.1f%%\n", "hardware TFLOP/s per GPU",
                   th->hardware_tflops_per_gpu, 100.0 * th->hfu);
-    if (t->tokens > 0)
-        mp_buf_printf(b, "  %-26s %12.2f  (%.3g tokens)\n", "days to train", th->days_for_tokens,
+    if (t->tokens > 0) {
+        /* both are times: the band bounds them as it bounds the step */
+        mp_buf_printf(b, "  %-26s %12.2f  (%.3g tokens)", "days to train", th->days_for_tokens,
                       t->tokens);
+        if (mp_band_time(&c->hw, th->days_for_tokens, &lo, &hi))
+            mp_buf_printf(b, "  likely %.4g to %.4g", lo, hi);
+        mp_buf_puts(b, "\n");
+        mp_buf_printf(b, "  %-26s %12.4g  (days x 24 x %lld GPUs)", "GPU-hours",
+                      th->gpu_hours_for_tokens, (long long)t->gpus);
+        if (mp_band_time(&c->hw, th->gpu_hours_for_tokens, &lo, &hi))
+            mp_buf_printf(b, "  likely %.4g to %.4g", lo, hi);
+        mp_buf_puts(b, "\n");
+    }
     mp_buf_printf(b, "MFU/HFU: model FLOPs count the attention score matrix in full (not halved "
                      "for causal masks),\nas Narayanan 2021 and Megatron-LM do; HFU adds the "
                      "recomputed forward (docs/cost-model.md).\n");
@@ -173,42 +185,77 @@ int cmd_estimate(int argc, char **argv)
     }
     if (mp_cli_config_parse(&argc, argv, &cc, &err) != MP_OK)
         return mp_cli_fail("estimate", &err);
-    if (argc > 1) {
-        mp_cli_leftover(&mp_doc_estimate, NULL, argv[1], &err);
-        return mp_cli_fail("estimate", &err);
+    /* one operand: a plan file, in place of the configuration's options */
+    const char *plan_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            continue;
+        if ((argv[i][0] == '-' && argv[i][1]) || plan_path) {
+            mp_cli_leftover(&mp_doc_estimate, NULL, argv[i], &err);
+            return mp_cli_fail("estimate", &err);
+        }
+        plan_path = argv[i];
     }
-    if (mp_cli_config_finish(&cc, &err) != MP_OK || mp_cli_config_check(&cc, &err) != MP_OK)
-        return mp_cli_fail("estimate", &err);
+    mp_plan *plan = NULL;
+    const mp_config *cfg = &cc.config;
+    char defaults[2048] = "";
+    if (plan_path) {
+        if (cc.have_model || cc.have_gpus || cc.set) {
+            mp_error_set(&err, MP_EINPUT, NULL, 0, 0, plan_path,
+                         "give a plan file or a configuration's options, not both");
+            return mp_cli_fail("estimate", &err);
+        }
+        plan = calloc(1, sizeof *plan);
+        if (!plan) {
+            mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+            return mp_cli_fail("estimate", &err);
+        }
+        if (mp_plan_read_file(plan_path, plan, &err) != MP_OK) {
+            free(plan);
+            return mp_cli_fail("estimate", &err);
+        }
+        cfg = &plan->config;
+    } else {
+        if (mp_cli_config_finish(&cc, &err) != MP_OK || mp_cli_config_check(&cc, &err) != MP_OK)
+            return mp_cli_fail("estimate", &err);
+        mp_cli_config_describe_defaults(&cc, defaults, sizeof defaults);
+    }
 
     mp_estimate e;
-    if (mp_estimate_config(&cc.config, NULL, &e, &err) != MP_OK) {
-        if (err.code == MP_EINPUT && !err.file[0]) {
+    if (mp_estimate_config(cfg, plan, &e, &err) != MP_OK) {
+        if (plan && !err.file[0])
+            mp_error_locate(&err, plan_path, 0, 0);
+        else if (err.code == MP_EINPUT && !err.file[0]) {
             char opt[64];
             mp_cli_option_name(err.field, opt, sizeof opt);
             snprintf(err.field, sizeof err.field, "%s", opt);
         }
+        free(plan);
         return mp_cli_fail("estimate", &err);
     }
 
-    char defaults[2048];
-    mp_cli_config_describe_defaults(&cc, defaults, sizeof defaults);
     mp_buf out;
     mp_buf_init(&out);
+    int rc = -1;
     if (cc.format == MP_FORMAT_JSON || cc.format == MP_FORMAT_YAML) {
-        cJSON *o = mp_estimate_to_json(&cc.config, &e, defaults);
+        cJSON *o = mp_estimate_to_json(cfg, &e, defaults);
         if (!o) {
             mp_error_set(&err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-            return mp_cli_fail("estimate", &err);
+            rc = mp_cli_fail("estimate", &err);
+        } else {
+            mp_cli_write_data(o, cc.format, &out);
+            cJSON_Delete(o);
         }
-        mp_cli_write_data(o, cc.format, &out);
-        cJSON_Delete(o);
     } else if (mp_cli_is_framework_format(cc.format)) {
-        if (mp_cli_framework_config(&cc.config, NULL, cc.format, &out, &err) != MP_OK) {
-            mp_buf_free(&out);
-            return mp_cli_fail("estimate", &err);
-        }
+        if (mp_cli_framework_config(cfg, plan, cc.format, &out, &err) != MP_OK)
+            rc = mp_cli_fail("estimate", &err);
     } else {
-        table(&cc, &e, defaults, &out);
+        table(cfg, &e, defaults, &out);
+    }
+    free(plan);
+    if (rc >= 0) {
+        mp_buf_free(&out);
+        return rc;
     }
     return mp_cli_emit("estimate", &out);
 }

@@ -1279,6 +1279,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         th->hfu = peak > 0 ? out->hardware_flops / step / gpus / peak : 0.0;
         th->days_for_tokens = c->training.tokens > 0 ? c->training.tokens / th->tokens_per_s / 86400.0
                                                      : 0.0;
+        th->gpu_hours_for_tokens = th->days_for_tokens * 24.0 * gpus;
     }
     if (round != round_stack)
         free(round);

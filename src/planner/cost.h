@@ -35,6 +35,7 @@ typedef struct mp_throughput {
     double model_tflops_per_gpu, hardware_tflops_per_gpu;
     double mfu, hfu;         /* fractions (0..1) */
     double days_for_tokens;  /* 0 when training.tokens is 0 */
+    double gpu_hours_for_tokens; /* days_for_tokens x 24 x gpus: what the job holds */
 } mp_throughput;
 
 typedef struct mp_estimate {

@@ -73,7 +73,8 @@ static cJSON *throughput_json(const mp_throughput *t)
               add(o, "model_tflops_per_gpu", t->model_tflops_per_gpu) &&
               add(o, "hardware_tflops_per_gpu", t->hardware_tflops_per_gpu) &&
               add(o, "mfu", t->mfu) && add(o, "hfu", t->hfu) &&
-              add(o, "days_for_tokens", t->days_for_tokens);
+              add(o, "days_for_tokens", t->days_for_tokens) &&
+              add(o, "gpu_hours_for_tokens", t->gpu_hours_for_tokens);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -115,7 +116,8 @@ static bool add_defaults(cJSON *o, const char *defaults)
     return true;
 }
 
-/* {"low","high","source","step_s":[lo,hi],"tokens_per_s":[lo,hi],"mfu":[lo,hi]}:
+/* {"low","high","source","step_s":[lo,hi],"tokens_per_s":[lo,hi],"mfu":[lo,hi]}, and with
+ * training tokens "days_for_tokens" and "gpu_hours_for_tokens" [lo,hi] (times, as the step):
  * where the measured values likely lie (planner/band.h); NULL without a band. */
 static cJSON *band_json(const mp_hw *hw, const mp_estimate *e)
 {
@@ -132,6 +134,12 @@ static cJSON *band_json(const mp_hw *hw, const mp_estimate *e)
     ok = ok && cJSON_AddItemToObject(o, "tokens_per_s", cJSON_CreateDoubleArray(r, 2));
     mp_band_rate(hw, e->throughput.mfu, &r[0], &r[1]);
     ok = ok && cJSON_AddItemToObject(o, "mfu", cJSON_CreateDoubleArray(r, 2));
+    if (e->throughput.days_for_tokens > 0.0) {
+        mp_band_time(hw, e->throughput.days_for_tokens, &r[0], &r[1]);
+        ok = ok && cJSON_AddItemToObject(o, "days_for_tokens", cJSON_CreateDoubleArray(r, 2));
+        mp_band_time(hw, e->throughput.gpu_hours_for_tokens, &r[0], &r[1]);
+        ok = ok && cJSON_AddItemToObject(o, "gpu_hours_for_tokens", cJSON_CreateDoubleArray(r, 2));
+    }
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

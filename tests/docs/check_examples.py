@@ -55,7 +55,9 @@ so timings do not churn. Elisions are kept: the part before the first elision is
 as many first printed lines, the part after the last by as many last printed lines, and each
 part between two elisions by the printed lines where it fits best (most lines equal once
 digits are ignored). Commands with no shown output stay as they are. A command whose exit
-status is wrong is reported and its block left alone; the run then exits 1.
+status is wrong is reported and its block left alone; the run then exits 1. The plots the
+commands write under docs/img/ (`--plot docs/img/front.png`) replace the repository's copies
+where their bytes differ, so the pictures the docs show are regenerated too.
 """
 import difflib
 import os
@@ -294,6 +296,33 @@ def updated(shown, got, scratch):
 
 # ---- running ------------------------------------------------------------------------
 
+def replace_file(path, data):
+    """Writes path through a temporary file beside it, renamed over it."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".check_examples-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, (os.stat(path).st_mode if os.path.exists(path) else 0o644) & 0o777)
+    os.replace(tmp, path)
+
+
+def update_images(scratch, root, say):
+    """--update: the plots the documented commands wrote under docs/img/ replace the
+    repository's where their bytes differ."""
+    made = os.path.join(scratch, "docs", "img")
+    for name in sorted(os.listdir(made)):
+        with open(os.path.join(made, name), "rb") as fh:
+            data = fh.read()
+        dest = os.path.join(root, "docs", "img", name)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        if os.path.exists(dest):
+            with open(dest, "rb") as fh:
+                if fh.read() == data:
+                    continue
+        replace_file(dest, data)
+        say(f"rewrote docs/img/{name}")
+    return 0
+
+
 def run(megaplan, root, update=False, say=print):
     """Checks (or updates) every documented command under root; returns the number of
     failures."""
@@ -364,17 +393,15 @@ def run(megaplan, root, update=False, say=print):
             say(f"FAIL {os.path.relpath(c.path, root)}:{line}: the output of `{cmd.strip()}` "
                 f"(line {c.lineno}) differs:\n  expected: {e}\n  got:      {g}\n"
                 f"  (rerun with --update to rewrite it: tests/docs/check_examples.py)")
+        if update:
+            update_images(scratch, root, say)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for path, edits in changed.items():
         lines = parsed[path][0]
         for start, end, new in sorted(edits, reverse=True):
             lines[start:end] = new
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".check_examples-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(lines))
-        os.chmod(tmp, os.stat(path).st_mode & 0o777)
-        os.replace(tmp, path)
+        replace_file(path, "\n".join(lines).encode("utf-8"))
         say(f"rewrote {os.path.relpath(path, root)} ({len(edits)} blocks)")
     say(f"check_examples.py: {len(commands)} documented commands, {failures} failed"
         + (f", {sum(len(e) for e in changed.values())} outputs rewritten" if update else ""))
@@ -389,6 +416,9 @@ args = sys.argv[1:]
 if args[:1] == ["fail"]:
     print("megaplan fail: no such thing", file=sys.stderr)
     sys.exit(2)
+if args[:1] == ["plot"]:  # --plot PATH, as search and simulate write a picture
+    open(args[3], "w").write("picture of " + args[1] + "\n")
+    sys.exit(0)
 if args[:1] == ["json"]:  # a report on stderr, the JSON on stdout, an mpirun notice
     print("report: searched 3 candidates in {seconds} s", file=sys.stderr)
     print("-" * 74 + "\nPrimary job terminated normally\n" + "-" * 74, file=sys.stderr)
@@ -420,6 +450,7 @@ searched 12 candidates in 9.99 s
 $ megaplan demo c
 $ megaplan fail  # exit 2
 megaplan fail: no such thing
+$ megaplan plot new --plot docs/img/demo.png
 $ megaplan json
 report: searched 3 candidates in 0.5 s
 {"ok": true}
@@ -490,6 +521,9 @@ def self_test():
                      f"--update rewrites the stale lines only:\n{said}\n---\n{after}")
         n, said = attempt(None)
         checks.check(n == 0, f"after --update the check passes:\n{said}")
+        img = os.path.join(root, "docs", "img", "demo.png")
+        checks.check(os.path.exists(img) and open(img).read() == "picture of new\n",
+                     "--update copies the plots the commands write under docs/img/")
         checks.check(not [f for f in os.listdir(root) if f.startswith(".check_examples-")],
                      "--update leaves no temporary file")
         n, said = attempt(GOOD.replace("# exit 2", "# exit 0"), update=True)

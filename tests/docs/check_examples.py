@@ -76,7 +76,7 @@ import testlib  # noqa: E402
 # and each printed line; the scratch folder's path is replaced as well (mask()).
 MASKS = [
     ("wall-clock time of a search (\"searched ... in 0.97 s\")",
-     None, re.compile(r"\bin \d+(?:\.\d+)? s\b"), "in <seconds> s"),
+     re.compile(r"^searched "), re.compile(r"\bin \d+(?:\.\d+)? s\b"), "in <seconds> s"),
     ("wall-clock time of an exec step (\"step 1: loss ..., 0.0130 s\")",
      re.compile(r"^step \d+: loss "), re.compile(r"(?<=\), )\d+(?:\.\d+)? s$"), "<seconds> s"),
     ("exec's measured times of the last step (\"measured, last step, ...: forward 0.0024 s\")",
@@ -170,8 +170,8 @@ def doc_paths(root):
 # ---- comparing ----------------------------------------------------------------------
 
 def segments(shown):
-    """Splits the shown lines at elisions: [(offset in shown, lines)], head_anchored,
-    tail_anchored."""
+    """Splits the shown lines at elisions: ([(offset in shown, lines)], whether any
+    elision was found). The first part is the head, the last the tail."""
     segs, cur, start = [], [], 0
     elided = False
     for k, line in enumerate(shown):
@@ -420,7 +420,7 @@ if args[:1] == ["plot"]:  # --plot PATH, as search and simulate write a picture
     open(args[3], "w").write("picture of " + args[1] + "\n")
     sys.exit(0)
 if args[:1] == ["json"]:  # a report on stderr, the JSON on stdout, an mpirun notice
-    print("report: searched 3 candidates in {seconds} s", file=sys.stderr)
+    print("searched 3 candidates in {seconds} s", file=sys.stderr)
     print("-" * 74 + "\nPrimary job terminated normally\n" + "-" * 74, file=sys.stderr)
     print('{{"ok": true}}')
     sys.exit(0)
@@ -452,7 +452,7 @@ $ megaplan fail  # exit 2
 megaplan fail: no such thing
 $ megaplan plot new --plot docs/img/demo.png
 $ megaplan json
-report: searched 3 candidates in 0.5 s
+searched 3 candidates in 0.5 s
 {"ok": true}
 ```
 """

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""kernel_overhead's prior is counted, not guessed (docs/validation.md, "Protocol", refit 4):
-tools/fit_profile.py's host_prior() costs the host work of one Megatron-DeepSpeed GPT layer and
-micro-batch (tests/data/host/megatron_deepspeed_layer_ops.csv) with the public per-call and
+"""A counted kernel_overhead (docs/validation.md, "Protocol", refits 4 and 5, both rejected, so
+the fit keeps its 20 us prior): tools/fit_profile.py's host_prior() costs the host work of one
+Megatron-DeepSpeed GPT layer and micro-batch (tests/data/host/megatron_deepspeed_layer_ops.csv) with the public per-call and
 per-launch measurements (host/eager_op_overhead.csv, host/cuda_launch.csv) and divides it by the
 launches the cost model counts for that layer. Checked by hand here: the count's totals, each
-pass's cost, the prior the fit starts from.
+pass's cost, the value refits 4 and 5 took as the prior.
 
     test_host_prior.py FIT_PROFILE_PY"""
 import importlib.util
@@ -38,8 +38,8 @@ def main():
         bad.append('the model counts %d launches per layer, not 13 + 13 + 26' % fp.LAYER_LAUNCHES_T1)
     if abs(ko - sum(hand.values()) / 52) > 1e-9:
         bad.append('prior %g us, by hand %g' % (ko, sum(hand.values()) / 52))
-    if fp.prior()['ko'] != 33.3:
-        bad.append("the fit starts kernel_overhead at %g us, not the counted 33.3" % fp.prior()['ko'])
+    if abs(ko - 33.3) > 0.05:
+        bad.append('the counted prior is %g us, not the 33.3 refits 4 and 5 took' % ko)
     for b in bad:
         print('FAIL:', b)
     sys.exit(1 if bad else 0)

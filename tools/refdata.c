@@ -322,9 +322,11 @@ static const char note_vtrain_multi[] =
 static const char note_vtrain_single[] = "as the multi-node set, inside one node.";
 static const char note_narayanan[] =
     "dgx-a100; fp16, vocab 51,200, s 2048, full recompute, no SP, no distributed "
-    "optimizer, DP not overlapped. Not published, assumed: micro-batch 2 without "
-    "pipelining and 1 with it; interleaved 1F1B with v = 2 where the layers per "
-    "stage are even (else v = 1).";
+    "optimizer, DP not overlapped; stack megatron-lm-2021 (the paper's Megatron-LM "
+    "predates the asynchronous backward TP all-reduce and gradient accumulation "
+    "fusion). Not published, assumed: micro-batch 8 without pipelining (the fastest "
+    "measured in both vTrain multi-node sweeps at p = 1) and 1 with it; interleaved "
+    "1F1B with v = 2 where the layers per stage are even (else v = 1).";
 static const char note_korthikanti[] =
     "dgx-a100; bf16, vocab 51,200, s 2048, no DP; 'this work' = SP + selective "
     "recompute, the other column full recompute.";
@@ -456,9 +458,12 @@ static mp_status narayanan(const csv *c, const mp_hw *hw, refdata_set *s, mp_err
         q.d = q.gpus / (q.t * q.p);
         q.prec = MP_DTYPE_FP16;
         q.rc = MP_RECOMPUTE_FULL;
-        /* not published (the note): micro-batch 1 with pipelining, else 2;
-         * two virtual stages where the layers per stage are even */
-        q.mb = q.p > 1 ? 1 : 2;
+        /* not published (the note): micro-batch 1 with pipelining, else 8,
+         * the fastest micro-batch of both measured vTrain multi-node sweeps at
+         * p = 1 (fit data: 3.6B at t 1 and 18.4B at t 8, the same GPT on A100;
+         * docs/validation.md, Protocol, entry of 2026-12-02); two virtual
+         * stages where the layers per stage are even */
+        q.mb = q.p > 1 ? 1 : 8;
         q.v = 1;
         if (q.p > 1)
             q.v = (L / q.p) % 2 == 0 ? 2 : 1;
@@ -472,6 +477,10 @@ static mp_status narayanan(const csv *c, const mp_hw *hw, refdata_set *s, mp_err
                    (1.0 + (double)sq / (6.0 * (double)h) + (double)V / (16.0 * (double)L * (double)h));
         refdata_row *w = row_new(s, c, r, REFDATA_TFLOPS_NARAYANAN);
         config_of(&w->config, &m, hw, &q);
+        /* the code of the paper's runs (arXiv 2104.04473, April 2021): before
+         * 16c90445 (2021-09-02, asynchronous backward TP all-reduce) and
+         * 83b1e42f (2022-02-13, gradient accumulation fusion); docs/cost-model.md §5 */
+        w->config.training.stack = MP_STACK_MEGATRON_LM_2021;
         snprintf(w->label, sizeof w->label, "%.1fB t=%lld p=%lld gpus=%lld B=%lld (b=%lld v=%lld)", pb,
                  (long long)q.t, (long long)q.p, (long long)q.gpus, (long long)q.gb, (long long)q.mb,
                  (long long)q.v);

@@ -102,6 +102,35 @@ static void test_shares(void **state)
     assert_true(mp_overlap_excess(0.0, 1.0, 0.25) == 0.0);
 }
 
+/* Blackwell (b200, gb200-nvl72): 148 SMs (two dies of 74 enabled SMs) and
+ * NCCL's 32 channels on NVLink 5 (DGX B200 init log, NVIDIA/nccl issue
+ * 1646). Before these counts the profiles had none, and every overlapped
+ * collective on them hid for free: the FP8 TP overlap of a LLaMA 3 405B
+ * block (t 4) now exposes one chunk plus comm x 6/148 in the backward, and
+ * Megatron's DP reduce-scatter under the backward 32/148 of itself. */
+static void test_blackwell(void **state)
+{
+    (void)state;
+    const char *profiles[] = {"b200", "gb200-nvl72"};
+    for (int i = 0; i < 2; i++) {
+        mp_config c = config("llama3-405b", 64, 4, 1);
+        mp_error err;
+        assert_int_equal(mp_hw_preset(profiles[i], &c.hw, &err), MP_OK);
+        assert_true(c.hw.sm_count == 148 && c.hw.nccl_ctas == 32);
+        assert_true(near(mp_comm_sm_share(&c, MP_COMM_NCCL), 32.0 / 148));
+        c.training.seq = 8192;
+        c.training.precision = MP_DTYPE_FP8;
+        c.training.fp8_recipe = MP_FP8_TENSORWISE;
+        c.parallel.tp_overlap = true;
+        mp_block_time hidden, contended;
+        blocks(&c, &hidden, &contended);
+        double comm_b = hidden.tp_bwd * 4.0; /* one chunk of 4 */
+        assert_true(near(contended.tp_fwd, hidden.tp_fwd + hidden.tp_fwd * 4.0 / 148.0));
+        assert_true(near(contended.tp_bwd, comm_b / 4.0 + comm_b * 6.0 / 148.0));
+        assert_true(contended.tp_bwd > hidden.tp_bwd);
+    }
+}
+
 /* --tp-comm-overlap, GEMMs that cover the communication (Llama 3 405B, t 8
  * inside one node, 8192 tokens): without contention a pass exposes one chunk, comm/t; with it,
  * comm/t + comm x share, share the userbuffers kernels' SMs over 132. */
@@ -217,7 +246,7 @@ static void test_zero3(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shares),          cmocka_unit_test(test_tp_overlap),
+        cmocka_unit_test(test_shares), cmocka_unit_test(test_blackwell),          cmocka_unit_test(test_tp_overlap),
         cmocka_unit_test(test_tp_async_backward), cmocka_unit_test(test_cp_ring),
         cmocka_unit_test(test_dp_overlap),      cmocka_unit_test(test_zero3),
     };

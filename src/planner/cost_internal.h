@@ -115,8 +115,9 @@ void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
  * the stream synchronisations of one forward call. */
 void mp_oss_glu_clamp(const mp_model *m, double routed, double f, mp_pass_cost *out,
                       double *syncs);
-/* What the clamp's autograd saves beside the activation's input (0 under
- * the moe_act checkpoint, which frees it). */
+/* What the clamp's autograd saves beside the activation's input, a routed
+ * copy's share of mp_moe_act_bytes (moe_act's checkpoint frees it with FC2's
+ * input: mp_moe_act_output_bytes). */
 double mp_oss_glu_clamp_saved_bytes(const mp_model *m, double routed, double f);
 
 /* ---- CUDA graphs (cudagraph.c) ---- */

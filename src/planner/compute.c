@@ -263,12 +263,17 @@ static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_
     mf[moe ? MP_RCM_SHARED_EXPERTS : MP_RCM_MLP] = mlp;
     if (moe) {
         /* the whole MoE layer: router, dispatch, experts, combine, shared experts */
-        double ew_moe = mt->ew_bytes + mt->bias.bytes_f;
-        double k_moe = mt->kernels + mt->bias.kernels_f + mt->expert_launches_f;
+        double ew_moe = mt->ew_bytes + mt->bias.bytes_f + mt->clamp.bytes_f;
+        double k_moe =
+            mt->kernels + mt->bias.kernels_f + mt->clamp.kernels_f + mt->expert_launches_f;
+        double sync = mt->clamp_syncs * hw->kernel_overhead; /* oss_cost.c */
         mf[MP_RCM_MOE] = mlp +
                          mp_host_bound(hw, mt->gemm_f + mp_membound_time(hw, ew_moe, k_moe), k_moe) +
-                         mt->comm_f;
-        mf[MP_RCM_MOE_ACT] = mp_host_bound(hw, mp_membound_time(hw, mt->act_bytes, 1.0), 1.0);
+                         mt->comm_f + sync;
+        /* the activation, with GPT-OSS's eager clamp in front of it */
+        double k_act = 1.0 + mt->clamp.kernels_f;
+        double act = mp_membound_time(hw, mt->act_bytes + mt->clamp.bytes_f, k_act);
+        mf[MP_RCM_MOE_ACT] = mp_host_bound(hw, act, k_act) + sync;
     }
     if (mp_model_is_mla(m)) {
         /* the up-projections from the latents, and RoPE on Q and K */
@@ -391,7 +396,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     ew += (swiglu ? 6.0 : 4.0) * T * f / t;
     double kernels = 2.0 * n_norm + 1.0;
     /* elementwise work whose backward is not twice its forward (bytes and
-     * launches of each pass): RoPE, the routed experts' output bias */
+     * launches of each pass): RoPE, the routed experts' output bias, GPT-OSS's clamp */
     mp_pass_cost rope = {0};
     if (m->position == MP_POS_ROPE)
         rope_cost(m, T * (qd + kvd) / t, &rope);
@@ -419,6 +424,10 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         odd.bytes_b += mt.bias.bytes_b;
         odd.kernels_f += mt.bias.kernels_f;
         odd.kernels_b += mt.bias.kernels_b;
+        odd.bytes_f += mt.clamp.bytes_f; /* GPT-OSS's clamp (oss_cost.c) */
+        odd.bytes_b += mt.clamp.bytes_b;
+        odd.kernels_f += mt.clamp.kernels_f;
+        odd.kernels_b += mt.clamp.kernels_b;
         cast_f += mt.cast_f;
         cast_b += mt.cast_b;
         n_cast += mt.cast_f > 0.0 ? 2.0 : 0.0;
@@ -442,9 +451,9 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (moe) {
         ll.router.fwd = 1.0 + mt.router_kernels + (pp->shared_expert_overlap ? 0.0 : ffn);
         ll.moe.fwd = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + ffn + tp1 +
-                     mt.bias.kernels_f;
-        ll.moe.bwd = 2.0 * (ll.moe.fwd - mt.bias.kernels_f) + mt.bias.kernels_b +
-                     mt.expert_launches_b;
+                     mt.bias.kernels_f + mt.clamp.kernels_f;
+        ll.moe.bwd = 2.0 * (ll.moe.fwd - mt.bias.kernels_f - mt.clamp.kernels_f) +
+                     mt.bias.kernels_b + mt.clamp.kernels_b + mt.expert_launches_b;
         ll.moe.fwd += mt.expert_launches_f; /* not doubled: moe.c counts the backward's */
         ll.router.bwd = 2.0 * ll.router.fwd;
     } else {
@@ -522,6 +531,9 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
      * A host-bound excess is reported as compute. */
     double gpu_f = gemm + af + ew_f, gpu_b = gemm_b + ab + ew_b;
     out->fwd_compute = mp_host_bound(hw, gpu_f + out->tp_fwd, k_fwd) - out->tp_fwd;
+    /* a stream synchronisation drains the GPU's queue, which then waits for
+     * the host's next dispatch (GPT-OSS's clamp, oss_cost.c) */
+    out->fwd_compute += mt.clamp_syncs * hw->kernel_overhead;
     out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, k_bwd) - out->tp_bwd;
     out->attn_core_fwd = mp_host_bound(hw, af, ak);
     out->wgrad = wgrad;

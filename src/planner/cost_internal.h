@@ -96,6 +96,8 @@ typedef struct mp_moe_time {
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
     double act_bytes;             /* of ew_bytes: the experts' activation function */
     mp_pass_cost bias;            /* the experts' output bias, applied per expert */
+    mp_pass_cost clamp;           /* GPT-OSS's eager clamp of the activation's input */
+    double clamp_syncs;           /* of it, stream synchronisations per forward (oss_cost.c) */
     /* the host's per-expert launches of the grouped GEMMs (Transformer
      * Engine's loop over the local experts), in the profile's counted
      * launches: forward, backward (moe.c, mp_moe_expert_launches) */
@@ -105,6 +107,18 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
 /* The host's per-expert launches of one MoE block's grouped GEMMs, forward
  * and backward, in counted launches (the profile's kernel_overhead each). */
 void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
+
+/* ---- GPT-OSS (oss_cost.c) ---- */
+
+/* The eager clamp in front of the experts' fused activation (glu_limit):
+ * bytes and launches of each pass over `routed` copies of 2f elements, and
+ * the stream synchronisations of one forward call. */
+void mp_oss_glu_clamp(const mp_model *m, double routed, double f, mp_pass_cost *out,
+                      double *syncs);
+/* What the clamp's autograd saves beside the activation's input, a routed
+ * copy's share of mp_moe_act_bytes (moe_act's checkpoint frees it with FC2's
+ * input: mp_moe_act_output_bytes). */
+double mp_oss_glu_clamp_saved_bytes(const mp_model *m, double routed, double f);
 
 /* ---- CUDA graphs (cudagraph.c) ---- */
 

@@ -226,6 +226,9 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
                    3.0 /* FC1, activation, FC2 */;
     if (m->linear_bias)
         expert_output_bias(ne * local, h, local, &out->bias);
+    mp_oss_glu_clamp(m, ne * local, f, &out->clamp, &out->clamp_syncs);
+    if (p->cuda_graph_scope & (1u << MP_CGS_MOE))
+        out->clamp_syncs = 0.0; /* a captured layer replays without the host */
     mp_moe_expert_launches(c, &out->expert_launches_f, &out->expert_launches_b);
 
     /* dispatch and combine, forward; backward moves the same gradients */
@@ -287,7 +290,8 @@ double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
      * routing probability, and the grouped FC2's input. The combine's
      * unpermute saves only its index map: the probabilities were applied in
      * the activation, so its backward is a gather. */
-    return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 4.0 + 2.0 * f);
+    return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 4.0 + 2.0 * f) +
+           mp_oss_glu_clamp_saved_bytes(m, routed, f);
 }
 
 double mp_moe_act_output_bytes(const mp_config *c, const mp_block_shape *bs)
@@ -295,7 +299,9 @@ double mp_moe_act_output_bytes(const mp_config *c, const mp_block_shape *bs)
     /* the grouped FC2's input, as mp_moe_act_bytes and the FP8 stash count it */
     double f = (double)c->model.moe.expert_ffn / (double)mp_parallel_etp(&c->parallel);
     double per = mp_fp8_on(c) ? mp_fp8_stash_bytes(c) : 2.0;
-    return routed_copies(c, bs) * f * per;
+    /* and the clamped copy GPT-OSS's activation saves (its checkpoint frees both) */
+    return routed_copies(c, bs) * f * per +
+           mp_oss_glu_clamp_saved_bytes(&c->model, routed_copies(c, bs), f);
 }
 
 double mp_moe_capacity_bytes(const mp_config *c, const mp_block_shape *bs)

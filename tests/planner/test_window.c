@@ -7,8 +7,9 @@
  * embedding through the unfused PyTorch ops (24 bytes a Q/K element forward,
  * 26 backward, against the fused kernel's 4 and 8), and the experts' output
  * bias applied expert by expert (12 bytes a routed output element forward,
- * 16 backward, 2 and 4 kernels per local expert), by hand from the Megatron
- * source that planner/compute.c and planner/moe.c cite. */
+ * 16 backward, 2 and 4 kernels per local expert), and the clamped expert
+ * SwiGLU's eager clamps (planner/oss_cost.c), by hand from the Megatron and
+ * PyTorch source that planner/compute.c, moe.c and oss_cost.c cite. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -261,6 +262,92 @@ static void test_expert_output_bias(void **state)
     near(with.bwd_compute - without.bwd_compute, 16.0 * n / bw, "block backward");
 }
 
+/* GPT-OSS's clamped expert SwiGLU (planner/oss_cost.c): the eager clamps
+ * and cat in front of the fused activation move 8 bytes an FC1-output
+ * element forward and 15 backward (3 and 9 launches), its torch.tensor
+ * synchronises the stream once a forward call (one host dispatch exposed),
+ * moe_act's recompute pays the forward again, and without that checkpoint
+ * the clamped copy (2 x 2f bytes a routed copy) is saved beside the FC1
+ * output. b = 4 of 4096 tokens to 4 experts each: every GPU's 16 experts
+ * see 4 x 16384 routed copies of 2 x 2880 FC1 outputs (GPU-bound). */
+static mp_config gpt_oss_b4(void)
+{
+    mp_config c = gpt_oss_config();
+    c.parallel.micro_batch = 4;
+    c.training.global_batch = 32;
+    return c;
+}
+
+static void test_clamp_bytes_and_launches(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_b4();
+    assert_true(c.model.glu_limit == 7.0);
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 2, &bs);
+    mp_moe_time mt;
+    mp_moe_block_time(&c, &bs, &mt);
+    double n = 4.0 * 16384 * 2.0 * 2880; /* FC1 outputs on one GPU */
+    near(mt.clamp.bytes_f, 8.0 * n, "forward bytes");
+    near(mt.clamp.bytes_b, 15.0 * n, "backward bytes");
+    near(mt.clamp.kernels_f, 3.0, "forward kernels");
+    near(mt.clamp.kernels_b, 9.0, "backward kernels");
+    near(mt.clamp_syncs, 1.0, "synchronisations a forward");
+    /* no clamp, no cost; nor for a model without experts */
+    mp_config nc = c;
+    nc.model.glu_limit = 0.0;
+    mp_moe_block_time(&nc, &bs, &mt);
+    assert_true(mt.clamp.bytes_f == 0.0 && mt.clamp.kernels_b == 0.0 && mt.clamp_syncs == 0.0);
+}
+
+/* The block pays them: forward 8 bytes an element and one dispatch more
+ * than the same model unclamped, backward 15 bytes; moe_act's recompute
+ * re-runs the forward's 8 bytes and its synchronisation. */
+static void test_block_pays_the_clamp(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_b4();
+    c.parallel.recompute = MP_RECOMPUTE_SELECTIVE;
+    c.parallel.recompute_modules = (1u << MP_RCM_MOE_ACT) | (1u << MP_RCM_LAYERNORM);
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 2, &bs);
+    mp_block_time with, without;
+    mp_block_time_of(&c, &bs, &with);
+    mp_config nc = c;
+    nc.model.glu_limit = 0.0;
+    mp_block_time_of(&nc, &bs, &without);
+    double n = 4.0 * 16384 * 2.0 * 2880;
+    double bw = c.hw.hbm_bw * c.hw.memory_efficiency;
+    near(with.fwd_compute - without.fwd_compute, 8.0 * n / bw + c.hw.kernel_overhead,
+         "block forward");
+    near(with.bwd_compute - without.bwd_compute, 15.0 * n / bw, "block backward");
+    near(with.module_fwd[MP_RCM_MOE_ACT] - without.module_fwd[MP_RCM_MOE_ACT],
+         8.0 * n / bw + c.hw.kernel_overhead, "moe_act recompute");
+}
+
+/* Memory: 2 x 2f bytes a routed copy more without a checkpoint (the clamps
+ * keep the FC1 output, the fused function the clamped copy); moe_act's
+ * checkpoint frees it with FC2's input, so what selective recompute keeps
+ * is unchanged. */
+static void test_clamped_copy_saved(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_b4();
+    mp_config nc = c;
+    nc.model.glu_limit = 0.0;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 2, &bs);
+    double routed = 4.0 * 16384;
+    near(mp_moe_act_bytes(&c, &bs) - mp_moe_act_bytes(&nc, &bs), routed * 4.0 * 2880,
+         "saved without a checkpoint");
+    near(mp_moe_act_output_bytes(&c, &bs) - mp_moe_act_output_bytes(&nc, &bs),
+         routed * 4.0 * 2880, "freed by moe_act");
+    uint32_t mask = 1u << MP_RCM_MOE_ACT;
+    double kept = mp_moe_act_bytes(&c, &bs) - mp_block_modules_act_bytes(&c, &bs, mask);
+    double kept_nc = mp_moe_act_bytes(&nc, &bs) - mp_block_modules_act_bytes(&nc, &bs, mask);
+    near(kept, kept_nc, "kept under moe_act");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +357,9 @@ int main(void)
         cmocka_unit_test(test_estimate_and_refusals),
         cmocka_unit_test(test_yarn_rope_runs_unfused),
         cmocka_unit_test(test_expert_output_bias),
+        cmocka_unit_test(test_clamp_bytes_and_launches),
+        cmocka_unit_test(test_block_pays_the_clamp),
+        cmocka_unit_test(test_clamped_copy_saved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

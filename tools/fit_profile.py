@@ -35,19 +35,54 @@ A class without such rows takes the band of the one its profiles were transferre
 Leave-one-source-out: for each fit source, both stages are rerun without it and the
 source is predicted by that fit; held-out sources are predicted by the full fit.
 """
+import csv
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_SOURCES = ('vtrain-multi', 'vtrain-single')
 A100 = ('a100-4xhdr', 'dgx-a100')
-# (name, prior, step, bounds, multiplicative)
+# the scale-up tier's prior: a published nccl-tests all-reduce sweep of an 8-GPU A100 SXM4
+# NVSwitch node (role `prior`, tests/data/README.md)
+NCCL_PRIOR = os.path.join(ROOT, 'tests', 'data', 'nccl', 'azure_nd_a100_v4_allreduce.csv')
+NCCL_PRIOR_GPUS = 8          # all_reduce_perf -g 8 (the file's source line)
+NCCL_PRIOR_SMALL = 64 << 10  # rows up to 64 KiB: the measured time is flat there, latency-bound
+
+
+def scale_up_bw(profile='a100-4xhdr'):
+    """The profile's scale_up.bw_per_gpu in GB/s (a datasheet value, not fitted)."""
+    text = open(os.path.join(ROOT, 'hwprofiles', profile + '.yaml')).read()
+    line = re.search(r'^scale_up: +\{.*\}', text, re.M).group(0)
+    return float(re.search(r'bw_per_gpu: ([0-9.]+) GB/s', line).group(1))
+
+
+def scale_up_prior(path=NCCL_PRIOR, bw=None):
+    """(scale_up.latency in us, scale_up.efficiency) priors from the published sweep, by the
+    rule docs/validation.md ("Protocol", scale-up prior) fixed before its result was seen: with
+    n = 8 and each row's time t = bytes 2(n-1)/n / busbw, efficiency = the largest message's
+    busbw / bw_per_gpu (with collective_local_pass 0 the model's large-message bus bandwidth is
+    bw * efficiency), latency = the median t of the rows up to 64 KiB / (2(n-1) + 1), the
+    latencies the model charges an n-GPU all-reduce (src/planner/comm.c)."""
+    lines = [l for l in open(path) if not l.startswith('#')]
+    rows = [(int(r[0]), float(r[2])) for r in csv.reader(lines[1:]) if r]
+    n = NCCL_PRIOR_GPUS
+    eff = max(rows)[1] / (scale_up_bw() if bw is None else bw)
+    small = [s * 2.0 * (n - 1) / n / (b * 1e9) for s, b in rows if s <= NCCL_PRIOR_SMALL]
+    return statistics.median(small) * 1e6 / (2 * (n - 1) + 1), eff
+
+
+# (name, prior, step, bounds, multiplicative). The scale-up priors are guesses: the published
+# sweep's (scale_up_prior(): 2.85 us, 0.7719) were tried as priors and start point and rejected
+# (docs/validation.md, "Protocol", scale-up prior)
 UP = [('ul', 5.0, 1.0, (0.5, 30.0), False),      # scale_up.latency, us
       ('ue', 0.8, 0.02, (0.5, 1.0), False),      # scale_up.efficiency
-      ('lp', 0.0, 0.05, (0.0, 2.0), False)]      # collective_local_pass
+      # collective_local_pass: at one group size (the prior's sweep) its bytes and the
+      # efficiency's are one term, so the prior cannot give it: 0, no extra pass
+      ('lp', 0.0, 0.05, (0.0, 2.0), False)]
 GPU = [('ymax', 0.8, 0.02, (0.5, 0.95), False),
        ('x0', 2e9, 1.25, (1e7, 1e12), True),
        # k <= 1: a GEMM's time x (1 + (x0/x)^k) / (ymax peak) must not fall as its FLOPs x

@@ -3,8 +3,10 @@
 sweep tests/data/nccl/azure_nd_a100_v4_allreduce.csv by the rule docs/validation.md
 ("Protocol", scale-up prior) writes down: efficiency = the 8 GiB row's busbw / 300 GB/s,
 latency = the median time of the rows up to 64 KiB / 15 (an 8-GPU all-reduce's latencies).
-Recomputed here from the file by hand, and the prior must
-follow the file: a copy with other figures gives other priors.
+They are the fit's priors of those constants (the values the
+fit without the NCCL sweeps keeps; stage 1 starts at UP_START, where the shipped fit started).
+Recomputed here from the file by hand, and the prior must follow the file: a copy with other
+figures gives other priors.
 
     test_scale_up_prior.py tools/fit_profile.py"""
 import importlib.util
@@ -35,6 +37,16 @@ def main():
     if abs(lat - want_lat) > 1e-9 or abs(eff - want_eff) > 1e-9:
         bad.append('scale_up_prior(): latency %.6g us, efficiency %.6g; the rule gives '
                    '%.6g us, %.6g' % (lat, eff, want_lat, want_eff))
+    # the fit's priors are these (what the fit without the NCCL sweeps keeps), the local pass
+    # 0; stage 1 starts elsewhere, at UP_START (Protocol, scale-up prior 2)
+    prior = fp.prior()
+    if abs(prior['ul'] - want_lat) > 1e-9 or abs(prior['ue'] - want_eff) > 1e-9:
+        bad.append('fit_profile.py priors: latency %.6g us, efficiency %.6g; the rule gives '
+                   '%.6g us, %.6g' % (prior['ul'], prior['ue'], want_lat, want_eff))
+    if prior['lp'] != 0.0:
+        bad.append('collective_local_pass prior %g, not 0' % prior['lp'])
+    if fp.UP_START != {'ul': 5.0, 'ue': 0.8, 'lp': 0.0}:
+        bad.append('stage 1 starts at %s, not where the shipped fit started' % fp.UP_START)
     if abs(want_lat - 2.853) > 5e-4 or abs(want_eff - 0.7719) > 5e-5:
         bad.append('the file gives latency %.4f us, efficiency %.4f: not the 2.853 us, 0.7719 '
                    'the Protocol entry records' % (want_lat, want_eff))

@@ -140,10 +140,18 @@ def fitted(p, prof):
     return v
 
 
+# every profile that takes the fit (profile_values writes these); BLOOM's a100-opa takes its base
+# a100-4xhdr's settings (docs/validation.md, "Protocol", tooling note)
+FIT_PROFILES = ('a100-4xhdr', 'dgx-a100', 'dgx-h100', 'h200', 'b200', 'gb200-nvl72')
+
+
 def overrides(p):
-    """--set arguments: the A100 fit on both A100 profiles, transferred to dgx-h100."""
+    """--set arguments: the A100 fit on both A100 profiles, transferred to every other profile
+    that takes it, so a candidate's rows and error bands are the ones it gives once written
+    (before the tenth stop only dgx-h100 took it here, and --write computed the h200, B200 and
+    GB200 rows, and their bands, with the profiles' old constants)."""
     args = []
-    for prof in A100 + ('dgx-h100',):
+    for prof in FIT_PROFILES:
         for k, v in fitted(p, prof).items():
             args += ['--set', '%s:%s=%s' % (prof, k, v)]
     return args
@@ -316,7 +324,7 @@ def band_class(prof):
 def profile_values(p, band):
     """The fitted lines of every profile: {profile: {key: value string}}."""
     res = {}
-    for prof in ('a100-4xhdr', 'dgx-a100', 'dgx-h100', 'h200', 'b200', 'gb200-nvl72'):
+    for prof in FIT_PROFILES:
         v = fitted(p, prof)
         v['error_band'] = '{low: %.3f, high: %.3f}' % band[band_class(prof)]
         res[prof] = v

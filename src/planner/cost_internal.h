@@ -105,6 +105,11 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
 /* The host's per-expert launches of one MoE block's grouped GEMMs, forward
  * and backward, in counted launches (the profile's kernel_overhead each). */
 void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
+/* The share of pipeline rank r's m * v passes through its chunks that
+ * Megatron-Core's EP all-to-all overlap pairs with a pass of the other
+ * direction: all but the warm-up forwards and cool-down backwards, which run
+ * alone (cost.c; docs/cost-model.md §12, "The EP all-to-all overlap"). */
+double mp_moe_a2a_paired_share(int64_t p, int64_t v, int64_t m, int64_t r);
 
 /* ---- CUDA graphs (cudagraph.c) ---- */
 

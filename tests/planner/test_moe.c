@@ -279,6 +279,45 @@ static void test_alltoall_volume(void **state)
     assert_true(g.comm_f > 0.0 && g.gemm_f == t.gemm_f);
 }
 
+/* With tp > 1 (and SP, which Megatron-Core requires) an MoE block's only TP
+ * collectives are attention's and its shared experts' (SharedExpertMLP
+ * gathers its input and reduce-scatters its output); the routed experts take
+ * the sequence-parallel shard through the dispatcher (moe_layer.py gathers
+ * nothing; the dispatcher's TP group is the expert TP group, 1 here). OLMoE
+ * has no shared experts: at ep 1 (no dispatch) the forward's TP traffic is
+ * one all-gather and one reduce-scatter of T x h (synchronous without TP
+ * overlap), not two, and the backward's at most that; a shared expert (DeepSeek-V3's) adds
+ * its pair. */
+static void test_moe_block_tp_collectives(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 16, 2, 1, 1);
+    c.parallel.tp_overlap = false;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    assert_true(bs.kind == MP_BLOCK_MOE);
+    mp_group_place tpg;
+    mp_group_place_of(&c, MP_GROUP_TP, &tpg);
+    double bytes = 2.0 * 4096.0 * 2048.0 * 2.0; /* micro-batch 2 x s x h, bf16 */
+    c.parallel.micro_batch = 2;
+    double pair = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLGATHER, bytes) +
+                  mp_coll_time(&c.hw, &tpg, MP_COLL_REDUCESCATTER, bytes);
+    mp_block_time t;
+    mp_block_time_of(&c, &bs, &t);
+    assert_true(t.ep_fwd == 0.0);
+    assert_true(fabs(t.tp_fwd / pair - 1.0) < 1e-12);
+    /* backward: QKV's gather and scatter, partly under its own GEMMs
+     * (Megatron's asynchronous backward collectives), and no FC1 pair */
+    assert_true(t.tp_bwd > 0.0 && t.tp_bwd <= pair * (1.0 + 1e-12));
+    double qkv_bwd = t.tp_bwd;
+    /* shared experts bring their own gather and scatter */
+    c.model.moe.shared_experts = 1;
+    c.model.moe.shared_ffn = 1024;
+    mp_block_time_of(&c, &bs, &t);
+    assert_true(fabs(t.tp_fwd / (2.0 * pair) - 1.0) < 1e-12);
+    assert_true(t.tp_bwd > qkv_bwd);
+}
+
 /* Transformer Engine's grouped GEMM launches one cuBLASLt GEMM per local
  * expert from the host (and, under a per-tensor FP8 cast, one cast per
  * expert operand): 33 us each (moe.c), counted against the host. */
@@ -494,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_expert_split_by_hand),
         cmocka_unit_test(test_mtp_by_hand),
         cmocka_unit_test(test_alltoall_volume),
+        cmocka_unit_test(test_moe_block_tp_collectives),
         cmocka_unit_test(test_expert_launches_by_hand),
         cmocka_unit_test(test_expert_optimizer_shard),
         cmocka_unit_test(test_expert_zero_shards),

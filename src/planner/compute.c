@@ -524,8 +524,15 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->ep_bwd = mt.comm_b;
     out->mlp_fwd = out->mlp_bwd = 0.0;
     if (moe) {
-        out->mlp_fwd = mt.gemm_f + fwd_of[2] + fwd_of[3];
-        out->mlp_bwd = mt.gemm_b + dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3];
+        /* the merged pass's expert node (Megatron-Core fine_grained_callables.py,
+         * submodule_moe_forward: routed_experts_compute) runs the dispatcher's
+         * sort by local expert, the grouped GEMMs with their FP8 casts and
+         * activation, and the sort back: its elementwise work with its GEMMs */
+        double node_f = mt.sort_bytes + mt.act_bytes + mt.cast_f;
+        double node_b = 2.0 * (mt.sort_bytes + mt.act_bytes) + mt.cast_b;
+        out->mlp_fwd = mt.gemm_f + fwd_of[2] + fwd_of[3] + mp_membound_time(hw, node_f, 0.0);
+        out->mlp_bwd = mt.gemm_b + dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3] +
+                       mp_membound_time(hw, node_b, 0.0);
     }
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or

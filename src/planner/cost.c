@@ -24,7 +24,7 @@ typedef struct item_detail {
     double sel_rec;    /* what selective recompute re-runs (its modules' forward) */
     double tp_f, tp_b, cp_f, cp_b;
     double ep_f, ep_b; /* of tp_f, tp_b: the MoE dispatch and combine */
-    double mlp_f, mlp_b; /* of the compute: the MoE experts' GEMMs */
+    double mlp_f, mlp_b; /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
@@ -401,7 +401,7 @@ typedef struct stage_sum {
     double fwd_compute, bwd_compute, recompute, tp, cp, wgrad;
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
     double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
-    double mlp_f, mlp_b;  /* of the compute: the MoE experts' GEMMs */
+    double mlp_f, mlp_b;  /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -972,7 +972,8 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  *
  * each phase taking the longer of its two streams. With a = the dispatch and
  * b = the combine of a pass (equal volumes: half the pass's a2a each), e the
- * experts' compute and r the rest of the pass (attention, router, exposed TP):
+ * experts' node (GEMMs, sorts, activation, casts: compute.c) and r the rest
+ * of the pass (attention, router, exposed TP):
  *
  *     pair = max(b_B, r_F) + max(a_F + a_B, e_B + e_F) + max(b_F, r_B)
  *

@@ -95,6 +95,7 @@ typedef struct mp_moe_time {
     double cast_f, cast_b;        /* FP8 casts of the grouped GEMMs' operands (bytes) */
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
     double act_bytes;             /* of ew_bytes: the experts' activation function */
+    double sort_bytes;            /* of ew_bytes: the all-to-all's sort by local expert */
     mp_pass_cost bias;            /* the experts' output bias, applied per expert */
     /* the host's per-expert launches of the grouped GEMMs (Transformer
      * Engine's loop over the local experts), in the profile's counted
@@ -331,8 +332,10 @@ typedef struct mp_block_time {
      * forward, with its communication): module_fwd[MP_RCM_CORE_ATTN] is
      * attn_core_fwd; 0 for a module the block does not have */
     double module_fwd[MP_RCM_COUNT];
-    double mlp_fwd, mlp_bwd;         /* MoE: of the compute, the experts' GEMMs (routed and
-                                        shared): what runs between dispatch and combine */
+    double mlp_fwd, mlp_bwd;         /* MoE: of the compute, the expert node (routed and
+                                        shared GEMMs, the sorts by local expert, the
+                                        activation, the FP8 casts): what runs between
+                                        dispatch and combine */
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 

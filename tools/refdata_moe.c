@@ -20,7 +20,8 @@ static const char note_moe[] =
     "shared-expert overlaps as its recipe sets them (the file's columns; absent: all-to-all, "
     "no overlap); expert "
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
-    "overlapped gradient reduce, SP and TP overlap where tp > 1, no recompute; the "
+    "overlapped gradient reduce, SP and TP overlap where tp > 1 (but where the file's "
+    "tp_comm_overlap column turns it off), no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
     "and FP8 parameters where a file's columns say the recipe used them; the recipe's CUDA-graph "
     "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks, the NeMo AutoModel rows with their recipe's settings (the file's "
@@ -233,13 +234,16 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
                         mp_error *err)
 {
     enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
-           WIN, NF };
+           WIN, TPO, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
                                           "fp8_param_gather", "moe_a2a_overlap",
-                                          "shared_expert_overlap", "attn_window"};
-    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0};
+                                          "shared_expert_overlap", "attn_window",
+                                          "tp_comm_overlap"};
+    /* tp_comm_overlap: 2 when absent (read as on where tp > 1) */
+    static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0,
+                                    2};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -322,7 +326,9 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     p->dp = gpus / (tp * pp * cp);
     p->micro_batch = (int64_t)v[MB];
     p->sp = tp > 1;
-    p->tp_overlap = tp > 1;
+    /* the recipe's Transformer Engine TP overlap (the file's tp_comm_overlap
+     * column; absent: on where tp > 1) */
+    p->tp_overlap = tp > 1 && v[TPO] > 0;
     p->dist_opt = true;
     p->dp_overlap = true;
     p->recompute = MP_RECOMPUTE_NONE;

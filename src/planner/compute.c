@@ -436,7 +436,16 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double ew_f = mp_membound_time(hw, ew + cast_f + odd.bytes_f, kernels + odd.kernels_f);
     double ew_b =
         mp_membound_time(hw, 2.0 * ew + cast_b + odd.bytes_b, 2.0 * kernels + odd.kernels_b);
-    double n_ar = cross ? 3.0 : 2.0;
+    /* TP collectives of a pass: attention's, the MLP's and cross attention's.
+     * An MoE block's MLP has one only for its shared experts (Megatron-Core's
+     * SharedExpertMLP gathers its sequence-parallel input over TP and
+     * reduce-scatters its output): the routed experts take their tokens from
+     * the sequence-parallel shard through the dispatcher, whose only TP-like
+     * traffic is the etp gather moe.c charges (token_dispatcher.py,
+     * MoEAlltoAllTokenDispatcher: tp_group is the expert TP group;
+     * moe_layer.py requires SP with tp > 1 and gathers nothing). */
+    bool mlp_tp = !(moe && !(f > 0.0));
+    double n_ar = (cross ? 3.0 : 2.0) - (mlp_tp ? 0.0 : 1.0);
     /* the launches of each pass, by the part of the layer a CUDA-graph scope
      * captures (cudagraph.c): the same counts as the times above, one place
      * (a norm and a residual add around attention and around the MLP; each
@@ -450,8 +459,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     ll.attn.bwd = 2.0 * (ll.attn.fwd - rope.kernels_f) + rope.kernels_b;
     if (moe) {
         ll.router.fwd = 1.0 + mt.router_kernels + (pp->shared_expert_overlap ? 0.0 : ffn);
-        ll.moe.fwd = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + ffn + tp1 +
-                     mt.bias.kernels_f + mt.clamp.kernels_f;
+        ll.moe.fwd = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + ffn +
+                     (mlp_tp ? tp1 : 0.0) + mt.bias.kernels_f + mt.clamp.kernels_f;
         ll.moe.bwd = 2.0 * (ll.moe.fwd - mt.bias.kernels_f - mt.clamp.kernels_f) +
                      mt.bias.kernels_b + mt.clamp.kernels_b + mt.expert_launches_b;
         ll.moe.fwd += mt.expert_launches_f; /* not doubled: moe.c counts the backward's */
@@ -500,6 +509,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         double share = mp_comm_sm_share(c, MP_COMM_NCCL);
         for (int j = 0; j < n_col; j++) {
             int i = column[j];
+            if (i == 2 && !mlp_tp) /* no shared experts: no FC1 under TP */
+                continue;
             if (i == 5) /* cross attention's KV runs on the encoder's tokens */
                 bytes = Tx * h * dt;
             if (pp->sp) {
@@ -522,8 +533,15 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->ep_bwd = mt.comm_b;
     out->mlp_fwd = out->mlp_bwd = 0.0;
     if (moe) {
-        out->mlp_fwd = mt.gemm_f + fwd_of[2] + fwd_of[3];
-        out->mlp_bwd = mt.gemm_b + dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3];
+        /* the merged pass's expert node (Megatron-Core fine_grained_callables.py,
+         * submodule_moe_forward: routed_experts_compute) runs the dispatcher's
+         * sort by local expert, the grouped GEMMs with their FP8 casts and
+         * activation, and the sort back: its elementwise work with its GEMMs */
+        double node_f = mt.sort_bytes + mt.act_bytes + mt.cast_f;
+        double node_b = 2.0 * (mt.sort_bytes + mt.act_bytes) + mt.cast_b;
+        out->mlp_fwd = mt.gemm_f + fwd_of[2] + fwd_of[3] + mp_membound_time(hw, node_f, 0.0);
+        out->mlp_bwd = mt.gemm_b + dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3] +
+                       mp_membound_time(hw, node_b, 0.0);
     }
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or

@@ -24,7 +24,7 @@ typedef struct item_detail {
     double sel_rec;    /* what selective recompute re-runs (its modules' forward) */
     double tp_f, tp_b, cp_f, cp_b;
     double ep_f, ep_b; /* of tp_f, tp_b: the MoE dispatch and combine */
-    double mlp_f, mlp_b; /* of the compute: the MoE experts' GEMMs */
+    double mlp_f, mlp_b; /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
@@ -401,7 +401,7 @@ typedef struct stage_sum {
     double fwd_compute, bwd_compute, recompute, tp, cp, wgrad;
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
     double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
-    double mlp_f, mlp_b;  /* of the compute: the MoE experts' GEMMs */
+    double mlp_f, mlp_b;  /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -972,7 +972,8 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  *
  * each phase taking the longer of its two streams. With a = the dispatch and
  * b = the combine of a pass (equal volumes: half the pass's a2a each), e the
- * experts' compute and r the rest of the pass (attention, router, exposed TP):
+ * experts' node (GEMMs, sorts, activation, casts: compute.c) and r the rest
+ * of the pass (attention, router, exposed TP):
  *
  *     pair = max(b_B, r_F) + max(a_F + a_B, e_B + e_F) + max(b_F, r_B)
  *
@@ -980,8 +981,9 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * proportion to their a2a. When every phase's compute covers its
  * communication, exactly the a2a is hidden; never more than min(a2a,
  * compute). Per stage, the stage's layers summed (a dense layer's compute
- * counts with the MoE layers'). The unpaired warm-up and cool-down ops are
- * counted as paired (the simulator places them). Only the estimate's copy of
+ * counts with the MoE layers'). Only the paired passes hide anything: the
+ * warm-up forwards and cool-down backwards run alone (mp_moe_a2a_paired_share;
+ * DualPipe's own pairing counts every pass as paired). Only the estimate's copy of
  * the stage sums changes: the simulator's stage costs keep the whole a2a in F
  * and B and take it off the compute stream itself (mp_sim_options.ep_overlap).
  *
@@ -994,10 +996,10 @@ static double a2a_phase(double comm, double compute, double sm)
     return compute + mp_overlap_excess(comm, compute, sm);
 }
 
-static void hide_a2a(stage_sum *s, double sm)
+static void hide_a2a(stage_sum *s, double sm, double paired)
 {
     double a2a = s->ep_f + s->ep_b;
-    if (a2a <= 0.0)
+    if (a2a <= 0.0 || paired <= 0.0)
         return;
     double half_f = s->ep_f / 2.0, half_b = s->ep_b / 2.0;
     double rest_f = fmax(0.0, s->fwd - s->ep_f - s->mlp_f);
@@ -1005,7 +1007,7 @@ static void hide_a2a(stage_sum *s, double sm)
     double pair = a2a_phase(half_b, rest_f, sm) +
                   a2a_phase(half_f + half_b, s->mlp_b + s->mlp_f, sm) +
                   a2a_phase(half_f, rest_b, sm);
-    double hidden = fmax(0.0, fmin(a2a, s->fwd + s->bwd - pair));
+    double hidden = paired * fmax(0.0, fmin(a2a, s->fwd + s->bwd - pair));
     double hf = hidden * s->ep_f / a2a, hb = hidden - hf;
     s->fwd -= hf;
     s->bwd -= hb;
@@ -1014,6 +1016,26 @@ static void hide_a2a(stage_sum *s, double sm)
     s->tp_b -= hb;
     s->ep_f -= hf;
     s->ep_b -= hb;
+}
+
+/* The share of pipeline rank r's passes through a chunk that the EP
+ * all-to-all overlap pairs with a pass of the other direction. Megatron-Core
+ * merges a forward and a backward only in the 1F1B steady state: with pp > 1
+ * (the interleaved schedule) each rank first runs its warm-up forwards alone,
+ * (p - r - 1) * 2 + (v - 1) * p of them and, under
+ * --overlap-moe-expert-parallel-comm, one more (megatron/core/pipeline_parallel/
+ * schedules.py, get_pp_rank_microbatches; combined_1f1b.py
+ * combined_1f1b_schedule_for_interleaved_pipelining), and as many backwards
+ * alone in the cool-down; without a pipeline the first forward and the last
+ * backward run alone (combined_1f1b_schedule_for_no_pipelining). Of the
+ * rank's m * v forwards (and backwards) the rest are paired. */
+double mp_moe_a2a_paired_share(int64_t p, int64_t v, int64_t m, int64_t r)
+{
+    double ops = (double)m * (double)v;
+    if (ops <= 0.0)
+        return 0.0;
+    double alone = p > 1 ? (double)((p - r - 1) * 2 + (v - 1) * p + 1) : 1.0;
+    return fmax(0.0, ops - fmin(alone, ops)) / ops;
 }
 
 /* The forward FLOPs per sample that recompute runs again, block by block. */
@@ -1058,8 +1080,15 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     const mp_parallel *pp = &c->parallel;
     if (pp->moe_a2a_overlap) {
         double sm = mp_comm_sm_share(c, MP_COMM_EP);
-        for (int64_t k = 0; k < pm.n; k++)
-            hide_a2a(&pm.st[k], sm);
+        if (pp->schedule == MP_SCHED_DUALPIPE || mp_schedule_is_v(pp->schedule))
+            /* DualPipe's own F&B pairing: every pass counted as paired */
+            for (int64_t k = 0; k < pm.n; k++)
+                hide_a2a(&pm.st[k], sm, 1.0);
+        else
+            for (int64_t r = 0; r < pm.p; r++)
+                for (int64_t ch = 0; ch < pm.v; ch++)
+                    hide_a2a(&pm.st[rank_stage(&pm, r, ch)], sm,
+                             mp_moe_a2a_paired_share(pm.p, pm.v, pm.m, r));
     }
     int64_t p = pm.p, v = pm.v, m = pm.m;
     out->microbatches = m;

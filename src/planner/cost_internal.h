@@ -95,6 +95,7 @@ typedef struct mp_moe_time {
     double cast_f, cast_b;        /* FP8 casts of the grouped GEMMs' operands (bytes) */
     double comm_f, comm_b;        /* dispatch + combine (and the etp gather) */
     double act_bytes;             /* of ew_bytes: the experts' activation function */
+    double sort_bytes;            /* of ew_bytes: the all-to-all's sort by local expert */
     mp_pass_cost bias;            /* the experts' output bias, applied per expert */
     mp_pass_cost clamp;           /* GPT-OSS's eager clamp of the activation's input */
     double clamp_syncs;           /* of it, stream synchronisations per forward (oss_cost.c) */
@@ -107,6 +108,11 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
 /* The host's per-expert launches of one MoE block's grouped GEMMs, forward
  * and backward, in counted launches (the profile's kernel_overhead each). */
 void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
+/* The share of pipeline rank r's m * v passes through its chunks that
+ * Megatron-Core's EP all-to-all overlap pairs with a pass of the other
+ * direction: all but the warm-up forwards and cool-down backwards, which run
+ * alone (cost.c; docs/cost-model.md §12, "The EP all-to-all overlap"). */
+double mp_moe_a2a_paired_share(int64_t p, int64_t v, int64_t m, int64_t r);
 
 /* ---- GPT-OSS (oss_cost.c) ---- */
 
@@ -340,8 +346,10 @@ typedef struct mp_block_time {
      * forward, with its communication): module_fwd[MP_RCM_CORE_ATTN] is
      * attn_core_fwd; 0 for a module the block does not have */
     double module_fwd[MP_RCM_COUNT];
-    double mlp_fwd, mlp_bwd;         /* MoE: of the compute, the experts' GEMMs (routed and
-                                        shared): what runs between dispatch and combine */
+    double mlp_fwd, mlp_bwd;         /* MoE: of the compute, the expert node (routed and
+                                        shared GEMMs, the sorts by local expert, the
+                                        activation, the FP8 casts): what runs between
+                                        dispatch and combine */
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 

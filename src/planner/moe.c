@@ -220,10 +220,20 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
      * (SwiGLU r4 w2, GeLU r2 w2 per element) */
     double routed = Tr * k * etp * alpha;
     out->act_bytes = (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
-    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + out->act_bytes;
+    /* the all-to-all dispatcher's second permutation: the received copies
+     * arrive grouped by source rank and are sorted by local expert before
+     * the grouped GEMMs, and sorted back before the combine (Megatron-Core
+     * MoEAlltoAllTokenDispatcher.dispatch_postprocess "Permutation 2" and
+     * combine_preprocess "Unpermutation 2", sort_chunks_by_idxs, whenever
+     * num_local_experts > 1; core_v0.15.0 transformer/moe/
+     * token_dispatcher.py): r2 w2 each per copy and hidden element. The
+     * flex dispatcher's permutation after DeepEP's dispatch is the one
+     * permutation counted above; the all-gather dispatcher has none. */
+    out->sort_bytes = p->dispatcher == MP_DISPATCH_ALLTOALL && local > 1.0 ? routed * h * 8.0 : 0.0;
+    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + out->act_bytes + out->sort_bytes;
     out->router_kernels = 3.0; /* router, top-k, scores */
     out->kernels = out->router_kernels + 2.0 /* permute, unpermute */ +
-                   3.0 /* FC1, activation, FC2 */;
+                   3.0 /* FC1, activation, FC2 */ + (out->sort_bytes > 0.0 ? 2.0 : 0.0);
     if (m->linear_bias)
         expert_output_bias(ne * local, h, local, &out->bias);
     mp_oss_glu_clamp(m, ne * local, f, &out->clamp, &out->clamp_syncs);

@@ -279,6 +279,84 @@ static void test_alltoall_volume(void **state)
     assert_true(g.comm_f > 0.0 && g.gemm_f == t.gemm_f);
 }
 
+/* The all-to-all dispatcher sorts the received copies by local expert
+ * before the grouped GEMMs and back before the combine (Megatron-Core's
+ * "Permutation 2" and "Unpermutation 2", sort_chunks_by_idxs, whenever a rank
+ * holds more than one expert): r2 w2 each per copy and hidden element, on top
+ * of the permutation and unpermutation around the all-to-all. One local
+ * expert, or the flex dispatcher, has none. In the merged pass of the EP
+ * overlap they run in the expert node with the activation and the grouped
+ * GEMMs (fine_grained_callables.py), so the block's expert time holds them. */
+static void test_alltoall_sort_by_expert(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 64, 1, 8, 1); /* 64 experts: 8 a rank */
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    mp_moe_time t;
+    mp_moe_block_time(&c, &bs, &t);
+    double Tr = 4096.0, k = 8.0, h = 2048.0, E = 64.0;
+    double copies = Tr * k * h;
+    assert_true(fabs(t.sort_bytes / (8.0 * copies) - 1.0) < 1e-12);
+    assert_true(fabs(t.ew_bytes / (Tr * E * 8.0 + 16.0 * copies + t.act_bytes) - 1.0) < 1e-12);
+    /* the block's expert time: the GEMMs, the sorts, the activation */
+    mp_block_time bt;
+    mp_block_time_of(&c, &bs, &bt);
+    double mem = c.hw.hbm_bw * c.hw.memory_efficiency;
+    assert_true(fabs((bt.mlp_fwd - t.gemm_f) / ((t.sort_bytes + t.act_bytes) / mem) - 1.0) <
+                1e-9);
+    assert_true(fabs((bt.mlp_bwd - t.gemm_b) / (2.0 * (t.sort_bytes + t.act_bytes) / mem) -
+                     1.0) < 1e-9);
+    /* flex: DeepEP's dispatch lands the tokens by rank, permuted once */
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(t.sort_bytes == 0.0);
+    assert_true(fabs(t.ew_bytes / (Tr * E * 8.0 + 8.0 * copies + t.act_bytes) - 1.0) < 1e-12);
+    /* one expert a rank: nothing to sort */
+    c = moe_config("olmoe-1b-7b", 64, 1, 64, 1);
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(t.sort_bytes == 0.0);
+}
+
+/* With tp > 1 (and SP, which Megatron-Core requires) an MoE block's only TP
+ * collectives are attention's and its shared experts' (SharedExpertMLP
+ * gathers its input and reduce-scatters its output); the routed experts take
+ * the sequence-parallel shard through the dispatcher (moe_layer.py gathers
+ * nothing; the dispatcher's TP group is the expert TP group, 1 here). OLMoE
+ * has no shared experts: at ep 1 (no dispatch) the forward's TP traffic is
+ * one all-gather and one reduce-scatter of T x h (synchronous without TP
+ * overlap), not two, and the backward's at most that; a shared expert (DeepSeek-V3's) adds
+ * its pair. */
+static void test_moe_block_tp_collectives(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 16, 2, 1, 1);
+    c.parallel.tp_overlap = false;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    assert_true(bs.kind == MP_BLOCK_MOE);
+    mp_group_place tpg;
+    mp_group_place_of(&c, MP_GROUP_TP, &tpg);
+    double bytes = 2.0 * 4096.0 * 2048.0 * 2.0; /* micro-batch 2 x s x h, bf16 */
+    c.parallel.micro_batch = 2;
+    double pair = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLGATHER, bytes) +
+                  mp_coll_time(&c.hw, &tpg, MP_COLL_REDUCESCATTER, bytes);
+    mp_block_time t;
+    mp_block_time_of(&c, &bs, &t);
+    assert_true(t.ep_fwd == 0.0);
+    assert_true(fabs(t.tp_fwd / pair - 1.0) < 1e-12);
+    /* backward: QKV's gather and scatter, partly under its own GEMMs
+     * (Megatron's asynchronous backward collectives), and no FC1 pair */
+    assert_true(t.tp_bwd > 0.0 && t.tp_bwd <= pair * (1.0 + 1e-12));
+    double qkv_bwd = t.tp_bwd;
+    /* shared experts bring their own gather and scatter */
+    c.model.moe.shared_experts = 1;
+    c.model.moe.shared_ffn = 1024;
+    mp_block_time_of(&c, &bs, &t);
+    assert_true(fabs(t.tp_fwd / (2.0 * pair) - 1.0) < 1e-12);
+    assert_true(t.tp_bwd > qkv_bwd);
+}
+
 /* Transformer Engine's grouped GEMM launches one cuBLASLt GEMM per local
  * expert from the host (and, under a per-tensor FP8 cast, one cast per
  * expert operand): 33 us each (moe.c), counted against the host. */
@@ -311,10 +389,13 @@ static void test_expert_launches_by_hand(void **state)
     mp_block_time t8, t64;
     mp_block_time_of(&c8, &bs, &t8);
     mp_block_time_of(&c64, &bs, &t64);
+    /* ep 8's all-to-all also sorts its 8 experts' copies and back: 2
+     * launches forward, 4 backward (1 s each here), which ep 64's one
+     * expert a rank does not */
     double host8 = t8.fwd_compute + t8.tp_fwd, host64 = t64.fwd_compute + t64.tp_fwd;
-    assert_true(fabs((host8 - host64) / (7.0 * 2.0 * 33e-6) - 1.0) < 1e-6);
+    assert_true(fabs((host8 - host64 - 2.0) / (7.0 * 2.0 * 33e-6) - 1.0) < 1e-6);
     host8 = t8.bwd_compute + t8.tp_bwd, host64 = t64.bwd_compute + t64.tp_bwd;
-    assert_true(fabs((host8 - host64) / (7.0 * 4.0 * 33e-6) - 1.0) < 1e-6);
+    assert_true(fabs((host8 - host64 - 4.0) / (7.0 * 4.0 * 33e-6) - 1.0) < 1e-6);
     /* a CUDA graph of the whole MoE layer replays them in one launch */
     c8.parallel.cuda_graph_scope = c64.parallel.cuda_graph_scope = 1u << MP_CGS_MOE;
     mp_block_time_of(&c8, &bs, &t8);
@@ -494,6 +575,8 @@ int main(void)
         cmocka_unit_test(test_expert_split_by_hand),
         cmocka_unit_test(test_mtp_by_hand),
         cmocka_unit_test(test_alltoall_volume),
+        cmocka_unit_test(test_moe_block_tp_collectives),
+        cmocka_unit_test(test_alltoall_sort_by_expert),
         cmocka_unit_test(test_expert_launches_by_hand),
         cmocka_unit_test(test_expert_optimizer_shard),
         cmocka_unit_test(test_expert_zero_shards),

@@ -225,8 +225,11 @@ static mp_estimate estimate_of(const mp_config *c)
  * each pair of F and B hides min(a2a, the rest of F + B) of its a2a when
  * every phase's compute covers its communication (fast network), and the
  * pair takes its a2a alone when the communication covers everything (a slow
- * one): the step shrinks by m min(a2a, compute) either way. Without SM
- * contention (no sm_count): the overlap's own law; with it, the next test. */
+ * one). Megatron-Core pairs micro-batch i's B with i + 1's F, so the first F
+ * and the last B run alone (combined_1f1b_schedule_for_no_pipelining): m - 1
+ * pairs, and the step shrinks by (m - 1) min(a2a, compute) either way (m of
+ * them before the warm-up was charged). Without SM contention (no
+ * sm_count): the overlap's own law; with it, the next test. */
 static void test_a2a_overlap_hides_min(void **state)
 {
     (void)state;
@@ -248,11 +251,12 @@ static void test_a2a_overlap_hides_min(void **state)
         mp_estimate over = estimate_of(&c);
         double m = (double)inline_.microbatches;
         double hidden = inline_.time.step - over.time.step;
+        assert_true(m >= 2.0);
         if (i == 0) /* every phase covered: the whole a2a */
-            assert_true(fabs(hidden / (m * a2a) - 1.0) < 1e-9);
+            assert_true(fabs(hidden / ((m - 1.0) * a2a) - 1.0) < 1e-9);
         if (i == 2) /* the a2a covers all: the compute is hidden */
-            assert_true(fabs(hidden / (m * rest) - 1.0) < 1e-9);
-        assert_true(hidden <= m * fmin(a2a, rest) * (1.0 + 1e-9));
+            assert_true(fabs(hidden / ((m - 1.0) * rest) - 1.0) < 1e-9);
+        assert_true(hidden <= (m - 1.0) * fmin(a2a, rest) * (1.0 + 1e-9));
         assert_true(hidden > 0.0);
         /* the simulator runs the plan's overlap on the ep stream */
         mp_sim_result r0, r1;
@@ -266,12 +270,47 @@ static void test_a2a_overlap_hides_min(void **state)
     }
 }
 
+/* The passes the overlap pairs, by hand from Megatron-Core's schedules
+ * (core_v0.15.0, pipeline_parallel/schedules.py get_pp_rank_microbatches:
+ * (p - r - 1) * 2 + (v - 1) * p warm-up forwards, one more under
+ * --overlap-moe-expert-parallel-comm; as many cool-down backwards). Qwen3-
+ * 235B's H100 recipe, pp 8, vp 4: rank 0 runs 7*2 + 3*8 + 1 = 39 of its
+ * m*v forwards alone, the last rank 3*8 + 1 = 25; with m = 128 micro-batches
+ * (global batch 2048 over dp 16) that is 39 of 512. Without a pipeline the
+ * first F and the last B: 1 of m. Never below 0. */
+static void test_a2a_overlap_warmup(void **state)
+{
+    (void)state;
+    assert_true(fabs(mp_moe_a2a_paired_share(8, 4, 128, 0) - (512.0 - 39.0) / 512.0) < 1e-15);
+    assert_true(fabs(mp_moe_a2a_paired_share(8, 4, 128, 7) - (512.0 - 25.0) / 512.0) < 1e-15);
+    assert_true(fabs(mp_moe_a2a_paired_share(2, 24, 32, 0) - (768.0 - 49.0) / 768.0) < 1e-15);
+    assert_true(fabs(mp_moe_a2a_paired_share(1, 1, 16, 0) - 15.0 / 16.0) < 1e-15);
+    assert_true(mp_moe_a2a_paired_share(8, 4, 4, 0) == 0.0); /* all warm-up */
+    /* the estimate: rank 0 of pp 2, vp 2 (5 of 2m alone) is the slowest */
+    mp_config c = moe_config("olmoe-1b-7b", 16, 1, 8, 1);
+    c.parallel.pp = 2;
+    c.parallel.vpp = 2;
+    c.parallel.dp = 8;
+    c.parallel.schedule = MP_SCHED_INTERLEAVED;
+    c.hw.scale_out.bw_per_gpu = 1e7; /* the a2a covers everything */
+    c.hw.scale_up.bw_per_gpu = 1e7;
+    c.hw.sm_count = c.hw.nccl_ctas = 0;
+    c.parallel.dp_overlap = false;
+    mp_estimate inline_ = estimate_of(&c);
+    c.parallel.moe_a2a_overlap = true;
+    mp_estimate over = estimate_of(&c);
+    assert_true(over.time.step < inline_.time.step);
+    double m = (double)inline_.microbatches;
+    assert_true(fabs(mp_moe_a2a_paired_share(2, 2, (int64_t)m, 0) - (2.0 * m - 5.0) / (2.0 * m)) <
+                1e-15);
+}
+
 /* The same with SM contention (dgx-h100: 132 SMs; the all-to-all's NCCL
  * kernel 16 CTAs, DeepEP 20 SMs): each phase lasts max(comm, compute + comm
  * x share). On a fast network every phase's compute covers its
  * communication, so a pair hides a2a (1 - share): the step shrinks by
- * m a2a (1 - 16/132) (flex: 1 - 20/132), not m a2a. On a slow one the
- * communication covers the slowed compute too: m x the rest, as before. */
+ * (m - 1) a2a (1 - 16/132) (flex: 1 - 20/132), not (m - 1) a2a. On a slow one
+ * the communication covers the slowed compute too: (m - 1) x the rest. */
 static void test_a2a_overlap_sm_contention(void **state)
 {
     (void)state;
@@ -295,7 +334,8 @@ static void test_a2a_overlap_sm_contention(void **state)
             mp_estimate over = estimate_of(&c);
             double m = (double)inline_.microbatches;
             double hidden = inline_.time.step - over.time.step;
-            double want = slow ? m * rest : m * a2a * (1.0 - sms[d] / 132.0);
+            /* m - 1 pairs: the first F and the last B run alone */
+            double want = (m - 1.0) * (slow ? rest : a2a * (1.0 - sms[d] / 132.0));
             assert_true(fabs(hidden / want - 1.0) < 1e-9);
             /* the simulator slows the compute under the ep stream the
              * same way: never faster than without the contention */
@@ -331,7 +371,14 @@ static void test_shared_expert_overlap(void **state)
         mp_moe_time mt;
         mp_block_time_of(&c, &bs, &off);
         mp_moe_block_time(&c, &bs, &mt);
-        double shared_f = off.mlp_fwd - mt.gemm_f, shared_b = off.mlp_bwd - mt.gemm_b;
+        /* the expert node's time less the routed experts' GEMMs and its
+         * elementwise work (the sorts by local expert, the activation, the
+         * FP8 casts: compute.c) is the shared experts' GEMMs */
+        double mem = c.hw.hbm_bw * c.hw.memory_efficiency;
+        double node_f = (mt.sort_bytes + mt.act_bytes + mt.cast_f) / mem;
+        double node_b = (2.0 * (mt.sort_bytes + mt.act_bytes) + mt.cast_b) / mem;
+        double shared_f = off.mlp_fwd - mt.gemm_f - node_f;
+        double shared_b = off.mlp_bwd - mt.gemm_b - node_b;
         assert_true(shared_f > 0.0 && shared_b > 0.0);
         c.parallel.shared_expert_overlap = true;
         mp_block_time_of(&c, &bs, &on);
@@ -405,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_flex_by_hand),
         cmocka_unit_test(test_a2a_latency_rounds),
         cmocka_unit_test(test_a2a_overlap_hides_min),
+        cmocka_unit_test(test_a2a_overlap_warmup),
         cmocka_unit_test(test_a2a_overlap_sm_contention),
         cmocka_unit_test(test_shared_expert_overlap),
         cmocka_unit_test(test_overlap_refusals),

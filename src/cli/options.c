@@ -23,6 +23,7 @@ typedef enum {
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
+    OPT_OPTIMIZER_MOMENTS,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
     OPT_COUNT
@@ -123,6 +124,10 @@ static const mp_opt options[] = {
      "the loss as Transformer Engine's fused cross entropy (Megatron "
      "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te)",
      "on off"},
+    {"--optimizer-moments", NULL, "D", OPT_OPTIMIZER_MOMENTS, 0,
+     "Adam's moments in fp32 (default), bf16 or fp16 beside fp32 master weights (Megatron "
+     "--use-precision-aware-optimizer --exp-avg-dtype D --exp-avg-sq-dtype D; needs --dist-opt)",
+     "fp32 bf16 fp16"},
     {"--moe-imbalance", NULL, "X", OPT_MOE_IMBALANCE, 0,
      "MoE load imbalance: the busiest EP rank's tokens over the mean (default: the model's)", NULL},
     {"--format", NULL, "F", OPT_FORMAT, 0,
@@ -261,6 +266,14 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         return parse_onoff(opt, value, &t->grad_reduce_bf16, err);
     case OPT_TE_CROSS_ENTROPY:
         return parse_onoff(opt, value, &t->te_cross_entropy, err);
+    case OPT_OPTIMIZER_MOMENTS:
+        for (k = 0; k < MP_DTYPE_COUNT; k++)
+            if (!strcmp(value, mp_dtype_name((mp_dtype)k)) &&
+                (k == MP_DTYPE_FP32 || k == MP_DTYPE_BF16 || k == MP_DTYPE_FP16)) {
+                t->optimizer_moments = (mp_dtype)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected fp32, bf16 or fp16, got '%s'", value);
     case OPT_MOE_IMBALANCE: {
         cc->set |= MP_SET_MOE_IMBALANCE;
         char *end = NULL;
@@ -496,6 +509,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"te_cross_entropy", "--te-cross-entropy"},
+        {"optimizer_moments", "--optimizer-moments"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

@@ -185,6 +185,14 @@ typedef struct mp_training {
      * as NeMo AutoModel's benchmark recipes train): 2 + 2 bytes of optimizer
      * state per parameter instead of 4 + 4 + 4. */
     bool low_precision_optimizer;
+    /* Adam's first and second moments stored in this type beside the fp32
+     * master weights: Megatron-Core's precision-aware optimizer
+     * (--use-precision-aware-optimizer --exp-avg-dtype X --exp-avg-sq-dtype X,
+     * Transformer Engine's FusedAdam; distributed optimizer only), as
+     * DeepSeek-V3 trains (report §3.3.4, "Low-Precision Storage"). fp32 (the
+     * default): the plain optimizer; bf16 or fp16: 2 + 2 bytes of moments per
+     * parameter instead of 4 + 4 (memory.c, mp_optimizer_master_bytes). */
+    mp_dtype optimizer_moments;
     /* The loss as Transformer Engine's fused cross entropy (Megatron
      * --cross-entropy-loss-fusion --cross-entropy-fusion-impl te, which
      * Megatron-Bridge's performance recipes set): one online-softmax read of

@@ -248,6 +248,8 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_param_gather");
     if (o && !t->low_precision_optimizer)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "low_precision_optimizer");
+    if (o && t->optimizer_moments == MP_DTYPE_FP32)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "optimizer_moments");
     if (o && !t->te_cross_entropy)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "te_cross_entropy");
     /* and the software when it is not Megatron-LM (the validation rows') */

@@ -146,6 +146,28 @@ static void names(void **state)
     has(t, "--grad-reduce-in-bf16");
     free(t);
 
+    /* Adam's moments in bf16 beside fp32 master weights (DeepSeek-V3's
+     * optimizer): Megatron-Core's precision-aware optimizer, whose flags
+     * arguments.py spells so; the master weights keep --main-params-dtype's
+     * fp32 default */
+    t = flags_of("mixtral-8x7b", "dgx-h100",
+                 "{gpus: 64, seq: 4096, global_batch: 256, precision: fp8, fp8_recipe: blockwise, "
+                 "optimizer_moments: bf16}",
+                 "{tp: 1, pp: 1, dp: 64, ep: 8, micro_batch: 1, dist_opt: true}");
+    all_known("mixtral-8x7b", t);
+    has(t, "--use-precision-aware-optimizer");
+    has(t, "--exp-avg-dtype bf16");
+    has(t, "--exp-avg-sq-dtype bf16");
+    has(t, "--use-distributed-optimizer");
+    lacks(t, "--main-params-dtype");
+    free(t);
+    t = flags_of("mixtral-8x7b", "dgx-h100",
+                 "{gpus: 64, seq: 4096, global_batch: 256, precision: bf16}",
+                 "{tp: 1, pp: 1, dp: 64, ep: 8, micro_batch: 1, dist_opt: true}");
+    lacks(t, "--use-precision-aware-optimizer");
+    lacks(t, "--exp-avg-dtype");
+    free(t);
+
     /* GPT-OSS: the window, sinks, biases and clamped SwiGLU as Megatron-Bridge's
      * GPT-OSS bridge sets them */
     t = flags_of("gpt-oss-120b", "dgx-h100", "{gpus: 64, seq: 4096, global_batch: 512, precision: bf16}",

@@ -180,6 +180,7 @@ static const mp_field parallel_fields[] = {
     {.path = "pipeline_layout", .type = MP_FT_STRING,
      .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
     P_BOOL(moe_a2a_overlap),
+    P_BOOL(dispatch_fp8),
     P_BOOL(shared_expert_overlap),
 };
 

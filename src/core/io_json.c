@@ -330,6 +330,8 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;
     if (ok && p->shared_expert_overlap)
         ok = cJSON_AddBoolToObject(o, "shared_expert_overlap", true) != NULL;
+    if (ok && p->dispatch_fp8)
+        ok = cJSON_AddBoolToObject(o, "dispatch_fp8", true) != NULL;
     /* overlapped pipeline p2p: written only when on, as the MoE overlaps */
     if (ok && p->p2p_overlap)
         ok = cJSON_AddBoolToObject(o, "p2p_overlap", true) != NULL;

@@ -358,6 +358,11 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                             "stage r forward, pp-1-r reverse), e.g. deepseek-ai/DualPipe\n");
     if (p->schedule == MP_SCHED_GPIPE)
         mp_buf_puts(&notes, "# schedule gpipe: Megatron-LM runs 1F1B; the plan assumes GPipe\n");
+    if (p->dispatch_fp8 && !c->hw.mxfp8)
+        mp_buf_printf(&notes, "# dispatch_fp8: Megatron-Core's FP8 dispatch is MXFP8, which %s "
+                              "cannot quantize (Blackwell only); the plan assumes DeepSeek's FP8 "
+                              "dispatch (1x128 tiles, DeepEP), the same bytes\n",
+                      c->hw.name);
     /* the last flag ends the command: drop its continuation */
     if (flags.len >= 3 && !strcmp(flags.data + flags.len - 3, " \\\n")) {
         flags.len -= 3;

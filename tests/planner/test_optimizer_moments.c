@@ -1,6 +1,6 @@
 /* test_optimizer_moments.c — training.optimizer_moments: Adam's moments in
- * 16 bits beside fp32 master weights (DeepSeek-V3 report §3.3.4,
- * "Low-Precision Storage"; Megatron-Core's precision-aware optimizer,
+ * 16 bits beside fp32 master weights (DeepSeek-V3 report §3.3.3,
+ * "Low-Precision Optimizer States"; Megatron-Core's precision-aware optimizer,
  * --use-precision-aware-optimizer --exp-avg-dtype --exp-avg-sq-dtype).
  * Bytes of optimizer state per parameter, hand-computed: fp32 master 4 or,
  * where Transformer Engine keeps the master on bf16 parameters, its 16-bit

@@ -20,9 +20,10 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_NCCL_UB, OPT_SCHEDULE,
-    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP,
+    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP, OPT_DISPATCH_FP8,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
+    OPT_OPTIMIZER_MOMENTS,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
     OPT_COUNT
@@ -106,6 +107,10 @@ static const mp_opt options[] = {
      "overlap the shared experts with the dispatch and combine (Megatron "
      "--moe-shared-expert-overlap)",
      "on off"},
+    {"--dispatch-fp8", NULL, "on|off", OPT_DISPATCH_FP8, 0,
+     "flex dispatcher, fp8: tokens dispatched in FP8 with scales, combined in bf16 (DeepSeek-V3; "
+     "Megatron --moe-dispatch-fwd-dtype mxfp8 --moe-combine-bwd-dtype mxfp8)",
+     "on off"},
     {"--cuda-graph-scope", NULL, "LIST", OPT_CUDA_GRAPH_SCOPE, 0,
      "parts of each layer captured as CUDA graphs by Transformer Engine, comma-separated: "
      "attn, mlp, moe, moe_router, moe_preprocess (Megatron --cuda-graph-scope)",
@@ -123,6 +128,10 @@ static const mp_opt options[] = {
      "the loss as Transformer Engine's fused cross entropy (Megatron "
      "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te)",
      "on off"},
+    {"--optimizer-moments", NULL, "D", OPT_OPTIMIZER_MOMENTS, 0,
+     "Adam's moments in fp32 (default), bf16 or fp16 beside fp32 master weights (Megatron "
+     "--use-precision-aware-optimizer --exp-avg-dtype D --exp-avg-sq-dtype D; needs --dist-opt)",
+     "fp32 bf16 fp16"},
     {"--moe-imbalance", NULL, "X", OPT_MOE_IMBALANCE, 0,
      "MoE load imbalance: the busiest EP rank's tokens over the mean (default: the model's)", NULL},
     {"--format", NULL, "F", OPT_FORMAT, 0,
@@ -261,6 +270,14 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         return parse_onoff(opt, value, &t->grad_reduce_bf16, err);
     case OPT_TE_CROSS_ENTROPY:
         return parse_onoff(opt, value, &t->te_cross_entropy, err);
+    case OPT_OPTIMIZER_MOMENTS:
+        for (k = 0; k < MP_DTYPE_COUNT; k++)
+            if (!strcmp(value, mp_dtype_name((mp_dtype)k)) &&
+                (k == MP_DTYPE_FP32 || k == MP_DTYPE_BF16 || k == MP_DTYPE_FP16)) {
+                t->optimizer_moments = (mp_dtype)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected fp32, bf16 or fp16, got '%s'", value);
     case OPT_MOE_IMBALANCE: {
         cc->set |= MP_SET_MOE_IMBALANCE;
         char *end = NULL;
@@ -387,6 +404,8 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_SHARED_EXPERT_OVERLAP:
         cc->set |= MP_SET_SHARED_EXPERT_OVERLAP;
         return parse_onoff(opt, value, &p->shared_expert_overlap, err);
+    case OPT_DISPATCH_FP8:
+        return parse_onoff(opt, value, &p->dispatch_fp8, err);
     case OPT_DP_OVERLAP:
         cc->set |= MP_SET_DP_OVERLAP;
         return parse_onoff(opt, value, &p->dp_overlap, err);
@@ -493,9 +512,11 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"p2p_overlap", "--p2p-overlap"}, {"nccl_ub", "--nccl-ub"}, {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
         {"shared_expert_overlap", "--shared-expert-overlap"},
+        {"dispatch_fp8", "--dispatch-fp8"},
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"te_cross_entropy", "--te-cross-entropy"},
+        {"optimizer_moments", "--optimizer-moments"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

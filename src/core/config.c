@@ -123,6 +123,9 @@ static const mp_field training_fields[] = {
      .offset = offsetof(mp_training, fp8_param_gather)},
     {.path = "low_precision_optimizer", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, low_precision_optimizer)},
+    {.path = "optimizer_moments", .type = MP_FT_ENUM,
+     .offset = offsetof(mp_training, optimizer_moments), .name_of = dtype_name_i,
+     .n_names = MP_DTYPE_COUNT},
     {.path = "te_cross_entropy", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, te_cross_entropy)},
     {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),
@@ -177,6 +180,7 @@ static const mp_field parallel_fields[] = {
     {.path = "pipeline_layout", .type = MP_FT_STRING,
      .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
     P_BOOL(moe_a2a_overlap),
+    P_BOOL(dispatch_fp8),
     P_BOOL(shared_expert_overlap),
 };
 
@@ -270,6 +274,13 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return st;
     if ((st = mp_config_check_precision(c, err)) != MP_OK)
         return st;
+    /* Megatron-Core refuses the precision-aware optimizer without its
+     * distributed optimizer (megatron/core/optimizer/__init__.py) */
+    if (t->optimizer_moments != MP_DTYPE_FP32 && (!p->dist_opt || p->zero >= 2))
+        return FAIL("optimizer_moments", "%s moments are Megatron-Core's precision-aware "
+                                         "optimizer, which runs with its distributed optimizer "
+                                         "only (dist_opt: true, zero 0 or 1)",
+                    mp_dtype_name(t->optimizer_moments));
 
     if (m->heads % p->tp)
         return FAIL("tp", "tp=%lld does not divide the %lld attention heads",

@@ -185,6 +185,14 @@ typedef struct mp_training {
      * as NeMo AutoModel's benchmark recipes train): 2 + 2 bytes of optimizer
      * state per parameter instead of 4 + 4 + 4. */
     bool low_precision_optimizer;
+    /* Adam's first and second moments stored in this type beside the fp32
+     * master weights: Megatron-Core's precision-aware optimizer
+     * (--use-precision-aware-optimizer --exp-avg-dtype X --exp-avg-sq-dtype X,
+     * Transformer Engine's FusedAdam; distributed optimizer only), as
+     * DeepSeek-V3 trains (report §3.3.3, "Low-Precision Optimizer States"). fp32 (the
+     * default): the plain optimizer; bf16 or fp16: 2 + 2 bytes of moments per
+     * parameter instead of 4 + 4 (memory.c, mp_optimizer_master_bytes). */
+    mp_dtype optimizer_moments;
     /* The loss as Transformer Engine's fused cross entropy (Megatron
      * --cross-entropy-loss-fusion --cross-entropy-fusion-impl te, which
      * Megatron-Bridge's performance recipes set): one online-softmax read of
@@ -243,6 +251,13 @@ typedef struct mp_parallel {
     /* MoE with shared experts: their computation overlapped with the
      * dispatch and combine (Megatron-Core --moe-shared-expert-overlap) */
     bool shared_expert_overlap;
+    /* MoE, flex dispatcher: the dispatch's payload (and the combine's
+     * backward gradient, which moves the same way) sent in FP8 with one
+     * scale byte per 32 elements, the combine (and the dispatch's backward)
+     * in bf16: DeepSeek-V3's (report §3.3.3; 1x128 tiles, an fp32 scale
+     * each) and Megatron-Core's --moe-dispatch-fwd-dtype mxfp8
+     * --moe-combine-bwd-dtype mxfp8 (E8M0 per 32, its ncclep backend) */
+    bool dispatch_fp8;
     mp_schedule_kind schedule;
     mp_dispatcher dispatcher; /* MoE only (beside schedule: no padding) */
     /* Mixture of experts (Megatron-Core's "parallel folding"): the expert

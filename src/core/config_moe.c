@@ -24,6 +24,11 @@ static mp_status mp_config_check_moe_overlap(const mp_config *c, mp_error *err)
             return FAIL("shared_expert_overlap", "shared-expert overlap works with the alltoall "
                                                  "or flex dispatcher only");
     }
+    if (p->dispatch_fp8 && (p->dispatcher != MP_DISPATCH_FLEX || c->training.precision != MP_DTYPE_FP8))
+        /* Megatron-Core: the ncclep flex backend only, its grouped GEMM
+         * consuming the FP8 payload (transformer_config.py) */
+        return FAIL("dispatch_fp8", "FP8 dispatch needs the flex dispatcher and precision fp8 "
+                                    "(the experts' FP8 GEMM takes the FP8 tokens)");
     if (!p->moe_a2a_overlap)
         return MP_OK;
     if (mp_parallel_ep(p) < 2)
@@ -51,8 +56,10 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
         if (p->ep > 1 || p->etp > 0 || p->dispatcher != MP_DISPATCH_ALLTOALL)
             return FAIL(p->ep > 1 ? "ep" : "etp", "expert parallelism needs a model with "
                                                   "experts (%s has none)", m->name);
-        if (p->moe_a2a_overlap || p->shared_expert_overlap)
-            return FAIL(p->moe_a2a_overlap ? "moe_a2a_overlap" : "shared_expert_overlap",
+        if (p->moe_a2a_overlap || p->shared_expert_overlap || p->dispatch_fp8)
+            return FAIL(p->moe_a2a_overlap       ? "moe_a2a_overlap"
+                        : p->shared_expert_overlap ? "shared_expert_overlap"
+                                                   : "dispatch_fp8",
                         "an MoE overlap needs a model with experts (%s has none)", m->name);
         return MP_OK;
     }

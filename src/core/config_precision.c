@@ -22,6 +22,23 @@ mp_status mp_config_check_precision(const mp_config *c, mp_error *err)
     if (t->fp8_param_gather && t->precision != MP_DTYPE_FP8)
         return FAIL("fp8_param_gather", "FP8 parameters need precision fp8, not %s",
                     mp_dtype_name(t->precision));
+    if (t->optimizer_moments != MP_DTYPE_FP32) {
+        /* Megatron-Core's precision-aware optimizer (arguments.py
+         * --exp-avg-dtype / --exp-avg-sq-dtype; fp8 moments, which it also
+         * takes, need scaling that megaplan does not model) */
+        if (t->optimizer_moments != MP_DTYPE_BF16 && t->optimizer_moments != MP_DTYPE_FP16)
+            return FAIL("optimizer_moments", "Adam's moments are kept in fp32, bf16 or fp16, "
+                                             "not %s",
+                        mp_dtype_name(t->optimizer_moments));
+        if (t->precision == MP_DTYPE_FP32)
+            return FAIL("optimizer_moments", "16-bit moments beside fp32 master weights need "
+                                             "16-bit training (precision bf16, fp16 or fp8), "
+                                             "not fp32");
+        if (t->low_precision_optimizer)
+            return FAIL("optimizer_moments", "low_precision_optimizer already keeps the moments "
+                                             "in the training type, without fp32 master "
+                                             "weights: set one of the two");
+    }
     if (t->precision != MP_DTYPE_FP8)
         return MP_OK;
     if (!(hw->peak_flops[MP_DTYPE_BF16] > 0.0))

@@ -248,6 +248,8 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_param_gather");
     if (o && !t->low_precision_optimizer)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "low_precision_optimizer");
+    if (o && t->optimizer_moments == MP_DTYPE_FP32)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "optimizer_moments");
     if (o && !t->te_cross_entropy)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "te_cross_entropy");
     /* and the software when it is not Megatron-LM (the validation rows') */
@@ -328,6 +330,8 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;
     if (ok && p->shared_expert_overlap)
         ok = cJSON_AddBoolToObject(o, "shared_expert_overlap", true) != NULL;
+    if (ok && p->dispatch_fp8)
+        ok = cJSON_AddBoolToObject(o, "dispatch_fp8", true) != NULL;
     /* overlapped pipeline p2p: written only when on, as the MoE overlaps */
     if (ok && p->p2p_overlap)
         ok = cJSON_AddBoolToObject(o, "p2p_overlap", true) != NULL;

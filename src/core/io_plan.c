@@ -169,7 +169,9 @@ static void plan_field_path(const char *field, char *out, size_t size)
 {
     static const char *const training[] = {"gpus", "seq", "global_batch", "precision",
                                            "fp8_recipe", "tokens", "grad_reduce_bf16",
-                                           "fp8_param_gather", "stack"};
+                                           "fp8_param_gather", "stack",
+                                           "optimizer_moments", "low_precision_optimizer",
+                                           "te_cross_entropy"};
     for (size_t i = 0; i < sizeof training / sizeof training[0]; i++)
         if (!strcmp(field, training[i])) {
             snprintf(out, size, "training.%.100s", field);

@@ -676,6 +676,16 @@ double mp_optimizer_time(const mp_config *c, double params_local)
      * r4; Adam r16 w12 (fp32 master, grad, m, v); copy to 16-bit r4 w2; fp16 adds
      * the inf/nan check r4. ~38 bytes per local parameter, memory-bound. */
     double bytes = params_local * (38.0 + (c->training.precision == MP_DTYPE_FP16 ? 4.0 : 0.0));
+    /* 16-bit moments (training.optimizer_moments, Megatron-Core's
+     * precision-aware optimizer on Transformer Engine's FusedAdam): m and v
+     * read and written in 2 bytes each, not 4 (the kernel computes in fp32:
+     * arguments.py, --exp-avg-dtype); the master weights' traffic is left as
+     * it is (with store_param_remainders TE reads and writes the bf16
+     * parameter and its 16-bit remainder, 4 bytes each way, as an fp32
+     * master) */
+    if (c->training.optimizer_moments != MP_DTYPE_FP32 && !c->training.low_precision_optimizer &&
+        c->training.precision != MP_DTYPE_FP32)
+        bytes -= params_local * 2.0 * 2.0 * (4.0 - mp_dtype_bytes(c->training.optimizer_moments));
     /* FP8: the weights' casts to their FP8 copies, once per iteration (fp8.c),
      * counted here with the other once-per-step memory-bound work */
     bytes += params_local * mp_fp8_weight_cast_bytes(c);

@@ -405,6 +405,7 @@ typedef struct stage_sum {
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
+    double act_emb;       /* of act_edge: the embedding's (its dropout mask) */
     double expert_params; /* of params: routed experts (optimizer sharded over edp) */
     double fp8_params;    /* of params: with FP8 copies */
     double routed_act;    /* of act: the routed tokens' */
@@ -467,6 +468,8 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
                 s->act_block_none = d->act[MP_RECOMPUTE_NONE];
         } else {
             s->act_edge += d->act[MP_RECOMPUTE_NONE];
+            if (i == 0)
+                s->act_emb += d->act[MP_RECOMPUTE_NONE];
         }
         if (i == 0)
             s->has_embedding = true;
@@ -869,6 +872,37 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     return MP_OK;
 }
 
+/* Bytes per routed-expert parameter of weights, gradients and optimizer
+ * states, from those of the other parameters: the distributed optimizer
+ * shards expert states over edp, not d*c; ZeRO-2 their gradients and ZeRO-3
+ * their weights too (exec's shard.c; hybrid sharding is refused with
+ * experts). The estimate and the simulator's stage costs both count them so. */
+static void expert_static_bytes(const mp_config *c, double wb, double gb, double ob,
+                                double *ewb, double *egb, double *eob)
+{
+    const mp_parallel *pp = &c->parallel;
+    *ewb = wb;
+    *egb = gb;
+    *eob = ob;
+    if (!(pp->dist_opt || pp->zero >= 1))
+        return;
+    double to_edp = (double)(pp->dp * pp->cp) / (double)mp_parallel_edp(pp);
+    *eob = ob * to_edp;
+    if (pp->zero >= 2)
+        *egb = gb * to_edp;
+    if (pp->zero >= 3)
+        *ewb = wb * to_edp;
+}
+
+/* Output gradients of the linear layers that a split backward's B keeps
+ * for its W (ZB-H1, ZB-V, DualPipe(V)), per micro-batch on stage k: ~9 b s h / t
+ * per block (QKV 3, projection 1, FC1 4, FC2 1; Qi et al. 2024 §3), in the
+ * activations' type, i.e. 9 boundary activations. */
+static double w_hold_bytes(const pipe_model *pm, int64_t k)
+{
+    return 9.0 * pm->p2p_bytes * (double)pm->st[k].blocks;
+}
+
 mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pipeline_cost *out,
                                  mp_error *err)
 {
@@ -884,6 +918,9 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     }
     out->n_stages = (int32_t)pm.n;
     double spb = mp_static_bytes_per_param(c);
+    double wb, gb, ob, ewb, egb, eob;
+    mp_static_bytes(c, &wb, &gb, &ob);
+    expert_static_bytes(c, wb, gb, ob, &ewb, &egb, &eob);
     for (int64_t k = 0; k < pm.n; k++) {
         const stage_sum *ss = &pm.st[k];
         mp_stage_cost *sc = &out->stages[k];
@@ -901,7 +938,11 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
-        sc->static_bytes = ss->params * spb + ss->fp8_params * mp_fp8_weight_net_bytes(c);
+        sc->edge_bytes = ss->act_edge;
+        sc->static_bytes = ss->params * spb + ss->fp8_params * mp_fp8_weight_net_bytes(c) +
+                           ss->expert_params * (ewb + egb + eob - spb);
+        if (mp_schedule_splits_backward(c->parallel.schedule) && pm.p > 1)
+            sc->w_hold_bytes = w_hold_bytes(&pm, k) * (1.0 + c->hw.allocator_fragmentation);
         sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
     }
     p2p_link(c, &out->p2p_latency, &out->p2p_bw);
@@ -930,15 +971,6 @@ void mp_pipeline_cost_free(mp_pipeline_cost *pc)
 }
 
 /* ---- the estimate ----------------------------------------------------- */
-
-/* Transformer blocks held by pipeline rank r (all its chunks). */
-static int64_t blocks_on_rank(const pipe_model *pm, int64_t r)
-{
-    int64_t n = 0;
-    for (int64_t ch = 0; ch < pm->v; ch++)
-        n += pm->st[rank_stage(pm, r, ch)].blocks;
-    return n;
-}
 
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                           mp_cost_memo *memo, mp_estimate *out, mp_error *err);
@@ -1167,7 +1199,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                            : 0.0;
     double best_total = -1.0;
     for (int64_t r = 0; r < p; r++) {
-        double params = 0.0, act = 0.0, edge = 0.0, block_none = 0.0, send = 0.0;
+        double params = 0.0, act = 0.0, edge = 0.0, emb_act = 0.0, block_none = 0.0, send = 0.0;
         double experts = 0.0, routed = 0.0, capacity = 0.0, fp8_params = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             const stage_sum *ss = &pm.st[rank_stage(&pm, r, ch)];
@@ -1177,7 +1209,10 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             routed += ss->routed_act;
             capacity += ss->capacity_act;
             act += ss->act;
-            edge += ss->act_edge;
+            /* the head's logits for one micro-batch (the last stage runs
+             * each F's B next); the embedding's mask for each in flight */
+            edge += ss->act_edge - ss->act_emb;
+            emb_act += ss->act_emb;
             if (ss->act_block_none > block_none)
                 block_none = ss->act_block_none;
             if (ss->send_bytes > send)
@@ -1187,15 +1222,27 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
          * (src/sim/schedule.c, property-tested against the op lists the
          * simulator and executor run) */
         double chunks = mp_pipeline_inflight_chunks(c->parallel.schedule, p, v, m, r);
+        edge += emb_act / (double)v * chunks;
         double stash = act / (double)v * chunks;
         if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
             stash += block_none; /* one block re-materialised during its backward */
-        if (mp_schedule_splits_backward(pp->schedule) && p > 1)
-            /* ZB-H1 runs a micro-batch's W after later F and B. The schedule's
-             * bound already counts a micro-batch until its W; until then it
-             * also keeps the output gradients of its linear layers (~9 b s h / t
-             * per block: QKV 3, projection 1, FC1 4, FC2 1; Qi et al. 2024 §3) */
-            stash += 9.0 * send * (double)blocks_on_rank(&pm, r);
+        if (mp_schedule_splits_backward(pp->schedule) && p > 1) {
+            /* ZB-H1, ZB-V and DualPipe(V) run a micro-batch's W after later
+             * F and B. The schedule's bound already counts a micro-batch
+             * until its W; until then it also keeps the output gradients of
+             * its linear layers (w_hold_bytes), for as many Ws as wait at
+             * once (sim/schedule.h); DualPipe's wait only below its peak
+             * (mp_schedule_w_under_inflight): there a chunk costs the larger
+             * of its activations and its held gradients */
+            double g = 0.0;
+            for (int64_t ch = 0; ch < v; ch++)
+                g += w_hold_bytes(&pm, rank_stage(&pm, r, ch));
+            g /= (double)v;
+            if (mp_pipeline_w_under_inflight(pp->schedule))
+                stash += chunks * fmax(0.0, g - act / (double)v);
+            else
+                stash += g * mp_pipeline_w_pending_chunks(pp->schedule, p, v, m, r);
+        }
         double other = c->hw.runtime_reserve + edge + 4.0 * send;
         /* PyTorch's caching allocator: activations are allocated and freed
          * every micro-batch in many sizes, and the blocks it caches fragment;
@@ -1209,23 +1256,11 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         double fp8_copies = fp8_params * mp_fp8_weight_copy_bytes(c);
         double weights = params * wb + fp8_params * mp_fp8_weight_net_bytes(c);
         double grads = params * gb, optim = params * ob;
-        double expert_ob = ob, expert_gb = gb, expert_wb = wb;
-        if (experts > 0.0 && (pp->dist_opt || pp->zero >= 1)) {
-            /* the distributed optimizer shards expert states over edp, not d*c;
-             * ZeRO-2 their gradients and ZeRO-3 their weights too (exec's
-             * shard.c; hybrid sharding is refused with experts) */
-            double to_edp = (double)(pp->dp * pp->cp) / (double)mp_parallel_edp(pp);
-            expert_ob = ob * to_edp;
-            optim += experts * (expert_ob - ob);
-            if (pp->zero >= 2) {
-                expert_gb = gb * to_edp;
-                grads += experts * (expert_gb - gb);
-            }
-            if (pp->zero >= 3) {
-                expert_wb = wb * to_edp;
-                weights += experts * (expert_wb - wb);
-            }
-        }
+        double expert_wb, expert_gb, expert_ob;
+        expert_static_bytes(c, wb, gb, ob, &expert_wb, &expert_gb, &expert_ob);
+        optim += experts * (expert_ob - ob);
+        grads += experts * (expert_gb - gb);
+        weights += experts * (expert_wb - wb);
         if (pp->zero >= 3 && pp->zero_runtime == MP_ZRT_FSDP2 && p > 1) {
             /* FSDP2 under pipelining (fsdp2_pipelined_dp): every chunk's
              * weights stay gathered through the step, in the training type,

@@ -66,6 +66,12 @@ typedef struct mp_stage_cost {
     double ep_comm_fwd, ep_comm_bwd;
     double send_bytes;   /* activation bytes sent to the next stage per micro-batch */
     double act_bytes;    /* activation bytes stashed per in-flight micro-batch */
+    /* split backward (ZB-H1, ZB-V, DualPipe(V)): the linear layers' output
+     * gradients a B keeps until its W when W does not follow it at once */
+    double w_hold_bytes;
+    /* of act_bytes: the embedding's and the head's (the loss's logits), which
+     * the backward of the loss consumes: a split backward frees them at B */
+    double edge_bytes;
     double static_bytes; /* weights + grads + optimizer states of this stage, per GPU */
     double grad_bytes;   /* gradient bytes this stage reduces over DP, per GPU */
 } mp_stage_cost;
@@ -117,6 +123,9 @@ double mp_pipeline_output_bytes(const mp_model *m, int64_t seq, int64_t micro_ba
  * The one rule the estimate and search's bounds both use. */
 void mp_static_bytes(const mp_config *c, double *weights, double *grads, double *optimizer);
 double mp_static_bytes_per_param(const mp_config *c);
+/* fp32 master weights + Adam's 16-bit moments, bytes per parameter before
+ * sharding (training.optimizer_moments set; memory.c) */
+double mp_optimizer_moment_state_bytes(const mp_config *c);
 
 /* What one layer item (plan.h: 0 = embedding, 1..L = blocks, L+1 = head)
  * costs per micro-batch on one GPU of its stage, for each recompute choice.

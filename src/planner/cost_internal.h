@@ -163,6 +163,7 @@ double mp_moe_expected_holders(const mp_model *m, int64_t holders);
  * bytes_per_token each from every GPU of EP group g (members stride GPUs
  * apart), one copy per remote domain and per GPU reached. */
 struct mp_group_place;
+double mp_moe_dispatch_wire_bytes(const mp_config *c);
 double mp_moe_flex_time(const mp_config *c, const struct mp_group_place *g, double stride,
                         double tokens, double bytes_per_token);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */

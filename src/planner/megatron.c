@@ -317,6 +317,13 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     mp_megatron_moe_args(c, out);
     recompute_flags(c, plan, st, K, out, &notes);
     if (p->dist_opt) mp_buf_puts(out, "--use-distributed-optimizer \\\n");
+    if (c->training.optimizer_moments != MP_DTYPE_FP32) {
+        /* Megatron-Core's precision-aware optimizer (arguments.py; the
+         * master weights stay fp32, --main-params-dtype's default) */
+        const char *d = mp_dtype_name(c->training.optimizer_moments);
+        mp_buf_printf(out, "--use-precision-aware-optimizer \\\n--exp-avg-dtype %s \\\n"
+                           "--exp-avg-sq-dtype %s \\\n", d, d);
+    }
     if (p->dp_overlap) mp_buf_puts(out, "--overlap-grad-reduce \\\n");
     if (p->dp_overlap && p->dist_opt) mp_buf_puts(out, "--overlap-param-gather \\\n");
     if (p->tp_overlap) mp_buf_puts(out, "--tp-comm-overlap \\\n");
@@ -351,6 +358,11 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                             "stage r forward, pp-1-r reverse), e.g. deepseek-ai/DualPipe\n");
     if (p->schedule == MP_SCHED_GPIPE)
         mp_buf_puts(&notes, "# schedule gpipe: Megatron-LM runs 1F1B; the plan assumes GPipe\n");
+    if (p->dispatch_fp8 && !c->hw.mxfp8)
+        mp_buf_printf(&notes, "# dispatch_fp8: Megatron-Core's FP8 dispatch is MXFP8, which %s "
+                              "cannot quantize (Blackwell only); the plan assumes DeepSeek's FP8 "
+                              "dispatch (1x128 tiles, DeepEP), the same bytes\n",
+                      c->hw.name);
     /* the last flag ends the command: drop its continuation */
     if (flags.len >= 3 && !strcmp(flags.data + flags.len - 3, " \\\n")) {
         flags.len -= 3;

@@ -54,7 +54,12 @@ void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
                       mp_dispatcher_name(p->dispatcher));
         if (p->dispatcher == MP_DISPATCH_FLEX)
             mp_buf_printf(out, "--moe-flex-dispatcher-backend %s \\\n",
-                          mp_flex_backend_name(&c->hw));
+                          p->dispatch_fp8 ? "ncclep" : mp_flex_backend_name(&c->hw));
+        if (p->dispatch_fp8)
+            /* the FP8 wire: the ncclep backend only, its payload consumed by
+             * TE's fused grouped GEMM (transformer_config.py) */
+            mp_buf_puts(out, "--moe-dispatch-fwd-dtype mxfp8 \\\n--moe-combine-bwd-dtype mxfp8 \\\n"
+                             "--use-transformer-engine-op-fuser \\\n");
         if (p->moe_a2a_overlap)
             /* Megatron-Bridge's moe_a2a_overlap sets both (its perf scripts'
              * set_moe_a2a_overlap_overrides): the weight gradients wait so

@@ -15,6 +15,26 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+/* Bytes of optimizer state per parameter that 16-bit moments leave
+ * (training.optimizer_moments, Megatron-Core's precision-aware optimizer):
+ * the moments' 2 + 2 and the master weights. With FP8 recipes other than
+ * delayed scaling Megatron-Core keeps fp32 master weights itself, 4 bytes
+ * (optimizer_config.py, use_precision_aware_optimizer_no_fp8_or_ds_fp8
+ * false); otherwise Transformer Engine's FusedAdam keeps them, and on bf16
+ * parameters stores only the 16 low bits of each fp32 master weight beside
+ * the bf16 parameter that holds its 16 high bits (store_param_remainders,
+ * default true since TE 2.1: distrib_optimizer.py allocates the master
+ * shard as int16), 2 bytes. fp16 parameters keep the whole fp32 master. */
+double mp_optimizer_moment_state_bytes(const mp_config *c)
+{
+    const mp_training *t = &c->training;
+    bool te_master = t->precision != MP_DTYPE_FP8 || t->fp8_recipe == MP_FP8_DELAYED;
+    bool bf16_params = t->precision == MP_DTYPE_BF16 ||
+                       (t->precision == MP_DTYPE_FP8 && !t->fp8_param_gather);
+    double master = te_master && bf16_params ? 2.0 : 4.0;
+    return master + 2.0 * mp_dtype_bytes(t->optimizer_moments);
+}
+
 void mp_static_bytes(const mp_config *c, double *weights, double *grads, double *optimizer)
 {
     const mp_parallel *p = &c->parallel;
@@ -29,6 +49,8 @@ void mp_static_bytes(const mp_config *c, double *weights, double *grads, double 
     double w = fp32 ? 4.0 : 2.0, g = c->training.grad_reduce_bf16 ? 2.0 : 4.0, o = fp32 ? 8.0 : 12.0;
     if (c->training.low_precision_optimizer)
         o = 2.0 * w; /* Adam's m and v in the parameters' type, no master copy */
+    else if (!fp32 && c->training.optimizer_moments != MP_DTYPE_FP32)
+        o = mp_optimizer_moment_state_bytes(c);
     int64_t stage = p->zero > 0 ? p->zero : p->dist_opt ? 1 : 0;
     if (stage >= 1)
         o /= shard;

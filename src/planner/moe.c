@@ -261,7 +261,8 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
          * flex (DeepEP/HybridEP) one per remote domain and GPU reached
          * (moe_dispatch.c) */
         if (p->dispatcher == MP_DISPATCH_FLEX)
-            one = 2.0 * mp_moe_flex_time(c, &epg, etp, Tr * alpha, h * dt);
+            one = mp_moe_flex_time(c, &epg, etp, Tr * alpha, h * mp_moe_dispatch_wire_bytes(c)) +
+                  mp_moe_flex_time(c, &epg, etp, Tr * alpha, h * dt);
         else
             one = 2.0 * alltoall_time(hw, &epg, etp, Tr * k * h * dt * alpha);
         /* with etp > 1 an expert's etp ranks all-gather its tokens and

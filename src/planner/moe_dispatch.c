@@ -176,3 +176,14 @@ double mp_moe_flex_time(const mp_config *c, const mp_group_place *g, double stri
                  (domains > 1 ? hw->scale_out.latency : 0.0);
     return lat + fmax(t_up, t_out);
 }
+
+/* Bytes per element of the dispatch's payload (and of the combine's backward
+ * gradient, which moves the same way): the training type, or with
+ * parallel.dispatch_fp8 one FP8 byte and its share of the scales, 1/32: an
+ * fp32 scale per 1x128 tile (DeepSeek-V3 report §3.3.3) or an E8M0 byte per
+ * 32 elements (MXFP8, Megatron-Core's --moe-dispatch-fwd-dtype mxfp8). The
+ * combine stays in the training type. */
+double mp_moe_dispatch_wire_bytes(const mp_config *c)
+{
+    return c->parallel.dispatch_fp8 ? 1.0 + 1.0 / 32.0 : mp_dtype_bytes(c->training.precision);
+}

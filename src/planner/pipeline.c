@@ -100,7 +100,9 @@ double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double 
     return (double)m * round[arg] + (fill > 0.0 ? fill : 0.0);
 }
 
-double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
+/* One of the schedule's per-rank bounds (sim/schedule.h) in chunks. */
+static double rank_bound(int32_t (*bound)(mp_schedule_kind, int32_t, int32_t, int32_t, int32_t),
+                         mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
 {
     v = mp_schedule_chunks(s, v);
     if (p < 1 || m < 1)
@@ -109,8 +111,23 @@ double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int
      * every micro-batch may be in flight */
     if (p > INT32_MAX || v > INT32_MAX || m > INT32_MAX / v || r < 0 || r >= p)
         return (double)(m * v);
-    int32_t k = mp_schedule_inflight_bound(s, (int32_t)p, (int32_t)v, (int32_t)m, (int32_t)r);
+    int32_t k = bound(s, (int32_t)p, (int32_t)v, (int32_t)m, (int32_t)r);
     /* -1: not a valid schedule (interleaving with m % p != 0); the check
      * refuses such configurations, so any answer that is an upper bound does */
     return k >= 0 ? (double)k : (double)(m * v);
+}
+
+double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
+{
+    return rank_bound(mp_schedule_inflight_bound, s, p, v, m, r);
+}
+
+double mp_pipeline_w_pending_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
+{
+    return rank_bound(mp_schedule_w_pending_bound, s, p, v, m, r);
+}
+
+bool mp_pipeline_w_under_inflight(mp_schedule_kind s)
+{
+    return mp_schedule_w_under_inflight(s);
 }

@@ -15,5 +15,11 @@ double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double 
  * the schedule that the simulator and executor run (sim/schedule.h). */
 #include "core/config.h"
 double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r);
+/* Split backward: the Ws waiting on rank r with their output gradients
+ * (sim/schedule.h, mp_schedule_w_pending_bound). */
+double mp_pipeline_w_pending_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r);
+/* DualPipe(V): waiting Ws and chunks in flight within the in-flight bound
+ * together (sim/schedule.h, mp_schedule_w_under_inflight). */
+bool mp_pipeline_w_under_inflight(mp_schedule_kind s);
 
 #endif

@@ -318,6 +318,14 @@ static int sharding_choices(const enum_ctx *e, const cand *x, uint8_t dos[5])
             if (hsdp_ok && !fixed(e, MP_FIX_HSDP)) dos[ndo++] = 4;
         }
     }
+    if (e->base->training.optimizer_moments != MP_DTYPE_FP32) {
+        /* 16-bit moments are Megatron-Core's precision-aware optimizer,
+         * which runs with its distributed optimizer only (ZeRO-1) */
+        int kept = 0;
+        for (int i = 0; i < ndo; i++)
+            if (dos[i] == 1) dos[kept++] = 1;
+        ndo = kept;
+    }
     return ndo;
 }
 

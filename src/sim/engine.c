@@ -234,6 +234,17 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         if (sc->cp_comm_bwd > 0)
             add_event(e, start, start + sc->cp_comm_bwd, r, MP_STREAM_CP, MP_EV_CP_COMM,
                       op->microbatch, op->chunk);
+        if (e->zb && sc->edge_bytes > 0) {
+            /* the loss's logits go with the backward of the loss, not with W */
+            rs->stash -= sc->edge_bytes;
+            add_memory(e, end, r, rs->static_bytes + rs->stash);
+        }
+        if (e->zb && sc->w_hold_bytes > 0 && !mp_op_list_bw_adjacent(&e->lists[r], rs->pc, +1)) {
+            rs->stash += sc->w_hold_bytes;
+            if (rs->stash > rs->peak_stash)
+                rs->peak_stash = rs->stash;
+            add_memory(e, end, r, rs->static_bytes + rs->stash);
+        }
     } else {
         add_event(e, start, end, r, MP_STREAM_COMPUTE, MP_EV_W, op->microbatch, op->chunk);
     }
@@ -241,7 +252,9 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
      * weight gradient: B, or W where the backward is split (which keeps what
      * W needs until W). */
     if ((k == MP_OP_B) != e->zb) {
-        rs->stash -= sc->act_bytes;
+        rs->stash -= sc->act_bytes - (e->zb ? sc->edge_bytes : 0.0);
+        if (k == MP_OP_W && sc->w_hold_bytes > 0 && !mp_op_list_bw_adjacent(&e->lists[r], rs->pc, -1))
+            rs->stash -= sc->w_hold_bytes;
         add_memory(e, end, r, rs->static_bytes + rs->stash);
         if (--e->grads_left[stage] == 0) {
             e->last_grad_start[stage] = start;

@@ -551,3 +551,39 @@ int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int
     default: return min32(p - rank, m); /* 1F1B */
     }
 }
+
+int32_t mp_schedule_w_pending_bound(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                    int32_t rank)
+{
+    if (check_args(s, p, v, m, rank, NULL) != MP_OK)
+        return -1;
+    switch (s) {
+    /* the last stage runs each W p - 1 slots after its B, rank r after r + 1
+     * further ops (Qi et al. 2024, Fig. 3): up to r + 1 wait at once */
+    case MP_SCHED_ZBH1: return min32(rank + 1, m);
+    /* a waiting W keeps its forward's activations: no more wait than are in
+     * flight (the V order follows the ops' real times, sim/schedule_vorder.c) */
+    case MP_SCHED_ZBV:
+    case MP_SCHED_DUALPIPEV:
+    case MP_SCHED_DUALPIPE: return mp_schedule_inflight_bound(s, p, v, m, rank);
+    default: return 0;
+    }
+}
+
+bool mp_schedule_w_under_inflight(mp_schedule_kind s)
+{
+    return s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV;
+}
+
+bool mp_op_list_bw_adjacent(const mp_op_list *l, int32_t i, int dir)
+{
+    const mp_op *at = &l->ops[i];
+    for (int32_t j = i + dir; j >= 0 && j < l->n; j += dir) {
+        const mp_op *o = &l->ops[j];
+        if (o->kind != MP_OP_F && o->kind != MP_OP_B && o->kind != MP_OP_W)
+            continue;
+        return o->kind == (dir > 0 ? MP_OP_W : MP_OP_B) && o->microbatch == at->microbatch &&
+               o->chunk == at->chunk;
+    }
+    return false;
+}

@@ -107,4 +107,28 @@ int64_t mp_schedule_p2p_messages(mp_schedule_kind s, int32_t p, int32_t v, int32
 int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                    int32_t rank);
 
+/* Split-backward schedules: the most Ws a rank has waiting at once whose B
+ * did not run just before them (a B followed at once by its W is one
+ * backward, dualpipe.py's chunks without zero-bubble splitting): each keeps
+ * its linear layers' output gradients. ZB-H1 min(rank + 1, m); ZB-V,
+ * DualPipe(V) the in-flight bound (a waiting W's activations are in flight);
+ * 0 for the others. -1 for an invalid (p, v, m, rank). */
+int32_t mp_schedule_w_pending_bound(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                    int32_t rank);
+/* DualPipe and DualPipeV: the chunks in flight and the Ws waiting add up to
+ * no more than the in-flight bound at any time (the PP + 1 peak falls in
+ * the overlapped forward-backward phase, whose backwards are not split:
+ * dualpipe.py step 4; Ws wait only in the phases with fewer in flight), so
+ * with output gradients no larger than a chunk's activations the peak is
+ * the in-flight bound's activations alone. */
+bool mp_schedule_w_under_inflight(mp_schedule_kind s);
+
+/* Whether the B at l->ops[i] and its W are adjacent compute ops of the rank
+ * (no F, B or W between them; sends and receives may be): then they are one
+ * backward, whose linear layers' output gradients live a layer at a time, as
+ * DualPipe's chunks without zero-bubble splitting run (dualpipe.py
+ * _backward_chunk, enable_zb false); otherwise the B keeps them for its W.
+ * dir +1 looks from a B for its W, -1 from a W for its B. */
+bool mp_op_list_bw_adjacent(const mp_op_list *l, int32_t i, int dir);
+
 #endif

@@ -237,6 +237,14 @@ plan() {
     check plan-cuda-graph-scope "${S}p11\.yaml:5:44: parallel\.cuda_graph_scope: unknown scope 'graph'" "$bin" simulate p11.yaml
     file p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n"
     check plan-recompute-module-none "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" "$bin" simulate p10.yaml
+    # training.optimizer_moments: Megatron-Core's precision-aware optimizer
+    file p12.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: fp8}\nparallel: {tp: 2, dist_opt: true}\n"
+    check plan-moments-fp8 "${S}p12\.yaml:4:57: training\.optimizer_moments: Adam's moments are kept in fp32, bf16 or fp16, not fp8" "$bin" simulate p12.yaml
+    file p13.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf16}\nparallel: {tp: 2, dist_opt: false}\n"
+    check plan-moments-no-dist-opt "${S}p13\.yaml:4:57: training\.optimizer_moments: bf16 moments are Megatron-Core's precision-aware optimizer, which runs with its distributed optimizer only" "$bin" simulate p13.yaml
+    file p14.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf15}\nparallel: {tp: 2, dist_opt: true}\n"
+    check plan-moments-unknown "${S}p14\.yaml:4:57: training\.optimizer_moments: expected one of" "$bin" simulate p14.yaml
+    check option-moments "^megaplan estimate: --optimizer-moments: expected fp32, bf16 or fp16, got 'fp8'" "$bin" estimate --model gpt3-125m --gpus 4 --dist-opt --optimizer-moments fp8
     file p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n'
     check plan-version "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" "$bin" simulate p8.yaml
     file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n"

@@ -48,6 +48,7 @@ assert (p["tp"], p["pp"], p["vpp"], p["dp"], p["ep"]) == (1, 16, 1, 128, 64), p
 assert p["schedule"] == "dualpipe" and p["dist_opt"] and p["dispatcher"] == "flex"
 assert p["global_batch"] == 15360 and p["recompute"] == "selective"
 assert set(p["recompute_modules"]) == {"layernorm", "mla_up_proj", "moe_act"}, p
+assert p.get("dispatch_fp8") is True, p  # §3.3.3: FP8 dispatch, BF16 combine
 t, b = d["throughput"], d["band"]
 days, gh = t["days_for_tokens"], t["gpu_hours_for_tokens"]
 assert days > 0 and abs(gh - days * 24 * 2048) <= 1e-5 * gh, (days, gh)  # 6 digits
@@ -67,6 +68,12 @@ assert all(abs(a - b) <= 1e-3 * b for a, b in zip(v, want)), (v, want)
 PY
 "$bin" simulate "$ds" >dssim.txt 2>err.txt && ok || bad "simulate deepseek-v3-h800: $(head -2 err.txt)"
 contains dssim.txt "schedule dualpipe, 16 pipeline ranks"
+# §3.3.3's BF16 moments beside FP32 master weights, as Megatron-Core's flags
+"$bin" estimate "$ds" --format megatron >dsmeg.txt 2>err.txt || bad "estimate deepseek-v3-h800 --format megatron: $(head -2 err.txt)"
+contains dsmeg.txt "--use-precision-aware-optimizer"
+contains dsmeg.txt "--exp-avg-dtype bf16"
+contains dsmeg.txt "--exp-avg-sq-dtype bf16"
+contains dsmeg.txt "--moe-dispatch-fwd-dtype mxfp8"
 
 # without tokens: no days, no GPU-hours, no band for them
 "$bin" estimate --model llama3-8b --gpus 8 --hw h800 >nt.txt || bad "estimate without --tokens"

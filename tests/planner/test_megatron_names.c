@@ -146,6 +146,50 @@ static void names(void **state)
     has(t, "--grad-reduce-in-bf16");
     free(t);
 
+    /* Adam's moments in bf16 beside fp32 master weights (DeepSeek-V3's
+     * optimizer): Megatron-Core's precision-aware optimizer, whose flags
+     * arguments.py spells so; the master weights keep --main-params-dtype's
+     * fp32 default */
+    t = flags_of("mixtral-8x7b", "dgx-h100",
+                 "{gpus: 64, seq: 4096, global_batch: 256, precision: fp8, fp8_recipe: blockwise, "
+                 "optimizer_moments: bf16}",
+                 "{tp: 1, pp: 1, dp: 64, ep: 8, micro_batch: 1, dist_opt: true}");
+    all_known("mixtral-8x7b", t);
+    has(t, "--use-precision-aware-optimizer");
+    has(t, "--exp-avg-dtype bf16");
+    has(t, "--exp-avg-sq-dtype bf16");
+    has(t, "--use-distributed-optimizer");
+    lacks(t, "--main-params-dtype");
+    free(t);
+    /* FP8 dispatch: Megatron-Core's MXFP8 wire, on its ncclep backend with
+     * TE's op fuser (transformer_config.py); on Hopper a note says MXFP8 is
+     * not there and the plan assumes DeepSeek's FP8 dispatch */
+    t = flags_of("deepseek-v3", "b200",
+                 "{gpus: 256, seq: 4096, global_batch: 256, precision: fp8, fp8_recipe: mxfp8}",
+                 "{tp: 1, pp: 1, dp: 256, ep: 64, micro_batch: 1, dist_opt: true, "
+                 "dispatcher: flex, dispatch_fp8: true}");
+    all_known("deepseek-v3", t);
+    has(t, "--moe-flex-dispatcher-backend ncclep");
+    has(t, "--moe-dispatch-fwd-dtype mxfp8");
+    has(t, "--moe-combine-bwd-dtype mxfp8");
+    has(t, "--use-transformer-engine-op-fuser");
+    lacks(t, "# dispatch_fp8");
+    free(t);
+    t = flags_of("deepseek-v3", "h800",
+                 "{gpus: 256, seq: 4096, global_batch: 256, precision: fp8, fp8_recipe: blockwise}",
+                 "{tp: 1, pp: 1, dp: 256, ep: 64, micro_batch: 1, dist_opt: true, "
+                 "dispatcher: flex, dispatch_fp8: true}");
+    if (!strstr(t, "# dispatch_fp8: Megatron-Core's FP8 dispatch is MXFP8, which h800 cannot"))
+        fail_msg("no note on h800's missing MXFP8 in:\n%s", t);
+    free(t);
+    t = flags_of("mixtral-8x7b", "dgx-h100",
+                 "{gpus: 64, seq: 4096, global_batch: 256, precision: bf16}",
+                 "{tp: 1, pp: 1, dp: 64, ep: 8, micro_batch: 1, dist_opt: true}");
+    lacks(t, "--use-precision-aware-optimizer");
+    lacks(t, "--moe-dispatch-fwd-dtype");
+    lacks(t, "--exp-avg-dtype");
+    free(t);
+
     /* GPT-OSS: the window, sinks, biases and clamped SwiGLU as Megatron-Bridge's
      * GPT-OSS bridge sets them */
     t = flags_of("gpt-oss-120b", "dgx-h100", "{gpus: 64, seq: 4096, global_batch: 512, precision: bf16}",

@@ -333,6 +333,44 @@ static void check_inflight(const sched *s)
     }
 }
 
+/* Ws waiting with their output gradients (B done, W not yet, not run at
+ * once after its B): never more than mp_schedule_w_pending_bound, which
+ * ZB-H1 reaches on every rank but the first when m >= p; and for DualPipe(V) never more
+ * than the in-flight bound together with the chunks in flight. */
+static void check_w_pending(const sched *s)
+{
+    for (int32_t r = 0; r < s->p; r++) {
+        const mp_op_list *l = &s->lists[r];
+        int32_t live = 0, wait = 0, peak_wait = 0, peak_sum = 0;
+        bool split = mp_schedule_splits_backward(s->kind);
+        for (int32_t i = 0; i < l->n; i++) {
+            const mp_op *o = &l->ops[i];
+            if (o->kind == MP_OP_F)
+                live++;
+            if (split && o->kind == MP_OP_B && !mp_op_list_bw_adjacent(l, i, +1))
+                wait++;
+            if (wait > peak_wait)
+                peak_wait = wait;
+            if (live + wait > peak_sum)
+                peak_sum = live + wait;
+            if (o->kind == (split ? MP_OP_W : MP_OP_B))
+                live--;
+            if (split && o->kind == MP_OP_W && !mp_op_list_bw_adjacent(l, i, -1))
+                wait--;
+        }
+        int32_t bound = mp_schedule_w_pending_bound(s->kind, s->p, s->v, s->m, r);
+        if (peak_wait > bound)
+            FAILS(s, r, "more Ws waiting than mp_schedule_w_pending_bound");
+        if (s->kind == MP_SCHED_ZBH1 && r > 0 && s->m >= s->p && peak_wait != bound)
+            FAILS(s, r, "ZB-H1's bound is not reached");
+        if (!split && bound != 0)
+            FAILS(s, r, "a W bound without split backward");
+        if (mp_schedule_w_under_inflight(s->kind) &&
+            peak_sum > mp_schedule_inflight_bound(s->kind, s->p, s->v, s->m, r))
+            FAILS(s, r, "Ws waiting above DualPipe's in-flight bound");
+    }
+}
+
 /* Runs all ranks with blocking receives and non-blocking (buffered) sends,
  * round-robin, until done or no rank can move: exactly the executor's
  * semantics. */
@@ -432,6 +470,12 @@ static void test_inflight_bound(void **state)
 {
     (void)state;
     for_all(check_inflight);
+}
+
+static void test_w_pending_bound(void **state)
+{
+    (void)state;
+    for_all(check_w_pending);
 }
 
 static void test_no_deadlock(void **state)
@@ -681,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_transfer_convention),
         cmocka_unit_test(test_send_recv_matching),
         cmocka_unit_test(test_inflight_bound),
+        cmocka_unit_test(test_w_pending_bound),
         cmocka_unit_test(test_p2p_count),
         cmocka_unit_test(test_no_deadlock),
         cmocka_unit_test(test_zbv_real_times),

@@ -75,13 +75,15 @@ static bool measure(const char *model, int64_t p, int64_t m, mp_schedule_kind s,
     out->closed_peak = e.memory.peak;
     if (s == MP_SCHED_ZBV) {
         /* the closed form's memory: p micro-batches of each of the rank's two
-         * chunks' activations (the stage costs' act_bytes) over its static bytes */
+         * chunks' activations (the stage costs' act_bytes) over its static bytes,
+         * and as many waiting Ws' output gradients (w_hold_bytes) */
         mp_pipeline_cost pc = {0};
         assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
         for (int32_t k = 0; k < r.ranks; k++) {
             const mp_stage_cost *a = &pc.stages[k], *b = &pc.stages[2 * p - 1 - k];
             double bound = pc.other_bytes + a->static_bytes + b->static_bytes +
-                           (double)p * (a->act_bytes + b->act_bytes);
+                           (double)p * (a->act_bytes + b->act_bytes + a->w_hold_bytes +
+                                        b->w_hold_bytes);
             if (r.peak_memory[k] > bound * (1 + 1e-9))
                 fail_msg("%s pp %lld m %lld zb-v rank %d: peak %.6g B over the closed "
                          "form's %.6g B",

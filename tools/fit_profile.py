@@ -13,8 +13,10 @@ is `fit`; `held-out` files are never read by it. Each evaluation runs megaplan-v
 --rows-tsv with --set overrides; nothing is per row.
 
 Two stages, each coordinate descent from the priors below (datasheet-level guesses, and
-for the scale-up tier a published NCCL measurement, scale_up_prior(); used as they are
-wherever no fit row constrains a constant; stage 1 starts at UP_START, not at its priors):
+for the scale-up tier a published NCCL measurement, scale_up_prior(), for the scale-out
+tier's latency and efficiency one of vTrain's node and fabric, scale_out_prior(); used as they
+are wherever no fit row constrains a constant; stage 1 starts at UP_START and stage 2 the
+scale-out tier at SO_START, not at their priors):
   1. scale-up tier (scale_up.latency, scale_up.efficiency, collective_local_pass) on the
      NCCL all-reduce sweeps: minimise their MAPE.
   2. compute and scale-out (GEMM curve ymax/(1+(x0/x)^k), memory_efficiency,
@@ -78,6 +80,41 @@ def scale_up_prior(path=NCCL_PRIOR, bw=None):
 
 
 UL0, UE0 = scale_up_prior()
+# the scale-out tier's prior: published nccl-tests all-reduce rows of 3 nodes of vTrain's node
+# and fabric (8 A100 SXM4, NVSwitch, 4 x 200 Gb/s HDR; role `prior`, tests/data/README.md)
+NCCL_OUT_PRIOR = os.path.join(ROOT, 'tests', 'data', 'nccl', 'a100_4xhdr_3node_allreduce.csv')
+NCCL_OUT_RANKS = 24          # mpirun -np 24, one GPU each (the file's source line)
+NCCL_OUT_PER_NODE = 8        # all 8 GPUs of each of the 3 nodes
+
+
+def scale_out_bw(profile='a100-4xhdr'):
+    """The profile's scale_out.bw_per_gpu in GB/s (its NIC share, a datasheet value)."""
+    text = open(os.path.join(ROOT, 'hwprofiles', profile + '.yaml')).read()
+    line = re.search(r'^scale_out: +\{.*\}', text, re.M).group(0)
+    return float(re.search(r'bw_per_gpu: ([0-9.]+) GB/s', line).group(1))
+
+
+def scale_out_prior(path=NCCL_OUT_PRIOR, bw=None):
+    """(scale_out.latency in us, scale_out.efficiency) priors from the published rows, by the
+    rule tools/validation-protocol.md ("Scale-out prior") fixed before they were computed: the
+    least-squares line t = a + s bytes through the in-place times; with n = 24 ranks, 8 per node,
+    the model's all-reduce (src/planner/comm.c, collective_local_pass at its prior 0) takes
+    (2(n-1)+1) latencies + bytes 2(n-1)/n / (8 bw_per_gpu efficiency), so efficiency =
+    2(n-1)/n / (s 8 bw_per_gpu), latency = a / (2(n-1)+1). Not clamped here; prior() clamps
+    to the descent's bounds."""
+    lines = [l for l in open(path) if not l.startswith('#')]
+    rows = [(float(r[0]), float(r[5])) for r in csv.reader(lines[1:]) if r]
+    n = NCCL_OUT_RANKS
+    mx = statistics.fmean(b for b, _ in rows)
+    my = statistics.fmean(t for _, t in rows)
+    s = (sum((b - mx) * (t - my) for b, t in rows) / sum((b - mx) ** 2 for b, _ in rows))
+    a = my - s * mx                                   # us
+    node_bw = NCCL_OUT_PER_NODE * (scale_out_bw() if bw is None else bw) * 1e3  # bytes/us
+    eff = 2.0 * (n - 1) / n / (s * node_bw)
+    return a / (2 * (n - 1) + 1), eff
+
+
+OL0, OE0 = scale_out_prior()
 # (name, prior, step, bounds, multiplicative). The scale-up priors are the published sweep's,
 # the values left where no fit row constrains the tier (the fit without the NCCL sweeps)
 UP = [('ul', UL0, 1.0, (0.5, 30.0), False),      # scale_up.latency, us
@@ -90,6 +127,10 @@ UP = [('ul', UL0, 1.0, (0.5, 30.0), False),      # scale_up.latency, us
 # other sources would carry (docs/validation.md, "Protocol", scale-up prior 2: started at the
 # prior above, the full fit moved and the multi-node figure left out went 10.7% -> 16.7%)
 UP_START = {'ul': 5.0, 'ue': 0.8, 'lp': 0.0}
+# where stage 2's descent starts the scale-out constants when the multi-node sweep is in the fit:
+# where the shipped fit started, not the priors (tools/validation-protocol.md, "Scale-out prior",
+# as scale-up prior 2)
+SO_START = {'ol': 10.0, 'oe': 0.8}
 GPU = [('ymax', 0.8, 0.02, (0.5, 0.95), False),
        ('x0', 2e9, 1.25, (1e7, 1e12), True),
        # k <= 1: a GEMM's time x (1 + (x0/x)^k) / (ymax peak) must not fall as its FLOPs x
@@ -99,8 +140,12 @@ GPU = [('ymax', 0.8, 0.02, (0.5, 0.95), False),
        # kernel_overhead, us; host_prior() below counts a Megatron-DeepSpeed layer's host
        # work instead (33.3 us): refits 4 and 5 took it and were rejected (docs/validation.md)
        ('ko', 20.0, 5.0, (0.0, 200.0), False),
-       ('ol', 10.0, 2.0, (1.0, 50.0), False),    # scale_out.latency, us
-       ('oe', 0.8, 0.05, (0.5, 1.0), False),     # scale_out.efficiency
+       # scale-out priors: the published rows' (scale_out_prior()), clamped to the bounds; the
+       # values left where no fit row constrains the tier (the fit without the multi-node sweep)
+       ('ol', min(50.0, max(1.0, OL0)), 2.0, (1.0, 50.0), False),    # scale_out.latency, us
+       ('oe', min(1.0, max(0.5, OE0)), 0.05, (0.5, 1.0), False),     # scale_out.efficiency
+       # partial_node_efficiency: the published run has all 8 GPUs of each node in the group, so
+       # it cannot give it: 1, no loss
        ('pn', 1.0, 0.04, (0.2, 1.0), False)]     # a100-4xhdr scale_out.partial_node_efficiency
 
 
@@ -318,7 +363,7 @@ def host_constrained(exe, data, steps):
     every row is GPU-bound, and its MAPE moves by 0.02 point between 0 and 90 us) the
     descent would leave the constant wherever it stopped, and that value alone would decide
     the prediction of the host-bound rows left out."""
-    p = prior()
+    p = dict(prior(), **SO_START) if 'vtrain-multi' in steps else prior()
     zero = dict(p, ko=0.0)
     return host_bound_rows(rows(exe, data, p, steps), rows(exe, data, zero, steps)) > 0
 
@@ -335,6 +380,8 @@ def fit(exe, data, sources):
         space = [x for x in GPU if x[0] != 'pn' or 'vtrain-multi' in sources]
         if 'vtrain-multi' not in sources:
             space = [x for x in space if x[0] not in ('ol', 'oe')]
+        else:
+            p = dict(p, **SO_START)
         if not host_constrained(exe, data, steps):
             space = [x for x in space if x[0] != 'ko']
         p = descend(exe, data, p, space,

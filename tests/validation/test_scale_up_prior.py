@@ -9,22 +9,15 @@ Recomputed here from the file by hand, and the prior must follow the file: a cop
 figures gives other priors.
 
     test_scale_up_prior.py tools/fit_profile.py"""
-import importlib.util
 import os
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prior_copy  # noqa: E402
 
 
 def main():
-    spec = importlib.util.spec_from_file_location('fit_profile', sys.argv[1])
-    fp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fp)
-    path = fp.NCCL_PRIOR
-    head = [l for l in open(path) if l.startswith('#')]
-    bad = []
-    if '# role: prior\n' not in head:
-        bad.append('%s: no "# role: prior" line' % path)
-    rows = [l.strip().split(',') for l in open(path) if not l.startswith('#')][1:]
+    fp, path, rows, bad = prior_copy.load(sys.argv[1], 'NCCL_PRIOR')
     sizes = [int(r[0]) for r in rows]
     if sizes != [1024 << i for i in range(24)]:
         bad.append('%s: sizes are not 1 KiB .. 8 GiB by powers of two' % path)
@@ -51,26 +44,14 @@ def main():
         bad.append('the file gives latency %.4f us, efficiency %.4f: not the 2.853 us, 0.7719 '
                    'the Protocol entry records' % (want_lat, want_eff))
     # the prior reads the file: halve the 8 GiB busbw and double the small rows' times
-    with tempfile.NamedTemporaryFile('w', suffix='.csv', delete=False) as f:
-        for l in open(path):
-            if not l.startswith('#') and l[0].isdigit():
-                s, lab, b = l.strip().split(',')
-                k = 0.5 if int(s) == 8 << 30 or int(s) <= 65536 else 1.0
-                l = '%s,%s,%.6g\n' % (s, lab, float(b) * k)
-            f.write(l)
-    try:
-        lat, eff = fp.scale_up_prior(f.name)
-    finally:
-        os.unlink(f.name)
+    def change(c):
+        k = 0.5 if int(c[0]) == 8 << 30 or int(c[0]) <= 65536 else 1.0
+        return [c[0], c[1], '%.6g' % (float(c[2]) * k)]
+    lat, eff = prior_copy.prior_of_copy(fp.scale_up_prior, path, change)
     if abs(lat - 2 * want_lat) > 1e-9 or abs(eff - want_eff / 2) > 1e-9:
         bad.append('scale_up_prior() does not follow its file: %.6g us, %.6g from a copy with '
                    'the times doubled and the 8 GiB busbw halved' % (lat, eff))
-    for b in bad:
-        print(b)
-    print('test_scale_up_prior.py: latency %.4f us, efficiency %.4f, %d problems' %
-          (want_lat, want_eff, len(bad)))
-    return 1 if bad else 0
-
+    return prior_copy.report('test_scale_up_prior.py', want_lat, want_eff, bad)
 
 if __name__ == '__main__':
     sys.exit(main())

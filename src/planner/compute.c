@@ -356,8 +356,16 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         wgrad += w;
         dgrad_of[i] = dg;
         wgrad_of[i] = w;
-        double qf, qb;
-        mp_fp8_cast_bytes(c, gm, gn, gk, &qf, &qb);
+        /* FP8 casts: the input (QKV's, FC1's and cross attention's Q are
+         * column-parallel, gathered under SP) and the output gradient (the
+         * projection's and FC2's are row-parallel, gathered under SP); an
+         * MoE block's shared experts are left as they were */
+        bool dense_mlp = !moe || i < 2;
+        double sps = pp->sp && pp->tp > 1 ? t : 1.0;
+        bool col = (i == 0 || i == 2 || i == 4) && dense_mlp;
+        bool row = (i == 1 || i == 3 || i == 6) && dense_mlp;
+        double qf = mp_fp8_operand_cast_bytes(c, gm * gk, col ? sps : 1.0, i == 0 || (i == 2 && !moe));
+        double qb = mp_fp8_operand_cast_bytes(c, gm * gn, row ? sps : 1.0, false);
         cast_f += qf;
         cast_b += qb;
         cast_of[i] = qf > 0.0 ? 1.0 : 0.0;

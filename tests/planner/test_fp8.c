@@ -268,6 +268,22 @@ static void test_operand_cast(void **state)
     double amax_b = 2.0 * T * (qkv / t + h / t + 2.0 * f / t + h / t);
     assert_true(near(w.fwd_compute - d.fwd_compute, amax_f / bw, 1e-6));
     assert_true(near(w.bwd_compute - d.bwd_compute, amax_b / bw, 1e-6));
+
+    /* the forward's TP gathers in FP8 (1 byte), its reduce-scatters in BF16;
+     * BF16 training gathers 2 bytes; the backward is the same in both */
+    c.parallel.tp_overlap = false;
+    mp_group_place tpg;
+    mp_group_place_of(&c, MP_GROUP_TP, &tpg);
+    mp_block_time_of(&c, &bs, &w);
+    double ag1 = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLGATHER, T * h);
+    double ag2 = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLGATHER, 2.0 * T * h);
+    double rs2 = mp_coll_time(&c.hw, &tpg, MP_COLL_REDUCESCATTER, 2.0 * T * h);
+    assert_true(near(w.tp_fwd, 2.0 * (ag1 + rs2), 1e-9));
+    mp_config bf = c;
+    bf.training.precision = MP_DTYPE_BF16;
+    mp_block_time_of(&bf, &bs, &d);
+    assert_true(near(d.tp_fwd, 2.0 * (ag2 + rs2), 1e-9));
+    assert_true(near(w.tp_bwd, d.tp_bwd, 1e-9));
 }
 
 /* Memory: FP8 copies (and transposes) of every block weight, 2 bytes per

@@ -364,7 +364,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         double sps = pp->sp && pp->tp > 1 ? t : 1.0;
         bool col = (i == 0 || i == 2 || i == 4) && dense_mlp;
         bool row = (i == 1 || i == 3 || i == 6) && dense_mlp;
-        double qf = mp_fp8_operand_cast_bytes(c, gm * gk, col ? sps : 1.0, i == 0 || (i == 2 && !moe));
+        bool fused = i == 0 || (i == 2 && !moe); /* the norm's output: amax fused */
+        double qf = mp_fp8_operand_cast_bytes(c, gm * gk, col ? sps : 1.0, fused);
         double qb = mp_fp8_operand_cast_bytes(c, gm * gn, row ? sps : 1.0, false);
         cast_f += qf;
         cast_b += qb;

@@ -356,8 +356,17 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         wgrad += w;
         dgrad_of[i] = dg;
         wgrad_of[i] = w;
-        double qf, qb;
-        mp_fp8_cast_bytes(c, gm, gn, gk, &qf, &qb);
+        /* FP8 casts: the input (QKV's, FC1's and cross attention's Q are
+         * column-parallel, gathered under SP) and the output gradient (the
+         * projection's and FC2's are row-parallel, gathered under SP); an
+         * MoE block's shared experts are left as they were */
+        bool dense_mlp = !moe || i < 2;
+        double sps = pp->sp && pp->tp > 1 ? t : 1.0;
+        bool col = (i == 0 || i == 2 || i == 4) && dense_mlp;
+        bool row = (i == 1 || i == 3 || i == 6) && dense_mlp;
+        bool fused = i == 0 || (i == 2 && !moe); /* the norm's output: amax fused */
+        double qf = mp_fp8_operand_cast_bytes(c, gm * gk, col ? sps : 1.0, fused);
+        double qb = mp_fp8_operand_cast_bytes(c, gm * gn, row ? sps : 1.0, false);
         cast_f += qf;
         cast_b += qb;
         cast_of[i] = qf > 0.0 ? 1.0 : 0.0;
@@ -479,7 +488,24 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     mp_group_place tpg;
     mp_group_place_of(c, MP_GROUP_TP, &tpg);
     double one = tp_collective(c, &tpg, T * h * dt);
-    out->tp_fwd = tp_exposed(c, n_ar * one, gemm, MP_COMM_TP_UB_FWD);
+    /* Under a per-tensor FP8 recipe with SP, Transformer Engine gathers the
+     * column-parallel layers' inputs in FP8 (quantized on the rank's share
+     * before the gather, as the casts above): the forward's all-gathers of
+     * the self-attention's and a dense MLP's inputs move 1 byte per element,
+     * their reduce-scatters (the row-parallel outputs) stay BF16. The
+     * backward's four gathers (QKV's and FC1's inputs again for the weight
+     * gradients, the projection's and FC2's output gradients) in FP8 and its
+     * two BF16 reduce-scatters move as much as the two BF16 pairs counted
+     * there, which stay. */
+    mp_fp8_recipe rcp = c->training.fp8_recipe;
+    double one_f = one, n_fp8 = 0.0;
+    if (mp_fp8_on(c) && pp->sp && pp->tp > 1 &&
+        (rcp == MP_FP8_DELAYED || rcp == MP_FP8_TENSORWISE)) {
+        one_f = mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, T * h) +
+                mp_coll_time(hw, &tpg, MP_COLL_REDUCESCATTER, T * h * dt);
+        n_fp8 = fmin(n_ar, moe ? 1.0 : 2.0);
+    }
+    out->tp_fwd = tp_exposed(c, n_fp8 * one_f + (n_ar - n_fp8) * one, gemm, MP_COMM_TP_UB_FWD);
     if (c->parallel.tp_overlap || pp->tp <= 1) {
         out->tp_bwd = tp_exposed(c, (n_ar + (cross ? 1.0 : 0.0)) * one, gemm_b, MP_COMM_TP_UB_BWD);
     } else if (c->training.stack != MP_STACK_MEGATRON_LM) {

@@ -216,6 +216,12 @@ double mp_fp8_accumulate_factor(const mp_config *c, mp_gemm_pass pass);
  * m x k input, backward the m x n output gradient (0, 0 when not fp8). */
 void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double *fwd,
                        double *bwd);
+/* Bytes through HBM to cast one GEMM operand of elems elements to FP8:
+ * sp_split = t where the operand is all-gathered over the sequence-parallel
+ * group (quantized on the rank's share first), 1 otherwise; amax_fused: its
+ * producer computed current scaling's amax (docs/cost-model.md §13). */
+double mp_fp8_operand_cast_bytes(const mp_config *c, double elems, double sp_split,
+                                 bool amax_fused);
 /* Bytes per element of an FP8 tensor saved for the backward (with scales). */
 double mp_fp8_stash_bytes(const mp_config *c);
 /* Bytes per GEMM weight parameter of its FP8 copies (0 when not fp8). */

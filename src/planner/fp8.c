@@ -153,6 +153,36 @@ void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double 
     *bwd = e * m * n; /* the output gradient, for the input and the weight gradients */
 }
 
+double mp_fp8_operand_cast_bytes(const mp_config *c, double elems, double sp_split,
+                                 bool amax_fused)
+{
+    if (!mp_fp8_on(c) || !(elems > 0.0))
+        return 0.0;
+    mp_fp8_recipe r = c->training.fp8_recipe;
+    bool per_tensor = r == MP_FP8_DELAYED || r == MP_FP8_TENSORWISE;
+    /* current scaling's amax read, unless the kernel that produced the
+     * tensor computed it while writing it: Transformer Engine 2.7 and later
+     * run the norm of a LayerNormLinear (Megatron-Core's
+     * TELayerNormColumnParallelLinear: QKV's and FC1's inputs) with the amax
+     * fused (FUSED_NORM_AMAX_FP8 / create_hp_tensor_with_amax in
+     * transformer_engine/pytorch/csrc/extensions/normalization.cpp, then
+     * quantize_with_amax) */
+    double amax = r == MP_FP8_TENSORWISE && !amax_fused ? 2.0 : 0.0;
+    if (!(sp_split > 1.0) || !per_tensor)
+        return elems * (cast_bytes_per_element(c) - (r == MP_FP8_TENSORWISE ? 2.0 : 0.0) + amax);
+    /* A sequence-parallel operand (a column-parallel layer's input, a
+     * row-parallel layer's output gradient) is quantized on the rank's 1/t
+     * share before the all-gather, which then moves FP8 (TE's
+     * layernorm_linear.py / linear.py forward: the quantizer runs on ln_out
+     * before fill_userbuffers_buffer_for_all_gather or gather_along_first_dim,
+     * row-wise only; base.py grad_output_preprocess likewise for the output
+     * gradient): read 2, write the row-wise copy 1 on elems / t; the
+     * transposed copy the weight gradient needs (Hopper: TN only) is made
+     * from the gathered FP8 tensor, read 1 write 1 on all elems */
+    double local = elems / sp_split * (2.0 + 1.0 + amax);
+    return local + (fp8_copies(c) > 1.0 ? 2.0 * elems : 0.0);
+}
+
 double mp_fp8_stash_bytes(const mp_config *c)
 {
     return 1.0 + act_scale_bytes(c->training.fp8_recipe);

@@ -220,6 +220,72 @@ static void test_cast_bytes(void **state)
     assert_true(mp_fp8_weight_copy_bytes(&c) == 0.0);
 }
 
+/* One operand's cast (mp_fp8_operand_cast_bytes): a sequence-parallel
+ * operand (a column-parallel layer's input, a row-parallel layer's output
+ * gradient) is quantized on the rank's 1/t share before the FP8 all-gather
+ * (read 2, write 1, current scaling's amax read 2 more) and transposed after
+ * it on Hopper (read 1, write 1 on the gathered tensor); Blackwell makes no
+ * transpose of a per-tensor scaled tensor; the block-scaled recipes keep the
+ * whole-tensor count. Current scaling's amax read disappears where the
+ * producer (Transformer Engine >= 2.7's norm) computed it. In a dense block
+ * at t = 4 with SP, current scaling costs over delayed only the amax reads
+ * of the operands not produced by the norm: the projection's and FC2's
+ * inputs whole, the projection's and FC2's output gradients on the rank's
+ * share, QKV's and FC1's output gradients whole. */
+static void test_operand_cast(void **state)
+{
+    (void)state;
+    const double e = 1.0e6;
+    mp_config c = config("llama3-70b", "dgx-h100", 64, 4, MP_DTYPE_FP8);
+    c.training.fp8_recipe = MP_FP8_TENSORWISE;
+    assert_true(near(mp_fp8_operand_cast_bytes(&c, e, 1.0, false), 6.0 * e, 1e-12));
+    assert_true(near(mp_fp8_operand_cast_bytes(&c, e, 1.0, true), 4.0 * e, 1e-12));
+    assert_true(near(mp_fp8_operand_cast_bytes(&c, e, 4.0, false), 5.0 * e / 4.0 + 2.0 * e, 1e-12));
+    assert_true(near(mp_fp8_operand_cast_bytes(&c, e, 4.0, true), 3.0 * e / 4.0 + 2.0 * e, 1e-12));
+    c.training.fp8_recipe = MP_FP8_DELAYED;
+    assert_true(near(mp_fp8_operand_cast_bytes(&c, e, 4.0, true), 3.0 * e / 4.0 + 2.0 * e, 1e-12));
+    assert_true(near(mp_fp8_operand_cast_bytes(&c, e, 1.0, false), 4.0 * e, 1e-12));
+    c.training.fp8_recipe = MP_FP8_BLOCKWISE;
+    assert_true(near(mp_fp8_operand_cast_bytes(&c, e, 4.0, false), (4.0 + 8.0 / 128.0) * e, 1e-12));
+    mp_config b = config("llama3-70b", "b200", 64, 4, MP_DTYPE_FP8);
+    b.training.fp8_recipe = MP_FP8_TENSORWISE;
+    assert_true(near(mp_fp8_operand_cast_bytes(&b, e, 4.0, false), 5.0 * e / 4.0, 1e-12));
+
+    /* the block: tensorwise minus delayed, t = 4 with SP */
+    c.training.fp8_recipe = MP_FP8_DELAYED;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    mp_block_time d, w;
+    mp_block_time_of(&c, &bs, &d);
+    c.training.fp8_recipe = MP_FP8_TENSORWISE;
+    mp_block_time_of(&c, &bs, &w);
+    const mp_model *m = &c.model;
+    double T = 4096.0, t = 4.0, h = (double)m->hidden, f = (double)m->ffn_hidden;
+    double hd = h / (double)m->heads, qd = (double)m->heads * hd;
+    double qkv = qd + 2.0 * (double)m->kv_heads * hd;
+    double bw = c.hw.hbm_bw * c.hw.memory_efficiency;
+    double amax_f = 2.0 * T * (qd / t + f / t);
+    double amax_b = 2.0 * T * (qkv / t + h / t + 2.0 * f / t + h / t);
+    assert_true(near(w.fwd_compute - d.fwd_compute, amax_f / bw, 1e-6));
+    assert_true(near(w.bwd_compute - d.bwd_compute, amax_b / bw, 1e-6));
+
+    /* the forward's TP gathers in FP8 (1 byte), its reduce-scatters in BF16;
+     * BF16 training gathers 2 bytes; the backward is the same in both */
+    c.parallel.tp_overlap = false;
+    mp_group_place tpg;
+    mp_group_place_of(&c, MP_GROUP_TP, &tpg);
+    mp_block_time_of(&c, &bs, &w);
+    double ag1 = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLGATHER, T * h);
+    double ag2 = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLGATHER, 2.0 * T * h);
+    double rs2 = mp_coll_time(&c.hw, &tpg, MP_COLL_REDUCESCATTER, 2.0 * T * h);
+    assert_true(near(w.tp_fwd, 2.0 * (ag1 + rs2), 1e-9));
+    mp_config bf = c;
+    bf.training.precision = MP_DTYPE_BF16;
+    mp_block_time_of(&bf, &bs, &d);
+    assert_true(near(d.tp_fwd, 2.0 * (ag2 + rs2), 1e-9));
+    assert_true(near(w.tp_bwd, d.tp_bwd, 1e-9));
+}
+
 /* Memory: FP8 copies (and transposes) of every block weight, 2 bytes per
  * parameter with delayed scaling; the master weights, gradients and
  * optimizer unchanged; the GEMM inputs stashed in 1 byte instead of 2. */
@@ -406,7 +472,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_rate), cmocka_unit_test(test_gemm_transfer),
         cmocka_unit_test(test_split_accumulator),
-        cmocka_unit_test(test_cast_bytes),
+        cmocka_unit_test(test_cast_bytes), cmocka_unit_test(test_operand_cast),
         cmocka_unit_test(test_memory),    cmocka_unit_test(test_step),
         cmocka_unit_test(test_imbalance), cmocka_unit_test(test_storage_switches),
         cmocka_unit_test(test_zero3_copies_sharded),

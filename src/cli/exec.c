@@ -547,10 +547,11 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                      mp_rope_attention_factor(rf), softmax);
         else if (d->rope && rf->theta > 0 && rf->theta != 10000.0)
             snprintf(angles, sizeof angles, " (base %g)", rf->theta);
-        printf("blocks: %s, %s, %s positions%s, %s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
+        printf("blocks: %s, %s, %s positions%s, %s%s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
                d->swiglu ? "SwiGLU" : d->relu ? "ReLU" : "GeLU",
                d->rope ? "rotary" : d->t5 ? "relative" : "learned", angles,
-               d->no_bias ? "no biases" : "biases");
+               d->no_bias ? "no biases" : "biases",
+               d->qk_norm ? ", QK-norm (RMSNorm on each query and key head before RoPE)" : "");
     }
     if (d->window > 0 || d->sinks || d->glu_limit > 0) {
         char win[96] = "full attention";

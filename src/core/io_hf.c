@@ -688,7 +688,8 @@ static hf_family family_of(const char *model_type)
         hf_family f;
     } map[] = {
         {"gpt2", HF_GPT2},      {"llama", HF_LLAMA},   {"mistral", HF_LLAMA},
-        {"qwen2", HF_LLAMA},    {"bert", HF_BERT},     {"roberta", HF_BERT},
+        {"qwen2", HF_LLAMA},    {"qwen3", HF_LLAMA},   {"bert", HF_BERT},
+        {"roberta", HF_BERT},
         {"megatron-bert", HF_BERT}, {"t5", HF_T5},     {"mt5", HF_T5},
         {"mixtral", HF_MIXTRAL}, {"qwen2_moe", HF_QWEN_MOE}, {"qwen3_moe", HF_QWEN_MOE},
         {"deepseek_v3", HF_DEEPSEEK}, {"gpt_oss", HF_GPT_OSS},
@@ -752,7 +753,8 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         fam = family_of(model_type);
         if (fam == HF_UNKNOWN) {
             st = hf_fail(&cx, "model_type", err,
-                         "unsupported (known: gpt2, llama, mistral, qwen2, bert, roberta, t5, mt5, "
+                         "unsupported (known: gpt2, llama, mistral, qwen2, qwen3, bert, roberta, "
+                         "t5, mt5, "
                          "mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss)");
             goto done;
         }
@@ -767,7 +769,12 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         fam = HF_DEEPSEEK;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "num_experts") &&
                cJSON_GetObjectItemCaseSensitive(root, "moe_intermediate_size")) {
-        fam = HF_QWEN_MOE;
+        /* Qwen2-MoE and Qwen3-MoE share these keys but not the math
+         * (Qwen3's QK-norm): the family cannot be guessed */
+        st = mp_error_set(err, MP_EINPUT, origin, 1, 1, "model_type",
+                          "missing: a Qwen-MoE config needs it (qwen2_moe or qwen3_moe, which "
+                          "adds QK-norm)");
+        goto done;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "n_layer")) {
         fam = HF_GPT2;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "d_model")) {
@@ -813,6 +820,11 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
     }
     if (st != MP_OK)
         goto done;
+    /* Qwen3 (dense and MoE): an RMSNorm on each query and key head before
+     * the rotary turn (transformers' modeling_qwen3.py / modeling_qwen3_moe.py
+     * q_norm, k_norm); its config has no key for it */
+    if (model_type && (!strcmp(model_type, "qwen3") || !strcmp(model_type, "qwen3_moe")))
+        out->attn.qk_norm = true;
     /* name: the checkpoint's folder for ".../name/config.json", else the file */
     char stem[MP_NAME_MAX];
     mp_basename_stem(origin ? origin : "hf-model", stem, sizeof stem);

@@ -157,6 +157,7 @@ static const mp_field model_fields[] = {
     SUB_INT_FIELD(attn, window, 0, MAX_SEQ),
     SUB_INT_FIELD(attn, window_skip_freq, 0, MP_MAX_LAYERS),
     {.path = "attn.sinks", .type = MP_FT_BOOL, .offset = offsetof(mp_model, attn.sinks)},
+    {.path = "attn.qk_norm", .type = MP_FT_BOOL, .offset = offsetof(mp_model, attn.qk_norm)},
     {.path = "linear_bias", .type = MP_FT_BOOL, .offset = offsetof(mp_model, linear_bias)},
     {.path = "glu_limit", .type = MP_FT_DOUBLE, .offset = offsetof(mp_model, glu_limit),
      .unit = MP_UNIT_NONE, .min = 0.0, .max = 1e6},

@@ -118,6 +118,12 @@ typedef struct mp_model {
         int64_t window;
         int64_t window_skip_freq;
         bool sinks;
+        /* QK-norm (Qwen3; Megatron-Core's --qk-layernorm): an RMSNorm over
+         * head_dim on every query head and every key head after the QKV
+         * projection and before the rotary turn, each with its own learned
+         * scale of head_dim shared by the heads (HF's q_norm / k_norm of
+         * modeling_qwen3.py, weight shape [head_dim]) */
+        bool qk_norm;
         /* rotary embedding with YaRN scaling (GPT-OSS): its attention
          * factor (mscale) is not 1, which Transformer Engine's fused RoPE
          * kernel does not take, so Megatron applies it with unfused ops */

@@ -103,6 +103,12 @@ mp_status mp_model_finish_attn(mp_model *m, mp_error *err)
                                   "llama), not %s", mp_arch_name(m->arch));
     if (a->sinks && mp_model_is_mla(m))
         return FAIL("attn.sinks", "not modelled with latent attention (mla)");
+    if (a->qk_norm && m->arch != MP_ARCH_LLAMA)
+        return FAIL("attn.qk_norm", "QK-norm (Qwen3) is modelled for arch llama only, not %s",
+                    mp_arch_name(m->arch));
+    if (a->qk_norm && mp_model_is_mla(m))
+        return FAIL("attn.qk_norm", "not modelled with latent attention (mla has its own "
+                                    "latent norms)");
     if (m->linear_bias && m->arch != MP_ARCH_LLAMA)
         return FAIL("linear_bias", "only for arch llama (%s has its biases already)",
                     mp_arch_name(m->arch));

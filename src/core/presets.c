@@ -68,6 +68,17 @@ typedef struct preset {
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
 
+/* Qwen3's MoE: the form above with QK-norm, an RMSNorm over head_dim on each
+ * query and key head before RoPE (Qwen Team 2025, the Qwen3 report's
+ * architecture section, after Dehghani et al. 2023; HF's q_norm/k_norm). */
+#define MOE_QK(nm, L, h, a, kv, hd, V, s, E, k, ef, ffn, total, active, gb, theta)            \
+    {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
+      .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
+      .tied_embeddings = false, .attn = {.rope_theta = theta, .qk_norm = true},            \
+      .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
+     total, gb, active, NULL}
+
 /* GPT-OSS: the MoE form above with biases, sinks, the alternating 128-token
  * window (full attention in every second block), the SwiGLU clamped at 7
  * and YaRN-scaled rotary embeddings (config.json's rope_theta and
@@ -165,7 +176,8 @@ static const preset presets[] = {
     /* Qwen Team 2025, "Qwen3 Technical Report", Tables 1-2: 94 layers, 64
      * query / 4 KV heads, 128 experts, 8 activated, 235B total / 22B active;
      * head_dim 128 and expert size 1536 from the released config.json. */
-    MOE("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 151936, 4096, 128, 8, 1536, 12288, 235e9, 22e9, 0, 1e6),
+    MOE_QK("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 151936, 4096, 128, 8, 1536, 12288, 235e9, 22e9, 0,
+           1e6),
     /* Muennighoff et al. 2024, "OLMoE: Open Mixture-of-Experts Language
      * Models", Table 1: 6.9B total, 1.3B active, 64 experts, top-8, 16
      * layers; the small MoE the tests use. Batch 4M tokens = 1024 x 4096. */

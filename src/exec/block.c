@@ -46,6 +46,57 @@ static const mp_attn_oss *oss_of(const mp_gpt *g, int l, mp_attn_oss *x)
     return x->window > 0 || x->sink ? x : NULL;
 }
 
+/* QK-norm (Qwen3; HF's q_norm / k_norm, Megatron-Core's --qk-layernorm),
+ * in place on qkv[S,row] after the projection and before RoPE: in each row
+ * r, every query head a (columns a*hd .. of Q) and every key head j (of K)
+ *   rstd = 1/sqrt(sum(x^2)/hd + eps),  xhat = x * rstd,  x <- xhat * w
+ * with w = the query scale wq[hd] for Q's heads and wk[hd] for K's, shared
+ * by the heads. xhat [S, al+gl, hd] (Q's heads, then K's) and rstd
+ * [S, al+gl] are kept for the backward. The backend's RMSNorm over rows of
+ * hd: one row's heads are contiguous (al of Q, then gl of K); in place is
+ * safe on both backends, as each output element is written by whoever read
+ * it, after the row's statistics. */
+static void qk_norm_forward(mp_gpt *g, block_acts *B, int l)
+{
+    sizes z = sizes_of(&g->d);
+    const real *wq = blk(g->w, g, l, MP_BLK_QNORM_W), *wk = blk(g->w, g, l, MP_BLK_KNORM_W);
+    size_t nh = z.al + z.gl;
+    for (size_t r = 0; r < z.S; r++) {
+        real *q = B->qkv + r * z.row, *k = q + z.hl;
+        real *xh = B->qk_xhat + r * nh * z.hd, *rs = B->qk_rstd + r * nh;
+        /* q[al, hd] <- rmsnorm(q) * wq;  k[gl, hd] <- rmsnorm(k) * wk */
+        g->be->rmsnorm_forward(MP_REAL_KIND, q, xh, rs, q, wq, (int)z.al, (int)z.hd, g->exact);
+        g->be->rmsnorm_forward(MP_REAL_KIND, k, xh + z.hl, rs + z.al, k, wk, (int)z.gl,
+                               (int)z.hd, g->exact);
+    }
+}
+
+/* Its backward on dqkv[S,row] (the gradients of the normed Q and K, after
+ * RoPE's backward), each row's through the workspace's qk_tmp and back (the
+ * CUDA backend's scale gradient reads dout after dx is written):
+ *   dx = rstd * (dy*w - xhat * mean(dy*w*xhat))   per head row of hd,
+ *   dwq[hd] += sum over rows and Q heads of dy * xhat (dwk: K's heads).
+ * The scales' gradients are this rank's heads' share (and its tokens' under
+ * CP): reduce_grads sums them over TP (params.c), DP x CP as every weight. */
+static void qk_norm_backward(mp_gpt *g, block_acts *B, int l, real *dqkv)
+{
+    sizes z = sizes_of(&g->d);
+    const real *wq = blk(g->w, g, l, MP_BLK_QNORM_W), *wk = blk(g->w, g, l, MP_BLK_KNORM_W);
+    real *dwq = blk(g->g, g, l, MP_BLK_QNORM_W), *dwk = blk(g->g, g, l, MP_BLK_KNORM_W);
+    size_t nh = z.al + z.gl;
+    real *tmp = work_of(g).qk_tmp;
+    for (size_t r = 0; r < z.S; r++) {
+        real *dq = dqkv + r * z.row, *dk = dq + z.hl;
+        const real *xh = B->qk_xhat + r * nh * z.hd, *rs = B->qk_rstd + r * nh;
+        /* tmp[al, hd] = dq's, dwq[hd] += ...;  tmp[al.., gl, hd] = dk's, dwk[hd] += ... */
+        g->be->rmsnorm_backward(MP_REAL_KIND, tmp, dwq, dq, xh, rs, wq, (int)z.al, (int)z.hd,
+                                g->exact);
+        g->be->rmsnorm_backward(MP_REAL_KIND, tmp + z.hl, dwk, dk, xh + z.hl, rs + z.al, wk,
+                                (int)z.gl, (int)z.hd, g->exact);
+        be_copy(g, dq, tmp, z.hl + z.kc); /* Q's then K's columns, contiguous in the row */
+    }
+}
+
 /* att[S,hl] from V's Q, K and V (CP: against every position's K|V in
  * kv_full), the probabilities into probs: the forward's and selective
  * recomputation's core attention. */
@@ -90,6 +141,8 @@ static mp_status attention_forward(mp_gpt *g, block_acts *B, int l, const real *
     if ((bias = P(MP_BLK_QKV_B)))
         g->be->bias_add(MP_REAL_KIND, B->qkv, bias, (int)z.S, (int)z.row);
     bq(g, B->qkv, z.S * z.row, MP_Q_ACT);
+    if (z.qk_norm) /* Qwen3: each Q and K head normed, before RoPE */
+        qk_norm_forward(g, B, l);
     if (g->d.rope) { /* turn Q and K by their positions' angles */
         g->be->rope(MP_REAL_KIND, B->qkv, z.row, (int)z.al, (int)z.hd, &g->d.rope_freq,
                     g->qpos_be, (int)z.s, (int)z.b, false, ex, MP_Q_ACT);
@@ -269,6 +322,10 @@ norm2:
                     g->qpos_be, (int)z.s, (int)z.b, true, ex, MP_Q_GRAD_ATT);
         g->be->rope(MP_REAL_KIND, W.dqkv + z.hl, z.row, (int)z.gl, (int)z.hd, &g->d.rope_freq,
                     g->qpos_be, (int)z.s, (int)z.b, true, ex, MP_Q_GRAD_ATT);
+    }
+    if (z.qk_norm) { /* back through Q's and K's norms (onto the activation-gradient grid) */
+        qk_norm_backward(g, B, l, W.dqkv);
+        bq(g, W.dqkv, z.S * z.row, MP_Q_GRAD_ATT);
     }
     /* dbqkv, dWqkv[h,row] += ln1_full^T @ dqkv; dln1 = reduce(dqkv @ Wqkv^T) */
     if ((bias = G(MP_BLK_QKV_B)))

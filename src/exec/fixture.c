@@ -144,6 +144,10 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
 {
     const int *c = fx->config;
     const mp_rope_spec *rf = &d->rope_freq;
+    if (d->qk_norm) /* the fixtures' config has no field for it */
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.attn.qk_norm",
+                            "no PyTorch fixture has QK-norm: the plan cannot be checked "
+                            "against one");
     bool yarn = d->rope && rf->yarn;
     int arch = d->bert ? 2 : (d->rmsnorm || d->swiglu || d->rope || d->no_bias) ? 1 : 0;
     int enc_layers = 0, dec_seq = 0;

@@ -23,6 +23,8 @@ typedef struct block_acts {
     real *xout;                           /* [Sl,h] block output */
     real *moe;                            /* an MoE model's block state (exec/moe.h) */
     real *mla;                            /* latent attention's block state (exec/mla.h) */
+    real *qk_xhat, *qk_rstd;              /* QK-norm: [S,hl+kc] the normed Q|K heads before
+                                             their scales, [S,al+gl] each head row's 1/rms */
 } block_acts;
 
 struct mp_acts {
@@ -58,6 +60,7 @@ typedef struct work {
     real *kv_ranks; /* CP: [cp][S,2kc] every rank's K|V (or gradients), rank after rank */
     real *dkv_full; /* CP: [sk*b,2kc] gradient of every position's K|V from these queries */
     real *mla;       /* latent attention's workspace (exec/mla.h) */
+    real *qk_tmp;    /* QK-norm: [hl+kc] one row's Q|K input gradient (block.c) */
     real *moe;       /* the MoE blocks' scratch: their transients and what selective
                         recomputation rebuilds (exec/moe.h, MP_MOE_WORK) */
     block_acts sblk; /* recomputation: one block's activations (probs alone for
@@ -84,6 +87,7 @@ typedef struct sizes {
     size_t hdv;                   /* a value head's columns (hd but with latent attention) */
     size_t mla, mla_work;         /* reals of one block's latent-attention state and of its
                                      workspace (0: none) */
+    bool qk_norm;                 /* QK-norm on the Q and K heads (block.c) */
 } sizes;
 
 /* The modules selective recomputation rebuilds in block l (MP_RCM_* bits of
@@ -136,6 +140,7 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
         z.hl = z.al * z.hdv;
     }
     z.row = z.hl + 2 * z.kc;
+    z.qk_norm = d->qk_norm && !mp_dims_is_mla(d);
     z.kvo = mp_dims_is_mla(d) ? z.kc : z.hl;
     z.kvw = z.row - z.kvo;
     mp_mla_sizes mz = mp_mla_sizes_of(d, z.S, z.Sl);
@@ -199,6 +204,10 @@ static inline void layout_block(block_acts *B, real *base, size_t *u, const size
         if (!(rb & RB_CORE_ATTN))
             B->probs = take(base, u, z->b * z->al * z->s * z->sk);
         B->att = take(base, u, z->S * z->hl);
+        if (z->qk_norm) {
+            B->qk_xhat = take(base, u, z->S * (z->hl + z->kc));
+            B->qk_rstd = take(base, u, z->S * (z->al + z->gl));
+        }
         if (z->cp > 1)
             B->kv_full = take(base, u, z->sk * z->b * z->kvw);
         B->xmid = take(base, u, z->Sl * z->h);
@@ -277,6 +286,7 @@ static inline size_t layout_work(work *W, real *base, const sizes *z)
     W->kv_ranks = take(base, &u, kv);
     W->dkv_full = take(base, &u, kv);
     W->mla = z->mla_work ? take(base, &u, z->mla_work) : NULL;
+    W->qk_tmp = z->qk_norm ? take(base, &u, z->hl + z->kc) : NULL;
     W->moe = z->moe_work ? take(base, &u, z->moe_work) : NULL;
     /* full recompute rebuilds a whole block here; selective only its probabilities */
     if (z->most_recompute == 2)

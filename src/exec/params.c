@@ -136,6 +136,15 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
     SECTIONS(d->heads * hd, g * hd, g * hd);
     BLK(MP_BLK_QKV_W, !mla, "qkv.weight", h, qkv, MP_SPLIT_QKV, MP_INIT_WEIGHT, false);
     BLK(MP_BLK_QKV_B, !mla && bias, "qkv.bias", 1, qkv, MP_SPLIT_QKV, MP_INIT_BIAS, false);
+    /* QK-norm: one scale of hd for every query head, one for every key
+     * head, replicated; each TP rank sums over its own heads only */
+    BLK(MP_BLK_QNORM_W, !mla && d->qk_norm, "q_norm.weight", 1, hd, MP_SPLIT_NONE,
+        MP_INIT_GAMMA, false);
+    BLK(MP_BLK_KNORM_W, !mla && d->qk_norm, "k_norm.weight", 1, hd, MP_SPLIT_NONE,
+        MP_INIT_GAMMA, false);
+    for (int k = MP_BLK_QNORM_W; k <= MP_BLK_KNORM_W; k++)
+        if (blk[k] >= 0 && d->tp > 1)
+            out->p[blk[k]].sp_partial = out->p[blk[k]].head_partial = true;
     /* GPT-OSS's sinks: one logit per query head, this rank's heads' */
     BLK(MP_BLK_SINK, !mla && d->sinks, "sinks", 1, d->heads, MP_SPLIT_COLS, MP_INIT_BIAS, false);
     if (mla) /* latent attention: down-projections replicated, up-projections by heads */

@@ -102,6 +102,9 @@ typedef struct mp_gpt_dims {
     bool sinks;
     double glu_limit;
     bool expert_bias; /* the routed experts' fc1 and fc2 biases (MP_BLK_EXP_FC*_B) */
+    /* QK-norm (Qwen3, block.c): an RMSNorm over the head dim on each query
+     * and key head before RoPE, scales MP_BLK_QNORM_W / MP_BLK_KNORM_W */
+    bool qk_norm;
 } mp_gpt_dims;
 
 /* Block l's attention window (0: full attention): windowed unless
@@ -224,7 +227,10 @@ typedef struct mp_param {
     bool latent_down;     /* MLA's down-projections and their norms: replicated over TP, their
                              SP sum (sp_partial) is --test-drop-allreduce tp-mla-grad's */
     bool sp_partial;      /* under SP each TP rank holds the gradient of its tokens only:
-                             all-reduce it over TP (LayerNorms, row-parallel biases, positions) */
+                             all-reduce it over TP (LayerNorms, row-parallel biases, positions);
+                             also QK-norm's scales under any TP (each rank: its heads' share) */
+    bool head_partial;    /* QK-norm's scales: their TP sum is --test-drop-allreduce
+                             tp-qknorm-grad's */
     size_t offset;        /* of this rank's part in the flat buffers */
     int item;             /* layer item: 0 embedding, 1..L blocks, L+1 head (pipeline stage) */
     int n_sec;            /* MP_SPLIT_QKV: sections, and each one's full columns */
@@ -262,6 +268,10 @@ enum {
     /* GPT-OSS: the attention sinks (one logit a head, split over TP by
      * heads), the routed experts' biases (stacked by expert), the router's */
     MP_BLK_SINK, MP_BLK_EXP_FC1_B, MP_BLK_EXP_FC2_B, MP_BLK_ROUTER_B,
+    /* QK-norm (Qwen3): the query heads' and the key heads' RMSNorm scales
+     * [1, head_dim], replicated over TP; each TP rank's gradient is its
+     * heads' share, summed over TP (sp_partial, with or without SP) */
+    MP_BLK_QNORM_W, MP_BLK_KNORM_W,
     MP_BLK_COUNT
 };
 

@@ -184,6 +184,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->window = (int)(shrink && m->attn.window > 5 ? 5 : m->attn.window);
     out->window_skip_freq = (int)m->attn.window_skip_freq;
     out->sinks = m->attn.sinks;
+    out->qk_norm = m->attn.qk_norm;
     out->glu_limit = m->glu_limit;
     out->bert = m->arch == MP_ARCH_BERT;
     /* the plan's recomputation; per layer as search wrote it (a shrunk model has

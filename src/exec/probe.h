@@ -21,7 +21,8 @@ typedef struct mp_probe {
     bool oom;
     /* Test-only: the collective site to skip ("tp-attn", "tp-mlp", "tp-embed",
      * "tp-head", "tp-lngrad", "dp-grad", "pp-embgrad", "cp-dkv",
-     * "pp-relgrad" (T5's relative-bias copies over a pipeline), "pp-mirror"
+     * "tp-qknorm-grad" (the QK-norm scales' TP sum), "pp-relgrad" (T5's
+     * relative-bias copies over a pipeline), "pp-mirror"
      * (dualpipe's sum of a stage's two copies), "pp-mirror-load" (theirs of the
      * expert bias's token counts), "zero-tied-sum" (ZeRO-2/3 with pp:
      * the tied embedding's shards summed whole before the stages' sum); and

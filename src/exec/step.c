@@ -437,7 +437,8 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
     for (int pid = 0; pid < lay->n; pid++) {
         const mp_param *p = &lay->p[pid];
         if (!p->sp_partial || mp_probe_drops(pr, "tp-lngrad") ||
-            (p->latent_down && mp_probe_drops(pr, "tp-mla-grad")))
+            (p->latent_down && mp_probe_drops(pr, "tp-mla-grad")) ||
+            (p->head_partial && mp_probe_drops(pr, "tp-qknorm-grad")))
             continue;
         any = true;
         mp_status st = be->allreduce(&g->tp, MP_REAL_KIND, g->g + p->offset,

@@ -228,6 +228,26 @@ static void rope_cost(const mp_model *m, double elts, mp_pass_cost *out)
     out->kernels_b += 2.0 * 7.0;
 }
 
+/* QK-norm (attn.qk_norm, Qwen3): Megatron-Core's q_layernorm and
+ * k_layernorm (--qk-layernorm; the TE spec builds them as TENorm, an RMSNorm
+ * here) run on this rank's query heads and key heads, `elts` 16-bit
+ * elements, over head_dim (megatron/core/transformer/attention.py,
+ * get_query_key_value_tensors). Each is one Transformer Engine norm kernel:
+ * forward reads and writes each element (4 bytes); backward reads the
+ * gradient and the saved input and writes the input gradient (6 bytes), in
+ * two launches (the norm's backward and its weight-gradient reduction
+ * across the CTAs' partial sums). The per-row statistics and the head_dim
+ * weights are negligible beside them (docs/cost-model.md §12a). */
+static void qk_norm_cost(const mp_model *m, double elts, mp_pass_cost *out)
+{
+    if (!m->attn.qk_norm)
+        return;
+    out->bytes_f += 4.0 * elts;
+    out->bytes_b += 6.0 * elts;
+    out->kernels_f += 2.0; /* Q and K */
+    out->kernels_b += 4.0;
+}
+
 /* What recomputing each module re-runs (Megatron-Core's checkpoints,
  * docs/cost-model.md "Selective recompute by module"): fwd_of = the block's
  * forward GEMM times (QKV, projection, FC1, FC2 = the dense MLP or the
@@ -409,6 +429,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     mp_pass_cost rope = {0};
     if (m->position == MP_POS_ROPE)
         rope_cost(m, T * (qd + kvd) / t, &rope);
+    qk_norm_cost(m, T * (qd + kvd) / t, &rope); /* beside RoPE, on the same heads */
     mp_pass_cost odd = rope;
     mp_moe_time mt = {0};
     if (moe) {

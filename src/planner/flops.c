@@ -82,9 +82,11 @@ static double mlp_params(const mp_model *m)
 
 double mp_block_params(const mp_model *m, mp_block_kind kind)
 {
-    /* attention sinks: one learned logit per head */
+    /* attention sinks: one learned logit per head; QK-norm (Qwen3): a
+     * scale of head_dim for the queries and one for the keys */
     double attn = attn_matrix_params(m) + attn_bias_params(m) +
-                  (m->attn.sinks ? (double)m->heads : 0.0);
+                  (m->attn.sinks ? (double)m->heads : 0.0) +
+                  (m->attn.qk_norm ? 2.0 * head_dim(m) : 0.0);
     double mlp = kind == MP_BLOCK_MOE ? mp_moe_mlp_params(m, false) : mlp_params(m);
     double p = attn + mlp + 2.0 * norm_params(m);
     if (kind == MP_BLOCK_T5_DEC)

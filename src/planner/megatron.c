@@ -248,6 +248,8 @@ static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
     }
     if (m->attn.sinks)
         mp_buf_puts(out, "--softmax-type learnable \\\n");
+    if (m->attn.qk_norm) /* Qwen3: RMSNorm on each query and key head (the model's norm) */
+        mp_buf_puts(out, "--qk-layernorm \\\n");
     mp_buf_printf(out, "--vocab-size %lld \\\n", (long long)m->vocab);
     if (t5)
         mp_buf_printf(out, "--encoder-seq-length %lld \\\n--decoder-seq-length %lld \\\n",

@@ -120,6 +120,12 @@ double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b,
     /* inside the region: split over t */
     double inside = 2.0 * sb * qd + 4.0 * sb * kvd  /* Q, K, V */
                     + 2.0 * sb * qd;                /* projection input */
+    if (m->attn.qk_norm)
+        /* QK-norm (Qwen3): Transformer Engine's norm saves its input (the
+         * un-normed Q and K, 16-bit) and one FP32 inverse RMS per head row;
+         * its output is RoPE's input, which the fused RoPE does not keep,
+         * and RoPE's output is the Q, K above (docs/cost-model.md §12a) */
+        inside += 2.0 * sb * (qd + kvd) + 4.0 * sb * (qd + kvd) / hd;
     inside += (m->activation == MP_ACT_SWIGLU ? 4.0 : 2.0) * sb * f; /* activation input(s) */
     inside += 2.0 * sb * f;                         /* FC2 input */
     if (cross)

@@ -83,6 +83,10 @@ core() {
     check wrong-type-map "${M}type2\.yaml:4:9: hidden: expected an integer, got a mapping" "$bin" models type2.yaml
     file type3.yaml "${GOOD_MODEL}tied_embeddings: 2\n"
     check wrong-type-bool "${M}type3\.yaml:8:18: tied_embeddings: expected true or false" "$bin" models type3.yaml
+    file qk.yaml "${GOOD_MODEL}attn: {qk_norm: yes please}\n"
+    check qk-norm-bool "${M}qk\\.yaml:8:[0-9]+: attn\\.qk_norm: expected true or false" "$bin" models qk.yaml
+    file qk2.yaml "${GOOD_MODEL}attn: {qk_norm: true}\n"
+    check qk-norm-arch "${M}qk2\\.yaml:8:[0-9]+: attn\\.qk_norm: QK-norm \\(Qwen3\\) is modelled for arch llama only" "$bin" models qk2.yaml
     file type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
     check fractional "${M}type4\.yaml:3:9: layers: expected an integer" "$bin" models type4.yaml
     file enum.yaml 'name: m\narch: gpt4\nlayers: 12\n'

@@ -325,6 +325,54 @@ static void test_gpt_oss(void **state)
     assert_false(m.attn.sinks);
 }
 
+/* Qwen3's QK-norm (an RMSNorm on each query and key head): HF's qwen3 and
+ * qwen3_moe have it with no key saying so, the other families not; a
+ * Qwen-MoE config without model_type cannot say which it is and is refused
+ * (it used to load without the norm). */
+static void test_qwen3_qk_norm(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    /* Qwen3-8B's shapes (its released config.json) */
+    const char *dense = "{\"model_type\": \"qwen3\", \"num_hidden_layers\": 36, "
+                        "\"hidden_size\": 4096, \"num_attention_heads\": 32, "
+                        "\"num_key_value_heads\": 8, \"head_dim\": 128, "
+                        "\"intermediate_size\": 12288, \"vocab_size\": 151936, "
+                        "\"max_position_embeddings\": 40960, \"rope_theta\": 1000000, "
+                        "\"rms_norm_eps\": 1e-06, \"attention_bias\": false, "
+                        "\"use_sliding_window\": false, \"sliding_window\": null, "
+                        "\"tie_word_embeddings\": false}";
+    mp_error_clear(&err);
+    assert_int_equal(mp_model_parse_hf_json(dense, strlen(dense), "c.json", &m, &err), MP_OK);
+    assert_true(m.attn.qk_norm);
+    assert_int_equal(m.arch, MP_ARCH_LLAMA);
+    assert_false(mp_model_is_moe(&m));
+    assert_int_equal(load("qwen3-moe-config.json", &m, &err), MP_OK);
+    assert_true(m.attn.qk_norm);
+    const char *llama = "{\"model_type\": \"qwen2\", \"num_hidden_layers\": 2, "
+                        "\"hidden_size\": 64, \"num_attention_heads\": 4, "
+                        "\"intermediate_size\": 32, \"vocab_size\": 100}";
+    mp_error_clear(&err);
+    assert_int_equal(mp_model_parse_hf_json(llama, strlen(llama), "c.json", &m, &err), MP_OK);
+    assert_false(m.attn.qk_norm);
+    const char *files[] = {"mixtral-config.json", "deepseek-v3-config.json",
+                           "gpt-oss-120b-config.json", "llama-config.json"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        assert_int_equal(load(files[i], &m, &err), MP_OK);
+        if (m.attn.qk_norm)
+            fail_msg("%s: read with QK-norm", files[i]);
+    }
+    const char *untyped = "{\"num_hidden_layers\": 2, \"hidden_size\": 64, "
+                          "\"num_attention_heads\": 4, \"intermediate_size\": 32, "
+                          "\"vocab_size\": 100, \"num_experts\": 4, "
+                          "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16}";
+    mp_error_clear(&err);
+    assert_int_equal(mp_model_parse_hf_json(untyped, strlen(untyped), "c.json", &m, &err),
+                     MP_EINPUT);
+    assert_string_equal(err.field, "model_type");
+}
+
 /* The config.json text is refused at the key `field` (case i of `what`). */
 static void hf_refused(const char *text, const char *field, const char *what, size_t i)
 {
@@ -520,6 +568,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_t5),   cmocka_unit_test(test_errors),
         cmocka_unit_test(test_moe_families), cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_rope_fields), cmocka_unit_test(test_deepseek_yarn),
+        cmocka_unit_test(test_qwen3_qk_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -208,7 +208,15 @@ static void names(void **state)
                  "{tp: 1, pp: 1, dp: 8, ep: 8, micro_batch: 1}");
     lacks(t, "--window-size");
     lacks(t, "--softmax-type");
+    lacks(t, "--qk-layernorm");
     has(t, "--disable-bias-linear");
+    free(t);
+    /* Qwen3's QK-norm (Megatron-Bridge's Qwen3 providers set qk_layernorm) */
+    t = flags_of("qwen3-235b-a22b", "dgx-h100",
+                 "{gpus: 64, seq: 4096, global_batch: 512, precision: bf16}",
+                 "{tp: 2, pp: 4, dp: 8, ep: 8, micro_batch: 1, sp: true, dist_opt: true}");
+    all_known("qwen3-235b-a22b", t);
+    has(t, "--qk-layernorm");
     free(t);
     /* a recipe's settings read from a plan file: Transformer Engine's fused
      * cross entropy, and the interleaved pipeline's p2p synchronous (Megatron

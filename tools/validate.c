@@ -645,7 +645,7 @@ int main(int argc, char **argv)
         static const struct {
             const char *gpu, *label, *profile;
         } classes[] = {{"a100", "A100 (dgx-a100, a100-4xhdr; BLOOM's a100-opa)", "dgx-a100"},
-                       {"h100", "H100 (dgx-h100, h200)", "dgx-h100"},
+                       {"h100", "H100 (dgx-h100, h200; h800 takes its band)", "dgx-h100"},
                        {"b200", "B200 (b200, gb200-nvl72)", "b200"}};
         for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
             mp_hw holder;

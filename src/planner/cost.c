@@ -813,20 +813,22 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     if (tied_split)
         tied_copy = (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp;
     pm->params_rank_max = pm->expert_rank_max = 0.0;
-    double opt_max = 0.0;
+    double opt_max = 0.0, fp8_rank = 0.0;
     int64_t r_max = 0;
     for (int64_t r = 0; r < pm->p; r++) {
-        double params = 0.0, experts = 0.0;
+        double params = 0.0, experts = 0.0, fp8 = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
             const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
             params += ss->params;
             experts += ss->expert_params;
+            fp8 += ss->fp8_params;
             if (ss->has_head && tied_split)
                 params += tied_copy;
         }
         if (params > pm->params_rank_max) {
             pm->params_rank_max = params;
             pm->expert_rank_max = experts;
+            fp8_rank = fp8;
             r_max = r;
         }
         double shard = pp->dist_opt ? (double)(pp->dp * pp->cp) : 1.0;
@@ -874,7 +876,14 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     } else if (pp->dist_opt) {
         rs = mp_coll_time(&c->hw, &dpg, MP_COLL_REDUCESCATTER, P * gb) +
              mp_coll_time(&c->hw, &edpg, MP_COLL_REDUCESCATTER, Pe * gb);
-        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt) +
+        /* --fp8-param-gather: the FP8 weights are the parameters and Megatron
+         * DDP keeps them in a uint8 buffer (param_and_grad_buffer.py:
+         * param_dtype = torch.uint8 for FP8 parameters), so the all-gather of
+         * the updated weights moves 1 byte for them, dt for the rest */
+        double f8 = mp_fp8_on(c) && c->training.fp8_param_gather
+                        ? fmin(fmax(fp8_rank - Pe, 0.0), P)
+                        : 0.0;
+        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, (P - f8) * dt + f8) +
              mp_coll_time(&c->hw, &edpg, MP_COLL_ALLGATHER, Pe * dt);
     } else {
         ar = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLREDUCE, P * gb) +

@@ -53,7 +53,7 @@ static void test_chunk0_exposed_rest_hidden(void **state)
     assert_true(t > 0.0);
     /* the reduction (half of dp_time: bf16 reduce-scatter and all-gather of
      * 2-byte parameters) of chunk 0, an eighth of the rank's weights or more,
-     * is exposed whole */
+     * is exposed whole (the gather of FP8 weights is smaller: t < 2 rs) */
     assert_true(x >= t / 2.0 / 8.0);
     /* the other chunks' reductions and gathers hide under the cooldown and the
      * warm-up: the old rule (everything under one micro-batch's backward and
@@ -89,12 +89,30 @@ static void test_old_stack_keeps_one_window(void **state)
     assert_true(x2 > x);
 }
 
+static void test_fp8_param_gather_moves_one_byte(void **state)
+{
+    (void)state;
+    /* --fp8-param-gather: Megatron DDP's parameter buffer is uint8 for the FP8
+     * weights, so the gather of the updated weights moves half the bytes;
+     * the bf16 gradient reduce-scatter is unchanged */
+    mp_config c = llama405(8);
+    double on, x;
+    cost(&c, &on, &x);
+    c.training.fp8_param_gather = false;
+    double off;
+    cost(&c, &off, &x);
+    /* off: reduce-scatter + gather of equal bytes; on: the gather about half */
+    assert_true(on < 0.8 * off);
+    assert_true(on > 0.7 * off);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk0_exposed_rest_hidden),
         cmocka_unit_test(test_plain_1f1b_unchanged),
         cmocka_unit_test(test_old_stack_keeps_one_window),
+        cmocka_unit_test(test_fp8_param_gather_moves_one_byte),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -687,6 +687,54 @@ static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_b
     return mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, pm->params_rank_max / 2.0 * grad_bytes);
 }
 
+/* Megatron-Core's interleaved 1F1B with --overlap-grad-reduce runs each model
+ * chunk's gradient reduction as one launch after that chunk's last backward
+ * (align_grad_reduce, on by default: config.grad_sync_func = start_grad_sync
+ * per chunk, megatron/training/training.py; Megatron-Bridge training/setup.py).
+ * schedules.py forward_backward_pipelining_with_interleaving calls it in
+ * backward_step_helper_postprocess, pipeline_parallel_rank virtual
+ * micro-batches late so that every stage launches together, and launches the
+ * chunks still pending after the cooldown ("Launch any remaining grad
+ * reductions"); the backward hooks launch nothing (is_last_microbatch stays
+ * off). The backward visits the chunks last to first in groups of p
+ * micro-batches, so chunk j's reduction is launched j*p chunk-backwards
+ * before the end and chunk 0's after it: chunk 0's is exposed whole, the
+ * others queue on the DP stream under the last (v-1)*p backwards less the p-1
+ * of the launch delay. With --overlap-param-gather and align_param_gather
+ * (Megatron-Bridge's CommOverlapConfig sets it when pp > 1 and vpp > 1) the
+ * step starts chunk 0's and chunk 1's parameter all-gathers together; chunk
+ * 0's first forward waits for them bucket by bucket, the others are gathered
+ * under the warm-up's forwards (the next chunk's p micro-batches ahead). */
+static bool aligned_chunks(const mp_config *c, const pipe_model *pm)
+{
+    return c->training.stack == MP_STACK_MEGATRON_LM && pm->sched == MP_SCHED_INTERLEAVED &&
+           pm->v > 1 && pm->p > 1;
+}
+
+static void aligned_dp_exposed(const pipe_model *pm, int64_t r, double P, double bucket,
+                               double red, double ag, double sm_r, double sm_a, double *exp_red,
+                               double *exp_ag)
+{
+    const stage_sum *first = &pm->st[rank_stage(pm, r, 0)];
+    double s0 = P > 0.0 ? fmin(1.0, first->params / P) : 1.0 / (double)pm->v;
+    double fwd = 0.0, bwd = 0.0;
+    for (int64_t ch = 0; ch < pm->v; ch++) {
+        fwd += pm->st[rank_stage(pm, r, ch)].fwd;
+        bwd += pm->st[rank_stage(pm, r, ch)].bwd;
+    }
+    /* chunk-backwards between chunk v-1's launch and the end, less the delay */
+    double units = (double)((pm->v - 1) * pm->p - (pm->p - 1));
+    if (units < 1.0)
+        units = 1.0;
+    double u_b = bwd / (double)pm->v, u_f = fwd / (double)pm->v;
+    *exp_red = s0 * red + mp_overlap_excess((1.0 - s0) * red, units * u_b, sm_r);
+    double b0 = first->params > 0.0 ? fmin(1.0, bucket / first->params) : 1.0;
+    double ag0 = s0 * ag;
+    *exp_ag = ag > 0.0 ? b0 * ag0 + mp_overlap_excess((1.0 - b0) * ag0, first->fwd, sm_a) +
+                             mp_overlap_excess((1.0 - s0) * ag, units * u_f, sm_a)
+                       : 0.0;
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
                             mp_cost_memo *memo, const model_facts *mf, pipe_model *pm,
                             mp_error *err)
@@ -765,19 +813,23 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     if (tied_split)
         tied_copy = (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp;
     pm->params_rank_max = pm->expert_rank_max = 0.0;
-    double opt_max = 0.0;
+    double opt_max = 0.0, fp8_rank = 0.0;
+    int64_t r_max = 0;
     for (int64_t r = 0; r < pm->p; r++) {
-        double params = 0.0, experts = 0.0;
+        double params = 0.0, experts = 0.0, fp8 = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
             const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
             params += ss->params;
             experts += ss->expert_params;
+            fp8 += ss->fp8_params;
             if (ss->has_head && tied_split)
                 params += tied_copy;
         }
         if (params > pm->params_rank_max) {
             pm->params_rank_max = params;
             pm->expert_rank_max = experts;
+            fp8_rank = fp8;
+            r_max = r;
         }
         double shard = pp->dist_opt ? (double)(pp->dp * pp->cp) : 1.0;
         double eshard = pp->dist_opt ? (double)mp_parallel_edp(pp) : 1.0;
@@ -824,7 +876,14 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     } else if (pp->dist_opt) {
         rs = mp_coll_time(&c->hw, &dpg, MP_COLL_REDUCESCATTER, P * gb) +
              mp_coll_time(&c->hw, &edpg, MP_COLL_REDUCESCATTER, Pe * gb);
-        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, P * dt) +
+        /* --fp8-param-gather: the FP8 weights are the parameters and Megatron
+         * DDP keeps them in a uint8 buffer (param_and_grad_buffer.py:
+         * param_dtype = torch.uint8 for FP8 parameters), so the all-gather of
+         * the updated weights moves 1 byte for them, dt for the rest */
+        double f8 = mp_fp8_on(c) && c->training.fp8_param_gather
+                        ? fmin(fmax(fp8_rank - Pe, 0.0), P)
+                        : 0.0;
+        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, (P - f8) * dt + f8) +
              mp_coll_time(&c->hw, &edpg, MP_COLL_ALLGATHER, Pe * dt);
     } else {
         ar = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLREDUCE, P * gb) +
@@ -846,12 +905,17 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             fwd_window += pm->st[rank_stage(pm, 0, ch)].fwd;
         }
         double red = rs + ar;
-        double exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window,
-                                                            mp_dp_sm_share(c, &dpg, true));
-        double exposed_ag =
-            pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag, fwd_window,
-                                                         mp_dp_sm_share(c, &dpg, false))
-                         : 0.0;
+        double sm_r = mp_dp_sm_share(c, &dpg, true), sm_a = mp_dp_sm_share(c, &dpg, false);
+        double exposed_red, exposed_ag;
+        if (aligned_chunks(c, pm)) {
+            aligned_dp_exposed(pm, r_max, P, bucket, red, pp->dist_opt ? ag : 0.0, sm_r, sm_a,
+                               &exposed_red, &exposed_ag);
+        } else {
+            exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
+            exposed_ag = pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag,
+                                                                      fwd_window, sm_a)
+                                      : 0.0;
+        }
         pm->dp_exposed = exposed_red + exposed_ag;
     } else {
         pm->dp_exposed = pm->dp_time;

@@ -539,6 +539,9 @@ typedef struct pipe_model {
     double p2p_bytes;       /* activation (or its gradient) crossing a stage boundary */
     stage_sum *st;          /* n stages */
     double dp_time, dp_exposed, optimizer, tied_sync;
+    /* aligned per-chunk DP (aligned_chunks) for the simulator: */
+    bool dp_aligned;
+    double dp_gather, dp_bucket, dp_sm_r, dp_sm_a;
     double params_rank_max;
     double expert_rank_max; /* routed-expert parameters of that rank */
     double block_params;    /* one block's parameters on a GPU (ZeRO-3's working set) */
@@ -752,6 +755,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     const mp_parallel *pp = &c->parallel;
     int64_t L = mp_model_blocks(&c->model);
     pm->p = pp->pp;
+    pm->dp_aligned = false;
+    pm->dp_gather = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
@@ -910,6 +915,11 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         if (aligned_chunks(c, pm)) {
             aligned_dp_exposed(pm, r_max, P, bucket, red, pp->dist_opt ? ag : 0.0, sm_r, sm_a,
                                &exposed_red, &exposed_ag);
+            pm->dp_aligned = true;
+            pm->dp_gather = pp->dist_opt ? ag : 0.0;
+            pm->dp_bucket = bucket;
+            pm->dp_sm_r = sm_r;
+            pm->dp_sm_a = sm_a;
         } else {
             exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
             exposed_ag = pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag,
@@ -1013,6 +1023,12 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->p2p_serial = mp_ds_p2p_transfers_per_pass(c) - 1.0;
     out->dp_time = pm.dp_time + pm.tied_sync;
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
+    out->dp_aligned = pm.dp_aligned;
+    out->dp_gather = pm.dp_gather;
+    out->dp_tied = pm.tied_sync;
+    out->dp_bucket_bytes = pm.dp_bucket * mp_grad_reduce_bytes(c);
+    out->dp_sm_reduce = pm.dp_sm_r;
+    out->dp_sm_gather = pm.dp_sm_a;
     out->optimizer = pm.optimizer;
     out->ep_sm_share = mp_comm_sm_share(c, MP_COMM_EP);
     double other = c->hw.runtime_reserve;

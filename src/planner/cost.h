@@ -88,6 +88,16 @@ typedef struct mp_pipeline_cost {
     double p2p_serial;
     double dp_time;            /* full DP gradient reduction (+ all-gather with dist-opt) of the most loaded rank */
     double dp_exposed;         /* the part not hidden under backward */
+    /* Megatron-Core interleaved 1F1B with overlap (align_grad_reduce,
+     * align_param_gather; cost.c aligned_chunks): the simulator launches each
+     * chunk's reduction after its last backward (pipeline rank backwards
+     * late) and gathers the parameters before the first forwards. Of
+     * dp_time: dp_gather the parameter all-gather, dp_tied the tied-embedding
+     * sync after the flush; dp_bucket_bytes the first bucket's gradient bytes;
+     * dp_sm_reduce / dp_sm_gather the SM share that overlapped collectives
+     * take from compute (mp_overlap_excess). */
+    bool dp_aligned;
+    double dp_gather, dp_tied, dp_bucket_bytes, dp_sm_reduce, dp_sm_gather;
     double optimizer;          /* optimizer step time */
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
     /* share of the SMs the MoE dispatcher's kernels hold while they run: under

@@ -32,6 +32,7 @@ typedef struct rank_state {
     double busy;         /* seconds of F/B/W */
     double recompute, tp, cp; /* parts of busy */
     double pp_wait;      /* seconds blocked while a message was on the wire */
+    double dp_wait;      /* seconds a forward waited for its parameters' all-gather */
     double ep_free;      /* time its ep stream (MoE dispatch + combine) is free */
     double ep_from;      /* start of the ep stream's busy span that ends at ep_free */
     double out_ready;    /* time the last F/B's output is complete (its combine done) */
@@ -51,6 +52,12 @@ typedef struct engine {
     double *xfer_start;  /* per message key: when it got onto the link */
     int32_t *grads_left; /* per stage: weight-gradient ops still to run */
     double *last_grad_start, *last_grad_end; /* per stage: the last one's span */
+    /* aligned DP (pc->dp_aligned with dp_overlap; place_dp): per stage */
+    bool aligned;
+    int32_t *launch_left; /* backwards still to run before its reduction launches, -1 unarmed */
+    double *launch_at;    /* when its reduction launches, -1: after the last backward */
+    double *params_ready; /* when its first forward may start, -1 once it has */
+    double *gather_end;   /* when its parameters' all-gather ends */
     mp_heap heap;
     bool record;
     bool async_p2p;
@@ -181,6 +188,13 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
     rank_state *rs = &e->ranks[r];
     const mp_stage_cost *sc = stage_of(e, r, op->chunk);
     mp_op_kind k = (mp_op_kind)op->kind;
+    int32_t stage = stage_index(e, r, op->chunk);
+    bool first_fwd = e->aligned && k == MP_OP_F && e->params_ready[stage] >= 0;
+    if (first_fwd && e->params_ready[stage] > rs->now) {
+        /* align_param_gather: the chunk's first forward waits for its parameters */
+        rs->dp_wait += e->params_ready[stage] - rs->now;
+        rs->now = e->params_ready[stage];
+    }
     double start = rs->now, dur = op_duration(e, sc, k);
     double ep = k == MP_OP_F ? sc->ep_comm_fwd : sc->ep_comm_bwd;
     if (ep > dur)
@@ -190,10 +204,17 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
     dur = ep + contended(e, rs, start, dur - ep);
     double end = start + dur;
     double hidden = run_ep(e, r, op, ep, start, &end);
+    if (first_fwd) {
+        /* its last layers' weights arrive with the gather's last bucket */
+        if (e->gather_end[stage] > end) {
+            rs->dp_wait += e->gather_end[stage] - end;
+            end = e->gather_end[stage];
+        }
+        e->params_ready[stage] = -1;
+    }
     dur -= hidden;
     rs->busy += dur;
     rs->now = end;
-    int32_t stage = stage_index(e, r, op->chunk);
     if (k == MP_OP_F) {
         /* Activations are allocated as the forward runs: count them from its start. */
         rs->stash += sc->act_bytes;
@@ -256,9 +277,24 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         if (k == MP_OP_W && sc->w_hold_bytes > 0 && !mp_op_list_bw_adjacent(&e->lists[r], rs->pc, -1))
             rs->stash -= sc->w_hold_bytes;
         add_memory(e, end, r, rs->static_bytes + rs->stash);
+        if (e->aligned) {
+            /* Megatron-Core launches chunk j's reduction r backwards after
+             * its last one on pipeline rank r (schedules.py,
+             * backward_step_helper_postprocess) */
+            for (int32_t c = 0; c < e->v; c++) {
+                int32_t sk = stage_index(e, r, c);
+                if (e->launch_left[sk] > 0 && --e->launch_left[sk] == 0)
+                    e->launch_at[sk] = end;
+            }
+        }
         if (--e->grads_left[stage] == 0) {
             e->last_grad_start[stage] = start;
             e->last_grad_end[stage] = end;
+            if (e->aligned) {
+                e->launch_left[stage] = r;
+                if (r == 0)
+                    e->launch_at[stage] = end;
+            }
         }
     }
 }
@@ -383,12 +419,11 @@ static mp_status run_pipeline(engine *e, mp_error *err)
     return MP_OK;
 }
 
-/* DP reductions per chunk (dp stream) and the optimizer step. Returns the time
- * the last rank's gradients are reduced. */
-static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
+/* The most loaded rank's gradient bytes (a chunk's share of dp_time is its
+ * grad_bytes over these). */
+static double max_rank_grad(const engine *e)
 {
-    const mp_pipeline_cost *pc = e->pc;
-    double max_grad = 0, ready_all = 0;
+    double max_grad = 0;
     for (int32_t r = 0; r < e->p; r++) {
         double g = 0;
         for (int32_t c = 0; c < e->v; c++)
@@ -396,6 +431,112 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
         if (g > max_grad)
             max_grad = g;
     }
+    return max_grad;
+}
+
+/* Megatron-Core interleaved 1F1B with --overlap-grad-reduce and
+ * align_grad_reduce (docs/cost-model.md §5, planner/cost.c aligned_chunks):
+ * each chunk's whole reduction is one launch on the dp stream, after its
+ * last backward (launch_at; still pending after the cooldown: at the
+ * compute's end), queued behind earlier ones. What overlaps compute slows it
+ * by the DP kernels' share of the SMs (mp_overlap_excess): the compute's end
+ * moves by that share of the overlap. The tied-embedding sync follows. */
+static double place_dp_aligned(engine *e, const double *compute_end, double max_grad)
+{
+    const mp_pipeline_cost *pc = e->pc;
+    double red = pc->dp_time - pc->dp_gather - pc->dp_tied, ready_all = 0;
+    if (red < 0)
+        red = 0;
+    for (int32_t r = 0; r < e->p; r++) {
+        double ce = compute_end[r];
+        int32_t order[MP_MAX_STAGES];
+        double at[MP_MAX_STAGES];
+        for (int32_t c = 0; c < e->v; c++) {
+            double t = e->launch_at[stage_index(e, r, c)];
+            if (t < 0 || t > ce)
+                t = ce;
+            int32_t i = c;
+            while (i > 0 && at[i - 1] > t) {
+                order[i] = order[i - 1];
+                at[i] = at[i - 1];
+                i--;
+            }
+            order[i] = c;
+            at[i] = t;
+        }
+        double dp_free = 0, overlapped = 0, ce2 = ce;
+        bool contended = false;
+        for (int32_t i = 0; i < e->v; i++) {
+            int32_t c = order[i];
+            double share = max_grad > 0 ? stage_of(e, r, c)->grad_bytes / max_grad : 1.0 / e->v;
+            double dur = red * share;
+            if (at[i] >= ce && !contended) {
+                ce2 = ce + pc->dp_sm_reduce * overlapped;
+                contended = true;
+            }
+            double launch = at[i] >= ce ? ce2 : at[i];
+            double start = launch > dp_free ? launch : dp_free, end = start + dur;
+            if (start < ce)
+                overlapped += (end < ce ? end : ce) - start;
+            if (dur > 0)
+                add_event(e, start, end, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, c);
+            dp_free = end;
+        }
+        if (!contended)
+            ce2 = ce + pc->dp_sm_reduce * overlapped;
+        if (pc->dp_tied > 0) {
+            double start = ce2 > dp_free ? ce2 : dp_free;
+            add_event(e, start, start + pc->dp_tied, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, -1);
+            dp_free = start + pc->dp_tied;
+        }
+        double ready = ce2 > dp_free ? ce2 : dp_free;
+        if (ready > ready_all)
+            ready_all = ready;
+    }
+    return ready_all;
+}
+
+/* align_param_gather: every rank starts its chunks' parameter all-gathers
+ * at the step's start, in chunk order on the dp stream; chunk 0's first
+ * forward starts after its first bucket (and the rest's SM share of the
+ * warm-up) and ends no earlier than its gather, each later chunk's first
+ * forward waits for its gather. */
+static void place_gathers(engine *e)
+{
+    const mp_pipeline_cost *pc = e->pc;
+    double max_grad = max_rank_grad(e);
+    for (int32_t r = 0; r < e->p; r++) {
+        double t = 0;
+        for (int32_t c = 0; c < e->v; c++) {
+            int32_t k = stage_index(e, r, c);
+            double gb = stage_of(e, r, c)->grad_bytes;
+            double g = max_grad > 0 ? pc->dp_gather * gb / max_grad : pc->dp_gather / e->v;
+            if (g > 0)
+                add_event(e, t, t + g, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, c);
+            t += g;
+            e->gather_end[k] = t;
+            e->params_ready[k] = t;
+            if (c == 0) {
+                double b0 = gb > 0 ? pc->dp_bucket_bytes / gb : 1.0;
+                if (b0 > 1)
+                    b0 = 1;
+                e->params_ready[k] = b0 * g;
+            }
+        }
+        /* the gathers after chunk 0's first bucket overlap the warm-up */
+        int32_t k0 = stage_index(e, r, 0);
+        e->params_ready[k0] += pc->dp_sm_gather * (t - e->params_ready[k0]);
+    }
+}
+
+/* DP reductions per chunk (dp stream) and the optimizer step. Returns the time
+ * the last rank's gradients are reduced. */
+static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
+{
+    const mp_pipeline_cost *pc = e->pc;
+    double max_grad = max_rank_grad(e), ready_all = 0;
+    if (dp_overlap && e->aligned)
+        return place_dp_aligned(e, compute_end, max_grad);
     /* The part of a reduction that cannot hide under backward: the last bucket. */
     double tail_frac = pc->dp_time > 0 ? pc->dp_exposed / pc->dp_time : 0;
     if (tail_frac < 0)
@@ -492,6 +633,10 @@ static void engine_free(engine *e)
     free(e->grads_left);
     free(e->last_grad_start);
     free(e->last_grad_end);
+    free(e->launch_left);
+    free(e->launch_at);
+    free(e->params_ready);
+    free(e->gather_end);
     free(e->mem);
     free(e->last_mem);
     mp_heap_free(&e->heap);
@@ -523,9 +668,25 @@ static mp_status engine_setup(engine *e, mp_error *err)
         e->arrival[i] = -1;
     for (int32_t k = 0; k < n; k++)
         e->grads_left[k] = e->m;
+    if (e->aligned) {
+        e->launch_left = malloc((size_t)n * sizeof *e->launch_left);
+        e->launch_at = malloc((size_t)n * sizeof *e->launch_at);
+        e->params_ready = malloc((size_t)n * sizeof *e->params_ready);
+        e->gather_end = malloc((size_t)n * sizeof *e->gather_end);
+        if (!e->launch_left || !e->launch_at || !e->params_ready || !e->gather_end)
+            return nomem(err);
+        for (int32_t k = 0; k < n; k++) {
+            e->launch_left[k] = -1;
+            e->launch_at[k] = -1;
+            e->params_ready[k] = -1;
+            e->gather_end[k] = 0;
+        }
+    }
     mp_status st = mp_sim_schedule(e->kind, p, e->v, e->m, e->pc, -1, e->lists, err);
     if (st != MP_OK)
         return st;
+    if (e->aligned)
+        place_gathers(e);
     for (int32_t r = 0; r < p; r++) {
         rank_state *rs = &e->ranks[r];
         rs->waiting = -1;
@@ -618,10 +779,10 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     x->cp_comm = cr->cp;
     x->compute = cr->busy - cr->recompute - cr->tp - cr->cp;
     x->pp_comm = cr->pp_wait;
-    x->bubble = pm - cr->busy - cr->pp_wait;
+    x->bubble = pm - cr->busy - cr->pp_wait - cr->dp_wait;
     if (x->bubble < 0)
         x->bubble = 0;
-    x->dp_comm = grads_ready - pm;
+    x->dp_comm = grads_ready - pm + cr->dp_wait;
     x->optimizer = opt;
     if (group_memory(e) != MP_OK || e->oom)
         return nomem(err);
@@ -654,6 +815,8 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                 .n_stages = (int32_t)mp_schedule_n_stages(s, p, v), .pc = pc,
                 .zb = mp_schedule_splits_backward(s), .record = record,
                 .async_p2p = opt && opt->async_p2p, .ep_overlap = opt && opt->ep_overlap,
+                .aligned = dp_overlap && pc->dp_aligned && s == MP_SCHED_INTERLEAVED && v > 1 &&
+                           p > 1,
                 .out = out};
     st = engine_setup(&e, err);
     if (st == MP_OK)

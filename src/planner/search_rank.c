@@ -16,6 +16,7 @@
  * The re-ranking by the simulator sits a layer above, in src/search/driver.c.
  */
 #include "planner/search_parts.h"
+#include "planner/search_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -149,7 +150,6 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
         comm.cap = 1u << 16;
         comm.slot = calloc(comm.cap, sizeof *comm.slot);
     }
-    if (e->keep.n > 1) qsort(e->keep.v, e->keep.n, sizeof *e->keep.v, mp_search_cmp_lb_time);
     for (size_t i = 0; i < e->keep.n; i++) {
         const cand *x = &e->keep.v[i];
         if (!opt->no_prune && x->lb_time >= mp_search_top_threshold(top)) {
@@ -265,28 +265,53 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
     return MP_OK;
 }
 
-/* Step 3: the split and per-layer recompute of the k best. */
-static mp_status split_best(const top_k *top, const mp_search_options *opt, mp_search_result *res,
-                            mp_error *err)
+/* Step 3: the split and per-layer recompute of the best, in top's order,
+ * until k distinct plans (mp_search_same_plan): a split can turn a candidate
+ * into the plan of one before it (selective recompute with nothing left to
+ * recompute is none), and the list then takes the next one instead. Of two
+ * the same, the faster estimate stays (ties: the first). Sets *dups to the
+ * candidates dropped so. */
+static mp_status split_best(const top_k *top, int k, const mp_search_options *opt,
+                            mp_search_result *res, int *dups, mp_error *err)
 {
-    res->plans = calloc((size_t)top->n, sizeof *res->plans);
+    int want = top->n < k ? top->n : k;
+    *dups = 0;
+    res->plans = calloc((size_t)want, sizeof *res->plans);
     if (!res->plans) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     /* GLPK gets one work budget for the whole search, shared by the plans still
      * to split, so that --top 5 stays within the search's one-second budget; a
      * plan whose ILP runs out of work keeps the DP's bounds and reports its gap.
      * Work is counted, not timed, so a loaded machine names the same winner. */
-    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * top->n
+    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * want
                                                            : MP_SEARCH_SPLIT_WORK;
     int64_t split_used = 0;
-    for (int i = 0; i < top->n; i++) {
-        res->n = i + 1;
-        int64_t split_limit = (split_budget - split_used) / (top->n - i);
+    for (int i = 0; i < top->n && res->n < want; i++) {
+        int64_t split_limit = (split_budget - split_used) / (want - res->n);
         if (split_limit < MP_SEARCH_SPLIT_MIN_WORK)
             split_limit = MP_SEARCH_SPLIT_MIN_WORK;
-        mp_status st = split_plan(opt, &top->e[i], split_limit, &res->plans[i], &split_used,
-                                  &res->counts, err);
-        if (st != MP_OK) return st;
-        if (opt->progress) opt->progress(opt->progress_user, 0.8 + 0.1 * (i + 1) / top->n);
+        mp_search_plan sp;
+        memset(&sp, 0, sizeof sp);
+        mp_status st = split_plan(opt, &top->e[i], split_limit, &sp, &split_used, &res->counts,
+                                  err);
+        if (st != MP_OK) {
+            free(sp.plan);
+            return st;
+        }
+        int same = -1;
+        for (int j = 0; j < res->n && same < 0; j++)
+            if (mp_search_same_plan(&res->plans[j], &sp)) same = j;
+        if (same < 0) {
+            res->plans[res->n++] = sp;
+        } else {
+            (*dups)++;
+            if (sp.rank_step < res->plans[same].rank_step) {
+                free(res->plans[same].plan);
+                res->plans[same] = sp;
+            } else {
+                free(sp.plan);
+            }
+        }
+        if (opt->progress) opt->progress(opt->progress_user, 0.8 + 0.1 * res->n / want);
     }
     return MP_OK;
 }
@@ -312,16 +337,35 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
     refusals rf = {0};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
-    top.e = calloc((size_t)k, sizeof *top.e);
-    if (!top.e) {
-        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        goto done;
+    /* sorted once: a second pass (below) must see the same order */
+    if (e.keep.n > 1) qsort(e.keep.v, e.keep.n, sizeof *e.keep.v, mp_search_cmp_lb_time);
+    const mp_search_counts counts0 = res->counts;
+    /* Cost the candidates keeping the best `pool`, split them into k distinct
+     * plans; when splits made some the same and the pool was full, the next
+     * distinct ones may have been pruned: cost again with a pool larger by
+     * what was missing (rare: most searches pass once, as before). */
+    for (int pool = k;; ) {
+        free(top.e);
+        top = (top_k){.k = pool};
+        top.e = calloc((size_t)pool, sizeof *top.e);
+        if (!top.e) {
+            st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+            goto done;
+        }
+        res->counts = counts0;
+        rf = (refusals){0};
+        cost_in_bound_order(&e, opt, &top, res, &rf);
+        if (top.n == 0) {
+            st = nothing_fits(&e, opt, res, &rf, err);
+            break;
+        }
+        int dups = 0;
+        st = split_best(&top, k, opt, res, &dups, err);
+        if (st != MP_OK || res->n >= k || top.n < pool || dups == 0 || pool >= 4 * k)
+            break;
+        pool += k - res->n;
+        mp_search_result_free(res);
     }
-    cost_in_bound_order(&e, opt, &top, res, &rf);
-    if (top.n == 0)
-        st = nothing_fits(&e, opt, res, &rf, err);
-    else
-        st = split_best(&top, opt, res, err);
 
 done:
     free(top.e);

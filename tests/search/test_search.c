@@ -574,7 +574,39 @@ static void test_top_distinct(void **state)
             if (mp_search_same_plan(&r.plans[i], &r.plans[j]))
                 fail_msg("plans %d and %d are the same", i, j);
         }
+    /* the second pass took back what it costed of the pruned */
+    assert_int_equal(r.counts.considered,
+                     r.counts.pruned_memory + r.counts.pruned_time + r.counts.estimated);
     mp_search_result_free(&r);
+}
+
+/* A second costing pass (splits made two of the k the same) gives what
+ * costing everything gives, and still accounts for every candidate:
+ * llama3-8b on 64 H100s, top 20, lists tp2 mb2 once (its split's all-none
+ * per-layer recompute was the same plan). */
+static void test_distinct_pass_exact(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    o.top_k = 20;
+    o.no_simulate = true;
+    mp_search_result a, b;
+    mp_error err;
+    assert_int_equal(mp_search_estimated(&o, &a, &err), MP_OK);
+    o.no_prune = true;
+    assert_int_equal(mp_search_estimated(&o, &b, &err), MP_OK);
+    assert_int_equal(a.n, 20);
+    assert_int_equal(b.n, 20);
+    assert_true(a.counts.split > a.n); /* some split became a plan already listed */
+    for (int i = 0; i < a.n; i++) {
+        assert_true(mp_search_same_plan(&a.plans[i], &b.plans[i]));
+        for (int j = i + 1; j < a.n; j++) assert_false(mp_search_same_plan(&a.plans[i], &a.plans[j]));
+    }
+    assert_int_equal(a.counts.considered,
+                     a.counts.pruned_memory + a.counts.pruned_time + a.counts.estimated);
+    mp_search_result_free(&a);
+    mp_search_result_free(&b);
 }
 
 int main(void)
@@ -594,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_explain_verdicts),
         cmocka_unit_test(test_same_plan),
         cmocka_unit_test(test_top_distinct),
+        cmocka_unit_test(test_distinct_pass_exact),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

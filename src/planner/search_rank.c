@@ -12,7 +12,9 @@
  *    at the first bound that cannot beat the k-th best: every later one is
  *    pruned by time.
  * 3. Give the k best the stage split and per-layer recompute (split.h) and
- *    keep it where the estimate improves (search_split.c).
+ *    keep it where the estimate improves (search_split.c). A split that
+ *    makes a candidate the same plan as one before it drops it; step 2
+ *    then resumes for the next distinct plan (pruning by the (k+1)-th best).
  * The re-ranking by the simulator sits a layer above, in src/search/driver.c.
  */
 #include "planner/search_parts.h"

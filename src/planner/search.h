@@ -129,7 +129,9 @@ typedef struct mp_search_result {
 } mp_search_result;
 
 /* The search up to the simulator: enumerate, bound, cost, keep the k best
- * by the estimate and give each its stage split. The plans come in the order
+ * by the estimate and give each its stage split; no two of them the same
+ * plan after it (mp_search_same_plan: a split that makes a candidate one
+ * already listed drops it for the next distinct one). The plans come in the order
  * of their even split's estimate with rank_step = est.time.step, neither
  * simulated nor sorted, and counts.seconds 0: mp_search (search/driver.h)
  * simulates and re-ranks them, and is what a search's user calls. Statuses

@@ -25,6 +25,12 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
  * most one stage per layer). */
 bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp);
 
+/* Whether two of search's plans are the same plan in everything its output
+ * and plan file say: the parallel settings, precision, the stage layout and
+ * the recompute each layer runs (a split that leaves selective recompute
+ * nothing to recompute is recompute none). The top-k holds no two such. */
+bool mp_search_same_plan(const mp_search_plan *a, const mp_search_plan *b);
+
 /* Enumerates every candidate of opt's space, costs each in full and counts
  * where a lower bound exceeds the estimate (memory: the peak; time: the
  * step). Both counts must be 0 for the pruning to be exact. */

@@ -12,10 +12,13 @@
  *    at the first bound that cannot beat the k-th best: every later one is
  *    pruned by time.
  * 3. Give the k best the stage split and per-layer recompute (split.h) and
- *    keep it where the estimate improves (search_split.c).
+ *    keep it where the estimate improves (search_split.c). A split that
+ *    makes a candidate the same plan as one before it drops it; step 2
+ *    then resumes for the next distinct plan (pruning by the (k+1)-th best).
  * The re-ranking by the simulator sits a layer above, in src/search/driver.c.
  */
 #include "planner/search_parts.h"
+#include "planner/search_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -139,51 +142,105 @@ static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *
     return comm;
 }
 
-/* Step 2: the kept candidates in order of their time bound, into top. */
-static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k *top,
-                                mp_search_result *res, refusals *rf)
+/* Step 2's state between passes: what is left to cost (the MoE bound's
+ * pruned ones and the tail after the first bound that lost), the caches. */
+typedef struct cost_pass {
+    size_t next;          /* e->keep.v index the last pass stopped at */
+    int64_t tail_pruned;  /* counted as pruned by time when it stopped */
+    size_t *deferred;     /* e->keep.v indices pruned by the MoE bound */
+    double *deferred_lb;  /* ... and that bound */
+    size_t n_deferred, cap_deferred;
+    bool oom;
+    mp_cost_memo *memo;   /* NULL: estimates uncached */
+    comm_cache comm;
+} cost_pass;
+
+/* The time the kk-th best takes (infinite while fewer): a bound no better
+ * cannot place a candidate among the kk best. */
+static double threshold_at(const top_k *t, int kk)
 {
-    mp_cost_memo *memo = mp_cost_memo_new(); /* NULL: estimates uncached */
-    comm_cache comm = {0};
-    if (mp_model_is_moe(&opt->base.model)) {
-        comm.cap = 1u << 16;
-        comm.slot = calloc(comm.cap, sizeof *comm.slot);
+    return t->n < kk ? INFINITY : t->e[kk - 1].est.time.step;
+}
+
+/* Costs cand x in full and offers it to top. */
+static void cost_into(const mp_search_options *opt, const cand *x, cost_pass *ps, top_k *top,
+                      mp_search_result *res, refusals *rf)
+{
+    mp_config cfg;
+    mp_estimate est;
+    res->counts.estimated++;
+    if (cost_one(&opt->base, x, ps->memo, &cfg, &est, rf) != MP_OK) {
+        res->counts.rejected[MP_REJECT_OTHER]++;
+        return;
     }
-    if (e->keep.n > 1) qsort(e->keep.v, e->keep.n, sizeof *e->keep.v, mp_search_cmp_lb_time);
-    for (size_t i = 0; i < e->keep.n; i++) {
+    if (!est.fits) {
+        res->counts.rejected[MP_REJECT_MEMORY]++;
+        note_closest(res, rf, &cfg, &est);
+        return;
+    }
+    res->counts.fitting++;
+    mp_search_top_insert(top, x, &est);
+}
+
+/* Step 2: the kept candidates in order of their time bound, into top,
+ * pruning by the kk-th best (top holds more: the next ones, for step 3).
+ * A later pass with a larger kk resumes: it looks again at what the last
+ * one pruned, under its own threshold, and costs on from where it stopped;
+ * top then holds what one pass with that kk would have. */
+static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k *top, int kk,
+                                cost_pass *ps, mp_search_result *res, refusals *rf)
+{
+    size_t w = 0;
+    for (size_t j = 0; j < ps->n_deferred; j++) {
+        if (ps->deferred_lb[j] >= threshold_at(top, kk)) {
+            ps->deferred[w] = ps->deferred[j];
+            ps->deferred_lb[w++] = ps->deferred_lb[j];
+            continue;
+        }
+        res->counts.pruned_time--;
+        cost_into(opt, &e->keep.v[ps->deferred[j]], ps, top, res, rf);
+    }
+    ps->n_deferred = w;
+    res->counts.pruned_time -= ps->tail_pruned;
+    ps->tail_pruned = 0;
+    size_t i = ps->next;
+    for (; i < e->keep.n; i++) {
         const cand *x = &e->keep.v[i];
-        if (!opt->no_prune && x->lb_time >= mp_search_top_threshold(top)) {
-            res->counts.pruned_time += (int64_t)(e->keep.n - i);
+        if (!opt->no_prune && x->lb_time >= threshold_at(top, kk)) {
+            ps->tail_pruned = (int64_t)(e->keep.n - i);
+            res->counts.pruned_time += ps->tail_pruned;
             break;
         }
-        mp_config cfg;
-        mp_estimate est;
         if (!opt->no_prune && x->ep > 0) {
             /* MoE: the exposed dispatch and combine bound it too */
             const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
-            if (bi && mp_search_expert_time_bound(&opt->base, bi, x, comm_of(&comm, opt, x)) >=
-                          mp_search_top_threshold(top)) {
+            double lb = bi ? mp_search_expert_time_bound(&opt->base, bi, x,
+                                                         comm_of(&ps->comm, opt, x))
+                           : -INFINITY;
+            if (lb >= threshold_at(top, kk)) {
                 res->counts.pruned_time++;
+                if (ps->n_deferred == ps->cap_deferred) {
+                    size_t cap = ps->cap_deferred ? 2 * ps->cap_deferred : 1024;
+                    size_t *d = realloc(ps->deferred, cap * sizeof *d);
+                    if (d) ps->deferred = d;
+                    double *l = d ? realloc(ps->deferred_lb, cap * sizeof *l) : NULL;
+                    if (l) ps->deferred_lb = l;
+                    if (!d || !l) {
+                        ps->oom = true;
+                        break;
+                    }
+                    ps->cap_deferred = cap;
+                }
+                ps->deferred[ps->n_deferred] = i;
+                ps->deferred_lb[ps->n_deferred++] = lb;
                 continue;
             }
         }
-        res->counts.estimated++;
-        if (cost_one(&opt->base, x, memo, &cfg, &est, rf) != MP_OK) {
-            res->counts.rejected[MP_REJECT_OTHER]++;
-            continue;
-        }
-        if (!est.fits) {
-            res->counts.rejected[MP_REJECT_MEMORY]++;
-            note_closest(res, rf, &cfg, &est);
-            continue;
-        }
-        res->counts.fitting++;
-        mp_search_top_insert(top, x, &est);
+        cost_into(opt, x, ps, top, res, rf);
         if (opt->progress && (i & 1023) == 1023)
             opt->progress(opt->progress_user, 0.1 + 0.7 * (double)i / (double)e->keep.n);
     }
-    mp_cost_memo_free(memo);
-    free(comm.slot);
+    ps->next = i;
 }
 
 /* Nothing fits: cost the memory-pruned ones nearest to fitting too, and say
@@ -265,28 +322,55 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
     return MP_OK;
 }
 
-/* Step 3: the split and per-layer recompute of the k best. */
-static mp_status split_best(const top_k *top, const mp_search_options *opt, mp_search_result *res,
-                            mp_error *err)
+/* Step 3: the split and per-layer recompute of the best, in top's order,
+ * until k distinct plans (mp_search_same_plan): a split can turn a candidate
+ * into the plan of one before it (selective recompute with nothing left to
+ * recompute is none), and the list then takes the next one instead. Of two
+ * the same, the faster estimate stays (ties: the first). Only top's first
+ * avail are in order (the ones after may lose to pruned ones). Sets *dups
+ * to the candidates dropped so. */
+static mp_status split_best(const top_k *top, int avail, int k, const mp_search_options *opt,
+                            mp_search_result *res, int *dups, mp_error *err)
 {
-    res->plans = calloc((size_t)top->n, sizeof *res->plans);
+    if (avail > top->n) avail = top->n;
+    int want = avail < k ? avail : k;
+    *dups = 0;
+    res->plans = calloc((size_t)want, sizeof *res->plans);
     if (!res->plans) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     /* GLPK gets one work budget for the whole search, shared by the plans still
      * to split, so that --top 5 stays within the search's one-second budget; a
      * plan whose ILP runs out of work keeps the DP's bounds and reports its gap.
      * Work is counted, not timed, so a loaded machine names the same winner. */
-    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * top->n
+    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * want
                                                            : MP_SEARCH_SPLIT_WORK;
     int64_t split_used = 0;
-    for (int i = 0; i < top->n; i++) {
-        res->n = i + 1;
-        int64_t split_limit = (split_budget - split_used) / (top->n - i);
+    for (int i = 0; i < avail && res->n < want; i++) {
+        int64_t split_limit = (split_budget - split_used) / (want - res->n);
         if (split_limit < MP_SEARCH_SPLIT_MIN_WORK)
             split_limit = MP_SEARCH_SPLIT_MIN_WORK;
-        mp_status st = split_plan(opt, &top->e[i], split_limit, &res->plans[i], &split_used,
-                                  &res->counts, err);
-        if (st != MP_OK) return st;
-        if (opt->progress) opt->progress(opt->progress_user, 0.8 + 0.1 * (i + 1) / top->n);
+        mp_search_plan sp;
+        memset(&sp, 0, sizeof sp);
+        mp_status st = split_plan(opt, &top->e[i], split_limit, &sp, &split_used, &res->counts,
+                                  err);
+        if (st != MP_OK) {
+            free(sp.plan);
+            return st;
+        }
+        int same = -1;
+        for (int j = 0; j < res->n && same < 0; j++)
+            if (mp_search_same_plan(&res->plans[j], &sp)) same = j;
+        if (same < 0) {
+            res->plans[res->n++] = sp;
+        } else {
+            (*dups)++;
+            if (sp.rank_step < res->plans[same].rank_step) {
+                free(res->plans[same].plan);
+                res->plans[same] = sp;
+            } else {
+                free(sp.plan);
+            }
+        }
+        if (opt->progress) opt->progress(opt->progress_user, 0.8 + 0.1 * res->n / want);
     }
     return MP_OK;
 }
@@ -312,16 +396,46 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
     refusals rf = {0};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
-    top.e = calloc((size_t)k, sizeof *top.e);
+    if (e.keep.n > 1) qsort(e.keep.v, e.keep.n, sizeof *e.keep.v, mp_search_cmp_lb_time);
+    /* top holds up to 4k, pruned by the k-th best as before; when splits
+     * made some of the k the same, a pass by the (k + missing)-th best
+     * resumes, and so on (rare: most searches take one pass) */
+    const int cap = 4 * k;
+    top = (top_k){.k = cap};
+    top.e = calloc((size_t)cap, sizeof *top.e);
+    cost_pass ps = {.memo = mp_cost_memo_new()};
+    if (mp_model_is_moe(&opt->base.model)) {
+        ps.comm.cap = 1u << 16;
+        ps.comm.slot = calloc(ps.comm.cap, sizeof *ps.comm.slot);
+    }
     if (!top.e) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-        goto done;
+        goto pass_done;
     }
-    cost_in_bound_order(&e, opt, &top, res, &rf);
-    if (top.n == 0)
-        st = nothing_fits(&e, opt, res, &rf, err);
-    else
-        st = split_best(&top, opt, res, err);
+    for (int kk = k;;) {
+        cost_in_bound_order(&e, opt, &top, kk, &ps, res, &rf);
+        if (ps.oom) {
+            st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
+            break;
+        }
+        if (top.n == 0) {
+            st = nothing_fits(&e, opt, res, &rf, err);
+            break;
+        }
+        int dups = 0;
+        mp_search_counts before = res->counts;
+        st = split_best(&top, kk, k, opt, res, &dups, err);
+        if (st != MP_OK || res->n >= k || top.n < kk || dups == 0 || kk + k - res->n > cap)
+            break;
+        kk += k - res->n;
+        mp_search_result_free(res);
+        res->counts = before; /* the splits again next time */
+    }
+pass_done:
+    mp_cost_memo_free(ps.memo);
+    free(ps.comm.slot);
+    free(ps.deferred);
+    free(ps.deferred_lb);
 
 done:
     free(top.e);

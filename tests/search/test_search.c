@@ -516,6 +516,99 @@ static void test_layout_search(void **state)
     }
 }
 
+/* The identity of search's plans: a split that leaves selective recompute
+ * nothing to recompute, on the even stages, is the plan of recompute none;
+ * one layer recomputed, or another stage layout, is not. */
+static void test_same_plan(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("llama3-8b", "dgx-h100", 32, 256, MP_DTYPE_BF16, &o);
+    mp_search_plan a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.config = o.base;
+    a.config.parallel = (mp_parallel){.tp = 1, .pp = 4, .vpp = 1, .cp = 1, .dp = 8,
+                                      .micro_batch = 1, .recompute = MP_RECOMPUTE_NONE,
+                                      .dist_opt = true, .schedule = MP_SCHED_1F1B};
+    a.plan = calloc(1, sizeof *a.plan);
+    b.plan = calloc(1, sizeof *b.plan);
+    assert_non_null(a.plan);
+    assert_non_null(b.plan);
+    a.plan->config = a.config;
+    mp_plan_default_stages(a.plan);
+    b = (mp_search_plan){.config = a.config, .plan = b.plan};
+    *b.plan = *a.plan; /* the split's: per-layer recompute, all none */
+    b.plan->has_layer_recompute = true;
+    memset(b.plan->layer_recompute, MP_RECOMPUTE_NONE, sizeof b.plan->layer_recompute);
+    assert_true(mp_search_same_plan(&a, &b));
+    b.plan->layer_recompute[3] = MP_RECOMPUTE_SELECTIVE;
+    assert_false(mp_search_same_plan(&a, &b));
+    b.plan->layer_recompute[3] = MP_RECOMPUTE_NONE;
+    b.plan->stages[0].end--; /* one block moved to the second stage */
+    b.plan->stages[1].begin--;
+    assert_false(mp_search_same_plan(&a, &b));
+    *b.plan = *a.plan;
+    b.config.parallel.micro_batch = 2;
+    assert_false(mp_search_same_plan(&a, &b));
+    free(a.plan);
+    free(b.plan);
+}
+
+/* No plan twice in the top five: DeepSeek-V3 on 2048 H100s once listed its
+ * best 1F1B ep32 plan twice, a selective-recompute candidate whose split
+ * recomputed nothing being the recompute-none one; the list takes the next
+ * distinct plan instead and still holds five. */
+static void test_top_distinct(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("deepseek-v3", "dgx-h100", 2048, 16384, MP_DTYPE_BF16, &o);
+    o.no_simulate = true;
+    mp_search_result r;
+    mp_error err;
+    assert_int_equal(mp_search_estimated(&o, &r, &err), MP_OK);
+    assert_int_equal(r.n, 5);
+    for (int i = 0; i < r.n; i++)
+        for (int j = i + 1; j < r.n; j++) {
+            if (mp_search_same_plan(&r.plans[i], &r.plans[j]))
+                fail_msg("plans %d and %d are the same", i, j);
+        }
+    /* the second pass took back what it costed of the pruned */
+    assert_int_equal(r.counts.considered,
+                     r.counts.pruned_memory + r.counts.pruned_time + r.counts.estimated);
+    mp_search_result_free(&r);
+}
+
+/* A second costing pass (splits made two of the k the same) gives what
+ * costing everything gives, and still accounts for every candidate:
+ * llama3-8b on 64 H100s, top 20, lists tp2 mb2 once (its split's all-none
+ * per-layer recompute was the same plan). */
+static void test_distinct_pass_exact(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    o.top_k = 20;
+    o.no_simulate = true;
+    mp_search_result a, b;
+    mp_error err;
+    assert_int_equal(mp_search_estimated(&o, &a, &err), MP_OK);
+    o.no_prune = true;
+    assert_int_equal(mp_search_estimated(&o, &b, &err), MP_OK);
+    assert_int_equal(a.n, 20);
+    assert_int_equal(b.n, 20);
+    assert_true(a.counts.split > a.n); /* some split became a plan already listed */
+    for (int i = 0; i < a.n; i++) {
+        assert_true(mp_search_same_plan(&a.plans[i], &b.plans[i]));
+        for (int j = i + 1; j < a.n; j++) assert_false(mp_search_same_plan(&a.plans[i], &a.plans[j]));
+    }
+    assert_int_equal(a.counts.considered,
+                     a.counts.pruned_memory + a.counts.pruned_time + a.counts.estimated);
+    mp_search_result_free(&a);
+    mp_search_result_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +624,9 @@ int main(void)
         cmocka_unit_test(test_megatron_runs),
         cmocka_unit_test(test_layout_search),
         cmocka_unit_test(test_explain_verdicts),
+        cmocka_unit_test(test_same_plan),
+        cmocka_unit_test(test_top_distinct),
+        cmocka_unit_test(test_distinct_pass_exact),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

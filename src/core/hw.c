@@ -107,6 +107,7 @@ static const mp_field hw_fields[] = {
     D("curve_matmul_efficiency", curve_matmul_efficiency, MP_UNIT_NONE, 0, false, 1, false),
     D("matmul_achievable_fp8_split", matmul_achievable_fp8_split, MP_UNIT_FLOPS, 0, false, BIG,
       false),
+    D("mxfp8_gemm_rate", mxfp8_gemm_rate, MP_UNIT_NONE, 0, false, 1, false),
     D("error_band.low", error_band_low, MP_UNIT_NONE, -0.99, false, 10, false),
     D("error_band.high", error_band_high, MP_UNIT_NONE, -0.99, false, 10, false),
     /* optional, 0 when absent: cost and energy are then not known */

@@ -106,6 +106,11 @@ typedef struct mp_hw {
                                             over the FP8 peak relative to the BF16 ratio
                                             (docs/cost-model.md §13). YAML
                                             matmul_achievable_fp8_split; 0: no penalty */
+    double mxfp8_gemm_rate;              /* an MXFP8 (block-scaled) GEMM's measured rate over a
+                                            per-tensor-scaled FP8 GEMM's of the same shapes on
+                                            this GPU (fraction): the block-scaled MMA's scale
+                                            loads (docs/cost-model.md §13). YAML
+                                            mxfp8_gemm_rate; 0: the same rate */
     double error_band_low, error_band_high; /* range of predicted/measured - 1 on the held-out
                                             rows of this hardware class (docs/validation.md);
                                             YAML error_band.low/high; both 0: no band known */

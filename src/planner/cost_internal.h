@@ -212,6 +212,10 @@ double mp_linear_grouped_gemm_pass_time(const mp_config *c, mp_gemm_pass pass, d
  * relative to its BF16 measurement over the BF16 peak (at most 1); 1 when
  * not fp8, for a fast-accumulating GEMM, or without the measurements. */
 double mp_fp8_accumulate_factor(const mp_config *c, mp_gemm_pass pass);
+/* The rate of an MXFP8 GEMM relative to a per-tensor-scaled FP8 one of the
+ * same shape: the profile's mxfp8_gemm_rate (at most 1); 1 when not fp8,
+ * for the other recipes, or without the measurement. */
+double mp_fp8_block_scale_factor(const mp_config *c);
 /* HBM bytes of the FP8 casts of one such GEMM per micro-batch: forward the
  * m x k input, backward the m x n output gradient (0, 0 when not fp8). */
 void mp_fp8_cast_bytes(const mp_config *c, double m, double n, double k, double *fwd,

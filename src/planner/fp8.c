@@ -54,6 +54,19 @@ double mp_fp8_accumulate_factor(const mp_config *c, mp_gemm_pass pass)
     return f < 1.0 ? f : 1.0;
 }
 
+double mp_fp8_block_scale_factor(const mp_config *c)
+{
+    /* MXFP8's GEMMs (tcgen05 block-scaled MMA: an E8M0 scale per 32
+     * elements of each operand loaded beside the data) against per-tensor
+     * FP8 GEMMs of the same shapes, measured on the GPU (the profile's
+     * mxfp8_gemm_rate); the other recipes run the per-tensor kernels or, for
+     * blockwise, their own rate (mp_fp8_accumulate_factor) */
+    double r = c->hw.mxfp8_gemm_rate;
+    if (!mp_fp8_on(c) || c->training.fp8_recipe != MP_FP8_MXFP8 || !(r > 0.0))
+        return 1.0;
+    return r < 1.0 ? r : 1.0;
+}
+
 double mp_linear_grouped_gemm_time(const mp_config *c, double groups, double m, double n,
                                    double k)
 {
@@ -84,7 +97,8 @@ double mp_linear_grouped_gemm_pass_time(const mp_config *c, mp_gemm_pass pass, d
      * tiles quantise as a BF16 GEMM's of the same shape (gemm_shape.c). */
     double flops = 2.0 * m * n * k;
     double eff = mp_gemm_efficiency(hw, flops * high / fp8) *
-                 mp_gemm_shape_efficiency(hw, groups, m, n) * mp_fp8_accumulate_factor(c, pass);
+                 mp_gemm_shape_efficiency(hw, groups, m, n) * mp_fp8_accumulate_factor(c, pass) *
+                 mp_fp8_block_scale_factor(c);
     double compute = groups * flops / (fp8 * eff);
     /* FP8 operands (1 byte), the BF16 output (2 bytes) */
     double memory = groups * (m * k + k * n + 2.0 * m * n) / (hw->hbm_bw * hw->memory_efficiency);

@@ -541,8 +541,9 @@ typedef struct pipe_model {
     double dp_time, dp_exposed, optimizer, tied_sync;
     /* aligned per-chunk DP (aligned_chunks) for the simulator: */
     bool dp_aligned;
-    double dp_gather, dp_bucket, dp_sm_r, dp_sm_a;
+    double dp_gather, dp_gather_exposed, dp_bucket, dp_sm_r, dp_sm_a;
     double params_rank_max;
+    double tied_copy;       /* the head's copy of tied word embeddings (p > 1), per GPU */
     double expert_rank_max; /* routed-expert parameters of that rank */
     double block_params;    /* one block's parameters on a GPU (ZeRO-3's working set) */
 } pipe_model;
@@ -696,46 +697,151 @@ static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_b
  * per chunk, megatron/training/training.py; Megatron-Bridge training/setup.py).
  * schedules.py forward_backward_pipelining_with_interleaving calls it in
  * backward_step_helper_postprocess, pipeline_parallel_rank virtual
- * micro-batches late so that every stage launches together, and launches the
- * chunks still pending after the cooldown ("Launch any remaining grad
- * reductions"); the backward hooks launch nothing (is_last_microbatch stays
- * off). The backward visits the chunks last to first in groups of p
- * micro-batches, so chunk j's reduction is launched j*p chunk-backwards
- * before the end and chunk 0's after it: chunk 0's is exposed whole, the
- * others queue on the DP stream under the last (v-1)*p backwards less the p-1
- * of the launch delay. With --overlap-param-gather and align_param_gather
- * (Megatron-Bridge's CommOverlapConfig sets it when pp > 1 and vpp > 1) the
- * step starts chunk 0's and chunk 1's parameter all-gathers together; chunk
- * 0's first forward waits for them bucket by bucket, the others are gathered
- * under the warm-up's forwards (the next chunk's p micro-batches ahead). */
+ * micro-batches late, and launches the chunks still pending after the
+ * cooldown ("Launch any remaining grad reductions"); the backward hooks
+ * launch nothing (is_last_microbatch stays off). With --overlap-param-gather
+ * and align_param_gather (megatron/training/arguments.py: on unless
+ * --no-align-param-gather when vpp is set; Megatron-Bridge's
+ * CommOverlapConfig sets it when pp > 1 and vpp > 1) the step starts chunk
+ * 0's and chunk 1's parameter all-gathers (param_sync_func[0], [1]) and
+ * forward_step_helper_preprocess launches chunk j+1's (j >= 1)
+ * pipeline_parallel_rank forwards before chunk j's first forward
+ * (mp_dp_aligned_reduce_exposed, mp_dp_early_gather_exposed). */
 static bool aligned_chunks(const mp_config *c, const pipe_model *pm)
 {
     return c->training.stack == MP_STACK_MEGATRON_LM && pm->sched == MP_SCHED_INTERLEAVED &&
            pm->v > 1 && pm->p > 1;
 }
 
-static void aligned_dp_exposed(const pipe_model *pm, int64_t r, double P, double bucket,
-                               double red, double ag, double sm_r, double sm_a, double *exp_red,
-                               double *exp_ag)
+/* Parameters of chunk ch of pipeline rank r that its DP buffers hold (the
+ * head's copy of tied word embeddings included). */
+static double chunk_params(const pipe_model *pm, int64_t r, int64_t ch)
 {
-    const stage_sum *first = &pm->st[rank_stage(pm, r, 0)];
-    double s0 = P > 0.0 ? fmin(1.0, first->params / P) : 1.0 / (double)pm->v;
-    double fwd = 0.0, bwd = 0.0;
-    for (int64_t ch = 0; ch < pm->v; ch++) {
-        fwd += pm->st[rank_stage(pm, r, ch)].fwd;
-        bwd += pm->st[rank_stage(pm, r, ch)].bwd;
+    const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
+    return ss->params + (ss->has_head ? pm->tied_copy : 0.0);
+}
+
+/* The reductions under align_grad_reduce (cost_internal.h), from the
+ * schedule (schedules.py get_schedule_table: groups of p micro-batches per
+ * chunk; the backward visits the chunks last to first). Chunk c's last
+ * backward on rank r is backward number total-1-c*p; backward_step_helper_
+ * postprocess launches its reduction after backward total-1-c*p+r. In the
+ * cooldown the last micro-batch's gradient reaches rank r one
+ * chunk-backward before rank r-1, and each rank runs its backwards back to
+ * back, so that launch falls at the same moment on every rank (what the
+ * pipeline_parallel_rank delay is for: "launch asynchronous communication at
+ * the same time across the pipeline-parallel group"): c*p of rank 0's
+ * backwards (chunks 0..c-1, p each) before rank 0's end, the pipeline's end.
+ * Chunk 0's launch, past the last backward, is left for after the cooldown
+ * ("Launch any remaining grad reductions"), at the rank's own end, E_r =
+ * -(b(0,0) + ... + b(r-1,0)). The reductions run one at a time on the DP
+ * stream (one NCCL communicator per DP group), chunk v-1 first; what
+ * overlaps the rank's compute slows that by sm_r of its time
+ * (mp_overlap_excess). The exposed time is the latest rank's last reduction
+ * past rank 0's end: chunk 0's whole reduction, plus what of the others
+ * outlasts their window ((v-1)*p backwards for chunk v-1, p for chunk 1) or
+ * sm_r of them. */
+double mp_dp_aligned_reduce_exposed(int64_t p, int64_t v, const double *bwd, const double *share,
+                                    double red, double sm_r)
+{
+    double worst = 0.0, end_r = 0.0; /* rank r's end, before rank 0's (time 0) */
+    for (int64_t r = 0; r < p; r++) {
+        if (r > 0)
+            end_r -= bwd[(r - 1) * v];
+        double dp_free = -INFINITY, overlapped = 0.0;
+        for (int64_t c = v - 1; c >= 1; c--) {
+            double launch = 0.0;
+            for (int64_t i = 0; i < c; i++)
+                launch -= (double)p * bwd[i];
+            double start = fmax(launch, dp_free);
+            dp_free = start + red * share[r * v + c];
+            if (start < end_r)
+                overlapped += fmin(dp_free, end_r) - start;
+        }
+        double end = end_r + sm_r * overlapped; /* the compute slowed under them */
+        double done = fmax(end, dp_free) + red * share[r * v];
+        worst = fmax(worst, done);
     }
-    /* chunk-backwards between chunk v-1's launch and the end, less the delay */
-    double units = (double)((pm->v - 1) * pm->p - (pm->p - 1));
-    if (units < 1.0)
-        units = 1.0;
-    double u_b = bwd / (double)pm->v, u_f = fwd / (double)pm->v;
-    *exp_red = s0 * red + mp_overlap_excess((1.0 - s0) * red, units * u_b, sm_r);
-    double b0 = first->params > 0.0 ? fmin(1.0, bucket / first->params) : 1.0;
-    double ag0 = s0 * ag;
-    *exp_ag = ag > 0.0 ? b0 * ag0 + mp_overlap_excess((1.0 - b0) * ag0, first->fwd, sm_a) +
-                             mp_overlap_excess((1.0 - s0) * ag, units * u_f, sm_a)
-                       : 0.0;
+    return worst;
+}
+
+/* The parameter all-gathers when they start with the step (cost_internal.h).
+ * Interleaved with align_param_gather: schedules.py
+ * forward_backward_pipelining_with_interleaving starts chunks 0 and 1's
+ * (param_sync_func[0], [1]) and forward_step_helper_preprocess chunk j's (j
+ * >= 2) pipeline_parallel_rank forwards before chunk j-1's first forward;
+ * here every chunk's starts with the step, in chunk order on the DP stream
+ * (with chunks alike the waits come out the same: a gather that Megatron
+ * starts later than that finds the stream idle, so it is shorter than the p
+ * forwards it has before its chunk's first). One chunk per rank (1F1B:
+ * arguments.py turns align_param_gather off): the first forward's pre-hooks
+ * (distributed_data_parallel.py _make_forward_pre_hook ->
+ * param_and_grad_buffer.py finish_param_sync, which dispatches the next
+ * bucket) dispatch the buckets, and the host reaches them at the step's
+ * start. Rank r's compute starts at s, when its first input has come (a_r =
+ * f(0,0) + ... + f(r-1,0)) and chunk 0's first bucket is gathered; chunk 0's
+ * first forward ends no earlier than its gather (g0); while the gathers run
+ * (to G) the compute runs at 1 - sm_a of its rate: the rank is late by
+ * max(s + f0 + sm_a (G - s), g0 + sm_a (G - g0)) - (a_r + f0). Chunk j's
+ * first forward, j*p forwards after chunk 0's on that rank, waits for the
+ * gathers of chunks 0..j. The pipeline is late by the latest rank's wait:
+ * each rank's warm-up is on the critical path. */
+double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
+                                  const double *bucket_frac, double ag, double sm_a)
+{
+    double worst = 0.0, a_r = 0.0;
+    for (int64_t r = 0; r < p; r++) {
+        if (r > 0)
+            a_r += fwd[(r - 1) * v];
+        double total = 0.0;
+        for (int64_t c = 0; c < v; c++)
+            total += ag * share[r * v + c];
+        double f0 = fwd[r * v], g0 = ag * share[r * v];
+        double s = fmax(a_r, bucket_frac[r] * g0);
+        double late = fmax(s + f0 + sm_a * fmax(total - s, 0.0),
+                           g0 + sm_a * fmax(total - g0, 0.0)) -
+                      (a_r + f0);
+        double gathered = g0, ahead = 0.0;
+        for (int64_t c = 1; c < v; c++) {
+            ahead += (double)p * fwd[r * v + c - 1];
+            gathered += ag * share[r * v + c];
+            late = fmax(late, gathered - (a_r + ahead));
+        }
+        worst = fmax(worst, late);
+    }
+    return worst;
+}
+
+/* The chunks' forward, backward and DP share (of the most loaded rank's
+ * P), rank-major, for the two above; the first chunk's first bucket's
+ * fraction per rank. False when out of memory. */
+static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fwd, double **bwd,
+                      double **share, double **b0)
+{
+    size_t n = (size_t)(pm->p * pm->v);
+    *fwd = malloc(sizeof **fwd * n);
+    *bwd = malloc(sizeof **bwd * n);
+    *share = malloc(sizeof **share * n);
+    *b0 = malloc(sizeof **b0 * (size_t)pm->p);
+    if (!*fwd || !*bwd || !*share || !*b0) {
+        free(*fwd);
+        free(*bwd);
+        free(*share);
+        free(*b0);
+        return false;
+    }
+    for (int64_t r = 0; r < pm->p; r++) {
+        for (int64_t c = 0; c < pm->v; c++) {
+            const stage_sum *ss = &pm->st[rank_stage(pm, r, c)];
+            size_t i = (size_t)(r * pm->v + c);
+            (*fwd)[i] = ss->fwd;
+            (*bwd)[i] = ss->bwd;
+            (*share)[i] = P > 0.0 ? chunk_params(pm, r, c) / P : 1.0 / (double)pm->v;
+        }
+        double p0 = chunk_params(pm, r, 0);
+        (*b0)[r] = p0 > 0.0 ? fmin(1.0, bucket / p0) : 1.0;
+    }
+    return true;
 }
 
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
@@ -756,7 +862,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     int64_t L = mp_model_blocks(&c->model);
     pm->p = pp->pp;
     pm->dp_aligned = false;
-    pm->dp_gather = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
+    pm->dp_gather = pm->dp_gather_exposed = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
@@ -817,9 +923,9 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     bool tied_split = c->model.tied_embeddings && pm->p > 1;
     if (tied_split)
         tied_copy = (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp;
+    pm->tied_copy = tied_copy;
     pm->params_rank_max = pm->expert_rank_max = 0.0;
     double opt_max = 0.0, fp8_rank = 0.0;
-    int64_t r_max = 0;
     for (int64_t r = 0; r < pm->p; r++) {
         double params = 0.0, experts = 0.0, fp8 = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {
@@ -834,7 +940,6 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             pm->params_rank_max = params;
             pm->expert_rank_max = experts;
             fp8_rank = fp8;
-            r_max = r;
         }
         double shard = pp->dist_opt ? (double)(pp->dp * pp->cp) : 1.0;
         double eshard = pp->dist_opt ? (double)mp_parallel_edp(pp) : 1.0;
@@ -911,20 +1016,41 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         }
         double red = rs + ar;
         double sm_r = mp_dp_sm_share(c, &dpg, true), sm_a = mp_dp_sm_share(c, &dpg, false);
-        double exposed_red, exposed_ag;
-        if (aligned_chunks(c, pm)) {
-            aligned_dp_exposed(pm, r_max, P, bucket, red, pp->dist_opt ? ag : 0.0, sm_r, sm_a,
-                               &exposed_red, &exposed_ag);
+        bool aligned = aligned_chunks(c, pm);
+        /* the gathers start with the step on Megatron-Core's interleaved
+         * (aligned) and one-chunk schedules (mp_dp_early_gather_exposed) */
+        bool early = pp->dist_opt && c->training.stack == MP_STACK_MEGATRON_LM &&
+                     (aligned || (pm->v == 1 && pm->sched != MP_SCHED_DUALPIPE));
+        double exposed_red, exposed_ag, *cf = NULL, *cb = NULL, *cs = NULL, *b0 = NULL;
+        if ((aligned || early) && !dp_chunks(pm, P, bucket, &cf, &cb, &cs, &b0)) {
+            free(pm->st);
+            pm->st = NULL;
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
+                                "out of memory for the stage costs");
+        }
+        if (aligned) {
+            exposed_red = mp_dp_aligned_reduce_exposed(pm->p, pm->v, cb, cs, red, sm_r);
             pm->dp_aligned = true;
-            pm->dp_gather = pp->dist_opt ? ag : 0.0;
-            pm->dp_bucket = bucket;
-            pm->dp_sm_r = sm_r;
-            pm->dp_sm_a = sm_a;
         } else {
             exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
+        }
+        if (early) {
+            exposed_ag = mp_dp_early_gather_exposed(pm->p, pm->v, cf, cs, b0, ag, sm_a);
+            pm->dp_gather = ag;
+            pm->dp_gather_exposed = exposed_ag;
+        } else {
             exposed_ag = pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag,
                                                                       fwd_window, sm_a)
                                       : 0.0;
+        }
+        free(cf);
+        free(cb);
+        free(cs);
+        free(b0);
+        if (aligned || early) {
+            pm->dp_bucket = bucket;
+            pm->dp_sm_r = sm_r;
+            pm->dp_sm_a = sm_a;
         }
         pm->dp_exposed = exposed_red + exposed_ag;
     } else {
@@ -1017,7 +1143,9 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
                            ss->expert_params * (ewb + egb + eob - spb);
         if (mp_schedule_splits_backward(c->parallel.schedule) && pm.p > 1)
             sc->w_hold_bytes = w_hold_bytes(&pm, k) * (1.0 + c->hw.allocator_fragmentation);
-        sc->grad_bytes = ss->params * mp_grad_reduce_bytes(c);
+        /* the head's copy of tied embeddings is in the last stage's DP buffer */
+        sc->grad_bytes =
+            (ss->params + (ss->has_head ? pm.tied_copy : 0.0)) * mp_grad_reduce_bytes(c);
     }
     p2p_link(c, &out->p2p_latency, &out->p2p_bw);
     out->p2p_serial = mp_ds_p2p_transfers_per_pass(c) - 1.0;
@@ -1025,6 +1153,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
     out->dp_aligned = pm.dp_aligned;
     out->dp_gather = pm.dp_gather;
+    out->dp_gather_exposed = pm.dp_gather_exposed;
     out->dp_tied = pm.tied_sync;
     out->dp_bucket_bytes = pm.dp_bucket * mp_grad_reduce_bytes(c);
     out->dp_sm_reduce = pm.dp_sm_r;

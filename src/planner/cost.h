@@ -88,16 +88,21 @@ typedef struct mp_pipeline_cost {
     double p2p_serial;
     double dp_time;            /* full DP gradient reduction (+ all-gather with dist-opt) of the most loaded rank */
     double dp_exposed;         /* the part not hidden under backward */
-    /* Megatron-Core interleaved 1F1B with overlap (align_grad_reduce,
-     * align_param_gather; cost.c aligned_chunks): the simulator launches each
-     * chunk's reduction after its last backward (pipeline rank backwards
-     * late) and gathers the parameters before the first forwards. Of
-     * dp_time: dp_gather the parameter all-gather, dp_tied the tied-embedding
-     * sync after the flush; dp_bucket_bytes the first bucket's gradient bytes;
-     * dp_sm_reduce / dp_sm_gather the SM share that overlapped collectives
-     * take from compute (mp_overlap_excess). */
+    /* Megatron-Core interleaved 1F1B with overlap (align_grad_reduce; cost.c
+     * aligned_chunks): dp_aligned, the simulator launches each chunk's
+     * reduction after its last backward (pipeline rank backwards late).
+     * With the distributed optimizer's overlapped gather on Megatron-Core's
+     * interleaved or one-chunk schedules (mp_dp_early_gather_exposed), the
+     * simulator gathers the parameters at the step's start, before the first
+     * forwards: dp_gather, of dp_time, that all-gather (0 otherwise: the
+     * simulator then queues it with the reductions), dp_gather_exposed its
+     * part of dp_exposed. dp_tied, of dp_time and dp_exposed, the
+     * tied-embedding (DualPipe: mirror) sync after the flush;
+     * dp_bucket_bytes the first bucket's gradient bytes; dp_sm_reduce /
+     * dp_sm_gather the SM share that overlapped collectives take from compute
+     * (mp_overlap_excess). */
     bool dp_aligned;
-    double dp_gather, dp_tied, dp_bucket_bytes, dp_sm_reduce, dp_sm_gather;
+    double dp_gather, dp_gather_exposed, dp_tied, dp_bucket_bytes, dp_sm_reduce, dp_sm_gather;
     double optimizer;          /* optimizer step time */
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
     /* share of the SMs the MoE dispatcher's kernels hold while they run: under

@@ -296,6 +296,22 @@ double mp_overlap_excess(double comm, double compute, double share);
  * over group g: NCCL's CTAs, or with parallel.nccl_ub the SM-light
  * algorithms that registered buffers allow. */
 double mp_dp_sm_share(const mp_config *c, const mp_group_place *g, bool reduce);
+/* Megatron-Core's overlapped DP on a pipeline of p ranks with v chunks each
+ * (index r*v + c: chunk c of pipeline rank r; fwd, bwd: one micro-batch's
+ * forward and backward of that chunk; share: its part of the most loaded
+ * rank's collective, of red or ag seconds; docs/cost-model.md §5).
+ * Exposed seconds past the pipeline's end of the gradient reductions under
+ * interleaved 1F1B with align_grad_reduce: each chunk's launched after its
+ * last backward, pipeline rank backwards late, chunk 0's after the cooldown;
+ * sm_r the share of the SMs they take from compute beside them. */
+double mp_dp_aligned_reduce_exposed(int64_t p, int64_t v, const double *bwd, const double *share,
+                                    double red, double sm_r);
+/* Seconds the pipeline starts late for the parameter all-gathers when they
+ * all start with the step, in chunk order (align_param_gather; one chunk:
+ * the first forward's pre-hooks): bucket_frac[r] the part of rank r's chunk
+ * 0 in its first bucket; sm_a the SMs' share they take. */
+double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
+                                  const double *bucket_frac, double ag, double sm_a);
 
 /* The ranks one ZeRO shard spans: d * c, or with hsdp the largest divisor of
  * d * c whose DP ranks fit in one scale-up domain (at least 1). */

@@ -32,7 +32,9 @@ typedef struct rank_state {
     double busy;         /* seconds of F/B/W */
     double recompute, tp, cp; /* parts of busy */
     double pp_wait;      /* seconds blocked while a message was on the wire */
-    double dp_wait;      /* seconds a forward waited for its parameters' all-gather */
+    double dp_wait;      /* seconds a forward waited for its parameters' all-gather
+                          * or ran slower beside it */
+    double gather_free;  /* when its parameter all-gathers end (place_gathers) */
     double ep_free;      /* time its ep stream (MoE dispatch + combine) is free */
     double ep_from;      /* start of the ep stream's busy span that ends at ep_free */
     double out_ready;    /* time the last F/B's output is complete (its combine done) */
@@ -52,8 +54,10 @@ typedef struct engine {
     double *xfer_start;  /* per message key: when it got onto the link */
     int32_t *grads_left; /* per stage: weight-gradient ops still to run */
     double *last_grad_start, *last_grad_end; /* per stage: the last one's span */
-    /* aligned DP (pc->dp_aligned with dp_overlap; place_dp): per stage */
-    bool aligned;
+    /* aligned DP (pc->dp_aligned with dp_overlap; place_dp) and the
+     * parameter all-gathers at the step's start (pc->dp_gather with
+     * dp_overlap; place_gathers): per stage */
+    bool aligned, gathers;
     int32_t *launch_left; /* backwards still to run before its reduction launches, -1 unarmed */
     double *launch_at;    /* when its reduction launches, -1: after the last backward */
     double *params_ready; /* when its first forward may start, -1 once it has */
@@ -189,7 +193,7 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
     const mp_stage_cost *sc = stage_of(e, r, op->chunk);
     mp_op_kind k = (mp_op_kind)op->kind;
     int32_t stage = stage_index(e, r, op->chunk);
-    bool first_fwd = e->aligned && k == MP_OP_F && e->params_ready[stage] >= 0;
+    bool first_fwd = e->gathers && k == MP_OP_F && e->params_ready[stage] >= 0;
     if (first_fwd && e->params_ready[stage] > rs->now) {
         /* align_param_gather: the chunk's first forward waits for its parameters */
         rs->dp_wait += e->params_ready[stage] - rs->now;
@@ -202,7 +206,16 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
     if (op->kind == MP_OP_W)
         ep = 0; /* W carries no dispatch or combine (run_ep) */
     dur = ep + contended(e, rs, start, dur - ep);
-    double end = start + dur;
+    /* beside the parameter all-gathers the compute runs at 1 - dp_sm_gather
+     * of its rate (mp_overlap_excess); the lost time counts as DP */
+    double slow = 0, sg = e->pc->dp_sm_gather;
+    if (e->gathers && sg > 0 && start < rs->gather_free) {
+        slow = sg * (rs->gather_free - start);
+        if (sg < 1 && dur * sg / (1 - sg) < slow)
+            slow = dur * sg / (1 - sg);
+        rs->dp_wait += slow;
+    }
+    double end = start + dur + slow;
     double hidden = run_ep(e, r, op, ep, start, &end);
     if (first_fwd) {
         /* its last layers' weights arrive with the gather's last bucket */
@@ -496,11 +509,14 @@ static double place_dp_aligned(engine *e, const double *compute_end, double max_
     return ready_all;
 }
 
-/* align_param_gather: every rank starts its chunks' parameter all-gathers
- * at the step's start, in chunk order on the dp stream; chunk 0's first
- * forward starts after its first bucket (and the rest's SM share of the
- * warm-up) and ends no earlier than its gather, each later chunk's first
- * forward waits for its gather. */
+/* The parameter all-gathers at the step's start (planner/cost.c
+ * mp_dp_early_gather_exposed): interleaved with align_param_gather, every
+ * rank starts its chunks' gathers together, in chunk order on the dp stream; one
+ * chunk per rank, its gather from the first forward's pre-hook, which the
+ * host reaches at once. Chunk 0's first forward starts after its first
+ * bucket and ends no earlier than its gather; each later chunk's first
+ * forward waits for its gather; compute beside them runs at 1 -
+ * dp_sm_gather of its rate (run_compute). */
 static void place_gathers(engine *e)
 {
     const mp_pipeline_cost *pc = e->pc;
@@ -523,9 +539,7 @@ static void place_gathers(engine *e)
                 e->params_ready[k] = b0 * g;
             }
         }
-        /* the gathers after chunk 0's first bucket overlap the warm-up */
-        int32_t k0 = stage_index(e, r, 0);
-        e->params_ready[k0] += pc->dp_sm_gather * (t - e->params_ready[k0]);
+        e->ranks[r].gather_free = t;
     }
 }
 
@@ -537,8 +551,14 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
     double max_grad = max_rank_grad(e), ready_all = 0;
     if (dp_overlap && e->aligned)
         return place_dp_aligned(e, compute_end, max_grad);
-    /* The part of a reduction that cannot hide under backward: the last bucket. */
-    double tail_frac = pc->dp_time > 0 ? pc->dp_exposed / pc->dp_time : 0;
+    /* The reductions: dp_time less the gathers placed at the step's start
+     * (place_gathers) and the tied sync after them. The part of a reduction
+     * that cannot hide under backward: the last bucket. */
+    double red = pc->dp_time - (e->gathers ? pc->dp_gather : 0) - pc->dp_tied;
+    double red_exposed = pc->dp_exposed - (e->gathers ? pc->dp_gather_exposed : 0) - pc->dp_tied;
+    if (red < 0)
+        red = 0;
+    double tail_frac = red > 0 ? red_exposed / red : 0;
     if (tail_frac < 0)
         tail_frac = 0;
     if (tail_frac > 1)
@@ -557,11 +577,11 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
             }
             order[i] = c;
         }
-        for (int32_t i = 0; i < n && pc->dp_time > 0; i++) {
+        for (int32_t i = 0; i < n && red > 0; i++) {
             int32_t c = order[i], stage = stage_index(e, r, c);
             double share = max_grad > 0 ? stage_of(e, r, c)->grad_bytes / max_grad
                                         : 1.0 / e->v;
-            double dur = pc->dp_time * share, start, end;
+            double dur = red * share, start, end;
             if (dp_overlap) {
                 /* Buckets fill during the chunk's last backward; the last
                  * one cannot start before that backward ends. */
@@ -577,6 +597,11 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
             if (dur > 0)
                 add_event(e, start, end, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, c);
             dp_free = end;
+        }
+        if (pc->dp_tied > 0) {
+            double start = compute_end[r] > dp_free ? compute_end[r] : dp_free;
+            add_event(e, start, start + pc->dp_tied, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, -1);
+            dp_free = start + pc->dp_tied;
         }
         double ready = compute_end[r] > dp_free ? compute_end[r] : dp_free;
         if (ready > ready_all)
@@ -668,7 +693,7 @@ static mp_status engine_setup(engine *e, mp_error *err)
         e->arrival[i] = -1;
     for (int32_t k = 0; k < n; k++)
         e->grads_left[k] = e->m;
-    if (e->aligned) {
+    if (e->aligned || e->gathers) {
         e->launch_left = malloc((size_t)n * sizeof *e->launch_left);
         e->launch_at = malloc((size_t)n * sizeof *e->launch_at);
         e->params_ready = malloc((size_t)n * sizeof *e->params_ready);
@@ -685,7 +710,7 @@ static mp_status engine_setup(engine *e, mp_error *err)
     mp_status st = mp_sim_schedule(e->kind, p, e->v, e->m, e->pc, -1, e->lists, err);
     if (st != MP_OK)
         return st;
-    if (e->aligned)
+    if (e->gathers)
         place_gathers(e);
     for (int32_t r = 0; r < p; r++) {
         rank_state *rs = &e->ranks[r];
@@ -817,6 +842,9 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                 .async_p2p = opt && opt->async_p2p, .ep_overlap = opt && opt->ep_overlap,
                 .aligned = dp_overlap && pc->dp_aligned && s == MP_SCHED_INTERLEAVED && v > 1 &&
                            p > 1,
+                .gathers = dp_overlap && pc->dp_gather > 0 &&
+                           (pc->dp_aligned ? s == MP_SCHED_INTERLEAVED && v > 1 && p > 1 : v == 1) &&
+                           s != MP_SCHED_DUALPIPE,
                 .out = out};
     st = engine_setup(&e, err);
     if (st == MP_OK)

@@ -18,6 +18,7 @@
 #include "core/hw.h"
 #include "core/model.h"
 #include "planner/cost.h"
+#include "planner/cost_internal.h"
 
 #include "nemo_fixture.h"
 
@@ -106,9 +107,108 @@ static void test_fp8_param_gather_moves_one_byte(void **state)
     assert_true(on > 0.7 * off);
 }
 
+/* Uniform chunks: p ranks, v chunks each, forward f and backward b per
+ * micro-batch, every chunk an equal share of the collective. */
+static double reduce_exposed(int64_t p, int64_t v, double b, double red, double sm)
+{
+    double bwd[64], share[64];
+    for (int64_t i = 0; i < p * v; i++) {
+        bwd[i] = b;
+        share[i] = 1.0 / (double)v;
+    }
+    return mp_dp_aligned_reduce_exposed(p, v, bwd, share, red, sm);
+}
+
+static double gather_exposed(int64_t p, int64_t v, double f, double b0, double ag, double sm)
+{
+    double fwd[64], share[64], frac[16];
+    for (int64_t i = 0; i < p * v; i++) {
+        fwd[i] = f;
+        share[i] = 1.0 / (double)v;
+    }
+    for (int64_t r = 0; r < p; r++)
+        frac[r] = b0;
+    return mp_dp_early_gather_exposed(p, v, fwd, share, frac, ag, sm);
+}
+
+/* By hand, from schedules.py's launches (docs/cost-model.md §5): p = 4,
+ * backward b = 2 s. Chunk c >= 1's reduction starts c*p*b before rank 0's
+ * end on every rank; chunk 0's at each rank's own end (rank r: r*b
+ * earlier); one at a time. */
+static void test_reduce_by_hand(void **state)
+{
+    (void)state;
+    /* v = 2, red 6 (3 a chunk): chunk 1 runs -8..-5, chunk 0 0..3 on rank 0
+     * (rank 1: -2..1): 3 s, chunk 0's. The window the estimate had,
+     * (v-1)p - (p-1) = 1 backward, charged 3 + (3 - 2) = 4 s. */
+    assert_float_equal(reduce_exposed(4, 2, 2.0, 6.0, 0.0), 3.0, 1e-12);
+    /* red 20 (10 a chunk): chunk 1 -8..2, so chunk 0 2..12: 12 s =
+     * 10 + (10 - p*b) */
+    assert_float_equal(reduce_exposed(4, 2, 2.0, 20.0, 0.0), 12.0, 1e-12);
+    /* v = 3, red 30: chunk 2 -16..-6, chunk 1 -6..4, chunk 0 4..14: 14 s
+     * (the old window of 5 backwards: 10 + 20 - 10 = 20 s) */
+    assert_float_equal(reduce_exposed(4, 3, 2.0, 30.0, 0.0), 14.0, 1e-12);
+    /* SM contention 0.25: chunk 1's 3 s under rank 0's compute slow it by
+     * 0.75 s, and chunk 0 follows: 3.75 s (3 + mp_overlap_excess(3, 8, 0.25)) */
+    assert_float_equal(reduce_exposed(4, 2, 2.0, 6.0, 0.25), 3.75, 1e-12);
+}
+
+/* The gathers at the step's start, p = 4, forward f = 1 s, the first
+ * bucket a tenth of chunk 0's weights. */
+static void test_gather_by_hand(void **state)
+{
+    (void)state;
+    /* v = 2, ag 4 (2 a chunk): rank 0's first forward starts at 0.2 and
+     * waits for chunk 0's gather to 2: 1 s late; chunk 1's ends at 4, when
+     * its first forward is due (p*f after chunk 0's): 1 s. */
+    assert_float_equal(gather_exposed(4, 2, 1.0, 0.1, 4.0, 0.0), 1.0, 1e-12);
+    /* ag 12 (6 a chunk): chunk 1's gather ends at 12, its first forward was
+     * due at 4: 8 s (the old window, 1 forward: 0.6 + 4.4 + 5 = 10 s) */
+    assert_float_equal(gather_exposed(4, 2, 1.0, 0.1, 12.0, 0.0), 8.0, 1e-12);
+    /* SM share 0.25, ag 4: the first forward, from 0.2, would end at
+     * 0.2 + 1 + 0.25 (4 - 0.2) = 2.15, but waits for the gather to 2 and runs
+     * slowed to 4: 2 + 0.25 * 2 - 1 = 1.5 s */
+    assert_float_equal(gather_exposed(4, 2, 1.0, 0.1, 4.0, 0.25), 1.5, 1e-12);
+    /* one chunk (1F1B), ag 4: the first bucket, then the rest beyond the
+     * first forward: 4 - 1 = 3 s */
+    assert_float_equal(gather_exposed(4, 1, 1.0, 0.1, 4.0, 0.0), 3.0, 1e-12);
+}
+
+/* The issue's plan (GPT-3 175B, t8 p8 v2 on 1024 A100, d16): chunk 1's
+ * reduction (a half) hides under the p backwards after its launch, so the
+ * reduction costs about chunk 0's half; the old window (one backward) left
+ * 0.54 s of DP exposed, the simulator 0.32 s. */
+static void test_v2_window(void **state)
+{
+    (void)state;
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    c.model = *mp_model_preset("gpt3-175b");
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
+    c.training = (mp_training){.gpus = 1024, .seq = 2048, .global_batch = 1536,
+                               .precision = MP_DTYPE_BF16};
+    c.parallel = (mp_parallel){.tp = 8, .pp = 8, .vpp = 2, .cp = 1, .dp = 16, .sp = true,
+                               .micro_batch = 1, .recompute = MP_RECOMPUTE_SELECTIVE,
+                               .dist_opt = true, .dp_overlap = true,
+                               .schedule = MP_SCHED_INTERLEAVED};
+    mp_pipeline_cost pc;
+    assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
+    assert_true(pc.dp_aligned);
+    double red = pc.dp_time - pc.dp_gather - pc.dp_tied;
+    double red_exposed = pc.dp_exposed - pc.dp_gather_exposed - pc.dp_tied;
+    /* rank 0's chunk 0 holds a little more than half (the embedding) */
+    assert_true(red_exposed > 0.5 * red && red_exposed < 0.55 * red);
+    assert_true(pc.dp_exposed > 0.30 && pc.dp_exposed < 0.34);
+    mp_pipeline_cost_free(&pc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reduce_by_hand),
+        cmocka_unit_test(test_gather_by_hand),
+        cmocka_unit_test(test_v2_window),
         cmocka_unit_test(test_chunk0_exposed_rest_hidden),
         cmocka_unit_test(test_plain_1f1b_unchanged),
         cmocka_unit_test(test_old_stack_keeps_one_window),

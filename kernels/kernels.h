@@ -64,16 +64,18 @@ int mpk_scatter_add_rows(float *table, const float *src, const int32_t *idx, int
 
 /* ---- norms (layers.c) ---- x, out, xhat, dx, dout [rows, h]; rstd [rows]; w, b, dw, db [h] */
 
-/* out = xhat * w + b, xhat = (x - mean) * rstd; keeps xhat and rstd. */
+/* out = xhat * w + b, xhat = (x - mean) * rstd, rstd = 1/sqrt(var + eps);
+ * keeps xhat and rstd. eps: the model's norm_eps as a float, 0 < eps < 1
+ * (else MPK_EINVAL). */
 int mpk_layernorm_forward(float *out, float *xhat, float *rstd, const float *x, const float *w,
-                          const float *b, int rows, int h, bool exact, void *stream);
+                          const float *b, int rows, int h, float eps, bool exact, void *stream);
 /* dx overwritten (may not alias dout); dw, db accumulated over rows in order. */
 int mpk_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
                            const float *xhat, const float *rstd, const float *w, int rows, int h,
                            bool exact, void *stream);
-/* RMSNorm: out = xhat * w, xhat = x * rstd. */
+/* RMSNorm: out = xhat * w, xhat = x * rstd, rstd = 1/sqrt(mean(x^2) + eps). */
 int mpk_rmsnorm_forward(float *out, float *xhat, float *rstd, const float *x, const float *w,
-                        int rows, int h, bool exact, void *stream);
+                        int rows, int h, float eps, bool exact, void *stream);
 /* dx overwritten (may not alias dout); dw accumulated. */
 int mpk_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *xhat,
                          const float *rstd, const float *w, int rows, int h, bool exact,

@@ -8,11 +8,11 @@
  * the rows in order, the CPU's order. */
 #include "host_grid.h"
 
-#define MK_LN_EPS 1e-5 /* layers.c LN_EPS */
-
+/* eps: the model's norm_eps as the CPU's float code has it ((real)eps,
+ * layers.c), added to the variance or mean square before the square root */
 MK_KERNEL mk_norm_fwd_kernel(float *out, float *xhat, float *rstd, const float *x, const float *w,
-                             const float *b, size_t rows, size_t h, bool rms, bool exact,
-                             mk_grid ga)
+                             const float *b, size_t rows, size_t h, float eps, bool rms,
+                             bool exact, mk_grid ga)
 {
     MK_SHARED float red[MPK_BLOCK];
     MK_SHARED float stat[2]; /* mean, rstd of the row */
@@ -34,7 +34,7 @@ MK_KERNEL mk_norm_fwd_kernel(float *out, float *xhat, float *rstd, const float *
                     }
                     var /= (float)h;
                     stat[0] = mean;
-                    stat[1] = (float)1 / sqrtf(var + (float)MK_LN_EPS);
+                    stat[1] = (float)1 / sqrtf(var + eps);
                 }
             }
         } else {
@@ -69,7 +69,7 @@ MK_KERNEL mk_norm_fwd_kernel(float *out, float *xhat, float *rstd, const float *
             MK_THREADS(t)
             {
                 if (t == 0)
-                    stat[1] = (float)1 / sqrtf(stat[1] / (float)h + (float)MK_LN_EPS);
+                    stat[1] = (float)1 / sqrtf(stat[1] / (float)h + eps);
             }
         }
         MK_SYNC();
@@ -171,15 +171,16 @@ MK_KERNEL mk_norm_param_grad_kernel(float *dw, float *db, const float *dout, con
 }
 
 static int mk_norm_forward(float *out, float *xhat, float *rstd, const float *x, const float *w,
-                           const float *b, int rows, int h, bool rms, bool exact, void *stream)
+                           const float *b, int rows, int h, float eps, bool rms, bool exact,
+                           void *stream)
 {
-    if (rows < 0 || h < 1)
+    if (rows < 0 || h < 1 || !(eps > 0.0f) || !(eps < 1.0f))
         return MPK_EINVAL;
     if (rows == 0)
         return MPK_OK;
     int st;
     MK_LAUNCH(st, mk_norm_fwd_kernel, mk_grid_for((size_t)rows * MPK_BLOCK), stream, out, xhat,
-              rstd, x, w, b, (size_t)rows, (size_t)h, rms, exact,
+              rstd, x, w, b, (size_t)rows, (size_t)h, eps, rms, exact,
               mk_grid_of(MP_Q_ACT, MP_EXACT_MAX_INT));
     return st;
 }
@@ -204,9 +205,9 @@ static int mk_norm_backward(float *dx, float *dw, float *db, const float *dout,
 }
 
 int mpk_layernorm_forward(float *out, float *xhat, float *rstd, const float *x, const float *w,
-                          const float *b, int rows, int h, bool exact, void *stream)
+                          const float *b, int rows, int h, float eps, bool exact, void *stream)
 {
-    return mk_norm_forward(out, xhat, rstd, x, w, b, rows, h, false, exact, stream);
+    return mk_norm_forward(out, xhat, rstd, x, w, b, rows, h, eps, false, exact, stream);
 }
 
 int mpk_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
@@ -217,9 +218,9 @@ int mpk_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 }
 
 int mpk_rmsnorm_forward(float *out, float *xhat, float *rstd, const float *x, const float *w,
-                        int rows, int h, bool exact, void *stream)
+                        int rows, int h, float eps, bool exact, void *stream)
 {
-    return mk_norm_forward(out, xhat, rstd, x, w, NULL, rows, h, true, exact, stream);
+    return mk_norm_forward(out, xhat, rstd, x, w, NULL, rows, h, eps, true, exact, stream);
 }
 
 int mpk_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *xhat,

@@ -131,6 +131,10 @@ def check(binary, path):
          model.get("activation") == "swiglu")
     want("normalization", config.normalization,
          "RMSNorm" if model.get("norm") == "rmsnorm" else "LayerNorm")
+    # every norm's epsilon (--norm-epsilon); a file without norm_eps has its
+    # architecture's (megaplan's core/model.c: bert 1e-12, t5 1e-6, else 1e-5)
+    want("layernorm_epsilon", config.layernorm_epsilon,
+         model.get("norm_eps") or {"bert": 1e-12, "t5": 1e-6}.get(model.get("arch"), 1e-5))
     want("position_embedding_type", args.position_embedding_type,
          {"rope": "rope", "relative": "relative"}.get(model.get("position"), "learned_absolute"))
     want("tied embeddings", not args.untie_embeddings_and_output_weights,

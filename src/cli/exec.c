@@ -553,6 +553,10 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                d->no_bias ? "no biases" : "biases",
                d->qk_norm ? ", QK-norm (RMSNorm on each query and key head before RoPE)" : "");
     }
+    /* the norms' epsilon when it is not Megatron's default (BERT's 1e-12,
+     * T5's and Qwen's 1e-6, or the model's own) */
+    if (mp_dims_norm_eps(d) != 1e-5)
+        printf("norms: epsilon %g (the model's norm_eps)\n", mp_dims_norm_eps(d));
     if (d->window > 0 || d->sinks || d->glu_limit > 0) {
         char win[96] = "full attention";
         if (d->window > 0 && d->window_skip_freq > 0)

@@ -144,7 +144,8 @@ static void format_for_message(const mp_field *f, double v, char *buf, size_t si
 static mp_status check_range(const mp_field *f, double v, const char *field, const char *origin,
                              int line, int col, mp_error *err)
 {
-    if (!isnan(v) && (f->min_open ? v > f->min : v >= f->min) && v <= f->max)
+    if (!isnan(v) && (f->min_open ? v > f->min : v >= f->min) &&
+        (f->max_open ? v < f->max : v <= f->max))
         return MP_OK; /* in range: nothing to format (the common case, and a hot one) */
     char num[40], lim[40];
     format_for_message(f, v, num, sizeof num);
@@ -162,10 +163,10 @@ static mp_status check_range(const mp_field *f, double v, const char *field, con
         return mp_error_set(err, MP_EINPUT, origin, line, col, field, "must be %s %s (got %s)",
                             f->min_open ? "greater than" : "at least", lim, num);
     }
-    if (v > f->max) {
+    if (f->max_open ? !(v < f->max) : v > f->max) {
         format_for_message(f, f->max, lim, sizeof lim);
-        return mp_error_set(err, MP_EINPUT, origin, line, col, field,
-                            "too large: at most %s (got %s)", lim, num);
+        return mp_error_set(err, MP_EINPUT, origin, line, col, field, "too large: %s %s (got %s)",
+                            f->max_open ? "must be less than" : "at most", lim, num);
     }
     return MP_OK;
 }
@@ -573,7 +574,8 @@ mp_status mp_fields_check(const mp_field *tab, size_t n, const void *obj, const 
         if (f->type == MP_FT_INT || f->type == MP_FT_DOUBLE) {
             double v = f->type == MP_FT_INT ? (double)*(const int64_t *)at_c(obj, f)
                                             : *(const double *)at_c(obj, f);
-            if (!isnan(v) && (f->min_open ? v > f->min : v >= f->min) && v <= f->max)
+            if (!isnan(v) && (f->min_open ? v > f->min : v >= f->min) &&
+                (f->max_open ? v < f->max : v <= f->max))
                 continue;
         } else if (f->type == MP_FT_ENUM) {
             int v;

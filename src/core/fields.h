@@ -33,6 +33,7 @@ typedef struct mp_field {
     mp_unit_kind unit;    /* DOUBLE */
     double min, max;      /* INT/DOUBLE inclusive range; CURVE: range of y */
     bool min_open;        /* the minimum itself is excluded (x > min) */
+    bool max_open;        /* the maximum itself is excluded (x < max) */
     const char *(*name_of)(int); /* ENUM */
     int n_names;          /* ENUM */
     bool required;        /* must appear in a file */

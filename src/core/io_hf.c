@@ -599,6 +599,51 @@ typedef enum {
     HF_UNKNOWN
 } hf_family;
 
+/* The family's norm epsilon key and transformers' default for it when the
+ * file has none (each configuration_*.py: LlamaConfig, MistralConfig,
+ * Qwen2Config, Qwen3Config, Qwen2MoeConfig, Qwen3MoeConfig and
+ * DeepseekV3Config rms_norm_eps 1e-6; MixtralConfig and GptOssConfig 1e-5;
+ * GPT2Config layer_norm_epsilon 1e-5; BertConfig, RobertaConfig and
+ * MegatronBertConfig layer_norm_eps 1e-12; T5Config and MT5Config
+ * layer_norm_epsilon 1e-6). */
+static const char *hf_norm_eps_key(hf_family fam, double *def)
+{
+    switch (fam) {
+    case HF_GPT2:
+        *def = 1e-5;
+        return "layer_norm_epsilon";
+    case HF_BERT:
+        *def = 1e-12;
+        return "layer_norm_eps";
+    case HF_T5:
+        *def = 1e-6;
+        return "layer_norm_epsilon";
+    case HF_MIXTRAL:
+    case HF_GPT_OSS:
+        *def = 1e-5;
+        return "rms_norm_eps";
+    default: /* llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, deepseek_v3 */
+        *def = 1e-6;
+        return "rms_norm_eps";
+    }
+}
+
+/* norm_eps from the family's key, or transformers' default without one. */
+static mp_status read_norm_eps(const hf_ctx *cx, hf_family fam, mp_model *m, mp_error *err)
+{
+    double def;
+    const char *key = hf_norm_eps_key(fam, &def);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, key);
+    m->norm_eps = def;
+    if (!v || cJSON_IsNull(v))
+        return MP_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > 0.0) ||
+        !(v->valuedouble < 1.0))
+        return hf_fail(cx, key, err, "expected a number above 0 and below 1 (the norm's epsilon)");
+    m->norm_eps = v->valuedouble;
+    return MP_OK;
+}
+
 /* The config.json key behind a model field, so a validation error (e.g.
  * "kv_heads must divide heads") names what the user wrote. */
 static const char *hf_key_of(hf_family fam, const char *field)
@@ -673,6 +718,10 @@ static const char *hf_key_of(hf_family fam, const char *field)
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (map[i].fam == fam && !strcmp(map[i].field, field))
             return map[i].key;
+    if (!strcmp(field, "norm_eps")) {
+        double def;
+        return hf_norm_eps_key(fam, &def);
+    }
     if (!strcmp(field, "moe.top_k") && (fam == HF_MIXTRAL || fam == HF_QWEN_MOE ||
                                         fam == HF_DEEPSEEK || fam == HF_GPT_OSS))
         return "num_experts_per_tok";
@@ -818,7 +867,7 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         st = read_t5(&cx, out, err);
         break;
     }
-    if (st != MP_OK)
+    if (st != MP_OK || (st = read_norm_eps(&cx, fam, out, err)) != MP_OK)
         goto done;
     /* Qwen3 (dense and MoE): an RMSNorm on each query and key head before
      * the rotary turn (transformers' modeling_qwen3.py / modeling_qwen3_moe.py

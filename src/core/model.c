@@ -120,6 +120,10 @@ static const mp_field model_fields[] = {
     INT_FIELD(decoder_seq, 0, MAX_SEQ, false),
     ENUM_FIELD(activation, act_name_i, MP_ACT_COUNT, false),
     ENUM_FIELD(norm, norm_name_i, MP_NORM_COUNT, false),
+    /* positive and below 1: a norm divides by sqrt(var + eps), so eps is
+     * a small guard, not a scale (real models: 1e-12 to 1e-5) */
+    {.path = "norm_eps", .type = MP_FT_DOUBLE, .offset = offsetof(mp_model, norm_eps),
+     .unit = MP_UNIT_NONE, .min = 0.0, .min_open = true, .max = 1.0, .max_open = true},
     ENUM_FIELD(position, pos_name_i, MP_POS_COUNT, false),
     {.path = "tied_embeddings", .type = MP_FT_BOOL,
      .offset = offsetof(mp_model, tied_embeddings)},
@@ -182,9 +186,22 @@ const mp_field *mp_model_field_table(size_t *n)
     return model_fields;
 }
 
+double mp_model_default_norm_eps(mp_arch a)
+{
+    switch (a) {
+    case MP_ARCH_BERT:
+        return 1e-12; /* Devlin et al.'s BERT; HF BertConfig.layer_norm_eps */
+    case MP_ARCH_T5:
+        return 1e-6; /* HF T5Config.layer_norm_epsilon, the released T5s' */
+    default:
+        return 1e-5; /* GPT-2's layer_norm_epsilon, Llama 2/3's rms_norm_eps */
+    }
+}
+
 void mp_model_arch_defaults(mp_model *m, mp_arch arch)
 {
     m->arch = arch;
+    m->norm_eps = mp_model_default_norm_eps(arch);
     switch (arch) {
     case MP_ARCH_LLAMA:
         m->activation = MP_ACT_SWIGLU;
@@ -223,6 +240,8 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         return FAIL("layers", "missing (required)");
     if (m->arch != MP_ARCH_T5 && m->seq == 0)
         return FAIL("seq", "missing (required)");
+    if (m->norm_eps == 0.0) /* a model built in code: its architecture's */
+        m->norm_eps = mp_model_default_norm_eps(m->arch);
     /* t5 may leave layers and seq at 0 (derived below from its two sides) */
     mp_model ranged = *m;
     if (m->arch == MP_ARCH_T5) {

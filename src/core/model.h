@@ -45,6 +45,13 @@ typedef struct mp_model {
     int64_t decoder_seq;    /* t5 only */
     mp_activation activation;
     mp_norm norm;
+    /* The epsilon every norm of the model adds to the variance (LayerNorm)
+     * or mean square (RMSNorm) before the square root: the block norms, the
+     * final norm, BERT's head, MLA's latent norms, QK-norm, MTP's norms
+     * (HF's rms_norm_eps / layer_norm_epsilon / layer_norm_eps; Megatron's
+     * --norm-epsilon). 0 in a model built in code: the architecture's
+     * default (mp_model_default_norm_eps), filled in by mp_model_finish. */
+    double norm_eps;
     mp_position position;
     bool tied_embeddings;
     /* Biases in the linear layers (Q, K, V, output, MLP/experts) of a
@@ -187,6 +194,13 @@ const char *mp_arch_name(mp_arch a);
 const char *mp_activation_name(mp_activation a);
 const char *mp_norm_name(mp_norm n);
 const char *mp_position_name(mp_position p);
+
+/* The norm epsilon an architecture's models have unless they say (a file's
+ * norm_eps, a config.json's key): gpt and llama 1e-5 (GPT-2's
+ * layer_norm_epsilon, Llama 2's and 3's rms_norm_eps, Megatron's
+ * --norm-epsilon default), bert 1e-12 (BERT's layer_norm_eps), t5 1e-6
+ * (T5's layer_norm_epsilon). */
+double mp_model_default_norm_eps(mp_arch a);
 
 /* Fills derived defaults (kv_heads = heads, head_dim = hidden/heads, t5 layer
  * and seq sums, ...) and checks consistency: positive sizes, heads divisible by

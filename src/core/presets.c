@@ -15,42 +15,46 @@ typedef struct preset {
     const char *alias;    /* size-only name ("175B"), NULL when none */
 } preset;
 
-/* GPT-3 and Megatron GPT: learned positions, GELU, LayerNorm, tied
- * embeddings; vocabulary 51200 (GPT-2's 50257 padded as Megatron-LM does). */
+/* GPT-3 and Megatron GPT: learned positions, GELU, LayerNorm (epsilon
+ * 1e-5: GPT-2's released layer_norm_epsilon, Megatron-LM's --norm-epsilon
+ * default), tied embeddings; vocabulary 51200 (GPT-2's 50257 padded as
+ * Megatron-LM does). */
 #define GPT(nm, L, h, a, params, gb, al)                                                    \
     {{.name = nm, .arch = MP_ARCH_GPT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 51200, .seq = 2048,           \
-      .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .position = MP_POS_LEARNED,    \
-      .tied_embeddings = true},                                                             \
+      .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .norm_eps = 1e-5,               \
+      .position = MP_POS_LEARNED, .tied_embeddings = true},                                 \
      params, gb, 0.0, al}
 
-/* LLaMA: SwiGLU, RMSNorm, RoPE of base theta (the config's rope_theta),
- * untied input/output embeddings, GQA. */
+/* LLaMA: SwiGLU, RMSNorm (epsilon 1e-5: the Llama 2 and Llama 3 configs'
+ * rms_norm_eps), RoPE of base theta (the config's rope_theta), untied
+ * input/output embeddings, GQA. */
 #define LLAMA(nm, L, h, a, kv, ffn, V, s, params, gb, al, theta)                             \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = (h) / (a), .ffn_hidden = ffn, .vocab = V, .seq = s,       \
-      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
-      .tied_embeddings = false, .attn = {.rope_theta = theta}},                            \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,              \
+      .position = MP_POS_ROPE, .tied_embeddings = false, .attn = {.rope_theta = theta}},   \
      params, gb, 0.0, al}
 
-/* BERT: WordPiece vocabulary 30522, 512 positions, GELU, LayerNorm, the
- * masked-LM output layer tied to the word embeddings. */
-#define BERT(nm, L, h, a, params, gb)                                                       \
+/* BERT: WordPiece vocabulary 30522, 512 positions, GELU, LayerNorm of
+ * epsilon eps, the masked-LM output layer tied to the word embeddings. */
+#define BERT(nm, L, h, a, params, gb, eps)                                                  \
     {{.name = nm, .arch = MP_ARCH_BERT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 30522, .seq = 512,            \
-      .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .position = MP_POS_LEARNED,    \
-      .tied_embeddings = true},                                                             \
+      .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .norm_eps = eps,               \
+      .position = MP_POS_LEARNED, .tied_embeddings = true},                                 \
      params, gb, 0.0, NULL}
 
 /* T5 1.0: SentencePiece vocabulary 32128 (as released), ReLU, scale-only
- * norm, relative position buckets, tied embeddings; pre-training used 512
+ * norm (epsilon 1e-6, the released configs' layer_norm_epsilon), relative
+ * position buckets, tied embeddings; pre-training used 512
  * input and 114 target tokens, rounded up here to a decoder_seq of 128. */
 #define T5(nm, enc, dec, d, a, dkv, dff, params, gb)                                         \
     {{.name = nm, .arch = MP_ARCH_T5, .layers = (enc) + (dec), .encoder_layers = enc,       \
       .decoder_layers = dec, .hidden = d, .heads = a, .kv_heads = a, .head_dim = dkv,       \
       .ffn_hidden = dff, .vocab = 32128, .seq = 512, .encoder_seq = 512, .decoder_seq = 128, \
-      .activation = MP_ACT_RELU, .norm = MP_NORM_RMSNORM, .position = MP_POS_RELATIVE,     \
-      .tied_embeddings = true},                                                             \
+      .activation = MP_ACT_RELU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,                \
+      .position = MP_POS_RELATIVE, .tied_embeddings = true},                                \
      params, gb, 0.0, NULL}
 
 /* Mixtures of experts (decoder-only, SwiGLU experts, RMSNorm, RoPE, untied
@@ -59,23 +63,26 @@ typedef struct preset {
  * training length, --seq changes it); E routed experts of size ef, top-k;
  * ffn the dense FFN size the config gives (used by no block here); the counts published (total,
  * active); global batch in sequences (0: none published); the rotary base
- * (the config's rope_theta). */
+ * (the config's rope_theta). RMSNorm's epsilon 1e-5: the Mixtral and
+ * OLMoE configs' rms_norm_eps. */
 #define MOE(nm, L, h, a, kv, hd, V, s, E, k, ef, ffn, total, active, gb, theta)               \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
-      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
-      .tied_embeddings = false, .attn = {.rope_theta = theta},                             \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,              \
+      .position = MP_POS_ROPE, .tied_embeddings = false, .attn = {.rope_theta = theta},    \
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
 
 /* Qwen3's MoE: the form above with QK-norm, an RMSNorm over head_dim on each
  * query and key head before RoPE (Qwen Team 2025, the Qwen3 report's
- * architecture section, after Dehghani et al. 2023; HF's q_norm/k_norm). */
+ * architecture section, after Dehghani et al. 2023; HF's q_norm/k_norm);
+ * RMSNorm's epsilon 1e-6 (the released config's rms_norm_eps). */
 #define MOE_QK(nm, L, h, a, kv, hd, V, s, E, k, ef, ffn, total, active, gb, theta)            \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
-      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,       \
-      .tied_embeddings = false, .attn = {.rope_theta = theta, .qk_norm = true},            \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,              \
+      .position = MP_POS_ROPE, .tied_embeddings = false,                                   \
+      .attn = {.rope_theta = theta, .qk_norm = true},                                      \
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
 
@@ -83,13 +90,14 @@ typedef struct preset {
  * window (full attention in every second block), the SwiGLU clamped at 7
  * and YaRN-scaled rotary embeddings (config.json's rope_theta and
  * rope_scaling: base 150000, factor 32 over the original 4096 positions,
- * betas 32 and 1, the ramp's bounds not rounded); L blocks,
+ * betas 32 and 1, the ramp's bounds not rounded), RMSNorm's epsilon 1e-5
+ * (its rms_norm_eps); L blocks,
  * E experts, the published total and active counts. */
 #define GPT_OSS(nm, L, E, total, active)                                                     \
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = 2880, .heads = 64,           \
       .kv_heads = 8, .head_dim = 64, .ffn_hidden = 2880, .vocab = 201088, .seq = 4096,        \
-      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,         \
-      .tied_embeddings = false,                                                               \
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,                \
+      .position = MP_POS_ROPE, .tied_embeddings = false,                                      \
       .moe = {.experts = E, .top_k = 4, .expert_ffn = 2880, .layer_freq = 1},                 \
       .attn = {.window = 128, .window_skip_freq = 2, .sinks = true, .rope_yarn = true,       \
                .rope_theta = 150000.0, .yarn_factor = 32.0, .yarn_original_seq = 4096,        \
@@ -151,11 +159,14 @@ static const preset presets[] = {
           500000.0),
 
     /* Devlin et al. 2019, "BERT", §3 (L, H, A; 110M and 340M; batch 256). */
-    BERT("bert-base", 12, 768, 12, 110e6, 256),
-    BERT("bert-large", 24, 1024, 16, 340e6, 256),
+    /* LayerNorm epsilon 1e-12: the released BERT configs' layer_norm_eps. */
+    BERT("bert-base", 12, 768, 12, 110e6, 256, 1e-12),
+    BERT("bert-large", 24, 1024, 16, 340e6, 256, 1e-12),
     /* Shoeybi et al. 2019, "Megatron-LM", Table 4: 48 layers, 2560 hidden,
-     * 40 heads, 3.9B; batch 1024. */
-    BERT("megatron-bert-3.9b", 48, 2560, 40, 3.9e9, 1024),
+     * 40 heads, 3.9B; batch 1024. Trained with Megatron-LM, whose
+     * LayerNorm epsilon defaults to 1e-5 (--layernorm-epsilon then,
+     * --norm-epsilon now). */
+    BERT("megatron-bert-3.9b", 48, 2560, 40, 3.9e9, 1024, 1e-5),
 
     /* Raffel et al. 2020, "Exploring the Limits of Transfer Learning", §3.7
      * (shapes; batch 128 sequences). The paper rounds (220M, 770M, 3B, 11B);
@@ -188,12 +199,13 @@ static const preset presets[] = {
      * routed experts of 2048, 8 active, routed to at most 4 of 8 groups,
      * sigmoid routing (the chosen weights scaled by 2.5, the released
      * config.json's routed_scaling_factor); 671B total / 37B active (the 14B multi-token
-     * prediction module excluded, as the report counts). Batch: 15360
+     * prediction module excluded, as the report counts); RMSNorm's epsilon
+     * 1e-6, the config's rms_norm_eps. Batch: 15360
      * sequences of 4096 after the ramp-up. */
     {{.name = "deepseek-v3", .arch = MP_ARCH_LLAMA, .layers = 61, .hidden = 7168, .heads = 128,
       .kv_heads = 128, .head_dim = 192, .ffn_hidden = 18432, .vocab = 129280, .seq = 4096,
-      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .position = MP_POS_ROPE,
-      .tied_embeddings = false, .attn = {.rope_theta = 10000.0},
+      .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,
+      .position = MP_POS_ROPE, .tied_embeddings = false, .attn = {.rope_theta = 10000.0},
       .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1,
               .shared_ffn = 2048, .first_dense = 3, .layer_freq = 1, .route_groups = 8,
               .route_group_top_k = 4, .route_scale = 2.5, .router = MP_ROUTER_SIGMOID},

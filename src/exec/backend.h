@@ -63,14 +63,16 @@ typedef struct mp_backend {
     /* x[r*ld + c] rounded onto 2^-grid, |units| <= max_int, r < rows, c < cols */
     void (*quantize)(mp_real_kind kind, void *x, size_t rows, size_t cols, size_t ld, int grid,
                      int max_int);
+    /* eps: the model's norm_eps (mp_gpt_dims.norm_eps), in the kind's precision */
     void (*layernorm_forward)(mp_real_kind kind, void *out, void *xhat, void *rstd,
                               const void *x, const void *w, const void *b, int rows, int h,
-                              bool exact);
+                              double eps, bool exact);
     void (*layernorm_backward)(mp_real_kind kind, void *dx, void *dw, void *db,
                                const void *dout, const void *xhat, const void *rstd,
                                const void *w, int rows, int h, bool exact);
     void (*rmsnorm_forward)(mp_real_kind kind, void *out, void *xhat, void *rstd,
-                            const void *x, const void *w, int rows, int h, bool exact);
+                            const void *x, const void *w, int rows, int h, double eps,
+                            bool exact);
     void (*rmsnorm_backward)(mp_real_kind kind, void *dx, void *dw, const void *dout,
                              const void *xhat, const void *rstd, const void *w, int rows, int h,
                              bool exact);

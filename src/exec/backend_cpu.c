@@ -71,9 +71,9 @@ static void cpu_quantize(mp_real_kind k, void *x, size_t rows, size_t cols, size
 
 static void cpu_layernorm_forward(mp_real_kind k, void *out, void *xhat, void *rstd,
                                   const void *x, const void *w, const void *b, int rows, int h,
-                                  bool exact)
+                                  double eps, bool exact)
 {
-    BY_KIND(k, mp_layernorm_forward, out, xhat, rstd, x, w, b, rows, h, exact);
+    BY_KIND(k, mp_layernorm_forward, out, xhat, rstd, x, w, b, rows, h, eps, exact);
 }
 
 static void cpu_layernorm_backward(mp_real_kind k, void *dx, void *dw, void *db,
@@ -84,9 +84,10 @@ static void cpu_layernorm_backward(mp_real_kind k, void *dx, void *dw, void *db,
 }
 
 static void cpu_rmsnorm_forward(mp_real_kind k, void *out, void *xhat, void *rstd,
-                                const void *x, const void *w, int rows, int h, bool exact)
+                                const void *x, const void *w, int rows, int h, double eps,
+                                bool exact)
 {
-    BY_KIND(k, mp_rmsnorm_forward, out, xhat, rstd, x, w, rows, h, exact);
+    BY_KIND(k, mp_rmsnorm_forward, out, xhat, rstd, x, w, rows, h, eps, exact);
 }
 
 static void cpu_rmsnorm_backward(mp_real_kind k, void *dx, void *dw, const void *dout,

@@ -397,10 +397,11 @@ static void cuda_quantize(mp_real_kind k, void *x, size_t rows, size_t cols, siz
 
 static void cuda_layernorm_forward(mp_real_kind k, void *out, void *xhat, void *rstd,
                                    const void *x, const void *w, const void *b, int rows, int h,
-                                   bool exact)
+                                   double eps, bool exact)
 {
     KERNEL(k, "layernorm_forward",
-           mpk_layernorm_forward(out, xhat, rstd, x, w, b, rows, h, exact, C.compute));
+           mpk_layernorm_forward(out, xhat, rstd, x, w, b, rows, h, (float)eps, exact,
+                                 C.compute));
 }
 
 static void cuda_layernorm_backward(mp_real_kind k, void *dx, void *dw, void *db,
@@ -412,10 +413,11 @@ static void cuda_layernorm_backward(mp_real_kind k, void *dx, void *dw, void *db
 }
 
 static void cuda_rmsnorm_forward(mp_real_kind k, void *out, void *xhat, void *rstd,
-                                 const void *x, const void *w, int rows, int h, bool exact)
+                                 const void *x, const void *w, int rows, int h, double eps,
+                                 bool exact)
 {
     KERNEL(k, "rmsnorm_forward",
-           mpk_rmsnorm_forward(out, xhat, rstd, x, w, rows, h, exact, C.compute));
+           mpk_rmsnorm_forward(out, xhat, rstd, x, w, rows, h, (float)eps, exact, C.compute));
 }
 
 static void cuda_rmsnorm_backward(mp_real_kind k, void *dx, void *dw, const void *dout,

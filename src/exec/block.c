@@ -17,11 +17,13 @@
 void mp_model_norm_forward(const mp_gpt *g, real *out, real *xhat, real *rstd,
                            const real *x, const real *w, const real *b, int rows)
 {
+    double eps = mp_dims_norm_eps(&g->d);
     if (g->d.rmsnorm)
-        g->be->rmsnorm_forward(MP_REAL_KIND, out, xhat, rstd, x, w, rows, g->d.hidden, g->exact);
+        g->be->rmsnorm_forward(MP_REAL_KIND, out, xhat, rstd, x, w, rows, g->d.hidden, eps,
+                               g->exact);
     else
         g->be->layernorm_forward(MP_REAL_KIND, out, xhat, rstd, x, w, b, rows, g->d.hidden,
-                                 g->exact);
+                                 eps, g->exact);
 }
 
 void mp_model_norm_backward(const mp_gpt *g, real *dx, real *dw, real *db,
@@ -50,6 +52,7 @@ static const mp_attn_oss *oss_of(const mp_gpt *g, int l, mp_attn_oss *x)
  * in place on qkv[S,row] after the projection and before RoPE: in each row
  * r, every query head a (columns a*hd .. of Q) and every key head j (of K)
  *   rstd = 1/sqrt(sum(x^2)/hd + eps),  xhat = x * rstd,  x <- xhat * w
+ * (eps the model's norm_eps, as HF's Qwen3 q_norm/k_norm take rms_norm_eps)
  * with w = the query scale wq[hd] for Q's heads and wk[hd] for K's, shared
  * by the heads. xhat [S, al+gl, hd] (Q's heads, then K's) and rstd
  * [S, al+gl] are kept for the backward. The backend's RMSNorm over rows of
@@ -61,13 +64,15 @@ static void qk_norm_forward(mp_gpt *g, block_acts *B, int l)
     sizes z = sizes_of(&g->d);
     const real *wq = blk(g->w, g, l, MP_BLK_QNORM_W), *wk = blk(g->w, g, l, MP_BLK_KNORM_W);
     size_t nh = z.al + z.gl;
+    double eps = mp_dims_norm_eps(&g->d);
     for (size_t r = 0; r < z.S; r++) {
         real *q = B->qkv + r * z.row, *k = q + z.hl;
         real *xh = B->qk_xhat + r * nh * z.hd, *rs = B->qk_rstd + r * nh;
         /* q[al, hd] <- rmsnorm(q) * wq;  k[gl, hd] <- rmsnorm(k) * wk */
-        g->be->rmsnorm_forward(MP_REAL_KIND, q, xh, rs, q, wq, (int)z.al, (int)z.hd, g->exact);
+        g->be->rmsnorm_forward(MP_REAL_KIND, q, xh, rs, q, wq, (int)z.al, (int)z.hd, eps,
+                               g->exact);
         g->be->rmsnorm_forward(MP_REAL_KIND, k, xh + z.hl, rs + z.al, k, wk, (int)z.gl,
-                               (int)z.hd, g->exact);
+                               (int)z.hd, eps, g->exact);
     }
 }
 

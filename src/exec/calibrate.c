@@ -62,7 +62,7 @@ static void run_op(const probe_op *o)
         break;
     default:
         o->be->layernorm_forward(MP_REAL32, o->c, o->xhat, o->rstd, o->x, o->w, o->bias, o->rows,
-                                 o->h, false);
+                                 o->h, 1e-5, false);
         break;
     }
 }

@@ -148,6 +148,14 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.attn.qk_norm",
                             "no PyTorch fixture has QK-norm: the plan cannot be checked "
                             "against one");
+    /* tools/make_fixtures.py runs every norm with eps 1e-5 (its files have
+     * no field for it): another epsilon would fail the comparison by a
+     * tolerance, not by name */
+    if (mp_dims_norm_eps(d) != 1e-5)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.norm_eps",
+                            "the PyTorch fixtures are made with 1e-5, not %g: give the plan "
+                            "norm_eps: 1e-5 to check it against one",
+                            mp_dims_norm_eps(d));
     bool yarn = d->rope && rf->yarn;
     int arch = d->bert ? 2 : (d->rmsnorm || d->swiglu || d->rope || d->no_bias) ? 1 : 0;
     int enc_layers = 0, dec_seq = 0;

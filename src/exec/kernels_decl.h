@@ -10,15 +10,17 @@ void mp_quantize(real *x, size_t n, int grid, int max_int);
 /* Quantizes onto the grid only when exact is set. */
 void mp_q(bool exact, real *x, size_t n, int grid);
 
-/* out[rows,h] = xhat * w + b, xhat = (x - mean) * rstd; keeps xhat and rstd. */
+/* out[rows,h] = xhat * w + b, xhat = (x - mean) * rstd, rstd = 1/sqrt(var +
+ * eps); keeps xhat and rstd. */
 void mp_layernorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                          const real *b, int rows, int h, bool exact);
+                          const real *b, int rows, int h, double eps, bool exact);
 /* dx[rows,h] = d LN / dx (overwritten); dw, db accumulated. */
 void mp_layernorm_backward(real *dx, real *dw, real *db, const real *dout, const real *xhat,
                            const real *rstd, const real *w, int rows, int h, bool exact);
-/* RMSNorm: out = x * rstd * w (no mean, no shift); keeps xhat = x * rstd and rstd. */
+/* RMSNorm: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) (no mean, no
+ * shift); keeps xhat = x * rstd and rstd. */
 void mp_rmsnorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                        int rows, int h, bool exact);
+                        int rows, int h, double eps, bool exact);
 /* dx[rows,h] = d RMSNorm / dx (overwritten); dw accumulated. */
 void mp_rmsnorm_backward(real *dx, real *dw, const real *dout, const real *xhat,
                          const real *rstd, const real *w, int rows, int h, bool exact);

@@ -36,13 +36,13 @@ void mp_q(bool exact, real *x, size_t n, int grid)
 
 /* LayerNorm over the last dimension h of x[rows, h]:
  *   mean = sum(x)/h, rstd = 1/sqrt(var + eps), xhat = (x - mean) * rstd,
- *   out = xhat * w + b.
- * Each row is computed by the same code in the same order whichever run it
- * is in; exact mode rounds xhat (it enters the dw sum over tokens) and out. */
-#define LN_EPS 1e-5
-
+ *   out = xhat * w + b,
+ * eps the model's norm_eps rounded to the precision (real)eps. Each row is
+ * computed by the same code in the same order whichever run it is in;
+ * exact mode rounds xhat (it enters the dw sum over tokens) and out. The
+ * backward needs no eps: it reads the kept xhat and rstd. */
 void mp_layernorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                          const real *b, int rows, int h, bool exact)
+                          const real *b, int rows, int h, double eps, bool exact)
 {
     for (int r = 0; r < rows; r++) {
         const real *xr = x + (size_t)r * h;
@@ -56,7 +56,7 @@ void mp_layernorm_forward(real *out, real *xhat, real *rstd, const real *x, cons
             var += c * c;
         }
         var /= (real)h;
-        real rs = (real)1 / R_SQRT(var + (real)LN_EPS);
+        real rs = (real)1 / R_SQRT(var + (real)eps);
         rstd[r] = rs;
         for (int i = 0; i < h; i++)
             xh[i] = (xr[i] - mean) * rs;
@@ -126,7 +126,7 @@ void mp_gelu_backward(real *din, const real *dout, const real *in, size_t n)
  *   rstd = 1/sqrt(sum(x^2)/h + eps), xhat = x * rstd, out = xhat * w.
  * Exact mode rounds xhat and out, as LayerNorm does. */
 void mp_rmsnorm_forward(real *out, real *xhat, real *rstd, const real *x, const real *w,
-                        int rows, int h, bool exact)
+                        int rows, int h, double eps, bool exact)
 {
     for (int r = 0; r < rows; r++) {
         const real *xr = x + (size_t)r * h;
@@ -135,7 +135,7 @@ void mp_rmsnorm_forward(real *out, real *xhat, real *rstd, const real *x, const 
         for (int i = 0; i < h; i++)
             ms += xr[i] * xr[i];
         ms /= (real)h;
-        real rs = (real)1 / R_SQRT(ms + (real)LN_EPS);
+        real rs = (real)1 / R_SQRT(ms + (real)eps);
         rstd[r] = rs;
         for (int i = 0; i < h; i++)
             xh[i] = xr[i] * rs;

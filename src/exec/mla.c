@@ -107,12 +107,14 @@ mp_status mp_mla_forward(mp_gpt *g, block_acts *B, int l, const real *x, mp_erro
      * this rank's rows, all-gathered over TP under SP */
     if (m.rq) {
         g->be->rmsnorm_forward(MP_REAL_KIND, c.sp ? c.wq : c.latq, c.q_xhat, c.q_rstd, c.lq,
-                               P(MP_BLK_MLA_QNORM_W), (int)z.Sl, (int)m.rq, ex);
+                               P(MP_BLK_MLA_QNORM_W), (int)z.Sl, (int)m.rq,
+                               mp_dims_norm_eps(&g->d), ex);
         if (c.sp)
             CHECK(mp_model_tp_gather_rows(g, c.wq, c.latq, z.S, z.Sl, m.rq, err));
     }
     g->be->rmsnorm_forward(MP_REAL_KIND, c.sp ? c.wkv : c.latkv, c.kv_xhat, c.kv_rstd, c.lkv,
-                           P(MP_BLK_MLA_KVNORM_W), (int)z.Sl, (int)m.rkv, ex);
+                           P(MP_BLK_MLA_KVNORM_W), (int)z.Sl, (int)m.rkv,
+                           mp_dims_norm_eps(&g->d), ex);
     if (c.sp) {
         CHECK(mp_model_tp_gather_rows(g, c.wkv, c.latkv, z.S, z.Sl, m.rkv, err));
         CHECK(mp_model_tp_gather_rows(g, c.lr, c.kr, z.S, z.Sl, m.dr, err));

@@ -331,7 +331,8 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
         bq(g, A->mlm_act, z.S * z.h, MP_Q_ACT);
         be->layernorm_forward(MP_REAL_KIND, A->mlm_out, A->mlm_xhat, A->mlm_rstd, A->mlm_act,
                               param(g->w, g, lay->mlm_ln_w),
-                              param(g->w, g, lay->mlm_ln_b), (int)z.S, (int)z.h, ex);
+                              param(g->w, g, lay->mlm_ln_b), (int)z.S, (int)z.h,
+                              mp_dims_norm_eps(&g->d), ex);
         hin = A->mlm_out;
     }
     GEMM(false, true, z.S, z.Vl, z.h, hin, z.h, wh, z.h, 0.0, A->logits, z.Vl);

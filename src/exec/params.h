@@ -24,6 +24,9 @@ typedef struct mp_gpt_dims {
     /* LLaMA-style variants (all false / 0: GPT-2's blocks) */
     int kv_heads;         /* grouped-query attention: key/value heads (0: = heads) */
     bool rmsnorm;         /* RMSNorm (a scale, no shift) instead of LayerNorm */
+    /* the epsilon of every norm (the model's norm_eps: block, final, BERT
+     * head, MLA latent, QK and MTP norms; 0: 1e-5, mp_dims_norm_eps) */
+    double norm_eps;
     bool swiglu;          /* MLP silu(x W_gate) * (x W_up) W_down instead of GeLU */
     bool rope;            /* rotary position embedding on Q and K, no learned positions */
     mp_rope_spec rope_freq; /* its angles (rope.h: base, YaRN) */
@@ -127,6 +130,12 @@ static inline int mp_dims_blocks(const mp_gpt_dims *d) { return d->layers + d->m
 
 /* Whether the blocks' attention is multi-head latent attention. */
 static inline bool mp_dims_is_mla(const mp_gpt_dims *d) { return d->kv_lora > 0; }
+/* The norms' epsilon: norm_eps, or 1e-5 (Megatron's default) in dims built
+ * in code that leave it 0. */
+static inline double mp_dims_norm_eps(const mp_gpt_dims *d)
+{
+    return d->norm_eps > 0 ? d->norm_eps : 1e-5;
+}
 
 /* Elements allocated for a flat buffer of `total`: padded to a multiple of
  * pad_to (the DP shards) and of d's flat_align (a multiple of pad_to). */

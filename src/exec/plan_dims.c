@@ -162,6 +162,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->relu = m->activation == MP_ACT_RELU;
     out->tied = m->tied_embeddings;
     out->rmsnorm = m->norm == MP_NORM_RMSNORM;
+    out->norm_eps = m->norm_eps; /* the model's at any size: shrinking keeps it */
     out->swiglu = m->activation == MP_ACT_SWIGLU;
     out->rope = m->position == MP_POS_ROPE;
     if (out->rope) /* the model's angles at any size: they depend on the head's width only */

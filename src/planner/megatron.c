@@ -6,6 +6,7 @@
  * Model: --num-layers (T5: --encoder-num-layers, --decoder-num-layers),
  * --hidden-size, --num-attention-heads, --kv-channels, --ffn-hidden-size,
  * --group-query-attention --num-query-groups, --swiglu, --normalization,
+ * --norm-epsilon (always: the model's, whatever Megatron's default),
  * --position-embedding-type (rope, relative with its buckets and distance),
  * --max-position-embeddings, --untie-embeddings-and-output-weights,
  * --disable-bias-linear, --vocab-size, --seq-length (T5: --encoder-seq-length,
@@ -23,6 +24,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/units.h"
 
 static int64_t blocks_in(const mp_stage_range *r, int64_t L)
 {
@@ -222,6 +225,12 @@ static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
                            "GeLU; --squared-relu is another function)\n");
     if (m->norm == MP_NORM_RMSNORM)
         mp_buf_puts(out, "--normalization RMSNorm \\\n");
+    /* TransformerConfig.layernorm_epsilon: every norm Megatron builds (the
+     * blocks', the final one, QK-norm's, MLA's latent ones) */
+    char eps[32];
+    mp_format_double(m->norm_eps > 0 ? m->norm_eps : mp_model_default_norm_eps(m->arch), eps,
+                     sizeof eps);
+    mp_buf_printf(out, "--norm-epsilon %s \\\n", eps);
     if (m->position == MP_POS_ROPE)
         mp_buf_puts(out, "--position-embedding-type rope \\\n");
     else if (m->position == MP_POS_RELATIVE)

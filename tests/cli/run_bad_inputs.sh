@@ -87,6 +87,17 @@ core() {
     check qk-norm-bool "${M}qk\\.yaml:8:[0-9]+: attn\\.qk_norm: expected true or false" "$bin" models qk.yaml
     file qk2.yaml "${GOOD_MODEL}attn: {qk_norm: true}\n"
     check qk-norm-arch "${M}qk2\\.yaml:8:[0-9]+: attn\\.qk_norm: QK-norm \\(Qwen3\\) is modelled for arch llama only" "$bin" models qk2.yaml
+    # the norm epsilon: positive, below 1, a number
+    file eps0.yaml "${GOOD_MODEL}norm_eps: 0\n"
+    check norm-eps-zero "${M}eps0\\.yaml:8:11: norm_eps: must be positive \\(got 0\\)" "$bin" models eps0.yaml
+    file eps1.yaml "${GOOD_MODEL}norm_eps: 1\n"
+    check norm-eps-one "${M}eps1\\.yaml:8:11: norm_eps: too large: must be less than 1 \\(got 1\\)" "$bin" models eps1.yaml
+    file eps2.yaml "${GOOD_MODEL}norm_eps: -1e-5\n"
+    check norm-eps-negative "${M}eps2\\.yaml:8:11: norm_eps: must be positive" "$bin" models eps2.yaml
+    file eps3.yaml "${GOOD_MODEL}norm_eps: tiny\n"
+    check norm-eps-word "${M}eps3\\.yaml:8:11: norm_eps: expected a number" "$bin" models eps3.yaml
+    file eps4.yaml "${GOOD_MODEL}norm_eps: .nan\n"
+    check norm-eps-nan "${M}eps4\\.yaml:8:11: norm_eps: " "$bin" models eps4.yaml
     file type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
     check fractional "${M}type4\.yaml:3:9: layers: expected an integer" "$bin" models type4.yaml
     file enum.yaml 'name: m\narch: gpt4\nlayers: 12\n'
@@ -148,6 +159,10 @@ core() {
 
     file hf5.json '{\n "model_type": "llama",\n "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4,\n "num_key_value_heads": 3, "intermediate_size": 10, "vocab_size": 10}\n'
     check hf-divisibility "${M}hf5\.json:5:2: num_key_value_heads: must divide heads" "$bin" models hf5.json
+    file hf7.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rms_norm_eps": 0}\n'
+    check hf-norm-eps "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" "$bin" models hf7.json
+    file hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}'
+    check hf-norm-eps-type "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" "$bin" models hf8.json
     file hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x'
     check hf-trailing "${M}hf6\.json:1:[0-9]+: JSON syntax error" "$bin" models hf6.json
 

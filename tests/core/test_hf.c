@@ -147,6 +147,88 @@ static void test_t5(void **state)
     assert_int_equal(m.activation, MP_ACT_RELU);
 }
 
+/* The norm epsilon from each family's key in the released configs
+ * (tests/core/data: GPT-2 layer_norm_epsilon 1e-5, Llama 3 70B rms_norm_eps
+ * 1e-5, BERT layer_norm_eps 1e-12, T5 layer_norm_epsilon 1e-6, Mixtral
+ * 1e-5, Qwen3-MoE 1e-6, DeepSeek-V3 1e-6, GPT-OSS 1e-5); without the key,
+ * transformers' default for the model_type; a bad value refused at it. */
+static void test_norm_eps(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    const struct {
+        const char *file;
+        double eps;
+    } released[] = {
+        {"gpt2-config.json", 1e-5},        {"llama-config.json", 1e-5},
+        {"bert-config.json", 1e-12},       {"t5-config.json", 1e-6},
+        {"mixtral-config.json", 1e-5},     {"qwen3-moe-config.json", 1e-6},
+        {"deepseek-v3-config.json", 1e-6}, {"gpt-oss-20b-config.json", 1e-5},
+    };
+    for (size_t i = 0; i < sizeof released / sizeof *released; i++) {
+        assert_int_equal(load(released[i].file, &m, &err), MP_OK);
+        if (m.norm_eps != released[i].eps)
+            fail_msg("%s: norm_eps %g, expected %g", released[i].file, m.norm_eps,
+                     released[i].eps);
+    }
+    /* one key per family, another value than the default: read, not assumed */
+    const struct {
+        const char *json;
+        double eps;
+    } keys[] = {
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
+         "\"vocab_size\": 100, \"layer_norm_epsilon\": 3e-6}", 3e-6},
+        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"intermediate_size\": 96, \"vocab_size\": 100, "
+         "\"rms_norm_eps\": 3e-6}", 3e-6},
+        {"{\"model_type\": \"qwen3\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"intermediate_size\": 96, \"vocab_size\": 100, "
+         "\"rms_norm_eps\": 3e-6}", 3e-6},
+        {"{\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 100, \"layer_norm_eps\": 3e-6}", 3e-6},
+        {"{\"model_type\": \"t5\", \"num_layers\": 2, \"d_model\": 64, \"num_heads\": 4, "
+         "\"d_kv\": 16, \"d_ff\": 100, \"vocab_size\": 100, \"layer_norm_epsilon\": 3e-6}", 3e-6},
+        /* absent: transformers' defaults (LlamaConfig 1e-6, GPT2Config 1e-5,
+         * BertConfig 1e-12, T5Config 1e-6) */
+        {"{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"intermediate_size\": 96, \"vocab_size\": 100}", 1e-6},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
+         "\"vocab_size\": 100}", 1e-5},
+        {"{\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 100}", 1e-12},
+        {"{\"model_type\": \"t5\", \"num_layers\": 2, \"d_model\": 64, \"num_heads\": 4, "
+         "\"d_kv\": 16, \"d_ff\": 100, \"vocab_size\": 100}", 1e-6},
+        /* GPT-2's key on a BERT is not BERT's: its default stays */
+        {"{\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 100, \"layer_norm_epsilon\": 3e-6}",
+         1e-12},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        mp_error_clear(&err);
+        if (mp_model_parse_hf_json(keys[i].json, strlen(keys[i].json), "c.json", &m, &err) !=
+            MP_OK)
+            fail_msg("case %zu: %s: %s", i, err.field, err.msg);
+        if (m.norm_eps != keys[i].eps)
+            fail_msg("case %zu: norm_eps %g, expected %g", i, m.norm_eps, keys[i].eps);
+    }
+    const char *bad[] = {"0", "-1e-5", "1", "\"1e-5\"", "true"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"mistral\", \"num_hidden_layers\": 2, \"hidden_size\": 64,\n"
+                 " \"num_attention_heads\": 4, \"intermediate_size\": 96, \"vocab_size\": 100,\n"
+                 " \"rms_norm_eps\": %s}",
+                 bad[i]);
+        mp_error_clear(&err);
+        assert_int_equal(mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err),
+                         MP_EINPUT);
+        assert_string_equal(err.field, "rms_norm_eps");
+        assert_int_equal(err.line, 3);
+        assert_int_equal(err.column, 2);
+    }
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -568,7 +650,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_t5),   cmocka_unit_test(test_errors),
         cmocka_unit_test(test_moe_families), cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_rope_fields), cmocka_unit_test(test_deepseek_yarn),
-        cmocka_unit_test(test_qwen3_qk_norm),
+        cmocka_unit_test(test_qwen3_qk_norm), cmocka_unit_test(test_norm_eps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

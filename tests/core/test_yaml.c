@@ -137,6 +137,66 @@ static void test_model_ok(void **state)
     assert_int_equal(m.activation, MP_ACT_RELU);
 }
 
+/* norm_eps: each architecture's default when absent (GPT-2's and Llama 2's
+ * 1e-5, BERT's 1e-12, T5's 1e-6), the file's value when given, refused
+ * at its line and column when not positive, not below 1 or not a number;
+ * a model built in code with none gets its architecture's from finishing. */
+static void test_model_norm_eps(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    const struct {
+        const char *arch;
+        double eps;
+    } defaults[] = {{"gpt", 1e-5}, {"llama", 1e-5}, {"bert", 1e-12}, {"t5", 1e-6}};
+    char text[512];
+    for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
+        snprintf(text, sizeof text, "arch: %s\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\n"
+                 "seq: 32\n", defaults[i].arch);
+        assert_int_equal(model(text, &m, &err), MP_OK);
+        if (m.norm_eps != defaults[i].eps)
+            fail_msg("%s: norm_eps %g, expected %g", defaults[i].arch, m.norm_eps,
+                     defaults[i].eps);
+        assert_true(mp_model_default_norm_eps(m.arch) == defaults[i].eps);
+    }
+    const char *base = "arch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 32\n";
+    snprintf(text, sizeof text, "%snorm_eps: 1e-6\n", base); /* Qwen3, DeepSeek-V3 */
+    assert_int_equal(model(text, &m, &err), MP_OK);
+    assert_true(m.norm_eps == 1e-6);
+    snprintf(text, sizeof text, "arch: bert\nnorm_eps: 0.5\nlayers: 2\nhidden: 64\nheads: 4\n"
+             "vocab: 100\nseq: 32\n");
+    assert_int_equal(model(text, &m, &err), MP_OK);
+    assert_true(m.norm_eps == 0.5);
+    snprintf(text, sizeof text, "%snorm_eps: 0\n", base);
+    assert_int_equal(model(text, &m, &err), MP_EINPUT);
+    EXPECT_ERR(err, 7, 11, "norm_eps", "must be positive (got 0)");
+    snprintf(text, sizeof text, "%snorm_eps: -1e-5\n", base);
+    model(text, &m, &err);
+    EXPECT_ERR(err, 7, 11, "norm_eps", "must be positive");
+    snprintf(text, sizeof text, "%snorm_eps: 1\n", base);
+    model(text, &m, &err);
+    EXPECT_ERR(err, 7, 11, "norm_eps", "must be less than 1 (got 1)");
+    snprintf(text, sizeof text, "%snorm_eps: 1e300\n", base);
+    model(text, &m, &err);
+    EXPECT_ERR(err, 7, 11, "norm_eps", "must be less than 1");
+    snprintf(text, sizeof text, "%snorm_eps: small\n", base);
+    model(text, &m, &err);
+    EXPECT_ERR(err, 7, 11, "norm_eps", "expected a number");
+    snprintf(text, sizeof text, "%snorm_eps: .nan\n", base);
+    assert_int_equal(model(text, &m, &err), MP_EINPUT);
+    assert_string_equal(err.field, "norm_eps");
+    /* built in code: 0 is the architecture's, a bad value is refused */
+    mp_model c = {.arch = MP_ARCH_T5, .encoder_layers = 1, .decoder_layers = 1, .hidden = 64,
+                  .heads = 4, .vocab = 100, .seq = 32, .activation = MP_ACT_RELU,
+                  .norm = MP_NORM_RMSNORM, .position = MP_POS_RELATIVE};
+    assert_int_equal(mp_model_finish(&c, &err), MP_OK);
+    assert_true(c.norm_eps == 1e-6);
+    c.norm_eps = 2.0;
+    assert_int_equal(mp_model_finish(&c, &err), MP_EINPUT);
+    assert_string_equal(err.field, "norm_eps");
+}
+
 static void test_model_errors(void **state)
 {
     (void)state;
@@ -435,6 +495,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loader_positions), cmocka_unit_test(test_loader_errors),
         cmocka_unit_test(test_model_ok),         cmocka_unit_test(test_model_errors),
+        cmocka_unit_test(test_model_norm_eps),
         cmocka_unit_test(test_hw_errors),        cmocka_unit_test(test_hw_overrides),
         cmocka_unit_test(test_curve),            cmocka_unit_test(test_tiny_hw_file),
         cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_load_precedence),

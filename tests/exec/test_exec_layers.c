@@ -30,11 +30,11 @@ static double frand(uint64_t *s)
 /* ---- LayerNorm ---- */
 
 static double ln_loss(const double *x, const double *w, const double *b, const double *dy,
-                      int rows, int h)
+                      int rows, int h, double eps)
 {
     double *out = malloc(sizeof(double) * (size_t)rows * h);
     double *xh = malloc(sizeof(double) * (size_t)rows * h), rs[8];
-    mp_layernorm_forward_f64(out, xh, rs, x, w, b, rows, h, false);
+    mp_layernorm_forward_f64(out, xh, rs, x, w, b, rows, h, eps, false);
     double s = 0;
     for (int i = 0; i < rows * h; i++)
         s += out[i] * dy[i];
@@ -43,9 +43,11 @@ static double ln_loss(const double *x, const double *w, const double *b, const d
     return s;
 }
 
-static void test_layernorm_backward(void **state)
+/* The backward against central differences of the forward, at the usual
+ * epsilon and at one large enough to weigh in rstd (the backward reads the
+ * kept rstd, so it must hold for any eps). */
+static void layernorm_backward_case(double eps)
 {
-    (void)state;
     enum { R = 3, H = 8 };
     double x[R * H], w[H], b[H], dy[R * H], out[R * H], xh[R * H], rs[R], dx[R * H];
     double dw[H] = {0}, db[H] = {0};
@@ -58,50 +60,57 @@ static void test_layernorm_backward(void **state)
         w[i] = 1 + 0.3 * frand(&s);
         b[i] = 0.1 * frand(&s);
     }
-    mp_layernorm_forward_f64(out, xh, rs, x, w, b, R, H, false);
+    mp_layernorm_forward_f64(out, xh, rs, x, w, b, R, H, eps, false);
     mp_layernorm_backward_f64(dx, dw, db, dy, xh, rs, w, R, H, false);
     const double e = 1e-6;
     for (int i = 0; i < R * H; i++) {
         double keep = x[i];
         x[i] = keep + e;
-        double up = ln_loss(x, w, b, dy, R, H);
+        double up = ln_loss(x, w, b, dy, R, H, eps);
         x[i] = keep - e;
-        double down = ln_loss(x, w, b, dy, R, H);
+        double down = ln_loss(x, w, b, dy, R, H, eps);
         x[i] = keep;
         assert_true(fabs((up - down) / (2 * e) - dx[i]) < 1e-6);
     }
     for (int i = 0; i < H; i++) {
         double keep = w[i];
         w[i] = keep + e;
-        double up = ln_loss(x, w, b, dy, R, H);
+        double up = ln_loss(x, w, b, dy, R, H, eps);
         w[i] = keep - e;
-        double down = ln_loss(x, w, b, dy, R, H);
+        double down = ln_loss(x, w, b, dy, R, H, eps);
         w[i] = keep;
         assert_true(fabs((up - down) / (2 * e) - dw[i]) < 1e-6);
         keep = b[i];
         b[i] = keep + e;
-        up = ln_loss(x, w, b, dy, R, H);
+        up = ln_loss(x, w, b, dy, R, H, eps);
         b[i] = keep - e;
-        down = ln_loss(x, w, b, dy, R, H);
+        down = ln_loss(x, w, b, dy, R, H, eps);
         b[i] = keep;
         assert_true(fabs((up - down) / (2 * e) - db[i]) < 1e-6);
     }
 }
 
+static void test_layernorm_backward(void **state)
+{
+    (void)state;
+    layernorm_backward_case(1e-5);
+    layernorm_backward_case(0.25);
+}
+
 /* ---- RMSNorm and SwiGLU ---- */
 
-static double rms_loss(const double *x, const double *w, const double *dy, int rows, int h)
+static double rms_loss(const double *x, const double *w, const double *dy, int rows, int h,
+                       double eps)
 {
     double out[64], xh[64], rs[8], s = 0;
-    mp_rmsnorm_forward_f64(out, xh, rs, x, w, rows, h, false);
+    mp_rmsnorm_forward_f64(out, xh, rs, x, w, rows, h, eps, false);
     for (int i = 0; i < rows * h; i++)
         s += out[i] * dy[i];
     return s;
 }
 
-static void test_rmsnorm_backward(void **state)
+static void rmsnorm_backward_case(double eps)
 {
-    (void)state;
     enum { R = 3, H = 8 };
     double x[R * H], w[H], dy[R * H], out[R * H], xh[R * H], rs[R], dx[R * H], dw[H] = {0};
     uint64_t s = 11;
@@ -111,26 +120,61 @@ static void test_rmsnorm_backward(void **state)
     }
     for (int i = 0; i < H; i++)
         w[i] = 1 + 0.3 * frand(&s);
-    mp_rmsnorm_forward_f64(out, xh, rs, x, w, R, H, false);
+    mp_rmsnorm_forward_f64(out, xh, rs, x, w, R, H, eps, false);
     mp_rmsnorm_backward_f64(dx, dw, dy, xh, rs, w, R, H, false);
     const double e = 1e-6;
     for (int i = 0; i < R * H; i++) {
         double keep = x[i];
         x[i] = keep + e;
-        double up = rms_loss(x, w, dy, R, H);
+        double up = rms_loss(x, w, dy, R, H, eps);
         x[i] = keep - e;
-        double down = rms_loss(x, w, dy, R, H);
+        double down = rms_loss(x, w, dy, R, H, eps);
         x[i] = keep;
         assert_true(fabs((up - down) / (2 * e) - dx[i]) < 1e-6);
     }
     for (int i = 0; i < H; i++) {
         double keep = w[i];
         w[i] = keep + e;
-        double up = rms_loss(x, w, dy, R, H);
+        double up = rms_loss(x, w, dy, R, H, eps);
         w[i] = keep - e;
-        double down = rms_loss(x, w, dy, R, H);
+        double down = rms_loss(x, w, dy, R, H, eps);
         w[i] = keep;
         assert_true(fabs((up - down) / (2 * e) - dw[i]) < 1e-6);
+    }
+}
+
+static void test_rmsnorm_backward(void **state)
+{
+    (void)state;
+    rmsnorm_backward_case(1e-5);
+    rmsnorm_backward_case(0.25);
+}
+
+/* The epsilon is the one asked for: rows of mean 0 and variance (mean
+ * square) 1, [1, -1, 1, -1] and [2, 0, -2, 0] / sqrt(2), give rstd =
+ * 1/sqrt(1 + eps) exactly as the definition (Ba et al. 2016, LayerNorm;
+ * Zhang & Sennrich 2019, RMSNorm: both add eps to the variance / mean
+ * square under the root) for eps 1e-5 (Llama 2), 1e-6 (T5, Qwen3,
+ * DeepSeek-V3), 1e-12 (BERT) and 0.5, and every one differs. */
+static void test_norm_eps_used(void **state)
+{
+    (void)state;
+    const double r2 = sqrt(2.0);
+    double x[8] = {1, -1, 1, -1, 2 / r2, 0, -2 / r2, 0}, w[4] = {1, 1, 1, 1}, b[4] = {0};
+    double out[8], xh[8], rs[2], seen[4][2];
+    const double eps[] = {1e-5, 1e-6, 1e-12, 0.5};
+    for (int k = 0; k < 4; k++) {
+        double want = 1 / sqrt(1 + eps[k]);
+        mp_layernorm_forward_f64(out, xh, rs, x, w, b, 2, 4, eps[k], false);
+        for (int r = 0; r < 2; r++)
+            assert_true(fabs(rs[r] - want) <= 1e-15 * want);
+        seen[k][0] = rs[0];
+        mp_rmsnorm_forward_f64(out, xh, rs, x, w, 2, 4, eps[k], false);
+        for (int r = 0; r < 2; r++)
+            assert_true(fabs(rs[r] - want) <= 1e-15 * want);
+        seen[k][1] = rs[0];
+        for (int j = 0; j < k; j++)
+            assert_true(seen[j][0] != seen[k][0] && seen[j][1] != seen[k][1]);
     }
 }
 
@@ -670,6 +714,125 @@ static void test_model_gradients_mla(void **state)
     mp_gpt_dims d = tiny_mla_dims(1, 0, false, 10); /* LayerNorm, GeLU, biases, tied */
     d.rmsnorm = d.swiglu = d.no_bias = false;
     d.tied = true;
+    check_model_gradients_of(d);
+}
+
+/* ---- the model's norm epsilon reaches every norm ---- */
+
+/* A CPU backend whose norms note the epsilon each call is given: a forward
+ * of a model with an unusual norm_eps must hand it to every norm (the
+ * block norms, the final norm, BERT's masked-LM LayerNorm, MLA's latent
+ * norms, QK-norm, T5's stacks, MTP's norms), none a constant of its own. */
+static mp_backend eps_be;
+static double eps_want;
+static int eps_calls, eps_wrong;
+
+static void eps_note(double eps)
+{
+    eps_calls++;
+    if (eps != eps_want)
+        eps_wrong++;
+}
+
+static void eps_layernorm(mp_real_kind k, void *out, void *xhat, void *rstd, const void *x,
+                          const void *w, const void *b, int rows, int h, double eps, bool exact)
+{
+    eps_note(eps);
+    mp_backend_cpu()->layernorm_forward(k, out, xhat, rstd, x, w, b, rows, h, eps, exact);
+}
+
+static void eps_rmsnorm(mp_real_kind k, void *out, void *xhat, void *rstd, const void *x,
+                        const void *w, int rows, int h, double eps, bool exact)
+{
+    eps_note(eps);
+    mp_backend_cpu()->rmsnorm_forward(k, out, xhat, rstd, x, w, rows, h, eps, exact);
+}
+
+/* The loss of one forward of d with norm_eps eps; *calls: the norms run. */
+static double eps_forward(mp_gpt_dims d, double eps, int *calls)
+{
+    eps_be = *mp_backend_cpu();
+    eps_be.layernorm_forward = eps_layernorm;
+    eps_be.rmsnorm_forward = eps_rmsnorm;
+    eps_want = d.norm_eps = eps;
+    eps_calls = eps_wrong = 0;
+    mp_param_layout lay;
+    mp_error err;
+    assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+    mp_group self = {.comm = MPI_COMM_SELF, .size = 1, .rank = 0};
+    mp_gpt_f64 g;
+    assert_int_equal(mp_gpt_init_f64(&g, &d, &lay, &eps_be, self, 1, 1, false, 99, NULL, &err),
+                     MP_OK);
+    int32_t tok[64], tgt[64];
+    make_tokens(tok, tgt, mp_dims_tokens(&d), d.vocab);
+    double loss = model_loss(&g, tok, tgt);
+    mp_gpt_free_f64(&g);
+    mp_param_layout_free(&lay);
+    if (eps_wrong)
+        fail_msg("%d of %d norms ran with another epsilon than the model's %g", eps_wrong,
+                 eps_calls, eps);
+    *calls = eps_calls;
+    return loss;
+}
+
+static void test_norm_eps_reaches_every_norm(void **state)
+{
+    (void)state;
+    mp_gpt_dims qk = tiny_llama_dims(1, 0, false, false, 4, 2), bert = tiny_dims(1, 0, false, true);
+    qk.qk_norm = true;
+    bert.bert = true;
+    mp_gpt_dims mtp = tiny_llama_dims(1, 0, false, false, 4, 2);
+    mtp.mtp_layers = 1;
+    mtp.mtp_scale = 0.1;
+    int S = mp_dims_tokens(&qk);
+    const struct {
+        const char *what;
+        mp_gpt_dims d;
+        int least; /* norms a forward runs at the least */
+    } cases[] = {
+        /* 2 per block and the final one */
+        {"gpt", tiny_dims(1, 0, false, true), 2 * 2 + 1},
+        {"llama", tiny_llama_dims(1, 0, false, false, 4, 2), 2 * 2 + 1},
+        /* + the masked-LM head's LayerNorm */
+        {"bert", bert, 2 * 2 + 2},
+        /* + two a token (its query heads, its key heads) in each block */
+        {"qk-norm", qk, 2 * 2 + 1 + 2 * 2 * S},
+        /* + the query and key/value latents' norms in each block */
+        {"mla", tiny_mla_dims(1, 0, false, 10), 2 * 2 + 1 + 2 * 2},
+        {"deepseek", tiny_deepseek_dims(), 2 * 3 + 1 + 2 * 3},
+        /* encoder block 2, its final norm, decoder block 3, the final norm */
+        {"t5", tiny_t5_dims(true), 2 + 1 + 3 + 1},
+        /* + the module's two input norms, its block's two, its final one */
+        {"mtp", mtp, 2 * 2 + 1 + 5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int calls_a, calls_b;
+        double a = eps_forward(cases[i].d, 3e-3, &calls_a);
+        double b = eps_forward(cases[i].d, 1e-6, &calls_b);
+        if (calls_a < cases[i].least || calls_b != calls_a)
+            fail_msg("%s: %d and %d norms, expected at least %d", cases[i].what, calls_a,
+                     calls_b, cases[i].least);
+        /* and the loss follows it */
+        if (!(a != b))
+            fail_msg("%s: the same loss %.17g with norm_eps 3e-3 and 1e-6", cases[i].what, a);
+    }
+}
+
+/* The backward against finite differences with an epsilon that weighs in
+ * the statistics (the backward reads the kept rstd, so holds for any). */
+static void test_model_gradients_norm_eps(void **state)
+{
+    (void)state;
+    mp_gpt_dims d = tiny_dims(1, 0, false, true);
+    d.norm_eps = 0.05;
+    check_model_gradients_of(d);
+    d = tiny_mla_dims(1, 0, false, 10);
+    d.qk_norm = false;
+    d.norm_eps = 0.05;
+    check_model_gradients_of(d);
+    d = tiny_llama_dims(1, 0, false, false, 4, 2);
+    d.qk_norm = true;
+    d.norm_eps = 0.05;
     check_model_gradients_of(d);
 }
 
@@ -1293,6 +1456,7 @@ int main(void)
         cmocka_unit_test(test_layernorm_backward),
         cmocka_unit_test(test_gelu_backward),
         cmocka_unit_test(test_rmsnorm_backward),
+        cmocka_unit_test(test_norm_eps_used),
         cmocka_unit_test(test_swiglu_backward),
         cmocka_unit_test(test_attention_backward),
         cmocka_unit_test(test_model_gradients_tied),
@@ -1307,6 +1471,8 @@ int main(void)
         cmocka_unit_test(test_model_gradients_moe),
         cmocka_unit_test(test_moe_experts_grouped),
         cmocka_unit_test(test_model_gradients_mla),
+        cmocka_unit_test(test_norm_eps_reaches_every_norm),
+        cmocka_unit_test(test_model_gradients_norm_eps),
         cmocka_unit_test(test_model_gradients_oss),
         cmocka_unit_test(test_mla_slices_partition),
         cmocka_unit_test(test_recompute_modules_drop_and_rebuild),

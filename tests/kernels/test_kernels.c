@@ -182,7 +182,7 @@ static void test_quantize(void **state)
 /* aligned: w > 0 and dout with xhat's signs, so that every term of the
  * backward's sum of dout w xhat is positive: the sum outgrows the float
  * mantissa and exact mode's order can show (see test_norms). */
-static void norm_case(bool rms, bool exact, int rows, int h, bool aligned)
+static void norm_case(bool rms, bool exact, int rows, int h, bool aligned, double eps)
 {
     size_t n = (size_t)rows * h;
     float *x = data(exact, n, MP_Q_ACT, 3), *w = data(exact, (size_t)h, MP_Q_GAMMA, 1.5);
@@ -191,15 +191,16 @@ static void norm_case(bool rms, bool exact, int rows, int h, bool aligned)
     float *b = data(exact, (size_t)h, MP_Q_BIAS, 0.5);
     float *out = fvec(n), *xh = fvec(n), *rs = fvec((size_t)rows);
     if (rms)
-        mp_rmsnorm_forward_f32(out, xh, rs, x, w, rows, h, exact);
+        mp_rmsnorm_forward_f32(out, xh, rs, x, w, rows, h, eps, exact);
     else
-        mp_layernorm_forward_f32(out, xh, rs, x, w, b, rows, h, exact);
+        mp_layernorm_forward_f32(out, xh, rs, x, w, b, rows, h, eps, exact);
     float *d_out = up(out, n), *d_xh = up(xh, n), *d_rs = up(rs, (size_t)rows);
     float *d_x = up(x, n), *d_w = up(w, (size_t)h), *d_b = up(b, (size_t)h);
     if (rms)
-        OK(mpk_rmsnorm_forward(d_out, d_xh, d_rs, d_x, d_w, rows, h, exact, NULL));
+        OK(mpk_rmsnorm_forward(d_out, d_xh, d_rs, d_x, d_w, rows, h, (float)eps, exact, NULL));
     else
-        OK(mpk_layernorm_forward(d_out, d_xh, d_rs, d_x, d_w, d_b, rows, h, exact, NULL));
+        OK(mpk_layernorm_forward(d_out, d_xh, d_rs, d_x, d_w, d_b, rows, h, (float)eps, exact,
+                                 NULL));
     float *g_out = down(d_out, n), *g_xh = down(d_xh, n), *g_rs = down(d_rs, (size_t)rows);
     agree(exact, "norm forward out", g_out, out, n, TOL_SUM);
     agree(exact, "norm forward xhat", g_xh, xh, n, TOL_SUM);
@@ -243,10 +244,10 @@ static void test_norms(void **state)
     (void)state;
     for (int rms = 0; rms < 2; rms++)
         for (int exact = 0; exact < 2; exact++) {
-            norm_case(rms, exact, 7, 96, false);  /* a row shorter than a block */
-            norm_case(rms, exact, 5, 600, false); /* threads take several elements */
+            norm_case(rms, exact, 7, 96, false, 1e-5);  /* a row shorter than a block */
+            norm_case(rms, exact, 5, 600, false, 1e-5); /* threads take several elements */
         }
-    norm_case(false, true, 4100, 3, false); /* more rows than blocks: the grid strides */
+    norm_case(false, true, 4100, 3, false, 1e-5); /* more rows than blocks: the grid strides */
     /* Exact mode's outputs are rounded onto grids far coarser than the
      * statistics' rounding, so a row sum added in another order than the
      * CPU's shows in rstd (forward) and otherwise only where an output sits
@@ -257,9 +258,24 @@ static void test_norms(void **state)
      * Softmax's sums never show at testable sizes (their outputs are on the
      * 2^-7 grid); there the CPU's order rests on the kernel's loop being
      * attention.c's. */
-    norm_case(false, true, 4096, 512, true);
-    norm_case(true, true, 4096, 512, true);
-    norm_case(true, false, 4100, 3, false);
+    norm_case(false, true, 4096, 512, true, 1e-5);
+    norm_case(true, true, 4096, 512, true, 1e-5);
+    norm_case(true, false, 4100, 3, false, 1e-5);
+}
+
+/* The model's epsilon reaches the kernel as the CPU takes it: T5's and
+ * Qwen3's 1e-6, BERT's 1e-12, and one that dominates the statistics (a
+ * kernel keeping its own 1e-5 fails the last). Registered last: the data
+ * it draws leave the other tests' data as they were. */
+static void test_norm_eps(void **state)
+{
+    (void)state;
+    for (int rms = 0; rms < 2; rms++)
+        for (int exact = 0; exact < 2; exact++) {
+            norm_case(rms, exact, 7, 96, false, 1e-6);
+            norm_case(rms, exact, 5, 600, false, 1e-12);
+            norm_case(rms, exact, 7, 96, false, 0.5);
+        }
 }
 
 /* ---- elementwise layers ---- */
@@ -1235,7 +1251,12 @@ static void test_errors(void **state)
     (void)state;
     float one = 1;
     float *d = up(&one, 1);
-    assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, -1, 4, false, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, -1, 4, 1e-5f, false, NULL),
+                     MPK_EINVAL);
+    /* the norm epsilon must be positive and below 1 */
+    assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, 1, 1, 0.0f, false, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_rmsnorm_forward(d, d, d, d, d, 1, 1, 1.0f, false, NULL), MPK_EINVAL);
+    assert_int_equal(mpk_rmsnorm_forward(d, d, d, d, d, 1, 1, NAN, false, NULL), MPK_EINVAL);
     assert_int_equal(mpk_bias_add(d, d, 2, -3, NULL), MPK_EINVAL);
     assert_int_equal(mpk_rope(d, 8, 1, 7, d, 1, 1, false, false, 4, NULL), MPK_EINVAL);
     assert_int_equal(mpk_quantize_2d(d, 2, 9, 8, 4, 128, NULL), MPK_EINVAL);
@@ -1245,7 +1266,7 @@ static void test_errors(void **state)
     assert_int_equal(mpk_moe_gather(d, 2, d, 4, NULL, 1, NULL, 1, 3, NULL), MPK_EINVAL);
     /* nothing to do is no error, and touches nothing */
     assert_int_equal(mpk_add(d, d, 0, NULL), MPK_OK);
-    assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, 0, 4, false, NULL), MPK_OK);
+    assert_int_equal(mpk_layernorm_forward(d, d, d, d, d, d, 0, 4, 1e-5f, false, NULL), MPK_OK);
     float *back = down(d, 1);
     assert_true(back[0] == 1);
     free(back);
@@ -1270,6 +1291,7 @@ int main(void)
         cmocka_unit_test(test_moe_route),    cmocka_unit_test(test_moe_capacity),
         cmocka_unit_test(test_moe_dispatch), cmocka_unit_test(test_moe_router_backward),
         cmocka_unit_test(test_oss_softmax),  cmocka_unit_test(test_oss_swiglu),
+        cmocka_unit_test(test_norm_eps), /* last: see there */
     };
     /* KT_ONLY=word: only the tests whose names hold it (the mutant runs) */
     const char *only = getenv("KT_ONLY");

@@ -157,6 +157,10 @@ static void check_plan(const mp_plan *plan)
     const char *norm = get(&f, "--normalization");
     assert_string_equal(norm ? norm : "LayerNorm",
                         m->norm == MP_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+    /* the model's epsilon, always given, read back exactly */
+    const char *eps = get(&f, "--norm-epsilon");
+    assert_non_null(eps);
+    assert_true(strtod(eps, NULL) == m->norm_eps);
     const char *pos = get(&f, "--position-embedding-type");
     assert_string_equal(pos ? pos : "learned_absolute",
                         m->position == MP_POS_ROPE       ? "rope"

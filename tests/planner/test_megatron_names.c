@@ -120,6 +120,24 @@ static void names(void **state)
     has(t, "--qk-head-dim 128");
     has(t, "--qk-pos-emb-head-dim 64");
     has(t, "--v-head-dim 128");
+    has(t, "--norm-epsilon 1e-06"); /* the config's rms_norm_eps */
+    free(t);
+
+    /* the norm epsilon of each family, under Megatron's name */
+    t = flags_of("bert-large", "dgx-a100", "{gpus: 8, seq: 512, global_batch: 256}",
+                 "{tp: 2, dp: 4, micro_batch: 1, schedule: 1f1b}");
+    all_known("bert-large", t);
+    has(t, "--norm-epsilon 1e-12");
+    free(t);
+    t = flags_of("llama3-8b", "dgx-a100", "{gpus: 8, seq: 8192, global_batch: 512}",
+                 "{tp: 8, micro_batch: 1, schedule: 1f1b}");
+    has(t, "--norm-epsilon 1e-05");
+    free(t);
+    t = flags_of("{name: m, arch: llama, layers: 2, hidden: 256, heads: 4, vocab: 1000, seq: 128, "
+                 "norm_eps: 3.5e-7}",
+                 "dgx-a100", "{gpus: 1, seq: 128, global_batch: 8}",
+                 "{micro_batch: 1, schedule: 1f1b}");
+    has(t, "--norm-epsilon 3.5e-07");
     free(t);
 
     t = flags_of("mixtral-8x7b", "b200",

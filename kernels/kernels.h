@@ -105,6 +105,25 @@ int mpk_add(float *y, const float *x, size_t n, void *stream);
 /* x[n] *= alpha (the loss gradient's scale, fp16 loss scaling) */
 int mpk_scale(float *x, size_t n, float alpha, void *stream);
 
+/* ---- T5 (t5_layers.c; t5.cu) ---- */
+
+/* out[n] = max(in, 0); out may alias in. */
+int mpk_relu_forward(float *out, const float *in, size_t n, void *stream);
+/* din[n] = dout where in > 0, else 0; din may alias dout. */
+int mpk_relu_backward(float *din, const float *dout, const float *in, size_t n, void *stream);
+/* One head's scores p[s, sk] (keys 0..g(i), g(i) = i when causal, else sk - 1):
+ * p = p * scale + table[bucket[i*sk + j] * table_ld + head], the rest untouched.
+ * bucket: device int32 [s, sk]. */
+int mpk_rel_bias_add(float *p, int s, int sk, bool causal, float scale, const float *table,
+                     int table_ld, int head, const int32_t *bucket, void *stream);
+/* Its backward on ds[s, sk] = dS: dtable[k * table_ld + head] += ds over the
+ * seen scores of bucket k (k < buckets), in row-then-key order (one thread a
+ * bucket: the CPU's sums bit for bit); then ds *= scale on the seen scores,
+ * rounded onto MP_Q_GRAD_ATT when exact. */
+int mpk_rel_bias_grad(float *ds, float *dtable, int s, int sk, bool causal, float scale,
+                      int buckets, int table_ld, int head, const int32_t *bucket, bool exact,
+                      void *stream);
+
 /* ---- rotary embeddings (layers.c mp_rope) ---- */
 
 /* Host function, no device: cs[s, hd/2, 2] = mscale (cos, sin) of pos[i] *

@@ -21,6 +21,8 @@
 #   (d''') GPT-OSS (kernels/oss.cu), --exact, bitwise: tiny-oss (windows,
 #       sinks, biases, the clamped SwiGLU, MoE) on one rank and at TP 2 x EP 2
 #       x DP 2 with SP
+#   (d'''') T5 (kernels/t5.cu: ReLU, the relative position bias), --exact,
+#       bitwise: tiny-t5 on one rank and at PP 2 x TP 2 with SP x DP 2
 #   (e) exec --backend cuda --solo 56 on llama3-70b tp8 pp8 (its last pipeline
 #       stage at full size) with --compare h200: phase by phase, MFU, and the
 #       executor's GEMM rate against cuBLAS alone (the 60% check)
@@ -234,6 +236,12 @@ check exact-oss-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 1 1 fals
     -- --backend cuda --exact
 check exact-oss-ep2-tp2-sp-dp2 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 4 2 true 2 \
     false EP=2 -- --backend cuda --exact
+
+# ---- (d'''') T5 ----
+check exact-t5-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-t5.yaml.in" ok 1 1 false 1 false \
+    -- --backend cuda --exact
+check exact-t5-pp2-tp2-sp-dp2 90 sh "$case_sh" "$mp" "$plans/tiny-t5.yaml.in" ok 8 2 true 2 \
+    true PP=2 M=2 TIED=false -- --backend cuda --exact
 
 # ---- (e) one full-size rank: llama3-70b tp8 pp8, the last stage (rank 56) ----
 solo() {

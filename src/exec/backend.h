@@ -116,6 +116,24 @@ typedef struct mp_backend {
                                    int f, double limit);
     void (*swiglu_clamped_backward)(mp_real_kind kind, void *dgu, const void *dout,
                                     const void *gu, int rows, int f, double limit);
+    /* T5 (t5_layers.c; CUDA: kernels/t5.cu). ReLU: out = max(in, 0); din =
+     * dout where in > 0, else 0 (din may alias dout). The relative position
+     * bias of one head's scores p[s, sk]: p[i,j] = p[i,j] * scale +
+     * table[bucket[i*sk + j] * table_ld + head] on the keys j <= last (last =
+     * i when causal, else sk - 1), the rest untouched (attn_softmax with scale
+     * 1 follows). Its backward on ds[s, sk] = dS (attn_softmax_backward with
+     * scale 1 before): dtable[bucket * table_ld + head] += ds[i,j] over i,
+     * then j, in that order; then ds *= scale, rounded (exact) onto the
+     * attention gradient grid. bucket is int32 [s * sk] in the backend's memory,
+     * each < buckets (dtable's rows). */
+    void (*relu_forward)(mp_real_kind kind, void *out, const void *in, size_t n);
+    void (*relu_backward)(mp_real_kind kind, void *din, const void *dout, const void *in,
+                          size_t n);
+    void (*rel_bias_add)(mp_real_kind kind, void *p, int s, int sk, bool causal, double scale,
+                         const void *table, int table_ld, int head, const int32_t *bucket);
+    void (*rel_bias_grad)(mp_real_kind kind, void *ds, void *dtable, int s, int sk, bool causal,
+                          double scale, int buckets, int table_ld, int head,
+                          const int32_t *bucket, bool exact);
     /* Vocabulary-parallel cross-entropy over logits[S, V] (this rank's vocabulary
      * columns [lo, lo + V)): the row maxima; then tl = the target's logit (0
      * when another rank holds it), logits = exp(logits - mx) (rounded), sum =

@@ -9,6 +9,7 @@
 #include "exec/coll_mpi.h"
 #include "exec/kernels.h"
 #include "exec/mpi_util.h"
+#include "exec/t5.h"
 #include "exec/p2p_mpi.h"
 #include "exec/watchdog.h"
 
@@ -127,6 +128,40 @@ static void cpu_tanh_forward(mp_real_kind k, void *out, const void *in, size_t n
 static void cpu_tanh_backward(mp_real_kind k, void *dx, const void *y, size_t n)
 {
     BY_KIND(k, mp_tanh_backward, dx, y, n);
+}
+
+static void cpu_relu_forward(mp_real_kind k, void *out, const void *in, size_t n)
+{
+    BY_KIND(k, mp_relu_forward, out, in, n);
+}
+
+static void cpu_relu_backward(mp_real_kind k, void *din, const void *dout, const void *in,
+                              size_t n)
+{
+    BY_KIND(k, mp_relu_backward, din, dout, in, n);
+}
+
+/* scale: a double holding the caller's real, as attn_softmax's */
+static void cpu_rel_bias_add(mp_real_kind k, void *p, int s, int sk, bool causal, double scale,
+                             const void *table, int table_ld, int head, const int32_t *bucket)
+{
+    if (k == MP_REAL32)
+        mp_t5_rel_bias_add_f32(p, s, sk, causal, (float)scale, table, table_ld, head, bucket);
+    else
+        mp_t5_rel_bias_add_f64(p, s, sk, causal, scale, table, table_ld, head, bucket);
+}
+
+static void cpu_rel_bias_grad(mp_real_kind k, void *ds, void *dtable, int s, int sk,
+                              bool causal, double scale, int buckets, int table_ld, int head,
+                              const int32_t *bucket, bool exact)
+{
+    (void)buckets; /* the rows in order: any bucket */
+    if (k == MP_REAL32)
+        mp_t5_rel_bias_grad_f32(ds, dtable, s, sk, causal, (float)scale, table_ld, head, bucket,
+                                exact);
+    else
+        mp_t5_rel_bias_grad_f64(ds, dtable, s, sk, causal, scale, table_ld, head, bucket,
+                                exact);
 }
 
 static void cpu_rope(mp_real_kind k, void *x, size_t ld, int heads, int hd,
@@ -462,6 +497,10 @@ static const mp_backend cpu_backend = {
     .swiglu_backward = cpu_swiglu_backward,
     .tanh_forward = cpu_tanh_forward,
     .tanh_backward = cpu_tanh_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .rel_bias_add = cpu_rel_bias_add,
+    .rel_bias_grad = cpu_rel_bias_grad,
     .rope = cpu_rope,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,

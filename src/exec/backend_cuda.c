@@ -531,6 +531,34 @@ static void cuda_add(mp_real_kind k, void *y, const void *x, size_t n)
     KERNEL(k, "add", mpk_add(y, x, n, C.compute));
 }
 
+static void cuda_relu_forward(mp_real_kind k, void *out, const void *in, size_t n)
+{
+    KERNEL(k, "relu_forward", mpk_relu_forward(out, in, n, C.compute));
+}
+
+static void cuda_relu_backward(mp_real_kind k, void *din, const void *dout, const void *in,
+                               size_t n)
+{
+    KERNEL(k, "relu_backward", mpk_relu_backward(din, dout, in, n, C.compute));
+}
+
+static void cuda_rel_bias_add(mp_real_kind k, void *p, int s, int sk, bool causal, double scale,
+                              const void *table, int table_ld, int head, const int32_t *bucket)
+{
+    KERNEL(k, "rel_bias_add",
+           mpk_rel_bias_add(p, s, sk, causal, (float)scale, table, table_ld, head, bucket,
+                            C.compute));
+}
+
+static void cuda_rel_bias_grad(mp_real_kind k, void *ds, void *dtable, int s, int sk,
+                               bool causal, double scale, int buckets, int table_ld, int head,
+                               const int32_t *bucket, bool exact)
+{
+    KERNEL(k, "rel_bias_grad",
+           mpk_rel_bias_grad(ds, dtable, s, sk, causal, (float)scale, buckets, table_ld, head,
+                             bucket, exact, C.compute));
+}
+
 static void cuda_attn_softmax(mp_real_kind k, void *p, int s, int sk, const int *qpos,
                               bool causal, double scale, bool exact)
 {
@@ -1070,6 +1098,10 @@ static void fill_table(mp_backend *t)
     t->bias_add = cuda_bias_add;
     t->bias_grad = cuda_bias_grad;
     t->add = cuda_add;
+    t->relu_forward = cuda_relu_forward;
+    t->relu_backward = cuda_relu_backward;
+    t->rel_bias_add = cuda_rel_bias_add;
+    t->rel_bias_grad = cuda_rel_bias_grad;
     t->attn_softmax = cuda_attn_softmax;
     t->attn_softmax_backward = cuda_attn_softmax_backward;
     t->ce_max = cuda_ce_max;

@@ -610,10 +610,13 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     rep->backend = be->name;
     rep->transport = be->transport;
     rep->compute_precision = be->precision;
-    /* T5's layers call the host functions directly, not the backend table */
-    if (d->t5 && !be->host_memory)
+    /* T5's own ops (ReLU, the relative position bias): a backend without them
+     * leaves them NULL */
+    if (d->t5 && (!be->relu_forward || !be->relu_backward || !be->rel_bias_add ||
+                  !be->rel_bias_grad))
         TRY(mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--backend",
-                         "T5 runs on the cpu backend only for now (got %s)", be->name));
+                         "T5's ReLU and relative position bias are missing from the %s backend",
+                         be->name));
 
     /* GPT-OSS's ops: a backend without them leaves them NULL */
     if ((d->window > 0 || d->sinks || d->glu_limit > 0) &&

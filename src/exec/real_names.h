@@ -126,6 +126,8 @@
 #define mp_relu_forward MP_REAL_NAME(mp_relu_forward)
 #define mp_t5_attention_backward MP_REAL_NAME(mp_t5_attention_backward)
 #define mp_t5_attention_forward MP_REAL_NAME(mp_t5_attention_forward)
+#define mp_t5_rel_bias_add MP_REAL_NAME(mp_t5_rel_bias_add)
+#define mp_t5_rel_bias_grad MP_REAL_NAME(mp_t5_rel_bias_grad)
 
 /* optimizer.c */
 #define mp_adamw_update MP_REAL_NAME(mp_adamw_update)

@@ -11,6 +11,10 @@
  *   encoder's output is all-gathered once for every cross-attention, its
  *   gradient summed over the decoder blocks and reduced over TP once.
  *
+ * Every tensor is in the backend's memory and every op on one is the
+ * backend's (backend.h), so the CUDA backend runs it on the device; the
+ * tokens are made on the host and copied over.
+ *
  * Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
@@ -99,12 +103,20 @@ static size_t t5_layout_work(t5_work *W, real *base, const t5_sizes *z,
     return u;
 }
 
-static int *t5_buckets(size_t s, bool bidirectional)
+/* The bucket of each (query i, key j) of s positions, in the backend's memory. */
+static int32_t *t5_buckets(const mp_backend *be, size_t s, bool bidirectional)
 {
-    int *bk = malloc(s * s * sizeof *bk);
-    for (size_t i = 0; bk && i < s; i++)
+    int32_t *host = malloc(s * s * sizeof *host), *bk = be->alloc(s * s * sizeof *bk);
+    for (size_t i = 0; host && bk && i < s; i++)
         for (size_t j = 0; j < s; j++)
-            bk[i * s + j] = mp_t5_bucket((int)j - (int)i, bidirectional);
+            host[i * s + j] = mp_t5_bucket((int)j - (int)i, bidirectional);
+    if (host && bk)
+        be->copy(bk, host, s * s * sizeof *bk, MP_COPY_H2D);
+    else if (bk) {
+        be->free(bk);
+        bk = NULL;
+    }
+    free(host);
     return bk;
 }
 
@@ -125,16 +137,17 @@ mp_status mp_t5_alloc(mp_gpt *g, int n_slots)
     for (int i = 0; i < n_slots; i++) {
         t5_acts *A = &T->slots[i];
         A->blk = calloc(z.L ? z.L : 1, sizeof *A->blk);
-        A->mem = calloc(n, sizeof(real));
+        A->mem = g->be->alloc(n * sizeof(real));
         if (!A->blk || !A->mem)
             return MP_ENOMEM;
         t5_layout_acts(A, A->mem, &z, &g->d);
     }
     g->slot_reals = n;
-    T->wmem = calloc(t5_layout_work(&T->W, NULL, &z, &g->d), sizeof(real));
-    T->enc_bucket = t5_buckets(z.se, true);
-    T->dec_bucket = t5_buckets(z.sd, false);
-    if (!T->wmem || !T->enc_bucket || !T->dec_bucket)
+    T->wmem = g->be->alloc(t5_layout_work(&T->W, NULL, &z, &g->d) * sizeof(real));
+    T->enc_bucket = t5_buckets(g->be, z.se, true);
+    T->dec_bucket = t5_buckets(g->be, z.sd, false);
+    T->host_ints = malloc((z.Se + 2 * z.Sd) * sizeof *T->host_ints);
+    if (!T->wmem || !T->enc_bucket || !T->dec_bucket || !T->host_ints)
         return MP_ENOMEM;
     t5_layout_work(&T->W, T->wmem, &z, &g->d);
     return MP_OK;
@@ -145,14 +158,16 @@ void mp_t5_free(mp_gpt *g)
     t5_state *T = t5_of(g);
     if (!T)
         return;
+    const mp_backend *be = g->be;
     for (int i = 0; T->slots && i < T->n_slots; i++) {
         free(T->slots[i].blk);
-        free(T->slots[i].mem);
+        be->free(T->slots[i].mem);
     }
     free(T->slots);
-    free(T->wmem);
-    free(T->enc_bucket);
-    free(T->dec_bucket);
+    be->free(T->wmem);
+    be->free(T->enc_bucket);
+    be->free(T->dec_bucket);
+    free(T->host_ints);
     for (int k = 0; k < 2; k++)
         mp_group_free(&T->stack[k]);
     free(T);
@@ -167,15 +182,9 @@ static mp_status t5_embed(mp_gpt *g, const int32_t *tok, size_t S, size_t Sl, re
     size_t h = (size_t)g->d.hidden, Vl = (size_t)g->d.vocab / (size_t)g->d.tp;
     size_t lo = (size_t)g->tp.rank * Vl;
     const real *wte = param(g->w, g, g->lay->wte);
-    for (size_t r = 0; r < S; r++) {
-        size_t t = (size_t)tok[r];
-        if (t >= lo && t < lo + Vl)
-            memcpy(W->part + r * h, wte + (t - lo) * h, h * sizeof(real));
-        else
-            memset(W->part + r * h, 0, h * sizeof(real));
-    }
+    g->be->gather_rows(MP_REAL_KIND, W->part, wte, tok, lo, Vl, S, h, false);
     CHECK(mp_model_tp_reduce_rows(g, W->part, x0, S, Sl, h, "tp-embed", err));
-    mp_q(g->exact, x0, Sl * h, MP_Q_ACT);
+    bq(g, x0, Sl * h, MP_Q_ACT);
     return MP_OK;
 }
 
@@ -192,11 +201,7 @@ static mp_status t5_embed_backward(mp_gpt *g, const int32_t *tok, size_t S, size
         CHECK(mp_model_tp_gather_rows(g, dx, W->dfull, S, Sl, h, err));
         dfull = W->dfull;
     }
-    for (size_t r = 0; r < S; r++) {
-        size_t t = (size_t)tok[r];
-        if (t >= lo && t < lo + Vl)
-            mp_add(gwte + (t - lo) * h, dfull + r * h, h);
-    }
+    g->be->scatter_add_rows(MP_REAL_KIND, gwte, dfull, tok, lo, Vl, S, h);
     return MP_OK;
 }
 
@@ -244,14 +249,17 @@ mp_status mp_t5_forward(mp_gpt *g, int slot, const int32_t *tokens,
     t5_state *T = t5_of(g);
     t5_acts *A = &T->slots[slot];
     const mp_param_layout *lay = g->lay;
-    bool ex = g->exact, sp = g->d.sp && g->tp.size > 1;
+    bool sp = g->d.sp && g->tp.size > 1;
     size_t eh = z.Sel * z.h, dh = z.Sdl * z.h;
-    memcpy(A->enc_tok, tokens, z.Se * sizeof *tokens);
-    /* teacher forcing: the decoder reads its targets one position late */
+    /* [encoder tokens | decoder input | decoder targets] made on the host:
+     * teacher forcing, the decoder reads its targets one position late */
+    int32_t *hi = T->host_ints;
+    memcpy(hi, tokens, z.Se * sizeof *tokens);
     for (size_t r = 0; r < z.Sd; r++) {
-        A->dec_tgt[r] = targets[r];
-        A->dec_in[r] = r < z.b ? 0 : targets[r - z.b];
+        hi[z.Se + z.Sd + r] = targets[r];
+        hi[z.Se + r] = r < z.b ? 0 : targets[r - z.b];
     }
+    g->be->copy(A->enc_tok, hi, (z.Se + 2 * z.Sd) * sizeof *hi, MP_COPY_H2D);
     if (!st.emb && !g->stage_in)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                             "pipeline stage without its input activation");
@@ -260,7 +268,7 @@ mp_status mp_t5_forward(mp_gpt *g, int slot, const int32_t *tokens,
     if (st.emb)
         CHECK(t5_embed(g, A->enc_tok, z.Se, z.Sel, A->enc_x0, err));
     else if (st.enc)
-        memcpy(A->enc_x0, g->stage_in, eh * sizeof(real));
+        be_copy(g, A->enc_x0, g->stage_in, eh);
     const real *x = A->enc_x0;
     for (size_t l = st.enc_b; l < st.enc_e; l++) {
         CHECK(t5_block_forward_of(g, A, l, x, NULL, err));
@@ -270,24 +278,24 @@ mp_status mp_t5_forward(mp_gpt *g, int slot, const int32_t *tokens,
         mp_model_norm_forward(g, A->enc_out, A->encf_xhat, A->encf_rstd, x,
                               param(g->w, g, lay->enc_lnf), NULL, (int)z.Sel);
     else if (!st.enc)
-        memcpy(A->enc_out, g->stage_in + (st.dec_emb ? 0 : dh), eh * sizeof(real));
+        be_copy(g, A->enc_out, g->stage_in + (st.dec_emb ? 0 : dh), eh);
     if (!st.dec)
-        return MP_OK; /* the output: the encoder's rows (mp_t5_stage_output) */
+        return g->be->sync(err); /* the output: the encoder's rows (mp_t5_stage_output) */
     /* decoder: every cross-attention reads every row of the encoder's output */
     CHECK(mp_model_tp_gather_rows(g, A->enc_out, A->enc_full, z.Se, z.Sel, z.h, err));
     if (st.dec_emb)
         CHECK(t5_embed(g, A->dec_in, z.Sd, z.Sdl, A->dec_x0, err));
     else
-        memcpy(A->dec_x0, g->stage_in, dh * sizeof(real));
+        be_copy(g, A->dec_x0, g->stage_in, dh);
     x = A->dec_x0;
     for (size_t l = st.dec_b; l < st.dec_e; l++) {
         CHECK(t5_block_forward_of(g, A, l, x, A->enc_full, err));
         x = A->blk[l].xout;
     }
     if (!st.head) { /* [this stream | the encoder's output] to the next stage */
-        memcpy(A->bout, x, dh * sizeof(real));
-        memcpy(A->bout + dh, A->enc_out, eh * sizeof(real));
-        return MP_OK;
+        be_copy(g, A->bout, x, dh);
+        be_copy(g, A->bout + dh, A->enc_out, eh);
+        return g->be->sync(err);
     }
     /* the decoder's final norm; logits[Sd,Vl] = lnf_full @ Whead^T (vocab-parallel) */
     real *loc = sp ? T->W.loc : A->lnf_full;
@@ -297,15 +305,16 @@ mp_status mp_t5_forward(mp_gpt *g, int slot, const int32_t *tokens,
         CHECK(mp_model_tp_gather_rows(g, loc, A->lnf_full, z.Sd, z.Sdl, z.h, err));
     GEMM(false, true, z.Sd, z.Vl, z.h, A->lnf_full, z.h, param(g->w, g, lay->head), z.h, 0.0,
          A->logits, z.Vl);
-    mp_q(ex, A->logits, z.Sd * z.Vl, MP_Q_ACT);
+    bq(g, A->logits, z.Sd * z.Vl, MP_Q_ACT);
     if (g->kept_logits && g->microbatch_now == g->keep_microbatch) {
         /* the check's logits have a row per encoder token: the decoder's
          * rows come first, the rest are zero */
-        memcpy(g->kept_logits, A->logits, z.Sd * z.Vl * sizeof(real));
+        g->be->copy(g->kept_logits, A->logits, z.Sd * z.Vl * sizeof(real), MP_COPY_D2H);
         memset(g->kept_logits + z.Sd * z.Vl, 0, (z.Se - z.Sd) * z.Vl * sizeof(real));
     }
-    return mp_model_cross_entropy(g, A->logits, A->dec_tgt, z.Sd, T->W.stats, T->W.loss,
-                                  loss_sum, err);
+    CHECK(mp_model_cross_entropy(g, A->logits, A->dec_tgt, z.Sd, T->W.stats, T->W.loss,
+                                 loss_sum, err));
+    return g->be->sync(err);
 }
 
 /* The decoder's part of a backward: from the loss or the next stage's
@@ -327,16 +336,16 @@ static mp_status t5_decoder_backward(mp_gpt *g, t5_acts *A, const t5_stage *st,
              0.0, W->part, z.h);
         CHECK(mp_model_tp_reduce_rows(g, W->part, W->dln, z.Sd, z.Sdl, z.h, "tp-head-bwd",
                                       err));
-        mp_q(g->exact, W->dln, dh, MP_Q_GRAD);
+        bq(g, W->dln, dh, MP_Q_GRAD);
         mp_model_norm_backward(g, W->dres, param(g->g, g, lay->lnf_w), NULL, W->dln,
                                A->lnf_xhat, A->lnf_rstd, param(g->w, g, lay->lnf_w),
                                (int)z.Sdl);
-        memset(W->denc, 0, eh * sizeof(real));
+        g->be->zero(W->denc, eh * sizeof(real));
     } else {
-        memcpy(W->dres, g->stage_grad_in, dh * sizeof(real));
-        memcpy(W->denc, g->stage_grad_in + dh, eh * sizeof(real));
+        be_copy(g, W->dres, g->stage_grad_in, dh);
+        be_copy(g, W->denc, g->stage_grad_in + dh, eh);
     }
-    memset(W->denc_part, 0, z.Se * z.h * sizeof(real));
+    g->be->zero(W->denc_part, z.Se * z.h * sizeof(real));
     for (size_t l = st->dec_e; l-- > st->dec_b;)
         CHECK(t5_block_backward_of(g, A, st, l, W->dres, err));
     if (st->dec_emb)
@@ -345,10 +354,10 @@ static mp_status t5_decoder_backward(mp_gpt *g, t5_acts *A, const t5_stage *st,
      * rounded once where the encoder's final norm takes it */
     CHECK(mp_model_tp_reduce_rows(g, W->denc_part, W->denc_tmp, z.Se, z.Sel, z.h,
                                   "tp-attn-bwd", err));
-    mp_add(W->denc, W->denc_tmp, eh);
+    g->be->add(MP_REAL_KIND, W->denc, W->denc_tmp, eh);
     if (!st->enc && !st->dec_emb) { /* [d stream | d enc_out] to the previous stage */
-        memcpy(W->bgrad, W->dres, dh * sizeof(real));
-        memcpy(W->bgrad + dh, W->denc, eh * sizeof(real));
+        be_copy(g, W->bgrad, W->dres, dh);
+        be_copy(g, W->bgrad + dh, W->denc, eh);
     }
     return MP_OK;
 }
@@ -368,13 +377,13 @@ mp_status mp_t5_backward(mp_gpt *g, int slot, mp_error *err)
     if (st.dec)
         CHECK(t5_decoder_backward(g, A, &st, err));
     else if (st.enc_lnf)
-        memcpy(W->denc, g->stage_grad_in, eh * sizeof(real));
+        be_copy(g, W->denc, g->stage_grad_in, eh);
     else
-        memcpy(W->denc_res, g->stage_grad_in, eh * sizeof(real));
+        be_copy(g, W->denc_res, g->stage_grad_in, eh);
     if (!st.enc)
-        return MP_OK; /* the input gradient: mp_t5_stage_input_grad */
+        return g->be->sync(err); /* the input gradient: mp_t5_stage_input_grad */
     if (st.enc_lnf) {
-        mp_q(g->exact, W->denc, eh, MP_Q_GRAD);
+        bq(g, W->denc, eh, MP_Q_GRAD);
         mp_model_norm_backward(g, W->denc_res, param(g->g, g, lay->enc_lnf), NULL,
                                W->denc, A->encf_xhat, A->encf_rstd,
                                param(g->w, g, lay->enc_lnf), (int)z.Sel);
@@ -383,7 +392,7 @@ mp_status mp_t5_backward(mp_gpt *g, int slot, mp_error *err)
         CHECK(t5_block_backward_of(g, A, &st, l, W->denc_res, err));
     if (st.emb)
         CHECK(t5_embed_backward(g, A->enc_tok, z.Se, z.Sel, W->denc_res, err));
-    return MP_OK;
+    return g->be->sync(err);
 }
 
 void mp_t5_set_stack_groups(mp_gpt *g, mp_group enc, mp_group dec)

@@ -4,7 +4,9 @@
  * (queries from the decoder's stream, keys and values from the encoder's
  * output), and the MLP (ReLU, GeLU or SwiGLU), no biases; the TP/SP
  * collectives as in block.c: QKV, xq, xkv and fc1 column-parallel, proj, xo
- * and fc2 row-parallel. Compiled once per precision (real.h). */
+ * and fc2 row-parallel. Every op is the backend's (backend.h): with the
+ * CUDA backend every tensor here is on the device. Compiled once per
+ * precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,9 +40,9 @@ static mp_status row_parallel(mp_gpt *g, real *out, const real *res, const real 
     size_t h = (size_t)g->d.hidden;
     GEMM(false, false, S, h, k, in, k, w, h, 0.0, W->part, h);
     CHECK(mp_model_tp_reduce_rows(g, W->part, out, S, Sl, h, site, err));
-    mp_q(g->exact, out, Sl * h, MP_Q_ACT);
-    mp_add(out, res, Sl * h);
-    mp_q(g->exact, out, Sl * h, MP_Q_ACT);
+    bq(g, out, Sl * h, MP_Q_ACT);
+    g->be->add(MP_REAL_KIND, out, res, Sl * h);
+    bq(g, out, Sl * h, MP_Q_ACT);
     return MP_OK;
 }
 
@@ -57,7 +59,7 @@ mp_status mp_t5_block_forward(mp_gpt *g, t5_block_acts *B, int l, const real *x,
     CHECK(norm_full(g, B->ln1_full, B->ln1_xhat, B->ln1_rstd, x, P(MP_BLK_LN1_W), S, Sl, err));
     GEMM(false, false, S, 3 * z.hl, z.h, B->ln1_full, z.h, P(MP_BLK_QKV_W), 3 * z.hl, 0.0,
          B->qkv, 3 * z.hl);
-    mp_q(ex, B->qkv, S * 3 * z.hl, MP_Q_ACT);
+    bq(g, B->qkv, S * 3 * z.hl, MP_Q_ACT);
     /* selective recomputation keeps no probabilities: they go to scratch */
     mp_t5_attention_forward(g->be, B->att, B->probs ? B->probs : T->W.sprobs, B->qkv, (int)s,
                             (int)z.b, (int)z.al,
@@ -74,10 +76,10 @@ mp_status mp_t5_block_forward(mp_gpt *g, t5_block_acts *B, int l, const real *x,
                         Sl, err));
         GEMM(false, false, S, z.hl, z.h, B->lnx_full, z.h, P(MP_BLK_XQ_W), z.hl, 0.0, B->xq,
              z.hl);
-        mp_q(ex, B->xq, S * z.hl, MP_Q_ACT);
+        bq(g, B->xq, S * z.hl, MP_Q_ACT);
         GEMM(false, false, z.Se, 2 * z.hl, z.h, enc_full, z.h, P(MP_BLK_XKV_W), 2 * z.hl, 0.0,
              B->xkv, 2 * z.hl);
-        mp_q(ex, B->xkv, z.Se * 2 * z.hl, MP_Q_ACT);
+        bq(g, B->xkv, z.Se * 2 * z.hl, MP_Q_ACT);
         mp_attention_forward_kv(g->be, B->xatt, B->xprobs ? B->xprobs : T->W.sxprobs, B->xq,
                                 z.hl, B->xkv, B->xkv + z.hl,
                                 2 * z.hl, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
@@ -91,14 +93,14 @@ mp_status mp_t5_block_forward(mp_gpt *g, t5_block_acts *B, int l, const real *x,
                     err));
     GEMM(false, false, S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0, B->fc1_pre,
          z.f1);
-    mp_q(ex, B->fc1_pre, S * z.f1, MP_Q_ACT);
+    bq(g, B->fc1_pre, S * z.f1, MP_Q_ACT);
     if (g->d.swiglu)
-        mp_swiglu_forward(B->fc1_act, B->fc1_pre, (int)S, (int)z.Fl);
+        g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)S, (int)z.Fl);
     else if (g->d.relu)
-        mp_relu_forward(B->fc1_act, B->fc1_pre, S * z.Fl);
+        g->be->relu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, S * z.Fl);
     else
-        mp_gelu_forward(B->fc1_act, B->fc1_pre, S * z.Fl);
-    mp_q(ex, B->fc1_act, S * z.Fl, MP_Q_ACT);
+        g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, S * z.Fl);
+    bq(g, B->fc1_act, S * z.Fl, MP_Q_ACT);
     CHECK(row_parallel(g, B->xout, hin, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), S, Sl, "tp-mlp",
                        err));
 #undef P
@@ -121,7 +123,7 @@ static mp_status row_parallel_backward(mp_gpt *g, real *dout, const real *dres,
     }
     GEMM(true, false, k, h, S, in, k, dfull, h, 1.0, dw, h);
     GEMM(false, true, S, k, h, dfull, h, w, h, 0.0, dout, k);
-    mp_q(g->exact, dout, S * k, MP_Q_GRAD);
+    bq(g, dout, S * k, MP_Q_GRAD);
     return MP_OK;
 }
 
@@ -134,10 +136,10 @@ static mp_status norm_backward_into(mp_gpt *g, real *dres, real *dpart, const re
     t5_work *W = &t5_of(g)->W;
     size_t h = (size_t)g->d.hidden;
     CHECK(mp_model_tp_reduce_rows(g, dpart, W->dln, S, Sl, h, site, err));
-    mp_q(g->exact, W->dln, Sl * h, MP_Q_GRAD);
+    bq(g, W->dln, Sl * h, MP_Q_GRAD);
     mp_model_norm_backward(g, W->dtmp, dw, NULL, W->dln, xhat, rstd, w, (int)Sl);
-    mp_add(dres, W->dtmp, Sl * h);
-    mp_q(g->exact, dres, Sl * h, MP_Q_GRAD);
+    g->be->add(MP_REAL_KIND, dres, W->dtmp, Sl * h);
+    bq(g, dres, Sl * h, MP_Q_GRAD);
     return MP_OK;
 }
 
@@ -159,12 +161,12 @@ mp_status mp_t5_block_backward(mp_gpt *g, t5_block_acts *B, int l, real *dres,
     CHECK(row_parallel_backward(g, dact, dres, B->fc1_act, z.Fl, P(MP_BLK_FC2_W),
                                 G(MP_BLK_FC2_W), S, Sl, err));
     if (g->d.swiglu)
-        mp_swiglu_backward(W->dfc, dact, B->fc1_pre, (int)S, (int)z.Fl);
+        g->be->swiglu_backward(MP_REAL_KIND, W->dfc, dact, B->fc1_pre, (int)S, (int)z.Fl);
     else if (g->d.relu)
-        mp_relu_backward(W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
+        g->be->relu_backward(MP_REAL_KIND, W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
     else
-        mp_gelu_backward(W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
-    mp_q(ex, W->dfc, S * z.f1, MP_Q_GRAD);
+        g->be->gelu_backward(MP_REAL_KIND, W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
+    bq(g, W->dfc, S * z.f1, MP_Q_GRAD);
     GEMM(true, false, z.h, z.f1, S, B->ln2_full, z.h, W->dfc, z.f1, 1.0, G(MP_BLK_FC1_W), z.f1);
     GEMM(false, true, S, z.h, z.f1, W->dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W->part, z.h);
     CHECK(norm_backward_into(g, dres, W->part, B->ln2_xhat, B->ln2_rstd, P(MP_BLK_LN2_W),
@@ -174,12 +176,12 @@ mp_status mp_t5_block_backward(mp_gpt *g, t5_block_acts *B, int l, real *dres,
          * its keys' and values' to the encoder's output */
         CHECK(row_parallel_backward(g, W->datt, dres, B->xatt, z.hl, P(MP_BLK_XO_W),
                                     G(MP_BLK_XO_W), S, Sl, err));
-        memset(W->dxkv, 0, z.Se * 2 * z.hl * sizeof(real));
+        g->be->zero(W->dxkv, z.Se * 2 * z.hl * sizeof(real));
         mp_attention_backward_kv(g->be, W->dxq, z.hl, W->dxkv, W->dxkv + z.hl, 2 * z.hl,
                                  W->datt, B->xq, z.hl, B->xkv, B->xkv + z.hl, 2 * z.hl,
                                  B->xprobs, NULL, (int)z.sd, (int)z.se, (int)z.b, (int)z.al,
                                  (int)z.hd, 1, false, W->scratch, ex);
-        mp_q(ex, W->dxkv, z.Se * 2 * z.hl, MP_Q_GRAD_ATT);
+        bq(g, W->dxkv, z.Se * 2 * z.hl, MP_Q_GRAD_ATT);
         GEMM(true, false, z.h, z.hl, S, B->lnx_full, z.h, W->dxq, z.hl, 1.0, G(MP_BLK_XQ_W), z.hl);
         GEMM(true, false, z.h, 2 * z.hl, z.Se, enc_full, z.h, W->dxkv, 2 * z.hl, 1.0,
              G(MP_BLK_XKV_W), 2 * z.hl);

@@ -14,14 +14,20 @@ void mp_relu_backward(real *din, const real *dout, const real *in, size_t n);
  * (table: [32 buckets, heads_local], rows table_ld apart: this rank's heads'
  * columns), causal (the decoder) or not (the encoder). Backward writes
  * dqkv[S, 3 hl] (rounded onto the attention gradient grid) and adds each
- * score's gradient to dtable at its bucket; scratch holds s * s reals. */
+ * score's gradient to dtable at its bucket; scratch holds s * s reals.
+ * Every step is the backend's: the tensors and bucket[s*s] (int32) live in its memory. */
 void mp_t5_attention_forward(const mp_backend *be, real *out, real *probs, const real *qkv,
                              int s, int b, int heads_local, int hd, bool causal,
-                             const real *table, int table_ld, const int *bucket, bool exact);
+                             const real *table, int table_ld, const int32_t *bucket, bool exact);
 void mp_t5_attention_backward(const mp_backend *be, real *dqkv, const real *dout,
                               const real *qkv, const real *probs, int s, int b,
                               int heads_local, int hd, bool causal, real *dtable,
-                              int table_ld, const int *bucket, real *scratch, bool exact);
+                              int table_ld, const int32_t *bucket, real *scratch, bool exact);
+/* The CPU backend's rel_bias_add and rel_bias_grad (backend.h) on one head. */
+void mp_t5_rel_bias_add(real *p, int s, int sk, bool causal, real scale, const real *table,
+                        int table_ld, int head, const int32_t *bucket);
+void mp_t5_rel_bias_grad(real *ds, real *dtable, int s, int sk, bool causal, real scale,
+                         int table_ld, int head, const int32_t *bucket, bool exact);
 
 /* The T5 state of model g (its activation slots, workspace and buckets):
  * allocated by mp_gpt_init when g->d.t5, freed by mp_gpt_free. */

@@ -123,7 +123,9 @@ typedef struct t5_state {
     int n_slots;
     real *wmem;
     t5_work W;
-    int *enc_bucket, *dec_bucket; /* [se*se] [sd*sd] bucket of each (query, key) */
+    int32_t *enc_bucket, *dec_bucket; /* [se*se] [sd*sd] bucket of each (query, key), in
+                                         the backend's memory */
+    int32_t *host_ints;               /* [Se + 2 Sd] the slot's token arrays, made on the host */
     mp_group stack[2];            /* the pipeline stages with encoder / decoder blocks
                                      (owned; size 1: none to sum with) */
 } t5_state;

@@ -25,6 +25,7 @@
 #include "exec/kernels.h"
 #include "exec/params.h"
 #include "exec/quant.h"
+#include "exec/t5.h"
 #include "kernels/kernels.h"
 #include "kt_mem.h"
 
@@ -362,6 +363,75 @@ static void test_tanh(void **state)
         kt_free(d_pre);
         kt_free(d_y);
         free(pre), free(dp), free(y), free(want_dp), free(g_y), free(g_dp);
+    }
+}
+
+/* T5 (t5_layers.c): ReLU and its gradient, and the relative position bias
+ * of one head's scores and its backward (the table's gradient summed per
+ * bucket), against the CPU's functions: bit for bit on any data, since
+ * every value is the same expression and every sum runs in the CPU's order. */
+static void test_relu(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    for (int exact = 0; exact < 2; exact++) {
+        float *in = data(exact, N, MP_Q_ACT, 2), *dy = data(exact, N, MP_Q_GRAD, 1);
+        float *out = fvec(N), *din = fvec(N);
+        in[0] = 0; /* the kink: no gradient, as the CPU */
+        mp_relu_forward_f32(out, in, N);
+        mp_relu_backward_f32(din, dy, in, N);
+        float *d_in = up(in, N), *d_out = up(out, N), *d_dy = up(dy, N);
+        OK(mpk_relu_forward(d_out, d_in, N, NULL));
+        OK(mpk_relu_backward(d_dy, d_dy, d_in, N, NULL)); /* in place, as t5_block.c */
+        float *g_out = down(d_out, N), *g_din = down(d_dy, N);
+        same_bits("relu forward", g_out, out, N);
+        same_bits("relu backward", g_din, din, N);
+        kt_free(d_in);
+        free(in), free(dy), free(out), free(din), free(g_out), free(g_din);
+    }
+}
+
+static void rel_bias_case(int s, bool causal, int head, int ld, bool exact)
+{
+    size_t n = (size_t)s * s, nt = (size_t)MP_T5_BUCKETS * ld;
+    float scale = 1 / sqrtf(8.0f);
+    int32_t *bk = malloc(n * sizeof *bk);
+    assert_non_null(bk);
+    for (int i = 0; i < s; i++)
+        for (int j = 0; j < s; j++)
+            bk[(size_t)i * s + j] = mp_t5_bucket(j - i, !causal);
+    float *sc = data(exact, n, MP_Q_ACT, 2), *table = data(exact, nt, MP_Q_ACT, 1);
+    float *want = dup(sc, n);
+    mp_t5_rel_bias_add_f32(want, s, s, causal, scale, table, ld, head, bk);
+    int32_t *d_bk = up_i(bk, n);
+    float *d_p = up(sc, n), *d_table = up(table, nt);
+    OK(mpk_rel_bias_add(d_p, s, s, causal, scale, d_table, ld, head, d_bk, NULL));
+    float *got = down(d_p, n);
+    same_bits("relative bias", got, want, n);
+
+    float *ds = data(exact, n, MP_Q_GRAD_ATT, 1), *dtab = data(exact, nt, MP_Q_GRAD_ATT, 1);
+    float *want_ds = dup(ds, n), *want_dtab = dup(dtab, nt);
+    mp_t5_rel_bias_grad_f32(want_ds, want_dtab, s, s, causal, scale, ld, head, bk, exact);
+    float *d_ds = up(ds, n), *d_dtab = up(dtab, nt);
+    OK(mpk_rel_bias_grad(d_ds, d_dtab, s, s, causal, scale, MP_T5_BUCKETS, ld, head, d_bk,
+                         exact, NULL));
+    float *got_ds = down(d_ds, n), *got_dtab = down(d_dtab, nt);
+    same_bits("relative bias backward", got_ds, want_ds, n);
+    same_bits("relative bias table gradient", got_dtab, want_dtab, nt);
+    kt_free(d_bk), kt_free(d_table);
+    float *bufs[] = {sc, table, want, got, ds, dtab, want_ds, want_dtab, got_ds, got_dtab};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+    free(bk);
+}
+
+static void test_t5_rel_bias(void **state)
+{
+    (void)state;
+    for (int exact = 0; exact < 2; exact++) {
+        rel_bias_case(12, false, 1, 3, exact); /* the encoder: both directions */
+        rel_bias_case(10, true, 0, 2, exact);  /* the decoder: causal */
+        rel_bias_case(300, false, 2, 3, exact); /* far keys share the last buckets */
     }
 }
 
@@ -1291,6 +1361,7 @@ int main(void)
         cmocka_unit_test(test_moe_route),    cmocka_unit_test(test_moe_capacity),
         cmocka_unit_test(test_moe_dispatch), cmocka_unit_test(test_moe_router_backward),
         cmocka_unit_test(test_oss_softmax),  cmocka_unit_test(test_oss_swiglu),
+        cmocka_unit_test(test_relu),         cmocka_unit_test(test_t5_rel_bias),
         cmocka_unit_test(test_norm_eps), /* last: see there */
     };
     /* KT_ONLY=word: only the tests whose names hold it (the mutant runs) */

@@ -446,43 +446,148 @@ mp_schedule_kind mp_default_schedule(const mp_parallel *p)
     return p->vpp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
 }
 
-bool mp_uneven_split(int64_t L, int64_t n, int64_t *first, int64_t *middle, int64_t *last)
+/* A stage's work in block units (mp_uneven_split): its blocks, plus one for
+ * the embedding on the first, one for the final norm, head and loss on the
+ * last, and two for each MTP module there (a block and another pass of the
+ * head). */
+static int64_t edge_units(int64_t n, int64_t k, int64_t mtp)
+{
+    return (k == 0 ? 1 : 0) + (k == n - 1 ? 1 + 2 * mtp : 0);
+}
+
+/* The stage units of split u, their maximum and their sum of squares. */
+static void split_measure(const mp_uneven *u, int64_t n, int64_t mtp, int64_t *max,
+                          int64_t *sq)
+{
+    *max = *sq = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t w = mp_uneven_stage_blocks(u, n, k) + edge_units(n, k, mtp);
+        *max = w > *max ? w : *max;
+        *sq += w * w;
+    }
+}
+
+/* The best of Megatron's first/last-stage forms: the middle stages equal,
+ * the first and the last >= 1 each (transformer_config.py's uneven-PP
+ * checks). */
+static bool best_flag_form(int64_t L, int64_t n, int64_t mtp, mp_uneven *best)
+{
+    int64_t best_max = -1, best_sq = 0;
+    int64_t mids = n - 2, top = mids > 0 ? (L - 2) / mids : 0;
+    for (int64_t mid = mids > 0 ? 1 : 0; mid <= top; mid++) {
+        int64_t rest = L - mids * mid; /* first + last */
+        if (rest < 2)
+            break;
+        /* first + 1 against last + 1 + 2 mtp: try around the balance */
+        int64_t f0 = (rest + 2 * mtp + 1) / 2;
+        f0 = f0 < 1 ? 1 : f0 > rest - 1 ? rest - 1 : f0;
+        for (int64_t first = f0 - 1; first <= f0 + 1; first++) {
+            if (first < 1 || first > rest - 1)
+                continue;
+            mp_uneven u = {first, rest - first, mid, 0};
+            int64_t mx, sq;
+            split_measure(&u, n, mtp, &mx, &sq);
+            /* least slowest stage, then most even, then the heavier first */
+            if (best_max < 0 || mx < best_max || (mx == best_max && sq < best_sq) ||
+                (mx == best_max && sq == best_sq && first > best->first)) {
+                *best = u;
+                best_max = mx;
+                best_sq = sq;
+            }
+        }
+    }
+    return best_max >= 0;
+}
+
+/* Blocks a stage at level T holds: T less its edge units, at least one. */
+static int64_t fill(int64_t T, int64_t e)
+{
+    return T - e > 1 ? T - e : 1;
+}
+
+/* The most even split into stages of >= 1 block: the least level T whose
+ * fill holds every block, then one block fewer for as many stages at that
+ * level as it holds too many: the first, the last, then the middle ones from
+ * the end (the earlier stages keep the extra ones). */
+static void water_fill(int64_t L, int64_t n, int64_t mtp, mp_uneven *u)
+{
+    int64_t eF = 1, eL = 1 + 2 * mtp, T = 1, sum = 0;
+    for (;; T++) {
+        sum = fill(T, eF) + (n - 2) * fill(T, 0) + fill(T, eL);
+        if (sum >= L)
+            break;
+    }
+    int64_t x = sum - L;
+    u->first = fill(T, eF);
+    u->last = fill(T, eL);
+    u->middle = fill(T, 0);
+    u->lighter = 0;
+    if (x > 0 && u->first > 1 && u->first + eF == T) {
+        u->first--;
+        x--;
+    }
+    if (x > 0 && u->last > 1 && u->last + eL == T) {
+        u->last--;
+        x--;
+    }
+    u->lighter = x; /* < n - 2: T is the least level (mp_uneven_split) */
+}
+
+int64_t mp_uneven_stage_blocks(const mp_uneven *u, int64_t n, int64_t k)
+{
+    if (k == 0)
+        return u->first;
+    if (k == n - 1)
+        return u->last;
+    return u->middle - (k >= n - 1 - u->lighter ? 1 : 0);
+}
+
+bool mp_uneven_split(int64_t L, int64_t n, int64_t mtp, mp_uneven *out)
 {
     if (n < 2 || n > L)
         return false;
-    int64_t mid = (L + n - 1) / n;
-    int64_t rest = L - (n - 2) * mid;
-    if (rest < 2) { /* ceil leaves the edges nothing: floor, heavier edges */
-        mid = L / n;
-        rest = L - (n - 2) * mid;
+    mtp = mtp > 0 ? mtp : 0;
+    mp_uneven flag, even;
+    water_fill(L, n, mtp, &even);
+    if (best_flag_form(L, n, mtp, &flag)) {
+        int64_t fmax, fsq, emax, esq;
+        split_measure(&flag, n, mtp, &fmax, &fsq);
+        split_measure(&even, n, mtp, &emax, &esq);
+        if (fmax <= emax) { /* Megatron's flags do as well: no layout needed */
+            *out = flag;
+            return true;
+        }
     }
-    *middle = mid;
-    *last = rest / 2;
-    *first = rest - *last;
+    *out = even;
     return true;
 }
 
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)
 {
-    int64_t n = pp * vpp, first, mid, last;
+    int64_t n = pp * vpp;
     if (n < 1 || n > L)
         return false;
-    return L % n == 0 || (n > 1 && (L + 2) % n == 0) ||
-           (vpp == 1 && mp_uneven_split(L, n, &first, &mid, &last));
+    return L % n == 0 || (n > 1 && (L + 2) % n == 0) || (vpp == 1 && n >= 2);
 }
 
-int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k)
+int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k)
 {
-    int64_t first, mid, last;
+    mp_uneven u;
     if (k <= 0)
         return 0;
     if (k >= n)
         return L;
     if (L % n == 0)
         return (k * L) / n;
-    if ((L + 2) % n == 0)
+    if (vpp > 1 && (L + 2) % n == 0)
         return k * ((L + 2) / n) - 1;
-    if (!mp_uneven_split(L, n, &first, &mid, &last))
+    if (vpp > 1 || !mp_uneven_split(L, n, mtp, &u))
         return (k * L) / n;
-    return first + (k - 1) * mid;
+    int64_t before = u.first, mids = k - 1 < n - 2 ? k - 1 : n - 2;
+    /* the middle stages 1..k-1: `middle` each, one fewer for the last `lighter` */
+    int64_t light_from = n - 1 - u.lighter; /* the first lighter middle stage */
+    before += mids * u.middle;
+    if (k > light_from)
+        before -= k - light_from;
+    return before;
 }

@@ -291,26 +291,48 @@ typedef struct mp_config {
 /* global_batch / (micro_batch * dp) */
 int64_t mp_config_microbatches(const mp_config *c);
 
-/* Megatron's split of L blocks over n pipeline stages when n does not divide L
- * (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers):
- * the middle stages hold `middle` blocks each, the first and the last share the
- * rest, the last (which also holds the LM head) no more than the first; the
- * middle is ceil(L/n) when that leaves the first and last at least one block
- * each, else floor(L/n). Llama 3 405B: 126 layers on 16 stages = 7, 8 x 14, 7.
- * false when n < 2 or n > L. */
-bool mp_uneven_split(int64_t L, int64_t n, int64_t *first, int64_t *middle, int64_t *last);
+/* The default split of L blocks over n pipeline stages (vpp 1) when n does
+ * not divide L: the first stage holds `first` blocks, the last `last`, the
+ * middle ones `middle` each except the last `lighter` of them, which hold
+ * one fewer. lighter == 0 is Megatron's first/last-stage form
+ * (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers,
+ * the middle stages splitting the rest evenly); otherwise only an explicit
+ * --pipeline-model-parallel-layout says it (megatron.c writes one for every
+ * uneven split). */
+typedef struct mp_uneven {
+    int64_t first, last, middle, lighter;
+} mp_uneven;
+
+/* Chooses that split so that the slowest stage does the least work, counting
+ * a stage's work in block units: its blocks, one more on the first for the
+ * embedding and one more on the last for the final norm, head and loss (the
+ * convention of Megatron's --account-for-embedding/loss-in-pipeline-split
+ * and of Llama 3's 126 layers on 16 stages, 7, 8 x 14, 7), and two more there
+ * for each of the mtp multi-token-prediction modules (a block and another
+ * pass of the head). Every stage keeps at least one block. Among the splits
+ * with the least slowest stage: Megatron's first/last-stage form when one
+ * is among them (the most even of those, then the heavier first), else the
+ * most even split, the first and the last stage giving up a block first and
+ * then the middle stages from the end. 61 layers on 32 stages: 1, 2 x 29, 1,
+ * 1 (the first/last flags could do no better than 16, 1 x 30, 15). false
+ * when n < 2 or n > L. */
+bool mp_uneven_split(int64_t L, int64_t n, int64_t mtp, mp_uneven *out);
+/* Blocks of stage k of n under split u. */
+int64_t mp_uneven_stage_blocks(const mp_uneven *u, int64_t n, int64_t k);
 
 /* Whether Megatron can split L blocks over pp*vpp (virtual) stages without an
  * explicit layout: evenly; or counting the embedding and the loss as one layer
  * each (--account-for-embedding-in-pipeline-split / -loss-: L + 2 divisible,
- * any vpp); or, with vpp 1, by mp_uneven_split. */
+ * any vpp); or, with vpp 1, by mp_uneven_split (a layout where Megatron's
+ * first/last-stage flags cannot do as well). */
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp);
 
-/* Blocks held by stages 0..k-1 of n under that default split: k*L/n when n
- * divides L; k(L+2)/n - 1 when n divides L + 2 (the embedding and the head
- * take a block's place on the first and last stage); else mp_uneven_split's
- * (else floor(k*L/n)). */
-int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t k);
+/* Blocks held by stages 0..k-1 of n = pp*vpp under that default split:
+ * k*L/n when n divides L; with vpp > 1, k(L+2)/n - 1 when n divides L + 2
+ * (the embedding and the head take a block's place on the first and last
+ * stage); with vpp 1, mp_uneven_split's for a model of mtp MTP modules (else
+ * floor(k*L/n)). */
+int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k);
 
 /* Checks that the configuration can run at all, refusing with the reason
  * (field = the option or key at fault, e.g. "tp"): t divides heads and kv_heads,

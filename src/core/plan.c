@@ -26,8 +26,8 @@ static void spread(int64_t first, int64_t count, int64_t n, int64_t k, int64_t *
     *end = *begin + per + (k < extra ? 1 : 0);
 }
 
-void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t k,
-                         int64_t *begin, int64_t *end)
+void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t vpp, int64_t mtp,
+                         int64_t k, int64_t *begin, int64_t *end)
 {
     int64_t split = enc_layers > 0 ? mp_t5_split_rank(enc_layers, layers - enc_layers, n) : 0;
     if (split > 0 && k < split)
@@ -35,9 +35,9 @@ void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t 
     else if (split > 0)
         spread(enc_layers + 1, layers - enc_layers, n - split, k - split, begin, end);
     else {
-        /* even, or Megatron's first/last-stage split when n does not divide them */
-        *begin = 1 + mp_blocks_before_stage(layers, n, k);
-        *end = 1 + mp_blocks_before_stage(layers, n, k + 1);
+        /* even, or the most even uneven split when n does not divide them */
+        *begin = 1 + mp_blocks_before_stage(layers, n, vpp, mtp, k);
+        *end = 1 + mp_blocks_before_stage(layers, n, vpp, mtp, k + 1);
     }
     /* the embedding joins the first stage and the head the last, as in Megatron-LM */
     if (k == 0)
@@ -61,7 +61,9 @@ void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out)
         if (given)
             mp_layout_stage_items(l, L, k, &b, &e);
         else
-            mp_even_stage_items(L, m->arch == MP_ARCH_T5 ? m->encoder_layers : 0, n, k, &b, &e);
+            mp_even_stage_items(L, m->arch == MP_ARCH_T5 ? m->encoder_layers : 0, n,
+                                n / (c->parallel.pp > 0 ? c->parallel.pp : 1),
+                                mp_layout_model_mtp_layers(m), k, &b, &e);
         out[k].begin = (int32_t)b;
         out[k].end = (int32_t)e;
     }
@@ -79,9 +81,9 @@ void mp_plan_default_stages(mp_plan *plan)
         return;
     }
     plan->n_stages = (int32_t)n;
-    /* The explicit layout; else blocks spread evenly (or by Megatron's
-     * first/last-stage split when n does not divide them:
-     * mp_blocks_before_stage); t5 splits at the split rank. */
+    /* The explicit layout; else blocks spread evenly (or, when n does not
+     * divide them, mp_blocks_before_stage's split); t5 splits at the split
+     * rank. */
     mp_config_stages(&plan->config, n, plan->stages);
 }
 

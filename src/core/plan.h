@@ -32,7 +32,8 @@ typedef struct mp_plan {
 /* Megatron's split as the configuration states it: its explicit pipeline
  * layout (parallel.pipeline_layout, core/layout.h) when given, else the even
  * split (all blocks equal, embedding with the first stage and the head with
- * the last; t5: mp_even_stage_items). The planner, the simulator, the
+ * the last), the most even uneven one where n does not divide the blocks, or
+ * t5's (mp_even_stage_items). The planner, the simulator, the
  * executor and the Megatron flags all split by this one function. */
 void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out);
 void mp_plan_default_stages(mp_plan *plan);
@@ -44,13 +45,14 @@ void mp_plan_default_stages(mp_plan *plan);
  * given more stages than it has blocks; 0 when n < 2 or a side is empty. */
 int64_t mp_t5_split_rank(int64_t enc_layers, int64_t dec_layers, int64_t n);
 
-/* Stage k of n of Megatron's even split of `layers` blocks: items
- * [*begin, *end), the first stages taking one block more when n does not
- * divide; enc_layers > 0 (t5): the encoder's blocks over the first
+/* Stage k of n = pp*vpp of Megatron's default split of `layers` blocks:
+ * items [*begin, *end); even, or where n does not divide the blocks
+ * mp_blocks_before_stage's (vpp 1: mp_uneven_split's, for a model of mtp
+ * MTP modules); enc_layers > 0 (t5): the encoder's blocks over the first
  * mp_t5_split_rank stages, the decoder's over the rest. The planner, the
  * simulator and the executor split by this one function. */
-void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t k,
-                         int64_t *begin, int64_t *end);
+void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t vpp, int64_t mtp,
+                         int64_t k, int64_t *begin, int64_t *end);
 
 /* Checks stages are contiguous, cover every item once, count pp*vpp, and
  * the config is valid (mp_config_check). */

@@ -263,8 +263,9 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
                                                                           : "parallel.pp",
                                 "%d pipeline stages need at least as many layers (%d)", K, L);
         int64_t b, e;
-        if (!shrink && par->pipeline_layout[0]) {
-            /* the plan's explicit layout (core/layout.h), as the planner costs it */
+        if (!shrink) {
+            /* the plan's explicit layout (core/layout.h) or its default split, as the
+             * planner costs it */
             mp_stage_range *r = malloc(sizeof *r * (size_t)K);
             if (!r)
                 return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
@@ -273,7 +274,8 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
             e = r[vstage].end;
             free(r);
         } else {
-            mp_even_stage_items(L, d->t5 ? d->enc_layers : 0, K, vstage, &b, &e);
+            mp_even_stage_items(L, d->t5 ? d->enc_layers : 0, K, par->vpp > 1 ? par->vpp : 1,
+                                d->mtp_layers, vstage, &b, &e);
         }
         *begin = (int)b;
         *end = (int)e;

@@ -174,8 +174,11 @@ static void recompute_flags(const mp_config *c, const mp_plan *plan, const mp_st
     }
 }
 
-/* "Et*20|t*20|t*21|t*19L": virtual stage k's items, stages in order k. */
-static void layout_flag(const mp_stage_range *st, int64_t K, int64_t L, mp_buf *out)
+/* "Et*20|t*20|t*21|t*19L": virtual stage k's items, stages in order k; a
+ * model's MTP modules ('m', as many as it has: PipelineParallelLayerLayout
+ * refuses a layout without them) with the head on the last stage, where the
+ * cost model places them. */
+static void layout_flag(const mp_stage_range *st, int64_t K, int64_t L, int64_t mtp, mp_buf *out)
 {
     mp_buf_puts(out, "--pipeline-model-parallel-layout \"");
     for (int64_t k = 0; k < K; k++) {
@@ -185,8 +188,11 @@ static void layout_flag(const mp_stage_range *st, int64_t K, int64_t L, mp_buf *
             mp_buf_puts(out, "t");
         else if (n > 1)
             mp_buf_printf(out, "t*%lld", (long long)n);
-        if (st[k].end == L + 2)
+        if (st[k].end == L + 2) {
+            for (int64_t j = 0; j < mtp; j++)
+                mp_buf_puts(out, "m");
             mp_buf_puts(out, "L");
+        }
     }
     mp_buf_puts(out, "\" \\\n");
 }
@@ -285,7 +291,7 @@ static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t
     if (K > 1 && p->pipeline_layout[0]) /* the user's layout, as written (st is its split) */
         mp_buf_printf(out, "--pipeline-model-parallel-layout \"%s\" \\\n", p->pipeline_layout);
     else if (K > 1 && !even)
-        layout_flag(st, K, L, out);
+        layout_flag(st, K, L, c->model.mtp_layers > 0 ? c->model.mtp_layers : 0, out);
     else if (v > 1)
         mp_buf_printf(out, "--num-layers-per-virtual-pipeline-stage %lld \\\n",
                       (long long)(L / K));

@@ -5,9 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/io.h"
+#include "core/layout.h"
 
 static mp_config base(void)
 {
@@ -110,14 +112,16 @@ static void test_refusals(void **state)
     c.parallel.vpp = 7;
     c.parallel.dp = 64;
     expect(&c, NULL, NULL);
-    assert_int_equal(mp_blocks_before_stage(96, 14, 1), 6); /* embedding + 6 blocks */
-    assert_int_equal(mp_blocks_before_stage(96, 14, 13), 90); /* 6 blocks + head last */
+    assert_int_equal(mp_blocks_before_stage(96, 14, 7, 0, 1), 6); /* embedding + 6 blocks */
+    assert_int_equal(mp_blocks_before_stage(96, 14, 7, 0, 13), 90); /* 6 blocks + head last */
+    assert_int_equal(mp_blocks_before_stage(96, 14, 1, 0, 1), 6); /* vpp 1: the same */
+    assert_int_equal(mp_blocks_before_stage(96, 14, 1, 0, 13), 90);
     /* Llama 3 405B as Meta ran it: 126 layers on pp 16, one fewer on the first and last */
-    int64_t first, mid, last;
-    assert_true(mp_uneven_split(126, 16, &first, &mid, &last));
-    assert_true(first == 7 && mid == 8 && last == 7);
-    assert_int_equal(mp_blocks_before_stage(126, 16, 1), 7);
-    assert_int_equal(mp_blocks_before_stage(126, 16, 15), 119);
+    mp_uneven u;
+    assert_true(mp_uneven_split(126, 16, 0, &u));
+    assert_true(u.first == 7 && u.middle == 8 && u.last == 7 && u.lighter == 0);
+    assert_int_equal(mp_blocks_before_stage(126, 16, 1, 0, 1), 7);
+    assert_int_equal(mp_blocks_before_stage(126, 16, 1, 0, 15), 119);
 
     c = base();
     c.parallel.vpp = 2;
@@ -221,6 +225,140 @@ static void test_refusals(void **state)
     expect(&c, "gpus", "overflows");
 }
 
+/* A stage's work in the units mp_uneven_split balances: its blocks, the
+ * embedding (1) on the first, the head and loss (1) and each MTP module (2)
+ * on the last. */
+static int64_t units(int64_t blocks, int64_t n, int64_t k, int64_t mtp)
+{
+    return blocks + (k == 0) + (k == n - 1 ? 1 + 2 * mtp : 0);
+}
+
+/* The default split, for every (layers, pp, vpp) Megatron accepts without a
+ * layout and 0-2 MTP modules: every stage holds at least one block, the
+ * blocks are used once each in order; the split is one Megatron can run: as
+ * the --pipeline-model-parallel-layout megatron.c writes (parsed by
+ * mp_layout_parse, which applies PipelineParallelLayerLayout's checks) and,
+ * where lighter is 0, by the first/last-stage flags (transformer_config.py:
+ * first, last >= 1, the middle stages equal and non-empty); with vpp 1 its
+ * slowest stage does no more work than that of any split the first/last
+ * flags (or the embedding/loss accounting, which with vpp 1 are such
+ * splits) can make, and no more than any split at all (the lower bound: the
+ * average, and the last stage's head and MTP over one block); and where the
+ * flags do as well, they are what it uses. */
+static void test_uneven_split_property(void **state)
+{
+    (void)state;
+    static int64_t blocks[MP_MAX_STAGES];
+    static char text[16384];
+    static mp_layout lay;
+    int64_t checked = 0, layouts = 0;
+    for (int64_t L = 2; L <= 130; L += L < 70 ? 1 : 7)
+        for (int64_t pp = 2; pp <= 40 && pp <= L; pp++)
+            for (int64_t vpp = 1; vpp <= 4; vpp++)
+                for (int64_t mtp = 0; mtp <= 2; mtp++) {
+                    int64_t n = pp * vpp;
+                    if (!mp_stage_split_ok(L, pp, vpp))
+                        continue;
+                    checked++;
+                    /* every block once, none left out, no empty stage */
+                    int64_t total = 0, worst = 0;
+                    for (int64_t k = 0; k < n; k++) {
+                        blocks[k] = mp_blocks_before_stage(L, n, vpp, mtp, k + 1) -
+                                    mp_blocks_before_stage(L, n, vpp, mtp, k);
+                        if (blocks[k] < 1)
+                            fail_msg("L %lld pp %lld vpp %lld mtp %lld: stage %lld holds %lld",
+                                     (long long)L, (long long)pp, (long long)vpp,
+                                     (long long)mtp, (long long)k, (long long)blocks[k]);
+                        total += blocks[k];
+                        int64_t w = units(blocks[k], n, k, mtp);
+                        worst = w > worst ? w : worst;
+                    }
+                    assert_int_equal(mp_blocks_before_stage(L, n, vpp, mtp, 0), 0);
+                    assert_int_equal(total, L);
+                    /* Megatron runs it: its layout grammar and checks */
+                    size_t at = 0;
+                    for (int64_t k = 0; k < n; k++) {
+                        at += (size_t)snprintf(text + at, sizeof text - at, "%s%st*%lld",
+                                               k ? "|" : "", k ? "" : "E", (long long)blocks[k]);
+                        if (k == n - 1) {
+                            for (int64_t j = 0; j < mtp; j++)
+                                at += (size_t)snprintf(text + at, sizeof text - at, "m");
+                            at += (size_t)snprintf(text + at, sizeof text - at, "L");
+                        }
+                    }
+                    mp_error err;
+                    if (mp_layout_parse(text, pp, vpp, L, mtp, &lay, &err) != MP_OK)
+                        fail_msg("L %lld pp %lld vpp %lld: %s: %s", (long long)L,
+                                 (long long)pp, (long long)vpp, text, err.msg);
+                    if (vpp > 1) { /* even, or the embedding and loss counted as layers */
+                        assert_true(L % n == 0 || (L + 2) % n == 0);
+                        continue;
+                    }
+                    if (L % n == 0)
+                        continue;
+                    mp_uneven u;
+                    assert_true(mp_uneven_split(L, n, mtp, &u));
+                    if (u.lighter == 0) /* the flags: middle stages equal */
+                        for (int64_t k = 1; k < n - 1; k++)
+                            assert_int_equal(blocks[k], blocks[1]);
+                    else
+                        layouts++;
+                    /* no worse than any split at all: the lower bound, reached */
+                    int64_t sum_units = L + 2 + 2 * mtp, bound = (sum_units + n - 1) / n;
+                    bound = bound > 2 + 2 * mtp ? bound : 2 + 2 * mtp;
+                    assert_int_equal(worst, bound);
+                    /* no worse than any first/last choice; the flags when one ties */
+                    bool flags_tie = false;
+                    for (int64_t first = 1; first < L; first++)
+                        for (int64_t last = 1; first + last <= L; last++) {
+                            int64_t rest = L - first - last, mid = 0;
+                            if (n > 2 && (rest < n - 2 || rest % (n - 2)))
+                                continue;
+                            if (n == 2 && rest)
+                                continue;
+                            mid = n > 2 ? rest / (n - 2) : 0;
+                            int64_t w = units(first, n, 0, mtp);
+                            w = units(last, n, n - 1, mtp) > w ? units(last, n, n - 1, mtp) : w;
+                            w = mid > w ? mid : w;
+                            assert_true(worst <= w);
+                            flags_tie |= w == worst;
+                        }
+                    assert_int_equal(u.lighter == 0, flags_tie);
+                }
+    printf("uneven split property: %lld splits checked, %lld need a layout\n", (long long)checked,
+           (long long)layouts);
+    assert_true(checked > 7000);
+    assert_true(layouts > 1000);
+}
+
+/* DeepSeek-V3's 61 layers on pp 32 (issue 11, "Uneven pipeline stages"):
+ * the first/last flags can do no better than 16, 1 x 30, 15 (the middle
+ * stages equal: 1 each, the ends sharing 31); the default is a layout, 1,
+ * 2 x 29, 1, 1, its slowest stage two units of work, not 16 blocks. */
+static void test_uneven_split_61_on_32(void **state)
+{
+    (void)state;
+    for (int64_t mtp = 0; mtp <= 1; mtp++) {
+        mp_uneven u;
+        assert_true(mp_uneven_split(61, 32, mtp, &u));
+        assert_true(u.first == 1 && u.middle == 2 && u.lighter == 1 && u.last == 1);
+        assert_int_equal(mp_blocks_before_stage(61, 32, 1, mtp, 1), 1);
+        assert_int_equal(mp_blocks_before_stage(61, 32, 1, mtp, 30), 59);
+        assert_int_equal(mp_blocks_before_stage(61, 32, 1, mtp, 31), 60);
+    }
+    /* where the flags do as well they are used: 61 on 31, 60 + 1 on the
+     * first and last ... the middle 29 stages 2 each, the ends 2 and 1 */
+    mp_uneven u;
+    assert_true(mp_uneven_split(61, 31, 0, &u));
+    assert_int_equal(u.lighter, 0);
+    assert_true(u.middle == 2 && u.first + u.last == 3 && u.first >= 1 && u.last >= 1);
+    /* an MTP module on the last stage: 62 layers on 4 stages, 16, 16, 16, 14
+     * (units 17, 16, 16, 17) rather than 16, 15, 15, 16 (17 and 19) */
+    assert_true(mp_uneven_split(62, 4, 1, &u));
+    assert_true(u.first + 2 * u.middle - u.lighter + u.last == 62);
+    assert_true(u.last + 3 <= 17 && u.first + 1 <= 17);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -241,6 +379,8 @@ int main(void)
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_uneven_split_property),
+        cmocka_unit_test(test_uneven_split_61_on_32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

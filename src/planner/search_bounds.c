@@ -125,8 +125,9 @@ const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int
     return &bc->slot[j];
 }
 
-/* Blocks on pipeline rank 0: L/p (Megatron's default splits); under an
- * explicit layout, given or proposed, those of its stages k = 0, p, 2p, ...
+/* Blocks on pipeline rank 0: L/p (Megatron's even split); under an
+ * explicit layout, given or proposed, or the uneven default split, those of
+ * its stages k = 0, p, 2p, ...
  * (and *min_chunk the fewest in one of them), so that the memory bound stays
  * below the rank's real bytes however uneven the layout is. */
 static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, double *min_chunk)
@@ -227,10 +228,13 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     int64_t L = mp_model_blocks(m);
     int64_t mb = base->training.global_batch / ((int64_t)x->b * x->d);
     double per_rank = (double)L / (double)x->p; /* blocks on a rank, even split */
-    /* under a layout, the bounded rank's blocks and the fewest of one of its
-     * chunks (each stashed chunk holds at least as many) */
+    /* under a layout or Megatron's uneven default split (mp_uneven_split,
+     * whose first stage may hold fewer than L/p blocks), the bounded rank's
+     * blocks and the fewest of one of its chunks (each stashed chunk holds at
+     * least as many) */
     bool layout_split = base->parallel.pipeline_layout[0] ||
-                        mp_search_needs_layout(base, x->p, x->v);
+                        mp_search_needs_layout(base, x->p, x->v) ||
+                        (m->arch != MP_ARCH_T5 && L % ((int64_t)x->p * x->v) != 0);
     double min_chunk = 0.0;
     double rank0 = layout_split ? rank0_blocks(base, x, L, &min_chunk) : per_rank;
     /* x's sharding (mp_static_bytes reads the parallel settings alone) */

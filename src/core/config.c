@@ -455,26 +455,40 @@ static int64_t edge_units(int64_t n, int64_t k, int64_t mtp)
     return (k == 0 ? 1 : 0) + (k == n - 1 ? 1 + 2 * mtp : 0);
 }
 
-/* The stage units of split u, their maximum and their sum of squares. */
+/* The stage units of split u, their maximum and their sum of squares (in
+ * O(1): the middle stages come in two kinds). */
 static void split_measure(const mp_uneven *u, int64_t n, int64_t mtp, int64_t *max,
                           int64_t *sq)
 {
-    *max = *sq = 0;
-    for (int64_t k = 0; k < n; k++) {
-        int64_t w = mp_uneven_stage_blocks(u, n, k) + edge_units(n, k, mtp);
-        *max = w > *max ? w : *max;
-        *sq += w * w;
+    int64_t f = u->first + edge_units(n, 0, mtp), l = u->last + edge_units(n, n - 1, mtp);
+    int64_t heavy = n - 2 - u->lighter, hi = u->middle, lo = u->middle - 1;
+    *max = f > l ? f : l;
+    *sq = f * f + l * l;
+    if (heavy > 0) {
+        *max = hi > *max ? hi : *max;
+        *sq += heavy * hi * hi;
+    }
+    if (u->lighter > 0) {
+        *max = lo > *max ? lo : *max;
+        *sq += u->lighter * lo * lo;
     }
 }
 
-/* The best of Megatron's first/last-stage forms: the middle stages equal,
- * the first and the last >= 1 each (transformer_config.py's uneven-PP
- * checks). */
-static bool best_flag_form(int64_t L, int64_t n, int64_t mtp, mp_uneven *best)
+/* The best of Megatron's first/last-stage forms whose slowest stage is at
+ * most cap units: the middle stages equal, the first and the last >= 1 each
+ * (transformer_config.py's uneven-PP checks). Only a middle of at most cap
+ * blocks, and one leaving the ends at most 2 cap - 2 - 2 mtp between them,
+ * can stay within cap, which keeps the search to a few middles. */
+static bool best_flag_form(int64_t L, int64_t n, int64_t mtp, int64_t cap, mp_uneven *best)
 {
     int64_t best_max = -1, best_sq = 0;
-    int64_t mids = n - 2, top = mids > 0 ? (L - 2) / mids : 0;
-    for (int64_t mid = mids > 0 ? 1 : 0; mid <= top; mid++) {
+    int64_t mids = n - 2, lo = 0, hi = 0;
+    if (mids > 0) {
+        int64_t need = L - (2 * cap - 2 - 2 * mtp); /* mids * mid >= need */
+        lo = need > mids ? (need + mids - 1) / mids : 1;
+        hi = (L - 2) / mids < cap ? (L - 2) / mids : cap;
+    }
+    for (int64_t mid = lo; mid <= hi; mid++) {
         int64_t rest = L - mids * mid; /* first + last */
         if (rest < 2)
             break;
@@ -487,6 +501,8 @@ static bool best_flag_form(int64_t L, int64_t n, int64_t mtp, mp_uneven *best)
             mp_uneven u = {first, rest - first, mid, 0};
             int64_t mx, sq;
             split_measure(&u, n, mtp, &mx, &sq);
+            if (mx > cap)
+                continue;
             /* least slowest stage, then most even, then the heavier first */
             if (best_max < 0 || mx < best_max || (mx == best_max && sq < best_sq) ||
                 (mx == best_max && sq == best_sq && first > best->first)) {
@@ -511,8 +527,8 @@ static int64_t fill(int64_t T, int64_t e)
  * the end (the earlier stages keep the extra ones). */
 static void water_fill(int64_t L, int64_t n, int64_t mtp, mp_uneven *u)
 {
-    int64_t eF = 1, eL = 1 + 2 * mtp, T = 1, sum = 0;
-    for (;; T++) {
+    int64_t eF = 1, eL = 1 + 2 * mtp, T = L / n > 1 ? L / n : 1, sum = 0;
+    for (;; T++) { /* fill(T) <= n T: the least level is at least L / n */
         sum = fill(T, eF) + (n - 2) * fill(T, 0) + fill(T, eL);
         if (sum >= L)
             break;
@@ -548,15 +564,12 @@ bool mp_uneven_split(int64_t L, int64_t n, int64_t mtp, mp_uneven *out)
         return false;
     mtp = mtp > 0 ? mtp : 0;
     mp_uneven flag, even;
+    int64_t emax, esq;
     water_fill(L, n, mtp, &even);
-    if (best_flag_form(L, n, mtp, &flag)) {
-        int64_t fmax, fsq, emax, esq;
-        split_measure(&flag, n, mtp, &fmax, &fsq);
-        split_measure(&even, n, mtp, &emax, &esq);
-        if (fmax <= emax) { /* Megatron's flags do as well: no layout needed */
-            *out = flag;
-            return true;
-        }
+    split_measure(&even, n, mtp, &emax, &esq);
+    if (best_flag_form(L, n, mtp, emax, &flag)) {
+        *out = flag; /* Megatron's flags do as well: no layout needed */
+        return true;
     }
     *out = even;
     return true;

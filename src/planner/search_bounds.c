@@ -219,6 +219,7 @@ void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
 {
     bs->sharded = *base;
     bs->experts = *base;
+    bs->r0_p = bs->r0_v = 0;
 }
 
 void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
@@ -236,7 +237,18 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
                         mp_search_needs_layout(base, x->p, x->v) ||
                         (m->arch != MP_ARCH_T5 && L % ((int64_t)x->p * x->v) != 0);
     double min_chunk = 0.0;
-    double rank0 = layout_split ? rank0_blocks(base, x, L, &min_chunk) : per_rank;
+    double rank0 = per_rank;
+    if (layout_split && bs->r0_p == x->p && bs->r0_v == x->v && bs->r0_sched == x->sched) {
+        rank0 = bs->r0_blocks; /* the split depends on these alone */
+        min_chunk = bs->r0_min_chunk;
+    } else if (layout_split) {
+        rank0 = rank0_blocks(base, x, L, &min_chunk);
+        bs->r0_p = x->p;
+        bs->r0_v = x->v;
+        bs->r0_sched = x->sched;
+        bs->r0_blocks = rank0;
+        bs->r0_min_chunk = min_chunk;
+    }
     /* x's sharding (mp_static_bytes reads the parallel settings alone) */
     mp_config *tmp = &bs->sharded;
     memset(&tmp->parallel, 0, sizeof tmp->parallel);

@@ -72,6 +72,11 @@ typedef struct bound_parts {
  * search: base with a candidate's sharding, and with its expert split. */
 typedef struct bound_scratch {
     mp_config sharded, experts;
+    /* the last (pp, vpp, schedule) whose rank-0 blocks were counted
+     * (search_bounds.c rank0_blocks), which depend on them alone: pp 0 when
+     * none */
+    int64_t r0_p, r0_v, r0_sched;
+    double r0_blocks, r0_min_chunk;
 } bound_scratch;
 
 /* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B

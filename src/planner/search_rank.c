@@ -14,7 +14,9 @@
  * 3. Give the k best the stage split and per-layer recompute (split.h) and
  *    keep it where the estimate improves (search_split.c). A split that
  *    makes a candidate the same plan as one before it drops it; step 2
- *    then resumes for the next distinct plan (pruning by the (k+1)-th best).
+ *    then resumes for the next distinct plan (pruning by the (k+1)-th best),
+ *    and step 3 runs again, taking the splits the last pass made from a
+ *    memo (split_plan_memo) and splitting only the candidates it adds.
  * The re-ranking by the simulator sits a layer above, in src/search/driver.c.
  */
 #include "planner/search_parts.h"
@@ -322,6 +324,87 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
     return MP_OK;
 }
 
+/* Step 3's splits kept between passes. A later pass splits the same
+ * candidates again, in the same order and under the same work limits (the
+ * candidates it adds cost no less than the kk-th best, so top's first kk stay
+ * where they were): the split, its GLPK work and the counts it adds are
+ * taken from here instead. Keyed by the candidate, its estimate and the work
+ * limit, on which split_plan's answer alone depends: a key not seen splits
+ * afresh, so the output is what splitting every time gives. */
+typedef struct split_memo_entry {
+    cand x;
+    double step;           /* x's estimate: the even plan split_plan starts from */
+    int64_t limit;         /* the GLPK work it was given */
+    mp_search_plan sp;     /* sp.plan owned here */
+    int64_t work;          /* what it added to split_used */
+    int64_t split, split_uneven; /* ... and to the counts */
+} split_memo_entry;
+typedef struct split_memo {
+    split_memo_entry *e;   /* NULL with cap 0: nothing kept yet (out of memory: still right) */
+    size_t n, cap;
+} split_memo;
+
+static bool same_cand(const cand *a, const cand *b)
+{
+    return a->t == b->t && a->c == b->c && a->p == b->p && a->v == b->v && a->b == b->b &&
+           a->d == b->d && a->sp == b->sp && a->rc == b->rc && a->dist_opt == b->dist_opt &&
+           a->sched == b->sched && a->dp_overlap == b->dp_overlap &&
+           a->tp_overlap == b->tp_overlap && a->disp == b->disp && a->ep == b->ep &&
+           a->etp == b->etp;
+}
+
+static void split_memo_free(split_memo *m)
+{
+    for (size_t i = 0; i < m->n; i++) free(m->e[i].sp.plan);
+    free(m->e);
+    memset(m, 0, sizeof *m);
+}
+
+/* split_plan through the memo: the same answer, counts and work. */
+static mp_status split_plan_memo(const mp_search_options *opt, const top_entry *t,
+                                 int64_t split_limit, mp_search_plan *sp, int64_t *split_used,
+                                 mp_search_counts *counts, split_memo *m, mp_error *err)
+{
+    if (!m) return split_plan(opt, t, split_limit, sp, split_used, counts, err);
+    for (size_t i = 0; i < m->n; i++) {
+        const split_memo_entry *h = &m->e[i];
+        if (h->limit != split_limit || h->step != t->est.time.step || !same_cand(&h->x, &t->x))
+            continue;
+        mp_plan *pl = malloc(sizeof *pl);
+        if (!pl) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        *pl = *h->sp.plan;
+        *sp = h->sp;
+        sp->plan = pl;
+        *split_used += h->work;
+        counts->split += h->split;
+        counts->split_uneven += h->split_uneven;
+        return MP_OK;
+    }
+    int64_t used0 = *split_used, split0 = counts->split, uneven0 = counts->split_uneven;
+    mp_status st = split_plan(opt, t, split_limit, sp, split_used, counts, err);
+    if (st != MP_OK) return st;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        split_memo_entry *e = realloc(m->e, cap * sizeof *e);
+        if (!e) return MP_OK; /* not kept: a later pass splits it again */
+        m->e = e;
+        m->cap = cap;
+    }
+    mp_plan *pl = malloc(sizeof *pl);
+    if (!pl) return MP_OK;
+    *pl = *sp->plan;
+    split_memo_entry *h = &m->e[m->n++];
+    h->x = t->x;
+    h->step = t->est.time.step;
+    h->limit = split_limit;
+    h->sp = *sp;
+    h->sp.plan = pl;
+    h->work = *split_used - used0;
+    h->split = counts->split - split0;
+    h->split_uneven = counts->split_uneven - uneven0;
+    return MP_OK;
+}
+
 /* Step 3: the split and per-layer recompute of the best, in top's order,
  * until k distinct plans (mp_search_same_plan): a split can turn a candidate
  * into the plan of one before it (selective recompute with nothing left to
@@ -330,7 +413,7 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
  * avail are in order (the ones after may lose to pruned ones). Sets *dups
  * to the candidates dropped so. */
 static mp_status split_best(const top_k *top, int avail, int k, const mp_search_options *opt,
-                            mp_search_result *res, int *dups, mp_error *err)
+                            split_memo *memo, mp_search_result *res, int *dups, mp_error *err)
 {
     if (avail > top->n) avail = top->n;
     int want = avail < k ? avail : k;
@@ -350,8 +433,8 @@ static mp_status split_best(const top_k *top, int avail, int k, const mp_search_
             split_limit = MP_SEARCH_SPLIT_MIN_WORK;
         mp_search_plan sp;
         memset(&sp, 0, sizeof sp);
-        mp_status st = split_plan(opt, &top->e[i], split_limit, &sp, &split_used, &res->counts,
-                                  err);
+        mp_status st = split_plan_memo(opt, &top->e[i], split_limit, &sp, &split_used,
+                                       &res->counts, memo, err);
         if (st != MP_OK) {
             free(sp.plan);
             return st;
@@ -404,6 +487,7 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
     top = (top_k){.k = cap};
     top.e = calloc((size_t)cap, sizeof *top.e);
     cost_pass ps = {.memo = mp_cost_memo_new()};
+    split_memo splits = {0};
     if (mp_model_is_moe(&opt->base.model)) {
         ps.comm.cap = 1u << 16;
         ps.comm.slot = calloc(ps.comm.cap, sizeof *ps.comm.slot);
@@ -424,7 +508,7 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
         }
         int dups = 0;
         mp_search_counts before = res->counts;
-        st = split_best(&top, kk, k, opt, res, &dups, err);
+        st = split_best(&top, kk, k, opt, opt->no_split_memo ? NULL : &splits, res, &dups, err);
         if (st != MP_OK || res->n >= k || top.n < kk || dups == 0 || kk + k - res->n > cap)
             break;
         kk += k - res->n;
@@ -432,6 +516,7 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
         res->counts = before; /* the splits again next time */
     }
 pass_done:
+    split_memo_free(&splits);
     mp_cost_memo_free(ps.memo);
     free(ps.comm.slot);
     free(ps.deferred);

@@ -609,6 +609,60 @@ static void test_distinct_pass_exact(void **state)
     mp_search_result_free(&b);
 }
 
+/* A later pass for distinct plans splits again what the last one split,
+ * in the same order under the same GLPK work limits; search takes those
+ * splits from its memo. With top 100, llama3-8b on 64 H100s takes two more
+ * passes (some splits became plans already listed): its plans, their
+ * splits, estimates and GLPK work, and the counts equal those of splitting
+ * afresh in each pass, and the 100 are the first 100 of costing every
+ * candidate. */
+static void test_split_memo_exact(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    o.top_k = 100;
+    o.no_simulate = true;
+    mp_search_result a, b, c;
+    mp_error err;
+    assert_int_equal(mp_search_estimated(&o, &a, &err), MP_OK);
+    o.no_split_memo = true;
+    assert_int_equal(mp_search_estimated(&o, &b, &err), MP_OK);
+    o.no_split_memo = false;
+    o.no_prune = true;
+    assert_int_equal(mp_search_estimated(&o, &c, &err), MP_OK);
+    assert_int_equal(a.n, 100);
+    assert_int_equal(b.n, 100);
+    assert_int_equal(c.n, 100);
+    assert_true(a.counts.split > a.n); /* a later pass split again */
+    assert_int_equal(a.counts.considered, b.counts.considered);
+    assert_int_equal(a.counts.pruned_memory, b.counts.pruned_memory);
+    assert_int_equal(a.counts.pruned_time, b.counts.pruned_time);
+    assert_int_equal(a.counts.estimated, b.counts.estimated);
+    assert_int_equal(a.counts.fitting, b.counts.fitting);
+    assert_int_equal(a.counts.split, b.counts.split);
+    assert_int_equal(a.counts.split_uneven, b.counts.split_uneven);
+    for (int i = 0; i < a.n; i++) {
+        const mp_search_plan *x = &a.plans[i], *y = &b.plans[i];
+        if (!mp_search_same_plan(x, y)) fail_msg("plan %d differs from splitting afresh", i);
+        assert_true(x->est.time.step == y->est.time.step);
+        assert_true(x->est.memory.peak == y->est.memory.peak);
+        assert_true(x->est_even.time.step == y->est_even.time.step);
+        assert_true(x->rank_step == y->rank_step);
+        assert_int_equal(x->uneven, y->uneven);
+        assert_int_equal(x->mixed_recompute, y->mixed_recompute);
+        assert_string_equal(x->split_method, y->split_method);
+        assert_true(x->split_gap == y->split_gap);
+        assert_true(x->split_max_stage == y->split_max_stage);
+        assert_int_equal(x->split_work, y->split_work);
+        if (!mp_search_same_plan(x, &c.plans[i]) || x->est.time.step != c.plans[i].est.time.step)
+            fail_msg("plan %d differs from costing every candidate", i);
+    }
+    mp_search_result_free(&a);
+    mp_search_result_free(&b);
+    mp_search_result_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_same_plan),
         cmocka_unit_test(test_top_distinct),
         cmocka_unit_test(test_distinct_pass_exact),
+        cmocka_unit_test(test_split_memo_exact),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -551,8 +551,8 @@ def loso(exe, data):
             pooled['published'] += e
         elif key in STEP_SOURCES:
             pooled['sweeps'] += e
-    # per GPU class too: a refit must not trade one class for another (docs/validation.md,
-    # "Protocol", criterion b)
+    # per GPU class too: reported, so a reader sees each class's held-out error (they decide no
+    # fit: criterion b was withdrawn, tools/validation-protocol.md, entry of 2026-12-02)
     published = ('narayanan', 'korthikanti', 'megatron-core', 'mtnlg', 'bloom', 'nemo')
     labels = [('published', 'published dense runs (whole steps)'),
               ('sweeps', 'measured sweeps (vTrain, out of sample)')]

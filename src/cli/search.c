@@ -238,22 +238,28 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
     bool sim = false;
     for (int i = 0; i < r->n; i++) sim |= r->plans[i].simulated;
     bool band = mp_band_known(&base->hw);
-    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule     step s%s%s"
+    /* an MoE model's plans differ in their expert split too: its columns */
+    bool moe = mp_model_is_moe(&base->model);
+    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule   %s  step s%s%s"
                      "  tok/s/GPU   MFU  memory GiB%s%s\n",
-                  band ? "   likely s range" : "", sim ? "  sim s" : "", days ? "     days" : "",
-                  mixed ? "  precision" : "");
+                  moe ? "  ep etp dispatcher" : "", band ? "   likely s range" : "",
+                  sim ? "  sim s" : "", days ? "     days" : "", mixed ? "  precision" : "");
     for (int i = 0; i < r->n; i++) {
         const mp_search_plan *sp = &r->plans[i];
         const mp_parallel *p = &sp->config.parallel;
         const mp_estimate *e = &sp->est;
         char rc[32];
         recompute_label(sp, rc, sizeof rc);
-        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s %7.3f",
+        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s",
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
                       (long long)p->vpp, (long long)p->cp, (long long)p->dp,
                       (long long)p->micro_batch, rc,
                       p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
-                      short_sched(p->schedule), e->time.step);
+                      short_sched(p->schedule));
+        if (moe)
+            mp_buf_printf(b, " %3lld %3lld %-10s", (long long)mp_parallel_ep(p),
+                          (long long)mp_parallel_etp(p), mp_dispatcher_name(p->dispatcher));
+        mp_buf_printf(b, " %7.3f", e->time.step);
         double lo, hi;
         if (band && mp_band_time(&sp->config.hw, e->time.step, &lo, &hi))
             mp_buf_printf(b, "  %7.3f-%-7.3f", lo, hi);
@@ -355,15 +361,31 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
      * runs spans its error band (docs/validation.md): on vTrain's 18.4B cluster
      * two micro-batches predicted 1.5% apart measured 9% apart. Say so. */
     double tie = mp_band_width(&w->config.hw, NEAR_TIE);
+    bool banded = mp_band_known(&w->config.hw);
     int close = 0;
     for (int i = 1; i < r->n; i++)
         if (r->plans[i].rank_step <= w->rank_step * (1 + tie))
-            close = i;
-    if (close > 0)
-        mp_buf_printf(b, "  #1 to #%d are predicted within %.1f%% of #1, inside the cost model's "
-                         "error band on held-out runs (docs/validation.md): measure them "
-                         "before committing\n",
-                      close + 1, 100 * tie);
+            close++;
+    if (close > 0) {
+        /* each plan's own distance from #1 in the step the ranking used, and
+         * the band's width (high - low) they all fall inside */
+        mp_buf_printf(b, "  near tie:");
+        int k = 0;
+        for (int i = 1; i < r->n; i++) {
+            if (r->plans[i].rank_step > w->rank_step * (1 + tie)) continue;
+            mp_buf_printf(b, "%s #%d %+.1f%%", k++ ? "," : "", i + 1,
+                          100 * (r->plans[i].rank_step / w->rank_step - 1));
+        }
+        if (banded)
+            mp_buf_printf(b, " slower than #1, each less than the width of the cost model's "
+                             "error band on held-out runs (%.1f%%, docs/validation.md): measure "
+                             "them before committing\n",
+                          100 * tie);
+        else
+            mp_buf_printf(b, " slower than #1, each within %.0f%%: measure them before "
+                             "committing\n",
+                          100 * tie);
+    }
     mp_buf_puts(b, "\n");
     counts_footer(&r->counts, b);
 }

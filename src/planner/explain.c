@@ -55,9 +55,14 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
     if (x->schedule != y->schedule) ADD("schedule=%s", mp_schedule_name(y->schedule));
     if (x->dp_overlap != y->dp_overlap) ADD("dp_overlap=%s", y->dp_overlap ? "on" : "off");
     if (x->tp_overlap != y->tp_overlap) ADD("tp_overlap=%s", y->tp_overlap ? "on" : "off");
-    if (mp_parallel_ep(x) != mp_parallel_ep(y)) ADD("ep=%lld", (long long)mp_parallel_ep(y));
-    if (mp_parallel_etp(x) != mp_parallel_etp(y)) ADD("etp=%lld", (long long)mp_parallel_etp(y));
-    if (x->dispatcher != y->dispatcher) ADD("dispatcher=%s", mp_dispatcher_name(y->dispatcher));
+    /* the expert settings only where there are experts: a dense plan's
+     * implied etp (= tp) would name a setting it does not have */
+    bool moe = mp_model_is_moe(&b->model);
+    if (moe && mp_parallel_ep(x) != mp_parallel_ep(y)) ADD("ep=%lld", (long long)mp_parallel_ep(y));
+    if (moe && mp_parallel_etp(x) != mp_parallel_etp(y))
+        ADD("etp=%lld", (long long)mp_parallel_etp(y));
+    if (moe && x->dispatcher != y->dispatcher)
+        ADD("dispatcher=%s", mp_dispatcher_name(y->dispatcher));
 #undef ADD
     if (n == 0) snprintf(buf, size, "same settings");
 }

@@ -229,6 +229,9 @@ estimate() {
     check est-a2a-overlap-dense "${E}--moe-a2a-overlap: an MoE overlap needs a model with experts" "$bin" estimate --model llama3-8b --gpus 8 --moe-a2a-overlap on
     check est-shared-overlap "${E}--shared-expert-overlap: shared-expert overlap needs shared experts" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --shared-expert-overlap on
     check est-dispatcher "${E}--dispatcher: expected alltoall, allgather or flex, got 'deepep'" "$bin" estimate --model mixtral-8x7b --gpus 64 --dispatcher deepep
+    # the option named is the one given (it used to name --etp)
+    check est-dispatcher-dense "${E}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --dispatcher flex
+    check est-ep-dense "${E}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --ep 2
 }
 
 plan() {
@@ -360,6 +363,21 @@ hardening() {
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3
+    # expert settings are checked before the search, as estimate checks them:
+    # an ep that does not divide the experts names --ep (or the --fix key), not
+    # whatever unrelated rule refused the last candidate; on a dense model they
+    # are refused, never ignored
+    check search-ep-experts "${S}--ep: ep=3 does not divide the 8 experts$" "$bin" search --model mixtral-8x7b --gpus 64 --ep 3
+    check search-fix-ep-experts "${S}--fix: ep=3 does not divide the 8 experts$" "$bin" search --model mixtral-8x7b --gpus 64 --fix ep=3,pp=1
+    check search-fix-ep16 "${S}--fix: ep=16 does not divide the 8 experts$" "$bin" search --model mixtral-8x7b --gpus 64 --fix ep=16
+    check search-ep-gpus "${S}--ep: ep=8 is more than the 4 GPUs$" "$bin" search --model mixtral-8x7b --gpus 4 --ep 8
+    check search-etp-ffn "${S}--etp: etp=3 does not divide the expert FFN size 14336$" "$bin" search --model mixtral-8x7b --gpus 64 --etp 3
+    check search-ep-dense "${S}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --ep 2
+    check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2
+    check search-fix-etp-dense "${S}--fix: etp=2: expert parallelism needs a model with experts" "$bin" search --model llama3-8b --gpus 8 --fix etp=2
+    check search-dispatcher-dense "${S}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --dispatcher flex
+    check search-a2a-dense "${S}--moe-a2a-overlap: an MoE overlap needs a model with experts" "$bin" search --model llama3-8b --gpus 8 --moe-a2a-overlap on
+    check explain-ep-dense "^megaplan explain: --ep: expert parallelism needs a model with experts" "$bin" explain --model llama3-8b --gpus 8 --ep 2
 
     # nothing fits is exit 1, not bad input (405B's weights, gradients and
     # optimizer states alone exceed 64 GPUs; its 126 layers split unevenly over

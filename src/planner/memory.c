@@ -178,8 +178,10 @@ double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
                    : (m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h);
     /* an MLP's inside: the activation's input(s) and FC2's input (FP8 under
      * fp8); under fp8 also FC1's FP8 copy of its input, which the checkpoint
-     * keeps in bf16 instead (the norm output, saved beside it) */
-    double mlp = ((swiglu ? 4.0 : 2.0) + 2.0 - per) * sb * f / t;
+     * keeps in bf16 instead (the norm output, saved beside it); the
+     * activation's input as training.fp8_act_cache stores it */
+    double act_in = swiglu ? 2.0 * mp_swiglu_input_store_bytes(c, moe) : 2.0;
+    double mlp = (act_in + 2.0 - per) * sb * f / t;
     if (fp8 && f > 0.0 && moe) /* the shared FC1's FP8 copy beside the router's bf16 */
         mlp += mp_fp8_stash_bytes(c) * sb * h / outside_split;
     else if (fp8 && !moe) /* FC1 kept FP8 (stash bytes), the checkpoint keeps bf16 */

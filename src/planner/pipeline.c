@@ -127,6 +127,49 @@ double mp_pipeline_w_pending_chunks(mp_schedule_kind s, int64_t p, int64_t v, in
     return rank_bound(mp_schedule_w_pending_bound, s, p, v, m, r);
 }
 
+double mp_pipeline_stash_peak(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r,
+                              const double *act, const double *hold, double *at_peak)
+{
+    v = mp_schedule_chunks(s, v);
+    if (v > 2 || p < 1 || m < 1 || r < 0 || r >= p || p > INT32_MAX ||
+        m > INT32_MAX / v)
+        return -1.0;
+    mp_op_list l = {0};
+    mp_error err;
+    if (mp_schedule_build(s, (int32_t)p, (int32_t)v, (int32_t)m, (int32_t)r, &l, &err) != MP_OK) {
+        mp_op_list_free(&l);
+        return -1.0;
+    }
+    /* the simulator's count (sim/engine.c): a chunk's activations from its
+     * F to the op that ends its backward (its W), its held output gradients
+     * from a B to a W that does not follow it at once */
+    double cur = 0.0, peak = 0.0, held[2] = {0.0, 0.0};
+    if (at_peak)
+        at_peak[0] = at_peak[1] = 0.0;
+    for (int32_t i = 0; i < l.n; i++) {
+        const mp_op *o = &l.ops[i];
+        if (o->chunk < 0 || o->chunk >= v || o->chunk > 1)
+            continue;
+        if (o->kind == MP_OP_F) {
+            cur += act[o->chunk];
+            held[o->chunk] += 1.0;
+        }
+        else if (o->kind == MP_OP_B && !mp_op_list_bw_adjacent(&l, i, +1))
+            cur += hold[o->chunk];
+        else if (o->kind == MP_OP_W) {
+            cur -= act[o->chunk] + (mp_op_list_bw_adjacent(&l, i, -1) ? 0.0 : hold[o->chunk]);
+            held[o->chunk] -= 1.0;
+        }
+        if (cur > peak) {
+            peak = cur;
+            if (at_peak)
+                at_peak[0] = held[0], at_peak[1] = held[1];
+        }
+    }
+    mp_op_list_free(&l);
+    return peak;
+}
+
 bool mp_pipeline_w_under_inflight(mp_schedule_kind s)
 {
     return mp_schedule_w_under_inflight(s);

@@ -148,9 +148,10 @@ const char *mp_fp8_recipe_name(mp_fp8_recipe r);
  *                 (fusions/fused_bias_swiglu.py); a checkpoint around the
  *                 activation (moe_act) keeps its bf16 input instead;
  *   deepseek      DeepSeek-V3's recipe (technical report §3.3.3,
- *                 "Low-Precision Activation" (2)): the MoE layer's SwiGLU
+ *                 "Low-Precision Activation"): (2) the MoE layer's SwiGLU
  *                 inputs cached in FP8 with a scale per 1x128 tile, also
- *                 when its output is recomputed (moe_act). */
+ *                 when its output is recomputed (moe_act); (1) the attention
+ *                 output, the projection's input, in E5M6 (12 bits). */
 typedef enum {
     MP_F8AC_OFF,
     MP_F8AC_SWIGLU_INPUT,

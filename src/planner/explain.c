@@ -121,7 +121,7 @@ static void memory_lines(const mp_config *c, const mp_estimate *e, mp_buf *out)
         mp_estimate eo;
         if (mp_estimate_config(&off, NULL, &eo, &err) == MP_OK)
             mp_buf_printf(out, "  of the activations, %.1f GiB saved by fp8_act_cache %s "
-                               "(SwiGLU inputs in FP8; %.1f GiB with them in bf16)\n",
+                               "(%.1f GiB without it)\n",
                           (eo.memory.peak - m->peak) / MP_GIB,
                           mp_fp8_act_cache_name(c->training.fp8_act_cache),
                           eo.memory.peak / MP_GIB);

@@ -270,11 +270,17 @@ double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
     /* the GEMM inputs mp_block_act_bytes counts (and moe.c for an MoE
      * block): the norms' outputs (outside the TP region), the projection's
      * and FC2's (inside it) */
-    double inside = sb * qd;
+    double proj = sb * (mp_model_is_mla(m) ? (double)m->heads * (double)m->mla.v_head_dim : qd);
+    double inside = proj;
     if (cross)
         inside += sb * qd;
     inside += sb * (moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn) : f);
-    return mp_fp8_norm_output_saving(c, bs) + per * inside / t + mp_fp8_routed_saving(c, bs);
+    /* DeepSeek-V3 keeps the attention output, the projection's input, in
+     * its 12-bit E5M6 (report §3.3.3 (1): the attention's backward reads it
+     * too), 1.5 bytes and the tile's scale: half a byte more than FP8 */
+    double e5m6 = c->training.fp8_act_cache == MP_F8AC_DEEPSEEK ? 0.5 * proj / t : 0.0;
+    return mp_fp8_norm_output_saving(c, bs) + per * inside / t - e5m6 +
+           mp_fp8_routed_saving(c, bs);
 }
 
 double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs)

@@ -118,8 +118,20 @@ static void memory_lines(const mp_config *c, const mp_estimate *e, mp_buf *out)
                           ? "the parameters themselves with fp8_param_gather; the fp32 master "
                             "weights stay"
                           : "fp8 training keeps the bf16 weights and fp32 master weights too");
-    mp_item_cost mtp;
     mp_error err;
+    if (c->training.fp8_act_cache != MP_F8AC_OFF) {
+        /* what the cache saves: the same plan with the inputs in bf16 */
+        mp_config off = *c;
+        off.training.fp8_act_cache = MP_F8AC_OFF;
+        mp_estimate eo;
+        if (mp_estimate_config(&off, NULL, &eo, &err) == MP_OK)
+            mp_buf_printf(out, "  of the activations, %.1f GiB saved by fp8_act_cache %s "
+                               "(%.1f GiB without it)\n",
+                          (eo.memory.peak - m->peak) / MP_GIB,
+                          mp_fp8_act_cache_name(c->training.fp8_act_cache),
+                          eo.memory.peak / MP_GIB);
+    }
+    mp_item_cost mtp;
     if (mp_model_has_mtp(&c->model) && mp_mtp_item_cost(c, &mtp, &err) == MP_OK)
         mp_buf_printf(out, "  multi-token prediction (%lld module%s, on the last stage): weights, "
                            "grads and optimizer %.1f GiB, activations %.2f GiB and forward %.1f "

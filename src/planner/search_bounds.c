@@ -66,7 +66,8 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
         uint32_t mask = mp_recompute_modules_of(&cfg.parallel, MP_RECOMPUTE_SELECTIVE);
         double rec[MP_RECOMPUTE_COUNT] = {0, mp_block_modules_time(&bt, mask), bt.fwd_compute};
         double act[MP_RECOMPUTE_COUNT];
-        double fp8_saved = mp_fp8_act_saving(&cfg, &bs); /* FP8 GEMM inputs (fp8.c) */
+        double fp8_saved = mp_fp8_act_saving(&cfg, &bs) + /* FP8 GEMM inputs (fp8.c) */
+                           mp_act_cache_saving(&cfg, &bs); /* and SwiGLU inputs */
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
             act[r] = mp_block_act_bytes(m, &bs, (double)b, (double)t, (double)c, sp && t > 1,
                                         (mp_recompute)r, base->hw.flash_attention) -

@@ -267,6 +267,14 @@ plan() {
     file p14.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf15}\nparallel: {tp: 2, dist_opt: true}\n"
     check plan-moments-unknown "${S}p14\.yaml:4:57: training\.optimizer_moments: expected one of" "$bin" simulate p14.yaml
     check option-moments "^megaplan estimate: --optimizer-moments: expected fp32, bf16 or fp16, got 'fp8'" "$bin" estimate --model gpt3-125m --gpus 4 --dist-opt --optimizer-moments fp8
+    # training.fp8_act_cache: DeepSeek-V3's FP8 SwiGLU-input cache, Megatron-Core's store
+    file p15.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: fp4}\nparallel: {tp: 2}\n"
+    check plan-act-cache-unknown "${S}p15\.yaml:4:53: training\.fp8_act_cache: expected one of" "$bin" simulate p15.yaml
+    file p16.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: swiglu_input}\nparallel: {tp: 2}\n"
+    check plan-act-cache-gelu "${S}p16\.yaml:4:53: training\.fp8_act_cache: swiglu_input stores SwiGLU inputs in FP8, and model gpt3-125m's activation is not SwiGLU" "$bin" simulate p16.yaml
+    file p17.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64, fp8_act_cache: deepseek}\nparallel: {tp: 1, pp: 8, dp: 8, ep: 8}\n'
+    check plan-act-cache-bf16 "${S}p17\.yaml:4:55: training\.fp8_act_cache: deepseek caches FP8 with DeepSeek-V3's 1x128 tiles: it needs precision fp8 with fp8_recipe blockwise" "$bin" simulate p17.yaml
+    check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
     file p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n'
     check plan-version "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" "$bin" simulate p8.yaml
     file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n"

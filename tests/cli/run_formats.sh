@@ -93,6 +93,10 @@ s = json.load(open(sys.argv[1]))[0]
 e = json.load(open(sys.argv[2]))["best"]
 assert s["parallel"] == e["parallel"], (s["parallel"], e["parallel"])
 PY
+# --- explain with --recompute-modules: its copy of the search keeps the implied
+# selective recompute (it dropped it and refused its own modules) ---
+"$bin" explain --model mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8 --recompute-modules moe_act,layernorm >rm.txt 2>&1 &&
+    grep -q "recompute=selective" rm.txt && ok || bad "explain --recompute-modules: $(head -2 rm.txt)"
 "$bin" explain --model 175B --gpus 1024 --tp 8 --pp 8 >e.txt 2>/dev/null
 "$bin" search --model 175B --gpus 1024 >s.txt 2>/dev/null
 best=$(sed -n 's/.*the best configuration search finds: \(.*\) -> step \([0-9.]*\) s (simulated.*/\2/p' e.txt)

@@ -843,6 +843,7 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     out->microbatches = e->m;
     out->chunks = e->v;
     out->schedule = e->kind;
+    out->order_fallback = p > 0 && e->lists[0].fallback;
     mp_times *x = &out->exposed;
     x->step = out->makespan;
     x->recompute = cr->recompute;

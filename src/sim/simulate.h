@@ -52,6 +52,8 @@ typedef struct mp_sim_result {
     int32_t microbatches;     /* m */
     int32_t chunks;           /* v */
     mp_schedule_kind schedule;
+    bool order_fallback;      /* zb-v: its greedy orders stalled and the fallback order
+                               * ran (sim/schedule_vorder.c; never seen, a guard) */
 } mp_sim_result;
 
 /* The largest iteration simulated, in pp*vpp*micro-batches ("units": each is

@@ -314,6 +314,28 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         moe_run > 0.0)
         extra = moe_run * routed_act_floor(base, x) / (double)x->v * chunks;
     bp->stash_extra = exact0 ? extra + base->hw.allocator_fragmentation * (stash + extra) : 0.0;
+    /* Megatron's default uneven split (DeepSeek-V3's 61 blocks on pp 16):
+     * the bound above counts rank 0's blocks as the average L/p; the tight
+     * bound takes its own count from the split's stages instead, as under
+     * a layout, and the terms above with it */
+    bp->alt0 = false;
+    double mc = 0.0;
+    bool ex = false;
+    double r0 = !layout_split && !exact0 ? rank0_blocks(base, x, L, &mc, &ex) : 0.0;
+    if (ex) {
+        double moe_e = mp_model_is_moe(m)
+                           ? fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - r0))
+                           : 0.0;
+        double st = mc * bi->act[x->rc] * chunks;
+        if (x->rc == MP_RECOMPUTE_FULL) st += bi->act_none_max;
+        double ex_r = 0.0;
+        if (mp_model_is_moe(m) && x->rc == MP_RECOMPUTE_NONE && !mp_fp8_on(base) && moe_e > 0.0)
+            ex_r = moe_e * routed_act_floor(base, x) / (double)x->v * chunks;
+        bp->alt0 = true;
+        bp->alt_static = (r0 * block_params_min / x->t + emb_params / x->t) * spb;
+        bp->alt_moe_min = moe_e;
+        bp->alt_stash = (st + ex_r) * (1.0 + base->hw.allocator_fragmentation);
+    }
 
     double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
     /* the split-backward schedules fill most of it, what is left being
@@ -379,8 +401,10 @@ void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double e
      * an average, with the routed tokens' activations, routed_act_floor).
      * The peak is the most loaded rank's: at least rank 0's, so a candidate
      * this exceeds the capacity for cannot fit. */
-    double rank0 = bp->static_bytes + bp->moe_min * expert_bytes + bp->stash + bp->stash_extra +
-                   base->hw.runtime_reserve;
+    double rank0 = bp->alt0 ? bp->alt_static + bp->alt_moe_min * expert_bytes + bp->alt_stash +
+                                  base->hw.runtime_reserve
+                            : bp->static_bytes + bp->moe_min * expert_bytes + bp->stash +
+                                  bp->stash_extra + base->hw.runtime_reserve;
     /* The busiest rank in MoE blocks: the p ranks hold the M MoE blocks
      * (DualPipe: each twice), so one holds M/p or more, each with its
      * local experts' bytes and at least the fewest dense bytes of a block,

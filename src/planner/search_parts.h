@@ -65,6 +65,8 @@ typedef struct bound_parts {
     double static_bytes; /* rank 0's dense weights, grads and optimizer states */
     double stash;        /* its stashed activations */
     double stash_extra;  /* ... and what rank 0's own blocks add (search_bounds.c) */
+    bool alt0;           /* a default uneven split: rank 0's bound from its own blocks, */
+    double alt_static, alt_moe_min, alt_stash; /* ... its static, MoE blocks, stash */
     double moe_min;      /* the fewest MoE blocks it holds */
     double moe_avg;      /* the MoE blocks per rank on average: the busiest holds as many */
     double block_static; /* the fewest dense (non-expert) bytes of one block */

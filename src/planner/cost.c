@@ -1363,12 +1363,15 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     }
     bool zb = pp->schedule == MP_SCHED_ZBH1;
     mp_schedule_kind sk = pp->schedule;
+    /* the same for every rank and chunk: computed once (a search runs this
+     * for each of 10^5 candidates, p*v times each) */
+    const double pass_comm = pass_p2p(c, pm.p2p_bytes);
     for (int64_t r = 0; r < p; r++) {
         round[r] = ramp[r] = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
-            double comm = pass_p2p(c, pm.p2p_bytes);
+            double comm = pass_comm;
             round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it */
@@ -1399,7 +1402,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += round_p2p(c, ss, pass_p2p(c, pm.p2p_bytes));
+        p2p += round_p2p(c, ss, pass_comm);
     }
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;

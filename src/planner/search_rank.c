@@ -3,8 +3,10 @@
  * 1. Enumerate the structurally valid candidates (cheap dimensions outermost)
  *    and give each two lower bounds from cached per-block numbers: memory
  *    (the first pipeline rank's weights, grads, optimizer states and stashed
- *    activations under the even split: exactly the estimate's rank 0 minus
- *    its buffers) and time (the slowest rank's compute and recompute over m
+ *    activations under the even split, the estimate's rank 0 minus its
+ *    buffers, with its allocator's fragmentation; for MoE the larger of that
+ *    and the busiest rank's MoE blocks: search_bounds.c argues each a lower
+ *    bound) and time (the slowest rank's compute and recompute over m
  *    micro-batches plus the fill it cannot avoid, without any communication).
  *    (search_enumerate.c, search_bounds.c)
  * 2. Drop those whose memory bound exceeds the capacity; cost the rest in
@@ -117,15 +119,48 @@ typedef struct comm_cache {
     size_t n, cap;
 } comm_cache;
 
+static uint64_t comm_hash(const comm_entry *x)
+{
+    return (uint64_t)x->t * 1000003u ^ (uint64_t)x->c * 998244353u ^
+           (uint64_t)x->d * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->b * 7919u ^
+           (uint64_t)x->ep * 104729u ^ (uint64_t)x->etp * 15485863u ^ (uint64_t)x->sp << 61 ^
+           (uint64_t)x->disp << 58;
+}
+
+static size_t comm_home(uint64_t h, size_t cap)
+{
+    return (size_t)(h * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+}
+
+/* Doubles the table (up to COMM_CACHE_MAX slots); false when it cannot. */
+#define COMM_CACHE_MAX (1u << 22)
+static bool comm_grow(comm_cache *cc)
+{
+    size_t cap = cc->cap * 2;
+    if (cap > COMM_CACHE_MAX) return false;
+    comm_entry *s = calloc(cap, sizeof *s);
+    if (!s) return false;
+    for (size_t i = 0; i < cc->cap; i++) {
+        if (!cc->slot[i].used) continue;
+        size_t j = comm_home(comm_hash(&cc->slot[i]), cap);
+        while (s[j].used) j = (j + 1) & (cap - 1);
+        s[j] = cc->slot[i];
+    }
+    free(cc->slot);
+    cc->slot = s;
+    cc->cap = cap;
+    return true;
+}
+
 static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *x)
 {
     size_t j = 0;
+    /* DeepSeek-V3 at its batch of 15360 (dozens of micro-batch sizes) asks
+     * for ~10^5 keys: the table grows rather than stop caching */
+    if (cc->slot && cc->n * 2 >= cc->cap) comm_grow(cc);
+    comm_entry key = {x->d, x->t, x->c, x->b, x->ep, x->etp, x->sp, x->disp, 1, 0.0};
     if (cc->slot) {
-        uint64_t h = (uint64_t)x->t * 1000003u ^ (uint64_t)x->c * 998244353u ^
-                     (uint64_t)x->d * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->b * 7919u ^
-                     (uint64_t)x->ep * 104729u ^ (uint64_t)x->etp * 15485863u ^
-                     (uint64_t)x->sp << 61 ^ (uint64_t)x->disp << 58;
-        j = (size_t)(h * 0x9E3779B97F4A7C15ull >> 20) & (cc->cap - 1);
+        j = comm_home(comm_hash(&key), cc->cap);
         for (;; j = (j + 1) & (cc->cap - 1)) {
             const comm_entry *s = &cc->slot[j];
             if (!s->used) break;
@@ -458,7 +493,10 @@ static mp_status split_best(const top_k *top, int avail, int k, const mp_search_
     return MP_OK;
 }
 
-mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *res, mp_error *err)
+/* One search (mp_search_estimated) under the tight memory bound, or the
+ * loose one (loose); *retry set when the tight one found nothing that fits. */
+static mp_status search_estimated(const mp_search_options *opt, mp_search_result *res,
+                                  mp_error *err, bool loose, bool *retry)
 {
     memset(res, 0, sizeof *res);
     const mp_config *base = &opt->base;
@@ -474,12 +512,16 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
     enum_ctx e;
     mp_search_init_ctx(&e, opt, &res->counts);
     e.keep_all = opt->no_prune;
+    e.loose_mem = loose;
     mp_search_enumerate(&e);
     top_k top = {.k = k};
     refusals rf = {0};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
-    if (e.keep.n > 1) qsort(e.keep.v, e.keep.n, sizeof *e.keep.v, mp_search_cmp_lb_time);
+    if (!mp_search_sort_lb_time(&e.keep)) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
+        goto done;
+    }
     /* top holds up to 4k, pruned by the k-th best as before; when splits
      * made some of the k the same, a pass by the (k + missing)-th best
      * resumes, and so on (rare: most searches take one pass) */
@@ -500,6 +542,16 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
         cost_in_bound_order(&e, opt, &top, kk, &ps, res, &rf);
         if (ps.oom) {
             st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
+            break;
+        }
+        if (top.n == 0 && !loose) {
+            /* nothing fits: its answer (the closest plan, or why none
+             * runs) comes from the memory-pruned candidates with the
+             * smallest bounds, an order the tighter bound would change;
+             * the search runs again under the loose one, whose answer it
+             * always was (a search that fits nothing is quick) */
+            *retry = true;
+            st = MP_ENOFIT;
             break;
         }
         if (top.n == 0) {
@@ -530,6 +582,15 @@ done:
         memset(res, 0, sizeof *res);
     }
     return st;
+}
+
+mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *res, mp_error *err)
+{
+    bool retry = false;
+    mp_status st = search_estimated(opt, res, err, false, &retry);
+    if (!retry) return st;
+    mp_search_result_free(res);
+    return search_estimated(opt, res, err, true, &retry);
 }
 
 void mp_search_result_free(mp_search_result *r)

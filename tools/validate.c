@@ -266,6 +266,26 @@ static int band_of(const dataset *sets, int nsets, const char *gpu, double *lo, 
     return n;
 }
 
+/* The same over the held-out MoE rows of one class (moe_band_of(..., NULL): of
+ * every class, the band of a class without MoE rows; tools/fit_profile.py's
+ * moe_bands). */
+static int moe_band_of(const dataset *moe, const char *gpu, double *lo, double *hi)
+{
+    int n = 0;
+    *lo = *hi = 0.0;
+    for (int k = 0; moe->role == REFDATA_HELD_OUT && k < moe->n; k++) {
+        if (gpu && !in_class(row_hw(moe, k), gpu))
+            continue;
+        double e = moe->rows[k].predicted / moe->rows[k].measured - 1.0;
+        if (n == 0 || e < *lo)
+            *lo = e;
+        if (n == 0 || e > *hi)
+            *hi = e;
+        n++;
+    }
+    return n;
+}
+
 static int passes(const dataset *ds)
 {
     if (ds->threshold <= 0)
@@ -439,7 +459,7 @@ static void print_constants(const refdata_profiles *prof)
         "scale_up.latency", "scale_up.efficiency", "collective_local_pass",
         "scale_out.latency", "scale_out.efficiency", "scale_out.partial_node_efficiency",
         "allocator_fragmentation", "attention_half_rate_keys", "p2p_host_kernels",
-        "error_band.low", "error_band.high"};
+        "error_band.low", "error_band.high", "moe_error_band.low", "moe_error_band.high"};
     size_t n;
     const mp_field *tab = mp_hw_field_table(&n);
     printf("## Constants\n\nThe fitted and sourced constants of the three validated profiles, as "
@@ -640,7 +660,8 @@ int main(int argc, char **argv)
                "(written by `tools/fit_profile.py`), and estimate and search print every predicted "
                "time and throughput with it. A profile without held-out rows of its own GPU takes "
                "the band of the class it was transferred from (hwprofiles/*.yaml). Dense runs "
-               "only: the mixture-of-experts rows are judged on their own (above).\n\n"
+               "only: plans of a model with routed experts take the mixture-of-experts band "
+               "below.\n\n"
                "| class | held-out step rows | low | high | profile holds |\n|---|---:|---:|---:|---|\n");
         static const struct {
             const char *gpu, *label, *profile;
@@ -666,6 +687,44 @@ int main(int argc, char **argv)
                 all_pass = 0;
         }
         printf("\n");
+        /* the MoE band of each class, where the MoE set ran */
+        const dataset *moe_set = NULL;
+        for (int i = 0; i < NSETS; i++)
+            if (ids[i] == MOE_SET && sets[i].n > 0)
+                moe_set = &sets[i];
+        if (moe_set) {
+            double plo, phi;
+            int pn = moe_band_of(moe_set, NULL, &plo, &phi);
+            printf("### Mixture-of-experts bands\n\nThe same range over the held-out "
+                   "mixture-of-experts rows (tests/data/moe) of each class: the profiles hold it "
+                   "as `moe_error_band`, and estimate, search and explain give it to every plan "
+                   "of a model with routed experts (the dense band above does not hold for them). "
+                   "A class without MoE rows takes the range of all %d MoE rows of every class "
+                   "(%+.1f%% to %+.1f%%), never its dense band.\n\n"
+                   "| class | held-out MoE rows | low | high | profile holds |\n"
+                   "|---|---:|---:|---:|---|\n", pn, 100 * plo, 100 * phi);
+            for (size_t c = 0; c < sizeof classes / sizeof classes[0]; c++) {
+                mp_hw holder;
+                mp_error herr;
+                if (refdata_hw(classes[c].profile, &holder, &herr) != MP_OK) {
+                    fprintf(stderr, "megaplan-validate: %s: %s\n", classes[c].profile, herr.msg);
+                    return 2;
+                }
+                double lo, hi;
+                int n = moe_band_of(moe_set, classes[c].gpu, &lo, &hi);
+                if (n == 0)
+                    lo = plo, hi = phi;
+                int same = fabs(holder.moe_error_band_low - lo) < 0.0006 &&
+                           fabs(holder.moe_error_band_high - hi) < 0.0006;
+                printf("| %s | %d%s | %+.1f%% | %+.1f%% | %+.1f%% / %+.1f%%%s |\n",
+                       classes[c].label, n, n ? "" : " (pooled)", 100 * lo, 100 * hi,
+                       100 * holder.moe_error_band_low, 100 * holder.moe_error_band_high,
+                       same ? "" : " (**stale**: run tools/fit_profile.py --write)");
+                if (!same)
+                    all_pass = 0;
+            }
+            printf("\n");
+        }
         print_constants(&prof);
         printf("## Memory\n\nEvery measured or published run ran, so it fitted in its GPUs' memory; the "
                "model's verdict on each (peak = the most loaded GPU):\n\n"

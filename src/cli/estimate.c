@@ -114,10 +114,16 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
     row_time(b, "optimizer step", tm->optimizer, tm->step);
     row_time(b, "step", tm->step, tm->step);
     double lo, hi;
-    if (mp_band_time(&c->hw, tm->step, &lo, &hi))
-        mp_buf_printf(b, "  likely measured: %.4g to %.4g s (the error band of %s on held-out runs, "
-                         "%+.1f%% to %+.1f%%; docs/validation.md)\n",
-                      lo, hi, c->hw.name, 100 * c->hw.error_band_low, 100 * c->hw.error_band_high);
+    /* the band of the plan's kind: MoE plans the MoE rows' (planner/band.h) */
+    const mp_band band = mp_band_of(&c->hw, &c->model);
+    if (mp_band_time(&band, tm->step, &lo, &hi))
+        mp_buf_printf(b, "  likely measured: %.4g to %.4g s (the %serror band of %s on held-out "
+                         "runs, %+.1f%% to %+.1f%%; docs/validation.md)\n",
+                      lo, hi, band.moe ? "mixture-of-experts " : "", c->hw.name, 100 * band.low,
+                      100 * band.high);
+    else if (band.moe)
+        mp_buf_printf(b, "  likely measured: no band (%s holds no moe_error_band; the dense band "
+                         "does not hold for mixture-of-experts plans)\n", c->hw.name);
 
     const mp_memory *m = &e->memory;
     mp_buf_printf(b, "\nmemory per GPU (most loaded)           GiB\n");
@@ -144,13 +150,13 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
     const mp_throughput *th = &e->throughput;
     mp_buf_printf(b, "\nthroughput\n");
     mp_buf_printf(b, "  %-26s %12.4g", "tokens/s", th->tokens_per_s);
-    if (mp_band_rate(&c->hw, th->tokens_per_s, &lo, &hi))
+    if (mp_band_rate(&band, th->tokens_per_s, &lo, &hi))
         mp_buf_printf(b, "  likely %.4g to %.4g", lo, hi);
     mp_buf_puts(b, "\n");
     mp_buf_printf(b, "  %-26s %12.4g\n", "tokens/s per GPU", th->tokens_per_s_per_gpu);
     mp_buf_printf(b, "  %-26s %12.1f  MFU %.1f%%", "model TFLOP/s per GPU",
                   th->model_tflops_per_gpu, 100.0 * th->mfu);
-    if (mp_band_rate(&c->hw, th->mfu, &lo, &hi))
+    if (mp_band_rate(&band, th->mfu, &lo, &hi))
         mp_buf_printf(b, "  likely %.1f%% to %.1f%%", 100.0 * lo, 100.0 * hi);
     mp_buf_puts(b, "\n");
     mp_buf_printf(b, "  %-26s %12.1f  HFU %.1f%%\n", "hardware TFLOP/s per GPU",
@@ -159,12 +165,12 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
         /* both are times: the band bounds them as it bounds the step */
         mp_buf_printf(b, "  %-26s %12.2f  (%.3g tokens)", "days to train", th->days_for_tokens,
                       t->tokens);
-        if (mp_band_time(&c->hw, th->days_for_tokens, &lo, &hi))
+        if (mp_band_time(&band, th->days_for_tokens, &lo, &hi))
             mp_buf_printf(b, "  likely %.4g to %.4g", lo, hi);
         mp_buf_puts(b, "\n");
         mp_buf_printf(b, "  %-26s %12.4g  (days x 24 x %lld GPUs)", "GPU-hours",
                       th->gpu_hours_for_tokens, (long long)t->gpus);
-        if (mp_band_time(&c->hw, th->gpu_hours_for_tokens, &lo, &hi))
+        if (mp_band_time(&band, th->gpu_hours_for_tokens, &lo, &hi))
             mp_buf_printf(b, "  likely %.4g to %.4g", lo, hi);
         mp_buf_puts(b, "\n");
     }

@@ -116,6 +116,9 @@ int cmd_explain(int argc, char **argv)
      * same options (top, re-ranking by simulation), so both name one best. */
     mp_cli_config scc = cc;
     scc.set &= ~0xFFFu; /* the MP_SET_* bits of the parallel settings */
+    /* --recompute-modules implies selective recompute (options.c), in search as
+     * here: the copy keeps it so that search searches what `search` would */
+    if (scc.config.parallel.recompute_modules) scc.set |= MP_SET_RECOMPUTE;
     scc.set &= ~(uint32_t)MP_SET_PIPELINE_LAYOUT; /* a layout is part of the split */
     scc.config.parallel.pipeline_layout[0] = '\0';
     mp_search_options opt;

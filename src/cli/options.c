@@ -23,7 +23,7 @@ typedef enum {
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP, OPT_DISPATCH_FP8,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
-    OPT_OPTIMIZER_MOMENTS,
+    OPT_OPTIMIZER_MOMENTS, OPT_FP8_ACT_CACHE,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
     OPT_FORMAT,
     OPT_COUNT
@@ -132,6 +132,11 @@ static const mp_opt options[] = {
      "Adam's moments in fp32 (default), bf16 or fp16 beside fp32 master weights (Megatron "
      "--use-precision-aware-optimizer --exp-avg-dtype D --exp-avg-sq-dtype D; needs --dist-opt)",
      "fp32 bf16 fp16"},
+    {"--fp8-act-cache", NULL, "C", OPT_FP8_ACT_CACHE, 0,
+     "SwiGLU inputs stashed in FP8: off (default); swiglu_input (Megatron-Core's "
+     "activation_func_fp8_input_store, E4M3); deepseek (DeepSeek-V3's MoE SwiGLU inputs in FP8 "
+     "1x128 tiles, also under moe_act; fp8 blockwise)",
+     "off swiglu_input deepseek"},
     {"--moe-imbalance", NULL, "X", OPT_MOE_IMBALANCE, 0,
      "MoE load imbalance: the busiest EP rank's tokens over the mean (default: the model's)", NULL},
     {"--format", NULL, "F", OPT_FORMAT, 0,
@@ -278,6 +283,13 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
                 return MP_OK;
             }
         return bad_option(err, opt, "expected fp32, bf16 or fp16, got '%s'", value);
+    case OPT_FP8_ACT_CACHE:
+        for (k = 0; k < MP_F8AC_COUNT; k++)
+            if (!strcmp(value, mp_fp8_act_cache_name((mp_fp8_act_cache)k))) {
+                t->fp8_act_cache = (mp_fp8_act_cache)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected off, swiglu_input or deepseek, got '%s'", value);
     case OPT_MOE_IMBALANCE: {
         cc->set |= MP_SET_MOE_IMBALANCE;
         char *end = NULL;
@@ -516,7 +528,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"te_cross_entropy", "--te-cross-entropy"},
-        {"optimizer_moments", "--optimizer-moments"},
+        {"optimizer_moments", "--optimizer-moments"}, {"fp8_act_cache", "--fp8-act-cache"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)

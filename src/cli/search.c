@@ -25,7 +25,8 @@
 #include "search/driver.h"
 #include "sim/simulate.h"
 
-/* Predicted steps within the profile's error band (its width, high − low;
+/* Predicted steps within the error band of the plan's kind (its width, high − low:
+ * the profile's error_band, or moe_error_band for a model with routed experts;
  * planner/band.h) of the winner's count as a near tie; this without a band. */
 #define NEAR_TIE 0.03
 /* The cost model's error on measured runs: its acceptance bound on the
@@ -237,25 +238,34 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
     bool days = t->tokens > 0;
     bool sim = false;
     for (int i = 0; i < r->n; i++) sim |= r->plans[i].simulated;
-    bool band = mp_band_known(&base->hw);
-    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule     step s%s%s"
+    /* the band of the plans' kind: MoE plans the MoE rows' (planner/band.h) */
+    const mp_band base_band = mp_band_of(&base->hw, &base->model);
+    bool band = mp_band_known(&base_band);
+    /* an MoE model's plans differ in their expert split too: its columns */
+    bool moe = mp_model_is_moe(&base->model);
+    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule   %s  step s%s%s"
                      "  tok/s/GPU   MFU  memory GiB%s%s\n",
-                  band ? "   likely s range" : "", sim ? "  sim s" : "", days ? "     days" : "",
-                  mixed ? "  precision" : "");
+                  moe ? "  ep etp dispatcher" : "", band ? "   likely s range" : "",
+                  sim ? "  sim s" : "", days ? "     days" : "", mixed ? "  precision" : "");
     for (int i = 0; i < r->n; i++) {
         const mp_search_plan *sp = &r->plans[i];
         const mp_parallel *p = &sp->config.parallel;
         const mp_estimate *e = &sp->est;
         char rc[32];
         recompute_label(sp, rc, sizeof rc);
-        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s %7.3f",
+        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s",
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
                       (long long)p->vpp, (long long)p->cp, (long long)p->dp,
                       (long long)p->micro_batch, rc,
                       p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
-                      short_sched(p->schedule), e->time.step);
+                      short_sched(p->schedule));
+        if (moe)
+            mp_buf_printf(b, " %3lld %3lld %-10s", (long long)mp_parallel_ep(p),
+                          (long long)mp_parallel_etp(p), mp_dispatcher_name(p->dispatcher));
+        mp_buf_printf(b, " %7.3f", e->time.step);
         double lo, hi;
-        if (band && mp_band_time(&sp->config.hw, e->time.step, &lo, &hi))
+        const mp_band spb = mp_band_of(&sp->config.hw, &sp->config.model);
+        if (band && mp_band_time(&spb, e->time.step, &lo, &hi))
             mp_buf_printf(b, "  %7.3f-%-7.3f", lo, hi);
         if (sim) mp_buf_printf(b, " %6.3f", sp->simulated ? sp->sim_step : e->time.step);
         mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
@@ -282,11 +292,12 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         winner_line(&w->est.time, "", b);
     }
     double wlo, whi;
-    if (mp_band_time(&w->config.hw, wt->step, &wlo, &whi))
-        mp_buf_printf(b, "        likely measured %.3f to %.3f s (the error band of %s on held-out "
-                         "runs, %+.1f%% to %+.1f%%; docs/validation.md)\n",
-                      wlo, whi, w->config.hw.name, 100 * w->config.hw.error_band_low,
-                      100 * w->config.hw.error_band_high);
+    const mp_band wb = mp_band_of(&w->config.hw, &w->config.model);
+    if (mp_band_time(&wb, wt->step, &wlo, &whi))
+        mp_buf_printf(b, "        likely measured %.3f to %.3f s (the %serror band of %s on "
+                         "held-out runs, %+.1f%% to %+.1f%%; docs/validation.md)\n",
+                      wlo, whi, wb.moe ? "mixture-of-experts " : "", w->config.hw.name,
+                      100 * wb.low, 100 * wb.high);
     if (winner_sim)
         disagreement(&w->est.time, winner_sim, b);
     const mp_memory *m = &w->est.memory;
@@ -354,16 +365,32 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
     /* Plans this close are not told apart by a model whose error on held-out
      * runs spans its error band (docs/validation.md): on vTrain's 18.4B cluster
      * two micro-batches predicted 1.5% apart measured 9% apart. Say so. */
-    double tie = mp_band_width(&w->config.hw, NEAR_TIE);
+    double tie = mp_band_width(&wb, NEAR_TIE);
+    bool banded = mp_band_known(&wb);
     int close = 0;
     for (int i = 1; i < r->n; i++)
         if (r->plans[i].rank_step <= w->rank_step * (1 + tie))
-            close = i;
-    if (close > 0)
-        mp_buf_printf(b, "  #1 to #%d are predicted within %.1f%% of #1, inside the cost model's "
-                         "error band on held-out runs (docs/validation.md): measure them "
-                         "before committing\n",
-                      close + 1, 100 * tie);
+            close++;
+    if (close > 0) {
+        /* each plan's own distance from #1 in the step the ranking used, and
+         * the band's width (high - low) they all fall inside */
+        mp_buf_printf(b, "  near tie:");
+        int k = 0;
+        for (int i = 1; i < r->n; i++) {
+            if (r->plans[i].rank_step > w->rank_step * (1 + tie)) continue;
+            mp_buf_printf(b, "%s #%d %+.1f%%", k++ ? "," : "", i + 1,
+                          100 * (r->plans[i].rank_step / w->rank_step - 1));
+        }
+        if (banded)
+            mp_buf_printf(b, " slower than #1, each less than the width of the cost model's "
+                             "%serror band on held-out runs (%.1f%%, docs/validation.md): measure "
+                             "them before committing\n",
+                          wb.moe ? "mixture-of-experts " : "", 100 * tie);
+        else
+            mp_buf_printf(b, " slower than #1, each within %.0f%%: measure them before "
+                             "committing\n",
+                          100 * tie);
+    }
     mp_buf_puts(b, "\n");
     counts_footer(&r->counts, b);
 }
@@ -419,8 +446,9 @@ static cJSON *plan_json(const mp_search_plan *sp, int rank, const mp_search_coun
     }
     if (sp->simulated) cJSON_AddNumberToObject(o, "simulated_step_s", sp->sim_step);
     /* within the error band's width of the first: not told apart by the model */
+    const mp_band spb = mp_band_of(&sp->config.hw, &sp->config.model);
     cJSON_AddBoolToObject(o, "near_tie", rank > 1 && sp->rank_step <= winner_step *
-                                                          (1 + mp_band_width(&sp->config.hw, NEAR_TIE)));
+                                                          (1 + mp_band_width(&spb, NEAR_TIE)));
     cJSON *cj = counts_json(c);
     if (cj) cJSON_AddItemToObject(o, "search", cj);
     return o;

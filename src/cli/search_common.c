@@ -342,15 +342,85 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
     return MP_OK;
 }
 
+/* An expert setting's refusal names what the user typed: the option
+ * (--ep 3) or the --fix key (--fix ep=3). */
+static mp_status refuse_expert(uint32_t by_fix, uint32_t bit, const char *field, const char *key,
+                               int64_t value, mp_error *err)
+{
+    char msg[sizeof err->msg], k[32], opt[64];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    snprintf(k, sizeof k, "%s", key);
+    mp_cli_option_name(field, opt, sizeof opt);
+    char kv[64];
+    snprintf(kv, sizeof kv, "%s=%lld", k, (long long)value);
+    if (by_fix & bit) /* "ep=3: ...", unless the message starts with it */
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix", "%s%s%s",
+                            strncmp(msg, kv, strlen(kv)) ? kv : "",
+                            strncmp(msg, kv, strlen(kv)) ? ": " : "", msg);
+    snprintf(err->field, sizeof err->field, "%s", opt);
+    return MP_EINPUT;
+}
+
+/* The expert settings given (--ep, --etp, --dispatcher and the MoE overlaps,
+ * or --fix ep=/etp=) are checked before the search, as estimate checks them:
+ * on a dense model they are refused (search would otherwise ignore them), on
+ * an MoE model an ep that does not divide the experts or an etp that does not
+ * divide the expert FFN is named here (search would otherwise refuse every
+ * candidate and report an unrelated reason), and so is an ep above the GPU
+ * count (not over a range of counts: a larger one may hold it). by_fix: the
+ * MP_SET_* bits --fix set. */
+static mp_status check_expert_options(const mp_cli_config *cc, uint32_t by_fix,
+                                      bool gpus_range, mp_error *err)
+{
+    const mp_model *m = &cc->config.model;
+    const mp_parallel *p = &cc->config.parallel;
+    if (!mp_model_is_moe(m)) {
+        /* estimate's own rule (mp_config_check_moe), on the settings given */
+        mp_config c = cc->config;
+        if (!(cc->set & MP_SET_EP)) c.parallel.ep = 0;
+        if (!(cc->set & MP_SET_ETP)) c.parallel.etp = 0;
+        if (mp_config_check_moe(&c, err) == MP_OK) return MP_OK;
+        bool ep = !strcmp(err->field, "ep"), etp = !strcmp(err->field, "etp");
+        return refuse_expert(by_fix, ep ? MP_SET_EP : etp ? MP_SET_ETP : 0, err->field, err->field,
+                             ep ? p->ep : p->etp, err);
+    }
+    if (cc->set & MP_SET_EP) {
+        int64_t ep = mp_parallel_ep(p), gpus = cc->config.training.gpus;
+        if (m->moe.experts % ep) {
+            mp_error_set(err, MP_EINPUT, NULL, 0, 0, "ep", "ep=%lld does not divide the %lld "
+                         "experts", (long long)ep, (long long)m->moe.experts);
+            return refuse_expert(by_fix, MP_SET_EP, "ep", "ep", ep, err);
+        }
+        if (!gpus_range && gpus > 0 && ep > gpus) {
+            mp_error_set(err, MP_EINPUT, NULL, 0, 0, "ep", "ep=%lld is more than the %lld GPUs",
+                         (long long)ep, (long long)gpus);
+            return refuse_expert(by_fix, MP_SET_EP, "ep", "ep", ep, err);
+        }
+    }
+    if (cc->set & MP_SET_ETP) {
+        int64_t etp = mp_parallel_etp(p);
+        if (m->moe.expert_ffn % etp || (m->moe.shared_experts && m->moe.shared_ffn % etp)) {
+            mp_error_set(err, MP_EINPUT, NULL, 0, 0, "etp", "etp=%lld does not divide the "
+                         "expert FFN size %lld", (long long)etp,
+                         (long long)(m->moe.expert_ffn % etp ? m->moe.expert_ffn
+                                                            : m->moe.shared_ffn));
+            return refuse_expert(by_fix, MP_SET_ETP, "etp", "etp", etp, err);
+        }
+    }
+    return MP_OK;
+}
+
 mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
                                 mp_search_options *opt, mp_error *err)
 {
+    uint32_t before_fix = cc->set;
     for (int i = 0; i < sc->n_fix; i++) {
         mp_status st = mp_search_cli_fix(cc, sc, sc->fix[i], err);
         if (st) return st;
     }
     mp_status st = mp_cli_config_finish(cc, err);
     if (st) return st;
+    if ((st = check_expert_options(cc, cc->set & ~before_fix, sc->gpus_range, err)) != MP_OK) return st;
     if (!(cc->set & MP_SET_GLOBAL_BATCH))
         cc->config.training.global_batch =
             cc->published_global_batch > 0 ? cc->published_global_batch : 512;

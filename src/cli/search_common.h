@@ -19,6 +19,7 @@ typedef struct mp_search_cli {
     mp_search_set allowed[MP_FIX_DIMS]; /* --fix KEY=A|B sets (filled with the fixes) */
     mp_search_set precisions; /* --fix precision=A|B: the precisions compared (mp_dtype) */
     const char *runtime;  /* --runtime NAME: only what that runtime runs ("megatron") */
+    bool gpus_range;      /* set by the search over hardware: --gpus is the smallest of a range */
 } mp_search_cli;
 
 /* The rows of search's options, for --help: those explain takes too (--top,

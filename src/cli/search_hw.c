@@ -543,6 +543,7 @@ int mp_cmd_search_hw(int argc, char **argv)
                      "choose the hardware first: -o and the framework formats take one --hw and --gpus");
         return mp_cli_fail("search", &err);
     }
+    sc.gpus_range = true;
     if (mp_search_cli_options(&cc, &sc, &o.search, &err) != MP_OK) return mp_cli_fail("search", &err);
     /* the picture's place and gnuplot are checked before any search runs */
     if (a.plot) {

@@ -257,7 +257,8 @@ static cJSON *simulation_json(const mp_sim_result *r, double closed_step, bool a
               (closed_step <= 0 || cJSON_AddNumberToObject(o, "estimate_step_s", closed_step)) &&
               cJSON_AddStringToObject(o, "schedule", mp_schedule_name(r->schedule)) &&
               cJSON_AddStringToObject(o, "p2p", async_p2p ? "async" : "sync") &&
-              cJSON_AddNumberToObject(o, "critical_rank", r->critical_rank);
+              cJSON_AddNumberToObject(o, "critical_rank", r->critical_rank) &&
+              (!r->order_fallback || cJSON_AddTrueToObject(o, "zbv_order_fallback"));
     cJSON *bubble = ok ? cJSON_AddArrayToObject(o, "bubble_fraction") : NULL;
     cJSON *peak = bubble ? cJSON_AddArrayToObject(o, "peak_memory_gib") : NULL;
     ok = peak != NULL;
@@ -486,6 +487,9 @@ static int finish(const mp_cli_config *cc, const sim_args *a, const mp_sim_resul
     print_table(rs, what, r, step, closed_pipeline, a);
     if (defaults && defaults[0])
         fprintf(rs->out, "\ndefaults:\n%s", defaults);
+    if (r->order_fallback)
+        fprintf(rs->out, "\nnote: zb-v's greedy orders stalled; the fallback order ran (at "
+                         "most pp micro-batches of each chunk in flight)\n");
     if (est && !est->fits)
         fprintf(rs->out, "\nnote: does not fit: the most loaded GPU needs %.1f GiB more than its "
                          "%.1f GiB\n",

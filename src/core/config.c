@@ -91,6 +91,16 @@ static const char *fp8_recipe_name_i(int i)
     return mp_fp8_recipe_name((mp_fp8_recipe)i);
 }
 
+const char *mp_fp8_act_cache_name(mp_fp8_act_cache a)
+{
+    static const char *const names[] = {"off", "swiglu_input", "deepseek"};
+    return (unsigned)a < MP_F8AC_COUNT ? names[a] : "?";
+}
+static const char *fp8_act_cache_name_i(int i)
+{
+    return mp_fp8_act_cache_name((mp_fp8_act_cache)i);
+}
+
 const char *mp_stack_name(mp_stack s)
 {
     static const char *const names[] = {"megatron-lm", "megatron-deepspeed-bigscience",
@@ -126,6 +136,9 @@ static const mp_field training_fields[] = {
     {.path = "optimizer_moments", .type = MP_FT_ENUM,
      .offset = offsetof(mp_training, optimizer_moments), .name_of = dtype_name_i,
      .n_names = MP_DTYPE_COUNT},
+    {.path = "fp8_act_cache", .type = MP_FT_ENUM,
+     .offset = offsetof(mp_training, fp8_act_cache), .name_of = fp8_act_cache_name_i,
+     .n_names = MP_F8AC_COUNT},
     {.path = "te_cross_entropy", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, te_cross_entropy)},
     {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),

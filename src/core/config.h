@@ -139,6 +139,27 @@ typedef enum {
 } mp_fp8_recipe;
 const char *mp_fp8_recipe_name(mp_fp8_recipe r);
 
+/* Activations stashed for the backward in FP8 beyond the GEMM inputs that
+ * fp8 training already keeps so (training.fp8_act_cache; docs/cost-model.md
+ * §3, "FP8 activation cache"):
+ *   swiglu_input  Megatron-Core's activation_func_fp8_input_store
+ *                 (TransformerConfig; no command-line argument): every SwiGLU
+ *                 saves its input cast to E4M3, 1 byte per element, no scale
+ *                 (fusions/fused_bias_swiglu.py); a checkpoint around the
+ *                 activation (moe_act) keeps its bf16 input instead;
+ *   deepseek      DeepSeek-V3's recipe (technical report §3.3.3,
+ *                 "Low-Precision Activation"): (2) the MoE layer's SwiGLU
+ *                 inputs cached in FP8 with a scale per 1x128 tile, also
+ *                 when its output is recomputed (moe_act); (1) the attention
+ *                 output, the projection's input, in E5M6 (12 bits). */
+typedef enum {
+    MP_F8AC_OFF,
+    MP_F8AC_SWIGLU_INPUT,
+    MP_F8AC_DEEPSEEK,
+    MP_F8AC_COUNT
+} mp_fp8_act_cache;
+const char *mp_fp8_act_cache_name(mp_fp8_act_cache a);
+
 /* The training software, where its behaviour changes the cost
  * (docs/cost-model.md §5, "Megatron-DeepSpeed"): Megatron-LM (the default,
  * what every option here names); BigScience's fork of Megatron-DeepSpeed on
@@ -193,6 +214,8 @@ typedef struct mp_training {
      * default): the plain optimizer; bf16 or fp16: 2 + 2 bytes of moments per
      * parameter instead of 4 + 4 (memory.c, mp_optimizer_master_bytes). */
     mp_dtype optimizer_moments;
+    /* SwiGLU inputs stashed in FP8 (mp_fp8_act_cache; off by default) */
+    mp_fp8_act_cache fp8_act_cache;
     /* The loss as Transformer Engine's fused cross entropy (Megatron
      * --cross-entropy-loss-fusion --cross-entropy-fusion-impl te, which
      * Megatron-Bridge's performance recipes set): one online-softmax read of

@@ -53,9 +53,12 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
     if (!mp_model_is_moe(m)) {
-        if (p->ep > 1 || p->etp > 0 || p->dispatcher != MP_DISPATCH_ALLTOALL)
+        if (p->ep > 1 || p->etp > 0)
             return FAIL(p->ep > 1 ? "ep" : "etp", "expert parallelism needs a model with "
                                                   "experts (%s has none)", m->name);
+        if (p->dispatcher != MP_DISPATCH_ALLTOALL)
+            return FAIL("dispatcher", "a token dispatcher needs a model with experts (%s has "
+                                      "none)", m->name);
         if (p->moe_a2a_overlap || p->shared_expert_overlap || p->dispatch_fp8)
             return FAIL(p->moe_a2a_overlap       ? "moe_a2a_overlap"
                         : p->shared_expert_overlap ? "shared_expert_overlap"

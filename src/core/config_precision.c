@@ -39,6 +39,28 @@ mp_status mp_config_check_precision(const mp_config *c, mp_error *err)
                                              "in the training type, without fp32 master "
                                              "weights: set one of the two");
     }
+    if (t->fp8_act_cache != MP_F8AC_OFF) {
+        const char *name = mp_fp8_act_cache_name(t->fp8_act_cache);
+        if ((unsigned)t->fp8_act_cache >= MP_F8AC_COUNT)
+            return FAIL("fp8_act_cache", "expected off, swiglu_input or deepseek");
+        /* Megatron-Core raises the same (transformer_config.py: "Storing
+         * activation input in FP8 is supported only for SwiGLU.") */
+        if (c->model.activation != MP_ACT_SWIGLU)
+            return FAIL("fp8_act_cache", "%s stores SwiGLU inputs in FP8, and model %s's "
+                                         "activation is not SwiGLU",
+                        name, c->model.name);
+        if (t->fp8_act_cache == MP_F8AC_DEEPSEEK) {
+            if (t->precision != MP_DTYPE_FP8 || t->fp8_recipe != MP_FP8_BLOCKWISE)
+                return FAIL("fp8_act_cache", "deepseek caches FP8 with DeepSeek-V3's 1x128 "
+                                             "tiles: it needs precision fp8 with fp8_recipe "
+                                             "blockwise");
+            if (!mp_model_is_moe(&c->model))
+                return FAIL("fp8_act_cache", "deepseek caches the MoE layers' SwiGLU inputs, "
+                                             "and model %s has no MoE layers (swiglu_input "
+                                             "stores every SwiGLU's)",
+                            c->model.name);
+        }
+    }
     if (t->precision != MP_DTYPE_FP8)
         return MP_OK;
     if (!(hw->peak_flops[MP_DTYPE_BF16] > 0.0))

@@ -110,6 +110,8 @@ static const mp_field hw_fields[] = {
     D("mxfp8_gemm_rate", mxfp8_gemm_rate, MP_UNIT_NONE, 0, false, 1, false),
     D("error_band.low", error_band_low, MP_UNIT_NONE, -0.99, false, 10, false),
     D("error_band.high", error_band_high, MP_UNIT_NONE, -0.99, false, 10, false),
+    D("moe_error_band.low", moe_error_band_low, MP_UNIT_NONE, -0.99, false, 10, false),
+    D("moe_error_band.high", moe_error_band_high, MP_UNIT_NONE, -0.99, false, 10, false),
     /* optional, 0 when absent: cost and energy are then not known */
     D("price_per_gpu_hour", price_per_gpu_hour, MP_UNIT_NONE, 0, false, 1e4, false),
     {.path = "price_date", .type = MP_FT_STRING, .offset = offsetof(mp_hw, price_date),
@@ -136,6 +138,9 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
     if (hw->error_band_low > hw->error_band_high)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "error_band.low",
                             "must not exceed error_band.high");
+    if (hw->moe_error_band_low > hw->moe_error_band_high)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "moe_error_band.low",
+                            "must not exceed moe_error_band.high");
     if (hw->runtime_reserve >= hw->memory)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "runtime_reserve",
                             "must be less than memory (%.4g GiB)", hw->memory / 1073741824.0);

@@ -114,6 +114,12 @@ typedef struct mp_hw {
     double error_band_low, error_band_high; /* range of predicted/measured - 1 on the held-out
                                             rows of this hardware class (docs/validation.md);
                                             YAML error_band.low/high; both 0: no band known */
+    double moe_error_band_low, moe_error_band_high; /* the same over the held-out mixture-of-
+                                            experts rows of this class (the pooled MoE rows of
+                                            every class where it has none): the band of plans
+                                            of a model with routed experts (planner/band.h).
+                                            YAML moe_error_band.low/high; both 0: MoE plans
+                                            get no band */
     /* What an hour of the hardware costs and what it draws, for choosing
      * hardware by cost and energy (search/hwchoice.h). 0 = not known. */
     double price_per_gpu_hour;           /* USD per GPU-hour, list price (dated, sourced in the file) */

@@ -392,6 +392,13 @@ static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
     if (step != 1)
         return hf_fail(cx, "decoder_sparse_step", err,
                        "only 1 (every block MoE) is supported");
+    /* the chosen weights renormalised to one, as Megatron always does for
+     * more than one expert; false (Qwen1.5-MoE's) is another model */
+    bool norm = true;
+    TRY(hf_bool(cx, "norm_topk_prob", &norm, err));
+    if (!norm && m->moe.top_k > 1)
+        return hf_fail(cx, "norm_topk_prob", err,
+                       "only true (the chosen experts' weights renormalised) is supported");
     const cJSON *dense = cJSON_GetObjectItemCaseSensitive(cx->root, "mlp_only_layers");
     if (dense && !cJSON_IsNull(dense) && (!cJSON_IsArray(dense) || cJSON_GetArraySize(dense)))
         return hf_fail(cx, "mlp_only_layers", err, "only an empty list is supported");
@@ -545,31 +552,6 @@ static mp_status read_gpt_oss(const hf_ctx *cx, mp_model *m, mp_error *err)
     return read_rope(cx, m, false, err);
 }
 
-/* Keys that make a config a mixture of experts or give it latent
- * attention: in a family read as dense they would be dropped silently, so
- * their presence is an error there. */
-static const char *const moe_keys[] = {
-    "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
-    "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
-    "kv_lora_rank", "q_lora_rank", "first_k_dense_replace", "moe_layer_freq",
-};
-
-static mp_status refuse_moe_keys(const hf_ctx *cx, const char *model_type, mp_error *err)
-{
-    for (size_t i = 0; i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, moe_keys[i]);
-        if (!v || cJSON_IsNull(v) || (cJSON_IsNumber(v) && v->valuedouble == 0))
-            continue;
-        char msg[200];
-        snprintf(msg, sizeof msg,
-                 "a mixture-of-experts / latent-attention key, not understood for %s (give "
-                 "model_type mixtral, qwen2_moe, qwen3_moe, deepseek_v3 or gpt_oss)",
-                 model_type ? model_type : "a config without model_type");
-        return hf_fail(cx, moe_keys[i], err, msg);
-    }
-    return MP_OK;
-}
-
 /* GPT-OSS's keys in another family: a per-layer attention pattern (other
  * than all full), a clamped SwiGLU or sink-style attention would be dropped
  * silently there, so they are refused. */
@@ -598,6 +580,101 @@ typedef enum {
     HF_GPT2, HF_LLAMA, HF_BERT, HF_T5, HF_MIXTRAL, HF_QWEN_MOE, HF_DEEPSEEK, HF_GPT_OSS,
     HF_UNKNOWN
 } hf_family;
+
+/* Keys that change a mixture of experts' or latent attention's math (its
+ * shape, its layer pattern, how tokens are routed or weighted): each is read
+ * by the families in read_by, and anywhere else it would be dropped
+ * silently, so it is an error at its line unless its value says what the
+ * family does anyway (neutral). A dense family refuses the first eleven with
+ * any value but 0 (then they are not MoE keys at all). Keys that do not
+ * change the math are accepted and ignored (docs/formats.md lists them):
+ * output_router_logits, router_aux_loss_coef, aux_loss_alpha, seq_aux
+ * (the load-balancing loss: a few scalars per step beside a GEMM-sized
+ * layer, and a training objective, not the step's work), router_jitter_noise
+ * (noise on the router's input while training: the same work), topk_method
+ * (how DeepSeek balances its routing without the loss: the same top-k work)
+ * and ep_size (a parallel setting, which megaplan chooses). */
+#define HF_F(f) (1u << (f))
+#define HF_MOE_FAMILIES (HF_F(HF_MIXTRAL) | HF_F(HF_QWEN_MOE) | HF_F(HF_DEEPSEEK) | HF_F(HF_GPT_OSS))
+typedef enum { NEUTRAL_ZERO, NEUTRAL_ONE, NEUTRAL_TRUE, NEUTRAL_EMPTY, NEUTRAL_NONE } hf_neutral;
+static const struct {
+    const char *key;
+    unsigned read_by;
+    bool dense; /* refused in a dense family too */
+    hf_neutral neutral;
+} math_keys[] = {
+    {"num_local_experts", HF_F(HF_MIXTRAL) | HF_F(HF_GPT_OSS), true, NEUTRAL_ZERO},
+    {"num_experts", HF_F(HF_QWEN_MOE), true, NEUTRAL_ZERO},
+    {"n_routed_experts", HF_F(HF_DEEPSEEK), true, NEUTRAL_ZERO},
+    {"num_experts_per_tok", HF_MOE_FAMILIES, true, NEUTRAL_ZERO},
+    {"moe_intermediate_size", HF_F(HF_QWEN_MOE) | HF_F(HF_DEEPSEEK), true, NEUTRAL_ZERO},
+    {"n_shared_experts", HF_F(HF_DEEPSEEK), true, NEUTRAL_ZERO},
+    {"shared_expert_intermediate_size", HF_F(HF_QWEN_MOE), true, NEUTRAL_ZERO},
+    {"kv_lora_rank", HF_F(HF_DEEPSEEK), true, NEUTRAL_ZERO},
+    {"q_lora_rank", HF_F(HF_DEEPSEEK), true, NEUTRAL_ZERO},
+    {"first_k_dense_replace", HF_F(HF_DEEPSEEK), true, NEUTRAL_ZERO},
+    {"moe_layer_freq", HF_F(HF_DEEPSEEK), true, NEUTRAL_ONE},
+    /* every block an MoE block, as Mixtral's and GPT-OSS's are */
+    {"decoder_sparse_step", HF_F(HF_QWEN_MOE), false, NEUTRAL_ONE},
+    {"mlp_only_layers", HF_F(HF_QWEN_MOE), false, NEUTRAL_EMPTY},
+    /* Mixtral and GPT-OSS renormalise the chosen experts' weights always */
+    {"norm_topk_prob", HF_F(HF_QWEN_MOE) | HF_F(HF_DEEPSEEK), false, NEUTRAL_TRUE},
+    {"n_group", HF_F(HF_DEEPSEEK), false, NEUTRAL_ZERO},
+    {"topk_group", HF_F(HF_DEEPSEEK), false, NEUTRAL_ZERO},
+    {"routed_scaling_factor", HF_F(HF_DEEPSEEK), false, NEUTRAL_ONE},
+    {"scoring_func", HF_F(HF_DEEPSEEK), false, NEUTRAL_NONE},
+    {"num_nextn_predict_layers", HF_F(HF_DEEPSEEK), false, NEUTRAL_ZERO},
+    /* no HF family here has token dropping; a model YAML's moe.capacity_factor does */
+    {"capacity_factor", 0, false, NEUTRAL_ZERO},
+    {"moe_capacity_factor", 0, false, NEUTRAL_ZERO},
+    {"expert_capacity", 0, false, NEUTRAL_ZERO},
+};
+
+/* Whether value v of a key says what a family that does not read it does. */
+static bool hf_neutral_value(const cJSON *v, hf_neutral n)
+{
+    if (!v || cJSON_IsNull(v))
+        return true;
+    switch (n) {
+    case NEUTRAL_ZERO: return cJSON_IsNumber(v) && v->valuedouble == 0;
+    case NEUTRAL_ONE: return cJSON_IsNumber(v) && v->valuedouble == 1;
+    case NEUTRAL_TRUE: return cJSON_IsTrue(v);
+    case NEUTRAL_EMPTY: return cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0;
+    default: return false;
+    }
+}
+
+static mp_status refuse_math_keys(const hf_ctx *cx, hf_family fam, const char *model_type,
+                                  mp_error *err)
+{
+    bool moe = (HF_MOE_FAMILIES >> fam) & 1u;
+    for (size_t i = 0; i < sizeof math_keys / sizeof math_keys[0]; i++) {
+        if ((math_keys[i].read_by >> fam) & 1u)
+            continue;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, math_keys[i].key);
+        if (moe ? hf_neutral_value(v, math_keys[i].neutral)
+                : (!math_keys[i].dense || hf_neutral_value(v, NEUTRAL_ZERO)))
+            continue;
+        char msg[240];
+        if (!moe)
+            snprintf(msg, sizeof msg,
+                     "a mixture-of-experts / latent-attention key, not understood for %s (give "
+                     "model_type mixtral, qwen2_moe, qwen3_moe, deepseek_v3 or gpt_oss)",
+                     model_type ? model_type : "a config without model_type");
+        else if (!math_keys[i].read_by)
+            snprintf(msg, sizeof msg,
+                     "changes the math and is not understood for %s (no HF family here drops "
+                     "tokens; a model YAML's moe.capacity_factor does)",
+                     model_type ? model_type : "this family");
+        else
+            snprintf(msg, sizeof msg,
+                     "changes the math and is not understood for %s: it would be dropped "
+                     "(a model YAML says it: docs/formats.md)",
+                     model_type ? model_type : "this family");
+        return hf_fail(cx, math_keys[i].key, err, msg);
+    }
+    return MP_OK;
+}
 
 /* The family's norm epsilon key and transformers' default for it when the
  * file has none (each configuration_*.py: LlamaConfig, MistralConfig,
@@ -837,7 +914,7 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
                           "missing, and the keys match no known family");
         goto done;
     }
-    if (fam <= HF_T5 && (st = refuse_moe_keys(&cx, model_type, err)) != MP_OK)
+    if ((st = refuse_math_keys(&cx, fam, model_type, err)) != MP_OK)
         goto done;
     if (fam != HF_GPT_OSS && (st = refuse_gpt_oss_keys(&cx, err)) != MP_OK)
         goto done;

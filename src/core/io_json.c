@@ -250,6 +250,8 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "low_precision_optimizer");
     if (o && t->optimizer_moments == MP_DTYPE_FP32)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "optimizer_moments");
+    if (o && t->fp8_act_cache == MP_F8AC_OFF)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_act_cache");
     if (o && !t->te_cross_entropy)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "te_cross_entropy");
     /* and the software when it is not Megatron-LM (the validation rows') */

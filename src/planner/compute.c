@@ -431,6 +431,15 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         rope_cost(m, T * (qd + kvd) / t, &rope);
     qk_norm_cost(m, T * (qd + kvd) / t, &rope); /* beside RoPE, on the same heads */
     mp_pass_cost odd = rope;
+    /* training.fp8_act_cache: the dense MLP's or shared experts' SwiGLU input
+     * cast to its stored type and back, one kernel each pass (fp8.c) */
+    double store = mp_swiglu_input_store_cast_bytes(c, moe, 2.0 * T * f / t);
+    if (store > 0.0 && f > 0.0) {
+        odd.bytes_f += store;
+        odd.bytes_b += store;
+        odd.kernels_f += 1.0;
+        odd.kernels_b += 1.0;
+    }
     mp_moe_time mt = {0};
     if (moe) {
         mp_moe_block_time(c, bs, &mt);

@@ -69,6 +69,12 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
         d->routed_act = mp_moe_act_bytes(c, &bs) - mp_fp8_routed_saving(c, &bs);
         d->capacity_act = mp_moe_capacity_bytes(c, &bs);
     }
+    /* SwiGLU inputs stored in FP8 (training.fp8_act_cache; the routed
+     * experts' are in mp_moe_act_bytes already) */
+    double cached = mp_act_cache_saving(c, &bs);
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+        if (r != MP_RECOMPUTE_FULL)
+            d->act[r] -= cached;
     if (mp_fp8_on(c)) {
         /* FP8 copies of the block's weights (its norms' few parameters
          * included); the GEMM inputs saved in FP8 (fp8.c) */
@@ -157,7 +163,8 @@ static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cos
  * last one (its time, weights, activations), the 2h -> h projection, two
  * more norms, and the output head's GEMM, cross entropy and logits again; the
  * embedding and the head are shared, but a last stage without the embedding
- * keeps a copy for the modules' lookups (Megatron's, as for tied embeddings). */
+ * keeps a copy for the modules' lookups (Megatron's, as for tied embeddings;
+ * none where one rank holds both ends, DualPipe's). */
 static void detail_mtp(const mp_config *c, const item_detail *last_block, item_detail *out)
 {
     const mp_model *m = &c->model;
@@ -181,7 +188,13 @@ static void detail_mtp(const mp_config *c, const item_detail *last_block, item_d
     out->ep_f = n * last_block->ep_f;
     out->ep_b = n * last_block->ep_b;
     out->params = n * (last_block->params + (3.0 * h + 2.0 * h * h / t));
-    if (p->pp > 1 && !m->tied_embeddings) /* tied: the last stage has its copy already */
+    /* tied: the last stage has its copy already. DualPipe and DualPipeV put
+     * the first stage (the embedding) and the last (the head and the
+     * modules) on one rank, which shares the embedding with the modules
+     * physically (DeepSeek-V3 report §3.2.3, "Shared Embedding and Output
+     * Head for Multi-Token Prediction"): no copy. */
+    bool same_rank = p->schedule == MP_SCHED_DUALPIPE || p->schedule == MP_SCHED_DUALPIPEV;
+    if (p->pp > 1 && !m->tied_embeddings && !same_rank)
         out->params += mp_padded_vocab(m->vocab, p->tp) * h / t;
     out->expert_params = n * last_block->expert_params;
     out->fp8_params = n * last_block->fp8_params;
@@ -1350,12 +1363,15 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     }
     bool zb = pp->schedule == MP_SCHED_ZBH1;
     mp_schedule_kind sk = pp->schedule;
+    /* the same for every rank and chunk: computed once (a search runs this
+     * for each of 10^5 candidates, p*v times each) */
+    const double pass_comm = pass_p2p(c, pm.p2p_bytes);
     for (int64_t r = 0; r < p; r++) {
         round[r] = ramp[r] = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
-            double comm = pass_p2p(c, pm.p2p_bytes);
+            double comm = pass_comm;
             round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it */
@@ -1386,7 +1402,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += round_p2p(c, ss, pass_p2p(c, pm.p2p_bytes));
+        p2p += round_p2p(c, ss, pass_comm);
     }
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;
@@ -1431,6 +1447,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
          * (src/sim/schedule.c, property-tested against the op lists the
          * simulator and executor run) */
         double chunks = mp_pipeline_inflight_chunks(c->parallel.schedule, p, v, m, r);
+        double walked_routed = -1.0, walked_capacity = 0.0; /* DualPipe's op walk's */
         edge += emb_act / (double)v * chunks;
         double stash = act / (double)v * chunks;
         if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
@@ -1447,7 +1464,28 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             for (int64_t ch = 0; ch < v; ch++)
                 g += w_hold_bytes(&pm, rank_stage(&pm, r, ch));
             g /= (double)v;
-            if (mp_pipeline_w_under_inflight(pp->schedule))
+            double walked = -1.0, at_peak[2] = {0.0, 0.0};
+            if (pp->schedule == MP_SCHED_DUALPIPE && v == 2 &&
+                !(pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))) {
+                /* its two chunks are two different stages, in flight in
+                 * unequal numbers at the peak: walk the rank's op list */
+                double a2[2], h2[2];
+                for (int64_t ch = 0; ch < 2; ch++) {
+                    a2[ch] = pm.st[rank_stage(&pm, r, ch)].act;
+                    h2[ch] = w_hold_bytes(&pm, rank_stage(&pm, r, ch));
+                }
+                walked = mp_pipeline_stash_peak(pp->schedule, p, v, m, r, a2, h2, at_peak);
+            }
+            if (walked >= 0.0) {
+                stash = walked;
+                walked_routed = walked_capacity = 0.0;
+                for (int64_t ch = 0; ch < 2; ch++) {
+                    const stage_sum *ss = &pm.st[rank_stage(&pm, r, ch)];
+                    walked_routed += at_peak[ch] * ss->routed_act;
+                    walked_capacity += at_peak[ch] * ss->capacity_act;
+                }
+            }
+            else if (mp_pipeline_w_under_inflight(pp->schedule))
                 stash += chunks * fmax(0.0, g - act / (double)v);
             else
                 stash += g * mp_pipeline_w_pending_chunks(pp->schedule, p, v, m, r);
@@ -1506,8 +1544,10 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             out->memory.fp8_weights = fp8_copies;
             out->memory.expert_grads = experts * expert_gb;
             out->memory.expert_optimizer = experts * expert_ob;
-            out->memory.routed_activations = routed / (double)v * chunks;
-            out->memory.capacity_activations = capacity / (double)v * chunks;
+            out->memory.routed_activations =
+                walked_routed >= 0.0 ? walked_routed : routed / (double)v * chunks;
+            out->memory.capacity_activations =
+                walked_routed >= 0.0 ? walked_capacity : capacity / (double)v * chunks;
         }
     }
     out->memory.capacity = c->hw.memory;

@@ -167,6 +167,17 @@ double mp_moe_dispatch_wire_bytes(const mp_config *c);
 double mp_moe_flex_time(const mp_config *c, const struct mp_group_place *g, double stride,
                         double tokens, double bytes_per_token);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */
+/* Bytes per element of a SwiGLU input as saved for its backward
+ * (training.fp8_act_cache: 2, bf16, when off; fp8.c): moe for the MoE
+ * layer's experts (routed and shared), else a dense block's MLP. */
+double mp_swiglu_input_store_bytes(const mp_config *c, bool moe);
+/* What training.fp8_act_cache saves of a block's dense-MLP or shared-expert
+ * SwiGLU input per micro-batch (no recompute or selective), from the bf16
+ * count; the routed experts' smaller stash is in mp_moe_act_bytes. */
+double mp_act_cache_saving(const mp_config *c, const mp_block_shape *bs);
+/* HBM bytes of one pass's casts of elems SwiGLU-input elements to the
+ * stored type and back (the same each pass; 0 when stored in bf16). */
+double mp_swiglu_input_store_cast_bytes(const mp_config *c, bool moe, double elems);
 double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs);
 /* Of those, the grouped FC2's inputs (the activation's outputs): what
  * moe_act recompute frees (FP8 stash bytes under fp8). */

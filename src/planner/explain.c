@@ -55,9 +55,14 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
     if (x->schedule != y->schedule) ADD("schedule=%s", mp_schedule_name(y->schedule));
     if (x->dp_overlap != y->dp_overlap) ADD("dp_overlap=%s", y->dp_overlap ? "on" : "off");
     if (x->tp_overlap != y->tp_overlap) ADD("tp_overlap=%s", y->tp_overlap ? "on" : "off");
-    if (mp_parallel_ep(x) != mp_parallel_ep(y)) ADD("ep=%lld", (long long)mp_parallel_ep(y));
-    if (mp_parallel_etp(x) != mp_parallel_etp(y)) ADD("etp=%lld", (long long)mp_parallel_etp(y));
-    if (x->dispatcher != y->dispatcher) ADD("dispatcher=%s", mp_dispatcher_name(y->dispatcher));
+    /* the expert settings only where there are experts: a dense plan's
+     * implied etp (= tp) would name a setting it does not have */
+    bool moe = mp_model_is_moe(&b->model);
+    if (moe && mp_parallel_ep(x) != mp_parallel_ep(y)) ADD("ep=%lld", (long long)mp_parallel_ep(y));
+    if (moe && mp_parallel_etp(x) != mp_parallel_etp(y))
+        ADD("etp=%lld", (long long)mp_parallel_etp(y));
+    if (moe && x->dispatcher != y->dispatcher)
+        ADD("dispatcher=%s", mp_dispatcher_name(y->dispatcher));
 #undef ADD
     if (n == 0) snprintf(buf, size, "same settings");
 }
@@ -113,8 +118,20 @@ static void memory_lines(const mp_config *c, const mp_estimate *e, mp_buf *out)
                           ? "the parameters themselves with fp8_param_gather; the fp32 master "
                             "weights stay"
                           : "fp8 training keeps the bf16 weights and fp32 master weights too");
-    mp_item_cost mtp;
     mp_error err;
+    if (c->training.fp8_act_cache != MP_F8AC_OFF) {
+        /* what the cache saves: the same plan with the inputs in bf16 */
+        mp_config off = *c;
+        off.training.fp8_act_cache = MP_F8AC_OFF;
+        mp_estimate eo;
+        if (mp_estimate_config(&off, NULL, &eo, &err) == MP_OK)
+            mp_buf_printf(out, "  of the activations, %.1f GiB saved by fp8_act_cache %s "
+                               "(%.1f GiB without it)\n",
+                          (eo.memory.peak - m->peak) / MP_GIB,
+                          mp_fp8_act_cache_name(c->training.fp8_act_cache),
+                          eo.memory.peak / MP_GIB);
+    }
+    mp_item_cost mtp;
     if (mp_model_has_mtp(&c->model) && mp_mtp_item_cost(c, &mtp, &err) == MP_OK)
         mp_buf_printf(out, "  multi-token prediction (%lld module%s, on the last stage): weights, "
                            "grads and optimizer %.1f GiB, activations %.2f GiB and forward %.1f "

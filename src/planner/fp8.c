@@ -284,11 +284,17 @@ double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
     /* the GEMM inputs mp_block_act_bytes counts (and moe.c for an MoE
      * block): the norms' outputs (outside the TP region), the projection's
      * and FC2's (inside it) */
-    double inside = sb * qd;
+    double proj = sb * (mp_model_is_mla(m) ? (double)m->heads * (double)m->mla.v_head_dim : qd);
+    double inside = proj;
     if (cross)
         inside += sb * qd;
     inside += sb * (moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn) : f);
-    return mp_fp8_norm_output_saving(c, bs) + per * inside / t + mp_fp8_routed_saving(c, bs);
+    /* DeepSeek-V3 keeps the attention output, the projection's input, in
+     * its 12-bit E5M6 (report §3.3.3 (1): the attention's backward reads it
+     * too), 1.5 bytes and the tile's scale: half a byte more than FP8 */
+    double e5m6 = c->training.fp8_act_cache == MP_F8AC_DEEPSEEK ? 0.5 * proj / t : 0.0;
+    return mp_fp8_norm_output_saving(c, bs) + per * inside / t - e5m6 +
+           mp_fp8_routed_saving(c, bs);
 }
 
 double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs)
@@ -304,4 +310,46 @@ double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs)
     double routed = tokens * (double)m->moe.top_k * etp * mp_moe_imbalance(m);
     return (2.0 - mp_fp8_stash_bytes(c)) * routed *
            ((double)m->hidden + (double)m->moe.expert_ffn / etp);
+}
+
+double mp_swiglu_input_store_bytes(const mp_config *c, bool moe)
+{
+    switch (c->training.fp8_act_cache) {
+    case MP_F8AC_SWIGLU_INPUT:
+        /* input.to(torch.float8_e4m3fn): 1 byte, no scale
+         * (megatron/core/fusions/fused_bias_swiglu.py, fp8_input_store) */
+        return 1.0;
+    case MP_F8AC_DEEPSEEK:
+        /* the MoE layer's SwiGLU inputs in FP8 with the activations' 1x128
+         * tiles (DeepSeek-V3 report §3.3.3 (2) and §3.3.2) */
+        return moe ? mp_fp8_stash_bytes(c) : 2.0;
+    default:
+        return 2.0;
+    }
+}
+
+double mp_act_cache_saving(const mp_config *c, const mp_block_shape *bs)
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    if (c->training.fp8_act_cache == MP_F8AC_OFF || m->activation != MP_ACT_SWIGLU)
+        return 0.0;
+    bool moe = bs->kind == MP_BLOCK_MOE;
+    /* the dense MLP's or the shared experts' SwiGLU input, 2f elements split
+     * over t, as mp_block_act_bytes and mp_moe_item_adjust count them; the
+     * routed experts' is in mp_moe_act_bytes */
+    double f = moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn)
+                   : (m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * (double)m->hidden);
+    double sb = (double)p->micro_batch * bs->s / (double)p->cp;
+    return (2.0 - mp_swiglu_input_store_bytes(c, moe)) * 2.0 * sb * f / (double)p->tp;
+}
+
+double mp_swiglu_input_store_cast_bytes(const mp_config *c, bool moe, double elems)
+{
+    double st = mp_swiglu_input_store_bytes(c, moe);
+    if (!(st < 2.0) || c->model.activation != MP_ACT_SWIGLU)
+        return 0.0;
+    /* read the bf16 input (2), write its stored copy (st, with its scales);
+     * the backward reads it (st) and writes bf16 (2) again */
+    return elems * (2.0 + st);
 }

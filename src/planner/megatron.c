@@ -380,6 +380,18 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                               "cannot quantize (Blackwell only); the plan assumes DeepSeek's FP8 "
                               "dispatch (1x128 tiles, DeepEP), the same bytes\n",
                       c->hw.name);
+    if (c->training.fp8_act_cache == MP_F8AC_SWIGLU_INPUT)
+        mp_buf_puts(&notes, "# fp8_act_cache swiglu_input: Megatron-Core's "
+                            "TransformerConfig.activation_func_fp8_input_store = True, which "
+                            "has no command-line argument (arguments.py leaves it out): set it "
+                            "in the model provider\n");
+    if (c->training.fp8_act_cache == MP_F8AC_DEEPSEEK)
+        mp_buf_puts(&notes, "# fp8_act_cache deepseek: Megatron-LM has no flag for it; the plan "
+                            "assumes DeepSeek-V3's FP8 cache of the MoE SwiGLU inputs (1x128 "
+                            "tiles, kept under moe_act's recompute) and its E5M6 attention "
+                            "output (report section 3.3.3); "
+                            "Megatron-Core's nearest, activation_func_fp8_input_store, is "
+                            "dropped by the moe_act checkpoint\n");
     /* the last flag ends the command: drop its continuation */
     if (flags.len >= 3 && !strcmp(flags.data + flags.len - 3, " \\\n")) {
         flags.len -= 3;

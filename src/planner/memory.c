@@ -120,6 +120,18 @@ double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b,
     /* inside the region: split over t */
     double inside = 2.0 * sb * qd + 4.0 * sb * kvd  /* Q, K, V */
                     + 2.0 * sb * qd;                /* projection input */
+    if (mp_model_is_mla(m)) {
+        /* latent attention (DeepSeek-V2 §2.1.2, V3 §2.1.1; Megatron-Core's
+         * multi_latent_attention.py): Q and K at n + r per head, V and the
+         * attention output (the projection's input) at v; outside the TP
+         * region the latents: the query and KV norms' inputs and the
+         * up-projections' inputs (their outputs), q_r + kv_r each, and the
+         * decoupled RoPE key, r (docs/cost-model.md §12) */
+        double vd = (double)m->heads * (double)m->mla.v_head_dim;
+        double lat = (double)(m->mla.q_lora_rank + m->mla.kv_lora_rank);
+        inside = 2.0 * sb * qd + 2.0 * sb * kvd + 2.0 * sb * vd + 2.0 * sb * vd;
+        outside += 2.0 * sb * (2.0 * lat + (double)m->mla.qk_rope_head_dim);
+    }
     if (m->attn.qk_norm)
         /* QK-norm (Qwen3): Transformer Engine's norm saves its input (the
          * un-normed Q and K, 16-bit) and one FP32 inverse RMS per head row;
@@ -178,8 +190,10 @@ double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
                    : (m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h);
     /* an MLP's inside: the activation's input(s) and FC2's input (FP8 under
      * fp8); under fp8 also FC1's FP8 copy of its input, which the checkpoint
-     * keeps in bf16 instead (the norm output, saved beside it) */
-    double mlp = ((swiglu ? 4.0 : 2.0) + 2.0 - per) * sb * f / t;
+     * keeps in bf16 instead (the norm output, saved beside it); the
+     * activation's input as training.fp8_act_cache stores it */
+    double act_in = swiglu ? 2.0 * mp_swiglu_input_store_bytes(c, moe) : 2.0;
+    double mlp = (act_in + 2.0 - per) * sb * f / t;
     if (fp8 && f > 0.0 && moe) /* the shared FC1's FP8 copy beside the router's bf16 */
         mlp += mp_fp8_stash_bytes(c) * sb * h / outside_split;
     else if (fp8 && !moe) /* FC1 kept FP8 (stash bytes), the checkpoint keeps bf16 */
@@ -191,7 +205,10 @@ double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
         return (2.0 * sb * h * (bs->s_cross > 0 ? 3.0 : 2.0)) / outside_split -
                mp_fp8_norm_output_saving(c, bs);
     case MP_RCM_MLA_UP_PROJ: /* Q, K and V, the core's inputs; the latents stay */
-        return mp_model_is_mla(m) ? (2.0 * sb * qd + 4.0 * sb * kvd) / t : 0.0;
+        return mp_model_is_mla(m) ? (2.0 * sb * qd + 2.0 * sb * kvd +
+                                     2.0 * sb * (double)m->heads * (double)m->mla.v_head_dim) /
+                                        t
+                                  : 0.0;
     case MP_RCM_MLP:
         return moe ? 0.0 : mlp;
     case MP_RCM_SHARED_EXPERTS:

@@ -220,6 +220,11 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
      * (SwiGLU r4 w2, GeLU r2 w2 per element) */
     double routed = Tr * k * etp * alpha;
     out->act_bytes = (gate > 1.0 ? 6.0 : 4.0) * ne * local * f;
+    /* training.fp8_act_cache: the activation's input cast to its stored
+     * type in the forward and back in the backward (fp8.c) */
+    double store = mp_swiglu_input_store_cast_bytes(c, true, ne * local * gate * f);
+    out->cast_f += store;
+    out->cast_b += store;
     /* the all-to-all dispatcher's second permutation: the received copies
      * arrive grouped by source rank and are sorted by local expert before
      * the grouped GEMMs, and sorted back before the combine (Megatron-Core
@@ -301,7 +306,10 @@ double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
      * routing probability, and the grouped FC2's input. The combine's
      * unpermute saves only its index map: the probabilities were applied in
      * the activation, so its backward is a gather. */
-    return Tr * E * 8.0 + routed * (2.0 * h + (swiglu ? 4.0 : 2.0) * f + 4.0 + 2.0 * f) +
+    /* the activation's input: 2f_e/etp elements (SwiGLU), bf16 unless
+     * training.fp8_act_cache stores it in FP8 */
+    double act_in = swiglu ? 2.0 * mp_swiglu_input_store_bytes(c, true) : 2.0;
+    return Tr * E * 8.0 + routed * (2.0 * h + act_in * f + 4.0 + 2.0 * f) +
            mp_oss_glu_clamp_saved_bytes(m, routed, f);
 }
 
@@ -311,8 +319,18 @@ double mp_moe_act_output_bytes(const mp_config *c, const mp_block_shape *bs)
     double f = (double)c->model.moe.expert_ffn / (double)mp_parallel_etp(&c->parallel);
     double per = mp_fp8_on(c) ? mp_fp8_stash_bytes(c) : 2.0;
     /* and the clamped copy GPT-OSS's activation saves (its checkpoint frees both) */
-    return routed_copies(c, bs) * f * per +
-           mp_oss_glu_clamp_saved_bytes(&c->model, routed_copies(c, bs), f);
+    double freed = routed_copies(c, bs) * f * per +
+                   mp_oss_glu_clamp_saved_bytes(&c->model, routed_copies(c, bs), f);
+    /* Megatron-Core's FP8 input store is the activation's own: under the
+     * checkpoint (CheckpointWithoutOutput, moe/experts.py) the function runs
+     * without saving and the checkpoint keeps its bf16 input, fc1_output
+     * (tensor_parallel/random.py), so moe_act gives that saving back.
+     * DeepSeek caches the input in FP8 and recomputes the output (report
+     * §3.3.3 (2)): nothing given back. */
+    if (c->training.fp8_act_cache == MP_F8AC_SWIGLU_INPUT &&
+        c->model.activation == MP_ACT_SWIGLU)
+        freed -= routed_copies(c, bs) * 2.0 * f * (2.0 - mp_swiglu_input_store_bytes(c, true));
+    return freed;
 }
 
 double mp_moe_capacity_bytes(const mp_config *c, const mp_block_shape *bs)

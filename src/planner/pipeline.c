@@ -30,6 +30,7 @@
  * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9). */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "planner/cost.h"
 #include "planner/pipeline_internal.h"
@@ -125,6 +126,117 @@ double mp_pipeline_inflight_chunks(mp_schedule_kind s, int64_t p, int64_t v, int
 double mp_pipeline_w_pending_chunks(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r)
 {
     return rank_bound(mp_schedule_w_pending_bound, s, p, v, m, r);
+}
+
+/* A rank's states along its op list as counts per chunk: micro-batches
+ * holding activations (F done, W not) and holding output gradients (B done,
+ * deferred W not), n0 n1 h0 h1. For nonnegative bytes the largest stash is
+ * at a state no other state exceeds in every count: only those are kept. */
+#define WALK_STATES 48
+typedef struct walk_states {
+    int32_t key[5]; /* s, p, v, m, r */
+    int n;          /* states kept; -1: more than WALK_STATES */
+    int32_t st[WALK_STATES][4];
+} walk_states;
+
+static void keep_state(walk_states *w, const int32_t c[4])
+{
+    if (w->n < 0)
+        return;
+    for (int i = 0; i < w->n; i++) {
+        const int32_t *o = w->st[i];
+        if (o[0] >= c[0] && o[1] >= c[1] && o[2] >= c[2] && o[3] >= c[3])
+            return; /* dominated (or equal) */
+    }
+    int k = 0; /* drop the states it dominates */
+    for (int i = 0; i < w->n; i++) {
+        const int32_t *o = w->st[i];
+        if (!(c[0] >= o[0] && c[1] >= o[1] && c[2] >= o[2] && c[3] >= o[3]))
+            memcpy(w->st[k++], o, sizeof w->st[0]);
+    }
+    w->n = k;
+    if (w->n == WALK_STATES) {
+        w->n = -1;
+        return;
+    }
+    memcpy(w->st[w->n++], c, sizeof w->st[0]);
+}
+
+static bool walk(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t r, walk_states *w)
+{
+    mp_op_list l = {0};
+    mp_error err;
+    w->n = 0;
+    if (mp_schedule_build(s, p, v, m, r, &l, &err) != MP_OK) {
+        mp_op_list_free(&l);
+        return false;
+    }
+    /* the simulator's count (sim/engine.c): a chunk's activations from its
+     * F to the op that ends its backward (its W), its held output gradients
+     * from a B to a W that does not follow it at once */
+    int32_t c[4] = {0, 0, 0, 0};
+    for (int32_t i = 0; i < l.n; i++) {
+        const mp_op *o = &l.ops[i];
+        if (o->chunk < 0 || o->chunk > 1)
+            continue;
+        if (o->kind == MP_OP_F)
+            c[o->chunk]++;
+        else if (o->kind == MP_OP_B && !mp_op_list_bw_adjacent(&l, i, +1))
+            c[2 + o->chunk]++;
+        else if (o->kind == MP_OP_W) {
+            c[o->chunk]--;
+            if (!mp_op_list_bw_adjacent(&l, i, -1))
+                c[2 + o->chunk]--;
+        } else
+            continue;
+        keep_state(w, c);
+    }
+    mp_op_list_free(&l);
+    return w->n >= 0;
+}
+
+double mp_pipeline_stash_peak(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r,
+                              const double *act, const double *hold, double *at_peak)
+{
+    v = mp_schedule_chunks(s, v);
+    if (v > 2 || p < 1 || m < 1 || r < 0 || r >= p || p > INT32_MAX || m > INT32_MAX / v)
+        return -1.0;
+    /* search asks the same (p, m, r) for many candidates: the states per
+     * thread, the last few asked */
+    enum { CACHED = 64 }; /* a search's candidates cycle through every rank of a few (p, m) */
+    static _Thread_local walk_states cache[CACHED];
+    static _Thread_local int filled, next;
+    int32_t key[5] = {(int32_t)s, (int32_t)p, (int32_t)v, (int32_t)m, (int32_t)r};
+    walk_states *w = NULL;
+    for (int i = 0; i < filled && !w; i++)
+        if (!memcmp(cache[i].key, key, sizeof key))
+            w = &cache[i];
+    if (!w) {
+        w = &cache[next];
+        next = (next + 1) % CACHED;
+        if (filled < CACHED)
+            filled++;
+        memcpy(w->key, key, sizeof key);
+        if (!walk(s, key[1], key[2], key[3], key[4], w)) {
+            w->n = -1;
+            return -1.0;
+        }
+    }
+    if (w->n < 0)
+        return -1.0;
+    double peak = 0.0;
+    if (at_peak)
+        at_peak[0] = at_peak[1] = 0.0;
+    for (int i = 0; i < w->n; i++) {
+        const int32_t *c = w->st[i];
+        double b = c[0] * act[0] + c[1] * act[1] + c[2] * hold[0] + c[3] * hold[1];
+        if (b > peak) {
+            peak = b;
+            if (at_peak)
+                at_peak[0] = c[0], at_peak[1] = c[1];
+        }
+    }
+    return peak;
 }
 
 bool mp_pipeline_w_under_inflight(mp_schedule_kind s)

@@ -21,5 +21,14 @@ double mp_pipeline_w_pending_chunks(mp_schedule_kind s, int64_t p, int64_t v, in
 /* DualPipe(V): waiting Ws and chunks in flight within the in-flight bound
  * together (sim/schedule.h, mp_schedule_w_under_inflight). */
 bool mp_pipeline_w_under_inflight(mp_schedule_kind s);
+/* DualPipe: rank r's largest stash over its op list (the one the simulator
+ * runs), act[ch] the bytes a micro-batch of chunk ch keeps from its F to its
+ * W, hold[ch] its output gradients held from a B to a deferred W. Its two
+ * chunks are different stages whose micro-batches are not in flight in equal
+ * numbers at the peak (rank 0: p of its first stage, 1 of its last);
+ * at_peak[ch] (may be NULL): the micro-batches of chunk ch kept then. At most
+ * two chunks; -1 if more or no op list. */
+double mp_pipeline_stash_peak(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r,
+                              const double *act, const double *hold, double *at_peak);
 
 #endif

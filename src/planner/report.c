@@ -116,28 +116,33 @@ static bool add_defaults(cJSON *o, const char *defaults)
     return true;
 }
 
-/* {"low","high","source","step_s":[lo,hi],"tokens_per_s":[lo,hi],"mfu":[lo,hi]}, and with
+/* {"low","high","kind","source","step_s":[lo,hi],"tokens_per_s":[lo,hi],"mfu":[lo,hi]}, and with
  * training tokens "days_for_tokens" and "gpu_hours_for_tokens" [lo,hi] (times, as the step):
- * where the measured values likely lie (planner/band.h); NULL without a band. */
-static cJSON *band_json(const mp_hw *hw, const mp_estimate *e)
+ * where the measured values likely lie, from the band of the plan's kind ("dense" or
+ * "mixture-of-experts", planner/band.h); NULL without a band. */
+static cJSON *band_json(const mp_config *c, const mp_estimate *e)
 {
-    if (!mp_band_known(hw))
+    const mp_band band = mp_band_of(&c->hw, &c->model), *b = &band;
+    if (!mp_band_known(b))
         return NULL;
     cJSON *o = cJSON_CreateObject();
     double r[2];
-    bool ok = o && add(o, "low", hw->error_band_low) && add(o, "high", hw->error_band_high) &&
-              cJSON_AddStringToObject(o, "source", "held-out residuals of this hardware class "
-                                                   "(docs/validation.md, Error bands)");
-    mp_band_time(hw, e->time.step, &r[0], &r[1]);
+    bool ok = o && add(o, "low", b->low) && add(o, "high", b->high) &&
+              cJSON_AddStringToObject(o, "kind", mp_band_kind(b)) &&
+              cJSON_AddStringToObject(o, "source", b->moe
+                  ? "held-out residuals of the mixture-of-experts runs of this hardware class "
+                    "(docs/validation.md, Error bands)"
+                  : "held-out residuals of this hardware class (docs/validation.md, Error bands)");
+    mp_band_time(b, e->time.step, &r[0], &r[1]);
     ok = ok && cJSON_AddItemToObject(o, "step_s", cJSON_CreateDoubleArray(r, 2));
-    mp_band_rate(hw, e->throughput.tokens_per_s, &r[0], &r[1]);
+    mp_band_rate(b, e->throughput.tokens_per_s, &r[0], &r[1]);
     ok = ok && cJSON_AddItemToObject(o, "tokens_per_s", cJSON_CreateDoubleArray(r, 2));
-    mp_band_rate(hw, e->throughput.mfu, &r[0], &r[1]);
+    mp_band_rate(b, e->throughput.mfu, &r[0], &r[1]);
     ok = ok && cJSON_AddItemToObject(o, "mfu", cJSON_CreateDoubleArray(r, 2));
     if (e->throughput.days_for_tokens > 0.0) {
-        mp_band_time(hw, e->throughput.days_for_tokens, &r[0], &r[1]);
+        mp_band_time(b, e->throughput.days_for_tokens, &r[0], &r[1]);
         ok = ok && cJSON_AddItemToObject(o, "days_for_tokens", cJSON_CreateDoubleArray(r, 2));
-        mp_band_time(hw, e->throughput.gpu_hours_for_tokens, &r[0], &r[1]);
+        mp_band_time(b, e->throughput.gpu_hours_for_tokens, &r[0], &r[1]);
         ok = ok && cJSON_AddItemToObject(o, "gpu_hours_for_tokens", cJSON_CreateDoubleArray(r, 2));
     }
     if (!ok) {
@@ -176,7 +181,7 @@ cJSON *mp_estimate_to_json(const mp_config *c, const mp_estimate *e, const char 
     ok = ok && thr && cJSON_AddItemToObject(o, "throughput", thr);
     if (!ok)
         cJSON_Delete(thr), thr = NULL;
-    cJSON *band = ok ? band_json(&c->hw, e) : NULL;
+    cJSON *band = ok ? band_json(c, e) : NULL;
     ok = ok && (!band || cJSON_AddItemToObject(o, "band", band));
     ok = ok && cJSON_AddBoolToObject(o, "fits", e->fits);
     if (ok && !e->fits)

@@ -82,6 +82,8 @@ typedef struct mp_search_options {
     int64_t split_work_limit;/* GLPK work (simplex iterations + nodes) per plan
                                 (<= 0: a share of MP_SEARCH_SPLIT_WORK for the whole search) */
     bool no_prune;           /* cost every candidate (tests: the bounds change nothing) */
+    bool no_split_memo;      /* split afresh when a pass for distinct plans splits a
+                                candidate again (tests: reusing the split changes nothing) */
     bool zero_sharding;      /* --runtime any: also search ZeRO-2 and ZeRO-3/FSDP (pp = 1;
                                 run by FSDP or DeepSpeed, not Megatron-LM) and the V
                                 schedules; a fixed zero or schedule is searched anyway */

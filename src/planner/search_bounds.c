@@ -66,7 +66,8 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
         uint32_t mask = mp_recompute_modules_of(&cfg.parallel, MP_RECOMPUTE_SELECTIVE);
         double rec[MP_RECOMPUTE_COUNT] = {0, mp_block_modules_time(&bt, mask), bt.fwd_compute};
         double act[MP_RECOMPUTE_COUNT];
-        double fp8_saved = mp_fp8_act_saving(&cfg, &bs); /* FP8 GEMM inputs (fp8.c) */
+        double fp8_saved = mp_fp8_act_saving(&cfg, &bs) + /* FP8 GEMM inputs (fp8.c) */
+                           mp_act_cache_saving(&cfg, &bs); /* and SwiGLU inputs */
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
             act[r] = mp_block_act_bytes(m, &bs, (double)b, (double)t, (double)c, sp && t > 1,
                                         (mp_recompute)r, base->hw.flash_attention) -
@@ -130,10 +131,12 @@ const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int
  * its stages k = 0, p, 2p, ...
  * (and *min_chunk the fewest in one of them), so that the memory bound stays
  * below the rank's real bytes however uneven the layout is. */
-static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, double *min_chunk)
+static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, double *min_chunk,
+                           bool *exact)
 {
     int64_t n = (int64_t)x->p * x->v;
     *min_chunk = (double)L / (double)n;
+    *exact = L % n == 0; /* else an average: rank 0 may hold fewer */
     if (L % n == 0 || mp_schedule_is_v((mp_schedule_kind)x->sched) ||
         x->sched == MP_SCHED_DUALPIPE || base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES)
         return (double)L / (double)x->p;
@@ -144,6 +147,7 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
         free(c);
         free(st);
         *min_chunk = 0.0;
+        *exact = false;
         return 0.0; /* no bound rather than a wrong one */
     }
     *c = *base;
@@ -152,6 +156,7 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
     if (mp_search_needs_layout(base, x->p, x->v))
         mp_layout_propose(L, n, c->parallel.pipeline_layout, sizeof c->parallel.pipeline_layout);
     mp_config_stages(c, n, st);
+    *exact = true;
     for (int64_t k = 0; k < n; k += x->p) {
         int64_t b = st[k].begin < 1 ? 1 : st[k].begin, e = st[k].end > L + 1 ? L + 1 : st[k].end;
         double here = (double)(e > b ? e - b : 0);
@@ -213,6 +218,38 @@ double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, 
                  (double)M / p * (expert_gemm_floor(base, x) + comm));
 }
 
+/* What one MoE block stashes beyond the stripped block the per-block
+ * numbers hold (mp_search_moe_strip), under no recompute and no FP8, for
+ * any expert split: a lower bound, so that the memory bound counts the
+ * routed tokens' activations, the largest part of an MoE rank's bytes
+ * (DeepSeek-V3 on 2048 H100s: ~37 GiB), and prunes candidates it let
+ * through to be costed and found not to fit (~160000 of its 330000).
+ *
+ * Why it is below the estimate's: cost.c's MoE block stashes
+ * mp_block_act_bytes of the dense block minus its dense MLP (per_f bytes a
+ * token per ffn column over tp, mp_moe_item_adjust), plus the shared
+ * experts' (>= 0), plus mp_moe_act_bytes; the stripped block is the dense
+ * block with a one-column MLP, so the MoE block holds the stripped one's
+ * bytes minus per_f * Tr, plus mp_moe_act_bytes. That is Tr*E*8 + copies
+ * * (2h + 4 + per_f * F/etp) (+ a clamp copy >= 0), copies = Tr * top_k *
+ * etp * imbalance: at least its value at etp = 1, since (2h + 4) * etp +
+ * per_f * F does not shrink as etp grows. Tr = b s / (c t), the tokens
+ * mp_moe_act_bytes takes. No recompute keeps all of it (selective may free
+ * the routed part, full keeps none of it: those get no term); FP8 saves
+ * some of it in 8 bits (no term either). Rank 0's stash is the sum of its
+ * chunks' bytes / v times the chunks in flight (cost.c), and it holds at
+ * least moe_run MoE blocks. */
+static double routed_act_floor(const mp_config *base, const cand *x)
+{
+    const mp_model *m = &base->model;
+    double Tr = (double)x->b * (double)base->training.seq / ((double)x->c * (double)x->t);
+    double per_f = (m->activation == MP_ACT_SWIGLU ? 4.0 : 2.0) + 2.0;
+    double copy = 2.0 * (double)m->hidden + 4.0 + per_f * (double)m->moe.expert_ffn;
+    double bytes = Tr * ((double)m->moe.experts * 8.0 +
+                         (double)m->moe.top_k * mp_moe_imbalance(m) * copy - per_f);
+    return fmax(0.0, bytes);
+}
+
 /* The bounds of section 1 above, in the parts the expert settings leave
  * alone (search_parts.h): x's (t, c, p, v, d, b, sp, rc, sharding, schedule). */
 void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
@@ -237,17 +274,22 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
                         mp_search_needs_layout(base, x->p, x->v) ||
                         (m->arch != MP_ARCH_T5 && L % ((int64_t)x->p * x->v) != 0);
     double min_chunk = 0.0;
+    /* whether rank0 (and its chunks) are rank 0's own count: an even split,
+     * or the stages of a layout or of the uneven default split */
+    bool exact0 = L % ((int64_t)x->p * x->v) == 0;
     double rank0 = per_rank;
     if (layout_split && bs->r0_p == x->p && bs->r0_v == x->v && bs->r0_sched == x->sched) {
         rank0 = bs->r0_blocks; /* the split depends on these alone */
         min_chunk = bs->r0_min_chunk;
+        exact0 = bs->r0_exact;
     } else if (layout_split) {
-        rank0 = rank0_blocks(base, x, L, &min_chunk);
+        rank0 = rank0_blocks(base, x, L, &min_chunk, &exact0);
         bs->r0_p = x->p;
         bs->r0_v = x->v;
         bs->r0_sched = x->sched;
         bs->r0_blocks = rank0;
         bs->r0_min_chunk = min_chunk;
+        bs->r0_exact = exact0;
     }
     /* x's sharding (mp_static_bytes reads the parallel settings alone) */
     mp_config *tmp = &bs->sharded;
@@ -264,12 +306,14 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     double held = x->sched == MP_SCHED_DUALPIPE && !layout_split ? 2.0 * rank0 : rank0;
     double params0 = held * block_params_min / x->t + emb_params / x->t;
     bp->static_bytes = params0 * spb;
-    double moe_gemm = 0.0, moe_gemm_fwd = 0.0;
+    bp->block_static = block_params_min / x->t * spb;
+    bp->moe_avg = mp_model_is_moe(m) ? (double)mp_model_moe_blocks(m) / (double)x->p : 0.0;
+    double moe_gemm = 0.0, moe_gemm_fwd = 0.0, moe_run = 0.0;
     bp->moe_min = 0.0;
     if (mp_model_is_moe(m)) {
         /* the fewest MoE blocks a rank can hold, each with its local
          * experts (mp_search_expert_bytes) */
-        double moe_run = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
+        moe_run = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - rank0));
         bp->moe_min = fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - held));
         /* and the routed experts' GEMMs at the peak rate */
         moe_gemm = moe_run * expert_gemm_floor(base, x);
@@ -280,6 +324,36 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
                                 : per_rank * bi->act[x->rc] / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
     bp->stash = stash;
+    /* what the memory bound adds where rank 0's blocks are known
+     * (mp_search_bounds_set): its routed tokens' activations, and the
+     * allocator's fragmentation of its whole stash */
+    double extra = 0.0;
+    if (exact0 && mp_model_is_moe(m) && x->rc == MP_RECOMPUTE_NONE && !mp_fp8_on(base) &&
+        moe_run > 0.0)
+        extra = moe_run * routed_act_floor(base, x) / (double)x->v * chunks;
+    bp->stash_extra = exact0 ? extra + base->hw.allocator_fragmentation * (stash + extra) : 0.0;
+    /* Megatron's default uneven split (DeepSeek-V3's 61 blocks on pp 16):
+     * the bound above counts rank 0's blocks as the average L/p; the tight
+     * bound takes its own count from the split's stages instead, as under
+     * a layout, and the terms above with it */
+    bp->alt0 = false;
+    double mc = 0.0;
+    bool ex = false;
+    double r0 = !layout_split && !exact0 ? rank0_blocks(base, x, L, &mc, &ex) : 0.0;
+    if (ex) {
+        double moe_e = mp_model_is_moe(m)
+                           ? fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - r0))
+                           : 0.0;
+        double st = mc * bi->act[x->rc] * chunks;
+        if (x->rc == MP_RECOMPUTE_FULL) st += bi->act_none_max;
+        double ex_r = 0.0;
+        if (mp_model_is_moe(m) && x->rc == MP_RECOMPUTE_NONE && !mp_fp8_on(base) && moe_e > 0.0)
+            ex_r = moe_e * routed_act_floor(base, x) / (double)x->v * chunks;
+        bp->alt0 = true;
+        bp->alt_static = (r0 * block_params_min / x->t + emb_params / x->t) * spb;
+        bp->alt_moe_min = moe_e;
+        bp->alt_stash = (st + ex_r) * (1.0 + base->hw.allocator_fragmentation);
+    }
 
     double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
     /* the split-backward schedules fill most of it, what is left being
@@ -320,16 +394,45 @@ double mp_search_expert_bytes(const mp_config *base, bound_scratch *bs, const bo
     mp_parallel d_c = eb->parallel;
     eb->parallel.dp = mp_parallel_edp(&ec->parallel);
     eb->parallel.cp = 1;
-    double bytes = bp->moe_min * mp_moe_local_expert_params(ec) * mp_static_bytes_per_param(eb);
+    (void)bp; /* the same for every block: the caller counts the blocks */
+    double bytes = mp_moe_local_expert_params(ec) * mp_static_bytes_per_param(eb);
     eb->parallel = d_c;
     return bytes;
 }
 
 void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double expert_bytes,
-                          cand *x)
+                          bool loose, cand *x)
 {
-    x->lb_mem = bp->static_bytes + expert_bytes + bp->stash + base->hw.runtime_reserve;
     x->lb_time = bp->lb_time;
+    if (loose) { /* the bound before the terms below (search_rank.c's nothing-fits pass) */
+        x->lb_mem = bp->static_bytes + bp->moe_min * expert_bytes + bp->stash +
+                    base->hw.runtime_reserve;
+        return;
+    }
+    /* The estimate's rank 0 holds at least these bytes: its static bytes
+     * and stashed activations are bounded above (bp), and its "other" is
+     * runtime_reserve plus the allocator's fragmentation of its stash plus
+     * terms that are never negative (the edges' and p2p buffers, cost.c),
+     * where allocator_fragmentation is at least 0 (hw.c) and grows with the
+     * stash, so fragmentation times the bounded stash is below the rank's
+     * own (stash_extra: only where rank 0's blocks are its own count, not
+     * an average, with the routed tokens' activations, routed_act_floor).
+     * The peak is the most loaded rank's: at least rank 0's, so a candidate
+     * this exceeds the capacity for cannot fit. */
+    double rank0 = bp->alt0 ? bp->alt_static + bp->alt_moe_min * expert_bytes + bp->alt_stash +
+                                  base->hw.runtime_reserve
+                            : bp->static_bytes + bp->moe_min * expert_bytes + bp->stash +
+                                  bp->stash_extra + base->hw.runtime_reserve;
+    /* The busiest rank in MoE blocks: the p ranks hold the M MoE blocks
+     * (DualPipe: each twice), so one holds M/p or more, each with its
+     * local experts' bytes and at least the fewest dense bytes of a block,
+     * beside the runtime's reserve (its stash and the rest are >= 0). Under
+     * a deep pipeline rank 0 may hold no MoE block at all (DeepSeek-V3's
+     * first three are dense, its embedding on rank 0), and this bound is
+     * then the tighter: it pruned ~40% of what was costed for DeepSeek-V3
+     * on 2048 H100s and found not to fit (pp 32 with ep 4: 1.4 TB). */
+    double busiest = bp->moe_avg * (expert_bytes + bp->block_static) + base->hw.runtime_reserve;
+    x->lb_mem = fmax(rank0, busiest);
 }
 
 mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,

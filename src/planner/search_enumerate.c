@@ -206,7 +206,7 @@ static void consider(enum_ctx *e, cand *x)
     bound_parts bp;
     if (!allowed(e, x) || over_limit(e) || !bound_parts_of(e, x, &bp))
         return;
-    mp_search_bounds_set(e->base, &bp, 0.0, x);
+    mp_search_bounds_set(e->base, &bp, 0.0, e->loose_mem, x);
     consider_bounded(e, x);
 }
 
@@ -275,7 +275,7 @@ static void consider_experts(enum_ctx *e, cand *x)
                 x->disp = disps[k];
                 if (expert_bytes < 0.0)
                     expert_bytes = mp_search_expert_bytes(e->base, &e->scratch, &bp, x);
-                mp_search_bounds_set(e->base, &bp, expert_bytes, x);
+                mp_search_bounds_set(e->base, &bp, expert_bytes, e->loose_mem, x);
                 consider_bounded(e, x);
             }
         }

@@ -64,7 +64,12 @@ typedef struct top_k {
 typedef struct bound_parts {
     double static_bytes; /* rank 0's dense weights, grads and optimizer states */
     double stash;        /* its stashed activations */
+    double stash_extra;  /* ... and what rank 0's own blocks add (search_bounds.c) */
+    bool alt0;           /* a default uneven split: rank 0's bound from its own blocks, */
+    double alt_static, alt_moe_min, alt_stash; /* ... its static, MoE blocks, stash */
     double moe_min;      /* the fewest MoE blocks it holds */
+    double moe_avg;      /* the MoE blocks per rank on average: the busiest holds as many */
+    double block_static; /* the fewest dense (non-expert) bytes of one block */
     double lb_time;      /* the time bound (the expert GEMMs in it at peak) */
 } bound_parts;
 
@@ -77,6 +82,7 @@ typedef struct bound_scratch {
      * none */
     int64_t r0_p, r0_v, r0_sched;
     double r0_blocks, r0_min_chunk;
+    bool r0_exact;
 } bound_scratch;
 
 /* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B
@@ -108,6 +114,7 @@ typedef struct enum_ctx {
     bool have_refusal;
     bool keep_all;        /* the bounds check: keep memory-pruned candidates too */
     bool too_many;        /* MAX_CANDIDATES reached: the enumeration stopped */
+    bool loose_mem;       /* the loose memory bound (mp_search_bounds_set) */
 } enum_ctx;
 
 /* search_bounds.c: an MoE model as the bounds see it (its blocks without
@@ -128,10 +135,14 @@ double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, 
                                    double comm);
 void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
                            double emb_params, bound_scratch *bs, const cand *x, bound_parts *bp);
+/* (the bytes of one MoE block's local experts) */
 double mp_search_expert_bytes(const mp_config *base, bound_scratch *bs, const bound_parts *bp,
                               const cand *x);
+/* loose: the memory bound without the terms added for speed (rank 0's
+ * routed activations and fragmentation, the busiest rank's experts): the
+ * order "nothing fits" picks its closest candidates by, as it always did */
 void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double expert_bytes,
-                          cand *x);
+                          bool loose, cand *x);
 
 /* search_enumerate.c: the candidate list; base with x's settings; every
  * candidate of the space into e->keep (or e->closest when over memory) */
@@ -147,6 +158,9 @@ double mp_search_top_threshold(const top_k *t);
 void mp_search_top_insert(top_k *t, const cand *x, const mp_estimate *e);
 int mp_search_cmp_lb_time(const void *a, const void *b);
 int mp_search_cmp_lb_mem(const void *a, const void *b);
+/* cv in the order of a stable sort by lb_time (mp_search_cmp_lb_time, ties
+ * in their order before); false when out of memory (cv unchanged). */
+bool mp_search_sort_lb_time(cand_vec *cv);
 
 /* search_shared.c: the training and the fixed settings, checked before
  * enumerating (err names the setting at fault) */

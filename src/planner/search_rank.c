@@ -3,8 +3,10 @@
  * 1. Enumerate the structurally valid candidates (cheap dimensions outermost)
  *    and give each two lower bounds from cached per-block numbers: memory
  *    (the first pipeline rank's weights, grads, optimizer states and stashed
- *    activations under the even split: exactly the estimate's rank 0 minus
- *    its buffers) and time (the slowest rank's compute and recompute over m
+ *    activations under the even split, the estimate's rank 0 minus its
+ *    buffers, with its allocator's fragmentation; for MoE the larger of that
+ *    and the busiest rank's MoE blocks: search_bounds.c argues each a lower
+ *    bound) and time (the slowest rank's compute and recompute over m
  *    micro-batches plus the fill it cannot avoid, without any communication).
  *    (search_enumerate.c, search_bounds.c)
  * 2. Drop those whose memory bound exceeds the capacity; cost the rest in
@@ -14,7 +16,9 @@
  * 3. Give the k best the stage split and per-layer recompute (split.h) and
  *    keep it where the estimate improves (search_split.c). A split that
  *    makes a candidate the same plan as one before it drops it; step 2
- *    then resumes for the next distinct plan (pruning by the (k+1)-th best).
+ *    then resumes for the next distinct plan (pruning by the (k+1)-th best),
+ *    and step 3 runs again, taking the splits the last pass made from a
+ *    memo (split_plan_memo) and splitting only the candidates it adds.
  * The re-ranking by the simulator sits a layer above, in src/search/driver.c.
  */
 #include "planner/search_parts.h"
@@ -115,15 +119,48 @@ typedef struct comm_cache {
     size_t n, cap;
 } comm_cache;
 
+static uint64_t comm_hash(const comm_entry *x)
+{
+    return (uint64_t)x->t * 1000003u ^ (uint64_t)x->c * 998244353u ^
+           (uint64_t)x->d * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->b * 7919u ^
+           (uint64_t)x->ep * 104729u ^ (uint64_t)x->etp * 15485863u ^ (uint64_t)x->sp << 61 ^
+           (uint64_t)x->disp << 58;
+}
+
+static size_t comm_home(uint64_t h, size_t cap)
+{
+    return (size_t)(h * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+}
+
+/* Doubles the table (up to COMM_CACHE_MAX slots); false when it cannot. */
+#define COMM_CACHE_MAX (1u << 22)
+static bool comm_grow(comm_cache *cc)
+{
+    size_t cap = cc->cap * 2;
+    if (cap > COMM_CACHE_MAX) return false;
+    comm_entry *s = calloc(cap, sizeof *s);
+    if (!s) return false;
+    for (size_t i = 0; i < cc->cap; i++) {
+        if (!cc->slot[i].used) continue;
+        size_t j = comm_home(comm_hash(&cc->slot[i]), cap);
+        while (s[j].used) j = (j + 1) & (cap - 1);
+        s[j] = cc->slot[i];
+    }
+    free(cc->slot);
+    cc->slot = s;
+    cc->cap = cap;
+    return true;
+}
+
 static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *x)
 {
     size_t j = 0;
+    /* DeepSeek-V3 at its batch of 15360 (dozens of micro-batch sizes) asks
+     * for ~10^5 keys: the table grows rather than stop caching */
+    if (cc->slot && cc->n * 2 >= cc->cap) comm_grow(cc);
+    comm_entry key = {x->d, x->t, x->c, x->b, x->ep, x->etp, x->sp, x->disp, 1, 0.0};
     if (cc->slot) {
-        uint64_t h = (uint64_t)x->t * 1000003u ^ (uint64_t)x->c * 998244353u ^
-                     (uint64_t)x->d * 0x9E3779B97F4A7C15ull ^ (uint64_t)x->b * 7919u ^
-                     (uint64_t)x->ep * 104729u ^ (uint64_t)x->etp * 15485863u ^
-                     (uint64_t)x->sp << 61 ^ (uint64_t)x->disp << 58;
-        j = (size_t)(h * 0x9E3779B97F4A7C15ull >> 20) & (cc->cap - 1);
+        j = comm_home(comm_hash(&key), cc->cap);
         for (;; j = (j + 1) & (cc->cap - 1)) {
             const comm_entry *s = &cc->slot[j];
             if (!s->used) break;
@@ -322,6 +359,87 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
     return MP_OK;
 }
 
+/* Step 3's splits kept between passes. A later pass splits the same
+ * candidates again, in the same order and under the same work limits (the
+ * candidates it adds cost no less than the kk-th best, so top's first kk stay
+ * where they were): the split, its GLPK work and the counts it adds are
+ * taken from here instead. Keyed by the candidate, its estimate and the work
+ * limit, on which split_plan's answer alone depends: a key not seen splits
+ * afresh, so the output is what splitting every time gives. */
+typedef struct split_memo_entry {
+    cand x;
+    double step;           /* x's estimate: the even plan split_plan starts from */
+    int64_t limit;         /* the GLPK work it was given */
+    mp_search_plan sp;     /* sp.plan owned here */
+    int64_t work;          /* what it added to split_used */
+    int64_t split, split_uneven; /* ... and to the counts */
+} split_memo_entry;
+typedef struct split_memo {
+    split_memo_entry *e;   /* NULL with cap 0: nothing kept yet (out of memory: still right) */
+    size_t n, cap;
+} split_memo;
+
+static bool same_cand(const cand *a, const cand *b)
+{
+    return a->t == b->t && a->c == b->c && a->p == b->p && a->v == b->v && a->b == b->b &&
+           a->d == b->d && a->sp == b->sp && a->rc == b->rc && a->dist_opt == b->dist_opt &&
+           a->sched == b->sched && a->dp_overlap == b->dp_overlap &&
+           a->tp_overlap == b->tp_overlap && a->disp == b->disp && a->ep == b->ep &&
+           a->etp == b->etp;
+}
+
+static void split_memo_free(split_memo *m)
+{
+    for (size_t i = 0; i < m->n; i++) free(m->e[i].sp.plan);
+    free(m->e);
+    memset(m, 0, sizeof *m);
+}
+
+/* split_plan through the memo: the same answer, counts and work. */
+static mp_status split_plan_memo(const mp_search_options *opt, const top_entry *t,
+                                 int64_t split_limit, mp_search_plan *sp, int64_t *split_used,
+                                 mp_search_counts *counts, split_memo *m, mp_error *err)
+{
+    if (!m) return split_plan(opt, t, split_limit, sp, split_used, counts, err);
+    for (size_t i = 0; i < m->n; i++) {
+        const split_memo_entry *h = &m->e[i];
+        if (h->limit != split_limit || h->step != t->est.time.step || !same_cand(&h->x, &t->x))
+            continue;
+        mp_plan *pl = malloc(sizeof *pl);
+        if (!pl) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        *pl = *h->sp.plan;
+        *sp = h->sp;
+        sp->plan = pl;
+        *split_used += h->work;
+        counts->split += h->split;
+        counts->split_uneven += h->split_uneven;
+        return MP_OK;
+    }
+    int64_t used0 = *split_used, split0 = counts->split, uneven0 = counts->split_uneven;
+    mp_status st = split_plan(opt, t, split_limit, sp, split_used, counts, err);
+    if (st != MP_OK) return st;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        split_memo_entry *e = realloc(m->e, cap * sizeof *e);
+        if (!e) return MP_OK; /* not kept: a later pass splits it again */
+        m->e = e;
+        m->cap = cap;
+    }
+    mp_plan *pl = malloc(sizeof *pl);
+    if (!pl) return MP_OK;
+    *pl = *sp->plan;
+    split_memo_entry *h = &m->e[m->n++];
+    h->x = t->x;
+    h->step = t->est.time.step;
+    h->limit = split_limit;
+    h->sp = *sp;
+    h->sp.plan = pl;
+    h->work = *split_used - used0;
+    h->split = counts->split - split0;
+    h->split_uneven = counts->split_uneven - uneven0;
+    return MP_OK;
+}
+
 /* Step 3: the split and per-layer recompute of the best, in top's order,
  * until k distinct plans (mp_search_same_plan): a split can turn a candidate
  * into the plan of one before it (selective recompute with nothing left to
@@ -330,7 +448,7 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
  * avail are in order (the ones after may lose to pruned ones). Sets *dups
  * to the candidates dropped so. */
 static mp_status split_best(const top_k *top, int avail, int k, const mp_search_options *opt,
-                            mp_search_result *res, int *dups, mp_error *err)
+                            split_memo *memo, mp_search_result *res, int *dups, mp_error *err)
 {
     if (avail > top->n) avail = top->n;
     int want = avail < k ? avail : k;
@@ -350,8 +468,8 @@ static mp_status split_best(const top_k *top, int avail, int k, const mp_search_
             split_limit = MP_SEARCH_SPLIT_MIN_WORK;
         mp_search_plan sp;
         memset(&sp, 0, sizeof sp);
-        mp_status st = split_plan(opt, &top->e[i], split_limit, &sp, &split_used, &res->counts,
-                                  err);
+        mp_status st = split_plan_memo(opt, &top->e[i], split_limit, &sp, &split_used,
+                                       &res->counts, memo, err);
         if (st != MP_OK) {
             free(sp.plan);
             return st;
@@ -375,7 +493,10 @@ static mp_status split_best(const top_k *top, int avail, int k, const mp_search_
     return MP_OK;
 }
 
-mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *res, mp_error *err)
+/* One search (mp_search_estimated) under the tight memory bound, or the
+ * loose one (loose); *retry set when the tight one found nothing that fits. */
+static mp_status search_estimated(const mp_search_options *opt, mp_search_result *res,
+                                  mp_error *err, bool loose, bool *retry)
 {
     memset(res, 0, sizeof *res);
     const mp_config *base = &opt->base;
@@ -391,12 +512,16 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
     enum_ctx e;
     mp_search_init_ctx(&e, opt, &res->counts);
     e.keep_all = opt->no_prune;
+    e.loose_mem = loose;
     mp_search_enumerate(&e);
     top_k top = {.k = k};
     refusals rf = {0};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
-    if (e.keep.n > 1) qsort(e.keep.v, e.keep.n, sizeof *e.keep.v, mp_search_cmp_lb_time);
+    if (!mp_search_sort_lb_time(&e.keep)) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
+        goto done;
+    }
     /* top holds up to 4k, pruned by the k-th best as before; when splits
      * made some of the k the same, a pass by the (k + missing)-th best
      * resumes, and so on (rare: most searches take one pass) */
@@ -404,6 +529,7 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
     top = (top_k){.k = cap};
     top.e = calloc((size_t)cap, sizeof *top.e);
     cost_pass ps = {.memo = mp_cost_memo_new()};
+    split_memo splits = {0};
     if (mp_model_is_moe(&opt->base.model)) {
         ps.comm.cap = 1u << 16;
         ps.comm.slot = calloc(ps.comm.cap, sizeof *ps.comm.slot);
@@ -418,13 +544,23 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
             st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
             break;
         }
+        if (top.n == 0 && !loose) {
+            /* nothing fits: its answer (the closest plan, or why none
+             * runs) comes from the memory-pruned candidates with the
+             * smallest bounds, an order the tighter bound would change;
+             * the search runs again under the loose one, whose answer it
+             * always was (a search that fits nothing is quick) */
+            *retry = true;
+            st = MP_ENOFIT;
+            break;
+        }
         if (top.n == 0) {
             st = nothing_fits(&e, opt, res, &rf, err);
             break;
         }
         int dups = 0;
         mp_search_counts before = res->counts;
-        st = split_best(&top, kk, k, opt, res, &dups, err);
+        st = split_best(&top, kk, k, opt, opt->no_split_memo ? NULL : &splits, res, &dups, err);
         if (st != MP_OK || res->n >= k || top.n < kk || dups == 0 || kk + k - res->n > cap)
             break;
         kk += k - res->n;
@@ -432,6 +568,7 @@ mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *re
         res->counts = before; /* the splits again next time */
     }
 pass_done:
+    split_memo_free(&splits);
     mp_cost_memo_free(ps.memo);
     free(ps.comm.slot);
     free(ps.deferred);
@@ -445,6 +582,15 @@ done:
         memset(res, 0, sizeof *res);
     }
     return st;
+}
+
+mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *res, mp_error *err)
+{
+    bool retry = false;
+    mp_status st = search_estimated(opt, res, err, false, &retry);
+    if (!retry) return st;
+    mp_search_result_free(res);
+    return search_estimated(opt, res, err, true, &retry);
 }
 
 void mp_search_result_free(mp_search_result *r)

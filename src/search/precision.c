@@ -37,6 +37,13 @@ static void fp8_only_settings(mp_config *run, const mp_config *asked)
 {
     run->training.fp8_param_gather =
         asked->training.fp8_param_gather && run->training.precision == MP_DTYPE_FP8;
+    /* DeepSeek's FP8 cache of the SwiGLU inputs is an FP8 recipe's (its
+     * tiles); Megatron-Core's E4M3 store is any precision's */
+    run->training.fp8_act_cache =
+        asked->training.fp8_act_cache == MP_F8AC_DEEPSEEK &&
+                run->training.precision != MP_DTYPE_FP8
+            ? MP_F8AC_OFF
+            : asked->training.fp8_act_cache;
 }
 
 mp_status mp_search_precisions(const mp_search_options *opt, mp_search_result *res,

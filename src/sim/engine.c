@@ -17,6 +17,7 @@
  * would hang the executor, which has the same blocking semantics).
  * After the pipeline, each rank's DP gradient reductions (one per chunk, on
  * the dp stream) and the optimizer step are placed; see docs/simulator.md.
+ * The breakdown is the critical rank's: the least idle one (critical_rank).
  * All state is in flat arrays allocated once per run: no per-event malloc. */
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,12 @@ typedef struct rank_state {
     double recompute, tp, cp; /* parts of busy */
     double pp_wait;      /* seconds blocked while a message was on the wire */
     double dp_wait;      /* seconds a forward waited for its parameters' all-gather
-                          * or ran slower beside it */
+                          * or ran slower beside it, or waited for a message
+                          * that such waits upstream delayed (run_recv) */
     double gather_free;  /* when its parameter all-gathers end (place_gathers) */
+    double dp_lag;       /* seconds its clock has been pushed by DP waits, its own
+                          * and (through the messages it waited for) its
+                          * upstream neighbours' (run_compute, run_recv) */
     double ep_free;      /* time its ep stream (MoE dispatch + combine) is free */
     double ep_from;      /* start of the ep stream's busy span that ends at ep_free */
     double out_ready;    /* time the last F/B's output is complete (its combine done) */
@@ -52,6 +57,7 @@ typedef struct engine {
     rank_state *ranks;
     double *arrival;     /* per message key: landing time, -1 = not sent yet */
     double *xfer_start;  /* per message key: when it got onto the link */
+    double *msg_lag;     /* per message key: the sender's dp_lag (with gathers only) */
     int32_t *grads_left; /* per stage: weight-gradient ops still to run */
     double *last_grad_start, *last_grad_end; /* per stage: the last one's span */
     /* aligned DP (pc->dp_aligned with dp_overlap; place_dp) and the
@@ -193,6 +199,7 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
     const mp_stage_cost *sc = stage_of(e, r, op->chunk);
     mp_op_kind k = (mp_op_kind)op->kind;
     int32_t stage = stage_index(e, r, op->chunk);
+    double dp_wait0 = rs->dp_wait;
     bool first_fwd = e->gathers && k == MP_OP_F && e->params_ready[stage] >= 0;
     if (first_fwd && e->params_ready[stage] > rs->now) {
         /* align_param_gather: the chunk's first forward waits for its parameters */
@@ -225,6 +232,7 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         }
         e->params_ready[stage] = -1;
     }
+    rs->dp_lag += rs->dp_wait - dp_wait0;
     dur -= hidden;
     rs->busy += dur;
     rs->now = end;
@@ -341,6 +349,8 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
     int64_t key = message_key(e, fwd ? 0 : 1, dest_stage, op->microbatch);
     e->arrival[key] = land;
     e->xfer_start[key] = start;
+    if (e->msg_lag)
+        e->msg_lag[key] = rs->dp_lag;
     if (land > start)
         add_event(e, start, land, r, MP_STREAM_PP_SEND, fwd ? MP_EV_SEND_FWD : MP_EV_SEND_BWD,
                   op->microbatch, op->chunk);
@@ -371,8 +381,19 @@ static bool run_recv(engine *e, int32_t r, const mp_op *op)
     double land = e->arrival[key], on_wire = e->xfer_start[key];
     if (land > rs->now) {
         /* Waiting for a sender still computing is bubble; for data on the wire, pp comm. */
-        double from = rs->now > on_wire ? rs->now : on_wire;
-        rs->pp_wait += land - from;
+        double from = rs->now > on_wire ? rs->now : on_wire, wait = land - rs->now;
+        /* ... except what DP waits upstream added to the sender's clock
+         * beyond ours: without them the message would have landed that much
+         * earlier, so that part of the wait is DP (to first order) */
+        if (e->msg_lag && e->msg_lag[key] > rs->dp_lag) {
+            double dp = e->msg_lag[key] - rs->dp_lag;
+            if (dp > wait)
+                dp = wait;
+            rs->dp_wait += dp;
+            rs->dp_lag += dp;
+            wait -= dp;
+        }
+        rs->pp_wait += land - from < wait ? land - from : wait;
         rs->now = land;
     }
     if (land > on_wire)
@@ -655,6 +676,7 @@ static void engine_free(engine *e)
     free(e->ranks);
     free(e->arrival);
     free(e->xfer_start);
+    free(e->msg_lag);
     free(e->grads_left);
     free(e->last_grad_start);
     free(e->last_grad_end);
@@ -699,6 +721,8 @@ static mp_status engine_setup(engine *e, mp_error *err)
         e->params_ready = malloc((size_t)n * sizeof *e->params_ready);
         e->gather_end = malloc((size_t)n * sizeof *e->gather_end);
         if (!e->launch_left || !e->launch_at || !e->params_ready || !e->gather_end)
+            return nomem(err);
+        if (e->gathers && !(e->msg_lag = calloc(keys, sizeof *e->msg_lag)))
             return nomem(err);
         for (int32_t k = 0; k < n; k++) {
             e->launch_left[k] = -1;
@@ -753,6 +777,30 @@ static mp_status check_cost(mp_schedule_kind s, int32_t p, int32_t v,
     return MP_OK;
 }
 
+/* The critical pipeline rank, the one whose breakdown the result reports
+ * (docs/simulator.md, "What comes out"): the rank with the least idle time in
+ * the pipeline, i.e. the most time taken by its own work — F/B/W (with their
+ * exposed TP, CP and EP parts) plus its exposed p2p (pp_wait) and DP waits
+ * (dp_wait). The pipeline makespan is at least every rank's occupied time; the
+ * rank that comes closest has no slack to give, so in the steady state it sets
+ * the pace and the others wait on it: the most loaded stage of an uneven
+ * pipeline, never a lightly loaded first stage that merely finishes last.
+ * Ties (within 1e-9 of the makespan, e.g. uniform stages) go to the rank with
+ * more F/B/W time, then to the lowest rank. */
+static int32_t critical_rank(const engine *e, double pm)
+{
+    double tol = 1e-9 * pm;
+    int32_t crit = 0;
+    for (int32_t r = 1; r < e->p; r++) {
+        const rank_state *a = &e->ranks[r], *c = &e->ranks[crit];
+        double occ_a = a->busy + a->pp_wait + a->dp_wait;
+        double occ_c = c->busy + c->pp_wait + c->dp_wait;
+        if (occ_a > occ_c + tol || (occ_a >= occ_c - tol && a->busy > c->busy + tol))
+            crit = r;
+    }
+    return crit;
+}
+
 static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
 {
     mp_sim_result *out = e->out;
@@ -766,16 +814,14 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
         return nomem(err);
     }
     double pm = 0;
-    int32_t crit = 0;
     for (int32_t r = 0; r < p; r++) {
         /* the last combine may end after the compute stream */
         compute_end[r] = e->ranks[r].now > e->ranks[r].ep_free ? e->ranks[r].now
                                                                : e->ranks[r].ep_free;
-        if (compute_end[r] > pm) {
+        if (compute_end[r] > pm)
             pm = compute_end[r];
-            crit = r;
-        }
     }
+    int32_t crit = critical_rank(e, pm);
     double grads_ready = place_dp(e, dp_overlap, compute_end);
     free(compute_end);
     double opt = e->pc->optimizer;
@@ -797,6 +843,7 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     out->microbatches = e->m;
     out->chunks = e->v;
     out->schedule = e->kind;
+    out->order_fallback = p > 0 && e->lists[0].fallback;
     mp_times *x = &out->exposed;
     x->step = out->makespan;
     x->recompute = cr->recompute;

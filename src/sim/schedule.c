@@ -214,7 +214,8 @@ static mp_status build_zbv_all(builder *bs, int32_t p, int32_t m, const mp_op_ti
     }
     for (int32_t r = 0; r < p; r++)
         order[r] = (mp_op_list){.ops = ops + (size_t)r * 6 * m, .cap = 6 * m};
-    mp_status st = mp_schedule_zbv_order(p, m, t, order, err);
+    bool fallback = false;
+    mp_status st = mp_schedule_zbv_order(p, m, t, order, &fallback, err);
     for (int32_t r = 0; r < p && st == MP_OK; r++)
         for (int32_t i = 0; i < order[r].n; i++) {
             const mp_op *op = &order[r].ops[i];
@@ -225,6 +226,8 @@ static mp_status build_zbv_all(builder *bs, int32_t p, int32_t m, const mp_op_ti
             else
                 push(&bs[r], MP_OP_W, op->microbatch, op->chunk);
         }
+    for (int32_t r = 0; r < p && st == MP_OK; r++)
+        bs[r].out->fallback = fallback;
     free(ops);
     free(order);
     return st;

@@ -31,6 +31,9 @@ typedef struct mp_op {
 typedef struct mp_op_list {
     mp_op *ops;
     int32_t n, cap;
+    /* zb-v: the order is the fallback (sim/schedule_vorder.c), taken only
+     * if the greedy orders stalled; false otherwise */
+    bool fallback;
 } mp_op_list;
 
 const char *mp_op_kind_name(mp_op_kind k); /* "F", "B", "W", "send-fwd", ... */

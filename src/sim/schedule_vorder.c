@@ -47,6 +47,8 @@ typedef struct vorder {
     mp_heap heap;
     mp_op_list *out;
     bool b_first;             /* a ready B before a ready F (a second policy to try) */
+    bool per_chunk;           /* the fallback: at most p micro-batches of each chunk */
+    int32_t *live_c;          /* per rank and chunk (2r + c): F placed, W not yet */
 } vorder;
 
 static int32_t stage_of(const vorder *z, int32_t r, int32_t c)
@@ -141,6 +143,7 @@ static bool place(vorder *z, int32_t r, int32_t c, mp_op_kind kind, int32_t i, d
         z->f_end[(size_t)k * m + i] = end;
         z->next_f[k]++;
         z->live[r]++;
+        z->live_c[2 * r + c]++;
         z->held[r] += act(z, k);
         if (k == z->S - 1) {
             z->free_at[r] = end;
@@ -169,14 +172,27 @@ static int try_f(vorder *z, int32_t r, double now, double *soonest)
 {
     for (int32_t c = 1; c >= 0; c--) {
         int32_t k = stage_of(z, r, c), i = z->next_f[k];
-        /* A rank full of chunk-0 activations that all wait for their
-         * chunk-1 forward here could not take that forward: a deadlock,
-         * which uneven times can reach (unit times never do, so this never
-         * changes their order). */
+        /* A rank whose stash is chunk-0 activations waiting for their
+         * chunk-1 forward here, with no room left for that forward, is a
+         * deadlock (issue: mixtral-8x7b pp 8 m 32 reached it, its last stage
+         * holding more than the others). So a chunk-0 forward is taken only
+         * while the waiting ones, itself included, leave room for one
+         * chunk-1 forward. That makes the greedy complete under any times
+         * and sizes: let i be the oldest micro-batch with an op left and k
+         * the first stage whose forward of i is not placed. Every older
+         * micro-batch is done, so stage k holds nothing; if k is a chunk-1
+         * stage its rank holds only chunk-0 activations waiting there
+         * (i's among them), which by this rule leave room for that forward;
+         * if k is a chunk-0 stage the rank holds nothing at all. i's F, and
+         * after it its B and W (which need no room), can always be placed,
+         * so some op can. With unit sizes this refuses exactly what the
+         * rule it replaced did (2p - 1 waiting at most), so the unit-time
+         * order is unchanged. */
         int32_t waiting = z->next_f[stage_of(z, r, 0)] - z->next_f[stage_of(z, r, 1)];
         double a = act(z, k), a1 = act(z, stage_of(z, r, 1));
-        bool full = z->held[r] + a > z->cap[r] ||
-                    (c == 0 && z->held[r] + a + a1 > z->cap[r] && waiting == z->live[r]);
+        bool full = z->per_chunk ? z->live_c[2 * r + c] >= z->p
+                                 : z->held[r] + a > z->cap[r] ||
+                                       (c == 0 && (waiting + 1) * a + a1 > z->cap[r]);
         if (i >= z->m || full)
             continue;
         double rd = f_ready(z, k, i);
@@ -216,6 +232,7 @@ static double step(vorder *z, int32_t r, double now)
     if (z->wq_head[r] < z->wq_tail[r]) {
         int32_t w = z->wq[(size_t)r * 2 * z->m + z->wq_head[r]++];
         z->live[r]--;
+        z->live_c[2 * r + (w & 1)]--;
         z->held[r] -= act(z, stage_of(z, r, w & 1));
         emit(z, r, MP_OP_W, w >> 1, w & 1);
         z->free_at[r] = now + dur(z, MP_OP_W, stage_of(z, r, w & 1));
@@ -255,12 +272,13 @@ static mp_status run(vorder *z, mp_error *err)
 
 /* One list scheduling run (t NULL: unit times) into out[0..p-1]. */
 static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first,
-                        mp_op_list *out, mp_error *err)
+                        bool per_chunk, mp_op_list *out, mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
-    vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first};
+    vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first,
+                .per_chunk = per_chunk};
     double *d = malloc((2 * sm + (size_t)4 * p) * sizeof *d);
-    int32_t *n = calloc(sm + (size_t)7 * p, sizeof *n);
+    int32_t *n = calloc(sm + (size_t)9 * p, sizeof *n);
     mp_status st = MP_ENOMEM;
     if (d && n && mp_heap_init(&z.heap, 2 * p)) {
         z.f_end = d;
@@ -284,6 +302,7 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
         z.wq_head = z.next_b + 2 * p;
         z.wq_tail = z.wq_head + p;
         z.live = z.wq_tail + p;
+        z.live_c = z.live + p;
         st = run(&z, err);
     }
     mp_heap_free(&z.heap);
@@ -351,18 +370,41 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
     return makespan;
 }
 
-mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
-                                mp_error *err)
+/* Clears the lists a stalled run left half filled. */
+static void clear_lists(mp_op_list *l, int32_t p)
 {
-    if (!t)
-        return greedy(p, m, NULL, false, out, err);
+    for (int32_t r = 0; r < p; r++)
+        l[r].n = 0;
+}
+
+mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
+                                bool *fallback, mp_error *err)
+{
+    if (fallback)
+        *fallback = false;
+    mp_error e2;
+    if (!t) {
+        mp_status st = greedy(p, m, NULL, false, false, out, &e2);
+        if (st != MP_EINTERNAL) {
+            if (st != MP_OK)
+                *err = e2;
+            return st;
+        }
+        clear_lists(out, p); /* cannot happen (the proof at try_f); kept as a guard */
+        if (fallback)
+            *fallback = true;
+        return greedy(p, m, NULL, false, true, out, err);
+    }
     /* Qi et al. try several schedules and keep the fastest; here three
      * orders: the unit-time one, and list scheduling over the real times
      * with F or B first, each timed by replay(); the first of the fastest
-     * that keeps to the memory cap wins. */
+     * that keeps to the memory cap wins. A run that stalls (it cannot, see
+     * try_f; a guard) is dropped; when none is left the fallback is the
+     * greedy holding at most p micro-batches of each chunk, which completes
+     * and keeps to the cap under any times and sizes, and *fallback says so. */
     size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
-    mp_op_list *cand = calloc((size_t)3 * p, sizeof *cand);
-    mp_op *ops = malloc((size_t)3 * p * per * sizeof *ops);
+    mp_op_list *cand = calloc((size_t)4 * p, sizeof *cand);
+    mp_op *ops = malloc((size_t)4 * p * per * sizeof *ops);
     double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
     mp_status st = MP_OK;
@@ -370,19 +412,27 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
     int best = -1;
     double best_time = INFINITY;
-    for (int c = 0; c < 3 && st == MP_OK; c++) {
+    for (int c = 0; c < 4 && st == MP_OK; c++) {
+        if (c == 3 && best >= 0)
+            break;
         for (int32_t r = 0; r < p; r++)
             cand[c * p + r] = (mp_op_list){.ops = ops + ((size_t)c * p + r) * per,
                                            .cap = (int32_t)per};
-        st = greedy(p, m, c ? t : NULL, c == 2, cand + c * p, err);
-        double time = st == MP_OK ? replay(p, m, t, cand + c * p, d, n) : INFINITY;
-        if (time < best_time) {
+        st = greedy(p, m, c ? t : NULL, c == 2, c == 3, cand + c * p, &e2);
+        double time = INFINITY;
+        if (st == MP_OK)
+            time = replay(p, m, t, cand + c * p, d, n);
+        else if (st == MP_EINTERNAL && c < 3)
+            st = MP_OK; /* stalled: dropped */
+        else
+            *err = e2;
+        if (time < best_time || (c == 3 && st == MP_OK && best < 0)) {
             best = c;
             best_time = time;
         }
     }
-    if (st == MP_OK && best < 0) /* cannot happen: the timed runs keep to the cap */
-        best = 1;
+    if (st == MP_OK && fallback)
+        *fallback = best == 3;
     for (int32_t r = 0; r < p && st == MP_OK; r++) {
         const mp_op_list *src = &cand[best * p + r];
         for (int32_t i = 0; i < src->n; i++)
@@ -393,4 +443,10 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     free(d);
     free(n);
     return st;
+}
+
+mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
+                                         mp_op_list *out, mp_error *err)
+{
+    return greedy(p, m, t, false, true, out, err);
 }

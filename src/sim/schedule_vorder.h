@@ -8,10 +8,15 @@
 /* ZB-V's F/B/W ops of every rank (out[0..p-1], each with room for 6m ops,
  * n = 0 on entry), in the order the list scheduling runs them, without the
  * transfers. t == NULL: unit times, no transfer time; else the fastest
- * under t of the unit-time order and two list schedulings over t. MP_EINTERNAL if the
- * scheduling stalls (it cannot: every rank can always finish its
- * micro-batches in stage order; kept as a guard), MP_ENOMEM. */
+ * under t of the unit-time order and two list schedulings over t. The
+ * greedy cannot stall (the proof is at try_f); if it ever did, the order
+ * falls back to the greedy that holds at most p micro-batches of each chunk
+ * (complete and within the memory cap under any times) and *fallback
+ * (may be NULL) is set. MP_ENOMEM. */
 mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
-                                mp_error *err);
+                                bool *fallback, mp_error *err);
+/* That fallback order alone (t may be NULL: unit times), for the tests. */
+mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
+                                         mp_op_list *out, mp_error *err);
 
 #endif

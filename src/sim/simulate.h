@@ -46,15 +46,20 @@ typedef struct mp_sim_result {
     /* Added by the simulator (additive): */
     mp_sim_memory_point *memory; /* memory curve, when record_timeline; sorted by rank, time */
     size_t n_memory;
-    int32_t critical_rank;    /* the pipeline rank whose breakdown `exposed` reports */
+    int32_t critical_rank;    /* the pipeline rank whose breakdown `exposed` reports: the
+                               * least idle one (most F/B/W + exposed p2p + DP waits;
+                               * docs/simulator.md, "What comes out") */
     int32_t microbatches;     /* m */
     int32_t chunks;           /* v */
     mp_schedule_kind schedule;
+    bool order_fallback;      /* zb-v: its greedy orders stalled and the fallback order
+                               * ran (sim/schedule_vorder.c; never seen, a guard) */
 } mp_sim_result;
 
 /* The largest iteration simulated, in pp*vpp*micro-batches ("units": each is
  * a forward, a backward and up to four transfers). Without a timeline a unit
- * costs about 110 bytes (schedules and message tables), so 2^20 units stay
+ * costs about 110 bytes (schedules and message tables; 16 more with the DP
+ * parameter gathers placed at the step's start), so 2^20 units stay
  * near 120 MB and a third of a second; a timeline (trace, plot, JSON events)
  * adds about six events and two memory points per unit, and the trace text
  * more, so it is held to 2^18. Beyond that mp_simulate and mp_simulate_cost

@@ -229,6 +229,9 @@ estimate() {
     check est-a2a-overlap-dense "${E}--moe-a2a-overlap: an MoE overlap needs a model with experts" "$bin" estimate --model llama3-8b --gpus 8 --moe-a2a-overlap on
     check est-shared-overlap "${E}--shared-expert-overlap: shared-expert overlap needs shared experts" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --shared-expert-overlap on
     check est-dispatcher "${E}--dispatcher: expected alltoall, allgather or flex, got 'deepep'" "$bin" estimate --model mixtral-8x7b --gpus 64 --dispatcher deepep
+    # the option named is the one given (it used to name --etp)
+    check est-dispatcher-dense "${E}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --dispatcher flex
+    check est-ep-dense "${E}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --ep 2
 }
 
 plan() {
@@ -264,6 +267,14 @@ plan() {
     file p14.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf15}\nparallel: {tp: 2, dist_opt: true}\n"
     check plan-moments-unknown "${S}p14\.yaml:4:57: training\.optimizer_moments: expected one of" "$bin" simulate p14.yaml
     check option-moments "^megaplan estimate: --optimizer-moments: expected fp32, bf16 or fp16, got 'fp8'" "$bin" estimate --model gpt3-125m --gpus 4 --dist-opt --optimizer-moments fp8
+    # training.fp8_act_cache: DeepSeek-V3's FP8 SwiGLU-input cache, Megatron-Core's store
+    file p15.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: fp4}\nparallel: {tp: 2}\n"
+    check plan-act-cache-unknown "${S}p15\.yaml:4:53: training\.fp8_act_cache: expected one of" "$bin" simulate p15.yaml
+    file p16.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: swiglu_input}\nparallel: {tp: 2}\n"
+    check plan-act-cache-gelu "${S}p16\.yaml:4:53: training\.fp8_act_cache: swiglu_input stores SwiGLU inputs in FP8, and model gpt3-125m's activation is not SwiGLU" "$bin" simulate p16.yaml
+    file p17.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64, fp8_act_cache: deepseek}\nparallel: {tp: 1, pp: 8, dp: 8, ep: 8}\n'
+    check plan-act-cache-bf16 "${S}p17\.yaml:4:55: training\.fp8_act_cache: deepseek caches FP8 with DeepSeek-V3's 1x128 tiles: it needs precision fp8 with fp8_recipe blockwise" "$bin" simulate p17.yaml
+    check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
     file p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n'
     check plan-version "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" "$bin" simulate p8.yaml
     file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n"
@@ -360,6 +371,21 @@ hardening() {
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3
+    # expert settings are checked before the search, as estimate checks them:
+    # an ep that does not divide the experts names --ep (or the --fix key), not
+    # whatever unrelated rule refused the last candidate; on a dense model they
+    # are refused, never ignored
+    check search-ep-experts "${S}--ep: ep=3 does not divide the 8 experts$" "$bin" search --model mixtral-8x7b --gpus 64 --ep 3
+    check search-fix-ep-experts "${S}--fix: ep=3 does not divide the 8 experts$" "$bin" search --model mixtral-8x7b --gpus 64 --fix ep=3,pp=1
+    check search-fix-ep16 "${S}--fix: ep=16 does not divide the 8 experts$" "$bin" search --model mixtral-8x7b --gpus 64 --fix ep=16
+    check search-ep-gpus "${S}--ep: ep=8 is more than the 4 GPUs$" "$bin" search --model mixtral-8x7b --gpus 4 --ep 8
+    check search-etp-ffn "${S}--etp: etp=3 does not divide the expert FFN size 14336$" "$bin" search --model mixtral-8x7b --gpus 64 --etp 3
+    check search-ep-dense "${S}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --ep 2
+    check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2
+    check search-fix-etp-dense "${S}--fix: etp=2: expert parallelism needs a model with experts" "$bin" search --model llama3-8b --gpus 8 --fix etp=2
+    check search-dispatcher-dense "${S}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --dispatcher flex
+    check search-a2a-dense "${S}--moe-a2a-overlap: an MoE overlap needs a model with experts" "$bin" search --model llama3-8b --gpus 8 --moe-a2a-overlap on
+    check explain-ep-dense "^megaplan explain: --ep: expert parallelism needs a model with experts" "$bin" explain --model llama3-8b --gpus 8 --ep 2
 
     # nothing fits is exit 1, not bad input (405B's weights, gradients and
     # optimizer states alone exceed 64 GPUs; its 126 layers split unevenly over

@@ -93,6 +93,10 @@ s = json.load(open(sys.argv[1]))[0]
 e = json.load(open(sys.argv[2]))["best"]
 assert s["parallel"] == e["parallel"], (s["parallel"], e["parallel"])
 PY
+# --- explain with --recompute-modules: its copy of the search keeps the implied
+# selective recompute (it dropped it and refused its own modules) ---
+"$bin" explain --model mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8 --recompute-modules moe_act,layernorm >rm.txt 2>&1 &&
+    grep -q "recompute=selective" rm.txt && ok || bad "explain --recompute-modules: $(head -2 rm.txt)"
 "$bin" explain --model 175B --gpus 1024 --tp 8 --pp 8 >e.txt 2>/dev/null
 "$bin" search --model 175B --gpus 1024 >s.txt 2>/dev/null
 best=$(sed -n 's/.*the best configuration search finds: \(.*\) -> step \([0-9.]*\) s (simulated.*/\2/p' e.txt)
@@ -101,15 +105,22 @@ sim1=$(awk '$1 == "1" { print $14 }' s.txt)  # step, likely range, sim
     bad "explain's best step '$best' is not search's simulated #1 '$sim1'"
 
 # --- the winner line uses the ranking's number; a disagreement beyond the
-# model's error is explained (T5-11B on 64 GPUs: 0.359 s estimated, 0.469 s
-# simulated, DP communication) ---
+# model's error is explained. T5-11B on 64 GPUs was the case (0.359 s estimated,
+# 0.469 s simulated) until the simulator's 1F1B parameter gathers moved to the step's
+# start, where Megatron-Core's pre-hooks put them: both now say 0.350 s, so no line.
+# Mixtral 8x7B under ZB-V at global batch 64 on H100 still differs (the closed form's
+# DP window for ZB-V is the one-window rule; the simulator runs the order): 0.728 s
+# estimated, 0.855 s simulated, DP communication ---
 "$bin" search --model t5-11b --gpus 64 >t5.txt 2>/dev/null || bad "search t5-11b"
 sim1=$(awk '$1 == "1" { print $14 }' t5.txt)
 est1=$(awk '$1 == "1" { print $12 }' t5.txt)
 grep -q "^winner: step $sim1 s simulated (estimate $est1 s) = " t5.txt && ok ||
     bad "t5-11b: the winner line does not quote the simulated $sim1 s: $(grep '^winner' t5.txt)"
-grep -Eq '^ +the simulation is \+[0-9]+% off the estimate .* more than the cost model.s 10% error \(docs/validation.md\): DP communication' t5.txt &&
-    ok || bad "t5-11b: the estimate/simulation gap is not explained: $(sed -n '/^winner/,/memory/p' t5.txt)"
+grep -q "off the estimate" t5.txt && bad "t5-11b: a gap within the model's error was reported" || ok
+"$bin" search --model mixtral-8x7b --gpus 64 --hw dgx-h100 --global-batch 64 --fix schedule=zb-v >zbv.txt 2>/dev/null ||
+    bad "search mixtral zb-v"
+grep -Eq '^ +the simulation is \+[0-9]+% off the estimate .* more than the cost model.s 10% error \(docs/validation.md\): DP communication' zbv.txt &&
+    ok || bad "mixtral zb-v: the estimate/simulation gap is not explained: $(sed -n '/^winner/,/memory/p' zbv.txt)"
 # within the error: no such line (175B/1024: 19.32 against 19.04)
 grep -q "off the estimate" s.txt && bad "175B: a gap within the model's error was reported" || ok
 

@@ -86,6 +86,55 @@ python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["throug
 "$bin" estimate --model llama3-8b --gpus 8 --hw h800 --tokens 1e12 >wt.txt || bad "estimate --tokens"
 matches wt.txt '^  GPU-hours +[0-9.e+]+  \(days x 24 x 8 GPUs\)  likely '
 
+# the band of the plan's kind (planner/band.h): a model with routed experts gets the
+# profile's moe_error_band, a dense one its error_band, in the table and in the JSON; and
+# search's near ties are counted with the band of the plan's kind. A profile with a narrow
+# MoE band and a wide dense one tells the two apart.
+"$bin" hw dgx-h100 | sed 's/^name: .*/name: bands/' >bands.yaml || bad "hw dgx-h100"
+python3 - bands.yaml <<'PY' || bad "bands.yaml"
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r"^error_band:\n  low: .*\n  high: .*\n", "error_band: {low: -0.3, high: 0.3}\n", s, flags=re.M)
+s = re.sub(r"^moe_error_band:\n  low: .*\n  high: .*\n", "moe_error_band: {low: -0.012, high: 0.008}\n", s, flags=re.M)
+assert "{low: -0.3, high: 0.3}" in s and "{low: -0.012, high: 0.008}" in s
+open(p, "w").write(s)
+PY
+for m in olmoe-1b-7b llama3-8b; do
+    "$bin" estimate --model $m --gpus 8 --hw bands.yaml >band-$m.txt 2>err.txt || bad "estimate $m: $(head -2 err.txt)"
+    "$bin" estimate --model $m --gpus 8 --hw bands.yaml --format json >band-$m.json || bad "estimate $m json"
+done
+contains band-olmoe-1b-7b.txt "(the mixture-of-experts error band of bands on held-out runs, -1.2% to +0.8%; docs/validation.md)"
+contains band-llama3-8b.txt "(the error band of bands on held-out runs, -30.0% to +30.0%; docs/validation.md)"
+python3 - band-olmoe-1b-7b.json band-llama3-8b.json <<'PY' && ok || bad "estimate JSON: the band of the plan's kind"
+import json, sys
+for path, kind, lo, hi in ((sys.argv[1], "mixture-of-experts", -0.012, 0.008),
+                           (sys.argv[2], "dense", -0.3, 0.3)):
+    d = json.load(open(path))
+    b, t = d["band"], d["time_s"]["step"]
+    assert (b["kind"], b["low"], b["high"]) == (kind, lo, hi), b
+    assert abs(b["step_s"][0] - t / (1 + hi)) <= 1e-5 * t and abs(b["step_s"][1] - t / (1 + lo)) <= 1e-5 * t, b
+    q = d["throughput"]["tokens_per_s"]
+    assert abs(b["tokens_per_s"][0] - q * (1 + lo)) <= 1e-5 * q and abs(b["tokens_per_s"][1] - q * (1 + hi)) <= 1e-5 * q, b
+PY
+"$bin" search --model olmoe-1b-7b --gpus 8 --hw bands.yaml --top 20 --no-simulate --format json >band-s.json || bad "search olmoe-1b-7b"
+python3 - band-s.json <<'PY' && ok || bad "search JSON: near ties by the MoE band (width 2%)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+w = d[0]["time_s"]["step"]
+assert all(p["band"]["kind"] == "mixture-of-experts" for p in d)
+for p in d:
+    assert p["near_tie"] == (p["rank"] > 1 and p["time_s"]["step"] <= w * 1.02), p["rank"]
+# some plans beyond 2% of #1 (all would be ties with the dense band's 60%)
+assert any(not p["near_tie"] for p in d[1:]) and any(p["near_tie"] for p in d[1:])
+PY
+# a profile without a moe_error_band gives MoE plans no band, never the dense one
+grep -v '^moe_error_band' bands.yaml >nomoe.yaml
+"$bin" estimate --model olmoe-1b-7b --gpus 8 --hw nomoe.yaml >nomoe.txt || bad "estimate nomoe"
+contains nomoe.txt "likely measured: no band (bands holds no moe_error_band; the dense band does not hold for mixture-of-experts plans)"
+"$bin" estimate --model olmoe-1b-7b --gpus 8 --hw nomoe.yaml --format json >nomoe.json || bad "estimate nomoe json"
+python3 -c 'import json, sys; assert "band" not in json.load(open(sys.argv[1]))' nomoe.json && ok || bad "nomoe: a band in the JSON"
+
 # a plan file, or the options: not both; one plan only
 expect_exit 2 "$bin" estimate "$ds" --gpus 8
 contains "$T/err" "give a plan file or a configuration's options, not both"

@@ -641,6 +641,92 @@ static void test_deepseek_yarn(void **state)
     assert_true(m.attn.yarn_mscale_all_dim == 1.0);
 }
 
+/* A key that changes an MoE's math and that the family does not read is an
+ * error at its line (issue 14: never silently dropped), in every MoE family;
+ * a value saying what the family does anyway, and the keys that do not change
+ * the math (the load-balancing loss, router noise), pass. */
+static void test_moe_math_keys(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    static const char *const heads[] = {
+        "\"model_type\": \"mixtral\", \"num_local_experts\": 8",
+        "\"model_type\": \"qwen3_moe\", \"num_experts\": 8, \"moe_intermediate_size\": 32",
+        "\"model_type\": \"gpt_oss\", \"num_local_experts\": 8",
+        "\"model_type\": \"deepseek_v3\", \"n_routed_experts\": 8, \"moe_intermediate_size\": 32, "
+        "\"kv_lora_rank\": 16, \"qk_rope_head_dim\": 8, \"qk_nope_head_dim\": 8, "
+        "\"v_head_dim\": 16",
+    };
+    const char *common = "\"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                         "\"intermediate_size\": 32, \"vocab_size\": 100, "
+                         "\"max_position_embeddings\": 64, \"num_experts_per_tok\": 2";
+    /* {family index, the extra key (on line 3), refused?} */
+    static const struct {
+        int fam;
+        const char *extra, *field;
+    } cases[] = {
+        {0, "\"n_shared_experts\": 2", "n_shared_experts"},
+        {0, "\"moe_intermediate_size\": 1024", "moe_intermediate_size"},
+        {0, "\"capacity_factor\": 1.25", "capacity_factor"},
+        {0, "\"decoder_sparse_step\": 2", "decoder_sparse_step"},
+        {0, "\"norm_topk_prob\": false", "norm_topk_prob"},
+        {0, "\"num_experts\": 16", "num_experts"},
+        {0, "\"first_k_dense_replace\": 1", "first_k_dense_replace"},
+        {1, "\"n_shared_experts\": 1", "n_shared_experts"},
+        {1, "\"norm_topk_prob\": false", "norm_topk_prob"},
+        {1, "\"n_group\": 4", "n_group"},
+        {2, "\"moe_intermediate_size\": 1024", "moe_intermediate_size"},
+        {2, "\"shared_expert_intermediate_size\": 64", "shared_expert_intermediate_size"},
+        {3, "\"num_local_experts\": 16", "num_local_experts"},
+        {3, "\"decoder_sparse_step\": 2", "decoder_sparse_step"},
+        {3, "\"expert_capacity\": 64", "expert_capacity"},
+        /* neutral values and keys that do not change the math: accepted */
+        {0, "\"decoder_sparse_step\": 1, \"norm_topk_prob\": true, \"n_shared_experts\": 0", NULL},
+        {0, "\"output_router_logits\": true, \"router_aux_loss_coef\": 0.02, "
+            "\"router_jitter_noise\": 0.1", NULL},
+        {1, "\"router_aux_loss_coef\": 0.001, \"output_router_logits\": false", NULL},
+        {3, "\"aux_loss_alpha\": 0.001, \"seq_aux\": true, \"topk_method\": \"noaux_tc\", "
+            "\"ep_size\": 1", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, "{%s,\n%s,\n%s}", heads[cases[i].fam], common,
+                 cases[i].extra);
+        mp_error_clear(&err);
+        mp_status st = mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err);
+        if (!cases[i].field) {
+            if (st != MP_OK)
+                fail_msg("case %zu (%s) refused: %s: %s", i, cases[i].extra, err.field, err.msg);
+            continue;
+        }
+        if (st != MP_EINPUT)
+            fail_msg("case %zu (%s) accepted", i, cases[i].extra);
+        assert_string_equal(err.field, cases[i].field);
+        assert_string_equal(err.file, "c.json");
+        assert_int_equal(err.line, 3);
+    }
+    /* the audit's case: the released Mixtral config with a shared expert
+     * added loaded as the 12.88B-active model it is not */
+    char path[512];
+    snprintf(path, sizeof path, "%s/mixtral-config.json", data_dir);
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    char text[8192], shared[8300];
+    size_t n = fread(text, 1, sizeof text - 1, in);
+    fclose(in);
+    text[n] = '\0';
+    const char *brace = strchr(text, '{');
+    assert_non_null(brace);
+    snprintf(shared, sizeof shared, "{\n  \"n_shared_experts\": 2,%s", brace + 1);
+    mp_error_clear(&err);
+    assert_int_equal(mp_model_parse_hf_json(shared, strlen(shared), "mixtral/config.json", &m,
+                                            &err), MP_EINPUT);
+    assert_string_equal(err.field, "n_shared_experts");
+    assert_string_equal(err.file, "mixtral/config.json");
+    assert_int_equal(err.line, 2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -651,6 +737,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_moe_families), cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_rope_fields), cmocka_unit_test(test_deepseek_yarn),
         cmocka_unit_test(test_qwen3_qk_norm), cmocka_unit_test(test_norm_eps),
+        cmocka_unit_test(test_moe_math_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

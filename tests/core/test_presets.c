@@ -256,7 +256,8 @@ static void test_tables_cover_structs(void **state)
         fail_msg("mp_model has %zu uncovered bytes (core/model.c)", h);
     t = mp_training_field_table(&n);
     h = uncovered(t, n, sizeof(mp_training));
-    if (h > 5) /* after grad_reduce_bf16, fp8_param_gather, stack and low_precision_optimizer */
+    if (h > 8) /* after grad_reduce_bf16, fp8_param_gather, stack and low_precision_optimizer,
+                  and 3 more since fp8_act_cache (a 4-byte enum) moved tokens on by 8 */
         fail_msg("mp_training has %zu uncovered bytes (core/config.c)", h);
     t = mp_parallel_field_table(&n);
     h = uncovered(t, n, sizeof(mp_parallel));

@@ -767,26 +767,48 @@ static void test_profile_constants_are_read(void **state)
 
 /* The error band (planner/band.h): predicted = measured (1 + e) with e in
  * [low, high], so the measured time lies in [t/(1 + high), t/(1 + low)] and a
- * throughput in [q(1 + low), q(1 + high)]; no band, no range. */
+ * throughput in [q(1 + low), q(1 + high)]; no band, no range. A model with
+ * routed experts takes the profile's moe_error_band, never the dense one. */
 static void test_error_band(void **state)
 {
     (void)state;
     mp_hw hw;
     mp_error err;
     assert_int_equal(mp_hw_preset("dgx-a100", &hw, &err), MP_OK);
-    assert_true(mp_band_known(&hw));
+    const mp_model *dense = mp_model_preset("llama3-8b"), *moe = mp_model_preset("mixtral-8x7b");
+    assert_non_null(dense);
+    assert_non_null(moe);
+    mp_band b = mp_band_of(&hw, dense);
+    assert_true(mp_band_known(&b) && !b.moe);
     hw.error_band_low = -0.1;
     hw.error_band_high = 0.05;
+    hw.moe_error_band_low = -0.4;
+    hw.moe_error_band_high = 0.25;
+    b = mp_band_of(&hw, dense);
     double lo, hi;
-    assert_true(mp_band_time(&hw, 2.0, &lo, &hi));
+    assert_true(mp_band_time(&b, 2.0, &lo, &hi));
     assert_true(fabs(lo - 2.0 / 1.05) < 1e-12 && fabs(hi - 2.0 / 0.9) < 1e-12);
-    assert_true(mp_band_rate(&hw, 100.0, &lo, &hi));
+    assert_true(mp_band_rate(&b, 100.0, &lo, &hi));
     assert_true(fabs(lo - 90.0) < 1e-9 && fabs(hi - 105.0) < 1e-9);
-    assert_true(fabs(mp_band_width(&hw, 0.03) - 0.15) < 1e-12);
+    assert_true(fabs(mp_band_width(&b, 0.03) - 0.15) < 1e-12);
+    assert_string_equal(mp_band_kind(&b), "dense");
+    /* the MoE plan: its own band */
+    b = mp_band_of(&hw, moe);
+    assert_true(b.moe && b.low == -0.4 && b.high == 0.25);
+    assert_true(mp_band_time(&b, 2.0, &lo, &hi));
+    assert_true(fabs(lo - 2.0 / 1.25) < 1e-12 && fabs(hi - 2.0 / 0.6) < 1e-12);
+    assert_true(fabs(mp_band_width(&b, 0.03) - 0.65) < 1e-12);
+    assert_string_equal(mp_band_kind(&b), "mixture-of-experts");
+    /* a profile without a moe_error_band gives MoE plans none, not the dense one */
+    hw.moe_error_band_low = hw.moe_error_band_high = 0.0;
+    b = mp_band_of(&hw, moe);
+    assert_false(mp_band_time(&b, 2.0, &lo, &hi));
+    assert_true(mp_band_width(&b, 0.03) == 0.03);
     hw.error_band_low = hw.error_band_high = 0.0;
-    assert_false(mp_band_time(&hw, 2.0, &lo, &hi));
+    b = mp_band_of(&hw, dense);
+    assert_false(mp_band_time(&b, 2.0, &lo, &hi));
     assert_true(lo == 2.0 && hi == 2.0);
-    assert_true(mp_band_width(&hw, 0.03) == 0.03);
+    assert_true(mp_band_width(&b, 0.03) == 0.03);
 }
 
 int main(void)

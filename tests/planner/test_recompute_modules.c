@@ -80,12 +80,14 @@ static void test_bytes_by_hand(void **state)
     assert_true(near(freed(&x, 1, MP_RCM_MOE), routed));
     assert_true(freed(&x, 1, MP_RCM_MLP) == 0.0 && freed(&x, 1, MP_RCM_SHARED_EXPERTS) == 0.0);
 
-    /* deepseek-v3: latent attention, Q K V of 128 heads x 192 (nope + rope)
-     * as mp_block_act_bytes counts them; one shared expert of 2048 */
+    /* deepseek-v3: latent attention, Q and K of 128 heads x 192 (nope 128 +
+     * rope 64), V of 128 x 128 (v_head_dim; DeepSeek-V3 report §2.1.1):
+     * 2 x 4096 x (24576 + 24576 + 16384) = 536.9 MB; one shared expert of 2048 */
     mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
     double qd = 128.0 * (double)s.model.head_dim;
-    assert_true(s.model.head_dim == 192);
-    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ), 6.0 * sb * qd));
+    assert_true(s.model.head_dim == 192 && s.model.mla.v_head_dim == 128);
+    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ), 2.0 * sb * (qd + qd + 128.0 * 128.0)));
+    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ), 536870912.0));
     assert_true(near(freed(&s, 4, MP_RCM_SHARED_EXPERTS), 6.0 * sb * 2048.0));
     /* the whole MoE layer's checkpoint holds moe_act's and the shared experts' */
     mp_block_shape bs;

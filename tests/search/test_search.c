@@ -516,6 +516,80 @@ static void test_layout_search(void **state)
     }
 }
 
+/* The MoE memory bounds (search_bounds.c): rank 0's routed-token
+ * activations and fragmentation, and the busiest rank in MoE blocks, which
+ * a deep pipeline needs when rank 0 holds only dense blocks. A small MoE
+ * with four leading dense blocks (DeepSeek-V3's shape, olmoe's size), a
+ * capacity factor (imbalance 1.25) and a global batch of many divisors
+ * (as DeepSeek-V3's 15360), with 16 and 14 blocks: every candidate's bounds stay below its
+ * estimate, and the search with pruning names the plans of costing every
+ * candidate, in the same order, with the same estimates. */
+static void test_moe_pruning_equals_no_prune(void **state)
+{
+    (void)state;
+    for (int cf = 0; cf < 2; cf++) {
+        mp_search_options o;
+        base_of("olmoe-1b-7b", "dgx-h100", 32, 96, MP_DTYPE_BF16, &o);
+        o.base.model.moe.first_dense = 4;
+        o.base.model.moe.capacity_factor = cf ? 1.25 : 0.0;
+        /* 14 blocks: Megatron's default splits of L + 2 (pp*vpp = 16, 8)
+         * give rank 0 fewer than the average (Qwen3-235B's 94 on pp 4,
+         * vpp 6 caught an early version of the bound out) */
+        if (cf) o.base.model.layers = 14;
+        int64_t checked, mv, tv;
+        double worst;
+        mp_error err;
+        mp_error_clear(&err);
+        if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
+            fail_msg("%s: %s", err.field, err.msg);
+        if (mv || tv)
+            fail_msg("capacity %d: %lld memory and %lld time bound violations of %lld", cf,
+                     (long long)mv, (long long)tv, (long long)checked);
+        assert_true(checked > 1000);
+        o.no_simulate = true;
+        o.top_k = 10;
+        mp_search_result a, b;
+        assert_int_equal(mp_search(&o, &a, &err), MP_OK);
+        o.no_prune = true;
+        assert_int_equal(mp_search(&o, &b, &err), MP_OK);
+        assert_int_equal(a.n, b.n);
+        assert_true(a.n > 0);
+        for (int k = 0; k < a.n; k++) {
+            assert_true(mp_search_same_plan(&a.plans[k], &b.plans[k]));
+            assert_true(a.plans[k].est.time.step == b.plans[k].est.time.step);
+            assert_true(a.plans[k].est.memory.peak == b.plans[k].est.memory.peak);
+        }
+        assert_true(a.counts.pruned_memory > 0);
+        assert_int_equal(a.counts.considered,
+                         a.counts.pruned_memory + a.counts.pruned_time + a.counts.estimated);
+        mp_search_result_free(&a);
+        mp_search_result_free(&b);
+    }
+    /* Qwen3-235B on 512 H100s at tp 4, pp 4, vpp 6: 94 blocks in 24
+     * stages, two short (Megatron's default split of L + 2), and a plan
+     * within 0.2 GiB of the 80 that a bound counting rank 0's blocks as
+     * the average 23.5 (with its routed activations) wrongly pruned */
+    mp_search_options o;
+    base_of("qwen3-235b-a22b", "dgx-h100", 512, 512, MP_DTYPE_BF16, &o);
+    o.base.parallel.tp = 4;
+    o.base.parallel.pp = 4;
+    o.base.parallel.vpp = 6;
+    o.base.parallel.cp = 1;
+    o.base.parallel.sp = true;
+    o.base.parallel.recompute = MP_RECOMPUTE_NONE;
+    o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_CP | MP_FIX_SP | MP_FIX_RECOMPUTE;
+    int64_t checked, mv, tv;
+    double worst;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    if (mv || tv)
+        fail_msg("qwen3 pp 4 vpp 6: %lld memory and %lld time bound violations of %lld",
+                 (long long)mv, (long long)tv, (long long)checked);
+    assert_true(checked > 10);
+}
+
 /* The identity of search's plans: a split that leaves selective recompute
  * nothing to recompute, on the even stages, is the plan of recompute none;
  * one layer recomputed, or another stage layout, is not. */
@@ -609,6 +683,60 @@ static void test_distinct_pass_exact(void **state)
     mp_search_result_free(&b);
 }
 
+/* A later pass for distinct plans splits again what the last one split,
+ * in the same order under the same GLPK work limits; search takes those
+ * splits from its memo. With top 100, llama3-8b on 64 H100s takes two more
+ * passes (some splits became plans already listed): its plans, their
+ * splits, estimates and GLPK work, and the counts equal those of splitting
+ * afresh in each pass, and the 100 are the first 100 of costing every
+ * candidate. */
+static void test_split_memo_exact(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    o.top_k = 100;
+    o.no_simulate = true;
+    mp_search_result a, b, c;
+    mp_error err;
+    assert_int_equal(mp_search_estimated(&o, &a, &err), MP_OK);
+    o.no_split_memo = true;
+    assert_int_equal(mp_search_estimated(&o, &b, &err), MP_OK);
+    o.no_split_memo = false;
+    o.no_prune = true;
+    assert_int_equal(mp_search_estimated(&o, &c, &err), MP_OK);
+    assert_int_equal(a.n, 100);
+    assert_int_equal(b.n, 100);
+    assert_int_equal(c.n, 100);
+    assert_true(a.counts.split > a.n); /* a later pass split again */
+    assert_int_equal(a.counts.considered, b.counts.considered);
+    assert_int_equal(a.counts.pruned_memory, b.counts.pruned_memory);
+    assert_int_equal(a.counts.pruned_time, b.counts.pruned_time);
+    assert_int_equal(a.counts.estimated, b.counts.estimated);
+    assert_int_equal(a.counts.fitting, b.counts.fitting);
+    assert_int_equal(a.counts.split, b.counts.split);
+    assert_int_equal(a.counts.split_uneven, b.counts.split_uneven);
+    for (int i = 0; i < a.n; i++) {
+        const mp_search_plan *x = &a.plans[i], *y = &b.plans[i];
+        if (!mp_search_same_plan(x, y)) fail_msg("plan %d differs from splitting afresh", i);
+        assert_true(x->est.time.step == y->est.time.step);
+        assert_true(x->est.memory.peak == y->est.memory.peak);
+        assert_true(x->est_even.time.step == y->est_even.time.step);
+        assert_true(x->rank_step == y->rank_step);
+        assert_int_equal(x->uneven, y->uneven);
+        assert_int_equal(x->mixed_recompute, y->mixed_recompute);
+        assert_string_equal(x->split_method, y->split_method);
+        assert_true(x->split_gap == y->split_gap);
+        assert_true(x->split_max_stage == y->split_max_stage);
+        assert_int_equal(x->split_work, y->split_work);
+        if (!mp_search_same_plan(x, &c.plans[i]) || x->est.time.step != c.plans[i].est.time.step)
+            fail_msg("plan %d differs from costing every candidate", i);
+    }
+    mp_search_result_free(&a);
+    mp_search_result_free(&b);
+    mp_search_result_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,10 +751,12 @@ int main(void)
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_megatron_runs),
         cmocka_unit_test(test_layout_search),
+        cmocka_unit_test(test_moe_pruning_equals_no_prune),
         cmocka_unit_test(test_explain_verdicts),
         cmocka_unit_test(test_same_plan),
         cmocka_unit_test(test_top_distinct),
         cmocka_unit_test(test_distinct_pass_exact),
+        cmocka_unit_test(test_split_memo_exact),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

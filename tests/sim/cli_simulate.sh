@@ -15,6 +15,18 @@ one_error_line() { # FIELD: the error is one line naming the field, nothing on s
     [ ! -s "$T/out" ] || bad "stdout not empty on error"
 }
 
+# --- zb-v on Mixtral 8x7B pp 8, 32 micro-batches: its greedy order used to
+# stall ("zb-v order stalled (p=8 m=32)": the last stage's bigger stash filled
+# rank 0 with chunk-0 activations and left no room for a chunk-1 forward).
+# Now the greedy order runs (no fallback note), every F of 8 ranks x 2 chunks
+# x 32 micro-batches is in the trace.
+expect_exit 0 "$MP" simulate --model mixtral-8x7b --gpus 64 --hw dgx-h100 --tp 2 --sp --pp 8 \
+    --vpp 2 --ep 8 --etp 1 --schedule zb-v --global-batch 128 --micro-batch 1 \
+    --recompute selective --trace "$T/mx.json"
+contains "$T/out" "schedule zb-v, 8 pipeline ranks, 2 chunks each, 32 micro-batches"
+grep -q "fallback" "$T/out" && bad "mixtral zb-v took the fallback order"
+"$CHECK" trace "$T/mx.json" 8 512 || bad "mixtral zb-v trace"
+
 # --- unit-time ops: the closed form exactly, trace valid ---
 expect_exit 0 "$MP" simulate --unit-ops --pp 4 --micro-batches 8 --schedule 1f1b --trace "$T/u.json"
 # unit-time ops have no seconds and no bytes: no "s", no "GiB"

@@ -662,6 +662,67 @@ static void test_slow_stage_dominates(void **state)
     mp_sim_result_free(&r);
 }
 
+/* The critical rank (docs/simulator.md, "What comes out") of an uneven
+ * pipeline whose first stage has a quarter of the others' work (as
+ * DeepSeek-V3's first stage with its 3 dense layers): it is a loaded rank,
+ * not rank 0, although rank 0 finishes last (it runs the last backward).
+ * By hand, 1F1B, p = 4, m = 8, free links: stage 0 F = 0.25, B = 0.5, the
+ * others F = 1, B = 2. Ranks 1-3 run as a uniform 3-stage 1F1B behind rank
+ * 0's first forward, so rank 3 is busy from 0.25 + 2 on for m(1 + 2) = 24,
+ * then ranks 2 and 1 drain (2 + 2) and rank 0 (0.5): the pipeline takes
+ * 0.25 + 2 + 24 + 4 + 0.5 = 30.75. Ranks 1-3 each work 24 (a tie: the lowest
+ * is reported), idle 6.75; rank 0 works 6, idle 24.75, which the breakdown
+ * reported before (80% bubble). A heavier stage 2 (F = 1.5, B = 3) is the
+ * critical rank; with link latency the parts still add up to the step. */
+static void test_critical_rank_uneven(void **state)
+{
+    (void)state;
+    const int32_t p = 4, m = 8;
+    mp_pipeline_cost pc = uniform(p, 1, 1, 2, 0);
+    g_stages[0].fwd = 0.25;
+    g_stages[0].bwd = g_stages[0].bwd_input = 0.5;
+    mp_sim_result r = run(MP_SCHED_1F1B, p, 1, m, &pc, true);
+    assert_true(NEAR(r.pipeline_makespan, 30.75));
+    /* rank 0 finishes last */
+    double last = -1;
+    int32_t last_rank = -1;
+    for (size_t i = 0; i < r.timeline.n; i++) {
+        const mp_event *ev = &r.timeline.events[i];
+        if (ev->stream == MP_STREAM_COMPUTE && ev->end >= last) {
+            last = ev->end;
+            last_rank = ev->rank;
+        }
+    }
+    assert_int_equal(last_rank, 0);
+    assert_int_equal(r.critical_rank, 1);
+    assert_true(NEAR(r.exposed.compute, m * 3.0));
+    assert_true(NEAR(r.exposed.bubble, 6.75));
+    assert_true(NEAR(r.bubble_fraction[0], 24.75 / 30.75));
+    assert_true(NEAR(r.exposed.compute + r.exposed.pp_comm + r.exposed.bubble, r.makespan));
+    mp_sim_result_free(&r);
+
+    g_stages[2].fwd = 1.5;
+    g_stages[2].bwd = g_stages[2].bwd_input = 3;
+    r = run(MP_SCHED_1F1B, p, 1, m, &pc, false);
+    assert_int_equal(r.critical_rank, 2);
+    assert_true(NEAR(r.exposed.compute, m * 4.5));
+    for (int32_t k = 0; k < p; k++)
+        assert_true(r.exposed.bubble <= r.bubble_fraction[k] * r.pipeline_makespan + 1e-9);
+    mp_sim_result_free(&r);
+
+    pc.p2p_latency = 0.1;
+    for (int a = 0; a < 2; a++) {
+        g_async = a;
+        r = run(MP_SCHED_1F1B, p, 1, m, &pc, false);
+        g_async = false;
+        assert_int_equal(r.critical_rank, 2);
+        assert_true(NEAR(r.exposed.compute, m * 4.5));
+        assert_true(r.exposed.bubble >= 0);
+        assert_true(NEAR(r.exposed.compute + r.exposed.pp_comm + r.exposed.bubble, r.makespan));
+        mp_sim_result_free(&r);
+    }
+}
+
 /* Causality on random uneven costs with latency and bandwidth, every
  * schedule, p <= 6, v <= 3, m <= 12, both p2p semantics: a stage's F starts
  * after the previous virtual stage's F of that micro-batch ended plus the
@@ -829,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_breakdown_and_streams),
         cmocka_unit_test(test_fast_mode_same_numbers),
         cmocka_unit_test(test_slow_stage_dominates),
+        cmocka_unit_test(test_critical_rank_uneven),
         cmocka_unit_test(test_causality_random_costs),
         cmocka_unit_test(test_bad_costs),
     };

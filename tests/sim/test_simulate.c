@@ -440,6 +440,135 @@ static void test_dp_by_hand(void **state)
     assert_float_equal(uniform_dp(1, 0.0, 4.0, 0.0), 3.0, 1e-9);
 }
 
+/* The simulated breakdown is the critical rank's (docs/simulator.md, "What
+ * comes out"), the estimate's its slowest rank's (planner/cost.c), over a
+ * grid of plans, dense and MoE: 1F1B, interleaved 1F1B (v = 2), ZB-V and
+ * DualPipeV; pp 4, 8, 16; m = 2p and 4p (splits the configuration check
+ * refuses are left out). DeepSeek-V3's 61 layers split unevenly, its first
+ * stage holding the 3 dense layers: the case the breakdown got wrong when
+ * it reported the rank that finishes last (the lightly loaded first one;
+ * on the search winner tp 2 pp 16 ep 32, bubble 27% of the step against the
+ * estimate's 5.6%).
+ * - Both report the same rank's work: the critical rank's F/B/W time
+ *   (compute, recompute, TP, CP) is the estimate's slowest rank's within
+ *   BUSY_TOL of the step.
+ * - 1F1B and interleaved: the bubble shares of the step agree within
+ *   BUBBLE_TOL (points). On this grid: within 0.54 for even splits (Mixtral pp 16), 0.82 for
+ *   DeepSeek-V3's uneven ones, where the closed form's fill (the other ranks'
+ *   f + b + p2p summed, planner/pipeline.c) approximates the simulated one
+ *   (the path through stages of different sizes); the margin above that
+ *   leaves room for other default splits of its 61 layers.
+ * - ZB-V and DualPipeV differ legitimately: the simulator runs the real
+ *   order (ZB-V's from the stage costs, DualPipeV's phases), up to 12% of
+ *   the step shorter than their closed forms here (an upper bound for
+ *   DualPipeV where B > W; docs/simulator.md), and the time saved is
+ *   bubble: sim 5.3% against est 15.1% (Mixtral pp 16, m 32, DualPipeV).
+ *   There the bubble must differ from the estimate's by what the pipeline
+ *   does (simulated less closed form) less what the closed form charges as
+ *   p2p beyond the simulated exposed waits, within BUSY_TOL of the step;
+ *   with the parts adding up that is the F/B/W check again.
+ * MP_PRINT_BUBBLES=1 prints the grid. Mixtral on pp 8 with m = 32 under
+ * ZB-V is left out: its order from real costs stalls ("zb-v order stalled",
+ * also before this test; reported, not fixed here). */
+#define BUBBLE_TOL 0.015
+#define BUSY_TOL 0.01
+
+static void test_bubble_share_matches_estimate(void **state)
+{
+    (void)state;
+    static const struct {
+        mp_schedule_kind s;
+        int64_t v;
+    } scheds[] = {{MP_SCHED_1F1B, 1},
+                  {MP_SCHED_INTERLEAVED, 2},
+                  {MP_SCHED_ZBV, 2},
+                  {MP_SCHED_DUALPIPEV, 2}};
+    static const struct {
+        const char *model, *hw;
+        int64_t t, ep;
+        mp_recompute rc;
+    } cfgs[] = {{"gpt3-175b", "dgx-a100", 8, 0, MP_RECOMPUTE_SELECTIVE},
+                {"llama3-70b", "dgx-h100", 4, 0, MP_RECOMPUTE_NONE},
+                {"mixtral-8x7b", "dgx-h100", 2, 8, MP_RECOMPUTE_SELECTIVE},
+                {"deepseek-v3", "dgx-h100", 2, 32, MP_RECOMPUTE_NONE}};
+    const int64_t pps[] = {4, 8, 16}, mults[] = {2, 4};
+    bool print = getenv("MP_PRINT_BUBBLES") != NULL;
+    int checked = 0, uneven = 0, moe = 0;
+    double worst = 0, worst_v = 0;
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
+        for (size_t j = 0; j < sizeof scheds / sizeof scheds[0]; j++)
+            for (size_t k = 0; k < sizeof pps / sizeof pps[0]; k++)
+                for (size_t l = 0; l < sizeof mults / sizeof mults[0]; l++) {
+                    mp_config c;
+                    memset(&c, 0, sizeof c);
+                    const mp_model *md = mp_model_preset(cfgs[i].model);
+                    assert_non_null(md);
+                    c.model = *md;
+                    mp_error err;
+                    assert_int_equal(mp_hw_preset(cfgs[i].hw, &c.hw, &err), MP_OK);
+                    int64_t t = cfgs[i].t, p = pps[k], m = mults[l] * p;
+                    int64_t d = cfgs[i].ep > 0 ? cfgs[i].ep / t : 2; /* ep = tp*dp, etp 1 */
+                    mp_schedule_kind s = scheds[j].s;
+                    if (s == MP_SCHED_ZBV && strcmp(cfgs[i].model, "mixtral-8x7b") == 0 &&
+                        p == 8 && m == 32)
+                        continue;
+                    c.training = (mp_training){.gpus = t * p * d, .seq = md->seq,
+                                               .global_batch = m * d,
+                                               .precision = MP_DTYPE_BF16};
+                    c.parallel = (mp_parallel){.tp = t, .pp = p, .vpp = scheds[j].v, .cp = 1,
+                                               .dp = d, .sp = true, .micro_batch = 1,
+                                               .recompute = cfgs[i].rc, .dist_opt = true,
+                                               .dp_overlap = true, .schedule = s,
+                                               .ep = cfgs[i].ep, .etp = cfgs[i].ep > 0};
+                    mp_estimate e;
+                    mp_sim_result r;
+                    mp_sim_options opt = {0};
+                    if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
+                        continue;
+                    char what[96];
+                    snprintf(what, sizeof what, "%s pp%lld m%lld %s", cfgs[i].model,
+                             (long long)p, (long long)m, mp_schedule_name(s));
+                    if (mp_simulate(&c, NULL, &opt, &r, &err) != MP_OK)
+                        fail_msg("%s: %s", what, err.msg);
+                    assert_true(fabs(sum_parts(&r.exposed) - r.makespan) <= 1e-9 * r.makespan);
+                    const mp_times *x = &r.exposed, *y = &e.time;
+                    double busy = x->compute + x->recompute + x->tp_comm + x->cp_comm;
+                    double ebusy = y->compute + y->recompute + y->tp_comm + y->cp_comm;
+                    double sim = x->bubble / x->step, est = y->bubble / y->step;
+                    double pipe = r.pipeline_makespan - (y->step - y->dp_comm - y->optimizer);
+                    double off = mp_schedule_is_v(s)
+                                     ? fabs((x->bubble - y->bubble) - pipe +
+                                            (x->pp_comm - y->pp_comm)) / y->step
+                                     : fabs(sim - est);
+                    if (print)
+                        printf("%-34s crit %2d  bubble sim %5.1f%% est %5.1f%%  pipeline "
+                               "%+5.1f%%  busy %+5.2f%%  off %.2f\n",
+                               what, (int)r.critical_rank, 100 * sim, 100 * est,
+                               100 * pipe / y->step, 100 * (busy - ebusy) / y->step, 100 * off);
+                    if (fabs(busy - ebusy) > BUSY_TOL * y->step)
+                        fail_msg("%s: the critical rank %d's F/B/W time %.4f s, the estimate's "
+                                 "slowest rank's %.4f s",
+                                 what, (int)r.critical_rank, busy, ebusy);
+                    if (off > (mp_schedule_is_v(s) ? BUSY_TOL : BUBBLE_TOL))
+                        fail_msg("%s: simulated bubble %.1f%% of the step (critical rank %d), "
+                                 "estimate %.1f%%, pipeline %+.2f s against the closed form",
+                                 what, 100 * sim, (int)r.critical_rank, 100 * est, pipe);
+                    if (mp_schedule_is_v(s))
+                        worst_v = fmax(worst_v, off);
+                    else
+                        worst = fmax(worst, off);
+                    checked++;
+                    uneven += c.model.layers % (p * scheds[j].v) != 0;
+                    moe += cfgs[i].ep > 0;
+                    mp_sim_result_free(&r);
+                }
+    if (print)
+        printf("%d plans (%d MoE, %d uneven): bubble off by at most %.2f points (1F1B, "
+               "interleaved), %.2f (V schedules, after the pipeline's difference)\n",
+               checked, moe, uneven, 100 * worst, 100 * worst_v);
+    assert_true(checked >= 60 && moe >= 20 && uneven >= 6);
+}
+
 int main(int argc, char **argv)
 {
     g_examples = argc > 1 ? argv[1] : "examples";
@@ -452,6 +581,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_example_plans),
         cmocka_unit_test(test_async_not_slower),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_bubble_share_matches_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

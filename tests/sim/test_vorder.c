@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "core/io.h"
+#include "sim/schedule_vorder.h"
 #include "sim/simulate.h"
 
 /* How far ZB-V's simulated pipeline may exceed its closed form. */
@@ -177,6 +178,238 @@ static void test_exec_gets_the_simulated_order(void **state)
     mp_pipeline_cost_free(&pc);
 }
 
+/* --- Property grid: every ZB-V order is complete, keeps the dependencies,
+ * keeps each rank's stash within the cap, and runs to the end in the
+ * simulator. The cap is the only memory limit the callers use:
+ * p * (act(r) + act(2p-1-r)) per rank r (schedule_vorder.c greedy(), the
+ * closed form's 2p chunks), from each stage's act_bytes. */
+
+/* Stage costs of one grid point: pattern pat, stage k of S = 2p. */
+static void grid_cost(int pat, int32_t p, bool link, mp_pipeline_cost *pc, mp_stage_cost *st)
+{
+    int32_t S = 2 * p;
+    uint32_t x = 2463534242u + (uint32_t)(pat * 977 + p * 131);
+    for (int32_t k = 0; k < S; k++) {
+        double f = 1, b = 1, w = 1, a = 1;
+        switch (pat) {
+        case 0: break;                          /* F:B:W 1:1:1, even */
+        case 1: b = 2; w = 1; break;            /* 1:2:1 */
+        case 2: b = 1.2; w = 0.8; break;        /* 1:1.2:0.8 */
+        case 3:                                 /* Mixtral-like (this issue's plan): */
+            if (k == S - 1) {                   /* the head: slower, bigger stash */
+                f = 1.24; b = 1.16; w = 1.16; a = 1.27;
+            } else if (k == 0) {
+                f = 1.04; b = 1.01; w = 1.07;
+            }
+            b *= 1.21; w *= 0.77;
+            break;
+        case 4:                                 /* heavy head and embedding */
+            if (k == S - 1) { f = 3; b = 3; w = 2; a = 2; }
+            if (k == 0) a = 1.5;
+            break;
+        case 5: a = k < p ? 2 : 1; break;       /* chunk 0 stashes twice chunk 1 */
+        case 6: a = k < p ? 1 : 2; break;       /* and the reverse */
+        default: {                              /* MoE-like: uneven in [0.5, 2) each */
+            double u[4];
+            for (int j = 0; j < 4; j++) {
+                x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+                u[j] = 0.5 + 1.5 * (double)(x % 10000) / 10000.0;
+            }
+            f = u[0]; b = u[1] * 1.5; w = u[2]; a = u[3];
+        } break;
+        }
+        st[k] = (mp_stage_cost){.fwd = f, .bwd = b + w, .bwd_input = b, .bwd_weight = w,
+                                .send_bytes = link ? 0.1 : 0, .act_bytes = a};
+    }
+    *pc = (mp_pipeline_cost){.n_stages = S, .stages = st, .p2p_latency = 0,
+                             .p2p_bw = link ? 1 : 0};
+}
+#define GRID_PATTERNS 9
+
+/* Checks the lists of all p ranks for stage costs pc; "" or what is wrong. */
+static const char *check_lists(int32_t p, int32_t m, const mp_pipeline_cost *pc,
+                               const mp_op_list *l)
+{
+    int32_t S = 2 * p;
+    size_t sm = (size_t)S * m;
+    char *done = calloc(3 * sm, 1); /* F, B, W done per (stage, micro-batch) */
+    int32_t *pos = calloc((size_t)p, sizeof *pos);
+    const char *bad = "";
+    assert_non_null(done);
+    assert_non_null(pos);
+    for (int32_t r = 0; r < p && !*bad; r++) {
+        int32_t compute = 0;
+        for (int32_t i = 0; i < l[r].n; i++)
+            compute += l[r].ops[i].kind <= MP_OP_W;
+        if (compute != 6 * m)
+            bad = "a rank has not 6m F, B and W";
+        double cap = p * (pc->stages[r].act_bytes + pc->stages[S - 1 - r].act_bytes),
+               held = 0;
+        for (int32_t i = 0; i < l[r].n && !*bad; i++) {
+            const mp_op *o = &l[r].ops[i];
+            if (o->kind > MP_OP_W) /* transfers: checked by the simulator's run */
+                continue;
+            if (o->chunk > 1 || o->microbatch < 0 || o->microbatch >= m) {
+                bad = "an op out of range";
+                break;
+            }
+            int32_t k = o->chunk ? S - 1 - r : r;
+            held += (o->kind == MP_OP_F ? 1 : o->kind == MP_OP_W ? -1 : 0) *
+                    pc->stages[k].act_bytes;
+            if (held > cap * (1 + 1e-9))
+                bad = "a rank's stash over the cap";
+        }
+    }
+    /* run the lists: each rank's next op once its inputs are done */
+    for (bool moved = true; moved && !*bad;) {
+        moved = false;
+        for (int32_t r = 0; r < p && !*bad; r++)
+            for (; pos[r] < l[r].n; pos[r]++) {
+                const mp_op *o = &l[r].ops[pos[r]];
+                if (o->kind > MP_OP_W)
+                    continue;
+                int32_t k = o->chunk ? S - 1 - r : r, i = o->microbatch;
+                size_t at = (size_t)k * m + i;
+                bool ready = o->kind == MP_OP_F   ? k == 0 || done[at - m]
+                             : o->kind == MP_OP_B ? done[at] && (k == S - 1 || done[sm + at + m])
+                                                  : done[sm + at];
+                if (!ready)
+                    break;
+                char *d = &done[(size_t)o->kind * sm + at];
+                if (*d) {
+                    bad = "an op twice";
+                    break;
+                }
+                *d = 1;
+                moved = true;
+            }
+    }
+    for (size_t j = 0; j < 3 * sm && !*bad; j++)
+        if (!done[j])
+            bad = "the lists deadlock or miss an op";
+    free(done);
+    free(pos);
+    return bad;
+}
+
+static void test_zbv_order_grid(void **state)
+{
+    (void)state;
+    mp_stage_cost st[32];
+    int orders = 0, fallbacks = 0;
+    for (int32_t p = 2; p <= 16; p++) {
+        const int32_t ms[] = {p, p + 1, 2 * p - 1, 2 * p, 3 * p + 1, 4 * p, 8 * p};
+        for (size_t j = 0; j < sizeof ms / sizeof *ms; j++)
+            for (int pat = 0; pat < GRID_PATTERNS; pat++)
+                for (int link = 0; link <= 1; link++) {
+                    int32_t m = ms[j];
+                    mp_pipeline_cost pc;
+                    grid_cost(pat, p, link, &pc, st);
+                    mp_op_list l[16];
+                    mp_error err;
+                    mp_status rc = mp_sim_schedule(MP_SCHED_ZBV, p, 2, m, &pc, -1, l, &err);
+                    if (rc != MP_OK)
+                        fail_msg("p %d m %d pattern %d link %d: %s", (int)p, (int)m, pat, link,
+                                 err.msg);
+                    const char *bad = check_lists(p, m, &pc, l);
+                    if (*bad)
+                        fail_msg("p %d m %d pattern %d link %d: %s", (int)p, (int)m, pat, link,
+                                 bad);
+                    fallbacks += l[0].fallback;
+                    for (int32_t r = 0; r < p; r++)
+                        mp_op_list_free(&l[r]);
+                    /* the fallback order alone, on the same costs */
+                    mp_op *ops = malloc((size_t)p * 6 * m * sizeof *ops);
+                    assert_non_null(ops);
+                    for (int32_t r = 0; r < p; r++)
+                        l[r] = (mp_op_list){.ops = ops + (size_t)r * 6 * m, .cap = 6 * m};
+                    double *d = malloc((size_t)5 * 2 * p * sizeof *d);
+                    assert_non_null(d);
+                    for (int32_t k = 0; k < 2 * p; k++) {
+                        d[k] = st[k].fwd;
+                        d[2 * p + k] = st[k].bwd_input;
+                        d[4 * p + k] = st[k].bwd_weight;
+                        d[6 * p + k] = link ? 0.1 : 0;
+                        d[8 * p + k] = st[k].act_bytes;
+                    }
+                    mp_op_times t = {.f = d, .b = d + 2 * p, .w = d + 4 * p, .link = d + 6 * p,
+                                     .act = d + 8 * p};
+                    assert_int_equal(mp_schedule_zbv_fallback_order(p, m, &t, l, &err), MP_OK);
+                    bad = check_lists(p, m, &pc, l);
+                    if (*bad)
+                        fail_msg("fallback p %d m %d pattern %d link %d: %s", (int)p, (int)m,
+                                 pat, link, bad);
+                    free(ops);
+                    free(d);
+                    /* and the simulator runs the order to the end */
+                    mp_sim_options opt = {0};
+                    mp_sim_result res;
+                    memset(&res, 0, sizeof res);
+                    rc = mp_simulate_cost(MP_SCHED_ZBV, p, 2, m, &pc, false, &opt, &res, &err);
+                    if (rc != MP_OK || !(res.pipeline_makespan > 0) ||
+                        !isfinite(res.pipeline_makespan))
+                        fail_msg("simulate p %d m %d pattern %d link %d: %s", (int)p, (int)m,
+                                 pat, link, rc != MP_OK ? err.msg : "no makespan");
+                    assert_false(res.order_fallback);
+                    mp_sim_result_free(&res);
+                    orders++;
+                }
+    }
+    assert_int_equal(orders, 15 * 7 * GRID_PATTERNS * 2);
+    assert_int_equal(fallbacks, 0); /* the greedy never stalls (schedule_vorder.c try_f) */
+}
+
+/* The plan of the issue: Mixtral 8x7B on 64 H100, tp 2 sp, pp 8 (zb-v, two
+ * chunks), ep 8, etp 1, 32 micro-batches, selective recompute. Its greedy
+ * order stalled ("zb-v order stalled (p=8 m=32)"); now the simulation runs
+ * and what the executor asks for rank by rank is the same order. */
+static void test_mixtral_pp8_order(void **state)
+{
+    (void)state;
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    const mp_model *md = mp_model_preset("mixtral-8x7b");
+    assert_non_null(md);
+    c.model = *md;
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    c.training = (mp_training){.gpus = 64, .seq = md->seq, .global_batch = 128,
+                               .precision = MP_DTYPE_BF16};
+    c.parallel = (mp_parallel){.tp = 2, .pp = 8, .vpp = 2, .cp = 1, .dp = 4, .sp = true,
+                               .micro_batch = 1, .recompute = MP_RECOMPUTE_SELECTIVE,
+                               .schedule = MP_SCHED_ZBV, .ep = 8, .etp = 1};
+    mp_sim_options opt = {0};
+    mp_sim_result r;
+    memset(&r, 0, sizeof r);
+    if (mp_simulate(&c, NULL, &opt, &r, &err) != MP_OK)
+        fail_msg("mixtral zb-v: %s", err.msg);
+    assert_int_equal(r.microbatches, 32);
+    assert_false(r.order_fallback);
+    mp_sim_result_free(&r);
+    mp_pipeline_cost pc = {0};
+    assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
+    mp_op_list all[8];
+    assert_int_equal(mp_sim_schedule(MP_SCHED_ZBV, 8, 2, 32, &pc, -1, all, &err), MP_OK);
+    const char *bad = check_lists(8, 32, &pc, all);
+    if (*bad)
+        fail_msg("mixtral zb-v: %s", bad);
+    mp_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.config = c;
+    for (int32_t k = 0; k < 8; k++) {
+        mp_op_list ex;
+        assert_int_equal(mp_sim_plan_schedule(&plan, 32, k, &ex, &err), MP_OK);
+        assert_int_equal(ex.n, all[k].n);
+        for (int32_t i = 0; i < ex.n; i++)
+            assert_true(ex.ops[i].kind == all[k].ops[i].kind &&
+                        ex.ops[i].microbatch == all[k].ops[i].microbatch &&
+                        ex.ops[i].chunk == all[k].ops[i].chunk);
+        mp_op_list_free(&ex);
+        mp_op_list_free(&all[k]);
+    }
+    mp_pipeline_cost_free(&pc);
+}
+
 static void print_rows(void)
 {
     static const mp_schedule_kind kinds[] = {MP_SCHED_1F1B, MP_SCHED_ZBH1, MP_SCHED_ZBV};
@@ -211,6 +444,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_zbv_within_closed_form),
         cmocka_unit_test(test_dualpipev_within_closed_form),
         cmocka_unit_test(test_exec_gets_the_simulated_order),
+        cmocka_unit_test(test_zbv_order_grid),
+        cmocka_unit_test(test_mixtral_pp8_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,20 +202,27 @@ double mp_pipeline_stash_peak(mp_schedule_kind s, int64_t p, int64_t v, int64_t 
     if (v > 2 || p < 1 || m < 1 || r < 0 || r >= p || p > INT32_MAX || m > INT32_MAX / v)
         return -1.0;
     /* search asks the same (p, m, r) for many candidates: the states per
-     * thread, the last few asked */
-    enum { CACHED = 64 }; /* a search's candidates cycle through every rank of a few (p, m) */
-    static _Thread_local walk_states cache[CACHED];
-    static _Thread_local int filled, next;
+     * thread, in a direct-mapped table of two-entry sets. A search's
+     * candidates cycle through every rank of every (p, m) they try: with pp 32
+     * and DualPipe(V) that is thousands of keys, which a short list keyed in
+     * arrival order thrashed (the walk then took a third of the search). */
+    enum { SETS = 2048, WAYS = 2 };
+    static _Thread_local walk_states cache[SETS][WAYS];
+    static _Thread_local unsigned char used[SETS][WAYS], victim[SETS];
     int32_t key[5] = {(int32_t)s, (int32_t)p, (int32_t)v, (int32_t)m, (int32_t)r};
+    uint32_t h = 2166136261u; /* FNV-1a over the key's values */
+    for (int i = 0; i < 5; i++)
+        h = (h ^ (uint32_t)key[i]) * 16777619u;
+    uint32_t set = h % SETS;
     walk_states *w = NULL;
-    for (int i = 0; i < filled && !w; i++)
-        if (!memcmp(cache[i].key, key, sizeof key))
-            w = &cache[i];
+    for (int i = 0; i < WAYS && !w; i++)
+        if (used[set][i] && !memcmp(cache[set][i].key, key, sizeof key))
+            w = &cache[set][i];
     if (!w) {
-        w = &cache[next];
-        next = (next + 1) % CACHED;
-        if (filled < CACHED)
-            filled++;
+        int way = victim[set];
+        victim[set] = (unsigned char)((way + 1) % WAYS);
+        w = &cache[set][way];
+        used[set][way] = 1;
         memcpy(w->key, key, sizeof key);
         if (!walk(s, key[1], key[2], key[3], key[4], w)) {
             w->n = -1;

@@ -30,8 +30,8 @@ static const char note_moe[] =
     "activation checkpointing, fp32 gradient reduction, bf16 Adam states without an fp32 "
     "master copy, DeepEP (flex), AutoModel's split of DeepSeek-V3's layers as an explicit "
     "layout; a recipe that runs the pipeline GA times per step (GA > 1 with pp) is compared "
-    "per flush, its batch and measured step divided by GA. Not in the error bands (the profiles' bands "
-    "are the dense held-out rows'). Rows megaplan cannot express are listed below the table "
+    "per flush, its batch and measured step divided by GA. Not in the dense error bands; these "
+    "rows alone give the mixture-of-experts bands (moe_error_band, \"Error bands\"). Rows megaplan cannot express are listed below the table "
     "with the reason.";
 
 /* Qwen3-30B-A3B, which has no preset: Qwen Team 2025, "Qwen3 Technical

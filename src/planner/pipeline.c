@@ -29,6 +29,9 @@
  * micro-batch's F down and B back up, plus its W, is the bound (the second
  * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9). */
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -195,6 +198,37 @@ static bool walk(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t r,
     return w->n >= 0;
 }
 
+enum { WALK_SETS = 2048, WALK_WAYS = 2 };
+typedef struct walk_cache {
+    walk_states e[WALK_SETS][WALK_WAYS];
+    unsigned char used[WALK_SETS][WALK_WAYS], victim[WALK_SETS];
+} walk_cache;
+
+static pthread_key_t walk_key;
+static bool walk_key_made;
+static void make_walk_key(void)
+{
+    walk_key_made = pthread_key_create(&walk_key, free) == 0;
+}
+
+/* this thread's table, allocated on its first use; NULL without memory */
+static walk_cache *walk_cache_of_thread(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_walk_key);
+    if (!walk_key_made)
+        return NULL;
+    walk_cache *c = pthread_getspecific(walk_key);
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (c && pthread_setspecific(walk_key, c) != 0) {
+            free(c);
+            c = NULL;
+        }
+    }
+    return c;
+}
+
 double mp_pipeline_stash_peak(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r,
                               const double *act, const double *hold, double *at_peak)
 {
@@ -205,28 +239,36 @@ double mp_pipeline_stash_peak(mp_schedule_kind s, int64_t p, int64_t v, int64_t 
      * thread, in a direct-mapped table of two-entry sets. A search's
      * candidates cycle through every rank of every (p, m) they try: with pp 32
      * and DualPipe(V) that is thousands of keys, which a short list keyed in
-     * arrival order thrashed (the walk then took a third of the search). */
-    enum { SETS = 2048, WAYS = 2 };
-    static _Thread_local walk_states cache[SETS][WAYS];
-    static _Thread_local unsigned char used[SETS][WAYS], victim[SETS];
+     * arrival order thrashed (the walk then took a third of the search). The
+     * table (3 MiB) is allocated by the first call on each thread, not as
+     * static thread-local storage, which every thread of every program
+     * (exec's MPI and BLAS threads too) would carry; freed at thread exit. */
+    walk_cache *cache = walk_cache_of_thread();
+    walk_states local;
     int32_t key[5] = {(int32_t)s, (int32_t)p, (int32_t)v, (int32_t)m, (int32_t)r};
-    uint32_t h = 2166136261u; /* FNV-1a over the key's values */
-    for (int i = 0; i < 5; i++)
-        h = (h ^ (uint32_t)key[i]) * 16777619u;
-    uint32_t set = h % SETS;
     walk_states *w = NULL;
-    for (int i = 0; i < WAYS && !w; i++)
-        if (used[set][i] && !memcmp(cache[set][i].key, key, sizeof key))
-            w = &cache[set][i];
-    if (!w) {
-        int way = victim[set];
-        victim[set] = (unsigned char)((way + 1) % WAYS);
-        w = &cache[set][way];
-        used[set][way] = 1;
-        memcpy(w->key, key, sizeof key);
-        if (!walk(s, key[1], key[2], key[3], key[4], w)) {
-            w->n = -1;
+    if (!cache) { /* no memory for the table: walk without it */
+        w = &local;
+        if (!walk(s, key[1], key[2], key[3], key[4], w))
             return -1.0;
+    } else {
+        uint32_t h = 2166136261u; /* FNV-1a over the key's values */
+        for (int i = 0; i < 5; i++)
+            h = (h ^ (uint32_t)key[i]) * 16777619u;
+        uint32_t set = h % WALK_SETS;
+        for (int i = 0; i < WALK_WAYS && !w; i++)
+            if (cache->used[set][i] && !memcmp(cache->e[set][i].key, key, sizeof key))
+                w = &cache->e[set][i];
+        if (!w) {
+            int way = cache->victim[set];
+            cache->victim[set] = (unsigned char)((way + 1) % WALK_WAYS);
+            w = &cache->e[set][way];
+            cache->used[set][way] = 1;
+            memcpy(w->key, key, sizeof key);
+            if (!walk(s, key[1], key[2], key[3], key[4], w)) {
+                w->n = -1;
+                return -1.0;
+            }
         }
     }
     if (w->n < 0)

@@ -362,7 +362,9 @@ static const char note_nemo[] =
     "defaults, assumed: each file's notes); interleaved rows overlap their pipeline transfers "
     "(the recipes' overlap_p2p_comm: the files' p2p_overlap column) and the Megatron-Bridge "
     "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy) "
-    "and their H100 FSDP rows register the DP buffers with NCCL (nccl_ub); "
+    "and their H100 FSDP rows register the DP buffers with NCCL (nccl_ub); the 25.11 "
+    "MXFP8 LLaMA 3.1 405B row gathers its parameters after the optimizer step, its recipe "
+    "turning the gather's overlap off (param_gather_sync); "
     "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
@@ -958,13 +960,15 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_stack stack = MP_STACK_MEGATRON_LM;
         if (st == MP_OK)
             st = stack_from(c, r, RUN_COLS, &stack, err);
-        bool p2p_overlap = false, te_ce = false, nccl_ub = false;
+        bool p2p_overlap = false, te_ce = false, nccl_ub = false, pg_sync = false;
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "p2p_overlap", &p2p_overlap, err);
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "te_cross_entropy", &te_ce, err);
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "nccl_ub", &nccl_ub, err);
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "param_gather_sync", &pg_sync, err);
         if (st != MP_OK)
             return st;
         mp_model m;
@@ -986,6 +990,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.parallel.p2p_overlap = p2p_overlap;
         w->config.training.te_cross_entropy = te_ce;
         w->config.parallel.nccl_ub = nccl_ub;
+        w->config.parallel.param_gather_sync = pg_sync;
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

@@ -184,6 +184,7 @@ static const mp_field parallel_fields[] = {
     P_BOOL(tp_overlap),
     P_BOOL(p2p_overlap),
     P_BOOL(nccl_ub),
+    P_BOOL(param_gather_sync),
     {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
      .name_of = schedule_name_i, .n_names = MP_SCHED_COUNT},
     P_INT(ep, 0, MAX_DEGREE),

@@ -555,6 +555,7 @@ typedef struct pipe_model {
     /* aligned per-chunk DP (aligned_chunks) for the simulator: */
     bool dp_aligned;
     double dp_gather, dp_gather_exposed, dp_bucket, dp_sm_r, dp_sm_a;
+    double dp_gather_sync;  /* param_gather_sync's all-gather, exposed whole */
     double params_rank_max;
     double tied_copy;       /* the head's copy of tied word embeddings (p > 1), per GPU */
     double expert_rank_max; /* routed-expert parameters of that rank */
@@ -876,6 +877,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     pm->p = pp->pp;
     pm->dp_aligned = false;
     pm->dp_gather = pm->dp_gather_exposed = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
+    pm->dp_gather_sync = 0.0;
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
@@ -1032,7 +1034,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         bool aligned = aligned_chunks(c, pm);
         /* the gathers start with the step on Megatron-Core's interleaved
          * (aligned) and one-chunk schedules (mp_dp_early_gather_exposed) */
-        bool early = pp->dist_opt && c->training.stack == MP_STACK_MEGATRON_LM &&
+        bool early = pp->dist_opt && !pp->param_gather_sync &&
+                     c->training.stack == MP_STACK_MEGATRON_LM &&
                      (aligned || (pm->v == 1 && pm->sched != MP_SCHED_DUALPIPE));
         double exposed_red, exposed_ag, *cf = NULL, *cb = NULL, *cs = NULL, *b0 = NULL;
         if ((aligned || early) && !dp_chunks(pm, P, bucket, &cf, &cb, &cs, &b0)) {
@@ -1052,9 +1055,14 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             pm->dp_gather = ag;
             pm->dp_gather_exposed = exposed_ag;
         } else {
-            exposed_ag = pp->dist_opt ? frac * ag + mp_overlap_excess((1.0 - frac) * ag,
-                                                                      fwd_window, sm_a)
-                                      : 0.0;
+            /* without --overlap-param-gather the optimizer step runs the
+             * whole all-gather before the next step (param_gather_sync) */
+            exposed_ag = !pp->dist_opt          ? 0.0
+                         : pp->param_gather_sync ? ag
+                                                 : frac * ag + mp_overlap_excess((1.0 - frac) * ag,
+                                                                                 fwd_window, sm_a);
+            if (pp->dist_opt && pp->param_gather_sync)
+                pm->dp_gather_sync = ag;
         }
         free(cf);
         free(cb);
@@ -1168,6 +1176,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_gather = pm.dp_gather;
     out->dp_gather_exposed = pm.dp_gather_exposed;
     out->dp_tied = pm.tied_sync;
+    out->dp_gather_sync = pm.dp_gather_sync;
     out->dp_bucket_bytes = pm.dp_bucket * mp_grad_reduce_bytes(c);
     out->dp_sm_reduce = pm.dp_sm_r;
     out->dp_sm_gather = pm.dp_sm_a;

@@ -103,6 +103,10 @@ typedef struct mp_pipeline_cost {
      * (mp_overlap_excess). */
     bool dp_aligned;
     double dp_gather, dp_gather_exposed, dp_tied, dp_bucket_bytes, dp_sm_reduce, dp_sm_gather;
+    /* parallel.param_gather_sync: the distributed optimizer's parameter
+     * all-gather, of dp_time and dp_exposed, run whole after the reductions
+     * (the simulator queues it after them and the tied sync); 0 otherwise */
+    double dp_gather_sync;
     double optimizer;          /* optimizer step time */
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
     /* share of the SMs the MoE dispatcher's kernels hold while they run: under

@@ -138,6 +138,7 @@ bool mp_search_same_plan(const mp_search_plan *a, const mp_search_plan *b)
         x->zero_runtime != y->zero_runtime || x->zero != y->zero || x->hsdp != y->hsdp ||
         x->dp_overlap != y->dp_overlap || x->tp_overlap != y->tp_overlap ||
         x->p2p_overlap != y->p2p_overlap || x->nccl_ub != y->nccl_ub ||
+        x->param_gather_sync != y->param_gather_sync ||
         x->moe_a2a_overlap != y->moe_a2a_overlap ||
         x->shared_expert_overlap != y->shared_expert_overlap ||
         x->dispatch_fp8 != y->dispatch_fp8 || x->schedule != y->schedule ||

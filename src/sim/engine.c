@@ -478,7 +478,8 @@ static double max_rank_grad(const engine *e)
 static double place_dp_aligned(engine *e, const double *compute_end, double max_grad)
 {
     const mp_pipeline_cost *pc = e->pc;
-    double red = pc->dp_time - pc->dp_gather - pc->dp_tied, ready_all = 0;
+    double tail = pc->dp_tied + pc->dp_gather_sync;
+    double red = pc->dp_time - pc->dp_gather - tail, ready_all = 0;
     if (red < 0)
         red = 0;
     for (int32_t r = 0; r < e->p; r++) {
@@ -518,10 +519,11 @@ static double place_dp_aligned(engine *e, const double *compute_end, double max_
         }
         if (!contended)
             ce2 = ce + pc->dp_sm_reduce * overlapped;
-        if (pc->dp_tied > 0) {
+        /* the tied sync, then a synchronous parameter gather */
+        if (tail > 0) {
             double start = ce2 > dp_free ? ce2 : dp_free;
-            add_event(e, start, start + pc->dp_tied, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, -1);
-            dp_free = start + pc->dp_tied;
+            add_event(e, start, start + tail, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, -1);
+            dp_free = start + tail;
         }
         double ready = ce2 > dp_free ? ce2 : dp_free;
         if (ready > ready_all)
@@ -575,8 +577,9 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
     /* The reductions: dp_time less the gathers placed at the step's start
      * (place_gathers) and the tied sync after them. The part of a reduction
      * that cannot hide under backward: the last bucket. */
-    double red = pc->dp_time - (e->gathers ? pc->dp_gather : 0) - pc->dp_tied;
-    double red_exposed = pc->dp_exposed - (e->gathers ? pc->dp_gather_exposed : 0) - pc->dp_tied;
+    double tail = pc->dp_tied + pc->dp_gather_sync;
+    double red = pc->dp_time - (e->gathers ? pc->dp_gather : 0) - tail;
+    double red_exposed = pc->dp_exposed - (e->gathers ? pc->dp_gather_exposed : 0) - tail;
     if (red < 0)
         red = 0;
     double tail_frac = red > 0 ? red_exposed / red : 0;
@@ -619,10 +622,11 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
                 add_event(e, start, end, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, c);
             dp_free = end;
         }
-        if (pc->dp_tied > 0) {
+        /* the tied sync, then a synchronous parameter gather */
+        if (tail > 0) {
             double start = compute_end[r] > dp_free ? compute_end[r] : dp_free;
-            add_event(e, start, start + pc->dp_tied, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, -1);
-            dp_free = start + pc->dp_tied;
+            add_event(e, start, start + tail, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, -1);
+            dp_free = start + tail;
         }
         double ready = compute_end[r] > dp_free ? compute_end[r] : dp_free;
         if (ready > ready_all)

@@ -1,0 +1,187 @@
+/* test_param_gather.c — the distributed optimizer's parameter all-gather run
+ * after the optimizer step (parallel.param_gather_sync; docs/cost-model.md §5,
+ * "Synchronous parameter gather"): Megatron-Core with --overlap-grad-reduce but
+ * without --overlap-param-gather (DistributedOptimizer.step launches the
+ * all-gather itself), as Megatron-Bridge 25.11's MXFP8 LLaMA 3.1 405B recipe on
+ * B200 runs (scripts/performance/configs/llama31/llama31_llm_pretrain.py at
+ * tag v0.2.0: overlap_param_gather = False for fp8_mx). The gradient
+ * reduction keeps its overlap; the whole gather is exposed. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/buf.h"
+#include "core/config.h"
+#include "core/fields.h"
+#include "core/tables.h"
+#include "core/hw.h"
+#include "core/model.h"
+#include "planner/cost.h"
+#include "planner/cost_internal.h"
+#include "planner/megatron.h"
+#include "sim/simulate.h"
+
+#include "nemo_fixture.h"
+
+/* LLaMA 3.1 405B on 128 B200s as the 25.11 MXFP8 row: t4 p8 v8 cp2 d2, GBS 64 */
+static mp_config llama405_b200(int64_t vpp)
+{
+    mp_config c = nemo_config("llama3-405b", 128, 64);
+    mp_error err;
+    assert_int_equal(mp_hw_preset("b200", &c.hw, &err), MP_OK);
+    c.training.fp8_recipe = MP_FP8_MXFP8;
+    c.training.fp8_param_gather = c.training.grad_reduce_bf16 = true;
+    c.parallel = (mp_parallel){.tp = 4, .sp = true, .pp = 8, .vpp = vpp, .cp = 2, .dp = 2,
+                               .micro_batch = 1, .dist_opt = true, .dp_overlap = true,
+                               .tp_overlap = true, .p2p_overlap = vpp > 1,
+                               .schedule = vpp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B};
+    return c;
+}
+
+static mp_pipeline_cost build(const mp_config *c)
+{
+    mp_pipeline_cost pc;
+    mp_error err;
+    assert_int_equal(mp_pipeline_cost_build(c, NULL, &pc, &err), MP_OK);
+    return pc;
+}
+
+static double step(const mp_config *c)
+{
+    mp_estimate e;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(c, NULL, &e, &err), MP_OK);
+    return e.time.step;
+}
+
+/* Overlapped, the gather goes out at the step's start and only its first
+ * chunk's share waits (dp_gather_exposed of dp_gather); synchronous, the same
+ * all-gather is exposed whole and the reduction's exposed part is unchanged:
+ * dp_exposed grows by exactly dp_gather - dp_gather_exposed, dp_time not at all. */
+static void test_whole_gather_exposed(void **state)
+{
+    (void)state;
+    const int64_t vpps[] = {8, 1};
+    for (size_t k = 0; k < sizeof vpps / sizeof vpps[0]; k++) {
+        mp_config c = llama405_b200(vpps[k]);
+        mp_pipeline_cost over = build(&c);
+        c.parallel.param_gather_sync = true;
+        mp_pipeline_cost sync = build(&c);
+        assert_true(over.dp_gather > 0.0);
+        assert_true(over.dp_gather_exposed < over.dp_gather);
+        assert_true(sync.dp_gather == 0.0 && sync.dp_gather_exposed == 0.0);
+        assert_true(fabs(sync.dp_time - over.dp_time) <= 1e-12 * over.dp_time);
+        double grow = over.dp_gather - over.dp_gather_exposed;
+        assert_true(fabs((sync.dp_exposed - over.dp_exposed) - grow) <= 1e-9 * over.dp_time);
+        mp_pipeline_cost_free(&over);
+        mp_pipeline_cost_free(&sync);
+    }
+}
+
+/* The step grows by that much (the exposed DP time adds to it), and the
+ * setting does nothing where there is no overlapped distributed-optimizer
+ * gather: without --overlap-grad-reduce (already exposed) or without the
+ * distributed optimizer (no gather). */
+static void test_step_and_scope(void **state)
+{
+    (void)state;
+    mp_config c = llama405_b200(8);
+    mp_pipeline_cost over = build(&c);
+    double grow = over.dp_gather - over.dp_gather_exposed;
+    mp_pipeline_cost_free(&over);
+    double a = step(&c);
+    c.parallel.param_gather_sync = true;
+    double b = step(&c);
+    assert_true(b > a);
+    assert_true(fabs((b - a) - grow) <= 0.05 * grow);
+
+    c = llama405_b200(8);
+    c.parallel.dp_overlap = false;
+    a = step(&c);
+    c.parallel.param_gather_sync = true;
+    assert_true(step(&c) == a);
+
+    c = llama405_b200(8);
+    c.parallel.dist_opt = false;
+    a = step(&c);
+    c.parallel.param_gather_sync = true;
+    assert_true(step(&c) == a);
+}
+
+/* The simulator queues the gather on the DP stream after the reductions
+ * (dp_gather_sync): its iteration grows by the whole gather less what the
+ * overlapped gather had left exposed, within 5 % of the estimate's growth. */
+static void test_simulator(void **state)
+{
+    (void)state;
+    const int64_t vpps[] = {8, 1};
+    for (size_t k = 0; k < sizeof vpps / sizeof vpps[0]; k++) {
+        mp_config c = llama405_b200(vpps[k]);
+        mp_pipeline_cost over = build(&c);
+        double grow = over.dp_gather - over.dp_gather_exposed;
+        mp_pipeline_cost_free(&over);
+        mp_sim_options opt = {0};
+        mp_sim_result a, b;
+        mp_error err;
+        assert_int_equal(mp_simulate(&c, NULL, &opt, &a, &err), MP_OK);
+        c.parallel.param_gather_sync = true;
+        mp_pipeline_cost sync = build(&c);
+        assert_true(sync.dp_gather_sync == over.dp_gather);
+        mp_pipeline_cost_free(&sync);
+        assert_int_equal(mp_simulate(&c, NULL, &opt, &b, &err), MP_OK);
+        assert_true(fabs((b.makespan - a.makespan) - grow) <= 0.05 * grow);
+        mp_sim_result_free(&a);
+        mp_sim_result_free(&b);
+    }
+}
+
+/* Megatron-LM's flags: --overlap-grad-reduce stays, --overlap-param-gather goes */
+static void test_megatron_flags(void **state)
+{
+    (void)state;
+    mp_config c = llama405_b200(8);
+    mp_buf b = {0};
+    mp_megatron_args(&c, NULL, &b);
+    assert_non_null(strstr(b.data, "--overlap-param-gather"));
+    mp_buf_free(&b);
+    c.parallel.param_gather_sync = true;
+    mp_buf d = {0};
+    mp_megatron_args(&c, NULL, &d);
+    assert_non_null(strstr(d.data, "--overlap-grad-reduce"));
+    assert_null(strstr(d.data, "--overlap-param-gather"));
+    mp_buf_free(&d);
+}
+
+/* The YAML key parallel.param_gather_sync sets it (core/config.c's table). */
+static void test_config_key(void **state)
+{
+    (void)state;
+    mp_config c = llama405_b200(8);
+    size_t n;
+    const mp_field *tab = mp_parallel_field_table(&n);
+    mp_error err;
+    assert_int_equal(mp_fields_set_text(tab, n, &c.parallel, "param_gather_sync", "true", &err),
+                     MP_OK);
+    assert_true(c.parallel.param_gather_sync);
+    assert_int_equal(mp_fields_set_text(tab, n, &c.parallel, "param_gather_sync", "false", &err),
+                     MP_OK);
+    assert_false(c.parallel.param_gather_sync);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_whole_gather_exposed),
+        cmocka_unit_test(test_step_and_scope),
+        cmocka_unit_test(test_simulator),
+        cmocka_unit_test(test_megatron_flags),
+        cmocka_unit_test(test_config_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -304,7 +304,12 @@ static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_
         double up = mp_linear_gemm_time(c, T, a * (nope + rope), qr) +
                     mp_linear_gemm_time(c, T, a * (nope + (double)m->mla.v_head_dim), kvr);
         double ew = mp_membound_time(hw, 4.0 * T * 2.0 * a * (nope + rope), 1.0);
-        mf[MP_RCM_MLA_UP_PROJ] = mp_host_bound(hw, up + ew, 3.0);
+        /* and the latent norms fused into the up-projections (TE
+         * LayerNormLinear, inside the checkpoint: memory.c), reading and
+         * writing the latents (SP-sharded), two kernels */
+        double lat = (m->mla.q_lora_rank > 0 ? (double)m->mla.q_lora_rank : 0.0) + kvr;
+        double norms = mp_membound_time(hw, 4.0 * T * lat / (pp->sp ? t : 1.0), 2.0);
+        mf[MP_RCM_MLA_UP_PROJ] = mp_host_bound(hw, up + ew + norms, 5.0);
     }
 }
 

@@ -252,10 +252,21 @@ double mp_fp8_weight_cast_bytes(const mp_config *c);
 /* Activation bytes one block saves per micro-batch by stashing its GEMM
  * inputs in FP8 instead of BF16 (no recompute or selective). */
 double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs);
+/* Bytes per element kept for the attention output projection's input (2
+ * when not fp8; under fp8 as Megatron-Core with Transformer Engine keeps it,
+ * or DeepSeek's E5M6 with fp8_act_cache deepseek). */
+double mp_fp8_proj_input_bytes(const mp_config *c);
+/* Of mp_fp8_act_saving, latent attention's up-projection inputs (the
+ * latent norms' outputs) stashed in FP8 (0 for other attention). */
+double mp_fp8_mla_latent_saving(const mp_config *c, const mp_block_shape *bs);
+/* Bytes per element of the FP8 copy the shared experts' FC1 keeps of its
+ * input beside the router's bf16 one (0 where it keeps that bf16 tensor). */
+double mp_fp8_shared_fc1_copy_bytes(const mp_config *c);
 /* Of those, the routed experts' (an MoE block's routed copies). */
 double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs);
 /* Of mp_fp8_act_saving, the norms' outputs' part (what layernorm recompute's count starts
- * from); negative where an MoE block keeps an extra FP8 copy. */
+ * from); negative where extra FP8 copies are kept (an MoE block's shared FC1 under delayed
+ * scaling, latent attention's two down-projections). */
 double mp_fp8_norm_output_saving(const mp_config *c, const mp_block_shape *bs);
 
 /* ---- communication (comm.c) ---- */

@@ -259,13 +259,37 @@ double mp_fp8_norm_output_saving(const mp_config *c, const mp_block_shape *bs)
     /* QKV's input (and cross attention's Q input) in FP8; the pre-MLP norm's
      * output is FC1's input in a dense block. In an MoE block the router
      * keeps that output in bf16 (moe_utils.py RouterGatingLinearFunction
-     * saves its input), and shared experts' FC1 keeps an FP8 copy beside it. */
+     * saves its input), and shared experts' FC1 may keep an FP8 copy beside
+     * it (mp_fp8_shared_fc1_copy_bytes). */
     double saving = per * sbh * (moe ? 1.0 : 2.0);
     if (bs->s_cross > 0)
         saving += per * sbh;
     if (moe && m->moe.shared_experts > 0)
+        saving -= mp_fp8_shared_fc1_copy_bytes(c) * sbh;
+    /* latent attention's input norm output feeds two Transformer Engine
+     * Linears (Megatron-Core's MLA spec: linear_q_down_proj, or linear_q_proj
+     * without a query latent, and linear_kv_down_proj, not fused unless
+     * mla_down_proj_fusion, default off), and each quantizes it and keeps
+     * its own FP8 copy (module/linear.py _linear_forward_impl: own_quantized_input,
+     * saved_inputmat); the bf16 output is kept by none: two copies, not one */
+    if (mp_model_is_mla(m))
         saving -= stash * sbh;
     return saving / split;
+}
+
+double mp_fp8_shared_fc1_copy_bytes(const mp_config *c)
+{
+    if (!mp_fp8_on(c))
+        return 0.0;
+    /* The shared experts' FC1 reads the pre-MLP norm's bf16 output, which
+     * the router keeps. With every recipe but delayed (TE 2.6 and later)
+     * Megatron-Core sets that FC1 to keep the same bf16 tensor rather than
+     * its own FP8 copy (moe/shared_experts.py SharedExpertMLP.__init__,
+     * set_save_original_input on linear_fc1 unless shared_experts is
+     * recomputed, whose checkpoint keeps that tensor as its input): no
+     * copy. Delayed scaling (TE refuses save_original_input for it) keeps
+     * the FC1's FP8 copy beside the router's bf16. */
+    return c->training.fp8_recipe == MP_FP8_DELAYED ? mp_fp8_stash_bytes(c) : 0.0;
 }
 
 double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
@@ -285,16 +309,66 @@ double mp_fp8_act_saving(const mp_config *c, const mp_block_shape *bs)
      * block): the norms' outputs (outside the TP region), the projection's
      * and FC2's (inside it) */
     double proj = sb * (mp_model_is_mla(m) ? (double)m->heads * (double)m->mla.v_head_dim : qd);
-    double inside = proj;
+    double inside = 0.0;
     if (cross)
         inside += sb * qd;
     inside += sb * (moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn) : f);
-    /* DeepSeek-V3 keeps the attention output, the projection's input, in
-     * its 12-bit E5M6 (report §3.3.3 (1): the attention's backward reads it
-     * too), 1.5 bytes and the tile's scale: half a byte more than FP8 */
-    double e5m6 = c->training.fp8_act_cache == MP_F8AC_DEEPSEEK ? 0.5 * proj / t : 0.0;
-    return mp_fp8_norm_output_saving(c, bs) + per * inside / t - e5m6 +
-           mp_fp8_routed_saving(c, bs);
+    /* the projection's input: what mp_fp8_proj_input_bytes says is kept */
+    double proj_saving = (2.0 - mp_fp8_proj_input_bytes(c)) * proj / t;
+    return mp_fp8_norm_output_saving(c, bs) + per * inside / t + proj_saving +
+           mp_fp8_mla_latent_saving(c, bs) + mp_fp8_routed_saving(c, bs);
+}
+
+double mp_fp8_proj_input_bytes(const mp_config *c)
+{
+    if (!mp_fp8_on(c))
+        return 2.0;
+    double stash = mp_fp8_stash_bytes(c);
+    /* DeepSeek-V3 keeps the attention output, the projection's input, once
+     * in its 12-bit E5M6 (report §3.3.3 (1): the attention's backward reads
+     * it too), 1.5 bytes and the tile's scale: half a byte more than FP8 */
+    if (c->training.fp8_act_cache == MP_F8AC_DEEPSEEK)
+        return stash + 0.5;
+    /* Megatron-Core with Transformer Engine: the fused (flash) attention
+     * saves its bf16 output for its own backward (TE's
+     * dot_product_attention/backends.py, FusedAttnFunc.forward: q, k, v and
+     * out in f16_tensors, non-FP8 attention), and that output is the
+     * projection's input. With delayed scaling the projection quantizes
+     * it and keeps its own FP8 copy beside it (module/linear.py
+     * _linear_forward_impl: own_quantized_input, saved_inputmat; Megatron-Core
+     * sets save_original_input only for the other recipes, and TE refuses
+     * it for the delayed Float8Quantizer): bf16 + FP8. An unfused core (no
+     * flash attention) keeps no output: the FP8 copy alone. With the other
+     * recipes (TE 2.6 and later) Megatron-Core sets the projection to keep
+     * the attention's bf16 tensor instead of an FP8 copy (attention.py and
+     * multi_latent_attention.py __init__, set_save_original_input on
+     * linear_proj): one bf16 copy, 2 bytes; megaplan still counts the FP8
+     * stash there (docs/cost-model.md §13, "Memory": not yet applied, as it
+     * would predict two held-out DeepSeek-V3 GB200 runs not to fit). */
+    if (c->training.fp8_recipe == MP_FP8_DELAYED && c->hw.flash_attention)
+        return 2.0 + stash;
+    return stash;
+}
+
+double mp_fp8_mla_latent_saving(const mp_config *c, const mp_block_shape *bs)
+{
+    const mp_model *m = &c->model;
+    if (!mp_fp8_on(c) || !mp_model_is_mla(m))
+        return 0.0;
+    const mp_parallel *p = &c->parallel;
+    /* MLA's up-projections are Transformer Engine LayerNormLinears with the
+     * latent norms fused in (Megatron-Core's TE spec, gpt_layer_specs.py:
+     * linear_q_up_proj and linear_kv_up_proj column_parallel_layer_norm_linear,
+     * q_layernorm and kv_layernorm IdentityOp). Under fp8 the norm writes
+     * its output quantized and that FP8 tensor is what the GEMM saves
+     * (module/layernorm_linear.py _LayerNormLinear.forward: with_quantized_norm,
+     * ln_out_to_save = ln_out, row-wise data dropped): the up-projections'
+     * inputs, q_r + kv_r per token, in FP8 instead of bf16; the norms'
+     * inputs stay bf16 */
+    double lat = (double)(m->mla.q_lora_rank + m->mla.kv_lora_rank);
+    double sb = (double)p->micro_batch * bs->s / (double)p->cp;
+    double split = p->sp && p->tp > 1 ? (double)p->tp : 1.0;
+    return (2.0 - mp_fp8_stash_bytes(c)) * sb * lat / split;
 }
 
 double mp_fp8_routed_saving(const mp_config *c, const mp_block_shape *bs)

@@ -125,8 +125,9 @@ double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b,
          * multi_latent_attention.py): Q and K at n + r per head, V and the
          * attention output (the projection's input) at v; outside the TP
          * region the latents: the query and KV norms' inputs and the
-         * up-projections' inputs (their outputs), q_r + kv_r each, and the
-         * decoupled RoPE key, r (docs/cost-model.md §12) */
+         * up-projections' inputs (their outputs; one TE LayerNormLinear
+         * each saves both), q_r + kv_r each, and the decoupled RoPE key, r
+         * (docs/cost-model.md §12) */
         double vd = (double)m->heads * (double)m->mla.v_head_dim;
         double lat = (double)(m->mla.q_lora_rank + m->mla.kv_lora_rank);
         inside = 2.0 * sb * qd + 2.0 * sb * kvd + 2.0 * sb * vd + 2.0 * sb * vd;
@@ -194,8 +195,8 @@ double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
      * activation's input as training.fp8_act_cache stores it */
     double act_in = swiglu ? 2.0 * mp_swiglu_input_store_bytes(c, moe) : 2.0;
     double mlp = (act_in + 2.0 - per) * sb * f / t;
-    if (fp8 && f > 0.0 && moe) /* the shared FC1's FP8 copy beside the router's bf16 */
-        mlp += mp_fp8_stash_bytes(c) * sb * h / outside_split;
+    if (fp8 && f > 0.0 && moe) /* the shared FC1's FP8 copy beside the router's bf16, if kept */
+        mlp += mp_fp8_shared_fc1_copy_bytes(c) * sb * h / outside_split;
     else if (fp8 && !moe) /* FC1 kept FP8 (stash bytes), the checkpoint keeps bf16 */
         mlp -= per * sb * h / outside_split;
     switch (k) {
@@ -204,11 +205,24 @@ double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
     case MP_RCM_LAYERNORM: /* the norms' outputs: QKV's, FC1's (router's), cross Q's inputs */
         return (2.0 * sb * h * (bs->s_cross > 0 ? 3.0 : 2.0)) / outside_split -
                mp_fp8_norm_output_saving(c, bs);
-    case MP_RCM_MLA_UP_PROJ: /* Q, K and V, the core's inputs; the latents stay */
-        return mp_model_is_mla(m) ? (2.0 * sb * qd + 2.0 * sb * kvd +
-                                     2.0 * sb * (double)m->heads * (double)m->mla.v_head_dim) /
-                                        t
-                                  : 0.0;
+    case MP_RCM_MLA_UP_PROJ: {
+        if (!mp_model_is_mla(m))
+            return 0.0;
+        /* Q, K and V, the core's inputs, and the up-projections' inputs:
+         * Megatron-Core's TE spec fuses the latent norms into the
+         * up-projections (gpt_layer_specs.py, linear_q_up_proj and
+         * linear_kv_up_proj column_parallel_layer_norm_linear, q_layernorm
+         * and kv_layernorm IdentityOp), so qkv_up_checkpoint
+         * (multi_latent_attention.py get_query_key_value_tensors,
+         * CheckpointWithoutOutput of qkv_up_proj_and_rope_apply) re-runs the
+         * norms too and keeps only its inputs: the norms' inputs (the
+         * down-projections' outputs) and the RoPE key. The norms' outputs
+         * are bf16, or FP8 under fp8 (mp_fp8_mla_latent_saving) */
+        double lat = (double)(m->mla.q_lora_rank + m->mla.kv_lora_rank);
+        double qkv = 2.0 * sb * qd + 2.0 * sb * kvd +
+                     2.0 * sb * (double)m->heads * (double)m->mla.v_head_dim;
+        return qkv / t + 2.0 * sb * lat / outside_split - mp_fp8_mla_latent_saving(c, bs);
+    }
     case MP_RCM_MLP:
         return moe ? 0.0 : mlp;
     case MP_RCM_SHARED_EXPERTS:
@@ -248,7 +262,7 @@ double mp_block_modules_act_bytes(const mp_config *c, const mp_block_shape *bs, 
             freed += (2.0 - mp_fp8_stash_bytes(c)) * sbh;
         if (moe && c->model.moe.shared_experts > 0 &&
             (mask & (1u << MP_RCM_SHARED_EXPERTS | 1u << MP_RCM_MOE)))
-            freed -= mp_fp8_stash_bytes(c) * sbh;
+            freed -= mp_fp8_shared_fc1_copy_bytes(c) * sbh;
     }
     return freed;
 }

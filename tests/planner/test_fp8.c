@@ -313,12 +313,29 @@ static void test_memory(void **state)
     assert_true(e8.memory.grads == eb.memory.grads);
     assert_true(e8.memory.optimizer == eb.memory.optimizer);
     /* per block and micro-batch of 4096 tokens (tp 1): QKV and FC1 inputs
-     * (h each), projection input (heads x head_dim), FC2 input (ffn) */
+     * (h each) and FC2's (ffn) in FP8, 1 byte of 2 saved. The projection's
+     * input (heads x head_dim = h) under delayed scaling with flash
+     * attention: the fused attention's bf16 output (TE
+     * dot_product_attention/backends.py FusedAttnFunc.forward saves out)
+     * and the projection's own FP8 copy (module/linear.py
+     * _linear_forward_impl, no save_original_input for delayed), 2 + 1
+     * bytes where bf16 training keeps 2: one byte more, not one fewer */
     double sb = 4096.0, h = 4096.0, f_ffn = 14336.0;
-    double saved = sb * (2.0 * h + h + f_ffn);
+    assert_true(f.hw.flash_attention);
+    double saved = sb * (2.0 * h + f_ffn) - sb * h;
+    assert_true(near(mp_fp8_proj_input_bytes(&f), 3.0, 1e-12));
     assert_true(near(mp_fp8_act_saving(&f, &bs), saved, 1e-12));
-    f.training.fp8_recipe = MP_FP8_BLOCKWISE; /* scales: 4 bytes per 128 */
-    assert_true(near(mp_fp8_act_saving(&f, &bs), saved * (1.0 - 1.0 / 32.0), 1e-12));
+    /* an unfused core keeps no output: the FP8 copy alone */
+    mp_config nf = f;
+    nf.hw.flash_attention = false;
+    assert_true(near(mp_fp8_act_saving(&nf, &bs), sb * (2.0 * h + h + f_ffn), 1e-12));
+    /* blockwise (scales: 4 bytes per 128): the projection's FP8 stash as
+     * the other GEMM inputs (docs/cost-model.md §13: Megatron-Core's
+     * save_original_input, which would keep the bf16 output instead, is
+     * not applied yet) */
+    f.training.fp8_recipe = MP_FP8_BLOCKWISE;
+    assert_true(near(mp_fp8_act_saving(&f, &bs),
+                     sb * (2.0 * h + h + f_ffn) * (1.0 - 1.0 / 32.0), 1e-12));
     assert_true(e8.memory.activations < eb.memory.activations);
     /* the MoE parts: the experts' FP8 copies counted with the expert weights */
     mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, MP_DTYPE_FP8);

@@ -179,6 +179,33 @@ static void test_mla_stash_by_hand(void **state)
     double want = s * (attn + latents + block + mlp + lse);
     assert_true(near(mp_block_act_bytes(m, &bs, 1.0, 1.0, 1.0, false, MP_RECOMPUTE_NONE, true),
                      want));
+
+    /* Under FP8 (blockwise: 1 + 4/128 bytes an element), as Megatron-Core's
+     * TE spec saves them: the up-projections are LayerNormLinears with the
+     * latent norms fused in, saving the quantized norm output
+     * (module/layernorm_linear.py _LayerNormLinear.forward,
+     * with_quantized_norm; ln_out_to_save): q_r + kv_r in FP8, not bf16 */
+    mp_config c = dsv3(MP_F8AC_OFF);
+    double st = 1.0 + 4.0 / 128.0;
+    assert_true(near(mp_fp8_mla_latent_saving(&c, &bs), (2.0 - st) * s * (1536.0 + 512.0)));
+    /* the input norm's output feeds linear_q_down_proj and linear_kv_down_proj,
+     * two TE Linears that each keep an FP8 copy (module/linear.py
+     * _linear_forward_impl: own_quantized_input, columnwise data saved):
+     * a dense block keeps 2 x 1.03125 for it and 1.03125 for FC1's input
+     * where bf16 keeps 2 + 2; an MoE block keeps the router's bf16 for the
+     * pre-MLP norm output and, blockwise, no shared-FC1 copy */
+    double sbh = s * h;
+    assert_true(near(mp_fp8_norm_output_saving(&c, &bs), 4.0 * sbh - 3.0 * st * sbh));
+    mp_block_shape moe;
+    mp_block_shape_of(m, 4096, 4, &moe);
+    assert_true(moe.kind == MP_BLOCK_MOE);
+    assert_true(near(mp_fp8_norm_output_saving(&c, &moe), 2.0 * sbh - 2.0 * st * sbh));
+    /* not latent attention: nothing */
+    mp_config l = c;
+    l.model = *mp_model_preset("llama3-8b");
+    mp_block_shape lb;
+    mp_block_shape_of(&l.model, 4096, 1, &lb);
+    assert_true(mp_fp8_mla_latent_saving(&l, &lb) == 0.0);
 }
 
 /* §3.2.3: DualPipe puts the embedding and the head (with the MTP module) on
@@ -227,8 +254,9 @@ static void read_example(mp_plan *plan)
         fail_msg("%s: %s", path, err.msg);
 }
 
-/* The published run with the report's recipe fits on 80 GB H800s (79.7 GiB);
- * without the FP8 cache megaplan has it 7.6 GiB over. */
+/* The published run with the report's recipe fits on 80 GB H800s (78.6 GiB:
+ * 79.7 before mla_up_proj counted the latent norms it re-runs);
+ * without the FP8 cache megaplan has it 6.4 GiB over. */
 static void test_example_fits(void **state)
 {
     (void)state;
@@ -240,7 +268,7 @@ static void test_example_fits(void **state)
     mp_error err;
     assert_int_equal(mp_estimate_config(&plan->config, plan, &e, &err), MP_OK);
     assert_true(e.fits);
-    assert_true(e.memory.peak / GIB > 79.0 && e.memory.peak / GIB < 80.0);
+    assert_true(e.memory.peak / GIB > 78.0 && e.memory.peak / GIB < 79.0);
     mp_config off = plan->config;
     off.training.fp8_act_cache = MP_F8AC_OFF;
     assert_int_equal(mp_estimate_config(&off, plan, &o, &err), MP_OK);

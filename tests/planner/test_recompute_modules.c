@@ -82,12 +82,29 @@ static void test_bytes_by_hand(void **state)
 
     /* deepseek-v3: latent attention, Q and K of 128 heads x 192 (nope 128 +
      * rope 64), V of 128 x 128 (v_head_dim; DeepSeek-V3 report §2.1.1):
-     * 2 x 4096 x (24576 + 24576 + 16384) = 536.9 MB; one shared expert of 2048 */
+     * 2 x 4096 x (24576 + 24576 + 16384) = 536.9 MB; and the up-projections'
+     * inputs, the latent norms' outputs 2 x 4096 x (1536 + 512) = 16.8 MB:
+     * Megatron-Core's TE spec fuses q_layernorm and kv_layernorm into the
+     * up-projections (gpt_layer_specs.py get_gpt_layer_with_transformer_engine_spec:
+     * linear_q_up_proj / linear_kv_up_proj are column_parallel_layer_norm_linear,
+     * the norms IdentityOp), so qkv_up_checkpoint (multi_latent_attention.py
+     * get_query_key_value_tensors) re-runs them and keeps only the norms'
+     * inputs. One shared expert of 2048 */
     mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
-    double qd = 128.0 * (double)s.model.head_dim;
+    double qd = 128.0 * (double)s.model.head_dim, lat = 1536.0 + 512.0;
     assert_true(s.model.head_dim == 192 && s.model.mla.v_head_dim == 128);
-    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ), 2.0 * sb * (qd + qd + 128.0 * 128.0)));
-    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ), 536870912.0));
+    assert_true(s.model.mla.q_lora_rank == 1536 && s.model.mla.kv_lora_rank == 512);
+    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ),
+                     2.0 * sb * (qd + qd + 128.0 * 128.0) + 2.0 * sb * lat));
+    assert_true(near(freed(&s, 1, MP_RCM_MLA_UP_PROJ), 536870912.0 + 16777216.0));
+    /* under fp8 the norms' outputs are what the LayerNormLinears save, FP8
+     * (module/layernorm_linear.py _LayerNormLinear.forward: the norm writes
+     * the quantized ln_out, which is saved): 1 + 4/128 bytes, blockwise */
+    mp_config s8 = s;
+    s8.training.precision = MP_DTYPE_FP8;
+    s8.training.fp8_recipe = MP_FP8_BLOCKWISE;
+    assert_true(near(freed(&s8, 1, MP_RCM_MLA_UP_PROJ),
+                     2.0 * sb * (qd + qd + 128.0 * 128.0) + (1.0 + 4.0 / 128.0) * sb * lat));
     assert_true(near(freed(&s, 4, MP_RCM_SHARED_EXPERTS), 6.0 * sb * 2048.0));
     /* the whole MoE layer's checkpoint holds moe_act's and the shared experts' */
     mp_block_shape bs;
@@ -141,7 +158,12 @@ static void test_every_module_frees_and_costs(void **state)
 /* The audit's FP8 part: an MoE block's router keeps the pre-MLP norm output
  * in bf16 (Megatron-Core RouterGatingLinearFunction saves its input), so
  * the FP8 stash saves only QKV's input there; shared experts' FC1 keeps an
- * FP8 copy beside it. A dense block stashes both norm outputs in FP8. */
+ * FP8 copy beside it under delayed scaling only (the other recipes: it keeps
+ * the router's bf16 tensor, moe/shared_experts.py SharedExpertMLP.__init__
+ * set_save_original_input). Latent attention's input norm output feeds two
+ * TE Linears (linear_q_down_proj, linear_kv_down_proj), each keeping its own
+ * FP8 copy (module/linear.py _linear_forward_impl). A dense block stashes
+ * both norm outputs in FP8. */
 static void test_fp8_moe_norm_output(void **state)
 {
     (void)state;
@@ -163,10 +185,43 @@ static void test_fp8_moe_norm_output(void **state)
     s.training.fp8_recipe = MP_FP8_MXFP8;
     mp_block_shape_of(&s.model, 4096, 4, &bs);
     double h = 7168.0 * 4096.0, st = mp_fp8_stash_bytes(&s);
-    assert_true(near(mp_fp8_norm_output_saving(&s, &bs), (2.0 - st) * h - st * h));
-    /* layernorm recompute then frees QKV's FP8 input, the router's bf16 and
-     * the shared FC1's FP8 copy: 2 + 2 x stash bytes per element */
+    /* mxfp8: the down-projections' two FP8 copies where bf16 keeps one
+     * norm output, the router's bf16, no shared FC1 copy */
+    assert_true(near(mp_fp8_norm_output_saving(&s, &bs), (2.0 - 2.0 * st) * h));
+    /* layernorm recompute then frees the two FP8 copies and the router's
+     * bf16: 2 + 2 x stash bytes per element */
     assert_true(near(mp_block_module_act_bytes(&s, &bs, MP_RCM_LAYERNORM), (2.0 + 2.0 * st) * h));
+    /* delayed (stash 1): the shared FC1's FP8 copy too: 2 + 3 bytes */
+    s.training.fp8_recipe = MP_FP8_DELAYED;
+    assert_true(near(mp_fp8_norm_output_saving(&s, &bs), (2.0 - 3.0) * h));
+    assert_true(near(mp_block_module_act_bytes(&s, &bs, MP_RCM_LAYERNORM), 5.0 * h));
+    /* mixtral has no shared experts and no latents: one FP8 copy, any recipe */
+    x.training.fp8_recipe = MP_FP8_DELAYED;
+    mp_block_shape_of(&x.model, 4096, 1, &bs);
+    assert_true(near(mp_fp8_norm_output_saving(&x, &bs), 1.0 * sbh));
+}
+
+/* mla_up_proj's re-run: the Q and KV up-projection GEMMs, RoPE on Q and K
+ * (read and write 2 x 128 x 192 elements a token, 2 bytes each), and the
+ * latent norms fused into the up-projections (TE LayerNormLinear, inside
+ * qkv_up_checkpoint): read and write 1536 + 512 elements a token, two
+ * kernels. DeepSeek-V3, bf16, tp 1, 4096 tokens. */
+static void test_mla_up_proj_time(void **state)
+{
+    (void)state;
+    mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
+    mp_block_shape bs;
+    mp_block_shape_of(&s.model, 4096, 4, &bs);
+    mp_block_time bt;
+    mp_block_time_of(&s, &bs, &bt);
+    double T = 4096.0, a = 128.0;
+    double up = mp_linear_gemm_time(&s, T, a * (128.0 + 64.0), 1536.0) +
+                mp_linear_gemm_time(&s, T, a * (128.0 + 128.0), 512.0);
+    double rope = mp_membound_time(&s.hw, 4.0 * T * 2.0 * a * (128.0 + 64.0), 1.0);
+    double norms = mp_membound_time(&s.hw, 4.0 * T * (1536.0 + 512.0), 2.0);
+    assert_true(norms > 0.0);
+    assert_true(near(bt.module_fwd[MP_RCM_MLA_UP_PROJ],
+                     mp_host_bound(&s.hw, up + rope + norms, 5.0)));
 }
 
 /* A module the model has nothing of is refused, naming the field. */
@@ -234,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_bytes_by_hand),
         cmocka_unit_test(test_every_module_frees_and_costs),
         cmocka_unit_test(test_fp8_moe_norm_output),
+        cmocka_unit_test(test_mla_up_proj_time),
         cmocka_unit_test(test_refused_where_absent),
         cmocka_unit_test(test_parse_and_plan),
     };

@@ -72,6 +72,27 @@ double mp_membound_time(const mp_hw *hw, double bytes, double kernels)
     return bytes / (hw->hbm_bw * hw->memory_efficiency);
 }
 
+/* Host time of one eager PyTorch op, measured (tests/data/host): a call
+ * from Python with autograd recording 6.8 us (eager_op_overhead.csv,
+ * PyTorch issue #41383: y = 2*x, requires_grad), one from C++ (the autograd
+ * engine's backward nodes) 1.0 us, and the driver's cuLaunchKernel 3.0 us
+ * (cuda_launch.csv, tritonbench PR #1017 on GB200). The profiles'
+ * kernel_overhead is the fitted host time of one counted launch of a
+ * Megatron layer, which stands for several ops and nn.Module calls (57.5 us
+ * against a counted prior of 33.3 us, docs/validation.md "Protocol"); an
+ * eager chain that the model counts op by op costs the host its ops. */
+#define EAGER_OP_PYTHON_GRAD_S 6.8e-6
+#define EAGER_OP_CPP_S 1.0e-6
+#define CUDA_LAUNCH_S 3.0e-6
+
+double mp_eager_op_launches(const mp_hw *hw, bool backward)
+{
+    if (!(hw->kernel_overhead > 0.0))
+        return 0.0;
+    double op = backward ? EAGER_OP_CPP_S : EAGER_OP_PYTHON_GRAD_S;
+    return (op + CUDA_LAUNCH_S) / hw->kernel_overhead;
+}
+
 double mp_host_bound(const mp_hw *hw, double gpu, double kernels)
 {
     double host = kernels * hw->kernel_overhead;
@@ -434,6 +455,10 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     mp_pass_cost rope = {0};
     if (m->position == MP_POS_ROPE)
         rope_cost(m, T * (qd + kvd) / t, &rope);
+    if (m->attn.rope_yarn) { /* eager ops: their own host cost */
+        rope.kernels_f *= mp_eager_op_launches(hw, false);
+        rope.kernels_b *= mp_eager_op_launches(hw, true);
+    }
     qk_norm_cost(m, T * (qd + kvd) / t, &rope); /* beside RoPE, on the same heads */
     mp_pass_cost odd = rope;
     /* training.fp8_act_cache: the dense MLP's or shared experts' SwiGLU input

@@ -83,7 +83,10 @@ double mp_moe_local_expert_params(const mp_config *c);
 /* Seconds per micro-batch on one GPU for the routed part of one MoE block
  * (the shared experts are timed as a dense MLP). */
 /* Elementwise passes costed forward and backward apart: bytes through HBM
- * and kernel launches of each. */
+ * and kernel launches of each, in the profile's counted launches (an eager
+ * op chain's ops converted by mp_eager_op_launches where the block is
+ * timed: the experts' bias and the clamp in moe.c, YaRN's RoPE in
+ * compute.c). */
 typedef struct mp_pass_cost {
     double bytes_f, bytes_b, kernels_f, kernels_b;
 } mp_pass_cost;
@@ -113,6 +116,15 @@ void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
  * direction: all but the warm-up forwards and cool-down backwards, which run
  * alone (cost.c; docs/cost-model.md §12, "The EP all-to-all overlap"). */
 double mp_moe_a2a_paired_share(int64_t p, int64_t v, int64_t m, int64_t r);
+
+/* The host time of one eager PyTorch op and its CUDA launch, in the
+ * profile's counted launches (kernel_overhead each; 0 without one): from
+ * Python with autograd recording (forward, and a checkpoint's recompute),
+ * or from the autograd engine's C++ nodes (backward). For chains of single
+ * eager ops the model counts op by op (YaRN's unfused RoPE, the experts'
+ * per-expert output bias, GPT-OSS's clamp), where a counted launch of a
+ * Megatron layer stands for several ops and module calls (compute.c). */
+double mp_eager_op_launches(const mp_hw *hw, bool backward);
 
 /* ---- GPT-OSS (oss_cost.c) ---- */
 

@@ -242,6 +242,13 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     if (m->linear_bias)
         expert_output_bias(ne * local, h, local, &out->bias);
     mp_oss_glu_clamp(m, ne * local, f, &out->clamp, &out->clamp_syncs);
+    /* both are chains of single eager ops: the host pays each op's call and
+     * launch, not a counted launch of a layer (mp_eager_op_launches) */
+    double eager_f = mp_eager_op_launches(hw, false), eager_b = mp_eager_op_launches(hw, true);
+    out->bias.kernels_f *= eager_f;
+    out->bias.kernels_b *= eager_b;
+    out->clamp.kernels_f *= eager_f;
+    out->clamp.kernels_b *= eager_b;
     if (p->cuda_graph_scope & (1u << MP_CGS_MOE))
         out->clamp_syncs = 0.0; /* a captured layer replays without the host */
     mp_moe_expert_launches(c, &out->expert_launches_f, &out->expert_launches_b);

@@ -246,8 +246,10 @@ static void test_expert_output_bias(void **state)
     double n = 4.0 * 16384 * 2880;
     near(mt.bias.bytes_f, 12.0 * n, "forward bytes");
     near(mt.bias.bytes_b, 16.0 * n, "backward bytes");
-    near(mt.bias.kernels_f, 2.0 * 16 + 1, "forward kernels");
-    near(mt.bias.kernels_b, 4.0 * 16 + 2, "backward kernels");
+    /* launches in counted units: each an eager op's host time (below) */
+    double ko = c.hw.kernel_overhead;
+    near(mt.bias.kernels_f, (2.0 * 16 + 1) * (6.8e-6 + 3.0e-6) / ko, "forward kernels");
+    near(mt.bias.kernels_b, (4.0 * 16 + 2) * (1.0e-6 + 3.0e-6) / ko, "backward kernels");
     /* the block pays them: forward 12 bytes an element more than the same
      * model without biases, backward 16 */
     mp_block_time with, without;
@@ -290,8 +292,9 @@ static void test_clamp_bytes_and_launches(void **state)
     double n = 4.0 * 16384 * 2.0 * 2880; /* FC1 outputs on one GPU */
     near(mt.clamp.bytes_f, 8.0 * n, "forward bytes");
     near(mt.clamp.bytes_b, 15.0 * n, "backward bytes");
-    near(mt.clamp.kernels_f, 3.0, "forward kernels");
-    near(mt.clamp.kernels_b, 9.0, "backward kernels");
+    double ko = c.hw.kernel_overhead;
+    near(mt.clamp.kernels_f, 3.0 * (6.8e-6 + 3.0e-6) / ko, "forward kernels");
+    near(mt.clamp.kernels_b, 9.0 * (1.0e-6 + 3.0e-6) / ko, "backward kernels");
     near(mt.clamp_syncs, 1.0, "synchronisations a forward");
     /* no clamp, no cost; nor for a model without experts */
     mp_config nc = c;
@@ -348,6 +351,62 @@ static void test_clamped_copy_saved(void **state)
     near(kept, kept_nc, "kept under moe_act");
 }
 
+/* The host time of one eager PyTorch op (planner/compute.c,
+ * mp_eager_op_launches), against its sources in tests/data/host: a call from
+ * Python with autograd recording 6.8 us (eager_op_overhead.csv, PyTorch
+ * issue #41383), one from C++ (the autograd engine's backward nodes) 1.0 us,
+ * a cuLaunchKernel 3.0 us (cuda_launch.csv, tritonbench PR #1017), in the
+ * profile's counted launches; none without a kernel_overhead. Then a
+ * host-bound GPT-OSS block (micro-batch 1, 16 local experts on dgx-h100, the
+ * GPU made all but free): the experts' output bias costs the host its 33
+ * forward and 66 backward ops at those rates, not 99 counted launches of
+ * 57.5 us (5.7 ms a block and micro-batch before). */
+static void test_eager_op_host_cost(void **state)
+{
+    (void)state;
+    mp_config c = gpt_oss_config();
+    double ko = c.hw.kernel_overhead;
+    assert_true(ko > 0.0);
+    near(mp_eager_op_launches(&c.hw, false) * ko, 9.8e-6, "forward op");
+    near(mp_eager_op_launches(&c.hw, true) * ko, 4.0e-6, "backward op");
+    mp_hw free_host = c.hw;
+    free_host.kernel_overhead = 0.0;
+    assert_true(mp_eager_op_launches(&free_host, false) == 0.0);
+
+    c.parallel.micro_batch = 1;
+    for (int i = 0; i < MP_DTYPE_COUNT; i++)
+        c.hw.peak_flops[i] *= 1e6;
+    c.hw.matmul_achievable *= 1e6; /* the GEMM curve's transfer ratio (compute.c) */
+    c.hw.hbm_bw *= 1e6;
+    c.hw.scale_up.bw_per_gpu *= 1e6;
+    c.hw.scale_up.latency = 0.0;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 2, &bs);
+    mp_block_time with, without;
+    mp_block_time_of(&c, &bs, &with);
+    mp_config nb = c;
+    nb.model.linear_bias = false;
+    mp_block_time_of(&nb, &bs, &without);
+    assert_true(with.fwd_compute > 1e-3); /* host-bound: milliseconds of host */
+    if (fabs(with.fwd_compute - without.fwd_compute - 33.0 * 9.8e-6) > 1e-9)
+        fail_msg("forward host %.9g s more, by hand %.9g",
+                 with.fwd_compute - without.fwd_compute, 33.0 * 9.8e-6);
+    if (fabs(with.bwd_compute - without.bwd_compute - 66.0 * 4.0e-6) > 1e-9)
+        fail_msg("backward host %.9g s more, by hand %.9g",
+                 with.bwd_compute - without.bwd_compute, 66.0 * 4.0e-6);
+    /* YaRN's unfused RoPE: 24 eager ops forward (Q and K) and 14 backward
+     * against the fused kernel's 1 and 2 counted launches */
+    mp_config fu = c;
+    fu.model.attn.rope_yarn = false;
+    mp_block_time fused;
+    mp_block_time_of(&fu, &bs, &fused);
+    double df = 24.0 * 9.8e-6 - 1.0 * ko, db = 14.0 * 4.0e-6 - 2.0 * ko;
+    if (fabs(with.fwd_compute - fused.fwd_compute - df) > 1e-9 ||
+        fabs(with.bwd_compute - fused.bwd_compute - db) > 1e-9)
+        fail_msg("YaRN's host %.9g / %.9g s more than the fused kernel's, by hand %.9g / %.9g",
+                 with.fwd_compute - fused.fwd_compute, with.bwd_compute - fused.bwd_compute, df, db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_clamp_bytes_and_launches),
         cmocka_unit_test(test_block_pays_the_clamp),
         cmocka_unit_test(test_clamped_copy_saved),
+        cmocka_unit_test(test_eager_op_host_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -342,12 +342,11 @@ double mp_fp8_proj_input_bytes(const mp_config *c)
      * recipes (TE 2.6 and later) Megatron-Core sets the projection to keep
      * the attention's bf16 tensor instead of an FP8 copy (attention.py and
      * multi_latent_attention.py __init__, set_save_original_input on
-     * linear_proj): one bf16 copy, 2 bytes; megaplan still counts the FP8
-     * stash there (docs/cost-model.md §13, "Memory": not yet applied, as it
-     * would predict two held-out DeepSeek-V3 GB200 runs not to fit). */
-    if (c->training.fp8_recipe == MP_FP8_DELAYED && c->hw.flash_attention)
-        return 2.0 + stash;
-    return stash;
+     * linear_proj): one bf16 copy, the tensor the attention saved, 2 bytes.
+     * Without flash attention the projection still keeps the bf16 input. */
+    if (c->training.fp8_recipe == MP_FP8_DELAYED)
+        return c->hw.flash_attention ? 2.0 + stash : stash;
+    return 2.0;
 }
 
 double mp_fp8_mla_latent_saving(const mp_config *c, const mp_block_shape *bs)

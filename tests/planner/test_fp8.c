@@ -329,13 +329,17 @@ static void test_memory(void **state)
     mp_config nf = f;
     nf.hw.flash_attention = false;
     assert_true(near(mp_fp8_act_saving(&nf, &bs), sb * (2.0 * h + h + f_ffn), 1e-12));
-    /* blockwise (scales: 4 bytes per 128): the projection's FP8 stash as
-     * the other GEMM inputs (docs/cost-model.md §13: Megatron-Core's
-     * save_original_input, which would keep the bf16 output instead, is
-     * not applied yet) */
+    /* blockwise (scales: 4 bytes per 128): QKV, FC1 and FC2 inputs as FP8
+     * stashes; the projection keeps the attention's bf16 output and no FP8
+     * copy (Megatron-Core attention.py / multi_latent_attention.py
+     * __init__: set_save_original_input on linear_proj for every recipe but
+     * delayed): 2 bytes, no saving there, with or without flash attention */
     f.training.fp8_recipe = MP_FP8_BLOCKWISE;
+    assert_true(near(mp_fp8_proj_input_bytes(&f), 2.0, 1e-12));
     assert_true(near(mp_fp8_act_saving(&f, &bs),
-                     sb * (2.0 * h + h + f_ffn) * (1.0 - 1.0 / 32.0), 1e-12));
+                     sb * (2.0 * h + f_ffn) * (1.0 - 1.0 / 32.0), 1e-12));
+    nf.training.fp8_recipe = MP_FP8_BLOCKWISE;
+    assert_true(near(mp_fp8_proj_input_bytes(&nf), 2.0, 1e-12));
     assert_true(e8.memory.activations < eb.memory.activations);
     /* the MoE parts: the experts' FP8 copies counted with the expert weights */
     mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, MP_DTYPE_FP8);

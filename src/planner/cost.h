@@ -102,6 +102,11 @@ typedef struct mp_pipeline_cost {
      * dp_sm_gather the SM share that overlapped collectives take from compute
      * (mp_overlap_excess). */
     bool dp_aligned;
+    /* the split-backward schedules (ZB-H1, ZB-V, DualPipeV) on Megatron-LM
+     * with overlap (cost.c tail_chunks): each chunk's reduction starts with
+     * its last weight-gradient op, its last bucket (dp_bucket_bytes) after
+     * that op, beside compute at dp_sm_reduce; the gathers as dp_gather says */
+    bool dp_tail;
     double dp_gather, dp_gather_exposed, dp_tied, dp_bucket_bytes, dp_sm_reduce, dp_sm_gather;
     double optimizer;          /* optimizer step time */
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */

@@ -92,7 +92,8 @@ typedef struct mp_pipeline_cost {
      * aligned_chunks): dp_aligned, the simulator launches each chunk's
      * reduction after its last backward (pipeline rank backwards late).
      * With the distributed optimizer's overlapped gather on Megatron-Core's
-     * interleaved or one-chunk schedules (mp_dp_early_gather_exposed), the
+     * interleaved, one-chunk or split-backward schedules
+     * (mp_dp_early_gather_exposed, mp_dp_gather_due_exposed), the
      * simulator gathers the parameters at the step's start, before the first
      * forwards: dp_gather, of dp_time, that all-gather (0 otherwise: the
      * simulator then queues it with the reductions), dp_gather_exposed its

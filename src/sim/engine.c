@@ -531,10 +531,11 @@ static double place_dp_aligned(engine *e, const double *compute_end, double max_
 }
 
 /* The parameter all-gathers at the step's start (planner/cost.c
- * mp_dp_early_gather_exposed): interleaved with align_param_gather, every
- * rank starts its chunks' gathers together, in chunk order on the dp stream; one
- * chunk per rank, its gather from the first forward's pre-hook, which the
- * host reaches at once. Chunk 0's first forward starts after its first
+ * mp_dp_early_gather_exposed, mp_dp_gather_due_exposed): interleaved with
+ * align_param_gather, every rank starts its chunks' gathers together, in
+ * chunk order on the dp stream; one chunk per rank, its gather from the first
+ * forward's pre-hook, which the host reaches at once; the V schedules
+ * (dp_tail) the same, chunk 0's first forward coming before chunk 1's. Chunk 0's first forward starts after its first
  * bucket and ends no earlier than its gather; each later chunk's first
  * forward waits for its gather; compute beside them runs at 1 -
  * dp_sm_gather of its rate (run_compute). */

@@ -955,14 +955,18 @@ static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fw
  *   last op W(m-1, chunk 0): ws = w0, we = 0. Between its B(m-1, chunk 1)
  *   and its B(m-1, chunk 0) rank r waits G_r = sum_{k>r} (b1_k + b0_k + 2x)
  *   for the gradient to come back, and fills that wait with its deferred Ws,
- *   W(m-1, chunk 1), the newest, last: at the latest it ends as B(m-1,
- *   chunk 0) starts (ws = w0 + b0 + w1, we = w0 + b0). Where G_r is shorter
- *   than that W (rank p-1, whose two Bs of micro-batch m-1 follow each
- *   other) it runs after that B, before W(m-1, chunk 0) (ws = w0 + w1,
- *   we = w0), and the rank ends w1 later. "At the latest": a rank whose
- *   backlog of Ws is shorter than G_r runs it earlier and hides more, so the
- *   rule is an upper bound of the exposure on those ranks (rank 0 when the
- *   head makes its chunk 1 the heaviest; tests/sim/test_simulate.c).
+ *   W(m-1, chunk 1) among them. DualPipeV (fixed phases): at the latest, as
+ *   B(m-1, chunk 0) starts (ws = w0 + b0 + w1, we = w0 + b0), an upper bound
+ *   of the exposure. ZB-V (list scheduling, a ready B before a deferred W):
+ *   its steady state runs the Ws in its waits as they come, so the one W
+ *   deferred when B(m-1, chunk 1) ends (t1 = G_r + b0 + w0 before the end)
+ *   is W(m-1, chunk 1), and it runs after the one older chunk-0 B that is
+ *   ready first: it ends t1 - b0 - w1 before the end (no later than the
+ *   DualPipeV rule). Where G_r is shorter than that W (rank p-1, whose two
+ *   Bs of micro-batch m-1 follow each other) it runs after that B, before
+ *   W(m-1, chunk 0) (ws = w0 + w1, we = w0), and the rank ends w1 later. An
+ *   older W still deferred (rank 1 of pp 2) is the scheduler's choice and not
+ *   counted (tests/sim/test_simulate.c, test_split_dp_matches_estimate).
  * First forwards: micro-batch 0 reaches stage k after the forwards of stages
  * 0..k-1; rank r's chunk 0 is stage r, its chunk 1 stage 2p-1-r. */
 static void dp_tail_windows(const pipe_model *pm, double bucket, double x, double *ws, double *we,
@@ -992,8 +996,14 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
                 gap += a0->bwd - a0->wgrad + a1->bwd - a1->wgrad + 2.0 * x;
             }
             if (gap >= w1) {
-                ws[r * 2 + 1] = w0 + b0 + w1;
-                we[r * 2 + 1] = w0 + b0;
+                /* at the latest just before B(m-1, chunk 0); ZB-V's list
+                 * scheduler runs it sooner: B(m-1, chunk 1) ends gap + b0 + w0
+                 * before the rank's end, one older micro-batch's chunk-0 B
+                 * (ready, so first) follows, then W(m-1, chunk 1) */
+                double t1 = gap + b0 + w0;
+                we[r * 2 + 1] = pm->sched == MP_SCHED_ZBV ? fmax(w0 + b0, t1 - b0 - w1)
+                                                          : w0 + b0;
+                ws[r * 2 + 1] = we[r * 2 + 1] + w1;
             } else {
                 ws[r * 2 + 1] = w0 + w1;
                 we[r * 2 + 1] = w0;

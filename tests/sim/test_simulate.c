@@ -392,19 +392,20 @@ static void test_dp_exposure_matches_estimate(void **state)
  * of the last weight-gradient op it runs for it (its last bucket after that
  * op) and gathers the parameters at the step's start; estimate's closed form
  * (mp_dp_tail_reduce_exposed, mp_dp_gather_due_exposed) places those ops from
- * the schedule's shape. ZB-H1's last W is every rank's last op, so the two
- * agree (held to 5%). ZB-V and DualPipeV: chunk 0's last W is every rank's
- * last op and the ranks end one input-gradient wave apart (both derived), but
- * where the order built from the ops' times puts chunk 1's last W inside the
- * wait for the last gradient is the list scheduler's choice; the closed form
- * takes it at the wait's end (an upper bound on most ranks) and rank p-1 with
- * no backlog. On this grid the simulated DP exposure is 0.58x-1.6x the
- * closed form's (before, with the one-window rule: 0.72x-4.6x, and the
- * simulator queued the gathers behind the reductions). The simulated step
- * stays within STEP_TOL of the estimate's: the V schedules' simulated
- * pipelines run up to 12% shorter than their closed forms on their own
- * (test_bubble_share_matches_estimate, docs/simulator.md).
- * MP_PRINT_DP=1 prints the grid. */
+ * the schedule's shape. ZB-H1's last W is every rank's last op: the two agree
+ * (held to 5%; 0.74x-1.39x with the one-window rule). ZB-V and DualPipeV:
+ * chunk 0's last W is every rank's last op and the ranks end one
+ * input-gradient wave apart; chunk 1's last W follows its last B after one
+ * older chunk-0 B under ZB-V's list scheduler, and is taken at the latest
+ * (just before the last chunk-0 B) under DualPipeV's fixed phases, an upper
+ * bound. On this grid the simulated DP exposure is 0.97x-1.60x the closed
+ * form's under ZB-V (1.60x: pp 2, whose rank 1 still holds an older W after
+ * its last B and ends after rank 0) and 0.69x-1.00x under DualPipeV (before:
+ * 0.64x-4.6x and 0.36x-1.53x, the simulator then queueing the gathers behind
+ * the reductions). The simulated step stays within STEP_TOL of the estimate's:
+ * the V schedules' simulated pipelines run up to 12% shorter than their
+ * closed forms on their own (test_bubble_share_matches_estimate,
+ * docs/simulator.md). MP_PRINT_DP=1 prints the grid. */
 #define STEP_TOL 0.12
 
 static void test_split_dp_matches_estimate(void **state)
@@ -461,7 +462,9 @@ static void test_split_dp_matches_estimate(void **state)
                                    mp_schedule_name(s), pc.dp_exposed, sim, ratio,
                                    e.time.step, r.makespan, 100 * step);
                         bool v = mp_schedule_is_v(s);
-                        if ((!v && fabs(ratio - 1) > 0.05) || (v && (ratio < 0.55 || ratio > 1.65)))
+                        if ((!v && fabs(ratio - 1) > 0.05) ||
+                            (s == MP_SCHED_ZBV && (ratio < 0.9 || ratio > 1.65)) ||
+                            (s == MP_SCHED_DUALPIPEV && (ratio < 0.6 || ratio > 1.05)))
                             fail_msg("%s p%lld d%lld m%lld %s: simulated DP exposure %.4f s, "
                                      "estimate %.4f s",
                                      cfgs[i].model, (long long)p, (long long)d, (long long)m,

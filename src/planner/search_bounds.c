@@ -468,6 +468,11 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
                                               mp_search_expert_comm(&cfg)) >
                       est.time.step * (1 + 1e-12))
             (*time_violations)++;
+        /* and the blocks' floor the costing prunes by (mp_estimate_step_floor) */
+        double floor;
+        if (mp_estimate_step_floor(&cfg, NULL, &floor, &e2) == MP_OK &&
+            floor > est.time.step * (1 + 1e-12))
+            (*time_violations)++;
     }
 done:
     mp_search_free_ctx(&e);

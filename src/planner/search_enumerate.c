@@ -382,6 +382,13 @@ static void enumerate_inner(enum_ctx *e, cand *x)
     int nsp = 0;
     if (fixed(e, MP_FIX_SP)) {
         sps[nsp++] = fp->sp;
+    } else if (x->t > 1 && mp_model_is_moe(&e->base->model)) {
+        /* Megatron-Core refuses MoE with tensor parallelism but without SP
+         * (mp_config_check): the cost model would refuse every such
+         * candidate (a third of what DeepSeek-V3 on 2048 GPUs costed) */
+        refuse(e, MP_REJECT_OTHER, "sp",
+               "mixture of experts with tp > 1 needs sequence parallelism (sp)");
+        sps[nsp++] = true;
     } else {
         sps[nsp++] = false;
         if (x->t > 1) sps[nsp++] = true;

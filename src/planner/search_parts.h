@@ -158,9 +158,23 @@ double mp_search_top_threshold(const top_k *t);
 void mp_search_top_insert(top_k *t, const cand *x, const mp_estimate *e);
 int mp_search_cmp_lb_time(const void *a, const void *b);
 int mp_search_cmp_lb_mem(const void *a, const void *b);
-/* cv in the order of a stable sort by lb_time (mp_search_cmp_lb_time, ties
- * in their order before); false when out of memory (cv unchanged). */
-bool mp_search_sort_lb_time(cand_vec *cv);
+/* The kept candidates in the order of a stable sort by lb_time
+ * (mp_search_cmp_lb_time, ties in the enumeration's order), without moving
+ * them or sorting what the costing never reaches: their indices by buckets
+ * of lb_time, each sorted when first asked for (the costing stops at the
+ * first bound that cannot win; DeepSeek-V3 keeps 10^6, costs 10^4). */
+typedef struct lb_order {
+    uint32_t *idx;          /* keep indices, bucket by bucket */
+    size_t *start;          /* nb + 1: where each bucket begins in idx */
+    struct sort_rec *tmp;   /* room for the widest bucket */
+    size_t n, nb, sorted;   /* buckets [0, sorted) are in order */
+    double lo, scale;       /* bucket of lb: (lb - lo) * scale */
+} lb_order;
+/* false when out of memory (o empty) */
+bool mp_search_order_init(lb_order *o, const cand_vec *cv);
+/* the keep index at position i of the order (i < n, asked in increasing order) */
+size_t mp_search_order_at(lb_order *o, const cand_vec *cv, size_t i);
+void mp_search_order_free(lb_order *o);
 
 /* search_shared.c: the training and the fixed settings, checked before
  * enumerating (err names the setting at fault) */

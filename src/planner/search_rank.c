@@ -77,13 +77,12 @@ static mp_status enumeration_verdict(const enum_ctx *e, const mp_search_options 
     return st;
 }
 
-/* Estimates cand x in full; MP_OK with est, or the cost model's refusal
- * (remembered in rf when it is the first). The memo (NULL: none) keeps the
- * per-item costs the candidates share. */
-static mp_status cost_one(const mp_config *base, const cand *x, mp_cost_memo *memo,
-                          mp_config *cfg, mp_estimate *est, refusals *rf)
+/* Estimates cfg (cand x applied) in full; MP_OK with est, or the cost
+ * model's refusal (remembered in rf when it is the first). The memo (NULL:
+ * none) keeps the per-item costs the candidates share. */
+static mp_status cost_applied(const mp_config *cfg, mp_cost_memo *memo, mp_estimate *est,
+                              refusals *rf)
 {
-    mp_search_cand_apply(base, x, cfg);
     mp_error e2;
     mp_error_clear(&e2);
     mp_status st = mp_estimate_config_memo(cfg, NULL, memo, est, &e2);
@@ -92,6 +91,14 @@ static mp_status cost_one(const mp_config *base, const cand *x, mp_cost_memo *me
         rf->est_refusal = e2;
     }
     return st;
+}
+
+/* cost_applied of cand x, applied to base into cfg. */
+static mp_status cost_one(const mp_config *base, const cand *x, mp_cost_memo *memo,
+                          mp_config *cfg, mp_estimate *est, refusals *rf)
+{
+    mp_search_cand_apply(base, x, cfg);
+    return cost_applied(cfg, memo, est, rf);
 }
 
 static void note_closest(mp_search_result *res, refusals *rf, const mp_config *cfg,
@@ -182,7 +189,8 @@ static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *
 /* Step 2's state between passes: what is left to cost (the MoE bound's
  * pruned ones and the tail after the first bound that lost), the caches. */
 typedef struct cost_pass {
-    size_t next;          /* e->keep.v index the last pass stopped at */
+    lb_order order;       /* e->keep in the order of the time bound */
+    size_t next;          /* the position in it the last pass stopped at */
     int64_t tail_pruned;  /* counted as pruned by time when it stopped */
     size_t *deferred;     /* e->keep.v indices pruned by the MoE bound */
     double *deferred_lb;  /* ... and that bound */
@@ -199,24 +207,44 @@ static double threshold_at(const top_k *t, int kk)
     return t->n < kk ? INFINITY : t->e[kk - 1].est.time.step;
 }
 
-/* Costs cand x in full and offers it to top. */
-static void cost_into(const mp_search_options *opt, const cand *x, cost_pass *ps, top_k *top,
+/* Costs cand x (applied: cfg) in full and offers it to top. */
+static void cost_into(const cand *x, const mp_config *cfg, cost_pass *ps, top_k *top,
                       mp_search_result *res, refusals *rf)
 {
-    mp_config cfg;
     mp_estimate est;
     res->counts.estimated++;
-    if (cost_one(&opt->base, x, ps->memo, &cfg, &est, rf) != MP_OK) {
+    if (cost_applied(cfg, ps->memo, &est, rf) != MP_OK) {
         res->counts.rejected[MP_REJECT_OTHER]++;
         return;
     }
     if (!est.fits) {
         res->counts.rejected[MP_REJECT_MEMORY]++;
-        note_closest(res, rf, &cfg, &est);
+        note_closest(res, rf, cfg, &est);
         return;
     }
     res->counts.fitting++;
     mp_search_top_insert(top, x, &est);
+}
+
+/* Sets aside keep index i, pruned by time with bound lb (a later pass
+ * looks at it again under its own threshold); false when out of memory. */
+static bool defer(cost_pass *ps, size_t i, double lb)
+{
+    if (ps->n_deferred == ps->cap_deferred) {
+        size_t cap = ps->cap_deferred ? 2 * ps->cap_deferred : 1024;
+        size_t *d = realloc(ps->deferred, cap * sizeof *d);
+        if (d) ps->deferred = d;
+        double *l = d ? realloc(ps->deferred_lb, cap * sizeof *l) : NULL;
+        if (l) ps->deferred_lb = l;
+        if (!d || !l) {
+            ps->oom = true;
+            return false;
+        }
+        ps->cap_deferred = cap;
+    }
+    ps->deferred[ps->n_deferred] = i;
+    ps->deferred_lb[ps->n_deferred++] = lb;
+    return true;
 }
 
 /* Step 2: the kept candidates in order of their time bound, into top,
@@ -235,45 +263,50 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
             continue;
         }
         res->counts.pruned_time--;
-        cost_into(opt, &e->keep.v[ps->deferred[j]], ps, top, res, rf);
+        mp_config cfg;
+        mp_search_cand_apply(&opt->base, &e->keep.v[ps->deferred[j]], &cfg);
+        cost_into(&e->keep.v[ps->deferred[j]], &cfg, ps, top, res, rf);
     }
     ps->n_deferred = w;
     res->counts.pruned_time -= ps->tail_pruned;
     ps->tail_pruned = 0;
     size_t i = ps->next;
     for (; i < e->keep.n; i++) {
-        const cand *x = &e->keep.v[i];
+        size_t xi = mp_search_order_at(&ps->order, &e->keep, i);
+        const cand *x = &e->keep.v[xi];
         if (!opt->no_prune && x->lb_time >= threshold_at(top, kk)) {
             ps->tail_pruned = (int64_t)(e->keep.n - i);
             res->counts.pruned_time += ps->tail_pruned;
             break;
         }
+        double thr = threshold_at(top, kk);
         if (!opt->no_prune && x->ep > 0) {
             /* MoE: the exposed dispatch and combine bound it too */
             const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
             double lb = bi ? mp_search_expert_time_bound(&opt->base, bi, x,
                                                          comm_of(&ps->comm, opt, x))
                            : -INFINITY;
-            if (lb >= threshold_at(top, kk)) {
+            if (lb >= thr) {
                 res->counts.pruned_time++;
-                if (ps->n_deferred == ps->cap_deferred) {
-                    size_t cap = ps->cap_deferred ? 2 * ps->cap_deferred : 1024;
-                    size_t *d = realloc(ps->deferred, cap * sizeof *d);
-                    if (d) ps->deferred = d;
-                    double *l = d ? realloc(ps->deferred_lb, cap * sizeof *l) : NULL;
-                    if (l) ps->deferred_lb = l;
-                    if (!d || !l) {
-                        ps->oom = true;
-                        break;
-                    }
-                    ps->cap_deferred = cap;
-                }
-                ps->deferred[ps->n_deferred] = i;
-                ps->deferred_lb[ps->n_deferred++] = lb;
+                if (!defer(ps, xi, lb)) break;
                 continue;
             }
         }
-        cost_into(opt, x, ps, top, res, rf);
+        mp_config cfg;
+        mp_search_cand_apply(&opt->base, x, &cfg);
+        if (!opt->no_prune && thr < INFINITY) {
+            /* and the blocks' own costs over the ranks (cost.c's
+             * mp_estimate_step_floor), a fraction of the estimate: most
+             * candidates the bounds above let through lose here */
+            double lb;
+            mp_error e2;
+            if (mp_estimate_step_floor(&cfg, ps->memo, &lb, &e2) == MP_OK && lb >= thr) {
+                res->counts.pruned_time++;
+                if (!defer(ps, xi, lb)) break;
+                continue;
+            }
+        }
+        cost_into(x, &cfg, ps, top, res, rf);
         if (opt->progress && (i & 1023) == 1023)
             opt->progress(opt->progress_user, 0.1 + 0.7 * (double)i / (double)e->keep.n);
     }
@@ -518,10 +551,6 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
     refusals rf = {0};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
-    if (!mp_search_sort_lb_time(&e.keep)) {
-        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
-        goto done;
-    }
     /* top holds up to 4k, pruned by the k-th best as before; when splits
      * made some of the k the same, a pass by the (k + missing)-th best
      * resumes, and so on (rare: most searches take one pass) */
@@ -536,6 +565,10 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
     }
     if (!top.e) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto pass_done;
+    }
+    if (!mp_search_order_init(&ps.order, &e.keep)) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
         goto pass_done;
     }
     for (int kk = k;;) {
@@ -568,6 +601,7 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
         res->counts = before; /* the splits again next time */
     }
 pass_done:
+    mp_search_order_free(&ps.order);
     split_memo_free(&splits);
     mp_cost_memo_free(ps.memo);
     free(ps.comm.slot);

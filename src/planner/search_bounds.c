@@ -256,7 +256,7 @@ void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
 {
     bs->sharded = *base;
     bs->experts = *base;
-    bs->r0_p = bs->r0_v = 0;
+    bs->r0_p[0] = bs->r0_p[1] = bs->r0_v[0] = bs->r0_v[1] = 0;
 }
 
 void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
@@ -278,18 +278,20 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
      * or the stages of a layout or of the uneven default split */
     bool exact0 = L % ((int64_t)x->p * x->v) == 0;
     double rank0 = per_rank;
-    if (layout_split && bs->r0_p == x->p && bs->r0_v == x->v && bs->r0_sched == x->sched) {
-        rank0 = bs->r0_blocks; /* the split depends on these alone */
-        min_chunk = bs->r0_min_chunk;
-        exact0 = bs->r0_exact;
+    /* rank0_blocks depends on the schedule only by whether it is a V one
+     * or DualPipe (its L/p there) */
+    int r0k = mp_schedule_is_v((mp_schedule_kind)x->sched) || x->sched == MP_SCHED_DUALPIPE;
+    if (layout_split && bs->r0_p[r0k] == x->p && bs->r0_v[r0k] == x->v) {
+        rank0 = bs->r0_blocks[r0k]; /* the split depends on these alone */
+        min_chunk = bs->r0_min_chunk[r0k];
+        exact0 = bs->r0_exact[r0k];
     } else if (layout_split) {
         rank0 = rank0_blocks(base, x, L, &min_chunk, &exact0);
-        bs->r0_p = x->p;
-        bs->r0_v = x->v;
-        bs->r0_sched = x->sched;
-        bs->r0_blocks = rank0;
-        bs->r0_min_chunk = min_chunk;
-        bs->r0_exact = exact0;
+        bs->r0_p[r0k] = x->p;
+        bs->r0_v[r0k] = x->v;
+        bs->r0_blocks[r0k] = rank0;
+        bs->r0_min_chunk[r0k] = min_chunk;
+        bs->r0_exact[r0k] = exact0;
     }
     /* x's sharding (mp_static_bytes reads the parallel settings alone) */
     mp_config *tmp = &bs->sharded;

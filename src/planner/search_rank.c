@@ -10,9 +10,12 @@
  *    micro-batches plus the fill it cannot avoid, without any communication).
  *    (search_enumerate.c, search_bounds.c)
  * 2. Drop those whose memory bound exceeds the capacity; cost the rest in
- *    full in order of their time bound, keeping the k best that fit, and stop
- *    at the first bound that cannot beat the k-th best: every later one is
- *    pruned by time.
+ *    full in order of their time bound (lb_order: buckets sorted as reached),
+ *    keeping the k best that fit, and stop at the first bound that cannot
+ *    beat the k-th best: every later one is pruned by time. A candidate
+ *    reached is first held against two tighter bounds (MoE's exposed
+ *    dispatch, then mp_estimate_step_floor from its blocks' item costs) and
+ *    set aside, counted as pruned by time, when one cannot beat it.
  * 3. Give the k best the stage split and per-layer recompute (split.h) and
  *    keep it where the estimate improves (search_split.c). A split that
  *    makes a candidate the same plan as one before it drops it; step 2

@@ -1215,18 +1215,13 @@ void mp_pipeline_cost_free(mp_pipeline_cost *pc)
  * time off the stages): 0 there. A relative 1e-9 below, for the sums'
  * rounding in another order. The same config check first: a refusal is the
  * estimate's (err). */
-mp_status mp_estimate_step_floor(const mp_config *c, mp_cost_memo *memo, double *floor,
-                                 mp_error *err)
+bool mp_estimate_block_sums(const mp_config *c, mp_cost_memo *memo,
+                            double sums[MP_RECOMPUTE_COUNT])
 {
-    *floor = 0.0;
-    mp_status s = mp_config_check(c, err);
-    if (s != MP_OK)
-        return s;
     const mp_parallel *pp = &c->parallel;
     int64_t L = mp_model_blocks(&c->model);
-    if (c->model.arch == MP_ARCH_T5 || pp->moe_a2a_overlap || L < 1 || L > MP_MAX_LAYERS ||
-        pp->pp < 1)
-        return MP_OK;
+    if (c->model.arch == MP_ARCH_T5 || pp->moe_a2a_overlap || L < 1 || L > MP_MAX_LAYERS)
+        return false;
     const model_facts *mf = facts_of(c, memo);
     bool filled = false;
     detail_set local, *ds = mp_cost_memo_slot(memo, c, sizeof *ds, &filled);
@@ -1237,23 +1232,45 @@ mp_status mp_estimate_step_floor(const mp_config *c, mp_cost_memo *memo, double 
     int64_t count[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < L; i++)
         count[mf ? mf->kind[i] : block_kind(&c->model, i)]++;
-    mp_recompute r = pp->recompute;
-    double sum = 0.0;
-    for (int k = 0; k < 4; k++) {
-        if (!count[k])
-            continue;
-        const item_detail *d = &ds->kind[k];
-        double rec = r == MP_RECOMPUTE_SELECTIVE ? d->sel_rec
-                     : r == MP_RECOMPUTE_FULL    ? d->fwd_compute + d->tp_f + d->cp_f
-                                                 : 0.0;
-        double fwd = d->fwd_compute + d->tp_f + d->cp_f;
-        double bwd = d->bwd_compute + d->tp_b + d->cp_b + rec;
-        sum += (double)count[k] * (fwd + bwd);
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
+        double sum = 0.0;
+        for (int k = 0; k < 4; k++) {
+            if (!count[k])
+                continue;
+            const item_detail *d = &ds->kind[k];
+            double rec = r == MP_RECOMPUTE_SELECTIVE ? d->sel_rec
+                         : r == MP_RECOMPUTE_FULL    ? d->fwd_compute + d->tp_f + d->cp_f
+                                                     : 0.0;
+            double fwd = d->fwd_compute + d->tp_f + d->cp_f;
+            double bwd = d->bwd_compute + d->tp_b + d->cp_b + rec;
+            sum += (double)count[k] * (fwd + bwd);
+        }
+        sums[r] = sum;
     }
+    return true;
+}
+
+double mp_estimate_floor_of_sums(const mp_config *c, const double sums[MP_RECOMPUTE_COUNT])
+{
+    const mp_parallel *pp = &c->parallel;
+    if (pp->pp < 1 || (unsigned)pp->recompute >= MP_RECOMPUTE_COUNT)
+        return 0.0;
     int64_t m = mp_config_microbatches(c);
     bool dual = pp->schedule == MP_SCHED_DUALPIPE;
     double rounds = (double)(dual ? m / 2 : m), copies = dual ? 2.0 : 1.0;
-    *floor = fmax(0.0, rounds * copies * sum / (double)pp->pp * (1.0 - 1e-9));
+    return fmax(0.0, rounds * copies * sums[pp->recompute] / (double)pp->pp * (1.0 - 1e-9));
+}
+
+mp_status mp_estimate_step_floor(const mp_config *c, mp_cost_memo *memo, double *floor,
+                                 mp_error *err)
+{
+    *floor = 0.0;
+    mp_status s = mp_config_check(c, err);
+    if (s != MP_OK)
+        return s;
+    double sums[MP_RECOMPUTE_COUNT];
+    if (mp_estimate_block_sums(c, memo, sums))
+        *floor = mp_estimate_floor_of_sums(c, sums);
     return MP_OK;
 }
 

@@ -189,6 +189,85 @@ static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *
     return comm;
 }
 
+/* The blocks' sums of mp_estimate_block_sums by what they depend on among
+ * a candidate's settings: those the memo's key keeps (mp_cost_memo_key;
+ * the others a search takes from its base): t, c, b, sp, the TP overlap, the
+ * expert split and dispatcher, and whether the backward's W is a pass of its
+ * own (a split-backward schedule with pp > 1). */
+typedef struct floor_entry {
+    int32_t t, c, b, ep, etp;
+    uint8_t sp, tpo, disp, split_w, used, applies;
+    double sums[MP_RECOMPUTE_COUNT];
+} floor_entry;
+typedef struct floor_cache {
+    floor_entry *slot; /* NULL: no cache, each computed */
+    size_t n, cap;
+} floor_cache;
+
+#define FLOOR_CACHE_MAX (1u << 20)
+
+static uint64_t floor_hash(const floor_entry *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    const int64_t v[] = {k->t, k->c, k->b, k->ep, k->etp, k->sp, k->tpo, k->disp, k->split_w};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        h = (h ^ (uint64_t)v[i]) * 0x100000001b3ull;
+    return h * 0x9E3779B97F4A7C15ull;
+}
+
+static bool floor_same(const floor_entry *a, const floor_entry *b)
+{
+    return a->t == b->t && a->c == b->c && a->b == b->b && a->ep == b->ep && a->etp == b->etp &&
+           a->sp == b->sp && a->tpo == b->tpo && a->disp == b->disp && a->split_w == b->split_w;
+}
+
+static void floor_grow(floor_cache *fc)
+{
+    size_t cap = fc->cap ? fc->cap * 2 : 4096;
+    if (cap > FLOOR_CACHE_MAX) return;
+    floor_entry *s = calloc(cap, sizeof *s);
+    if (!s) return;
+    for (size_t i = 0; i < fc->cap; i++) {
+        if (!fc->slot[i].used) continue;
+        size_t j = (size_t)(floor_hash(&fc->slot[i]) >> 20) & (cap - 1);
+        while (s[j].used) j = (j + 1) & (cap - 1);
+        s[j] = fc->slot[i];
+    }
+    free(fc->slot);
+    fc->slot = s;
+    fc->cap = cap;
+}
+
+/* mp_estimate_step_floor of cfg (cand x applied), its block sums cached:
+ * MP_OK with the floor, or the configuration check's refusal. */
+static mp_status floor_of(floor_cache *fc, const cand *x, const mp_config *cfg, double *floor)
+{
+    mp_error e2;
+    *floor = 0.0;
+    mp_status st = mp_config_check(cfg, &e2);
+    if (st != MP_OK) return st;
+    if (fc->n * 2 >= fc->cap) floor_grow(fc);
+    floor_entry key = {x->t, x->c, x->b, x->ep, x->etp, x->sp, x->tp_overlap, x->disp,
+                       mp_schedule_splits_backward((mp_schedule_kind)x->sched) && x->p > 1, 1,
+                       0, {0}};
+    size_t j = 0;
+    if (fc->slot) {
+        for (j = (size_t)(floor_hash(&key) >> 20) & (fc->cap - 1); fc->slot[j].used;
+             j = (j + 1) & (fc->cap - 1))
+            if (floor_same(&fc->slot[j], &key)) {
+                if (fc->slot[j].applies) *floor = mp_estimate_floor_of_sums(cfg, fc->slot[j].sums);
+                return MP_OK;
+            }
+    }
+    key.applies = mp_estimate_block_sums(cfg, NULL, key.sums);
+    if (key.applies) *floor = mp_estimate_floor_of_sums(cfg, key.sums);
+    if (fc->slot && fc->n * 2 < fc->cap) { /* a full table stops caching, still right */
+        fc->slot[j] = key;
+        fc->n++;
+    }
+    return MP_OK;
+}
+
 /* Step 2's state between passes: what is left to cost (the MoE bound's
  * pruned ones and the tail after the first bound that lost), the caches. */
 typedef struct cost_pass {
@@ -201,6 +280,7 @@ typedef struct cost_pass {
     bool oom;
     mp_cost_memo *memo;   /* NULL: estimates uncached */
     comm_cache comm;
+    floor_cache floors;
 } cost_pass;
 
 /* The time the kk-th best takes (infinite while fewer): a bound no better
@@ -302,8 +382,7 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
              * mp_estimate_step_floor), a fraction of the estimate: most
              * candidates the bounds above let through lose here */
             double lb;
-            mp_error e2;
-            if (mp_estimate_step_floor(&cfg, ps->memo, &lb, &e2) == MP_OK && lb >= thr) {
+            if (floor_of(&ps->floors, x, &cfg, &lb) == MP_OK && lb >= thr) {
                 res->counts.pruned_time++;
                 if (!defer(ps, xi, lb)) break;
                 continue;
@@ -608,6 +687,7 @@ pass_done:
     split_memo_free(&splits);
     mp_cost_memo_free(ps.memo);
     free(ps.comm.slot);
+    free(ps.floors.slot);
     free(ps.deferred);
     free(ps.deferred_lb);
 

@@ -1397,6 +1397,87 @@ void mp_pipeline_cost_free(mp_pipeline_cost *pc)
 
 /* ---- the estimate ----------------------------------------------------- */
 
+/* A lower bound on mp_estimate_config(c, NULL)'s step from the item details
+ * alone (no stage split, no schedule, no data-parallel terms): what the
+ * search prunes by before it pays for the rest of an estimate.
+ *
+ * Why it is a lower bound: the estimate's step is compute + recompute + tp +
+ * cp + pp (the slowest rank's per-round parts, times its rounds) + bubble +
+ * dp_comm + optimizer, where those parts sum to busy = rounds * round[slow]
+ * (round[r] sums the fwd + bwd + p2p of r's chunks; fwd and bwd are the
+ * stage's compute, recompute, exposed TP and CP and ZeRO's dp_f/dp_b, each
+ * also counted in a part), bubble = max(0, makespan - busy) and the other
+ * terms are >= 0: so step >= busy >= rounds * (sum over ranks of round[r]) /
+ * p. The chunks of all ranks are every stage once (mp_schedule_stage; under
+ * DualPipe every stage twice, with rounds = m / 2), and the stages hold every
+ * item once (mp_config_stages), so that sum is at least the blocks' own fwd +
+ * bwd + recompute as sum_stage adds them (p2p, the embedding and the head,
+ * the MTP modules folded into it, DeepSpeed's accumulation passes and
+ * partition gathers are >= 0 and left out). Not for T5 (its blocks are not
+ * of block_kind's kinds) nor under the MoE all-to-all overlap (hide_a2a takes
+ * time off the stages): 0 there. A relative 1e-9 below, for the sums'
+ * rounding in another order. The same config check first: a refusal is the
+ * estimate's (err). */
+bool mp_estimate_block_sums(const mp_config *c, mp_cost_memo *memo,
+                            double sums[MP_RECOMPUTE_COUNT])
+{
+    const mp_parallel *pp = &c->parallel;
+    int64_t L = mp_model_blocks(&c->model);
+    if (c->model.arch == MP_ARCH_T5 || pp->moe_a2a_overlap || L < 1 || L > MP_MAX_LAYERS)
+        return false;
+    const model_facts *mf = facts_of(c, memo);
+    bool filled = false;
+    detail_set local, *ds = mp_cost_memo_slot(memo, c, sizeof *ds, &filled);
+    if (!ds)
+        ds = &local;
+    if (!filled)
+        detail_kinds(c, L, ds);
+    int64_t count[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < L; i++)
+        count[mf ? mf->kind[i] : block_kind(&c->model, i)]++;
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
+        double sum = 0.0;
+        for (int k = 0; k < 4; k++) {
+            if (!count[k])
+                continue;
+            const item_detail *d = &ds->kind[k];
+            double rec = r == MP_RECOMPUTE_SELECTIVE ? d->sel_rec
+                         : r == MP_RECOMPUTE_FULL    ? d->fwd_compute + d->tp_f + d->cp_f
+                                                     : 0.0;
+            double fwd = d->fwd_compute + d->tp_f + d->cp_f;
+            double bwd = d->bwd_compute + d->tp_b + d->cp_b + rec;
+            sum += (double)count[k] * (fwd + bwd);
+        }
+        sums[r] = sum;
+    }
+    return true;
+}
+
+double mp_estimate_floor_of_sums(const mp_config *c, const double sums[MP_RECOMPUTE_COUNT])
+{
+    const mp_parallel *pp = &c->parallel;
+    if (pp->pp < 1 || (unsigned)pp->recompute >= MP_RECOMPUTE_COUNT)
+        return 0.0;
+    int64_t m = mp_config_microbatches(c);
+    bool dual = pp->schedule == MP_SCHED_DUALPIPE;
+    double rounds = (double)(dual ? m / 2 : m), copies = dual ? 2.0 : 1.0;
+    return fmax(0.0, rounds * copies * sums[pp->recompute] / (double)pp->pp * (1.0 - 1e-9));
+}
+
+mp_status mp_estimate_step_floor(const mp_config *c, mp_cost_memo *memo, double *floor,
+                                 mp_error *err)
+{
+    *floor = 0.0;
+    mp_status s = mp_config_check(c, err);
+    if (s != MP_OK)
+        return s;
+    double sums[MP_RECOMPUTE_COUNT];
+    if (mp_estimate_block_sums(c, memo, sums))
+        *floor = mp_estimate_floor_of_sums(c, sums);
+    return MP_OK;
+}
+
+
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                           mp_cost_memo *memo, mp_estimate *out, mp_error *err);
 

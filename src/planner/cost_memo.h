@@ -57,4 +57,21 @@ size_t mp_cost_memo_size(const mp_cost_memo *memo);
 mp_status mp_estimate_config_memo(const mp_config *c, const mp_plan *plan, mp_cost_memo *memo,
                                   mp_estimate *out, mp_error *err);
 
+/* A lower bound on the step mp_estimate_config(c, NULL) gives, from the
+ * blocks' item details alone (through memo, which may be NULL): the search
+ * prunes by it before costing a candidate in full (cost.c argues the bound).
+ * *floor is 0 where it does not apply; a refusal of the configuration check
+ * is returned as the estimate would. */
+mp_status mp_estimate_step_floor(const mp_config *c, mp_cost_memo *memo, double *floor,
+                                 mp_error *err);
+/* Its two parts: the blocks' fwd + bwd per micro-batch on one GPU under each
+ * recompute choice, summed over the blocks (false where the floor does not
+ * apply), which depend on the parallel settings the memo's key keeps alone
+ * (mp_cost_memo_key) and on the recompute choice by index; and the floor of
+ * c from them (no configuration check). mp_estimate_step_floor is the second
+ * of the first after the check. */
+bool mp_estimate_block_sums(const mp_config *c, mp_cost_memo *memo,
+                            double sums[MP_RECOMPUTE_COUNT]);
+double mp_estimate_floor_of_sums(const mp_config *c, const double sums[MP_RECOMPUTE_COUNT]);
+
 #endif

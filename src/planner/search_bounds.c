@@ -256,7 +256,7 @@ void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
 {
     bs->sharded = *base;
     bs->experts = *base;
-    bs->r0_p = bs->r0_v = 0;
+    bs->r0_p[0] = bs->r0_p[1] = bs->r0_v[0] = bs->r0_v[1] = 0;
 }
 
 void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
@@ -278,18 +278,20 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
      * or the stages of a layout or of the uneven default split */
     bool exact0 = L % ((int64_t)x->p * x->v) == 0;
     double rank0 = per_rank;
-    if (layout_split && bs->r0_p == x->p && bs->r0_v == x->v && bs->r0_sched == x->sched) {
-        rank0 = bs->r0_blocks; /* the split depends on these alone */
-        min_chunk = bs->r0_min_chunk;
-        exact0 = bs->r0_exact;
+    /* rank0_blocks depends on the schedule only by whether it is a V one
+     * or DualPipe (its L/p there) */
+    int r0k = mp_schedule_is_v((mp_schedule_kind)x->sched) || x->sched == MP_SCHED_DUALPIPE;
+    if (layout_split && bs->r0_p[r0k] == x->p && bs->r0_v[r0k] == x->v) {
+        rank0 = bs->r0_blocks[r0k]; /* the split depends on these alone */
+        min_chunk = bs->r0_min_chunk[r0k];
+        exact0 = bs->r0_exact[r0k];
     } else if (layout_split) {
         rank0 = rank0_blocks(base, x, L, &min_chunk, &exact0);
-        bs->r0_p = x->p;
-        bs->r0_v = x->v;
-        bs->r0_sched = x->sched;
-        bs->r0_blocks = rank0;
-        bs->r0_min_chunk = min_chunk;
-        bs->r0_exact = exact0;
+        bs->r0_p[r0k] = x->p;
+        bs->r0_v[r0k] = x->v;
+        bs->r0_blocks[r0k] = rank0;
+        bs->r0_min_chunk[r0k] = min_chunk;
+        bs->r0_exact[r0k] = exact0;
     }
     /* x's sharding (mp_static_bytes reads the parallel settings alone) */
     mp_config *tmp = &bs->sharded;
@@ -467,6 +469,11 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
         if (bi && mp_search_expert_time_bound(&opt->base, bi, &e.keep.v[i],
                                               mp_search_expert_comm(&cfg)) >
                       est.time.step * (1 + 1e-12))
+            (*time_violations)++;
+        /* and the blocks' floor the costing prunes by (mp_estimate_step_floor) */
+        double floor;
+        if (mp_estimate_step_floor(&cfg, NULL, &floor, &e2) == MP_OK &&
+            floor > est.time.step * (1 + 1e-12))
             (*time_violations)++;
     }
 done:

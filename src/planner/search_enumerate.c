@@ -273,6 +273,20 @@ static void consider_experts(enum_ctx *e, cand *x)
                 x->ep = (int32_t)ep;
                 x->etp = etps[i];
                 x->disp = disps[k];
+                if (expert_bytes < 0.0 && e->expert_bytes) {
+                    /* the cache of (t, c, d), by sharding, degree and etp */
+                    if (e->eb_t != x->t || e->eb_c != x->c || e->eb_d != x->d) {
+                        for (int j = 0; j < 10 * e->n_expert_degrees; j++)
+                            e->expert_bytes[j] = -1.0;
+                        e->eb_t = x->t;
+                        e->eb_c = x->c;
+                        e->eb_d = x->d;
+                    }
+                    double *slot = &e->expert_bytes[(x->dist_opt * e->n_expert_degrees + ie) * 2 + i];
+                    if (*slot < 0.0)
+                        *slot = mp_search_expert_bytes(e->base, &e->scratch, &bp, x);
+                    expert_bytes = *slot;
+                }
                 if (expert_bytes < 0.0)
                     expert_bytes = mp_search_expert_bytes(e->base, &e->scratch, &bp, x);
                 mp_search_bounds_set(e->base, &bp, expert_bytes, e->loose_mem, x);
@@ -382,6 +396,13 @@ static void enumerate_inner(enum_ctx *e, cand *x)
     int nsp = 0;
     if (fixed(e, MP_FIX_SP)) {
         sps[nsp++] = fp->sp;
+    } else if (x->t > 1 && mp_model_is_moe(&e->base->model)) {
+        /* Megatron-Core refuses MoE with tensor parallelism but without SP
+         * (mp_config_check): the cost model would refuse every such
+         * candidate (a third of what DeepSeek-V3 on 2048 GPUs costed) */
+        refuse(e, MP_REJECT_OTHER, "sp",
+               "mixture of experts with tp > 1 needs sequence parallelism (sp)");
+        sps[nsp++] = true;
     } else {
         sps[nsp++] = false;
         if (x->t > 1) sps[nsp++] = true;
@@ -631,6 +652,9 @@ void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_cou
             e->n_expert_degrees = divisors(base->model.moe.experts, e->expert_degrees, MAX_DIV);
         else
             e->keep.oom = true;
+        /* (none: each computed, still right) */
+        e->expert_bytes = malloc(sizeof *e->expert_bytes * 10 * (size_t)(e->n_expert_degrees + 1));
+        e->eb_t = 0; /* no (t, c, d) yet */
     }
 }
 
@@ -640,6 +664,8 @@ void mp_search_free_ctx(enum_ctx *e)
     free(e->closest.v);
     free(e->bc.slot);
     free(e->expert_degrees);
+    free(e->expert_bytes);
+    e->expert_bytes = NULL;
     e->keep.v = e->closest.v = NULL;
     e->bc.slot = NULL;
     e->expert_degrees = NULL;

@@ -77,12 +77,13 @@ typedef struct bound_parts {
  * search: base with a candidate's sharding, and with its expert split. */
 typedef struct bound_scratch {
     mp_config sharded, experts;
-    /* the last (pp, vpp, schedule) whose rank-0 blocks were counted
-     * (search_bounds.c rank0_blocks), which depend on them alone: pp 0 when
-     * none */
-    int64_t r0_p, r0_v, r0_sched;
-    double r0_blocks, r0_min_chunk;
-    bool r0_exact;
+    /* the last (pp, vpp) whose rank-0 blocks were counted (search_bounds.c
+     * rank0_blocks), which depend on them and on whether the schedule is a
+     * V one or DualPipe alone: one entry for each of those two kinds of
+     * schedule (the enumeration alternates them innermost), pp 0 when none */
+    int64_t r0_p[2], r0_v[2];
+    double r0_blocks[2], r0_min_chunk[2];
+    bool r0_exact[2];
 } bound_scratch;
 
 /* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B
@@ -106,6 +107,14 @@ typedef struct enum_ctx {
     bound_scratch scratch;  /* the bounds' configurations */
     int64_t *expert_degrees; /* MoE: the divisors of the experts, ascending */
     int n_expert_degrees;
+    /* MoE: mp_search_expert_bytes of the (t, c, d) below, by sharding (0-4),
+     * expert degree and etp (1 or t): 5 * n_expert_degrees * 2 values, < 0
+     * while not computed. They depend on those alone (the bounds' sharded
+     * configuration holds t, c, d and the sharding), and the enumeration
+     * asks for them again for every sp, recompute and schedule. */
+    double *expert_bytes;
+    int32_t eb_t, eb_c;
+    int64_t eb_d;
     cand_vec keep;        /* survivors of the memory bound */
     cand_vec closest;     /* memory-pruned with the smallest bounds (for "nothing fits") */
     size_t closest_worst; /* of closest, once full: the first with the largest bound */
@@ -158,9 +167,23 @@ double mp_search_top_threshold(const top_k *t);
 void mp_search_top_insert(top_k *t, const cand *x, const mp_estimate *e);
 int mp_search_cmp_lb_time(const void *a, const void *b);
 int mp_search_cmp_lb_mem(const void *a, const void *b);
-/* cv in the order of a stable sort by lb_time (mp_search_cmp_lb_time, ties
- * in their order before); false when out of memory (cv unchanged). */
-bool mp_search_sort_lb_time(cand_vec *cv);
+/* The kept candidates in the order of a stable sort by lb_time
+ * (mp_search_cmp_lb_time, ties in the enumeration's order), without moving
+ * them or sorting what the costing never reaches: their indices by buckets
+ * of lb_time, each sorted when first asked for (the costing stops at the
+ * first bound that cannot win; DeepSeek-V3 keeps 10^6, costs 10^4). */
+typedef struct lb_order {
+    uint32_t *idx;          /* keep indices, bucket by bucket */
+    size_t *start;          /* nb + 1: where each bucket begins in idx */
+    struct sort_rec *tmp;   /* room for the widest bucket */
+    size_t n, nb, sorted;   /* buckets [0, sorted) are in order */
+    double lo, scale;       /* bucket of lb: (lb - lo) * scale */
+} lb_order;
+/* false when out of memory (o empty) */
+bool mp_search_order_init(lb_order *o, const cand_vec *cv);
+/* the keep index at position i of the order (i < n, asked in increasing order) */
+size_t mp_search_order_at(lb_order *o, const cand_vec *cv, size_t i);
+void mp_search_order_free(lb_order *o);
 
 /* search_shared.c: the training and the fixed settings, checked before
  * enumerating (err names the setting at fault) */

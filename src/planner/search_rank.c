@@ -10,9 +10,12 @@
  *    micro-batches plus the fill it cannot avoid, without any communication).
  *    (search_enumerate.c, search_bounds.c)
  * 2. Drop those whose memory bound exceeds the capacity; cost the rest in
- *    full in order of their time bound, keeping the k best that fit, and stop
- *    at the first bound that cannot beat the k-th best: every later one is
- *    pruned by time.
+ *    full in order of their time bound (lb_order: buckets sorted as reached),
+ *    keeping the k best that fit, and stop at the first bound that cannot
+ *    beat the k-th best: every later one is pruned by time. A candidate
+ *    reached is first held against two tighter bounds (MoE's exposed
+ *    dispatch, then mp_estimate_step_floor from its blocks' item costs) and
+ *    set aside, counted as pruned by time, when one cannot beat it.
  * 3. Give the k best the stage split and per-layer recompute (split.h) and
  *    keep it where the estimate improves (search_split.c). A split that
  *    makes a candidate the same plan as one before it drops it; step 2
@@ -77,13 +80,12 @@ static mp_status enumeration_verdict(const enum_ctx *e, const mp_search_options 
     return st;
 }
 
-/* Estimates cand x in full; MP_OK with est, or the cost model's refusal
- * (remembered in rf when it is the first). The memo (NULL: none) keeps the
- * per-item costs the candidates share. */
-static mp_status cost_one(const mp_config *base, const cand *x, mp_cost_memo *memo,
-                          mp_config *cfg, mp_estimate *est, refusals *rf)
+/* Estimates cfg (cand x applied) in full; MP_OK with est, or the cost
+ * model's refusal (remembered in rf when it is the first). The memo (NULL:
+ * none) keeps the per-item costs the candidates share. */
+static mp_status cost_applied(const mp_config *cfg, mp_cost_memo *memo, mp_estimate *est,
+                              refusals *rf)
 {
-    mp_search_cand_apply(base, x, cfg);
     mp_error e2;
     mp_error_clear(&e2);
     mp_status st = mp_estimate_config_memo(cfg, NULL, memo, est, &e2);
@@ -92,6 +94,14 @@ static mp_status cost_one(const mp_config *base, const cand *x, mp_cost_memo *me
         rf->est_refusal = e2;
     }
     return st;
+}
+
+/* cost_applied of cand x, applied to base into cfg. */
+static mp_status cost_one(const mp_config *base, const cand *x, mp_cost_memo *memo,
+                          mp_config *cfg, mp_estimate *est, refusals *rf)
+{
+    mp_search_cand_apply(base, x, cfg);
+    return cost_applied(cfg, memo, est, rf);
 }
 
 static void note_closest(mp_search_result *res, refusals *rf, const mp_config *cfg,
@@ -179,10 +189,90 @@ static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *
     return comm;
 }
 
+/* The blocks' sums of mp_estimate_block_sums by what they depend on among
+ * a candidate's settings: those the memo's key keeps (mp_cost_memo_key;
+ * the others a search takes from its base): t, c, b, sp, the TP overlap, the
+ * expert split and dispatcher, and whether the backward's W is a pass of its
+ * own (a split-backward schedule with pp > 1). */
+typedef struct floor_entry {
+    int32_t t, c, b, ep, etp;
+    uint8_t sp, tpo, disp, split_w, used, applies;
+    double sums[MP_RECOMPUTE_COUNT];
+} floor_entry;
+typedef struct floor_cache {
+    floor_entry *slot; /* NULL: no cache, each computed */
+    size_t n, cap;
+} floor_cache;
+
+#define FLOOR_CACHE_MAX (1u << 20)
+
+static uint64_t floor_hash(const floor_entry *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    const int64_t v[] = {k->t, k->c, k->b, k->ep, k->etp, k->sp, k->tpo, k->disp, k->split_w};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        h = (h ^ (uint64_t)v[i]) * 0x100000001b3ull;
+    return h * 0x9E3779B97F4A7C15ull;
+}
+
+static bool floor_same(const floor_entry *a, const floor_entry *b)
+{
+    return a->t == b->t && a->c == b->c && a->b == b->b && a->ep == b->ep && a->etp == b->etp &&
+           a->sp == b->sp && a->tpo == b->tpo && a->disp == b->disp && a->split_w == b->split_w;
+}
+
+static void floor_grow(floor_cache *fc)
+{
+    size_t cap = fc->cap ? fc->cap * 2 : 4096;
+    if (cap > FLOOR_CACHE_MAX) return;
+    floor_entry *s = calloc(cap, sizeof *s);
+    if (!s) return;
+    for (size_t i = 0; i < fc->cap; i++) {
+        if (!fc->slot[i].used) continue;
+        size_t j = (size_t)(floor_hash(&fc->slot[i]) >> 20) & (cap - 1);
+        while (s[j].used) j = (j + 1) & (cap - 1);
+        s[j] = fc->slot[i];
+    }
+    free(fc->slot);
+    fc->slot = s;
+    fc->cap = cap;
+}
+
+/* mp_estimate_step_floor of cfg (cand x applied), its block sums cached:
+ * MP_OK with the floor, or the configuration check's refusal. */
+static mp_status floor_of(floor_cache *fc, const cand *x, const mp_config *cfg, double *floor)
+{
+    mp_error e2;
+    *floor = 0.0;
+    mp_status st = mp_config_check(cfg, &e2);
+    if (st != MP_OK) return st;
+    if (fc->n * 2 >= fc->cap) floor_grow(fc);
+    floor_entry key = {x->t, x->c, x->b, x->ep, x->etp, x->sp, x->tp_overlap, x->disp,
+                       mp_schedule_splits_backward((mp_schedule_kind)x->sched) && x->p > 1, 1,
+                       0, {0}};
+    size_t j = 0;
+    if (fc->slot) {
+        for (j = (size_t)(floor_hash(&key) >> 20) & (fc->cap - 1); fc->slot[j].used;
+             j = (j + 1) & (fc->cap - 1))
+            if (floor_same(&fc->slot[j], &key)) {
+                if (fc->slot[j].applies) *floor = mp_estimate_floor_of_sums(cfg, fc->slot[j].sums);
+                return MP_OK;
+            }
+    }
+    key.applies = mp_estimate_block_sums(cfg, NULL, key.sums);
+    if (key.applies) *floor = mp_estimate_floor_of_sums(cfg, key.sums);
+    if (fc->slot && fc->n * 2 < fc->cap) { /* a full table stops caching, still right */
+        fc->slot[j] = key;
+        fc->n++;
+    }
+    return MP_OK;
+}
+
 /* Step 2's state between passes: what is left to cost (the MoE bound's
  * pruned ones and the tail after the first bound that lost), the caches. */
 typedef struct cost_pass {
-    size_t next;          /* e->keep.v index the last pass stopped at */
+    lb_order order;       /* e->keep in the order of the time bound */
+    size_t next;          /* the position in it the last pass stopped at */
     int64_t tail_pruned;  /* counted as pruned by time when it stopped */
     size_t *deferred;     /* e->keep.v indices pruned by the MoE bound */
     double *deferred_lb;  /* ... and that bound */
@@ -190,6 +280,7 @@ typedef struct cost_pass {
     bool oom;
     mp_cost_memo *memo;   /* NULL: estimates uncached */
     comm_cache comm;
+    floor_cache floors;
 } cost_pass;
 
 /* The time the kk-th best takes (infinite while fewer): a bound no better
@@ -199,24 +290,44 @@ static double threshold_at(const top_k *t, int kk)
     return t->n < kk ? INFINITY : t->e[kk - 1].est.time.step;
 }
 
-/* Costs cand x in full and offers it to top. */
-static void cost_into(const mp_search_options *opt, const cand *x, cost_pass *ps, top_k *top,
+/* Costs cand x (applied: cfg) in full and offers it to top. */
+static void cost_into(const cand *x, const mp_config *cfg, cost_pass *ps, top_k *top,
                       mp_search_result *res, refusals *rf)
 {
-    mp_config cfg;
     mp_estimate est;
     res->counts.estimated++;
-    if (cost_one(&opt->base, x, ps->memo, &cfg, &est, rf) != MP_OK) {
+    if (cost_applied(cfg, ps->memo, &est, rf) != MP_OK) {
         res->counts.rejected[MP_REJECT_OTHER]++;
         return;
     }
     if (!est.fits) {
         res->counts.rejected[MP_REJECT_MEMORY]++;
-        note_closest(res, rf, &cfg, &est);
+        note_closest(res, rf, cfg, &est);
         return;
     }
     res->counts.fitting++;
     mp_search_top_insert(top, x, &est);
+}
+
+/* Sets aside keep index i, pruned by time with bound lb (a later pass
+ * looks at it again under its own threshold); false when out of memory. */
+static bool defer(cost_pass *ps, size_t i, double lb)
+{
+    if (ps->n_deferred == ps->cap_deferred) {
+        size_t cap = ps->cap_deferred ? 2 * ps->cap_deferred : 1024;
+        size_t *d = realloc(ps->deferred, cap * sizeof *d);
+        if (d) ps->deferred = d;
+        double *l = d ? realloc(ps->deferred_lb, cap * sizeof *l) : NULL;
+        if (l) ps->deferred_lb = l;
+        if (!d || !l) {
+            ps->oom = true;
+            return false;
+        }
+        ps->cap_deferred = cap;
+    }
+    ps->deferred[ps->n_deferred] = i;
+    ps->deferred_lb[ps->n_deferred++] = lb;
+    return true;
 }
 
 /* Step 2: the kept candidates in order of their time bound, into top,
@@ -235,45 +346,49 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
             continue;
         }
         res->counts.pruned_time--;
-        cost_into(opt, &e->keep.v[ps->deferred[j]], ps, top, res, rf);
+        mp_config cfg;
+        mp_search_cand_apply(&opt->base, &e->keep.v[ps->deferred[j]], &cfg);
+        cost_into(&e->keep.v[ps->deferred[j]], &cfg, ps, top, res, rf);
     }
     ps->n_deferred = w;
     res->counts.pruned_time -= ps->tail_pruned;
     ps->tail_pruned = 0;
     size_t i = ps->next;
     for (; i < e->keep.n; i++) {
-        const cand *x = &e->keep.v[i];
+        size_t xi = mp_search_order_at(&ps->order, &e->keep, i);
+        const cand *x = &e->keep.v[xi];
         if (!opt->no_prune && x->lb_time >= threshold_at(top, kk)) {
             ps->tail_pruned = (int64_t)(e->keep.n - i);
             res->counts.pruned_time += ps->tail_pruned;
             break;
         }
+        double thr = threshold_at(top, kk);
         if (!opt->no_prune && x->ep > 0) {
             /* MoE: the exposed dispatch and combine bound it too */
             const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
             double lb = bi ? mp_search_expert_time_bound(&opt->base, bi, x,
                                                          comm_of(&ps->comm, opt, x))
                            : -INFINITY;
-            if (lb >= threshold_at(top, kk)) {
+            if (lb >= thr) {
                 res->counts.pruned_time++;
-                if (ps->n_deferred == ps->cap_deferred) {
-                    size_t cap = ps->cap_deferred ? 2 * ps->cap_deferred : 1024;
-                    size_t *d = realloc(ps->deferred, cap * sizeof *d);
-                    if (d) ps->deferred = d;
-                    double *l = d ? realloc(ps->deferred_lb, cap * sizeof *l) : NULL;
-                    if (l) ps->deferred_lb = l;
-                    if (!d || !l) {
-                        ps->oom = true;
-                        break;
-                    }
-                    ps->cap_deferred = cap;
-                }
-                ps->deferred[ps->n_deferred] = i;
-                ps->deferred_lb[ps->n_deferred++] = lb;
+                if (!defer(ps, xi, lb)) break;
                 continue;
             }
         }
-        cost_into(opt, x, ps, top, res, rf);
+        mp_config cfg;
+        mp_search_cand_apply(&opt->base, x, &cfg);
+        if (!opt->no_prune && thr < INFINITY) {
+            /* and the blocks' own costs over the ranks (cost.c's
+             * mp_estimate_step_floor), a fraction of the estimate: most
+             * candidates the bounds above let through lose here */
+            double lb;
+            if (floor_of(&ps->floors, x, &cfg, &lb) == MP_OK && lb >= thr) {
+                res->counts.pruned_time++;
+                if (!defer(ps, xi, lb)) break;
+                continue;
+            }
+        }
+        cost_into(x, &cfg, ps, top, res, rf);
         if (opt->progress && (i & 1023) == 1023)
             opt->progress(opt->progress_user, 0.1 + 0.7 * (double)i / (double)e->keep.n);
     }
@@ -518,10 +633,6 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
     refusals rf = {0};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
-    if (!mp_search_sort_lb_time(&e.keep)) {
-        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
-        goto done;
-    }
     /* top holds up to 4k, pruned by the k-th best as before; when splits
      * made some of the k the same, a pass by the (k + missing)-th best
      * resumes, and so on (rare: most searches take one pass) */
@@ -536,6 +647,10 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
     }
     if (!top.e) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto pass_done;
+    }
+    if (!mp_search_order_init(&ps.order, &e.keep)) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
         goto pass_done;
     }
     for (int kk = k;;) {
@@ -568,9 +683,11 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
         res->counts = before; /* the splits again next time */
     }
 pass_done:
+    mp_search_order_free(&ps.order);
     split_memo_free(&splits);
     mp_cost_memo_free(ps.memo);
     free(ps.comm.slot);
+    free(ps.floors.slot);
     free(ps.deferred);
     free(ps.deferred_lb);
 

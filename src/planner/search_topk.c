@@ -53,64 +53,97 @@ static uint64_t order_key(double d)
 
 typedef struct sort_rec {
     uint64_t key;
-    size_t idx;
+    uint32_t idx;
 } sort_rec;
 
-bool mp_search_sort_lb_time(cand_vec *cv)
+static int cmp_rec(const void *a, const void *b)
 {
+    const sort_rec *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* The bucket of lb: nondecreasing in lb (a subtraction, a product by a
+ * positive factor and the truncation each keep the order of their
+ * operands), NaN in the last, as order_key puts it. */
+static size_t bucket_of(const lb_order *o, double lb)
+{
+    if (o->nb == 1 || isnan(lb)) return o->nb - 1;
+    double f = (lb - o->lo) * o->scale;
+    if (!(f > 0.0)) return 0;
+    return f >= (double)(o->nb - 1) ? o->nb - 1 : (size_t)f;
+}
+
+bool mp_search_order_init(lb_order *o, const cand_vec *cv)
+{
+    memset(o, 0, sizeof *o);
     size_t n = cv->n;
-    if (n < 2) return true;
-    /* a stable LSD radix sort of (key, index), 16 bits a pass, then the
-     * candidates moved once: the order of a stable sort by lb_time (ties
-     * keep the enumeration's order, as glibc's merge sort kept them), a
-     * fraction of qsort's time on the 10^6 candidates of a large MoE
-     * search, whose 64-byte records qsort copied on every merge */
-    sort_rec *a = malloc(sizeof *a * n), *b = malloc(sizeof *b * n);
-    size_t *count = calloc(65536, sizeof *count);
-    if (!a || !b || !count) {
-        free(a);
-        free(b);
-        free(count);
+    o->n = n;
+    if (n == 0) return true;
+    if (n > UINT32_MAX) return false;
+    /* about four candidates a bucket, spread linearly over the finite
+     * bounds' range (a range that is not finite: one bucket, sorted whole) */
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double lb = cv->v[i].lb_time;
+        if (lb < lo) lo = lb;
+        if (lb > hi) hi = lb;
+    }
+    o->nb = n / 4 + 1;
+    if (!isfinite(lo) || !isfinite(hi) || !(hi > lo) || !isfinite((double)(o->nb - 1) / (hi - lo)))
+        o->nb = 1;
+    o->lo = lo;
+    o->scale = o->nb > 1 ? (double)(o->nb - 1) / (hi - lo) : 0.0;
+    o->idx = malloc(sizeof *o->idx * n);
+    o->start = calloc(o->nb + 1, sizeof *o->start);
+    if (!o->idx || !o->start) {
+        mp_search_order_free(o);
         return false;
     }
-    for (size_t i = 0; i < n; i++) a[i] = (sort_rec){order_key(cv->v[i].lb_time), i};
-    for (int shift = 0; shift < 64; shift += 16) {
-        memset(count, 0, 65536 * sizeof *count);
-        for (size_t i = 0; i < n; i++) count[(a[i].key >> shift) & 0xffff]++;
-        if (count[(a[0].key >> shift) & 0xffff] == n) continue; /* one digit: no change */
-        size_t sum = 0;
-        for (size_t d = 0; d < 65536; d++) {
-            size_t c = count[d];
-            count[d] = sum;
-            sum += c;
-        }
-        for (size_t i = 0; i < n; i++) b[count[(a[i].key >> shift) & 0xffff]++] = a[i];
-        sort_rec *t = a;
-        a = b;
-        b = t;
+    for (size_t i = 0; i < n; i++) o->start[bucket_of(o, cv->v[i].lb_time) + 1]++;
+    size_t widest = 0;
+    for (size_t b = 0; b < o->nb; b++) {
+        if (o->start[b + 1] > widest) widest = o->start[b + 1];
+        o->start[b + 1] += o->start[b];
     }
-    free(b);
-    free(count);
-    /* position i takes the candidate at a[i].idx: moved in place along the
-     * permutation's cycles (no second copy of a list of 10^6), a moved
-     * position marked by idx = SIZE_MAX */
-    for (size_t i = 0; i < n; i++) {
-        if (a[i].idx == SIZE_MAX || a[i].idx == i) continue;
-        cand tmp = cv->v[i];
-        size_t j = i;
-        for (;;) {
-            size_t k = a[j].idx;
-            a[j].idx = SIZE_MAX;
-            if (k == i) {
-                cv->v[j] = tmp;
-                break;
-            }
-            cv->v[j] = cv->v[k];
-            j = k;
-        }
+    /* each bucket in the enumeration's order; start[b] runs to the next
+     * bucket's start while filling and is put back after */
+    for (size_t i = 0; i < n; i++) o->idx[o->start[bucket_of(o, cv->v[i].lb_time)]++] = (uint32_t)i;
+    for (size_t b = o->nb; b > 0; b--) o->start[b] = o->start[b - 1];
+    o->start[0] = 0;
+    o->tmp = malloc(sizeof *o->tmp * (widest > 0 ? widest : 1));
+    if (!o->tmp) {
+        mp_search_order_free(o);
+        return false;
     }
-    free(a);
     return true;
+}
+
+size_t mp_search_order_at(lb_order *o, const cand_vec *cv, size_t i)
+{
+    /* buckets are sorted as the walk reaches them: those past the first
+     * bound that cannot win never are */
+    while (o->sorted < o->nb && o->start[o->sorted] <= i) {
+        size_t b0 = o->start[o->sorted], b1 = o->start[o->sorted + 1];
+        if (b1 - b0 > 1) {
+            for (size_t j = b0; j < b1; j++)
+                o->tmp[j - b0] = (sort_rec){order_key(cv->v[o->idx[j]].lb_time), o->idx[j]};
+            qsort(o->tmp, b1 - b0, sizeof *o->tmp, cmp_rec);
+            for (size_t j = b0; j < b1; j++) o->idx[j] = o->tmp[j - b0].idx;
+        }
+        o->sorted++;
+    }
+    return o->idx[i];
+}
+
+void mp_search_order_free(lb_order *o)
+{
+    free(o->idx);
+    free(o->start);
+    free(o->tmp);
+    o->idx = NULL;
+    o->start = NULL;
+    o->tmp = NULL;
 }
 
 int mp_search_cmp_lb_mem(const void *a, const void *b)

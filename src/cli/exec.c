@@ -472,6 +472,9 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, kv, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
+    if (r->zbv_order_fallback)
+        printf("note: zb-v's greedy orders stalled; the fallback order ran (at most pp "
+               "micro-batches of each chunk in flight), as simulate reports for this plan\n");
     char modules[128] = ""; /* the plan's recompute_modules, when it names them */
     if (d->recompute_modules && r->recompute && !strcmp(r->recompute, "selective")) {
         modules[0] = ' ';
@@ -818,6 +821,8 @@ int cmd_exec(int argc, char **argv)
                    rep.steps);
             printf(", \"memory_estimated_bytes\": %.0f, \"memory_peak_bytes\": %.0f",
                    rep.memory_estimate, rep.memory_peak);
+            if (rep.zbv_order_fallback) /* as simulate's JSON: present only when true */
+                printf(", \"zbv_order_fallback\": true");
             if (compared) {
                 /* per phase: [measured, simulated] seconds */
                 printf(", \"compare\": {");

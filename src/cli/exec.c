@@ -173,6 +173,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
 #if HAVE_EXEC_CPU
     mp_exec_opts_default(&a->o);
 #endif
+    mp_opt_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -204,6 +205,11 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             }
             a->plan = arg;
             continue;
+        }
+        if (mp_opt_once(&seen, o, val, arg, &err) < 0) {
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: %s\n", err.field, err.msg);
+            return 2;
         }
         const char *name = o->name;
         long n = 0;

@@ -266,7 +266,7 @@ static const mp_opt search_rows[] = {
 
 /* search's alone (explain refuses them) */
 static const mp_opt plan_rows[] = {
-    {"--fix", NULL, "KEY=VALUE[,...]", S_FIX, 0,
+    {"--fix", NULL, "KEY=VALUE[,...]", S_FIX, MP_OPT_REPEAT,
      "fix settings search would vary; a value A|B limits it to those (--fix "
      "'schedule=1f1b|interleaved-1f1b,tp=4|8'). Keys: " FIX_KEYS,
      NULL},
@@ -286,7 +286,7 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
     (void)verb;
     memset(sc, 0, sizeof *sc);
     sc->top = 5;
-    bool seen_top = false;
+    mp_opt_seen seen = {0};
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         const mp_opt *o = NULL;
@@ -303,15 +303,10 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
             argv[out++] = argv[i];
             continue;
         }
-        if ((o->id == S_TOP && seen_top) || (o->id == S_RUNTIME && sc->runtime) ||
-            (o->id == S_OUTPUT && sc->output)) {
-            mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL, "given twice: say it once");
-            snprintf(err->field, sizeof err->field, "%.*s", (int)strcspn(typed, "="), typed);
+        if (mp_opt_once(&seen, o, val, typed, err) < 0)
             return MP_EINPUT;
-        }
         switch (o->id) {
         case S_TOP: {
-            seen_top = true;
             char *end;
             errno = 0;
             long k = strtol(val, &end, 10);

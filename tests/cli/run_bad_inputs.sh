@@ -331,6 +331,16 @@ hardening() {
     check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
     check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
+    # each verb's own options too (the last one silently won): flags, values,
+    # an alias beside its name; --fix and --price are the repeatable ones
+    check twice-no-split "${S}--no-split: given twice: say it once$" "$bin" search --model 125M --gpus 8 --no-split --no-split
+    check twice-explain-flag "^megaplan explain: --no-simulate: given twice" "$bin" explain --model 125M --gpus 8 --no-simulate --no-simulate
+    check twice-unit-ops "${SIM}--unit-ops: given twice: say it once$" "$bin" simulate --unit-ops --unit-ops --pp 2 --micro-batches 4
+    check twice-alias "${SIM}--microbatches: given twice \('4', then '5'\)" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --microbatches 5
+    check twice-exec-steps "^megaplan exec: --steps: given twice \('1', then '2'\): say it once$" "$bin" exec plan.yaml --steps 1 --steps 2
+    check twice-exec-flag "^megaplan exec: --exact: given twice: say it once$" "$bin" exec plan.yaml --exact --exact
+    check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
+    check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
         bad "a refused command wrote a file"
 

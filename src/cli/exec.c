@@ -165,6 +165,34 @@ __attribute__((unused)) static bool parse_double(const char *s, double *out)
     return true;
 }
 
+/* What an option's value must be, for its refusal (the ranges parse_args checks). */
+#if HAVE_EXEC_CPU
+_Static_assert(MP_EXEC_MAX_STEPS == 1000000, "expected() quotes the limit of --steps");
+#endif
+static const char *expected(int id)
+{
+    switch (id) {
+    case E_NP: return "a number of ranks from 1 to 4096";
+    case E_STEPS:
+    case E_CHECK_EVERY: return "a whole number of steps from 1 to 1000000";
+    case E_SEED: return "a whole number from 0 to 2147483647";
+    case E_TOL:
+    case E_LR:
+    case E_ADAM_EPS: return "a number above 0 and at most 1e6";
+    case E_TIMEOUT: return "seconds above 0 and at most 1e6";
+    case E_TEST_MEMORY: return "GiB above 0 and at most 1e6";
+    case E_PROGRESS: return "seconds from 0 to 1e6";
+    case E_MICRO_BATCHES: return "a whole number from 1 to 1048576";
+    case E_SOLO:
+    case E_TEST_KILL:
+    case E_TEST_STOP: return "a rank number (0, 1, ...)";
+    case E_FORMAT: return "table or json";
+    case E_BACKEND: return "cpu or cuda";
+    case E_CHECKED_PLAN: return "a hexadecimal hash";
+    default: return "a valid value";
+    }
+}
+
 /* Parses argv; returns 0 ok, 2 bad usage (message printed when loud). */
 static int parse_args(int argc, char **argv, exec_args *a, bool loud)
 {
@@ -301,7 +329,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         if (!ok) {
             if (loud)
-                fprintf(stderr, "megaplan exec: %s: bad value '%s'\n", name, val);
+                fprintf(stderr, "megaplan exec: %s: '%s': expected %s\n", name, val,
+                        expected(o->id));
             return 2;
         }
     }

@@ -364,6 +364,16 @@ int cmd_exec(int argc, char **argv)
 
 #else
 
+/* --compare's profile; a name it does not know is --compare's error (it
+ * said "hw:", and after the plan's name, as if the plan were wrong) */
+static mp_status load_compare(const char *name, mp_hw *hw, mp_error *err)
+{
+    mp_status st = mp_hw_load(name, hw, err);
+    if (st && !err->file[0])
+        snprintf(err->field, sizeof err->field, "--compare");
+    return st;
+}
+
 /* Before starting ranks: a plan that cannot run is refused once, here,
  * rather than by N ranks under mpirun's own messages. */
 static int precheck(const exec_args *a, uint64_t *hash)
@@ -402,7 +412,7 @@ static int precheck(const exec_args *a, uint64_t *hash)
     }
     if (!st && a->compare) {
         mp_hw hw;
-        st = mp_hw_load(a->compare, &hw, &err);
+        st = load_compare(a->compare, &hw, &err);
     }
     if (!st) {
         const mp_parallel *p = &plan->config.parallel;
@@ -765,7 +775,7 @@ int cmd_exec(int argc, char **argv)
     }
     mp_hw compare_hw;
     if (!st && a.compare)
-        st = mp_hw_load(a.compare, &compare_hw, &err); /* every rank: the same answer */
+        st = load_compare(a.compare, &compare_hw, &err); /* every rank: the same answer */
     if (st) {
         if (root)
             mp_cli_fail("exec", &err);

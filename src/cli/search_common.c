@@ -164,6 +164,27 @@ static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item,
             cc->config.training.precision = (mp_dtype)set.v[0];
             cc->set |= bit;
         } else if (set.n == 1) {
+            /* zero and hsdp imply dist_opt (and hsdp zero 3): one given
+             * before that says otherwise is a contradiction, not overridden */
+            const mp_parallel *p = &cc->config.parallel;
+            int64_t v = set.v[0];
+            if (bit == MP_SET_ZERO && v >= 1 && (cc->set & MP_SET_DIST_OPT) && !p->dist_opt)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "zero=%lld shards the optimizer states, and dist_opt is fixed "
+                                    "off: give one of them",
+                                    (long long)v);
+            if (bit == MP_SET_DIST_OPT && !v && (cc->set & MP_SET_ZERO) && p->zero >= 1)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "dist_opt=off, and zero is fixed %lld, which shards the "
+                                    "optimizer states: give one of them",
+                                    (long long)p->zero);
+            if (bit == MP_SET_HSDP && v &&
+                (((cc->set & MP_SET_ZERO) && p->zero != 3) ||
+                 ((cc->set & MP_SET_DIST_OPT) && !p->dist_opt)))
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "hsdp=on is ZeRO-3 with the optimizer sharded, and %s is "
+                                    "fixed otherwise: give one of them",
+                                    (cc->set & MP_SET_ZERO) && p->zero != 3 ? "zero" : "dist_opt");
             set_fixed(&cc->config.parallel, bit, set.v[0]);
             cc->set |= bit;
             if (bit == MP_SET_HSDP && set.v[0]) cc->set |= MP_SET_ZERO;

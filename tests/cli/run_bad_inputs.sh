@@ -391,6 +391,21 @@ hardening() {
     check search-ep-gpus "${S}--ep: ep=8 is more than the 4 GPUs$" "$bin" search --model mixtral-8x7b --gpus 4 --ep 8
     check search-etp-ffn "${S}--etp: etp=3 does not divide the expert FFN size 14336$" "$bin" search --model mixtral-8x7b --gpus 64 --etp 3
     check search-ep-dense "${S}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --ep 2
+    # the sharding options imply each other; given together they must agree in
+    # either order (the last one won: --no-dist-opt --zero 2 ran ZeRO-2, the
+    # other order was refused; --fix zero=3,dist_opt=off searched both)
+    for order in "--no-dist-opt --zero 2" "--zero 2 --no-dist-opt"; do
+        # shellcheck disable=SC2086
+        check "zero-vs-no-dist-opt $order" "${E}--no-dist-opt: --zero 2 shards the optimizer states" "$bin" estimate --model 125M --gpus 8 $order
+    done
+    for order in "--zero 1 --hsdp" "--hsdp --zero 1"; do
+        # shellcheck disable=SC2086
+        check "hsdp-vs-zero $order" "${E}--hsdp: hybrid sharding is a form of ZeRO-3 / FSDP, and --zero 1 is not" "$bin" estimate --model 125M --gpus 8 $order
+    done
+    check hsdp-vs-no-dist-opt "${E}--no-dist-opt: hybrid sharding \(--hsdp\) shards the optimizer states" "$bin" estimate --model 125M --gpus 8 --no-dist-opt --hsdp
+    check fix-zero-vs-dist-opt "${S}--fix: zero=2 shards the optimizer states, and dist_opt is fixed off" "$bin" search --model 125M --gpus 8 --no-dist-opt --fix zero=2
+    check fix-dist-opt-vs-zero "${S}--fix: dist_opt=off, and zero is fixed 3" "$bin" search --model 125M --gpus 8 --fix zero=3,dist_opt=off
+    check fix-hsdp-vs-zero "${S}--fix: hsdp=on is ZeRO-3 with the optimizer sharded, and zero is fixed otherwise" "$bin" search --model 125M --gpus 8 --fix zero=2,hsdp=on
     check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2
     check search-fix-etp-dense "${S}--fix: etp=2: expert parallelism needs a model with experts" "$bin" search --model llama3-8b --gpus 8 --fix etp=2
     check search-dispatcher-dense "${S}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --dispatcher flex

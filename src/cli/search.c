@@ -513,7 +513,9 @@ int cmd_search(int argc, char **argv)
     if (mp_search_cli_parse_all(&argc, argv, &cc, &sc, &err) != MP_OK)
         return mp_cli_fail("search", &err);
     mp_search_options opt;
-    if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("search", &err);
+    if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK ||
+        mp_search_cli_check_hsdp(&cc, &sc, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
     /* where -o goes is settled before the search, so a refused path costs nothing */
     mp_output plan_out;
     if (sc.output && mp_output_prepare(sc.output, sc.force, &plan_out, &err) != MP_OK)

@@ -405,6 +405,10 @@ hardening() {
     check hsdp-vs-no-dist-opt "${E}--no-dist-opt: hybrid sharding \(--hsdp\) shards the optimizer states" "$bin" estimate --model 125M --gpus 8 --no-dist-opt --hsdp
     check fix-zero-vs-dist-opt "${S}--fix: zero=2 shards the optimizer states, and dist_opt is fixed off" "$bin" search --model 125M --gpus 8 --no-dist-opt --fix zero=2
     check fix-dist-opt-vs-zero "${S}--fix: dist_opt=off, and zero is fixed 3" "$bin" search --model 125M --gpus 8 --fix zero=3,dist_opt=off
+    # hybrid sharding on one node: no candidate runs it, and search named the
+    # last refusal it met ("--global-batch: interleaving needs ...")
+    check search-hsdp-one-node "${S}--hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\)" "$bin" search --model 125M --gpus 8 --hsdp
+    check search-fix-hsdp-one-node "${S}--fix: hsdp=on: hybrid sharding" "$bin" search --model 125M --gpus 8 --fix hsdp=on
     check fix-hsdp-vs-zero "${S}--fix: hsdp=on is ZeRO-3 with the optimizer sharded, and zero is fixed otherwise" "$bin" search --model 125M --gpus 8 --fix zero=2,hsdp=on
     check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2
     check search-fix-etp-dense "${S}--fix: etp=2: expert parallelism needs a model with experts" "$bin" search --model llama3-8b --gpus 8 --fix etp=2

@@ -266,6 +266,20 @@ static int band_of(const dataset *sets, int nsets, const char *gpu, double *lo, 
     return n;
 }
 
+/* One row of a band table (dense or mixture-of-experts): the class, its
+ * held-out rows (note: " (pooled)" when it borrows every class's), the band
+ * computed from them and the one the profile holds, marked stale unless the
+ * two agree to the profile's rounding (0.1 %). Returns whether they agree. */
+static int band_row(const char *label, int n, const char *note, double lo, double hi,
+                    double held_lo, double held_hi)
+{
+    int same = fabs(held_lo - lo) < 0.0006 && fabs(held_hi - hi) < 0.0006;
+    printf("| %s | %d%s | %+.1f%% | %+.1f%% | %+.1f%% / %+.1f%%%s |\n", label, n, note,
+           100 * lo, 100 * hi, 100 * held_lo, 100 * held_hi,
+           same ? "" : " (**stale**: run tools/fit_profile.py --write)");
+    return same;
+}
+
 /* The same over the held-out MoE rows of one class (moe_band_of(..., NULL): of
  * every class, the band of a class without MoE rows; tools/fit_profile.py's
  * moe_bands). */
@@ -689,15 +703,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "megaplan-validate: %s: %s\n", classes[c].profile, herr.msg);
                 return 2;
             }
-            const mp_hw *h = &holder;
             double lo, hi;
             int n = band_of(sets, NSETS, classes[c].gpu, &lo, &hi);
-            /* the profile's band is the computed one, rounded to 0.1 % */
-            int same = fabs(h->error_band_low - lo) < 0.0006 && fabs(h->error_band_high - hi) < 0.0006;
-            printf("| %s | %d | %+.1f%% | %+.1f%% | %+.1f%% / %+.1f%%%s |\n", classes[c].label, n,
-                   100 * lo, 100 * hi, 100 * h->error_band_low, 100 * h->error_band_high,
-                   same ? "" : " (**stale**: run tools/fit_profile.py --write)");
-            if (!same)
+            if (!band_row(classes[c].label, n, "", lo, hi, holder.error_band_low,
+                          holder.error_band_high))
                 all_pass = 0;
         }
         printf("\n");
@@ -728,13 +737,8 @@ int main(int argc, char **argv)
                 int n = moe_band_of(moe_set, classes[c].gpu, &lo, &hi);
                 if (n == 0)
                     lo = plo, hi = phi;
-                int same = fabs(holder.moe_error_band_low - lo) < 0.0006 &&
-                           fabs(holder.moe_error_band_high - hi) < 0.0006;
-                printf("| %s | %d%s | %+.1f%% | %+.1f%% | %+.1f%% / %+.1f%%%s |\n",
-                       classes[c].label, n, n ? "" : " (pooled)", 100 * lo, 100 * hi,
-                       100 * holder.moe_error_band_low, 100 * holder.moe_error_band_high,
-                       same ? "" : " (**stale**: run tools/fit_profile.py --write)");
-                if (!same)
+                if (!band_row(classes[c].label, n, n ? "" : " (pooled)", lo, hi,
+                              holder.moe_error_band_low, holder.moe_error_band_high))
                     all_pass = 0;
             }
             printf("\n");

@@ -67,6 +67,7 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
 {
     memset(a, 0, sizeof *a);
     a->name = "cpu-local";
+    mp_opt_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -89,6 +90,11 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             return 2;
         }
         if (found < 0) {
+            if (loud)
+                fprintf(stderr, "megaplan calibrate: %s: %s\n", err.field, err.msg);
+            return 2;
+        }
+        if (mp_opt_once(&seen, o, val, arg, &err) < 0) {
             if (loud)
                 fprintf(stderr, "megaplan calibrate: %s: %s\n", err.field, err.msg);
             return 2;

@@ -165,6 +165,34 @@ __attribute__((unused)) static bool parse_double(const char *s, double *out)
     return true;
 }
 
+/* What an option's value must be, for its refusal (the ranges parse_args checks). */
+#if HAVE_EXEC_CPU
+_Static_assert(MP_EXEC_MAX_STEPS == 1000000, "expected() quotes the limit of --steps");
+#endif
+static const char *expected(int id)
+{
+    switch (id) {
+    case E_NP: return "a number of ranks from 1 to 4096";
+    case E_STEPS:
+    case E_CHECK_EVERY: return "a whole number of steps from 1 to 1000000";
+    case E_SEED: return "a whole number from 0 to 2147483647";
+    case E_TOL:
+    case E_LR:
+    case E_ADAM_EPS: return "a number above 0 and at most 1e6";
+    case E_TIMEOUT: return "seconds above 0 and at most 1e6";
+    case E_TEST_MEMORY: return "GiB above 0 and at most 1e6";
+    case E_PROGRESS: return "seconds from 0 to 1e6";
+    case E_MICRO_BATCHES: return "a whole number from 1 to 1048576";
+    case E_SOLO:
+    case E_TEST_KILL:
+    case E_TEST_STOP: return "a rank number (0, 1, ...)";
+    case E_FORMAT: return "table or json";
+    case E_BACKEND: return "cpu or cuda";
+    case E_CHECKED_PLAN: return "a hexadecimal hash";
+    default: return "a valid value";
+    }
+}
+
 /* Parses argv; returns 0 ok, 2 bad usage (message printed when loud). */
 static int parse_args(int argc, char **argv, exec_args *a, bool loud)
 {
@@ -173,6 +201,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
 #if HAVE_EXEC_CPU
     mp_exec_opts_default(&a->o);
 #endif
+    mp_opt_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -204,6 +233,11 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             }
             a->plan = arg;
             continue;
+        }
+        if (mp_opt_once(&seen, o, val, arg, &err) < 0) {
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: %s\n", err.field, err.msg);
+            return 2;
         }
         const char *name = o->name;
         long n = 0;
@@ -295,7 +329,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         if (!ok) {
             if (loud)
-                fprintf(stderr, "megaplan exec: %s: bad value '%s'\n", name, val);
+                fprintf(stderr, "megaplan exec: %s: '%s': expected %s\n", name, val,
+                        expected(o->id));
             return 2;
         }
     }
@@ -328,6 +363,16 @@ int cmd_exec(int argc, char **argv)
 }
 
 #else
+
+/* --compare's profile; a name it does not know is --compare's error (it
+ * said "hw:", and after the plan's name, as if the plan were wrong) */
+static mp_status load_compare(const char *name, mp_hw *hw, mp_error *err)
+{
+    mp_status st = mp_hw_load(name, hw, err);
+    if (st && !err->file[0])
+        snprintf(err->field, sizeof err->field, "--compare");
+    return st;
+}
 
 /* Before starting ranks: a plan that cannot run is refused once, here,
  * rather than by N ranks under mpirun's own messages. */
@@ -367,7 +412,7 @@ static int precheck(const exec_args *a, uint64_t *hash)
     }
     if (!st && a->compare) {
         mp_hw hw;
-        st = mp_hw_load(a->compare, &hw, &err);
+        st = load_compare(a->compare, &hw, &err);
     }
     if (!st) {
         const mp_parallel *p = &plan->config.parallel;
@@ -472,6 +517,9 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, kv, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,
            r->microbatches, r->schedule, a->o.shrink ? " (shrunk)" : "");
+    if (r->zbv_order_fallback)
+        printf("note: zb-v's greedy orders stalled; the fallback order ran (at most pp "
+               "micro-batches of each chunk in flight), as simulate reports for this plan\n");
     char modules[128] = ""; /* the plan's recompute_modules, when it names them */
     if (d->recompute_modules && r->recompute && !strcmp(r->recompute, "selective")) {
         modules[0] = ' ';
@@ -727,7 +775,7 @@ int cmd_exec(int argc, char **argv)
     }
     mp_hw compare_hw;
     if (!st && a.compare)
-        st = mp_hw_load(a.compare, &compare_hw, &err); /* every rank: the same answer */
+        st = load_compare(a.compare, &compare_hw, &err); /* every rank: the same answer */
     if (st) {
         if (root)
             mp_cli_fail("exec", &err);
@@ -818,6 +866,8 @@ int cmd_exec(int argc, char **argv)
                    rep.steps);
             printf(", \"memory_estimated_bytes\": %.0f, \"memory_peak_bytes\": %.0f",
                    rep.memory_estimate, rep.memory_peak);
+            if (rep.zbv_order_fallback) /* as simulate's JSON: present only when true */
+                printf(", \"zbv_order_fallback\": true");
             if (compared) {
                 /* per phase: [measured, simulated] seconds */
                 printf(", \"compare\": {");

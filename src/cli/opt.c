@@ -2,6 +2,7 @@
  * from one (opt.h). */
 #include "cli/opt.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/fields.h"
@@ -47,6 +48,29 @@ int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
         return -1;
     }
     return 1;
+}
+
+int mp_opt_once(mp_opt_seen *seen, const mp_opt *row, const char *value, const char *typed,
+                mp_error *err)
+{
+    if (row->flags & MP_OPT_REPEAT)
+        return 0;
+    for (int k = 0; k < seen->n; k++)
+        if (seen->row[k] == row) {
+            if (!row->arg)
+                mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL, "given twice: say it once");
+            else
+                mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL,
+                             "given twice ('%.40s', then '%.40s'): say it once",
+                             seen->value[k] ? seen->value[k] : "", value ? value : "");
+            snprintf(err->field, sizeof err->field, "%.*s", (int)strcspn(typed, "="), typed);
+            return -1;
+        }
+    if (seen->n < (int)(sizeof seen->row / sizeof seen->row[0])) {
+        seen->row[seen->n] = row;
+        seen->value[seen->n++] = value;
+    }
+    return 0;
 }
 
 void mp_opt_unknown(const mp_verb_doc *doc, const mp_verb_doc *also, const char *arg, char *buf,

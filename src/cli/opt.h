@@ -16,6 +16,7 @@
 
 enum {
     MP_OPT_HIDDEN = 1u << 0, /* parsed, never shown: test hooks, what a verb passes itself */
+    MP_OPT_REPEAT = 1u << 1, /* may be given more than once (--fix, --price): mp_opt_once lets it */
 };
 
 typedef struct mp_opt {
@@ -53,6 +54,22 @@ typedef struct mp_verb_doc {
  * value") when it is but cannot be read. */
 int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
                 const mp_opt **row, const char **value, mp_error *err);
+
+/* The options a verb's parser has taken so far (rows of any of its tables),
+ * so that one given twice is refused rather than the last one silently
+ * winning. Zero it before the loop. */
+typedef struct mp_opt_seen {
+    const mp_opt *row[64];
+    const char *value[64];
+    int n;
+} mp_opt_seen;
+
+/* Notes row (taken by mp_opt_take with value) as given. Returns 0, or -1
+ * with err set when row was given before and is not MP_OPT_REPEAT: field
+ * the name as typed (typed: the argument as it was on the command line,
+ * "--output=a.yaml" or "-o"), "given twice ('A', then 'B'): say it once". */
+int mp_opt_once(mp_opt_seen *seen, const mp_opt *row, const char *value, const char *typed,
+                mp_error *err);
 
 /* The option of table with this name (an alias finds its row), or NULL. */
 const mp_opt *mp_opt_find(const mp_opt *table, size_t n, const char *name, size_t len);

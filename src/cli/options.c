@@ -472,6 +472,35 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     return MP_OK;
 }
 
+/* --no-dist-opt, --zero and --hsdp each imply the others' settings
+ * (--zero N >= 1 turns the distributed optimizer on, --hsdp is ZeRO-3), so
+ * given together they must agree, whatever their order (--zero 0 leaves
+ * --dist-opt free, as search's --fix zero=0 does): the
+ * one given last used to win silently ("--no-dist-opt --zero 2" ran ZeRO-2,
+ * "--zero 2 --no-dist-opt" was refused). given: each option's value as
+ * typed (a flag's own name), or NULL. */
+static mp_status sharding_agrees(const char *const *given, mp_error *err)
+{
+    const char *dist = given[OPT_DIST_OPT], *zero = given[OPT_ZERO];
+    bool hsdp = given[OPT_HSDP] != NULL;
+    long z = zero ? strtol(zero, NULL, 10) : -1; /* checked 0..3 by apply */
+    if (dist && zero && !strcmp(dist, "--no-dist-opt") && z >= 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--no-dist-opt",
+                            "--zero %ld shards the optimizer states (ZeRO-1 is the distributed "
+                            "optimizer): give one of them",
+                            z);
+    if (hsdp && zero && z != 3)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hsdp",
+                            "hybrid sharding is a form of ZeRO-3 / FSDP, and --zero %ld is not "
+                            "(--hsdp alone means --zero 3)",
+                            z);
+    if (hsdp && dist && !strcmp(dist, "--no-dist-opt"))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--no-dist-opt",
+                            "hybrid sharding (--hsdp) shards the optimizer states: give one of "
+                            "them");
+    return MP_OK;
+}
+
 mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -516,7 +545,7 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
     }
     argv[kept] = NULL;
     *argc = kept;
-    return MP_OK;
+    return sharding_agrees(given, err);
 }
 
 void mp_cli_option_name(const char *field, char *buf, size_t size)

@@ -115,6 +115,11 @@ static void counts_footer(const mp_search_counts *c, mp_buf *b)
                   (long long)c->pruned_time, (long long)c->estimated,
                   (long long)c->rejected[MP_REJECT_MEMORY], (long long)c->split,
                   (long long)c->split_uneven, (long long)c->simulated);
+    if (c->sim_failed)
+        mp_buf_printf(b,
+                      "%lld could not be simulated and rank by their estimate (~ in sim s); the "
+                      "first: %s\n",
+                      (long long)c->sim_failed, c->sim_failure);
     if (refused) {
         mp_buf_printf(b, "settings refused before costing: %lld (", (long long)refused);
         bool first = true;
@@ -267,8 +272,10 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         const mp_band spb = mp_band_of(&sp->config.hw, &sp->config.model);
         if (band && mp_band_time(&spb, e->time.step, &lo, &hi))
             mp_buf_printf(b, "  %7.3f-%-7.3f", lo, hi);
-        if (sim) mp_buf_printf(b, " %6.3f", sp->simulated ? sp->sim_step : e->time.step);
-        mp_buf_printf(b, "  %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
+        /* a plan the simulator could not run shows its estimate, marked */
+        if (sim) mp_buf_printf(b, " %6.3f%s", sp->simulated ? sp->sim_step : e->time.step,
+                               sp->simulated ? " " : "~");
+        mp_buf_printf(b, " %9.1f %4.1f%%  %5.1f/%-4.0f", e->throughput.tokens_per_s_per_gpu,
                       100 * e->throughput.mfu, e->memory.peak / MP_GIB, e->memory.capacity / MP_GIB);
         if (days) mp_buf_printf(b, " %8.1f", e->throughput.days_for_tokens);
         if (mixed) mp_buf_printf(b, "  %s", mp_dtype_name(sp->config.training.precision));
@@ -413,6 +420,12 @@ static cJSON *counts_json(const mp_search_counts *c)
     cJSON_AddNumberToObject(o, "split", (double)c->split);
     cJSON_AddNumberToObject(o, "split_uneven", (double)c->split_uneven);
     cJSON_AddNumberToObject(o, "simulated", (double)c->simulated);
+    /* plans the simulator could not run (ranked by their estimate) and why the first */
+    cJSON_AddNumberToObject(o, "simulation_failed", (double)c->sim_failed);
+    if (c->sim_failed)
+        cJSON_AddStringToObject(o, "first_simulation_failure", c->sim_failure);
+    else
+        cJSON_AddNullToObject(o, "first_simulation_failure");
     cJSON_AddNumberToObject(o, "seconds", c->seconds);
     return o;
 }
@@ -445,6 +458,7 @@ static cJSON *plan_json(const mp_search_plan *sp, int rank, const mp_search_coun
         }
     }
     if (sp->simulated) cJSON_AddNumberToObject(o, "simulated_step_s", sp->sim_step);
+    cJSON_AddBoolToObject(o, "simulated", sp->simulated);
     /* within the error band's width of the first: not told apart by the model */
     const mp_band spb = mp_band_of(&sp->config.hw, &sp->config.model);
     cJSON_AddBoolToObject(o, "near_tie", rank > 1 && sp->rank_step <= winner_step *
@@ -499,7 +513,9 @@ int cmd_search(int argc, char **argv)
     if (mp_search_cli_parse_all(&argc, argv, &cc, &sc, &err) != MP_OK)
         return mp_cli_fail("search", &err);
     mp_search_options opt;
-    if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("search", &err);
+    if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK ||
+        mp_search_cli_check_hsdp(&cc, &sc, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
     /* where -o goes is settled before the search, so a refused path costs nothing */
     mp_output plan_out;
     if (sc.output && mp_output_prepare(sc.output, sc.force, &plan_out, &err) != MP_OK)

@@ -164,9 +164,31 @@ static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item,
             cc->config.training.precision = (mp_dtype)set.v[0];
             cc->set |= bit;
         } else if (set.n == 1) {
+            /* zero and hsdp imply dist_opt (and hsdp zero 3): one given
+             * before that says otherwise is a contradiction, not overridden */
+            const mp_parallel *p = &cc->config.parallel;
+            int64_t v = set.v[0];
+            if (bit == MP_SET_ZERO && v >= 1 && (cc->set & MP_SET_DIST_OPT) && !p->dist_opt)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "zero=%lld shards the optimizer states, and dist_opt is fixed "
+                                    "off: give one of them",
+                                    (long long)v);
+            if (bit == MP_SET_DIST_OPT && !v && (cc->set & MP_SET_ZERO) && p->zero >= 1)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "dist_opt=off, and zero is fixed %lld, which shards the "
+                                    "optimizer states: give one of them",
+                                    (long long)p->zero);
+            if (bit == MP_SET_HSDP && v &&
+                (((cc->set & MP_SET_ZERO) && p->zero != 3) ||
+                 ((cc->set & MP_SET_DIST_OPT) && !p->dist_opt)))
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "hsdp=on is ZeRO-3 with the optimizer sharded, and %s is "
+                                    "fixed otherwise: give one of them",
+                                    (cc->set & MP_SET_ZERO) && p->zero != 3 ? "zero" : "dist_opt");
             set_fixed(&cc->config.parallel, bit, set.v[0]);
             cc->set |= bit;
             if (bit == MP_SET_HSDP && set.v[0]) cc->set |= MP_SET_ZERO;
+            if (bit == MP_SET_HSDP) sc->hsdp_by_fix = true;
         } else if (!settable) {
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                                 "%s takes one value, not a set", fix_keys[i].key);
@@ -266,7 +288,7 @@ static const mp_opt search_rows[] = {
 
 /* search's alone (explain refuses them) */
 static const mp_opt plan_rows[] = {
-    {"--fix", NULL, "KEY=VALUE[,...]", S_FIX, 0,
+    {"--fix", NULL, "KEY=VALUE[,...]", S_FIX, MP_OPT_REPEAT,
      "fix settings search would vary; a value A|B limits it to those (--fix "
      "'schedule=1f1b|interleaved-1f1b,tp=4|8'). Keys: " FIX_KEYS,
      NULL},
@@ -286,7 +308,7 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
     (void)verb;
     memset(sc, 0, sizeof *sc);
     sc->top = 5;
-    bool seen_top = false;
+    mp_opt_seen seen = {0};
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         const mp_opt *o = NULL;
@@ -303,15 +325,10 @@ mp_status mp_search_cli_parse(int *argc, char **argv, const char *verb, mp_searc
             argv[out++] = argv[i];
             continue;
         }
-        if ((o->id == S_TOP && seen_top) || (o->id == S_RUNTIME && sc->runtime) ||
-            (o->id == S_OUTPUT && sc->output)) {
-            mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL, "given twice: say it once");
-            snprintf(err->field, sizeof err->field, "%.*s", (int)strcspn(typed, "="), typed);
+        if (mp_opt_once(&seen, o, val, typed, err) < 0)
             return MP_EINPUT;
-        }
         switch (o->id) {
         case S_TOP: {
-            seen_top = true;
             char *end;
             errno = 0;
             long k = strtol(val, &end, 10);
@@ -408,6 +425,29 @@ static mp_status check_expert_options(const mp_cli_config *cc, uint32_t by_fix,
         }
     }
     return MP_OK;
+}
+
+/* Hybrid sharding asked for (--hsdp, --fix hsdp=on) on no more GPUs than
+ * one scale-up domain: search shards within a domain and replicates across
+ * domains (search_enumerate.c), so every candidate is refused, and the
+ * search used to report whatever rule refused the last one ("--global-batch:
+ * interleaving needs ..."). Named before the search (search's own: explain
+ * explains the configuration, which estimate runs as ZeRO-3). */
+mp_status mp_search_cli_check_hsdp(const mp_cli_config *cc, const mp_search_cli *sc,
+                                   mp_error *err)
+{
+    uint32_t by_fix = sc->hsdp_by_fix ? MP_SET_HSDP : 0;
+    bool gpus_range = sc->gpus_range;
+    const mp_parallel *p = &cc->config.parallel;
+    int64_t gpus = cc->config.training.gpus, dom = cc->config.hw.scale_up.gpus_per_domain;
+    if (!(cc->set & MP_SET_HSDP) || !p->hsdp || gpus_range || dom < 1 || gpus > dom)
+        return MP_OK;
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, (by_fix & MP_SET_HSDP) ? "--fix" : "--hsdp",
+                        "%shybrid sharding shards within a scale-up domain and replicates "
+                        "across domains, and %lld GPUs are at most one domain of %s (%lld): "
+                        "nothing to replicate (--zero 3 shards over them all)",
+                        (by_fix & MP_SET_HSDP) ? "hsdp=on: " : "", (long long)gpus,
+                        cc->config.hw.name, (long long)dom);
 }
 
 mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,

@@ -20,6 +20,7 @@ typedef struct mp_search_cli {
     mp_search_set precisions; /* --fix precision=A|B: the precisions compared (mp_dtype) */
     const char *runtime;  /* --runtime NAME: only what that runtime runs ("megatron") */
     bool gpus_range;      /* set by the search over hardware: --gpus is the smallest of a range */
+    bool hsdp_by_fix;     /* hsdp was fixed by --fix (a refusal names --fix, not --hsdp) */
 } mp_search_cli;
 
 /* The rows of search's options, for --help: those explain takes too (--top,
@@ -41,5 +42,11 @@ mp_status mp_search_cli_fix(mp_cli_config *cc, mp_search_cli *sc, const char *li
  * when not given) and fills opt: explicit parallel settings are fixed. */
 mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
                                 mp_search_options *opt, mp_error *err);
+
+/* search (not explain, which explains the configuration): hybrid sharding
+ * asked for on no more GPUs than one scale-up domain, which no candidate
+ * runs, is refused naming --hsdp (or --fix). After mp_search_cli_options. */
+mp_status mp_search_cli_check_hsdp(const mp_cli_config *cc, const mp_search_cli *sc,
+                                   mp_error *err);
 
 #endif

@@ -40,7 +40,7 @@ static const mp_opt hw_rows[] = {
      "name the cheapest plan that trains within D (30d, 72h)", NULL},
     {"--budget", NULL, "USD", H_BUDGET, 0, "name the fastest plan that costs at most USD (2.5M)",
      NULL},
-    {"--price", NULL, "H=USD", H_PRICE, 0,
+    {"--price", NULL, "H=USD", H_PRICE, MP_OPT_REPEAT,
      "profile H's price per GPU-hour, over the profile's own; repeatable", NULL},
     {"--pue", NULL, "X", H_PUE, 0,
      "power usage effectiveness the energy is multiplied by (default 1: IT energy)", NULL},
@@ -70,9 +70,11 @@ static mp_status take_hw_args(int *argc, char **argv, hw_args *a, mp_error *err)
 {
     memset(a, 0, sizeof *a);
     int kept = 1;
+    mp_opt_seen seen = {0};
     for (int i = 1; i < *argc; i++) {
         const mp_opt *o = NULL;
         const char *v = NULL;
+        const char *typed = argv[i];
         int found = mp_opt_take(hw_rows, sizeof hw_rows / sizeof hw_rows[0], *argc, argv, &i, &o,
                                 &v, err);
         if (found < 0)
@@ -81,6 +83,8 @@ static mp_status take_hw_args(int *argc, char **argv, hw_args *a, mp_error *err)
             argv[kept++] = argv[i];
             continue;
         }
+        if (mp_opt_once(&seen, o, v, typed, err) < 0)
+            return MP_EINPUT;
         switch (o->id) {
         case H_HW: a->hw_list = v; break;
         case H_GPUS: a->gpus = v; break;

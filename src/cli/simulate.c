@@ -98,6 +98,7 @@ static int fail_input(const char *field, const char *msg)
  * go on, else an exit status. */
 static int parse_own(int argc, char **argv, sim_args *a)
 {
+    mp_opt_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const mp_opt *o = NULL;
@@ -121,9 +122,8 @@ static int parse_own(int argc, char **argv, sim_args *a)
         }
         if (o->arg && !*value)
             return fail_input(o->name, "needs a value");
-        if ((o->id == SIM_TRACE && a->trace_path) || (o->id == SIM_PLOT && a->plot_path) ||
-            (o->id == SIM_MICRO_BATCHES && a->microbatches))
-            return fail_input(o->name, "given twice: say it once");
+        if (mp_opt_once(&seen, o, value, arg, &err) < 0)
+            return mp_cli_fail(VERB, &err);
         switch (o->id) {
         case SIM_TRACE: a->trace_path = value; break;
         case SIM_PLOT: a->plot_path = value; break;

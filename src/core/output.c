@@ -59,6 +59,29 @@ static mp_status follow_dangling(const char *path, char *out, size_t size, mp_er
     return io_error(err, path, ELOOP);
 }
 
+/* A regular file is written beside itself and renamed into place: its
+ * folder must exist and take a new file. Checked here, before the work
+ * whose result it holds (exec's run, a search), not after it. */
+static mp_status folder_writable(const char *path, const char *file, mp_error *err)
+{
+    char dir[4096];
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == file)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return io_error(err, path, errno);
+    if (!S_ISDIR(st.st_mode))
+        return io_error(err, path, ENOTDIR);
+    if (access(dir, W_OK | X_OK) != 0)
+        return io_error(err, path, errno);
+    return MP_OK;
+}
+
 mp_status mp_output_prepare(const char *path, bool force, mp_output *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -95,12 +118,13 @@ mp_status mp_output_prepare(const char *path, bool force, mp_output *out, mp_err
         if (read_only && !force)
             return mp_error_set(err, MP_EINPUT, path, 0, 0, NULL,
                                 "read-only file: not replaced (--force replaces it)");
-        return MP_OK;
+        return folder_writable(path, out->path, err);
     }
     if (errno != ENOENT)
         return io_error(err, path, errno);
     out->kind = MP_OUT_FILE;
-    return follow_dangling(path, out->path, sizeof out->path, err);
+    mp_status fst = follow_dangling(path, out->path, sizeof out->path, err);
+    return fst != MP_OK ? fst : folder_writable(path, out->path, err);
 }
 
 static bool write_all(int fd, const char *data, size_t len)

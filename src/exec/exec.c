@@ -24,6 +24,10 @@
 #include "planner/cost_internal.h"
 #include "sim/schedule.h"
 #include "sim/simulate.h" /* mp_sim_plan_schedule */
+#ifdef MP_TEST_ZBV_MUTANT
+#include "exec/test_mutant.h"
+#include "sim/schedule_vorder.h"
+#endif
 
 void mp_exec_opts_default(mp_exec_opts *o)
 {
@@ -334,6 +338,9 @@ static void report_shape(const run *R, const mp_plan *plan, mp_exec_report *rep)
     rep->plan_precision = mp_dtype_name(plan->config.training.precision);
     rep->recompute = mp_recompute_name(par->recompute);
     rep->layer_recompute = R->d.layer_recompute != NULL;
+    /* zb-v: every rank's order comes from one generator run, so rank 0's
+     * list says for all whether it is the fallback */
+    rep->zbv_order_fallback = R->ops.fallback;
 }
 
 /* The partitioned model's chunks and their trainers. */
@@ -579,6 +586,14 @@ mp_status mp_exec_run(mp_runtime *rt, const mp_plan *plan, const mp_exec_opts *o
     }
     R.o = o;
     R.rt = rt;
+#ifdef MP_TEST_ZBV_MUTANT
+    /* Test-only (the mutant build of tests/exec/meson.build): with
+     * MP_TEST_ZBV_MUTANT=stall in the environment the zb-v generator acts
+     * as if its greedy orders had stalled, so that the fallback order runs
+     * and the report is shown to say so (the greedy itself cannot stall) */
+    if (mp_test_mutant_named("MP_TEST_ZBV_MUTANT", "stall"))
+        mp_schedule_zbv_test_stall(true);
+#endif
     TRY(mp_exec_precheck(plan, o, &R.d, &R.m, err));
     TRY(start(&R, &plan->config, err));
     R.host = rt->solo ? mp_backend_solo() : mp_backend_cpu();

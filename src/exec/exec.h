@@ -95,6 +95,8 @@ typedef struct mp_exec_report {
     const char *plan_precision; /* the plan's; the CPU backend computes in fp32 */
     const char *recompute;      /* the plan's recomputation, as run */
     bool layer_recompute;       /* per layer, as the plan lists it */
+    bool zbv_order_fallback;    /* zb-v: the generator's greedy orders stalled and its
+                                   fallback order ran (simulate's order_fallback) */
     double activation_bytes;    /* activation slots of the most loaded rank */
     double memory_estimate;     /* bytes the most loaded rank was estimated to take (memory.h) */
     double memory_peak;         /* its measured peak resident bytes, max over ranks */

@@ -69,6 +69,10 @@ typedef struct mp_search_counts {
     int64_t split;                    /* given the stage split (ILP/DP) */
     int64_t split_uneven;             /* ... where an uneven split or mixed recompute won */
     int64_t simulated;                /* re-ranked by the simulator */
+    int64_t sim_failed;               /* the simulator refused or failed: these keep
+                                         their estimate as the step they rank by */
+    char sim_failure[512];            /* the first of those failures, one line
+                                         ("field: message"; "" when none) */
     double seconds;                   /* wall time of the search */
 } mp_search_counts;
 

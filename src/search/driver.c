@@ -22,7 +22,9 @@ static int cmp_plan(const void *a, const void *b)
     return 0;
 }
 
-/* Simulates one plan; when the simulator runs it, the simulated step ranks it. */
+/* Simulates one plan; when the simulator runs it, the simulated step ranks it.
+ * When it cannot, the plan keeps its estimate and the failure is counted,
+ * the first one's reason kept for the user (search must not hide it). */
 static void simulate_plan(mp_search_plan *sp, mp_search_counts *counts)
 {
     mp_sim_options so = {.record_timeline = false};
@@ -36,6 +38,12 @@ static void simulate_plan(mp_search_plan *sp, mp_search_counts *counts)
         sp->sim_step = sr.makespan;
         sp->rank_step = sr.makespan;
         counts->simulated++;
+    } else {
+        if (e2.code == MP_OK)
+            mp_error_set(&e2, MP_EINTERNAL, NULL, 0, 0, NULL, "the simulated step is %g s",
+                         sr.makespan);
+        if (counts->sim_failed++ == 0)
+            mp_error_format(&e2, counts->sim_failure, sizeof counts->sim_failure);
     }
     mp_sim_result_free(&sr);
 }

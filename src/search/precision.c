@@ -28,6 +28,9 @@ static void add_counts(mp_search_counts *to, const mp_search_counts *c)
     to->split += c->split;
     to->split_uneven += c->split_uneven;
     to->simulated += c->simulated;
+    if (!to->sim_failed && c->sim_failed)
+        memcpy(to->sim_failure, c->sim_failure, sizeof to->sim_failure);
+    to->sim_failed += c->sim_failed;
     to->seconds += c->seconds;
 }
 

@@ -30,6 +30,7 @@
 #include "sim/schedule_vorder.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "sim/heap.h"
@@ -370,6 +371,13 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
     return makespan;
 }
 
+static atomic_bool test_stall; /* mp_schedule_zbv_test_stall */
+
+void mp_schedule_zbv_test_stall(bool on)
+{
+    atomic_store(&test_stall, on);
+}
+
 /* Clears the lists a stalled run left half filled. */
 static void clear_lists(mp_op_list *l, int32_t p)
 {
@@ -383,8 +391,9 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     if (fallback)
         *fallback = false;
     mp_error e2;
+    bool stall = atomic_load(&test_stall);
     if (!t) {
-        mp_status st = greedy(p, m, NULL, false, false, out, &e2);
+        mp_status st = stall ? MP_EINTERNAL : greedy(p, m, NULL, false, false, out, &e2);
         if (st != MP_EINTERNAL) {
             if (st != MP_OK)
                 *err = e2;
@@ -418,7 +427,8 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
         for (int32_t r = 0; r < p; r++)
             cand[c * p + r] = (mp_op_list){.ops = ops + ((size_t)c * p + r) * per,
                                            .cap = (int32_t)per};
-        st = greedy(p, m, c ? t : NULL, c == 2, c == 3, cand + c * p, &e2);
+        st = stall && c < 3 ? MP_EINTERNAL
+                            : greedy(p, m, c ? t : NULL, c == 2, c == 3, cand + c * p, &e2);
         double time = INFINITY;
         if (st == MP_OK)
             time = replay(p, m, t, cand + c * p, d, n);

@@ -18,5 +18,10 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
 /* That fallback order alone (t may be NULL: unit times), for the tests. */
 mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
                                          mp_op_list *out, mp_error *err);
+/* Tests only: with on, every later zb-v order is built as if the greedy
+ * orders had stalled -- the fallback order, with *fallback set -- so that
+ * what runs and reports it (simulate, exec) can be tested; the greedy
+ * itself cannot stall. Nothing outside the tests sets it. */
+void mp_schedule_zbv_test_stall(bool on);
 
 #endif

@@ -331,6 +331,16 @@ hardening() {
     check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
     check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
+    # each verb's own options too (the last one silently won): flags, values,
+    # an alias beside its name; --fix and --price are the repeatable ones
+    check twice-no-split "${S}--no-split: given twice: say it once$" "$bin" search --model 125M --gpus 8 --no-split --no-split
+    check twice-explain-flag "^megaplan explain: --no-simulate: given twice" "$bin" explain --model 125M --gpus 8 --no-simulate --no-simulate
+    check twice-unit-ops "${SIM}--unit-ops: given twice: say it once$" "$bin" simulate --unit-ops --unit-ops --pp 2 --micro-batches 4
+    check twice-alias "${SIM}--microbatches: given twice \('4', then '5'\)" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --microbatches 5
+    check twice-exec-steps "^megaplan exec: --steps: given twice \('1', then '2'\): say it once$" "$bin" exec plan.yaml --steps 1 --steps 2
+    check twice-exec-flag "^megaplan exec: --exact: given twice: say it once$" "$bin" exec plan.yaml --exact --exact
+    check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
+    check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
         bad "a refused command wrote a file"
 
@@ -381,6 +391,25 @@ hardening() {
     check search-ep-gpus "${S}--ep: ep=8 is more than the 4 GPUs$" "$bin" search --model mixtral-8x7b --gpus 4 --ep 8
     check search-etp-ffn "${S}--etp: etp=3 does not divide the expert FFN size 14336$" "$bin" search --model mixtral-8x7b --gpus 64 --etp 3
     check search-ep-dense "${S}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --ep 2
+    # the sharding options imply each other; given together they must agree in
+    # either order (the last one won: --no-dist-opt --zero 2 ran ZeRO-2, the
+    # other order was refused; --fix zero=3,dist_opt=off searched both)
+    for order in "--no-dist-opt --zero 2" "--zero 2 --no-dist-opt"; do
+        # shellcheck disable=SC2086
+        check "zero-vs-no-dist-opt $order" "${E}--no-dist-opt: --zero 2 shards the optimizer states" "$bin" estimate --model 125M --gpus 8 $order
+    done
+    for order in "--zero 1 --hsdp" "--hsdp --zero 1"; do
+        # shellcheck disable=SC2086
+        check "hsdp-vs-zero $order" "${E}--hsdp: hybrid sharding is a form of ZeRO-3 / FSDP, and --zero 1 is not" "$bin" estimate --model 125M --gpus 8 $order
+    done
+    check hsdp-vs-no-dist-opt "${E}--no-dist-opt: hybrid sharding \(--hsdp\) shards the optimizer states" "$bin" estimate --model 125M --gpus 8 --no-dist-opt --hsdp
+    check fix-zero-vs-dist-opt "${S}--fix: zero=2 shards the optimizer states, and dist_opt is fixed off" "$bin" search --model 125M --gpus 8 --no-dist-opt --fix zero=2
+    check fix-dist-opt-vs-zero "${S}--fix: dist_opt=off, and zero is fixed 3" "$bin" search --model 125M --gpus 8 --fix zero=3,dist_opt=off
+    # hybrid sharding on one node: no candidate runs it, and search named the
+    # last refusal it met ("--global-batch: interleaving needs ...")
+    check search-hsdp-one-node "${S}--hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\)" "$bin" search --model 125M --gpus 8 --hsdp
+    check search-fix-hsdp-one-node "${S}--fix: hsdp=on: hybrid sharding" "$bin" search --model 125M --gpus 8 --fix hsdp=on
+    check fix-hsdp-vs-zero "${S}--fix: hsdp=on is ZeRO-3 with the optimizer sharded, and zero is fixed otherwise" "$bin" search --model 125M --gpus 8 --fix zero=2,hsdp=on
     check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2
     check search-fix-etp-dense "${S}--fix: etp=2: expert parallelism needs a model with experts" "$bin" search --model llama3-8b --gpus 8 --fix etp=2
     check search-dispatcher-dense "${S}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --dispatcher flex

@@ -64,8 +64,8 @@ expect_exit 2 "$bin" exec plan.yaml --micro-batches 0
 if grep -q "not built" "$T/err"; then
     echo "run_help.sh: the executor is not built: exec's option values are not read"
 else
-    same_line "megaplan exec: --micro-batches: bad value '0'"
+    same_line "megaplan exec: --micro-batches: '0': expected a whole number from 1 to 1048576"
     expect_exit 2 "$bin" exec plan.yaml --microbatches 0
-    same_line "megaplan exec: --micro-batches: bad value '0'"
+    same_line "megaplan exec: --micro-batches: '0': expected a whole number from 1 to 1048576"
 fi
 finish

@@ -114,6 +114,21 @@ for cmd in "exec plan.yaml --np 1 --trace ro.yaml" "calibrate --np 1 -o ro.yaml"
     fi
 done
 [ "$(cat ro.yaml)" = "keep me" ] && ok || bad "exec or calibrate replaced the read-only file"
+# a missing folder too: one line before any work (exec ran every step, then
+# failed writing the trace under mpirun's own lines)
+for cmd in "exec plan.yaml --np 1 --trace nodir/t.json" "calibrate --np 1 -o nodir/c.yaml" \
+           "search --model 125M --gpus 8 -o nodir/x.yaml" \
+           "simulate --unit-ops --pp 2 --micro-batches 4 --trace ro.yaml/t.json"; do
+    "$bin" $cmd >out.txt 2>err.txt
+    rc=$?
+    if grep -q "was not built" err.txt; then
+        echo "SKIP $cmd: the executor is not built"
+    else
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
+            grep -Eq ': (nodir/[a-z]+|ro\.yaml/t)\.(json|yaml): cannot write: (No such file or directory|Not a directory)$' err.txt &&
+            ok || bad "$cmd: exit $rc: $(cat err.txt)"
+    fi
+done
 search -o ro.yaml --force >/dev/null 2>err.txt && ok || bad "search -o ro.yaml --force: $(cat err.txt)"
 grep -q '^megaplan_plan: 1' ro.yaml && ok || bad "--force did not replace the read-only file"
 [ "$(stat -c %a ro.yaml)" = 444 ] && ok || bad "--force: the file is no longer read-only"

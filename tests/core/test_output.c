@@ -195,6 +195,37 @@ static void test_regular_file_and_folder(void **state)
     assert_int_not_equal(system(cmd), 0);
 }
 
+/* A new file's folder is checked when the output is prepared, before the
+ * work it holds (exec ran every step and then failed on a missing --trace
+ * folder, under mpirun's lines): a missing folder, a file where the folder
+ * should be, a dangling link into a missing folder. */
+static void test_missing_folder_refused_early(void **state)
+{
+    (void)state;
+    char missing[160], notdir[160], file[160], link[160];
+    in_dir(missing, sizeof missing, "nodir/t.json");
+    in_dir(file, sizeof file, "afile");
+    in_dir(notdir, sizeof notdir, "afile/t.json");
+    in_dir(link, sizeof link, "dangling.json");
+    mp_output o;
+    mp_error err;
+    assert_int_equal(mp_output_prepare(missing, false, &o, &err), MP_EIO);
+    assert_non_null(strstr(err.msg, "No such file or directory"));
+    assert_string_equal(err.file, missing);
+    assert_int_equal(mp_output_write_path(file, false, "x\n", 2, &err), MP_OK);
+    assert_int_equal(mp_output_prepare(notdir, false, &o, &err), MP_EIO);
+    assert_non_null(strstr(err.msg, "Not a directory"));
+    assert_int_equal(symlink("nodir/target.json", link), 0);
+    assert_int_equal(mp_output_prepare(link, false, &o, &err), MP_EIO);
+    /* what is fine stays fine: a new file in an existing folder, by a relative name too */
+    assert_int_equal(mp_output_prepare(file, false, &o, &err), MP_OK);
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    assert_int_equal(mp_output_prepare("new.json", false, &o, &err), MP_OK);
+    assert_int_equal(chdir(cwd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +235,7 @@ int main(void)
         cmocka_unit_test(test_symlink_followed),
         cmocka_unit_test(test_read_only_needs_force),
         cmocka_unit_test(test_regular_file_and_folder),
+        cmocka_unit_test(test_missing_folder_refused_early),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -466,6 +466,45 @@ static void test_megatron_runs(void **state)
     free(plan);
 }
 
+/* The bounds are exact where they prune: every candidate's memory and time
+ * bounds stay below its estimate (mp_search_check_bounds), and the search
+ * with pruning gives the plans of costing every candidate -- the same plans
+ * in the same order, with the same step and peak memory. what names the
+ * case in a failure. Returns how many candidates the bounds check saw;
+ * *pruned keeps the pruned search's result (the caller frees it). Sets
+ * o->no_simulate (the estimate is what the bounds bound). */
+static int64_t check_pruning_exact(mp_search_options *o, const char *what,
+                                   mp_search_result *pruned)
+{
+    int64_t checked, mv, tv;
+    double worst;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_search_check_bounds(o, &checked, &mv, &tv, &worst, &err) != MP_OK)
+        fail_msg("%s: %s: %s", what, err.field, err.msg);
+    if (mv || tv)
+        fail_msg("%s: %lld memory and %lld time bound violations of %lld", what, (long long)mv,
+                 (long long)tv, (long long)checked);
+    o->no_simulate = true;
+    o->no_prune = false;
+    mp_search_result b;
+    assert_int_equal(mp_search(o, pruned, &err), MP_OK);
+    o->no_prune = true;
+    assert_int_equal(mp_search(o, &b, &err), MP_OK);
+    o->no_prune = false;
+    assert_true(pruned->n > 0);
+    assert_int_equal(pruned->n, b.n);
+    for (int k = 0; k < pruned->n; k++) {
+        if (!mp_search_same_plan(&pruned->plans[k], &b.plans[k]) ||
+            pruned->plans[k].est.time.step != b.plans[k].est.time.step ||
+            pruned->plans[k].est.memory.peak != b.plans[k].est.memory.peak)
+            fail_msg("%s: plan %d differs with pruning (step %.6g s against %.6g s)", what,
+                     k + 1, pruned->plans[k].est.time.step, b.plans[k].est.time.step);
+    }
+    mp_search_result_free(&b);
+    return checked;
+}
+
 /* pp x vpp stages that no default split makes (61 layers, 4 x 4): with the
  * layout given, or with vpp fixed (search proposes one), every candidate's
  * bounds stay below its estimate, pruning changes nothing, and the plans run
@@ -483,27 +522,12 @@ static void test_layout_search(void **state)
         o.fixed = MP_FIX_PP | MP_FIX_VPP | MP_FIX_EP;
         snprintf(o.base.parallel.pipeline_layout, sizeof o.base.parallel.pipeline_layout, "%s",
                  given[g]);
-        int64_t checked, mv, tv;
-        double worst;
-        mp_error err;
-        mp_error_clear(&err);
-        if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
-            fail_msg("%s: %s", err.field, err.msg);
-        if (mv || tv)
-            fail_msg("layout '%s': %lld memory and %lld time bound violations of %lld", given[g],
-                     (long long)mv, (long long)tv, (long long)checked);
-        assert_true(checked > 10);
-        o.no_simulate = true;
-        mp_search_result a, b;
-        assert_int_equal(mp_search(&o, &a, &err), MP_OK);
-        assert_true(a.n > 0);
+        char what[64];
+        snprintf(what, sizeof what, "layout '%s'", given[g]);
+        mp_search_result a;
+        assert_true(check_pruning_exact(&o, what, &a) > 10);
         const char *want = g == 0 ? given[0] : "Et*2|(t*4|)*14t*3L";
         assert_string_equal(a.plans[0].config.parallel.pipeline_layout, want);
-        o.no_prune = true;
-        assert_int_equal(mp_search(&o, &b, &err), MP_OK);
-        assert_int_equal(a.n, b.n);
-        for (int k = 0; k < a.n; k++)
-            assert_true(a.plans[k].est.time.step == b.plans[k].est.time.step);
         mp_buf f;
         mp_buf_init(&f);
         mp_megatron_args(&a.plans[0].config, a.plans[0].plan, &f);
@@ -512,7 +536,6 @@ static void test_layout_search(void **state)
         assert_non_null(strstr(f.data, flag));
         mp_buf_free(&f);
         mp_search_result_free(&a);
-        mp_search_result_free(&b);
     }
 }
 
@@ -536,34 +559,13 @@ static void test_moe_pruning_equals_no_prune(void **state)
          * give rank 0 fewer than the average (Qwen3-235B's 94 on pp 4,
          * vpp 6 caught an early version of the bound out) */
         if (cf) o.base.model.layers = 14;
-        int64_t checked, mv, tv;
-        double worst;
-        mp_error err;
-        mp_error_clear(&err);
-        if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
-            fail_msg("%s: %s", err.field, err.msg);
-        if (mv || tv)
-            fail_msg("capacity %d: %lld memory and %lld time bound violations of %lld", cf,
-                     (long long)mv, (long long)tv, (long long)checked);
-        assert_true(checked > 1000);
-        o.no_simulate = true;
         o.top_k = 10;
-        mp_search_result a, b;
-        assert_int_equal(mp_search(&o, &a, &err), MP_OK);
-        o.no_prune = true;
-        assert_int_equal(mp_search(&o, &b, &err), MP_OK);
-        assert_int_equal(a.n, b.n);
-        assert_true(a.n > 0);
-        for (int k = 0; k < a.n; k++) {
-            assert_true(mp_search_same_plan(&a.plans[k], &b.plans[k]));
-            assert_true(a.plans[k].est.time.step == b.plans[k].est.time.step);
-            assert_true(a.plans[k].est.memory.peak == b.plans[k].est.memory.peak);
-        }
+        mp_search_result a;
+        assert_true(check_pruning_exact(&o, cf ? "capacity 1.25" : "dropless", &a) > 1000);
         assert_true(a.counts.pruned_memory > 0);
         assert_int_equal(a.counts.considered,
                          a.counts.pruned_memory + a.counts.pruned_time + a.counts.estimated);
         mp_search_result_free(&a);
-        mp_search_result_free(&b);
     }
     /* Qwen3-235B on 512 H100s at tp 4, pp 4, vpp 6: 94 blocks in 24
      * stages, two short (Megatron's default split of L + 2), and a plan

@@ -415,6 +415,50 @@ static void test_mixtral_pp8_order(void **state)
     mp_pipeline_cost_free(&pc);
 }
 
+/* The test hook mp_schedule_zbv_test_stall: the order is the fallback one
+ * and says so, in the simulation and in what the executor asks for (exec
+ * reports it: tests/exec's exec-zbv-fallback-reported runs it through the
+ * executor); off again, the greedy order comes back. */
+static void test_stall_hook_gives_the_fallback(void **state)
+{
+    (void)state;
+    mp_config c;
+    memset(&c, 0, sizeof c);
+    const mp_model *md = mp_model_preset("mixtral-8x7b");
+    assert_non_null(md);
+    c.model = *md;
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    c.training = (mp_training){.gpus = 64, .seq = md->seq, .global_batch = 128,
+                               .precision = MP_DTYPE_BF16};
+    c.parallel = (mp_parallel){.tp = 2, .pp = 8, .vpp = 2, .cp = 1, .dp = 4, .sp = true,
+                               .micro_batch = 1, .recompute = MP_RECOMPUTE_SELECTIVE,
+                               .schedule = MP_SCHED_ZBV, .ep = 8, .etp = 1};
+    mp_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.config = c;
+    for (int on = 1; on >= 0; on--) {
+        mp_schedule_zbv_test_stall(on);
+        mp_sim_options opt = {0};
+        mp_sim_result r;
+        memset(&r, 0, sizeof r);
+        if (mp_simulate(&c, NULL, &opt, &r, &err) != MP_OK)
+            fail_msg("mixtral zb-v, stall %d: %s", on, err.msg);
+        assert_int_equal(r.order_fallback, on);
+        assert_true(r.makespan > 0);
+        mp_sim_result_free(&r);
+        mp_op_list ex;
+        assert_int_equal(mp_sim_plan_schedule(&plan, 32, 3, &ex, &err), MP_OK);
+        assert_int_equal(ex.fallback, on);
+        mp_op_list_free(&ex);
+        /* the unit-time order too */
+        mp_op_list u;
+        assert_int_equal(mp_schedule_build(MP_SCHED_ZBV, 8, 2, 32, 0, &u, &err), MP_OK);
+        assert_int_equal(u.fallback, on);
+        mp_op_list_free(&u);
+    }
+}
+
 static void print_rows(void)
 {
     static const mp_schedule_kind kinds[] = {MP_SCHED_1F1B, MP_SCHED_ZBH1, MP_SCHED_ZBV};
@@ -451,6 +495,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exec_gets_the_simulated_order),
         cmocka_unit_test(test_zbv_order_grid),
         cmocka_unit_test(test_mixtral_pp8_order),
+        cmocka_unit_test(test_stall_hook_gives_the_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

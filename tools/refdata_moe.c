@@ -21,7 +21,9 @@ static const char note_moe[] =
     "no overlap); expert "
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
     "overlapped gradient reduce, SP and TP overlap where tp > 1 (but where the file's "
-    "tp_comm_overlap column turns it off), no recompute; the "
+    "tp_comm_overlap column turns it off), the parameter all-gather overlapped with the "
+    "forward but where the file's param_gather_sync column says the recipe turned "
+    "overlap_param_gather off (then run after the optimizer step, exposed), no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
     "and FP8 parameters where a file's columns say the recipe used them; the recipe's CUDA-graph "
     "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks, the NeMo AutoModel rows with their recipe's settings (the file's "
@@ -234,16 +236,16 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
                         mp_error *err)
 {
     enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
-           WIN, TPO, NF };
+           WIN, TPO, PGS, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
                                           "fp8_param_gather", "moe_a2a_overlap",
                                           "shared_expert_overlap", "attn_window",
-                                          "tp_comm_overlap"};
+                                          "tp_comm_overlap", "param_gather_sync"};
     /* tp_comm_overlap: 2 when absent (read as on where tp > 1) */
     static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0,
-                                    2};
+                                    2, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -331,6 +333,13 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     p->tp_overlap = tp > 1 && v[TPO] > 0;
     p->dist_opt = true;
     p->dp_overlap = true;
+    /* the recipe's overlap_param_gather off (the file's param_gather_sync
+     * column, 0 or 1; absent: 0): the parameter all-gather runs after the
+     * optimizer step, exposed */
+    if (v[PGS] != 0 && v[PGS] != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_sync",
+                            "'%g': expected 0 or 1", v[PGS]);
+    p->param_gather_sync = v[PGS] > 0;
     p->recompute = MP_RECOMPUTE_NONE;
     st = recipe_lists_of(t, r, p, err);
     if (st != MP_OK)

@@ -553,7 +553,7 @@ typedef struct pipe_model {
     stage_sum *st;          /* n stages */
     double dp_time, dp_exposed, optimizer, tied_sync;
     /* aligned per-chunk DP (aligned_chunks) for the simulator: */
-    bool dp_aligned;
+    bool dp_aligned, dp_tail;
     double dp_gather, dp_gather_exposed, dp_bucket, dp_sm_r, dp_sm_a;
     double dp_gather_sync;  /* param_gather_sync's all-gather, exposed whole */
     double params_rank_max;
@@ -727,6 +727,19 @@ static bool aligned_chunks(const mp_config *c, const pipe_model *pm)
            pm->v > 1 && pm->p > 1;
 }
 
+/* The schedules that split the backward, as Megatron-Core's DDP would run
+ * them with --overlap-grad-reduce and --overlap-param-gather: each chunk's
+ * reduction follows its last weight-gradient op (mp_dp_tail_reduce_exposed),
+ * the gathers start with the step (mp_dp_gather_due_exposed). DualPipe, whose
+ * two copies of a stage sum their gradients after the flush (mirror_sum),
+ * keeps the one-window rule. */
+static bool tail_chunks(const mp_config *c, const pipe_model *pm)
+{
+    return c->training.stack == MP_STACK_MEGATRON_LM && pm->p > 1 &&
+           (pm->sched == MP_SCHED_ZBH1 ||
+            ((pm->sched == MP_SCHED_ZBV || pm->sched == MP_SCHED_DUALPIPEV) && pm->v == 2));
+}
+
 /* Parameters of chunk ch of pipeline rank r that its DP buffers hold (the
  * head's copy of tied word embeddings included). */
 static double chunk_params(const pipe_model *pm, int64_t r, int64_t ch)
@@ -803,10 +816,36 @@ double mp_dp_aligned_reduce_exposed(int64_t p, int64_t v, const double *bwd, con
 double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
                                   const double *bucket_frac, double ag, double sm_a)
 {
-    double worst = 0.0, a_r = 0.0;
+    double *due = malloc(sizeof *due * (size_t)(p * v));
+    if (!due)
+        return ag; /* out of memory: the gathers exposed whole */
+    double a_r = 0.0;
     for (int64_t r = 0; r < p; r++) {
         if (r > 0)
             a_r += fwd[(r - 1) * v];
+        double ahead = 0.0;
+        due[r * v] = a_r;
+        for (int64_t c = 1; c < v; c++) {
+            ahead += (double)p * fwd[r * v + c - 1];
+            due[r * v + c] = a_r + ahead;
+        }
+    }
+    double x = mp_dp_gather_due_exposed(p, v, fwd, share, bucket_frac, due, ag, sm_a);
+    free(due);
+    return x;
+}
+
+/* The rule above with the chunks' first forwards given: due[r*v + c], when
+ * rank r's first forward of chunk c would start without DP (interleaved:
+ * j*p forwards after chunk 0's; the V schedules: when micro-batch 0 has
+ * come down the V to that stage, mp_dp_v_gather_due). */
+double mp_dp_gather_due_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
+                                const double *bucket_frac, const double *due, double ag,
+                                double sm_a)
+{
+    double worst = 0.0;
+    for (int64_t r = 0; r < p; r++) {
+        double a_r = due[r * v];
         double total = 0.0;
         for (int64_t c = 0; c < v; c++)
             total += ag * share[r * v + c];
@@ -815,13 +854,55 @@ double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const
         double late = fmax(s + f0 + sm_a * fmax(total - s, 0.0),
                            g0 + sm_a * fmax(total - g0, 0.0)) -
                       (a_r + f0);
-        double gathered = g0, ahead = 0.0;
+        double gathered = g0;
         for (int64_t c = 1; c < v; c++) {
-            ahead += (double)p * fwd[r * v + c - 1];
             gathered += ag * share[r * v + c];
-            late = fmax(late, gathered - (a_r + ahead));
+            late = fmax(late, gathered - due[r * v + c]);
         }
         worst = fmax(worst, late);
+    }
+    return worst;
+}
+
+/* The reductions under the schedules that split the backward (ZB-H1, ZB-V,
+ * DualPipeV; cost_internal.h, docs/cost-model.md §5 "DP under the
+ * split-backward schedules"). A chunk's gradient is complete only when its
+ * last weight-gradient op (W) ends: the buckets fill as that W runs, so its
+ * reduction can start when that W starts and its last bucket (bucket_frac of
+ * the chunk) only after it ends. win_start[r*v+c] / win_end[r*v+c]: how long
+ * before rank r's last compute op that W starts and ends. The reductions run
+ * one at a time on the DP stream, the chunk whose W starts first first; what
+ * overlaps compute slows it by sm_r of the overlap (mp_overlap_excess). The
+ * ranks are taken to end together (the split schedules fill the cooldown with
+ * the deferred Ws); the exposed time is the latest rank's last reduction past
+ * the pipeline's end, rank r ending lead[r] before it (NULL: all together). */
+double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
+                                 const double *win_end, const double *lead, const double *share,
+                                 const double *bucket_frac, double red, double sm_r)
+{
+    double worst = 0.0;
+    for (int64_t r = 0; r < p; r++) {
+        int64_t order[8];
+        int64_t n = v < 8 ? v : 8;
+        for (int64_t c = 0; c < n; c++) {
+            int64_t i = c;
+            while (i > 0 && win_start[r * v + order[i - 1]] < win_start[r * v + c]) {
+                order[i] = order[i - 1];
+                i--;
+            }
+            order[i] = c;
+        }
+        double dp_free = -INFINITY, overlapped = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = r * v + order[i];
+            double dur = red * share[k];
+            double start = fmax(-win_start[k], dp_free);
+            dp_free = fmax(start + dur, -win_end[k] + bucket_frac[k] * dur);
+            /* its kernels run dur seconds, beside compute until the end */
+            overlapped += fmin(dur, fmax(0.0, -start));
+        }
+        double end = sm_r * overlapped; /* the compute slowed under them */
+        worst = fmax(worst, fmax(end, dp_free) - (lead ? lead[r] : 0.0));
     }
     return worst;
 }
@@ -858,6 +939,85 @@ static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fw
     return true;
 }
 
+/* Under the split-backward schedules (tail_chunks), per chunk (rank-major):
+ * how long before the rank's last compute op its last weight-gradient op
+ * starts (ws) and ends (we), the fraction of it in its last bucket (bf), and
+ * when its first forward would start without DP (due); per rank, how long
+ * before the pipeline's end (rank 0's) the rank ends (lead). A rank's last B
+ * is micro-batch m-1's, and its deferred Ws run oldest first once no B is
+ * ready, so its last op is W(m-1) of the chunk whose B came last.
+ * - ZB-H1 (one chunk; rank r runs W(i) after B(i+r), the rest after its last
+ *   B): ws = w, we = 0. The ranks' ends are not needed: rank 0, which runs
+ *   each W right after its B, ends last.
+ * - ZB-V and DualPipeV: the last micro-batch's gradient goes down the V's
+ *   second leg (chunk 1, rank 0 to p-1) and back up the first (chunk 0, rank
+ *   p-1 to 0), one input-gradient B (b) and one transfer (x) a rank, so rank
+ *   r's last B is chunk 0's, sum_{k<r} (b0_k + x) before rank 0's, and its
+ *   last op W(m-1, chunk 0): ws = w0, we = 0. Between its B(m-1, chunk 1)
+ *   and its B(m-1, chunk 0) rank r waits G_r = sum_{k>r} (b1_k + b0_k + 2x)
+ *   for the gradient to come back, and fills that wait with its deferred Ws,
+ *   W(m-1, chunk 1) among them. DualPipeV (fixed phases): at the latest, as
+ *   B(m-1, chunk 0) starts (ws = w0 + b0 + w1, we = w0 + b0), an upper bound
+ *   of the exposure. ZB-V (list scheduling, a ready B before a deferred W):
+ *   its steady state runs the Ws in its waits as they come, so the one W
+ *   deferred when B(m-1, chunk 1) ends (t1 = G_r + b0 + w0 before the end)
+ *   is W(m-1, chunk 1), and it runs after the one older chunk-0 B that is
+ *   ready first: it ends t1 - b0 - w1 before the end (no later than the
+ *   DualPipeV rule). Where G_r is shorter than that W (rank p-1, whose two
+ *   Bs of micro-batch m-1 follow each other) it runs after that B, before
+ *   W(m-1, chunk 0) (ws = w0 + w1, we = w0), and the rank ends w1 later. An
+ *   older W still deferred (rank 1 of pp 2) is the scheduler's choice and not
+ *   counted (tests/sim/test_simulate.c, test_split_dp_matches_estimate).
+ * First forwards: micro-batch 0 reaches stage k after the forwards of stages
+ * 0..k-1; rank r's chunk 0 is stage r, its chunk 1 stage 2p-1-r. */
+static void dp_tail_windows(const pipe_model *pm, double bucket, double x, double *ws, double *we,
+                            double *bf, double *due, double *lead)
+{
+    double down = 0.0; /* sum_{k<r} (b0_k + x) */
+    for (int64_t r = 0; r < pm->p; r++) {
+        const stage_sum *s0 = &pm->st[rank_stage(pm, r, 0)];
+        double w0 = s0->wgrad, b0 = s0->bwd - s0->wgrad;
+        lead[r] = down;
+        for (int64_t ch = 0; ch < pm->v; ch++) {
+            int64_t k = r * pm->v + ch, stage = rank_stage(pm, r, ch);
+            double cp = chunk_params(pm, r, ch);
+            bf[k] = cp > 0.0 ? fmin(1.0, bucket / cp) : 1.0;
+            double a = 0.0;
+            for (int64_t j = 0; j < stage; j++)
+                a += pm->st[j].fwd;
+            due[k] = a;
+            ws[k] = w0;
+            we[k] = 0.0;
+        }
+        if (pm->v == 2) {
+            double w1 = pm->st[rank_stage(pm, r, 1)].wgrad, gap = 0.0;
+            for (int64_t q = r + 1; q < pm->p; q++) {
+                const stage_sum *a0 = &pm->st[rank_stage(pm, q, 0)];
+                const stage_sum *a1 = &pm->st[rank_stage(pm, q, 1)];
+                gap += a0->bwd - a0->wgrad + a1->bwd - a1->wgrad + 2.0 * x;
+            }
+            if (gap >= w1) {
+                /* at the latest just before B(m-1, chunk 0); ZB-V's list
+                 * scheduler runs it sooner: B(m-1, chunk 1) ends gap + b0 + w0
+                 * before the rank's end, one older micro-batch's chunk-0 B
+                 * (ready, so first) follows, then W(m-1, chunk 1) */
+                double t1 = gap + b0 + w0;
+                we[r * 2 + 1] = pm->sched == MP_SCHED_ZBV ? fmax(w0 + b0, t1 - b0 - w1)
+                                                          : w0 + b0;
+                ws[r * 2 + 1] = we[r * 2 + 1] + w1;
+            } else {
+                ws[r * 2 + 1] = w0 + w1;
+                we[r * 2 + 1] = w0;
+                lead[r] -= w1;
+            }
+        }
+        down += b0 + x;
+    }
+    if (pm->v == 1)
+        for (int64_t r = 0; r < pm->p; r++)
+            lead[r] = 0.0;
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
                             mp_cost_memo *memo, const model_facts *mf, pipe_model *pm,
                             mp_error *err)
@@ -875,7 +1035,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     const mp_parallel *pp = &c->parallel;
     int64_t L = mp_model_blocks(&c->model);
     pm->p = pp->pp;
-    pm->dp_aligned = false;
+    pm->dp_aligned = pm->dp_tail = false;
     pm->dp_gather = pm->dp_gather_exposed = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
     pm->dp_gather_sync = 0.0;
     pm->sched = pp->schedule;
@@ -1031,27 +1191,55 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         }
         double red = rs + ar;
         double sm_r = mp_dp_sm_share(c, &dpg, true), sm_a = mp_dp_sm_share(c, &dpg, false);
-        bool aligned = aligned_chunks(c, pm);
+        bool aligned = aligned_chunks(c, pm), tail = tail_chunks(c, pm);
         /* the gathers start with the step on Megatron-Core's interleaved
-         * (aligned) and one-chunk schedules (mp_dp_early_gather_exposed) */
+         * (aligned), one-chunk and split-backward schedules
+         * (mp_dp_early_gather_exposed, mp_dp_gather_due_exposed) */
         bool early = pp->dist_opt && !pp->param_gather_sync &&
                      c->training.stack == MP_STACK_MEGATRON_LM &&
-                     (aligned || (pm->v == 1 && pm->sched != MP_SCHED_DUALPIPE));
+                     (aligned || tail || (pm->v == 1 && pm->sched != MP_SCHED_DUALPIPE));
         double exposed_red, exposed_ag, *cf = NULL, *cb = NULL, *cs = NULL, *b0 = NULL;
-        if ((aligned || early) && !dp_chunks(pm, P, bucket, &cf, &cb, &cs, &b0)) {
+        if ((aligned || early || tail) && !dp_chunks(pm, P, bucket, &cf, &cb, &cs, &b0)) {
             free(pm->st);
             pm->st = NULL;
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
                                 "out of memory for the stage costs");
         }
+        /* the split schedules: each chunk's last W, before the rank's end
+         * (ws, we), its last bucket's fraction (bf), its first forward (due) */
+        size_t nc = (size_t)(pm->p * pm->v);
+        double *ws = NULL, *we = NULL, *bf = NULL, *due = NULL, *lead = NULL;
+        if (tail) {
+            ws = malloc(sizeof *ws * nc);
+            we = malloc(sizeof *we * nc);
+            bf = malloc(sizeof *bf * nc);
+            due = malloc(sizeof *due * nc);
+            lead = malloc(sizeof *lead * (size_t)pm->p);
+            if (!ws || !we || !bf || !due || !lead) {
+                free(ws), free(we), free(bf), free(due), free(lead);
+                free(cf), free(cb), free(cs), free(b0);
+                free(pm->st);
+                pm->st = NULL;
+                return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
+                                    "out of memory for the stage costs");
+            }
+            double lat, bw;
+            p2p_link(c, &lat, &bw);
+            double x = lat + (bw > 0.0 ? pm->p2p_bytes / bw : 0.0);
+            dp_tail_windows(pm, bucket, x, ws, we, bf, due, lead);
+        }
         if (aligned) {
             exposed_red = mp_dp_aligned_reduce_exposed(pm->p, pm->v, cb, cs, red, sm_r);
             pm->dp_aligned = true;
+        } else if (tail) {
+            exposed_red = mp_dp_tail_reduce_exposed(pm->p, pm->v, ws, we, lead, cs, bf, red, sm_r);
+            pm->dp_tail = true;
         } else {
             exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
         }
         if (early) {
-            exposed_ag = mp_dp_early_gather_exposed(pm->p, pm->v, cf, cs, b0, ag, sm_a);
+            exposed_ag = tail ? mp_dp_gather_due_exposed(pm->p, pm->v, cf, cs, b0, due, ag, sm_a)
+                              : mp_dp_early_gather_exposed(pm->p, pm->v, cf, cs, b0, ag, sm_a);
             pm->dp_gather = ag;
             pm->dp_gather_exposed = exposed_ag;
         } else {
@@ -1068,7 +1256,12 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         free(cb);
         free(cs);
         free(b0);
-        if (aligned || early) {
+        free(ws);
+        free(we);
+        free(bf);
+        free(due);
+        free(lead);
+        if (aligned || early || tail) {
             pm->dp_bucket = bucket;
             pm->dp_sm_r = sm_r;
             pm->dp_sm_a = sm_a;
@@ -1173,6 +1366,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_time = pm.dp_time + pm.tied_sync;
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
     out->dp_aligned = pm.dp_aligned;
+    out->dp_tail = pm.dp_tail;
     out->dp_gather = pm.dp_gather;
     out->dp_gather_exposed = pm.dp_gather_exposed;
     out->dp_tied = pm.tied_sync;

@@ -92,7 +92,8 @@ typedef struct mp_pipeline_cost {
      * aligned_chunks): dp_aligned, the simulator launches each chunk's
      * reduction after its last backward (pipeline rank backwards late).
      * With the distributed optimizer's overlapped gather on Megatron-Core's
-     * interleaved or one-chunk schedules (mp_dp_early_gather_exposed), the
+     * interleaved, one-chunk or split-backward schedules
+     * (mp_dp_early_gather_exposed, mp_dp_gather_due_exposed), the
      * simulator gathers the parameters at the step's start, before the first
      * forwards: dp_gather, of dp_time, that all-gather (0 otherwise: the
      * simulator then queues it with the reductions), dp_gather_exposed its
@@ -102,6 +103,11 @@ typedef struct mp_pipeline_cost {
      * dp_sm_gather the SM share that overlapped collectives take from compute
      * (mp_overlap_excess). */
     bool dp_aligned;
+    /* the split-backward schedules (ZB-H1, ZB-V, DualPipeV) on Megatron-LM
+     * with overlap (cost.c tail_chunks): each chunk's reduction starts with
+     * its last weight-gradient op, its last bucket (dp_bucket_bytes) after
+     * that op, beside compute at dp_sm_reduce; the gathers as dp_gather says */
+    bool dp_tail;
     double dp_gather, dp_gather_exposed, dp_tied, dp_bucket_bytes, dp_sm_reduce, dp_sm_gather;
     /* parallel.param_gather_sync: the distributed optimizer's parameter
      * all-gather, of dp_time and dp_exposed, run whole after the reductions

@@ -346,6 +346,21 @@ double mp_dp_aligned_reduce_exposed(int64_t p, int64_t v, const double *bwd, con
  * 0 in its first bucket; sm_a the SMs' share they take. */
 double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
                                   const double *bucket_frac, double ag, double sm_a);
+/* The same with the chunks' first forwards given: due[r*v + c], when rank
+ * r's first forward of chunk c starts without DP (due[r*v] its first). */
+double mp_dp_gather_due_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
+                                const double *bucket_frac, const double *due, double ag,
+                                double sm_a);
+/* Seconds the reductions add past the pipeline's end under the schedules
+ * that split the backward (ZB-H1, ZB-V, DualPipeV): chunk c of rank r
+ * (index r*v + c, v <= 8) reduced from the start of its last weight-gradient
+ * op, win_start[] before the rank's last compute op, its last bucket
+ * (bucket_frac[] of it) after that op ends, win_end[] before it; one at a
+ * time; rank r ending lead[r] before the pipeline (NULL: 0); sm_r the SMs'
+ * share they take from compute beside them. */
+double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
+                                 const double *win_end, const double *lead, const double *share,
+                                 const double *bucket_frac, double red, double sm_r);
 
 /* The ranks one ZeRO shard spans: d * c, or with hsdp the largest divisor of
  * d * c whose DP ranks fit in one scale-up domain (at least 1). */

@@ -533,10 +533,11 @@ static double place_dp_aligned(engine *e, const double *compute_end, double max_
 }
 
 /* The parameter all-gathers at the step's start (planner/cost.c
- * mp_dp_early_gather_exposed): interleaved with align_param_gather, every
- * rank starts its chunks' gathers together, in chunk order on the dp stream; one
- * chunk per rank, its gather from the first forward's pre-hook, which the
- * host reaches at once. Chunk 0's first forward starts after its first
+ * mp_dp_early_gather_exposed, mp_dp_gather_due_exposed): interleaved with
+ * align_param_gather, every rank starts its chunks' gathers together, in
+ * chunk order on the dp stream; one chunk per rank, its gather from the first
+ * forward's pre-hook, which the host reaches at once; the V schedules
+ * (dp_tail) the same, chunk 0's first forward coming before chunk 1's. Chunk 0's first forward starts after its first
  * bucket and ends no earlier than its gather; each later chunk's first
  * forward waits for its gather; compute beside them runs at 1 -
  * dp_sm_gather of its rate (run_compute). */
@@ -566,6 +567,64 @@ static void place_gathers(engine *e)
     }
 }
 
+/* The split-backward schedules on Megatron-LM with overlap (pc->dp_tail;
+ * planner/cost.c mp_dp_tail_reduce_exposed): a chunk's buckets fill as its
+ * last weight-gradient op (W; B where the op list fuses them) runs, so its
+ * reduction starts with that op (or when the dp stream is free) and its last
+ * bucket, dp_bucket_bytes of the chunk's grad_bytes, only after the op ends.
+ * The chunks in the order their last ops start, one at a time; what overlaps
+ * compute slows it by the DP kernels' SM share: the compute's end moves by
+ * that share of the overlap. The tied-embedding sync follows. */
+static double place_dp_tail(engine *e, const double *compute_end, double max_grad)
+{
+    const mp_pipeline_cost *pc = e->pc;
+    double red = pc->dp_time - (e->gathers ? pc->dp_gather : 0) - pc->dp_tied, ready_all = 0;
+    if (red < 0)
+        red = 0;
+    for (int32_t r = 0; r < e->p; r++) {
+        double ce = compute_end[r];
+        int32_t order[MP_MAX_STAGES];
+        for (int32_t c = 0; c < e->v; c++) {
+            int32_t i = c;
+            double t = e->last_grad_start[stage_index(e, r, c)];
+            while (i > 0 && e->last_grad_start[stage_index(e, r, order[i - 1])] > t) {
+                order[i] = order[i - 1];
+                i--;
+            }
+            order[i] = c;
+        }
+        double dp_free = 0, overlapped = 0;
+        for (int32_t i = 0; i < e->v; i++) {
+            int32_t c = order[i], stage = stage_index(e, r, c);
+            double gb = stage_of(e, r, c)->grad_bytes;
+            double share = max_grad > 0 ? gb / max_grad : 1.0 / e->v;
+            double dur = red * share;
+            double tail = gb > 0 && pc->dp_bucket_bytes < gb ? pc->dp_bucket_bytes / gb : 1.0;
+            double start = e->last_grad_start[stage] > dp_free ? e->last_grad_start[stage] : dp_free;
+            double end = start + dur;
+            if (e->last_grad_end[stage] + tail * dur > end)
+                end = e->last_grad_end[stage] + tail * dur;
+            /* its kernels run dur seconds (the last bucket's wait for the
+             * op is no work), beside compute until ce */
+            if (start < ce)
+                overlapped += ce - start < dur ? ce - start : dur;
+            if (dur > 0)
+                add_event(e, start, end, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, c);
+            dp_free = end;
+        }
+        double ce2 = ce + pc->dp_sm_reduce * overlapped;
+        if (pc->dp_tied > 0) {
+            double start = ce2 > dp_free ? ce2 : dp_free;
+            add_event(e, start, start + pc->dp_tied, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, -1);
+            dp_free = start + pc->dp_tied;
+        }
+        double ready = ce2 > dp_free ? ce2 : dp_free;
+        if (ready > ready_all)
+            ready_all = ready;
+    }
+    return ready_all;
+}
+
 /* DP reductions per chunk (dp stream) and the optimizer step. Returns the time
  * the last rank's gradients are reduced. */
 static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
@@ -574,6 +633,8 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
     double max_grad = max_rank_grad(e), ready_all = 0;
     if (dp_overlap && e->aligned)
         return place_dp_aligned(e, compute_end, max_grad);
+    if (dp_overlap && e->pc->dp_tail && e->zb)
+        return place_dp_tail(e, compute_end, max_grad);
     /* The reductions: dp_time less the gathers placed at the step's start
      * (place_gathers) and the tied sync after them. The part of a reduction
      * that cannot hide under backward: the last bucket. */
@@ -894,7 +955,8 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                 .aligned = dp_overlap && pc->dp_aligned && s == MP_SCHED_INTERLEAVED && v > 1 &&
                            p > 1,
                 .gathers = dp_overlap && pc->dp_gather > 0 &&
-                           (pc->dp_aligned ? s == MP_SCHED_INTERLEAVED && v > 1 && p > 1 : v == 1) &&
+                           (pc->dp_aligned ? s == MP_SCHED_INTERLEAVED && v > 1 && p > 1
+                                           : v == 1 || (pc->dp_tail && mp_schedule_is_v(s))) &&
                            s != MP_SCHED_DUALPIPE,
                 .out = out};
     st = engine_setup(&e, err);

@@ -44,6 +44,11 @@ static mp_config plan_config(const char *model, int64_t p, int64_t m, mp_schedul
                                .dp = d, .sp = true, .micro_batch = 1,
                                .recompute = MP_RECOMPUTE_SELECTIVE, .dist_opt = true,
                                .dp_overlap = true, .schedule = s};
+    /* the pipeline alone: with overlap the V schedules' parameter gathers
+     * start with the step and the first forwards wait for them (DP time
+     * inside the simulated pipeline, which the closed form leaves out) */
+    if (mp_schedule_is_v(s))
+        c.parallel.dp_overlap = false;
     return c;
 }
 

@@ -240,6 +240,14 @@ typedef struct mp_parallel {
     /* CUDA-graphed parts of each layer (1u << mp_cuda_graph_scope); 0 = none */
     uint32_t cuda_graph_scope;
     bool dist_opt;
+    /* The distributed optimizer's parameter all-gather run synchronously
+     * after the optimizer step, while the gradient reduction still overlaps
+     * the backward (Megatron-Core --overlap-grad-reduce without
+     * --overlap-param-gather: DistributedOptimizer.step launches the
+     * all-gather itself when overlap_param_gather is off). Only with
+     * dp_overlap and dist_opt; ignored by ZeRO-2/3. Beside dist_opt: in
+     * its padding. */
+    bool param_gather_sync;
     mp_zero_runtime zero_runtime; /* who runs zero >= 2 (below; in dist_opt's padding) */
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
@@ -267,13 +275,6 @@ typedef struct mp_parallel {
      * buffers registered with NCCL as user buffers, so its DP all-gathers and
      * reduce-scatters run SM-light algorithms (contention.c) */
     bool nccl_ub;
-    /* The distributed optimizer's parameter all-gather run synchronously
-     * after the optimizer step, while the gradient reduction still overlaps
-     * the backward (Megatron-Core --overlap-grad-reduce without
-     * --overlap-param-gather: DistributedOptimizer.step launches the
-     * all-gather itself when overlap_param_gather is off). Only with
-     * dp_overlap and dist_opt; ignored by ZeRO-2/3. */
-    bool param_gather_sync;
     /* MoE: the EP all-to-all of one micro-batch overlapped with another's
      * compute in the 1F1B steady state (Megatron-Core
      * --overlap-moe-expert-parallel-comm, with --delay-wgrad-compute) */

@@ -363,7 +363,10 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     } else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
                     p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "
-                                 "stages (neither the layers nor the layers + 2 are a multiple)"
+                                 "stages as Megatron does without a layout (neither the layers "
+                                 "nor the layers + 2 are a multiple, and its first/last-stage "
+                                 "flags need every rank's layers a multiple of vpp); give "
+                                 "pipeline_layout"
                                : "the %lld layers cannot be split over pp*vpp = %lld*%lld = %lld "
                                  "stages",
                     (long long)m->layers, (long long)p->pp, (long long)p->vpp, (long long)stages);
@@ -588,12 +591,48 @@ bool mp_uneven_split(int64_t L, int64_t n, int64_t mtp, mp_uneven *out)
     return true;
 }
 
+bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneven *out)
+{
+    if (pp < 2 || vpp < 2 || L < 2 * vpp || L % vpp)
+        return false; /* every rank's count is a multiple of vpp, so is their sum */
+    mtp = mtp > 0 ? mtp : 0;
+    int64_t mids = pp - 2, best_max = -1, best_sq = 0;
+    /* the middle ranks' count: a multiple of vpp, at least vpp where there are
+     * middle ranks (transformer_config.py: no middle stage without layers),
+     * none where there are none */
+    int64_t m_lo = mids > 0 ? vpp : 0, m_hi = mids > 0 ? (L - 2 * vpp) / mids : 0;
+    for (int64_t m = m_lo; m <= m_hi; m += mids > 0 ? vpp : 1) {
+        int64_t rest = L - mids * m; /* first + last, a multiple of vpp */
+        if (rest < 2 * vpp)
+            break;
+        /* first + 1 against last + 1 + 2 mtp: the multiples of vpp around the balance */
+        int64_t f0 = (rest + 2 * mtp) / 2 / vpp * vpp;
+        for (int64_t f = f0 - vpp; f <= f0 + 2 * vpp; f += vpp) {
+            if (f < vpp || f > rest - vpp)
+                continue;
+            mp_uneven u = {f, rest - f, m, 0};
+            int64_t a = f + 1, b = rest - f + 1 + 2 * mtp;
+            int64_t mx = a > b ? a : b, sq = a * a + b * b + mids * m * m;
+            mx = mids > 0 && m > mx ? m : mx;
+            if (best_max < 0 || mx < best_max || (mx == best_max && sq < best_sq) ||
+                (mx == best_max && sq == best_sq && f > out->first)) {
+                *out = u;
+                best_max = mx;
+                best_sq = sq;
+            }
+        }
+    }
+    return best_max >= 0;
+}
+
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)
 {
     int64_t n = pp * vpp;
+    mp_uneven u;
     if (n < 1 || n > L)
         return false;
-    return L % n == 0 || (n > 1 && (L + 2) % n == 0) || (vpp == 1 && n >= 2);
+    return L % n == 0 || (n > 1 && (L + 2) % n == 0) || (vpp == 1 && n >= 2) ||
+           mp_vpp_flag_split(L, pp, vpp, 0, &u);
 }
 
 int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k)
@@ -607,6 +646,15 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, i
         return (k * L) / n;
     if (vpp > 1 && (L + 2) % n == 0)
         return k * ((L + 2) / n) - 1;
+    if (vpp > 1 && n % vpp == 0 && mp_vpp_flag_split(L, n / vpp, vpp, mtp, &u)) {
+        /* virtual stage j is chunk j / pp of rank j % pp: a vpp-th of its rank's count */
+        int64_t pp = n / vpp, before = 0;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t r = j % pp;
+            before += (r == 0 ? u.first : r == pp - 1 ? u.last : u.middle) / vpp;
+        }
+        return before;
+    }
     if (vpp > 1 || !mp_uneven_split(L, n, mtp, &u))
         return (k * L) / n;
     int64_t before = u.first, mids = k - 1 < n - 2 ? k - 1 : n - 2;

@@ -343,18 +343,35 @@ bool mp_uneven_split(int64_t L, int64_t n, int64_t mtp, mp_uneven *out);
 /* Blocks of stage k of n under split u. */
 int64_t mp_uneven_stage_blocks(const mp_uneven *u, int64_t n, int64_t k);
 
+/* Megatron's first/last-stage flags with virtual stages
+ * (--decoder-first-pipeline-num-layers F --decoder-last-pipeline-num-layers
+ * L' --num-virtual-stages-per-pipeline-rank vpp): rank 0 holds F blocks, the
+ * last rank L', each middle rank M, and every chunk of a rank a vpp-th of its
+ * rank's count (transformer_block.py get_num_layers_to_build,
+ * transformer_layer.py get_transformer_layer_offset, Megatron-LM d98e8a6).
+ * transformer_config.py's checks: F, L' > 0 and multiples of vpp, the middle
+ * ranks' layers non-empty where there are middle ranks, divisible among them,
+ * each rank's a multiple of vpp. Of the splits those allow, the one whose
+ * busiest rank does the least work (in mp_uneven_split's units: the
+ * embedding one more on rank 0, the loss one and each MTP module two more on
+ * the last), then the most even, then the heavier first; out->lighter = 0.
+ * false when pp < 2, vpp < 2 or no split passes (L not a multiple of vpp,
+ * or fewer than 2 vpp blocks). */
+bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneven *out);
+
 /* Whether Megatron can split L blocks over pp*vpp (virtual) stages without an
  * explicit layout: evenly; or counting the embedding and the loss as one layer
  * each (--account-for-embedding-in-pipeline-split / -loss-: L + 2 divisible,
  * any vpp); or, with vpp 1, by mp_uneven_split (a layout where Megatron's
- * first/last-stage flags cannot do as well). */
+ * first/last-stage flags cannot do as well); or, with vpp > 1, by its
+ * first/last-stage flags (mp_vpp_flag_split). */
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp);
 
 /* Blocks held by stages 0..k-1 of n = pp*vpp under that default split:
  * k*L/n when n divides L; with vpp > 1, k(L+2)/n - 1 when n divides L + 2
  * (the embedding and the head take a block's place on the first and last
- * stage); with vpp 1, mp_uneven_split's for a model of mtp MTP modules (else
- * floor(k*L/n)). */
+ * stage), else mp_vpp_flag_split's for a model of mtp MTP modules; with
+ * vpp 1, mp_uneven_split's (else floor(k*L/n)). */
 int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k);
 
 /* Checks that the configuration can run at all, refusing with the reason

@@ -468,12 +468,14 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
         vv[nv++] = fp->vpp;
     } else {
         vv[nv++] = 1;
-        /* the splits Megatron makes by default (a vpp that needs a layout
-         * is searched when fixed: --fix vpp=N proposes one; searching every
-         * such vpp would cost half again the candidates) */
+        /* the splits Megatron makes by default, evenly or counting the
+         * embedding and the loss as layers (a vpp that needs a layout or
+         * the first/last-stage flags is searched when fixed: --fix vpp=N
+         * takes the flags' split or proposes a layout; searching every such
+         * vpp would cost half again the candidates) */
         if (x->p > 1)
             for (int64_t v = 2; v * x->p <= L && nv < MAX_DIV; v++)
-                if (mp_stage_split_ok(L, x->p, v)) vv[nv++] = v;
+                if (L % (x->p * v) == 0 || (L + 2) % (x->p * v) == 0) vv[nv++] = v;
     }
     int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
                                           : divisors(gb / x->d, bv, MAX_DIV);

@@ -233,6 +233,52 @@ static int64_t units(int64_t blocks, int64_t n, int64_t k, int64_t mtp)
     return blocks + (k == 0) + (k == n - 1 ? 1 + 2 * mtp : 0);
 }
 
+/* A default split with vpp > 1 where neither the layers nor the layers + 2
+ * divide into the stages: what Megatron-Core builds for
+ * --decoder-first-pipeline-num-layers F --decoder-last-pipeline-num-layers
+ * L' --num-virtual-stages-per-pipeline-rank vpp (transformer_block.py
+ * get_num_layers_to_build: every chunk of rank 0 F/vpp blocks, of the last
+ * rank L'/vpp, of a middle rank (L - F - L')/(pp - 2)/vpp), for flags that
+ * pass transformer_config.py's checks; and no F, L' that pass them make the
+ * busiest rank do less work. */
+static void check_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp,
+                                 const int64_t *blocks)
+{
+    int64_t n = pp * vpp, F = 0, Lz = 0;
+    for (int64_t c = 0; c < vpp; c++) {
+        F += blocks[c * pp];
+        Lz += blocks[c * pp + pp - 1];
+    }
+    int64_t mid_layers = L - F - Lz, mids = pp - 2;
+    /* the checks */
+    assert_true(F > 0 && F % vpp == 0 && Lz > 0 && Lz % vpp == 0);
+    assert_int_equal(mid_layers != 0, mids != 0);
+    if (mids) {
+        assert_int_equal(mid_layers % mids, 0);
+        assert_int_equal(mid_layers / mids % vpp, 0);
+    }
+    /* Megatron's build */
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = k % pp;
+        assert_int_equal(blocks[k], r == 0        ? F / vpp
+                                    : r == pp - 1 ? Lz / vpp
+                                                  : mid_layers / mids / vpp);
+    }
+    /* the busiest rank's work, against every F, L' Megatron accepts */
+    int64_t mid = mids ? mid_layers / mids : 0, worst = F + 1;
+    worst = Lz + 1 + 2 * mtp > worst ? Lz + 1 + 2 * mtp : worst;
+    worst = mids && mid > worst ? mid : worst;
+    for (int64_t f = vpp; f < L; f += vpp)
+        for (int64_t l = vpp; f + l <= L; l += vpp) {
+            int64_t rest = L - f - l;
+            if ((rest != 0) != (mids != 0) || (mids && (rest % mids || rest / mids % vpp)))
+                continue;
+            int64_t w = f + 1 > l + 1 + 2 * mtp ? f + 1 : l + 1 + 2 * mtp;
+            w = mids && rest / mids > w ? rest / mids : w;
+            assert_true(worst <= w);
+        }
+}
+
 /* The default split, for every (layers, pp, vpp) Megatron accepts without a
  * layout and 0-2 MTP modules: every stage holds at least one block, the
  * blocks are used once each in order; the split is one Megatron can run: as
@@ -251,7 +297,7 @@ static void test_uneven_split_property(void **state)
     static int64_t blocks[MP_MAX_STAGES];
     static char text[16384];
     static mp_layout lay;
-    int64_t checked = 0, layouts = 0;
+    int64_t checked = 0, layouts = 0, vpp_flags = 0;
     for (int64_t L = 2; L <= 130; L += L < 70 ? 1 : 7)
         for (int64_t pp = 2; pp <= 40 && pp <= L; pp++)
             for (int64_t vpp = 1; vpp <= 4; vpp++)
@@ -290,8 +336,11 @@ static void test_uneven_split_property(void **state)
                     if (mp_layout_parse(text, pp, vpp, L, mtp, &lay, &err) != MP_OK)
                         fail_msg("L %lld pp %lld vpp %lld: %s: %s", (long long)L,
                                  (long long)pp, (long long)vpp, text, err.msg);
-                    if (vpp > 1) { /* even, or the embedding and loss counted as layers */
-                        assert_true(L % n == 0 || (L + 2) % n == 0);
+                    if (vpp > 1 && (L % n == 0 || (L + 2) % n == 0))
+                        continue; /* even, or the embedding and loss counted as layers */
+                    if (vpp > 1) { /* the first/last-stage flags */
+                        vpp_flags++;
+                        check_vpp_flag_split(L, pp, vpp, mtp, blocks);
                         continue;
                     }
                     if (L % n == 0)
@@ -325,8 +374,10 @@ static void test_uneven_split_property(void **state)
                         }
                     assert_int_equal(u.lighter == 0, flags_tie);
                 }
-    printf("uneven split property: %lld splits checked, %lld need a layout\n", (long long)checked,
-           (long long)layouts);
+    printf("uneven split property: %lld splits checked, %lld need a layout, %lld by the "
+           "first/last-stage flags with vpp > 1\n",
+           (long long)checked, (long long)layouts, (long long)vpp_flags);
+    assert_true(vpp_flags > 100);
     assert_true(checked > 7000);
     assert_true(layouts > 1000);
 }

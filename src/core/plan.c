@@ -107,9 +107,12 @@ mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
                                     "stage %d starts at item %d; expected %lld (ranges must "
                                     "be contiguous from 0)",
                                     k, r->begin, (long long)next);
-            if (r->end <= r->begin)
+            bool edge = k == 0 || k == plan->n_stages - 1;
+            if (r->end < r->begin || (r->end == r->begin && edge))
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
-                                    "stage %d is empty: [%d, %d)", k, r->begin, r->end);
+                                    "stage %d is empty: [%d, %d) (the first stage holds the "
+                                    "embedding, the last the head)",
+                                    k, r->begin, r->end);
             next = r->end;
         }
         if (next != items)

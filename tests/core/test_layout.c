@@ -171,7 +171,10 @@ static void test_mtp(void **state)
     expect_mtp("Ettm|mL", 2, 1, 2, 2, "character 6: MTP layers in two stages");
     expect_mtp("Ett|t|tt|mL", 2, 2, 5, 1, NULL);
     expect_mtp("Ett|t|ttt|m|L", 2, 2, 6, 1, "5 stages, but pp*vpp");
-    expect_mtp("Et|t|ttt|m|L", 5, 1, 5, 1, "character 11: this stage holds only MTP layers");
+    expect_mtp("Et|t|ttt|m|L", 5, 1, 5, 1, "character 10: MTP layers before the last stage");
+    /* with a block beside them too: megaplan would cost them on the last stage */
+    expect_mtp("Et|tm|L", 3, 1, 2, 1, "character 5: MTP layers before the last stage");
+    expect_mtp("Et*3|(tt|)*29,m|L", 16, 2, 61, 1, "MTP layers before the last stage");
 }
 
 int main(void)

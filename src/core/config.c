@@ -192,6 +192,8 @@ static const mp_field parallel_fields[] = {
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,
      .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
+    P_INT(first_stage_layers, 0, MP_MAX_LAYERS),
+    P_INT(last_stage_layers, 0, MP_MAX_LAYERS),
     P_BOOL(moe_a2a_overlap),
     P_BOOL(dispatch_fp8),
     P_BOOL(shared_expert_overlap),
@@ -356,7 +358,11 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->vpp > 1 && p->pp < 2)
         return FAIL("vpp", "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
                     (long long)p->vpp);
-    if (p->pipeline_layout[0]) {
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0) {
+        st = mp_flag_split_check(c, err);
+        if (st != MP_OK)
+            return st;
+    } else if (p->pipeline_layout[0]) {
         st = layout_check(c, err);
         if (st != MP_OK)
             return st;
@@ -623,6 +629,65 @@ bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneve
         }
     }
     return best_max >= 0;
+}
+
+int64_t mp_flag_stage_blocks(int64_t L, int64_t pp, int64_t vpp, int64_t F, int64_t Lz,
+                             int64_t k)
+{
+    int64_t mids = pp - (F > 0) - (Lz > 0), rest = L - (F > 0 ? F : 0) - (Lz > 0 ? Lz : 0);
+    int64_t r = k % pp, per = mids > 0 ? rest / mids : 0;
+    if (r == 0 && F > 0)
+        per = F;
+    else if (r == pp - 1 && Lz > 0)
+        per = Lz;
+    return vpp > 1 ? per / vpp : per;
+}
+
+mp_status mp_flag_split_check(const mp_config *c, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    int64_t F = p->first_stage_layers, Lz = p->last_stage_layers, v = p->vpp;
+    int64_t L = c->model.layers;
+    const char *f = F > 0 ? "first_stage_layers" : "last_stage_layers";
+    if (p->pipeline_layout[0])
+        return FAIL(f, "cannot be given with pipeline_layout (Megatron: the layout says every "
+                       "stage's layers)");
+    if (c->model.arch == MP_ARCH_T5)
+        return FAIL(f, "t5 splits at its split rank (Megatron's first/last-stage flags are the "
+                       "decoder's)");
+    if (p->pp < 2)
+        return FAIL(f, "needs pipeline parallelism (pp >= 2)");
+    if (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE)
+        return FAIL(f, "splits in Megatron's stage order; %s places the stages otherwise (give "
+                       "stages in a plan file instead)",
+                    mp_schedule_name(p->schedule));
+    /* transformer_config.py, in its order */
+    if (F > 0 && v > 1 && F % v)
+        return FAIL("first_stage_layers",
+                    "%lld layers on the first rank must be a multiple of vpp=%lld (Megatron)",
+                    (long long)F, (long long)v);
+    if (Lz > 0 && v > 1 && Lz % v)
+        return FAIL("last_stage_layers",
+                    "%lld layers on the last rank must be a multiple of vpp=%lld (Megatron)",
+                    (long long)Lz, (long long)v);
+    int64_t rest = L - F - Lz, mids = p->pp - (F > 0) - (Lz > 0);
+    if (rest < 0)
+        return FAIL(f, "the first and last ranks' %lld + %lld layers are more than the model's "
+                       "%lld",
+                    (long long)F, (long long)Lz, (long long)L);
+    if ((rest != 0) != (mids != 0))
+        return FAIL(f, "%lld layers left for %lld middle ranks (Megatron: the middle ranks and "
+                       "their layers come together)",
+                    (long long)rest, (long long)mids);
+    if (mids && rest % mids)
+        return FAIL(f, "the %lld layers left do not divide among the %lld middle ranks "
+                       "(Megatron)",
+                    (long long)rest, (long long)mids);
+    if (mids && v > 1 && (rest / mids) % v)
+        return FAIL(f, "%lld layers on each middle rank must be a multiple of vpp=%lld "
+                       "(Megatron)",
+                    (long long)(rest / mids), (long long)v);
+    return MP_OK;
 }
 
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)

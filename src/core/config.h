@@ -292,7 +292,18 @@ typedef struct mp_parallel {
      * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);
      * "" = Megatron's default split. */
     char pipeline_layout[MP_LAYOUT_CHARS];
+    /* Megatron's --decoder-first-pipeline-num-layers and
+     * --decoder-last-pipeline-num-layers: the blocks of pipeline rank 0 and
+     * of the last rank, the middle ranks splitting the rest evenly, every
+     * chunk a vpp-th of its rank's (mp_flag_stage_blocks); 0 = not given. */
+    int64_t first_stage_layers, last_stage_layers;
 } mp_parallel;
+
+/* Whether the user fixed the split: a layout or the first/last-stage flags. */
+static inline bool mp_parallel_split_given(const mp_parallel *p)
+{
+    return p->pipeline_layout[0] || p->first_stage_layers > 0 || p->last_stage_layers > 0;
+}
 
 /* The modules recomputed by a block of recompute r: r selective, the
  * plan's modules (the attention core when none are given); otherwise 0. */
@@ -358,6 +369,17 @@ int64_t mp_uneven_stage_blocks(const mp_uneven *u, int64_t n, int64_t k);
  * false when pp < 2, vpp < 2 or no split passes (L not a multiple of vpp,
  * or fewer than 2 vpp blocks). */
 bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneven *out);
+
+/* Blocks of virtual stage k (chunk k / pp of rank k % pp) under the
+ * first/last-stage flags F and Lz (0: not given, that end a middle rank),
+ * as transformer_block.py's get_num_layers_to_build builds them; the
+ * flags must pass mp_flag_split_check. */
+int64_t mp_flag_stage_blocks(int64_t L, int64_t pp, int64_t vpp, int64_t F, int64_t Lz,
+                             int64_t k);
+/* transformer_config.py's checks of those flags (and megaplan's: pp >= 2,
+ * no layout, t5 refused, the schedules that run Megatron's stage order),
+ * refusing with field first_stage_layers or last_stage_layers. */
+mp_status mp_flag_split_check(const mp_config *c, mp_error *err);
 
 /* Whether Megatron can split L blocks over pp*vpp (virtual) stages without an
  * explicit layout: evenly; or counting the embedding and the loss as one layer

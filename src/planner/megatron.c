@@ -303,7 +303,18 @@ static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t
     }
     if (K > 1 && p->pipeline_layout[0]) /* the user's layout, as written (st is its split) */
         mp_buf_printf(out, "--pipeline-model-parallel-layout \"%s\" \\\n", p->pipeline_layout);
-    else if (flags)
+    else if (K > 1 && mp_parallel_split_given(p)) {
+        /* the user's first/last-stage layers, as given (st is their split) */
+        if (p->first_stage_layers > 0)
+            mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n",
+                          (long long)p->first_stage_layers);
+        if (p->last_stage_layers > 0)
+            mp_buf_printf(out, "--decoder-last-pipeline-num-layers %lld \\\n",
+                          (long long)p->last_stage_layers);
+        if (v > 1)
+            mp_buf_printf(out, "--num-virtual-stages-per-pipeline-rank %lld \\\n",
+                          (long long)v);
+    } else if (flags)
         /* arguments.py: with these, vpp by --num-virtual-stages-per-pipeline-rank
          * (it refuses them with --num-layers-per-virtual-pipeline-stage) */
         mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n"

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/io.h"
@@ -410,6 +411,77 @@ static void test_uneven_split_61_on_32(void **state)
     assert_true(u.last + 3 <= 17 && u.first + 1 <= 17);
 }
 
+/* Megatron's first/last-stage flags as given (parallel.first_stage_layers,
+ * last_stage_layers): transformer_config.py's checks refuse what Megatron
+ * refuses, and the stages are what transformer_block.py builds (every chunk
+ * of a rank a vpp-th of its rank's count). GPT-3 175B: 96 layers. */
+static void test_stage_layer_flags(void **state)
+{
+    (void)state;
+    mp_config c = base();
+    c.parallel.vpp = 2;
+    c.parallel.schedule = MP_SCHED_INTERLEAVED;
+    c.parallel.first_stage_layers = 8;
+    c.parallel.last_stage_layers = 16; /* 72 left: 12 on each of 6 middle ranks */
+    expect(&c, NULL, NULL);
+    mp_stage_range st[16];
+    mp_config_stages(&c, 16, st);
+    int32_t want[16][2] = {{0, 5},   {5, 11},  {11, 17}, {17, 23}, {23, 29}, {29, 35},
+                           {35, 41}, {41, 49}, {49, 53}, {53, 59}, {59, 65}, {65, 71},
+                           {71, 77}, {77, 83}, {83, 89}, {89, 98}};
+    for (int k = 0; k < 16; k++)
+        if (st[k].begin != want[k][0] || st[k].end != want[k][1])
+            fail_msg("stage %d: [%d, %d), expected [%d, %d)", k, st[k].begin, st[k].end,
+                     want[k][0], want[k][1]);
+    /* the plan's default stages are the same, and a plan saying otherwise is refused */
+    mp_plan *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->config = c;
+    mp_plan_default_stages(p);
+    mp_error err;
+    assert_int_equal(mp_plan_check(p, &err), MP_OK);
+    p->stages[0].end = 6;
+    p->stages[1].begin = 6;
+    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
+    assert_non_null(strstr(err.msg, "parallel.first_stage_layers gives it [0, 5)"));
+    free(p);
+    /* transformer_config.py's refusals */
+    c.parallel.first_stage_layers = 9;
+    expect(&c, "first_stage_layers", "9 layers on the first rank must be a multiple of vpp=2");
+    c.parallel.first_stage_layers = 8;
+    c.parallel.last_stage_layers = 15;
+    expect(&c, "last_stage_layers", "15 layers on the last rank must be a multiple of vpp=2");
+    c.parallel.last_stage_layers = 18; /* 70 left for 6 ranks */
+    expect(&c, "first_stage_layers", "the 70 layers left do not divide among the 6 middle");
+    c.parallel.first_stage_layers = 12; /* 66 left: 11 a rank, odd */
+    expect(&c, "first_stage_layers", "11 layers on each middle rank must be a multiple of vpp=2");
+    c.parallel.first_stage_layers = 50;
+    c.parallel.last_stage_layers = 50;
+    expect(&c, "first_stage_layers", "50 + 50 layers are more than the model's 96");
+    /* only the first given: the last rank is a middle one */
+    c.parallel.first_stage_layers = 12;
+    c.parallel.last_stage_layers = 0; /* 84 left: 12 on each of 7 ranks */
+    expect(&c, NULL, NULL);
+    /* pp 2: no middle rank may be left layers */
+    c.parallel.pp = 2;
+    c.parallel.dp = 64;
+    c.parallel.first_stage_layers = 40;
+    c.parallel.last_stage_layers = 50;
+    expect(&c, "first_stage_layers", "6 layers left for 0 middle ranks");
+    c.parallel.last_stage_layers = 56;
+    expect(&c, NULL, NULL);
+    /* with a layout (Megatron: "cannot be set with other pipeline layout arguments") */
+    snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "Et*40|t*8|t*8|t*40L");
+    expect(&c, "first_stage_layers", "cannot be given with pipeline_layout");
+    c.parallel.pipeline_layout[0] = '\0';
+    /* no pipeline */
+    c.parallel.pp = 1;
+    c.parallel.vpp = 1;
+    c.parallel.schedule = MP_SCHED_1F1B;
+    c.parallel.dp = 128;
+    expect(&c, "first_stage_layers", "needs pipeline parallelism");
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -430,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_stage_layer_flags),
         cmocka_unit_test(test_uneven_split_property),
         cmocka_unit_test(test_uneven_split_61_on_32),
     };

@@ -193,7 +193,8 @@ static void check_plan(const mp_plan *plan)
         assert_int_equal(layout_blocks(get(&f, "--pipeline-model-parallel-layout"), mb,
                                        MP_MAX_STAGES), K);
         assert_null(get(&f, "--num-layers-per-virtual-pipeline-stage"));
-    } else if (get(&f, "--decoder-first-pipeline-num-layers")) {
+    } else if (get(&f, "--decoder-first-pipeline-num-layers") ||
+               get(&f, "--decoder-last-pipeline-num-layers")) {
         /* arguments.py: the flags with virtual stages take
          * --num-virtual-stages-per-pipeline-rank, never
          * --num-layers-per-virtual-pipeline-stage or a layout; then
@@ -204,8 +205,8 @@ static void check_plan(const mp_plan *plan)
         long vv = num(&f, "--num-virtual-stages-per-pipeline-rank", 1);
         assert_null(get(&f, "--num-layers-per-virtual-pipeline-stage"));
         assert_int_equal(vv, v);
-        long mids = p->pp - 2, rest = L - F - Lz;
-        assert_true(F > 0 && Lz > 0 && F % vv == 0 && Lz % vv == 0);
+        long mids = p->pp - (F > 0) - (Lz > 0), rest = L - F - Lz;
+        assert_true(F >= 0 && Lz >= 0 && F % vv == 0 && Lz % vv == 0);
         assert_int_equal(rest != 0, mids != 0);
         if (mids) {
             assert_int_equal(rest % mids, 0);
@@ -213,7 +214,7 @@ static void check_plan(const mp_plan *plan)
         }
         for (int64_t k = 0; k < K; k++) {
             int64_t r = k % p->pp;
-            mb[k] = (r == 0 ? F : r == p->pp - 1 ? Lz : rest / mids) / vv;
+            mb[k] = (r == 0 && F ? F : r == p->pp - 1 && Lz ? Lz : rest / mids) / vv;
         }
     } else {
         long per = num(&f, "--num-layers-per-virtual-pipeline-stage", L / p->pp);
@@ -339,6 +340,15 @@ static void presets(void **state)
                 "{tp: 2, pp: 3, vpp: 2, dp: 4, micro_batch: 1, recompute: none, "
                 "schedule: interleaved-1f1b}", "[[0, 6], [6, 12], [12, 17], [17, 22], [22, 28], "
                 "[28, 34]]", NULL);
+    /* the flags as the plan gives them: pp 2 x vpp 2, 12 and 20; pp 3 x vpp 2,
+     * the first only (12; the last rank a middle one: 10 each) */
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 16, seq: 8192, global_batch: 16, precision: bf16}",
+                "{tp: 2, pp: 2, vpp: 2, dp: 4, micro_batch: 1, recompute: none, "
+                "schedule: interleaved-1f1b, first_stage_layers: 12, last_stage_layers: 20}",
+                NULL, NULL);
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 24, seq: 8192, global_batch: 24, precision: bf16}",
+                "{tp: 2, pp: 3, vpp: 2, dp: 4, micro_batch: 1, recompute: none, "
+                "schedule: interleaved-1f1b, first_stage_layers: 12}", NULL, NULL);
     /* even splits without stages in the plan; BERT; T5 (encoder and decoder) */
     preset_plan("gpt3-175b", "dgx-a100",
                 "{gpus: 1024, seq: 2048, global_batch: 1536, precision: bf16}",

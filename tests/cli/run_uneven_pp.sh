@@ -82,6 +82,42 @@ awk -v s="$vsstep" 'BEGIN { exit !(s > 15 && s < 30) }' && ok || bad "pp 3 vpp 2
 contains err.txt "first/last-stage flags need every rank's layers a multiple of vpp"
 [ "$(wc -l <err.txt)" -eq 1 ] && ok || bad "pp 4 vpp 3: more than one line: $(cat err.txt)"
 
+# the flags as a user gives them (--first-stage-layers / --last-stage-layers):
+# Megatron's split and its refusals, each one line and exit 2
+l16="$l8 --gpus 16 --global-batch 512 --tp 2"
+"$bin" estimate $l16 --pp 2 --vpp 2 --first-stage-layers 12 --last-stage-layers 20 \
+    --format megatron >gf.txt 2>err.txt || bad "given flags: $(cat err.txt)"
+contains gf.txt '--decoder-first-pipeline-num-layers 12 \'
+contains gf.txt '--decoder-last-pipeline-num-layers 20 \'
+contains gf.txt '--num-virtual-stages-per-pipeline-rank 2 \'
+"$bin" search $l16 --first-stage-layers 12 --last-stage-layers 20 \
+    --fix pp=2,vpp=2,micro_batch=1,recompute=none,schedule=interleaved-1f1b \
+    --top 1 -o gplan.yaml >gs.txt 2>err.txt || bad "given flags search: $(cat err.txt)"
+contains gs.txt "stages (first/last-stage layers 12, 20): blocks per stage 6 10 6 10 "
+contains gplan.yaml "first_stage_layers: 12"
+"$bin" simulate gplan.yaml >gsim.txt 2>err.txt || bad "given flags simulate: $(cat err.txt)"
+refuse() { # refuse NAME TEXT ARGS...: exit 2 and one line holding TEXT
+    name=$1 text=$2
+    shift 2
+    "$bin" "$@" >/dev/null 2>err.txt
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF -- "$text" err.txt; then
+        ok
+    else
+        bad "$name: exit $rc: $(cat err.txt)"
+    fi
+}
+refuse first-odd "--first-stage-layers: 13 layers on the first rank must be a multiple of vpp=2" \
+    estimate $l16 --pp 2 --vpp 2 --first-stage-layers 13 --last-stage-layers 19
+refuse middle-odd "11 layers on each middle rank must be a multiple of vpp=2" \
+    estimate $l8 --gpus 24 --global-batch 516 --tp 2 --pp 3 --vpp 2 --first-stage-layers 10
+refuse too-many "the first and last ranks' 20 + 20 layers are more than the model's 32" \
+    estimate $l16 --pp 4 --first-stage-layers 20 --last-stage-layers 20
+refuse with-layout "cannot be given with pipeline_layout" \
+    estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --first-stage-layers 16
+refuse search-unfixed "the first/last-stage layers fix the stages: give pp and vpp too" \
+    search $l16 --first-stage-layers 12
+
 # a layout whose last stage holds the loss alone: the head's work and memory
 # there, no block (the plan's last stage is [33, 34])
 "$bin" estimate --model llama3-8b --gpus 16 --hw dgx-h100 --tp 2 --pp 4 \

@@ -366,7 +366,18 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         st = layout_check(c, err);
         if (st != MP_OK)
             return st;
-    } else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
+    } else if (p->vpp > 1 && m->layers % stages && (m->layers + 2) % stages &&
+               (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE) &&
+               m->arch != MP_ARCH_T5)
+        /* Megatron's first/last-stage flags split rank by rank in its
+         * interleaved order; these schedules place the stages otherwise */
+        return FAIL("vpp",
+                    "the %lld layers do not split evenly into pp*vpp = %lld*%lld = %lld stages "
+                    "(nor the layers + 2); Megatron's first/last-stage split follows its "
+                    "interleaved order, and %s places the stages otherwise",
+                    (long long)m->layers, (long long)p->pp, (long long)p->vpp,
+                    (long long)stages, mp_schedule_name(p->schedule));
+    else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
                     p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "
                                  "stages as Megatron does without a layout (neither the layers "

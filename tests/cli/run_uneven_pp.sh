@@ -82,6 +82,11 @@ awk -v s="$vsstep" 'BEGIN { exit !(s > 15 && s < 30) }' && ok || bad "pp 3 vpp 2
 contains err.txt "first/last-stage flags need every rank's layers a multiple of vpp"
 [ "$(wc -l <err.txt)" -eq 1 ] && ok || bad "pp 4 vpp 3: more than one line: $(cat err.txt)"
 
+# the V schedules place the stages otherwise: no first/last-stage split for them
+"$bin" estimate $l24 --tp 2 --pp 3 --vpp 2 --schedule zb-v >/dev/null 2>err.txt
+[ $? -eq 2 ] && ok || bad "pp 3 vpp 2 zb-v: not refused"
+contains err.txt "zb-v places the stages otherwise"
+
 # the flags as a user gives them (--first-stage-layers / --last-stage-layers):
 # Megatron's split and its refusals, each one line and exit 2
 l16="$l8 --gpus 16 --global-batch 512 --tp 2"

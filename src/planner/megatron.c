@@ -378,8 +378,15 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     /* Megatron-LM overlaps the interleaved schedule's p2p by default
      * (arguments.py: --no-overlap-p2p-communication, store_false); a plan
      * estimated with synchronous transfers asks for them */
-    if (p->pp > 1 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
+    if (p->pp > 2 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
         mp_buf_puts(out, "--no-overlap-p2p-communication \\\n");
+    /* arguments.py: interleaving without the overlap needs pp > 2 (two chunks'
+     * sends and receives between the same two ranks in one batch) */
+    if (p->pp == 2 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
+        mp_buf_puts(&notes, "# pp 2 with virtual stages: Megatron-LM overlaps the pipeline's "
+                            "p2p there (it refuses --no-overlap-p2p-communication below pp 3); "
+                            "the plan was estimated with synchronous transfers (--p2p-overlap "
+                            "on estimates what runs)\n");
     if (p->cuda_graph_scope) {
         /* Transformer Engine's per-layer capture (make_graphed_callables);
          * graphs need TE's RNG tracker (arguments.py, --te-rng-tracker) */

@@ -173,6 +173,9 @@ static void check_plan(const mp_plan *plan)
     /* parallelism and batches */
     assert_int_equal(num(&f, "--tensor-model-parallel-size", 0), p->tp);
     assert_int_equal(num(&f, "--pipeline-model-parallel-size", 0), p->pp);
+    /* arguments.py: interleaving without the p2p overlap needs pp > 2 */
+    if (p->vpp > 1 && p->pp <= 2)
+        assert_null(get(&f, "--no-overlap-p2p-communication"));
     assert_int_equal(num(&f, "--context-parallel-size", 1), p->cp);
     assert_int_equal(get(&f, "--sequence-parallel") != NULL, p->sp);
     assert_int_equal(num(&f, "--micro-batch-size", 0), p->micro_batch);

@@ -128,4 +128,15 @@ refuse search-unfixed "the first/last-stage layers fix the stages: give pp and v
 "$bin" estimate --model llama3-8b --gpus 16 --hw dgx-h100 --tp 2 --pp 4 \
     --pipeline-layout "Et*10|t*11|t*11|L" >lo.txt 2>err.txt || bad "loss-only stage: $(cat err.txt)"
 contains lo.txt "layout    Et*10|t*11|t*11|L"
+# interleaved with an empty chunk and a loss-only one: search keeps the
+# layout, simulate runs its schedule (unequal chunks) to the end
+for lay in "Et*8|t*8||t*16L" "Et*10|t*11|t*11|L"; do
+    "$bin" search $l16 --pipeline-layout "$lay" \
+        --fix pp=2,vpp=2,micro_batch=1,recompute=none,schedule=interleaved-1f1b \
+        --top 1 -o lplan.yaml >ls.txt 2>err.txt || bad "layout $lay search: $(cat err.txt)"
+    contains ls.txt "stages (layout \"$lay\")"
+    "$bin" simulate lplan.yaml >lsim.txt 2>err.txt || bad "layout $lay simulate: $(cat err.txt)"
+    lstep=$(awk '$1 == "step" && $2 == "(simulated)" { print $3 }' lsim.txt)
+    awk -v s="$lstep" 'BEGIN { exit !(s > 25 && s < 60) }' && ok || bad "layout $lay: step $lstep s"
+done
 finish

@@ -3,9 +3,10 @@
  *
  * "Et*3|(tt|)*29tmL": E the embedding, t a transformer layer, m a
  * multi-token-prediction layer, L the loss (final norm + LM head), '|' ends a
- * stage ("Et|t||tL": an empty one, "E|t*4|L": E and L alone); "(x)*n" and "c*n" repeat, commas are cosmetic. The string lists all
- * pp*vpp virtual stages in the order Megatron assigns them: stage k is chunk
- * k / pp of pipeline rank k % pp (megaplan's order, core/plan.h). */
+ * stage ("Et|t||tL": an empty one, "E|t*4|L": E and L alone); "(x)*n" and
+ * "c*n" repeat, commas are cosmetic. The string lists all pp*vpp virtual
+ * stages in the order Megatron assigns them: stage k is chunk k / pp of
+ * pipeline rank k % pp (megaplan's order, core/plan.h). */
 #ifndef MP_LAYOUT_H
 #define MP_LAYOUT_H
 

@@ -61,6 +61,10 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
     if (p->pipeline_layout[0])
         mp_buf_printf(b, "  layout    %s  (Megatron's --pipeline-model-parallel-layout)\n",
                       p->pipeline_layout);
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
+        mp_buf_printf(b, "  layout    first rank %lld blocks, last rank %lld  (Megatron's "
+                         "--decoder-first/last-pipeline-num-layers; 0: not given)\n",
+                      (long long)p->first_stage_layers, (long long)p->last_stage_layers);
     if (p->p2p_overlap && p->schedule == MP_SCHED_INTERLEAVED)
         mp_buf_puts(b, "            p2p_overlap=on  (Megatron's --overlap-p2p-communication)\n");
     if (p->param_gather_sync && p->dist_opt && p->dp_overlap)

@@ -658,6 +658,10 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
             printf(" (the plan's)\n");
         else if (plan->config.parallel.pipeline_layout[0] && !a->o.shrink)
             printf(" (the plan's layout %s)\n", plan->config.parallel.pipeline_layout);
+        else if (mp_parallel_split_given(&plan->config.parallel) && !a->o.shrink)
+            printf(" (the plan's first/last-stage layers %lld, %lld)\n",
+                   (long long)plan->config.parallel.first_stage_layers,
+                   (long long)plan->config.parallel.last_stage_layers);
         else if (d->t5) /* Megatron's --pipeline-model-parallel-split-rank */
             printf(" (Megatron's: encoder on stages before split rank %lld, decoder from it)\n",
                    (long long)mp_t5_split_rank(d->enc_layers, d->layers - d->enc_layers, K));

@@ -24,7 +24,7 @@ typedef enum {
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
     OPT_OPTIMIZER_MOMENTS, OPT_FP8_ACT_CACHE,
-    OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT,
+    OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT, OPT_FIRST_STAGE_LAYERS, OPT_LAST_STAGE_LAYERS,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -54,6 +54,14 @@ static const mp_opt options[] = {
     {"--pipeline-layout", NULL, "S", OPT_PIPELINE_LAYOUT, 0,
      "the layers of each (virtual) stage, in Megatron's --pipeline-model-parallel-layout "
      "grammar (\"Et*3|(tt|)*29|L\"); vpp follows from its stage count",
+     NULL},
+    {"--first-stage-layers", NULL, "n", OPT_FIRST_STAGE_LAYERS, 0,
+     "blocks on the first pipeline rank (Megatron's --decoder-first-pipeline-num-layers; "
+     "a multiple of vpp)",
+     NULL},
+    {"--last-stage-layers", NULL, "n", OPT_LAST_STAGE_LAYERS, 0,
+     "blocks on the last pipeline rank (Megatron's --decoder-last-pipeline-num-layers; "
+     "a multiple of vpp)",
      NULL},
     {"--cp", NULL, "c", OPT_CP, 0, "context parallel degree", NULL},
     {"--dp", NULL, "d", OPT_DP, 0, "data parallel degree (default gpus/(tp*pp*cp))", NULL},
@@ -322,6 +330,12 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_VPP:
         cc->set |= MP_SET_VPP;
         return parse_count(opt, value, 1, 1 << 16, &p->vpp, err);
+    case OPT_FIRST_STAGE_LAYERS:
+        cc->set |= MP_SET_STAGE_LAYERS;
+        return parse_count(opt, value, 1, MP_MAX_LAYERS, &p->first_stage_layers, err);
+    case OPT_LAST_STAGE_LAYERS:
+        cc->set |= MP_SET_STAGE_LAYERS;
+        return parse_count(opt, value, 1, MP_MAX_LAYERS, &p->last_stage_layers, err);
     case OPT_PIPELINE_LAYOUT:
         cc->set |= MP_SET_PIPELINE_LAYOUT;
         if (strlen(value) >= sizeof p->pipeline_layout)
@@ -570,6 +584,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"te_cross_entropy", "--te-cross-entropy"},
         {"optimizer_moments", "--optimizer-moments"}, {"fp8_act_cache", "--fp8-act-cache"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
+        {"first_stage_layers", "--first-stage-layers"},
+        {"last_stage_layers", "--last-stage-layers"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(field, map[i].field)) {
@@ -667,6 +683,8 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         p->pp = 1;
     if (!(cc->set & MP_SET_PIPELINE_LAYOUT))
         p->pipeline_layout[0] = '\0';
+    if (!(cc->set & MP_SET_STAGE_LAYERS))
+        p->first_stage_layers = p->last_stage_layers = 0;
     if (!(cc->set & MP_SET_VPP))
         p->vpp = 1;
     if ((cc->set & MP_SET_PIPELINE_LAYOUT) && !(cc->set & MP_SET_VPP)) {

@@ -314,8 +314,12 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                   m->activations / MP_GIB, m->other / MP_GIB, m->capacity / MP_GIB);
     if (w->plan && w->plan->n_stages > 0) {
         bool given = w->config.parallel.pipeline_layout[0] != '\0';
+        const mp_parallel *wp = &w->config.parallel;
         if (given)
             mp_buf_printf(b, "        stages (layout \"%s\"", w->config.parallel.pipeline_layout);
+        else if (mp_parallel_split_given(wp))
+            mp_buf_printf(b, "        stages (first/last-stage layers %lld, %lld",
+                          (long long)wp->first_stage_layers, (long long)wp->last_stage_layers);
         else
             mp_buf_printf(b, "        stages (%s%s", w->split_method,
                           w->split_gap > 0 ? "" : ", optimal");

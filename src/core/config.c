@@ -193,6 +193,8 @@ static const mp_field parallel_fields[] = {
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,
      .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
+    P_INT(first_stage_layers, 0, MP_MAX_LAYERS),
+    P_INT(last_stage_layers, 0, MP_MAX_LAYERS),
     P_BOOL(moe_a2a_overlap),
     P_BOOL(dispatch_fp8),
     P_BOOL(shared_expert_overlap),
@@ -357,14 +359,32 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->vpp > 1 && p->pp < 2)
         return FAIL("vpp", "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
                     (long long)p->vpp);
-    if (p->pipeline_layout[0]) {
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0) {
+        st = mp_flag_split_check(c, err);
+        if (st != MP_OK)
+            return st;
+    } else if (p->pipeline_layout[0]) {
         st = layout_check(c, err);
         if (st != MP_OK)
             return st;
-    } else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
+    } else if (p->vpp > 1 && m->layers % stages && (m->layers + 2) % stages &&
+               (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE) &&
+               m->arch != MP_ARCH_T5)
+        /* Megatron's first/last-stage flags split rank by rank in its
+         * interleaved order; these schedules place the stages otherwise */
+        return FAIL("vpp",
+                    "the %lld layers do not split evenly into pp*vpp = %lld*%lld = %lld stages "
+                    "(nor the layers + 2); Megatron's first/last-stage split follows its "
+                    "interleaved order, and %s places the stages otherwise",
+                    (long long)m->layers, (long long)p->pp, (long long)p->vpp,
+                    (long long)stages, mp_schedule_name(p->schedule));
+    else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
                     p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "
-                                 "stages (neither the layers nor the layers + 2 are a multiple)"
+                                 "stages as Megatron does without a layout (neither the layers "
+                                 "nor the layers + 2 are a multiple, and its first/last-stage "
+                                 "flags need every rank's layers a multiple of vpp); give "
+                                 "pipeline_layout"
                                : "the %lld layers cannot be split over pp*vpp = %lld*%lld = %lld "
                                  "stages",
                     (long long)m->layers, (long long)p->pp, (long long)p->vpp, (long long)stages);
@@ -589,12 +609,107 @@ bool mp_uneven_split(int64_t L, int64_t n, int64_t mtp, mp_uneven *out)
     return true;
 }
 
+bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneven *out)
+{
+    if (pp < 2 || vpp < 2 || L < 2 * vpp || L % vpp)
+        return false; /* every rank's count is a multiple of vpp, so is their sum */
+    mtp = mtp > 0 ? mtp : 0;
+    int64_t mids = pp - 2, best_max = -1, best_sq = 0;
+    /* the middle ranks' count: a multiple of vpp, at least vpp where there are
+     * middle ranks (transformer_config.py: no middle stage without layers),
+     * none where there are none */
+    int64_t m_lo = mids > 0 ? vpp : 0, m_hi = mids > 0 ? (L - 2 * vpp) / mids : 0;
+    for (int64_t m = m_lo; m <= m_hi; m += mids > 0 ? vpp : 1) {
+        int64_t rest = L - mids * m; /* first + last, a multiple of vpp */
+        if (rest < 2 * vpp)
+            break;
+        /* first + 1 against last + 1 + 2 mtp: the multiples of vpp around the balance */
+        int64_t f0 = (rest + 2 * mtp) / 2 / vpp * vpp;
+        for (int64_t f = f0 - vpp; f <= f0 + 2 * vpp; f += vpp) {
+            if (f < vpp || f > rest - vpp)
+                continue;
+            mp_uneven u = {f, rest - f, m, 0};
+            int64_t a = f + 1, b = rest - f + 1 + 2 * mtp;
+            int64_t mx = a > b ? a : b, sq = a * a + b * b + mids * m * m;
+            mx = mids > 0 && m > mx ? m : mx;
+            if (best_max < 0 || mx < best_max || (mx == best_max && sq < best_sq) ||
+                (mx == best_max && sq == best_sq && f > out->first)) {
+                *out = u;
+                best_max = mx;
+                best_sq = sq;
+            }
+        }
+    }
+    return best_max >= 0;
+}
+
+int64_t mp_flag_stage_blocks(int64_t L, int64_t pp, int64_t vpp, int64_t F, int64_t Lz,
+                             int64_t k)
+{
+    int64_t mids = pp - (F > 0) - (Lz > 0), rest = L - (F > 0 ? F : 0) - (Lz > 0 ? Lz : 0);
+    int64_t r = k % pp, per = mids > 0 ? rest / mids : 0;
+    if (r == 0 && F > 0)
+        per = F;
+    else if (r == pp - 1 && Lz > 0)
+        per = Lz;
+    return vpp > 1 ? per / vpp : per;
+}
+
+mp_status mp_flag_split_check(const mp_config *c, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    int64_t F = p->first_stage_layers, Lz = p->last_stage_layers, v = p->vpp;
+    int64_t L = c->model.layers;
+    const char *f = F > 0 ? "first_stage_layers" : "last_stage_layers";
+    if (p->pipeline_layout[0])
+        return FAIL(f, "cannot be given with pipeline_layout (Megatron: the layout says every "
+                       "stage's layers)");
+    if (c->model.arch == MP_ARCH_T5)
+        return FAIL(f, "t5 splits at its split rank (Megatron's first/last-stage flags are the "
+                       "decoder's)");
+    if (p->pp < 2)
+        return FAIL(f, "needs pipeline parallelism (pp >= 2)");
+    if (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE)
+        return FAIL(f, "splits in Megatron's stage order; %s places the stages otherwise (give "
+                       "stages in a plan file instead)",
+                    mp_schedule_name(p->schedule));
+    /* transformer_config.py, in its order */
+    if (F > 0 && v > 1 && F % v)
+        return FAIL("first_stage_layers",
+                    "%lld layers on the first rank must be a multiple of vpp=%lld (Megatron)",
+                    (long long)F, (long long)v);
+    if (Lz > 0 && v > 1 && Lz % v)
+        return FAIL("last_stage_layers",
+                    "%lld layers on the last rank must be a multiple of vpp=%lld (Megatron)",
+                    (long long)Lz, (long long)v);
+    int64_t rest = L - F - Lz, mids = p->pp - (F > 0) - (Lz > 0);
+    if (rest < 0)
+        return FAIL(f, "the first and last ranks' %lld + %lld layers are more than the model's "
+                       "%lld",
+                    (long long)F, (long long)Lz, (long long)L);
+    if ((rest != 0) != (mids != 0))
+        return FAIL(f, "%lld layers left for %lld middle ranks (Megatron: the middle ranks and "
+                       "their layers come together)",
+                    (long long)rest, (long long)mids);
+    if (mids && rest % mids)
+        return FAIL(f, "the %lld layers left do not divide among the %lld middle ranks "
+                       "(Megatron)",
+                    (long long)rest, (long long)mids);
+    if (mids && v > 1 && (rest / mids) % v)
+        return FAIL(f, "%lld layers on each middle rank must be a multiple of vpp=%lld "
+                       "(Megatron)",
+                    (long long)(rest / mids), (long long)v);
+    return MP_OK;
+}
+
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)
 {
     int64_t n = pp * vpp;
+    mp_uneven u;
     if (n < 1 || n > L)
         return false;
-    return L % n == 0 || (n > 1 && (L + 2) % n == 0) || (vpp == 1 && n >= 2);
+    return L % n == 0 || (n > 1 && (L + 2) % n == 0) || (vpp == 1 && n >= 2) ||
+           mp_vpp_flag_split(L, pp, vpp, 0, &u);
 }
 
 int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k)
@@ -608,6 +723,15 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, i
         return (k * L) / n;
     if (vpp > 1 && (L + 2) % n == 0)
         return k * ((L + 2) / n) - 1;
+    if (vpp > 1 && n % vpp == 0 && mp_vpp_flag_split(L, n / vpp, vpp, mtp, &u)) {
+        /* virtual stage j is chunk j / pp of rank j % pp: a vpp-th of its rank's count */
+        int64_t pp = n / vpp, before = 0;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t r = j % pp;
+            before += (r == 0 ? u.first : r == pp - 1 ? u.last : u.middle) / vpp;
+        }
+        return before;
+    }
     if (vpp > 1 || !mp_uneven_split(L, n, mtp, &u))
         return (k * L) / n;
     int64_t before = u.first, mids = k - 1 < n - 2 ? k - 1 : n - 2;

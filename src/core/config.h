@@ -300,7 +300,18 @@ typedef struct mp_parallel {
      * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);
      * "" = Megatron's default split. */
     char pipeline_layout[MP_LAYOUT_CHARS];
+    /* Megatron's --decoder-first-pipeline-num-layers and
+     * --decoder-last-pipeline-num-layers: the blocks of pipeline rank 0 and
+     * of the last rank, the middle ranks splitting the rest evenly, every
+     * chunk a vpp-th of its rank's (mp_flag_stage_blocks); 0 = not given. */
+    int64_t first_stage_layers, last_stage_layers;
 } mp_parallel;
+
+/* Whether the user fixed the split: a layout or the first/last-stage flags. */
+static inline bool mp_parallel_split_given(const mp_parallel *p)
+{
+    return p->pipeline_layout[0] || p->first_stage_layers > 0 || p->last_stage_layers > 0;
+}
 
 /* The modules recomputed by a block of recompute r: r selective, the
  * plan's modules (the attention core when none are given); otherwise 0. */
@@ -351,18 +362,46 @@ bool mp_uneven_split(int64_t L, int64_t n, int64_t mtp, mp_uneven *out);
 /* Blocks of stage k of n under split u. */
 int64_t mp_uneven_stage_blocks(const mp_uneven *u, int64_t n, int64_t k);
 
+/* Megatron's first/last-stage flags with virtual stages
+ * (--decoder-first-pipeline-num-layers F --decoder-last-pipeline-num-layers
+ * L' --num-virtual-stages-per-pipeline-rank vpp): rank 0 holds F blocks, the
+ * last rank L', each middle rank M, and every chunk of a rank a vpp-th of its
+ * rank's count (transformer_block.py get_num_layers_to_build,
+ * transformer_layer.py get_transformer_layer_offset, Megatron-LM d98e8a6).
+ * transformer_config.py's checks: F, L' > 0 and multiples of vpp, the middle
+ * ranks' layers non-empty where there are middle ranks, divisible among them,
+ * each rank's a multiple of vpp. Of the splits those allow, the one whose
+ * busiest rank does the least work (in mp_uneven_split's units: the
+ * embedding one more on rank 0, the loss one and each MTP module two more on
+ * the last), then the most even, then the heavier first; out->lighter = 0.
+ * false when pp < 2, vpp < 2 or no split passes (L not a multiple of vpp,
+ * or fewer than 2 vpp blocks). */
+bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneven *out);
+
+/* Blocks of virtual stage k (chunk k / pp of rank k % pp) under the
+ * first/last-stage flags F and Lz (0: not given, that end a middle rank),
+ * as transformer_block.py's get_num_layers_to_build builds them; the
+ * flags must pass mp_flag_split_check. */
+int64_t mp_flag_stage_blocks(int64_t L, int64_t pp, int64_t vpp, int64_t F, int64_t Lz,
+                             int64_t k);
+/* transformer_config.py's checks of those flags (and megaplan's: pp >= 2,
+ * no layout, t5 refused, the schedules that run Megatron's stage order),
+ * refusing with field first_stage_layers or last_stage_layers. */
+mp_status mp_flag_split_check(const mp_config *c, mp_error *err);
+
 /* Whether Megatron can split L blocks over pp*vpp (virtual) stages without an
  * explicit layout: evenly; or counting the embedding and the loss as one layer
  * each (--account-for-embedding-in-pipeline-split / -loss-: L + 2 divisible,
  * any vpp); or, with vpp 1, by mp_uneven_split (a layout where Megatron's
- * first/last-stage flags cannot do as well). */
+ * first/last-stage flags cannot do as well); or, with vpp > 1, by its
+ * first/last-stage flags (mp_vpp_flag_split). */
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp);
 
 /* Blocks held by stages 0..k-1 of n = pp*vpp under that default split:
  * k*L/n when n divides L; with vpp > 1, k(L+2)/n - 1 when n divides L + 2
  * (the embedding and the head take a block's place on the first and last
- * stage); with vpp 1, mp_uneven_split's for a model of mtp MTP modules (else
- * floor(k*L/n)). */
+ * stage), else mp_vpp_flag_split's for a model of mtp MTP modules; with
+ * vpp 1, mp_uneven_split's (else floor(k*L/n)). */
 int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k);
 
 /* Checks that the configuration can run at all, refusing with the reason

@@ -327,6 +327,11 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
     /* an explicit layout only when given, so default-split plans read as before */
     if (ok && p->pipeline_layout[0])
         ok = cJSON_AddStringToObject(o, "pipeline_layout", p->pipeline_layout) != NULL;
+    /* Megatron's first/last-stage layers only when given, likewise */
+    if (ok && p->first_stage_layers > 0)
+        ok = cJSON_AddNumberToObject(o, "first_stage_layers", (double)p->first_stage_layers);
+    if (ok && p->last_stage_layers > 0)
+        ok = cJSON_AddNumberToObject(o, "last_stage_layers", (double)p->last_stage_layers);
     /* the MoE overlaps: written only when on, so other plans read as before */
     if (ok && p->moe_a2a_overlap)
         ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;

@@ -185,29 +185,38 @@ static mp_status check(const seq *q, int64_t pp, int64_t vpp, int64_t layers, in
     if (n > MP_MAX_STAGES)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, FIELD, "%lld stages: at most %d",
                             (long long)n, MP_MAX_STAGES);
-    int32_t first_pos = q->n ? q->s[0].pos : 1, last_pos = q->n ? q->s[q->n - 1].pos : 1;
-    if (!q->n || q->s[0].c != 'E')
-        return bad(err, first_pos,
-                   "the first stage must open with E (Megatron builds the embedding on the "
-                   "first virtual stage)");
-    if (q->s[q->n - 1].c != 'L')
-        return bad(err, last_pos,
-                   "the last stage must end with L (Megatron builds the loss on the last "
+    /* Megatron's order of the layers (flatten_layout): the string's, bars
+     * left out; E must come first and L last in it, empty stages before
+     * or after them allowed (it builds the embedding on the first virtual
+     * stage and the loss on the last whatever the string says) */
+    size_t first = 0, last = q->n;
+    while (first < q->n && q->s[first].c == '|')
+        first++;
+    while (last > 0 && q->s[last - 1].c == '|')
+        last--;
+    if (first >= last || q->s[first].c != 'E')
+        return bad(err, first < q->n ? q->s[first].pos : (q->n ? q->s[0].pos : 1),
+                   "the first layer must be E (Megatron builds the embedding on the first "
                    "virtual stage)");
+    if (q->s[last - 1].c != 'L')
+        return bad(err, q->s[last - 1].pos,
+                   "the last layer must be L (Megatron builds the loss on the last virtual "
+                   "stage)");
     memset(out, 0, sizeof *out);
     out->n_stages = (int32_t)n;
     out->mtp_stage = -1;
     int64_t k = 0, t = 0, items = 0; /* items: layers of any kind in stage k */
+    int32_t mtp_pos = 0;              /* the first m */
     for (size_t i = 0; i < q->n; i++) {
         const sym *x = &q->s[i];
         switch (x->c) {
         case 'E':
-            if (i != 0)
+            if (i != first)
                 return bad(err, x->pos, "a second E (the embedding comes once, first)");
             items++;
             break;
         case 'L':
-            if (i != q->n - 1)
+            if (i != last - 1)
                 return bad(err, x->pos, "L (the loss) comes once, last");
             items++;
             break;
@@ -229,17 +238,12 @@ static mp_status check(const seq *q, int64_t pp, int64_t vpp, int64_t layers, in
             if (k / pp != vpp - 1)
                 return bad(err, x->pos, "an MTP layer outside its rank's last virtual stage "
                                         "(Megatron's rule)");
+            if (out->mtp_stage < 0)
+                mtp_pos = x->pos;
             out->mtp_stage = (int32_t)k;
             out->mtp_layers++;
             break;
         case '|':
-            if (items == 0)
-                return bad(err, x->pos,
-                           out->mtp_stage == k
-                               ? "this stage holds only MTP layers; megaplan does not model a "
-                                 "stage without an embedding, transformer layer or loss"
-                               : "an empty stage ends here; megaplan does not model a stage "
-                                 "without a layer");
             k++;
             items = 0;
             break;
@@ -253,6 +257,11 @@ static mp_status check(const seq *q, int64_t pp, int64_t vpp, int64_t layers, in
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, FIELD,
                             "%d MTP layers (m), but the model has %lld", out->mtp_layers,
                             (long long)mtp);
+    if (out->mtp_stage >= 0 && out->mtp_stage != n - 1)
+        return bad(err, mtp_pos,
+                   "MTP layers before the last stage (Megatron's standalone MTP stage, which "
+                   "it accepts); megaplan costs the MTP layers with the loss on the last stage "
+                   "and does not model them apart");
     return MP_OK;
 }
 

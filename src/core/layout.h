@@ -1,11 +1,12 @@
 /* layout.h — an explicit pipeline layout, in Megatron-Core's grammar
  * (--pipeline-model-parallel-layout; docs/formats.md, "Pipeline layout").
  *
- * "Et*3|(tt|)*29m|L": E the embedding, t a transformer layer, m a
+ * "Et*3|(tt|)*29tmL": E the embedding, t a transformer layer, m a
  * multi-token-prediction layer, L the loss (final norm + LM head), '|' ends a
- * stage; "(x)*n" and "c*n" repeat, commas are cosmetic. The string lists all
- * pp*vpp virtual stages in the order Megatron assigns them: stage k is chunk
- * k / pp of pipeline rank k % pp (megaplan's order, core/plan.h). */
+ * stage ("Et|t||tL": an empty one, "E|t*4|L": E and L alone); "(x)*n" and
+ * "c*n" repeat, commas are cosmetic. The string lists all pp*vpp virtual
+ * stages in the order Megatron assigns them: stage k is chunk k / pp of
+ * pipeline rank k % pp (megaplan's order, core/plan.h). */
 #ifndef MP_LAYOUT_H
 #define MP_LAYOUT_H
 
@@ -25,12 +26,15 @@ typedef struct mp_layout {
 } mp_layout;
 
 /* Parses text and checks it as Megatron-Core does (its
- * PipelineParallelLayerLayout: E first and once, L last and once, as many t
- * as the model has layers, mtp_layers m's after every t, all in the last
- * chunk of one rank) for pp*vpp stages; and what megaplan's stages need: E
- * opening the first stage, L closing the last, no stage without a layer.
- * Errors name the field "pipeline_layout" and the character (1-based, in
- * text as given) at fault. */
+ * PipelineParallelLayerLayout: E first and once, L last and once in the
+ * layers' order with the bars left out, as many t as the model has layers,
+ * mtp_layers m's after every t, all in the last chunk of one rank) for
+ * pp*vpp stages; and what megaplan's cost model needs: the m's in the last
+ * stage, with the loss. A stage may hold nothing, or E or L alone; E and L
+ * belong to the first and the last stage whatever stage of the text names
+ * them, as Megatron builds them (mp_layout_stage_items). Errors name the
+ * field "pipeline_layout" and the character (1-based, in text as given) at
+ * fault. */
 mp_status mp_layout_parse(const char *text, int64_t pp, int64_t vpp, int64_t layers,
                           int64_t mtp_layers, mp_layout *out, mp_error *err);
 

@@ -56,11 +56,22 @@ void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out)
                                       n / (c->parallel.pp > 0 ? c->parallel.pp : 1), L,
                                       mp_layout_model_mtp_layers(m), l, &err) == MP_OK &&
                  l->n_stages == n;
+    const mp_parallel *p = &c->parallel;
+    bool flags = !given && m->arch != MP_ARCH_T5 && p->pp >= 2 && n == p->pp * p->vpp &&
+                 (p->first_stage_layers > 0 || p->last_stage_layers > 0);
+    int64_t before = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t b, e;
         if (given)
             mp_layout_stage_items(l, L, k, &b, &e);
-        else
+        else if (flags) {
+            /* Megatron's first/last-stage flags, as given (mp_flag_split_check) */
+            int64_t here = mp_flag_stage_blocks(L, p->pp, p->vpp, p->first_stage_layers,
+                                                p->last_stage_layers, k);
+            b = k == 0 ? 0 : 1 + before;
+            before += here;
+            e = k == n - 1 ? L + 2 : 1 + before;
+        } else
             mp_even_stage_items(L, m->arch == MP_ARCH_T5 ? m->encoder_layers : 0, n,
                                 n / (c->parallel.pp > 0 ? c->parallel.pp : 1),
                                 mp_layout_model_mtp_layers(m), k, &b, &e);
@@ -107,16 +118,19 @@ mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
                                     "stage %d starts at item %d; expected %lld (ranges must "
                                     "be contiguous from 0)",
                                     k, r->begin, (long long)next);
-            if (r->end <= r->begin)
+            bool edge = k == 0 || k == plan->n_stages - 1;
+            if (r->end < r->begin || (r->end == r->begin && edge))
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
-                                    "stage %d is empty: [%d, %d)", k, r->begin, r->end);
+                                    "stage %d is empty: [%d, %d) (the first stage holds the "
+                                    "embedding, the last the head)",
+                                    k, r->begin, r->end);
             next = r->end;
         }
         if (next != items)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                                 "ranges end at item %lld; expected %lld (layers + 2)",
                                 (long long)next, (long long)items);
-        if (p->pipeline_layout[0]) {
+        if (mp_parallel_split_given(p)) {
             /* one split, said twice, must be said the same */
             mp_stage_range *want = malloc(sizeof *want * (size_t)plan->n_stages);
             if (!want)
@@ -131,9 +145,13 @@ mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
             free(want);
             if (k < plan->n_stages)
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
-                                    "stage %d holds items [%d, %d), but parallel.pipeline_layout "
-                                    "gives it [%d, %d)",
-                                    k, plan->stages[k].begin, plan->stages[k].end, wb, we);
+                                    "stage %d holds items [%d, %d), but parallel.%s gives it "
+                                    "[%d, %d)",
+                                    k, plan->stages[k].begin, plan->stages[k].end,
+                                    p->pipeline_layout[0] ? "pipeline_layout"
+                                    : p->first_stage_layers > 0 ? "first_stage_layers"
+                                                                : "last_stage_layers",
+                                    wb, we);
         }
     }
     if (plan->has_layer_recompute)

@@ -78,8 +78,10 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
                                                 rep->dp,
                                 .precision = bf16 ? MP_DTYPE_BF16 : MP_DTYPE_FP32};
     c->parallel = *pp;
-    if (shrink) /* one block per stage: the layout's layers are not the run's */
+    if (shrink) { /* one block per stage: the layout's layers are not the run's */
         c->parallel.pipeline_layout[0] = '\0';
+        c->parallel.first_stage_layers = c->parallel.last_stage_layers = 0;
+    }
     c->parallel.micro_batch = d->micro_batch;
     c->parallel.dp_overlap = false;
     c->parallel.tp_overlap = false;

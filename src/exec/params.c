@@ -219,7 +219,7 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                             "rotary embeddings need an even head dim (%d)", mp_dims_head_dim(d));
     builder b = {.l = out, .d = d};
     mp_dims_items(d, &b.item_begin, &b.item_end);
-    if (b.item_begin < 0 || b.item_end > d->layers + 2 || b.item_begin >= b.item_end)
+    if (b.item_begin < 0 || b.item_end > d->layers + 2 || b.item_begin > b.item_end)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage items [%d, %d) outside the model's 0..%d", b.item_begin,
                             b.item_end, d->layers + 1);

@@ -280,7 +280,7 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
         *begin = (int)b;
         *end = (int)e;
     }
-    if (*begin < 0 || *end > L + 2 || *begin >= *end)
+    if (*begin < 0 || *end > L + 2 || *begin > *end)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage %d holds items [%d, %d) of a model with items 0..%d",
                             vstage, *begin, *end, L + 1);

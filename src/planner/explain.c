@@ -214,6 +214,10 @@ mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, cons
     if (p->pipeline_layout[0])
         mp_buf_printf(out, "layout %s (Megatron's --pipeline-model-parallel-layout)\n",
                       p->pipeline_layout);
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
+        mp_buf_printf(out, "first rank %lld blocks, last rank %lld (Megatron's "
+                           "--decoder-first/last-pipeline-num-layers; 0: not given)\n",
+                      (long long)p->first_stage_layers, (long long)p->last_stage_layers);
 
     mp_estimate e;
     if (mp_estimate_config(c, NULL, &e, &why) != MP_OK) {

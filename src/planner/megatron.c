@@ -12,7 +12,10 @@
  * --disable-bias-linear, --vocab-size, --seq-length (T5: --encoder-seq-length,
  * --decoder-seq-length). Parallelism: --tensor/pipeline-model-parallel-size,
  * --context-parallel-size, --sequence-parallel, virtual stages by
- * --num-layers-per-virtual-pipeline-stage when even, else the exact split by
+ * --num-layers-per-virtual-pipeline-stage when even, by
+ * --decoder-first/last-pipeline-num-layers with
+ * --num-virtual-stages-per-pipeline-rank for their split
+ * (mp_vpp_flag_split), else the exact split by
  * --pipeline-model-parallel-layout ("Et*20|t*20|t*21|t*19L": stages split by
  * '|', virtual stage k = chunk * pp + rank, E embedding, t a block, L loss),
  * batches, precision, recompute (below), the distributed optimizer and the
@@ -288,8 +291,36 @@ static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t
     bool even = L % K == 0;
     for (int64_t k = 0; k < K && even; k++)
         even = blocks_in(&st[k], L) == L / K;
+    /* Megatron's first/last-stage flags with virtual stages: every chunk of a
+     * rank a vpp-th of the rank's count (mp_vpp_flag_split) */
+    mp_uneven u;
+    bool flags = v > 1 && !even && !p->pipeline_layout[0] &&
+                 mp_vpp_flag_split(L, p->pp, v, c->model.mtp_layers, &u);
+    for (int64_t k = 0; k < K && flags; k++) {
+        int64_t r = k % p->pp;
+        flags = blocks_in(&st[k], L) ==
+                (r == 0 ? u.first : r == p->pp - 1 ? u.last : u.middle) / v;
+    }
     if (K > 1 && p->pipeline_layout[0]) /* the user's layout, as written (st is its split) */
         mp_buf_printf(out, "--pipeline-model-parallel-layout \"%s\" \\\n", p->pipeline_layout);
+    else if (K > 1 && mp_parallel_split_given(p)) {
+        /* the user's first/last-stage layers, as given (st is their split) */
+        if (p->first_stage_layers > 0)
+            mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n",
+                          (long long)p->first_stage_layers);
+        if (p->last_stage_layers > 0)
+            mp_buf_printf(out, "--decoder-last-pipeline-num-layers %lld \\\n",
+                          (long long)p->last_stage_layers);
+        if (v > 1)
+            mp_buf_printf(out, "--num-virtual-stages-per-pipeline-rank %lld \\\n",
+                          (long long)v);
+    } else if (flags)
+        /* arguments.py: with these, vpp by --num-virtual-stages-per-pipeline-rank
+         * (it refuses them with --num-layers-per-virtual-pipeline-stage) */
+        mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n"
+                           "--decoder-last-pipeline-num-layers %lld \\\n"
+                           "--num-virtual-stages-per-pipeline-rank %lld \\\n",
+                      (long long)u.first, (long long)u.last, (long long)v);
     else if (K > 1 && !even)
         layout_flag(st, K, L, c->model.mtp_layers > 0 ? c->model.mtp_layers : 0, out);
     else if (v > 1)
@@ -348,8 +379,15 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     /* Megatron-LM overlaps the interleaved schedule's p2p by default
      * (arguments.py: --no-overlap-p2p-communication, store_false); a plan
      * estimated with synchronous transfers asks for them */
-    if (p->pp > 1 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
+    if (p->pp > 2 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
         mp_buf_puts(out, "--no-overlap-p2p-communication \\\n");
+    /* arguments.py: interleaving without the overlap needs pp > 2 (two chunks'
+     * sends and receives between the same two ranks in one batch) */
+    if (p->pp == 2 && p->vpp > 1 && p->schedule == MP_SCHED_INTERLEAVED && !p->p2p_overlap)
+        mp_buf_puts(&notes, "# pp 2 with virtual stages: Megatron-LM overlaps the pipeline's "
+                            "p2p there (it refuses --no-overlap-p2p-communication below pp 3); "
+                            "the plan was estimated with synchronous transfers (--p2p-overlap "
+                            "on estimates what runs)\n");
     if (p->cuda_graph_scope) {
         /* Transformer Engine's per-layer capture (make_graphed_callables);
          * graphs need TE's RNG tracker (arguments.py, --te-rng-tracker) */

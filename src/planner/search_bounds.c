@@ -270,7 +270,7 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
      * whose first stage may hold fewer than L/p blocks), the bounded rank's
      * blocks and the fewest of one of its chunks (each stashed chunk holds at
      * least as many) */
-    bool layout_split = base->parallel.pipeline_layout[0] ||
+    bool layout_split = mp_parallel_split_given(&base->parallel) ||
                         mp_search_needs_layout(base, x->p, x->v) ||
                         (m->arch != MP_ARCH_T5 && L % ((int64_t)x->p * x->v) != 0);
     double min_chunk = 0.0;

@@ -85,7 +85,7 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
 bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp)
 {
     int64_t L = base->model.layers;
-    return !base->parallel.pipeline_layout[0] && base->model.arch != MP_ARCH_T5 &&
+    return !mp_parallel_split_given(&base->parallel) && base->model.arch != MP_ARCH_T5 &&
            pp * vpp <= L && !mp_stage_split_ok(L, pp, vpp);
 }
 
@@ -489,12 +489,14 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
         vv[nv++] = fp->vpp;
     } else {
         vv[nv++] = 1;
-        /* the splits Megatron makes by default (a vpp that needs a layout
-         * is searched when fixed: --fix vpp=N proposes one; searching every
-         * such vpp would cost half again the candidates) */
+        /* the splits Megatron makes by default, evenly or counting the
+         * embedding and the loss as layers (a vpp that needs a layout or
+         * the first/last-stage flags is searched when fixed: --fix vpp=N
+         * takes the flags' split or proposes a layout; searching every such
+         * vpp would cost half again the candidates) */
         if (x->p > 1)
             for (int64_t v = 2; v * x->p <= L && nv < MAX_DIV; v++)
-                if (mp_stage_split_ok(L, x->p, v)) vv[nv++] = v;
+                if (L % (x->p * v) == 0 || (L + 2) % (x->p * v) == 0) vv[nv++] = v;
     }
     int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
                                           : divisors(gb / x->d, bv, MAX_DIV);
@@ -506,7 +508,7 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
                    (long long)x->v);
             continue;
         }
-        if (x->v > 1 && !fp->pipeline_layout[0] && !mp_stage_split_ok(L, x->p, x->v) &&
+        if (x->v > 1 && !mp_parallel_split_given(fp) && !mp_stage_split_ok(L, x->p, x->v) &&
             !mp_search_needs_layout(e->base, x->p, x->v)) {
             refuse(e, MP_REJECT_LAYERS, "vpp",
                    "pp*vpp = %lld does not divide the %lld layers",
@@ -535,7 +537,7 @@ static void enumerate_pp(enum_ctx *e, const levels *lv, cand *x)
         }
         x->d = gpus / x->t / x->c / x->p;
         if (fixed(e, MP_FIX_DP) && x->d != fp->dp) continue;
-        if (!fp->pipeline_layout[0] && !mp_stage_split_ok(L, x->p, 1)) {
+        if (!mp_parallel_split_given(fp) && !mp_stage_split_ok(L, x->p, 1)) {
             refuse(e, MP_REJECT_LAYERS, "pp", "pp=%lld cannot split the %lld layers",
                    (long long)x->p, (long long)L);
             continue;

@@ -62,7 +62,24 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         return REFUSE("pipeline_layout",
                       "a layout fixes the stages: give pp too (vpp follows from the layout's "
                       "stage count)");
-    if (p->pipeline_layout[0]) {
+    if (!p->pipeline_layout[0] && mp_parallel_split_given(p) &&
+        (f & (MP_FIX_PP | MP_FIX_VPP)) != (MP_FIX_PP | MP_FIX_VPP))
+        return REFUSE(p->first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
+                      "the first/last-stage layers fix the stages: give pp and vpp too");
+    if (!p->pipeline_layout[0] && mp_parallel_split_given(p)) {
+        /* Megatron's checks of the flags, against the fixed pp, vpp */
+        mp_config *cc = malloc(sizeof *cc);
+        if (!cc)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, "first_stage_layers",
+                                "out of memory");
+        *cc = *c;
+        cc->parallel.pp = pp;
+        cc->parallel.vpp = vpp;
+        mp_status fst = mp_flag_split_check(cc, err);
+        free(cc);
+        if (fst != MP_OK)
+            return fst;
+    } else if (p->pipeline_layout[0]) {
         /* the layout's own checks (Megatron's rules), against the fixed pp, vpp */
         mp_layout *l = malloc(sizeof *l);
         if (!l)

@@ -97,6 +97,11 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
         info->split_method = "layout";
         return mp_estimate_config(c, NULL, est, err);
     }
+    /* and so are Megatron's first/last-stage flags */
+    if (mp_parallel_split_given(pp)) {
+        info->split_method = "first/last-stage layers";
+        return mp_estimate_config(c, NULL, est, err);
+    }
 
     mp_item_cost *items = malloc(sizeof *items * (size_t)N);
     mp_split_item *si = malloc(sizeof *si * (size_t)N);

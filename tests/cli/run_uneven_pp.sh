@@ -51,4 +51,92 @@ contains l.txt '--pipeline-model-parallel-layout "Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t
 "$bin" estimate --model llama3-405b --gpus 1008 --hw dgx-h100 --tp 8 --sp --pp 14 --dist-opt \
     --global-batch 1008 --format megatron >e.txt 2>err.txt || bad "405B pp 14 estimate: $(cat err.txt)"
 lacks e.txt "pipeline-model-parallel-layout"  # 126 = 14 x 9: even
+
+# virtual stages where neither the layers nor the layers + 2 divide into them
+# (32 blocks on pp 3 x vpp 2): Megatron's first/last-stage flags, every chunk
+# a vpp-th of its rank's count (transformer_block.py get_num_layers_to_build):
+# 10, 12, 10 -> 5 | 6 | 5 | 5 | 6 | 5, in estimate, search, simulate and the flags
+l8="--model llama3-8b --hw dgx-h100"
+l24="$l8 --gpus 24 --global-batch 516"
+"$bin" estimate $l24 --tp 2 --pp 3 --vpp 2 >v.txt 2>err.txt || bad "pp 3 vpp 2 estimate: $(cat err.txt)"
+vstep=$(awk '$1 == "step" { print $2 }' v.txt)
+awk -v s="$vstep" 'BEGIN { exit !(s > 15 && s < 30) }' && ok || bad "pp 3 vpp 2: step $vstep s"
+"$bin" estimate $l24 --tp 2 --pp 3 --vpp 2 --format megatron >vm.txt 2>err.txt ||
+    bad "pp 3 vpp 2 --format megatron: $(cat err.txt)"
+contains vm.txt '--decoder-first-pipeline-num-layers 10 \'
+contains vm.txt '--decoder-last-pipeline-num-layers 10 \'
+contains vm.txt '--num-virtual-stages-per-pipeline-rank 2 \'
+lacks vm.txt "num-layers-per-virtual-pipeline-stage"  # arguments.py refuses it with the flags
+lacks vm.txt "pipeline-model-parallel-layout"
+"$bin" search $l24 --fix tp=2,pp=3,vpp=2,micro_batch=1,recompute=none,schedule=interleaved-1f1b \
+    --no-split --top 1 -o vplan.yaml >vs.txt 2>err.txt || bad "pp 3 vpp 2 search: $(cat err.txt)"
+contains vs.txt "blocks per stage 5 6 5x2 6 5 "
+grep -A6 '^stages:' vplan.yaml | tr -d ' \n' >vst.txt
+contains vst.txt "stages:-[0,6]-[6,12]-[12,17]-[17,22]-[22,28]-[28,34]"
+"$bin" simulate vplan.yaml >vsim.txt 2>err.txt || bad "pp 3 vpp 2 simulate: $(cat err.txt)"
+vsstep=$(awk '$1 == "step" && $2 == "(simulated)" { print $3 }' vsim.txt)
+awk -v s="$vsstep" 'BEGIN { exit !(s > 15 && s < 30) }' && ok || bad "pp 3 vpp 2 simulate: step $vsstep s"
+# what the flags cannot make either (32 on pp 4 x vpp 3: 32 not a multiple of 3) is refused
+"$bin" estimate $l8 --gpus 16 --tp 2 --pp 4 --vpp 3 >/dev/null 2>err.txt
+[ $? -eq 2 ] && ok || bad "pp 4 vpp 3 on 32 layers: not refused with exit 2"
+contains err.txt "first/last-stage flags need every rank's layers a multiple of vpp"
+[ "$(wc -l <err.txt)" -eq 1 ] && ok || bad "pp 4 vpp 3: more than one line: $(cat err.txt)"
+
+# the V schedules place the stages otherwise: no first/last-stage split for them
+"$bin" estimate $l24 --tp 2 --pp 3 --vpp 2 --schedule zb-v >/dev/null 2>err.txt
+[ $? -eq 2 ] && ok || bad "pp 3 vpp 2 zb-v: not refused"
+contains err.txt "zb-v places the stages otherwise"
+
+# the flags as a user gives them (--first-stage-layers / --last-stage-layers):
+# Megatron's split and its refusals, each one line and exit 2
+l16="$l8 --gpus 16 --global-batch 512 --tp 2"
+"$bin" estimate $l16 --pp 2 --vpp 2 --first-stage-layers 12 --last-stage-layers 20 \
+    --format megatron >gf.txt 2>err.txt || bad "given flags: $(cat err.txt)"
+contains gf.txt '--decoder-first-pipeline-num-layers 12 \'
+contains gf.txt '--decoder-last-pipeline-num-layers 20 \'
+contains gf.txt '--num-virtual-stages-per-pipeline-rank 2 \'
+"$bin" search $l16 --first-stage-layers 12 --last-stage-layers 20 \
+    --fix pp=2,vpp=2,micro_batch=1,recompute=none,schedule=interleaved-1f1b \
+    --top 1 -o gplan.yaml >gs.txt 2>err.txt || bad "given flags search: $(cat err.txt)"
+contains gs.txt "stages (first/last-stage layers 12, 20): blocks per stage 6 10 6 10 "
+contains gplan.yaml "first_stage_layers: 12"
+"$bin" simulate gplan.yaml >gsim.txt 2>err.txt || bad "given flags simulate: $(cat err.txt)"
+refuse() { # refuse NAME TEXT ARGS...: exit 2 and one line holding TEXT
+    name=$1 text=$2
+    shift 2
+    "$bin" "$@" >/dev/null 2>err.txt
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF -- "$text" err.txt; then
+        ok
+    else
+        bad "$name: exit $rc: $(cat err.txt)"
+    fi
+}
+refuse first-odd "--first-stage-layers: 13 layers on the first rank must be a multiple of vpp=2" \
+    estimate $l16 --pp 2 --vpp 2 --first-stage-layers 13 --last-stage-layers 19
+refuse middle-odd "11 layers on each middle rank must be a multiple of vpp=2" \
+    estimate $l8 --gpus 24 --global-batch 516 --tp 2 --pp 3 --vpp 2 --first-stage-layers 10
+refuse too-many "the first and last ranks' 20 + 20 layers are more than the model's 32" \
+    estimate $l16 --pp 4 --first-stage-layers 20 --last-stage-layers 20
+refuse with-layout "cannot be given with pipeline_layout" \
+    estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --first-stage-layers 16
+refuse search-unfixed "the first/last-stage layers fix the stages: give pp and vpp too" \
+    search $l16 --first-stage-layers 12
+
+# a layout whose last stage holds the loss alone: the head's work and memory
+# there, no block (the plan's last stage is [33, 34])
+"$bin" estimate --model llama3-8b --gpus 16 --hw dgx-h100 --tp 2 --pp 4 \
+    --pipeline-layout "Et*10|t*11|t*11|L" >lo.txt 2>err.txt || bad "loss-only stage: $(cat err.txt)"
+contains lo.txt "layout    Et*10|t*11|t*11|L"
+# interleaved with an empty chunk and a loss-only one: search keeps the
+# layout, simulate runs its schedule (unequal chunks) to the end
+for lay in "Et*8|t*8||t*16L" "Et*10|t*11|t*11|L"; do
+    "$bin" search $l16 --pipeline-layout "$lay" \
+        --fix pp=2,vpp=2,micro_batch=1,recompute=none,schedule=interleaved-1f1b \
+        --top 1 -o lplan.yaml >ls.txt 2>err.txt || bad "layout $lay search: $(cat err.txt)"
+    contains ls.txt "stages (layout \"$lay\")"
+    "$bin" simulate lplan.yaml >lsim.txt 2>err.txt || bad "layout $lay simulate: $(cat err.txt)"
+    lstep=$(awk '$1 == "step" && $2 == "(simulated)" { print $3 }' lsim.txt)
+    awk -v s="$lstep" 'BEGIN { exit !(s > 25 && s < 60) }' && ok || bad "layout $lay: step $lstep s"
+done
 finish

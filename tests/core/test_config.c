@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/io.h"
@@ -233,6 +234,52 @@ static int64_t units(int64_t blocks, int64_t n, int64_t k, int64_t mtp)
     return blocks + (k == 0) + (k == n - 1 ? 1 + 2 * mtp : 0);
 }
 
+/* A default split with vpp > 1 where neither the layers nor the layers + 2
+ * divide into the stages: what Megatron-Core builds for
+ * --decoder-first-pipeline-num-layers F --decoder-last-pipeline-num-layers
+ * L' --num-virtual-stages-per-pipeline-rank vpp (transformer_block.py
+ * get_num_layers_to_build: every chunk of rank 0 F/vpp blocks, of the last
+ * rank L'/vpp, of a middle rank (L - F - L')/(pp - 2)/vpp), for flags that
+ * pass transformer_config.py's checks; and no F, L' that pass them make the
+ * busiest rank do less work. */
+static void check_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp,
+                                 const int64_t *blocks)
+{
+    int64_t n = pp * vpp, F = 0, Lz = 0;
+    for (int64_t c = 0; c < vpp; c++) {
+        F += blocks[c * pp];
+        Lz += blocks[c * pp + pp - 1];
+    }
+    int64_t mid_layers = L - F - Lz, mids = pp - 2;
+    /* the checks */
+    assert_true(F > 0 && F % vpp == 0 && Lz > 0 && Lz % vpp == 0);
+    assert_int_equal(mid_layers != 0, mids != 0);
+    if (mids) {
+        assert_int_equal(mid_layers % mids, 0);
+        assert_int_equal(mid_layers / mids % vpp, 0);
+    }
+    /* Megatron's build */
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = k % pp;
+        assert_int_equal(blocks[k], r == 0        ? F / vpp
+                                    : r == pp - 1 ? Lz / vpp
+                                                  : mid_layers / mids / vpp);
+    }
+    /* the busiest rank's work, against every F, L' Megatron accepts */
+    int64_t mid = mids ? mid_layers / mids : 0, worst = F + 1;
+    worst = Lz + 1 + 2 * mtp > worst ? Lz + 1 + 2 * mtp : worst;
+    worst = mids && mid > worst ? mid : worst;
+    for (int64_t f = vpp; f < L; f += vpp)
+        for (int64_t l = vpp; f + l <= L; l += vpp) {
+            int64_t rest = L - f - l;
+            if ((rest != 0) != (mids != 0) || (mids && (rest % mids || rest / mids % vpp)))
+                continue;
+            int64_t w = f + 1 > l + 1 + 2 * mtp ? f + 1 : l + 1 + 2 * mtp;
+            w = mids && rest / mids > w ? rest / mids : w;
+            assert_true(worst <= w);
+        }
+}
+
 /* The default split, for every (layers, pp, vpp) Megatron accepts without a
  * layout and 0-2 MTP modules: every stage holds at least one block, the
  * blocks are used once each in order; the split is one Megatron can run: as
@@ -251,7 +298,7 @@ static void test_uneven_split_property(void **state)
     static int64_t blocks[MP_MAX_STAGES];
     static char text[16384];
     static mp_layout lay;
-    int64_t checked = 0, layouts = 0;
+    int64_t checked = 0, layouts = 0, vpp_flags = 0;
     for (int64_t L = 2; L <= 130; L += L < 70 ? 1 : 7)
         for (int64_t pp = 2; pp <= 40 && pp <= L; pp++)
             for (int64_t vpp = 1; vpp <= 4; vpp++)
@@ -290,8 +337,11 @@ static void test_uneven_split_property(void **state)
                     if (mp_layout_parse(text, pp, vpp, L, mtp, &lay, &err) != MP_OK)
                         fail_msg("L %lld pp %lld vpp %lld: %s: %s", (long long)L,
                                  (long long)pp, (long long)vpp, text, err.msg);
-                    if (vpp > 1) { /* even, or the embedding and loss counted as layers */
-                        assert_true(L % n == 0 || (L + 2) % n == 0);
+                    if (vpp > 1 && (L % n == 0 || (L + 2) % n == 0))
+                        continue; /* even, or the embedding and loss counted as layers */
+                    if (vpp > 1) { /* the first/last-stage flags */
+                        vpp_flags++;
+                        check_vpp_flag_split(L, pp, vpp, mtp, blocks);
                         continue;
                     }
                     if (L % n == 0)
@@ -325,8 +375,10 @@ static void test_uneven_split_property(void **state)
                         }
                     assert_int_equal(u.lighter == 0, flags_tie);
                 }
-    printf("uneven split property: %lld splits checked, %lld need a layout\n", (long long)checked,
-           (long long)layouts);
+    printf("uneven split property: %lld splits checked, %lld need a layout, %lld by the "
+           "first/last-stage flags with vpp > 1\n",
+           (long long)checked, (long long)layouts, (long long)vpp_flags);
+    assert_true(vpp_flags > 100);
     assert_true(checked > 7000);
     assert_true(layouts > 1000);
 }
@@ -359,6 +411,77 @@ static void test_uneven_split_61_on_32(void **state)
     assert_true(u.last + 3 <= 17 && u.first + 1 <= 17);
 }
 
+/* Megatron's first/last-stage flags as given (parallel.first_stage_layers,
+ * last_stage_layers): transformer_config.py's checks refuse what Megatron
+ * refuses, and the stages are what transformer_block.py builds (every chunk
+ * of a rank a vpp-th of its rank's count). GPT-3 175B: 96 layers. */
+static void test_stage_layer_flags(void **state)
+{
+    (void)state;
+    mp_config c = base();
+    c.parallel.vpp = 2;
+    c.parallel.schedule = MP_SCHED_INTERLEAVED;
+    c.parallel.first_stage_layers = 8;
+    c.parallel.last_stage_layers = 16; /* 72 left: 12 on each of 6 middle ranks */
+    expect(&c, NULL, NULL);
+    mp_stage_range st[16];
+    mp_config_stages(&c, 16, st);
+    int32_t want[16][2] = {{0, 5},   {5, 11},  {11, 17}, {17, 23}, {23, 29}, {29, 35},
+                           {35, 41}, {41, 49}, {49, 53}, {53, 59}, {59, 65}, {65, 71},
+                           {71, 77}, {77, 83}, {83, 89}, {89, 98}};
+    for (int k = 0; k < 16; k++)
+        if (st[k].begin != want[k][0] || st[k].end != want[k][1])
+            fail_msg("stage %d: [%d, %d), expected [%d, %d)", k, st[k].begin, st[k].end,
+                     want[k][0], want[k][1]);
+    /* the plan's default stages are the same, and a plan saying otherwise is refused */
+    mp_plan *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->config = c;
+    mp_plan_default_stages(p);
+    mp_error err;
+    assert_int_equal(mp_plan_check(p, &err), MP_OK);
+    p->stages[0].end = 6;
+    p->stages[1].begin = 6;
+    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
+    assert_non_null(strstr(err.msg, "parallel.first_stage_layers gives it [0, 5)"));
+    free(p);
+    /* transformer_config.py's refusals */
+    c.parallel.first_stage_layers = 9;
+    expect(&c, "first_stage_layers", "9 layers on the first rank must be a multiple of vpp=2");
+    c.parallel.first_stage_layers = 8;
+    c.parallel.last_stage_layers = 15;
+    expect(&c, "last_stage_layers", "15 layers on the last rank must be a multiple of vpp=2");
+    c.parallel.last_stage_layers = 18; /* 70 left for 6 ranks */
+    expect(&c, "first_stage_layers", "the 70 layers left do not divide among the 6 middle");
+    c.parallel.first_stage_layers = 12; /* 66 left: 11 a rank, odd */
+    expect(&c, "first_stage_layers", "11 layers on each middle rank must be a multiple of vpp=2");
+    c.parallel.first_stage_layers = 50;
+    c.parallel.last_stage_layers = 50;
+    expect(&c, "first_stage_layers", "50 + 50 layers are more than the model's 96");
+    /* only the first given: the last rank is a middle one */
+    c.parallel.first_stage_layers = 12;
+    c.parallel.last_stage_layers = 0; /* 84 left: 12 on each of 7 ranks */
+    expect(&c, NULL, NULL);
+    /* pp 2: no middle rank may be left layers */
+    c.parallel.pp = 2;
+    c.parallel.dp = 64;
+    c.parallel.first_stage_layers = 40;
+    c.parallel.last_stage_layers = 50;
+    expect(&c, "first_stage_layers", "6 layers left for 0 middle ranks");
+    c.parallel.last_stage_layers = 56;
+    expect(&c, NULL, NULL);
+    /* with a layout (Megatron: "cannot be set with other pipeline layout arguments") */
+    snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "Et*40|t*8|t*8|t*40L");
+    expect(&c, "first_stage_layers", "cannot be given with pipeline_layout");
+    c.parallel.pipeline_layout[0] = '\0';
+    /* no pipeline */
+    c.parallel.pp = 1;
+    c.parallel.vpp = 1;
+    c.parallel.schedule = MP_SCHED_1F1B;
+    c.parallel.dp = 128;
+    expect(&c, "first_stage_layers", "needs pipeline parallelism");
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -379,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_stage_layer_flags),
         cmocka_unit_test(test_uneven_split_property),
         cmocka_unit_test(test_uneven_split_61_on_32),
     };

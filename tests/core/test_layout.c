@@ -71,6 +71,17 @@ static void test_good(void **state)
     /* zero repeats vanish; a stage of the embedding alone is a stage */
     int32_t lone[2] = {0, 1};
     expect_blocks("Et*0|tL", 2, 1, 1, lone, 2);
+    /* empty stages, which Megatron accepts (PipelineParallelLayerLayout
+     * checks E first and L last in the layers' order, bars left out: a stage
+     * may hold nothing, or the embedding or the loss alone) */
+    int32_t hole[3] = {1, 0, 1};
+    expect_blocks("Et||tL", 3, 1, 2, hole, 3);
+    int32_t before[2] = {0, 3};
+    expect_blocks("|EtttL", 2, 1, 3, before, 2);
+    int32_t after[2] = {2, 0};
+    expect_blocks("EttL|", 2, 1, 2, after, 2);
+    int32_t loss[4] = {2, 2, 2, 0};
+    expect_blocks("Et*2|t*2|t*2|L", 2, 2, 6, loss, 4);
     /* a group whose copies end in a bar */
     int32_t groups[4] = {1, 2, 2, 1};
     expect_blocks("Et|(tt|)*2tL", 4, 1, 6, groups, 4);
@@ -88,6 +99,18 @@ static void test_stage_items(void **state)
     mp_layout_stage_items(l, 61, 15, &b, &e);
     assert_true(b == 61 && e == 63); /* block 61 + the head */
     free(l);
+    /* the embedding on the first stage and the loss on the last, where
+     * Megatron builds them (pre_process, post_process), whatever stage of
+     * the string names them */
+    l = parse_ok("|Ett|t|tL|", 5, 1, 4);
+    int64_t want[5][2] = {{0, 1}, {1, 3}, {3, 4}, {4, 5}, {5, 6}};
+    for (int k = 0; k < 5; k++) {
+        mp_layout_stage_items(l, 4, k, &b, &e);
+        if (b != want[k][0] || e != want[k][1])
+            fail_msg("stage %d: [%lld, %lld), expected [%lld, %lld)", k, (long long)b,
+                     (long long)e, (long long)want[k][0], (long long)want[k][1]);
+    }
+    free(l);
 }
 
 static void test_bad(void **state)
@@ -97,13 +120,13 @@ static void test_bad(void **state)
     expect_refused("Et t|ttL", 2, 1, 3, "character 3: byte 0x20 is not a layer");
     expect_refused("Ett|ttL", 4, 1, 4, "2 stages, but pp*vpp = 4*1 = 4");
     expect_refused("Ett|tt|tt|ttL", 2, 1, 8, "4 stages, but pp*vpp = 2*1 = 2");
-    expect_refused("tE|tL", 2, 1, 2, "character 1: the first stage must open with E");
-    expect_refused("|EtttL", 2, 1, 3, "character 1: the first stage must open with E");
-    expect_refused("EtL|t", 2, 1, 2, "character 5: the last stage must end with L");
-    expect_refused("EttL|", 2, 1, 2, "the last stage must end with L");
+    expect_refused("tE|tL", 2, 1, 2, "character 1: the first layer must be E");
+    expect_refused("|tE|tL", 3, 1, 2, "character 2: the first layer must be E");
+    expect_refused("EtL|t", 2, 1, 2, "character 5: the last layer must be L");
+    expect_refused("Et|Lt|", 3, 1, 2, "character 5: the last layer must be L");
+    expect_refused("||", 3, 1, 2, "the first layer must be E");
     expect_refused("EtE|tL", 2, 1, 2, "character 3: a second E");
     expect_refused("EtLt|tL", 2, 1, 3, "character 3: L (the loss) comes once, last");
-    expect_refused("Et||tL", 3, 1, 2, "character 4: an empty stage ends here");
     expect_refused("Ett|tL", 2, 1, 4, "3 transformer layers (t), but the model has 4");
     expect_refused("Ett|tmL", 2, 1, 3, "character 6: m, a multi-token-prediction layer, but "
                                        "the model has no MTP layers");
@@ -148,7 +171,10 @@ static void test_mtp(void **state)
     expect_mtp("Ettm|mL", 2, 1, 2, 2, "character 6: MTP layers in two stages");
     expect_mtp("Ett|t|tt|mL", 2, 2, 5, 1, NULL);
     expect_mtp("Ett|t|ttt|m|L", 2, 2, 6, 1, "5 stages, but pp*vpp");
-    expect_mtp("Et|t|ttt|m|L", 5, 1, 5, 1, "character 11: this stage holds only MTP layers");
+    expect_mtp("Et|t|ttt|m|L", 5, 1, 5, 1, "character 10: MTP layers before the last stage");
+    /* with a block beside them too: megaplan would cost them on the last stage */
+    expect_mtp("Et|tm|L", 3, 1, 2, 1, "character 5: MTP layers before the last stage");
+    expect_mtp("Et*3|(tt|)*29,m|L", 16, 2, 61, 1, "MTP layers before the last stage");
 }
 
 int main(void)

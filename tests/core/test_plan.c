@@ -67,8 +67,8 @@ static void test_default_split(void **state)
     assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
     assert_non_null(strstr(err.msg, "pp*vpp"));
     mp_plan_default_stages(p);
-    p->stages[1].end = 7; /* empty */
-    p->stages[2].begin = 7;
+    p->stages[0].end = 0; /* empty: the first stage holds the embedding */
+    p->stages[1].begin = 0;
     assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
     assert_non_null(strstr(err.msg, "empty"));
     free(p);

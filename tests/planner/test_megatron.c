@@ -173,6 +173,9 @@ static void check_plan(const mp_plan *plan)
     /* parallelism and batches */
     assert_int_equal(num(&f, "--tensor-model-parallel-size", 0), p->tp);
     assert_int_equal(num(&f, "--pipeline-model-parallel-size", 0), p->pp);
+    /* arguments.py: interleaving without the p2p overlap needs pp > 2 */
+    if (p->vpp > 1 && p->pp <= 2)
+        assert_null(get(&f, "--no-overlap-p2p-communication"));
     assert_int_equal(num(&f, "--context-parallel-size", 1), p->cp);
     assert_int_equal(get(&f, "--sequence-parallel") != NULL, p->sp);
     assert_int_equal(num(&f, "--micro-batch-size", 0), p->micro_batch);
@@ -193,6 +196,29 @@ static void check_plan(const mp_plan *plan)
         assert_int_equal(layout_blocks(get(&f, "--pipeline-model-parallel-layout"), mb,
                                        MP_MAX_STAGES), K);
         assert_null(get(&f, "--num-layers-per-virtual-pipeline-stage"));
+    } else if (get(&f, "--decoder-first-pipeline-num-layers") ||
+               get(&f, "--decoder-last-pipeline-num-layers")) {
+        /* arguments.py: the flags with virtual stages take
+         * --num-virtual-stages-per-pipeline-rank, never
+         * --num-layers-per-virtual-pipeline-stage or a layout; then
+         * transformer_config.py's checks and transformer_block.py's
+         * get_num_layers_to_build, chunk by chunk */
+        long F = num(&f, "--decoder-first-pipeline-num-layers", 0);
+        long Lz = num(&f, "--decoder-last-pipeline-num-layers", 0);
+        long vv = num(&f, "--num-virtual-stages-per-pipeline-rank", 1);
+        assert_null(get(&f, "--num-layers-per-virtual-pipeline-stage"));
+        assert_int_equal(vv, v);
+        long mids = p->pp - (F > 0) - (Lz > 0), rest = L - F - Lz;
+        assert_true(F >= 0 && Lz >= 0 && F % vv == 0 && Lz % vv == 0);
+        assert_int_equal(rest != 0, mids != 0);
+        if (mids) {
+            assert_int_equal(rest % mids, 0);
+            assert_int_equal(rest / mids % vv, 0);
+        }
+        for (int64_t k = 0; k < K; k++) {
+            int64_t r = k % p->pp;
+            mb[k] = (r == 0 && F ? F : r == p->pp - 1 && Lz ? Lz : rest / mids) / vv;
+        }
     } else {
         long per = num(&f, "--num-layers-per-virtual-pipeline-stage", L / p->pp);
         assert_int_equal(L / p->pp / per, v);
@@ -308,6 +334,24 @@ static void presets(void **state)
                 "{tp: 2, pp: 2, vpp: 2, dp: 4, micro_batch: 1, recompute: selective, "
                 "schedule: interleaved-1f1b}",
                 "[[0, 10], [10, 17], [17, 26], [26, 34]]", NULL);
+    /* 32 blocks on pp 3 x vpp 2: neither 32 nor 34 divides into 6 stages;
+     * Megatron's first/last-stage flags do (10, 12, 10: 5 | 6 | 5 | 5 | 6 | 5) */
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 24, seq: 8192, global_batch: 24, precision: bf16}",
+                "{tp: 2, pp: 3, vpp: 2, dp: 4, micro_batch: 1, recompute: none, "
+                "schedule: interleaved-1f1b}", NULL, NULL);
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 24, seq: 8192, global_batch: 24, precision: bf16}",
+                "{tp: 2, pp: 3, vpp: 2, dp: 4, micro_batch: 1, recompute: none, "
+                "schedule: interleaved-1f1b}", "[[0, 6], [6, 12], [12, 17], [17, 22], [22, 28], "
+                "[28, 34]]", NULL);
+    /* the flags as the plan gives them: pp 2 x vpp 2, 12 and 20; pp 3 x vpp 2,
+     * the first only (12; the last rank a middle one: 10 each) */
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 16, seq: 8192, global_batch: 16, precision: bf16}",
+                "{tp: 2, pp: 2, vpp: 2, dp: 4, micro_batch: 1, recompute: none, "
+                "schedule: interleaved-1f1b, first_stage_layers: 12, last_stage_layers: 20}",
+                NULL, NULL);
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 24, seq: 8192, global_batch: 24, precision: bf16}",
+                "{tp: 2, pp: 3, vpp: 2, dp: 4, micro_batch: 1, recompute: none, "
+                "schedule: interleaved-1f1b, first_stage_layers: 12}", NULL, NULL);
     /* even splits without stages in the plan; BERT; T5 (encoder and decoder) */
     preset_plan("gpt3-175b", "dgx-a100",
                 "{gpus: 1024, seq: 2048, global_batch: 1536, precision: bf16}",

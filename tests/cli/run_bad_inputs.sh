@@ -163,6 +163,9 @@ core() {
     check hf-norm-eps "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" "$bin" models hf7.json
     file hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}'
     check hf-norm-eps-type "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" "$bin" models hf8.json
+    # issue #14: the activation changes the math; one megaplan does not compute is refused
+    file hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_act": "gelu"}\n'
+    check hf-activation "${M}hf9\\.json:4:2: hidden_act: \"gelu\" changes the math and is not what megaplan computes for llama \\(SwiGLU: silu or swish\\)" "$bin" models hf9.json
     file hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x'
     check hf-trailing "${M}hf6\.json:1:[0-9]+: JSON syntax error" "$bin" models hf6.json
 

@@ -411,6 +411,12 @@ hardening() {
     # hybrid sharding on one node: no candidate runs it, and search named the
     # last refusal it met ("--global-batch: interleaving needs ...")
     check search-hsdp-one-node "${S}--hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\)" "$bin" search --model 125M --gpus 8 --hsdp
+    # estimate, simulate and explain refuse it in search's words (estimate ran it
+    # as ZeRO-3 labelled dist_opt=hsdp; explain's search, which keeps --hsdp,
+    # reported the same unrelated refusal as search did)
+    for verb in estimate simulate explain; do
+        check "$verb-hsdp-one-node" "^megaplan $verb: --hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\): nothing to replicate" "$bin" $verb --model 125M --gpus 8 --hsdp
+    done
     check search-fix-hsdp-one-node "${S}--fix: hsdp=on: hybrid sharding" "$bin" search --model 125M --gpus 8 --fix hsdp=on
     check fix-hsdp-vs-zero "${S}--fix: hsdp=on is ZeRO-3 with the optimizer sharded, and zero is fixed otherwise" "$bin" search --model 125M --gpus 8 --fix zero=2,hsdp=on
     check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2

@@ -137,7 +137,11 @@ int cmd_explain(int argc, char **argv)
         p->dp = cc.config.training.gpus / tpc > 0 ? cc.config.training.gpus / tpc : 1;
         cc.set |= MP_SET_DP;
     }
-    if (mp_cli_config_finish(&cc, &err) != MP_OK) return mp_cli_fail("explain", &err);
+    /* hybrid sharding on one domain: search (which explain runs with hsdp
+     * kept) has no candidate, so it is refused as search and estimate do */
+    if (mp_cli_config_finish(&cc, &err) != MP_OK ||
+        mp_cli_check_hsdp_domain(&cc, false, &err) != MP_OK)
+        return mp_cli_fail("explain", &err);
     /* like search, start from the preset's published batch when none is given
      * and this split can run it, so both answers speak of the same batch */
     mp_config *c = &cc.config;

@@ -762,8 +762,24 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
     return MP_OK;
 }
 
+mp_status mp_cli_check_hsdp_domain(const mp_cli_config *cc, bool by_fix, mp_error *err)
+{
+    const mp_parallel *p = &cc->config.parallel;
+    int64_t gpus = cc->config.training.gpus, dom = cc->config.hw.scale_up.gpus_per_domain;
+    if (!(cc->set & MP_SET_HSDP) || !p->hsdp || dom < 1 || gpus > dom)
+        return MP_OK;
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, by_fix ? "--fix" : "--hsdp",
+                        "%shybrid sharding shards within a scale-up domain and replicates "
+                        "across domains, and %lld GPUs are at most one domain of %s (%lld): "
+                        "nothing to replicate (--zero 3 shards over them all)",
+                        by_fix ? "hsdp=on: " : "", (long long)gpus, cc->config.hw.name,
+                        (long long)dom);
+}
+
 mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err)
 {
+    if (mp_cli_check_hsdp_domain(cc, false, err) != MP_OK)
+        return MP_EINPUT;
     mp_status st = mp_config_check(&cc->config, err);
     if (st != MP_OK && !err->file[0]) {
         char opt[sizeof err->field];

@@ -93,8 +93,16 @@ mp_status mp_cli_apply_hw_sets(const mp_cli_config *cc, mp_hw *hw, mp_error *err
  * that sets it ("global_batch" -> "--global-batch"). */
 void mp_cli_error_as_option(mp_error *err);
 
+/* --hsdp on no more GPUs than one scale-up domain of the profile: hybrid
+ * sharding replicates across domains, and there is none to replicate over,
+ * so it is refused naming --hsdp (--fix with by_fix), as search refuses it;
+ * --zero 3 is what it would run. Estimate, simulate (mp_cli_config_check),
+ * explain and search share it. After mp_cli_config_finish. */
+mp_status mp_cli_check_hsdp_domain(const mp_cli_config *cc, bool by_fix, mp_error *err);
+
 /* mp_config_check with the fields named as the options ("--tp",
- * "--global-batch"), for verbs that cost one given configuration. */
+ * "--global-batch"), for verbs that cost one given configuration; and
+ * mp_cli_check_hsdp_domain. */
 mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err);
 
 /* The option that sets a config field: "global_batch" -> "--global-batch". */

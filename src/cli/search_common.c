@@ -431,23 +431,14 @@ static mp_status check_expert_options(const mp_cli_config *cc, uint32_t by_fix,
  * one scale-up domain: search shards within a domain and replicates across
  * domains (search_enumerate.c), so every candidate is refused, and the
  * search used to report whatever rule refused the last one ("--global-batch:
- * interleaving needs ..."). Named before the search (search's own: explain
- * explains the configuration, which estimate runs as ZeRO-3). */
+ * interleaving needs ..."). Named before the search, with the words estimate,
+ * simulate and explain use (mp_cli_check_hsdp_domain). */
 mp_status mp_search_cli_check_hsdp(const mp_cli_config *cc, const mp_search_cli *sc,
                                    mp_error *err)
 {
-    uint32_t by_fix = sc->hsdp_by_fix ? MP_SET_HSDP : 0;
-    bool gpus_range = sc->gpus_range;
-    const mp_parallel *p = &cc->config.parallel;
-    int64_t gpus = cc->config.training.gpus, dom = cc->config.hw.scale_up.gpus_per_domain;
-    if (!(cc->set & MP_SET_HSDP) || !p->hsdp || gpus_range || dom < 1 || gpus > dom)
+    if (sc->gpus_range)
         return MP_OK;
-    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, (by_fix & MP_SET_HSDP) ? "--fix" : "--hsdp",
-                        "%shybrid sharding shards within a scale-up domain and replicates "
-                        "across domains, and %lld GPUs are at most one domain of %s (%lld): "
-                        "nothing to replicate (--zero 3 shards over them all)",
-                        (by_fix & MP_SET_HSDP) ? "hsdp=on: " : "", (long long)gpus,
-                        cc->config.hw.name, (long long)dom);
+    return mp_cli_check_hsdp_domain(cc, sc->hsdp_by_fix, err);
 }
 
 mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,

@@ -43,9 +43,10 @@ mp_status mp_search_cli_fix(mp_cli_config *cc, mp_search_cli *sc, const char *li
 mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
                                 mp_search_options *opt, mp_error *err);
 
-/* search (not explain, which explains the configuration): hybrid sharding
- * asked for on no more GPUs than one scale-up domain, which no candidate
- * runs, is refused naming --hsdp (or --fix). After mp_search_cli_options. */
+/* search: hybrid sharding asked for on no more GPUs than one scale-up
+ * domain, which no candidate runs, is refused naming --hsdp (or --fix), as
+ * estimate, simulate and explain refuse it (mp_cli_check_hsdp_domain); not
+ * over a range of GPU counts. After mp_search_cli_options. */
 mp_status mp_search_cli_check_hsdp(const mp_cli_config *cc, const mp_search_cli *sc,
                                    mp_error *err);
 

@@ -676,6 +676,52 @@ static mp_status refuse_math_keys(const hf_ctx *cx, hf_family fam, const char *m
     return MP_OK;
 }
 
+/* The activation a config names (hidden_act: LLaMA, Mistral, Qwen, Mixtral,
+ * DeepSeek, GPT-OSS, BERT; activation_function: GPT-2; hidden_activation:
+ * Gemma's spelling) changes the math, so a value megaplan does not compute
+ * for the family is refused at its line, not dropped. Every such key the
+ * file has must name the family's activation as read (T5's comes from
+ * feed_forward_proj). SwiGLU: transformers' "silu" or its alias "swish"
+ * (ACT2FN: the same SiLUActivation). GELU: "gelu_new" and
+ * "gelu_pytorch_tanh" are GELU's tanh approximation, the form exec computes
+ * (exec/layers.c mp_gelu_forward); "gelu" is the exact (erf) GELU that BERT
+ * and Megatron's default (no --openai-gelu) compute: its plan (shapes,
+ * FLOPs, memory) is the same, so it is accepted as GELU, while exec computes
+ * the tanh form (docs/formats.md). Any other GELU variant ("gelu_fast",
+ * "quick_gelu", "gelu_10", ...) or activation is refused. ReLU: "relu". */
+static mp_status check_activation(const hf_ctx *cx, const char *model_type, const mp_model *m,
+                                  mp_error *err)
+{
+    static const char *const keys[] = {"hidden_act", "activation_function", "hidden_activation"};
+    static const char *const swiglu[] = {"silu", "swish", NULL};
+    static const char *const gelu[] = {"gelu", "gelu_new", "gelu_pytorch_tanh", NULL};
+    static const char *const relu[] = {"relu", NULL};
+    const char *const *ok = m->activation == MP_ACT_SWIGLU ? swiglu
+                            : m->activation == MP_ACT_RELU ? relu
+                                                           : gelu;
+    const char *want = m->activation == MP_ACT_SWIGLU ? "SwiGLU: silu or swish"
+                       : m->activation == MP_ACT_RELU ? "ReLU: relu"
+                                                      : "GELU: gelu, gelu_new or gelu_pytorch_tanh";
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, keys[k]);
+        if (!v || cJSON_IsNull(v))
+            continue;
+        if (!cJSON_IsString(v))
+            return hf_fail(cx, keys[k], err, "expected a string (the activation's name)");
+        bool found = false;
+        for (size_t i = 0; ok[i]; i++)
+            found = found || !strcmp(v->valuestring, ok[i]);
+        if (found)
+            continue;
+        char msg[240];
+        snprintf(msg, sizeof msg,
+                 "\"%.60s\" changes the math and is not what megaplan computes for %s (%s)",
+                 v->valuestring, model_type ? model_type : "this family", want);
+        return hf_fail(cx, keys[k], err, msg);
+    }
+    return MP_OK;
+}
+
 /* The family's norm epsilon key and transformers' default for it when the
  * file has none (each configuration_*.py: LlamaConfig, MistralConfig,
  * Qwen2Config, Qwen3Config, Qwen2MoeConfig, Qwen3MoeConfig and
@@ -944,7 +990,8 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         st = read_t5(&cx, out, err);
         break;
     }
-    if (st != MP_OK || (st = read_norm_eps(&cx, fam, out, err)) != MP_OK)
+    if (st != MP_OK || (st = check_activation(&cx, model_type, out, err)) != MP_OK ||
+        (st = read_norm_eps(&cx, fam, out, err)) != MP_OK)
         goto done;
     /* Qwen3 (dense and MoE): an RMSNorm on each query and key head before
      * the rotary turn (transformers' modeling_qwen3.py / modeling_qwen3_moe.py

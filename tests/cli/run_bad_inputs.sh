@@ -163,6 +163,9 @@ core() {
     check hf-norm-eps "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" "$bin" models hf7.json
     file hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}'
     check hf-norm-eps-type "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" "$bin" models hf8.json
+    # issue #14: the activation changes the math; one megaplan does not compute is refused
+    file hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_act": "gelu"}\n'
+    check hf-activation "${M}hf9\\.json:4:2: hidden_act: \"gelu\" changes the math and is not what megaplan computes for llama \\(SwiGLU: silu or swish\\)" "$bin" models hf9.json
     file hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x'
     check hf-trailing "${M}hf6\.json:1:[0-9]+: JSON syntax error" "$bin" models hf6.json
 
@@ -408,6 +411,12 @@ hardening() {
     # hybrid sharding on one node: no candidate runs it, and search named the
     # last refusal it met ("--global-batch: interleaving needs ...")
     check search-hsdp-one-node "${S}--hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\)" "$bin" search --model 125M --gpus 8 --hsdp
+    # estimate, simulate and explain refuse it in search's words (estimate ran it
+    # as ZeRO-3 labelled dist_opt=hsdp; explain's search, which keeps --hsdp,
+    # reported the same unrelated refusal as search did)
+    for verb in estimate simulate explain; do
+        check "$verb-hsdp-one-node" "^megaplan $verb: --hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\): nothing to replicate" "$bin" $verb --model 125M --gpus 8 --hsdp
+    done
     check search-fix-hsdp-one-node "${S}--fix: hsdp=on: hybrid sharding" "$bin" search --model 125M --gpus 8 --fix hsdp=on
     check fix-hsdp-vs-zero "${S}--fix: hsdp=on is ZeRO-3 with the optimizer sharded, and zero is fixed otherwise" "$bin" search --model 125M --gpus 8 --fix zero=2,hsdp=on
     check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2

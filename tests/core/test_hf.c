@@ -727,6 +727,71 @@ static void test_moe_math_keys(void **state)
     assert_int_equal(err.line, 2);
 }
 
+/* Issue #14: the activation a config names changes the math; a value
+ * megaplan does not compute for the family is refused at its line (3), one
+ * accepted and one refused per family kind (SwiGLU, GELU, ReLU). */
+static void test_activation(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    static const char *const heads[] = {
+        /* 0 llama */
+        "\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+        "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"vocab_size\": 100",
+        /* 1 mixtral */
+        "\"model_type\": \"mixtral\", \"num_local_experts\": 8, \"num_experts_per_tok\": 2, "
+        "\"num_hidden_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+        "\"intermediate_size\": 32, \"vocab_size\": 100",
+        /* 2 gpt2 */
+        "\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
+        "\"vocab_size\": 100",
+        /* 3 bert */
+        "\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+        "\"num_attention_heads\": 4, \"intermediate_size\": 32, \"vocab_size\": 100",
+        /* 4 t5 1.0 (ReLU) */
+        "\"model_type\": \"t5\", \"num_layers\": 2, \"d_model\": 64, \"num_heads\": 4, "
+        "\"d_kv\": 16, \"d_ff\": 32, \"vocab_size\": 100, \"feed_forward_proj\": \"relu\"",
+    };
+    static const struct {
+        int fam;
+        const char *extra, *field;
+    } cases[] = {
+        {0, "\"hidden_act\": \"silu\"", NULL},
+        {0, "\"hidden_act\": \"swish\"", NULL},
+        {0, "\"hidden_act\": \"gelu\"", "hidden_act"},
+        {0, "\"hidden_activation\": \"gelu_pytorch_tanh\"", "hidden_activation"},
+        {0, "\"hidden_act\": 1", "hidden_act"},
+        {1, "\"hidden_act\": \"silu\"", NULL},
+        {1, "\"hidden_act\": \"relu\"", "hidden_act"},
+        {2, "\"activation_function\": \"gelu_new\"", NULL},
+        {2, "\"activation_function\": \"gelu_pytorch_tanh\"", NULL},
+        {2, "\"activation_function\": \"relu\"", "activation_function"},
+        {2, "\"activation_function\": \"gelu_fast\"", "activation_function"},
+        {3, "\"hidden_act\": \"gelu\"", NULL},
+        {3, "\"hidden_act\": \"quick_gelu\"", "hidden_act"},
+        {3, "\"hidden_act\": \"silu\"", "hidden_act"},
+        {4, "\"hidden_act\": \"relu\"", NULL},
+        {4, "\"hidden_act\": \"gelu\"", "hidden_act"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, "{%s,\n\"pad\": 0,\n%s}", heads[cases[i].fam], cases[i].extra);
+        mp_error_clear(&err);
+        mp_status st = mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err);
+        if (!cases[i].field) {
+            if (st != MP_OK)
+                fail_msg("case %zu (%s) refused: %s: %s", i, cases[i].extra, err.field, err.msg);
+            continue;
+        }
+        if (st != MP_EINPUT)
+            fail_msg("case %zu (%s) accepted", i, cases[i].extra);
+        assert_string_equal(err.field, cases[i].field);
+        assert_string_equal(err.file, "c.json");
+        assert_int_equal(err.line, 3);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -737,7 +802,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_moe_families), cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_rope_fields), cmocka_unit_test(test_deepseek_yarn),
         cmocka_unit_test(test_qwen3_qk_norm), cmocka_unit_test(test_norm_eps),
-        cmocka_unit_test(test_moe_math_keys),
+        cmocka_unit_test(test_moe_math_keys), cmocka_unit_test(test_activation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

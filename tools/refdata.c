@@ -232,6 +232,20 @@ static mp_status optional_flag(const csv *c, int r, int first, const char *name,
     return MP_OK;
 }
 
+/* An optional text column named `name` among the appended ones: its cell,
+ * or NULL where the file has no such column or leaves it empty. */
+static const char *optional_text(const csv *c, int r, int first, const char *name, int *at)
+{
+    for (int col = first; col < c->cols; col++) {
+        if (strcmp(c->header[col], name) != 0)
+            continue;
+        const char *s = cell(c, r, col);
+        *at = col + 1;
+        return s && s[0] ? s : NULL;
+    }
+    return NULL;
+}
+
 /* ---- configurations -------------------------------------------------------- */
 
 /* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
@@ -364,7 +378,9 @@ static const char note_nemo[] =
     "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy) "
     "and their H100 FSDP rows register the DP buffers with NCCL (nccl_ub); the 25.11 "
     "MXFP8 LLaMA 3.1 405B row gathers its parameters after the optimizer step, its recipe "
-    "turning the gather's overlap off (param_gather_sync); "
+    "turning the gather's overlap off (param_gather_sync); the 26.x MXFP8 LLaMA 3.1 405B "
+    "GB200 rows (pp 16, vp 8) split the layers as their recipe does (pipeline_layout: the "
+    "embedding and the loss each a virtual stage of their own, one layer in every other); "
     "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
@@ -991,6 +1007,19 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.te_cross_entropy = te_ce;
         w->config.parallel.nccl_ub = nccl_ub;
         w->config.parallel.param_gather_sync = pg_sync;
+        /* the recipe's split of the layers over the virtual stages, in
+         * Megatron-Core's --pipeline-model-parallel-layout grammar */
+        int layout_col = 0;
+        const char *layout = optional_text(c, r, RUN_COLS, "pipeline_layout", &layout_col);
+        if (layout) {
+            if (strlen(layout) >= sizeof w->config.parallel.pipeline_layout)
+                return mp_error_set(err, MP_EINPUT, c->path, c->line[r], layout_col,
+                                    "pipeline_layout",
+                                    "too long: at most %zu characters",
+                                    sizeof w->config.parallel.pipeline_layout - 1);
+            snprintf(w->config.parallel.pipeline_layout, sizeof w->config.parallel.pipeline_layout,
+                     "%s", layout);
+        }
         /* the row's own profile (static names: the preset table's, or the set's) */
         for (int k = 0; k < mp_hw_preset_count(); k++)
             if (strcmp(mp_hw_preset_name(k), system) == 0)

@@ -378,6 +378,17 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                     "interleaved order, and %s places the stages otherwise",
                     (long long)m->layers, (long long)p->pp, (long long)p->vpp,
                     (long long)stages, mp_schedule_name(p->schedule));
+    else if (p->vpp > 1 && stages == m->layers + 2)
+        /* Megatron's split with the embedding and the loss counted as a
+         * layer each gives the first and last virtual stage none; the
+         * default split keeps a block in every stage, a layout does not */
+        return FAIL("vpp",
+                    "pp*vpp = %lld*%lld = %lld stages for %lld layers leaves the first and last "
+                    "stage only the embedding and the loss (Megatron's "
+                    "account_for_embedding/loss_in_pipeline_split): give that split as "
+                    "pipeline_layout 'E|(t|)*%lldL'",
+                    (long long)p->pp, (long long)p->vpp, (long long)stages,
+                    (long long)m->layers, (long long)m->layers);
     else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
                     p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "

@@ -122,6 +122,13 @@ refuse with-layout "cannot be given with pipeline_layout" \
     estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --first-stage-layers 16
 refuse search-unfixed "the first/last-stage layers fix the stages: give pp and vpp too" \
     search $l16 --first-stage-layers 12
+# 126 layers on 16 x 8 = 128 stages: Megatron counts the embedding and the loss as a layer
+# each, leaving those stages no block; the refusal names the layout that gives that split
+refuse emb-loss-stages "give that split as pipeline_layout 'E|(t|)*126L'" \
+    estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 --global-batch 1536
+"$bin" estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 \
+    --global-batch 1536 --pipeline-layout 'E|(t|)*126L' >/dev/null 2>err.txt && ok ||
+    bad "the layout the refusal names is refused: $(cat err.txt)"
 
 # a layout whose last stage holds the loss alone: the head's work and memory
 # there, no block (the plan's last stage is [33, 34])

@@ -311,6 +311,20 @@ static void detail_kinds(const mp_config *c, int64_t L, detail_set *ds)
     }
 }
 
+/* The block kinds' details of c, from the memo when it holds them, else
+ * computed into *local (no memo, or no room in it) */
+static const detail_set *detail_set_of(const mp_config *c, int64_t L, mp_cost_memo *memo,
+                                       detail_set *local)
+{
+    bool filled = false;
+    detail_set *ds = mp_cost_memo_slot(memo, c, sizeof *ds, &filled);
+    if (!ds)
+        ds = local;
+    if (!filled)
+        detail_kinds(c, L, ds);
+    return ds;
+}
+
 /* DeepSpeed's BF16 optimizer (BigScience's Megatron-DeepSpeed under bf16)
  * keeps fp32 gradients of its own: after every micro-batch's backward,
  * update_hp_grads runs hp_grad.add_(lp.grad.to(fp32)) for each parameter
@@ -378,12 +392,8 @@ static void fill_details_of_kind(const mp_config *c, mp_cost_memo *memo,
             det[i] = i <= ne ? enc : dec;
         return;
     }
-    bool filled = false;
-    detail_set local, *ds = mp_cost_memo_slot(memo, c, sizeof *ds, &filled);
-    if (!ds)
-        ds = &local;
-    if (!filled)
-        detail_kinds(c, L, ds);
+    detail_set local;
+    const detail_set *ds = detail_set_of(c, L, memo, &local);
     det[0] = ds->emb;
     det[L + 1] = ds->head;
     for (int64_t i = 1; i <= L; i++)
@@ -1426,12 +1436,8 @@ bool mp_estimate_block_sums(const mp_config *c, mp_cost_memo *memo,
     if (c->model.arch == MP_ARCH_T5 || pp->moe_a2a_overlap || L < 1 || L > MP_MAX_LAYERS)
         return false;
     const model_facts *mf = facts_of(c, memo);
-    bool filled = false;
-    detail_set local, *ds = mp_cost_memo_slot(memo, c, sizeof *ds, &filled);
-    if (!ds)
-        ds = &local;
-    if (!filled)
-        detail_kinds(c, L, ds);
+    detail_set local;
+    const detail_set *ds = detail_set_of(c, L, memo, &local);
     int64_t count[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < L; i++)
         count[mf ? mf->kind[i] : block_kind(&c->model, i)]++;

@@ -641,6 +641,38 @@ static void test_deepseek_yarn(void **state)
     assert_true(m.attn.yarn_mscale_all_dim == 1.0);
 }
 
+/* One HF config case: a family's head (index into a table), one extra key
+ * on line 3, and the field it must be refused at (NULL: accepted). */
+typedef struct {
+    int fam;
+    const char *extra, *field;
+} hf_case;
+
+/* Each case as "{head,\nmiddle,\nextra}": accepted, or refused at its line 3
+ * naming its field and the file. */
+static void check_hf_cases(const char *const heads[], const char *middle, const hf_case *cases,
+                           size_t n)
+{
+    mp_model m;
+    mp_error err;
+    for (size_t i = 0; i < n; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, "{%s,\n%s,\n%s}", heads[cases[i].fam], middle, cases[i].extra);
+        mp_error_clear(&err);
+        mp_status st = mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err);
+        if (!cases[i].field) {
+            if (st != MP_OK)
+                fail_msg("case %zu (%s) refused: %s: %s", i, cases[i].extra, err.field, err.msg);
+            continue;
+        }
+        if (st != MP_EINPUT)
+            fail_msg("case %zu (%s) accepted", i, cases[i].extra);
+        assert_string_equal(err.field, cases[i].field);
+        assert_string_equal(err.file, "c.json");
+        assert_int_equal(err.line, 3);
+    }
+}
+
 /* A key that changes an MoE's math and that the family does not read is an
  * error at its line (issue 14: never silently dropped), in every MoE family;
  * a value saying what the family does anyway, and the keys that do not change
@@ -662,10 +694,7 @@ static void test_moe_math_keys(void **state)
                          "\"intermediate_size\": 32, \"vocab_size\": 100, "
                          "\"max_position_embeddings\": 64, \"num_experts_per_tok\": 2";
     /* {family index, the extra key (on line 3), refused?} */
-    static const struct {
-        int fam;
-        const char *extra, *field;
-    } cases[] = {
+    static const hf_case cases[] = {
         {0, "\"n_shared_experts\": 2", "n_shared_experts"},
         {0, "\"moe_intermediate_size\": 1024", "moe_intermediate_size"},
         {0, "\"capacity_factor\": 1.25", "capacity_factor"},
@@ -689,23 +718,7 @@ static void test_moe_math_keys(void **state)
         {3, "\"aux_loss_alpha\": 0.001, \"seq_aux\": true, \"topk_method\": \"noaux_tc\", "
             "\"ep_size\": 1", NULL},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char json[1024];
-        snprintf(json, sizeof json, "{%s,\n%s,\n%s}", heads[cases[i].fam], common,
-                 cases[i].extra);
-        mp_error_clear(&err);
-        mp_status st = mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err);
-        if (!cases[i].field) {
-            if (st != MP_OK)
-                fail_msg("case %zu (%s) refused: %s: %s", i, cases[i].extra, err.field, err.msg);
-            continue;
-        }
-        if (st != MP_EINPUT)
-            fail_msg("case %zu (%s) accepted", i, cases[i].extra);
-        assert_string_equal(err.field, cases[i].field);
-        assert_string_equal(err.file, "c.json");
-        assert_int_equal(err.line, 3);
-    }
+    check_hf_cases(heads, common, cases, sizeof cases / sizeof cases[0]);
     /* the audit's case: the released Mixtral config with a shared expert
      * added loaded as the 12.88B-active model it is not */
     char path[512];
@@ -733,8 +746,6 @@ static void test_moe_math_keys(void **state)
 static void test_activation(void **state)
 {
     (void)state;
-    mp_model m;
-    mp_error err;
     static const char *const heads[] = {
         /* 0 llama */
         "\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
@@ -753,10 +764,7 @@ static void test_activation(void **state)
         "\"model_type\": \"t5\", \"num_layers\": 2, \"d_model\": 64, \"num_heads\": 4, "
         "\"d_kv\": 16, \"d_ff\": 32, \"vocab_size\": 100, \"feed_forward_proj\": \"relu\"",
     };
-    static const struct {
-        int fam;
-        const char *extra, *field;
-    } cases[] = {
+    static const hf_case cases[] = {
         {0, "\"hidden_act\": \"silu\"", NULL},
         {0, "\"hidden_act\": \"swish\"", NULL},
         {0, "\"hidden_act\": \"gelu\"", "hidden_act"},
@@ -774,22 +782,7 @@ static void test_activation(void **state)
         {4, "\"hidden_act\": \"relu\"", NULL},
         {4, "\"hidden_act\": \"gelu\"", "hidden_act"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char json[1024];
-        snprintf(json, sizeof json, "{%s,\n\"pad\": 0,\n%s}", heads[cases[i].fam], cases[i].extra);
-        mp_error_clear(&err);
-        mp_status st = mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err);
-        if (!cases[i].field) {
-            if (st != MP_OK)
-                fail_msg("case %zu (%s) refused: %s: %s", i, cases[i].extra, err.field, err.msg);
-            continue;
-        }
-        if (st != MP_EINPUT)
-            fail_msg("case %zu (%s) accepted", i, cases[i].extra);
-        assert_string_equal(err.field, cases[i].field);
-        assert_string_equal(err.file, "c.json");
-        assert_int_equal(err.line, 3);
-    }
+    check_hf_cases(heads, "\"pad\": 0", cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(int argc, char **argv)

@@ -364,13 +364,10 @@ static void test_zbv_order_grid(void **state)
     assert_int_equal(fallbacks, 0); /* the greedy never stalls (schedule_vorder.c try_f) */
 }
 
-/* The plan of the issue: Mixtral 8x7B on 64 H100, tp 2 sp, pp 8 (zb-v, two
- * chunks), ep 8, etp 1, 32 micro-batches, selective recompute. Its greedy
- * order stalled ("zb-v order stalled (p=8 m=32)"); now the simulation runs
- * and what the executor asks for rank by rank is the same order. */
-static void test_mixtral_pp8_order(void **state)
+/* Mixtral 8x7B on 64 H100, tp 2 sp, pp 8 (zb-v, two chunks), ep 8, etp 1,
+ * 32 micro-batches, selective recompute: the plan whose greedy order once stalled */
+static mp_config mixtral_pp8_zbv(void)
 {
-    (void)state;
     mp_config c;
     memset(&c, 0, sizeof c);
     const mp_model *md = mp_model_preset("mixtral-8x7b");
@@ -383,6 +380,18 @@ static void test_mixtral_pp8_order(void **state)
     c.parallel = (mp_parallel){.tp = 2, .pp = 8, .vpp = 2, .cp = 1, .dp = 4, .sp = true,
                                .micro_batch = 1, .recompute = MP_RECOMPUTE_SELECTIVE,
                                .schedule = MP_SCHED_ZBV, .ep = 8, .etp = 1};
+    return c;
+}
+
+/* The plan of the issue: Mixtral 8x7B on 64 H100, tp 2 sp, pp 8 (zb-v, two
+ * chunks), ep 8, etp 1, 32 micro-batches, selective recompute. Its greedy
+ * order stalled ("zb-v order stalled (p=8 m=32)"); now the simulation runs
+ * and what the executor asks for rank by rank is the same order. */
+static void test_mixtral_pp8_order(void **state)
+{
+    (void)state;
+    mp_config c = mixtral_pp8_zbv();
+    mp_error err;
     mp_sim_options opt = {0};
     mp_sim_result r;
     memset(&r, 0, sizeof r);
@@ -422,18 +431,8 @@ static void test_mixtral_pp8_order(void **state)
 static void test_stall_hook_gives_the_fallback(void **state)
 {
     (void)state;
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    const mp_model *md = mp_model_preset("mixtral-8x7b");
-    assert_non_null(md);
-    c.model = *md;
+    mp_config c = mixtral_pp8_zbv();
     mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = 64, .seq = md->seq, .global_batch = 128,
-                               .precision = MP_DTYPE_BF16};
-    c.parallel = (mp_parallel){.tp = 2, .pp = 8, .vpp = 2, .cp = 1, .dp = 4, .sp = true,
-                               .micro_batch = 1, .recompute = MP_RECOMPUTE_SELECTIVE,
-                               .schedule = MP_SCHED_ZBV, .ep = 8, .etp = 1};
     mp_plan plan;
     memset(&plan, 0, sizeof plan);
     plan.config = c;

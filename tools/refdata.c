@@ -1057,7 +1057,10 @@ static mp_status runs(const char *dir, const char *const *files, refdata_set *s,
                                 "differs from %s's: one data set, one role", files[0]);
         }
         s->role = c.role;
+        int first = s->n;
         st = runs_file(&c, s, err);
+        for (int r = first; r < s->n; r++)
+            s->rows[r].file = files[f]; /* a set of several files: name the row's own */
         csv_free(&c);
         if (st != MP_OK)
             return st;

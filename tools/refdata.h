@@ -95,6 +95,7 @@ const char *refdata_table_get(const refdata_table *t, int r, const char *name);
 typedef struct refdata_row {
     refdata_set_id set;
     int line;                  /* 1-based line of the CSV file */
+    const char *file;          /* that file, relative to the data folder (NULL: the set's) */
     int index;                 /* 0-based data line of its file (the parity hold-out split) */
     char label[192];           /* short description, as docs/validation.md prints it */
     mp_config config;          /* model, hw, training, parallel with the assumptions applied;

@@ -99,8 +99,8 @@ static int iterations(const char *dir, refdata_set_id id, const refdata_profiles
         mp_error err;
         mp_error_clear(&err);
         if (mp_estimate_config(&x->config, NULL, &e, &err) != MP_OK) {
-            fprintf(stderr, "megaplan-validate: %s row %d refused: %s: %s\n", rs.file, x->line,
-                    err.field, err.msg);
+            fprintf(stderr, "megaplan-validate: %s row %d refused: %s: %s\n",
+                    x->file ? x->file : rs.file, x->line, err.field, err.msg);
             continue;
         }
         add_step_row(ds, x->label, x->config.hw.name, x->measured_s, &e);

@@ -217,6 +217,60 @@ static void attention_core(const mp_config *c, double n_scores, double sq, doubl
     *kernels = dropout ? 4.0 : 3.0;
 }
 
+/* Transformer Engine's ring attention (cp_comm_type "p2p", the one
+ * Megatron-Core passes when the config leaves cp_comm_type unset:
+ * AttnFuncWithCPAndKVP2P in transformer_engine/pytorch/attention/
+ * dot_product_attention/context_parallel.py, TE 2.7-2.9) splits the sequence
+ * into 2c chunks, rank r holding chunks r and 2c-1-r, and runs one fused
+ * attention call per ring step. Under a causal mask step 0 is the "diagonal"
+ * call, causal, over the rank's own s/c queries and s/c keys; every later
+ * step is unmasked over half of one side: the "lower-triangle" call (step
+ * i <= r) takes all s/c queries against the first s/(2c) keys received, the
+ * "upper-triangle" one (i > r) the second s/(2c) queries against all s/c
+ * keys (cp_p2p_fwd_prepare_qkv, cp_p2p_fwd_fused_attn: max_seqlen_kv // 2,
+ * max_seqlen_q // 2). Each step does 1/c of the rank's causal work. Rank
+ * c - 1 runs lower-triangle calls only, over s/(2c) keys, the slowest at a
+ * rate that grows with the keys per call (attention_core), and the ring's
+ * receive before each step ties every rank to it. rows = b x local heads. */
+void mp_cp_causal_attention(const mp_config *c, double rows, double s, double cp, double hd,
+                            bool dropout, double *fwd, double *bwd)
+{
+    double q = s / cp, f0, b0, k0, f1, b1, k1;
+    attention_core(c, rows * q * q, q, hd, q, true, 0.0, q, dropout, &f0, &b0, &k0);
+    attention_core(c, rows * q * 0.5 * q, q, hd, 0.5 * q, false, 0.0, 0.5 * q, dropout, &f1, &b1,
+                   &k1);
+    *fwd = f0 + (cp - 1.0) * f1;
+    *bwd = b0 + (cp - 1.0) * b1;
+}
+
+/* The memory-bound work the same ring adds on its slowest rank (c - 1),
+ * elt bytes per element (the attention's 16-bit activations), n_q elements
+ * of Q (and dQ), n_out of the output, n_kv of K and V together; every pass
+ * below is one kernel reading and writing the elements once (the merges are
+ * torch.compile'd functions, jit_fuser in transformer_engine/pytorch/jit.py;
+ * the accumulations in-place copy_/add_). Forward: K and V concatenated into
+ * the send buffer (torch.cat: r1 w1 of n_kv), the first step's output
+ * rescaled into the running output (flash_attn_fwd_out_correction_init: r1
+ * w1 of n_out), and each later step's output rescaled and added to it
+ * (flash_attn_fwd_out_correction, out.add_: r2 w1; full rows on rank c - 1,
+ * whose steps all satisfy i <= rank). Backward: K and V copied into the
+ * double buffer (p2p_comm_buffers[0][0].copy_: r1 w1), each step's dQ
+ * copied (first step: r1 w1) or added (r2 w1) into the dQ buffer, and its
+ * dK, dV into the dK/dV buffer that travels the ring: a copy into the first
+ * half at step 0 (r1 w1 of n_kv/2), adds into that half for steps 1 .. c-2
+ * (r2 w1 of n_kv/2) and a full add at the last, diagonal step (r2 w1).
+ * The log-sum-exp merges run on b x heads x s/c fp32 values, 1/hd of the
+ * output's, and are left out. */
+void mp_cp_ring_merge(double cp, double n_q, double n_out, double n_kv, double elt,
+                      mp_pass_cost *out)
+{
+    double steps = cp - 1.0;
+    out->bytes_f = elt * (2.0 * n_kv + n_out * (2.0 + 3.0 * steps));
+    out->bytes_b = elt * (2.0 * n_kv + n_q * (2.0 + 3.0 * steps) +
+                          n_kv * (1.0 + 1.5 * (cp - 2.0) + 3.0));
+    out->kernels_f = out->kernels_b = 0.0; /* counted with the ring's steps (ak) */
+}
+
 /* RoPE on this rank's Q and K, `elts` 16-bit elements. Fused (Transformer
  * Engine's fused_apply_rotary_pos_emb, which Megatron uses with
  * --apply-rope-fusion): one kernel reading and writing each element, its
@@ -433,6 +487,21 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
          * log-sum-exp correction of the partial output and the send/receive
          * of the next K/V chunk: 3 more launches per extra step */
         ak += 3.0 * (cp - 1.0);
+    /* the ring's steps and merges (mp_cp_causal_attention, mp_cp_ring_merge);
+     * a sliding window is not Transformer Engine's p2p ring (its
+     * attn_forward_func_with_cp asserts all_gather or a2a for one), and stays
+     * the single call above (docs/cost-model.md §12a) */
+    mp_pass_cost ring = {0};
+    if (pp->cp > 1 && !(bs->window > 0.0)) {
+        if (bs->causal && hw->flash_attention)
+            mp_cp_causal_attention(c, b * heads_local, bs->s, cp, core_hd, bs->dropout, &af, &ab);
+        bool mla = mp_model_is_mla(m);
+        double hd_v = mla ? (double)m->mla.v_head_dim : hd;
+        double n_kv = mla ? heads_local * (hd + hd_v) : 2.0 * kvd / t;
+        double tok = b * bs->s / cp;
+        mp_cp_ring_merge(cp, tok * heads_local * hd, tok * heads_local * hd_v, tok * n_kv, dt,
+                         &ring);
+    }
     double ak_self = ak;
     if (cross) {
         double cf, cb, ck;
@@ -461,6 +530,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     }
     qk_norm_cost(m, T * (qd + kvd) / t, &rope); /* beside RoPE, on the same heads */
     mp_pass_cost odd = rope;
+    odd.bytes_f += ring.bytes_f; /* CP's merges (above) */
+    odd.bytes_b += ring.bytes_b;
     /* training.fp8_act_cache: the dense MLP's or shared experts' SwiGLU input
      * cast to its stored type and back, one kernel each pass (fp8.c) */
     double store = mp_swiglu_input_store_cast_bytes(c, moe, 2.0 * T * f / t);
@@ -639,20 +710,6 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
      * the host's next dispatch (GPT-OSS's clamp, oss_cost.c) */
     out->fwd_compute += mt.clamp_syncs * hw->kernel_overhead;
     out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, k_bwd) - out->tp_bwd;
-    out->attn_core_fwd = mp_host_bound(hw, af, ak);
-    out->wgrad = wgrad;
-    if (mp_schedule_splits_backward(pp->schedule) && pp->pp > 1) {
-        /* ZB-H1 issues W (the weight-gradient GEMMs) as a pass of its own,
-         * later: B and W are each host- or GPU-bound by themselves, which is
-         * never faster than one backward pass */
-        double w = mp_host_bound(hw, wgrad, (double)ng);
-        double b_in = mp_host_bound(hw, gpu_b - wgrad + out->tp_bwd, k_bwd - (double)ng);
-        out->bwd_compute = b_in + w - out->tp_bwd;
-        out->wgrad = w;
-    }
-
-    module_times(c, bs, &mt, fwd_of, one, out);
-
     /* CP: c-1 ring steps passing this rank's K and V (backward also dK, dV),
      * each hidden under the attention of the chunk already there */
     out->cp_fwd = out->cp_bwd = 0.0;
@@ -668,6 +725,22 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         out->cp_fwd = (cp - 1.0) * mp_overlap_excess(step_f, af / cp, share);
         out->cp_bwd = (cp - 1.0) * mp_overlap_excess(step_b, ab / cp, share);
     }
+    /* selective recompute of core_attn re-runs the whole forward call: with
+     * CP its ring's steps, merges and exposed exchange too */
+    out->attn_core_fwd =
+        mp_host_bound(hw, af + mp_membound_time(hw, ring.bytes_f, 0.0), ak) + out->cp_fwd;
+    out->wgrad = wgrad;
+    if (mp_schedule_splits_backward(pp->schedule) && pp->pp > 1) {
+        /* ZB-H1 issues W (the weight-gradient GEMMs) as a pass of its own,
+         * later: B and W are each host- or GPU-bound by themselves, which is
+         * never faster than one backward pass */
+        double w = mp_host_bound(hw, wgrad, (double)ng);
+        double b_in = mp_host_bound(hw, gpu_b - wgrad + out->tp_bwd, k_bwd - (double)ng);
+        out->bwd_compute = b_in + w - out->tp_bwd;
+        out->wgrad = w;
+    }
+
+    module_times(c, bs, &mt, fwd_of, one, out);
 }
 
 static double tokens_embedded(const mp_config *c)

@@ -409,6 +409,16 @@ double mp_membound_time(const mp_hw *hw, double bytes, double kernels);
 /* A pass of `kernels` launches whose GPU time is gpu: max(gpu, kernels x the
  * profile's kernel_overhead (host dispatch per kernel)). */
 double mp_host_bound(const mp_hw *hw, double gpu, double kernels);
+/* Context parallelism under Transformer Engine's p2p ring (compute.c,
+ * docs/cost-model.md §5 CP): the slowest rank's causal attention as its c
+ * calls, forward and backward seconds (rows = micro-batch x local heads, s
+ * the whole sequence, hd the head dim); and the bytes of the ring's merges
+ * and buffer copies per pass (n_q elements of Q, n_out of the output, n_kv
+ * of K and V; elt bytes per element). */
+void mp_cp_causal_attention(const mp_config *c, double rows, double s, double cp, double hd,
+                            bool dropout, double *fwd, double *bwd);
+void mp_cp_ring_merge(double cp, double n_q, double n_out, double n_kv, double elt,
+                      mp_pass_cost *out);
 
 /* Seconds per micro-batch on one GPU for one block, by part. */
 typedef struct mp_block_time {

@@ -304,7 +304,7 @@ static mp_gpt_dims tiny_llama_dims(int tp, int tp_rank, bool sp, bool tied, int 
     mp_gpt_dims d = tiny_dims(tp, tp_rank, sp, tied);
     d.heads = heads;
     d.kv_heads = kv;
-    d.rmsnorm = d.swiglu = d.rope = d.no_bias = true;
+    d.rmsnorm = d.gated = d.rope = d.no_bias = true;
     return d;
 }
 
@@ -384,7 +384,7 @@ static void test_model_gradients_llama(void **state)
     d.rmsnorm = true;
     check_model_gradients_of(d);
     d = tiny_dims(1, 0, false, true);
-    d.swiglu = true;
+    d.gated = true;
     check_model_gradients_of(d);
     d = tiny_dims(1, 0, false, true);
     d.kv_heads = 2;
@@ -535,7 +535,7 @@ static void test_model_gradients_t5(void **state)
     d.layers = 4;
     d.enc_layers = 2;
     d.relu = false;
-    d.swiglu = true;
+    d.gated = true;
     check_model_gradients_of(d);
 }
 
@@ -594,7 +594,7 @@ static void test_model_gradients_moe(void **state)
     d.shared_ffn = 16;
     check_model_gradients_of(d);
     d = tiny_moe_dims(1, 0, false, 1, 0); /* GPT's blocks: GeLU experts */
-    d.rmsnorm = d.swiglu = d.rope = d.no_bias = false;
+    d.rmsnorm = d.gated = d.rope = d.no_bias = false;
     d.kv_heads = 0;
     check_model_gradients_of(d);
 }
@@ -712,7 +712,7 @@ static void test_model_gradients_mla(void **state)
     check_model_gradients_of(tiny_mla_dims(1, 0, false, 0));
     check_model_gradients_of(tiny_deepseek_dims());
     mp_gpt_dims d = tiny_mla_dims(1, 0, false, 10); /* LayerNorm, GeLU, biases, tied */
-    d.rmsnorm = d.swiglu = d.no_bias = false;
+    d.rmsnorm = d.gated = d.no_bias = false;
     d.tied = true;
     check_model_gradients_of(d);
 }
@@ -1203,7 +1203,7 @@ static void test_exact_data_is_alive(void **state)
      * attention-gradient grid), the biases, the clamped experts */
     d = (mp_gpt_dims){.hidden = 32, .heads = 4, .kv_heads = 2, .ffn = 64, .vocab = 64,
                       .seq = 16, .micro_batch = 1, .layers = 2, .tied = true, .tp = 1,
-                      .rmsnorm = true, .swiglu = true, .rope = true, .window = 5,
+                      .rmsnorm = true, .gated = true, .rope = true, .window = 5,
                       .window_skip_freq = 2, .sinks = true, .glu_limit = 0.5, .experts = 4,
                       .top_k = 2, .expert_ffn = 32, .ep = 1, .expert_bias = true};
     exact_data_is_alive_of(d, NULL);

@@ -230,12 +230,15 @@ static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
     else if (m->activation == MP_ACT_SWIGLU)
         mp_buf_puts(out, "--swiglu \\\n");
     else if (m->activation == MP_ACT_GELU) {
-        /* GELU's tanh form; no flag: the exact (erf) GELU, Megatron's default */
+        /* GELU's tanh form; no flag: the exact (erf) GELU, Megatron's default
+         * (TransformerConfig.activation_func F.gelu). At the commit
+         * tools/megatron-check.sh pins, arguments.py still parses
+         * --openai-gelu but nothing reads it (the legacy models that did
+         * were removed), so the export says so */
         mp_buf_puts(out, "--openai-gelu \\\n");
-        mp_buf_puts(notes, "# activation gelu (tanh form): --openai-gelu selected it in "
-                           "Megatron-LM's legacy models; Megatron-Core's MLP runs "
-                           "TransformerConfig.activation_func, F.gelu (erf), and no longer "
-                           "reads the flag\n");
+        mp_buf_puts(notes, "# activation gelu (tanh form): Megatron-Core no longer reads "
+                           "--openai-gelu (only its legacy models did) and runs the exact "
+                           "(erf) GELU\n");
     }
     else if (m->activation == MP_ACT_RELU)
         mp_buf_puts(notes, "# activation relu: Megatron-LM has no flag for ReLU (its MLP runs "

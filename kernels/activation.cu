@@ -25,14 +25,18 @@ int mpk_gelu_forward(float *out, const float *in, size_t n, void *stream)
     MK_ELEMENTWISE(n, stream, mk_gelu_fwd_kernel, out, in, n);
 }
 
-MK_KERNEL mk_gelu_bwd_kernel(float *din, const float *dout, const float *in, size_t n)
-{
-    MK_THREADS(t)
-    {
-        MK_EACH(t, i, n)
-        din[i] = dout[i] * mk_gelu_tanh_grad(in[i]);
+/* din[i] = dout[i] * grad(in[i]): an elementwise activation's backward */
+#define MK_GRAD_KERNEL(name, grad)                                                           \
+    MK_KERNEL name(float *din, const float *dout, const float *in, size_t n)                 \
+    {                                                                                        \
+        MK_THREADS(t)                                                                        \
+        {                                                                                    \
+            MK_EACH(t, i, n)                                                                 \
+            din[i] = dout[i] * grad(in[i]);                                                  \
+        }                                                                                    \
     }
-}
+
+MK_GRAD_KERNEL(mk_gelu_bwd_kernel, mk_gelu_tanh_grad)
 
 int mpk_gelu_backward(float *din, const float *dout, const float *in, size_t n, void *stream)
 {
@@ -61,14 +65,7 @@ int mpk_gelu_erf_forward(float *out, const float *in, size_t n, void *stream)
     MK_ELEMENTWISE(n, stream, mk_gelu_erf_fwd_kernel, out, in, n);
 }
 
-MK_KERNEL mk_gelu_erf_bwd_kernel(float *din, const float *dout, const float *in, size_t n)
-{
-    MK_THREADS(t)
-    {
-        MK_EACH(t, i, n)
-        din[i] = dout[i] * mk_gelu_erf_grad(in[i]);
-    }
-}
+MK_GRAD_KERNEL(mk_gelu_erf_bwd_kernel, mk_gelu_erf_grad)
 
 int mpk_gelu_erf_backward(float *din, const float *dout, const float *in, size_t n,
                           void *stream)

@@ -288,11 +288,28 @@ typedef void (*cpu_map_bwd_fn)(float *, const float *, const float *, size_t);
 typedef int (*k_map_fn)(float *, const float *, size_t, void *);
 typedef int (*k_map_bwd_fn)(float *, const float *, const float *, size_t, void *);
 
+/* An activation's forward (n_out values) and backward (n_d) from the
+ * kernel against the host's: on the grid in exact mode, else close. */
+static void kernel_agrees(const char *name, int exact, float *g_out, float *out,
+                          size_t n_out, float *g_d, float *d, size_t n_d)
+{
+    char what[64];
+    snprintf(what, sizeof what, "%s forward", name);
+    if (exact)
+        agree_on_grid(what, g_out, out, n_out, MP_Q_ACT);
+    else
+        close_to(what, g_out, out, n_out, TOL_ELEM);
+    snprintf(what, sizeof what, "%s backward", name);
+    if (exact)
+        agree_on_grid(what, g_d, d, n_d, MP_Q_GRAD);
+    else
+        close_to(what, g_d, d, n_d, TOL_ELEM);
+}
+
 static void map_case(const char *name, cpu_map_fn cf, cpu_map_bwd_fn cb, k_map_fn kf,
                      k_map_bwd_fn kb)
 {
     enum { N = 2000 };
-    char what[64];
     for (int exact = 0; exact < 2; exact++) {
         float *x = data(exact, N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
         float *out = fvec(N), *dx = fvec(N);
@@ -302,16 +319,7 @@ static void map_case(const char *name, cpu_map_fn cf, cpu_map_bwd_fn cb, k_map_f
         OK(kf(d_out, d_x, N, NULL));
         OK(kb(d_dy, d_dy, d_x, N, NULL));
         float *g_out = down(d_out, N), *g_dx = down(d_dy, N);
-        snprintf(what, sizeof what, "%s forward", name);
-        if (exact)
-            agree_on_grid(what, g_out, out, N, MP_Q_ACT);
-        else
-            close_to(what, g_out, out, N, TOL_ELEM);
-        snprintf(what, sizeof what, "%s backward", name);
-        if (exact)
-            agree_on_grid(what, g_dx, dx, N, MP_Q_GRAD);
-        else
-            close_to(what, g_dx, dx, N, TOL_ELEM);
+        kernel_agrees(name, exact, g_out, out, N, g_dx, dx, N);
         kt_free(d_x);
         free(x), free(dy), free(out), free(dx), free(g_out), free(g_dx);
     }
@@ -384,7 +392,6 @@ static void gated_case(const char *name, bool erf, cpu_gate_fn cf, cpu_gate_bwd_
                        k_gate_fn kf, k_gate_bwd_fn kb)
 {
     enum { R = 9, F = 70, N = R * F };
-    char what[64];
     for (int exact = 0; exact < 2; exact++) {
         float *gu = data(exact, 2 * N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
         float *out = fvec(N), *dgu = fvec(2 * N);
@@ -395,16 +402,7 @@ static void gated_case(const char *name, bool erf, cpu_gate_fn cf, cpu_gate_bwd_
         OK(kf(d_out, d_gu, R, F, erf, NULL));
         OK(kb(d_dgu, d_dy, d_gu, R, F, erf, NULL));
         float *g_out = down(d_out, N), *g_dgu = down(d_dgu, 2 * N);
-        snprintf(what, sizeof what, "%s forward", name);
-        if (exact)
-            agree_on_grid(what, g_out, out, N, MP_Q_ACT);
-        else
-            close_to(what, g_out, out, N, TOL_ELEM);
-        snprintf(what, sizeof what, "%s backward", name);
-        if (exact)
-            agree_on_grid(what, g_dgu, dgu, 2 * N, MP_Q_GRAD);
-        else
-            close_to(what, g_dgu, dgu, 2 * N, TOL_ELEM);
+        kernel_agrees(name, exact, g_out, out, N, g_dgu, dgu, 2 * N);
         kt_free(d_gu);
         kt_free(d_dy);
         free(gu), free(dy), free(out), free(dgu), free(g_out), free(g_dgu);

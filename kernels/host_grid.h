@@ -127,7 +127,7 @@ MK_FN unsigned mk_grid_for(size_t n)
     }
 
 /* ---- transcendental functions ----
- * The CPU executor calls glibc's expf, tanhf and logf. CUDA's single-precision
+ * The CPU executor calls glibc's expf, tanhf, logf and erff. CUDA's single-precision
  * versions differ from them by up to 2 units in the last place; the double
  * versions rounded to float are (nearly always) the correctly rounded result,
  * which glibc's float functions also return but for rare inputs (they are
@@ -144,6 +144,7 @@ MK_FN unsigned mk_grid_for(size_t n)
 MK_FN float mk_exp(float x) { return MK_LIBM(exp, expf, x); }
 MK_FN float mk_tanh(float x) { return MK_LIBM(tanh, tanhf, x); }
 MK_FN float mk_log(float x) { return MK_LIBM(log, logf, x); }
+MK_FN float mk_erf(float x) { return MK_LIBM(erf, erff, x); }
 
 /* One value onto exact mode's grid, as mp_quantize does: k = round half to
  * even of x * 2^grid (exact), clamped to +-lim, times 2^-grid. */

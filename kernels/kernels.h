@@ -87,6 +87,15 @@ int mpk_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x
 int mpk_gelu_forward(float *out, const float *in, size_t n, void *stream);
 /* din[n] = dout * gelu'(in); din may alias dout. */
 int mpk_gelu_backward(float *din, const float *dout, const float *in, size_t n, void *stream);
+/* The exact (erf) GELU, x Phi(x), and its gradient; the same aliasing. */
+int mpk_gelu_erf_forward(float *out, const float *in, size_t n, void *stream);
+int mpk_gelu_erf_backward(float *din, const float *dout, const float *in, size_t n,
+                          void *stream);
+/* GEGLU: gu[rows, 2f] = [gate | up] -> out[rows, f] = gelu(gate) * up, GELU's
+ * tanh form or (erf != 0) the exact one; backward into dgu[rows, 2f]. */
+int mpk_geglu_forward(float *out, const float *gu, int rows, int f, int erf, void *stream);
+int mpk_geglu_backward(float *dgu, const float *dout, const float *gu, int rows, int f, int erf,
+                       void *stream);
 /* out[rows, f] = silu(gu[:, :f]) * gu[:, f:], gu[rows, 2f] = [gate | up]. */
 int mpk_swiglu_forward(float *out, const float *gu, int rows, int f, void *stream);
 /* dgu[rows, 2f] from dout[rows, f]. */

@@ -579,7 +579,7 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                    mp_dispatcher_name(pp->dispatcher),
                    pp->moe_a2a_overlap || pp->shared_expert_overlap ? " and MoE overlap" : "");
     }
-    if (d->rmsnorm || d->swiglu || d->rope || d->no_bias) {
+    if (d->rmsnorm || d->gated || d->rope || d->no_bias || d->gelu_erf) {
         /* the rotary angles when they are not LLaMA-2's (base 10000) */
         char angles[200] = "", softmax[48] = "";
         const mp_rope_spec *rf = &d->rope_freq;
@@ -596,7 +596,11 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
         else if (d->rope && rf->theta > 0 && rf->theta != 10000.0)
             snprintf(angles, sizeof angles, " (base %g)", rf->theta);
         printf("blocks: %s, %s, %s positions%s, %s%s\n", d->rmsnorm ? "RMSNorm" : "LayerNorm",
-               d->swiglu ? "SwiGLU" : d->relu ? "ReLU" : "GeLU",
+               d->gated && d->geglu ? (d->gelu_erf ? "GEGLU (exact erf GeLU)" : "GEGLU")
+               : d->gated         ? "SwiGLU"
+               : d->relu          ? "ReLU"
+               : d->gelu_erf      ? "GeLU (exact erf)"
+                                  : "GeLU",
                d->rope ? "rotary" : d->t5 ? "relative" : "learned", angles,
                d->no_bias ? "no biases" : "biases",
                d->qk_norm ? ", QK-norm (RMSNorm on each query and key head before RoPE)" : "");

@@ -174,7 +174,12 @@ int cmd_explain(int argc, char **argv)
             out.oom = true;
         cJSON_Delete(o);
     } else if (cc.format == MP_FORMAT_MEGATRON) {
-        if (found && found->n > 0) {
+        if (found && found->n > 0 &&
+            mp_megatron_can_run(&found->plans[0].config, &err) != MP_OK) {
+            mp_buf_free(&out);
+            mp_search_result_free(&r);
+            return mp_cli_fail("explain", &err);
+        } else if (found && found->n > 0) {
             mp_megatron_args(&found->plans[0].config, found->plans[0].plan, &out);
         } else {
             fprintf(stderr, "megaplan explain: search finds no configuration that fits: no "

@@ -19,6 +19,8 @@ mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_fo
                                 "only): this plan runs under %s (--format %s)",
                                 (long long)c->parallel.zero, mp_framework_name(runs),
                                 mp_framework_format(runs));
+        if (mp_megatron_can_run(c, err) != MP_OK)
+            return MP_EINPUT; /* a gated GELU: no flags say it */
         mp_megatron_args(c, plan, out);
         return MP_OK;
     case MP_FORMAT_DEEPSPEED:

@@ -314,6 +314,7 @@ static mp_status read_llama(const hf_ctx *cx, mp_model *m, mp_error *err)
 static mp_status read_bert(const hf_ctx *cx, mp_model *m, mp_error *err)
 {
     mp_model_arch_defaults(m, MP_ARCH_BERT);
+    m->activation = MP_ACT_GELU_ERF; /* BertConfig's hidden_act "gelu" (check_activation) */
     TRY(hf_int(cx, "num_hidden_layers", true, 1, MP_MAX_LAYERS, &m->layers, err));
     TRY(hf_int(cx, "hidden_size", true, 1, BIG_DIM, &m->hidden, err));
     TRY(hf_int(cx, "num_attention_heads", true, 1, BIG_DIM, &m->heads, err));
@@ -322,6 +323,86 @@ static mp_status read_bert(const hf_ctx *cx, mp_model *m, mp_error *err)
     m->seq = 512;
     TRY(hf_int(cx, "max_position_embeddings", false, 1, BIG_DIM, &m->seq, err));
     TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
+    return MP_OK;
+}
+
+/* The elementwise function an activation name (transformers' ACT2FN key)
+ * computes: GELU's tanh form ("gelu_new", "gelu_pytorch_tanh"), the exact
+ * erf GELU ("gelu": torch's nn.GELU()), SiLU ("silu" and its alias
+ * "swish"), ReLU; anything else (gelu_fast, quick_gelu, gelu_10, ...) is
+ * another function, -1. */
+typedef enum { HF_FN_GELU_TANH, HF_FN_GELU_ERF, HF_FN_SILU, HF_FN_RELU } hf_fn;
+
+static int hf_fn_of(const char *name)
+{
+    static const struct {
+        const char *name;
+        hf_fn fn;
+    } fns[] = {{"gelu_new", HF_FN_GELU_TANH}, {"gelu_pytorch_tanh", HF_FN_GELU_TANH},
+               {"gelu", HF_FN_GELU_ERF},      {"silu", HF_FN_SILU},
+               {"swish", HF_FN_SILU},         {"relu", HF_FN_RELU}};
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        if (!strcmp(name, fns[i].name))
+            return (int)fns[i].fn;
+    return -1;
+}
+
+/* The model activation of an MLP that is gated or not around fn; -1 where
+ * megaplan has none (a plain SiLU MLP, ReGLU). */
+static int hf_activation_of(hf_fn fn, bool gated)
+{
+    switch (fn) {
+    case HF_FN_GELU_TANH:
+        return gated ? MP_ACT_GEGLU : MP_ACT_GELU;
+    case HF_FN_GELU_ERF:
+        return gated ? MP_ACT_GEGLU_ERF : MP_ACT_GELU_ERF;
+    case HF_FN_SILU:
+        return gated ? MP_ACT_SWIGLU : -1;
+    default:
+        return gated ? -1 : MP_ACT_RELU;
+    }
+}
+
+/* T5's MLP (transformers' T5Config): feed_forward_proj "[gated-]ACT"
+ * (default "relu") gives is_gated_act and dense_act_fn = ACT, except that
+ * "gated-gelu" means dense_act_fn "gelu_new" (kept so for the T5 1.1 and
+ * Flan-T5 checkpoints: GEGLU over GELU's tanh form). A saved config also
+ * holds dense_act_fn and is_gated_act, which T5Config then sets as given
+ * (its PretrainedConfig.__init__ runs last); either one that disagrees with
+ * feed_forward_proj is refused at its line rather than one of them
+ * silently chosen. */
+static mp_status read_t5_activation(const hf_ctx *cx, mp_model *m, mp_error *err)
+{
+    const char *proj = "relu", *dense = NULL;
+    TRY(hf_string(cx, "feed_forward_proj", &proj, err));
+    bool gated = !strncmp(proj, "gated-", 6);
+    const char *fn_name = gated ? proj + 6 : proj;
+    if (!strcmp(proj, "gated-gelu"))
+        fn_name = "gelu_new";
+    int fn = strchr(fn_name, '-') ? -1 : hf_fn_of(fn_name);
+    int act = fn < 0 ? -1 : hf_activation_of((hf_fn)fn, gated);
+    if (act < 0)
+        return hf_fail(cx, "feed_forward_proj", err,
+                       "expected relu, gelu, gelu_new, gated-gelu, gated-gelu_new or "
+                       "gated-silu (another activation changes the math)");
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(cx->root, "is_gated_act");
+    bool said_gated = gated;
+    TRY(hf_bool(cx, "is_gated_act", &said_gated, err));
+    char msg[240];
+    if (said_gated != gated) {
+        snprintf(msg, sizeof msg, "%s contradicts feed_forward_proj \"%.60s\" (%s MLP)",
+                 cJSON_IsTrue(g) ? "true" : "false", proj, gated ? "a gated" : "an ungated");
+        return hf_fail(cx, "is_gated_act", err, msg);
+    }
+    TRY(hf_string(cx, "dense_act_fn", &dense, err));
+    if (dense && hf_fn_of(dense) != fn) {
+        snprintf(msg, sizeof msg,
+                 "\"%.60s\" contradicts feed_forward_proj \"%.60s\", which transformers "
+                 "reads as %s",
+                 dense, proj, fn_name);
+        return hf_fail(cx, "dense_act_fn", err, msg);
+    }
+    m->activation = (mp_activation)act;
     return MP_OK;
 }
 
@@ -343,20 +424,7 @@ static mp_status read_t5(const hf_ctx *cx, mp_model *m, mp_error *err)
     m->decoder_seq = 128;
     m->layers = 0;
     m->seq = 0;
-    const char *proj = NULL;
-    TRY(hf_string(cx, "feed_forward_proj", &proj, err));
-    if (proj) {
-        /* gated variants (T5 1.1, Flan-T5) have three FFN matrices like SwiGLU */
-        if (!strcmp(proj, "relu"))
-            m->activation = MP_ACT_RELU;
-        else if (!strcmp(proj, "gelu") || !strcmp(proj, "gelu_new"))
-            m->activation = MP_ACT_GELU;
-        else if (!strncmp(proj, "gated-", 6))
-            m->activation = MP_ACT_SWIGLU;
-        else
-            return hf_fail(cx, "feed_forward_proj", err,
-                           "expected relu, gelu or gated-gelu/gated-silu");
-    }
+    TRY(read_t5_activation(cx, m, err));
     TRY(hf_bool(cx, "tie_word_embeddings", &m->tied_embeddings, err));
     return MP_OK;
 }
@@ -678,46 +746,51 @@ static mp_status refuse_math_keys(const hf_ctx *cx, hf_family fam, const char *m
 
 /* The activation a config names (hidden_act: LLaMA, Mistral, Qwen, Mixtral,
  * DeepSeek, GPT-OSS, BERT; activation_function: GPT-2; hidden_activation:
- * Gemma's spelling) changes the math, so a value megaplan does not compute
- * for the family is refused at its line, not dropped. Every such key the
- * file has must name the family's activation as read (T5's comes from
- * feed_forward_proj). SwiGLU: transformers' "silu" or its alias "swish"
- * (ACT2FN: the same SiLUActivation). GELU: "gelu_new" and
- * "gelu_pytorch_tanh" are GELU's tanh approximation, the form exec computes
- * (exec/layers.c mp_gelu_forward); "gelu" is the exact (erf) GELU that BERT
- * and Megatron's default (no --openai-gelu) compute: its plan (shapes,
- * FLOPs, memory) is the same, so it is accepted as GELU, while exec computes
- * the tanh form (docs/formats.md). Any other GELU variant ("gelu_fast",
- * "quick_gelu", "gelu_10", ...) or activation is refused. ReLU: "relu". */
-static mp_status check_activation(const hf_ctx *cx, const char *model_type, const mp_model *m,
-                                  mp_error *err)
+ * Gemma's spelling) changes the math, so every such key the file has must
+ * name a function megaplan computes for the family, read exactly
+ * (hf_fn_of): "gelu" is the exact erf GELU (BERT's default and Megatron's
+ * without --openai-gelu: activation gelu_erf), "gelu_new" and
+ * "gelu_pytorch_tanh" its tanh form (GPT-2's default: activation gelu),
+ * "silu"/"swish" the gate of the SwiGLU families, "relu". GPT-2 and BERT
+ * take their GELU from the key (else transformers' default: GPT2Config's
+ * gelu_new, BertConfig's gelu); the other families' activation is fixed
+ * (T5's from feed_forward_proj, read_t5_activation), and a key must agree
+ * with it. Two keys that disagree, or any other value, are refused at the
+ * key's line, never dropped. */
+static mp_status check_activation(const hf_ctx *cx, hf_family fam, const char *model_type,
+                                  mp_model *m, mp_error *err)
 {
     static const char *const keys[] = {"hidden_act", "activation_function", "hidden_activation"};
-    static const char *const swiglu[] = {"silu", "swish", NULL};
-    static const char *const gelu[] = {"gelu", "gelu_new", "gelu_pytorch_tanh", NULL};
-    static const char *const relu[] = {"relu", NULL};
-    const char *const *ok = m->activation == MP_ACT_SWIGLU ? swiglu
-                            : m->activation == MP_ACT_RELU ? relu
-                                                           : gelu;
-    const char *want = m->activation == MP_ACT_SWIGLU ? "SwiGLU: silu or swish"
-                       : m->activation == MP_ACT_RELU ? "ReLU: relu"
-                                                      : "GELU: gelu, gelu_new or gelu_pytorch_tanh";
+    bool gelu_family = fam == HF_GPT2 || fam == HF_BERT;
+    bool gated = mp_activation_is_gated(m->activation);
+    const char *first = NULL;
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, keys[k]);
         if (!v || cJSON_IsNull(v))
             continue;
         if (!cJSON_IsString(v))
             return hf_fail(cx, keys[k], err, "expected a string (the activation's name)");
-        bool found = false;
-        for (size_t i = 0; ok[i]; i++)
-            found = found || !strcmp(v->valuestring, ok[i]);
-        if (found)
-            continue;
+        int fn = hf_fn_of(v->valuestring);
+        int act = fn < 0 ? -1 : hf_activation_of((hf_fn)fn, gated);
         char msg[240];
-        snprintf(msg, sizeof msg,
-                 "\"%.60s\" changes the math and is not what megaplan computes for %s (%s)",
-                 v->valuestring, model_type ? model_type : "this family", want);
-        return hf_fail(cx, keys[k], err, msg);
+        if (gelu_family && !first && (act == MP_ACT_GELU || act == MP_ACT_GELU_ERF)) {
+            m->activation = (mp_activation)act;
+        } else if (act != (int)m->activation) {
+            if (first)
+                snprintf(msg, sizeof msg, "\"%.60s\" contradicts %s (%s)", v->valuestring,
+                         first, mp_activation_name(m->activation));
+            else
+                snprintf(msg, sizeof msg,
+                         "\"%.60s\" changes the math and is not what megaplan computes for "
+                         "%s (%s)",
+                         v->valuestring, model_type ? model_type : "this family",
+                         gelu_family ? "GELU: gelu (erf), gelu_new or gelu_pytorch_tanh (tanh)"
+                         : m->activation == MP_ACT_SWIGLU ? "SwiGLU: silu or swish"
+                         : m->activation == MP_ACT_RELU   ? "ReLU: relu"
+                                                          : mp_activation_name(m->activation));
+            return hf_fail(cx, keys[k], err, msg);
+        }
+        first = keys[k];
     }
     return MP_OK;
 }
@@ -990,7 +1063,7 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         st = read_t5(&cx, out, err);
         break;
     }
-    if (st != MP_OK || (st = check_activation(&cx, model_type, out, err)) != MP_OK ||
+    if (st != MP_OK || (st = check_activation(&cx, fam, model_type, out, err)) != MP_OK ||
         (st = read_norm_eps(&cx, fam, out, err)) != MP_OK)
         goto done;
     /* Qwen3 (dense and MoE): an RMSNorm on each query and key head before

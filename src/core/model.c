@@ -18,7 +18,8 @@
 #define MAX_EXPERTS (1 << 16)
 
 static const char *const arch_names[] = {"gpt", "bert", "t5", "llama"};
-static const char *const act_names[] = {"gelu", "swiglu", "relu"};
+static const char *const act_names[] = {"gelu", "swiglu", "relu", "gelu_erf", "geglu",
+                                         "geglu_erf"};
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const pos_names[] = {"learned", "rope", "relative"};
 static const char *const router_names[] = {"softmax", "sigmoid"};
@@ -31,6 +32,14 @@ const char *mp_arch_name(mp_arch a)
 const char *mp_activation_name(mp_activation a)
 {
     return (unsigned)a < MP_ACT_COUNT ? act_names[a] : "?";
+}
+bool mp_activation_is_gated(mp_activation a)
+{
+    return a == MP_ACT_SWIGLU || a == MP_ACT_GEGLU || a == MP_ACT_GEGLU_ERF;
+}
+bool mp_activation_is_erf(mp_activation a)
+{
+    return a == MP_ACT_GELU_ERF || a == MP_ACT_GEGLU_ERF;
 }
 const char *mp_norm_name(mp_norm n)
 {
@@ -322,8 +331,9 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         return FAIL("head_dim", "too large: heads*head_dim must be at most %lld (got %lld)",
                    MAX_HIDDEN * 4LL, (long long)(m->heads * m->head_dim));
     if (!m->ffn_hidden) {
-        if (m->activation == MP_ACT_SWIGLU) {
-            /* LLaMA's rule: 2/3 of 4h, rounded up to a multiple of 256 */
+        if (mp_activation_is_gated(m->activation)) {
+            /* LLaMA's rule: 2/3 of 4h, rounded up to a multiple of 256 (a
+             * gated MLP's three matrices as many weights as two of 4h) */
             int64_t f = 8 * m->hidden / 3;
             m->ffn_hidden = (f + 255) / 256 * 256;
         } else {
@@ -354,7 +364,7 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
     /* a coarse parameter count, only to refuse the absurd */
     double h = (double)m->hidden, attn = 2.0 * h * (double)(m->heads + m->kv_heads) *
                                          (double)m->head_dim;
-    double mlp = (m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
+    double mlp = (mp_activation_is_gated(m->activation) ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
     mlp += 3.0 * h * (double)(m->moe.experts * m->moe.expert_ffn +
                               m->moe.shared_experts * m->moe.shared_ffn);
     double params = (double)m->layers * (attn * 2 + mlp) + 2.0 * (double)m->vocab * h;

@@ -9,7 +9,21 @@
 #include "core/error.h"
 
 typedef enum { MP_ARCH_GPT, MP_ARCH_BERT, MP_ARCH_T5, MP_ARCH_LLAMA, MP_ARCH_COUNT } mp_arch;
-typedef enum { MP_ACT_GELU, MP_ACT_SWIGLU, MP_ACT_RELU, MP_ACT_COUNT } mp_activation;
+/* The MLP's activation (docs/formats.md, "activation"). MP_ACT_GELU is GELU's
+ * tanh approximation (GPT-2's gelu_new, Megatron's --openai-gelu), the
+ * YAML's `gelu`; MP_ACT_GELU_ERF the exact x Phi(x) (torch's default, BERT,
+ * Megatron's default). The gated ones (mp_activation_is_gated) have three
+ * FFN matrices: act(x W_gate) * (x W_up) W_down with act SiLU (SwiGLU), tanh
+ * GELU (GEGLU: T5 1.1 / Flan-T5's gated-gelu) or erf GELU (GEGLU_ERF). */
+typedef enum {
+    MP_ACT_GELU,
+    MP_ACT_SWIGLU,
+    MP_ACT_RELU,
+    MP_ACT_GELU_ERF,
+    MP_ACT_GEGLU,
+    MP_ACT_GEGLU_ERF,
+    MP_ACT_COUNT
+} mp_activation;
 typedef enum { MP_NORM_LAYERNORM, MP_NORM_RMSNORM, MP_NORM_COUNT } mp_norm;
 typedef enum { MP_POS_LEARNED, MP_POS_ROPE, MP_POS_RELATIVE, MP_POS_COUNT } mp_position;
 
@@ -38,7 +52,7 @@ typedef struct mp_model {
     int64_t heads;          /* a */
     int64_t kv_heads;       /* == heads unless grouped-query attention */
     int64_t head_dim;       /* hidden/heads unless the model says otherwise (t5-11b: 128) */
-    int64_t ffn_hidden;     /* 4h for GPT; SwiGLU models have 3 matrices of h x ffn_hidden */
+    int64_t ffn_hidden;     /* 4h for GPT; gated models (SwiGLU, GEGLU) have 3 matrices of h x ffn_hidden */
     int64_t vocab;          /* V */
     int64_t seq;            /* s; t5: encoder_seq */
     int64_t encoder_seq;    /* t5 only */
@@ -192,6 +206,11 @@ const char *mp_router_name(mp_router r);
 /* Names used in files and on the command line ("gpt", "swiglu", ...). */
 const char *mp_arch_name(mp_arch a);
 const char *mp_activation_name(mp_activation a);
+/* Gated MLP (SwiGLU, GEGLU, GEGLU_ERF): three h x ffn_hidden matrices, the
+ * activation's input twice as wide. */
+bool mp_activation_is_gated(mp_activation a);
+/* The activation's GELU is the exact (erf) one (GELU_ERF, GEGLU_ERF). */
+bool mp_activation_is_erf(mp_activation a);
 const char *mp_norm_name(mp_norm n);
 const char *mp_position_name(mp_position p);
 

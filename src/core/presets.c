@@ -15,7 +15,8 @@ typedef struct preset {
     const char *alias;    /* size-only name ("175B"), NULL when none */
 } preset;
 
-/* GPT-3 and Megatron GPT: learned positions, GELU, LayerNorm (epsilon
+/* GPT-3 and Megatron GPT: learned positions, GELU's tanh form (GPT-2's
+ * gelu_new, which GPT-3 keeps; activation gelu), LayerNorm (epsilon
  * 1e-5: GPT-2's released layer_norm_epsilon, Megatron-LM's --norm-epsilon
  * default), tied embeddings; vocabulary 51200 (GPT-2's 50257 padded as
  * Megatron-LM does). */
@@ -36,12 +37,14 @@ typedef struct preset {
       .position = MP_POS_ROPE, .tied_embeddings = false, .attn = {.rope_theta = theta}},   \
      params, gb, 0.0, al}
 
-/* BERT: WordPiece vocabulary 30522, 512 positions, GELU, LayerNorm of
+/* BERT: WordPiece vocabulary 30522, 512 positions, the exact (erf) GELU
+ * (the released configs' hidden_act "gelu"; Megatron-LM's default without
+ * --openai-gelu), LayerNorm of
  * epsilon eps, the masked-LM output layer tied to the word embeddings. */
 #define BERT(nm, L, h, a, params, gb, eps)                                                  \
     {{.name = nm, .arch = MP_ARCH_BERT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 30522, .seq = 512,            \
-      .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .norm_eps = eps,               \
+      .activation = MP_ACT_GELU_ERF, .norm = MP_NORM_LAYERNORM, .norm_eps = eps,           \
       .position = MP_POS_LEARNED, .tied_embeddings = true},                                 \
      params, gb, 0.0, NULL}
 

@@ -79,6 +79,15 @@ typedef struct mp_backend {
     void (*gelu_forward)(mp_real_kind kind, void *out, const void *in, size_t n);
     void (*gelu_backward)(mp_real_kind kind, void *din, const void *dout, const void *in,
                           size_t n);
+    /* the exact (erf) GELU, as gelu_forward / gelu_backward */
+    void (*gelu_erf_forward)(mp_real_kind kind, void *out, const void *in, size_t n);
+    void (*gelu_erf_backward)(mp_real_kind kind, void *din, const void *dout, const void *in,
+                              size_t n);
+    /* GEGLU over gu[rows, 2f] = [gate | up] (tanh GELU, or erf: the exact one) */
+    void (*geglu_forward)(mp_real_kind kind, void *out, const void *gu, int rows, int f,
+                          bool erf);
+    void (*geglu_backward)(mp_real_kind kind, void *dgu, const void *dout, const void *gu,
+                           int rows, int f, bool erf);
     void (*swiglu_forward)(mp_real_kind kind, void *out, const void *gu, int rows, int f);
     void (*swiglu_backward)(mp_real_kind kind, void *dgu, const void *dout, const void *gu,
                             int rows, int f);

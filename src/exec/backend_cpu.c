@@ -109,6 +109,29 @@ static void cpu_gelu_backward(mp_real_kind k, void *din, const void *dout, const
     BY_KIND(k, mp_gelu_backward, din, dout, in, n);
 }
 
+static void cpu_gelu_erf_forward(mp_real_kind k, void *out, const void *in, size_t n)
+{
+    BY_KIND(k, mp_gelu_erf_forward, out, in, n);
+}
+
+static void cpu_gelu_erf_backward(mp_real_kind k, void *din, const void *dout, const void *in,
+                                  size_t n)
+{
+    BY_KIND(k, mp_gelu_erf_backward, din, dout, in, n);
+}
+
+static void cpu_geglu_forward(mp_real_kind k, void *out, const void *gu, int rows, int f,
+                              bool erf)
+{
+    BY_KIND(k, mp_geglu_forward, out, gu, rows, f, erf);
+}
+
+static void cpu_geglu_backward(mp_real_kind k, void *dgu, const void *dout, const void *gu,
+                               int rows, int f, bool erf)
+{
+    BY_KIND(k, mp_geglu_backward, dgu, dout, gu, rows, f, erf);
+}
+
 static void cpu_swiglu_forward(mp_real_kind k, void *out, const void *gu, int rows, int f)
 {
     BY_KIND(k, mp_swiglu_forward, out, gu, rows, f);
@@ -493,6 +516,10 @@ static const mp_backend cpu_backend = {
     .rmsnorm_backward = cpu_rmsnorm_backward,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
+    .gelu_erf_forward = cpu_gelu_erf_forward,
+    .gelu_erf_backward = cpu_gelu_erf_backward,
+    .geglu_forward = cpu_geglu_forward,
+    .geglu_backward = cpu_geglu_backward,
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .tanh_forward = cpu_tanh_forward,

@@ -439,6 +439,29 @@ static void cuda_gelu_backward(mp_real_kind k, void *din, const void *dout, cons
     KERNEL(k, "gelu_backward", mpk_gelu_backward(din, dout, in, n, C.compute));
 }
 
+static void cuda_gelu_erf_forward(mp_real_kind k, void *out, const void *in, size_t n)
+{
+    KERNEL(k, "gelu_erf_forward", mpk_gelu_erf_forward(out, in, n, C.compute));
+}
+
+static void cuda_gelu_erf_backward(mp_real_kind k, void *din, const void *dout, const void *in,
+                                   size_t n)
+{
+    KERNEL(k, "gelu_erf_backward", mpk_gelu_erf_backward(din, dout, in, n, C.compute));
+}
+
+static void cuda_geglu_forward(mp_real_kind k, void *out, const void *gu, int rows, int f,
+                               bool erf)
+{
+    KERNEL(k, "geglu_forward", mpk_geglu_forward(out, gu, rows, f, erf, C.compute));
+}
+
+static void cuda_geglu_backward(mp_real_kind k, void *dgu, const void *dout, const void *gu,
+                                int rows, int f, bool erf)
+{
+    KERNEL(k, "geglu_backward", mpk_geglu_backward(dgu, dout, gu, rows, f, erf, C.compute));
+}
+
 static void cuda_swiglu_forward(mp_real_kind k, void *out, const void *gu, int rows, int f)
 {
     KERNEL(k, "swiglu_forward", mpk_swiglu_forward(out, gu, rows, f, C.compute));
@@ -1090,6 +1113,10 @@ static void fill_table(mp_backend *t)
     t->rmsnorm_backward = cuda_rmsnorm_backward;
     t->gelu_forward = cuda_gelu_forward;
     t->gelu_backward = cuda_gelu_backward;
+    t->gelu_erf_forward = cuda_gelu_erf_forward;
+    t->gelu_erf_backward = cuda_gelu_erf_backward;
+    t->geglu_forward = cuda_geglu_forward;
+    t->geglu_backward = cuda_geglu_backward;
     t->swiglu_forward = cuda_swiglu_forward;
     t->swiglu_backward = cuda_swiglu_backward;
     t->tanh_forward = cuda_tanh_forward;

@@ -91,7 +91,7 @@ mp_status mp_model_bert_head_backward(mp_gpt *g, mp_acts *A, mp_error *err)
                               param(g->g, g, lay->mlm_ln_b), W.dfull, A->mlm_xhat,
                               A->mlm_rstd, param(g->w, g, lay->mlm_ln_w), (int)z.S,
                               (int)z.h, ex);
-    g->be->gelu_backward(MP_REAL_KIND, dact, dact, A->mlm_pre, z.S * z.h);
+    mp_gelu_kind_backward(g, dact, dact, A->mlm_pre, z.S * z.h);
     bq(g, dact, z.S * z.h, MP_Q_GRAD);
     g->be->bias_grad(MP_REAL_KIND, param(g->g, g, lay->mlm_b), dact, (int)z.S, (int)z.h);
     GEMM(true, false, z.h, z.h, z.S, A->lnf_full, z.h, dact, z.h, 1.0,

@@ -178,9 +178,65 @@ void mp_model_norm_backward_add(mp_gpt *g, int l, int w_k, const real *xhat,
     bq(g, dres, z.Sl * z.h, MP_Q_GRAD);
 }
 
+/* GELU of the model's form (d.gelu_erf: the exact one, else the tanh
+ * approximation) over n elements; din may alias dout. */
+void mp_gelu_kind_forward(const mp_gpt *g, real *out, const real *in, size_t n)
+{
+    if (g->d.gelu_erf)
+        g->be->gelu_erf_forward(MP_REAL_KIND, out, in, n);
+    else
+        g->be->gelu_forward(MP_REAL_KIND, out, in, n);
+}
+
+void mp_gelu_kind_backward(const mp_gpt *g, real *din, const real *dout, const real *in,
+                           size_t n)
+{
+    if (g->d.gelu_erf)
+        g->be->gelu_erf_backward(MP_REAL_KIND, din, dout, in, n);
+    else
+        g->be->gelu_backward(MP_REAL_KIND, din, dout, in, n);
+}
+
+/* The MLP's activation, act[rows,f] from pre[rows,f1] (f1 = 2f when gated:
+ * [gate | up]): GPT-OSS's clamped SwiGLU (where clamp and glu_limit),
+ * SwiGLU, GEGLU, ReLU (T5) or GELU, each in the model's GELU form. */
+void mp_mlp_act_forward(const mp_gpt *g, real *act, const real *pre, size_t rows, size_t f,
+                        bool clamp)
+{
+    if (clamp && g->d.glu_limit > 0)
+        g->be->swiglu_clamped_forward(MP_REAL_KIND, act, pre, (int)rows, (int)f,
+                                      g->d.glu_limit);
+    else if (g->d.gated && g->d.geglu)
+        g->be->geglu_forward(MP_REAL_KIND, act, pre, (int)rows, (int)f, g->d.gelu_erf);
+    else if (g->d.gated)
+        g->be->swiglu_forward(MP_REAL_KIND, act, pre, (int)rows, (int)f);
+    else if (g->d.relu)
+        g->be->relu_forward(MP_REAL_KIND, act, pre, rows * f);
+    else
+        mp_gelu_kind_forward(g, act, pre, rows * f);
+}
+
+/* Its backward: dpre[rows,f1] from dact[rows,f] (dpre may alias dact when
+ * not gated). */
+void mp_mlp_act_backward(const mp_gpt *g, real *dpre, const real *dact, const real *pre,
+                         size_t rows, size_t f, bool clamp)
+{
+    if (clamp && g->d.glu_limit > 0)
+        g->be->swiglu_clamped_backward(MP_REAL_KIND, dpre, dact, pre, (int)rows, (int)f,
+                                       g->d.glu_limit);
+    else if (g->d.gated && g->d.geglu)
+        g->be->geglu_backward(MP_REAL_KIND, dpre, dact, pre, (int)rows, (int)f, g->d.gelu_erf);
+    else if (g->d.gated)
+        g->be->swiglu_backward(MP_REAL_KIND, dpre, dact, pre, (int)rows, (int)f);
+    else if (g->d.relu)
+        g->be->relu_backward(MP_REAL_KIND, dpre, dact, pre, rows * f);
+    else
+        mp_gelu_kind_backward(g, dpre, dact, pre, rows * f);
+}
+
 /* A dense MLP's first half: fc1_pre[S,f1] = ln2_full @ W1[h,f1] + b1;
- * fc1_act[S,Fl] = gelu(fc1_pre), or SwiGLU: silu(gate) * up of fc1_pre =
- * [gate | up] (the forward's, and selective recomputation's `mlp`). */
+ * fc1_act[S,Fl] = gelu(fc1_pre), or gated: act(gate) * up of fc1_pre =
+ * [gate | up] (mp_mlp_act_forward; the forward's, and selective recomputation's `mlp`). */
 static void fc1_forward(mp_gpt *g, block_acts *B, int l)
 {
     sizes z = sizes_of(&g->d);
@@ -190,13 +246,7 @@ static void fc1_forward(mp_gpt *g, block_acts *B, int l)
     if ((bias = blk(g->w, g, l, MP_BLK_FC1_B)))
         g->be->bias_add(MP_REAL_KIND, B->fc1_pre, bias, (int)z.S, (int)z.f1);
     bq(g, B->fc1_pre, z.S * z.f1, MP_Q_ACT);
-    if (g->d.glu_limit > 0)
-        g->be->swiglu_clamped_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S,
-                                      (int)z.Fl, g->d.glu_limit);
-    else if (g->d.swiglu)
-        g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)z.S, (int)z.Fl);
-    else
-        g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, z.S * z.Fl);
+    mp_mlp_act_forward(g, B->fc1_act, B->fc1_pre, z.S, z.Fl, true);
     bq(g, B->fc1_act, z.S * z.Fl, MP_Q_ACT);
 }
 
@@ -267,18 +317,12 @@ mp_status mp_model_block_backward(mp_gpt *g, block_acts *B, int l, real *dres,
         CHECK(mp_model_tp_gather(g, dres, W.dfull, z.h, err));
     /* dW2[Fl,h] += fc1_act^T @ dfull;  d fc1_act[S,Fl] = dfull @ W2^T */
     GEMM(true, false, z.Fl, z.h, z.S, B->fc1_act, z.Fl, dfull, z.h, 1.0, G(MP_BLK_FC2_W), z.h);
-    real *dact = g->d.swiglu ? W.dact : W.dfc;
+    real *dact = g->d.gated ? W.dact : W.dfc;
     GEMM(false, true, z.S, z.Fl, z.h, dfull, z.h, P(MP_BLK_FC2_W), z.h, 0.0, dact, z.Fl);
     bq(g, dact, z.S * z.Fl, MP_Q_GRAD);
-    /* through gelu (in place) or SwiGLU (into dfc[S,2Fl]); db1, dW1[h,f1] +=
+    /* through gelu (in place) or the gated unit (into dfc[S,2Fl]); db1, dW1[h,f1] +=
      * ln2_full^T @ dfc; dln2 = reduce(dfc @ W1^T) */
-    if (g->d.glu_limit > 0)
-        g->be->swiglu_clamped_backward(MP_REAL_KIND, W.dfc, dact, B->fc1_pre, (int)z.S,
-                                       (int)z.Fl, g->d.glu_limit);
-    else if (g->d.swiglu)
-        g->be->swiglu_backward(MP_REAL_KIND, W.dfc, dact, B->fc1_pre, (int)z.S, (int)z.Fl);
-    else
-        g->be->gelu_backward(MP_REAL_KIND, W.dfc, W.dfc, B->fc1_pre, z.S * z.Fl);
+    mp_mlp_act_backward(g, W.dfc, dact, B->fc1_pre, z.S, z.Fl, true);
     bq(g, W.dfc, z.S * z.f1, MP_Q_GRAD);
     if ((bias = G(MP_BLK_FC1_B)))
         g->be->bias_grad(MP_REAL_KIND, bias, W.dfc, (int)z.S, (int)z.f1);

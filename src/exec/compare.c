@@ -35,7 +35,7 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
     m->ffn_hidden = d->ffn;
     m->vocab = d->vocab;
     m->seq = d->seq;
-    m->activation = MP_ACT_GELU;
+    m->activation = d->gelu_erf ? MP_ACT_GELU_ERF : MP_ACT_GELU;
     m->norm = MP_NORM_LAYERNORM;
     m->position = MP_POS_LEARNED;
     m->tied_embeddings = d->tied;
@@ -46,7 +46,7 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
         m->decoder_layers = d->layers - d->enc_layers;
         m->encoder_seq = d->seq;
         m->decoder_seq = d->dec_seq;
-        m->activation = d->swiglu ? MP_ACT_SWIGLU : d->relu ? MP_ACT_RELU : MP_ACT_GELU;
+        m->activation = mp_dims_activation(d);
         m->norm = MP_NORM_RMSNORM;
         m->position = MP_POS_RELATIVE;
     }
@@ -59,7 +59,7 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
         m->head_dim = d->nope_dim + d->rope_dim;
         m->arch = MP_ARCH_LLAMA; /* the cost model's MLA is a LLaMA-style block's */
         m->norm = MP_NORM_RMSNORM;
-        m->activation = d->swiglu ? MP_ACT_SWIGLU : MP_ACT_GELU;
+        m->activation = mp_dims_activation(d);
         m->position = MP_POS_ROPE;
     }
     if (!shrink)

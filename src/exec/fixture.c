@@ -148,6 +148,11 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.attn.qk_norm",
                             "no PyTorch fixture has QK-norm: the plan cannot be checked "
                             "against one");
+    /* the fixtures' MLPs are GELU's tanh form or SwiGLU (tools/make_fixtures.py) */
+    if (d->gelu_erf || d->geglu)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
+                            "no PyTorch fixture has %s: the plan cannot be checked against "
+                            "one", mp_activation_name(mp_dims_activation(d)));
     /* tools/make_fixtures.py runs every norm with eps 1e-5 (its files have
      * no field for it): another epsilon would fail the comparison by a
      * tolerance, not by name */
@@ -157,7 +162,7 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
                             "norm_eps: 1e-5 to check it against one",
                             mp_dims_norm_eps(d));
     bool yarn = d->rope && rf->yarn;
-    int arch = d->bert ? 2 : (d->rmsnorm || d->swiglu || d->rope || d->no_bias) ? 1 : 0;
+    int arch = d->bert ? 2 : (d->rmsnorm || d->gated || d->rope || d->no_bias) ? 1 : 0;
     int enc_layers = 0, dec_seq = 0;
 #ifdef MP_T5_BUCKETS /* params.h with T5 in the executor */
     if (d->t5)
@@ -178,7 +183,7 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
         {"training.global_batch", c[MP_FX_SEQUENCES], sequences},
         {"model.tied_embeddings", c[MP_FX_TIED], d->tied},
         {"model.norm (1 rmsnorm)", c[MP_FX_RMSNORM], d->rmsnorm},
-        {"model.activation (1 swiglu)", c[MP_FX_SWIGLU], d->swiglu},
+        {"model.activation (1 swiglu)", c[MP_FX_SWIGLU], d->gated},
         {"model.position (1 rope)", c[MP_FX_ROPE], d->rope},
         {"model.arch (1 no biases)", c[MP_FX_NO_BIAS], d->no_bias},
         {"model.encoder_layers", c[MP_FX_ENC_LAYERS], enc_layers},

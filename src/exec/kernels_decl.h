@@ -38,6 +38,13 @@ void mp_rope(real *x, size_t ld, int heads, int hd, const mp_rope_spec *spec, co
 void mp_gelu_forward(real *out, const real *in, size_t n);
 /* din = dout * gelu'(in) */
 void mp_gelu_backward(real *din, const real *dout, const real *in, size_t n);
+/* the exact GELU, x Phi(x) (erf), and its gradient */
+void mp_gelu_erf_forward(real *out, const real *in, size_t n);
+void mp_gelu_erf_backward(real *din, const real *dout, const real *in, size_t n);
+/* GEGLU over gu[rows, 2f] = [gate | up]: out = gelu(gate) * up, GELU's tanh
+ * form or (erf) the exact one; backward into dgu[rows, 2f] */
+void mp_geglu_forward(real *out, const real *gu, int rows, int f, bool erf);
+void mp_geglu_backward(real *dgu, const real *dout, const real *gu, int rows, int f, bool erf);
 void mp_bias_add(real *y, const real *b, int rows, int cols);
 /* db[cols] += sum over rows of dy */
 void mp_bias_grad(real *db, const real *dy, int rows, int cols);

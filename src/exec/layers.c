@@ -102,23 +102,86 @@ void mp_layernorm_backward(real *dx, real *dw, real *db, const real *dout, const
 #define GELU_C 0.044715
 #endif
 
+static real gelu_tanh_of(real x)
+{
+    return (real)0.5 * x * (1 + R_TANH((real)GELU_K * (x + (real)GELU_C * x * x * x)));
+}
+
+static real gelu_tanh_grad(real x)
+{
+    real u = (real)GELU_K * (x + (real)GELU_C * x * x * x);
+    real th = R_TANH(u);
+    real du = (real)GELU_K * (1 + (real)(3 * GELU_C) * x * x);
+    return (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
+}
+
+/* The exact GELU (Hendrycks & Gimpel 2016; torch's nn.GELU(), BERT's,
+ * Megatron-Core's F.gelu): gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)),
+ * gelu'(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi). */
+#define GELU_RSQRT2 0.7071067811865476   /* 1/sqrt(2) */
+#define GELU_RSQRT2PI 0.3989422804014327 /* 1/sqrt(2 pi) */
+
+static real gelu_erf_of(real x)
+{
+    return (real)0.5 * x * (1 + R_ERF(x * (real)GELU_RSQRT2));
+}
+
+static real gelu_erf_grad(real x)
+{
+    real cdf = (real)0.5 * (1 + R_ERF(x * (real)GELU_RSQRT2));
+    return cdf + x * (real)GELU_RSQRT2PI * R_EXP((real)-0.5 * x * x);
+}
+
 void mp_gelu_forward(real *out, const real *in, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        real x = in[i];
-        out[i] = (real)0.5 * x * (1 + R_TANH((real)GELU_K * (x + (real)GELU_C * x * x * x)));
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_tanh_of(in[i]);
 }
 
 void mp_gelu_backward(real *din, const real *dout, const real *in, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        real x = in[i];
-        real u = (real)GELU_K * (x + (real)GELU_C * x * x * x);
-        real th = R_TANH(u);
-        real du = (real)GELU_K * (1 + (real)(3 * GELU_C) * x * x);
-        real g = (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * du;
-        din[i] = dout[i] * g;
+    for (size_t i = 0; i < n; i++)
+        din[i] = dout[i] * gelu_tanh_grad(in[i]);
+}
+
+void mp_gelu_erf_forward(real *out, const real *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = gelu_erf_of(in[i]);
+}
+
+void mp_gelu_erf_backward(real *din, const real *dout, const real *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        din[i] = dout[i] * gelu_erf_grad(in[i]);
+}
+
+/* GEGLU (Shazeer 2020; T5 1.1's gated-gelu): gu[rows, 2f] holds [gate | up]
+ * of each row, as SwiGLU's; out[rows, f] = gelu(gate) * up with GELU's tanh
+ * form (HF T5's gelu_new) or, erf, the exact one. Backward: d gate = dout *
+ * up * gelu'(gate), d up = dout * gelu(gate). */
+void mp_geglu_forward(real *out, const real *gu, int rows, int f, bool erf)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *gr = gu + (size_t)r * 2 * f, *ur = gr + f;
+        real *o = out + (size_t)r * f;
+        for (int i = 0; i < f; i++)
+            o[i] = (erf ? gelu_erf_of(gr[i]) : gelu_tanh_of(gr[i])) * ur[i];
+    }
+}
+
+void mp_geglu_backward(real *dgu, const real *dout, const real *gu, int rows, int f, bool erf)
+{
+    for (int r = 0; r < rows; r++) {
+        const real *gr = gu + (size_t)r * 2 * f, *ur = gr + f, *dy = dout + (size_t)r * f;
+        real *dg = dgu + (size_t)r * 2 * f, *du = dg + f;
+        for (int i = 0; i < f; i++) {
+            real x = gr[i];
+            real a = erf ? gelu_erf_of(x) : gelu_tanh_of(x);
+            real da = erf ? gelu_erf_grad(x) : gelu_tanh_grad(x);
+            dg[i] = dy[i] * ur[i] * da;
+            du[i] = dy[i] * a;
+        }
     }
 }
 

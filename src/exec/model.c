@@ -327,7 +327,7 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
         be->bias_add(MP_REAL_KIND, A->mlm_pre, param(g->w, g, lay->mlm_b), (int)z.S,
                      (int)z.h);
         bq(g, A->mlm_pre, z.S * z.h, MP_Q_ACT);
-        be->gelu_forward(MP_REAL_KIND, A->mlm_act, A->mlm_pre, z.S * z.h);
+        mp_gelu_kind_forward(g, A->mlm_act, A->mlm_pre, z.S * z.h);
         bq(g, A->mlm_act, z.S * z.h, MP_Q_ACT);
         be->layernorm_forward(MP_REAL_KIND, A->mlm_out, A->mlm_xhat, A->mlm_rstd, A->mlm_act,
                               param(g->w, g, lay->mlm_ln_w),

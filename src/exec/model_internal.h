@@ -146,7 +146,7 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
     mp_mla_sizes mz = mp_mla_sizes_of(d, z.S, z.Sl);
     z.mla = mp_mla_layout_of(&mz).total;
     z.mla_work = mp_mla_work_of(&mz).total;
-    z.f1 = d->swiglu ? 2 * z.Fl : z.Fl;
+    z.f1 = d->gated ? 2 * z.Fl : z.Fl;
     z.L = (size_t)d->layers;
     int ib, ie;
     mp_dims_items(d, &ib, &ie);
@@ -398,6 +398,13 @@ mp_status mp_model_cp_gather_kv(mp_gpt *g, const real *qkv, real *kv_full,
                                 mp_error *err);
 mp_status mp_model_cp_reduce_dkv(mp_gpt *g, const real *dkv_full, real *dqkv,
                                  mp_error *err);
+void mp_gelu_kind_forward(const mp_gpt *g, real *out, const real *in, size_t n);
+void mp_gelu_kind_backward(const mp_gpt *g, real *din, const real *dout, const real *in,
+                           size_t n);
+void mp_mlp_act_forward(const mp_gpt *g, real *act, const real *pre, size_t rows, size_t f,
+                        bool clamp);
+void mp_mlp_act_backward(const mp_gpt *g, real *dpre, const real *dact, const real *pre,
+                         size_t rows, size_t f, bool clamp);
 void mp_model_norm_forward(const mp_gpt *g, real *out, real *xhat, real *rstd,
                            const real *x, const real *w, const real *b, int rows);
 void mp_model_norm_backward(const mp_gpt *g, real *dx, real *dw, real *db,

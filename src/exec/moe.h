@@ -114,8 +114,8 @@ static inline long mp_moe_exact_terms(const mp_gpt_dims *d)
 {
     if (d->experts <= 0)
         return 0;
-    long f1 = (d->swiglu ? 2L : 1L) * d->expert_ffn; /* over the TP ranks or on one */
-    return (long)d->top_k * f1 + d->experts + (d->swiglu ? 2L : 1L) * d->shared_ffn;
+    long f1 = (d->gated ? 2L : 1L) * d->expert_ffn; /* over the TP ranks or on one */
+    return (long)d->top_k * f1 + d->experts + (d->gated ? 2L : 1L) * d->shared_ffn;
 }
 
 #endif

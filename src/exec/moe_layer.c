@@ -258,10 +258,7 @@ static void moe_shared_fc1(mp_gpt *g, moe_state *M, const block_acts *B, int l)
     GEMM(false, false, S, s1l, h, B->ln2_full, h, blk(g->w, g, l, MP_BLK_SHR_FC1_W), s1l,
          0.0, M->spre, s1l);
     bq(g, M->spre, S * s1l, MP_Q_ACT);
-    if (g->d.swiglu)
-        g->be->swiglu_forward(MP_REAL_KIND, M->sact, M->spre, (int)S, (int)sl);
-    else
-        g->be->gelu_forward(MP_REAL_KIND, M->sact, M->spre, S * sl);
+    mp_mlp_act_forward(g, M->sact, M->spre, S, sl, false);
     bq(g, M->sact, S * sl, MP_Q_ACT);
 }
 
@@ -284,18 +281,12 @@ static mp_status moe_shared_forward(mp_gpt *g, moe_state *M, block_acts *B, int 
     return MP_OK;
 }
 
-/* The routed experts' activation: act[nrecv,fl] = gelu(pre), or SwiGLU's
- * silu(gate) * up (the forward's, and selective recomputation's `moe_act`). */
+/* The routed experts' activation: act[nrecv,fl] = gelu(pre), or the gated
+ * unit's act(gate) * up (the forward's, and selective recomputation's `moe_act`). */
 static void moe_activation(mp_gpt *g, moe_state *M)
 {
     size_t fl = M->z.fl;
-    if (g->d.glu_limit > 0)
-        g->be->swiglu_clamped_forward(MP_REAL_KIND, M->act, M->pre, (int)M->nrecv, (int)fl,
-                                      g->d.glu_limit);
-    else if (g->d.swiglu)
-        g->be->swiglu_forward(MP_REAL_KIND, M->act, M->pre, (int)M->nrecv, (int)fl);
-    else
-        g->be->gelu_forward(MP_REAL_KIND, M->act, M->pre, M->nrecv * fl);
+    mp_mlp_act_forward(g, M->act, M->pre, M->nrecv, fl, true);
     bq(g, M->act, M->nrecv * fl, MP_Q_ACT);
 }
 
@@ -312,10 +303,7 @@ static void moe_shared_backward(mp_gpt *g, moe_state *M, block_acts *B, int l,
          h);
     GEMM(false, true, S, sl, h, dfull, h, W2, h, 0.0, M->sdact, sl);
     bq(g, M->sdact, S * sl, MP_Q_GRAD);
-    if (g->d.swiglu)
-        g->be->swiglu_backward(MP_REAL_KIND, M->sdpre, M->sdact, M->spre, (int)S, (int)sl);
-    else
-        g->be->gelu_backward(MP_REAL_KIND, M->sdpre, M->sdact, M->spre, S * sl);
+    mp_mlp_act_backward(g, M->sdpre, M->sdact, M->spre, S, sl, false);
     bq(g, M->sdpre, S * s1l, MP_Q_GRAD);
     GEMM(true, false, h, s1l, S, B->ln2_full, h, M->sdpre, s1l, 1.0,
          blk(g->g, g, l, MP_BLK_SHR_FC1_W), s1l);
@@ -463,13 +451,7 @@ mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
     experts_gemm(g, &M, false, true, EXPERT_ROWS, fl, h, (expert_operand){M.bufa, h, 0}, h,
                  (expert_operand){W2, 0, fl * h}, h, 0.0, M.dact, fl, 0, fl);
     bq(g, M.dact, M.nrecv * fl, MP_Q_GRAD);
-    if (g->d.glu_limit > 0)
-        g->be->swiglu_clamped_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, (int)M.nrecv,
-                                       (int)fl, g->d.glu_limit);
-    else if (g->d.swiglu)
-        g->be->swiglu_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, (int)M.nrecv, (int)fl);
-    else
-        g->be->gelu_backward(MP_REAL_KIND, M.dpre, M.dact, M.pre, M.nrecv * fl);
+    mp_mlp_act_backward(g, M.dpre, M.dact, M.pre, M.nrecv, fl, true);
     bq(g, M.dpre, M.nrecv * f1l, MP_Q_GRAD);
     mp_moe_oss_bias_grads(g, l, M.bufa, M.dpre, M.hne, z->El, f1l, h); /* bufa: dy still */
     /* dW1 += x^T @ dpre; dx = dpre @ W1^T (this TP rank's partial), expert order */

@@ -181,10 +181,10 @@ mp_moe_sizes mp_moe_sizes_of(const mp_gpt_dims *d, size_t S, size_t Sl)
     z.ep = (size_t)mp_dims_ep(d);
     z.El = z.E / z.ep;
     z.fl = (size_t)d->expert_ffn / (size_t)(local ? 1 : d->tp);
-    z.f1l = d->swiglu ? 2 * z.fl : z.fl;
+    z.f1l = d->gated ? 2 * z.fl : z.fl;
     z.cap_rows = z.ep * z.S * z.k;
     z.sl = (size_t)d->shared_ffn / (size_t)d->tp;
-    z.s1l = d->swiglu ? 2 * z.sl : z.sl;
+    z.s1l = d->gated ? 2 * z.sl : z.sl;
     if (d->capacity_factor > 0) {
         /* per sample: its positions' share of the slots, times the factor */
         double fair = (double)d->seq * (double)z.k / (double)z.E;

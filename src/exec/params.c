@@ -113,7 +113,7 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
     bool mtp = l >= d->layers;
     int item = mtp ? d->layers + 1 : l + 1;
     /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
-    int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->swiglu ? 2 * f : f;
+    int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->gated ? 2 * f : f;
     bool bias = !d->no_bias, shift = !d->rmsnorm, mla = mp_dims_is_mla(d);
     char n[48];
     bool dec = d->t5 && l >= d->enc_layers;
@@ -163,7 +163,7 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
     BLK(MP_BLK_LN2_W, true, "ln2.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true);
     BLK(MP_BLK_LN2_B, shift, "ln2.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
     SECTIONS(f, f, 0);
-    mp_split s1 = d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS;
+    mp_split s1 = d->gated ? MP_SPLIT_QKV : MP_SPLIT_COLS;
     bool moe = mp_dims_block_is_moe(d, l), dense = !moe;
     BLK(MP_BLK_FC1_W, dense, "fc1.weight", h, f1, s1, MP_INIT_WEIGHT, false);
     BLK(MP_BLK_FC1_B, dense && bias, "fc1.bias", 1, f1, s1, MP_INIT_BIAS, false);
@@ -176,7 +176,7 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
         MP_INIT_BIAS, mp_dims_moe_local(d));
     int fs = d->shared_ffn;
     SECTIONS(fs, fs, 0);
-    BLK(MP_BLK_SHR_FC1_W, moe && fs > 0, "shared.fc1.weight", h, d->swiglu ? 2 * fs : fs, s1,
+    BLK(MP_BLK_SHR_FC1_W, moe && fs > 0, "shared.fc1.weight", h, d->gated ? 2 * fs : fs, s1,
         MP_INIT_WEIGHT, false);
     BLK(MP_BLK_SHR_FC2_W, moe && fs > 0, "shared.fc2.weight", fs, h, MP_SPLIT_ROWS,
         MP_INIT_WEIGHT, false);
@@ -361,9 +361,9 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         b.n_exp = d->experts;
         b.n_sec = 2, b.sec[0] = b.sec[1] = fe, b.sec[2] = 0;
         snprintf(n, sizeof n, "%slayers.%d.experts.fc1.weight", side, li);
-        blk[MP_BLK_EXP_FC1_W] = add(&b, n, d->experts * h, d->swiglu ? 2 * fe : fe,
+        blk[MP_BLK_EXP_FC1_W] = add(&b, n, d->experts * h, d->gated ? 2 * fe : fe,
                                     whole ? MP_SPLIT_NONE
-                                          : d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS,
+                                          : d->gated ? MP_SPLIT_QKV : MP_SPLIT_COLS,
                                     MP_INIT_WEIGHT, false, item);
         snprintf(n, sizeof n, "%slayers.%d.experts.fc2.weight", side, li);
         blk[MP_BLK_EXP_FC2_W] = add(&b, n, d->experts * fe, h,
@@ -372,9 +372,9 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         if (d->expert_bias) { /* GPT-OSS: each expert's fc1 bias (split as its fc1) and
                               fc2 bias (added once, after the TP sum) */
             snprintf(n, sizeof n, "%slayers.%d.experts.fc1.bias", side, li);
-            blk[MP_BLK_EXP_FC1_B] = add(&b, n, d->experts, d->swiglu ? 2 * fe : fe,
+            blk[MP_BLK_EXP_FC1_B] = add(&b, n, d->experts, d->gated ? 2 * fe : fe,
                                         whole ? MP_SPLIT_NONE
-                                              : d->swiglu ? MP_SPLIT_QKV : MP_SPLIT_COLS,
+                                              : d->gated ? MP_SPLIT_QKV : MP_SPLIT_COLS,
                                         MP_INIT_BIAS, false, item);
             snprintf(n, sizeof n, "%slayers.%d.experts.fc2.bias", side, li);
             blk[MP_BLK_EXP_FC2_B] = add(&b, n, d->experts, h, MP_SPLIT_NONE, MP_INIT_BIAS,

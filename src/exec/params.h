@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/model.h"
 #include "exec/rope.h"
 
 /* T5's relative position buckets per stack (HF T5: 32, max distance 128). */
@@ -27,7 +28,12 @@ typedef struct mp_gpt_dims {
     /* the epsilon of every norm (the model's norm_eps: block, final, BERT
      * head, MLA latent, QK and MTP norms; 0: 1e-5, mp_dims_norm_eps) */
     double norm_eps;
-    bool swiglu;          /* MLP silu(x W_gate) * (x W_up) W_down instead of GeLU */
+    /* The MLP's activation (core/model.h mp_activation): gated, act(x W_gate)
+     * * (x W_up) W_down with act SiLU (SwiGLU) or GELU (geglu: GEGLU), else
+     * act(x W_1) W_2 with act GELU (or relu, T5's); gelu_erf: every GELU
+     * the model runs (the MLP's, GEGLU's gate, BERT's masked-LM head) is the
+     * exact x Phi(x), else its tanh form */
+    bool gated, geglu, gelu_erf;
     bool rope;            /* rotary position embedding on Q and K, no learned positions */
     mp_rope_spec rope_freq; /* its angles (rope.h: base, YaRN) */
     bool no_bias;         /* no biases in the linear layers */
@@ -130,6 +136,17 @@ static inline int mp_dims_blocks(const mp_gpt_dims *d) { return d->layers + d->m
 
 /* Whether the blocks' attention is multi-head latent attention. */
 static inline bool mp_dims_is_mla(const mp_gpt_dims *d) { return d->kv_lora > 0; }
+/* The model activation d runs (gated, geglu, gelu_erf, relu). */
+static inline mp_activation mp_dims_activation(const mp_gpt_dims *d)
+{
+    if (d->gated && !d->geglu)
+        return MP_ACT_SWIGLU;
+    if (d->gated)
+        return d->gelu_erf ? MP_ACT_GEGLU_ERF : MP_ACT_GEGLU;
+    if (d->relu)
+        return MP_ACT_RELU;
+    return d->gelu_erf ? MP_ACT_GELU_ERF : MP_ACT_GELU;
+}
 /* The norms' epsilon: norm_eps, or 1e-5 (Megatron's default) in dims built
  * in code that leave it 0. */
 static inline double mp_dims_norm_eps(const mp_gpt_dims *d)

@@ -54,11 +54,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         if (st)
             return st;
     }
-    if (m->activation != MP_ACT_GELU && m->activation != MP_ACT_SWIGLU &&
-        !(t5 && m->activation == MP_ACT_RELU))
+    if (m->activation == MP_ACT_RELU && !t5)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
-                            "activation %s is not supported by this executor yet (gelu, "
-                            "swiglu; relu in t5)", mp_activation_name(m->activation));
+                            "activation relu is not supported by this executor yet outside "
+                            "t5 (gelu, gelu_erf, swiglu, geglu, geglu_erf)");
     /* GPT-OSS's window, sinks, biases and clamped SwiGLU run (attention_sink.c,
      * moe_oss.c; core/model_attn.c keeps them to decoders without latent
      * attention), and its YaRN rotary angles (rope_freq.c) */
@@ -163,7 +162,9 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     out->tied = m->tied_embeddings;
     out->rmsnorm = m->norm == MP_NORM_RMSNORM;
     out->norm_eps = m->norm_eps; /* the model's at any size: shrinking keeps it */
-    out->swiglu = m->activation == MP_ACT_SWIGLU;
+    out->gated = mp_activation_is_gated(m->activation);
+    out->geglu = m->activation == MP_ACT_GEGLU || m->activation == MP_ACT_GEGLU_ERF;
+    out->gelu_erf = mp_activation_is_erf(m->activation);
     out->rope = m->position == MP_POS_ROPE;
     if (out->rope) /* the model's angles at any size: they depend on the head's width only */
         out->rope_freq = (mp_rope_spec){

@@ -23,6 +23,7 @@
 #undef R_LOG
 #undef R_SQRT
 #undef R_TANH
+#undef R_ERF
 #undef R_FABS
 
 #if defined(MP_REAL_PASS)
@@ -41,6 +42,7 @@
 #define R_LOG logf
 #define R_SQRT sqrtf
 #define R_TANH tanhf
+#define R_ERF erff
 #define R_FABS fabsf
 #elif MP_REAL_NOW == 64
 #define real double
@@ -50,6 +52,7 @@
 #define R_LOG log
 #define R_SQRT sqrt
 #define R_TANH tanh
+#define R_ERF erf
 #define R_FABS fabs
 #else
 #error "MP_REAL_BITS must be 32 or 64"

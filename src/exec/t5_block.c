@@ -94,12 +94,7 @@ mp_status mp_t5_block_forward(mp_gpt *g, t5_block_acts *B, int l, const real *x,
     GEMM(false, false, S, z.f1, z.h, B->ln2_full, z.h, P(MP_BLK_FC1_W), z.f1, 0.0, B->fc1_pre,
          z.f1);
     bq(g, B->fc1_pre, S * z.f1, MP_Q_ACT);
-    if (g->d.swiglu)
-        g->be->swiglu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, (int)S, (int)z.Fl);
-    else if (g->d.relu)
-        g->be->relu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, S * z.Fl);
-    else
-        g->be->gelu_forward(MP_REAL_KIND, B->fc1_act, B->fc1_pre, S * z.Fl);
+    mp_mlp_act_forward(g, B->fc1_act, B->fc1_pre, S, z.Fl, false);
     bq(g, B->fc1_act, S * z.Fl, MP_Q_ACT);
     CHECK(row_parallel(g, B->xout, hin, B->fc1_act, z.Fl, P(MP_BLK_FC2_W), S, Sl, "tp-mlp",
                        err));
@@ -157,15 +152,10 @@ mp_status mp_t5_block_backward(mp_gpt *g, t5_block_acts *B, int l, real *dres,
 #define P(k) blk(g->w, g, l, (k))
 #define G(k) blk(g->g, g, l, (k))
     /* MLP */
-    real *dact = g->d.swiglu ? W->dact : W->dfc;
+    real *dact = g->d.gated ? W->dact : W->dfc;
     CHECK(row_parallel_backward(g, dact, dres, B->fc1_act, z.Fl, P(MP_BLK_FC2_W),
                                 G(MP_BLK_FC2_W), S, Sl, err));
-    if (g->d.swiglu)
-        g->be->swiglu_backward(MP_REAL_KIND, W->dfc, dact, B->fc1_pre, (int)S, (int)z.Fl);
-    else if (g->d.relu)
-        g->be->relu_backward(MP_REAL_KIND, W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
-    else
-        g->be->gelu_backward(MP_REAL_KIND, W->dfc, W->dfc, B->fc1_pre, S * z.Fl);
+    mp_mlp_act_backward(g, W->dfc, dact, B->fc1_pre, S, z.Fl, false);
     bq(g, W->dfc, S * z.f1, MP_Q_GRAD);
     GEMM(true, false, z.h, z.f1, S, B->ln2_full, z.h, W->dfc, z.f1, 1.0, G(MP_BLK_FC1_W), z.f1);
     GEMM(false, true, S, z.h, z.f1, W->dfc, z.f1, P(MP_BLK_FC1_W), z.f1, 0.0, W->part, z.h);

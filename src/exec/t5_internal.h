@@ -35,7 +35,7 @@ static inline t5_sizes t5_sizes_of(const mp_gpt_dims *d)
     z.al = (size_t)d->heads / t;
     z.hd = z.h / (size_t)d->heads;
     z.Fl = (size_t)d->ffn / t;
-    z.f1 = d->swiglu ? 2 * z.Fl : z.Fl;
+    z.f1 = d->gated ? 2 * z.Fl : z.Fl;
     z.Vl = (size_t)d->vocab / t;
     z.E = (size_t)d->enc_layers;
     z.L = (size_t)d->layers;

@@ -335,7 +335,7 @@ static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_
     const mp_parallel *pp = &c->parallel;
     double t = (double)pp->tp, h = (double)m->hidden;
     double T = (double)pp->micro_batch * bs->s / (double)pp->cp;
-    bool moe = bs->kind == MP_BLOCK_MOE, swiglu = m->activation == MP_ACT_SWIGLU;
+    bool moe = bs->kind == MP_BLOCK_MOE, swiglu = mp_activation_is_gated(m->activation);
     double comm = pp->tp > 1 ? tp_one : 0.0;
     double *mf = out->module_fwd;
     for (int k = 0; k < MP_RCM_COUNT; k++)
@@ -420,7 +420,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         proj_in = (double)m->heads * (double)m->mla.v_head_dim;
         qkv_out = (mp_mla_attn_params(m) - proj_in * h) / h;
     }
-    bool swiglu = m->activation == MP_ACT_SWIGLU;
+    bool swiglu = mp_activation_is_gated(m->activation);
     bool cross = bs->s_cross > 0;
     double T = b * bs->s / cp; /* tokens of this rank */
 

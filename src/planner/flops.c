@@ -68,7 +68,7 @@ static double attn_bias_params(const mp_model *m)
 
 static double mlp_matrices(const mp_model *m)
 {
-    return m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0;
+    return mp_activation_is_gated(m->activation) ? 3.0 : 2.0;
 }
 
 static double mlp_params(const mp_model *m)

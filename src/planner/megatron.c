@@ -229,6 +229,17 @@ static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
                            "--activation-func-clamp-value %g \\\n", m->glu_limit);
     else if (m->activation == MP_ACT_SWIGLU)
         mp_buf_puts(out, "--swiglu \\\n");
+    else if (m->activation == MP_ACT_GELU) {
+        /* GELU's tanh form; no flag: the exact (erf) GELU, Megatron's default
+         * (TransformerConfig.activation_func F.gelu). At the commit
+         * tools/megatron-check.sh pins, arguments.py still parses
+         * --openai-gelu but nothing reads it (the legacy models that did
+         * were removed), so the export says so */
+        mp_buf_puts(out, "--openai-gelu \\\n");
+        mp_buf_puts(notes, "# activation gelu (tanh form): Megatron-Core no longer reads "
+                           "--openai-gelu (only its legacy models did) and runs the exact "
+                           "(erf) GELU\n");
+    }
     else if (m->activation == MP_ACT_RELU)
         mp_buf_puts(notes, "# activation relu: Megatron-LM has no flag for ReLU (its MLP runs "
                            "GeLU; --squared-relu is another function)\n");
@@ -326,6 +337,21 @@ static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t
     else if (v > 1)
         mp_buf_printf(out, "--num-layers-per-virtual-pipeline-stage %lld \\\n",
                       (long long)(L / K));
+}
+
+mp_status mp_megatron_can_run(const mp_config *c, mp_error *err)
+{
+    /* Megatron-LM (training/argument_utils.py) gates its MLP only for
+     * --swiglu (F.silu) and --quick-geglu (quick_gelu); activation_func and
+     * gated_linear_unit have no flag of their own (arguments.py lists them
+     * among the config fields given no CLI argument) */
+    mp_activation a = c->model.activation;
+    if (a == MP_ACT_GEGLU || a == MP_ACT_GEGLU_ERF)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
+                            "%s: Megatron-LM has no flag for a gated GELU MLP (--quick-geglu "
+                            "gates with x sigmoid(1.702 x), another function): no Megatron-LM "
+                            "flags for this model", mp_activation_name(a));
+    return MP_OK;
 }
 
 void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)

@@ -15,6 +15,10 @@
  * CUDA_DEVICE_MAX_CONNECTIONS=1` when tp > 1 or cp > 1, then the flags, one
  * per line, each but the last continued with a backslash. */
 void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *out);
+/* MP_EINPUT (field model.activation) when Megatron-LM has no flags for c's
+ * model, so that mp_megatron_args would write another model: GEGLU (a gated
+ * GELU MLP; its --quick-geglu is x sigmoid(1.702 x), another function). */
+mp_status mp_megatron_can_run(const mp_config *c, mp_error *err);
 /* The MoE and MLA flags of c (nothing for a dense model; megatron_moe.c). */
 void mp_megatron_moe_args(const mp_config *c, mp_buf *out);
 /* The flex dispatcher's kernels on this hardware (--moe-flex-dispatcher-backend):

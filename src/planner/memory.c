@@ -139,7 +139,7 @@ double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b,
          * its output is RoPE's input, which the fused RoPE does not keep,
          * and RoPE's output is the Q, K above (docs/cost-model.md §12a) */
         inside += 2.0 * sb * (qd + kvd) + 4.0 * sb * (qd + kvd) / hd;
-    inside += (m->activation == MP_ACT_SWIGLU ? 4.0 : 2.0) * sb * f; /* activation input(s) */
+    inside += (mp_activation_is_gated(m->activation) ? 4.0 : 2.0) * sb * f; /* activation input(s) */
     inside += 2.0 * sb * f;                         /* FC2 input */
     if (cross)
         inside += 2.0 * sb * qd + 4.0 * bs->s_cross / cp * b * kvd + 2.0 * sb * qd;
@@ -183,7 +183,7 @@ double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
     double kvd = (double)(m->kv_heads > 0 ? m->kv_heads : m->heads) * hd;
     double sb = (double)p->micro_batch * bs->s / (double)p->cp;
     double outside_split = p->sp && p->tp > 1 ? t : 1.0;
-    bool moe = bs->kind == MP_BLOCK_MOE, swiglu = m->activation == MP_ACT_SWIGLU;
+    bool moe = bs->kind == MP_BLOCK_MOE, swiglu = mp_activation_is_gated(m->activation);
     bool fp8 = mp_fp8_on(c);
     double per = fp8 ? 2.0 - mp_fp8_stash_bytes(c) : 0.0; /* FP8's saving per element */
     /* the dense MLP's width, or an MoE block's shared experts' */

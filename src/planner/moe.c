@@ -33,7 +33,7 @@ double mp_mla_attn_params(const mp_model *m)
  * model has them (GPT-OSS: gate, up and down). */
 static double one_expert_params(const mp_model *m, double f)
 {
-    double mats = m->activation == MP_ACT_SWIGLU ? 3.0 : 2.0;
+    double mats = mp_activation_is_gated(m->activation) ? 3.0 : 2.0;
     double bias = m->linear_bias ? (mats - 1.0) * f + (double)m->hidden : 0.0;
     return mats * (double)m->hidden * f + bias;
 }
@@ -190,7 +190,7 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     double Tr = tokens_in(c, bs);
     double ne = mp_moe_tokens_per_expert(c, bs) * alpha; /* the busiest rank's experts */
     double f = (double)m->moe.expert_ffn / etp;
-    double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+    double gate = mp_activation_is_gated(m->activation) ? 2.0 : 1.0;
     memset(out, 0, sizeof *out);
 
     /* router: Tr x h -> E on every rank (replicated weights) */
@@ -305,7 +305,7 @@ double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
     double Tr = tokens_in(c, bs);
     double routed = routed_copies(c, bs);
     double f = (double)m->moe.expert_ffn / etp;
-    bool swiglu = m->activation == MP_ACT_SWIGLU;
+    bool swiglu = mp_activation_is_gated(m->activation);
     /* What Megatron-Core's MoE layer saves for its backward (docs/cost-model.md,
      * "MoE activation memory", cites the lines): the fp32 router scores and
      * probabilities (Tr x E each); per routed copy the grouped FC1's input
@@ -368,7 +368,7 @@ void mp_moe_item_adjust(const mp_config *c, const mp_block_shape *bs, double *pa
     /* mp_block_act_bytes counted a dense MLP of ffn_hidden: swap it for the
      * shared experts' and add the routed tokens' */
     double sb = (double)p->micro_batch * bs->s / (double)p->cp;
-    double per_f = (m->activation == MP_ACT_SWIGLU ? 4.0 : 2.0) + 2.0;
+    double per_f = (mp_activation_is_gated(m->activation) ? 4.0 : 2.0) + 2.0;
     double dense = per_f * sb * (double)m->ffn_hidden / (double)p->tp;
     double shared = per_f * sb * (double)(m->moe.shared_experts * m->moe.shared_ffn) /
                     (double)p->tp;

@@ -176,7 +176,7 @@ static double expert_gemm_floor(const mp_config *base, const cand *x)
     const mp_model *m = &base->model;
     double peak = base->hw.peak_flops[base->training.precision];
     if (!(peak > 0.0)) peak = base->hw.peak_flops[MP_DTYPE_FP32];
-    double gate = m->activation == MP_ACT_SWIGLU ? 2.0 : 1.0;
+    double gate = mp_activation_is_gated(m->activation) ? 2.0 : 1.0;
     double tokens = (double)x->b * (double)base->training.seq / ((double)x->c * x->t);
     return 3.0 * 2.0 * tokens * (double)m->moe.top_k * (double)m->hidden * (gate + 1.0) *
            (double)m->moe.expert_ffn / peak;
@@ -243,7 +243,7 @@ static double routed_act_floor(const mp_config *base, const cand *x)
 {
     const mp_model *m = &base->model;
     double Tr = (double)x->b * (double)base->training.seq / ((double)x->c * (double)x->t);
-    double per_f = (m->activation == MP_ACT_SWIGLU ? 4.0 : 2.0) + 2.0;
+    double per_f = (mp_activation_is_gated(m->activation) ? 4.0 : 2.0) + 2.0;
     double copy = 2.0 * (double)m->hidden + 4.0 + per_f * (double)m->moe.expert_ffn;
     double bytes = Tr * ((double)m->moe.experts * 8.0 +
                          (double)m->moe.top_k * mp_moe_imbalance(m) * copy - per_f);

@@ -166,6 +166,11 @@ core() {
     # issue #14: the activation changes the math; one megaplan does not compute is refused
     file hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_act": "gelu"}\n'
     check hf-activation "${M}hf9\\.json:4:2: hidden_act: \"gelu\" changes the math and is not what megaplan computes for llama \\(SwiGLU: silu or swish\\)" "$bin" models hf9.json
+    # T5: dense_act_fn / is_gated_act held to feed_forward_proj (gated-gelu is gelu_new)
+    file hf10.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "dense_act_fn": "gelu"}\n'
+    check hf-t5-dense-act "${M}hf10\\.json:4:2: dense_act_fn: \"gelu\" contradicts feed_forward_proj \"gated-gelu\", which transformers reads as gelu_new" "$bin" models hf10.json
+    file hf11.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "is_gated_act": false}\n'
+    check hf-t5-gated "${M}hf11\\.json:4:2: is_gated_act: false contradicts feed_forward_proj" "$bin" models hf11.json
     file hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x'
     check hf-trailing "${M}hf6\.json:1:[0-9]+: JSON syntax error" "$bin" models hf6.json
 
@@ -209,6 +214,9 @@ estimate() {
     check est-hw-file "${E}hw\.yaml:3:9: hbm_bw: expected a bandwidth" "$bin" estimate --model 175B --gpus 8 --hw hw.yaml
     check est-unknown-model "${E}--model: unknown model '176B'" "$bin" estimate --model 176B --gpus 8
     check est-unknown-hw "${E}--hw: unknown hardware profile" "$bin" estimate --model 175B --gpus 8 --hw tpu
+    # a gated GELU MLP has no Megatron-LM flags: refused, not exported as another model
+    file geglu.yaml 'name: g\narch: t5\nencoder_layers: 2\ndecoder_layers: 2\nhidden: 64\nheads: 4\nffn_hidden: 128\nvocab: 100\nencoder_seq: 64\ndecoder_seq: 16\nactivation: geglu\n'
+    check est-megatron-geglu "${E}model\.activation: geglu: Megatron-LM has no flag for a gated GELU MLP" "$bin" estimate --model geglu.yaml --gpus 8 --format megatron
     check est-tp-heads "${E}--tp: tp=7 does not divide the 96 attention heads" "$bin" estimate --model 175B --gpus 56 --tp 7
     check est-gpus-multiple "${E}--gpus: 100 GPUs is not a multiple of tp\*pp\*cp" "$bin" estimate --model 175B --gpus 100 --tp 8
     check est-recompute-module-unknown "${E}--recompute-modules: unknown module 'attn'" "$bin" estimate --model 175B --gpus 8 --recompute-modules core_attn,attn

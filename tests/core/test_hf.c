@@ -7,9 +7,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/io.h"
+#include "planner/cost.h"
 
 static const char *data_dir = "tests/core/data";
 
@@ -147,6 +149,34 @@ static void test_t5(void **state)
     assert_int_equal(m.activation, MP_ACT_RELU);
 }
 
+/* Flan-T5 base's released config.json (T5 1.1's shape): gated-gelu with
+ * dense_act_fn gelu_new and is_gated_act true is GEGLU over GELU's tanh
+ * form, three FFN matrices a block, the head untied. Its parameters are
+ * Chung et al. 2022's "250M" (Table 2, two digits) and, exactly, the
+ * released checkpoint's 247,577,856 (tests/core/data/README.md derives it
+ * from the tensors' shapes); read as two FFN matrices (the ungated form)
+ * it would be 209.8M. */
+static void test_t5_gated(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("flan-t5-base-config.json", &m, &err), MP_OK);
+    assert_int_equal(m.arch, MP_ARCH_T5);
+    assert_int_equal(m.activation, MP_ACT_GEGLU);
+    assert_true(mp_activation_is_gated(m.activation));
+    assert_false(mp_activation_is_erf(m.activation));
+    assert_int_equal(m.encoder_layers, 12);
+    assert_int_equal(m.decoder_layers, 12);
+    assert_int_equal(m.hidden, 768);
+    assert_int_equal(m.ffn_hidden, 2048);
+    assert_false(m.tied_embeddings);
+    double n = mp_model_params(&m);
+    if (fabs(n / 247577856.0 - 1.0) > 1e-3)
+        fail_msg("flan-t5-base: %.6g parameters, the checkpoint holds 247577856", n);
+    assert_true(round(n / 1e7) == 25.0); /* "250M" */
+}
+
 /* The norm epsilon from each family's key in the released configs
  * (tests/core/data: GPT-2 layer_norm_epsilon 1e-5, Llama 3 70B rms_norm_eps
  * 1e-5, BERT layer_norm_eps 1e-12, T5 layer_norm_epsilon 1e-6, Mixtral
@@ -277,7 +307,7 @@ static void test_errors(void **state)
                      "\"d_kv\": 16, \"d_ff\": 100, \"vocab_size\": 10, \"feed_forward_proj\": \"gated-gelu\"}";
     assert_int_equal(mp_model_parse_hf_json(t5, strlen(t5), "x/flan/config.json", &m, &err), MP_OK);
     assert_int_equal(m.layers, 3);
-    assert_int_equal(m.activation, MP_ACT_SWIGLU);
+    assert_int_equal(m.activation, MP_ACT_GEGLU); /* gated-gelu: gelu_new(x W0) * (x W1) */
     assert_string_equal(m.name, "flan");
 }
 
@@ -781,8 +811,119 @@ static void test_activation(void **state)
         {3, "\"hidden_act\": \"silu\"", "hidden_act"},
         {4, "\"hidden_act\": \"relu\"", NULL},
         {4, "\"hidden_act\": \"gelu\"", "hidden_act"},
+        /* two keys naming different GELUs contradict each other */
+        {2, "\"activation_function\": \"gelu_new\", \"hidden_act\": \"gelu\"",
+         "activation_function"}, /* read after hidden_act */
+        {3, "\"hidden_act\": \"gelu\", \"hidden_activation\": \"gelu\"", NULL},
     };
     check_hf_cases(heads, "\"pad\": 0", cases, sizeof cases / sizeof cases[0]);
+}
+
+/* Each GELU name read exactly: "gelu" is the exact erf GELU (BERT's
+ * default), "gelu_new" / "gelu_pytorch_tanh" its tanh form (GPT-2's
+ * default); a family without the key gets transformers' default. */
+static void test_gelu_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        mp_activation want;
+    } cases[] = {
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
+         "\"vocab_size\": 100}", MP_ACT_GELU},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
+         "\"vocab_size\": 100, \"activation_function\": \"gelu\"}", MP_ACT_GELU_ERF},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, "
+         "\"vocab_size\": 100, \"activation_function\": \"gelu_pytorch_tanh\"}", MP_ACT_GELU},
+        {"{\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 100}", MP_ACT_GELU_ERF},
+        {"{\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+         "\"num_attention_heads\": 4, \"vocab_size\": 100, \"hidden_act\": \"gelu_new\"}",
+         MP_ACT_GELU},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_model m;
+        mp_error err;
+        mp_error_clear(&err);
+        if (mp_model_parse_hf_json(cases[i].json, strlen(cases[i].json), "c.json", &m, &err))
+            fail_msg("case %zu refused: %s: %s", i, err.field, err.msg);
+        if (m.activation != cases[i].want)
+            fail_msg("case %zu: %s, expected %s", i, mp_activation_name(m.activation),
+                     mp_activation_name(cases[i].want));
+    }
+    mp_model m;
+    mp_error err;
+    assert_int_equal(load("bert-config.json", &m, &err), MP_OK); /* hidden_act "gelu" */
+    assert_int_equal(m.activation, MP_ACT_GELU_ERF);
+    assert_int_equal(load("gpt2-config.json", &m, &err), MP_OK); /* "gelu_new" */
+    assert_int_equal(m.activation, MP_ACT_GELU);
+}
+
+/* T5's MLP from feed_forward_proj, with dense_act_fn and is_gated_act held
+ * to it (transformers' T5Config): the accepted spellings give their
+ * activation, a contradiction is refused at the contradicting key. */
+static void test_t5_activation(void **state)
+{
+    (void)state;
+    const char *head = "{\"model_type\": \"t5\", \"num_layers\": 2, \"d_model\": 64, "
+                       "\"num_heads\": 4, \"d_kv\": 16, \"d_ff\": 32, \"vocab_size\": 100";
+    static const struct {
+        const char *keys;
+        int want;          /* the activation, or -1: refused */
+        const char *field; /* where */
+    } cases[] = {
+        {"", MP_ACT_RELU, NULL},
+        {"\"feed_forward_proj\": \"relu\", \"dense_act_fn\": \"relu\", "
+         "\"is_gated_act\": false", MP_ACT_RELU, NULL},
+        {"\"feed_forward_proj\": \"gelu\"", MP_ACT_GELU_ERF, NULL},
+        {"\"feed_forward_proj\": \"gelu_new\"", MP_ACT_GELU, NULL},
+        {"\"feed_forward_proj\": \"gated-gelu\"", MP_ACT_GEGLU, NULL},
+        {"\"feed_forward_proj\": \"gated-gelu\", \"dense_act_fn\": \"gelu_new\", "
+         "\"is_gated_act\": true", MP_ACT_GEGLU, NULL},
+        {"\"feed_forward_proj\": \"gated-gelu_new\"", MP_ACT_GEGLU, NULL},
+        {"\"feed_forward_proj\": \"gated-gelu_pytorch_tanh\"", MP_ACT_GEGLU, NULL},
+        {"\"feed_forward_proj\": \"gated-silu\", \"dense_act_fn\": \"silu\"", MP_ACT_SWIGLU,
+         NULL},
+        {"\"feed_forward_proj\": \"gated-swish\"", MP_ACT_SWIGLU, NULL},
+        /* contradictions and functions megaplan does not compute */
+        {"\"feed_forward_proj\": \"gated-gelu\", \"dense_act_fn\": \"gelu\"", -1,
+         "dense_act_fn"},
+        {"\"feed_forward_proj\": \"gated-gelu\", \"is_gated_act\": false", -1,
+         "is_gated_act"},
+        {"\"feed_forward_proj\": \"relu\", \"is_gated_act\": true", -1, "is_gated_act"},
+        {"\"feed_forward_proj\": \"relu\", \"dense_act_fn\": \"gelu_new\"", -1,
+         "dense_act_fn"},
+        {"\"dense_act_fn\": \"silu\"", -1, "dense_act_fn"},
+        {"\"feed_forward_proj\": \"silu\"", -1, "feed_forward_proj"},
+        {"\"feed_forward_proj\": \"gated-relu\"", -1, "feed_forward_proj"},
+        {"\"feed_forward_proj\": \"gated-gelu-new\"", -1, "feed_forward_proj"},
+        {"\"feed_forward_proj\": \"gated-quick_gelu\"", -1, "feed_forward_proj"},
+        {"\"feed_forward_proj\": \"gated-gelu\", \"is_gated_act\": 1", -1, "is_gated_act"},
+        {"\"feed_forward_proj\": \"gated-gelu\", \"hidden_act\": \"gelu\"", -1, "hidden_act"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[512];
+        snprintf(json, sizeof json, "%s%s%s}", head, cases[i].keys[0] ? ",\n" : "",
+                 cases[i].keys);
+        mp_model m;
+        mp_error err;
+        mp_error_clear(&err);
+        mp_status st = mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err);
+        if (cases[i].want >= 0) {
+            if (st != MP_OK)
+                fail_msg("case %zu refused: %s: %s", i, err.field, err.msg);
+            if ((int)m.activation != cases[i].want)
+                fail_msg("case %zu: %s, expected %s", i, mp_activation_name(m.activation),
+                         mp_activation_name((mp_activation)cases[i].want));
+            continue;
+        }
+        if (st != MP_EINPUT)
+            fail_msg("case %zu (%s) accepted", i, cases[i].keys);
+        if (strcmp(err.field, cases[i].field))
+            fail_msg("case %zu: field '%s' (%s), expected '%s'", i, err.field, err.msg,
+                     cases[i].field);
+        assert_int_equal(err.line, 2);
+    }
 }
 
 int main(int argc, char **argv)
@@ -796,6 +937,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rope_fields), cmocka_unit_test(test_deepseek_yarn),
         cmocka_unit_test(test_qwen3_qk_norm), cmocka_unit_test(test_norm_eps),
         cmocka_unit_test(test_moe_math_keys), cmocka_unit_test(test_activation),
+        cmocka_unit_test(test_t5_gated),      cmocka_unit_test(test_gelu_forms),
+        cmocka_unit_test(test_t5_activation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

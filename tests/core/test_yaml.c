@@ -137,6 +137,43 @@ static void test_model_ok(void **state)
     assert_int_equal(m.activation, MP_ACT_RELU);
 }
 
+/* Each activation spelling (docs/formats.md "Activations") reads as its
+ * own function and writes back as it was spelled; gated ones (three FFN
+ * matrices) get LLaMA's 8h/3 default width; an unknown one is refused. */
+static void test_model_activations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        mp_activation act;
+        bool gated, erf;
+    } acts[] = {
+        {"gelu", MP_ACT_GELU, false, false},      {"gelu_erf", MP_ACT_GELU_ERF, false, true},
+        {"swiglu", MP_ACT_SWIGLU, true, false},   {"geglu", MP_ACT_GEGLU, true, false},
+        {"geglu_erf", MP_ACT_GEGLU_ERF, true, true}, {"relu", MP_ACT_RELU, false, false},
+    };
+    assert_int_equal(sizeof acts / sizeof acts[0], MP_ACT_COUNT);
+    mp_model m;
+    mp_error err;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "arch: gpt\nlayers: 2\nhidden: 96\nheads: 4\nvocab: 100\nseq: 64\n"
+                 "activation: %s\n", acts[i].name);
+        assert_int_equal(model(text, &m, &err), MP_OK);
+        assert_int_equal(m.activation, acts[i].act);
+        assert_string_equal(mp_activation_name(m.activation), acts[i].name);
+        assert_int_equal(mp_activation_is_gated(m.activation), acts[i].gated);
+        assert_int_equal(mp_activation_is_erf(m.activation), acts[i].erf);
+        /* gated: 8h/3 = 256 rounded up to 256; else 4h = 384 */
+        assert_int_equal(m.ffn_hidden, acts[i].gated ? 256 : 384);
+    }
+    assert_int_equal(model("arch: gpt\nlayers: 2\nhidden: 96\nheads: 4\nvocab: 100\nseq: 64\n"
+                           "activation: gelu_tanh\n", &m, &err),
+                     MP_EINPUT);
+    assert_string_equal(err.field, "activation");
+}
+
 /* norm_eps: each architecture's default when absent (GPT-2's and Llama 2's
  * 1e-5, BERT's 1e-12, T5's 1e-6), the file's value when given, refused
  * at its line and column when not positive, not below 1 or not a number;
@@ -495,7 +532,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loader_positions), cmocka_unit_test(test_loader_errors),
         cmocka_unit_test(test_model_ok),         cmocka_unit_test(test_model_errors),
-        cmocka_unit_test(test_model_norm_eps),
+        cmocka_unit_test(test_model_norm_eps), cmocka_unit_test(test_model_activations),
         cmocka_unit_test(test_hw_errors),        cmocka_unit_test(test_hw_overrides),
         cmocka_unit_test(test_curve),            cmocka_unit_test(test_tiny_hw_file),
         cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_load_precedence),

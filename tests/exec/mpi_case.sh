@@ -26,7 +26,7 @@
 # factor 40 over 4096 positions, betas 32 and 1, rounded bounds, mscale and mscale_all_dim 1);
 # QKNORM=1 (attn.qk_norm: Qwen3's RMSNorm on each query and key head); NORMEPS=x (the model's
 # norm_eps; default: the template's architecture's); ACT=name (the plan's model.activation in
-# place of relu: T5's template).
+# place of the template's: gelu_erf, geglu, ...).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
@@ -86,7 +86,7 @@ fi
 if [ -n "$normeps" ]; then sed -i "s/^  arch: .*/&\n  norm_eps: $normeps/" "$T/plan.yaml"; fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
 if [ -n "$rcm" ]; then sed -i "s/recompute: $rc,/recompute: $rc, recompute_modules: \"$rcm\",/" "$T/plan.yaml"; fi
-if [ -n "$act" ]; then sed -i "s/^  activation: relu\$/  activation: $act/" "$T/plan.yaml"; fi
+if [ -n "$act" ]; then sed -i "s/^  activation: [a-z_]*\$/  activation: $act/" "$T/plan.yaml"; fi
 if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi
 if [ -n "$zero" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, zero: $zero,/" "$T/plan.yaml"; fi
 if [ -n "$hsdp" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, hsdp: $hsdp,/" "$T/plan.yaml"; fi

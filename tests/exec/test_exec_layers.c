@@ -178,9 +178,24 @@ static void test_norm_eps_used(void **state)
     }
 }
 
-static void test_swiglu_backward(void **state)
+/* A gated unit's backward (SwiGLU's, GEGLU's two forms) against central
+ * differences of its forward. */
+typedef void (*gate_fwd)(double *, const double *, int, int, bool);
+typedef void (*gate_bwd)(double *, const double *, const double *, int, int, bool);
+
+static void swiglu_fwd(double *o, const double *gu, int r, int f, bool erf)
 {
-    (void)state;
+    (void)erf;
+    mp_swiglu_forward_f64(o, gu, r, f);
+}
+static void swiglu_bwd(double *d, const double *dy, const double *gu, int r, int f, bool erf)
+{
+    (void)erf;
+    mp_swiglu_backward_f64(d, dy, gu, r, f);
+}
+
+static void check_gated_backward(gate_fwd fwd, gate_bwd bwd, bool erf)
+{
     enum { R = 2, F = 5 };
     double gu[R * 2 * F], dy[R * F], out[R * F], dgu[R * 2 * F];
     uint64_t s = 5;
@@ -188,15 +203,15 @@ static void test_swiglu_backward(void **state)
         gu[i] = frand(&s) * 4;
     for (int i = 0; i < R * F; i++)
         dy[i] = frand(&s);
-    mp_swiglu_backward_f64(dgu, dy, gu, R, F);
+    bwd(dgu, dy, gu, R, F, erf);
     for (int i = 0; i < R * 2 * F; i++) {
         double keep = gu[i], up = 0, down = 0;
         gu[i] = keep + 1e-6;
-        mp_swiglu_forward_f64(out, gu, R, F);
+        fwd(out, gu, R, F, erf);
         for (int k = 0; k < R * F; k++)
             up += out[k] * dy[k];
         gu[i] = keep - 1e-6;
-        mp_swiglu_forward_f64(out, gu, R, F);
+        fwd(out, gu, R, F, erf);
         for (int k = 0; k < R * F; k++)
             down += out[k] * dy[k];
         gu[i] = keep;
@@ -204,23 +219,35 @@ static void test_swiglu_backward(void **state)
     }
 }
 
+static void test_swiglu_backward(void **state)
+{
+    (void)state;
+    check_gated_backward(swiglu_fwd, swiglu_bwd, false);
+    check_gated_backward(mp_geglu_forward_f64, mp_geglu_backward_f64, false);
+    check_gated_backward(mp_geglu_forward_f64, mp_geglu_backward_f64, true);
+}
+
 /* ---- GeLU ---- */
 
 static void test_gelu_backward(void **state)
 {
     (void)state;
-    for (double x = -4; x <= 4; x += 0.37) {
-        double up, down, d, one = 1, in;
-        in = x + 1e-6;
-        mp_gelu_forward_f64(&up, &in, 1);
-        in = x - 1e-6;
-        mp_gelu_forward_f64(&down, &in, 1);
-        mp_gelu_backward_f64(&d, &one, &x, 1);
-        assert_true(fabs((up - down) / 2e-6 - d) < 1e-7);
+    for (int erf = 0; erf < 2; erf++) {
+        void (*fwd)(double *, const double *, size_t) =
+            erf ? mp_gelu_erf_forward_f64 : mp_gelu_forward_f64;
+        for (double x = -4; x <= 4; x += 0.37) {
+            double up, down, d, one = 1, in;
+            in = x + 1e-6;
+            fwd(&up, &in, 1);
+            in = x - 1e-6;
+            fwd(&down, &in, 1);
+            (erf ? mp_gelu_erf_backward_f64 : mp_gelu_backward_f64)(&d, &one, &x, 1);
+            assert_true(fabs((up - down) / 2e-6 - d) < 1e-7);
+        }
+        double zero = 0, g;
+        fwd(&g, &zero, 1);
+        assert_true(g == 0);
     }
-    double zero = 0, g;
-    mp_gelu_forward_f64(&g, &zero, 1);
-    assert_true(g == 0);
 }
 
 /* ---- attention ---- */
@@ -304,7 +331,7 @@ static mp_gpt_dims tiny_llama_dims(int tp, int tp_rank, bool sp, bool tied, int 
     mp_gpt_dims d = tiny_dims(tp, tp_rank, sp, tied);
     d.heads = heads;
     d.kv_heads = kv;
-    d.rmsnorm = d.swiglu = d.rope = d.no_bias = true;
+    d.rmsnorm = d.gated = d.rope = d.no_bias = true;
     return d;
 }
 
@@ -384,7 +411,7 @@ static void test_model_gradients_llama(void **state)
     d.rmsnorm = true;
     check_model_gradients_of(d);
     d = tiny_dims(1, 0, false, true);
-    d.swiglu = true;
+    d.gated = true;
     check_model_gradients_of(d);
     d = tiny_dims(1, 0, false, true);
     d.kv_heads = 2;
@@ -395,6 +422,56 @@ static void test_model_gradients_llama(void **state)
     /* all of them */
     check_model_gradients_of(tiny_llama_dims(1, 0, false, false, 4, 2));
     check_model_gradients_of(tiny_llama_dims(1, 0, false, true, 4, 4));
+}
+
+static mp_gpt_dims tiny_t5_dims(bool tied);
+static double *recompute_run(mp_gpt_dims d, const mp_param_layout *lay, double *loss);
+
+/* The exact GELU and GEGLU (tanh and erf) through whole models: GPT's
+ * blocks, BERT's (its masked-LM head's GELU too), T5's; and each form
+ * reaches the loss: under the 8x weights of these checks the pre-activations
+ * are large enough that the two GELUs, and GEGLU against SwiGLU, give
+ * different losses (a model that ran another function than it says would
+ * give the same). */
+static void test_model_gradients_gelu_forms(void **state)
+{
+    (void)state;
+    mp_gpt_dims gpt = tiny_dims(1, 0, false, true), bert = gpt, t5 = tiny_t5_dims(true);
+    bert.bert = true;
+    t5.relu = false;
+    const struct {
+        mp_gpt_dims base;
+        bool gated, geglu, erf;
+    } cases[] = {
+        {gpt, false, false, true},  {gpt, true, true, false}, {gpt, true, true, true},
+        {bert, false, false, true}, {t5, true, true, false},  {t5, false, false, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_gpt_dims d = cases[i].base;
+        d.gated = cases[i].gated;
+        d.geglu = cases[i].geglu;
+        d.gelu_erf = cases[i].erf;
+        check_model_gradients_of(d);
+        /* the same model with the other GELU form (GEGLU: and with SwiGLU) */
+        mp_gpt_dims other = d;
+        other.gelu_erf = !d.gelu_erf;
+        mp_param_layout lay;
+        mp_error err;
+        assert_int_equal(mp_param_layout_build(&d, &lay, &err), MP_OK);
+        double a, b, c = 0;
+        free(recompute_run(d, &lay, &a));
+        free(recompute_run(other, &lay, &b));
+        if (d.geglu) {
+            other = d;
+            other.geglu = false;
+            free(recompute_run(other, &lay, &c));
+        }
+        mp_param_layout_free(&lay);
+        /* rounding moves these losses by ~1e-14; the forms by 1e-6 and more */
+        if (!(fabs(a - b) > 1e-8 * a) || (d.geglu && !(fabs(a - c) > 1e-8 * a)))
+            fail_msg("case %zu (%s): losses %.17g, other GELU %.17g, SwiGLU %.17g", i,
+                     mp_activation_name(mp_dims_activation(&d)), a, b, c);
+    }
 }
 
 /* BERT: bidirectional attention, token types, the masked-LM transform with
@@ -535,7 +612,7 @@ static void test_model_gradients_t5(void **state)
     d.layers = 4;
     d.enc_layers = 2;
     d.relu = false;
-    d.swiglu = true;
+    d.gated = true;
     check_model_gradients_of(d);
 }
 
@@ -594,7 +671,7 @@ static void test_model_gradients_moe(void **state)
     d.shared_ffn = 16;
     check_model_gradients_of(d);
     d = tiny_moe_dims(1, 0, false, 1, 0); /* GPT's blocks: GeLU experts */
-    d.rmsnorm = d.swiglu = d.rope = d.no_bias = false;
+    d.rmsnorm = d.gated = d.rope = d.no_bias = false;
     d.kv_heads = 0;
     check_model_gradients_of(d);
 }
@@ -712,7 +789,7 @@ static void test_model_gradients_mla(void **state)
     check_model_gradients_of(tiny_mla_dims(1, 0, false, 0));
     check_model_gradients_of(tiny_deepseek_dims());
     mp_gpt_dims d = tiny_mla_dims(1, 0, false, 10); /* LayerNorm, GeLU, biases, tied */
-    d.rmsnorm = d.swiglu = d.no_bias = false;
+    d.rmsnorm = d.gated = d.no_bias = false;
     d.tied = true;
     check_model_gradients_of(d);
 }
@@ -1203,7 +1280,7 @@ static void test_exact_data_is_alive(void **state)
      * attention-gradient grid), the biases, the clamped experts */
     d = (mp_gpt_dims){.hidden = 32, .heads = 4, .kv_heads = 2, .ffn = 64, .vocab = 64,
                       .seq = 16, .micro_batch = 1, .layers = 2, .tied = true, .tp = 1,
-                      .rmsnorm = true, .swiglu = true, .rope = true, .window = 5,
+                      .rmsnorm = true, .gated = true, .rope = true, .window = 5,
                       .window_skip_freq = 2, .sinks = true, .glu_limit = 0.5, .experts = 4,
                       .top_k = 2, .expert_ffn = 32, .ep = 1, .expert_bias = true};
     exact_data_is_alive_of(d, NULL);
@@ -1463,6 +1540,7 @@ int main(void)
         cmocka_unit_test(test_model_gradients_untied),
         cmocka_unit_test(test_model_gradients_llama),
         cmocka_unit_test(test_model_gradients_bert),
+        cmocka_unit_test(test_model_gradients_gelu_forms),
         cmocka_unit_test(test_relu_backward),
         cmocka_unit_test(test_t5_buckets),
         cmocka_unit_test(test_t5_attention_backward),

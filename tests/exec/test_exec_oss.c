@@ -236,7 +236,7 @@ static mp_gpt_dims tiny_oss(int tp, int tp_rank, int ep, int ep_rank, int etp)
 {
     return (mp_gpt_dims){.hidden = 16, .heads = 4, .kv_heads = 2, .ffn = 32, .vocab = 24,
                          .seq = 8, .micro_batch = 2, .layers = 2, .tp = tp, .tp_rank = tp_rank,
-                         .sp = tp > 1, .rmsnorm = true, .swiglu = true, .rope = true,
+                         .sp = tp > 1, .rmsnorm = true, .gated = true, .rope = true,
                          .window = 3, .window_skip_freq = 2, .sinks = true, .glu_limit = 1.5,
                          .experts = 4, .top_k = 2, .expert_ffn = 16, .ep = ep,
                          .ep_rank = ep_rank, .etp = etp, .expert_bias = true};

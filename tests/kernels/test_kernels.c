@@ -281,55 +281,169 @@ static void test_norm_eps(void **state)
 
 /* ---- elementwise layers ---- */
 
-static void test_gelu(void **state)
+/* An elementwise activation on the host and as the kernel, forward and
+ * backward (in place, as bert_heads.c), on exact mode's grid and off it. */
+typedef void (*cpu_map_fn)(float *, const float *, size_t);
+typedef void (*cpu_map_bwd_fn)(float *, const float *, const float *, size_t);
+typedef int (*k_map_fn)(float *, const float *, size_t, void *);
+typedef int (*k_map_bwd_fn)(float *, const float *, const float *, size_t, void *);
+
+/* An activation's forward (n_out values) and backward (n_d) from the
+ * kernel against the host's: on the grid in exact mode, else close. */
+static void kernel_agrees(const char *name, int exact, float *g_out, float *out,
+                          size_t n_out, float *g_d, float *d, size_t n_d)
 {
-    (void)state;
+    char what[64];
+    snprintf(what, sizeof what, "%s forward", name);
+    if (exact)
+        agree_on_grid(what, g_out, out, n_out, MP_Q_ACT);
+    else
+        close_to(what, g_out, out, n_out, TOL_ELEM);
+    snprintf(what, sizeof what, "%s backward", name);
+    if (exact)
+        agree_on_grid(what, g_d, d, n_d, MP_Q_GRAD);
+    else
+        close_to(what, g_d, d, n_d, TOL_ELEM);
+}
+
+static void map_case(const char *name, cpu_map_fn cf, cpu_map_bwd_fn cb, k_map_fn kf,
+                     k_map_bwd_fn kb)
+{
     enum { N = 2000 };
     for (int exact = 0; exact < 2; exact++) {
         float *x = data(exact, N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
         float *out = fvec(N), *dx = fvec(N);
-        mp_gelu_forward_f32(out, x, N);
-        mp_gelu_backward_f32(dx, dy, x, N);
+        cf(out, x, N);
+        cb(dx, dy, x, N);
         float *d_x = up(x, N), *d_out = up(out, N), *d_dy = up(dy, N);
-        OK(mpk_gelu_forward(d_out, d_x, N, NULL));
-        OK(mpk_gelu_backward(d_dy, d_dy, d_x, N, NULL)); /* in place, as bert_heads.c */
+        OK(kf(d_out, d_x, N, NULL));
+        OK(kb(d_dy, d_dy, d_x, N, NULL));
         float *g_out = down(d_out, N), *g_dx = down(d_dy, N);
-        if (exact) {
-            agree_on_grid("gelu forward", g_out, out, N, MP_Q_ACT);
-            agree_on_grid("gelu backward", g_dx, dx, N, MP_Q_GRAD);
-        } else {
-            close_to("gelu forward", g_out, out, N, TOL_ELEM);
-            close_to("gelu backward", g_dx, dx, N, TOL_ELEM);
-        }
+        kernel_agrees(name, exact, g_out, out, N, g_dx, dx, N);
         kt_free(d_x);
         free(x), free(dy), free(out), free(dx), free(g_out), free(g_dx);
+    }
+}
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    map_case("gelu", mp_gelu_forward_f32, mp_gelu_backward_f32, mpk_gelu_forward,
+             mpk_gelu_backward);
+    map_case("gelu_erf", mp_gelu_erf_forward_f32, mp_gelu_erf_backward_f32,
+             mpk_gelu_erf_forward, mpk_gelu_erf_backward);
+}
+
+/* The two GELUs against published values: x Phi(x) at 1 and -1 is
+ * Phi(1) = 0.8413447460685429 and -(1 - Phi(1)) (the standard normal's CDF,
+ * Abramowitz & Stegun Table 26.1); the tanh form at 1 is 0.5 (1 + tanh(
+ * sqrt(2/pi) 1.044715)) = 0.8411919906082768 (Hendrycks & Gimpel 2016,
+ * eq. for the approximation). The gradients against central differences. */
+static void test_gelu_values(void **state)
+{
+    (void)state;
+    double x[2] = {1.0, -1.0}, e[2], t[2];
+    mp_gelu_erf_forward_f64(e, x, 2);
+    mp_gelu_forward_f64(t, x, 2);
+    assert_true(fabs(e[0] - 0.8413447460685429) < 1e-15);
+    assert_true(fabs(e[1] + (1.0 - 0.8413447460685429)) < 1e-15);
+    assert_true(fabs(t[0] - 0.8411919906082768) < 1e-15);
+    assert_true(fabs(e[0] - t[0]) > 1e-4); /* two functions */
+    for (int erf = 0; erf < 2; erf++)
+        for (double v = -4.0; v <= 4.0; v += 0.37) {
+            double h = 1e-6, xs[3] = {v - h, v + h, v}, ys[3], one = 1.0, g;
+            (erf ? mp_gelu_erf_forward_f64 : mp_gelu_forward_f64)(ys, xs, 3);
+            (erf ? mp_gelu_erf_backward_f64 : mp_gelu_backward_f64)(&g, &one, &xs[2], 1);
+            if (fabs(g - (ys[1] - ys[0]) / (2 * h)) > 1e-8)
+                fail_msg("gelu%s'(%g) = %.12g, difference quotient %.12g", erf ? "_erf" : "",
+                         v, g, (ys[1] - ys[0]) / (2 * h));
+        }
+}
+
+/* A gated unit over gu[R, 2F] = [gate | up], host against kernel. */
+typedef void (*cpu_gate_fn)(float *, const float *, int, int, bool);
+typedef void (*cpu_gate_bwd_fn)(float *, const float *, const float *, int, int, bool);
+typedef int (*k_gate_fn)(float *, const float *, int, int, int, void *);
+typedef int (*k_gate_bwd_fn)(float *, const float *, const float *, int, int, int, void *);
+
+static void swiglu_cpu(float *o, const float *gu, int r, int f, bool erf)
+{
+    (void)erf;
+    mp_swiglu_forward_f32(o, gu, r, f);
+}
+static void swiglu_cpu_bwd(float *d, const float *dy, const float *gu, int r, int f, bool erf)
+{
+    (void)erf;
+    mp_swiglu_backward_f32(d, dy, gu, r, f);
+}
+static int swiglu_k(float *o, const float *gu, int r, int f, int erf, void *s)
+{
+    (void)erf;
+    return mpk_swiglu_forward(o, gu, r, f, s);
+}
+static int swiglu_k_bwd(float *d, const float *dy, const float *gu, int r, int f, int erf,
+                        void *s)
+{
+    (void)erf;
+    return mpk_swiglu_backward(d, dy, gu, r, f, s);
+}
+
+static void gated_case(const char *name, bool erf, cpu_gate_fn cf, cpu_gate_bwd_fn cb,
+                       k_gate_fn kf, k_gate_bwd_fn kb)
+{
+    enum { R = 9, F = 70, N = R * F };
+    for (int exact = 0; exact < 2; exact++) {
+        float *gu = data(exact, 2 * N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
+        float *out = fvec(N), *dgu = fvec(2 * N);
+        cf(out, gu, R, F, erf);
+        cb(dgu, dy, gu, R, F, erf);
+        float *d_gu = up(gu, 2 * N), *d_out = up(out, N), *d_dy = up(dy, N);
+        float *d_dgu = up(dgu, 2 * N);
+        OK(kf(d_out, d_gu, R, F, erf, NULL));
+        OK(kb(d_dgu, d_dy, d_gu, R, F, erf, NULL));
+        float *g_out = down(d_out, N), *g_dgu = down(d_dgu, 2 * N);
+        kernel_agrees(name, exact, g_out, out, N, g_dgu, dgu, 2 * N);
+        kt_free(d_gu);
+        kt_free(d_dy);
+        free(gu), free(dy), free(out), free(dgu), free(g_out), free(g_dgu);
     }
 }
 
 static void test_swiglu(void **state)
 {
     (void)state;
-    enum { R = 9, F = 70, N = R * F };
-    for (int exact = 0; exact < 2; exact++) {
-        float *gu = data(exact, 2 * N, MP_Q_ACT, 4), *dy = data(exact, N, MP_Q_GRAD, 1);
-        float *out = fvec(N), *dgu = fvec(2 * N);
-        mp_swiglu_forward_f32(out, gu, R, F);
-        mp_swiglu_backward_f32(dgu, dy, gu, R, F);
-        float *d_gu = up(gu, 2 * N), *d_out = up(out, N), *d_dy = up(dy, N);
-        float *d_dgu = up(dgu, 2 * N);
-        OK(mpk_swiglu_forward(d_out, d_gu, R, F, NULL));
-        OK(mpk_swiglu_backward(d_dgu, d_dy, d_gu, R, F, NULL));
-        float *g_out = down(d_out, N), *g_dgu = down(d_dgu, 2 * N);
-        if (exact) {
-            agree_on_grid("swiglu forward", g_out, out, N, MP_Q_ACT);
-            agree_on_grid("swiglu backward", g_dgu, dgu, 2 * N, MP_Q_GRAD);
-        } else {
-            close_to("swiglu forward", g_out, out, N, TOL_ELEM);
-            close_to("swiglu backward", g_dgu, dgu, 2 * N, TOL_ELEM);
-        }
-        kt_free(d_gu);
-        kt_free(d_dy);
-        free(gu), free(dy), free(out), free(dgu), free(g_out), free(g_dgu);
+    gated_case("swiglu", false, swiglu_cpu, swiglu_cpu_bwd, swiglu_k, swiglu_k_bwd);
+}
+
+/* GEGLU (both GELUs) on the host and as the kernel, and the host's against
+ * its definition: gelu(gate) * up, d gate = dout up gelu'(gate), d up =
+ * dout gelu(gate), with the elementwise GELU of the same form. */
+static void test_geglu(void **state)
+{
+    (void)state;
+    gated_case("geglu", false, mp_geglu_forward_f32, mp_geglu_backward_f32, mpk_geglu_forward,
+               mpk_geglu_backward);
+    gated_case("geglu_erf", true, mp_geglu_forward_f32, mp_geglu_backward_f32,
+               mpk_geglu_forward, mpk_geglu_backward);
+    enum { R = 3, F = 5 };
+    for (int erf = 0; erf < 2; erf++) {
+        double gu[R * 2 * F], dy[R * F], out[R * F], dgu[R * 2 * F];
+        for (int i = 0; i < R * 2 * F; i++)
+            gu[i] = 0.3 * (i % 11) - 1.4;
+        for (int i = 0; i < R * F; i++)
+            dy[i] = 0.1 * (i % 7) - 0.25;
+        mp_geglu_forward_f64(out, gu, R, F, erf);
+        mp_geglu_backward_f64(dgu, dy, gu, R, F, erf);
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < F; c++) {
+                double x = gu[r * 2 * F + c], u = gu[r * 2 * F + F + c], a, g, one = 1.0;
+                (erf ? mp_gelu_erf_forward_f64 : mp_gelu_forward_f64)(&a, &x, 1);
+                (erf ? mp_gelu_erf_backward_f64 : mp_gelu_backward_f64)(&g, &one, &x, 1);
+                double d = dy[r * F + c];
+                assert_true(out[r * F + c] == a * u);
+                assert_true(fabs(dgu[r * 2 * F + c] - d * u * g) <= 1e-15);
+                assert_true(dgu[r * 2 * F + F + c] == d * a);
+            }
     }
 }
 
@@ -1353,6 +1467,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantize),     cmocka_unit_test(test_norms),
         cmocka_unit_test(test_gelu),         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_gelu_values),  cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_tanh),         cmocka_unit_test(test_bias_add_scale),
         cmocka_unit_test(test_rope),         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_cross_entropy), cmocka_unit_test(test_embedding),

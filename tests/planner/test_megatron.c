@@ -154,6 +154,10 @@ static void check_plan(const mp_plan *plan)
     assert_int_equal(get(&f, "--group-query-attention") != NULL, m->kv_heads < m->heads);
     assert_int_equal(num(&f, "--num-query-groups", m->heads), m->kv_heads);
     assert_int_equal(get(&f, "--swiglu") != NULL, m->activation == MP_ACT_SWIGLU);
+    /* GELU's tanh form asks for OpenAI's GELU; the exact one is Megatron's default */
+    assert_int_equal(get(&f, "--openai-gelu") != NULL, m->activation == MP_ACT_GELU);
+    assert_int_equal(strstr(b.data, "# activation gelu (tanh form)") != NULL,
+                     m->activation == MP_ACT_GELU);
     const char *norm = get(&f, "--normalization");
     assert_string_equal(norm ? norm : "LayerNorm",
                         m->norm == MP_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");

@@ -327,6 +327,17 @@ static mp_status published_cols(const csv *c, int r, int n, double *v, int64_t *
     return MP_OK;
 }
 
+/* published_cols of a table whose first column is the model's size in
+ * billions of parameters (a number, into v[0]) rather than its name. */
+static mp_status published_sized(const csv *c, int r, int n, double *v, int64_t *a, int64_t *h,
+                                 int64_t *L, par *q, mp_error *err)
+{
+    mp_status st = published_cols(c, r, n, v, a, h, L, q, err);
+    if (st == MP_OK)
+        st = num(c, r, 0, &v[0], err);
+    return st;
+}
+
 /* ---- data sets --------------------------------------------------------------- */
 
 static const char note_vtrain_multi[] =
@@ -409,6 +420,23 @@ static refdata_row *row_new(refdata_set *s, const csv *c, int r, refdata_kind ki
     return w;
 }
 
+/* One file of a data set of several (refdata_table_read_more), with room
+ * for its rows after the set's. */
+static mp_status set_file_read(const char *dir, const char *file, const char *first,
+                               refdata_set *s, csv *c, mp_error *err)
+{
+    mp_status st = refdata_table_read_more(dir, file, first, &s->role, c, err);
+    if (st != MP_OK)
+        return st;
+    refdata_row *grown = realloc(s->rows, ((size_t)s->n + (size_t)c->rows + 1) * sizeof *s->rows);
+    if (!grown) {
+        csv_free(c);
+        return mp_error_set(err, MP_ENOMEM, file, 0, 0, NULL, "out of memory");
+    }
+    s->rows = grown;
+    return MP_OK;
+}
+
 /* vTrain: gpus, global batch, micro batch, hidden, heads, layers, seq, t, d, p,
  * iteration ms; the multi-node file starts with billions of parameters. */
 static mp_status vtrain(const csv *c, bool multi, const mp_hw *hw, refdata_set *s, mp_error *err)
@@ -464,9 +492,7 @@ static mp_status narayanan(const csv *c, const mp_hw *hw, refdata_set *s, mp_err
         double v[9];
         int64_t a, h, L;
         par q;
-        mp_status st = published_cols(c, r, 9, v, &a, &h, &L, &q, err);
-        if (st == MP_OK)
-            st = num(c, r, 0, &v[0], err);
+        mp_status st = published_sized(c, r, 9, v, &a, &h, &L, &q, err);
         if (st != MP_OK)
             return st;
         double pb = v[0];
@@ -603,9 +629,7 @@ static mp_status megatron_core(const csv *c, const mp_hw *hw, refdata_set *s, mp
         double v[10];
         int64_t a, h, L;
         par q;
-        mp_status st = published_cols(c, r, 10, v, &a, &h, &L, &q, err);
-        if (st == MP_OK)
-            st = num(c, r, 0, &v[0], err);
+        mp_status st = published_sized(c, r, 10, v, &a, &h, &L, &q, err);
         if (st != MP_OK)
             return st;
         double pb = v[0];
@@ -665,9 +689,7 @@ static mp_status mtnlg(const csv *c, const mp_hw *hw, refdata_set *s, mp_error *
         double v[9];
         int64_t a, h, L;
         par q;
-        mp_status st = published_cols(c, r, 9, v, &a, &h, &L, &q, err);
-        if (st == MP_OK)
-            st = num(c, r, 0, &v[0], err);
+        mp_status st = published_sized(c, r, 9, v, &a, &h, &L, &q, err);
         if (st != MP_OK)
             return st;
         q.gpus = (int64_t)v[6];
@@ -707,21 +729,9 @@ static mp_status nccl(const char *dir, const mp_hw *hw, refdata_set *s, mp_error
         char f[64];
         snprintf(f, sizeof f, "vtrain/a100_nvlink_allreduce_%dgpu.csv", g);
         csv c;
-        mp_status st = csv_read(dir, f, &c, err);
+        mp_status st = set_file_read(dir, f, g > 2 ? "the 2-GPU sweep" : NULL, s, &c, err);
         if (st != MP_OK)
             return st;
-        refdata_row *grown = realloc(s->rows, ((size_t)s->n + (size_t)c.rows + 1) * sizeof *s->rows);
-        if (!grown) {
-            csv_free(&c);
-            return mp_error_set(err, MP_ENOMEM, f, 0, 0, NULL, "out of memory");
-        }
-        s->rows = grown;
-        if (g > 2 && c.role != s->role) {
-            csv_free(&c);
-            return mp_error_set(err, MP_EINPUT, f, 0, 0, "role",
-                                "differs from the 2-GPU sweep's: one data set, one role");
-        }
-        s->role = c.role;
         for (int r = 0; r < c.rows; r++) {
             static const int cols[3] = {0, 3, 5};
             double v[3];
@@ -1042,21 +1052,9 @@ static mp_status runs(const char *dir, const char *const *files, refdata_set *s,
 {
     for (int f = 0; files[f]; f++) {
         csv c;
-        mp_status st = csv_read(dir, files[f], &c, err);
+        mp_status st = set_file_read(dir, files[f], f > 0 ? files[0] : NULL, s, &c, err);
         if (st != MP_OK)
             return st;
-        refdata_row *grown = realloc(s->rows, ((size_t)s->n + (size_t)c.rows + 1) * sizeof *s->rows);
-        if (!grown) {
-            csv_free(&c);
-            return mp_error_set(err, MP_ENOMEM, files[f], 0, 0, NULL, "out of memory");
-        }
-        s->rows = grown;
-        if (f > 0 && c.role != s->role) {
-            csv_free(&c);
-            return mp_error_set(err, MP_EINPUT, files[f], 0, 0, "role",
-                                "differs from %s's: one data set, one role", files[0]);
-        }
-        s->role = c.role;
         int first = s->n;
         st = runs_file(&c, s, err);
         for (int r = first; r < s->n; r++)
@@ -1073,6 +1071,21 @@ static mp_status runs(const char *dir, const char *const *files, refdata_set *s,
 mp_status refdata_table_read(const char *dir, const char *file, refdata_table *t, mp_error *err)
 {
     return csv_read(dir, file, t, err);
+}
+
+mp_status refdata_table_read_more(const char *dir, const char *file, const char *first,
+                                  refdata_role *role, refdata_table *t, mp_error *err)
+{
+    mp_status st = csv_read(dir, file, t, err);
+    if (st != MP_OK)
+        return st;
+    if (first && t->role != *role) {
+        csv_free(t);
+        return mp_error_set(err, MP_EINPUT, file, 0, 0, "role",
+                            "differs from %s's: one data set, one role", first);
+    }
+    *role = t->role;
+    return MP_OK;
 }
 
 void refdata_table_free(refdata_table *t)

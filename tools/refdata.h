@@ -87,6 +87,11 @@ typedef struct refdata_table {
 } refdata_table;
 
 mp_status refdata_table_read(const char *dir, const char *file, refdata_table *t, mp_error *err);
+/* One file of a data set of several files, which share one role: reads it
+ * as refdata_table_read, then, where first names the set's first file (NULL:
+ * this is the first), refuses a role other than *role; sets *role. */
+mp_status refdata_table_read_more(const char *dir, const char *file, const char *first,
+                                  refdata_role *role, refdata_table *t, mp_error *err);
 void refdata_table_free(refdata_table *t);
 /* The cell of row r in the column named name; NULL when there is no such
  * column or the line is short. */

@@ -416,18 +416,12 @@ mp_status refdata_moe_read(const char *dir, refdata_moe_set *out, mp_error *err)
     out->note = note_moe;
     for (size_t f = 0; f < sizeof moe_files / sizeof moe_files[0]; f++) {
         refdata_table t;
-        mp_status st = refdata_table_read(dir, moe_files[f], &t, err);
+        mp_status st = refdata_table_read_more(dir, moe_files[f], f > 0 ? moe_files[0] : NULL,
+                                               &out->role, &t, err);
         if (st != MP_OK) {
             refdata_moe_free(out);
             return st;
         }
-        if (f > 0 && t.role != out->role) {
-            refdata_table_free(&t);
-            refdata_moe_free(out);
-            return mp_error_set(err, MP_EINPUT, moe_files[f], 0, 0, "role",
-                                "differs from %s's: one data set, one role", moe_files[0]);
-        }
-        out->role = t.role;
         refdata_moe_row *grown = realloc(out->rows, ((size_t)out->n + (size_t)t.rows + 1) *
                                                         sizeof *out->rows);
         if (!grown) {

@@ -49,6 +49,17 @@ file() {
     printf -- "$2" >"$1"
 }
 
+# file_check NAME FILE CONTENT REGEX VERB...: writes CONTENT to FILE, then
+# check NAME REGEX "$bin" VERB... FILE (a bad file given last on the line)
+file_check() {
+    fc_name=$1
+    fc_file=$2
+    fc_want=$4
+    file "$fc_file" "$3"
+    shift 4
+    check "$fc_name" "$fc_want" "$bin" "$@" "$fc_file"
+}
+
 M="^megaplan models: "
 H="^megaplan hw: "
 GOOD_MODEL='name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 12\nvocab: 50257\nseq: 1024\n'
@@ -63,84 +74,48 @@ core() {
     fi
 
     # --- model files: malformed, truncated, unknown keys, wrong types ---
-    file malformed.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: [768\nheads: 12\n'
-    check malformed "${M}malformed\.yaml:5:6: hidden: YAML syntax error" "$bin" models malformed.yaml
-    file truncated.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: {a'
-    check truncated "${M}truncated\.yaml:[56]:[0-9]+: heads(\.a)?: YAML syntax error" "$bin" models truncated.yaml
-    file truncated2.yaml 'name: m\narch: gpt\nlayers: 12\nhid'
-    check truncated-key "${M}truncated2\.yaml:[45]:[0-9]+: YAML syntax error" "$bin" models truncated2.yaml
-    file truncated2b.yaml 'name: m\narch: gpt\nlayers: 12\nhid:'
-    check truncated-key2 "${M}truncated2b\.yaml:4:1: hid: unknown key \(did you mean 'hidden'\?\)" "$bin" models truncated2b.yaml
-    file truncated3.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\n'
-    check truncated-at-line "${M}truncated3\.yaml:1:1: heads: missing" "$bin" models truncated3.yaml
-    file unterminated.yaml 'name: "m\narch: gpt\n'
-    check unterminated "${M}unterminated\.yaml:3:1: name: YAML syntax error" "$bin" models unterminated.yaml
-    file unknown.yaml "${GOOD_MODEL}dropout: 0.1\n"
-    check unknown-key "${M}unknown\.yaml:8:1: dropout: unknown key" "$bin" models unknown.yaml
-    file type.yaml 'name: m\narch: gpt\nlayers: twelve\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
-    check wrong-type "${M}type\.yaml:3:9: layers: expected an integer" "$bin" models type.yaml
-    file type2.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: {a: 1}\nheads: 12\nvocab: 5\nseq: 5\n'
-    check wrong-type-map "${M}type2\.yaml:4:9: hidden: expected an integer, got a mapping" "$bin" models type2.yaml
-    file type3.yaml "${GOOD_MODEL}tied_embeddings: 2\n"
-    check wrong-type-bool "${M}type3\.yaml:8:18: tied_embeddings: expected true or false" "$bin" models type3.yaml
-    file qk.yaml "${GOOD_MODEL}attn: {qk_norm: yes please}\n"
-    check qk-norm-bool "${M}qk\\.yaml:8:[0-9]+: attn\\.qk_norm: expected true or false" "$bin" models qk.yaml
-    file qk2.yaml "${GOOD_MODEL}attn: {qk_norm: true}\n"
-    check qk-norm-arch "${M}qk2\\.yaml:8:[0-9]+: attn\\.qk_norm: QK-norm \\(Qwen3\\) is modelled for arch llama only" "$bin" models qk2.yaml
+    file_check malformed malformed.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: [768\nheads: 12\n' "${M}malformed\.yaml:5:6: hidden: YAML syntax error" models
+    file_check truncated truncated.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: {a' "${M}truncated\.yaml:[56]:[0-9]+: heads(\.a)?: YAML syntax error" models
+    file_check truncated-key truncated2.yaml 'name: m\narch: gpt\nlayers: 12\nhid' "${M}truncated2\.yaml:[45]:[0-9]+: YAML syntax error" models
+    file_check truncated-key2 truncated2b.yaml 'name: m\narch: gpt\nlayers: 12\nhid:' "${M}truncated2b\.yaml:4:1: hid: unknown key \(did you mean 'hidden'\?\)" models
+    file_check truncated-at-line truncated3.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\n' "${M}truncated3\.yaml:1:1: heads: missing" models
+    file_check unterminated unterminated.yaml 'name: "m\narch: gpt\n' "${M}unterminated\.yaml:3:1: name: YAML syntax error" models
+    file_check unknown-key unknown.yaml "${GOOD_MODEL}dropout: 0.1\n" "${M}unknown\.yaml:8:1: dropout: unknown key" models
+    file_check wrong-type type.yaml 'name: m\narch: gpt\nlayers: twelve\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type\.yaml:3:9: layers: expected an integer" models
+    file_check wrong-type-map type2.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: {a: 1}\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type2\.yaml:4:9: hidden: expected an integer, got a mapping" models
+    file_check wrong-type-bool type3.yaml "${GOOD_MODEL}tied_embeddings: 2\n" "${M}type3\.yaml:8:18: tied_embeddings: expected true or false" models
+    file_check qk-norm-bool qk.yaml "${GOOD_MODEL}attn: {qk_norm: yes please}\n" "${M}qk\\.yaml:8:[0-9]+: attn\\.qk_norm: expected true or false" models
+    file_check qk-norm-arch qk2.yaml "${GOOD_MODEL}attn: {qk_norm: true}\n" "${M}qk2\\.yaml:8:[0-9]+: attn\\.qk_norm: QK-norm \\(Qwen3\\) is modelled for arch llama only" models
     # the norm epsilon: positive, below 1, a number
-    file eps0.yaml "${GOOD_MODEL}norm_eps: 0\n"
-    check norm-eps-zero "${M}eps0\\.yaml:8:11: norm_eps: must be positive \\(got 0\\)" "$bin" models eps0.yaml
-    file eps1.yaml "${GOOD_MODEL}norm_eps: 1\n"
-    check norm-eps-one "${M}eps1\\.yaml:8:11: norm_eps: too large: must be less than 1 \\(got 1\\)" "$bin" models eps1.yaml
-    file eps2.yaml "${GOOD_MODEL}norm_eps: -1e-5\n"
-    check norm-eps-negative "${M}eps2\\.yaml:8:11: norm_eps: must be positive" "$bin" models eps2.yaml
-    file eps3.yaml "${GOOD_MODEL}norm_eps: tiny\n"
-    check norm-eps-word "${M}eps3\\.yaml:8:11: norm_eps: expected a number" "$bin" models eps3.yaml
-    file eps4.yaml "${GOOD_MODEL}norm_eps: .nan\n"
-    check norm-eps-nan "${M}eps4\\.yaml:8:11: norm_eps: " "$bin" models eps4.yaml
-    file type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
-    check fractional "${M}type4\.yaml:3:9: layers: expected an integer" "$bin" models type4.yaml
-    file enum.yaml 'name: m\narch: gpt4\nlayers: 12\n'
-    check unknown-arch "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" "$bin" models enum.yaml
-    file negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
-    check negative "${M}negative\.yaml:3:9: layers: must be at least 1" "$bin" models negative.yaml
-    file zero.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 0\nheads: 12\nvocab: 5\nseq: 5\n'
-    check zero "${M}zero\.yaml:4:9: hidden: must be at least 1" "$bin" models zero.yaml
-    file zero2.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 12\nvocab: 0\nseq: 5\n'
-    check zero-vocab "${M}zero2\.yaml:6:8: vocab: must be at least 1" "$bin" models zero2.yaml
-    file overflow.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 99999999999999999999999\nheads: 12\nvocab: 5\nseq: 5\n'
-    check overflow "${M}overflow\.yaml:4:9: hidden: too large: .* overflows" "$bin" models overflow.yaml
-    file absurd.yaml 'name: m\narch: gpt\nlayers: 100000\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n'
-    check absurd-layers "${M}absurd\.yaml:3:9: layers: too large" "$bin" models absurd.yaml
-    file absurd2.yaml 'name: m\narch: gpt\nlayers: 2048\nhidden: 1048576\nheads: 16\nvocab: 16777216\nseq: 4194304\n'
-    check absurd-params "${M}absurd2\.yaml:4:9: hidden: absurd model" "$bin" models absurd2.yaml
-    file divide.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 7\nvocab: 5\nseq: 5\n'
-    check heads-divide-hidden "${M}divide\.yaml:5:8: heads: must divide hidden" "$bin" models divide.yaml
-    file gqa.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 768\nheads: 12\nkv_heads: 5\nvocab: 5\nseq: 5\n'
-    check kv-heads-divide "${M}gqa\.yaml:6:11: kv_heads: must divide heads" "$bin" models gqa.yaml
+    file_check norm-eps-zero eps0.yaml "${GOOD_MODEL}norm_eps: 0\n" "${M}eps0\\.yaml:8:11: norm_eps: must be positive \\(got 0\\)" models
+    file_check norm-eps-one eps1.yaml "${GOOD_MODEL}norm_eps: 1\n" "${M}eps1\\.yaml:8:11: norm_eps: too large: must be less than 1 \\(got 1\\)" models
+    file_check norm-eps-negative eps2.yaml "${GOOD_MODEL}norm_eps: -1e-5\n" "${M}eps2\\.yaml:8:11: norm_eps: must be positive" models
+    file_check norm-eps-word eps3.yaml "${GOOD_MODEL}norm_eps: tiny\n" "${M}eps3\\.yaml:8:11: norm_eps: expected a number" models
+    file_check norm-eps-nan eps4.yaml "${GOOD_MODEL}norm_eps: .nan\n" "${M}eps4\\.yaml:8:11: norm_eps: " models
+    file_check fractional type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type4\.yaml:3:9: layers: expected an integer" models
+    file_check unknown-arch enum.yaml 'name: m\narch: gpt4\nlayers: 12\n' "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" models
+    file_check negative negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}negative\.yaml:3:9: layers: must be at least 1" models
+    file_check zero zero.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 0\nheads: 12\nvocab: 5\nseq: 5\n' "${M}zero\.yaml:4:9: hidden: must be at least 1" models
+    file_check zero-vocab zero2.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 12\nvocab: 0\nseq: 5\n' "${M}zero2\.yaml:6:8: vocab: must be at least 1" models
+    file_check overflow overflow.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 99999999999999999999999\nheads: 12\nvocab: 5\nseq: 5\n' "${M}overflow\.yaml:4:9: hidden: too large: .* overflows" models
+    file_check absurd-layers absurd.yaml 'name: m\narch: gpt\nlayers: 100000\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}absurd\.yaml:3:9: layers: too large" models
+    file_check absurd-params absurd2.yaml 'name: m\narch: gpt\nlayers: 2048\nhidden: 1048576\nheads: 16\nvocab: 16777216\nseq: 4194304\n' "${M}absurd2\.yaml:4:9: hidden: absurd model" models
+    file_check heads-divide-hidden divide.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 768\nheads: 7\nvocab: 5\nseq: 5\n' "${M}divide\.yaml:5:8: heads: must divide hidden" models
+    file_check kv-heads-divide gqa.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 768\nheads: 12\nkv_heads: 5\nvocab: 5\nseq: 5\n' "${M}gqa\.yaml:6:11: kv_heads: must divide heads" models
     # derived sizes meet the limits of stated ones (head_dim = hidden/heads)
-    file wide.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 99999\nheads: 1\nvocab: 1000\nseq: 128\n'
-    check derived-head-dim "${M}wide\.yaml:5:8: heads: hidden/heads = 99999/1 gives head_dim too large: at most 65536 \(got 99999\)" "$bin" models wide.yaml
-    file seq.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 64\nheads: 1\nvocab: 1000\nseq: 5644901\n'
-    check integer-in-full "${M}seq\.yaml:7:6: seq: too large: at most 4194304 \(got 5644901\)" "$bin" models seq.yaml
+    file_check derived-head-dim wide.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 99999\nheads: 1\nvocab: 1000\nseq: 128\n' "${M}wide\.yaml:5:8: heads: hidden/heads = 99999/1 gives head_dim too large: at most 65536 \(got 99999\)" models
+    file_check integer-in-full seq.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 64\nheads: 1\nvocab: 1000\nseq: 5644901\n' "${M}seq\.yaml:7:6: seq: too large: at most 4194304 \(got 5644901\)" models
     # the wrong kind of input says what it is and what to give instead
     mkdir -p nocfg
     check folder-without-config "^megaplan estimate: --model: no config\.json in nocfg " "$bin" estimate --model nocfg --gpus 8
     check size-did-you-mean "did you mean llama2-70b or llama3-70b\?" "$bin" estimate --model 70B --gpus 8
-    file model-as-plan.yaml "$GOOD_MODEL"
-    check model-given-to-simulate "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" "$bin" simulate model-as-plan.yaml
-    file t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n'
-    check t5-needs-decoder "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" "$bin" models t5.yaml
-    file dup.yaml "${GOOD_MODEL}heads: 12\n"
-    check duplicate-key "${M}dup\.yaml:8:1: heads: duplicate key" "$bin" models dup.yaml
-    file alias.yaml 'name: &n m\narch: *n\n'
-    check alias "${M}alias\.yaml:2:7: arch: YAML aliases" "$bin" models alias.yaml
-    file list.yaml '- 1\n- 2\n'
-    check not-a-mapping "${M}list\.yaml:1:1: .*expected a mapping" "$bin" models list.yaml
-    file empty.yaml ''
-    check empty "${M}empty\.yaml:1:1: .*empty" "$bin" models empty.yaml
-    file binary.yaml 'arch: gpt\nlayers: \001\377\376\n'
-    check binary "${M}binary\.yaml:2:9: YAML syntax error: control characters" "$bin" models binary.yaml
+    file_check model-given-to-simulate model-as-plan.yaml "$GOOD_MODEL" "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" simulate
+    file_check t5-needs-decoder t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n' "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" models
+    file_check duplicate-key dup.yaml "${GOOD_MODEL}heads: 12\n" "${M}dup\.yaml:8:1: heads: duplicate key" models
+    file_check alias alias.yaml 'name: &n m\narch: *n\n' "${M}alias\.yaml:2:7: arch: YAML aliases" models
+    file_check not-a-mapping list.yaml '- 1\n- 2\n' "${M}list\.yaml:1:1: .*expected a mapping" models
+    file_check empty empty.yaml '' "${M}empty\.yaml:1:1: .*empty" models
+    file_check binary binary.yaml 'arch: gpt\nlayers: \001\377\376\n' "${M}binary\.yaml:2:9: YAML syntax error: control characters" models
     check missing-file "${M}nothere\.yaml: cannot read" "$bin" models nothere.yaml
     mkdir -p adir
     check directory "${M}model: no config\.json in adir/ " "$bin" models adir/
@@ -148,53 +123,32 @@ core() {
     check unknown-alias "${M}model: unknown model '176B'" "$bin" models 176B
 
     # --- HuggingFace config.json ---
-    file hf.json '{\n  "model_type": "llama",\n  "num_hidden_layers": 32,\n  "hidden_size": "4096"\n}\n'
-    check hf-wrong-type "${M}hf\.json:4:3: hidden_size: expected an integer" "$bin" models hf.json
-    file hf2.json '{\n  "model_type": "gpt2",\n  "n_layer": 12,\n  "n_embd": 768,'
-    check hf-truncated "${M}hf2\.json:[45]:[0-9]+: .*JSON syntax error" "$bin" models hf2.json
-    file hf3.json '{"model_type": "mamba"}'
-    check hf-unknown-family "${M}hf3\.json:1:2: model_type: unsupported" "$bin" models hf3.json
-    file hf4.json '{"model_type": "gpt2", "n_layer": -1, "n_embd": 8, "n_head": 2, "vocab_size": 9}'
-    check hf-negative "${M}hf4\.json:1:24: n_layer: out of range" "$bin" models hf4.json
+    file_check hf-wrong-type hf.json '{\n  "model_type": "llama",\n  "num_hidden_layers": 32,\n  "hidden_size": "4096"\n}\n' "${M}hf\.json:4:3: hidden_size: expected an integer" models
+    file_check hf-truncated hf2.json '{\n  "model_type": "gpt2",\n  "n_layer": 12,\n  "n_embd": 768,' "${M}hf2\.json:[45]:[0-9]+: .*JSON syntax error" models
+    file_check hf-unknown-family hf3.json '{"model_type": "mamba"}' "${M}hf3\.json:1:2: model_type: unsupported" models
+    file_check hf-negative hf4.json '{"model_type": "gpt2", "n_layer": -1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "${M}hf4\.json:1:24: n_layer: out of range" models
 
-    file hf5.json '{\n "model_type": "llama",\n "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4,\n "num_key_value_heads": 3, "intermediate_size": 10, "vocab_size": 10}\n'
-    check hf-divisibility "${M}hf5\.json:5:2: num_key_value_heads: must divide heads" "$bin" models hf5.json
-    file hf7.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rms_norm_eps": 0}\n'
-    check hf-norm-eps "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" "$bin" models hf7.json
-    file hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}'
-    check hf-norm-eps-type "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" "$bin" models hf8.json
+    file_check hf-divisibility hf5.json '{\n "model_type": "llama",\n "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4,\n "num_key_value_heads": 3, "intermediate_size": 10, "vocab_size": 10}\n' "${M}hf5\.json:5:2: num_key_value_heads: must divide heads" models
+    file_check hf-norm-eps hf7.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rms_norm_eps": 0}\n' "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" models
+    file_check hf-norm-eps-type hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}' "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" models
     # issue #14: the activation changes the math; one megaplan does not compute is refused
-    file hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_act": "gelu"}\n'
-    check hf-activation "${M}hf9\\.json:4:2: hidden_act: \"gelu\" changes the math and is not what megaplan computes for llama \\(SwiGLU: silu or swish\\)" "$bin" models hf9.json
+    file_check hf-activation hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_act": "gelu"}\n' "${M}hf9\\.json:4:2: hidden_act: \"gelu\" changes the math and is not what megaplan computes for llama \\(SwiGLU: silu or swish\\)" models
     # T5: dense_act_fn / is_gated_act held to feed_forward_proj (gated-gelu is gelu_new)
-    file hf10.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "dense_act_fn": "gelu"}\n'
-    check hf-t5-dense-act "${M}hf10\\.json:4:2: dense_act_fn: \"gelu\" contradicts feed_forward_proj \"gated-gelu\", which transformers reads as gelu_new" "$bin" models hf10.json
-    file hf11.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "is_gated_act": false}\n'
-    check hf-t5-gated "${M}hf11\\.json:4:2: is_gated_act: false contradicts feed_forward_proj" "$bin" models hf11.json
-    file hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x'
-    check hf-trailing "${M}hf6\.json:1:[0-9]+: JSON syntax error" "$bin" models hf6.json
+    file_check hf-t5-dense-act hf10.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "dense_act_fn": "gelu"}\n' "${M}hf10\\.json:4:2: dense_act_fn: \"gelu\" contradicts feed_forward_proj \"gated-gelu\", which transformers reads as gelu_new" models
+    file_check hf-t5-gated hf11.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "is_gated_act": false}\n' "${M}hf11\\.json:4:2: is_gated_act: false contradicts feed_forward_proj" models
+    file_check hf-trailing hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x' "${M}hf6\.json:1:[0-9]+: JSON syntax error" models
 
     # --- hardware profiles ---
-    file hw1.yaml "$(printf "$GOOD_HW" | sed 's/bw_per_gpu: 300 GB\/s/bw_per_gpux: 300 GB\/s/')\n"
-    check hw-unknown-nested "${H}hw1\.yaml:9:[0-9]+: scale_up\.bw_per_gpux: unknown key" "$bin" hw hw1.yaml
-    file hw2.yaml "$(printf "$GOOD_HW" | sed 's/latency: 2 us/latency: 2 parsecs/')\n"
-    check hw-bad-unit "${H}hw2\.yaml:9:[0-9]+: scale_up\.latency: expected a time" "$bin" hw hw2.yaml
-    file hw3.yaml "$(printf "$GOOD_HW" | sed 's/memory_efficiency: 0.7/memory_efficiency: 1.7/')\n"
-    check hw-efficiency "${H}hw3\.yaml:6:20: memory_efficiency: too large" "$bin" hw hw3.yaml
-    file hw4.yaml "$(printf "$GOOD_HW" | sed 's/memory: 16 GiB/memory: -16 GiB/')\n"
-    check hw-negative "${H}hw4\.yaml:2:9: memory: must be positive" "$bin" hw hw4.yaml
-    file hw5.yaml "$(printf "$GOOD_HW" | sed 's/\[\[1e9, 0.5\], \[1e12, 0.8\]\]/[[1e12, 0.5], [1e9, 0.8]]/')\n"
-    check hw-curve-order "${H}hw5\.yaml:5:[0-9]+: gemm_efficiency: point 2: x values must increase" "$bin" hw hw5.yaml
-    file hw6.yaml "$(printf "$GOOD_HW" | sed 's/runtime_reserve: 2 GiB/runtime_reserve: 20 GiB/')\n"
-    check hw-reserve "${H}hw6\.yaml:11:18: runtime_reserve: must be less than memory" "$bin" hw hw6.yaml
-    file hw7.yaml "$(printf "$GOOD_HW" | sed 's/gpus_per_node: 8/gpus_per_node: 0/')\n"
-    check hw-zero "${H}hw7\.yaml:8:16: gpus_per_node: must be at least 1" "$bin" hw hw7.yaml
-    file hw8.yaml 'name: t\nmemory: 16 GiB\nscale_up: {gpus_per_domain: 8, bw_per_gpu: 3'
-    check hw-truncated "${H}hw8\.yaml:[34]:[0-9]+: scale_up(\.bw_per_gpu)?: YAML syntax error" "$bin" hw hw8.yaml
-    file hw9.yaml "$(printf "$GOOD_HW" | sed 's/hbm_bw: 1 TB\/s/hbm_bw: 1e400 TB\/s/')\n"
-    check hw-overflow "${H}hw9\.yaml:3:9: hbm_bw: expected a bandwidth" "$bin" hw hw9.yaml
-    file hw10.yaml "$(printf "$GOOD_HW" | grep -v kernel_overhead)\n"
-    check hw-missing "${H}hw10\.yaml:1:1: kernel_overhead: missing" "$bin" hw hw10.yaml
+    file_check hw-unknown-nested hw1.yaml "$(printf "$GOOD_HW" | sed 's/bw_per_gpu: 300 GB\/s/bw_per_gpux: 300 GB\/s/')\n" "${H}hw1\.yaml:9:[0-9]+: scale_up\.bw_per_gpux: unknown key" hw
+    file_check hw-bad-unit hw2.yaml "$(printf "$GOOD_HW" | sed 's/latency: 2 us/latency: 2 parsecs/')\n" "${H}hw2\.yaml:9:[0-9]+: scale_up\.latency: expected a time" hw
+    file_check hw-efficiency hw3.yaml "$(printf "$GOOD_HW" | sed 's/memory_efficiency: 0.7/memory_efficiency: 1.7/')\n" "${H}hw3\.yaml:6:20: memory_efficiency: too large" hw
+    file_check hw-negative hw4.yaml "$(printf "$GOOD_HW" | sed 's/memory: 16 GiB/memory: -16 GiB/')\n" "${H}hw4\.yaml:2:9: memory: must be positive" hw
+    file_check hw-curve-order hw5.yaml "$(printf "$GOOD_HW" | sed 's/\[\[1e9, 0.5\], \[1e12, 0.8\]\]/[[1e12, 0.5], [1e9, 0.8]]/')\n" "${H}hw5\.yaml:5:[0-9]+: gemm_efficiency: point 2: x values must increase" hw
+    file_check hw-reserve hw6.yaml "$(printf "$GOOD_HW" | sed 's/runtime_reserve: 2 GiB/runtime_reserve: 20 GiB/')\n" "${H}hw6\.yaml:11:18: runtime_reserve: must be less than memory" hw
+    file_check hw-zero hw7.yaml "$(printf "$GOOD_HW" | sed 's/gpus_per_node: 8/gpus_per_node: 0/')\n" "${H}hw7\.yaml:8:16: gpus_per_node: must be at least 1" hw
+    file_check hw-truncated hw8.yaml 'name: t\nmemory: 16 GiB\nscale_up: {gpus_per_domain: 8, bw_per_gpu: 3' "${H}hw8\.yaml:[34]:[0-9]+: scale_up(\.bw_per_gpu)?: YAML syntax error" hw
+    file_check hw-overflow hw9.yaml "$(printf "$GOOD_HW" | sed 's/hbm_bw: 1 TB\/s/hbm_bw: 1e400 TB\/s/')\n" "${H}hw9\.yaml:3:9: hbm_bw: expected a bandwidth" hw
+    file_check hw-missing hw10.yaml "$(printf "$GOOD_HW" | grep -v kernel_overhead)\n" "${H}hw10\.yaml:1:1: kernel_overhead: missing" hw
     check hw-unknown-profile "${H}hw: unknown hardware profile 'dgx-a1000'" "$bin" hw dgx-a1000
     check hw-bad-format "${H}--format: expected" "$bin" hw --format xml
     check models-bad-option "${M}--frobnicate: unknown option" "$bin" models --frobnicate
@@ -210,8 +164,7 @@ estimate() {
     check est-model-file "${E}bad\.yaml:5:8: heads: must divide hidden" "$bin" estimate --model bad.yaml --gpus 8
     file trunc.yaml 'name: m\narch: gpt\nlayers: [12'
     check est-model-truncated "${E}trunc\.yaml:[34]:[0-9]+: layers: YAML syntax error" "$bin" estimate --model trunc.yaml --gpus 8
-    file hw.yaml 'name: t\nmemory: 16 GiB\nhbm_bw: 1 TB/z\n'
-    check est-hw-file "${E}hw\.yaml:3:9: hbm_bw: expected a bandwidth" "$bin" estimate --model 175B --gpus 8 --hw hw.yaml
+    file_check est-hw-file hw.yaml 'name: t\nmemory: 16 GiB\nhbm_bw: 1 TB/z\n' "${E}hw\.yaml:3:9: hbm_bw: expected a bandwidth" estimate --model 175B --gpus 8 --hw
     check est-unknown-model "${E}--model: unknown model '176B'" "$bin" estimate --model 176B --gpus 8
     check est-unknown-hw "${E}--hw: unknown hardware profile" "$bin" estimate --model 175B --gpus 8 --hw tpu
     # a gated GELU MLP has no Megatron-LM flags: refused, not exported as another model
@@ -252,46 +205,28 @@ plan() {
     fi
     S="^megaplan simulate: "
     HEAD='megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\n'
-    file p1.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparalel: {tp: 2}\n"
-    check plan-unknown-key "${S}p1\.yaml:5:1: paralel: unknown key" "$bin" simulate p1.yaml
-    file p2.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n"
-    check plan-tp-heads "${S}p2\.yaml:5:16: parallel\.tp: tp=8 does not divide" "$bin" simulate p2.yaml
-    file p3.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7, 14]]\n"
-    check plan-stages "${S}p3\.yaml:5:9: stages: 2 ranges given" "$bin" simulate p3.yaml
-    file p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7"
-    check plan-truncated "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" "$bin" simulate p4.yaml
-    file p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n"
-    check plan-negative "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" "$bin" simulate p5.yaml
-    file p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n"
-    check plan-batch "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" "$bin" simulate p6.yaml
-    file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective, recompute_modules: [mlp, attn]}\n"
-    check plan-recompute-module "${S}p9\.yaml:5:66: parallel\.recompute_modules: unknown module 'attn'" "$bin" simulate p9.yaml
-    file p11.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [attn, graph]}\n"
-    check plan-cuda-graph-scope "${S}p11\.yaml:5:44: parallel\.cuda_graph_scope: unknown scope 'graph'" "$bin" simulate p11.yaml
-    file p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n"
-    check plan-recompute-module-none "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" "$bin" simulate p10.yaml
+    file_check plan-unknown-key p1.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparalel: {tp: 2}\n" "${S}p1\.yaml:5:1: paralel: unknown key" simulate
+    file_check plan-tp-heads p2.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n" "${S}p2\.yaml:5:16: parallel\.tp: tp=8 does not divide" simulate
+    file_check plan-stages p3.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7, 14]]\n" "${S}p3\.yaml:5:9: stages: 2 ranges given" simulate
+    file_check plan-truncated p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7" "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" simulate
+    file_check plan-negative p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n" "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" simulate
+    file_check plan-batch p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n" "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" simulate
+    file_check plan-recompute-module p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective, recompute_modules: [mlp, attn]}\n" "${S}p9\.yaml:5:66: parallel\.recompute_modules: unknown module 'attn'" simulate
+    file_check plan-cuda-graph-scope p11.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [attn, graph]}\n" "${S}p11\.yaml:5:44: parallel\.cuda_graph_scope: unknown scope 'graph'" simulate
+    file_check plan-recompute-module-none p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n" "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" simulate
     # training.optimizer_moments: Megatron-Core's precision-aware optimizer
-    file p12.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: fp8}\nparallel: {tp: 2, dist_opt: true}\n"
-    check plan-moments-fp8 "${S}p12\.yaml:4:57: training\.optimizer_moments: Adam's moments are kept in fp32, bf16 or fp16, not fp8" "$bin" simulate p12.yaml
-    file p13.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf16}\nparallel: {tp: 2, dist_opt: false}\n"
-    check plan-moments-no-dist-opt "${S}p13\.yaml:4:57: training\.optimizer_moments: bf16 moments are Megatron-Core's precision-aware optimizer, which runs with its distributed optimizer only" "$bin" simulate p13.yaml
-    file p14.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf15}\nparallel: {tp: 2, dist_opt: true}\n"
-    check plan-moments-unknown "${S}p14\.yaml:4:57: training\.optimizer_moments: expected one of" "$bin" simulate p14.yaml
+    file_check plan-moments-fp8 p12.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: fp8}\nparallel: {tp: 2, dist_opt: true}\n" "${S}p12\.yaml:4:57: training\.optimizer_moments: Adam's moments are kept in fp32, bf16 or fp16, not fp8" simulate
+    file_check plan-moments-no-dist-opt p13.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf16}\nparallel: {tp: 2, dist_opt: false}\n" "${S}p13\.yaml:4:57: training\.optimizer_moments: bf16 moments are Megatron-Core's precision-aware optimizer, which runs with its distributed optimizer only" simulate
+    file_check plan-moments-unknown p14.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf15}\nparallel: {tp: 2, dist_opt: true}\n" "${S}p14\.yaml:4:57: training\.optimizer_moments: expected one of" simulate
     check option-moments "^megaplan estimate: --optimizer-moments: expected fp32, bf16 or fp16, got 'fp8'" "$bin" estimate --model gpt3-125m --gpus 4 --dist-opt --optimizer-moments fp8
     # training.fp8_act_cache: DeepSeek-V3's FP8 SwiGLU-input cache, Megatron-Core's store
-    file p15.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: fp4}\nparallel: {tp: 2}\n"
-    check plan-act-cache-unknown "${S}p15\.yaml:4:53: training\.fp8_act_cache: expected one of" "$bin" simulate p15.yaml
-    file p16.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: swiglu_input}\nparallel: {tp: 2}\n"
-    check plan-act-cache-gelu "${S}p16\.yaml:4:53: training\.fp8_act_cache: swiglu_input stores SwiGLU inputs in FP8, and model gpt3-125m's activation is not SwiGLU" "$bin" simulate p16.yaml
-    file p17.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64, fp8_act_cache: deepseek}\nparallel: {tp: 1, pp: 8, dp: 8, ep: 8}\n'
-    check plan-act-cache-bf16 "${S}p17\.yaml:4:55: training\.fp8_act_cache: deepseek caches FP8 with DeepSeek-V3's 1x128 tiles: it needs precision fp8 with fp8_recipe blockwise" "$bin" simulate p17.yaml
+    file_check plan-act-cache-unknown p15.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: fp4}\nparallel: {tp: 2}\n" "${S}p15\.yaml:4:53: training\.fp8_act_cache: expected one of" simulate
+    file_check plan-act-cache-gelu p16.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: swiglu_input}\nparallel: {tp: 2}\n" "${S}p16\.yaml:4:53: training\.fp8_act_cache: swiglu_input stores SwiGLU inputs in FP8, and model gpt3-125m's activation is not SwiGLU" simulate
+    file_check plan-act-cache-bf16 p17.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64, fp8_act_cache: deepseek}\nparallel: {tp: 1, pp: 8, dp: 8, ep: 8}\n' "${S}p17\.yaml:4:55: training\.fp8_act_cache: deepseek caches FP8 with DeepSeek-V3's 1x128 tiles: it needs precision fp8 with fp8_recipe blockwise" simulate
     check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
-    file p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n'
-    check plan-version "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" "$bin" simulate p8.yaml
-    file p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n"
-    check plan-predicted "${S}p9\.yaml:5:12: predicted: expected a mapping" "$bin" simulate p9.yaml
-    file p7.yaml 'model: gpt3-125m\n'
-    check plan-not-a-plan "${S}p7\.yaml:1:1: megaplan_plan: missing" "$bin" simulate p7.yaml
+    file_check plan-version p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" simulate
+    file_check plan-predicted p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n" "${S}p9\.yaml:5:12: predicted: expected a mapping" simulate
+    file_check plan-not-a-plan p7.yaml 'model: gpt3-125m\n' "${S}p7\.yaml:1:1: megaplan_plan: missing" simulate
 }
 
 # hardening: what a hostile or careless command line does -- repeated
@@ -362,8 +297,7 @@ hardening() {
     check hw-tiny-curve "${E}--hw-set gemm_efficiency: point 1: y absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "gemm_efficiency=[[1e9,1e-300]]"
     check hw-tiny-peak "${E}--hw-set peak_flops\.bf16: absurdly small: at least 1 GFLOP/s" "$bin" estimate --model 175B --gpus 64 --hw-set peak_flops.bf16=1e-300
     check hw-zero-eff "${E}--hw-set scale_up\.efficiency: must be positive" "$bin" estimate --model 175B --gpus 64 --hw-set scale_up.efficiency=0
-    file tinypeak.yaml "$(printf "$GOOD_HW" | sed 's/bf16: 100 TFLOP\/s/bf16: 5/')\n"
-    check hw-file-tiny-peak "^megaplan hw: tinypeak\.yaml:4:[0-9]+: peak_flops\.bf16: absurdly small" "$bin" hw tinypeak.yaml
+    file_check hw-file-tiny-peak tinypeak.yaml "$(printf "$GOOD_HW" | sed 's/bf16: 100 TFLOP\/s/bf16: 5/')\n" "^megaplan hw: tinypeak\.yaml:4:[0-9]+: peak_flops\.bf16: absurdly small" hw
 
     # a FIFO nobody writes to: refused or read as empty, never waited on forever
     if mkfifo fifo.yaml 2>/dev/null; then

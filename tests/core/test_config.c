@@ -12,18 +12,13 @@
 #include "core/io.h"
 #include "core/layout.h"
 
+#include "../config_fixture.h"
+
+/* GPT-3 175B, t8 p8 d16 on 1024 A100s, training 300B tokens */
 static mp_config base(void)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("gpt3-175b");
-    mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = 1024, .seq = 2048, .global_batch = 1536,
-                               .precision = MP_DTYPE_BF16, .tokens = 3e11};
-    c.parallel = (mp_parallel){.tp = 8, .pp = 8, .vpp = 1, .cp = 1, .dp = 16, .sp = true,
-                               .micro_batch = 1, .recompute = MP_RECOMPUTE_SELECTIVE,
-                               .dist_opt = true, .schedule = MP_SCHED_1F1B};
+    mp_config c = gpt3_175b_config(8, 1);
+    c.training.tokens = 3e11;
     return c;
 }
 

@@ -20,6 +20,7 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "../config_fixture.h"
 #include "nemo_fixture.h"
 
 /* LLaMA 3.1 405B on 1024 DGX H100 GPUs, Megatron-Bridge's recipe:
@@ -181,17 +182,9 @@ static void test_gather_by_hand(void **state)
 static void test_v2_window(void **state)
 {
     (void)state;
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("gpt3-175b");
+    mp_config c = gpt3_175b_config(8, 2);
+    c.parallel.dp_overlap = true;
     mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = 1024, .seq = 2048, .global_batch = 1536,
-                               .precision = MP_DTYPE_BF16};
-    c.parallel = (mp_parallel){.tp = 8, .pp = 8, .vpp = 2, .cp = 1, .dp = 16, .sp = true,
-                               .micro_batch = 1, .recompute = MP_RECOMPUTE_SELECTIVE,
-                               .dist_opt = true, .dp_overlap = true,
-                               .schedule = MP_SCHED_INTERLEAVED};
     mp_pipeline_cost pc;
     assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
     assert_true(pc.dp_aligned);

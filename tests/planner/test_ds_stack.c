@@ -19,13 +19,11 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "../config_fixture.h"
+
 static mp_config config(int64_t gpus, int64_t tp, int64_t pp, mp_dtype prec, mp_stack stack)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("gpt3-1.3b");
-    mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
+    mp_config c = preset_on("gpt3-1.3b", "dgx-a100");
     c.training = (mp_training){.gpus = gpus, .seq = c.model.seq, .global_batch = 64,
                                .precision = prec, .stack = stack};
     c.parallel = (mp_parallel){.tp = tp, .pp = pp, .vpp = 1, .cp = 1, .dp = gpus / (tp * pp),

@@ -22,6 +22,8 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "../config_fixture.h"
+
 static bool near(double a, double b, double tol)
 {
     return fabs(a - b) <= tol * fmax(fabs(a), fabs(b));
@@ -30,16 +32,7 @@ static bool near(double a, double b, double tol)
 static mp_config config(const char *model, const char *hw, int64_t gpus, int64_t tp,
                         mp_dtype precision)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset(model);
-    mp_error err;
-    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
-    c.training.gpus = gpus;
-    c.training.seq = 4096;
-    c.training.global_batch = gpus / tp * 2;
-    c.training.precision = precision;
-    mp_parallel_defaults(&c.parallel);
+    mp_config c = preset_config(model, hw, gpus, gpus / tp * 2, precision);
     c.parallel.tp = tp;
     c.parallel.sp = tp > 1;
     c.parallel.dp = gpus / tp;

@@ -30,6 +30,8 @@
 #include "planner/megatron.h"
 #include "planner/pipeline_internal.h"
 
+#include "../config_fixture.h"
+
 static const char *g_examples;
 
 #define GIB 1073741824.0
@@ -39,23 +41,14 @@ static const char *g_examples;
  * ep 64, one micro-batch of 4096 tokens, balanced routing. */
 static mp_config dsv3(mp_fp8_act_cache cache)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("deepseek-v3");
+    mp_config c = preset_config("deepseek-v3", "h800", 1024, 64 * 32, MP_DTYPE_FP8);
     c.model.moe.imbalance = 1.0;
-    mp_error err;
-    assert_int_equal(mp_hw_preset("h800", &c.hw, &err), MP_OK);
-    c.training.gpus = 1024;
-    c.training.seq = 4096;
-    c.training.precision = MP_DTYPE_FP8;
     c.training.fp8_recipe = MP_FP8_BLOCKWISE;
     c.training.fp8_act_cache = cache;
-    mp_parallel_defaults(&c.parallel);
     c.parallel.pp = 16;
     c.parallel.dp = 64;
     c.parallel.ep = 64;
     c.parallel.dist_opt = true;
-    c.training.global_batch = 64 * 32;
     return c;
 }
 

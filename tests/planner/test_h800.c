@@ -15,13 +15,11 @@
 #include "core/model.h"
 #include "planner/cost.h"
 
+#include "../config_fixture.h"
+
 static mp_config config(const char *hw, int64_t gpus, int64_t tp, int64_t pp, int64_t dp)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("llama3-70b");
-    mp_error err;
-    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
+    mp_config c = preset_on("llama3-70b", hw);
     c.training = (mp_training){.gpus = gpus, .seq = 4096, .global_batch = 64 * dp,
                                .precision = MP_DTYPE_BF16, .tokens = 1e12};
     c.parallel = (mp_parallel){.tp = tp, .sp = tp > 1, .pp = pp, .vpp = 1, .cp = 1, .dp = dp,

@@ -20,21 +20,7 @@
 #include "planner/cost.h"
 #include "sim/simulate.h"
 
-static mp_config base(int64_t pp, int64_t vpp)
-{
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("gpt3-175b"); /* 96 layers */
-    mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = 1024, .seq = 2048, .global_batch = 1536,
-                               .precision = MP_DTYPE_BF16};
-    c.parallel = (mp_parallel){.tp = 8, .pp = pp, .vpp = vpp, .cp = 1, .dp = 1024 / (8 * pp),
-                               .sp = true, .micro_batch = 1,
-                               .recompute = MP_RECOMPUTE_SELECTIVE, .dist_opt = true,
-                               .schedule = vpp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B};
-    return c;
-}
+#include "../config_fixture.h"
 
 static void estimate(const mp_config *c, mp_estimate *e)
 {
@@ -56,7 +42,7 @@ static void test_default_equal(void **state)
         {4, 3, "E,t*8|(t*8|)*10,t*8L"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        mp_config c = base(cases[i].pp, cases[i].vpp);
+        mp_config c = gpt3_175b_config(cases[i].pp, cases[i].vpp);
         mp_estimate plain, given;
         estimate(&c, &plain);
         snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "%s",
@@ -82,7 +68,7 @@ static void stage_costs(const mp_config *c, mp_pipeline_cost *pc)
 static void test_uneven_moves_memory(void **state)
 {
     (void)state;
-    mp_config c = base(8, 1);
+    mp_config c = gpt3_175b_config(8, 1);
     mp_pipeline_cost even, moved;
     stage_costs(&c, &even);
     mp_estimate e_even, e_moved;
@@ -114,7 +100,7 @@ static void test_uneven_moves_memory(void **state)
 static void test_layout_places_mtp(void **state)
 {
     (void)state;
-    mp_config c = base(2, 2);
+    mp_config c = gpt3_175b_config(2, 2);
     c.model.mtp_layers = 1;
     mp_estimate plain, given;
     estimate(&c, &plain);
@@ -151,7 +137,7 @@ static double simulate(const mp_config *c, const mp_plan *plan, mp_sim_result *r
 static void test_simulate_uneven(void **state)
 {
     (void)state;
-    mp_config c = base(4, 2);
+    mp_config c = gpt3_175b_config(4, 2);
     c.parallel.dp = 1024 / 32;
     c.training.global_batch = 8 * c.parallel.dp; /* 8 micro-batches: a multiple of pp */
     mp_sim_result plain, given, staged;
@@ -218,7 +204,7 @@ static void roundtrip(const mp_config *c, const mp_plan *plan, const mp_stage_ra
 static void test_export_roundtrip(void **state)
 {
     (void)state;
-    mp_config c = base(4, 2);
+    mp_config c = gpt3_175b_config(4, 2);
     snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "%s",
              "Et*16|t*10|t*12|t*10|(t*12|)*3t*12L");
     mp_stage_range st[8];

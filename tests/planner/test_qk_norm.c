@@ -21,18 +21,11 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "../config_fixture.h"
+
 static mp_config qwen3_config(void)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("qwen3-235b-a22b");
-    mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    c.training.gpus = 64;
-    c.training.seq = 4096;
-    c.training.global_batch = 256;
-    c.training.precision = MP_DTYPE_BF16;
-    mp_parallel_defaults(&c.parallel);
+    mp_config c = preset_config("qwen3-235b-a22b", "dgx-h100", 64, 256, MP_DTYPE_BF16);
     c.parallel.tp = 2;
     c.parallel.sp = true;
     c.parallel.dp = 32;

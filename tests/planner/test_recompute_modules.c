@@ -23,22 +23,15 @@
 #include "planner/cost_internal.h"
 #include "planner/megatron.h"
 
+#include "../config_fixture.h"
+
 static mp_config config(const char *model, const char *hw, int64_t gpus, int64_t pp, int64_t ep)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset(model);
-    mp_error err;
-    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
-    c.training.gpus = gpus;
-    c.training.seq = 4096;
-    c.training.precision = MP_DTYPE_BF16;
-    mp_parallel_defaults(&c.parallel);
+    mp_config c = preset_config(model, hw, gpus, gpus / pp * 4 * pp, MP_DTYPE_BF16);
     c.parallel.pp = pp;
     c.parallel.dp = gpus / pp;
     c.parallel.ep = ep;
     c.parallel.dist_opt = true;
-    c.training.global_batch = c.parallel.dp * 4 * pp;
     return c;
 }
 

@@ -26,6 +26,8 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "../config_fixture.h"
+
 /* GPT-OSS-120B's model FLOPs by hand: 18 windowed blocks (keys = 128), 18
  * full ones (keys = s), all MoE with top-4 of 128 experts. */
 static void test_model_flops_by_hand(void **state)
@@ -58,16 +60,7 @@ static void test_model_flops_by_hand(void **state)
 
 static mp_config gpt_oss_config(void)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset("gpt-oss-120b");
-    mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    c.training.gpus = 8;
-    c.training.seq = 4096;
-    c.training.global_batch = 8;
-    c.training.precision = MP_DTYPE_BF16;
-    mp_parallel_defaults(&c.parallel);
+    mp_config c = preset_config("gpt-oss-120b", "dgx-h100", 8, 8, MP_DTYPE_BF16);
     c.parallel.dp = 8;
     c.parallel.ep = 8;
     return c;

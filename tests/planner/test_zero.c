@@ -16,14 +16,12 @@
 #include "planner/cost_internal.h"
 #include "search/driver.h"
 
+#include "../config_fixture.h"
+
 static mp_config config(const char *model, const char *hw, int64_t gpus, int64_t gb, int64_t tp,
                         int64_t b, int64_t zero)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset(model);
-    mp_error err;
-    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
+    mp_config c = preset_on(model, hw);
     c.training = (mp_training){.gpus = gpus, .seq = c.model.seq, .global_batch = gb,
                                .precision = MP_DTYPE_BF16};
     c.parallel = (mp_parallel){.tp = tp, .pp = 1, .vpp = 1, .cp = 1, .dp = gpus / tp,

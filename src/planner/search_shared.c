@@ -64,8 +64,9 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
                       "stage count)");
     if (!p->pipeline_layout[0] && mp_parallel_split_given(p) &&
         (f & (MP_FIX_PP | MP_FIX_VPP)) != (MP_FIX_PP | MP_FIX_VPP))
-        return REFUSE(p->first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
-                      "the first/last-stage layers fix the stages: give pp and vpp too");
+        return REFUSE(mp_parallel_split_field(p),
+                      "the given split (first/last-stage layers or account-for flags) fixes "
+                      "the stages: give pp and vpp too");
     if (!p->pipeline_layout[0] && mp_parallel_split_given(p)) {
         /* Megatron's checks of the flags, against the fixed pp, vpp */
         mp_config *cc = malloc(sizeof *cc);
@@ -75,7 +76,9 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         *cc = *c;
         cc->parallel.pp = pp;
         cc->parallel.vpp = vpp;
-        mp_status fst = mp_flag_split_check(cc, err);
+        mp_status fst = p->first_stage_layers > 0 || p->last_stage_layers > 0
+                            ? mp_flag_split_check(cc, err)
+                            : mp_account_split_check(cc, err);
         free(cc);
         if (fst != MP_OK)
             return fst;

@@ -47,7 +47,10 @@ awk -v s="$hint" 'BEGIN { exit !(s > 30 && s < 80) }' && ok || bad "explain's pp
 # an even split is unchanged, and 126 on 16 is Meta's 7, 8 x 14, 7
 "$bin" estimate --model llama3-405b --gpus 2048 --hw dgx-h100 --tp 8 --sp --pp 16 --dist-opt \
     --format megatron >l.txt 2>err.txt || bad "405B estimate: $(cat err.txt)"
-contains l.txt '--pipeline-model-parallel-layout "Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*7L"'
+# Megatron's first/last-stage flags say it (the middle ranks share the 112 evenly): no layout
+contains l.txt '--decoder-first-pipeline-num-layers 7 \'
+contains l.txt '--decoder-last-pipeline-num-layers 7 \'
+lacks l.txt "pipeline-model-parallel-layout"
 "$bin" estimate --model llama3-405b --gpus 1008 --hw dgx-h100 --tp 8 --sp --pp 14 --dist-opt \
     --global-batch 1008 --format megatron >e.txt 2>err.txt || bad "405B pp 14 estimate: $(cat err.txt)"
 lacks e.txt "pipeline-model-parallel-layout"  # 126 = 14 x 9: even
@@ -120,12 +123,15 @@ refuse too-many "the first and last ranks' 20 + 20 layers are more than the mode
     estimate $l16 --pp 4 --first-stage-layers 20 --last-stage-layers 20
 refuse with-layout "cannot be given with pipeline_layout" \
     estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --first-stage-layers 16
-refuse search-unfixed "the first/last-stage layers fix the stages: give pp and vpp too" \
+refuse search-unfixed "fixes the stages: give pp and vpp too" \
     search $l16 --first-stage-layers 12
 # 126 layers on 16 x 8 = 128 stages: Megatron counts the embedding and the loss as a layer
-# each, leaving those stages no block; the refusal names the layout that gives that split
-refuse emb-loss-stages "give that split as pipeline_layout 'E|(t|)*126L'" \
+# each, leaving those stages no block; the refusal names the flags that give that split
+refuse emb-loss-stages "set account_for_embedding and account_for_loss" \
     estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 --global-batch 1536
+"$bin" estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 \
+    --global-batch 1536 --account-for-embedding --account-for-loss >/dev/null 2>err.txt && ok ||
+    bad "the flags the refusal names are refused: $(cat err.txt)"
 "$bin" estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 \
     --global-batch 1536 --pipeline-layout 'E|(t|)*126L' >/dev/null 2>err.txt && ok ||
     bad "the layout the refusal names is refused: $(cat err.txt)"

@@ -162,6 +162,20 @@ mp_split_form mp_split_form_of(const mp_config *c, const mp_stage_range *st, int
     return f;
 }
 
+const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t K)
+{
+    const mp_parallel *p = &c->parallel;
+    if (p->pipeline_layout[0])
+        return mp_split_kind_name(MP_SPLIT_LAYOUT);
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
+        return mp_split_kind_name(MP_SPLIT_FLAGS);
+    if (p->account_for_embedding || p->account_for_loss)
+        return mp_split_kind_name(MP_SPLIT_ACCOUNT);
+    if (K < 2 || !st)
+        return mp_split_kind_name(MP_SPLIT_EVEN);
+    return mp_split_kind_name(mp_split_form_of(c, st, K).kind);
+}
+
 void mp_plan_default_stages(mp_plan *plan)
 {
     const mp_parallel *p = &plan->config.parallel;

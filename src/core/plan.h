@@ -56,6 +56,10 @@ typedef struct mp_split_form {
 mp_split_form mp_split_form_of(const mp_config *c, const mp_stage_range *st, int64_t K);
 /* "even", "account-for", "first/last flags" or "layout" */
 const char *mp_split_kind_name(mp_split_kind k);
+/* The name of the split of c over its K stages st: the form c gives
+ * (pipeline_layout, the first/last-stage or the account-for flags), else
+ * mp_split_form_of's; "even" when K < 2 or st is NULL. */
+const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t K);
 
 void mp_plan_default_stages(mp_plan *plan);
 

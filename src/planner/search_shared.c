@@ -29,6 +29,7 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
     const mp_parallel *p = &c->parallel;
     uint32_t f = opt->fixed;
     int64_t seq = t->seq, gpus = t->gpus, gb = t->global_batch, L = m->layers;
+    bool acct_e, acct_l; /* mp_search_needs_account's, unused */
     if (m->position == MP_POS_LEARNED && seq > m->seq)
         return REFUSE("seq", "%lld is longer than the model's %lld learned positions",
                       (long long)seq, (long long)m->seq);
@@ -92,7 +93,8 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         free(l);
         if (lst != MP_OK)
             return lst;
-    } else if (!mp_stage_split_ok(L, pp, vpp) && !mp_search_needs_layout(c, pp, vpp))
+    } else if (!mp_stage_split_ok(L, pp, vpp) && !mp_search_needs_layout(c, pp, vpp) &&
+               !mp_search_needs_account(c, pp, vpp, &acct_e, &acct_l))
         return REFUSE(vpp > 1 ? "vpp" : "pp",
                       "the %lld layers cannot be split over pp*vpp = %lld*%lld stages as "
                       "Megatron-LM splits them",

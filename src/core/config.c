@@ -778,11 +778,26 @@ mp_status mp_account_split_check(const mp_config *c, mp_error *err)
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)
 {
     int64_t n = pp * vpp;
-    mp_uneven u;
     if (n < 1 || n > L)
         return false;
+    /* mp_vpp_flag_split has a split exactly when every rank's count can be
+     * a multiple of vpp, i.e. vpp divides L (n <= L leaves each rank at
+     * least vpp): the test search makes for every candidate, without the
+     * search for the best one */
     return L % n == 0 || (n > 1 && (L + 2) % n == 0) || (vpp == 1 && n >= 2) ||
-           mp_vpp_flag_split(L, pp, vpp, 0, &u);
+           (pp >= 2 && vpp >= 2 && L % vpp == 0);
+}
+
+int64_t mp_vpp_flag_blocks_before(const mp_uneven *u, int64_t pp, int64_t vpp, int64_t k)
+{
+    /* virtual stage j is chunk j / pp of rank j % pp: a vpp-th of its rank's
+     * count; k / pp whole rounds of the ranks, then ranks 0..k%pp-1 of the
+     * next (never the last rank) */
+    int64_t r = k % pp;
+    int64_t before = (k / pp) * ((u->first + u->last + (pp - 2) * u->middle) / vpp);
+    if (r > 0)
+        before += u->first / vpp + (r - 1) * (u->middle / vpp);
+    return before;
 }
 
 int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k)
@@ -797,13 +812,7 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, i
     if (vpp > 1 && (L + 2) % n == 0)
         return k * ((L + 2) / n) - 1;
     if (vpp > 1 && n % vpp == 0 && mp_vpp_flag_split(L, n / vpp, vpp, mtp, &u)) {
-        /* virtual stage j is chunk j / pp of rank j % pp: a vpp-th of its rank's count */
-        int64_t pp = n / vpp, before = 0;
-        for (int64_t j = 0; j < k; j++) {
-            int64_t r = j % pp;
-            before += (r == 0 ? u.first : r == pp - 1 ? u.last : u.middle) / vpp;
-        }
-        return before;
+        return mp_vpp_flag_blocks_before(&u, n / vpp, vpp, k);
     }
     if (vpp > 1 || !mp_uneven_split(L, n, mtp, &u))
         return (k * L) / n;

@@ -391,6 +391,9 @@ int64_t mp_uneven_stage_blocks(const mp_uneven *u, int64_t n, int64_t k);
  * or fewer than 2 vpp blocks). */
 bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneven *out);
 
+/* Blocks held by virtual stages 0..k-1 under mp_vpp_flag_split's split u. */
+int64_t mp_vpp_flag_blocks_before(const mp_uneven *u, int64_t pp, int64_t vpp, int64_t k);
+
 /* Blocks of virtual stage k (chunk k / pp of rank k % pp) under the
  * first/last-stage flags F and Lz (0: not given, that end a middle rank),
  * as transformer_block.py's get_num_layers_to_build builds them; the

@@ -64,10 +64,19 @@ void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out)
                    (p->account_for_embedding || p->account_for_loss) &&
                    mp_account_stage_blocks(L, n, p->account_for_embedding, p->account_for_loss,
                                            0) >= 0;
+    /* Megatron's first/last-stage split with virtual stages where neither L
+     * nor L + 2 divides (mp_blocks_before_stage's): chosen once, not per stage */
+    int64_t v = p->pp > 0 && n % p->pp == 0 ? n / p->pp : 1;
+    mp_uneven vu;
+    bool vflags = !given && !flags && !account && m->arch != MP_ARCH_T5 && v > 1 && L % n &&
+                  (L + 2) % n && mp_vpp_flag_split(L, p->pp, v, mp_layout_model_mtp_layers(m), &vu);
     int64_t before = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t b, e;
-        if (given)
+        if (vflags) {
+            b = k == 0 ? 0 : 1 + mp_vpp_flag_blocks_before(&vu, p->pp, v, k);
+            e = k == n - 1 ? L + 2 : 1 + mp_vpp_flag_blocks_before(&vu, p->pp, v, k + 1);
+        } else if (given)
             mp_layout_stage_items(l, L, k, &b, &e);
         else if (flags || account) {
             /* Megatron's first/last-stage flags, as given (mp_flag_split_check) */

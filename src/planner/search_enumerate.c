@@ -524,9 +524,8 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
         if (x->p > 1)
             for (int64_t v = 2; v * x->p <= L + 2 && nv < MAX_DIV; v++) {
                 int64_t n = x->p * v;
-                mp_uneven u;
-                if (L % n == 0 || (L + 2) % n == 0 || (L + 1) % n == 0 ||
-                    (n <= L && mp_vpp_flag_split(L, x->p, v, 0, &u)))
+                /* the flags' split exists exactly when vpp divides L (mp_stage_split_ok) */
+                if (L % n == 0 || (L + 2) % n == 0 || (L + 1) % n == 0 || (n <= L && L % v == 0))
                     vv[nv++] = v;
             }
     }

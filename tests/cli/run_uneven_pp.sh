@@ -101,7 +101,7 @@ contains gf.txt '--num-virtual-stages-per-pipeline-rank 2 \'
 "$bin" search $l16 --first-stage-layers 12 --last-stage-layers 20 \
     --fix pp=2,vpp=2,micro_batch=1,recompute=none,schedule=interleaved-1f1b \
     --top 1 -o gplan.yaml >gs.txt 2>err.txt || bad "given flags search: $(cat err.txt)"
-contains gs.txt "stages (first/last-stage layers 12, 20): blocks per stage 6 10 6 10 "
+contains gs.txt "stages (first/last flags 12, 20): blocks per stage 6 10 6 10 "
 contains gplan.yaml "first_stage_layers: 12"
 "$bin" simulate gplan.yaml >gsim.txt 2>err.txt || bad "given flags simulate: $(cat err.txt)"
 refuse() { # refuse NAME TEXT ARGS...: exit 2 and one line holding TEXT

@@ -152,4 +152,65 @@ for lay in "Et*8|t*8||t*16L" "Et*10|t*11|t*11|L"; do
     lstep=$(awk '$1 == "step" && $2 == "(simulated)" { print $3 }' lsim.txt)
     awk -v s="$lstep" 'BEGIN { exit !(s > 25 && s < 60) }' && ok || bad "layout $lay: step $lstep s"
 done
+# Megatron's account-for split (--account-for-embedding/loss-in-pipeline-split):
+# given, estimate/simulate take it and the flags say it; a split Megatron refuses
+# is refused naming the field
+"$bin" estimate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --vpp 2 \
+    --account-for-embedding --account-for-loss --format megatron >af.txt 2>err.txt ||
+    bad "account-for estimate: $(cat err.txt)"
+contains af.txt "--account-for-embedding-in-pipeline-split \\"
+contains af.txt "--account-for-loss-in-pipeline-split \\"
+contains af.txt "--num-virtual-stages-per-pipeline-rank 2 \\"
+lacks af.txt "pipeline-model-parallel-layout"
+"$bin" simulate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --vpp 8 \
+    --account-for-embedding --account-for-loss >afs.txt 2>err.txt || bad "account-for simulate: $(cat err.txt)"
+contains afs.txt "interleaved-1f1b, 16 pipeline ranks, 8 chunks each"
+refuse account-loss-only "account-for-loss: the 126 layers + the loss = 127 do not divide among pp=16 ranks" \
+    estimate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --account-for-loss
+refuse account-vpp "account-for-embedding: 8 layers (the embedding and loss counted) on each rank must be a multiple of vpp=3" \
+    estimate --model llama3-405b --gpus 1536 --hw dgx-h100 --tp 8 --pp 16 --vpp 3 --global-batch 1536 \
+    --account-for-embedding --account-for-loss
+refuse account-layout "cannot be given with pipeline_layout" \
+    estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --account-for-loss
+
+# Llama 3 405B on 16384 H100s with pp 16 (issue 11): search finds Meta's shape,
+# tp 8, pp 16, each rank's 8 layers less one on the first and the last (7, 8 x 14,
+# 7 = 126, Llama 3 paper §3.3.2) -- with virtual stages as Megatron's account-for
+# split (16 x 8 chunks of one layer, the first and last chunk the embedding and
+# the loss alone), and with vpp 1 as its first/last-stage flags
+meta="--model llama3-405b --gpus 16384 --hw dgx-h100 --global-batch 2048"
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 --format json >m.json 2>err.txt ||
+    bad "405B search: $(cat err.txt)"
+"$bin" search $meta --fix pp=16,tp=8,cp=1,vpp=1 --top 1 --format json >m1.json 2>err.txt ||
+    bad "405B search vpp 1: $(cat err.txt)"
+python3 - m.json m1.json <<'PY' && ok || bad "405B search: not Meta's 7, 8 x 14, 7"
+import json, sys
+for path, method in zip(sys.argv[1:], ["account-for", "first/last flags"]):
+    o = json.load(open(path))[0]
+    p = o["parallel"]
+    assert (p["tp"], p["pp"]) == (8, 16), p
+    assert o["split"]["method"] == method, (path, o["split"]["method"])
+    st = o["split"]["stages"]
+    per_rank = [0] * 16
+    for k, (b, e) in enumerate(st):
+        per_rank[k % 16] += min(e, 127) - max(b, 1)
+    assert per_rank == [7] + [8] * 14 + [7], (path, per_rank)
+    if method == "account-for":
+        assert p["vpp"] > 1 and p["account_for_embedding"] and p["account_for_loss"], p
+PY
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 >m.txt 2>err.txt || bad "405B search table: $(cat err.txt)"
+contains m.txt "stages (account-for: the embedding and the loss): blocks per stage 0 1x126 0"
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 --format megatron >mm.txt 2>err.txt ||
+    bad "405B search flags: $(cat err.txt)"
+contains mm.txt "--account-for-embedding-in-pipeline-split \\"
+contains mm.txt "--account-for-loss-in-pipeline-split \\"
+"$bin" search $meta --fix pp=16,tp=8,cp=1,vpp=1 --top 1 --format megatron >mm1.txt 2>err.txt ||
+    bad "405B search vpp 1 flags: $(cat err.txt)"
+contains mm1.txt "--decoder-first-pipeline-num-layers 7 \\"
+contains mm1.txt "--decoder-last-pipeline-num-layers 7 \\"
+# the plan carries the flags: simulate reads them back
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 -o mplan.yaml >/dev/null 2>err.txt ||
+    bad "405B search -o: $(cat err.txt)"
+contains mplan.yaml "account_for_embedding: true"
+"$bin" simulate mplan.yaml >msim.txt 2>err.txt || bad "405B plan simulate: $(cat err.txt)"
 finish

@@ -411,6 +411,25 @@ static void test_uneven_split_61_on_32(void **state)
     assert_true(u.last + 3 <= 17 && u.first + 1 <= 17);
 }
 
+/* A plan with c's default stages passes mp_plan_check; with the cut between
+ * its first two stages moved to item `cut` it is refused, the message saying
+ * `says` (the split the configuration gives). */
+static void moved_cut_refused(const mp_config *c, int32_t cut, const char *says)
+{
+    mp_plan *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->config = *c;
+    mp_plan_default_stages(p);
+    mp_error err;
+    assert_int_equal(mp_plan_check(p, &err), MP_OK);
+    p->stages[0].end = cut;
+    p->stages[1].begin = cut;
+    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
+    if (!strstr(err.msg, says))
+        fail_msg("refused with '%s', expected '%s'", err.msg, says);
+    free(p);
+}
+
 /* Megatron's first/last-stage flags as given (parallel.first_stage_layers,
  * last_stage_layers): transformer_config.py's checks refuse what Megatron
  * refuses, and the stages are what transformer_block.py builds (every chunk
@@ -434,17 +453,7 @@ static void test_stage_layer_flags(void **state)
             fail_msg("stage %d: [%d, %d), expected [%d, %d)", k, st[k].begin, st[k].end,
                      want[k][0], want[k][1]);
     /* the plan's default stages are the same, and a plan saying otherwise is refused */
-    mp_plan *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->config = c;
-    mp_plan_default_stages(p);
-    mp_error err;
-    assert_int_equal(mp_plan_check(p, &err), MP_OK);
-    p->stages[0].end = 6;
-    p->stages[1].begin = 6;
-    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
-    assert_non_null(strstr(err.msg, "parallel.first_stage_layers gives it [0, 5)"));
-    free(p);
+    moved_cut_refused(&c, 6, "parallel.first_stage_layers gives it [0, 5)");
     /* transformer_config.py's refusals */
     c.parallel.first_stage_layers = 9;
     expect(&c, "first_stage_layers", "9 layers on the first rank must be a multiple of vpp=2");
@@ -545,17 +554,7 @@ static void test_account_split(void **state)
     assert_int_equal(f.kind, MP_SPLIT_ACCOUNT);
     assert_true(f.embedding && f.loss);
     /* and a plan's stages are checked against it */
-    mp_plan *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->config = c;
-    mp_plan_default_stages(p);
-    mp_error err;
-    assert_int_equal(mp_plan_check(p, &err), MP_OK);
-    p->stages[0].end = 2;
-    p->stages[1].begin = 2;
-    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
-    assert_non_null(strstr(err.msg, "parallel.account_for_embedding gives it [0, 1)"));
-    free(p);
+    moved_cut_refused(&c, 2, "parallel.account_for_embedding gives it [0, 1)");
     /* without the flags the same pp*vpp is refused, the message naming them */
     c.parallel.account_for_embedding = c.parallel.account_for_loss = false;
     expect(&c, "vpp", "set account_for_embedding and account_for_loss");

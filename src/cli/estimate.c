@@ -66,11 +66,12 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
                          "--decoder-first/last-pipeline-num-layers; 0: not given)\n",
                       (long long)p->first_stage_layers, (long long)p->last_stage_layers);
     if (p->account_for_embedding || p->account_for_loss)
-        mp_buf_printf(b, "  layout    the%s%s counted as a layer each in the split  (Megatron's "
+        mp_buf_printf(b, "  layout    the%s%s counted as a layer%s in the split  (Megatron's "
                          "--account-for-%s-in-pipeline-split)\n",
                       p->account_for_embedding ? " embedding" : "",
                       p->account_for_embedding && p->account_for_loss ? " and the loss"
                       : p->account_for_loss ? " loss" : "",
+                      p->account_for_embedding && p->account_for_loss ? " each" : "",
                       p->account_for_embedding && p->account_for_loss ? "embedding/loss"
                       : p->account_for_embedding ? "embedding" : "loss");
     if (p->p2p_overlap && p->schedule == MP_SCHED_INTERLEAVED)

@@ -400,6 +400,14 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                     "--account-for-embedding --account-for-loss), or give pipeline_layout",
                     (long long)p->pp, (long long)p->vpp, (long long)stages,
                     (long long)m->layers);
+    else if (p->vpp > 1 && !mp_stage_split_ok(m->layers, p->pp, p->vpp) &&
+             (m->layers + 1) % stages == 0 && m->arch != MP_ARCH_T5)
+        return FAIL("vpp",
+                    "the %lld layers do not split into pp*vpp = %lld*%lld = %lld stages as "
+                    "Megatron does by default, but the layers + 1 do: set account_for_loss "
+                    "(Megatron's --account-for-loss-in-pipeline-split; command line "
+                    "--account-for-loss) or account_for_embedding, or give pipeline_layout",
+                    (long long)m->layers, (long long)p->pp, (long long)p->vpp, (long long)stages);
     else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
                     p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "

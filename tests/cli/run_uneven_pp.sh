@@ -170,6 +170,17 @@ refuse account-loss-only "account-for-loss: the 126 layers + the loss = 127 do n
 refuse account-vpp "account-for-embedding: 8 layers (the embedding and loss counted) on each rank must be a multiple of vpp=3" \
     estimate --model llama3-405b --gpus 1536 --hw dgx-h100 --tp 8 --pp 16 --vpp 3 --global-batch 1536 \
     --account-for-embedding --account-for-loss
+# 29 layers on 2 x 3: neither 29 nor 31 divides into 6, nor 29 into 3 a rank, but 30
+# does: the refusal names account_for_loss, which runs, and search sets it itself
+printf 'name: t29\narch: llama\nlayers: 29\nhidden: 1024\nheads: 8\nvocab: 32000\nseq: 2048\n' >t29.yaml
+refuse account-hint "the layers + 1 do: set account_for_loss" \
+    estimate --model t29.yaml --gpus 16 --hw dgx-h100 --pp 2 --vpp 3 --global-batch 64
+"$bin" estimate --model t29.yaml --gpus 16 --hw dgx-h100 --pp 2 --vpp 3 --global-batch 64 \
+    --account-for-loss >t29.txt 2>err.txt || bad "29 layers, account-for loss: $(cat err.txt)"
+contains t29.txt "layout    the loss counted as a layer in the split"
+"$bin" search --model t29.yaml --gpus 16 --hw dgx-h100 --global-batch 64 --fix pp=2,vpp=3 \
+    --top 1 >t29s.txt 2>err.txt || bad "29 layers search: $(cat err.txt)"
+contains t29s.txt "stages (account-for: the loss): blocks per stage 5x5 4"
 refuse account-layout "cannot be given with pipeline_layout" \
     estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --account-for-loss
 

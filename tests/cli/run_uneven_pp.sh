@@ -209,6 +209,16 @@ for path, method in zip(sys.argv[1:], ["account-for", "first/last flags"]):
     if method == "account-for":
         assert p["vpp"] > 1 and p["account_for_embedding"] and p["account_for_loss"], p
 PY
+# unfixed, search tries every vpp whose split Megatron's flags make: the
+# first/last-stage flags' (126 = 21 + 14 x 6 + 21 on vpp 3) and the
+# account-for flags' (vpp 8), not only the even and L + 2 ones
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 30 --format json >m30.json 2>err.txt ||
+    bad "405B search top 30: $(cat err.txt)"
+python3 - m30.json <<'PY' && ok || bad "405B search: the flags' vpps are not searched"
+import json, sys
+seen = {(o["parallel"]["vpp"], o["split"]["method"]) for o in json.load(open(sys.argv[1]))}
+assert (3, "first/last flags") in seen and (8, "account-for") in seen, sorted(seen)
+PY
 "$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 >m.txt 2>err.txt || bad "405B search table: $(cat err.txt)"
 contains m.txt "stages (account-for: the embedding and the loss): blocks per stage 0 1x126 0"
 "$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 --format megatron >mm.txt 2>err.txt ||

@@ -65,6 +65,15 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
         mp_buf_printf(b, "  layout    first rank %lld blocks, last rank %lld  (Megatron's "
                          "--decoder-first/last-pipeline-num-layers; 0: not given)\n",
                       (long long)p->first_stage_layers, (long long)p->last_stage_layers);
+    if (p->account_for_embedding || p->account_for_loss)
+        mp_buf_printf(b, "  layout    the%s%s counted as a layer%s in the split  (Megatron's "
+                         "--account-for-%s-in-pipeline-split)\n",
+                      p->account_for_embedding ? " embedding" : "",
+                      p->account_for_embedding && p->account_for_loss ? " and the loss"
+                      : p->account_for_loss ? " loss" : "",
+                      p->account_for_embedding && p->account_for_loss ? " each" : "",
+                      p->account_for_embedding && p->account_for_loss ? "embedding/loss"
+                      : p->account_for_embedding ? "embedding" : "loss");
     if (p->p2p_overlap && p->schedule == MP_SCHED_INTERLEAVED)
         mp_buf_puts(b, "            p2p_overlap=on  (Megatron's --overlap-p2p-communication)\n");
     if (p->param_gather_sync && p->dist_opt && p->dp_overlap)

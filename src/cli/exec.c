@@ -662,6 +662,12 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
             printf(" (the plan's)\n");
         else if (plan->config.parallel.pipeline_layout[0] && !a->o.shrink)
             printf(" (the plan's layout %s)\n", plan->config.parallel.pipeline_layout);
+        else if ((plan->config.parallel.account_for_embedding ||
+                  plan->config.parallel.account_for_loss) && !a->o.shrink)
+            printf(" (the plan's account-for split: %s counted as a layer)\n",
+                   !plan->config.parallel.account_for_loss ? "the embedding"
+                   : !plan->config.parallel.account_for_embedding ? "the loss"
+                                                                  : "the embedding and the loss");
         else if (mp_parallel_split_given(&plan->config.parallel) && !a->o.shrink)
             printf(" (the plan's first/last-stage layers %lld, %lld)\n",
                    (long long)plan->config.parallel.first_stage_layers,

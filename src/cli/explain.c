@@ -123,6 +123,7 @@ int cmd_explain(int argc, char **argv)
     scc.config.parallel.pipeline_layout[0] = '\0';
     scc.set &= ~(uint32_t)MP_SET_STAGE_LAYERS; /* and so are the first/last-stage layers */
     scc.config.parallel.first_stage_layers = scc.config.parallel.last_stage_layers = 0;
+    scc.config.parallel.account_for_embedding = scc.config.parallel.account_for_loss = false;
     mp_search_options opt;
     if (mp_search_cli_options(&scc, &sc, &opt, &err) != MP_OK) return mp_cli_fail("explain", &err);
     /* a split that does not divide the GPUs is for explain to explain, not

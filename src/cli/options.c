@@ -25,6 +25,7 @@ typedef enum {
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
     OPT_OPTIMIZER_MOMENTS, OPT_FP8_ACT_CACHE,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT, OPT_FIRST_STAGE_LAYERS, OPT_LAST_STAGE_LAYERS,
+    OPT_ACCOUNT_FOR_EMBEDDING, OPT_ACCOUNT_FOR_LOSS,
     OPT_FORMAT,
     OPT_COUNT
 } opt_id;
@@ -62,6 +63,14 @@ static const mp_opt options[] = {
     {"--last-stage-layers", NULL, "n", OPT_LAST_STAGE_LAYERS, 0,
      "blocks on the last pipeline rank (Megatron's --decoder-last-pipeline-num-layers; "
      "a multiple of vpp)",
+     NULL},
+    {"--account-for-embedding", NULL, NULL, OPT_ACCOUNT_FOR_EMBEDDING, 0,
+     "count the embedding as a layer in the stage split, the first stage building one block "
+     "fewer (Megatron's --account-for-embedding-in-pipeline-split)",
+     NULL},
+    {"--account-for-loss", NULL, NULL, OPT_ACCOUNT_FOR_LOSS, 0,
+     "count the loss as a layer in the stage split, the last stage building one block fewer "
+     "(Megatron's --account-for-loss-in-pipeline-split)",
      NULL},
     {"--cp", NULL, "c", OPT_CP, 0, "context parallel degree", NULL},
     {"--dp", NULL, "d", OPT_DP, 0, "data parallel degree (default gpus/(tp*pp*cp))", NULL},
@@ -336,6 +345,14 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_LAST_STAGE_LAYERS:
         cc->set |= MP_SET_STAGE_LAYERS;
         return parse_count(opt, value, 1, MP_MAX_LAYERS, &p->last_stage_layers, err);
+    case OPT_ACCOUNT_FOR_EMBEDDING:
+        cc->set |= MP_SET_STAGE_LAYERS;
+        p->account_for_embedding = true;
+        return MP_OK;
+    case OPT_ACCOUNT_FOR_LOSS:
+        cc->set |= MP_SET_STAGE_LAYERS;
+        p->account_for_loss = true;
+        return MP_OK;
     case OPT_PIPELINE_LAYOUT:
         cc->set |= MP_SET_PIPELINE_LAYOUT;
         if (strlen(value) >= sizeof p->pipeline_layout)
@@ -586,6 +603,8 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
         {"first_stage_layers", "--first-stage-layers"},
         {"last_stage_layers", "--last-stage-layers"},
+        {"account_for_embedding", "--account-for-embedding"},
+        {"account_for_loss", "--account-for-loss"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(field, map[i].field)) {
@@ -683,8 +702,10 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
         p->pp = 1;
     if (!(cc->set & MP_SET_PIPELINE_LAYOUT))
         p->pipeline_layout[0] = '\0';
-    if (!(cc->set & MP_SET_STAGE_LAYERS))
+    if (!(cc->set & MP_SET_STAGE_LAYERS)) {
         p->first_stage_layers = p->last_stage_layers = 0;
+        p->account_for_embedding = p->account_for_loss = false;
+    }
     if (!(cc->set & MP_SET_VPP))
         p->vpp = 1;
     if ((cc->set & MP_SET_PIPELINE_LAYOUT) && !(cc->set & MP_SET_VPP)) {

@@ -313,17 +313,30 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                   m->peak / MP_GIB, m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                   m->activations / MP_GIB, m->other / MP_GIB, m->capacity / MP_GIB);
     if (w->plan && w->plan->n_stages > 0) {
-        bool given = w->config.parallel.pipeline_layout[0] != '\0';
         const mp_parallel *wp = &w->config.parallel;
-        if (given)
-            mp_buf_printf(b, "        stages (layout \"%s\"", w->config.parallel.pipeline_layout);
-        else if (mp_parallel_split_given(wp))
-            mp_buf_printf(b, "        stages (first/last-stage layers %lld, %lld",
-                          (long long)wp->first_stage_layers, (long long)wp->last_stage_layers);
+        /* the split as Megatron's flags say it: the plan's, else its form */
+        mp_split_form f = mp_split_form_of(&w->config, w->plan->stages, w->plan->n_stages);
+        bool flags_given = wp->first_stage_layers > 0 || wp->last_stage_layers > 0;
+        bool acct_given = wp->account_for_embedding || wp->account_for_loss;
+        bool e = acct_given ? wp->account_for_embedding : f.embedding;
+        bool l = acct_given ? wp->account_for_loss : f.loss;
+        if (wp->pipeline_layout[0])
+            mp_buf_printf(b, "        stages (layout \"%s\"", wp->pipeline_layout);
+        else if (flags_given || (!acct_given && f.kind == MP_SPLIT_FLAGS))
+            mp_buf_printf(b, "        stages (first/last flags %lld, %lld",
+                          (long long)(flags_given ? wp->first_stage_layers : f.first),
+                          (long long)(flags_given ? wp->last_stage_layers : f.last));
+        else if (acct_given || f.kind == MP_SPLIT_ACCOUNT)
+            mp_buf_printf(b, "        stages (account-for: the %s",
+                          e && l ? "embedding and the loss" : e ? "embedding" : "loss");
         else
-            mp_buf_printf(b, "        stages (%s%s", w->split_method,
-                          w->split_gap > 0 ? "" : ", optimal");
-        if (w->split_gap > 0) mp_buf_printf(b, ", gap %.2f%%", 100 * w->split_gap);
+            mp_buf_printf(b, "        stages (%s", mp_split_kind_name(f.kind));
+        if (w->split_solver)
+            mp_buf_printf(b, "; %s", w->split_solver);
+        if (w->split_solver && w->split_gap > 0)
+            mp_buf_printf(b, ", gap %.2f%%", 100 * w->split_gap);
+        else if (w->split_solver)
+            mp_buf_puts(b, ", optimal");
         mp_buf_puts(b, "): blocks per stage");
         /* run-length: "4x19 3" = nineteen stages of 4 blocks, then one of 3 */
         int64_t L = w->config.model.layers;
@@ -443,6 +456,10 @@ static cJSON *plan_json(const mp_search_plan *sp, int rank, const mp_search_coun
     cJSON *s = cJSON_AddObjectToObject(o, "split");
     if (s) {
         cJSON_AddStringToObject(s, "method", sp->split_method ? sp->split_method : "even");
+        if (sp->split_solver)
+            cJSON_AddStringToObject(s, "solver", sp->split_solver);
+        else
+            cJSON_AddNullToObject(s, "solver");
         cJSON_AddNumberToObject(s, "gap", sp->split_gap);
         cJSON_AddBoolToObject(s, "uneven", sp->uneven);
         cJSON_AddNumberToObject(s, "even_split_step_s", sp->est_even.time.step);

@@ -195,6 +195,8 @@ static const mp_field parallel_fields[] = {
      .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
     P_INT(first_stage_layers, 0, MP_MAX_LAYERS),
     P_INT(last_stage_layers, 0, MP_MAX_LAYERS),
+    P_BOOL(account_for_embedding),
+    P_BOOL(account_for_loss),
     P_BOOL(moe_a2a_overlap),
     P_BOOL(dispatch_fp8),
     P_BOOL(shared_expert_overlap),
@@ -253,6 +255,10 @@ static mp_status layout_check(const mp_config *c, mp_error *err)
     if (c->model.arch == MP_ARCH_T5)
         return FAIL("pipeline_layout", "t5: Megatron's layouts have no encoder layers (it "
                                        "refuses a layout for an encoder-decoder model)");
+    if (p->account_for_embedding || p->account_for_loss)
+        return FAIL(p->account_for_embedding ? "account_for_embedding" : "account_for_loss",
+                    "cannot be given with pipeline_layout (Megatron: the layout says every "
+                    "stage's layers)");
     if (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE)
         return FAIL("pipeline_layout",
                     "lists the stages in Megatron's interleaved order; %s places them "
@@ -367,6 +373,10 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         st = layout_check(c, err);
         if (st != MP_OK)
             return st;
+    } else if (p->account_for_embedding || p->account_for_loss) {
+        st = mp_account_split_check(c, err);
+        if (st != MP_OK)
+            return st;
     } else if (p->vpp > 1 && m->layers % stages && (m->layers + 2) % stages &&
                (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE) &&
                m->arch != MP_ARCH_T5)
@@ -384,11 +394,20 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
          * default split keeps a block in every stage, a layout does not */
         return FAIL("vpp",
                     "pp*vpp = %lld*%lld = %lld stages for %lld layers leaves the first and last "
-                    "stage only the embedding and the loss (Megatron's "
-                    "account_for_embedding/loss_in_pipeline_split): give that split as "
-                    "pipeline_layout 'E|(t|)*%lldL'",
+                    "stage only the embedding and the loss: set account_for_embedding and "
+                    "account_for_loss (Megatron's --account-for-embedding-in-pipeline-split "
+                    "and --account-for-loss-in-pipeline-split; command line "
+                    "--account-for-embedding --account-for-loss), or give pipeline_layout",
                     (long long)p->pp, (long long)p->vpp, (long long)stages,
-                    (long long)m->layers, (long long)m->layers);
+                    (long long)m->layers);
+    else if (p->vpp > 1 && !mp_stage_split_ok(m->layers, p->pp, p->vpp) &&
+             (m->layers + 1) % stages == 0 && m->arch != MP_ARCH_T5)
+        return FAIL("vpp",
+                    "the %lld layers do not split into pp*vpp = %lld*%lld = %lld stages as "
+                    "Megatron does by default, but the layers + 1 do: set account_for_loss "
+                    "(Megatron's --account-for-loss-in-pipeline-split; command line "
+                    "--account-for-loss) or account_for_embedding, or give pipeline_layout",
+                    (long long)m->layers, (long long)p->pp, (long long)p->vpp, (long long)stages);
     else if (!mp_stage_split_ok(m->layers, p->pp, p->vpp))
         return FAIL(p->vpp > 1 ? "vpp" : "pp",
                     p->vpp > 1 ? "the %lld layers do not split into pp*vpp = %lld*%lld = %lld "
@@ -675,6 +694,10 @@ mp_status mp_flag_split_check(const mp_config *c, mp_error *err)
     if (p->pipeline_layout[0])
         return FAIL(f, "cannot be given with pipeline_layout (Megatron: the layout says every "
                        "stage's layers)");
+    if (p->account_for_embedding || p->account_for_loss)
+        return FAIL(f, "cannot be given with %s (Megatron refuses the first/last-stage layers "
+                       "with the account-for split)",
+                    p->account_for_embedding ? "account_for_embedding" : "account_for_loss");
     if (c->model.arch == MP_ARCH_T5)
         return FAIL(f, "t5 splits at its split rank (Megatron's first/last-stage flags are the "
                        "decoder's)");
@@ -713,14 +736,76 @@ mp_status mp_flag_split_check(const mp_config *c, mp_error *err)
     return MP_OK;
 }
 
+const char *mp_parallel_split_field(const mp_parallel *p)
+{
+    return p->pipeline_layout[0]        ? "pipeline_layout"
+           : p->first_stage_layers > 0  ? "first_stage_layers"
+           : p->last_stage_layers > 0   ? "last_stage_layers"
+           : p->account_for_embedding   ? "account_for_embedding"
+           : p->account_for_loss        ? "account_for_loss"
+                                        : NULL;
+}
+
+int64_t mp_account_stage_blocks(int64_t L, int64_t n, bool e, bool l, int64_t k)
+{
+    int64_t units = L + (e ? 1 : 0) + (l ? 1 : 0);
+    if (n < 1 || units % n)
+        return -1;
+    return units / n - (k == 0 && e ? 1 : 0) - (k == n - 1 && l ? 1 : 0);
+}
+
+mp_status mp_account_split_check(const mp_config *c, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    bool e = p->account_for_embedding, l = p->account_for_loss;
+    const char *f = e ? "account_for_embedding" : "account_for_loss";
+    int64_t L = c->model.layers, v = p->vpp > 1 ? p->vpp : 1;
+    if (p->pipeline_layout[0])
+        return FAIL(f, "cannot be given with pipeline_layout (Megatron: the layout says every "
+                       "stage's layers)");
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
+        return FAIL(f, "cannot be given with %s (Megatron refuses the account-for split with "
+                       "the first/last-stage layers)",
+                    p->first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers");
+    if (c->model.arch == MP_ARCH_T5)
+        return FAIL(f, "t5 splits at its split rank (Megatron's account-for split is the "
+                       "decoder's)");
+    /* transformer_config.py: L + e + l over the ranks, then each rank's by vpp */
+    int64_t units = L + (e ? 1 : 0) + (l ? 1 : 0);
+    if (units % p->pp)
+        return FAIL(f, "the %lld layers%s%s = %lld do not divide among pp=%lld ranks (Megatron)",
+                    (long long)L, e ? " + the embedding" : "", l ? " + the loss" : "",
+                    (long long)units, (long long)p->pp);
+    if (v > 1 && (units / p->pp) % v)
+        return FAIL(f, "%lld layers (the embedding and loss counted) on each rank must be a "
+                       "multiple of vpp=%lld (Megatron)",
+                    (long long)(units / p->pp), (long long)v);
+    return MP_OK;
+}
+
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)
 {
     int64_t n = pp * vpp;
-    mp_uneven u;
     if (n < 1 || n > L)
         return false;
+    /* mp_vpp_flag_split has a split exactly when every rank's count can be
+     * a multiple of vpp, i.e. vpp divides L (n <= L leaves each rank at
+     * least vpp): the test search makes for every candidate, without the
+     * search for the best one */
     return L % n == 0 || (n > 1 && (L + 2) % n == 0) || (vpp == 1 && n >= 2) ||
-           mp_vpp_flag_split(L, pp, vpp, 0, &u);
+           (pp >= 2 && vpp >= 2 && L % vpp == 0);
+}
+
+int64_t mp_vpp_flag_blocks_before(const mp_uneven *u, int64_t pp, int64_t vpp, int64_t k)
+{
+    /* virtual stage j is chunk j / pp of rank j % pp: a vpp-th of its rank's
+     * count; k / pp whole rounds of the ranks, then ranks 0..k%pp-1 of the
+     * next (never the last rank) */
+    int64_t r = k % pp;
+    int64_t before = (k / pp) * ((u->first + u->last + (pp - 2) * u->middle) / vpp);
+    if (r > 0)
+        before += u->first / vpp + (r - 1) * (u->middle / vpp);
+    return before;
 }
 
 int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, int64_t k)
@@ -735,13 +820,7 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, i
     if (vpp > 1 && (L + 2) % n == 0)
         return k * ((L + 2) / n) - 1;
     if (vpp > 1 && n % vpp == 0 && mp_vpp_flag_split(L, n / vpp, vpp, mtp, &u)) {
-        /* virtual stage j is chunk j / pp of rank j % pp: a vpp-th of its rank's count */
-        int64_t pp = n / vpp, before = 0;
-        for (int64_t j = 0; j < k; j++) {
-            int64_t r = j % pp;
-            before += (r == 0 ? u.first : r == pp - 1 ? u.last : u.middle) / vpp;
-        }
-        return before;
+        return mp_vpp_flag_blocks_before(&u, n / vpp, vpp, k);
     }
     if (vpp > 1 || !mp_uneven_split(L, n, mtp, &u))
         return (k * L) / n;

@@ -305,13 +305,26 @@ typedef struct mp_parallel {
      * of the last rank, the middle ranks splitting the rest evenly, every
      * chunk a vpp-th of its rank's (mp_flag_stage_blocks); 0 = not given. */
     int64_t first_stage_layers, last_stage_layers;
+    /* Megatron's --account-for-embedding-in-pipeline-split and
+     * --account-for-loss-in-pipeline-split: the embedding (the loss) counted
+     * as one more layer in the split, L + e + l units spread evenly over the
+     * pp*vpp virtual stages, the first (last) virtual stage building one
+     * block fewer (mp_account_split_check; false = not given). */
+    bool account_for_embedding, account_for_loss;
 } mp_parallel;
 
-/* Whether the user fixed the split: a layout or the first/last-stage flags. */
+/* Whether the user fixed the split: a layout, the first/last-stage flags or
+ * the account-for flags. */
 static inline bool mp_parallel_split_given(const mp_parallel *p)
 {
-    return p->pipeline_layout[0] || p->first_stage_layers > 0 || p->last_stage_layers > 0;
+    return p->pipeline_layout[0] || p->first_stage_layers > 0 || p->last_stage_layers > 0 ||
+           p->account_for_embedding || p->account_for_loss;
 }
+
+/* The field that gives the split (for messages): pipeline_layout,
+ * first_stage_layers, last_stage_layers, account_for_embedding or
+ * account_for_loss; NULL when none does. */
+const char *mp_parallel_split_field(const mp_parallel *p);
 
 /* The modules recomputed by a block of recompute r: r selective, the
  * plan's modules (the attention core when none are given); otherwise 0. */
@@ -378,6 +391,9 @@ int64_t mp_uneven_stage_blocks(const mp_uneven *u, int64_t n, int64_t k);
  * or fewer than 2 vpp blocks). */
 bool mp_vpp_flag_split(int64_t L, int64_t pp, int64_t vpp, int64_t mtp, mp_uneven *out);
 
+/* Blocks held by virtual stages 0..k-1 under mp_vpp_flag_split's split u. */
+int64_t mp_vpp_flag_blocks_before(const mp_uneven *u, int64_t pp, int64_t vpp, int64_t k);
+
 /* Blocks of virtual stage k (chunk k / pp of rank k % pp) under the
  * first/last-stage flags F and Lz (0: not given, that end a middle rank),
  * as transformer_block.py's get_num_layers_to_build builds them; the
@@ -388,6 +404,18 @@ int64_t mp_flag_stage_blocks(int64_t L, int64_t pp, int64_t vpp, int64_t F, int6
  * no layout, t5 refused, the schedules that run Megatron's stage order),
  * refusing with field first_stage_layers or last_stage_layers. */
 mp_status mp_flag_split_check(const mp_config *c, mp_error *err);
+
+/* Megatron's account-for split (transformer_block.py get_num_layers_to_build):
+ * the L blocks plus e (the embedding) plus l (the loss) units, n virtual
+ * stages of (L + e + l) / n units each, the first building e fewer blocks
+ * and the last l fewer (a stage may hold none). The blocks of stage k of n;
+ * -1 when n does not divide L + e + l. */
+int64_t mp_account_stage_blocks(int64_t L, int64_t n, bool e, bool l, int64_t k);
+/* transformer_config.py's checks of those flags (L + e + l divisible by pp,
+ * each rank's units by vpp; neither with a layout or the first/last-stage
+ * flags) and megaplan's (not t5), refusing with field account_for_embedding
+ * or account_for_loss. */
+mp_status mp_account_split_check(const mp_config *c, mp_error *err);
 
 /* Whether Megatron can split L blocks over pp*vpp (virtual) stages without an
  * explicit layout: evenly; or counting the embedding and the loss as one layer

@@ -332,6 +332,11 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddNumberToObject(o, "first_stage_layers", (double)p->first_stage_layers);
     if (ok && p->last_stage_layers > 0)
         ok = cJSON_AddNumberToObject(o, "last_stage_layers", (double)p->last_stage_layers);
+    /* and so are Megatron's account-for flags */
+    if (ok && p->account_for_embedding)
+        ok = cJSON_AddBoolToObject(o, "account_for_embedding", true) != NULL;
+    if (ok && p->account_for_loss)
+        ok = cJSON_AddBoolToObject(o, "account_for_loss", true) != NULL;
     /* the MoE overlaps: written only when on, so other plans read as before */
     if (ok && p->moe_a2a_overlap)
         ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;

@@ -59,15 +59,31 @@ void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out)
     const mp_parallel *p = &c->parallel;
     bool flags = !given && m->arch != MP_ARCH_T5 && p->pp >= 2 && n == p->pp * p->vpp &&
                  (p->first_stage_layers > 0 || p->last_stage_layers > 0);
+    /* Megatron's account-for split, as given (mp_account_split_check) */
+    bool account = !given && !flags && m->arch != MP_ARCH_T5 && n > 1 &&
+                   (p->account_for_embedding || p->account_for_loss) &&
+                   mp_account_stage_blocks(L, n, p->account_for_embedding, p->account_for_loss,
+                                           0) >= 0;
+    /* Megatron's first/last-stage split with virtual stages where neither L
+     * nor L + 2 divides (mp_blocks_before_stage's): chosen once, not per stage */
+    int64_t v = p->pp > 0 && n % p->pp == 0 ? n / p->pp : 1;
+    mp_uneven vu;
+    bool vflags = !given && !flags && !account && m->arch != MP_ARCH_T5 && v > 1 && L % n &&
+                  (L + 2) % n && mp_vpp_flag_split(L, p->pp, v, mp_layout_model_mtp_layers(m), &vu);
     int64_t before = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t b, e;
-        if (given)
+        if (vflags) {
+            b = k == 0 ? 0 : 1 + mp_vpp_flag_blocks_before(&vu, p->pp, v, k);
+            e = k == n - 1 ? L + 2 : 1 + mp_vpp_flag_blocks_before(&vu, p->pp, v, k + 1);
+        } else if (given)
             mp_layout_stage_items(l, L, k, &b, &e);
-        else if (flags) {
+        else if (flags || account) {
             /* Megatron's first/last-stage flags, as given (mp_flag_split_check) */
-            int64_t here = mp_flag_stage_blocks(L, p->pp, p->vpp, p->first_stage_layers,
-                                                p->last_stage_layers, k);
+            int64_t here = flags ? mp_flag_stage_blocks(L, p->pp, p->vpp, p->first_stage_layers,
+                                                        p->last_stage_layers, k)
+                                 : mp_account_stage_blocks(L, n, p->account_for_embedding,
+                                                           p->account_for_loss, k);
             b = k == 0 ? 0 : 1 + before;
             before += here;
             e = k == n - 1 ? L + 2 : 1 + before;
@@ -79,6 +95,94 @@ void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out)
         out[k].end = (int32_t)e;
     }
     free(l);
+}
+
+const char *mp_split_kind_name(mp_split_kind k)
+{
+    static const char *const names[] = {"even", "account-for", "first/last flags", "layout"};
+    return (unsigned)k <= MP_SPLIT_LAYOUT ? names[k] : "?";
+}
+
+/* blocks of stage k (items [begin, end) less the embedding and the head) */
+static int64_t stage_blocks(const mp_stage_range *r, int64_t L)
+{
+    int64_t b = r->begin < 1 ? 1 : r->begin, e = r->end > L + 1 ? L + 1 : r->end;
+    return e > b ? e - b : 0;
+}
+
+mp_split_form mp_split_form_of(const mp_config *c, const mp_stage_range *st, int64_t K)
+{
+    const mp_parallel *p = &c->parallel;
+    int64_t L = c->model.layers, pp = p->pp, v = p->vpp > 1 ? p->vpp : 1;
+    mp_split_form f = {.kind = MP_SPLIT_LAYOUT};
+    if (c->model.arch == MP_ARCH_T5 || K != pp * v || K < 1)
+        return f;
+    bool even = L % K == 0;
+    for (int64_t k = 0; k < K && even; k++)
+        even = stage_blocks(&st[k], L) == L / K;
+    if (even || K == 1) {
+        f.kind = MP_SPLIT_EVEN;
+        return f;
+    }
+    /* the first/last-stage flags: rank 0's and the last rank's counts as
+     * the stages give them, checked as Megatron checks them */
+    mp_config *cc = malloc(sizeof *cc);
+    if (cc && pp >= 2) {
+        int64_t F = 0, Lz = 0;
+        for (int64_t k = 0; k < K; k++) {
+            if (k % pp == 0)
+                F += stage_blocks(&st[k], L);
+            if (k % pp == pp - 1)
+                Lz += stage_blocks(&st[k], L);
+        }
+        *cc = *c;
+        cc->parallel.pipeline_layout[0] = '\0';
+        cc->parallel.account_for_embedding = cc->parallel.account_for_loss = false;
+        cc->parallel.first_stage_layers = F;
+        cc->parallel.last_stage_layers = Lz;
+        cc->parallel.schedule = v > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
+        mp_error err;
+        bool ok = F > 0 && Lz > 0 && mp_flag_split_check(cc, &err) == MP_OK;
+        for (int64_t k = 0; k < K && ok; k++)
+            ok = stage_blocks(&st[k], L) == mp_flag_stage_blocks(L, pp, v, F, Lz, k);
+        if (ok) {
+            free(cc);
+            f.kind = MP_SPLIT_FLAGS;
+            f.first = F;
+            f.last = Lz;
+            return f;
+        }
+    }
+    free(cc);
+    /* the account-for flags: both, then the loss alone, then the embedding alone */
+    static const bool el[3][2] = {{true, true}, {false, true}, {true, false}};
+    for (int i = 0; i < 3; i++) {
+        int64_t units = L + el[i][0] + el[i][1];
+        bool ok = units % pp == 0 && (units / pp) % v == 0;
+        for (int64_t k = 0; k < K && ok; k++)
+            ok = stage_blocks(&st[k], L) == mp_account_stage_blocks(L, K, el[i][0], el[i][1], k);
+        if (ok) {
+            f.kind = MP_SPLIT_ACCOUNT;
+            f.embedding = el[i][0];
+            f.loss = el[i][1];
+            return f;
+        }
+    }
+    return f;
+}
+
+const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t K)
+{
+    const mp_parallel *p = &c->parallel;
+    if (p->pipeline_layout[0])
+        return mp_split_kind_name(MP_SPLIT_LAYOUT);
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
+        return mp_split_kind_name(MP_SPLIT_FLAGS);
+    if (p->account_for_embedding || p->account_for_loss)
+        return mp_split_kind_name(MP_SPLIT_ACCOUNT);
+    if (K < 2 || !st)
+        return mp_split_kind_name(MP_SPLIT_EVEN);
+    return mp_split_kind_name(mp_split_form_of(c, st, K).kind);
 }
 
 void mp_plan_default_stages(mp_plan *plan)
@@ -148,10 +252,7 @@ mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
                                     "stage %d holds items [%d, %d), but parallel.%s gives it "
                                     "[%d, %d)",
                                     k, plan->stages[k].begin, plan->stages[k].end,
-                                    p->pipeline_layout[0] ? "pipeline_layout"
-                                    : p->first_stage_layers > 0 ? "first_stage_layers"
-                                                                : "last_stage_layers",
-                                    wb, we);
+                                    mp_parallel_split_field(p), wb, we);
         }
     }
     if (plan->has_layer_recompute)

@@ -36,6 +36,31 @@ typedef struct mp_plan {
  * t5's (mp_even_stage_items). The planner, the simulator, the
  * executor and the Megatron flags all split by this one function. */
 void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out);
+
+/* The form of a split of L blocks over K = pp*vpp stages (st, items as
+ * core/plan.h counts them), as Megatron's flags can say it: even; the
+ * account-for flags (embedding, loss); the first/last-stage flags (first,
+ * last: the blocks of rank 0 and of the last rank); else only a layout.
+ * For the exporter and search's label. */
+typedef enum {
+    MP_SPLIT_EVEN,
+    MP_SPLIT_ACCOUNT,
+    MP_SPLIT_FLAGS,
+    MP_SPLIT_LAYOUT
+} mp_split_kind;
+typedef struct mp_split_form {
+    mp_split_kind kind;
+    bool embedding, loss;     /* MP_SPLIT_ACCOUNT */
+    int64_t first, last;      /* MP_SPLIT_FLAGS */
+} mp_split_form;
+mp_split_form mp_split_form_of(const mp_config *c, const mp_stage_range *st, int64_t K);
+/* "even", "account-for", "first/last flags" or "layout" */
+const char *mp_split_kind_name(mp_split_kind k);
+/* The name of the split of c over its K stages st: the form c gives
+ * (pipeline_layout, the first/last-stage or the account-for flags), else
+ * mp_split_form_of's; "even" when K < 2 or st is NULL. */
+const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t K);
+
 void mp_plan_default_stages(mp_plan *plan);
 
 /* T5 over n > 1 pipeline stages, as Megatron-LM's

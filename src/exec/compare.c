@@ -81,6 +81,7 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
     if (shrink) { /* one block per stage: the layout's layers are not the run's */
         c->parallel.pipeline_layout[0] = '\0';
         c->parallel.first_stage_layers = c->parallel.last_stage_layers = 0;
+        c->parallel.account_for_embedding = c->parallel.account_for_loss = false;
     }
     c->parallel.micro_batch = d->micro_batch;
     c->parallel.dp_overlap = false;

@@ -259,7 +259,10 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
     } else {
         /* Megatron's split (even, or its first/last-stage one) of the model that runs (a
          * shrunk model has other layers than the plan's stages name); T5's at its split rank */
-        if (L < K)
+        /* (the account-for split may leave the first and last chunk the
+         * embedding and the loss alone: L + 2 stages, as Megatron builds them) */
+        bool acct = !shrink && (par->account_for_embedding || par->account_for_loss);
+        if (L < K && !(acct && L + 2 >= K))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, par->vpp > 1 ? "parallel.vpp"
                                                                           : "parallel.pp",
                                 "%d pipeline stages need at least as many layers (%d)", K, L);

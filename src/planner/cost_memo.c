@@ -77,6 +77,7 @@ void mp_cost_memo_key(const mp_parallel *p, mp_parallel *key)
     key->schedule = split_w ? MP_SCHED_ZBH1 : MP_SCHED_1F1B;
     memset(key->pipeline_layout, 0, sizeof key->pipeline_layout);
     key->first_stage_layers = key->last_stage_layers = 0;
+    key->account_for_embedding = key->account_for_loss = false;
     key->dp = 0;
     key->dist_opt = false;
     key->zero = 0;

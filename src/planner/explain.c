@@ -218,6 +218,15 @@ mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, cons
         mp_buf_printf(out, "first rank %lld blocks, last rank %lld (Megatron's "
                            "--decoder-first/last-pipeline-num-layers; 0: not given)\n",
                       (long long)p->first_stage_layers, (long long)p->last_stage_layers);
+    if (p->account_for_embedding || p->account_for_loss)
+        mp_buf_printf(out, "split counting%s%s as a layer (Megatron's --account-for-%s)\n",
+                      p->account_for_embedding ? " the embedding" : "",
+                      p->account_for_embedding && p->account_for_loss ? " and the loss each"
+                      : p->account_for_loss ? " the loss" : "",
+                      p->account_for_embedding && p->account_for_loss
+                          ? "embedding/loss-in-pipeline-split"
+                      : p->account_for_embedding ? "embedding-in-pipeline-split"
+                                                 : "loss-in-pipeline-split");
 
     mp_estimate e;
     if (mp_estimate_config(c, NULL, &e, &why) != MP_OK) {

@@ -299,40 +299,38 @@ static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t
                           (long long)p->pp);
         return;
     }
-    bool even = L % K == 0;
-    for (int64_t k = 0; k < K && even; k++)
-        even = blocks_in(&st[k], L) == L / K;
-    /* Megatron's first/last-stage flags with virtual stages: every chunk of a
-     * rank a vpp-th of the rank's count (mp_vpp_flag_split) */
-    mp_uneven u;
-    bool flags = v > 1 && !even && !p->pipeline_layout[0] &&
-                 mp_vpp_flag_split(L, p->pp, v, c->model.mtp_layers, &u);
-    for (int64_t k = 0; k < K && flags; k++) {
-        int64_t r = k % p->pp;
-        flags = blocks_in(&st[k], L) ==
-                (r == 0 ? u.first : r == p->pp - 1 ? u.last : u.middle) / v;
-    }
+    /* the split's form: what Megatron's flags can say of it (core/plan.h) */
+    mp_split_form f = mp_split_form_of(c, st, K);
+    bool acct = p->account_for_embedding || p->account_for_loss;
     if (K > 1 && p->pipeline_layout[0]) /* the user's layout, as written (st is its split) */
         mp_buf_printf(out, "--pipeline-model-parallel-layout \"%s\" \\\n", p->pipeline_layout);
-    else if (K > 1 && mp_parallel_split_given(p)) {
-        /* the user's first/last-stage layers, as given (st is their split) */
-        if (p->first_stage_layers > 0)
-            mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n",
-                          (long long)p->first_stage_layers);
-        if (p->last_stage_layers > 0)
-            mp_buf_printf(out, "--decoder-last-pipeline-num-layers %lld \\\n",
-                          (long long)p->last_stage_layers);
+    else if (K > 1 && (acct || (!mp_parallel_split_given(p) && f.kind == MP_SPLIT_ACCOUNT))) {
+        /* the embedding and/or the loss counted as a layer: as the plan
+         * gives them, else as its split is (transformer_block.py) */
+        bool e = acct ? p->account_for_embedding : f.embedding;
+        bool l = acct ? p->account_for_loss : f.loss;
+        if (e)
+            mp_buf_puts(out, "--account-for-embedding-in-pipeline-split \\\n");
+        if (l)
+            mp_buf_puts(out, "--account-for-loss-in-pipeline-split \\\n");
         if (v > 1)
             mp_buf_printf(out, "--num-virtual-stages-per-pipeline-rank %lld \\\n",
                           (long long)v);
-    } else if (flags)
-        /* arguments.py: with these, vpp by --num-virtual-stages-per-pipeline-rank
-         * (it refuses them with --num-layers-per-virtual-pipeline-stage) */
-        mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n"
-                           "--decoder-last-pipeline-num-layers %lld \\\n"
-                           "--num-virtual-stages-per-pipeline-rank %lld \\\n",
-                      (long long)u.first, (long long)u.last, (long long)v);
-    else if (K > 1 && !even)
+    } else if (K > 1 && (mp_parallel_split_given(p) || f.kind == MP_SPLIT_FLAGS)) {
+        /* the first/last-stage layers: the user's as given (st is their
+         * split), else the ones the split has; with virtual stages every
+         * chunk a vpp-th of its rank's (arguments.py: then vpp by
+         * --num-virtual-stages-per-pipeline-rank, which it requires with them) */
+        int64_t F = mp_parallel_split_given(p) ? p->first_stage_layers : f.first;
+        int64_t Lz = mp_parallel_split_given(p) ? p->last_stage_layers : f.last;
+        if (F > 0)
+            mp_buf_printf(out, "--decoder-first-pipeline-num-layers %lld \\\n", (long long)F);
+        if (Lz > 0)
+            mp_buf_printf(out, "--decoder-last-pipeline-num-layers %lld \\\n", (long long)Lz);
+        if (v > 1)
+            mp_buf_printf(out, "--num-virtual-stages-per-pipeline-rank %lld \\\n",
+                          (long long)v);
+    } else if (K > 1 && f.kind != MP_SPLIT_EVEN)
         layout_flag(st, K, L, c->model.mtp_layers > 0 ? c->model.mtp_layers : 0, out);
     else if (v > 1)
         mp_buf_printf(out, "--num-layers-per-virtual-pipeline-stage %lld \\\n",

@@ -115,7 +115,12 @@ typedef struct mp_search_plan {
     mp_plan *plan;           /* stages + layer_recompute (owned) */
     bool uneven;             /* the split or the recompute differs from the even/uniform one */
     bool mixed_recompute;
-    const char *split_method;/* "glpk", "dp", "even", "exhaustive" */
+    /* the split's form (mp_split_label): "even", "account-for",
+     * "first/last flags" or "layout" */
+    const char *split_method;
+    /* the ILP/DP solver that split it: "glpk", "dp", "exhaustive"; NULL when
+     * none ran (a given or proposed split, T5, the V schedules) */
+    const char *split_solver;
     double split_gap;        /* optimality gap of the split's slowest stage */
     double split_max_stage;  /* seconds per micro-batch of the slowest stage */
     int64_t split_work;      /* GLPK work the split used (simplex iterations + nodes) */

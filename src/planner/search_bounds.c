@@ -153,8 +153,7 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
     *c = *base;
     c->parallel.pp = x->p;
     c->parallel.vpp = x->v;
-    if (mp_search_needs_layout(base, x->p, x->v))
-        mp_layout_propose(L, n, c->parallel.pipeline_layout, sizeof c->parallel.pipeline_layout);
+    mp_search_set_split(base, x->p, x->v, &c->parallel);
     mp_config_stages(c, n, st);
     *exact = true;
     for (int64_t k = 0; k < n; k += x->p) {

@@ -75,18 +75,43 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->ep = x->ep;
     p->etp = x->etp;
     p->dispatcher = (mp_dispatcher)x->dispatcher;
-    /* stages Megatron's default split cannot make: a proposed explicit layout
-     * (mp_search_needs_layout), which every part then splits by */
-    if (mp_search_needs_layout(base, p->pp, p->vpp))
-        mp_layout_propose(base->model.layers, p->pp * p->vpp, p->pipeline_layout,
-                          sizeof p->pipeline_layout);
+    /* stages Megatron's default split cannot make: the account-for flags or a
+     * proposed explicit layout, which every part then splits by */
+    mp_search_set_split(base, p->pp, p->vpp, p);
+}
+
+bool mp_search_needs_account(const mp_config *base, int64_t pp, int64_t vpp, bool *e, bool *l)
+{
+    int64_t L = base->model.layers, n = pp * vpp;
+    *e = *l = false;
+    if (mp_parallel_split_given(&base->parallel) || base->model.arch == MP_ARCH_T5 || vpp < 2 ||
+        pp < 2 || n > L + 2 || (n <= L && mp_stage_split_ok(L, pp, vpp)))
+        return false;
+    if (n == L + 2) /* (L + 2) % n == 0 with n < L + 2 is the default split */
+        *e = *l = true;
+    else if ((L + 1) % n == 0)
+        *l = true; /* the head outweighs the embedding's lookup */
+    return *e || *l;
 }
 
 bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp)
 {
     int64_t L = base->model.layers;
+    bool e, l;
     return !mp_parallel_split_given(&base->parallel) && base->model.arch != MP_ARCH_T5 &&
-           pp * vpp <= L && !mp_stage_split_ok(L, pp, vpp);
+           pp * vpp <= L && !mp_stage_split_ok(L, pp, vpp) &&
+           !mp_search_needs_account(base, pp, vpp, &e, &l);
+}
+
+void mp_search_set_split(const mp_config *base, int64_t pp, int64_t vpp, mp_parallel *p)
+{
+    bool e, l;
+    if (mp_search_needs_account(base, pp, vpp, &e, &l)) {
+        p->account_for_embedding = e;
+        p->account_for_loss = l;
+    } else if (mp_search_needs_layout(base, pp, vpp))
+        mp_layout_propose(base->model.layers, pp * vpp, p->pipeline_layout,
+                          sizeof p->pipeline_layout);
 }
 
 void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out)
@@ -489,14 +514,20 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
         vv[nv++] = fp->vpp;
     } else {
         vv[nv++] = 1;
-        /* the splits Megatron makes by default, evenly or counting the
-         * embedding and the loss as layers (a vpp that needs a layout or
-         * the first/last-stage flags is searched when fixed: --fix vpp=N
-         * takes the flags' split or proposes a layout; searching every such
-         * vpp would cost half again the candidates) */
+        /* the splits Megatron's flags make: even, counting the embedding
+         * and/or the loss as layers (--account-for-*-in-pipeline-split,
+         * up to L + 2 stages, the first and last chunk then holding those
+         * alone), or its first/last-stage flags (mp_vpp_flag_split). A vpp
+         * that needs a layout is searched when fixed (--fix vpp=N proposes
+         * one): searching every such vpp would cost half again the
+         * candidates. */
         if (x->p > 1)
-            for (int64_t v = 2; v * x->p <= L && nv < MAX_DIV; v++)
-                if (L % (x->p * v) == 0 || (L + 2) % (x->p * v) == 0) vv[nv++] = v;
+            for (int64_t v = 2; v * x->p <= L + 2 && nv < MAX_DIV; v++) {
+                int64_t n = x->p * v;
+                /* the flags' split exists exactly when vpp divides L (mp_stage_split_ok) */
+                if (L % n == 0 || (L + 2) % n == 0 || (L + 1) % n == 0 || (n <= L && L % v == 0))
+                    vv[nv++] = v;
+            }
     }
     int nb = fixed(e, MP_FIX_MICRO_BATCH) ? (bv[0] = fp->micro_batch, 1)
                                           : divisors(gb / x->d, bv, MAX_DIV);
@@ -508,8 +539,10 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
                    (long long)x->v);
             continue;
         }
+        bool ae, al;
         if (x->v > 1 && !mp_parallel_split_given(fp) && !mp_stage_split_ok(L, x->p, x->v) &&
-            !mp_search_needs_layout(e->base, x->p, x->v)) {
+            !mp_search_needs_layout(e->base, x->p, x->v) &&
+            !mp_search_needs_account(e->base, x->p, x->v, &ae, &al)) {
             refuse(e, MP_REJECT_LAYERS, "vpp",
                    "pp*vpp = %lld does not divide the %lld layers",
                    (long long)x->p * x->v, (long long)L);

@@ -24,6 +24,15 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
  * default split has none (mp_stage_split_ok), and a layout can (not t5, at
  * most one stage per layer). */
 bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp);
+/* Whether pp x vpp stages (vpp > 1) need Megatron's account-for flags: base
+ * gives no split, the default split has none, and L + 2 stages leave the
+ * first and last chunk the embedding and the loss alone (*e = *l = true), or
+ * pp*vpp divides L + 1 (the loss counted: *e = false, *l = true). */
+bool mp_search_needs_account(const mp_config *base, int64_t pp, int64_t vpp, bool *e, bool *l);
+/* Sets p's split for pp x vpp stages where Megatron's default has none:
+ * the account-for flags (mp_search_needs_account), else a proposed layout
+ * (mp_search_needs_layout); leaves p as it is otherwise. */
+void mp_search_set_split(const mp_config *base, int64_t pp, int64_t vpp, mp_parallel *p);
 
 /* Whether two of search's plans are the same plan in everything its output
  * and plan file say: the parallel settings, precision, the stage layout and

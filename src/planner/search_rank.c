@@ -437,11 +437,13 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
     mp_search_cand_apply(&opt->base, &t->x, &sp->config);
     sp->est = sp->est_even = t->est;
     sp->split_method = "even";
+    sp->split_solver = NULL;
     sp->plan = malloc(sizeof *sp->plan);
     if (!sp->plan) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     memset(sp->plan, 0, sizeof *sp->plan);
     sp->plan->config = sp->config;
     mp_plan_default_stages(sp->plan);
+    sp->split_method = mp_split_label(&sp->config, sp->plan->stages, sp->plan->n_stages);
     sp->rank_step = sp->est.time.step;
     if (opt->no_split) return MP_OK;
     mp_plan *tmp = malloc(sizeof *tmp);
@@ -453,7 +455,7 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
     bool free_rc = !(opt->fixed & MP_FIX_RECOMPUTE);
     if (mp_search_split(&sp->config, free_rc, split_limit, tmp, &est, &info, &e2) == MP_OK) {
         counts->split++;
-        sp->split_method = info.split_method;
+        sp->split_solver = info.split_solver;
         sp->split_gap = info.split_gap;
         sp->split_max_stage = info.split_max_stage;
         *split_used += info.split_work;
@@ -470,6 +472,8 @@ static mp_status split_plan(const mp_search_options *opt, const top_entry *t, in
         }
     }
     free(tmp);
+    /* what the split is, as Megatron's flags say it (the ILP's may be any form) */
+    sp->split_method = mp_split_label(&sp->config, sp->plan->stages, sp->plan->n_stages);
     sp->rank_step = sp->est.time.step;
     return MP_OK;
 }

@@ -29,6 +29,7 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
     const mp_parallel *p = &c->parallel;
     uint32_t f = opt->fixed;
     int64_t seq = t->seq, gpus = t->gpus, gb = t->global_batch, L = m->layers;
+    bool acct_e, acct_l; /* mp_search_needs_account's, unused */
     if (m->position == MP_POS_LEARNED && seq > m->seq)
         return REFUSE("seq", "%lld is longer than the model's %lld learned positions",
                       (long long)seq, (long long)m->seq);
@@ -64,8 +65,9 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
                       "stage count)");
     if (!p->pipeline_layout[0] && mp_parallel_split_given(p) &&
         (f & (MP_FIX_PP | MP_FIX_VPP)) != (MP_FIX_PP | MP_FIX_VPP))
-        return REFUSE(p->first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
-                      "the first/last-stage layers fix the stages: give pp and vpp too");
+        return REFUSE(mp_parallel_split_field(p),
+                      "the given split (first/last-stage layers or account-for flags) fixes "
+                      "the stages: give pp and vpp too");
     if (!p->pipeline_layout[0] && mp_parallel_split_given(p)) {
         /* Megatron's checks of the flags, against the fixed pp, vpp */
         mp_config *cc = malloc(sizeof *cc);
@@ -75,7 +77,9 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         *cc = *c;
         cc->parallel.pp = pp;
         cc->parallel.vpp = vpp;
-        mp_status fst = mp_flag_split_check(cc, err);
+        mp_status fst = p->first_stage_layers > 0 || p->last_stage_layers > 0
+                            ? mp_flag_split_check(cc, err)
+                            : mp_account_split_check(cc, err);
         free(cc);
         if (fst != MP_OK)
             return fst;
@@ -89,7 +93,8 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         free(l);
         if (lst != MP_OK)
             return lst;
-    } else if (!mp_stage_split_ok(L, pp, vpp) && !mp_search_needs_layout(c, pp, vpp))
+    } else if (!mp_stage_split_ok(L, pp, vpp) && !mp_search_needs_layout(c, pp, vpp) &&
+               !mp_search_needs_account(c, pp, vpp, &acct_e, &acct_l))
         return REFUSE(vpp > 1 ? "vpp" : "pp",
                       "the %lld layers cannot be split over pp*vpp = %lld*%lld stages as "
                       "Megatron-LM splits them",

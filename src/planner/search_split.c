@@ -64,7 +64,7 @@ static void read_solution(const mp_config *c, const mp_split_solution *sol, int6
     bool same = mp_split_even((int32_t)N, (int32_t)K, even) &&
                 !memcmp(even, sol->stages, sizeof *sol->stages * (size_t)K);
     info->uneven = !same || info->mixed_recompute || most != (int)c->parallel.recompute;
-    info->split_method = sol->method;
+    info->split_solver = sol->method;
     info->split_gap = sol->gap;
     info->split_max_stage = sol->max_stage_time;
     info->split_work = sol->work;
@@ -80,6 +80,7 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
     memset(plan, 0, sizeof *plan);
     plan->config = *c;
     info->split_method = "even";
+    info->split_solver = NULL;
     info->split_gap = 0;
     info->split_max_stage = 0;
     info->split_work = 0;
@@ -97,9 +98,11 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
         info->split_method = "layout";
         return mp_estimate_config(c, NULL, est, err);
     }
-    /* and so are Megatron's first/last-stage flags */
+    /* and so are Megatron's first/last-stage and account-for flags */
     if (mp_parallel_split_given(pp)) {
-        info->split_method = "first/last-stage layers";
+        info->split_method = pp->first_stage_layers > 0 || pp->last_stage_layers > 0
+                                 ? "first/last flags"
+                                 : "account-for";
         return mp_estimate_config(c, NULL, est, err);
     }
 

@@ -180,6 +180,8 @@ bool mp_search_same_plan(const mp_search_plan *a, const mp_search_plan *b)
         strcmp(x->pipeline_layout, y->pipeline_layout) != 0 ||
         x->first_stage_layers != y->first_stage_layers ||
         x->last_stage_layers != y->last_stage_layers ||
+        x->account_for_embedding != y->account_for_embedding ||
+        x->account_for_loss != y->account_for_loss ||
         a->config.training.precision != b->config.training.precision)
         return false;
     /* selective recompute of the same modules (mp_recompute_modules_of: 0 = the default) */

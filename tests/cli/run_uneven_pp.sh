@@ -47,7 +47,10 @@ awk -v s="$hint" 'BEGIN { exit !(s > 30 && s < 80) }' && ok || bad "explain's pp
 # an even split is unchanged, and 126 on 16 is Meta's 7, 8 x 14, 7
 "$bin" estimate --model llama3-405b --gpus 2048 --hw dgx-h100 --tp 8 --sp --pp 16 --dist-opt \
     --format megatron >l.txt 2>err.txt || bad "405B estimate: $(cat err.txt)"
-contains l.txt '--pipeline-model-parallel-layout "Et*7|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*8|t*7L"'
+# Megatron's first/last-stage flags say it (the middle ranks share the 112 evenly): no layout
+contains l.txt '--decoder-first-pipeline-num-layers 7 \'
+contains l.txt '--decoder-last-pipeline-num-layers 7 \'
+lacks l.txt "pipeline-model-parallel-layout"
 "$bin" estimate --model llama3-405b --gpus 1008 --hw dgx-h100 --tp 8 --sp --pp 14 --dist-opt \
     --global-batch 1008 --format megatron >e.txt 2>err.txt || bad "405B pp 14 estimate: $(cat err.txt)"
 lacks e.txt "pipeline-model-parallel-layout"  # 126 = 14 x 9: even
@@ -98,7 +101,7 @@ contains gf.txt '--num-virtual-stages-per-pipeline-rank 2 \'
 "$bin" search $l16 --first-stage-layers 12 --last-stage-layers 20 \
     --fix pp=2,vpp=2,micro_batch=1,recompute=none,schedule=interleaved-1f1b \
     --top 1 -o gplan.yaml >gs.txt 2>err.txt || bad "given flags search: $(cat err.txt)"
-contains gs.txt "stages (first/last-stage layers 12, 20): blocks per stage 6 10 6 10 "
+contains gs.txt "stages (first/last flags 12, 20): blocks per stage 6 10 6 10 "
 contains gplan.yaml "first_stage_layers: 12"
 "$bin" simulate gplan.yaml >gsim.txt 2>err.txt || bad "given flags simulate: $(cat err.txt)"
 refuse() { # refuse NAME TEXT ARGS...: exit 2 and one line holding TEXT
@@ -120,12 +123,15 @@ refuse too-many "the first and last ranks' 20 + 20 layers are more than the mode
     estimate $l16 --pp 4 --first-stage-layers 20 --last-stage-layers 20
 refuse with-layout "cannot be given with pipeline_layout" \
     estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --first-stage-layers 16
-refuse search-unfixed "the first/last-stage layers fix the stages: give pp and vpp too" \
+refuse search-unfixed "fixes the stages: give pp and vpp too" \
     search $l16 --first-stage-layers 12
 # 126 layers on 16 x 8 = 128 stages: Megatron counts the embedding and the loss as a layer
-# each, leaving those stages no block; the refusal names the layout that gives that split
-refuse emb-loss-stages "give that split as pipeline_layout 'E|(t|)*126L'" \
+# each, leaving those stages no block; the refusal names the flags that give that split
+refuse emb-loss-stages "set account_for_embedding and account_for_loss" \
     estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 --global-batch 1536
+"$bin" estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 \
+    --global-batch 1536 --account-for-embedding --account-for-loss >/dev/null 2>err.txt && ok ||
+    bad "the flags the refusal names are refused: $(cat err.txt)"
 "$bin" estimate --model llama3-405b --gpus 256 --hw gb200-nvl72 --tp 4 --pp 16 --vpp 8 \
     --global-batch 1536 --pipeline-layout 'E|(t|)*126L' >/dev/null 2>err.txt && ok ||
     bad "the layout the refusal names is refused: $(cat err.txt)"
@@ -146,4 +152,86 @@ for lay in "Et*8|t*8||t*16L" "Et*10|t*11|t*11|L"; do
     lstep=$(awk '$1 == "step" && $2 == "(simulated)" { print $3 }' lsim.txt)
     awk -v s="$lstep" 'BEGIN { exit !(s > 25 && s < 60) }' && ok || bad "layout $lay: step $lstep s"
 done
+# Megatron's account-for split (--account-for-embedding/loss-in-pipeline-split):
+# given, estimate/simulate take it and the flags say it; a split Megatron refuses
+# is refused naming the field
+"$bin" estimate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --vpp 2 \
+    --account-for-embedding --account-for-loss --format megatron >af.txt 2>err.txt ||
+    bad "account-for estimate: $(cat err.txt)"
+contains af.txt "--account-for-embedding-in-pipeline-split \\"
+contains af.txt "--account-for-loss-in-pipeline-split \\"
+contains af.txt "--num-virtual-stages-per-pipeline-rank 2 \\"
+lacks af.txt "pipeline-model-parallel-layout"
+"$bin" simulate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --vpp 8 \
+    --account-for-embedding --account-for-loss >afs.txt 2>err.txt || bad "account-for simulate: $(cat err.txt)"
+contains afs.txt "interleaved-1f1b, 16 pipeline ranks, 8 chunks each"
+refuse account-loss-only "account-for-loss: the 126 layers + the loss = 127 do not divide among pp=16 ranks" \
+    estimate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --account-for-loss
+refuse account-vpp "account-for-embedding: 8 layers (the embedding and loss counted) on each rank must be a multiple of vpp=3" \
+    estimate --model llama3-405b --gpus 1536 --hw dgx-h100 --tp 8 --pp 16 --vpp 3 --global-batch 1536 \
+    --account-for-embedding --account-for-loss
+# 29 layers on 2 x 3: neither 29 nor 31 divides into 6, nor 29 into 3 a rank, but 30
+# does: the refusal names account_for_loss, which runs, and search sets it itself
+printf 'name: t29\narch: llama\nlayers: 29\nhidden: 1024\nheads: 8\nvocab: 32000\nseq: 2048\n' >t29.yaml
+refuse account-hint "the layers + 1 do: set account_for_loss" \
+    estimate --model t29.yaml --gpus 16 --hw dgx-h100 --pp 2 --vpp 3 --global-batch 64
+"$bin" estimate --model t29.yaml --gpus 16 --hw dgx-h100 --pp 2 --vpp 3 --global-batch 64 \
+    --account-for-loss >t29.txt 2>err.txt || bad "29 layers, account-for loss: $(cat err.txt)"
+contains t29.txt "layout    the loss counted as a layer in the split"
+"$bin" search --model t29.yaml --gpus 16 --hw dgx-h100 --global-batch 64 --fix pp=2,vpp=3 \
+    --top 1 >t29s.txt 2>err.txt || bad "29 layers search: $(cat err.txt)"
+contains t29s.txt "stages (account-for: the loss): blocks per stage 5x5 4"
+refuse account-layout "cannot be given with pipeline_layout" \
+    estimate $l16 --pp 2 --pipeline-layout "Et*16|t*16L" --account-for-loss
+
+# Llama 3 405B on 16384 H100s with pp 16 (issue 11): search finds Meta's shape,
+# tp 8, pp 16, each rank's 8 layers less one on the first and the last (7, 8 x 14,
+# 7 = 126, Llama 3 paper §3.3.2) -- with virtual stages as Megatron's account-for
+# split (16 x 8 chunks of one layer, the first and last chunk the embedding and
+# the loss alone), and with vpp 1 as its first/last-stage flags
+meta="--model llama3-405b --gpus 16384 --hw dgx-h100 --global-batch 2048"
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 --format json >m.json 2>err.txt ||
+    bad "405B search: $(cat err.txt)"
+"$bin" search $meta --fix pp=16,tp=8,cp=1,vpp=1 --top 1 --format json >m1.json 2>err.txt ||
+    bad "405B search vpp 1: $(cat err.txt)"
+python3 - m.json m1.json <<'PY' && ok || bad "405B search: not Meta's 7, 8 x 14, 7"
+import json, sys
+for path, method in zip(sys.argv[1:], ["account-for", "first/last flags"]):
+    o = json.load(open(path))[0]
+    p = o["parallel"]
+    assert (p["tp"], p["pp"]) == (8, 16), p
+    assert o["split"]["method"] == method, (path, o["split"]["method"])
+    st = o["split"]["stages"]
+    per_rank = [0] * 16
+    for k, (b, e) in enumerate(st):
+        per_rank[k % 16] += min(e, 127) - max(b, 1)
+    assert per_rank == [7] + [8] * 14 + [7], (path, per_rank)
+    if method == "account-for":
+        assert p["vpp"] > 1 and p["account_for_embedding"] and p["account_for_loss"], p
+PY
+# unfixed, search tries every vpp whose split Megatron's flags make: the
+# first/last-stage flags' (126 = 21 + 14 x 6 + 21 on vpp 3) and the
+# account-for flags' (vpp 8), not only the even and L + 2 ones
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 30 --format json >m30.json 2>err.txt ||
+    bad "405B search top 30: $(cat err.txt)"
+python3 - m30.json <<'PY' && ok || bad "405B search: the flags' vpps are not searched"
+import json, sys
+seen = {(o["parallel"]["vpp"], o["split"]["method"]) for o in json.load(open(sys.argv[1]))}
+assert (3, "first/last flags") in seen and (8, "account-for") in seen, sorted(seen)
+PY
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 >m.txt 2>err.txt || bad "405B search table: $(cat err.txt)"
+contains m.txt "stages (account-for: the embedding and the loss): blocks per stage 0 1x126 0"
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 --format megatron >mm.txt 2>err.txt ||
+    bad "405B search flags: $(cat err.txt)"
+contains mm.txt "--account-for-embedding-in-pipeline-split \\"
+contains mm.txt "--account-for-loss-in-pipeline-split \\"
+"$bin" search $meta --fix pp=16,tp=8,cp=1,vpp=1 --top 1 --format megatron >mm1.txt 2>err.txt ||
+    bad "405B search vpp 1 flags: $(cat err.txt)"
+contains mm1.txt "--decoder-first-pipeline-num-layers 7 \\"
+contains mm1.txt "--decoder-last-pipeline-num-layers 7 \\"
+# the plan carries the flags: simulate reads them back
+"$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 -o mplan.yaml >/dev/null 2>err.txt ||
+    bad "405B search -o: $(cat err.txt)"
+contains mplan.yaml "account_for_embedding: true"
+"$bin" simulate mplan.yaml >msim.txt 2>err.txt || bad "405B plan simulate: $(cat err.txt)"
 finish

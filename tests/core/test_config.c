@@ -406,6 +406,25 @@ static void test_uneven_split_61_on_32(void **state)
     assert_true(u.last + 3 <= 17 && u.first + 1 <= 17);
 }
 
+/* A plan with c's default stages passes mp_plan_check; with the cut between
+ * its first two stages moved to item `cut` it is refused, the message saying
+ * `says` (the split the configuration gives). */
+static void moved_cut_refused(const mp_config *c, int32_t cut, const char *says)
+{
+    mp_plan *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->config = *c;
+    mp_plan_default_stages(p);
+    mp_error err;
+    assert_int_equal(mp_plan_check(p, &err), MP_OK);
+    p->stages[0].end = cut;
+    p->stages[1].begin = cut;
+    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
+    if (!strstr(err.msg, says))
+        fail_msg("refused with '%s', expected '%s'", err.msg, says);
+    free(p);
+}
+
 /* Megatron's first/last-stage flags as given (parallel.first_stage_layers,
  * last_stage_layers): transformer_config.py's checks refuse what Megatron
  * refuses, and the stages are what transformer_block.py builds (every chunk
@@ -429,17 +448,7 @@ static void test_stage_layer_flags(void **state)
             fail_msg("stage %d: [%d, %d), expected [%d, %d)", k, st[k].begin, st[k].end,
                      want[k][0], want[k][1]);
     /* the plan's default stages are the same, and a plan saying otherwise is refused */
-    mp_plan *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->config = c;
-    mp_plan_default_stages(p);
-    mp_error err;
-    assert_int_equal(mp_plan_check(p, &err), MP_OK);
-    p->stages[0].end = 6;
-    p->stages[1].begin = 6;
-    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
-    assert_non_null(strstr(err.msg, "parallel.first_stage_layers gives it [0, 5)"));
-    free(p);
+    moved_cut_refused(&c, 6, "parallel.first_stage_layers gives it [0, 5)");
     /* transformer_config.py's refusals */
     c.parallel.first_stage_layers = 9;
     expect(&c, "first_stage_layers", "9 layers on the first rank must be a multiple of vpp=2");
@@ -477,6 +486,92 @@ static void test_stage_layer_flags(void **state)
     expect(&c, "first_stage_layers", "needs pipeline parallelism");
 }
 
+/* Megatron's account-for split (parallel.account_for_embedding,
+ * account_for_loss): transformer_config.py's checks (L + e + l over pp, each
+ * rank's units over vpp), transformer_block.py's stages (every virtual stage
+ * (L + e + l) / (pp vpp) units, the first and last one block fewer).
+ * GPT-3 175B: 96 layers. */
+static void stages_are(const mp_config *c, int64_t n, const int32_t (*want)[2])
+{
+    mp_stage_range st[128];
+    mp_config_stages(c, n, st);
+    for (int64_t k = 0; k < n; k++)
+        if (st[k].begin != want[k][0] || st[k].end != want[k][1])
+            fail_msg("stage %lld: [%d, %d), expected [%d, %d)", (long long)k, st[k].begin,
+                     st[k].end, want[k][0], want[k][1]);
+}
+
+static void test_account_split(void **state)
+{
+    (void)state;
+    mp_config c = base();
+    c.parallel.account_for_embedding = c.parallel.account_for_loss = true;
+    /* 98 units on 8 ranks */
+    expect(&c, "account_for_embedding",
+           "the 96 layers + the embedding + the loss = 98 do not divide among pp=8 ranks");
+    c.parallel.account_for_embedding = false;
+    expect(&c, "account_for_loss", "the 96 layers + the loss = 97 do not divide among pp=8");
+    c.parallel.account_for_embedding = true;
+    /* pp 2: 49 units a rank, 48 blocks each */
+    c.parallel.pp = 2;
+    c.parallel.dp = 64;
+    expect(&c, NULL, NULL);
+    const int32_t two[2][2] = {{0, 49}, {49, 98}};
+    stages_are(&c, 2, two);
+    /* vpp 2: 49 units a rank do not split into 2 chunks */
+    c.parallel.vpp = 2;
+    c.parallel.schedule = MP_SCHED_INTERLEAVED;
+    expect(&c, "account_for_embedding",
+           "49 layers (the embedding and loss counted) on each rank must be a multiple of vpp=2");
+    /* vpp 7: 14 chunks of 7 units, the first 6 blocks and the embedding, the
+     * last 6 blocks and the head */
+    c.parallel.vpp = 7;
+    c.training.global_batch = 1536; /* 24 micro-batches a rank of dp 64: a multiple of pp */
+    expect(&c, NULL, NULL);
+    int32_t fourteen[14][2];
+    for (int k = 0; k < 14; k++) {
+        fourteen[k][0] = k == 0 ? 0 : 7 * k;
+        fourteen[k][1] = k == 13 ? 98 : 7 * k + 7;
+    }
+    stages_are(&c, 14, (const int32_t (*)[2])fourteen);
+    /* vpp 49: pp*vpp = 98 = L + 2, the first and last chunk the embedding and the loss alone */
+    c.parallel.vpp = 49;
+    c.training.global_batch = 64 * 2 * 12;
+    expect(&c, NULL, NULL);
+    mp_stage_range st[98];
+    mp_config_stages(&c, 98, st);
+    assert_true(st[0].begin == 0 && st[0].end == 1);
+    assert_true(st[1].begin == 1 && st[1].end == 2);
+    assert_true(st[96].begin == 96 && st[96].end == 97);
+    assert_true(st[97].begin == 97 && st[97].end == 98);
+    /* its form, as the exporter names it */
+    mp_split_form f = mp_split_form_of(&c, st, 98);
+    assert_int_equal(f.kind, MP_SPLIT_ACCOUNT);
+    assert_true(f.embedding && f.loss);
+    /* and a plan's stages are checked against it */
+    moved_cut_refused(&c, 2, "parallel.account_for_embedding gives it [0, 1)");
+    /* without the flags the same pp*vpp is refused, the message naming them */
+    c.parallel.account_for_embedding = c.parallel.account_for_loss = false;
+    expect(&c, "vpp", "set account_for_embedding and account_for_loss");
+    c.parallel.account_for_embedding = c.parallel.account_for_loss = true;
+    /* Megatron: not with a layout, not with the first/last-stage layers */
+    snprintf(c.parallel.pipeline_layout, sizeof c.parallel.pipeline_layout, "E|(t|)*96L");
+    expect(&c, "account_for_embedding", "cannot be given with pipeline_layout");
+    c.parallel.pipeline_layout[0] = '\0';
+    c.parallel.vpp = 1;
+    c.parallel.schedule = MP_SCHED_1F1B;
+    c.parallel.first_stage_layers = 48;
+    expect(&c, "first_stage_layers", "cannot be given with account_for_embedding");
+    c.parallel.first_stage_layers = 0;
+    /* the loss alone: 97 units do not divide among 2 ranks; the embedding alone neither */
+    c.parallel.account_for_embedding = false;
+    expect(&c, "account_for_loss", "97 do not divide among pp=2 ranks");
+    /* pp 1: Megatron accepts the flags, and nothing is split */
+    c.parallel.pp = 1;
+    c.parallel.dp = 128;
+    expect(&c, NULL, NULL);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -498,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_stage_layer_flags),
+        cmocka_unit_test(test_account_split),
         cmocka_unit_test(test_uneven_split_property),
         cmocka_unit_test(test_uneven_split_61_on_32),
     };

@@ -263,8 +263,9 @@ static void test_tables_cover_structs(void **state)
     h = uncovered(t, n, sizeof(mp_parallel));
     /* padding (2 after dist_opt and param_gather_sync, 4 after zero_runtime, the bools' after
      * tp_overlap's group), and the two lists io_plan.c reads and io_json.c
-     * writes themselves: recompute_modules (4) and cuda_graph_scope (4) */
-    if (h > 25)
+     * writes themselves: recompute_modules (4) and cuda_graph_scope (4); 2 more since
+     * account_for_embedding and account_for_loss, two bools, moved the struct's end) */
+    if (h > 27)
         fail_msg("mp_parallel has %zu uncovered bytes (core/config.c)", h);
 }
 

@@ -123,6 +123,37 @@ static void names(void **state)
     has(t, "--norm-epsilon 1e-06"); /* the config's rms_norm_eps */
     free(t);
 
+    /* the account-for split, as the plan gives it (126 layers on 16 x 8 = 128
+     * units: the first and last virtual stage the embedding and the loss alone)
+     * and as a default split has it (126 + 2 on 16 x 4: 1 | 2 x 62 | 1) */
+    t = flags_of("llama3-405b", "dgx-h100", "{gpus: 1024, seq: 8192, global_batch: 512}",
+                 "{tp: 8, pp: 16, vpp: 8, micro_batch: 1, schedule: interleaved-1f1b, "
+                 "account_for_embedding: true, account_for_loss: true}");
+    all_known("llama3-405b account-for", t);
+    has(t, "--account-for-embedding-in-pipeline-split");
+    has(t, "--account-for-loss-in-pipeline-split");
+    has(t, "--num-virtual-stages-per-pipeline-rank 8");
+    lacks(t, "--pipeline-model-parallel-layout");
+    lacks(t, "--num-layers-per-virtual-pipeline-stage");
+    free(t);
+    t = flags_of("llama3-405b", "dgx-h100", "{gpus: 512, seq: 8192, global_batch: 512}",
+                 "{tp: 8, pp: 16, vpp: 4, micro_batch: 1, schedule: interleaved-1f1b}");
+    all_known("llama3-405b vpp 4", t);
+    has(t, "--account-for-embedding-in-pipeline-split");
+    has(t, "--account-for-loss-in-pipeline-split");
+    has(t, "--num-virtual-stages-per-pipeline-rank 4");
+    lacks(t, "--pipeline-model-parallel-layout");
+    free(t);
+    /* and the first/last-stage form without virtual stages: Meta's 7, 8 x 14, 7 */
+    t = flags_of("llama3-405b", "dgx-h100", "{gpus: 128, seq: 8192, global_batch: 512}",
+                 "{tp: 8, pp: 16, micro_batch: 1, schedule: 1f1b}");
+    all_known("llama3-405b pp 16", t);
+    has(t, "--decoder-first-pipeline-num-layers 7");
+    has(t, "--decoder-last-pipeline-num-layers 7");
+    lacks(t, "--pipeline-model-parallel-layout");
+    lacks(t, "--account-for");
+    free(t);
+
     /* the norm epsilon of each family, under Megatron's name */
     t = flags_of("bert-large", "dgx-a100", "{gpus: 8, seq: 512, global_batch: 256}",
                  "{tp: 2, dp: 4, micro_batch: 1, schedule: 1f1b}");

@@ -59,7 +59,9 @@ assert all(o['parallel'].get('zero', 0) < 2 for o in a)" || fail "the default se
 # on pp 16: Megatron's first/last-stage split, 7, 8 x 14, 7, as Meta ran it)
 "$M" estimate --model llama3-405b --gpus 16384 --hw dgx-h100 --tp 8 --pp 16 --format megatron >"$T/l405" ||
   fail "405B flags exit"
-grep -q 'layout "Et\*7|t\*8|.*|t\*8|t\*7L"' "$T/l405" || fail "405B flags' split is not 7, 8 x 14, 7: $(grep layout "$T/l405")"
+grep -q -- '--decoder-first-pipeline-num-layers 7 ' "$T/l405" &&
+  grep -q -- '--decoder-last-pipeline-num-layers 7 ' "$T/l405" ||
+  fail "405B flags' split is not 7, 8 x 14, 7: $(grep pipeline "$T/l405")"
 
 refuse() {
   "$M" "$@" >"$T/out" 2>"$T/err"

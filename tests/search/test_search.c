@@ -332,8 +332,11 @@ static void test_megatron_flags(void **state)
     mp_buf_init(&b);
     mp_megatron_args(&c, plan, &b);
     assert_non_null(strstr(b.data, "--tensor-model-parallel-size 2 \\\n"));
-    assert_non_null(
-        strstr(b.data, "--pipeline-model-parallel-layout \"Et*5|t*4|t*4|t*3L\" \\\n"));
+    /* 5 | 4 | 4 | 3 is Megatron's first/last-stage split (the middle ranks
+     * share the 8 left evenly): its two flags, no layout */
+    assert_non_null(strstr(b.data, "--decoder-first-pipeline-num-layers 5 \\\n"
+                                   "--decoder-last-pipeline-num-layers 3 \\\n"));
+    assert_null(strstr(b.data, "pipeline-model-parallel-layout"));
     assert_non_null(strstr(b.data, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"));
     assert_non_null(strstr(b.data, "--recompute-method block \\\n--recompute-num-layers 2 \\\n"));
     assert_non_null(strstr(b.data, "--use-distributed-optimizer"));
@@ -343,6 +346,16 @@ static void test_megatron_flags(void **state)
     assert_true(strncmp(b.data, note, strlen(note)) == 0);
     assert_null(strstr(strchr(b.data, '\n'), "#"));
     assert_non_null(strstr(b.data, "--num-layers 16 \\\n"));
+    mp_buf_free(&b);
+    /* 5 | 3 | 4 | 4: the middle ranks differ, so only the exact layout says it */
+    int32_t odd[5] = {0, 6, 9, 13, 18};
+    for (int k = 0; k < 4; k++) plan->stages[k] = (mp_stage_range){odd[k], odd[k + 1]};
+    plan->has_layer_recompute = false;
+    mp_buf_init(&b);
+    mp_megatron_args(&c, plan, &b);
+    assert_non_null(
+        strstr(b.data, "--pipeline-model-parallel-layout \"Et*5|t*3|t*4|t*4L\" \\\n"));
+    assert_null(strstr(b.data, "decoder-first"));
     mp_buf_free(&b);
     /* the even split with uniform recompute: no uneven flags */
     plan->has_layer_recompute = false;

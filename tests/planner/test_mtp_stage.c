@@ -30,6 +30,7 @@
 #include "core/tables.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
+#include "sim/simulate.h"
 
 #define STANDALONE "Et*3|(tt|)*29,m|L"
 #define BESIDE "Et*3|(tt|)*29,|mL"
@@ -180,6 +181,28 @@ static void test_estimate(void **state)
     assert_true(es.time.step != eb.time.step);
 }
 
+/* The simulator runs the moved stages: rank 14 (the module's stage in its
+ * second chunk) holds the module's weights, the embedding copy and its
+ * stashed activations; rank 15 gives up the module and the copy. */
+static void test_simulate(void **state)
+{
+    (void)state;
+    mp_config s = dsv3(STANDALONE, false), b = dsv3(BESIDE, false);
+    mp_sim_options opt = {0};
+    mp_sim_result rs, rb;
+    mp_error err;
+    if (mp_simulate(&s, NULL, &opt, &rs, &err) != MP_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(mp_simulate(&b, NULL, &opt, &rb, &err), MP_OK);
+    assert_int_equal(rs.ranks, 16);
+    double vh_bytes = 129280.0 * 7168.0 * mp_static_bytes_per_param(&s);
+    assert_true(rs.peak_memory[14] - rb.peak_memory[14] > vh_bytes);
+    assert_true(rb.peak_memory[15] - rs.peak_memory[15] > vh_bytes);
+    assert_true(rs.makespan > 0.0 && rs.makespan != rb.makespan);
+    mp_sim_result_free(&rs);
+    mp_sim_result_free(&rb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_work_moves),
         cmocka_unit_test(test_embedding_group),
         cmocka_unit_test(test_estimate),
+        cmocka_unit_test(test_simulate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

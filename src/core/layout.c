@@ -206,7 +206,6 @@ static mp_status check(const seq *q, int64_t pp, int64_t vpp, int64_t layers, in
     out->n_stages = (int32_t)n;
     out->mtp_stage = -1;
     int64_t k = 0, t = 0, items = 0; /* items: layers of any kind in stage k */
-    int32_t mtp_pos = 0;              /* the first m */
     for (size_t i = 0; i < q->n; i++) {
         const sym *x = &q->s[i];
         switch (x->c) {
@@ -238,8 +237,6 @@ static mp_status check(const seq *q, int64_t pp, int64_t vpp, int64_t layers, in
             if (k / pp != vpp - 1)
                 return bad(err, x->pos, "an MTP layer outside its rank's last virtual stage "
                                         "(Megatron's rule)");
-            if (out->mtp_stage < 0)
-                mtp_pos = x->pos;
             out->mtp_stage = (int32_t)k;
             out->mtp_layers++;
             break;
@@ -257,11 +254,6 @@ static mp_status check(const seq *q, int64_t pp, int64_t vpp, int64_t layers, in
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, FIELD,
                             "%d MTP layers (m), but the model has %lld", out->mtp_layers,
                             (long long)mtp);
-    if (out->mtp_stage >= 0 && out->mtp_stage != n - 1)
-        return bad(err, mtp_pos,
-                   "MTP layers before the last stage (Megatron's standalone MTP stage, which "
-                   "it accepts); megaplan costs the MTP layers with the loss on the last stage "
-                   "and does not model them apart");
     return MP_OK;
 }
 

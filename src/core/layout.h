@@ -21,7 +21,8 @@
 typedef struct mp_layout {
     int32_t n_stages;
     int32_t blocks[MP_MAX_STAGES]; /* transformer layers (t) of each virtual stage */
-    int32_t mtp_stage;             /* the stage holding the m's; -1 when none */
+    int32_t mtp_stage;             /* the stage holding the m's (the last, or Megatron's
+                                      standalone MTP stage before it); -1 when none */
     int32_t mtp_layers;
 } mp_layout;
 
@@ -29,8 +30,10 @@ typedef struct mp_layout {
  * PipelineParallelLayerLayout: E first and once, L last and once in the
  * layers' order with the bars left out, as many t as the model has layers,
  * mtp_layers m's after every t, all in the last chunk of one rank) for
- * pp*vpp stages; and what megaplan's cost model needs: the m's in the last
- * stage, with the loss. A stage may hold nothing, or E or L alone; E and L
+ * pp*vpp stages. The m's may sit before the last stage (Megatron's
+ * standalone MTP stage, its mtp_standalone: out->mtp_stage < n_stages - 1;
+ * the planner costs the modules there, planner/cost.c
+ * place_mtp_standalone). A stage may hold nothing, or E or L alone; E and L
  * belong to the first and the last stage whatever stage of the text names
  * them, as Megatron builds them (mp_layout_stage_items). Errors name the
  * field "pipeline_layout" and the character (1-based, in text as given) at

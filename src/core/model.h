@@ -110,7 +110,9 @@ typedef struct mp_model {
      * embedding: two RMSNorms, a 2h -> h projection, one transformer block of
      * the model's last block's kind, and the shared output head; their loss
      * is added times mtp_loss_scale (0: Megatron's default 0.1). Not counted
-     * in the parameters a model is published with (DeepSeek-V3's 671B). */
+     * in the parameters a model is published with (DeepSeek-V3's 671B).
+     * They run on the last pipeline stage, or on the stage an explicit
+     * layout puts them (Megatron's standalone MTP stage, core/layout.h). */
     int64_t mtp_layers;
     double mtp_loss_scale;
 

@@ -185,6 +185,26 @@ const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t
     return mp_split_kind_name(mp_split_form_of(c, st, K).kind);
 }
 
+int64_t mp_config_mtp_stage(const mp_config *c, int64_t n)
+{
+    const mp_model *m = &c->model;
+    int64_t mtp = mp_layout_model_mtp_layers(m);
+    if (mtp < 1 || m->arch == MP_ARCH_T5 || n < 1)
+        return -1;
+    if (!c->parallel.pipeline_layout[0])
+        return n - 1;
+    mp_layout *l = malloc(sizeof *l);
+    mp_error err;
+    int64_t k = n - 1;
+    if (l && mp_layout_parse(c->parallel.pipeline_layout, c->parallel.pp,
+                             n / (c->parallel.pp > 0 ? c->parallel.pp : 1), mp_model_blocks(m),
+                             mtp, l, &err) == MP_OK &&
+        l->n_stages == n && l->mtp_stage >= 0)
+        k = l->mtp_stage;
+    free(l);
+    return k;
+}
+
 void mp_plan_default_stages(mp_plan *plan)
 {
     const mp_parallel *p = &plan->config.parallel;

@@ -63,6 +63,12 @@ const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t
 
 void mp_plan_default_stages(mp_plan *plan);
 
+/* The virtual stage of n = pp*vpp that runs the multi-token-prediction
+ * modules: the explicit layout's stage of its m's (Megatron's standalone MTP
+ * stage when that is not the last, core/layout.h), else the last stage,
+ * Megatron's default; -1 when the model has none (or is t5). */
+int64_t mp_config_mtp_stage(const mp_config *c, int64_t n);
+
 /* T5 over n > 1 pipeline stages, as Megatron-LM's
  * --pipeline-model-parallel-split-rank: the first split_rank stages hold the
  * encoder's blocks, the others the decoder's. Chosen by the layer counts,

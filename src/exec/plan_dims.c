@@ -305,6 +305,18 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
         if ((st = mp_exec_stage_items(plan, o->shrink, d, k, &b, &e, err)))
             return st;
     }
+    {
+        /* Megatron's standalone MTP stage (core/layout.h): the planner and the
+         * simulator cost it, the executor runs the modules beside the loss only */
+        int64_t K = par->pp * (par->vpp > 1 ? par->vpp : 1);
+        int64_t at = o->shrink ? -1 : mp_config_mtp_stage(&plan->config, K);
+        if (at >= 0 && at != K - 1)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pipeline_layout",
+                                "the MTP layers on virtual stage %lld, before the loss's %lld "
+                                "(Megatron's standalone MTP stage): estimate and simulate cost "
+                                "it, exec runs the MTP layers on the loss's stage only",
+                                (long long)at, (long long)(K - 1));
+    }
     if (par->hsdp && par->zero == 3 && mp_zero_shard_ranks(&plan->config) < 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.hsdp",
                             "hybrid sharding's shard groups are the DP ranks of one scale-up "

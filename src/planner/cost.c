@@ -159,13 +159,21 @@ static void item_cost_from(const mp_config *c, const item_detail *d, mp_item_cos
     out->send_bytes = d->send_bytes;
 }
 
+/* What of the multi-token-prediction modules a stage runs: all of them
+ * (beside the loss, Megatron's default), or, with Megatron's standalone MTP
+ * stage (core/layout.h), the modules on theirs and the head's part, which
+ * stays with the loss, on the last. */
+typedef enum mtp_part { MTP_ALL, MTP_MODULES, MTP_HEAD } mtp_part;
+
 /* The multi-token-prediction modules (mtp.c): per module, a block like the
  * last one (its time, weights, activations), the 2h -> h projection, two
  * more norms, and the output head's GEMM, cross entropy and logits again; the
- * embedding and the head are shared, but a last stage without the embedding
- * keeps a copy for the modules' lookups (Megatron's, as for tied embeddings;
- * none where one rank holds both ends, DualPipe's). */
-static void detail_mtp(const mp_config *c, const item_detail *last_block, item_detail *out)
+ * embedding and the head are shared, but a stage without the embedding keeps
+ * a copy for the modules' lookups (Megatron's, as for tied embeddings; none
+ * where one rank holds both ends, DualPipe's). copy: that stage is not the
+ * embedding's and keeps no tied copy of its own already. */
+static void detail_mtp(const mp_config *c, const item_detail *last_block, mtp_part part,
+                       bool copy, item_detail *out)
 {
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
@@ -177,36 +185,46 @@ static void detail_mtp(const mp_config *c, const item_detail *last_block, item_d
     mp_edge_time head;
     mp_head_time_of(c, &head);
     double proj = mp_linear_gemm_time(c, sb, h / t, 2.0 * h); /* a linear layer */
+    double mods = part == MTP_HEAD ? 0.0 : n, heads = part == MTP_MODULES ? 0.0 : n;
     memset(out, 0, sizeof *out);
-    out->fwd_compute = n * (last_block->fwd_compute + proj + head.fwd_compute);
-    out->bwd_compute = n * (last_block->bwd_compute + 2.0 * proj + head.bwd_compute);
-    out->wgrad = n * (last_block->wgrad + proj + head.wgrad);
-    out->tp_f = n * (last_block->tp_f + head.tp_fwd);
-    out->tp_b = n * (last_block->tp_b + head.tp_bwd);
-    out->cp_f = n * last_block->cp_f;
-    out->cp_b = n * last_block->cp_b;
-    out->ep_f = n * last_block->ep_f;
-    out->ep_b = n * last_block->ep_b;
-    out->params = n * (last_block->params + (3.0 * h + 2.0 * h * h / t));
-    /* tied: the last stage has its copy already. DualPipe and DualPipeV put
-     * the first stage (the embedding) and the last (the head and the
-     * modules) on one rank, which shares the embedding with the modules
-     * physically (DeepSeek-V3 report §3.2.3, "Shared Embedding and Output
-     * Head for Multi-Token Prediction"): no copy. */
-    bool same_rank = p->schedule == MP_SCHED_DUALPIPE || p->schedule == MP_SCHED_DUALPIPEV;
-    if (p->pp > 1 && !m->tied_embeddings && !same_rank)
+    out->fwd_compute = mods * (last_block->fwd_compute + proj) + heads * head.fwd_compute;
+    out->bwd_compute = mods * (last_block->bwd_compute + 2.0 * proj) + heads * head.bwd_compute;
+    out->wgrad = mods * (last_block->wgrad + proj) + heads * head.wgrad;
+    out->tp_f = mods * last_block->tp_f + heads * head.tp_fwd;
+    out->tp_b = mods * last_block->tp_b + heads * head.tp_bwd;
+    out->cp_f = mods * last_block->cp_f;
+    out->cp_b = mods * last_block->cp_b;
+    out->ep_f = mods * last_block->ep_f;
+    out->ep_b = mods * last_block->ep_b;
+    out->params = mods * (last_block->params + (3.0 * h + 2.0 * h * h / t));
+    if (copy && part != MTP_HEAD)
         out->params += mp_padded_vocab(m->vocab, p->tp) * h / t;
-    out->expert_params = n * last_block->expert_params;
-    out->fp8_params = n * last_block->fp8_params;
-    out->routed_act = n * last_block->routed_act;
-    out->capacity_act = n * last_block->capacity_act;
-    /* the two normalised inputs and their concatenation (bytes of the
-     * precision, split over TP with SP), the final norm's input, and the
-     * head's input and fp32 logits as the head item counts them */
+    out->expert_params = mods * last_block->expert_params;
+    out->fp8_params = mods * last_block->fp8_params;
+    out->routed_act = mods * last_block->routed_act;
+    out->capacity_act = mods * last_block->capacity_act;
+    /* the two normalised inputs and their concatenation and the final
+     * norm's input (bytes of the precision, split over TP with SP), with the
+     * modules; the head's input and fp32 logits as the head item counts
+     * them, with the head */
     double V = mp_padded_vocab(m->vocab, p->tp), spl = p->sp ? t : 1.0;
-    double own = (4.0 * sb * h * dt + sb * h * dt) / spl + 2.0 * sb * h / t + 4.0 * sb * V / t;
+    double own = mods * (4.0 * sb * h * dt + sb * h * dt) / spl +
+                 heads * (2.0 * sb * h / t + 4.0 * sb * V / t);
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
-        out->act[r] = n * (last_block->act[r] + own);
+        out->act[r] = mods * last_block->act[r] + own;
+}
+
+/* Whether the last stage's modules keep a copy of the embedding: pp > 1,
+ * untied (tied: the head's copy serves), and not DualPipe or DualPipeV,
+ * which put the first stage (the embedding) and the last (the head and the
+ * modules) on one rank, sharing the embedding with the modules physically
+ * (DeepSeek-V3 report §3.2.3, "Shared Embedding and Output Head for
+ * Multi-Token Prediction"). */
+static bool mtp_last_copy(const mp_config *c)
+{
+    const mp_parallel *p = &c->parallel;
+    bool same_rank = p->schedule == MP_SCHED_DUALPIPE || p->schedule == MP_SCHED_DUALPIPEV;
+    return p->pp > 1 && !c->model.tied_embeddings && !same_rank;
 }
 
 mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err)
@@ -219,21 +237,22 @@ mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err)
         return st;
     item_detail last, mtp;
     detail_block(c, mp_model_blocks(&c->model), &last);
-    detail_mtp(c, &last, &mtp);
+    detail_mtp(c, &last, MTP_ALL, mtp_last_copy(c), &mtp);
     item_cost_from(c, &mtp, out);
     return MP_OK;
 }
 
 /* Where the modules run: the last pipeline stage, Megatron's default (its
- * post-process part, beside the head), so here folded into the head item.
- * An explicit layout must put its m's there too (core/layout.c: after every
- * t, and megaplan keeps no stage without a block). */
+ * post-process part, beside the head), so here folded into the head item;
+ * an explicit layout that puts its m's on a stage before (Megatron's
+ * standalone MTP stage) has build_pipe move them there
+ * (place_mtp_standalone). */
 static void place_mtp(const mp_config *c, item_detail *det, int64_t L)
 {
     if (!mp_model_has_mtp(&c->model) || c->model.arch == MP_ARCH_T5)
         return;
     item_detail mtp, *at = &det[L + 1];
-    detail_mtp(c, &det[L], &mtp);
+    detail_mtp(c, &det[L], MTP_ALL, mtp_last_copy(c), &mtp);
     at->fwd_compute += mtp.fwd_compute;
     at->bwd_compute += mtp.bwd_compute;
     at->wgrad += mtp.wgrad;
@@ -433,6 +452,8 @@ typedef struct stage_sum {
     double fp8_params;    /* of params: with FP8 copies */
     double routed_act;    /* of act: the routed tokens' */
     double capacity_act;  /* of routed_act: above the mean load */
+    double wide_send;     /* > 0: the standalone MTP stage's concatenated transfers
+                           * (place_mtp_standalone), bytes each way per pass */
     int64_t blocks;
     bool has_embedding, has_head;
 } stage_sum;
@@ -500,6 +521,36 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
             s->has_head = true;
         s->send_bytes = d->send_bytes;
     }
+}
+
+/* Adds sign times a detail that is not a block (no recompute) to a stage's
+ * sums, as sum_stage would; its activations with the edges' (held for one
+ * micro-batch, as the last stage's head runs each F's B next), or stashed
+ * as a block's for every micro-batch in flight. */
+static void stage_add_edge(stage_sum *s, const item_detail *d, double sign, bool stashed)
+{
+    s->fwd_compute += sign * d->fwd_compute;
+    s->bwd_compute += sign * d->bwd_compute;
+    s->tp += sign * (d->tp_f + d->tp_b);
+    s->cp += sign * (d->cp_f + d->cp_b);
+    s->tp_f += sign * d->tp_f;
+    s->tp_b += sign * d->tp_b;
+    s->cp_f += sign * d->cp_f;
+    s->cp_b += sign * d->cp_b;
+    s->ep_f += sign * d->ep_f;
+    s->ep_b += sign * d->ep_b;
+    s->mlp_f += sign * d->mlp_f;
+    s->mlp_b += sign * d->mlp_b;
+    s->wgrad += sign * d->wgrad;
+    s->fwd += sign * (d->fwd_compute + d->tp_f + d->cp_f);
+    s->bwd += sign * (d->bwd_compute + d->tp_b + d->cp_b);
+    s->params += sign * d->params;
+    s->expert_params += sign * d->expert_params;
+    s->fp8_params += sign * d->fp8_params;
+    if (stashed)
+        s->act += sign * d->act[MP_RECOMPUTE_NONE];
+    else
+        s->act_edge += sign * d->act[MP_RECOMPUTE_NONE];
 }
 
 /* Time of one p2p transfer of bytes between pipeline neighbours. */
@@ -1028,6 +1079,72 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
             lead[r] = 0.0;
 }
 
+/* Megatron's standalone MTP stage (core/layout.h; validate_layer_layout's
+ * mtp_standalone): the modules run on stage ks, not beside the loss. That
+ * stage builds them and a copy of the word embedding for their lookups
+ * (GPTModel: embedding when pre_process or mtp_process); the last stage
+ * keeps the output layer, which computes the MTP losses from the hidden
+ * states the modules concatenate along the sequence (process_mtp_loss), so
+ * the head's GEMM, cross entropy and logits per module stay there, and the
+ * stages from ks to the last send 1 + D times the activation (the p2p
+ * learns the shapes: config.mtp_standalone). Moves the modules' part out of
+ * the last stage's head item (place_mtp folded all of it there). */
+static void place_mtp_standalone(const mp_config *c, const item_detail *last_block,
+                                 int64_t ks, pipe_model *pm)
+{
+    const mp_parallel *p = &c->parallel;
+    bool same_rank = p->schedule == MP_SCHED_DUALPIPE || p->schedule == MP_SCHED_DUALPIPEV;
+    item_detail all, head, mods;
+    detail_mtp(c, last_block, MTP_ALL, mtp_last_copy(c), &all);
+    detail_mtp(c, last_block, MTP_HEAD, false, &head);
+    detail_mtp(c, last_block, MTP_MODULES, ks != 0 && !same_rank, &mods);
+    stage_sum *last = &pm->st[pm->n - 1];
+    stage_add_edge(last, &all, -1.0, false);
+    stage_add_edge(last, &head, 1.0, false);
+    /* not the last stage: its forwards run ahead of their backwards, so the
+     * modules' activations wait for every micro-batch in flight */
+    stage_add_edge(&pm->st[ks], &mods, 1.0, true);
+    double wide = (1.0 + (double)c->model.mtp_layers) * pm->p2p_bytes;
+    for (int64_t k = ks; k < pm->n; k++) {
+        if (k < pm->n - 1)
+            pm->st[k].send_bytes = wide;
+        pm->st[k].wide_send = wide; /* the last receives it and sends its gradient */
+    }
+}
+
+/* The embedding group's all-reduce of the word-embedding gradient after
+ * the pipeline flush (Megatron's finalize_model_grads,
+ * _allreduce_word_embedding_grads over the embd group): the pipeline ranks
+ * holding a copy, pretrain_gpt.py's get_embedding_ranks: the first; the last
+ * when tied (the head's copy); and with MTP the rank of the modules' stage
+ * when it keeps a copy for their lookups (get_mtp_ranks: the last by
+ * default, or the standalone MTP stage's). 0 with one rank or none shared. */
+static double emb_group_sync(const mp_config *c, const pipe_model *pm, double grad_bytes)
+{
+    const mp_parallel *p = &c->parallel;
+    if (pm->p < 2)
+        return 0.0;
+    bool same_rank = p->schedule == MP_SCHED_DUALPIPE || p->schedule == MP_SCHED_DUALPIPEV;
+    bool tied = c->model.tied_embeddings;
+    int64_t ks = c->model.arch == MP_ARCH_T5 ? -1 : mp_config_mtp_stage(c, pm->n);
+    int64_t n = 1 + (tied ? 1 : 0);
+    if (ks >= 0 && !same_rank) {
+        int64_t r = ks % pm->p; /* stage k on rank k % p (Megatron's order) */
+        if (r != 0 && !(tied && r == pm->p - 1))
+            n++;
+    }
+    if (n < 2)
+        return 0.0;
+    mp_group_place g;
+    mp_group_place_of(c, MP_GROUP_PP, &g);
+    g.n = n;
+    /* the first and the last pipeline rank are the job's two ends */
+    g.cross_domain = (double)c->training.gpus > mp_scale_up_gpus(&c->hw);
+    g.per_node = 1.0;
+    double copy = (double)c->model.vocab * (double)c->model.hidden / (double)p->tp;
+    return mp_coll_time(&c->hw, &g, MP_COLL_ALLREDUCE, copy * grad_bytes);
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
                             mp_cost_memo *memo, const model_facts *mf, pipe_model *pm,
                             mp_error *err)
@@ -1088,6 +1205,9 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         sum_stage(c, plan, det, b, e, L, &pm->st[k]);
     }
     free(ranges);
+    int64_t ks = c->model.arch == MP_ARCH_T5 ? -1 : mp_config_mtp_stage(c, pm->n);
+    if (ks >= 0 && ks < pm->n - 1)
+        place_mtp_standalone(c, &det[L], ks, pm);
     /* DeepSpeed's pipeline engine rebuilds each partitioned transfer over the
      * TP group before the pass that needs it (ds_pipe.c); 0 for Megatron-LM */
     for (int64_t k = 0; k < pm->n; k++) {
@@ -1280,18 +1400,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     } else {
         pm->dp_exposed = pm->dp_time;
     }
-    /* tied embeddings split over the pipeline: first and last rank all-reduce
-     * the word-embedding gradient after the pipeline flush (Megatron) */
-    pm->tied_sync = 0.0;
-    if (tied_split) {
-        mp_group_place pair;
-        mp_group_place_of(c, MP_GROUP_PP, &pair);
-        pair.n = 2;
-        /* the first and the last pipeline rank are the job's two ends */
-        pair.cross_domain = (double)c->training.gpus > mp_scale_up_gpus(&c->hw);
-        pair.per_node = 1.0;
-        pm->tied_sync = mp_coll_time(&c->hw, &pair, MP_COLL_ALLREDUCE, tied_copy * gb);
-    }
+    pm->tied_sync = emb_group_sync(c, pm, gb);
     pm->tied_sync += mirror_sum(c, pm, gb);
     return MP_OK;
 }
@@ -1661,7 +1770,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         for (int64_t ch = 0; ch < v; ch++) {
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
-            double comm = pass_comm;
+            double comm = ss->wide_send > 0.0 ? pass_p2p(c, ss->wide_send) : pass_comm;
             round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it */

@@ -132,7 +132,16 @@ static void memory_lines(const mp_config *c, const mp_estimate *e, mp_buf *out)
                           eo.memory.peak / MP_GIB);
     }
     mp_item_cost mtp;
-    if (mp_model_has_mtp(&c->model) && mp_mtp_item_cost(c, &mtp, &err) == MP_OK)
+    int64_t n = c->parallel.pp * c->parallel.vpp;
+    int64_t at = mp_config_mtp_stage(c, n);
+    if (mp_model_has_mtp(&c->model) && at >= 0 && at < n - 1)
+        /* Megatron's standalone MTP stage (cost.c place_mtp_standalone) */
+        mp_buf_printf(out, "  multi-token prediction (%lld module%s): on virtual stage %lld, "
+                           "the layout's standalone MTP stage, with a copy of the embedding; "
+                           "their losses on the last stage, through its output layer\n",
+                      (long long)c->model.mtp_layers, c->model.mtp_layers > 1 ? "s" : "",
+                      (long long)at);
+    else if (mp_model_has_mtp(&c->model) && mp_mtp_item_cost(c, &mtp, &err) == MP_OK)
         mp_buf_printf(out, "  multi-token prediction (%lld module%s, on the last stage): weights, "
                            "grads and optimizer %.1f GiB, activations %.2f GiB and forward %.1f "
                            "ms per micro-batch there\n",

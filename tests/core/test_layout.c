@@ -141,8 +141,8 @@ static void test_bad(void **state)
 
 /* Megatron's MTP rules, for a model with MTP layers (the count comes in as
  * mtp_layers; megaplan's model gives 0 until it has the module). */
-static void expect_mtp(const char *s, int64_t pp, int64_t vpp, int64_t layers, int64_t mtp,
-                       const char *part)
+static void expect_mtp_at(const char *s, int64_t pp, int64_t vpp, int64_t layers, int64_t mtp,
+                          int32_t stage, const char *part)
 {
     mp_layout *l = calloc(1, sizeof *l);
     assert_non_null(l);
@@ -153,11 +153,18 @@ static void expect_mtp(const char *s, int64_t pp, int64_t vpp, int64_t layers, i
         if (st != MP_OK)
             fail_msg("'%s' refused: %s", s, err.msg);
         assert_int_equal(l->mtp_layers, mtp);
-        assert_int_equal(l->mtp_stage, l->n_stages - 1);
+        assert_int_equal(l->mtp_stage, stage < 0 ? l->n_stages - 1 : stage);
     } else if (st != MP_EINPUT || !strstr(err.msg, part)) {
         fail_msg("'%s': status %d, message '%s', expected '%s'", s, (int)st, err.msg, part);
     }
     free(l);
+}
+
+/* the m's on the last stage */
+static void expect_mtp(const char *s, int64_t pp, int64_t vpp, int64_t layers, int64_t mtp,
+                       const char *part)
+{
+    expect_mtp_at(s, pp, vpp, layers, mtp, -1, part);
 }
 
 static void test_mtp(void **state)
@@ -171,10 +178,25 @@ static void test_mtp(void **state)
     expect_mtp("Ettm|mL", 2, 1, 2, 2, "character 6: MTP layers in two stages");
     expect_mtp("Ett|t|tt|mL", 2, 2, 5, 1, NULL);
     expect_mtp("Ett|t|ttt|m|L", 2, 2, 6, 1, "5 stages, but pp*vpp");
-    expect_mtp("Et|t|ttt|m|L", 5, 1, 5, 1, "character 10: MTP layers before the last stage");
-    /* with a block beside them too: megaplan would cost them on the last stage */
-    expect_mtp("Et|tm|L", 3, 1, 2, 1, "character 5: MTP layers before the last stage");
-    expect_mtp("Et*3|(tt|)*29,m|L", 16, 2, 61, 1, "MTP layers before the last stage");
+    /* Megatron's standalone MTP stage (validate_layer_layout's mtp_standalone):
+     * the m's in the last chunk of a rank other than the last stage's,
+     * alone or beside the last blocks; the stages after it empty but the
+     * loss's. Its own tests' layouts (tests/unit_tests/pipeline_parallel/
+     * test_pipeline_layout.py test_forward_vpp, pp 4 vpp 2, 8 layers) and
+     * DeepSeek-V3's (its docstring's "Ettt|(tt|)*29,m|L", pp 16 vpp 2) */
+    expect_mtp_at("E|t*3|(t|)*4tm|L", 4, 2, 8, 1, 6, NULL);
+    expect_mtp_at("E|t*3|(t|)*3tt|m|L", 4, 2, 8, 1, 6, NULL);
+    expect_mtp_at("Et*3|(tt|)*29,m|L", 16, 2, 61, 1, 30, NULL);
+    expect_mtp_at("Et|t|ttt|m|L", 5, 1, 5, 1, 3, NULL);
+    expect_mtp_at("Et|tmm|L", 3, 1, 2, 2, 1, NULL);
+    expect_mtp_at("Et|tm||L", 4, 1, 2, 1, 1, NULL); /* an empty stage between */
+    /* vpp 1: the first rank's stage is its last chunk, so Megatron allows it */
+    expect_mtp_at("Ettm|L", 2, 1, 2, 1, 0, NULL);
+    /* what Megatron still refuses there: not its rank's last chunk (rank 0
+     * chunk 0 of vpp 2, "MTP should not be in the first pp rank"), a block
+     * after it */
+    expect_mtp("Etm|t|t|L", 2, 2, 3, 1, "character 3: an MTP layer outside its rank's last");
+    expect_mtp("Et|tm|tL", 3, 1, 3, 1, "character 7: a transformer layer after an MTP layer");
 }
 
 int main(void)

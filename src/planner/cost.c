@@ -16,6 +16,7 @@
 #include "planner/cost_internal.h"
 #include "planner/cost_memo.h"
 #include "planner/pipeline_internal.h"
+#include "sim/schedule_vorder.h"
 
 
 /* What an item costs, split the way the estimate reports time. */
@@ -890,7 +891,7 @@ double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
                                  const double *win_end, const double *lead, const double *share,
                                  const double *bucket_frac, double red, double sm_r)
 {
-    double worst = 0.0;
+    double worst = 0.0, last = 0.0;
     for (int64_t r = 0; r < p; r++) {
         int64_t order[8];
         int64_t n = v < 8 ? v : 8;
@@ -913,8 +914,9 @@ double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
         }
         double end = sm_r * overlapped; /* the compute slowed under them */
         worst = fmax(worst, fmax(end, dp_free) - (lead ? lead[r] : 0.0));
+        last = fmax(last, -(lead ? lead[r] : 0.0));
     }
-    return worst;
+    return worst - last; /* past the pipeline's end, the latest rank's */
 }
 
 /* The chunks' forward, backward and DP share (of the most loaded rank's
@@ -979,7 +981,10 @@ static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fw
  *   older W still deferred (rank 1 of pp 2) is the scheduler's choice and not
  *   counted (tests/sim/test_simulate.c, test_split_dp_matches_estimate).
  * First forwards: micro-batch 0 reaches stage k after the forwards of stages
- * 0..k-1; rank r's chunk 0 is stage r, its chunk 1 stage 2p-1-r. */
+ * 0..k-1; rank r's chunk 0 is stage r, its chunk 1 stage 2p-1-r.
+ * For ZB-V and DualPipeV these rules are the fallback: v_replay_windows
+ * places the ops from the lists themselves (it found rank 1 of pp 2 holding
+ * four Ws after its last B, and DualPipeV's chunk-1 W earlier than the bound). */
 static void dp_tail_windows(const pipe_model *pm, double bucket, double x, double *ws, double *we,
                             double *bf, double *due, double *lead)
 {
@@ -1026,6 +1031,74 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
     if (pm->v == 1)
         for (int64_t r = 0; r < pm->p; r++)
             lead[r] = 0.0;
+}
+
+/* ZB-V and DualPipeV from their own order (docs/cost-model.md §5): the
+ * lists the simulator runs (ZB-V's built from these stage times, as
+ * sim/plan_order.c builds them; DualPipeV's fixed) replayed under the stage
+ * times and transfers (mp_schedule_v_replay), which places every op, so no
+ * rule about which Ws a rank defers is needed: a rank with no wait before
+ * its last Bs (rank p-1 of pp 2 holds four Ws at its end) ends after rank 0,
+ * and DualPipeV's chunk-1 W is where its phases put it. Overwrites ws, we
+ * (from the chunk's last W on the rank), due (the chunk's first F) and lead
+ * (rank 0's end less the rank's: negative for a rank that ends later). False
+ * when the lists cannot be built (dp_tail_windows' rules stay). */
+static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double lat, double bw,
+                             double *ws, double *we, double *due, double *lead)
+{
+    int32_t p = (int32_t)pm->p, m = (int32_t)pm->m, n = (int32_t)pm->n;
+    double *t = malloc(sizeof *t * (size_t)(5 * n));
+    mp_op_list *l = calloc((size_t)p, sizeof *l);
+    double **end = calloc((size_t)p, sizeof *end);
+    bool ok = t && l && end && pm->v == 2 && n == 2 * p;
+    mp_error err;
+    if (ok) {
+        for (int32_t k = 0; k < n; k++) {
+            const stage_sum *ss = &pm->st[k];
+            t[k] = ss->fwd;
+            t[n + k] = ss->bwd - ss->wgrad;
+            t[2 * n + k] = ss->wgrad;
+            t[3 * n + k] = lat + (bw > 0.0 && k < n - 1 ? ss->send_bytes / bw : 0.0);
+            t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
+        }
+        mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n};
+        ok = mp_schedule_build_all_timed(pm->sched, p, 2, m, pm->sched == MP_SCHED_ZBV ? &ot : NULL,
+                                         l, &err) == MP_OK;
+        for (int32_t r = 0; ok && r < p; r++)
+            ok = (end[r] = malloc(sizeof **end * (size_t)(l[r].n > 0 ? l[r].n : 1))) != NULL;
+        ok = ok && mp_schedule_v_replay(p, m, &ot, l, end, &err) == MP_OK;
+    }
+    double e0 = 0.0;
+    for (int32_t r = 0; ok && r < p; r++) {
+        double er = 0.0;
+        for (int32_t i = 0; i < l[r].n; i++)
+            er = fmax(er, end[r][i]);
+        e0 = r == 0 ? er : e0;
+        lead[r] = e0 - er;
+        bool seen_w[2] = {false, false}, seen_f[2] = {false, false};
+        for (int32_t i = l[r].n - 1; i >= 0; i--) {
+            const mp_op *op = &l[r].ops[i];
+            int32_t ch = op->chunk, k = (int32_t)rank_stage(pm, r, ch);
+            if (op->kind == MP_OP_W && !seen_w[ch]) {
+                seen_w[ch] = true;
+                we[r * 2 + ch] = er - end[r][i];
+                ws[r * 2 + ch] = er - end[r][i] + t[2 * n + k];
+            }
+            if (op->kind == MP_OP_F && op->microbatch == 0 && !seen_f[ch]) {
+                seen_f[ch] = true;
+                due[r * 2 + ch] = end[r][i] - t[k];
+            }
+        }
+        ok = seen_w[0] && seen_w[1] && seen_f[0] && seen_f[1];
+    }
+    for (int32_t r = 0; l && r < p; r++) {
+        mp_op_list_free(&l[r]);
+        free(end ? end[r] : NULL);
+    }
+    free(t);
+    free(l);
+    free(end);
+    return ok;
 }
 
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
@@ -1237,6 +1310,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             p2p_link(c, &lat, &bw);
             double x = lat + (bw > 0.0 ? pm->p2p_bytes / bw : 0.0);
             dp_tail_windows(pm, bucket, x, ws, we, bf, due, lead);
+            if (pm->v == 2 && !v_replay_windows(c, pm, lat, bw, ws, we, due, lead))
+                dp_tail_windows(pm, bucket, x, ws, we, bf, due, lead);
         }
         if (aligned) {
             exposed_red = mp_dp_aligned_reduce_exposed(pm->p, pm->v, cb, cs, red, sm_r);

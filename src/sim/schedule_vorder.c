@@ -316,10 +316,13 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
 
 /* The step time of given lists under the times the list scheduling assumes
  * (each rank runs its ops in order, each as soon as its input has landed),
- * or INFINITY when a rank would stash more than the cap. Ranks are run until
- * they block; the op that unblocks one puts it back on the stack. */
+ * or INFINITY when a rank would stash more than the cap (capped). Ranks are
+ * run until they block; the op that unblocks one puts it back on the stack.
+ * end_at (may be NULL): per rank, each op's end (a send or receive, which the
+ * lists of mp_schedule_build carry, takes no time here: its transfer is
+ * counted with the F or B that sends it). */
 static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
-                     double *d, int32_t *n)
+                     double *d, int32_t *n, bool capped, double *const *end_at)
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .f_end = d, .b_end = d + sm};
@@ -341,6 +344,11 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             const mp_op *op = &lists[r].ops[pos[r]];
             int32_t k = stage_of(&z, r, op->chunk), i = op->microbatch, q = -1;
             mp_op_kind kind = (mp_op_kind)op->kind;
+            if (kind != MP_OP_F && kind != MP_OP_B && kind != MP_OP_W) {
+                if (end_at)
+                    end_at[r][pos[r]] = free_at[r];
+                continue;
+            }
             double rd = kind == MP_OP_F   ? f_ready(&z, k, i)
                         : kind == MP_OP_B ? b_ready(&z, k, i)
                                           : 0;
@@ -349,9 +357,11 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             double start = rd > free_at[r] ? rd : free_at[r], end = start + dur(&z, kind, k);
             makespan = end > makespan ? end : makespan;
             free_at[r] = end;
+            if (end_at)
+                end_at[r][pos[r]] = end;
             if (kind == MP_OP_F) {
                 d[(size_t)k * m + i] = end;
-                if ((held[r] += act(&z, k)) > cap)
+                if ((held[r] += act(&z, k)) > cap && capped)
                     return INFINITY;
                 q = k + 1 < z.S ? rank_of(&z, k + 1) : -1;
                 free_at[r] += q >= 0 ? link_time(&z, k) : 0;
@@ -431,7 +441,7 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
                             : greedy(p, m, c ? t : NULL, c == 2, c == 3, cand + c * p, &e2);
         double time = INFINITY;
         if (st == MP_OK)
-            time = replay(p, m, t, cand + c * p, d, n);
+            time = replay(p, m, t, cand + c * p, d, n, true, NULL);
         else if (st == MP_EINTERNAL && c < 3)
             st = MP_OK; /* stalled: dropped */
         else
@@ -459,4 +469,28 @@ mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times
                                          mp_op_list *out, mp_error *err)
 {
     return greedy(p, m, t, false, true, out, err);
+}
+
+mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
+                               double *const *end, mp_error *err)
+{
+    size_t sm = (size_t)2 * p * m;
+    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    int32_t *n = malloc((size_t)3 * p * sizeof *n);
+    if (!d || !n) {
+        free(d);
+        free(n);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    }
+    for (int32_t r = 0; r < p; r++)
+        for (int32_t i = 0; i < lists[r].n; i++)
+            end[r][i] = -1;
+    replay(p, m, t, lists, d, n, false, end);
+    free(d);
+    free(n);
+    for (int32_t r = 0; r < p; r++)
+        if (lists[r].n > 0 && end[r][lists[r].n - 1] < 0)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                "the V schedule's lists stall on replay");
+    return MP_OK;
 }

@@ -15,6 +15,15 @@
  * (may be NULL) is set. MP_ENOMEM. */
 mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
                                 bool *fallback, mp_error *err);
+/* The V placement's lists (zb-v, dualpipev: out of mp_schedule_build_all or
+ * _timed, sends and receives included) run under t as the list scheduling
+ * times them (each rank's ops in order, each as soon as its input has
+ * landed, a sender waiting for its message to land), without the memory
+ * cap: end[r][i], when op i of rank r ends (a send or receive: when the rank
+ * reaches it). The planner places the DP reductions from it (planner/cost.c
+ * dp_tail_windows). MP_EINTERNAL if the lists stall, MP_ENOMEM. */
+mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
+                               double *const *end, mp_error *err);
 /* That fallback order alone (t may be NULL: unit times), for the tests. */
 mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
                                          mp_op_list *out, mp_error *err);

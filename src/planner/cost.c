@@ -567,6 +567,7 @@ typedef struct pipe_model {
     bool dp_aligned, dp_tail;
     double dp_gather, dp_gather_exposed, dp_bucket, dp_sm_r, dp_sm_a;
     double dp_gather_sync;  /* param_gather_sync's all-gather, exposed whole */
+    bool dp_gather_opt;     /* overlap_param_gather_with_optimizer_step in effect */
     double params_rank_max;
     double tied_copy;       /* the head's copy of tied word embeddings (p > 1), per GPU */
     double expert_rank_max; /* routed-expert parameters of that rank */
@@ -825,7 +826,8 @@ double mp_dp_aligned_reduce_exposed(int64_t p, int64_t v, const double *bwd, con
  * gathers of chunks 0..j. The pipeline is late by the latest rank's wait:
  * each rank's warm-up is on the critical path. */
 double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
-                                  const double *bucket_frac, double ag, double sm_a)
+                                  const double *bucket_frac, const double *ahead, double ag,
+                                  double sm_a)
 {
     double *due = malloc(sizeof *due * (size_t)(p * v));
     if (!due)
@@ -841,7 +843,7 @@ double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const
             due[r * v + c] = a_r + ahead;
         }
     }
-    double x = mp_dp_gather_due_exposed(p, v, fwd, share, bucket_frac, due, ag, sm_a);
+    double x = mp_dp_gather_due_exposed(p, v, fwd, share, bucket_frac, due, ahead, ag, sm_a);
     free(due);
     return x;
 }
@@ -851,28 +853,31 @@ double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const
  * j*p forwards after chunk 0's; the V schedules: when micro-batch 0 has
  * come down the V to that stage, mp_dp_v_gather_due). */
 double mp_dp_gather_due_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
-                                const double *bucket_frac, const double *due, double ag,
-                                double sm_a)
+                                const double *bucket_frac, const double *due, const double *ahead,
+                                double ag, double sm_a)
 {
-    double worst = 0.0;
+    double worst = 0.0, opt_slow = 0.0;
     for (int64_t r = 0; r < p; r++) {
         double a_r = due[r * v];
         double total = 0.0;
         for (int64_t c = 0; c < v; c++)
             total += ag * share[r * v + c];
-        double f0 = fwd[r * v], g0 = ag * share[r * v];
-        double s = fmax(a_r, bucket_frac[r] * g0);
-        double late = fmax(s + f0 + sm_a * fmax(total - s, 0.0),
-                           g0 + sm_a * fmax(total - g0, 0.0)) -
+        /* chunk 0's gather ends at e0 (ahead: begun under the optimizer
+         * step), the others follow it from the step's start to G */
+        double f0 = fwd[r * v], g0 = ag * share[r * v], h = ahead ? ahead[r] : 0.0;
+        double e0 = g0 - h, G = fmax(e0, 0.0) + total - g0;
+        double s = fmax(a_r, bucket_frac[r] * g0 - h);
+        double late = fmax(s + f0 + sm_a * fmax(G - s, 0.0), e0 + sm_a * fmax(G - e0, 0.0)) -
                       (a_r + f0);
-        double gathered = g0;
+        double gathered = fmax(e0, 0.0);
         for (int64_t c = 1; c < v; c++) {
             gathered += ag * share[r * v + c];
             late = fmax(late, gathered - due[r * v + c]);
         }
         worst = fmax(worst, late);
+        opt_slow = fmax(opt_slow, sm_a * fmin(h, g0));
     }
-    return worst;
+    return worst + opt_slow;
 }
 
 /* The reductions under the schedules that split the backward (ZB-H1, ZB-V,
@@ -1121,6 +1126,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     pm->dp_aligned = pm->dp_tail = false;
     pm->dp_gather = pm->dp_gather_exposed = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
     pm->dp_gather_sync = 0.0;
+    pm->dp_gather_opt = false;
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
@@ -1323,8 +1329,24 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
         }
         if (early) {
-            exposed_ag = tail ? mp_dp_gather_due_exposed(pm->p, pm->v, cf, cs, b0, due, ag, sm_a)
-                              : mp_dp_early_gather_exposed(pm->p, pm->v, cf, cs, b0, ag, sm_a);
+            /* --overlap-param-gather-with-optimizer-step (aligned only,
+             * mp_config_check): chunk 0 unbucketed, its gather begun under
+             * the other chunks' optimizer step, its share of the step first */
+            double *ahead = NULL;
+            if (aligned && pp->overlap_param_gather_with_optimizer_step &&
+                (ahead = malloc(sizeof *ahead * (size_t)pm->p)) != NULL) {
+                for (int64_t r = 0; r < pm->p; r++) {
+                    double all = 0.0;
+                    for (int64_t ch = 0; ch < pm->v; ch++)
+                        all += cs[r * pm->v + ch];
+                    ahead[r] = all > 0.0 ? pm->optimizer * (1.0 - cs[r * pm->v] / all) : 0.0;
+                    b0[r] = 1.0;
+                }
+                pm->dp_gather_opt = true;
+            }
+            exposed_ag = tail ? mp_dp_gather_due_exposed(pm->p, pm->v, cf, cs, b0, due, NULL, ag, sm_a)
+                              : mp_dp_early_gather_exposed(pm->p, pm->v, cf, cs, b0, ahead, ag, sm_a);
+            free(ahead);
             pm->dp_gather = ag;
             pm->dp_gather_exposed = exposed_ag;
         } else {
@@ -1456,6 +1478,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_gather_exposed = pm.dp_gather_exposed;
     out->dp_tied = pm.tied_sync;
     out->dp_gather_sync = pm.dp_gather_sync;
+    out->dp_gather_opt_step = pm.dp_gather_opt;
     out->dp_bucket_bytes = pm.dp_bucket * mp_grad_reduce_bytes(c);
     out->dp_sm_reduce = pm.dp_sm_r;
     out->dp_sm_gather = pm.dp_sm_a;

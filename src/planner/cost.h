@@ -113,6 +113,13 @@ typedef struct mp_pipeline_cost {
      * all-gather, of dp_time and dp_exposed, run whole after the reductions
      * (the simulator queues it after them and the tied sync); 0 otherwise */
     double dp_gather_sync;
+    /* parallel.overlap_param_gather_with_optimizer_step in effect (with
+     * dp_aligned and dp_gather): each rank's chunk-0 gather began under the
+     * previous optimizer step, its last (1 - chunk 0's share of the rank's
+     * grad_bytes) of optimizer seconds, which it slows by dp_sm_gather of
+     * the overlap; that chunk's first forward waits for all of it (not
+     * bucketed) */
+    bool dp_gather_opt_step;
     double optimizer;          /* optimizer step time */
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
     /* share of the SMs the MoE dispatcher's kernels hold while they run: under

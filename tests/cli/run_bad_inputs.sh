@@ -260,6 +260,9 @@ plan() {
     check plan-recompute-module "${S}p9\.yaml:5:66: parallel\.recompute_modules: unknown module 'attn'" "$bin" simulate p9.yaml
     file p11.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [attn, graph]}\n"
     check plan-cuda-graph-scope "${S}p11\.yaml:5:44: parallel\.cuda_graph_scope: unknown scope 'graph'" "$bin" simulate p11.yaml
+    # Megatron's --overlap-param-gather-with-optimizer-step needs the interleaved schedule
+    file p14.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2, dist_opt: true, overlap_param_gather_with_optimizer_step: true}\n"
+    check plan-pg-with-opt-step "${S}p14\.yaml:5:[0-9]+: parallel\.overlap_param_gather_with_optimizer_step: .*needs the interleaved pipeline schedule" "$bin" simulate p14.yaml
     file p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n"
     check plan-recompute-module-none "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" "$bin" simulate p10.yaml
     # training.optimizer_moments: Megatron-Core's precision-aware optimizer

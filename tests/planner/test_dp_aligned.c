@@ -128,7 +128,7 @@ static double gather_exposed(int64_t p, int64_t v, double f, double b0, double a
     }
     for (int64_t r = 0; r < p; r++)
         frac[r] = b0;
-    return mp_dp_early_gather_exposed(p, v, fwd, share, frac, ag, sm);
+    return mp_dp_early_gather_exposed(p, v, fwd, share, frac, NULL, ag, sm);
 }
 
 /* By hand, from schedules.py's launches (docs/cost-model.md §5): p = 4,

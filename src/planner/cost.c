@@ -706,7 +706,8 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
 
 /* DualPipe: ranks r and p-1-r hold the two copies of the same stages; after
  * the flush each pair sums the copies' gradients (an all-reduce of one copy,
- * half the rank's parameters, between the two), before the DP reduction. */
+ * half the rank's parameters, between the two); under DP overlap on the
+ * split-backward path (tail_chunks) after each copy's DP reduction. */
 static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_bytes)
 {
     if (pm->sched != MP_SCHED_DUALPIPE || pm->p < 2)
@@ -742,14 +743,18 @@ static bool aligned_chunks(const mp_config *c, const pipe_model *pm)
 /* The schedules that split the backward, as Megatron-Core's DDP would run
  * them with --overlap-grad-reduce and --overlap-param-gather: each chunk's
  * reduction follows its last weight-gradient op (mp_dp_tail_reduce_exposed),
- * the gathers start with the step (mp_dp_gather_due_exposed). DualPipe, whose
- * two copies of a stage sum their gradients after the flush (mirror_sum),
- * keeps the one-window rule. */
+ * the gathers start with the step (mp_dp_gather_due_exposed). DualPipe too:
+ * each rank reduces its own copies of its two stages as their last Ws run
+ * (one per direction, at different times: v_replay_windows) and the pair
+ * r, p-1-r sums the reduced copies after the flush (mirror_sum; the sum is
+ * linear, so the order does not change the gradient). */
 static bool tail_chunks(const mp_config *c, const pipe_model *pm)
 {
     return c->training.stack == MP_STACK_MEGATRON_LM && pm->p > 1 &&
            (pm->sched == MP_SCHED_ZBH1 ||
-            ((pm->sched == MP_SCHED_ZBV || pm->sched == MP_SCHED_DUALPIPEV) && pm->v == 2));
+            ((pm->sched == MP_SCHED_ZBV || pm->sched == MP_SCHED_DUALPIPEV ||
+              pm->sched == MP_SCHED_DUALPIPE) &&
+             pm->v == 2));
 }
 
 /* Parameters of chunk ch of pipeline rank r that its DP buffers hold (the
@@ -1038,24 +1043,33 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
             lead[r] = 0.0;
 }
 
-/* ZB-V and DualPipeV from their own order (docs/cost-model.md §5): the
- * lists the simulator runs (ZB-V's built from these stage times, as
+/* ZB-V, DualPipeV and DualPipe from their own order (docs/cost-model.md
+ * §5): the lists the simulator runs (ZB-V's built from these stage times, as
  * sim/plan_order.c builds them; DualPipeV's fixed) replayed under the stage
  * times and transfers (mp_schedule_v_replay), which places every op, so no
  * rule about which Ws a rank defers is needed: a rank with no wait before
  * its last Bs (rank p-1 of pp 2 holds four Ws at its end) ends after rank 0,
- * and DualPipeV's chunk-1 W is where its phases put it. Overwrites ws, we
- * (from the chunk's last W on the rank), due (the chunk's first F) and lead
- * (rank 0's end less the rank's: negative for a rank that ends later). False
- * when the lists cannot be built (dp_tail_windows' rules stay). */
+ * and DualPipeV's chunk-1 W is where its phases put it. DualPipe's order is
+ * DualPipeV's on p/2 ranks with m/2 micro-batches, relabelled
+ * (sim/schedule_dualpipe.c): rank r runs DualPipeV rank h = min(r, p-1-r)'s
+ * order on the same stages (its direction c is the V's chunk c, flipped on
+ * the second half of the ranks), so its windows are that rank's, the middle
+ * ranks' hand-over, a real transfer there, taken as the V's local turn.
+ * Overwrites ws, we (from the chunk's last W on the rank), due (the chunk's
+ * first F) and lead (rank 0's end less the rank's: negative for a rank that
+ * ends later). False when the lists cannot be built (dp_tail_windows' rules
+ * stay). */
 static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double lat, double bw,
                              double *ws, double *we, double *due, double *lead)
 {
-    int32_t p = (int32_t)pm->p, m = (int32_t)pm->m, n = (int32_t)pm->n;
+    bool dual = pm->sched == MP_SCHED_DUALPIPE;
+    int32_t p = (int32_t)(dual ? pm->p / 2 : pm->p), m = (int32_t)(dual ? pm->m / 2 : pm->m);
+    int32_t n = (int32_t)pm->n;
     double *t = malloc(sizeof *t * (size_t)(5 * n));
+    double *vw = malloc(sizeof *vw * (size_t)(7 * p)); /* the V ranks' ws, we, due, lead */
     mp_op_list *l = calloc((size_t)p, sizeof *l);
     double **end = calloc((size_t)p, sizeof *end);
-    bool ok = t && l && end && pm->v == 2 && n == 2 * p;
+    bool ok = t && vw && l && end && pm->v == 2 && n == 2 * p && p > 0;
     mp_error err;
     if (ok) {
         for (int32_t k = 0; k < n; k++) {
@@ -1067,8 +1081,8 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
             t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
         }
         mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n};
-        ok = mp_schedule_build_all_timed(pm->sched, p, 2, m, pm->sched == MP_SCHED_ZBV ? &ot : NULL,
-                                         l, &err) == MP_OK;
+        ok = mp_schedule_build_all_timed(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, 2, m,
+                                         pm->sched == MP_SCHED_ZBV ? &ot : NULL, l, &err) == MP_OK;
         for (int32_t r = 0; ok && r < p; r++)
             ok = (end[r] = malloc(sizeof **end * (size_t)(l[r].n > 0 ? l[r].n : 1))) != NULL;
         ok = ok && mp_schedule_v_replay(p, m, &ot, l, end, &err) == MP_OK;
@@ -1079,28 +1093,39 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
         for (int32_t i = 0; i < l[r].n; i++)
             er = fmax(er, end[r][i]);
         e0 = r == 0 ? er : e0;
-        lead[r] = e0 - er;
+        vw[6 * p + r] = e0 - er;
         bool seen_w[2] = {false, false}, seen_f[2] = {false, false};
         for (int32_t i = l[r].n - 1; i >= 0; i--) {
             const mp_op *op = &l[r].ops[i];
-            int32_t ch = op->chunk, k = (int32_t)rank_stage(pm, r, ch);
+            int32_t ch = op->chunk, k = ch == 0 ? r : n - 1 - r; /* the V's stage */
             if (op->kind == MP_OP_W && !seen_w[ch]) {
                 seen_w[ch] = true;
-                we[r * 2 + ch] = er - end[r][i];
-                ws[r * 2 + ch] = er - end[r][i] + t[2 * n + k];
+                vw[2 * p + r * 2 + ch] = er - end[r][i];
+                vw[r * 2 + ch] = er - end[r][i] + t[2 * n + k];
             }
             if (op->kind == MP_OP_F && op->microbatch == 0 && !seen_f[ch]) {
                 seen_f[ch] = true;
-                due[r * 2 + ch] = end[r][i] - t[k];
+                vw[4 * p + r * 2 + ch] = end[r][i] - t[k];
             }
         }
         ok = seen_w[0] && seen_w[1] && seen_f[0] && seen_f[1];
+    }
+    for (int64_t r = 0; ok && r < pm->p; r++) {
+        int64_t h = dual && r >= p ? pm->p - 1 - r : r, flip = dual && r >= p;
+        for (int64_t ch = 0; ch < 2; ch++) {
+            int64_t vc = h * 2 + (ch ^ flip);
+            ws[r * 2 + ch] = vw[vc];
+            we[r * 2 + ch] = vw[2 * p + vc];
+            due[r * 2 + ch] = vw[4 * p + vc];
+        }
+        lead[r] = vw[6 * p + h];
     }
     for (int32_t r = 0; l && r < p; r++) {
         mp_op_list_free(&l[r]);
         free(end ? end[r] : NULL);
     }
     free(t);
+    free(vw);
     free(l);
     free(end);
     return ok;

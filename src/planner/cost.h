@@ -103,7 +103,7 @@ typedef struct mp_pipeline_cost {
      * dp_sm_gather the SM share that overlapped collectives take from compute
      * (mp_overlap_excess). */
     bool dp_aligned;
-    /* the split-backward schedules (ZB-H1, ZB-V, DualPipeV) on Megatron-LM
+    /* the split-backward schedules (ZB-H1, ZB-V, DualPipeV, DualPipe) on Megatron-LM
      * with overlap (cost.c tail_chunks): each chunk's reduction starts with
      * its last weight-gradient op, its last bucket (dp_bucket_bytes) after
      * that op, beside compute at dp_sm_reduce; the gathers as dp_gather says */

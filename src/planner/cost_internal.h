@@ -356,7 +356,7 @@ double mp_dp_gather_due_exposed(int64_t p, int64_t v, const double *fwd, const d
                                 const double *bucket_frac, const double *due, const double *ahead,
                                 double ag, double sm_a);
 /* Seconds the reductions add past the pipeline's end under the schedules
- * that split the backward (ZB-H1, ZB-V, DualPipeV): chunk c of rank r
+ * that split the backward (ZB-H1, ZB-V, DualPipeV, DualPipe): chunk c of rank r
  * (index r*v + c, v <= 8) reduced from the start of its last weight-gradient
  * op, win_start[] before the rank's last compute op, its last bucket
  * (bucket_frac[] of it) after that op ends, win_end[] before it; one at a

@@ -974,8 +974,8 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                            p > 1,
                 .gathers = dp_overlap && pc->dp_gather > 0 &&
                            (pc->dp_aligned ? s == MP_SCHED_INTERLEAVED && v > 1 && p > 1
-                                           : v == 1 || (pc->dp_tail && mp_schedule_is_v(s))) &&
-                           s != MP_SCHED_DUALPIPE,
+                                           : v == 1 || (pc->dp_tail && (mp_schedule_is_v(s) ||
+                                                                        s == MP_SCHED_DUALPIPE))),
                 .out = out};
     st = engine_setup(&e, err);
     if (st == MP_OK)

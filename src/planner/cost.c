@@ -1059,11 +1059,23 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
  * first F) and lead (rank 0's end less the rank's: negative for a rank that
  * ends later). False when the lists cannot be built (dp_tail_windows' rules
  * stay). */
+#define V_REPLAY_MB 4
 static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double lat, double bw,
                              double *ws, double *we, double *due, double *lead)
 {
     bool dual = pm->sched == MP_SCHED_DUALPIPE;
     int32_t p = (int32_t)(dual ? pm->p / 2 : pm->p), m = (int32_t)(dual ? pm->m / 2 : pm->m);
+    /* the windows sit in the warm-up (first forwards) and the cooldown (the
+     * last Ws, the ranks' ends). DualPipeV's fixed phases repeat one steady
+     * state between them, so its first 2p micro-batches (the least it runs)
+     * give the same windows as any m; ZB-V's order is chosen from three by
+     * their times and its cooldown can differ with m, so up to V_REPLAY_MB
+     * micro-batches a rank are replayed (exact to there; beyond, within the
+     * tolerance tests/sim/test_simulate.c states). Either way an estimate
+     * (search runs thousands) costs O(p^2), not O(p m). */
+    int32_t cap = pm->sched == MP_SCHED_ZBV ? V_REPLAY_MB * p : 2 * p;
+    if (m > cap)
+        m = cap;
     int32_t n = (int32_t)pm->n;
     double *t = malloc(sizeof *t * (size_t)(5 * n));
     double *vw = malloc(sizeof *vw * (size_t)(7 * p)); /* the V ranks' ws, we, due, lead */

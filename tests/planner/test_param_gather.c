@@ -29,6 +29,7 @@
 #include "sim/simulate.h"
 
 #include "nemo_fixture.h"
+#include "../sim/sim_dp.h"
 
 /* LLaMA 3.1 405B on 128 B200s as the 25.11 MXFP8 row: t4 p8 v8 cp2 d2, GBS 64 */
 static mp_config llama405_b200(int64_t vpp)
@@ -207,32 +208,7 @@ static void test_opt_step_by_hand(void **state)
  * remaining gather at the step's start and slows the optimizer by the part
  * it overlapped, exposes the same DP time within 5 % (the tolerance of
  * tests/sim/test_simulate.c's DP grids); the flag changes the exposure
- * (chunk 0 waits for its whole gather, not its first bucket). */
-static double sim_dp(const mp_config *c, const mp_pipeline_cost *pc)
-{
-    int32_t p = (int32_t)c->parallel.pp, v = (int32_t)c->parallel.vpp;
-    int32_t m = (int32_t)mp_config_microbatches(c);
-    mp_sim_options opt = {0};
-    mp_sim_result with, without;
-    mp_error err;
-    assert_int_equal(mp_simulate_cost(c->parallel.schedule, p, v, m, pc, true, &opt, &with, &err),
-                     MP_OK);
-    mp_pipeline_cost none = *pc;
-    none.dp_time = none.dp_exposed = none.dp_gather = none.dp_gather_exposed = none.dp_tied = 0;
-    none.dp_aligned = false;
-    assert_int_equal(
-        mp_simulate_cost(c->parallel.schedule, p, v, m, &none, true, &opt, &without, &err), MP_OK);
-    double x = with.makespan - without.makespan;
-    /* the breakdown still adds up, the optimizer's slowdown counted as DP */
-    double parts = with.exposed.compute + with.exposed.recompute + with.exposed.tp_comm +
-                   with.exposed.cp_comm + with.exposed.pp_comm + with.exposed.dp_comm +
-                   with.exposed.bubble + with.exposed.optimizer;
-    assert_true(fabs(parts - with.makespan) <= 1e-6 * with.makespan);
-    mp_sim_result_free(&with);
-    mp_sim_result_free(&without);
-    return x;
-}
-
+ * (chunk 0 waits for its whole gather, not its first bucket, begun earlier). */
 static void test_opt_step_estimate_vs_sim(void **state)
 {
     (void)state;
@@ -244,11 +220,11 @@ static void test_opt_step_estimate_vs_sim(void **state)
     mp_pipeline_cost on = build(&c);
     assert_true(on.dp_gather_opt_step && !off.dp_gather_opt_step);
     assert_true(fabs(on.dp_exposed - off.dp_exposed) > 1e-4);
-    double s_on = sim_dp(&c, &on);
+    double s_on = sim_dp_added(&c, &on);
     if (getenv("MP_PRINT_DP")) {
         mp_config c0 = llama405_b200(8);
         printf("DP exposed: flag off est %.4f sim %.4f, on est %.4f sim %.4f (optimizer %.4f s)\n",
-               off.dp_exposed, sim_dp(&c0, &off), on.dp_exposed, s_on, on.optimizer);
+               off.dp_exposed, sim_dp_added(&c0, &off), on.dp_exposed, s_on, on.optimizer);
     }
     if (fabs(s_on - on.dp_exposed) > 0.05 * on.dp_exposed)
         fail_msg("flag on: simulated DP %.4f s, estimate %.4f s", s_on, on.dp_exposed);

@@ -1046,7 +1046,9 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
 /* ZB-V, DualPipeV and DualPipe from their own order (docs/cost-model.md
  * §5): the lists the simulator runs (ZB-V's built from these stage times, as
  * sim/plan_order.c builds them; DualPipeV's fixed) replayed under the stage
- * times and transfers (mp_schedule_v_replay), which places every op, so no
+ * times and transfers (mp_schedule_v_times: what mp_schedule_v_replay gives
+ * for those lists, from the order alone and kept per thread), which places
+ * every op, so no
  * rule about which Ws a rank defers is needed: a rank with no wait before
  * its last Bs (rank p-1 of pp 2 holds four Ws at its end) ends after rank 0,
  * and DualPipeV's chunk-1 W is where its phases put it. DualPipe's order is
@@ -1079,9 +1081,8 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
     int32_t n = (int32_t)pm->n;
     double *t = malloc(sizeof *t * (size_t)(5 * n));
     double *vw = malloc(sizeof *vw * (size_t)(7 * p)); /* the V ranks' ws, we, due, lead */
-    mp_op_list *l = calloc((size_t)p, sizeof *l);
-    double **end = calloc((size_t)p, sizeof *end);
-    bool ok = t && vw && l && end && pm->v == 2 && n == 2 * p && p > 0;
+    mp_v_rank_times *rt = malloc(sizeof *rt * (size_t)(p > 0 ? p : 1));
+    bool ok = t && vw && rt && pm->v == 2 && n == 2 * p && p > 0;
     mp_error err;
     if (ok) {
         for (int32_t k = 0; k < n; k++) {
@@ -1093,34 +1094,21 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
             t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
         }
         mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n};
-        ok = mp_schedule_build_all_timed(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, 2, m,
-                                         pm->sched == MP_SCHED_ZBV ? &ot : NULL, l, &err) == MP_OK;
-        for (int32_t r = 0; ok && r < p; r++)
-            ok = (end[r] = malloc(sizeof **end * (size_t)(l[r].n > 0 ? l[r].n : 1))) != NULL;
-        ok = ok && mp_schedule_v_replay(p, m, &ot, l, end, &err) == MP_OK;
+        ok = mp_schedule_v_times(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt, &err) ==
+             MP_OK;
     }
     double e0 = 0.0;
     for (int32_t r = 0; ok && r < p; r++) {
-        double er = 0.0;
-        for (int32_t i = 0; i < l[r].n; i++)
-            er = fmax(er, end[r][i]);
+        double er = rt[r].end;
         e0 = r == 0 ? er : e0;
         vw[6 * p + r] = e0 - er;
-        bool seen_w[2] = {false, false}, seen_f[2] = {false, false};
-        for (int32_t i = l[r].n - 1; i >= 0; i--) {
-            const mp_op *op = &l[r].ops[i];
-            int32_t ch = op->chunk, k = ch == 0 ? r : n - 1 - r; /* the V's stage */
-            if (op->kind == MP_OP_W && !seen_w[ch]) {
-                seen_w[ch] = true;
-                vw[2 * p + r * 2 + ch] = er - end[r][i];
-                vw[r * 2 + ch] = er - end[r][i] + t[2 * n + k];
-            }
-            if (op->kind == MP_OP_F && op->microbatch == 0 && !seen_f[ch]) {
-                seen_f[ch] = true;
-                vw[4 * p + r * 2 + ch] = end[r][i] - t[k];
-            }
+        for (int32_t ch = 0; ch < 2; ch++) {
+            int32_t k = ch == 0 ? r : n - 1 - r; /* the V's stage */
+            ok = ok && rt[r].w_end[ch] >= 0.0 && rt[r].f0_end[ch] >= 0.0;
+            vw[2 * p + r * 2 + ch] = er - rt[r].w_end[ch];
+            vw[r * 2 + ch] = er - rt[r].w_end[ch] + t[2 * n + k];
+            vw[4 * p + r * 2 + ch] = rt[r].f0_end[ch] - t[k];
         }
-        ok = seen_w[0] && seen_w[1] && seen_f[0] && seen_f[1];
     }
     for (int64_t r = 0; ok && r < pm->p; r++) {
         int64_t h = dual && r >= p ? pm->p - 1 - r : r, flip = dual && r >= p;
@@ -1132,14 +1120,9 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
         }
         lead[r] = vw[6 * p + h];
     }
-    for (int32_t r = 0; l && r < p; r++) {
-        mp_op_list_free(&l[r]);
-        free(end ? end[r] : NULL);
-    }
     free(t);
     free(vw);
-    free(l);
-    free(end);
+    free(rt);
     return ok;
 }
 

@@ -41,24 +41,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/heap.h"
-
 typedef struct vorder {
     int32_t p, m, S;          /* S = 2p virtual stages */
     const mp_op_times *t;
+    double *tab;              /* per stage (5 x S): F, B, W, activations, link (fill_tab) */
     double *f_end, *b_end;    /* per (stage, micro-batch): end time, -1 = not placed */
     int32_t *next_f, *next_b; /* per stage: its next micro-batch */
     int32_t *wq;              /* per rank: FIFO of deferred W, (mb << 1) | chunk */
     int32_t *wq_head, *wq_tail, *live;
     double *held, *cap;       /* per rank: activations stashed, and the most it may */
     double *free_at;          /* per rank: when it can start its next op */
-    double *key;              /* per rank: the time of its live heap entry, INFINITY = none */
-    mp_heap heap;
+    double *key;              /* per rank: when it looks next, INFINITY = when woken
+                                 (leaves p..w-1: INFINITY, padding) */
+    int32_t *win, w;          /* tournament tree over key (w leaves, a power of two):
+                                 win[i] the rank of node i's least key, win[1] the root */
     mp_op_list *out;
     bool b_first;             /* a ready B before a ready F (a second policy to try) */
     bool per_chunk;           /* the fallback: at most p micro-batches of each chunk */
     int32_t *live_c;          /* per rank and chunk (2r + c): F placed, W not yet */
-    bool scan;                /* ranks found by a scan of key[] instead of the heap */
     double makespan;          /* the latest op end so far */
     mp_v_rank_times *rt;      /* may be NULL: per rank, as replay() records them */
 } vorder;
@@ -77,22 +77,34 @@ static int32_t rank_of(const vorder *z, int32_t k)
  * is 2p chunks exactly as in the unit-time order). */
 static double act(const vorder *z, int32_t k)
 {
-    return z->t && z->t->act ? z->t->act[k] : 1.0;
+    return z->tab[3 * z->S + k];
 }
 
 static double dur(const vorder *z, mp_op_kind kind, int32_t k)
 {
-    if (!z->t)
-        return 1.0;
-    return kind == MP_OP_F ? z->t->f[k] : kind == MP_OP_B ? z->t->b[k] : z->t->w[k];
+    return z->tab[(kind == MP_OP_F ? 0 : kind == MP_OP_B ? z->S : 2 * z->S) + k];
 }
 
 /* The transfer between stages k and k+1; nothing at the V's turn (one rank). */
 static double link_time(const vorder *z, int32_t k)
 {
-    if (!z->t || !z->t->link || k == z->p - 1)
-        return 0.0;
-    return z->t->link[k];
+    return z->tab[4 * z->S + k];
+}
+
+/* z->tab (5S doubles at tab) from z->t: without times every op takes 1 and
+ * transfers nothing, without sizes every stage stashes 1. */
+static void fill_tab(vorder *z, double *tab)
+{
+    const mp_op_times *t = z->t;
+    int32_t S = z->S;
+    for (int32_t k = 0; k < S; k++) {
+        tab[k] = t ? t->f[k] : 1.0;
+        tab[S + k] = t ? t->b[k] : 1.0;
+        tab[2 * S + k] = t ? t->w[k] : 1.0;
+        tab[3 * S + k] = t && t->act ? t->act[k] : 1.0;
+        tab[4 * S + k] = !t || !t->link || k == z->p - 1 || k == S - 1 ? 0.0 : t->link[k];
+    }
+    z->tab = tab;
 }
 
 static double f_ready(const vorder *z, int32_t k, int32_t i)
@@ -117,30 +129,26 @@ static double b_ready(const vorder *z, int32_t k, int32_t i)
     return e > own ? e : own;
 }
 
-static bool heap_push(vorder *z, double time, int32_t r)
+/* Rank r looks next at `time`: its key, and the tree's path above it (a
+ * node keeps the rank of the lesser key, the lower rank, its left, on a tie:
+ * the rank a min-heap of (time, rank) would give). */
+static void set_key(vorder *z, int32_t r, double time)
 {
-    if (z->scan) { /* the key is the queue */
-        z->key[r] = time;
-        return true;
-    }
-    mp_heap *h = &z->heap;
-    if (h->n == h->cap) { /* stale entries stay until popped: grow */
-        mp_heap_item *items = realloc(h->items, (size_t)h->cap * 2 * sizeof *items);
-        if (!items)
-            return false;
-        h->items = items;
-        h->cap *= 2;
-    }
     z->key[r] = time;
-    return mp_heap_push(h, time, r);
+    for (int32_t i = (z->w + r) >> 1; i >= 1; i >>= 1) {
+        int32_t a = z->win[2 * i], b = z->win[2 * i + 1];
+        z->win[i] = z->key[b] < z->key[a] ? b : a;
+    }
 }
 
-/* Rank q can run an op from `at` on: bring its heap entry forward. */
+/* Rank q can run an op from `at` on: bring its key forward. */
 static bool wake(vorder *z, int32_t q, double at)
 {
     if (at < z->free_at[q])
         at = z->free_at[q];
-    return at < z->key[q] ? heap_push(z, at, q) : true;
+    if (at < z->key[q])
+        set_key(z, q, at);
+    return true;
 }
 
 static void emit(vorder *z, int32_t r, mp_op_kind kind, int32_t mb, int32_t chunk)
@@ -264,58 +272,22 @@ static double step(vorder *z, int32_t r, double now)
     return soonest;
 }
 
-/* The next rank to step: the earliest key, the lower rank on a tie, as the
- * heap gives it (a stale heap entry, superseded by an earlier wake, is
- * skipped); false when every rank waits for nothing. With few ranks a scan
- * of the keys is cheaper than the heap and picks the same ranks. */
-static bool next_rank(vorder *z, mp_heap_item *it)
-{
-    if (z->scan) {
-        /* the least key (four independent minima, keys are never NaN),
-         * then the first rank that holds it */
-        double m4[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
-        int32_t r = 0;
-        for (; r + 4 <= z->p; r += 4)
-            for (int j = 0; j < 4; j++)
-                m4[j] = z->key[r + j] < m4[j] ? z->key[r + j] : m4[j];
-        for (; r < z->p; r++)
-            m4[0] = z->key[r] < m4[0] ? z->key[r] : m4[0];
-        double t = fmin(fmin(m4[0], m4[1]), fmin(m4[2], m4[3]));
-        if (t == INFINITY)
-            return false;
-        for (r = 0; z->key[r] != t; r++)
-            ;
-        *it = (mp_heap_item){.time = t, .id = r};
-        return true;
-    }
-    while (mp_heap_pop(&z->heap, it))
-        if (it->time == z->key[it->id])
-            return true;
-    return false;
-}
-
-enum { SCAN_RANKS = 32 }; /* up to this many ranks, next_rank scans */
-
 static mp_status run(vorder *z, mp_error *err)
 {
     int64_t left = (int64_t)z->S * z->m * 3;
     for (int32_t r = 0; r < z->p; r++)
-        if (!heap_push(z, 0.0, r))
-            return MP_ENOMEM;
-    mp_heap_item it;
-    while (left > 0 && next_rank(z, &it)) {
-        int32_t r = it.id;
-        double next = step(z, r, it.time);
+        set_key(z, r, 0.0);
+    /* the rank with the earliest key, the lower rank on a tie, steps */
+    while (left > 0 && z->key[z->win[1]] < INFINITY) {
+        int32_t r = z->win[1];
+        double next = step(z, r, z->key[r]);
         if (next == -2)
             return MP_ENOMEM;
         if (next == -1) {
             left--;
             next = z->free_at[r];
         }
-        if (next == INFINITY)
-            z->key[r] = INFINITY; /* a neighbour's op wakes it */
-        else if (!heap_push(z, next, r))
-            return MP_ENOMEM;
+        set_key(z, r, next); /* INFINITY: a neighbour's op wakes it */
     }
     if (left > 0)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
@@ -330,24 +302,33 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first,
-                .per_chunk = per_chunk, .scan = p <= SCAN_RANKS, .rt = rt};
+                .per_chunk = per_chunk, .rt = rt, .w = 1};
+    while (z.w < p)
+        z.w *= 2;
     for (int32_t r = 0; rt && r < p; r++)
         rt[r] = (mp_v_rank_times){-1.0, {-1.0, -1.0}, {-1.0, -1.0}};
-    double *d = malloc((2 * sm + (size_t)4 * p) * sizeof *d);
-    int32_t *n = calloc(sm + (size_t)9 * p, sizeof *n);
+    double *d = malloc((2 * sm + (size_t)13 * p + (size_t)z.w) * sizeof *d);
+    int32_t *n = calloc(sm + (size_t)9 * p + (size_t)2 * z.w, sizeof *n);
     mp_status st = MP_ENOMEM;
-    if (d && n && mp_heap_init(&z.heap, 2 * p)) {
+    if (d && n) {
         z.f_end = d;
         z.b_end = d + sm;
         z.free_at = d + 2 * sm;
-        z.key = z.free_at + p;
+        z.held = z.free_at + p;
+        z.cap = z.held + p;
+        z.key = z.cap + p;
+        fill_tab(&z, z.key + z.w);
         for (size_t i = 0; i < 2 * sm; i++)
             d[i] = -1;
-        z.held = z.key + p;
-        z.cap = z.held + p;
+        z.win = n + sm + (size_t)9 * p;
+        for (int32_t i = 0; i < z.w; i++) { /* every key INFINITY: any winner */
+            z.key[i] = INFINITY;
+            z.win[z.w + i] = i;
+        }
+        for (int32_t i = z.w - 1; i >= 1; i--)
+            z.win[i] = z.win[2 * i];
         for (int32_t r = 0; r < p; r++) {
             z.free_at[r] = z.held[r] = 0;
-            z.key[r] = INFINITY;
             /* the closed form's 2p chunks at the mean of the rank's two; a
              * hair over it, so that rounding cannot refuse the last one */
             z.cap[r] = p * (act(&z, r) + act(&z, 2 * p - 1 - r)) * (1 + 1e-12);
@@ -365,7 +346,6 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
         rt[r].end = z.free_at[r];
     if (makespan)
         *makespan = z.makespan;
-    mp_heap_free(&z.heap);
     free(d);
     free(n);
     if (st == MP_ENOMEM)
@@ -387,6 +367,7 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .f_end = d, .b_end = d + sm};
     double *free_at = d + 2 * sm, *held = free_at + p, makespan = 0;
+    fill_tab(&z, held + p);
     int32_t *pos = n, *stack = n + p, *queued = n + 2 * p, top = 0;
     for (size_t i = 0; i < 2 * sm; i++)
         d[i] = -1;
@@ -643,7 +624,7 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
     size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
     mp_op_list *cand = calloc((size_t)4 * p, sizeof *cand);
     mp_op *ops = malloc((size_t)4 * p * per * sizeof *ops);
-    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
     mp_v_rank_times *crt = rt ? malloc((size_t)4 * p * sizeof *crt) : NULL;
     order_entry own = {0};
@@ -751,7 +732,7 @@ mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const
                                double *const *end, mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
-    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
     if (!d || !n) {
         free(d);
@@ -778,7 +759,7 @@ static mp_status v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_t
         return zbv_choose(p, m, t, NULL, rt, NULL, err);
     size_t sm = (size_t)2 * p * m;
     mp_op_list *l = calloc((size_t)p, sizeof *l);
-    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
     order_entry own = {0};
     bool owned = false;

@@ -36,10 +36,11 @@
 #include "sim/schedule_vorder.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/thread_block.h"
 
 typedef struct vorder {
     int32_t p, m, S;          /* S = 2p virtual stages */
@@ -452,7 +453,7 @@ static void clear_lists(mp_op_list *l, int32_t p)
  * 6m ops at ops + 6m r): the planner times them for every candidate it
  * costs, and search costs many candidates of the same (p, m). Kept per
  * thread in a direct-mapped table (allocated by the first call on each
- * thread, freed at its exit, as planner/pipeline.c keeps its walks); an
+ * thread, freed at its exit: core/thread_block.h); an
  * entry is immutable once built, a colliding key replaces it. Orders of
  * more than ORDER_MAX_OPS ops are not kept (so the table holds at most
  * ORDER_SETS x 384 KiB). */
@@ -478,9 +479,6 @@ typedef struct order_cache {
     times_entry te[TIMES_SETS];
 } order_cache;
 
-static pthread_key_t order_key;
-static bool order_key_made;
-
 static void order_cache_free(void *v)
 {
     order_cache *c = v;
@@ -495,26 +493,11 @@ static void order_cache_free(void *v)
     free(c);
 }
 
-static void make_order_key(void)
-{
-    order_key_made = pthread_key_create(&order_key, order_cache_free) == 0;
-}
+static mp_thread_block order_block = MP_THREAD_BLOCK(order_cache_free);
 
 static order_cache *order_cache_of_thread(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_order_key);
-    if (!order_key_made)
-        return NULL;
-    order_cache *c = pthread_getspecific(order_key);
-    if (!c) {
-        c = calloc(1, sizeof *c);
-        if (c && pthread_setspecific(order_key, c) != 0) {
-            free(c);
-            c = NULL;
-        }
-    }
-    return c;
+    return mp_thread_block_get(&order_block, sizeof(order_cache));
 }
 
 /* Builds the time-free order of (s, p, m) into e (ops and n allocated):

@@ -368,7 +368,7 @@ static void test_zbv_order_grid(void **state)
  * it stands for, built (mp_schedule_build_all_timed, transfers included) and
  * replayed (mp_schedule_v_replay), bit for bit: each rank's end (its latest
  * op), each chunk's last W and first forward. ZB-V and DualPipeV, the grid's
- * stage patterns, pp 2-12 and 40 (the greedy's heap, past SCAN_RANKS),
+ * stage patterns, pp 2-12 and 40 (a rank tree with empty leaves),
  * m = p to 4p + 3; asked again (the thread's kept answer), without the kept
  * answers, and with the stall hook (the fallback order: a kept answer of the
  * greedy's must not stand for it). */
@@ -436,7 +436,7 @@ static void test_v_times_match_replay(void **state)
             for (int pat = 0; pat < GRID_PATTERNS; pat++)
                 for (int link = 0; link <= 1; link++) {
                     if (p == 40 && (j > 1 || pat % 3))
-                        continue; /* the heap's runs: a few */
+                        continue; /* pp 40: a few */
                     check_v_times(MP_SCHED_ZBV, p, ms[j], pat, link);
                     if (ms[j] >= 2 * p)
                         check_v_times(MP_SCHED_DUALPIPEV, p, ms[j], pat, link);

@@ -78,6 +78,9 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
         mp_buf_puts(b, "            p2p_overlap=on  (Megatron's --overlap-p2p-communication)\n");
     if (p->param_gather_sync && p->dist_opt && p->dp_overlap)
         mp_buf_puts(b, "            param_gather_overlap=off  (the all-gather after the optimizer step)\n");
+    if (p->overlap_param_gather_with_optimizer_step)
+        mp_buf_puts(b, "            param_gather_with_optimizer=on  (chunk 0's all-gather under the "
+                       "optimizer step)\n");
     if (mp_model_is_moe(&c->model))
         mp_buf_printf(b, "  experts   ep=%lld etp=%lld edp=%lld  dispatcher=%s  (%.4g B active "
                          "parameters; dispatch and combine are in the TP/SP line)\n",

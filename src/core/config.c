@@ -185,6 +185,7 @@ static const mp_field parallel_fields[] = {
     P_BOOL(p2p_overlap),
     P_BOOL(nccl_ub),
     P_BOOL(param_gather_sync),
+    P_BOOL(overlap_param_gather_with_optimizer_step),
     {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
      .name_of = schedule_name_i, .n_names = MP_SCHED_COUNT},
     P_INT(ep, 0, MAX_DEGREE),
@@ -489,6 +490,22 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                                   "(Megatron --tp-comm-overlap)");
     if (p->schedule == MP_SCHED_ZBH1 && p->vpp > 1)
         return FAIL("schedule", "zb-h1 has one chunk per rank (vpp must be 1)");
+    /* Megatron's own checks (megatron/training/arguments.py), in its order */
+    if (p->overlap_param_gather_with_optimizer_step) {
+        const char *why = NULL;
+        if (t->stack != MP_STACK_MEGATRON_LM)
+            why = "is a Megatron-LM (Megatron-Core) option: training.stack must be megatron-lm";
+        else if (!p->dist_opt || p->zero >= 2)
+            why = "needs the distributed optimizer (dist_opt, zero <= 1)";
+        else if (!p->dp_overlap || p->param_gather_sync)
+            why = "needs the overlapped parameter gather (dp_overlap on, param_gather_sync off: "
+                  "Megatron's --overlap-param-gather)";
+        else if (p->schedule != MP_SCHED_INTERLEAVED || p->vpp < 2 || p->pp < 2)
+            why = "needs the interleaved pipeline schedule (pp > 1, vpp > 1)";
+        if (why)
+            return FAIL("overlap_param_gather_with_optimizer_step",
+                        "--overlap-param-gather-with-optimizer-step %s", why);
+    }
 
     if (t->precision == MP_DTYPE_TF32)
         return FAIL("precision", "training precision must be bf16, fp16, fp32 or fp8 (got %s)",

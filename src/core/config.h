@@ -248,6 +248,16 @@ typedef struct mp_parallel {
      * dp_overlap and dist_opt; ignored by ZeRO-2/3. Beside dist_opt: in
      * its padding. */
     bool param_gather_sync;
+    /* Megatron --overlap-param-gather-with-optimizer-step: the optimizer
+     * steps the first model chunk's shard first and launches that chunk's
+     * parameter all-gather at once, under the other chunks' step
+     * (megatron/core/optimizer/optimizer.py ChainedOptimizer._step); the
+     * buffers are not bucketed (training/models/dist_utils.py), so the
+     * chunk's first forward waits for all of it. Megatron's constraints
+     * (training/arguments.py): the distributed optimizer, the overlapped
+     * parameter gather, the interleaved schedule (mp_config_check). In
+     * dist_opt's padding. */
+    bool overlap_param_gather_with_optimizer_step;
     mp_zero_runtime zero_runtime; /* who runs zero >= 2 (below; in dist_opt's padding) */
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the

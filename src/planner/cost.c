@@ -16,6 +16,7 @@
 #include "planner/cost_internal.h"
 #include "planner/cost_memo.h"
 #include "planner/pipeline_internal.h"
+#include "sim/schedule_vorder.h"
 
 
 /* What an item costs, split the way the estimate reports time. */
@@ -617,6 +618,7 @@ typedef struct pipe_model {
     bool dp_aligned, dp_tail;
     double dp_gather, dp_gather_exposed, dp_bucket, dp_sm_r, dp_sm_a;
     double dp_gather_sync;  /* param_gather_sync's all-gather, exposed whole */
+    bool dp_gather_opt;     /* overlap_param_gather_with_optimizer_step in effect */
     double params_rank_max;
     double tied_copy;       /* the head's copy of tied word embeddings (p > 1), per GPU */
     double expert_rank_max; /* routed-expert parameters of that rank */
@@ -755,7 +757,8 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
 
 /* DualPipe: ranks r and p-1-r hold the two copies of the same stages; after
  * the flush each pair sums the copies' gradients (an all-reduce of one copy,
- * half the rank's parameters, between the two), before the DP reduction. */
+ * half the rank's parameters, between the two); under DP overlap on the
+ * split-backward path (tail_chunks) after each copy's DP reduction. */
 static double mirror_sum(const mp_config *c, const pipe_model *pm, double grad_bytes)
 {
     if (pm->sched != MP_SCHED_DUALPIPE || pm->p < 2)
@@ -791,14 +794,18 @@ static bool aligned_chunks(const mp_config *c, const pipe_model *pm)
 /* The schedules that split the backward, as Megatron-Core's DDP would run
  * them with --overlap-grad-reduce and --overlap-param-gather: each chunk's
  * reduction follows its last weight-gradient op (mp_dp_tail_reduce_exposed),
- * the gathers start with the step (mp_dp_gather_due_exposed). DualPipe, whose
- * two copies of a stage sum their gradients after the flush (mirror_sum),
- * keeps the one-window rule. */
+ * the gathers start with the step (mp_dp_gather_due_exposed). DualPipe too:
+ * each rank reduces its own copies of its two stages as their last Ws run
+ * (one per direction, at different times: v_replay_windows) and the pair
+ * r, p-1-r sums the reduced copies after the flush (mirror_sum; the sum is
+ * linear, so the order does not change the gradient). */
 static bool tail_chunks(const mp_config *c, const pipe_model *pm)
 {
     return c->training.stack == MP_STACK_MEGATRON_LM && pm->p > 1 &&
            (pm->sched == MP_SCHED_ZBH1 ||
-            ((pm->sched == MP_SCHED_ZBV || pm->sched == MP_SCHED_DUALPIPEV) && pm->v == 2));
+            ((pm->sched == MP_SCHED_ZBV || pm->sched == MP_SCHED_DUALPIPEV ||
+              pm->sched == MP_SCHED_DUALPIPE) &&
+             pm->v == 2));
 }
 
 /* Parameters of chunk ch of pipeline rank r that its DP buffers hold (the
@@ -875,7 +882,8 @@ double mp_dp_aligned_reduce_exposed(int64_t p, int64_t v, const double *bwd, con
  * gathers of chunks 0..j. The pipeline is late by the latest rank's wait:
  * each rank's warm-up is on the critical path. */
 double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
-                                  const double *bucket_frac, double ag, double sm_a)
+                                  const double *bucket_frac, const double *ahead, double ag,
+                                  double sm_a)
 {
     double *due = malloc(sizeof *due * (size_t)(p * v));
     if (!due)
@@ -891,7 +899,7 @@ double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const
             due[r * v + c] = a_r + ahead;
         }
     }
-    double x = mp_dp_gather_due_exposed(p, v, fwd, share, bucket_frac, due, ag, sm_a);
+    double x = mp_dp_gather_due_exposed(p, v, fwd, share, bucket_frac, due, ahead, ag, sm_a);
     free(due);
     return x;
 }
@@ -901,28 +909,31 @@ double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const
  * j*p forwards after chunk 0's; the V schedules: when micro-batch 0 has
  * come down the V to that stage, mp_dp_v_gather_due). */
 double mp_dp_gather_due_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
-                                const double *bucket_frac, const double *due, double ag,
-                                double sm_a)
+                                const double *bucket_frac, const double *due, const double *ahead,
+                                double ag, double sm_a)
 {
-    double worst = 0.0;
+    double worst = 0.0, opt_slow = 0.0;
     for (int64_t r = 0; r < p; r++) {
         double a_r = due[r * v];
         double total = 0.0;
         for (int64_t c = 0; c < v; c++)
             total += ag * share[r * v + c];
-        double f0 = fwd[r * v], g0 = ag * share[r * v];
-        double s = fmax(a_r, bucket_frac[r] * g0);
-        double late = fmax(s + f0 + sm_a * fmax(total - s, 0.0),
-                           g0 + sm_a * fmax(total - g0, 0.0)) -
+        /* chunk 0's gather ends at e0 (ahead: begun under the optimizer
+         * step), the others follow it from the step's start to G */
+        double f0 = fwd[r * v], g0 = ag * share[r * v], h = ahead ? ahead[r] : 0.0;
+        double e0 = g0 - h, G = fmax(e0, 0.0) + total - g0;
+        double s = fmax(a_r, bucket_frac[r] * g0 - h);
+        double late = fmax(s + f0 + sm_a * fmax(G - s, 0.0), e0 + sm_a * fmax(G - e0, 0.0)) -
                       (a_r + f0);
-        double gathered = g0;
+        double gathered = fmax(e0, 0.0);
         for (int64_t c = 1; c < v; c++) {
             gathered += ag * share[r * v + c];
             late = fmax(late, gathered - due[r * v + c]);
         }
         worst = fmax(worst, late);
+        opt_slow = fmax(opt_slow, sm_a * fmin(h, g0));
     }
-    return worst;
+    return worst + opt_slow;
 }
 
 /* The reductions under the schedules that split the backward (ZB-H1, ZB-V,
@@ -941,7 +952,7 @@ double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
                                  const double *win_end, const double *lead, const double *share,
                                  const double *bucket_frac, double red, double sm_r)
 {
-    double worst = 0.0;
+    double worst = 0.0, last = 0.0;
     for (int64_t r = 0; r < p; r++) {
         int64_t order[8];
         int64_t n = v < 8 ? v : 8;
@@ -964,8 +975,9 @@ double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
         }
         double end = sm_r * overlapped; /* the compute slowed under them */
         worst = fmax(worst, fmax(end, dp_free) - (lead ? lead[r] : 0.0));
+        last = fmax(last, -(lead ? lead[r] : 0.0));
     }
-    return worst;
+    return worst - last; /* past the pipeline's end, the latest rank's */
 }
 
 /* The chunks' forward, backward and DP share (of the most loaded rank's
@@ -1030,7 +1042,10 @@ static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fw
  *   older W still deferred (rank 1 of pp 2) is the scheduler's choice and not
  *   counted (tests/sim/test_simulate.c, test_split_dp_matches_estimate).
  * First forwards: micro-batch 0 reaches stage k after the forwards of stages
- * 0..k-1; rank r's chunk 0 is stage r, its chunk 1 stage 2p-1-r. */
+ * 0..k-1; rank r's chunk 0 is stage r, its chunk 1 stage 2p-1-r.
+ * For ZB-V and DualPipeV these rules are the fallback: v_replay_windows
+ * places the ops from the lists themselves (it found rank 1 of pp 2 holding
+ * four Ws after its last B, and DualPipeV's chunk-1 W earlier than the bound). */
 static void dp_tail_windows(const pipe_model *pm, double bucket, double x, double *ws, double *we,
                             double *bf, double *due, double *lead)
 {
@@ -1145,6 +1160,89 @@ static double emb_group_sync(const mp_config *c, const pipe_model *pm, double gr
     return mp_coll_time(&c->hw, &g, MP_COLL_ALLREDUCE, copy * grad_bytes);
 }
 
+/* ZB-V, DualPipeV and DualPipe from their own order (docs/cost-model.md
+ * §5): the lists the simulator runs (ZB-V's built from these stage times, as
+ * sim/plan_order.c builds them; DualPipeV's fixed) replayed under the stage
+ * times and transfers (mp_schedule_v_times: what mp_schedule_v_replay gives
+ * for those lists, from the order alone and kept per thread), which places
+ * every op, so no
+ * rule about which Ws a rank defers is needed: a rank with no wait before
+ * its last Bs (rank p-1 of pp 2 holds four Ws at its end) ends after rank 0,
+ * and DualPipeV's chunk-1 W is where its phases put it. DualPipe's order is
+ * DualPipeV's on p/2 ranks with m/2 micro-batches, relabelled
+ * (sim/schedule_dualpipe.c): rank r runs DualPipeV rank h = min(r, p-1-r)'s
+ * order on the same stages (its direction c is the V's chunk c, flipped on
+ * the second half of the ranks), so its windows are that rank's, the middle
+ * ranks' hand-over, a real transfer there, taken as the V's local turn.
+ * Overwrites ws, we (from the chunk's last W on the rank), due (the chunk's
+ * first F) and lead (rank 0's end less the rank's: negative for a rank that
+ * ends later). False when the lists cannot be built (dp_tail_windows' rules
+ * stay). */
+#define V_REPLAY_MB 4
+static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double lat, double bw,
+                             double *ws, double *we, double *due, double *lead)
+{
+    bool dual = pm->sched == MP_SCHED_DUALPIPE;
+    int32_t p = (int32_t)(dual ? pm->p / 2 : pm->p), m = (int32_t)(dual ? pm->m / 2 : pm->m);
+    /* the windows sit in the warm-up (first forwards) and the cooldown (the
+     * last Ws, the ranks' ends). DualPipeV's fixed phases repeat one steady
+     * state between them, so its first 2p micro-batches (the least it runs)
+     * give the same windows as any m; ZB-V's order is chosen from three by
+     * their times and its cooldown can differ with m, so up to V_REPLAY_MB
+     * micro-batches a rank are replayed (exact to there; beyond, within the
+     * tolerance tests/sim/test_simulate.c states). Either way an estimate
+     * (search runs thousands) costs O(p^2), not O(p m). */
+    int32_t cap = pm->sched == MP_SCHED_ZBV ? V_REPLAY_MB * p : 2 * p;
+    if (m > cap)
+        m = cap;
+    int32_t n = (int32_t)pm->n;
+    double *t = malloc(sizeof *t * (size_t)(5 * n));
+    double *vw = malloc(sizeof *vw * (size_t)(7 * p)); /* the V ranks' ws, we, due, lead */
+    mp_v_rank_times *rt = malloc(sizeof *rt * (size_t)(p > 0 ? p : 1));
+    bool ok = t && vw && rt && pm->v == 2 && n == 2 * p && p > 0;
+    mp_error err;
+    if (ok) {
+        for (int32_t k = 0; k < n; k++) {
+            const stage_sum *ss = &pm->st[k];
+            t[k] = ss->fwd;
+            t[n + k] = ss->bwd - ss->wgrad;
+            t[2 * n + k] = ss->wgrad;
+            t[3 * n + k] = lat + (bw > 0.0 && k < n - 1 ? ss->send_bytes / bw : 0.0);
+            t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
+        }
+        mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n};
+        ok = mp_schedule_v_times(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt, &err) ==
+             MP_OK;
+    }
+    double e0 = 0.0;
+    for (int32_t r = 0; ok && r < p; r++) {
+        double er = rt[r].end;
+        e0 = r == 0 ? er : e0;
+        vw[6 * p + r] = e0 - er;
+        for (int32_t ch = 0; ch < 2; ch++) {
+            int32_t k = ch == 0 ? r : n - 1 - r; /* the V's stage */
+            ok = ok && rt[r].w_end[ch] >= 0.0 && rt[r].f0_end[ch] >= 0.0;
+            vw[2 * p + r * 2 + ch] = er - rt[r].w_end[ch];
+            vw[r * 2 + ch] = er - rt[r].w_end[ch] + t[2 * n + k];
+            vw[4 * p + r * 2 + ch] = rt[r].f0_end[ch] - t[k];
+        }
+    }
+    for (int64_t r = 0; ok && r < pm->p; r++) {
+        int64_t h = dual && r >= p ? pm->p - 1 - r : r, flip = dual && r >= p;
+        for (int64_t ch = 0; ch < 2; ch++) {
+            int64_t vc = h * 2 + (ch ^ flip);
+            ws[r * 2 + ch] = vw[vc];
+            we[r * 2 + ch] = vw[2 * p + vc];
+            due[r * 2 + ch] = vw[4 * p + vc];
+        }
+        lead[r] = vw[6 * p + h];
+    }
+    free(t);
+    free(vw);
+    free(rt);
+    return ok;
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
                             mp_cost_memo *memo, const model_facts *mf, pipe_model *pm,
                             mp_error *err)
@@ -1165,6 +1263,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     pm->dp_aligned = pm->dp_tail = false;
     pm->dp_gather = pm->dp_gather_exposed = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
     pm->dp_gather_sync = 0.0;
+    pm->dp_gather_opt = false;
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
@@ -1357,6 +1456,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             p2p_link(c, &lat, &bw);
             double x = lat + (bw > 0.0 ? pm->p2p_bytes / bw : 0.0);
             dp_tail_windows(pm, bucket, x, ws, we, bf, due, lead);
+            if (pm->v == 2 && !v_replay_windows(c, pm, lat, bw, ws, we, due, lead))
+                dp_tail_windows(pm, bucket, x, ws, we, bf, due, lead);
         }
         if (aligned) {
             exposed_red = mp_dp_aligned_reduce_exposed(pm->p, pm->v, cb, cs, red, sm_r);
@@ -1368,8 +1469,24 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
         }
         if (early) {
-            exposed_ag = tail ? mp_dp_gather_due_exposed(pm->p, pm->v, cf, cs, b0, due, ag, sm_a)
-                              : mp_dp_early_gather_exposed(pm->p, pm->v, cf, cs, b0, ag, sm_a);
+            /* --overlap-param-gather-with-optimizer-step (aligned only,
+             * mp_config_check): chunk 0 unbucketed, its gather begun under
+             * the other chunks' optimizer step, its share of the step first */
+            double *ahead = NULL;
+            if (aligned && pp->overlap_param_gather_with_optimizer_step &&
+                (ahead = malloc(sizeof *ahead * (size_t)pm->p)) != NULL) {
+                for (int64_t r = 0; r < pm->p; r++) {
+                    double all = 0.0;
+                    for (int64_t ch = 0; ch < pm->v; ch++)
+                        all += cs[r * pm->v + ch];
+                    ahead[r] = all > 0.0 ? pm->optimizer * (1.0 - cs[r * pm->v] / all) : 0.0;
+                    b0[r] = 1.0;
+                }
+                pm->dp_gather_opt = true;
+            }
+            exposed_ag = tail ? mp_dp_gather_due_exposed(pm->p, pm->v, cf, cs, b0, due, NULL, ag, sm_a)
+                              : mp_dp_early_gather_exposed(pm->p, pm->v, cf, cs, b0, ahead, ag, sm_a);
+            free(ahead);
             pm->dp_gather = ag;
             pm->dp_gather_exposed = exposed_ag;
         } else {
@@ -1490,6 +1607,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_gather_exposed = pm.dp_gather_exposed;
     out->dp_tied = pm.tied_sync;
     out->dp_gather_sync = pm.dp_gather_sync;
+    out->dp_gather_opt_step = pm.dp_gather_opt;
     out->dp_bucket_bytes = pm.dp_bucket * mp_grad_reduce_bytes(c);
     out->dp_sm_reduce = pm.dp_sm_r;
     out->dp_sm_gather = pm.dp_sm_a;

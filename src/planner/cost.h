@@ -103,7 +103,7 @@ typedef struct mp_pipeline_cost {
      * dp_sm_gather the SM share that overlapped collectives take from compute
      * (mp_overlap_excess). */
     bool dp_aligned;
-    /* the split-backward schedules (ZB-H1, ZB-V, DualPipeV) on Megatron-LM
+    /* the split-backward schedules (ZB-H1, ZB-V, DualPipeV, DualPipe) on Megatron-LM
      * with overlap (cost.c tail_chunks): each chunk's reduction starts with
      * its last weight-gradient op, its last bucket (dp_bucket_bytes) after
      * that op, beside compute at dp_sm_reduce; the gathers as dp_gather says */
@@ -113,6 +113,13 @@ typedef struct mp_pipeline_cost {
      * all-gather, of dp_time and dp_exposed, run whole after the reductions
      * (the simulator queues it after them and the tied sync); 0 otherwise */
     double dp_gather_sync;
+    /* parallel.overlap_param_gather_with_optimizer_step in effect (with
+     * dp_aligned and dp_gather): each rank's chunk-0 gather began under the
+     * previous optimizer step, its last (1 - chunk 0's share of the rank's
+     * grad_bytes) of optimizer seconds, which it slows by dp_sm_gather of
+     * the overlap; that chunk's first forward waits for all of it (not
+     * bucketed) */
+    bool dp_gather_opt_step;
     double optimizer;          /* optimizer step time */
     double other_bytes;        /* per GPU: embedding/logit buffers, comm buffers, runtime reserve */
     /* share of the SMs the MoE dispatcher's kernels hold while they run: under

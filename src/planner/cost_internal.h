@@ -343,16 +343,20 @@ double mp_dp_aligned_reduce_exposed(int64_t p, int64_t v, const double *bwd, con
 /* Seconds the pipeline starts late for the parameter all-gathers when they
  * all start with the step, in chunk order (align_param_gather; one chunk:
  * the first forward's pre-hooks): bucket_frac[r] the part of rank r's chunk
- * 0 in its first bucket; sm_a the SMs' share they take. */
+ * 0 in its first bucket; sm_a the SMs' share they take. ahead (NULL: none):
+ * --overlap-param-gather-with-optimizer-step, rank r's chunk-0 gather began
+ * ahead[r] seconds before the step, under the optimizer step, which it slows
+ * by sm_a of the overlap (the latest rank's slowdown is added). */
 double mp_dp_early_gather_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
-                                  const double *bucket_frac, double ag, double sm_a);
+                                  const double *bucket_frac, const double *ahead, double ag,
+                                  double sm_a);
 /* The same with the chunks' first forwards given: due[r*v + c], when rank
  * r's first forward of chunk c starts without DP (due[r*v] its first). */
 double mp_dp_gather_due_exposed(int64_t p, int64_t v, const double *fwd, const double *share,
-                                const double *bucket_frac, const double *due, double ag,
-                                double sm_a);
+                                const double *bucket_frac, const double *due, const double *ahead,
+                                double ag, double sm_a);
 /* Seconds the reductions add past the pipeline's end under the schedules
- * that split the backward (ZB-H1, ZB-V, DualPipeV): chunk c of rank r
+ * that split the backward (ZB-H1, ZB-V, DualPipeV, DualPipe): chunk c of rank r
  * (index r*v + c, v <= 8) reduced from the start of its last weight-gradient
  * op, win_start[] before the rank's last compute op, its last bucket
  * (bucket_frac[] of it) after that op ends, win_end[] before it; one at a

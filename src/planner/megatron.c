@@ -399,6 +399,8 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     if (p->dp_overlap) mp_buf_puts(out, "--overlap-grad-reduce \\\n");
     if (p->dp_overlap && p->dist_opt && !p->param_gather_sync)
         mp_buf_puts(out, "--overlap-param-gather \\\n");
+    if (p->overlap_param_gather_with_optimizer_step)
+        mp_buf_puts(out, "--overlap-param-gather-with-optimizer-step \\\n");
     if (p->tp_overlap) mp_buf_puts(out, "--tp-comm-overlap \\\n");
     /* Megatron-LM overlaps the interleaved schedule's p2p by default
      * (arguments.py: --no-overlap-p2p-communication, store_false); a plan

@@ -29,12 +29,12 @@
  * micro-batch's F down and B back up, plus its W, is the bound (the second
  * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9). */
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "core/thread_block.h"
 #include "planner/cost.h"
 #include "planner/pipeline_internal.h"
 #include "sim/schedule.h"
@@ -204,29 +204,12 @@ typedef struct walk_cache {
     unsigned char used[WALK_SETS][WALK_WAYS], victim[WALK_SETS];
 } walk_cache;
 
-static pthread_key_t walk_key;
-static bool walk_key_made;
-static void make_walk_key(void)
-{
-    walk_key_made = pthread_key_create(&walk_key, free) == 0;
-}
+static mp_thread_block walk_block = MP_THREAD_BLOCK(free);
 
 /* this thread's table, allocated on its first use; NULL without memory */
 static walk_cache *walk_cache_of_thread(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_walk_key);
-    if (!walk_key_made)
-        return NULL;
-    walk_cache *c = pthread_getspecific(walk_key);
-    if (!c) {
-        c = calloc(1, sizeof *c);
-        if (c && pthread_setspecific(walk_key, c) != 0) {
-            free(c);
-            c = NULL;
-        }
-    }
-    return c;
+    return mp_thread_block_get(&walk_block, sizeof(walk_cache));
 }
 
 double mp_pipeline_stash_peak(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, int64_t r,

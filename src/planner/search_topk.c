@@ -172,6 +172,8 @@ bool mp_search_same_plan(const mp_search_plan *a, const mp_search_plan *b)
         x->dp_overlap != y->dp_overlap || x->tp_overlap != y->tp_overlap ||
         x->p2p_overlap != y->p2p_overlap || x->nccl_ub != y->nccl_ub ||
         x->param_gather_sync != y->param_gather_sync ||
+        x->overlap_param_gather_with_optimizer_step !=
+            y->overlap_param_gather_with_optimizer_step ||
         x->moe_a2a_overlap != y->moe_a2a_overlap ||
         x->shared_expert_overlap != y->shared_expert_overlap ||
         x->dispatch_fp8 != y->dispatch_fp8 || x->schedule != y->schedule ||

@@ -53,6 +53,7 @@ typedef struct engine {
     int32_t p, v, m, n_stages;
     const mp_pipeline_cost *pc;
     bool zb;
+    double opt_slow; /* the optimizer step slowed by the next step's gathers (place_gathers) */
     mp_op_list *lists;
     rank_state *ranks;
     double *arrival;     /* per message key: landing time, -1 = not sent yet */
@@ -540,23 +541,38 @@ static double place_dp_aligned(engine *e, const double *compute_end, double max_
  * (dp_tail) the same, chunk 0's first forward coming before chunk 1's. Chunk 0's first forward starts after its first
  * bucket and ends no earlier than its gather; each later chunk's first
  * forward waits for its gather; compute beside them runs at 1 -
- * dp_sm_gather of its rate (run_compute). */
-static void place_gathers(engine *e)
+ * dp_sm_gather of its rate (run_compute). With dp_gather_opt_step
+ * (--overlap-param-gather-with-optimizer-step) chunk 0's gather, one bucket,
+ * began under the previous optimizer step, the part of it after chunk 0's
+ * share: only what is left of it runs here, and the step's optimizer is
+ * slowed by dp_sm_gather of the overlap (returned: the latest rank's). */
+static double place_gathers(engine *e)
 {
     const mp_pipeline_cost *pc = e->pc;
-    double max_grad = max_rank_grad(e);
+    double max_grad = max_rank_grad(e), opt_slow = 0;
     for (int32_t r = 0; r < e->p; r++) {
-        double t = 0;
+        double t = 0, ahead = 0;
+        if (pc->dp_gather_opt_step) {
+            double all = 0;
+            for (int32_t c = 0; c < e->v; c++)
+                all += stage_of(e, r, c)->grad_bytes;
+            ahead = all > 0 ? pc->optimizer * (1 - stage_of(e, r, 0)->grad_bytes / all) : 0;
+        }
         for (int32_t c = 0; c < e->v; c++) {
             int32_t k = stage_index(e, r, c);
             double gb = stage_of(e, r, c)->grad_bytes;
             double g = max_grad > 0 ? pc->dp_gather * gb / max_grad : pc->dp_gather / e->v;
+            if (c == 0 && ahead > 0) {
+                double slow = pc->dp_sm_gather * (ahead < g ? ahead : g);
+                opt_slow = slow > opt_slow ? slow : opt_slow;
+                g = g > ahead ? g - ahead : 0; /* what is left at the step's start */
+            }
             if (g > 0)
                 add_event(e, t, t + g, r, MP_STREAM_DP, MP_EV_DP_COMM, -1, c);
             t += g;
             e->gather_end[k] = t;
             e->params_ready[k] = t;
-            if (c == 0) {
+            if (c == 0 && !pc->dp_gather_opt_step) {
                 double b0 = gb > 0 ? pc->dp_bucket_bytes / gb : 1.0;
                 if (b0 > 1)
                     b0 = 1;
@@ -565,6 +581,7 @@ static void place_gathers(engine *e)
         }
         e->ranks[r].gather_free = t;
     }
+    return opt_slow;
 }
 
 /* The split-backward schedules on Megatron-LM with overlap (pc->dp_tail;
@@ -800,7 +817,7 @@ static mp_status engine_setup(engine *e, mp_error *err)
     if (st != MP_OK)
         return st;
     if (e->gathers)
-        place_gathers(e);
+        e->opt_slow = place_gathers(e);
     for (int32_t r = 0; r < p; r++) {
         rank_state *rs = &e->ranks[r];
         rs->waiting = -1;
@@ -903,7 +920,8 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     const rank_state *cr = &e->ranks[crit];
     out->ranks = p;
     out->pipeline_makespan = pm;
-    out->makespan = grads_ready + opt;
+    /* the next step's chunk-0 gathers slow this step's optimizer (DP) */
+    out->makespan = grads_ready + opt + e->opt_slow;
     out->critical_rank = crit;
     out->microbatches = e->m;
     out->chunks = e->v;
@@ -919,7 +937,7 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     x->bubble = pm - cr->busy - cr->pp_wait - cr->dp_wait;
     if (x->bubble < 0)
         x->bubble = 0;
-    x->dp_comm = grads_ready - pm + cr->dp_wait;
+    x->dp_comm = grads_ready - pm + cr->dp_wait + e->opt_slow;
     x->optimizer = opt;
     if (group_memory(e) != MP_OK || e->oom)
         return nomem(err);
@@ -956,8 +974,8 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                            p > 1,
                 .gathers = dp_overlap && pc->dp_gather > 0 &&
                            (pc->dp_aligned ? s == MP_SCHED_INTERLEAVED && v > 1 && p > 1
-                                           : v == 1 || (pc->dp_tail && mp_schedule_is_v(s))) &&
-                           s != MP_SCHED_DUALPIPE,
+                                           : v == 1 || (pc->dp_tail && (mp_schedule_is_v(s) ||
+                                                                        s == MP_SCHED_DUALPIPE))),
                 .out = out};
     st = engine_setup(&e, err);
     if (st == MP_OK)

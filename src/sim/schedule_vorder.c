@@ -22,7 +22,13 @@
  * unit-time one, and the real-time one with F or with B preferred -- each
  * is timed by replaying it under the same assumptions, and the fastest
  * that keeps to the memory cap is kept (the unit-time one on a tie), so the
- * order is never slower there than the unit-time order.
+ * order is never slower there than the unit-time order. (The two real-time
+ * orders are their own replay: the greedy starts each op as soon as its
+ * input has landed and the rank is free, what the replay does with the
+ * order, and refuses a forward over the cap by the replay's own sum, so
+ * they are timed as they are built; tests/sim/test_vorder.c holds the
+ * times to the replay's bit for bit. The unit-time order, which no time
+ * changes, is built once per (p, m) and thread.)
  *
  * Each op is placed only after every op it depends on has been placed, so
  * the placement order is a topological order of the whole step: the lists
@@ -32,24 +38,30 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "sim/heap.h"
+#include "core/thread_block.h"
 
 typedef struct vorder {
     int32_t p, m, S;          /* S = 2p virtual stages */
     const mp_op_times *t;
+    double *tab;              /* per stage (5 x S): F, B, W, activations, link (fill_tab) */
     double *f_end, *b_end;    /* per (stage, micro-batch): end time, -1 = not placed */
     int32_t *next_f, *next_b; /* per stage: its next micro-batch */
     int32_t *wq;              /* per rank: FIFO of deferred W, (mb << 1) | chunk */
     int32_t *wq_head, *wq_tail, *live;
     double *held, *cap;       /* per rank: activations stashed, and the most it may */
     double *free_at;          /* per rank: when it can start its next op */
-    double *key;              /* per rank: the time of its live heap entry, INFINITY = none */
-    mp_heap heap;
+    double *key;              /* per rank: when it looks next, INFINITY = when woken
+                                 (leaves p..w-1: INFINITY, padding) */
+    int32_t *win, w;          /* tournament tree over key (w leaves, a power of two):
+                                 win[i] the rank of node i's least key, win[1] the root */
     mp_op_list *out;
     bool b_first;             /* a ready B before a ready F (a second policy to try) */
     bool per_chunk;           /* the fallback: at most p micro-batches of each chunk */
     int32_t *live_c;          /* per rank and chunk (2r + c): F placed, W not yet */
+    double makespan;          /* the latest op end so far */
+    mp_v_rank_times *rt;      /* may be NULL: per rank, as replay() records them */
 } vorder;
 
 static int32_t stage_of(const vorder *z, int32_t r, int32_t c)
@@ -66,22 +78,34 @@ static int32_t rank_of(const vorder *z, int32_t k)
  * is 2p chunks exactly as in the unit-time order). */
 static double act(const vorder *z, int32_t k)
 {
-    return z->t && z->t->act ? z->t->act[k] : 1.0;
+    return z->tab[3 * z->S + k];
 }
 
 static double dur(const vorder *z, mp_op_kind kind, int32_t k)
 {
-    if (!z->t)
-        return 1.0;
-    return kind == MP_OP_F ? z->t->f[k] : kind == MP_OP_B ? z->t->b[k] : z->t->w[k];
+    return z->tab[(kind == MP_OP_F ? 0 : kind == MP_OP_B ? z->S : 2 * z->S) + k];
 }
 
 /* The transfer between stages k and k+1; nothing at the V's turn (one rank). */
 static double link_time(const vorder *z, int32_t k)
 {
-    if (!z->t || !z->t->link || k == z->p - 1)
-        return 0.0;
-    return z->t->link[k];
+    return z->tab[4 * z->S + k];
+}
+
+/* z->tab (5S doubles at tab) from z->t: without times every op takes 1 and
+ * transfers nothing, without sizes every stage stashes 1. */
+static void fill_tab(vorder *z, double *tab)
+{
+    const mp_op_times *t = z->t;
+    int32_t S = z->S;
+    for (int32_t k = 0; k < S; k++) {
+        tab[k] = t ? t->f[k] : 1.0;
+        tab[S + k] = t ? t->b[k] : 1.0;
+        tab[2 * S + k] = t ? t->w[k] : 1.0;
+        tab[3 * S + k] = t && t->act ? t->act[k] : 1.0;
+        tab[4 * S + k] = !t || !t->link || k == z->p - 1 || k == S - 1 ? 0.0 : t->link[k];
+    }
+    z->tab = tab;
 }
 
 static double f_ready(const vorder *z, int32_t k, int32_t i)
@@ -106,26 +130,26 @@ static double b_ready(const vorder *z, int32_t k, int32_t i)
     return e > own ? e : own;
 }
 
-static bool heap_push(vorder *z, double time, int32_t r)
+/* Rank r looks next at `time`: its key, and the tree's path above it (a
+ * node keeps the rank of the lesser key, the lower rank, its left, on a tie:
+ * the rank a min-heap of (time, rank) would give). */
+static void set_key(vorder *z, int32_t r, double time)
 {
-    mp_heap *h = &z->heap;
-    if (h->n == h->cap) { /* stale entries stay until popped: grow */
-        mp_heap_item *items = realloc(h->items, (size_t)h->cap * 2 * sizeof *items);
-        if (!items)
-            return false;
-        h->items = items;
-        h->cap *= 2;
-    }
     z->key[r] = time;
-    return mp_heap_push(h, time, r);
+    for (int32_t i = (z->w + r) >> 1; i >= 1; i >>= 1) {
+        int32_t a = z->win[2 * i], b = z->win[2 * i + 1];
+        z->win[i] = z->key[b] < z->key[a] ? b : a;
+    }
 }
 
-/* Rank q can run an op from `at` on: bring its heap entry forward. */
+/* Rank q can run an op from `at` on: bring its key forward. */
 static bool wake(vorder *z, int32_t q, double at)
 {
     if (at < z->free_at[q])
         at = z->free_at[q];
-    return at < z->key[q] ? heap_push(z, at, q) : true;
+    if (at < z->key[q])
+        set_key(z, q, at);
+    return true;
 }
 
 static void emit(vorder *z, int32_t r, mp_op_kind kind, int32_t mb, int32_t chunk)
@@ -140,6 +164,9 @@ static bool place(vorder *z, int32_t r, int32_t c, mp_op_kind kind, int32_t i, d
     int32_t k = stage_of(z, r, c), m = z->m;
     double end = now + dur(z, kind, k);
     emit(z, r, kind, i, c);
+    z->makespan = end > z->makespan ? end : z->makespan;
+    if (z->rt && kind == MP_OP_F && i == 0)
+        z->rt[r].f0_end[c] = end;
     if (kind == MP_OP_F) {
         z->f_end[(size_t)k * m + i] = end;
         z->next_f[k]++;
@@ -236,7 +263,11 @@ static double step(vorder *z, int32_t r, double now)
         z->live_c[2 * r + (w & 1)]--;
         z->held[r] -= act(z, stage_of(z, r, w & 1));
         emit(z, r, MP_OP_W, w >> 1, w & 1);
-        z->free_at[r] = now + dur(z, MP_OP_W, stage_of(z, r, w & 1));
+        double end = now + dur(z, MP_OP_W, stage_of(z, r, w & 1));
+        z->free_at[r] = end;
+        z->makespan = end > z->makespan ? end : z->makespan;
+        if (z->rt)
+            z->rt[r].w_end[w & 1] = end;
         return -1;
     }
     return soonest;
@@ -246,24 +277,18 @@ static mp_status run(vorder *z, mp_error *err)
 {
     int64_t left = (int64_t)z->S * z->m * 3;
     for (int32_t r = 0; r < z->p; r++)
-        if (!heap_push(z, 0.0, r))
-            return MP_ENOMEM;
-    mp_heap_item it;
-    while (left > 0 && mp_heap_pop(&z->heap, &it)) {
-        int32_t r = it.id;
-        if (it.time != z->key[r])
-            continue; /* superseded by an earlier wake */
-        double next = step(z, r, it.time);
+        set_key(z, r, 0.0);
+    /* the rank with the earliest key, the lower rank on a tie, steps */
+    while (left > 0 && z->key[z->win[1]] < INFINITY) {
+        int32_t r = z->win[1];
+        double next = step(z, r, z->key[r]);
         if (next == -2)
             return MP_ENOMEM;
         if (next == -1) {
             left--;
             next = z->free_at[r];
         }
-        if (next == INFINITY)
-            z->key[r] = INFINITY; /* a neighbour's op wakes it */
-        else if (!heap_push(z, next, r))
-            return MP_ENOMEM;
+        set_key(z, r, next); /* INFINITY: a neighbour's op wakes it */
     }
     if (left > 0)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
@@ -273,26 +298,38 @@ static mp_status run(vorder *z, mp_error *err)
 
 /* One list scheduling run (t NULL: unit times) into out[0..p-1]. */
 static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first,
-                        bool per_chunk, mp_op_list *out, mp_error *err)
+                        bool per_chunk, mp_op_list *out, double *makespan, mp_v_rank_times *rt,
+                        mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first,
-                .per_chunk = per_chunk};
-    double *d = malloc((2 * sm + (size_t)4 * p) * sizeof *d);
-    int32_t *n = calloc(sm + (size_t)9 * p, sizeof *n);
+                .per_chunk = per_chunk, .rt = rt, .w = 1};
+    while (z.w < p)
+        z.w *= 2;
+    for (int32_t r = 0; rt && r < p; r++)
+        rt[r] = (mp_v_rank_times){-1.0, {-1.0, -1.0}, {-1.0, -1.0}};
+    double *d = malloc((2 * sm + (size_t)13 * p + (size_t)z.w) * sizeof *d);
+    int32_t *n = calloc(sm + (size_t)9 * p + (size_t)2 * z.w, sizeof *n);
     mp_status st = MP_ENOMEM;
-    if (d && n && mp_heap_init(&z.heap, 2 * p)) {
+    if (d && n) {
         z.f_end = d;
         z.b_end = d + sm;
         z.free_at = d + 2 * sm;
-        z.key = z.free_at + p;
+        z.held = z.free_at + p;
+        z.cap = z.held + p;
+        z.key = z.cap + p;
+        fill_tab(&z, z.key + z.w);
         for (size_t i = 0; i < 2 * sm; i++)
             d[i] = -1;
-        z.held = z.key + p;
-        z.cap = z.held + p;
+        z.win = n + sm + (size_t)9 * p;
+        for (int32_t i = 0; i < z.w; i++) { /* every key INFINITY: any winner */
+            z.key[i] = INFINITY;
+            z.win[z.w + i] = i;
+        }
+        for (int32_t i = z.w - 1; i >= 1; i--)
+            z.win[i] = z.win[2 * i];
         for (int32_t r = 0; r < p; r++) {
             z.free_at[r] = z.held[r] = 0;
-            z.key[r] = INFINITY;
             /* the closed form's 2p chunks at the mean of the rank's two; a
              * hair over it, so that rounding cannot refuse the last one */
             z.cap[r] = p * (act(&z, r) + act(&z, 2 * p - 1 - r)) * (1 + 1e-12);
@@ -306,7 +343,10 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
         z.live_c = z.live + p;
         st = run(&z, err);
     }
-    mp_heap_free(&z.heap);
+    for (int32_t r = 0; rt && st == MP_OK && r < p; r++)
+        rt[r].end = z.free_at[r];
+    if (makespan)
+        *makespan = z.makespan;
     free(d);
     free(n);
     if (st == MP_ENOMEM)
@@ -316,18 +356,25 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
 
 /* The step time of given lists under the times the list scheduling assumes
  * (each rank runs its ops in order, each as soon as its input has landed),
- * or INFINITY when a rank would stash more than the cap. Ranks are run until
- * they block; the op that unblocks one puts it back on the stack. */
+ * or INFINITY when a rank would stash more than the cap (capped). Ranks are
+ * run until they block; the op that unblocks one puts it back on the stack.
+ * end_at (may be NULL): per rank, each op's end (a send or receive, which the
+ * lists of mp_schedule_build carry, takes no time here: its transfer is
+ * counted with the F or B that sends it). */
 static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
-                     double *d, int32_t *n)
+                     double *d, int32_t *n, bool capped, double *const *end_at,
+                     mp_v_rank_times *rt)
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .f_end = d, .b_end = d + sm};
     double *free_at = d + 2 * sm, *held = free_at + p, makespan = 0;
+    fill_tab(&z, held + p);
     int32_t *pos = n, *stack = n + p, *queued = n + 2 * p, top = 0;
     for (size_t i = 0; i < 2 * sm; i++)
         d[i] = -1;
     for (int32_t r = 0; r < p; r++) {
+        if (rt)
+            rt[r] = (mp_v_rank_times){-1.0, {-1.0, -1.0}, {-1.0, -1.0}};
         free_at[r] = held[r] = 0;
         pos[r] = 0;
         stack[top++] = r;
@@ -341,6 +388,11 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             const mp_op *op = &lists[r].ops[pos[r]];
             int32_t k = stage_of(&z, r, op->chunk), i = op->microbatch, q = -1;
             mp_op_kind kind = (mp_op_kind)op->kind;
+            if (kind != MP_OP_F && kind != MP_OP_B && kind != MP_OP_W) {
+                if (end_at)
+                    end_at[r][pos[r]] = free_at[r];
+                continue;
+            }
             double rd = kind == MP_OP_F   ? f_ready(&z, k, i)
                         : kind == MP_OP_B ? b_ready(&z, k, i)
                                           : 0;
@@ -349,9 +401,15 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             double start = rd > free_at[r] ? rd : free_at[r], end = start + dur(&z, kind, k);
             makespan = end > makespan ? end : makespan;
             free_at[r] = end;
+            if (end_at)
+                end_at[r][pos[r]] = end;
+            if (rt && kind == MP_OP_W)
+                rt[r].w_end[op->chunk & 1] = end; /* the rank's ops run in list order */
+            else if (rt && kind == MP_OP_F && i == 0)
+                rt[r].f0_end[op->chunk & 1] = end;
             if (kind == MP_OP_F) {
                 d[(size_t)k * m + i] = end;
-                if ((held[r] += act(&z, k)) > cap)
+                if ((held[r] += act(&z, k)) > cap && capped)
                     return INFINITY;
                 q = k + 1 < z.S ? rank_of(&z, k + 1) : -1;
                 free_at[r] += q >= 0 ? link_time(&z, k) : 0;
@@ -368,6 +426,11 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             }
         }
     }
+    /* a rank's last op ends when it is free again: a send (the lists of
+     * mp_schedule_build follow every transfer's F or B with one) ends as its
+     * message lands. -1 for a rank whose list stalled. */
+    for (int32_t r = 0; rt && r < p; r++)
+        rt[r].end = pos[r] == lists[r].n ? free_at[r] : -1.0;
     return makespan;
 }
 
@@ -385,53 +448,195 @@ static void clear_lists(mp_op_list *l, int32_t p)
         l[r].n = 0;
 }
 
-mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
-                                bool *fallback, mp_error *err)
+/* The orders that do not depend on the times -- ZB-V's unit-time order and
+ * DualPipeV's phases -- for one (schedule, p, m), F, B and W only (rank r's
+ * 6m ops at ops + 6m r): the planner times them for every candidate it
+ * costs, and search costs many candidates of the same (p, m). Kept per
+ * thread in a direct-mapped table (allocated by the first call on each
+ * thread, freed at its exit: core/thread_block.h); an
+ * entry is immutable once built, a colliding key replaces it. Orders of
+ * more than ORDER_MAX_OPS ops are not kept (so the table holds at most
+ * ORDER_SETS x 384 KiB). */
+enum { ORDER_SETS = 32, ORDER_MAX_OPS = 1 << 15 };
+typedef struct order_entry {
+    int32_t s, p, m; /* p == 0: empty */
+    mp_op *ops;
+    int32_t *n;      /* per rank: its ops (6m once complete) */
+} order_entry;
+/* And mp_schedule_v_times' answers, keyed on everything they depend on:
+ * the schedule, p, m, the test stall flag and the op times bit for bit
+ * (search costs many candidates whose stages cost the same: the DP and
+ * optimizer settings, the micro-batch counts past the replayed ones).
+ * Only for p <= TIMES_MAX_P (an entry is then at most 3.8 KiB). */
+enum { TIMES_SETS = 512, TIMES_MAX_P = 32 };
+typedef struct times_entry {
+    int32_t s, p, m, stall; /* p == 0: empty */
+    double *key;            /* f, b, w, link, act: 10p */
+    mp_v_rank_times *rt;    /* p */
+} times_entry;
+typedef struct order_cache {
+    order_entry e[ORDER_SETS];
+    times_entry te[TIMES_SETS];
+} order_cache;
+
+static void order_cache_free(void *v)
 {
-    if (fallback)
-        *fallback = false;
-    mp_error e2;
-    bool stall = atomic_load(&test_stall);
-    if (!t) {
-        mp_status st = stall ? MP_EINTERNAL : greedy(p, m, NULL, false, false, out, &e2);
-        if (st != MP_EINTERNAL) {
-            if (st != MP_OK)
-                *err = e2;
-            return st;
-        }
-        clear_lists(out, p); /* cannot happen (the proof at try_f); kept as a guard */
-        if (fallback)
-            *fallback = true;
-        return greedy(p, m, NULL, false, true, out, err);
+    order_cache *c = v;
+    for (int i = 0; c && i < ORDER_SETS; i++) {
+        free(c->e[i].ops);
+        free(c->e[i].n);
     }
+    for (int i = 0; c && i < TIMES_SETS; i++) {
+        free(c->te[i].key);
+        free(c->te[i].rt);
+    }
+    free(c);
+}
+
+static mp_thread_block order_block = MP_THREAD_BLOCK(order_cache_free);
+
+static order_cache *order_cache_of_thread(void)
+{
+    return mp_thread_block_get(&order_block, sizeof(order_cache));
+}
+
+/* Builds the time-free order of (s, p, m) into e (ops and n allocated):
+ * ZB-V's unit-time greedy, DualPipeV's lists without their transfers. */
+static mp_status build_order(mp_schedule_kind s, int32_t p, int32_t m, order_entry *e,
+                             mp_error *err)
+{
+    size_t per = (size_t)6 * m;
+    e->ops = malloc((size_t)p * per * sizeof *e->ops);
+    e->n = calloc((size_t)p, sizeof *e->n);
+    mp_op_list *l = calloc((size_t)p, sizeof *l);
+    mp_status st = MP_OK;
+    if (!e->ops || !e->n || !l)
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    if (st == MP_OK && s == MP_SCHED_ZBV) {
+        for (int32_t r = 0; r < p; r++)
+            l[r] = (mp_op_list){.ops = e->ops + (size_t)r * per, .cap = (int32_t)per};
+        st = greedy(p, m, NULL, false, false, l, NULL, NULL, err);
+        for (int32_t r = 0; r < p && st == MP_OK; r++)
+            e->n[r] = l[r].n;
+    } else if (st == MP_OK) {
+        st = mp_schedule_build_all(s, p, 2, m, l, err);
+        for (int32_t r = 0; r < p && st == MP_OK; r++)
+            for (int32_t i = 0; i < l[r].n && st == MP_OK; i++) {
+                mp_op_kind k = (mp_op_kind)l[r].ops[i].kind;
+                if (k != MP_OP_F && k != MP_OP_B && k != MP_OP_W)
+                    continue;
+                if ((size_t)e->n[r] == per)
+                    st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                                      "more than 6m compute ops on a V rank");
+                else
+                    e->ops[(size_t)r * per + (size_t)e->n[r]++] = l[r].ops[i];
+            }
+        for (int32_t r = 0; r < p && l[r].ops; r++)
+            mp_op_list_free(&l[r]);
+    }
+    free(l);
+    if (st != MP_OK) {
+        free(e->ops);
+        free(e->n);
+        e->ops = NULL;
+        e->n = NULL;
+    }
+    return st;
+}
+
+/* The time-free order of (s, p, m): lists[0..p-1] point into the thread's
+ * table, or (*owned set) into e, which the caller frees, where the table
+ * cannot keep it. */
+static mp_status time_free_order(mp_schedule_kind s, int32_t p, int32_t m, mp_op_list *lists,
+                                 order_entry *own, bool *owned, mp_error *err)
+{
+    *owned = false;
+    order_cache *c = (int64_t)p * 6 * m <= ORDER_MAX_OPS ? order_cache_of_thread() : NULL;
+    order_entry *e = own;
+    if (c) {
+        uint32_t h = 2166136261u; /* FNV-1a over the key's values */
+        int32_t key[3] = {(int32_t)s, p, m};
+        for (int i = 0; i < 3; i++)
+            h = (h ^ (uint32_t)key[i]) * 16777619u;
+        e = &c->e[h % ORDER_SETS];
+        if (!(e->p == p && e->m == m && e->s == (int32_t)s)) {
+            free(e->ops);
+            free(e->n);
+            *e = (order_entry){0};
+            mp_status st = build_order(s, p, m, e, err);
+            if (st != MP_OK)
+                return st;
+            e->s = (int32_t)s;
+            e->p = p;
+            e->m = m;
+        }
+    } else {
+        *own = (order_entry){0};
+        mp_status st = build_order(s, p, m, own, err);
+        if (st != MP_OK)
+            return st;
+        *owned = true;
+    }
+    for (int32_t r = 0; r < p; r++)
+        lists[r] = (mp_op_list){.ops = e->ops + (size_t)r * 6 * m, .n = e->n[r],
+                                .cap = e->n[r]};
+    return MP_OK;
+}
+
+static void free_entry(order_entry *e)
+{
+    free(e->ops);
+    free(e->n);
+}
+
+/* ZB-V's order under t (not NULL) into out (may be NULL) and the chosen
+ * order's times into rt (may be NULL): mp_schedule_zbv_order's choice. */
+static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
+                            mp_v_rank_times *rt, bool *fallback, mp_error *err)
+{
     /* Qi et al. try several schedules and keep the fastest; here three
      * orders: the unit-time one, and list scheduling over the real times
      * with F or B first, each timed by replay(); the first of the fastest
      * that keeps to the memory cap wins. A run that stalls (it cannot, see
      * try_f; a guard) is dropped; when none is left the fallback is the
      * greedy holding at most p micro-batches of each chunk, which completes
-     * and keeps to the cap under any times and sizes, and *fallback says so. */
+     * and keeps to the cap under any times and sizes, and *fallback says so.
+     * The unit-time order is the thread's kept one (time_free_order). */
+    mp_error e2;
+    bool stall = atomic_load(&test_stall);
     size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
     mp_op_list *cand = calloc((size_t)4 * p, sizeof *cand);
     mp_op *ops = malloc((size_t)4 * p * per * sizeof *ops);
-    double *d = malloc((2 * sm + (size_t)2 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
+    mp_v_rank_times *crt = rt ? malloc((size_t)4 * p * sizeof *crt) : NULL;
+    order_entry own = {0};
+    bool owned = false;
     mp_status st = MP_OK;
-    if (!cand || !ops || !d || !n)
+    if (!cand || !ops || !d || !n || (rt && !crt))
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
     int best = -1;
-    double best_time = INFINITY;
+    double best_time = INFINITY, own_time = INFINITY;
     for (int c = 0; c < 4 && st == MP_OK; c++) {
         if (c == 3 && best >= 0)
             break;
         for (int32_t r = 0; r < p; r++)
             cand[c * p + r] = (mp_op_list){.ops = ops + ((size_t)c * p + r) * per,
                                            .cap = (int32_t)per};
-        st = stall && c < 3 ? MP_EINTERNAL
-                            : greedy(p, m, c ? t : NULL, c == 2, c == 3, cand + c * p, &e2);
+        if (stall && c < 3)
+            st = MP_EINTERNAL;
+        else if (c == 0)
+            st = time_free_order(MP_SCHED_ZBV, p, m, cand, &own, &owned, &e2);
+        else if (c < 3) /* its own times are its replay's, within the cap */
+            st = greedy(p, m, t, c == 2, false, cand + c * p, &own_time,
+                        crt ? crt + c * p : NULL, &e2);
+        else
+            st = greedy(p, m, t, false, true, cand + c * p, NULL, NULL, &e2);
         double time = INFINITY;
-        if (st == MP_OK)
-            time = replay(p, m, t, cand + c * p, d, n);
+        if (st == MP_OK && (c == 0 || c == 3))
+            time = replay(p, m, t, cand + c * p, d, n, true, NULL, crt ? crt + c * p : NULL);
+        else if (st == MP_OK)
+            time = own_time;
         else if (st == MP_EINTERNAL && c < 3)
             st = MP_OK; /* stalled: dropped */
         else
@@ -443,20 +648,195 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     }
     if (st == MP_OK && fallback)
         *fallback = best == 3;
-    for (int32_t r = 0; r < p && st == MP_OK; r++) {
+    for (int32_t r = 0; out && r < p && st == MP_OK; r++) {
         const mp_op_list *src = &cand[best * p + r];
         for (int32_t i = 0; i < src->n; i++)
             out[r].ops[out[r].n++] = src->ops[i];
     }
+    if (rt && st == MP_OK) {
+        /* the winner's capped replay ran it whole unless it is the
+         * fallback over the cap: then run it again without the cap */
+        if (best_time < INFINITY)
+            for (int32_t r = 0; r < p; r++)
+                rt[r] = crt[best * p + r];
+        else
+            replay(p, m, t, cand + best * p, d, n, false, NULL, rt);
+    }
+    if (owned)
+        free_entry(&own);
     free(cand);
     free(ops);
     free(d);
     free(n);
+    free(crt);
     return st;
+}
+
+mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
+                                bool *fallback, mp_error *err)
+{
+    if (fallback)
+        *fallback = false;
+    if (t)
+        return zbv_choose(p, m, t, out, NULL, fallback, err);
+    mp_error e2;
+    mp_op_list *unit = calloc((size_t)p, sizeof *unit);
+    if (!unit)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    order_entry own = {0};
+    bool owned = false;
+    mp_status st = atomic_load(&test_stall)
+                       ? MP_EINTERNAL
+                       : time_free_order(MP_SCHED_ZBV, p, m, unit, &own, &owned, &e2);
+    for (int32_t r = 0; r < p && st == MP_OK; r++)
+        for (int32_t i = 0; i < unit[r].n; i++)
+            out[r].ops[out[r].n++] = unit[r].ops[i];
+    if (owned)
+        free_entry(&own);
+    free(unit);
+    if (st != MP_EINTERNAL) {
+        if (st != MP_OK)
+            *err = e2;
+        return st;
+    }
+    clear_lists(out, p); /* cannot happen (the proof at try_f); kept as a guard */
+    if (fallback)
+        *fallback = true;
+    return greedy(p, m, NULL, false, true, out, NULL, NULL, err);
 }
 
 mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
                                          mp_op_list *out, mp_error *err)
 {
-    return greedy(p, m, t, false, true, out, err);
+    return greedy(p, m, t, false, true, out, NULL, NULL, err);
+}
+
+mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
+                               double *const *end, mp_error *err)
+{
+    size_t sm = (size_t)2 * p * m;
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
+    int32_t *n = malloc((size_t)3 * p * sizeof *n);
+    if (!d || !n) {
+        free(d);
+        free(n);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
+    }
+    for (int32_t r = 0; r < p; r++)
+        for (int32_t i = 0; i < lists[r].n; i++)
+            end[r][i] = -1;
+    replay(p, m, t, lists, d, n, false, end, NULL);
+    free(d);
+    free(n);
+    for (int32_t r = 0; r < p; r++)
+        if (lists[r].n > 0 && end[r][lists[r].n - 1] < 0)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                "the V schedule's lists stall on replay");
+    return MP_OK;
+}
+
+static mp_status v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+                         mp_v_rank_times *rt, mp_error *err)
+{
+    if (s == MP_SCHED_ZBV)
+        return zbv_choose(p, m, t, NULL, rt, NULL, err);
+    size_t sm = (size_t)2 * p * m;
+    mp_op_list *l = calloc((size_t)p, sizeof *l);
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
+    int32_t *n = malloc((size_t)3 * p * sizeof *n);
+    order_entry own = {0};
+    bool owned = false;
+    mp_status st = l && d && n ? time_free_order(s, p, m, l, &own, &owned, err)
+                               : mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
+                                              "out of memory for a schedule");
+    if (st == MP_OK) {
+        replay(p, m, t, l, d, n, false, NULL, rt);
+        for (int32_t r = 0; r < p && st == MP_OK; r++)
+            if (rt[r].end < 0)
+                st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                  "the V schedule's lists stall on replay");
+    }
+    if (owned)
+        free_entry(&own);
+    free(l);
+    free(d);
+    free(n);
+    return st;
+}
+
+static atomic_bool times_kept = true; /* mp_schedule_v_times_keep */
+
+void mp_schedule_v_times_keep(bool on)
+{
+    atomic_store(&times_kept, on);
+}
+
+/* The thread's kept answer for this key (its set's entry), *hit telling
+ * whether it holds it; NULL when nothing can be kept. */
+static times_entry *times_slot(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+                               bool *hit)
+{
+    *hit = false;
+    if (p > TIMES_MAX_P || !t->f || !t->b || !t->w || !t->link || !t->act)
+        return NULL;
+    order_cache *c = order_cache_of_thread();
+    if (!c)
+        return NULL;
+    int32_t stall = atomic_load(&test_stall), n = 2 * p;
+    const double *arr[5] = {t->f, t->b, t->w, t->link, t->act};
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the key's bytes */
+    int32_t head[4] = {(int32_t)s, p, m, stall};
+    const unsigned char *b = (const unsigned char *)head;
+    for (size_t i = 0; i < sizeof head; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    for (int a = 0; a < 5; a++) {
+        b = (const unsigned char *)arr[a];
+        for (size_t i = 0; i < sizeof *arr[a] * (size_t)n; i++)
+            h = (h ^ b[i]) * 1099511628211ull;
+    }
+    times_entry *e = &c->te[h % TIMES_SETS];
+    if (e->p == p && e->m == m && e->s == (int32_t)s && e->stall == stall) {
+        bool same = true;
+        for (int a = 0; a < 5 && same; a++)
+            same = !memcmp(e->key + (size_t)a * n, arr[a], sizeof *arr[a] * (size_t)n);
+        if (same) {
+            *hit = true;
+            return e;
+        }
+    }
+    if (e->p != p) { /* resized */
+        free(e->key);
+        free(e->rt);
+        e->key = malloc(sizeof *e->key * (size_t)(5 * n));
+        e->rt = malloc(sizeof *e->rt * (size_t)p);
+    }
+    e->p = 0;
+    if (!e->key || !e->rt)
+        return NULL;
+    for (int a = 0; a < 5; a++)
+        memcpy(e->key + (size_t)a * n, arr[a], sizeof *arr[a] * (size_t)n);
+    e->s = (int32_t)s;
+    e->m = m;
+    e->stall = stall;
+    return e;
+}
+
+mp_status mp_schedule_v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+                              mp_v_rank_times *rt, mp_error *err)
+{
+    if (p < 1 || m < 1 || !t || (s != MP_SCHED_ZBV && s != MP_SCHED_DUALPIPEV))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "schedule",
+                            "V times need zb-v or dualpipev, p, m >= 1 and op times");
+    bool hit = false;
+    times_entry *e = atomic_load(&times_kept) ? times_slot(s, p, m, t, &hit) : NULL;
+    if (hit) {
+        memcpy(rt, e->rt, sizeof *rt * (size_t)p);
+        return MP_OK;
+    }
+    mp_status st = v_times(s, p, m, t, rt, err);
+    if (e && st == MP_OK) { /* kept only once answered */
+        memcpy(e->rt, rt, sizeof *rt * (size_t)p);
+        e->p = p;
+    }
+    return st;
 }

@@ -15,6 +15,35 @@
  * (may be NULL) is set. MP_ENOMEM. */
 mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
                                 bool *fallback, mp_error *err);
+/* The V placement's lists (zb-v, dualpipev: out of mp_schedule_build_all or
+ * _timed, sends and receives included) run under t as the list scheduling
+ * times them (each rank's ops in order, each as soon as its input has
+ * landed, a sender waiting for its message to land), without the memory
+ * cap: end[r][i], when op i of rank r ends (a send or receive: when the rank
+ * reaches it). The planner places the DP reductions from it (planner/cost.c
+ * dp_tail_windows). MP_EINTERNAL if the lists stall, MP_ENOMEM. */
+mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
+                               double *const *end, mp_error *err);
+/* Per rank, what the planner's DP windows need from the V lists replayed as
+ * mp_schedule_v_replay runs them: when the rank is free after its last op
+ * (its latest op end, sends included), when chunk c's last W ends and when
+ * its forward of micro-batch 0 ends. */
+typedef struct mp_v_rank_times {
+    double end, w_end[2], f0_end[2];
+} mp_v_rank_times;
+/* Those times (rt[0..p-1]) of the lists mp_schedule_build_all_timed(s, p,
+ * 2, m, s == zb-v ? t : NULL) gives, replayed under t (not NULL) -- the
+ * values mp_schedule_v_replay gives for them, bit for bit -- without
+ * building the lists' transfers: zb-v's chosen order is timed by the replay
+ * that chooses it, the time-free orders (zb-v's unit-time one, dualpipev's)
+ * are built once per (schedule, p, m) and thread. MP_EINPUT for another
+ * schedule, MP_EINTERNAL if the lists stall, MP_ENOMEM. */
+mp_status mp_schedule_v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+                              mp_v_rank_times *rt, mp_error *err);
+/* Its answers are kept per thread, keyed on (s, p, m) and t bit for bit
+ * (p <= 32): a search costs many candidates whose stages cost the same.
+ * Off (benchmarks: the replay's own cost), every call replays. On at start. */
+void mp_schedule_v_times_keep(bool on);
 /* That fallback order alone (t may be NULL: unit times), for the tests. */
 mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
                                          mp_op_list *out, mp_error *err);

@@ -129,7 +129,7 @@ static double gather_exposed(int64_t p, int64_t v, double f, double b0, double a
     }
     for (int64_t r = 0; r < p; r++)
         frac[r] = b0;
-    return mp_dp_early_gather_exposed(p, v, fwd, share, frac, ag, sm);
+    return mp_dp_early_gather_exposed(p, v, fwd, share, frac, NULL, ag, sm);
 }
 
 /* By hand, from schedules.py's launches (docs/cost-model.md §5): p = 4,
@@ -218,6 +218,16 @@ static void test_tail_by_hand(void **state)
     /* rank 1 ends 0.5 s before the pipeline: rank 0's 2 s stand */
     const double lead[] = {0.0, 0.5};
     assert_float_equal(mp_dp_tail_reduce_exposed(2, 2, ws, we, lead, share, bf, 6.0, 0.0), 2.0,
+                       1e-12);
+    /* rank 1 ends 0.5 s after rank 0 (ZB-V's rank p-1 at pp 2, its deferred
+     * Ws run after its last B): the pipeline ends with it, and its last
+     * reduction, 2 s past its own end, is 2 s past the pipeline's */
+    const double late[] = {0.0, -0.5};
+    assert_float_equal(mp_dp_tail_reduce_exposed(2, 2, ws, we, late, share, bf, 6.0, 0.0), 2.0,
+                       1e-12);
+    /* red 2: rank 0's 0.1 s past its end is 0.4 s before rank 1's; rank
+     * 1's 0.1 s stands */
+    assert_float_equal(mp_dp_tail_reduce_exposed(2, 2, ws, we, late, share, bf, 2.0, 0.0), 0.1,
                        1e-12);
     /* one chunk (ZB-H1): its last W, 1 s, is the rank's last op: red 3
      * runs -1..2 */

@@ -154,6 +154,18 @@ static void names(void **state)
     lacks(t, "--account-for");
     free(t);
 
+    /* --overlap-param-gather-with-optimizer-step, read from the plan key, beside
+     * the overlaps it needs */
+    t = flags_of("llama3-70b", "dgx-h100", "{gpus: 64, seq: 8192, global_batch: 128}",
+                 "{tp: 4, sp: true, pp: 4, vpp: 5, dp: 4, micro_batch: 1, dist_opt: true, "
+                 "dp_overlap: true, schedule: interleaved-1f1b, "
+                 "overlap_param_gather_with_optimizer_step: true}");
+    all_known("llama3-70b", t);
+    has(t, "--overlap-param-gather");
+    has(t, "--overlap-param-gather-with-optimizer-step");
+    has(t, "--use-distributed-optimizer");
+    free(t);
+
     /* the norm epsilon of each family, under Megatron's name */
     t = flags_of("bert-large", "dgx-a100", "{gpus: 8, seq: 512, global_batch: 256}",
                  "{tp: 2, dp: 4, micro_batch: 1, schedule: 1f1b}");

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@
 #include "sim/simulate.h"
 
 #include "nemo_fixture.h"
+#include "../sim/sim_dp.h"
 
 /* LLaMA 3.1 405B on 128 B200s as the 25.11 MXFP8 row: t4 p8 v8 cp2 d2, GBS 64 */
 static mp_config llama405_b200(int64_t vpp)
@@ -174,6 +176,102 @@ static void test_config_key(void **state)
     assert_false(c.parallel.param_gather_sync);
 }
 
+/* --overlap-param-gather-with-optimizer-step (parallel.
+ * overlap_param_gather_with_optimizer_step; docs/cost-model.md §5): by hand,
+ * one rank, two chunks of forward 1 s, a gather of 4 s (2 s a chunk), chunk
+ * 0 unbucketed. From the step's start: chunk 0's first forward waits for its
+ * 2 s, chunk 1's (due 1 s after the rank's start) for 4 s: 3 s late. Begun
+ * 1.5 s ahead under the optimizer step: chunk 0's ends at 0.5 s, chunk 1's at
+ * 2.5 s: 1.5 s. Begun 3 s ahead (all of chunk 0 under the step): chunk 1's
+ * ends at 2 s: 1 s. With the gathers' SM share 1/4 (1.5 s ahead): the
+ * optimizer step loses 0.375 s, chunk 0's forward runs 0.5 s slower beside
+ * chunk 1's gather (1.0 s late), chunk 1's first forward still waits 1.5 s. */
+static void test_opt_step_by_hand(void **state)
+{
+    (void)state;
+    const double fwd[] = {1, 1}, share[] = {0.5, 0.5}, whole[] = {1};
+    assert_float_equal(mp_dp_early_gather_exposed(1, 2, fwd, share, whole, NULL, 4, 0), 3.0,
+                       1e-12);
+    assert_float_equal(
+        mp_dp_early_gather_exposed(1, 2, fwd, share, whole, (const double[]){1.5}, 4, 0), 1.5,
+        1e-12);
+    assert_float_equal(
+        mp_dp_early_gather_exposed(1, 2, fwd, share, whole, (const double[]){3}, 4, 0), 1.0,
+        1e-12);
+    assert_float_equal(
+        mp_dp_early_gather_exposed(1, 2, fwd, share, whole, (const double[]){1.5}, 4, 0.25),
+        1.875, 1e-12);
+}
+
+/* The flag on the 405B plan (t4 p8 v8 cp2 d2): the estimate charges the
+ * gathers by the rule above and the simulator, which places chunk 0's
+ * remaining gather at the step's start and slows the optimizer by the part
+ * it overlapped, exposes the same DP time within 5 % (the tolerance of
+ * tests/sim/test_simulate.c's DP grids); the flag changes the exposure
+ * (chunk 0 waits for its whole gather, not its first bucket, begun earlier). */
+static void test_opt_step_estimate_vs_sim(void **state)
+{
+    (void)state;
+    mp_config c = llama405_b200(8);
+    mp_pipeline_cost off = build(&c);
+    c.parallel.overlap_param_gather_with_optimizer_step = true;
+    mp_error err;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    mp_pipeline_cost on = build(&c);
+    assert_true(on.dp_gather_opt_step && !off.dp_gather_opt_step);
+    assert_true(fabs(on.dp_exposed - off.dp_exposed) > 1e-4);
+    double s_on = sim_dp_added(&c, &on);
+    if (getenv("MP_PRINT_DP")) {
+        mp_config c0 = llama405_b200(8);
+        printf("DP exposed: flag off est %.4f sim %.4f, on est %.4f sim %.4f (optimizer %.4f s)\n",
+               off.dp_exposed, sim_dp_added(&c0, &off), on.dp_exposed, s_on, on.optimizer);
+    }
+    if (fabs(s_on - on.dp_exposed) > 0.05 * on.dp_exposed)
+        fail_msg("flag on: simulated DP %.4f s, estimate %.4f s", s_on, on.dp_exposed);
+    mp_pipeline_cost_free(&off);
+    mp_pipeline_cost_free(&on);
+}
+
+/* Megatron's constraints (megatron/training/arguments.py), one line each,
+ * naming the field; the flag exported as Megatron's. */
+static void test_opt_step_checks_and_flags(void **state)
+{
+    (void)state;
+    mp_error err;
+    mp_config c = llama405_b200(8);
+    c.parallel.overlap_param_gather_with_optimizer_step = true;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    mp_buf b = {0};
+    mp_megatron_args(&c, NULL, &b);
+    assert_non_null(strstr(b.data, "--overlap-param-gather-with-optimizer-step"));
+    mp_buf_free(&b);
+    mp_config bad[4] = {c, c, c, llama405_b200(1)};
+    bad[0].parallel.dist_opt = false;
+    bad[1].parallel.param_gather_sync = true;
+    bad[2].training.stack = MP_STACK_MEGATRON_LM_2021;
+    bad[3].parallel.overlap_param_gather_with_optimizer_step = true;
+    const char *why[4] = {"distributed optimizer", "overlapped parameter gather",
+                          "megatron-lm", "interleaved"};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(mp_config_check(&bad[i], &err), MP_EINPUT);
+        assert_string_equal(err.field, "overlap_param_gather_with_optimizer_step");
+        assert_non_null(strstr(err.msg, why[i]));
+        assert_null(strchr(err.msg, '\n'));
+    }
+    mp_config plain = llama405_b200(8);
+    mp_buf d = {0};
+    mp_megatron_args(&plain, NULL, &d);
+    assert_null(strstr(d.data, "--overlap-param-gather-with-optimizer-step"));
+    mp_buf_free(&d);
+    /* the YAML key sets it */
+    size_t n;
+    const mp_field *tab = mp_parallel_field_table(&n);
+    assert_int_equal(mp_fields_set_text(tab, n, &plain.parallel,
+                                        "overlap_param_gather_with_optimizer_step", "true", &err),
+                     MP_OK);
+    assert_true(plain.parallel.overlap_param_gather_with_optimizer_step);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +280,9 @@ int main(void)
         cmocka_unit_test(test_simulator),
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_config_key),
+        cmocka_unit_test(test_opt_step_by_hand),
+        cmocka_unit_test(test_opt_step_estimate_vs_sim),
+        cmocka_unit_test(test_opt_step_checks_and_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

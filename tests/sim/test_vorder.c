@@ -364,6 +364,91 @@ static void test_zbv_order_grid(void **state)
     assert_int_equal(fallbacks, 0); /* the greedy never stalls (schedule_vorder.c try_f) */
 }
 
+/* mp_schedule_v_times (what the planner's DP windows read) against the lists
+ * it stands for, built (mp_schedule_build_all_timed, transfers included) and
+ * replayed (mp_schedule_v_replay), bit for bit: each rank's end (its latest
+ * op), each chunk's last W and first forward. ZB-V and DualPipeV, the grid's
+ * stage patterns, pp 2-12 and 40 (a rank tree with empty leaves),
+ * m = p to 4p + 3; asked again (the thread's kept answer), without the kept
+ * answers, and with the stall hook (the fallback order: a kept answer of the
+ * greedy's must not stand for it). */
+static void check_v_times(mp_schedule_kind s, int32_t p, int32_t m, int pat, int link)
+{
+    mp_stage_cost st[80];
+    mp_pipeline_cost pc;
+    grid_cost(pat, p, link, &pc, st);
+    double d[5 * 80];
+    for (int32_t k = 0; k < 2 * p; k++) {
+        d[k] = st[k].fwd;
+        d[2 * p + k] = st[k].bwd_input;
+        d[4 * p + k] = st[k].bwd_weight;
+        d[6 * p + k] = link ? 0.1 + 0.01 * k : 0;
+        d[8 * p + k] = st[k].act_bytes;
+    }
+    mp_op_times t = {.f = d, .b = d + 2 * p, .w = d + 4 * p, .link = d + 6 * p, .act = d + 8 * p};
+    mp_op_list l[40];
+    mp_error err;
+    assert_int_equal(mp_schedule_build_all_timed(s, p, 2, m, s == MP_SCHED_ZBV ? &t : NULL, l,
+                                                 &err),
+                     MP_OK);
+    double *end[40];
+    for (int32_t r = 0; r < p; r++)
+        assert_non_null(end[r] = malloc(sizeof **end * (size_t)l[r].n));
+    assert_int_equal(mp_schedule_v_replay(p, m, &t, l, end, &err), MP_OK);
+    for (int pass = 0; pass < 3; pass++) {
+        mp_schedule_v_times_keep(pass < 2); /* computed or kept, kept, computed */
+        mp_v_rank_times rt[40];
+        assert_int_equal(mp_schedule_v_times(s, p, m, &t, rt, &err), MP_OK);
+        for (int32_t r = 0; r < p; r++) {
+            double er = 0, we[2] = {-1, -1}, f0[2] = {-1, -1};
+            for (int32_t i = 0; i < l[r].n; i++) {
+                const mp_op *op = &l[r].ops[i];
+                er = fmax(er, end[r][i]);
+                if (op->kind == MP_OP_W)
+                    we[op->chunk] = end[r][i];
+                if (op->kind == MP_OP_F && op->microbatch == 0)
+                    f0[op->chunk] = end[r][i];
+            }
+            if (er != rt[r].end || we[0] != rt[r].w_end[0] || we[1] != rt[r].w_end[1] ||
+                f0[0] != rt[r].f0_end[0] || f0[1] != rt[r].f0_end[1])
+                fail_msg("%s p %d m %d pattern %d link %d pass %d rank %d: end %.17g/%.17g, "
+                         "W %.17g/%.17g %.17g/%.17g, F0 %.17g/%.17g %.17g/%.17g",
+                         mp_schedule_name(s), (int)p, (int)m, pat, link, pass, (int)r, er,
+                         rt[r].end, we[0], rt[r].w_end[0], we[1], rt[r].w_end[1], f0[0],
+                         rt[r].f0_end[0], f0[1], rt[r].f0_end[1]);
+        }
+    }
+    mp_schedule_v_times_keep(true);
+    for (int32_t r = 0; r < p; r++) {
+        mp_op_list_free(&l[r]);
+        free(end[r]);
+    }
+}
+
+static void test_v_times_match_replay(void **state)
+{
+    (void)state;
+    int32_t ps[] = {2, 3, 4, 5, 8, 12, 40};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) {
+        int32_t p = ps[i];
+        const int32_t ms[] = {p, p + 1, 2 * p, 3 * p + 1, 4 * p, 4 * p + 3};
+        for (size_t j = 0; j < sizeof ms / sizeof *ms; j++)
+            for (int pat = 0; pat < GRID_PATTERNS; pat++)
+                for (int link = 0; link <= 1; link++) {
+                    if (p == 40 && (j > 1 || pat % 3))
+                        continue; /* pp 40: a few */
+                    check_v_times(MP_SCHED_ZBV, p, ms[j], pat, link);
+                    if (ms[j] >= 2 * p)
+                        check_v_times(MP_SCHED_DUALPIPEV, p, ms[j], pat, link);
+                }
+    }
+    /* the stall hook: the fallback order's times, not the greedy's kept ones */
+    mp_schedule_zbv_test_stall(true);
+    check_v_times(MP_SCHED_ZBV, 4, 16, 3, 1);
+    mp_schedule_zbv_test_stall(false);
+    check_v_times(MP_SCHED_ZBV, 4, 16, 3, 1);
+}
+
 /* Mixtral 8x7B on 64 H100, tp 2 sp, pp 8 (zb-v, two chunks), ep 8, etp 1,
  * 32 micro-batches, selective recompute: the plan whose greedy order once stalled */
 static mp_config mixtral_pp8_zbv(void)
@@ -495,6 +580,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_zbv_order_grid),
         cmocka_unit_test(test_mixtral_pp8_order),
         cmocka_unit_test(test_stall_hook_gives_the_fallback),
+        cmocka_unit_test(test_v_times_match_replay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,6 +161,14 @@ static mp_status sum_mirrors(mp_trainer *chunks, int n_chunks, mp_error *err)
     return MP_OK;
 }
 
+/* The chunk's copy of the embedding (its own, an embedding copy, a tied
+ * head), or NULL. */
+static const mp_param *emb_copy(const mp_gpt *g)
+{
+    int k = g->lay->wte >= 0 ? g->lay->wte : g->d.tied ? g->lay->head : -1;
+    return k >= 0 ? &g->lay->p[k] : NULL;
+}
+
 /* Megatron's standalone MTP stage: the copies of the embedding (the first
  * stage's, the MTP stage's, a tied head's) sum their gradients over the
  * embedding group (exec.c: the pipeline ranks that hold one). A rank may hold
@@ -171,41 +179,37 @@ static mp_status sum_mtp_copies(mp_trainer *chunks, int n_chunks, mp_error *err)
     if (!chunks[0].model->d.mtp_split || mp_probe_drops(chunks[0].model->probe, "pp-embgrad"))
         return MP_OK;
     int first = -1;
+    const mp_param *p0 = NULL;
     mp_status st = MP_OK;
-    for (int c = 0; c < n_chunks && !st; c++) {
+    for (int c = 0; c < n_chunks; c++) {
         mp_gpt *g = chunks[c].model;
-        int k = g->lay->wte >= 0 ? g->lay->wte : g->d.tied ? g->lay->head : -1;
-        if (k < 0)
+        const mp_param *p = emb_copy(g);
+        if (!p)
             continue;
-        const mp_param *p = &g->lay->p[k];
         size_t n = (size_t)p->lrows * (size_t)p->lcols;
-        /* ZeRO-2/3: the shards whole first */
-        if ((st = mp_zero_unshard_grad(&chunks[c], (size_t)p->offset, n, err)))
+        /* ZeRO-2/3: the shards whole first (test-only: not, "zero-tied-sum") */
+        if (!mp_probe_drops(g->probe, "zero-tied-sum") &&
+            (st = mp_zero_unshard_grad(&chunks[c], (size_t)p->offset, n, err)))
             return st;
-        if (first < 0) {
-            first = c;
-            continue;
-        }
-        mp_gpt *g0 = chunks[first].model;
-        int k0 = g0->lay->wte >= 0 ? g0->lay->wte : g0->lay->head;
-        g->be->add(MP_REAL_KIND, g0->g + g0->lay->p[k0].offset, g->g + p->offset, n);
+        if (first < 0)
+            first = c, p0 = p;
+        else
+            g->be->add(MP_REAL_KIND, chunks[first].model->g + p0->offset, g->g + p->offset, n);
     }
     if (first < 0)
         return MP_OK;
     mp_trainer *t = &chunks[first];
     mp_gpt *g0 = t->model;
-    const mp_param *p0 = &g0->lay->p[g0->lay->wte >= 0 ? g0->lay->wte : g0->lay->head];
     size_t n = (size_t)p0->lrows * (size_t)p0->lcols;
     double t0 = g0->be->now();
     if (t->emb.size > 1 &&
         (st = g0->be->allreduce(&t->emb, MP_REAL_KIND, g0->g + p0->offset, n, MP_RED_SUM, err)))
         return st;
-    for (int c = 0; c < n_chunks; c++) {
+    for (int c = first; c < n_chunks; c++) {
         mp_gpt *g = chunks[c].model;
-        int k = g->lay->wte >= 0 ? g->lay->wte : g->d.tied ? g->lay->head : -1;
-        if (k < 0)
+        const mp_param *p = emb_copy(g);
+        if (!p)
             continue;
-        const mp_param *p = &g->lay->p[k];
         if (c != first)
             g->be->copy(g->g + p->offset, g0->g + p0->offset, n * sizeof(real), MP_COPY_D2D);
         mp_zero_reshard_grad(&chunks[c], (size_t)p->offset, n);

@@ -286,10 +286,10 @@ static mp_status build_chunks(run *R, const mp_plan *plan, mp_error *err)
     for (int c = 0; c < v && !st; c++) {
         mp_gpt_dims *dc = &R->dc[c];
         *dc = *d;
-        st = mp_exec_stage_items(plan, R->o->shrink, d,
-                                 (int)mp_schedule_stage(plan->config.parallel.schedule, rt->pp,
-                                                        rt->pp_rank, c),
-                                 &dc->item_begin, &dc->item_end, err);
+        int vs = (int)mp_schedule_stage(plan->config.parallel.schedule, rt->pp, rt->pp_rank, c);
+        st = mp_exec_stage_items(plan, R->o->shrink, d, vs, &dc->item_begin, &dc->item_end,
+                                 err);
+        dc->mtp_split = mp_exec_mtp_role(plan, R->o->shrink, vs);
         if (!st)
             st = mp_param_layout_build(dc, &R->lay[c], err);
         if (!st) {
@@ -306,6 +306,14 @@ static mp_status build_chunks(run *R, const mp_plan *plan, mp_error *err)
     if (!st && d->t5)
         st = mp_exec_t5_embedding_group(
             rt, R->lay[0].wte >= 0 || (d->tied && R->lay[0].head >= 0), err);
+    /* a standalone MTP stage: the ranks with any copy of the embedding (the
+     * first stage's, the MTP stage's, a tied head's), as Megatron's group */
+    if (!st && !d->t5 && v > 0 && R->dc[0].mtp_split) {
+        bool member = false;
+        for (int c = 0; c < v; c++)
+            member |= R->lay[c].wte >= 0 || (d->tied && R->lay[c].head >= 0);
+        st = mp_exec_t5_embedding_group(rt, member, err);
+    }
     if (!st)
         /* the simulator's list for this plan (ZB-V: ordered by its stage costs) */
         st = mp_sim_plan_schedule(plan, R->m, rt->pp_rank, &R->ops, err);

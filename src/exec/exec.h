@@ -135,6 +135,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
  * of d->layers into pp*vpp stages. */
 mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dims *d,
                               int vstage, int *begin, int *end, mp_error *err);
+/* Virtual stage vstage's place against Megatron's standalone MTP stage
+ * (mp_gpt_dims.mtp_split: MP_MTP_BEFORE / ON / AFTER; 0 when the modules run
+ * beside the loss, or the model has none). */
+int mp_exec_mtp_role(const mp_plan *plan, bool shrink, int vstage);
 
 /* The checks of the plan and options that need no ranks (dims, --steps,
  * exact mode's reduction length); mp_exec_run repeats them. */

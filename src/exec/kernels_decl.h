@@ -198,7 +198,8 @@ typedef struct mp_gpt {
     int microbatch_now;    /* set by the trainer before each forward */
     /* Pipeline stages other than the first and last (d.item_begin/end): the
      * received activation [Sl,h] a forward starts from, and the received
-     * gradient [Sl,h] of the stage's output a backward starts from. */
+     * gradient [Sl,h] of the stage's output a backward starts from (from a
+     * standalone MTP stage on: 1 + D of them, mp_gpt_stage_*_count). */
     const real *stage_in, *stage_grad_in;
     void *t5;              /* T5's slots and workspace (t5.c), NULL for the others */
     /* The sigmoid router's expert bias [layers, experts] (d.bias_rate > 0;

@@ -91,9 +91,9 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
     for (int c = 0; c < v && !st; c++) {
         mp_gpt_dims dc = *d;
         mp_param_layout lay;
-        st = mp_exec_stage_items(plan, o->shrink, d,
-                                 (int)mp_schedule_stage(par->schedule, pp, pp_rank, c),
-                                 &dc.item_begin, &dc.item_end, err);
+        int vs = (int)mp_schedule_stage(par->schedule, pp, pp_rank, c);
+        st = mp_exec_stage_items(plan, o->shrink, d, vs, &dc.item_begin, &dc.item_end, err);
+        dc.mtp_split = mp_exec_mtp_role(plan, o->shrink, vs);
         if (!st)
             st = mp_param_layout_build(&dc, &lay, err);
         if (st)
@@ -123,8 +123,9 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
         mp_dims_items(&dc, &b, &e);
         if (o->check && e == d->layers + 2)
             r->reference += S * (d->vocab / d->tp) * sizeof(float); /* the logits it checks */
-        if (pp > 1)
-            r->other += 2 * boundary; /* the received activation and gradient */
+        if (pp > 1) /* the received activation and gradient; after a standalone MTP
+                     * stage (and out of it) 1 + D of them */
+            r->other += 2 * boundary * (dc.mtp_split >= MP_MTP_ON ? 1 + d->mtp_layers : 1);
         mp_param_layout_free(&lay);
     }
     double ref = 0, ref_elements = 0;
@@ -141,9 +142,17 @@ static mp_status rank_bytes(const mp_plan *plan, const mp_exec_opts *o, const mp
     if (piece * 8 > coll)
         coll = piece * 8;
     r->other += coll;
-    for (int32_t i = 0; i < ops.n; i++) /* each send's copy lives until the step's end */
-        if (ops.ops[i].kind == MP_OP_SEND_FWD || ops.ops[i].kind == MP_OP_SEND_BWD)
-            r->other += boundary;
+    for (int32_t i = 0; i < ops.n; i++) { /* each send's copy lives until the step's end */
+        const mp_op *op = &ops.ops[i];
+        if (op->kind != MP_OP_SEND_FWD && op->kind != MP_OP_SEND_BWD)
+            continue;
+        /* 1 + D activations wide: the output from a standalone MTP stage on, the
+         * input's gradient after it */
+        int role = mp_exec_mtp_role(
+            plan, o->shrink, (int)mp_schedule_stage(par->schedule, pp, pp_rank, op->chunk));
+        bool wide = op->kind == MP_OP_SEND_FWD ? role >= MP_MTP_ON : role == MP_MTP_AFTER;
+        r->other += boundary * (wide ? 1 + d->mtp_layers : 1);
+    }
     mp_op_list_free(&ops);
     if (st)
         return st;

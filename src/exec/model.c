@@ -291,7 +291,7 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
         if (!g->stage_in)
             return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
                                 "pipeline stage without its input activation");
-        be_copy(g, A->x0, g->stage_in, z.Sl * z.h);
+        be_copy(g, A->x0, g->stage_in, z.win * z.Sl * z.h);
     }
     /* blocks */
     const real *x = A->x0;
@@ -310,14 +310,27 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
         }
         x = A->blk[k].xout;
     }
+    /* final norm: with the head; with a standalone MTP stage after the last
+     * block (the stage's output, this rank's rows in lnf_full) */
+    if (z.lnf)
+        mp_model_norm_forward(g, sp && z.head ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd,
+                              x, param(g->w, g, lay->lnf_w),
+                              lay->lnf_b >= 0 ? param(g->w, g, lay->lnf_b) : NULL, (int)z.Sl);
+    if (z.mtp && !z.head) {
+        /* the standalone MTP stage: [h | h_0 .. h_{D-1}] to the last stage (h:
+         * normed here, or by an earlier stage) */
+        const real *hmain = z.lnf ? A->lnf_full : A->x0;
+        be_copy(g, A->wide, hmain, z.Sl * z.h);
+        CHECK(mp_mtp_forward(g, A, tokens, targets, hmain, NULL, err));
+    }
     if (!z.head)
         return be->sync(err); /* the stage's output is mp_gpt_stage_output() */
-    /* final norm; logits[S,Vl] = lnf_full @ Whead[Vl,h]^T (vocab-parallel) */
-    mp_model_norm_forward(g, sp ? W.loc : A->lnf_full, A->lnf_xhat, A->lnf_rstd, x,
-                          param(g->w, g, lay->lnf_w),
-                          lay->lnf_b >= 0 ? param(g->w, g, lay->lnf_b) : NULL, (int)z.Sl);
-    if (sp)
+    /* logits[S,Vl] = lnf_full @ Whead[Vl,h]^T (vocab-parallel); after a
+     * standalone MTP stage the normed rows are the input's first */
+    if (sp && z.lnf)
         CHECK(mp_model_tp_gather(g, W.loc, A->lnf_full, z.h, err));
+    else if (!z.lnf)
+        CHECK(mp_model_tp_gather(g, A->x0, A->lnf_full, z.h, err));
     const real *wh = param(g->w, g, lay->head);
     const real *hin = A->lnf_full;
     if (g->d.bert) {
@@ -347,8 +360,10 @@ mp_status mp_gpt_forward(mp_gpt *g, int slot, const int32_t *tokens,
                                  err));
     if (g->d.bert)
         *loss_sum += mp_model_nsp_forward(g, A);
-    if (A->mtp) /* the multi-token-prediction modules, from lnf_full */
-        CHECK(mp_mtp_forward(g, A, tokens, targets, loss_sum, err));
+    if (A->mtp) /* the multi-token-prediction modules (or their losses), from lnf_full */
+        CHECK(mp_mtp_forward(g, A, tokens, targets,
+                             A->lnf_full + (sp ? (size_t)g->tp.rank * z.Sl * z.h : 0), loss_sum,
+                             err));
     return be->sync(err);
 }
 
@@ -366,7 +381,7 @@ mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err)
         CHECK(mp_model_bert_head_backward(g, A, err));
     } else if (z.head) {
         if (A->mtp) /* first the MTP modules': their workspace is the model's */
-            CHECK(mp_mtp_backward(g, A, err));
+            CHECK(mp_mtp_backward(g, A, W.dwide, err));
         /* dlogits[S,Vl] = (p - onehot(target)) * grad_scale, in place */
         mp_model_dlogits(g, A->logits, A->targets, z.S);
         /* dWhead[Vl,h] += dlogits^T @ lnf_full; dlnf = reduce(dlogits @ Whead) */
@@ -376,12 +391,40 @@ mp_status mp_gpt_backward(mp_gpt *g, int slot, mp_error *err)
              0.0, W.part, z.h);
         CHECK(mp_model_tp_reduce(g, W.part, W.dln, z.h, "tp-head-bwd", err));
         bq(g, W.dln, z.Sl * z.h, MP_Q_GRAD);
+        if (!z.lnf) { /* after a standalone MTP stage: [dh | dh_0 ..] back to it */
+            be_copy(g, W.dwide, W.dln, z.Sl * z.h);
+            return g->be->sync(err);
+        }
         if (A->mtp) /* the final norm's output feeds the first MTP module too */
             mp_mtp_add_hidden_grad(g, A, W.dln);
         mp_model_norm_backward(g, W.dres, param(g->g, g, lay->lnf_w),
                                lay->lnf_b >= 0 ? param(g->g, g, lay->lnf_b) : NULL, W.dln,
                                A->lnf_xhat, A->lnf_rstd, param(g->w, g, lay->lnf_w),
                                (int)z.Sl);
+    } else if (z.mtp || z.lnf || z.win > 1) {
+        /* around a standalone MTP stage: the next stage's gradient of [h | h_0 ..]
+         * (h alone before the MTP stage; after it the stages pass it on) */
+        if (!g->stage_grad_in)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                                "pipeline stage without its output gradient");
+        if (z.win > 1) { /* an empty stage after the MTP stage */
+            be_copy(g, W.dwide, g->stage_grad_in, z.win * z.Sl * z.h);
+            return g->be->sync(err);
+        }
+        /* the modules from the h_k's gradients (their blocks' backward uses the
+         * workspace), then h's */
+        if (z.mtp)
+            CHECK(mp_mtp_backward(g, A, (real *)g->stage_grad_in, err));
+        be_copy(g, W.dln, g->stage_grad_in, z.Sl * z.h);
+        if (z.mtp)
+            mp_mtp_add_hidden_grad(g, A, W.dln);
+        if (z.lnf)
+            mp_model_norm_backward(g, W.dres, param(g->g, g, lay->lnf_w),
+                                   lay->lnf_b >= 0 ? param(g->g, g, lay->lnf_b) : NULL, W.dln,
+                                   A->lnf_xhat, A->lnf_rstd, param(g->w, g, lay->lnf_w),
+                                   (int)z.Sl);
+        else
+            be_copy(g, W.dres, W.dln, z.Sl * z.h);
     } else {
         /* a pipeline stage before the last: the next stage's input gradient */
         if (!g->stage_grad_in)
@@ -429,6 +472,10 @@ const real *mp_gpt_stage_output(const mp_gpt *g, int slot)
         return mp_t5_stage_output(g, slot);
     sizes z = sizes_of(&g->d);
     const mp_acts *A = g->slots[slot];
+    if (A->wide) /* a standalone MTP stage */
+        return A->wide;
+    if (z.lnf && !z.head) /* the last block's stage before a standalone MTP stage */
+        return A->lnf_full;
     return z.n_blocks ? A->blk[z.n_blocks - 1].xout : A->x0;
 }
 
@@ -439,7 +486,7 @@ const real *mp_gpt_stage_input_grad(const mp_gpt *g)
     sizes z = sizes_of(&g->d);
     work W;
     layout_work(&W, g->ws, &z);
-    return W.dres;
+    return z.win > 1 ? W.dwide : W.dres;
 }
 
 /* Elements of the activation a stage receives (its input) and sends (its
@@ -449,13 +496,15 @@ size_t mp_gpt_stage_input_count(const mp_gpt *g)
 {
     if (g->d.t5)
         return mp_t5_stage_count(g, true);
-    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
+    sizes z = sizes_of(&g->d);
+    return z.win * (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
 }
 
 size_t mp_gpt_stage_output_count(const mp_gpt *g)
 {
     if (g->d.t5)
         return mp_t5_stage_count(g, false);
-    return (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
+    sizes z = sizes_of(&g->d);
+    return z.wout * (size_t)mp_dims_local_tokens(&g->d) * (size_t)g->d.hidden;
 }
 

@@ -40,6 +40,8 @@ struct mp_acts {
      * and the two-way head's probabilities [b,2] */
     real *mlm_pre, *mlm_act, *mlm_xhat, *mlm_rstd, *mlm_out, *pool_pre, *pooled, *nsp_p;
     real *mtp; /* the MTP modules' activations and scratch (mtp.c), on the head's stage */
+    real *wide; /* [1 + D][Sl,h] a standalone MTP stage's output: the main model's
+                   normed hidden states, then each module's */
 };
 
 /* Workspace of one rank (shared by all micro-batches). */
@@ -47,6 +49,7 @@ typedef struct work {
     real *part;  /* [S,h] partial sums before a TP reduction */
     real *loc;   /* [Sl,h] LayerNorm output before the SP all-gather */
     real *dres;  /* [Sl,h] gradient of the residual stream */
+    real *dwide; /* [1 + D][Sl,h] after a standalone MTP stage: the input's gradient */
     real *dln;   /* [Sl,h] */
     real *dtmp;  /* [Sl,h] */
     real *dfull; /* [S,h] */
@@ -81,6 +84,11 @@ typedef struct sizes {
     unsigned rebuilds;            /* the modules (MP_RCM_* bits) selective recomputation
                                      rebuilds in any block of the stage */
     bool emb, head;               /* the stage holds the embedding / the head */
+    bool lnf, mtp;                /* it runs the final norm / the MTP modules (both with the
+                                     head, but with a standalone MTP stage: the last block's
+                                     stage, the MTP stage) */
+    size_t win, wout;             /* its input and output, in [Sl,h] activations: 1, or
+                                     1 + D after a standalone MTP stage ([h | h_0 ..]) */
     size_t moe;                   /* reals one MoE block keeps when it keeps everything (0:
                                      dense model) */
     size_t moe_work;              /* reals of the MoE scratch (moe.h; 0: dense model) */
@@ -155,6 +163,10 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
     z.n_blocks = lb > fb ? (size_t)(lb - fb) : 0;
     z.emb = ib == 0;
     z.head = ie == d->layers + 2;
+    z.lnf = d->mtp_split ? ib <= d->layers && d->layers < ie : z.head;
+    z.mtp = d->mtp_layers > 0 && (d->mtp_split ? d->mtp_split == MP_MTP_ON : z.head);
+    z.win = d->mtp_split == MP_MTP_AFTER ? 1 + (size_t)d->mtp_layers : 1;
+    z.wout = d->mtp_split >= MP_MTP_ON ? 1 + (size_t)d->mtp_layers : 1;
     z.moe = mp_moe_block_reals(d, z.S, z.Sl, 0);
     z.most_recompute = 0;
     z.rebuilds = 0;
@@ -239,7 +251,7 @@ static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
         A->tokens = (int32_t *)(void *)ints;
         A->targets = A->tokens + z->S;
     }
-    A->x0 = take(base, &u, z->Sl * z->h);
+    A->x0 = take(base, &u, z->win * z->Sl * z->h);
     for (size_t l = 0; l < z->n_blocks; l++) {
         block_acts tmp, *B = base ? &A->blk[l] : &tmp;
         int bl = (int)(z->first_block + l);
@@ -263,6 +275,7 @@ static inline size_t layout_acts(mp_acts *A, real *base, const sizes *z,
     }
     size_t nm = mp_mtp_reals(z, d);
     A->mtp = nm ? take(base, &u, nm) : NULL;
+    A->wide = z->mtp && z->wout > 1 ? take(base, &u, z->wout * z->Sl * z->h) : NULL;
     return u;
 }
 
@@ -272,6 +285,7 @@ static inline size_t layout_work(work *W, real *base, const sizes *z)
     W->part = take(base, &u, z->S * z->h);
     W->loc = take(base, &u, z->Sl * z->h);
     W->dres = take(base, &u, z->Sl * z->h);
+    W->dwide = take(base, &u, z->win > 1 ? z->win * z->Sl * z->h : 0);
     W->dln = take(base, &u, z->Sl * z->h);
     W->dtmp = take(base, &u, z->Sl * z->h);
     W->dfull = take(base, &u, z->S * z->h);
@@ -445,12 +459,16 @@ void mp_mla_recompute_probs(mp_gpt *g, block_acts *V);
 mp_status mp_moe_backward(mp_gpt *g, block_acts *B, int l, const real *dout,
                           real *dln, mp_error *err);
 double mp_model_nsp_forward(mp_gpt *g, mp_acts *A);
-/* mtp.c: the multi-token-prediction modules after the head (forward: their
- * losses added to *loss_sum; backward: their gradients, then
- * mp_mtp_add_hidden_grad adds theirs of the main final-norm output to dln[Sl,h]). */
+/* mtp.c: the multi-token-prediction modules after the head (forward from
+ * hmain, this rank's rows of the final norm's output: their losses added to
+ * *loss_sum; backward: their gradients, then mp_mtp_add_hidden_grad adds
+ * theirs of the main final-norm output to dln[Sl,h]). With a standalone MTP
+ * stage: there the modules alone (forward into A->wide, backward from dwide,
+ * the received gradient), on the last stage their losses alone (from A->x0,
+ * back into dwide). */
 mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int32_t *targets,
-                         double *loss_sum, mp_error *err);
-mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, mp_error *err);
+                         const real *hmain, double *loss_sum, mp_error *err);
+mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, real *dwide, mp_error *err);
 void mp_mtp_add_hidden_grad(mp_gpt *g, mp_acts *A, real *dln);
 mp_status mp_model_bert_head_backward(mp_gpt *g, mp_acts *A, mp_error *err);
 

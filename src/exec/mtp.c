@@ -30,6 +30,13 @@
  * parallelism the rank's two chunks take their neighbours' first positions
  * from the CP ranks that hold them, as Megatron's roll_tensor does (roll_one).
  *
+ * With Megatron's standalone MTP stage (d.mtp_split) the modules run there
+ * (module_forward, module_backward), from the main model's normed hidden
+ * states it receives or computes, and hand each h_k on in the stage's wide
+ * output; the last stage rolls the targets alike and computes each module's
+ * loss from the received h_k (module_loss, module_loss_backward), sending
+ * back each h_k's gradient.
+ *
  * Compiled once per precision (real.h). */
 #include <math.h>
 #include <stdbool.h>
@@ -124,7 +131,7 @@ static size_t layout(mtp_acts *M, mtp_work *Wm, real *base, const sizes *z,
 
 size_t mp_mtp_reals(const sizes *z, const mp_gpt_dims *d)
 {
-    return d->mtp_layers > 0 && z->head ? layout(NULL, NULL, NULL, z, d) : 0;
+    return d->mtp_layers > 0 && (z->head || z->mtp) ? layout(NULL, NULL, NULL, z, d) : 0;
 }
 
 /* The slot's modules and scratch (M: mtp_layers of them). */
@@ -227,195 +234,251 @@ static mp_status roll_one(mp_gpt *g, int32_t *tok, int32_t *tgt, size_t S, real 
     return MP_OK;
 }
 
-mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int32_t *targets,
-                         double *loss_sum, mp_error *err)
+/* Every module's shifted tokens and targets into M[k].tok, .tgt: rolled
+ * k + 1 positions, zero token / no target past the end (the "shift" mutant's
+ * tokens k). xbuf: the exchange's host buffer (roll_one); its device buffer
+ * is the TP gather's scratch, free until a projection (checked to hold it). */
+static mp_status roll_all(mp_gpt *g, mtp_acts *M, mtp_work *Wm, const int32_t *tokens,
+                          const int32_t *targets, real *xbuf, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    size_t S = z.S, b = z.b, cp = (size_t)mp_dims_cp(&g->d), xn = (cp + 1) * 4 * b;
+    if (xn > S * z.h)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                            "the MTP shift's exchange (%zu reals) outgrows its buffer", xn);
+    int32_t *host = malloc(3 * S * sizeof *host);
+    if (!host)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the MTP shift");
+    int32_t *tok_k = host, *tgt_k = host + S, *tok_prev = host + 2 * S;
+    memcpy(tok_k, tokens, S * sizeof *tok_k);
+    memcpy(tgt_k, targets, S * sizeof *tgt_k);
+    mp_status st = MP_OK;
+    for (int k = 0; k < g->d.mtp_layers && !st; k++) {
+        memcpy(tok_prev, tok_k, S * sizeof *tok_k);
+        if ((st = roll_one(g, tok_k, tgt_k, S, xbuf, Wm->gather, err)))
+            break;
+        g->be->copy(M[k].tok, mutant("shift") ? tok_prev : tok_k, S * sizeof *host, MP_COPY_H2D);
+        g->be->copy(M[k].tgt, tgt_k, S * sizeof *host, MP_COPY_H2D);
+    }
+    free(host);
+    return st;
+}
+
+/* Module k from h_{k-1} (hprev, this rank's rows [Sl,h]) to a->fn = h_k. */
+static mp_status module_forward(mp_gpt *g, mtp_acts *a, mtp_work *Wm, int k, const real *hprev,
+                                mp_error *err)
 {
     sizes z = sizes_of(&g->d);
     work W = work_of(g);
+    const mp_backend *be = g->be;
+    bool sp = g->d.sp && g->tp.size > 1;
+    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, t = (size_t)g->tp.size;
+    size_t row0 = sp ? (size_t)g->tp.rank * Sl : 0, lo = (size_t)g->tp.rank * z.Vl;
+    int l = g->d.layers + k;
+    /* e[Sl,h] = reduce(wte rows of tok this rank owns) (vocab-parallel) */
+    be->gather_rows(MP_REAL_KIND, W.part, param(g->w, g, emb_param(g)), a->tok, lo, z.Vl, S, h,
+                    false);
+    CHECK(mp_model_tp_reduce(g, W.part, a->e, h, "tp-mtp-embed", err));
+    bq(g, a->e, Sl * h, MP_Q_ACT);
+    /* en = enorm(e), hn = hnorm(h_{k-1}) [Sl,h]; cat_loc[Sl,2h] = [en | hn] */
+    int en_k = mutant("norms") ? MP_MTP_HNORM_W : MP_MTP_ENORM_W;
+    int hn_k = mutant("norms") ? MP_MTP_ENORM_W : MP_MTP_HNORM_W;
+    mp_model_norm_forward(g, a->en, a->en_xhat, a->en_rstd, a->e, P(k, en_k),
+                          PB(g->w, k, en_k + 1), (int)Sl);
+    mp_model_norm_forward(g, a->hn, a->hn_xhat, a->hn_rstd, hprev, P(k, hn_k),
+                          PB(g->w, k, hn_k + 1), (int)Sl);
+    size_t e_at = mutant("concat") ? h : 0;
+    copy_rows(g, a->cat_loc + e_at, 2 * h, a->en, h, Sl, h);
+    copy_rows(g, a->cat_loc + (h - e_at), 2 * h, a->hn, h, Sl, h);
+    /* cat_full[S,2h] (SP: all-gather); proj_loc[S,hl] = cat_full @ W_eh[2h,hl]
+     * (column-parallel) */
+    CHECK(mp_model_tp_gather_rows(g, a->cat_loc, a->cat_full, S, Sl, 2 * h, err));
+    GEMM(false, false, S, hl, 2 * h, a->cat_full, 2 * h, P(k, MP_MTP_EH_W), hl, 0.0,
+         a->proj_loc, hl);
+    bq(g, a->proj_loc, S * hl, MP_Q_ACT);
+    /* x[Sl,h]: every rank's columns side by side (all-gather over TP), with
+     * SP this rank's rows of them */
+    if (t > 1) {
+        CHECK(be->allgather(&g->tp, MP_REAL_KIND, a->proj_loc, Wm->gather, S * hl, err));
+        for (size_t q = 0; q < t; q++)
+            copy_rows(g, a->x + q * hl, h, Wm->gather + q * S * hl + row0 * hl, hl, Sl, hl);
+    } else {
+        be_copy(g, a->x, a->proj_loc, S * h);
+    }
+    /* the block, then h_k = fn[Sl,h] = fnorm(block output) */
+    CHECK(mp_model_block_forward(g, &a->blk, l, a->x, err));
+    mp_model_norm_forward(g, a->fn, a->fn_xhat, a->fn_rstd, a->blk.xout, P(k, MP_MTP_FNORM_W),
+                          PB(g->w, k, MP_MTP_FNORM_B), (int)Sl);
+    return MP_OK;
+}
+
+/* Module k's loss from h_k (fn, this rank's rows [Sl,h]) through the shared
+ * output layer: fn_full[S,h], logits[S,Vl], loss += w_k * sum ce(tgt).
+ * rowloss: [S] on the host. */
+static mp_status module_loss(mp_gpt *g, mtp_acts *a, int k, const real *fn, real *rowloss,
+                             double *loss_sum, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    work W = work_of(g);
+    const mp_backend *be = g->be;
+    size_t S = z.S, h = z.h;
+    CHECK(mp_model_tp_gather(g, fn, a->fn_full, h, err));
+    GEMM(false, true, S, z.Vl, h, a->fn_full, h, param(g->w, g, g->lay->head), h, 0.0,
+         a->logits, z.Vl);
+    bq(g, a->logits, S * z.Vl, MP_Q_ACT);
+    double sum = 0;
+    CHECK(mp_model_cross_entropy(g, a->logits, a->tgt, S, W.stats, W.part, &sum, err));
+    /* exact mode: each row's weighted term back on the loss's grid, so that
+     * sums over any split of the rows (micro-batches, CP ranks) are exact in
+     * any order (W.part: the rows' losses, in the backend's memory) */
+    double wk = module_weight(g, k), wsum = wk * sum;
+    if (g->exact) {
+        wsum = 0;
+        be->copy(rowloss, W.part, S * sizeof *rowloss, MP_COPY_D2H);
+        for (size_t r = 0; r < S; r++)
+            wsum += nearbyint(ldexp(wk * (double)rowloss[r], MP_Q_LOSS)) / ldexp(1.0, MP_Q_LOSS);
+    }
+    *loss_sum += wsum;
+    return MP_OK;
+}
+
+/* The modules beside the loss (hmain: this rank's rows of the main model's
+ * final-norm output), or on a standalone MTP stage (each h_k into
+ * A->wide[k + 1]), or that stage's losses on the last stage (each h_k from
+ * the received A->x0[k + 1]). */
+mp_status mp_mtp_forward(mp_gpt *g, mp_acts *A, const int32_t *tokens, const int32_t *targets,
+                         const real *hmain, double *loss_sum, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
     int D = g->d.mtp_layers;
     mtp_acts M[MP_MTP_MAX];
     mtp_work Wm;
     view(g, A, M, &Wm);
-    const mp_backend *be = g->be;
-    bool sp = g->d.sp && g->tp.size > 1;
-    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, b = z.b;
-    size_t t = (size_t)g->tp.size;
-    size_t row0 = sp ? (size_t)g->tp.rank * Sl : 0, lo = (size_t)g->tp.rank * z.Vl;
-    /* the tokens and targets rolled k + 1 times, the tokens k times (the
-     * "shift" mutant's), and the roll's exchange */
-    size_t cp = (size_t)mp_dims_cp(&g->d);
-    int32_t *host = malloc(3 * S * sizeof *host);
+    size_t S = z.S, Sl = z.Sl, h = z.h, b = z.b, cp = (size_t)mp_dims_cp(&g->d);
     /* xbuf: the roll's exchange, then the rows' losses [S] (exact mode) */
     size_t xn = (cp + 1) * 4 * b;
     real *xbuf = malloc((xn + S) * sizeof *xbuf), *rowloss = xbuf + xn;
-    if (!host || !xbuf) {
-        free(host);
-        free(xbuf);
+    if (!xbuf)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the MTP shift");
-    }
-    if (xn > S * h) { /* the exchange's device buffer below is Wm.gather[S,h] */
-        free(host);
-        free(xbuf);
-        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
-                            "the MTP shift's exchange (%zu reals) outgrows its buffer", xn);
-    }
-    int32_t *tok_k = host, *tgt_k = host + S, *tok_prev = host + 2 * S;
-    memcpy(tok_k, tokens, S * sizeof *tok_k);
-    memcpy(tgt_k, targets, S * sizeof *tgt_k);
-    /* h_{-1}: this rank's rows of the main model's final-norm output */
-    const real *hprev = A->lnf_full + row0 * h;
-    mp_status st = MP_OK;
+    mp_status st = roll_all(g, M, &Wm, tokens, targets, xbuf, err);
+    const real *hprev = hmain;
     for (int k = 0; k < D && !st; k++) {
         mtp_acts *a = &M[k];
-        int l = g->d.layers + k;
-        /* tok, tgt [S]: module k-1's rolled once more (k + 1 positions in
-         * all), zero token / no target past the end */
-        memcpy(tok_prev, tok_k, S * sizeof *tok_k);
-        /* the exchange's device buffer: the TP gather's scratch, free until
-         * the projection (checked above to hold the exchange) */
-        if ((st = roll_one(g, tok_k, tgt_k, S, xbuf, Wm.gather, err)))
+        if (z.mtp && (st = module_forward(g, a, &Wm, k, hprev, err)))
             break;
-        be->copy(a->tok, mutant("shift") ? tok_prev : tok_k, S * sizeof *host, MP_COPY_H2D);
-        be->copy(a->tgt, tgt_k, S * sizeof *host, MP_COPY_H2D);
-        /* e[Sl,h] = reduce(wte rows of tok this rank owns) (vocab-parallel) */
-        be->gather_rows(MP_REAL_KIND, W.part, param(g->w, g, emb_param(g)), a->tok, lo, z.Vl, S,
-                        h, false);
-        if ((st = mp_model_tp_reduce(g, W.part, a->e, h, "tp-mtp-embed", err)))
-            break;
-        bq(g, a->e, Sl * h, MP_Q_ACT);
-        /* en = enorm(e), hn = hnorm(h_{k-1}) [Sl,h]; cat_loc[Sl,2h] = [en | hn] */
-        int en_k = mutant("norms") ? MP_MTP_HNORM_W : MP_MTP_ENORM_W;
-        int hn_k = mutant("norms") ? MP_MTP_ENORM_W : MP_MTP_HNORM_W;
-        mp_model_norm_forward(g, a->en, a->en_xhat, a->en_rstd, a->e, P(k, en_k),
-                              PB(g->w, k, en_k + 1), (int)Sl);
-        mp_model_norm_forward(g, a->hn, a->hn_xhat, a->hn_rstd, hprev, P(k, hn_k),
-                              PB(g->w, k, hn_k + 1), (int)Sl);
-        size_t e_at = mutant("concat") ? h : 0;
-        copy_rows(g, a->cat_loc + e_at, 2 * h, a->en, h, Sl, h);
-        copy_rows(g, a->cat_loc + (h - e_at), 2 * h, a->hn, h, Sl, h);
-        /* cat_full[S,2h] (SP: all-gather); proj_loc[S,hl] = cat_full @ W_eh[2h,hl]
-         * (column-parallel) */
-        if ((st = mp_model_tp_gather_rows(g, a->cat_loc, a->cat_full, S, Sl, 2 * h, err)))
-            break;
-        GEMM(false, false, S, hl, 2 * h, a->cat_full, 2 * h, P(k, MP_MTP_EH_W), hl, 0.0,
-             a->proj_loc, hl);
-        bq(g, a->proj_loc, S * hl, MP_Q_ACT);
-        /* x[Sl,h]: every rank's columns side by side (all-gather over TP), with
-         * SP this rank's rows of them */
-        if (t > 1) {
-            if ((st = be->allgather(&g->tp, MP_REAL_KIND, a->proj_loc, Wm.gather, S * hl, err)))
-                break;
-            for (size_t q = 0; q < t; q++)
-                copy_rows(g, a->x + q * hl, h, Wm.gather + q * S * hl + row0 * hl, hl, Sl, hl);
-        } else {
-            be_copy(g, a->x, a->proj_loc, S * h);
-        }
-        /* the block, then h_k = fn[Sl,h] = fnorm(block output); fn_full[S,h] */
-        if ((st = mp_model_block_forward(g, &a->blk, l, a->x, err)))
-            break;
-        mp_model_norm_forward(g, a->fn, a->fn_xhat, a->fn_rstd, a->blk.xout,
-                              P(k, MP_MTP_FNORM_W), PB(g->w, k, MP_MTP_FNORM_B), (int)Sl);
-        if ((st = mp_model_tp_gather(g, a->fn, a->fn_full, h, err)))
-            break;
-        /* logits[S,Vl] = fn_full @ W_head[Vl,h]^T; loss += w_k * sum ce(tgt) */
-        GEMM(false, true, S, z.Vl, h, a->fn_full, h, param(g->w, g, g->lay->head), h, 0.0,
-             a->logits, z.Vl);
-        bq(g, a->logits, S * z.Vl, MP_Q_ACT);
-        double sum = 0;
-        if ((st = mp_model_cross_entropy(g, a->logits, a->tgt, S, W.stats, W.part, &sum, err)))
-            break;
-        /* exact mode: each row's weighted term back on the loss's grid, so that
-         * sums over any split of the rows (micro-batches, CP ranks) are exact in
-         * any order (W.part: the rows' losses, in the backend's memory) */
-        double wk = module_weight(g, k), wsum = wk * sum;
-        if (g->exact) {
-            wsum = 0;
-            be->copy(rowloss, W.part, S * sizeof *rowloss, MP_COPY_D2H);
-            for (size_t r = 0; r < S; r++)
-                wsum += nearbyint(ldexp(wk * (double)rowloss[r], MP_Q_LOSS)) /
-                        ldexp(1.0, MP_Q_LOSS);
-        }
-        *loss_sum += wsum;
+        if (z.mtp && !z.head) /* the standalone MTP stage: h_k to the last stage */
+            be_copy(g, A->wide + (size_t)(k + 1) * Sl * h, a->fn, Sl * h);
+        if (z.head)
+            st = module_loss(g, a, k, z.mtp ? a->fn : A->x0 + (size_t)(k + 1) * Sl * h,
+                             rowloss, loss_sum, err);
         hprev = mutant("hidden") ? a->blk.xout : a->fn;
     }
-    free(host);
     free(xbuf);
     return st;
 }
 
-/* From the modules' losses back to their weights, the shared embedding's and
- * head's gradients, and Wm.dcarry[Sl,h]: the gradient of the main model's
- * final-norm output (mp_mtp_add_hidden_grad adds it). */
-mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, mp_error *err)
+/* Module k's loss back to the output layer's gradient and dfn[Sl,h], the
+ * gradient of h_k through it. */
+static mp_status module_loss_backward(mp_gpt *g, mtp_acts *a, int k, real *dfn, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    size_t S = z.S, Sl = z.Sl, h = z.h, Vl = z.Vl, lo = (size_t)g->tp.rank * Vl;
+    const mp_backend *be = g->be;
+    /* dlogits = (p - onehot(tgt)) * grad_scale * w_k (none past the end); exact
+     * mode puts the weighted terms back on a grid */
+    be->ce_backward(MP_REAL_KIND, a->logits, a->tgt, lo, S, Vl,
+                    (double)g->grad_scale * module_weight(g, k), true);
+    bq(g, a->logits, S * Vl, MP_Q_GRAD_ATT);
+    /* dW_head[Vl,h] += dlogits^T @ fn_full; dfn = reduce(dlogits @ W_head) */
+    GEMM(true, false, Vl, h, S, a->logits, Vl, a->fn_full, h, 1.0,
+         param(g->g, g, g->lay->head), h);
+    work W = work_of(g);
+    GEMM(false, false, S, h, Vl, a->logits, Vl, param(g->w, g, g->lay->head), h, 0.0, W.part,
+         h);
+    CHECK(mp_model_tp_reduce(g, W.part, dfn, h, "tp-mtp-head-bwd", err));
+    bq(g, dfn, Sl * h, MP_Q_GRAD);
+    return MP_OK;
+}
+
+/* Module k back from Wm->dfn (h_k's gradient, the next module's carry added)
+ * to its weights, the embedding copy's gradient and Wm->dcarry (h_{k-1}'s). */
+static mp_status module_backward(mp_gpt *g, mtp_acts *a, mtp_work *Wm, int k, mp_error *err)
+{
+    sizes z = sizes_of(&g->d);
+    const mp_backend *be = g->be;
+    bool sp = g->d.sp && g->tp.size > 1;
+    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, Vl = z.Vl;
+    size_t t = (size_t)g->tp.size, lo = (size_t)g->tp.rank * Vl;
+    int l = g->d.layers + k;
+    /* back through fnorm into the stream, then the block */
+    mp_model_norm_backward(g, Wm->dstream, G(k, MP_MTP_FNORM_W), PB(g->g, k, MP_MTP_FNORM_B),
+                           Wm->dfn, a->fn_xhat, a->fn_rstd, P(k, MP_MTP_FNORM_W), (int)Sl);
+    bq(g, Wm->dstream, Sl * h, MP_Q_GRAD);
+    CHECK(mp_model_block_backward(g, &a->blk, l, Wm->dstream, err));
+    /* dfull[S,h] (SP: all-gather of the rows) and this rank's columns dloc[S,hl] */
+    const real *dfull = Wm->dstream;
+    if (sp) {
+        CHECK(mp_model_tp_gather(g, Wm->dstream, Wm->dfull, h, err));
+        dfull = Wm->dfull;
+    }
+    if (t > 1)
+        copy_rows(g, Wm->dloc, hl, dfull + (size_t)g->tp.rank * hl, h, S, hl);
+    else
+        be_copy(g, Wm->dloc, dfull, S * h);
+    /* dW_eh[2h,hl] += cat_full^T @ dloc; dcat_loc[Sl,2h] = reduce(dloc @ W_eh^T) */
+    GEMM(true, false, 2 * h, hl, S, a->cat_full, 2 * h, Wm->dloc, hl, 1.0, G(k, MP_MTP_EH_W),
+         hl);
+    GEMM(false, true, S, 2 * h, hl, Wm->dloc, hl, P(k, MP_MTP_EH_W), hl, 0.0, Wm->dcat, 2 * h);
+    CHECK(mp_model_tp_reduce_rows(g, Wm->dcat, Wm->dcat_loc, S, Sl, 2 * h, "tp-mtp-proj-bwd",
+                                  err));
+    bq(g, Wm->dcat_loc, Sl * 2 * h, MP_Q_GRAD);
+    /* [den | dhn] -> through enorm to e, through hnorm to h_{k-1} (dcarry) */
+    copy_rows(g, Wm->dfn, h, Wm->dcat_loc, 2 * h, Sl, h);
+    mp_model_norm_backward(g, Wm->de, G(k, MP_MTP_ENORM_W), PB(g->g, k, MP_MTP_ENORM_B),
+                           Wm->dfn, a->en_xhat, a->en_rstd, P(k, MP_MTP_ENORM_W), (int)Sl);
+    bq(g, Wm->de, Sl * h, MP_Q_GRAD);
+    copy_rows(g, Wm->dfn, h, Wm->dcat_loc + h, 2 * h, Sl, h);
+    mp_model_norm_backward(g, Wm->dcarry, G(k, MP_MTP_HNORM_W), PB(g->g, k, MP_MTP_HNORM_B),
+                           Wm->dfn, a->hn_xhat, a->hn_rstd, P(k, MP_MTP_HNORM_W), (int)Sl);
+    bq(g, Wm->dcarry, Sl * h, MP_Q_GRAD);
+    /* the embedding (or this stage's copy): dwte rows of tok this rank owns
+     * += de (SP: gathered) */
+    const real *de = Wm->de;
+    if (sp) {
+        CHECK(mp_model_tp_gather(g, Wm->de, Wm->de_full, h, err));
+        de = Wm->de_full;
+    }
+    be->scatter_add_rows(MP_REAL_KIND, param(g->g, g, emb_param(g)), de, a->tok, lo, Vl, S, h);
+    return MP_OK;
+}
+
+/* From the modules' losses back to their weights, the embedding's and the
+ * output layer's gradients, and Wm.dcarry[Sl,h]: the gradient of the main
+ * model's final-norm output (mp_mtp_add_hidden_grad adds it). With a
+ * standalone MTP stage: on the last stage, the losses back to the gradients
+ * of every h_k, into dwide[k + 1]; on the MTP stage, the modules back from
+ * those (dwide, received). */
+mp_status mp_mtp_backward(mp_gpt *g, mp_acts *A, real *dwide, mp_error *err)
 {
     sizes z = sizes_of(&g->d);
     int D = g->d.mtp_layers;
     mtp_acts M[MP_MTP_MAX];
     mtp_work Wm;
     view(g, A, M, &Wm);
-    const mp_backend *be = g->be;
-    bool sp = g->d.sp && g->tp.size > 1;
-    size_t S = z.S, Sl = z.Sl, h = z.h, hl = h / (size_t)g->d.tp, Vl = z.Vl;
-    size_t t = (size_t)g->tp.size;
-    size_t lo = (size_t)g->tp.rank * Vl;
-    real *gwte = param(g->g, g, emb_param(g)), *ghead = param(g->g, g, g->lay->head);
-    be->zero(Wm.dcarry, Sl * h * sizeof(real)); /* the last module's output feeds nothing */
+    size_t Sl = z.Sl, h = z.h;
+    g->be->zero(Wm.dcarry, Sl * h * sizeof(real)); /* the last module's output feeds nothing */
     for (int k = D - 1; k >= 0; k--) {
         mtp_acts *a = &M[k];
-        int l = g->d.layers + k;
-        /* dlogits = (p - onehot(tgt)) * grad_scale * w_k (none past the end); exact
-         * mode puts the weighted terms back on a grid */
-        be->ce_backward(MP_REAL_KIND, a->logits, a->tgt, lo, S, Vl,
-                        (double)g->grad_scale * module_weight(g, k), true);
-        bq(g, a->logits, S * Vl, MP_Q_GRAD_ATT);
-        /* dW_head[Vl,h] += dlogits^T @ fn_full; dfn = reduce(dlogits @ W_head) + dcarry */
-        GEMM(true, false, Vl, h, S, a->logits, Vl, a->fn_full, h, 1.0, ghead, h);
-        work W = work_of(g);
-        GEMM(false, false, S, h, Vl, a->logits, Vl, param(g->w, g, g->lay->head), h, 0.0,
-             W.part, h);
-        CHECK(mp_model_tp_reduce(g, W.part, Wm.dfn, h, "tp-mtp-head-bwd", err));
+        real *part = dwide ? dwide + (size_t)(k + 1) * Sl * h : NULL;
+        if (z.head)
+            CHECK(module_loss_backward(g, a, k, z.mtp ? Wm.dfn : part, err));
+        if (!z.mtp)
+            continue;
+        if (!z.head)
+            be_copy(g, Wm.dfn, part, Sl * h);
+        g->be->add(MP_REAL_KIND, Wm.dfn, Wm.dcarry, Sl * h);
         bq(g, Wm.dfn, Sl * h, MP_Q_GRAD);
-        be->add(MP_REAL_KIND, Wm.dfn, Wm.dcarry, Sl * h);
-        bq(g, Wm.dfn, Sl * h, MP_Q_GRAD);
-        /* back through fnorm into the stream, then the block */
-        mp_model_norm_backward(g, Wm.dstream, G(k, MP_MTP_FNORM_W), PB(g->g, k, MP_MTP_FNORM_B),
-                               Wm.dfn, a->fn_xhat, a->fn_rstd, P(k, MP_MTP_FNORM_W), (int)Sl);
-        bq(g, Wm.dstream, Sl * h, MP_Q_GRAD);
-        CHECK(mp_model_block_backward(g, &a->blk, l, Wm.dstream, err));
-        /* dfull[S,h] (SP: all-gather of the rows) and this rank's columns dloc[S,hl] */
-        const real *dfull = Wm.dstream;
-        if (sp) {
-            CHECK(mp_model_tp_gather(g, Wm.dstream, Wm.dfull, h, err));
-            dfull = Wm.dfull;
-        }
-        if (t > 1)
-            copy_rows(g, Wm.dloc, hl, dfull + (size_t)g->tp.rank * hl, h, S, hl);
-        else
-            be_copy(g, Wm.dloc, dfull, S * h);
-        /* dW_eh[2h,hl] += cat_full^T @ dloc; dcat_loc[Sl,2h] = reduce(dloc @ W_eh^T) */
-        GEMM(true, false, 2 * h, hl, S, a->cat_full, 2 * h, Wm.dloc, hl, 1.0,
-             G(k, MP_MTP_EH_W), hl);
-        GEMM(false, true, S, 2 * h, hl, Wm.dloc, hl, P(k, MP_MTP_EH_W), hl, 0.0, Wm.dcat,
-             2 * h);
-        CHECK(mp_model_tp_reduce_rows(g, Wm.dcat, Wm.dcat_loc, S, Sl, 2 * h, "tp-mtp-proj-bwd",
-                                      err));
-        bq(g, Wm.dcat_loc, Sl * 2 * h, MP_Q_GRAD);
-        /* [den | dhn] -> through enorm to e, through hnorm to h_{k-1} (dcarry) */
-        copy_rows(g, Wm.dfn, h, Wm.dcat_loc, 2 * h, Sl, h);
-        mp_model_norm_backward(g, Wm.de, G(k, MP_MTP_ENORM_W), PB(g->g, k, MP_MTP_ENORM_B),
-                               Wm.dfn, a->en_xhat, a->en_rstd, P(k, MP_MTP_ENORM_W), (int)Sl);
-        bq(g, Wm.de, Sl * h, MP_Q_GRAD);
-        copy_rows(g, Wm.dfn, h, Wm.dcat_loc + h, 2 * h, Sl, h);
-        mp_model_norm_backward(g, Wm.dcarry, G(k, MP_MTP_HNORM_W), PB(g->g, k, MP_MTP_HNORM_B),
-                               Wm.dfn, a->hn_xhat, a->hn_rstd, P(k, MP_MTP_HNORM_W), (int)Sl);
-        bq(g, Wm.dcarry, Sl * h, MP_Q_GRAD);
-        /* the shared embedding: dwte rows of tok this rank owns += de (SP: gathered) */
-        const real *de = Wm.de;
-        if (sp) {
-            CHECK(mp_model_tp_gather(g, Wm.de, Wm.de_full, h, err));
-            de = Wm.de_full;
-        }
-        be->scatter_add_rows(MP_REAL_KIND, gwte, de, a->tok, lo, Vl, S, h);
+        CHECK(module_backward(g, a, &Wm, k, err));
     }
     return MP_OK;
 }

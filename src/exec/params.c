@@ -16,11 +16,16 @@ uint64_t mp_mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* The item of the MTP modules' tensors: the head's, or with Megatron's
+ * standalone MTP stage (d->mtp_split) that stage's, which may hold no item. */
+#define MTP_ITEM (-2)
+
 /* Counts every tensor of the whole model (ref) and keeps those on this stage. */
 typedef struct builder {
     mp_param_layout *l;
     const mp_gpt_dims *d;
     int ref, item_begin, item_end;
+    bool mtp_here; /* the stage holds the MTP modules (item MTP_ITEM) */
     int n_sec, sec[3]; /* the sections of the next MP_SPLIT_QKV tensor added */
     int n_exp;         /* experts stacked in the next tensors added (0: none) */
 } builder;
@@ -30,7 +35,7 @@ static int add_as(builder *b, const char *name, int rows, int cols, mp_split spl
 {
     mp_param_layout *l = b->l;
     const mp_gpt_dims *d = b->d;
-    if (item < b->item_begin || item >= b->item_end)
+    if (item == MTP_ITEM ? !b->mtp_here : item < b->item_begin || item >= b->item_end)
         return -1;
     mp_param *p = &l->p[l->n];
     memset(p, 0, sizeof *p);
@@ -111,7 +116,7 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
     const mp_gpt_dims *d = bp->d;
     int h = d->hidden, f = d->ffn, g = mp_dims_kv_heads(d);
     bool mtp = l >= d->layers;
-    int item = mtp ? d->layers + 1 : l + 1;
+    int item = mtp ? MTP_ITEM : l + 1;
     /* QKV: [Q (heads) | K (kv heads) | V (kv heads)]; SwiGLU's fc1: [gate | up] */
     int hd = mp_dims_head_dim(d), qkv = (d->heads + 2 * g) * hd, f1 = d->gated ? 2 * f : f;
     bool bias = !d->no_bias, shift = !d->rmsnorm, mla = mp_dims_is_mla(d);
@@ -219,6 +224,8 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                             "rotary embeddings need an even head dim (%d)", mp_dims_head_dim(d));
     builder b = {.l = out, .d = d};
     mp_dims_items(d, &b.item_begin, &b.item_end);
+    b.mtp_here = d->mtp_split ? d->mtp_split == MP_MTP_ON
+                              : b.item_begin <= d->layers + 1 && d->layers + 1 < b.item_end;
     if (b.item_begin < 0 || b.item_end > d->layers + 2 || b.item_begin > b.item_end)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "stages",
                             "stage items [%d, %d) outside the model's 0..%d", b.item_begin,
@@ -267,10 +274,19 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     for (int l = 0; l < d->layers; l++)
         add_block(&b, out, l);
     int head_item = d->layers + 1;
-    out->lnf_w = add(&b, "final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, head_item);
+    /* the final norm: with the head, or with a standalone MTP stage on the
+     * last block's stage (Megatron's TransformerBlock builds it there when
+     * the model has MTP layers) */
+    int lnf_item = d->mtp_split ? d->layers : head_item;
+    out->lnf_w = add(&b, "final_ln.weight", 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, lnf_item);
     out->lnf_b = shift ? add(&b, "final_ln.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true,
-                             head_item)
+                             lnf_item)
                        : -1;
+    /* (recorded on the head's item all the same: the reference's, which it is) */
+    if (out->lnf_w >= 0)
+        out->p[out->lnf_w].item = head_item;
+    if (out->lnf_b >= 0)
+        out->p[out->lnf_b].item = head_item;
     if (d->bert) {
         /* replicated over TP: they run on every rank's full rows (the head
          * gathers them), so their gradients are whole on each rank */
@@ -304,9 +320,9 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
      * tokens, so a last stage without the embedding and without a tied copy
      * holds its own copy (Megatron's MTP stage does), summed over the
      * embedding group as a tied head's is */
-    if (d->mtp_layers > 0 && has_head && out->wte < 0 && !d->tied)
+    if (d->mtp_layers > 0 && b.mtp_here && out->wte < 0 && (d->mtp_split || !d->tied))
         out->wte = add_as(&b, "embedding.wte", v, h, MP_SPLIT_ROWS, MP_INIT_EMBED, false,
-                          head_item, 0);
+                          MTP_ITEM, 0);
     for (int j = 0; j < d->mtp_layers; j++) {
         char n[48];
         int *m = out->mtp + (size_t)j * MP_MTP_COUNT;
@@ -331,14 +347,14 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
                 continue; /* RMSNorm: no shift */
             snprintf(n, sizeof n, "mtp.layers.%d.%s", j, t[i].name);
             m[t[i].k] = add(&b, n, t[i].rows, t[i].cols, t[i].split, t[i].init, t[i].sp_partial,
-                            head_item);
+                            MTP_ITEM);
         }
         add_block(&b, out, d->layers + j);
         snprintf(n, sizeof n, "mtp.layers.%d.final_ln.weight", j);
-        m[MP_MTP_FNORM_W] = add(&b, n, 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, head_item);
+        m[MP_MTP_FNORM_W] = add(&b, n, 1, h, MP_SPLIT_NONE, MP_INIT_GAMMA, true, MTP_ITEM);
         snprintf(n, sizeof n, "mtp.layers.%d.final_ln.bias", j);
         if (shift)
-            m[MP_MTP_FNORM_B] = add(&b, n, 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true, head_item);
+            m[MP_MTP_FNORM_B] = add(&b, n, 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true, MTP_ITEM);
     }
     /* The routed experts of every MoE block, last in the flat buffer: they are
      * reduced over expert-DP, the rest over DP (exec/moe.h) */
@@ -346,10 +362,11 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
     for (int l = 0; l < nb && d->experts > 0; l++) {
         if (!mp_dims_block_is_moe(d, l))
             continue;
-        int item = l < d->layers ? l + 1 : head_item;
+        int item = l < d->layers ? l + 1 : MTP_ITEM;
         const char *side = l < d->layers ? "" : "mtp.";
         int li = l < d->layers ? l : l - d->layers;
-        if (out->expert_lo == out->total && item >= b.item_begin && item < b.item_end) {
+        bool here = item == MTP_ITEM ? b.mtp_here : item >= b.item_begin && item < b.item_end;
+        if (out->expert_lo == out->total && here) {
             /* the first expert tensor on this stage starts on a shard
              * boundary of both groups (the gap before it is never used) */
             out->total = mp_dims_flat_alloc(d, out->total, 1);

@@ -101,6 +101,10 @@ typedef struct mp_gpt_dims {
      * losses averaged over the modules and scaled by mtp_scale. */
     int mtp_layers;
     double mtp_scale;
+    /* Megatron's standalone MTP stage (core/layout.h: the m's on a virtual
+     * stage before the loss's): this chunk's place against it, MP_MTP_* below;
+     * 0 when the modules run beside the loss (or there are none) */
+    int mtp_split;
     /* GPT-OSS (exec/attention_sink.c): block l's queries see the `window`
      * keys ending at their own position when mp_dims_block_window says so
      * (0: every earlier key); sinks: a learned logit per head (MP_BLK_SINK)
@@ -133,6 +137,12 @@ static inline int mp_dims_block_window(const mp_gpt_dims *d, int l)
 
 /* Blocks in the block table: the model's, then the MTP modules'. */
 static inline int mp_dims_blocks(const mp_gpt_dims *d) { return d->layers + d->mtp_layers; }
+
+/* mtp_split: a stage before the MTP stage, the MTP stage (the modules and
+ * its copy of the embedding; it sends [h | h_0 .. h_{D-1}], (1 + D) times
+ * the activation), a stage after it (empty, then the loss's: the output
+ * layer computes every loss from those hidden states) */
+enum { MP_MTP_BEFORE = 1, MP_MTP_ON = 2, MP_MTP_AFTER = 3 };
 
 /* Whether the blocks' attention is multi-head latent attention. */
 static inline bool mp_dims_is_mla(const mp_gpt_dims *d) { return d->kv_lora > 0; }

@@ -291,6 +291,16 @@ mp_status mp_exec_stage_items(const mp_plan *plan, bool shrink, const mp_gpt_dim
     return MP_OK;
 }
 
+int mp_exec_mtp_role(const mp_plan *plan, bool shrink, int vstage)
+{
+    const mp_parallel *par = &plan->config.parallel;
+    int64_t K = par->pp * (par->vpp > 1 ? par->vpp : 1);
+    int64_t at = shrink || K <= 1 ? -1 : mp_config_mtp_stage(&plan->config, K);
+    if (at < 0 || at == K - 1)
+        return 0;
+    return vstage < at ? MP_MTP_BEFORE : vstage == at ? MP_MTP_ON : MP_MTP_AFTER;
+}
+
 /* Everything that can refuse a run from the plan and the options alone, so
  * that `exec --np` can refuse it once, before any rank starts. */
 mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_dims *d, int *m,
@@ -306,16 +316,29 @@ mp_status mp_exec_precheck(const mp_plan *plan, const mp_exec_opts *o, mp_gpt_di
             return st;
     }
     {
-        /* Megatron's standalone MTP stage (core/layout.h): the planner and the
-         * simulator cost it, the executor runs the modules beside the loss only */
+        /* Megatron's standalone MTP stage (core/layout.h): the stages up to it
+         * hold every block (the final norm on the last block's stage, as
+         * Megatron places it with MTP), the ones after it none */
         int64_t K = par->pp * (par->vpp > 1 ? par->vpp : 1);
         int64_t at = o->shrink ? -1 : mp_config_mtp_stage(&plan->config, K);
-        if (at >= 0 && at != K - 1)
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pipeline_layout",
-                                "the MTP layers on virtual stage %lld, before the loss's %lld "
-                                "(Megatron's standalone MTP stage): estimate and simulate cost "
-                                "it, exec runs the MTP layers on the loss's stage only",
-                                (long long)at, (long long)(K - 1));
+        if (at >= 0 && at != K - 1) {
+            if (mp_schedule_is_v(par->schedule) || par->schedule == MP_SCHED_DUALPIPE)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.schedule",
+                                    "exec runs Megatron's standalone MTP stage (the layout's m "
+                                    "on virtual stage %lld, the loss on %lld) with 1F1B or the "
+                                    "interleaved schedules, not %s", (long long)at,
+                                    (long long)(K - 1), mp_schedule_name(par->schedule));
+            for (int k = (int)at + 1; k < (int)K; k++) {
+                int b, e;
+                if ((st = mp_exec_stage_items(plan, o->shrink, d, k, &b, &e, err)))
+                    return st;
+                if (b < e && (b <= d->layers || k < (int)K - 1))
+                    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.pipeline_layout",
+                                        "virtual stage %d, after the MTP layers' %lld, holds "
+                                        "items [%d, %d): only the loss may follow them", k,
+                                        (long long)at, b, e);
+            }
+        }
     }
     if (par->hsdp && par->zero == 3 && mp_zero_shard_ranks(&plan->config) < 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.hsdp",

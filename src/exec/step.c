@@ -161,6 +161,63 @@ static mp_status sum_mirrors(mp_trainer *chunks, int n_chunks, mp_error *err)
     return MP_OK;
 }
 
+/* The chunk's copy of the embedding (its own, an embedding copy, a tied
+ * head), or NULL. */
+static const mp_param *emb_copy(const mp_gpt *g)
+{
+    int k = g->lay->wte >= 0 ? g->lay->wte : g->d.tied ? g->lay->head : -1;
+    return k >= 0 ? &g->lay->p[k] : NULL;
+}
+
+/* Megatron's standalone MTP stage: the copies of the embedding (the first
+ * stage's, the MTP stage's, a tied head's) sum their gradients over the
+ * embedding group (exec.c: the pipeline ranks that hold one). A rank may hold
+ * two (interleaved: the first stage and the MTP stage on one rank): it adds
+ * them first, takes part once, and gives every copy the sum. */
+static mp_status sum_mtp_copies(mp_trainer *chunks, int n_chunks, mp_error *err)
+{
+    if (!chunks[0].model->d.mtp_split || mp_probe_drops(chunks[0].model->probe, "pp-embgrad"))
+        return MP_OK;
+    int first = -1;
+    const mp_param *p0 = NULL;
+    mp_status st = MP_OK;
+    for (int c = 0; c < n_chunks; c++) {
+        mp_gpt *g = chunks[c].model;
+        const mp_param *p = emb_copy(g);
+        if (!p)
+            continue;
+        size_t n = (size_t)p->lrows * (size_t)p->lcols;
+        /* ZeRO-2/3: the shards whole first (test-only: not, "zero-tied-sum") */
+        if (!mp_probe_drops(g->probe, "zero-tied-sum") &&
+            (st = mp_zero_unshard_grad(&chunks[c], (size_t)p->offset, n, err)))
+            return st;
+        if (first < 0)
+            first = c, p0 = p;
+        else
+            g->be->add(MP_REAL_KIND, chunks[first].model->g + p0->offset, g->g + p->offset, n);
+    }
+    if (first < 0)
+        return MP_OK;
+    mp_trainer *t = &chunks[first];
+    mp_gpt *g0 = t->model;
+    size_t n = (size_t)p0->lrows * (size_t)p0->lcols;
+    double t0 = g0->be->now();
+    if (t->emb.size > 1 &&
+        (st = g0->be->allreduce(&t->emb, MP_REAL_KIND, g0->g + p0->offset, n, MP_RED_SUM, err)))
+        return st;
+    for (int c = first; c < n_chunks; c++) {
+        mp_gpt *g = chunks[c].model;
+        const mp_param *p = emb_copy(g);
+        if (!p)
+            continue;
+        if (c != first)
+            g->be->copy(g->g + p->offset, g0->g + p0->offset, n * sizeof(real), MP_COPY_D2D);
+        mp_zero_reshard_grad(&chunks[c], (size_t)p->offset, n);
+    }
+    mp_probe_record(g0->probe, t0, MP_STREAM_PP_SEND, MP_EV_OTHER, false);
+    return MP_OK;
+}
+
 mp_status mp_trainer_grads(mp_trainer *t, const int32_t *tokens, const int32_t *targets,
                            double *loss_sum, mp_error *err)
 {
@@ -198,6 +255,8 @@ mp_status mp_trainer_grads_chunks(mp_trainer *chunks, int n_chunks,
         st = sum_mirrors(chunks, n_chunks, err);
     if (!st)
         sum_local_tied(chunks, n_chunks);
+    if (!st)
+        st = sum_mtp_copies(chunks, n_chunks, err);
     /* every chunk's reductions, in the same order on every rank */
     for (int c = 0; c < n_chunks && !st; c++)
         st = reduce_grads(&chunks[c], err);
@@ -413,7 +472,7 @@ static mp_status reduce_grads(mp_trainer *t, mp_error *err)
     /* (T5: the first decoder stage's copy for its input, tied or not; MTP: the
      * last stage's copy for the modules' input, tied or not) */
     if (t->emb.size > 1 && (g->d.tied || g->d.t5 || g->d.mtp_layers > 0) && tied >= 0 &&
-        !mp_probe_drops(pr, "pp-embgrad")) {
+        !g->d.mtp_split /* (sum_mtp_copies) */ && !mp_probe_drops(pr, "pp-embgrad")) {
         const mp_param *p = &lay->p[tied];
         size_t n = (size_t)p->lrows * (size_t)p->lcols;
         /* ZeRO-2/3 (pp with zero_runtime fsdp2): sum the shards whole first */

@@ -6,8 +6,8 @@
 # parse_str_to_list docstring): rank 14's second chunk holds the module,
 # rank 15's the loss alone. estimate, search, simulate and the Megatron flags
 # take it (it was refused); the module leaves the last rank, whose chunk was
-# the slowest, so the step is shorter than with "...|mL"; exec refuses it in
-# one line (it runs the modules on the loss's stage only).
+# the slowest, so the step is shorter than with "...|mL"; exec takes it
+# (it runs it: tests/exec, exec-llama-mtp*-stage-*).
 set -u
 . "$(dirname "$0")/../lib.sh"
 bin=$(abs_path "$1")
@@ -53,7 +53,9 @@ awk -v s="$sstep" 'BEGIN { exit !(s > 0.5 && s < 20) }' && ok || bad "simulate: 
 expect_exit 2 "$bin" estimate $ds --pipeline-layout "Et*3|(tt|)*28,tm|t|L"
 contains err "pipeline-layout: character 18: a transformer layer after an MTP layer"
 
-# exec: one line, exit 2
+# exec runs it now: its checks of the plan pass (they come first) and it
+# stops at the ranks, which one process has not
 expect_exit 2 "$bin" exec plan.yaml
-contains err "standalone MTP stage"
+contains err "the plan needs 2048 ranks"
+lacks err "pipeline_layout"
 finish

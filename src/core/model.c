@@ -227,7 +227,9 @@ void mp_model_arch_defaults(mp_model *m, mp_arch arch)
         m->tied_embeddings = true;
         break;
     default:
-        m->activation = MP_ACT_GELU;
+        /* GPT-2/GPT-3's gelu_new is the tanh form; BERT's "gelu" (BertConfig,
+         * Megatron-Core's F.gelu) is the exact one */
+        m->activation = arch == MP_ARCH_BERT ? MP_ACT_GELU_ERF : MP_ACT_GELU;
         m->norm = MP_NORM_LAYERNORM;
         m->position = MP_POS_LEARNED;
         m->tied_embeddings = true;

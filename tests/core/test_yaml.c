@@ -127,6 +127,12 @@ static void test_model_ok(void **state)
     assert_string_equal(m.name, "t");
     assert_int_equal(m.ffn_hidden, 256);
     assert_true(m.tied_embeddings);
+    assert_int_equal(m.activation, MP_ACT_GELU); /* GPT-2's gelu_new: tanh */
+    /* BERT's default GELU is the exact (erf) one, as BertConfig and Megatron run it */
+    assert_int_equal(model("arch: bert\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq: 32\n",
+                           &m, &err),
+                     MP_OK);
+    assert_int_equal(m.activation, MP_ACT_GELU_ERF);
     /* t5 sums its layers */
     assert_int_equal(model("arch: t5\nencoder_layers: 2\ndecoder_layers: 3\nhidden: 64\n"
                            "heads: 4\nvocab: 100\nencoder_seq: 64\ndecoder_seq: 16\n",

@@ -36,14 +36,6 @@ static mp_config config(int64_t pp, int64_t vpp, mp_schedule_kind sched)
     return c;
 }
 
-static mp_estimate estimate(const mp_config *c)
-{
-    mp_estimate e;
-    mp_error err;
-    assert_int_equal(mp_estimate_config(c, NULL, &e, &err), MP_OK);
-    return e;
-}
-
 static bool near(double a, double b)
 {
     return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-15;
@@ -56,9 +48,9 @@ static void test_steady_state_by_hand(void **state)
 {
     (void)state;
     mp_config c = config(8, 5, MP_SCHED_INTERLEAVED);
-    mp_estimate off = estimate(&c);
+    mp_estimate off = nemo_estimate(&c);
     c.parallel.p2p_overlap = true;
-    mp_estimate on = estimate(&c);
+    mp_estimate on = nemo_estimate(&c);
     int64_t p = 8, v = 5, m = off.microbatches;
     assert_int_equal(m, 64);
     assert_true(off.time.pp_comm > 0.0);
@@ -92,9 +84,9 @@ static void test_other_schedules_unchanged(void **state)
 {
     (void)state;
     mp_config c = config(8, 1, MP_SCHED_1F1B);
-    mp_estimate off = estimate(&c);
+    mp_estimate off = nemo_estimate(&c);
     c.parallel.p2p_overlap = true;
-    mp_estimate on = estimate(&c);
+    mp_estimate on = nemo_estimate(&c);
     assert_true(off.time.pp_comm > 0.0);
     assert_true(on.time.pp_comm == off.time.pp_comm && on.time.step == off.time.step);
 }

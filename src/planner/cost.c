@@ -980,9 +980,27 @@ double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
     return worst - last; /* past the pipeline's end, the latest rank's */
 }
 
+/* Megatron-Core's DDP buckets a chunk's parameters only on pipeline rank 0
+ * and only in its first model chunk: distributed_data_parallel.py __init__
+ * sets bucket_size = None "if disable_bucketing or pp_rank > 0" (Megatron-LM
+ * d98e8a6, and 0d8e0714 ... d0b3b77, the Megatron-Bridge 25.11-26.06
+ * submodules), and the trainers pass disable_bucketing = model_chunk_idx > 0
+ * (or --overlap-param-gather-with-optimizer-step) (megatron/training/models/
+ * dist_utils.py; Megatron-Bridge models/model_provider.py; NeMo
+ * lightning/megatron_parallel.py). Elsewhere a chunk is one bucket (FP8 and
+ * bf16 buffers in one group: param_and_grad_buffer.py partition_buckets):
+ * the first forward of chunk 0 on a rank > 0 waits for its whole gather.
+ * The fraction of rank r's first chunk in its first bucket. (The reductions
+ * of those chunks are one bucket too; only the gathers use this:
+ * docs/cost-model.md §5, "Buckets".) */
+static double first_bucket_frac(int64_t r, double bucket, double chunk0_params)
+{
+    return r == 0 && chunk0_params > 0.0 ? fmin(1.0, bucket / chunk0_params) : 1.0;
+}
+
 /* The chunks' forward, backward and DP share (of the most loaded rank's
  * P), rank-major, for the two above; the first chunk's first bucket's
- * fraction per rank. False when out of memory. */
+ * fraction per rank (first_bucket_frac). False when out of memory. */
 static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fwd, double **bwd,
                       double **share, double **b0)
 {
@@ -1006,8 +1024,7 @@ static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fw
             (*bwd)[i] = ss->bwd;
             (*share)[i] = P > 0.0 ? chunk_params(pm, r, c) / P : 1.0 / (double)pm->v;
         }
-        double p0 = chunk_params(pm, r, 0);
-        (*b0)[r] = p0 > 0.0 ? fmin(1.0, bucket / p0) : 1.0;
+        (*b0)[r] = first_bucket_frac(r, bucket, chunk_params(pm, r, 0));
     }
     return true;
 }

@@ -1049,13 +1049,14 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
                                 "--pipeline-model-parallel-layout with the account-for flags; "
                                 "give one of the two",
                                 cell(c, r, acct_col - 1));
-        int pg_opt_col = 0;
-        if (pg_opt && pg_sync && optional_text(c, r, RUN_COLS, "param_gather_with_optimizer",
-                                               &pg_opt_col))
-            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], pg_opt_col,
+        if (pg_opt && pg_sync) {
+            int col = 0;
+            (void)optional_text(c, r, RUN_COLS, "param_gather_with_optimizer", &col);
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col,
                                 "param_gather_with_optimizer",
                                 "1 with param_gather_sync 1: the gather under the optimizer "
                                 "step is the overlapped gather's (--overlap-param-gather)");
+        }
         mp_model m;
         bool refused;
         st = run_model(c, r, model, v, &m, &refused, err);

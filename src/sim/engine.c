@@ -693,7 +693,15 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
                  * one cannot start before that backward ends. */
                 start = e->last_grad_start[stage] > dp_free ? e->last_grad_start[stage] : dp_free;
                 end = start + dur;
-                double tail_end = e->last_grad_end[stage] + dur * tail_frac;
+                /* Megatron-LM's 1F1B (planner/cost.c rank_whole_reduce):
+                 * a rank > 0 is one bucket, all of it after the backward;
+                 * rank 0 leaves dp_reduce_exposed0 of its own past it */
+                double tf = tail_frac;
+                if (pc->dp_rank_whole)
+                    tf = r > 0 ? 1.0 : dur > 0 ? pc->dp_reduce_exposed0 / dur : 0;
+                if (tf > 1)
+                    tf = 1;
+                double tail_end = e->last_grad_end[stage] + dur * tf;
                 if (tail_end > end)
                     end = tail_end;
             } else {

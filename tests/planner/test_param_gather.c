@@ -250,6 +250,17 @@ static void test_rank_buckets_in_plan(void **state)
                pc.dp_gather_exposed, pc.stages[0].fwd, pc.stages[1].fwd);
     assert_true(pc.dp_gather > pc.stages[0].fwd + pc.stages[1].fwd);
     assert_float_equal(pc.dp_gather_exposed, pc.dp_gather - pc.stages[0].fwd, 1e-9);
+    /* its reduction is one bucket too, all of it after its last backward,
+     * which ends rank 0's backward and one transfer before the pipeline's
+     * end: exposed red - (b_0 + x), more than rank 0's buckets leave */
+    double red = pc.dp_time - pc.dp_gather - pc.dp_tied;
+    double x = pc.p2p_latency + pc.stages[0].send_bytes / pc.p2p_bw;
+    double whole = red - (pc.stages[0].bwd + x);
+    if (getenv("MP_PRINT_DP"))
+        printf("reduction %.4f: rank 0 exposes %.4f, rank 1 %.4f\n", red,
+               pc.dp_reduce_exposed0, whole);
+    assert_true(pc.dp_rank_whole && whole > pc.dp_reduce_exposed0);
+    assert_float_equal(pc.dp_exposed - pc.dp_gather_exposed - pc.dp_tied, whole, 1e-9);
     mp_pipeline_cost_free(&pc);
 }
 

@@ -246,6 +246,35 @@ static const char *optional_text(const csv *c, int r, int first, const char *nam
     return NULL;
 }
 
+/* The optional account_for column of a runs file: which of the embedding and
+ * the loss the recipe counts as a layer in the pipeline split (Megatron's
+ * --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split).
+ * Absent or empty is none. */
+static mp_status optional_account_for(const csv *c, int r, int first, bool *embedding, bool *loss,
+                                      int *at, mp_error *err)
+{
+    static const struct {
+        const char *name;
+        bool e, l;
+    } names[] = {{"none", false, false},
+                 {"embedding", true, false},
+                 {"loss", false, true},
+                 {"both", true, true}};
+    *embedding = *loss = false;
+    *at = 0;
+    const char *s = optional_text(c, r, first, "account_for", at);
+    if (!s)
+        return MP_OK;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *embedding = names[i].e;
+            *loss = names[i].l;
+            return MP_OK;
+        }
+    return mp_error_set(err, MP_EINPUT, c->path, c->line[r], *at, "account_for",
+                        "'%s' is not none, embedding, loss or both", s);
+}
+
 /* ---- configurations -------------------------------------------------------- */
 
 /* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
@@ -389,9 +418,14 @@ static const char note_nemo[] =
     "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy) "
     "and their H100 FSDP rows register the DP buffers with NCCL (nccl_ub); the 25.11 "
     "MXFP8 LLaMA 3.1 405B row gathers its parameters after the optimizer step, its recipe "
-    "turning the gather's overlap off (param_gather_sync); the 26.x MXFP8 LLaMA 3.1 405B "
-    "GB200 rows (pp 16, vp 8) split the layers as their recipe does (pipeline_layout: the "
-    "embedding and the loss each a virtual stage of their own, one layer in every other); "
+    "turning the gather's overlap off (param_gather_sync); the LLaMA 3.1 405B rows split the "
+    "layers as their recipes do, the embedding and the loss each counted as a layer "
+    "(account_for: Megatron's --account-for-embedding-in-pipeline-split and "
+    "--account-for-loss-in-pipeline-split; at pp 16, vp 8 an embedding-only and a loss-only "
+    "virtual stage, one layer in every other); the interleaved rows of NeMo 25.02/25.04 and of "
+    "Megatron-Bridge 25.11 and 26.x (not MXFP8) launch the first chunk's parameter all-gather "
+    "in the optimizer step (param_gather_with_optimizer: "
+    "--overlap-param-gather-with-optimizer-step); "
     "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
@@ -986,7 +1020,9 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_stack stack = MP_STACK_MEGATRON_LM;
         if (st == MP_OK)
             st = stack_from(c, r, RUN_COLS, &stack, err);
-        bool p2p_overlap = false, te_ce = false, nccl_ub = false, pg_sync = false;
+        bool p2p_overlap = false, te_ce = false, nccl_ub = false, pg_sync = false,
+             pg_opt = false, acct_e = false, acct_l = false;
+        int acct_col = 0;
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "p2p_overlap", &p2p_overlap, err);
         if (st == MP_OK)
@@ -995,8 +1031,32 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
             st = optional_flag(c, r, RUN_COLS, "nccl_ub", &nccl_ub, err);
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "param_gather_sync", &pg_sync, err);
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "param_gather_with_optimizer", &pg_opt, err);
+        if (st == MP_OK)
+            st = optional_account_for(c, r, RUN_COLS, &acct_e, &acct_l, &acct_col, err);
         if (st != MP_OK)
             return st;
+        /* Megatron-Core refuses a layout with the account-for flags
+         * (transformer_config.py __post_init__), and the optimizer-step gather
+         * is the overlapped gather's (arguments.py): a row that says both
+         * contradicts itself */
+        int layout_col = 0;
+        const char *layout = optional_text(c, r, RUN_COLS, "pipeline_layout", &layout_col);
+        if (layout && (acct_e || acct_l))
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], acct_col, "account_for",
+                                "'%s' with a pipeline_layout: Megatron-Core refuses "
+                                "--pipeline-model-parallel-layout with the account-for flags; "
+                                "give one of the two",
+                                cell(c, r, acct_col - 1));
+        if (pg_opt && pg_sync) {
+            int col = 0;
+            (void)optional_text(c, r, RUN_COLS, "param_gather_with_optimizer", &col);
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col,
+                                "param_gather_with_optimizer",
+                                "1 with param_gather_sync 1: the gather under the optimizer "
+                                "step is the overlapped gather's (--overlap-param-gather)");
+        }
         mp_model m;
         bool refused;
         st = run_model(c, r, model, v, &m, &refused, err);
@@ -1017,10 +1077,11 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.te_cross_entropy = te_ce;
         w->config.parallel.nccl_ub = nccl_ub;
         w->config.parallel.param_gather_sync = pg_sync;
+        w->config.parallel.overlap_param_gather_with_optimizer_step = pg_opt;
+        w->config.parallel.account_for_embedding = acct_e;
+        w->config.parallel.account_for_loss = acct_l;
         /* the recipe's split of the layers over the virtual stages, in
          * Megatron-Core's --pipeline-model-parallel-layout grammar */
-        int layout_col = 0;
-        const char *layout = optional_text(c, r, RUN_COLS, "pipeline_layout", &layout_col);
         if (layout) {
             if (strlen(layout) >= sizeof w->config.parallel.pipeline_layout)
                 return mp_error_set(err, MP_EINPUT, c->path, c->line[r], layout_col,

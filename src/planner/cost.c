@@ -619,6 +619,8 @@ typedef struct pipe_model {
     double dp_gather, dp_gather_exposed, dp_bucket, dp_sm_r, dp_sm_a;
     double dp_gather_sync;  /* param_gather_sync's all-gather, exposed whole */
     bool dp_gather_opt;     /* overlap_param_gather_with_optimizer_step in effect */
+    bool dp_rank_whole;     /* 1F1B on Megatron-LM: ranks > 0 reduce one bucket (rank_whole_reduce) */
+    double dp_red0;         /* then rank 0's exposed reduction */
     double params_rank_max;
     double tied_copy;       /* the head's copy of tied word embeddings (p > 1), per GPU */
     double expert_rank_max; /* routed-expert parameters of that rank */
@@ -980,9 +982,55 @@ double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
     return worst - last; /* past the pipeline's end, the latest rank's */
 }
 
+/* Megatron-Core's DDP buckets a chunk's parameters only on pipeline rank 0
+ * and only in its first model chunk: distributed_data_parallel.py __init__
+ * sets bucket_size = None "if disable_bucketing or pp_rank > 0" (Megatron-LM
+ * d98e8a6, and 0d8e0714 ... d0b3b77, the Megatron-Bridge 25.11-26.06
+ * submodules), and the trainers pass disable_bucketing = model_chunk_idx > 0
+ * (or --overlap-param-gather-with-optimizer-step) (megatron/training/models/
+ * dist_utils.py; Megatron-Bridge models/model_provider.py; NeMo
+ * lightning/megatron_parallel.py). Elsewhere a chunk is one bucket (FP8 and
+ * bf16 buffers in one group: param_and_grad_buffer.py partition_buckets):
+ * the first forward of chunk 0 on a rank > 0 waits for its whole gather.
+ * The fraction of rank r's first chunk in its first bucket. (The reductions
+ * of those chunks are one bucket too; only the gathers use this:
+ * docs/cost-model.md §5, "Buckets".) */
+static double first_bucket_frac(int64_t r, double bucket, double chunk0_params)
+{
+    return r == 0 && chunk0_params > 0.0 ? fmin(1.0, bucket / chunk0_params) : 1.0;
+}
+
+/* 1F1B on Megatron-LM with --overlap-grad-reduce, per rank (each its own
+ * share of the most loaded rank's reduction red). Rank 0 buckets
+ * (first_bucket_frac): its reduction runs under its last backward, the last
+ * bucket after it, what overlaps slowing that backward by sm_r
+ * (mp_overlap_excess): *exposed0. A rank r > 0 holds one bucket: its whole
+ * reduction starts when its last backward ends, in the cooldown
+ * sum_{k<r} (b_k + x) before rank 0's end (the last micro-batch's gradient
+ * comes down the pipeline one backward and one transfer a rank), and slows no
+ * compute of its own (it has none left). Returns the latest rank's end past
+ * rank 0's. */
+static double rank_whole_reduce(const mp_config *c, const pipe_model *pm, double P, double red,
+                                double bucket, double sm_r, double *exposed0)
+{
+    double p0 = chunk_params(pm, 0, 0), red0 = P > 0.0 ? red * p0 / P : red;
+    double f0 = p0 > 0.0 ? fmin(1.0, bucket / p0) : 1.0;
+    *exposed0 = f0 * red0 + mp_overlap_excess((1.0 - f0) * red0, pm->st[rank_stage(pm, 0, 0)].bwd,
+                                              sm_r);
+    double lat, bw, lead = 0.0, worst = *exposed0;
+    p2p_link(c, &lat, &bw);
+    double x = lat + (bw > 0.0 ? pm->p2p_bytes / bw : 0.0);
+    for (int64_t r = 1; r < pm->p; r++) {
+        lead += pm->st[rank_stage(pm, r - 1, 0)].bwd + x;
+        double share = P > 0.0 ? chunk_params(pm, r, 0) / P : 1.0;
+        worst = fmax(worst, red * share - lead);
+    }
+    return worst;
+}
+
 /* The chunks' forward, backward and DP share (of the most loaded rank's
  * P), rank-major, for the two above; the first chunk's first bucket's
- * fraction per rank. False when out of memory. */
+ * fraction per rank (first_bucket_frac). False when out of memory. */
 static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fwd, double **bwd,
                       double **share, double **b0)
 {
@@ -1006,8 +1054,7 @@ static bool dp_chunks(const pipe_model *pm, double P, double bucket, double **fw
             (*bwd)[i] = ss->bwd;
             (*share)[i] = P > 0.0 ? chunk_params(pm, r, c) / P : 1.0 / (double)pm->v;
         }
-        double p0 = chunk_params(pm, r, 0);
-        (*b0)[r] = p0 > 0.0 ? fmin(1.0, bucket / p0) : 1.0;
+        (*b0)[r] = first_bucket_frac(r, bucket, chunk_params(pm, r, 0));
     }
     return true;
 }
@@ -1263,7 +1310,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     pm->dp_aligned = pm->dp_tail = false;
     pm->dp_gather = pm->dp_gather_exposed = pm->dp_bucket = pm->dp_sm_r = pm->dp_sm_a = 0.0;
     pm->dp_gather_sync = 0.0;
-    pm->dp_gather_opt = false;
+    pm->dp_gather_opt = pm->dp_rank_whole = false;
+    pm->dp_red0 = 0.0;
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
@@ -1466,7 +1514,13 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             exposed_red = mp_dp_tail_reduce_exposed(pm->p, pm->v, ws, we, lead, cs, bf, red, sm_r);
             pm->dp_tail = true;
         } else {
-            exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
+            if (c->training.stack == MP_STACK_MEGATRON_LM && pm->sched == MP_SCHED_1F1B &&
+                pm->v == 1 && pm->p > 1) {
+                exposed_red = rank_whole_reduce(c, pm, P, red, bucket, sm_r, &pm->dp_red0);
+                pm->dp_rank_whole = true;
+            } else {
+                exposed_red = frac * red + mp_overlap_excess((1.0 - frac) * red, bwd_window, sm_r);
+            }
         }
         if (early) {
             /* --overlap-param-gather-with-optimizer-step (aligned only,
@@ -1603,6 +1657,8 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
     out->dp_aligned = pm.dp_aligned;
     out->dp_tail = pm.dp_tail;
+    out->dp_rank_whole = pm.dp_rank_whole;
+    out->dp_reduce_exposed0 = pm.dp_red0;
     out->dp_gather = pm.dp_gather;
     out->dp_gather_exposed = pm.dp_gather_exposed;
     out->dp_tied = pm.tied_sync;

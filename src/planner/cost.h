@@ -108,6 +108,14 @@ typedef struct mp_pipeline_cost {
      * its last weight-gradient op, its last bucket (dp_bucket_bytes) after
      * that op, beside compute at dp_sm_reduce; the gathers as dp_gather says */
     bool dp_tail;
+    /* 1F1B (one chunk, pp > 1) on Megatron-LM with overlap: Megatron-Core
+     * buckets pipeline rank 0 only, so each rank r > 0 reduces its chunk
+     * whole after its last backward (cost.c rank_whole_reduce); rank 0
+     * reduces its own share in buckets under its last backward,
+     * dp_reduce_exposed0 seconds of it past that backward's end (dp_exposed
+     * holds the latest rank's) */
+    bool dp_rank_whole;
+    double dp_reduce_exposed0;
     double dp_gather, dp_gather_exposed, dp_tied, dp_bucket_bytes, dp_sm_reduce, dp_sm_gather;
     /* parallel.param_gather_sync: the distributed optimizer's parameter
      * all-gather, of dp_time and dp_exposed, run whole after the reductions

@@ -539,8 +539,9 @@ static double place_dp_aligned(engine *e, const double *compute_end, double max_
  * chunk order on the dp stream; one chunk per rank, its gather from the first
  * forward's pre-hook, which the host reaches at once; the V schedules
  * (dp_tail) the same, chunk 0's first forward coming before chunk 1's. Chunk 0's first forward starts after its first
- * bucket and ends no earlier than its gather; each later chunk's first
- * forward waits for its gather; compute beside them runs at 1 -
+ * bucket (pipeline rank 0's; on the other ranks the chunk is one bucket, its
+ * whole gather: planner/cost.c first_bucket_frac) and ends no earlier than
+ * its gather; each later chunk's first forward waits for its gather; compute beside them runs at 1 -
  * dp_sm_gather of its rate (run_compute). With dp_gather_opt_step
  * (--overlap-param-gather-with-optimizer-step) chunk 0's gather, one bucket,
  * began under the previous optimizer step, the part of it after chunk 0's
@@ -572,7 +573,10 @@ static double place_gathers(engine *e)
             t += g;
             e->gather_end[k] = t;
             e->params_ready[k] = t;
-            if (c == 0 && !pc->dp_gather_opt_step) {
+            if (r == 0 && c == 0 && !pc->dp_gather_opt_step) {
+                /* Megatron-Core buckets pipeline rank 0's first chunk only
+                 * (planner/cost.c first_bucket_frac): elsewhere the first
+                 * forward waits for the chunk's whole gather */
                 double b0 = gb > 0 ? pc->dp_bucket_bytes / gb : 1.0;
                 if (b0 > 1)
                     b0 = 1;
@@ -689,7 +693,15 @@ static double place_dp(engine *e, bool dp_overlap, const double *compute_end)
                  * one cannot start before that backward ends. */
                 start = e->last_grad_start[stage] > dp_free ? e->last_grad_start[stage] : dp_free;
                 end = start + dur;
-                double tail_end = e->last_grad_end[stage] + dur * tail_frac;
+                /* Megatron-LM's 1F1B (planner/cost.c rank_whole_reduce):
+                 * a rank > 0 is one bucket, all of it after the backward;
+                 * rank 0 leaves dp_reduce_exposed0 of its own past it */
+                double tf = tail_frac;
+                if (pc->dp_rank_whole)
+                    tf = r > 0 ? 1.0 : dur > 0 ? pc->dp_reduce_exposed0 / dur : 0;
+                if (tf > 1)
+                    tf = 1;
+                double tail_end = e->last_grad_end[stage] + dur * tf;
                 if (tail_end > end)
                     end = tail_end;
             } else {

@@ -203,6 +203,72 @@ static void test_opt_step_by_hand(void **state)
         1.875, 1e-12);
 }
 
+/* Megatron-Core buckets only pipeline rank 0's first chunk
+ * (distributed_data_parallel.py: bucket_size = None when pp_rank > 0 or
+ * disable_bucketing; docs/cost-model.md §5, "Buckets"): by hand, two ranks of
+ * one chunk, forward 1 s each, rank 1 holding twice rank 0's parameters, a
+ * gather of 3 s for rank 1 (1.5 s for rank 0). Rank 0, bucketed (first bucket
+ * a tenth): its forward starts at 0.15 s and ends no earlier than its gather,
+ * 1.5 s: 0.5 s late. Rank 1, its input due at 1 s: bucketed it would start
+ * then and end at its gather's 3 s, 1 s late; as one bucket it starts only at
+ * 3 s and ends at 4 s: 2 s late, the pipeline's exposure. */
+static void test_rank_buckets_by_hand(void **state)
+{
+    (void)state;
+    const double fwd[] = {1, 1}, share[] = {0.5, 1};
+    const double megatron[] = {0.1, 1}, everywhere[] = {0.1, 0.1};
+    assert_float_equal(mp_dp_early_gather_exposed(2, 1, fwd, share, megatron, NULL, 3, 0), 2.0,
+                       1e-12);
+    assert_float_equal(mp_dp_early_gather_exposed(2, 1, fwd, share, everywhere, NULL, 3, 0), 1.0,
+                       1e-12);
+}
+
+/* The planner applies it: LLaMA 3 8B, seq 1024, on 16 H100 (t1 p2 d8, 1F1B), pipeline
+ * rank 0 holding 2 layers (first_stage_layers), rank 1 the other 30 and the
+ * head, so rank 1 is the most loaded and its gather is dp_gather. Rank 1's
+ * first forward waits for all of it (its input, due after rank 0's forward,
+ * comes far sooner): the exposure is dp_gather less rank 0's forward,
+ * exactly (0.034 s); bucketed, all but a few ms of it would have hidden
+ * under rank 1's own forward. The simulator exposes the same DP time within
+ * 5 % (and tests/sim/test_simulate.c's DP grids hold it on even splits). */
+static void test_rank_buckets_in_plan(void **state)
+{
+    (void)state;
+    mp_config c = nemo_config("llama3-8b", 16, 64);
+    mp_error err;
+    c.model.seq = c.training.seq = 1024; /* forwards short against the gather */
+    assert_int_equal(mp_model_finish(&c.model, &err), MP_OK);
+    c.training.precision = MP_DTYPE_BF16;
+    c.parallel = (mp_parallel){.tp = 1, .pp = 2, .vpp = 1, .cp = 1, .dp = 8, .micro_batch = 1,
+                               .dist_opt = true, .dp_overlap = true, .first_stage_layers = 2,
+                               .schedule = MP_SCHED_1F1B};
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    mp_pipeline_cost pc = build(&c);
+    assert_true(pc.n_stages == 2 && pc.stages[1].grad_bytes > pc.stages[0].grad_bytes);
+    if (getenv("MP_PRINT_DP"))
+        printf("gather %.4f exposed %.4f, forwards %.4f %.4f\n", pc.dp_gather,
+               pc.dp_gather_exposed, pc.stages[0].fwd, pc.stages[1].fwd);
+    assert_true(pc.dp_gather > pc.stages[0].fwd + pc.stages[1].fwd);
+    assert_float_equal(pc.dp_gather_exposed, pc.dp_gather - pc.stages[0].fwd, 1e-9);
+    /* its reduction is one bucket too, all of it after its last backward,
+     * which ends rank 0's backward and one transfer before the pipeline's
+     * end: exposed red - (b_0 + x), more than rank 0's buckets leave */
+    double red = pc.dp_time - pc.dp_gather - pc.dp_tied;
+    double x = pc.p2p_latency + pc.stages[0].send_bytes / pc.p2p_bw;
+    double whole = red - (pc.stages[0].bwd + x);
+    if (getenv("MP_PRINT_DP"))
+        printf("reduction %.4f: rank 0 exposes %.4f, rank 1 %.4f\n", red,
+               pc.dp_reduce_exposed0, whole);
+    assert_true(pc.dp_rank_whole && whole > pc.dp_reduce_exposed0);
+    assert_float_equal(pc.dp_exposed - pc.dp_gather_exposed - pc.dp_tied, whole, 1e-9);
+    double s = sim_dp_added(&c, &pc);
+    if (getenv("MP_PRINT_DP"))
+        printf("DP exposed: estimate %.4f, simulated %.4f\n", pc.dp_exposed, s);
+    if (fabs(s - pc.dp_exposed) > 0.05 * pc.dp_exposed)
+        fail_msg("simulated DP %.4f s, estimate %.4f s", s, pc.dp_exposed);
+    mp_pipeline_cost_free(&pc);
+}
+
 /* The flag on the 405B plan (t4 p8 v8 cp2 d2): the estimate charges the
  * gathers by the rule above and the simulator, which places chunk 0's
  * remaining gather at the step's start and slows the optimizer by the part
@@ -281,6 +347,8 @@ int main(void)
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_config_key),
         cmocka_unit_test(test_opt_step_by_hand),
+        cmocka_unit_test(test_rank_buckets_by_hand),
+        cmocka_unit_test(test_rank_buckets_in_plan),
         cmocka_unit_test(test_opt_step_estimate_vs_sim),
         cmocka_unit_test(test_opt_step_checks_and_flags),
     };

@@ -1185,16 +1185,22 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
     bool dual = pm->sched == MP_SCHED_DUALPIPE;
     int32_t p = (int32_t)(dual ? pm->p / 2 : pm->p), m = (int32_t)(dual ? pm->m / 2 : pm->m);
     /* the windows sit in the warm-up (first forwards) and the cooldown (the
-     * last Ws, the ranks' ends). DualPipeV's fixed phases repeat one steady
-     * state between them, so its first 2p micro-batches (the least it runs)
-     * give the same windows as any m; ZB-V's order is chosen from three by
-     * their times and its cooldown can differ with m, so up to V_REPLAY_MB
-     * micro-batches a rank are replayed (exact to there; beyond, within the
-     * tolerance tests/sim/test_simulate.c states). Either way an estimate
-     * (search runs thousands) costs O(p^2), not O(p m). */
-    int32_t cap = pm->sched == MP_SCHED_ZBV ? V_REPLAY_MB * p : 2 * p;
-    if (m > cap)
-        m = cap;
+     * last Ws, the ranks' ends). DualPipeV's fixed phases repeat one block
+     * between them, and its replay settles into a steady state that the
+     * cooldown starts from, shifted, for every larger m: once 6p
+     * micro-batches show it (mp_schedule_dpv_steady; not before, as first
+     * thought: on uniform stages at pp 4 the windows move up to m = 11,
+     * on random ones at pp 16 up to m = 156) those give m's windows
+     * exactly, else all m are replayed. ZB-V's order is chosen from three
+     * by their times, and the two list schedulings over real times have no
+     * such steady state: their windows keep moving with m (transients of
+     * 17p-50p micro-batches, then periods of up to 50 micro-batches, or
+     * none within 64p, on uneven stages; docs/cost-model.md §5), so
+     * exactness would cost the whole O(p m) replay (7.7 ms at pp 16,
+     * m = 24p). Up to V_REPLAY_MB micro-batches a rank are replayed
+     * (exact to there; beyond, within the tolerance
+     * tests/sim/test_simulate.c states), so an estimate (search runs
+     * thousands) costs O(p^2). */
     int32_t n = (int32_t)pm->n;
     double *t = malloc(sizeof *t * (size_t)(5 * n));
     double *vw = malloc(sizeof *vw * (size_t)(7 * p)); /* the V ranks' ws, we, due, lead */
@@ -1211,7 +1217,11 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
             t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
         }
         mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n};
-        ok = mp_schedule_v_times(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt, &err) ==
+        if (pm->sched == MP_SCHED_ZBV)
+            m = m < V_REPLAY_MB * p ? m : V_REPLAY_MB * p;
+        else
+            ok = mp_schedule_dpv_steady(p, m, &ot, &m, &err) == MP_OK;
+        ok = ok && mp_schedule_v_times(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt, &err) ==
              MP_OK;
     }
     double e0 = 0.0;

@@ -764,6 +764,107 @@ static mp_status v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_t
     return st;
 }
 
+/* DualPipeV's steady state (schedule_vorder.h). Rank r's compute order
+ * (sim/schedule.c build_dualpipev) runs 2(p-r-1) + 2(r+1) forwards and
+ * p-r-1 B1 W1 F1 triples (phases 1-3: 5p - 3r - 3 ops), then its phase-4
+ * blocks F0 B1 W1 F1 B0 W0 (two F&B pairs), block i holding micro-batches
+ * 2p-r-1+i (F0), p-r-1+i (B1), p+i (F1) and i (B0). So a block's inputs
+ * are blocks of the same or the previous level on the neighbours (F0, B1
+ * from rank r-1 one level back; F1, B0 from rank r+1, or the turn on rank
+ * p-1, at the same level) and its own forwards up to 2p-1-r levels back:
+ * levels 0 .. m-2p are every rank's, and level i > 2p-1 is the same
+ * max-plus map of levels i-2p .. i-1 for every m. The layout is checked
+ * op by op (kind, chunk, micro-batch one later than a level before); a
+ * list laid out otherwise is never cut. */
+static bool dpv_steady_run(int32_t p, int32_t m, const mp_op_list *l, double *const *end)
+{
+    int32_t levels = m - 2 * p + 1; /* 0 .. m-2p */
+    if (levels < 2 * p + 1)
+        return false;
+    double span = 0.0;
+    for (int32_t r = 0; r < p; r++) {
+        if (l[r].n != 6 * m)
+            return false;
+        span = fmax(span, end[r][l[r].n - 1]);
+    }
+    double tol = 1e-12 * span, lambda = 0.0;
+    int32_t run = 0; /* consecutive levels one lambda after the one before */
+    for (int32_t i = 1; i < levels; i++) {
+        bool same = true;
+        for (int32_t r = 0; r < p && same; r++) {
+            int32_t at = 5 * p - 3 * r - 3 + 6 * i;
+            for (int32_t q = 0; q < 6 && same; q++) {
+                const mp_op *a = &l[r].ops[at + q], *b = &l[r].ops[at + q - 6];
+                if (a->kind != b->kind || a->chunk != b->chunk ||
+                    a->microbatch != b->microbatch + 1)
+                    return false;
+                double d = end[r][at + q] - end[r][at + q - 6];
+                if (r == 0 && q == 0 && run == 0)
+                    lambda = d;
+                same = fabs(d - lambda) <= tol;
+            }
+        }
+        run = same ? run + 1 : 0;
+        /* 2p differences ending at level i >= 2p: level i+1 and on repeat */
+        if (run >= 2 * p && i >= 2 * p)
+            return true;
+    }
+    return false;
+}
+
+/* One try of mp_schedule_dpv_steady at m1 micro-batches: *cut when they
+ * show the steady run. */
+static mp_status dpv_try(int32_t p, int32_t m1, const mp_op_times *t, bool *cut, mp_error *err)
+{
+    *cut = false;
+    size_t sm = (size_t)2 * p * m1;
+    mp_op_list *l = calloc((size_t)p, sizeof *l);
+    double **end = calloc((size_t)p, sizeof *end);
+    double *e = malloc(sizeof *e * (size_t)6 * m1 * p);
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
+    int32_t *n = malloc((size_t)3 * p * sizeof *n);
+    order_entry own = {0};
+    bool owned = false;
+    mp_status st = l && end && e && d && n
+                       ? time_free_order(MP_SCHED_DUALPIPEV, p, m1, l, &own, &owned, err)
+                       : mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
+                                      "out of memory for a schedule");
+    if (st == MP_OK) {
+        for (int32_t r = 0; r < p; r++) {
+            end[r] = e + (size_t)6 * m1 * r;
+            for (int32_t i = 0; i < l[r].n; i++)
+                end[r][i] = -1;
+        }
+        replay(p, m1, t, l, d, n, false, end, NULL);
+        bool done = true;
+        for (int32_t r = 0; r < p; r++)
+            done = done && l[r].n > 0 && end[r][l[r].n - 1] >= 0;
+        *cut = done && dpv_steady_run(p, m1, l, end);
+    }
+    if (owned)
+        free_entry(&own);
+    free(l);
+    free(end);
+    free(e);
+    free(d);
+    free(n);
+    return st;
+}
+
+mp_status mp_schedule_dpv_steady(int32_t p, int32_t m, const mp_op_times *t, int32_t *steady,
+                                 mp_error *err)
+{
+    /* one try: the GPT-3 plans of bench_estimate (pp 8, m = 48p) show no
+     * run by 24p either, and trying 6p, 12p, 24p before the whole replay
+     * cost them twice that replay */
+    *steady = m;
+    bool cut = false;
+    mp_status st = m > 6 * p ? dpv_try(p, 6 * p, t, &cut, err) : MP_OK;
+    if (cut)
+        *steady = 6 * p;
+    return st;
+}
+
 static atomic_bool times_kept = true; /* mp_schedule_v_times_keep */
 
 void mp_schedule_v_times_keep(bool on)

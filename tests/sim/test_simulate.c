@@ -390,10 +390,13 @@ static void test_dp_exposure_matches_estimate(void **state)
  * the same way per direction: 0.98x-1.00x (before, one window over both
  * directions: the simulator 1.13x-1.31x, and it took its last-bucket share
  * from that estimate). The estimate replays at most 4p micro-batches of
- * ZB-V (2p of the fixed-phase V schedules, whose windows do not change with
- * m: 0.96x-1.00x at m = 2p..16p), to stay O(p^2) an estimate: ZB-V plans
- * with more, whose order the simulator picks among three by their times,
- * are held to DP_TOL_LONG_ZBV (on this grid 0.99x-1.16x at m = 8p and 16p).
+ * ZB-V, to stay O(p^2) an estimate: ZB-V plans with more, whose order the
+ * simulator picks among three by their times (list schedulings over real
+ * times with no steady state to cut at, docs/cost-model.md §5), are held to
+ * DP_TOL_LONG_ZBV (on this grid 0.99x-1.16x at m = 8p and 16p). The
+ * fixed-phase V schedules' windows are the whole replay's for every m
+ * (mp_schedule_dpv_steady, tests/sim/test_vorder.c test_dpv_steady_is_exact;
+ * 0.96x-1.00x at m = 2p..16p).
  * The simulated step stays within STEP_TOL of the
  * estimate's: the V schedules' simulated pipelines run up to 12% shorter
  * than their closed forms on their own (test_bubble_share_matches_estimate,

@@ -432,20 +432,17 @@ static void check_v_times(mp_schedule_kind s, int32_t p, int32_t m, int pat, int
     }
 }
 
-/* mp_schedule_dpv_steady: the micro-batch count it replays for DualPipeV
- * gives, for every m, the windows the planner reads (each rank's end less
+/* mp_schedule_v_windows for DualPipeV, which may replay fewer micro-batches
+ * (*used) than m, gives the windows the planner reads (each rank's end less
  * its chunks' last Ws, the chunks' first forwards, rank 0's end less the
- * rank's) that the replay of all m micro-batches gives, to 1e-9 of the
- * step; m from 2p to 8p one by one, then 16p, 33p and 64p, the grid's
- * stage patterns with and without transfers. The rule it replaces (the
- * first 2p micro-batches stand for any m) missed some: counted, so that
- * this test would fail on it; and the cut must be taken on some plans (else
- * it saves nothing). */
-static void dpv_windows(int32_t p, int32_t m, const mp_op_times *t, double *w)
+ * rank's) that mp_schedule_v_times, the replay of all m, gives, to 1e-9 of
+ * the step; m from 2p to 8p one by one, then 16p, 33p and 64p, pp 2-16,
+ * the grid's stage patterns with and without transfers. The rule it
+ * replaces (the first 2p micro-batches stand for any m) missed some:
+ * counted, so that this test would fail on it; and the cut must be taken
+ * on most plans past 6p (else it saves nothing). */
+static void dpv_windows(const mp_v_rank_times *rt, int32_t p, double *w)
 {
-    mp_v_rank_times rt[16];
-    mp_error err;
-    assert_int_equal(mp_schedule_v_times(MP_SCHED_DUALPIPEV, p, m, t, rt, &err), MP_OK);
     for (int32_t r = 0; r < p; r++) {
         for (int c = 0; c < 2; c++) {
             w[5 * r + c] = rt[r].end - rt[r].w_end[c];
@@ -455,7 +452,7 @@ static void dpv_windows(int32_t p, int32_t m, const mp_op_times *t, double *w)
     }
 }
 
-static void test_dpv_steady_is_exact(void **state)
+static void test_dpv_windows_are_exact(void **state)
 {
     (void)state;
     const int32_t ps[] = {2, 3, 4, 5, 8, 16};
@@ -469,7 +466,11 @@ static void test_dpv_steady_is_exact(void **state)
                 double at2p[80], work = 0;
                 for (int32_t k = 0; k < 6 * p; k++)
                     work += d[k];
-                dpv_windows(p, 2 * p, &t, at2p);
+                mp_v_rank_times rt[16];
+                mp_error err;
+                assert_int_equal(mp_schedule_v_times(MP_SCHED_DUALPIPEV, p, 2 * p, &t, rt, &err),
+                                 MP_OK);
+                dpv_windows(rt, p, at2p);
                 int32_t ms[6 * 8 + 3], n = 0;
                 for (int32_t m = 2 * p; m <= 8 * p; m++)
                     ms[n++] = m;
@@ -477,23 +478,27 @@ static void test_dpv_steady_is_exact(void **state)
                 ms[n++] = 33 * p;
                 ms[n++] = 64 * p;
                 for (int32_t j = 0; j < n; j++) {
-                    int32_t m = ms[j], steady;
-                    mp_error err;
-                    assert_int_equal(mp_schedule_dpv_steady(p, m, &t, &steady, &err), MP_OK);
-                    assert_true(steady >= 2 * p && steady <= m);
+                    int32_t m = ms[j], used;
                     double full[80], cutw[80], tol = 1e-9 * work * m / p; /* of the step */
-                    dpv_windows(p, m, &t, full);
-                    dpv_windows(p, steady, &t, cutw);
+                    assert_int_equal(mp_schedule_v_times(MP_SCHED_DUALPIPEV, p, m, &t, rt, &err),
+                                     MP_OK);
+                    dpv_windows(rt, p, full);
+                    assert_int_equal(mp_schedule_v_windows(MP_SCHED_DUALPIPEV, p, m, &t, rt, &used,
+                                                           &err),
+                                     MP_OK);
+                    assert_true(used >= 6 * p || used == m);
+                    assert_true(used <= m);
+                    dpv_windows(rt, p, cutw);
                     bool off_2p = false;
                     for (int32_t k = 0; k < 5 * p; k++) {
                         if (fabs(cutw[k] - full[k]) > tol)
                             fail_msg("dualpipev p %d m %d pattern %d link %d: window %d is "
                                      "%.17g replaying %d, %.17g replaying all",
-                                     (int)p, (int)m, pat, link, (int)k, cutw[k], (int)steady,
+                                     (int)p, (int)m, pat, link, (int)k, cutw[k], (int)used,
                                      full[k]);
                         off_2p = off_2p || fabs(at2p[k] - full[k]) > tol;
                     }
-                    cut += steady < m;
+                    cut += used < m;
                     past += m > 6 * p;
                     missed_2p += off_2p;
                     checked++;
@@ -661,7 +666,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mixtral_pp8_order),
         cmocka_unit_test(test_stall_hook_gives_the_fallback),
         cmocka_unit_test(test_v_times_match_replay),
-        cmocka_unit_test(test_dpv_steady_is_exact),
+        cmocka_unit_test(test_dpv_windows_are_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

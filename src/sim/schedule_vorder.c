@@ -137,8 +137,12 @@ static void set_key(vorder *z, int32_t r, double time)
 {
     z->key[r] = time;
     for (int32_t i = (z->w + r) >> 1; i >= 1; i >>= 1) {
-        int32_t a = z->win[2 * i], b = z->win[2 * i + 1];
-        z->win[i] = z->key[b] < z->key[a] ? b : a;
+        int32_t a = z->win[2 * i], b = z->win[2 * i + 1], least = z->key[b] < z->key[a] ? b : a;
+        /* the same winner, another rank: its key and so every node above
+         * are as they were */
+        if (least == z->win[i] && least != r)
+            return;
+        z->win[i] = least;
     }
 }
 

@@ -1195,9 +1195,9 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
      * on random ones at pp 16 up to m = 156, GPT-3 175B's at pp 8 up to
      * about 6p). ZB-V's order is chosen from three
      * by their times, and the two list schedulings over real times have no
-     * such steady state: their windows keep moving with m (transients of
-     * 17p-50p micro-batches, then periods of up to 50 micro-batches, or
-     * none within 64p, on uneven stages; docs/cost-model.md §5), so
+     * such steady state: their windows keep moving with m (at pp 8 and 16,
+     * transients of 30p-50p micro-batches, then periods of up to 50, or no
+     * period within 64p, on uneven stages; docs/cost-model.md §5), so
      * exactness would cost the whole O(p m) replay (7.7 ms at pp 16,
      * m = 24p). So ZB-V replays all m where the whole replay costs no more
      * than pp 16's 4p micro-batches (p m <= V_REPLAY_PM, about 0.9 ms, under

@@ -1226,22 +1226,32 @@ static double emb_group_sync(const mp_config *c, const pipe_model *pm, double gr
  * ends later). False when the lists cannot be built (dp_tail_windows' rules
  * stay). */
 #define V_REPLAY_MB 4
+#define V_REPLAY_PM 1024
 static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double lat, double bw,
                              double *ws, double *we, double *due, double *lead)
 {
     bool dual = pm->sched == MP_SCHED_DUALPIPE;
     int32_t p = (int32_t)(dual ? pm->p / 2 : pm->p), m = (int32_t)(dual ? pm->m / 2 : pm->m);
     /* the windows sit in the warm-up (first forwards) and the cooldown (the
-     * last Ws, the ranks' ends). DualPipeV's fixed phases repeat one steady
-     * state between them, so its first 2p micro-batches (the least it runs)
-     * give the same windows as any m; ZB-V's order is chosen from three by
-     * their times and its cooldown can differ with m, so up to V_REPLAY_MB
-     * micro-batches a rank are replayed (exact to there; beyond, within the
-     * tolerance tests/sim/test_simulate.c states). Either way an estimate
-     * (search runs thousands) costs O(p^2), not O(p m). */
-    int32_t cap = pm->sched == MP_SCHED_ZBV ? V_REPLAY_MB * p : 2 * p;
-    if (m > cap)
-        m = cap;
+     * last Ws, the ranks' ends). DualPipeV's fixed phases repeat one block
+     * between them, and its replay settles into a steady state that the
+     * cooldown starts from, shifted, for every larger m: the first of 6p,
+     * 18p, 54p, ... micro-batches that shows it gives m's windows exactly,
+     * else all m are replayed (mp_schedule_v_windows; not 2p for any m, as
+     * first thought: on even stages at pp 4 the windows move up to m = 11,
+     * on random ones at pp 16 up to m = 156, GPT-3 175B's at pp 8 up to
+     * about 6p). ZB-V's order is chosen from three
+     * by their times, and the two list schedulings over real times have no
+     * such steady state: their windows keep moving with m (at pp 8 and 16,
+     * transients of 30p-50p micro-batches, then periods of up to 50, or no
+     * period within 64p, on uneven stages; docs/cost-model.md §5), so
+     * exactness would cost the whole O(p m) replay (7.7 ms at pp 16,
+     * m = 24p). So ZB-V replays all m where the whole replay costs no more
+     * than pp 16's 4p micro-batches (p m <= V_REPLAY_PM, about 0.9 ms, under
+     * the 1 ms budget of docs/design.md §8: m <= 256p at pp 2, 64p at pp 4,
+     * 16p at pp 8), else V_REPLAY_MB micro-batches a rank: exact to there;
+     * beyond, within the tolerance tests/sim/test_simulate.c states. An
+     * estimate (search runs thousands) costs O(p^2) at most. */
     int32_t n = (int32_t)pm->n;
     double *t = malloc(sizeof *t * (size_t)(5 * n));
     double *vw = malloc(sizeof *vw * (size_t)(7 * p)); /* the V ranks' ws, we, due, lead */
@@ -1258,8 +1268,12 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
             t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
         }
         mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n};
-        ok = mp_schedule_v_times(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt, &err) ==
-             MP_OK;
+        int32_t cap = V_REPLAY_PM / p > V_REPLAY_MB * p ? V_REPLAY_PM / p : V_REPLAY_MB * p;
+        if (pm->sched == MP_SCHED_ZBV)
+            m = m < cap ? m : cap;
+        int32_t used;
+        ok = mp_schedule_v_windows(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt, &used,
+                                   &err) == MP_OK;
     }
     double e0 = 0.0;
     for (int32_t r = 0; ok && r < p; r++) {

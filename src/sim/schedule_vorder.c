@@ -137,8 +137,12 @@ static void set_key(vorder *z, int32_t r, double time)
 {
     z->key[r] = time;
     for (int32_t i = (z->w + r) >> 1; i >= 1; i >>= 1) {
-        int32_t a = z->win[2 * i], b = z->win[2 * i + 1];
-        z->win[i] = z->key[b] < z->key[a] ? b : a;
+        int32_t a = z->win[2 * i], b = z->win[2 * i + 1], least = z->key[b] < z->key[a] ? b : a;
+        /* the same winner, another rank: its key and so every node above
+         * are as they were */
+        if (least == z->win[i] && least != r)
+            return;
+        z->win[i] = least;
     }
 }
 
@@ -470,7 +474,8 @@ typedef struct order_entry {
  * Only for p <= TIMES_MAX_P (an entry is then at most 3.8 KiB). */
 enum { TIMES_SETS = 512, TIMES_MAX_P = 32 };
 typedef struct times_entry {
-    int32_t s, p, m, stall; /* p == 0: empty */
+    int32_t s, p, m, stall; /* p == 0: empty; s past MP_SCHED_COUNT: windows */
+    int32_t used;           /* mp_schedule_v_windows: the micro-batches replayed */
     double *key;            /* f, b, w, link, act: 10p */
     mp_v_rank_times *rt;    /* p */
 } times_entry;
@@ -558,6 +563,12 @@ static mp_status time_free_order(mp_schedule_kind s, int32_t p, int32_t m, mp_op
         int32_t key[3] = {(int32_t)s, p, m};
         for (int i = 0; i < 3; i++)
             h = (h ^ (uint32_t)key[i]) * 16777619u;
+        /* the high bits, mixed down: the low five of h follow the key's
+         * low five alone, so m and m + 32 (DualPipeV's tries at 6p, 18p,
+         * 54p at pp 8) would share a set and evict each other every time */
+        h ^= h >> 16;
+        h *= 0x85ebca6bu;
+        h ^= h >> 13;
         e = &c->e[h % ORDER_SETS];
         if (!(e->p == p && e->m == m && e->s == (int32_t)s)) {
             free(e->ops);
@@ -735,33 +746,105 @@ mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const
     return MP_OK;
 }
 
+/* DualPipeV's steady state (schedule_vorder.h). Rank r's compute order
+ * (sim/schedule.c build_dualpipev) runs 2(p-r-1) + 2(r+1) forwards and
+ * p-r-1 B1 W1 F1 triples (phases 1-3: 5p - 3r - 3 ops), then its phase-4
+ * blocks F0 B1 W1 F1 B0 W0 (two F&B pairs), block i holding micro-batches
+ * 2p-r-1+i (F0), p-r-1+i (B1), p+i (F1) and i (B0). So a block's inputs
+ * are blocks of the same or the previous level on the neighbours (F0, B1
+ * from rank r-1 one level back; F1, B0 from rank r+1, or the turn on rank
+ * p-1, at the same level) and its own forwards up to 2p-1-r levels back:
+ * levels 0 .. m-2p are every rank's, and level i > 2p-1 is the same
+ * max-plus map of levels i-2p .. i-1 for every m. The layout is checked
+ * op by op (kind, chunk, micro-batch one later than a level before); a
+ * list laid out otherwise is never cut. */
+static bool dpv_steady_run(int32_t p, int32_t m, const mp_op_list *l, double *const *end)
+{
+    int32_t levels = m - 2 * p + 1; /* 0 .. m-2p */
+    if (levels < 2 * p + 1)
+        return false;
+    double span = 0.0;
+    for (int32_t r = 0; r < p; r++) {
+        if (l[r].n != 6 * m)
+            return false;
+        span = fmax(span, end[r][l[r].n - 1]);
+    }
+    double tol = 1e-12 * span, lambda = 0.0;
+    int32_t run = 0; /* consecutive levels one lambda after the one before */
+    for (int32_t i = 1; i < levels; i++) {
+        bool same = true;
+        for (int32_t r = 0; r < p && same; r++) {
+            int32_t at = 5 * p - 3 * r - 3 + 6 * i;
+            for (int32_t q = 0; q < 6 && same; q++) {
+                const mp_op *a = &l[r].ops[at + q], *b = &l[r].ops[at + q - 6];
+                if (a->kind != b->kind || a->chunk != b->chunk ||
+                    a->microbatch != b->microbatch + 1)
+                    return false;
+                double d = end[r][at + q] - end[r][at + q - 6];
+                if (r == 0 && q == 0 && run == 0)
+                    lambda = d;
+                same = fabs(d - lambda) <= tol;
+            }
+        }
+        run = same ? run + 1 : 0;
+        /* 2p differences ending at level i >= 2p: level i+1 and on repeat */
+        if (run >= 2 * p && i >= 2 * p)
+            return true;
+    }
+    return false;
+}
+
+/* A time-free order (zb-v's unit-time one, dualpipev's) of m micro-batches
+ * replayed under t: rt (may be NULL) as mp_schedule_v_times gives them;
+ * cut (may be NULL, dualpipev): whether the replay shows its steady run. */
+static mp_status fixed_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+                              mp_v_rank_times *rt, bool *cut, mp_error *err)
+{
+    size_t sm = (size_t)2 * p * m;
+    mp_op_list *l = calloc((size_t)p, sizeof *l);
+    double **end = cut ? calloc((size_t)p, sizeof *end) : NULL;
+    double *e = cut ? malloc(sizeof *e * (size_t)6 * m * p) : NULL;
+    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
+    int32_t *n = malloc((size_t)3 * p * sizeof *n);
+    order_entry own = {0};
+    bool owned = false;
+    mp_status st = l && d && n && (!cut || (end && e))
+                       ? time_free_order(s, p, m, l, &own, &owned, err)
+                       : mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
+                                      "out of memory for a schedule");
+    for (int32_t r = 0; cut && st == MP_OK && r < p; r++) {
+        end[r] = e + (size_t)6 * m * r;
+        for (int32_t i = 0; i < l[r].n; i++)
+            end[r][i] = -1;
+    }
+    if (st == MP_OK)
+        replay(p, m, t, l, d, n, false, end, rt);
+    for (int32_t r = 0; rt && r < p && st == MP_OK; r++)
+        if (rt[r].end < 0)
+            st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
+                              "the V schedule's lists stall on replay");
+    if (cut && st == MP_OK) {
+        bool done = true;
+        for (int32_t r = 0; r < p; r++)
+            done = done && l[r].n > 0 && end[r][l[r].n - 1] >= 0;
+        *cut = done && dpv_steady_run(p, m, l, end);
+    }
+    if (owned)
+        free_entry(&own);
+    free(l);
+    free(end);
+    free(e);
+    free(d);
+    free(n);
+    return st;
+}
+
 static mp_status v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
                          mp_v_rank_times *rt, mp_error *err)
 {
     if (s == MP_SCHED_ZBV)
         return zbv_choose(p, m, t, NULL, rt, NULL, err);
-    size_t sm = (size_t)2 * p * m;
-    mp_op_list *l = calloc((size_t)p, sizeof *l);
-    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
-    int32_t *n = malloc((size_t)3 * p * sizeof *n);
-    order_entry own = {0};
-    bool owned = false;
-    mp_status st = l && d && n ? time_free_order(s, p, m, l, &own, &owned, err)
-                               : mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL,
-                                              "out of memory for a schedule");
-    if (st == MP_OK) {
-        replay(p, m, t, l, d, n, false, NULL, rt);
-        for (int32_t r = 0; r < p && st == MP_OK; r++)
-            if (rt[r].end < 0)
-                st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
-                                  "the V schedule's lists stall on replay");
-    }
-    if (owned)
-        free_entry(&own);
-    free(l);
-    free(d);
-    free(n);
-    return st;
+    return fixed_replay(s, p, m, t, rt, NULL, err);
 }
 
 static atomic_bool times_kept = true; /* mp_schedule_v_times_keep */
@@ -773,7 +856,7 @@ void mp_schedule_v_times_keep(bool on)
 
 /* The thread's kept answer for this key (its set's entry), *hit telling
  * whether it holds it; NULL when nothing can be kept. */
-static times_entry *times_slot(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+static times_entry *times_slot(int32_t s, int32_t p, int32_t m, const mp_op_times *t,
                                bool *hit)
 {
     *hit = false;
@@ -836,6 +919,49 @@ mp_status mp_schedule_v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp
     mp_status st = v_times(s, p, m, t, rt, err);
     if (e && st == MP_OK) { /* kept only once answered */
         memcpy(e->rt, rt, sizeof *rt * (size_t)p);
+        e->p = p;
+    }
+    return st;
+}
+
+/* DualPipeV's windows: tries at 6p, 18p, 54p, ... micro-batches below m,
+ * cut at the first whose replay shows the steady run (dpv_steady_run),
+ * else the whole replay. The tries cost less than 1.5 times the replay of
+ * the last one: with a cut, that one's; without, the whole replay's. */
+static mp_status dpv_windows(int32_t p, int32_t m, const mp_op_times *t, mp_v_rank_times *rt,
+                             int32_t *used, mp_error *err)
+{
+    for (int64_t m1 = 6 * (int64_t)p; m1 < m; m1 *= 3) {
+        bool cut = false;
+        mp_status st = fixed_replay(MP_SCHED_DUALPIPEV, p, (int32_t)m1, t, rt, &cut, err);
+        if (st != MP_OK || cut) {
+            *used = (int32_t)m1;
+            return st;
+        }
+    }
+    *used = m;
+    return fixed_replay(MP_SCHED_DUALPIPEV, p, m, t, rt, NULL, err);
+}
+
+mp_status mp_schedule_v_windows(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+                                mp_v_rank_times *rt, int32_t *used, mp_error *err)
+{
+    *used = m;
+    if (s != MP_SCHED_DUALPIPEV || p < 1 || m < 1 || !t)
+        return mp_schedule_v_times(s, p, m, t, rt, err);
+    bool hit = false;
+    times_entry *e = atomic_load(&times_kept)
+                         ? times_slot((int32_t)s + MP_SCHED_COUNT, p, m, t, &hit)
+                         : NULL;
+    if (hit) {
+        memcpy(rt, e->rt, sizeof *rt * (size_t)p);
+        *used = e->used;
+        return MP_OK;
+    }
+    mp_status st = dpv_windows(p, m, t, rt, used, err);
+    if (e && st == MP_OK) {
+        memcpy(e->rt, rt, sizeof *rt * (size_t)p);
+        e->used = *used;
         e->p = p;
     }
     return st;

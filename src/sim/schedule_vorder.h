@@ -40,6 +40,27 @@ typedef struct mp_v_rank_times {
  * schedule, MP_EINTERNAL if the lists stall, MP_ENOMEM. */
 mp_status mp_schedule_v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
                               mp_v_rank_times *rt, mp_error *err);
+/* What the planner's DP windows read -- per rank, its end less each chunk's
+ * last W, each chunk's first forward, rank 0's end less the rank's -- equal
+ * in rt to those of mp_schedule_v_times(s, p, m) (its absolute times may be
+ * a shorter replay's, *used micro-batches). zb-v: that call (used = m; its
+ * real-time orders have no steady state to cut at). dualpipev: its replay is
+ * max-plus linear in the op times (each op starts at the later of its
+ * rank's previous op and its input's landing), and its order for m
+ * micro-batches is the order for m - 1 with one more phase-4 block (F0 B1
+ * W1 F1 B0 W0, each micro-batch one later) on every rank. Level i (block i
+ * of every rank) depends only on levels i - 2p + 1 .. i (a chunk-0 backward
+ * needs its own forward, 2p - 1 - r blocks back on rank r), so once 2p
+ * consecutive levels each end exactly one constant later than the level
+ * before, every later level does too, and the ops after the last level
+ * (phases 5-8) start from the same state, shifted: any larger m gives the
+ * same windows. Replays 6p, 18p, 54p, ... micro-batches below m and stops
+ * at the first that shows such a run of levels (each to 1e-12 of the
+ * step's length), else replays all m. Kept per thread as
+ * mp_schedule_v_times' answers are. MP_EINPUT, MP_EINTERNAL, MP_ENOMEM as
+ * mp_schedule_v_times. */
+mp_status mp_schedule_v_windows(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
+                                mp_v_rank_times *rt, int32_t *used, mp_error *err);
 /* Its answers are kept per thread, keyed on (s, p, m) and t bit for bit
  * (p <= 32): a search costs many candidates whose stages cost the same.
  * Off (benchmarks: the replay's own cost), every call replays. On at start. */

@@ -389,17 +389,24 @@ static void test_dp_exposure_matches_estimate(void **state)
  * bound on its chunk-1 W). DualPipe, whose order is DualPipeV's on p/2 ranks,
  * the same way per direction: 0.98x-1.00x (before, one window over both
  * directions: the simulator 1.13x-1.31x, and it took its last-bucket share
- * from that estimate). The estimate replays at most 4p micro-batches of
- * ZB-V (2p of the fixed-phase V schedules, whose windows do not change with
- * m: 0.96x-1.00x at m = 2p..16p), to stay O(p^2) an estimate: ZB-V plans
- * with more, whose order the simulator picks among three by their times,
- * are held to DP_TOL_LONG_ZBV (on this grid 0.99x-1.16x at m = 8p and 16p).
+ * from that estimate). m runs from 2p to 64p (432 plans). ZB-V's windows
+ * move with m past any bound (its order is picked among three by their
+ * times, two of them list schedulings over real times with no steady state:
+ * docs/cost-model.md §5), so the estimate replays all m where that costs no
+ * more than pp 16's 4p micro-batches (p m <= 1024: to 64p at pp 4, 16p at
+ * pp 8), else 1024/p or 4p; before, 4p at every pp, and ZB-V plans past it
+ * were held to 20% (0.99x-1.16x at m = 8p and 16p, 1.21x at mixtral pp 4
+ * m = 64p): now ZB-V 0.99x-1.00x, pp 8 at 32p and 64p, not replayed whole,
+ * included. The fixed-phase V schedules' windows are the whole replay's for
+ * every m (mp_schedule_v_windows, tests/sim/test_vorder.c
+ * test_dpv_windows_are_exact): DualPipeV 0.96x-1.00x (the 0.96x at pp 2 as
+ * above; before, 2p micro-batches for any m: 0.96x for mixtral pp 2 at 8p and
+ * 16p, now 1.00x), DualPipe 0.98x-1.00x.
  * The simulated step stays within STEP_TOL of the
  * estimate's: the V schedules' simulated pipelines run up to 12% shorter
  * than their closed forms on their own (test_bubble_share_matches_estimate,
  * docs/simulator.md). MP_PRINT_DP=1 prints the grid. */
 #define DP_TOL 0.05
-#define DP_TOL_LONG_ZBV 0.20
 #define STEP_TOL 0.12
 
 static void test_split_dp_matches_estimate(void **state)
@@ -413,7 +420,7 @@ static void test_split_dp_matches_estimate(void **state)
     } cfgs[] = {{"gpt3-175b", "dgx-a100", 8, 0},
                 {"llama3-70b", "dgx-h100", 4, 0},
                 {"mixtral-8x7b", "dgx-h100", 2, 8}};
-    const int64_t pps[] = {2, 4, 8}, ds[] = {4, 32}, mults[] = {2, 4, 8, 16};
+    const int64_t pps[] = {2, 4, 8}, ds[] = {4, 32}, mults[] = {2, 4, 8, 16, 32, 64};
     bool print = getenv("MP_PRINT_DP") != NULL;
     int checked = 0, per_pp[9] = {0};
     double lo = INFINITY, hi = 0, worst_step = 0;
@@ -457,8 +464,7 @@ static void test_split_dp_matches_estimate(void **state)
                                    mp_schedule_name(s), pc.dp_exposed, sim, ratio,
                                    e.time.step, r.makespan, 100 * step);
                         bool v = mp_schedule_is_v(s) || s == MP_SCHED_DUALPIPE;
-                        bool long_zbv = s == MP_SCHED_ZBV && m > 4 * p;
-                        if (fabs(ratio - 1) > (long_zbv ? DP_TOL_LONG_ZBV : DP_TOL))
+                        if (fabs(ratio - 1) > DP_TOL)
                             fail_msg("%s p%lld d%lld m%lld %s: simulated DP exposure %.4f s, "
                                      "estimate %.4f s",
                                      cfgs[i].model, (long long)p, (long long)d, (long long)m,
@@ -483,7 +489,7 @@ static void test_split_dp_matches_estimate(void **state)
     if (print)
         printf("%d plans: V schedules' DP x%.2f-x%.2f, step within %.1f%%\n", checked, lo, hi,
                100 * worst_step);
-    assert_true(checked >= 220);
+    assert_true(checked >= 400);
     for (int k = 0; k < 9; k++) /* ZB-V, DualPipeV and DualPipe at pp 2, 4 and 8 */
         assert_true(per_pp[k] >= 8);
 }

@@ -364,6 +364,23 @@ static void test_zbv_order_grid(void **state)
     assert_int_equal(fallbacks, 0); /* the greedy never stalls (schedule_vorder.c try_f) */
 }
 
+/* The grid point's op times (d: 10p doubles; transfers 0.1 + 0.01k). */
+static mp_op_times grid_times(int pat, int32_t p, int link, double *d)
+{
+    mp_stage_cost st[80];
+    mp_pipeline_cost pc;
+    grid_cost(pat, p, link, &pc, st);
+    for (int32_t k = 0; k < 2 * p; k++) {
+        d[k] = st[k].fwd;
+        d[2 * p + k] = st[k].bwd_input;
+        d[4 * p + k] = st[k].bwd_weight;
+        d[6 * p + k] = link ? 0.1 + 0.01 * k : 0;
+        d[8 * p + k] = st[k].act_bytes;
+    }
+    return (mp_op_times){.f = d, .b = d + 2 * p, .w = d + 4 * p, .link = d + 6 * p,
+                         .act = d + 8 * p};
+}
+
 /* mp_schedule_v_times (what the planner's DP windows read) against the lists
  * it stands for, built (mp_schedule_build_all_timed, transfers included) and
  * replayed (mp_schedule_v_replay), bit for bit: each rank's end (its latest
@@ -374,18 +391,8 @@ static void test_zbv_order_grid(void **state)
  * greedy's must not stand for it). */
 static void check_v_times(mp_schedule_kind s, int32_t p, int32_t m, int pat, int link)
 {
-    mp_stage_cost st[80];
-    mp_pipeline_cost pc;
-    grid_cost(pat, p, link, &pc, st);
     double d[5 * 80];
-    for (int32_t k = 0; k < 2 * p; k++) {
-        d[k] = st[k].fwd;
-        d[2 * p + k] = st[k].bwd_input;
-        d[4 * p + k] = st[k].bwd_weight;
-        d[6 * p + k] = link ? 0.1 + 0.01 * k : 0;
-        d[8 * p + k] = st[k].act_bytes;
-    }
-    mp_op_times t = {.f = d, .b = d + 2 * p, .w = d + 4 * p, .link = d + 6 * p, .act = d + 8 * p};
+    mp_op_times t = grid_times(pat, p, link, d);
     mp_op_list l[40];
     mp_error err;
     assert_int_equal(mp_schedule_build_all_timed(s, p, 2, m, s == MP_SCHED_ZBV ? &t : NULL, l,
@@ -423,6 +430,84 @@ static void check_v_times(mp_schedule_kind s, int32_t p, int32_t m, int pat, int
         mp_op_list_free(&l[r]);
         free(end[r]);
     }
+}
+
+/* mp_schedule_v_windows for DualPipeV, which may replay fewer micro-batches
+ * (*used) than m, gives the windows the planner reads (each rank's end less
+ * its chunks' last Ws, the chunks' first forwards, rank 0's end less the
+ * rank's) that mp_schedule_v_times, the replay of all m, gives, to 1e-9 of
+ * the step; m from 2p to 8p one by one, then 16p, 33p and 64p, pp 2-16,
+ * the grid's stage patterns with and without transfers. The rule it
+ * replaces (the first 2p micro-batches stand for any m) missed some:
+ * counted, so that this test would fail on it; and the cut must be taken
+ * on most plans past 6p (else it saves nothing). */
+static void dpv_windows(const mp_v_rank_times *rt, int32_t p, double *w)
+{
+    for (int32_t r = 0; r < p; r++) {
+        for (int c = 0; c < 2; c++) {
+            w[5 * r + c] = rt[r].end - rt[r].w_end[c];
+            w[5 * r + 2 + c] = rt[r].f0_end[c];
+        }
+        w[5 * r + 4] = rt[0].end - rt[r].end;
+    }
+}
+
+static void test_dpv_windows_are_exact(void **state)
+{
+    (void)state;
+    const int32_t ps[] = {2, 3, 4, 5, 8, 16};
+    int cut = 0, missed_2p = 0, checked = 0, past = 0;
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
+        for (int pat = 0; pat < GRID_PATTERNS; pat++)
+            for (int link = 0; link <= 1; link++) {
+                int32_t p = ps[i];
+                double d[5 * 32];
+                mp_op_times t = grid_times(pat, p, link, d);
+                double at2p[80], work = 0;
+                for (int32_t k = 0; k < 6 * p; k++)
+                    work += d[k];
+                mp_v_rank_times rt[16];
+                mp_error err;
+                assert_int_equal(mp_schedule_v_times(MP_SCHED_DUALPIPEV, p, 2 * p, &t, rt, &err),
+                                 MP_OK);
+                dpv_windows(rt, p, at2p);
+                int32_t ms[6 * 8 + 3], n = 0;
+                for (int32_t m = 2 * p; m <= 8 * p; m++)
+                    ms[n++] = m;
+                ms[n++] = 16 * p;
+                ms[n++] = 33 * p;
+                ms[n++] = 64 * p;
+                for (int32_t j = 0; j < n; j++) {
+                    int32_t m = ms[j], used;
+                    double full[80], cutw[80], tol = 1e-9 * work * m / p; /* of the step */
+                    assert_int_equal(mp_schedule_v_times(MP_SCHED_DUALPIPEV, p, m, &t, rt, &err),
+                                     MP_OK);
+                    dpv_windows(rt, p, full);
+                    assert_int_equal(mp_schedule_v_windows(MP_SCHED_DUALPIPEV, p, m, &t, rt, &used,
+                                                           &err),
+                                     MP_OK);
+                    assert_true(used >= 6 * p || used == m);
+                    assert_true(used <= m);
+                    dpv_windows(rt, p, cutw);
+                    bool off_2p = false;
+                    for (int32_t k = 0; k < 5 * p; k++) {
+                        if (fabs(cutw[k] - full[k]) > tol)
+                            fail_msg("dualpipev p %d m %d pattern %d link %d: window %d is "
+                                     "%.17g replaying %d, %.17g replaying all",
+                                     (int)p, (int)m, pat, link, (int)k, cutw[k], (int)used,
+                                     full[k]);
+                        off_2p = off_2p || fabs(at2p[k] - full[k]) > tol;
+                    }
+                    cut += used < m;
+                    past += m > 6 * p;
+                    missed_2p += off_2p;
+                    checked++;
+                }
+            }
+    assert_true(missed_2p > 0);
+    if (getenv("MP_PRINT_DPV"))
+        printf("%d plans, %d past 6p, %d cut, %d missed by 2p\n", checked, past, cut, missed_2p);
+    assert_true(cut > past / 2);
 }
 
 static void test_v_times_match_replay(void **state)
@@ -581,6 +666,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mixtral_pp8_order),
         cmocka_unit_test(test_stall_hook_gives_the_fallback),
         cmocka_unit_test(test_v_times_match_replay),
+        cmocka_unit_test(test_dpv_windows_are_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

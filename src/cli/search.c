@@ -91,8 +91,29 @@ static const char *short_sched(mp_schedule_kind s)
     }
 }
 
+/* Selective recompute's modules in the table: "sel:" and short names
+ * joined by "+" (the footnote spells them out); "selective" for Megatron's
+ * default (core_attn, no list given). */
+static const char *const module_short[MP_RCM_COUNT] = {"attn", "act", "ln", "up",
+                                                       "mlp",  "moe", "shared"};
+
+static bool named_modules(const mp_search_plan *sp)
+{
+    return sp->config.parallel.recompute == MP_RECOMPUTE_SELECTIVE &&
+           sp->config.parallel.recompute_modules != 0 && !sp->mixed_recompute;
+}
+
 static void recompute_label(const mp_search_plan *sp, char *buf, size_t n)
 {
+    if (named_modules(sp)) {
+        size_t used = (size_t)snprintf(buf, n, "sel:");
+        uint32_t mask = sp->config.parallel.recompute_modules;
+        for (int k = 0; k < MP_RCM_COUNT && used < n; k++)
+            if (mask & (1u << k))
+                used += (size_t)snprintf(buf + used, n - used, "%s%s",
+                                         buf[used - 1] == ':' ? "" : "+", module_short[k]);
+        return;
+    }
     if (!sp->mixed_recompute || !sp->plan || !sp->plan->has_layer_recompute) {
         snprintf(buf, n, "%s", mp_recompute_name(sp->config.parallel.recompute));
         return;
@@ -256,7 +277,7 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         const mp_search_plan *sp = &r->plans[i];
         const mp_parallel *p = &sp->config.parallel;
         const mp_estimate *e = &sp->est;
-        char rc[32];
+        char rc[48];
         recompute_label(sp, rc, sizeof rc);
         mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s",
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
@@ -282,8 +303,13 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         mp_buf_puts(b, sp->uneven ? "  *" : "");
         mp_buf_puts(b, "\n");
     }
-    bool any_uneven = false;
+    bool any_uneven = false, any_named = false;
     for (int i = 0; i < r->n; i++) any_uneven |= r->plans[i].uneven;
+    for (int i = 0; i < r->n; i++) any_named |= named_modules(&r->plans[i]);
+    if (any_named)
+        mp_buf_puts(b, "sel: selective recompute of the modules named (--recompute-modules): "
+                       "attn core_attn, ln layernorm, mlp, up mla_up_proj, act moe_act, "
+                       "moe, shared shared_experts\n");
     if (any_uneven)
         mp_buf_puts(b, "* uneven stage split or per-layer recompute from the ILP "
                        "(mix n/s/f = layers with none/selective/full)\n");

@@ -675,13 +675,14 @@ static void test_top_distinct(void **state)
 
 /* A second costing pass (splits made two of the k the same) gives what
  * costing everything gives, and still accounts for every candidate:
- * llama3-8b on 64 H100s, top 20, lists tp2 mb2 once (its split's all-none
- * per-layer recompute was the same plan). */
+ * gpt3-1.3b on 64 H100s, top 20, splits 26 to list 20 (llama3-8b, which
+ * did so before, lists tp2 mb2 once in one pass since search weighs
+ * selective recompute's module sets). */
 static void test_distinct_pass_exact(void **state)
 {
     (void)state;
     mp_search_options o;
-    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    base_of("gpt3-1.3b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
     o.top_k = 20;
     o.no_simulate = true;
     mp_search_result a, b;
@@ -704,7 +705,7 @@ static void test_distinct_pass_exact(void **state)
 
 /* A later pass for distinct plans splits again what the last one split,
  * in the same order under the same GLPK work limits; search takes those
- * splits from its memo. With top 100, llama3-8b on 64 H100s takes two more
+ * splits from its memo. With top 100, gpt3-1.3b on 64 H100s takes more
  * passes (some splits became plans already listed): its plans, their
  * splits, estimates and GLPK work, and the counts equal those of splitting
  * afresh in each pass, and the 100 are the first 100 of costing every
@@ -713,7 +714,7 @@ static void test_split_memo_exact(void **state)
 {
     (void)state;
     mp_search_options o;
-    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    base_of("gpt3-1.3b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
     o.top_k = 100;
     o.no_simulate = true;
     mp_search_result a, b, c;

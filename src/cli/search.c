@@ -40,9 +40,11 @@ const mp_verb_doc mp_doc_search = {
     .summary = "rank parallel plans for a model on a cluster",
     .usage = "megaplan search --model M --gpus N [options]\n"
              "megaplan search --model M --tokens T --hw H1,H2,...|all [options]\n",
-    .text = "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer "
+    .text = "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute (none, full, or "
+            "selective of a few module sets: sel:mlp in the table), distributed optimizer "
             "and schedule; for MoE models also ep, etp and the dispatcher. A setting given "
-            "(--tp 8, --ep 8, --dispatcher allgather, or --fix) is never searched. The table "
+            "(--tp 8, --ep 8, --dispatcher allgather, --recompute-modules mlp, or --fix) is "
+            "never searched. The table "
             "ranks by the simulated step; at least the best five are simulated whatever --top "
             "shows. Over several profiles or GPU counts, by days and cost: megaplan search --hw "
             "all --help.\nExit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad "

@@ -556,6 +556,34 @@ static void test_layout_search(void **state)
     }
 }
 
+/* o's tp, pp and vpp (cp 1, sequence parallel), for the fix bits to hold. */
+static void fix_degrees(mp_search_options *o, int64_t tp, int64_t pp, int64_t vpp)
+{
+    o->base.parallel.tp = tp;
+    o->base.parallel.pp = pp;
+    o->base.parallel.vpp = vpp;
+    o->base.parallel.cp = 1;
+    o->base.parallel.sp = true;
+}
+
+/* Every candidate of o's space within its bounds (mp_search_check_bounds),
+ * failing the test with what otherwise; the estimates checked. */
+static int64_t bounds_hold(const mp_search_options *o, const char *what)
+{
+    int64_t checked, mv, tv;
+    double worst;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_search_check_bounds(o, &checked, &mv, &tv, &worst, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    if (mv || tv)
+        fail_msg("%s: %lld memory and %lld time bound violations of %lld", what,
+                 (long long)mv, (long long)tv, (long long)checked);
+    print_message("  %s: %lld checked, worst memory bound/peak %.3f\n", what,
+                  (long long)checked, worst);
+    return checked;
+}
+
 /* The MoE memory bounds (search_bounds.c): rank 0's routed-token
  * activations and fragmentation, and the busiest rank in MoE blocks, which
  * a deep pipeline needs when rank 0 holds only dense blocks. A small MoE
@@ -590,23 +618,10 @@ static void test_moe_pruning_equals_no_prune(void **state)
      * the average 23.5 (with its routed activations) wrongly pruned */
     mp_search_options o;
     base_of("qwen3-235b-a22b", "dgx-h100", 512, 512, MP_DTYPE_BF16, &o);
-    o.base.parallel.tp = 4;
-    o.base.parallel.pp = 4;
-    o.base.parallel.vpp = 6;
-    o.base.parallel.cp = 1;
-    o.base.parallel.sp = true;
+    fix_degrees(&o, 4, 4, 6);
     o.base.parallel.recompute = MP_RECOMPUTE_NONE;
     o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_CP | MP_FIX_SP | MP_FIX_RECOMPUTE;
-    int64_t checked, mv, tv;
-    double worst;
-    mp_error err;
-    mp_error_clear(&err);
-    if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
-        fail_msg("%s: %s", err.field, err.msg);
-    if (mv || tv)
-        fail_msg("qwen3 pp 4 vpp 6: %lld memory and %lld time bound violations of %lld",
-                 (long long)mv, (long long)tv, (long long)checked);
-    assert_true(checked > 10);
+    assert_true(bounds_hold(&o, "qwen3 pp 4 vpp 6") > 10);
 }
 
 /* The identity of search's plans: a split that leaves selective recompute
@@ -842,25 +857,10 @@ static void test_bounds_each_module_set(void **state)
     (void)state;
     mp_search_options o;
     base_of("deepseek-v3", "dgx-h100", 256, 512, MP_DTYPE_BF16, &o);
-    o.base.parallel.tp = 2;
-    o.base.parallel.pp = 16;
-    o.base.parallel.vpp = 1;
-    o.base.parallel.cp = 1;
-    o.base.parallel.sp = true;
+    fix_degrees(&o, 2, 16, 1);
     o.base.parallel.micro_batch = 1;
     o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_CP | MP_FIX_SP | MP_FIX_MICRO_BATCH;
-    int64_t checked, mv, tv;
-    double worst;
-    mp_error err;
-    mp_error_clear(&err);
-    if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
-        fail_msg("%s: %s", err.field, err.msg);
-    if (mv || tv)
-        fail_msg("deepseek-v3 module sets: %lld memory and %lld time bound violations of %lld",
-                 (long long)mv, (long long)tv, (long long)checked);
-    print_message("  deepseek-v3 tp 2 pp 16: %lld checked, worst memory bound/peak %.3f\n",
-                  (long long)checked, worst);
-    assert_true(checked > 100);
+    assert_true(bounds_hold(&o, "deepseek-v3 module sets") > 100);
 }
 
 int main(void)

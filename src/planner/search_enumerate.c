@@ -132,11 +132,12 @@ void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out)
  * mp_config_check_recompute refuses a module the model has nothing of):
  * core_attn and layernorm always, but layernorm and moe_act under FP8's
  * delayed scaling; mlp where some block is dense; mla_up_proj with latent
- * attention; moe_act, and moe but with the all-to-all overlapped
- * (overlap_moe_expert_parallel_comm), for MoE; shared_experts with shared
- * experts not overlapped (--moe-shared-expert-overlap). None beyond
- * core_attn where CUDA graphs capture a scope (a graphed module may not be
- * recomputed in several of Megatron's cases). */
+ * attention; moe_act for MoE (with grouped GEMMs, which megaplan's experts
+ * are); shared_experts with shared experts not overlapped
+ * (--moe-shared-expert-overlap). None beyond core_attn where CUDA graphs
+ * capture a scope (a graphed module may not be recomputed in several of
+ * Megatron's cases). moe, which the search leaves out (below), is not
+ * among them. */
 static uint32_t selective_modules_allowed(const mp_config *c)
 {
     const mp_model *m = &c->model;
@@ -152,7 +153,6 @@ static uint32_t selective_modules_allowed(const mp_config *c)
     if (mp_model_is_mla(m)) ok |= 1u << MP_RCM_MLA_UP_PROJ;
     if (moe) {
         if (!delayed) ok |= 1u << MP_RCM_MOE_ACT;
-        if (!p->moe_a2a_overlap) ok |= 1u << MP_RCM_MOE;
         if (m->moe.shared_experts > 0 && !p->shared_expert_overlap)
             ok |= 1u << MP_RCM_SHARED_EXPERTS;
     }
@@ -169,7 +169,7 @@ int mp_search_selective_sets(const mp_config *base, bool fixed_recompute,
     const uint32_t LN = 1u << MP_RCM_LAYERNORM, ACT = 1u << MP_RCM_MOE_ACT,
                    MLP = 1u << MP_RCM_MLP, UP = 1u << MP_RCM_MLA_UP_PROJ,
                    SHARED = 1u << MP_RCM_SHARED_EXPERTS, ATTN = 1u << MP_RCM_CORE_ATTN;
-    /* a ladder of what each added module re-runs (docs/search.md): the
+    /* a ladder of what each added module re-runs (docs/design.md §5): the
      * elementwise modules (the norms, the experts' activation: memory-bound
      * kernels only), the GEMMs outside the attention core and the routed
      * experts (the dense MLP, MLA's up-projections, the shared experts),

@@ -351,7 +351,7 @@ static uint32_t modules_cover(uint32_t mods)
  * before it shows it cannot fit; false when out of memory.
  *
  * The set with the most modules goes first, then the others from the
- * fewest modules up (docs/search.md): one whose modules are all in a set
+ * fewest modules up (docs/design.md §5): one whose modules are all in a set
  * that did not fit frees no more bytes (mp_block_modules_act_bytes adds
  * each module's, moe holding its parts') and does not fit either: not
  * costed. (One that re-runs more than a set that fits is no faster, but

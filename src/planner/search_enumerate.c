@@ -159,12 +159,11 @@ static uint32_t selective_modules_allowed(const mp_config *c)
     return ok;
 }
 
-int mp_search_selective_sets(const mp_config *base, bool fixed_recompute,
-                             uint8_t out[MP_SEARCH_SEL_MAX])
+int mp_search_selective_sets(const mp_config *base, uint8_t out[MP_SEARCH_SEL_MAX])
 {
     int n = 0;
     out[n++] = (uint8_t)base->parallel.recompute_modules; /* 0: Megatron's default */
-    if (fixed_recompute || base->parallel.recompute_modules) return n;
+    if (base->parallel.recompute_modules) return n; /* given: fixed */
     uint32_t ok = selective_modules_allowed(base);
     const uint32_t LN = 1u << MP_RCM_LAYERNORM, ACT = 1u << MP_RCM_MOE_ACT,
                    MLP = 1u << MP_RCM_MLP, UP = 1u << MP_RCM_MLA_UP_PROJ,
@@ -790,8 +789,7 @@ void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_cou
     e->base = base;
     e->counts = counts;
     e->bc.base = base;
-    e->bc.n_sel = mp_search_selective_sets(base, (opt->fixed & MP_FIX_RECOMPUTE) != 0,
-                                           e->bc.sel_mask);
+    e->bc.n_sel = mp_search_selective_sets(base, e->bc.sel_mask);
     mp_error_clear(&e->first_refusal);
     mp_model stripped = base->model;
     if (mp_model_is_moe(&stripped))

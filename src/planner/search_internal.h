@@ -24,13 +24,14 @@ typedef struct mp_search_cand_view {
 #define MP_SEARCH_RCM_ANY 0xFF
 
 /* The module sets selective recompute is searched with, into out: set 0 is
- * base's (0: Megatron's default core_attn, or the modules given), the others
- * (masks of 1u << mp_recompute_module) the sets Megatron-Core accepts for
- * base's model that are on the time-memory front of one block (no other set
- * frees as many bytes for less recompute, search_enumerate.c); base's alone
- * when fixed_recompute. Returns how many (1..MP_SEARCH_SEL_MAX). */
-int mp_search_selective_sets(const mp_config *base, bool fixed_recompute,
-                             uint8_t out[MP_SEARCH_SEL_MAX]);
+ * base's (0: Megatron's default core_attn), the others (masks of
+ * 1u << mp_recompute_module) a ladder of the modules Megatron-Core accepts
+ * for base's model, less those another set beats on one block
+ * (search_enumerate.c, docs/design.md §5); base's alone when base names its
+ * modules (--recompute-modules: they are fixed). A fixed recompute
+ * (selective) leaves the modules free. Returns how many
+ * (1..MP_SEARCH_SEL_MAX). */
+int mp_search_selective_sets(const mp_config *base, uint8_t out[MP_SEARCH_SEL_MAX]);
 
 /* base with the candidate's parallel settings. */
 void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_config *out);

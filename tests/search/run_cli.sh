@@ -160,8 +160,8 @@ grep -q 'blocks per stage 7 8x14 7 ' "$T/f405" || fail "405B pp 16 is not split 
 # Selective recompute by module (issue #11): Llama 3 405B at Meta's shape (tp 8, pp 16,
 # cp 1, 2048 sequences on 16384 H100s) needed full recompute (7.43 s simulated) while
 # recomputing the MLP alone fits (48.5 GiB) at 6.82 s; search weighs the module sets,
-# names the winner's in the table, the JSON and Megatron's flags, and --fix and
-# --recompute-modules still hold recompute and the modules
+# names the winner's in the table, the JSON and Megatron's flags; --fix holds recompute
+# and --recompute-modules the modules
 m405="--model llama3-405b --gpus 16384 --hw dgx-h100 --runtime megatron --global-batch 2048 --fix pp=16,tp=8,cp=1"
 "$M" search $m405 >"$T/rm" || fail "search 405B modules exit $?"
 grep -Eq '^ +1 +8 y +16 +8 +1 +128 +1 +sel:mlp ' "$T/rm" || { cat "$T/rm"; fail "405B at Meta's shape: #1 is not selective recompute of the MLP"; }
@@ -169,6 +169,10 @@ grep -q '^sel: selective recompute of the modules named' "$T/rm" || fail "no not
 "$M" search $m405 --format json >"$T/rm.json" || fail "search 405B modules json exit $?"
 "$M" search $m405 --fix recompute=full --format json >"$T/rf.json" || fail "search 405B full exit $?"
 "$M" search $m405 --recompute-modules layernorm,mlp --format json >"$T/rl.json" || fail "search 405B given modules exit $?"
+# --fix recompute=selective fixes the granularity, not the modules (Megatron's default
+# core_attn alone does not fit at this shape)
+"$M" search $m405 --fix recompute=selective >"$T/rs" || fail "search 405B selective exit $?"
+grep -Eq '^ +1 +8 y +16 +8 +1 +128 +1 +sel:mlp ' "$T/rs" || { cat "$T/rs"; fail "--fix recompute=selective: #1 is not sel:mlp"; }
 python3 - "$T/rm.json" "$T/rf.json" "$T/rl.json" <<'PY' || fail "405B module sets: JSON"
 import json, sys
 rm, rf, rl = (json.load(open(p)) for p in sys.argv[1:])

@@ -775,9 +775,9 @@ static void test_split_memo_exact(void **state)
 /* The module sets selective recompute is searched with (search_internal.h
  * mp_search_selective_sets), as masks of 1u << mp_recompute_module. */
 #define RCM(k) (1u << MP_RCM_##k)
-static int sets_of(const mp_config *c, bool fixed, uint8_t out[MP_SEARCH_SEL_MAX])
+static int sets_of(const mp_config *c, uint8_t out[MP_SEARCH_SEL_MAX])
 {
-    int n = mp_search_selective_sets(c, fixed, out);
+    int n = mp_search_selective_sets(c, out);
     for (int i = 0; i < n; i++) {
         char b[128];
         mp_recompute_modules_format(out[i] ? out[i] : RCM(CORE_ATTN), b, sizeof b);
@@ -801,7 +801,7 @@ static bool has_set(const uint8_t *s, int n, uint32_t mask)
  * outside the core and the routed experts (mlp for its dense blocks,
  * mla_up_proj, shared_experts), and both; never moe. Mixtral has no
  * dense block, no latent attention and no shared experts: layernorm with
- * moe_act alone. A fixed recompute, or modules given, keep base's alone;
+ * moe_act alone. Modules given (--recompute-modules) are base's alone;
  * FP8's delayed scaling leaves out layernorm and moe_act (Megatron-Core
  * refuses them), the shared experts' overlap shared_experts. */
 static void test_selective_sets(void **state)
@@ -810,40 +810,38 @@ static void test_selective_sets(void **state)
     mp_search_options o;
     uint8_t s[MP_SEARCH_SEL_MAX];
     base_of("llama3-405b", "dgx-h100", 16384, 2048, MP_DTYPE_BF16, &o);
-    int n = sets_of(&o.base, false, s);
+    int n = sets_of(&o.base, s);
     assert_int_equal(n, 3);
     assert_true(has_set(s, n, RCM(LAYERNORM)) && has_set(s, n, RCM(MLP)) &&
                 has_set(s, n, RCM(LAYERNORM) | RCM(MLP)));
-    assert_int_equal(sets_of(&o.base, true, s), 1);
-    assert_int_equal(s[0], 0);
     o.base.parallel.recompute_modules = RCM(MLP);
-    assert_int_equal(sets_of(&o.base, false, s), 1);
+    assert_int_equal(sets_of(&o.base, s), 1);
     assert_int_equal(s[0], RCM(MLP));
     o.base.parallel.recompute_modules = 0;
     o.base.training.precision = MP_DTYPE_FP8;
     o.base.training.fp8_recipe = MP_FP8_DELAYED;
-    n = sets_of(&o.base, false, s);
+    n = sets_of(&o.base, s);
     for (int i = 0; i < n; i++) assert_false(s[i] & RCM(LAYERNORM));
     assert_true(has_set(s, n, RCM(MLP)));
 
     base_of("llama3-405b", "dgx-a100", 16384, 2048, MP_DTYPE_BF16, &o);
-    n = sets_of(&o.base, false, s);
+    n = sets_of(&o.base, s);
     assert_int_equal(s[0], 0); /* the default: the core frees its scores */
     for (int i = 1; i < n; i++) assert_true(s[i] & RCM(CORE_ATTN));
     assert_true(has_set(s, n, RCM(CORE_ATTN) | RCM(LAYERNORM) | RCM(MLP)));
 
     base_of("deepseek-v3", "dgx-h100", 2048, 16384, MP_DTYPE_BF16, &o);
-    n = sets_of(&o.base, false, s);
+    n = sets_of(&o.base, s);
     uint32_t elem = RCM(LAYERNORM) | RCM(MOE_ACT),
              gemm = RCM(MLP) | RCM(MLA_UP_PROJ) | RCM(SHARED_EXPERTS);
     assert_true(has_set(s, n, elem) && has_set(s, n, elem | gemm));
     for (int i = 0; i < n; i++) assert_false(s[i] & RCM(MOE));
     o.base.parallel.shared_expert_overlap = true;
-    n = sets_of(&o.base, false, s);
+    n = sets_of(&o.base, s);
     for (int i = 0; i < n; i++) assert_false(s[i] & RCM(SHARED_EXPERTS));
 
     base_of("mixtral-8x7b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
-    n = sets_of(&o.base, false, s);
+    n = sets_of(&o.base, s);
     assert_int_equal(n, 1);
     assert_int_equal(s[0], elem);
 }

@@ -271,9 +271,16 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
     bool band = mp_band_known(&base_band);
     /* an MoE model's plans differ in their expert split too: its columns */
     bool moe = mp_model_is_moe(&base->model);
-    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule   %s  step s%s%s"
+    /* the recompute column as wide as its longest label (sel: with many modules) */
+    int rcw = 13;
+    for (int i = 0; i < r->n; i++) {
+        char rc[48];
+        recompute_label(&r->plans[i], rc, sizeof rc);
+        if ((int)strlen(rc) > rcw) rcw = (int)strlen(rc);
+    }
+    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  %-*s dist-opt schedule   %s  step s%s%s"
                      "  tok/s/GPU   MFU  memory GiB%s%s\n",
-                  moe ? "  ep etp dispatcher" : "", band ? "   likely s range" : "",
+                  rcw, "recompute", moe ? "  ep etp dispatcher" : "", band ? "   likely s range" : "",
                   sim ? "  sim s" : "", days ? "     days" : "", mixed ? "  precision" : "");
     for (int i = 0; i < r->n; i++) {
         const mp_search_plan *sp = &r->plans[i];
@@ -281,10 +288,10 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         const mp_estimate *e = &sp->est;
         char rc[48];
         recompute_label(sp, rc, sizeof rc);
-        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s",
+        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-*s %-8s %-11s",
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
                       (long long)p->vpp, (long long)p->cp, (long long)p->dp,
-                      (long long)p->micro_batch, rc,
+                      (long long)p->micro_batch, rcw, rc,
                       p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                       short_sched(p->schedule));
         if (moe)

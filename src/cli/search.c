@@ -591,13 +591,18 @@ int cmd_search(int argc, char **argv)
         if (r.have_closest) {
             const mp_parallel *p = &r.closest.parallel;
             const mp_memory *m = &r.closest_est.memory;
+            char mods[128] = ""; /* selective's modules, when named */
+            if (p->recompute == MP_RECOMPUTE_SELECTIVE && p->recompute_modules) {
+                memcpy(mods, " recompute_modules=", 20);
+                mp_recompute_modules_format(p->recompute_modules, mods + 19, sizeof mods - 19);
+            }
             fprintf(stderr,
-                    "  closest: tp=%lld%s pp=%lld vpp=%lld cp=%lld dp=%lld mb=%lld recompute=%s "
+                    "  closest: tp=%lld%s pp=%lld vpp=%lld cp=%lld dp=%lld mb=%lld recompute=%s%s "
                     "dist_opt=%s: %.1f GiB (weights %.1f + grads %.1f + optimizer %.1f + "
                     "activations %.1f + other %.1f), over by %.1f GiB\n",
                     (long long)p->tp, p->sp ? " sp" : "", (long long)p->pp, (long long)p->vpp,
                     (long long)p->cp, (long long)p->dp, (long long)p->micro_batch,
-                    mp_recompute_name(p->recompute), p->dist_opt ? "on" : "off", m->peak / MP_GIB,
+                    mp_recompute_name(p->recompute), mods, p->dist_opt ? "on" : "off", m->peak / MP_GIB,
                     m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                     m->activations / MP_GIB, m->other / MP_GIB, r.closest_est.over_bytes / MP_GIB);
             double stat = m->weights + m->grads + m->optimizer;

@@ -185,6 +185,10 @@ assert w["time_s"]["step"] < 0.95 * rf[0]["time_s"]["step"], (w["time_s"]["step"
 assert w["simulated_step_s"] < 0.95 * rf[0]["simulated_step_s"]
 assert all(o["parallel"]["recompute_modules"] == ["layernorm", "mlp"] for o in rl), [o["parallel"] for o in rl]
 PY
+# nothing fits with Megatron's default module alone: the closest names it
+"$M" search $m405 --recompute-modules core_attn >/dev/null 2>"$T/rc.err" && fail "405B core_attn alone fits"
+grep -q 'closest: .* recompute=selective recompute_modules=core_attn dist_opt=' "$T/rc.err" \
+  || { cat "$T/rc.err"; fail "the closest plan does not name its modules"; }
 "$M" search $m405 --top 1 --format megatron >"$T/rm.flags" || fail "search 405B modules megatron exit $?"
 grep -q -- '--recompute-granularity selective' "$T/rm.flags" && grep -q -- '--recompute-modules mlp ' "$T/rm.flags" \
   || { cat "$T/rm.flags"; fail "405B flags lack --recompute-modules mlp"; }

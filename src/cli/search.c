@@ -40,9 +40,11 @@ const mp_verb_doc mp_doc_search = {
     .summary = "rank parallel plans for a model on a cluster",
     .usage = "megaplan search --model M --gpus N [options]\n"
              "megaplan search --model M --tokens T --hw H1,H2,...|all [options]\n",
-    .text = "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute, distributed optimizer "
+    .text = "Searches tp, sp, pp, vpp, cp, dp, micro-batch, recompute (none, full, or "
+            "selective of a few module sets: sel:mlp in the table), distributed optimizer "
             "and schedule; for MoE models also ep, etp and the dispatcher. A setting given "
-            "(--tp 8, --ep 8, --dispatcher allgather, or --fix) is never searched. The table "
+            "(--tp 8, --ep 8, --dispatcher allgather, --recompute-modules mlp, or --fix) is "
+            "never searched. The table "
             "ranks by the simulated step; at least the best five are simulated whatever --top "
             "shows. Over several profiles or GPU counts, by days and cost: megaplan search --hw "
             "all --help.\nExit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad "
@@ -91,8 +93,29 @@ static const char *short_sched(mp_schedule_kind s)
     }
 }
 
+/* Selective recompute's modules in the table: "sel:" and short names
+ * joined by "+" (the footnote spells them out); "selective" for Megatron's
+ * default (core_attn, no list given). */
+static const char *const module_short[MP_RCM_COUNT] = {"attn", "act", "ln", "up",
+                                                       "mlp",  "moe", "shared"};
+
+static bool named_modules(const mp_search_plan *sp)
+{
+    return sp->config.parallel.recompute == MP_RECOMPUTE_SELECTIVE &&
+           sp->config.parallel.recompute_modules != 0 && !sp->mixed_recompute;
+}
+
 static void recompute_label(const mp_search_plan *sp, char *buf, size_t n)
 {
+    if (named_modules(sp)) {
+        size_t used = (size_t)snprintf(buf, n, "sel:");
+        uint32_t mask = sp->config.parallel.recompute_modules;
+        for (int k = 0; k < MP_RCM_COUNT && used < n; k++)
+            if (mask & (1u << k))
+                used += (size_t)snprintf(buf + used, n - used, "%s%s",
+                                         buf[used - 1] == ':' ? "" : "+", module_short[k]);
+        return;
+    }
     if (!sp->mixed_recompute || !sp->plan || !sp->plan->has_layer_recompute) {
         snprintf(buf, n, "%s", mp_recompute_name(sp->config.parallel.recompute));
         return;
@@ -248,20 +271,27 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
     bool band = mp_band_known(&base_band);
     /* an MoE model's plans differ in their expert split too: its columns */
     bool moe = mp_model_is_moe(&base->model);
-    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  recompute     dist-opt schedule   %s  step s%s%s"
+    /* the recompute column as wide as its longest label (sel: with many modules) */
+    int rcw = 13;
+    for (int i = 0; i < r->n; i++) {
+        char rc[48];
+        recompute_label(&r->plans[i], rc, sizeof rc);
+        if ((int)strlen(rc) > rcw) rcw = (int)strlen(rc);
+    }
+    mp_buf_printf(b, "rank  tp sp  pp vpp  cp    dp  mb  %-*s dist-opt schedule   %s  step s%s%s"
                      "  tok/s/GPU   MFU  memory GiB%s%s\n",
-                  moe ? "  ep etp dispatcher" : "", band ? "   likely s range" : "",
+                  rcw, "recompute", moe ? "  ep etp dispatcher" : "", band ? "   likely s range" : "",
                   sim ? "  sim s" : "", days ? "     days" : "", mixed ? "  precision" : "");
     for (int i = 0; i < r->n; i++) {
         const mp_search_plan *sp = &r->plans[i];
         const mp_parallel *p = &sp->config.parallel;
         const mp_estimate *e = &sp->est;
-        char rc[32];
+        char rc[48];
         recompute_label(sp, rc, sizeof rc);
-        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-13s %-8s %-11s",
+        mp_buf_printf(b, "%4d %3lld %-2s %3lld %3lld %3lld %5lld %3lld  %-*s %-8s %-11s",
                       i + 1, (long long)p->tp, p->sp ? "y" : "-", (long long)p->pp,
                       (long long)p->vpp, (long long)p->cp, (long long)p->dp,
-                      (long long)p->micro_batch, rc,
+                      (long long)p->micro_batch, rcw, rc,
                       p->hsdp ? "hsdp" : p->zero >= 2 ? (p->zero == 3 ? "zero3" : "zero2") : p->dist_opt ? "on" : "off",
                       short_sched(p->schedule));
         if (moe)
@@ -282,8 +312,13 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         mp_buf_puts(b, sp->uneven ? "  *" : "");
         mp_buf_puts(b, "\n");
     }
-    bool any_uneven = false;
+    bool any_uneven = false, any_named = false;
     for (int i = 0; i < r->n; i++) any_uneven |= r->plans[i].uneven;
+    for (int i = 0; i < r->n; i++) any_named |= named_modules(&r->plans[i]);
+    if (any_named)
+        mp_buf_puts(b, "sel: selective recompute of the modules named (--recompute-modules): "
+                       "attn core_attn, ln layernorm, mlp, up mla_up_proj, act moe_act, "
+                       "moe, shared shared_experts\n");
     if (any_uneven)
         mp_buf_puts(b, "* uneven stage split or per-layer recompute from the ILP "
                        "(mix n/s/f = layers with none/selective/full)\n");
@@ -556,13 +591,18 @@ int cmd_search(int argc, char **argv)
         if (r.have_closest) {
             const mp_parallel *p = &r.closest.parallel;
             const mp_memory *m = &r.closest_est.memory;
+            char mods[128] = ""; /* selective's modules, when named */
+            if (p->recompute == MP_RECOMPUTE_SELECTIVE && p->recompute_modules) {
+                memcpy(mods, " recompute_modules=", 20);
+                mp_recompute_modules_format(p->recompute_modules, mods + 19, sizeof mods - 19);
+            }
             fprintf(stderr,
-                    "  closest: tp=%lld%s pp=%lld vpp=%lld cp=%lld dp=%lld mb=%lld recompute=%s "
+                    "  closest: tp=%lld%s pp=%lld vpp=%lld cp=%lld dp=%lld mb=%lld recompute=%s%s "
                     "dist_opt=%s: %.1f GiB (weights %.1f + grads %.1f + optimizer %.1f + "
                     "activations %.1f + other %.1f), over by %.1f GiB\n",
                     (long long)p->tp, p->sp ? " sp" : "", (long long)p->pp, (long long)p->vpp,
                     (long long)p->cp, (long long)p->dp, (long long)p->micro_batch,
-                    mp_recompute_name(p->recompute), p->dist_opt ? "on" : "off", m->peak / MP_GIB,
+                    mp_recompute_name(p->recompute), mods, p->dist_opt ? "on" : "off", m->peak / MP_GIB,
                     m->weights / MP_GIB, m->grads / MP_GIB, m->optimizer / MP_GIB,
                     m->activations / MP_GIB, m->other / MP_GIB, r.closest_est.over_bytes / MP_GIB);
             double stat = m->weights + m->grads + m->optimizer;

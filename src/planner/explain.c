@@ -49,6 +49,14 @@ void mp_explain_config_diff(const mp_config *a, const mp_config *b, char *buf, s
     if (x->dp != y->dp) ADD("dp=%lld", (long long)y->dp);
     if (x->micro_batch != y->micro_batch) ADD("mb=%lld", (long long)y->micro_batch);
     if (x->recompute != y->recompute) ADD("recompute=%s", mp_recompute_name(y->recompute));
+    if (y->recompute == MP_RECOMPUTE_SELECTIVE &&
+        mp_recompute_modules_of(x, MP_RECOMPUTE_SELECTIVE) !=
+            mp_recompute_modules_of(y, MP_RECOMPUTE_SELECTIVE)) {
+        char list[128];
+        mp_recompute_modules_format(mp_recompute_modules_of(y, MP_RECOMPUTE_SELECTIVE), list,
+                                    sizeof list);
+        ADD("recompute_modules=%s", list);
+    }
     if (x->dist_opt != y->dist_opt) ADD("dist_opt=%s", y->dist_opt ? "on" : "off");
     if (x->zero != y->zero) ADD("zero=%lld", (long long)y->zero);
     if (x->hsdp != y->hsdp) ADD("hsdp=%s", y->hsdp ? "on" : "off");

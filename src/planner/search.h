@@ -33,6 +33,10 @@ enum {
 };
 #define MP_FIX_DIMS 12
 
+/* The most module sets selective recompute is searched with (search_internal.h
+ * mp_search_selective_sets). */
+#define MP_SEARCH_SEL_MAX 8
+
 /* The values a dimension may take (--fix schedule=1f1b|interleaved-1f1b,
  * tp=4|8): integers, or the enum/bool values as integers. n = 0: any. */
 #define MP_SEARCH_SET_MAX 16

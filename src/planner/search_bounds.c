@@ -32,9 +32,10 @@ static uint64_t block_key(int32_t t, int32_t c, int32_t b, bool sp)
            (1ull << 63);
 }
 
-static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b, bool sp,
+static void block_compute(const block_cache *bc, int32_t t, int32_t c, int32_t b, bool sp,
                           block_info *bi)
 {
+    const mp_config *base = bc->base;
     mp_config cfg = *base;
     cfg.parallel.tp = t;
     cfg.parallel.cp = c;
@@ -60,8 +61,9 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
     for (int k = 0; k < nk; k++) {
         mp_block_shape bs;
         mp_block_shape_of(m, base->training.seq, kinds[k], &bs);
-        mp_block_time bt;
+        mp_block_time bt, bt0;
         mp_block_time_of(&cfg, &bs, &bt);
+        bt0 = bt; /* (bt is the split backward's below) */
         double comp = bt.fwd_compute + bt.bwd_compute;
         uint32_t mask = mp_recompute_modules_of(&cfg.parallel, MP_RECOMPUTE_SELECTIVE);
         double rec[MP_RECOMPUTE_COUNT] = {0, mp_block_modules_time(&bt, mask), bt.fwd_compute};
@@ -93,6 +95,22 @@ static void block_compute(const mp_config *base, int32_t t, int32_t c, int32_t b
             if (k == 0 || act[r] < bi->act[r]) bi->act[r] = act[r];
         }
         if (k == 0 || act[MP_RECOMPUTE_NONE] > bi->act_none_max) bi->act_none_max = act[MP_RECOMPUTE_NONE];
+        /* each of the search's selective module sets, as set 0's above */
+        for (int j = 0; j < bc->n_sel; j++) {
+            uint32_t mj = bc->sel_mask[j] ? bc->sel_mask[j] : mask;
+            double rj = mp_block_modules_time(&bt0, mj);
+            double aj = fmax(act[MP_RECOMPUTE_FULL],
+                             act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(&cfg, &bs, mj));
+            if (k == 0 || rj < bi->sel_rec[j]) bi->sel_rec[j] = rj;
+            if (k == 0 || aj < bi->sel_act[j]) bi->sel_act[j] = aj;
+        }
+    }
+    bi->n_sel = bc->n_sel;
+    memcpy(bi->sel_mask, bc->sel_mask, sizeof bi->sel_mask);
+    /* a candidate standing for every set: the least of theirs */
+    for (int j = 0; j < bc->n_sel; j++) {
+        bi->recompute[MP_RECOMPUTE_SELECTIVE] = fmin(bi->recompute[MP_RECOMPUTE_SELECTIVE], bi->sel_rec[j]);
+        bi->act[MP_RECOMPUTE_SELECTIVE] = fmin(bi->act[MP_RECOMPUTE_SELECTIVE], bi->sel_act[j]);
     }
 }
 
@@ -119,7 +137,7 @@ const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int
     size_t j = (size_t)(key * 0x9E3779B97F4A7C15ull >> 20) & (bc->cap - 1);
     while (bc->slot[j].key && bc->slot[j].key != key) j = (j + 1) & (bc->cap - 1);
     if (!bc->slot[j].key) {
-        block_compute(bc->base, t, c, b, sp, &bc->slot[j]);
+        block_compute(bc, t, c, b, sp, &bc->slot[j]);
         bc->slot[j].key = key;
         bc->n++;
     }
@@ -213,7 +231,7 @@ double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, 
      * of two stages); no fill */
     double mb = (double)(base->training.global_batch / ((int64_t)x->b * x->d));
     double p = (double)x->p;
-    return mb * ((double)L / p * (bi->compute + bi->recompute[x->rc]) +
+    return mb * ((double)L / p * (bi->compute + mp_search_bi_rec(bi, x)) +
                  (double)M / p * (expert_gemm_floor(base, x) + comm));
 }
 
@@ -238,15 +256,39 @@ double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, 
  * some of it in 8 bits (no term either). Rank 0's stash is the sum of its
  * chunks' bytes / v times the chunks in flight (cost.c), and it holds at
  * least moe_run MoE blocks. */
-static double routed_act_floor(const mp_config *base, const cand *x)
+static double routed_act_floor(const mp_config *base, const cand *x, bool act_freed)
 {
     const mp_model *m = &base->model;
     double Tr = (double)x->b * (double)base->training.seq / ((double)x->c * (double)x->t);
     double per_f = (mp_activation_is_gated(m->activation) ? 4.0 : 2.0) + 2.0;
-    double copy = 2.0 * (double)m->hidden + 4.0 + per_f * (double)m->moe.expert_ffn;
+    /* selective recompute of moe_act frees the grouped FC2's input, 2
+     * bytes a column of each copy (mp_moe_act_output_bytes; what it frees
+     * beyond, GPT-OSS's clamped copy, is not in this floor) */
+    double copy = 2.0 * (double)m->hidden + 4.0 +
+                  (per_f - (act_freed ? 2.0 : 0.0)) * (double)m->moe.expert_ffn;
     double bytes = Tr * ((double)m->moe.experts * 8.0 +
                          (double)m->moe.top_k * mp_moe_imbalance(m) * copy - per_f);
     return fmax(0.0, bytes);
+}
+
+/* Which routed activations x's recompute keeps of every MoE block: 2 all
+ * (none, or selective of modules without moe and moe_act), 1 all but the
+ * FC2 inputs (selective with moe_act), 0 none (full, or selective with moe);
+ * for a candidate standing for every set, the least of theirs. */
+static int routed_kept(const block_info *bi, const cand *x)
+{
+    if (x->rc == MP_RECOMPUTE_NONE) return 2;
+    if (x->rc != MP_RECOMPUTE_SELECTIVE) return 0;
+    const uint32_t moe = 1u << MP_RCM_MOE, act = 1u << MP_RCM_MOE_ACT;
+    int kept = 2;
+    for (int k = 0; k < bi->n_sel; k++) {
+        /* (a mask of 0: Megatron's default, core_attn) */
+        uint32_t mods = bi->sel_mask[k];
+        if (x->rcm != MP_SEARCH_RCM_ANY && mods != x->rcm) continue;
+        int here = mods & moe ? 0 : mods & act ? 1 : 2;
+        if (here < kept) kept = here;
+    }
+    return kept;
 }
 
 /* The bounds of section 1 above, in the parts the expert settings leave
@@ -321,17 +363,17 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         moe_gemm_fwd = moe_gemm / 3.0; /* of the three passes, the forward */
     }
     double chunks = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, 0);
-    double stash = layout_split ? min_chunk * bi->act[x->rc] * chunks
-                                : per_rank * bi->act[x->rc] / (double)x->v * chunks;
+    double stash = layout_split ? min_chunk * mp_search_bi_act(bi, x) * chunks
+                                : per_rank * mp_search_bi_act(bi, x) / (double)x->v * chunks;
     if (x->rc == MP_RECOMPUTE_FULL) stash += bi->act_none_max;
     bp->stash = stash;
     /* what the memory bound adds where rank 0's blocks are known
      * (mp_search_bounds_set): its routed tokens' activations, and the
      * allocator's fragmentation of its whole stash */
     double extra = 0.0;
-    if (exact0 && mp_model_is_moe(m) && x->rc == MP_RECOMPUTE_NONE && !mp_fp8_on(base) &&
-        moe_run > 0.0)
-        extra = moe_run * routed_act_floor(base, x) / (double)x->v * chunks;
+    int kept = mp_model_is_moe(m) ? routed_kept(bi, x) : 0;
+    if (exact0 && kept > 0 && !mp_fp8_on(base) && moe_run > 0.0)
+        extra = moe_run * routed_act_floor(base, x, kept == 1) / (double)x->v * chunks;
     bp->stash_extra = exact0 ? extra + base->hw.allocator_fragmentation * (stash + extra) : 0.0;
     /* Megatron's default uneven split (DeepSeek-V3's 61 blocks on pp 16):
      * the bound above counts rank 0's blocks as the average L/p; the tight
@@ -345,18 +387,18 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         double moe_e = mp_model_is_moe(m)
                            ? fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - r0))
                            : 0.0;
-        double st = mc * bi->act[x->rc] * chunks;
+        double st = mc * mp_search_bi_act(bi, x) * chunks;
         if (x->rc == MP_RECOMPUTE_FULL) st += bi->act_none_max;
         double ex_r = 0.0;
-        if (mp_model_is_moe(m) && x->rc == MP_RECOMPUTE_NONE && !mp_fp8_on(base) && moe_e > 0.0)
-            ex_r = moe_e * routed_act_floor(base, x) / (double)x->v * chunks;
+        if (kept > 0 && !mp_fp8_on(base) && moe_e > 0.0)
+            ex_r = moe_e * routed_act_floor(base, x, kept == 1) / (double)x->v * chunks;
         bp->alt0 = true;
         bp->alt_static = (r0 * block_params_min / x->t + emb_params / x->t) * spb;
         bp->alt_moe_min = moe_e;
         bp->alt_stash = (st + ex_r) * (1.0 + base->hw.allocator_fragmentation);
     }
 
-    double round = per_rank * (bi->compute + bi->recompute[x->rc]) + moe_gemm;
+    double round = per_rank * (bi->compute + mp_search_bi_rec(bi, x)) + moe_gemm;
     /* the split-backward schedules fill most of it, what is left being
      * cost.c's ramps: per chunk, ZB-V f + p2p/2 + max(0, B - W) (at least
      * its forward), DualPipe(V) max(0, f + 2B - W + p2p), ZB-H1 max(0, f +
@@ -453,27 +495,34 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
         goto done;
     }
     for (size_t i = 0; i < e.keep.n; i++) {
-        mp_config cfg;
-        mp_search_cand_apply(&opt->base, &e.keep.v[i], &cfg);
-        mp_estimate est;
-        mp_error e2;
-        if (mp_estimate_config(&cfg, NULL, &est, &e2) != MP_OK) continue;
-        (*checked)++;
-        double r = e.keep.v[i].lb_mem / est.memory.peak;
-        if (r > *worst_mem_ratio) *worst_mem_ratio = r;
-        if (e.keep.v[i].lb_mem > est.memory.peak * (1 + 1e-12)) (*mem_violations)++;
-        if (e.keep.v[i].lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
-        const block_info *bi = mp_search_block_get(&e.bc, e.keep.v[i].t, e.keep.v[i].c,
-                                                   e.keep.v[i].b, e.keep.v[i].sp);
-        if (bi && mp_search_expert_time_bound(&opt->base, bi, &e.keep.v[i],
-                                              mp_search_expert_comm(&cfg)) >
-                      est.time.step * (1 + 1e-12))
-            (*time_violations)++;
-        /* and the blocks' floor the costing prunes by (mp_estimate_step_floor) */
-        double floor;
-        if (mp_estimate_step_floor(&cfg, NULL, &floor, &e2) == MP_OK &&
-            floor > est.time.step * (1 + 1e-12))
-            (*time_violations)++;
+        /* a selective candidate standing for every module set is bounded
+         * for each (the least of their bounds): each is checked */
+        const cand *xi = &e.keep.v[i];
+        bool all = xi->rc == MP_RECOMPUTE_SELECTIVE && xi->rcm == MP_SEARCH_RCM_ANY;
+        for (int k = 0; k < (all ? e.bc.n_sel : 1); k++) {
+            cand x = *xi;
+            if (all) x.rcm = e.bc.sel_mask[k];
+            mp_config cfg;
+            mp_search_cand_apply(&opt->base, &x, &cfg);
+            mp_estimate est;
+            mp_error e2;
+            if (mp_estimate_config(&cfg, NULL, &est, &e2) != MP_OK) continue;
+            (*checked)++;
+            double r = xi->lb_mem / est.memory.peak;
+            if (r > *worst_mem_ratio) *worst_mem_ratio = r;
+            if (xi->lb_mem > est.memory.peak * (1 + 1e-12)) (*mem_violations)++;
+            if (xi->lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
+            const block_info *bi = mp_search_block_get(&e.bc, x.t, x.c, x.b, x.sp);
+            if (bi && mp_search_expert_time_bound(&opt->base, bi, xi,
+                                                  mp_search_expert_comm(&cfg)) >
+                          est.time.step * (1 + 1e-12))
+                (*time_violations)++;
+            /* and the blocks' floor the costing prunes by (mp_estimate_step_floor) */
+            double floor;
+            if (mp_estimate_step_floor(&cfg, NULL, &floor, &e2) == MP_OK &&
+                floor > est.time.step * (1 + 1e-12))
+                (*time_violations)++;
+        }
     }
 done:
     mp_search_free_ctx(&e);

@@ -65,6 +65,9 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->micro_batch = x->b;
     p->sp = x->sp;
     p->recompute = (mp_recompute)x->rc;
+    /* selective's modules: the candidate's set (0: base's own) */
+    if (x->rc == MP_RECOMPUTE_SELECTIVE && x->rcm && x->rcm != MP_SEARCH_RCM_ANY)
+        p->recompute_modules = x->rcm;
     /* dist_opt holds the sharding: 0-3 the ZeRO stage, 4 ZeRO-3 as HSDP */
     p->dist_opt = x->dist_opt >= 1;
     p->zero = x->dist_opt >= 2 ? (x->dist_opt >= 3 ? 3 : 2) : 0;
@@ -118,8 +121,122 @@ void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out)
 {
     mp_search_cand_view v = {x->t, x->c, x->p, x->v, x->b, x->d, x->sp, x->rc,
                              x->dist_opt, x->sched, x->dp_overlap, x->tp_overlap,
-                             x->ep, x->etp, x->disp};
+                             x->ep, x->etp, x->disp, x->rcm};
     mp_search_apply(base, &v, out);
+}
+
+/* ---- selective recompute's module sets ------------------------------------ */
+
+/* The modules Megatron-Core's selective recompute accepts for c, as a mask
+ * (transformer_config.py __post_init__ and its MoE checks; megaplan's own
+ * mp_config_check_recompute refuses a module the model has nothing of):
+ * core_attn and layernorm always, but layernorm and moe_act under FP8's
+ * delayed scaling; mlp where some block is dense; mla_up_proj with latent
+ * attention; moe_act for MoE (with grouped GEMMs, which megaplan's experts
+ * are); shared_experts with shared experts not overlapped
+ * (--moe-shared-expert-overlap). None beyond core_attn where CUDA graphs
+ * capture a scope (a graphed module may not be recomputed in several of
+ * Megatron's cases). moe, which the search leaves out (below), is not
+ * among them. */
+static uint32_t selective_modules_allowed(const mp_config *c)
+{
+    const mp_model *m = &c->model;
+    const mp_parallel *p = &c->parallel;
+    uint32_t ok = 1u << MP_RCM_CORE_ATTN;
+    if (p->cuda_graph_scope) return ok;
+    bool delayed = mp_fp8_on(c) && c->training.fp8_recipe == MP_FP8_DELAYED;
+    if (!delayed) ok |= 1u << MP_RCM_LAYERNORM;
+    int64_t L = mp_model_blocks(m), moe_blocks = 0;
+    for (int64_t i = 0; i < L; i++) moe_blocks += mp_model_block_is_moe(m, i);
+    bool moe = mp_model_is_moe(m) && moe_blocks > 0;
+    if (!moe || moe_blocks < L) ok |= 1u << MP_RCM_MLP;
+    if (mp_model_is_mla(m)) ok |= 1u << MP_RCM_MLA_UP_PROJ;
+    if (moe) {
+        if (!delayed) ok |= 1u << MP_RCM_MOE_ACT;
+        if (m->moe.shared_experts > 0 && !p->shared_expert_overlap)
+            ok |= 1u << MP_RCM_SHARED_EXPERTS;
+    }
+    return ok;
+}
+
+int mp_search_selective_sets(const mp_config *base, uint8_t out[MP_SEARCH_SEL_MAX])
+{
+    int n = 0;
+    out[n++] = (uint8_t)base->parallel.recompute_modules; /* 0: Megatron's default */
+    if (base->parallel.recompute_modules) return n; /* given: fixed */
+    uint32_t ok = selective_modules_allowed(base);
+    const uint32_t LN = 1u << MP_RCM_LAYERNORM, ACT = 1u << MP_RCM_MOE_ACT,
+                   MLP = 1u << MP_RCM_MLP, UP = 1u << MP_RCM_MLA_UP_PROJ,
+                   SHARED = 1u << MP_RCM_SHARED_EXPERTS, ATTN = 1u << MP_RCM_CORE_ATTN;
+    /* a ladder of what each added module re-runs (docs/design.md §5): the
+     * elementwise modules (the norms, the experts' activation: memory-bound
+     * kernels only), the GEMMs outside the attention core and the routed
+     * experts (the dense MLP, MLA's up-projections, the shared experts),
+     * and both. The attention core joins only without a fused attention
+     * kernel: under flash it frees its softmax statistics alone (4 bytes a
+     * head and token) for its whole forward again, which Megatron-Core's
+     * own check warns is not needed. The whole MoE layer (moe) is not
+     * searched: it re-runs the dispatch and combine all-to-all and the
+     * routed GEMMs, and what it frees beyond moe_act is the routed tokens'
+     * other bytes, which the memory bound cannot see without the expert
+     * split (search_bounds.c): it would let most of DeepSeek-V3's space
+     * through to costing; --recompute-modules moe costs it, and full
+     * recompute frees those bytes too. */
+    uint32_t add = base->hw.flash_attention ? 0 : ATTN;
+    uint32_t elem = (LN | ACT) & ok, gemm = (MLP | UP | SHARED) & ok;
+    uint32_t ladder[3] = {elem, gemm, elem | gemm};
+    for (int i = 0; i < 3; i++) {
+        uint32_t mask = ladder[i] ? ladder[i] | add : 0;
+        bool dup = !mask || mask == ATTN; /* (ATTN alone: the default, set 0) */
+        for (int j = 1; j < n && !dup; j++) dup = out[j] == mask;
+        if (!dup && n < MP_SEARCH_SEL_MAX) out[n++] = (uint8_t)mask;
+    }
+    /* Of those, the ones on the time-memory front of the model's blocks at
+     * one GPU and a micro-batch of one: a set another frees at least as
+     * many bytes as for no more recompute (the cost model's own numbers,
+     * docs/cost-model.md) is left out. Under flash attention, layernorm
+     * drops the default so: the norms' outputs (2 bytes a hidden unit and
+     * token, twice) outweigh the softmax statistics (4 bytes a head and
+     * token), and two memory-bound norms the attention core's forward. */
+    mp_config c = *base;
+    mp_parallel *p = &c.parallel;
+    p->tp = p->cp = p->pp = p->vpp = p->micro_batch = 1;
+    p->dp = base->training.gpus;
+    p->sp = false;
+    p->ep = p->etp = mp_model_is_moe(&c.model) ? 1 : 0;
+    p->recompute = MP_RECOMPUTE_SELECTIVE;
+    const mp_model *m = &c.model;
+    int64_t L = mp_model_blocks(m), count[2] = {0, 0};
+    mp_block_shape bs[2];
+    mp_block_time bt[2];
+    for (int64_t i = 1; i <= L; i++) {
+        int k = mp_model_block_is_moe(m, i - 1) ? 1 : 0;
+        if (!count[k]++) {
+            mp_block_shape_of(m, c.training.seq, i, &bs[k]);
+            mp_block_time_of(&c, &bs[k], &bt[k]);
+        }
+    }
+    double rec[MP_SEARCH_SEL_MAX], freed[MP_SEARCH_SEL_MAX];
+    for (int i = 0; i < n; i++) {
+        uint32_t mask = out[i] ? out[i] : ATTN;
+        rec[i] = freed[i] = 0.0;
+        for (int k = 0; k < 2; k++)
+            if (count[k]) {
+                rec[i] += (double)count[k] * mp_block_modules_time(&bt[k], mask);
+                freed[i] += (double)count[k] * mp_block_modules_act_bytes(&c, &bs[k], mask);
+            }
+    }
+    int kept = 0;
+    uint8_t front[MP_SEARCH_SEL_MAX];
+    for (int i = 0; i < n; i++) {
+        bool dominated = false;
+        for (int j = 0; j < n && !dominated; j++)
+            dominated = j != i && rec[j] <= rec[i] && freed[j] >= freed[i] &&
+                        (rec[j] < rec[i] || freed[j] > freed[i] || j < i);
+        if (!dominated) front[kept++] = out[i];
+    }
+    memcpy(out, front, (size_t)kept);
+    return kept;
 }
 
 static int divisors(int64_t n, int64_t *out, int max)
@@ -432,11 +549,18 @@ static void enumerate_inner(enum_ctx *e, cand *x)
         sps[nsp++] = false;
         if (x->t > 1) sps[nsp++] = true;
     }
-    uint8_t rcs[MP_RECOMPUTE_COUNT];
+    /* the recompute choices: none, full, and selective of each module set */
+    uint8_t rcs[MP_RECOMPUTE_COUNT], rcms[MP_RECOMPUTE_COUNT];
     int nrc = 0;
-    if (fixed(e, MP_FIX_RECOMPUTE)) rcs[nrc++] = (uint8_t)fp->recompute;
-    else
-        for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) rcs[nrc++] = (uint8_t)r;
+    for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
+        if (fixed(e, MP_FIX_RECOMPUTE) && r != (int)fp->recompute) continue;
+        /* selective: one candidate for all its module sets (the ranking
+         * costs each), so the sets do not multiply the candidates */
+        rcs[nrc] = (uint8_t)r;
+        rcms[nrc++] = r != MP_RECOMPUTE_SELECTIVE ? 0
+                      : e->bc.n_sel > 1           ? MP_SEARCH_RCM_ANY
+                                                  : e->bc.sel_mask[0];
+    }
     uint8_t dos[5], scheds[MP_SCHED_COUNT];
     int ndo = sharding_choices(e, x, dos), nsc = schedule_choices(e, x, scheds);
     if (ndo == 0 || nsc == 0)
@@ -453,6 +577,7 @@ static void enumerate_inner(enum_ctx *e, cand *x)
         x->tp_overlap = tpo;
         for (int r = 0; r < nrc; r++) {
             x->rc = rcs[r];
+            x->rcm = rcms[r];
             for (int k = 0; k < ndo; k++) {
                 x->dist_opt = dos[k];
                 x->dp_overlap = fixed(e, MP_FIX_DP_OVERLAP) ? fp->dp_overlap : true;
@@ -664,6 +789,7 @@ void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_cou
     e->base = base;
     e->counts = counts;
     e->bc.base = base;
+    e->bc.n_sel = mp_search_selective_sets(base, e->bc.sel_mask);
     mp_error_clear(&e->first_refusal);
     mp_model stripped = base->model;
     if (mp_model_is_moe(&stripped))

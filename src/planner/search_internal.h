@@ -16,7 +16,22 @@ typedef struct mp_search_cand_view {
     uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap; /* dist_opt: ZeRO stage 0..3 */
     int32_t ep, etp; /* MoE only (0: a dense model's) */
     uint8_t dispatcher;
+    uint8_t rcm;     /* selective only: its modules (0: base's; MP_SEARCH_RCM_ANY: base's) */
 } mp_search_cand_view;
+
+/* A candidate's rcm that stands for every module set of the search
+ * (search_parts.h): the ranking costs each. */
+#define MP_SEARCH_RCM_ANY 0xFF
+
+/* The module sets selective recompute is searched with, into out: set 0 is
+ * base's (0: Megatron's default core_attn), the others (masks of
+ * 1u << mp_recompute_module) a ladder of the modules Megatron-Core accepts
+ * for base's model, less those another set beats on one block
+ * (search_enumerate.c, docs/design.md §5); base's alone when base names its
+ * modules (--recompute-modules: they are fixed). A fixed recompute
+ * (selective) leaves the modules free. Returns how many
+ * (1..MP_SEARCH_SEL_MAX). */
+int mp_search_selective_sets(const mp_config *base, uint8_t out[MP_SEARCH_SEL_MAX]);
 
 /* base with the candidate's parallel settings. */
 void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_config *out);

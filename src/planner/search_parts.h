@@ -12,12 +12,19 @@
 #include "planner/cost.h"
 #include "planner/cost_memo.h"
 #include "planner/search.h"
+#include "planner/search_internal.h"
 
 typedef struct cand {
     int32_t t, c, p, v, b;
     int64_t d;
     uint8_t sp, rc, dist_opt, sched, dp_overlap, tp_overlap; /* dist_opt: the ZeRO stage 0..3 */
     uint8_t disp;    /* MoE: the token dispatcher */
+    /* selective only: the modules it recomputes (1u << mp_recompute_module;
+     * 0 = base's, Megatron's default core_attn unless given), one of the
+     * search's sets (mp_search_selective_sets); MP_SEARCH_RCM_ANY: each of
+     * them, the candidate bounded by the least of their bounds and costed
+     * set by set (search_rank.c); 0 under none and full */
+    uint8_t rcm;
     int32_t ep, etp; /* MoE: expert degrees (0 for a dense model) */
     double lb_time, lb_mem;
 } cand;
@@ -39,12 +46,40 @@ typedef struct block_info {
     double recompute[MP_RECOMPUTE_COUNT]; /* extra compute of each recompute choice */
     double act[MP_RECOMPUTE_COUNT];       /* bytes stashed by the smallest block kind */
     double act_none_max;    /* the largest block's no-recompute bytes (re-materialised) */
+    /* selective by module set: sel_rec[k] and sel_act[k] are recompute[]
+     * and act[] of selective recompute of sel_mask[k] (the search's sets,
+     * block_cache's); recompute[SELECTIVE] and act[SELECTIVE] hold the least
+     * of them (a bound for every set: MP_SEARCH_RCM_ANY's) */
+    int n_sel;
+    uint8_t sel_mask[MP_SEARCH_SEL_MAX];
+    double sel_rec[MP_SEARCH_SEL_MAX], sel_act[MP_SEARCH_SEL_MAX];
 } block_info;
+
+/* Of bi, the extra compute and the stashed bytes of x's recompute (its
+ * modules' under selective). */
+static inline int mp_search_sel_index(const block_info *bi, uint8_t rcm)
+{
+    for (int k = 0; k < bi->n_sel; k++)
+        if (bi->sel_mask[k] == rcm) return k;
+    return -1; /* MP_SEARCH_RCM_ANY, or a set not the cache's: the least */
+}
+static inline double mp_search_bi_rec(const block_info *bi, const cand *x)
+{
+    int k = x->rc == MP_RECOMPUTE_SELECTIVE ? mp_search_sel_index(bi, x->rcm) : -1;
+    return k >= 0 ? bi->sel_rec[k] : bi->recompute[x->rc];
+}
+static inline double mp_search_bi_act(const block_info *bi, const cand *x)
+{
+    int k = x->rc == MP_RECOMPUTE_SELECTIVE ? mp_search_sel_index(bi, x->rcm) : -1;
+    return k >= 0 ? bi->sel_act[k] : bi->act[x->rc];
+}
 
 typedef struct block_cache {
     block_info *slot;
     size_t cap, n;
     const mp_config *base;
+    int n_sel;                            /* the search's selective module sets */
+    uint8_t sel_mask[MP_SEARCH_SEL_MAX];
     bool oom;
 } block_cache;
 

@@ -197,6 +197,7 @@ static double comm_of(comm_cache *cc, const mp_search_options *opt, const cand *
 typedef struct floor_entry {
     int32_t t, c, b, ep, etp;
     uint8_t sp, tpo, disp, split_w, used, applies;
+    uint8_t rcm; /* selective's modules (its sums[SELECTIVE]) */
     double sums[MP_RECOMPUTE_COUNT];
 } floor_entry;
 typedef struct floor_cache {
@@ -209,7 +210,7 @@ typedef struct floor_cache {
 static uint64_t floor_hash(const floor_entry *k)
 {
     uint64_t h = 1469598103934665603ull;
-    const int64_t v[] = {k->t, k->c, k->b, k->ep, k->etp, k->sp, k->tpo, k->disp, k->split_w};
+    const int64_t v[] = {k->t, k->c, k->b, k->ep, k->etp, k->sp, k->tpo, k->disp, k->split_w, k->rcm};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         h = (h ^ (uint64_t)v[i]) * 0x100000001b3ull;
     return h * 0x9E3779B97F4A7C15ull;
@@ -218,7 +219,8 @@ static uint64_t floor_hash(const floor_entry *k)
 static bool floor_same(const floor_entry *a, const floor_entry *b)
 {
     return a->t == b->t && a->c == b->c && a->b == b->b && a->ep == b->ep && a->etp == b->etp &&
-           a->sp == b->sp && a->tpo == b->tpo && a->disp == b->disp && a->split_w == b->split_w;
+           a->sp == b->sp && a->tpo == b->tpo && a->disp == b->disp && a->split_w == b->split_w &&
+           a->rcm == b->rcm;
 }
 
 static void floor_grow(floor_cache *fc)
@@ -249,7 +251,7 @@ static mp_status floor_of(floor_cache *fc, const cand *x, const mp_config *cfg, 
     if (fc->n * 2 >= fc->cap) floor_grow(fc);
     floor_entry key = {x->t, x->c, x->b, x->ep, x->etp, x->sp, x->tp_overlap, x->disp,
                        mp_schedule_splits_backward((mp_schedule_kind)x->sched) && x->p > 1, 1,
-                       0, {0}};
+                       0, x->rc == MP_RECOMPUTE_SELECTIVE ? x->rcm : 0, {0}};
     size_t j = 0;
     if (fc->slot) {
         for (j = (size_t)(floor_hash(&key) >> 20) & (fc->cap - 1); fc->slot[j].used;
@@ -275,6 +277,7 @@ typedef struct cost_pass {
     size_t next;          /* the position in it the last pass stopped at */
     int64_t tail_pruned;  /* counted as pruned by time when it stopped */
     size_t *deferred;     /* e->keep.v indices pruned by the MoE bound */
+    uint8_t *deferred_rcm; /* ... the module set pruned (MP_SEARCH_RCM_ANY: all) */
     double *deferred_lb;  /* ... and that bound */
     size_t n_deferred, cap_deferred;
     bool oom;
@@ -290,28 +293,29 @@ static double threshold_at(const top_k *t, int kk)
     return t->n < kk ? INFINITY : t->e[kk - 1].est.time.step;
 }
 
-/* Costs cand x (applied: cfg) in full and offers it to top. */
-static void cost_into(const cand *x, const mp_config *cfg, cost_pass *ps, top_k *top,
+/* Costs cand x (applied: cfg) in full and offers it to top; whether it fits. */
+static bool cost_into(const cand *x, const mp_config *cfg, cost_pass *ps, top_k *top,
                       mp_search_result *res, refusals *rf)
 {
     mp_estimate est;
     res->counts.estimated++;
     if (cost_applied(cfg, ps->memo, &est, rf) != MP_OK) {
         res->counts.rejected[MP_REJECT_OTHER]++;
-        return;
+        return false;
     }
     if (!est.fits) {
         res->counts.rejected[MP_REJECT_MEMORY]++;
         note_closest(res, rf, cfg, &est);
-        return;
+        return false;
     }
     res->counts.fitting++;
     mp_search_top_insert(top, x, &est);
+    return true;
 }
 
 /* Sets aside keep index i, pruned by time with bound lb (a later pass
  * looks at it again under its own threshold); false when out of memory. */
-static bool defer(cost_pass *ps, size_t i, double lb)
+static bool defer(cost_pass *ps, size_t i, uint8_t rcm, double lb)
 {
     if (ps->n_deferred == ps->cap_deferred) {
         size_t cap = ps->cap_deferred ? 2 * ps->cap_deferred : 1024;
@@ -319,14 +323,96 @@ static bool defer(cost_pass *ps, size_t i, double lb)
         if (d) ps->deferred = d;
         double *l = d ? realloc(ps->deferred_lb, cap * sizeof *l) : NULL;
         if (l) ps->deferred_lb = l;
-        if (!d || !l) {
+        uint8_t *r = l ? realloc(ps->deferred_rcm, cap * sizeof *r) : NULL;
+        if (r) ps->deferred_rcm = r;
+        if (!d || !l || !r) {
             ps->oom = true;
             return false;
         }
         ps->cap_deferred = cap;
     }
     ps->deferred[ps->n_deferred] = i;
+    ps->deferred_rcm[ps->n_deferred] = rcm;
     ps->deferred_lb[ps->n_deferred++] = lb;
+    return true;
+}
+
+/* Selective's modules as what they free and re-run: moe stands for its
+ * parts (moe_act, shared_experts) too. */
+static uint32_t modules_cover(uint32_t mods)
+{
+    if (mods & (1u << MP_RCM_MOE)) mods |= 1u << MP_RCM_MOE_ACT | 1u << MP_RCM_SHARED_EXPERTS;
+    return mods;
+}
+
+/* Costs keep index xi as x (its own module set, or, standing for them all,
+ * each of the search's: x's bounds are the least of theirs), each unless
+ * the blocks' floor prunes it (set aside with its set) or a set costed
+ * before it shows it cannot fit; false when out of memory.
+ *
+ * The set with the most modules goes first, then the others from the
+ * fewest modules up (docs/design.md §5): one whose modules are all in a set
+ * that did not fit frees no more bytes (mp_block_modules_act_bytes adds
+ * each module's, moe holding its parts') and does not fit either: not
+ * costed. (One that re-runs more than a set that fits is no faster, but
+ * may still be among the k best: costed.) */
+static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, size_t xi,
+                      top_k *top, int kk, cost_pass *ps, mp_search_result *res, refusals *rf)
+{
+    bool all = x->rc == MP_RECOMPUTE_SELECTIVE && x->rcm == MP_SEARCH_RCM_ANY;
+    int nv = all ? e->bc.n_sel : 1, nover = 0;
+    uint32_t over[MP_SEARCH_SEL_MAX];
+    int order[MP_SEARCH_SEL_MAX];
+    uint32_t cover[MP_SEARCH_SEL_MAX];
+    /* the order: the set that frees the most first (the most modules:
+     * none of the others is a superset of it), then from the fewest up */
+    for (int k = 0; k < nv; k++) {
+        mp_parallel q = opt->base.parallel;
+        if (all && e->bc.sel_mask[k]) q.recompute_modules = e->bc.sel_mask[k];
+        cover[k] = modules_cover(mp_recompute_modules_of(&q, MP_RECOMPUTE_SELECTIVE));
+        int i = k;
+        for (; i > 0 && __builtin_popcount(cover[order[i - 1]]) > __builtin_popcount(cover[k]); i--)
+            order[i] = order[i - 1];
+        order[i] = k;
+    }
+    if (nv > 1) {
+        int top_set = order[nv - 1];
+        memmove(order + 1, order, sizeof *order * (size_t)(nv - 1));
+        order[0] = top_set;
+    }
+    /* each set is a candidate of its own in the counts (the one counted
+     * when enumerated stands for the first) */
+    res->counts.considered += nv - 1;
+    for (int o = 0; o < nv; o++) {
+        int k = order[o];
+        cand xk = *x;
+        if (all) xk.rcm = e->bc.sel_mask[k];
+        mp_config cfg;
+        mp_search_cand_apply(&opt->base, &xk, &cfg);
+        bool too_big = false;
+        for (int j = 0; j < nover && !too_big && !opt->no_prune; j++)
+            too_big = !(cover[k] & ~over[j]);
+        if (too_big) { /* counted as the memory bound's prunes */
+            res->counts.pruned_memory++;
+            continue;
+        }
+        double thr = threshold_at(top, kk);
+        if (!opt->no_prune && thr < INFINITY) {
+            /* the blocks' own costs over the ranks (cost.c's
+             * mp_estimate_step_floor), a fraction of the estimate: most
+             * candidates the bounds above let through lose here */
+            double lb;
+            if (floor_of(&ps->floors, &xk, &cfg, &lb) == MP_OK && lb >= thr) {
+                res->counts.pruned_time++;
+                if (!defer(ps, xi, xk.rcm, lb)) return false;
+                continue;
+            }
+        }
+        int64_t over_before = res->counts.rejected[MP_REJECT_MEMORY];
+        if (!cost_into(&xk, &cfg, ps, top, res, rf) &&
+            res->counts.rejected[MP_REJECT_MEMORY] > over_before)
+            over[nover++] = cover[k];
+    }
     return true;
 }
 
@@ -342,13 +428,16 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
     for (size_t j = 0; j < ps->n_deferred; j++) {
         if (ps->deferred_lb[j] >= threshold_at(top, kk)) {
             ps->deferred[w] = ps->deferred[j];
+            ps->deferred_rcm[w] = ps->deferred_rcm[j];
             ps->deferred_lb[w++] = ps->deferred_lb[j];
             continue;
         }
         res->counts.pruned_time--;
-        mp_config cfg;
-        mp_search_cand_apply(&opt->base, &e->keep.v[ps->deferred[j]], &cfg);
-        cost_into(&e->keep.v[ps->deferred[j]], &cfg, ps, top, res, rf);
+        cand x = e->keep.v[ps->deferred[j]];
+        x.rcm = ps->deferred_rcm[j];
+        /* (what it sets aside again lands after j, bounded at or above
+         * the threshold: kept below) */
+        if (!cost_sets(e, opt, &x, ps->deferred[j], top, kk, ps, res, rf)) break;
     }
     ps->n_deferred = w;
     res->counts.pruned_time -= ps->tail_pruned;
@@ -371,24 +460,11 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
                            : -INFINITY;
             if (lb >= thr) {
                 res->counts.pruned_time++;
-                if (!defer(ps, xi, lb)) break;
+                if (!defer(ps, xi, x->rcm, lb)) break;
                 continue;
             }
         }
-        mp_config cfg;
-        mp_search_cand_apply(&opt->base, x, &cfg);
-        if (!opt->no_prune && thr < INFINITY) {
-            /* and the blocks' own costs over the ranks (cost.c's
-             * mp_estimate_step_floor), a fraction of the estimate: most
-             * candidates the bounds above let through lose here */
-            double lb;
-            if (floor_of(&ps->floors, x, &cfg, &lb) == MP_OK && lb >= thr) {
-                res->counts.pruned_time++;
-                if (!defer(ps, xi, lb)) break;
-                continue;
-            }
-        }
-        cost_into(x, &cfg, ps, top, res, rf);
+        if (!cost_sets(e, opt, x, xi, top, kk, ps, res, rf)) break;
         if (opt->progress && (i & 1023) == 1023)
             opt->progress(opt->progress_user, 0.1 + 0.7 * (double)i / (double)e->keep.n);
     }
@@ -404,10 +480,16 @@ static mp_status nothing_fits(enum_ctx *e, const mp_search_options *opt, mp_sear
     if (e->closest.n > 1)
         qsort(e->closest.v, e->closest.n, sizeof *e->closest.v, mp_search_cmp_lb_mem);
     for (size_t i = 0; i < e->closest.n; i++) {
-        mp_config cfg;
-        mp_estimate est;
-        if (cost_one(base, &e->closest.v[i], NULL, &cfg, &est, rf) == MP_OK)
-            note_closest(res, rf, &cfg, &est);
+        /* a selective candidate standing for every module set: each */
+        cand x = e->closest.v[i];
+        bool all = x.rc == MP_RECOMPUTE_SELECTIVE && x.rcm == MP_SEARCH_RCM_ANY;
+        for (int k = 0; k < (all ? e->bc.n_sel : 1); k++) {
+            if (all) x.rcm = e->bc.sel_mask[k];
+            mp_config cfg;
+            mp_estimate est;
+            if (cost_one(base, &x, NULL, &cfg, &est, rf) == MP_OK)
+                note_closest(res, rf, &cfg, &est);
+        }
     }
     res->have_closest = rf->have_closest;
     if (rf->have_closest) {
@@ -501,7 +583,8 @@ typedef struct split_memo {
 static bool same_cand(const cand *a, const cand *b)
 {
     return a->t == b->t && a->c == b->c && a->p == b->p && a->v == b->v && a->b == b->b &&
-           a->d == b->d && a->sp == b->sp && a->rc == b->rc && a->dist_opt == b->dist_opt &&
+           a->d == b->d && a->sp == b->sp && a->rc == b->rc && a->rcm == b->rcm &&
+           a->dist_opt == b->dist_opt &&
            a->sched == b->sched && a->dp_overlap == b->dp_overlap &&
            a->tp_overlap == b->tp_overlap && a->disp == b->disp && a->ep == b->ep &&
            a->etp == b->etp;
@@ -694,6 +777,7 @@ pass_done:
     free(ps.floors.slot);
     free(ps.deferred);
     free(ps.deferred_lb);
+    free(ps.deferred_rcm);
 
 done:
     free(top.e);

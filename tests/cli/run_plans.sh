@@ -96,19 +96,19 @@ import re, sys
 p = sys.argv[1]
 s = open(p).read()
 s = re.sub(r"^error_band:\n  low: .*\n  high: .*\n", "error_band: {low: -0.3, high: 0.3}\n", s, flags=re.M)
-s = re.sub(r"^moe_error_band:\n  low: .*\n  high: .*\n", "moe_error_band: {low: -0.012, high: 0.008}\n", s, flags=re.M)
-assert "{low: -0.3, high: 0.3}" in s and "{low: -0.012, high: 0.008}" in s
+s = re.sub(r"^moe_error_band:\n  low: .*\n  high: .*\n", "moe_error_band: {low: -0.02, high: 0.01}\n", s, flags=re.M)
+assert "{low: -0.3, high: 0.3}" in s and "{low: -0.02, high: 0.01}" in s
 open(p, "w").write(s)
 PY
 for m in olmoe-1b-7b llama3-8b; do
     "$bin" estimate --model $m --gpus 8 --hw bands.yaml >band-$m.txt 2>err.txt || bad "estimate $m: $(head -2 err.txt)"
     "$bin" estimate --model $m --gpus 8 --hw bands.yaml --format json >band-$m.json || bad "estimate $m json"
 done
-contains band-olmoe-1b-7b.txt "(the mixture-of-experts error band of bands on held-out runs, -1.2% to +0.8%; docs/validation.md)"
+contains band-olmoe-1b-7b.txt "(the mixture-of-experts error band of bands on held-out runs, -2.0% to +1.0%; docs/validation.md)"
 contains band-llama3-8b.txt "(the error band of bands on held-out runs, -30.0% to +30.0%; docs/validation.md)"
 python3 - band-olmoe-1b-7b.json band-llama3-8b.json <<'PY' && ok || bad "estimate JSON: the band of the plan's kind"
 import json, sys
-for path, kind, lo, hi in ((sys.argv[1], "mixture-of-experts", -0.012, 0.008),
+for path, kind, lo, hi in ((sys.argv[1], "mixture-of-experts", -0.02, 0.01),
                            (sys.argv[2], "dense", -0.3, 0.3)):
     d = json.load(open(path))
     b, t = d["band"], d["time_s"]["step"]
@@ -118,14 +118,14 @@ for path, kind, lo, hi in ((sys.argv[1], "mixture-of-experts", -0.012, 0.008),
     assert abs(b["tokens_per_s"][0] - q * (1 + lo)) <= 1e-5 * q and abs(b["tokens_per_s"][1] - q * (1 + hi)) <= 1e-5 * q, b
 PY
 "$bin" search --model olmoe-1b-7b --gpus 8 --hw bands.yaml --top 20 --no-simulate --format json >band-s.json || bad "search olmoe-1b-7b"
-python3 - band-s.json <<'PY' && ok || bad "search JSON: near ties by the MoE band (width 2%)"
+python3 - band-s.json <<'PY' && ok || bad "search JSON: near ties by the MoE band (width 3%)"
 import json, sys
 d = json.load(open(sys.argv[1]))
 w = d[0]["time_s"]["step"]
 assert all(p["band"]["kind"] == "mixture-of-experts" for p in d)
 for p in d:
-    assert p["near_tie"] == (p["rank"] > 1 and p["time_s"]["step"] <= w * 1.02), p["rank"]
-# some plans beyond 2% of #1 (all would be ties with the dense band's 60%)
+    assert p["near_tie"] == (p["rank"] > 1 and p["time_s"]["step"] <= w * 1.03), p["rank"]
+# some plans beyond 3% of #1 (all would be ties with the dense band's 60%)
 assert any(not p["near_tie"] for p in d[1:]) and any(p["near_tie"] for p in d[1:])
 PY
 # a profile without a moe_error_band gives MoE plans no band, never the dense one

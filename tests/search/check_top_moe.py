@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import testlib  # noqa: E402
 
 CASES = [("mixtral-8x7b", 64, 512), ("deepseek-v3", 2048, 16384)]
-KEYS = ("tp", "sp", "pp", "vpp", "cp", "dp", "micro_batch", "recompute", "dist_opt",
-        "schedule", "ep", "etp", "dispatcher")
+KEYS = ("tp", "sp", "pp", "vpp", "cp", "dp", "micro_batch", "recompute", "recompute_modules",
+        "dist_opt", "schedule", "ep", "etp", "dispatcher")
 
 
 def top(megaplan, model, gpus, batch):
@@ -26,7 +26,8 @@ def top(megaplan, model, gpus, batch):
     plans = []
     for p in json.loads(out):
         par = p["parallel"]
-        row = " ".join("%s=%s" % (k, par.get(k)) for k in KEYS)
+        row = " ".join("%s=%s" % (k, ",".join(par[k]) if isinstance(par.get(k), list)
+                                  else par.get(k)) for k in KEYS)
         plans.append("%s step=%.4g" % (row, p["time_s"]["step"]))
     return plans
 

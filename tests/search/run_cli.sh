@@ -157,4 +157,39 @@ awk '/^ +[0-9]+ +[0-9]+ [y-] /{ if ($6 > 16) bad = 1 } END { exit bad }' "$T/s40
   -o "$T/m405.yaml" >"$T/f405" || fail "search 405B fixed to Meta's shape exit $?"
 grep -q 'blocks per stage 7 8x14 7 ' "$T/f405" || fail "405B pp 16 is not split 7, 8 x 14, 7"
 "$M" simulate "$T/m405.yaml" >"$T/sim405" || fail "simulate of 405B pp 16 plan exit $?"
+# Selective recompute by module (issue #11): Llama 3 405B at Meta's shape (tp 8, pp 16,
+# cp 1, 2048 sequences on 16384 H100s) needed full recompute (7.43 s simulated) while
+# recomputing the MLP alone fits (48.5 GiB) at 6.82 s; search weighs the module sets,
+# names the winner's in the table, the JSON and Megatron's flags; --fix holds recompute
+# and --recompute-modules the modules
+m405="--model llama3-405b --gpus 16384 --hw dgx-h100 --runtime megatron --global-batch 2048 --fix pp=16,tp=8,cp=1"
+"$M" search $m405 >"$T/rm" || fail "search 405B modules exit $?"
+grep -Eq '^ +1 +8 y +16 +8 +1 +128 +1 +sel:mlp ' "$T/rm" || { cat "$T/rm"; fail "405B at Meta's shape: #1 is not selective recompute of the MLP"; }
+grep -q '^sel: selective recompute of the modules named' "$T/rm" || fail "no note spelling out sel:"
+"$M" search $m405 --format json >"$T/rm.json" || fail "search 405B modules json exit $?"
+"$M" search $m405 --fix recompute=full --format json >"$T/rf.json" || fail "search 405B full exit $?"
+"$M" search $m405 --recompute-modules layernorm,mlp --format json >"$T/rl.json" || fail "search 405B given modules exit $?"
+# --fix recompute=selective fixes the granularity, not the modules (Megatron's default
+# core_attn alone does not fit at this shape)
+"$M" search $m405 --fix recompute=selective >"$T/rs" || fail "search 405B selective exit $?"
+grep -Eq '^ +1 +8 y +16 +8 +1 +128 +1 +sel:mlp ' "$T/rs" || { cat "$T/rs"; fail "--fix recompute=selective: #1 is not sel:mlp"; }
+python3 - "$T/rm.json" "$T/rf.json" "$T/rl.json" <<'PY' || fail "405B module sets: JSON"
+import json, sys
+rm, rf, rl = (json.load(open(p)) for p in sys.argv[1:])
+w = rm[0]
+assert w["parallel"]["recompute"] == "selective" and w["parallel"]["recompute_modules"] == ["mlp"], w["parallel"]
+assert w["fits"] and w["memory_gib"]["peak"] < w["memory_gib"]["capacity"], w["memory_gib"]
+assert all(o["parallel"]["recompute"] == "full" for o in rf), [o["parallel"] for o in rf]
+# faster than the best plan of full recompute, by both the estimate and the simulator
+assert w["time_s"]["step"] < 0.95 * rf[0]["time_s"]["step"], (w["time_s"]["step"], rf[0]["time_s"]["step"])
+assert w["simulated_step_s"] < 0.95 * rf[0]["simulated_step_s"]
+assert all(o["parallel"]["recompute_modules"] == ["layernorm", "mlp"] for o in rl), [o["parallel"] for o in rl]
+PY
+# nothing fits with Megatron's default module alone: the closest names it
+"$M" search $m405 --recompute-modules core_attn >/dev/null 2>"$T/rc.err" && fail "405B core_attn alone fits"
+grep -q 'closest: .* recompute=selective recompute_modules=core_attn dist_opt=' "$T/rc.err" \
+  || { cat "$T/rc.err"; fail "the closest plan does not name its modules"; }
+"$M" search $m405 --top 1 --format megatron >"$T/rm.flags" || fail "search 405B modules megatron exit $?"
+grep -q -- '--recompute-granularity selective' "$T/rm.flags" && grep -q -- '--recompute-modules mlp ' "$T/rm.flags" \
+  || { cat "$T/rm.flags"; fail "405B flags lack --recompute-modules mlp"; }
 echo "ok"

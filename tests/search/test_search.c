@@ -556,6 +556,34 @@ static void test_layout_search(void **state)
     }
 }
 
+/* o's tp, pp and vpp (cp 1, sequence parallel), for the fix bits to hold. */
+static void fix_degrees(mp_search_options *o, int64_t tp, int64_t pp, int64_t vpp)
+{
+    o->base.parallel.tp = tp;
+    o->base.parallel.pp = pp;
+    o->base.parallel.vpp = vpp;
+    o->base.parallel.cp = 1;
+    o->base.parallel.sp = true;
+}
+
+/* Every candidate of o's space within its bounds (mp_search_check_bounds),
+ * failing the test with what otherwise; the estimates checked. */
+static int64_t bounds_hold(const mp_search_options *o, const char *what)
+{
+    int64_t checked, mv, tv;
+    double worst;
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_search_check_bounds(o, &checked, &mv, &tv, &worst, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    if (mv || tv)
+        fail_msg("%s: %lld memory and %lld time bound violations of %lld", what,
+                 (long long)mv, (long long)tv, (long long)checked);
+    print_message("  %s: %lld checked, worst memory bound/peak %.3f\n", what,
+                  (long long)checked, worst);
+    return checked;
+}
+
 /* The MoE memory bounds (search_bounds.c): rank 0's routed-token
  * activations and fragmentation, and the busiest rank in MoE blocks, which
  * a deep pipeline needs when rank 0 holds only dense blocks. A small MoE
@@ -590,23 +618,10 @@ static void test_moe_pruning_equals_no_prune(void **state)
      * the average 23.5 (with its routed activations) wrongly pruned */
     mp_search_options o;
     base_of("qwen3-235b-a22b", "dgx-h100", 512, 512, MP_DTYPE_BF16, &o);
-    o.base.parallel.tp = 4;
-    o.base.parallel.pp = 4;
-    o.base.parallel.vpp = 6;
-    o.base.parallel.cp = 1;
-    o.base.parallel.sp = true;
+    fix_degrees(&o, 4, 4, 6);
     o.base.parallel.recompute = MP_RECOMPUTE_NONE;
     o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_CP | MP_FIX_SP | MP_FIX_RECOMPUTE;
-    int64_t checked, mv, tv;
-    double worst;
-    mp_error err;
-    mp_error_clear(&err);
-    if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
-        fail_msg("%s: %s", err.field, err.msg);
-    if (mv || tv)
-        fail_msg("qwen3 pp 4 vpp 6: %lld memory and %lld time bound violations of %lld",
-                 (long long)mv, (long long)tv, (long long)checked);
-    assert_true(checked > 10);
+    assert_true(bounds_hold(&o, "qwen3 pp 4 vpp 6") > 10);
 }
 
 /* The identity of search's plans: a split that leaves selective recompute
@@ -675,13 +690,14 @@ static void test_top_distinct(void **state)
 
 /* A second costing pass (splits made two of the k the same) gives what
  * costing everything gives, and still accounts for every candidate:
- * llama3-8b on 64 H100s, top 20, lists tp2 mb2 once (its split's all-none
- * per-layer recompute was the same plan). */
+ * gpt3-1.3b on 64 H100s, top 20, splits 26 to list 20 (llama3-8b, which
+ * did so before, lists tp2 mb2 once in one pass since search weighs
+ * selective recompute's module sets). */
 static void test_distinct_pass_exact(void **state)
 {
     (void)state;
     mp_search_options o;
-    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    base_of("gpt3-1.3b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
     o.top_k = 20;
     o.no_simulate = true;
     mp_search_result a, b;
@@ -704,7 +720,7 @@ static void test_distinct_pass_exact(void **state)
 
 /* A later pass for distinct plans splits again what the last one split,
  * in the same order under the same GLPK work limits; search takes those
- * splits from its memo. With top 100, llama3-8b on 64 H100s takes two more
+ * splits from its memo. With top 100, gpt3-1.3b on 64 H100s takes more
  * passes (some splits became plans already listed): its plans, their
  * splits, estimates and GLPK work, and the counts equal those of splitting
  * afresh in each pass, and the 100 are the first 100 of costing every
@@ -713,7 +729,7 @@ static void test_split_memo_exact(void **state)
 {
     (void)state;
     mp_search_options o;
-    base_of("llama3-8b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    base_of("gpt3-1.3b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
     o.top_k = 100;
     o.no_simulate = true;
     mp_search_result a, b, c;
@@ -756,6 +772,95 @@ static void test_split_memo_exact(void **state)
     mp_search_result_free(&c);
 }
 
+/* The module sets selective recompute is searched with (search_internal.h
+ * mp_search_selective_sets), as masks of 1u << mp_recompute_module. */
+#define RCM(k) (1u << MP_RCM_##k)
+static int sets_of(const mp_config *c, uint8_t out[MP_SEARCH_SEL_MAX])
+{
+    int n = mp_search_selective_sets(c, out);
+    for (int i = 0; i < n; i++) {
+        char b[128];
+        mp_recompute_modules_format(out[i] ? out[i] : RCM(CORE_ATTN), b, sizeof b);
+        print_message("%s[%s]%s", i ? " " : "  ", b, i + 1 == n ? "\n" : "");
+    }
+    return n;
+}
+static bool has_set(const uint8_t *s, int n, uint32_t mask)
+{
+    for (int i = 0; i < n; i++)
+        if (s[i] == mask) return true;
+    return false;
+}
+
+/* Llama 3 405B under flash attention: layernorm, mlp and both; the default
+ * core_attn is left out (layernorm frees more for less: the norms' outputs,
+ * 2 x 2 bytes a hidden unit and token, against the softmax statistics' 4 bytes a
+ * head and token, for two norms instead of the attention core's forward).
+ * Without flash (dgx-a100) the core joins each set and the default stays.
+ * DeepSeek-V3: the elementwise modules (layernorm, moe_act), the GEMMs
+ * outside the core and the routed experts (mlp for its dense blocks,
+ * mla_up_proj, shared_experts), and both; never moe. Mixtral has no
+ * dense block, no latent attention and no shared experts: layernorm with
+ * moe_act alone. Modules given (--recompute-modules) are base's alone;
+ * FP8's delayed scaling leaves out layernorm and moe_act (Megatron-Core
+ * refuses them), the shared experts' overlap shared_experts. */
+static void test_selective_sets(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    uint8_t s[MP_SEARCH_SEL_MAX];
+    base_of("llama3-405b", "dgx-h100", 16384, 2048, MP_DTYPE_BF16, &o);
+    int n = sets_of(&o.base, s);
+    assert_int_equal(n, 3);
+    assert_true(has_set(s, n, RCM(LAYERNORM)) && has_set(s, n, RCM(MLP)) &&
+                has_set(s, n, RCM(LAYERNORM) | RCM(MLP)));
+    o.base.parallel.recompute_modules = RCM(MLP);
+    assert_int_equal(sets_of(&o.base, s), 1);
+    assert_int_equal(s[0], RCM(MLP));
+    o.base.parallel.recompute_modules = 0;
+    o.base.training.precision = MP_DTYPE_FP8;
+    o.base.training.fp8_recipe = MP_FP8_DELAYED;
+    n = sets_of(&o.base, s);
+    for (int i = 0; i < n; i++) assert_false(s[i] & RCM(LAYERNORM));
+    assert_true(has_set(s, n, RCM(MLP)));
+
+    base_of("llama3-405b", "dgx-a100", 16384, 2048, MP_DTYPE_BF16, &o);
+    n = sets_of(&o.base, s);
+    assert_int_equal(s[0], 0); /* the default: the core frees its scores */
+    for (int i = 1; i < n; i++) assert_true(s[i] & RCM(CORE_ATTN));
+    assert_true(has_set(s, n, RCM(CORE_ATTN) | RCM(LAYERNORM) | RCM(MLP)));
+
+    base_of("deepseek-v3", "dgx-h100", 2048, 16384, MP_DTYPE_BF16, &o);
+    n = sets_of(&o.base, s);
+    uint32_t elem = RCM(LAYERNORM) | RCM(MOE_ACT),
+             gemm = RCM(MLP) | RCM(MLA_UP_PROJ) | RCM(SHARED_EXPERTS);
+    assert_true(has_set(s, n, elem) && has_set(s, n, elem | gemm));
+    for (int i = 0; i < n; i++) assert_false(s[i] & RCM(MOE));
+    o.base.parallel.shared_expert_overlap = true;
+    n = sets_of(&o.base, s);
+    for (int i = 0; i < n; i++) assert_false(s[i] & RCM(SHARED_EXPERTS));
+
+    base_of("mixtral-8x7b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
+    n = sets_of(&o.base, s);
+    assert_int_equal(n, 1);
+    assert_int_equal(s[0], elem);
+}
+
+/* The bounds hold for each module set of a model with all of them (MLA,
+ * shared experts, dense blocks): DeepSeek-V3 on 256 H100s at tp 2, pp 16,
+ * every recompute, sharding, schedule and expert split, each selective
+ * candidate costed set by set against its bounds (the least of the sets'). */
+static void test_bounds_each_module_set(void **state)
+{
+    (void)state;
+    mp_search_options o;
+    base_of("deepseek-v3", "dgx-h100", 256, 512, MP_DTYPE_BF16, &o);
+    fix_degrees(&o, 2, 16, 1);
+    o.base.parallel.micro_batch = 1;
+    o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_CP | MP_FIX_SP | MP_FIX_MICRO_BATCH;
+    assert_true(bounds_hold(&o, "deepseek-v3 module sets") > 100);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -776,6 +881,8 @@ int main(void)
         cmocka_unit_test(test_top_distinct),
         cmocka_unit_test(test_distinct_pass_exact),
         cmocka_unit_test(test_split_memo_exact),
+        cmocka_unit_test(test_selective_sets),
+        cmocka_unit_test(test_bounds_each_module_set),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -175,7 +175,9 @@ static mp_status parse_gpus(const char *s, int64_t *lo, int64_t *hi, mp_error *e
     return MP_OK;
 }
 
-static mp_status load_profiles(const char *list, mp_hwchoice_options *o, mp_error *err)
+/* first: the first profile as given (a name or a file), for the option check below */
+static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *first,
+                               size_t first_size, mp_error *err)
 {
     char buf[1024];
     if (!list) list = "all";
@@ -207,6 +209,7 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, mp_erro
             if (!err->field[0]) snprintf(err->field, sizeof err->field, "--hw");
             return st;
         }
+        if (!o->n_hw) snprintf(first, first_size, "%s", tok);
         o->n_hw++;
     }
     if (!o->n_hw) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "names no profile");
@@ -502,7 +505,9 @@ int mp_cmd_search_hw(int argc, char **argv)
     static mp_hwchoice_options o;
     memset(&o, 0, sizeof o);
     o.pue = 1.0;
-    if (load_profiles(a.hw_list, &o, &err) != MP_OK) return mp_cli_fail("search", &err);
+    char first_hw[1024];
+    if (load_profiles(a.hw_list, &o, first_hw, sizeof first_hw, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
     for (int i = 0; i < a.n_prices; i++)
         if (apply_price(a.prices[i], &o, &err) != MP_OK) return mp_cli_fail("search", &err);
     if (!a.gpus) {
@@ -534,7 +539,7 @@ int mp_cmd_search_hw(int argc, char **argv)
     int n = 0;
     for (int i = 0; i < argc; i++) args[n++] = argv[i];
     args[n++] = "--hw";
-    args[n++] = o.hws[0].name;
+    args[n++] = first_hw; /* as given: a profile file's name is not a preset's */
     args[n++] = "--gpus";
     args[n++] = gpus_text;
     args[n] = NULL;

@@ -111,6 +111,8 @@ core() {
     check size-did-you-mean "did you mean llama2-70b or llama3-70b\?" "$bin" estimate --model 70B --gpus 8
     file_check model-given-to-simulate model-as-plan.yaml "$GOOD_MODEL" "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" simulate
     file_check t5-needs-decoder t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n' "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" models
+    # a .yaml file that is one flow mapping is YAML (it was read as JSON: "JSON syntax error")
+    file_check flow-mapping flow.yaml '{name: m, arch: gpt, layers: 0, hidden: 768, heads: 12, vocab: 5, seq: 5}\n' "${M}flow\.yaml:1:30: layers: must be at least 1" models
     file_check duplicate-key dup.yaml "${GOOD_MODEL}heads: 12\n" "${M}dup\.yaml:8:1: heads: duplicate key" models
     file_check alias alias.yaml 'name: &n m\narch: *n\n' "${M}alias\.yaml:2:7: arch: YAML aliases" models
     file_check not-a-mapping list.yaml '- 1\n- 2\n' "${M}list\.yaml:1:1: .*expected a mapping" models

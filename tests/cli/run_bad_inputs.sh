@@ -138,6 +138,13 @@ core() {
     # T5: dense_act_fn / is_gated_act held to feed_forward_proj (gated-gelu is gelu_new)
     file_check hf-t5-dense-act hf10.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "dense_act_fn": "gelu"}\n' "${M}hf10\\.json:4:2: dense_act_fn: \"gelu\" contradicts feed_forward_proj \"gated-gelu\", which transformers reads as gelu_new" models
     file_check hf-t5-gated hf11.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "is_gated_act": false}\n' "${M}hf11\\.json:4:2: is_gated_act: false contradicts feed_forward_proj" models
+    # JSON keeps duplicate keys, and cJSON reads the first where transformers (Python's json)
+    # reads the last: refused at the second, as the YAML readers refuse them (both were read as llama)
+    file_check hf-duplicate hf12.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "model_type": "gpt2"}\n' "${M}hf12\\.json:4:2: model_type: duplicate key" models
+    file_check hf-duplicate-nested hf13.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rope_scaling": {"rope_type": "yarn", "factor": 4, "factor": 8}}' "${M}hf13\\.json:3:53: factor: duplicate key" models
+    # a NUL ended cJSON's text: what came before it was read as the whole file
+    file_check hf-nul hf14.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}\n\000\377garbage' "${M}hf14\\.json:2:1: JSON syntax error: control character 0x00" models
+    file_check hf-escaped-nul hf15.json '{"model_type": "gpt2\\u0000x", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "${M}hf15\\.json:1:21: JSON string with \\\\u0000" models
     file_check hf-trailing hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x' "${M}hf6\.json:1:[0-9]+: JSON syntax error" models
 
     # --- hardware profiles ---

@@ -99,6 +99,12 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
                 fprintf(stderr, "megaplan calibrate: %s: %s\n", err.field, err.msg);
             return 2;
         }
+        if (o->arg && val && !*val) {
+            /* an empty file name passed every check and failed only after the run */
+            if (loud)
+                fprintf(stderr, "megaplan calibrate: %s: needs a value\n", o->name);
+            return 2;
+        }
         if (o->id == C_FORCE) {
             a->force = true;
             continue;

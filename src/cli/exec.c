@@ -239,6 +239,12 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
                 fprintf(stderr, "megaplan exec: %s: %s\n", err.field, err.msg);
             return 2;
         }
+        if (o->arg && val && !*val) {
+            /* an empty file name passed every check and failed only after the run */
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: needs a value\n", o->name);
+            return 2;
+        }
         const char *name = o->name;
         long n = 0;
         bool ok = true;

@@ -86,6 +86,8 @@ mp_status mp_output_prepare(const char *path, bool force, mp_output *out, mp_err
 {
     memset(out, 0, sizeof *out);
     out->kind = MP_OUT_FD;
+    if (!path[0])
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL, "empty file name");
     if (!strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
         out->fd = 1;
         return MP_OK;

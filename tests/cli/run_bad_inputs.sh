@@ -296,6 +296,10 @@ hardening() {
     check twice-alias "${SIM}--microbatches: given twice \('4', then '5'\)" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --microbatches 5
     check twice-exec-steps "^megaplan exec: --steps: given twice \('1', then '2'\): say it once$" "$bin" exec plan.yaml --steps 1 --steps 2
     check twice-exec-flag "^megaplan exec: --exact: given twice: say it once$" "$bin" exec plan.yaml --exact --exact
+    # an empty file name: refused at once (exec and calibrate ran every rank, then failed
+    # writing it with no name, under mpirun's own lines)
+    check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
+    check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
     check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&

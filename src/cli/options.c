@@ -469,9 +469,10 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_NCCL_UB:
         return parse_onoff(opt, value, &p->nccl_ub, err);
     case OPT_PARAM_GATHER_OVERLAP: {
-        bool on;
+        bool on = true;
         mp_status st = parse_onoff(opt, value, &on, err);
-        p->param_gather_sync = !on;
+        if (st == MP_OK)
+            p->param_gather_sync = !on; /* (read an unset bool on a bad value) */
         return st;
     }
     case OPT_PG_WITH_OPT:

@@ -196,6 +196,8 @@ estimate() {
     check est-word "${E}--micro-batch: expected a whole number" "$bin" estimate --model 175B --gpus 8 --micro-batch two
     check est-hw-set "${E}--hw-set memory: expected a size" "$bin" estimate --model 175B --gpus 8 --hw-set memory=lots
     check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1
+    # a bad word read an unset bool (UBSan: "load of value 249 ... _Bool")
+    check est-param-gather-word "${E}--param-gather-overlap: expected on or off, got 'maybe'$" "$bin" estimate --model 175B --gpus 8 --param-gather-overlap maybe
     check est-sp "${E}--sp: sequence parallelism needs tp > 1" "$bin" estimate --model 175B --gpus 8 --sp
     check est-no-model "${E}--model: required" "$bin" estimate --gpus 8
     check est-a2a-overlap-vpp "${E}--moe-a2a-overlap: the EP all-to-all overlap needs a virtual pipeline" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --pp 2 --moe-a2a-overlap on

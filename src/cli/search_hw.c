@@ -216,7 +216,8 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *f
     return MP_OK;
 }
 
-static mp_status apply_price(const char *item, mp_hwchoice_options *o, mp_error *err)
+/* priced[i]: profile i's price was given already */
+static mp_status apply_price(const char *item, mp_hwchoice_options *o, bool *priced, mp_error *err)
 {
     const char *eq = strchr(item, '=');
     if (!eq || eq == item)
@@ -226,10 +227,14 @@ static mp_status apply_price(const char *item, mp_hwchoice_options *o, mp_error 
         if (strlen(o->hws[i].name) != (size_t)(eq - item) ||
             strncmp(o->hws[i].name, item, (size_t)(eq - item)))
             continue;
+        if (priced[i]) /* the last one silently won */
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price",
+                                "%s is priced twice: say it once", o->hws[i].name);
         double v;
         mp_status st = parse_scaled("--price", eq + 1, NULL, 1e-6, 1e4, "dgx-h100=2.49", &v, err);
         if (st != MP_OK) return st;
         o->hws[i].price_per_gpu_hour = v;
+        priced[i] = true;
         snprintf(o->hws[i].price_date, sizeof o->hws[i].price_date, "given");
         return MP_OK;
     }
@@ -508,8 +513,9 @@ int mp_cmd_search_hw(int argc, char **argv)
     char first_hw[1024];
     if (load_profiles(a.hw_list, &o, first_hw, sizeof first_hw, &err) != MP_OK)
         return mp_cli_fail("search", &err);
+    bool priced[MP_HWCHOICE_MAX_HW] = {false};
     for (int i = 0; i < a.n_prices; i++)
-        if (apply_price(a.prices[i], &o, &err) != MP_OK) return mp_cli_fail("search", &err);
+        if (apply_price(a.prices[i], &o, priced, &err) != MP_OK) return mp_cli_fail("search", &err);
     if (!a.gpus) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--gpus", "needs N or MIN..MAX");
         return mp_cli_fail("search", &err);

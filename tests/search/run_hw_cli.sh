@@ -99,6 +99,9 @@ refuse search --model gpt3-13b --tokens 3e11 --hw dgx-a100,nope --gpus 64
 refuse search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-a100 --gpus 64
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price nothere=3
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price dgx-a100=abc
+# one profile priced twice: the last price silently won
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price dgx-a100=1 --price dgx-a100=2
+grep -q "^megaplan search: --price: dgx-a100 is priced twice: say it once$" "$T/err" || fail "--price twice: $(cat "$T/err")"
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --deadline 30x
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --budget -5
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --pue 0.5

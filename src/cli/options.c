@@ -268,6 +268,14 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         if (cc->n_hw_sets >= MP_CLI_MAX_HW_SETS)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "at most %d overrides",
                                 MP_CLI_MAX_HW_SETS);
+        /* one field set twice: the last one silently won */
+        for (int i = 0; i < cc->n_hw_sets; i++) {
+            size_t klen = (size_t)(strchr(value, '=') - value);
+            if (!strncmp(cc->hw_sets[i], value, klen) && cc->hw_sets[i][klen] == '=')
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt,
+                                    "%.*s is set twice ('%.60s', then '%.60s'): say it once",
+                                    (int)(klen > 64 ? 64 : klen), value, cc->hw_sets[i], value);
+        }
         cc->hw_sets[cc->n_hw_sets++] = value;
         return MP_OK;
     case OPT_SEQ:

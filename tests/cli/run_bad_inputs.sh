@@ -289,6 +289,7 @@ hardening() {
     check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4
     check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
     check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
+    check hw-set-twice "${E}--hw-set: memory is set twice \\('memory=40GiB', then 'memory=80GiB'\\): say it once$" "$bin" estimate --model 175B --gpus 8 --hw-set memory=40GiB --hw-set memory=80GiB
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
     # each verb's own options too (the last one silently won): flags, values,
     # an alias beside its name; --fix and --price are the repeatable ones

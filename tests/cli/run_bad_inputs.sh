@@ -275,6 +275,21 @@ hardening() {
                 ok
             fi
         done
+        # the ranks' output reaches it through mpirun, which ignored the failed write (exit 0)
+        file one.yaml 'megaplan_plan: 1\nmodel: {name: t, arch: gpt, layers: 1, hidden: 64, heads: 2, vocab: 128, seq: 32}\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1}\n'
+        for cmd in "exec one.yaml --np 1 --steps 1" "calibrate --np 1"; do
+            # shellcheck disable=SC2086
+            "$bin" $cmd >/dev/full 2>err.txt
+            rc=$?
+            if grep -q "was not built" err.txt; then
+                echo "SKIP full-disk '$cmd': the executor is not built"
+            elif [ "$rc" -ne 1 ] || [ "$(wc -l <err.txt)" -ne 1 ] ||
+               ! grep -q "^megaplan [a-z]*: cannot write the output: No space left on device$" err.txt; then
+                bad "full-disk '$cmd': exit $rc, stderr: $(cat err.txt)"
+            else
+                ok
+            fi
+        done
     fi
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 

@@ -264,7 +264,7 @@ hardening() {
     # --- a full disk: not exit 0 as if the output were whole (skipped without /dev/full) ---
     if [ -w /dev/full ]; then
         for cmd in "models" "hw dgx-a100" "simulate --unit-ops --pp 2 --micro-batches 4" \
-                   "estimate --model 125M --gpus 8"; do
+                   "estimate --model 125M --gpus 8" "help search" "--version"; do
             # shellcheck disable=SC2086
             "$bin" $cmd >/dev/full 2>err.txt
             rc=$?

@@ -311,6 +311,12 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (m->kv_heads % p->tp)
         return FAIL("tp", "tp=%lld does not divide the %lld key/value heads (query groups)",
                     (long long)p->tp, (long long)m->kv_heads);
+    /* Megatron-LM splits the MLP's width over tp (the column- and row-parallel
+     * layers' divide(), megatron/core/tensor_parallel/layers.py) and stops at
+     * start-up where it does not divide; only blocks with a dense MLP have it */
+    if (m->ffn_hidden % p->tp && mp_model_moe_blocks(m) < mp_model_blocks(m))
+        return FAIL("tp", "tp=%lld does not divide the FFN size %lld", (long long)p->tp,
+                    (long long)m->ffn_hidden);
 
     int64_t tpc, tpcd;
     if (__builtin_mul_overflow(p->tp, p->pp, &tpc) || __builtin_mul_overflow(tpc, p->cp, &tpc) ||

@@ -180,6 +180,9 @@ estimate() {
     file geglu.yaml 'name: g\narch: t5\nencoder_layers: 2\ndecoder_layers: 2\nhidden: 64\nheads: 4\nffn_hidden: 128\nvocab: 100\nencoder_seq: 64\ndecoder_seq: 16\nactivation: geglu\n'
     check est-megatron-geglu "${E}model\.activation: geglu: Megatron-LM has no flag for a gated GELU MLP" "$bin" estimate --model geglu.yaml --gpus 8 --format megatron
     check est-tp-heads "${E}--tp: tp=7 does not divide the 96 attention heads" "$bin" estimate --model 175B --gpus 56 --tp 7
+    # Megatron splits the MLP width over tp and stops where it does not divide (was accepted)
+    file ffn.yaml 'name: f\narch: gpt\nlayers: 4\nhidden: 768\nheads: 12\nffn_hidden: 1001\nvocab: 50257\nseq: 1024\n'
+    check est-tp-ffn "${E}--tp: tp=4 does not divide the FFN size 1001$" "$bin" estimate --model ffn.yaml --gpus 8 --tp 4
     check est-gpus-multiple "${E}--gpus: 100 GPUs is not a multiple of tp\*pp\*cp" "$bin" estimate --model 175B --gpus 100 --tp 8
     check est-recompute-module-unknown "${E}--recompute-modules: unknown module 'attn'" "$bin" estimate --model 175B --gpus 8 --recompute-modules core_attn,attn
     check est-recompute-module-absent "${E}--recompute-modules: moe_act needs MoE layers" "$bin" estimate --model 175B --gpus 8 --recompute-modules moe_act

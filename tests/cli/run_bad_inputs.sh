@@ -104,6 +104,9 @@ core() {
     file_check kv-heads-divide gqa.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 768\nheads: 12\nkv_heads: 5\nvocab: 5\nseq: 5\n' "${M}gqa\.yaml:6:11: kv_heads: must divide heads" models
     # derived sizes meet the limits of stated ones (head_dim = hidden/heads)
     file_check derived-head-dim wide.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 99999\nheads: 1\nvocab: 1000\nseq: 128\n' "${M}wide\.yaml:5:8: heads: hidden/heads = 99999/1 gives head_dim too large: at most 65536 \(got 99999\)" models
+    # rotary embeddings turn pairs of a head's dimensions: an odd head_dim cannot run (was accepted; exec refused it)
+    file_check rope-odd-head-dim rope.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 254\nheads: 2\nvocab: 100\nseq: 128\n' "${M}rope\.yaml:5:8: heads: rotary embeddings turn pairs of dimensions: head_dim must be even \(got 127\)" models
+    file_check hf-rope-odd-head-dim hf16.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "head_dim": 15}' "${M}hf16\.json:3:2: head_dim: rotary embeddings turn pairs" models
     file_check integer-in-full seq.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 64\nheads: 1\nvocab: 1000\nseq: 5644901\n' "${M}seq\.yaml:7:6: seq: too large: at most 4194304 \(got 5644901\)" models
     # the wrong kind of input says what it is and what to give instead
     mkdir -p nocfg

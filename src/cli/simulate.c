@@ -7,11 +7,13 @@
  * written, so any size the engine runs can be written); --trace writes Chrome
  * trace JSON; --plot draws with gnuplot (the pipeline, and the memory next to
  * it as NAME-memory.EXT). Files are written as core/output.h says. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -339,6 +341,32 @@ static int print_data(FILE *f, cJSON *root, mp_format format, const mp_timeline 
     return 0;
 }
 
+/* path with its folder resolved (the file itself may not exist yet) */
+static bool canonical_path(const char *path, char *out, size_t size)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    return realpath(dir, real) && snprintf(out, size, "%s/%s", real, base) < (int)size;
+}
+
+/* Whether two output names are one file (the later write replaced the earlier). */
+static bool same_output(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ca[PATH_MAX], cb[PATH_MAX];
+    return canonical_path(a, ca, sizeof ca) && canonical_path(b, cb, sizeof cb) &&
+           !strcmp(ca, cb);
+}
+
 /* Where the outputs go, and whether gnuplot is there, before anything is
  * simulated: a refused path or a missing gnuplot costs nothing. */
 static int check_outputs(const sim_args *a)
@@ -358,6 +386,18 @@ static int check_outputs(const sim_args *a)
         if (mp_output_prepare(a->plot_path, a->force, &o, &err) != MP_OK ||
             mp_output_prepare(mem, a->force, &o, &err) != MP_OK)
             return mp_cli_fail(VERB, &err);
+        /* the trace written, then drawn over without a word */
+        if (a->trace_path && strcmp(a->trace_path, "-")) {
+            const char *clash = same_output(a->trace_path, a->plot_path) ? a->plot_path
+                                : same_output(a->trace_path, mem)         ? mem
+                                                                          : NULL;
+            if (clash) {
+                mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--trace",
+                             "%.200s is also a picture of --plot (%.200s): give another name",
+                             a->trace_path, clash);
+                return mp_cli_fail(VERB, &err);
+            }
+        }
     }
     return -1;
 }

@@ -89,6 +89,19 @@ if command -v gnuplot >/dev/null 2>&1; then
         bad "--plot did not draw into the symlinks' targets"
 fi
 
+# --- --trace naming a picture of --plot: refused before anything is written
+# (the plot was drawn over the trace, exit 0) ---
+if command -v gnuplot >/dev/null 2>&1; then
+    for t in same.svg ./same.svg same-memory.svg; do
+        sim --trace "$t" --plot same.svg >out.txt 2>err.txt
+        rc=$?
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] &&
+            grep -q "^megaplan simulate: --trace: .* is also a picture of --plot" err.txt &&
+            ok || bad "--trace $t --plot same.svg: exit $rc: $(cat err.txt)"
+    done
+    [ ! -e same.svg ] && [ ! -e same-memory.svg ] && ok || bad "a refused --trace/--plot pair wrote a file"
+fi
+
 # --- a read-only file: refused (exit 2, one line, untouched) unless --force ---
 printf 'keep me\n' >ro.yaml
 chmod 444 ro.yaml

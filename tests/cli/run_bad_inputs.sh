@@ -430,7 +430,7 @@ hardening() {
     # so many divisors that the space has 10^8 candidates: refused, not minutes
     # (a model small enough to fit: a huge one's micro-batches stop at the
     # first over memory, and that search ends by saying nothing fits)
-    file div.yaml 'name: div\narch: gpt\nlayers: 1680\nhidden: 5040\nheads: 5040\nvocab: 50400\nseq: 5040\nposition: rope\n'
+    file div.yaml 'name: div\narch: gpt\nlayers: 1680\nhidden: 10080\nheads: 5040\nvocab: 50400\nseq: 5040\nposition: rope\n'
     check search-huge-space "${S}--gpus: absurdly large search: more than 2097152 candidates" timeout 60 "$bin" search --model div.yaml --gpus 720720 --global-batch 1037836800 --tp-cross-node --hw-set flash_attention=true
 
     # the largest degrees everywhere: no overflow (the sanitizer build halts on one)

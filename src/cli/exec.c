@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/mpi_launch.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "megaplan_config.h"
 
@@ -757,7 +758,10 @@ int cmd_exec(int argc, char **argv)
         /* where --trace goes is settled before any rank starts work */
         mp_output o;
         mp_error oerr;
-        if (mp_output_prepare(a.trace, a.force, &o, &oerr) != MP_OK)
+        mp_error_clear(&oerr);
+        if (mp_cli_output_not_input("--trace", a.trace, NULL, a.plan, &oerr) != MP_OK ||
+            mp_cli_output_not_input("--trace", a.trace, NULL, a.compare, &oerr) != MP_OK ||
+            mp_output_prepare(a.trace, a.force, &o, &oerr) != MP_OK)
             return loud ? mp_cli_fail("exec", &oerr) : mp_error_exit_status(oerr.code);
     }
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {

@@ -2,11 +2,13 @@
  * the Megatron-LM defaults for whatever the user left out. */
 #include "cli/options.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fields.h"
 #include "core/io.h"
@@ -635,6 +637,65 @@ static void name_option(mp_error *err, const char *option)
 {
     if (!err->file[0])
         snprintf(err->field, sizeof err->field, "%s", option);
+}
+
+/* path with its folder resolved (the file itself may not exist yet) */
+static bool canonical_path(const char *path, char *out, size_t size)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    return realpath(dir, real) && snprintf(out, size, "%s/%s", real, base) < (int)size;
+}
+
+bool mp_cli_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ca[PATH_MAX], cb[PATH_MAX];
+    return canonical_path(a, ca, sizeof ca) && canonical_path(b, cb, sizeof cb) &&
+           !strcmp(ca, cb);
+}
+
+static bool is_hw_preset(const char *name)
+{
+    for (int i = 0; i < mp_hw_preset_count(); i++)
+        if (!strcmp(mp_hw_preset_name(i), name))
+            return true;
+    return false;
+}
+
+mp_status mp_cli_output_not_input(const char *opt, const char *out, const mp_cli_config *cc,
+                                  const char *extra, mp_error *err)
+{
+    if (!out || !strcmp(out, "-"))
+        return MP_OK;
+    char config_json[PATH_MAX];
+    const char *model = cc ? cc->model_spec : NULL;
+    const char *inputs[4] = {model, cc ? cc->hw_spec : NULL, extra, NULL};
+    if (model && snprintf(config_json, sizeof config_json, "%s/config.json", model) <
+                     (int)sizeof config_json)
+        inputs[3] = config_json;
+    for (int i = 0; i < 4; i++) {
+        struct stat st;
+        /* only an existing regular file is an input; a preset's name wins
+         * over a file of that name (core/io_model.c, io_hw.c) */
+        if (!inputs[i] || stat(inputs[i], &st) != 0 || !S_ISREG(st.st_mode) ||
+            (!strchr(inputs[i], '/') && (mp_model_preset(inputs[i]) || is_hw_preset(inputs[i]))))
+            continue;
+        if (mp_cli_same_file(out, inputs[i]))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt,
+                                "%.200s is an input of this run: writing it would replace it "
+                                "(give another name)", out);
+    }
+    return MP_OK;
 }
 
 mp_status mp_cli_apply_hw_sets(const mp_cli_config *cc, mp_hw *hw, mp_error *err)

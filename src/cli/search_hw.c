@@ -570,6 +570,15 @@ int mp_cmd_search_hw(int argc, char **argv)
         }
         mp_output probe;
         char gp[4096];
+        if (mp_cli_output_not_input("--plot", a.plot, &cc, NULL, &err) != MP_OK)
+            return mp_cli_fail("search", &err);
+        /* each profile file of --hw too (cc has the first) */
+        char hw_list[1024];
+        snprintf(hw_list, sizeof hw_list, "%s", a.hw_list ? a.hw_list : "");
+        char *save = NULL;
+        for (char *tok = strtok_r(hw_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            if (mp_cli_output_not_input("--plot", a.plot, NULL, tok, &err) != MP_OK)
+                return mp_cli_fail("search", &err);
         if (mp_output_prepare(a.plot, sc.force, &probe, &err) != MP_OK)
             return mp_cli_fail("search", &err);
         if (!mp_plot_find_gnuplot(gp, sizeof gp)) {

@@ -7,13 +7,11 @@
  * written, so any size the engine runs can be written); --trace writes Chrome
  * trace JSON; --plot draws with gnuplot (the pipeline, and the memory next to
  * it as NAME-memory.EXT). Files are written as core/output.h says. */
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -341,39 +339,21 @@ static int print_data(FILE *f, cJSON *root, mp_format format, const mp_timeline 
     return 0;
 }
 
-/* path with its folder resolved (the file itself may not exist yet) */
-static bool canonical_path(const char *path, char *out, size_t size)
-{
-    char dir[PATH_MAX], real[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    return realpath(dir, real) && snprintf(out, size, "%s/%s", real, base) < (int)size;
-}
-
-/* Whether two output names are one file (the later write replaced the earlier). */
-static bool same_output(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-        return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    char ca[PATH_MAX], cb[PATH_MAX];
-    return canonical_path(a, ca, sizeof ca) && canonical_path(b, cb, sizeof cb) &&
-           !strcmp(ca, cb);
-}
-
 /* Where the outputs go, and whether gnuplot is there, before anything is
  * simulated: a refused path or a missing gnuplot costs nothing. */
-static int check_outputs(const sim_args *a)
+static int check_outputs(const sim_args *a, const mp_cli_config *cc)
 {
     mp_error err;
     mp_error_clear(&err);
     mp_output o;
+    char memory[4096] = "";
+    if (a->plot_path)
+        mp_plot_memory_path(a->plot_path, memory, sizeof memory);
+    if (mp_cli_output_not_input("--trace", a->trace_path, cc, a->plan_path, &err) != MP_OK ||
+        mp_cli_output_not_input("--plot", a->plot_path, cc, a->plan_path, &err) != MP_OK ||
+        mp_cli_output_not_input("--plot", a->plot_path ? memory : NULL, cc, a->plan_path,
+                                &err) != MP_OK)
+        return mp_cli_fail(VERB, &err);
     if (a->trace_path && mp_output_prepare(a->trace_path, a->force, &o, &err) != MP_OK)
         return mp_cli_fail(VERB, &err);
     if (a->plot_path) {
@@ -388,8 +368,8 @@ static int check_outputs(const sim_args *a)
             return mp_cli_fail(VERB, &err);
         /* the trace written, then drawn over without a word */
         if (a->trace_path && strcmp(a->trace_path, "-")) {
-            const char *clash = same_output(a->trace_path, a->plot_path) ? a->plot_path
-                                : same_output(a->trace_path, mem)         ? mem
+            const char *clash = mp_cli_same_file(a->trace_path, a->plot_path) ? a->plot_path
+                                : mp_cli_same_file(a->trace_path, mem)         ? mem
                                                                           : NULL;
             if (clash) {
                 mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--trace",
@@ -694,7 +674,7 @@ int cmd_simulate(int argc, char **argv)
     if (!a.unit_ops && !a.plan_path && !cc.have_model)
         return fail_input("--model", "required: a plan file, --model and --gpus, or --unit-ops "
                                      "(see megaplan simulate --help)");
-    if ((rc = check_outputs(&a)) >= 0)
+    if ((rc = check_outputs(&a, &cc)) >= 0)
         return rc;
     if (cc.format != MP_FORMAT_TABLE && output_takes_stdout(&a))
         return fail_input("--format", "a --trace or --plot file is standard output: the "

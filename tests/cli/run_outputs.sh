@@ -89,6 +89,25 @@ if command -v gnuplot >/dev/null 2>&1; then
         bad "--plot did not draw into the symlinks' targets"
 fi
 
+# --- an output that is an input of the run: refused, the input kept (search -o
+# over the --model file, --trace over the plan: each replaced it, exit 0) ---
+"$bin" models --format yaml 125M >model.yaml
+cp plan.yaml plan-in.yaml
+for cmd in "search --model model.yaml --gpus 8 -o model.yaml" "search --model ./model.yaml --gpus 8 -o model.yaml" \
+           "simulate plan-in.yaml --trace plan-in.yaml" "exec plan-in.yaml --np 1 --trace ./plan-in.yaml"; do
+    # shellcheck disable=SC2086
+    "$bin" $cmd >out.txt 2>err.txt
+    rc=$?
+    if grep -q "was not built" err.txt; then
+        echo "SKIP $cmd: the executor is not built"
+    else
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
+            grep -q "^megaplan [a-z]*: [-a-z]*: [./a-z-]*\.yaml is an input of this run: writing it would replace it" err.txt &&
+            ok || bad "$cmd: exit $rc: $(cat err.txt)"
+    fi
+done
+grep -q '^name: gpt3-125m' model.yaml && cmp -s plan.yaml plan-in.yaml && ok || bad "an input was replaced by an output"
+
 # --- --trace naming a picture of --plot: refused before anything is written
 # (the plot was drawn over the trace, exit 0) ---
 if command -v gnuplot >/dev/null 2>&1; then

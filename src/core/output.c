@@ -200,8 +200,12 @@ static mp_status write_fd(const mp_output *o, const char *data, size_t len, mp_e
     const char *name = o->kind == MP_OUT_FD && o->fd == 1 ? "standard output" : o->path;
     if (o->kind == MP_OUT_FD && o->fd == 1) {
         /* through stdio, so it keeps its place among what the CLI prints */
-        if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
-            return io_error(err, name, errno);
+        if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
+            mp_status st = io_error(err, name, errno);
+            /* said here: main's check of stdout at exit would say it again */
+            clearerr(stdout);
+            return st;
+        }
         return MP_OK;
     }
     int fd = o->fd;

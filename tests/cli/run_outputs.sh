@@ -58,6 +58,16 @@ grep -q '^megaplan_plan: 1' stdout.txt && ok || bad "search -o -: no plan on std
 grep -q '^rank ' stdout.txt && bad "search -o -: the table is mixed into the plan" || ok
 grep -q '^rank ' err.txt && ok || bad "search -o -: the table is not on stderr"
 [ ! -e ./- ] && ok || bad "search -o - made a file named -"
+# standard output that refuses the write: one line (main's check of stdout said it again)
+if [ -c /dev/full ]; then
+    for cmd in "search -o -" "sim --trace -"; do
+        $cmd >/dev/full 2>err.txt
+        rc=$?
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] &&
+            grep -q ': standard output: cannot write: No space left on device$' err.txt &&
+            ok || bad "$cmd >/dev/full: exit $rc: $(cat err.txt)"
+    done
+fi
 search -o /dev/stdout >stdout2.txt 2>/dev/null && ok || bad "search -o /dev/stdout"
 grep -q '^megaplan_plan: 1' stdout2.txt && ok || bad "search -o /dev/stdout: no plan on stdout"
 sim --trace - >trace-stdout.json 2>err.txt && ok || bad "simulate --trace -: $(cat err.txt)"

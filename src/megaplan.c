@@ -51,6 +51,8 @@ int main(int argc, char **argv)
     const mp_verb *v = mp_verb_find(name);
     if (v)
         return finish_output(name, v->run(argc - 1, argv + 1));
-    fprintf(stderr, "megaplan: '%.80s' is not a verb (megaplan --help lists them)\n", name);
+    char shown[81];
+    fprintf(stderr, "megaplan: '%s' is not a verb (megaplan --help lists them)\n",
+            mp_cli_shown(name, shown, sizeof shown));
     return 2;
 }

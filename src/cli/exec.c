@@ -203,6 +203,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
     mp_exec_opts_default(&a->o);
 #endif
     mp_opt_seen seen = {0};
+    char shown[256]; /* an argument as an error line shows it */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -224,12 +225,14 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
                 char msg[160];
                 mp_opt_unknown(&mp_doc_exec, NULL, arg, msg, sizeof msg);
                 if (loud)
-                    fprintf(stderr, "megaplan exec: %.*s: %s\n", (int)strcspn(arg, "="), arg, msg);
+                    fprintf(stderr, "megaplan exec: %.*s: %s\n", (int)strcspn(arg, "="),
+                            mp_cli_shown(arg, shown, sizeof shown), msg);
                 return 2;
             }
             if (a->plan) {
                 if (loud)
-                    fprintf(stderr, "megaplan exec: %s: only one plan file\n", arg);
+                    fprintf(stderr, "megaplan exec: %s: only one plan file\n",
+                            mp_cli_shown(arg, shown, sizeof shown));
                 return 2;
             }
             a->plan = arg;
@@ -336,8 +339,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         if (!ok) {
             if (loud)
-                fprintf(stderr, "megaplan exec: %s: '%s': expected %s\n", name, val,
-                        expected(o->id));
+                fprintf(stderr, "megaplan exec: %s: '%s': expected %s\n", name,
+                        mp_cli_shown(val, shown, sizeof shown), expected(o->id));
             return 2;
         }
     }

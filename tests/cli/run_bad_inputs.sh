@@ -297,6 +297,11 @@ hardening() {
             fi
         done
     fi
+    # a newline in an argument split the error line in two (exec, calibrate, the verb name)
+    nl=$(printf 'a\nb')
+    check exec-newline "^megaplan exec: --steps: 'a b': expected" "$bin" exec plan.yaml --steps "$nl"
+    check calibrate-newline "^megaplan calibrate: --name: 'a b' must be" "$bin" calibrate --name "$nl"
+    check verb-newline "^megaplan: 'a b' is not a verb" "$bin" "$nl"
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 
     # --- one setting, given twice ---

@@ -79,6 +79,17 @@ static mp_status folder_writable(const char *path, const char *file, mp_error *e
         return io_error(err, path, ENOTDIR);
     if (access(dir, W_OK | X_OK) != 0)
         return io_error(err, path, errno);
+    /* access() lets root write anywhere, yet a file system may still refuse
+     * (sysfs, a FUSE mount): make the temporary file the write will make,
+     * so a long run (exec, calibrate) learns it before it starts */
+    char probe[4200];
+    if (snprintf(probe, sizeof probe, "%s/.megaplan-probe.XXXXXX", dir) < (int)sizeof probe) {
+        int fd = mkstemp(probe);
+        if (fd < 0)
+            return io_error(err, path, errno);
+        close(fd);
+        unlink(probe);
+    }
     return MP_OK;
 }
 

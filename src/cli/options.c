@@ -227,8 +227,8 @@ static mp_status parse_tokens(const char *opt, const char *value, double *out, m
         return bad_option(err, opt, "expected a token count such as 3e11 or 300B, got '%s'",
                           value);
     v *= scale;
-    if (!(v > 0) || !isfinite(v) || v > 1e18)
-        return bad_option(err, opt, "must be a positive count up to 1e18, got '%s'", value);
+    if (!(v >= 1) || !isfinite(v) || v > 1e18)
+        return bad_option(err, opt, "must be a count from 1 to 1e18, got '%s'", value);
     *out = v;
     return MP_OK;
 }

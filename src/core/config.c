@@ -289,6 +289,9 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return st;
     if (m->heads < 1 || m->kv_heads < 1 || m->layers < 1 || m->seq < 1)
         return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
+    /* 0 is "not asked"; a fraction of one token is no training run */
+    if (t->tokens > 0 && t->tokens < 1)
+        return FAIL("tokens", "must be 0 (not asked) or at least 1 token (got %g)", t->tokens);
     if ((st = mp_config_check_moe(c, err)) != MP_OK)
         return st;
     if ((st = mp_config_check_recompute(c, err)) != MP_OK)

@@ -587,6 +587,8 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
                                     given[same], o->arg ? value : o->name);
             given[same] = o->arg ? value : o->name;
         }
+        if (o->id != OPT_FORMAT && !out->first_option)
+            out->first_option = o->name;
         mp_status st = apply(out, o, value, err);
         if (st != MP_OK)
             return st;

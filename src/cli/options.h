@@ -56,6 +56,9 @@ typedef struct mp_cli_config {
     int64_t published_global_batch;
     double moe_imbalance; /* --moe-imbalance: the model's moe.imbalance once it is loaded */
     bool fp8_in_set;      /* search compares fp8 (--fix precision=bf16|fp8): --fp8-recipe applies */
+    /* the first option given other than --format (NULL: none): a plan file
+     * takes none of them (set covers only some, and the rest were dropped) */
+    const char *first_option;
 } mp_cli_config;
 
 /* The shared options' rows, for the verbs' --help. */

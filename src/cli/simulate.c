@@ -596,7 +596,7 @@ static int run_config(mp_cli_config *cc, const sim_args *a, mp_sim_options *opt)
     const mp_config *cfg;
     char defaults[2048] = "";
     if (a->plan_path) {
-        if (cc->have_model || cc->have_gpus || cc->set)
+        if (cc->have_model || cc->have_gpus || cc->set || cc->first_option)
             return fail_input(a->plan_path,
                               "give a plan file or a configuration's options, not both");
         plan = calloc(1, sizeof *plan);

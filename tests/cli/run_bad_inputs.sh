@@ -246,6 +246,12 @@ plan() {
     file_check plan-act-cache-bf16 p17.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64, fp8_act_cache: deepseek}\nparallel: {tp: 1, pp: 8, dp: 8, ep: 8}\n' "${S}p17\.yaml:4:55: training\.fp8_act_cache: deepseek caches FP8 with DeepSeek-V3's 1x128 tiles: it needs precision fp8 with fp8_recipe blockwise" simulate
     check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
     file_check plan-tokens-fraction p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 0.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or at least 1 token" simulate
+    # an option a plan file does not take was dropped without a word (--hw-set memory=1GiB: "fits: yes")
+    file okplan.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\n"
+    for o in "--hw-set memory=1GiB" "--p2p-overlap on" "--cuda-graph-scope attn" "--optimizer-moments bf16"; do
+        # shellcheck disable=SC2086
+        check "plan-with $o" "^megaplan estimate: okplan\.yaml: give a plan file or a configuration's options, not both$" "$bin" estimate okplan.yaml $o
+    done
     file_check plan-version p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" simulate
     file_check plan-predicted p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n" "${S}p9\.yaml:5:12: predicted: expected a mapping" simulate
     file_check plan-not-a-plan p7.yaml 'model: gpt3-125m\n' "${S}p7\.yaml:1:1: megaplan_plan: missing" simulate

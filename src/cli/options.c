@@ -13,6 +13,7 @@
 #include "core/fields.h"
 #include "core/io.h"
 #include "core/layout.h"
+#include "core/output.h"
 #include "core/tables.h"
 #include "core/units.h"
 
@@ -646,14 +647,9 @@ static bool canonical_path(const char *path, char *out, size_t size)
 {
     char dir[PATH_MAX], real[PATH_MAX];
     const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    return realpath(dir, real) && snprintf(out, size, "%s/%s", real, base) < (int)size;
+    mp_output_folder(path, dir, sizeof dir);
+    return realpath(dir, real) &&
+           snprintf(out, size, "%s/%s", real, slash ? slash + 1 : path) < (int)size;
 }
 
 bool mp_cli_same_file(const char *a, const char *b)

@@ -62,16 +62,21 @@ static mp_status follow_dangling(const char *path, char *out, size_t size, mp_er
 /* A regular file is written beside itself and renamed into place: its
  * folder must exist and take a new file. Checked here, before the work
  * whose result it holds (exec's run, a search), not after it. */
+void mp_output_folder(const char *file, char *dir, size_t size)
+{
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        snprintf(dir, size, ".");
+    else if (slash == file)
+        snprintf(dir, size, "/");
+    else
+        snprintf(dir, size, "%.*s", (int)(slash - file), file);
+}
+
 static mp_status folder_writable(const char *path, const char *file, mp_error *err)
 {
     char dir[4096];
-    const char *slash = strrchr(file, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == file)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
+    mp_output_folder(file, dir, sizeof dir);
     struct stat st;
     if (stat(dir, &st) != 0)
         return io_error(err, path, errno);

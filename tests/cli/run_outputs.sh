@@ -12,6 +12,22 @@ cd "$T" || exit 1
 
 search() { "$bin" search --model 125M --gpus 8 --no-simulate --top 1 "$@"; }
 sim() { "$bin" simulate --unit-ops --pp 2 --micro-batches 4 "$@"; }
+# refused_at_once REGEX CMD: megaplan CMD (words split) is refused with exit 2,
+# one stderr line matching the extended REGEX and nothing on stdout (skipped
+# where the executor is not built)
+refused_at_once() {
+    ra_want=$1
+    shift
+    # shellcheck disable=SC2086
+    "$bin" $* >out.txt 2>err.txt
+    rc=$?
+    if grep -q "was not built" err.txt; then
+        echo "SKIP $*: the executor is not built"
+    else
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
+            grep -Eq "$ra_want" err.txt && ok || bad "$*: exit $rc: $(head -3 err.txt)"
+    fi
+}
 
 # --- a regular file: written by rename, mode kept ---
 search -o plan.yaml >out.txt 2>err.txt && ok || bad "search -o plan.yaml: $(cat err.txt)"
@@ -105,16 +121,7 @@ fi
 cp plan.yaml plan-in.yaml
 for cmd in "search --model model.yaml --gpus 8 -o model.yaml" "search --model ./model.yaml --gpus 8 -o model.yaml" \
            "simulate plan-in.yaml --trace plan-in.yaml" "exec plan-in.yaml --np 1 --trace ./plan-in.yaml"; do
-    # shellcheck disable=SC2086
-    "$bin" $cmd >out.txt 2>err.txt
-    rc=$?
-    if grep -q "was not built" err.txt; then
-        echo "SKIP $cmd: the executor is not built"
-    else
-        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
-            grep -q "^megaplan [a-z]*: [-a-z]*: [./a-z-]*\.yaml is an input of this run: writing it would replace it" err.txt &&
-            ok || bad "$cmd: exit $rc: $(cat err.txt)"
-    fi
+    refused_at_once "^megaplan [a-z]+: [-a-z]+: [./a-z-]+\.yaml is an input of this run: writing it would replace it" $cmd
 done
 grep -q '^name: gpt3-125m' model.yaml && cmp -s plan.yaml plan-in.yaml && ok || bad "an input was replaced by an output"
 
@@ -161,29 +168,14 @@ done
 for cmd in "exec plan.yaml --np 1 --trace nodir/t.json" "calibrate --np 1 -o nodir/c.yaml" \
            "search --model 125M --gpus 8 -o nodir/x.yaml" \
            "simulate --unit-ops --pp 2 --micro-batches 4 --trace ro.yaml/t.json"; do
-    "$bin" $cmd >out.txt 2>err.txt
-    rc=$?
-    if grep -q "was not built" err.txt; then
-        echo "SKIP $cmd: the executor is not built"
-    else
-        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
-            grep -Eq ': (nodir/[a-z]+|ro\.yaml/t)\.(json|yaml): cannot write: (No such file or directory|Not a directory)$' err.txt &&
-            ok || bad "$cmd: exit $rc: $(cat err.txt)"
-    fi
+    refused_at_once ': (nodir/[a-z]+|ro\.yaml/t)\.(json|yaml): cannot write: (No such file or directory|Not a directory)$' $cmd
 done
 # a folder access() calls writable that refuses a new file (sysfs, even for root):
 # refused before any rank starts (calibrate measured, then failed under mpirun's lines)
 if [ -d /sys/kernel ] && ! (: >/sys/megaplan-probe) 2>/dev/null; then
     printf 'megaplan_plan: 1\nmodel: {name: t, arch: gpt, layers: 1, hidden: 64, heads: 2, vocab: 128, seq: 32}\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1}\n' >one.yaml
     for cmd in "calibrate --np 1 -o /sys/c.yaml" "exec one.yaml --np 1 --trace /sys/t.json"; do
-        "$bin" $cmd >out.txt 2>err.txt
-        rc=$?
-        if grep -q "was not built" err.txt; then
-            echo "SKIP $cmd: the executor is not built"
-        else
-            [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q ': /sys/[ct]\.[a-z]*: cannot write: ' err.txt &&
-                ok || bad "$cmd: exit $rc: $(head -3 err.txt)"
-        fi
+        refused_at_once ': /sys/[ct]\.[a-z]+: cannot write: ' $cmd
     done
 fi
 search -o ro.yaml --force >/dev/null 2>err.txt && ok || bad "search -o ro.yaml --force: $(cat err.txt)"

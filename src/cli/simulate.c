@@ -660,7 +660,8 @@ int cmd_simulate(int argc, char **argv)
     int rc = parse_own(argc, argv, &a);
     if (rc >= 0)
         return rc;
-    if (cc.format == MP_FORMAT_MEGATRON)
+    /* (deepspeed and torchtitan printed the table) */
+    if (cc.format != MP_FORMAT_TABLE && cc.format != MP_FORMAT_JSON && cc.format != MP_FORMAT_YAML)
         return fail_input("--format", "simulate writes table, json or yaml");
     if (a.events && cc.format != MP_FORMAT_JSON)
         return fail_input("--events", "the per-op events come with --format json");

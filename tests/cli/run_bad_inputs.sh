@@ -313,6 +313,9 @@ hardening() {
     check exec-newline "^megaplan exec: --steps: 'a b': expected" "$bin" exec plan.yaml --steps "$nl"
     check calibrate-newline "^megaplan calibrate: --name: 'a b' must be" "$bin" calibrate --name "$nl"
     check verb-newline "^megaplan: 'a b' is not a verb" "$bin" "$nl"
+    # a framework format the verb does not write: refused (the table came instead, exit 0)
+    check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
+    check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 
     # --- one setting, given twice ---

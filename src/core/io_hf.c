@@ -221,9 +221,22 @@ static mp_status yarn_keys_known(const hf_ctx *cx, const cJSON *rope, bool deeps
  * longrope), a YaRN key that changes the angles beyond those
  * (attention_factor; mscale outside DeepSeek) or a YaRN key not known at all
  * is refused rather than dropped. */
+/* transformers turns int(head_dim * partial_rotary_factor) dimensions of each
+ * head, whatever the rope_type (_compute_default_rope_parameters reads it from
+ * the config, or from rope_parameters); megaplan turns them all */
+static mp_status partial_rotary_is_one(const hf_ctx *cx, const cJSON *obj, mp_error *err)
+{
+    const cJSON *prf = cJSON_GetObjectItemCaseSensitive(obj, "partial_rotary_factor");
+    if (prf && !cJSON_IsNull(prf) && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
+        return hf_fail(cx, "partial_rotary_factor", err,
+                       "only 1 (every head dim turned) is modelled");
+    return MP_OK;
+}
+
 static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_error *err)
 {
     TRY(hf_rope_theta(cx, cx->root, &m->attn.rope_theta, err));
+    TRY(partial_rotary_is_one(cx, cx->root, err));
     const char *key = "rope_scaling";
     const cJSON *rope = cJSON_GetObjectItemCaseSensitive(cx->root, key);
     if (!rope || cJSON_IsNull(rope)) {
@@ -235,6 +248,7 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_erro
     if (!cJSON_IsObject(rope))
         return hf_fail(cx, key, err, "expected an object");
     TRY(hf_rope_theta(cx, rope, &m->attn.rope_theta, err));
+    TRY(partial_rotary_is_one(cx, rope, err));
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rope, "rope_type");
     if (!rt || cJSON_IsNull(rt))
         rt = cJSON_GetObjectItemCaseSensitive(rope, "type"); /* the older name */
@@ -256,10 +270,6 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_erro
                        "only rope_type default and yarn are modelled (their angles change "
                        "what a run computes)");
     TRY(yarn_keys_known(cx, rope, deepseek, err));
-    const cJSON *prf = cJSON_GetObjectItemCaseSensitive(cx->root, "partial_rotary_factor");
-    if (prf && !cJSON_IsNull(prf) && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
-        return hf_fail(cx, "partial_rotary_factor", err,
-                       "only 1 (every head dim turned) is modelled");
     struct mp_attn *a = &m->attn;
     a->rope_yarn = true;
     if (!cJSON_GetObjectItemCaseSensitive(rope, "factor"))

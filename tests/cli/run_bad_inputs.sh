@@ -148,6 +148,8 @@ core() {
     # a NUL ended cJSON's text: what came before it was read as the whole file
     file_check hf-nul hf14.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}\n\000\377garbage' "${M}hf14\\.json:2:1: JSON syntax error: control character 0x00" models
     file_check hf-escaped-nul hf15.json '{"model_type": "gpt2\\u0000x", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "${M}hf15\\.json:1:21: JSON string with \\\\u0000" models
+    # transformers turns head_dim x partial_rotary_factor dims whatever the rope_type: it was read only with yarn
+    file_check hf-partial-rotary hf17.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "partial_rotary_factor": 0.5}' "${M}hf17\\.json:3:2: partial_rotary_factor: only 1 \\(every head dim turned\\) is modelled" models
     file_check hf-trailing hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x' "${M}hf6\.json:1:[0-9]+: JSON syntax error" models
 
     # --- hardware profiles ---

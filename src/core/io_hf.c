@@ -1085,13 +1085,34 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
     /* JSON has no raw control characters (a string escapes them): a NUL or
      * another one is a binary or corrupt file, where cJSON would stop at the
      * NUL and read what came before it as the whole file */
+    /* nor nesting past cJSON's limit, which it reports as a syntax error */
+    int depth = 0;
+    bool in_string = false, escaped = false;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)text[i];
+        int line, col;
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-            int line, col;
             text_position(text, text + i, &line, &col);
             return mp_error_set(err, MP_EINPUT, origin, line, col, NULL,
                                 "JSON syntax error: control character 0x%02x (a binary file?)", c);
+        }
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > CJSON_NESTING_LIMIT) {
+                text_position(text, text + i, &line, &col);
+                return mp_error_set(err, MP_EINPUT, origin, line, col, NULL,
+                                    "nested deeper than %d levels: refused", CJSON_NESTING_LIMIT);
+            }
+        } else if (c == '}' || c == ']') {
+            depth--;
         }
     }
     const char *end = NULL;

@@ -152,7 +152,7 @@ core() {
     file_check hf-partial-rotary hf17.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "partial_rotary_factor": 0.5}' "${M}hf17\\.json:3:2: partial_rotary_factor: only 1 \\(every head dim turned\\) is modelled" models
     # past cJSON's nesting limit: said so (it was "JSON syntax error (or truncated file)")
     { printf '{"model_type": "gpt2", "x": '; printf '%.0s[' $(seq 1001); printf '%.0s]' $(seq 1001); printf '}'; } >hfdeep.json
-    check hf-deep "${M}hfdeep\\.json:1:1029: nested deeper than 1000 levels: refused$" "$bin" models hfdeep.json
+    check hf-deep "${M}hfdeep\\.json:1:1028: nested deeper than 1000 levels: refused$" "$bin" models hfdeep.json
     file_check hf-trailing hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x' "${M}hf6\.json:1:[0-9]+: JSON syntax error" models
 
     # --- hardware profiles ---

@@ -31,16 +31,16 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
         mp_cli_usage(stdout);
-        return 0;
+        return finish_output("--help", 0);
     }
     if (!strcmp(name, "help"))
-        return mp_cli_help(argc - 1, argv + 1);
+        return finish_output("help", mp_cli_help(argc - 1, argv + 1));
     /* the build writes the man page and the completions with this */
     if (!strcmp(name, "--generate") && argc == 3)
         return finish_output(name, mp_cli_generate(argv[2], stdout));
     if (!strcmp(name, "--version")) {
         printf("megaplan %s\n", MEGAPLAN_VERSION);
-        return 0;
+        return finish_output("--version", 0);
     }
     /* --backend cuda runs in megaplan-cuda, the build with the CUDA libraries */
     if (!strcmp(name, "exec") || !strcmp(name, "calibrate")) {
@@ -51,6 +51,8 @@ int main(int argc, char **argv)
     const mp_verb *v = mp_verb_find(name);
     if (v)
         return finish_output(name, v->run(argc - 1, argv + 1));
-    fprintf(stderr, "megaplan: '%.80s' is not a verb (megaplan --help lists them)\n", name);
+    char shown[81];
+    fprintf(stderr, "megaplan: '%s' is not a verb (megaplan --help lists them)\n",
+            mp_cli_shown(name, shown, sizeof shown));
     return 2;
 }

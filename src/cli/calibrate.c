@@ -68,6 +68,7 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
     memset(a, 0, sizeof *a);
     a->name = "cpu-local";
     mp_opt_seen seen = {0};
+    char shown[256]; /* an argument as an error line shows it */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -86,7 +87,8 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             else
                 snprintf(msg, sizeof msg, "unknown argument (see megaplan calibrate --help)");
             if (loud)
-                fprintf(stderr, "megaplan calibrate: %s: %s\n", arg, msg);
+                fprintf(stderr, "megaplan calibrate: %s: %s\n", mp_cli_shown(arg, shown, sizeof shown),
+                        msg);
             return 2;
         }
         if (found < 0) {
@@ -99,6 +101,12 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
                 fprintf(stderr, "megaplan calibrate: %s: %s\n", err.field, err.msg);
             return 2;
         }
+        if (o->arg && val && !*val) {
+            /* an empty file name passed every check and failed only after the run */
+            if (loud)
+                fprintf(stderr, "megaplan calibrate: %s: needs a value\n", o->name);
+            return 2;
+        }
         if (o->id == C_FORCE) {
             a->force = true;
             continue;
@@ -109,7 +117,8 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             long n = strtol(val, &end, 10);
             if (errno || end == val || *end || n < 1 || n > 4096) {
                 if (loud)
-                    fprintf(stderr, "megaplan calibrate: --np: bad value '%s' (1..4096)\n", val);
+                    fprintf(stderr, "megaplan calibrate: --np: bad value '%s' (1..4096)\n",
+                            mp_cli_shown(val, shown, sizeof shown));
                 return 2;
             }
             a->np = (int)n;
@@ -119,7 +128,7 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             if (strcmp(val, "cpu") && strcmp(val, "cuda")) {
                 if (loud)
                     fprintf(stderr, "megaplan calibrate: --backend: bad value '%s' (cpu, cuda)\n",
-                            val);
+                            mp_cli_shown(val, shown, sizeof shown));
                 return 2;
             }
             a->backend = val;
@@ -134,7 +143,7 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             if (!good) {
                 if (loud)
                     fprintf(stderr, "megaplan calibrate: --name: '%s' must be 1-47 of a-z 0-9 "
-                                    "- _ .\n", val);
+                                    "- _ .\n", mp_cli_shown(val, shown, sizeof shown));
                 return 2;
             }
             a->name = val;

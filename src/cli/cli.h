@@ -26,5 +26,8 @@ int cmd_calibrate(int argc, char **argv);
 /* Prints "megaplan <verb>: file:line:col: field: message" to stderr and
  * returns the exit status for err->code. */
 int mp_cli_fail(const char *verb, const mp_error *err);
+/* s as an error line may show it: control characters (a newline in an
+ * argument would split the line) as spaces, cut to fit buf. Returns buf. */
+const char *mp_cli_shown(const char *s, char *buf, size_t size);
 
 #endif

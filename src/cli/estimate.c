@@ -224,7 +224,7 @@ int cmd_estimate(int argc, char **argv)
     const mp_config *cfg = &cc.config;
     char defaults[2048] = "";
     if (plan_path) {
-        if (cc.have_model || cc.have_gpus || cc.set) {
+        if (cc.have_model || cc.have_gpus || cc.set || cc.first_option) {
             mp_error_set(&err, MP_EINPUT, NULL, 0, 0, plan_path,
                          "give a plan file or a configuration's options, not both");
             return mp_cli_fail("estimate", &err);

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/mpi_launch.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "megaplan_config.h"
 
@@ -202,6 +203,7 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
     mp_exec_opts_default(&a->o);
 #endif
     mp_opt_seen seen = {0};
+    char shown[256]; /* an argument as an error line shows it */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -223,12 +225,14 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
                 char msg[160];
                 mp_opt_unknown(&mp_doc_exec, NULL, arg, msg, sizeof msg);
                 if (loud)
-                    fprintf(stderr, "megaplan exec: %.*s: %s\n", (int)strcspn(arg, "="), arg, msg);
+                    fprintf(stderr, "megaplan exec: %.*s: %s\n", (int)strcspn(arg, "="),
+                            mp_cli_shown(arg, shown, sizeof shown), msg);
                 return 2;
             }
             if (a->plan) {
                 if (loud)
-                    fprintf(stderr, "megaplan exec: %s: only one plan file\n", arg);
+                    fprintf(stderr, "megaplan exec: %s: only one plan file\n",
+                            mp_cli_shown(arg, shown, sizeof shown));
                 return 2;
             }
             a->plan = arg;
@@ -237,6 +241,12 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         if (mp_opt_once(&seen, o, val, arg, &err) < 0) {
             if (loud)
                 fprintf(stderr, "megaplan exec: %s: %s\n", err.field, err.msg);
+            return 2;
+        }
+        if (o->arg && val && !*val) {
+            /* an empty file name passed every check and failed only after the run */
+            if (loud)
+                fprintf(stderr, "megaplan exec: %s: needs a value\n", o->name);
             return 2;
         }
         const char *name = o->name;
@@ -329,8 +339,8 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
         }
         if (!ok) {
             if (loud)
-                fprintf(stderr, "megaplan exec: %s: '%s': expected %s\n", name, val,
-                        expected(o->id));
+                fprintf(stderr, "megaplan exec: %s: '%s': expected %s\n", name,
+                        mp_cli_shown(val, shown, sizeof shown), expected(o->id));
             return 2;
         }
     }
@@ -751,7 +761,10 @@ int cmd_exec(int argc, char **argv)
         /* where --trace goes is settled before any rank starts work */
         mp_output o;
         mp_error oerr;
-        if (mp_output_prepare(a.trace, a.force, &o, &oerr) != MP_OK)
+        mp_error_clear(&oerr);
+        if (mp_cli_output_not_input("--trace", a.trace, NULL, a.plan, &oerr) != MP_OK ||
+            mp_cli_output_not_input("--trace", a.trace, NULL, a.compare, &oerr) != MP_OK ||
+            mp_output_prepare(a.trace, a.force, &o, &oerr) != MP_OK)
             return loud ? mp_cli_fail("exec", &oerr) : mp_error_exit_status(oerr.code);
     }
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {

@@ -102,6 +102,14 @@ int cmd_explain(int argc, char **argv)
     mp_search_cli sc;
     if (mp_search_cli_parse(&argc, argv, "explain", &sc, &err) != MP_OK)
         return mp_cli_fail("explain", &err);
+    /* (a DeepSpeed or torchtitan config was not written: the table came instead) */
+    if (cc.format == MP_FORMAT_DEEPSPEED || cc.format == MP_FORMAT_TORCHTITAN) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--format",
+                     "explain writes table, json, yaml or megatron (search --format %s writes "
+                     "the winner's config)",
+                     cc.format == MP_FORMAT_DEEPSPEED ? "deepspeed" : "torchtitan");
+        return mp_cli_fail("explain", &err);
+    }
     if (sc.output || sc.n_fix) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : "--fix",
                      "is search's: explain takes the configuration's own options (--tp 8 ...)");

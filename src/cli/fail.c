@@ -8,3 +8,12 @@ int mp_cli_fail(const char *verb, const mp_error *err)
     fprintf(stderr, "megaplan %s: %s\n", verb, mp_error_format(err, line, sizeof line));
     return mp_error_exit_status(err->code);
 }
+
+const char *mp_cli_shown(const char *s, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", s ? s : "");
+    for (char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    return buf;
+}

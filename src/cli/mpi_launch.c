@@ -2,6 +2,7 @@
 #include "cli/mpi_launch.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,34 @@ bool mp_cli_launcher_rank0(void)
     if (!r)
         r = getenv("PMI_RANK");
     return !r || !strcmp(r, "0");
+}
+
+/* Copies fd to standard output until its writers are gone; the errno of the
+ * first failed write (0: none). After one, the rest is read and dropped, so
+ * mpirun never blocks on a full pipe. */
+static int copy_output(int fd)
+{
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN); /* a closed reader: EPIPE, said */
+    int lost = 0;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (ssize_t done = 0; !lost && done < n;) {
+            ssize_t w = write(1, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                lost = w < 0 ? errno : EIO;
+            else
+                done += w;
+        }
+    }
+    signal(SIGPIPE, old_pipe);
+    return lost;
 }
 
 int mp_cli_mpirun(const char *verb, int argc, char **argv, int np)
@@ -75,13 +104,29 @@ int mp_cli_mpirun_extra(const char *verb, int argc, char **argv, int np,
     args[k] = NULL;
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
+    /* mpirun forwards the ranks' standard output and ignores a failed write
+     * (a full disk: the report or the profile lost, exit 0): it writes into
+     * a pipe, and this process copies that to its own output, where a
+     * failure is seen and said */
+    int out_pipe[2];
+    if (pipe(out_pipe) != 0) {
         fprintf(stderr, "megaplan %s: cannot start %s: %s\n", verb, mpirun, strerror(errno));
         free(args);
         return 1;
     }
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "megaplan %s: cannot start %s: %s\n", verb, mpirun, strerror(errno));
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+        free(args);
+        return 1;
+    }
     if (pid == 0) {
+        close(out_pipe[0]);
+        if (dup2(out_pipe[1], 1) < 0)
+            _exit(127);
+        close(out_pipe[1]);
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
         execvp(mpirun, args);
         fprintf(stderr, "megaplan %s: cannot run %s: %s (install Open MPI: openmpi-bin)\n",
@@ -89,6 +134,9 @@ int mp_cli_mpirun_extra(const char *verb, int argc, char **argv, int np,
         _exit(127);
     }
     free(args);
+    close(out_pipe[1]);
+    int lost = copy_output(out_pipe[0]);
+    close(out_pipe[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) {
@@ -102,6 +150,15 @@ int mp_cli_mpirun_extra(const char *verb, int argc, char **argv, int np,
     int code = WEXITSTATUS(status);
     if (code == 127)
         return 1;
+    if (lost == EPIPE) {
+        /* the reader left (| head): end as a writer to a closed pipe does */
+        signal(SIGPIPE, SIG_DFL);
+        raise(SIGPIPE);
+    }
+    if (lost) {
+        fprintf(stderr, "megaplan %s: cannot write the output: %s\n", verb, strerror(lost));
+        return code ? code : 1;
+    }
     if (code == 1 || code == 2 || code == 0)
         return code; /* the ranks have said why */
     fprintf(stderr,

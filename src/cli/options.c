@@ -2,15 +2,18 @@
  * the Megatron-LM defaults for whatever the user left out. */
 #include "cli/options.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fields.h"
 #include "core/io.h"
 #include "core/layout.h"
+#include "core/output.h"
 #include "core/tables.h"
 #include "core/units.h"
 
@@ -225,8 +228,8 @@ static mp_status parse_tokens(const char *opt, const char *value, double *out, m
         return bad_option(err, opt, "expected a token count such as 3e11 or 300B, got '%s'",
                           value);
     v *= scale;
-    if (!(v > 0) || !isfinite(v) || v > 1e18)
-        return bad_option(err, opt, "must be a positive count up to 1e18, got '%s'", value);
+    if (!(v >= 1) || !isfinite(v) || v > 1e18)
+        return bad_option(err, opt, "must be a count from 1 to 1e18, got '%s'", value);
     *out = v;
     return MP_OK;
 }
@@ -268,6 +271,14 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         if (cc->n_hw_sets >= MP_CLI_MAX_HW_SETS)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "at most %d overrides",
                                 MP_CLI_MAX_HW_SETS);
+        /* one field set twice: the last one silently won */
+        for (int i = 0; i < cc->n_hw_sets; i++) {
+            size_t klen = (size_t)(strchr(value, '=') - value);
+            if (!strncmp(cc->hw_sets[i], value, klen) && cc->hw_sets[i][klen] == '=')
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt,
+                                    "%.*s is set twice ('%.60s', then '%.60s'): say it once",
+                                    (int)(klen > 64 ? 64 : klen), value, cc->hw_sets[i], value);
+        }
         cc->hw_sets[cc->n_hw_sets++] = value;
         return MP_OK;
     case OPT_SEQ:
@@ -469,9 +480,10 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_NCCL_UB:
         return parse_onoff(opt, value, &p->nccl_ub, err);
     case OPT_PARAM_GATHER_OVERLAP: {
-        bool on;
+        bool on = true;
         mp_status st = parse_onoff(opt, value, &on, err);
-        p->param_gather_sync = !on;
+        if (st == MP_OK)
+            p->param_gather_sync = !on; /* (read an unset bool on a bad value) */
         return st;
     }
     case OPT_PG_WITH_OPT:
@@ -576,6 +588,8 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
                                     given[same], o->arg ? value : o->name);
             given[same] = o->arg ? value : o->name;
         }
+        if (o->id != OPT_FORMAT && !out->first_option)
+            out->first_option = o->name;
         mp_status st = apply(out, o, value, err);
         if (st != MP_OK)
             return st;
@@ -626,6 +640,60 @@ static void name_option(mp_error *err, const char *option)
 {
     if (!err->file[0])
         snprintf(err->field, sizeof err->field, "%s", option);
+}
+
+/* path with its folder resolved (the file itself may not exist yet) */
+static bool canonical_path(const char *path, char *out, size_t size)
+{
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    mp_output_folder(path, dir, sizeof dir);
+    return realpath(dir, real) &&
+           snprintf(out, size, "%s/%s", real, slash ? slash + 1 : path) < (int)size;
+}
+
+bool mp_cli_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ca[PATH_MAX], cb[PATH_MAX];
+    return canonical_path(a, ca, sizeof ca) && canonical_path(b, cb, sizeof cb) &&
+           !strcmp(ca, cb);
+}
+
+static bool is_hw_preset(const char *name)
+{
+    for (int i = 0; i < mp_hw_preset_count(); i++)
+        if (!strcmp(mp_hw_preset_name(i), name))
+            return true;
+    return false;
+}
+
+mp_status mp_cli_output_not_input(const char *opt, const char *out, const mp_cli_config *cc,
+                                  const char *extra, mp_error *err)
+{
+    if (!out || !strcmp(out, "-"))
+        return MP_OK;
+    char config_json[PATH_MAX];
+    const char *model = cc ? cc->model_spec : NULL;
+    const char *inputs[4] = {model, cc ? cc->hw_spec : NULL, extra, NULL};
+    if (model && snprintf(config_json, sizeof config_json, "%s/config.json", model) <
+                     (int)sizeof config_json)
+        inputs[3] = config_json;
+    for (int i = 0; i < 4; i++) {
+        struct stat st;
+        /* only an existing regular file is an input; a preset's name wins
+         * over a file of that name (core/io_model.c, io_hw.c) */
+        if (!inputs[i] || stat(inputs[i], &st) != 0 || !S_ISREG(st.st_mode) ||
+            (!strchr(inputs[i], '/') && (mp_model_preset(inputs[i]) || is_hw_preset(inputs[i]))))
+            continue;
+        if (mp_cli_same_file(out, inputs[i]))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt,
+                                "%.200s is an input of this run: writing it would replace it "
+                                "(give another name)", out);
+    }
+    return MP_OK;
 }
 
 mp_status mp_cli_apply_hw_sets(const mp_cli_config *cc, mp_hw *hw, mp_error *err)

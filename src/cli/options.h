@@ -56,6 +56,9 @@ typedef struct mp_cli_config {
     int64_t published_global_batch;
     double moe_imbalance; /* --moe-imbalance: the model's moe.imbalance once it is loaded */
     bool fp8_in_set;      /* search compares fp8 (--fix precision=bf16|fp8): --fp8-recipe applies */
+    /* the first option given other than --format (NULL: none): a plan file
+     * takes none of them (set covers only some, and the rest were dropped) */
+    const char *first_option;
 } mp_cli_config;
 
 /* The shared options' rows, for the verbs' --help. */
@@ -88,6 +91,13 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err);
 /* Applies the --hw-set overrides of cc to hw (a profile search reaches
  * besides cc's own) and checks the result; err names "--hw-set KEY". */
 mp_status mp_cli_apply_hw_sets(const mp_cli_config *cc, mp_hw *hw, mp_error *err);
+/* Whether two file names are one file (the second need not exist yet). */
+bool mp_cli_same_file(const char *a, const char *b);
+/* An output (opt out) that is a file this run reads -- the --model file (or
+ * its folder's config.json), the --hw file, or extra (a plan; may be NULL) --
+ * is refused: writing it would replace the input. "-" and devices pass. */
+mp_status mp_cli_output_not_input(const char *opt, const char *out, const mp_cli_config *cc,
+                                  const char *extra, mp_error *err);
 
 /* An input error about a config field, not a file, renamed to the option
  * that sets it ("global_batch" -> "--global-batch"). */

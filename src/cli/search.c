@@ -574,7 +574,8 @@ int cmd_search(int argc, char **argv)
         return mp_cli_fail("search", &err);
     /* where -o goes is settled before the search, so a refused path costs nothing */
     mp_output plan_out;
-    if (sc.output && mp_output_prepare(sc.output, sc.force, &plan_out, &err) != MP_OK)
+    if (sc.output && (mp_cli_output_not_input("-o", sc.output, &cc, NULL, &err) != MP_OK ||
+                      mp_output_prepare(sc.output, sc.force, &plan_out, &err) != MP_OK))
         return mp_cli_fail("search", &err);
     progress pg = {.start = wall(), .tty = isatty(2) != 0};
     opt.progress = on_progress;

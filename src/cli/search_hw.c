@@ -175,7 +175,9 @@ static mp_status parse_gpus(const char *s, int64_t *lo, int64_t *hi, mp_error *e
     return MP_OK;
 }
 
-static mp_status load_profiles(const char *list, mp_hwchoice_options *o, mp_error *err)
+/* first: the first profile as given (a name or a file), for the option check below */
+static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *first,
+                               size_t first_size, mp_error *err)
 {
     char buf[1024];
     if (!list) list = "all";
@@ -207,13 +209,15 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, mp_erro
             if (!err->field[0]) snprintf(err->field, sizeof err->field, "--hw");
             return st;
         }
+        if (!o->n_hw) snprintf(first, first_size, "%s", tok);
         o->n_hw++;
     }
     if (!o->n_hw) return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "names no profile");
     return MP_OK;
 }
 
-static mp_status apply_price(const char *item, mp_hwchoice_options *o, mp_error *err)
+/* priced[i]: profile i's price was given already */
+static mp_status apply_price(const char *item, mp_hwchoice_options *o, bool *priced, mp_error *err)
 {
     const char *eq = strchr(item, '=');
     if (!eq || eq == item)
@@ -223,10 +227,14 @@ static mp_status apply_price(const char *item, mp_hwchoice_options *o, mp_error 
         if (strlen(o->hws[i].name) != (size_t)(eq - item) ||
             strncmp(o->hws[i].name, item, (size_t)(eq - item)))
             continue;
+        if (priced[i]) /* the last one silently won */
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price",
+                                "%s is priced twice: say it once", o->hws[i].name);
         double v;
         mp_status st = parse_scaled("--price", eq + 1, NULL, 1e-6, 1e4, "dgx-h100=2.49", &v, err);
         if (st != MP_OK) return st;
         o->hws[i].price_per_gpu_hour = v;
+        priced[i] = true;
         snprintf(o->hws[i].price_date, sizeof o->hws[i].price_date, "given");
         return MP_OK;
     }
@@ -502,9 +510,12 @@ int mp_cmd_search_hw(int argc, char **argv)
     static mp_hwchoice_options o;
     memset(&o, 0, sizeof o);
     o.pue = 1.0;
-    if (load_profiles(a.hw_list, &o, &err) != MP_OK) return mp_cli_fail("search", &err);
+    char first_hw[1024];
+    if (load_profiles(a.hw_list, &o, first_hw, sizeof first_hw, &err) != MP_OK)
+        return mp_cli_fail("search", &err);
+    bool priced[MP_HWCHOICE_MAX_HW] = {false};
     for (int i = 0; i < a.n_prices; i++)
-        if (apply_price(a.prices[i], &o, &err) != MP_OK) return mp_cli_fail("search", &err);
+        if (apply_price(a.prices[i], &o, priced, &err) != MP_OK) return mp_cli_fail("search", &err);
     if (!a.gpus) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--gpus", "needs N or MIN..MAX");
         return mp_cli_fail("search", &err);
@@ -534,7 +545,7 @@ int mp_cmd_search_hw(int argc, char **argv)
     int n = 0;
     for (int i = 0; i < argc; i++) args[n++] = argv[i];
     args[n++] = "--hw";
-    args[n++] = o.hws[0].name;
+    args[n++] = first_hw; /* as given: a profile file's name is not a preset's */
     args[n++] = "--gpus";
     args[n++] = gpus_text;
     args[n] = NULL;
@@ -559,6 +570,15 @@ int mp_cmd_search_hw(int argc, char **argv)
         }
         mp_output probe;
         char gp[4096];
+        if (mp_cli_output_not_input("--plot", a.plot, &cc, NULL, &err) != MP_OK)
+            return mp_cli_fail("search", &err);
+        /* each profile file of --hw too (cc has the first) */
+        char hw_list[1024];
+        snprintf(hw_list, sizeof hw_list, "%s", a.hw_list ? a.hw_list : "");
+        char *save = NULL;
+        for (char *tok = strtok_r(hw_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            if (mp_cli_output_not_input("--plot", a.plot, NULL, tok, &err) != MP_OK)
+                return mp_cli_fail("search", &err);
         if (mp_output_prepare(a.plot, sc.force, &probe, &err) != MP_OK)
             return mp_cli_fail("search", &err);
         if (!mp_plot_find_gnuplot(gp, sizeof gp)) {

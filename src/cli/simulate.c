@@ -341,11 +341,19 @@ static int print_data(FILE *f, cJSON *root, mp_format format, const mp_timeline 
 
 /* Where the outputs go, and whether gnuplot is there, before anything is
  * simulated: a refused path or a missing gnuplot costs nothing. */
-static int check_outputs(const sim_args *a)
+static int check_outputs(const sim_args *a, const mp_cli_config *cc)
 {
     mp_error err;
     mp_error_clear(&err);
     mp_output o;
+    char memory[4096] = "";
+    if (a->plot_path)
+        mp_plot_memory_path(a->plot_path, memory, sizeof memory);
+    if (mp_cli_output_not_input("--trace", a->trace_path, cc, a->plan_path, &err) != MP_OK ||
+        mp_cli_output_not_input("--plot", a->plot_path, cc, a->plan_path, &err) != MP_OK ||
+        mp_cli_output_not_input("--plot", a->plot_path ? memory : NULL, cc, a->plan_path,
+                                &err) != MP_OK)
+        return mp_cli_fail(VERB, &err);
     if (a->trace_path && mp_output_prepare(a->trace_path, a->force, &o, &err) != MP_OK)
         return mp_cli_fail(VERB, &err);
     if (a->plot_path) {
@@ -358,6 +366,18 @@ static int check_outputs(const sim_args *a)
         if (mp_output_prepare(a->plot_path, a->force, &o, &err) != MP_OK ||
             mp_output_prepare(mem, a->force, &o, &err) != MP_OK)
             return mp_cli_fail(VERB, &err);
+        /* the trace written, then drawn over without a word */
+        if (a->trace_path && strcmp(a->trace_path, "-")) {
+            const char *clash = mp_cli_same_file(a->trace_path, a->plot_path) ? a->plot_path
+                                : mp_cli_same_file(a->trace_path, mem)         ? mem
+                                                                          : NULL;
+            if (clash) {
+                mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--trace",
+                             "%.200s is also a picture of --plot (%.200s): give another name",
+                             a->trace_path, clash);
+                return mp_cli_fail(VERB, &err);
+            }
+        }
     }
     return -1;
 }
@@ -576,7 +596,7 @@ static int run_config(mp_cli_config *cc, const sim_args *a, mp_sim_options *opt)
     const mp_config *cfg;
     char defaults[2048] = "";
     if (a->plan_path) {
-        if (cc->have_model || cc->have_gpus || cc->set)
+        if (cc->have_model || cc->have_gpus || cc->set || cc->first_option)
             return fail_input(a->plan_path,
                               "give a plan file or a configuration's options, not both");
         plan = calloc(1, sizeof *plan);
@@ -640,7 +660,8 @@ int cmd_simulate(int argc, char **argv)
     int rc = parse_own(argc, argv, &a);
     if (rc >= 0)
         return rc;
-    if (cc.format == MP_FORMAT_MEGATRON)
+    /* (deepspeed and torchtitan printed the table) */
+    if (cc.format != MP_FORMAT_TABLE && cc.format != MP_FORMAT_JSON && cc.format != MP_FORMAT_YAML)
         return fail_input("--format", "simulate writes table, json or yaml");
     if (a.events && cc.format != MP_FORMAT_JSON)
         return fail_input("--events", "the per-op events come with --format json");
@@ -654,7 +675,7 @@ int cmd_simulate(int argc, char **argv)
     if (!a.unit_ops && !a.plan_path && !cc.have_model)
         return fail_input("--model", "required: a plan file, --model and --gpus, or --unit-ops "
                                      "(see megaplan simulate --help)");
-    if ((rc = check_outputs(&a)) >= 0)
+    if ((rc = check_outputs(&a, &cc)) >= 0)
         return rc;
     if (cc.format != MP_FORMAT_TABLE && output_takes_stdout(&a))
         return fail_input("--format", "a --trace or --plot file is standard output: the "

@@ -40,8 +40,9 @@ int mp_cli_help(int argc, char **argv)
     }
     const mp_verb *v = mp_verb_find(argv[1]);
     if (!v) {
-        fprintf(stderr, "megaplan help: '%.80s' is not a verb (megaplan --help lists them)\n",
-                argv[1]);
+        char shown[81];
+        fprintf(stderr, "megaplan help: '%s' is not a verb (megaplan --help lists them)\n",
+                mp_cli_shown(argv[1], shown, sizeof shown));
         return 2;
     }
     if (argc > 2) {

@@ -289,6 +289,9 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return st;
     if (m->heads < 1 || m->kv_heads < 1 || m->layers < 1 || m->seq < 1)
         return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
+    /* 0 is "not asked"; a fraction of one token is no training run */
+    if (t->tokens > 0 && t->tokens < 1)
+        return FAIL("tokens", "must be 0 (not asked) or at least 1 token (got %g)", t->tokens);
     if ((st = mp_config_check_moe(c, err)) != MP_OK)
         return st;
     if ((st = mp_config_check_recompute(c, err)) != MP_OK)
@@ -311,6 +314,12 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (m->kv_heads % p->tp)
         return FAIL("tp", "tp=%lld does not divide the %lld key/value heads (query groups)",
                     (long long)p->tp, (long long)m->kv_heads);
+    /* Megatron-LM splits the MLP's width over tp (the column- and row-parallel
+     * layers' divide(), megatron/core/tensor_parallel/layers.py) and stops at
+     * start-up where it does not divide; only blocks with a dense MLP have it */
+    if (m->ffn_hidden % p->tp && mp_model_moe_blocks(m) < mp_model_blocks(m))
+        return FAIL("tp", "tp=%lld does not divide the FFN size %lld", (long long)p->tp,
+                    (long long)m->ffn_hidden);
 
     int64_t tpc, tpcd;
     if (__builtin_mul_overflow(p->tp, p->pp, &tpc) || __builtin_mul_overflow(tpc, p->cp, &tpc) ||

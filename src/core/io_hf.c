@@ -4,6 +4,7 @@
  * must have the right type. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/decode.h"
@@ -220,9 +221,22 @@ static mp_status yarn_keys_known(const hf_ctx *cx, const cJSON *rope, bool deeps
  * longrope), a YaRN key that changes the angles beyond those
  * (attention_factor; mscale outside DeepSeek) or a YaRN key not known at all
  * is refused rather than dropped. */
+/* transformers turns int(head_dim * partial_rotary_factor) dimensions of each
+ * head, whatever the rope_type (_compute_default_rope_parameters reads it from
+ * the config, or from rope_parameters); megaplan turns them all */
+static mp_status partial_rotary_is_one(const hf_ctx *cx, const cJSON *obj, mp_error *err)
+{
+    const cJSON *prf = cJSON_GetObjectItemCaseSensitive(obj, "partial_rotary_factor");
+    if (prf && !cJSON_IsNull(prf) && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
+        return hf_fail(cx, "partial_rotary_factor", err,
+                       "only 1 (every head dim turned) is modelled");
+    return MP_OK;
+}
+
 static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_error *err)
 {
     TRY(hf_rope_theta(cx, cx->root, &m->attn.rope_theta, err));
+    TRY(partial_rotary_is_one(cx, cx->root, err));
     const char *key = "rope_scaling";
     const cJSON *rope = cJSON_GetObjectItemCaseSensitive(cx->root, key);
     if (!rope || cJSON_IsNull(rope)) {
@@ -234,6 +248,7 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_erro
     if (!cJSON_IsObject(rope))
         return hf_fail(cx, key, err, "expected an object");
     TRY(hf_rope_theta(cx, rope, &m->attn.rope_theta, err));
+    TRY(partial_rotary_is_one(cx, rope, err));
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rope, "rope_type");
     if (!rt || cJSON_IsNull(rt))
         rt = cJSON_GetObjectItemCaseSensitive(rope, "type"); /* the older name */
@@ -255,10 +270,6 @@ static mp_status read_rope(const hf_ctx *cx, mp_model *m, bool deepseek, mp_erro
                        "only rope_type default and yarn are modelled (their angles change "
                        "what a run computes)");
     TRY(yarn_keys_known(cx, rope, deepseek, err));
-    const cJSON *prf = cJSON_GetObjectItemCaseSensitive(cx->root, "partial_rotary_factor");
-    if (prf && !cJSON_IsNull(prf) && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
-        return hf_fail(cx, "partial_rotary_factor", err,
-                       "only 1 (every head dim turned) is modelled");
     struct mp_attn *a = &m->attn;
     a->rope_yarn = true;
     if (!cJSON_GetObjectItemCaseSensitive(rope, "factor"))
@@ -945,10 +956,165 @@ static hf_family family_of(const char *model_type)
     return HF_UNKNOWN;
 }
 
+static void text_position(const char *text, const char *at, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *p = text; p < at; p++) {
+        if (*p == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+/* One key of an object as written: the object's number, the key's bytes. */
+typedef struct json_key {
+    size_t obj;
+    const char *p;
+    size_t len;
+} json_key;
+
+/* by object, then name, then place in the file */
+static int key_cmp(const void *pa, const void *pb)
+{
+    const json_key *a = pa, *b = pb;
+    if (a->obj != b->obj)
+        return a->obj < b->obj ? -1 : 1;
+    int c = memcmp(a->p, b->p, a->len < b->len ? a->len : b->len);
+    if (c)
+        return c;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return a->p < b->p ? -1 : a->p > b->p;
+}
+
+/* What cJSON reads differently from Python's json, which transformers reads
+ * the file with, so that megaplan would plan another model than the one the
+ * checkpoint trains: a key given twice in one object (cJSON takes the first,
+ * Python the last) and a \u0000 in a string (cJSON's C string ends there).
+ * Both refused at their place. text[0, n) is JSON that cJSON parsed, so a
+ * lexical walk suffices. */
+static mp_status check_json_text(const char *text, size_t n, const char *origin, mp_error *err)
+{
+    enum { MAX_DEPTH = 1100 }; /* above cJSON's nesting limit (1000) */
+    struct {
+        bool obj, want_key;
+        size_t id;
+    } stack[MAX_DEPTH];
+    int depth = 0;
+    size_t n_obj = 0, n_keys = 0, cap = 0;
+    json_key *keys = NULL;
+    mp_status st = MP_OK;
+    int line, col;
+    for (size_t i = 0; i < n && st == MP_OK; i++) {
+        char c = text[i];
+        if (c == '{' || c == '[') {
+            if (depth == MAX_DEPTH)
+                break;
+            stack[depth].obj = c == '{';
+            stack[depth].want_key = c == '{';
+            stack[depth].id = n_obj++;
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (depth > 0)
+                depth--;
+        } else if (c == ',') {
+            if (depth > 0 && stack[depth - 1].obj)
+                stack[depth - 1].want_key = true;
+        } else if (c == '"') {
+            size_t start = i + 1, j = start;
+            for (; j < n && text[j] != '"'; j++) {
+                if (text[j] != '\\')
+                    continue;
+                if (j + 5 < n && !memcmp(text + j + 1, "u0000", 5)) {
+                    text_position(text, text + j, &line, &col);
+                    st = mp_error_set(err, MP_EINPUT, origin, line, col, NULL,
+                                      "JSON string with \\u0000 (a NUL character)");
+                    break;
+                }
+                j++; /* the escaped character */
+            }
+            if (st != MP_OK)
+                break;
+            if (depth > 0 && stack[depth - 1].obj && stack[depth - 1].want_key) {
+                stack[depth - 1].want_key = false;
+                if (n_keys == cap) {
+                    cap = cap ? 2 * cap : 64;
+                    json_key *k = realloc(keys, cap * sizeof *keys);
+                    if (!k) {
+                        st = mp_error_set(err, MP_ENOMEM, origin, 0, 0, NULL, "out of memory");
+                        break;
+                    }
+                    keys = k;
+                }
+                keys[n_keys++] = (json_key){stack[depth - 1].id, text + start, j - start};
+            }
+            i = j;
+        }
+    }
+    if (st == MP_OK && n_keys > 1) {
+        qsort(keys, n_keys, sizeof *keys, key_cmp);
+        const json_key *second = NULL; /* the first repeat in the file */
+        for (size_t k = 1; k < n_keys; k++) {
+            const json_key *a = &keys[k - 1], *b = &keys[k];
+            if (a->obj == b->obj && a->len == b->len && !memcmp(a->p, b->p, a->len) &&
+                (!second || b->p < second->p))
+                second = b;
+        }
+        if (second) {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(second->len < 63 ? second->len : 63),
+                     second->p);
+            text_position(text, second->p - 1, &line, &col);
+            st = mp_error_set(err, MP_EINPUT, origin, line, col, name,
+                              "duplicate key (Python's json, which transformers reads it "
+                              "with, keeps the last)");
+        }
+    }
+    free(keys);
+    return st;
+}
+
 mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origin,
                                  mp_model *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
+    /* JSON has no raw control characters (a string escapes them): a NUL or
+     * another one is a binary or corrupt file, where cJSON would stop at the
+     * NUL and read what came before it as the whole file */
+    /* nor nesting past cJSON's limit, which it reports as a syntax error */
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        int line, col;
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+            text_position(text, text + i, &line, &col);
+            return mp_error_set(err, MP_EINPUT, origin, line, col, NULL,
+                                "JSON syntax error: control character 0x%02x (a binary file?)", c);
+        }
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > CJSON_NESTING_LIMIT) {
+                text_position(text, text + i, &line, &col);
+                return mp_error_set(err, MP_EINPUT, origin, line, col, NULL,
+                                    "nested deeper than %d levels: refused", CJSON_NESTING_LIMIT);
+            }
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!root) {
@@ -968,7 +1134,10 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
                             "JSON syntax error (or truncated file)");
     }
     hf_ctx cx = {text, len, origin, root};
-    mp_status st = MP_OK;
+    mp_status st = check_json_text(text, end && end >= text && end <= text + len ? (size_t)(end - text) : len,
+                                   origin, err);
+    if (st != MP_OK)
+        goto done;
     /* nothing but blanks may follow the object (a NUL ends the text too) */
     for (const char *p = end; p && p < text + len && *p; p++) {
         if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')

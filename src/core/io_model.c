@@ -32,6 +32,9 @@ static bool looks_like_json(const char *path, const char *text)
 {
     if (ends_with(path, ".json"))
         return true;
+    /* a YAML file may be one flow mapping, "{name: m, arch: gpt, ...}" */
+    if (ends_with(path, ".yaml") || ends_with(path, ".yml"))
+        return false;
     while (*text == ' ' || *text == '\t' || *text == '\n' || *text == '\r')
         text++;
     return *text == '{';

@@ -329,6 +329,16 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
                        (long long)m->hidden, (long long)m->heads);
         m->head_dim = m->hidden / m->heads;
     }
+    /* rotary embeddings turn pairs of a head's dimensions (Megatron-Core's and
+     * HF's rotate_half cut the head in two halves): an odd one cannot run */
+    if (m->position == MP_POS_ROPE && !mp_model_is_mla(m) && m->head_dim % 2)
+        return FAIL(derived_head_dim ? "heads" : "head_dim",
+                    "rotary embeddings turn pairs of dimensions: head_dim must be even (got %lld)",
+                    (long long)m->head_dim);
+    if (m->position == MP_POS_ROPE && mp_model_is_mla(m) && m->mla.qk_rope_head_dim % 2)
+        return FAIL("mla.qk_rope_head_dim",
+                    "rotary embeddings turn pairs of dimensions: it must be even (got %lld)",
+                    (long long)m->mla.qk_rope_head_dim);
     if (m->heads * m->head_dim > MAX_HIDDEN * 4LL)
         return FAIL("head_dim", "too large: heads*head_dim must be at most %lld (got %lld)",
                    MAX_HIDDEN * 4LL, (long long)(m->heads * m->head_dim));

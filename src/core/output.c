@@ -62,16 +62,21 @@ static mp_status follow_dangling(const char *path, char *out, size_t size, mp_er
 /* A regular file is written beside itself and renamed into place: its
  * folder must exist and take a new file. Checked here, before the work
  * whose result it holds (exec's run, a search), not after it. */
+void mp_output_folder(const char *file, char *dir, size_t size)
+{
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        snprintf(dir, size, ".");
+    else if (slash == file)
+        snprintf(dir, size, "/");
+    else
+        snprintf(dir, size, "%.*s", (int)(slash - file), file);
+}
+
 static mp_status folder_writable(const char *path, const char *file, mp_error *err)
 {
     char dir[4096];
-    const char *slash = strrchr(file, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == file)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
+    mp_output_folder(file, dir, sizeof dir);
     struct stat st;
     if (stat(dir, &st) != 0)
         return io_error(err, path, errno);
@@ -79,6 +84,17 @@ static mp_status folder_writable(const char *path, const char *file, mp_error *e
         return io_error(err, path, ENOTDIR);
     if (access(dir, W_OK | X_OK) != 0)
         return io_error(err, path, errno);
+    /* access() lets root write anywhere, yet a file system may still refuse
+     * (sysfs, a FUSE mount): make the temporary file the write will make,
+     * so a long run (exec, calibrate) learns it before it starts */
+    char probe[4200];
+    if (snprintf(probe, sizeof probe, "%s/.megaplan-probe.XXXXXX", dir) < (int)sizeof probe) {
+        int fd = mkstemp(probe);
+        if (fd < 0)
+            return io_error(err, path, errno);
+        close(fd);
+        unlink(probe);
+    }
     return MP_OK;
 }
 
@@ -86,6 +102,8 @@ mp_status mp_output_prepare(const char *path, bool force, mp_output *out, mp_err
 {
     memset(out, 0, sizeof *out);
     out->kind = MP_OUT_FD;
+    if (!path[0])
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL, "empty file name");
     if (!strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
         out->fd = 1;
         return MP_OK;
@@ -198,8 +216,12 @@ static mp_status write_fd(const mp_output *o, const char *data, size_t len, mp_e
     const char *name = o->kind == MP_OUT_FD && o->fd == 1 ? "standard output" : o->path;
     if (o->kind == MP_OUT_FD && o->fd == 1) {
         /* through stdio, so it keeps its place among what the CLI prints */
-        if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
-            return io_error(err, name, errno);
+        if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0) {
+            mp_status st = io_error(err, name, errno);
+            /* said here: main's check of stdout at exit would say it again */
+            clearerr(stdout);
+            return st;
+        }
         return MP_OK;
     }
     int fd = o->fd;

@@ -31,6 +31,10 @@ typedef struct mp_output {
     unsigned mode;      /* ... whose permission bits the new one keeps */
 } mp_output;
 
+/* The folder file is in: its path up to the last '/', "." without one, "/"
+ * for a file at the root. */
+void mp_output_folder(const char *file, char *dir, size_t size);
+
 /* Decides where path goes and refuses what must not be written (a folder, a
  * read-only file without force) before any work is done. */
 mp_status mp_output_prepare(const char *path, bool force, mp_output *out, mp_error *err);

@@ -46,6 +46,9 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         return REFUSE("tp", "tp=%lld does not divide the %lld attention heads and %lld "
                             "key/value heads", (long long)tp, (long long)m->heads,
                       (long long)m->kv_heads);
+    if (m->ffn_hidden % tp && mp_model_moe_blocks(m) < mp_model_blocks(m))
+        return REFUSE("tp", "tp=%lld does not divide the FFN size %lld", (long long)tp,
+                      (long long)m->ffn_hidden);
     int64_t prod;
     bool over = __builtin_mul_overflow(tp, pp, &prod) || __builtin_mul_overflow(prod, cp, &prod) ||
                 __builtin_mul_overflow(prod, dp, &prod);

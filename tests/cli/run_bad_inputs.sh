@@ -104,6 +104,9 @@ core() {
     file_check kv-heads-divide gqa.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 768\nheads: 12\nkv_heads: 5\nvocab: 5\nseq: 5\n' "${M}gqa\.yaml:6:11: kv_heads: must divide heads" models
     # derived sizes meet the limits of stated ones (head_dim = hidden/heads)
     file_check derived-head-dim wide.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 99999\nheads: 1\nvocab: 1000\nseq: 128\n' "${M}wide\.yaml:5:8: heads: hidden/heads = 99999/1 gives head_dim too large: at most 65536 \(got 99999\)" models
+    # rotary embeddings turn pairs of a head's dimensions: an odd head_dim cannot run (was accepted; exec refused it)
+    file_check rope-odd-head-dim rope.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 254\nheads: 2\nvocab: 100\nseq: 128\n' "${M}rope\.yaml:5:8: heads: rotary embeddings turn pairs of dimensions: head_dim must be even \(got 127\)" models
+    file_check hf-rope-odd-head-dim hf16.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "head_dim": 15}' "${M}hf16\.json:3:2: head_dim: rotary embeddings turn pairs" models
     file_check integer-in-full seq.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 64\nheads: 1\nvocab: 1000\nseq: 5644901\n' "${M}seq\.yaml:7:6: seq: too large: at most 4194304 \(got 5644901\)" models
     # the wrong kind of input says what it is and what to give instead
     mkdir -p nocfg
@@ -111,6 +114,8 @@ core() {
     check size-did-you-mean "did you mean llama2-70b or llama3-70b\?" "$bin" estimate --model 70B --gpus 8
     file_check model-given-to-simulate model-as-plan.yaml "$GOOD_MODEL" "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" simulate
     file_check t5-needs-decoder t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n' "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" models
+    # a .yaml file that is one flow mapping is YAML (it was read as JSON: "JSON syntax error")
+    file_check flow-mapping flow.yaml '{name: m, arch: gpt, layers: 0, hidden: 768, heads: 12, vocab: 5, seq: 5}\n' "${M}flow\.yaml:1:30: layers: must be at least 1" models
     file_check duplicate-key dup.yaml "${GOOD_MODEL}heads: 12\n" "${M}dup\.yaml:8:1: heads: duplicate key" models
     file_check alias alias.yaml 'name: &n m\narch: *n\n' "${M}alias\.yaml:2:7: arch: YAML aliases" models
     file_check not-a-mapping list.yaml '- 1\n- 2\n' "${M}list\.yaml:1:1: .*expected a mapping" models
@@ -136,6 +141,18 @@ core() {
     # T5: dense_act_fn / is_gated_act held to feed_forward_proj (gated-gelu is gelu_new)
     file_check hf-t5-dense-act hf10.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "dense_act_fn": "gelu"}\n' "${M}hf10\\.json:4:2: dense_act_fn: \"gelu\" contradicts feed_forward_proj \"gated-gelu\", which transformers reads as gelu_new" models
     file_check hf-t5-gated hf11.json '{\n "model_type": "t5", "num_layers": 2, "d_model": 64, "num_heads": 4,\n "d_kv": 16, "d_ff": 32, "vocab_size": 10, "feed_forward_proj": "gated-gelu",\n "is_gated_act": false}\n' "${M}hf11\\.json:4:2: is_gated_act: false contradicts feed_forward_proj" models
+    # JSON keeps duplicate keys, and cJSON reads the first where transformers (Python's json)
+    # reads the last: refused at the second, as the YAML readers refuse them (both were read as llama)
+    file_check hf-duplicate hf12.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "model_type": "gpt2"}\n' "${M}hf12\\.json:4:2: model_type: duplicate key" models
+    file_check hf-duplicate-nested hf13.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rope_scaling": {"rope_type": "yarn", "factor": 4, "factor": 8}}' "${M}hf13\\.json:3:53: factor: duplicate key" models
+    # a NUL ended cJSON's text: what came before it was read as the whole file
+    file_check hf-nul hf14.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}\n\000\377garbage' "${M}hf14\\.json:2:1: JSON syntax error: control character 0x00" models
+    file_check hf-escaped-nul hf15.json '{"model_type": "gpt2\\u0000x", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "${M}hf15\\.json:1:21: JSON string with \\\\u0000" models
+    # transformers turns head_dim x partial_rotary_factor dims whatever the rope_type: it was read only with yarn
+    file_check hf-partial-rotary hf17.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "partial_rotary_factor": 0.5}' "${M}hf17\\.json:3:2: partial_rotary_factor: only 1 \\(every head dim turned\\) is modelled" models
+    # past cJSON's nesting limit: said so (it was "JSON syntax error (or truncated file)")
+    { printf '{"model_type": "gpt2", "x": '; printf '%.0s[' $(seq 1001); printf '%.0s]' $(seq 1001); printf '}'; } >hfdeep.json
+    check hf-deep "${M}hfdeep\\.json:1:1028: nested deeper than 1000 levels: refused$" "$bin" models hfdeep.json
     file_check hf-trailing hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x' "${M}hf6\.json:1:[0-9]+: JSON syntax error" models
 
     # --- hardware profiles ---
@@ -171,6 +188,9 @@ estimate() {
     file geglu.yaml 'name: g\narch: t5\nencoder_layers: 2\ndecoder_layers: 2\nhidden: 64\nheads: 4\nffn_hidden: 128\nvocab: 100\nencoder_seq: 64\ndecoder_seq: 16\nactivation: geglu\n'
     check est-megatron-geglu "${E}model\.activation: geglu: Megatron-LM has no flag for a gated GELU MLP" "$bin" estimate --model geglu.yaml --gpus 8 --format megatron
     check est-tp-heads "${E}--tp: tp=7 does not divide the 96 attention heads" "$bin" estimate --model 175B --gpus 56 --tp 7
+    # Megatron splits the MLP width over tp and stops where it does not divide (was accepted)
+    file ffn.yaml 'name: f\narch: gpt\nlayers: 4\nhidden: 768\nheads: 12\nffn_hidden: 1001\nvocab: 50257\nseq: 1024\n'
+    check est-tp-ffn "${E}--tp: tp=4 does not divide the FFN size 1001$" "$bin" estimate --model ffn.yaml --gpus 8 --tp 4
     check est-gpus-multiple "${E}--gpus: 100 GPUs is not a multiple of tp\*pp\*cp" "$bin" estimate --model 175B --gpus 100 --tp 8
     check est-recompute-module-unknown "${E}--recompute-modules: unknown module 'attn'" "$bin" estimate --model 175B --gpus 8 --recompute-modules core_attn,attn
     check est-recompute-module-absent "${E}--recompute-modules: moe_act needs MoE layers" "$bin" estimate --model 175B --gpus 8 --recompute-modules moe_act
@@ -184,9 +204,13 @@ estimate() {
     check est-negative "${E}--gpus: must be at least 1" "$bin" estimate --model 175B --gpus -8
     check est-overflow "${E}--gpus: too large" "$bin" estimate --model 175B --gpus 99999999999999999999999
     check est-absurd "${E}--gpus: absurdly large" "$bin" estimate --model 175B --gpus 100000000000
+    # a fraction of one token is no run (0.5 was planned as half a token: "days 0.00")
+    check est-tokens-fraction "${E}--tokens: must be a count from 1 to 1e18, got '0.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 0.5
     check est-word "${E}--micro-batch: expected a whole number" "$bin" estimate --model 175B --gpus 8 --micro-batch two
     check est-hw-set "${E}--hw-set memory: expected a size" "$bin" estimate --model 175B --gpus 8 --hw-set memory=lots
     check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1
+    # a bad word read an unset bool (UBSan: "load of value 249 ... _Bool")
+    check est-param-gather-word "${E}--param-gather-overlap: expected on or off, got 'maybe'$" "$bin" estimate --model 175B --gpus 8 --param-gather-overlap maybe
     check est-sp "${E}--sp: sequence parallelism needs tp > 1" "$bin" estimate --model 175B --gpus 8 --sp
     check est-no-model "${E}--model: required" "$bin" estimate --gpus 8
     check est-a2a-overlap-vpp "${E}--moe-a2a-overlap: the EP all-to-all overlap needs a virtual pipeline" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --pp 2 --moe-a2a-overlap on
@@ -226,6 +250,13 @@ plan() {
     file_check plan-act-cache-gelu p16.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: swiglu_input}\nparallel: {tp: 2}\n" "${S}p16\.yaml:4:53: training\.fp8_act_cache: swiglu_input stores SwiGLU inputs in FP8, and model gpt3-125m's activation is not SwiGLU" simulate
     file_check plan-act-cache-bf16 p17.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64, fp8_act_cache: deepseek}\nparallel: {tp: 1, pp: 8, dp: 8, ep: 8}\n' "${S}p17\.yaml:4:55: training\.fp8_act_cache: deepseek caches FP8 with DeepSeek-V3's 1x128 tiles: it needs precision fp8 with fp8_recipe blockwise" simulate
     check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
+    file_check plan-tokens-fraction p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 0.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or at least 1 token" simulate
+    # an option a plan file does not take was dropped without a word (--hw-set memory=1GiB: "fits: yes")
+    file okplan.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\n"
+    for o in "--hw-set memory=1GiB" "--p2p-overlap on" "--cuda-graph-scope attn" "--optimizer-moments bf16"; do
+        # shellcheck disable=SC2086
+        check "plan-with $o" "^megaplan estimate: okplan\.yaml: give a plan file or a configuration's options, not both$" "$bin" estimate okplan.yaml $o
+    done
     file_check plan-version p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" simulate
     file_check plan-predicted p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n" "${S}p9\.yaml:5:12: predicted: expected a mapping" simulate
     file_check plan-not-a-plan p7.yaml 'model: gpt3-125m\n' "${S}p7\.yaml:1:1: megaplan_plan: missing" simulate
@@ -253,7 +284,7 @@ hardening() {
     # --- a full disk: not exit 0 as if the output were whole (skipped without /dev/full) ---
     if [ -w /dev/full ]; then
         for cmd in "models" "hw dgx-a100" "simulate --unit-ops --pp 2 --micro-batches 4" \
-                   "estimate --model 125M --gpus 8"; do
+                   "estimate --model 125M --gpus 8" "help search" "--version"; do
             # shellcheck disable=SC2086
             "$bin" $cmd >/dev/full 2>err.txt
             rc=$?
@@ -264,7 +295,32 @@ hardening() {
                 ok
             fi
         done
+        # the ranks' output reaches it through mpirun, which ignored the failed write (exit 0)
+        file one.yaml 'megaplan_plan: 1\nmodel: {name: t, arch: gpt, layers: 1, hidden: 64, heads: 2, vocab: 128, seq: 32}\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1}\n'
+        for cmd in "exec one.yaml --np 1 --steps 1" "calibrate --np 1"; do
+            # the ranks run with LeakSanitizer's leak check off, as every exec test does
+            # (Open MPI's allocations outlive MPI_Init by design)
+            # shellcheck disable=SC2086
+            ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$bin" $cmd >/dev/full 2>err.txt
+            rc=$?
+            if grep -q "was not built" err.txt; then
+                echo "SKIP full-disk '$cmd': the executor is not built"
+            elif [ "$rc" -ne 1 ] || [ "$(wc -l <err.txt)" -ne 1 ] ||
+               ! grep -q "^megaplan [a-z]*: cannot write the output: No space left on device$" err.txt; then
+                bad "full-disk '$cmd': exit $rc, stderr: $(cat err.txt)"
+            else
+                ok
+            fi
+        done
     fi
+    # a newline in an argument split the error line in two (exec, calibrate, the verb name)
+    nl=$(printf 'a\nb')
+    check exec-newline "^megaplan exec: --steps: 'a b': expected" "$bin" exec plan.yaml --steps "$nl"
+    check calibrate-newline "^megaplan calibrate: --name: 'a b' must be" "$bin" calibrate --name "$nl"
+    check verb-newline "^megaplan: 'a b' is not a verb" "$bin" "$nl"
+    # a framework format the verb does not write: refused (the table came instead, exit 0)
+    check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
+    check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 
     # --- one setting, given twice ---
@@ -278,6 +334,7 @@ hardening() {
     check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4
     check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
     check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
+    check hw-set-twice "${E}--hw-set: memory is set twice \\('memory=40GiB', then 'memory=80GiB'\\): say it once$" "$bin" estimate --model 175B --gpus 8 --hw-set memory=40GiB --hw-set memory=80GiB
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
     # each verb's own options too (the last one silently won): flags, values,
     # an alias beside its name; --fix and --price are the repeatable ones
@@ -287,6 +344,10 @@ hardening() {
     check twice-alias "${SIM}--microbatches: given twice \('4', then '5'\)" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --microbatches 5
     check twice-exec-steps "^megaplan exec: --steps: given twice \('1', then '2'\): say it once$" "$bin" exec plan.yaml --steps 1 --steps 2
     check twice-exec-flag "^megaplan exec: --exact: given twice: say it once$" "$bin" exec plan.yaml --exact --exact
+    # an empty file name: refused at once (exec and calibrate ran every rank, then failed
+    # writing it with no name, under mpirun's own lines)
+    check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
+    check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
     check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
@@ -393,7 +454,7 @@ hardening() {
     # so many divisors that the space has 10^8 candidates: refused, not minutes
     # (a model small enough to fit: a huge one's micro-batches stop at the
     # first over memory, and that search ends by saying nothing fits)
-    file div.yaml 'name: div\narch: gpt\nlayers: 1680\nhidden: 5040\nheads: 5040\nvocab: 50400\nseq: 5040\nposition: rope\n'
+    file div.yaml 'name: div\narch: gpt\nlayers: 1680\nhidden: 10080\nheads: 5040\nvocab: 50400\nseq: 5040\nposition: rope\n'
     check search-huge-space "${S}--gpus: absurdly large search: more than 2097152 candidates" timeout 60 "$bin" search --model div.yaml --gpus 720720 --global-batch 1037836800 --tp-cross-node --hw-set flash_attention=true
 
     # the largest degrees everywhere: no overflow (the sanitizer build halts on one)

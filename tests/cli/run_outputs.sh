@@ -12,6 +12,22 @@ cd "$T" || exit 1
 
 search() { "$bin" search --model 125M --gpus 8 --no-simulate --top 1 "$@"; }
 sim() { "$bin" simulate --unit-ops --pp 2 --micro-batches 4 "$@"; }
+# refused_at_once REGEX CMD: megaplan CMD (words split) is refused with exit 2,
+# one stderr line matching the extended REGEX and nothing on stdout (skipped
+# where the executor is not built)
+refused_at_once() {
+    ra_want=$1
+    shift
+    # shellcheck disable=SC2086
+    "$bin" $* >out.txt 2>err.txt
+    rc=$?
+    if grep -q "was not built" err.txt; then
+        echo "SKIP $*: the executor is not built"
+    else
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
+            grep -Eq "$ra_want" err.txt && ok || bad "$*: exit $rc: $(head -3 err.txt)"
+    fi
+}
 
 # --- a regular file: written by rename, mode kept ---
 search -o plan.yaml >out.txt 2>err.txt && ok || bad "search -o plan.yaml: $(cat err.txt)"
@@ -58,6 +74,16 @@ grep -q '^megaplan_plan: 1' stdout.txt && ok || bad "search -o -: no plan on std
 grep -q '^rank ' stdout.txt && bad "search -o -: the table is mixed into the plan" || ok
 grep -q '^rank ' err.txt && ok || bad "search -o -: the table is not on stderr"
 [ ! -e ./- ] && ok || bad "search -o - made a file named -"
+# standard output that refuses the write: one line (main's check of stdout said it again)
+if [ -c /dev/full ]; then
+    for cmd in "search -o -" "sim --trace -"; do
+        $cmd >/dev/full 2>err.txt
+        rc=$?
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] &&
+            grep -q ': standard output: cannot write: No space left on device$' err.txt &&
+            ok || bad "$cmd >/dev/full: exit $rc: $(cat err.txt)"
+    done
+fi
 search -o /dev/stdout >stdout2.txt 2>/dev/null && ok || bad "search -o /dev/stdout"
 grep -q '^megaplan_plan: 1' stdout2.txt && ok || bad "search -o /dev/stdout: no plan on stdout"
 sim --trace - >trace-stdout.json 2>err.txt && ok || bad "simulate --trace -: $(cat err.txt)"
@@ -87,6 +113,29 @@ if command -v gnuplot >/dev/null 2>&1; then
     [ -L pic.svg ] && [ -L pic-memory.svg ] && ok || bad "--plot replaced its symlinks"
     grep -q '<svg' real/pic.svg && grep -q '<svg' real/pic-memory.svg && ok ||
         bad "--plot did not draw into the symlinks' targets"
+fi
+
+# --- an output that is an input of the run: refused, the input kept (search -o
+# over the --model file, --trace over the plan: each replaced it, exit 0) ---
+"$bin" models --format yaml 125M >model.yaml
+cp plan.yaml plan-in.yaml
+for cmd in "search --model model.yaml --gpus 8 -o model.yaml" "search --model ./model.yaml --gpus 8 -o model.yaml" \
+           "simulate plan-in.yaml --trace plan-in.yaml" "exec plan-in.yaml --np 1 --trace ./plan-in.yaml"; do
+    refused_at_once "^megaplan [a-z]+: [-a-z]+: [./a-z-]+\.yaml is an input of this run: writing it would replace it" $cmd
+done
+grep -q '^name: gpt3-125m' model.yaml && cmp -s plan.yaml plan-in.yaml && ok || bad "an input was replaced by an output"
+
+# --- --trace naming a picture of --plot: refused before anything is written
+# (the plot was drawn over the trace, exit 0) ---
+if command -v gnuplot >/dev/null 2>&1; then
+    for t in same.svg ./same.svg same-memory.svg; do
+        sim --trace "$t" --plot same.svg >out.txt 2>err.txt
+        rc=$?
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] &&
+            grep -q "^megaplan simulate: --trace: .* is also a picture of --plot" err.txt &&
+            ok || bad "--trace $t --plot same.svg: exit $rc: $(cat err.txt)"
+    done
+    [ ! -e same.svg ] && [ ! -e same-memory.svg ] && ok || bad "a refused --trace/--plot pair wrote a file"
 fi
 
 # --- a read-only file: refused (exit 2, one line, untouched) unless --force ---
@@ -119,16 +168,16 @@ done
 for cmd in "exec plan.yaml --np 1 --trace nodir/t.json" "calibrate --np 1 -o nodir/c.yaml" \
            "search --model 125M --gpus 8 -o nodir/x.yaml" \
            "simulate --unit-ops --pp 2 --micro-batches 4 --trace ro.yaml/t.json"; do
-    "$bin" $cmd >out.txt 2>err.txt
-    rc=$?
-    if grep -q "was not built" err.txt; then
-        echo "SKIP $cmd: the executor is not built"
-    else
-        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
-            grep -Eq ': (nodir/[a-z]+|ro\.yaml/t)\.(json|yaml): cannot write: (No such file or directory|Not a directory)$' err.txt &&
-            ok || bad "$cmd: exit $rc: $(cat err.txt)"
-    fi
+    refused_at_once ': (nodir/[a-z]+|ro\.yaml/t)\.(json|yaml): cannot write: (No such file or directory|Not a directory)$' $cmd
 done
+# a folder access() calls writable that refuses a new file (sysfs, even for root):
+# refused before any rank starts (calibrate measured, then failed under mpirun's lines)
+if [ -d /sys/kernel ] && ! (: >/sys/megaplan-probe) 2>/dev/null; then
+    printf 'megaplan_plan: 1\nmodel: {name: t, arch: gpt, layers: 1, hidden: 64, heads: 2, vocab: 128, seq: 32}\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1}\n' >one.yaml
+    for cmd in "calibrate --np 1 -o /sys/c.yaml" "exec one.yaml --np 1 --trace /sys/t.json"; do
+        refused_at_once ': /sys/[ct]\.[a-z]+: cannot write: ' $cmd
+    done
+fi
 search -o ro.yaml --force >/dev/null 2>err.txt && ok || bad "search -o ro.yaml --force: $(cat err.txt)"
 grep -q '^megaplan_plan: 1' ro.yaml && ok || bad "--force did not replace the read-only file"
 [ "$(stat -c %a ro.yaml)" = 444 ] && ok || bad "--force: the file is no longer read-only"

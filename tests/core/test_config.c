@@ -73,6 +73,15 @@ static void test_refusals(void **state)
     c.parallel.pp = 4;
     expect(&c, "tp", "key/value heads");
 
+    /* Megatron's column/row-parallel MLP divides ffn_hidden by tp: a width
+     * tp does not divide stops it at start-up (was accepted) */
+    c = base();
+    c.model.ffn_hidden = 49156; /* 4 * 12289 */
+    expect(&c, "tp", "does not divide the FFN size 49156");
+    c.parallel.tp = 4; /* divides it: accepted */
+    c.parallel.dp = 32;
+    expect(&c, NULL, NULL);
+
     c = base();
     c.training.gpus = 1000;
     expect(&c, "gpus", "not a multiple of tp*pp*cp");
@@ -217,7 +226,7 @@ static void test_refusals(void **state)
     c.parallel.pp = 1 << 24;
     c.parallel.cp = 1 << 24;
     c.parallel.dp = 1 << 24;
-    c.model.heads = c.model.kv_heads = 1 << 24;
+    c.model.heads = c.model.kv_heads = c.model.ffn_hidden = 1 << 24;
     expect(&c, "gpus", "overflows");
 }
 

@@ -64,6 +64,12 @@ grep -q "without a price" "$T/noprice" || fail "unpriced profile not listed apar
 "$M" search --model gpt3-125m --tokens 1e9 --hw all --gpus 8 >"$T/all" 2>&1 || fail "--hw all exit"
 grep -q "; 5 profiles x 8..8 GPUs" "$T/all" || fail "--hw all: not 5 profiles: $(head -1 "$T/all")"
 ! grep -Eq "^(h800|a100-4xhdr) " "$T/all" || fail "--hw all ran h800 or a100-4xhdr"
+# a profile file first in the list, named unlike any preset (its options were
+# checked against --hw NAME, and search refused "unknown hardware profile")
+"$M" hw dgx-h100 | sed 's/^name: .*/name: my-cluster/' >"$T/my.yaml" || fail "hw dgx-h100"
+"$M" search --model gpt3-125m --tokens 1e9 --hw "$T/my.yaml,dgx-a100" --gpus 8 >"$T/file" 2>"$T/err" ||
+  fail "--hw FILE,dgx-a100: exit $?: $(cat "$T/err")"
+grep -q "^my-cluster " "$T/file" || fail "--hw FILE,dgx-a100: no row of the file's profile"
 "$M" search --model gpt3-125m --tokens 1e9 --hw h800,dgx-h100 --gpus 8 >"$T/h800" || fail "--hw h800 exit"
 grep -q "^h800 .* no price " "$T/h800" || fail "--hw h800,dgx-h100: no unpriced h800 row"
 
@@ -93,6 +99,9 @@ refuse search --model gpt3-13b --tokens 3e11 --hw dgx-a100,nope --gpus 64
 refuse search --model gpt3-13b --tokens 3e11 --hw dgx-a100,dgx-a100 --gpus 64
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price nothere=3
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price dgx-a100=abc
+# one profile priced twice: the last price silently won
+refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --price dgx-a100=1 --price dgx-a100=2
+grep -q "^megaplan search: --price: dgx-a100 is priced twice: say it once$" "$T/err" || fail "--price twice: $(cat "$T/err")"
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --deadline 30x
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --budget -5
 refuse search --model gpt3-13b --tokens 3e11 --hw all --gpus 64 --pue 0.5

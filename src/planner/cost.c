@@ -1468,12 +1468,14 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     P += Pe;
     pm->dp_time = rs + ag + ar;
     if (pp->dp_overlap && dpg.n > 1) {
-        /* Megatron-Core --overlap-grad-reduce: buckets of max(40M, 1M*d)
-         * parameters go out as the last micro-batch's backward produces them;
-         * the last bucket is always exposed. With the distributed optimizer
-         * the parameter all-gather overlaps the next forward (--overlap-param-gather).
+        /* Megatron-Core --overlap-grad-reduce: buckets of --ddp-bucket-size
+         * parameters, by default max(40M, 1M*d) (distributed_data_parallel.py),
+         * go out as the last micro-batch's backward produces them; the last
+         * bucket is always exposed. With the distributed optimizer the
+         * parameter all-gather overlaps the next forward (--overlap-param-gather).
          * What overlaps slows the compute under it by NCCL's SMs' share. */
-        double bucket = fmax(4.0e7, 1.0e6 * (double)dpg.n);
+        double bucket = pp->ddp_bucket_size > 0 ? (double)pp->ddp_bucket_size
+                                                : fmax(4.0e7, 1.0e6 * (double)dpg.n);
         double frac = P > 0.0 ? fmin(1.0, bucket / P) : 1.0;
         double bwd_window = 0.0, fwd_window = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {

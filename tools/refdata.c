@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/fields.h"
 #include "core/model.h"
 #include "planner/cost.h"
 
@@ -246,6 +247,22 @@ static const char *optional_text(const csv *c, int r, int first, const char *nam
     return NULL;
 }
 
+/* An optional whole-number column (ddp_bucket_size, in parameters): absent
+ * or empty is 0 (Megatron's default), else a whole number from 1 to hi. */
+static mp_status optional_count(const csv *c, int r, int first, const char *name, int64_t hi,
+                                int64_t *out, mp_error *err)
+{
+    int at = 0;
+    const char *s = optional_text(c, r, first, name, &at);
+    *out = 0;
+    if (!s)
+        return MP_OK;
+    if (!mp_parse_int64(s, out) || *out < 1 || *out > hi)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, name,
+                            "'%s' is not a whole number from 1 to %lld", s, (long long)hi);
+    return MP_OK;
+}
+
 /* The optional account_for column of a runs file: which of the embedding and
  * the loss the recipe counts as a layer in the pipeline split (Megatron's
  * --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split).
@@ -426,6 +443,9 @@ static const char note_nemo[] =
     "Megatron-Bridge 25.11 and 26.x (not MXFP8) launch the first chunk's parameter all-gather "
     "in the optimizer step (param_gather_with_optimizer: "
     "--overlap-param-gather-with-optimizer-step); "
+    "the NeMo 25.02/25.04 and Megatron-Bridge rows that run Megatron-Core's DDP with dp > 1 "
+    "reduce and gather in their recipes' buckets of 128 x 1024^2 parameters (ddp_bucket_size: "
+    "--ddp-bucket-size); "
     "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
@@ -1035,6 +1055,10 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
             st = optional_flag(c, r, RUN_COLS, "param_gather_with_optimizer", &pg_opt, err);
         if (st == MP_OK)
             st = optional_account_for(c, r, RUN_COLS, &acct_e, &acct_l, &acct_col, err);
+        int64_t bucket = 0;
+        if (st == MP_OK)
+            st = optional_count(c, r, RUN_COLS, "ddp_bucket_size", MP_DDP_BUCKET_MAX, &bucket,
+                                err);
         if (st != MP_OK)
             return st;
         /* Megatron-Core refuses a layout with the account-for flags
@@ -1080,6 +1104,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.parallel.overlap_param_gather_with_optimizer_step = pg_opt;
         w->config.parallel.account_for_embedding = acct_e;
         w->config.parallel.account_for_loss = acct_l;
+        w->config.parallel.ddp_bucket_size = bucket;
         /* the recipe's split of the layers over the virtual stages, in
          * Megatron-Core's --pipeline-model-parallel-layout grammar */
         if (layout) {

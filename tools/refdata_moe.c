@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,16 +237,17 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
                         mp_error *err)
 {
     enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
-           WIN, TPO, PGS, NF };
+           WIN, TPO, PGS, DBS, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
                                           "fp8_param_gather", "moe_a2a_overlap",
                                           "shared_expert_overlap", "attn_window",
-                                          "tp_comm_overlap", "param_gather_sync"};
+                                          "tp_comm_overlap", "param_gather_sync",
+                                          "ddp_bucket_size"};
     /* tp_comm_overlap: 2 when absent (read as on where tp > 1) */
     static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0,
-                                    2, 0};
+                                    2, 0, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -340,6 +342,12 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
         return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_sync",
                             "'%g': expected 0 or 1", v[PGS]);
     p->param_gather_sync = v[PGS] > 0;
+    /* the recipe's DDP bucket (the file's ddp_bucket_size column, in
+     * parameters; absent or empty: Megatron's default max(40M, 1M * dp)) */
+    if (v[DBS] != floor(v[DBS]) || v[DBS] > (double)MP_DDP_BUCKET_MAX)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "ddp_bucket_size",
+                            "'%g': expected a whole number of parameters, at most 2^48", v[DBS]);
+    p->ddp_bucket_size = (int64_t)v[DBS];
     p->recompute = MP_RECOMPUTE_NONE;
     st = recipe_lists_of(t, r, p, err);
     if (st != MP_OK)

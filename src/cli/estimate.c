@@ -81,6 +81,11 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
     if (p->overlap_param_gather_with_optimizer_step)
         mp_buf_puts(b, "            param_gather_with_optimizer=on  (chunk 0's all-gather under the "
                        "optimizer step)\n");
+    if (p->ddp_bucket_size > 0)
+        mp_buf_printf(b, "            ddp_bucket_size=%lld  (Megatron's --ddp-bucket-size, in place of the "
+                         "default max(40M, 1M*dp)%s)\n",
+                      (long long)p->ddp_bucket_size,
+                      p->dp_overlap ? "" : "; no effect without dp_overlap");
     if (mp_model_is_moe(&c->model))
         mp_buf_printf(b, "  experts   ep=%lld etp=%lld edp=%lld  dispatcher=%s  (%.4g B active "
                          "parameters; dispatch and combine are in the TP/SP line)\n",

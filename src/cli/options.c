@@ -22,7 +22,7 @@
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
-    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_NCCL_UB, OPT_PARAM_GATHER_OVERLAP, OPT_PG_WITH_OPT, OPT_SCHEDULE,
+    OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_NCCL_UB, OPT_PARAM_GATHER_OVERLAP, OPT_PG_WITH_OPT, OPT_DDP_BUCKET_SIZE, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP, OPT_DISPATCH_FP8,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
@@ -118,6 +118,10 @@ static const mp_opt options[] = {
      "interleaved, --dist-opt, overlapped gather: launch the first chunk's parameter all-gather "
      "during the optimizer step (Megatron --overlap-param-gather-with-optimizer-step; default off)",
      "on off"},
+    {"--ddp-bucket-size", NULL, "N", OPT_DDP_BUCKET_SIZE, 0,
+     "with --dp-overlap: the DP gradient/parameter bucket, in parameters (Megatron "
+     "--ddp-bucket-size; default max(40M, 1M*dp); Megatron-Bridge and NeMo set 134217728)",
+     NULL},
     {"--schedule", NULL, "S", OPT_SCHEDULE, 0,
      "pipeline schedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, dualpipe (even pp), or with vpp 2 "
      "zb-v or dualpipev (default 1f1b, interleaved-1f1b with vpp > 1)",
@@ -488,6 +492,8 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     }
     case OPT_PG_WITH_OPT:
         return parse_onoff(opt, value, &p->overlap_param_gather_with_optimizer_step, err);
+    case OPT_DDP_BUCKET_SIZE:
+        return parse_count(opt, value, 1, MP_DDP_BUCKET_MAX, &p->ddp_bucket_size, err);
     case OPT_SCHEDULE:
         cc->set |= MP_SET_SCHEDULE;
         if ((k = mp_schedule_parse(value)) < 0)
@@ -613,7 +619,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"zero_runtime", "--zero-runtime"}, {"hsdp", "--hsdp"},
         {"dp_overlap", "--dp-overlap"}, {"tp_overlap", "--tp-overlap"},
         {"p2p_overlap", "--p2p-overlap"}, {"nccl_ub", "--nccl-ub"}, {"param_gather_sync", "--param-gather-overlap"},
-        {"overlap_param_gather_with_optimizer_step", "--param-gather-with-optimizer"}, {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
+        {"overlap_param_gather_with_optimizer_step", "--param-gather-with-optimizer"}, {"ddp_bucket_size", "--ddp-bucket-size"}, {"schedule", "--schedule"}, {"ep", "--ep"}, {"etp", "--etp"},
         {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
         {"shared_expert_overlap", "--shared-expert-overlap"},
         {"dispatch_fp8", "--dispatch-fp8"},

@@ -190,6 +190,7 @@ static const mp_field parallel_fields[] = {
      .name_of = schedule_name_i, .n_names = MP_SCHED_COUNT},
     P_INT(ep, 0, MAX_DEGREE),
     P_INT(etp, 0, MAX_DEGREE),
+    P_INT(ddp_bucket_size, 0, MP_DDP_BUCKET_MAX),
     {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,
@@ -515,6 +516,12 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
             return FAIL("overlap_param_gather_with_optimizer_step",
                         "--overlap-param-gather-with-optimizer-step %s", why);
     }
+
+    /* Megatron-LM reads --ddp-bucket-size as an int (arguments.py) and
+     * hands it to Megatron-Core's DDP; another stack has no such bucket */
+    if (p->ddp_bucket_size > 0 && t->stack != MP_STACK_MEGATRON_LM)
+        return FAIL("ddp_bucket_size", "--ddp-bucket-size is a Megatron-Core DDP option: "
+                                       "training.stack must be megatron-lm");
 
     if (t->precision == MP_DTYPE_TF32)
         return FAIL("precision", "training precision must be bf16, fp16, fp32 or fp8 (got %s)",

@@ -227,6 +227,10 @@ typedef struct mp_training {
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 
+/* The largest parallel.ddp_bucket_size read (2^48 parameters, past any
+ * model: a bucket larger than a rank's parameters is one bucket) */
+#define MP_DDP_BUCKET_MAX (1LL << 48)
+
 #define MP_LAYOUT_CHARS 256 /* a pipeline layout string, with its NUL */
 
 typedef struct mp_parallel {
@@ -306,6 +310,12 @@ typedef struct mp_parallel {
      * ep: expert-parallel degree (0 = 1); etp: expert tensor-parallel degree
      * (0 = tp, Megatron's default). Dense models keep both 0. */
     int64_t ep, etp;
+    /* Megatron-Core DDP's bucket, in parameters (--ddp-bucket-size;
+     * DistributedDataParallelConfig.bucket_size): 0 = Megatron's default,
+     * max(40M, 1M * dp) (distributed_data_parallel.py). Megatron-Bridge's
+     * and NeMo 2's comm-overlap configs set 128 * 1024^2 when dp > 1. Used
+     * only with dp_overlap (Megatron drops it without --overlap-grad-reduce). */
+    int64_t ddp_bucket_size;
     /* An explicit split of the layers into the pp*vpp stages, in Megatron-Core's
      * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);
      * "" = Megatron's default split. */

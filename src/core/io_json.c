@@ -353,6 +353,8 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddBoolToObject(o, "param_gather_sync", true) != NULL;
     if (ok && p->overlap_param_gather_with_optimizer_step)
         ok = cJSON_AddBoolToObject(o, "overlap_param_gather_with_optimizer_step", true) != NULL;
+    if (ok && p->ddp_bucket_size > 0)
+        ok = cJSON_AddNumberToObject(o, "ddp_bucket_size", (double)p->ddp_bucket_size) != NULL;
     if (ok && global_batch <= 0)
         ok = cJSON_AddBoolToObject(o, "dp_overlap", p->dp_overlap) &&
              cJSON_AddBoolToObject(o, "tp_overlap", p->tp_overlap);

@@ -970,7 +970,8 @@ double mp_dp_tail_reduce_exposed(int64_t p, int64_t v, const double *win_start,
         for (int64_t i = 0; i < n; i++) {
             int64_t k = r * v + order[i];
             double dur = red * share[k];
-            double start = fmax(-win_start[k], dp_free);
+            /* a chunk of one bucket (bucket_frac 1) starts when its W ends */
+            double start = fmax(bucket_frac[k] >= 1.0 ? -win_end[k] : -win_start[k], dp_free);
             dp_free = fmax(start + dur, -win_end[k] + bucket_frac[k] * dur);
             /* its kernels run dur seconds, beside compute until the end */
             overlapped += fmin(dur, fmax(0.0, -start));
@@ -1104,7 +1105,9 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
         for (int64_t ch = 0; ch < pm->v; ch++) {
             int64_t k = r * pm->v + ch, stage = rank_stage(pm, r, ch);
             double cp = chunk_params(pm, r, ch);
-            bf[k] = cp > 0.0 ? fmin(1.0, bucket / cp) : 1.0;
+            /* Megatron-Core buckets pipeline rank 0's first chunk only
+             * (first_bucket_frac): elsewhere the chunk is one bucket */
+            bf[k] = ch == 0 ? first_bucket_frac(r, bucket, cp) : 1.0;
             double a = 0.0;
             for (int64_t j = 0; j < stage; j++)
                 a += pm->st[j].fwd;
@@ -1136,9 +1139,21 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
         }
         down += b0 + x;
     }
-    if (pm->v == 1)
-        for (int64_t r = 0; r < pm->p; r++)
-            lead[r] = 0.0;
+    if (pm->v == 1) {
+        /* ZB-H1: rank r's last B ends down_r = sum_{k<r} (b_k + x) before
+         * rank 0's, and its min(r + 1, m) deferred Ws then run back to back
+         * (W(m-1-r) .. W(m-1)); rank 0 runs one. So rank r ends w_0 + down_r
+         * - min(r + 1, m) w_r before rank 0 (about r x when b = w): the
+         * moment a rank > 0, its chunk one bucket, starts its whole share */
+        double w_0 = pm->st[rank_stage(pm, 0, 0)].wgrad;
+        down = 0.0;
+        for (int64_t r = 0; r < pm->p; r++) {
+            const stage_sum *s0 = &pm->st[rank_stage(pm, r, 0)];
+            double k = (double)(r + 1 < pm->m ? r + 1 : pm->m);
+            lead[r] = w_0 + down - k * s0->wgrad;
+            down += s0->bwd - s0->wgrad + x;
+        }
+    }
 }
 
 /* Megatron's standalone MTP stage (core/layout.h; validate_layer_layout's
@@ -1468,12 +1483,14 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     P += Pe;
     pm->dp_time = rs + ag + ar;
     if (pp->dp_overlap && dpg.n > 1) {
-        /* Megatron-Core --overlap-grad-reduce: buckets of max(40M, 1M*d)
-         * parameters go out as the last micro-batch's backward produces them;
-         * the last bucket is always exposed. With the distributed optimizer
-         * the parameter all-gather overlaps the next forward (--overlap-param-gather).
+        /* Megatron-Core --overlap-grad-reduce: buckets of --ddp-bucket-size
+         * parameters, by default max(40M, 1M*d) (distributed_data_parallel.py),
+         * go out as the last micro-batch's backward produces them; the last
+         * bucket is always exposed. With the distributed optimizer the
+         * parameter all-gather overlaps the next forward (--overlap-param-gather).
          * What overlaps slows the compute under it by NCCL's SMs' share. */
-        double bucket = fmax(4.0e7, 1.0e6 * (double)dpg.n);
+        double bucket = pp->ddp_bucket_size > 0 ? (double)pp->ddp_bucket_size
+                                                : fmax(4.0e7, 1.0e6 * (double)dpg.n);
         double frac = P > 0.0 ? fmin(1.0, bucket / P) : 1.0;
         double bwd_window = 0.0, fwd_window = 0.0;
         for (int64_t ch = 0; ch < pm->v; ch++) {

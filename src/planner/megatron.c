@@ -401,6 +401,8 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
         mp_buf_puts(out, "--overlap-param-gather \\\n");
     if (p->overlap_param_gather_with_optimizer_step)
         mp_buf_puts(out, "--overlap-param-gather-with-optimizer-step \\\n");
+    if (p->ddp_bucket_size > 0)
+        mp_buf_printf(out, "--ddp-bucket-size %lld \\\n", (long long)p->ddp_bucket_size);
     if (p->tp_overlap) mp_buf_puts(out, "--tp-comm-overlap \\\n");
     /* Megatron-LM overlaps the interleaved schedule's p2p by default
      * (arguments.py: --no-overlap-p2p-communication, store_false); a plan

@@ -620,8 +620,14 @@ static double place_dp_tail(engine *e, const double *compute_end, double max_gra
             double gb = stage_of(e, r, c)->grad_bytes;
             double share = max_grad > 0 ? gb / max_grad : 1.0 / e->v;
             double dur = red * share;
-            double tail = gb > 0 && pc->dp_bucket_bytes < gb ? pc->dp_bucket_bytes / gb : 1.0;
-            double start = e->last_grad_start[stage] > dp_free ? e->last_grad_start[stage] : dp_free;
+            /* Megatron-Core buckets pipeline rank 0's first chunk only
+             * (planner/cost.c first_bucket_frac); a chunk of one bucket is
+             * reduced from its last op's end */
+            double tail = r == 0 && c == 0 && gb > 0 && pc->dp_bucket_bytes < gb
+                              ? pc->dp_bucket_bytes / gb
+                              : 1.0;
+            double from = tail >= 1.0 ? e->last_grad_end[stage] : e->last_grad_start[stage];
+            double start = from > dp_free ? from : dp_free;
             double end = start + dur;
             if (e->last_grad_end[stage] + tail * dur > end)
                 end = e->last_grad_end[stage] + tail * dur;

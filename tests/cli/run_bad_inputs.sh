@@ -240,6 +240,11 @@ plan() {
     file_check plan-recompute-module-none p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n" "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" simulate
     # Megatron's --overlap-param-gather-with-optimizer-step needs the interleaved schedule
     file_check plan-pg-with-opt-step p18.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2, dist_opt: true, overlap_param_gather_with_optimizer_step: true}\n" "${S}p18\\.yaml:5:[0-9]+: parallel\\.overlap_param_gather_with_optimizer_step: .*needs the interleaved pipeline schedule" simulate
+    # Megatron's --ddp-bucket-size: a whole number of parameters, a Megatron-Core DDP option
+    file_check plan-bucket-stack p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: megatron-deepspeed-2021}\nparallel: {dp: 4, ddp_bucket_size: 1000}\n" "${S}p19\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: --ddp-bucket-size is a Megatron-Core DDP option" simulate
+    file_check plan-bucket-negative p20.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {dp: 4, ddp_bucket_size: -5}\n" "${S}p20\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: must be at least 0" simulate
+    check option-bucket-zero "^megaplan estimate: --ddp-bucket-size: must be at least 1 \\(got 0\\)" "$bin" estimate --model gpt3-125m --gpus 4 --ddp-bucket-size 0
+    check option-bucket-fraction "^megaplan estimate: --ddp-bucket-size: expected a whole number, got '1.5e8'" "$bin" estimate --model gpt3-125m --gpus 4 --ddp-bucket-size 1.5e8
     # training.optimizer_moments: Megatron-Core's precision-aware optimizer
     file_check plan-moments-fp8 p12.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: fp8}\nparallel: {tp: 2, dist_opt: true}\n" "${S}p12\.yaml:4:57: training\.optimizer_moments: Adam's moments are kept in fp32, bf16 or fp16, not fp8" simulate
     file_check plan-moments-no-dist-opt p13.yaml "${HEAD}training: {gpus: 4, global_batch: 8, optimizer_moments: bf16}\nparallel: {tp: 2, dist_opt: false}\n" "${S}p13\.yaml:4:57: training\.optimizer_moments: bf16 moments are Megatron-Core's precision-aware optimizer, which runs with its distributed optimizer only" simulate

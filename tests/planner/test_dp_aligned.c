@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -260,10 +262,16 @@ static void test_zbv_mixtral(void **state)
     assert_true(pc.dp_tail && pc.dp_gather > 0);
     double red = pc.dp_time - pc.dp_gather - pc.dp_tied;
     double red_exposed = pc.dp_exposed - pc.dp_gather_exposed - pc.dp_tied;
-    /* reduction 0.191 s, 0.079 s of it exposed (the old rule charged 0.038 s
-     * for the reduction and the gather together); gather 0.096 s, 0.013 s
-     * exposed */
-    assert_true(red_exposed > 0.3 * red && red_exposed < 0.6 * red);
+    /* reduction 0.191 s, 0.139 s of it exposed: Megatron-Core buckets rank
+     * 0's first chunk only, so rank 1 reduces each chunk whole after its W
+     * (docs/cost-model.md §5, "Buckets"; with every chunk bucketed 0.079 s,
+     * and the old one-window rule 0.038 s for the reduction and the gather
+     * together); the simulator exposes 0.1515 s of DP against the
+     * estimate's 0.1516 s. Gather 0.096 s, 0.013 s exposed */
+    if (getenv("MP_PRINT_DP"))
+        printf("red %.4f exposed %.4f gather %.4f exposed %.4f\n", red, red_exposed,
+               pc.dp_gather, pc.dp_gather_exposed);
+    assert_true(red_exposed > 0.6 * red && red_exposed < 0.85 * red);
     assert_true(pc.dp_gather_exposed < 0.25 * pc.dp_gather);
     mp_pipeline_cost_free(&pc);
     /* other stacks keep the one-window rule */

@@ -166,6 +166,20 @@ static void names(void **state)
     has(t, "--use-distributed-optimizer");
     free(t);
 
+    /* --ddp-bucket-size, read from the plan key (Megatron-Bridge's and NeMo's
+     * 128 * 1024^2); absent from a plan that leaves Megatron's default */
+    t = flags_of("llama3-70b", "dgx-h100", "{gpus: 64, seq: 8192, global_batch: 128}",
+                 "{tp: 4, sp: true, pp: 4, dp: 4, micro_batch: 1, dist_opt: true, "
+                 "dp_overlap: true, schedule: 1f1b, ddp_bucket_size: 134217728}");
+    all_known("llama3-70b bucket", t);
+    has(t, "--ddp-bucket-size 134217728");
+    free(t);
+    t = flags_of("llama3-70b", "dgx-h100", "{gpus: 64, seq: 8192, global_batch: 128}",
+                 "{tp: 4, sp: true, pp: 4, dp: 4, micro_batch: 1, dist_opt: true, "
+                 "dp_overlap: true, schedule: 1f1b}");
+    lacks(t, "--ddp-bucket-size");
+    free(t);
+
     /* the norm epsilon of each family, under Megatron's name */
     t = flags_of("bert-large", "dgx-a100", "{gpus: 8, seq: 512, global_batch: 256}",
                  "{tp: 2, dp: 4, micro_batch: 1, schedule: 1f1b}");

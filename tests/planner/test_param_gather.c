@@ -338,6 +338,55 @@ static void test_opt_step_checks_and_flags(void **state)
     assert_true(plain.parallel.overlap_param_gather_with_optimizer_step);
 }
 
+/* parallel.ddp_bucket_size (Megatron --ddp-bucket-size; Megatron-Bridge's
+ * and NeMo 2's CommOverlapConfig set 128 * 1024^2 when dp > 1; docs/cost-model.md
+ * §5, "Buckets"): LLaMA 3 8B in bf16 on 8 H100 (t1 p1 d8, 1F1B), every rank
+ * holding all 8,030,261,248 parameters, so the bucket is a fraction f of them:
+ * Megatron's default max(40M, 1M * 8) = 40M gives f = 0.0049811, 128 * 1024^2
+ * f = 0.0167141. With one chunk the reduction's last bucket and the gather's
+ * first are exposed whole and the rest runs under the backward (forward) at
+ * the SMs' share s: exposed = red (f + s_r (1 - f)) + ag (f + s_a (1 - f)).
+ * The tails (f red + f ag, less what the share already counts) grow by
+ * 134217728 / 40000000 = 3.3554 from the default to the recipes' bucket;
+ * the bucket's bytes are 2 a parameter (gradients reduced in bf16). */
+static void test_bucket_size_by_hand(void **state)
+{
+    (void)state;
+    mp_config c = nemo_config("llama3-8b", 8, 64);
+    mp_error err;
+    c.training.precision = MP_DTYPE_BF16;
+    c.training.grad_reduce_bf16 = true; /* as the recipes: 2-byte gradients */
+    c.parallel = (mp_parallel){.tp = 1, .pp = 1, .vpp = 1, .cp = 1, .dp = 8, .micro_batch = 1,
+                               .dist_opt = true, .dp_overlap = true, .schedule = MP_SCHED_1F1B};
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    mp_pipeline_cost def = build(&c);
+    c.parallel.ddp_bucket_size = 134217728;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    mp_pipeline_cost big = build(&c);
+    const double fs[2] = {0.0049811, 0.0167141};
+    const mp_pipeline_cost *pcs[2] = {&def, &big};
+    double tail[2];
+    for (int i = 0; i < 2; i++) {
+        const mp_pipeline_cost *pc = pcs[i];
+        double red = pc->dp_time - pc->dp_gather - pc->dp_tied, ag = pc->dp_gather;
+        double f = fs[i], sr = pc->dp_sm_reduce, sa = pc->dp_sm_gather;
+        double want = red * (f + sr * (1 - f)) + ag * (f + sa * (1 - f)) + pc->dp_tied;
+        if (getenv("MP_PRINT_DP"))
+            printf("bucket %.0f: red %.4f ag %.4f s %.3f %.3f exposed %.5f, by hand %.5f\n",
+                   pc->dp_bucket_bytes / 2, red, ag, sr, sa, pc->dp_exposed, want);
+        assert_float_equal(pc->dp_exposed, want, 1e-6 * pc->dp_time);
+        tail[i] = pc->dp_exposed - red * sr - ag * sa - pc->dp_tied;
+    }
+    assert_float_equal(big.dp_bucket_bytes, 134217728.0 * 2, 1.0);
+    assert_float_equal(tail[1] / tail[0], 3.3554, 1e-3);
+    /* the simulator exposes the same DP time */
+    double s = sim_dp_added(&c, &big);
+    if (fabs(s - big.dp_exposed) > 0.05 * big.dp_exposed)
+        fail_msg("simulated DP %.4f s, estimate %.4f s", s, big.dp_exposed);
+    mp_pipeline_cost_free(&def);
+    mp_pipeline_cost_free(&big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_opt_step_by_hand),
         cmocka_unit_test(test_rank_buckets_by_hand),
         cmocka_unit_test(test_rank_buckets_in_plan),
+        cmocka_unit_test(test_bucket_size_by_hand),
         cmocka_unit_test(test_opt_step_estimate_vs_sim),
         cmocka_unit_test(test_opt_step_checks_and_flags),
     };

@@ -15,7 +15,8 @@ est() {
     "$megaplan" estimate --model qwen3-235b-a22b --gpus 64 --hw b200 --seq 4096 \
         --global-batch 1024 --precision fp8 --fp8-recipe mxfp8 --tp 1 --pp 8 --vpp 2 \
         --micro-batch 1 --ep 8 --etp 1 --dispatcher alltoall --moe-a2a-overlap on --dist-opt \
-        --fp8-param-gather on --grad-reduce-bf16 on --param-gather-overlap "$1" --format json |
+        --fp8-param-gather on --grad-reduce-bf16 on --ddp-bucket-size 134217728 \
+        --param-gather-overlap "$1" --format json |
         awk -F: '/"step":/ { gsub(/[ ,\t]/, "", $2); print $2; exit }'
 }
 off=$(est off) on=$(est on)

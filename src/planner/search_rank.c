@@ -4,9 +4,9 @@
  *    and give each two lower bounds from cached per-block numbers: memory
  *    (the first pipeline rank's weights, grads, optimizer states and stashed
  *    activations under the even split, the estimate's rank 0 minus its
- *    buffers, with its allocator's fragmentation; for MoE the larger of that
- *    and the busiest rank's MoE blocks: search_bounds.c argues each a lower
- *    bound) and time (the slowest rank's compute and recompute over m
+ *    buffers, with its allocator's fragmentation; for MoE the larger of that,
+ *    the busiest rank's MoE blocks and, where the stages are counted, each
+ *    other rank's own bytes: search_bounds.c argues each a lower bound) and time (the slowest rank's compute and recompute over m
  *    micro-batches plus the fill it cannot avoid, without any communication).
  *    (search_enumerate.c, search_bounds.c)
  * 2. Drop those whose memory bound exceeds the capacity; cost the rest in

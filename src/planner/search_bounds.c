@@ -317,6 +317,10 @@ void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
     bs->experts = *base;
     bs->r0_p[0] = bs->r0_p[1] = bs->r0_v[0] = bs->r0_v[1] = 0;
     bs->r0_ranks[0] = bs->r0_ranks[1] = 0;
+    /* the tokens a stage hands on (cost.c's send_bytes, the last block's) */
+    mp_block_shape sh;
+    mp_block_shape_of(&base->model, base->training.seq, mp_model_blocks(&base->model), &sh);
+    bs->send_tokens = sh.s;
 }
 
 /* Keeps the rank whose bytes are at least a + moe * (one MoE block's expert
@@ -423,14 +427,14 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     if (exact0 && kept > 0 && !mp_fp8_on(base) && moe_run > 0.0)
         extra = moe_run * routed_act_floor(base, x, kept == 1) / (double)x->v * chunks;
     bp->stash_extra = exact0 ? extra + base->hw.allocator_fragmentation * (stash + extra) : 0.0;
-    /* The other ranks, where their blocks are counted (rank0_blocks): rank
-     * r's stash is the sum of its chunks' activations / v times its own
-     * chunks in flight (cost.c; the split-backward schedules' held
-     * gradients only add to it), each block's at least the stripped
-     * block's and each MoE block's at least that plus the routed floor; its
-     * static bytes at least its blocks' fewest, its experts' those of its
-     * MoE blocks, and its "other" at least the reserve plus the
-     * fragmentation of its stash, as rank 0's above. In a deep pipeline the
+    /* Each rank, where their blocks are counted (rank0_blocks): rank r's
+     * stash is the sum of its chunks' activations / v times its own chunks
+     * in flight (cost.c), plus under ZB-H1 its blocks' held output
+     * gradients times its Ws pending, each block's activations at least the
+     * stripped block's and each MoE block's at least that plus the routed
+     * floor; its static bytes at least its blocks' fewest, its experts'
+     * those of its MoE blocks, and its "other" at least the reserve plus
+     * the fragmentation of its stash, as rank 0's above. In a deep pipeline the
      * ranks after the first hold the MoE blocks (DeepSeek-V3's first three
      * are dense) with nearly as many micro-batches in flight: rank 0's
      * bound, holding none, and the busiest rank's below, counting no
@@ -441,10 +445,23 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         double rout = kept > 0 && !mp_fp8_on(base) ? routed_act_floor(base, x, kept == 1) : 0.0;
         double a = mp_search_bi_act(bi, x);
         double grow = 1.0 + base->hw.allocator_fragmentation;
-        for (int64_t r = 1; r < x->p; r++) {
+        mp_schedule_kind sk = (mp_schedule_kind)x->sched;
+        /* ZB-H1's held output gradients: 9 boundary activations a block
+         * for each W pending (cost.c w_hold_bytes; the boundary at least
+         * b s h / (c t) in the activations' type, s the last block's own
+         * tokens, its cross-attended ones >= 0) */
+        double hold = mp_schedule_splits_backward(sk) && x->p > 1 &&
+                              !mp_pipeline_w_under_inflight(sk)
+                          ? 9.0 * (double)x->b * bs->send_tokens / (double)x->c *
+                                (double)m->hidden * mp_dtype_bytes(base->training.precision) /
+                                (double)x->t
+                          : 0.0;
+        for (int64_t r = 0; r < x->p; r++) {
             double nb = bs->rk_blocks[r0k][r], nm = bs->rk_moe[r0k][r];
-            double ch = mp_pipeline_inflight_chunks((mp_schedule_kind)x->sched, x->p, x->v, mb, r);
+            double ch = mp_pipeline_inflight_chunks(sk, x->p, x->v, mb, r);
             double st = (nb * a + nm * rout) / (double)x->v * ch;
+            if (hold > 0.0)
+                st += hold * nb / (double)x->v * mp_pipeline_w_pending_chunks(sk, x->p, x->v, mb, r);
             if (x->rc == MP_RECOMPUTE_FULL && nb > 0) st += bi->act[MP_RECOMPUTE_NONE];
             keep_rank_term(bp, nb * bp->block_static + st * grow + base->hw.runtime_reserve, nm);
         }

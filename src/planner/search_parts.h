@@ -133,6 +133,7 @@ typedef struct bound_scratch {
     /* ... and each rank's blocks and MoE blocks there (r0_ranks of them; 0
      * when the stages were not counted) */
     int64_t r0_ranks[2];
+    double send_tokens; /* the tokens of the stages' boundary activation, at least */
     int32_t rk_blocks[2][MP_SEARCH_RANKS_MAX], rk_moe[2][MP_SEARCH_RANKS_MAX];
 } bound_scratch;
 

@@ -609,6 +609,10 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
             if (r > *worst_mem_ratio) *worst_mem_ratio = r;
             if (xi->lb_mem > est.memory.peak * (1 + 1e-12)) (*mem_violations)++;
             if (xi->lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
+            /* and each set's own memory bound, which the costing prunes
+             * its sets by (search_rank.c cost_sets) */
+            if (all && mp_search_mem_bound(&e, &x) > est.memory.peak * (1 + 1e-12))
+                (*mem_violations)++;
             const block_info *bi = mp_search_block_get(&e.bc, x.t, x.c, x.b, x.sp);
             if (bi && mp_search_expert_time_bound(&opt->base, bi, xi,
                                                   mp_search_expert_comm(&cfg)) >

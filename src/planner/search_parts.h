@@ -211,6 +211,9 @@ void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out);
 void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts *counts);
 void mp_search_free_ctx(enum_ctx *e);
 void mp_search_enumerate(enum_ctx *e);
+/* x's memory bound, computed again (the costing's, for one module set of a
+ * candidate that stands for them all: its own, not the least of theirs) */
+double mp_search_mem_bound(enum_ctx *e, const cand *x);
 
 /* search_topk.c: the k-th best step so far (INFINITY until k are kept);
  * insertion keeping the k best; qsort orders by the time and memory bounds */

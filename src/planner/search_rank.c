@@ -392,6 +392,12 @@ static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, 
         bool too_big = false;
         for (int j = 0; j < nover && !too_big && !opt->no_prune; j++)
             too_big = !(cover[k] & ~over[j]);
+        /* the set's own memory bound (the candidate's is the least of the
+         * sets'): the routed tokens' bytes it keeps and its blocks' (not
+         * in the loose pass, whose estimates over memory are the closest
+         * answer's) */
+        if (!too_big && all && !opt->no_prune && !e->loose_mem)
+            too_big = mp_search_mem_bound(e, &xk) > opt->base.hw.memory;
         if (too_big) { /* counted as the memory bound's prunes */
             res->counts.pruned_memory++;
             continue;

@@ -148,13 +148,17 @@ const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int
  * explicit layout, given or proposed, or the uneven default split, those of
  * its stages k = 0, p, 2p, ...
  * (and *min_chunk the fewest in one of them), so that the memory bound stays
- * below the rank's real bytes however uneven the layout is. */
+ * below the rank's real bytes however uneven the layout is. Where it counts
+ * the stages, it also counts each rank's blocks and MoE blocks into
+ * rk_blocks and rk_moe (rank r holds stages r, r + p, ...: no V schedule,
+ * no DualPipe) and sets *nranks = p (p <= MP_SEARCH_RANKS_MAX); else 0. */
 static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, double *min_chunk,
-                           bool *exact)
+                           bool *exact, int32_t *rk_blocks, int32_t *rk_moe, int64_t *nranks)
 {
     int64_t n = (int64_t)x->p * x->v;
     *min_chunk = (double)L / (double)n;
     *exact = L % n == 0; /* else an average: rank 0 may hold fewer */
+    *nranks = 0;
     if (L % n == 0 || mp_schedule_is_v((mp_schedule_kind)x->sched) ||
         x->sched == MP_SCHED_DUALPIPE || base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES)
         return (double)L / (double)x->p;
@@ -179,6 +183,20 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
         double here = (double)(e > b ? e - b : 0);
         blocks += here;
         *min_chunk = k == 0 || here < *min_chunk ? here : *min_chunk;
+    }
+    if (x->p <= MP_SEARCH_RANKS_MAX) {
+        const mp_model *m = &base->model;
+        bool moe = mp_model_is_moe(m);
+        for (int64_t r = 0; r < x->p; r++) rk_blocks[r] = rk_moe[r] = 0;
+        for (int64_t k = 0; k < n; k++) {
+            int64_t b = st[k].begin < 1 ? 1 : st[k].begin, e = st[k].end > L + 1 ? L + 1 : st[k].end;
+            for (int64_t i = b; i < e; i++) {
+                rk_blocks[k % x->p]++;
+                /* (block i is layer i - 1) */
+                if (moe && i - 1 < m->layers && mp_model_block_is_moe(m, i - 1)) rk_moe[k % x->p]++;
+            }
+        }
+        *nranks = x->p;
     }
     free(c);
     free(st);
@@ -298,6 +316,39 @@ void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
     bs->sharded = *base;
     bs->experts = *base;
     bs->r0_p[0] = bs->r0_p[1] = bs->r0_v[0] = bs->r0_v[1] = 0;
+    bs->r0_ranks[0] = bs->r0_ranks[1] = 0;
+    /* the tokens a stage hands on (cost.c's send_bytes, the last block's) */
+    mp_block_shape sh;
+    mp_block_shape_of(&base->model, base->training.seq, mp_model_blocks(&base->model), &sh);
+    bs->send_tokens = sh.s;
+}
+
+/* Keeps the rank whose bytes are at least a + moe * (one MoE block's expert
+ * bytes) among bp's terms unless a kept one is at least as large in both;
+ * when they are full, in place of the one with the least a (any subset of
+ * the ranks bounds the peak). */
+static void keep_rank_term(bound_parts *bp, double a, double moe)
+{
+    int w = 0;
+    for (int j = 0; j < bp->n_ranks; j++) {
+        if (bp->rank_a[j] >= a && bp->rank_moe[j] >= moe) return;
+        if (!(a >= bp->rank_a[j] && moe >= bp->rank_moe[j])) { /* not dominated by it */
+            bp->rank_a[w] = bp->rank_a[j];
+            bp->rank_moe[w++] = bp->rank_moe[j];
+        }
+    }
+    bp->n_ranks = w;
+    if (w == MP_SEARCH_RANK_TERMS) {
+        int least = 0;
+        for (int j = 1; j < w; j++)
+            if (bp->rank_a[j] < bp->rank_a[least]) least = j;
+        if (bp->rank_a[least] >= a) return;
+        w = least;
+    } else {
+        bp->n_ranks++;
+    }
+    bp->rank_a[w] = a;
+    bp->rank_moe[w] = moe;
 }
 
 void mp_search_bound_parts(const mp_config *base, const block_info *bi, double block_params_min,
@@ -327,7 +378,8 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         min_chunk = bs->r0_min_chunk[r0k];
         exact0 = bs->r0_exact[r0k];
     } else if (layout_split) {
-        rank0 = rank0_blocks(base, x, L, &min_chunk, &exact0);
+        rank0 = rank0_blocks(base, x, L, &min_chunk, &exact0, bs->rk_blocks[r0k],
+                             bs->rk_moe[r0k], &bs->r0_ranks[r0k]);
         bs->r0_p[r0k] = x->p;
         bs->r0_v[r0k] = x->v;
         bs->r0_blocks[r0k] = rank0;
@@ -375,6 +427,45 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     if (exact0 && kept > 0 && !mp_fp8_on(base) && moe_run > 0.0)
         extra = moe_run * routed_act_floor(base, x, kept == 1) / (double)x->v * chunks;
     bp->stash_extra = exact0 ? extra + base->hw.allocator_fragmentation * (stash + extra) : 0.0;
+    /* Each rank, where their blocks are counted (rank0_blocks): rank r's
+     * stash is the sum of its chunks' activations / v times its own chunks
+     * in flight (cost.c), plus under ZB-H1 its blocks' held output
+     * gradients times its Ws pending, each block's activations at least the
+     * stripped block's and each MoE block's at least that plus the routed
+     * floor; its static bytes at least its blocks' fewest, its experts'
+     * those of its MoE blocks, and its "other" at least the reserve plus
+     * the fragmentation of its stash, as rank 0's above. In a deep pipeline the
+     * ranks after the first hold the MoE blocks (DeepSeek-V3's first three
+     * are dense) with nearly as many micro-batches in flight: rank 0's
+     * bound, holding none, and the busiest rank's below, counting no
+     * activations, missed the routed tokens' bytes that put most of what
+     * was costed for DeepSeek-V3 on 2048 GPUs over memory. */
+    bp->n_ranks = 0;
+    if (layout_split && exact0 && bs->r0_ranks[r0k] == x->p) {
+        double rout = kept > 0 && !mp_fp8_on(base) ? routed_act_floor(base, x, kept == 1) : 0.0;
+        double a = mp_search_bi_act(bi, x);
+        double grow = 1.0 + base->hw.allocator_fragmentation;
+        mp_schedule_kind sk = (mp_schedule_kind)x->sched;
+        /* ZB-H1's held output gradients: 9 boundary activations a block
+         * for each W pending (cost.c w_hold_bytes; the boundary at least
+         * b s h / (c t) in the activations' type, s the last block's own
+         * tokens, its cross-attended ones >= 0) */
+        double hold = mp_schedule_splits_backward(sk) && x->p > 1 &&
+                              !mp_pipeline_w_under_inflight(sk)
+                          ? 9.0 * (double)x->b * bs->send_tokens / (double)x->c *
+                                (double)m->hidden * mp_dtype_bytes(base->training.precision) /
+                                (double)x->t
+                          : 0.0;
+        for (int64_t r = 0; r < x->p; r++) {
+            double nb = bs->rk_blocks[r0k][r], nm = bs->rk_moe[r0k][r];
+            double ch = mp_pipeline_inflight_chunks(sk, x->p, x->v, mb, r);
+            double st = (nb * a + nm * rout) / (double)x->v * ch;
+            if (hold > 0.0)
+                st += hold * nb / (double)x->v * mp_pipeline_w_pending_chunks(sk, x->p, x->v, mb, r);
+            if (x->rc == MP_RECOMPUTE_FULL && nb > 0) st += bi->act[MP_RECOMPUTE_NONE];
+            keep_rank_term(bp, nb * bp->block_static + st * grow + base->hw.runtime_reserve, nm);
+        }
+    }
     /* Megatron's default uneven split (DeepSeek-V3's 61 blocks on pp 16):
      * the bound above counts rank 0's blocks as the average L/p; the tight
      * bound takes its own count from the split's stages instead, as under
@@ -382,7 +473,9 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     bp->alt0 = false;
     double mc = 0.0;
     bool ex = false;
-    double r0 = !layout_split && !exact0 ? rank0_blocks(base, x, L, &mc, &ex) : 0.0;
+    int32_t rkb[MP_SEARCH_RANKS_MAX], rkm[MP_SEARCH_RANKS_MAX];
+    int64_t nr_alt = 0;
+    double r0 = !layout_split && !exact0 ? rank0_blocks(base, x, L, &mc, &ex, rkb, rkm, &nr_alt) : 0.0;
     if (ex) {
         double moe_e = mp_model_is_moe(m)
                            ? fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - r0))
@@ -475,6 +568,10 @@ void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double e
      * then the tighter: it pruned ~40% of what was costed for DeepSeek-V3
      * on 2048 H100s and found not to fit (pp 32 with ep 4: 1.4 TB). */
     double busiest = bp->moe_avg * (expert_bytes + bp->block_static) + base->hw.runtime_reserve;
+    /* and the other ranks whose blocks are counted, each its own
+     * (bp->rank_a, mp_search_bound_parts) */
+    for (int j = 0; j < bp->n_ranks; j++)
+        rank0 = fmax(rank0, bp->rank_a[j] + bp->rank_moe[j] * expert_bytes);
     x->lb_mem = fmax(rank0, busiest);
 }
 
@@ -512,6 +609,10 @@ mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,
             if (r > *worst_mem_ratio) *worst_mem_ratio = r;
             if (xi->lb_mem > est.memory.peak * (1 + 1e-12)) (*mem_violations)++;
             if (xi->lb_time > est.time.step * (1 + 1e-12)) (*time_violations)++;
+            /* and each set's own memory bound, which the costing prunes
+             * its sets by (search_rank.c cost_sets) */
+            if (all && mp_search_mem_bound(&e, &x) > est.memory.peak * (1 + 1e-12))
+                (*mem_violations)++;
             const block_info *bi = mp_search_block_get(&e.bc, x.t, x.c, x.b, x.sp);
             if (bi && mp_search_expert_time_bound(&opt->base, bi, xi,
                                                   mp_search_expert_comm(&cfg)) >

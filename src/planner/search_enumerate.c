@@ -342,6 +342,17 @@ static bool bound_parts_of(enum_ctx *e, const cand *x, bound_parts *bp)
     return true;
 }
 
+double mp_search_mem_bound(enum_ctx *e, const cand *x)
+{
+    bound_parts bp;
+    if (!bound_parts_of(e, x, &bp))
+        return 0.0; /* out of memory: no bound rather than a wrong one */
+    double expert_bytes = mp_search_expert_bytes(e->base, &e->scratch, &bp, x);
+    cand y = *x;
+    mp_search_bounds_set(e->base, &bp, expert_bytes, e->loose_mem, &y);
+    return y.lb_mem;
+}
+
 /* A dense model's candidate (ep = etp = 0). */
 static void consider(enum_ctx *e, cand *x)
 {

@@ -93,6 +93,11 @@ typedef struct top_k {
     int n, k;
 } top_k;
 
+/* The pipeline ranks' terms a candidate's memory bound keeps (bound_parts),
+ * and the deepest pipeline whose ranks it bounds one by one. */
+#define MP_SEARCH_RANK_TERMS 4
+#define MP_SEARCH_RANKS_MAX 256
+
 /* The lower bounds of a candidate as parts its expert settings (ep, etp,
  * dispatcher) leave alone: the 36 expert splits of a DeepSeek-V3 candidate
  * share them, and only the expert weights' bytes differ among them. */
@@ -105,6 +110,12 @@ typedef struct bound_parts {
     double moe_min;      /* the fewest MoE blocks it holds */
     double moe_avg;      /* the MoE blocks per rank on average: the busiest holds as many */
     double block_static; /* the fewest dense (non-expert) bytes of one block */
+    /* the other pipeline ranks where their blocks are known (a layout or
+     * Megatron's uneven default split): rank r holds at least rank_a[j] +
+     * rank_moe[j] * one MoE block's expert bytes, for the ranks kept (those
+     * no other kept one exceeds in both; search_bounds.c) */
+    int n_ranks;
+    double rank_a[MP_SEARCH_RANK_TERMS], rank_moe[MP_SEARCH_RANK_TERMS];
     double lb_time;      /* the time bound (the expert GEMMs in it at peak) */
 } bound_parts;
 
@@ -119,6 +130,11 @@ typedef struct bound_scratch {
     int64_t r0_p[2], r0_v[2];
     double r0_blocks[2], r0_min_chunk[2];
     bool r0_exact[2];
+    /* ... and each rank's blocks and MoE blocks there (r0_ranks of them; 0
+     * when the stages were not counted) */
+    int64_t r0_ranks[2];
+    double send_tokens; /* the tokens of the stages' boundary activation, at least */
+    int32_t rk_blocks[2][MP_SEARCH_RANKS_MAX], rk_moe[2][MP_SEARCH_RANKS_MAX];
 } bound_scratch;
 
 /* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B
@@ -195,6 +211,9 @@ void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out);
 void mp_search_init_ctx(enum_ctx *e, const mp_search_options *opt, mp_search_counts *counts);
 void mp_search_free_ctx(enum_ctx *e);
 void mp_search_enumerate(enum_ctx *e);
+/* x's memory bound, computed again (the costing's, for one module set of a
+ * candidate that stands for them all: its own, not the least of theirs) */
+double mp_search_mem_bound(enum_ctx *e, const cand *x);
 
 /* search_topk.c: the k-th best step so far (INFINITY until k are kept);
  * insertion keeping the k best; qsort orders by the time and memory bounds */

@@ -4,9 +4,9 @@
  *    and give each two lower bounds from cached per-block numbers: memory
  *    (the first pipeline rank's weights, grads, optimizer states and stashed
  *    activations under the even split, the estimate's rank 0 minus its
- *    buffers, with its allocator's fragmentation; for MoE the larger of that
- *    and the busiest rank's MoE blocks: search_bounds.c argues each a lower
- *    bound) and time (the slowest rank's compute and recompute over m
+ *    buffers, with its allocator's fragmentation; for MoE the larger of that,
+ *    the busiest rank's MoE blocks and, where the stages are counted, each
+ *    other rank's own bytes: search_bounds.c argues each a lower bound) and time (the slowest rank's compute and recompute over m
  *    micro-batches plus the fill it cannot avoid, without any communication).
  *    (search_enumerate.c, search_bounds.c)
  * 2. Drop those whose memory bound exceeds the capacity; cost the rest in
@@ -392,6 +392,12 @@ static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, 
         bool too_big = false;
         for (int j = 0; j < nover && !too_big && !opt->no_prune; j++)
             too_big = !(cover[k] & ~over[j]);
+        /* the set's own memory bound (the candidate's is the least of the
+         * sets'): the routed tokens' bytes it keeps and its blocks' (not
+         * in the loose pass, whose estimates over memory are the closest
+         * answer's) */
+        if (!too_big && all && !opt->no_prune && !e->loose_mem)
+            too_big = mp_search_mem_bound(e, &xk) > opt->base.hw.memory;
         if (too_big) { /* counted as the memory bound's prunes */
             res->counts.pruned_memory++;
             continue;

@@ -861,6 +861,43 @@ static void test_bounds_each_module_set(void **state)
     assert_true(bounds_hold(&o, "deepseek-v3 module sets") > 100);
 }
 
+/* The memory bound of a deep MoE pipeline counts the ranks after the
+ * first (search_bounds.c): DeepSeek-V3 on 2048 H100s at pp 16, whose rank 0
+ * holds its three dense blocks alone and whose next ranks hold four MoE
+ * blocks each with nearly as many micro-batches in flight, and under ZB-H1
+ * the output gradients each pending W holds. Bounding rank 0 and the
+ * busiest rank's weights alone, 161 of the 230 candidates the search costed
+ * under 1F1B were over memory (their routed tokens' activations), and
+ * without the held gradients 180 of 190 under ZB-H1; the ranks' own bounds
+ * prune most of those (26 of 95 left, and 2 of 12), and each module set's
+ * own bound before it is costed more (18 of 87 under 1F1B). Every
+ * candidate's bounds, and each set's, stay below its estimate, and the
+ * search with pruning names the plans of costing every candidate. */
+static void test_moe_deep_pipeline_ranks(void **state)
+{
+    (void)state;
+    const struct {
+        mp_schedule_kind sched;
+        int64_t over;
+    } cases[] = {{MP_SCHED_1F1B, 22}, {MP_SCHED_ZBH1, 20}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_search_options o;
+        base_of("deepseek-v3", "dgx-h100", 2048, 15360, MP_DTYPE_BF16, &o);
+        fix_degrees(&o, 1, 16, 1);
+        o.base.parallel.sp = false;
+        o.base.parallel.schedule = cases[i].sched;
+        o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_CP | MP_FIX_SCHEDULE;
+        mp_search_result r;
+        assert_true(check_pruning_exact(&o, "deepseek-v3 pp 16", &r) > 500);
+        print_message("  costed %lld, over memory %lld, pruned by memory %lld\n",
+                      (long long)r.counts.estimated,
+                      (long long)r.counts.rejected[MP_REJECT_MEMORY],
+                      (long long)r.counts.pruned_memory);
+        assert_true(r.counts.rejected[MP_REJECT_MEMORY] < cases[i].over);
+        mp_search_result_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -883,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_split_memo_exact),
         cmocka_unit_test(test_selective_sets),
         cmocka_unit_test(test_bounds_each_module_set),
+        cmocka_unit_test(test_moe_deep_pipeline_ranks),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,6 +23,7 @@
 #include "core/io.h"
 #include "exec/calibrate.h"
 #include "exec/exec.h"
+#include "exec/memory.h"
 #include "exec/runtime.h"
 #endif
 
@@ -30,9 +31,10 @@ typedef struct calib_args {
     int np;
     const char *out, *name, *backend;
     bool force; /* -o may replace a read-only file */
+    double test_memory; /* bytes: tests say what the machine has; 0: ask it */
 } calib_args;
 
-enum { C_NP, C_OUT, C_FORCE, C_NAME, C_BACKEND };
+enum { C_NP, C_OUT, C_FORCE, C_NAME, C_BACKEND, C_TEST_MEMORY };
 
 static const mp_opt calib_rows[] = {
     {"--np", NULL, "N", C_NP, 0, "start N ranks with mpirun (otherwise run under mpirun -np N)",
@@ -46,6 +48,7 @@ static const mp_opt calib_rows[] = {
      "cpu (default) or cuda: the rank's GPU, bf16 GEMM curve, fp32 peak with TF32 off, cuBLAS's "
      "bf16 rate alone in a comment",
      "cpu cuda"},
+    {"--test-memory-available", NULL, "GIB", C_TEST_MEMORY, MP_OPT_HIDDEN, "", NULL},
 };
 
 static const mp_opt_group calib_opts = MP_OPT_GROUP("options", calib_rows);
@@ -122,6 +125,18 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
                 return 2;
             }
             a->np = (int)n;
+        } else if (o->id == C_TEST_MEMORY) {
+            char *end;
+            errno = 0;
+            double gib = strtod(val, &end);
+            if (errno || end == val || *end || !(gib > 0 && gib <= 1e6)) {
+                if (loud)
+                    fprintf(stderr, "megaplan calibrate: --test-memory-available: bad value "
+                                    "'%s' (GiB above 0 and at most 1e6)\n",
+                            mp_cli_shown(val, shown, sizeof shown));
+                return 2;
+            }
+            a->test_memory = gib * 1073741824.0;
         } else if (o->id == C_OUT) {
             a->out = val;
         } else if (o->id == C_BACKEND) {
@@ -214,8 +229,28 @@ int cmd_calibrate(int argc, char **argv)
         if (mp_output_prepare(a.out, a.force, &o, &oerr) != MP_OK)
             return loud ? mp_cli_fail("calibrate", &oerr) : mp_error_exit_status(oerr.code);
     }
-    if (a.np > 0 && !mp_cli_under_mpi_launcher())
+    if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
+        /* the N ranks run on this machine, each touching its probe buffers
+         * in host memory (CPU backend; a device's are cudaMalloc'd, which
+         * fails cleanly): refused before mpirun, as exec refuses a run */
+        if (!a.backend || !strcmp(a.backend, "cpu")) {
+            const char *source = "";
+            double have = mp_exec_memory_available(&source);
+            if (a.test_memory > 0)
+                have = a.test_memory, source = "--test-memory-available";
+            double each = (mp_calibrate_rank_bytes(false) + MP_EXEC_BASELINE_BYTES) *
+                          (1 + MP_EXEC_OVERHEAD);
+            const double G = 1073741824.0;
+            if (have > 0 && each * a.np > have) {
+                fprintf(stderr, "megaplan calibrate: --np: %d ranks need about %.3g GiB but "
+                                "%.3g GiB is available (%s): %.3g GiB each for the probes' "
+                                "buffers; use fewer ranks\n",
+                        a.np, each * a.np / G, have / G, source, each / G);
+                return 2;
+            }
+        }
         return mp_cli_mpirun("calibrate", argc, argv, a.np);
+    }
 
     mp_runtime rt;
     mp_error err;

@@ -74,6 +74,9 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
                       p->account_for_embedding && p->account_for_loss ? " each" : "",
                       p->account_for_embedding && p->account_for_loss ? "embedding/loss"
                       : p->account_for_embedding ? "embedding" : "loss");
+    if ((p->account_for_embedding || p->account_for_loss) && p->pp == 1)
+        mp_buf_puts(b, "            no effect with pp 1: one stage, nothing to split (Megatron "
+                       "accepts the flags and builds every layer)\n");
     if (p->p2p_overlap && p->schedule == MP_SCHED_INTERLEAVED)
         mp_buf_puts(b, "            p2p_overlap=on  (Megatron's --overlap-p2p-communication)\n");
     if (p->param_gather_sync && p->dist_opt && p->dp_overlap)

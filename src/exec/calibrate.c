@@ -157,6 +157,34 @@ static bool fill(const mp_backend *be, float *dst, size_t n, size_t mul, size_t 
     return true;
 }
 
+/* The probes' buffer sizes, one place for mp_calibrate and the memory check. */
+typedef struct calib_sizes {
+    int big;           /* the largest GEMM side: a, b, c are big^2 floats */
+    size_t copy_bytes; /* src and dst each */
+    int ln_rows, ln_h; /* x, y, xhat: rows x h floats; rstd rows; gamma, beta h */
+    size_t coll_max;   /* the all-reduce buffer */
+} calib_sizes;
+
+static calib_sizes sizes_for(bool device)
+{
+    const int *sides = device ? device_sides : cpu_sides;
+    return (calib_sizes){.big = sides[MP_CALIB_GEMM_POINTS - 1],
+                         .copy_bytes = (size_t)(device ? 1024 : 64) << 20,
+                         .ln_rows = device ? 65536 : 8192,
+                         .ln_h = 1024,
+                         .coll_max = (size_t)16 << 20};
+}
+
+double mp_calibrate_rank_bytes(bool device)
+{
+    calib_sizes z = sizes_for(device);
+    double ln = (double)z.ln_rows * z.ln_h;
+    double bufs = 3.0 * z.big * z.big * sizeof(float) + 2.0 * (double)z.copy_bytes +
+                  3.0 * ln * sizeof(float) + (double)z.ln_rows * sizeof(float) +
+                  2.0 * z.ln_h * sizeof(float) + (double)z.coll_max;
+    return bufs;
+}
+
 mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *name,
                        const mp_calib_device *dev, mp_calibration *out, mp_error *err)
 {
@@ -167,10 +195,9 @@ mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *n
     out->cublas_bf16 = dev ? dev->cublas_bf16 : 0;
     mp_status st = MP_OK;
     const int *gemm_sides = dev ? device_sides : cpu_sides;
-    int big = gemm_sides[MP_CALIB_GEMM_POINTS - 1];
-    size_t copy_bytes = (size_t)(dev ? 1024 : 64) << 20;
-    int ln_rows = dev ? 65536 : 8192, ln_h = 1024;
-    size_t coll_max = (size_t)16 << 20;
+    calib_sizes z = sizes_for(dev != NULL);
+    int big = z.big, ln_rows = z.ln_rows, ln_h = z.ln_h;
+    size_t copy_bytes = z.copy_bytes, coll_max = z.coll_max;
     float *a = be->alloc((size_t)big * big * sizeof *a);
     float *b = be->alloc((size_t)big * big * sizeof *b);
     float *c = be->alloc((size_t)big * big * sizeof *c);

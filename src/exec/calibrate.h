@@ -48,6 +48,11 @@ typedef struct mp_calib_device {
 mp_status mp_calibrate_backend(const mp_runtime *rt, const char *name, const mp_backend **be,
                                mp_calib_device *dev, bool *is_device, mp_error *err);
 
+/* Bytes of probe buffers one rank allocates and touches (the backend's
+ * memory: the host's for the CPU, the device's for a device), whatever the
+ * rank count; without the process itself (exec/memory.h's baseline). */
+double mp_calibrate_rank_bytes(bool device);
+
 /* Collective over rt->world. name: the profile's name. */
 mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *name,
                        const mp_calib_device *dev, mp_calibration *out, mp_error *err);

@@ -244,6 +244,9 @@ mp_status mp_explain_against(const mp_config *c, const mp_search_result *r, cons
                           ? "embedding/loss-in-pipeline-split"
                       : p->account_for_embedding ? "embedding-in-pipeline-split"
                                                  : "loss-in-pipeline-split");
+    if ((p->account_for_embedding || p->account_for_loss) && p->pp == 1)
+        mp_buf_puts(out, "  no effect with pp 1: one stage, nothing to split (Megatron accepts "
+                         "the flags and builds every layer)\n");
 
     mp_estimate e;
     if (mp_estimate_config(c, NULL, &e, &why) != MP_OK) {

@@ -302,6 +302,10 @@ static void pipeline_flags(const mp_config *c, const mp_stage_range *st, int64_t
     /* the split's form: what Megatron's flags can say of it (core/plan.h) */
     mp_split_form f = mp_split_form_of(c, st, K);
     bool acct = p->account_for_embedding || p->account_for_loss;
+    if (K == 1 && acct) /* transformer_block.py: L + e + l units on the one stage, less e and l */
+        mp_buf_puts(notes, "# account_for_embedding/loss: with pp 1 there is no split; Megatron "
+                           "accepts the flags and builds every layer on the one stage, so they "
+                           "are left out\n");
     if (K > 1 && p->pipeline_layout[0]) /* the user's layout, as written (st is its split) */
         mp_buf_printf(out, "--pipeline-model-parallel-layout \"%s\" \\\n", p->pipeline_layout);
     else if (K > 1 && (acct || (!mp_parallel_split_given(p) && f.kind == MP_SPLIT_ACCOUNT))) {

@@ -165,6 +165,18 @@ lacks af.txt "pipeline-model-parallel-layout"
 "$bin" simulate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --vpp 8 \
     --account-for-embedding --account-for-loss >afs.txt 2>err.txt || bad "account-for simulate: $(cat err.txt)"
 contains afs.txt "interleaved-1f1b, 16 pipeline ranks, 8 chunks each"
+# pp 1: Megatron accepts the flags and they do nothing (transformer_block.py: the
+# one stage holds L + e + l units and builds e + l fewer); megaplan says so
+"$bin" estimate --model llama3-8b --gpus 8 --hw dgx-h100 --tp 8 --pp 1 \
+    --account-for-embedding --account-for-loss >af1.txt 2>err.txt || bad "account-for pp 1: $(cat err.txt)"
+contains af1.txt "no effect with pp 1: one stage, nothing to split"
+"$bin" estimate --model llama3-8b --gpus 8 --hw dgx-h100 --tp 8 --pp 1 \
+    --account-for-loss --format megatron >af1m.txt 2>err.txt || bad "account-for pp 1 megatron: $(cat err.txt)"
+contains af1m.txt "# account_for_embedding/loss: with pp 1 there is no split"
+lacks af1m.txt "--account-for-loss-in-pipeline-split"
+"$bin" explain --model llama3-8b --gpus 8 --hw dgx-h100 --tp 8 --pp 1 \
+    --account-for-embedding >af1x.txt 2>err.txt || bad "account-for pp 1 explain: $(cat err.txt)"
+contains af1x.txt "no effect with pp 1"
 refuse account-loss-only "account-for-loss: the 126 layers + the loss = 127 do not divide among pp=16 ranks" \
     estimate --model llama3-405b --gpus 1024 --hw dgx-h100 --tp 8 --pp 16 --account-for-loss
 refuse account-vpp "account-for-embedding: 8 layers (the embedding and loss counted) on each rank must be a multiple of vpp=3" \

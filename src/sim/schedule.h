@@ -23,6 +23,10 @@ typedef enum mp_op_kind {
 
 typedef struct mp_op {
     uint8_t kind;       /* mp_op_kind */
+    uint8_t xfer;       /* 0 in the lists built here; the V replay's hints
+                           (schedule_vorder.c MP_XFER_*) in its compute-only
+                           copies of lists whose transfers are not each at
+                           their own F or B */
     int32_t microbatch; /* 0..m-1 */
     int32_t chunk;      /* model chunk on this rank, 0..v-1; virtual stage:
                            mp_schedule_stage (chunk*p + rank; V: rank, 2p-1-rank) */

@@ -358,15 +358,58 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
     return st;
 }
 
+/* The replay's hints in a compute-only copy of lists whose transfers are
+ * not each right at their own op (DualPipeV's F&B units: both receives
+ * before the F, both sends after the B and its W, as the engine runs the
+ * lists of mp_schedule_build; build_order sets them): */
+enum {
+    MP_XFER_DEFER = 1, /* this F's or B's send waits for the next flush */
+    MP_XFER_FLUSH = 2, /* after this op, the sends deferred since the last flush, in order */
+    MP_XFER_JOIN = 4,  /* this op also waits for the next op's input (received first) */
+};
+
+/* When op (F or B, on rank r) could start by its input (as b_ready, f_ready). */
+static double op_ready(const vorder *z, int32_t r, const mp_op *op)
+{
+    int32_t k = stage_of(z, r, op->chunk);
+    return op->kind == MP_OP_F ? f_ready(z, k, op->microbatch)
+           : op->kind == MP_OP_B ? b_ready(z, k, op->microbatch)
+                                 : 0.0;
+}
+
+/* Posts the output of op (F or B on rank r) at `at`: the receiver sees it
+ * one transfer later, and the sender waits for it (Megatron's p2p is
+ * synchronous; engine.c run_send); *free_at becomes `at` plus the transfer.
+ * The rank the message wakes, or -1 (none: the last stage's F, stage 0's B). */
+static int32_t post(vorder *z, int32_t r, const mp_op *op, double at, double *free_at)
+{
+    int32_t k = stage_of(z, r, op->chunk);
+    if (op->kind == MP_OP_F) {
+        z->f_end[(size_t)k * z->m + op->microbatch] = at;
+        if (k + 1 >= z->S)
+            return -1;
+        *free_at = at + link_time(z, k);
+        return rank_of(z, k + 1);
+    }
+    z->b_end[(size_t)k * z->m + op->microbatch] = at;
+    if (k == 0)
+        return -1;
+    *free_at = at + link_time(z, k - 1);
+    return rank_of(z, k - 1);
+}
+
 /* The step time of given lists under the times the list scheduling assumes
  * (each rank runs its ops in order, each as soon as its input has landed),
  * or INFINITY when a rank would stash more than the cap (capped). Ranks are
  * run until they block; the op that unblocks one puts it back on the stack.
- * end_at (may be NULL): per rank, each op's end (a send or receive, which the
- * lists of mp_schedule_build carry, takes no time here: its transfer is
- * counted with the F or B that sends it). */
+ * xfers: the lists carry their transfers (mp_schedule_build's), which run
+ * as the engine runs them: a receive waits for its message, a send posts
+ * the output and the sender waits for it to land. Without them each F's or
+ * B's output is sent as it ends, or where its MP_XFER_* hints say.
+ * end_at (may be NULL): per rank, each op's end (a transfer's: when the
+ * rank is free after it). */
 static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
-                     double *d, int32_t *n, bool capped, double *const *end_at,
+                     bool xfers, double *d, int32_t *n, bool capped, double *const *end_at,
                      mp_v_rank_times *rt)
 {
     size_t sm = (size_t)2 * p * m;
@@ -392,6 +435,20 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             const mp_op *op = &lists[r].ops[pos[r]];
             int32_t k = stage_of(&z, r, op->chunk), i = op->microbatch, q = -1;
             mp_op_kind kind = (mp_op_kind)op->kind;
+            if (kind == MP_OP_RECV_FWD || kind == MP_OP_RECV_BWD) {
+                double rd = kind == MP_OP_RECV_FWD ? f_ready(&z, k, i) : b_ready(&z, k, i);
+                if (rd == INFINITY)
+                    break; /* not sent yet */
+                free_at[r] = rd > free_at[r] ? rd : free_at[r];
+            } else if (kind == MP_OP_SEND_FWD || kind == MP_OP_SEND_BWD) {
+                mp_op c = {.kind = kind == MP_OP_SEND_FWD ? MP_OP_F : MP_OP_B,
+                           .microbatch = i, .chunk = op->chunk};
+                q = post(&z, r, &c, free_at[r], &free_at[r]);
+                if (q >= 0 && q != r && !queued[q]) {
+                    stack[top++] = q;
+                    queued[q] = 1;
+                }
+            }
             if (kind != MP_OP_F && kind != MP_OP_B && kind != MP_OP_W) {
                 if (end_at)
                     end_at[r][pos[r]] = free_at[r];
@@ -400,8 +457,12 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             double rd = kind == MP_OP_F   ? f_ready(&z, k, i)
                         : kind == MP_OP_B ? b_ready(&z, k, i)
                                           : 0;
+            if ((op->xfer & MP_XFER_JOIN) && rd < INFINITY) {
+                double rn = op_ready(&z, r, op + 1);
+                rd = rn > rd ? rn : rd;
+            }
             if (rd == INFINITY)
-                break; /* its input is not computed yet */
+                break; /* its input is not computed (or not sent) yet */
             double start = rd > free_at[r] ? rd : free_at[r], end = start + dur(&z, kind, k);
             makespan = end > makespan ? end : makespan;
             free_at[r] = end;
@@ -411,18 +472,26 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
                 rt[r].w_end[op->chunk & 1] = end; /* the rank's ops run in list order */
             else if (rt && kind == MP_OP_F && i == 0)
                 rt[r].f0_end[op->chunk & 1] = end;
-            if (kind == MP_OP_F) {
-                d[(size_t)k * m + i] = end;
-                if ((held[r] += act(&z, k)) > cap && capped)
-                    return INFINITY;
-                q = k + 1 < z.S ? rank_of(&z, k + 1) : -1;
-                free_at[r] += q >= 0 ? link_time(&z, k) : 0;
-            } else if (kind == MP_OP_B) {
-                d[sm + (size_t)k * m + i] = end;
-                q = k > 0 ? rank_of(&z, k - 1) : -1;
-                free_at[r] += q >= 0 ? link_time(&z, k - 1) : 0;
-            } else {
+            if (kind == MP_OP_F && (held[r] += act(&z, k)) > cap && capped)
+                return INFINITY;
+            if (kind == MP_OP_W)
                 held[r] -= act(&z, k);
+            else if (!(op->xfer & MP_XFER_DEFER) &&
+                     !(xfers && (kind == MP_OP_F ? k + 1 < z.S : k > 0)))
+                q = post(&z, r, op, end, &free_at[r]); /* else its send op posts it */
+            if (op->xfer & MP_XFER_FLUSH) {
+                /* the sends deferred since the last flush, in list order */
+                int32_t j = pos[r];
+                while (j > 0 && !(lists[r].ops[j - 1].xfer & MP_XFER_FLUSH))
+                    j--;
+                for (; j <= pos[r]; j++)
+                    if (lists[r].ops[j].xfer & MP_XFER_DEFER) {
+                        int32_t w = post(&z, r, &lists[r].ops[j], free_at[r], &free_at[r]);
+                        if (w >= 0 && w != r && !queued[w]) {
+                            stack[top++] = w;
+                            queued[w] = 1;
+                        }
+                    }
             }
             if (q >= 0 && q != r && !queued[q]) {
                 stack[top++] = q;
@@ -505,6 +574,87 @@ static order_cache *order_cache_of_thread(void)
     return mp_thread_block_get(&order_block, sizeof(order_cache));
 }
 
+/* Whether transfer op x (a receive or a send) is c's own. */
+static bool xfer_of(const mp_op *x, const mp_op *c)
+{
+    mp_op_kind k = (mp_op_kind)x->kind;
+    mp_op_kind want = k == MP_OP_RECV_FWD || k == MP_OP_SEND_FWD ? MP_OP_F : MP_OP_B;
+    return c->kind == want && c->microbatch == x->microbatch && c->chunk == x->chunk;
+}
+
+/* One rank's list l without its transfers into out (room for per ops,
+ * *n of them), each compute op carrying the MP_XFER_* hints that tell the
+ * replay where the list receives and sends: a receive before an op is that
+ * op's own or, with JOIN on it, the next op's; the sends after an op are
+ * its own (no hint) or, with FLUSH on it, the deferred ones (DEFER) since
+ * the last flush, in their order. A list laid out otherwise is refused. */
+static mp_status strip_transfers(const mp_op_list *l, mp_op *out, size_t per, int32_t *n,
+                                 mp_error *err)
+{
+    int32_t last = -1, flushed = -1; /* in out */
+    const mp_op *recv[2], *send[4], *joined = NULL;
+    int nr = 0, ns = 0;
+    for (int32_t i = 0; i <= l->n; i++) {
+        const mp_op *o = i < l->n ? &l->ops[i] : NULL;
+        mp_op_kind k = o ? (mp_op_kind)o->kind : MP_OP_W;
+        if (o && (k == MP_OP_RECV_FWD || k == MP_OP_RECV_BWD)) {
+            if (nr == 2)
+                goto bad;
+            recv[nr++] = o;
+            continue;
+        }
+        if (o && (k == MP_OP_SEND_FWD || k == MP_OP_SEND_BWD)) {
+            if (ns == 4 || last < 0)
+                goto bad;
+            send[ns++] = o;
+            continue;
+        }
+        /* a compute op or the end: first the sends after the last op, each
+         * to the first op since the last flush it belongs to (a DEFER is
+         * always flushed here, so none is pending before) */
+        if (ns > 1 || (ns == 1 && !xfer_of(send[0], &out[last]))) {
+            int32_t j = flushed + 1;
+            for (int q = 0; q < ns; q++, j++) {
+                while (j <= last && !xfer_of(send[q], &out[j]))
+                    j++;
+                if (j > last)
+                    goto bad;
+                out[j].xfer |= MP_XFER_DEFER;
+            }
+            out[last].xfer |= MP_XFER_FLUSH;
+            flushed = last;
+        }
+        ns = 0;
+        if (!o)
+            break;
+        if ((size_t)*n == per)
+            return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                                "more than 6m compute ops on a V rank");
+        mp_op c = *o;
+        c.xfer = 0;
+        if (joined && !xfer_of(joined, &c))
+            goto bad;
+        joined = NULL;
+        for (int q = 0; q < nr; q++)
+            if (!xfer_of(recv[q], &c)) { /* the next op's, received first */
+                if (q + 1 != nr || i + 1 >= l->n)
+                    goto bad;
+                c.xfer |= MP_XFER_JOIN;
+                joined = recv[q];
+            }
+        nr = 0;
+        out[(*n)++] = c;
+        last = *n - 1;
+    }
+    return nr == 0 && !joined
+               ? MP_OK
+               : mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                              "a V rank's last receive has no op");
+bad:
+    return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                        "a V rank's transfers are not where the replay can place them");
+}
+
 /* Builds the time-free order of (s, p, m) into e (ops and n allocated):
  * ZB-V's unit-time greedy, DualPipeV's lists without their transfers. */
 static mp_status build_order(mp_schedule_kind s, int32_t p, int32_t m, order_entry *e,
@@ -526,16 +676,7 @@ static mp_status build_order(mp_schedule_kind s, int32_t p, int32_t m, order_ent
     } else if (st == MP_OK) {
         st = mp_schedule_build_all(s, p, 2, m, l, err);
         for (int32_t r = 0; r < p && st == MP_OK; r++)
-            for (int32_t i = 0; i < l[r].n && st == MP_OK; i++) {
-                mp_op_kind k = (mp_op_kind)l[r].ops[i].kind;
-                if (k != MP_OP_F && k != MP_OP_B && k != MP_OP_W)
-                    continue;
-                if ((size_t)e->n[r] == per)
-                    st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
-                                      "more than 6m compute ops on a V rank");
-                else
-                    e->ops[(size_t)r * per + (size_t)e->n[r]++] = l[r].ops[i];
-            }
+            st = strip_transfers(&l[r], e->ops + (size_t)r * per, per, &e->n[r], err);
         for (int32_t r = 0; r < p && l[r].ops; r++)
             mp_op_list_free(&l[r]);
     }
@@ -645,7 +786,8 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
             st = greedy(p, m, t, false, true, cand + c * p, NULL, NULL, &e2);
         double time = INFINITY;
         if (st == MP_OK && (c == 0 || c == 3))
-            time = replay(p, m, t, cand + c * p, d, n, true, NULL, crt ? crt + c * p : NULL);
+            time = replay(p, m, t, cand + c * p, false, d, n, true, NULL,
+                          crt ? crt + c * p : NULL);
         else if (st == MP_OK)
             time = own_time;
         else if (st == MP_EINTERNAL && c < 3)
@@ -671,7 +813,7 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
             for (int32_t r = 0; r < p; r++)
                 rt[r] = crt[best * p + r];
         else
-            replay(p, m, t, cand + best * p, d, n, false, NULL, rt);
+            replay(p, m, t, cand + best * p, false, d, n, false, NULL, rt);
     }
     if (owned)
         free_entry(&own);
@@ -736,7 +878,7 @@ mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const
     for (int32_t r = 0; r < p; r++)
         for (int32_t i = 0; i < lists[r].n; i++)
             end[r][i] = -1;
-    replay(p, m, t, lists, d, n, false, end, NULL);
+    replay(p, m, t, lists, true, d, n, false, end, NULL);
     free(d);
     free(n);
     for (int32_t r = 0; r < p; r++)
@@ -818,7 +960,7 @@ static mp_status fixed_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp
             end[r][i] = -1;
     }
     if (st == MP_OK)
-        replay(p, m, t, l, d, n, false, end, rt);
+        replay(p, m, t, l, false, d, n, false, end, rt);
     for (int32_t r = 0; rt && r < p && st == MP_OK; r++)
         if (rt[r].end < 0)
             st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,

@@ -18,9 +18,10 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
 /* The V placement's lists (zb-v, dualpipev: out of mp_schedule_build_all or
  * _timed, sends and receives included) run under t as the list scheduling
  * times them (each rank's ops in order, each as soon as its input has
- * landed, a sender waiting for its message to land), without the memory
- * cap: end[r][i], when op i of rank r ends (a send or receive: when the rank
- * reaches it). The planner places the DP reductions from it (planner/cost.c
+ * landed, a receive waiting for its message, a send posting its op's
+ * output where the list has it and the sender waiting for it to land, as
+ * sim/engine.c runs them), without the memory cap: end[r][i], when op i of
+ * rank r ends (a send or receive: when the rank is free after it). The planner places the DP reductions from it (planner/cost.c
  * dp_tail_windows). MP_EINTERNAL if the lists stall, MP_ENOMEM. */
 mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
                                double *const *end, mp_error *err);
@@ -34,7 +35,8 @@ typedef struct mp_v_rank_times {
 /* Those times (rt[0..p-1]) of the lists mp_schedule_build_all_timed(s, p,
  * 2, m, s == zb-v ? t : NULL) gives, replayed under t (not NULL) -- the
  * values mp_schedule_v_replay gives for them, bit for bit -- without
- * building the lists' transfers: zb-v's chosen order is timed by the replay
+ * building the lists' transfers (compute-only copies whose ops carry where
+ * the lists receive and send): zb-v's chosen order is timed by the replay
  * that chooses it, the time-free orders (zb-v's unit-time one, dualpipev's)
  * are built once per (schedule, p, m) and thread. MP_EINPUT for another
  * schedule, MP_EINTERNAL if the lists stall, MP_ENOMEM. */

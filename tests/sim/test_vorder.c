@@ -471,7 +471,7 @@ static void test_dpv_windows_are_exact(void **state)
                 assert_int_equal(mp_schedule_v_times(MP_SCHED_DUALPIPEV, p, 2 * p, &t, rt, &err),
                                  MP_OK);
                 dpv_windows(rt, p, at2p);
-                int32_t ms[6 * 8 + 3], n = 0;
+                int32_t ms[6 * 16 + 1 + 3], n = 0; /* 2p..8p and three more, p up to 16 */
                 for (int32_t m = 2 * p; m <= 8 * p; m++)
                     ms[n++] = m;
                 ms[n++] = 16 * p;

@@ -5,9 +5,10 @@
  * the F that consumes it, SEND_FWD right after the F that produced it; RECV_BWD
  * right before B, SEND_BWD right after B. The first virtual stage receives no
  * activation and sends no gradient, the last sends no activation and receives
- * no gradient. W never communicates. One exception: DualPipeV's F&B unit
- * (the forward of one chunk and the backward of the other, which DualPipe
- * overlaps) takes both receives, then F, B, W, then both sends. Receives
+ * no gradient. W never communicates. One exception: DualPipeV (and DualPipe,
+ * its relabelling) places each transfer where DeepSeek's dualpipev.py
+ * commits it, which can be ops before its receiver or after its sender
+ * (build_dualpipev). Receives
  * block, sends do not: a
  * schedule is deadlock-free exactly when it runs under those semantics.
  *
@@ -234,49 +235,120 @@ static mp_status build_zbv_all(builder *bs, int32_t p, int32_t m, const mp_op_ti
 }
 
 /* DualPipeV (DeepSeek, the deepseek-ai/DualPipe repository; Sea AI Lab's
- * "cut-in-half" of DualPipe): the V placement, eight phases per rank. Here
- * F&B pairs (DualPipe overlaps their compute with each other's
- * communication) run as F then B, B without the split when it is not
- * deferred. Needs m >= 2p. */
+ * "cut-in-half" of DualPipe): the V placement, eight phases per rank, op for
+ * op as dualpipev.py's `step` runs them, transfers included. The reference
+ * appends each receive and send to a list and posts the list at the next
+ * _commit_and_wait_comm (at the start of every chunk call), which waits for
+ * all of it: here each transfer is written at that commit, in the list's
+ * order (its sends come before its receives, so a send does not wait behind
+ * a receive). So a receive can come ops before its F or B (the next F0's
+ * input at phase 2's F1, the next F1's before phase 3's W) and a send after
+ * the next op (phase 2's F0 after F1; the last rank's last phase-2 F1 held
+ * into phase 4). An F&B pair (which DualPipe overlaps) runs F, then B with
+ * its W, as does every B that is not deferred. Rank p-1's hand-overs between
+ * its chunks, which dualpipev.py makes inside the compute, are SEND/RECV
+ * pairs with itself, placed where dualpipe.py's middle ranks place the
+ * message that DualPipe's two halves exchange there (schedule_dualpipe.c
+ * relabels these lists). Needs m >= 2p. */
 typedef struct dpv_state {
     builder *b;
-    int32_t next_f[2], next_b[2];
-    int32_t *wq; /* deferred W, (mb << 1) | chunk */
+    int32_t next_f[2], next_b[2];     /* compute, per chunk */
+    int32_t rf[2], rb[2], sf[2], sb[2]; /* transfers, per chunk */
+    int32_t *wq; /* deferred W, (mb << 1) | chunk: dualpipe's WeightGradStore, FIFO */
     int32_t wq_head, wq_tail;
+    mp_op q[8]; /* transfers waiting for the next commit */
+    int32_t nq;
 } dpv_state;
 
-static void dpv_f(dpv_state *d, int32_t c)
+static void dpv_queue(dpv_state *d, mp_op_kind kind, int32_t *count, int32_t c)
 {
-    forward(d->b, d->next_f[c]++, c);
+    d->q[d->nq++] = (mp_op){.kind = (uint8_t)kind, .microbatch = count[c]++, .chunk = c};
 }
 
-static void dpv_b(dpv_state *d, int32_t c, bool defer_w)
+/* dualpipev.py's _recv_forward etc.: nothing at the V's two ends */
+static void dpv_recv_f(dpv_state *d, int32_t c)
+{
+    if (virtual_stage(d->b, c) > 0)
+        dpv_queue(d, MP_OP_RECV_FWD, d->rf, c);
+}
+
+static void dpv_send_f(dpv_state *d, int32_t c)
+{
+    if (virtual_stage(d->b, c) < 2 * d->b->p - 1)
+        dpv_queue(d, MP_OP_SEND_FWD, d->sf, c);
+}
+
+static void dpv_recv_b(dpv_state *d, int32_t c)
+{
+    if (virtual_stage(d->b, c) < 2 * d->b->p - 1)
+        dpv_queue(d, MP_OP_RECV_BWD, d->rb, c);
+}
+
+static void dpv_send_b(dpv_state *d, int32_t c)
+{
+    if (virtual_stage(d->b, c) > 0)
+        dpv_queue(d, MP_OP_SEND_BWD, d->sb, c);
+}
+
+/* _commit_and_wait_comm */
+static void dpv_commit(dpv_state *d)
+{
+    for (int32_t i = 0; i < d->nq; i++)
+        push(d->b, (mp_op_kind)d->q[i].kind, d->q[i].microbatch, d->q[i].chunk);
+    d->nq = 0;
+}
+
+static void dpv_compute_f(dpv_state *d, int32_t c)
+{
+    push(d->b, MP_OP_F, d->next_f[c]++, c);
+}
+
+/* a B whose W is deferred (enable_zb) or run with it */
+static void dpv_compute_b(dpv_state *d, int32_t c, bool defer_w)
 {
     int32_t i = d->next_b[c]++;
-    backward(d->b, i, c);
+    push(d->b, MP_OP_B, i, c);
     if (defer_w)
         d->wq[d->wq_tail++] = (i << 1) | c;
     else
         push(d->b, MP_OP_W, i, c);
 }
 
-/* DualPipe's F&B: one unit that starts once both inputs are in (receives
- * first), runs the forward of chunk ca and the backward of chunk cb
- * (without the split), then sends both results. */
-static void dpv_fb(dpv_state *d, int32_t ca, int32_t cb)
+static void dpv_forward(dpv_state *d, int32_t c, bool recv, bool send)
 {
-    int32_t i = d->next_f[ca]++, j = d->next_b[cb]++;
-    recv_fwd(d->b, i, ca);
-    recv_bwd(d->b, j, cb);
-    push(d->b, MP_OP_F, i, ca);
-    push(d->b, MP_OP_B, j, cb);
-    push(d->b, MP_OP_W, j, cb);
-    send_fwd(d->b, i, ca);
-    send_bwd(d->b, j, cb);
+    if (recv)
+        dpv_recv_f(d, c);
+    dpv_commit(d);
+    dpv_compute_f(d, c);
+    if (send)
+        dpv_send_f(d, c);
+}
+
+static void dpv_backward(dpv_state *d, int32_t c, bool defer_w, bool send)
+{
+    dpv_recv_b(d, c);
+    dpv_commit(d);
+    dpv_compute_b(d, c, defer_w);
+    if (send)
+        dpv_send_b(d, c);
+}
+
+/* F of chunk ca with B of chunk cb (and its W) */
+static void dpv_fb(dpv_state *d, int32_t ca, int32_t cb, bool recv_a)
+{
+    if (recv_a)
+        dpv_recv_f(d, ca);
+    dpv_recv_b(d, cb);
+    dpv_commit(d);
+    dpv_compute_f(d, ca);
+    dpv_compute_b(d, cb, false);
+    dpv_send_f(d, ca);
+    dpv_send_b(d, cb);
 }
 
 static void dpv_w(dpv_state *d)
 {
+    dpv_commit(d);
     int32_t w = d->wq[d->wq_head++];
     push(d->b, MP_OP_W, w >> 1, w & 1);
 }
@@ -284,46 +356,57 @@ static void dpv_w(dpv_state *d)
 static void build_dualpipev(builder *b, int32_t m, int32_t *wq)
 {
     int32_t p = b->p, r = b->rank;
+    bool turn = r == p - 1; /* dualpipev.py's last rank, dualpipe.py's middle ones */
     dpv_state d = {.b = b, .wq = wq};
     for (int32_t i = 0; i < (p - r - 1) * 2; i++) /* 1: nF0 */
-        dpv_f(&d, 0);
-    for (int32_t i = 0; i < r + 1; i++) { /* 2: nF0F1 */
-        dpv_f(&d, 0);
-        dpv_f(&d, 1);
+        dpv_forward(&d, 0, true, true);
+    dpv_recv_f(&d, 0); /* 2: nF0F1 */
+    for (int32_t i = 0; i < r + 1; i++) {
+        dpv_forward(&d, 0, false, turn);
+        dpv_recv_f(&d, 0);
+        /* the last rank holds its last F1's output until phase 4 */
+        dpv_forward(&d, 1, true, !turn || i < r);
+        if (!turn)
+            dpv_send_f(&d, 0);
     }
     for (int32_t i = 0; i < p - r - 1; i++) { /* 3: nB1W1F1, zero bubble */
-        dpv_b(&d, 1, true);
+        dpv_backward(&d, 1, true, true);
+        dpv_recv_f(&d, 1);
         dpv_w(&d);
-        dpv_f(&d, 1);
+        dpv_forward(&d, 1, false, true);
     }
     for (int32_t i = 0; i < m - 2 * p + r + 1; i++) { /* 4: nF0B1F1B0 (F&B pairs) */
-        if (i == 0 && r == p - 1) { /* the turn of the V: not overlapped */
-            dpv_f(&d, 0);
-            dpv_b(&d, 1, false);
+        if (i == 0 && turn) { /* the turn of the V: not overlapped */
+            dpv_forward(&d, 0, false, false);
+            dpv_send_f(&d, 1);
+            dpv_backward(&d, 1, false, false);
+            dpv_send_f(&d, 0);
+            dpv_send_b(&d, 1);
         } else {
-            dpv_fb(&d, 0, 1);
+            dpv_fb(&d, 0, 1, i > 0);
         }
-        dpv_fb(&d, 1, 0);
+        dpv_fb(&d, 1, 0, true);
     }
     for (int32_t i = 0; i < p - r - 1; i++) { /* 5: nB1F1B0 */
-        dpv_b(&d, 1, false);
-        dpv_fb(&d, 1, 0);
+        dpv_backward(&d, 1, false, true);
+        dpv_fb(&d, 1, 0, true);
     }
     bool zb = false; /* 6: nB1B0, the second half deferring W */
     for (int32_t i = 0; i < r + 1; i++) {
         if (i == (r + 1) / 2 && r % 2 == 1)
             zb = true;
-        dpv_b(&d, 1, zb);
+        dpv_backward(&d, 1, zb, true);
         if (i == (r + 1) / 2 && r % 2 == 0)
             zb = true;
-        dpv_b(&d, 0, zb);
+        dpv_backward(&d, 0, zb, true);
     }
     for (int32_t i = 0; i < p - r - 1; i++) { /* 7: nWB0 */
         dpv_w(&d);
-        dpv_b(&d, 0, true);
+        dpv_backward(&d, 0, true, true);
     }
     while (d.wq_head < d.wq_tail) /* 8: nW */
         dpv_w(&d);
+    dpv_commit(&d);
 }
 
 static mp_status check_args(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,

@@ -359,14 +359,26 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
 }
 
 /* The replay's hints in a compute-only copy of lists whose transfers are
- * not each right at their own op (DualPipeV's F&B units: both receives
- * before the F, both sends after the B and its W, as the engine runs the
- * lists of mp_schedule_build; build_order sets them): */
+ * not each right at their own op (DualPipeV's, as dualpipev.py commits
+ * them: both receives of an F&B unit before its F, both sends after its B
+ * and W; phase 2's F0 sent after the F1 that follows it, and the next F0's
+ * input received before that F1; phase 3's W waiting for the next F1's
+ * input; the last rank's last phase-2 F1 sent in phase 4; build_order sets
+ * them): */
 enum {
     MP_XFER_DEFER = 1, /* this F's or B's send waits for the next flush */
-    MP_XFER_FLUSH = 2, /* after this op, the sends deferred since the last flush, in order */
-    MP_XFER_JOIN = 4,  /* this op also waits for the next op's input (received first) */
+    MP_XFER_FLUSH = 2, /* after this op (and its own send), the sends deferred
+                          since the last flush, in order */
+    /* this op also waits for the input of the next F (B) of chunk c after
+     * it in the list: MP_XFER_JOIN << (2 * (B) + c) */
+    MP_XFER_JOIN = 4,
 };
+
+/* The hint: also wait for the input of the next op of op's kind and chunk. */
+static uint8_t join_bit(const mp_op *op)
+{
+    return (uint8_t)(MP_XFER_JOIN << (2 * (op->kind == MP_OP_B) + (op->chunk & 1)));
+}
 
 /* When op (F or B, on rank r) could start by its input (as b_ready, f_ready). */
 static double op_ready(const vorder *z, int32_t r, const mp_op *op)
@@ -457,8 +469,15 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             double rd = kind == MP_OP_F   ? f_ready(&z, k, i)
                         : kind == MP_OP_B ? b_ready(&z, k, i)
                                           : 0;
-            if ((op->xfer & MP_XFER_JOIN) && rd < INFINITY) {
-                double rn = op_ready(&z, r, op + 1);
+            for (int b = 0; b < 4 && op->xfer >= MP_XFER_JOIN && rd < INFINITY; b++) {
+                if (!(op->xfer & (MP_XFER_JOIN << b)))
+                    continue;
+                /* the next op of that kind and chunk (strip_transfers
+                 * checked that there is one) */
+                const mp_op *x = op + 1;
+                while (x->kind != (b >= 2 ? MP_OP_B : MP_OP_F) || x->chunk != (b & 1))
+                    x++;
+                double rn = op_ready(&z, r, x);
                 rd = rn > rd ? rn : rd;
             }
             if (rd == INFINITY)
@@ -582,42 +601,56 @@ static bool xfer_of(const mp_op *x, const mp_op *c)
     return c->kind == want && c->microbatch == x->microbatch && c->chunk == x->chunk;
 }
 
+/* Whether transfer op x of rank r is the V's turn at rank p-1 (a hand-over
+ * between its own chunks: no time, and its consumer is later on the rank,
+ * so the replay posts it as its F or B ends, wherever the list has it). */
+static bool local_xfer(int32_t p, int32_t r, const mp_op *x)
+{
+    int32_t peer, peer_chunk;
+    return mp_op_peer(MP_SCHED_DUALPIPEV, p, 2, r, x, &peer, &peer_chunk) && peer == r;
+}
+
 /* One rank's list l without its transfers into out (room for per ops,
  * *n of them), each compute op carrying the MP_XFER_* hints that tell the
  * replay where the list receives and sends: a receive before an op is that
- * op's own or, with JOIN on it, the next op's; the sends after an op are
- * its own (no hint) or, with FLUSH on it, the deferred ones (DEFER) since
- * the last flush, in their order. A list laid out otherwise is refused. */
-static mp_status strip_transfers(const mp_op_list *l, mp_op *out, size_t per, int32_t *n,
-                                 mp_error *err)
+ * op's own or, with a JOIN bit on it, the next op's of its kind and chunk;
+ * the sends after an op are its own first (no hint) and, with FLUSH on it,
+ * the deferred ones (DEFER) since the last flush, in their order. A list
+ * laid out otherwise is refused. */
+static mp_status strip_transfers(int32_t p, int32_t r, const mp_op_list *l, mp_op *out,
+                                 size_t per, int32_t *n, mp_error *err)
 {
     int32_t last = -1, flushed = -1; /* in out */
-    const mp_op *recv[2], *send[4], *joined = NULL;
+    const mp_op *recv[4], *send[4], *joined[4] = {NULL, NULL, NULL, NULL};
     int nr = 0, ns = 0;
     for (int32_t i = 0; i <= l->n; i++) {
         const mp_op *o = i < l->n ? &l->ops[i] : NULL;
         mp_op_kind k = o ? (mp_op_kind)o->kind : MP_OP_W;
+        if (o && k > MP_OP_W && local_xfer(p, r, o))
+            continue;
         if (o && (k == MP_OP_RECV_FWD || k == MP_OP_RECV_BWD)) {
-            if (nr == 2)
+            if (nr == 4)
                 goto bad;
             recv[nr++] = o;
             continue;
         }
         if (o && (k == MP_OP_SEND_FWD || k == MP_OP_SEND_BWD)) {
-            if (ns == 4 || last < 0)
+            if (ns == 4 || last < 0 || nr > 0)
                 goto bad;
             send[ns++] = o;
             continue;
         }
-        /* a compute op or the end: first the sends after the last op, each
-         * to the first op since the last flush it belongs to (a DEFER is
-         * always flushed here, so none is pending before) */
-        if (ns > 1 || (ns == 1 && !xfer_of(send[0], &out[last]))) {
+        /* a compute op or the end: first the sends after the last op, its
+         * own first, then each to the first op since the last flush it
+         * belongs to (a DEFER is always flushed here, so none is pending
+         * before) */
+        int own = ns > 0 && xfer_of(send[0], &out[last]);
+        if (ns > own) {
             int32_t j = flushed + 1;
-            for (int q = 0; q < ns; q++, j++) {
+            for (int q = own; q < ns; q++, j++) {
                 while (j <= last && !xfer_of(send[q], &out[j]))
                     j++;
-                if (j > last)
+                if (j > last || (own && j == last))
                     goto bad;
                 out[j].xfer |= MP_XFER_DEFER;
             }
@@ -632,24 +665,32 @@ static mp_status strip_transfers(const mp_op_list *l, mp_op *out, size_t per, in
                                 "more than 6m compute ops on a V rank");
         mp_op c = *o;
         c.xfer = 0;
-        if (joined && !xfer_of(joined, &c))
-            goto bad;
-        joined = NULL;
+        if (k != MP_OP_W) { /* an op received for ahead is this one */
+            int b = 2 * (k == MP_OP_B) + (c.chunk & 1);
+            if (joined[b] && !xfer_of(joined[b], &c))
+                goto bad;
+            joined[b] = NULL;
+        }
         for (int q = 0; q < nr; q++)
-            if (!xfer_of(recv[q], &c)) { /* the next op's, received first */
-                if (q + 1 != nr || i + 1 >= l->n)
+            if (!xfer_of(recv[q], &c)) { /* a later op's, received first */
+                mp_op want = {.kind = recv[q]->kind == MP_OP_RECV_FWD ? MP_OP_F : MP_OP_B,
+                              .chunk = recv[q]->chunk};
+                int b = 2 * (want.kind == MP_OP_B) + (want.chunk & 1);
+                if (joined[b] || (want.kind == k && want.chunk == c.chunk))
                     goto bad;
-                c.xfer |= MP_XFER_JOIN;
-                joined = recv[q];
+                c.xfer |= join_bit(&want);
+                joined[b] = recv[q];
             }
         nr = 0;
         out[(*n)++] = c;
         last = *n - 1;
     }
-    return nr == 0 && !joined
-               ? MP_OK
-               : mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
-                              "a V rank's last receive has no op");
+    for (int b = 0; b < 4; b++)
+        if (joined[b])
+            nr = 1;
+    return nr == 0 ? MP_OK
+                   : mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                                  "a V rank's last receive has no op");
 bad:
     return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
                         "a V rank's transfers are not where the replay can place them");
@@ -676,7 +717,7 @@ static mp_status build_order(mp_schedule_kind s, int32_t p, int32_t m, order_ent
     } else if (st == MP_OK) {
         st = mp_schedule_build_all(s, p, 2, m, l, err);
         for (int32_t r = 0; r < p && st == MP_OK; r++)
-            st = strip_transfers(&l[r], e->ops + (size_t)r * per, per, &e->n[r], err);
+            st = strip_transfers(p, r, &l[r], e->ops + (size_t)r * per, per, &e->n[r], err);
         for (int32_t r = 0; r < p && l[r].ops; r++)
             mp_op_list_free(&l[r]);
     }

@@ -8,7 +8,8 @@
  * properties, and their p2p messages counted; so is dualpipe (two directions,
  * rank r holding stage r of the forward one and p-1-r of the reverse one,
  * each direction half the micro-batches), for every even p <= 8 and even
- * m >= 2p it accepts. */
+ * m >= 2p it accepts. DualPipe(V) are also held op for op to DeepSeek's
+ * reference (a fixture) and run under its batched, synchronous transfers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -435,6 +436,161 @@ static void check_no_deadlock(const sched *s)
         FAILS(s, -1, "deadlock under blocking receives");
 }
 
+/* Transfer op of rank r: its slot (source, destination, message id) among
+ * p * p * 2vm, its peer and whether it sends; false for a hand-over to itself. */
+static bool message_slot(const sched *s, int32_t r, const mp_op *op, size_t *k, int32_t *peer,
+                         bool *send)
+{
+    int32_t pc;
+    mp_op_peer(s->kind, s->p, s->v, r, op, peer, &pc);
+    if (*peer == r)
+        return false;
+    *send = op->kind == MP_OP_SEND_FWD || op->kind == MP_OP_SEND_BWD;
+    int32_t src = *send ? r : *peer, dst = *send ? *peer : r;
+    *k = ((size_t)src * s->p + dst) * (size_t)(2 * s->v * s->m) +
+         (size_t)mp_op_message_id(s->kind, s->p, s->v, s->m, r, op);
+    return true;
+}
+
+/* DualPipe(V) as the reference runs it on NCCL (dualpipev.py: each
+ * _commit_and_wait_comm posts its transfers with batch_isend_irecv and waits
+ * for all of them, sends included): a commit -- a run of transfer ops --
+ * completes once every peer has posted the commit that holds the other side
+ * of each of its messages; and between two ranks the messages are received
+ * in the order they are sent (NCCL matches a pair's sends and receives in
+ * order, without tags). Rank p-1's hand-overs to itself are no messages in
+ * dualpipev.py. Returns what fails, or NULL. */
+static const char *commits_fail(const sched *s)
+{
+    int32_t p = s->p, ids = 2 * s->v * s->m;
+    size_t slots = (size_t)p * p * ids;
+    int32_t *at[2] = {malloc(slots * sizeof(int32_t)), malloc(slots * sizeof(int32_t))};
+    int32_t *commit[MAXP], seq_s[MAXP][MAXP], seq_r[MAXP][MAXP];
+    int32_t *order[2] = {calloc(slots, sizeof(int32_t)), calloc(slots, sizeof(int32_t))};
+    assert_true(at[0] && at[1] && order[0] && order[1]);
+    memset(seq_s, 0, sizeof seq_s);
+    memset(seq_r, 0, sizeof seq_r);
+    const char *why = NULL;
+    for (int32_t r = 0; r < p; r++) { /* each transfer's commit, per side */
+        const mp_op_list *l = &s->lists[r];
+        assert_non_null(commit[r] = malloc(sizeof(int32_t) * (size_t)(l->n + 1)));
+        int32_t c = -1;
+        for (int32_t i = 0; i < l->n; i++) {
+            const mp_op *op = &l->ops[i];
+            int32_t peer;
+            if (op->kind <= MP_OP_W) {
+                commit[r][i] = -1;
+                continue;
+            }
+            if (i == 0 || l->ops[i - 1].kind <= MP_OP_W)
+                c++;
+            commit[r][i] = c;
+            size_t k;
+            bool send;
+            if (!message_slot(s, r, op, &k, &peer, &send))
+                continue;
+            at[send][k] = c;
+            /* the n-th message of the pair on both sides */
+            order[send][k] = send ? seq_s[r][peer]++ : seq_r[peer][r]++;
+        }
+    }
+    for (size_t k = 0; k < slots && !why; k++)
+        if (order[0][k] != order[1][k])
+            why = "a pair's messages received out of their sending order";
+    int32_t pos[MAXP] = {0}, reached[MAXP];
+    for (int32_t r = 0; r < p; r++)
+        reached[r] = -1;
+    bool progress = true, done = false;
+    while (!why && progress && !done) {
+        progress = false;
+        done = true;
+        for (int32_t r = 0; r < p; r++) {
+            const mp_op_list *l = &s->lists[r];
+            while (pos[r] < l->n) {
+                if (l->ops[pos[r]].kind <= MP_OP_W) {
+                    pos[r]++;
+                    progress = true;
+                    continue;
+                }
+                int32_t c = commit[r][pos[r]], end = pos[r];
+                if (reached[r] < c)
+                    progress = true;
+                reached[r] = c;
+                bool ready = true;
+                for (; end < l->n && l->ops[end].kind > MP_OP_W && ready; end++) {
+                    size_t k;
+                    int32_t peer;
+                    bool send;
+                    if (message_slot(s, r, &l->ops[end], &k, &peer, &send))
+                        ready = reached[peer] >= at[!send][k];
+                }
+                if (!ready)
+                    break;
+                pos[r] = end;
+                progress = true;
+            }
+            if (pos[r] < l->n)
+                done = false;
+        }
+    }
+    if (!why && !done)
+        why = "deadlock with the reference's batched transfers";
+    for (int32_t r = 0; r < p; r++)
+        free(commit[r]);
+    free(at[0]);
+    free(at[1]);
+    free(order[0]);
+    free(order[1]);
+    return why;
+}
+
+static void check_commits(const sched *s)
+{
+    const char *why;
+    if ((s->kind == MP_SCHED_DUALPIPEV || s->kind == MP_SCHED_DUALPIPE) &&
+        (why = commits_fail(s)) != NULL)
+        FAILS(s, -1, why);
+}
+
+static void test_dualpipe_commits(void **state)
+{
+    (void)state;
+    for_all(check_commits);
+    /* the check can fail: two ranks that each send first and receive in a
+     * later commit run with buffered sends, not with the reference's */
+    sched s;
+    build(&s, MP_SCHED_1F1B, 2, 1, 2);
+    static const mp_op cross[2][5] = {
+        {{.kind = MP_OP_F}, {.kind = MP_OP_SEND_FWD}, {.kind = MP_OP_F, .microbatch = 1},
+         {.kind = MP_OP_RECV_BWD}, {.kind = MP_OP_B}},
+        {{.kind = MP_OP_B}, {.kind = MP_OP_SEND_BWD}, {.kind = MP_OP_F, .microbatch = 1},
+         {.kind = MP_OP_RECV_FWD}, {.kind = MP_OP_F}}};
+    for (int r = 0; r < 2; r++) {
+        memcpy(s.lists[r].ops, cross[r], sizeof cross[r]);
+        s.lists[r].n = 5;
+    }
+    assert_true(runs_without_deadlock(&s));
+    const char *why = commits_fail(&s);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "deadlock"));
+    sched_free(&s);
+    /* and so can the order: rank 0's first two activations sent swapped */
+    build(&s, MP_SCHED_DUALPIPEV, 2, 2, 4);
+    mp_op_list *l = &s.lists[0];
+    int32_t a = 0, b;
+    while (l->ops[a].kind != MP_OP_SEND_FWD)
+        a++;
+    for (b = a + 1; l->ops[b].kind != MP_OP_SEND_FWD; b++)
+        ;
+    mp_op swap = l->ops[a];
+    l->ops[a] = l->ops[b];
+    l->ops[b] = swap;
+    why = commits_fail(&s);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "order"));
+    sched_free(&s);
+}
+
 static void test_once_and_order(void **state)
 {
     (void)state;
@@ -808,6 +964,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_no_deadlock),
         cmocka_unit_test(test_zbv_real_times),
         cmocka_unit_test(test_deadlock_checker_catches_deadlock),
+        cmocka_unit_test(test_dualpipe_commits),
         cmocka_unit_test(test_interleaved_order_by_hand),
         cmocka_unit_test(test_dualpipe_order_by_hand),
         cmocka_unit_test(test_dualpipe_reference),

@@ -465,6 +465,9 @@ static const char note_nemo[] =
     "the NeMo 25.02/25.04 and Megatron-Bridge rows that run Megatron-Core's DDP with dp > 1 "
     "reduce and gather in their recipes' buckets of 128 x 1024^2 parameters (ddp_bucket_size: "
     "--ddp-bucket-size); "
+    "the GPT-3 175B rows whose recipes turn dropout off (MLPerf's configuration of NeMo 24.07, "
+    "NeMo 25.02/25.04's GPTConfig175B) run without it (hidden_dropout and attention_dropout 0: "
+    "no dropout masks, no dropout traffic); "
     "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "

@@ -34,7 +34,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_GPT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 51200, .seq = 2048,           \
       .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .norm_eps = 1e-5,               \
-      .position = MP_POS_LEARNED, .tied_embeddings = true, DROPOUT_01},                                 \
+      .position = MP_POS_LEARNED, .tied_embeddings = true, DROPOUT_01},                     \
      params, gb, 0.0, al}
 
 /* LLaMA: SwiGLU, RMSNorm (epsilon 1e-5: the Llama 2 and Llama 3 configs'
@@ -44,7 +44,8 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = (h) / (a), .ffn_hidden = ffn, .vocab = V, .seq = s,       \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,              \
-      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE, .attn = {.rope_theta = theta}},   \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                    \
+      .attn = {.rope_theta = theta}},                                                      \
      params, gb, 0.0, al}
 
 /* BERT: WordPiece vocabulary 30522, 512 positions, the exact (erf) GELU
@@ -55,7 +56,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_BERT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 30522, .seq = 512,            \
       .activation = MP_ACT_GELU_ERF, .norm = MP_NORM_LAYERNORM, .norm_eps = eps,           \
-      .position = MP_POS_LEARNED, .tied_embeddings = true, DROPOUT_01},                                 \
+      .position = MP_POS_LEARNED, .tied_embeddings = true, DROPOUT_01},                    \
      params, gb, 0.0, NULL}
 
 /* T5 1.0: SentencePiece vocabulary 32128 (as released), ReLU, scale-only
@@ -67,7 +68,7 @@ typedef struct preset {
       .decoder_layers = dec, .hidden = d, .heads = a, .kv_heads = a, .head_dim = dkv,       \
       .ffn_hidden = dff, .vocab = 32128, .seq = 512, .encoder_seq = 512, .decoder_seq = 128, \
       .activation = MP_ACT_RELU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,                \
-      .position = MP_POS_RELATIVE, .tied_embeddings = true, DROPOUT_01},                                \
+      .position = MP_POS_RELATIVE, .tied_embeddings = true, DROPOUT_01},                   \
      params, gb, 0.0, NULL}
 
 /* Mixtures of experts (decoder-only, SwiGLU experts, RMSNorm, RoPE, untied
@@ -82,7 +83,8 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,              \
-      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE, .attn = {.rope_theta = theta},    \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                    \
+      .attn = {.rope_theta = theta},                                                       \
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
 
@@ -94,7 +96,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,              \
-      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                                   \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                     \
       .attn = {.rope_theta = theta, .qk_norm = true},                                      \
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
@@ -110,7 +112,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = 2880, .heads = 64,           \
       .kv_heads = 8, .head_dim = 64, .ffn_hidden = 2880, .vocab = 201088, .seq = 4096,        \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,                \
-      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                                      \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                       \
       .moe = {.experts = E, .top_k = 4, .expert_ffn = 2880, .layer_freq = 1},                 \
       .attn = {.window = 128, .window_skip_freq = 2, .sinks = true, .rope_yarn = true,       \
                .rope_theta = 150000.0, .yarn_factor = 32.0, .yarn_original_seq = 4096,        \

@@ -135,6 +135,11 @@ def check(binary, path):
     # architecture's (megaplan's core/model.c: bert 1e-12, t5 1e-6, else 1e-5)
     want("layernorm_epsilon", config.layernorm_epsilon,
          model.get("norm_eps") or {"bert": 1e-12, "t5": 1e-6}.get(model.get("arch"), 1e-5))
+    # the dropouts (--hidden-dropout, --attention-dropout); a file without them
+    # has its architecture's (megaplan's core/model.c: llama 0, else 0.1)
+    drop = 0.0 if model.get("arch") == "llama" else 0.1
+    want("hidden_dropout", config.hidden_dropout, model.get("hidden_dropout", drop))
+    want("attention_dropout", config.attention_dropout, model.get("attention_dropout", drop))
     want("position_embedding_type", args.position_embedding_type,
          {"rope": "rope", "relative": "relative"}.get(model.get("position"), "learned_absolute"))
     want("tied embeddings", not args.untie_embeddings_and_output_weights,

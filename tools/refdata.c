@@ -263,6 +263,25 @@ static mp_status optional_count(const csv *c, int r, int first, const char *name
     return MP_OK;
 }
 
+/* An optional dropout probability column (hidden_dropout,
+ * attention_dropout: the recipe's value, docs/formats.md): absent or empty
+ * leaves *out (the model's own), else a number at least 0 and below 1. */
+static mp_status optional_probability(const csv *c, int r, int first, const char *name,
+                                      double *out, mp_error *err)
+{
+    int at = 0;
+    const char *s = optional_text(c, r, first, name, &at);
+    if (!s)
+        return MP_OK;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v >= 0.0) || !(v < 1.0))
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, name,
+                            "'%s' is not a probability (a number at least 0 and below 1)", s);
+    *out = v;
+    return MP_OK;
+}
+
 /* The optional account_for column of a runs file: which of the embedding and
  * the loss the recipe counts as a layer in the pipeline split (Megatron's
  * --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split).
@@ -446,6 +465,9 @@ static const char note_nemo[] =
     "the NeMo 25.02/25.04 and Megatron-Bridge rows that run Megatron-Core's DDP with dp > 1 "
     "reduce and gather in their recipes' buckets of 128 x 1024^2 parameters (ddp_bucket_size: "
     "--ddp-bucket-size); "
+    "the GPT-3 175B rows whose recipes turn dropout off (MLPerf's configuration of NeMo 24.07, "
+    "NeMo 25.02/25.04's GPTConfig175B) run without it (hidden_dropout and attention_dropout 0: "
+    "no dropout masks, no dropout traffic); "
     "measured time = GBS x seq / (tokens/s/GPU x GPUs).";
 static const char note_nccl[] =
     "vTrain's NCCL all-reduce sweeps inside one A100 node (a100-4xhdr's scale-up tier), "
@@ -1090,6 +1112,17 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
             s->skipped++;
             continue;
         }
+        /* the recipe's dropout where the file pins it (else the model's:
+         * its family's default) */
+        m.hidden_dropout = mp_model_hidden_dropout(&m);
+        m.attention_dropout = mp_model_attention_dropout(&m);
+        m.dropout_set = true;
+        st = optional_probability(c, r, RUN_COLS, "hidden_dropout", &m.hidden_dropout, err);
+        if (st == MP_OK)
+            st = optional_probability(c, r, RUN_COLS, "attention_dropout", &m.attention_dropout,
+                                      err);
+        if (st != MP_OK)
+            return st;
         refdata_row *w = row_new(s, c, r, kind);
         config_of(&w->config, &m, &hw, &q);
         w->config.training.fp8_recipe = (mp_fp8_recipe)fp8;

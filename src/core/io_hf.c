@@ -851,6 +851,91 @@ static mp_status read_norm_eps(const hf_ctx *cx, hf_family fam, mp_model *m, mp_
     return MP_OK;
 }
 
+/* The dropout keys (docs/formats.md, "config.json"): which families'
+ * transformers code applies each, and to what. GPT-2 (modeling_gpt2.py):
+ * resid_pdrop on the attention's and the MLP's outputs, embd_pdrop on the
+ * embedding's, attn_pdrop on the attention probabilities; BERT, RoBERTa and
+ * Megatron-BERT: hidden_dropout_prob on the embedding's and both residual
+ * branches' outputs, attention_probs_dropout_prob on the probabilities; T5
+ * and mT5: dropout_rate everywhere (the embedding, the residual branches and
+ * the attention probabilities, and also inside the MLP, between the
+ * activation and wo, which Megatron's T5, the one megaplan costs, does not
+ * have: not charged); the LLaMA-style families (llama, mistral, qwen2,
+ * qwen3, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss):
+ * attention_dropout on the probabilities only, no residual dropout. The
+ * others name dropouts of families megaplan does not read (Falcon's and
+ * BLOOM's hidden_dropout, OPT's and BART's dropout and activation_dropout):
+ * 0 is no dropout anywhere, any other value is refused, as is a key of
+ * another family here, rather than dropped. summary_first_dropout (GPT-2's
+ * sequence-summary head) and classifier_dropout (BERT's classification
+ * heads) belong to fine-tuning heads that pre-training does not run:
+ * ignored. */
+typedef enum { HF_DROP_HIDDEN = 1, HF_DROP_ATTN = 2, HF_DROP_BOTH = 3 } hf_drop;
+#define HF_LLAMA_STYLE (HF_F(HF_LLAMA) | HF_MOE_FAMILIES)
+static const struct {
+    const char *key;
+    unsigned read_by;
+    hf_drop to;
+} dropout_keys[] = {
+    {"resid_pdrop", HF_F(HF_GPT2), HF_DROP_HIDDEN},
+    {"embd_pdrop", HF_F(HF_GPT2), HF_DROP_HIDDEN},
+    {"attn_pdrop", HF_F(HF_GPT2), HF_DROP_ATTN},
+    {"hidden_dropout_prob", HF_F(HF_BERT), HF_DROP_HIDDEN},
+    {"attention_probs_dropout_prob", HF_F(HF_BERT), HF_DROP_ATTN},
+    {"dropout_rate", HF_F(HF_T5), HF_DROP_BOTH},
+    {"attention_dropout", HF_LLAMA_STYLE, HF_DROP_ATTN},
+    {"hidden_dropout", 0, HF_DROP_HIDDEN},
+    {"dropout", 0, HF_DROP_HIDDEN},
+    {"activation_dropout", 0, HF_DROP_HIDDEN},
+    {"ffn_dropout", 0, HF_DROP_HIDDEN},
+};
+
+/* hidden_dropout and attention_dropout from the family's keys (their
+ * transformers defaults, the architecture's, when absent). Two keys that
+ * give the hidden dropout (GPT-2's resid_pdrop and embd_pdrop) must agree:
+ * megaplan, as Megatron's --hidden-dropout, has one for both. */
+static mp_status read_dropout(const hf_ctx *cx, hf_family fam, const char *model_type,
+                              mp_model *m, mp_error *err)
+{
+    const char *hidden_from = NULL;
+    char msg[240];
+    for (size_t i = 0; i < sizeof dropout_keys / sizeof dropout_keys[0]; i++) {
+        const char *key = dropout_keys[i].key;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cx->root, key);
+        if (!v || cJSON_IsNull(v))
+            continue;
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble >= 0.0) ||
+            !(v->valuedouble < 1.0))
+            return hf_fail(cx, key, err,
+                           "expected a dropout probability (a number at least 0 and below 1)");
+        double p = v->valuedouble;
+        if (!((dropout_keys[i].read_by >> fam) & 1u)) {
+            if (p == 0.0)
+                continue;
+            snprintf(msg, sizeof msg,
+                     "a dropout that transformers does not apply for %s: it would be dropped "
+                     "(give 0, or say it in a model YAML: hidden_dropout, attention_dropout)",
+                     model_type ? model_type : "this family");
+            return hf_fail(cx, key, err, msg);
+        }
+        if (dropout_keys[i].to & HF_DROP_HIDDEN) {
+            if (hidden_from && p != m->hidden_dropout) {
+                snprintf(msg, sizeof msg,
+                         "%g differs from %s (%g): megaplan has one hidden dropout for the "
+                         "residual branches and the embedding (Megatron's --hidden-dropout)",
+                         p, hidden_from, m->hidden_dropout);
+                return hf_fail(cx, key, err, msg);
+            }
+            m->hidden_dropout = p;
+            hidden_from = key;
+        }
+        if (dropout_keys[i].to & HF_DROP_ATTN)
+            m->attention_dropout = p;
+    }
+    m->dropout_set = true;
+    return MP_OK;
+}
+
 /* The config.json key behind a model field, so a validation error (e.g.
  * "kv_heads must divide heads") names what the user wrote. */
 static const char *hf_key_of(hf_family fam, const char *field)
@@ -1233,7 +1318,8 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         break;
     }
     if (st != MP_OK || (st = check_activation(&cx, fam, model_type, out, err)) != MP_OK ||
-        (st = read_norm_eps(&cx, fam, out, err)) != MP_OK)
+        (st = read_norm_eps(&cx, fam, out, err)) != MP_OK ||
+        (st = read_dropout(&cx, fam, model_type, out, err)) != MP_OK)
         goto done;
     /* Qwen3 (dense and MoE): an RMSNorm on each query and key head before
      * the rotary turn (transformers' modeling_qwen3.py / modeling_qwen3_moe.py

@@ -132,5 +132,12 @@ cJSON *mp_model_to_json(const mp_model *m)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "moe");
     if (o && !mp_model_is_mla(m))
         cJSON_DeleteItemFromObjectCaseSensitive(o, "mla");
+    /* dropout at its architecture's default reads back as that default (the
+     * decoder starts from it): written only where the model differs */
+    double def = mp_model_default_dropout(m->arch);
+    if (o && mp_model_hidden_dropout(m) == def)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "hidden_dropout");
+    if (o && mp_model_attention_dropout(m) == def)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "attention_dropout");
     return o;
 }

@@ -172,6 +172,12 @@ static const mp_field model_fields[] = {
     {.path = "attn.sinks", .type = MP_FT_BOOL, .offset = offsetof(mp_model, attn.sinks)},
     {.path = "attn.qk_norm", .type = MP_FT_BOOL, .offset = offsetof(mp_model, attn.qk_norm)},
     {.path = "linear_bias", .type = MP_FT_BOOL, .offset = offsetof(mp_model, linear_bias)},
+    /* probabilities: 0 (none) up to, not including, 1 (everything dropped) */
+    {.path = "hidden_dropout", .type = MP_FT_DOUBLE, .offset = offsetof(mp_model, hidden_dropout),
+     .unit = MP_UNIT_NONE, .min = 0.0, .max = 1.0, .max_open = true},
+    {.path = "attention_dropout", .type = MP_FT_DOUBLE,
+     .offset = offsetof(mp_model, attention_dropout), .unit = MP_UNIT_NONE, .min = 0.0,
+     .max = 1.0, .max_open = true},
     {.path = "glu_limit", .type = MP_FT_DOUBLE, .offset = offsetof(mp_model, glu_limit),
      .unit = MP_UNIT_NONE, .min = 0.0, .max = 1e6},
     {.path = "attn.rope_yarn", .type = MP_FT_BOOL,
@@ -207,10 +213,30 @@ double mp_model_default_norm_eps(mp_arch a)
     }
 }
 
+double mp_model_default_dropout(mp_arch a)
+{
+    /* GPT-2's, BERT's and T5's released configs and Megatron-Core's
+     * TransformerConfig (hidden_dropout, attention_dropout 0.1); LLaMA-style
+     * models train without (Touvron et al. 2023; HF's attention_dropout 0) */
+    return a == MP_ARCH_LLAMA ? 0.0 : 0.1;
+}
+
+double mp_model_hidden_dropout(const mp_model *m)
+{
+    return m->dropout_set ? m->hidden_dropout : mp_model_default_dropout(m->arch);
+}
+
+double mp_model_attention_dropout(const mp_model *m)
+{
+    return m->dropout_set ? m->attention_dropout : mp_model_default_dropout(m->arch);
+}
+
 void mp_model_arch_defaults(mp_model *m, mp_arch arch)
 {
     m->arch = arch;
     m->norm_eps = mp_model_default_norm_eps(arch);
+    m->hidden_dropout = m->attention_dropout = mp_model_default_dropout(arch);
+    m->dropout_set = true;
     switch (arch) {
     case MP_ARCH_LLAMA:
         m->activation = MP_ACT_SWIGLU;
@@ -253,6 +279,10 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         return FAIL("seq", "missing (required)");
     if (m->norm_eps == 0.0) /* a model built in code: its architecture's */
         m->norm_eps = mp_model_default_norm_eps(m->arch);
+    if (!m->dropout_set) { /* likewise */
+        m->hidden_dropout = m->attention_dropout = mp_model_default_dropout(m->arch);
+        m->dropout_set = true;
+    }
     /* t5 may leave layers and seq at 0 (derived below from its two sides) */
     mp_model ranged = *m;
     if (m->arch == MP_ARCH_T5) {

@@ -72,6 +72,24 @@ typedef struct mp_model {
      * llama-style model, which has none by default (GPT-OSS; Megatron keeps
      * --add-bias-linear on). gpt and bert always have them. */
     bool linear_bias;
+    /* hidden_dropout and attention_dropout below are the model's own (not
+     * a file field: the readers and presets set it; kept here, beside the
+     * other bools, so it takes a padding byte) */
+    bool dropout_set;
+
+    /* Dropout while training (docs/formats.md, "hidden_dropout"): the
+     * probability of dropping an element of the residual branches' outputs
+     * and of the embedding's output (hidden_dropout; Megatron's
+     * --hidden-dropout, which its embedding dropout shares), and of the
+     * attention probabilities (attention_dropout; --attention-dropout).
+     * 0 is no dropout: no mask, no dropout kernel. Each architecture has its
+     * own default (mp_model_arch_defaults: 0.1 for gpt, bert and t5, 0 for
+     * llama), which a model built in code without dropout_set gets from
+     * mp_model_finish (and from the accessors mp_model_hidden_dropout and
+     * mp_model_attention_dropout); the YAML decoder, the config.json import
+     * and the presets set dropout_set. */
+    double hidden_dropout;
+    double attention_dropout;
 
     /* Mixture of experts (docs/cost-model.md, "Mixture of experts"). experts
      * == 0: a dense model and every other moe field is 0. Block i (0-based)
@@ -222,6 +240,16 @@ const char *mp_position_name(mp_position p);
  * --norm-epsilon default), bert 1e-12 (BERT's layer_norm_eps), t5 1e-6
  * (T5's layer_norm_epsilon). */
 double mp_model_default_norm_eps(mp_arch a);
+
+/* The dropout probabilities an architecture's models have unless they say
+ * (0.1 and 0.1 for gpt, bert and t5: GPT-2's resid/embd/attn_pdrop, BERT's
+ * hidden_dropout_prob and attention_probs_dropout_prob, T5's dropout_rate,
+ * Megatron-Core's TransformerConfig defaults; 0 for llama-style models). */
+double mp_model_default_dropout(mp_arch a);
+/* A model's hidden and attention dropout probabilities: its own once
+ * dropout_set, else its architecture's default. */
+double mp_model_hidden_dropout(const mp_model *m);
+double mp_model_attention_dropout(const mp_model *m);
 
 /* Fills derived defaults (kv_heads = heads, head_dim = hidden/heads, t5 layer
  * and seq sums, ...) and checks consistency: positive sizes, heads divisible by

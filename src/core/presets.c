@@ -15,6 +15,16 @@ typedef struct preset {
     const char *alias;    /* size-only name ("175B"), NULL when none */
 } preset;
 
+/* Dropout (hidden and attention): 0.1 in the GPT-3, Megatron GPT, BERT and
+ * T5 presets (GPT-2's released resid/embd/attn_pdrop, BERT's
+ * hidden_dropout_prob and attention_probs_dropout_prob, T5's dropout_rate,
+ * Megatron-LM's --hidden-dropout and --attention-dropout defaults); none in
+ * the LLaMA-style ones (their released configs' attention_dropout 0, no
+ * residual dropout in their code). A run that turns it off says so in its
+ * model file (hidden_dropout, attention_dropout). */
+#define DROPOUT_01 .hidden_dropout = 0.1, .attention_dropout = 0.1, .dropout_set = true
+#define DROPOUT_NONE .dropout_set = true
+
 /* GPT-3 and Megatron GPT: learned positions, GELU's tanh form (GPT-2's
  * gelu_new, which GPT-3 keeps; activation gelu), LayerNorm (epsilon
  * 1e-5: GPT-2's released layer_norm_epsilon, Megatron-LM's --norm-epsilon
@@ -24,7 +34,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_GPT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 51200, .seq = 2048,           \
       .activation = MP_ACT_GELU, .norm = MP_NORM_LAYERNORM, .norm_eps = 1e-5,               \
-      .position = MP_POS_LEARNED, .tied_embeddings = true},                                 \
+      .position = MP_POS_LEARNED, .tied_embeddings = true, DROPOUT_01},                     \
      params, gb, 0.0, al}
 
 /* LLaMA: SwiGLU, RMSNorm (epsilon 1e-5: the Llama 2 and Llama 3 configs'
@@ -34,7 +44,8 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = (h) / (a), .ffn_hidden = ffn, .vocab = V, .seq = s,       \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,              \
-      .position = MP_POS_ROPE, .tied_embeddings = false, .attn = {.rope_theta = theta}},   \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                    \
+      .attn = {.rope_theta = theta}},                                                      \
      params, gb, 0.0, al}
 
 /* BERT: WordPiece vocabulary 30522, 512 positions, the exact (erf) GELU
@@ -45,7 +56,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_BERT, .layers = L, .hidden = h, .heads = a, .kv_heads = a, \
       .head_dim = (h) / (a), .ffn_hidden = 4 * (h), .vocab = 30522, .seq = 512,            \
       .activation = MP_ACT_GELU_ERF, .norm = MP_NORM_LAYERNORM, .norm_eps = eps,           \
-      .position = MP_POS_LEARNED, .tied_embeddings = true},                                 \
+      .position = MP_POS_LEARNED, .tied_embeddings = true, DROPOUT_01},                    \
      params, gb, 0.0, NULL}
 
 /* T5 1.0: SentencePiece vocabulary 32128 (as released), ReLU, scale-only
@@ -57,7 +68,7 @@ typedef struct preset {
       .decoder_layers = dec, .hidden = d, .heads = a, .kv_heads = a, .head_dim = dkv,       \
       .ffn_hidden = dff, .vocab = 32128, .seq = 512, .encoder_seq = 512, .decoder_seq = 128, \
       .activation = MP_ACT_RELU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,                \
-      .position = MP_POS_RELATIVE, .tied_embeddings = true},                                \
+      .position = MP_POS_RELATIVE, .tied_embeddings = true, DROPOUT_01},                   \
      params, gb, 0.0, NULL}
 
 /* Mixtures of experts (decoder-only, SwiGLU experts, RMSNorm, RoPE, untied
@@ -72,7 +83,8 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,              \
-      .position = MP_POS_ROPE, .tied_embeddings = false, .attn = {.rope_theta = theta},    \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                    \
+      .attn = {.rope_theta = theta},                                                       \
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
 
@@ -84,7 +96,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = h, .heads = a,              \
       .kv_heads = kv, .head_dim = hd, .ffn_hidden = ffn, .vocab = V, .seq = s,               \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,              \
-      .position = MP_POS_ROPE, .tied_embeddings = false,                                   \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                     \
       .attn = {.rope_theta = theta, .qk_norm = true},                                      \
       .moe = {.experts = E, .top_k = k, .expert_ffn = ef, .layer_freq = 1}},                \
      total, gb, active, NULL}
@@ -100,7 +112,7 @@ typedef struct preset {
     {{.name = nm, .arch = MP_ARCH_LLAMA, .layers = L, .hidden = 2880, .heads = 64,           \
       .kv_heads = 8, .head_dim = 64, .ffn_hidden = 2880, .vocab = 201088, .seq = 4096,        \
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-5,                \
-      .position = MP_POS_ROPE, .tied_embeddings = false,                                      \
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,                       \
       .moe = {.experts = E, .top_k = 4, .expert_ffn = 2880, .layer_freq = 1},                 \
       .attn = {.window = 128, .window_skip_freq = 2, .sinks = true, .rope_yarn = true,       \
                .rope_theta = 150000.0, .yarn_factor = 32.0, .yarn_original_seq = 4096,        \
@@ -208,7 +220,8 @@ static const preset presets[] = {
     {{.name = "deepseek-v3", .arch = MP_ARCH_LLAMA, .layers = 61, .hidden = 7168, .heads = 128,
       .kv_heads = 128, .head_dim = 192, .ffn_hidden = 18432, .vocab = 129280, .seq = 4096,
       .activation = MP_ACT_SWIGLU, .norm = MP_NORM_RMSNORM, .norm_eps = 1e-6,
-      .position = MP_POS_ROPE, .tied_embeddings = false, .attn = {.rope_theta = 10000.0},
+      .position = MP_POS_ROPE, .tied_embeddings = false, DROPOUT_NONE,
+      .attn = {.rope_theta = 10000.0},
       .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1,
               .shared_ffn = 2048, .first_dense = 3, .layer_freq = 1, .route_groups = 8,
               .route_group_top_k = 4, .route_scale = 2.5, .router = MP_ROUTER_SIGMOID},

@@ -210,7 +210,8 @@ static void attention_core(const mp_config *c, double n_scores, double sq, doubl
     double kv_grad = bmm / mp_gemm_shape_efficiency(hw, groups, s_kv, hd);
     /* score elements through HBM (16-bit): QK^T write 2, softmax r2 w2, dropout r2 w2
      * + mask 1, AV read 2; backward: dP write 2, dropout r3 w2, softmax r4 w2,
-     * dQ/dK read 2 each, dV read 2 */
+     * dQ/dK read 2 each, dV read 2. Without attention dropout (attention_dropout
+     * 0) its kernel and mask are not there: 8 and 12 bytes, one kernel fewer */
     double fb = dropout ? 13.0 : 8.0, bb = dropout ? 19.0 : 12.0;
     *fwd = qk + av + mp_membound_time(hw, n_scores * fb, dropout ? 2.0 : 1.0);
     *bwd = qk + av + 2.0 * kv_grad + mp_membound_time(hw, n_scores * bb, dropout ? 2.0 : 1.0);
@@ -480,7 +481,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (mp_model_is_mla(m)) /* QK^T at head_dim, AV at v_head_dim */
         core_hd = 0.5 * (hd + (double)m->mla.v_head_dim);
     attention_core(c, b * heads_local * (bs->s / cp) * bs->s, bs->s / cp, core_hd, bs->s / cp,
-                   bs->causal, bs->window, bs->s, bs->dropout, &af, &ab, &ak);
+                   bs->causal, bs->window, bs->s, bs->attn_dropout, &af, &ab, &ak);
     if (pp->cp > 1)
         /* ring attention runs one attention call per ring step (c of them,
          * against the chunk that has arrived), each followed by the
@@ -494,7 +495,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     mp_pass_cost ring = {0};
     if (pp->cp > 1 && !(bs->window > 0.0)) {
         if (bs->causal && hw->flash_attention)
-            mp_cp_causal_attention(c, b * heads_local, bs->s, cp, core_hd, bs->dropout, &af, &ab);
+            mp_cp_causal_attention(c, b * heads_local, bs->s, cp, core_hd, bs->attn_dropout, &af, &ab);
         bool mla = mp_model_is_mla(m);
         double hd_v = mla ? (double)m->mla.v_head_dim : hd;
         double n_kv = mla ? heads_local * (hd + hd_v) : 2.0 * kvd / t;
@@ -506,17 +507,18 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (cross) {
         double cf, cb, ck;
         attention_core(c, b * heads_local * (bs->s / cp) * bs->s_cross, bs->s / cp, hd,
-                       bs->s_cross, false, 0.0, bs->s_cross, bs->dropout, &cf, &cb, &ck);
+                       bs->s_cross, false, 0.0, bs->s_cross, bs->attn_dropout, &cf, &cb, &ck);
         af += cf;
         ab += cb;
         ak += ck;
     }
 
     /* elementwise, bytes per element: norm r2 w2; bias+dropout+residual r4 w2
-     * + mask 1; bias+GeLU r2 w2 (SwiGLU r4 w2) per FFN element; RoPE r2 w2 on Q, K */
+     * + mask 1 (hidden_dropout 0: no mask, bias+residual r4 w2); bias+GeLU r2 w2
+     * (SwiGLU r4 w2) per FFN element; RoPE r2 w2 on Q, K */
     double n_norm = cross ? 3.0 : 2.0;
     double outside = T * h / (pp->sp ? t : 1.0);
-    double ew = outside * (4.0 * n_norm + (bs->dropout ? 7.0 : 6.0) * n_norm);
+    double ew = outside * (4.0 * n_norm + (bs->hidden_dropout ? 7.0 : 6.0) * n_norm);
     ew += (swiglu ? 6.0 : 4.0) * T * f / t;
     double kernels = 2.0 * n_norm + 1.0;
     /* elementwise work whose backward is not twice its forward (bytes and
@@ -764,7 +766,7 @@ void mp_embedding_time_of(const mp_config *c, mp_edge_time *out)
     double t = (double)pp->tp, dt = mp_dtype_bytes(c->training.precision);
     double h = (double)m->hidden;
     double T = (double)pp->micro_batch * tokens_embedded(c) / (double)pp->cp;
-    bool dropout = m->arch != MP_ARCH_LLAMA;
+    bool dropout = mp_model_hidden_dropout(m) > 0.0; /* the embedding's is the hidden one */
     /* gather rows r2 w2, learned positions r4 w2, dropout r2 w2 + mask 1 */
     double fwd_bytes = T * h * (4.0 + (m->position == MP_POS_LEARNED ? 6.0 : 0.0) +
                                 (dropout ? 5.0 : 0.0));

@@ -123,7 +123,7 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
     emb->wgrad = et.wgrad;
     emb->params = mp_embedding_params(m, c->training.seq) / t;
     /* embedding dropout mask (Korthikanti 2022 §4.3: sbh, split with SP) */
-    double emb_act = (m->arch != MP_ARCH_LLAMA ? sb_first * h : 0.0) / (p->sp ? t : 1.0);
+    double emb_act = (mp_model_hidden_dropout(m) > 0.0 ? sb_first * h : 0.0) / (p->sp ? t : 1.0);
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         emb->act[r] = emb_act;
     emb->send_bytes = sb_first * h * dt / t;

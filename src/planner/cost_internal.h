@@ -26,13 +26,17 @@ double mp_padded_vocab(int64_t vocab, int64_t tp);
 typedef enum { MP_BLOCK_SELF, MP_BLOCK_T5_ENC, MP_BLOCK_T5_DEC, MP_BLOCK_MOE } mp_block_kind;
 
 /* Shape of one block as the cost model sees it: sequence lengths, whether
- * attention is causal, whether there is cross attention, dropout. */
+ * attention is causal, whether there is cross attention, which dropouts run. */
 typedef struct mp_block_shape {
     mp_block_kind kind;
     double s;        /* tokens of this block's own sequence */
     double s_cross;  /* encoder tokens attended by cross attention (0 = none) */
     bool causal;
-    bool dropout;    /* GPT/BERT/T5 train with dropout 0.1; LLaMA-style without */
+    /* dropout's kernels and masks are there (a probability above 0):
+     * the attention probabilities' (attention_dropout) and the residual
+     * branches' (hidden_dropout) */
+    bool attn_dropout;
+    bool hidden_dropout;
     double window;   /* keys a windowed query sees, itself included (0: all earlier ones) */
 } mp_block_shape;
 

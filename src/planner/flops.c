@@ -128,7 +128,8 @@ void mp_block_shape_of(const mp_model *m, int64_t seq, int64_t block, mp_block_s
     out->s = (double)(seq > 0 ? seq : m->seq);
     out->s_cross = 0.0;
     out->causal = m->arch == MP_ARCH_GPT || m->arch == MP_ARCH_LLAMA;
-    out->dropout = m->arch != MP_ARCH_LLAMA;
+    out->attn_dropout = mp_model_attention_dropout(m) > 0.0;
+    out->hidden_dropout = mp_model_hidden_dropout(m) > 0.0;
     out->window = mp_model_block_is_windowed(m, block - 1) ? (double)m->attn.window : 0.0;
     if (mp_model_block_is_moe(m, block - 1))
         out->kind = MP_BLOCK_MOE;

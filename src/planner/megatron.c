@@ -251,6 +251,14 @@ static void model_flags(const mp_config *c, mp_buf *out, mp_buf *notes)
     mp_format_double(m->norm_eps > 0 ? m->norm_eps : mp_model_default_norm_eps(m->arch), eps,
                      sizeof eps);
     mp_buf_printf(out, "--norm-epsilon %s \\\n", eps);
+    /* dropout: Megatron-Core's TransformerConfig defaults hidden_dropout and
+     * attention_dropout to 0.1 (and the embedding's dropout is the hidden
+     * one), so a model without (LLaMA-style, or a run that turns it off)
+     * must say 0 */
+    char hdrop[32], adrop[32];
+    mp_format_double(mp_model_hidden_dropout(m), hdrop, sizeof hdrop);
+    mp_format_double(mp_model_attention_dropout(m), adrop, sizeof adrop);
+    mp_buf_printf(out, "--hidden-dropout %s \\\n--attention-dropout %s \\\n", hdrop, adrop);
     if (m->position == MP_POS_ROPE)
         mp_buf_puts(out, "--position-embedding-type rope \\\n");
     else if (m->position == MP_POS_RELATIVE)

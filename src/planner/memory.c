@@ -9,9 +9,19 @@
  * Tensor parallelism splits the parts inside the column/row-parallel region
  * (24sbh + 5as²b); sequence parallelism splits the remaining 10sbh too.
  * The general form below counts the same tensors for grouped-query
- * attention, SwiGLU, families without dropout, flash attention (no s² terms,
+ * attention, SwiGLU, dropout turned off, flash attention (no s² terms,
  * a fp32 log-sum-exp per row instead) and T5 cross attention. For a GPT
- * block it is exactly Korthikanti's six formulas. */
+ * block it is exactly Korthikanti's six formulas.
+ *
+ * The dropouts' share: attention dropout (attention_dropout > 0) keeps the
+ * mask as²b and its output 2as²b, which the AV product reads; without it
+ * AV reads the softmax output, already kept, and both go: 5as²b -> 2as²b.
+ * Hidden dropout (hidden_dropout > 0) keeps one 1-byte mask per residual
+ * branch, sbh each (two in a GPT block, three in a T5 decoder block), and
+ * the embedding's sbh (cost.c). A GPT block without either keeps
+ * sbh(32 + 2as/h). With flash attention the dropout runs inside the fused
+ * kernel, which regenerates its mask from the RNG state in the backward:
+ * nothing kept either way. */
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
@@ -74,8 +84,8 @@ double mp_static_bytes_per_param(const mp_config *c)
 }
 
 /* The attention core's saved bytes before the TP split: the scores
- * (softmax output, dropout mask and output), or with flash attention an fp32
- * log-sum-exp per query row. */
+ * (softmax output, and with attention dropout its mask and output), or with
+ * flash attention an fp32 log-sum-exp per query row. */
 static double core_bytes(const mp_model *m, const mp_block_shape *bs, double sb, double cp,
                          bool flash)
 {
@@ -85,7 +95,7 @@ static double core_bytes(const mp_model *m, const mp_block_shape *bs, double sb,
     double s_kv = bs->s; /* each query attends to the whole sequence */
     if (flash)
         return 4.0 * heads * sb * (cross ? 2.0 : 1.0);
-    double per_score = bs->dropout ? 5.0 : 2.0;
+    double per_score = bs->attn_dropout ? 5.0 : 2.0;
     double core = per_score * heads * sb * s_kv;
     if (cross)
         core += per_score * heads * sb * bs->s_cross;
@@ -114,7 +124,7 @@ double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b,
                      + 2.0 * sb * h;              /* FC1 input (norm output) */
     if (cross)
         outside += 2.0 * sb * h;                  /* cross-attention Q input */
-    if (bs->dropout)
+    if (bs->hidden_dropout)
         outside += sb * h * n_norm;               /* residual dropout masks (1 byte) */
 
     /* inside the region: split over t */

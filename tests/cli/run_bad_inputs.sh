@@ -92,6 +92,12 @@ core() {
     file_check norm-eps-negative eps2.yaml "${GOOD_MODEL}norm_eps: -1e-5\n" "${M}eps2\\.yaml:8:11: norm_eps: must be positive" models
     file_check norm-eps-word eps3.yaml "${GOOD_MODEL}norm_eps: tiny\n" "${M}eps3\\.yaml:8:11: norm_eps: expected a number" models
     file_check norm-eps-nan eps4.yaml "${GOOD_MODEL}norm_eps: .nan\n" "${M}eps4\\.yaml:8:11: norm_eps: " models
+    # the dropouts: probabilities, 0 (none) up to but not 1
+    file_check hidden-dropout-one drop1.yaml "${GOOD_MODEL}hidden_dropout: 1\n" "${M}drop1\\.yaml:8:17: hidden_dropout: too large: must be less than 1 \\(got 1\\)" models
+    file_check hidden-dropout-negative drop2.yaml "${GOOD_MODEL}hidden_dropout: -0.1\n" "${M}drop2\\.yaml:8:17: hidden_dropout: must be at least 0 \\(got -0\\.1\\)" models
+    file_check attention-dropout-word drop3.yaml "${GOOD_MODEL}attention_dropout: off\n" "${M}drop3\\.yaml:8:20: attention_dropout: expected a number" models
+    file_check attention-dropout-list drop4.yaml "${GOOD_MODEL}attention_dropout: [0.1]\n" "${M}drop4\\.yaml:8:20: attention_dropout: expected a number, got a list" models
+    file_check attention-dropout-percent drop5.yaml "${GOOD_MODEL}attention_dropout: 10\n" "${M}drop5\\.yaml:8:20: attention_dropout: too large: must be less than 1 " models
     file_check fractional type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type4\.yaml:3:9: layers: expected an integer" models
     file_check unknown-arch enum.yaml 'name: m\narch: gpt4\nlayers: 12\n' "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" models
     file_check negative negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}negative\.yaml:3:9: layers: must be at least 1" models
@@ -136,6 +142,10 @@ core() {
     file_check hf-divisibility hf5.json '{\n "model_type": "llama",\n "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4,\n "num_key_value_heads": 3, "intermediate_size": 10, "vocab_size": 10}\n' "${M}hf5\.json:5:2: num_key_value_heads: must divide heads" models
     file_check hf-norm-eps hf7.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rms_norm_eps": 0}\n' "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" models
     file_check hf-norm-eps-type hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}' "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" models
+    # config.json's dropouts: a key the family's transformers code does not apply is refused unless 0
+    file_check hf-dropout-unread hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_dropout": 0.1}\n' "${M}hf9\\.json:4:2: hidden_dropout: a dropout that transformers does not apply for llama: it would be dropped" models
+    file_check hf-dropout-split hf10.json '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 10,\n "resid_pdrop": 0.1, "embd_pdrop": 0.0}' "${M}hf10\\.json:2:[0-9]+: embd_pdrop: 0 differs from resid_pdrop \\(0\\.1\\): megaplan has one hidden dropout" models
+    file_check hf-dropout-range hf11.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10,\n "attention_probs_dropout_prob": 1.0}' "${M}hf11\\.json:2:2: attention_probs_dropout_prob: expected a dropout probability" models
     # issue #14: the activation changes the math; one megaplan does not compute is refused
     file_check hf-activation hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_act": "gelu"}\n' "${M}hf9\\.json:4:2: hidden_act: \"gelu\" changes the math and is not what megaplan computes for llama \\(SwiGLU: silu or swish\\)" models
     # T5: dense_act_fn / is_gated_act held to feed_forward_proj (gated-gelu is gelu_new)
@@ -255,6 +265,8 @@ plan() {
     file_check plan-act-cache-gelu p16.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_act_cache: swiglu_input}\nparallel: {tp: 2}\n" "${S}p16\.yaml:4:53: training\.fp8_act_cache: swiglu_input stores SwiGLU inputs in FP8, and model gpt3-125m's activation is not SwiGLU" simulate
     file_check plan-act-cache-bf16 p17.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64, fp8_act_cache: deepseek}\nparallel: {tp: 1, pp: 8, dp: 8, ep: 8}\n' "${S}p17\.yaml:4:55: training\.fp8_act_cache: deepseek caches FP8 with DeepSeek-V3's 1x128 tiles: it needs precision fp8 with fp8_recipe blockwise" simulate
     check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
+    # a model written inline in a plan: its dropouts are checked as a model file's
+    file_check plan-dropout p21.yaml 'megaplan_plan: 1\nmodel: {name: m, arch: gpt, layers: 12, hidden: 768, heads: 12, vocab: 50257, seq: 1024, hidden_dropout: 1.5}\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p21\\.yaml:2:[0-9]+: model\\.hidden_dropout: too large: must be less than 1 \\(got 1\\.5\\)" simulate
     file_check plan-tokens-fraction p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 0.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or at least 1 token" simulate
     # an option a plan file does not take was dropped without a word (--hw-set memory=1GiB: "fits: yes")
     file okplan.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\n"

@@ -82,6 +82,33 @@ python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["verdic
 grep -q -- '--tensor-model-parallel-size' ex.flags && ok || bad "explain --format megatron gives no flags"
 grep -q 'does not fit\|best configuration' ex.flags && bad "explain --format megatron prints the text" || ok
 cmp -s ex.flags se.flags && ok || bad "explain and search --format megatron differ: $(diff ex.flags se.flags | head -4)"
+# the model's dropouts reach the flags (Megatron-Core's defaults are 0.1), and a model without
+# them is estimated with less memory and time (their masks and bytes not charged)
+grep -q -- '^--hidden-dropout 0.1 \\$' ex.flags && grep -q -- '^--attention-dropout 0.1 \\$' ex.flags &&
+    ok || bad "explain --format megatron: no --hidden-dropout/--attention-dropout 0.1 for 175B"
+printf 'name: g0\narch: gpt\nlayers: 24\nhidden: 2048\nheads: 16\nvocab: 51200\nseq: 2048\nhidden_dropout: 0\nattention_dropout: 0\n' >g0.yaml
+printf 'name: g1\narch: gpt\nlayers: 24\nhidden: 2048\nheads: 16\nvocab: 51200\nseq: 2048\n' >g1.yaml
+"$bin" estimate --model g0.yaml --hw dgx-a100 --gpus 8 --tp 2 --format megatron >g0.flags 2>/dev/null &&
+    grep -q -- '^--hidden-dropout 0 \\$' g0.flags && grep -q -- '^--attention-dropout 0 \\$' g0.flags &&
+    ok || bad "estimate --format megatron: a model without dropout does not say 0"
+"$bin" estimate --model g0.yaml --hw dgx-a100 --gpus 8 --tp 2 --format json >g0.json 2>/dev/null &&
+"$bin" estimate --model g1.yaml --hw dgx-a100 --gpus 8 --tp 2 --format json >g1.json 2>/dev/null &&
+python3 - g0.json g1.json <<'PY' && ok || bad "estimate: dropout 0 is not cheaper than the default 0.1"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+def find(d, key):
+    if isinstance(d, dict):
+        if key in d and isinstance(d[key], (int, float)):
+            return d[key]
+        for v in d.values():
+            r = find(v, key)
+            if r is not None:
+                return r
+    return None
+for key in ("activations", "step"):
+    x, y = find(a, key), find(b, key)
+    assert x is not None and y is not None and x < y, (key, x, y)
+PY
 
 # --- explain and search name the same best (175B/1024: explain said vpp 24
 # mb 4, search vpp 12 mb 3) ---

@@ -259,6 +259,110 @@ static void test_norm_eps(void **state)
     }
 }
 
+static void hf_refused(const char *text, const char *field, const char *what, size_t i);
+
+/* The dropout keys (docs/formats.md): the released files' values, each
+ * family's keys read as transformers applies them, and every dropout key a
+ * family does not apply refused unless 0, never dropped. */
+static void test_dropout(void **state)
+{
+    (void)state;
+    mp_model m;
+    mp_error err;
+    const struct {
+        const char *file;
+        double hidden, attention;
+    } released[] = {
+        {"gpt2-config.json", 0.1, 0.1},       /* resid/embd/attn_pdrop 0.1 */
+        {"bert-config.json", 0.1, 0.1},       /* hidden_dropout_prob, attention_probs_... */
+        {"t5-config.json", 0.1, 0.1},         /* dropout_rate 0.1 */
+        {"flan-t5-base-config.json", 0.1, 0.1},
+        {"llama-config.json", 0.0, 0.0},      /* no key: LlamaConfig's attention_dropout 0 */
+        {"mixtral-config.json", 0.0, 0.0},    /* attention_dropout 0.0 */
+        {"deepseek-v3-config.json", 0.0, 0.0},
+        {"gpt-oss-20b-config.json", 0.0, 0.0},
+    };
+    for (size_t i = 0; i < sizeof released / sizeof *released; i++) {
+        assert_int_equal(load(released[i].file, &m, &err), MP_OK);
+        if (m.hidden_dropout != released[i].hidden || m.attention_dropout != released[i].attention)
+            fail_msg("%s: dropout %g/%g, expected %g/%g", released[i].file, m.hidden_dropout,
+                     m.attention_dropout, released[i].hidden, released[i].attention);
+    }
+#define GPT2 "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4, " \
+             "\"vocab_size\": 100, "
+#define BERT "{\"model_type\": \"bert\", \"num_hidden_layers\": 2, \"hidden_size\": 64, " \
+             "\"num_attention_heads\": 4, \"vocab_size\": 100, "
+#define T5 "{\"model_type\": \"t5\", \"num_layers\": 2, \"d_model\": 64, \"num_heads\": 4, " \
+           "\"d_kv\": 16, \"d_ff\": 100, \"vocab_size\": 100, "
+#define LLAMA(t) "{\"model_type\": \"" t "\", \"num_hidden_layers\": 2, \"hidden_size\": 64, " \
+                 "\"num_attention_heads\": 4, \"intermediate_size\": 96, \"vocab_size\": 100, "
+    const struct {
+        const char *json;
+        double hidden, attention;
+    } keys[] = {
+        {GPT2 "\"resid_pdrop\": 0, \"embd_pdrop\": 0, \"attn_pdrop\": 0.2}", 0.0, 0.2},
+        {GPT2 "\"resid_pdrop\": 0.05, \"embd_pdrop\": 0.05, \"attn_pdrop\": 0}", 0.05, 0.0},
+        {BERT "\"hidden_dropout_prob\": 0, \"attention_probs_dropout_prob\": 0.05}", 0.0, 0.05},
+        {T5 "\"dropout_rate\": 0}", 0.0, 0.0},
+        {T5 "\"dropout_rate\": 0.2}", 0.2, 0.2},
+        {LLAMA("llama") "\"attention_dropout\": 0.1}", 0.0, 0.1},
+        {LLAMA("qwen2") "\"attention_dropout\": 0.0}", 0.0, 0.0},
+        /* 0 is no dropout whoever names it; fine-tuning heads' dropouts are
+         * not the pre-training model's */
+        {LLAMA("mistral") "\"hidden_dropout\": 0, \"dropout\": 0.0}", 0.0, 0.0},
+        {GPT2 "\"summary_first_dropout\": 0.1}", 0.1, 0.1},
+        {BERT "\"classifier_dropout\": 0.3}", 0.1, 0.1},
+        /* null is absent (transformers' default) */
+        {BERT "\"hidden_dropout_prob\": null}", 0.1, 0.1},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        mp_error_clear(&err);
+        if (mp_model_parse_hf_json(keys[i].json, strlen(keys[i].json), "c.json", &m, &err) !=
+            MP_OK)
+            fail_msg("case %zu: %s: %s", i, err.field, err.msg);
+        if (m.hidden_dropout != keys[i].hidden || m.attention_dropout != keys[i].attention)
+            fail_msg("case %zu: dropout %g/%g, expected %g/%g", i, m.hidden_dropout,
+                     m.attention_dropout, keys[i].hidden, keys[i].attention);
+        assert_true(m.dropout_set);
+    }
+    const struct {
+        const char *json, *field;
+    } refused[] = {
+        /* megaplan, as Megatron, has one hidden dropout for both */
+        {GPT2 "\"resid_pdrop\": 0.1, \"embd_pdrop\": 0}", "embd_pdrop"},
+        /* a key the family does not apply, nonzero */
+        {LLAMA("llama") "\"hidden_dropout\": 0.1}", "hidden_dropout"},
+        {LLAMA("qwen3") "\"resid_pdrop\": 0.1}", "resid_pdrop"},
+        {BERT "\"attention_dropout\": 0.1}", "attention_dropout"},
+        {GPT2 "\"dropout\": 0.3}", "dropout"},
+        {T5 "\"attn_pdrop\": 0.1}", "attn_pdrop"},
+        {GPT2 "\"activation_dropout\": 0.1}", "activation_dropout"},
+        /* not a probability */
+        {BERT "\"attention_probs_dropout_prob\": 1}", "attention_probs_dropout_prob"},
+        {BERT "\"hidden_dropout_prob\": -0.1}", "hidden_dropout_prob"},
+        {T5 "\"dropout_rate\": \"0.1\"}", "dropout_rate"},
+        {LLAMA("mistral") "\"attention_dropout\": true}", "attention_dropout"},
+        /* a wrong type is refused even where the key is not read */
+        {LLAMA("llama") "\"hidden_dropout\": \"none\"}", "hidden_dropout"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        hf_refused(refused[i].json, refused[i].field, "dropout", i);
+#undef GPT2
+#undef BERT
+#undef T5
+#undef LLAMA
+    /* the error points at the key's line */
+    const char *json = "{\"model_type\": \"llama\", \"num_hidden_layers\": 2,\n"
+                       " \"hidden_size\": 64, \"num_attention_heads\": 4,\n"
+                       " \"intermediate_size\": 96, \"vocab_size\": 100,\n"
+                       " \"attention_dropout\": 1.5}";
+    mp_error_clear(&err);
+    assert_int_equal(mp_model_parse_hf_json(json, strlen(json), "c.json", &m, &err), MP_EINPUT);
+    assert_string_equal(err.field, "attention_dropout");
+    assert_int_equal(err.line, 4);
+    assert_int_equal(err.column, 2);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -938,7 +1042,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_qwen3_qk_norm), cmocka_unit_test(test_norm_eps),
         cmocka_unit_test(test_moe_math_keys), cmocka_unit_test(test_activation),
         cmocka_unit_test(test_t5_gated),      cmocka_unit_test(test_gelu_forms),
-        cmocka_unit_test(test_t5_activation),
+        cmocka_unit_test(test_t5_activation), cmocka_unit_test(test_dropout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

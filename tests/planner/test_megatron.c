@@ -165,6 +165,13 @@ static void check_plan(const mp_plan *plan)
     const char *eps = get(&f, "--norm-epsilon");
     assert_non_null(eps);
     assert_true(strtod(eps, NULL) == m->norm_eps);
+    /* the dropouts, always given (Megatron-Core's defaults are 0.1: a LLaMA
+     * or a run without dropout must say 0), read back exactly */
+    const char *hdrop = get(&f, "--hidden-dropout"), *adrop = get(&f, "--attention-dropout");
+    assert_non_null(hdrop);
+    assert_non_null(adrop);
+    assert_true(strtod(hdrop, NULL) == mp_model_hidden_dropout(m));
+    assert_true(strtod(adrop, NULL) == mp_model_attention_dropout(m));
     const char *pos = get(&f, "--position-embedding-type");
     assert_string_equal(pos ? pos : "learned_absolute",
                         m->position == MP_POS_ROPE       ? "rope"
@@ -370,6 +377,55 @@ static void presets(void **state)
     preset_plan("llama3-8b", "dgx-h100", "{gpus: 8, seq: 8192, global_batch: 16, precision: bf16}",
                 "{tp: 2, sp: true, cp: 2, pp: 1, dp: 2, micro_batch: 1, recompute: none, "
                 "schedule: 1f1b}", NULL, NULL);
+    /* a GPT without hidden dropout (MLPerf's GPT-3 recipe) and a LLaMA-style
+     * model with attention dropout: the flags carry the model's values */
+    preset_plan("{name: g, arch: gpt, layers: 4, hidden: 256, heads: 4, vocab: 1000, seq: 512, "
+                "hidden_dropout: 0, attention_dropout: 0.05}",
+                "dgx-a100", "{gpus: 2, seq: 512, global_batch: 4, precision: bf16}",
+                "{tp: 2, pp: 1, dp: 1, micro_batch: 1, recompute: none, schedule: 1f1b}", NULL,
+                NULL);
+    preset_plan("{name: l, arch: llama, layers: 4, hidden: 256, heads: 4, vocab: 1000, seq: 512, "
+                "attention_dropout: 0.1}",
+                "dgx-h100", "{gpus: 2, seq: 512, global_batch: 4, precision: bf16}",
+                "{tp: 2, pp: 1, dp: 1, micro_batch: 1, recompute: none, schedule: 1f1b}", NULL,
+                NULL);
+}
+
+/* The flags themselves, as Megatron-LM spells them (tests/data/megatron/flag_names.txt):
+ * gpt3-175b's 0.1 and 0.1, LLaMA's 0 and 0, and a plan's own 0. */
+static void dropout_flags(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *want;
+    } cases[] = {
+        {"gpt3-1.3b", "--hidden-dropout 0.1 \\\n--attention-dropout 0.1 \\\n"},
+        {"llama3-8b", "--hidden-dropout 0 \\\n--attention-dropout 0 \\\n"},
+        {"{name: g, arch: gpt, layers: 4, hidden: 256, heads: 4, vocab: 1000, seq: 512, "
+         "hidden_dropout: 0, attention_dropout: 0}",
+         "--hidden-dropout 0 \\\n--attention-dropout 0 \\\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "megaplan_plan: 1\nmodel: %s\nhw: dgx-h100\ntraining: {gpus: 8, seq: 512, "
+                 "global_batch: 8, precision: bf16}\nparallel: {tp: 1, pp: 1, dp: 8, "
+                 "micro_batch: 1, recompute: none, schedule: 1f1b}\n",
+                 cases[i].model);
+        mp_plan *plan = calloc(1, sizeof *plan);
+        assert_non_null(plan);
+        mp_error err = {0};
+        if (mp_plan_parse_yaml(text, strlen(text), "test", plan, &err) != MP_OK)
+            fail_msg("%s: %s: %s", cases[i].model, err.field, err.msg);
+        mp_buf b;
+        mp_buf_init(&b);
+        mp_megatron_args(&plan->config, plan, &b);
+        assert_false(b.oom);
+        if (!strstr(b.data, cases[i].want))
+            fail_msg("%s: no '%s' in\n%s", cases[i].model, cases[i].want, b.data);
+        mp_buf_free(&b);
+        free(plan);
+    }
 }
 
 int main(void)
@@ -377,6 +433,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(example_plans),
         cmocka_unit_test(presets),
+        cmocka_unit_test(dropout_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,9 @@ static const char note_moe[] =
     "overlapped gradient reduce, SP and TP overlap where tp > 1 (but where the file's "
     "tp_comm_overlap column turns it off), the parameter all-gather overlapped with the "
     "forward but where the file's param_gather_sync column says the recipe turned "
-    "overlap_param_gather off (then run after the optimizer step, exposed), no recompute; the "
+    "overlap_param_gather off (then run after the optimizer step, exposed), the interleaved "
+    "rows' pipeline transfers overlapped where the file's p2p_overlap column says so (the "
+    "recipes' overlap_p2p_comm), no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
     "and FP8 parameters where a file's columns say the recipe used them; the loss as "
     "Transformer Engine's fused cross entropy where the file's te_cross_entropy column says so "
@@ -239,17 +241,17 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
                         mp_error *err)
 {
     enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
-           WIN, TPO, PGS, DBS, TCE, NF };
+           WIN, TPO, PGS, DBS, TCE, P2P, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
                                           "fp8_param_gather", "moe_a2a_overlap",
                                           "shared_expert_overlap", "attn_window",
                                           "tp_comm_overlap", "param_gather_sync",
-                                          "ddp_bucket_size", "te_cross_entropy"};
+                                          "ddp_bucket_size", "te_cross_entropy", "p2p_overlap"};
     /* tp_comm_overlap: 2 when absent (read as on where tp > 1) */
     static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0,
-                                    2, 0, 0, 0};
+                                    2, 0, 0, 0, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -341,6 +343,15 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     /* the recipe's Transformer Engine TP overlap (the file's tp_comm_overlap
      * column; absent: on where tp > 1) */
     p->tp_overlap = tp > 1 && v[TPO] > 0;
+    /* the recipe's overlap_p2p_comm (the file's p2p_overlap column, 0 or 1;
+     * absent: 0, synchronous transfers): interleaved rows only */
+    if (v[P2P] != 0 && v[P2P] != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "p2p_overlap",
+                            "'%g': expected 0 or 1", v[P2P]);
+    if (v[P2P] > 0 && !(pp > 1 && vp > 1))
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "p2p_overlap",
+                            "1 needs an interleaved pipeline (pp > 1 and vp > 1)");
+    p->p2p_overlap = v[P2P] > 0;
     p->dist_opt = true;
     p->dp_overlap = true;
     /* the recipe's overlap_param_gather off (the file's param_gather_sync

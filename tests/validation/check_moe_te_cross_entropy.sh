@@ -10,8 +10,7 @@
 set -e
 validate=$1 megaplan=$2 data=$3
 . "$(dirname "$0")/moe_row_check.sh"
-row=$(moe_row 6.037 6.039)
-[ -n "$row" ] || { echo "no 6.038 s row in moe"; exit 1; }
+row=$(row_of 6.037 6.039)
 est() {
     step_of --model gpt-oss-120b --gpus 64 --hw b200 --seq 4096 --global-batch 1280 \
         --precision bf16 --tp 1 --pp 1 --micro-batch 4 --ep 8 --etp 1 --dispatcher alltoall \

@@ -22,3 +22,10 @@ row_is() {
         if ((r - other) ^ 2 <= (tol * other) ^ 2) { print "row " r " equals the estimate without " what ", " other; exit 1 }
     }'
 }
+
+# row_of LO HI: moe_row, failing (under set -e) when no row's measured step is in (LO, HI)
+row_of() {
+    r=$(moe_row "$1" "$2")
+    [ -n "$r" ] || { echo "no moe row measured between $1 and $2 s" >&2; exit 1; }
+    echo "$r"
+}

@@ -26,7 +26,8 @@ static const char note_moe[] =
     "forward but where the file's param_gather_sync column says the recipe turned "
     "overlap_param_gather off (then run after the optimizer step, exposed), the interleaved "
     "rows' pipeline transfers overlapped where the file's p2p_overlap column says so (the "
-    "recipes' overlap_p2p_comm), no recompute; the "
+    "recipes' overlap_p2p_comm), the first chunk's parameter all-gather launched in the "
+    "optimizer step where its param_gather_with_optimizer column says so, no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
     "and FP8 parameters where a file's columns say the recipe used them; the loss as "
     "Transformer Engine's fused cross entropy where the file's te_cross_entropy column says so "
@@ -241,17 +242,18 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
                         mp_error *err)
 {
     enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
-           WIN, TPO, PGS, DBS, TCE, P2P, NF };
+           WIN, TPO, PGS, DBS, TCE, P2P, PGO, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
                                           "fp8_param_gather", "moe_a2a_overlap",
                                           "shared_expert_overlap", "attn_window",
                                           "tp_comm_overlap", "param_gather_sync",
-                                          "ddp_bucket_size", "te_cross_entropy", "p2p_overlap"};
+                                          "ddp_bucket_size", "te_cross_entropy", "p2p_overlap",
+                                          "param_gather_with_optimizer"};
     /* tp_comm_overlap: 2 when absent (read as on where tp > 1) */
     static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0,
-                                    2, 0, 0, 0, 0};
+                                    2, 0, 0, 0, 0, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -361,6 +363,16 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
         return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_sync",
                             "'%g': expected 0 or 1", v[PGS]);
     p->param_gather_sync = v[PGS] > 0;
+    /* the recipe's overlap_param_gather_with_optimizer_step (the file's
+     * param_gather_with_optimizer column, 0 or 1; absent: 0): the first
+     * chunk's parameter all-gather launched in the optimizer step */
+    if (v[PGO] != 0 && v[PGO] != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_with_optimizer",
+                            "'%g': expected 0 or 1", v[PGO]);
+    if (v[PGO] > 0 && p->param_gather_sync)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_with_optimizer",
+                            "1 with param_gather_sync 1");
+    p->overlap_param_gather_with_optimizer_step = v[PGO] > 0;
     /* the recipe's DDP bucket (the file's ddp_bucket_size column, in
      * parameters; absent or empty: Megatron's default max(40M, 1M * dp)) */
     if (v[DBS] != floor(v[DBS]) || v[DBS] > (double)MP_DDP_BUCKET_MAX)

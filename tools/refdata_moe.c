@@ -24,9 +24,14 @@ static const char note_moe[] =
     "overlapped gradient reduce, SP and TP overlap where tp > 1 (but where the file's "
     "tp_comm_overlap column turns it off), the parameter all-gather overlapped with the "
     "forward but where the file's param_gather_sync column says the recipe turned "
-    "overlap_param_gather off (then run after the optimizer step, exposed), no recompute; the "
+    "overlap_param_gather off (then run after the optimizer step, exposed), the interleaved "
+    "rows' pipeline transfers overlapped where the file's p2p_overlap column says so (the "
+    "recipes' overlap_p2p_comm), the first chunk's parameter all-gather launched in the "
+    "optimizer step where its param_gather_with_optimizer column says so, no recompute; the "
     "recipe's explicit pipeline layout where the file gives one; bf16 gradient reduction "
-    "and FP8 parameters where a file's columns say the recipe used them; the recipe's CUDA-graph "
+    "and FP8 parameters where a file's columns say the recipe used them; the loss as "
+    "Transformer Engine's fused cross entropy where the file's te_cross_entropy column says so "
+    "(every Megatron-Bridge row: its performance scripts set it); the recipe's CUDA-graph "
     "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks, the NeMo AutoModel rows with their recipe's settings (the file's "
     "columns): PyTorch FSDP2 (zero_runtime fsdp2: with pp each chunk's weights gathered once "
     "per pipeline flush and kept, fp32 gradient accumulators reduce-scattered once), full "
@@ -237,17 +242,18 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
                         mp_error *err)
 {
     enum { GPUS, GB, MB, SEQ, TP, PP, CP, VP, EP, FSDP, MTP, TPS, STEP, GRAD16, FP8P, A2AO, SEO,
-           WIN, TPO, PGS, DBS, NF };
+           WIN, TPO, PGS, DBS, TCE, P2P, PGO, NF };
     static const char *const names[NF] = {"gpus", "global_batch", "micro_batch", "seq", "tp",
                                           "pp", "cp", "vp", "ep", "fsdp", "mtp",
                                           "tokens_per_s_per_gpu", "step_s", "grad_reduce_bf16",
                                           "fp8_param_gather", "moe_a2a_overlap",
                                           "shared_expert_overlap", "attn_window",
                                           "tp_comm_overlap", "param_gather_sync",
-                                          "ddp_bucket_size"};
+                                          "ddp_bucket_size", "te_cross_entropy", "p2p_overlap",
+                                          "param_gather_with_optimizer"};
     /* tp_comm_overlap: 2 when absent (read as on where tp > 1) */
     static const double dflt[NF] = {-1, -1, -1, -1, -1, -1, 1, 1, -1, 0, 0, -1, 0, 0, 0, 0, 0, 0,
-                                    2, 0, 0};
+                                    2, 0, 0, 0, 0, 0};
     double v[NF];
     for (int i = 0; i < NF; i++) {
         mp_status st = field(t, r, names[i], dflt[i], &v[i], err);
@@ -322,6 +328,12 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     c->training.global_batch = (int64_t)v[GB];
     c->training.grad_reduce_bf16 = v[GRAD16] > 0;
     c->training.fp8_param_gather = v[FP8P] > 0;
+    /* the loss as Transformer Engine's fused cross entropy (the file's
+     * te_cross_entropy column, 0 or 1; absent: 0, the unfused one) */
+    if (v[TCE] != 0 && v[TCE] != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "te_cross_entropy",
+                            "'%g': expected 0 or 1", v[TCE]);
+    c->training.te_cross_entropy = v[TCE] > 0;
     mp_parallel *p = &c->parallel;
     p->tp = tp;
     p->pp = pp;
@@ -333,6 +345,15 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     /* the recipe's Transformer Engine TP overlap (the file's tp_comm_overlap
      * column; absent: on where tp > 1) */
     p->tp_overlap = tp > 1 && v[TPO] > 0;
+    /* the recipe's overlap_p2p_comm (the file's p2p_overlap column, 0 or 1;
+     * absent: 0, synchronous transfers): interleaved rows only */
+    if (v[P2P] != 0 && v[P2P] != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "p2p_overlap",
+                            "'%g': expected 0 or 1", v[P2P]);
+    if (v[P2P] > 0 && !(pp > 1 && vp > 1))
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "p2p_overlap",
+                            "1 needs an interleaved pipeline (pp > 1 and vp > 1)");
+    p->p2p_overlap = v[P2P] > 0;
     p->dist_opt = true;
     p->dp_overlap = true;
     /* the recipe's overlap_param_gather off (the file's param_gather_sync
@@ -342,6 +363,16 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
         return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_sync",
                             "'%g': expected 0 or 1", v[PGS]);
     p->param_gather_sync = v[PGS] > 0;
+    /* the recipe's overlap_param_gather_with_optimizer_step (the file's
+     * param_gather_with_optimizer column, 0 or 1; absent: 0): the first
+     * chunk's parameter all-gather launched in the optimizer step */
+    if (v[PGO] != 0 && v[PGO] != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_with_optimizer",
+                            "'%g': expected 0 or 1", v[PGO]);
+    if (v[PGO] > 0 && p->param_gather_sync)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "param_gather_with_optimizer",
+                            "1 with param_gather_sync 1");
+    p->overlap_param_gather_with_optimizer_step = v[PGO] > 0;
     /* the recipe's DDP bucket (the file's ddp_bucket_size column, in
      * parameters; absent or empty: Megatron's default max(40M, 1M * dp)) */
     if (v[DBS] != floor(v[DBS]) || v[DBS] > (double)MP_DDP_BUCKET_MAX)

@@ -6,22 +6,18 @@
 # qwen3_235b_a22b_b200_config: overlap_param_gather = False under fp8_mx;
 # megatron_bridge_moe.csv's param_gather_sync column): its prediction is
 # `megaplan estimate`'s for the same configuration with
-# --param-gather-overlap off, and not the one with it on.
+# --param-gather-overlap off, and not the one with it on (its loss Transformer
+# Engine's fused cross entropy: the file's te_cross_entropy column).
 set -e
 validate=$1 megaplan=$2 data=$3
-row=$("$validate" "$data" --rows-tsv --only moe | awk -F'\t' '$4 > 20.047 && $4 < 20.049 { print $5 }')
-[ -n "$row" ] || { echo "no 20.05 s row in moe"; exit 1; }
+. "$(dirname "$0")/moe_row_check.sh"
+row=$(row_of 20.047 20.049)
 est() {
-    "$megaplan" estimate --model qwen3-235b-a22b --gpus 64 --hw b200 --seq 4096 \
+    step_of --model qwen3-235b-a22b --gpus 64 --hw b200 --seq 4096 \
         --global-batch 1024 --precision fp8 --fp8-recipe mxfp8 --tp 1 --pp 8 --vpp 2 \
         --micro-batch 1 --ep 8 --etp 1 --dispatcher alltoall --moe-a2a-overlap on --dist-opt \
-        --fp8-param-gather on --grad-reduce-bf16 on --ddp-bucket-size 134217728 \
-        --param-gather-overlap "$1" --format json |
-        awk -F: '/"step":/ { gsub(/[ ,\t]/, "", $2); print $2; exit }'
+        --fp8-param-gather on --grad-reduce-bf16 on --ddp-bucket-size 134217728 --te-cross-entropy on --p2p-overlap on \
+        --param-gather-overlap "$1"
 }
-off=$(est off) on=$(est on)
 # the JSON prints six significant digits; the two estimates differ by about 1e-4
-awk -v r="$row" -v off="$off" -v on="$on" 'BEGIN {
-    if ((r - off) ^ 2 > (1e-5 * off) ^ 2) { print "row " r " is not the param-gather-overlap-off estimate " off; exit 1 }
-    if ((r - on) ^ 2 <= (1e-5 * on) ^ 2) { print "row " r " equals the param-gather-overlap-on estimate " on; exit 1 }
-}'
+row_is "$row" "$(est off)" "$(est on)" param-gather-overlap-off 1e-5

@@ -91,6 +91,37 @@ static void test_causal_steps(void **state)
     assert_true(near(f / one_call, 0.5 * (1.0 + 0.97 / 0.91), 2e-3));
 }
 
+/* Blackwell against Hopper (docs/cost-model.md §4, "Attention core on
+ * Blackwell"): the model's attention time on dgx-h100 over gb200-nvl72's for
+ * the slowest rank's calls at cp 1 (one causal call over 8192 keys) and cp 2
+ * (a causal call over 4096 keys and an unmasked one of 4096 queries over 2048
+ * keys), 64 query heads, head dim 128, against cuDNN 9.19's measured
+ * forward + backward times of the same calls on H200 and GB200
+ * (tests/data/hw/cudnn_sdpa_llama31.csv, batch 1, 64 heads): causal 8192 keys
+ * 6.791 ms against 2.785 (2.438 x); causal 4096 1.915 against 0.813 plus
+ * twice the unmasked 2048 x 2048 call (the 4096 x 2048 one's work) 2 x 0.898
+ * against 2 x 0.425 (2.232 x). Blackwell gains less at the CP chunk's
+ * shorter calls; the GB200 profile's attention_half_rate_keys carries that
+ * (at the Hopper profiles' 300 the cp 2 ratio would be 2.36). */
+static double attention_time(const char *hw, double cp)
+{
+    mp_config c = config("llama3-405b", 2, (int64_t)cp);
+    mp_error err;
+    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
+    double f, b;
+    mp_cp_causal_attention(&c, 64.0, 8192.0, cp, 128.0, false, &f, &b);
+    return f + b;
+}
+
+static void test_blackwell_over_hopper(void **state)
+{
+    (void)state;
+    double cp1 = attention_time("dgx-h100", 1.0) / attention_time("gb200-nvl72", 1.0);
+    double cp2 = attention_time("dgx-h100", 2.0) / attention_time("gb200-nvl72", 2.0);
+    assert_true(near(cp1, 6.791 / 2.785, 0.03));
+    assert_true(near(cp2, (1.915 + 2.0 * 0.898) / (0.813 + 2.0 * 0.425), 0.03));
+}
+
 /* In a block: selective recompute of core_attn re-runs the whole call, the
  * steps above, the forward's merges at the HBM rate and the exposed
  * exchange. LLaMA 3 8B, t 1, s 8192: 4096 tokens, 32 query heads, 8 K/V heads. */
@@ -117,6 +148,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_bytes),
         cmocka_unit_test(test_causal_steps),
+        cmocka_unit_test(test_blackwell_over_hopper),
         cmocka_unit_test(test_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -203,6 +203,64 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
     return blocks;
 }
 
+/* The two-chunk schedules (ZB-V, DualPipeV, DualPipe), which rank0_blocks
+ * does not count: rank r's chunk ch runs stage mp_schedule_stage(s, p, r,
+ * ch) of the split the estimate takes (mp_config_stages of x's split: 2p
+ * stages for the V ones, r and 2p-1-r on rank r; p for DualPipe, r and
+ * p-1-r, each held twice). Counts each rank's blocks and MoE blocks by chunk
+ * into bs, even split or not (the ranks' in-flight counts and MoE blocks
+ * differ either way), cached by (p, v), on which alone they depend (v: 2
+ * for the V schedules, 1 for DualPipe). False where they are not counted
+ * (T5, more stages than a plan holds, more ranks than bs holds). */
+static bool two_chunk_ranks(const mp_config *base, const cand *x, int64_t L, bound_scratch *bs)
+{
+    if (bs->r2_p == x->p && bs->r2_v == x->v)
+        return bs->r2_ranks == x->p;
+    bs->r2_p = x->p;
+    bs->r2_v = x->v;
+    bs->r2_ranks = 0;
+    mp_schedule_kind sk = (mp_schedule_kind)x->sched;
+    int64_t n = mp_schedule_n_stages(sk, x->p, x->v);
+    if (base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES || x->p > MP_SEARCH_RANKS_MAX)
+        return false;
+    mp_config *c = malloc(sizeof *c);
+    mp_stage_range *st = malloc(sizeof *st * (size_t)n);
+    if (!c || !st) {
+        free(c);
+        free(st);
+        return false; /* no rank terms rather than wrong ones */
+    }
+    *c = *base;
+    c->parallel.pp = x->p;
+    c->parallel.vpp = x->v;
+    mp_search_set_split(base, x->p, x->v, &c->parallel);
+    mp_config_stages(c, n, st);
+    const mp_model *m = &base->model;
+    bool moe = mp_model_is_moe(m);
+    for (int64_t r = 0; r < x->p; r++) {
+        bs->rk2_edges[r] = 0;
+        for (int ch = 0; ch < 2; ch++) {
+            const mp_stage_range *k = &st[mp_schedule_stage(sk, x->p, r, ch)];
+            /* (item 0 the embedding, L + 1 the head) */
+            if (k->begin <= 0 && k->end > 0) bs->rk2_edges[r] |= 1;
+            if (k->begin <= L + 1 && k->end > L + 1) bs->rk2_edges[r] |= 2;
+            int64_t b = k->begin < 1 ? 1 : k->begin, e = k->end > L + 1 ? L + 1 : k->end;
+            int32_t nb = 0, nm = 0;
+            for (int64_t i = b; i < e; i++) {
+                nb++;
+                /* (block i is layer i - 1) */
+                if (moe && i - 1 < m->layers && mp_model_block_is_moe(m, i - 1)) nm++;
+            }
+            bs->rk2_blocks[r][ch] = nb;
+            bs->rk2_moe[r][ch] = nm;
+        }
+    }
+    bs->r2_ranks = x->p;
+    free(c);
+    free(st);
+    return true;
+}
+
 /* The routed experts' GEMMs of one MoE block at the peak rate: each rank
  * runs b s/(c t) x top_k tokens through FC1 and FC2, forward and backward
  * (the efficiency curve and imbalance only add to it). */
@@ -317,6 +375,7 @@ void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
     bs->experts = *base;
     bs->r0_p[0] = bs->r0_p[1] = bs->r0_v[0] = bs->r0_v[1] = 0;
     bs->r0_ranks[0] = bs->r0_ranks[1] = 0;
+    bs->r2_p = bs->r2_v = bs->r2_ranks = 0;
     /* the tokens a stage hands on (cost.c's send_bytes, the last block's) */
     mp_block_shape sh;
     mp_block_shape_of(&base->model, base->training.seq, mp_model_blocks(&base->model), &sh);
@@ -402,7 +461,10 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     double params0 = held * block_params_min / x->t + emb_params / x->t;
     bp->static_bytes = params0 * spb;
     bp->block_static = block_params_min / x->t * spb;
-    bp->moe_avg = mp_model_is_moe(m) ? (double)mp_model_moe_blocks(m) / (double)x->p : 0.0;
+    /* (DualPipe: every MoE block on two ranks, 2M among the p) */
+    bp->moe_avg = mp_model_is_moe(m) ? (double)mp_model_moe_blocks(m) / (double)x->p *
+                                           (x->sched == MP_SCHED_DUALPIPE ? 2.0 : 1.0)
+                                     : 0.0;
     double moe_gemm = 0.0, moe_gemm_fwd = 0.0, moe_run = 0.0;
     bp->moe_min = 0.0;
     if (mp_model_is_moe(m)) {
@@ -464,6 +526,85 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
                 st += hold * nb / (double)x->v * mp_pipeline_w_pending_chunks(sk, x->p, x->v, mb, r);
             if (x->rc == MP_RECOMPUTE_FULL && nb > 0) st += bi->act[MP_RECOMPUTE_NONE];
             keep_rank_term(bp, nb * bp->block_static + st * grow + base->hw.runtime_reserve, nm);
+        }
+    }
+    /* The two-chunk schedules, rank by rank (two_chunk_ranks), even split
+     * or not, as the terms above: rank r's static bytes from both its
+     * chunks' blocks (DualPipe's two stages each with its own weights,
+     * experts and optimizer states: cost.c sums the rank's chunks), and its
+     * stash from each chunk's at least a blocks' stripped bytes plus the
+     * routed floor of its MoE blocks. The estimate's stash (cost.c):
+     * - DualPipe without full recompute walks the rank's op list
+     *   (mp_pipeline_stash_peak, the simulator's), the largest over its
+     *   states of n0 act0 + n1 act1 + g0 hold0 + g1 hold1 with nonnegative
+     *   counts: not smaller for smaller bytes, so the same walk over these
+     *   floors (and the held output gradients' 9 boundary activations a
+     *   block) bounds it. For m >= 2p (search's DualPipe) the walk's peak
+     *   holds p - r micro-batches of rank r's first chunk (stage r) and r + 1
+     *   of its second (stage p-1-r) at once: PP + 1 in all, but rank 0's
+     *   mostly of stage 0, which a two-chunk average misses (docs/cost-model.md §3);
+     * - DualPipe under full recompute and DualPipeV: the rank's chunks'
+     *   bytes / 2 times its chunks in flight, or its held gradients / 2
+     *   times them where larger (their Ws wait under the in-flight count:
+     *   act/2 ch + ch max(0, g - act/2)), full recompute one block more;
+     * - ZB-V: the same plus its held gradients times its Ws pending, as
+     *   ZB-H1 above. */
+    if (r0k == 1 && two_chunk_ranks(base, x, L, bs)) {
+        mp_schedule_kind sk = (mp_schedule_kind)x->sched;
+        double rout = kept > 0 && !mp_fp8_on(base) ? routed_act_floor(base, x, kept == 1) : 0.0;
+        double a = mp_search_bi_act(bi, x);
+        double grow = 1.0 + base->hw.allocator_fragmentation;
+        double hold = x->p > 1 ? 9.0 * (double)x->b * bs->send_tokens / (double)x->c *
+                                     (double)m->hidden *
+                                     mp_dtype_bytes(base->training.precision) / (double)x->t
+                               : 0.0;
+        bool full = x->rc == MP_RECOMPUTE_FULL;
+        /* the edges (cost.c detail_edges): the embedding's weights (its
+         * rank-0 term's), the head's (at least its vocab x h / t output
+         * layer, or the tied copy the head's rank keeps where p > 1), and
+         * the head's logits of one micro-batch in the estimate's "other"
+         * (fp32, or bf16 under TE's fused cross entropy), with its input
+         * (4 s b h / t at least); and each rank's p2p buffers, four of a
+         * stage's boundary activation (cost.c 4 send: every rank holds a
+         * stage that is not the last, whose send is a block's or the
+         * embedding's output, b s h / (c t) in the activations' type) and
+         * with SP the gather buffer, tp of them */
+        double sb = (double)x->b * bs->send_tokens / (double)x->c;
+        double emb_w = emb_params / x->t * spb;
+        double head_w = (double)m->vocab * (double)m->hidden / x->t * spb;
+        double logits = (base->training.te_cross_entropy ? 2.0 : 4.0) * sb * (double)m->vocab /
+                            x->t +
+                        4.0 * sb * (double)m->hidden / x->t;
+        double send = sb * (double)m->hidden * mp_dtype_bytes(base->training.precision) / x->t;
+        double bufs = x->p > 1 ? send * (4.0 + (x->sp && x->t > 1 ? (double)x->t : 0.0)) : 0.0;
+        for (int64_t r = 0; r < x->p; r++) {
+            uint8_t ed = bs->rk2_edges[r];
+            double edges = (ed & 1 ? emb_w : 0.0) + (ed & 2 ? head_w + logits : 0.0) + bufs;
+            const int32_t *nb = bs->rk2_blocks[r], *nm = bs->rk2_moe[r];
+            double a2[2] = {nb[0] * a + nm[0] * rout, nb[1] * a + nm[1] * rout};
+            double h2[2] = {nb[0] * hold, nb[1] * hold};
+            double ch = mp_pipeline_inflight_chunks(sk, x->p, 2, mb, r), st;
+            if (sk == MP_SCHED_DUALPIPE && !full && mb >= 2 * (int64_t)x->p) {
+                /* the walk's state of p - r and r + 1 (its held gradients
+                 * >= 0), closed: walking each rank's list here took half
+                 * the search's time (the table of walks thrashed) */
+                st = (double)(x->p - r) * a2[0] + (double)(r + 1) * a2[1];
+            } else if (sk == MP_SCHED_DUALPIPE && !full) {
+                /* (-1: no op list, where the estimate's own walk fails
+                 * too or memory ran out: no stash rather than a wrong one) */
+                st = fmax(0.0, mp_pipeline_stash_peak(sk, x->p, 2, mb, r, a2, h2, NULL));
+            } else if (mp_pipeline_w_under_inflight(sk)) {
+                st = ch * fmax(a2[0] + a2[1], h2[0] + h2[1]) / 2.0;
+            } else {
+                st = (a2[0] + a2[1]) / 2.0 * ch;
+                if (mp_schedule_splits_backward(sk))
+                    st += (h2[0] + h2[1]) / 2.0 *
+                          mp_pipeline_w_pending_chunks(sk, x->p, 2, mb, r);
+            }
+            if (full && nb[0] + nb[1] > 0) st += bi->act[MP_RECOMPUTE_NONE];
+            keep_rank_term(bp, (nb[0] + nb[1]) * bp->block_static + st * grow + edges +
+                                   base->hw.runtime_reserve,
+                           nm[0] + nm[1]);
         }
     }
     /* Megatron's default uneven split (DeepSeek-V3's 61 blocks on pp 16):

@@ -135,6 +135,13 @@ typedef struct bound_scratch {
     int64_t r0_ranks[2];
     double send_tokens; /* the tokens of the stages' boundary activation, at least */
     int32_t rk_blocks[2][MP_SEARCH_RANKS_MAX], rk_moe[2][MP_SEARCH_RANKS_MAX];
+    /* the two-chunk schedules (V, DualPipe; search_bounds.c two_chunk_ranks):
+     * each rank's blocks and MoE blocks by chunk, for the (pp, vpp) last
+     * counted (vpp 2 for the V ones, 1 for DualPipe; pp 0 when none), and
+     * r2_ranks = pp where they were counted, else 0 */
+    int64_t r2_p, r2_v, r2_ranks;
+    int32_t rk2_blocks[MP_SEARCH_RANKS_MAX][2], rk2_moe[MP_SEARCH_RANKS_MAX][2];
+    uint8_t rk2_edges[MP_SEARCH_RANKS_MAX]; /* 1: holds the embedding, 2: the head */
 } bound_scratch;
 
 /* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B

@@ -871,7 +871,9 @@ static void test_bounds_each_module_set(void **state)
  * under 1F1B were over memory (their routed tokens' activations), and
  * without the held gradients 180 of 190 under ZB-H1; the ranks' own bounds
  * prune most of those (26 of 95 left, and 2 of 12), and each module set's
- * own bound before it is costed more (18 of 87 under 1F1B). Under
+ * own bound before it is costed more (18 of 87 under 1F1B), each rank's
+ * edges (the embedding's and head's weights, the logits, the p2p buffers)
+ * more (14 of 83). Under
  * DualPipe each rank holds two stages (r and p-1-r) with p - r and r + 1
  * micro-batches in flight: bounding rank 0 alone, 116 of 122 costed were
  * over memory; each rank's own bound leaves 2 of 8. Every
@@ -940,53 +942,57 @@ static void test_dualpipe_peak_closed_form(void **state)
     assert_int_equal(checked, 8 * (2 + 64) * 32 / 2);
 }
 
-/* The two-chunk schedules' memory bounds rank by rank (search_bounds.c
- * two_chunk_ranks): DualPipe's two stages' weights and experts on each
- * rank and its closed-form stash (above), DualPipeV's and ZB-V's chunks in
- * flight with their held gradients, and each rank's edges (the embedding's
+/* The memory bound rank by rank (search_bounds.c rank_counts), even split
+ * or not: each rank's blocks and chunks in flight, ZB-H1's and ZB-V's held
+ * gradients, DualPipe's two stages' weights and experts on each rank and
+ * its closed-form stash (above), and each rank's edges (the embedding's
  * and head's weights, the logits, the p2p buffers). Over dense and MoE
  * models, even and uneven (layout) splits, an MoE model with leading dense
- * blocks, every pp and micro-batch size (so every m) their spaces hold,
- * each recompute (none, full, selective's module sets), sharding and
+ * blocks, every pp, vpp and micro-batch size (so every m) their spaces
+ * hold, each recompute (none, full, selective's module sets), sharding and
  * expert split, each schedule fixed: every candidate's bounds stay below
- * its estimate; and the search costs few that do not fit. Bounding rank 0
- * alone (its blocks' average, DualPipe's two copies of them) let through
- * over memory, of DualPipe, DualPipeV, ZB-V: Llama 3 8B 48, 51, 220 (now
- * 0, 1, 1); GPT-3 1.3B 3, 1, 32 (0, 0, 0); Mixtral 67, 55, 229 (12, 4, 4). */
-static void test_two_chunk_bounds(void **state)
+ * its estimate, and the search costs few that do not fit. Bounding rank 0
+ * alone under an even split (its blocks, DualPipe's twice, and for the
+ * V schedules and DualPipe always), it let through over memory -- of
+ * DualPipe, DualPipeV, ZB-V, ZB-H1, 1F1B, interleaved 1F1B -- Llama 3 8B
+ * 48, 51, 220, 39, 12, 48 (now 0, 1, 1, 0, 0, 0); GPT-3 1.3B 3, 1, 32, 1,
+ * 1, 4 (none now); Mixtral 67, 55, 229, 180, 23, 20 (12, 4, 4, 8, 8, 10). */
+static void test_rank_bounds_by_schedule(void **state)
 {
     (void)state;
     const struct {
         const char *model, *hw;
         int64_t gpus, gb;
         int first_dense, layers; /* -1, 0: the preset's */
-        int64_t over[3];         /* the most costed over memory, by schedule below */
+        int64_t over[6];         /* the most costed over memory, by schedule below */
     } sp[] = {
-        {"llama3-8b", "dgx-h100", 64, 256, -1, 0, {2, 3, 3}},     /* dense, 32 blocks */
-        {"gpt3-1.3b", "dgx-a100", 32, 512, -1, 0, {1, 1, 2}},     /* dense, 24: pp 16 a layout */
-        {"mixtral-8x7b", "dgx-h100", 64, 512, -1, 0, {16, 8, 8}}, /* MoE every block */
-        {"olmoe-1b-7b", "dgx-h100", 32, 96, 4, 14, {2, 2, 2}},    /* 4 dense, 14: uneven */
+        {"llama3-8b", "dgx-h100", 64, 256, -1, 0, {2, 3, 3, 2, 2, 2}}, /* dense, 32 blocks */
+        {"gpt3-1.3b", "dgx-a100", 32, 512, -1, 0, {1, 1, 2, 1, 1, 1}}, /* 24: pp 16 a layout */
+        {"mixtral-8x7b", "dgx-h100", 64, 512, -1, 0, {16, 8, 8, 12, 12, 14}}, /* MoE */
+        {"olmoe-1b-7b", "dgx-h100", 32, 96, 4, 14, {2, 2, 2, 2, 2, 2}}, /* 4 dense, uneven */
     };
-    const mp_schedule_kind sched[] = {MP_SCHED_DUALPIPE, MP_SCHED_DUALPIPEV, MP_SCHED_ZBV};
-    const char *names[] = {"dualpipe", "dualpipev", "zb-v"};
+    const mp_schedule_kind sched[] = {MP_SCHED_DUALPIPE, MP_SCHED_DUALPIPEV, MP_SCHED_ZBV,
+                                      MP_SCHED_ZBH1,     MP_SCHED_1F1B,      MP_SCHED_INTERLEAVED};
     for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++)
         for (size_t k = 0; k < sizeof sched / sizeof sched[0]; k++) {
+            const char *name = mp_schedule_name(sched[k]);
             mp_search_options o;
             base_of(sp[i].model, sp[i].hw, sp[i].gpus, sp[i].gb, MP_DTYPE_BF16, &o);
             if (sp[i].first_dense >= 0) o.base.model.moe.first_dense = sp[i].first_dense;
             if (sp[i].layers) o.base.model.layers = sp[i].layers;
             o.base.parallel.schedule = sched[k];
-            o.base.parallel.vpp = sched[k] == MP_SCHED_DUALPIPE ? 1 : 2;
+            bool chunked = mp_schedule_is_v(sched[k]) || sched[k] == MP_SCHED_INTERLEAVED;
+            o.base.parallel.vpp = chunked ? 2 : 1; /* (search varies it: v > 1) */
             o.fixed = MP_FIX_SCHEDULE;
             int64_t checked, mv, tv;
             double worst;
             mp_error err;
             mp_error_clear(&err);
             if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
-                fail_msg("%s %s: %s: %s", sp[i].model, names[k], err.field, err.msg);
+                fail_msg("%s %s: %s: %s", sp[i].model, name, err.field, err.msg);
             if (mv || tv)
                 fail_msg("%s %s: %lld memory and %lld time bound violations of %lld",
-                         sp[i].model, names[k], (long long)mv, (long long)tv, (long long)checked);
+                         sp[i].model, name, (long long)mv, (long long)tv, (long long)checked);
             assert_true(checked > 500);
             o.no_simulate = o.no_split = true;
             mp_search_result r;
@@ -994,11 +1000,11 @@ static void test_two_chunk_bounds(void **state)
             int64_t over = r.counts.rejected[MP_REJECT_MEMORY];
             print_message("  %s %s: %lld checked, worst memory bound/peak %.3f; costed %lld, "
                           "over memory %lld\n",
-                          sp[i].model, names[k], (long long)checked, worst,
+                          sp[i].model, name, (long long)checked, worst,
                           (long long)r.counts.estimated, (long long)over);
             mp_search_result_free(&r);
             if (over > sp[i].over[k])
-                fail_msg("%s %s: %lld costed over memory, more than %lld", sp[i].model, names[k],
+                fail_msg("%s %s: %lld costed over memory, more than %lld", sp[i].model, name,
                          (long long)over, (long long)sp[i].over[k]);
         }
 }
@@ -1027,7 +1033,7 @@ int main(void)
         cmocka_unit_test(test_bounds_each_module_set),
         cmocka_unit_test(test_moe_deep_pipeline_ranks),
         cmocka_unit_test(test_dualpipe_peak_closed_form),
-        cmocka_unit_test(test_two_chunk_bounds),
+        cmocka_unit_test(test_rank_bounds_by_schedule),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

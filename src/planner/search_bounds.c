@@ -154,9 +154,12 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
                            bool *exact)
 {
     int64_t n = (int64_t)x->p * x->v;
+    /* (a split given -- a layout, the first/last-stage or account-for
+     * flags -- may be uneven where n divides L too) */
+    bool even = L % n == 0 && !mp_parallel_split_given(&base->parallel);
     *min_chunk = (double)L / (double)n;
-    *exact = L % n == 0; /* else an average: rank 0 may hold fewer */
-    if (L % n == 0 || mp_schedule_is_v((mp_schedule_kind)x->sched) ||
+    *exact = even; /* else an average: rank 0 may hold fewer */
+    if (even || mp_schedule_is_v((mp_schedule_kind)x->sched) ||
         x->sched == MP_SCHED_DUALPIPE || base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES)
         return (double)L / (double)x->p;
     mp_config *c = malloc(sizeof *c);

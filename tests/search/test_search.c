@@ -585,6 +585,29 @@ static int64_t bounds_hold(const mp_search_options *o, const char *what)
     return checked;
 }
 
+/* A layout given whose stages are uneven though pp divides the blocks
+ * (Llama 3 8B's 32 as 5, 9, 9, 9 on pp 4; Mixtral's as 2, 10, 10, 10): rank
+ * 0's memory bound counts its own blocks, not the average L/p, which it
+ * took for an even split's and so exceeded 1223 (and 132) candidates'
+ * estimates, by up to 18%. */
+static void test_given_uneven_layout_bounds(void **state)
+{
+    (void)state;
+    const struct {
+        const char *model, *layout;
+    } cases[] = {{"llama3-8b", "Et*5|t*9|t*9|t*9L"}, {"mixtral-8x7b", "Et*2|t*10|t*10|t*10L"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_search_options o;
+        base_of(cases[i].model, "dgx-h100", 64, 256, MP_DTYPE_BF16, &o);
+        o.base.parallel.pp = 4;
+        o.base.parallel.vpp = 1;
+        snprintf(o.base.parallel.pipeline_layout, sizeof o.base.parallel.pipeline_layout, "%s",
+                 cases[i].layout);
+        o.fixed = MP_FIX_PP | MP_FIX_VPP;
+        assert_true(bounds_hold(&o, cases[i].layout) > 1000);
+    }
+}
+
 /* The MoE memory bounds (search_bounds.c): rank 0's routed-token
  * activations and fragmentation, and the busiest rank in MoE blocks, which
  * a deep pipeline needs when rank 0 holds only dense blocks. A small MoE
@@ -1023,6 +1046,7 @@ int main(void)
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_megatron_runs),
         cmocka_unit_test(test_layout_search),
+        cmocka_unit_test(test_given_uneven_layout_bounds),
         cmocka_unit_test(test_moe_pruning_equals_no_prune),
         cmocka_unit_test(test_explain_verdicts),
         cmocka_unit_test(test_same_plan),

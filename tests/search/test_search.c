@@ -585,12 +585,13 @@ static int64_t bounds_hold(const mp_search_options *o, const char *what)
     return checked;
 }
 
-/* A layout given whose stages are uneven though pp divides the blocks
+/* Uneven splits rank 0's memory bound took for even: a layout given whose
+ * stages are uneven though pp divides the blocks
  * (Llama 3 8B's 32 as 5, 9, 9, 9 on pp 4; Mixtral's as 2, 10, 10, 10): rank
  * 0's memory bound counts its own blocks, not the average L/p, which it
  * took for an even split's and so exceeded 1223 (and 132) candidates'
  * estimates, by up to 18%. */
-static void test_given_uneven_layout_bounds(void **state)
+static void test_uneven_split_bounds(void **state)
 {
     (void)state;
     const struct {
@@ -606,6 +607,18 @@ static void test_given_uneven_layout_bounds(void **state)
         o.fixed = MP_FIX_PP | MP_FIX_VPP;
         assert_true(bounds_hold(&o, cases[i].layout) > 1000);
     }
+    /* and the V schedules' uneven default split: Qwen3-235B's 94 blocks in
+     * 8 stages on pp 4, whose first and last (both on rank 0) hold fewer
+     * than the average; rank 0's bound took the average (114 of ZB-V's
+     * bounds over their estimates, by up to 1.5%), each rank's own bound
+     * counts them */
+    mp_search_options o;
+    base_of("qwen3-235b-a22b", "dgx-h100", 256, 256, MP_DTYPE_BF16, &o);
+    o.base.parallel.pp = 4;
+    o.base.parallel.vpp = 2;
+    o.base.parallel.schedule = MP_SCHED_ZBV;
+    o.fixed = MP_FIX_PP | MP_FIX_VPP | MP_FIX_SCHEDULE;
+    assert_true(bounds_hold(&o, "qwen3 pp 4 zb-v") > 1000);
 }
 
 /* The MoE memory bounds (search_bounds.c): rank 0's routed-token
@@ -1046,7 +1059,7 @@ int main(void)
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_megatron_runs),
         cmocka_unit_test(test_layout_search),
-        cmocka_unit_test(test_given_uneven_layout_bounds),
+        cmocka_unit_test(test_uneven_split_bounds),
         cmocka_unit_test(test_moe_pruning_equals_no_prune),
         cmocka_unit_test(test_explain_verdicts),
         cmocka_unit_test(test_same_plan),

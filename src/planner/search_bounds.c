@@ -155,8 +155,10 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
 {
     int64_t n = (int64_t)x->p * x->v;
     /* (a split given -- a layout, the first/last-stage or account-for
-     * flags -- may be uneven where n divides L too) */
-    bool even = L % n == 0 && !mp_parallel_split_given(&base->parallel);
+     * flags -- may be uneven where n divides L too, and T5's encoder and
+     * decoder stages are: t5-3b on pp 3 holds 12 blocks on rank 0, not 16) */
+    bool even = L % n == 0 && !mp_parallel_split_given(&base->parallel) &&
+                base->model.arch != MP_ARCH_T5;
     *min_chunk = (double)L / (double)n;
     *exact = even; /* else an average: rank 0 may hold fewer */
     bool two = mp_schedule_is_v((mp_schedule_kind)x->sched) || x->sched == MP_SCHED_DUALPIPE;
@@ -168,7 +170,7 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
         *min_chunk = 0.0;
         return 0.0;
     }
-    if (even || two || base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES)
+    if (even || two || n > MP_MAX_STAGES)
         return (double)L / (double)x->p;
     mp_config *c = malloc(sizeof *c);
     mp_stage_range *st = malloc(sizeof *st * (size_t)n);
@@ -431,7 +433,7 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     double min_chunk = 0.0;
     /* whether rank0 (and its chunks) are rank 0's own count: an even split,
      * or the stages of a layout or of the uneven default split */
-    bool exact0 = L % ((int64_t)x->p * x->v) == 0;
+    bool exact0 = L % ((int64_t)x->p * x->v) == 0 && m->arch != MP_ARCH_T5;
     double rank0 = per_rank;
     /* rank0_blocks depends on the schedule only by whether it is a V one
      * or DualPipe (its L/p there) */

@@ -148,19 +148,29 @@ const block_info *mp_search_block_get(block_cache *bc, int32_t t, int32_t c, int
  * explicit layout, given or proposed, or the uneven default split, those of
  * its stages k = 0, p, 2p, ...
  * (and *min_chunk the fewest in one of them), so that the memory bound stays
- * below the rank's real bytes however uneven the layout is. Where it counts
- * the stages, it also counts each rank's blocks and MoE blocks into
- * rk_blocks and rk_moe (rank r holds stages r, r + p, ...: no V schedule,
- * no DualPipe) and sets *nranks = p (p <= MP_SEARCH_RANKS_MAX); else 0. */
+ * below the rank's real bytes however uneven the layout is (no V schedule,
+ * no DualPipe: L/p there, each rank's own bound below counting its stages). */
 static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, double *min_chunk,
-                           bool *exact, int32_t *rk_blocks, int32_t *rk_moe, int64_t *nranks)
+                           bool *exact)
 {
     int64_t n = (int64_t)x->p * x->v;
+    /* (a split given -- a layout, the first/last-stage or account-for
+     * flags -- may be uneven where n divides L too, and T5's encoder and
+     * decoder stages are: t5-3b on pp 3 holds 12 blocks on rank 0, not 16) */
+    bool even = L % n == 0 && !mp_parallel_split_given(&base->parallel) &&
+                base->model.arch != MP_ARCH_T5;
     *min_chunk = (double)L / (double)n;
-    *exact = L % n == 0; /* else an average: rank 0 may hold fewer */
-    *nranks = 0;
-    if (L % n == 0 || mp_schedule_is_v((mp_schedule_kind)x->sched) ||
-        x->sched == MP_SCHED_DUALPIPE || base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES)
+    *exact = even; /* else an average: rank 0 may hold fewer */
+    bool two = mp_schedule_is_v((mp_schedule_kind)x->sched) || x->sched == MP_SCHED_DUALPIPE;
+    if (two && !even) {
+        /* an uneven split of the V schedules or DualPipe: rank 0's first
+         * and last stages can hold fewer than the average (Qwen3-235B's 94
+         * blocks in 8 stages under ZB-V: the average put 114 bounds over
+         * their estimates); none here, each rank's own bound counting them */
+        *min_chunk = 0.0;
+        return 0.0;
+    }
+    if (even || two || n > MP_MAX_STAGES)
         return (double)L / (double)x->p;
     mp_config *c = malloc(sizeof *c);
     mp_stage_range *st = malloc(sizeof *st * (size_t)n);
@@ -184,23 +194,78 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
         blocks += here;
         *min_chunk = k == 0 || here < *min_chunk ? here : *min_chunk;
     }
-    if (x->p <= MP_SEARCH_RANKS_MAX) {
-        const mp_model *m = &base->model;
-        bool moe = mp_model_is_moe(m);
-        for (int64_t r = 0; r < x->p; r++) rk_blocks[r] = rk_moe[r] = 0;
-        for (int64_t k = 0; k < n; k++) {
-            int64_t b = st[k].begin < 1 ? 1 : st[k].begin, e = st[k].end > L + 1 ? L + 1 : st[k].end;
-            for (int64_t i = b; i < e; i++) {
-                rk_blocks[k % x->p]++;
-                /* (block i is layer i - 1) */
-                if (moe && i - 1 < m->layers && mp_model_block_is_moe(m, i - 1)) rk_moe[k % x->p]++;
-            }
-        }
-        *nranks = x->p;
-    }
     free(c);
     free(st);
     return blocks;
+}
+
+/* Each pipeline rank's blocks and MoE blocks (and which edges it holds)
+ * from the stages the estimate takes (mp_config_stages of x's split), even
+ * split or not: rank r's chunk ch runs stage mp_schedule_stage(s, p, r, ch)
+ * -- r + ch p (interleaved, ch < v), r and 2p-1-r (the V schedules), r and
+ * p-1-r (DualPipe, whose p stages each run on two ranks). kind: 1 for the V
+ * schedules and DualPipe (counted by chunk too), 0 for the others; into bs,
+ * cached by (p, v), on which alone they depend within a kind (v: 2 for the
+ * V schedules, 1 for DualPipe). False where not counted (T5's encoder and
+ * decoder stages, more stages than a plan holds, more ranks than bs holds). */
+static bool rank_counts(const mp_config *base, const cand *x, int64_t L, int kind,
+                        bound_scratch *bs)
+{
+    if (bs->rk_p[kind] == x->p && bs->rk_v[kind] == x->v)
+        return bs->rk_ranks[kind] == x->p;
+    bs->rk_p[kind] = x->p;
+    bs->rk_v[kind] = x->v;
+    bs->rk_ranks[kind] = 0;
+    mp_schedule_kind sk = (mp_schedule_kind)x->sched;
+    int64_t n = mp_schedule_n_stages(sk, x->p, x->v), nch = mp_schedule_chunks(sk, x->v);
+    if (base->model.arch == MP_ARCH_T5 || n > MP_MAX_STAGES || x->p > MP_SEARCH_RANKS_MAX)
+        return false;
+    mp_config *c = malloc(sizeof *c);
+    mp_stage_range *st = malloc(sizeof *st * (size_t)n);
+    if (!c || !st) {
+        free(c);
+        free(st);
+        return false; /* no rank terms rather than wrong ones */
+    }
+    *c = *base;
+    c->parallel.pp = x->p;
+    c->parallel.vpp = x->v;
+    mp_search_set_split(base, x->p, x->v, &c->parallel);
+    mp_config_stages(c, n, st);
+    const mp_model *m = &base->model;
+    bool moe = mp_model_is_moe(m);
+    for (int64_t r = 0; r < x->p; r++) {
+        uint8_t ed = 0;
+        int32_t nb = 0, nm = 0;
+        for (int64_t ch = 0; ch < nch; ch++) {
+            int64_t k = mp_schedule_stage(sk, x->p, r, ch);
+            const mp_stage_range *sr = &st[k];
+            /* (item 0 the embedding, L + 1 the head) */
+            if (sr->begin <= 0 && sr->end > 0) ed |= 1;
+            if (sr->begin <= L + 1 && sr->end > L + 1) ed |= 2;
+            if (k < n - 1 && sr->end > sr->begin) ed |= 4;
+            int64_t b = sr->begin < 1 ? 1 : sr->begin, e = sr->end > L + 1 ? L + 1 : sr->end;
+            int32_t cb = 0, cm = 0;
+            for (int64_t i = b; i < e; i++) {
+                cb++;
+                /* (block i is layer i - 1) */
+                if (moe && i - 1 < m->layers && mp_model_block_is_moe(m, i - 1)) cm++;
+            }
+            if (kind == 1 && ch < 2) {
+                bs->rk2_blocks[r][ch] = cb;
+                bs->rk2_moe[r][ch] = cm;
+            }
+            nb += cb;
+            nm += cm;
+        }
+        bs->rk_blocks[kind][r] = nb;
+        bs->rk_moe[kind][r] = nm;
+        bs->rk_edges[kind][r] = ed;
+    }
+    bs->rk_ranks[kind] = x->p;
+    free(c);
+    free(st);
+    return true;
 }
 
 /* The routed experts' GEMMs of one MoE block at the peak rate: each rank
@@ -316,7 +381,7 @@ void mp_search_bound_scratch_init(const mp_config *base, bound_scratch *bs)
     bs->sharded = *base;
     bs->experts = *base;
     bs->r0_p[0] = bs->r0_p[1] = bs->r0_v[0] = bs->r0_v[1] = 0;
-    bs->r0_ranks[0] = bs->r0_ranks[1] = 0;
+    for (int k = 0; k < 2; k++) bs->rk_p[k] = bs->rk_v[k] = bs->rk_ranks[k] = 0;
     /* the tokens a stage hands on (cost.c's send_bytes, the last block's) */
     mp_block_shape sh;
     mp_block_shape_of(&base->model, base->training.seq, mp_model_blocks(&base->model), &sh);
@@ -368,7 +433,7 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     double min_chunk = 0.0;
     /* whether rank0 (and its chunks) are rank 0's own count: an even split,
      * or the stages of a layout or of the uneven default split */
-    bool exact0 = L % ((int64_t)x->p * x->v) == 0;
+    bool exact0 = L % ((int64_t)x->p * x->v) == 0 && m->arch != MP_ARCH_T5;
     double rank0 = per_rank;
     /* rank0_blocks depends on the schedule only by whether it is a V one
      * or DualPipe (its L/p there) */
@@ -378,8 +443,7 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         min_chunk = bs->r0_min_chunk[r0k];
         exact0 = bs->r0_exact[r0k];
     } else if (layout_split) {
-        rank0 = rank0_blocks(base, x, L, &min_chunk, &exact0, bs->rk_blocks[r0k],
-                             bs->rk_moe[r0k], &bs->r0_ranks[r0k]);
+        rank0 = rank0_blocks(base, x, L, &min_chunk, &exact0);
         bs->r0_p[r0k] = x->p;
         bs->r0_v[r0k] = x->v;
         bs->r0_blocks[r0k] = rank0;
@@ -402,7 +466,10 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     double params0 = held * block_params_min / x->t + emb_params / x->t;
     bp->static_bytes = params0 * spb;
     bp->block_static = block_params_min / x->t * spb;
-    bp->moe_avg = mp_model_is_moe(m) ? (double)mp_model_moe_blocks(m) / (double)x->p : 0.0;
+    /* (DualPipe: every MoE block on two ranks, 2M among the p) */
+    bp->moe_avg = mp_model_is_moe(m) ? (double)mp_model_moe_blocks(m) / (double)x->p *
+                                           (x->sched == MP_SCHED_DUALPIPE ? 2.0 : 1.0)
+                                     : 0.0;
     double moe_gemm = 0.0, moe_gemm_fwd = 0.0, moe_run = 0.0;
     bp->moe_min = 0.0;
     if (mp_model_is_moe(m)) {
@@ -427,43 +494,98 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     if (exact0 && kept > 0 && !mp_fp8_on(base) && moe_run > 0.0)
         extra = moe_run * routed_act_floor(base, x, kept == 1) / (double)x->v * chunks;
     bp->stash_extra = exact0 ? extra + base->hw.allocator_fragmentation * (stash + extra) : 0.0;
-    /* Each rank, where their blocks are counted (rank0_blocks): rank r's
-     * stash is the sum of its chunks' activations / v times its own chunks
-     * in flight (cost.c), plus under ZB-H1 its blocks' held output
-     * gradients times its Ws pending, each block's activations at least the
-     * stripped block's and each MoE block's at least that plus the routed
-     * floor; its static bytes at least its blocks' fewest, its experts'
-     * those of its MoE blocks, and its "other" at least the reserve plus
-     * the fragmentation of its stash, as rank 0's above. In a deep pipeline the
-     * ranks after the first hold the MoE blocks (DeepSeek-V3's first three
-     * are dense) with nearly as many micro-batches in flight: rank 0's
-     * bound, holding none, and the busiest rank's below, counting no
-     * activations, missed the routed tokens' bytes that put most of what
-     * was costed for DeepSeek-V3 on 2048 GPUs over memory. */
+    /* Each rank on its own, where its blocks are counted (rank_counts:
+     * every split but T5's, deeper pipelines than MP_SEARCH_RANKS_MAX and
+     * more stages than a plan holds). Rank r's stash is its chunks'
+     * activations as the estimate counts them (cost.c), each block's at
+     * least the stripped block's and each MoE block's at least that plus
+     * the routed floor; its static bytes at least its blocks' fewest (both
+     * of DualPipe's stages: each rank holds its own copy of two), its
+     * experts' those of its MoE blocks; its "other" at least the reserve,
+     * the fragmentation of its stash and its edges (below). In a deep
+     * pipeline the ranks after the first hold the MoE blocks (DeepSeek-V3's
+     * first three are dense) with nearly as many micro-batches in flight:
+     * rank 0's bound, holding none, and the busiest rank's below, counting
+     * no activations, missed the routed tokens' bytes that put most of what
+     * was costed for DeepSeek-V3 on 2048 GPUs over memory; and DualPipe's
+     * two stages on each rank with rank 0's bound alone put 3246 DualPipe
+     * candidates it costed over memory. The stash (cost.c), of nch chunks:
+     * - DualPipe without full recompute: the estimate walks the rank's op
+     *   list (mp_pipeline_stash_peak, the simulator's), the largest over
+     *   its states of n0 act0 + n1 act1 + g0 hold0 + g1 hold1, counts >= 0:
+     *   not smaller for smaller bytes. For m >= 2p (search's DualPipe) the
+     *   list holds p - r micro-batches of rank r's first chunk (stage r)
+     *   and r + 1 of its second (stage p-1-r) at once, each the most it ever
+     *   holds (test_search.c test_dualpipe_peak_closed_form): PP + 1 in
+     *   all, but rank 0's mostly of stage 0, which a two-chunk average
+     *   misses. The closed form, as walking each rank's list here took half
+     *   the search's time (the table of walks thrashed);
+     * - DualPipe under full recompute and DualPipeV: the chunks' bytes /
+     *   nch times the chunks in flight, or the held output gradients
+     *   (their Ws wait within the in-flight count: act/2 ch + ch max(0,
+     *   g - act/2)) where larger;
+     * - the others: the chunks' bytes / nch times the chunks in flight,
+     *   and under ZB-H1 and ZB-V the held gradients times the Ws pending;
+     * full recompute one block's full activations more. The held output
+     * gradients are 9 boundary activations a block (cost.c w_hold_bytes;
+     * the boundary at least b s h / (c t) in the activations' type, s the
+     * last block's own tokens, its cross-attended ones >= 0). */
     bp->n_ranks = 0;
-    if (layout_split && exact0 && bs->r0_ranks[r0k] == x->p) {
+    if (rank_counts(base, x, L, r0k, bs)) {
+        mp_schedule_kind sk = (mp_schedule_kind)x->sched;
+        double nch = (double)mp_schedule_chunks(sk, x->v);
         double rout = kept > 0 && !mp_fp8_on(base) ? routed_act_floor(base, x, kept == 1) : 0.0;
         double a = mp_search_bi_act(bi, x);
         double grow = 1.0 + base->hw.allocator_fragmentation;
-        mp_schedule_kind sk = (mp_schedule_kind)x->sched;
-        /* ZB-H1's held output gradients: 9 boundary activations a block
-         * for each W pending (cost.c w_hold_bytes; the boundary at least
-         * b s h / (c t) in the activations' type, s the last block's own
-         * tokens, its cross-attended ones >= 0) */
-        double hold = mp_schedule_splits_backward(sk) && x->p > 1 &&
-                              !mp_pipeline_w_under_inflight(sk)
-                          ? 9.0 * (double)x->b * bs->send_tokens / (double)x->c *
-                                (double)m->hidden * mp_dtype_bytes(base->training.precision) /
-                                (double)x->t
-                          : 0.0;
+        bool full = x->rc == MP_RECOMPUTE_FULL;
+        double sb = (double)x->b * bs->send_tokens / (double)x->c;
+        double send = sb * (double)m->hidden * mp_dtype_bytes(base->training.precision) / x->t;
+        double hold = mp_schedule_splits_backward(sk) && x->p > 1 ? 9.0 * send : 0.0;
+        /* The edges (cost.c detail_edges): the embedding's weights (rank
+         * 0's term's), the head's (at least its V x h / t output layer, or
+         * the tied copy the head's rank keeps where p > 1; with p = 1 tied
+         * weights are the embedding's), and the head's
+         * logits of one micro-batch in the estimate's "other" (fp32, or
+         * bf16 under TE's fused cross entropy) with its input (4 s b h / t
+         * at least); and the p2p buffers of a rank holding a stage not the
+         * last, four of its send (cost.c; a block's or the embedding's
+         * output: b s h / (c t) in the activations' type, more with MTP's)
+         * and with SP the gather buffer, tp of them */
+        double emb_w = emb_params / x->t * spb;
+        double head_w = !m->tied_embeddings || x->p > 1
+                            ? (double)m->vocab * (double)m->hidden / x->t * spb
+                            : 0.0;
+        double logits = (base->training.te_cross_entropy ? 2.0 : 4.0) * sb * (double)m->vocab /
+                            x->t +
+                        4.0 * sb * (double)m->hidden / x->t;
+        double bufs = x->p > 1 ? send * (4.0 + (x->sp && x->t > 1 ? (double)x->t : 0.0)) : 0.0;
         for (int64_t r = 0; r < x->p; r++) {
             double nb = bs->rk_blocks[r0k][r], nm = bs->rk_moe[r0k][r];
-            double ch = mp_pipeline_inflight_chunks(sk, x->p, x->v, mb, r);
-            double st = (nb * a + nm * rout) / (double)x->v * ch;
-            if (hold > 0.0)
-                st += hold * nb / (double)x->v * mp_pipeline_w_pending_chunks(sk, x->p, x->v, mb, r);
-            if (x->rc == MP_RECOMPUTE_FULL && nb > 0) st += bi->act[MP_RECOMPUTE_NONE];
-            keep_rank_term(bp, nb * bp->block_static + st * grow + base->hw.runtime_reserve, nm);
+            uint8_t ed = bs->rk_edges[r0k][r];
+            double edges = (ed & 1 ? emb_w : 0.0) + (ed & 2 ? head_w + logits : 0.0) +
+                           (ed & 4 ? bufs : 0.0);
+            double ch = mp_pipeline_inflight_chunks(sk, x->p, x->v, mb, r), st;
+            if (sk == MP_SCHED_DUALPIPE && !full) {
+                const int32_t *b2 = bs->rk2_blocks[r], *m2 = bs->rk2_moe[r];
+                double a2[2] = {b2[0] * a + m2[0] * rout, b2[1] * a + m2[1] * rout};
+                double h2[2] = {b2[0] * hold, b2[1] * hold};
+                /* (the walk's -1: no op list, where the estimate's own walk
+                 * fails too or memory ran out: no stash rather than a wrong one) */
+                st = mb >= 2 * (int64_t)x->p
+                         ? (double)(x->p - r) * a2[0] + (double)(r + 1) * a2[1]
+                         : fmax(0.0, mp_pipeline_stash_peak(sk, x->p, 2, mb, r, a2, h2, NULL));
+            } else if (mp_pipeline_w_under_inflight(sk)) {
+                st = ch * fmax(nb * a + nm * rout, nb * hold) / nch;
+            } else {
+                st = (nb * a + nm * rout) / nch * ch;
+                if (hold > 0.0)
+                    st += hold * nb / nch *
+                          mp_pipeline_w_pending_chunks(sk, x->p, x->v, mb, r);
+            }
+            if (full && nb > 0) st += bi->act[MP_RECOMPUTE_NONE];
+            keep_rank_term(bp, nb * bp->block_static + st * grow + edges +
+                                   base->hw.runtime_reserve,
+                           nm);
         }
     }
     /* Megatron's default uneven split (DeepSeek-V3's 61 blocks on pp 16):
@@ -473,9 +595,7 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     bp->alt0 = false;
     double mc = 0.0;
     bool ex = false;
-    int32_t rkb[MP_SEARCH_RANKS_MAX], rkm[MP_SEARCH_RANKS_MAX];
-    int64_t nr_alt = 0;
-    double r0 = !layout_split && !exact0 ? rank0_blocks(base, x, L, &mc, &ex, rkb, rkm, &nr_alt) : 0.0;
+    double r0 = !layout_split && !exact0 ? rank0_blocks(base, x, L, &mc, &ex) : 0.0;
     if (ex) {
         double moe_e = mp_model_is_moe(m)
                            ? fmax(0.0, (double)mp_model_moe_blocks(m) - ((double)L - r0))

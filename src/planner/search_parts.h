@@ -110,8 +110,8 @@ typedef struct bound_parts {
     double moe_min;      /* the fewest MoE blocks it holds */
     double moe_avg;      /* the MoE blocks per rank on average: the busiest holds as many */
     double block_static; /* the fewest dense (non-expert) bytes of one block */
-    /* the other pipeline ranks where their blocks are known (a layout or
-     * Megatron's uneven default split): rank r holds at least rank_a[j] +
+    /* each pipeline rank where its blocks are counted (every split but
+     * T5's, search_bounds.c rank_counts): rank r holds at least rank_a[j] +
      * rank_moe[j] * one MoE block's expert bytes, for the ranks kept (those
      * no other kept one exceeds in both; search_bounds.c) */
     int n_ranks;
@@ -130,11 +130,16 @@ typedef struct bound_scratch {
     int64_t r0_p[2], r0_v[2];
     double r0_blocks[2], r0_min_chunk[2];
     bool r0_exact[2];
-    /* ... and each rank's blocks and MoE blocks there (r0_ranks of them; 0
-     * when the stages were not counted) */
-    int64_t r0_ranks[2];
     double send_tokens; /* the tokens of the stages' boundary activation, at least */
+    /* each rank's blocks and MoE blocks (search_bounds.c rank_counts), by
+     * the same two kinds of schedule, for the (pp, vpp) last counted (pp 0
+     * when none; rk_ranks = pp where they were counted, else 0): in all,
+     * and for the two-chunk schedules (V, DualPipe) by chunk; and which
+     * edges each holds (1 the embedding, 2 the head, 4 a stage not the last) */
+    int64_t rk_p[2], rk_v[2], rk_ranks[2];
     int32_t rk_blocks[2][MP_SEARCH_RANKS_MAX], rk_moe[2][MP_SEARCH_RANKS_MAX];
+    int32_t rk2_blocks[MP_SEARCH_RANKS_MAX][2], rk2_moe[MP_SEARCH_RANKS_MAX][2];
+    uint8_t rk_edges[2][MP_SEARCH_RANKS_MAX];
 } bound_scratch;
 
 /* Candidates one search considers at most. Real spaces hold 10^4-10^5 (175B

@@ -17,6 +17,7 @@
 #include "core/buf.h"
 #include "planner/explain.h"
 #include "planner/megatron.h"
+#include "planner/pipeline_internal.h"
 #include "planner/search_internal.h"
 #include "search/driver.h"
 
@@ -584,6 +585,49 @@ static int64_t bounds_hold(const mp_search_options *o, const char *what)
     return checked;
 }
 
+/* Uneven splits rank 0's memory bound took for even: a layout given whose
+ * stages are uneven though pp divides the blocks
+ * (Llama 3 8B's 32 as 5, 9, 9, 9 on pp 4; Mixtral's as 2, 10, 10, 10): rank
+ * 0's memory bound counts its own blocks, not the average L/p, which it
+ * took for an even split's and so exceeded 1223 (and 132) candidates'
+ * estimates, by up to 18%. */
+static void test_uneven_split_bounds(void **state)
+{
+    (void)state;
+    const struct {
+        const char *model, *layout;
+    } cases[] = {{"llama3-8b", "Et*5|t*9|t*9|t*9L"}, {"mixtral-8x7b", "Et*2|t*10|t*10|t*10L"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_search_options o;
+        base_of(cases[i].model, "dgx-h100", 64, 256, MP_DTYPE_BF16, &o);
+        o.base.parallel.pp = 4;
+        o.base.parallel.vpp = 1;
+        snprintf(o.base.parallel.pipeline_layout, sizeof o.base.parallel.pipeline_layout, "%s",
+                 cases[i].layout);
+        o.fixed = MP_FIX_PP | MP_FIX_VPP;
+        assert_true(bounds_hold(&o, cases[i].layout) > 1000);
+    }
+    /* and the V schedules' uneven default split: Qwen3-235B's 94 blocks in
+     * 8 stages on pp 4, whose first and last (both on rank 0) hold fewer
+     * than the average; rank 0's bound took the average (114 of ZB-V's
+     * bounds over their estimates, by up to 1.5%), each rank's own bound
+     * counts them */
+    mp_search_options o;
+    base_of("qwen3-235b-a22b", "dgx-h100", 256, 256, MP_DTYPE_BF16, &o);
+    o.base.parallel.pp = 4;
+    o.base.parallel.vpp = 2;
+    o.base.parallel.schedule = MP_SCHED_ZBV;
+    o.fixed = MP_FIX_PP | MP_FIX_VPP | MP_FIX_SCHEDULE;
+    assert_true(bounds_hold(&o, "qwen3 pp 4 zb-v") > 1000);
+    /* and T5's encoder and decoder stages: t5-3b's 48 blocks on pp 3 are
+     * not 16 a stage (4 bounds over their estimates, by up to 5.4%) */
+    base_of("t5-3b", "dgx-h100", 48, 256, MP_DTYPE_BF16, &o);
+    o.base.parallel.pp = 3;
+    o.base.parallel.vpp = 1;
+    o.fixed = MP_FIX_PP | MP_FIX_VPP;
+    assert_true(bounds_hold(&o, "t5-3b pp 3") > 500);
+}
+
 /* The MoE memory bounds (search_bounds.c): rank 0's routed-token
  * activations and fragmentation, and the busiest rank in MoE blocks, which
  * a deep pipeline needs when rank 0 holds only dense blocks. A small MoE
@@ -870,7 +914,12 @@ static void test_bounds_each_module_set(void **state)
  * under 1F1B were over memory (their routed tokens' activations), and
  * without the held gradients 180 of 190 under ZB-H1; the ranks' own bounds
  * prune most of those (26 of 95 left, and 2 of 12), and each module set's
- * own bound before it is costed more (18 of 87 under 1F1B). Every
+ * own bound before it is costed more (18 of 87 under 1F1B), each rank's
+ * edges (the embedding's and head's weights, the logits, the p2p buffers)
+ * more (14 of 83). Under
+ * DualPipe each rank holds two stages (r and p-1-r) with p - r and r + 1
+ * micro-batches in flight: bounding rank 0 alone, 116 of 122 costed were
+ * over memory; each rank's own bound leaves 2 of 8. Every
  * candidate's bounds, and each set's, stay below its estimate, and the
  * search with pruning names the plans of costing every candidate. */
 static void test_moe_deep_pipeline_ranks(void **state)
@@ -878,8 +927,8 @@ static void test_moe_deep_pipeline_ranks(void **state)
     (void)state;
     const struct {
         mp_schedule_kind sched;
-        int64_t over;
-    } cases[] = {{MP_SCHED_1F1B, 22}, {MP_SCHED_ZBH1, 20}};
+        int64_t over, checked; /* (DualPipe: m >= 2p, fewer micro-batch sizes) */
+    } cases[] = {{MP_SCHED_1F1B, 22, 500}, {MP_SCHED_ZBH1, 20, 500}, {MP_SCHED_DUALPIPE, 5, 200}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mp_search_options o;
         base_of("deepseek-v3", "dgx-h100", 2048, 15360, MP_DTYPE_BF16, &o);
@@ -888,7 +937,7 @@ static void test_moe_deep_pipeline_ranks(void **state)
         o.base.parallel.schedule = cases[i].sched;
         o.fixed = MP_FIX_TP | MP_FIX_PP | MP_FIX_VPP | MP_FIX_CP | MP_FIX_SCHEDULE;
         mp_search_result r;
-        assert_true(check_pruning_exact(&o, "deepseek-v3 pp 16", &r) > 500);
+        assert_true(check_pruning_exact(&o, "deepseek-v3 pp 16", &r) > cases[i].checked);
         print_message("  costed %lld, over memory %lld, pruned by memory %lld\n",
                       (long long)r.counts.estimated,
                       (long long)r.counts.rejected[MP_REJECT_MEMORY],
@@ -896,6 +945,111 @@ static void test_moe_deep_pipeline_ranks(void **state)
         assert_true(r.counts.rejected[MP_REJECT_MEMORY] < cases[i].over);
         mp_search_result_free(&r);
     }
+}
+
+/* DualPipe's stash in closed form, which search's memory bound takes
+ * (search_bounds.c): for every m >= 2p (the only ones search weighs), rank
+ * r's op list -- the one the simulator runs and the estimate walks -- holds
+ * at most p - r micro-batches of its first chunk (stage r) and r + 1 of its
+ * second (stage p-1-r), and both at once (dualpipe.py: step 1's
+ * (p/2 - r - 1) x 2 forwards of its first direction, step 2's r + 1 of each,
+ * step 4's one more of the first before any of its Ws). So the walk's peak
+ * is (p - r) a0 + (r + 1) a1 for any bytes a0, a1 >= 0 without held
+ * gradients, and at least that with them. Every even p up to 64, m from 2p
+ * to 2p + 10, 3p, 4p, 8p and 32p, each rank. */
+static void test_dualpipe_peak_closed_form(void **state)
+{
+    (void)state;
+    const double zero[2] = {0.0, 0.0}, first[2] = {1.0, 0.0}, second[2] = {0.0, 1.0},
+                 both[2] = {1.0, 1.0}, mixed[2] = {3.0, 0.25}, hold[2] = {0.5, 2.0};
+    int64_t checked = 0;
+    for (int64_t p = 2; p <= 64; p += 2) {
+        int64_t ms[] = {2 * p, 2 * p + 2, 2 * p + 4, 2 * p + 10, 3 * p + (3 * p) % 2, 4 * p, 8 * p,
+                        32 * p};
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+            int64_t m = ms[j];
+            for (int64_t r = 0; r < p; r++) {
+                double a = (double)(p - r), b = (double)(r + 1);
+                double f = mp_pipeline_stash_peak(MP_SCHED_DUALPIPE, p, 2, m, r, first, zero, NULL);
+                double s = mp_pipeline_stash_peak(MP_SCHED_DUALPIPE, p, 2, m, r, second, zero, NULL);
+                double t = mp_pipeline_stash_peak(MP_SCHED_DUALPIPE, p, 2, m, r, both, zero, NULL);
+                double x = mp_pipeline_stash_peak(MP_SCHED_DUALPIPE, p, 2, m, r, mixed, zero, NULL);
+                double h = mp_pipeline_stash_peak(MP_SCHED_DUALPIPE, p, 2, m, r, mixed, hold, NULL);
+                if (f != a || s != b || t != a + b || x != 3.0 * a + 0.25 * b || h < x)
+                    fail_msg("pp %lld, m %lld, rank %lld: peaks %g %g %g %g %g, closed form %g %g",
+                             (long long)p, (long long)m, (long long)r, f, s, t, x, h, a, b);
+                checked++;
+            }
+        }
+    }
+    assert_int_equal(checked, 8 * (2 + 64) * 32 / 2);
+}
+
+/* The memory bound rank by rank (search_bounds.c rank_counts), even split
+ * or not: each rank's blocks and chunks in flight, ZB-H1's and ZB-V's held
+ * gradients, DualPipe's two stages' weights and experts on each rank and
+ * its closed-form stash (above), and each rank's edges (the embedding's
+ * and head's weights, the logits, the p2p buffers). Over dense and MoE
+ * models, even and uneven (layout) splits, an MoE model with leading dense
+ * blocks, every pp, vpp and micro-batch size (so every m) their spaces
+ * hold, each recompute (none, full, selective's module sets), sharding and
+ * expert split, each schedule fixed: every candidate's bounds stay below
+ * its estimate, and the search costs few that do not fit. Bounding rank 0
+ * alone under an even split (its blocks, DualPipe's twice, and for the
+ * V schedules and DualPipe always), it let through over memory -- of
+ * DualPipe, DualPipeV, ZB-V, ZB-H1, 1F1B, interleaved 1F1B -- Llama 3 8B
+ * 48, 51, 220, 39, 12, 48 (now 0, 1, 1, 0, 0, 0); GPT-3 1.3B 3, 1, 32, 1,
+ * 1, 4 (none now); Mixtral 67, 55, 229, 180, 23, 20 (12, 4, 4, 8, 8, 10). */
+static void test_rank_bounds_by_schedule(void **state)
+{
+    (void)state;
+    const struct {
+        const char *model, *hw;
+        int64_t gpus, gb;
+        int first_dense, layers; /* -1, 0: the preset's */
+        int64_t over[6];         /* the most costed over memory, by schedule below */
+    } sp[] = {
+        {"llama3-8b", "dgx-h100", 64, 256, -1, 0, {2, 3, 3, 2, 2, 2}}, /* dense, 32 blocks */
+        {"gpt3-1.3b", "dgx-a100", 32, 512, -1, 0, {1, 1, 2, 1, 1, 1}}, /* 24: pp 16 a layout */
+        {"mixtral-8x7b", "dgx-h100", 64, 512, -1, 0, {16, 8, 8, 12, 12, 14}}, /* MoE */
+        {"olmoe-1b-7b", "dgx-h100", 32, 96, 4, 14, {2, 2, 2, 2, 2, 2}}, /* 4 dense, uneven */
+    };
+    const mp_schedule_kind sched[] = {MP_SCHED_DUALPIPE, MP_SCHED_DUALPIPEV, MP_SCHED_ZBV,
+                                      MP_SCHED_ZBH1,     MP_SCHED_1F1B,      MP_SCHED_INTERLEAVED};
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++)
+        for (size_t k = 0; k < sizeof sched / sizeof sched[0]; k++) {
+            const char *name = mp_schedule_name(sched[k]);
+            mp_search_options o;
+            base_of(sp[i].model, sp[i].hw, sp[i].gpus, sp[i].gb, MP_DTYPE_BF16, &o);
+            if (sp[i].first_dense >= 0) o.base.model.moe.first_dense = sp[i].first_dense;
+            if (sp[i].layers) o.base.model.layers = sp[i].layers;
+            o.base.parallel.schedule = sched[k];
+            bool chunked = mp_schedule_is_v(sched[k]) || sched[k] == MP_SCHED_INTERLEAVED;
+            o.base.parallel.vpp = chunked ? 2 : 1; /* (search varies it: v > 1) */
+            o.fixed = MP_FIX_SCHEDULE;
+            int64_t checked, mv, tv;
+            double worst;
+            mp_error err;
+            mp_error_clear(&err);
+            if (mp_search_check_bounds(&o, &checked, &mv, &tv, &worst, &err) != MP_OK)
+                fail_msg("%s %s: %s: %s", sp[i].model, name, err.field, err.msg);
+            if (mv || tv)
+                fail_msg("%s %s: %lld memory and %lld time bound violations of %lld",
+                         sp[i].model, name, (long long)mv, (long long)tv, (long long)checked);
+            assert_true(checked > 500);
+            o.no_simulate = o.no_split = true;
+            mp_search_result r;
+            assert_int_equal(mp_search(&o, &r, &err), MP_OK);
+            int64_t over = r.counts.rejected[MP_REJECT_MEMORY];
+            print_message("  %s %s: %lld checked, worst memory bound/peak %.3f; costed %lld, "
+                          "over memory %lld\n",
+                          sp[i].model, name, (long long)checked, worst,
+                          (long long)r.counts.estimated, (long long)over);
+            mp_search_result_free(&r);
+            if (over > sp[i].over[k])
+                fail_msg("%s %s: %lld costed over memory, more than %lld", sp[i].model, name,
+                         (long long)over, (long long)sp[i].over[k]);
+        }
 }
 
 int main(void)
@@ -912,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_megatron_runs),
         cmocka_unit_test(test_layout_search),
+        cmocka_unit_test(test_uneven_split_bounds),
         cmocka_unit_test(test_moe_pruning_equals_no_prune),
         cmocka_unit_test(test_explain_verdicts),
         cmocka_unit_test(test_same_plan),
@@ -921,6 +1076,8 @@ int main(void)
         cmocka_unit_test(test_selective_sets),
         cmocka_unit_test(test_bounds_each_module_set),
         cmocka_unit_test(test_moe_deep_pipeline_ranks),
+        cmocka_unit_test(test_dualpipe_peak_closed_form),
+        cmocka_unit_test(test_rank_bounds_by_schedule),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,25 +18,22 @@
 #include "core/model.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
+#include "../config_fixture.h"
 
 static bool near(double a, double b, double rel)
 {
     return fabs(a - b) <= rel * fabs(b);
 }
 
+/* A model on 64 DGX H100 GPUs at s 8192, t and c as given, dp the rest */
 static mp_config config(const char *model, int64_t tp, int64_t cp, mp_cp_comm k)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    c.model = *mp_model_preset(model);
-    mp_error err;
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    mp_config c = preset_on(model, "dgx-h100");
     c.training = (mp_training){.gpus = 64, .seq = 8192, .global_batch = 64,
                                .precision = MP_DTYPE_BF16};
     c.parallel = (mp_parallel){.tp = tp, .pp = 1, .vpp = 1, .cp = cp, .dp = 64 / tp / cp,
                                .micro_batch = 1, .sp = tp > 1, .dist_opt = true,
-                               .dp_overlap = true, .schedule = MP_SCHED_1F1B,
-                               .cp_comm_type = k};
+                               .cp_comm_type = k, .schedule = MP_SCHED_1F1B};
     return c;
 }
 

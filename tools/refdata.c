@@ -311,6 +311,25 @@ static mp_status optional_account_for(const csv *c, int r, int first, bool *embe
                         "'%s' is not none, embedding, loss or both", s);
 }
 
+/* The optional cp_comm_type column of a runs file: how the recipe's context
+ * parallelism exchanges K/V (Megatron-Core --cp-comm-type). Absent or empty
+ * is p2p, Megatron-Core's default. */
+static mp_status optional_cp_comm(const csv *c, int r, int first, mp_cp_comm *out, mp_error *err)
+{
+    int at = 0;
+    *out = MP_CP_P2P;
+    const char *s = optional_text(c, r, first, "cp_comm_type", &at);
+    if (!s)
+        return MP_OK;
+    for (int k = 0; k < MP_CP_COMM_COUNT; k++)
+        if (k != MP_CP_A2A_P2P && strcmp(s, mp_cp_comm_name((mp_cp_comm)k)) == 0) {
+            *out = (mp_cp_comm)k;
+            return MP_OK;
+        }
+    return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, "cp_comm_type",
+                        "'%s' is not p2p, all_gather or a2a", s);
+}
+
 /* ---- configurations -------------------------------------------------------- */
 
 /* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
@@ -465,6 +484,8 @@ static const char note_nemo[] =
     "the NeMo 25.02/25.04 and Megatron-Bridge rows that run Megatron-Core's DDP with dp > 1 "
     "reduce and gather in their recipes' buckets of 128 x 1024^2 parameters (ddp_bucket_size: "
     "--ddp-bucket-size); "
+    "the rows with cp > 1 run Transformer Engine's p2p ring, as their recipes leave "
+    "--cp-comm-type at Megatron-Core's default (cp_comm_type); "
     "the GPT-3 175B rows whose recipes turn dropout off (MLPerf's configuration of NeMo 24.07, "
     "NeMo 25.02/25.04's GPTConfig175B) run without it (hidden_dropout and attention_dropout 0: "
     "no dropout masks, no dropout traffic); "
@@ -1081,6 +1102,9 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         if (st == MP_OK)
             st = optional_count(c, r, RUN_COLS, "ddp_bucket_size", MP_DDP_BUCKET_MAX, &bucket,
                                 err);
+        mp_cp_comm cp_comm = MP_CP_P2P;
+        if (st == MP_OK)
+            st = optional_cp_comm(c, r, RUN_COLS, &cp_comm, err);
         if (st != MP_OK)
             return st;
         /* Megatron-Core refuses a layout with the account-for flags
@@ -1138,6 +1162,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.parallel.account_for_embedding = acct_e;
         w->config.parallel.account_for_loss = acct_l;
         w->config.parallel.ddp_bucket_size = bucket;
+        w->config.parallel.cp_comm_type = cp_comm;
         /* the recipe's split of the layers over the virtual stages, in
          * Megatron-Core's --pipeline-model-parallel-layout grammar */
         if (layout) {

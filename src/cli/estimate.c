@@ -77,6 +77,11 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
     if ((p->account_for_embedding || p->account_for_loss) && p->pp == 1)
         mp_buf_puts(b, "            no effect with pp 1: one stage, nothing to split (Megatron "
                        "accepts the flags and builds every layer)\n");
+    if (p->cp > 1 && p->cp_comm_type != MP_CP_P2P)
+        mp_buf_printf(b, "            cp_comm_type=%s  (Megatron's --cp-comm-type: %s, exposed)\n",
+                      mp_cp_comm_name(p->cp_comm_type),
+                      p->cp_comm_type == MP_CP_A2A ? "Q, K, V and the output all-to-all"
+                                                   : "K and V all-gathered before the attention");
     if (p->p2p_overlap && p->schedule == MP_SCHED_INTERLEAVED)
         mp_buf_puts(b, "            p2p_overlap=on  (Megatron's --overlap-p2p-communication)\n");
     if (p->param_gather_sync && p->dist_opt && p->dp_overlap)

@@ -644,6 +644,12 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                    mp_dims_global_pos(&dc, chunk - 1) + 1, mp_dims_global_pos(&dc, chunk),
                    mp_dims_global_pos(&dc, last) + 1, c + 1 < r->cp ? ";" : "\n");
         }
+        /* the exchange changes where K/V go and when, not what is computed */
+        mp_cp_comm k = plan->config.parallel.cp_comm_type;
+        if (k != MP_CP_P2P)
+            printf("context parallel: the plan's %s exchange runs here as exec's ring (the same "
+                   "results; the times are the cost model's)\n",
+                   mp_cp_comm_name(k));
     }
     if (r->solo_rank >= 0)
         printf("solo: rank %d of %d (tp %d, cp %d, dp %d, pp %d) at full size in one process; "

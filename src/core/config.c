@@ -165,6 +165,16 @@ static const char *zero_runtime_name_i(int i)
     return mp_zero_runtime_name((mp_zero_runtime)i);
 }
 
+const char *mp_cp_comm_name(mp_cp_comm k)
+{
+    static const char *const names[] = {"p2p", "all_gather", "a2a", "a2a+p2p"};
+    return (unsigned)k < MP_CP_COMM_COUNT ? names[k] : "?";
+}
+static const char *cp_comm_name_i(int i)
+{
+    return mp_cp_comm_name((mp_cp_comm)i);
+}
+
 static const mp_field parallel_fields[] = {
     P_INT(tp, 1, MAX_DEGREE),
     P_BOOL(sp),
@@ -202,6 +212,8 @@ static const mp_field parallel_fields[] = {
     P_BOOL(moe_a2a_overlap),
     P_BOOL(dispatch_fp8),
     P_BOOL(shared_expert_overlap),
+    {.path = "cp_comm_type", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, cp_comm_type),
+     .name_of = cp_comm_name_i, .n_names = MP_CP_COMM_COUNT},
 };
 
 const char *mp_dispatcher_name(mp_dispatcher d)
@@ -273,6 +285,37 @@ static mp_status layout_check(const mp_config *c, mp_error *err)
                                    mp_layout_model_mtp_layers(&c->model), l, err);
     free(l);
     return st;
+}
+
+/* cp_comm_type: Megatron-Core's --cp-comm-type with Transformer Engine's
+ * rules (attn_forward_func_with_cp, TE 2.9) */
+static mp_status cp_comm_check(const mp_config *c, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    const mp_model *m = &c->model;
+    if (p->cp_comm_type == MP_CP_P2P)
+        return MP_OK;
+    if (p->cp_comm_type == MP_CP_A2A_P2P)
+        return FAIL("cp_comm_type", "a2a+p2p (hierarchical context parallelism, Megatron's "
+                                    "--hierarchical-context-parallel-sizes) is not modelled: "
+                                    "give p2p, all_gather or a2a");
+    if (p->cp < 2)
+        return FAIL("cp_comm_type", "%s is how context parallelism exchanges K/V: it needs cp > 1",
+                    mp_cp_comm_name(p->cp_comm_type));
+    if (mp_model_is_mla(m))
+        return FAIL("cp_comm_type", "%s is not modelled for latent attention (MLA): give p2p",
+                    mp_cp_comm_name(p->cp_comm_type));
+    if (p->cp_comm_type == MP_CP_A2A) {
+        /* a2a splits the rank's heads over the CP group (TE: q, k and v each
+         * reshaped to [cp, heads/cp] before all_to_all_single) */
+        int64_t tc = p->tp * p->cp;
+        if (m->heads % tc || m->kv_heads % tc)
+            return FAIL("cp_comm_type", "a2a gives each CP rank heads/(tp*cp) heads: %lld "
+                                        "query and %lld key/value heads do not split over "
+                                        "tp*cp = %lld",
+                        (long long)m->heads, (long long)m->kv_heads, (long long)tc);
+    }
+    return MP_OK;
 }
 
 mp_status mp_config_check(const mp_config *c, mp_error *err)
@@ -488,6 +531,8 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                               "flash_attention: false",
                         c->hw.name);
     }
+    if ((st = cp_comm_check(c, err)) != MP_OK)
+        return st;
     if (p->sp) {
         if (p->tp < 2)
             return FAIL("sp", "sequence parallelism needs tp > 1");

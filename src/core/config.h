@@ -58,6 +58,23 @@ typedef enum {
 } mp_dispatcher;
 const char *mp_dispatcher_name(mp_dispatcher d);
 
+/* How context parallelism exchanges the attention's inputs (Megatron-Core
+ * --cp-comm-type, Transformer Engine's cp_comm_type; docs/cost-model.md §5
+ * CP): p2p, K/V passed around a ring under each step's attention (the
+ * default: Megatron-Core passes "p2p" when the config leaves it unset);
+ * all_gather, K/V gathered whole before the attention (exposed); a2a,
+ * Q/K/V and the output exchanged all-to-all so that each rank runs the whole
+ * sequence for heads/cp heads (DeepSpeed-Ulysses). a2a+p2p (hierarchical)
+ * is named so that a plan giving it is refused with a reason. */
+typedef enum {
+    MP_CP_P2P,
+    MP_CP_ALL_GATHER,
+    MP_CP_A2A,
+    MP_CP_A2A_P2P,
+    MP_CP_COMM_COUNT
+} mp_cp_comm;
+const char *mp_cp_comm_name(mp_cp_comm k);
+
 /* The runtime that shards a ZeRO-2/3 plan (parallel.zero_runtime): auto =
  * DeepSpeed where it can run the plan, torchtitan's FSDP2 otherwise, and no
  * pipeline parallelism (DeepSpeed refuses ZeRO-2/3 with its pipeline engine);
@@ -331,6 +348,8 @@ typedef struct mp_parallel {
      * pp*vpp virtual stages, the first (last) virtual stage building one
      * block fewer (mp_account_split_check; false = not given). */
     bool account_for_embedding, account_for_loss;
+    /* context parallelism's exchange (Megatron-Core --cp-comm-type) */
+    mp_cp_comm cp_comm_type;
 } mp_parallel;
 
 /* Whether the user fixed the split: a layout, the first/last-stage flags or

@@ -337,6 +337,9 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddBoolToObject(o, "account_for_embedding", true) != NULL;
     if (ok && p->account_for_loss)
         ok = cJSON_AddBoolToObject(o, "account_for_loss", true) != NULL;
+    /* CP's exchange: written only when not the ring, so other plans read as before */
+    if (ok && p->cp_comm_type != MP_CP_P2P)
+        ok = cJSON_AddStringToObject(o, "cp_comm_type", mp_cp_comm_name(p->cp_comm_type)) != NULL;
     /* the MoE overlaps: written only when on, so other plans read as before */
     if (ok && p->moe_a2a_overlap)
         ok = cJSON_AddBoolToObject(o, "moe_a2a_overlap", true) != NULL;

@@ -272,6 +272,59 @@ void mp_cp_ring_merge(double cp, double n_q, double n_out, double n_kv, double e
     out->kernels_f = out->kernels_b = 0.0; /* counted with the ring's steps (ak) */
 }
 
+/* Context parallelism other than the ring (docs/cost-model.md §5 CP), on
+ * one rank of the CP group: q_bytes of this rank's queries (its s/c tokens,
+ * its heads/t heads) and kv_bytes of its K and V together; the output is
+ * q_bytes too. all_gather (Transformer Engine's AttnFuncWithCPAndKVAllGather,
+ * TE 2.9): K and V all-gathered before the attention on the compute stream,
+ * so exposed; the backward gathers them again and reduce-scatters dK and dV
+ * after it. a2a (AttnFuncWithCPAndQKVOA2A): Q, K and V all-to-all before the
+ * attention and the output after it; the backward dO before and dQ, dK, dV
+ * after, every one waited on before the next kernel (flash_attn_a2a_communicate:
+ * current_stream().wait_stream(cp_stream)), so exposed. An all-to-all in
+ * which each of the n ranks keeps 1/n of its x bytes and sends the rest
+ * moves what a ring all-gather of an x-byte result moves: timed as that. */
+void mp_cp_other_comm(const mp_hw *hw, const mp_group_place *g, mp_cp_comm k, double q_bytes,
+                      double kv_bytes, double *fwd, double *bwd)
+{
+    double n = (double)g->n;
+    *fwd = *bwd = 0.0;
+    if (k == MP_CP_ALL_GATHER) {
+        double ag = mp_coll_time(hw, g, MP_COLL_ALLGATHER, n * kv_bytes);
+        *fwd = ag;
+        *bwd = ag + mp_coll_time(hw, g, MP_COLL_REDUCESCATTER, n * kv_bytes);
+    } else if (k == MP_CP_A2A) {
+        *fwd = mp_coll_time(hw, g, MP_COLL_ALLGATHER, q_bytes + kv_bytes) +
+               mp_coll_time(hw, g, MP_COLL_ALLGATHER, q_bytes);
+        *bwd = mp_coll_time(hw, g, MP_COLL_ALLGATHER, q_bytes) +
+               mp_coll_time(hw, g, MP_COLL_ALLGATHER, q_bytes + kv_bytes);
+    }
+}
+
+/* The copies the same two add, elt bytes per element, n_q elements of this
+ * rank's Q (and output), n_kv of its K and V together; each pass reads and
+ * writes its elements once. all_gather: the gathered K and V reordered into
+ * sequence order (torch.index_select, r1 w1 of c x n_kv) in the forward and
+ * again in the backward; the backward's c x n_kv dK/dV buffers zero-filled
+ * (w1), each of the two local chunks' dK/dV added into the prefix of keys it
+ * saw ((r+1)/(2c) and (2c-r)/(2c) of the sequence: (2c+1)/2 x n_kv, r2 w1)
+ * and reordered back (r1 w1 of c x n_kv). a2a: every tensor through the
+ * all-to-all is made contiguous before it and reordered after it (r1 w1
+ * each): forward Q, K, V and the output, backward dO, dQ, dK and dV. */
+void mp_cp_other_copies(mp_cp_comm k, double cp, double n_q, double n_kv, double elt,
+                        mp_pass_cost *out)
+{
+    out->bytes_f = out->bytes_b = 0.0;
+    if (k == MP_CP_ALL_GATHER) {
+        out->bytes_f = elt * 2.0 * cp * n_kv;
+        out->bytes_b = elt * n_kv * (2.0 * cp + cp + 1.5 * (2.0 * cp + 1.0) + 2.0 * cp);
+    } else if (k == MP_CP_A2A) {
+        out->bytes_f = elt * 2.0 * 2.0 * (2.0 * n_q + n_kv);
+        out->bytes_b = elt * 2.0 * 2.0 * (2.0 * n_q + n_kv);
+    }
+    out->kernels_f = out->kernels_b = 0.0; /* counted with the attention's launches */
+}
+
 /* RoPE on this rank's Q and K, `elts` 16-bit elements. Fused (Transformer
  * Engine's fused_apply_rotary_pos_emb, which Megatron uses with
  * --apply-rope-fusion): one kernel reading and writing each element, its
@@ -480,9 +533,14 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     double core_hd = hd;
     if (mp_model_is_mla(m)) /* QK^T at head_dim, AV at v_head_dim */
         core_hd = 0.5 * (hd + (double)m->mla.v_head_dim);
-    attention_core(c, b * heads_local * (bs->s / cp) * bs->s, bs->s / cp, core_hd, bs->s / cp,
-                   bs->causal, bs->window, bs->s, bs->attn_dropout, &af, &ab, &ak);
-    if (pp->cp > 1)
+    mp_cp_comm cpk = pp->cp > 1 ? pp->cp_comm_type : MP_CP_P2P;
+    if (cpk == MP_CP_A2A) /* Ulysses: the whole sequence, heads/cp of the rank's heads */
+        attention_core(c, b * heads_local / cp * bs->s * bs->s, bs->s, core_hd, bs->s, bs->causal,
+                       bs->window, bs->s, bs->attn_dropout, &af, &ab, &ak);
+    else
+        attention_core(c, b * heads_local * (bs->s / cp) * bs->s, bs->s / cp, core_hd,
+                       bs->s / cp, bs->causal, bs->window, bs->s, bs->attn_dropout, &af, &ab, &ak);
+    if (pp->cp > 1 && cpk == MP_CP_P2P)
         /* ring attention runs one attention call per ring step (c of them,
          * against the chunk that has arrived), each followed by the
          * log-sum-exp correction of the partial output and the send/receive
@@ -493,7 +551,13 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
      * attn_forward_func_with_cp asserts all_gather or a2a for one), and stays
      * the single call above (docs/cost-model.md §12a) */
     mp_pass_cost ring = {0};
-    if (pp->cp > 1 && !(bs->window > 0.0)) {
+    if (pp->cp > 1 && cpk != MP_CP_P2P) {
+        double tok = b * bs->s / cp;
+        mp_cp_other_copies(cpk, cp, tok * heads_local * hd, tok * 2.0 * kvd / t, dt, &ring);
+        /* launches: a2a's 4 all-to-alls and 8 copies; all_gather's 2
+         * gathers, 2 reorders and its second attention call */
+        ak += cpk == MP_CP_A2A ? 12.0 : 5.0;
+    } else if (pp->cp > 1 && !(bs->window > 0.0)) {
         if (bs->causal && hw->flash_attention)
             mp_cp_causal_attention(c, b * heads_local, bs->s, cp, core_hd, bs->attn_dropout, &af, &ab);
         bool mla = mp_model_is_mla(m);
@@ -715,7 +779,13 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     /* CP: c-1 ring steps passing this rank's K and V (backward also dK, dV),
      * each hidden under the attention of the chunk already there */
     out->cp_fwd = out->cp_bwd = 0.0;
-    if (pp->cp > 1) {
+    if (pp->cp > 1 && cpk != MP_CP_P2P) {
+        mp_group_place cpg;
+        mp_group_place_of(c, MP_GROUP_CP, &cpg);
+        double tok = b * bs->s / cp;
+        mp_cp_other_comm(hw, &cpg, cpk, tok * (double)m->heads / t * hd * dt,
+                         2.0 * tok * kvd / t * dt, &out->cp_fwd, &out->cp_bwd);
+    } else if (pp->cp > 1) {
         mp_group_place cpg;
         mp_group_place_of(c, MP_GROUP_CP, &cpg);
         mp_group_place pair = cpg;

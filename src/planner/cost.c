@@ -1705,6 +1705,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         other += 4.0 * pm.st[0].send_bytes; /* p2p send/recv buffers, both directions */
     if (c->parallel.sp && c->parallel.tp > 1 && pm.n > 0)
         other += pm.st[0].send_bytes * (double)c->parallel.tp; /* SP all-gather buffer */
+    other += mp_cp_gather_bytes(c); /* all_gather CP's whole K/V, dK/dV */
     out->other_bytes = other;
     free(pm.st);
     return MP_OK;

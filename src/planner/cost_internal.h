@@ -425,6 +425,17 @@ double mp_host_bound(const mp_hw *hw, double gpu, double kernels);
  * of K and V; elt bytes per element). */
 void mp_cp_causal_attention(const mp_config *c, double rows, double s, double cp, double hd,
                             bool dropout, double *fwd, double *bwd);
+/* all_gather CP's transient bytes on a rank (memory.c): the re-gathered
+ * K, V and the whole dK, dV of one layer's backward; 0 otherwise. */
+double mp_cp_gather_bytes(const mp_config *c);
+/* Context parallelism's all_gather and a2a exchanges (compute.c): the
+ * exposed collectives of one rank per micro-batch and layer, forward and
+ * backward, for q_bytes of its queries and kv_bytes of its K and V; and
+ * their copies at the HBM rate, n_q and n_kv elements of elt bytes. */
+void mp_cp_other_comm(const mp_hw *hw, const mp_group_place *g, mp_cp_comm k, double q_bytes,
+                      double kv_bytes, double *fwd, double *bwd);
+void mp_cp_other_copies(mp_cp_comm k, double cp, double n_q, double n_kv, double elt,
+                        mp_pass_cost *out);
 void mp_cp_ring_merge(double cp, double n_q, double n_out, double n_kv, double elt,
                       mp_pass_cost *out);
 

@@ -382,6 +382,9 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     mp_buf_printf(out, "--tensor-model-parallel-size %lld \\\n--pipeline-model-parallel-size %lld \\\n",
                   (long long)p->tp, (long long)p->pp);
     if (p->cp > 1) mp_buf_printf(out, "--context-parallel-size %lld \\\n", (long long)p->cp);
+    /* the ring (p2p) is Megatron-Core's default: named only when another */
+    if (p->cp > 1 && p->cp_comm_type != MP_CP_P2P)
+        mp_buf_printf(out, "--cp-comm-type %s \\\n", mp_cp_comm_name(p->cp_comm_type));
     if (p->sp) mp_buf_puts(out, "--sequence-parallel \\\n");
     pipeline_flags(c, st, K, out, &notes);
     mp_buf_printf(out, "--micro-batch-size %lld \\\n--global-batch-size %lld \\\n",

@@ -102,6 +102,24 @@ static double core_bytes(const mp_model *m, const mp_block_shape *bs, double sb,
     return core;
 }
 
+/* cp_comm_type all_gather (TE 2.9 AttnFuncWithCPAndKVAllGather): each
+ * rank saves only its own K and V for the backward (as the ring does), but
+ * while one layer's backward runs it holds the re-gathered K and V of the
+ * whole sequence and the zero-filled dK, dV of the same size: 2 x b x s x
+ * (K and V widths)/t elements, one layer at a time, beside the saved
+ * activations. 0 for the other types. */
+double mp_cp_gather_bytes(const mp_config *c)
+{
+    const mp_parallel *p = &c->parallel;
+    const mp_model *m = &c->model;
+    if (p->cp < 2 || p->cp_comm_type != MP_CP_ALL_GATHER)
+        return 0.0;
+    double hd = m->head_dim > 0 ? (double)m->head_dim : (double)m->hidden / (double)m->heads;
+    double seq = (double)(c->training.seq > 0 ? c->training.seq : m->seq);
+    double kv = 2.0 * (double)m->kv_heads * hd / (double)p->tp;
+    return 2.0 * (double)p->micro_batch * seq * kv * mp_dtype_bytes(c->training.precision);
+}
+
 double mp_block_act_bytes(const mp_model *m, const mp_block_shape *bs, double b, double tp,
                           double cp, bool sp, mp_recompute r, bool flash)
 {

@@ -253,6 +253,11 @@ plan() {
     # Megatron's --ddp-bucket-size: a whole number of parameters, a Megatron-Core DDP option
     file_check plan-bucket-stack p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: megatron-deepspeed-2021}\nparallel: {dp: 4, ddp_bucket_size: 1000}\n" "${S}p19\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: --ddp-bucket-size is a Megatron-Core DDP option" simulate
     file_check plan-bucket-negative p20.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {dp: 4, ddp_bucket_size: -5}\n" "${S}p20\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: must be at least 0" simulate
+    # parallel.cp_comm_type: Megatron-Core's --cp-comm-type, strict
+    file_check plan-cp-comm-unknown p22.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {cp: 2, cp_comm_type: ring}\n" "${S}p22\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: expected one of p2p\\|all_gather\\|a2a\\|a2a\\+p2p, got 'ring'" simulate
+    file_check plan-cp-comm-hier p23.yaml "megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-h100\ntraining: {gpus: 4, global_batch: 8}\nparallel: {cp: 2, cp_comm_type: a2a+p2p}\n" "${S}p23\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: a2a\\+p2p \\(hierarchical context parallelism.*is not modelled" simulate
+    file_check plan-cp-comm-heads p24.yaml "megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-h100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {tp: 2, cp: 4, cp_comm_type: a2a}\n" "${S}p24\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: a2a gives each CP rank heads/\\(tp\\*cp\\) heads: 12 query" simulate
+    file_check plan-cp-comm-no-cp p25.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {cp_comm_type: all_gather}\n" "${S}p25\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: all_gather is how context parallelism exchanges K/V: it needs cp > 1" simulate
     check option-bucket-zero "^megaplan estimate: --ddp-bucket-size: must be at least 1 \\(got 0\\)" "$bin" estimate --model gpt3-125m --gpus 4 --ddp-bucket-size 0
     check option-bucket-fraction "^megaplan estimate: --ddp-bucket-size: expected a whole number, got '1.5e8'" "$bin" estimate --model gpt3-125m --gpus 4 --ddp-bucket-size 1.5e8
     # training.optimizer_moments: Megatron-Core's precision-aware optimizer

@@ -86,6 +86,16 @@ cmp -s ex.flags se.flags && ok || bad "explain and search --format megatron diff
 # them is estimated with less memory and time (their masks and bytes not charged)
 grep -q -- '^--hidden-dropout 0.1 \\$' ex.flags && grep -q -- '^--attention-dropout 0.1 \\$' ex.flags &&
     ok || bad "explain --format megatron: no --hidden-dropout/--attention-dropout 0.1 for 175B"
+# the plan's cp_comm_type reaches the flags as --cp-comm-type; the ring (p2p, Megatron-Core's
+# default) is not named
+for k in p2p all_gather a2a; do
+    printf 'megaplan_plan: 1\nmodel: llama3-8b\nhw: dgx-h100\ntraining: {gpus: 8, global_batch: 16}\nparallel: {tp: 2, sp: true, cp: 2, dist_opt: true, cp_comm_type: %s}\n' "$k" >cp_$k.yaml
+    "$bin" estimate cp_$k.yaml --format megatron >cp_$k.flags 2>/dev/null || bad "estimate cp_$k.yaml --format megatron: exit $?"
+done
+grep -q -- '^--context-parallel-size 2 \\$' cp_p2p.flags && ! grep -q -- '--cp-comm-type' cp_p2p.flags &&
+    ok || bad "--format megatron: the p2p ring names --cp-comm-type or lacks --context-parallel-size"
+grep -q -- '^--cp-comm-type all_gather \\$' cp_all_gather.flags && grep -q -- '^--cp-comm-type a2a \\$' cp_a2a.flags &&
+    ok || bad "--format megatron: cp_comm_type all_gather / a2a not exported as --cp-comm-type"
 printf 'name: g0\narch: gpt\nlayers: 24\nhidden: 2048\nheads: 16\nvocab: 51200\nseq: 2048\nhidden_dropout: 0\nattention_dropout: 0\n' >g0.yaml
 printf 'name: g1\narch: gpt\nlayers: 24\nhidden: 2048\nheads: 16\nvocab: 51200\nseq: 2048\n' >g1.yaml
 "$bin" estimate --model g0.yaml --hw dgx-a100 --gpus 8 --tp 2 --format megatron >g0.flags 2>/dev/null &&

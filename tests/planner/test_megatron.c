@@ -188,6 +188,10 @@ static void check_plan(const mp_plan *plan)
     if (p->vpp > 1 && p->pp <= 2)
         assert_null(get(&f, "--no-overlap-p2p-communication"));
     assert_int_equal(num(&f, "--context-parallel-size", 1), p->cp);
+    /* the CP exchange, named only when not Megatron-Core's default ring */
+    const char *cct = get(&f, "--cp-comm-type");
+    assert_string_equal(cct ? cct : "p2p",
+                        p->cp > 1 ? mp_cp_comm_name(p->cp_comm_type) : "p2p");
     assert_int_equal(get(&f, "--sequence-parallel") != NULL, p->sp);
     assert_int_equal(num(&f, "--micro-batch-size", 0), p->micro_batch);
     assert_int_equal(num(&f, "--global-batch-size", 0), c->training.global_batch);
@@ -345,6 +349,14 @@ static void presets(void **state)
                 "{tp: 2, pp: 2, vpp: 2, dp: 4, micro_batch: 1, recompute: selective, "
                 "schedule: interleaved-1f1b}",
                 "[[0, 10], [10, 17], [17, 26], [26, 34]]", NULL);
+    /* context parallelism's exchange: all_gather and a2a named as
+     * --cp-comm-type, the ring (p2p) left to Megatron-Core's default */
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 8, seq: 8192, global_batch: 8, precision: bf16}",
+                "{tp: 2, sp: true, cp: 2, dp: 2, cp_comm_type: all_gather}", NULL, NULL);
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 8, seq: 8192, global_batch: 8, precision: bf16}",
+                "{tp: 2, sp: true, cp: 2, dp: 2, cp_comm_type: a2a}", NULL, NULL);
+    preset_plan("llama3-8b", "dgx-h100", "{gpus: 8, seq: 8192, global_batch: 8, precision: bf16}",
+                "{tp: 2, sp: true, cp: 2, dp: 2, cp_comm_type: p2p}", NULL, NULL);
     /* 32 blocks on pp 3 x vpp 2: neither 32 nor 34 divides into 6 stages;
      * Megatron's first/last-stage flags do (10, 12, 10: 5 | 6 | 5 | 5 | 6 | 5) */
     preset_plan("llama3-8b", "dgx-h100", "{gpus: 24, seq: 8192, global_batch: 24, precision: bf16}",

@@ -754,7 +754,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     out->tp_bwd += mt.comm_b;
     out->ep_fwd = mt.comm_f;
     out->ep_bwd = mt.comm_b;
-    out->mlp_fwd = out->mlp_bwd = 0.0;
+    out->mlp_fwd = out->mlp_bwd = out->mlp_wgrad = 0.0;
     if (moe) {
         /* the merged pass's expert node (Megatron-Core fine_grained_callables.py,
          * submodule_moe_forward: routed_experts_compute) runs the dispatcher's
@@ -765,6 +765,7 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         out->mlp_fwd = mt.gemm_f + fwd_of[2] + fwd_of[3] + mp_membound_time(hw, node_f, 0.0);
         out->mlp_bwd = mt.gemm_b + dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3] +
                        mp_membound_time(hw, node_b, 0.0);
+        out->mlp_wgrad = mt.wgrad + wgrad_of[2] + wgrad_of[3];
     }
 
     /* The host issues kernels asynchronously: a pass takes the GPU's time or

@@ -26,6 +26,7 @@ typedef struct item_detail {
     double tp_f, tp_b, cp_f, cp_b;
     double ep_f, ep_b; /* of tp_f, tp_b: the MoE dispatch and combine */
     double mlp_f, mlp_b; /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
+    double mlp_w;        /* of mlp_b: its weight gradients */
     double wgrad;      /* weight-gradient GEMMs inside bwd_compute (ZB-H1's W) */
     double params;     /* parameters of the item on one GPU (after the TP split) */
     double expert_params; /* of which routed-expert parameters (sharded over edp) */
@@ -59,6 +60,7 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
     d->ep_b = bt.ep_bwd;
     d->mlp_f = bt.mlp_fwd;
     d->mlp_b = bt.mlp_bwd;
+    d->mlp_w = bt.mlp_wgrad;
     d->wgrad = bt.wgrad;
     d->params = mp_block_params(&c->model, bs.kind) / (double)p->tp;
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
@@ -445,6 +447,7 @@ typedef struct stage_sum {
     double tp_f, tp_b, cp_f, cp_b; /* exposed comm inside F / inside B (incl. recompute) */
     double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
     double mlp_f, mlp_b;  /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
+    double mlp_w;         /* of mlp_b: its weight gradients */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -495,6 +498,7 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         s->ep_b += d->ep_b + (r == MP_RECOMPUTE_FULL ? d->ep_f : 0.0);
         s->mlp_f += d->mlp_f;
         s->mlp_b += d->mlp_b;
+        s->mlp_w += d->mlp_w;
         s->wgrad += d->wgrad;
         s->fwd += d->fwd_compute + d->tp_f + d->cp_f;
         s->bwd += d->bwd_compute + d->tp_b + d->cp_b + rec + rec_comm_tp + rec_comm_cp;
@@ -542,6 +546,7 @@ static void stage_add_edge(stage_sum *s, const item_detail *d, double sign, bool
     s->ep_b += sign * d->ep_b;
     s->mlp_f += sign * d->mlp_f;
     s->mlp_b += sign * d->mlp_b;
+    s->mlp_w += sign * d->mlp_w;
     s->wgrad += sign * d->wgrad;
     s->fwd += sign * (d->fwd_compute + d->tp_f + d->cp_f);
     s->bwd += sign * (d->bwd_compute + d->tp_b + d->cp_b);
@@ -1834,8 +1839,10 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * experts' node (GEMMs, sorts, activation, casts: compute.c) and r the rest
  * of the pass (attention, router, exposed TP):
  *
- *     pair = max(b_B, r_F) + max(a_F + a_B, e_B + e_F) + max(b_F, r_B)
+ *     pair = max(b_B, r_F) + mid + max(b_F, r_B)
  *
+ * with mid at least max(a_F + a_B, e_B + e_F) and its event order's chains
+ * (mp_moe_a2a_mid_phase),
  * against F + B inline; the difference is hidden, split between F and B in
  * proportion to their a2a. When every phase's compute covers its
  * communication, exactly the a2a is hidden; never more than min(a2a,
@@ -1855,6 +1862,25 @@ static double a2a_phase(double comm, double compute, double sm)
     return compute + mp_overlap_excess(comm, compute, sm);
 }
 
+/* The middle phase: the comm stream runs the forward's dispatch, then the
+ * backward's; the compute stream the backward's expert dgrad, its wgrad
+ * (backward_dw), then the forward's experts. The backward's dispatch waits
+ * for the expert dgrad, the forward's experts for their dispatch
+ * (model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run: each node
+ * waits for its micro-batch's previous node, utils.py stream_acquire_context;
+ * backward_dw takes no event). With d the dispatches, g the dgrad, w the
+ * wgrad and e the forward's experts:
+ *
+ *     mid = max(max(d_F, g_B) + d_B, max(d_F, g_B + w_B) + e_F)
+ *
+ * and never less than both streams' work with the SM contention (a2a_phase). */
+double mp_moe_a2a_mid_phase(double d_f, double d_b, double g_b, double w_b, double e_f, double sm)
+{
+    double comm_path = fmax(d_f, g_b) + d_b;
+    double comp_path = fmax(d_f, g_b + w_b) + e_f;
+    return fmax(a2a_phase(d_f + d_b, g_b + w_b + e_f, sm), fmax(comm_path, comp_path));
+}
+
 static void hide_a2a(stage_sum *s, double sm, double paired)
 {
     double a2a = s->ep_f + s->ep_b;
@@ -1863,8 +1889,8 @@ static void hide_a2a(stage_sum *s, double sm, double paired)
     double half_f = s->ep_f / 2.0, half_b = s->ep_b / 2.0;
     double rest_f = fmax(0.0, s->fwd - s->ep_f - s->mlp_f);
     double rest_b = fmax(0.0, s->bwd - s->ep_b - s->mlp_b);
-    double pair = a2a_phase(half_b, rest_f, sm) +
-                  a2a_phase(half_f + half_b, s->mlp_b + s->mlp_f, sm) +
+    double w = fmin(s->mlp_w, s->mlp_b); /* of the experts' backward: backward_dw */
+    double pair = a2a_phase(half_b, rest_f, sm) + mp_moe_a2a_mid_phase(half_f, half_b, s->mlp_b - w, w, s->mlp_f, sm) +
                   a2a_phase(half_f, rest_b, sm);
     double hidden = paired * fmax(0.0, fmin(a2a, s->fwd + s->bwd - pair));
     double hf = hidden * s->ep_f / a2a, hb = hidden - hf;

@@ -120,6 +120,10 @@ void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
  * direction: all but the warm-up forwards and cool-down backwards, which run
  * alone (cost.c; docs/cost-model.md §12, "The EP all-to-all overlap"). */
 double mp_moe_a2a_paired_share(int64_t p, int64_t v, int64_t m, int64_t r);
+/* The merged 1F1B pass's middle phase (cost.c): dispatches d_f then d_b on
+ * the comm stream, the experts' dgrad g_b, wgrad w_b and forward e_f on the
+ * compute stream, d_b after g_b and e_f after d_f; sm: the dispatcher's SM share */
+double mp_moe_a2a_mid_phase(double d_f, double d_b, double g_b, double w_b, double e_f, double sm);
 
 /* The host time of one eager PyTorch op and its CUDA launch, in the
  * profile's counted launches (kernel_overhead each; 0 without one): from
@@ -455,6 +459,8 @@ typedef struct mp_block_time {
                                         shared GEMMs, the sorts by local expert, the
                                         activation, the FP8 casts): what runs between
                                         dispatch and combine */
+    double mlp_wgrad;                /* of mlp_bwd: its weight gradients (under
+                                        --delay-wgrad-compute the node's backward_dw) */
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 

@@ -305,6 +305,39 @@ static void test_a2a_overlap_warmup(void **state)
                 1e-15);
 }
 
+/* pp 2, vpp 2, m 4 by hand from Megatron-Core's combined 1F1B (schedules.py
+ * get_pp_rank_microbatches and forward_backward_pipelining_with_interleaving):
+ * 8 forwards and 8 backwards per rank. Rank 0 warms up (2-0-1)*2 + (2-1)*2
+ * + 1 = 5 forwards alone, pairs forwards 5..7 with backwards 0..2 in the
+ * steady state and runs backwards 3..7 alone: 3 of 8 paired. Rank 1:
+ * 0 + 2 + 1 = 3 alone, 5 of 8 paired. m 2: rank 0's 5 warm-ups of 4
+ * forwards leave nothing paired. */
+static void test_a2a_overlap_pp2_vpp2_m4(void **state)
+{
+    (void)state;
+    assert_true(mp_moe_a2a_paired_share(2, 2, 4, 0) == 3.0 / 8.0);
+    assert_true(mp_moe_a2a_paired_share(2, 2, 4, 1) == 5.0 / 8.0);
+    assert_true(mp_moe_a2a_paired_share(2, 2, 2, 0) == 0.0);
+}
+
+/* The merged pass's middle phase by hand (model_chunk_schedule_plan.py,
+ * TransformerLayerSchedulePlan.run): the backward's dispatch waits for the
+ * expert dgrad, the forward's experts for the forward's dispatch. Dispatches
+ * 1 ms each, dgrad 2, wgrad 0, forward experts 0.5, no SM contention: the
+ * comm stream idles for the dgrad, 2 + 1 = 3 ms, not max(1 + 1, 2 + 0.5) =
+ * 2.5. Dgrad 0.5, wgrad 1, experts 1: the experts wait for nothing and
+ * the backward's dispatch starts at 1: max(1 + 1, 1.5 + 1) = 2.5 = both
+ * streams' work. Comm-bound (4, 4 against 1, 1, 1): 8. With the share
+ * 0.25 the streams' work bound: compute 3 + 0.25 x 2 under 2 ms of comm. */
+static void test_a2a_overlap_mid_phase(void **state)
+{
+    (void)state;
+    assert_true(fabs(mp_moe_a2a_mid_phase(1e-3, 1e-3, 2e-3, 0.0, 0.5e-3, 0.0) - 3e-3) < 1e-15);
+    assert_true(fabs(mp_moe_a2a_mid_phase(1e-3, 1e-3, 0.5e-3, 1e-3, 1e-3, 0.0) - 2.5e-3) < 1e-15);
+    assert_true(fabs(mp_moe_a2a_mid_phase(4e-3, 4e-3, 1e-3, 1e-3, 1e-3, 0.0) - 8e-3) < 1e-15);
+    assert_true(fabs(mp_moe_a2a_mid_phase(1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 0.25) - 3.5e-3) < 1e-15);
+}
+
 /* The same with SM contention (dgx-h100: 132 SMs; the all-to-all's NCCL
  * kernel 16 CTAs, DeepEP 20 SMs): each phase lasts max(comm, compute + comm
  * x share). On a fast network every phase's compute covers its
@@ -453,6 +486,8 @@ int main(void)
         cmocka_unit_test(test_a2a_latency_rounds),
         cmocka_unit_test(test_a2a_overlap_hides_min),
         cmocka_unit_test(test_a2a_overlap_warmup),
+        cmocka_unit_test(test_a2a_overlap_pp2_vpp2_m4),
+        cmocka_unit_test(test_a2a_overlap_mid_phase),
         cmocka_unit_test(test_a2a_overlap_sm_contention),
         cmocka_unit_test(test_shared_expert_overlap),
         cmocka_unit_test(test_overlap_refusals),

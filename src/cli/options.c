@@ -21,7 +21,7 @@
 
 typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
-    OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_DP, OPT_MICRO_BATCH,
+    OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_CP_COMM_TYPE, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_NCCL_UB, OPT_PARAM_GATHER_OVERLAP, OPT_PG_WITH_OPT, OPT_DDP_BUCKET_SIZE, OPT_SCHEDULE,
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP, OPT_DISPATCH_FP8,
     OPT_CUDA_GRAPH_SCOPE,
@@ -76,6 +76,11 @@ static const mp_opt options[] = {
      "(Megatron's --account-for-loss-in-pipeline-split)",
      NULL},
     {"--cp", NULL, "c", OPT_CP, 0, "context parallel degree", NULL},
+    {"--cp-comm-type", NULL, "T", OPT_CP_COMM_TYPE, 0,
+     "how context parallelism exchanges K/V (Megatron --cp-comm-type): p2p (default: Transformer "
+     "Engine's ring), all_gather or a2a (these need cp > 1; a2a tp*cp dividing the query and K/V "
+     "heads). search keeps p2p unless given: no measured run checks the others' times",
+     "p2p all_gather a2a"},
     {"--dp", NULL, "d", OPT_DP, 0, "data parallel degree (default gpus/(tp*pp*cp))", NULL},
     {"--micro-batch", NULL, "b", OPT_MICRO_BATCH, 0, "sequences per micro-batch", NULL},
     {"--recompute", NULL, "R", OPT_RECOMPUTE, 0,
@@ -384,6 +389,14 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
     case OPT_CP:
         cc->set |= MP_SET_CP;
         return parse_count(opt, value, 1, MAX_DEGREE, &p->cp, err);
+    case OPT_CP_COMM_TYPE:
+        /* a2a+p2p is known, and refused with its reason by mp_config_cp_comm_check */
+        for (k = 0; k < MP_CP_COMM_COUNT; k++)
+            if (!strcmp(value, mp_cp_comm_name((mp_cp_comm)k))) {
+                p->cp_comm_type = (mp_cp_comm)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected p2p, all_gather or a2a, got '%s'", value);
     case OPT_DP:
         cc->set |= MP_SET_DP;
         return parse_count(opt, value, 1, MAX_DEGREE, &p->dp, err);
@@ -613,7 +626,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"model", "--model"}, {"hw", "--hw"}, {"gpus", "--gpus"}, {"seq", "--seq"},
         {"global_batch", "--global-batch"}, {"precision", "--precision"},
         {"tokens", "--tokens"}, {"tp", "--tp"}, {"sp", "--sp"}, {"pp", "--pp"},
-        {"vpp", "--vpp"}, {"cp", "--cp"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
+        {"vpp", "--vpp"}, {"cp", "--cp"}, {"cp_comm_type", "--cp-comm-type"}, {"dp", "--dp"}, {"micro_batch", "--micro-batch"},
         {"recompute", "--recompute"},
         {"recompute_modules", "--recompute-modules"}, {"dist_opt", "--dist-opt"}, {"zero", "--zero"},
         {"zero_runtime", "--zero-runtime"}, {"hsdp", "--hsdp"},

@@ -260,9 +260,14 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
         if (mixed && !strstr(precs, name) && strlen(precs) + strlen(name) + 2 < sizeof precs)
             strcat(strcat(precs, "|"), name);
     }
-    mp_buf_printf(b, "megaplan search: %s on %lld x %s, %s, seq %lld, global batch %lld\n\n",
-                  base->model.name, (long long)t->gpus, base->hw.name, precs, (long long)t->seq,
+    mp_buf_printf(b, "megaplan search: %s on %lld x %s, %s, seq %lld, global batch %lld", base->model.name,
+                  (long long)t->gpus, base->hw.name, precs, (long long)t->seq,
                   (long long)t->global_batch);
+    /* --cp-comm-type: the exchange of every plan with cp > 1 */
+    if (base->parallel.cp_comm_type != MP_CP_P2P)
+        mp_buf_printf(b, ", CP exchange %s (--cp-comm-type)",
+                      mp_cp_comm_name(base->parallel.cp_comm_type));
+    mp_buf_puts(b, "\n\n");
     bool days = t->tokens > 0;
     bool sim = false;
     for (int i = 0; i < r->n; i++) sim |= r->plans[i].simulated;

@@ -441,6 +441,24 @@ mp_status mp_search_cli_check_hsdp(const mp_cli_config *cc, const mp_search_cli 
     return mp_cli_check_hsdp_domain(cc, sc->hsdp_by_fix, err);
 }
 
+/* --cp-comm-type other than p2p, checked before the search as estimate
+ * checks it: a2a+p2p, latent attention (MLA) and a cp fixed at 1 are
+ * refused here (every candidate would be); a2a's heads/(tp*cp) when tp and
+ * cp are both fixed, else candidate by candidate (search_enumerate.c). */
+static mp_status check_cp_comm(const mp_cli_config *cc, mp_error *err)
+{
+    mp_config c = cc->config;
+    if (c.parallel.cp_comm_type == MP_CP_P2P)
+        return MP_OK;
+    if (!(cc->set & MP_SET_CP))
+        c.parallel.cp = 2; /* any cp > 1: the search varies it */
+    bool heads = (cc->set & MP_SET_TP) && (cc->set & MP_SET_CP);
+    mp_status st = mp_config_cp_comm_check(&c, heads, err);
+    if (st != MP_OK)
+        mp_cli_error_as_option(err);
+    return st;
+}
+
 mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
                                 mp_search_options *opt, mp_error *err)
 {
@@ -452,6 +470,7 @@ mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
     mp_status st = mp_cli_config_finish(cc, err);
     if (st) return st;
     if ((st = check_expert_options(cc, cc->set & ~before_fix, sc->gpus_range, err)) != MP_OK) return st;
+    if ((st = check_cp_comm(cc, err)) != MP_OK) return st;
     if (!(cc->set & MP_SET_GLOBAL_BATCH))
         cc->config.training.global_batch =
             cc->published_global_batch > 0 ? cc->published_global_batch : 512;

@@ -284,10 +284,14 @@ static void table(const mp_hwchoice_options *o, const mp_hwchoice_result *r, mp_
 {
     const mp_config *c = &o->search.base;
     mp_buf_printf(b, "megaplan search: %s, %.3g tokens, seq %lld, global batch %lld, %s; "
-                     "%d profiles x %lld..%lld GPUs\n\n",
+                     "%d profiles x %lld..%lld GPUs",
                   c->model.name, c->training.tokens, (long long)c->training.seq,
                   (long long)c->training.global_batch, mp_dtype_name(c->training.precision),
                   o->n_hw, (long long)o->gpus_min, (long long)o->gpus_max);
+    /* --cp-comm-type: the exchange of every plan with cp > 1 */
+    if (c->parallel.cp_comm_type != MP_CP_P2P)
+        mp_buf_printf(b, "; CP exchange %s (--cp-comm-type)", mp_cp_comm_name(c->parallel.cp_comm_type));
+    mp_buf_puts(b, "\n\n");
     const char *head = "hardware       gpus     days       cost       MWh   MFU  plan\n";
     mp_buf_puts(b, "Pareto front (no other point is both faster and cheaper):\n");
     mp_buf_puts(b, head);

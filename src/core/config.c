@@ -289,7 +289,7 @@ static mp_status layout_check(const mp_config *c, mp_error *err)
 
 /* cp_comm_type: Megatron-Core's --cp-comm-type with Transformer Engine's
  * rules (attn_forward_func_with_cp, TE 2.9) */
-static mp_status cp_comm_check(const mp_config *c, mp_error *err)
+mp_status mp_config_cp_comm_check(const mp_config *c, bool heads, mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
     const mp_model *m = &c->model;
@@ -305,7 +305,7 @@ static mp_status cp_comm_check(const mp_config *c, mp_error *err)
     if (mp_model_is_mla(m))
         return FAIL("cp_comm_type", "%s is not modelled for latent attention (MLA): give p2p",
                     mp_cp_comm_name(p->cp_comm_type));
-    if (p->cp_comm_type == MP_CP_A2A) {
+    if (heads && p->cp_comm_type == MP_CP_A2A) {
         /* a2a splits the rank's heads over the CP group (TE: q, k and v each
          * reshaped to [cp, heads/cp] before all_to_all_single) */
         int64_t tc = p->tp * p->cp;
@@ -531,7 +531,7 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
                               "flash_attention: false",
                         c->hw.name);
     }
-    if ((st = cp_comm_check(c, err)) != MP_OK)
+    if ((st = mp_config_cp_comm_check(c, true, err)) != MP_OK)
         return st;
     if (p->sp) {
         if (p->tp < 2)

@@ -480,6 +480,10 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, i
 mp_status mp_config_check(const mp_config *c, mp_error *err);
 /* The expert-parallel part of mp_config_check (core/config_moe.c). */
 mp_status mp_config_check_moe(const mp_config *c, mp_error *err);
+/* mp_config_check's rules for parallel.cp_comm_type (a2a+p2p refused, cp > 1
+ * and no MLA unless p2p); heads: also a2a's heads and K/V heads divisible by
+ * tp*cp (search leaves that to each candidate when tp or cp varies). */
+mp_status mp_config_cp_comm_check(const mp_config *c, bool heads, mp_error *err);
 /* The rules Megatron-LM's argument checks apply to the CUDA-graph scopes
  * (core/config_moe.c). */
 mp_status mp_config_check_cuda_graph(const mp_config *c, mp_error *err);

@@ -54,6 +54,7 @@ typedef enum mp_reject_reason {
     MP_REJECT_BATCH,         /* global batch not a multiple of d (or of b*d) */
     MP_REJECT_INTERLEAVE,    /* interleaving needs m % p == 0 */
     MP_REJECT_SP,            /* SP needs seq/c divisible by t */
+    MP_REJECT_CP_A2A_HEADS,  /* cp_comm_type a2a: t*c does not divide heads / kv_heads */
     MP_REJECT_OTHER,         /* refused by mp_config_check for another reason */
     MP_REJECT_MEMORY,        /* costed in full: does not fit */
     MP_REJECT_COUNT

@@ -16,7 +16,7 @@
 #include "planner/search_internal.h"
 
 static const char *const reject_keys[MP_REJECT_COUNT] = {
-    "tp_heads", "tp_domain", "cp_seq", "layers", "batch", "interleave", "sp", "other", "memory"};
+    "tp_heads", "tp_domain", "cp_seq", "layers", "batch", "interleave", "sp", "cp_a2a_heads", "other", "memory"};
 static const char *const reject_phrases[MP_REJECT_COUNT] = {
     "tp does not divide the heads",
     "tp beyond the scale-up domain",
@@ -25,6 +25,7 @@ static const char *const reject_phrases[MP_REJECT_COUNT] = {
     "global batch not a multiple of micro_batch*dp",
     "interleaving needs microbatches % pp == 0",
     "sp needs seq/cp divisible by tp",
+    "a2a CP: tp*cp does not divide the heads",
     "refused by the configuration check",
     "does not fit in memory"};
 
@@ -78,6 +79,10 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->ep = x->ep;
     p->etp = x->etp;
     p->dispatcher = (mp_dispatcher)x->dispatcher;
+    /* base's CP exchange (--cp-comm-type) is the one of every candidate
+     * with cp > 1; without context parallelism there is none */
+    if (p->cp < 2)
+        p->cp_comm_type = MP_CP_P2P;
     /* stages Megatron's default split cannot make: the account-for flags or a
      * proposed explicit layout, which every part then splits by */
     mp_search_set_split(base, p->pp, p->vpp, p);
@@ -748,6 +753,15 @@ static void enumerate_cp(enum_ctx *e, const levels *lv, cand *x)
             refuse(e, MP_REJECT_OTHER, "cp",
                    "context parallelism needs a fused (flash) attention kernel; %s has "
                    "flash_attention: false", base->hw.name);
+            continue;
+        }
+        if (x->c > 1 && base->parallel.cp_comm_type == MP_CP_A2A &&
+            (m->heads % ((int64_t)x->t * x->c) || m->kv_heads % ((int64_t)x->t * x->c))) {
+            /* mp_config_cp_comm_check's rule: a2a gives each rank heads/(tp*cp) */
+            refuse(e, MP_REJECT_CP_A2A_HEADS, "cp_comm_type",
+                   "a2a gives each CP rank heads/(tp*cp) heads: %lld query and %lld key/value "
+                   "heads do not split over tp*cp = %lld",
+                   (long long)m->heads, (long long)m->kv_heads, (long long)x->t * x->c);
             continue;
         }
         enumerate_pp(e, lv, x);

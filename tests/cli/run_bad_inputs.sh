@@ -230,6 +230,12 @@ estimate() {
     # the option named is the one given (it used to name --etp)
     check est-dispatcher-dense "${E}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --dispatcher flex
     check est-ep-dense "${E}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --ep 2
+    # --cp-comm-type: parallel.cp_comm_type's rules, named as the option
+    check est-cp-comm-unknown "${E}--cp-comm-type: expected p2p, all_gather or a2a, got 'ring'$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 8 --cp 2 --cp-comm-type ring
+    check est-cp-comm-hier "${E}--cp-comm-type: a2a\+p2p \(hierarchical context parallelism.*is not modelled" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 8 --cp 2 --cp-comm-type a2a+p2p
+    check est-cp-comm-no-cp "${E}--cp-comm-type: all_gather is how context parallelism exchanges K/V: it needs cp > 1$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 8 --cp-comm-type all_gather
+    check est-cp-comm-heads "${E}--cp-comm-type: a2a gives each CP rank heads/\(tp\*cp\) heads: 32 query and 8 key/value heads do not split over tp\*cp = 16$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 16 --tp 4 --cp 4 --cp-comm-type a2a
+    check est-cp-comm-mla "${E}--cp-comm-type: a2a is not modelled for latent attention \(MLA\): give p2p$" "$bin" estimate --model deepseek-v3 --hw dgx-h100 --gpus 1024 --cp 2 --cp-comm-type a2a
 }
 
 plan() {
@@ -351,6 +357,12 @@ hardening() {
     check twice-sp "${E}--no-sp: given twice \('--sp', then '--no-sp'\)" "$bin" estimate --model 175B --gpus 8 --tp 8 --sp --no-sp
     check twice-model "^megaplan simulate: --model: given twice" "$bin" simulate --model 175B --model 125M --gpus 8
     check twice-top "${S}--top: given twice" "$bin" search --model 125M --gpus 8 --top 2 --top 3
+    # --cp-comm-type: refused before the search when every candidate would be
+    check search-cp-comm-hier "${S}--cp-comm-type: a2a\+p2p \(hierarchical" "$bin" search --model llama3-8b --hw dgx-h100 --gpus 64 --cp-comm-type a2a+p2p
+    check search-cp-comm-cp1 "${S}--cp-comm-type: a2a is how context parallelism exchanges K/V: it needs cp > 1$" "$bin" search --model llama3-8b --hw dgx-h100 --gpus 64 --fix cp=1 --cp-comm-type a2a
+    check search-cp-comm-heads "${S}--cp-comm-type: a2a gives each CP rank heads/\(tp\*cp\) heads: .*tp\*cp = 16$" "$bin" search --model llama3-8b --hw dgx-h100 --gpus 64 --tp 4 --cp 4 --cp-comm-type a2a
+    check search-cp-comm-mla "${S}--cp-comm-type: all_gather is not modelled for latent attention \(MLA\)" "$bin" search --model deepseek-v3 --hw dgx-h100 --gpus 1024 --cp-comm-type all_gather
+    check search-cp-comm-unknown "${S}--cp-comm-type: expected p2p, all_gather or a2a, got 'ulysses'$" "$bin" search --model llama3-8b --hw dgx-h100 --gpus 64 --cp-comm-type ulysses
     check twice-output "${S}--output: given twice" "$bin" search --model 125M --gpus 8 -o a.yaml --output b.yaml
     check twice-fix "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --fix tp=2,tp=4
     check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4

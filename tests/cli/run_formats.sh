@@ -96,6 +96,44 @@ grep -q -- '^--context-parallel-size 2 \\$' cp_p2p.flags && ! grep -q -- '--cp-c
     ok || bad "--format megatron: the p2p ring names --cp-comm-type or lacks --context-parallel-size"
 grep -q -- '^--cp-comm-type all_gather \\$' cp_all_gather.flags && grep -q -- '^--cp-comm-type a2a \\$' cp_a2a.flags &&
     ok || bad "--format megatron: cp_comm_type all_gather / a2a not exported as --cp-comm-type"
+# --cp-comm-type on the command line: estimate's CP line is the documented exposed collective
+# (docs/cost-model.md §5 CP, LLaMA 3 8B at t 1, c 2 on DGX H100: all_gather 72.96 us forward and
+# 145.92 us backward a layer and micro-batch; 32 layers, 2 micro-batches), the ring's far less
+for k in p2p all_gather; do
+    "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 64 --seq 8192 --global-batch 64 --cp 2 \
+        --dist-opt --cp-comm-type $k --format json >cpo_$k.json 2>/dev/null || bad "estimate --cp-comm-type $k: exit $?"
+done
+python3 - cpo_p2p.json cpo_all_gather.json <<'PY' && ok || bad "estimate --cp-comm-type all_gather: CP time is not 64 x (72.96 + 145.92) us"
+import json, sys
+ring, ag = (json.load(open(p)) for p in sys.argv[1:3])
+want = 32 * 2 * (72.96e-6 + 145.92e-6)
+assert "cp_comm_type" not in ring["parallel"] and ag["parallel"]["cp_comm_type"] == "all_gather"
+assert abs(ag["time_s"]["cp_comm"] / want - 1) < 2e-3, ag["time_s"]["cp_comm"]
+assert ring["time_s"]["cp_comm"] < want / 4, ring["time_s"]["cp_comm"]
+PY
+# search --cp-comm-type a2a: the settings whose tp*cp does not divide LLaMA 3 8B's 32 query and
+# 8 K/V heads are refused and counted, every plan with cp > 1 runs a2a, and so do -o's plan and
+# the Megatron export; a search without the option keeps the ring and refuses none for it
+S="--model llama3-8b --hw dgx-h100 --gpus 64 --seq 65536 --global-batch 64"
+"$bin" search $S --cp-comm-type a2a --format json >sa.json 2>/dev/null || bad "search --cp-comm-type a2a: exit $?"
+"$bin" search $S --format json >sp.json 2>/dev/null || bad "search: exit $?"
+python3 - sa.json sp.json <<'PY' && ok || bad "search --cp-comm-type a2a: refusals, plans or the default's ring wrong"
+import json, sys
+a, p = (json.load(open(f)) for f in sys.argv[1:3])
+assert a[0]["search"]["rejected"]["cp_a2a_heads"] > 0 and p[0]["search"]["rejected"]["cp_a2a_heads"] == 0
+assert any(x["parallel"]["cp"] > 1 for x in a)
+for x in a:
+    q = x["parallel"]; tc = q["tp"] * q["cp"]
+    assert q.get("cp_comm_type") == ("a2a" if q["cp"] > 1 else None), q
+    assert q["cp"] == 1 or (32 % tc == 0 and 8 % tc == 0), q
+assert all("cp_comm_type" not in x["parallel"] for x in p)
+PY
+"$bin" search $S --cp-comm-type a2a -o sa.yaml >sa.txt 2>/dev/null || bad "search --cp-comm-type a2a -o: exit $?"
+grep -q '^  cp_comm_type: a2a$' sa.yaml && grep -q 'CP exchange a2a' sa.txt &&
+    grep -q 'a2a CP: tp\*cp does not divide the heads [1-9]' sa.txt &&
+    ok || bad "search --cp-comm-type a2a: -o plan, header or refusal count lacks a2a"
+"$bin" search $S --cp-comm-type a2a --format megatron >sa.flags 2>/dev/null &&
+    grep -q -- '^--cp-comm-type a2a \\$' sa.flags && ok || bad "search --cp-comm-type a2a --format megatron: no --cp-comm-type a2a"
 printf 'name: g0\narch: gpt\nlayers: 24\nhidden: 2048\nheads: 16\nvocab: 51200\nseq: 2048\nhidden_dropout: 0\nattention_dropout: 0\n' >g0.yaml
 printf 'name: g1\narch: gpt\nlayers: 24\nhidden: 2048\nheads: 16\nvocab: 51200\nseq: 2048\n' >g1.yaml
 "$bin" estimate --model g0.yaml --hw dgx-a100 --gpus 8 --tp 2 --format megatron >g0.flags 2>/dev/null &&

@@ -523,6 +523,39 @@ static int64_t check_pruning_exact(mp_search_options *o, const char *what,
     return checked;
 }
 
+/* --cp-comm-type all_gather and a2a (docs/cost-model.md §5 CP): LLaMA 3 8B at
+ * seq 32768 on 64 H100s, where cp > 1 wins. Every candidate's bounds stay
+ * below its estimate under each exchange, pruning changes nothing, every
+ * plan with cp > 1 runs the exchange given (cp 1: none, p2p), and a2a's
+ * (tp, cp) with tp*cp not dividing the 32 query and 8 K/V heads are refused
+ * and counted, never costed. */
+static void test_cp_comm_type_search(void **state)
+{
+    (void)state;
+    for (int k = MP_CP_ALL_GATHER; k <= MP_CP_A2A; k++) {
+        mp_search_options o;
+        base_of("llama3-8b", "dgx-h100", 64, 64, MP_DTYPE_BF16, &o);
+        o.base.training.seq = 32768;
+        o.base.parallel.cp_comm_type = (mp_cp_comm)k;
+        o.top_k = 10;
+        mp_search_result a;
+        assert_true(check_pruning_exact(&o, mp_cp_comm_name((mp_cp_comm)k), &a) > 500);
+        bool cp = false;
+        for (int i = 0; i < a.n; i++) {
+            const mp_parallel *p = &a.plans[i].config.parallel;
+            cp |= p->cp > 1;
+            assert_int_equal(p->cp_comm_type, p->cp > 1 ? k : MP_CP_P2P);
+            if (k == MP_CP_A2A) assert_int_equal(8 % (p->tp * p->cp), 0);
+        }
+        assert_true(cp);
+        if (k == MP_CP_A2A)
+            assert_true(a.counts.rejected[MP_REJECT_CP_A2A_HEADS] > 0);
+        else
+            assert_int_equal(a.counts.rejected[MP_REJECT_CP_A2A_HEADS], 0);
+        mp_search_result_free(&a);
+    }
+}
+
 /* pp x vpp stages that no default split makes (61 layers, 4 x 4): with the
  * layout given, or with vpp fixed (search proposes one), every candidate's
  * bounds stay below its estimate, pruning changes nothing, and the plans run
@@ -1068,6 +1101,7 @@ int main(void)
         cmocka_unit_test(test_layout_search),
         cmocka_unit_test(test_uneven_split_bounds),
         cmocka_unit_test(test_moe_pruning_equals_no_prune),
+        cmocka_unit_test(test_cp_comm_type_search),
         cmocka_unit_test(test_explain_verdicts),
         cmocka_unit_test(test_same_plan),
         cmocka_unit_test(test_top_distinct),

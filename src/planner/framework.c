@@ -113,6 +113,15 @@ mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
                             "torchtitan has no %s pipeline schedule",
                             mp_schedule_name(p->schedule));
+    /* the plan's exchange types are Transformer Engine's (Megatron-Core's
+     * --cp-comm-type); torchtitan's CP is PyTorch's ring attention, whose
+     * rotate methods are not those exchanges: writing the file would drop
+     * what the estimate charged */
+    if (p->cp > 1 && p->cp_comm_type != MP_CP_P2P)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "the %s context-parallel exchange is Transformer Engine's, written for "
+                            "Megatron-LM only (--format megatron)",
+                            mp_cp_comm_name(p->cp_comm_type));
     mp_buf_printf(out, "# torchtitan job file sections for %s on %lld GPUs (megaplan)\n",
                   c->model.name, (long long)c->training.gpus);
     /* FSDP shards over dp_shard x cp; HSDP replicates that over dp_replicate */

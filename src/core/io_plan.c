@@ -177,6 +177,13 @@ static void plan_field_path(const char *field, char *out, size_t size)
             snprintf(out, size, "training.%.100s", field);
             return;
         }
+    /* the parallel lists read by read_name_list, outside the field table */
+    static const char *const lists[] = {"recompute_modules", "cuda_graph_scope"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        if (!strcmp(field, lists[i])) {
+            snprintf(out, size, "parallel.%.100s", field);
+            return;
+        }
     size_t n;
     const mp_field *tab = mp_parallel_field_table(&n);
     if (mp_fields_find(tab, n, field)) {

@@ -248,6 +248,10 @@ plan() {
     file_check plan-recompute-module p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective, recompute_modules: [mlp, attn]}\n" "${S}p9\.yaml:5:66: parallel\.recompute_modules: unknown module 'attn'" simulate
     file_check plan-cuda-graph-scope p11.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [attn, graph]}\n" "${S}p11\.yaml:5:44: parallel\.cuda_graph_scope: unknown scope 'graph'" simulate
     file_check plan-recompute-module-none p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n" "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" simulate
+    # the model-dependent checks of the two lists name their line and plan path
+    # (they said "p.yaml:1:1: recompute_modules: ...", the field unqualified)
+    file_check plan-recompute-module-mla p22.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective,\n  recompute_modules: [mla_up_proj]}\n" "${S}p22\.yaml:6:22: parallel\.recompute_modules: mla_up_proj needs multi-head latent attention" simulate
+    file_check plan-cuda-graph-scope-dense p23.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [moe_router]}\n" "${S}p23\.yaml:5:37: parallel\.cuda_graph_scope: the moe scopes need a model with experts" simulate
     # Megatron's --overlap-param-gather-with-optimizer-step needs the interleaved schedule
     file_check plan-pg-with-opt-step p18.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2, dist_opt: true, overlap_param_gather_with_optimizer_step: true}\n" "${S}p18\\.yaml:5:[0-9]+: parallel\\.overlap_param_gather_with_optimizer_step: .*needs the interleaved pipeline schedule" simulate
     # Megatron's --ddp-bucket-size: a whole number of parameters, a Megatron-Core DDP option

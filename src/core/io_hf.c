@@ -10,6 +10,7 @@
 #include "core/decode.h"
 #include "core/io.h"
 #include "core/tables.h"
+#include "core/units.h"
 
 typedef struct hf_ctx {
     const char *text;
@@ -920,10 +921,15 @@ static mp_status read_dropout(const hf_ctx *cx, hf_family fam, const char *model
         }
         if (dropout_keys[i].to & HF_DROP_HIDDEN) {
             if (hidden_from && p != m->hidden_dropout) {
+                /* exact forms: %g said "0.1 differs from resid_pdrop (0.1)" for
+                 * 0.1000000001 against 0.1 */
+                char got[40], had[40];
+                mp_format_double(p, got, sizeof got);
+                mp_format_double(m->hidden_dropout, had, sizeof had);
                 snprintf(msg, sizeof msg,
-                         "%g differs from %s (%g): megaplan has one hidden dropout for the "
+                         "%s differs from %s (%s): megaplan has one hidden dropout for the "
                          "residual branches and the embedding (Megatron's --hidden-dropout)",
-                         p, hidden_from, m->hidden_dropout);
+                         got, hidden_from, had);
                 return hf_fail(cx, key, err, msg);
             }
             m->hidden_dropout = p;

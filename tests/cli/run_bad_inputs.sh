@@ -178,6 +178,8 @@ core() {
     file_check hw-truncated hw8.yaml 'name: t\nmemory: 16 GiB\nscale_up: {gpus_per_domain: 8, bw_per_gpu: 3' "${H}hw8\.yaml:[34]:[0-9]+: scale_up(\.bw_per_gpu)?: YAML syntax error" hw
     file_check hw-overflow hw9.yaml "$(printf "$GOOD_HW" | sed 's/hbm_bw: 1 TB\/s/hbm_bw: 1e400 TB\/s/')\n" "${H}hw9\.yaml:3:9: hbm_bw: expected a bandwidth" hw
     file_check hw-missing hw10.yaml "$(printf "$GOOD_HW" | grep -v kernel_overhead)\n" "${H}hw10\.yaml:1:1: kernel_overhead: missing" hw
+    # counts in full (it said "got 1e+04 of 132 SMs" for 10000)
+    file_check hw-nccl-ctas hw11.yaml "${GOOD_HW}sm_count: 132\nnccl_ctas: 10000\n" "${H}hw11\\.yaml:14:12: nccl_ctas: needs sm_count, and must be less than it \\(got 10000 of 132 SMs\\)" hw
     check hw-unknown-profile "${H}hw: unknown hardware profile 'dgx-a1000'" "$bin" hw dgx-a1000
     check hw-bad-format "${H}--format: expected" "$bin" hw --format xml
     check models-bad-option "${M}--frobnicate: unknown option" "$bin" models --frobnicate

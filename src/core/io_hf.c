@@ -539,7 +539,10 @@ static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
     TRY(hf_int(cx, "qk_rope_head_dim", true, 1, BIG_DIM, &a->qk_rope_head_dim, err));
     TRY(hf_int(cx, "qk_nope_head_dim", true, 1, BIG_DIM, &a->qk_nope_head_dim, err));
     TRY(hf_int(cx, "v_head_dim", true, 1, BIG_DIM, &a->v_head_dim, err));
-    m->head_dim = a->qk_nope_head_dim + a->qk_rope_head_dim;
+    /* head_dim left 0: mp_model_finish derives it from the two query parts
+     * and names qk_nope_head_dim when their sum is too large (it said
+     * "head_dim: too large", a key this config does not have, at no line) */
+    m->head_dim = 0;
     m->kv_heads = m->heads; /* num_key_value_heads describes the latent, one per head */
     return MP_OK;
 }

@@ -113,6 +113,11 @@ core() {
     # rotary embeddings turn pairs of a head's dimensions: an odd head_dim cannot run (was accepted; exec refused it)
     file_check rope-odd-head-dim rope.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 254\nheads: 2\nvocab: 100\nseq: 128\n' "${M}rope\.yaml:5:8: heads: rotary embeddings turn pairs of dimensions: head_dim must be even \(got 127\)" models
     file_check hf-rope-odd-head-dim hf16.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "head_dim": 15}' "${M}hf16\.json:3:2: head_dim: rotary embeddings turn pairs" models
+    # latent attention's head_dim is qk_nope_head_dim + qk_rope_head_dim: an overlarge sum names
+    # them (a model file said "heads: hidden/heads = 512/8 gives head_dim too large ... (got 131072)";
+    # a config.json "head_dim: too large" at no line, a key it does not have)
+    file_check mla-head-dim mla.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmla: {kv_lora_rank: 64, qk_rope_head_dim: 65536, qk_nope_head_dim: 65536, v_head_dim: 64}\n' "${M}mla\\.yaml:9:68: mla\\.qk_nope_head_dim: qk_nope_head_dim \\+ qk_rope_head_dim = 65536 \\+ 65536 gives head_dim too large: at most 65536 \\(got 131072\\)" models
+    file_check hf-mla-head-dim hfmla.json '{"model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,\n "intermediate_size": 10, "vocab_size": 10, "kv_lora_rank": 16, "q_lora_rank": 16,\n "qk_rope_head_dim": 40000, "qk_nope_head_dim": 40000, "v_head_dim": 16,\n "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8}' "${M}hfmla\\.json:3:29: qk_nope_head_dim: qk_nope_head_dim \\+ qk_rope_head_dim = 40000 \\+ 40000 gives head_dim too large" models
     file_check integer-in-full seq.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 64\nheads: 1\nvocab: 1000\nseq: 5644901\n' "${M}seq\.yaml:7:6: seq: too large: at most 4194304 \(got 5644901\)" models
     # the wrong kind of input says what it is and what to give instead
     mkdir -p nocfg

@@ -129,6 +129,8 @@ core() {
     file_check flow-mapping flow.yaml '{name: m, arch: gpt, layers: 0, hidden: 768, heads: 12, vocab: 5, seq: 5}\n' "${M}flow\.yaml:1:30: layers: must be at least 1" models
     file_check duplicate-key dup.yaml "${GOOD_MODEL}heads: 12\n" "${M}dup\.yaml:8:1: heads: duplicate key" models
     file_check alias alias.yaml 'name: &n m\narch: *n\n' "${M}alias\.yaml:2:7: arch: YAML aliases" models
+    # a tag was dropped: "seq: !!str 1024" read as the number, "arch: !!binary Z3B0" as its text
+    file_check tag tag.yaml "$(printf "$GOOD_MODEL" | sed 's/seq: /seq: !!str /')\n" "${M}tag\\.yaml:7:6: seq: YAML tags \\(!!str, !name\\) are not supported" models
     file_check not-a-mapping list.yaml '- 1\n- 2\n' "${M}list\.yaml:1:1: .*expected a mapping" models
     file_check empty empty.yaml '' "${M}empty\.yaml:1:1: .*empty" models
     file_check binary binary.yaml 'arch: gpt\nlayers: \001\377\376\n' "${M}binary\.yaml:2:9: YAML syntax error: control characters" models

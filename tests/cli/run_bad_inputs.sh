@@ -414,6 +414,10 @@ hardening() {
     check dualpipe-odd-pp "^megaplan estimate: --pp: dualpipe pairs rank r with rank pp-1-r" "$bin" estimate --model llama3-8b --gpus 12 --pp 3 --schedule dualpipe
     check dualpipe-odd-m "^megaplan estimate: --global-batch: dualpipe feeds half the micro-batches from each end" "$bin" estimate --model llama3-8b --gpus 8 --pp 4 --dp 2 --schedule dualpipe --global-batch 14
     check dualpipe-unit-m "^megaplan simulate: --micro-batches: dualpipe needs an even number of micro-batches" "$bin" simulate --unit-ops --pp 4 --micro-batches 6 --schedule dualpipe
+    # --unit-ops holds the schedules to a plan's rules (a V over one rank was drawn; dualpipe took --vpp 2)
+    check zbv-unit-pp1 "^megaplan simulate: --pp: zb-v places two chunks per rank in a V: it needs pp >= 2 \(got 1\)$" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule zb-v
+    check dualpipev-unit-pp1 "^megaplan simulate: --pp: dualpipev places two chunks per rank in a V" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule dualpipev
+    check dualpipe-unit-vpp "^megaplan simulate: --vpp: dualpipe runs vpp 1 .*: got 2$" "$bin" simulate --unit-ops --pp 4 --vpp 2 --micro-batches 8 --schedule dualpipe
     check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
     check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
     check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096

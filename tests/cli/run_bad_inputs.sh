@@ -124,6 +124,12 @@ core() {
     check folder-without-config "^megaplan estimate: --model: no config\.json in nocfg " "$bin" estimate --model nocfg --gpus 8
     check size-did-you-mean "did you mean llama2-70b or llama3-70b\?" "$bin" estimate --model 70B --gpus 8
     file_check model-given-to-simulate model-as-plan.yaml "$GOOD_MODEL" "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" simulate
+    # each reader names a file of another kind (they said "megaplan_plan: unknown key", "arch: unknown key")
+    file_check plan-given-as-model kind1.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\n' "${M}kind1\\.yaml:1:1: this is a plan, not a model: give it as the first argument" models
+    file_check model-given-as-hw kind2.yaml "$GOOD_MODEL" "${H}kind2\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE$" hw
+    file_check hw-given-as-model kind3.yaml "$GOOD_HW" "${M}kind3\\.yaml:1:1: this is a hardware profile, not a model: give it as --hw FILE$" models
+    file_check hf-given-as-hw kind4.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan estimate: kind4\\.json:1:1: this is a HuggingFace config\\.json, not a hardware profile: give it as --model FILE$" estimate --model 125M --gpus 8 --hw
+    file_check hf-given-as-plan kind5.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan simulate: kind5\\.json:1:1: this is a HuggingFace config\\.json, not a plan: give it as --model FILE with --gpus N$" simulate
     file_check t5-needs-decoder t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n' "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" models
     # a .yaml file that is one flow mapping is YAML (it was read as JSON: "JSON syntax error")
     file_check flow-mapping flow.yaml '{name: m, arch: gpt, layers: 0, hidden: 768, heads: 12, vocab: 5, seq: 5}\n' "${M}flow\.yaml:1:30: layers: must be at least 1" models

@@ -111,6 +111,17 @@ mp_status mp_model_decode(const mp_ynode *node, const char *prefix, const char *
     mp_status st = mp_fields_decode(tab, n, node, prefix, origin, out, NULL, NULL, err);
     if (st != MP_OK)
         return st;
+    /* 0 stands for "not given" (every block), but written it is i mod 0:
+     * Megatron's --moe-layer-freq 0 divides by zero, and config.json's
+     * moe_layer_freq 0 is refused; it was read as 1 */
+    const mp_ynode *freq = mp_ynode_at(node, "moe.layer_freq");
+    if (freq && out->moe.layer_freq == 0) {
+        char field[128];
+        snprintf(field, sizeof field, "%smoe.layer_freq", prefix ? prefix : "");
+        return mp_error_set(err, MP_EINPUT, origin, freq->line, freq->column, field,
+                            "must be at least 1 (block i is an MoE block when i mod layer_freq "
+                            "= 0): got 0");
+    }
     if (!out->name[0] && origin)
         mp_basename_stem(origin, out->name, sizeof out->name);
     st = mp_model_finish(out, err);

@@ -98,6 +98,8 @@ core() {
     file_check attention-dropout-word drop3.yaml "${GOOD_MODEL}attention_dropout: off\n" "${M}drop3\\.yaml:8:20: attention_dropout: expected a number" models
     file_check attention-dropout-list drop4.yaml "${GOOD_MODEL}attention_dropout: [0.1]\n" "${M}drop4\\.yaml:8:20: attention_dropout: expected a number, got a list" models
     file_check attention-dropout-percent drop5.yaml "${GOOD_MODEL}attention_dropout: 10\n" "${M}drop5\\.yaml:8:20: attention_dropout: too large: must be less than 1 " models
+    # a written moe.layer_freq of 0 is i mod 0 (it was read as 1, every block; config.json's 0 is refused)
+    file_check moe-layer-freq-zero lf.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmoe: {experts: 8, top_k: 2, expert_ffn: 64, layer_freq: 0}\n' "${M}lf\\.yaml:9:57: moe\\.layer_freq: must be at least 1 .*: got 0$" models
     file_check fractional type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type4\.yaml:3:9: layers: expected an integer" models
     file_check unknown-arch enum.yaml 'name: m\narch: gpt4\nlayers: 12\n' "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" models
     file_check negative negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}negative\.yaml:3:9: layers: must be at least 1" models

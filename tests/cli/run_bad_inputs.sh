@@ -365,6 +365,9 @@ hardening() {
     check verb-newline "^megaplan: 'a b' is not a verb" "$bin" "$nl"
     # a framework format the verb does not write: refused (the table came instead, exit 0)
     check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
+    # a framework that cannot run the plan names the option (it said "megaplan estimate: format: ...")
+    check estimate-format-torchtitan-schedule "^megaplan estimate: --format: torchtitan has no dualpipe pipeline schedule$" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --schedule dualpipe --pp 4 --format torchtitan
+    check estimate-format-deepspeed-pp "^megaplan estimate: --format: a DeepSpeed config here covers data and tensor parallelism" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --pp 4 --format deepspeed
     check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 

@@ -397,6 +397,10 @@ hardening() {
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
+    # search's hardware list: an empty name was skipped, and a file naming a listed profile doubled every row
+    check search-hw-empty "${S}--hw: 'dgx-a100,,dgx-h100' has an empty profile name$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100,,dgx-h100
+    "$bin" hw dgx-h100 >h100copy.yaml
+    check search-hw-same-inside "${S}--hw: dgx-h100 is listed twice \(h100copy\.yaml is named dgx-h100 inside\)$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-h100,h100copy.yaml
     check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
         bad "a refused command wrote a file"

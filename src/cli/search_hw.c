@@ -198,8 +198,7 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *f
     }
     /* an empty name ("a100,", ",,") was skipped by strtok: refused, as the
      * other lists (--recompute-modules, --cuda-graph-scope) refuse one */
-    size_t blen = strlen(buf);
-    if (buf[0] == ',' || (blen && buf[blen - 1] == ',') || strstr(buf, ",,"))
+    if (mp_cli_list_has_empty(buf, ','))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw",
                             "'%.200s' has an empty profile name", buf);
     char *save = NULL;

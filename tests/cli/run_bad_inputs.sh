@@ -442,6 +442,9 @@ hardening() {
     check search-overlap "${S}--tp-overlap: TP communication overlap needs tp > 1 and sp on" "$bin" search --model 125M --gpus 8 --fix tp_overlap=on,sp=off
     # --fix reads yes/no words as files do (core/fields.h), and no others
     check search-fix-bool "${S}--fix: sp=maybe: expected true/false \(on/off\)$" "$bin" search --model 125M --gpus 8 --fix sp=maybe
+    # an empty item or value in --fix was skipped ("tp=2|" and "tp=2," read as tp=2)
+    check search-fix-empty-value "${S}--fix: tp=2\|: an empty value in the set$" "$bin" search --model 125M --gpus 8 --fix "tp=2|"
+    check search-fix-empty-item "${S}--fix: 'tp=2,,pp=2' has an empty KEY=VALUE item$" "$bin" search --model 125M --gpus 8 --fix "tp=2,,pp=2"
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3

@@ -4,6 +4,7 @@
 #ifndef MP_CLI_H
 #define MP_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "cli/opt.h"
@@ -29,5 +30,8 @@ int mp_cli_fail(const char *verb, const mp_error *err);
 /* s as an error line may show it: control characters (a newline in an
  * argument would split the line) as spaces, cut to fit buf. Returns buf. */
 const char *mp_cli_shown(const char *s, char *buf, size_t size);
+/* True when the sep-separated list s has an empty item ("a,", ",a", "a,,b"),
+ * which strtok would skip without a word. */
+bool mp_cli_list_has_empty(const char *s, char sep);
 
 #endif

@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -16,4 +17,12 @@ const char *mp_cli_shown(const char *s, char *buf, size_t size)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = ' ';
     return buf;
+}
+
+bool mp_cli_list_has_empty(const char *s, char sep)
+{
+    if (!s || !s[0])
+        return false;
+    char twice[3] = {sep, sep, '\0'};
+    return s[0] == sep || s[strlen(s) - 1] == sep || strstr(s, twice) != NULL;
 }

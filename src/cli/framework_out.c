@@ -4,6 +4,9 @@
  * that framework cannot run it. */
 #include "cli/framework_out.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "planner/framework.h"
 #include "planner/megatron.h"
 
@@ -24,9 +27,15 @@ mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_fo
         mp_megatron_args(c, plan, out);
         return MP_OK;
     case MP_FORMAT_DEEPSPEED:
-        return mp_deepspeed_config(c, out, err);
-    case MP_FORMAT_TORCHTITAN:
-        return mp_torchtitan_config(c, out, err);
+    case MP_FORMAT_TORCHTITAN: {
+        mp_status st = format == MP_FORMAT_DEEPSPEED ? mp_deepspeed_config(c, out, err)
+                                                     : mp_torchtitan_config(c, out, err);
+        /* the writers name their field "format"; the command line's is
+         * --format (it said "megaplan estimate: format: ...") */
+        if (st != MP_OK && err && !strcmp(err->field, "format"))
+            snprintf(err->field, sizeof err->field, "--format");
+        return st;
+    }
     default:
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--format", "not a framework format");
     }

@@ -139,6 +139,10 @@ static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item,
         mp_search_set set = {0};
         char alt[256];
         snprintf(alt, sizeof alt, "%s", eq + 1);
+        /* "tp=2|" and "tp=|2" were read as tp=2 */
+        if (mp_cli_list_has_empty(alt, '|'))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                "%s=%.40s: an empty value in the set", fix_keys[i].key, alt);
         char *save = NULL;
         for (char *tok = strtok_r(alt, "|", &save); tok; tok = strtok_r(NULL, "|", &save)) {
             int64_t v = 0;
@@ -208,6 +212,10 @@ mp_status mp_search_cli_fix(mp_cli_config *cc, mp_search_cli *sc, const char *li
     if (strlen(list) >= sizeof buf)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix", "too long");
     strcpy(buf, list);
+    /* "tp=2," and "tp=2,,pp=2" skipped the empty item */
+    if (mp_cli_list_has_empty(buf, ','))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                            "'%.200s' has an empty KEY=VALUE item", buf);
     char *save = NULL;
     bool any = false;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {

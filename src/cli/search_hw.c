@@ -196,6 +196,11 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *f
     } else {
         strcpy(buf, list);
     }
+    /* an empty name ("a100,", ",,") was skipped by strtok: refused, as the
+     * other lists (--recompute-modules, --cuda-graph-scope) refuse one */
+    if (mp_cli_list_has_empty(buf, ','))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw",
+                            "'%.200s' has an empty profile name", buf);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (o->n_hw >= MP_HWCHOICE_MAX_HW)
@@ -209,6 +214,13 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *f
             if (!err->field[0]) snprintf(err->field, sizeof err->field, "--hw");
             return st;
         }
+        /* a file holding a listed profile (its name inside) was costed twice,
+         * every row of the table doubled */
+        for (int i = 0; i < o->n_hw; i++)
+            if (!strcmp(o->hws[i].name, o->hws[o->n_hw].name))
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw",
+                                    "%.64s is listed twice (%.200s is named %s inside)",
+                                    o->hws[i].name, tok, o->hws[i].name);
         if (!o->n_hw) snprintf(first, first_size, "%s", tok);
         o->n_hw++;
     }

@@ -531,17 +531,33 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     mp_schedule_kind s = (cc->set & MP_SET_SCHEDULE) ? par->schedule
                          : v > 1                     ? MP_SCHED_INTERLEAVED
                                                      : MP_SCHED_1F1B;
+    /* the rules a configuration meets (mp_config_check): a V needs two ranks
+     * to bend over (pp 1 was drawn as one), and dualpipe's two directions are
+     * not virtual stages (--vpp 2 was taken as them, where a plan refuses it) */
+    mp_error err;
+    mp_error_clear(&err);
+    if (mp_schedule_is_v(s) && p < 2) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--pp",
+                     "%s places two chunks per rank in a V: it needs pp >= 2 (got 1)",
+                     mp_schedule_name(s));
+        return mp_cli_fail(VERB, &err);
+    }
+    if (s == MP_SCHED_DUALPIPE && v != 1) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--vpp",
+                     "dualpipe runs vpp 1 (its two directions are copies of the stages, not "
+                     "virtual stages): got %lld",
+                     (long long)v);
+        return mp_cli_fail(VERB, &err);
+    }
     if (mp_schedule_is_v(s) && !(cc->set & MP_SET_VPP))
         v = 2; /* the V's two chunks per rank */
-    if (s == MP_SCHED_DUALPIPE && v == 1)
+    if (s == MP_SCHED_DUALPIPE)
         v = 2; /* its two directions' copies (vpp stays 1 in a plan) */
     if (p > MP_MAX_STAGES || v > MP_MAX_STAGES)
         return fail_input(p > MP_MAX_STAGES ? "--pp" : "--vpp", "at most 1024 stages");
     int rc = check_size(p, v, a->microbatches, a, opt, NULL, "--micro-batches");
     if (rc >= 0)
         return rc;
-    mp_error err;
-    mp_error_clear(&err);
     /* Check (p, v, m) with the schedule's own rules, naming the options. */
     mp_op_list probe;
     mp_status st = mp_schedule_build(s, (int32_t)p, (int32_t)v, (int32_t)a->microbatches, 0,

@@ -58,6 +58,43 @@ void mp_error_point(mp_error *err, const mp_ynode *map, const char *prefix, cons
     }
 }
 
+mp_status mp_check_file_kind(const mp_ynode *root, mp_file_kind want, const char *origin,
+                             mp_error *err)
+{
+    if (!root || root->kind != MP_Y_MAP)
+        return MP_OK;
+    mp_file_kind is;
+    const char *what;
+    if (mp_ymap_get(root, "megaplan_plan")) {
+        is = MP_FILE_PLAN;
+        what = "this is a plan, not a %s: give it as the first argument (megaplan estimate, "
+               "simulate or exec PLAN.yaml)";
+    } else if (mp_ymap_get(root, "model_type")) {
+        is = MP_FILE_MODEL; /* a HuggingFace config.json */
+        what = want == MP_FILE_PLAN
+                   ? "this is a HuggingFace config.json, not a %s: give it as --model FILE "
+                     "with --gpus N"
+                   : "this is a HuggingFace config.json, not a %s: give it as --model FILE";
+    } else if (mp_ymap_get(root, "arch") || mp_ymap_get(root, "hidden")) {
+        is = MP_FILE_MODEL;
+        what = want == MP_FILE_PLAN ? "this is a model file, not a %s: give it as --model FILE "
+                                      "with --gpus N, or a plan that search -o wrote"
+                                    : "this is a model file, not a %s: give it as --model FILE";
+    } else if (mp_ymap_get(root, "hbm_bw") || mp_ymap_get(root, "gemm_efficiency")) {
+        is = MP_FILE_HW;
+        what = "this is a hardware profile, not a %s: give it as --hw FILE";
+    } else {
+        return MP_OK;
+    }
+    /* a model file that is a config.json is the model reader's own case */
+    if (is == want)
+        return MP_OK;
+    static const char *const names[] = {"model", "hardware profile", "plan"};
+    char msg[200];
+    snprintf(msg, sizeof msg, what, names[want]);
+    return mp_error_set(err, MP_EINPUT, origin, root->line, root->column, NULL, "%s", msg);
+}
+
 mp_status mp_model_decode(const mp_ynode *node, const char *prefix, const char *origin,
                           mp_model *out, mp_error *err)
 {
@@ -74,6 +111,17 @@ mp_status mp_model_decode(const mp_ynode *node, const char *prefix, const char *
     mp_status st = mp_fields_decode(tab, n, node, prefix, origin, out, NULL, NULL, err);
     if (st != MP_OK)
         return st;
+    /* 0 stands for "not given" (every block), but written it is i mod 0:
+     * Megatron's --moe-layer-freq 0 divides by zero, and config.json's
+     * moe_layer_freq 0 is refused; it was read as 1 */
+    const mp_ynode *freq = mp_ynode_at(node, "moe.layer_freq");
+    if (freq && out->moe.layer_freq == 0) {
+        char field[128];
+        snprintf(field, sizeof field, "%smoe.layer_freq", prefix ? prefix : "");
+        return mp_error_set(err, MP_EINPUT, origin, freq->line, freq->column, field,
+                            "must be at least 1 (block i is an MoE block when i mod layer_freq "
+                            "= 0): got 0");
+    }
     if (!out->name[0] && origin)
         mp_basename_stem(origin, out->name, sizeof out->name);
     st = mp_model_finish(out, err);

@@ -21,6 +21,16 @@ mp_status mp_hw_decode(const mp_ynode *node, const char *prefix, const char *ori
  * the field was not written) and prefixes the field name. */
 void mp_error_point(mp_error *err, const mp_ynode *map, const char *prefix, const char *origin);
 
+/* The kinds of file megaplan reads. */
+typedef enum { MP_FILE_MODEL, MP_FILE_HW, MP_FILE_PLAN } mp_file_kind;
+
+/* A file of another kind (a plan, a model, a hardware profile, a
+ * HuggingFace config.json) given where `want` belongs: an error saying what
+ * it is and where it goes, rather than "unknown key" for its first key.
+ * MP_OK when root does not look like another kind. */
+mp_status mp_check_file_kind(const mp_ynode *root, mp_file_kind want, const char *origin,
+                             mp_error *err);
+
 /* A YAML subtree as a cJSON tree (plain scalars become numbers, booleans or
  * null when they read as such). NULL on OOM. */
 cJSON *mp_ynode_to_json(const mp_ynode *node);

@@ -146,12 +146,12 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
                             "must be less than memory (%.4g GiB)", hw->memory / 1073741824.0);
     if (hw->nccl_ctas > 0 && !(hw->sm_count > hw->nccl_ctas))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "nccl_ctas",
-                            "needs sm_count, and must be less than it (got %.4g of %.4g SMs)",
+                            "needs sm_count, and must be less than it (got %.10g of %.10g SMs)",
                             hw->nccl_ctas, hw->sm_count);
     if ((hw->gemm_tile_m > 0 || hw->gemm_tile_n > 0) &&
         !(hw->gemm_tile_m >= 64 && hw->gemm_tile_n >= 64 && hw->sm_count >= 1))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "gemm_tile",
-                            "needs m and n of at least 64 and sm_count (got %.4g x %.4g, %.4g SMs)",
+                            "needs m and n of at least 64 and sm_count (got %.10g x %.10g, %.10g SMs)",
                             hw->gemm_tile_m, hw->gemm_tile_n, hw->sm_count);
     for (int d = 0; d < MP_DTYPE_COUNT; d++)
         if (hw->peak_flops[d] > 0 && hw->peak_flops[d] < MIN_FLOPS) {

@@ -10,6 +10,7 @@
 #include "core/decode.h"
 #include "core/io.h"
 #include "core/tables.h"
+#include "core/units.h"
 
 typedef struct hf_ctx {
     const char *text;
@@ -538,7 +539,10 @@ static mp_status read_deepseek(const hf_ctx *cx, mp_model *m, mp_error *err)
     TRY(hf_int(cx, "qk_rope_head_dim", true, 1, BIG_DIM, &a->qk_rope_head_dim, err));
     TRY(hf_int(cx, "qk_nope_head_dim", true, 1, BIG_DIM, &a->qk_nope_head_dim, err));
     TRY(hf_int(cx, "v_head_dim", true, 1, BIG_DIM, &a->v_head_dim, err));
-    m->head_dim = a->qk_nope_head_dim + a->qk_rope_head_dim;
+    /* head_dim left 0: mp_model_finish derives it from the two query parts
+     * and names qk_nope_head_dim when their sum is too large (it said
+     * "head_dim: too large", a key this config does not have, at no line) */
+    m->head_dim = 0;
     m->kv_heads = m->heads; /* num_key_value_heads describes the latent, one per head */
     return MP_OK;
 }
@@ -920,10 +924,15 @@ static mp_status read_dropout(const hf_ctx *cx, hf_family fam, const char *model
         }
         if (dropout_keys[i].to & HF_DROP_HIDDEN) {
             if (hidden_from && p != m->hidden_dropout) {
+                /* exact forms: %g said "0.1 differs from resid_pdrop (0.1)" for
+                 * 0.1000000001 against 0.1 */
+                char got[40], had[40];
+                mp_format_double(p, got, sizeof got);
+                mp_format_double(m->hidden_dropout, had, sizeof had);
                 snprintf(msg, sizeof msg,
-                         "%g differs from %s (%g): megaplan has one hidden dropout for the "
+                         "%s differs from %s (%s): megaplan has one hidden dropout for the "
                          "residual branches and the embedding (Megatron's --hidden-dropout)",
-                         p, hidden_from, m->hidden_dropout);
+                         got, hidden_from, had);
                 return hf_fail(cx, key, err, msg);
             }
             m->hidden_dropout = p;

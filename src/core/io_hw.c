@@ -16,7 +16,9 @@ mp_status mp_hw_parse_yaml(const char *text, size_t len, const char *origin, mp_
     mp_status st = mp_yaml_load(text, len, origin, &root, err);
     if (st != MP_OK)
         return st;
-    st = mp_hw_decode(root, "", origin, out, err);
+    st = mp_check_file_kind(root, MP_FILE_HW, origin, err);
+    if (st == MP_OK)
+        st = mp_hw_decode(root, "", origin, out, err);
     mp_yaml_free(root);
     return st;
 }

@@ -177,6 +177,13 @@ static void plan_field_path(const char *field, char *out, size_t size)
             snprintf(out, size, "training.%.100s", field);
             return;
         }
+    /* the parallel lists read by read_name_list, outside the field table */
+    static const char *const lists[] = {"recompute_modules", "cuda_graph_scope"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        if (!strcmp(field, lists[i])) {
+            snprintf(out, size, "parallel.%.100s", field);
+            return;
+        }
     size_t n;
     const mp_field *tab = mp_parallel_field_table(&n);
     if (mp_fields_find(tab, n, field)) {
@@ -194,15 +201,9 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
         return fail_at(err, origin, root, NULL, "expected a plan (a mapping with megaplan_plan: 1)");
     /* the other files megaplan reads, given where a plan belongs: say so
      * rather than "unknown key" for their first key */
-    if (!mp_ymap_get(root, "megaplan_plan")) {
-        if (mp_ymap_get(root, "arch") || mp_ymap_get(root, "hidden"))
-            return fail_at(err, origin, root, NULL,
-                           "this is a model file, not a plan: give it as --model FILE with "
-                           "--gpus N, or a plan that search -o wrote");
-        if (mp_ymap_get(root, "hbm_bw") || mp_ymap_get(root, "gemm_efficiency"))
-            return fail_at(err, origin, root, NULL,
-                           "this is a hardware profile, not a plan: give it as --hw FILE");
-    }
+    mp_status kind = mp_check_file_kind(root, MP_FILE_PLAN, origin, err);
+    if (kind != MP_OK)
+        return kind;
     for (size_t i = 0; i < root->n; i++) {
         const mp_ynode *k = root->items[2 * i];
         bool known = false;

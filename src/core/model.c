@@ -351,7 +351,8 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
     if (m->heads % m->kv_heads)
         return FAIL("kv_heads", "must divide heads (%lld): got %lld", (long long)m->heads,
                    (long long)m->kv_heads);
-    if (!m->head_dim && mp_model_is_mla(m))
+    bool mla_head_dim = !m->head_dim && mp_model_is_mla(m);
+    if (mla_head_dim)
         m->head_dim = m->mla.qk_nope_head_dim + m->mla.qk_rope_head_dim;
     if (!m->head_dim) {
         if (m->hidden % m->heads)
@@ -392,6 +393,12 @@ mp_status mp_model_finish(mp_model *m, mp_error *err)
         if (derived_head_dim && !strcmp(err->field, "head_dim")) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
+            /* latent attention's head is its two query parts, not hidden/heads */
+            if (mla_head_dim)
+                return FAIL("mla.qk_nope_head_dim",
+                            "qk_nope_head_dim + qk_rope_head_dim = %lld + %lld gives head_dim %.160s",
+                            (long long)m->mla.qk_nope_head_dim,
+                            (long long)m->mla.qk_rope_head_dim, msg);
             return FAIL("heads", "hidden/heads = %lld/%lld gives head_dim %.160s",
                         (long long)m->hidden, (long long)m->heads, msg);
         }

@@ -98,6 +98,8 @@ core() {
     file_check attention-dropout-word drop3.yaml "${GOOD_MODEL}attention_dropout: off\n" "${M}drop3\\.yaml:8:20: attention_dropout: expected a number" models
     file_check attention-dropout-list drop4.yaml "${GOOD_MODEL}attention_dropout: [0.1]\n" "${M}drop4\\.yaml:8:20: attention_dropout: expected a number, got a list" models
     file_check attention-dropout-percent drop5.yaml "${GOOD_MODEL}attention_dropout: 10\n" "${M}drop5\\.yaml:8:20: attention_dropout: too large: must be less than 1 " models
+    # a written moe.layer_freq of 0 is i mod 0 (it was read as 1, every block; config.json's 0 is refused)
+    file_check moe-layer-freq-zero lf.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmoe: {experts: 8, top_k: 2, expert_ffn: 64, layer_freq: 0}\n' "${M}lf\\.yaml:9:57: moe\\.layer_freq: must be at least 1 .*: got 0$" models
     file_check fractional type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type4\.yaml:3:9: layers: expected an integer" models
     file_check unknown-arch enum.yaml 'name: m\narch: gpt4\nlayers: 12\n' "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" models
     file_check negative negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}negative\.yaml:3:9: layers: must be at least 1" models
@@ -113,17 +115,30 @@ core() {
     # rotary embeddings turn pairs of a head's dimensions: an odd head_dim cannot run (was accepted; exec refused it)
     file_check rope-odd-head-dim rope.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 254\nheads: 2\nvocab: 100\nseq: 128\n' "${M}rope\.yaml:5:8: heads: rotary embeddings turn pairs of dimensions: head_dim must be even \(got 127\)" models
     file_check hf-rope-odd-head-dim hf16.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "head_dim": 15}' "${M}hf16\.json:3:2: head_dim: rotary embeddings turn pairs" models
+    # latent attention's head_dim is qk_nope_head_dim + qk_rope_head_dim: an overlarge sum names
+    # them (a model file said "heads: hidden/heads = 512/8 gives head_dim too large ... (got 131072)";
+    # a config.json "head_dim: too large" at no line, a key it does not have)
+    file_check mla-head-dim mla.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmla: {kv_lora_rank: 64, qk_rope_head_dim: 65536, qk_nope_head_dim: 65536, v_head_dim: 64}\n' "${M}mla\\.yaml:9:68: mla\\.qk_nope_head_dim: qk_nope_head_dim \\+ qk_rope_head_dim = 65536 \\+ 65536 gives head_dim too large: at most 65536 \\(got 131072\\)" models
+    file_check hf-mla-head-dim hfmla.json '{"model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,\n "intermediate_size": 10, "vocab_size": 10, "kv_lora_rank": 16, "q_lora_rank": 16,\n "qk_rope_head_dim": 40000, "qk_nope_head_dim": 40000, "v_head_dim": 16,\n "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 8}' "${M}hfmla\\.json:3:29: qk_nope_head_dim: qk_nope_head_dim \\+ qk_rope_head_dim = 40000 \\+ 40000 gives head_dim too large" models
     file_check integer-in-full seq.yaml 'name: m\narch: gpt\nlayers: 2\nhidden: 64\nheads: 1\nvocab: 1000\nseq: 5644901\n' "${M}seq\.yaml:7:6: seq: too large: at most 4194304 \(got 5644901\)" models
     # the wrong kind of input says what it is and what to give instead
     mkdir -p nocfg
     check folder-without-config "^megaplan estimate: --model: no config\.json in nocfg " "$bin" estimate --model nocfg --gpus 8
     check size-did-you-mean "did you mean llama2-70b or llama3-70b\?" "$bin" estimate --model 70B --gpus 8
     file_check model-given-to-simulate model-as-plan.yaml "$GOOD_MODEL" "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" simulate
+    # each reader names a file of another kind (they said "megaplan_plan: unknown key", "arch: unknown key")
+    file_check plan-given-as-model kind1.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\n' "${M}kind1\\.yaml:1:1: this is a plan, not a model: give it as the first argument" models
+    file_check model-given-as-hw kind2.yaml "$GOOD_MODEL" "${H}kind2\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE$" hw
+    file_check hw-given-as-model kind3.yaml "$GOOD_HW" "${M}kind3\\.yaml:1:1: this is a hardware profile, not a model: give it as --hw FILE$" models
+    file_check hf-given-as-hw kind4.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan estimate: kind4\\.json:1:1: this is a HuggingFace config\\.json, not a hardware profile: give it as --model FILE$" estimate --model 125M --gpus 8 --hw
+    file_check hf-given-as-plan kind5.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan simulate: kind5\\.json:1:1: this is a HuggingFace config\\.json, not a plan: give it as --model FILE with --gpus N$" simulate
     file_check t5-needs-decoder t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n' "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" models
     # a .yaml file that is one flow mapping is YAML (it was read as JSON: "JSON syntax error")
     file_check flow-mapping flow.yaml '{name: m, arch: gpt, layers: 0, hidden: 768, heads: 12, vocab: 5, seq: 5}\n' "${M}flow\.yaml:1:30: layers: must be at least 1" models
     file_check duplicate-key dup.yaml "${GOOD_MODEL}heads: 12\n" "${M}dup\.yaml:8:1: heads: duplicate key" models
     file_check alias alias.yaml 'name: &n m\narch: *n\n' "${M}alias\.yaml:2:7: arch: YAML aliases" models
+    # a tag was dropped: "seq: !!str 1024" read as the number, "arch: !!binary Z3B0" as its text
+    file_check tag tag.yaml "$(printf "$GOOD_MODEL" | sed 's/seq: /seq: !!str /')\n" "${M}tag\\.yaml:7:6: seq: YAML tags \\(!!str, !name\\) are not supported" models
     file_check not-a-mapping list.yaml '- 1\n- 2\n' "${M}list\.yaml:1:1: .*expected a mapping" models
     file_check empty empty.yaml '' "${M}empty\.yaml:1:1: .*empty" models
     file_check binary binary.yaml 'arch: gpt\nlayers: \001\377\376\n' "${M}binary\.yaml:2:9: YAML syntax error: control characters" models
@@ -145,6 +160,8 @@ core() {
     # config.json's dropouts: a key the family's transformers code does not apply is refused unless 0
     file_check hf-dropout-unread hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_dropout": 0.1}\n' "${M}hf9\\.json:4:2: hidden_dropout: a dropout that transformers does not apply for llama: it would be dropped" models
     file_check hf-dropout-split hf10.json '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 10,\n "resid_pdrop": 0.1, "embd_pdrop": 0.0}' "${M}hf10\\.json:2:[0-9]+: embd_pdrop: 0 differs from resid_pdrop \\(0\\.1\\): megaplan has one hidden dropout" models
+    # values that differ past %g's six digits are written so (it said "0.1 differs from resid_pdrop (0.1)")
+    file_check hf-dropout-split-close hf10b.json '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 10,\n "resid_pdrop": 0.1, "embd_pdrop": 0.1000000001}' "${M}hf10b\\.json:2:[0-9]+: embd_pdrop: 0\\.1000000001 differs from resid_pdrop \\(0\\.1\\)" models
     file_check hf-dropout-range hf11.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10,\n "attention_probs_dropout_prob": 1.0}' "${M}hf11\\.json:2:2: attention_probs_dropout_prob: expected a dropout probability" models
     # issue #14: the activation changes the math; one megaplan does not compute is refused
     file_check hf-activation hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_act": "gelu"}\n' "${M}hf9\\.json:4:2: hidden_act: \"gelu\" changes the math and is not what megaplan computes for llama \\(SwiGLU: silu or swish\\)" models
@@ -176,6 +193,8 @@ core() {
     file_check hw-truncated hw8.yaml 'name: t\nmemory: 16 GiB\nscale_up: {gpus_per_domain: 8, bw_per_gpu: 3' "${H}hw8\.yaml:[34]:[0-9]+: scale_up(\.bw_per_gpu)?: YAML syntax error" hw
     file_check hw-overflow hw9.yaml "$(printf "$GOOD_HW" | sed 's/hbm_bw: 1 TB\/s/hbm_bw: 1e400 TB\/s/')\n" "${H}hw9\.yaml:3:9: hbm_bw: expected a bandwidth" hw
     file_check hw-missing hw10.yaml "$(printf "$GOOD_HW" | grep -v kernel_overhead)\n" "${H}hw10\.yaml:1:1: kernel_overhead: missing" hw
+    # counts in full (it said "got 1e+04 of 132 SMs" for 10000)
+    file_check hw-nccl-ctas hw11.yaml "${GOOD_HW}sm_count: 132\nnccl_ctas: 10000\n" "${H}hw11\\.yaml:14:12: nccl_ctas: needs sm_count, and must be less than it \\(got 10000 of 132 SMs\\)" hw
     check hw-unknown-profile "${H}hw: unknown hardware profile 'dgx-a1000'" "$bin" hw dgx-a1000
     check hw-bad-format "${H}--format: expected" "$bin" hw --format xml
     check models-bad-option "${M}--frobnicate: unknown option" "$bin" models --frobnicate
@@ -255,6 +274,10 @@ plan() {
     file_check plan-recompute-module p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective, recompute_modules: [mlp, attn]}\n" "${S}p9\.yaml:5:66: parallel\.recompute_modules: unknown module 'attn'" simulate
     file_check plan-cuda-graph-scope p11.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [attn, graph]}\n" "${S}p11\.yaml:5:44: parallel\.cuda_graph_scope: unknown scope 'graph'" simulate
     file_check plan-recompute-module-none p10.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute_modules: [mlp]}\n" "${S}p10\.yaml:5:38: parallel\.recompute_modules: needs recompute: selective" simulate
+    # the model-dependent checks of the two lists name their line and plan path
+    # (they said "p.yaml:1:1: recompute_modules: ...", the field unqualified)
+    file_check plan-recompute-module-mla p22.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, recompute: selective,\n  recompute_modules: [mla_up_proj]}\n" "${S}p22\.yaml:6:22: parallel\.recompute_modules: mla_up_proj needs multi-head latent attention" simulate
+    file_check plan-cuda-graph-scope-dense p23.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: 2, cuda_graph_scope: [moe_router]}\n" "${S}p23\.yaml:5:37: parallel\.cuda_graph_scope: the moe scopes need a model with experts" simulate
     # Megatron's --overlap-param-gather-with-optimizer-step needs the interleaved schedule
     file_check plan-pg-with-opt-step p18.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2, dist_opt: true, overlap_param_gather_with_optimizer_step: true}\n" "${S}p18\\.yaml:5:[0-9]+: parallel\\.overlap_param_gather_with_optimizer_step: .*needs the interleaved pipeline schedule" simulate
     # Megatron's --ddp-bucket-size: a whole number of parameters, a Megatron-Core DDP option
@@ -349,6 +372,9 @@ hardening() {
     check verb-newline "^megaplan: 'a b' is not a verb" "$bin" "$nl"
     # a framework format the verb does not write: refused (the table came instead, exit 0)
     check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
+    # a framework that cannot run the plan names the option (it said "megaplan estimate: format: ...")
+    check estimate-format-torchtitan-schedule "^megaplan estimate: --format: torchtitan has no dualpipe pipeline schedule$" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --schedule dualpipe --pp 4 --format torchtitan
+    check estimate-format-deepspeed-pp "^megaplan estimate: --format: a DeepSpeed config here covers data and tensor parallelism" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --pp 4 --format deepspeed
     check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 
@@ -384,6 +410,10 @@ hardening() {
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
+    # search's hardware list: an empty name was skipped, and a file naming a listed profile doubled every row
+    check search-hw-empty "${S}--hw: 'dgx-a100,,dgx-h100' has an empty profile name$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100,,dgx-h100
+    "$bin" hw dgx-h100 >h100copy.yaml
+    check search-hw-same-inside "${S}--hw: dgx-h100 is listed twice \(h100copy\.yaml is named dgx-h100 inside\)$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-h100,h100copy.yaml
     check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
         bad "a refused command wrote a file"
@@ -412,6 +442,10 @@ hardening() {
     check dualpipe-odd-pp "^megaplan estimate: --pp: dualpipe pairs rank r with rank pp-1-r" "$bin" estimate --model llama3-8b --gpus 12 --pp 3 --schedule dualpipe
     check dualpipe-odd-m "^megaplan estimate: --global-batch: dualpipe feeds half the micro-batches from each end" "$bin" estimate --model llama3-8b --gpus 8 --pp 4 --dp 2 --schedule dualpipe --global-batch 14
     check dualpipe-unit-m "^megaplan simulate: --micro-batches: dualpipe needs an even number of micro-batches" "$bin" simulate --unit-ops --pp 4 --micro-batches 6 --schedule dualpipe
+    # --unit-ops holds the schedules to a plan's rules (a V over one rank was drawn; dualpipe took --vpp 2)
+    check zbv-unit-pp1 "^megaplan simulate: --pp: zb-v places two chunks per rank in a V: it needs pp >= 2 \(got 1\)$" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule zb-v
+    check dualpipev-unit-pp1 "^megaplan simulate: --pp: dualpipev places two chunks per rank in a V" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule dualpipev
+    check dualpipe-unit-vpp "^megaplan simulate: --vpp: dualpipe runs vpp 1 .*: got 2$" "$bin" simulate --unit-ops --pp 4 --vpp 2 --micro-batches 8 --schedule dualpipe
     check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
     check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
     check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096
@@ -421,6 +455,9 @@ hardening() {
     check search-overlap "${S}--tp-overlap: TP communication overlap needs tp > 1 and sp on" "$bin" search --model 125M --gpus 8 --fix tp_overlap=on,sp=off
     # --fix reads yes/no words as files do (core/fields.h), and no others
     check search-fix-bool "${S}--fix: sp=maybe: expected true/false \(on/off\)$" "$bin" search --model 125M --gpus 8 --fix sp=maybe
+    # an empty item or value in --fix was skipped ("tp=2|" and "tp=2," read as tp=2)
+    check search-fix-empty-value "${S}--fix: tp=2\|: an empty value in the set$" "$bin" search --model 125M --gpus 8 --fix "tp=2|"
+    check search-fix-empty-item "${S}--fix: 'tp=2,,pp=2' has an empty KEY=VALUE item$" "$bin" search --model 125M --gpus 8 --fix "tp=2,,pp=2"
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3

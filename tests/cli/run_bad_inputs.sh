@@ -255,7 +255,7 @@ estimate() {
     check est-cp-comm-no-cp "${E}--cp-comm-type: all_gather is how context parallelism exchanges K/V: it needs cp > 1$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 8 --cp-comm-type all_gather
     check est-cp-comm-heads "${E}--cp-comm-type: a2a gives each CP rank heads/\(tp\*cp\) heads: 32 query and 8 key/value heads do not split over tp\*cp = 16$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 16 --tp 4 --cp 4 --cp-comm-type a2a
     check est-cp-comm-mla "${E}--cp-comm-type: a2a is not modelled for latent attention \(MLA\): give p2p$" "$bin" estimate --model deepseek-v3 --hw dgx-h100 --gpus 1024 --cp 2 --cp-comm-type a2a
-    check est-cp-comm-torchtitan "${E}format: the all_gather context-parallel exchange is Transformer Engine's, written for Megatron-LM only \(--format megatron\)$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 16 --cp 2 --zero 3 --cp-comm-type all_gather --format torchtitan
+    check est-cp-comm-torchtitan "${E}--format: the all_gather context-parallel exchange is Transformer Engine's, written for Megatron-LM only \(--format megatron\)$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 16 --cp 2 --zero 3 --cp-comm-type all_gather --format torchtitan
 }
 
 plan() {

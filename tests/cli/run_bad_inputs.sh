@@ -157,6 +157,10 @@ core() {
     file_check hf-divisibility hf5.json '{\n "model_type": "llama",\n "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4,\n "num_key_value_heads": 3, "intermediate_size": 10, "vocab_size": 10}\n' "${M}hf5\.json:5:2: num_key_value_heads: must divide heads" models
     file_check hf-norm-eps hf7.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rms_norm_eps": 0}\n' "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" models
     file_check hf-norm-eps-type hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}' "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" models
+    # rope_theta: one accepted range in the message (-1 said "[0, 1e+12]", then 0 "above 1")
+    for th in -1 0 1 2e12; do
+        file_check hf-rope-theta-$th hf7b.json "{\n \"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64,\n \"num_attention_heads\": 4, \"intermediate_size\": 10, \"vocab_size\": 10,\n \"rope_theta\": $th}\n" "${M}hf7b\\.json:4:2: rope_theta: expected a rotary base in \\(1, 1e\\+12\\]\$" models
+    done
     # config.json's dropouts: a key the family's transformers code does not apply is refused unless 0
     file_check hf-dropout-unread hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_dropout": 0.1}\n' "${M}hf9\\.json:4:2: hidden_dropout: a dropout that transformers does not apply for llama: it would be dropped" models
     file_check hf-dropout-split hf10.json '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 10,\n "resid_pdrop": 0.1, "embd_pdrop": 0.0}' "${M}hf10\\.json:2:[0-9]+: embd_pdrop: 0 differs from resid_pdrop \\(0\\.1\\): megaplan has one hidden dropout" models

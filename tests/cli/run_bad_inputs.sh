@@ -239,6 +239,14 @@ estimate() {
     check est-absurd "${E}--gpus: absurdly large" "$bin" estimate --model 175B --gpus 100000000000
     # a fraction of one token is no run (0.5 was planned as half a token: "days 0.00")
     check est-tokens-fraction "${E}--tokens: must be a count from 1 to 1e18, got '0.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 0.5
+    # spaces around a value are refused by every option alike ("--gpus '3 '" was read as 3,
+    # "--moe-imbalance '1.1 '" refused, "--tokens ' 3e11'" read); the verbs' own options too
+    check est-space-count "${E}--gpus: '3 ' has spaces around it: give the value alone$" "$bin" estimate --model 175B --gpus "3 "
+    check est-space-eq "${E}--gpus: ' 8' has spaces around it" "$bin" estimate --model 175B "--gpus= 8"
+    check est-space-real "${E}--moe-imbalance: ' 1\.1' has spaces around it" "$bin" estimate --model 175B --gpus 8 --moe-imbalance " 1.1"
+    check est-space-tokens "${E}--tokens: '3e11 ' has spaces around it" "$bin" estimate --model 175B --gpus 8 --tokens "3e11 "
+    check sim-space-count "^megaplan simulate: --micro-batches: '2 ' has spaces around it" "$bin" simulate --micro-batches "2 " --model 175B --gpus 8
+    check search-space-top "^megaplan search: --top: ' 3' has spaces around it" "$bin" search --model 175B --gpus 8 --top " 3"
     check est-word "${E}--micro-batch: expected a whole number" "$bin" estimate --model 175B --gpus 8 --micro-batch two
     check est-hw-set "${E}--hw-set memory: expected a size" "$bin" estimate --model 175B --gpus 8 --hw-set memory=lots
     check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1

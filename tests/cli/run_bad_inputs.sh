@@ -238,7 +238,9 @@ estimate() {
     check est-overflow "${E}--gpus: too large" "$bin" estimate --model 175B --gpus 99999999999999999999999
     check est-absurd "${E}--gpus: absurdly large" "$bin" estimate --model 175B --gpus 100000000000
     # a fraction of one token is no run (0.5 was planned as half a token: "days 0.00")
-    check est-tokens-fraction "${E}--tokens: must be a count from 1 to 1e18, got '0.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 0.5
+    check est-tokens-fraction "${E}--tokens: must be a whole count of tokens from 1 to 1e18, got '0.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 0.5
+    # nor is a token and a half (1.5 was taken while 0.5 was refused); 1.5T is a whole count
+    check est-tokens-half "${E}--tokens: must be a whole count of tokens from 1 to 1e18, got '1\.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 1.5
     # spaces around a value are refused by every option alike ("--gpus '3 '" was read as 3,
     # "--moe-imbalance '1.1 '" refused, "--tokens ' 3e11'" read); the verbs' own options too
     check est-space-count "${E}--gpus: '3 ' has spaces around it: give the value alone$" "$bin" estimate --model 175B --gpus "3 "
@@ -314,7 +316,8 @@ plan() {
     check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
     # a model written inline in a plan: its dropouts are checked as a model file's
     file_check plan-dropout p21.yaml 'megaplan_plan: 1\nmodel: {name: m, arch: gpt, layers: 12, hidden: 768, heads: 12, vocab: 50257, seq: 1024, hidden_dropout: 1.5}\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p21\\.yaml:2:[0-9]+: model\\.hidden_dropout: too large: must be less than 1 \\(got 1\\.5\\)" simulate
-    file_check plan-tokens-fraction p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 0.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or at least 1 token" simulate
+    file_check plan-tokens-fraction p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 0.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or a whole number of tokens, at least 1 \(got 0\.5\)$" simulate
+    file_check plan-tokens-half p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 1.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or a whole number of tokens, at least 1 \(got 1\.5\)$" simulate
     # an option a plan file does not take was dropped without a word (--hw-set memory=1GiB: "fits: yes")
     file okplan.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\n"
     for o in "--hw-set memory=1GiB" "--p2p-overlap on" "--cuda-graph-scope attn" "--optimizer-moments bf16"; do

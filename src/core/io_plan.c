@@ -100,6 +100,12 @@ static mp_status read_layer_recompute(const mp_ynode *n, const char *origin, mp_
         int r = v->kind == MP_Y_SCALAR ? mp_recompute_parse(v->text) : -1;
         if (r < 0)
             return fail_at(err, origin, v, "layer_recompute", "expected none, selective or full");
+        /* recomputation is of a transformer block's activations (Megatron's
+         * --recompute-granularity); the embedding and the head have none to redo */
+        if (r != MP_RECOMPUTE_NONE && (i == 0 || (int64_t)i == items - 1))
+            return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, "layer_recompute",
+                                "item %zu is the %s: only none (recomputation is of the blocks)",
+                                i, i == 0 ? "embedding" : "head");
         plan->layer_recompute[i] = (uint8_t)r;
     }
     plan->has_layer_recompute = true;

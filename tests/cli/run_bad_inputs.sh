@@ -282,6 +282,10 @@ plan() {
     file_check plan-unknown-key p1.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparalel: {tp: 2}\n" "${S}p1\.yaml:5:1: paralel: unknown key" simulate
     file_check plan-tp-heads p2.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n" "${S}p2\.yaml:5:16: parallel\.tp: tp=8 does not divide" simulate
     file_check plan-stages p3.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7, 14]]\n" "${S}p3\.yaml:5:9: stages: 2 ranges given" simulate
+    # layer_recompute: recomputation is of the blocks; selective/full on the embedding (item 0)
+    # or the head (item 13 of gpt3-125m's 12 blocks) was taken and meant nothing
+    file_check plan-lrc-embedding p3b.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [full, none, none, none, none, none, none, none, none, none, none, none, none, none]\n" "${S}p3b\.yaml:5:19: layer_recompute: item 0 is the embedding: only none \(recomputation is of the blocks\)$" simulate
+    file_check plan-lrc-head p3b.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [none, full, full, full, full, full, full, full, full, full, full, full, full, selective]\n" "${S}p3b\.yaml:5:[0-9]+: layer_recompute: item 13 is the head: only none" simulate
     file_check plan-truncated p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7" "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" simulate
     file_check plan-negative p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n" "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" simulate
     file_check plan-batch p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n" "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" simulate

@@ -465,6 +465,10 @@ hardening() {
     check zbv-unit-pp1 "^megaplan simulate: --pp: zb-v places two chunks per rank in a V: it needs pp >= 2 \(got 1\)$" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule zb-v
     check dualpipev-unit-pp1 "^megaplan simulate: --pp: dualpipev places two chunks per rank in a V" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule dualpipev
     check dualpipe-unit-vpp "^megaplan simulate: --vpp: dualpipe runs vpp 1 .*: got 2$" "$bin" simulate --unit-ops --pp 4 --vpp 2 --micro-batches 8 --schedule dualpipe
+    # interleaved-1f1b with one chunk per rank, and virtual stages over one rank, were drawn
+    check interleaved-unit-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --schedule interleaved-1f1b
+    check interleaved-unit-pp1-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 1 --vpp 1 --micro-batches 4 --schedule interleaved-1f1b
+    check vpp-unit-pp1 "^megaplan simulate: --vpp: virtual stages \(vpp=2\) need pipeline parallelism \(pp >= 2\)$" "$bin" simulate --unit-ops --pp 1 --vpp 2 --micro-batches 4
     check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
     check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
     check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096

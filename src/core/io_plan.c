@@ -65,6 +65,7 @@ static mp_status read_stages(const mp_ynode *n, const char *origin, mp_plan *pla
 {
     if (n->kind != MP_Y_SEQ)
         return fail_at(err, origin, n, "stages", "expected a list of [begin, end] item ranges");
+    int64_t items = plan->config.model.layers + 2;
     if (n->n < 1 || n->n > MP_MAX_STAGES)
         return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, "stages",
                             "needs 1 to %d ranges (got %zu)", MP_MAX_STAGES, n->n);
@@ -73,11 +74,21 @@ static mp_status read_stages(const mp_ynode *n, const char *origin, mp_plan *pla
         if (r->kind != MP_Y_SEQ || r->n != 2)
             return fail_at(err, origin, r, "stages", "expected [begin, end]");
         int64_t b, e;
-        mp_status st = read_int_node(r->items[0], origin, "stages", 0, MP_MAX_LAYERS + 2, &b, err);
+        mp_status st = read_int_node(r->items[0], origin, "stages", INT64_MIN, INT64_MAX, &b, err);
         if (st == MP_OK)
-            st = read_int_node(r->items[1], origin, "stages", 0, MP_MAX_LAYERS + 2, &e, err);
+            st = read_int_node(r->items[1], origin, "stages", INT64_MIN, INT64_MAX, &e, err);
         if (st != MP_OK)
             return st;
+        /* the model's own items (read before the stages): its range, not the format's */
+        for (int k = 0; k < 2; k++) {
+            int64_t v = k ? e : b;
+            if (v < 0 || v > items)
+                return mp_error_set(err, MP_EINPUT, origin, r->items[k]->line,
+                                    r->items[k]->column, "stages",
+                                    "out of range [0, %lld]: the model has %lld layer items "
+                                    "(layers + 2) (got %lld)",
+                                    (long long)items, (long long)items, (long long)v);
+        }
         plan->stages[i].begin = (int32_t)b;
         plan->stages[i].end = (int32_t)e;
     }

@@ -286,6 +286,9 @@ plan() {
     # or the head (item 13 of gpt3-125m's 12 blocks) was taken and meant nothing
     file_check plan-lrc-embedding p3b.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [full, none, none, none, none, none, none, none, none, none, none, none, none, none]\n" "${S}p3b\.yaml:5:19: layer_recompute: item 0 is the embedding: only none \(recomputation is of the blocks\)$" simulate
     file_check plan-lrc-head p3b.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [none, full, full, full, full, full, full, full, full, full, full, full, full, selective]\n" "${S}p3b\.yaml:5:[0-9]+: layer_recompute: item 13 is the head: only none" simulate
+    # a stage bound past the model's items gave the format's range ([0, 2050]), not the model's
+    file_check plan-stages-range p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[0, 7], [7, 3000]]\n" "${S}p3c\.yaml:6:22: stages: out of range \[0, 14\]: the model has 14 layer items \(layers \+ 2\) \(got 3000\)$" simulate
+    file_check plan-stages-negative p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[-1, 7], [7, 14]]\n" "${S}p3c\.yaml:6:11: stages: out of range \[0, 14\]: .*\(got -1\)$" simulate
     file_check plan-truncated p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7" "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" simulate
     file_check plan-negative p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n" "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" simulate
     file_check plan-batch p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n" "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" simulate

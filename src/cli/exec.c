@@ -651,6 +651,15 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                    "results; the times are the cost model's)\n",
                    mp_cp_comm_name(k));
     }
+    /* exec trains without dropout: the check compares every tensor with an
+     * unpartitioned reference, which a random mask would not reproduce */
+    double hd = mp_model_hidden_dropout(&plan->config.model);
+    double ad = mp_model_attention_dropout(&plan->config.model);
+    if (hd > 0 || ad > 0)
+        printf("dropout: the plan's hidden_dropout %g and attention_dropout %g are not applied "
+               "here (the check needs the unpartitioned reference's numbers); --compare costs "
+               "the plan without them\n",
+               hd, ad);
     if (r->solo_rank >= 0)
         printf("solo: rank %d of %d (tp %d, cp %d, dp %d, pp %d) at full size in one process; "
                "its collectives and messages are left out (--compare HW gives their modelled "

@@ -2,6 +2,7 @@
  * from one (opt.h). */
 #include "cli/opt.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,16 @@ int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
         *value = argv[++*i];
     } else {
         mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name, "needs a value");
+        return -1;
+    }
+    /* A value with spaces around it ("3 ", " 1.1") is refused for every
+     * option but a file's, whatever its own parser would have made of it
+     * (strtol and strtod skip leading spaces and stop at trailing ones). */
+    size_t vl = strlen(*value);
+    if (o->arg && vl && !strstr(o->arg, "FILE") &&
+        (isspace((unsigned char)(*value)[0]) || isspace((unsigned char)(*value)[vl - 1]))) {
+        mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name,
+                     "'%.40s' has spaces around it: give the value alone", *value);
         return -1;
     }
     return 1;

@@ -49,7 +49,7 @@ static const mp_opt options[] = {
      "training precision: bf16 (default), fp16, fp32 or fp8 (Transformer Engine; H100 and later)",
      "bf16 fp16 fp32 fp8"},
     {"--tokens", NULL, "T", OPT_TOKENS, 0,
-     "tokens to train on (3e11, 300B, 1.4T): adds the time of the whole run", NULL},
+     "tokens to train on, a whole count (3e11, 300B, 1.4T): adds the time of the whole run", NULL},
     {"--tp", NULL, "t", OPT_TP, 0, "tensor parallel degree", NULL},
     {"--sp", NULL, NULL, OPT_SP, 0, "sequence parallelism on (needs tp > 1)", NULL},
     {"--no-sp", NULL, NULL, OPT_NO_SP, 0, "sequence parallelism off", NULL},
@@ -213,7 +213,8 @@ static mp_status parse_count(const char *opt, const char *value, int64_t lo, int
     return MP_OK;
 }
 
-/* Token counts read "3e11", "300B", "1.4T", "500M". */
+/* Token counts read "3e11", "300B", "1.4T", "500M": a whole number of tokens
+ * (1.5T is, 1.5 is not), as a plan's training.tokens (mp_tokens_valid). */
 static mp_status parse_tokens(const char *opt, const char *value, double *out, mp_error *err)
 {
     char num[64];
@@ -237,8 +238,9 @@ static mp_status parse_tokens(const char *opt, const char *value, double *out, m
         return bad_option(err, opt, "expected a token count such as 3e11 or 300B, got '%s'",
                           value);
     v *= scale;
-    if (!(v >= 1) || !isfinite(v) || v > 1e18)
-        return bad_option(err, opt, "must be a count from 1 to 1e18, got '%s'", value);
+    if (!isfinite(v) || v == 0 || !mp_tokens_valid(v))
+        return bad_option(err, opt, "must be a whole count of tokens from 1 to 1e18, got '%s'",
+                          value);
     *out = v;
     return MP_OK;
 }

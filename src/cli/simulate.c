@@ -549,6 +549,19 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
                      (long long)v);
         return mp_cli_fail(VERB, &err);
     }
+    /* and a plan's pipeline rules (mp_config_check): virtual stages need
+     * ranks to interleave over, and the interleaved schedule needs them */
+    if (v > 1 && p < 2 && !mp_schedule_is_v(s)) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--vpp",
+                     "virtual stages (vpp=%lld) need pipeline parallelism (pp >= 2)",
+                     (long long)v);
+        return mp_cli_fail(VERB, &err);
+    }
+    if (s == MP_SCHED_INTERLEAVED && v < 2) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--schedule",
+                     "interleaved-1f1b needs vpp >= 2 (got vpp=%lld)", (long long)v);
+        return mp_cli_fail(VERB, &err);
+    }
     if (mp_schedule_is_v(s) && !(cc->set & MP_SET_VPP))
         v = 2; /* the V's two chunks per rank */
     if (s == MP_SCHED_DUALPIPE)

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,16 @@ mp_status mp_config_cp_comm_check(const mp_config *c, bool heads, mp_error *err)
     return MP_OK;
 }
 
+bool mp_tokens_valid(double t)
+{
+    if (t == 0)
+        return true;
+    if (!(t >= 1) || !(t <= 1e18))
+        return false;
+    double w = nearbyint(t);
+    return fabs(t - w) <= 1e-9 * w;
+}
+
 mp_status mp_config_check(const mp_config *c, mp_error *err)
 {
     const mp_model *m = &c->model;
@@ -333,9 +344,11 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         return st;
     if (m->heads < 1 || m->kv_heads < 1 || m->layers < 1 || m->seq < 1)
         return FAIL("model", "model not finished (heads, kv_heads, layers, seq must be set)");
-    /* 0 is "not asked"; a fraction of one token is no training run */
-    if (t->tokens > 0 && t->tokens < 1)
-        return FAIL("tokens", "must be 0 (not asked) or at least 1 token (got %g)", t->tokens);
+    /* 0 is "not asked"; a fraction of a token is no training run */
+    if (!mp_tokens_valid(t->tokens))
+        return FAIL("tokens", "must be 0 (not asked) or a whole number of tokens, at least 1 "
+                              "(got %.17g)",
+                    t->tokens);
     if ((st = mp_config_check_moe(c, err)) != MP_OK)
         return st;
     if ((st = mp_config_check_recompute(c, err)) != MP_OK)

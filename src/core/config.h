@@ -478,6 +478,10 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, i
  * cp divides seq into 2*cp chunks, sp needs tp > 1, ... Memory fit is NOT
  * checked here: a config that does not fit is still a valid config. */
 mp_status mp_config_check(const mp_config *c, mp_error *err);
+/* Whether t is a training.tokens megaplan takes: 0 (not asked) or a whole
+ * number of tokens from 1 to 1e18. Within 1e-9 of a whole number counts as
+ * whole, so that 1.4T (1.4 x 1e12, not exact in binary) is. */
+bool mp_tokens_valid(double t);
 /* The expert-parallel part of mp_config_check (core/config_moe.c). */
 mp_status mp_config_check_moe(const mp_config *c, mp_error *err);
 /* mp_config_check's rules for parallel.cp_comm_type (a2a+p2p refused, cp > 1

@@ -169,16 +169,17 @@ static mp_status hf_number_in(const hf_ctx *cx, const cJSON *o, const char *key,
     return MP_OK;
 }
 
-/* rope_theta in o: a base above 1 (attn.rope_theta); absent leaves *out. */
+/* rope_theta in o: a base above 1 (attn.rope_theta), at most 1e12; absent
+ * leaves *out. One range in the message, the one accepted. */
 static mp_status hf_rope_theta(const hf_ctx *cx, const cJSON *o, double *out, mp_error *err)
 {
-    double theta = -1.0; /* stays so when absent: a value read is >= 0 */
-    TRY(hf_number_in(cx, o, "rope_theta", 0.0, 1e12, &theta, err));
-    if (theta == -1.0)
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
+    if (!v || cJSON_IsNull(v))
         return MP_OK;
-    if (!(theta > 1.0))
-        return hf_fail(cx, "rope_theta", err, "expected a rotary base above 1");
-    *out = theta;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || !(v->valuedouble > 1.0) ||
+        v->valuedouble > 1e12)
+        return hf_fail(cx, "rope_theta", err, "expected a rotary base in (1, 1e+12]");
+    *out = v->valuedouble;
     return MP_OK;
 }
 

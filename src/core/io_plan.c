@@ -65,6 +65,7 @@ static mp_status read_stages(const mp_ynode *n, const char *origin, mp_plan *pla
 {
     if (n->kind != MP_Y_SEQ)
         return fail_at(err, origin, n, "stages", "expected a list of [begin, end] item ranges");
+    int64_t items = plan->config.model.layers + 2;
     if (n->n < 1 || n->n > MP_MAX_STAGES)
         return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, "stages",
                             "needs 1 to %d ranges (got %zu)", MP_MAX_STAGES, n->n);
@@ -73,11 +74,21 @@ static mp_status read_stages(const mp_ynode *n, const char *origin, mp_plan *pla
         if (r->kind != MP_Y_SEQ || r->n != 2)
             return fail_at(err, origin, r, "stages", "expected [begin, end]");
         int64_t b, e;
-        mp_status st = read_int_node(r->items[0], origin, "stages", 0, MP_MAX_LAYERS + 2, &b, err);
+        mp_status st = read_int_node(r->items[0], origin, "stages", INT64_MIN, INT64_MAX, &b, err);
         if (st == MP_OK)
-            st = read_int_node(r->items[1], origin, "stages", 0, MP_MAX_LAYERS + 2, &e, err);
+            st = read_int_node(r->items[1], origin, "stages", INT64_MIN, INT64_MAX, &e, err);
         if (st != MP_OK)
             return st;
+        /* the model's own items (read before the stages): its range, not the format's */
+        for (int k = 0; k < 2; k++) {
+            int64_t v = k ? e : b;
+            if (v < 0 || v > items)
+                return mp_error_set(err, MP_EINPUT, origin, r->items[k]->line,
+                                    r->items[k]->column, "stages",
+                                    "out of range [0, %lld]: the model has %lld layer items "
+                                    "(layers + 2) (got %lld)",
+                                    (long long)items, (long long)items, (long long)v);
+        }
         plan->stages[i].begin = (int32_t)b;
         plan->stages[i].end = (int32_t)e;
     }
@@ -100,6 +111,12 @@ static mp_status read_layer_recompute(const mp_ynode *n, const char *origin, mp_
         int r = v->kind == MP_Y_SCALAR ? mp_recompute_parse(v->text) : -1;
         if (r < 0)
             return fail_at(err, origin, v, "layer_recompute", "expected none, selective or full");
+        /* recomputation is of a transformer block's activations (Megatron's
+         * --recompute-granularity); the embedding and the head have none to redo */
+        if (r != MP_RECOMPUTE_NONE && (i == 0 || (int64_t)i == items - 1))
+            return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, "layer_recompute",
+                                "item %zu is the %s: only none (recomputation is of the blocks)",
+                                i, i == 0 ? "embedding" : "head");
         plan->layer_recompute[i] = (uint8_t)r;
     }
     plan->has_layer_recompute = true;

@@ -276,10 +276,16 @@ mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
         }
     }
     if (plan->has_layer_recompute)
-        for (int64_t i = 0; i < items && i < MP_MAX_LAYERS + 2; i++)
+        for (int64_t i = 0; i < items && i < MP_MAX_LAYERS + 2; i++) {
             if (plan->layer_recompute[i] >= MP_RECOMPUTE_COUNT)
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "layer_recompute",
                                     "item %lld: invalid value %d", (long long)i,
                                     plan->layer_recompute[i]);
+            else if (plan->layer_recompute[i] != MP_RECOMPUTE_NONE && (i == 0 || i == items - 1))
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "layer_recompute",
+                                    "item %lld is the %s: only none (recomputation is of the "
+                                    "blocks)",
+                                    (long long)i, i == 0 ? "embedding" : "head");
+        }
     return MP_OK;
 }

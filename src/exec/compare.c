@@ -64,6 +64,9 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
     }
     if (!shrink)
         *m = plan->config.model; /* full size (--solo): the plan's own model, LLaMA and T5 parts too */
+    /* exec runs without dropout (docs/exec.md "Dropout"): cost what ran */
+    m->hidden_dropout = m->attention_dropout = 0;
+    m->dropout_set = true;
     mp_status st = mp_model_finish(m, err);
     if (st)
         goto done;

@@ -157,6 +157,10 @@ core() {
     file_check hf-divisibility hf5.json '{\n "model_type": "llama",\n "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4,\n "num_key_value_heads": 3, "intermediate_size": 10, "vocab_size": 10}\n' "${M}hf5\.json:5:2: num_key_value_heads: must divide heads" models
     file_check hf-norm-eps hf7.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "rms_norm_eps": 0}\n' "${M}hf7\\.json:4:2: rms_norm_eps: expected a number above 0 and below 1" models
     file_check hf-norm-eps-type hf8.json '{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "layer_norm_eps": "1e-12"}' "${M}hf8\\.json:1:[0-9]+: layer_norm_eps: expected a number above 0" models
+    # rope_theta: one accepted range in the message (-1 said "[0, 1e+12]", then 0 "above 1")
+    for th in -1 0 1 2e12; do
+        file_check hf-rope-theta-$th hf7b.json "{\n \"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64,\n \"num_attention_heads\": 4, \"intermediate_size\": 10, \"vocab_size\": 10,\n \"rope_theta\": $th}\n" "${M}hf7b\\.json:4:2: rope_theta: expected a rotary base in \\(1, 1e\\+12\\]\$" models
+    done
     # config.json's dropouts: a key the family's transformers code does not apply is refused unless 0
     file_check hf-dropout-unread hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_dropout": 0.1}\n' "${M}hf9\\.json:4:2: hidden_dropout: a dropout that transformers does not apply for llama: it would be dropped" models
     file_check hf-dropout-split hf10.json '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 10,\n "resid_pdrop": 0.1, "embd_pdrop": 0.0}' "${M}hf10\\.json:2:[0-9]+: embd_pdrop: 0 differs from resid_pdrop \\(0\\.1\\): megaplan has one hidden dropout" models
@@ -234,7 +238,17 @@ estimate() {
     check est-overflow "${E}--gpus: too large" "$bin" estimate --model 175B --gpus 99999999999999999999999
     check est-absurd "${E}--gpus: absurdly large" "$bin" estimate --model 175B --gpus 100000000000
     # a fraction of one token is no run (0.5 was planned as half a token: "days 0.00")
-    check est-tokens-fraction "${E}--tokens: must be a count from 1 to 1e18, got '0.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 0.5
+    check est-tokens-fraction "${E}--tokens: must be a whole count of tokens from 1 to 1e18, got '0.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 0.5
+    # nor is a token and a half (1.5 was taken while 0.5 was refused); 1.5T is a whole count
+    check est-tokens-half "${E}--tokens: must be a whole count of tokens from 1 to 1e18, got '1\.5'$" "$bin" estimate --model 175B --gpus 8 --tokens 1.5
+    # spaces around a value are refused by every option alike ("--gpus '3 '" was read as 3,
+    # "--moe-imbalance '1.1 '" refused, "--tokens ' 3e11'" read); the verbs' own options too
+    check est-space-count "${E}--gpus: '3 ' has spaces around it: give the value alone$" "$bin" estimate --model 175B --gpus "3 "
+    check est-space-eq "${E}--gpus: ' 8' has spaces around it" "$bin" estimate --model 175B "--gpus= 8"
+    check est-space-real "${E}--moe-imbalance: ' 1\.1' has spaces around it" "$bin" estimate --model 175B --gpus 8 --moe-imbalance " 1.1"
+    check est-space-tokens "${E}--tokens: '3e11 ' has spaces around it" "$bin" estimate --model 175B --gpus 8 --tokens "3e11 "
+    check sim-space-count "^megaplan simulate: --micro-batches: '2 ' has spaces around it" "$bin" simulate --micro-batches "2 " --model 175B --gpus 8
+    check search-space-top "^megaplan search: --top: ' 3' has spaces around it" "$bin" search --model 175B --gpus 8 --top " 3"
     check est-word "${E}--micro-batch: expected a whole number" "$bin" estimate --model 175B --gpus 8 --micro-batch two
     check est-hw-set "${E}--hw-set memory: expected a size" "$bin" estimate --model 175B --gpus 8 --hw-set memory=lots
     check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1
@@ -268,6 +282,13 @@ plan() {
     file_check plan-unknown-key p1.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparalel: {tp: 2}\n" "${S}p1\.yaml:5:1: paralel: unknown key" simulate
     file_check plan-tp-heads p2.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n" "${S}p2\.yaml:5:16: parallel\.tp: tp=8 does not divide" simulate
     file_check plan-stages p3.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7, 14]]\n" "${S}p3\.yaml:5:9: stages: 2 ranges given" simulate
+    # layer_recompute: recomputation is of the blocks; selective/full on the embedding (item 0)
+    # or the head (item 13 of gpt3-125m's 12 blocks) was taken and meant nothing
+    file_check plan-lrc-embedding p3b.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [full, none, none, none, none, none, none, none, none, none, none, none, none, none]\n" "${S}p3b\.yaml:5:19: layer_recompute: item 0 is the embedding: only none \(recomputation is of the blocks\)$" simulate
+    file_check plan-lrc-head p3b.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [none, full, full, full, full, full, full, full, full, full, full, full, full, selective]\n" "${S}p3b\.yaml:5:[0-9]+: layer_recompute: item 13 is the head: only none" simulate
+    # a stage bound past the model's items gave the format's range ([0, 2050]), not the model's
+    file_check plan-stages-range p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[0, 7], [7, 3000]]\n" "${S}p3c\.yaml:6:22: stages: out of range \[0, 14\]: the model has 14 layer items \(layers \+ 2\) \(got 3000\)$" simulate
+    file_check plan-stages-negative p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[-1, 7], [7, 14]]\n" "${S}p3c\.yaml:6:11: stages: out of range \[0, 14\]: .*\(got -1\)$" simulate
     file_check plan-truncated p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7" "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" simulate
     file_check plan-negative p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n" "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" simulate
     file_check plan-batch p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n" "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" simulate
@@ -302,7 +323,8 @@ plan() {
     check option-act-cache "^megaplan estimate: --fp8-act-cache: expected off, swiglu_input or deepseek, got 'on'" "$bin" estimate --model gpt3-125m --gpus 4 --fp8-act-cache on
     # a model written inline in a plan: its dropouts are checked as a model file's
     file_check plan-dropout p21.yaml 'megaplan_plan: 1\nmodel: {name: m, arch: gpt, layers: 12, hidden: 768, heads: 12, vocab: 50257, seq: 1024, hidden_dropout: 1.5}\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p21\\.yaml:2:[0-9]+: model\\.hidden_dropout: too large: must be less than 1 \\(got 1\\.5\\)" simulate
-    file_check plan-tokens-fraction p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 0.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or at least 1 token" simulate
+    file_check plan-tokens-fraction p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 0.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or a whole number of tokens, at least 1 \(got 0\.5\)$" simulate
+    file_check plan-tokens-half p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, tokens: 1.5}\n" "${S}p19\.yaml:4:46: training\.tokens: must be 0 \(not asked\) or a whole number of tokens, at least 1 \(got 1\.5\)$" simulate
     # an option a plan file does not take was dropped without a word (--hw-set memory=1GiB: "fits: yes")
     file okplan.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\n"
     for o in "--hw-set memory=1GiB" "--p2p-overlap on" "--cuda-graph-scope attn" "--optimizer-moments bf16"; do
@@ -446,6 +468,10 @@ hardening() {
     check zbv-unit-pp1 "^megaplan simulate: --pp: zb-v places two chunks per rank in a V: it needs pp >= 2 \(got 1\)$" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule zb-v
     check dualpipev-unit-pp1 "^megaplan simulate: --pp: dualpipev places two chunks per rank in a V" "$bin" simulate --unit-ops --pp 1 --micro-batches 4 --schedule dualpipev
     check dualpipe-unit-vpp "^megaplan simulate: --vpp: dualpipe runs vpp 1 .*: got 2$" "$bin" simulate --unit-ops --pp 4 --vpp 2 --micro-batches 8 --schedule dualpipe
+    # interleaved-1f1b with one chunk per rank, and virtual stages over one rank, were drawn
+    check interleaved-unit-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --schedule interleaved-1f1b
+    check interleaved-unit-pp1-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 1 --vpp 1 --micro-batches 4 --schedule interleaved-1f1b
+    check vpp-unit-pp1 "^megaplan simulate: --vpp: virtual stages \(vpp=2\) need pipeline parallelism \(pp >= 2\)$" "$bin" simulate --unit-ops --pp 1 --vpp 2 --micro-batches 4
     check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
     check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
     check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096

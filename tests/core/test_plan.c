@@ -71,6 +71,14 @@ static void test_default_split(void **state)
     p->stages[1].begin = 0;
     assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
     assert_non_null(strstr(err.msg, "empty"));
+    mp_plan_default_stages(p); /* a plan built in code: the embedding recomputes nothing */
+    p->has_layer_recompute = true;
+    memset(p->layer_recompute, MP_RECOMPUTE_NONE, sizeof p->layer_recompute);
+    p->layer_recompute[0] = MP_RECOMPUTE_SELECTIVE;
+    assert_int_equal(mp_plan_check(p, &err), MP_EINPUT);
+    assert_non_null(strstr(err.msg, "item 0 is the embedding"));
+    p->layer_recompute[0] = MP_RECOMPUTE_NONE;
+    assert_int_equal(mp_plan_check(p, &err), MP_OK);
     free(p);
 }
 
@@ -132,7 +140,7 @@ static void test_round_trip(void **state)
     p->stages[0].end = 6; /* an uneven split the ILP might choose */
     p->stages[1].begin = 6;
     p->has_layer_recompute = true;
-    for (int i = 0; i < 98; i++)
+    for (int i = 1; i < 97; i++) /* the embedding (0) and head (97) recompute nothing */
         p->layer_recompute[i] = (uint8_t)(i % 3);
     round_trip(p,
                "{\"model\":\"gpt3-175b\",\"hw\":\"dgx-a100\",\"gpus\":1024,"
@@ -215,6 +223,12 @@ static void test_short_plans_and_errors(void **state)
     snprintf(text, sizeof text, "%straining: {gpus: 4, global_batch: 8}\nlayer_recompute: [none]\n",
              head);
     expect_error(text, 5, 18, "layer_recompute", "needs 14 entries");
+    /* recomputation is of the blocks: the embedding's and the head's entries are none */
+    snprintf(text, sizeof text,
+             "%straining: {gpus: 4, global_batch: 8}\nlayer_recompute: [none, full, full, full, "
+             "full, full, full, full, full, full, full, full, full, selective]\n",
+             head);
+    expect_error(text, 5, 97, "layer_recompute", "item 13 is the head: only none");
     snprintf(text, sizeof text, "%straining: {gpus: 4}\n", head);
     expect_error(text, 4, 11, "training.global_batch", "missing");
     expect_error("megaplan_plan: 2\n", 1, 16, "megaplan_plan", "format version 2 is not known");

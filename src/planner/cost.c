@@ -1287,7 +1287,8 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
             t[3 * n + k] = lat + (bw > 0.0 && k < n - 1 ? ss->send_bytes / bw : 0.0);
             t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
         }
-        mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n};
+        mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n,
+                          .lat = lat};
         int32_t cap = V_REPLAY_PM / p > V_REPLAY_MB * p ? V_REPLAY_PM / p : V_REPLAY_MB * p;
         if (pm->sched == MP_SCHED_ZBV)
             m = m < cap ? m : cap;

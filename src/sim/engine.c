@@ -10,7 +10,9 @@
  *                later. By default the rank waits until it has landed, as
  *                Megatron does (batched isend/irecv, waited on before the
  *                next compute); with async_p2p the rank goes on at once, as
- *                the executor's MPI_Isend does;
+ *                the executor's MPI_Isend does. DualPipe(V) post a commit's
+ *                transfers (a run of SEND/RECV ops) together and wait for
+ *                all of them (run_send, end_commit);
  *   RECV         blocks until its message has landed; a rank blocked on a
  *                message leaves the heap and the matching SEND puts it back.
  * When the heap runs dry with ops left, the schedule deadlocks (the same ops
@@ -46,6 +48,8 @@ typedef struct rank_state {
     double stash, peak_stash;
     double static_bytes;
     double link_free[2]; /* directed links to the next / previous rank */
+    double commit_at;    /* DualPipe(V): when the open commit was posted, -1 = none */
+    double commit_done;  /* ... and when its sends have all landed */
 } rank_state;
 
 typedef struct engine {
@@ -72,6 +76,7 @@ typedef struct engine {
     mp_heap heap;
     bool record;
     bool async_p2p;
+    bool commits;        /* DualPipe(V): transfers posted a commit at a time */
     bool ep_overlap;
     mp_sim_result *out;
     mp_sim_memory_point *mem;
@@ -339,8 +344,11 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
                        : e->pc->stages[dest_stage].send_bytes;
     double wire = e->pc->p2p_bw > 0 ? bytes / e->pc->p2p_bw : 0;
     rank_state *rs = &e->ranks[r];
+    /* DualPipe(V): every send of a commit is posted when the commit is
+     * (end_commit), not after the one before it has landed */
+    double posted = e->commits && rs->commit_at >= 0 ? rs->commit_at : rs->now;
     /* the output exists once its combine is done (later under ep overlap) */
-    double start = rs->now > rs->out_ready ? rs->now : rs->out_ready, land = start;
+    double start = posted > rs->out_ready ? posted : rs->out_ready, land = start;
     if (peer != r) { /* to itself (the V's turn at rank p-1) the data stays put */
         double *link = &rs->link_free[link_slot(e, r, peer)];
         start = start > *link ? start : *link;
@@ -361,7 +369,10 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
     double done = land;
     if (peer != r)
         done += e->pc->p2p_serial * (wire + e->pc->p2p_latency);
-    if (!e->async_p2p && done > rs->now) {
+    if (e->commits && !e->async_p2p) {
+        if (done > rs->commit_done)
+            rs->commit_done = done; /* waited for with the rest (end_commit) */
+    } else if (!e->async_p2p && done > rs->now) {
         rs->pp_wait += done - rs->now;
         rs->now = done;
     }
@@ -403,6 +414,35 @@ static bool run_recv(engine *e, int32_t r, const mp_op *op)
     return true;
 }
 
+/* DualPipe(V)'s _commit_and_wait_comm (deepseek-ai/DualPipe dualpipev.py,
+ * dualpipe.py): a commit, a run of transfer ops, is posted at once by
+ * batch_isend_irecv and waited for whole. Its sends start together when it
+ * is posted (run_send), each on its directed link, so sends to the two
+ * neighbours are in flight at once and sends to one neighbour follow each
+ * other on that link in list order; its receives complete as their messages
+ * land (run_recv); the rank goes on once the last of them all is done. */
+static bool is_transfer(const mp_op *op)
+{
+    return op->kind >= MP_OP_SEND_FWD;
+}
+
+static void open_commit(engine *e, rank_state *rs)
+{
+    if (e->commits && rs->commit_at < 0)
+        rs->commit_at = rs->commit_done = rs->now;
+}
+
+static void end_commit(engine *e, rank_state *rs)
+{
+    if (!e->commits || rs->commit_at < 0)
+        return;
+    if (rs->commit_done > rs->now) { /* waiting for its own sends: p2p */
+        rs->pp_wait += rs->commit_done - rs->now;
+        rs->now = rs->commit_done;
+    }
+    rs->commit_at = -1;
+}
+
 static mp_status run_pipeline(engine *e, mp_error *err)
 {
     for (int32_t r = 0; r < e->p; r++)
@@ -418,6 +458,8 @@ static mp_status run_pipeline(engine *e, mp_error *err)
         while (rs->pc < e->lists[r].n) {
             const mp_op *op = &e->lists[r].ops[rs->pc];
             bool blocked = false;
+            if (is_transfer(op))
+                open_commit(e, rs);
             switch ((mp_op_kind)op->kind) {
             case MP_OP_F:
             case MP_OP_B:
@@ -437,6 +479,9 @@ static mp_status run_pipeline(engine *e, mp_error *err)
             if (blocked)
                 break;
             rs->pc++;
+            if (is_transfer(op) &&
+                (rs->pc == e->lists[r].n || !is_transfer(&e->lists[r].ops[rs->pc])))
+                end_commit(e, rs);
         }
     }
     for (int32_t r = 0; r < e->p; r++) {
@@ -839,6 +884,7 @@ static mp_status engine_setup(engine *e, mp_error *err)
     for (int32_t r = 0; r < p; r++) {
         rank_state *rs = &e->ranks[r];
         rs->waiting = -1;
+        rs->commit_at = -1;
         rs->static_bytes = e->pc->other_bytes;
         for (int32_t c = 0; c < e->v; c++)
             rs->static_bytes += stage_of(e, r, c)->static_bytes;
@@ -988,6 +1034,7 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                 .n_stages = (int32_t)mp_schedule_n_stages(s, p, v), .pc = pc,
                 .zb = mp_schedule_splits_backward(s), .record = record,
                 .async_p2p = opt && opt->async_p2p, .ep_overlap = opt && opt->ep_overlap,
+                .commits = s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV,
                 .aligned = dp_overlap && pc->dp_aligned && s == MP_SCHED_INTERLEAVED && v > 1 &&
                            p > 1,
                 .gathers = dp_overlap && pc->dp_gather > 0 &&

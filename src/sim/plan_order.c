@@ -26,7 +26,8 @@ static mp_status cost_times(const mp_pipeline_cost *pc, double **buf, mp_op_time
         d[3 * n + k] = pc->p2p_latency + (pc->p2p_bw > 0 ? sc->send_bytes / pc->p2p_bw : 0);
         d[4 * n + k] = sc->act_bytes;
     }
-    *t = (mp_op_times){.f = d, .b = d + n, .w = d + 2 * n, .link = d + 3 * n, .act = d + 4 * n};
+    *t = (mp_op_times){.f = d, .b = d + n, .w = d + 2 * n, .link = d + 3 * n, .act = d + 4 * n,
+                       .lat = pc->p2p_latency};
     *buf = d;
     return MP_OK;
 }

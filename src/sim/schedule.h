@@ -51,9 +51,14 @@ const char *mp_op_kind_name(mp_op_kind k); /* "F", "B", "W", "send-fwd", ... */
  * stage k; a rank holds at most p (act of its chunk 0 + act of its chunk 1),
  * the closed form's 2p chunks at their mean (NULL: equal, 2p chunks). A NULL
  * mp_op_times is the unit-time order: F = B = W = 1, free transfers. Any
- * unit: only ratios matter. */
+ * unit: only ratios matter. lat: the part of every link time that is
+ * latency, the rest occupying the link (bytes over bandwidth): a second
+ * message on a link in one DualPipe(V) commit starts link - lat after the
+ * first (schedule_vorder.c replay, as sim/engine.c queues it); 0: the whole
+ * link time occupies it. */
 typedef struct mp_op_times {
     const double *f, *b, *w, *link, *act;
+    double lat;
 } mp_op_times;
 
 /* The op list of one pipeline rank. v must be 1 except for interleaved, and

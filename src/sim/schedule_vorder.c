@@ -410,14 +410,47 @@ static int32_t post(vorder *z, int32_t r, const mp_op *op, double at, double *fr
     return rank_of(z, k - 1);
 }
 
+/* Posts op's output (F or B on rank r) in a commit posted at t0: DualPipe(V)
+ * post a commit's sends together and wait for all of them (dualpipev.py
+ * _commit_and_wait_comm; sim/engine.c end_commit), so each starts at t0 on
+ * its link, behind the commit's earlier sends on that link (lq[0]: to rank
+ * r+1, lq[1]: to r-1, each holding it for its link time less t->lat), and
+ * lands one link time after it starts; *done becomes the later of itself
+ * and that landing. The rank it wakes, or -1. */
+static int32_t post_in_commit(vorder *z, int32_t r, const mp_op *op, double t0, double *lq,
+                              double *done)
+{
+    int32_t k = stage_of(z, r, op->chunk), to = op->kind == MP_OP_F ? k + 1 : k - 1;
+    double start = t0;
+    if (to >= 0 && to < z->S && rank_of(z, to) != r) {
+        double *l = &lq[rank_of(z, to) > r ? 0 : 1];
+        double hold = link_time(z, to > k ? k : to) - (z->t ? z->t->lat : 0.0);
+        start = *l > t0 ? *l : t0;
+        *l = start + (hold > 0.0 ? hold : 0.0);
+    }
+    double landed = start;
+    int32_t w = post(z, r, op, start, &landed);
+    if (landed > *done)
+        *done = landed;
+    return w;
+}
+
+/* replay's doubles beyond the 2 x 2pm ends, per rank: free_at, held, the
+ * 5 x 2 stage times, the open commit's post and end and its two links */
+#define REPLAY_PER_RANK 16
+
 /* The step time of given lists under the times the list scheduling assumes
  * (each rank runs its ops in order, each as soon as its input has landed),
  * or INFINITY when a rank would stash more than the cap (capped). Ranks are
  * run until they block; the op that unblocks one puts it back on the stack.
  * xfers: the lists carry their transfers (mp_schedule_build's), which run
- * as the engine runs them: a receive waits for its message, a send posts
- * the output and the sender waits for it to land. Without them each F's or
- * B's output is sent as it ends, or where its MP_XFER_* hints say.
+ * as the engine runs DualPipe(V)'s: a run of transfers is one commit, whose
+ * sends are posted together (post_in_commit) and whose receives wait for
+ * their messages, the rank going on once all of it is done (for lists with
+ * one send a commit, ZB-V's, the same as a send that the sender waits for
+ * before its next op). Without them each F's or B's output is sent as it
+ * ends, or where its MP_XFER_* hints say, in one commit with the sends
+ * deferred to it.
  * end_at (may be NULL): per rank, each op's end (a transfer's: when the
  * rank is free after it). */
 static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
@@ -428,6 +461,9 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .f_end = d, .b_end = d + sm};
     double *free_at = d + 2 * sm, *held = free_at + p, makespan = 0;
     fill_tab(&z, held + p);
+    /* per rank, its open commit (xfers): when posted (-1: none), when its
+     * sends have landed, its two links' queues */
+    double *c_at = held + p + 5 * z.S, *c_done = c_at + p, *lq = c_done + p;
     int32_t *pos = n, *stack = n + p, *queued = n + 2 * p, top = 0;
     for (size_t i = 0; i < 2 * sm; i++)
         d[i] = -1;
@@ -435,6 +471,7 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
         if (rt)
             rt[r] = (mp_v_rank_times){-1.0, {-1.0, -1.0}, {-1.0, -1.0}};
         free_at[r] = held[r] = 0;
+        c_at[r] = -1;
         pos[r] = 0;
         stack[top++] = r;
         queued[r] = 1;
@@ -447,6 +484,12 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             const mp_op *op = &lists[r].ops[pos[r]];
             int32_t k = stage_of(&z, r, op->chunk), i = op->microbatch, q = -1;
             mp_op_kind kind = (mp_op_kind)op->kind;
+            if (kind > MP_OP_W && c_at[r] < 0) { /* a commit opens */
+                c_at[r] = c_done[r] = lq[2 * r] = lq[2 * r + 1] = free_at[r];
+            } else if (kind <= MP_OP_W && c_at[r] >= 0) { /* and is done */
+                free_at[r] = c_done[r] > free_at[r] ? c_done[r] : free_at[r];
+                c_at[r] = -1;
+            }
             if (kind == MP_OP_RECV_FWD || kind == MP_OP_RECV_BWD) {
                 double rd = kind == MP_OP_RECV_FWD ? f_ready(&z, k, i) : b_ready(&z, k, i);
                 if (rd == INFINITY)
@@ -455,7 +498,7 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             } else if (kind == MP_OP_SEND_FWD || kind == MP_OP_SEND_BWD) {
                 mp_op c = {.kind = kind == MP_OP_SEND_FWD ? MP_OP_F : MP_OP_B,
                            .microbatch = i, .chunk = op->chunk};
-                q = post(&z, r, &c, free_at[r], &free_at[r]);
+                q = post_in_commit(&z, r, &c, c_at[r], lq + 2 * r, &c_done[r]);
                 if (q >= 0 && q != r && !queued[q]) {
                     stack[top++] = q;
                     queued[q] = 1;
@@ -463,7 +506,7 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
             }
             if (kind != MP_OP_F && kind != MP_OP_B && kind != MP_OP_W) {
                 if (end_at)
-                    end_at[r][pos[r]] = free_at[r];
+                    end_at[r][pos[r]] = c_done[r] > free_at[r] ? c_done[r] : free_at[r];
                 continue;
             }
             double rd = kind == MP_OP_F   ? f_ready(&z, k, i)
@@ -493,25 +536,29 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
                 rt[r].f0_end[op->chunk & 1] = end;
             if (kind == MP_OP_F && (held[r] += act(&z, k)) > cap && capped)
                 return INFINITY;
+            /* the commit after the op: its own send, then (FLUSH) those
+             * deferred since the last flush, in list order, all posted at
+             * its end (post_in_commit) */
+            double done = end, links[2] = {end, end};
             if (kind == MP_OP_W)
                 held[r] -= act(&z, k);
             else if (!(op->xfer & MP_XFER_DEFER) &&
                      !(xfers && (kind == MP_OP_F ? k + 1 < z.S : k > 0)))
-                q = post(&z, r, op, end, &free_at[r]); /* else its send op posts it */
+                q = post_in_commit(&z, r, op, end, links, &done); /* else its send op posts it */
             if (op->xfer & MP_XFER_FLUSH) {
-                /* the sends deferred since the last flush, in list order */
                 int32_t j = pos[r];
                 while (j > 0 && !(lists[r].ops[j - 1].xfer & MP_XFER_FLUSH))
                     j--;
                 for (; j <= pos[r]; j++)
                     if (lists[r].ops[j].xfer & MP_XFER_DEFER) {
-                        int32_t w = post(&z, r, &lists[r].ops[j], free_at[r], &free_at[r]);
+                        int32_t w = post_in_commit(&z, r, &lists[r].ops[j], end, links, &done);
                         if (w >= 0 && w != r && !queued[w]) {
                             stack[top++] = w;
                             queued[w] = 1;
                         }
                     }
             }
+            free_at[r] = done;
             if (q >= 0 && q != r && !queued[q]) {
                 stack[top++] = q;
                 queued[q] = 1;
@@ -521,6 +568,9 @@ static double replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_lis
     /* a rank's last op ends when it is free again: a send (the lists of
      * mp_schedule_build follow every transfer's F or B with one) ends as its
      * message lands. -1 for a rank whose list stalled. */
+    for (int32_t r = 0; r < p; r++) /* a list's last commit */
+        if (c_at[r] >= 0 && c_done[r] > free_at[r])
+            free_at[r] = c_done[r];
     for (int32_t r = 0; rt && r < p; r++)
         rt[r].end = pos[r] == lists[r].n ? free_at[r] : -1.0;
     return makespan;
@@ -564,6 +614,7 @@ enum { TIMES_SETS = 512, TIMES_MAX_P = 32 };
 typedef struct times_entry {
     int32_t s, p, m, stall; /* p == 0: empty; s past MP_SCHED_COUNT: windows */
     int32_t used;           /* mp_schedule_v_windows: the micro-batches replayed */
+    double lat;             /* and t->lat */
     double *key;            /* f, b, w, link, act: 10p */
     mp_v_rank_times *rt;    /* p */
 } times_entry;
@@ -800,7 +851,7 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
     size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
     mp_op_list *cand = calloc((size_t)4 * p, sizeof *cand);
     mp_op *ops = malloc((size_t)4 * p * per * sizeof *ops);
-    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)REPLAY_PER_RANK * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
     mp_v_rank_times *crt = rt ? malloc((size_t)4 * p * sizeof *crt) : NULL;
     order_entry own = {0};
@@ -909,7 +960,7 @@ mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const
                                double *const *end, mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
-    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)REPLAY_PER_RANK * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
     if (!d || !n) {
         free(d);
@@ -987,7 +1038,7 @@ static mp_status fixed_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp
     mp_op_list *l = calloc((size_t)p, sizeof *l);
     double **end = cut ? calloc((size_t)p, sizeof *end) : NULL;
     double *e = cut ? malloc(sizeof *e * (size_t)6 * m * p) : NULL;
-    double *d = malloc((2 * sm + (size_t)12 * p) * sizeof *d);
+    double *d = malloc((2 * sm + (size_t)REPLAY_PER_RANK * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
     order_entry own = {0};
     bool owned = false;
@@ -1060,8 +1111,12 @@ static times_entry *times_slot(int32_t s, int32_t p, int32_t m, const mp_op_time
         for (size_t i = 0; i < sizeof *arr[a] * (size_t)n; i++)
             h = (h ^ b[i]) * 1099511628211ull;
     }
+    b = (const unsigned char *)&t->lat;
+    for (size_t i = 0; i < sizeof t->lat; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
     times_entry *e = &c->te[h % TIMES_SETS];
-    if (e->p == p && e->m == m && e->s == (int32_t)s && e->stall == stall) {
+    if (e->p == p && e->m == m && e->s == (int32_t)s && e->stall == stall &&
+        !memcmp(&e->lat, &t->lat, sizeof t->lat)) {
         bool same = true;
         for (int a = 0; a < 5 && same; a++)
             same = !memcmp(e->key + (size_t)a * n, arr[a], sizeof *arr[a] * (size_t)n);
@@ -1084,6 +1139,7 @@ static times_entry *times_slot(int32_t s, int32_t p, int32_t m, const mp_op_time
     e->s = (int32_t)s;
     e->m = m;
     e->stall = stall;
+    e->lat = t->lat;
     return e;
 }
 

@@ -19,8 +19,10 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
  * _timed, sends and receives included) run under t as the list scheduling
  * times them (each rank's ops in order, each as soon as its input has
  * landed, a receive waiting for its message, a send posting its op's
- * output where the list has it and the sender waiting for it to land, as
- * sim/engine.c runs them), without the memory cap: end[r][i], when op i of
+ * output where the list has it; a run of transfers is one commit, its
+ * sends posted together, each behind the commit's earlier ones on its link
+ * (t->lat), and the rank going on once all of it is done, as sim/engine.c
+ * runs DualPipe(V)'s), without the memory cap: end[r][i], when op i of
  * rank r ends (a send or receive: when the rank is free after it). The planner places the DP reductions from it (planner/cost.c
  * dp_tail_windows). MP_EINTERNAL if the lists stall, MP_ENOMEM. */
 mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,

@@ -488,6 +488,104 @@ static void test_link_serialises_messages(void **state)
     mp_sim_result_free(&r);
 }
 
+/* Uniform stages (uniform()) with links of y = 0.2 s on the wire and
+ * x = 0.05 s latency. */
+static mp_pipeline_cost linked(int32_t n, double f, double b, double w)
+{
+    mp_pipeline_cost pc = uniform(n, 1, f, b, w);
+    pc.p2p_latency = 0.05;
+    pc.p2p_bw = 1;
+    for (int32_t k = 0; k < n; k++)
+        g_stages[k].send_bytes = 0.2;
+    return pc;
+}
+
+/* The one event of rank's timeline of this kind, micro-batch and chunk
+ * (chunk -1: any): *start, *end; fails unless there is exactly one. */
+static void event_span(const mp_sim_result *r, int32_t rank, mp_event_kind kind, int32_t mb,
+                       int32_t chunk, double *start, double *end)
+{
+    int found = 0;
+    for (size_t i = 0; i < r->timeline.n; i++) {
+        const mp_event *e = &r->timeline.events[i];
+        if (e->rank == rank && e->kind == kind && e->microbatch == mb &&
+            (chunk < 0 || e->chunk == chunk)) {
+            *start = e->start;
+            *end = e->end;
+            found++;
+        }
+    }
+    if (found != 1)
+        fail_msg("rank %d: %d events of kind %d for micro-batch %d chunk %d", (int)rank, found,
+                 (int)kind, (int)mb, (int)chunk);
+}
+
+/* DualPipe(V) post a commit's transfers together (deepseek-ai/DualPipe
+ * dualpipe.py _commit_and_wait_comm: batch_isend_irecv, then a wait on all
+ * of it): its sends start when it is posted, each on its own directed link,
+ * one after another on the same link, and the rank goes on once all are
+ * done. Links of y = 0.2 s on the wire and x = 0.05 s latency.
+ *
+ * DualPipe p = 2, m = 4, f = 1, b = 2, w = 0.5, worked by hand from the two
+ * ranks' lists (tests/sim/data/dualpipe_reference.txt; rank 1's mirrors rank
+ * 0's, so each message of rank 0 has a twin from rank 1 landing at the same
+ * time). Rank 0: F0.0 [0,1]; {sf0.0, rf2.1}: both land 1 + y + x = 1.25;
+ * F2.1 F1.0 B2.1 W2.1 [1.25,5.75]; {sf1.0, sb2.1, rf3.1, rb0.0}: both sends
+ * on the one link to rank 1, sf1.0 on it [5.75,5.95] landing 6.0, sb2.1 on
+ * it [5.95,6.15] landing 6.2 (and rank 1's twins the same): done 6.2;
+ * F3.1 B0.0 W0.0 B3.1 W3.1 [6.2,12.2]; {sb3.1, rb1.0}: 12.45; B1.0 W1.0
+ * [12.45,14.95]. 4(f + b + w) + 4y + 3x = 14.95. Sent one after the other
+ * (each waited for before the next, as before) sb2.1 left at 6.0 and
+ * landed at 6.25: 15.0, 4x. */
+static void test_dualpipe_commit_by_hand(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = linked(2, 1, 2, 0.5); /* p stages, each held twice */
+    mp_sim_result r = run(MP_SCHED_DUALPIPE, 2, 2, 4, &pc, true);
+    if (!NEAR(r.pipeline_makespan, 14.95))
+        fail_msg("dualpipe p=2 m=4: %.12g, want 14.95 (15.0: sends waited for one by one)",
+                 r.pipeline_makespan);
+    /* rank 0's F3.1 starts when its commit of two sends is done; sb2.1 is
+     * queued behind sf1.0 on the link */
+    double t0, t1;
+    event_span(&r, 0, MP_EV_F, 3, -1, &t0, &t1);
+    assert_true(NEAR(t0, 6.2));
+    event_span(&r, 0, MP_EV_SEND_BWD, 2, -1, &t0, &t1);
+    assert_true(NEAR(t0, 5.95) && NEAR(t1, 6.2));
+    mp_sim_result_free(&r);
+}
+
+/* Sends to the two neighbours of one commit are in flight at once. DualPipeV
+ * p = 3, m = 6, f = b = w = 1, each message h = y + x = 0.25 s, worked by hand
+ * (lists: tests/sim/data/dualpipe_reference.txt; rank 2 also hands its
+ * chunk 0's output to its chunk 1, free). Rank 0: F0.0 F1.0 F2.0 F3.0, each
+ * output landing h after the F ends and the next F starting then: its F k
+ * ends k + 1 + k h, F3.0's output lands at 4 + 4h. Rank 1: F0.0 from 1 + h,
+ * F1.0 from 2 + 2h, F2.0 [3 + 3h, 4 + 3h] (each waiting for rank 0's next);
+ * then {rf3.0, rf0.1}: F3.0's output lands 4 + 4h, and rank 2's F0.1 (its F0.0
+ * [2 + 2h, 3 + 2h], F0.1 [3 + 3h, 4 + 3h] once rf1.0 has landed) lands at
+ * 4 + 4h too. F0.1 [4 + 4h, 5 + 4h]; {sf0.1 to rank 0, sf2.0 to rank 2}: both
+ * leave at 5 + 4h = 6.0 and land at 5 + 5h = 6.25, when F3.0 starts. Sent one
+ * after the other: 6.5; queued on one link: 5 + 4h + 2y + x = 6.45. */
+static void test_dualpipev_commit_two_peers(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = linked(6, 1, 1, 1); /* 2p virtual stages */
+    mp_sim_result r = run(MP_SCHED_DUALPIPEV, 3, 2, 6, &pc, true);
+    double t0, t1;
+    event_span(&r, 1, MP_EV_F, 3, 0, &t0, &t1);
+    if (!NEAR(t0, 6.25))
+        fail_msg("rank 1's F3.0 starts at %.12g, want 6.25", t0);
+    const int32_t sent[2][2] = {{0, 1}, {2, 0}}; /* F0.1 to rank 0, F2.0 to rank 2 */
+    for (int j = 0; j < 2; j++) {
+        event_span(&r, 1, MP_EV_SEND_FWD, sent[j][0], sent[j][1], &t0, &t1);
+        if (!NEAR(t0, 6.0) || !NEAR(t1, 6.25))
+            fail_msg("rank 1's send of F%d.%d on the wire [%.12g, %.12g], want [6, 6.25]",
+                     (int)sent[j][0], (int)sent[j][1], t0, t1);
+    }
+    mp_sim_result_free(&r);
+}
+
 /* Stashed activations: 1F1B rank r holds p - r micro-batches at its peak,
  * GPipe m, interleaved Megatron's warm-up + 1 chunks. */
 static void test_peak_memory(void **state)
@@ -884,6 +982,8 @@ int main(void)
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_serial_p2p),
         cmocka_unit_test(test_link_serialises_messages),
+        cmocka_unit_test(test_dualpipe_commit_by_hand),
+        cmocka_unit_test(test_dualpipev_commit_two_peers),
         cmocka_unit_test(test_sync_and_async_p2p),
         cmocka_unit_test(test_peak_memory),
         cmocka_unit_test(test_dp_and_optimizer),

@@ -377,8 +377,10 @@ static mp_op_times grid_times(int pat, int32_t p, int link, double *d)
         d[6 * p + k] = link ? 0.1 + 0.01 * k : 0;
         d[8 * p + k] = st[k].act_bytes;
     }
+    /* 0.04 of each transfer latency: a DualPipeV commit's second message
+     * on a link starts 0.06 + 0.01k after its first (replay) */
     return (mp_op_times){.f = d, .b = d + 2 * p, .w = d + 4 * p, .link = d + 6 * p,
-                         .act = d + 8 * p};
+                         .act = d + 8 * p, .lat = link ? 0.04 : 0};
 }
 
 /* mp_schedule_v_times (what the planner's DP windows read) against the lists
@@ -534,6 +536,115 @@ static void test_v_times_match_replay(void **state)
     check_v_times(MP_SCHED_ZBV, 4, 16, 3, 1);
 }
 
+/* The estimate's replay posts a DualPipeV commit's sends together, as the
+ * simulator does (sim/engine.c end_commit; test_engine.c
+ * test_dualpipev_commit_two_peers works the same case by hand): p = 3,
+ * m = 6, F = B = W = 1, every transfer h = 0.25 (0.05 of it latency). Rank
+ * 1's commit {sf0.1 to rank 0, sf2.0 to rank 2} is posted at 5 + 4h = 6,
+ * both land at 6.25, and its F3.0 runs [6.25, 7.25]; sent one after the
+ * other (the replay before) it ran [6.5, 7.5]. The lists' replay and the
+ * compute-only one (mp_schedule_v_times) agree. */
+static void test_dualpipev_replay_commit(void **state)
+{
+    (void)state;
+    const int32_t p = 3, m = 6;
+    double d[5 * 6];
+    for (int32_t k = 0; k < 2 * p; k++) {
+        d[k] = d[6 + k] = d[12 + k] = 1;
+        d[18 + k] = 0.25;
+        d[24 + k] = 1;
+    }
+    mp_op_times t = {.f = d, .b = d + 6, .w = d + 12, .link = d + 18, .act = d + 24,
+                     .lat = 0.05};
+    mp_op_list l[3];
+    mp_error err;
+    assert_int_equal(mp_schedule_build_all(MP_SCHED_DUALPIPEV, p, 2, m, l, &err), MP_OK);
+    double *end[3];
+    for (int32_t r = 0; r < p; r++)
+        assert_non_null(end[r] = malloc(sizeof **end * (size_t)l[r].n));
+    assert_int_equal(mp_schedule_v_replay(p, m, &t, l, end, &err), MP_OK);
+    int found = 0;
+    for (int32_t i = 0; i < l[1].n; i++) {
+        const mp_op *op = &l[1].ops[i];
+        if (op->kind == MP_OP_F && op->microbatch == 3 && op->chunk == 0) {
+            if (fabs(end[1][i] - 7.25) > 1e-12)
+                fail_msg("rank 1's F3.0 ends at %.17g, want 7.25", end[1][i]);
+            found++;
+        }
+    }
+    assert_int_equal(found, 1);
+    mp_v_rank_times rt[3];
+    assert_int_equal(mp_schedule_v_times(MP_SCHED_DUALPIPEV, p, m, &t, rt, &err), MP_OK);
+    for (int32_t r = 0; r < p; r++) {
+        double er = 0;
+        for (int32_t i = 0; i < l[r].n; i++)
+            er = fmax(er, end[r][i]);
+        assert_true(er == rt[r].end);
+        mp_op_list_free(&l[r]);
+        free(end[r]);
+    }
+}
+
+/* The estimate's DP windows come from that replay; the simulator runs the
+ * same lists. With the replay's op times taken from the simulator's stage
+ * costs (sim/plan_order.c's layout: F, B, W, transfer = latency + bytes over
+ * bandwidth, its latency part), the two give the same pipeline, each rank
+ * ending where the other ends it: DualPipeV and ZB-V, p 2-5, m 2p, 2p + 1
+ * and 3p + 1, the grid's stage patterns with transfers of 0.1 s on the wire
+ * and 0.03 s latency. */
+static void test_replay_matches_engine(void **state)
+{
+    (void)state;
+    int checked = 0;
+    for (int32_t p = 2; p <= 5; p++)
+        for (int q = 0; q < 3; q++)
+            for (int pat = 0; pat < GRID_PATTERNS; pat++)
+                for (int s = 0; s < 2; s++) {
+                    mp_schedule_kind kind = s ? MP_SCHED_ZBV : MP_SCHED_DUALPIPEV;
+                    int32_t m = q == 0 ? 2 * p : q == 1 ? 2 * p + 1 : 3 * p + 1;
+                    mp_stage_cost st[10];
+                    mp_pipeline_cost pc;
+                    grid_cost(pat, p, true, &pc, st);
+                    pc.p2p_latency = 0.03;
+                    double d[5 * 10];
+                    for (int32_t k = 0; k < 2 * p; k++) {
+                        d[k] = st[k].fwd;
+                        d[2 * p + k] = st[k].bwd_input;
+                        d[4 * p + k] = st[k].bwd_weight;
+                        d[6 * p + k] = pc.p2p_latency + st[k].send_bytes / pc.p2p_bw;
+                        d[8 * p + k] = st[k].act_bytes;
+                    }
+                    mp_op_times t = {.f = d, .b = d + 2 * p, .w = d + 4 * p,
+                                     .link = d + 6 * p, .act = d + 8 * p,
+                                     .lat = pc.p2p_latency};
+                    mp_v_rank_times rt[5];
+                    mp_error err;
+                    assert_int_equal(mp_schedule_v_times(kind, p, m, &t, rt, &err), MP_OK);
+                    mp_sim_options opt = {.record_timeline = true};
+                    mp_sim_result res;
+                    assert_int_equal(mp_simulate_cost(kind, p, 2, m, &pc, false, &opt, &res,
+                                                      &err),
+                                     MP_OK);
+                    /* each rank's last compute op ends where the replay's
+                     * rank is free (its last op a W, after its last send) */
+                    double last[5] = {0};
+                    for (size_t i = 0; i < res.timeline.n; i++) {
+                        const mp_event *e = &res.timeline.events[i];
+                        if (e->stream == MP_STREAM_COMPUTE && e->end > last[e->rank])
+                            last[e->rank] = e->end;
+                    }
+                    for (int32_t r = 0; r < p; r++)
+                        if (fabs(last[r] - rt[r].end) > 1e-9 * res.pipeline_makespan)
+                            fail_msg("%s p %d m %d pattern %d rank %d: simulated end %.12g, "
+                                     "replayed %.12g",
+                                     mp_schedule_name(kind), (int)p, (int)m, pat, (int)r,
+                                     last[r], rt[r].end);
+                    mp_sim_result_free(&res);
+                    checked++;
+                }
+    assert_int_equal(checked, 4 * 3 * GRID_PATTERNS * 2);
+}
+
 /* Mixtral 8x7B on 64 H100, tp 2 sp, pp 8 (zb-v, two chunks), ep 8, etp 1,
  * 32 micro-batches, selective recompute: the plan whose greedy order once stalled */
 static mp_config mixtral_pp8_zbv(void)
@@ -667,6 +778,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stall_hook_gives_the_fallback),
         cmocka_unit_test(test_v_times_match_replay),
         cmocka_unit_test(test_dpv_windows_are_exact),
+        cmocka_unit_test(test_dualpipev_replay_commit),
+        cmocka_unit_test(test_replay_matches_engine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,7 +79,9 @@ typedef struct engine {
     bool combined, stream_ep;
     /* stream_ep: per (virtual stage, micro-batch), when the F's and the B's
      * output is complete, its combine done (run_ep; read by the op of the
-     * same micro-batch that consumes it: run_send, and B after its F) */
+     * same micro-batch that consumes it: run_send, and B after its F);
+     * combined with async p2p: fwd_ready alone, for the merged pass's
+     * forward output, sent before the pass ends (run_pair) */
     double *fwd_ready, *bwd_ready;
     mp_sim_result *out;
     mp_sim_memory_point *mem;
@@ -496,6 +498,15 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
         rs->peak_stash = high;
     add_memory(e, t0, r, rs->static_bytes + high);
     add_memory(e, end, r, rs->static_bytes + rs->stash);
+    /* With Megatron's overlapped p2p the forward's output goes out on the
+     * comm stream once F's last node, its combine, is done, under B's rest
+     * (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run:
+     * post_forward on the comm stream after f_schedule_plan's last event,
+     * lines 474-479 of core_v0.15.0); B's gradient after B's last node, at
+     * the pass's end. Without it both go after the merged step. */
+    double *f_ready = ready_slot(e, r, of, true);
+    if (f_ready)
+        *f_ready = t2 + F.a2a_half + slow;
     grads_done(e, r, stage_index(e, r, ob->chunk), t0, end);
     rs->now = end;
 }
@@ -510,9 +521,12 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
  * and the last backward, combined_1f1b_schedule_for_no_pipelining). The
  * step receives both inputs before the merged compute and sends both
  * outputs after it (schedules.py, the steady state's
- * send_forward_backward_recv_forward_backward after the merged step): each
- * [B, SEND_BWD?, RECV_FWD?, F] becomes [RECV_FWD?, B, F, SEND_BWD?], the
- * B and F adjacent (run_pipeline runs them as run_pair). */
+ * send_forward_backward_recv_forward_backward after the merged step;
+ * with overlapped p2p the forward's send first, from the comm stream, then
+ * the backward's, model_chunk_schedule_plan.py lines 474-485): each
+ * [B, SEND_BWD?, RECV_FWD?, F, SEND_FWD?] becomes
+ * [RECV_FWD?, B, F, SEND_FWD?, SEND_BWD?], the B and F adjacent
+ * (run_pipeline runs them as run_pair). */
 static void pair_lists(engine *e)
 {
     for (int32_t r = 0; r < e->p; r++) {
@@ -533,12 +547,17 @@ static void pair_lists(engine *e)
                 (e->gathers && e->params_ready[stage_index(e, r, ops[j].chunk)] >= 0 &&
                  ops[j].microbatch == 0))
                 continue;
-            mp_op b = ops[i], f = ops[j];
+            mp_op b = ops[i], f = ops[j], fsend = {0};
+            bool has_fsend = j + 1 < n && ops[j + 1].kind == MP_OP_SEND_FWD;
+            if (has_fsend)
+                fsend = ops[++j];
             int32_t k = i;
             if (has_recv)
                 ops[k++] = recv;
             ops[k++] = b;
             ops[k++] = f;
+            if (has_fsend)
+                ops[k++] = fsend;
             if (has_send)
                 ops[k++] = send;
             i = j;
@@ -567,6 +586,8 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
     /* the output exists once its op's combine is done (later on the ep stream) */
     const double *ready = ready_slot(e, r, op, fwd);
     double start = ready && *ready > rs->now ? *ready : rs->now, land = start;
+    if (ready && e->combined)
+        start = *ready; /* a merged pass's forward output, sent under its backward (run_pair) */
     if (peer != r) { /* to itself (the V's turn at rank p-1) the data stays put */
         double *link = &rs->link_free[link_slot(e, r, peer)];
         start = start > *link ? start : *link;
@@ -1074,10 +1095,11 @@ static mp_status engine_setup(engine *e, mp_error *err)
         e->opt_slow = place_gathers(e);
     if (e->combined)
         pair_lists(e);
-    if (e->stream_ep) {
+    if (e->stream_ep || (e->combined && e->async_p2p)) {
         e->fwd_ready = calloc(keys / 2, sizeof *e->fwd_ready);
-        e->bwd_ready = calloc(keys / 2, sizeof *e->bwd_ready);
-        if (!e->fwd_ready || !e->bwd_ready)
+        if (e->stream_ep)
+            e->bwd_ready = calloc(keys / 2, sizeof *e->bwd_ready);
+        if (!e->fwd_ready || (e->stream_ep && !e->bwd_ready))
             return nomem(err);
     }
     for (int32_t r = 0; r < p; r++) {

@@ -22,11 +22,12 @@
 /* With a pipeline the simulation places it exactly where the closed form
  * approximates it (fill and drain of an uneven split, last-stage p2p, DP
  * overlap: the dense sets differ by up to about 3.5%, sim_validation), and a
- * merged pass hands on its forward's output and its backward's gradient only
- * when it ends, after the other pass's part: with two ranks and 12 or 24
- * chunks of 2 or 4 layers (Qwen3-30B-A3B on 16 H100) the next rank's pass
- * waits for it, which the closed form does not charge (+4% to +9%). */
-#define TOLERANCE 0.10
+ * merged pass hands on its backward's gradient only when it ends: with two
+ * ranks and 12 or 24 chunks of 2 or 4 layers (Qwen3-30B-A3B on 16 H100) the
+ * other rank's next pass waits for it, which the closed form does not
+ * charge (+2.8% to +5.4%; +9% while the forward's output queued behind the
+ * gradient). */
+#define TOLERANCE 0.07
 #define EXACT 1e-6
 
 int main(int argc, char **argv)

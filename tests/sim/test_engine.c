@@ -518,6 +518,31 @@ static void test_moe_merged_pass_two_stages(void **state)
     }
     assert_int_equal(seen, 6);
     mp_sim_result_free(&r);
+    /* With overlapped p2p (Megatron's post_forward on the comm stream) a
+     * merged pass's forward output leaves once F's combine is done, 1.0 s
+     * before the pass ends (B's rest 1.2 beside F's combine 0.2); without
+     * it, after the pass. Five merged forwards send (rank 0's three, rank
+     * 1's F 2.0 and F 3.0; chunk 1 on rank 1 is the last stage). */
+    pc.p2p_latency = 0.5;
+    for (int async = 0; async < 2; async++) {
+        mp_sim_options opt = {.record_timeline = true, .ep_overlap = true, .async_p2p = async};
+        mp_error err;
+        assert_int_equal(mp_simulate_cost(MP_SCHED_INTERLEAVED, 2, 2, 4, &pc, true, &opt, &r, &err),
+                         MP_OK);
+        int early = 0;
+        for (size_t i = 0; i < r.timeline.n; i++) {
+            const mp_event *sf = &r.timeline.events[i];
+            if (sf->kind != MP_EV_SEND_FWD)
+                continue;
+            for (size_t j = 0; j < r.timeline.n; j++) {
+                const mp_event *b = &r.timeline.events[j];
+                early += b->rank == sf->rank && b->kind == MP_EV_B && near(b->end, sf->start + 1.0) &&
+                         b->start < sf->start;
+            }
+        }
+        assert_int_equal(early, async ? 5 : 0);
+        mp_sim_result_free(&r);
+    }
 }
 
 /* Combined 1F1B's order runs to the end (no deadlock) for every interleaved

@@ -1676,6 +1676,9 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->cp_comm_bwd = ss->cp_b;
         sc->ep_comm_fwd = ss->ep_f;
         sc->ep_comm_bwd = ss->ep_b;
+        sc->expert_fwd = ss->mlp_f;
+        sc->expert_bwd = ss->mlp_b;
+        sc->expert_wgrad = ss->mlp_w;
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
@@ -1852,7 +1855,8 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * warm-up forwards and cool-down backwards run alone (mp_moe_a2a_paired_share;
  * DualPipe's own pairing counts every pass as paired). Only the estimate's copy of
  * the stage sums changes: the simulator's stage costs keep the whole a2a in F
- * and B and take it off the compute stream itself (mp_sim_options.ep_overlap).
+ * and B, with the expert node's times, and run the merged passes themselves
+ * (mp_sim_options.ep_overlap; sim/engine.c run_pair).
  *
  * SM contention: the dispatcher's kernels hold their SMs while they run, so
  * the compute of a phase runs at 1 - sm of its rate under them and a phase

@@ -64,6 +64,12 @@ typedef struct mp_stage_cost {
      * (expert-parallel all-to-all or all-gather), which the simulator can
      * overlap with another micro-batch's compute (mp_sim_options.ep_overlap) */
     double ep_comm_fwd, ep_comm_bwd;
+    /* of fwd / bwd: the MoE layers' expert node (routed and shared experts'
+     * GEMMs with the sort, activation and casts beside them; of expert_bwd,
+     * expert_wgrad its weight gradients, Megatron-Core's backward_dw): the
+     * merged pass of the EP all-to-all overlap runs them in its middle phase
+     * (docs/simulator.md, sim/engine.c run_pair; planner/cost.c hide_a2a) */
+    double expert_fwd, expert_bwd, expert_wgrad;
     double send_bytes;   /* activation bytes sent to the next stage per micro-batch */
     double act_bytes;    /* activation bytes stashed per in-flight micro-batch */
     /* split backward (ZB-H1, ZB-V, DualPipe(V)): the linear layers' output

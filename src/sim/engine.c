@@ -44,7 +44,6 @@ typedef struct rank_state {
                           * upstream neighbours' (run_compute, run_recv) */
     double ep_free;      /* time its ep stream (MoE dispatch + combine) is free */
     double ep_from;      /* start of the ep stream's busy span that ends at ep_free */
-    double out_ready;    /* time the last F/B's output is complete (its combine done) */
     double stash, peak_stash;
     double static_bytes;
     double link_free[2]; /* directed links to the next / previous rank */
@@ -77,7 +76,18 @@ typedef struct engine {
     bool record;
     bool async_p2p;
     bool commits;        /* DualPipe(V): transfers posted a commit at a time */
-    bool ep_overlap;
+    /* ep_overlap (mp_sim_options): on 1F1B and interleaved 1F1B Megatron-Core's
+     * combined 1F1B (combined: each steady-state B with the F after it as
+     * one merged pass, run_pair; the passes alone keep their all-to-all
+     * inline), on the other schedules the ep stream (stream_ep: an op's
+     * dispatch and combine after its compute, under the next op's) */
+    bool combined, stream_ep;
+    /* stream_ep: per (virtual stage, micro-batch), when the F's and the B's
+     * output is complete, its combine done (run_ep; read by the op of the
+     * same micro-batch that consumes it: run_send, and B after its F);
+     * combined with async p2p: fwd_ready alone, for the merged pass's
+     * forward output, sent before the pass ends (run_pair) */
+    double *fwd_ready, *bwd_ready;
     mp_sim_result *out;
     mp_sim_memory_point *mem;
     size_t n_mem, cap_mem;
@@ -154,17 +164,23 @@ static void add_memory(engine *e, double t, int32_t rank, double bytes)
  * stream waiting. Overlapped: after the op's compute, once the ep stream is
  * free, while the compute stream goes on with the next op; returns the
  * seconds taken off the compute stream. */
+static double *ready_slot(const engine *e, int32_t r, const mp_op *op, bool fwd)
+{
+    double *a = fwd ? e->fwd_ready : e->bwd_ready;
+    return a ? &a[(int64_t)stage_index(e, r, op->chunk) * e->m + op->microbatch] : NULL;
+}
+
 static double run_ep(engine *e, int32_t r, const mp_op *op, double ep, double start,
                      double *end)
 {
     rank_state *rs = &e->ranks[r];
-    if (ep <= 0 || op->kind == MP_OP_W) {
-        rs->out_ready = *end;
+    double *ready = op->kind == MP_OP_W ? NULL : ready_slot(e, r, op, op->kind == MP_OP_F);
+    if (ready)
+        *ready = *end;
+    if (ep <= 0 || op->kind == MP_OP_W)
         return 0;
-    }
-    if (!e->ep_overlap) {
+    if (!e->stream_ep) {
         add_event(e, *end - ep, *end, r, MP_STREAM_EP, MP_EV_EP_COMM, op->microbatch, op->chunk);
-        rs->out_ready = *end;
         return 0;
     }
     double compute_end = *end - ep > start ? *end - ep : start;
@@ -172,7 +188,8 @@ static double run_ep(engine *e, int32_t r, const mp_op *op, double ep, double st
     if (from > rs->ep_free)
         rs->ep_from = from; /* a new busy span; else the span goes on */
     rs->ep_free = from + ep;
-    rs->out_ready = rs->ep_free;
+    if (ready)
+        *ready = rs->ep_free;
     add_event(e, from, rs->ep_free, r, MP_STREAM_EP, MP_EV_EP_COMM, op->microbatch, op->chunk);
     *end = compute_end;
     return ep;
@@ -185,7 +202,7 @@ static double run_ep(engine *e, int32_t r, const mp_op *op, double ep, double st
 static double contended(const engine *e, const rank_state *rs, double start, double work)
 {
     double f = e->pc->ep_sm_share;
-    if (!e->ep_overlap || !(f > 0) || !(work > 0) || rs->ep_free <= start)
+    if (!e->stream_ep || !(f > 0) || !(work > 0) || rs->ep_free <= start)
         return work;
     double from = rs->ep_from > start ? rs->ep_from : start;
     double lead = from - start;
@@ -197,6 +214,31 @@ static double contended(const engine *e, const rank_state *rs, double start, dou
         return lead + after;
     double within = rest / (1 - f); /* all of it inside the span */
     return lead + (within < after ? within : after);
+}
+
+/* A micro-batch's weight gradients of `stage` are complete (its B, or W
+ * where the backward is split), computed from start to end on rank r. */
+static void grads_done(engine *e, int32_t r, int32_t stage, double start, double end)
+{
+    if (e->aligned) {
+        /* Megatron-Core launches chunk j's reduction r backwards after
+         * its last one on pipeline rank r (schedules.py,
+         * backward_step_helper_postprocess) */
+        for (int32_t c = 0; c < e->v; c++) {
+            int32_t sk = stage_index(e, r, c);
+            if (e->launch_left[sk] > 0 && --e->launch_left[sk] == 0)
+                e->launch_at[sk] = end;
+        }
+    }
+    if (--e->grads_left[stage] == 0) {
+        e->last_grad_start[stage] = start;
+        e->last_grad_end[stage] = end;
+        if (e->aligned) {
+            e->launch_left[stage] = r;
+            if (r == 0)
+                e->launch_at[stage] = end;
+        }
+    }
 }
 
 static void run_compute(engine *e, int32_t r, const mp_op *op)
@@ -211,6 +253,17 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         /* align_param_gather: the chunk's first forward waits for its parameters */
         rs->dp_wait += e->params_ready[stage] - rs->now;
         rs->now = e->params_ready[stage];
+    }
+    if (k == MP_OP_B && e->fwd_ready) {
+        /* the backward starts from its own forward's output, the loss's
+         * input on the last stage: complete once that forward's combine is
+         * done (an exposed part of the all-to-all) */
+        double ready = *ready_slot(e, r, op, true);
+        if (ready > rs->now) {
+            rs->busy += ready - rs->now;
+            rs->tp += ready - rs->now;
+            rs->now = ready;
+        }
     }
     double start = rs->now, dur = op_duration(e, sc, k);
     double ep = k == MP_OP_F ? sc->ep_comm_fwd : sc->ep_comm_bwd;
@@ -304,24 +357,215 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         if (k == MP_OP_W && sc->w_hold_bytes > 0 && !mp_op_list_bw_adjacent(&e->lists[r], rs->pc, -1))
             rs->stash -= sc->w_hold_bytes;
         add_memory(e, end, r, rs->static_bytes + rs->stash);
-        if (e->aligned) {
-            /* Megatron-Core launches chunk j's reduction r backwards after
-             * its last one on pipeline rank r (schedules.py,
-             * backward_step_helper_postprocess) */
-            for (int32_t c = 0; c < e->v; c++) {
-                int32_t sk = stage_index(e, r, c);
-                if (e->launch_left[sk] > 0 && --e->launch_left[sk] == 0)
-                    e->launch_at[sk] = end;
-            }
+        grads_done(e, r, stage, start, end);
+    }
+}
+
+/* Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): the
+ * end time of `work` seconds of compute from t while the comm stream runs
+ * the spans span[0..n) (in time order, not overlapping), whose kernels hold
+ * `share` of the SMs: full rate outside them, 1 - share inside (the rule of
+ * contended() for any number of spans). */
+static double beside_comm(double t, double work, const double (*span)[2], int n, double share)
+{
+    for (int i = 0; i < n && work > 0; i++) {
+        double a = span[i][0] > t ? span[i][0] : t, b = span[i][1];
+        if (b <= t || !(share > 0))
+            continue;
+        if (work <= a - t)
+            return t + work;
+        work -= a - t;
+        t = a;
+        if (share < 1) {
+            double cap = (b - t) * (1 - share);
+            if (work <= cap)
+                return t + work / (1 - share);
+            work -= cap;
         }
-        if (--e->grads_left[stage] == 0) {
-            e->last_grad_start[stage] = start;
-            e->last_grad_end[stage] = end;
-            if (e->aligned) {
-                e->launch_left[stage] = r;
-                if (r == 0)
-                    e->launch_at[stage] = end;
-            }
+        t = b;
+    }
+    return t + (work > 0 ? work : 0);
+}
+
+/* A merged pass's piece, when it takes time. */
+static void span_event(engine *e, double start, double end, int32_t rank, mp_stream stream,
+                       mp_event_kind kind, int32_t mb, int32_t chunk)
+{
+    if (end > start)
+        add_event(e, start, end, rank, stream, kind, mb, chunk);
+}
+
+/* One pass's parts (planner/cost.c hide_a2a): the dispatch and the combine
+ * (half its all-to-all each), the expert node (of the backward: the input
+ * gradients g, the weight gradients w) and the rest (attention, router,
+ * permutation, exposed TP, the head). */
+typedef struct pass_parts {
+    double a2a_half, experts, wgrad, rest;
+} pass_parts;
+
+static pass_parts parts_of(const mp_stage_cost *sc, bool fwd)
+{
+    double dur = fwd ? sc->fwd : sc->bwd, ep = fwd ? sc->ep_comm_fwd : sc->ep_comm_bwd;
+    double x = fwd ? sc->expert_fwd : sc->expert_bwd;
+    ep = ep < dur ? ep : dur;
+    x = x < dur - ep ? x : dur - ep;
+    double w = fwd ? 0 : sc->expert_wgrad < x ? sc->expert_wgrad : x;
+    return (pass_parts){.a2a_half = ep / 2, .experts = x - w, .wgrad = w, .rest = dur - ep - x};
+}
+
+/* The merged pass of a steady-state backward b and the forward f after it
+ * (model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run, lines
+ * 198-229 of core_v0.14.0 and core_v0.15.0), on the stage's sums (exact for
+ * identical layers: each phase of L layers of 1/L of the parts is 1/L of
+ * the stage's phase; the estimate takes the same sums). Every node waits for
+ * its micro-batch's previous node, and each stream runs in issue order:
+ *
+ *     comm:    combine B (b_B)  | dispatch F (a_F), dispatch B (a_B)   | combine F (b_F)
+ *     compute: rest F (r_F)     | B's expert dgrad g_B, wgrad w_B, F's | rest B (r_B)
+ *                               | experts e_F                          |
+ *
+ * so each phase starts when both streams have ended the one before; in the
+ * middle one B's dispatch waits for g_B and F's experts for F's dispatch,
+ * w_B (backward_dw) for nothing. Compute beside the comm stream runs at
+ * 1 - ep_sm_share of its rate (beside_comm). Both outputs are complete
+ * when the pass ends, and its sends follow (pair_lists). */
+static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
+{
+    rank_state *rs = &e->ranks[r];
+    const mp_stage_cost *sb = stage_of(e, r, ob->chunk), *sf = stage_of(e, r, of->chunk);
+    pass_parts B = parts_of(sb, false), F = parts_of(sf, true);
+    double s = e->pc->ep_sm_share, t0 = rs->now, sp[2][2];
+    int32_t mb = ob->microbatch, cb = ob->chunk, mf = of->microbatch, cf = of->chunk;
+    /* phase 1: B's combine beside F's attention */
+    sp[0][0] = t0;
+    sp[0][1] = t0 + B.a2a_half;
+    double rf_end = beside_comm(t0, F.rest, sp, 1, s);
+    double t1 = rf_end > sp[0][1] ? rf_end : sp[0][1];
+    span_event(e, t0, sp[0][1], r, MP_STREAM_EP, MP_EV_EP_COMM, mb, cb);
+    span_event(e, t0, rf_end, r, MP_STREAM_COMPUTE, MP_EV_F, mf, cf);
+    /* phase 2: the dispatches beside the experts, in their event order */
+    sp[0][0] = t1;
+    sp[0][1] = t1 + F.a2a_half;
+    double g_end = beside_comm(t1, B.experts, sp, 1, s);
+    sp[1][0] = g_end > sp[0][1] ? g_end : sp[0][1];
+    sp[1][1] = sp[1][0] + B.a2a_half;
+    double w_end = beside_comm(g_end, B.wgrad, sp, 2, s);
+    double ef_start = w_end > sp[0][1] ? w_end : sp[0][1];
+    double ef_end = beside_comm(ef_start, F.experts, sp, 2, s);
+    double t2 = ef_end > sp[1][1] ? ef_end : sp[1][1];
+    span_event(e, sp[0][0], sp[0][1], r, MP_STREAM_EP, MP_EV_EP_COMM, mf, cf);
+    span_event(e, sp[1][0], sp[1][1], r, MP_STREAM_EP, MP_EV_EP_COMM, mb, cb);
+    span_event(e, t1, w_end, r, MP_STREAM_COMPUTE, MP_EV_B, mb, cb);
+    span_event(e, ef_start, ef_end, r, MP_STREAM_COMPUTE, MP_EV_F, mf, cf);
+    /* phase 3: F's combine beside B's attention (its recompute first) */
+    sp[0][0] = t2;
+    sp[0][1] = t2 + F.a2a_half;
+    double rb_end = beside_comm(t2, B.rest, sp, 1, s);
+    double t3 = rb_end > sp[0][1] ? rb_end : sp[0][1];
+    span_event(e, t2, sp[0][1], r, MP_STREAM_EP, MP_EV_EP_COMM, mf, cf);
+    double rc = sb->recompute > 0 && sb->recompute < rb_end - t2 ? sb->recompute : 0;
+    if (rc > 0)
+        span_event(e, t2, t2 + rc, r, MP_STREAM_COMPUTE, MP_EV_RECOMPUTE, mb, cb);
+    span_event(e, t2 + rc, rb_end, r, MP_STREAM_COMPUTE, MP_EV_B, mb, cb);
+    /* beside the parameter all-gathers (run_compute's rule) */
+    double dur = t3 - t0, slow = 0, sg = e->pc->dp_sm_gather;
+    if (e->gathers && sg > 0 && t0 < rs->gather_free) {
+        slow = sg * (rs->gather_free - t0);
+        if (sg < 1 && dur * sg / (1 - sg) < slow)
+            slow = dur * sg / (1 - sg);
+        rs->dp_wait += slow;
+        rs->dp_lag += slow;
+    }
+    double end = t3 + slow;
+    /* what the pass hid of the two all-to-alls; the rest is exposed TP */
+    double hidden = sf->fwd + sb->bwd - dur;
+    hidden = hidden > 0 ? hidden : 0;
+    rs->busy += dur;
+    rs->recompute += sb->recompute;
+    rs->tp += sf->tp_comm_fwd + sb->tp_comm_bwd - hidden;
+    rs->cp += sf->cp_comm_fwd + sb->cp_comm_bwd;
+    double tp_f = sf->tp_comm_fwd - 2 * F.a2a_half, tp_b = sb->tp_comm_bwd - 2 * B.a2a_half;
+    if (tp_f > 0)
+        span_event(e, rf_end - tp_f, rf_end, r, MP_STREAM_TP, MP_EV_TP_COMM, mf, cf);
+    if (tp_b > 0)
+        span_event(e, rb_end - tp_b, rb_end, r, MP_STREAM_TP, MP_EV_TP_COMM, mb, cb);
+    if (sf->cp_comm_fwd > 0)
+        span_event(e, t0, t0 + sf->cp_comm_fwd, r, MP_STREAM_CP, MP_EV_CP_COMM, mf, cf);
+    if (sb->cp_comm_bwd > 0)
+        span_event(e, t2, t2 + sb->cp_comm_bwd, r, MP_STREAM_CP, MP_EV_CP_COMM, mb, cb);
+    /* F's layers allocate their activations as B's layers free theirs: the
+     * stash moves by the difference, counted from the pass's start when it
+     * grows (a forward's from its start, run_compute) */
+    double before = rs->stash;
+    rs->stash += sf->act_bytes - sb->act_bytes;
+    double high = rs->stash > before ? rs->stash : before;
+    if (high > rs->peak_stash)
+        rs->peak_stash = high;
+    add_memory(e, t0, r, rs->static_bytes + high);
+    add_memory(e, end, r, rs->static_bytes + rs->stash);
+    /* With Megatron's overlapped p2p the forward's output goes out on the
+     * comm stream once F's last node, its combine, is done, under B's rest
+     * (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run:
+     * post_forward on the comm stream after f_schedule_plan's last event,
+     * lines 474-479 of core_v0.15.0); B's gradient after B's last node, at
+     * the pass's end. Without it both go after the merged step. */
+    double *f_ready = ready_slot(e, r, of, true);
+    if (f_ready)
+        *f_ready = t2 + F.a2a_half + slow;
+    grads_done(e, r, stage_index(e, r, ob->chunk), t0, end);
+    rs->now = end;
+}
+
+/* Combined 1F1B's order (combined_1f1b.py; schedules.py
+ * get_pp_rank_microbatches): each steady-state backward k runs merged with
+ * forward k + w + 1, w being the plain schedule's warm-up, which is the F
+ * the list has next after B k's transfers: forward w runs alone as one more
+ * warm-up forward ("we schedule one extra micro-batch forward step before
+ * the 1f1b stages", core_v0.15.0 schedules.py lines 730-734), and as many
+ * backwards alone in the cool-down (without a pipeline the first forward
+ * and the last backward, combined_1f1b_schedule_for_no_pipelining). The
+ * step receives both inputs before the merged compute and sends both
+ * outputs after it (schedules.py, the steady state's
+ * send_forward_backward_recv_forward_backward after the merged step;
+ * with overlapped p2p the forward's send first, from the comm stream, then
+ * the backward's, model_chunk_schedule_plan.py lines 474-485): each
+ * [B, SEND_BWD?, RECV_FWD?, F, SEND_FWD?] becomes
+ * [RECV_FWD?, B, F, SEND_FWD?, SEND_BWD?], the B and F adjacent
+ * (run_pipeline runs them as run_pair). */
+static void pair_lists(engine *e)
+{
+    for (int32_t r = 0; r < e->p; r++) {
+        mp_op *ops = e->lists[r].ops;
+        int32_t n = e->lists[r].n;
+        for (int32_t i = 0; i < n; i++) {
+            if (ops[i].kind != MP_OP_B)
+                continue;
+            int32_t j = i + 1;
+            mp_op send = {0}, recv = {0};
+            bool has_send = j < n && ops[j].kind == MP_OP_SEND_BWD;
+            if (has_send)
+                send = ops[j++];
+            bool has_recv = j < n && ops[j].kind == MP_OP_RECV_FWD;
+            if (has_recv)
+                recv = ops[j++];
+            if (j >= n || ops[j].kind != MP_OP_F ||
+                (e->gathers && e->params_ready[stage_index(e, r, ops[j].chunk)] >= 0 &&
+                 ops[j].microbatch == 0))
+                continue;
+            mp_op b = ops[i], f = ops[j], fsend = {0};
+            bool has_fsend = j + 1 < n && ops[j + 1].kind == MP_OP_SEND_FWD;
+            if (has_fsend)
+                fsend = ops[++j];
+            int32_t k = i;
+            if (has_recv)
+                ops[k++] = recv;
+            ops[k++] = b;
+            ops[k++] = f;
+            if (has_fsend)
+                ops[k++] = fsend;
+            if (has_send)
+                ops[k++] = send;
+            i = j;
         }
     }
 }
@@ -347,8 +591,11 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
     /* DualPipe(V): every send of a commit is posted when the commit is
      * (end_commit), not after the one before it has landed */
     double posted = e->commits && rs->commit_at >= 0 ? rs->commit_at : rs->now;
-    /* the output exists once its combine is done (later under ep overlap) */
-    double start = posted > rs->out_ready ? posted : rs->out_ready, land = start;
+    /* the output exists once its op's combine is done (later on the ep stream) */
+    const double *ready = ready_slot(e, r, op, fwd);
+    double start = ready && *ready > posted ? *ready : posted, land = start;
+    if (ready && e->combined)
+        start = *ready; /* a merged pass's forward output, sent under its backward (run_pair) */
     if (peer != r) { /* to itself (the V's turn at rank p-1) the data stays put */
         double *link = &rs->link_free[link_slot(e, r, peer)];
         start = start > *link ? start : *link;
@@ -461,8 +708,16 @@ static mp_status run_pipeline(engine *e, mp_error *err)
             if (is_transfer(op))
                 open_commit(e, rs);
             switch ((mp_op_kind)op->kind) {
-            case MP_OP_F:
             case MP_OP_B:
+                /* combined 1F1B: a B with the F after it is one merged pass */
+                if (e->combined && rs->pc + 1 < e->lists[r].n && op[1].kind == MP_OP_F) {
+                    run_pair(e, r, op, op + 1);
+                    rs->pc++;
+                } else {
+                    run_compute(e, r, op);
+                }
+                break;
+            case MP_OP_F:
             case MP_OP_W: run_compute(e, r, op); break;
             case MP_OP_SEND_FWD:
             case MP_OP_SEND_BWD: {
@@ -829,6 +1084,8 @@ static void engine_free(engine *e)
     free(e->launch_at);
     free(e->params_ready);
     free(e->gather_end);
+    free(e->fwd_ready);
+    free(e->bwd_ready);
     free(e->mem);
     free(e->last_mem);
     mp_heap_free(&e->heap);
@@ -881,6 +1138,15 @@ static mp_status engine_setup(engine *e, mp_error *err)
         return st;
     if (e->gathers)
         e->opt_slow = place_gathers(e);
+    if (e->combined)
+        pair_lists(e);
+    if (e->stream_ep || (e->combined && e->async_p2p)) {
+        e->fwd_ready = calloc(keys / 2, sizeof *e->fwd_ready);
+        if (e->stream_ep)
+            e->bwd_ready = calloc(keys / 2, sizeof *e->bwd_ready);
+        if (!e->fwd_ready || (e->stream_ep && !e->bwd_ready))
+            return nomem(err);
+    }
     for (int32_t r = 0; r < p; r++) {
         rank_state *rs = &e->ranks[r];
         rs->waiting = -1;
@@ -905,7 +1171,7 @@ static mp_status check_cost(mp_schedule_kind s, int32_t p, int32_t v,
         const mp_stage_cost *s = &pc->stages[k];
         double vals[] = {s->fwd, s->bwd, s->bwd_input, s->bwd_weight, s->send_bytes,
                          s->act_bytes, s->static_bytes, s->grad_bytes, s->ep_comm_fwd,
-                         s->ep_comm_bwd};
+                         s->ep_comm_bwd, s->expert_fwd, s->expert_bwd, s->expert_wgrad};
         for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
             if (!(vals[i] >= 0) || vals[i] > 1e300)
                 return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL,
@@ -1008,6 +1274,17 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     return MP_OK;
 }
 
+/* Where Megatron-Core runs its EP all-to-all overlap as combined 1F1B:
+ * without a pipeline (combined_1f1b_schedule_for_no_pipelining) and on the
+ * interleaved schedule (config_moe.c refuses pp > 1 without a virtual
+ * pipeline). On one-chunk 1F1B with pp > 1 a merged pass would wait for the
+ * next rank's merged pass and it for this one's previous: the engine keeps
+ * the ep stream there, as on the other schedules. */
+static bool combined_1f1b(mp_schedule_kind s, int32_t p, int32_t v)
+{
+    return (s == MP_SCHED_1F1B && p == 1) || (s == MP_SCHED_INTERLEAVED && (v > 1 || p == 1));
+}
+
 mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                            const mp_pipeline_cost *pc, bool dp_overlap,
                            const mp_sim_options *opt, mp_sim_result *out, mp_error *err)
@@ -1033,7 +1310,9 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
     engine e = {.kind = s, .p = p, .v = v, .m = m,
                 .n_stages = (int32_t)mp_schedule_n_stages(s, p, v), .pc = pc,
                 .zb = mp_schedule_splits_backward(s), .record = record,
-                .async_p2p = opt && opt->async_p2p, .ep_overlap = opt && opt->ep_overlap,
+                .async_p2p = opt && opt->async_p2p,
+                .combined = opt && opt->ep_overlap && combined_1f1b(s, p, v),
+                .stream_ep = opt && opt->ep_overlap && !combined_1f1b(s, p, v),
                 .commits = s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV,
                 .aligned = dp_overlap && pc->dp_aligned && s == MP_SCHED_INTERLEAVED && v > 1 &&
                            p > 1,

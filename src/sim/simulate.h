@@ -21,10 +21,16 @@ typedef struct mp_sim_options {
     bool async_p2p;
     /* MoE: false (the default): each F and B runs its layers' dispatch and
      * combine inline, the compute stream waiting for them. true: Megatron-
-     * Core's --overlap-moe-expert-parallel-comm (and DualPipe's F&B overlap):
-     * the all-to-all of one micro-batch runs on the ep stream under the
-     * compute of the next op (another micro-batch's); an op's output is
-     * sent once its combine is done. */
+     * Core's --overlap-moe-expert-parallel-comm. On interleaved 1F1B (and
+     * 1F1B without a pipeline) its combined 1F1B: each steady-state B and
+     * the F after it run as one merged pass in three phases, the
+     * all-to-alls under the other pass's compute; the warm-up's forwards
+     * and one more, and the cool-down's backwards, run alone, inline
+     * (docs/simulator.md). On the other schedules (and DualPipe's F&B
+     * overlap) the all-to-all of an op runs on the ep stream under the
+     * compute of the next op; the op of the same micro-batch that takes
+     * its output (the send, the last stage's B after its F) waits for its
+     * combine. */
     bool ep_overlap;
 } mp_sim_options;
 

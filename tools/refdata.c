@@ -330,6 +330,31 @@ static mp_status optional_cp_comm(const csv *c, int r, int first, mp_cp_comm *ou
                         "'%s' is not p2p, all_gather or a2a", s);
 }
 
+/* The optional cuda_graph_scope column of a runs file: the parts of each
+ * layer the recipe runs as CUDA graphs, `+`-separated scope names of
+ * parallel.cuda_graph_scope (a cell holds no comma). Absent or empty: none. */
+static mp_status optional_cuda_graphs(const csv *c, int r, int first, uint32_t *out,
+                                      mp_error *err)
+{
+    int at = 0;
+    *out = 0;
+    const char *s = optional_text(c, r, first, "cuda_graph_scope", &at);
+    if (!s)
+        return MP_OK;
+    char list[128], bad[72];
+    if (strlen(s) >= sizeof list)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, "cuda_graph_scope",
+                            "too long: at most %zu characters", sizeof list - 1);
+    snprintf(list, sizeof list, "%s", s);
+    for (char *q = list; *q; q++)
+        if (*q == '+')
+            *q = ',';
+    if (!mp_cuda_graph_scope_parse(list, out, bad, sizeof bad))
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, "cuda_graph_scope",
+                            "unknown scope '%s'", bad);
+    return MP_OK;
+}
+
 /* ---- configurations -------------------------------------------------------- */
 
 /* GPT as Megatron builds it: MHA, 4h GeLU MLP, LayerNorm, learned positions
@@ -466,12 +491,17 @@ static const char note_bloom[] =
     "(tests/data/published/bigscience_bloom176b.csv).";
 static const char note_nemo[] =
     "NVIDIA's published NeMo / Megatron-Bridge pre-training rows of dense models, FP8; the "
-    "degrees, batches and FP8 recipe as published, SP + TP overlap for t > 1, distributed "
-    "optimizer with overlapped grad reduce and param gather, no recompute (the recipes' "
-    "defaults, assumed: each file's notes); interleaved rows overlap their pipeline transfers "
-    "(the recipes' overlap_p2p_comm: the files' p2p_overlap column) and the Megatron-Bridge "
-    "rows compute the loss with Transformer Engine's fused cross entropy (te_cross_entropy) "
-    "and their H100 FSDP rows register the DP buffers with NCCL (nccl_ub); the 25.11 "
+    "degrees and batches as published, the FP8 recipe as published or, for NeMo 25.02, as its "
+    "scripts fix it (delayed scaling); as each row's recipe sets them (each file's "
+    "recipe-settings notes): SP and TP overlap for t > 1 (no TP overlap on NeMo 24.07's GPT-3 "
+    "175B on 128 GPUs, whose launcher config leaves it off), distributed optimizer with "
+    "overlapped grad reduce and param gather, no recompute, no CPU offloading; Megatron-Bridge "
+    "25.09's LLaMA 3 8B rows on B200 and GB200 and NeMo 25.04's GPT-3 175B and LLaMA 3 8B on "
+    "GB200 run each layer as a CUDA graph (cuda_graph_scope); interleaved rows overlap their "
+    "pipeline transfers (the recipes' overlap_p2p_comm: the files' p2p_overlap column) and "
+    "the Megatron-Bridge and NeMo 25.04 rows compute the loss with Transformer Engine's fused "
+    "cross entropy (te_cross_entropy) and the 25.11 H100 FSDP row registers the DP buffers "
+    "with NCCL (nccl_ub); the 25.11 "
     "MXFP8 LLaMA 3.1 405B row gathers its parameters after the optimizer step, its recipe "
     "turning the gather's overlap off (param_gather_sync); the LLaMA 3.1 405B rows split the "
     "layers as their recipes do, the embedding and the loss each counted as a layer "
@@ -1105,6 +1135,9 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_cp_comm cp_comm = MP_CP_P2P;
         if (st == MP_OK)
             st = optional_cp_comm(c, r, RUN_COLS, &cp_comm, err);
+        uint32_t graphs = 0;
+        if (st == MP_OK)
+            st = optional_cuda_graphs(c, r, RUN_COLS, &graphs, err);
         if (st != MP_OK)
             return st;
         /* Megatron-Core refuses a layout with the account-for flags
@@ -1163,6 +1196,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.parallel.account_for_loss = acct_l;
         w->config.parallel.ddp_bucket_size = bucket;
         w->config.parallel.cp_comm_type = cp_comm;
+        w->config.parallel.cuda_graph_scope = graphs;
         /* the recipe's split of the layers over the virtual stages, in
          * Megatron-Core's --pipeline-model-parallel-layout grammar */
         if (layout) {

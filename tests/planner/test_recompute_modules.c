@@ -240,22 +240,26 @@ static void test_fp8_moe_norm_output(void **state)
  * norms are inside linear_qkv and linear_fc1), and mlp FC1's norm besides
  * FC1, the SwiGLU and FC2 (one more memory-bound kernel: read and write
  * the block's tokens); an MoE block's layernorm its pre-MLP norm. */
+static void block_time(const mp_config *c, int64_t block, mp_block_time *bt)
+{
+    mp_block_shape bs;
+    mp_block_shape_of(&c->model, 4096, block, &bs);
+    mp_block_time_of(c, &bs, bt);
+}
+
 static void test_norm_times(void **state)
 {
     (void)state;
     mp_config d = config("llama3-8b", "dgx-h100", 8, 1, 0);
-    mp_block_shape bs;
-    mp_block_shape_of(&d.model, 4096, 1, &bs);
     mp_block_time bt;
-    mp_block_time_of(&d, &bs, &bt);
+    block_time(&d, 1, &bt);
     assert_true(bt.module_fwd[MP_RCM_LAYERNORM] == 0.0);
     double T = 4096.0, h = 4096.0, f = 14336.0;
     double fc = mp_linear_gemm_time(&d, T, 2.0 * f, h) + mp_linear_gemm_time(&d, T, h, f);
     double ew = mp_membound_time(&d.hw, 4.0 * T * h, 1.0) + mp_membound_time(&d.hw, 6.0 * T * f, 1.0);
     assert_true(near(bt.module_fwd[MP_RCM_MLP], mp_host_bound(&d.hw, fc + ew, 4.0)));
     mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, 8);
-    mp_block_shape_of(&x.model, 4096, 1, &bs);
-    mp_block_time_of(&x, &bs, &bt);
+    block_time(&x, 1, &bt);
     assert_true(near(bt.module_fwd[MP_RCM_LAYERNORM],
                      mp_host_bound(&x.hw, mp_membound_time(&x.hw, 4.0 * T * h, 1.0), 1.0)));
 }
@@ -269,10 +273,8 @@ static void test_mla_up_proj_time(void **state)
 {
     (void)state;
     mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
-    mp_block_shape bs;
-    mp_block_shape_of(&s.model, 4096, 4, &bs);
     mp_block_time bt;
-    mp_block_time_of(&s, &bs, &bt);
+    block_time(&s, 4, &bt);
     double T = 4096.0, a = 128.0;
     double up = mp_linear_gemm_time(&s, T, a * (128.0 + 64.0), 1536.0) +
                 mp_linear_gemm_time(&s, T, a * (128.0 + 128.0), 512.0);

@@ -395,20 +395,32 @@ static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_
     for (int k = 0; k < MP_RCM_COUNT; k++)
         mf[k] = 0.0;
     mf[MP_RCM_CORE_ATTN] = out->attn_core_fwd;
-    /* the norms: read and write their tokens (SP-sharded) */
-    double n_norm = bs->s_cross > 0 ? 3.0 : 2.0;
-    mf[MP_RCM_LAYERNORM] =
-        mp_host_bound(hw, mp_membound_time(hw, 4.0 * n_norm * T * h / (pp->sp ? t : 1.0), n_norm),
-                      n_norm);
+    /* the norms layernorm checkpoints (memory.c): read and write their
+     * tokens (SP-sharded); none where the spec fuses both into the linear
+     * layers after them */
+    unsigned norms = mp_block_checkpointed_norms(m, bs);
+    double n_norm = (double)((norms & MP_NORM_INPUT ? 1 : 0) + (norms & MP_NORM_PRE_MLP ? 1 : 0));
+    double one_norm = mp_membound_time(hw, 4.0 * T * h / (pp->sp ? t : 1.0), 1.0);
+    if (n_norm > 0.0)
+        mf[MP_RCM_LAYERNORM] =
+            mp_host_bound(hw, mp_membound_time(hw, 4.0 * n_norm * T * h / (pp->sp ? t : 1.0),
+                                               n_norm),
+                          n_norm);
     /* the dense MLP or the shared experts: FC1, activation, FC2 and their
      * TP all-gather and reduce-scatter */
     double f = moe ? (double)(m->moe.shared_experts * m->moe.shared_ffn)
                    : (m->ffn_hidden > 0 ? (double)m->ffn_hidden : 4.0 * h);
     double mlp = 0.0;
-    if (f > 0.0)
+    if (f > 0.0 && moe)
         mlp = mp_host_bound(hw, fwd_of[2] + fwd_of[3] +
                                     mp_membound_time(hw, (swiglu ? 6.0 : 4.0) * T * f / t, 1.0),
                             3.0) + comm;
+    else if (f > 0.0)
+        /* a dense block's: FC1 is a LayerNormLinear, its pre-MLP norm re-run
+         * inside the checkpoint too */
+        mlp = mp_host_bound(hw, fwd_of[2] + fwd_of[3] + one_norm +
+                                    mp_membound_time(hw, (swiglu ? 6.0 : 4.0) * T * f / t, 1.0),
+                            4.0) + comm;
     mf[moe ? MP_RCM_SHARED_EXPERTS : MP_RCM_MLP] = mlp;
     if (moe) {
         /* the whole MoE layer: router, dispatch, experts, combine, shared experts */

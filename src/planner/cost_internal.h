@@ -464,6 +464,12 @@ typedef struct mp_block_time {
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 
+/* The norms selective recompute's `layernorm` checkpoints in a block
+ * (memory.c): MP_NORM_INPUT, MP_NORM_PRE_MLP, or both; 0 where the
+ * Transformer Engine spec fuses both into the linear layers after them. */
+enum { MP_NORM_INPUT = 1u, MP_NORM_PRE_MLP = 2u };
+unsigned mp_block_checkpointed_norms(const mp_model *m, const mp_block_shape *bs);
+
 /* Activation bytes per micro-batch that recomputing module k frees in one
  * block (the saved tensors inside its checkpoint, as mp_block_act_bytes,
  * moe.c and fp8.c count them; docs/cost-model.md, "Selective recompute by

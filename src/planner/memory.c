@@ -200,6 +200,28 @@ double mp_pipeline_output_bytes(const mp_model *m, int64_t seq, int64_t micro_ba
     return (double)(pp > 0 ? pp : 1) * out;
 }
 
+/* The norms selective recompute's `layernorm` checkpoints in a block.
+ * Megatron-Core checkpoints input_layernorm and pre_mlp_layernorm only where
+ * each is a module of its own (transformer_layer.py: recompute_input_layernorm
+ * and recompute_pre_mlp_layernorm need the norm not to be an IdentityOp).
+ * Its Transformer Engine spec (gpt_layer_specs.py
+ * get_gpt_layer_with_transformer_engine_submodules; T5's t5_spec.py alike)
+ * fuses the input norm into linear_qkv and a dense block's pre-MLP norm
+ * into linear_fc1 (TELayerNormColumnParallelLinear, the norms IdentityOp);
+ * it builds them as norms of their own only for latent attention's input
+ * (input_layernorm = backend.layer_norm, mla_down_proj_fusion off by
+ * default) and an MoE block's pre-MLP norm (the router's input). T5's
+ * pre_cross_attn_layernorm is never checkpointed. */
+unsigned mp_block_checkpointed_norms(const mp_model *m, const mp_block_shape *bs)
+{
+    unsigned n = 0;
+    if (mp_model_is_mla(m))
+        n |= MP_NORM_INPUT;
+    if (bs->kind == MP_BLOCK_MOE)
+        n |= MP_NORM_PRE_MLP;
+    return n;
+}
+
 double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
                                  mp_recompute_module k)
 {
@@ -225,14 +247,27 @@ double mp_block_module_act_bytes(const mp_config *c, const mp_block_shape *bs,
     double mlp = (act_in + 2.0 - per) * sb * f / t;
     if (fp8 && f > 0.0 && moe) /* the shared FC1's FP8 copy beside the router's bf16, if kept */
         mlp += mp_fp8_shared_fc1_copy_bytes(c) * sb * h / outside_split;
-    else if (fp8 && !moe) /* FC1 kept FP8 (stash bytes), the checkpoint keeps bf16 */
-        mlp -= per * sb * h / outside_split;
+    else if (!moe)
+        /* a dense block's pre-MLP norm is inside FC1 (Transformer Engine's
+         * LayerNormLinear, the norm an IdentityOp: gpt_layer_specs.py), so
+         * the checkpoint's input is the norm's input, which FC1 kept anyway,
+         * and it frees the norm's output FC1 kept: bf16, or its FP8 copy */
+        mlp += (2.0 - per) * sb * h / outside_split;
     switch (k) {
     case MP_RCM_CORE_ATTN: /* the scores or log-sum-exp; Q, K, V are its inputs */
         return core_bytes(m, bs, sb, (double)p->cp, c->hw.flash_attention) / t;
-    case MP_RCM_LAYERNORM: /* the norms' outputs: QKV's, FC1's (router's), cross Q's inputs */
-        return (2.0 * sb * h * (bs->s_cross > 0 ? 3.0 : 2.0)) / outside_split -
-               mp_fp8_norm_output_saving(c, bs);
+    case MP_RCM_LAYERNORM: { /* the outputs of the norms that are modules of their own */
+        double kept = 0.0;
+        if (mp_block_checkpointed_norms(m, bs) & MP_NORM_INPUT)
+            /* latent attention's input norm: kept once in bf16 by the two
+             * down-projections, or each one's FP8 copy (fp8.c) */
+            kept += fp8 ? 2.0 * mp_fp8_stash_bytes(c) : 2.0;
+        if (mp_block_checkpointed_norms(m, bs) & MP_NORM_PRE_MLP)
+            /* an MoE block's pre-MLP norm: the router keeps it in bf16, the
+             * shared experts' FC1 perhaps an FP8 copy beside it (fp8.c) */
+            kept += 2.0 + (m->moe.shared_experts > 0 ? mp_fp8_shared_fc1_copy_bytes(c) : 0.0);
+        return kept * sb * h / outside_split;
+    }
     case MP_RCM_MLA_UP_PROJ: {
         if (!mp_model_is_mla(m))
             return 0.0;
@@ -276,19 +311,17 @@ double mp_block_modules_act_bytes(const mp_config *c, const mp_block_shape *bs, 
             continue;
         freed += mp_block_module_act_bytes(c, bs, (mp_recompute_module)k);
     }
-    /* under fp8, the norm's output is the MLP's (shared experts') input:
-     * with both recomputed, the layernorm's count already freed what the
-     * MLP's checkpoint would keep (dense: its bf16 input; MoE: the shared
-     * FC1's FP8 copy) */
+    /* under fp8, an MoE block's pre-MLP norm output is the shared
+     * experts' input: with both recomputed, the layernorm's count already
+     * freed the shared FC1's FP8 copy the shared experts' count frees too.
+     * (A dense block's pre-MLP norm is FC1's own, inside the MLP's
+     * checkpoint, and layernorm does not checkpoint it.) */
     bool ln = mask & (1u << MP_RCM_LAYERNORM);
-    if (ln && mp_fp8_on(c)) {
+    if (ln && mp_fp8_on(c) && (mp_block_checkpointed_norms(&c->model, bs) & MP_NORM_PRE_MLP)) {
         const mp_parallel *p = &c->parallel;
         double sbh = (double)p->micro_batch * bs->s / (double)p->cp * (double)c->model.hidden /
                      (p->sp && p->tp > 1 ? (double)p->tp : 1.0);
-        bool moe = bs->kind == MP_BLOCK_MOE;
-        if (!moe && (mask & (1u << MP_RCM_MLP)))
-            freed += (2.0 - mp_fp8_stash_bytes(c)) * sbh;
-        if (moe && c->model.moe.shared_experts > 0 &&
+        if (c->model.moe.shared_experts > 0 &&
             (mask & (1u << MP_RCM_SHARED_EXPERTS | 1u << MP_RCM_MOE)))
             freed -= mp_fp8_shared_fc1_copy_bytes(c) * sbh;
     }

@@ -74,10 +74,21 @@ static void block_compute(const block_cache *bc, int32_t t, int32_t c, int32_t b
             act[r] = mp_block_act_bytes(m, &bs, (double)b, (double)t, (double)c, sp && t > 1,
                                         (mp_recompute)r, base->hw.flash_attention) -
                      (r == MP_RECOMPUTE_FULL ? 0.0 : fp8_saved);
+        /* the stripped blocks are dense, whose pre-MLP norm layernorm
+         * leaves alone (memory.c, mp_block_checkpointed_norms); an MoE
+         * block's it frees: counted back, bf16 and the shared FC1's FP8
+         * copy, so that the bound frees no less than any block */
+        double moe_norm = 0.0;
+        if (mp_model_is_moe(&base->model))
+            moe_norm = (2.0 + (base->model.moe.shared_experts > 0
+                                   ? mp_fp8_shared_fc1_copy_bytes(&cfg) : 0.0)) *
+                       (double)b * bs.s / (double)c * (double)m->hidden / (sp && t > 1 ? t : 1.0);
+        const uint32_t ln = 1u << MP_RCM_LAYERNORM;
         /* selective frees what its modules do (cost.c's detail_block) */
         act[MP_RECOMPUTE_SELECTIVE] =
             fmax(act[MP_RECOMPUTE_FULL],
-                 act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(&cfg, &bs, mask));
+                 act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(&cfg, &bs, mask) -
+                     (mask & ln ? moe_norm : 0.0));
         if (k == 0 || comp < bi->compute) bi->compute = comp;
         if (k == 0 || bt.fwd_compute < bi->fwd) bi->fwd = bt.fwd_compute;
         /* the same block with B and W apart (compute.c bounds each pass by
@@ -100,7 +111,8 @@ static void block_compute(const block_cache *bc, int32_t t, int32_t c, int32_t b
             uint32_t mj = bc->sel_mask[j] ? bc->sel_mask[j] : mask;
             double rj = mp_block_modules_time(&bt0, mj);
             double aj = fmax(act[MP_RECOMPUTE_FULL],
-                             act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(&cfg, &bs, mj));
+                             act[MP_RECOMPUTE_NONE] - mp_block_modules_act_bytes(&cfg, &bs, mj) -
+                                 (mj & ln ? moe_norm : 0.0));
             if (k == 0 || rj < bi->sel_rec[j]) bi->sel_rec[j] = rj;
             if (k == 0 || aj < bi->sel_act[j]) bi->sel_act[j] = aj;
         }

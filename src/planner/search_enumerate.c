@@ -135,8 +135,9 @@ void mp_search_cand_apply(const mp_config *base, const cand *x, mp_config *out)
 /* The modules Megatron-Core's selective recompute accepts for c, as a mask
  * (transformer_config.py __post_init__ and its MoE checks; megaplan's own
  * mp_config_check_recompute refuses a module the model has nothing of):
- * core_attn and layernorm always, but layernorm and moe_act under FP8's
- * delayed scaling; mlp where some block is dense; mla_up_proj with latent
+ * core_attn always; layernorm where some norm is a module of its own
+ * (below), and it and moe_act not under FP8's delayed scaling; mlp where
+ * some block is dense; mla_up_proj with latent
  * attention; moe_act for MoE (with grouped GEMMs, which megaplan's experts
  * are); shared_experts with shared experts not overlapped
  * (--moe-shared-expert-overlap). None beyond core_attn where CUDA graphs
@@ -150,10 +151,13 @@ static uint32_t selective_modules_allowed(const mp_config *c)
     uint32_t ok = 1u << MP_RCM_CORE_ATTN;
     if (p->cuda_graph_scope) return ok;
     bool delayed = mp_fp8_on(c) && c->training.fp8_recipe == MP_FP8_DELAYED;
-    if (!delayed) ok |= 1u << MP_RCM_LAYERNORM;
     int64_t L = mp_model_blocks(m), moe_blocks = 0;
     for (int64_t i = 0; i < L; i++) moe_blocks += mp_model_block_is_moe(m, i);
     bool moe = mp_model_is_moe(m) && moe_blocks > 0;
+    /* layernorm only where some norm is a module of its own (memory.c,
+     * mp_block_checkpointed_norms): latent attention's input norm, MoE
+     * blocks' pre-MLP norm; elsewhere Megatron-Core runs it as a no-op */
+    if (!delayed && (moe || mp_model_is_mla(m))) ok |= 1u << MP_RCM_LAYERNORM;
     if (!moe || moe_blocks < L) ok |= 1u << MP_RCM_MLP;
     if (mp_model_is_mla(m)) ok |= 1u << MP_RCM_MLA_UP_PROJ;
     if (moe) {
@@ -200,9 +204,10 @@ int mp_search_selective_sets(const mp_config *base, uint8_t out[MP_SEARCH_SEL_MA
      * one GPU and a micro-batch of one: a set another frees at least as
      * many bytes as for no more recompute (the cost model's own numbers,
      * docs/cost-model.md) is left out. Under flash attention, layernorm
-     * drops the default so: the norms' outputs (2 bytes a hidden unit and
-     * token, twice) outweigh the softmax statistics (4 bytes a head and
-     * token), and two memory-bound norms the attention core's forward. */
+     * (where it checkpoints anything) drops the default so: a norm's output
+     * (2 bytes a hidden unit and token) outweighs the softmax statistics (4
+     * bytes a head and token), and a memory-bound norm costs less than the
+     * attention core's forward. */
     mp_config c = *base;
     mp_parallel *p = &c.parallel;
     p->tp = p->cp = p->pp = p->vpp = p->micro_batch = 1;

@@ -117,7 +117,9 @@ for path, kind, lo, hi in ((sys.argv[1], "mixture-of-experts", -0.02, 0.01),
     q = d["throughput"]["tokens_per_s"]
     assert abs(b["tokens_per_s"][0] - q * (1 + lo)) <= 1e-5 * q and abs(b["tokens_per_s"][1] - q * (1 + hi)) <= 1e-5 * q, b
 PY
-"$bin" search --model olmoe-1b-7b --gpus 8 --hw bands.yaml --top 20 --no-simulate --format json >band-s.json || bad "search olmoe-1b-7b"
+# (top 40: the first 20 plans lie within 2.8% of #1 since layernorm recompute counts one
+# norm of an MoE block, not two)
+"$bin" search --model olmoe-1b-7b --gpus 8 --hw bands.yaml --top 40 --no-simulate --format json >band-s.json || bad "search olmoe-1b-7b"
 python3 - band-s.json <<'PY' && ok || bad "search JSON: near ties by the MoE band (width 3%)"
 import json, sys
 d = json.load(open(sys.argv[1]))

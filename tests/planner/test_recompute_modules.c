@@ -56,14 +56,29 @@ static void test_bytes_by_hand(void **state)
     mp_config d = config("llama3-8b", "dgx-h100", 8, 1, 0);
     double h = 4096.0, f = 14336.0;
     assert_true(near(freed(&d, 1, MP_RCM_CORE_ATTN), 4.0 * 32 * sb)); /* fp32 LSE per head */
-    assert_true(near(freed(&d, 1, MP_RCM_LAYERNORM), 2.0 * 2.0 * sb * h)); /* QKV, FC1 inputs */
-    assert_true(near(freed(&d, 1, MP_RCM_MLP), (4.0 + 2.0) * sb * f)); /* SwiGLU in, FC2 in */
+    /* Megatron-Core's TE spec fuses a dense block's norms into linear_qkv
+     * and linear_fc1 (gpt_layer_specs.py: TELayerNormColumnParallelLinear,
+     * input_layernorm and pre_mlp_layernorm IdentityOp); transformer_layer.py
+     * checkpoints a norm only where it is not an IdentityOp: layernorm
+     * frees nothing here (was 2 x 2 x sb x h) */
+    assert_true(freed(&d, 1, MP_RCM_LAYERNORM) == 0.0);
+    /* the MLP's checkpoint holds FC1's LayerNormLinear, whose input (the
+     * pre-MLP norm's input, kept either way) it keeps: it frees the SwiGLU
+     * input, FC2's input and the norm output FC1 kept (was without it) */
+    assert_true(near(freed(&d, 1, MP_RCM_MLP), (4.0 + 2.0) * sb * f + 2.0 * sb * h));
     assert_true(freed(&d, 1, MP_RCM_MOE) == 0.0 && freed(&d, 1, MP_RCM_MLA_UP_PROJ) == 0.0);
     /* with tp 4 and SP, everything splits four ways */
     mp_config d4 = d;
     d4.parallel.tp = 4, d4.parallel.sp = true, d4.parallel.dp = 2;
-    assert_true(near(freed(&d4, 1, MP_RCM_LAYERNORM), 2.0 * 2.0 * sb * h / 4.0));
-    assert_true(near(freed(&d4, 1, MP_RCM_MLP), 6.0 * sb * f / 4.0));
+    assert_true(freed(&d4, 1, MP_RCM_LAYERNORM) == 0.0);
+    assert_true(near(freed(&d4, 1, MP_RCM_MLP), (6.0 * sb * f + 2.0 * sb * h) / 4.0));
+    /* Llama 3 405B at Meta's tp 8 with SP, 8192 tokens: 32 MiB of norm
+     * output more a block than before, none from layernorm */
+    mp_config g = config("llama3-405b", "dgx-h100", 128, 16, 0);
+    g.parallel.tp = 8, g.parallel.sp = true, g.parallel.dp = 1, g.training.seq = 8192;
+    assert_true(near(freed(&g, 1, MP_RCM_MLP),
+                     (6.0 * 8192.0 * 53248.0 + 2.0 * 8192.0 * 16384.0) / 8.0));
+    assert_true(freed(&g, 1, MP_RCM_LAYERNORM) == 0.0);
 
     /* mixtral-8x7b, ep 8: top-2 of 8 experts of f 14336, no shared experts */
     mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, 8);
@@ -72,6 +87,10 @@ static void test_bytes_by_hand(void **state)
     double routed = 8.0 * sb * 8.0 + copies * (2.0 * h + 4.0 * f + 4.0 + 2.0 * f);
     assert_true(near(freed(&x, 1, MP_RCM_MOE), routed));
     assert_true(freed(&x, 1, MP_RCM_MLP) == 0.0 && freed(&x, 1, MP_RCM_SHARED_EXPERTS) == 0.0);
+    /* an MoE block's pre-MLP norm is a module of its own (gpt_layer_specs.py:
+     * pre_mlp_layernorm = backend.layer_norm if num_experts), the router's
+     * input; its input norm is fused into linear_qkv: one norm's output */
+    assert_true(near(freed(&x, 1, MP_RCM_LAYERNORM), 2.0 * sb * h));
 
     /* deepseek-v3: latent attention, Q and K of 128 heads x 192 (nope 128 +
      * rope 64), V of 128 x 128 (v_head_dim; DeepSeek-V3 report §2.1.1):
@@ -99,6 +118,14 @@ static void test_bytes_by_hand(void **state)
     assert_true(near(freed(&s8, 1, MP_RCM_MLA_UP_PROJ),
                      2.0 * sb * (qd + qd + 128.0 * 128.0) + (1.0 + 4.0 / 128.0) * sb * lat));
     assert_true(near(freed(&s, 4, MP_RCM_SHARED_EXPERTS), 6.0 * sb * 2048.0));
+    /* latent attention's input norm is a module of its own (input_layernorm
+     * = backend.layer_norm, mla_down_proj_fusion off): layernorm frees it in
+     * every block, and in the MoE blocks the pre-MLP norm's output too; a
+     * dense block's pre-MLP norm is FC1's, freed by mlp */
+    double hs = 7168.0;
+    assert_true(near(freed(&s, 1, MP_RCM_LAYERNORM), 2.0 * sb * hs));
+    assert_true(near(freed(&s, 4, MP_RCM_LAYERNORM), 2.0 * 2.0 * sb * hs));
+    assert_true(near(freed(&s, 1, MP_RCM_MLP), 6.0 * sb * 18432.0 + 2.0 * sb * hs));
     /* the whole MoE layer's checkpoint holds moe_act's and the shared experts' */
     mp_block_shape bs;
     mp_block_shape_of(&s.model, 4096, 4, &bs);
@@ -192,6 +219,49 @@ static void test_fp8_moe_norm_output(void **state)
     x.training.fp8_recipe = MP_FP8_DELAYED;
     mp_block_shape_of(&x.model, 4096, 1, &bs);
     assert_true(near(mp_fp8_norm_output_saving(&x, &bs), 1.0 * sbh));
+    /* layernorm there frees the router's bf16 input alone (the input norm
+     * is linear_qkv's own) */
+    x.training.fp8_recipe = MP_FP8_TENSORWISE;
+    assert_true(near(mp_block_module_act_bytes(&x, &bs, MP_RCM_LAYERNORM), 2.0 * sbh));
+    /* a dense block under fp8: layernorm frees nothing, mlp the SwiGLU
+     * input (bf16), FC2's FP8 input and the FP8 norm output FC1's
+     * LayerNormLinear saved (before: less the bf16 norm output the
+     * checkpoint was said to keep, 2 - stash bytes an element short) */
+    mp_block_shape_of(&d.model, 4096, 1, &bs);
+    double f = 14336.0 * 4096.0;
+    assert_true(mp_block_module_act_bytes(&d, &bs, MP_RCM_LAYERNORM) == 0.0);
+    assert_true(near(mp_block_module_act_bytes(&d, &bs, MP_RCM_MLP), (4.0 + stash) * f + stash * sbh));
+    uint32_t both = 1u << MP_RCM_LAYERNORM | 1u << MP_RCM_MLP;
+    assert_true(near(mp_block_modules_act_bytes(&d, &bs, both),
+                     mp_block_module_act_bytes(&d, &bs, MP_RCM_MLP)));
+}
+
+/* What layernorm and mlp re-run: on a dense block layernorm nothing (the
+ * norms are inside linear_qkv and linear_fc1), and mlp FC1's norm besides
+ * FC1, the SwiGLU and FC2 (one more memory-bound kernel: read and write
+ * the block's tokens); an MoE block's layernorm its pre-MLP norm. */
+static void block_time(const mp_config *c, int64_t block, mp_block_time *bt)
+{
+    mp_block_shape bs;
+    mp_block_shape_of(&c->model, 4096, block, &bs);
+    mp_block_time_of(c, &bs, bt);
+}
+
+static void test_norm_times(void **state)
+{
+    (void)state;
+    mp_config d = config("llama3-8b", "dgx-h100", 8, 1, 0);
+    mp_block_time bt;
+    block_time(&d, 1, &bt);
+    assert_true(bt.module_fwd[MP_RCM_LAYERNORM] == 0.0);
+    double T = 4096.0, h = 4096.0, f = 14336.0;
+    double fc = mp_linear_gemm_time(&d, T, 2.0 * f, h) + mp_linear_gemm_time(&d, T, h, f);
+    double ew = mp_membound_time(&d.hw, 4.0 * T * h, 1.0) + mp_membound_time(&d.hw, 6.0 * T * f, 1.0);
+    assert_true(near(bt.module_fwd[MP_RCM_MLP], mp_host_bound(&d.hw, fc + ew, 4.0)));
+    mp_config x = config("mixtral-8x7b", "dgx-h100", 64, 1, 8);
+    block_time(&x, 1, &bt);
+    assert_true(near(bt.module_fwd[MP_RCM_LAYERNORM],
+                     mp_host_bound(&x.hw, mp_membound_time(&x.hw, 4.0 * T * h, 1.0), 1.0)));
 }
 
 /* mla_up_proj's re-run: the Q and KV up-projection GEMMs, RoPE on Q and K
@@ -203,10 +273,8 @@ static void test_mla_up_proj_time(void **state)
 {
     (void)state;
     mp_config s = config("deepseek-v3", "b200", 256, 16, 8);
-    mp_block_shape bs;
-    mp_block_shape_of(&s.model, 4096, 4, &bs);
     mp_block_time bt;
-    mp_block_time_of(&s, &bs, &bt);
+    block_time(&s, 4, &bt);
     double T = 4096.0, a = 128.0;
     double up = mp_linear_gemm_time(&s, T, a * (128.0 + 64.0), 1536.0) +
                 mp_linear_gemm_time(&s, T, a * (128.0 + 128.0), 512.0);
@@ -283,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_every_module_frees_and_costs),
         cmocka_unit_test(test_fp8_moe_norm_output),
         cmocka_unit_test(test_mla_up_proj_time),
+        cmocka_unit_test(test_norm_times),
         cmocka_unit_test(test_refused_where_absent),
         cmocka_unit_test(test_parse_and_plan),
     };

@@ -1476,11 +1476,16 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
         /* --fp8-param-gather: the FP8 weights are the parameters and Megatron
          * DDP keeps them in a uint8 buffer (param_and_grad_buffer.py:
          * param_dtype = torch.uint8 for FP8 parameters), so the all-gather of
-         * the updated weights moves 1 byte for them, dt for the rest */
+         * the updated weights moves 1 byte for them, dt for the rest. Not
+         * under MXFP8: Transformer Engine cannot put an MXFP8 weight's bytes
+         * in that buffer, so Megatron-Core gathers the updated bf16 values in
+         * the gradient buffer and quantizes them after the gather
+         * (mp_fp8_param_gather_bytes; docs/cost-model.md §5) */
         double f8 = mp_fp8_on(c) && c->training.fp8_param_gather
                         ? fmin(fmax(fp8_rank - Pe, 0.0), P)
                         : 0.0;
-        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER, (P - f8) * dt + f8) +
+        ag = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLGATHER,
+                          (P - f8) * dt + f8 * mp_fp8_param_gather_bytes(c)) +
              mp_coll_time(&c->hw, &edpg, MP_COLL_ALLGATHER, Pe * dt);
     } else {
         ar = mp_coll_time(&c->hw, &dpg, MP_COLL_ALLREDUCE, P * gb) +

@@ -265,6 +265,10 @@ double mp_fp8_weight_copy_bytes(const mp_config *c);
  * the copies, less the bf16 copy itself where the parameters are FP8
  * (training.fp8_param_gather). */
 double mp_fp8_weight_net_bytes(const mp_config *c);
+/* Bytes per FP8 GEMM parameter the distributed optimizer's parameter
+ * all-gather moves with training.fp8_param_gather: 1, but 2 (bf16) under
+ * MXFP8 (docs/cost-model.md §5). */
+double mp_fp8_param_gather_bytes(const mp_config *c);
 /* The same per parameter of a layer whose weights are whole (ZeRO-3's gathered layers). */
 double mp_fp8_gathered_copy_bytes(const mp_config *c);
 /* HBM bytes per weight parameter of casting it once per iteration. */

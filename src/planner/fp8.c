@@ -235,6 +235,17 @@ double mp_fp8_weight_net_bytes(const mp_config *c)
     return mp_fp8_weight_copy_bytes(c) - bf16;
 }
 
+double mp_fp8_param_gather_bytes(const mp_config *c)
+{
+    /* Per-tensor and blockwise FP8 parameters live in Megatron DDP's uint8
+     * buffer, which the all-gather moves: 1 byte. An MXFP8 parameter cannot
+     * (Transformer Engine's replace_raw_data and cast_master_weights_to_fp8
+     * raise NotImplementedError for MXFP8Tensor), so Megatron-Core gathers
+     * its updated bf16 value in the gradient buffer and casts it to MXFP8
+     * after the gather (reuse_grad_buf_for_mxfp8_param_ag): 2 bytes */
+    return c->training.fp8_recipe == MP_FP8_MXFP8 ? 2.0 : 1.0;
+}
+
 double mp_fp8_weight_cast_bytes(const mp_config *c)
 {
     if (!mp_fp8_on(c))

@@ -110,6 +110,35 @@ static void test_fp8_param_gather_moves_one_byte(void **state)
     assert_true(on > 0.7 * off);
 }
 
+/* MXFP8 (Megatron-Bridge's bf16_with_mxfp8_mixed, reuse_grad_buf_for_mxfp8_param_ag):
+ * Megatron-Core gathers the updated weights as bf16 in the gradient buffer
+ * and casts them to MXFP8 afterwards (param_and_grad_buffer.py at
+ * core_v0.14.0 to Megatron-LM d0b3b775), so --fp8-param-gather leaves the
+ * all-gather's 2 bytes per parameter; the per-tensor recipe on the same
+ * B200s still halves it */
+static void test_mxfp8_param_gather_moves_two_bytes(void **state)
+{
+    (void)state;
+    mp_config c = llama405(8);
+    mp_error err;
+    assert_int_equal(mp_hw_preset("b200", &c.hw, &err), MP_OK);
+    const mp_fp8_recipe recipes[] = {MP_FP8_MXFP8, MP_FP8_TENSORWISE};
+    double on[2], off[2], x;
+    for (int k = 0; k < 2; k++) {
+        c.training.fp8_recipe = recipes[k];
+        c.training.fp8_param_gather = true;
+        cost(&c, &on[k], &x);
+        c.training.fp8_param_gather = false;
+        cost(&c, &off[k], &x);
+    }
+    assert_true(off[0] > 0.0);
+    assert_true(fabs(on[0] - off[0]) <= 1e-12 * off[0]);
+    assert_true(on[1] < 0.8 * off[1]);
+    assert_true(mp_fp8_param_gather_bytes(&c) == 1.0);
+    c.training.fp8_recipe = MP_FP8_MXFP8;
+    assert_true(mp_fp8_param_gather_bytes(&c) == 2.0);
+}
+
 /* Uniform chunks: p ranks, v chunks each, forward f and backward b per
  * micro-batch, every chunk an equal share of the collective. */
 static double reduce_exposed(int64_t p, int64_t v, double b, double red, double sm)
@@ -293,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_plain_1f1b_unchanged),
         cmocka_unit_test(test_old_stack_keeps_one_window),
         cmocka_unit_test(test_fp8_param_gather_moves_one_byte),
+        cmocka_unit_test(test_mxfp8_param_gather_moves_two_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

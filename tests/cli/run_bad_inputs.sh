@@ -161,6 +161,13 @@ core() {
     for th in -1 0 1 2e12; do
         file_check hf-rope-theta-$th hf7b.json "{\n \"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64,\n \"num_attention_heads\": 4, \"intermediate_size\": 10, \"vocab_size\": 10,\n \"rope_theta\": $th}\n" "${M}hf7b\\.json:4:2: rope_theta: expected a rotary base in \\(1, 1e\\+12\\]\$" models
     done
+    # a model file's attn.rope_theta: 0 (the default 10000) or (1, 1e12], all named in one message
+    # (0.5 was told "must exceed 1", -1 "must be at least 0", 1e13 "at most 1e+12"; 0.99999999 read "got 1")
+    for th in 0.5:0.5 1:1 -1:-1 1e13:1e.13 0.99999999:0.99999999; do
+        file_check rope-theta-${th%%:*} rt.yaml "name: m\\narch: llama\\nlayers: 2\\nhidden: 64\\nheads: 4\\nvocab: 10\\nseq: 8\\nattn: {rope_theta: ${th%%:*}}\\n" "${M}rt\\.yaml:8:20: attn\\.rope_theta: the rotary base must be in \\(1, 1e\\+12\\], or 0 for the default 10000 \\(got ${th#*:}\\)\$" models
+    done
+    file rt0.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq: 8\nattn: {rope_theta: 0}\n'
+    "$bin" models rt0.yaml >/dev/null 2>&1 || bad "attn.rope_theta: 0 (the default) is refused"
     # config.json's dropouts: a key the family's transformers code does not apply is refused unless 0
     file_check hf-dropout-unread hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_dropout": 0.1}\n' "${M}hf9\\.json:4:2: hidden_dropout: a dropout that transformers does not apply for llama: it would be dropped" models
     file_check hf-dropout-split hf10.json '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 10,\n "resid_pdrop": 0.1, "embd_pdrop": 0.0}' "${M}hf10\\.json:2:[0-9]+: embd_pdrop: 0 differs from resid_pdrop \\(0\\.1\\): megaplan has one hidden dropout" models

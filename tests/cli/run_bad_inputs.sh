@@ -161,6 +161,11 @@ core() {
     for th in -1 0 1 2e12; do
         file_check hf-rope-theta-$th hf7b.json "{\n \"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64,\n \"num_attention_heads\": 4, \"intermediate_size\": 10, \"vocab_size\": 10,\n \"rope_theta\": $th}\n" "${M}hf7b\\.json:4:2: rope_theta: expected a rotary base in \\(1, 1e\\+12\\]\$" models
     done
+    # quoted numbers with spaces around them, in a model and a profile (a tab too; a curve's point)
+    file_check spaced-model sp.yaml 'name: m\narch: gpt\nlayers: "12\t"\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}sp\\.yaml:3:9: layers: '12\\?' has spaces around it: give the value alone\$" models
+    file_check spaced-hw sp.yaml "$(printf "$GOOD_HW" | sed 's/memory_efficiency: 0.7/memory_efficiency: " 0.7"/')\n" "${H}sp\\.yaml:6:20: memory_efficiency: ' 0\\.7' has spaces around it" hw
+    file_check spaced-hw-unit sp.yaml "$(printf "$GOOD_HW" | sed 's/memory: 16 GiB/memory: "16 GiB "/')\n" "${H}sp\\.yaml:2:9: memory: '16 GiB ' has spaces around it" hw
+    file_check spaced-hw-curve sp.yaml "$(printf "$GOOD_HW" | sed 's/\[1e12, 0.8\]/[1e12, " 0.8"]/')\n" "${H}sp\\.yaml:5:38: gemm_efficiency: ' 0\\.8' has spaces around it" hw
     # a model file's attn.rope_theta: 0 (the default 10000) or (1, 1e12], all named in one message
     # (0.5 was told "must exceed 1", -1 "must be at least 0", 1e13 "at most 1e+12"; 0.99999999 read "got 1")
     for th in 0.5:0.5 1:1 -1:-1 1e13:1e.13 0.99999999:0.99999999; do
@@ -311,6 +316,18 @@ plan() {
     # Megatron's --ddp-bucket-size: a whole number of parameters, a Megatron-Core DDP option
     file_check plan-bucket-stack p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: megatron-deepspeed-2021}\nparallel: {dp: 4, ddp_bucket_size: 1000}\n" "${S}p19\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: --ddp-bucket-size is a Megatron-Core DDP option" simulate
     file_check plan-bucket-negative p20.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {dp: 4, ddp_bucket_size: -5}\n" "${S}p20\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: must be at least 0" simulate
+    # a quoted value with spaces around it: refused as the command line refuses "--tp ' 2'"
+    # (strtoll skipped them: tp: " 2" and "2 " were read as 2, stages [[0, " 14"]] as 14)
+    file_check plan-spaced-int p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: \" 2\"}\n" "${S}p26\\.yaml:5:16: parallel\\.tp: ' 2' has spaces around it: give the value alone\$" simulate
+    file_check plan-spaced-int-after p26.yaml "${HEAD}training: {gpus: \"4 \", global_batch: 8}\n" "${S}p26\\.yaml:4:18: training\\.gpus: '4 ' has spaces around it: give the value alone\$" simulate
+    file_check plan-spaced-stage p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, \" 14\"]]\n" "${S}p26\\.yaml:5:14: stages: ' 14' has spaces around it" simulate
+    file_check plan-spaced-version p26.yaml "megaplan_plan: '1 '\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n" "${S}p26\\.yaml:1:16: megaplan_plan: '1 ' has spaces around it" simulate
+    file_check plan-spaced-word p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {recompute: \"full \"}\n" "${S}p26\\.yaml:5:23: parallel\\.recompute: 'full ' has spaces around it" simulate
+    file_check plan-spaced-lrc p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [none, ' full', full, full, full, full, full, full, full, full, full, full, full, none]\n" "${S}p26\\.yaml:5:25: layer_recompute: ' full' has spaces around it" simulate
+    file_check plan-spaced-module p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {recompute: selective, recompute_modules: [' mlp']}\n" "${S}p26\\.yaml:5:54: parallel\\.recompute_modules: ' mlp' has spaces around it" simulate
+    # the plain and quoted value alone are still read
+    file p27.yaml "${HEAD}training: {gpus: \"4\", global_batch: '8'}\nparallel: {tp: \"2\"}\n"
+    "$bin" simulate p27.yaml >/dev/null 2>&1 || bad "plan-quoted-int: a quoted integer alone is refused"
     # parallel.cp_comm_type: Megatron-Core's --cp-comm-type, strict
     file_check plan-cp-comm-unknown p22.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {cp: 2, cp_comm_type: ring}\n" "${S}p22\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: expected one of p2p\\|all_gather\\|a2a\\|a2a\\+p2p, got 'ring'" simulate
     file_check plan-cp-comm-hier p23.yaml "megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-h100\ntraining: {gpus: 4, global_batch: 8}\nparallel: {cp: 2, cp_comm_type: a2a+p2p}\n" "${S}p23\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: a2a\\+p2p \\(hierarchical context parallelism.*is not modelled" simulate

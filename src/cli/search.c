@@ -222,6 +222,7 @@ static void disagreement(const mp_times *est, const mp_times *sim, mp_buf *b)
 typedef struct fsdp_beside {
     bool have;
     mp_search_plan plan;
+    mp_cp_comm asked; /* the --cp-comm-type of the search (the plan's is p2p) */
 } fsdp_beside;
 
 static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *b)
@@ -243,6 +244,11 @@ static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *
                   (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute), fs,
                   100.0 * fabs(fs - ws) / ws, fs < ws ? "faster" : "slower", ws,
                   fb->plan.est.memory.peak / MP_GIB);
+    if (p->cp > 1 && fb->asked != MP_CP_P2P)
+        mp_buf_printf(b, "  (its context parallelism is costed with the p2p exchange, torchtitan's "
+                         "ring attention: the %s\n  exchange is Transformer Engine's, which "
+                         "Megatron-LM runs and torchtitan does not)\n",
+                      mp_cp_comm_name(fb->asked));
 }
 
 static void table(const mp_config *base, const mp_search_result *r, const mp_times *winner_sim,
@@ -543,6 +549,11 @@ static void find_fsdp_beside(const mp_search_options *opt, fsdp_beside *fb)
     o.fixed |= MP_FIX_ZERO;
     o.base.parallel.zero = 3;
     o.base.parallel.dist_opt = true;
+    /* torchtitan's context parallelism is PyTorch's ring attention, and its
+     * job file is written for p2p only (mp_torchtitan_config): an FSDP plan
+     * with cp > 1 costed with a2a or all_gather would be one nothing runs */
+    fb->asked = opt->base.parallel.cp_comm_type;
+    o.base.parallel.cp_comm_type = MP_CP_P2P;
     o.top_k = 1;
     o.no_simulate = true;
     o.progress = NULL;

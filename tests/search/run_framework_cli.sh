@@ -88,6 +88,19 @@ grep -q "beside it, ZeRO-3 / FSDP" "$T/table" || fail "no FSDP plan beside the w
 "$M" search --model gpt3-1.3b --gpus 64 --zero 3 --fix hsdp=false >"$T/z3" || fail "search --zero 3 exit"
 grep -q "runs under DeepSpeed (--format deepspeed)" "$T/z3" || fail "zero3 winner's framework"
 ! grep -q "beside it" "$T/z3" || fail "beside line when ZeRO was asked for"
+# --cp-comm-type a2a: the FSDP plan beside the winner (cp=4, torchtitan) is the one a p2p
+# search shows, costed with p2p (torchtitan's job file takes no other exchange), and the line
+# says so; it was costed with a2a, a plan --format torchtitan refuses
+L7="--model llama2-7b --gpus 16 --seq 32768 --global-batch 64 --hw dgx-h100 --cp 4"
+"$M" search $L7 --cp-comm-type a2a >"$T/a2a" || fail "search --cp-comm-type a2a exit"
+"$M" search $L7 >"$T/p2p" || fail "search --cp 4 exit"
+a2a_fsdp=$(grep "^beside it" "$T/a2a" | sed 's/ s by the estimate.*//')
+p2p_fsdp=$(grep "^beside it" "$T/p2p" | sed 's/ s by the estimate.*//')
+case "$a2a_fsdp" in *"under torchtitan"*"cp=4"*) ;; *) fail "no torchtitan cp=4 plan beside the a2a winner: $a2a_fsdp" ;; esac
+[ "$a2a_fsdp" = "$p2p_fsdp" ] || fail "the FSDP plan beside an a2a search is not the p2p one: $a2a_fsdp / $p2p_fsdp"
+grep -q "costed with the p2p exchange, torchtitan's ring attention: the a2a" "$T/a2a" ||
+  fail "the a2a search does not say its FSDP plan is costed with p2p"
+! grep -q "costed with the p2p exchange" "$T/p2p" || fail "a p2p search explains p2p"
 "$M" search --model gpt3-1.3b --gpus 64 --zero 3 -o "$T/plan.yaml" >/dev/null || fail "-o zero3"
 grep -q "zero: 3" "$T/plan.yaml" || fail "plan file lacks zero: 3"
 "$M" simulate "$T/plan.yaml" >/dev/null || fail "simulate a zero3 plan"

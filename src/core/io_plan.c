@@ -224,7 +224,10 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
                              mp_error *err)
 {
     memset(plan, 0, sizeof *plan);
-    if (!root || root->kind != MP_Y_MAP)
+    if (!root) /* an empty document: at its start, as the model and profile readers say */
+        return mp_error_set(err, MP_EINPUT, origin, 1, 1, NULL,
+                            "empty: expected a plan (a mapping with megaplan_plan: 1)");
+    if (root->kind != MP_Y_MAP)
         return fail_at(err, origin, root, NULL, "expected a plan (a mapping with megaplan_plan: 1)");
     /* the other files megaplan reads, given where a plan belongs: say so
      * rather than "unknown key" for their first key */

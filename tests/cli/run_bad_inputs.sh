@@ -301,6 +301,9 @@ plan() {
     # a stage bound past the model's items gave the format's range ([0, 2050]), not the model's
     file_check plan-stages-range p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[0, 7], [7, 3000]]\n" "${S}p3c\.yaml:6:22: stages: out of range \[0, 14\]: the model has 14 layer items \(layers \+ 2\) \(got 3000\)$" simulate
     file_check plan-stages-negative p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[-1, 7], [7, 14]]\n" "${S}p3c\.yaml:6:11: stages: out of range \[0, 14\]: .*\(got -1\)$" simulate
+    # an empty plan is located at its start, as an empty model or profile is (it said "p0.yaml: expected a plan")
+    file_check plan-empty p0.yaml '' "${S}p0\\.yaml:1:1: empty: expected a plan \\(a mapping with megaplan_plan: 1\\)\$" simulate
+    file_check plan-empty-doc p0.yaml '# only a comment\n' "${S}p0\\.yaml:1:1: empty: expected a plan" simulate
     file_check plan-truncated p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7" "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" simulate
     file_check plan-negative p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n" "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" simulate
     file_check plan-batch p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n" "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" simulate

@@ -463,6 +463,19 @@ hardening() {
     check search-hw-empty "${S}--hw: 'dgx-a100,,dgx-h100' has an empty profile name$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100,,dgx-h100
     "$bin" hw dgx-h100 >h100copy.yaml
     check search-hw-same-inside "${S}--hw: dgx-h100 is listed twice \(h100copy\.yaml is named dgx-h100 inside\)$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-h100,h100copy.yaml
+    # spaces inside a value's parts, refused as around a whole value ("--tp ' 2'"): strtoll and
+    # strtod skipped them, so these were read as memory 40 GiB, tp 2, tp {2, 4}, 8..16 GPUs, $2.49
+    check hw-set-spaced-value "${E}--hw-set: 'memory= 40GiB' has spaces around its key or value: give them alone\$" "$bin" estimate --model 125M --gpus 8 --hw-set "memory= 40GiB"
+    check hw-set-spaced-key "${E}--hw-set: 'memory =40GiB' has spaces around its key or value" "$bin" estimate --model 125M --gpus 8 --hw-set "memory =40GiB"
+    check fix-spaced-value "${S}--fix: 'tp= 2' has spaces around its key or value: give them alone\$" "$bin" search --model 125M --gpus 8 --fix "tp= 2"
+    check fix-spaced-set "${S}--fix: tp=2\\| 4: ' 4' has spaces around it: give the value alone\$" "$bin" search --model 125M --gpus 8 --fix "tp=2| 4"
+    check search-gpus-range-spaced "${S}--gpus: '8\\.\\. 16': expected N or MIN\\.\\.MAX" "$bin" search --model 125M --tokens 1T --gpus "8.. 16" --hw dgx-a100
+    check search-price-spaced "${S}--price: ' 2\\.49' is not a number" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100 --price "dgx-a100= 2.49"
+    check search-price-hex "${S}--price: '0x2' is not a number" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100 --price dgx-a100=0x2
+    check search-budget-negative "${S}--budget: -1 is out of range" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100 --budget -1
+    # a listed name with spaces, and an unknown one, are the option's ("hw: unknown hardware profile ' h200'")
+    check search-hw-spaced "${S}--hw: ' h200' has spaces around it: give the names alone\$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw "dgx-a100, h200"
+    check search-hw-unknown "${S}--hw: unknown hardware profile 'nope'" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100,nope
     check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
         bad "a refused command wrote a file"

@@ -487,6 +487,10 @@ hardening() {
     check hw-tiny-curve "${E}--hw-set gemm_efficiency: point 1: y absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "gemm_efficiency=[[1e9,1e-300]]"
     check hw-tiny-peak "${E}--hw-set peak_flops\.bf16: absurdly small: at least 1 GFLOP/s" "$bin" estimate --model 175B --gpus 64 --hw-set peak_flops.bf16=1e-300
     check hw-zero-eff "${E}--hw-set scale_up\.efficiency: must be positive" "$bin" estimate --model 175B --gpus 64 --hw-set scale_up.efficiency=0
+    # the measured GEMM ceilings, as the peaks (1e-308 gave "compute inf -nan%" and -nan steps)
+    check hw-tiny-matmul "${E}--hw-set matmul_achievable: absurdly small: at least 1 GFLOP/s, or 0 for none \\(got 1e-300 FLOP/s\\)\$" "$bin" estimate --model 1.3B --gpus 8 --hw b200 --hw-set matmul_achievable=1e-300
+    check hw-tiny-matmul-fp8 "${E}--hw-set matmul_achievable_fp8_split: absurdly small" "$bin" estimate --model 1.3B --gpus 8 --hw dgx-h100 --hw-set matmul_achievable_fp8_split=5
+    file_check hw-file-tiny-matmul tinymm.yaml "${GOOD_HW}matmul_achievable: 1e-308\n" "^megaplan hw: tinymm\\.yaml:13:20: matmul_achievable: absurdly small" hw
     file_check hw-file-tiny-peak tinypeak.yaml "$(printf "$GOOD_HW" | sed 's/bf16: 100 TFLOP\/s/bf16: 5/')\n" "^megaplan hw: tinypeak\.yaml:4:[0-9]+: peak_flops\.bf16: absurdly small" hw
 
     # a FIFO nobody writes to: refused or read as empty, never waited on forever

@@ -457,6 +457,12 @@ hardening() {
     # an empty file name: refused at once (exec and calibrate ran every rank, then failed
     # writing it with no name, under mpirun's own lines)
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
+    # exec's own checks of a plan name its line (they named the file alone:
+    # "t5x.yaml: model.head_dim: ..."); the preset's key when the field is not written
+    file t5x.yaml 'megaplan_plan: 1\nmodel: t5-11b\nhw: dgx-a100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n'
+    if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
+        check exec-plan-field-line "^megaplan exec: t5x\\.yaml:2:8: model\\.head_dim: head_dim x heads != hidden is not supported by this executor" "$bin" exec t5x.yaml --np 8
+    fi
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
     # search's hardware list: an empty name was skipped, and a file naming a listed profile doubled every row

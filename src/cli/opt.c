@@ -61,6 +61,11 @@ int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
     return 1;
 }
 
+bool mp_opt_spaced(const char *s, size_t n)
+{
+    return n && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[n - 1]));
+}
+
 int mp_opt_once(mp_opt_seen *seen, const mp_opt *row, const char *value, const char *typed,
                 mp_error *err)
 {

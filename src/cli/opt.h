@@ -55,6 +55,11 @@ typedef struct mp_verb_doc {
 int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
                 const mp_opt **row, const char **value, mp_error *err);
 
+/* Whether the n characters at s have white space at either end: a part of
+ * an option's value (the VALUE of --hw-set KEY=VALUE, one of --fix's A|B) is
+ * refused with it, as a whole value is by mp_opt_take. */
+bool mp_opt_spaced(const char *s, size_t n);
+
 /* The options a verb's parser has taken so far (rows of any of its tables),
  * so that one given twice is refused rather than the last one silently
  * winning. Zero it before the loop. */

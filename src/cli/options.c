@@ -279,6 +279,11 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         if (!strchr(value, '=') || value[0] == '=')
             return bad_option(err, opt, "expected KEY=VALUE (e.g. scale_out.bw_per_gpu=50GB/s), "
                                         "got '%s'", value);
+        /* "memory= 40GiB" was read as 40 GiB, where "--tp ' 2'" is refused */
+        if (mp_opt_spaced(value, (size_t)(strchr(value, '=') - value)) ||
+            mp_opt_spaced(strchr(value, '=') + 1, strlen(strchr(value, '=') + 1)))
+            return bad_option(err, opt, "'%s' has spaces around its key or value: give them "
+                                        "alone", value);
         if (cc->n_hw_sets >= MP_CLI_MAX_HW_SETS)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "at most %d overrides",
                                 MP_CLI_MAX_HW_SETS);

@@ -222,7 +222,27 @@ static void disagreement(const mp_times *est, const mp_times *sim, mp_buf *b)
 typedef struct fsdp_beside {
     bool have;
     mp_search_plan plan;
+    mp_cp_comm asked; /* the --cp-comm-type of the search (the plan's is p2p) */
 } fsdp_beside;
+
+/* Whether the --format of the framework fw refuses plan p, and why: the
+ * lines that name a plan's framework say so rather than "runs under" it (a
+ * ZeRO-3 plan with the a2a CP exchange was "runs under torchtitan (FSDP2)
+ * (--format torchtitan)", which refused it). */
+static bool framework_refuses(const mp_search_plan *p, mp_framework fw, char *why, size_t size)
+{
+    static const mp_format formats[] = {[MP_FW_MEGATRON] = MP_FORMAT_MEGATRON,
+                                        [MP_FW_DEEPSPEED] = MP_FORMAT_DEEPSPEED,
+                                        [MP_FW_TORCHTITAN] = MP_FORMAT_TORCHTITAN};
+    mp_buf tmp;
+    mp_buf_init(&tmp);
+    mp_error e;
+    mp_error_clear(&e);
+    mp_status st = mp_cli_framework_config(&p->config, p->plan, formats[fw], &tmp, &e);
+    mp_buf_free(&tmp);
+    snprintf(why, size, "%s", st == MP_OK ? "" : e.msg);
+    return st != MP_OK;
+}
 
 static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *b)
 {
@@ -243,6 +263,14 @@ static void beside_line(const mp_search_plan *w, const fsdp_beside *fb, mp_buf *
                   (long long)p->dp, (long long)p->micro_batch, mp_recompute_name(p->recompute), fs,
                   100.0 * fabs(fs - ws) / ws, fs < ws ? "faster" : "slower", ws,
                   fb->plan.est.memory.peak / MP_GIB);
+    char why[400];
+    if (framework_refuses(&fb->plan, fw, why, sizeof why))
+        mp_buf_printf(b, "  (--format %s refuses it: %s)\n", mp_framework_format(fw), why);
+    if (p->cp > 1 && fb->asked != MP_CP_P2P)
+        mp_buf_printf(b, "  (its context parallelism is costed with the p2p exchange, torchtitan's "
+                         "ring attention: the %s\n  exchange is Transformer Engine's, which "
+                         "Megatron-LM runs and torchtitan does not)\n",
+                      mp_cp_comm_name(fb->asked));
 }
 
 static void table(const mp_config *base, const mp_search_result *r, const mp_times *winner_sim,
@@ -406,9 +434,13 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
     }
     mp_framework fw = mp_plan_framework(&w->config);
     const char *short_of = NULL; /* what Megatron-LM's flags cannot say (the V schedules) */
+    char why[400];
     if (fw == MP_FW_MEGATRON && w->plan && !mp_search_megatron_runs(w->plan, &short_of))
         mp_buf_printf(b, "        --format megatron writes its flags, but %s (--runtime megatron "
                          "searches what it runs)\n", short_of);
+    else if (framework_refuses(w, fw, why, sizeof why))
+        mp_buf_printf(b, "        would run under %s, but --format %s refuses it: %s\n",
+                      mp_framework_name(fw), mp_framework_format(fw), why);
     else
         mp_buf_printf(b, "        runs under %s (--format %s)\n", mp_framework_name(fw),
                       mp_framework_format(fw));
@@ -543,6 +575,11 @@ static void find_fsdp_beside(const mp_search_options *opt, fsdp_beside *fb)
     o.fixed |= MP_FIX_ZERO;
     o.base.parallel.zero = 3;
     o.base.parallel.dist_opt = true;
+    /* torchtitan's context parallelism is PyTorch's ring attention, and its
+     * job file is written for p2p only (mp_torchtitan_config): an FSDP plan
+     * with cp > 1 costed with a2a or all_gather would be one nothing runs */
+    fb->asked = opt->base.parallel.cp_comm_type;
+    o.base.parallel.cp_comm_type = MP_CP_P2P;
     o.top_k = 1;
     o.no_simulate = true;
     o.progress = NULL;

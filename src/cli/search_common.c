@@ -125,6 +125,11 @@ static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item,
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
                             "'%.80s' is not KEY=VALUE or KEY=A|B (keys: " FIX_KEYS ")", item);
     size_t klen = (size_t)(eq - item);
+    /* "tp= 2" and "tp=2| 4" were read as tp=2 and {2, 4} (strtoll skips
+     * spaces), where "--tp ' 2'" is refused */
+    if (mp_opt_spaced(item, klen) || mp_opt_spaced(eq + 1, strlen(eq + 1)))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                            "'%.80s' has spaces around its key or value: give them alone", item);
     for (size_t i = 0; i < sizeof fix_keys / sizeof fix_keys[0]; i++) {
         if (strlen(fix_keys[i].key) != klen || strncmp(fix_keys[i].key, item, klen)) continue;
         uint32_t bit = fix_keys[i].bit;
@@ -146,6 +151,10 @@ static mp_status fix_one(mp_cli_config *cc, mp_search_cli *sc, const char *item,
         char *save = NULL;
         for (char *tok = strtok_r(alt, "|", &save); tok; tok = strtok_r(NULL, "|", &save)) {
             int64_t v = 0;
+            if (mp_opt_spaced(tok, strlen(tok)))
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--fix",
+                                    "%s=%.40s: '%.40s' has spaces around it: give the value alone",
+                                    fix_keys[i].key, eq + 1, tok);
             mp_status st = parse_value(i, tok, &v, err);
             if (st) return st;
             bool dup = false;

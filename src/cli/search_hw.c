@@ -3,6 +3,7 @@
  * GPU count (search/hwchoice.h), printed as the days/cost Pareto front with
  * energy, the cheapest plan within the deadline and the fastest within the
  * budget. The other options are search's own and mean the same. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -139,7 +140,11 @@ static mp_status parse_scaled(const char *opt, const char *s, const suffix *tab,
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v))
+    /* plain decimal, as every number megaplan reads: strtod also took
+     * " 2.49" (--price dgx-h100= 2.49), hex ("0x10") and "infinity"-like words */
+    const char *d = s + (s[0] == '-' || s[0] == '+');
+    bool decimal = (isdigit((unsigned char)d[0]) || d[0] == '.') && !strpbrk(s, "xXpP");
+    if (end == s || errno || !isfinite(v) || !decimal)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, opt, "'%.40s' is not a number (e.g. %s)",
                             s, example);
     double scale = tab ? 0 : 1;
@@ -165,7 +170,8 @@ static mp_status parse_gpus(const char *s, int64_t *lo, int64_t *hi, mp_error *e
     if (!strncmp(end, "..", 2)) {
         const char *rest = end + 2;
         b = strtoll(rest, &end, 10);
-        if (end == rest) b = -1;
+        /* "8.. 16" was read as 8..16 (strtoll skips spaces), "8 ..16" refused */
+        if (end == rest || !isdigit((unsigned char)rest[0])) b = -1;
     }
     if (errno || *end || a < 1 || b < a || b > (1LL << 24))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--gpus",
@@ -203,6 +209,10 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *f
                             "'%.200s' has an empty profile name", buf);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        /* "dgx-a100, h200" said "hw: unknown hardware profile ' h200'" */
+        if (mp_opt_spaced(tok, strlen(tok)))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw",
+                                "'%.64s' has spaces around it: give the names alone", tok);
         if (o->n_hw >= MP_HWCHOICE_MAX_HW)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "at most %d profiles",
                                 MP_HWCHOICE_MAX_HW);
@@ -211,7 +221,9 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *f
                 return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "%.64s is listed twice", tok);
         mp_status st = mp_hw_load(tok, &o->hws[o->n_hw], err);
         if (st != MP_OK) {
-            if (!err->field[0]) snprintf(err->field, sizeof err->field, "--hw");
+            /* an unknown name is the option's ("hw: unknown hardware profile" was
+             * the profile reader's field); a file's errors keep their own */
+            if (!err->file[0]) snprintf(err->field, sizeof err->field, "--hw");
             return st;
         }
         /* a file holding a listed profile (its name inside) was costed twice,

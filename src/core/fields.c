@@ -238,6 +238,17 @@ static mp_status enum_error(const mp_field *f, const char *got, const char *fiel
                         list, excerpt(got, ex, sizeof ex));
 }
 
+mp_status mp_yscalar_refuse_spaced(const mp_ynode *n, const char *origin, const char *field,
+                                   mp_error *err)
+{
+    char ex[64];
+    if (!mp_yscalar_spaced(n))
+        return MP_OK;
+    return mp_error_set(err, MP_EINPUT, origin, n->line, n->column, field,
+                        "'%s' has spaces around it: give the value alone",
+                        excerpt(n->text, ex, sizeof ex));
+}
+
 /* Sets a scalar-typed field from text. line/col locate the text for errors. */
 static mp_status set_scalar(const mp_field *f, void *obj, const char *text, size_t text_len,
                             const char *field, const char *origin, int line, int col,
@@ -335,6 +346,9 @@ static mp_status decode_curve(const mp_field *f, void *obj, const mp_ynode *v, c
             double d;
             const char *why;
             char ex[64];
+            mp_status sp = mp_yscalar_refuse_spaced(s, origin, field, err);
+            if (sp != MP_OK)
+                return sp;
             if (!mp_units_parse(s->text, MP_UNIT_NONE, &d, &why))
                 return mp_error_set(err, MP_EINPUT, origin, s->line, s->column, field,
                                     "point %zu: expected a number, got '%s'", i + 1,
@@ -370,6 +384,13 @@ static mp_status decode_value(const mp_field *f, void *obj, const mp_ynode *v, c
     if (f->type == MP_FT_BOOL && !v->plain)
         return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, field,
                             "expected true or false, got a quoted string");
+    /* a name may hold any text; a number, a yes/no or a word of a list is
+     * the value alone, as on the command line */
+    if (f->type != MP_FT_STRING) {
+        mp_status st = mp_yscalar_refuse_spaced(v, origin, field, err);
+        if (st != MP_OK)
+            return st;
+    }
     return set_scalar(f, obj, v->text, v->text_len, field, origin, v->line, v->column, err);
 }
 

@@ -72,6 +72,11 @@ bool mp_parse_bool_word(const char *s, bool *out);
 /* Parses a whole decimal integer; false when not one or out of int64 range. */
 bool mp_parse_int64(const char *s, int64_t *out);
 
+/* A quoted value with spaces around it (tp: " 2") is refused as an option's
+ * is (" 2" is not a value written alone): MP_EINPUT at n, else MP_OK. */
+mp_status mp_yscalar_refuse_spaced(const mp_ynode *n, const char *origin, const char *field,
+                                   mp_error *err);
+
 /* Closest known name within edit distance 2 (for "did you mean"), or NULL. */
 const char *mp_closest_name(const char *word, const char *const *names, size_t n);
 

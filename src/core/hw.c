@@ -161,6 +161,16 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
                                 "absurdly small: at least 1 GFLOP/s, or 0 for unsupported "
                                 "(got %.4g FLOP/s)", hw->peak_flops[d]);
         }
+    /* the measured GEMM ceilings divide FLOPs as the peaks do: 1e-308 gave
+     * an estimate of "inf -nan%" and a search of -nan steps */
+    const struct { const char *field; double v; } rates[] = {
+        {"matmul_achievable", hw->matmul_achievable},
+        {"matmul_achievable_fp8_split", hw->matmul_achievable_fp8_split}};
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
+        if (rates[i].v > 0 && rates[i].v < MIN_FLOPS)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, rates[i].field,
+                                "absurdly small: at least 1 GFLOP/s, or 0 for none (got %.4g "
+                                "FLOP/s)", rates[i].v);
     if (!(hw->peak_flops[MP_DTYPE_BF16] > 0 || hw->peak_flops[MP_DTYPE_FP16] > 0 ||
           hw->peak_flops[MP_DTYPE_FP32] > 0))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "peak_flops",

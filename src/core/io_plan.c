@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/decode.h"
+#include "core/fields.h"
 #include "core/io.h"
 #include "core/tables.h"
 
@@ -52,6 +53,9 @@ static mp_status read_hw(const mp_ynode *n, const char *origin, mp_hw *hw, mp_er
 static mp_status read_int_node(const mp_ynode *n, const char *origin, const char *field,
                                int64_t lo, int64_t hi, int64_t *out, mp_error *err)
 {
+    mp_status sp = mp_yscalar_refuse_spaced(n, origin, field, err);
+    if (sp != MP_OK)
+        return sp;
     if (n->kind != MP_Y_SCALAR || !mp_parse_int64(n->text, out))
         return fail_at(err, origin, n, field, "expected an integer");
     if (*out < lo || *out > hi)
@@ -108,6 +112,9 @@ static mp_status read_layer_recompute(const mp_ynode *n, const char *origin, mp_
                             "needs %lld entries (layers + 2), got %zu", (long long)items, n->n);
     for (size_t i = 0; i < n->n; i++) {
         const mp_ynode *v = n->items[i];
+        mp_status sp = mp_yscalar_refuse_spaced(v, origin, "layer_recompute", err);
+        if (sp != MP_OK)
+            return sp;
         int r = v->kind == MP_Y_SCALAR ? mp_recompute_parse(v->text) : -1;
         if (r < 0)
             return fail_at(err, origin, v, "layer_recompute", "expected none, selective or full");
@@ -143,6 +150,9 @@ static mp_status read_name_list(const mp_ynode *n, const char *origin, const cha
         if (v->kind != MP_Y_SCALAR)
             return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, what,
                                 "expected a list of %s", known);
+        mp_status sp = mp_yscalar_refuse_spaced(v, origin, what, err);
+        if (sp != MP_OK)
+            return sp;
         if (!parse(v->text, &one, bad, sizeof bad))
             return mp_error_set(err, MP_EINPUT, origin, v->line, v->column, what,
                                 "unknown %s '%s' (known: %s)", noun, bad, known);
@@ -214,7 +224,10 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
                              mp_error *err)
 {
     memset(plan, 0, sizeof *plan);
-    if (!root || root->kind != MP_Y_MAP)
+    if (!root) /* an empty document: at its start, as the model and profile readers say */
+        return mp_error_set(err, MP_EINPUT, origin, 1, 1, NULL,
+                            "empty: expected a plan (a mapping with megaplan_plan: 1)");
+    if (root->kind != MP_Y_MAP)
         return fail_at(err, origin, root, NULL, "expected a plan (a mapping with megaplan_plan: 1)");
     /* the other files megaplan reads, given where a plan belongs: say so
      * rather than "unknown key" for their first key */

@@ -1,5 +1,6 @@
 #include "core/model.h"
 
+#include <float.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -182,7 +183,9 @@ static const mp_field model_fields[] = {
      .unit = MP_UNIT_NONE, .min = 0.0, .max = 1e6},
     {.path = "attn.rope_yarn", .type = MP_FT_BOOL,
      .offset = offsetof(mp_model, attn.rope_yarn)},
-    SUB_DOUBLE_FIELD(attn, rope_theta, 0.0, 1e12),
+    /* any finite number here: 0 (the default base) or (1, 1e12], a range with a
+     * hole that finish_rope (model_attn.c) checks and states whole */
+    SUB_DOUBLE_FIELD(attn, rope_theta, -DBL_MAX, DBL_MAX),
     SUB_DOUBLE_FIELD(attn, yarn_factor, 0.0, 1e6),
     SUB_INT_FIELD(attn, yarn_original_seq, 0, MAX_SEQ),
     SUB_DOUBLE_FIELD(attn, yarn_beta_fast, 0.0, 1e6),

@@ -4,6 +4,7 @@
  * (docs/cost-model.md, "Sliding-window attention and sinks"). */
 #include "core/model.h"
 #include "core/tables.h"
+#include "core/units.h"
 
 bool mp_model_block_is_windowed(const mp_model *m, int64_t block0)
 {
@@ -45,8 +46,14 @@ static mp_status finish_rope(const mp_model *m, mp_error *err)
     if (a->rope_theta != 0.0 && m->position != MP_POS_ROPE)
         return FAIL("attn.rope_theta", "the rotary base needs position rope (got %s)",
                     mp_position_name(m->position));
-    if (a->rope_theta != 0.0 && !(a->rope_theta > 1.0))
-        return FAIL("attn.rope_theta", "the rotary base must exceed 1 (got %g)", a->rope_theta);
+    if (a->rope_theta != 0.0 && !(a->rope_theta > 1.0 && a->rope_theta <= 1e12)) {
+        /* the whole accepted set, so that 0.5 is not told "at least 0" nor
+         * 1e13 "exceed 1"; the number exact ("got 0.99999999", not "got 1") */
+        char got[32];
+        mp_format_double(a->rope_theta, got, sizeof got);
+        return FAIL("attn.rope_theta", "the rotary base must be in (1, 1e+12], or 0 for the "
+                                       "default 10000 (got %s)", got);
+    }
     if (!a->rope_yarn) {
         const char *given = a->yarn_factor != 0.0          ? "attn.yarn_factor"
                             : a->yarn_original_seq != 0    ? "attn.yarn_original_seq"

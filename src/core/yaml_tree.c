@@ -1,5 +1,6 @@
 #include "core/yaml_tree.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -289,4 +290,12 @@ bool mp_yscalar_is_null(const mp_ynode *n)
         return false;
     return n->text_len == 0 || !strcmp(n->text, "~") || !strcmp(n->text, "null") ||
            !strcmp(n->text, "Null") || !strcmp(n->text, "NULL");
+}
+
+bool mp_yscalar_spaced(const mp_ynode *n)
+{
+    if (!n || n->kind != MP_Y_SCALAR || n->text_len == 0)
+        return false;
+    unsigned char a = (unsigned char)n->text[0], z = (unsigned char)n->text[n->text_len - 1];
+    return isspace(a) || isspace(z);
 }

@@ -37,5 +37,8 @@ const mp_ynode *mp_ynode_at(const mp_ynode *root, const char *path);
 
 /* "null", "~" or an empty plain scalar. */
 bool mp_yscalar_is_null(const mp_ynode *n);
+/* A quoted scalar with white space at either end (" 2", "2 "): a plain one
+ * never has any, libyaml trims it. */
+bool mp_yscalar_spaced(const mp_ynode *n);
 
 #endif

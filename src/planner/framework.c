@@ -13,7 +13,9 @@ mp_framework mp_plan_framework(const mp_config *c)
         return MP_FW_MEGATRON;
     if (p->zero_runtime != MP_ZRT_AUTO)
         return p->zero_runtime == MP_ZRT_DEEPSPEED ? MP_FW_DEEPSPEED : MP_FW_TORCHTITAN;
-    if (!p->hsdp && (p->zero == 2 || (p->tp == 1 && p->cp == 1)))
+    /* DeepSpeed's config here has no context parallelism (mp_deepspeed_config):
+     * ZeRO-2 with cp > 1 is torchtitan's FSDP2 that does not reshard */
+    if (!p->hsdp && p->cp == 1 && (p->zero == 2 || p->tp == 1))
         return MP_FW_DEEPSPEED;
     return MP_FW_TORCHTITAN;
 }

@@ -161,6 +161,18 @@ core() {
     for th in -1 0 1 2e12; do
         file_check hf-rope-theta-$th hf7b.json "{\n \"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64,\n \"num_attention_heads\": 4, \"intermediate_size\": 10, \"vocab_size\": 10,\n \"rope_theta\": $th}\n" "${M}hf7b\\.json:4:2: rope_theta: expected a rotary base in \\(1, 1e\\+12\\]\$" models
     done
+    # quoted numbers with spaces around them, in a model and a profile (a tab too; a curve's point)
+    file_check spaced-model sp.yaml 'name: m\narch: gpt\nlayers: "12\t"\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}sp\\.yaml:3:9: layers: '12\\?' has spaces around it: give the value alone\$" models
+    file_check spaced-hw sp.yaml "$(printf "$GOOD_HW" | sed 's/memory_efficiency: 0.7/memory_efficiency: " 0.7"/')\n" "${H}sp\\.yaml:6:20: memory_efficiency: ' 0\\.7' has spaces around it" hw
+    file_check spaced-hw-unit sp.yaml "$(printf "$GOOD_HW" | sed 's/memory: 16 GiB/memory: "16 GiB "/')\n" "${H}sp\\.yaml:2:9: memory: '16 GiB ' has spaces around it" hw
+    file_check spaced-hw-curve sp.yaml "$(printf "$GOOD_HW" | sed 's/\[1e12, 0.8\]/[1e12, " 0.8"]/')\n" "${H}sp\\.yaml:5:38: gemm_efficiency: ' 0\\.8' has spaces around it" hw
+    # a model file's attn.rope_theta: 0 (the default 10000) or (1, 1e12], all named in one message
+    # (0.5 was told "must exceed 1", -1 "must be at least 0", 1e13 "at most 1e+12"; 0.99999999 read "got 1")
+    for th in 0.5:0.5 1:1 -1:-1 1e13:1e.13 0.99999999:0.99999999; do
+        file_check rope-theta-${th%%:*} rt.yaml "name: m\\narch: llama\\nlayers: 2\\nhidden: 64\\nheads: 4\\nvocab: 10\\nseq: 8\\nattn: {rope_theta: ${th%%:*}}\\n" "${M}rt\\.yaml:8:20: attn\\.rope_theta: the rotary base must be in \\(1, 1e\\+12\\], or 0 for the default 10000 \\(got ${th#*:}\\)\$" models
+    done
+    file rt0.yaml 'name: m\narch: llama\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq: 8\nattn: {rope_theta: 0}\n'
+    "$bin" models rt0.yaml >/dev/null 2>&1 || bad "attn.rope_theta: 0 (the default) is refused"
     # config.json's dropouts: a key the family's transformers code does not apply is refused unless 0
     file_check hf-dropout-unread hf9.json '{\n "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,\n "num_attention_heads": 4, "intermediate_size": 10, "vocab_size": 10,\n "hidden_dropout": 0.1}\n' "${M}hf9\\.json:4:2: hidden_dropout: a dropout that transformers does not apply for llama: it would be dropped" models
     file_check hf-dropout-split hf10.json '{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 10,\n "resid_pdrop": 0.1, "embd_pdrop": 0.0}' "${M}hf10\\.json:2:[0-9]+: embd_pdrop: 0 differs from resid_pdrop \\(0\\.1\\): megaplan has one hidden dropout" models
@@ -289,6 +301,9 @@ plan() {
     # a stage bound past the model's items gave the format's range ([0, 2050]), not the model's
     file_check plan-stages-range p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[0, 7], [7, 3000]]\n" "${S}p3c\.yaml:6:22: stages: out of range \[0, 14\]: the model has 14 layer items \(layers \+ 2\) \(got 3000\)$" simulate
     file_check plan-stages-negative p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[-1, 7], [7, 14]]\n" "${S}p3c\.yaml:6:11: stages: out of range \[0, 14\]: .*\(got -1\)$" simulate
+    # an empty plan is located at its start, as an empty model or profile is (it said "p0.yaml: expected a plan")
+    file_check plan-empty p0.yaml '' "${S}p0\\.yaml:1:1: empty: expected a plan \\(a mapping with megaplan_plan: 1\\)\$" simulate
+    file_check plan-empty-doc p0.yaml '# only a comment\n' "${S}p0\\.yaml:1:1: empty: expected a plan" simulate
     file_check plan-truncated p4.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, 7], [7" "${S}p4\.yaml:[56]:[0-9]+: stages: YAML syntax error" simulate
     file_check plan-negative p5.yaml "${HEAD}training: {gpus: -4, global_batch: 8}\n" "${S}p5\.yaml:4:18: training\.gpus: must be at least 1" simulate
     file_check plan-batch p6.yaml "${HEAD}training: {gpus: 4, global_batch: 7}\n" "${S}p6\.yaml:4:35: training\.global_batch: 7 is not a multiple" simulate
@@ -304,6 +319,18 @@ plan() {
     # Megatron's --ddp-bucket-size: a whole number of parameters, a Megatron-Core DDP option
     file_check plan-bucket-stack p19.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: megatron-deepspeed-2021}\nparallel: {dp: 4, ddp_bucket_size: 1000}\n" "${S}p19\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: --ddp-bucket-size is a Megatron-Core DDP option" simulate
     file_check plan-bucket-negative p20.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {dp: 4, ddp_bucket_size: -5}\n" "${S}p20\\.yaml:5:[0-9]+: parallel\\.ddp_bucket_size: must be at least 0" simulate
+    # a quoted value with spaces around it: refused as the command line refuses "--tp ' 2'"
+    # (strtoll skipped them: tp: " 2" and "2 " were read as 2, stages [[0, " 14"]] as 14)
+    file_check plan-spaced-int p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {tp: \" 2\"}\n" "${S}p26\\.yaml:5:16: parallel\\.tp: ' 2' has spaces around it: give the value alone\$" simulate
+    file_check plan-spaced-int-after p26.yaml "${HEAD}training: {gpus: \"4 \", global_batch: 8}\n" "${S}p26\\.yaml:4:18: training\\.gpus: '4 ' has spaces around it: give the value alone\$" simulate
+    file_check plan-spaced-stage p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nstages: [[0, \" 14\"]]\n" "${S}p26\\.yaml:5:14: stages: ' 14' has spaces around it" simulate
+    file_check plan-spaced-version p26.yaml "megaplan_plan: '1 '\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n" "${S}p26\\.yaml:1:16: megaplan_plan: '1 ' has spaces around it" simulate
+    file_check plan-spaced-word p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {recompute: \"full \"}\n" "${S}p26\\.yaml:5:23: parallel\\.recompute: 'full ' has spaces around it" simulate
+    file_check plan-spaced-lrc p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nlayer_recompute: [none, ' full', full, full, full, full, full, full, full, full, full, full, full, none]\n" "${S}p26\\.yaml:5:25: layer_recompute: ' full' has spaces around it" simulate
+    file_check plan-spaced-module p26.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {recompute: selective, recompute_modules: [' mlp']}\n" "${S}p26\\.yaml:5:54: parallel\\.recompute_modules: ' mlp' has spaces around it" simulate
+    # the plain and quoted value alone are still read
+    file p27.yaml "${HEAD}training: {gpus: \"4\", global_batch: '8'}\nparallel: {tp: \"2\"}\n"
+    "$bin" simulate p27.yaml >/dev/null 2>&1 || bad "plan-quoted-int: a quoted integer alone is refused"
     # parallel.cp_comm_type: Megatron-Core's --cp-comm-type, strict
     file_check plan-cp-comm-unknown p22.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {cp: 2, cp_comm_type: ring}\n" "${S}p22\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: expected one of p2p\\|all_gather\\|a2a\\|a2a\\+p2p, got 'ring'" simulate
     file_check plan-cp-comm-hier p23.yaml "megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-h100\ntraining: {gpus: 4, global_batch: 8}\nparallel: {cp: 2, cp_comm_type: a2a+p2p}\n" "${S}p23\\.yaml:5:[0-9]+: parallel\\.cp_comm_type: a2a\\+p2p \\(hierarchical context parallelism.*is not modelled" simulate
@@ -430,12 +457,31 @@ hardening() {
     # an empty file name: refused at once (exec and calibrate ran every rank, then failed
     # writing it with no name, under mpirun's own lines)
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
+    # exec's own checks of a plan name its line (they named the file alone:
+    # "t5x.yaml: model.head_dim: ..."); the preset's key when the field is not written
+    file t5x.yaml 'megaplan_plan: 1\nmodel: t5-11b\nhw: dgx-a100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n'
+    if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
+        check exec-plan-field-line "^megaplan exec: t5x\\.yaml:2:8: model\\.head_dim: head_dim x heads != hidden is not supported by this executor" "$bin" exec t5x.yaml --np 8
+    fi
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
     # search's hardware list: an empty name was skipped, and a file naming a listed profile doubled every row
     check search-hw-empty "${S}--hw: 'dgx-a100,,dgx-h100' has an empty profile name$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100,,dgx-h100
     "$bin" hw dgx-h100 >h100copy.yaml
     check search-hw-same-inside "${S}--hw: dgx-h100 is listed twice \(h100copy\.yaml is named dgx-h100 inside\)$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-h100,h100copy.yaml
+    # spaces inside a value's parts, refused as around a whole value ("--tp ' 2'"): strtoll and
+    # strtod skipped them, so these were read as memory 40 GiB, tp 2, tp {2, 4}, 8..16 GPUs, $2.49
+    check hw-set-spaced-value "${E}--hw-set: 'memory= 40GiB' has spaces around its key or value: give them alone\$" "$bin" estimate --model 125M --gpus 8 --hw-set "memory= 40GiB"
+    check hw-set-spaced-key "${E}--hw-set: 'memory =40GiB' has spaces around its key or value" "$bin" estimate --model 125M --gpus 8 --hw-set "memory =40GiB"
+    check fix-spaced-value "${S}--fix: 'tp= 2' has spaces around its key or value: give them alone\$" "$bin" search --model 125M --gpus 8 --fix "tp= 2"
+    check fix-spaced-set "${S}--fix: tp=2\\| 4: ' 4' has spaces around it: give the value alone\$" "$bin" search --model 125M --gpus 8 --fix "tp=2| 4"
+    check search-gpus-range-spaced "${S}--gpus: '8\\.\\. 16': expected N or MIN\\.\\.MAX" "$bin" search --model 125M --tokens 1T --gpus "8.. 16" --hw dgx-a100
+    check search-price-spaced "${S}--price: ' 2\\.49' is not a number" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100 --price "dgx-a100= 2.49"
+    check search-price-hex "${S}--price: '0x2' is not a number" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100 --price dgx-a100=0x2
+    check search-budget-negative "${S}--budget: -1 is out of range" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100 --budget -1
+    # a listed name with spaces, and an unknown one, are the option's ("hw: unknown hardware profile ' h200'")
+    check search-hw-spaced "${S}--hw: ' h200' has spaces around it: give the names alone\$" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw "dgx-a100, h200"
+    check search-hw-unknown "${S}--hw: unknown hardware profile 'nope'" "$bin" search --model 125M --tokens 1T --gpus 8..16 --hw dgx-a100,nope
     check twice-search-hw "${S}--pue: given twice" "$bin" search --model 125M --tokens 1T --hw dgx-a100,dgx-h100 --pue 1.1 --pue 1.2
     [ -e a.yaml ] || [ -e b.yaml ] || [ -e a.json ] || [ -e b.json ] &&
         bad "a refused command wrote a file"
@@ -447,6 +493,10 @@ hardening() {
     check hw-tiny-curve "${E}--hw-set gemm_efficiency: point 1: y absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "gemm_efficiency=[[1e9,1e-300]]"
     check hw-tiny-peak "${E}--hw-set peak_flops\.bf16: absurdly small: at least 1 GFLOP/s" "$bin" estimate --model 175B --gpus 64 --hw-set peak_flops.bf16=1e-300
     check hw-zero-eff "${E}--hw-set scale_up\.efficiency: must be positive" "$bin" estimate --model 175B --gpus 64 --hw-set scale_up.efficiency=0
+    # the measured GEMM ceilings, as the peaks (1e-308 gave "compute inf -nan%" and -nan steps)
+    check hw-tiny-matmul "${E}--hw-set matmul_achievable: absurdly small: at least 1 GFLOP/s, or 0 for none \\(got 1e-300 FLOP/s\\)\$" "$bin" estimate --model 1.3B --gpus 8 --hw b200 --hw-set matmul_achievable=1e-300
+    check hw-tiny-matmul-fp8 "${E}--hw-set matmul_achievable_fp8_split: absurdly small" "$bin" estimate --model 1.3B --gpus 8 --hw dgx-h100 --hw-set matmul_achievable_fp8_split=5
+    file_check hw-file-tiny-matmul tinymm.yaml "${GOOD_HW}matmul_achievable: 1e-308\n" "^megaplan hw: tinymm\\.yaml:13:20: matmul_achievable: absurdly small" hw
     file_check hw-file-tiny-peak tinypeak.yaml "$(printf "$GOOD_HW" | sed 's/bf16: 100 TFLOP\/s/bf16: 5/')\n" "^megaplan hw: tinypeak\.yaml:4:[0-9]+: peak_flops\.bf16: absurdly small" hw
 
     # a FIFO nobody writes to: refused or read as empty, never waited on forever

@@ -88,6 +88,37 @@ grep -q "beside it, ZeRO-3 / FSDP" "$T/table" || fail "no FSDP plan beside the w
 "$M" search --model gpt3-1.3b --gpus 64 --zero 3 --fix hsdp=false >"$T/z3" || fail "search --zero 3 exit"
 grep -q "runs under DeepSpeed (--format deepspeed)" "$T/z3" || fail "zero3 winner's framework"
 ! grep -q "beside it" "$T/z3" || fail "beside line when ZeRO was asked for"
+# --cp-comm-type a2a: the FSDP plan beside the winner (cp=4, torchtitan) is the one a p2p
+# search shows, costed with p2p (torchtitan's job file takes no other exchange), and the line
+# says so; it was costed with a2a, a plan --format torchtitan refuses
+L7="--model llama2-7b --gpus 16 --seq 32768 --global-batch 64 --hw dgx-h100 --cp 4"
+"$M" search $L7 --cp-comm-type a2a >"$T/a2a" || fail "search --cp-comm-type a2a exit"
+"$M" search $L7 >"$T/p2p" || fail "search --cp 4 exit"
+a2a_fsdp=$(grep "^beside it" "$T/a2a" | sed 's/ s by the estimate.*//')
+p2p_fsdp=$(grep "^beside it" "$T/p2p" | sed 's/ s by the estimate.*//')
+case "$a2a_fsdp" in *"under torchtitan"*"cp=4"*) ;; *) fail "no torchtitan cp=4 plan beside the a2a winner: $a2a_fsdp" ;; esac
+[ "$a2a_fsdp" = "$p2p_fsdp" ] || fail "the FSDP plan beside an a2a search is not the p2p one: $a2a_fsdp / $p2p_fsdp"
+grep -q "costed with the p2p exchange, torchtitan's ring attention: the a2a" "$T/a2a" ||
+  fail "the a2a search does not say its FSDP plan is costed with p2p"
+! grep -q "costed with the p2p exchange" "$T/p2p" || fail "a p2p search explains p2p"
+# a winner its framework's --format refuses is not said to run under it (a ZeRO-3 plan
+# with the a2a exchange was "runs under torchtitan (FSDP2) (--format torchtitan)")
+"$M" search $L7 --cp-comm-type a2a --zero 3 >"$T/z3a2a" || fail "search --zero 3 --cp-comm-type a2a exit"
+grep -q "would run under torchtitan (FSDP2), but --format torchtitan refuses it: the a2a context-parallel exchange" "$T/z3a2a" ||
+  fail "zero 3 a2a winner: $(grep -i 'run' "$T/z3a2a" | head -3)"
+! grep -q "runs under torchtitan" "$T/z3a2a" || fail "zero 3 a2a winner said to run under torchtitan"
+# an fp8 FSDP plan beside the winner: its framework's --format refuses fp8, and the line says so
+"$M" search --model gpt3-1.3b --gpus 64 --precision fp8 --hw dgx-h100 >"$T/fp8" || fail "search fp8 exit"
+grep -q "^beside it, ZeRO-3 / FSDP" "$T/fp8" || fail "no FSDP plan beside the fp8 winner"
+grep -Eq "^  \(--format (deepspeed|torchtitan) refuses it: an fp8 plan" "$T/fp8" ||
+  fail "the fp8 FSDP plan beside the winner is not said to be refused by its --format"
+! grep -q "refuses it" "$T/table" || fail "a bf16 search's FSDP plan said refused"
+# ZeRO-2 with cp > 1 is torchtitan's (DeepSpeed's config has no context parallelism: it was
+# named "runs under DeepSpeed", whose --format refused it)
+refuse estimate $L7 --zero 2 --format megatron
+grep -q "this plan runs under torchtitan (FSDP2) (--format torchtitan)" "$T/err" || fail "zero 2 cp 4: $(cat "$T/err")"
+"$M" estimate $L7 --zero 2 --format torchtitan >"$T/z2cp" || fail "zero 2 cp 4 --format torchtitan"
+grep -q 'fsdp_reshard_after_forward = "never"' "$T/z2cp" || fail "zero 2 cp 4 torchtitan file"
 "$M" search --model gpt3-1.3b --gpus 64 --zero 3 -o "$T/plan.yaml" >/dev/null || fail "-o zero3"
 grep -q "zero: 3" "$T/plan.yaml" || fail "plan file lacks zero: 3"
 "$M" simulate "$T/plan.yaml" >/dev/null || fail "simulate a zero3 plan"

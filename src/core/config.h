@@ -302,6 +302,16 @@ typedef struct mp_parallel {
      * Megatron runs with batched synchronous p2p. Off: every transfer waited
      * on where it is posted. */
     bool p2p_overlap;
+    /* the output layer's (and a tied embedding's) weight-gradient GEMMs of
+     * the last pipeline stage held back from each micro-batch's backward and
+     * run after the rank's last backward, in the pipeline flush (Megatron-Core
+     * defer_embedding_wgrad_compute, --defer-embedding-wgrad-compute; needs
+     * pp > 1, ignored otherwise). wgrad_deferral_limit: only the first that
+     * many micro-batches deferred, the rest computed in place (0: all of them;
+     * --wgrad-deferral-limit). docs/cost-model.md §6, "Deferred output-layer
+     * wgrad". */
+    bool defer_embedding_wgrad;
+    int64_t wgrad_deferral_limit;
     /* Megatron-Core DDP / Megatron FSDP nccl_ub: the parameter and gradient
      * buffers registered with NCCL as user buffers, so its DP all-gathers and
      * reduce-scatters run SM-light algorithms (contention.c) */

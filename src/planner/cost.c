@@ -633,7 +633,7 @@ typedef struct pipe_model {
     /* deferred output-layer wgrad (defer_wgrad_of): the head stage's per
      * micro-batch weight-gradient GEMM held back, for how many micro-batches */
     int64_t defer_stage, defer_mb;
-    double defer_w;
+    double defer_w, defer_hold; /* and the bytes each held micro-batch keeps */
 } pipe_model;
 
 /* The stage chunk ch of pipeline rank r runs (c*p + r; V schedules: r, 2p-1-r). */
@@ -1344,7 +1344,7 @@ static void defer_wgrad_of(const mp_config *c, const item_detail *head, pipe_mod
     const mp_parallel *pp = &c->parallel;
     pm->defer_stage = -1;
     pm->defer_mb = 0;
-    pm->defer_w = 0.0;
+    pm->defer_w = pm->defer_hold = 0.0;
     if (!pp->defer_embedding_wgrad || pm->p < 2 || pm->n < 1 || pm->m < 1 ||
         (pp->schedule != MP_SCHED_1F1B && pp->schedule != MP_SCHED_INTERLEAVED) ||
         mp_ds_pipe_engine(c) || !pm->st[pm->n - 1].has_head)
@@ -1353,6 +1353,15 @@ static void defer_wgrad_of(const mp_config *c, const item_detail *head, pipe_mod
     int64_t lim = pp->wgrad_deferral_limit;
     pm->defer_mb = lim > 0 && lim < pm->m ? lim : pm->m;
     pm->defer_w = head->wgrad;
+    /* what each held micro-batch keeps until the flush: the layer's input
+     * (SP: this rank's slice, as gathered again in the drain) and the
+     * logits' gradient, V/t columns, both in the activations' type */
+    mp_block_shape last;
+    mp_block_shape_of(&c->model, c->training.seq, mp_model_blocks(&c->model), &last);
+    double sb = (double)pp->micro_batch * last.s / (double)pp->cp, t = (double)pp->tp;
+    double dt = c->training.precision == MP_DTYPE_FP32 ? 4.0 : 2.0;
+    pm->defer_hold = sb * dt * ((double)c->model.hidden / (pp->sp ? t : 1.0) +
+                                mp_padded_vocab(c->model.vocab, pp->tp) / t);
 }
 
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
@@ -1743,6 +1752,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->defer_stage = (int32_t)pm.defer_stage;
     out->defer_mb = (int32_t)pm.defer_mb;
     out->defer_w = pm.defer_w;
+    out->defer_hold = pm.defer_hold * (1.0 + c->hw.allocator_fragmentation);
     double other = c->hw.runtime_reserve;
     if (pm.n > 0)
         other += 4.0 * pm.st[0].send_bytes; /* p2p send/recv buffers, both directions */
@@ -2184,6 +2194,11 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             else
                 stash += g * mp_pipeline_w_pending_chunks(pp->schedule, p, v, m, r);
         }
+        /* the deferred wgrad's held inputs and logit gradients (defer_wgrad_of),
+         * all of them at the last held micro-batch's forward */
+        for (int64_t ch = 0; ch < v; ch++)
+            if (rank_stage(&pm, r, ch) == pm.defer_stage)
+                stash += (double)pm.defer_mb * pm.defer_hold;
         double other = c->hw.runtime_reserve + edge + 4.0 * send;
         /* PyTorch's caching allocator: activations are allocated and freed
          * every micro-batch in many sizes, and the blocks it caches fragment;

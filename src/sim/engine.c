@@ -274,10 +274,8 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         }
     }
     double start = rs->now, dur = op_duration(e, sc, k);
-    if (k == MP_OP_B) {
-        double cut = deferred_cut(e, stage, op->microbatch);
-        dur = dur > cut ? dur - cut : 0;
-    }
+    double cut = k == MP_OP_B ? deferred_cut(e, stage, op->microbatch) : 0;
+    dur = dur > cut ? dur - cut : 0;
     double ep = k == MP_OP_F ? sc->ep_comm_fwd : sc->ep_comm_bwd;
     if (ep > dur)
         ep = dur;
@@ -365,7 +363,9 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
      * weight gradient: B, or W where the backward is split (which keeps what
      * W needs until W). */
     if ((k == MP_OP_B) != e->zb) {
-        rs->stash -= sc->act_bytes - (e->zb ? sc->edge_bytes : 0.0);
+        /* a deferred output-layer wgrad keeps its input and gradient */
+        rs->stash -= sc->act_bytes - (e->zb ? sc->edge_bytes : 0.0) -
+                     (cut > 0 ? e->pc->defer_hold : 0.0);
         if (k == MP_OP_W && sc->w_hold_bytes > 0 && !mp_op_list_bw_adjacent(&e->lists[r], rs->pc, -1))
             rs->stash -= sc->w_hold_bytes;
         add_memory(e, end, r, rs->static_bytes + rs->stash);
@@ -511,7 +511,7 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
      * stash moves by the difference, counted from the pass's start when it
      * grows (a forward's from its start, run_compute) */
     double before = rs->stash;
-    rs->stash += sf->act_bytes - sb->act_bytes;
+    rs->stash += sf->act_bytes - sb->act_bytes + (cut > 0 ? e->pc->defer_hold : 0.0);
     double high = rs->stash > before ? rs->stash : before;
     if (high > rs->peak_stash)
         rs->peak_stash = high;
@@ -767,6 +767,8 @@ static mp_status run_pipeline(engine *e, mp_error *err)
                 add_event(e, start, start + flush, r, MP_STREAM_COMPUTE, MP_EV_W, -1, c);
                 rs->busy += flush;
                 rs->now = start + flush;
+                rs->stash -= pc->defer_mb * pc->defer_hold;
+                add_memory(e, rs->now, r, rs->static_bytes + rs->stash);
                 int32_t st = pc->defer_stage;
                 if (e->last_grad_end[st] < rs->now)
                     e->last_grad_end[st] = rs->now;

@@ -6,7 +6,8 @@
  * ranks' cooldown (one backward and one transfer each), so the step changes
  * by max(0, n W - drain) - n (max round before - max round after). Checked
  * by hand on LLaMA 3 70B in 1F1B (t 4, p 4, d 2, 64 micro-batches, NeMo's
- * limit 22), once with the head rank the slowest and once made light. */
+ * limit 22), once with the head rank the slowest and once made light; and
+ * the memory the held micro-batches keep on the head rank. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -91,6 +92,11 @@ static void test_head_rank_slowest(void **state)
     assert_int_equal(pc.defer_stage, 3);
     assert_int_equal(pc.defer_mb, 22);
     assert_true(near(pc.defer_w, w));
+    /* each held micro-batch keeps the head's SP input slice and its logits'
+     * gradient in bf16: 8192 x 2 x (8192/4 + 128512/4) bytes (the vocabulary
+     * padded to a multiple of 128 t), with the allocator's fragmentation */
+    assert_true(near(pc.defer_hold,
+                     8192.0 * 2.0 * (2048.0 + 32128.0) * (1.0 + c.hw.allocator_fragmentation)));
     mp_pipeline_cost_free(&pc);
     /* limit 0: every micro-batch; a limit above m: the same */
     c.parallel.wgrad_deferral_limit = 0;
@@ -165,6 +171,11 @@ static void test_simulator(void **state)
         mp_estimate eon = nemo_estimate(&c);
         assert_int_equal(mp_simulate(&c, NULL, &o, &b, &err), MP_OK);
         double de = eon.time.step - eoff.time.step, ds = b.makespan - a.makespan;
+        /* the head rank's peak holds the 22 micro-batches' buffers */
+        mp_pipeline_cost pc;
+        assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
+        assert_true(near(b.peak_memory[3] - a.peak_memory[3], 22.0 * pc.defer_hold));
+        mp_pipeline_cost_free(&pc);
         print_message("vpp %lld: estimate %+.4f s, simulator %+.4f s\n", (long long)vpp, de, ds);
         assert_true(de < 0.0 && ds < 0.0);
         assert_true(fabs(ds - de) <= 0.1 * fabs(de));

@@ -263,6 +263,31 @@ static mp_status optional_count(const csv *c, int r, int first, const char *name
     return MP_OK;
 }
 
+/* The optional wgrad_deferral column of a runs file: Megatron-Core's
+ * defer_embedding_wgrad_compute with its wgrad_deferral_limit, as the
+ * recipe sets them: absent or empty, not deferred; "all", every
+ * micro-batch's output-layer wgrad deferred (limit 0); N >= 1, the first N
+ * micro-batches'. It needs a pipeline (pp > 1), as Megatron-Core does. */
+static mp_status optional_deferral(const csv *c, int r, int first, int64_t pp, bool *on,
+                                   int64_t *limit, mp_error *err)
+{
+    int at = 0;
+    const char *s = optional_text(c, r, first, "wgrad_deferral", &at);
+    *on = false;
+    *limit = 0;
+    if (!s)
+        return MP_OK;
+    if (strcmp(s, "all") != 0 && (!mp_parse_int64(s, limit) || *limit < 1 || *limit > 1 << 30))
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, "wgrad_deferral",
+                            "'%s' is not all or a whole number of micro-batches from 1", s);
+    if (pp < 2)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, "wgrad_deferral",
+                            "'%s' without a pipeline (pp 1): Megatron-Core refuses "
+                            "defer_embedding_wgrad_compute there", s);
+    *on = true;
+    return MP_OK;
+}
+
 /* An optional dropout probability column (hidden_dropout,
  * attention_dropout: the recipe's value, docs/formats.md): absent or empty
  * leaves *out (the model's own), else a number at least 0 and below 1. */
@@ -501,7 +526,10 @@ static const char note_nemo[] =
     "pipeline transfers (the recipes' overlap_p2p_comm: the files' p2p_overlap column) and "
     "the Megatron-Bridge and NeMo 25.04 rows compute the loss with Transformer Engine's fused "
     "cross entropy (te_cross_entropy) and the 25.11 H100 FSDP row registers the DP buffers "
-    "with NCCL (nccl_ub); the 25.11 "
+    "with NCCL (nccl_ub); NeMo 25.02/25.04's GPT-3 175B, LLaMA 3 70B and 405B rows and "
+    "Megatron-Bridge 25.09's 70B and 405B rows with pp > 1 defer the output layer's "
+    "weight-gradient GEMMs of their first 50 or 22 micro-batches to the pipeline flush "
+    "(the recipes' defer_embedding_wgrad_compute: the files' wgrad_deferral column); the 25.11 "
     "MXFP8 LLaMA 3.1 405B row gathers its parameters after the optimizer step, its recipe "
     "turning the gather's overlap off (param_gather_sync); the LLaMA 3.1 405B rows split the "
     "layers as their recipes do, the embedding and the loss each counted as a layer "
@@ -1138,6 +1166,11 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         uint32_t graphs = 0;
         if (st == MP_OK)
             st = optional_cuda_graphs(c, r, RUN_COLS, &graphs, err);
+        bool defer = false;
+        int64_t defer_limit = 0;
+        if (st == MP_OK)
+            st = optional_deferral(c, r, RUN_COLS, (int64_t)v[RUN_PP], &defer, &defer_limit,
+                                   err);
         if (st != MP_OK)
             return st;
         /* Megatron-Core refuses a layout with the account-for flags
@@ -1197,6 +1230,8 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.parallel.ddp_bucket_size = bucket;
         w->config.parallel.cp_comm_type = cp_comm;
         w->config.parallel.cuda_graph_scope = graphs;
+        w->config.parallel.defer_embedding_wgrad = defer;
+        w->config.parallel.wgrad_deferral_limit = defer_limit;
         /* the recipe's split of the layers over the virtual stages, in
          * Megatron-Core's --pipeline-model-parallel-layout grammar */
         if (layout) {

@@ -84,6 +84,15 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
                                                    : "K and V all-gathered before the attention");
     if (p->p2p_overlap && p->schedule == MP_SCHED_INTERLEAVED)
         mp_buf_puts(b, "            p2p_overlap=on  (Megatron's --overlap-p2p-communication)\n");
+    if (p->defer_embedding_wgrad && p->pp > 1) {
+        mp_buf_puts(b, "            defer_embedding_wgrad=on  (Megatron's --defer-embedding-wgrad-compute: the "
+                       "output layer's wgrad of ");
+        if (p->wgrad_deferral_limit > 0)
+            mp_buf_printf(b, "the first %lld micro-batches", (long long)p->wgrad_deferral_limit);
+        else
+            mp_buf_puts(b, "every micro-batch");
+        mp_buf_puts(b, " in the pipeline flush)\n");
+    }
     if (p->param_gather_sync && p->dist_opt && p->dp_overlap)
         mp_buf_puts(b, "            param_gather_overlap=off  (the all-gather after the optimizer step)\n");
     if (p->overlap_param_gather_with_optimizer_step)

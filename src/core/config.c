@@ -194,6 +194,8 @@ static const mp_field parallel_fields[] = {
     P_BOOL(dp_overlap),
     P_BOOL(tp_overlap),
     P_BOOL(p2p_overlap),
+    P_BOOL(defer_embedding_wgrad),
+    P_INT(wgrad_deferral_limit, 0, 1 << 30),
     P_BOOL(nccl_ub),
     P_BOOL(param_gather_sync),
     P_BOOL(overlap_param_gather_with_optimizer_step),
@@ -556,6 +558,9 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->tp_overlap && (!p->sp || p->tp < 2))
         return FAIL("tp_overlap", "TP communication overlap needs tp > 1 and sp on "
                                   "(Megatron --tp-comm-overlap)");
+    if (p->wgrad_deferral_limit > 0 && !p->defer_embedding_wgrad)
+        return FAIL("wgrad_deferral_limit", "a wgrad deferral limit needs "
+                                            "defer_embedding_wgrad on (Megatron-Core)");
     if (p->schedule == MP_SCHED_ZBH1 && p->vpp > 1)
         return FAIL("schedule", "zb-h1 has one chunk per rank (vpp must be 1)");
     /* Megatron's own checks (megatron/training/arguments.py), in its order */

@@ -279,6 +279,15 @@ typedef struct mp_parallel {
      * parameter gather, the interleaved schedule (mp_config_check). In
      * dist_opt's padding. */
     bool overlap_param_gather_with_optimizer_step;
+    /* the output layer's (and a tied embedding's) weight-gradient GEMMs of
+     * the last pipeline stage held back from each micro-batch's backward and
+     * run after the rank's last backward, in the pipeline flush (Megatron-Core
+     * defer_embedding_wgrad_compute, --defer-embedding-wgrad-compute; needs
+     * pp > 1, ignored otherwise). wgrad_deferral_limit: only the first that
+     * many micro-batches deferred, the rest computed in place (0: all of them;
+     * --wgrad-deferral-limit). docs/cost-model.md §6, "Deferred output-layer
+     * wgrad". */
+    bool defer_embedding_wgrad;
     mp_zero_runtime zero_runtime; /* who runs zero >= 2 (below; in dist_opt's padding) */
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
@@ -333,6 +342,7 @@ typedef struct mp_parallel {
      * and NeMo 2's comm-overlap configs set 128 * 1024^2 when dp > 1. Used
      * only with dp_overlap (Megatron drops it without --overlap-grad-reduce). */
     int64_t ddp_bucket_size;
+    int64_t wgrad_deferral_limit; /* with defer_embedding_wgrad, above */
     /* An explicit split of the layers into the pp*vpp stages, in Megatron-Core's
      * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);
      * "" = Megatron's default split. */

@@ -350,6 +350,11 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
     /* overlapped pipeline p2p: written only when on, as the MoE overlaps */
     if (ok && p->p2p_overlap)
         ok = cJSON_AddBoolToObject(o, "p2p_overlap", true) != NULL;
+    if (ok && p->defer_embedding_wgrad)
+        ok = cJSON_AddBoolToObject(o, "defer_embedding_wgrad", true) != NULL;
+    if (ok && p->wgrad_deferral_limit > 0)
+        ok = cJSON_AddNumberToObject(o, "wgrad_deferral_limit",
+                                     (double)p->wgrad_deferral_limit) != NULL;
     if (ok && p->nccl_ub)
         ok = cJSON_AddBoolToObject(o, "nccl_ub", true) != NULL;
     if (ok && p->param_gather_sync)

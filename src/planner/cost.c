@@ -630,6 +630,10 @@ typedef struct pipe_model {
     double tied_copy;       /* the head's copy of tied word embeddings (p > 1), per GPU */
     double expert_rank_max; /* routed-expert parameters of that rank */
     double block_params;    /* one block's parameters on a GPU (ZeRO-3's working set) */
+    /* deferred output-layer wgrad (defer_wgrad_of): the head stage's per
+     * micro-batch weight-gradient GEMM held back, for how many micro-batches */
+    int64_t defer_stage, defer_mb;
+    double defer_w, defer_hold; /* and the bytes each held micro-batch keeps */
 } pipe_model;
 
 /* The stage chunk ch of pipeline rank r runs (c*p + r; V schedules: r, 2p-1-r). */
@@ -1325,6 +1329,41 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
     return ok;
 }
 
+/* Megatron-Core's defer_embedding_wgrad_compute (Megatron-LM core_v0.11.0,
+ * megatron/core/tensor_parallel/layers.py lines 928-933 and 454-457): the
+ * last stage's output layer keeps its input and output gradient for the
+ * first wgrad_deferral_limit micro-batches (every one with 0) instead of
+ * running their weight-gradient GEMM in the backward; the rest compute it in
+ * place. finish_embedding_wgrad_compute (pipeline_parallel/schedules.py
+ * lines 528-544, called at 1468 and 1870 after the schedule's last backward
+ * on that rank) runs the held GEMMs back to back (utils.py
+ * drain_embedding_wgrad_compute, lines 531-616). Only Megatron's own 1F1B
+ * and interleaved schedules, and only with a pipeline. */
+static void defer_wgrad_of(const mp_config *c, const item_detail *head, pipe_model *pm)
+{
+    const mp_parallel *pp = &c->parallel;
+    pm->defer_stage = -1;
+    pm->defer_mb = 0;
+    pm->defer_w = pm->defer_hold = 0.0;
+    if (!pp->defer_embedding_wgrad || pm->p < 2 || pm->n < 1 || pm->m < 1 ||
+        (pp->schedule != MP_SCHED_1F1B && pp->schedule != MP_SCHED_INTERLEAVED) ||
+        mp_ds_pipe_engine(c) || !pm->st[pm->n - 1].has_head)
+        return;
+    pm->defer_stage = pm->n - 1;
+    int64_t lim = pp->wgrad_deferral_limit;
+    pm->defer_mb = lim > 0 && lim < pm->m ? lim : pm->m;
+    pm->defer_w = head->wgrad;
+    /* what each held micro-batch keeps until the flush: the layer's input
+     * (SP: this rank's slice, as gathered again in the drain) and the
+     * logits' gradient, V/t columns, both in the activations' type */
+    mp_block_shape last;
+    mp_block_shape_of(&c->model, c->training.seq, mp_model_blocks(&c->model), &last);
+    double sb = (double)pp->micro_batch * last.s / (double)pp->cp, t = (double)pp->tp;
+    double dt = c->training.precision == MP_DTYPE_FP32 ? 4.0 : 2.0;
+    pm->defer_hold = sb * dt * ((double)c->model.hidden / (pp->sp ? t : 1.0) +
+                                mp_padded_vocab(c->model.vocab, pp->tp) / t);
+}
+
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
                             mp_cost_memo *memo, const model_facts *mf, pipe_model *pm,
                             mp_error *err)
@@ -1390,6 +1429,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     int64_t ks = c->model.arch == MP_ARCH_T5 ? -1 : mp_config_mtp_stage(c, pm->n);
     if (ks >= 0 && ks < pm->n - 1)
         place_mtp_standalone(c, &det[L], ks, pm);
+    defer_wgrad_of(c, &det[L + 1], pm);
     /* DeepSpeed's pipeline engine rebuilds each partitioned transfer over the
      * TP group before the pass that needs it (ds_pipe.c); 0 for Megatron-LM */
     for (int64_t k = 0; k < pm->n; k++) {
@@ -1714,6 +1754,10 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     out->dp_sm_gather = pm.dp_sm_a;
     out->optimizer = pm.optimizer;
     out->ep_sm_share = mp_comm_sm_share(c, MP_COMM_EP);
+    out->defer_stage = (int32_t)pm.defer_stage;
+    out->defer_mb = (int32_t)pm.defer_mb;
+    out->defer_w = pm.defer_w;
+    out->defer_hold = pm.defer_hold * (1.0 + c->hw.allocator_fragmentation);
     double other = c->hw.runtime_reserve;
     if (pm.n > 0)
         other += 4.0 * pm.st[0].send_bytes; /* p2p send/recv buffers, both directions */
@@ -2034,6 +2078,30 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         if (round[r] > round[slow])
             slow = r;
 
+    if (pm.defer_mb > 0) {
+        /* deferred output-layer wgrad (defer_wgrad_of; docs/cost-model.md §6):
+         * the head rank's first defer_mb rounds lose the GEMM, which runs
+         * after its last backward, beside the other ranks' cooldown
+         * backwards (one per rank: its B and the gradient's transfer), and
+         * shows only where it outlasts them */
+        int64_t rh = 0;
+        for (int64_t r = 0; r < p; r++)
+            for (int64_t ch = 0; ch < v; ch++)
+                if (rank_stage(&pm, r, ch) == pm.defer_stage)
+                    rh = r;
+        double before = round[slow], after = 0.0, drain = 0.0;
+        for (int64_t r = 0; r < p; r++) {
+            double x = round[r] - (r == rh ? pm.defer_w : 0.0);
+            after = fmax(after, x);
+            if (r == rh)
+                continue;
+            for (int64_t ch = 0; ch < v; ch++)
+                drain += (pm.st[rank_stage(&pm, r, ch)].bwd + pass_comm / 2.0) / (double)v;
+        }
+        double flush = (double)pm.defer_mb * pm.defer_w;
+        makespan += fmax(0.0, flush - drain) - (double)pm.defer_mb * (before - after);
+    }
+
     /* the slowest rank's busy time, by part */
     double comp = 0.0, rec = 0.0, tp = 0.0, cp = 0.0, p2p = 0.0, dpm = 0.0;
     for (int64_t ch = 0; ch < v; ch++) {
@@ -2131,6 +2199,11 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             else
                 stash += g * mp_pipeline_w_pending_chunks(pp->schedule, p, v, m, r);
         }
+        /* the deferred wgrad's held inputs and logit gradients (defer_wgrad_of),
+         * all of them at the last held micro-batch's forward */
+        for (int64_t ch = 0; ch < v; ch++)
+            if (rank_stage(&pm, r, ch) == pm.defer_stage)
+                stash += (double)pm.defer_mb * pm.defer_hold;
         double other = c->hw.runtime_reserve + edge + 4.0 * send;
         /* PyTorch's caching allocator: activations are allocated and freed
          * every micro-batch in many sizes, and the blocks it caches fragment;

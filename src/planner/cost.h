@@ -140,6 +140,16 @@ typedef struct mp_pipeline_cost {
      * ep_overlap, compute that overlaps them runs at 1 - this of its rate
      * (docs/cost-model.md, "SM contention"; 0: no contention) */
     double ep_sm_share;
+    /* parallel.defer_embedding_wgrad in effect (1F1B / interleaved, pp > 1):
+     * stage defer_stage's B of micro-batches 0 .. defer_mb-1 runs without
+     * its output layer's weight-gradient GEMM (defer_w seconds each), and its
+     * rank runs the defer_mb GEMMs back to back after its last op, before
+     * that stage's gradients are complete (docs/cost-model.md §6); each of
+     * those B keeps defer_hold bytes (its input and logits' gradient) until
+     * then */
+    int32_t defer_stage;
+    int32_t defer_mb;
+    double defer_w, defer_hold;
 } mp_pipeline_cost;
 
 /* Parameters of the model (docs/cost-model.md §1, general form). */

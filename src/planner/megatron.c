@@ -431,6 +431,15 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                             "p2p there (it refuses --no-overlap-p2p-communication below pp 3); "
                             "the plan was estimated with synchronous transfers (--p2p-overlap "
                             "on estimates what runs)\n");
+    /* Megatron-Core's deferred output-layer wgrad (model_parallel_config.py:
+     * it refuses it without a pipeline, and needs the gradient accumulation
+     * fusion, Megatron-LM's default) */
+    if (p->defer_embedding_wgrad && p->pp > 1) {
+        mp_buf_puts(out, "--defer-embedding-wgrad-compute \\\n");
+        if (p->wgrad_deferral_limit > 0)
+            mp_buf_printf(out, "--wgrad-deferral-limit %lld \\\n",
+                          (long long)p->wgrad_deferral_limit);
+    }
     if (p->cuda_graph_scope) {
         /* Transformer Engine's per-layer capture (make_graphed_callables);
          * graphs need TE's RNG tracker (arguments.py, --te-rng-tracker) */

@@ -124,6 +124,14 @@ static double op_duration(const engine *e, const mp_stage_cost *sc, mp_op_kind k
     return k == MP_OP_B ? sc->bwd_input : sc->bwd_weight;
 }
 
+/* What of a backward of `stage` the deferred output-layer wgrad takes out
+ * (mp_pipeline_cost.defer_*: the head stage's first defer_mb micro-batches) */
+static double deferred_cut(const engine *e, int32_t stage, int32_t mb)
+{
+    const mp_pipeline_cost *pc = e->pc;
+    return pc->defer_mb > 0 && stage == pc->defer_stage && mb < pc->defer_mb ? pc->defer_w : 0;
+}
+
 static void add_event(engine *e, double start, double end, int32_t rank, mp_stream stream,
                       mp_event_kind kind, int32_t mb, int32_t chunk)
 {
@@ -266,6 +274,8 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
         }
     }
     double start = rs->now, dur = op_duration(e, sc, k);
+    double cut = k == MP_OP_B ? deferred_cut(e, stage, op->microbatch) : 0;
+    dur = dur > cut ? dur - cut : 0;
     double ep = k == MP_OP_F ? sc->ep_comm_fwd : sc->ep_comm_bwd;
     if (ep > dur)
         ep = dur;
@@ -353,7 +363,9 @@ static void run_compute(engine *e, int32_t r, const mp_op *op)
      * weight gradient: B, or W where the backward is split (which keeps what
      * W needs until W). */
     if ((k == MP_OP_B) != e->zb) {
-        rs->stash -= sc->act_bytes - (e->zb ? sc->edge_bytes : 0.0);
+        /* a deferred output-layer wgrad keeps its input and gradient */
+        rs->stash -= sc->act_bytes - (e->zb ? sc->edge_bytes : 0.0) -
+                     (cut > 0 ? e->pc->defer_hold : 0.0);
         if (k == MP_OP_W && sc->w_hold_bytes > 0 && !mp_op_list_bw_adjacent(&e->lists[r], rs->pc, -1))
             rs->stash -= sc->w_hold_bytes;
         add_memory(e, end, r, rs->static_bytes + rs->stash);
@@ -434,6 +446,8 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
     rank_state *rs = &e->ranks[r];
     const mp_stage_cost *sb = stage_of(e, r, ob->chunk), *sf = stage_of(e, r, of->chunk);
     pass_parts B = parts_of(sb, false), F = parts_of(sf, true);
+    double cut = deferred_cut(e, stage_index(e, r, ob->chunk), ob->microbatch);
+    B.rest = B.rest > cut ? B.rest - cut : 0;
     double s = e->pc->ep_sm_share, t0 = rs->now, sp[2][2];
     int32_t mb = ob->microbatch, cb = ob->chunk, mf = of->microbatch, cf = of->chunk;
     /* phase 1: B's combine beside F's attention */
@@ -497,7 +511,7 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
      * stash moves by the difference, counted from the pass's start when it
      * grows (a forward's from its start, run_compute) */
     double before = rs->stash;
-    rs->stash += sf->act_bytes - sb->act_bytes;
+    rs->stash += sf->act_bytes - sb->act_bytes + (cut > 0 ? e->pc->defer_hold : 0.0);
     double high = rs->stash > before ? rs->stash : before;
     if (high > rs->peak_stash)
         rs->peak_stash = high;
@@ -738,6 +752,29 @@ static mp_status run_pipeline(engine *e, mp_error *err)
                 (rs->pc == e->lists[r].n || !is_transfer(&e->lists[r].ops[rs->pc])))
                 end_commit(e, rs);
         }
+    }
+    const mp_pipeline_cost *pc = e->pc;
+    if (pc->defer_mb > 0 && pc->defer_stage >= 0 && pc->defer_stage < e->n_stages) {
+        /* the deferred output-layer wgrad: run back to back after the rank's
+         * last op (Megatron-Core finish_embedding_wgrad_compute), and the
+         * stage's gradients complete only then */
+        for (int32_t r = 0; r < e->p; r++)
+            for (int32_t c = 0; c < e->v; c++) {
+                if (stage_index(e, r, c) != pc->defer_stage)
+                    continue;
+                rank_state *rs = &e->ranks[r];
+                double start = rs->now, flush = pc->defer_mb * pc->defer_w;
+                add_event(e, start, start + flush, r, MP_STREAM_COMPUTE, MP_EV_W, -1, c);
+                rs->busy += flush;
+                rs->now = start + flush;
+                rs->stash -= pc->defer_mb * pc->defer_hold;
+                add_memory(e, rs->now, r, rs->static_bytes + rs->stash);
+                int32_t st = pc->defer_stage;
+                if (e->last_grad_end[st] < rs->now)
+                    e->last_grad_end[st] = rs->now;
+                if (e->aligned && e->launch_at[st] >= 0 && e->launch_at[st] < rs->now)
+                    e->launch_at[st] = rs->now;
+            }
     }
     for (int32_t r = 0; r < e->p; r++) {
         if (e->ranks[r].pc < e->lists[r].n) {
@@ -1218,7 +1255,7 @@ static mp_status fill_result(engine *e, bool dp_overlap, mp_error *err)
     mp_sim_result *out = e->out;
     int32_t p = e->p;
     size_t np = (size_t)(p > 0 ? p : 1);
-    double *compute_end = malloc(np * sizeof *compute_end);
+    double *compute_end = calloc(np, sizeof *compute_end);
     out->bubble_fraction = calloc(np, sizeof *out->bubble_fraction);
     out->peak_memory = calloc(np, sizeof *out->peak_memory);
     if (!compute_end || !out->bubble_fraction || !out->peak_memory) {

@@ -261,12 +261,13 @@ static void test_tables_cover_structs(void **state)
         fail_msg("mp_training has %zu uncovered bytes (core/config.c)", h);
     t = mp_parallel_field_table(&n);
     h = uncovered(t, n, sizeof(mp_parallel));
-    /* padding (1 after dist_opt, param_gather_sync and
-     * overlap_param_gather_with_optimizer_step, 4 after zero_runtime, the bools' after
+    /* padding (none after dist_opt, param_gather_sync,
+     * overlap_param_gather_with_optimizer_step and defer_embedding_wgrad, which
+     * took the byte left there, 4 after zero_runtime, the bools' after
      * tp_overlap's group), and the two lists io_plan.c reads and io_json.c
      * writes themselves: recompute_modules (4) and cuda_graph_scope (4); 2 more since
      * account_for_embedding and account_for_loss, two bools, moved the struct's end) */
-    if (h > 27)
+    if (h > 21)
         fail_msg("mp_parallel has %zu uncovered bytes (core/config.c)", h);
 }
 

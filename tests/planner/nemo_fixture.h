@@ -21,6 +21,18 @@ static mp_config nemo_config(const char *model, int64_t gpus, int64_t global_bat
     return c;
 }
 
+/* LLaMA 3 70B as Megatron-Bridge's H100 FP8 recipe runs it (t 4, SP, TP and
+ * DP overlap, the distributed optimizer, d 2, micro-batch 1, 128 sequences)
+ * on pp pipeline ranks of vpp chunks (test_p2p_overlap.c, test_defer_wgrad.c) */
+static inline mp_config nemo_llama70b(int64_t pp, int64_t vpp, mp_schedule_kind sched)
+{
+    mp_config c = nemo_config("llama3-70b", 4 * pp * 2, 128);
+    c.parallel = (mp_parallel){.tp = 4, .pp = pp, .vpp = vpp, .cp = 1, .dp = 2, .micro_batch = 1,
+                               .sp = true, .tp_overlap = true, .dist_opt = true,
+                               .dp_overlap = true, .schedule = sched};
+    return c;
+}
+
 /* The estimate of a configuration the caller expects to be accepted. */
 static inline mp_estimate nemo_estimate(const mp_config *c)
 {

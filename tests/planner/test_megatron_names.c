@@ -312,6 +312,30 @@ static void names(void **state)
     lacks(t, "--no-overlap-p2p-communication");
     lacks(t, "--cross-entropy-loss-fusion");
     free(t);
+    /* Megatron-Core's deferred output-layer wgrad, read from a plan file:
+     * both flags with a limit, only the first with 0 (every micro-batch,
+     * Megatron's default), neither without a pipeline (it refuses pp 1) */
+    t = flags_of("llama3-70b", "dgx-h100", "{gpus: 64, seq: 8192, global_batch: 128, precision: bf16}",
+                 "{tp: 4, pp: 8, vpp: 5, dp: 2, micro_batch: 1, sp: true, "
+                 "schedule: interleaved-1f1b, defer_embedding_wgrad: true, "
+                 "wgrad_deferral_limit: 22}");
+    all_known("llama3-70b", t);
+    has(t, "--defer-embedding-wgrad-compute");
+    has(t, "--wgrad-deferral-limit 22");
+    free(t);
+    t = flags_of("llama3-70b", "dgx-h100", "{gpus: 64, seq: 8192, global_batch: 128, precision: bf16}",
+                 "{tp: 4, pp: 8, dp: 2, micro_batch: 1, sp: true, defer_embedding_wgrad: true}");
+    has(t, "--defer-embedding-wgrad-compute");
+    lacks(t, "--wgrad-deferral-limit");
+    free(t);
+    t = flags_of("llama3-8b", "dgx-h100", "{gpus: 8, seq: 8192, global_batch: 128, precision: bf16}",
+                 "{tp: 1, pp: 1, dp: 8, micro_batch: 1, defer_embedding_wgrad: true}");
+    lacks(t, "--defer-embedding-wgrad-compute");
+    free(t);
+    t = flags_of("llama3-70b", "dgx-h100", "{gpus: 64, seq: 8192, global_batch: 128, precision: bf16}",
+                 "{tp: 4, pp: 8, dp: 2, micro_batch: 1, sp: true}");
+    lacks(t, "--defer-embedding-wgrad-compute");
+    free(t);
     /* the flex dispatcher and the MoE overlaps, read from a plan file: DeepEP
      * within 8-GPU nodes, HybridEP on an NVL72 domain (Megatron-Core: only
      * hybridep supports multi-node NVLink) */

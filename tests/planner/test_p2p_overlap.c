@@ -29,11 +29,7 @@
 
 static mp_config config(int64_t pp, int64_t vpp, mp_schedule_kind sched)
 {
-    mp_config c = nemo_config("llama3-70b", 4 * pp * 2, 128);
-    c.parallel = (mp_parallel){.tp = 4, .pp = pp, .vpp = vpp, .cp = 1, .dp = 2, .micro_batch = 1,
-                               .sp = true, .tp_overlap = true, .dist_opt = true,
-                               .dp_overlap = true, .schedule = sched};
-    return c;
+    return nemo_llama70b(pp, vpp, sched);
 }
 
 static bool near(double a, double b)

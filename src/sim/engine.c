@@ -80,8 +80,10 @@ typedef struct engine {
      * combined 1F1B (combined: each steady-state B with the F after it as
      * one merged pass, run_pair; the passes alone keep their all-to-all
      * inline), on the other schedules the ep stream (stream_ep: an op's
-     * dispatch and combine after its compute, under the next op's) */
-    bool combined, stream_ep;
+     * dispatch and combine after its compute, under the next op's);
+     * DualPipe(V) (fb_merged, with stream_ep for the passes alone): each F&B
+     * unit's F with its B and W as one merged pass (run_fb) */
+    bool combined, stream_ep, fb_merged;
     /* stream_ep: per (virtual stage, micro-batch), when the F's and the B's
      * output is complete, its combine done (run_ep; read by the op of the
      * same micro-batch that consumes it: run_send, and B after its F);
@@ -450,12 +452,21 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
     B.rest = B.rest > cut ? B.rest - cut : 0;
     double s = e->pc->ep_sm_share, t0 = rs->now, sp[2][2];
     int32_t mb = ob->microbatch, cb = ob->chunk, mf = of->microbatch, cf = of->chunk;
+    /* DualPipe(V): a pass alone before it may still hold the ep stream
+     * (stream_ep), and B waits for its own forward's combine (run_compute) */
+    double free_at = e->stream_ep && rs->ep_free > t0 ? rs->ep_free : t0;
+    if (e->fb_merged && e->fwd_ready && *ready_slot(e, r, ob, true) > t0) {
+        double ready = *ready_slot(e, r, ob, true);
+        rs->busy += ready - t0;
+        rs->tp += ready - t0;
+        t0 = rs->now = ready;
+    }
     /* phase 1: B's combine beside F's attention */
-    sp[0][0] = t0;
-    sp[0][1] = t0 + B.a2a_half;
+    sp[0][0] = free_at > t0 ? free_at : t0;
+    sp[0][1] = sp[0][0] + B.a2a_half;
     double rf_end = beside_comm(t0, F.rest, sp, 1, s);
     double t1 = rf_end > sp[0][1] ? rf_end : sp[0][1];
-    span_event(e, t0, sp[0][1], r, MP_STREAM_EP, MP_EV_EP_COMM, mb, cb);
+    span_event(e, sp[0][0], sp[0][1], r, MP_STREAM_EP, MP_EV_EP_COMM, mb, cb);
     span_event(e, t0, rf_end, r, MP_STREAM_COMPUTE, MP_EV_F, mf, cf);
     /* phase 2: the dispatches beside the experts, in their event order */
     sp[0][0] = t1;
@@ -526,8 +537,47 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
     double *f_ready = ready_slot(e, r, of, true);
     if (f_ready)
         *f_ready = t2 + F.a2a_half + slow;
+    double *b_ready = ready_slot(e, r, ob, false);
+    if (b_ready)
+        *b_ready = end;
+    if (e->stream_ep && t2 + F.a2a_half > rs->ep_free) { /* its last comm span */
+        rs->ep_from = t2;
+        rs->ep_free = t2 + F.a2a_half;
+    }
     grads_done(e, r, stage_index(e, r, ob->chunk), t0, end);
     rs->now = end;
+}
+
+/* DualPipe(V)'s F&B unit (deepseek-ai/DualPipe dualpipev.py lines 207-216,
+ * dualpipe.py lines 205-214: _forward_backward_chunk; the overlap itself is
+ * the module's overlapped_forward_backward, called in
+ * _forward_backward_compute_chunk, dualpipev.py lines 120-185): the list's
+ * F marked fb, then B of the other chunk with its W (which the unit does not
+ * defer), nothing between them (schedule.c dpv_fb). Not the last rank's F0
+ * B1 at the turn of the V, which dualpipev.py runs apart "to further reduce
+ * bubble size" (line 357), though with p = 1 nothing lies between them in
+ * the list. DeepSeek splits each chunk into attention, dispatch, MLP and
+ * combine and hides B's combine under F's attention, F's dispatch under B's
+ * MLP, B's dispatch under F's MLP and F's combine under B's attention
+ * (DeepSeek-V3 technical report §3.2.1 and its Figure 4, as transcribed in
+ * Ascend/MindSpeed docs/features/megatron_moe/megatron-moe-fb-overlap.md):
+ * the pairing and order of Megatron-Core's merged pass, so run_pair runs it,
+ * on the whole backward (B and W: the attention's weight gradients with B's
+ * rest, the experts' with B's expert part). Both outputs go out at the
+ * unit's next commit, after the pass (_send_forward, _send_backward follow
+ * the compute). Returns the ops it took (3), or 0 when op is no F&B unit. */
+static int32_t run_fb(engine *e, int32_t r, const mp_op *op)
+{
+    const mp_op_list *l = &e->lists[r];
+    int32_t i = (int32_t)(op - l->ops);
+    if (!e->fb_merged || !op->fb || i + 2 >= l->n || op[1].kind != MP_OP_B ||
+        op[1].chunk == op->chunk || op[2].kind != MP_OP_W || op[2].chunk != op[1].chunk ||
+        op[2].microbatch != op[1].microbatch)
+        return 0;
+    if (e->gathers && e->params_ready[stage_index(e, r, op->chunk)] >= 0)
+        return 0; /* the chunk's first forward waits for its parameters (run_compute) */
+    run_pair(e, r, op + 1, op);
+    return 3;
 }
 
 /* Combined 1F1B's order (combined_1f1b.py; schedules.py
@@ -731,7 +781,15 @@ static mp_status run_pipeline(engine *e, mp_error *err)
                     run_compute(e, r, op);
                 }
                 break;
-            case MP_OP_F:
+            case MP_OP_F: {
+                /* DualPipe(V): an F&B unit is one merged pass */
+                int32_t took = run_fb(e, r, op);
+                if (took > 0)
+                    rs->pc += took - 1;
+                else
+                    run_compute(e, r, op);
+                break;
+            }
             case MP_OP_W: run_compute(e, r, op); break;
             case MP_OP_SEND_FWD:
             case MP_OP_SEND_BWD: {
@@ -1350,6 +1408,8 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                 .async_p2p = opt && opt->async_p2p,
                 .combined = opt && opt->ep_overlap && combined_1f1b(s, p, v),
                 .stream_ep = opt && opt->ep_overlap && !combined_1f1b(s, p, v),
+                .fb_merged = opt && opt->ep_overlap &&
+                             (s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV),
                 .commits = s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV,
                 .aligned = dp_overlap && pc->dp_aligned && s == MP_SCHED_INTERLEAVED && v > 1 &&
                            p > 1,

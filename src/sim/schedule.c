@@ -341,6 +341,7 @@ static void dpv_fb(dpv_state *d, int32_t ca, int32_t cb, bool recv_a)
     dpv_recv_b(d, cb);
     dpv_commit(d);
     dpv_compute_f(d, ca);
+    d->b->out->ops[d->b->out->n - 1].fb = 1; /* the engine's merged pass (run_fb) */
     dpv_compute_b(d, cb, false);
     dpv_send_f(d, ca);
     dpv_send_b(d, cb);

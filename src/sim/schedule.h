@@ -27,6 +27,9 @@ typedef struct mp_op {
                            (schedule_vorder.c MP_XFER_*) in its compute-only
                            copies of lists whose transfers are not each at
                            their own F or B */
+    uint8_t fb;         /* 1 on the F that opens a DualPipe(V) F&B unit (the
+                           F, then the other chunk's B and its W, which
+                           DeepSeek overlaps: schedule.c dpv_fb), else 0 */
     int32_t microbatch; /* 0..m-1 */
     int32_t chunk;      /* model chunk on this rank, 0..v-1; virtual stage:
                            mp_schedule_stage (chunk*p + rank; V: rank, 2p-1-rank) */

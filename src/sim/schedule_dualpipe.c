@@ -34,6 +34,7 @@ mp_status mp_schedule_build_dualpipe(int32_t p, int32_t m, int32_t rank, mp_op_l
     for (int32_t i = 0; i < v.n && out->n < out->cap; i++) {
         int32_t dir = v.ops[i].chunk ^ second;
         out->ops[out->n++] = (mp_op){.kind = v.ops[i].kind,
+                                     .fb = v.ops[i].fb,
                                      .microbatch = v.ops[i].microbatch + dir * half,
                                      .chunk = dir};
     }

@@ -26,8 +26,10 @@ typedef struct mp_sim_options {
      * the F after it run as one merged pass in three phases, the
      * all-to-alls under the other pass's compute; the warm-up's forwards
      * and one more, and the cool-down's backwards, run alone, inline
-     * (docs/simulator.md). On the other schedules (and DualPipe's F&B
-     * overlap) the all-to-all of an op runs on the ep stream under the
+     * (docs/simulator.md). DualPipe and DualPipeV run each F&B unit (an F
+     * of one chunk, the other chunk's B and its W) as the same merged pass,
+     * DeepSeek's overlap. On the other schedules (and DualPipe(V)'s passes
+     * alone) the all-to-all of an op runs on the ep stream under the
      * compute of the next op; the op of the same micro-batch that takes
      * its output (the send, the last stage's B after its F) waits for its
      * combine. */

@@ -323,6 +323,11 @@ static void test_moe_ep_overlap(void **state)
              * (docs/cost-model.md §12, mp_moe_a2a_paired_share) */
             int32_t alone = s == MP_SCHED_INTERLEAVED ? (p - r - 1) * 2 + (v - 1) * p + 1 : m * v;
             int32_t pairs = alone < m * v ? m * v - alone : 0;
+            /* DualPipeV: its F&B units, 2(m - 2p + r + 1) in phase 4 (but
+             * the last rank's first, the turn of its V) and p - r - 1 in
+             * phase 5 (schedule.c build_dualpipev) */
+            if (s == MP_SCHED_DUALPIPEV)
+                pairs = 2 * (m - 2 * p + r + 1) - (r == p - 1) + (p - r - 1);
             want += (size_t)(2 * m * v + 2 * pairs);
         }
         assert_int_equal(n_ep, want);
@@ -813,6 +818,142 @@ static void test_dualpipev_commit_two_peers(void **state)
     mp_sim_result_free(&r);
 }
 
+/* DualPipe(V)'s F&B unit as one merged pass (run_fb), by hand. DualPipeV
+ * p = 1, m = 2, both virtual stages alike: F 1 s (all-to-all 0.4, experts
+ * 0.3, rest 0.3), B 1 s and W 1 s (the backward's all-to-all 0.8, expert
+ * dgrad 0.4 and wgrad 0.2, rest 0.6), no SM contention, transfers free (the
+ * rank's hand-overs to itself). Its list (dualpipe_reference.txt):
+ * F0.0 | F0.1 | F1.0 B0.1 W0.1 (the turn of the V, run apart) | F1.1 B0.0
+ * W0.0 (the F&B unit) | B1.1 W1.1 | B1.0 | W1.0 (micro-batch.chunk). The
+ * ops alone put their all-to-all on the ep stream after their compute
+ * (a B's 0.8 out of its 1 s): F0.0 0-0.6, ep 0.6-1.0, its output handed over
+ * at 1.0; F0.1 1.0-1.6, ep -2.0; F1.0 1.6-2.2, ep -2.6; B0.1 2.2-2.4, ep
+ * 2.6-3.4; W0.1 2.4-3.4; the commit's hand-overs at 3.4. The unit from 3.4:
+ * B0.0's combine 0.4 beside F1.1's rest 0.3 (3.4-3.8); F1.1's dispatch
+ * 3.8-4.0 and, after B0.0's dgrad 3.8-4.2, B0.0's dispatch 4.2-4.6, beside
+ * B0.0's wgrad 4.2-4.4 and F1.1's experts 4.4-4.7; F1.1's combine 4.7-4.9
+ * beside B0.0's rest 4.7-5.3: 1.9 s. Then B1.1 5.3-5.5, ep 5.5-6.3, W1.1
+ * 5.5-6.5; B1.0 (its gradient handed over at 6.5) 6.5-6.7, W1.0 6.7-7.7.
+ * Before (the unit's ops on the ep stream: F1.1 3.4-4.0, B0.0 4.0-4.2, W0.0
+ * 4.2-5.2) the pipeline took 7.6 s. DualPipe p = 2, m = 4 is this on each
+ * rank (both ranks play DualPipeV's rank 0, the hand-overs being real
+ * messages between them): the same 7.7 s. */
+static void test_dualpipe_merged_fb_by_hand(void **state)
+{
+    (void)state;
+    const mp_schedule_kind kinds[2] = {MP_SCHED_DUALPIPEV, MP_SCHED_DUALPIPE};
+    for (int q = 0; q < 2; q++) {
+        int32_t p = q == 0 ? 1 : 2, m = q == 0 ? 2 : 4;
+        mp_pipeline_cost pc = uniform(2, 1, 1.0, 1.0, 1.0);
+        for (int32_t k = 0; k < 2; k++) {
+            g_stages[k].tp_comm_fwd = g_stages[k].ep_comm_fwd = 0.4;
+            g_stages[k].tp_comm_bwd = g_stages[k].ep_comm_bwd = 0.8;
+            g_stages[k].expert_fwd = 0.3;
+            g_stages[k].expert_bwd = 0.6;
+            g_stages[k].expert_wgrad = 0.2;
+        }
+        mp_sim_result r = run_ep(kinds[q], p, 2, m, &pc);
+        if (!NEAR(r.pipeline_makespan, 7.7))
+            fail_msg("%s p=%d m=%d: %.12g, want 7.7 (7.6: the F&B unit's ops on the ep stream)",
+                     mp_schedule_name(kinds[q]), (int)p, (int)m, r.pipeline_makespan);
+        for (int32_t rk = 0; rk < p; rk++) {
+            /* the unit's F on rank rk: DualPipeV's F1.1 (DualPipe: micro-batch
+             * 1 of the direction rank rk's chunk 1 carries) */
+            int32_t dir = rk == 0 ? 1 : 0, mf = q == 0 ? 1 : 1 + dir * 2;
+            int32_t dirb = dir ^ 1, mb = q == 0 ? 0 : dirb * 2;
+            double want_f[2][2] = {{3.4, 3.7}, {4.4, 4.7}}, want_b[2][2] = {{3.8, 4.4}, {4.7, 5.3}};
+            double want_ep[4][2] = {{3.4, 3.8}, {3.8, 4.0}, {4.2, 4.6}, {4.7, 4.9}};
+            int nf = 0, nb = 0, ne = 0;
+            for (size_t i = 0; i < r.timeline.n; i++) {
+                const mp_event *ev = &r.timeline.events[i];
+                if (ev->rank != rk || ev->start < 3.4 - 1e-9 || ev->start > 5.3 - 1e-9)
+                    continue;
+                if (ev->kind == MP_EV_F && ev->microbatch == mf && ev->chunk == dir) {
+                    assert_true(nf < 2 && NEAR(ev->start, want_f[nf][0]) &&
+                                NEAR(ev->end, want_f[nf][1]));
+                    nf++;
+                } else if (ev->kind == MP_EV_B && ev->microbatch == mb && ev->chunk == dirb) {
+                    assert_true(nb < 2 && NEAR(ev->start, want_b[nb][0]) &&
+                                NEAR(ev->end, want_b[nb][1]));
+                    nb++;
+                } else if (ev->stream == MP_STREAM_EP) {
+                    assert_true(ne < 4 && NEAR(ev->start, want_ep[ne][0]) &&
+                                NEAR(ev->end, want_ep[ne][1]));
+                    ne++;
+                } else if (ev->kind == MP_EV_W) {
+                    fail_msg("rank %d: a W event at %.12g inside the merged pass", (int)rk,
+                             ev->start);
+                }
+            }
+            if (nf != 2 || nb != 2 || ne != 4)
+                fail_msg("%s rank %d: the pass's pieces F %d, B %d, ep %d; want 2, 2, 4",
+                         mp_schedule_name(kinds[q]), (int)rk, nf, nb, ne);
+            /* the turn of the V (DualPipeV's F1.0 B0.1) is not merged: F1.0 whole */
+            double t0, t1;
+            event_span(&r, rk, MP_EV_F, q == 0 ? 1 : 1 + (dir ^ 1) * 2, dir ^ 1, &t0, &t1);
+            assert_true(NEAR(t0, 1.6) && NEAR(t1, 2.2));
+        }
+        mp_sim_result_free(&r);
+    }
+}
+
+/* DualPipe(V) under the all-to-all overlap run to the end (no deadlock) for
+ * every p <= 8 (DualPipe: even) and m from 2p to 32 (DualPipe: even), with
+ * uneven random costs, SM contention and links, and merge exactly their F&B
+ * units: per rank 2(m' - 2p' + h + 1) in phase 4 less the turn of the V on
+ * its last rank, and p' - h - 1 in phase 5 (DualPipeV's p' = p, m' = m,
+ * h = r; DualPipe's p' = p/2, m' = m/2, h = min(r, p - 1 - r)); a merged F
+ * and B show two compute events each, a merged W none. */
+static void test_dualpipe_merged_fb_grid(void **state)
+{
+    (void)state;
+    srand(15);
+    const mp_schedule_kind kinds[2] = {MP_SCHED_DUALPIPEV, MP_SCHED_DUALPIPE};
+    for (int q = 0; q < 2; q++)
+        for (int32_t p = q + 1; p <= 8; p += q + 1)
+            for (int32_t m = 2 * p; m <= 32; m += q + 1) {
+                int32_t n = q == 0 ? 2 * p : p;
+                mp_pipeline_cost pc = uniform(n, 1, 1.0, 1.0, 1.0);
+                pc.ep_sm_share = 0.3;
+                pc.p2p_bw = 100;
+                pc.p2p_latency = 0.01;
+                for (int32_t k = 0; k < n; k++) {
+                    mp_stage_cost *sc = &g_stages[k];
+                    sc->fwd = 0.5 + (double)rand() / RAND_MAX;
+                    sc->bwd_input = 0.5 + (double)rand() / RAND_MAX;
+                    sc->bwd_weight = 0.5 * (double)rand() / RAND_MAX;
+                    sc->bwd = sc->bwd_input + sc->bwd_weight;
+                    sc->tp_comm_fwd = sc->ep_comm_fwd = 0.4 * sc->fwd;
+                    sc->tp_comm_bwd = sc->ep_comm_bwd = 0.4 * sc->bwd_input;
+                    sc->expert_fwd = 0.2 * sc->fwd;
+                    sc->expert_bwd = 0.2 * sc->bwd;
+                    sc->expert_wgrad = 0.05 * sc->bwd;
+                    sc->send_bytes = 10;
+                }
+                mp_sim_result r = run_ep(kinds[q], p, 2, m, &pc);
+                for (int32_t rank = 0; rank < p; rank++) {
+                    int32_t pp = q == 0 ? p : p / 2, mm = q == 0 ? m : m / 2;
+                    int32_t h = q == 0 ? rank : rank < p - 1 - rank ? rank : p - 1 - rank;
+                    int32_t units = 2 * (mm - 2 * pp + h + 1) - (h == pp - 1) + (pp - h - 1);
+                    size_t f = 0, b = 0, w = 0;
+                    for (size_t i = 0; i < r.timeline.n; i++) {
+                        const mp_event *ev = &r.timeline.events[i];
+                        if (ev->rank != rank || ev->stream != MP_STREAM_COMPUTE)
+                            continue;
+                        f += ev->kind == MP_EV_F;
+                        b += ev->kind == MP_EV_B;
+                        w += ev->kind == MP_EV_W;
+                    }
+                    if (f != (size_t)(2 * mm + units) || b != f ||
+                        w != (size_t)(2 * mm - units))
+                        fail_msg("%s p=%d m=%d rank %d: F %zu B %zu W %zu events, %d units",
+                                 mp_schedule_name(kinds[q]), (int)p, (int)m, (int)rank, f, b, w,
+                                 (int)units);
+                }
+                mp_sim_result_free(&r);
+            }
+}
+
 /* Stashed activations: 1F1B rank r holds p - r micro-batches at its peak,
  * GPipe m, interleaved Megatron's warm-up + 1 chunks. */
 static void test_peak_memory(void **state)
@@ -1210,6 +1351,8 @@ int main(void)
         cmocka_unit_test(test_moe_merged_pass_event_order),
         cmocka_unit_test(test_moe_merged_pass_two_stages),
         cmocka_unit_test(test_moe_merged_pass_grid),
+        cmocka_unit_test(test_dualpipe_merged_fb_by_hand),
+        cmocka_unit_test(test_dualpipe_merged_fb_grid),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_serial_p2p),
         cmocka_unit_test(test_link_serialises_messages),

@@ -452,6 +452,23 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
     B.rest = B.rest > cut ? B.rest - cut : 0;
     double s = e->pc->ep_sm_share, t0 = rs->now, sp[2][2];
     int32_t mb = ob->microbatch, cb = ob->chunk, mf = of->microbatch, cf = of->chunk;
+    if (e->fb_merged) {
+        /* DualPipe(V)'s unit pairs two stages of a rank: a pass of a stage
+         * without all-to-all (dense layers) waits for no communication, so
+         * its compute beyond what covers the other pass's phase-1 (F) or
+         * phase-3 (B) all-to-all runs beside that pass's dispatches, after
+         * B's expert dgrad (DeepSeek-V3 §3.2.1, Figure 4, whose caption has
+         * the two passes' transformer-block boundaries not aligned) */
+        double keep_f = B.a2a_half * (1 - s), keep_b = F.a2a_half * (1 - s);
+        if (F.a2a_half <= 0 && F.rest > keep_f) {
+            F.experts += F.rest - keep_f;
+            F.rest = keep_f;
+        }
+        if (B.a2a_half <= 0 && B.rest > keep_b) {
+            B.wgrad += B.rest - keep_b;
+            B.rest = keep_b;
+        }
+    }
     /* DualPipe(V): a pass alone before it may still hold the ep stream
      * (stream_ep), and B waits for its own forward's combine (run_compute) */
     double free_at = e->stream_ep && rs->ep_free > t0 ? rs->ep_free : t0;

@@ -897,6 +897,47 @@ static void test_dualpipe_merged_fb_by_hand(void **state)
     }
 }
 
+/* A unit pairing a dense stage with an MoE one (DualPipe's end ranks: the
+ * embedding's dense blocks with the last blocks), by hand: the case above
+ * with stage 0 dense (F 1 s, B 1 s, W 1 s, no all-to-all, no experts). F0.0
+ * 0-1.0; F0.1 1.0-1.6, ep -2.0; F1.0 1.6-2.6; B0.1 2.6-2.8, ep 2.8-3.6;
+ * W0.1 2.8-3.8; the unit (F1.1 of stage 1 with B0.0, W0.0 of stage 0) from
+ * 3.8: F1.1's rest 3.8-4.1 (B0.0 has no combine); F1.1's dispatch 4.1-4.3
+ * beside B0.0's compute less the 0.2 s that covers F1.1's combine, 4.1-5.9;
+ * F1.1's experts 5.9-6.2; its combine 6.2-6.4 beside B0.0's last 0.2 s: 2.6
+ * s, F's all-to-all hidden whole. Phase 3 holding all of B0.0's 2 s would
+ * take 2.8 (F's dispatch exposed). Then B1.1 6.4-6.6, ep 6.6-7.4, W1.1
+ * 6.6-7.6; B1.0 7.6-8.6, W1.0 8.6-9.6: 9.6 s (9.8). */
+static void test_dualpipe_merged_fb_dense(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = uniform(2, 1, 1.0, 1.0, 1.0);
+    g_stages[1].tp_comm_fwd = g_stages[1].ep_comm_fwd = 0.4;
+    g_stages[1].tp_comm_bwd = g_stages[1].ep_comm_bwd = 0.8;
+    g_stages[1].expert_fwd = 0.3;
+    g_stages[1].expert_bwd = 0.6;
+    g_stages[1].expert_wgrad = 0.2;
+    mp_sim_result r = run_ep(MP_SCHED_DUALPIPEV, 1, 2, 2, &pc);
+    if (!NEAR(r.pipeline_makespan, 9.6))
+        fail_msg("%.12g, want 9.6 (9.8: the dense B whole beside F's combine)",
+                 r.pipeline_makespan);
+    const double want[][3] = {/* kind, start, end */
+                              {MP_EV_F, 3.8, 4.1}, {MP_EV_B, 4.1, 5.9}, {MP_EV_F, 5.9, 6.2},
+                              {MP_EV_B, 6.2, 6.4}, {MP_EV_EP_COMM, 4.1, 4.3},
+                              {MP_EV_EP_COMM, 6.2, 6.4}};
+    int found = 0;
+    for (size_t i = 0; i < r.timeline.n; i++) {
+        const mp_event *ev = &r.timeline.events[i];
+        if (ev->start < 3.8 - 1e-9 || ev->start > 6.4 - 1e-9)
+            continue;
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+            found += ev->kind == (int)want[k][0] && NEAR(ev->start, want[k][1]) &&
+                     NEAR(ev->end, want[k][2]);
+    }
+    assert_int_equal(found, 6);
+    mp_sim_result_free(&r);
+}
+
 /* DualPipe(V) under the all-to-all overlap run to the end (no deadlock) for
  * every p <= 8 (DualPipe: even) and m from 2p to 32 (DualPipe: even), with
  * uneven random costs, SM contention and links, and merge exactly their F&B
@@ -1353,6 +1394,7 @@ int main(void)
         cmocka_unit_test(test_moe_merged_pass_grid),
         cmocka_unit_test(test_dualpipe_merged_fb_by_hand),
         cmocka_unit_test(test_dualpipe_merged_fb_grid),
+        cmocka_unit_test(test_dualpipe_merged_fb_dense),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_serial_p2p),
         cmocka_unit_test(test_link_serialises_messages),

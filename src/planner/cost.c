@@ -1902,7 +1902,7 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * compute). Per stage, the stage's layers summed (a dense layer's compute
  * counts with the MoE layers'). Only the paired passes hide anything: the
  * warm-up forwards and cool-down backwards run alone (mp_moe_a2a_paired_share;
- * DualPipe's own pairing counts every pass as paired). Only the estimate's copy of
+ * DualPipe(V): its F&B units, mp_dualpipe_fb_units). Only the estimate's copy of
  * the stage sums changes: the simulator's stage costs keep the whole a2a in F
  * and B, with the expert node's times, and run the merged passes themselves
  * (mp_sim_options.ep_overlap; sim/engine.c run_pair).
@@ -1935,26 +1935,73 @@ double mp_moe_a2a_mid_phase(double d_f, double d_b, double g_b, double w_b, doub
     return fmax(a2a_phase(d_f + d_b, g_b + w_b + e_f, sm), fmax(comm_path, comp_path));
 }
 
-static void hide_a2a(stage_sum *s, double sm, double paired)
+/* The merged pass of stage sf's forward with stage sb's backward (the same
+ * stage but in DualPipe(V)'s F&B units, which pair a rank's two chunks),
+ * hidden over the share `paired` of their passes. A pass without all-to-all
+ * (DualPipe(V)'s dense stages) keeps in its own phase only what covers the
+ * other's all-to-all there and runs the rest beside the dispatches, as the
+ * simulator does (sim/engine.c run_pair, fb_merged). */
+static void hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired)
 {
-    double a2a = s->ep_f + s->ep_b;
+    double a2a = sf->ep_f + sb->ep_b;
     if (a2a <= 0.0 || paired <= 0.0)
         return;
-    double half_f = s->ep_f / 2.0, half_b = s->ep_b / 2.0;
-    double rest_f = fmax(0.0, s->fwd - s->ep_f - s->mlp_f);
-    double rest_b = fmax(0.0, s->bwd - s->ep_b - s->mlp_b);
-    double w = fmin(s->mlp_w, s->mlp_b); /* of the experts' backward: backward_dw */
-    double pair = a2a_phase(half_b, rest_f, sm) + mp_moe_a2a_mid_phase(half_f, half_b, s->mlp_b - w, w, s->mlp_f, sm) +
+    double half_f = sf->ep_f / 2.0, half_b = sb->ep_b / 2.0;
+    double rest_f = fmax(0.0, sf->fwd - sf->ep_f - sf->mlp_f);
+    double rest_b = fmax(0.0, sb->bwd - sb->ep_b - sb->mlp_b);
+    double exp_f = sf->mlp_f;
+    double w = fmin(sb->mlp_w, sb->mlp_b); /* of the experts' backward: backward_dw */
+    double g = sb->mlp_b - w;
+    if (sf != sb) {
+        double keep_f = half_b * (1.0 - sm), keep_b = half_f * (1.0 - sm);
+        if (half_f <= 0.0 && rest_f > keep_f) {
+            exp_f += rest_f - keep_f;
+            rest_f = keep_f;
+        }
+        if (half_b <= 0.0 && rest_b > keep_b) {
+            w += rest_b - keep_b;
+            rest_b = keep_b;
+        }
+    }
+    double pair = a2a_phase(half_b, rest_f, sm) + mp_moe_a2a_mid_phase(half_f, half_b, g, w, exp_f, sm) +
                   a2a_phase(half_f, rest_b, sm);
-    double hidden = paired * fmax(0.0, fmin(a2a, s->fwd + s->bwd - pair));
-    double hf = hidden * s->ep_f / a2a, hb = hidden - hf;
-    s->fwd -= hf;
-    s->bwd -= hb;
-    s->tp -= hidden;
-    s->tp_f -= hf;
-    s->tp_b -= hb;
-    s->ep_f -= hf;
-    s->ep_b -= hb;
+    double hidden = paired * fmax(0.0, fmin(a2a, sf->fwd + sb->bwd - pair));
+    double hf = hidden * sf->ep_f / a2a, hb = hidden - hf;
+    sf->fwd -= hf;
+    sb->bwd -= hb;
+    sf->tp -= hf;
+    sb->tp -= hb;
+    sf->tp_f -= hf;
+    sb->tp_b -= hb;
+    sf->ep_f -= hf;
+    sb->ep_b -= hb;
+}
+
+static void hide_a2a(stage_sum *s, double sm, double paired)
+{
+    hide_a2a_of(s, s, sm, paired);
+}
+
+/* DualPipeV's F&B units on rank r of p with m micro-batches (deepseek-ai/
+ * DualPipe dualpipev.py; sim/schedule.c build_dualpipev): phase 4's
+ * m - 2p + r + 1 rounds each run an F0&B1 and an F1&B0 unit, but the last
+ * rank's first F0 and B1, the turn of the V, run apart (dualpipev.py line
+ * 357); phase 5's p - r - 1 rounds an F1&B0 unit each. So *f0b1 units pair
+ * chunk 0's forward with chunk 1's backward and *f1b0 = m - p chunk 1's
+ * forward with chunk 0's backward, of each chunk's m passes; the rest (the
+ * warm-up, phase 3's, the cool-down's) run alone. DualPipe: DualPipeV's on
+ * p/2 ranks with m/2 micro-batches per direction, as rank min(r, p-1-r). */
+void mp_dualpipe_fb_units(mp_schedule_kind s, int64_t p, int64_t m, int64_t r, int64_t *f0b1,
+                          int64_t *f1b0)
+{
+    if (s == MP_SCHED_DUALPIPE) {
+        r = r < p - 1 - r ? r : p - 1 - r;
+        p /= 2;
+        m /= 2;
+    }
+    int64_t a = m - 2 * p + r + 1 - (r == p - 1), b = m - p;
+    *f0b1 = a > 0 ? a : 0;
+    *f1b0 = b > 0 ? b : 0;
 }
 
 /* The share of pipeline rank r's passes through a chunk that the EP
@@ -2019,8 +2066,20 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     const mp_parallel *pp = &c->parallel;
     if (pp->moe_a2a_overlap) {
         double sm = mp_comm_sm_share(c, MP_COMM_EP);
-        if (pp->schedule == MP_SCHED_DUALPIPE || mp_schedule_is_v(pp->schedule))
-            /* DualPipe's own F&B pairing: every pass counted as paired */
+        if (pp->schedule == MP_SCHED_DUALPIPE || pp->schedule == MP_SCHED_DUALPIPEV) {
+            /* the F&B units: one chunk's F with the other's B (a DualPipe
+             * rank r holds the same two stages as rank p-1-r: once each) */
+            int64_t ranks = pp->schedule == MP_SCHED_DUALPIPE ? pm.p / 2 : pm.p;
+            int64_t per = pp->schedule == MP_SCHED_DUALPIPE ? pm.m / 2 : pm.m;
+            for (int64_t r = 0; r < ranks && per > 0; r++) {
+                int64_t a, b;
+                mp_dualpipe_fb_units(pp->schedule, pm.p, pm.m, r, &a, &b);
+                stage_sum *s0 = &pm.st[rank_stage(&pm, r, 0)], *s1 = &pm.st[rank_stage(&pm, r, 1)];
+                hide_a2a_of(s0, s1, sm, (double)a / (double)per);
+                hide_a2a_of(s1, s0, sm, (double)b / (double)per);
+            }
+        } else if (mp_schedule_is_v(pp->schedule))
+            /* ZB-V: every pass counted as paired */
             for (int64_t k = 0; k < pm.n; k++)
                 hide_a2a(&pm.st[k], sm, 1.0);
         else

@@ -120,6 +120,10 @@ void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd);
  * direction: all but the warm-up forwards and cool-down backwards, which run
  * alone (cost.c; docs/cost-model.md §12, "The EP all-to-all overlap"). */
 double mp_moe_a2a_paired_share(int64_t p, int64_t v, int64_t m, int64_t r);
+/* DualPipe(V)'s F&B units on rank r: chunk 0's F with chunk 1's B, and
+ * chunk 1's F with chunk 0's B (cost.c) */
+void mp_dualpipe_fb_units(mp_schedule_kind s, int64_t p, int64_t m, int64_t r, int64_t *f0b1,
+                          int64_t *f1b0);
 /* The merged 1F1B pass's middle phase (cost.c): dispatches d_f then d_b on
  * the comm stream, the experts' dgrad g_b, wgrad w_b and forward e_f on the
  * compute stream, d_b after g_b and e_f after d_f; sm: the dispatcher's SM share */

@@ -320,6 +320,39 @@ static void test_a2a_overlap_pp2_vpp2_m4(void **state)
     assert_true(mp_moe_a2a_paired_share(2, 2, 2, 0) == 0.0);
 }
 
+/* DualPipe(V)'s F&B units by hand from dualpipev.py's phases (the
+ * simulator merges exactly these: tests/sim/test_engine.c
+ * test_dualpipe_merged_fb_grid). DualPipeV p = 1, m = 2: F0 F0 | F0&B1 run
+ * apart (the turn of the V) | F1&B0 | B1 | B0: no F0&B1 unit, one F1&B0.
+ * p = 2, m = 4, rank 0: phase 4's one round F0&B1, F1&B0; phase 5's B1,
+ * F1&B0: 1 and 2. Rank 1: phase 4's two rounds, the first's F0 B1 apart:
+ * 1 and 2. p = 4, m = 16, rank 0: phase 4's 9 rounds, phase 5's 3: 9 and
+ * 12; rank 3: 12 rounds less the turn: 11 and 12. DualPipe p = 4, m = 8 is
+ * DualPipeV p = 2, m = 4 on ranks 0 and 3 (h = 0), 1 and 2 (h = 1).
+ * Before, every pass of both chunks counted as paired (m of m). */
+static void test_dualpipe_fb_units(void **state)
+{
+    (void)state;
+    const int64_t want[][6] = {/* kind, p, m, r, f0b1, f1b0 */
+                               {MP_SCHED_DUALPIPEV, 1, 2, 0, 0, 1},
+                               {MP_SCHED_DUALPIPEV, 2, 4, 0, 1, 2},
+                               {MP_SCHED_DUALPIPEV, 2, 4, 1, 1, 2},
+                               {MP_SCHED_DUALPIPEV, 4, 16, 0, 9, 12},
+                               {MP_SCHED_DUALPIPEV, 4, 16, 3, 11, 12},
+                               {MP_SCHED_DUALPIPE, 4, 8, 0, 1, 2},
+                               {MP_SCHED_DUALPIPE, 4, 8, 3, 1, 2},
+                               {MP_SCHED_DUALPIPE, 4, 8, 1, 1, 2},
+                               {MP_SCHED_DUALPIPE, 4, 8, 2, 1, 2}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int64_t a = -1, b = -1;
+        mp_dualpipe_fb_units((mp_schedule_kind)want[i][0], want[i][1], want[i][2], want[i][3], &a,
+                             &b);
+        if (a != want[i][4] || b != want[i][5])
+            fail_msg("row %zu: %lld, %lld; want %lld, %lld", i, (long long)a, (long long)b,
+                     (long long)want[i][4], (long long)want[i][5]);
+    }
+}
+
 /* The merged pass's middle phase by hand (model_chunk_schedule_plan.py,
  * TransformerLayerSchedulePlan.run): the backward's dispatch waits for the
  * expert dgrad, the forward's experts for the forward's dispatch. Dispatches
@@ -487,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_a2a_overlap_hides_min),
         cmocka_unit_test(test_a2a_overlap_warmup),
         cmocka_unit_test(test_a2a_overlap_pp2_vpp2_m4),
+        cmocka_unit_test(test_dualpipe_fb_units),
         cmocka_unit_test(test_a2a_overlap_mid_phase),
         cmocka_unit_test(test_a2a_overlap_sm_contention),
         cmocka_unit_test(test_shared_expert_overlap),

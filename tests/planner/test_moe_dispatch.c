@@ -17,6 +17,7 @@
 #include "core/tables.h"
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
+#include "sim/schedule.h"
 #include "sim/simulate.h"
 #include "moe_fixture.h"
 
@@ -353,6 +354,44 @@ static void test_dualpipe_fb_units(void **state)
     }
 }
 
+/* The estimate's closed-form unit counts against the list builder's own
+ * marks (schedule.c dpv_fb, which the simulator merges): per rank, the F's
+ * marked fb of chunk 0 (paired with chunk 1's B) and of chunk 1, for every
+ * DualPipeV p <= 6, m from 2p to 24, and DualPipe even p <= 8, even m from
+ * 2p to 24 (DualPipe's second half with its chunk labels swapped: the estimate
+ * visits the first half only), so the two descriptions cannot drift apart. */
+static void test_dualpipe_fb_units_match_lists(void **state)
+{
+    (void)state;
+    const mp_schedule_kind kinds[2] = {MP_SCHED_DUALPIPEV, MP_SCHED_DUALPIPE};
+    for (int q = 0; q < 2; q++) {
+        for (int32_t p = q ? 2 : 1; p <= (q ? 8 : 6); p += q ? 2 : 1) {
+            for (int32_t m = 2 * p; m <= 24; m += q ? 2 : 1) {
+                for (int32_t r = 0; r < p; r++) {
+                    mp_op_list l = {0};
+                    mp_error err = {0};
+                    assert_int_equal(mp_schedule_build(kinds[q], p, 2, m, r, &l, &err), MP_OK);
+                    int64_t n[2] = {0, 0}, a = -1, b = -1;
+                    for (int32_t i = 0; i < l.n; i++)
+                        if (l.ops[i].kind == MP_OP_F && l.ops[i].fb)
+                            n[l.ops[i].chunk != 0]++;
+                    mp_op_list_free(&l);
+                    mp_dualpipe_fb_units(kinds[q], p, m, r, &a, &b);
+                    if (q && r >= p / 2) { /* DualPipe's second half labels the */
+                        int64_t t = n[0]; /* two stages the other way round */
+                        n[0] = n[1];      /* (dualpipe.py: phase ^= is_in_second_half) */
+                        n[1] = t;
+                    }
+                    if (a != n[0] || b != n[1])
+                        fail_msg("%s p=%d m=%d rank %d: estimate %lld, %lld; lists %lld, %lld",
+                                 mp_schedule_name(kinds[q]), (int)p, (int)m, (int)r,
+                                 (long long)a, (long long)b, (long long)n[0], (long long)n[1]);
+                }
+            }
+        }
+    }
+}
+
 /* The merged pass's middle phase by hand (model_chunk_schedule_plan.py,
  * TransformerLayerSchedulePlan.run): the backward's dispatch waits for the
  * expert dgrad, the forward's experts for the forward's dispatch. Dispatches
@@ -521,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_a2a_overlap_warmup),
         cmocka_unit_test(test_a2a_overlap_pp2_vpp2_m4),
         cmocka_unit_test(test_dualpipe_fb_units),
+        cmocka_unit_test(test_dualpipe_fb_units_match_lists),
         cmocka_unit_test(test_a2a_overlap_mid_phase),
         cmocka_unit_test(test_a2a_overlap_sm_contention),
         cmocka_unit_test(test_shared_expert_overlap),

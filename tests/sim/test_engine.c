@@ -995,6 +995,53 @@ static void test_dualpipe_merged_fb_grid(void **state)
             }
 }
 
+/* DualPipe(V)'s bubble under the all-to-all overlap, DeepSeek's (PP/2 - 1)(F&B
+ * + B - 3W) (DualPipeV: PP - 1 fills) with F&B the merged unit (report
+ * §3.2.1, Table 2: "two mutually overlapped forward and backward chunks"),
+ * by hand: every stage F = B = W = 1 s, F's and B's all-to-all 0.4 s each
+ * (dispatch and combine 0.2), no expert node, free links. A unit: B's
+ * combine beside F's rest, 0.6; the two dispatches, 0.4; F's combine beside
+ * B's rest with its W, 1.6: 2.6 s against 3 inline, x = 0.4 saved. The rank
+ * that merges the most units, the middle one (DualPipeV: the last; m' - p' -
+ * 1 F0&B1 and m' - p' F1&B0 units, p' and m' DualPipeV's), idles the whole
+ * bubble, fills x (3 - x + 2 - 3) = 1.6 s each; a rank nearer an end runs
+ * more of its passes alone, and they fill its wait: its idle is less by its
+ * fewer units' x. The makespan is the middle rank's busy time plus the bubble
+ * (cost.c dual_fb_makespan), for every p <= 8 and m from 2p to 32; the
+ * inline passes' F&B (3 s) in the fills gave 2 s a fill (the estimate's
+ * before, with the saving shared over the passes, in between). */
+static void test_dualpipe_merged_fb_bubble(void **state)
+{
+    (void)state;
+    const mp_schedule_kind kinds[2] = {MP_SCHED_DUALPIPEV, MP_SCHED_DUALPIPE};
+    for (int q = 0; q < 2; q++)
+        for (int32_t p = q + 1; p <= 8; p += q + 1)
+            for (int32_t m = 2 * p; m <= 32; m += q + 1) {
+                int32_t n = q == 0 ? 2 * p : p;
+                mp_pipeline_cost pc = uniform(n, 1, 1.0, 1.0, 1.0);
+                for (int32_t k = 0; k < n; k++) {
+                    g_stages[k].tp_comm_fwd = g_stages[k].ep_comm_fwd = 0.4;
+                    g_stages[k].tp_comm_bwd = g_stages[k].ep_comm_bwd = 0.4;
+                }
+                mp_sim_result r = run_ep(kinds[q], p, 2, m, &pc);
+                int32_t pv = q == 0 ? p : p / 2, mv = q == 0 ? m : m / 2;
+                int32_t units = (mv - pv - 1) + (mv - pv), fills = pv - 1;
+                double busy = 3.0 * 2 * mv - 0.4 * units, bubble = fills * 1.6;
+                int32_t mid = pv - 1; /* DualPipe: p/2 - 1 and p/2 alike */
+                double idle_mid = r.bubble_fraction[mid] * r.pipeline_makespan;
+                double idle0 = r.bubble_fraction[0] * r.pipeline_makespan;
+                int32_t units0 = (mv - 2 * pv + 1 - (pv == 1)) + (mv - pv);
+                if (!NEAR(r.pipeline_makespan, busy + bubble) || !NEAR(idle_mid, bubble) ||
+                    !NEAR(idle0, bubble - 0.4 * (units - units0)))
+                    fail_msg("%s p=%d m=%d: makespan %.12g idle %.12g (rank 0 %.12g), want "
+                             "%.12g idle %.12g (%.12g)",
+                             mp_schedule_name(kinds[q]), (int)p, (int)m, r.pipeline_makespan,
+                             idle_mid, idle0, busy + bubble, bubble,
+                             bubble - 0.4 * (units - units0));
+                mp_sim_result_free(&r);
+            }
+}
+
 /* Stashed activations: 1F1B rank r holds p - r micro-batches at its peak,
  * GPipe m, interleaved Megatron's warm-up + 1 chunks. */
 static void test_peak_memory(void **state)
@@ -1394,6 +1441,7 @@ int main(void)
         cmocka_unit_test(test_moe_merged_pass_grid),
         cmocka_unit_test(test_dualpipe_merged_fb_by_hand),
         cmocka_unit_test(test_dualpipe_merged_fb_grid),
+        cmocka_unit_test(test_dualpipe_merged_fb_bubble),
         cmocka_unit_test(test_dualpipe_merged_fb_dense),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_serial_p2p),

@@ -57,10 +57,7 @@ def run(mp, args, overlap):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print('usage: check_ep_overlap_v.py MEGAPLAN', file=sys.stderr)
-        sys.exit(2)
-    mp = sys.argv[1]
+    mp, = testlib.args('check_ep_overlap_v.py', 'MEGAPLAN', 1)
     checks = testlib.Checks('check_ep_overlap_v.py')
     for label, args in CASES:
         s_on, e_on = run(mp, args, 'on')

@@ -2038,9 +2038,9 @@ static double dual_fb_makespan(const pipe_model *pm, const fb_units *fb, int64_t
     bool dpipe = pm->sched == MP_SCHED_DUALPIPE;
     int64_t p = pm->p, ranks = dpipe ? p / 2 : p;
     double scale = dpipe && p > 1 ? (double)(p / 2 - 1) / (double)(p - 1) : 1.0;
-    double *eff = malloc(sizeof *eff * (size_t)(2 * p));
-    if (!eff || rounds < 1)
-        return free(eff), mp_pipeline_makespan_ranks(rounds, 2, p, round, ramp);
+    double *eff = rounds > 0 ? malloc(sizeof *eff * (size_t)(2 * p)) : NULL;
+    if (!eff) /* the inline fills: an upper bound */
+        return mp_pipeline_makespan_ranks(rounds, 2, p, round, ramp);
     double *fill = eff + p;
     int64_t most = 0;
     for (int64_t h = 0; h < ranks; h++)

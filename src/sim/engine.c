@@ -82,7 +82,10 @@ typedef struct engine {
      * inline), on the other schedules the ep stream (stream_ep: an op's
      * dispatch and combine after its compute, under the next op's);
      * DualPipe(V) (fb_merged): each F&B unit's F with its B and W as one
-     * merged pass (run_fb), the passes alone inline as combined 1F1B's */
+     * merged pass (run_fb), the passes alone inline as combined 1F1B's;
+     * ZB-V inline: nothing merges its passes (Megatron-Core's merged pass
+     * is combined 1F1B's, which ZB-V is not; DualPipe's repository merges
+     * only DualPipe(V)'s F&B units), as the estimate counts it */
     bool combined, stream_ep, fb_merged;
     /* stream_ep: per (virtual stage, micro-batch), when the F's and the B's
      * output is complete, its combine done (run_ep; read by the op of the
@@ -1425,7 +1428,8 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                 .async_p2p = opt && opt->async_p2p,
                 .combined = opt && opt->ep_overlap && combined_1f1b(s, p, v),
                 .stream_ep = opt && opt->ep_overlap && !combined_1f1b(s, p, v) &&
-                             s != MP_SCHED_DUALPIPE && s != MP_SCHED_DUALPIPEV,
+                             s != MP_SCHED_DUALPIPE && s != MP_SCHED_DUALPIPEV &&
+                             s != MP_SCHED_ZBV,
                 .fb_merged = opt && opt->ep_overlap &&
                              (s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV),
                 .commits = s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV,

@@ -223,49 +223,51 @@ static void build_interleaved(builder *b, int32_t m)
  * come first (every one is posted before any is waited on); a batch's two
  * receives are from different ranks when p > 2, which Megatron-LM requires
  * without the overlap (arguments.py). */
+/* The receive of virtual micro-batch k's input (fwd) or output gradient,
+ * unless k is past the last. */
+static void recv_id(builder *b, int32_t m, int32_t k, bool fwd)
+{
+    int32_t mb, chunk;
+    if (k >= m * b->v)
+        return;
+    interleaved_id(b->p, b->v, k, fwd, &mb, &chunk);
+    if (fwd)
+        recv_fwd(b, mb, chunk);
+    else
+        recv_bwd(b, mb, chunk);
+}
+
+/* The F or B of virtual micro-batch k; *mb and *chunk say which. */
+static void compute_id(builder *b, int32_t k, bool fwd, int32_t *mb, int32_t *chunk)
+{
+    interleaved_id(b->p, b->v, k, fwd, mb, chunk);
+    push(b, fwd ? MP_OP_F : MP_OP_B, *mb, *chunk);
+}
+
 static void build_interleaved_batched(builder *b, int32_t m)
 {
-    int32_t p = b->p, v = b->v, total = m * v;
-    int32_t warmup = interleaved_warmup(p, v, m, b->rank);
-    int32_t mb, chunk;
-    interleaved_id(p, v, 0, true, &mb, &chunk);
-    recv_fwd(b, mb, chunk);
+    int32_t total = m * b->v, warmup = interleaved_warmup(b->p, b->v, m, b->rank);
+    int32_t fmb, fc, bmb, bc;
+    recv_id(b, m, 0, true);
     for (int32_t k = 0; k < warmup; k++) {
-        interleaved_id(p, v, k, true, &mb, &chunk);
-        push(b, MP_OP_F, mb, chunk);
-        send_fwd(b, mb, chunk);
-        if (k + 1 < total) {
-            interleaved_id(p, v, k + 1, true, &mb, &chunk);
-            recv_fwd(b, mb, chunk);
-        }
-        if (k == warmup - 1) { /* the first backward's gradient */
-            interleaved_id(p, v, 0, false, &mb, &chunk);
-            recv_bwd(b, mb, chunk);
-        }
+        compute_id(b, k, true, &fmb, &fc);
+        send_fwd(b, fmb, fc);
+        recv_id(b, m, k + 1, true);
+        if (k == warmup - 1) /* the first backward's gradient */
+            recv_id(b, m, 0, false);
     }
     for (int32_t k = 0; k < total - warmup; k++) {
-        int32_t fmb, fc, bmb, bc;
-        interleaved_id(p, v, warmup + k, true, &fmb, &fc);
-        interleaved_id(p, v, k, false, &bmb, &bc);
-        push(b, MP_OP_F, fmb, fc);
-        push(b, MP_OP_B, bmb, bc);
+        compute_id(b, warmup + k, true, &fmb, &fc);
+        compute_id(b, k, false, &bmb, &bc);
         send_fwd(b, fmb, fc);
         send_bwd(b, bmb, bc);
-        if (warmup + k + 1 < total) {
-            interleaved_id(p, v, warmup + k + 1, true, &mb, &chunk);
-            recv_fwd(b, mb, chunk);
-        }
-        interleaved_id(p, v, k + 1, false, &mb, &chunk);
-        recv_bwd(b, mb, chunk);
+        recv_id(b, m, warmup + k + 1, true);
+        recv_id(b, m, k + 1, false);
     }
     for (int32_t k = total - warmup; k < total; k++) {
-        interleaved_id(p, v, k, false, &mb, &chunk);
-        push(b, MP_OP_B, mb, chunk);
-        send_bwd(b, mb, chunk);
-        if (k + 1 < total) {
-            interleaved_id(p, v, k + 1, false, &mb, &chunk);
-            recv_bwd(b, mb, chunk);
-        }
+        compute_id(b, k, false, &bmb, &bc);
+        send_bwd(b, bmb, bc);
+        recv_id(b, m, k + 1, false);
     }
 }
 

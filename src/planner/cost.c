@@ -593,9 +593,28 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
     *bw = inv > 0.0 ? 1.0 / inv : up;
 }
 
+/* Megatron-Core's synchronous interleaved schedule (no
+ * --overlap-p2p-communication): its transfers batched (sim/schedule.c
+ * build_interleaved_batched). */
+static bool batched_p2p(const mp_config *c)
+{
+    return c->parallel.pp > 1 &&
+           mp_schedule_batched_p2p(c->parallel.schedule, (int32_t)c->parallel.vpp,
+                                   c->parallel.p2p_overlap);
+}
+
 /* The p2p time a rank's steady state spends on one pass of a chunk (its
  * forward and its backward, comm = both transfers). Megatron waits on
- * synchronous p2p where it is posted: all of it. With
+ * synchronous p2p where it is posted: all of it, on 1F1B one transfer after
+ * the forward (send_forward_recv_backward) and one after the backward
+ * (send_backward_recv_forward). Interleaved 1F1B without the overlap runs F
+ * and B and only then one batch holding the forward's output, the
+ * backward's input gradient and the next two inputs (Megatron-LM
+ * schedules.py, forward_backward_pipelining_with_interleaving, the steady
+ * state's send_forward_backward_recv_forward_backward): the two sends go to
+ * different neighbours on their own links and the receives come from the
+ * neighbours' batches of the same round, so a pass waits for one transfer,
+ * comm / 2. With
  * --overlap-p2p-communication (interleaved 1F1B only; Megatron-LM
  * megatron/core/pipeline_parallel/schedules.py,
  * forward_backward_pipelining_with_interleaving) a forward's send/receive is
@@ -606,6 +625,8 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
  * path: a stage cannot start what has not arrived. */
 static double round_p2p(const mp_config *c, const stage_sum *ss, double comm)
 {
+    if (batched_p2p(c))
+        return comm / 2.0;
     if (!(comm > 0.0) || !c->parallel.p2p_overlap || c->parallel.schedule != MP_SCHED_INTERLEAVED)
         return comm;
     double share = mp_comm_sm_share(c, MP_COMM_NCCL);
@@ -1738,6 +1759,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     }
     p2p_link(c, &out->p2p_latency, &out->p2p_bw);
     out->p2p_serial = mp_ds_p2p_transfers_per_pass(c) - 1.0;
+    out->p2p_overlap = c->parallel.p2p_overlap && c->parallel.schedule == MP_SCHED_INTERLEAVED;
     out->dp_time = pm.dp_time + pm.tied_sync;
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
     out->dp_aligned = pm.dp_aligned;
@@ -2179,6 +2201,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         ramp = round + p;
     }
     bool zb = pp->schedule == MP_SCHED_ZBH1;
+    bool batched = batched_p2p(c);
     mp_schedule_kind sk = pp->schedule;
     /* the same for every rank and chunk: computed once (a search runs this
      * for each of 10^5 candidates, p*v times each) */
@@ -2204,12 +2227,18 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                            ? fmax(0.0, f_in + 2.0 * b_in - ss->wgrad + comm) *
                                  (double)(p / 2 - 1) / (double)(p - 1)
                        : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
-                            : ss->fwd + ss->bwd + comm;
+                       : batched ? ss->fwd + ss->bwd + comm / 2.0
+                                 : ss->fwd + ss->bwd + comm;
         }
     }
     double makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
                          : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
     free(fb);
+    if (batched)
+        /* Megatron's synchronous interleaved batches: the first rank's
+         * warm-up forwards, 2(p - 1) + (v - 1)p, each wait for their own
+         * batch, p of them in the fill above (pipeline.c) */
+        makespan += (double)(2 * (p - 1) + (v - 2) * p) * pass_comm / 2.0;
     int64_t slow = 0;
     for (int64_t r = 1; r < p; r++)
         if (round[r] > round[slow])

@@ -754,6 +754,81 @@ static void event_span(const mp_sim_result *r, int32_t rank, mp_event_kind kind,
                  (int)kind, (int)mb, (int)chunk);
 }
 
+/* Megatron-Core's interleaved 1F1B without --overlap-p2p-communication
+ * (schedules.py, forward_backward_pipelining_with_interleaving, the steady
+ * state's send_forward_backward_recv_forward_backward after F and B): a
+ * steady-state forward's output leaves only after the backward that follows
+ * it, in one batch with that backward's gradient, both on the wire together
+ * (to the next and the previous rank). p = 4, v = 2, m = 8, f = 1, b = 2,
+ * links of y = 0.2 s on the wire and x = 0.05 s latency. Rank 1 warms up
+ * with 2(4-1-1) + 4 = 8 forwards; its first steady-state F is micro-batch 4
+ * of chunk 0, its B micro-batch 0 of chunk 1. With the overlap the same
+ * forward's output leaves as the forward ends, before the backward. */
+static void test_interleaved_batched_send_after_b(void **state)
+{
+    (void)state;
+    int32_t p = 4, v = 2, m = 8;
+    for (int ov = 0; ov < 2; ov++) {
+        mp_pipeline_cost pc = uniform(p, v, 1, 2, 0);
+        pc.p2p_latency = 0.05;
+        pc.p2p_bw = 1;
+        for (int32_t k = 0; k < p * v; k++)
+            g_stages[k].send_bytes = 0.2;
+        pc.p2p_overlap = ov;
+        g_async = ov; /* mp_simulate's pairing of the two */
+        mp_sim_result r = run(MP_SCHED_INTERLEAVED, p, v, m, &pc, true);
+        g_async = false;
+        double f0, f1, b0, b1, s0, s1, g0, g1;
+        event_span(&r, 1, MP_EV_F, 4, 0, &f0, &f1);
+        event_span(&r, 1, MP_EV_B, 0, 1, &b0, &b1);
+        event_span(&r, 1, MP_EV_SEND_FWD, 4, 0, &s0, &s1);
+        if (!ov) {
+            assert_true(NEAR(b0, f1)); /* B right after the F, its gradient in already */
+            assert_true(s0 >= b1 - 1e-12);
+            assert_true(NEAR(s0, b1));
+            /* the gradient of B(0) leaves with it, on the other link */
+            event_span(&r, 1, MP_EV_SEND_BWD, 0, 1, &g0, &g1);
+            assert_true(NEAR(g0, s0));
+            assert_true(NEAR(s1 - s0, 0.25) && NEAR(g1 - g0, 0.25));
+        } else {
+            assert_true(NEAR(s0, f1));
+            assert_true(s1 < b1);
+        }
+        mp_sim_result_free(&r);
+    }
+}
+
+/* The closed form of Megatron's synchronous interleaved batches
+ * (planner/pipeline.c): (mv + p - 1)(f + b + x) + (2(p - 1) + (v - 2)p)x
+ * with x one transfer (latency + bytes / bandwidth), equal to the engine on
+ * uniform stages for every p 3..8, v 2..4, m = p..4p, two ratios of x to
+ * the compute. The closed form of sends waited on one by one, (mv + p - 1)
+ * (f + b + 2x), is above it by (mv - (v - 1)p + 1)x, (p + 1)x at m = p. */
+static void test_interleaved_batched_closed_form(void **state)
+{
+    (void)state;
+    const double wire[] = {0.2, 1.5}, lat[] = {0.05, 0.1};
+    for (int q = 0; q < 2; q++)
+        for (int32_t p = 3; p <= 8; p++)
+            for (int32_t v = 2; v <= 4; v++)
+                for (int32_t m = p; m <= 4 * p; m += p) {
+                    mp_pipeline_cost pc = uniform(p, v, 1, 2 + q, 0);
+                    pc.p2p_latency = lat[q];
+                    pc.p2p_bw = 1;
+                    for (int32_t k = 0; k < p * v; k++)
+                        g_stages[k].send_bytes = wire[q];
+                    mp_sim_result r = run(MP_SCHED_INTERLEAVED, p, v, m, &pc, false);
+                    double x = wire[q] + lat[q];
+                    double closed = mp_pipeline_makespan(MP_SCHED_INTERLEAVED, p, v, m, 1,
+                                                         2 + q, 0, x);
+                    if (!NEAR(r.pipeline_makespan, closed))
+                        fail_msg("p=%d v=%d m=%d q=%d: engine %.12g, closed form %.12g", (int)p,
+                                 (int)v, (int)m, q, r.pipeline_makespan, closed);
+                    assert_true((m * v + p - 1) * (3 + q + 2 * x) > closed + x);
+                    mp_sim_result_free(&r);
+                }
+}
+
 /* DualPipe(V) post a commit's transfers together (deepseek-ai/DualPipe
  * dualpipe.py _commit_and_wait_comm: batch_isend_irecv, then a wait on all
  * of it): its sends start when it is posted, each on its own directed link,
@@ -1461,6 +1536,8 @@ int main(void)
         cmocka_unit_test(test_serial_p2p),
         cmocka_unit_test(test_link_serialises_messages),
         cmocka_unit_test(test_dualpipe_commit_by_hand),
+        cmocka_unit_test(test_interleaved_batched_send_after_b),
+        cmocka_unit_test(test_interleaved_batched_closed_form),
         cmocka_unit_test(test_dualpipev_commit_two_peers),
         cmocka_unit_test(test_sync_and_async_p2p),
         cmocka_unit_test(test_peak_memory),

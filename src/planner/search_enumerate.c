@@ -76,6 +76,12 @@ void mp_search_apply(const mp_config *base, const mp_search_cand_view *x, mp_con
     p->schedule = (mp_schedule_kind)x->sched;
     p->dp_overlap = x->dp_overlap;
     p->tp_overlap = x->tp_overlap;
+    /* Megatron-LM runs interleaving at pp 2 only with its p2p overlapped (it
+     * refuses --no-overlap-p2p-communication below pp 3: two chunks' sends
+     * between the same two ranks in one batch), so such a candidate is
+     * costed as it would run whatever base says */
+    if (p->schedule == MP_SCHED_INTERLEAVED && p->pp == 2 && p->vpp > 1)
+        p->p2p_overlap = true;
     p->ep = x->ep;
     p->etp = x->etp;
     p->dispatcher = (mp_dispatcher)x->dispatcher;

@@ -1096,7 +1096,8 @@ static void test_dualpipe_fill_grid(void **state)
                         if (!ep) {
                             want = pv > 1 ? ideal + (pv - 1) * fill + turn : ideal;
                             /* the estimate's closed form */
-                            double est = mp_pipeline_makespan(kinds[k], p, dv ? 2 : 1, m, f, b, w, 0);
+                            double est =
+                                mp_pipeline_makespan(kinds[k], p, dv ? 2 : 1, m, f, b, w, 0);
                             if (!NEAR(est, want))
                                 fail_msg("%s p=%d m=%d f=%g b=%g w=%g: closed form %.12g, want "
                                          "%.12g",

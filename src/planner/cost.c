@@ -2049,8 +2049,9 @@ typedef struct fb_units {
  * first F0s and last B1s alone (m - 2p + r + 1 F0&B1 units on rank r), and
  * those passes, longer than the merged ones, fill part of their wait: rank
  * r's idle is the bubble less (n_max - n_r) units' saving (the simulator, on
- * equal stages with b = w: exact for every even p <= 16, m from 2p; with b >
- * w both are the same bound as without the overlap, docs/simulator.md). So
+ * equal stages with f >= b: exact for every p <= 8, m from 2p, the turn's
+ * max(0, f - b) added once by dual_turn; with b > f both are the same bound
+ * as without the overlap, docs/simulator.md). So
  * each rank's fill (ramp, from the passes inline) loses one unit's saving
  * per kind it runs, and the steady state is each rank's busy time as if it
  * merged as many units as the rank that merges the most. */
@@ -2075,6 +2076,26 @@ static double dual_fb_makespan(const pipe_model *pm, const fb_units *fb, int64_t
     }
     double t = mp_pipeline_makespan_ranks(rounds, 2, p, eff, fill);
     free(eff);
+    return t;
+}
+
+/* DualPipe(V)'s turn of the V, once per step (pipeline.c): the last rank of
+ * the V (DualPipe: the two middle ranks) sends its last warm-up chunk-1
+ * forward only after its first phase-4 chunk-0 forward, max(0, f - b) of its
+ * chunk 0's forward and chunk 1's input gradient (fb: their times inline,
+ * before the EP overlap shares a unit's saving out); none without fills. */
+static double dual_turn(const pipe_model *pm, const fb_units *fb)
+{
+    bool dpipe = pm->sched == MP_SCHED_DUALPIPE;
+    int64_t ranks = dpipe ? pm->p / 2 : pm->p;
+    if (ranks < 2)
+        return 0.0;
+    double t = 0.0;
+    for (int64_t r = ranks - 1; r <= (dpipe ? ranks : ranks - 1); r++) {
+        const stage_sum *s0 = &pm->st[rank_stage(pm, r, 0)], *s1 = &pm->st[rank_stage(pm, r, 1)];
+        double f = fb ? fb[r].raw_f[0] : s0->fwd, b = fb ? fb[r].raw_b[1] : s1->bwd - s1->wgrad;
+        t = fmax(t, mp_dualpipe_turn(f, b));
+    }
     return t;
 }
 
@@ -2220,11 +2241,10 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             double b_in = fb ? fb[r].raw_b[ch] : ss->bwd - ss->wgrad;
             double f_in = fb ? fb[r].raw_f[ch] : ss->fwd;
             ramp[r] += sk == MP_SCHED_ZBV ? ss->fwd + comm / 2.0 + fmax(0.0, b_in - ss->wgrad)
-                       : sk == MP_SCHED_DUALPIPEV
-                           ? fmax(0.0, f_in + 2.0 * b_in - ss->wgrad + comm)
+                       : sk == MP_SCHED_DUALPIPEV ? mp_dualpipe_fill(f_in, b_in, ss->wgrad, comm)
                        /* dualpipe: (p/2 - 1) fills, not p - 1 (pipeline.c) */
                        : sk == MP_SCHED_DUALPIPE
-                           ? fmax(0.0, f_in + 2.0 * b_in - ss->wgrad + comm) *
+                           ? mp_dualpipe_fill(f_in, b_in, ss->wgrad, comm) *
                                  (double)(p / 2 - 1) / (double)(p - 1)
                        : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
                        : batched ? ss->fwd + ss->bwd + comm / 2.0
@@ -2233,6 +2253,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     }
     double makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
                          : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
+    if (dual)
+        makespan += dual_turn(&pm, fb);
     free(fb);
     if (batched)
         /* Megatron's synchronous interleaved batches: the first rank's

@@ -23,11 +23,13 @@
  *   ZB-H1:             max(m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p),
  *                          (m + p - 1)(f + b + 2 p2p) + w)
  *   ZB-V:              2m (f + b + w + 2 p2p) + (p - 1)(f + p2p + max(0, b - w))
- *   DualPipeV:         2m (f + b + w + 2 p2p) + (p - 1) max(0, f + 2b - w + 2 p2p)
+ *   DualPipeV:         2m (f + b + w + 2 p2p) + (p - 1) fill + max(0, f - b)
+ *                      fill = f + max(f, b) + max(0, b - w) + 2 p2p
  *                      [V schedules: f, b, w per chunk, half a rank's layers]
- *   DualPipe:          m (f + b + w + 2 p2p) + (p/2 - 1) max(0, f + 2b - w + 2 p2p)
- *                      [f, b, w per whole stage; DeepSeek's (PP/2 - 1)(F&B + B - 3W)
- *                       with B the whole backward b + w and F&B = f + b + w]
+ *   DualPipe:          m (f + b + w + 2 p2p) + (p/2 - 1) fill + max(0, f - b)
+ *                      [f, b, w per whole stage; DeepSeek's (PP/2 - 1)(F&B + B - 3W),
+ *                       B the whole backward b + w and F&B = f + b + w, is f + 2b - w
+ *                       a fill: the same where w <= b and f <= b]
  *   p = 1:             m v (f + b + w)
  *
  * The bubble of 1F1B is (p-1)/m of the ideal m(f+b) (Narayanan 2021),
@@ -36,7 +38,17 @@
  * 1F1B's bubble when f = b = w. With fewer micro-batches than stages (m < p)
  * there are not enough W to fill it, and the critical path of the last
  * micro-batch's F down and B back up, plus its W, is the bound (the second
- * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9). */
+ * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9).
+ *
+ * DualPipe(V)'s fill, from dualpipev.py's order and commits (docs/cost-model.md
+ * §6): each rank of the V adds two forwards (its chunk-1 forward waits for the
+ * next rank's, which that rank sends only after the chunk-0 forward or F&B unit
+ * it runs next) and what of B no W covers; with b > f the F&B unit's B, not the
+ * second F, paces it. Once per step the turn of the V costs f - b more: the last
+ * rank sends its last warm-up F1 only after its first phase-4 F0, while rank 0
+ * waits on it after a B. Exact on equal stages with free links for f >= b
+ * (every p <= 8, m from 2p, tests/sim test_dualpipe_fill_grid); an upper bound
+ * for f < b and with links. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -48,6 +60,16 @@
 #include "planner/pipeline_internal.h"
 #include "sim/schedule.h"
 
+double mp_dualpipe_fill(double f, double b, double w, double comm)
+{
+    return f + fmax(f, b) + fmax(0.0, b - w) + comm;
+}
+
+double mp_dualpipe_turn(double f, double b)
+{
+    return fmax(0.0, f - b);
+}
+
 /* The V schedules on equal stages, f, b, w per chunk (each rank runs 2m
  * chunk passes of each); see the comment at the top. */
 static double v_makespan(mp_schedule_kind s, int64_t p, int64_t m, double f, double b, double w,
@@ -55,8 +77,10 @@ static double v_makespan(mp_schedule_kind s, int64_t p, int64_t m, double f, dou
 {
     double work = 2.0 * (double)m * (f + b + w + comm);
     double fill = s == MP_SCHED_ZBV ? f + comm / 2.0 + fmax(0.0, b - w)
-                                    : fmax(0.0, f + 2.0 * b - w + comm); /* dualpipev */
+                                    : mp_dualpipe_fill(f, b, w, comm);
     double filled = work + (double)(p - 1) * fill;
+    if (s == MP_SCHED_DUALPIPEV && p > 1)
+        filled += mp_dualpipe_turn(f, b); /* once, at the turn of the V */
     /* too few micro-batches to fill it: the last one's F down the V and its B
      * back, then its W */
     double critical = 2.0 * (double)p * (f + b + comm) + w + (double)(m - 1) * (f + b + w);

@@ -11,6 +11,13 @@
 double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double *round,
                                   const double *ramp);
 
+/* DualPipe(V)'s fill per rank of the V and chunk, f + max(f, b) + max(0, b -
+ * w) + comm (comm: the pass's two p2p), and the turn's once per step, max(0,
+ * f - b): f the forward, b the input-gradient half, w the weight-gradient
+ * half (pipeline.c, docs/cost-model.md §6). */
+double mp_dualpipe_fill(double f, double b, double w, double comm);
+double mp_dualpipe_turn(double f, double b);
+
 /* Micro-batch chunks stashed on pipeline rank r at its peak: the bound of
  * the schedule that the simulator and executor run (sim/schedule.h). */
 #include "core/config.h"

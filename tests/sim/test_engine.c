@@ -192,8 +192,9 @@ static void test_zbv_zero_bubble(void **state)
 /* DualPipeV (DeepSeek's table, deepseek-ai/DualPipe README): bubble
  * (PP/2 - 1)(F&B + B - 3W) with PP = 2p stages, B the whole backward and
  * F&B an overlapped forward-backward pair -- here F + B, run as one unit --
- * at 2p + 1 chunk activations ("PP + 1") on rank 0. Exact for B <= W (B the
- * input-gradient half), a bound above B > W. */
+ * at 2p + 1 chunk activations ("PP + 1") on rank 0. Exact for F = B = W (B the
+ * input-gradient half), a bound for B > F, W; where F or W outlasts B the
+ * engine is longer (test_dualpipe_fill_grid). */
 static void test_dualpipev_bubble(void **state)
 {
     (void)state;
@@ -230,9 +231,9 @@ static void test_dualpipev_bubble(void **state)
 static void test_dualpipe_bubble(void **state)
 {
     (void)state;
-    /* the DualPipeV test's ratios: F = B = W, and B > W (where it is a bound);
-     * with F > B, or F < B < W, the unit-time order idles up to one op more
-     * at m = 2p (e.g. p=4, m=8, f=1, b=0.5, w=1: 22, not 21) */
+    /* the DualPipeV test's ratios: F = B = W, and B > F, W (where it is a
+     * bound); with F > B or W > B the order idles more, at every m
+     * (test_dualpipe_fill_grid: p=4, m=8, f=1, b=0.5, w=1 takes 22.5) */
     const double fbw[][3] = {{1, 1, 1}, {1, 1.5, 0.5}, {1, 2, 1}};
     for (size_t q = 0; q < sizeof fbw / sizeof fbw[0]; q++)
         for (int32_t p = 2; p <= 8; p += 2)
@@ -1131,6 +1132,69 @@ static void test_dualpipe_merged_fb_bubble(void **state)
     each_dualpipe(merged_fb_bubble_case);
 }
 
+/* DualPipe(V)'s fill when the forward and the input gradient differ
+ * (issue #14): on equal stages with free links the closed form (pipeline.c,
+ * (p' - 1)(f + max(f, b) + max(0, b - w)) + max(0, f - b) over the ideal,
+ * p' DualPipeV's ranks) is the simulated step for f >= b, and a bound for
+ * f < b; DeepSeek's (p' - 1)(f + 2b - w) was one op a fill short for f > b
+ * (p = 4, f = 2, b = w = 1: 2 s, DualPipe p = 8: 4 s) and for w > b. Every
+ * DualPipeV p <= 8 and DualPipe p <= 8 (even), m from 2p to 4p + 2. With the
+ * all-to-all overlap's merged F&B units the fill loses one unit's saving x
+ * (cost.c dual_fb_makespan) and the turn stays: the middle rank (DualPipe's
+ * p/2 - 1, DualPipeV's last) idles (p' - 1)(fill - x) + max(0, f - b), x
+ * the saving its units show in its busy time (test_dualpipe_merged_fb_bubble
+ * has it by hand for f = b = w). */
+static void test_dualpipe_fill_grid(void **state)
+{
+    (void)state;
+    const double fbw[][3] = {{2, 1, 1},   {1, 0.5, 1}, {3, 2, 1}, {1.5, 1, 0.5}, {3, 1, 2},
+                             {1, 1, 2},   {1, 1, 1},   {1, 2, 1}, {0.5, 1, 2},   {2, 3, 1},
+                             {1, 3, 0.5}};
+    const mp_schedule_kind kinds[2] = {MP_SCHED_DUALPIPEV, MP_SCHED_DUALPIPE};
+    for (size_t q = 0; q < sizeof fbw / sizeof fbw[0]; q++)
+        for (int k = 0; k < 2; k++)
+            for (int32_t p = k + 1; p <= 8; p += k + 1)
+                for (int32_t m = 2 * p; m <= 4 * p + 2; m += k + 1)
+                    for (int ep = 0; ep < 2; ep++) {
+                        double f = fbw[q][0], b = fbw[q][1], w = fbw[q][2];
+                        bool dv = kinds[k] == MP_SCHED_DUALPIPEV;
+                        int32_t n = dv ? 2 * p : p, pv = dv ? p : p / 2, mv = dv ? m : m / 2;
+                        mp_pipeline_cost pc = uniform(n, 1, f, b, w);
+                        for (int32_t s = 0; s < n && ep; s++) {
+                            g_stages[s].tp_comm_fwd = g_stages[s].ep_comm_fwd = 0.4 * f;
+                            g_stages[s].tp_comm_bwd = g_stages[s].ep_comm_bwd = 0.4 * b;
+                        }
+                        mp_sim_result r = ep ? run_ep(kinds[k], p, 2, m, &pc)
+                                             : run(kinds[k], p, 2, m, &pc, false);
+                        double fill = f + fmax(f, b) + fmax(0, b - w), turn = fmax(0, f - b);
+                        double ideal = 2.0 * mv * (f + b + w), got = r.pipeline_makespan, want;
+                        if (!ep) {
+                            want = pv > 1 ? ideal + (pv - 1) * fill + turn : ideal;
+                            /* the estimate's closed form */
+                            double est =
+                                mp_pipeline_makespan(kinds[k], p, dv ? 2 : 1, m, f, b, w, 0);
+                            if (!NEAR(est, want))
+                                fail_msg("%s p=%d m=%d f=%g b=%g w=%g: closed form %.12g, want "
+                                         "%.12g",
+                                         mp_schedule_name(kinds[k]), (int)p, (int)m, f, b, w, est,
+                                         want);
+                        } else {
+                            int32_t mid = pv - 1, units = (mv - pv - 1) + (mv - pv);
+                            double idle = r.bubble_fraction[mid] * got, busy = got - idle;
+                            double x = units > 0 ? (ideal - busy) / units : 0;
+                            want = busy + (pv > 1 ? (pv - 1) * (fill - x) + turn : 0);
+                            if (units > 0 && !(x > 0.1 * fmin(f, b)))
+                                fail_msg("%s p=%d m=%d f=%g b=%g w=%g: units saved %.12g",
+                                         mp_schedule_name(kinds[k]), (int)p, (int)m, f, b, w, x);
+                        }
+                        if (f >= b ? !NEAR(got, want) : got > want + 1e-9)
+                            fail_msg("%s%s p=%d m=%d f=%g b=%g w=%g: makespan %.12g, want %.12g",
+                                     mp_schedule_name(kinds[k]), ep ? " (ep overlap)" : "", (int)p,
+                                     (int)m, f, b, w, got, want);
+                        mp_sim_result_free(&r);
+                    }
+}
+
 /* Stashed activations: 1F1B rank r holds p - r micro-batches at its peak,
  * GPipe m, interleaved Megatron's warm-up + 1 chunks. */
 static void test_peak_memory(void **state)
@@ -1531,6 +1595,7 @@ int main(void)
         cmocka_unit_test(test_dualpipe_merged_fb_by_hand),
         cmocka_unit_test(test_dualpipe_merged_fb_grid),
         cmocka_unit_test(test_dualpipe_merged_fb_bubble),
+        cmocka_unit_test(test_dualpipe_fill_grid),
         cmocka_unit_test(test_dualpipe_merged_fb_dense),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_serial_p2p),

@@ -10,6 +10,8 @@ and gets:
     checks.check(cond, what)             ok or bad by cond
     checks.finish(summary='')            prints the counts, exits 1 on any failure
     testlib.skip(name, reason)           exit 77, meson's "skipped", saying why
+    testlib.args(name, usage, n)         sys.argv[1:], which must hold n arguments
+                                         (else the usage line and exit 2)
     testlib.MPI_ENV                      the environment mpirun needs as root in a
                                          container, with one BLAS thread a rank
 """
@@ -23,6 +25,13 @@ MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CO
 def skip(name, reason):
     print(f'{name}: skipped: {reason}')
     sys.exit(77)
+
+
+def args(name, usage, n):
+    if len(sys.argv) != n + 1:
+        print(f'usage: {name} {usage}', file=sys.stderr)
+        sys.exit(2)
+    return sys.argv[1:]
 
 
 class Checks:

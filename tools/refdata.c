@@ -818,6 +818,13 @@ static mp_status megatron_core(const csv *c, const mp_hw *hw, refdata_set *s, mp
         m.position = MP_POS_ROPE;
         refdata_row *w = row_new(s, c, r, REFDATA_TFLOPS_MODEL);
         config_of(&w->config, &m, hw, &q);
+        /* Megatron-LM overlaps the interleaved schedule's p2p unless told
+         * not to (core_r0.8.0 megatron/training/arguments.py line 1405,
+         * --no-overlap-p2p-communication store_false, the default since
+         * 4eeff55d1f of 2023-10-12), and refuses interleaving without the
+         * overlap below pp 3 (line 262): the p 2 v 14 row cannot have run
+         * synchronous transfers */
+        w->config.parallel.p2p_overlap = w->config.parallel.vpp > 1;
         /* "selective if it would not fit": the one assumption that needs the
          * cost model. A refused configuration stays as it is; the programs
          * estimate it and report the refusal. */

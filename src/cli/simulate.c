@@ -51,8 +51,9 @@ static const mp_opt sim_rows[] = {
      "MoE: Megatron-Core's --overlap-moe-expert-parallel-comm: interleaved 1F1B (and 1F1B "
      "without a pipeline) merges each steady-state B with the next F, the all-to-alls under "
      "the other pass's compute; DualPipe(V) run each F&B unit as such a merged pass (the "
-     "passes alone, as Megatron's, inline); the other schedules run each op's dispatch and "
-     "combine on the ep stream under the next op; default: inline",
+     "passes alone, as Megatron's, inline); ZB-V, whose passes nothing merges, inline; the "
+     "other schedules run each op's dispatch and combine on the ep stream under the next op; "
+     "default: inline",
      NULL},
     {"--unit-ops", NULL, NULL, SIM_UNIT_OPS, 0,
      "no model: F = 1, B = 2 time units per stage (ZB-H1: B = W = 1), divided by vpp per chunk, "

@@ -308,8 +308,10 @@ typedef struct mp_parallel {
      * it runs beside the other direction's compute (Megatron
      * --overlap-p2p-communication, overlap_p2p_comm; NeMo and Megatron-Bridge
      * turn it on whenever vpp > 1). Ignored by the other schedules, which
-     * Megatron runs with batched synchronous p2p. Off: every transfer waited
-     * on where it is posted. */
+     * Megatron runs with batched synchronous p2p. Off: Megatron-Core's
+     * synchronous interleaved schedule, each steady-state F and B pair
+     * followed by one batch of both outputs and both next inputs, waited on
+     * whole (sim/schedule.c build_interleaved_batched). */
     bool p2p_overlap;
     /* Megatron-Core DDP / Megatron FSDP nccl_ub: the parameter and gradient
      * buffers registered with NCCL as user buffers, so its DP all-gathers and

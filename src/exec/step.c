@@ -312,7 +312,9 @@ static mp_status local_recv(const mp_backend *be, real *buf, size_t n, int tag,
  * it and SEND_FWD right after the F that made it (RECV_BWD / SEND_BWD around
  * B alike), so the data is the model's stage input / output of that op.
  * DualPipe(V) may receive ops earlier and send ops later (where dualpipev.py
- * commits them), but a receive still comes after the op that used the
+ * commits them), and so may interleaved 1F1B in Megatron's synchronous
+ * batches (sim/schedule.c build_interleaved_batched), but a receive still
+ * comes after the op that used the
  * chunk's previous one and a send before the chunk's next op of its kind
  * (tests/sim/test_schedule.c check_fb_convention): the buffers are the same. */
 static mp_status pipeline_op(mp_trainer *t, int n_chunks, const mp_op *op, int *slot_mb,

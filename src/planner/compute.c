@@ -869,6 +869,58 @@ void mp_embedding_time_of(const mp_config *c, mp_edge_time *out)
     out->tp_bwd = pp->tp > 1 && pp->sp ? mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, T * h * dt) : 0.0;
 }
 
+/* The head's cross entropy, per element of this rank's T x V/t logits (L
+ * bytes each: 2 for the bf16/fp16 logits of mixed precision, fp8's output
+ * layer included; 4 in fp32 or tf32). Derived from the code that runs
+ * (docs/cost-model.md §4, "Head", pins every line):
+ *
+ * Megatron's default, tensor_parallel.vocab_parallel_cross_entropy
+ * (megatron/core/tensor_parallel/cross_entropy.py, core_v0.15.0; the same
+ * passes in Megatron-LM v2.5's mpu/cross_entropy.py): the logits cast to
+ * fp32 (r L w 4, none when they already are fp32: .float() returns its
+ * input), torch.max over the vocabulary (r 4), the in-place subtraction of
+ * the max (r 4 w 4), the in-place exp (r 4 w 4), its sum (r 4) and the
+ * in-place division by it (r 4 w 4): 32 + (L + 4) bytes, 38 for bf16,
+ * in 6 passes. Backward: the target's update (an index_put on T elements),
+ * grad_input.mul_(grad_output) (r 4 w 4), then the fp32 gradient cast back
+ * to the logits' dtype (autograd casts a Function's gradient to its input's
+ * dtype; Megatron-LM v2.5's .float() is an autograd cast: the same) r 4 w L:
+ * 8 + (4 + L), 14 for bf16, 3 launches.
+ *
+ * Transformer Engine's (te_cross_entropy: Megatron-Core's
+ * te_parallel_cross_entropy passes the bf16 logits with reduce_loss False;
+ * transformer_engine/pytorch/triton/cross_entropy.py, the same passes at
+ * v2.3, v2.7, v2.9, v2.12 and v2.14): online_softmax_kernel reads the
+ * logits (r L), cross_entropy_kernel reads them again and writes the
+ * gradient over them (r L w L): 3L, 6 bytes for bf16, 2 kernels. Backward:
+ * torch.equal(grad_output, torch.tensor(1.0, device=...)) is false at once
+ * (Megatron's per-token grad_output is [s, b], not a scalar: ATen's
+ * cuda_equal compares sizes first), so element_mul_kernel scales the
+ * gradient in place (r L w L): 2L, one kernel; but torch.tensor(1.0,
+ * device=cuda) copies from pageable host memory and synchronises the
+ * stream, one synchronisation per backward call (oss_cost.c charges the same
+ * PyTorch call so). Megatron-Core passes is_cg_capturable, which skips it,
+ * only under a full-iteration CUDA graph, which megaplan does not model. */
+void mp_cross_entropy_cost(const mp_config *c, double logits, mp_pass_cost *out, double *syncs)
+{
+    mp_dtype p = c->training.precision;
+    double L = (p == MP_DTYPE_FP32 || p == MP_DTYPE_TF32) ? 4.0 : 2.0;
+    if (c->training.te_cross_entropy) {
+        out->bytes_f = 3.0 * L * logits;
+        out->bytes_b = 2.0 * L * logits;
+        out->kernels_f = 2.0;
+        out->kernels_b = 1.0;
+        *syncs = 1.0;
+        return;
+    }
+    double cast = L < 4.0 ? L + 4.0 : 0.0; /* to fp32 and back */
+    out->bytes_f = (32.0 + cast) * logits;
+    out->bytes_b = (8.0 + cast) * logits;
+    out->kernels_f = L < 4.0 ? 6.0 : 5.0;
+    out->kernels_b = L < 4.0 ? 3.0 : 2.0;
+    *syncs = 0.0;
+}
+
 void mp_head_time_of(const mp_config *c, mp_edge_time *out)
 {
     const mp_model *m = &c->model;
@@ -884,28 +936,31 @@ void mp_head_time_of(const mp_config *c, mp_edge_time *out)
     if (m->arch == MP_ARCH_BERT)
         gemm += mp_gemm_mnk_time(hw, peak, dt, T, h, h);
     double norm = T * h / (pp->sp ? t : 1.0) * 4.0;
-    /* vocab-parallel cross entropy on T x V/t logits: cast to fp32, max,
-     * subtract, exp, sum, normalise (~26 bytes/element, 5 kernels),
-     * backward ~14 (3). Transformer Engine's fused one
-     * (transformer_engine/pytorch/triton/cross_entropy.py): the forward's
-     * online softmax reads the bf16 logits once (2 bytes; a second kernel
-     * per row finishes the loss), the backward computes the gradient and
-     * writes it over them (read 2 + write 2, one kernel). */
-    double logits = T * V / t;
-    bool te = c->training.te_cross_entropy;
-    double ce_f = te ? 2.0 : 26.0, ce_b = te ? 4.0 : 14.0;
-    double k_f = te ? 4.0 : 7.0, k_b = te ? 3.0 : 5.0; /* with the norm's and the GEMM's */
+    /* vocab-parallel cross entropy on the T x V/t logits (mp_cross_entropy_cost) */
+    mp_pass_cost ce;
+    double syncs;
+    mp_cross_entropy_cost(c, T * V / t, &ce, &syncs);
+    double k_f = ce.kernels_f + 2.0, k_b = ce.kernels_b + 2.0; /* with the norm's and the GEMM's */
     out->fwd_compute =
-        mp_host_bound(hw, gemm + mp_membound_time(hw, norm + ce_f * logits, k_f), k_f + 2.0);
+        mp_host_bound(hw, gemm + mp_membound_time(hw, norm + ce.bytes_f, k_f), k_f + 2.0);
     out->bwd_compute = mp_host_bound(
-        hw, 2.0 * gemm + mp_membound_time(hw, 2.0 * norm + ce_b * logits, k_b), k_b + 3.0);
+        hw, 2.0 * gemm + mp_membound_time(hw, 2.0 * norm + ce.bytes_b, k_b), k_b + 3.0);
+    /* the synchronisation drains the GPU's queue, which then waits for the
+     * host's next dispatch (as GPT-OSS's clamp, compute.c's block) */
+    out->bwd_compute += syncs * hw->kernel_overhead;
     out->wgrad = gemm; /* the head's weight gradient: one GEMM of the forward's size */
     out->tp_fwd = out->tp_bwd = 0.0;
     if (pp->tp > 1) {
         mp_group_place tpg;
         mp_group_place_of(c, MP_GROUP_TP, &tpg);
-        /* max, sum of exp and target logit: three all-reduces of T floats */
-        out->tp_fwd = 3.0 * mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, 4.0 * T);
+        /* Megatron's: max, sum of exp and target logit, three all-reduces of
+         * T floats (cross_entropy.py lines 130, 148, 154 at core_v0.15.0);
+         * Transformer Engine's: one all-gather of each rank's max, sum and
+         * target logit, 3 T floats a rank (triton/cross_entropy.py,
+         * all_gather_into_tensor: v2.9 line 316) */
+        out->tp_fwd = c->training.te_cross_entropy
+                          ? mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, 12.0 * T * t)
+                          : 3.0 * mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, 4.0 * T);
         if (pp->sp)
             out->tp_fwd += mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, T * h * dt);
         /* the replicated input's gradient is summed over t */

@@ -593,9 +593,28 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
     *bw = inv > 0.0 ? 1.0 / inv : up;
 }
 
+/* Megatron-Core's synchronous interleaved schedule (no
+ * --overlap-p2p-communication): its transfers batched (sim/schedule.c
+ * build_interleaved_batched). */
+static bool batched_p2p(const mp_config *c)
+{
+    return c->parallel.pp > 1 &&
+           mp_schedule_batched_p2p(c->parallel.schedule, (int32_t)c->parallel.vpp,
+                                   c->parallel.p2p_overlap);
+}
+
 /* The p2p time a rank's steady state spends on one pass of a chunk (its
  * forward and its backward, comm = both transfers). Megatron waits on
- * synchronous p2p where it is posted: all of it. With
+ * synchronous p2p where it is posted: all of it, on 1F1B one transfer after
+ * the forward (send_forward_recv_backward) and one after the backward
+ * (send_backward_recv_forward). Interleaved 1F1B without the overlap runs F
+ * and B and only then one batch holding the forward's output, the
+ * backward's input gradient and the next two inputs (Megatron-LM
+ * schedules.py, forward_backward_pipelining_with_interleaving, the steady
+ * state's send_forward_backward_recv_forward_backward): the two sends go to
+ * different neighbours on their own links and the receives come from the
+ * neighbours' batches of the same round, so a pass waits for one transfer,
+ * comm / 2. With
  * --overlap-p2p-communication (interleaved 1F1B only; Megatron-LM
  * megatron/core/pipeline_parallel/schedules.py,
  * forward_backward_pipelining_with_interleaving) a forward's send/receive is
@@ -606,6 +625,8 @@ static void p2p_link(const mp_config *c, double *latency, double *bw)
  * path: a stage cannot start what has not arrived. */
 static double round_p2p(const mp_config *c, const stage_sum *ss, double comm)
 {
+    if (batched_p2p(c))
+        return comm / 2.0;
     if (!(comm > 0.0) || !c->parallel.p2p_overlap || c->parallel.schedule != MP_SCHED_INTERLEAVED)
         return comm;
     double share = mp_comm_sm_share(c, MP_COMM_NCCL);
@@ -1738,6 +1759,7 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
     }
     p2p_link(c, &out->p2p_latency, &out->p2p_bw);
     out->p2p_serial = mp_ds_p2p_transfers_per_pass(c) - 1.0;
+    out->p2p_overlap = c->parallel.p2p_overlap && c->parallel.schedule == MP_SCHED_INTERLEAVED;
     out->dp_time = pm.dp_time + pm.tied_sync;
     out->dp_exposed = pm.dp_exposed + pm.tied_sync;
     out->dp_aligned = pm.dp_aligned;
@@ -1940,12 +1962,13 @@ double mp_moe_a2a_mid_phase(double d_f, double d_b, double g_b, double w_b, doub
  * hidden over the share `paired` of their passes. A pass without all-to-all
  * (DualPipe(V)'s dense stages) keeps in its own phase only what covers the
  * other's all-to-all there and runs the rest beside the dispatches, as the
- * simulator does (sim/engine.c run_pair, fb_merged). */
-static void hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired)
+ * simulator does (sim/engine.c run_pair, fb_merged). Returns what one merged
+ * pass saves against the two passes inline. */
+static double hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired)
 {
     double a2a = sf->ep_f + sb->ep_b;
     if (a2a <= 0.0 || paired <= 0.0)
-        return;
+        return 0.0;
     double half_f = sf->ep_f / 2.0, half_b = sb->ep_b / 2.0;
     double rest_f = fmax(0.0, sf->fwd - sf->ep_f - sf->mlp_f);
     double rest_b = fmax(0.0, sb->bwd - sb->ep_b - sb->mlp_b);
@@ -1965,7 +1988,8 @@ static void hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired)
     }
     double pair = a2a_phase(half_b, rest_f, sm) + mp_moe_a2a_mid_phase(half_f, half_b, g, w, exp_f, sm) +
                   a2a_phase(half_f, rest_b, sm);
-    double hidden = paired * fmax(0.0, fmin(a2a, sf->fwd + sb->bwd - pair));
+    double unit = fmax(0.0, fmin(a2a, sf->fwd + sb->bwd - pair));
+    double hidden = paired * unit;
     double hf = hidden * sf->ep_f / a2a, hb = hidden - hf;
     sf->fwd -= hf;
     sb->bwd -= hb;
@@ -1975,11 +1999,12 @@ static void hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired)
     sb->tp_b -= hb;
     sf->ep_f -= hf;
     sb->ep_b -= hb;
+    return unit;
 }
 
 static void hide_a2a(stage_sum *s, double sm, double paired)
 {
-    hide_a2a_of(s, s, sm, paired);
+    (void)hide_a2a_of(s, s, sm, paired);
 }
 
 /* DualPipeV's F&B units on rank r of p with m micro-batches (deepseek-ai/
@@ -2002,6 +2027,55 @@ void mp_dualpipe_fb_units(mp_schedule_kind s, int64_t p, int64_t m, int64_t r, i
     int64_t a = m - 2 * p + r + 1 - (r == p - 1), b = m - p;
     *f0b1 = a > 0 ? a : 0;
     *f1b0 = b > 0 ? b : 0;
+}
+
+/* DualPipe(V) under the EP all-to-all overlap, per rank of the V: n[0] F0&B1
+ * and n[1] F1&B0 units (mp_dualpipe_fb_units), x[k] the step one unit of
+ * that kind saves against its passes inline (hide_a2a_of); per pipeline
+ * rank, each chunk's F and input-gradient B inline (before hide_a2a_of
+ * shares the saving out over the stage's passes). */
+typedef struct fb_units {
+    int64_t n[2];
+    double x[2];
+    double raw_f[2], raw_b[2];
+} fb_units;
+
+/* DualPipe(V)'s makespan under the EP overlap. DeepSeek's bubble, (PP/2 -
+ * 1)(F&B + B - 3W) for DualPipe and (PP - 1)(...) for DualPipeV (report
+ * §3.2.1, Table 2), takes F&B as "the execution time of two mutually
+ * overlapped forward and backward chunks": the merged unit, f + B less what
+ * it hides, not the inline passes. And the rank it holds for is the one that
+ * merges the most units: ranks nearer the ends of the V run more of their
+ * first F0s and last B1s alone (m - 2p + r + 1 F0&B1 units on rank r), and
+ * those passes, longer than the merged ones, fill part of their wait: rank
+ * r's idle is the bubble less (n_max - n_r) units' saving (the simulator, on
+ * equal stages with b = w: exact for every even p <= 16, m from 2p; with b >
+ * w both are the same bound as without the overlap, docs/simulator.md). So
+ * each rank's fill (ramp, from the passes inline) loses one unit's saving
+ * per kind it runs, and the steady state is each rank's busy time as if it
+ * merged as many units as the rank that merges the most. */
+static double dual_fb_makespan(const pipe_model *pm, const fb_units *fb, int64_t rounds,
+                               const double *round, const double *ramp)
+{
+    bool dpipe = pm->sched == MP_SCHED_DUALPIPE;
+    int64_t p = pm->p, ranks = dpipe ? p / 2 : p;
+    double scale = dpipe && p > 1 ? (double)(p / 2 - 1) / (double)(p - 1) : 1.0;
+    double *eff = rounds > 0 ? malloc(sizeof *eff * (size_t)(2 * p)) : NULL;
+    if (!eff) /* the inline fills: an upper bound */
+        return mp_pipeline_makespan_ranks(rounds, 2, p, round, ramp);
+    double *fill = eff + p;
+    int64_t most = 0;
+    for (int64_t h = 0; h < ranks; h++)
+        most = fb[h].n[0] > most ? fb[h].n[0] : most;
+    for (int64_t r = 0; r < p; r++) {
+        const fb_units *u = &fb[dpipe && r >= ranks ? p - 1 - r : r];
+        double cut = (u->n[0] > 0 ? u->x[0] : 0.0) + (u->n[1] > 0 ? u->x[1] : 0.0);
+        fill[r] = fmax(0.0, ramp[r] - cut * scale);
+        eff[r] = round[r] - (double)(most - u->n[0]) * u->x[0] / (double)rounds;
+    }
+    double t = mp_pipeline_makespan_ranks(rounds, 2, p, eff, fill);
+    free(eff);
+    return t;
 }
 
 /* The share of pipeline rank r's passes through a chunk that the EP
@@ -2064,9 +2138,27 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     if (s != MP_OK)
         return s;
     const mp_parallel *pp = &c->parallel;
+    /* DualPipe(V) under the EP overlap: per rank of the V (DualPipe: rank
+     * min(r, p-1-r)), its F&B units and the step one unit saves, and the
+     * stages' F and B before the saving is shared out (dual_fb_fill) */
+    fb_units *fb = NULL;
+    bool dual = pp->schedule == MP_SCHED_DUALPIPE || pp->schedule == MP_SCHED_DUALPIPEV;
+    if (pp->moe_a2a_overlap && dual && pm.p > 0) {
+        fb = calloc((size_t)pm.p, sizeof *fb);
+        if (!fb) {
+            free(pm.st);
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        }
+        for (int64_t r = 0; r < pm.p; r++)
+            for (int64_t ch = 0; ch < 2; ch++) {
+                const stage_sum *ss = &pm.st[rank_stage(&pm, r, ch)];
+                fb[r].raw_f[ch] = ss->fwd;
+                fb[r].raw_b[ch] = ss->bwd - ss->wgrad;
+            }
+    }
     if (pp->moe_a2a_overlap) {
         double sm = mp_comm_sm_share(c, MP_COMM_EP);
-        if (pp->schedule == MP_SCHED_DUALPIPE || pp->schedule == MP_SCHED_DUALPIPEV) {
+        if (dual) {
             /* the F&B units: one chunk's F with the other's B (a DualPipe
              * rank r holds the same two stages as rank p-1-r: once each) */
             int64_t ranks = pp->schedule == MP_SCHED_DUALPIPE ? pm.p / 2 : pm.p;
@@ -2075,14 +2167,16 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                 int64_t a, b;
                 mp_dualpipe_fb_units(pp->schedule, pm.p, pm.m, r, &a, &b);
                 stage_sum *s0 = &pm.st[rank_stage(&pm, r, 0)], *s1 = &pm.st[rank_stage(&pm, r, 1)];
-                hide_a2a_of(s0, s1, sm, (double)a / (double)per);
-                hide_a2a_of(s1, s0, sm, (double)b / (double)per);
+                fb[r].n[0] = a;
+                fb[r].n[1] = b;
+                fb[r].x[0] = hide_a2a_of(s0, s1, sm, (double)a / (double)per);
+                fb[r].x[1] = hide_a2a_of(s1, s0, sm, (double)b / (double)per);
             }
-        } else if (mp_schedule_is_v(pp->schedule))
-            /* ZB-V: every pass counted as paired */
-            for (int64_t k = 0; k < pm.n; k++)
-                hide_a2a(&pm.st[k], sm, 1.0);
-        else
+        } else if (mp_schedule_is_v(pp->schedule)) {
+            /* ZB-V: nothing pairs its passes (Megatron-Core's merged pass
+             * is combined 1F1B's, DualPipe's the F&B unit of DualPipe(V));
+             * its all-to-all stays inline, as the simulator runs it */
+        } else
             for (int64_t r = 0; r < pm.p; r++)
                 for (int64_t ch = 0; ch < pm.v; ch++)
                     hide_a2a(&pm.st[rank_stage(&pm, r, ch)], sm,
@@ -2100,12 +2194,14 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     if (p > 64) {
         round = malloc(sizeof *round * (size_t)p * 2);
         if (!round) {
+            free(fb);
             free(pm.st);
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         }
         ramp = round + p;
     }
     bool zb = pp->schedule == MP_SCHED_ZBH1;
+    bool batched = batched_p2p(c);
     mp_schedule_kind sk = pp->schedule;
     /* the same for every rank and chunk: computed once (a search runs this
      * for each of 10^5 candidates, p*v times each) */
@@ -2118,20 +2214,31 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             double comm = ss->wide_send > 0.0 ? pass_p2p(c, ss->wide_send) : pass_comm;
             round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
             /* the V schedules: their fill per chunk (pipeline.c); the
-             * sum over the other ranks / v is (p-1) times it */
-            double b_in = ss->bwd - ss->wgrad;
+             * sum over the other ranks / v is (p-1) times it. DualPipe(V)
+             * under the EP overlap: from the passes inline, less the
+             * merged units' saving (dual_fb_makespan) */
+            double b_in = fb ? fb[r].raw_b[ch] : ss->bwd - ss->wgrad;
+            double f_in = fb ? fb[r].raw_f[ch] : ss->fwd;
             ramp[r] += sk == MP_SCHED_ZBV ? ss->fwd + comm / 2.0 + fmax(0.0, b_in - ss->wgrad)
                        : sk == MP_SCHED_DUALPIPEV
-                           ? fmax(0.0, ss->fwd + 2.0 * b_in - ss->wgrad + comm)
+                           ? fmax(0.0, f_in + 2.0 * b_in - ss->wgrad + comm)
                        /* dualpipe: (p/2 - 1) fills, not p - 1 (pipeline.c) */
                        : sk == MP_SCHED_DUALPIPE
-                           ? fmax(0.0, ss->fwd + 2.0 * b_in - ss->wgrad + comm) *
+                           ? fmax(0.0, f_in + 2.0 * b_in - ss->wgrad + comm) *
                                  (double)(p / 2 - 1) / (double)(p - 1)
                        : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
-                            : ss->fwd + ss->bwd + comm;
+                       : batched ? ss->fwd + ss->bwd + comm / 2.0
+                                 : ss->fwd + ss->bwd + comm;
         }
     }
-    double makespan = mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
+    double makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
+                         : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
+    free(fb);
+    if (batched)
+        /* Megatron's synchronous interleaved batches: the first rank's
+         * warm-up forwards, 2(p - 1) + (v - 1)p, each wait for their own
+         * batch, p of them in the fill above (pipeline.c) */
+        makespan += (double)(2 * (p - 1) + (v - 2) * p) * pass_comm / 2.0;
     int64_t slow = 0;
     for (int64_t r = 1; r < p; r++)
         if (round[r] > round[slow])

@@ -92,6 +92,12 @@ typedef struct mp_pipeline_cost {
      * Megatron (a step's send and receive move together), 1 on DeepSpeed's
      * pipeline engine (its receive follows its send, ds_pipe.c) */
     double p2p_serial;
+    /* parallel.p2p_overlap on interleaved 1F1B (Megatron
+     * --overlap-p2p-communication): the schedule's lists place each transfer
+     * at its own F or B and the simulator does not wait on sends; false:
+     * Megatron's synchronous interleaved order, one batched exchange after
+     * each steady-state F and B pair (sim/schedule.c build_interleaved) */
+    bool p2p_overlap;
     double dp_time;            /* full DP gradient reduction (+ all-gather with dist-opt) of the most loaded rank */
     double dp_exposed;         /* the part not hidden under backward */
     /* Megatron-Core interleaved 1F1B with overlap (align_grad_reduce; cost.c

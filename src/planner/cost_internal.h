@@ -504,6 +504,12 @@ typedef struct mp_edge_time {
 void mp_embedding_time_of(const mp_config *c, mp_edge_time *out);
 void mp_head_time_of(const mp_config *c, mp_edge_time *out);
 
+/* The head's vocab-parallel cross entropy on `logits` elements of this
+ * rank's T x V/t logits: HBM bytes and counted launches of its passes over
+ * them, forward and backward, and the stream synchronisations of one
+ * backward call (compute.c; docs/cost-model.md §4, "Head"). */
+void mp_cross_entropy_cost(const mp_config *c, double logits, mp_pass_cost *out, double *syncs);
+
 /* Optimizer step (Adam, memory-bound) for params_local parameters on one GPU. */
 double mp_optimizer_time(const mp_config *c, double params_local);
 

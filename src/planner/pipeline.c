@@ -7,10 +7,19 @@
  * - p2p is the time of one activation (or gradient) transfer between
  *   neighbouring ranks. Megatron's p2p is synchronous (batched isend/irecv
  *   waited on before the next compute), so every F and every B on the
- *   critical path is followed by one p2p when p > 1.
+ *   critical path is followed by one p2p when p > 1 (interleaved: one per
+ *   steady-state F and B pair, below).
  *
  *   GPipe, 1F1B:       (m + p - 1) (f + b + 2 p2p)
- *   interleaved 1F1B:  (m v + p - 1) (f + b + 2 p2p)        [f, b per chunk]
+ *   interleaved 1F1B:  (m v + p - 1) (f + b + p2p) + (2(p - 1) + (v - 2) p) p2p
+ *                      [f, b per chunk; Megatron-Core's synchronous batches:
+ *                       each steady-state F and B pair followed by one batch
+ *                       whose sends go to the two neighbours at once, each
+ *                       of the first rank's 2(p - 1) + (v - 1)p warm-up
+ *                       forwards by its own (sim/schedule.c
+ *                       build_interleaved_batched); equal to the simulator
+ *                       for p >= 3, at p = 2 (refused by Megatron-LM without
+ *                       the overlap) both sends share the one link]
  *   ZB-H1:             max(m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p),
  *                          (m + p - 1)(f + b + 2 p2p) + w)
  *   ZB-V:              2m (f + b + w + 2 p2p) + (p - 1)(f + p2p + max(0, b - w))
@@ -82,6 +91,8 @@ double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m,
         double critical = (double)(m + p - 1) * (f + b + comm) + w;
         return filled > critical ? filled : critical;
     }
+    if (s == MP_SCHED_INTERLEAVED && v > 1)
+        return (double)(m * v + p - 1) * (f + b + p2p) + (double)(2 * (p - 1) + (v - 2) * p) * p2p;
     return (double)(m * v + p - 1) * (f + b + comm);
 }
 

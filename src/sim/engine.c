@@ -10,9 +10,11 @@
  *                later. By default the rank waits until it has landed, as
  *                Megatron does (batched isend/irecv, waited on before the
  *                next compute); with async_p2p the rank goes on at once, as
- *                the executor's MPI_Isend does. DualPipe(V) post a commit's
- *                transfers (a run of SEND/RECV ops) together and wait for
- *                all of them (run_send, end_commit);
+ *                the executor's MPI_Isend does. DualPipe(V), and
+ *                interleaved 1F1B in Megatron's synchronous batches
+ *                (mp_schedule_batched_p2p), post a commit's transfers (a run
+ *                of SEND/RECV ops) together and wait for all of them
+ *                (run_send, end_commit);
  *   RECV         blocks until its message has landed; a rank blocked on a
  *                message leaves the heap and the matching SEND puts it back.
  * When the heap runs dry with ops left, the schedule deadlocks (the same ops
@@ -75,14 +77,18 @@ typedef struct engine {
     mp_heap heap;
     bool record;
     bool async_p2p;
-    bool commits;        /* DualPipe(V): transfers posted a commit at a time */
+    bool commits;        /* DualPipe(V), Megatron's interleaved batches: transfers
+                          * posted a commit at a time */
     /* ep_overlap (mp_sim_options): on 1F1B and interleaved 1F1B Megatron-Core's
      * combined 1F1B (combined: each steady-state B with the F after it as
      * one merged pass, run_pair; the passes alone keep their all-to-all
      * inline), on the other schedules the ep stream (stream_ep: an op's
      * dispatch and combine after its compute, under the next op's);
      * DualPipe(V) (fb_merged): each F&B unit's F with its B and W as one
-     * merged pass (run_fb), the passes alone inline as combined 1F1B's */
+     * merged pass (run_fb), the passes alone inline as combined 1F1B's;
+     * ZB-V inline: nothing merges its passes (Megatron-Core's merged pass
+     * is combined 1F1B's, which ZB-V is not; DualPipe's repository merges
+     * only DualPipe(V)'s F&B units), as the estimate counts it */
     bool combined, stream_ep, fb_merged;
     /* stream_ep: per (virtual stage, micro-batch), when the F's and the B's
      * output is complete, its combine done (run_ep; read by the op of the
@@ -1245,7 +1251,16 @@ static mp_status engine_setup(engine *e, mp_error *err)
             e->gather_end[k] = 0;
         }
     }
-    mp_status st = mp_sim_schedule(e->kind, p, e->v, e->m, e->pc, -1, e->lists, err);
+    /* combined 1F1B pairs the lists whose transfers sit at their ops
+     * (pair_lists); with synchronous p2p the runs of transfers it leaves
+     * between the merged passes are Megatron's batches (commits) */
+    mp_status st;
+    if (e->combined) {
+        mp_schedule_opts o = {.overlap_p2p = true};
+        st = mp_schedule_build_all_opts(e->kind, p, e->v, e->m, &o, e->lists, err);
+    } else {
+        st = mp_sim_schedule(e->kind, p, e->v, e->m, e->pc, -1, e->lists, err);
+    }
     if (st != MP_OK)
         return st;
     if (e->gathers)
@@ -1425,10 +1440,12 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                 .async_p2p = opt && opt->async_p2p,
                 .combined = opt && opt->ep_overlap && combined_1f1b(s, p, v),
                 .stream_ep = opt && opt->ep_overlap && !combined_1f1b(s, p, v) &&
-                             s != MP_SCHED_DUALPIPE && s != MP_SCHED_DUALPIPEV,
+                             s != MP_SCHED_DUALPIPE && s != MP_SCHED_DUALPIPEV &&
+                             s != MP_SCHED_ZBV,
                 .fb_merged = opt && opt->ep_overlap &&
                              (s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV),
-                .commits = s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV,
+                .commits = s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV ||
+                           mp_schedule_batched_p2p(s, v, pc->p2p_overlap),
                 .aligned = dp_overlap && pc->dp_aligned && s == MP_SCHED_INTERLEAVED && v > 1 &&
                            p > 1,
                 .gathers = dp_overlap && pc->dp_gather > 0 &&

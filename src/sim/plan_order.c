@@ -47,9 +47,11 @@ mp_status mp_sim_schedule(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
     mp_status st = timed ? cost_times(pc, &buf, &t, err) : MP_OK;
     if (st != MP_OK)
         return st;
-    const mp_op_times *tp = timed ? &t : NULL;
-    st = rank < 0 ? mp_schedule_build_all_timed(s, p, v, m, tp, out, err)
-                  : mp_schedule_build_timed(s, p, v, m, rank, tp, out, err);
+    /* Megatron's overlapped p2p places each transfer at its op; without it
+     * interleaved 1F1B batches them (sim/schedule.h mp_schedule_opts) */
+    mp_schedule_opts o = {.t = timed ? &t : NULL, .overlap_p2p = pc && pc->p2p_overlap};
+    st = rank < 0 ? mp_schedule_build_all_opts(s, p, v, m, &o, out, err)
+                  : mp_schedule_build_opts(s, p, v, m, rank, &o, out, err);
     free(buf);
     return st;
 }
@@ -60,8 +62,10 @@ mp_status mp_sim_plan_schedule(const mp_plan *plan, int32_t m, int32_t rank, mp_
     const mp_parallel *par = &plan->config.parallel;
     mp_schedule_kind s = par->schedule;
     int32_t p = (int32_t)par->pp, v = (int32_t)mp_schedule_chunks(s, par->vpp);
-    if (s != MP_SCHED_ZBV)
-        return mp_schedule_build(s, p, v, m, rank, out, err);
+    if (s != MP_SCHED_ZBV) {
+        mp_schedule_opts o = {.overlap_p2p = par->p2p_overlap};
+        return mp_schedule_build_opts(s, p, v, m, rank, &o, out, err);
+    }
     out->ops = NULL;
     out->n = out->cap = 0;
     mp_pipeline_cost pc = {0};

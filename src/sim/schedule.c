@@ -5,11 +5,13 @@
  * the F that consumes it, SEND_FWD right after the F that produced it; RECV_BWD
  * right before B, SEND_BWD right after B. The first virtual stage receives no
  * activation and sends no gradient, the last sends no activation and receives
- * no gradient. W never communicates. One exception: DualPipeV (and DualPipe,
+ * no gradient. W never communicates. Two exceptions: DualPipeV (and DualPipe,
  * its relabelling) places each transfer where DeepSeek's dualpipev.py
  * commits it, which can be ops before its receiver or after its sender
- * (build_dualpipev). Receives
- * block, sends do not: a
+ * (build_dualpipev); and interleaved 1F1B without overlap_p2p places them
+ * where Megatron-Core's synchronous interleaved schedule batches them, a
+ * steady-state F's output sent only after the B that follows it
+ * (build_interleaved_batched). Receives block, sends do not: a
  * schedule is deadlock-free exactly when it runs under those semantics.
  *
  * Placement: chunk c of rank r runs virtual stage mp_schedule_stage (c*p + r;
@@ -54,6 +56,7 @@ typedef struct builder {
     mp_op_list *out;
     mp_schedule_kind s;
     int32_t p, v, rank;
+    bool batched; /* interleaved: Megatron's batched synchronous p2p */
 } builder;
 
 static void push(builder *b, mp_op_kind kind, int32_t mb, int32_t chunk)
@@ -177,6 +180,9 @@ static int32_t interleaved_warmup(int32_t p, int32_t v, int32_t m, int32_t rank)
     return (int32_t)(w < total ? w : total);
 }
 
+/* Megatron's interleaved order with each transfer at its own F or B: the
+ * order of --overlap-p2p-communication, which posts a forward's send and
+ * receive before the backward that follows and waits on them after it. */
 static void build_interleaved(builder *b, int32_t m)
 {
     int32_t p = b->p, v = b->v, total = m * v;
@@ -195,6 +201,73 @@ static void build_interleaved(builder *b, int32_t m)
     for (int32_t k = total - warmup; k < total; k++) {
         interleaved_id(p, v, k, false, &mb, &chunk);
         backward(b, mb, chunk);
+    }
+}
+
+/* Megatron-Core's interleaved 1F1B without overlap_p2p_comm (Megatron-LM
+ * d98e8a64, megatron/core/pipeline_parallel/schedules.py,
+ * forward_backward_pipelining_with_interleaving): the compute order of
+ * build_interleaved, the transfers batched as it posts them, each batch
+ * one NCCL batch_isend_irecv waited on whole (p2p_communication.py
+ * _communicate, batch_p2p_comm's _batched_p2p_ops, then a wait on every
+ * request). Before the warm-up the first input
+ * (recv_forward, line 1545). Each warm-up F(k) is followed by
+ * send_forward_recv_forward: its output out, the input of F(k+1) in
+ * (line 1655); the last warm-up F's batch also receives the first B's
+ * gradient (send_forward_backward_recv_forward_backward, lines 1633-1654).
+ * Each steady-state iteration runs F(w+k) then B(k) and only then one
+ * send_forward_backward_recv_forward_backward with both outputs and both
+ * next inputs (lines 1900-1944): the forward's output leaves after the
+ * backward. Each cool-down B(k) is followed by send_backward_recv_backward,
+ * its gradient out and the next B's in (line 2053). Within a batch the sends
+ * come first (every one is posted before any is waited on); a batch's two
+ * receives are from different ranks when p > 2, which Megatron-LM requires
+ * without the overlap (arguments.py). */
+/* The receive of virtual micro-batch k's input (fwd) or output gradient,
+ * unless k is past the last. */
+static void recv_id(builder *b, int32_t m, int32_t k, bool fwd)
+{
+    int32_t mb, chunk;
+    if (k >= m * b->v)
+        return;
+    interleaved_id(b->p, b->v, k, fwd, &mb, &chunk);
+    if (fwd)
+        recv_fwd(b, mb, chunk);
+    else
+        recv_bwd(b, mb, chunk);
+}
+
+/* The F or B of virtual micro-batch k; *mb and *chunk say which. */
+static void compute_id(builder *b, int32_t k, bool fwd, int32_t *mb, int32_t *chunk)
+{
+    interleaved_id(b->p, b->v, k, fwd, mb, chunk);
+    push(b, fwd ? MP_OP_F : MP_OP_B, *mb, *chunk);
+}
+
+static void build_interleaved_batched(builder *b, int32_t m)
+{
+    int32_t total = m * b->v, warmup = interleaved_warmup(b->p, b->v, m, b->rank);
+    int32_t fmb, fc, bmb, bc;
+    recv_id(b, m, 0, true);
+    for (int32_t k = 0; k < warmup; k++) {
+        compute_id(b, k, true, &fmb, &fc);
+        send_fwd(b, fmb, fc);
+        recv_id(b, m, k + 1, true);
+        if (k == warmup - 1) /* the first backward's gradient */
+            recv_id(b, m, 0, false);
+    }
+    for (int32_t k = 0; k < total - warmup; k++) {
+        compute_id(b, warmup + k, true, &fmb, &fc);
+        compute_id(b, k, false, &bmb, &bc);
+        send_fwd(b, fmb, fc);
+        send_bwd(b, bmb, bc);
+        recv_id(b, m, warmup + k + 1, true);
+        recv_id(b, m, k + 1, false);
+    }
+    for (int32_t k = total - warmup; k < total; k++) {
+        compute_id(b, k, false, &bmb, &bc);
+        send_bwd(b, bmb, bc);
+        recv_id(b, m, k + 1, false);
     }
 }
 
@@ -482,6 +555,8 @@ static mp_status build_rank(builder *b, int32_t m, mp_error *err)
         /* With one chunk Megatron runs its non-interleaved 1F1B. */
         if (b->v == 1)
             build_1f1b(b, m);
+        else if (b->batched)
+            build_interleaved_batched(b, m);
         else
             build_interleaved(b, m);
         break;
@@ -499,15 +574,29 @@ static mp_status build_rank(builder *b, int32_t m, mp_error *err)
     return MP_OK;
 }
 
+bool mp_schedule_batched_p2p(mp_schedule_kind s, int32_t v, bool overlap_p2p)
+{
+    return s == MP_SCHED_INTERLEAVED && v > 1 && !overlap_p2p;
+}
+
 mp_status mp_schedule_build_all(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                 mp_op_list *out, mp_error *err)
 {
-    return mp_schedule_build_all_timed(s, p, v, m, NULL, out, err);
+    return mp_schedule_build_all_opts(s, p, v, m, NULL, out, err);
 }
 
 mp_status mp_schedule_build_all_timed(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                       const mp_op_times *t, mp_op_list *out, mp_error *err)
 {
+    mp_schedule_opts o = {.t = t};
+    return mp_schedule_build_all_opts(s, p, v, m, &o, out, err);
+}
+
+mp_status mp_schedule_build_all_opts(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                     const mp_schedule_opts *o, mp_op_list *out, mp_error *err)
+{
+    const mp_op_times *t = o ? o->t : NULL;
+    bool batched = mp_schedule_batched_p2p(s, v, o && o->overlap_p2p);
     for (int32_t r = 0; r < (p > 0 && p <= MP_MAX_STAGES ? p : 0); r++)
         out[r] = (mp_op_list){0};
     mp_status st = check_args(s, p, v, m, 0, err);
@@ -516,7 +605,7 @@ mp_status mp_schedule_build_all_timed(mp_schedule_kind s, int32_t p, int32_t v, 
     builder bs[MP_MAX_STAGES];
     for (int32_t r = 0; r < p && st == MP_OK; r++) {
         st = alloc_list(&out[r], v, m, err);
-        bs[r] = (builder){.out = &out[r], .s = s, .p = p, .v = v, .rank = r};
+        bs[r] = (builder){.out = &out[r], .s = s, .p = p, .v = v, .rank = r, .batched = batched};
     }
     if (st == MP_OK && s == MP_SCHED_ZBV) {
         st = build_zbv_all(bs, p, m, t, err);
@@ -533,12 +622,20 @@ mp_status mp_schedule_build_all_timed(mp_schedule_kind s, int32_t p, int32_t v, 
 mp_status mp_schedule_build(mp_schedule_kind s, int32_t p, int32_t v, int32_t m, int32_t rank,
                             mp_op_list *out, mp_error *err)
 {
-    return mp_schedule_build_timed(s, p, v, m, rank, NULL, out, err);
+    return mp_schedule_build_opts(s, p, v, m, rank, NULL, out, err);
 }
 
 mp_status mp_schedule_build_timed(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                   int32_t rank, const mp_op_times *t, mp_op_list *out,
                                   mp_error *err)
+{
+    mp_schedule_opts o = {.t = t};
+    return mp_schedule_build_opts(s, p, v, m, rank, &o, out, err);
+}
+
+mp_status mp_schedule_build_opts(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                 int32_t rank, const mp_schedule_opts *o, mp_op_list *out,
+                                 mp_error *err)
 {
     out->ops = NULL;
     out->n = out->cap = 0;
@@ -550,7 +647,7 @@ mp_status mp_schedule_build_timed(mp_schedule_kind s, int32_t p, int32_t v, int3
         mp_op_list *all = calloc((size_t)p, sizeof *all);
         if (!all)
             return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
-        st = mp_schedule_build_all_timed(s, p, v, m, t, all, err);
+        st = mp_schedule_build_all_opts(s, p, v, m, o, all, err);
         if (st == MP_OK) {
             *out = all[rank];
             all[rank] = (mp_op_list){0};
@@ -562,7 +659,8 @@ mp_status mp_schedule_build_timed(mp_schedule_kind s, int32_t p, int32_t v, int3
     }
     if ((st = alloc_list(out, v, m, err)) != MP_OK)
         return st;
-    builder b = {.out = out, .s = s, .p = p, .v = v, .rank = rank};
+    builder b = {.out = out, .s = s, .p = p, .v = v, .rank = rank,
+                 .batched = mp_schedule_batched_p2p(s, v, o && o->overlap_p2p)};
     st = build_rank(&b, m, err);
     if (st != MP_OK)
         mp_op_list_free(out);

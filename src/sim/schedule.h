@@ -86,6 +86,29 @@ mp_status mp_schedule_build_timed(mp_schedule_kind s, int32_t p, int32_t v, int3
                                   mp_error *err);
 mp_status mp_schedule_build_all_timed(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                                       const mp_op_times *t, mp_op_list *out, mp_error *err);
+/* Every option of a build: t as above; overlap_p2p, Megatron's
+ * --overlap-p2p-communication (overlap_p2p_comm), which only the interleaved
+ * schedule with v > 1 reads. Without it (the default of every call above)
+ * interleaved 1F1B places its transfers as Megatron-Core's synchronous
+ * interleaved schedule posts them: after each warm-up F one batch sending its
+ * output and receiving the next F's input (the last one also the first B's
+ * gradient), after each steady-state F and B pair one batch of both outputs
+ * and both next inputs (send_forward_backward_recv_forward_backward), after
+ * each cool-down B its gradient out and the next B's in; each batch's sends
+ * before its receives. With it each transfer sits at its own F or B, as for
+ * the other schedules. */
+typedef struct mp_schedule_opts {
+    const mp_op_times *t;
+    bool overlap_p2p;
+} mp_schedule_opts;
+mp_status mp_schedule_build_opts(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                 int32_t rank, const mp_schedule_opts *o, mp_op_list *out,
+                                 mp_error *err);
+mp_status mp_schedule_build_all_opts(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
+                                     const mp_schedule_opts *o, mp_op_list *out, mp_error *err);
+/* Whether these lists are Megatron's batched interleaved ones (above): then
+ * a run of transfer ops is one batch, posted together and waited on whole. */
+bool mp_schedule_batched_p2p(mp_schedule_kind s, int32_t v, bool overlap_p2p);
 void mp_op_list_free(mp_op_list *l);
 
 /* What a SEND/RECV op talks to. Virtual stage k = mp_schedule_stage(s, p,

@@ -98,7 +98,9 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
  * out[0..p-1]. ZB-V's order is built from the costs' op times (F, B = the
  * input gradient, W, and each link's transfer: latency + send_bytes /
  * p2p_bw, MoE dispatch inline) and activation bytes; the other schedules'
- * orders do not depend on the costs. */
+ * orders do not depend on the costs. Interleaved 1F1B's transfers are
+ * batched as Megatron's synchronous schedule posts them unless
+ * pc->p2p_overlap (sim/schedule.h mp_schedule_opts). */
 mp_status mp_sim_schedule(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                           const mp_pipeline_cost *pc, int32_t rank, mp_op_list *out,
                           mp_error *err);

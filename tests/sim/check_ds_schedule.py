@@ -138,10 +138,7 @@ def durations(d):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print('usage: check_ds_schedule.py MEGAPLAN', file=sys.stderr)
-        sys.exit(2)
-    megaplan = sys.argv[1]
+    megaplan, = testlib.args('check_ds_schedule.py', 'MEGAPLAN', 1)
     checks = testlib.Checks('check_ds_schedule.py')
     # gpt3-1.3b t 8 (partitioned transfers), p 4, 32 micro-batches: the last
     # stage heavier by its head; gpt3-350m t 1, p 6, 9 micro-batches: warm-up

@@ -269,9 +269,9 @@ static void test_dualpipe_bubble(void **state)
  * (mp_sim_options.ep_overlap) interleaved 1F1B runs combined 1F1B's merged
  * passes (test_moe_merged_pass_*) and is faster; on the other schedules the
  * all-to-all goes to the ep stream under the next op, each output waiting
- * for its combine: never slower (DualPipeV faster; ZB-V's order, built for
- * inline dispatch, and 1F1B, whose every op feeds the next through its
- * combine, gain nothing here), never shorter than either stream of the
+ * for its combine: never slower (DualPipeV faster; 1F1B, whose every op
+ * feeds the next through its combine, gains nothing here; ZB-V, whose
+ * passes nothing merges, runs inline), never shorter than either stream of the
  * busiest rank alone; the ep stream's events never overlap. */
 static void test_moe_ep_overlap(void **state)
 {
@@ -295,7 +295,9 @@ static void test_moe_ep_overlap(void **state)
         mp_sim_result over;
         mp_error err;
         assert_int_equal(mp_simulate_cost(s, p, v, m, &pc, true, &opt, &over, &err), MP_OK);
-        if (s == MP_SCHED_ZBV || s == MP_SCHED_1F1B)
+        if (s == MP_SCHED_ZBV) /* nothing merges its passes: inline */
+            assert_true(NEAR(over.makespan, inline_.makespan));
+        else if (s == MP_SCHED_1F1B)
             assert_true(over.makespan <= inline_.makespan + 1e-9);
         else
             assert_true(over.makespan < inline_.makespan - 1e-9);
@@ -364,7 +366,7 @@ static mp_pipeline_cost moe_costs(int32_t p, int32_t v, double sm)
     return pc;
 }
 
-/* The ep stream (schedules other than 1F1B without a pipeline and
+/* The ep stream (schedules other than ZB-V, DualPipe(V), 1F1B without a pipeline and
  * interleaved): an op's output is complete once its combine is, and the
  * op of the same micro-batch that takes it waits for it: the last stage's B
  * after its F, the next stage's op through the send. Costs of moe_costs,
@@ -752,6 +754,81 @@ static void event_span(const mp_sim_result *r, int32_t rank, mp_event_kind kind,
                  (int)kind, (int)mb, (int)chunk);
 }
 
+/* Megatron-Core's interleaved 1F1B without --overlap-p2p-communication
+ * (schedules.py, forward_backward_pipelining_with_interleaving, the steady
+ * state's send_forward_backward_recv_forward_backward after F and B): a
+ * steady-state forward's output leaves only after the backward that follows
+ * it, in one batch with that backward's gradient, both on the wire together
+ * (to the next and the previous rank). p = 4, v = 2, m = 8, f = 1, b = 2,
+ * links of y = 0.2 s on the wire and x = 0.05 s latency. Rank 1 warms up
+ * with 2(4-1-1) + 4 = 8 forwards; its first steady-state F is micro-batch 4
+ * of chunk 0, its B micro-batch 0 of chunk 1. With the overlap the same
+ * forward's output leaves as the forward ends, before the backward. */
+static void test_interleaved_batched_send_after_b(void **state)
+{
+    (void)state;
+    int32_t p = 4, v = 2, m = 8;
+    for (int ov = 0; ov < 2; ov++) {
+        mp_pipeline_cost pc = uniform(p, v, 1, 2, 0);
+        pc.p2p_latency = 0.05;
+        pc.p2p_bw = 1;
+        for (int32_t k = 0; k < p * v; k++)
+            g_stages[k].send_bytes = 0.2;
+        pc.p2p_overlap = ov;
+        g_async = ov; /* mp_simulate's pairing of the two */
+        mp_sim_result r = run(MP_SCHED_INTERLEAVED, p, v, m, &pc, true);
+        g_async = false;
+        double f0, f1, b0, b1, s0, s1, g0, g1;
+        event_span(&r, 1, MP_EV_F, 4, 0, &f0, &f1);
+        event_span(&r, 1, MP_EV_B, 0, 1, &b0, &b1);
+        event_span(&r, 1, MP_EV_SEND_FWD, 4, 0, &s0, &s1);
+        if (!ov) {
+            assert_true(NEAR(b0, f1)); /* B right after the F, its gradient in already */
+            assert_true(s0 >= b1 - 1e-12);
+            assert_true(NEAR(s0, b1));
+            /* the gradient of B(0) leaves with it, on the other link */
+            event_span(&r, 1, MP_EV_SEND_BWD, 0, 1, &g0, &g1);
+            assert_true(NEAR(g0, s0));
+            assert_true(NEAR(s1 - s0, 0.25) && NEAR(g1 - g0, 0.25));
+        } else {
+            assert_true(NEAR(s0, f1));
+            assert_true(s1 < b1);
+        }
+        mp_sim_result_free(&r);
+    }
+}
+
+/* The closed form of Megatron's synchronous interleaved batches
+ * (planner/pipeline.c): (mv + p - 1)(f + b + x) + (2(p - 1) + (v - 2)p)x
+ * with x one transfer (latency + bytes / bandwidth), equal to the engine on
+ * uniform stages for every p 3..8, v 2..4, m = p..4p, two ratios of x to
+ * the compute. The closed form of sends waited on one by one, (mv + p - 1)
+ * (f + b + 2x), is above it by (mv - (v - 1)p + 1)x, (p + 1)x at m = p. */
+static void test_interleaved_batched_closed_form(void **state)
+{
+    (void)state;
+    const double wire[] = {0.2, 1.5}, lat[] = {0.05, 0.1};
+    for (int q = 0; q < 2; q++)
+        for (int32_t p = 3; p <= 8; p++)
+            for (int32_t v = 2; v <= 4; v++)
+                for (int32_t m = p; m <= 4 * p; m += p) {
+                    mp_pipeline_cost pc = uniform(p, v, 1, 2 + q, 0);
+                    pc.p2p_latency = lat[q];
+                    pc.p2p_bw = 1;
+                    for (int32_t k = 0; k < p * v; k++)
+                        g_stages[k].send_bytes = wire[q];
+                    mp_sim_result r = run(MP_SCHED_INTERLEAVED, p, v, m, &pc, false);
+                    double x = wire[q] + lat[q];
+                    double closed = mp_pipeline_makespan(MP_SCHED_INTERLEAVED, p, v, m, 1,
+                                                         2 + q, 0, x);
+                    if (!NEAR(r.pipeline_makespan, closed))
+                        fail_msg("p=%d v=%d m=%d q=%d: engine %.12g, closed form %.12g", (int)p,
+                                 (int)v, (int)m, q, r.pipeline_makespan, closed);
+                    assert_true((m * v + p - 1) * (3 + q + 2 * x) > closed + x);
+                    mp_sim_result_free(&r);
+                }
+}
+
 /* DualPipe(V) post a commit's transfers together (deepseek-ai/DualPipe
  * dualpipe.py _commit_and_wait_comm: batch_isend_irecv, then a wait on all
  * of it): its sends start when it is posted, each on its own directed link,
@@ -945,54 +1022,113 @@ static void test_dualpipe_merged_fb_dense(void **state)
  * its last rank, and p' - h - 1 in phase 5 (DualPipeV's p' = p, m' = m,
  * h = r; DualPipe's p' = p/2, m' = m/2, h = min(r, p - 1 - r)); a merged F
  * and B show two compute events each, a merged W none. */
-static void test_dualpipe_merged_fb_grid(void **state)
+/* Every DualPipeV p <= 8 and DualPipe p <= 8 (even), m from 2p to 32
+ * (DualPipe: even): each(kind, p, m, n, pc), pc's n stages F = B = W = 1 s. */
+static void each_dualpipe(void (*each)(mp_schedule_kind, int32_t, int32_t, int32_t,
+                                       mp_pipeline_cost *))
 {
-    (void)state;
-    srand(15);
     const mp_schedule_kind kinds[2] = {MP_SCHED_DUALPIPEV, MP_SCHED_DUALPIPE};
     for (int q = 0; q < 2; q++)
         for (int32_t p = q + 1; p <= 8; p += q + 1)
             for (int32_t m = 2 * p; m <= 32; m += q + 1) {
                 int32_t n = q == 0 ? 2 * p : p;
                 mp_pipeline_cost pc = uniform(n, 1, 1.0, 1.0, 1.0);
-                pc.ep_sm_share = 0.3;
-                pc.p2p_bw = 100;
-                pc.p2p_latency = 0.01;
-                for (int32_t k = 0; k < n; k++) {
-                    mp_stage_cost *sc = &g_stages[k];
-                    sc->fwd = 0.5 + (double)rand() / RAND_MAX;
-                    sc->bwd_input = 0.5 + (double)rand() / RAND_MAX;
-                    sc->bwd_weight = 0.5 * (double)rand() / RAND_MAX;
-                    sc->bwd = sc->bwd_input + sc->bwd_weight;
-                    sc->tp_comm_fwd = sc->ep_comm_fwd = 0.4 * sc->fwd;
-                    sc->tp_comm_bwd = sc->ep_comm_bwd = 0.4 * sc->bwd_input;
-                    sc->expert_fwd = 0.2 * sc->fwd;
-                    sc->expert_bwd = 0.2 * sc->bwd;
-                    sc->expert_wgrad = 0.05 * sc->bwd;
-                    sc->send_bytes = 10;
-                }
-                mp_sim_result r = run_ep(kinds[q], p, 2, m, &pc);
-                for (int32_t rank = 0; rank < p; rank++) {
-                    int32_t pp = q == 0 ? p : p / 2, mm = q == 0 ? m : m / 2;
-                    int32_t h = q == 0 ? rank : rank < p - 1 - rank ? rank : p - 1 - rank;
-                    int32_t units = 2 * (mm - 2 * pp + h + 1) - (h == pp - 1) + (pp - h - 1);
-                    size_t f = 0, b = 0, w = 0;
-                    for (size_t i = 0; i < r.timeline.n; i++) {
-                        const mp_event *ev = &r.timeline.events[i];
-                        if (ev->rank != rank || ev->stream != MP_STREAM_COMPUTE)
-                            continue;
-                        f += ev->kind == MP_EV_F;
-                        b += ev->kind == MP_EV_B;
-                        w += ev->kind == MP_EV_W;
-                    }
-                    if (f != (size_t)(2 * mm + units) || b != f ||
-                        w != (size_t)(2 * mm - units))
-                        fail_msg("%s p=%d m=%d rank %d: F %zu B %zu W %zu events, %d units",
-                                 mp_schedule_name(kinds[q]), (int)p, (int)m, (int)rank, f, b, w,
-                                 (int)units);
-                }
-                mp_sim_result_free(&r);
+                each(kinds[q], p, m, n, &pc);
             }
+}
+
+static void merged_fb_grid_case(mp_schedule_kind s, int32_t p, int32_t m, int32_t n,
+                                mp_pipeline_cost *pc)
+{
+    bool v = s == MP_SCHED_DUALPIPEV;
+    pc->ep_sm_share = 0.3;
+    pc->p2p_bw = 100;
+    pc->p2p_latency = 0.01;
+    for (int32_t k = 0; k < n; k++) {
+        mp_stage_cost *sc = &g_stages[k];
+        sc->fwd = 0.5 + (double)rand() / RAND_MAX;
+        sc->bwd_input = 0.5 + (double)rand() / RAND_MAX;
+        sc->bwd_weight = 0.5 * (double)rand() / RAND_MAX;
+        sc->bwd = sc->bwd_input + sc->bwd_weight;
+        sc->tp_comm_fwd = sc->ep_comm_fwd = 0.4 * sc->fwd;
+        sc->tp_comm_bwd = sc->ep_comm_bwd = 0.4 * sc->bwd_input;
+        sc->expert_fwd = 0.2 * sc->fwd;
+        sc->expert_bwd = 0.2 * sc->bwd;
+        sc->expert_wgrad = 0.05 * sc->bwd;
+        sc->send_bytes = 10;
+    }
+    mp_sim_result r = run_ep(s, p, 2, m, pc);
+    for (int32_t rank = 0; rank < p; rank++) {
+        int32_t pp = v ? p : p / 2, mm = v ? m : m / 2;
+        int32_t h = v ? rank : rank < p - 1 - rank ? rank : p - 1 - rank;
+        int32_t units = 2 * (mm - 2 * pp + h + 1) - (h == pp - 1) + (pp - h - 1);
+        size_t f = 0, b = 0, w = 0;
+        for (size_t i = 0; i < r.timeline.n; i++) {
+            const mp_event *ev = &r.timeline.events[i];
+            if (ev->rank != rank || ev->stream != MP_STREAM_COMPUTE)
+                continue;
+            f += ev->kind == MP_EV_F;
+            b += ev->kind == MP_EV_B;
+            w += ev->kind == MP_EV_W;
+        }
+        if (f != (size_t)(2 * mm + units) || b != f || w != (size_t)(2 * mm - units))
+            fail_msg("%s p=%d m=%d rank %d: F %zu B %zu W %zu events, %d units",
+                     mp_schedule_name(s), (int)p, (int)m, (int)rank, f, b, w, (int)units);
+    }
+    mp_sim_result_free(&r);
+}
+
+static void test_dualpipe_merged_fb_grid(void **state)
+{
+    (void)state;
+    srand(15);
+    each_dualpipe(merged_fb_grid_case);
+}
+
+/* DualPipe(V)'s bubble under the all-to-all overlap, DeepSeek's (PP/2 - 1)(F&B
+ * + B - 3W) (DualPipeV: PP - 1 fills) with F&B the merged unit (report
+ * §3.2.1, Table 2: "two mutually overlapped forward and backward chunks"),
+ * by hand: every stage F = B = W = 1 s, F's and B's all-to-all 0.4 s each
+ * (dispatch and combine 0.2), no expert node, free links. A unit: B's
+ * combine beside F's rest, 0.6; the two dispatches, 0.4; F's combine beside
+ * B's rest with its W, 1.6: 2.6 s against 3 inline, x = 0.4 saved. The rank
+ * that merges the most units, the middle one (DualPipeV: the last; m' - p' -
+ * 1 F0&B1 and m' - p' F1&B0 units, p' and m' DualPipeV's), idles the whole
+ * bubble, fills x (3 - x + 2 - 3) = 1.6 s each; a rank nearer an end runs
+ * more of its passes alone, and they fill its wait: its idle is less by its
+ * fewer units' x. The makespan is the middle rank's busy time plus the bubble
+ * (cost.c dual_fb_makespan), for every p <= 8 and m from 2p to 32; the
+ * inline passes' F&B (3 s) in the fills gave 2 s a fill (the estimate's
+ * before, with the saving shared over the passes, in between). */
+static void merged_fb_bubble_case(mp_schedule_kind s, int32_t p, int32_t m, int32_t n,
+                                  mp_pipeline_cost *pc)
+{
+    for (int32_t k = 0; k < n; k++) {
+        g_stages[k].tp_comm_fwd = g_stages[k].ep_comm_fwd = 0.4;
+        g_stages[k].tp_comm_bwd = g_stages[k].ep_comm_bwd = 0.4;
+    }
+    mp_sim_result r = run_ep(s, p, 2, m, pc);
+    bool v = s == MP_SCHED_DUALPIPEV;
+    int32_t pv = v ? p : p / 2, mv = v ? m : m / 2;
+    int32_t units = (mv - pv - 1) + (mv - pv), fills = pv - 1;
+    double busy = 3.0 * 2 * mv - 0.4 * units, bubble = fills * 1.6;
+    int32_t mid = pv - 1; /* DualPipe: p/2 - 1 and p/2 alike */
+    double idle_mid = r.bubble_fraction[mid] * r.pipeline_makespan;
+    double idle0 = r.bubble_fraction[0] * r.pipeline_makespan;
+    int32_t units0 = (mv - 2 * pv + 1 - (pv == 1)) + (mv - pv);
+    if (!NEAR(r.pipeline_makespan, busy + bubble) || !NEAR(idle_mid, bubble) ||
+        !NEAR(idle0, bubble - 0.4 * (units - units0)))
+        fail_msg("%s p=%d m=%d: makespan %.12g idle %.12g (rank 0 %.12g), want %.12g idle "
+                 "%.12g (%.12g)",
+                 mp_schedule_name(s), (int)p, (int)m, r.pipeline_makespan, idle_mid, idle0,
+                 busy + bubble, bubble, bubble - 0.4 * (units - units0));
+    mp_sim_result_free(&r);
+}
+
+static void test_dualpipe_merged_fb_bubble(void **state)
+{
+    (void)state;
+    each_dualpipe(merged_fb_bubble_case);
 }
 
 /* Stashed activations: 1F1B rank r holds p - r micro-batches at its peak,
@@ -1394,11 +1530,14 @@ int main(void)
         cmocka_unit_test(test_moe_merged_pass_grid),
         cmocka_unit_test(test_dualpipe_merged_fb_by_hand),
         cmocka_unit_test(test_dualpipe_merged_fb_grid),
+        cmocka_unit_test(test_dualpipe_merged_fb_bubble),
         cmocka_unit_test(test_dualpipe_merged_fb_dense),
         cmocka_unit_test(test_gpipe_with_links),
         cmocka_unit_test(test_serial_p2p),
         cmocka_unit_test(test_link_serialises_messages),
         cmocka_unit_test(test_dualpipe_commit_by_hand),
+        cmocka_unit_test(test_interleaved_batched_send_after_b),
+        cmocka_unit_test(test_interleaved_batched_closed_form),
         cmocka_unit_test(test_dualpipev_commit_two_peers),
         cmocka_unit_test(test_sync_and_async_p2p),
         cmocka_unit_test(test_peak_memory),

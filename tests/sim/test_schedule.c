@@ -29,8 +29,18 @@
 typedef struct sched {
     mp_schedule_kind kind;
     int32_t p, v, m;
+    bool overlap; /* built with overlap_p2p (mp_schedule_opts) */
     mp_op_list lists[MAXP];
 } sched;
+
+/* what build() asks for: Megatron's overlapped p2p or not (the default) */
+static bool overlap_p2p;
+
+/* interleaved 1F1B's lists in Megatron's synchronous batches */
+static bool batched(const sched *s)
+{
+    return mp_schedule_batched_p2p(s->kind, s->v, s->overlap);
+}
 
 static void sched_free(sched *s)
 {
@@ -45,10 +55,12 @@ static void build(sched *s, mp_schedule_kind kind, int32_t p, int32_t v, int32_t
     s->p = p;
     s->v = v;
     s->m = m;
+    s->overlap = overlap_p2p;
+    mp_schedule_opts o = {.overlap_p2p = overlap_p2p};
     for (int32_t r = 0; r < p; r++) {
         mp_error err;
         mp_error_clear(&err);
-        mp_status st = mp_schedule_build(kind, p, v, m, r, &s->lists[r], &err);
+        mp_status st = mp_schedule_build_opts(kind, p, v, m, r, &o, &s->lists[r], &err);
         if (st != MP_OK)
             fail_msg("build %d p=%d v=%d m=%d r=%d: %s", (int)kind, (int)p, (int)v, (int)m,
                      (int)r, err.msg);
@@ -136,7 +148,8 @@ static void check_once_and_order(const sched *s)
     }
 }
 
-/* DualPipeV and DualPipe (dualpipev.py's commits, schedule.c): a transfer
+/* DualPipeV and DualPipe (dualpipev.py's commits, schedule.c), and
+ * interleaved 1F1B's synchronous batches: a transfer
  * may stand ops away from its F or B, but each receive comes after the op
  * that took the previous one of its kind and chunk and before its own op,
  * and each send after its op and before the next op of that kind and chunk
@@ -150,7 +163,9 @@ static void check_fb_convention(const sched *s)
         const mp_op_list *l = &s->lists[r];
         /* per (F or B, chunk): the micro-batch received and not yet used,
          * and the one computed and not yet sent; -1 none */
-        int32_t got[2][2] = {{-1, -1}, {-1, -1}}, owed[2][2] = {{-1, -1}, {-1, -1}};
+        int32_t got[2][MAXV], owed[2][MAXV];
+        memset(got, -1, sizeof got);
+        memset(owed, -1, sizeof owed);
         bool run_recv = false;
         for (int32_t i = 0; i < l->n; i++) {
             const mp_op *op = &l->ops[i];
@@ -191,7 +206,7 @@ static void check_fb_convention(const sched *s)
             }
         }
         for (int d = 0; d < 2; d++)
-            for (int c = 0; c < 2; c++)
+            for (int c = 0; c < s->v; c++)
                 if (got[d][c] >= 0 || owed[d][c] >= 0)
                     FAILS(s, r, "a transfer left at the end");
     }
@@ -199,10 +214,17 @@ static void check_fb_convention(const sched *s)
 
 /* RECV_FWD right before F, SEND_FWD right after; RECV_BWD right before B,
  * SEND_BWD right after; none at the pipeline's ends; nothing else around. */
+static void check_megatron_batches(const sched *s);
+
 static void check_transfer_convention(const sched *s)
 {
     if (s->kind == MP_SCHED_DUALPIPEV || s->kind == MP_SCHED_DUALPIPE) {
         check_fb_convention(s);
+        return;
+    }
+    if (batched(s)) {
+        check_fb_convention(s);
+        check_megatron_batches(s);
         return;
     }
     int32_t last = s->p * s->v - 1;
@@ -238,6 +260,109 @@ static void check_transfer_convention(const sched *s)
         if (transfers != expected)
             FAILS(s, r, "stray transfer ops");
     }
+}
+
+/* Interleaved 1F1B without overlap_p2p, restated from Megatron-Core
+ * (schedules.py, forward_backward_pipelining_with_interleaving, Megatron-LM
+ * d98e8a64): the run of transfers after each compute op holds exactly the
+ * messages Megatron's p2p call after it moves. Warm-up F k (k < w, w =
+ * 2(p-r-1) + (v-1)p capped at mv): its output, the next F's input, and on
+ * the last one the first B's gradient (send_forward_recv_forward; lines
+ * 1633-1658). Steady state: nothing between F(w+k) and B(k); after B(k)
+ * both outputs and both next inputs (send_forward_backward_recv_forward_
+ * backward, lines 1900-1944). Cool-down B k: its gradient out, the next
+ * B's in (send_backward_recv_backward, line 2053). Plus the first F's input
+ * before anything. Nothing at the pipeline's ends. */
+typedef struct want_set {
+    mp_op op[6];
+    int n;
+} want_set;
+
+static void want(want_set *w, const sched *s, int32_t r, mp_op_kind kind, const mp_op *of)
+{
+    int32_t last = s->p * s->v - 1;
+    int32_t k = (int32_t)mp_schedule_stage(s->kind, s->p, r, of->chunk);
+    bool ok = kind == MP_OP_SEND_FWD || kind == MP_OP_RECV_BWD ? k < last : k > 0;
+    if (ok)
+        w->op[w->n++] = (mp_op){.kind = (uint8_t)kind, .microbatch = of->microbatch,
+                                .chunk = of->chunk};
+}
+
+/* what fails, NULL if nothing; *at the rank */
+static const char *megatron_batches_fail(const sched *s, int32_t *at)
+{
+    for (int32_t r = 0; r < s->p; r++) {
+        *at = r;
+        const mp_op_list *l = &s->lists[r];
+        int32_t total = s->m * s->v, w = (s->p - r - 1) * 2 + (s->v - 1) * s->p;
+        if (w > total)
+            w = total;
+        mp_op fs[MAXM * MAXV], bs[MAXM * MAXV];
+        int32_t nf = 0, nb = 0;
+        for (int32_t i = 0; i < l->n; i++) {
+            if (l->ops[i].kind == MP_OP_F)
+                fs[nf++] = l->ops[i];
+            else if (l->ops[i].kind == MP_OP_B)
+                bs[nb++] = l->ops[i];
+        }
+        if (nf != total || nb != total)
+            return "not m*v forwards and backwards";
+        int32_t i = 0, f = 0, b = 0; /* computed so far */
+        for (;;) {
+            want_set ws = {.n = 0};
+            if (f == 0 && b == 0) {
+                want(&ws, s, r, MP_OP_RECV_FWD, &fs[0]);
+            } else if (l->ops[i - 1].kind == MP_OP_F && f <= w) { /* warm-up F f-1 */
+                want(&ws, s, r, MP_OP_SEND_FWD, &fs[f - 1]);
+                if (f < total)
+                    want(&ws, s, r, MP_OP_RECV_FWD, &fs[f]);
+                if (f == w)
+                    want(&ws, s, r, MP_OP_RECV_BWD, &bs[0]);
+            } else if (l->ops[i - 1].kind == MP_OP_B && b <= total - w) { /* steady B b-1 */
+                want(&ws, s, r, MP_OP_SEND_FWD, &fs[f - 1]);
+                want(&ws, s, r, MP_OP_SEND_BWD, &bs[b - 1]);
+                if (f < total)
+                    want(&ws, s, r, MP_OP_RECV_FWD, &fs[f]);
+                want(&ws, s, r, MP_OP_RECV_BWD, &bs[b]);
+            } else if (l->ops[i - 1].kind == MP_OP_B) { /* cool-down */
+                want(&ws, s, r, MP_OP_SEND_BWD, &bs[b - 1]);
+                if (b < total)
+                    want(&ws, s, r, MP_OP_RECV_BWD, &bs[b]);
+            }
+            /* the run of transfers from i: the same set */
+            int32_t n = 0;
+            for (; i < l->n && l->ops[i].kind > MP_OP_W; i++, n++) {
+                bool found = false;
+                for (int j = 0; j < ws.n && !found; j++)
+                    if (ws.op[j].kind == l->ops[i].kind &&
+                        ws.op[j].microbatch == l->ops[i].microbatch &&
+                        ws.op[j].chunk == l->ops[i].chunk) {
+                        ws.op[j].kind = 0xff;
+                        found = true;
+                    }
+                if (!found)
+                    return "a transfer outside Megatron's batch";
+            }
+            if (n != ws.n)
+                return "a batch short of Megatron's transfers";
+            if (i == l->n)
+                break;
+            if (l->ops[i].kind == MP_OP_F)
+                f++;
+            else
+                b++;
+            i++;
+        }
+    }
+    return NULL;
+}
+
+static void check_megatron_batches(const sched *s)
+{
+    int32_t r = -1;
+    const char *why = megatron_batches_fail(s, &r);
+    if (why)
+        FAILS(s, r, why);
 }
 
 /* Every send matched by exactly one receive on the peer, with the same
@@ -544,10 +669,13 @@ static const char *commits_fail(const sched *s)
     return why;
 }
 
+/* DualPipe(V)'s commits, and interleaved 1F1B's synchronous batches, which
+ * Megatron-Core posts as NCCL batches too (p2p_communication.py
+ * _batched_p2p_ops; test_interleaved_batches_nccl) */
 static void check_commits(const sched *s)
 {
     const char *why;
-    if ((s->kind == MP_SCHED_DUALPIPEV || s->kind == MP_SCHED_DUALPIPE) &&
+    if ((s->kind == MP_SCHED_DUALPIPEV || s->kind == MP_SCHED_DUALPIPE || batched(s)) &&
         (why = commits_fail(s)) != NULL)
         FAILS(s, -1, why);
 }
@@ -586,6 +714,38 @@ static void test_dualpipe_commits(void **state)
     l->ops[a] = l->ops[b];
     l->ops[b] = swap;
     why = commits_fail(&s);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "order"));
+    sched_free(&s);
+}
+
+/* Interleaved 1F1B's batches under NCCL's semantics (commits_fail): every
+ * case of the property range runs to the end (test_dualpipe_commits), p = 2
+ * too, because each batch of the lists sends and receives the activation
+ * before the gradient. Megatron-Core's own batch puts the previous rank's
+ * transfers first (p2p_communication.py _batched_p2p_ops: send_prev,
+ * recv_prev, send_next, recv_next): at p = 2, where both neighbours are one
+ * rank, the gradient is then sent before the activation that the other
+ * side receives first, out of order for NCCL, which matches a pair's
+ * messages in order -- why Megatron-LM asks for pp > 2 without
+ * --overlap-p2p-communication (arguments.py). Shown here by putting one
+ * steady-state batch's gradient first. */
+static void test_interleaved_batches_nccl(void **state)
+{
+    (void)state;
+    sched s;
+    build(&s, MP_SCHED_INTERLEAVED, 2, 2, 4);
+    assert_true(runs_without_deadlock(&s));
+    assert_null(commits_fail(&s));
+    mp_op_list *l = &s.lists[0];
+    int32_t i = 0;
+    while (!(l->ops[i].kind == MP_OP_SEND_FWD && l->ops[i + 1].kind == MP_OP_SEND_BWD))
+        i++;
+    mp_op t = l->ops[i];
+    l->ops[i] = l->ops[i + 1];
+    l->ops[i + 1] = t;
+    assert_true(runs_without_deadlock(&s)); /* tagged MPI does not mind */
+    const char *why = commits_fail(&s);
     assert_non_null(why);
     assert_non_null(strstr(why, "order"));
     sched_free(&s);
@@ -779,6 +939,84 @@ static void test_interleaved_order_by_hand(void **state)
     mp_op_list_free(&l);
 }
 
+/* Megatron-Core's synchronous interleaved batches on p=3, v=2, m=3, rank 1,
+ * by hand from schedules.py (forward_backward_pipelining_with_interleaving):
+ * recv_forward; warm-up (3-1-1)*2 + (2-1)*3 = 5 forwards, each followed by
+ * send_forward_recv_forward (its output out, the next input in), the last
+ * also receiving B0.1's gradient; one steady-state iteration F2.1 B0.1
+ * followed by send_forward_backward_recv_forward_backward: F2.1's output
+ * goes out only after B0.1, with B0.1's gradient, and B1.1's comes in (no
+ * forward left to receive); then the cool-down, each B's gradient out and
+ * the next one's in. */
+static void test_interleaved_batched_by_hand(void **state)
+{
+    (void)state;
+    static const char want[] =
+        "recv-fwd0.0 F0.0 send-fwd0.0 recv-fwd1.0 F1.0 send-fwd1.0 recv-fwd2.0 F2.0 "
+        "send-fwd2.0 recv-fwd0.1 F0.1 send-fwd0.1 recv-fwd1.1 F1.1 send-fwd1.1 recv-fwd2.1 "
+        "recv-bwd0.1 F2.1 B0.1 send-fwd2.1 send-bwd0.1 recv-bwd1.1 B1.1 send-bwd1.1 "
+        "recv-bwd2.1 B2.1 send-bwd2.1 recv-bwd0.0 B0.0 send-bwd0.0 recv-bwd1.0 B1.0 "
+        "send-bwd1.0 recv-bwd2.0 B2.0 send-bwd2.0";
+    /* with --overlap-p2p-communication each transfer at its own op */
+    static const char want_overlap[] =
+        "recv-fwd0.0 F0.0 send-fwd0.0 recv-fwd1.0 F1.0 send-fwd1.0 recv-fwd2.0 F2.0 "
+        "send-fwd2.0 recv-fwd0.1 F0.1 send-fwd0.1 recv-fwd1.1 F1.1 send-fwd1.1 recv-fwd2.1 "
+        "F2.1 send-fwd2.1 recv-bwd0.1 B0.1 send-bwd0.1 recv-bwd1.1 B1.1 send-bwd1.1 "
+        "recv-bwd2.1 B2.1 send-bwd2.1 recv-bwd0.0 B0.0 send-bwd0.0 recv-bwd1.0 B1.0 "
+        "send-bwd1.0 recv-bwd2.0 B2.0 send-bwd2.0";
+    for (int ov = 0; ov < 2; ov++) {
+        mp_op_list l;
+        mp_error err;
+        mp_schedule_opts o = {.overlap_p2p = ov};
+        assert_int_equal(mp_schedule_build_opts(MP_SCHED_INTERLEAVED, 3, 2, 3, 1, &o, &l, &err),
+                         MP_OK);
+        char got[1024] = "";
+        for (int32_t i = 0; i < l.n; i++) {
+            char one[32];
+            snprintf(one, sizeof one, "%s%s%d.%d", got[0] ? " " : "",
+                     mp_op_kind_name((mp_op_kind)l.ops[i].kind), (int)l.ops[i].microbatch,
+                     (int)l.ops[i].chunk);
+            strncat(got, one, sizeof got - strlen(got) - 1);
+        }
+        assert_string_equal(got, ov ? want_overlap : want);
+        mp_op_list_free(&l);
+    }
+    /* the default build is the synchronous one */
+    assert_true(mp_schedule_batched_p2p(MP_SCHED_INTERLEAVED, 2, false));
+    assert_false(mp_schedule_batched_p2p(MP_SCHED_INTERLEAVED, 1, false));
+    assert_false(mp_schedule_batched_p2p(MP_SCHED_INTERLEAVED, 2, true));
+}
+
+/* The batch check fails on lists whose transfers sit at their ops (the
+ * lists megaplan ran for synchronous p2p before, Megatron's overlapped
+ * order): a steady-state forward's output sent before its backward. */
+static void test_batches_check_can_fail(void **state)
+{
+    (void)state;
+    overlap_p2p = true;
+    sched s;
+    build(&s, MP_SCHED_INTERLEAVED, 4, 2, 8);
+    overlap_p2p = false;
+    s.overlap = false;
+    int32_t r = -1;
+    const char *why = megatron_batches_fail(&s, &r);
+    assert_non_null(why);
+    sched_free(&s);
+}
+
+/* With overlap_p2p the interleaved lists keep each transfer at its op, and
+ * are deadlock-free and matched like the rest. */
+static void test_overlap_lists(void **state)
+{
+    (void)state;
+    overlap_p2p = true;
+    for_all(check_transfer_convention);
+    for_all(check_send_recv_matching);
+    for_all(check_no_deadlock);
+    for_all(check_once_and_order);
+    overlap_p2p = false;
+}
+
 /* 1F1B on p=4, m=8, rank 1: 2 warm-up forwards, then F/B pairs. */
 static void test_1f1b_order_by_hand(void **state)
 {
@@ -966,6 +1204,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deadlock_checker_catches_deadlock),
         cmocka_unit_test(test_dualpipe_commits),
         cmocka_unit_test(test_interleaved_order_by_hand),
+        cmocka_unit_test(test_interleaved_batched_by_hand),
+        cmocka_unit_test(test_batches_check_can_fail),
+        cmocka_unit_test(test_overlap_lists),
+        cmocka_unit_test(test_interleaved_batches_nccl),
         cmocka_unit_test(test_dualpipe_order_by_hand),
         cmocka_unit_test(test_dualpipe_reference),
         cmocka_unit_test(test_1f1b_order_by_hand),

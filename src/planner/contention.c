@@ -58,7 +58,7 @@
  * transfer: src/enqueue.cc, plan->channelMask, countOneBits at launch).
  * Read at NCCL v2.29.2-1 (NVIDIA/nccl); large messages, so every transfer is
  * split over the most channels a peer may take (addP2pToPlan: parts grow
- * while over the 128 KiB net chunk, src/enqueue.cc:887, src/init.cc:736).
+ * while over the 128 KiB net chunk, src/enqueue.cc:887, src/init.cc:736-752).
  * Inside one NVLink domain each round's channels start at the round
  * (src/include/channel.h, ncclP2pChannelBaseForRound, base = round), so the
  * peers spread over all p2p channels: nccl_ctas. Across domains the rounds

@@ -39,6 +39,10 @@ typedef struct refdata_moe_set {
  * express is a row with expressible false. */
 mp_status refdata_moe_read(const char *dir, refdata_moe_set *out, mp_error *err);
 
+/* The same for tests/data/moe/megatron_bridge_ep_overlap_ab.csv: Megatron-Bridge's
+ * published A/B pairs of the EP all-to-all overlap (role fit), a set of its own. */
+mp_status refdata_moe_read_overlap_ab(const char *dir, refdata_moe_set *out, mp_error *err);
+
 void refdata_moe_free(refdata_moe_set *s);
 
 #endif

@@ -113,11 +113,12 @@ static int iterations(const char *dir, refdata_set_id id, const refdata_profiles
  * mp_estimate_config with its own profile, precision and degrees; the
  * others (and any the estimate refuses) go to *skipped with the reason, so
  * the page lists them instead of dropping them. */
-static int moe(const char *dir, dataset *ds, refdata_moe_set *skipped)
+static int moe(const char *dir, dataset *ds, refdata_moe_set *skipped,
+               mp_status (*read)(const char *, refdata_moe_set *, mp_error *))
 {
     mp_error err;
     mp_error_clear(&err);
-    if (refdata_moe_read(dir, skipped, &err) != MP_OK) {
+    if (read(dir, skipped, &err) != MP_OK) {
         char msg[1024];
         fprintf(stderr, "megaplan-validate: %s\n", mp_error_format(&err, msg, sizeof msg));
         return -1;
@@ -564,7 +565,7 @@ int main(int argc, char **argv)
     }
     /* the settings (assumptions) of the data sets come from tools/refdata.c;
      * the NCCL set describes the model's formula instead */
-    enum { NSETS = 11, MOE_SET = REFDATA_SET_COUNT };
+    enum { NSETS = 12, MOE_SET = REFDATA_SET_COUNT, MOE_AB_SET };
     dataset sets[NSETS] = {
         {.key = "vtrain-multi", .name = "vTrain multi-node (ground_truth_multi_dev.csv)",
          .what = "iteration time (s)", .threshold = 0.10, .step = 1},
@@ -594,13 +595,15 @@ int main(int argc, char **argv)
         {.key = "moe", .name = "Mixture-of-experts pre-training (tests/data/moe)",
          .what = "step time (s) = global batch × seq / (tokens/s/GPU × GPUs)", .threshold = 0.10,
          .per_row = 1},
+        {.key = "moe-ab", .name = "EP all-to-all overlap A/B pairs (Megatron-Bridge, tests/data/moe)",
+         .what = "steady-state step time (s), as published", .threshold = 0},
     };
     /* MOE_SET: the MoE files, read by tools/refdata_moe.c */
     static const int ids[NSETS] = {
         REFDATA_VTRAIN_MULTI, REFDATA_VTRAIN_SINGLE, REFDATA_NARAYANAN, REFDATA_KORTHIKANTI,
         REFDATA_KORTHIKANTI_LAYER, REFDATA_MEGATRON_CORE, REFDATA_MTNLG, REFDATA_NCCL,
-        REFDATA_BLOOM, REFDATA_NEMO, MOE_SET};
-    refdata_moe_set moe_skipped = {0};
+        REFDATA_BLOOM, REFDATA_NEMO, MOE_SET, MOE_AB_SET};
+    refdata_moe_set moe_skipped = {0}, ab_skipped = {0};
     for (int i = 0; i < NSETS; i++) {
         size_t kl = strlen(sets[i].key);
         if (bound && strncmp(bound, sets[i].key, kl) == 0 && bound[kl] == '=') {
@@ -621,10 +624,12 @@ int main(int argc, char **argv)
             continue;
         /* the MoE rows are in no fit and no band: tools/fit_profile.py's
          * --rows-tsv runs leave them out unless --only names them */
-        if (ids[i] == MOE_SET && tsv && !only)
+        if ((ids[i] == MOE_SET || ids[i] == MOE_AB_SET) && tsv && !only)
             continue;
         if (ids[i] == MOE_SET)
-            bad |= moe(dir, &sets[i], &moe_skipped);
+            bad |= moe(dir, &sets[i], &moe_skipped, refdata_moe_read);
+        else if (ids[i] == MOE_AB_SET)
+            bad |= moe(dir, &sets[i], &ab_skipped, refdata_moe_read_overlap_ab);
         else if (ids[i] == REFDATA_KORTHIKANTI_LAYER)
             bad |= layer(dir, &prof, &sets[i]);
         else if (ids[i] == REFDATA_NCCL)
@@ -634,6 +639,7 @@ int main(int argc, char **argv)
     }
     if (bad) {
         refdata_moe_free(&moe_skipped);
+        refdata_moe_free(&ab_skipped);
         for (int i = 0; i < NSETS; i++)
             free(sets[i].rows);
         return 2;
@@ -774,11 +780,13 @@ int main(int argc, char **argv)
                    "a setting it lacks, or a figure that is not a step time: the file's note column says which) %s not in the table.\n\n",
                    sets[i].not_run, sets[i].not_run == 1 ? "" : "s", sets[i].not_run == 1 ? "is" : "are");
         print_by_profile(&sets[i]);
-        print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1, ids[i] == MOE_SET);
-        if (ids[i] == MOE_SET)
-            print_not_run(&moe_skipped);
+        bool moe_rows = ids[i] == MOE_SET || ids[i] == MOE_AB_SET;
+        print_rows(&sets[i], ids[i] == REFDATA_NCCL && !all_rows ? 16 : 1, moe_rows);
+        if (moe_rows)
+            print_not_run(ids[i] == MOE_SET ? &moe_skipped : &ab_skipped);
     }
     refdata_moe_free(&moe_skipped);
+    refdata_moe_free(&ab_skipped);
     for (int i = 0; i < NSETS; i++)
         free(sets[i].rows);
     return all_pass ? 0 : 1;

@@ -53,6 +53,65 @@
 #define TE_UB_FWD_SMS_FP8 1.0
 #define TE_UB_BWD_SMS_FP8 ((2.0 * 1.0 + 4.0 + 24.0 + 2.0 + 4.0) / 6.0)
 
+/* NCCL's grouped all-to-all (ncclSend/ncclRecv to every member, one kernel
+ * whose grid is one CTA per p2p channel that carries a part of some peer's
+ * transfer: src/enqueue.cc, plan->channelMask, countOneBits at launch).
+ * Read at NCCL v2.29.2-1 (NVIDIA/nccl); large messages, so every transfer is
+ * split over the most channels a peer may take (addP2pToPlan: parts grow
+ * while over the 128 KiB net chunk, src/enqueue.cc:887, src/init.cc:736-752).
+ * Inside one NVLink domain each round's channels start at the round
+ * (src/include/channel.h, ncclP2pChannelBaseForRound, base = round), so the
+ * peers spread over all p2p channels: nccl_ctas. Across domains the rounds
+ * go in groups of P2P_SCHEDULE_GROUP_SIZE = 8 (src/init.cc:805-810, the gcd
+ * with the members per node when that is under 8) and every round of a group
+ * starts on the same channel (base = round / group); a channel runs up to 8
+ * transfers at once (NCCL_MAX_DEV_WORK_P2P_PER_BATCH, src/include/device.h:384).
+ * Each peer takes p2pnChannelsPerPeer channels: the least over its peers,
+ * a network peer's max(NICs, ceil(NIC GB/s / P2P_PER_CHANNEL_NET_BW = 14))
+ * (src/graph/paths.cc:843-855; NVLink peers take 2 per link, more), a power
+ * of two, halved while it times ceil(n / 8) exceeds the p2p channels
+ * (paths.cc:893-896). The CTAs are the groups' disjoint blocks of that many
+ * channels (the bases are bit-reversed over the p2p channels), at most all
+ * p2p channels. Two DGX-H100 nodes, ep 16: one 50 GB/s NIC per GPU, 4
+ * channels a peer, 2 groups: 8 CTAs, not 16. */
+static double pow2_up(double x)
+{
+    double p = 1.0;
+    while (p < x)
+        p *= 2.0;
+    return p;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b != 0) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+double mp_nccl_alltoall_ctas(const mp_hw *hw, const mp_group_place *g)
+{
+    double p2p = hw->nccl_ctas;
+    if (!(p2p > 0.0) || !g->cross_domain || g->n <= 1)
+        return p2p;
+    const mp_net_tier *net = &hw->scale_out;
+    double nics = hw->gpus_per_node > 0 && net->nics_per_node > 0
+                      ? fmax(1.0, (double)net->nics_per_node / (double)hw->gpus_per_node)
+                      : 1.0;
+    double per_peer = net->bw_per_gpu > 0.0 ? fmax(nics, ceil(net->bw_per_gpu / 1e9 / 14.0)) : 2.0;
+    per_peer = pow2_up(per_peer);
+    double batches = ceil((double)g->n / 8.0);
+    while (per_peer * batches > p2p && per_peer > 1.0)
+        per_peer /= 2.0;
+    int64_t local = g->per_node >= 1.0 ? (int64_t)g->per_node : 1;
+    int64_t group = gcd64(8, local);
+    double groups = ceil((double)g->n / (double)group);
+    return fmin(p2p, groups * per_peer);
+}
+
 static double share_of(const mp_hw *hw, double sms)
 {
     if (!(hw->sm_count > 0.0) || !(sms > 0.0))
@@ -68,8 +127,13 @@ double mp_comm_sm_share(const mp_config *c, mp_comm_kernel k)
     case MP_COMM_NCCL:
         return share_of(hw, hw->nccl_ctas);
     case MP_COMM_EP:
-        if (c->parallel.dispatcher != MP_DISPATCH_FLEX)
-            return share_of(hw, hw->nccl_ctas);
+        if (c->parallel.dispatcher != MP_DISPATCH_FLEX) {
+            if (c->parallel.dispatcher != MP_DISPATCH_ALLTOALL)
+                return share_of(hw, hw->nccl_ctas);
+            mp_group_place g;
+            mp_group_place_of(c, MP_GROUP_EP, &g);
+            return share_of(hw, mp_nccl_alltoall_ctas(hw, &g));
+        }
         /* the backend Megatron-Core picks (megatron_moe.c) */
         return share_of(hw, strcmp(mp_flex_backend_name(hw), "hybridep") == 0 ? HYBRIDEP_SMS
                                                                                 : DEEPEP_SMS);

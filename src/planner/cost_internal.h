@@ -346,6 +346,11 @@ double mp_overlap_excess(double comm, double compute, double share);
  * over group g: NCCL's CTAs, or with parallel.nccl_ub the SM-light
  * algorithms that registered buffers allow. */
 double mp_dp_sm_share(const mp_config *c, const mp_group_place *g, bool reduce);
+/* The CTAs (SMs) NCCL's grouped all-to-all over group g holds: the
+ * profile's p2p channels (nccl_ctas) inside one NVLink domain; across
+ * domains one block of channels per peer for each group of up to 8 rounds
+ * (NCCL 2.29's p2p schedule; contention.c). 0 without nccl_ctas. */
+double mp_nccl_alltoall_ctas(const mp_hw *hw, const mp_group_place *g);
 /* Megatron-Core's overlapped DP on a pipeline of p ranks with v chunks each
  * (index r*v + c: chunk c of pipeline rank r; fwd, bwd: one micro-batch's
  * forward and backward of that chunk; share: its part of the most loaded

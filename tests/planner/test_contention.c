@@ -102,6 +102,58 @@ static void test_shares(void **state)
     assert_true(mp_overlap_excess(0.0, 1.0, 0.25) == 0.0);
 }
 
+/* NCCL's all-to-all (grouped send/recv, NCCL 2.29.2's p2p schedule;
+ * contention.c): inside one NVLink domain every peer starts on its own
+ * channel, so all p2p channels (nccl_ctas) hold a CTA; across domains the
+ * rounds go in groups of 8 that share a base channel, each peer on
+ * p2pnChannelsPerPeer = pow2(max(NICs per GPU, ceil(50 GB/s / 14))) = 4
+ * channels, halved while 4 x ceil(ep/8) > the p2p channels. By hand:
+ * dgx-h100, ep 16 over two nodes: 2 groups x 4 = 8 CTAs (the overlap's
+ * share 8/132, where 16/132 was charged before); ep 8 in one node: 16;
+ * ep 32 over 4 nodes: 4 x 4 = 16; ep 64 over 8 nodes: 4 x 8 = 32 > 16, so
+ * 2 per peer, 8 x 2 = 16. b200 (32 p2p channels): ep 16 over two nodes 8,
+ * ep 64 over 8: 8 x 4 = 32; gb200-nvl72's ep 16 inside its 72-GPU domain:
+ * 32. */
+static void test_nccl_alltoall_ctas(void **state)
+{
+    (void)state;
+    struct {
+        const char *hw;
+        int64_t ep;
+        double ctas;
+    } rows[] = {{"dgx-h100", 16, 8}, {"dgx-h100", 8, 16}, {"dgx-h100", 32, 16},
+                {"dgx-h100", 64, 16}, {"b200", 16, 8},     {"b200", 64, 32},
+                {"gb200-nvl72", 16, 32}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        mp_config c = config("qwen3-235b-a22b", rows[i].ep < 16 ? 16 : rows[i].ep, 1, 1);
+        mp_error err;
+        assert_int_equal(mp_hw_preset(rows[i].hw, &c.hw, &err), MP_OK);
+        c.parallel.ep = rows[i].ep;
+        c.parallel.etp = 1;
+        mp_group_place g;
+        mp_group_place_of(&c, MP_GROUP_EP, &g);
+        assert_true(mp_nccl_alltoall_ctas(&c.hw, &g) == rows[i].ctas);
+        assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), rows[i].ctas / c.hw.sm_count));
+        /* the all-gather dispatcher is an NCCL collective: all channels */
+        c.parallel.dispatcher = MP_DISPATCH_ALLGATHER;
+        assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), c.hw.nccl_ctas / c.hw.sm_count));
+    }
+    /* two NICs per GPU at the same 50 GB/s each: 2 x 50 / 14 -> 8 a peer,
+     * ep 16 over two nodes: 2 x 8 = 16 */
+    mp_config c = config("qwen3-235b-a22b", 16, 1, 1);
+    mp_error err;
+    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
+    c.parallel.ep = 16;
+    c.parallel.etp = 1;
+    c.hw.scale_out.nics_per_node = 16;
+    c.hw.scale_out.bw_per_gpu = 100e9;
+    mp_group_place g;
+    mp_group_place_of(&c, MP_GROUP_EP, &g);
+    assert_true(mp_nccl_alltoall_ctas(&c.hw, &g) == 16.0);
+    c.hw.nccl_ctas = 0; /* no count: no contention */
+    assert_true(mp_nccl_alltoall_ctas(&c.hw, &g) == 0.0);
+}
+
 /* Blackwell (b200, gb200-nvl72): 148 SMs (two dies of 74 enabled SMs) and
  * NCCL's 32 channels on NVLink 5 (DGX B200 init log, NVIDIA/nccl issue
  * 1646). Before these counts the profiles had none, and every overlapped
@@ -246,7 +298,7 @@ static void test_zero3(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shares), cmocka_unit_test(test_blackwell),          cmocka_unit_test(test_tp_overlap),
+        cmocka_unit_test(test_shares), cmocka_unit_test(test_nccl_alltoall_ctas), cmocka_unit_test(test_blackwell),          cmocka_unit_test(test_tp_overlap),
         cmocka_unit_test(test_tp_async_backward), cmocka_unit_test(test_cp_ring),
         cmocka_unit_test(test_dp_overlap),      cmocka_unit_test(test_zero3),
     };

@@ -410,9 +410,12 @@ static void test_a2a_overlap_mid_phase(void **state)
     assert_true(fabs(mp_moe_a2a_mid_phase(1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 0.25) - 3.5e-3) < 1e-15);
 }
 
-/* The same with SM contention (dgx-h100: 132 SMs; the all-to-all's NCCL
- * kernel 16 CTAs, DeepEP 20 SMs): each phase lasts max(comm, compute + comm
- * x share). On a fast network every phase's compute covers its
+/* The same with SM contention (dgx-h100: 132 SMs; DeepEP 20 SMs; the
+ * all-to-all's NCCL kernel over ep 16 on two nodes, contention.c: the
+ * fast network's 1000 GB/s a GPU asks ceil(1000 / 14) -> 128 channels a
+ * peer, halved to 8 (8 x ceil(16/8) = 16 p2p channels), two groups of 8
+ * rounds: 16 CTAs; the slow one's 10 MB/s 1 a peer: 2 CTAs): each phase
+ * lasts max(comm, compute + comm x share). On a fast network every phase's compute covers its
  * communication, so a pair hides a2a (1 - share): the step shrinks by
  * (m - 1) a2a (1 - 16/132) (flex: 1 - 20/132), not (m - 1) a2a. On a slow one
  * the communication covers the slowed compute too: (m - 1) x the rest. */
@@ -420,9 +423,10 @@ static void test_a2a_overlap_sm_contention(void **state)
 {
     (void)state;
     const mp_dispatcher dispatchers[] = {MP_DISPATCH_ALLTOALL, MP_DISPATCH_FLEX};
-    const double sms[] = {16.0, 20.0};
+    const double sms_of[2][2] = {{16.0, 2.0}, {20.0, 20.0}}; /* [dispatcher][slow] */
     for (size_t d = 0; d < 2; d++)
         for (int slow = 0; slow < 2; slow++) {
+            const double sms[] = {sms_of[0][slow], sms_of[1][slow]};
             mp_config c = moe_config("olmoe-1b-7b", 16, 1, 16, 1);
             c.hw.scale_out.bw_per_gpu = slow ? 1e7 : 1e12;
             c.parallel.dispatcher = dispatchers[d];

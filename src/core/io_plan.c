@@ -283,6 +283,13 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
     st = mp_fields_decode(tab, n, training, "training.", origin, &c->training, NULL, NULL, err);
     if (st != MP_OK)
         return st;
+    /* the recipe scales FP8 tensors: under another precision it was read and
+     * dropped (the plan ran bf16), where --fp8-recipe is refused so */
+    const mp_ynode *recipe = mp_ymap_get(training, "fp8_recipe");
+    if (recipe && c->training.precision != MP_DTYPE_FP8)
+        return mp_error_set(err, MP_EINPUT, origin, recipe->line, recipe->column,
+                            "training.fp8_recipe", "applies to precision fp8 only (precision "
+                            "is %s)", mp_dtype_name(c->training.precision));
     if (!c->training.seq)
         c->training.seq = c->model.seq;
 

@@ -171,6 +171,16 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, rates[i].field,
                                 "absurdly small: at least 1 GFLOP/s, or 0 for none (got %.4g "
                                 "FLOP/s)", rates[i].v);
+    /* the fractions that scale a GEMM's rate, 0 when absent: 1e-300 gave an
+     * MXFP8 step of 10^300 s, and a curve scaled 10^300 times up to its cap */
+    const struct { const char *field; double v; } fractions[] = {
+        {"mxfp8_gemm_rate", hw->mxfp8_gemm_rate},
+        {"curve_matmul_efficiency", hw->curve_matmul_efficiency}};
+    for (size_t i = 0; i < sizeof fractions / sizeof fractions[0]; i++)
+        if (fractions[i].v > 0 && fractions[i].v < MIN_FRACTION)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, fractions[i].field,
+                                "absurdly small: at least %g, or 0 for none (got %.4g)",
+                                MIN_FRACTION, fractions[i].v);
     if (!(hw->peak_flops[MP_DTYPE_BF16] > 0 || hw->peak_flops[MP_DTYPE_FP16] > 0 ||
           hw->peak_flops[MP_DTYPE_FP32] > 0))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "peak_flops",

@@ -197,6 +197,34 @@ core() {
     { printf '{"model_type": "gpt2", "x": '; printf '%.0s[' $(seq 1001); printf '%.0s]' $(seq 1001); printf '}'; } >hfdeep.json
     check hf-deep "${M}hfdeep\\.json:1:1028: nested deeper than 1000 levels: refused$" "$bin" models hfdeep.json
     file_check hf-trailing hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x' "${M}hf6\.json:1:[0-9]+: JSON syntax error" models
+    # Qwen3-MoE builds no shared expert (transformers' Qwen3MoeSparseMoeBlock): Qwen2-MoE's key was
+    # read as one there, costing a model that does not run; 0 is what qwen3_moe means
+    QWEN3='{"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,\n "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 100,\n "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32'
+    file_check hf-qwen3-shared hfq3.json "$QWEN3, \"shared_expert_intermediate_size\": 32}" "${M}hfq3\\.json:3:[0-9]+: shared_expert_intermediate_size: Qwen2-MoE's shared expert: transformers builds none for qwen3_moe" models
+    file hfq3.json "$QWEN3, \"shared_expert_intermediate_size\": 0}"
+    "$bin" models hfq3.json >/dev/null 2>&1 || bad "qwen3_moe with shared_expert_intermediate_size 0 is refused"
+    # a range of config.json's in full (it said "expected a number in [1, 8.38861e+06]")
+    file_check hf-range-full hfr.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,\n "intermediate_size": 10, "vocab_size": 10, "rope_scaling": {"rope_type": "yarn", "factor": 4,\n "original_max_position_embeddings": 0}}' "${M}hfr\\.json:3:[0-9]+: original_max_position_embeddings: expected a number in \\[1, 8388608\\]$" models
+    # a value just outside a model's range, exact (%%g said "must be >= 1, got 1" of 0.9999999)
+    file_check moe-imbalance-exact mi.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmoe: {experts: 8, top_k: 2, expert_ffn: 64, imbalance: 0.9999999}\n' "${M}mi\\.yaml:9:[0-9]+: moe\\.imbalance: the busiest rank carries at least the mean: must be >= 1, got 0\\.9999999$" models
+    # names hold UTF-8 text without the characters that end a YAML line: U+0085 and U+2028 were
+    # taken, and the model file megaplan wrote ("# a<NEL>b: ... parameters") did not read back
+    file_check name-nel nel.yaml "name: \"a\\\\u0085b\"\n$(printf "$GOOD_MODEL" | sed 1d)\n" "${M}nel\\.yaml:1:7: name: contains a control character or line break \\(U\\+0085\\)$" models
+    file_check name-line-separator ls.yaml "name: \"a\\\\u2028b\"\n$(printf "$GOOD_MODEL" | sed 1d)\n" "${M}ls\\.yaml:1:7: name: contains a control character or line break \\(U\\+2028\\)$" models
+    file utf8.yaml "name: \"\\\\u00e9\\\\u4e2d\"\n$(printf "$GOOD_MODEL" | sed 1d)\n"
+    "$bin" models utf8.yaml >utf8-out.yaml 2>/dev/null && "$bin" models utf8-out.yaml >/dev/null 2>&1 ||
+        bad "a UTF-8 name (e with acute, a CJK character) is refused, or its written file does not read back"
+    # a name taken from a folder or file name: what a name may not hold becomes _ (a folder
+    # "m<newline>x" wrote "# m" and "x: ... parameters" on two lines; a byte not UTF-8 in it
+    # gave a plan (search -o) that megaplan refused to read back)
+    nldir=$(printf 'm\nx'); mkdir -p "$nldir"
+    printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' >"$nldir/config.json"
+    if ! "$bin" models "$nldir" >nl-out.yaml 2>err.txt || ! grep -q '^name: m_x$' nl-out.yaml ||
+       ! "$bin" models nl-out.yaml >/dev/null 2>&1; then
+        bad "a model named after folder 'm<newline>x': $(head -2 nl-out.yaml | tr '\n' '|') $(head -1 err.txt)"
+    else
+        ok
+    fi
 
     # --- hardware profiles ---
     file_check hw-unknown-nested hw1.yaml "$(printf "$GOOD_HW" | sed 's/bw_per_gpu: 300 GB\/s/bw_per_gpux: 300 GB\/s/')\n" "${H}hw1\.yaml:9:[0-9]+: scale_up\.bw_per_gpux: unknown key" hw
@@ -212,6 +240,10 @@ core() {
     # counts in full (it said "got 1e+04 of 132 SMs" for 10000)
     file_check hw-nccl-ctas hw11.yaml "${GOOD_HW}sm_count: 132\nnccl_ctas: 10000\n" "${H}hw11\\.yaml:14:12: nccl_ctas: needs sm_count, and must be less than it \\(got 10000 of 132 SMs\\)" hw
     check hw-unknown-profile "${H}hw: unknown hardware profile 'dgx-a1000'" "$bin" hw dgx-a1000
+    # a profile's text fields too, and --hw-set's: UTF-8 without line-ending characters
+    check hw-set-name-not-utf8 "^megaplan estimate: --hw-set name: is not UTF-8 text \(byte 2, 0x85\)$" "$bin" estimate --model 125M --gpus 8 --hw-set "name=$(printf 'a\205b')"
+    check hw-set-name-nel "^megaplan estimate: --hw-set name: contains a control character or line break \(U\+0085\)$" "$bin" estimate --model 125M --gpus 8 --hw-set "name=$(printf 'a\302\205b')"
+    file_check hw-description-ls hwls.yaml "${GOOD_HW}description: \"x\\\\u2029y\"\n" "${H}hwls\\.yaml:13:14: description: contains a control character or line break \\(U\\+2029\\)$" hw
     check hw-bad-format "${H}--format: expected" "$bin" hw --format xml
     check models-bad-option "${M}--frobnicate: unknown option" "$bin" models --frobnicate
 }
@@ -361,6 +393,14 @@ plan() {
     file_check plan-version p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" simulate
     file_check plan-predicted p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n" "${S}p9\.yaml:5:12: predicted: expected a mapping" simulate
     file_check plan-not-a-plan p7.yaml 'model: gpt3-125m\n' "${S}p7\.yaml:1:1: megaplan_plan: missing" simulate
+    # fp8_recipe under another precision was read and dropped (the plan ran bf16), where
+    # --fp8-recipe is refused so
+    file_check plan-fp8-recipe-bf16 p27.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_recipe: mxfp8}\n" "${S}p27\\.yaml:4:50: training\\.fp8_recipe: applies to precision fp8 only \\(precision is bf16\\)$" simulate
+    file_check plan-fp8-recipe-fp16 p27.yaml "${HEAD}training: {gpus: 4, global_batch: 8, precision: fp16, fp8_recipe: delayed}\n" "${S}p27\\.yaml:4:[0-9]+: training\\.fp8_recipe: applies to precision fp8 only \\(precision is fp16\\)$" simulate
+    # defer_embedding_wgrad is Megatron-Core's: the 2021 stacks were estimated with its flush
+    for st in megatron-lm-2021 megatron-deepspeed-2021; do
+        file_check "plan-defer-wgrad-$st" p28.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: $st}\nparallel: {pp: 2, dp: 2, defer_embedding_wgrad: true}\n" "${S}p28\\.yaml:5:[0-9]+: parallel\\.defer_embedding_wgrad: --defer-embedding-wgrad-compute is a Megatron-Core option: training\\.stack must be megatron-lm \\($st has none\\)$" simulate
+    done
 }
 
 # hardening: what a hostile or careless command line does -- repeated
@@ -498,6 +538,12 @@ hardening() {
     check hw-tiny-matmul-fp8 "${E}--hw-set matmul_achievable_fp8_split: absurdly small" "$bin" estimate --model 1.3B --gpus 8 --hw dgx-h100 --hw-set matmul_achievable_fp8_split=5
     file_check hw-file-tiny-matmul tinymm.yaml "${GOOD_HW}matmul_achievable: 1e-308\n" "^megaplan hw: tinymm\\.yaml:13:20: matmul_achievable: absurdly small" hw
     file_check hw-file-tiny-peak tinypeak.yaml "$(printf "$GOOD_HW" | sed 's/bf16: 100 TFLOP\/s/bf16: 5/')\n" "^megaplan hw: tinypeak\.yaml:4:[0-9]+: peak_flops\.bf16: absurdly small" hw
+    # the fractions that scale a GEMM's rate, 0 (none) or at least 0.001: mxfp8_gemm_rate 1e-300
+    # gave an MXFP8 step of 10^300 s, curve_matmul_efficiency 1e-300 a curve scaled 10^300 times
+    check hw-tiny-mxfp8-rate "${E}--hw-set mxfp8_gemm_rate: absurdly small: at least 0\\.001, or 0 for none \\(got 1e-300\\)\$" "$bin" estimate --model 1.3B --gpus 8 --hw b200 --precision fp8 --fp8-recipe mxfp8 --hw-set mxfp8_gemm_rate=1e-300
+    file_check hw-file-tiny-curve-ratio tinycurve.yaml "${GOOD_HW}curve_matmul_efficiency: 1e-300\n" "^megaplan hw: tinycurve\\.yaml:13:26: curve_matmul_efficiency: absurdly small" hw
+    # limits in full (it said "too large: at most 1e+01 (got 1e+02)")
+    check hw-limit-full "${E}--hw-set collective_local_pass: too large: at most 10 \\(got 100\\)\$" "$bin" estimate --model 125M --gpus 8 --hw-set collective_local_pass=100
 
     # a FIFO nobody writes to: refused or read as empty, never waited on forever
     if mkfifo fifo.yaml 2>/dev/null; then

@@ -568,6 +568,15 @@ hardening() {
     check interleaved-unit-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --schedule interleaved-1f1b
     check interleaved-unit-pp1-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 1 --vpp 1 --micro-batches 4 --schedule interleaved-1f1b
     check vpp-unit-pp1 "^megaplan simulate: --vpp: virtual stages \(vpp=2\) need pipeline parallelism \(pp >= 2\)$" "$bin" simulate --unit-ops --pp 1 --vpp 2 --micro-batches 4
+    # --unit-ops reads --pp, --vpp, --schedule and --micro-batches: the rest of a configuration
+    # was taken and dropped (--tp 2, --hw-set memory=1GiB drew the same picture), and so was
+    # --ep-overlap, which has no all-to-all to move there
+    check unit-ops-tp "${SIM}--tp: --unit-ops draws unit-time ops from --pp, --vpp, --schedule and --micro-batches only" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --tp 2
+    check unit-ops-hw-set "${SIM}--hw-set: --unit-ops draws unit-time ops" "$bin" simulate --unit-ops --hw-set memory=1GiB --pp 2 --micro-batches 4
+    check unit-ops-ep-overlap "${SIM}--ep-overlap: --unit-ops has no MoE all-to-all to overlap$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --ep-overlap
+    # --ep-overlap without experts or with ep 1 did nothing, where --moe-a2a-overlap is refused
+    check ep-overlap-dense "${SIM}--ep-overlap: an MoE overlap needs a model with experts \(gpt3-125m has none\)$" "$bin" simulate --model 125M --gpus 8 --ep-overlap
+    check ep-overlap-ep1 "${SIM}--ep-overlap: the EP all-to-all overlap needs ep > 1 \(got ep 1\)$" "$bin" simulate --model mixtral-8x7b --gpus 64 --hw dgx-h100 --ep-overlap
     check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
     check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
     check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096

@@ -463,6 +463,9 @@ hardening() {
     check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
     # a framework that cannot run the plan names the option (it said "megaplan estimate: format: ...")
     check estimate-format-torchtitan-schedule "^megaplan estimate: --format: torchtitan has no dualpipe pipeline schedule$" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --schedule dualpipe --pp 4 --format torchtitan
+    # search writes its winner: the refusal says it is the winner the framework cannot run (it
+    # said "--format: torchtitan has no dualpipe pipeline schedule" to a search given --fix pp=2)
+    check search-format-torchtitan-winner "^megaplan search: --format: the best plan found \(tp=[0-9]+ pp=2 vpp=1 cp=1 dp=[0-9]+, dualpipe\) cannot be written so: torchtitan has no dualpipe pipeline schedule; --fix settings the framework runs to rank only those$" "$bin" search --model 125M --gpus 8 --format torchtitan --fix pp=2,schedule=dualpipe
     check estimate-format-deepspeed-pp "^megaplan estimate: --format: a DeepSpeed config here covers data and tensor parallelism" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --pp 4 --format deepspeed
     check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob

@@ -487,6 +487,13 @@ hardening() {
     check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4
     check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
     check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
+    # a value missing before the next option: that option was taken as the value ("--trace
+    # --events" wrote a trace file named --events and exit 0; "--model --gpus 8" read 8 as a plan)
+    check trace-then-option "${SIM}--trace: needs a value, and '--events' is an option \(a value that starts with -- goes as --trace=--events\)$" "$bin" simulate --model 125M --gpus 8 --trace --events --format json
+    check model-then-option "${E}--model: needs a value, and '--gpus' is an option" "$bin" estimate --model --gpus 8
+    check output-then-option "${S}-o: needs a value, and '--top' is an option \(a file of that name goes as -o \./--top\)$" "$bin" search --model 125M --gpus 8 -o --top 3
+    check value-then-end "${E}--tp: needs a value, and '--' ends the options$" "$bin" estimate --model 125M --gpus 8 --tp --
+    [ -e --events ] && bad "a refused --trace wrote a file named --events"
     check hw-set-twice "${E}--hw-set: memory is set twice \\('memory=40GiB', then 'memory=80GiB'\\): say it once$" "$bin" estimate --model 175B --gpus 8 --hw-set memory=40GiB --hw-set memory=80GiB
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
     # each verb's own options too (the last one silently won): flags, values,

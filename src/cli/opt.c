@@ -124,7 +124,10 @@ void mp_opt_unknown(const mp_verb_doc *doc, const mp_verb_doc *also, const char 
     char word[64];
     snprintf(word, sizeof word, "%.*s", (int)strcspn(arg, "="), arg);
     const char *close = mp_closest_name(word, names, n);
-    if (close)
+    if (close && !strcmp(close, word)) /* a known option past "--" ("did you mean --model?") */
+        snprintf(buf, size, "comes after '--', which ends the options: give it before (see "
+                 "megaplan %s --help)", doc->name);
+    else if (close)
         snprintf(buf, size, "unknown option (did you mean %s? see megaplan %s --help)", close,
                  doc->name);
     else

@@ -493,6 +493,8 @@ hardening() {
     check model-then-option "${E}--model: needs a value, and '--gpus' is an option" "$bin" estimate --model --gpus 8
     check output-then-option "${S}-o: needs a value, and '--top' is an option \(a file of that name goes as -o \./--top\)$" "$bin" search --model 125M --gpus 8 -o --top 3
     check value-then-end "${E}--tp: needs a value, and '--' ends the options$" "$bin" estimate --model 125M --gpus 8 --tp --
+    # a known option after "--" was told "unknown option (did you mean --model?)"
+    check option-after-end "${E}--model: comes after '--', which ends the options: give it before" "$bin" estimate -- --model 125M --gpus 8
     [ -e --events ] && bad "a refused --trace wrote a file named --events"
     check hw-set-twice "${E}--hw-set: memory is set twice \\('memory=40GiB', then 'memory=80GiB'\\): say it once$" "$bin" estimate --model 175B --gpus 8 --hw-set memory=40GiB --hw-set memory=80GiB
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -135,6 +136,16 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
         return st;
     if (!hw->name[0])
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "name", "missing");
+    /* shown beside the price as when it was read: YYYY-MM, as the profiles
+     * and docs/choosing.md write it ("yesterday" and 2026-13 were taken) */
+    const char *d = hw->price_date;
+    if (d[0] && !(strlen(d) == 7 && isdigit((unsigned char)d[0]) &&
+                  isdigit((unsigned char)d[1]) && isdigit((unsigned char)d[2]) &&
+                  isdigit((unsigned char)d[3]) && d[4] == '-' &&
+                  ((d[5] == '0' && d[6] >= '1' && d[6] <= '9') ||
+                   (d[5] == '1' && d[6] >= '0' && d[6] <= '2'))))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "price_date",
+                            "expected the month the price was read, YYYY-MM (got '%s')", d);
     if (hw->error_band_low > hw->error_band_high)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "error_band.low",
                             "must not exceed error_band.high");

@@ -244,6 +244,8 @@ core() {
     check hw-set-name-not-utf8 "^megaplan estimate: --hw-set name: is not UTF-8 text \(byte 2, 0x85\)$" "$bin" estimate --model 125M --gpus 8 --hw-set "name=$(printf 'a\205b')"
     check hw-set-name-nel "^megaplan estimate: --hw-set name: contains a control character or line break \(U\+0085\)$" "$bin" estimate --model 125M --gpus 8 --hw-set "name=$(printf 'a\302\205b')"
     file_check hw-description-ls hwls.yaml "${GOOD_HW}description: \"x\\\\u2029y\"\n" "${H}hwls\\.yaml:13:14: description: contains a control character or line break \\(U\\+2029\\)$" hw
+    # price_date is the month the price was read, as the profiles write it ("yesterday" was shown)
+    file_check hw-price-date hwpd.yaml "${GOOD_HW}price_date: 2026-13\n" "${H}hwpd\\.yaml:13:13: price_date: expected the month the price was read, YYYY-MM \\(got '2026-13'\\)$" hw
     check hw-bad-format "${H}--format: expected" "$bin" hw --format xml
     check models-bad-option "${M}--frobnicate: unknown option" "$bin" models --frobnicate
 }

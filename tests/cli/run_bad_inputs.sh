@@ -399,6 +399,10 @@ plan() {
     # --fp8-recipe is refused so
     file_check plan-fp8-recipe-bf16 p27.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_recipe: mxfp8}\n" "${S}p27\\.yaml:4:50: training\\.fp8_recipe: applies to precision fp8 only \\(precision is bf16\\)$" simulate
     file_check plan-fp8-recipe-fp16 p27.yaml "${HEAD}training: {gpus: 4, global_batch: 8, precision: fp16, fp8_recipe: delayed}\n" "${S}p27\\.yaml:4:[0-9]+: training\\.fp8_recipe: applies to precision fp8 only \\(precision is fp16\\)$" simulate
+    # the EP all-to-all overlap runs without full recompute (Megatron-Core): recompute: full was
+    # refused, the same full recompute given per layer was taken
+    LR="[none$(printf ', full%.0s' $(seq 32)), none]"
+    file_check plan-a2a-layer-full p29.yaml "megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 128}\nparallel: {pp: 4, vpp: 2, dp: 16, ep: 8, moe_a2a_overlap: true}\nlayer_recompute: $LR\n" "${S}p29\\.yaml:6:18: layer_recompute: item 1 is full, and parallel\\.moe_a2a_overlap \\(the EP all-to-all overlap\\) runs without full recompute$" simulate
     # defer_embedding_wgrad is Megatron-Core's: the 2021 stacks were estimated with its flush
     for st in megatron-lm-2021 megatron-deepspeed-2021; do
         file_check "plan-defer-wgrad-$st" p28.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: $st}\nparallel: {pp: 2, dp: 2, defer_embedding_wgrad: true}\n" "${S}p28\\.yaml:5:[0-9]+: parallel\\.defer_embedding_wgrad: --defer-embedding-wgrad-compute is a Megatron-Core option: training\\.stack must be megatron-lm \\($st has none\\)$" simulate

@@ -403,6 +403,9 @@ plan() {
     # refused, the same full recompute given per layer was taken
     LR="[none$(printf ', full%.0s' $(seq 32)), none]"
     file_check plan-a2a-layer-full p29.yaml "megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 128}\nparallel: {pp: 4, vpp: 2, dp: 16, ep: 8, moe_a2a_overlap: true}\nlayer_recompute: $LR\n" "${S}p29\\.yaml:6:18: layer_recompute: item 1 is full, and parallel\\.moe_a2a_overlap \\(the EP all-to-all overlap\\) runs without full recompute$" simulate
+    # hybrid sharding on one scale-up domain, refused as --hsdp is (a plan was estimated and run
+    # as ZeRO-3 labelled hsdp)
+    file_check plan-hsdp-one-node p30.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {dp: 8, zero: 3, dist_opt: true, hsdp: true}\n" "${S}p30\\.yaml:5:50: parallel\\.hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \\(8\\): nothing to replicate" simulate
     # defer_embedding_wgrad is Megatron-Core's: the 2021 stacks were estimated with its flush
     for st in megatron-lm-2021 megatron-deepspeed-2021; do
         file_check "plan-defer-wgrad-$st" p28.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: $st}\nparallel: {pp: 2, dp: 2, defer_embedding_wgrad: true}\n" "${S}p28\\.yaml:5:[0-9]+: parallel\\.defer_embedding_wgrad: --defer-embedding-wgrad-compute is a Megatron-Core option: training\\.stack must be megatron-lm \\($st has none\\)$" simulate

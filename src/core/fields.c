@@ -306,6 +306,15 @@ static mp_status set_scalar(const mp_field *f, void *obj, const char *text, size
     switch (f->type) {
     case MP_FT_INT: {
         int64_t v;
+        /* in a file, "010" is 8 to a YAML 1.1 reader (PyYAML, which writes
+         * most training configs) and 10 to a YAML 1.2 one: it was read as 10
+         * (a command line's "--hw-set gpus_per_node=08" is no YAML: taken) */
+        const char *digits = text + (text[0] == '-' || text[0] == '+');
+        if (origin && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9')
+            return mp_error_set(err, MP_EINPUT, origin, line, col, field,
+                                "'%s' has a leading zero, which YAML 1.1 readers take as octal: "
+                                "write the number without it",
+                                excerpt(text, ex, sizeof ex));
         if (!mp_parse_int64(text, &v)) {
             /* distinguish "huge" from "not a number" for a useful message */
             const char *p = text + (text[0] == '-' || text[0] == '+');

@@ -101,6 +101,8 @@ core() {
     # a written moe.layer_freq of 0 is i mod 0 (it was read as 1, every block; config.json's 0 is refused)
     file_check moe-layer-freq-zero lf.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmoe: {experts: 8, top_k: 2, expert_ffn: 64, layer_freq: 0}\n' "${M}lf\\.yaml:9:57: moe\\.layer_freq: must be at least 1 .*: got 0$" models
     file_check fractional type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type4\.yaml:3:9: layers: expected an integer" models
+    # a leading zero: 8 to YAML 1.1 readers (PyYAML), 10 to YAML 1.2; it was read as 10
+    file_check leading-zero lz.yaml 'name: m\narch: gpt\nlayers: 012\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}lz\\.yaml:3:9: layers: '012' has a leading zero, which YAML 1.1 readers take as octal: write the number without it$" models
     file_check unknown-arch enum.yaml 'name: m\narch: gpt4\nlayers: 12\n' "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" models
     file_check negative negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}negative\.yaml:3:9: layers: must be at least 1" models
     file_check zero zero.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 0\nheads: 12\nvocab: 5\nseq: 5\n' "${M}zero\.yaml:4:9: hidden: must be at least 1" models

@@ -43,6 +43,27 @@ int mp_opt_take(const mp_opt *table, size_t n, int argc, char **argv, int *i,
     } else if (eq) {
         *value = eq + 1;
     } else if (*i + 1 < argc) {
+        /* the next word is another option, so this one's value is missing:
+         * "--trace --events" wrote a trace file named "--events", and
+         * "--model --gpus 8" read 8 as a plan file (a value that does start
+         * with -- is given as --name=value) */
+        const char *next = argv[*i + 1];
+        if (next[0] == '-' && next[1] == '-') {
+            if (!next[2])
+                mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name,
+                             "needs a value, and '--' ends the options");
+            else if (o->name[1] == '-')
+                mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name,
+                             "needs a value, and '%.40s' is an option (a value that starts "
+                             "with -- goes as %s=%.40s)",
+                             next, o->name, next);
+            else /* -o FILE: a file of that name is ./--name */
+                mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name,
+                             "needs a value, and '%.40s' is an option (a file of that name "
+                             "goes as %s ./%.40s)",
+                             next, o->name, next);
+            return -1;
+        }
         *value = argv[++*i];
     } else {
         mp_error_set(err, MP_EINPUT, NULL, 0, 0, o->name, "needs a value");
@@ -103,7 +124,10 @@ void mp_opt_unknown(const mp_verb_doc *doc, const mp_verb_doc *also, const char 
     char word[64];
     snprintf(word, sizeof word, "%.*s", (int)strcspn(arg, "="), arg);
     const char *close = mp_closest_name(word, names, n);
-    if (close)
+    if (close && !strcmp(close, word)) /* a known option past "--" ("did you mean --model?") */
+        snprintf(buf, size, "comes after '--', which ends the options: give it before (see "
+                 "megaplan %s --help)", doc->name);
+    else if (close)
         snprintf(buf, size, "unknown option (did you mean %s? see megaplan %s --help)", close,
                  doc->name);
     else

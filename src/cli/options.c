@@ -616,6 +616,9 @@ mp_status mp_cli_config_parse(int *argc, char **argv, mp_cli_config *out, mp_err
         }
         if (o->id != OPT_FORMAT && !out->first_option)
             out->first_option = o->name;
+        if (o->id != OPT_FORMAT && o->id != OPT_PP && o->id != OPT_VPP &&
+            o->id != OPT_SCHEDULE && !out->first_model_option)
+            out->first_model_option = o->name;
         mp_status st = apply(out, o, value, err);
         if (st != MP_OK)
             return st;

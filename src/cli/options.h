@@ -59,6 +59,9 @@ typedef struct mp_cli_config {
     /* the first option given other than --format (NULL: none): a plan file
      * takes none of them (set covers only some, and the rest were dropped) */
     const char *first_option;
+    /* the first other than --format, --pp, --vpp and --schedule (NULL: none):
+     * simulate --unit-ops reads those only (--tp, --hw-set, ... were dropped) */
+    const char *first_model_option;
 } mp_cli_config;
 
 /* The shared options' rows, for the verbs' --help. */

@@ -697,6 +697,19 @@ int cmd_search(int argc, char **argv)
     } else if (mp_cli_is_framework_format(cc.format)) {
         if (mp_cli_framework_config(&r.plans[0].config, r.plans[0].plan, cc.format, &out, &err) !=
             MP_OK) {
+            /* the winner is what is written: say it is the winner that the
+             * framework cannot run (it said "--format: torchtitan has no
+             * dualpipe pipeline schedule" of a search given --fix pp=2 alone) */
+            const mp_parallel *wp = &r.plans[0].config.parallel;
+            char why[sizeof err.msg];
+            snprintf(why, sizeof why, "%s", err.msg);
+            mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--format",
+                         "the best plan found (tp=%lld pp=%lld vpp=%lld cp=%lld dp=%lld, %s) "
+                         "cannot be written so: %.300s; --fix settings the framework runs to "
+                         "rank only those",
+                         (long long)wp->tp, (long long)wp->pp, (long long)wp->vpp,
+                         (long long)wp->cp, (long long)wp->dp, mp_schedule_name(wp->schedule),
+                         why);
             mp_buf_free(&out);
             mp_search_result_free(&r);
             return mp_cli_fail("search", &err);

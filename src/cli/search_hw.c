@@ -258,8 +258,7 @@ static mp_status apply_price(const char *item, mp_hwchoice_options *o, bool *pri
         mp_status st = parse_scaled("--price", eq + 1, NULL, 1e-6, 1e4, "dgx-h100=2.49", &v, err);
         if (st != MP_OK) return st;
         o->hws[i].price_per_gpu_hour = v;
-        priced[i] = true;
-        snprintf(o->hws[i].price_date, sizeof o->hws[i].price_date, "given");
+        priced[i] = true; /* its date shown as "given", once the profile is checked */
         return MP_OK;
     }
     return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--price", "'%.*s' is not among --hw",
@@ -618,6 +617,10 @@ int mp_cmd_search_hw(int argc, char **argv)
     for (int h = 0; h < o.n_hw; h++) {
         if (mp_cli_apply_hw_sets(&cc, &o.hws[h], &err) != MP_OK)
             return mp_cli_fail("search", &err);
+        /* a --price is dated "given" in the output, not YYYY-MM (the
+         * profile's price_date, checked above, is the month it was read) */
+        if (priced[h])
+            snprintf(o.hws[h].price_date, sizeof o.hws[h].price_date, "given");
     }
 
     mp_hwchoice_result r;

@@ -527,6 +527,14 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     const mp_parallel *par = &cc->config.parallel;
     if (cc->have_model || cc->have_gpus)
         return fail_input("--unit-ops", "draws unit-time ops: give no --model or --gpus");
+    /* the other settings of a configuration were taken and dropped (--tp 2,
+     * --hw-set memory=1GiB drew the same picture) */
+    if (cc->first_model_option)
+        return fail_input(cc->first_model_option,
+                          "--unit-ops draws unit-time ops from --pp, --vpp, --schedule and "
+                          "--micro-batches only: drop it, or give --model and --gpus");
+    if (a->ep_overlap)
+        return fail_input("--ep-overlap", "--unit-ops has no MoE all-to-all to overlap");
     if (!(cc->set & MP_SET_PP))
         return fail_input("--pp", "required with --unit-ops");
     if (!a->microbatches)
@@ -647,6 +655,20 @@ static int run_config(mp_cli_config *cc, const sim_args *a, mp_sim_options *opt)
             return mp_cli_fail(VERB, &err);
         mp_cli_config_describe_defaults(cc, defaults, sizeof defaults);
         cfg = &cc->config;
+    }
+    /* --ep-overlap moves the expert all-to-alls: with none it was taken and
+     * did nothing (--moe-a2a-overlap, the estimate's, is refused so) */
+    if (a->ep_overlap && (!mp_model_is_moe(&cfg->model) || mp_parallel_ep(&cfg->parallel) < 2)) {
+        const bool moe = mp_model_is_moe(&cfg->model);
+        if (moe)
+            mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--ep-overlap",
+                         "the EP all-to-all overlap needs ep > 1 (got ep 1)");
+        else
+            mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--ep-overlap",
+                         "an MoE overlap needs a model with experts (%s has none)",
+                         cfg->model.name);
+        free(plan);
+        return mp_cli_fail(VERB, &err);
     }
     int rc = check_size(cfg->parallel.pp, cfg->parallel.vpp, mp_config_microbatches(cfg), a,
                         opt, plan ? a->plan_path : NULL,

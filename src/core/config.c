@@ -585,6 +585,15 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->ddp_bucket_size > 0 && t->stack != MP_STACK_MEGATRON_LM)
         return FAIL("ddp_bucket_size", "--ddp-bucket-size is a Megatron-Core DDP option: "
                                        "training.stack must be megatron-lm");
+    /* defer_embedding_wgrad_compute came with Megatron-Core (2024): the 2021
+     * stacks run the output layer's wgrad in its backward; the cost model
+     * deferred it on any stack (megatron-lm-2021 and megatron-deepspeed-2021
+     * plans were estimated with a flush those codes do not have) */
+    if (p->defer_embedding_wgrad && t->stack != MP_STACK_MEGATRON_LM)
+        return FAIL("defer_embedding_wgrad", "--defer-embedding-wgrad-compute is a Megatron-Core "
+                                             "option: training.stack must be megatron-lm (%s "
+                                             "has none)",
+                    mp_stack_name(t->stack));
 
     if (t->precision == MP_DTYPE_TF32)
         return FAIL("precision", "training precision must be bf16, fp16, fp32 or fp8 (got %s)",

@@ -25,6 +25,7 @@ void mp_basename_stem(const char *path, char *buf, size_t size)
         len = size - 1;
     memcpy(buf, base, len);
     buf[len] = '\0';
+    mp_text_sanitize(buf); /* a file named "a\nb.yaml" split the lines written */
 }
 
 void mp_error_point(mp_error *err, const mp_ynode *map, const char *prefix, const char *origin)

@@ -134,7 +134,9 @@ static void join_path(char *out, size_t size, const char *prefix, const char *pa
  * exact form. */
 static void format_for_message(const mp_field *f, double v, char *buf, size_t size)
 {
-    if (f->type == MP_FT_INT && v == floor(v) && fabs(v) < 1e19)
+    /* whole numbers below a million in full: the shortest form said
+     * "too large: at most 1e+01 (got 1e+02)" of collective_local_pass 100 */
+    if (v == floor(v) && fabs(v) < (f->type == MP_FT_INT ? 1e19 : 1e6))
         snprintf(buf, size, "%.0f", v);
     else
         mp_format_double(v, buf, size);
@@ -249,6 +251,49 @@ mp_status mp_yscalar_refuse_spaced(const mp_ynode *n, const char *origin, const 
                         excerpt(n->text, ex, sizeof ex));
 }
 
+size_t mp_text_char_len(const char *s, size_t n, long *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    *cp = -1;
+    if (n == 0)
+        return 0;
+    if (u[0] < 0x80) {
+        *cp = u[0];
+        return u[0] >= 0x20 && u[0] != 0x7f;
+    }
+    size_t len = u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : u[0] >= 0xe0 ? 3 : u[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || u[0] > 0xf4 || len > n)
+        return 0;
+    long v = u[0] & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((u[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (u[i] & 0x3f);
+    }
+    /* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
+    if ((len == 3 && v < 0x800) || (len == 4 && (v < 0x10000 || v > 0x10ffff)) ||
+        (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    if (v <= 0x9f || v == 0x2028 || v == 0x2029)
+        return 0;
+    return len;
+}
+
+void mp_text_sanitize(char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        long cp;
+        size_t len = mp_text_char_len(s + i, n - i, &cp);
+        if (len == 0) {
+            s[i] = '_';
+            len = 1;
+        }
+        i += len;
+    }
+}
+
 /* Sets a scalar-typed field from text. line/col locate the text for errors. */
 static mp_status set_scalar(const mp_field *f, void *obj, const char *text, size_t text_len,
                             const char *field, const char *origin, int line, int col,
@@ -261,6 +306,15 @@ static mp_status set_scalar(const mp_field *f, void *obj, const char *text, size
     switch (f->type) {
     case MP_FT_INT: {
         int64_t v;
+        /* in a file, "010" is 8 to a YAML 1.1 reader (PyYAML, which writes
+         * most training configs) and 10 to a YAML 1.2 one: it was read as 10
+         * (a command line's "--hw-set gpus_per_node=08" is no YAML: taken) */
+        const char *digits = text + (text[0] == '-' || text[0] == '+');
+        if (origin && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9')
+            return mp_error_set(err, MP_EINPUT, origin, line, col, field,
+                                "'%s' has a leading zero, which YAML 1.1 readers take as octal: "
+                                "write the number without it",
+                                excerpt(text, ex, sizeof ex));
         if (!mp_parse_int64(text, &v)) {
             /* distinguish "huge" from "not a number" for a useful message */
             const char *p = text + (text[0] == '-' || text[0] == '+');
@@ -302,10 +356,21 @@ static mp_status set_scalar(const mp_field *f, void *obj, const char *text, size
         if (text_len >= f->size)
             return mp_error_set(err, MP_EINPUT, origin, line, col, field,
                                 "too long: at most %zu characters", f->size - 1);
-        for (size_t i = 0; i < text_len; i++)
-            if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+        for (size_t i = 0; i < text_len;) {
+            long cp;
+            size_t len = mp_text_char_len(text + i, text_len - i, &cp);
+            if (len == 0 && cp < 0)
+                return mp_error_set(err, MP_EINPUT, origin, line, col, field,
+                                    "is not UTF-8 text (byte %zu, 0x%02x)", i + 1,
+                                    (unsigned char)text[i]);
+            if (len == 0 && cp >= 0x80) /* was taken, and split the comment lines written */
+                return mp_error_set(err, MP_EINPUT, origin, line, col, field,
+                                    "contains a control character or line break (U+%04lX)", cp);
+            if (len == 0)
                 return mp_error_set(err, MP_EINPUT, origin, line, col, field,
                                     "contains a control character");
+            i += len;
+        }
         memcpy(at(obj, f), text, text_len + 1);
         return MP_OK;
     }

@@ -69,6 +69,18 @@ const mp_field *mp_fields_find(const mp_field *tab, size_t n, const char *path);
 /* Parses a yes/no word: true/false, yes/no, on/off (any case) or 1/0. The
  * one boolean reader: files, options and --fix all accept these and no other. */
 bool mp_parse_bool_word(const char *s, bool *out);
+
+/* The length in bytes of the character at s (n bytes left) when a name or
+ * other text field may hold it: printable ASCII, or well-formed UTF-8 other
+ * than the C1 controls (U+0080-U+009F, of which U+0085 ends a YAML line)
+ * and U+2028/U+2029 (which end a YAML line too); 0 for anything else, with
+ * *cp the code point when the bytes were well-formed UTF-8 and -1 when not.
+ * The written files carry names in comments and strings: such a character
+ * split a line there, and megaplan could not read back what it wrote. */
+size_t mp_text_char_len(const char *s, size_t n, long *cp);
+/* What mp_text_char_len refuses, replaced by '_' in s (NUL-terminated): for
+ * a name megaplan takes from a file or folder name. */
+void mp_text_sanitize(char *s);
 /* Parses a whole decimal integer; false when not one or out of int64 range. */
 bool mp_parse_int64(const char *s, int64_t *out);
 

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -135,6 +136,16 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
         return st;
     if (!hw->name[0])
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "name", "missing");
+    /* shown beside the price as when it was read: YYYY-MM, as the profiles
+     * and docs/choosing.md write it ("yesterday" and 2026-13 were taken) */
+    const char *d = hw->price_date;
+    if (d[0] && !(strlen(d) == 7 && isdigit((unsigned char)d[0]) &&
+                  isdigit((unsigned char)d[1]) && isdigit((unsigned char)d[2]) &&
+                  isdigit((unsigned char)d[3]) && d[4] == '-' &&
+                  ((d[5] == '0' && d[6] >= '1' && d[6] <= '9') ||
+                   (d[5] == '1' && d[6] >= '0' && d[6] <= '2'))))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "price_date",
+                            "expected the month the price was read, YYYY-MM (got '%s')", d);
     if (hw->error_band_low > hw->error_band_high)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "error_band.low",
                             "must not exceed error_band.high");
@@ -161,16 +172,25 @@ mp_status mp_hw_finish(mp_hw *hw, mp_error *err)
                                 "absurdly small: at least 1 GFLOP/s, or 0 for unsupported "
                                 "(got %.4g FLOP/s)", hw->peak_flops[d]);
         }
-    /* the measured GEMM ceilings divide FLOPs as the peaks do: 1e-308 gave
-     * an estimate of "inf -nan%" and a search of -nan steps */
-    const struct { const char *field; double v; } rates[] = {
-        {"matmul_achievable", hw->matmul_achievable},
-        {"matmul_achievable_fp8_split", hw->matmul_achievable_fp8_split}};
-    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
-        if (rates[i].v > 0 && rates[i].v < MIN_FLOPS)
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, rates[i].field,
-                                "absurdly small: at least 1 GFLOP/s, or 0 for none (got %.4g "
-                                "FLOP/s)", rates[i].v);
+    /* optional rates and fractions, 0 when absent. The measured GEMM
+     * ceilings divide FLOPs as the peaks do: 1e-308 gave an estimate of
+     * "inf -nan%" and a search of -nan steps. The fractions scale a GEMM's
+     * rate: 1e-300 gave an MXFP8 step of 10^300 s, and a curve scaled
+     * 10^300 times up to its cap. */
+    const struct {
+        const char *field, *least, *unit;
+        double v, min;
+    } floors[] = {
+        {"matmul_achievable", "1 GFLOP/s", " FLOP/s", hw->matmul_achievable, MIN_FLOPS},
+        {"matmul_achievable_fp8_split", "1 GFLOP/s", " FLOP/s", hw->matmul_achievable_fp8_split,
+         MIN_FLOPS},
+        {"mxfp8_gemm_rate", "0.001", "", hw->mxfp8_gemm_rate, MIN_FRACTION},
+        {"curve_matmul_efficiency", "0.001", "", hw->curve_matmul_efficiency, MIN_FRACTION}};
+    for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++)
+        if (floors[i].v > 0 && floors[i].v < floors[i].min)
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, floors[i].field,
+                                "absurdly small: at least %s, or 0 for none (got %.4g%s)",
+                                floors[i].least, floors[i].v, floors[i].unit);
     if (!(hw->peak_flops[MP_DTYPE_BF16] > 0 || hw->peak_flops[MP_DTYPE_FP16] > 0 ||
           hw->peak_flops[MP_DTYPE_FP32] > 0))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "peak_flops",

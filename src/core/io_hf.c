@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/decode.h"
+#include "core/fields.h"
 #include "core/io.h"
 #include "core/tables.h"
 #include "core/units.h"
@@ -162,7 +163,7 @@ static mp_status hf_number_in(const hf_ctx *cx, const cJSON *o, const char *key,
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
         v->valuedouble > hi) {
         char msg[128];
-        snprintf(msg, sizeof msg, "expected a number in [%g, %g]", lo, hi);
+        snprintf(msg, sizeof msg, "expected a number in [%.10g, %.10g]", lo, hi);
         return hf_fail(cx, key, err, msg);
     }
     *out = v->valuedouble;
@@ -456,9 +457,12 @@ static mp_status read_mixtral(const hf_ctx *cx, mp_model *m, mp_error *err)
 
 /* Qwen2-MoE and Qwen3-MoE: num_experts of moe_intermediate_size, top
  * num_experts_per_tok; Qwen2-MoE adds one shared expert of
- * shared_expert_intermediate_size. Layer patterns other than "every block"
- * (decoder_sparse_step > 1, mlp_only_layers) are refused, not guessed. */
-static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
+ * shared_expert_intermediate_size. Qwen3-MoE has none (transformers'
+ * Qwen3MoeConfig has no such key and its sparse block no shared expert):
+ * the key there was read as a shared expert, so it is refused unless 0.
+ * Layer patterns other than "every block" (decoder_sparse_step > 1,
+ * mlp_only_layers) are refused, not guessed. */
+static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, bool qwen3, mp_error *err)
 {
     TRY(read_llama(cx, m, err));
     TRY(hf_int(cx, "num_experts", true, 1, BIG_DIM, &m->moe.experts, err));
@@ -466,6 +470,10 @@ static mp_status read_qwen_moe(const hf_ctx *cx, mp_model *m, mp_error *err)
     TRY(hf_int(cx, "moe_intermediate_size", true, 1, BIG_DIM, &m->moe.expert_ffn, err));
     TRY(hf_int(cx, "shared_expert_intermediate_size", false, 0, BIG_DIM, &m->moe.shared_ffn,
                err));
+    if (m->moe.shared_ffn && qwen3)
+        return hf_fail(cx, "shared_expert_intermediate_size", err,
+                       "Qwen2-MoE's shared expert: transformers builds none for qwen3_moe, "
+                       "so it would be costed and not run (give 0, or model_type qwen2_moe)");
     if (m->moe.shared_ffn)
         m->moe.shared_experts = 1;
     int64_t step = 1;
@@ -1306,7 +1314,7 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
         st = read_mixtral(&cx, out, err);
         break;
     case HF_QWEN_MOE:
-        st = read_qwen_moe(&cx, out, err);
+        st = read_qwen_moe(&cx, out, model_type && !strcmp(model_type, "qwen3_moe"), err);
         break;
     case HF_DEEPSEEK:
         st = read_deepseek(&cx, out, err);
@@ -1352,6 +1360,9 @@ mp_status mp_model_parse_hf_json(const char *text, size_t len, const char *origi
             }
         }
     }
+    /* a folder "m\nx" wrote "# m" and "x: 124439808 parameters" as two lines,
+     * and a byte that is not UTF-8 a plan megaplan could not read back */
+    mp_text_sanitize(stem);
     snprintf(out->name, sizeof out->name, "%s", stem);
     st = mp_model_finish(out, err);
     if (st != MP_OK) {

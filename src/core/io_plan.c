@@ -283,6 +283,13 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
     st = mp_fields_decode(tab, n, training, "training.", origin, &c->training, NULL, NULL, err);
     if (st != MP_OK)
         return st;
+    /* the recipe scales FP8 tensors: under another precision it was read and
+     * dropped (the plan ran bf16), where --fp8-recipe is refused so */
+    const mp_ynode *recipe = mp_ymap_get(training, "fp8_recipe");
+    if (recipe && c->training.precision != MP_DTYPE_FP8)
+        return mp_error_set(err, MP_EINPUT, origin, recipe->line, recipe->column,
+                            "training.fp8_recipe", "applies to precision fp8 only (precision "
+                            "is %s)", mp_dtype_name(c->training.precision));
     if (!c->training.seq)
         c->training.seq = c->model.seq;
 
@@ -333,6 +340,19 @@ static mp_status decode_plan(const mp_ynode *root, const char *origin, mp_plan *
     if (!seen[mp_fields_find(tab, n, "dp_overlap") - tab])
         p->dp_overlap = p->dist_opt;
 
+    /* hybrid sharding replicates across scale-up domains: with one domain or
+     * less it is plain ZeRO-3 labelled hsdp, refused as --hsdp is (a plan
+     * file was estimated and run so) */
+    int64_t dom = c->hw.scale_up.gpus_per_domain;
+    if (p->hsdp && dom >= 1 && c->training.gpus <= dom) {
+        const mp_ynode *h = mp_ynode_at(root, "parallel.hsdp");
+        return mp_error_set(err, MP_EINPUT, origin, h ? h->line : 0, h ? h->column : 0,
+                            "parallel.hsdp",
+                            "hybrid sharding shards within a scale-up domain and replicates "
+                            "across domains, and %lld GPUs are at most one domain of %s (%lld): "
+                            "nothing to replicate (zero: 3 shards over them all)",
+                            (long long)c->training.gpus, c->hw.name, (long long)dom);
+    }
     const mp_ynode *stages = mp_ymap_get(root, "stages");
     if (stages && (st = read_stages(stages, origin, plan, err)) != MP_OK)
         return st;

@@ -66,16 +66,22 @@ static mp_status finish_rope(const mp_model *m, mp_error *err)
             return FAIL(given, "given without attn.rope_yarn: true");
         return MP_OK;
     }
-    if (!(a->yarn_factor >= 1.0))
+    char num[32], num2[32]; /* exact: %g said "got 1" for 0.9999999 */
+    if (!(a->yarn_factor >= 1.0)) {
+        mp_format_double(a->yarn_factor, num, sizeof num);
         return FAIL("attn.yarn_factor", "YaRN needs its context factor (>= 1; GPT-OSS: 32, "
-                                        "HF's rope_scaling.factor), got %g", a->yarn_factor);
+                                        "HF's rope_scaling.factor), got %s", num);
+    }
     if (a->yarn_original_seq < 1)
         return FAIL("attn.yarn_original_seq", "YaRN needs the original context (GPT-OSS: 4096, "
                                               "HF's original_max_position_embeddings)");
-    if (!(mp_model_yarn_beta_fast(m) > mp_model_yarn_beta_slow(m)))
-        return FAIL("attn.yarn_beta_fast", "must exceed attn.yarn_beta_slow (%g <= %g): the "
+    if (!(mp_model_yarn_beta_fast(m) > mp_model_yarn_beta_slow(m))) {
+        mp_format_double(mp_model_yarn_beta_fast(m), num, sizeof num);
+        mp_format_double(mp_model_yarn_beta_slow(m), num2, sizeof num2);
+        return FAIL("attn.yarn_beta_fast", "must exceed attn.yarn_beta_slow (%s <= %s): the "
                                            "ramp runs from beta_fast rotations down to beta_slow",
-                    mp_model_yarn_beta_fast(m), mp_model_yarn_beta_slow(m));
+                    num, num2);
+    }
     /* DeepSeek's variant rescales its latent attention's softmax, which
      * other attention does not have in HF's code */
     const char *ds = a->yarn_mscale != 0.0          ? "attn.yarn_mscale"

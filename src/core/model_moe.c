@@ -5,6 +5,7 @@
 
 #include "core/model.h"
 #include "core/tables.h"
+#include "core/units.h"
 
 bool mp_model_is_moe(const mp_model *m)
 {
@@ -94,16 +95,23 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
     if (e->bias_update_rate > 0.0 && e->router != MP_ROUTER_SIGMOID)
         return FAIL("moe.bias_update_rate", "the expert bias belongs to the sigmoid router "
                                             "(moe.router: sigmoid)");
-    if (e->capacity_factor > 0.0 && e->capacity_factor < 1.0 / (double)e->top_k)
-        return FAIL("moe.capacity_factor", "below 1/top_k drops most tokens: got %g",
-                    e->capacity_factor);
-    if (e->imbalance > 0.0 && e->imbalance < 1.0)
+    /* the values in their exact shortest form: %g said "must be >= 1, got 1"
+     * for 0.9999999 */
+    bool drops = e->capacity_factor > 0.0 && e->capacity_factor < 1.0 / (double)e->top_k;
+    bool below_mean = e->imbalance > 0.0 && e->imbalance < 1.0;
+    bool above_cap = e->capacity_factor > 0.0 && e->imbalance > e->capacity_factor;
+    if (!drops && !below_mean && !above_cap)
+        return MP_OK;
+    char cf[32], im[32];
+    mp_format_double(e->capacity_factor, cf, sizeof cf);
+    mp_format_double(e->imbalance, im, sizeof im);
+    if (drops)
+        return FAIL("moe.capacity_factor", "below 1/top_k drops most tokens: got %s", cf);
+    if (below_mean)
         return FAIL("moe.imbalance", "the busiest rank carries at least the mean: must be >= 1, "
-                                     "got %g", e->imbalance);
-    if (e->capacity_factor > 0.0 && e->imbalance > e->capacity_factor)
-        return FAIL("moe.imbalance", "above moe.capacity_factor (%g), which caps each expert: "
-                                     "got %g", e->capacity_factor, e->imbalance);
-    return MP_OK;
+                                     "got %s", im);
+    return FAIL("moe.imbalance", "above moe.capacity_factor (%s), which caps each expert: "
+                                 "got %s", cf, im);
 }
 
 static mp_status finish_mla(mp_model *m, mp_error *err)

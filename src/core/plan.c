@@ -286,6 +286,15 @@ mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
                                     "item %lld is the %s: only none (recomputation is of the "
                                     "blocks)",
                                     (long long)i, i == 0 ? "embedding" : "head");
+            /* Megatron-Core refuses --overlap-moe-expert-parallel-comm with any
+             * full recompute; a plan's per-layer full passed where
+             * recompute: full was refused */
+            else if (plan->layer_recompute[i] == MP_RECOMPUTE_FULL &&
+                     plan->config.parallel.moe_a2a_overlap)
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "layer_recompute",
+                                    "item %lld is full, and parallel.moe_a2a_overlap (the EP "
+                                    "all-to-all overlap) runs without full recompute",
+                                    (long long)i);
         }
     return MP_OK;
 }

@@ -101,6 +101,8 @@ core() {
     # a written moe.layer_freq of 0 is i mod 0 (it was read as 1, every block; config.json's 0 is refused)
     file_check moe-layer-freq-zero lf.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmoe: {experts: 8, top_k: 2, expert_ffn: 64, layer_freq: 0}\n' "${M}lf\\.yaml:9:57: moe\\.layer_freq: must be at least 1 .*: got 0$" models
     file_check fractional type4.yaml 'name: m\narch: gpt\nlayers: 1.5\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}type4\.yaml:3:9: layers: expected an integer" models
+    # a leading zero: 8 to YAML 1.1 readers (PyYAML), 10 to YAML 1.2; it was read as 10
+    file_check leading-zero lz.yaml 'name: m\narch: gpt\nlayers: 012\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}lz\\.yaml:3:9: layers: '012' has a leading zero, which YAML 1.1 readers take as octal: write the number without it$" models
     file_check unknown-arch enum.yaml 'name: m\narch: gpt4\nlayers: 12\n' "${M}enum\.yaml:2:7: arch: expected one of gpt\|bert\|t5\|llama" models
     file_check negative negative.yaml 'name: m\narch: gpt\nlayers: -12\nhidden: 768\nheads: 12\nvocab: 5\nseq: 5\n' "${M}negative\.yaml:3:9: layers: must be at least 1" models
     file_check zero zero.yaml 'name: m\narch: gpt\nlayers: 12\nhidden: 0\nheads: 12\nvocab: 5\nseq: 5\n' "${M}zero\.yaml:4:9: hidden: must be at least 1" models
@@ -197,6 +199,34 @@ core() {
     { printf '{"model_type": "gpt2", "x": '; printf '%.0s[' $(seq 1001); printf '%.0s]' $(seq 1001); printf '}'; } >hfdeep.json
     check hf-deep "${M}hfdeep\\.json:1:1028: nested deeper than 1000 levels: refused$" "$bin" models hfdeep.json
     file_check hf-trailing hf6.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9} x' "${M}hf6\.json:1:[0-9]+: JSON syntax error" models
+    # Qwen3-MoE builds no shared expert (transformers' Qwen3MoeSparseMoeBlock): Qwen2-MoE's key was
+    # read as one there, costing a model that does not run; 0 is what qwen3_moe means
+    QWEN3='{"model_type": "qwen3_moe", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,\n "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 100,\n "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32'
+    file_check hf-qwen3-shared hfq3.json "$QWEN3, \"shared_expert_intermediate_size\": 32}" "${M}hfq3\\.json:3:[0-9]+: shared_expert_intermediate_size: Qwen2-MoE's shared expert: transformers builds none for qwen3_moe" models
+    file hfq3.json "$QWEN3, \"shared_expert_intermediate_size\": 0}"
+    "$bin" models hfq3.json >/dev/null 2>&1 || bad "qwen3_moe with shared_expert_intermediate_size 0 is refused"
+    # a range of config.json's in full (it said "expected a number in [1, 8.38861e+06]")
+    file_check hf-range-full hfr.json '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,\n "intermediate_size": 10, "vocab_size": 10, "rope_scaling": {"rope_type": "yarn", "factor": 4,\n "original_max_position_embeddings": 0}}' "${M}hfr\\.json:3:[0-9]+: original_max_position_embeddings: expected a number in \\[1, 8388608\\]$" models
+    # a value just outside a model's range, exact (%%g said "must be >= 1, got 1" of 0.9999999)
+    file_check moe-imbalance-exact mi.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmoe: {experts: 8, top_k: 2, expert_ffn: 64, imbalance: 0.9999999}\n' "${M}mi\\.yaml:9:[0-9]+: moe\\.imbalance: the busiest rank carries at least the mean: must be >= 1, got 0\\.9999999$" models
+    # names hold UTF-8 text without the characters that end a YAML line: U+0085 and U+2028 were
+    # taken, and the model file megaplan wrote ("# a<NEL>b: ... parameters") did not read back
+    file_check name-nel nel.yaml "name: \"a\\\\u0085b\"\n$(printf "$GOOD_MODEL" | sed 1d)\n" "${M}nel\\.yaml:1:7: name: contains a control character or line break \\(U\\+0085\\)$" models
+    file_check name-line-separator ls.yaml "name: \"a\\\\u2028b\"\n$(printf "$GOOD_MODEL" | sed 1d)\n" "${M}ls\\.yaml:1:7: name: contains a control character or line break \\(U\\+2028\\)$" models
+    file utf8.yaml "name: \"\\\\u00e9\\\\u4e2d\"\n$(printf "$GOOD_MODEL" | sed 1d)\n"
+    "$bin" models utf8.yaml >utf8-out.yaml 2>/dev/null && "$bin" models utf8-out.yaml >/dev/null 2>&1 ||
+        bad "a UTF-8 name (e with acute, a CJK character) is refused, or its written file does not read back"
+    # a name taken from a folder or file name: what a name may not hold becomes _ (a folder
+    # "m<newline>x" wrote "# m" and "x: ... parameters" on two lines; a byte not UTF-8 in it
+    # gave a plan (search -o) that megaplan refused to read back)
+    nldir=$(printf 'm\nx'); mkdir -p "$nldir"
+    printf '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' >"$nldir/config.json"
+    if ! "$bin" models "$nldir" >nl-out.yaml 2>err.txt || ! grep -q '^name: m_x$' nl-out.yaml ||
+       ! "$bin" models nl-out.yaml >/dev/null 2>&1; then
+        bad "a model named after folder 'm<newline>x': $(head -2 nl-out.yaml | tr '\n' '|') $(head -1 err.txt)"
+    else
+        ok
+    fi
 
     # --- hardware profiles ---
     file_check hw-unknown-nested hw1.yaml "$(printf "$GOOD_HW" | sed 's/bw_per_gpu: 300 GB\/s/bw_per_gpux: 300 GB\/s/')\n" "${H}hw1\.yaml:9:[0-9]+: scale_up\.bw_per_gpux: unknown key" hw
@@ -212,6 +242,12 @@ core() {
     # counts in full (it said "got 1e+04 of 132 SMs" for 10000)
     file_check hw-nccl-ctas hw11.yaml "${GOOD_HW}sm_count: 132\nnccl_ctas: 10000\n" "${H}hw11\\.yaml:14:12: nccl_ctas: needs sm_count, and must be less than it \\(got 10000 of 132 SMs\\)" hw
     check hw-unknown-profile "${H}hw: unknown hardware profile 'dgx-a1000'" "$bin" hw dgx-a1000
+    # a profile's text fields too, and --hw-set's: UTF-8 without line-ending characters
+    check hw-set-name-not-utf8 "^megaplan estimate: --hw-set name: is not UTF-8 text \(byte 2, 0x85\)$" "$bin" estimate --model 125M --gpus 8 --hw-set "name=$(printf 'a\205b')"
+    check hw-set-name-nel "^megaplan estimate: --hw-set name: contains a control character or line break \(U\+0085\)$" "$bin" estimate --model 125M --gpus 8 --hw-set "name=$(printf 'a\302\205b')"
+    file_check hw-description-ls hwls.yaml "${GOOD_HW}description: \"x\\\\u2029y\"\n" "${H}hwls\\.yaml:13:14: description: contains a control character or line break \\(U\\+2029\\)$" hw
+    # price_date is the month the price was read, as the profiles write it ("yesterday" was shown)
+    file_check hw-price-date hwpd.yaml "${GOOD_HW}price_date: 2026-13\n" "${H}hwpd\\.yaml:13:13: price_date: expected the month the price was read, YYYY-MM \\(got '2026-13'\\)$" hw
     check hw-bad-format "${H}--format: expected" "$bin" hw --format xml
     check models-bad-option "${M}--frobnicate: unknown option" "$bin" models --frobnicate
 }
@@ -361,6 +397,21 @@ plan() {
     file_check plan-version p8.yaml 'megaplan_plan: 2\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 4, global_batch: 8}\n' "${S}p8\.yaml:1:16: megaplan_plan: format version 2 is not known" simulate
     file_check plan-predicted p9.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\npredicted: 5\n" "${S}p9\.yaml:5:12: predicted: expected a mapping" simulate
     file_check plan-not-a-plan p7.yaml 'model: gpt3-125m\n' "${S}p7\.yaml:1:1: megaplan_plan: missing" simulate
+    # fp8_recipe under another precision was read and dropped (the plan ran bf16), where
+    # --fp8-recipe is refused so
+    file_check plan-fp8-recipe-bf16 p27.yaml "${HEAD}training: {gpus: 4, global_batch: 8, fp8_recipe: mxfp8}\n" "${S}p27\\.yaml:4:50: training\\.fp8_recipe: applies to precision fp8 only \\(precision is bf16\\)$" simulate
+    file_check plan-fp8-recipe-fp16 p27.yaml "${HEAD}training: {gpus: 4, global_batch: 8, precision: fp16, fp8_recipe: delayed}\n" "${S}p27\\.yaml:4:[0-9]+: training\\.fp8_recipe: applies to precision fp8 only \\(precision is fp16\\)$" simulate
+    # the EP all-to-all overlap runs without full recompute (Megatron-Core): recompute: full was
+    # refused, the same full recompute given per layer was taken
+    LR="[none$(printf ', full%.0s' $(seq 32)), none]"
+    file_check plan-a2a-layer-full p29.yaml "megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 128}\nparallel: {pp: 4, vpp: 2, dp: 16, ep: 8, moe_a2a_overlap: true}\nlayer_recompute: $LR\n" "${S}p29\\.yaml:6:18: layer_recompute: item 1 is full, and parallel\\.moe_a2a_overlap \\(the EP all-to-all overlap\\) runs without full recompute$" simulate
+    # hybrid sharding on one scale-up domain, refused as --hsdp is (a plan was estimated and run
+    # as ZeRO-3 labelled hsdp)
+    file_check plan-hsdp-one-node p30.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {dp: 8, zero: 3, dist_opt: true, hsdp: true}\n" "${S}p30\\.yaml:5:50: parallel\\.hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \\(8\\): nothing to replicate" simulate
+    # defer_embedding_wgrad is Megatron-Core's: the 2021 stacks were estimated with its flush
+    for st in megatron-lm-2021 megatron-deepspeed-2021; do
+        file_check "plan-defer-wgrad-$st" p28.yaml "${HEAD}training: {gpus: 4, global_batch: 8, stack: $st}\nparallel: {pp: 2, dp: 2, defer_embedding_wgrad: true}\n" "${S}p28\\.yaml:5:[0-9]+: parallel\\.defer_embedding_wgrad: --defer-embedding-wgrad-compute is a Megatron-Core option: training\\.stack must be megatron-lm \\($st has none\\)$" simulate
+    done
 }
 
 # hardening: what a hostile or careless command line does -- repeated
@@ -423,6 +474,9 @@ hardening() {
     check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
     # a framework that cannot run the plan names the option (it said "megaplan estimate: format: ...")
     check estimate-format-torchtitan-schedule "^megaplan estimate: --format: torchtitan has no dualpipe pipeline schedule$" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --schedule dualpipe --pp 4 --format torchtitan
+    # search writes its winner: the refusal says it is the winner the framework cannot run (it
+    # said "--format: torchtitan has no dualpipe pipeline schedule" to a search given --fix pp=2)
+    check search-format-torchtitan-winner "^megaplan search: --format: the best plan found \(tp=[0-9]+ pp=2 vpp=1 cp=1 dp=[0-9]+, dualpipe\) cannot be written so: torchtitan has no dualpipe pipeline schedule; --fix settings the framework runs to rank only those$" "$bin" search --model 125M --gpus 8 --format torchtitan --fix pp=2,schedule=dualpipe
     check estimate-format-deepspeed-pp "^megaplan estimate: --format: a DeepSpeed config here covers data and tensor parallelism" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --pp 4 --format deepspeed
     check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
@@ -444,6 +498,15 @@ hardening() {
     check twice-fix-option "${S}--fix: tp is fixed twice" "$bin" search --model 125M --gpus 8 --tp 2 --fix tp=4
     check twice-trace "${SIM}--trace: given twice" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace a.json --trace=b.json
     check trace-empty "${SIM}--trace: needs a value" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --trace=
+    # a value missing before the next option: that option was taken as the value ("--trace
+    # --events" wrote a trace file named --events and exit 0; "--model --gpus 8" read 8 as a plan)
+    check trace-then-option "${SIM}--trace: needs a value, and '--events' is an option \(a value that starts with -- goes as --trace=--events\)$" "$bin" simulate --model 125M --gpus 8 --trace --events --format json
+    check model-then-option "${E}--model: needs a value, and '--gpus' is an option" "$bin" estimate --model --gpus 8
+    check output-then-option "${S}-o: needs a value, and '--top' is an option \(a file of that name goes as -o \./--top\)$" "$bin" search --model 125M --gpus 8 -o --top 3
+    check value-then-end "${E}--tp: needs a value, and '--' ends the options$" "$bin" estimate --model 125M --gpus 8 --tp --
+    # a known option after "--" was told "unknown option (did you mean --model?)"
+    check option-after-end "${E}--model: comes after '--', which ends the options: give it before" "$bin" estimate -- --model 125M --gpus 8
+    [ -e --events ] && bad "a refused --trace wrote a file named --events"
     check hw-set-twice "${E}--hw-set: memory is set twice \\('memory=40GiB', then 'memory=80GiB'\\): say it once$" "$bin" estimate --model 175B --gpus 8 --hw-set memory=40GiB --hw-set memory=80GiB
     check hw-set-no-key "${E}--hw-set: expected KEY=VALUE" "$bin" estimate --model 175B --gpus 8 --hw-set =5
     # each verb's own options too (the last one silently won): flags, values,
@@ -498,6 +561,12 @@ hardening() {
     check hw-tiny-matmul-fp8 "${E}--hw-set matmul_achievable_fp8_split: absurdly small" "$bin" estimate --model 1.3B --gpus 8 --hw dgx-h100 --hw-set matmul_achievable_fp8_split=5
     file_check hw-file-tiny-matmul tinymm.yaml "${GOOD_HW}matmul_achievable: 1e-308\n" "^megaplan hw: tinymm\\.yaml:13:20: matmul_achievable: absurdly small" hw
     file_check hw-file-tiny-peak tinypeak.yaml "$(printf "$GOOD_HW" | sed 's/bf16: 100 TFLOP\/s/bf16: 5/')\n" "^megaplan hw: tinypeak\.yaml:4:[0-9]+: peak_flops\.bf16: absurdly small" hw
+    # the fractions that scale a GEMM's rate, 0 (none) or at least 0.001: mxfp8_gemm_rate 1e-300
+    # gave an MXFP8 step of 10^300 s, curve_matmul_efficiency 1e-300 a curve scaled 10^300 times
+    check hw-tiny-mxfp8-rate "${E}--hw-set mxfp8_gemm_rate: absurdly small: at least 0\\.001, or 0 for none \\(got 1e-300\\)\$" "$bin" estimate --model 1.3B --gpus 8 --hw b200 --precision fp8 --fp8-recipe mxfp8 --hw-set mxfp8_gemm_rate=1e-300
+    file_check hw-file-tiny-curve-ratio tinycurve.yaml "${GOOD_HW}curve_matmul_efficiency: 1e-300\n" "^megaplan hw: tinycurve\\.yaml:13:26: curve_matmul_efficiency: absurdly small" hw
+    # limits in full (it said "too large: at most 1e+01 (got 1e+02)")
+    check hw-limit-full "${E}--hw-set collective_local_pass: too large: at most 10 \\(got 100\\)\$" "$bin" estimate --model 125M --gpus 8 --hw-set collective_local_pass=100
 
     # a FIFO nobody writes to: refused or read as empty, never waited on forever
     if mkfifo fifo.yaml 2>/dev/null; then
@@ -522,6 +591,15 @@ hardening() {
     check interleaved-unit-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --schedule interleaved-1f1b
     check interleaved-unit-pp1-vpp1 "^megaplan simulate: --schedule: interleaved-1f1b needs vpp >= 2 \(got vpp=1\)$" "$bin" simulate --unit-ops --pp 1 --vpp 1 --micro-batches 4 --schedule interleaved-1f1b
     check vpp-unit-pp1 "^megaplan simulate: --vpp: virtual stages \(vpp=2\) need pipeline parallelism \(pp >= 2\)$" "$bin" simulate --unit-ops --pp 1 --vpp 2 --micro-batches 4
+    # --unit-ops reads --pp, --vpp, --schedule and --micro-batches: the rest of a configuration
+    # was taken and dropped (--tp 2, --hw-set memory=1GiB drew the same picture), and so was
+    # --ep-overlap, which has no all-to-all to move there
+    check unit-ops-tp "${SIM}--tp: --unit-ops draws unit-time ops from --pp, --vpp, --schedule and --micro-batches only" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --tp 2
+    check unit-ops-hw-set "${SIM}--hw-set: --unit-ops draws unit-time ops" "$bin" simulate --unit-ops --hw-set memory=1GiB --pp 2 --micro-batches 4
+    check unit-ops-ep-overlap "${SIM}--ep-overlap: --unit-ops has no MoE all-to-all to overlap$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --ep-overlap
+    # --ep-overlap without experts or with ep 1 did nothing, where --moe-a2a-overlap is refused
+    check ep-overlap-dense "${SIM}--ep-overlap: an MoE overlap needs a model with experts \(gpt3-125m has none\)$" "$bin" simulate --model 125M --gpus 8 --ep-overlap
+    check ep-overlap-ep1 "${SIM}--ep-overlap: the EP all-to-all overlap needs ep > 1 \(got ep 1\)$" "$bin" simulate --model mixtral-8x7b --gpus 64 --hw dgx-h100 --ep-overlap
     check search-zb-vpp "${S}--schedule: vpp=2 needs schedule interleaved-1f1b \(got zb-h1\)" "$bin" search --model 175B --gpus 64 --schedule zb-h1 --vpp 2 --pp 2
     check search-fix-zb-vpp "${S}--schedule: vpp=2 needs" "$bin" search --model 125M --gpus 8 --fix vpp=2,schedule=zb-h1
     check search-seq "${S}--seq: 4096 is longer than the model's 2048 learned positions" "$bin" search --model 175B --gpus 64 --seq 4096

@@ -839,6 +839,9 @@ static void test_moe_math_keys(void **state)
         {1, "\"n_shared_experts\": 1", "n_shared_experts"},
         {1, "\"norm_topk_prob\": false", "norm_topk_prob"},
         {1, "\"n_group\": 4", "n_group"},
+        /* Qwen2-MoE's key: Qwen3-MoE builds no shared expert (it was costed as one) */
+        {1, "\"shared_expert_intermediate_size\": 64", "shared_expert_intermediate_size"},
+        {1, "\"shared_expert_intermediate_size\": 0", NULL},
         {2, "\"moe_intermediate_size\": 1024", "moe_intermediate_size"},
         {2, "\"shared_expert_intermediate_size\": 64", "shared_expert_intermediate_size"},
         {3, "\"num_local_experts\": 16", "num_local_experts"},

@@ -603,6 +603,15 @@ static bool batched_p2p(const mp_config *c)
                                    c->parallel.p2p_overlap);
 }
 
+/* Megatron-Core's interleaved schedule with --overlap-p2p-communication:
+ * each transfer posted after its pass and waited on before the pass that
+ * needs it (sim/schedule.c build_interleaved). */
+static bool overlapped_p2p(const mp_config *c)
+{
+    return c->parallel.pp > 1 && c->parallel.vpp > 1 && c->parallel.p2p_overlap &&
+           c->parallel.schedule == MP_SCHED_INTERLEAVED;
+}
+
 /* The p2p time a rank's steady state spends on one pass of a chunk (its
  * forward and its backward, comm = both transfers). Megatron waits on
  * synchronous p2p where it is posted: all of it, on 1F1B one transfer after
@@ -622,7 +631,8 @@ static bool batched_p2p(const mp_config *c)
  * backward's before the next forward: each transfer runs beside the other
  * direction's compute, which loses the SMs of NCCL's p2p kernel meanwhile
  * (contention.c). The fill and drain keep their transfers on the critical
- * path: a stage cannot start what has not arrived. */
+ * path, a stage cannot start what has not arrived: the first micro-batch's
+ * 2(p v - 1) hops (estimate, pipeline.c mp_pipeline_makespan_overlap). */
 static double round_p2p(const mp_config *c, const stage_sum *ss, double comm)
 {
     if (batched_p2p(c))
@@ -2224,6 +2234,9 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     bool zb = pp->schedule == MP_SCHED_ZBH1;
     bool batched = batched_p2p(c);
     mp_schedule_kind sk = pp->schedule;
+    /* --overlap-p2p-communication on interleaved 1F1B: the steady state
+     * hides the hops (round_p2p), the fill and drain do not (below) */
+    bool overlapped = overlapped_p2p(c);
     /* the same for every rank and chunk: computed once (a search runs this
      * for each of 10^5 candidates, p*v times each) */
     const double pass_comm = pass_p2p(c, pm.p2p_bytes);
@@ -2248,7 +2261,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                                  (double)(p / 2 - 1) / (double)(p - 1)
                        : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
                        : batched ? ss->fwd + ss->bwd + comm / 2.0
-                                 : ss->fwd + ss->bwd + comm;
+                       : overlapped ? ss->fwd + ss->bwd
+                                    : ss->fwd + ss->bwd + comm;
         }
     }
     double makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
@@ -2261,6 +2275,12 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
          * warm-up forwards, 2(p - 1) + (v - 1)p, each wait for their own
          * batch, p of them in the fill above (pipeline.c) */
         makespan += (double)(2 * (p - 1) + (v - 2) * p) * pass_comm / 2.0;
+    else if (overlapped)
+        /* each hop of the first micro-batch's forward down the p v virtual
+         * stages and of its backward back up is waited on: nothing runs
+         * beside it on the rank that needs it (pipeline.c
+         * mp_pipeline_makespan_overlap, the simulator's lists exactly) */
+        makespan += (double)mp_pipeline_overlap_fill(p, v) * pass_comm / 2.0;
     int64_t slow = 0;
     for (int64_t r = 1; r < p; r++)
         if (round[r] > round[slow])

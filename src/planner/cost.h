@@ -220,6 +220,18 @@ void mp_pipeline_cost_free(mp_pipeline_cost *pc);
 double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double f,
                             double b, double w, double p2p);
 
+/* Interleaved 1F1B (v > 1) with --overlap-p2p-communication on equal
+ * stages, f and b per chunk, each transfer hop seconds (docs/cost-model.md
+ * §6): (m v + p - 1)(f + b) + mp_pipeline_overlap_fill(p, v) hop, what the
+ * simulator's asynchronous op lists take while a hop fits under the shorter
+ * pass (hop <= min(f, b)); beyond, the steady state exposes more. */
+double mp_pipeline_makespan_overlap(int64_t p, int64_t v, int64_t m, double f, double b,
+                                    double hop);
+
+/* ... the hops its fill and drain expose: the first micro-batch's forward
+ * down all p v virtual stages and its backward back up, 2(p v - 1). */
+int64_t mp_pipeline_overlap_fill(int64_t p, int64_t v);
+
 /* The estimate of one configuration. plan may be NULL (even split, config's
  * recompute everywhere). Fails with MP_EINPUT for configurations that cannot
  * run (mp_config_check); a config that does not fit is estimated with fits=false. */

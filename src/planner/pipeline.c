@@ -20,6 +20,11 @@
  *                       build_interleaved_batched); equal to the simulator
  *                       for p >= 3, at p = 2 (refused by Megatron-LM without
  *                       the overlap) both sends share the one link]
+ *   ... overlapped:    (m v + p - 1)(f + b) + 2(p v - 1) p2p
+ *                      [--overlap-p2p-communication: the steady state hides
+ *                       each transfer under the next pass, the first
+ *                       micro-batch's hops down and back up are waited on;
+ *                       equal to the simulator while p2p <= min(f, b)]
  *   ZB-H1:             max(m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p),
  *                          (m + p - 1)(f + b + 2 p2p) + w)
  *   ZB-V:              2m (f + b + w + 2 p2p) + (p - 1)(f + p2p + max(0, b - w))
@@ -118,6 +123,19 @@ double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m,
     if (s == MP_SCHED_INTERLEAVED && v > 1)
         return (double)(m * v + p - 1) * (f + b + p2p) + (double)(2 * (p - 1) + (v - 2) * p) * p2p;
     return (double)(m * v + p - 1) * (f + b + comm);
+}
+
+int64_t mp_pipeline_overlap_fill(int64_t p, int64_t v)
+{
+    return p > 1 ? 2 * (p * v - 1) : 0;
+}
+
+double mp_pipeline_makespan_overlap(int64_t p, int64_t v, int64_t m, double f, double b,
+                                    double hop)
+{
+    if (p < 1 || m < 1)
+        return 0.0;
+    return (double)(m * v + p - 1) * (f + b) + (double)mp_pipeline_overlap_fill(p, v) * hop;
 }
 
 double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double *round,

@@ -2171,7 +2171,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     const mp_parallel *pp = &c->parallel;
     /* DualPipe(V) under the EP overlap: per rank of the V (DualPipe: rank
      * min(r, p-1-r)), its F&B units and the step one unit saves, and the
-     * stages' F and B before the saving is shared out (dual_fb_fill) */
+     * stages' F and B before the saving is shared out (dual_fb_makespan) */
     fb_units *fb = NULL;
     bool dual = pp->schedule == MP_SCHED_DUALPIPE || pp->schedule == MP_SCHED_DUALPIPEV;
     if (pp->moe_a2a_overlap && dual && pm.p > 0) {

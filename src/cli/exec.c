@@ -385,27 +385,6 @@ static mp_status load_compare(const char *name, mp_hw *hw, mp_error *err)
     return st;
 }
 
-/* An error about a field of the plan (model.head_dim, training.gpus) that
- * its check left without a place: the plan's file, and the line of that key
- * (or of the nearest one written above it: a preset's "model: t5-11b"). */
-static void locate_in_plan(mp_error *err, const char *path)
-{
-    if (err->file[0] || !strncmp(err->field, "--", 2))
-        return;
-    char *text = NULL;
-    size_t len = 0;
-    mp_ynode *root = NULL;
-    mp_error rerr;
-    mp_error_clear(&rerr);
-    if (err->field[0] && mp_read_file(path, MP_MAX_INPUT_BYTES, &text, &len, &rerr) == MP_OK &&
-        mp_yaml_load(text, len, path, &root, &rerr) == MP_OK && root)
-        mp_error_point(err, root, "", path);
-    else
-        snprintf(err->file, sizeof err->file, "%s", path);
-    mp_yaml_free(root);
-    free(text);
-}
-
 /* Before starting ranks: a plan that cannot run is refused once, here,
  * rather than by N ranks under mpirun's own messages. */
 static int precheck(const exec_args *a, uint64_t *hash)
@@ -459,7 +438,7 @@ static int precheck(const exec_args *a, uint64_t *hash)
     free(plan);
     if (!st)
         return 0;
-    locate_in_plan(&err, a->plan);
+    mp_error_point_file(&err, a->plan);
     return mp_cli_fail("exec", &err);
 }
 
@@ -859,7 +838,7 @@ int cmd_exec(int argc, char **argv)
             mp_runtime_abort(1);
         }
         if (root) {
-            locate_in_plan(&err, a.plan);
+            mp_error_point_file(&err, a.plan);
             mp_cli_fail("exec", &err);
         }
         mp_exec_report_free(&rep);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/decode.h"
 #include "core/fields.h"
 #include "core/io.h"
 #include "core/layout.h"
@@ -906,6 +907,11 @@ mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err)
     if (mp_cli_check_hsdp_domain(cc, false, err) != MP_OK)
         return MP_EINPUT;
     mp_status st = mp_config_check(&cc->config, err);
+    /* a model file's own moe.imbalance, refused for this ep: at its line */
+    if (st != MP_OK && !strcmp(err->field, "moe.imbalance") &&
+        !(cc->set & MP_SET_MOE_IMBALANCE) && !mp_model_preset(cc->model_spec) &&
+        mp_is_file(cc->model_spec))
+        mp_error_point_file(err, cc->model_spec);
     if (st != MP_OK && !err->file[0]) {
         char opt[sizeof err->field];
         mp_cli_option_name(err->field, opt, sizeof opt);

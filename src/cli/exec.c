@@ -350,6 +350,13 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             fprintf(stderr, "megaplan exec: a plan file is needed (megaplan exec --help)\n");
         return 2;
     }
+    if (a->force && !a->trace) {
+        /* --force without --trace was taken and did nothing */
+        if (loud)
+            fprintf(stderr, "megaplan exec: --force: nothing to overwrite: it lets --trace "
+                            "replace a read-only file\n");
+        return 2;
+    }
 #if HAVE_EXEC_CPU
     if (a->o.solo_rank >= 0 && a->np > 0) {
         if (loud)

@@ -1021,7 +1021,9 @@ int mp_cli_listing_args(int argc, char **argv, const mp_verb_doc *doc, const cha
         int found = mp_opt_take(listing_rows, 1, argc, argv, &i, &o, &v, &err);
         if (found) {
             if (*format) {
-                fprintf(stderr, "megaplan %s: --format: given twice: say it once\n", verb);
+                /* the two values, as every other option's "given twice" */
+                fprintf(stderr, "megaplan %s: --format: given twice ('%.40s', then '%.40s'): "
+                        "say it once\n", verb, *format, found > 0 && v ? v : "");
                 return 2;
             }
             if (found < 0 || (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "yaml"))) {

@@ -525,6 +525,17 @@ hardening() {
     check twice-alias "${SIM}--microbatches: given twice \('4', then '5'\)" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --microbatches 5
     check twice-exec-steps "^megaplan exec: --steps: given twice \('1', then '2'\): say it once$" "$bin" exec plan.yaml --steps 1 --steps 2
     check twice-exec-flag "^megaplan exec: --exact: given twice: say it once$" "$bin" exec plan.yaml --exact --exact
+    # models --format given twice did not say the two values, as every other option does
+    check twice-models-format "^megaplan models: --format: given twice \('json', then 'table'\): say it once$" "$bin" models --format json --format table
+    # "all" among names was called an unknown profile
+    check search-hw-all-listed "${S}--hw: all \(every profile\) cannot be combined with names" "$bin" search --model 125M --gpus 8 --hw all,dgx-a100
+    # --force without a file to overwrite was taken and did nothing, in every verb that has it
+    check force-alone-search "${S}--force: nothing to overwrite: it lets -o replace a read-only file$" "$bin" search --model 125M --gpus 8 --force
+    check force-alone-search-hw "${S}--force: nothing to overwrite: it lets --plot replace a read-only file$" "$bin" search --model 125M --gpus 8 --hw dgx-a100,h200 --force
+    check force-alone-simulate "${SIM}--force: nothing to overwrite: it lets --trace or --plot replace a read-only file$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --force
+    check force-alone-explain "^megaplan explain: --force: is search's" "$bin" explain --model 125M --gpus 8 --force
+    check force-alone-exec "^megaplan exec: --force: nothing to overwrite: it lets --trace replace a read-only file$" "$bin" exec plan.yaml --force
+    check force-alone-calibrate "^megaplan calibrate: --force: nothing to overwrite: it lets -o replace a read-only file$" "$bin" calibrate --force
     # an empty file name: refused at once (exec and calibrate ran every rank, then failed
     # writing it with no name, under mpirun's own lines)
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""

@@ -316,21 +316,21 @@ static void test_heavy_head_uneven_split(void **state)
 static void test_split_no_full_under_a2a_overlap(void **state)
 {
     (void)state;
-    mp_search_options o;
-    base_of("mixtral-8x7b", "dgx-h100", 64, 256, MP_DTYPE_BF16, &o);
-    mp_config c = o.base;
-    c.hw.memory = 50e9;
-    c.parallel = (mp_parallel){.tp = 1, .pp = 4, .vpp = 2, .cp = 1, .dp = 16, .ep = 8,
-                               .micro_batch = 1, .recompute = MP_RECOMPUTE_NONE,
-                               .dist_opt = true, .dp_overlap = true,
-                               .schedule = MP_SCHED_INTERLEAVED,
-                               .dispatcher = MP_DISPATCH_ALLTOALL};
     mp_plan *plan = malloc(sizeof *plan);
     assert_non_null(plan);
     mp_estimate est;
     mp_search_plan info;
     mp_error err;
+    mp_search_options o;
+    base_of("mixtral-8x7b", "dgx-h100", 64, 256, MP_DTYPE_BF16, &o);
+    mp_config c = o.base;
     int64_t N = mp_model_blocks(&c.model) + 2;
+    c.parallel = (mp_parallel){.tp = 1, .pp = 4, .vpp = 2, .cp = 1, .dp = 16, .ep = 8,
+                               .micro_batch = 1, .recompute = MP_RECOMPUTE_NONE,
+                               .dist_opt = true, .dp_overlap = true,
+                               .schedule = MP_SCHED_INTERLEAVED,
+                               .dispatcher = MP_DISPATCH_ALLTOALL};
+    c.hw.memory = 50e9; /* tight: some blocks need recompute */
     for (int overlap = 0; overlap < 2; overlap++) {
         c.parallel.moe_a2a_overlap = overlap;
         memset(&info, 0, sizeof info);

@@ -164,6 +164,13 @@ static int parse_args(int argc, char **argv, calib_args *a, bool loud)
             a->name = val;
         }
     }
+    if (a->force && !a->out) {
+        /* --force without -o was taken and did nothing */
+        if (loud)
+            fprintf(stderr, "megaplan calibrate: --force: nothing to overwrite: it lets -o "
+                            "replace a read-only file\n");
+        return 2;
+    }
     return 0;
 }
 

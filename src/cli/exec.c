@@ -350,6 +350,13 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
             fprintf(stderr, "megaplan exec: a plan file is needed (megaplan exec --help)\n");
         return 2;
     }
+    if (a->force && !a->trace) {
+        /* --force without --trace was taken and did nothing */
+        if (loud)
+            fprintf(stderr, "megaplan exec: --force: nothing to overwrite: it lets --trace "
+                            "replace a read-only file\n");
+        return 2;
+    }
 #if HAVE_EXEC_CPU
     if (a->o.solo_rank >= 0 && a->np > 0) {
         if (loud)
@@ -383,27 +390,6 @@ static mp_status load_compare(const char *name, mp_hw *hw, mp_error *err)
     if (st && !err->file[0])
         snprintf(err->field, sizeof err->field, "--compare");
     return st;
-}
-
-/* An error about a field of the plan (model.head_dim, training.gpus) that
- * its check left without a place: the plan's file, and the line of that key
- * (or of the nearest one written above it: a preset's "model: t5-11b"). */
-static void locate_in_plan(mp_error *err, const char *path)
-{
-    if (err->file[0] || !strncmp(err->field, "--", 2))
-        return;
-    char *text = NULL;
-    size_t len = 0;
-    mp_ynode *root = NULL;
-    mp_error rerr;
-    mp_error_clear(&rerr);
-    if (err->field[0] && mp_read_file(path, MP_MAX_INPUT_BYTES, &text, &len, &rerr) == MP_OK &&
-        mp_yaml_load(text, len, path, &root, &rerr) == MP_OK && root)
-        mp_error_point(err, root, "", path);
-    else
-        snprintf(err->file, sizeof err->file, "%s", path);
-    mp_yaml_free(root);
-    free(text);
 }
 
 /* Before starting ranks: a plan that cannot run is refused once, here,
@@ -459,7 +445,7 @@ static int precheck(const exec_args *a, uint64_t *hash)
     free(plan);
     if (!st)
         return 0;
-    locate_in_plan(&err, a->plan);
+    mp_error_point_file(&err, a->plan);
     return mp_cli_fail("exec", &err);
 }
 
@@ -859,7 +845,7 @@ int cmd_exec(int argc, char **argv)
             mp_runtime_abort(1);
         }
         if (root) {
-            locate_in_plan(&err, a.plan);
+            mp_error_point_file(&err, a.plan);
             mp_cli_fail("exec", &err);
         }
         mp_exec_report_free(&rep);

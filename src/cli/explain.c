@@ -110,8 +110,8 @@ int cmd_explain(int argc, char **argv)
                      cc.format == MP_FORMAT_DEEPSPEED ? "deepspeed" : "torchtitan");
         return mp_cli_fail("explain", &err);
     }
-    if (sc.output || sc.n_fix) {
-        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : "--fix",
+    if (sc.output || sc.n_fix || sc.force) {
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : sc.n_fix ? "--fix" : "--force",
                      "is search's: explain takes the configuration's own options (--tp 8 ...)");
         return mp_cli_fail("explain", &err);
     }

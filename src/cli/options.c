@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/decode.h"
 #include "core/fields.h"
 #include "core/io.h"
 #include "core/layout.h"
@@ -906,6 +907,11 @@ mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err)
     if (mp_cli_check_hsdp_domain(cc, false, err) != MP_OK)
         return MP_EINPUT;
     mp_status st = mp_config_check(&cc->config, err);
+    /* a model file's own moe.imbalance, refused for this ep: at its line */
+    if (st != MP_OK && !strcmp(err->field, "moe.imbalance") &&
+        !(cc->set & MP_SET_MOE_IMBALANCE) && !mp_model_preset(cc->model_spec) &&
+        mp_is_file(cc->model_spec))
+        mp_error_point_file(err, cc->model_spec);
     if (st != MP_OK && !err->file[0]) {
         char opt[sizeof err->field];
         mp_cli_option_name(err->field, opt, sizeof opt);
@@ -1015,7 +1021,9 @@ int mp_cli_listing_args(int argc, char **argv, const mp_verb_doc *doc, const cha
         int found = mp_opt_take(listing_rows, 1, argc, argv, &i, &o, &v, &err);
         if (found) {
             if (*format) {
-                fprintf(stderr, "megaplan %s: --format: given twice: say it once\n", verb);
+                /* the two values, as every other option's "given twice" */
+                fprintf(stderr, "megaplan %s: --format: given twice ('%.40s', then '%.40s'): "
+                        "say it once\n", verb, *format, found > 0 && v ? v : "");
                 return 2;
             }
             if (found < 0 || (strcmp(v, "table") && strcmp(v, "json") && strcmp(v, "yaml"))) {

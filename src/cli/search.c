@@ -610,6 +610,11 @@ int cmd_search(int argc, char **argv)
     mp_search_cli sc;
     if (mp_search_cli_parse_all(&argc, argv, &cc, &sc, &err) != MP_OK)
         return mp_cli_fail("search", &err);
+    if (sc.force && !sc.output) { /* taken and did nothing */
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--force",
+                     "nothing to overwrite: it lets -o replace a read-only file");
+        return mp_cli_fail("search", &err);
+    }
     mp_search_options opt;
     if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK ||
         mp_search_cli_check_hsdp(&cc, &sc, &err) != MP_OK)

@@ -213,6 +213,11 @@ static mp_status load_profiles(const char *list, mp_hwchoice_options *o, char *f
         if (mp_opt_spaced(tok, strlen(tok)))
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw",
                                 "'%.64s' has spaces around it: give the names alone", tok);
+        /* "all,dgx-a100" called all an unknown profile */
+        if (!strcmp(tok, "all"))
+            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw",
+                                "all (every profile) cannot be combined with names: give all "
+                                "alone or the names alone");
         if (o->n_hw >= MP_HWCHOICE_MAX_HW)
             return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--hw", "at most %d profiles",
                                 MP_HWCHOICE_MAX_HW);
@@ -580,6 +585,11 @@ int mp_cmd_search_hw(int argc, char **argv)
     mp_search_cli sc;
     if (mp_search_cli_parse_all(&n, args, &cc, &sc, &err) != MP_OK)
         return mp_cli_fail("search", &err);
+    if (sc.force && !a.plot) { /* taken and did nothing */
+        mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--force",
+                     "nothing to overwrite: it lets --plot replace a read-only file");
+        return mp_cli_fail("search", &err);
+    }
     if (sc.output || mp_cli_is_framework_format(cc.format)) {
         mp_error_set(&err, MP_EINPUT, NULL, 0, 0, sc.output ? "-o" : "--format",
                      "choose the hardware first: -o and the framework formats take one --hw and --gpus");

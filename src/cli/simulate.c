@@ -146,6 +146,10 @@ static int parse_own(int argc, char **argv, sim_args *a)
         case SIM_FORCE: a->force = true; break;
         }
     }
+    /* --force without an output file was taken and did nothing */
+    if (a->force && !a->trace_path && !a->plot_path)
+        return fail_input("--force", "nothing to overwrite: it lets --trace or --plot replace a "
+                                     "read-only file");
     return -1;
 }
 

@@ -3,6 +3,7 @@
  * experts"): the expert groups etp x ep x edp regroup the same ranks as the
  * attention groups tp x cp x dp inside each pipeline stage. */
 #include "core/config.h"
+#include "core/units.h"
 
 #define FAIL(field, ...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, (field), __VA_ARGS__)
 
@@ -48,6 +49,35 @@ static mp_status mp_config_check_moe_overlap(const mp_config *c, mp_error *err)
     return MP_OK;
 }
 
+/* moe.imbalance (or --moe-imbalance) has a physical ceiling that depends on
+ * ep. planner/moe.c charges the busiest EP rank alpha times the mean routed
+ * copies, alpha * Tr*top_k*etp (the E/ep local experts' tokens, each
+ * mp_moe_tokens_per_expert * alpha). The etp*ep ranks of an expert group hold
+ * etp*ep*Tr tokens, and one token sends at most one copy to each of the
+ * rank's E/ep experts, so at most min(top_k, E/ep) to one rank: the busiest
+ * rank receives at most etp*ep*Tr * min(top_k, E/ep) copies, and
+ *   alpha <= ep * min(top_k, E/ep) / top_k
+ * (1 at ep = 1: one rank holds every expert and carries exactly the mean).
+ * A larger alpha would charge more tokens than the group routes. */
+static mp_status mp_config_check_moe_imbalance(const mp_config *c, mp_error *err)
+{
+    const struct mp_moe *e = &c->model.moe;
+    if (!(e->imbalance > 0.0))
+        return MP_OK;
+    int64_t ep = mp_parallel_ep(&c->parallel);
+    int64_t local = e->experts / ep, k = e->top_k;
+    int64_t most = ep * (local < k ? local : k); /* the busiest rank's copies per k tokens */
+    if (e->imbalance * (double)k <= (double)most)
+        return MP_OK;
+    char im[32], cap[32];
+    mp_format_double(e->imbalance, im, sizeof im);
+    mp_format_double((double)most / (double)k, cap, sizeof cap);
+    return FAIL("moe.imbalance", "the busiest of ep=%lld ranks carries at most ep*min(top_k, "
+                                 "experts/ep)/top_k = %s times the mean (a token sends it at "
+                                 "most min(top_k, experts/ep) = %lld copies): got %s",
+                (long long)ep, cap, (long long)(local < k ? local : k), im);
+}
+
 mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
 {
     const mp_model *m = &c->model;
@@ -86,7 +116,10 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
         /* Megatron-Core's MoEFlexTokenDispatcher: "DeepEP dispatcher requires TPxEP > 1" */
         return FAIL("dispatcher", "the flex dispatcher needs etp*ep > 1 (got %lld)",
                     (long long)(ep * etp));
-    mp_status st = mp_config_check_moe_overlap(c, err);
+    mp_status st = mp_config_check_moe_imbalance(c, err);
+    if (st != MP_OK)
+        return st;
+    st = mp_config_check_moe_overlap(c, err);
     if (st != MP_OK)
         return st;
     if (p->tp > 1 && !p->sp)

@@ -1,10 +1,12 @@
 #include "core/decode.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/fields.h"
+#include "core/io.h"
 #include "core/tables.h"
 #include "core/units.h"
 
@@ -34,11 +36,12 @@ void mp_error_point(mp_error *err, const mp_ynode *map, const char *prefix, cons
         return;
     const mp_ynode *node = err->field[0] ? mp_ynode_at(map, err->field) : NULL;
     if (!node) {
-        /* the field took a default: point at its parent mapping, if written */
+        /* the field took a default: point at the nearest mapping above it
+         * that is written (model.moe.imbalance of a preset: "model:") */
         char parent[128];
         snprintf(parent, sizeof parent, "%s", err->field);
-        char *dot = strrchr(parent, '.');
-        if (dot) {
+        char *dot;
+        while (!node && (dot = strrchr(parent, '.'))) {
             *dot = '\0';
             node = mp_ynode_at(map, parent);
         }
@@ -57,6 +60,24 @@ void mp_error_point(mp_error *err, const mp_ynode *map, const char *prefix, cons
             field[len - 1] = '\0';
         snprintf(err->field, sizeof err->field, "%s", field);
     }
+}
+
+void mp_error_point_file(mp_error *err, const char *path)
+{
+    if (!err || err->file[0] || !strncmp(err->field, "--", 2))
+        return;
+    char *text = NULL;
+    size_t len = 0;
+    mp_ynode *root = NULL;
+    mp_error rerr;
+    mp_error_clear(&rerr);
+    if (err->field[0] && mp_read_file(path, MP_MAX_INPUT_BYTES, &text, &len, &rerr) == MP_OK &&
+        mp_yaml_load(text, len, path, &root, &rerr) == MP_OK && root)
+        mp_error_point(err, root, "", path);
+    else
+        snprintf(err->file, sizeof err->file, "%s", path);
+    mp_yaml_free(root);
+    free(text);
 }
 
 mp_status mp_check_file_kind(const mp_ynode *root, mp_file_kind want, const char *origin,

@@ -21,6 +21,13 @@ mp_status mp_hw_decode(const mp_ynode *node, const char *prefix, const char *ori
  * the field was not written) and prefixes the field name. */
 void mp_error_point(mp_error *err, const mp_ynode *map, const char *prefix, const char *origin);
 
+/* An error about a field of the YAML file at path (a plan's model.head_dim,
+ * a model file's moe.imbalance) that its check left without a place: the
+ * file, and the line of that key (or of the nearest one written above it: a
+ * preset's "model: t5-11b"). Nothing when err already names a file or an
+ * option. */
+void mp_error_point_file(mp_error *err, const char *path);
+
 /* The kinds of file megaplan reads. */
 typedef enum { MP_FILE_MODEL, MP_FILE_HW, MP_FILE_PLAN } mp_file_kind;
 

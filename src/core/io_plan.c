@@ -211,6 +211,12 @@ static void plan_field_path(const char *field, char *out, size_t size)
             snprintf(out, size, "parallel.%.100s", field);
             return;
         }
+    /* the model's fields mp_config_check names (moe.imbalance: its bound
+     * depends on ep), under the plan's model (a preset's: its "model:" line) */
+    if (!strncmp(field, "moe.", 4)) {
+        snprintf(out, size, "model.%.100s", field);
+        return;
+    }
     size_t n;
     const mp_field *tab = mp_parallel_field_table(&n);
     if (mp_fields_find(tab, n, field)) {

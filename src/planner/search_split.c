@@ -32,6 +32,10 @@ static double split_items(const mp_config *c, const mp_item_cost *items, int64_t
             /* the estimate keeps the embedding's and head's activations once, not per micro-batch */
             s->act[r] = block ? items[i].act_bytes[r] : 0.0;
             s->allowed[r] = block ? (free_recompute || r == (int)pp->recompute) : r == MP_RECOMPUTE_NONE;
+            /* Megatron-Core runs the EP all-to-all overlap without any full
+             * recompute, and mp_plan_check refuses a full layer under it: a
+             * solution with one fell back to the even split */
+            if (pp->moe_a2a_overlap && r == MP_RECOMPUTE_FULL) s->allowed[r] = false;
         }
         if (!block) s->static_bytes += items[i].act_bytes[MP_RECOMPUTE_NONE];
         if (i == N - 1) s->static_bytes += tied;

@@ -306,6 +306,12 @@ estimate() {
     check est-no-model "${E}--model: required" "$bin" estimate --gpus 8
     check est-a2a-overlap-vpp "${E}--moe-a2a-overlap: the EP all-to-all overlap needs a virtual pipeline" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --pp 2 --moe-a2a-overlap on
     check est-a2a-overlap-dense "${E}--moe-a2a-overlap: an MoE overlap needs a model with experts" "$bin" estimate --model llama3-8b --gpus 8 --moe-a2a-overlap on
+    # moe.imbalance had no ceiling: 64 on ep 8 with top-2 was estimated, though the busiest EP rank
+    # carries at most ep*min(top_k, experts/ep)/top_k = 4 times the mean (config_moe.c)
+    check est-imbalance-ceiling "${E}--moe-imbalance: the busiest of ep=8 ranks carries at most ep\*min\(top_k, experts/ep\)/top_k = 4 times the mean .*: got 64$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --moe-imbalance 64
+    check est-imbalance-ep1 "${E}--moe-imbalance: the busiest of ep=1 ranks carries at most .* = 1 times the mean .*: got 1\.5$" "$bin" estimate --model mixtral-8x7b --gpus 64 --moe-imbalance 1.5
+    file mi.yaml 'name: m\narch: llama\nlayers: 4\nhidden: 512\nheads: 8\nffn_hidden: 1024\nvocab: 1000\nseq: 256\nmoe: {experts: 8, top_k: 2, expert_ffn: 64, imbalance: 3}\n'
+    check est-imbalance-model-file "${E}mi\.yaml:9:[0-9]+: moe\.imbalance: the busiest of ep=2 ranks carries at most .* = 2 times the mean .*: got 3$" "$bin" estimate --model mi.yaml --gpus 8 --ep 2
     check est-shared-overlap "${E}--shared-expert-overlap: shared-expert overlap needs shared experts" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --shared-expert-overlap on
     check est-dispatcher "${E}--dispatcher: expected alltoall, allgather or flex, got 'deepep'" "$bin" estimate --model mixtral-8x7b --gpus 64 --dispatcher deepep
     # the option named is the one given (it used to name --etp)
@@ -405,6 +411,8 @@ plan() {
     # refused, the same full recompute given per layer was taken
     LR="[none$(printf ', full%.0s' $(seq 32)), none]"
     file_check plan-a2a-layer-full p29.yaml "megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 128}\nparallel: {pp: 4, vpp: 2, dp: 16, ep: 8, moe_a2a_overlap: true}\nlayer_recompute: $LR\n" "${S}p29\\.yaml:6:18: layer_recompute: item 1 is full, and parallel\\.moe_a2a_overlap \\(the EP all-to-all overlap\\) runs without full recompute$" simulate
+    # a plan's model.moe.imbalance above what its ep can carry (config_moe.c), at its line
+    file_check plan-imbalance-ceiling p31.yaml 'megaplan_plan: 1\nmodel: {name: m, arch: llama, layers: 4, hidden: 512, heads: 8, ffn_hidden: 1024, vocab: 1000, seq: 256, moe: {experts: 8, top_k: 2, expert_ffn: 64, imbalance: 3}}\nhw: dgx-a100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {dp: 8, ep: 2}\n' "${S}p31\\.yaml:2:[0-9]+: model\\.moe\\.imbalance: the busiest of ep=2 ranks carries at most .* = 2 times the mean .*: got 3$" simulate
     # hybrid sharding on one scale-up domain, refused as --hsdp is (a plan was estimated and run
     # as ZeRO-3 labelled hsdp)
     file_check plan-hsdp-one-node p30.yaml "${HEAD}training: {gpus: 8, global_batch: 8}\nparallel: {dp: 8, zero: 3, dist_opt: true, hsdp: true}\n" "${S}p30\\.yaml:5:50: parallel\\.hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \\(8\\): nothing to replicate" simulate
@@ -517,6 +525,17 @@ hardening() {
     check twice-alias "${SIM}--microbatches: given twice \('4', then '5'\)" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --microbatches 5
     check twice-exec-steps "^megaplan exec: --steps: given twice \('1', then '2'\): say it once$" "$bin" exec plan.yaml --steps 1 --steps 2
     check twice-exec-flag "^megaplan exec: --exact: given twice: say it once$" "$bin" exec plan.yaml --exact --exact
+    # models --format given twice did not say the two values, as every other option does
+    check twice-models-format "^megaplan models: --format: given twice \('json', then 'table'\): say it once$" "$bin" models --format json --format table
+    # "all" among names was called an unknown profile
+    check search-hw-all-listed "${S}--hw: all \(every profile\) cannot be combined with names" "$bin" search --model 125M --gpus 8 --hw all,dgx-a100
+    # --force without a file to overwrite was taken and did nothing, in every verb that has it
+    check force-alone-search "${S}--force: nothing to overwrite: it lets -o replace a read-only file$" "$bin" search --model 125M --gpus 8 --force
+    check force-alone-search-hw "${S}--force: nothing to overwrite: it lets --plot replace a read-only file$" "$bin" search --model 125M --gpus 8 --hw dgx-a100,h200 --force
+    check force-alone-simulate "${SIM}--force: nothing to overwrite: it lets --trace or --plot replace a read-only file$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --force
+    check force-alone-explain "^megaplan explain: --force: is search's" "$bin" explain --model 125M --gpus 8 --force
+    check force-alone-exec "^megaplan exec: --force: nothing to overwrite: it lets --trace replace a read-only file$" "$bin" exec plan.yaml --force
+    check force-alone-calibrate "^megaplan calibrate: --force: nothing to overwrite: it lets -o replace a read-only file$" "$bin" calibrate --force
     # an empty file name: refused at once (exec and calibrate ran every rank, then failed
     # writing it with no name, under mpirun's own lines)
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""

@@ -307,6 +307,43 @@ static void test_heavy_head_uneven_split(void **state)
     free(plan);
 }
 
+/* The split solver under the EP all-to-all overlap: Megatron-Core runs it
+ * without any full recompute and mp_plan_check refuses a full layer, so the
+ * solver must not choose one. Mixtral 8x7B on 64 H100s cut to 50 GB (pp 4,
+ * vpp 2, ep 8): without the overlap the solver recomputes some blocks in
+ * full; with it, it returns a plan with none (it used to take full layers,
+ * whose plan the estimate refused, and search fell back to the even split). */
+static void test_split_no_full_under_a2a_overlap(void **state)
+{
+    (void)state;
+    mp_plan *plan = malloc(sizeof *plan);
+    assert_non_null(plan);
+    mp_estimate est;
+    mp_search_plan info;
+    mp_error err;
+    mp_search_options o;
+    base_of("mixtral-8x7b", "dgx-h100", 64, 256, MP_DTYPE_BF16, &o);
+    mp_config c = o.base;
+    int64_t N = mp_model_blocks(&c.model) + 2;
+    c.parallel = (mp_parallel){.tp = 1, .pp = 4, .vpp = 2, .cp = 1, .dp = 16, .ep = 8,
+                               .micro_batch = 1, .recompute = MP_RECOMPUTE_NONE,
+                               .dist_opt = true, .dp_overlap = true,
+                               .schedule = MP_SCHED_INTERLEAVED,
+                               .dispatcher = MP_DISPATCH_ALLTOALL};
+    c.hw.memory = 50e9; /* tight: some blocks need recompute */
+    for (int overlap = 0; overlap < 2; overlap++) {
+        c.parallel.moe_a2a_overlap = overlap;
+        memset(&info, 0, sizeof info);
+        assert_int_equal(mp_search_split(&c, true, 100000, plan, &est, &info, &err), MP_OK);
+        assert_true(plan->has_layer_recompute);
+        int full = 0;
+        for (int64_t i = 0; i < N; i++) full += plan->layer_recompute[i] == MP_RECOMPUTE_FULL;
+        if (overlap) assert_int_equal(full, 0);
+        else assert_true(full > 0); /* the case the overlap must change */
+    }
+    free(plan);
+}
+
 /* Megatron flags of an uneven plan: the exact layout, block recompute. */
 static void test_megatron_flags(void **state)
 {
@@ -1099,6 +1136,7 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_refused_names_the_fixed_setting),
         cmocka_unit_test(test_heavy_head_uneven_split),
+        cmocka_unit_test(test_split_no_full_under_a2a_overlap),
         cmocka_unit_test(test_megatron_flags),
         cmocka_unit_test(test_megatron_runs),
         cmocka_unit_test(test_layout_search),

@@ -525,7 +525,9 @@ static const char note_nemo[] =
     "GB200 run each layer as a CUDA graph (cuda_graph_scope); interleaved rows overlap their "
     "pipeline transfers (the recipes' overlap_p2p_comm: the files' p2p_overlap column) and "
     "the Megatron-Bridge and NeMo 25.04 rows compute the loss with Transformer Engine's fused "
-    "cross entropy (te_cross_entropy) and the 25.11 H100 FSDP row registers the DP buffers "
+    "cross entropy (te_cross_entropy), the NeMo 25.02 rows and NeMo 24.07's LLaMA 3 rows with "
+    "Megatron-Core's native fused one (native_cross_entropy), "
+    "and the 25.11 H100 FSDP row registers the DP buffers "
     "with NCCL (nccl_ub); NeMo 25.02/25.04's GPT-3 175B, LLaMA 3 70B and 405B rows and "
     "Megatron-Bridge 25.09's 70B and 405B rows with pp > 1 defer the output layer's "
     "weight-gradient GEMMs of their first 50 or 22 micro-batches to the pipeline flush "
@@ -1148,13 +1150,19 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         mp_stack stack = MP_STACK_MEGATRON_LM;
         if (st == MP_OK)
             st = stack_from(c, r, RUN_COLS, &stack, err);
-        bool p2p_overlap = false, te_ce = false, nccl_ub = false, pg_sync = false,
+        bool p2p_overlap = false, te_ce = false, native_ce = false, nccl_ub = false, pg_sync = false,
              pg_opt = false, acct_e = false, acct_l = false;
         int acct_col = 0;
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "p2p_overlap", &p2p_overlap, err);
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "te_cross_entropy", &te_ce, err);
+        if (st == MP_OK)
+            st = optional_flag(c, r, RUN_COLS, "native_cross_entropy", &native_ce, err);
+        if (st == MP_OK && te_ce && native_ce)
+            st = mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0, "native_cross_entropy",
+                              "a row's loss is Megatron-Core's native fused cross entropy or "
+                              "Transformer Engine's (te_cross_entropy), not both");
         if (st == MP_OK)
             st = optional_flag(c, r, RUN_COLS, "nccl_ub", &nccl_ub, err);
         if (st == MP_OK)
@@ -1229,6 +1237,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.training.stack = stack;
         w->config.parallel.p2p_overlap = p2p_overlap;
         w->config.training.te_cross_entropy = te_ce;
+        w->config.training.native_cross_entropy = native_ce;
         w->config.parallel.nccl_ub = nccl_ub;
         w->config.parallel.param_gather_sync = pg_sync;
         w->config.parallel.overlap_param_gather_with_optimizer_step = pg_opt;

@@ -27,6 +27,7 @@ typedef enum {
     OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP, OPT_DISPATCH_FP8,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
+    OPT_NATIVE_CROSS_ENTROPY,
     OPT_OPTIMIZER_MOMENTS, OPT_FP8_ACT_CACHE,
     OPT_MOE_IMBALANCE, OPT_PIPELINE_LAYOUT, OPT_FIRST_STAGE_LAYERS, OPT_LAST_STAGE_LAYERS,
     OPT_ACCOUNT_FOR_EMBEDDING, OPT_ACCOUNT_FOR_LOSS,
@@ -166,6 +167,10 @@ static const mp_opt options[] = {
     {"--te-cross-entropy", NULL, "on|off", OPT_TE_CROSS_ENTROPY, 0,
      "the loss as Transformer Engine's fused cross entropy (Megatron "
      "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te)",
+     "on off"},
+    {"--native-cross-entropy", NULL, "on|off", OPT_NATIVE_CROSS_ENTROPY, 0,
+     "the loss as Megatron-Core's native fused cross entropy (Megatron "
+     "--cross-entropy-loss-fusion --cross-entropy-fusion-impl native)",
      "on off"},
     {"--optimizer-moments", NULL, "D", OPT_OPTIMIZER_MOMENTS, 0,
      "Adam's moments in fp32 (default), bf16 or fp16 beside fp32 master weights (Megatron "
@@ -329,6 +334,8 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         return parse_onoff(opt, value, &t->grad_reduce_bf16, err);
     case OPT_TE_CROSS_ENTROPY:
         return parse_onoff(opt, value, &t->te_cross_entropy, err);
+    case OPT_NATIVE_CROSS_ENTROPY:
+        return parse_onoff(opt, value, &t->native_cross_entropy, err);
     case OPT_OPTIMIZER_MOMENTS:
         for (k = 0; k < MP_DTYPE_COUNT; k++)
             if (!strcmp(value, mp_dtype_name((mp_dtype)k)) &&
@@ -650,6 +657,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"te_cross_entropy", "--te-cross-entropy"},
+        {"native_cross_entropy", "--native-cross-entropy"},
         {"optimizer_moments", "--optimizer-moments"}, {"fp8_act_cache", "--fp8-act-cache"},
         {"moe.imbalance", "--moe-imbalance"}, {"pipeline_layout", "--pipeline-layout"},
         {"first_stage_layers", "--first-stage-layers"},

@@ -142,6 +142,8 @@ static const mp_field training_fields[] = {
      .n_names = MP_F8AC_COUNT},
     {.path = "te_cross_entropy", .type = MP_FT_BOOL,
      .offset = offsetof(mp_training, te_cross_entropy)},
+    {.path = "native_cross_entropy", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_training, native_cross_entropy)},
     {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),
      .name_of = stack_name_i, .n_names = MP_STACK_COUNT},
 };

@@ -240,6 +240,12 @@ typedef struct mp_training {
      * backward; no fp32 copy of the logits. Off: PyTorch's unfused
      * vocab-parallel cross entropy on fp32 logits (Megatron's default). */
     bool te_cross_entropy;
+    /* The loss as Megatron-Core's native fused cross entropy
+     * (--cross-entropy-loss-fusion --cross-entropy-fusion-impl native, or
+     * cross_entropy_loss_fusion alone before Megatron-Core 0.12): the
+     * unfused passes grouped into torch.compile'd functions, on fp32 logits
+     * (docs/cost-model.md §4 "Head"). Not with te_cross_entropy. */
+    bool native_cross_entropy;
     mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;

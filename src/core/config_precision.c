@@ -39,6 +39,10 @@ mp_status mp_config_check_precision(const mp_config *c, mp_error *err)
                                              "in the training type, without fp32 master "
                                              "weights: set one of the two");
     }
+    if (t->native_cross_entropy && t->te_cross_entropy)
+        return FAIL("native_cross_entropy", "the loss is one fused cross entropy: Megatron-Core's "
+                                            "native one or Transformer Engine's "
+                                            "(te_cross_entropy), not both");
     if (t->fp8_act_cache != MP_F8AC_OFF) {
         const char *name = mp_fp8_act_cache_name(t->fp8_act_cache);
         if ((unsigned)t->fp8_act_cache >= MP_F8AC_COUNT)

@@ -254,6 +254,8 @@ cJSON *mp_training_to_json(const mp_training *t)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "fp8_act_cache");
     if (o && !t->te_cross_entropy)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "te_cross_entropy");
+    if (o && !t->native_cross_entropy)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "native_cross_entropy");
     /* and the software when it is not Megatron-LM (the validation rows') */
     if (o && t->stack == MP_STACK_MEGATRON_LM)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "stack");

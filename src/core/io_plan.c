@@ -198,7 +198,8 @@ static void plan_field_path(const char *field, char *out, size_t size)
                                            "fp8_recipe", "tokens", "grad_reduce_bf16",
                                            "fp8_param_gather", "stack",
                                            "optimizer_moments", "low_precision_optimizer",
-                                           "te_cross_entropy", "fp8_act_cache"};
+                                           "te_cross_entropy", "native_cross_entropy",
+                                           "fp8_act_cache"};
     for (size_t i = 0; i < sizeof training / sizeof training[0]; i++)
         if (!strcmp(field, training[i])) {
             snprintf(out, size, "training.%.100s", field);

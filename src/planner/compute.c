@@ -900,7 +900,23 @@ void mp_embedding_time_of(const mp_config *c, mp_edge_time *out)
  * device=cuda) copies from pageable host memory and synchronises the
  * stream, one synchronisation per backward call (oss_cost.c charges the same
  * PyTorch call so). Megatron-Core passes is_cg_capturable, which skips it,
- * only under a full-iteration CUDA graph, which megaplan does not model. */
+ * only under a full-iteration CUDA graph, which megaplan does not model.
+ *
+ * Megatron-Core's native fused one (native_cross_entropy;
+ * megatron/core/fusions/fused_cross_entropy.py, the same steps at
+ * core_r0.8.0 through core_v0.16.0): the default's steps grouped into four
+ * torch.compile'd functions (jit_fuser), each at most one kernel that reads
+ * its tensor inputs and writes its outputs once. calculate_logits_max casts
+ * inside (r L, w the fp32 copy it returns, 4; nothing when the logits are
+ * fp32: .float() returns its input); calculate_predicted_logits subtracts
+ * the max and takes exp in place on that fp32 tensor, whose new value is
+ * written back (r 4 w 4); calculate_cross_entropy_loss divides in place
+ * (r 4 w 4): L + 4 + 16, 22 for bf16, 3 kernels. Backward,
+ * calculate_gradients: reads the saved softmax (4), updates it in place
+ * (the target's entry, then the multiply by grad_output: written back, 4)
+ * and returns grad_input.to(torch.bfloat16) (2): 10 bytes, 1 kernel; with
+ * fp16 or fp32 logits autograd casts that bf16 gradient to the input's
+ * dtype (r 2 w L, one more launch). */
 void mp_cross_entropy_cost(const mp_config *c, double logits, mp_pass_cost *out, double *syncs)
 {
     mp_dtype p = c->training.precision;
@@ -913,12 +929,20 @@ void mp_cross_entropy_cost(const mp_config *c, double logits, mp_pass_cost *out,
         *syncs = 1.0;
         return;
     }
+    *syncs = 0.0;
+    if (c->training.native_cross_entropy) {
+        bool bf16 = p == MP_DTYPE_BF16 || p == MP_DTYPE_FP8; /* fp8's head writes bf16 logits */
+        out->bytes_f = (L + (L < 4.0 ? 4.0 : 0.0) + 16.0) * logits;
+        out->bytes_b = (10.0 + (bf16 ? 0.0 : 2.0 + L)) * logits;
+        out->kernels_f = 3.0;
+        out->kernels_b = bf16 ? 1.0 : 2.0;
+        return;
+    }
     double cast = L < 4.0 ? L + 4.0 : 0.0; /* to fp32 and back */
     out->bytes_f = (32.0 + cast) * logits;
     out->bytes_b = (8.0 + cast) * logits;
     out->kernels_f = L < 4.0 ? 6.0 : 5.0;
     out->kernels_b = L < 4.0 ? 3.0 : 2.0;
-    *syncs = 0.0;
 }
 
 void mp_head_time_of(const mp_config *c, mp_edge_time *out)
@@ -957,10 +981,17 @@ void mp_head_time_of(const mp_config *c, mp_edge_time *out)
          * T floats (cross_entropy.py lines 130, 148, 154 at core_v0.15.0);
          * Transformer Engine's: one all-gather of each rank's max, sum and
          * target logit, 3 T floats a rank (triton/cross_entropy.py,
-         * all_gather_into_tensor: v2.9 line 316) */
-        out->tp_fwd = c->training.te_cross_entropy
-                          ? mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, 12.0 * T * t)
-                          : 3.0 * mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, 4.0 * T);
+         * all_gather_into_tensor: v2.9 line 316); Megatron-Core's native
+         * fused one: the max (T floats), then the target logit and the sum
+         * concatenated, one all-reduce of 2 T floats
+         * (fusions/fused_cross_entropy.py lines 94 and 112 at core_v0.15.0) */
+        if (c->training.te_cross_entropy)
+            out->tp_fwd = mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, 12.0 * T * t);
+        else if (c->training.native_cross_entropy)
+            out->tp_fwd = mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, 4.0 * T) +
+                          mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, 8.0 * T);
+        else
+            out->tp_fwd = 3.0 * mp_coll_time(hw, &tpg, MP_COLL_ALLREDUCE, 4.0 * T);
         if (pp->sp)
             out->tp_fwd += mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, T * h * dt);
         /* the replicated input's gradient is summed over t */

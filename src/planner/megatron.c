@@ -401,6 +401,9 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
     if (c->training.grad_reduce_bf16) mp_buf_puts(out, "--grad-reduce-in-bf16 \\\n");
     if (c->training.te_cross_entropy)
         mp_buf_puts(out, "--cross-entropy-loss-fusion \\\n--cross-entropy-fusion-impl te \\\n");
+    if (c->training.native_cross_entropy)
+        mp_buf_puts(out,
+                    "--cross-entropy-loss-fusion \\\n--cross-entropy-fusion-impl native \\\n");
     mp_megatron_moe_args(c, out);
     recompute_flags(c, plan, st, K, out, &notes);
     if (p->dist_opt) mp_buf_puts(out, "--use-distributed-optimizer \\\n");

@@ -209,7 +209,7 @@ static void test_every_option_value(void **state)
         "--model", "--gpus", "--hw", "--hw-set", "--seq", "--global-batch", "--precision",
         "--tokens", "--tp", "--sp", "--no-sp", "--pp", "--vpp", "--cp", "--dp", "--micro-batch",
         "--recompute", "--dist-opt", "--no-dist-opt", "--dp-overlap", "--tp-overlap",
-        "--p2p-overlap", "--nccl-ub", "--schedule", "--format", "--fp8-recipe", "--fp8-param-gather", "--grad-reduce-bf16", "--te-cross-entropy",
+        "--p2p-overlap", "--nccl-ub", "--schedule", "--format", "--fp8-recipe", "--fp8-param-gather", "--grad-reduce-bf16", "--te-cross-entropy", "--native-cross-entropy",
         "--moe-imbalance"};
     static const char *const values[] = {
         "", "0", "-1", "1", "2", "8", "abc", "1e3", "99999999999999999999", "on", "off", "x=y",

@@ -142,6 +142,18 @@ check(0 < comp['on'] < comp['off'], 'the fused cross entropy is cheaper: %s' % c
 rc, out, err = run(*small, '--te-cross-entropy', 'on', '--format', 'megatron')
 check(rc == 0 and '--cross-entropy-loss-fusion' in out and '--cross-entropy-fusion-impl te' in out,
       'megatron: the fused cross entropy flags (%s)' % err)
+# --native-cross-entropy: Megatron-Core's native fused loss, between the two
+rc, out, err = run(*small, '--native-cross-entropy', 'on', '--format', 'json')
+check(rc == 0, 'json with --native-cross-entropy on: exit 0 (%s)' % err)
+nat = json.loads(out).get('time_s', {}).get('compute', 0) if rc == 0 else 0
+check(comp['on'] < nat < comp['off'], 'the native fused loss between TE and unfused: %s %s' % (nat, comp))
+rc, out, err = run(*small, '--native-cross-entropy', 'on', '--format', 'megatron')
+check(rc == 0 and '--cross-entropy-loss-fusion' in out and
+      '--cross-entropy-fusion-impl native' in out and 'impl te' not in out,
+      'megatron: the native fused cross entropy flags (%s)' % err)
+rc, out, err = run(*small, '--native-cross-entropy', 'on', '--te-cross-entropy', 'on')
+check(rc == 2 and '--native-cross-entropy' in err and 'not both' in err and err.count('\n') == 1,
+      'both fused losses: one line, exit 2 (%d %s)' % (rc, err))
 
 # --nccl-ub: Megatron FSDP's gathers and reductions hold fewer SMs, the step shortens
 fsdp = ['--model', 'llama3-8b', '--gpus', '8', '--hw', 'dgx-h100', '--seq', '8192',

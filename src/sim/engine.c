@@ -14,7 +14,9 @@
  *                interleaved 1F1B in Megatron's synchronous batches
  *                (mp_schedule_batched_p2p), post a commit's transfers (a run
  *                of SEND/RECV ops) together and wait for all of them
- *                (run_send, end_commit);
+ *                (run_send, end_commit); so do the overlapped interleaved
+ *                lists' warm-up and cool-down, a run of ops marked sync,
+ *                even with async_p2p (schedule.c build_interleaved);
  *   RECV         blocks until its message has landed; a rank blocked on a
  *                message leaves the heap and the matching SEND puts it back.
  * When the heap runs dry with ops left, the schedule deadlocks (the same ops
@@ -49,7 +51,7 @@ typedef struct rank_state {
     double stash, peak_stash;
     double static_bytes;
     double link_free[2]; /* directed links to the next / previous rank */
-    double commit_at;    /* DualPipe(V): when the open commit was posted, -1 = none */
+    double commit_at;    /* when the open commit was posted, -1 = none */
     double commit_done;  /* ... and when its sends have all landed */
 } rank_state;
 
@@ -677,7 +679,7 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
     rank_state *rs = &e->ranks[r];
     /* DualPipe(V): every send of a commit is posted when the commit is
      * (end_commit), not after the one before it has landed */
-    double posted = e->commits && rs->commit_at >= 0 ? rs->commit_at : rs->now;
+    double posted = rs->commit_at >= 0 ? rs->commit_at : rs->now;
     /* the output exists once its op's combine is done (later on the ep stream) */
     const double *ready = ready_slot(e, r, op, fwd);
     double start = ready && *ready > posted ? *ready : posted, land = start;
@@ -703,7 +705,7 @@ static int32_t run_send(engine *e, int32_t r, const mp_op *op)
     double done = land;
     if (peer != r)
         done += e->pc->p2p_serial * (wire + e->pc->p2p_latency);
-    if (e->commits && !e->async_p2p) {
+    if (rs->commit_at >= 0 && (op->sync || !e->async_p2p)) {
         if (done > rs->commit_done)
             rs->commit_done = done; /* waited for with the rest (end_commit) */
     } else if (!e->async_p2p && done > rs->now) {
@@ -760,15 +762,23 @@ static bool is_transfer(const mp_op *op)
     return op->kind >= MP_OP_SEND_FWD;
 }
 
-static void open_commit(engine *e, rank_state *rs)
+/* A transfer in a commit: every one on the schedules that post in commits,
+ * those marked sync on the overlapped interleaved lists (schedule.c
+ * build_interleaved: Megatron-Core's warm-up and cool-down). */
+static bool in_commit(const engine *e, const mp_op *op)
 {
-    if (e->commits && rs->commit_at < 0)
+    return is_transfer(op) && (e->commits || op->sync);
+}
+
+static void open_commit(rank_state *rs)
+{
+    if (rs->commit_at < 0)
         rs->commit_at = rs->commit_done = rs->now;
 }
 
-static void end_commit(engine *e, rank_state *rs)
+static void end_commit(rank_state *rs)
 {
-    if (!e->commits || rs->commit_at < 0)
+    if (rs->commit_at < 0)
         return;
     if (rs->commit_done > rs->now) { /* waiting for its own sends: p2p */
         rs->pp_wait += rs->commit_done - rs->now;
@@ -792,8 +802,8 @@ static mp_status run_pipeline(engine *e, mp_error *err)
         while (rs->pc < e->lists[r].n) {
             const mp_op *op = &e->lists[r].ops[rs->pc];
             bool blocked = false;
-            if (is_transfer(op))
-                open_commit(e, rs);
+            if (in_commit(e, op))
+                open_commit(rs);
             switch ((mp_op_kind)op->kind) {
             case MP_OP_B:
                 /* combined 1F1B: a B with the F after it is one merged pass */
@@ -829,9 +839,9 @@ static mp_status run_pipeline(engine *e, mp_error *err)
             if (blocked)
                 break;
             rs->pc++;
-            if (is_transfer(op) &&
-                (rs->pc == e->lists[r].n || !is_transfer(&e->lists[r].ops[rs->pc])))
-                end_commit(e, rs);
+            if (rs->commit_at >= 0 &&
+                (rs->pc == e->lists[r].n || !in_commit(e, &e->lists[r].ops[rs->pc])))
+                end_commit(rs);
         }
     }
     const mp_pipeline_cost *pc = e->pc;

@@ -57,12 +57,16 @@ typedef struct builder {
     mp_schedule_kind s;
     int32_t p, v, rank;
     bool batched; /* interleaved: Megatron's batched synchronous p2p */
+    bool sync;    /* mark the transfers pushed now mp_op.sync */
 } builder;
 
 static void push(builder *b, mp_op_kind kind, int32_t mb, int32_t chunk)
 {
     mp_op_list *l = b->out;
-    l->ops[l->n++] = (mp_op){.kind = (uint8_t)kind, .microbatch = mb, .chunk = chunk};
+    l->ops[l->n++] = (mp_op){.kind = (uint8_t)kind,
+                             .sync = (uint8_t)(b->sync && kind >= MP_OP_SEND_FWD),
+                             .microbatch = mb,
+                             .chunk = chunk};
 }
 
 static int32_t virtual_stage(const builder *b, int32_t chunk)
@@ -181,27 +185,53 @@ static int32_t interleaved_warmup(int32_t p, int32_t v, int32_t m, int32_t rank)
 }
 
 /* Megatron's interleaved order with each transfer at its own F or B: the
- * order of --overlap-p2p-communication, which posts a forward's send and
- * receive before the backward that follows and waits on them after it. */
+ * order of --overlap-p2p-communication, which posts a steady-state forward's
+ * send and receive before the backward that follows and waits on them after
+ * it. Without --overlap-p2p-communication-warmup-flush (its default; NeMo
+ * and Megatron-Bridge leave it off) Megatron-Core (d98e8a64,
+ * megatron/core/pipeline_parallel/schedules.py,
+ * forward_backward_pipelining_with_interleaving; core_v0.8.0 the same) waits
+ * where it posts on everything outside the steady state: the first input
+ * (recv_forward, line 1545), each warm-up F's output with the next F's
+ * input (a blocking send_forward_recv_forward, line 1655; in 0.8 posted
+ * asynchronously and waited on before the next F, with nothing between),
+ * the last steady-state B's gradient with the first cool-down B's
+ * (bwd_wait_handles, waited on before the cool-down, lines 1958-1960) and
+ * each cool-down B's gradient with the next B's (a blocking
+ * send_backward_recv_backward, line 2053). Those transfers are marked sync:
+ * each run of them is posted together and waited on whole (engine.c
+ * end_commit). The first B's gradient is received asynchronously (posted
+ * after the last warm-up F, lines 1697-1722; waited on before the B). The
+ * op order is that of the per-op placement either way. */
 static void build_interleaved(builder *b, int32_t m)
 {
     int32_t p = b->p, v = b->v, total = m * v;
     int32_t warmup = interleaved_warmup(p, v, m, b->rank);
     int32_t mb, chunk;
+    b->sync = true;
     for (int32_t k = 0; k < warmup; k++) {
         interleaved_id(p, v, k, true, &mb, &chunk);
         forward(b, mb, chunk);
     }
     for (int32_t k = 0; k < total - warmup; k++) {
         interleaved_id(p, v, warmup + k, true, &mb, &chunk);
-        forward(b, mb, chunk);
+        b->sync = k == 0; /* the last warm-up batch received its input */
+        recv_fwd(b, mb, chunk);
+        b->sync = false;
+        push(b, MP_OP_F, mb, chunk);
+        send_fwd(b, mb, chunk);
         interleaved_id(p, v, k, false, &mb, &chunk);
-        backward(b, mb, chunk);
+        recv_bwd(b, mb, chunk);
+        push(b, MP_OP_B, mb, chunk);
+        b->sync = k == total - warmup - 1; /* waited on before the cool-down */
+        send_bwd(b, mb, chunk);
     }
+    b->sync = true;
     for (int32_t k = total - warmup; k < total; k++) {
         interleaved_id(p, v, k, false, &mb, &chunk);
         backward(b, mb, chunk);
     }
+    b->sync = false;
 }
 
 /* Megatron-Core's interleaved 1F1B without overlap_p2p_comm (Megatron-LM

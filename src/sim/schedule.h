@@ -30,6 +30,11 @@ typedef struct mp_op {
     uint8_t fb;         /* 1 on the F that opens a DualPipe(V) F&B unit (the
                            F, then the other chunk's B and its W, which
                            DeepSeek overlaps: schedule.c dpv_fb), else 0 */
+    uint8_t sync;       /* 1 on a transfer the overlapped interleaved lists
+                           wait on where it is posted, with the transfers
+                           next to it (Megatron-Core's warm-up and cool-down
+                           without overlap_p2p_comm_warmup_flush:
+                           schedule.c build_interleaved), else 0 */
     int32_t microbatch; /* 0..m-1 */
     int32_t chunk;      /* model chunk on this rank, 0..v-1; virtual stage:
                            mp_schedule_stage (chunk*p + rank; V: rank, 2p-1-rank) */
@@ -96,7 +101,9 @@ mp_status mp_schedule_build_all_timed(mp_schedule_kind s, int32_t p, int32_t v, 
  * and both next inputs (send_forward_backward_recv_forward_backward), after
  * each cool-down B its gradient out and the next B's in; each batch's sends
  * before its receives. With it each transfer sits at its own F or B, as for
- * the other schedules. */
+ * the other schedules; those of the warm-up and cool-down (and the last
+ * steady-state B's gradient) are marked sync: Megatron-Core waits on them
+ * where it posts them unless overlap_p2p_comm_warmup_flush is set. */
 typedef struct mp_schedule_opts {
     const mp_op_times *t;
     bool overlap_p2p;

@@ -880,6 +880,54 @@ static void test_interleaved_overlap_closed_form(void **state)
     g_async = false;
 }
 
+/* With --overlap-p2p-communication and without its warmup_flush variant
+ * (Megatron-Core's default, which NeMo and Megatron-Bridge keep) the warm-up
+ * waits on each transfer where it posts it (schedules.py line 1655, a
+ * blocking send_forward_recv_forward) and the cool-down too (line 2053);
+ * only the steady state's are waited on a pass later (sim/schedule.c
+ * build_interleaved). p 4, v 2, m 8, f 1, b 2, a hop of 0.25 s (0.2 on the
+ * wire): rank 0 runs its chunk-0 warm-up forwards, which need no input, one
+ * hop apart (back to back before: fails on the old lists), its steady-state
+ * F's send still lands under the B after it, and each cool-down B waits for
+ * the one before it to have sent its gradient. On equal stages the fill's
+ * own hops already space the warm-up so (its makespan is unchanged:
+ * test_interleaved_overlap_closed_form). */
+static void test_interleaved_overlap_warmup_sync(void **state)
+{
+    (void)state;
+    int32_t p = 4, v = 2, m = 8;
+    mp_pipeline_cost pc = uniform(p, v, 1, 2, 0);
+    pc.p2p_latency = 0.05;
+    pc.p2p_bw = 1;
+    pc.p2p_overlap = true;
+    for (int32_t k = 0; k < p * v; k++)
+        g_stages[k].send_bytes = 0.2;
+    g_async = true;
+    mp_sim_result r = run(MP_SCHED_INTERLEAVED, p, v, m, &pc, true);
+    g_async = false;
+    double a0, a1, b0, b1, s0, s1;
+    for (int32_t mb = 0; mb + 1 < p; mb++) {
+        event_span(&r, 0, MP_EV_F, mb, 0, &a0, &a1);
+        event_span(&r, 0, MP_EV_SEND_FWD, mb, 0, &s0, &s1);
+        event_span(&r, 0, MP_EV_F, mb + 1, 0, &b0, &b1);
+        assert_true(NEAR(s0, a1) && NEAR(s1 - s0, 0.25));
+        assert_true(NEAR(b0, s1)); /* waited on, then the next forward */
+    }
+    /* rank 1's steady state: F(4) of chunk 0, then B(0) of chunk 1 */
+    event_span(&r, 1, MP_EV_F, 4, 0, &a0, &a1);
+    event_span(&r, 1, MP_EV_SEND_FWD, 4, 0, &s0, &s1);
+    event_span(&r, 1, MP_EV_B, 0, 1, &b0, &b1);
+    assert_true(NEAR(s0, a1) && s1 < b1);
+    /* rank 1's cool-down: the last 2(p - 2) + p backwards, all of chunk 0
+     * (virtual stage 1, whose gradient goes to rank 0) */
+    for (int32_t mb = m - p; mb + 1 < m; mb++) {
+        event_span(&r, 1, MP_EV_SEND_BWD, mb, 0, &s0, &s1);
+        event_span(&r, 1, MP_EV_B, mb + 1, 0, &b0, &b1);
+        assert_true(b0 >= s1 - 1e-12);
+    }
+    mp_sim_result_free(&r);
+}
+
 /* DualPipe(V) post a commit's transfers together (deepseek-ai/DualPipe
  * dualpipe.py _commit_and_wait_comm: batch_isend_irecv, then a wait on all
  * of it): its sends start when it is posted, each on its own directed link,
@@ -1654,6 +1702,7 @@ int main(void)
         cmocka_unit_test(test_interleaved_batched_send_after_b),
         cmocka_unit_test(test_interleaved_batched_closed_form),
         cmocka_unit_test(test_interleaved_overlap_closed_form),
+        cmocka_unit_test(test_interleaved_overlap_warmup_sync),
         cmocka_unit_test(test_dualpipev_commit_two_peers),
         cmocka_unit_test(test_sync_and_async_p2p),
         cmocka_unit_test(test_peak_memory),

@@ -205,15 +205,30 @@ static void print_part(const report_style *rs, const char *name, double t, doubl
             step > 0 ? 100.0 * t / step : 0.0);
 }
 
+/* how the simulated plan moves its pipeline transfers: the --async-p2p
+ * what-if, or what Megatron runs for the plan (interleaved 1F1B: overlapped
+ * with --overlap-p2p-communication, else batched after each backward) */
+static const char *p2p_label(const mp_config *cfg, bool async)
+{
+    if (async)
+        return "asynchronous (isend)";
+    const mp_parallel *p = cfg ? &cfg->parallel : NULL;
+    if (p && p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1 && p->vpp > 1)
+        return p->p2p_overlap ? "overlapped (Megatron --overlap-p2p-communication)"
+                              : "synchronous, batched after each backward (Megatron)";
+    return "synchronous (Megatron)";
+}
+
 static void print_table(const report_style *rs, const char *what, const mp_sim_result *r,
-                        double closed_step, double closed_pipeline, const sim_args *a)
+                        double closed_step, double closed_pipeline, const sim_args *a,
+                        const mp_config *cfg)
 {
     FILE *f = rs->out;
     fprintf(f, "%s\n", what);
     fprintf(f, "schedule %s, %d pipeline rank%s, %d chunk%s each, %d micro-batches, p2p %s\n",
             mp_schedule_name(r->schedule), (int)r->ranks, r->ranks > 1 ? "s" : "", (int)r->chunks,
             r->chunks > 1 ? "s" : "", (int)r->microbatches,
-            a->async_p2p ? "asynchronous (isend)" : "synchronous (Megatron)");
+            p2p_label(cfg, a->async_p2p));
     fprintf(f, "\n");
     fprintf(f, "step (simulated)     %12.4f%s\n", r->makespan, rs->sec);
     if (closed_step > 0)
@@ -512,7 +527,7 @@ static int finish(const mp_cli_config *cc, const sim_args *a, const mp_sim_resul
     double step = est ? est->time.step : 0;
     if (est)
         closed_pipeline = est->time.step - est->time.dp_comm - est->time.optimizer;
-    print_table(rs, what, r, step, closed_pipeline, a);
+    print_table(rs, what, r, step, closed_pipeline, a, cfg);
     if (defaults && defaults[0])
         fprintf(rs->out, "\ndefaults:\n%s", defaults);
     if (r->order_fallback)

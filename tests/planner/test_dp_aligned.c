@@ -223,10 +223,7 @@ static void test_v2_window(void **state)
     double red_exposed = pc.dp_exposed - pc.dp_gather_exposed - pc.dp_tied;
     /* rank 0's chunk 0 holds a little more than half (the embedding) */
     assert_true(red_exposed > 0.5 * red && red_exposed < 0.55 * red);
-    /* 0.346 s since the refit of 2026-12-03 (scale_out efficiency 0.978 ->
-     * 0.903: the reduction itself longer), 0.32 s before it; the simulator's
-     * agreement on a grid is test_simulate.c's test_split_dp_matches_estimate */
-    assert_true(pc.dp_exposed > 0.32 && pc.dp_exposed < 0.37);
+    assert_true(pc.dp_exposed > 0.30 && pc.dp_exposed < 0.34);
     mp_pipeline_cost_free(&pc);
 }
 

@@ -9,8 +9,11 @@
  * 2 and writes the gradient over the logits 2) and 4 backward (the in-place
  * multiply by grad_output), plus one stream synchronisation a backward
  * (torch.tensor(1.0, device=cuda) in front of torch.equal). The bytes are
- * derived by hand for LLaMA 3 8B at t = 4 (the old charge, 26 + 14 and
- * 2 + 4 bytes without the synchronisation, fails them); the head keeps the
+ * derived by hand for LLaMA 3 8B at t = 4 (TE's old charge, 2 + 4 bytes
+ * without the synchronisation, fails them). Megatron's default keeps the
+ * fitted 26 + 14 bytes (5 and 3 launches): charging its 38 refits the
+ * profiles, and that refit failed the protocol's criterion (a) (compute.c,
+ * tools/validation-protocol.md). The head keeps the
  * bf16 logits (2 bytes) in place of an fp32 copy (4). Megatron-Core's native
  * fused one (training.native_cross_entropy; fusions/fused_cross_entropy.py)
  * 22 forward and 10 backward, counted at the boundaries of its
@@ -62,9 +65,10 @@ static void test_bytes_by_hand(void **state)
     assert_true(logits == HAND_LOGITS);
     mp_pass_cost ce;
     double syncs;
-    /* Megatron's unfused loss: 38 and 14 bytes a bf16 logit */
+    /* Megatron's unfused loss: the fitted 26 and 14 bytes a bf16 logit (the
+     * code moves 38 forward; compute.c says why the charge stays) */
     mp_cross_entropy_cost(&c, logits, &ce, &syncs);
-    assert_true(ce.bytes_f == 10001317888.0); /* 38 x 263,192,576 */
+    assert_true(ce.bytes_f == 6843006976.0); /* 26 x 263,192,576 */
     assert_true(ce.bytes_b == 3684696064.0);  /* 14 x 263,192,576 */
     assert_true(syncs == 0.0);
     /* Transformer Engine's: 6 and 4, one synchronisation */
@@ -95,13 +99,13 @@ static void test_bytes_by_hand(void **state)
     c.training.precision = MP_DTYPE_BF16;
     c.training.native_cross_entropy = false;
     c.training.te_cross_entropy = true;
-    /* fp32 logits: 4 bytes each, and no cast in Megatron's (.float() is a no-op) */
+    /* fp32 logits: 4 bytes each; Megatron's keeps its fitted charge */
     c.training.precision = MP_DTYPE_FP32;
     mp_cross_entropy_cost(&c, logits, &ce, &syncs);
     assert_true(ce.bytes_f == 12.0 * logits && ce.bytes_b == 8.0 * logits);
     c.training.te_cross_entropy = false;
     mp_cross_entropy_cost(&c, logits, &ce, &syncs);
-    assert_true(ce.bytes_f == 32.0 * logits && ce.bytes_b == 8.0 * logits);
+    assert_true(ce.bytes_f == 26.0 * logits && ce.bytes_b == 14.0 * logits);
 }
 
 static void check_head(int64_t tp)
@@ -116,10 +120,11 @@ static void check_head(int64_t tp)
     if (tp == 4)
         assert_true(logits == HAND_LOGITS);
     /* the GEMMs and the norm are the same (neither pass is host-bound); the
-     * loss's passes move 38 - 6 bytes a logit fewer forward and 14 - 4
+     * loss's passes move 26 - 6 bytes a logit fewer forward (the default's
+     * fitted charge, compute.c) and 14 - 4
      * backward, where one synchronisation exposes one dispatch */
     double bw = c.hw.hbm_bw * c.hw.memory_efficiency;
-    assert_true(near(off.fwd_compute - on.fwd_compute, 32.0 * logits / bw));
+    assert_true(near(off.fwd_compute - on.fwd_compute, 20.0 * logits / bw));
     assert_true(near(off.bwd_compute - on.bwd_compute,
                      10.0 * logits / bw - c.hw.kernel_overhead));
     assert_true(c.hw.kernel_overhead > 0.0);
@@ -147,14 +152,14 @@ static void check_head(int64_t tp)
         double ar2 = mp_coll_time(&c.hw, &tpg, MP_COLL_ALLREDUCE, 8.0 * T);
         assert_true(near(nat.tp_fwd, ar + ar2 + sp));
     }
-    /* the native fused loss moves 38 - 22 bytes a logit fewer forward and
-     * 14 - 10 backward than the default, in 3 kernels and 1 (6 and 3) */
+    /* the native fused loss moves 26 - 22 bytes a logit fewer forward than
+     * the default's fitted charge and 14 - 10 backward, in 3 kernels and 1 */
     mp_config nc = c;
     nc.training.te_cross_entropy = false;
     nc.training.native_cross_entropy = true;
     mp_edge_time nat_h;
     mp_head_time_of(&nc, &nat_h);
-    assert_true(near(off.fwd_compute - nat_h.fwd_compute, 16.0 * logits / bw));
+    assert_true(near(off.fwd_compute - nat_h.fwd_compute, 4.0 * logits / bw));
     assert_true(near(off.bwd_compute - nat_h.bwd_compute, 4.0 * logits / bw));
     /* 128256 x 8192 logits: several ms of HBM traffic saved per micro-batch */
     assert_true(off.fwd_compute + off.bwd_compute - on.fwd_compute - on.bwd_compute > 2e-3 / t);

@@ -234,25 +234,6 @@ static void build_interleaved(builder *b, int32_t m)
     b->sync = false;
 }
 
-/* Megatron-Core's interleaved 1F1B without overlap_p2p_comm (Megatron-LM
- * d98e8a64, megatron/core/pipeline_parallel/schedules.py,
- * forward_backward_pipelining_with_interleaving): the compute order of
- * build_interleaved, the transfers batched as it posts them, each batch
- * one NCCL batch_isend_irecv waited on whole (p2p_communication.py
- * _communicate, batch_p2p_comm's _batched_p2p_ops, then a wait on every
- * request). Before the warm-up the first input
- * (recv_forward, line 1545). Each warm-up F(k) is followed by
- * send_forward_recv_forward: its output out, the input of F(k+1) in
- * (line 1655); the last warm-up F's batch also receives the first B's
- * gradient (send_forward_backward_recv_forward_backward, lines 1633-1654).
- * Each steady-state iteration runs F(w+k) then B(k) and only then one
- * send_forward_backward_recv_forward_backward with both outputs and both
- * next inputs (lines 1900-1944): the forward's output leaves after the
- * backward. Each cool-down B(k) is followed by send_backward_recv_backward,
- * its gradient out and the next B's in (line 2053). Within a batch the sends
- * come first (every one is posted before any is waited on); a batch's two
- * receives are from different ranks when p > 2, which Megatron-LM requires
- * without the overlap (arguments.py). */
 /* The receive of virtual micro-batch k's input (fwd) or output gradient,
  * unless k is past the last. */
 static void recv_id(builder *b, int32_t m, int32_t k, bool fwd)
@@ -274,6 +255,25 @@ static void compute_id(builder *b, int32_t k, bool fwd, int32_t *mb, int32_t *ch
     push(b, fwd ? MP_OP_F : MP_OP_B, *mb, *chunk);
 }
 
+/* Megatron-Core's interleaved 1F1B without overlap_p2p_comm (Megatron-LM
+ * d98e8a64, megatron/core/pipeline_parallel/schedules.py,
+ * forward_backward_pipelining_with_interleaving): the compute order of
+ * build_interleaved, the transfers batched as it posts them, each batch
+ * one NCCL batch_isend_irecv waited on whole (p2p_communication.py
+ * _communicate, batch_p2p_comm's _batched_p2p_ops, then a wait on every
+ * request). Before the warm-up the first input
+ * (recv_forward, line 1545). Each warm-up F(k) is followed by
+ * send_forward_recv_forward: its output out, the input of F(k+1) in
+ * (line 1655); the last warm-up F's batch also receives the first B's
+ * gradient (send_forward_backward_recv_forward_backward, lines 1633-1654).
+ * Each steady-state iteration runs F(w+k) then B(k) and only then one
+ * send_forward_backward_recv_forward_backward with both outputs and both
+ * next inputs (lines 1900-1944): the forward's output leaves after the
+ * backward. Each cool-down B(k) is followed by send_backward_recv_backward,
+ * its gradient out and the next B's in (line 2053). Within a batch the sends
+ * come first (every one is posted before any is waited on); a batch's two
+ * receives are from different ranks when p > 2, which Megatron-LM requires
+ * without the overlap (arguments.py). */
 static void build_interleaved_batched(builder *b, int32_t m)
 {
     int32_t total = m * b->v, warmup = interleaved_warmup(b->p, b->v, m, b->rank);

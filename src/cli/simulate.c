@@ -207,7 +207,8 @@ static void print_part(const report_style *rs, const char *name, double t, doubl
 
 /* how the simulated plan moves its pipeline transfers: the --async-p2p
  * what-if, or what Megatron runs for the plan (interleaved 1F1B: overlapped
- * with --overlap-p2p-communication, else batched after each backward) */
+ * with --overlap-p2p-communication, else batched after each backward), or on
+ * the Megatron-DeepSpeed stacks DeepSpeed's engine (docs/simulator.md) */
 static const char *p2p_label(const mp_config *cfg, bool async)
 {
     if (async)
@@ -216,6 +217,9 @@ static const char *p2p_label(const mp_config *cfg, bool async)
     if (p && p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1 && p->vpp > 1)
         return p->p2p_overlap ? "overlapped (Megatron --overlap-p2p-communication)"
                               : "synchronous, batched after each backward (Megatron)";
+    if (p && p->pp > 1 && (cfg->training.stack == MP_STACK_BIGSCIENCE_MDS ||
+                           cfg->training.stack == MP_STACK_MDS_2021))
+        return "blocking, each send then the step's receive (DeepSpeed's pipeline engine)";
     return "synchronous (Megatron)";
 }
 

@@ -2240,13 +2240,19 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     /* the same for every rank and chunk: computed once (a search runs this
      * for each of 10^5 candidates, p*v times each) */
     const double pass_comm = pass_p2p(c, pm.p2p_bytes);
+    /* DeepSpeed's TrainSchedule (ds_pipe.c mp_ds_pipe_makespan_ends): its
+     * first and last rank talk to one neighbour, two transfers a micro-batch
+     * (comm / 2), and each hop of its fill and drain waits for one transfer
+     * each way, not four */
+    bool ds = mp_ds_pipe_engine(c) && sk == MP_SCHED_1F1B && v == 1;
     for (int64_t r = 0; r < p; r++) {
         round[r] = ramp[r] = 0.0;
         for (int64_t ch = 0; ch < v; ch++) {
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
             double comm = ss->wide_send > 0.0 ? pass_p2p(c, ss->wide_send) : pass_comm;
-            round[r] += ss->fwd + ss->bwd + round_p2p(c, ss, comm);
+            round[r] += ss->fwd + ss->bwd +
+                        (ds && (r == 0 || r == p - 1) ? comm / 2.0 : round_p2p(c, ss, comm));
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it. DualPipe(V)
              * under the EP overlap: from the passes inline, less the
@@ -2260,7 +2266,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                            ? mp_dualpipe_fill(f_in, b_in, ss->wgrad, comm) *
                                  (double)(p / 2 - 1) / (double)(p - 1)
                        : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
-                       : batched ? ss->fwd + ss->bwd + comm / 2.0
+                       : batched || ds ? ss->fwd + ss->bwd + comm / 2.0
                        : overlapped ? ss->fwd + ss->bwd
                                     : ss->fwd + ss->bwd + comm;
         }
@@ -2275,6 +2281,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
          * warm-up forwards, 2(p - 1) + (v - 1)p, each wait for their own
          * batch, p of them in the fill above (pipeline.c) */
         makespan += (double)(2 * (p - 1) + (v - 2) * p) * pass_comm / 2.0;
+    else if (ds)
+        makespan -= mp_ds_pipe_makespan_ends(p, m) * pass_comm / 4.0;
     else if (overlapped)
         /* each hop of the first micro-batch's forward down the p v virtual
          * stages and of its backward back up is waited on: nothing runs
@@ -2319,7 +2327,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += round_p2p(c, ss, pass_comm);
+        p2p += ds && (slow == 0 || slow == p - 1) ? pass_comm / 2.0 : round_p2p(c, ss, pass_comm);
     }
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;

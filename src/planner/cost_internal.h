@@ -531,6 +531,9 @@ double mp_ds_bf16_accumulate_time(const mp_config *c, double params);
  * activation (0 for Megatron-LM or t = 1). */
 bool mp_ds_pipe_engine(const mp_config *c);
 double mp_ds_p2p_transfers_per_pass(const mp_config *c);
+/* Transfers the estimate's m rounds plus ramps count beyond TrainSchedule's
+ * closed form on equal stages (ds_pipe.c): 6, 4 for m = 1, 2 for p = 2. */
+int64_t mp_ds_pipe_makespan_ends(int64_t p, int64_t m);
 void mp_ds_partition_gathers(const mp_config *c, double slice_bytes, bool first, bool last,
                              double *fwd, double *bwd);
 /* The in-place add autograd runs per micro-batch on the 16-bit gradients of

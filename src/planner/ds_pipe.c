@@ -29,6 +29,25 @@ double mp_ds_p2p_transfers_per_pass(const mp_config *c)
     return mp_ds_pipe_engine(c) ? 2.0 : 1.0;
 }
 
+/* TrainSchedule (pipe/schedule.py 189-241) on p equal stages, every
+ * transfer c and c <= min(F, B), replayed with blocking rendezvous: the
+ * makespan is (m + p - 1)(F + B) + n c with n = 4m + 2p - 8 (p >= 3, m >= 2),
+ * 2(p - 1) (m = 1), 2m (p = 2) (tests/sim/check_ds_schedule.py). A neighbour
+ * pair meets only where one turns from forward to backward and the other the
+ * other way, on the data dependency itself, so the steps are not held in
+ * lock-step: an interior rank waits 4 transfers a micro-batch, an end rank 2,
+ * a hop of the fill or drain 2 (4m + 2(p - 1) on the estimate's m rounds of
+ * the slowest rank plus the others' ramps). What that sum counts beyond n, in
+ * transfers: returned here, subtracted by the estimate. */
+int64_t mp_ds_pipe_makespan_ends(int64_t p, int64_t m)
+{
+    if (p < 2)
+        return 0;
+    if (p == 2)
+        return 2;
+    return m == 1 ? 4 : 6;
+}
+
 /* One PartitionedTensor.full() over the tensor-parallel group: a zeroed
  * buffer of the whole tensor (one write), the all-gather of the t slices into
  * it, and the clone full() returns (a read and a write), all before the pass

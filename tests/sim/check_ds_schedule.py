@@ -20,7 +20,19 @@ ranks have reached it and both wait for its end). The op durations are the
 simulator's own (its --events output: F, R + B per micro-batch and rank, each
 send's transfer), so the two makespans must agree to rounding; and the same
 plan under Megatron-LM, whose send and receive of a step move together, must
-come out shorter than this order with its own durations.
+come out shorter than this order with its own durations. The estimate's
+pipeline part (its step less DP and optimizer) must be the replay's too.
+
+On equal stages (every F, every B and every transfer c the same) the replay is
+also held to its closed form, for transfers no longer than a pass (c <=
+min(F, B)):
+
+  (m + p - 1)(F + B) + n c,   n = 2m (p = 2), 2(p - 1) (m = 1), 4m + 2p - 8 else
+
+and, with free transfers and F != B, to 1F1B's (m + p - 1)(F + B), not the
+2(m + p - 1) max(F, B) of steps held in lock-step: a stage meets each
+neighbour only at every other step boundary, where the rendezvous is the data
+dependency itself (docs/cost-model.md section 5, "Megatron-DeepSpeed", item 4).
 """
 import json
 import os
@@ -101,6 +113,41 @@ def replay(p, m, fwd, bwd, xfer):
     return max(t)
 
 
+def closed_form(p, m, f, b, c):
+    """DeepSpeed's TrainSchedule on p equal stages, c <= min(f, b)."""
+    n = 2 * m if p == 2 else 2 * (p - 1) if m == 1 else 4 * m + 2 * p - 8
+    return (m + p - 1) * (f + b) + n * c
+
+
+def equal_stages(checks):
+    bad = []
+    lockstep = 0
+    grid = [(p, m) for p in (2, 3, 4, 6, 9, 35) for m in (1, 2, 3, 5, 12, 40)]
+    for p, m in grid:
+        for f, b in ((1.0, 3.0), (1.0, 2.0), (2.0, 1.0), (1.0, 1.0)):
+            for c in (0.0, 0.01, 0.3, min(f, b)):
+                mk = replay(p, m, [[f] * m] * p, [[b] * m] * p,
+                            {(s, w, i): c for s in range(p) for w in ('act', 'grad')
+                             for i in range(m)})
+                cf = closed_form(p, m, f, b, c)
+                if abs(mk - cf) > 1e-9 * cf:
+                    bad.append((p, m, f, b, c, mk, cf))
+                if c == 0.0 and f != b and not mk < 2 * (m + p - 1) * max(f, b):
+                    lockstep += 1
+    report(checks, not bad,
+           f'equal stages, {len(grid) * 16} cases: the replay is (m + p - 1)(F + B) + n c '
+           f'(first misses: {bad[:3]})')
+    report(checks, lockstep == 0,
+           'equal stages, free transfers, F != B: shorter than lock-step steps '
+           f'2(m + p - 1) max(F, B) ({lockstep} not)')
+    # past c = min(F, B) the form no longer holds (what it is for is c << F)
+    big = replay(3, 3, [[1.0] * 3] * 3, [[3.0] * 3] * 3,
+                 {(s, w, i): 1.5 for s in range(3) for w in ('act', 'grad') for i in range(3)})
+    report(checks, big > closed_form(3, 3, 1.0, 3.0, 1.5),
+           f'p 3 m 3 F 1 B 3 c 1.5 > min(F, B): longer than the form ({big} against '
+           f'{closed_form(3, 3, 1.0, 3.0, 1.5)})')
+
+
 def report(checks, cond, what):
     (checks.ok if cond else checks.bad)(what)
 
@@ -145,6 +192,7 @@ def main():
     # and drain a large part of the step
     cases = [dict(model='gpt3-1.3b', gpus=32, gb=64, tp=8, pp=4, mb=2),
              dict(model='gpt3-350m', gpus=6, gb=9, tp=1, pp=6, mb=1)]
+    equal_stages(checks)
     with tempfile.TemporaryDirectory() as tmp:
         for c in cases:
             what = f"{c['model']} t {c['tp']} p {c['pp']} m {c['gb'] // c['mb']}"
@@ -158,6 +206,16 @@ def main():
             free = replay(p, m, fwd, bwd, {k: 0.0 for k in xfer})
             report(checks, mk > free,
                    f'{what}: the transfers lengthen it ({mk:.6f} s against {free:.6f} s free)')
+            # the estimate's closed form (ds_pipe.c mp_ds_pipe_makespan_ends):
+            # its pipeline part, step less DP and optimizer, is the replay's
+            # to 1 % (exact on equal stages; these small models' first and
+            # last stages carry a large embedding and head: -0.2 and -0.6 %;
+            # four transfers on every slot, the form before, +3.7 and +4.8 %)
+            t = ds['time_s']
+            est = t['step'] - t['dp_comm'] - t['optimizer']
+            report(checks, abs(est - mk) <= 1e-2 * mk,
+                   f'{what}: estimate pipeline {est:.6f} s = replayed {mk:.6f} s '
+                   f'({est / mk - 1:+.2e})')
             ml = simulate(megaplan, tmp, stack='megatron-lm', **c)
             mp, mm, mf, mbw, mx = durations(ml)
             mls = ml['simulation']['pipeline_makespan_s']

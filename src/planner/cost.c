@@ -2059,9 +2059,9 @@ typedef struct fb_units {
  * first F0s and last B1s alone (m - 2p + r + 1 F0&B1 units on rank r), and
  * those passes, longer than the merged ones, fill part of their wait: rank
  * r's idle is the bubble less (n_max - n_r) units' saving (the simulator, on
- * equal stages with f >= b: exact for every p <= 8, m from 2p, the turn's
- * max(0, f - b) added once by dual_turn; with b > f both are the same bound
- * as without the overlap, docs/simulator.md). So
+ * equal stages with free links: exact for every f, b, w, p <= 8, m from 2p,
+ * the rest of the closed form added once by dual_turn; tests/sim
+ * test_dualpipe_merged_fill_grid). So
  * each rank's fill (ramp, from the passes inline) loses one unit's saving
  * per kind it runs, and the steady state is each rank's busy time as if it
  * merged as many units as the rank that merges the most. */

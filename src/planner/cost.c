@@ -2059,9 +2059,9 @@ typedef struct fb_units {
  * first F0s and last B1s alone (m - 2p + r + 1 F0&B1 units on rank r), and
  * those passes, longer than the merged ones, fill part of their wait: rank
  * r's idle is the bubble less (n_max - n_r) units' saving (the simulator, on
- * equal stages with f >= b: exact for every p <= 8, m from 2p, the turn's
- * max(0, f - b) added once by dual_turn; with b > f both are the same bound
- * as without the overlap, docs/simulator.md). So
+ * equal stages with free links: exact for every f, b, w, p <= 8, m from 2p,
+ * the rest of the closed form added once by dual_turn; tests/sim
+ * test_dualpipe_merged_fill_grid). So
  * each rank's fill (ramp, from the passes inline) loses one unit's saving
  * per kind it runs, and the steady state is each rank's busy time as if it
  * merged as many units as the rank that merges the most. */
@@ -2089,22 +2089,36 @@ static double dual_fb_makespan(const pipe_model *pm, const fb_units *fb, int64_t
     return t;
 }
 
-/* DualPipe(V)'s turn of the V, once per step (pipeline.c): the last rank of
- * the V (DualPipe: the two middle ranks) sends its last warm-up chunk-1
- * forward only after its first phase-4 chunk-0 forward, max(0, f - b) of its
- * chunk 0's forward and chunk 1's input gradient (fb: their times inline,
- * before the EP overlap shares a unit's saving out); none without fills. */
-static double dual_turn(const pipe_model *pm, const fb_units *fb)
+/* A DualPipe(V) transfer's time on its link (pipeline.c's wire): rank r's
+ * larger activation of its two chunks (an MTP stage's wider send) over the
+ * link's bandwidth; lat, bw from p2p_link. */
+static double dual_wire(const pipe_model *pm, int64_t r, double bw)
+{
+    double bytes = 0.0;
+    for (int64_t ch = 0; ch < 2 && pm->v == 2; ch++) {
+        const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
+        bytes = fmax(bytes, ss->wide_send > 0.0 ? ss->wide_send : pm->p2p_bytes);
+    }
+    return bw > 0.0 ? bytes / bw : 0.0;
+}
+
+/* DualPipe(V)'s makespan beyond the steady state and the ranks' fills, once
+ * per step (pipeline.c mp_dualpipe_turn: the turn of the V, the fills' overlap
+ * where b > f, the hand-overs' links), from the last rank of the V (DualPipe:
+ * the later of the two middle ranks): its chunk 0's forward, chunk 1's input
+ * and weight gradients (fb: their times inline, before the EP overlap shares
+ * a unit's saving out). */
+static double dual_turn(const pipe_model *pm, const fb_units *fb, double lat, double bw)
 {
     bool dpipe = pm->sched == MP_SCHED_DUALPIPE;
     int64_t ranks = dpipe ? pm->p / 2 : pm->p;
-    if (ranks < 2)
+    if (ranks < 1 || pm->v != 2)
         return 0.0;
-    double t = 0.0;
-    for (int64_t r = ranks - 1; r <= (dpipe ? ranks : ranks - 1); r++) {
+    double t = -INFINITY;
+    for (int64_t r = ranks - 1; r <= (dpipe ? ranks : ranks - 1) && r < pm->p; r++) {
         const stage_sum *s0 = &pm->st[rank_stage(pm, r, 0)], *s1 = &pm->st[rank_stage(pm, r, 1)];
         double f = fb ? fb[r].raw_f[0] : s0->fwd, b = fb ? fb[r].raw_b[1] : s1->bwd - s1->wgrad;
-        t = fmax(t, mp_dualpipe_turn(f, b));
+        t = fmax(t, mp_dualpipe_turn(pm->sched, pm->p, f, b, s1->wgrad, lat, dual_wire(pm, r, bw)));
     }
     return t;
 }
@@ -2245,14 +2259,24 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
      * (comm / 2), and each hop of its fill and drain waits for one transfer
      * each way, not four */
     bool ds = mp_ds_pipe_engine(c) && sk == MP_SCHED_1F1B && v == 1;
+    /* DualPipe(V): the transfers by latency and link time (pipeline.c) */
+    double dual_lat = 0.0, dual_bw = 0.0;
+    if (dual && p > 1)
+        p2p_link(c, &dual_lat, &dual_bw);
     for (int64_t r = 0; r < p; r++) {
         round[r] = ramp[r] = 0.0;
+        double wire = dual ? dual_wire(&pm, r, dual_bw) : 0.0;
+        /* DualPipe(V)'s steady state: each F&B unit's two sends at one commit */
+        if (dual)
+            round[r] = mp_dualpipe_unit_links(p, r, dual_lat, wire);
         for (int64_t ch = 0; ch < v; ch++) {
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
             double comm = ss->wide_send > 0.0 ? pass_p2p(c, ss->wide_send) : pass_comm;
             round[r] += ss->fwd + ss->bwd +
-                        (ds && (r == 0 || r == p - 1) ? comm / 2.0 : round_p2p(c, ss, comm));
+                        (dual ? 0.0
+                         : ds && (r == 0 || r == p - 1) ? comm / 2.0
+                                                        : round_p2p(c, ss, comm));
             /* the V schedules: their fill per chunk (pipeline.c); the
              * sum over the other ranks / v is (p-1) times it. DualPipe(V)
              * under the EP overlap: from the passes inline, less the
@@ -2260,10 +2284,11 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
             double b_in = fb ? fb[r].raw_b[ch] : ss->bwd - ss->wgrad;
             double f_in = fb ? fb[r].raw_f[ch] : ss->fwd;
             ramp[r] += sk == MP_SCHED_ZBV ? ss->fwd + comm / 2.0 + fmax(0.0, b_in - ss->wgrad)
-                       : sk == MP_SCHED_DUALPIPEV ? mp_dualpipe_fill(f_in, b_in, ss->wgrad, comm)
+                       : sk == MP_SCHED_DUALPIPEV
+                           ? mp_dualpipe_fill(f_in, b_in, ss->wgrad, dual_lat, wire)
                        /* dualpipe: (p/2 - 1) fills, not p - 1 (pipeline.c) */
                        : sk == MP_SCHED_DUALPIPE
-                           ? mp_dualpipe_fill(f_in, b_in, ss->wgrad, comm) *
+                           ? mp_dualpipe_fill(f_in, b_in, ss->wgrad, dual_lat, wire) *
                                  (double)(p / 2 - 1) / (double)(p - 1)
                        : zb ? fmax(0.0, ss->fwd + ss->bwd - 2.0 * ss->wgrad + comm)
                        : batched || ds ? ss->fwd + ss->bwd + comm / 2.0
@@ -2274,7 +2299,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     double makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
                          : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
     if (dual)
-        makespan += dual_turn(&pm, fb);
+        makespan += dual_turn(&pm, fb, dual_lat, dual_bw);
     free(fb);
     if (batched)
         /* Megatron's synchronous interleaved batches: the first rank's
@@ -2327,8 +2352,12 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += ds && (slow == 0 || slow == p - 1) ? pass_comm / 2.0 : round_p2p(c, ss, pass_comm);
+        p2p += dual ? 0.0
+               : ds && (slow == 0 || slow == p - 1) ? pass_comm / 2.0
+                                                    : round_p2p(c, ss, pass_comm);
     }
+    if (dual)
+        p2p = mp_dualpipe_unit_links(p, slow, dual_lat, dual_wire(&pm, slow, dual_bw));
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;
     out->time.recompute = (double)rounds * rec;

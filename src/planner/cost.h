@@ -220,6 +220,13 @@ void mp_pipeline_cost_free(mp_pipeline_cost *pc);
 double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, double f,
                             double b, double w, double p2p);
 
+/* DualPipe and DualPipeV on equal stages (pipeline.c, docs/cost-model.md
+ * §6): f, b, w per chunk (DualPipe: per stage), each transfer lat seconds of
+ * latency and wire seconds on its link; what the simulator's lists take, for
+ * every f, b, w and link (mp_pipeline_makespan: p2p as lat, wire 0). */
+double mp_dualpipe_makespan(mp_schedule_kind s, int64_t p, int64_t m, double f, double b, double w,
+                            double lat, double wire);
+
 /* Interleaved 1F1B (v > 1) with --overlap-p2p-communication on equal
  * stages, f and b per chunk, each transfer hop seconds (docs/cost-model.md
  * §6): (m v + p - 1)(f + b) + mp_pipeline_overlap_fill(p, v) hop, what the

@@ -28,13 +28,10 @@
  *   ZB-H1:             max(m (f + b + w + 2 p2p) + (p - 1) max(0, f + b - w + 2 p2p),
  *                          (m + p - 1)(f + b + 2 p2p) + w)
  *   ZB-V:              2m (f + b + w + 2 p2p) + (p - 1)(f + p2p + max(0, b - w))
- *   DualPipeV:         2m (f + b + w + 2 p2p) + (p - 1) fill + max(0, f - b)
- *                      fill = f + max(f, b) + max(0, b - w) + 2 p2p
- *                      [V schedules: f, b, w per chunk, half a rank's layers]
- *   DualPipe:          m (f + b + w + 2 p2p) + (p/2 - 1) fill + max(0, f - b)
- *                      [f, b, w per whole stage; DeepSeek's (PP/2 - 1)(F&B + B - 3W),
- *                       B the whole backward b + w and F&B = f + b + w, is f + 2b - w
- *                       a fill: the same where w <= b and f <= b]
+ *   DualPipeV,         below (mp_dualpipe_makespan): exact on equal stages
+ *   DualPipe:          for every f, b, w and link; p2p taken as a latency
+ *                      [V schedules: f, b, w per chunk, half a rank's layers;
+ *                       DualPipe: per whole stage]
  *   p = 1:             m v (f + b + w)
  *
  * The bubble of 1F1B is (p-1)/m of the ideal m(f+b) (Narayanan 2021),
@@ -45,15 +42,49 @@
  * micro-batch's F down and B back up, plus its W, is the bound (the second
  * term; found by the discrete-event simulator: p=4, m=1, f=b=w=1 takes 9).
  *
- * DualPipe(V)'s fill, from dualpipev.py's order and commits (docs/cost-model.md
- * §6): each rank of the V adds two forwards (its chunk-1 forward waits for the
- * next rank's, which that rank sends only after the chunk-0 forward or F&B unit
- * it runs next) and what of B no W covers; with b > f the F&B unit's B, not the
- * second F, paces it. Once per step the turn of the V costs f - b more: the last
- * rank sends its last warm-up F1 only after its first phase-4 F0, while rank 0
- * waits on it after a B. Exact on equal stages with free links for f >= b
- * (every p <= 8, m from 2p, tests/sim test_dualpipe_fill_grid); an upper bound
- * for f < b and with links. */
+ * DualPipe(V) on equal stages (sim/schedule.c build_dualpipev; DualPipe is
+ * its relabelling on p/2 ranks with m/2 micro-batches a direction, the middle
+ * ranks' hand-over a real message): f the forward, b the input gradient, w
+ * the weight gradient of one chunk (DualPipe: stage), each transfer lat (its
+ * latency) plus wire (its time on the directed link, which carries one
+ * message at a time); c = lat + wire, X = max(0, b - w), Xc = max(0, b - w +
+ * c); q = p - 1 (DualPipe: p/2 - 1) ranks of the V to fill, n = m (DualPipe:
+ * m/2) micro-batches a direction:
+ *   T = n (2(f + b + w) + L) + E,  L = 2(lat + 2 wire)  (p = 2: lat + 2 wire)
+ *   E, DualPipeV q >= 2: (3q - 1) lat + (2q - 6) wire + (q - 2) Xc + 2X
+ *                   + max(2q f, (q - 1) f + q b) + max(0, f - b + c, 2c - 2f, 3c - f - b)
+ *   E, DualPipe q >= 2:  (3q + 1) lat + (2q - 2) wire + (q - 1) Xc + X
+ *                   + max(2q f, (q - 1) f + q b) + max(0, c - f, lat - b, f - b - wire)
+ *   E, DualPipe q = 1:   4 lat + X + max(2f, b) + max(0, c - f, f - b - lat - 2 wire)
+ *   E, DualPipeV p = 2:  5 lat + 3 wire + max(2f + X + max(0, f - b), b + X)
+ *   E, DualPipe p = 2:   lat;  p = 1: E = 0, L = 0
+ * L: in the steady state each F&B unit posts its two sends (F's output and
+ * the other chunk's input gradient, both to the same neighbour) at one
+ * commit and waits for both: one latency, two wire times. The V's end ranks
+ * send from one of their two units only (rank 0's F1&B0 and rank p-1's F0&B1
+ * stay on the rank; DualPipe's middle ranks do send), so an inner rank sets
+ * the pace, and with p = 2, all ends, half of L. E, the fill: each rank of
+ * the V adds two forwards (its chunk-1 forward waits for the next rank's,
+ * which that rank sends after the chunk-0 forward it runs first), or where
+ * b > f a forward and an input gradient, less one forward over the whole
+ * V (the max(2q f, ...)); what of its B no W covers (X; on all but two ranks,
+ * DualPipe one, the W waits a hop more: Xc); and three latencies and two
+ * wire times of the hand-overs down and back a rank. The last max is the turn
+ * of the V: the last rank sends its last warm-up F1 only after its first
+ * phase-4 F0 (f - b), or waits for hops longer than the forward or B they
+ * would hide under (c - f, ...).
+ * How it was found (issue #14): the lists are fixed orders, so the engine's
+ * makespan is their longest path, a maximum of forms linear in f, b, w, lat
+ * and wire (convex, piecewise linear). Their slopes at thousands of random
+ * points (f, b, w from 0.05 to 3, links 0 to 3, p <= 16, m from 2p to 5p)
+ * showed 21 forms for DualPipeV (18 for DualPipe), the same for every
+ * p >= 5 up to the shift in q above and m only in the steady state; E is
+ * their maximum, factored, and the test holds it to the engine (tests/sim
+ * test_dualpipe_exact_grid). The fill before, f + max(f, b) + max(0, b - w)
+ * + 2 p2p with a turn of max(0, f - b), was exact only for f >= b on free
+ * links and an upper bound elsewhere. mp_dualpipe_fill is E's share of a
+ * rank, mp_dualpipe_turn the rest, once a step (the estimate adds the fills
+ * rank by rank, cost.c). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -65,27 +96,58 @@
 #include "planner/pipeline_internal.h"
 #include "sim/schedule.h"
 
-double mp_dualpipe_fill(double f, double b, double w, double comm)
+double mp_dualpipe_fill(double f, double b, double w, double lat, double wire)
 {
-    return f + fmax(f, b) + fmax(0.0, b - w) + comm;
+    return f + fmax(f, b) + fmax(0.0, b - w + lat + wire) + 3.0 * lat + 2.0 * wire;
 }
 
-double mp_dualpipe_turn(double f, double b)
+double mp_dualpipe_unit_links(int64_t p, int64_t r, double lat, double wire)
 {
-    return fmax(0.0, f - b);
+    return (double)((r > 0) + (r < p - 1)) * (lat + 2.0 * wire);
 }
 
-/* The V schedules on equal stages, f, b, w per chunk (each rank runs 2m
- * chunk passes of each); see the comment at the top. */
-static double v_makespan(mp_schedule_kind s, int64_t p, int64_t m, double f, double b, double w,
-                         double comm)
+double mp_dualpipe_turn(mp_schedule_kind s, int64_t p, double f, double b, double w, double lat,
+                        double wire)
+{
+    bool dv = s == MP_SCHED_DUALPIPEV;
+    int64_t q = dv ? p - 1 : p / 2 - 1;
+    double c = lat + wire, x = fmax(0.0, b - w), xc = fmax(0.0, b - w + c), extra;
+    if (q < 1)
+        return dv ? 0.0 : lat; /* DualPipe p = 2: one hand-over's latency */
+    if (dv && q == 1)
+        extra = 5.0 * lat + 3.0 * wire + fmax(2.0 * f + x + fmax(0.0, f - b), b + x);
+    else if (q == 1)
+        extra = 4.0 * lat + x + fmax(2.0 * f, b) + fmax(0.0, fmax(c - f, f - b - lat - 2.0 * wire));
+    else {
+        double qd = (double)q, paced = fmax(2.0 * qd * f, (qd - 1.0) * f + qd * b);
+        extra = dv ? (3.0 * qd - 1.0) * lat + (2.0 * qd - 6.0) * wire + (qd - 2.0) * xc + 2.0 * x +
+                         paced + fmax(fmax(0.0, f - b + c), fmax(2.0 * (c - f), 3.0 * c - f - b))
+                   : (3.0 * qd + 1.0) * lat + (2.0 * qd - 2.0) * wire + (qd - 1.0) * xc + x +
+                         paced + fmax(fmax(0.0, c - f), fmax(lat - b, f - b - wire));
+    }
+    return extra - (double)q * mp_dualpipe_fill(f, b, w, lat, wire);
+}
+
+double mp_dualpipe_makespan(mp_schedule_kind s, int64_t p, int64_t m, double f, double b, double w,
+                            double lat, double wire)
+{
+    if (p < 1 || m < 1)
+        return 0.0;
+    bool dv = s == MP_SCHED_DUALPIPEV;
+    int64_t n = dv ? m : m / 2, q = dv ? p - 1 : p / 2 - 1;
+    double work = (double)n * (2.0 * (f + b + w) + mp_dualpipe_unit_links(p, p / 2, lat, wire));
+    if (p == 1)
+        return work;
+    return work + (double)(q > 0 ? q : 0) * mp_dualpipe_fill(f, b, w, lat, wire) +
+           mp_dualpipe_turn(s, p, f, b, w, lat, wire);
+}
+
+/* ZB-V on equal stages, f, b, w per chunk (each rank runs 2m chunk passes
+ * of each); see the comment at the top. */
+static double v_makespan(int64_t p, int64_t m, double f, double b, double w, double comm)
 {
     double work = 2.0 * (double)m * (f + b + w + comm);
-    double fill = s == MP_SCHED_ZBV ? f + comm / 2.0 + fmax(0.0, b - w)
-                                    : mp_dualpipe_fill(f, b, w, comm);
-    double filled = work + (double)(p - 1) * fill;
-    if (s == MP_SCHED_DUALPIPEV && p > 1)
-        filled += mp_dualpipe_turn(f, b); /* once, at the turn of the V */
+    double filled = work + (double)(p - 1) * (f + comm / 2.0 + fmax(0.0, b - w));
     /* too few micro-batches to fill it: the last one's F down the V and its B
      * back, then its W */
     double critical = 2.0 * (double)p * (f + b + comm) + w + (double)(m - 1) * (f + b + w);
@@ -97,14 +159,11 @@ double mp_pipeline_makespan(mp_schedule_kind s, int64_t p, int64_t v, int64_t m,
 {
     if (p < 1 || m < 1)
         return 0.0;
+    if (s == MP_SCHED_DUALPIPE || s == MP_SCHED_DUALPIPEV)
+        /* p2p as a latency: a transfer that holds no link */
+        return mp_dualpipe_makespan(s, p, m, f, b, w, p > 1 ? p2p : 0.0, 0.0);
     if (mp_schedule_is_v(s))
-        return v_makespan(s, p, m, f, b, w, p > 1 ? 2.0 * p2p : 0.0);
-    if (s == MP_SCHED_DUALPIPE)
-        /* f, b, w per whole stage: DualPipeV's order on p/2 ranks with m/2
-         * micro-batches per direction (sim/schedule_dualpipe.c); its hand-over
-         * at the turn is a real message here, between the middle ranks */
-        return v_makespan(MP_SCHED_DUALPIPEV, p / 2 > 0 ? p / 2 : 1, m / 2 > 0 ? m / 2 : 1, f, b,
-                          w, p > 1 ? 2.0 * p2p : 0.0);
+        return v_makespan(p, m, f, b, w, p > 1 ? 2.0 * p2p : 0.0);
     if (s != MP_SCHED_INTERLEAVED || v < 1)
         v = 1;
     if (s != MP_SCHED_ZBH1) {

@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "core/config.h"
+
 /* round[k]: busy seconds of pipeline rank k per micro-batch (all its chunks,
  * with their p2p); ramp[k]: its contribution to fill and drain (round[k] for
  * GPipe/1F1B/interleaved; f + b - w + 2 p2p summed over chunks for ZB-H1).
@@ -11,12 +13,17 @@
 double mp_pipeline_makespan_ranks(int64_t m, int64_t v, int64_t p, const double *round,
                                   const double *ramp);
 
-/* DualPipe(V)'s fill per rank of the V and chunk, f + max(f, b) + max(0, b -
- * w) + comm (comm: the pass's two p2p), and the turn's once per step, max(0,
- * f - b): f the forward, b the input-gradient half, w the weight-gradient
- * half (pipeline.c, docs/cost-model.md §6). */
-double mp_dualpipe_fill(double f, double b, double w, double comm);
-double mp_dualpipe_turn(double f, double b);
+/* DualPipe(V) (pipeline.c, docs/cost-model.md §6), f the forward, b the
+ * input-gradient half, w the weight-gradient half of a chunk, each transfer
+ * lat plus wire seconds on its link: the fill per rank of the V and chunk;
+ * the steady-state transfers of rank r's F&B units per round (both units'
+ * sends, lat + 2 wire each, less those that stay on an end rank); and the
+ * rest of the exact makespan on equal stages, once per step (may be
+ * negative: with b > f the fills overlap by up to a forward). */
+double mp_dualpipe_fill(double f, double b, double w, double lat, double wire);
+double mp_dualpipe_unit_links(int64_t p, int64_t r, double lat, double wire);
+double mp_dualpipe_turn(mp_schedule_kind s, int64_t p, double f, double b, double w, double lat,
+                        double wire);
 
 /* Micro-batch chunks stashed on pipeline rank r at its peak: the bound of
  * the schedule that the simulator and executor run (sim/schedule.h). */

@@ -626,7 +626,7 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
     double round = per_rank * (bi->compute + mp_search_bi_rec(bi, x)) + moe_gemm;
     /* the split-backward schedules fill most of it, what is left being
      * cost.c's ramps: per chunk, ZB-V f + p2p/2 + max(0, B - W) (at least
-     * its forward), DualPipe(V) max(0, f + 2B - W + p2p), ZB-H1 max(0, f +
+     * its forward), DualPipe(V) max(0, f + 2B - W) (one fill fewer), ZB-H1 max(0, f +
      * B - W + p2p), the other p - 1 ranks' sum over v, every rank holding
      * per_rank blocks under the even split (under a layout, no fill is a
      * safe bound). The blocks' sums bound the chunks': what a stage adds
@@ -638,10 +638,15 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         fill = 0.0;
     else if (sk == MP_SCHED_ZBV)
         fill = (double)(x->p - 1) * (per_rank * bi->fwd + moe_gemm_fwd) / (double)x->v;
-    else if (sk == MP_SCHED_DUALPIPEV) /* max(0, f + 2B - W + p2p) per chunk */
-        fill = (double)(x->p - 1) * per_rank * fmax(0.0, bi->split_fbbw) / (double)x->v;
-    else if (sk == MP_SCHED_DUALPIPE) /* (p/2 - 1) of them, each chunk a stage */
-        fill = (double)(x->p / 2 - 1) * per_rank * fmax(0.0, bi->split_fbbw);
+    else if (sk == MP_SCHED_DUALPIPEV)
+        /* f + max(f, B) + max(0, B - W) >= f + 2B - W per chunk, but with
+         * B > f the fills overlap by up to a forward over the step (pipeline.c
+         * mp_dualpipe_turn), which one fill (at least 2f) more than covers:
+         * one fill fewer */
+        fill = (double)(x->p > 2 ? x->p - 2 : 0) * per_rank * fmax(0.0, bi->split_fbbw) /
+               (double)x->v;
+    else if (sk == MP_SCHED_DUALPIPE) /* (p/2 - 1) of them, each chunk a stage; as above */
+        fill = (double)(x->p > 4 ? x->p / 2 - 2 : 0) * per_rank * fmax(0.0, bi->split_fbbw);
     else if (sk == MP_SCHED_ZBH1) /* max(0, f + B - W + p2p) */
         fill = (double)(x->p - 1) * per_rank * fmax(0.0, bi->split_fbw);
     bp->lb_time = (double)mb * round + fill;

@@ -186,10 +186,13 @@ sim1=$(awk '$1 == "1" { print $14 }' s.txt)  # step, likely range, sim
 # Mixtral 8x7B under ZB-V at global batch 64 on H100 was the next case (0.728 s
 # estimated, 0.855 s simulated: the closed form's one-window DP rule) until the
 # estimate placed each chunk's reduction after its last W (docs/cost-model.md §5):
-# 0.782 against 0.778 s. The case kept: Mixtral 8x7B under DualPipeV at pp 16 on
-# 128 H100, global batch 128, whose closed form is an upper bound of the
-# pipeline where B > W (docs/simulator.md): 1.016 s estimated, 0.890 s
-# simulated, the pipeline bubble ---
+# 0.782 against 0.778 s. Mixtral 8x7B under DualPipeV at pp 16 on 128 H100,
+# global batch 128, whose closed form was an upper bound of the pipeline where
+# B > F (docs/simulator.md), was the last (1.024 s estimated, 0.883 s
+# simulated, -14%: the pipeline bubble) until DualPipe(V)'s closed form became
+# exact on equal stages for every f, b, w and link (issue #14): 0.969 s, -8.9%,
+# so no line. None of a dozen Mixtral searches tried shows a gap beyond the
+# error now: the line's text is not held by a run here any more ---
 "$bin" search --model t5-11b --gpus 64 >t5.txt 2>/dev/null || bad "search t5-11b"
 sim1=$(awk '$1 == "1" { print $14 }' t5.txt)
 est1=$(awk '$1 == "1" { print $12 }' t5.txt)
@@ -198,8 +201,7 @@ grep -q "^winner: step $sim1 s simulated (estimate $est1 s) = " t5.txt && ok ||
 grep -q "off the estimate" t5.txt && bad "t5-11b: a gap within the model's error was reported" || ok
 "$bin" search --model mixtral-8x7b --gpus 128 --hw dgx-h100 --global-batch 128 \
     --fix schedule=dualpipev,pp=16 >dpv.txt 2>/dev/null || bad "search mixtral dualpipev"
-grep -Eq '^ +the simulation is -[0-9]+% off the estimate .* more than the cost model.s 10% error \(docs/validation.md\): pipeline bubble' dpv.txt &&
-    ok || bad "mixtral dualpipev: the estimate/simulation gap is not explained: $(sed -n '/^winner/,/memory/p' dpv.txt)"
+grep -q "off the estimate" dpv.txt && bad "mixtral dualpipev: a gap within the model's error was reported" || ok
 # ... and the ZB-V case closed: no line
 "$bin" search --model mixtral-8x7b --gpus 64 --hw dgx-h100 --global-batch 64 --fix schedule=zb-v >zbv.txt 2>/dev/null ||
     bad "search mixtral zb-v"

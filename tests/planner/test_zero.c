@@ -59,6 +59,21 @@ static void test_bytes_zero_paper(void **state)
     assert_true(mp_static_bytes_per_param(&c) == 16.0 / 64);
 }
 
+/* Estimates c and places its DP group. */
+static void estimate_dp(const mp_config *c, mp_estimate *e, mp_group_place *g)
+{
+    mp_error err;
+    assert_int_equal(mp_estimate_config(c, NULL, e, &err), MP_OK);
+    mp_group_place_of(c, MP_GROUP_DP, g);
+}
+
+/* ZeRO-3's DP time when communication dominates: each micro-batch's two
+ * gathers (ag each) and reduce-scatter (rs) exposed but for the compute. */
+static double comm_bound_dp(const mp_estimate *e, double ag, double rs)
+{
+    return (double)e->microbatches * (2.0 * ag + rs) - e->time.compute - e->time.recompute;
+}
+
 /* With a network a thousand times slower, every micro-batch's two
  * all-gathers and reduce-scatter are exposed almost whole: the estimate's DP
  * part is m x (2 AG + RS) minus the compute windows, to the closed form. */
@@ -69,14 +84,13 @@ static void test_zero3_comm_bound(void **state)
     c.hw.scale_out.bw_per_gpu /= 1000.0;
     mp_estimate e;
     mp_error err;
-    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_OK);
     mp_group_place g;
-    mp_group_place_of(&c, MP_GROUP_DP, &g);
+    estimate_dp(&c, &e, &g);
     double P = mp_model_params(&c.model); /* tp = 1, one stage: every parameter */
     double ag = mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * P);
     double rs = mp_coll_time(&c.hw, &g, MP_COLL_REDUCESCATTER, 2.0 * P);
     double m = (double)e.microbatches;
-    double want = m * (2.0 * ag + rs) - e.time.compute - e.time.recompute;
+    double want = comm_bound_dp(&e, ag, rs);
     assert_true(e.time.dp_comm <= m * (2.0 * ag + rs));
     assert_true(fabs(e.time.dp_comm - want) < 1e-6 * want);
     /* ZeRO-2: one reduce-scatter per micro-batch and one gather per step */
@@ -114,22 +128,18 @@ static void test_zero3_fp8_gather(void **state)
                                .schedule = MP_SCHED_1F1B};
     c.hw.scale_up.bw_per_gpu /= 1000.0;
     mp_estimate e;
-    mp_error err;
-    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_OK);
     mp_group_place g;
-    mp_group_place_of(&c, MP_GROUP_DP, &g);
+    estimate_dp(&c, &e, &g);
     double P = mp_model_params(&c.model), f8 = 32.0 * (218103808.0 + 2.0 * 4096.0);
     double ag = mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * (P - f8)) +
                 mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, f8);
     double rs = mp_coll_time(&c.hw, &g, MP_COLL_REDUCESCATTER, 2.0 * P);
-    double m = (double)e.microbatches;
-    double want = m * (2.0 * ag + rs) - e.time.compute - e.time.recompute;
+    double want = comm_bound_dp(&e, ag, rs);
     assert_true(fabs(e.time.dp_comm - want) < 1e-6 * want);
     /* without it the gathers move the bf16 weights: 2 bytes each */
     c.training.fp8_param_gather = false;
-    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_OK);
-    double ag2 = mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * P);
-    want = m * (2.0 * ag2 + rs) - e.time.compute - e.time.recompute;
+    estimate_dp(&c, &e, &g);
+    want = comm_bound_dp(&e, mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * P), rs);
     assert_true(fabs(e.time.dp_comm - want) < 1e-6 * want);
 }
 

@@ -761,8 +761,21 @@ static void zero_sharded_dp(const mp_config *c, const mp_group_place *dpg,
         stage_sum *ss = &pm->st[k];
         double rs = zero_coll(c, dpg, edpg, MP_COLL_REDUCESCATTER, ss->params, ss->expert_params,
                               gb);
-        double agk = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, ss->params, ss->expert_params,
-                               dt);
+        /* --fp8-param-gather: the FP8 GEMM weights are the parameters, and
+         * the sharded weight buffer of such a parameter group is uint8, so
+         * ZeRO-3's gathers move mp_fp8_param_gather_bytes for them (Megatron
+         * FSDP: param_and_grad_buffer.py, param_dtype = torch.uint8 for a
+         * Float8Tensor group, core_v0.14.0 lines 1806-1810; the FP8 copies
+         * sharded and gathered as memory.c counts them), dt for the rest */
+        double f8 = pp->zero >= 3 && mp_fp8_on(c) && c->training.fp8_param_gather
+                        ? fmin(fmax(ss->fp8_params - ss->expert_params, 0.0),
+                               ss->params - ss->expert_params)
+                        : 0.0;
+        double agk = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, ss->params - f8, ss->expert_params,
+                               dt) +
+                     (f8 > 0.0 ? mp_coll_time(&c->hw, dpg, MP_COLL_ALLGATHER,
+                                              f8 * mp_fp8_param_gather_bytes(c))
+                               : 0.0);
         double fwd_comm = pp->zero >= 3 ? agk : 0.0;
         double bwd_comm = (pp->zero >= 3 ? agk : 0.0) + rs;
         /* the backward's gather and reduction: their time-weighted share */

@@ -59,6 +59,21 @@ static void test_bytes_zero_paper(void **state)
     assert_true(mp_static_bytes_per_param(&c) == 16.0 / 64);
 }
 
+/* Estimates c and places its DP group. */
+static void estimate_dp(const mp_config *c, mp_estimate *e, mp_group_place *g)
+{
+    mp_error err;
+    assert_int_equal(mp_estimate_config(c, NULL, e, &err), MP_OK);
+    mp_group_place_of(c, MP_GROUP_DP, g);
+}
+
+/* ZeRO-3's DP time when communication dominates: each micro-batch's two
+ * gathers (ag each) and reduce-scatter (rs) exposed but for the compute. */
+static double comm_bound_dp(const mp_estimate *e, double ag, double rs)
+{
+    return (double)e->microbatches * (2.0 * ag + rs) - e->time.compute - e->time.recompute;
+}
+
 /* With a network a thousand times slower, every micro-batch's two
  * all-gathers and reduce-scatter are exposed almost whole: the estimate's DP
  * part is m x (2 AG + RS) minus the compute windows, to the closed form. */
@@ -69,14 +84,13 @@ static void test_zero3_comm_bound(void **state)
     c.hw.scale_out.bw_per_gpu /= 1000.0;
     mp_estimate e;
     mp_error err;
-    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_OK);
     mp_group_place g;
-    mp_group_place_of(&c, MP_GROUP_DP, &g);
+    estimate_dp(&c, &e, &g);
     double P = mp_model_params(&c.model); /* tp = 1, one stage: every parameter */
     double ag = mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * P);
     double rs = mp_coll_time(&c.hw, &g, MP_COLL_REDUCESCATTER, 2.0 * P);
     double m = (double)e.microbatches;
-    double want = m * (2.0 * ag + rs) - e.time.compute - e.time.recompute;
+    double want = comm_bound_dp(&e, ag, rs);
     assert_true(e.time.dp_comm <= m * (2.0 * ag + rs));
     assert_true(fabs(e.time.dp_comm - want) < 1e-6 * want);
     /* ZeRO-2: one reduce-scatter per micro-batch and one gather per step */
@@ -89,6 +103,44 @@ static void test_zero3_comm_bound(void **state)
     double sum = t->compute + t->recompute + t->tp_comm + t->cp_comm + t->pp_comm + t->bubble +
                  t->dp_comm + t->optimizer;
     assert_true(fabs(sum - t->step) < 1e-9 * t->step);
+}
+
+/* Megatron FSDP with --fp8-param-gather keeps an FP8 parameter group's
+ * shard in a uint8 buffer (param_and_grad_buffer.py, core_v0.14.0 lines
+ * 1806-1810), so both of a micro-batch's gathers move 1 byte per FP8 GEMM
+ * weight and 2 for the rest (embedding, head, norms). LLaMA 3 8B's GEMM
+ * weights counted by hand from its shape (h 4096, 32 query and 8 K/V heads
+ * of 128, FFN 14336 gated): QKV 4096 x 6144, projection 4096 x 4096, FC1
+ * 2 x 4096 x 14336, FC2 14336 x 4096 = 218,103,808 a block, 32 blocks,
+ * with the block's two norm vectors (2 x 4096), which the model counts
+ * with its FP8 weights (cost.c, as the FP8 copies' memory).
+ * With the links a thousand times slower every gather is exposed but for
+ * the compute window, as test_zero3_comm_bound. */
+static void test_zero3_fp8_gather(void **state)
+{
+    (void)state;
+    mp_config c = preset_on("llama3-8b", "dgx-h100");
+    c.training = (mp_training){.gpus = 8, .seq = 8192, .global_batch = 32,
+                               .precision = MP_DTYPE_FP8, .fp8_recipe = MP_FP8_TENSORWISE,
+                               .fp8_param_gather = true};
+    c.parallel = (mp_parallel){.tp = 1, .pp = 1, .vpp = 1, .cp = 1, .dp = 8, .micro_batch = 1,
+                               .dist_opt = true, .zero = 3, .dp_overlap = true,
+                               .schedule = MP_SCHED_1F1B};
+    c.hw.scale_up.bw_per_gpu /= 1000.0;
+    mp_estimate e;
+    mp_group_place g;
+    estimate_dp(&c, &e, &g);
+    double P = mp_model_params(&c.model), f8 = 32.0 * (218103808.0 + 2.0 * 4096.0);
+    double ag = mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * (P - f8)) +
+                mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, f8);
+    double rs = mp_coll_time(&c.hw, &g, MP_COLL_REDUCESCATTER, 2.0 * P);
+    double want = comm_bound_dp(&e, ag, rs);
+    assert_true(fabs(e.time.dp_comm - want) < 1e-6 * want);
+    /* without it the gathers move the bf16 weights: 2 bytes each */
+    c.training.fp8_param_gather = false;
+    estimate_dp(&c, &e, &g);
+    want = comm_bound_dp(&e, mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * P), rs);
+    assert_true(fabs(e.time.dp_comm - want) < 1e-6 * want);
 }
 
 /* On a fast network the gathers hide behind compute: ZeRO-3 costs no more
@@ -213,7 +265,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_zero_paper), cmocka_unit_test(test_zero3_comm_bound),
         cmocka_unit_test(test_zero3_hidden),     cmocka_unit_test(test_rules),
-        cmocka_unit_test(test_hsdp),
+        cmocka_unit_test(test_hsdp),             cmocka_unit_test(test_zero3_fp8_gather),
         cmocka_unit_test(test_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,7 @@
 #include "sim/simulate.h"
 #include "sim/timeline.h"
 
+#include "../config_fixture.h"
 #include "sim_dp.h"
 
 static const char *g_examples;
@@ -697,14 +698,8 @@ static void test_bubble_share_matches_estimate(void **state)
 static mp_config zb_config(const char *model, const char *hw, int64_t t, int64_t p, int64_t d,
                            int64_t ep, int64_t b, int64_t m, mp_recompute rc)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    const mp_model *md = mp_model_preset(model);
-    assert_non_null(md);
-    c.model = *md;
-    mp_error err;
-    assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = t * p * d, .seq = md->seq, .global_batch = m * b * d,
+    mp_config c = preset_on(model, hw);
+    c.training = (mp_training){.gpus = t * p * d, .seq = c.model.seq, .global_batch = m * b * d,
                                .precision = MP_DTYPE_BF16};
     c.parallel = (mp_parallel){.tp = t, .pp = p, .vpp = 1, .cp = 1, .dp = d, .sp = t > 1,
                                .micro_batch = b, .recompute = rc, .dist_opt = true,

@@ -189,7 +189,8 @@ sim1=$(awk '$1 == "1" { print $14 }' s.txt)  # step, likely range, sim
 # 0.782 against 0.778 s. The case kept: Mixtral 8x7B under DualPipeV at pp 16 on
 # 128 H100, global batch 128, whose closed form is an upper bound of the
 # pipeline where B > W (docs/simulator.md): 1.016 s estimated, 0.890 s
-# simulated, the pipeline bubble ---
+# simulated, the pipeline bubble (the line's wording, whatever search shows it, is held by
+# tests/cli/test_disagree.c) ---
 "$bin" search --model t5-11b --gpus 64 >t5.txt 2>/dev/null || bad "search t5-11b"
 sim1=$(awk '$1 == "1" { print $14 }' t5.txt)
 est1=$(awk '$1 == "1" { print $12 }' t5.txt)

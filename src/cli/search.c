@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/disagree.h"
 #include "cli/framework_out.h"
 #include "cli/options.h"
 #include "cli/search_common.h"
@@ -29,11 +30,6 @@
  * the profile's error_band, or moe_error_band for a model with routed experts;
  * planner/band.h) of the winner's count as a near tie; this without a band. */
 #define NEAR_TIE 0.03
-/* The cost model's error on measured runs: its acceptance bound on the
- * multi-node measurements, MAPE <= 10% (docs/validation.md). An estimate and
- * a simulation further apart than this disagree by more than the model
- * knows, and search says where. */
-#define MODEL_ERROR 0.10
 
 const mp_verb_doc mp_doc_search = {
     .name = "search",
@@ -156,64 +152,17 @@ static void counts_footer(const mp_search_counts *c, mp_buf *b)
     }
 }
 
-/* The parts of the step in one order, with the names explain uses. */
-static int step_parts(const mp_times *t, const char **names, double *v)
-{
-    static const char *n[] = {"compute", "recompute", "TP", "CP", "PP", "bubble", "DP",
-                              "optimizer"};
-    double x[] = {t->compute, t->recompute, t->tp_comm, t->cp_comm, t->pp_comm, t->bubble,
-                  t->dp_comm, t->optimizer};
-    for (int i = 0; i < 8; i++) {
-        names[i] = n[i];
-        v[i] = x[i];
-    }
-    return 8;
-}
-
 /* "winner: step S s = compute X% + ...": the parts of the number the
  * ranking used (the simulation's exposed times when it simulated). */
 static void winner_line(const mp_times *t, const char *what, mp_buf *b)
 {
     const char *names[8];
     double v[8];
-    int n = step_parts(t, names, v);
+    int n = mp_cli_step_parts(t, names, v);
     double s = t->step > 0 ? t->step : 1;
     mp_buf_printf(b, "\nwinner: step %.3f s%s =", t->step, what);
     for (int i = 0; i < n; i++)
         mp_buf_printf(b, "%s %s %.1f%%", i ? " +" : "", names[i], 100 * v[i] / s);
-    mp_buf_puts(b, "\n");
-}
-
-/* When the estimate and the simulation of the winner are further apart than
- * the model's error: by how much, and which parts differ most. */
-static void disagreement(const mp_times *est, const mp_times *sim, mp_buf *b)
-{
-    double rel = est->step > 0 ? sim->step / est->step - 1 : 0;
-    if (rel <= MODEL_ERROR && rel >= -MODEL_ERROR)
-        return;
-    const char *names[8];
-    double e[8], m[8];
-    static const char *long_names[] = {"compute", "recompute", "TP communication",
-                                       "CP communication", "PP communication",
-                                       "pipeline bubble", "DP communication", "optimizer step"};
-    step_parts(est, names, e);
-    int n = step_parts(sim, names, m);
-    mp_buf_printf(b, "        the simulation is %+.0f%% off the estimate (%.3f s), more than the "
-                     "cost model's %.0f%% error (docs/validation.md):",
-                  100 * rel, est->step, 100 * MODEL_ERROR);
-    /* the two parts that differ most, as shares of the estimated step */
-    bool used[8] = {false};
-    for (int k = 0; k < 2; k++) {
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (!used[i] && (best < 0 || fabs(m[i] - e[i]) > fabs(m[best] - e[best])))
-                best = i;
-        if (best < 0 || fabs(m[best] - e[best]) < 0.01 * est->step)
-            break;
-        used[best] = true;
-        mp_buf_printf(b, "%s %s %.3f s simulated against %.3f s estimated (%+.0f%%)", k ? ";" : "",
-                      long_names[best], m[best], e[best], 100 * (m[best] - e[best]) / est->step);
-    }
     mp_buf_puts(b, "\n");
 }
 
@@ -374,7 +323,7 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
                       wlo, whi, wb.moe ? "mixture-of-experts " : "", w->config.hw.name,
                       100 * wb.low, 100 * wb.high);
     if (winner_sim)
-        disagreement(&w->est.time, winner_sim, b);
+        mp_cli_disagreement(&w->est.time, winner_sim, b);
     const mp_memory *m = &w->est.memory;
     mp_buf_printf(b, "        memory %.1f GiB = weights %.1f + grads %.1f + optimizer %.1f + "
                      "activations %.1f + other %.1f (of %.0f)\n",

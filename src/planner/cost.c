@@ -2186,6 +2186,30 @@ static double recompute_flops(const mp_config *c, const mp_plan *plan)
     return extra;
 }
 
+/* ZB-H1's critical path (pipeline.c's second term on uneven stages): the
+ * last micro-batch's forward down the p ranks and its input gradient back
+ * up, m - 1 rounds of the slowest rank's F and B before it, then the Ws left:
+ * rank r's last B ends sum_{k<r} (b_k + a hop) before rank 0's and its W
+ * follows it. With fewer micro-batches than ranks (a T5 of 4 stages run with
+ * one) the deferred Ws cannot fill the cool-down and this, not the filled
+ * rounds, is the step: exact for m = 1 (the simulator's lists run that path
+ * and nothing beside it), the closed form's bound on equal stages. */
+static double zbh1_critical(const pipe_model *pm, const mp_config *c, double pass_comm)
+{
+    double chain = 0.0, widest = 0.0, down = 0.0, tail = -INFINITY;
+    for (int64_t r = 0; r < pm->p; r++) {
+        const stage_sum *ss = &pm->st[rank_stage(pm, r, 0)];
+        double comm = ss->wide_send > 0.0 ? pass_p2p(c, ss->wide_send) : pass_comm;
+        double b_in = ss->bwd - ss->wgrad;
+        double leg = ss->fwd + b_in + round_p2p(c, ss, comm);
+        chain += leg;
+        widest = fmax(widest, leg);
+        tail = fmax(tail, ss->wgrad - down);
+        down += b_in + comm / 2.0;
+    }
+    return chain + (double)(pm->m - 1) * widest + tail;
+}
+
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                           mp_cost_memo *memo, mp_estimate *out, mp_error *err)
 {
@@ -2311,6 +2335,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     }
     double makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
                          : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
+    if (zb && p > 1)
+        makespan = fmax(makespan, zbh1_critical(&pm, c, pass_comm));
     if (dual)
         makespan += dual_turn(&pm, fb, dual_lat, dual_bw);
     free(fb);

@@ -192,7 +192,7 @@ sim1=$(awk '$1 == "1" { print $14 }' s.txt)  # step, likely range, sim
 # simulated, -14%: the pipeline bubble) until DualPipe(V)'s closed form became
 # exact on equal stages for every f, b, w and link (issue #14): 0.969 s, -8.9%,
 # so no line. None of a dozen Mixtral searches tried shows a gap beyond the
-# error now: the line's text is not held by a run here any more ---
+# error now: the line's wording is held by tests/cli/test_disagree.c ---
 "$bin" search --model t5-11b --gpus 64 >t5.txt 2>/dev/null || bad "search t5-11b"
 sim1=$(awk '$1 == "1" { print $14 }' t5.txt)
 est1=$(awk '$1 == "1" { print $12 }' t5.txt)

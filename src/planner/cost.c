@@ -1383,20 +1383,18 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
  * on that rank) runs the held GEMMs back to back (utils.py
  * drain_embedding_wgrad_compute, lines 531-616). Only Megatron's own 1F1B
  * and interleaved schedules, and only with a pipeline. */
-static void defer_wgrad_of(const mp_config *c, const item_detail *head, pipe_model *pm)
+/* What the deferral holds on a pipeline of p ranks and m micro-batches
+ * whose last stage holds the head: micro-batches held (0: no deferral) and
+ * the bytes each keeps. */
+static int64_t defer_hold_of(const mp_config *c, int64_t p, int64_t m, double *hold)
 {
     const mp_parallel *pp = &c->parallel;
-    pm->defer_stage = -1;
-    pm->defer_mb = 0;
-    pm->defer_w = pm->defer_hold = 0.0;
-    if (!pp->defer_embedding_wgrad || pm->p < 2 || pm->n < 1 || pm->m < 1 ||
+    *hold = 0.0;
+    if (!pp->defer_embedding_wgrad || p < 2 || m < 1 ||
         (pp->schedule != MP_SCHED_1F1B && pp->schedule != MP_SCHED_INTERLEAVED) ||
-        mp_ds_pipe_engine(c) || !pm->st[pm->n - 1].has_head)
-        return;
-    pm->defer_stage = pm->n - 1;
+        mp_ds_pipe_engine(c))
+        return 0;
     int64_t lim = pp->wgrad_deferral_limit;
-    pm->defer_mb = lim > 0 && lim < pm->m ? lim : pm->m;
-    pm->defer_w = head->wgrad;
     /* what each held micro-batch keeps until the flush: the layer's input
      * (SP: this rank's slice, as gathered again in the drain) and the
      * logits' gradient, V/t columns, both in the activations' type */
@@ -1404,8 +1402,26 @@ static void defer_wgrad_of(const mp_config *c, const item_detail *head, pipe_mod
     mp_block_shape_of(&c->model, c->training.seq, mp_model_blocks(&c->model), &last);
     double sb = (double)pp->micro_batch * last.s / (double)pp->cp, t = (double)pp->tp;
     double dt = c->training.precision == MP_DTYPE_FP32 ? 4.0 : 2.0;
-    pm->defer_hold = sb * dt * ((double)c->model.hidden / (pp->sp ? t : 1.0) +
-                                mp_padded_vocab(c->model.vocab, pp->tp) / t);
+    *hold = sb * dt * ((double)c->model.hidden / (pp->sp ? t : 1.0) +
+                       mp_padded_vocab(c->model.vocab, pp->tp) / t);
+    return lim > 0 && lim < m ? lim : m;
+}
+
+static void defer_wgrad_of(const mp_config *c, const item_detail *head, pipe_model *pm)
+{
+    pm->defer_stage = -1;
+    pm->defer_mb = 0;
+    pm->defer_w = pm->defer_hold = 0.0;
+    if (pm->n < 1 || !pm->st[pm->n - 1].has_head)
+        return;
+    double hold;
+    int64_t mb = defer_hold_of(c, pm->p, pm->m, &hold);
+    if (mb < 1)
+        return;
+    pm->defer_stage = pm->n - 1;
+    pm->defer_mb = mb;
+    pm->defer_w = head->wgrad;
+    pm->defer_hold = hold;
 }
 
 static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
@@ -2210,6 +2226,277 @@ static double zbh1_critical(const pipe_model *pm, const mp_config *c, double pas
     return chain + (double)(pm->m - 1) * widest + tail;
 }
 
+/* ---- memory per GPU ---------------------------------------------------- */
+
+/* Weights, gradients and optimizer states of `params` parameters on one GPU
+ * (of which `experts` are routed-expert parameters and `fp8` have FP8
+ * copies; `tied` more: the head's copy of tied word embeddings), the
+ * experts' bytes per parameter in *ew, *eg, *eo. Linear in the four, so a
+ * rank's bytes are the sum of its items': the estimate applies it to a
+ * rank's sums, the split solver to each item (mp_split_memory). */
+typedef struct static_mem {
+    double weights, grads, optim;
+    double ewb, egb, eob; /* per routed-expert parameter */
+} static_mem;
+
+static void static_mem_of(const mp_config *c, int64_t p, double params, double experts,
+                          double fp8, static_mem *out)
+{
+    const mp_parallel *pp = &c->parallel;
+    bool fp32 = c->training.precision == MP_DTYPE_FP32;
+    double wb, gb, ob;
+    mp_static_bytes(c, &wb, &gb, &ob);
+    double weights = params * wb + fp8 * mp_fp8_weight_net_bytes(c);
+    double grads = params * gb, optim = params * ob;
+    double expert_wb, expert_gb, expert_ob;
+    expert_static_bytes(c, wb, gb, ob, &expert_wb, &expert_gb, &expert_ob);
+    optim += experts * (expert_ob - ob);
+    grads += experts * (expert_gb - gb);
+    weights += experts * (expert_wb - wb);
+    if (pp->zero >= 3 && pp->zero_runtime == MP_ZRT_FSDP2 && p > 1) {
+        /* FSDP2 under pipelining (fsdp2_pipelined_dp): every chunk's
+         * weights stay gathered through the step, in the training type,
+         * and its gradients accumulate unsharded in the reduce type until
+         * the reduce-scatter after its last backward */
+        double gathered = params;
+        if (mp_parallel_edp(pp) > 1) {
+            expert_wb += fp32 ? 4.0 : 2.0;
+            expert_gb += mp_grad_reduce_bytes(c);
+        } else {
+            /* experts held whole by one rank of the DP group are no
+             * FSDP unit (AutoModel ignores them): no copy, no accumulator */
+            gathered -= experts;
+        }
+        weights += gathered * (fp32 ? 4.0 : 2.0);
+        grads += gathered * mp_grad_reduce_bytes(c);
+    }
+    *out = (static_mem){weights, grads, optim, expert_wb, expert_gb, expert_ob};
+}
+
+static double static_mem_total(const mp_config *c, int64_t p, double params, double experts,
+                               double fp8)
+{
+    static_mem sm;
+    static_mem_of(c, p, params, experts, fp8, &sm);
+    return sm.weights + sm.grads + sm.optim;
+}
+
+/* The part of a rank's "other" bytes its items do not scale: the runtime
+ * reserve, the p2p buffers both ways (send: the largest output of the
+ * rank's stages), the SP all-gather buffer, and ZeRO-3's gathered blocks
+ * (block_params: the largest block's parameters on a GPU). */
+static double other_fixed(const mp_config *c, int64_t p, double send, double block_params)
+{
+    const mp_parallel *pp = &c->parallel;
+    bool fp32 = c->training.precision == MP_DTYPE_FP32;
+    double other = c->hw.runtime_reserve + 4.0 * send;
+    if (pp->sp && pp->tp > 1)
+        other += send * (double)pp->tp;
+    if (pp->zero >= 3 && !(pp->zero_runtime == MP_ZRT_FSDP2 && p > 1))
+        /* the gathered weights of the block being computed and of the
+         * one prefetched, and one block's unsharded gradients before
+         * their reduce-scatter (all in the training type), and under
+         * FP8 the two gathered blocks' FP8 copies */
+        other += block_params * (3.0 * (fp32 ? 4.0 : 2.0) + 2.0 * mp_fp8_gathered_copy_bytes(c));
+    return other;
+}
+
+/* Pipeline rank r's bytes per GPU at its peak (docs/cost-model.md §3). */
+static void rank_memory(const mp_config *c, const mp_plan *plan, const pipe_model *pm, int64_t r,
+                        mp_memory *out)
+{
+    const mp_parallel *pp = &c->parallel;
+    int64_t p = pm->p, v = pm->v, m = pm->m;
+    double frag = c->hw.allocator_fragmentation;
+    double tied_copy = c->model.tied_embeddings && p > 1
+                           ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp
+                           : 0.0;
+    double params = 0.0, act = 0.0, edge = 0.0, emb_act = 0.0, block_none = 0.0, send = 0.0;
+    double experts = 0.0, routed = 0.0, capacity = 0.0, fp8_params = 0.0;
+    for (int64_t ch = 0; ch < v; ch++) {
+        const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
+        params += ss->params + (ss->has_head ? tied_copy : 0.0);
+        experts += ss->expert_params;
+        fp8_params += ss->fp8_params;
+        routed += ss->routed_act;
+        capacity += ss->capacity_act;
+        act += ss->act;
+        /* the head's logits for one micro-batch (the last stage runs
+         * each F's B next); the embedding's mask for each in flight */
+        edge += ss->act_edge - ss->act_emb;
+        emb_act += ss->act_emb;
+        if (ss->act_block_none > block_none)
+            block_none = ss->act_block_none;
+        if (ss->send_bytes > send)
+            send = ss->send_bytes;
+    }
+    /* chunks in flight on rank r at its peak: the schedule's own bound
+     * (src/sim/schedule.c, property-tested against the op lists the
+     * simulator and executor run) */
+    double chunks = mp_pipeline_inflight_chunks(c->parallel.schedule, p, v, m, r);
+    double walked_routed = -1.0, walked_capacity = 0.0; /* DualPipe's op walk's */
+    edge += emb_act / (double)v * chunks;
+    double stash = act / (double)v * chunks;
+    if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
+        stash += block_none; /* one block re-materialised during its backward */
+    if (mp_schedule_splits_backward(pp->schedule) && p > 1) {
+        /* ZB-H1, ZB-V and DualPipe(V) run a micro-batch's W after later
+         * F and B. The schedule's bound already counts a micro-batch
+         * until its W; until then it also keeps the output gradients of
+         * its linear layers (w_hold_bytes), for as many Ws as wait at
+         * once (sim/schedule.h); DualPipe's wait only below its peak
+         * (mp_schedule_w_under_inflight): there a chunk costs the larger
+         * of its activations and its held gradients */
+        double g = 0.0;
+        for (int64_t ch = 0; ch < v; ch++)
+            g += w_hold_bytes(pm, rank_stage(pm, r, ch));
+        g /= (double)v;
+        double walked = -1.0, at_peak[2] = {0.0, 0.0};
+        if (pp->schedule == MP_SCHED_DUALPIPE && v == 2 &&
+            !(pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))) {
+            /* its two chunks are two different stages, in flight in
+             * unequal numbers at the peak: walk the rank's op list */
+            double a2[2], h2[2];
+            for (int64_t ch = 0; ch < 2; ch++) {
+                a2[ch] = pm->st[rank_stage(pm, r, ch)].act;
+                h2[ch] = w_hold_bytes(pm, rank_stage(pm, r, ch));
+            }
+            walked = mp_pipeline_stash_peak(pp->schedule, p, v, m, r, a2, h2, at_peak);
+        }
+        if (walked >= 0.0) {
+            stash = walked;
+            walked_routed = walked_capacity = 0.0;
+            for (int64_t ch = 0; ch < 2; ch++) {
+                const stage_sum *ss = &pm->st[rank_stage(pm, r, ch)];
+                walked_routed += at_peak[ch] * ss->routed_act;
+                walked_capacity += at_peak[ch] * ss->capacity_act;
+            }
+        }
+        else if (mp_pipeline_w_under_inflight(pp->schedule))
+            stash += chunks * fmax(0.0, g - act / (double)v);
+        else
+            stash += g * mp_pipeline_w_pending_chunks(pp->schedule, p, v, m, r);
+    }
+    /* the deferred wgrad's held inputs and logit gradients (defer_wgrad_of),
+     * all of them at the last held micro-batch's forward */
+    for (int64_t ch = 0; ch < v; ch++)
+        if (rank_stage(pm, r, ch) == pm->defer_stage)
+            stash += (double)pm->defer_mb * pm->defer_hold;
+    /* PyTorch's caching allocator: activations are allocated and freed
+     * every micro-batch in many sizes, and the blocks it caches fragment;
+     * reserved exceeds allocated by a fraction of that churn (the profile's
+     * allocator_fragmentation, docs/cost-model.md §3) */
+    double other = other_fixed(c, p, send, pm->block_params) + edge + frag * stash;
+    static_mem sm;
+    static_mem_of(c, p, params, experts, fp8_params, &sm);
+    memset(out, 0, sizeof *out);
+    out->weights = sm.weights;
+    out->grads = sm.grads;
+    out->optimizer = sm.optim;
+    out->activations = stash;
+    out->other = other;
+    out->peak = sm.weights + sm.grads + sm.optim + stash + other;
+    out->expert_weights = experts * (sm.ewb + mp_fp8_weight_net_bytes(c));
+    out->fp8_weights = fp8_params * mp_fp8_weight_copy_bytes(c);
+    out->expert_grads = experts * sm.egb;
+    out->expert_optimizer = experts * sm.eob;
+    out->routed_activations = walked_routed >= 0.0 ? walked_routed : routed / (double)v * chunks;
+    out->capacity_activations =
+        walked_routed >= 0.0 ? walked_capacity : capacity / (double)v * chunks;
+}
+
+mp_status mp_split_memory(const mp_config *c, mp_split_item *items, double *inflight,
+                          double *held, double *rank_other, mp_error *err)
+{
+    const mp_parallel *pp = &c->parallel;
+    int64_t L = mp_model_blocks(&c->model), N = L + 2;
+    int64_t p = pp->pp, v = mp_schedule_chunks(pp->schedule, pp->vpp);
+    int64_t K = mp_schedule_n_stages(pp->schedule, p, pp->vpp), m = mp_config_microbatches(c);
+    /* what the stage split's form cannot say: a rank's stages other than
+     * chunk*p + rank (the V schedules, DualPipe), DualPipe's walked peak;
+     * the split leaves these to Megatron's (mp_search_split) */
+    if (mp_schedule_is_v(pp->schedule) || pp->schedule == MP_SCHED_DUALPIPE ||
+        mp_pipeline_w_under_inflight(pp->schedule) || K != p * v)
+        return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
+                            "the stage split's memory model does not cover this schedule");
+    item_detail *det = malloc(sizeof *det * (size_t)N);
+    if (!det)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for %lld items",
+                            (long long)N);
+    fill_details(c, NULL, NULL, det);
+    double frag = c->hw.allocator_fragmentation;
+    double p2p = det[L > 0 ? L : 0].send_bytes;
+    bool split_bwd = mp_schedule_splits_backward(pp->schedule) && p > 1;
+    double tied = c->model.tied_embeddings && p > 1
+                      ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp
+                      : 0.0;
+    double defer_hold = 0.0;
+    int64_t defer_mb = defer_hold_of(c, p, m, &defer_hold);
+    double none_max = 0.0, block_params = 0.0, send = 0.0;
+    for (int64_t i = 0; i < N; i++) {
+        const item_detail *d = &det[i];
+        mp_split_item *it = &items[i];
+        bool head = i == N - 1;
+        it->static_bytes = static_mem_total(c, p, d->params + (head ? tied : 0.0),
+                                            d->expert_params, d->fp8_params);
+        it->hold_bytes = 0.0;
+        if (d->is_block) {
+            /* stashed per micro-batch in flight, with the allocator's
+             * fragmentation of them; a split backward's held output
+             * gradients (w_hold_bytes) per micro-batch waiting for its W */
+            for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+                it->act[r] = d->act[r] * (1.0 + frag);
+            if (split_bwd)
+                it->hold_bytes = 9.0 * p2p * (1.0 + frag);
+            if (d->act[MP_RECOMPUTE_NONE] > none_max)
+                none_max = d->act[MP_RECOMPUTE_NONE];
+            if (d->params > block_params)
+                block_params = d->params;
+        } else if (i == 0) {
+            /* the embedding's dropout mask: one per micro-batch in flight */
+            for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+                it->act[r] = d->act[MP_RECOMPUTE_NONE];
+        } else {
+            /* the head's logits, once (its B follows each F); the deferred
+             * wgrad's held micro-batches */
+            for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
+                it->act[r] = 0.0;
+            it->static_bytes += d->act[MP_RECOMPUTE_NONE] +
+                                (double)defer_mb * defer_hold * (1.0 + frag);
+        }
+        if (!head && d->send_bytes > send)
+            send = d->send_bytes;
+    }
+    free(det);
+    for (int64_t k = 0; k < K; k++) {
+        int64_t r = k % p;
+        inflight[k] = mp_pipeline_inflight_chunks(pp->schedule, p, v, m, r) / (double)v;
+        held[k] = split_bwd ? mp_pipeline_w_pending_chunks(pp->schedule, p, v, m, r) / (double)v
+                            : 0.0;
+    }
+    /* per rank: the p2p buffers of its stages' largest output (none on a
+     * last rank that holds only the head's stage, whose output is the
+     * loss), and one block re-materialised during its backward: the
+     * largest block's, where the estimate takes its rank's largest */
+    for (int64_t r = 0; r < p; r++)
+        rank_other[r] = other_fixed(c, p, v == 1 && r == p - 1 ? 0.0 : send, block_params) +
+                        none_max * (1.0 + frag);
+    return MP_OK;
+}
+
+mp_status mp_estimate_rank_memory(const mp_config *c, const mp_plan *plan, mp_memory *ranks,
+                                  mp_error *err)
+{
+    pipe_model pm;
+    mp_status s = build_pipe(c, plan, true, NULL, NULL, &pm, err);
+    if (s != MP_OK)
+        return s;
+    for (int64_t r = 0; r < pm.p; r++)
+        rank_memory(c, plan, &pm, r, &ranks[r]);
+    free(pm.st);
+    return MP_OK;
+}
+
 static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                           mp_cost_memo *memo, mp_estimate *out, mp_error *err)
 {
@@ -2411,141 +2698,13 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                      out->time.dp_comm + out->time.optimizer;
 
     /* memory: the most loaded pipeline rank */
-    bool fp32 = c->training.precision == MP_DTYPE_FP32;
-    double tied_copy = c->model.tied_embeddings && p > 1
-                           ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp
-                           : 0.0;
     double best_total = -1.0;
     for (int64_t r = 0; r < p; r++) {
-        double params = 0.0, act = 0.0, edge = 0.0, emb_act = 0.0, block_none = 0.0, send = 0.0;
-        double experts = 0.0, routed = 0.0, capacity = 0.0, fp8_params = 0.0;
-        for (int64_t ch = 0; ch < v; ch++) {
-            const stage_sum *ss = &pm.st[rank_stage(&pm, r, ch)];
-            params += ss->params + (ss->has_head ? tied_copy : 0.0);
-            experts += ss->expert_params;
-            fp8_params += ss->fp8_params;
-            routed += ss->routed_act;
-            capacity += ss->capacity_act;
-            act += ss->act;
-            /* the head's logits for one micro-batch (the last stage runs
-             * each F's B next); the embedding's mask for each in flight */
-            edge += ss->act_edge - ss->act_emb;
-            emb_act += ss->act_emb;
-            if (ss->act_block_none > block_none)
-                block_none = ss->act_block_none;
-            if (ss->send_bytes > send)
-                send = ss->send_bytes;
-        }
-        /* chunks in flight on rank r at its peak: the schedule's own bound
-         * (src/sim/schedule.c, property-tested against the op lists the
-         * simulator and executor run) */
-        double chunks = mp_pipeline_inflight_chunks(c->parallel.schedule, p, v, m, r);
-        double walked_routed = -1.0, walked_capacity = 0.0; /* DualPipe's op walk's */
-        edge += emb_act / (double)v * chunks;
-        double stash = act / (double)v * chunks;
-        if (pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))
-            stash += block_none; /* one block re-materialised during its backward */
-        if (mp_schedule_splits_backward(pp->schedule) && p > 1) {
-            /* ZB-H1, ZB-V and DualPipe(V) run a micro-batch's W after later
-             * F and B. The schedule's bound already counts a micro-batch
-             * until its W; until then it also keeps the output gradients of
-             * its linear layers (w_hold_bytes), for as many Ws as wait at
-             * once (sim/schedule.h); DualPipe's wait only below its peak
-             * (mp_schedule_w_under_inflight): there a chunk costs the larger
-             * of its activations and its held gradients */
-            double g = 0.0;
-            for (int64_t ch = 0; ch < v; ch++)
-                g += w_hold_bytes(&pm, rank_stage(&pm, r, ch));
-            g /= (double)v;
-            double walked = -1.0, at_peak[2] = {0.0, 0.0};
-            if (pp->schedule == MP_SCHED_DUALPIPE && v == 2 &&
-                !(pp->recompute == MP_RECOMPUTE_FULL || (plan && plan->has_layer_recompute))) {
-                /* its two chunks are two different stages, in flight in
-                 * unequal numbers at the peak: walk the rank's op list */
-                double a2[2], h2[2];
-                for (int64_t ch = 0; ch < 2; ch++) {
-                    a2[ch] = pm.st[rank_stage(&pm, r, ch)].act;
-                    h2[ch] = w_hold_bytes(&pm, rank_stage(&pm, r, ch));
-                }
-                walked = mp_pipeline_stash_peak(pp->schedule, p, v, m, r, a2, h2, at_peak);
-            }
-            if (walked >= 0.0) {
-                stash = walked;
-                walked_routed = walked_capacity = 0.0;
-                for (int64_t ch = 0; ch < 2; ch++) {
-                    const stage_sum *ss = &pm.st[rank_stage(&pm, r, ch)];
-                    walked_routed += at_peak[ch] * ss->routed_act;
-                    walked_capacity += at_peak[ch] * ss->capacity_act;
-                }
-            }
-            else if (mp_pipeline_w_under_inflight(pp->schedule))
-                stash += chunks * fmax(0.0, g - act / (double)v);
-            else
-                stash += g * mp_pipeline_w_pending_chunks(pp->schedule, p, v, m, r);
-        }
-        /* the deferred wgrad's held inputs and logit gradients (defer_wgrad_of),
-         * all of them at the last held micro-batch's forward */
-        for (int64_t ch = 0; ch < v; ch++)
-            if (rank_stage(&pm, r, ch) == pm.defer_stage)
-                stash += (double)pm.defer_mb * pm.defer_hold;
-        double other = c->hw.runtime_reserve + edge + 4.0 * send;
-        /* PyTorch's caching allocator: activations are allocated and freed
-         * every micro-batch in many sizes, and the blocks it caches fragment;
-         * reserved exceeds allocated by a fraction of that churn (the profile's
-         * allocator_fragmentation, docs/cost-model.md §3) */
-        other += c->hw.allocator_fragmentation * stash;
-        if (pp->sp && pp->tp > 1)
-            other += send * (double)pp->tp;
-        double wb, gb, ob;
-        mp_static_bytes(c, &wb, &gb, &ob);
-        double fp8_copies = fp8_params * mp_fp8_weight_copy_bytes(c);
-        double weights = params * wb + fp8_params * mp_fp8_weight_net_bytes(c);
-        double grads = params * gb, optim = params * ob;
-        double expert_wb, expert_gb, expert_ob;
-        expert_static_bytes(c, wb, gb, ob, &expert_wb, &expert_gb, &expert_ob);
-        optim += experts * (expert_ob - ob);
-        grads += experts * (expert_gb - gb);
-        weights += experts * (expert_wb - wb);
-        if (pp->zero >= 3 && pp->zero_runtime == MP_ZRT_FSDP2 && p > 1) {
-            /* FSDP2 under pipelining (fsdp2_pipelined_dp): every chunk's
-             * weights stay gathered through the step, in the training type,
-             * and its gradients accumulate unsharded in the reduce type until
-             * the reduce-scatter after its last backward */
-            double gathered = params;
-            if (mp_parallel_edp(pp) > 1) {
-                expert_wb += fp32 ? 4.0 : 2.0;
-                expert_gb += mp_grad_reduce_bytes(c);
-            } else {
-                /* experts held whole by one rank of the DP group are no
-                 * FSDP unit (AutoModel ignores them): no copy, no accumulator */
-                gathered -= experts;
-            }
-            weights += gathered * (fp32 ? 4.0 : 2.0);
-            grads += gathered * mp_grad_reduce_bytes(c);
-        } else if (pp->zero >= 3)
-            /* the gathered weights of the block being computed and of the
-             * one prefetched, and one block's unsharded gradients before
-             * their reduce-scatter (all in the training type), and under
-             * FP8 the two gathered blocks' FP8 copies */
-            other += pm.block_params * (3.0 * (fp32 ? 4.0 : 2.0) +
-                                        2.0 * mp_fp8_gathered_copy_bytes(c));
-        double total = weights + grads + optim + stash + other;
-        if (total > best_total) {
-            best_total = total;
-            out->memory.weights = weights;
-            out->memory.grads = grads;
-            out->memory.optimizer = optim;
-            out->memory.activations = stash;
-            out->memory.other = other;
-            out->memory.peak = total;
-            out->memory.expert_weights = experts * (expert_wb + mp_fp8_weight_net_bytes(c));
-            out->memory.fp8_weights = fp8_copies;
-            out->memory.expert_grads = experts * expert_gb;
-            out->memory.expert_optimizer = experts * expert_ob;
-            out->memory.routed_activations =
-                walked_routed >= 0.0 ? walked_routed : routed / (double)v * chunks;
-            out->memory.capacity_activations =
-                walked_routed >= 0.0 ? walked_capacity : capacity / (double)v * chunks;
+        mp_memory mem;
+        rank_memory(c, plan, &pm, r, &mem);
+        if (mem.peak > best_total) {
+            best_total = mem.peak;
+            out->memory = mem;
         }
     }
     out->memory.capacity = c->hw.memory;

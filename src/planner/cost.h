@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/plan.h"
+#include "planner/split.h"
 
 typedef struct mp_memory {
     double weights, grads, optimizer, activations, other, peak, capacity; /* bytes per GPU */
@@ -207,6 +208,27 @@ mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err);
 /* The multi-token-prediction modules' share of the last stage's item
  * (zeros without them): what mp_item_costs adds to the head item. */
 mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err);
+
+/* The estimate's memory per GPU in the stage split's linear form (split.h,
+ * docs/design.md §5), from the same terms the estimate sums: items[0 ..
+ * layers+1] get their static_bytes (weights, grads and optimizer states as
+ * the estimate charges them, routed experts sharded over edp, FP8 copies,
+ * the head's tied copy; the head's logits and deferred-wgrad hold, held
+ * once), act (per micro-batch in flight, blocks with the allocator's
+ * fragmentation, the embedding's mask) and hold_bytes (a split backward's
+ * held output gradients); inflight and held [pp*vpp] per virtual stage;
+ * rank_other [pp] the bytes no item scales. For a split of uniform blocks
+ * the solver's bytes of each rank equal mp_estimate_rank_memory's peak up
+ * to rounding; with blocks of several kinds rank_other holds the largest
+ * block's re-materialisation, the estimate the rank's own (no less).
+ * MP_EINTERNAL for the schedules the split does not re-split (V, DualPipe). */
+mp_status mp_split_memory(const mp_config *c, mp_split_item *items, double *inflight,
+                          double *held, double *rank_other, mp_error *err);
+
+/* Each pipeline rank's memory as the estimate counts it (ranks: [pp]; the
+ * estimate reports the largest). */
+mp_status mp_estimate_rank_memory(const mp_config *c, const mp_plan *plan, mp_memory *ranks,
+                                  mp_error *err);
 
 /* Stage costs for a config; plan may be NULL (Megatron's even split). */
 mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pipeline_cost *out,

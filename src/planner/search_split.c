@@ -10,39 +10,24 @@
 #include "planner/pipeline_internal.h"
 #include "planner/search_internal.h"
 
-/* The split problem's items from the cost model's (0 = embedding, 1..L =
- * blocks, L+1 = head); returns the largest block's no-recompute activations,
- * which a rank holds while it re-materialises one block. */
-static double split_items(const mp_config *c, const mp_item_cost *items, int64_t N,
-                          bool free_recompute, mp_split_item *si)
+/* The split problem's times and choices from the cost model's items (0 =
+ * embedding, 1..L = blocks, L+1 = head); their bytes are mp_split_memory's. */
+static void split_times(const mp_config *c, const mp_item_cost *items, int64_t N,
+                        bool free_recompute, mp_split_item *si)
 {
     const mp_parallel *pp = &c->parallel;
-    double spb = mp_static_bytes_per_param(c);
-    double tied = c->model.tied_embeddings && pp->pp > 1
-                      ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp * spb
-                      : 0.0;
-    double none_max = 0;
     for (int64_t i = 0; i < N; i++) {
         bool block = i > 0 && i < N - 1;
         mp_split_item *s = &si[i];
-        memset(s, 0, sizeof *s);
-        s->static_bytes = items[i].static_bytes;
         for (int r = 0; r < MP_RECOMPUTE_COUNT; r++) {
             s->time[r] = items[i].fwd + items[i].bwd[block ? r : MP_RECOMPUTE_NONE];
-            /* the estimate keeps the embedding's and head's activations once, not per micro-batch */
-            s->act[r] = block ? items[i].act_bytes[r] : 0.0;
             s->allowed[r] = block ? (free_recompute || r == (int)pp->recompute) : r == MP_RECOMPUTE_NONE;
             /* Megatron-Core runs the EP all-to-all overlap without any full
              * recompute, and mp_plan_check refuses a full layer under it: a
              * solution with one fell back to the even split */
             if (pp->moe_a2a_overlap && r == MP_RECOMPUTE_FULL) s->allowed[r] = false;
         }
-        if (!block) s->static_bytes += items[i].act_bytes[MP_RECOMPUTE_NONE];
-        if (i == N - 1) s->static_bytes += tied;
-        if (block && items[i].act_bytes[MP_RECOMPUTE_NONE] > none_max)
-            none_max = items[i].act_bytes[MP_RECOMPUTE_NONE];
     }
-    return none_max;
 }
 
 /* The solution into plan (stages, per-layer recompute, the most used choice
@@ -111,29 +96,27 @@ mp_status mp_search_split(const mp_config *c, bool free_recompute, int64_t work_
     }
 
     mp_item_cost *items = malloc(sizeof *items * (size_t)N);
-    mp_split_item *si = malloc(sizeof *si * (size_t)N);
-    double *inflight = malloc(sizeof *inflight * (size_t)K);
+    mp_split_item *si = calloc((size_t)N, sizeof *si);
+    double *inflight = malloc(sizeof *inflight * (size_t)K * 2);
+    double *budget = malloc(sizeof *budget * (size_t)pp->pp);
     mp_stage_range *stages = malloc(sizeof *stages * (size_t)K);
     uint8_t *rc = malloc((size_t)N);
     mp_status st = MP_OK;
-    if (!items || !si || !inflight || !stages || !rc) {
+    if (!items || !si || !inflight || !budget || !stages || !rc) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for the stage split");
         goto done;
     }
     if ((st = mp_item_costs(c, items, err)) != MP_OK) goto done;
-    double none_max = split_items(c, items, N, free_recompute, si);
-    int64_t m = mp_config_microbatches(c);
-    for (int64_t k = 0; k < K; k++)
-        inflight[k] = mp_pipeline_inflight_chunks(pp->schedule, pp->pp, v, m, k % pp->pp) / (double)v;
-    /* the estimate's "other" (reserve, p2p buffers both ways, the SP gather
-     * buffer, sized by a block's output: no smaller than any stage's); with
-     * per-layer recompute it also holds one block's full activations while
-     * that block is re-materialised */
-    double send = items[L > 0 ? L : 0].send_bytes;
-    double other = c->hw.runtime_reserve + 4.0 * send + (pp->sp && pp->tp > 1 ? send * (double)pp->tp : 0.0);
+    split_times(c, items, N, free_recompute, si);
+    /* the bytes: the estimate's own terms (mp_split_memory), so that a split
+     * the solver calls fitting is one the estimate calls fitting; each rank's
+     * budget is the capacity less what no item scales on it */
+    double *held = inflight + K;
+    if ((st = mp_split_memory(c, si, inflight, held, budget, err)) != MP_OK) goto done;
+    for (int64_t q = 0; q < pp->pp; q++) budget[q] = c->hw.memory - budget[q];
     mp_split_problem pr = {.n_items = (int32_t)N, .items = si, .pp = (int32_t)pp->pp,
-                           .vpp = (int32_t)v, .inflight = inflight,
-                           .budget = c->hw.memory - other - none_max,
+                           .vpp = (int32_t)v, .inflight = inflight, .held = held,
+                           .budget = budget[0], .rank_budget = budget,
                            .work_limit = work_limit};
     mp_split_solution sol = {.stages = stages, .recompute = rc};
     if ((st = mp_split_solve(&pr, &sol, err)) != MP_OK) goto done;
@@ -147,6 +130,7 @@ done:
     free(items);
     free(si);
     free(inflight);
+    free(budget);
     free(stages);
     free(rc);
     return st;

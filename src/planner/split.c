@@ -57,17 +57,15 @@ mp_status mp_split_check_problem(const mp_split_problem *pr, mp_error *err)
     return MP_OK;
 }
 
-double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stages,
-                         const uint8_t *recompute, bool *fits)
+/* The slowest stage; each rank's bytes into mem[pp] (zeroed first); *ok
+ * false for an empty stage or a choice not allowed. */
+static double evaluate_into(const mp_split_problem *pr, const mp_stage_range *stages,
+                            const uint8_t *recompute, double *mem, bool *valid)
 {
     int32_t n = pr->pp * pr->vpp;
     double worst = 0;
     bool ok = true;
-    double *mem = calloc((size_t)pr->pp, sizeof *mem);
-    if (!mem) {
-        if (fits) *fits = false;
-        return INFINITY;
-    }
+    for (int32_t q = 0; q < pr->pp; q++) mem[q] = 0;
     for (int32_t k = 0; k < n; k++) {
         double t = 0;
         for (int32_t i = stages[k].begin; i < stages[k].end; i++) {
@@ -76,16 +74,37 @@ double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stage
             if (r >= MP_RECOMPUTE_COUNT || !it->allowed[r]) ok = false;
             if (r >= MP_RECOMPUTE_COUNT) r = 0;
             t += it->time[r];
-            mem[k % pr->pp] += it->static_bytes + pr->inflight[k] * it->act[r];
+            mem[k % pr->pp] += mp_split_fixed_bytes(pr, k, it) + pr->inflight[k] * it->act[r];
         }
         if (stages[k].end <= stages[k].begin) ok = false;
         if (t > worst) worst = t;
     }
+    *valid = ok;
+    return worst;
+}
+
+double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stages,
+                         const uint8_t *recompute, bool *fits)
+{
+    double *mem = calloc((size_t)pr->pp, sizeof *mem);
+    if (!mem) {
+        if (fits) *fits = false;
+        return INFINITY;
+    }
+    bool ok;
+    double worst = evaluate_into(pr, stages, recompute, mem, &ok);
     for (int32_t q = 0; q < pr->pp; q++)
-        if (mem[q] > pr->budget * (1 + MEM_SLACK)) ok = false;
+        if (mem[q] > mp_split_budget(pr, q) * (1 + MEM_SLACK)) ok = false;
     free(mem);
     if (fits) *fits = ok;
     return worst;
+}
+
+void mp_split_rank_bytes(const mp_split_problem *pr, const mp_stage_range *stages,
+                         const uint8_t *recompute, double *mem)
+{
+    bool ok;
+    evaluate_into(pr, stages, recompute, mem, &ok);
 }
 
 bool mp_split_even(int32_t n_items, int32_t n_stages, mp_stage_range *stages)

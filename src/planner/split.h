@@ -39,7 +39,10 @@
 typedef struct mp_split_item {
     double time[MP_RECOMPUTE_COUNT];   /* forward + backward (incl. recompute) seconds */
     double act[MP_RECOMPUTE_COUNT];    /* bytes stashed per in-flight micro-batch */
-    double static_bytes;               /* weights + grads + optimizer bytes */
+    double static_bytes;               /* weights + grads + optimizer bytes, and what the
+                                          stage holds once whatever is in flight */
+    double hold_bytes;                 /* bytes per micro-batch held for a deferred W
+                                          (split backward schedules), any choice */
     bool allowed[MP_RECOMPUTE_COUNT];  /* the choices the solver may take (at least one) */
 } mp_split_item;
 
@@ -48,7 +51,9 @@ typedef struct mp_split_problem {
     const mp_split_item *items;
     int32_t pp, vpp;          /* n_stages = pp*vpp; virtual stage k sits on rank k % pp */
     const double *inflight;   /* [pp*vpp]: micro-batches virtual stage k holds stashed at its rank's peak */
+    const double *held;       /* [pp*vpp] or NULL: micro-batches virtual stage k holds for their W */
     double budget;            /* bytes per GPU for static + activation bytes (capacity minus other) */
+    const double *rank_budget; /* [pp] or NULL: each rank's own budget (then budget is unused) */
     int64_t work_limit;       /* GLPK: stop after this many simplex iterations plus
                                  branch-and-bound nodes and report the gap
                                  (<= 0: MP_SPLIT_WORK_DEFAULT) */
@@ -81,6 +86,11 @@ void mp_split_inflight(mp_schedule_kind s, int64_t p, int64_t v, int64_t m, doub
 /* Evaluates a given split: the slowest stage, and whether every rank fits. */
 double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stages,
                          const uint8_t *recompute, bool *fits);
+
+/* Each pipeline rank's bytes under a given split (mem: [pp]): what
+ * mp_split_evaluate holds against the budget. */
+void mp_split_rank_bytes(const mp_split_problem *pr, const mp_stage_range *stages,
+                         const uint8_t *recompute, double *mem);
 
 /* Megatron's even split of the blocks (embedding with the first stage, head
  * with the last); returns false when the blocks do not divide evenly. */

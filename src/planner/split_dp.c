@@ -144,7 +144,7 @@ static double segment_choose(const mp_split_problem *pr, double budget, int32_t 
     double stat = 0;
     double result = -1;
     for (int32_t i = 0; i < n; i++) {
-        stat += pr->items[b + i].static_bytes;
+        stat += mp_split_fixed_bytes(pr, k, &pr->items[b + i]);
         front_status fs = front_extend(i ? &fr[i - 1] : NULL, &pr->items[b + i], &fr[i], work);
         if (fs != FRONT_OK) {
             *oom = fs == FRONT_OOM;
@@ -173,13 +173,14 @@ done:
 static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
                              mp_split_solution *sol, int64_t *work, mp_error *err);
 
-static mp_status dp_run(const mp_split_problem *pr, double stage_budget, mp_split_solution *sol,
+/* scale: each stage's budget is its rank's times scale */
+static mp_status dp_run(const mp_split_problem *pr, double scale, mp_split_solution *sol,
                         int64_t *work, mp_error *err)
 {
     int32_t K = pr->pp * pr->vpp;
     double *b = malloc(sizeof *b * (size_t)K);
     if (!b) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-    for (int32_t k = 0; k < K; k++) b[k] = stage_budget;
+    for (int32_t k = 0; k < K; k++) b[k] = mp_split_budget(pr, k % pr->pp) * scale;
     mp_status s = dp_run_each(pr, b, sol, work, err);
     free(b);
     return s;
@@ -218,7 +219,7 @@ static dp_end dp_fill(const mp_split_problem *pr, const double *budgets, double 
      * stage only [0, N) is a candidate. */
     for (int32_t j = 0; j < (K == 1 ? 1 : N); j++) {
         front *cur = a, *nxt = b;
-        double stat = 0;
+        double stat = 0, hold = 0;
         for (int32_t i = j + 1; i <= N; i++) {
             front_status fs = front_extend(i == j + 1 ? NULL : cur, &pr->items[i - 1], nxt, work);
             if (fs == FRONT_OOM) return DP_OOM;
@@ -227,13 +228,15 @@ static dp_end dp_fill(const mp_split_problem *pr, const double *budgets, double 
             cur = nxt;
             nxt = t;
             stat += pr->items[i - 1].static_bytes;
+            hold += pr->items[i - 1].hold_bytes;
             if (stat > stage_budget * (1 + MEM_SLACK)) break; /* longer segments only add bytes */
             int32_t kmin = j == 0 ? 0 : 1, kmax = j == 0 ? 0 : (j < K ? j : K - 1);
             for (int32_t k = kmin; k <= kmax; k++) {
                 if (N - i < K - 1 - k) continue; /* later stages need an item each */
                 double before = k == 0 ? 0 : DP(k - 1, j);
                 if (isinf(before)) continue;
-                int32_t at = front_best(cur, act_limit(pr, budgets[k], k, stat));
+                double fixed = stat + (pr->held ? pr->held[k] * hold : 0.0);
+                int32_t at = front_best(cur, act_limit(pr, budgets[k], k, fixed));
                 if (at < 0) continue;
                 double v = cur->pt[at].time > before ? cur->pt[at].time : before;
                 if (v < DP(k, i)) {
@@ -317,7 +320,7 @@ mp_status mp_split_solve_dp(const mp_split_problem *pr, mp_split_solution *sol, 
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "vpp",
                             "the dynamic program is exact only for vpp = 1");
     int64_t work = DP_WORK_LIMIT;
-    return dp_run(pr, pr->budget, sol, &work, err);
+    return dp_run(pr, 1.0, sol, &work, err);
 }
 
 mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, double *lower,
@@ -325,7 +328,7 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
 {
     int64_t work = DP_WORK_LIMIT; /* shared by the DP runs below */
     if (pr->vpp == 1) {
-        mp_status s = dp_run(pr, pr->budget, inc, &work, err);
+        mp_status s = dp_run(pr, 1.0, inc, &work, err);
         *lower = inc->unsolved ? 0 : inc->max_stage_time;
         return s;
     }
@@ -347,14 +350,15 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
         goto done;
     }
     for (int32_t k = 0; k < K; k++) {
-        room[k] = pr->budget;
+        room[k] = mp_split_budget(pr, k % pr->pp);
         for (int32_t j = k % pr->pp; j < K; j += pr->pp) {
             if (j == k) continue;
             double least = INFINITY;
             for (int32_t i = 0; i < pr->n_items; i++)
                 for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
                     if (!pr->items[i].allowed[c]) continue;
-                    double bytes = pr->items[i].static_bytes + pr->inflight[j] * pr->items[i].act[c];
+                    double bytes = mp_split_fixed_bytes(pr, j, &pr->items[i]) +
+                                   pr->inflight[j] * pr->items[i].act[c];
                     if (bytes < least) least = bytes;
                 }
             room[k] -= least;
@@ -365,7 +369,7 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
     if (s) goto done;
     /* INFINITY: not even the relaxation fits; unsolved: no bound known */
     *lower = relax.unsolved ? 0 : relax.max_stage_time;
-    if ((s = dp_run(pr, pr->budget / pr->vpp, inc, &work, err))) goto done;
+    if ((s = dp_run(pr, 1.0 / pr->vpp, inc, &work, err))) goto done;
     if ((s = mp_split_even_best(pr, &even, err))) goto done;
     if (even.feasible && (!inc->feasible || even.max_stage_time < inc->max_stage_time)) {
         memcpy(inc->stages, even.stages, sizeof *even.stages * (size_t)K);
@@ -413,16 +417,17 @@ mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol,
     if (!share) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     for (int32_t k = 0; k < K; k++)
         for (int32_t i = sol->stages[k].begin; i < sol->stages[k].end; i++)
-            share[k % pr->pp] += pr->items[i].static_bytes;
+            share[k % pr->pp] += mp_split_fixed_bytes(pr, k, &pr->items[i]);
     mp_split_problem one = *pr;
     bool ok = true, oomf = false, overf = false;
     int64_t work = DP_WORK_LIMIT;
     for (int32_t k = 0; k < K && ok; k++) {
         double stat = 0;
         for (int32_t i = sol->stages[k].begin; i < sol->stages[k].end; i++)
-            stat += pr->items[i].static_bytes;
+            stat += mp_split_fixed_bytes(pr, k, &pr->items[i]);
         /* this stage's room: its static bytes plus 1/vpp of the rank's activation room */
-        one.budget = stat + (pr->budget - share[k % pr->pp]) / pr->vpp;
+        one.budget = stat + (mp_split_budget(pr, k % pr->pp) - share[k % pr->pp]) / pr->vpp;
+        one.rank_budget = NULL;
         if (segment_choose(&one, one.budget, k, sol->stages[k].begin, sol->stages[k].end,
                            sol->recompute, &oomf, &overf, &work) < 0)
             ok = false;

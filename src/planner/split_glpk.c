@@ -9,7 +9,8 @@
  *     P[k][g] >= S_g * u[k][g],   P[k][g+1] <= S_{g+1} * u[k][g],   u binary.
  * Minimise T subject to: every item placed, every stage non-empty,
  *     T >= sum_{g,c} time[g][c] * a[k][g][c]                      (each stage)
- *     sum_{k on rank q} sum_{g,c} (static_g + inflight_k * act[g][c]) a[k][g][c] <= budget.
+ *     sum_{k on rank q} sum_{g,c} (static_g + held_k * hold_g + inflight_k * act[g][c]) a[k][g][c]
+ *         <= budget_q.
  * Times are scaled by the slowest item, bytes by the budget, for the simplex.
  */
 #include "planner/split.h"
@@ -28,7 +29,7 @@ bool mp_split_have_glpk(void) { return true; }
 
 static bool same_item(const mp_split_item *a, const mp_split_item *b)
 {
-    if (a->static_bytes != b->static_bytes) return false;
+    if (a->static_bytes != b->static_bytes || a->hold_bytes != b->hold_bytes) return false;
     for (int c = 0; c < MP_RECOMPUTE_COUNT; c++)
         if (a->time[c] != b->time[c] || a->act[c] != b->act[c] || a->allowed[c] != b->allowed[c])
             return false;
@@ -251,12 +252,12 @@ static void add_memory_rows(glp_prob *lp, const mp_split_problem *pr, const mode
     /* memory per pipeline rank */
     for (int32_t q = 0; q < pr->pp; q++) {
         row = glp_add_rows(lp, 1);
-        glp_set_row_bnds(lp, row, GLP_UP, 0, pr->budget / mb);
+        glp_set_row_bnds(lp, row, GLP_UP, 0, mp_split_budget(pr, q) / mb);
         for (int32_t k = q; k < K; k += pr->pp)
             for (int32_t g = 0; g < G; g++) {
                 const mp_split_item *it = &pr->items[run_first[g]];
                 for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
-                    double bytes = it->static_bytes + pr->inflight[k] * it->act[c];
+                    double bytes = mp_split_fixed_bytes(pr, k, it) + pr->inflight[k] * it->act[c];
                     if (bytes != 0) put(tr, row, col_a(m, k, g, c), bytes / mb);
                 }
             }
@@ -411,7 +412,10 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
         for (int c = 0; c < MP_RECOMPUTE_COUNT; c++)
             if (pr->items[i].allowed[c] && pr->items[i].time[c] > ts) ts = pr->items[i].time[c];
     if (ts <= 0) ts = 1;
-    double mb = pr->budget > 0 ? pr->budget : 1;
+    double mb = 0;
+    for (int32_t q = 0; q < pr->pp; q++)
+        if (mp_split_budget(pr, q) > mb) mb = mp_split_budget(pr, q);
+    if (!(mb > 0)) mb = 1;
 
     /* a first incumbent: the DP (exact for vpp == 1) or the even split */
     mp_split_solution inc = {.stages = inc_stages, .recompute = inc_rc};

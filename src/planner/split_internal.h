@@ -8,6 +8,20 @@
  * feasible (it works in scaled units) is not refused by rounding here. */
 #define MEM_SLACK 1e-9
 
+/* Rank q's budget. */
+static inline double mp_split_budget(const mp_split_problem *pr, int32_t q)
+{
+    return pr->rank_budget ? pr->rank_budget[q] : pr->budget;
+}
+
+/* What item it costs on virtual stage k whatever its recompute choice:
+ * its static bytes and its held W's. */
+static inline double mp_split_fixed_bytes(const mp_split_problem *pr, int32_t k,
+                                          const mp_split_item *it)
+{
+    return it->static_bytes + (pr->held ? pr->held[k] * it->hold_bytes : 0.0);
+}
+
 /* Refuses a malformed problem (MP_EINTERNAL) or one with more stages than items (MP_EINPUT). */
 mp_status mp_split_check_problem(const mp_split_problem *pr, mp_error *err);
 

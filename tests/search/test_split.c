@@ -43,8 +43,19 @@ static mp_split_item random_item(void)
 typedef struct instance {
     mp_split_item items[64];
     double inflight[MP_MAX_STAGES];
+    double held[MP_MAX_STAGES];     /* a split backward's Ws waiting, per stage */
+    double rank_f[MP_MAX_STAGES];   /* each rank's budget over pr.budget */
+    double rank_budget[MP_MAX_STAGES];
     mp_split_problem pr;
 } instance;
+
+/* Half the instances get per-rank budgets (as the search's: the capacity
+ * less each rank's own fixed bytes) from pr.budget. */
+static void set_rank_budgets(instance *in)
+{
+    if (!in->pr.rank_budget) return;
+    for (int q = 0; q < in->pr.pp; q++) in->rank_budget[q] = in->pr.budget * in->rank_f[q];
+}
 
 static void random_instance(instance *in, int n_items, int pp, int vpp, bool runs)
 {
@@ -64,6 +75,19 @@ static void random_instance(instance *in, int n_items, int pp, int vpp, bool run
                                 .inflight = in->inflight,
                                 .budget = total / pp * (0.4 + 1.2 * urand()),
                                 .work_limit = 1000000};
+    /* half of them: held Ws (ZB-H1's output gradients) and per-rank budgets */
+    if (urand() < 0.5) {
+        for (int i = 0; i < n_items; i++)
+            in->items[i].hold_bytes = runs && i > 1 && i < n_items - 1 ? in->items[1].hold_bytes
+                                                                     : 0.5 * urand();
+        for (int k = 0; k < pp * vpp; k++) in->held[k] = irand(0, 3);
+        in->pr.held = in->held;
+    }
+    if (urand() < 0.5) {
+        for (int q = 0; q < pp; q++) in->rank_f[q] = 0.8 + 0.4 * urand();
+        in->pr.rank_budget = in->rank_budget;
+        set_rank_budgets(in);
+    }
 }
 
 typedef struct answer {
@@ -152,6 +176,7 @@ static void test_dp_equals_exhaustive_with_ties(void **state)
         double total = 0;
         for (int i = 0; i < n; i++) total += in.items[i].static_bytes + 3 * in.items[i].act[0];
         in.pr.budget = total / in.pr.pp * (0.4 + 1.2 * urand());
+        set_rank_budgets(&in);
         answer a, b;
         solve(mp_split_solve_brute, &in.pr, &a);
         solve(mp_split_solve_dp, &in.pr, &b);

@@ -2292,6 +2292,7 @@ static double other_fixed(const mp_config *c, int64_t p, double send, double blo
     double other = c->hw.runtime_reserve + 4.0 * send;
     if (pp->sp && pp->tp > 1)
         other += send * (double)pp->tp;
+    other += mp_cp_gather_bytes(c); /* all_gather CP's whole K/V, dK/dV */
     if (pp->zero >= 3 && !(pp->zero_runtime == MP_ZRT_FSDP2 && p > 1))
         /* the gathered weights of the block being computed and of the
          * one prefetched, and one block's unsharded gradients before

@@ -103,6 +103,24 @@ static void test_gather_bytes(void **state)
     assert_true(mp_cp_gather_bytes(&c) == 0.0);
 }
 
+/* The estimate's memory holds all_gather's transient K/V and dK/dV in
+ * "other" (docs/cost-model.md §3), as the simulator's stage costs do: the
+ * same plan under the ring has exactly those bytes less, and nothing else
+ * of the memory differs (the saved activations are the ring's). */
+static void test_gather_bytes_in_estimate(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", 1, 2, MP_CP_ALL_GATHER);
+    mp_estimate ag, ring;
+    mp_error err;
+    assert_int_equal(mp_estimate_config(&c, NULL, &ag, &err), MP_OK);
+    c.parallel.cp_comm_type = MP_CP_P2P;
+    assert_int_equal(mp_estimate_config(&c, NULL, &ring, &err), MP_OK);
+    assert_true(near(ag.memory.other - ring.memory.other, 67108864.0, 1e-12));
+    assert_true(ag.memory.activations == ring.memory.activations);
+    assert_true(ag.memory.weights == ring.memory.weights);
+}
+
 /* The block: a2a's attention is one causal call over the whole sequence
  * for heads/(t c) heads, the same FLOPs as the rank's share under the ring;
  * its exposed exchange is mp_cp_other_comm's with the block's bytes. */
@@ -158,6 +176,7 @@ int main(void)
         cmocka_unit_test(test_exposed),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_gather_bytes),
+        cmocka_unit_test(test_gather_bytes_in_estimate),
         cmocka_unit_test(test_block),
         cmocka_unit_test(test_check),
     };

@@ -539,6 +539,16 @@ hardening() {
     # an empty file name: refused at once (exec and calibrate ran every rank, then failed
     # writing it with no name, under mpirun's own lines)
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
+    # an empty plan name was read as a file: "cannot read: No such file or directory", no name
+    for verb in simulate estimate exec; do
+        check "$verb-plan-empty-name" "^megaplan $verb: PLAN\\.yaml: empty file name$" "$bin" $verb ""
+    done
+    # a picture with no name before .svg: written as the hidden ".svg" and "-memory.svg";
+    # search took only lower-case extensions, simulate any case
+    check plot-no-name "${SIM}--plot: 'pics/\\.svg' has no name before its extension" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --plot pics/.svg
+    check search-plot-no-name "${S}--plot: '\\.PNG' has no name before its extension" "$bin" search --model 125M --tokens 1T --gpus 8 --hw dgx-a100,h200 --plot .PNG
+    check plot-extension "${SIM}--plot: the plot file must end in \\.svg or \\.png \\(got 'pic\\.txt'\\)$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --plot pic.txt
+    [ -e .svg ] || [ -e .PNG ] || [ -e -memory.svg ] && bad "a picture without a name was written"
     # exec's own checks of a plan name its line (they named the file alone:
     # "t5x.yaml: model.head_dim: ..."); the preset's key when the field is not written
     file t5x.yaml 'megaplan_plan: 1\nmodel: t5-11b\nhw: dgx-a100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n'

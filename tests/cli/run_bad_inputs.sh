@@ -539,6 +539,16 @@ hardening() {
     # an empty file name: refused at once (exec and calibrate ran every rank, then failed
     # writing it with no name, under mpirun's own lines)
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
+    # a layout's stages over pp 1 were taken as vpp: "--vpp: virtual stages (vpp=2) need
+    # pipeline parallelism" named an option not given (and hid "'1' is not a layer");
+    # search said "give pp too" to a command line that gave it
+    check estimate-layout-pp1 "${E}--pipeline-layout: 2 stages, but pp\\*vpp = 1\\*1 = 1 " "$bin" estimate --model 125M --gpus 8 --pipeline-layout 'Et*6|t*6L'
+    for verb in estimate search; do
+        check "$verb-layout-pp1" "^megaplan $verb: --pipeline-layout: 2 stages, but pp\\*vpp = 1\\*1 = 1 " "$bin" $verb --model 125M --gpus 8 --pp 1 --pipeline-layout 'Et*6|t*6L'
+        check "$verb-layout-pp1-syntax" "^megaplan $verb: --pipeline-layout: character 1: '1' is not a layer" "$bin" $verb --model 125M --gpus 8 --pp 1 --pipeline-layout '1|2'
+    done
+    check search-layout-stages "${S}--pipeline-layout: 3 stages, but pp\\*vpp = 2\\*1 = 2 " "$bin" search --model 125M --gpus 8 --pp 2 --pipeline-layout 'Et*6|t*3|t*3L'
+    check search-layout-no-pp "${S}--pipeline-layout: a layout fixes the stages: give pp too" "$bin" search --model 125M --gpus 8 --pipeline-layout 'Et*6|t*6L'
     # an empty plan name was read as a file: "cannot read: No such file or directory", no name
     for verb in simulate estimate exec; do
         check "$verb-plan-empty-name" "^megaplan $verb: PLAN\\.yaml: empty file name$" "$bin" $verb ""

@@ -486,6 +486,13 @@ hardening() {
     # said "--format: torchtitan has no dualpipe pipeline schedule" to a search given --fix pp=2)
     check search-format-torchtitan-winner "^megaplan search: --format: the best plan found \(tp=[0-9]+ pp=2 vpp=1 cp=1 dp=[0-9]+, dualpipe\) cannot be written so: torchtitan has no dualpipe pipeline schedule; --fix settings the framework runs to rank only those$" "$bin" search --model 125M --gpus 8 --format torchtitan --fix pp=2,schedule=dualpipe
     check estimate-format-deepspeed-pp "^megaplan estimate: --format: a DeepSpeed config here covers data and tensor parallelism" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --pp 4 --format deepspeed
+    # a setting the DeepSpeed or torchtitan file has no key for was dropped in
+    # silence (torchtitan's said mixed_precision_reduce "float32" to --grad-reduce-bf16 on)
+    check estimate-format-torchtitan-te-ce "^megaplan estimate: --format: te_cross_entropy \\(Transformer Engine's fused cross entropy\\): the torchtitan file written here has no key for it" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --te-cross-entropy on --format torchtitan
+    check estimate-format-torchtitan-native-ce "^megaplan estimate: --format: native_cross_entropy .* the torchtitan file" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --native-cross-entropy on --format torchtitan
+    check estimate-format-torchtitan-bf16-reduce "^megaplan estimate: --format: grad_reduce_bf16 .* the torchtitan file" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --grad-reduce-bf16 on --format torchtitan
+    check estimate-format-deepspeed-nccl-ub "^megaplan estimate: --format: nccl_ub .* the DeepSpeed file" "$bin" estimate --model llama3-8b --gpus 8 --zero 2 --nccl-ub on --format deepspeed
+    check search-format-deepspeed-graphs "^megaplan search: --format: the best plan found .* cannot be written so: cuda_graph_scope \\(CUDA graphs\\): the DeepSpeed file" "$bin" search --model 125M --gpus 8 --zero 2 --cuda-graph-scope attn --format deepspeed
     check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 

@@ -505,6 +505,25 @@ mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
     opt->no_simulate = sc->no_simulate;
     memcpy(opt->allowed, sc->allowed, sizeof opt->allowed);
     opt->precisions = sc->precisions;
+    /* search's candidates shard weights and gradients (ZeRO-2/3, HSDP) with
+     * pp = 1 only (search_enumerate.c, sharding_choices): fixed together with
+     * a pipeline, every candidate was refused and search named the last
+     * refusal it met ("--global-batch: interleaving needs microbatches (1) a
+     * multiple of pp=2", exit 2), though estimate runs zero 3 under fsdp2 with pp */
+    const mp_parallel *fp = &cc->config.parallel;
+    const mp_search_set *pps = &opt->allowed[__builtin_ctz(MP_FIX_PP)];
+    int64_t least_pp = fp->pp;
+    for (int j = 0; j < pps->n; j++)
+        if (j == 0 || pps->v[j] < least_pp) least_pp = pps->v[j];
+    bool sharded = ((opt->fixed & MP_FIX_ZERO) && fp->zero >= 2) ||
+                   ((opt->fixed & MP_FIX_HSDP) && fp->hsdp);
+    if (sharded && ((opt->fixed & MP_FIX_PP) || pps->n > 0) && least_pp > 1)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0,
+                            (before_fix & MP_SET_PP) && pps->n == 0 ? "--pp" : "--fix",
+                            "pp=%lld: search ranks %s plans without pipeline parallelism only "
+                            "(estimate, simulate and explain cost zero 3 with pp under "
+                            "--zero-runtime fsdp2)", (long long)least_pp,
+                            fp->hsdp ? "HSDP" : fp->zero == 2 ? "ZeRO-2" : "ZeRO-3");
     return apply_runtime(cc, sc, opt, err);
 }
 

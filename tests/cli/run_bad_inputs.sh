@@ -694,6 +694,13 @@ hardening() {
     for verb in estimate simulate explain; do
         check "$verb-hsdp-one-node" "^megaplan $verb: --hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\): nothing to replicate" "$bin" $verb --model 125M --gpus 8 --hsdp
     done
+    # ZeRO-2/3 fixed with a pipeline: search enumerates sharded plans at pp 1 only, so every
+    # candidate was refused and it named the last refusal ("--global-batch: interleaving needs
+    # microbatches (1) a multiple of pp=2", exit 2) though estimate runs fsdp2 with pp
+    check search-zero3-pp "${S}--pp: pp=2: search ranks ZeRO-3 plans without pipeline parallelism only" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --zero 3 --zero-runtime fsdp2 --pp 2
+    check search-fix-zero3-pp-set "${S}--fix: pp=2: search ranks ZeRO-3 plans without pipeline" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --fix "zero=3,pp=2|4"
+    "$bin" explain --model llama3-8b --gpus 16 --hw dgx-h100 --zero 3 --zero-runtime fsdp2 --pp 2 >out.txt 2>err.txt &&
+        grep -q "^runs and fits" out.txt && ok || bad "explain of zero 3 fsdp2 pp 2: $(head -1 err.txt)"
     check search-fix-hsdp-one-node "${S}--fix: hsdp=on: hybrid sharding" "$bin" search --model 125M --gpus 8 --fix hsdp=on
     check fix-hsdp-vs-zero "${S}--fix: hsdp=on is ZeRO-3 with the optimizer sharded, and zero is fixed otherwise" "$bin" search --model 125M --gpus 8 --fix zero=2,hsdp=on
     check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2

@@ -699,6 +699,10 @@ hardening() {
     # microbatches (1) a multiple of pp=2", exit 2) though estimate runs fsdp2 with pp
     check search-zero3-pp "${S}--pp: pp=2: search ranks ZeRO-3 plans without pipeline parallelism only" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --zero 3 --zero-runtime fsdp2 --pp 2
     check search-fix-zero3-pp-set "${S}--fix: pp=2: search ranks ZeRO-3 plans without pipeline" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --fix "zero=3,pp=2|4"
+    # the last refusal of a search whose candidates all had tp 1 said "sp needs seq/cp (512) divisible by tp=1"
+    check search-sp-tp1 "${S}--sp: sequence parallelism needs tp > 1 \\(got tp=1\\)$" "$bin" search --model t5-base --gpus 8 --hw dgx-h100 --fix dp=4,vpp=2,sp=on
+    check search-fix-zero3-vpp "${S}--fix: vpp=2: search ranks ZeRO-3 plans without pipeline" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --fix zero=3,vpp=2
+    check search-zero3-dualpipe "${S}--fix: schedule=dualpipe: search ranks ZeRO-3 plans without pipeline" "$bin" search --model mixtral-8x7b --gpus 64 --hw dgx-h100 --fix schedule=dualpipe,zero=3
     "$bin" explain --model llama3-8b --gpus 16 --hw dgx-h100 --zero 3 --zero-runtime fsdp2 --pp 2 >out.txt 2>err.txt &&
         grep -q "^runs and fits" out.txt && ok || bad "explain of zero 3 fsdp2 pp 2: $(head -1 err.txt)"
     check search-fix-hsdp-one-node "${S}--fix: hsdp=on: hybrid sharding" "$bin" search --model 125M --gpus 8 --fix hsdp=on

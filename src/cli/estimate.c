@@ -240,6 +240,11 @@ int cmd_estimate(int argc, char **argv)
             mp_cli_leftover(&mp_doc_estimate, NULL, argv[i], &err);
             return mp_cli_fail("estimate", &err);
         }
+        /* "" was read as a file and refused with no name: "cannot read: No such file" */
+        if (!argv[i][0]) {
+            mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "PLAN.yaml", "empty file name");
+            return mp_cli_fail("estimate", &err);
+        }
         plan_path = argv[i];
     }
     mp_plan *plan = NULL;

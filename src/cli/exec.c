@@ -236,6 +236,12 @@ static int parse_args(int argc, char **argv, exec_args *a, bool loud)
                             mp_cli_shown(arg, shown, sizeof shown));
                 return 2;
             }
+            /* "" was read as a file and refused with no name: "cannot read: No such file" */
+            if (!arg[0]) {
+                if (loud)
+                    fprintf(stderr, "megaplan exec: PLAN.yaml: empty file name\n");
+                return 2;
+            }
             a->plan = arg;
             continue;
         }

@@ -822,9 +822,12 @@ mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
     if (!(cc->set & MP_SET_VPP))
         p->vpp = 1;
     if ((cc->set & MP_SET_PIPELINE_LAYOUT) && !(cc->set & MP_SET_VPP)) {
-        /* as Megatron: the layout's stages over pp are the virtual stages */
+        /* as Megatron: the layout's stages over pp are the virtual stages
+         * (not with pp 1: "--pp 1 --pipeline-layout 'E|L'" was refused as
+         * "--vpp: virtual stages (vpp=2) need pipeline parallelism", naming
+         * an option not given; the layout's own check names it) */
         int64_t n = mp_layout_count_stages(p->pipeline_layout);
-        if (n > 0 && n % p->pp == 0) {
+        if (n > 0 && n % p->pp == 0 && (p->pp > 1 || n == 1)) {
             p->vpp = n / p->pp;
             cc->set |= MP_SET_VPP;
         }

@@ -476,6 +476,64 @@ static mp_status check_cp_comm(const mp_cli_config *cc, mp_error *err)
     return st;
 }
 
+/* The least value --fix (or the option) allows for dimension bit, or the
+ * base's value v when it is not fixed as a set. */
+static int64_t least_fixed(const mp_search_options *opt, uint32_t bit, int64_t v)
+{
+    const mp_search_set *set = &opt->allowed[__builtin_ctz(bit)];
+    for (int j = 0; j < set->n; j++)
+        if (j == 0 || set->v[j] < v) v = set->v[j];
+    return v;
+}
+
+/* the schedules that need pp >= 2 (interleaving needs vpp >= 2, the V
+ * schedules two chunks a rank, DualPipe pairs of ranks) */
+static bool needs_pipeline(mp_schedule_kind s)
+{
+    return s == MP_SCHED_INTERLEAVED || s == MP_SCHED_DUALPIPE || mp_schedule_is_v(s);
+}
+
+static mp_status check_sharded_pipeline(const mp_cli_config *cc, const mp_search_options *opt,
+                                        uint32_t before_fix, mp_error *err)
+{
+    const mp_parallel *fp = &cc->config.parallel;
+    bool sharded = ((opt->fixed & MP_FIX_ZERO) && fp->zero >= 2) ||
+                   ((opt->fixed & MP_FIX_HSDP) && fp->hsdp);
+    if (!sharded)
+        return MP_OK;
+    const char *what = fp->hsdp ? "HSDP" : fp->zero == 2 ? "ZeRO-2" : "ZeRO-3";
+    char given[64] = "";
+    uint32_t bit = 0;
+    const mp_search_set *scheds = &opt->allowed[__builtin_ctz(MP_FIX_SCHEDULE)];
+    bool all_piped = scheds->n > 0 || (opt->fixed & MP_FIX_SCHEDULE);
+    for (int j = 0; j < scheds->n; j++)
+        all_piped = all_piped && needs_pipeline((mp_schedule_kind)scheds->v[j]);
+    if (scheds->n == 0 && (opt->fixed & MP_FIX_SCHEDULE))
+        all_piped = needs_pipeline(fp->schedule);
+    int64_t pp = least_fixed(opt, MP_FIX_PP, fp->pp), vpp = least_fixed(opt, MP_FIX_VPP, fp->vpp);
+    if (((opt->fixed & MP_FIX_PP) || opt->allowed[__builtin_ctz(MP_FIX_PP)].n) && pp > 1) {
+        bit = MP_SET_PP;
+        snprintf(given, sizeof given, "pp=%lld", (long long)pp);
+    } else if (((opt->fixed & MP_FIX_VPP) || opt->allowed[__builtin_ctz(MP_FIX_VPP)].n) &&
+               vpp > 1) {
+        bit = MP_SET_VPP;
+        snprintf(given, sizeof given, "vpp=%lld", (long long)vpp);
+    } else if (all_piped) {
+        bit = MP_SET_SCHEDULE;
+        snprintf(given, sizeof given, "schedule=%s",
+                 mp_schedule_name(scheds->n ? (mp_schedule_kind)scheds->v[0] : fp->schedule));
+    } else {
+        return MP_OK;
+    }
+    const char *field = bit == MP_SET_PP ? "--pp" : bit == MP_SET_VPP ? "--vpp" : "--schedule";
+    if (!(before_fix & bit) || opt->allowed[__builtin_ctz(bit)].n)
+        field = "--fix";
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, field,
+                        "%s: search ranks %s plans without pipeline parallelism only (estimate, "
+                        "simulate and explain cost zero 3 with pp under --zero-runtime fsdp2)",
+                        given, what);
+}
+
 mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
                                 mp_search_options *opt, mp_error *err)
 {
@@ -505,6 +563,13 @@ mp_status mp_search_cli_options(mp_cli_config *cc, mp_search_cli *sc,
     opt->no_simulate = sc->no_simulate;
     memcpy(opt->allowed, sc->allowed, sizeof opt->allowed);
     opt->precisions = sc->precisions;
+    /* search's candidates shard weights and gradients (ZeRO-2/3, HSDP) with
+     * pp = 1 only (search_enumerate.c, sharding_choices): fixed together with
+     * a pipeline (pp, vpp or a pipeline schedule), every candidate was refused
+     * and search named the last refusal it met ("--global-batch: interleaving
+     * needs microbatches (1) a multiple of pp=2", exit 2), though estimate
+     * runs zero 3 under fsdp2 with pp */
+    if ((st = check_sharded_pipeline(cc, opt, before_fix, err)) != MP_OK) return st;
     return apply_runtime(cc, sc, opt, err);
 }
 

@@ -599,12 +599,8 @@ int mp_cmd_search_hw(int argc, char **argv)
     if (mp_search_cli_options(&cc, &sc, &o.search, &err) != MP_OK) return mp_cli_fail("search", &err);
     /* the picture's place and gnuplot are checked before any search runs */
     if (a.plot) {
-        const char *dot = strrchr(a.plot, '.');
-        if (!dot || (strcmp(dot, ".svg") && strcmp(dot, ".png"))) {
-            mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--plot",
-                         "'%.200s': the plot file must end in .svg or .png", a.plot);
+        if (mp_plot_check_path(a.plot, &err) != MP_OK)
             return mp_cli_fail("search", &err);
-        }
         mp_output probe;
         char gp[4096];
         if (mp_cli_output_not_input("--plot", a.plot, &cc, NULL, &err) != MP_OK)

@@ -121,6 +121,9 @@ static int parse_own(int argc, char **argv, sim_args *a)
             }
             if (a->plan_path)
                 return fail_input(arg, "one plan file only");
+            /* "" was read as a file and refused with no name: "cannot read: No such file" */
+            if (!arg[0])
+                return fail_input("PLAN.yaml", "empty file name");
             a->plan_path = arg;
             continue;
         }
@@ -477,12 +480,6 @@ static int check_size(int64_t p, int64_t v, int64_t m, const sim_args *a,
     return mp_cli_fail(VERB, &err);
 }
 
-static bool plot_extension_ok(const char *path)
-{
-    const char *dot = strrchr(path, '.');
-    return dot && (!strcasecmp(dot, ".svg") || !strcasecmp(dot, ".png"));
-}
-
 /* "gpt3-175b on 1024 x dgx-a100: tp=8 sp pp=8 vpp=2 cp=1 dp=16, interleaved-1f1b":
  * every degree, for the header and the plots' titles. */
 static void config_title(const mp_config *cfg, char *buf, size_t size)
@@ -743,8 +740,8 @@ int cmd_simulate(int argc, char **argv)
         return fail_input("--format", "simulate writes table, json or yaml");
     if (a.events && cc.format != MP_FORMAT_JSON)
         return fail_input("--events", "the per-op events come with --format json");
-    if (a.plot_path && !plot_extension_ok(a.plot_path))
-        return fail_input("--plot", "the plot file must end in .svg or .png");
+    if (a.plot_path && mp_plot_check_path(a.plot_path, &err) != MP_OK)
+        return mp_cli_fail(VERB, &err);
     if (a.microbatches && !a.unit_ops)
         return fail_input("--micro-batches",
                           "only with --unit-ops (otherwise --global-batch sets it)");

@@ -73,6 +73,9 @@ mp_status mp_read_file(const char *path, size_t max_bytes, char **out, size_t *l
     *out = NULL;
     if (len)
         *len = 0;
+    /* "" said "cannot read: No such file or directory" and named nothing */
+    if (!path[0])
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, NULL, "empty file name");
     /* O_NONBLOCK: opening a FIFO nobody writes to would wait forever; this
      * way it reads as empty. Reads block again as usual (a <(...) pipe
      * still works). */

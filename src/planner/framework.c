@@ -55,10 +55,41 @@ static mp_status refuse_fp8(const mp_config *c, mp_error *err)
                         mp_fp8_recipe_name(c->training.fp8_recipe));
 }
 
+/* Settings the files written here have no key for (Megatron-LM's flags;
+ * grad_reduce_bf16 also NeMo AutoModel's FSDP2, where torchtitan reduces in
+ * fp32): written without them, the file would run another plan than the one
+ * estimated. They were dropped in silence (torchtitan's file said
+ * mixed_precision_reduce "float32" to a plan reducing in bf16). search
+ * chooses none of them: only a user's option or plan sets them. */
+static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error *err)
+{
+    const mp_training *t = &c->training;
+    const mp_parallel *p = &c->parallel;
+    const char *what = t->te_cross_entropy       ? "te_cross_entropy (Transformer Engine's fused "
+                                                   "cross entropy)"
+                       : t->native_cross_entropy ? "native_cross_entropy (Megatron-Core's fused "
+                                                   "cross entropy)"
+                       : t->grad_reduce_bf16     ? "grad_reduce_bf16 (gradients reduced in bf16)"
+                       : t->fp8_act_cache != MP_F8AC_OFF ? "fp8_act_cache (SwiGLU inputs kept "
+                                                           "in FP8)"
+                       : p->nccl_ub              ? "nccl_ub (NCCL user buffers)"
+                       : p->ddp_bucket_size > 0  ? "ddp_bucket_size (Megatron-Core DDP's bucket)"
+                       : p->cuda_graph_scope     ? "cuda_graph_scope (CUDA graphs)"
+                       : p->defer_embedding_wgrad ? "defer_embedding_wgrad (the output layer's "
+                                                    "weight gradients deferred)"
+                                                  : NULL;
+    if (!what)
+        return MP_OK;
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                        "%s: the %s file written here has no key for it (--format megatron "
+                        "writes it, or leave it out)",
+                        what, file);
+}
+
 mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
-    if (refuse_fp8(c, err) != MP_OK)
+    if (refuse_fp8(c, err) != MP_OK || refuse_unwritten(c, "DeepSpeed", err) != MP_OK)
         return MP_EINPUT;
     if (p->pp > 1 || p->cp > 1 || p->vpp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
@@ -99,7 +130,7 @@ mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
 mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
-    if (refuse_fp8(c, err) != MP_OK)
+    if (refuse_fp8(c, err) != MP_OK || refuse_unwritten(c, "torchtitan", err) != MP_OK)
         return MP_EINPUT;
     /* torchtitan's pipeline_parallel_schedule names (torch.distributed.pipelining) */
     const char *schedule = NULL;

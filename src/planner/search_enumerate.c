@@ -594,7 +594,12 @@ static void enumerate_inner(enum_ctx *e, cand *x)
         return;
     for (int i = 0; i < nsp; i++) {
         x->sp = sps[i];
-        if (x->sp && (x->t < 2 || (seq / x->c) % x->t)) {
+        if (x->sp && x->t < 2) {
+            /* it said "sp needs seq/cp (512) divisible by tp=1" */
+            refuse(e, MP_REJECT_SP, "sp", "sequence parallelism needs tp > 1 (got tp=1)");
+            continue;
+        }
+        if (x->sp && (seq / x->c) % x->t) {
             refuse(e, MP_REJECT_SP, "sp", "sp needs seq/cp (%lld) divisible by tp=%lld",
                    (long long)(seq / x->c), (long long)x->t);
             continue;

@@ -62,10 +62,23 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
         return REFUSE("dp", "tp*pp*cp*dp = %lld*%lld*%lld*%lld = %lld, but there are %lld GPUs",
                       (long long)tp, (long long)pp, (long long)cp, (long long)dp,
                       (long long)prod, (long long)gpus);
-    if (p->pipeline_layout[0] && (f & (MP_FIX_PP | MP_FIX_VPP)) != (MP_FIX_PP | MP_FIX_VPP))
+    if (p->pipeline_layout[0] && !(f & MP_FIX_PP))
         return REFUSE("pipeline_layout",
                       "a layout fixes the stages: give pp too (vpp follows from the layout's "
                       "stage count)");
+    /* pp given, vpp not derived (the stages are no multiple of pp, or pp is 1):
+     * it said "give pp too" to a command line that gave it; the layout's own
+     * check says what is wrong, as estimate's does */
+    if (p->pipeline_layout[0] && !(f & MP_FIX_VPP)) {
+        mp_layout *l = malloc(sizeof *l);
+        if (!l)
+            return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, "pipeline_layout", "out of memory");
+        mp_status lst = mp_layout_parse(p->pipeline_layout, pp, 1, m->layers,
+                                        mp_layout_model_mtp_layers(m), l, err);
+        free(l);
+        if (lst != MP_OK)
+            return lst;
+    }
     if (!p->pipeline_layout[0] && mp_parallel_split_given(p) &&
         (f & (MP_FIX_PP | MP_FIX_VPP)) != (MP_FIX_PP | MP_FIX_VPP))
         return REFUSE(mp_parallel_split_field(p),

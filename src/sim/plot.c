@@ -64,6 +64,19 @@ static picture_format format_of(const char *path)
     return FMT_BAD;
 }
 
+mp_status mp_plot_check_path(const char *path, mp_error *err)
+{
+    if (format_of(path) == FMT_BAD)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
+                            "the plot file must end in .svg or .png (got '%.200s')", path);
+    const char *slash = strrchr(path, '/');
+    if (strrchr(path, '.') == (slash ? slash + 1 : path))
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
+                            "'%.200s' has no name before its extension: give one (name.svg)",
+                            path);
+    return MP_OK;
+}
+
 /* A path inside a gnuplot single-quoted string: ' doubles. */
 static void put_quoted(mp_buf *b, const char *s)
 {
@@ -623,9 +636,8 @@ static mp_status plot_ready(const char *path, picture_format *fmt, char *gnuplot
                             mp_error *err)
 {
     *fmt = format_of(path);
-    if (*fmt == FMT_BAD)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--plot",
-                            "'%s': the plot file must end in .svg or .png", path);
+    if (mp_plot_check_path(path, err) != MP_OK)
+        return MP_EINPUT;
     if (!mp_plot_find_gnuplot(gnuplot, size))
         return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, "--plot", "%s", MP_PLOT_NO_GNUPLOT);
     return MP_OK;

@@ -20,6 +20,11 @@ bool mp_plot_find_gnuplot(char *buf, size_t size);
  * "dir/name.svg" -> "dir/name-memory.svg". */
 void mp_plot_memory_path(const char *path, char *buf, size_t size);
 
+/* MP_OK when path can name a picture: a name, then .svg or .png (any case).
+ * Else MP_EINPUT, field --plot (".svg" alone was written as a hidden file,
+ * its memory picture as "-memory.svg"). */
+mp_status mp_plot_check_path(const char *path, mp_error *err);
+
 /* What mp_plot_write needs besides the timeline. */
 typedef struct mp_plot_options {
     const char *title;

@@ -486,6 +486,13 @@ hardening() {
     # said "--format: torchtitan has no dualpipe pipeline schedule" to a search given --fix pp=2)
     check search-format-torchtitan-winner "^megaplan search: --format: the best plan found \(tp=[0-9]+ pp=2 vpp=1 cp=1 dp=[0-9]+, dualpipe\) cannot be written so: torchtitan has no dualpipe pipeline schedule; --fix settings the framework runs to rank only those$" "$bin" search --model 125M --gpus 8 --format torchtitan --fix pp=2,schedule=dualpipe
     check estimate-format-deepspeed-pp "^megaplan estimate: --format: a DeepSpeed config here covers data and tensor parallelism" "$bin" estimate --model llama3-8b --gpus 16 --global-batch 64 --pp 4 --format deepspeed
+    # a setting the DeepSpeed or torchtitan file has no key for was dropped in
+    # silence (torchtitan's said mixed_precision_reduce "float32" to --grad-reduce-bf16 on)
+    check estimate-format-torchtitan-te-ce "^megaplan estimate: --format: te_cross_entropy \\(Transformer Engine's fused cross entropy\\): the torchtitan file written here has no key for it" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --te-cross-entropy on --format torchtitan
+    check estimate-format-torchtitan-native-ce "^megaplan estimate: --format: native_cross_entropy .* the torchtitan file" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --native-cross-entropy on --format torchtitan
+    check estimate-format-torchtitan-bf16-reduce "^megaplan estimate: --format: grad_reduce_bf16 .* the torchtitan file" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --grad-reduce-bf16 on --format torchtitan
+    check estimate-format-deepspeed-nccl-ub "^megaplan estimate: --format: nccl_ub .* the DeepSpeed file" "$bin" estimate --model llama3-8b --gpus 8 --zero 2 --nccl-ub on --format deepspeed
+    check search-format-deepspeed-graphs "^megaplan search: --format: the best plan found .* cannot be written so: cuda_graph_scope \\(CUDA graphs\\): the DeepSpeed file" "$bin" search --model 125M --gpus 8 --zero 2 --cuda-graph-scope attn --format deepspeed
     check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 
@@ -539,6 +546,26 @@ hardening() {
     # an empty file name: refused at once (exec and calibrate ran every rank, then failed
     # writing it with no name, under mpirun's own lines)
     check exec-trace-empty "^megaplan exec: --trace: needs a value$" "$bin" exec plan.yaml --np 4 --trace ""
+    # a layout's stages over pp 1 were taken as vpp: "--vpp: virtual stages (vpp=2) need
+    # pipeline parallelism" named an option not given (and hid "'1' is not a layer");
+    # search said "give pp too" to a command line that gave it
+    check estimate-layout-pp1 "${E}--pipeline-layout: 2 stages, but pp\\*vpp = 1\\*1 = 1 " "$bin" estimate --model 125M --gpus 8 --pipeline-layout 'Et*6|t*6L'
+    for verb in estimate search; do
+        check "$verb-layout-pp1" "^megaplan $verb: --pipeline-layout: 2 stages, but pp\\*vpp = 1\\*1 = 1 " "$bin" $verb --model 125M --gpus 8 --pp 1 --pipeline-layout 'Et*6|t*6L'
+        check "$verb-layout-pp1-syntax" "^megaplan $verb: --pipeline-layout: character 1: '1' is not a layer" "$bin" $verb --model 125M --gpus 8 --pp 1 --pipeline-layout '1|2'
+    done
+    check search-layout-stages "${S}--pipeline-layout: 3 stages, but pp\\*vpp = 2\\*1 = 2 " "$bin" search --model 125M --gpus 8 --pp 2 --pipeline-layout 'Et*6|t*3|t*3L'
+    check search-layout-no-pp "${S}--pipeline-layout: a layout fixes the stages: give pp too" "$bin" search --model 125M --gpus 8 --pipeline-layout 'Et*6|t*6L'
+    # an empty plan name was read as a file: "cannot read: No such file or directory", no name
+    for verb in simulate estimate exec; do
+        check "$verb-plan-empty-name" "^megaplan $verb: PLAN\\.yaml: empty file name$" "$bin" $verb ""
+    done
+    # a picture with no name before .svg: written as the hidden ".svg" and "-memory.svg";
+    # search took only lower-case extensions, simulate any case
+    check plot-no-name "${SIM}--plot: 'pics/\\.svg' has no name before its extension" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --plot pics/.svg
+    check search-plot-no-name "${S}--plot: '\\.PNG' has no name before its extension" "$bin" search --model 125M --tokens 1T --gpus 8 --hw dgx-a100,h200 --plot .PNG
+    check plot-extension "${SIM}--plot: the plot file must end in \\.svg or \\.png \\(got 'pic\\.txt'\\)$" "$bin" simulate --unit-ops --pp 2 --micro-batches 4 --plot pic.txt
+    [ -e .svg ] || [ -e .PNG ] || [ -e -memory.svg ] && bad "a picture without a name was written"
     # exec's own checks of a plan name its line (they named the file alone:
     # "t5x.yaml: model.head_dim: ..."); the preset's key when the field is not written
     file t5x.yaml 'megaplan_plan: 1\nmodel: t5-11b\nhw: dgx-a100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n'
@@ -667,6 +694,17 @@ hardening() {
     for verb in estimate simulate explain; do
         check "$verb-hsdp-one-node" "^megaplan $verb: --hsdp: hybrid sharding shards within a scale-up domain and replicates across domains, and 8 GPUs are at most one domain of dgx-a100 \(8\): nothing to replicate" "$bin" $verb --model 125M --gpus 8 --hsdp
     done
+    # ZeRO-2/3 fixed with a pipeline: search enumerates sharded plans at pp 1 only, so every
+    # candidate was refused and it named the last refusal ("--global-batch: interleaving needs
+    # microbatches (1) a multiple of pp=2", exit 2) though estimate runs fsdp2 with pp
+    check search-zero3-pp "${S}--pp: pp=2: search ranks ZeRO-3 plans without pipeline parallelism only" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --zero 3 --zero-runtime fsdp2 --pp 2
+    check search-fix-zero3-pp-set "${S}--fix: pp=2: search ranks ZeRO-3 plans without pipeline" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --fix "zero=3,pp=2|4"
+    # the last refusal of a search whose candidates all had tp 1 said "sp needs seq/cp (512) divisible by tp=1"
+    check search-sp-tp1 "${S}--sp: sequence parallelism needs tp > 1 \\(got tp=1\\)$" "$bin" search --model t5-base --gpus 8 --hw dgx-h100 --fix dp=4,vpp=2,sp=on
+    check search-fix-zero3-vpp "${S}--fix: vpp=2: search ranks ZeRO-3 plans without pipeline" "$bin" search --model llama3-8b --gpus 16 --hw dgx-h100 --fix zero=3,vpp=2
+    check search-zero3-dualpipe "${S}--fix: schedule=dualpipe: search ranks ZeRO-3 plans without pipeline" "$bin" search --model mixtral-8x7b --gpus 64 --hw dgx-h100 --fix schedule=dualpipe,zero=3
+    "$bin" explain --model llama3-8b --gpus 16 --hw dgx-h100 --zero 3 --zero-runtime fsdp2 --pp 2 >out.txt 2>err.txt &&
+        grep -q "^runs and fits" out.txt && ok || bad "explain of zero 3 fsdp2 pp 2: $(head -1 err.txt)"
     check search-fix-hsdp-one-node "${S}--fix: hsdp=on: hybrid sharding" "$bin" search --model 125M --gpus 8 --fix hsdp=on
     check fix-hsdp-vs-zero "${S}--fix: hsdp=on is ZeRO-3 with the optimizer sharded, and zero is fixed otherwise" "$bin" search --model 125M --gpus 8 --fix zero=2,hsdp=on
     check search-fix-ep-dense "${S}--fix: ep=2: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" search --model llama3-8b --gpus 8 --fix ep=2

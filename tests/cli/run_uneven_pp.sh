@@ -200,8 +200,12 @@ refuse account-layout "cannot be given with pipeline_layout" \
 # tp 8, pp 16, each rank's 8 layers less one on the first and the last (7, 8 x 14,
 # 7 = 126, Llama 3 paper §3.3.2) -- with virtual stages as Megatron's account-for
 # split (16 x 8 chunks of one layer, the first and last chunk the embedding and
-# the loss alone), and with vpp 1 as its first/last-stage flags
-meta="--model llama3-405b --gpus 16384 --hw dgx-h100 --global-batch 2048"
+# the loss alone), and with vpp 1 as its first/last-stage flags, in Megatron-LM's
+# space (--runtime megatron: the splits and recompute its flags express). The
+# default space may rank first
+# a per-layer recompute mix Megatron cannot express (its flags then recompute
+# more, and say so); that winner must still be Meta's shape, checked last.
+meta="--model llama3-405b --gpus 16384 --hw dgx-h100 --global-batch 2048 --runtime megatron"
 "$bin" search $meta --fix pp=16,tp=8,cp=1 --top 1 --format json >m.json 2>err.txt ||
     bad "405B search: $(cat err.txt)"
 "$bin" search $meta --fix pp=16,tp=8,cp=1,vpp=1 --top 1 --format json >m1.json 2>err.txt ||
@@ -247,4 +251,18 @@ contains mm1.txt "--decoder-last-pipeline-num-layers 7 \\"
     bad "405B search -o: $(cat err.txt)"
 contains mplan.yaml "account_for_embedding: true"
 "$bin" simulate mplan.yaml >msim.txt 2>err.txt || bad "405B plan simulate: $(cat err.txt)"
+# the default space: whatever it ranks first is still tp 8, pp 16 with Meta's
+# 7, 8 x 14, 7 layers a rank (the ILP's split over the virtual stages)
+"$bin" search ${meta% --runtime megatron} --fix pp=16,tp=8,cp=1 --top 1 --format json >md.json 2>err.txt ||
+    bad "405B search, default runtime: $(cat err.txt)"
+python3 - md.json <<'PY' && ok || bad "405B search, default runtime: not Meta's 7, 8 x 14, 7"
+import json, sys
+o = json.load(open(sys.argv[1]))[0]
+p = o["parallel"]
+assert (p["tp"], p["pp"]) == (8, 16), p
+per_rank = [0] * 16
+for k, (b, e) in enumerate(o["split"]["stages"]):
+    per_rank[k % 16] += min(e, 127) - max(b, 1)
+assert per_rank == [7] + [8] * 14 + [7], per_rank
+PY
 finish

@@ -232,9 +232,14 @@ static void print_table(const report_style *rs, const char *what, const mp_sim_r
 {
     FILE *f = rs->out;
     fprintf(f, "%s\n", what);
-    fprintf(f, "schedule %s, %d pipeline rank%s, %d chunk%s each, %d micro-batches, p2p %s\n",
-            mp_schedule_name(r->schedule), (int)r->ranks, r->ranks > 1 ? "s" : "", (int)r->chunks,
-            r->chunks > 1 ? "s" : "", (int)r->microbatches,
+    /* zb-h1 at pp 1 runs as 1f1b (core/config.h mp_schedule_run_as) */
+    char as[64] = "";
+    if (cfg && cfg->parallel.schedule != r->schedule)
+        snprintf(as, sizeof as, " (%s without a pipeline)",
+                 mp_schedule_name(cfg->parallel.schedule));
+    fprintf(f, "schedule %s%s, %d pipeline rank%s, %d chunk%s each, %d micro-batches, p2p %s\n",
+            mp_schedule_name(r->schedule), as, (int)r->ranks, r->ranks > 1 ? "s" : "",
+            (int)r->chunks, r->chunks > 1 ? "s" : "", (int)r->microbatches,
             p2p_label(cfg, a->async_p2p));
     fprintf(f, "\n");
     fprintf(f, "step (simulated)     %12.4f%s\n", r->makespan, rs->sec);
@@ -616,6 +621,9 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
         snprintf(err.field, sizeof err.field, "%s", f);
         return mp_cli_fail(VERB, &err);
     }
+    /* zb-h1 at pp 1 runs as 1f1b, each backward whole (core/config.h) */
+    const char *asked = mp_schedule_run_as(s, p) != s ? mp_schedule_name(s) : NULL;
+    s = mp_schedule_run_as(s, p);
     mp_pipeline_cost pc;
     if ((st = unit_costs(s, (int32_t)p, (int32_t)v, &pc, &err)) != MP_OK)
         return mp_cli_fail(VERB, &err);
@@ -639,8 +647,8 @@ static int run_unit_ops(const mp_cli_config *cc, const sim_args *a, mp_sim_optio
     char wtxt[32] = "";
     if (split)
         snprintf(wtxt, sizeof wtxt, ", W = %g", w);
-    snprintf(what, sizeof what, "unit-time ops: F = %g, B = %g%s per stage, free p2p", f, b,
-             wtxt);
+    snprintf(what, sizeof what, "unit-time ops: F = %g, B = %g%s per stage, free p2p%s%s%s", f,
+             b, wtxt, asked ? " (" : "", asked ? asked : "", asked ? " without a pipeline)" : "");
     mp_plot_options po = {.title = title, .time_unit = "units", .memory_unit = MP_UNIT_MEMORY,
                           .force = a->force};
     report_style rs = {.out = stdout, .sec = "", .mem = " units"};

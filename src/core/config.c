@@ -53,6 +53,11 @@ bool mp_schedule_splits_backward(mp_schedule_kind s)
     return s == MP_SCHED_ZBH1 || mp_schedule_is_v(s) || s == MP_SCHED_DUALPIPE;
 }
 
+mp_schedule_kind mp_schedule_run_as(mp_schedule_kind s, int64_t pp)
+{
+    return s == MP_SCHED_ZBH1 && pp == 1 ? MP_SCHED_1F1B : s;
+}
+
 int mp_recompute_parse(const char *s)
 {
     for (int i = 0; i < MP_RECOMPUTE_COUNT; i++)

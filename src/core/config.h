@@ -42,6 +42,22 @@ int64_t mp_schedule_stage(mp_schedule_kind s, int64_t p, int64_t r, int64_t c);
 /* Whether the schedule splits the backward into B (input gradient) and a
  * deferred W (weight gradient): zb-h1, zb-v, dualpipev, dualpipe. */
 bool mp_schedule_splits_backward(mp_schedule_kind s);
+/* The schedule that runs for s on pp pipeline ranks: s, but 1f1b for zb-h1
+ * at pp 1. Without a pipeline there is no bubble for a deferred W to fill: a
+ * runtime runs it as Megatron's forward_backward_no_pipelining, each backward
+ * whole (the zero-bubble fork replaces only the pipelined path), so that its
+ * gradients are reduced under it. The schedule builder's entry points
+ * (sim/schedule.c) and the simulator's (sim/engine.c mp_simulate_cost) ask
+ * this, so every list built -- the simulator's, the executor's, `megaplan
+ * simulate`'s -- runs it; the estimate costs the same (its split backward,
+ * held gradients and DP tail windows only where splits_backward and pp > 1:
+ * planner/compute.c, cost.c). The other schedules have no such case:
+ * zb-v, dualpipev and dualpipe are refused below pp 2 (core/config.c), vpp > 1
+ * needs pp >= 2, interleaved with one chunk is built as 1f1b already, and
+ * gpipe at pp 1 keeps its order (all forwards, then all backwards: the same
+ * time, its m micro-batches' activations held, as PyTorch's ScheduleGPipe on
+ * one stage runs it). */
+mp_schedule_kind mp_schedule_run_as(mp_schedule_kind s, int64_t pp);
 
 /* How an MoE layer moves tokens to their experts (Megatron-Core
  * --moe-token-dispatcher-type): all-to-all inside the expert-parallel group

@@ -342,7 +342,12 @@ static void report_shape(const run *R, const mp_plan *plan, mp_exec_report *rep)
     rep->hsdp_shard = R->hsdp ? R->rt->shard_group.size : 0;
     rep->exact = o->exact;
     rep->checked = o->check;
-    rep->schedule = mp_schedule_name(par->schedule);
+    /* the lists run (mp_sim_plan_schedule): zb-h1 at pp 1 as 1f1b, each
+     * backward whole (core/config.h mp_schedule_run_as) */
+    rep->schedule = par->schedule == MP_SCHED_ZBH1 &&
+                            mp_schedule_run_as(par->schedule, par->pp) == MP_SCHED_1F1B
+                        ? "1f1b (zb-h1 without a pipeline)"
+                        : mp_schedule_name(par->schedule);
     rep->plan_precision = mp_dtype_name(plan->config.training.precision);
     rep->recompute = mp_recompute_name(par->recompute);
     rep->layer_recompute = R->d.layer_recompute != NULL;

@@ -1427,6 +1427,9 @@ mp_status mp_simulate_cost(mp_schedule_kind s, int32_t p, int32_t v, int32_t m,
                            const mp_sim_options *opt, mp_sim_result *out, mp_error *err)
 {
     memset(out, 0, sizeof *out);
+    /* zb-h1 at pp 1 runs as 1f1b (core/config.h mp_schedule_run_as): each
+     * backward whole, the lists' and the engine's (no split B/W costs) */
+    s = mp_schedule_run_as(s, p);
     bool record = opt && opt->record_timeline;
     mp_timeline_init(&out->timeline, p > 0 ? p : 0, "simulated");
     /* Validate (p, v, m) once up front with the schedule's own rules, after

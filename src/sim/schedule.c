@@ -632,6 +632,7 @@ mp_status mp_schedule_build_all_opts(mp_schedule_kind s, int32_t p, int32_t v, i
     mp_status st = check_args(s, p, v, m, 0, err);
     if (st != MP_OK)
         return st;
+    s = mp_schedule_run_as(s, p); /* zb-h1 at pp 1 is 1f1b (core/config.h) */
     builder bs[MP_MAX_STAGES];
     for (int32_t r = 0; r < p && st == MP_OK; r++) {
         st = alloc_list(&out[r], v, m, err);
@@ -672,6 +673,7 @@ mp_status mp_schedule_build_opts(mp_schedule_kind s, int32_t p, int32_t v, int32
     mp_status st = check_args(s, p, v, m, rank, err);
     if (st != MP_OK)
         return st;
+    s = mp_schedule_run_as(s, p); /* zb-h1 at pp 1 is 1f1b (core/config.h) */
     if (s == MP_SCHED_ZBV) {
         /* generated for all ranks together: keep this rank's */
         mp_op_list *all = calloc((size_t)p, sizeof *all);
@@ -753,6 +755,7 @@ int32_t mp_schedule_inflight_bound(mp_schedule_kind s, int32_t p, int32_t v, int
 {
     if (check_args(s, p, v, m, rank, NULL) != MP_OK)
         return -1;
+    s = mp_schedule_run_as(s, p);
     switch (s) {
     case MP_SCHED_GPIPE: return m;
     case MP_SCHED_ZBH1: return min32(p, m);
@@ -772,6 +775,7 @@ int32_t mp_schedule_w_pending_bound(mp_schedule_kind s, int32_t p, int32_t v, in
 {
     if (check_args(s, p, v, m, rank, NULL) != MP_OK)
         return -1;
+    s = mp_schedule_run_as(s, p);
     switch (s) {
     /* the last stage runs each W p - 1 slots after its B, rank r after r + 1
      * further ops (Qi et al. 2024, Fig. 3): up to r + 1 wait at once */

@@ -56,19 +56,10 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
     /* Megatron --overlap-p2p-communication: interleaved 1F1B waits on a
      * transfer only where the data is needed (cost.c, round_p2p) */
     o.async_p2p = o.async_p2p || (par->p2p_overlap && par->schedule == MP_SCHED_INTERLEAVED);
-    /* ZB-H1 without a pipeline (pp 1) is no pipelined schedule: a runtime
-     * runs it as Megatron's forward_backward_no_pipelining, each backward
-     * whole (the zero-bubble fork replaces only the pipelined path). The
-     * cost model costs it so (the split W, its held gradients and the DP
-     * tail windows only at pp > 1: planner/compute.c, cost.c tail_chunks),
-     * and search offers only 1F1B at pp 1; run it as 1F1B here too, else
-     * the gradients of the last micro-batch would be ready only as a
-     * separate W ran, under which their reductions cannot hide */
-    mp_schedule_kind sched = par->schedule;
-    if (sched == MP_SCHED_ZBH1 && par->pp == 1)
-        sched = MP_SCHED_1F1B;
-    st = mp_simulate_cost(sched, (int32_t)par->pp,
-                          (int32_t)mp_schedule_chunks(sched, par->vpp), (int32_t)m, &pc,
+    /* (zb-h1 at pp 1 runs as 1f1b: mp_simulate_cost asks
+     * mp_schedule_run_as, core/config.h) */
+    st = mp_simulate_cost(par->schedule, (int32_t)par->pp,
+                          (int32_t)mp_schedule_chunks(par->schedule, par->vpp), (int32_t)m, &pc,
                           par->dp_overlap, &o, out, err);
     mp_pipeline_cost_free(&pc);
     return st;

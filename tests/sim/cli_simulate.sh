@@ -46,6 +46,13 @@ expect_exit 0 "$MP" simulate --unit-ops --pp 4 --micro-batches 8 --schedule zb-h
 contains "$T/out" "pipeline (simulated)      27.0000"
 "$CHECK" trace "$T/z.json" 4 32 || bad "unit zb-h1 trace"
 grep -q '"W 7.0"' "$T/z.json" || bad "zb-h1 trace has no W events"
+# zb-h1 without a pipeline runs as 1f1b (core/config.h mp_schedule_run_as),
+# said so, each backward whole: no W in its trace
+expect_exit 0 "$MP" simulate --unit-ops --pp 1 --micro-batches 4 --schedule zb-h1 --trace "$T/z1.json"
+contains "$T/out" "free p2p (zb-h1 without a pipeline)"
+contains "$T/out" "schedule 1f1b, 1 pipeline rank"
+contains "$T/out" "pipeline (simulated)      12.0000"
+grep -q '"W ' "$T/z1.json" && bad "zb-h1 at pp 1 trace has W events"
 
 expect_exit 0 "$MP" simulate --unit-ops --pp 2 --micro-batches 4 --schedule gpipe --format json
 "$CHECK" json "$T/out" 2 || bad "unit json"

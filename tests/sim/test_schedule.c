@@ -51,7 +51,8 @@ static void sched_free(sched *s)
 static void build(sched *s, mp_schedule_kind kind, int32_t p, int32_t v, int32_t m)
 {
     memset(s, 0, sizeof *s);
-    s->kind = kind;
+    /* the lists of the schedule run: zb-h1 at pp 1 is 1f1b's (core/config.h) */
+    s->kind = mp_schedule_run_as(kind, p);
     s->p = p;
     s->v = v;
     s->m = m;

@@ -808,6 +808,85 @@ static void test_zbh1_pipeline_matches_estimate(void **state)
     assert_true(checked >= 60 && few >= 20);
 }
 
+static void assert_same_ops(const mp_op_list *x, const mp_op_list *y, const char *what)
+{
+    if (x->n != y->n)
+        fail_msg("%s: %d ops, 1f1b %d", what, (int)x->n, (int)y->n);
+    for (int32_t i = 0; i < x->n; i++)
+        if (x->ops[i].kind != y->ops[i].kind || x->ops[i].microbatch != y->ops[i].microbatch ||
+            x->ops[i].chunk != y->ops[i].chunk)
+            fail_msg("%s: op %d is %s of micro-batch %d, 1f1b's %s of %d", what, (int)i,
+                     mp_op_kind_name((mp_op_kind)x->ops[i].kind), (int)x->ops[i].microbatch,
+                     mp_op_kind_name((mp_op_kind)y->ops[i].kind), (int)y->ops[i].microbatch);
+}
+
+/* ZB-H1 at pp 1 is 1F1B everywhere a schedule is built or run, by the one
+ * rule (core/config.h mp_schedule_run_as): the executor's lists
+ * (mp_sim_plan_schedule, what exec/exec.c runs), the builder's
+ * (mp_schedule_build_all, `megaplan simulate --unit-ops`'s), the bounds on
+ * what a rank holds, and mp_simulate_cost called directly (sim_dp_added's
+ * path), not only mp_simulate. Before, all but mp_simulate split W from B:
+ * the lists held m W ops, and the direct simulation of the mixtral plan
+ * above reduced the last micro-batch's gradients only under W. At pp 2 the
+ * split stays. */
+static void test_zbh1_without_pipeline_everywhere(void **state)
+{
+    (void)state;
+    const int32_t m = 4;
+    mp_config c = zb_config("mixtral-8x7b", "dgx-h100", 2, 1, 64, 8, 2, m, MP_RECOMPUTE_NONE);
+    mp_config one = c;
+    one.parallel.schedule = MP_SCHED_1F1B;
+    mp_plan plan, plan1;
+    memset(&plan, 0, sizeof plan);
+    memset(&plan1, 0, sizeof plan1);
+    plan.config = c;
+    plan1.config = one;
+    mp_error err;
+    mp_op_list z, f;
+    assert_int_equal(mp_sim_plan_schedule(&plan, m, 0, &z, &err), MP_OK);
+    assert_int_equal(mp_sim_plan_schedule(&plan1, m, 0, &f, &err), MP_OK);
+    assert_same_ops(&z, &f, "the executor's zb-h1 list at pp 1");
+    mp_op_list_free(&z);
+    assert_int_equal(mp_schedule_build_all(MP_SCHED_ZBH1, 1, 1, m, &z, &err), MP_OK);
+    assert_same_ops(&z, &f, "the builder's zb-h1 list at pp 1");
+    mp_op_list_free(&z);
+    mp_op_list_free(&f);
+    assert_int_equal(mp_schedule_inflight_bound(MP_SCHED_ZBH1, 1, 1, m, 0),
+                     mp_schedule_inflight_bound(MP_SCHED_1F1B, 1, 1, m, 0));
+    assert_int_equal(mp_schedule_w_pending_bound(MP_SCHED_ZBH1, 1, 1, m, 0), 0);
+    /* pp 2 still splits: rank 1's list holds m Ws */
+    assert_int_equal(mp_schedule_build(MP_SCHED_ZBH1, 2, 1, m, 1, &z, &err), MP_OK);
+    int ws = 0;
+    for (int32_t i = 0; i < z.n; i++)
+        ws += z.ops[i].kind == MP_OP_W;
+    assert_int_equal(ws, m);
+    mp_op_list_free(&z);
+
+    mp_pipeline_cost pz, pf;
+    assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pz, &err), MP_OK);
+    assert_int_equal(mp_pipeline_cost_build(&one, NULL, &pf, &err), MP_OK);
+    double dz = sim_dp_added(&c, &pz), df = sim_dp_added(&one, &pf);
+    mp_sim_options opt = {0};
+    mp_sim_result rz, rf;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_ZBH1, 1, 1, m, &pz, true, &opt, &rz, &err), MP_OK);
+    assert_int_equal(mp_simulate_cost(MP_SCHED_1F1B, 1, 1, m, &pf, true, &opt, &rf, &err), MP_OK);
+    if (fabs(rz.makespan - rf.makespan) > 1e-9 * rf.makespan || fabs(dz - df) > 1e-9 * rf.makespan)
+        fail_msg("zb-h1 at pp 1 simulated directly: %.4f s (DP adds %.4f s), 1f1b %.4f s (%.4f s)",
+                 rz.makespan, dz, rf.makespan, df);
+    assert_int_equal(rz.schedule, MP_SCHED_1F1B);
+    /* and the estimate costs the two alike (its split backward only at pp > 1) */
+    mp_estimate ez, ef;
+    assert_int_equal(mp_estimate_config(&c, NULL, &ez, &err), MP_OK);
+    assert_int_equal(mp_estimate_config(&one, NULL, &ef, &err), MP_OK);
+    if (ez.time.step != ef.time.step || ez.memory.peak != ef.memory.peak)
+        fail_msg("zb-h1 at pp 1 estimated %.6f s, %.3f GiB; 1f1b %.6f s, %.3f GiB", ez.time.step,
+                 ez.memory.peak / 1073741824.0, ef.time.step, ef.memory.peak / 1073741824.0);
+    mp_sim_result_free(&rz);
+    mp_sim_result_free(&rf);
+    mp_pipeline_cost_free(&pz);
+    mp_pipeline_cost_free(&pf);
+}
+
 int main(int argc, char **argv)
 {
     g_examples = argc > 1 ? argv[1] : "examples";
@@ -823,6 +902,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_bubble_share_matches_estimate),
         cmocka_unit_test(test_zbh1_without_pipeline),
+        cmocka_unit_test(test_zbh1_without_pipeline_everywhere),
         cmocka_unit_test(test_zbh1_pipeline_matches_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -148,7 +148,7 @@ static void test_torchtitan(void **state)
     c.parallel.schedule = MP_SCHED_INTERLEAVED;
     mp_buf b = {0};
     mp_error err;
-    assert_int_equal(mp_torchtitan_config(&c, &b, &err), MP_OK);
+    assert_int_equal(mp_torchtitan_config(&c, NULL, &b, &err), MP_OK);
     const char *want[] = {"pipeline_parallel_degree = 2\n",
                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n",
                           "pipeline_parallel_microbatch_size = 1\n",
@@ -161,7 +161,7 @@ static void test_torchtitan(void **state)
     mp_buf_free(&b);
     c.parallel.vpp = 1;
     c.parallel.schedule = MP_SCHED_ZBH1;
-    assert_int_equal(mp_torchtitan_config(&c, &b, &err), MP_EINPUT);
+    assert_int_equal(mp_torchtitan_config(&c, NULL, &b, &err), MP_EINPUT);
     mp_buf_free(&b);
 }
 

@@ -130,10 +130,10 @@ core() {
     file_check model-given-to-simulate model-as-plan.yaml "$GOOD_MODEL" "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" simulate
     # each reader names a file of another kind (they said "megaplan_plan: unknown key", "arch: unknown key")
     file_check plan-given-as-model kind1.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\n' "${M}kind1\\.yaml:1:1: this is a plan, not a model: give it as the first argument" models
-    file_check model-given-as-hw kind2.yaml "$GOOD_MODEL" "${H}kind2\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE$" hw
-    file_check hw-given-as-model kind3.yaml "$GOOD_HW" "${M}kind3\\.yaml:1:1: this is a hardware profile, not a model: give it as --hw FILE$" models
-    file_check hf-given-as-hw kind4.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan estimate: kind4\\.json:1:1: this is a HuggingFace config\\.json, not a hardware profile: give it as --model FILE$" estimate --model 125M --gpus 8 --hw
-    file_check hf-given-as-plan kind5.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan simulate: kind5\\.json:1:1: this is a HuggingFace config\\.json, not a plan: give it as --model FILE with --gpus N$" simulate
+    file_check model-given-as-hw kind2.yaml "$GOOD_MODEL" "${H}kind2\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" hw
+    file_check hw-given-as-model kind3.yaml "$GOOD_HW" "${M}kind3\\.yaml:1:1: this is a hardware profile, not a model: give it as --hw FILE \\(estimate, explain, search, simulate\\) or as exec's --compare FILE$" models
+    file_check hf-given-as-hw kind4.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan estimate: kind4\\.json:1:1: this is a HuggingFace config\\.json, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" estimate --model 125M --gpus 8 --hw
+    file_check hf-given-as-plan kind5.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan simulate: kind5\\.json:1:1: this is a HuggingFace config\\.json, not a plan: give it as --model FILE with --gpus N \\(estimate, explain, search, simulate\\)$" simulate
     file_check t5-needs-decoder t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n' "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" models
     # a .yaml file that is one flow mapping is YAML (it was read as JSON: "JSON syntax error")
     file_check flow-mapping flow.yaml '{name: m, arch: gpt, layers: 0, hidden: 768, heads: 12, vocab: 5, seq: 5}\n' "${M}flow\.yaml:1:30: layers: must be at least 1" models
@@ -571,6 +571,13 @@ hardening() {
     file t5x.yaml 'megaplan_plan: 1\nmodel: t5-11b\nhw: dgx-a100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {tp: 8}\n'
     if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
         check exec-plan-field-line "^megaplan exec: t5x\\.yaml:2:8: model\\.head_dim: head_dim x heads != hidden is not supported by this executor" "$bin" exec t5x.yaml --np 8
+    fi
+    # a file of the wrong kind to exec: the hint named --model, which exec does not have
+    file kind6.yaml "$GOOD_MODEL"
+    file kind7.yaml "$GOOD_HW"
+    if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
+        check exec-compare-model "^megaplan exec: kind6\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" "$bin" exec t5x.yaml --compare kind6.yaml
+        check exec-hw-as-plan "^megaplan exec: kind7\\.yaml:1:1: this is a hardware profile, not a plan: give it as --hw FILE \\(estimate, explain, search, simulate\\) or as exec's --compare FILE$" "$bin" exec kind7.yaml
     fi
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml

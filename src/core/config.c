@@ -209,7 +209,7 @@ static const mp_field parallel_fields[] = {
     {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,
-     .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
+     .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS, .min = 1},
     P_INT(first_stage_layers, 0, MP_MAX_LAYERS),
     P_INT(last_stage_layers, 0, MP_MAX_LAYERS),
     P_BOOL(account_for_embedding),

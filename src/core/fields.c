@@ -353,6 +353,10 @@ static mp_status set_scalar(const mp_field *f, void *obj, const char *text, size
         return MP_OK;
     }
     case MP_FT_STRING: {
+        /* min 1: a value that must say something (pipeline_layout: '' was
+         * taken as not given, where --pipeline-layout "" is refused) */
+        if (text_len == 0 && f->min >= 1)
+            return mp_error_set(err, MP_EINPUT, origin, line, col, field, "empty");
         if (text_len >= f->size)
             return mp_error_set(err, MP_EINPUT, origin, line, col, field,
                                 "too long: at most %zu characters", f->size - 1);

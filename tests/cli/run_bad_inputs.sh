@@ -343,6 +343,10 @@ plan() {
     # a stage bound past the model's items gave the format's range ([0, 2050]), not the model's
     file_check plan-stages-range p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[0, 7], [7, 3000]]\n" "${S}p3c\.yaml:6:22: stages: out of range \[0, 14\]: the model has 14 layer items \(layers \+ 2\) \(got 3000\)$" simulate
     file_check plan-stages-negative p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[-1, 7], [7, 14]]\n" "${S}p3c\.yaml:6:11: stages: out of range \[0, 14\]: .*\(got -1\)$" simulate
+    # an empty layout was taken as not given (Megatron's default split), where
+    # --pipeline-layout "" is refused as empty
+    file_check plan-layout-empty p3d.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2, pipeline_layout: ''}\n" "${S}p3d\\.yaml:5:43: parallel\\.pipeline_layout: empty$" simulate
+    file_check estimate-plan-layout-empty p3d.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel:\n  pp: 2\n  pipeline_layout: \"\"\n" "^megaplan estimate: p3d\\.yaml:7:20: parallel\\.pipeline_layout: empty$" estimate
     # an empty plan is located at its start, as an empty model or profile is (it said "p0.yaml: expected a plan")
     file_check plan-empty p0.yaml '' "${S}p0\\.yaml:1:1: empty: expected a plan \\(a mapping with megaplan_plan: 1\\)\$" simulate
     file_check plan-empty-doc p0.yaml '# only a comment\n' "${S}p0\\.yaml:1:1: empty: expected a plan" simulate

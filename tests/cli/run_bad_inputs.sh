@@ -300,6 +300,12 @@ estimate() {
     check est-word "${E}--micro-batch: expected a whole number" "$bin" estimate --model 175B --gpus 8 --micro-batch two
     check est-hw-set "${E}--hw-set memory: expected a size" "$bin" estimate --model 175B --gpus 8 --hw-set memory=lots
     check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1
+    # a range names the base unit it is in (it said "at most 1e+15 (got 1.073741824e+39)")
+    check est-hw-set-bytes "${E}--hw-set memory: too large: at most 1e\+15 bytes \(got 1\.073741824e\+39 bytes\)$" "$bin" estimate --model 175B --gpus 8 --hw-set memory=1e30GiB
+    check est-hw-set-time "${E}--hw-set kernel_overhead: too large: at most 1 s \(got 10 s\)$" "$bin" estimate --model 175B --gpus 8 --hw-set kernel_overhead=10s
+    # one flag at pp 2: the rank left is the last, not a middle one (it said "0 layers left for 1 middle ranks")
+    check est-first-stage-all "${E}--first-stage-layers: the first rank's 12 layers leave none of the model's 12 for the other rank \(Megatron: every rank holds layers\)$" "$bin" estimate --model 125M --gpus 8 --pp 2 --first-stage-layers 12
+    check est-stage-flags-pp2 "${E}--first-stage-layers: the first and last ranks' 4 \+ 4 layers leave 4 of the model's 12 with no rank to hold them \(pp=2 has no middle ranks\)$" "$bin" estimate --model 125M --gpus 8 --pp 2 --first-stage-layers 4 --last-stage-layers 4
     # a bad word read an unset bool (UBSan: "load of value 249 ... _Bool")
     check est-param-gather-word "${E}--param-gather-overlap: expected on or off, got 'maybe'$" "$bin" estimate --model 175B --gpus 8 --param-gather-overlap maybe
     check est-sp "${E}--sp: sequence parallelism needs tp > 1" "$bin" estimate --model 175B --gpus 8 --sp
@@ -607,7 +613,7 @@ hardening() {
         bad "a refused command wrote a file"
 
     # --- hardware numbers below any device (used to give inf / -nan% / 1e300 s) ---
-    check hw-tiny-bw "${E}--hw-set hbm_bw: absurdly small: at least 1e\+06 \(got 1e-300\)" "$bin" estimate --model 175B --gpus 64 --hw-set "hbm_bw=1e-300 B/s"
+    check hw-tiny-bw "${E}--hw-set hbm_bw: absurdly small: at least 1e\+06 bytes/s \(got 1e-300 bytes/s\)$" "$bin" estimate --model 175B --gpus 64 --hw-set "hbm_bw=1e-300 B/s"
     check hw-tiny-link "${E}--hw-set scale_out\.bw_per_gpu: absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "scale_out.bw_per_gpu=1 B/s"
     check hw-tiny-eff "${E}--hw-set memory_efficiency: absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set memory_efficiency=1e-300
     check hw-tiny-curve "${E}--hw-set gemm_efficiency: point 1: y absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "gemm_efficiency=[[1e9,1e-300]]"
@@ -672,6 +678,8 @@ hardening() {
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3
+    # the batch the user did not give is the model's: no --global-batch to blame
+    check search-batch-default "${S}the global batch \(gpt3-125m's published 256; --global-batch not given\) is not a multiple of micro_batch\*dp = 3\*1$" "$bin" search --model 125M --gpus 8 --fix micro_batch=3
     # expert settings are checked before the search, as estimate checks them:
     # an ep that does not divide the experts names --ep (or the --fix key), not
     # whatever unrelated rule refused the last candidate; on a dense model they

@@ -117,7 +117,7 @@ refuse() { # refuse NAME TEXT ARGS...: exit 2 and one line holding TEXT
 }
 refuse first-odd "--first-stage-layers: 13 layers on the first rank must be a multiple of vpp=2" \
     estimate $l16 --pp 2 --vpp 2 --first-stage-layers 13 --last-stage-layers 19
-refuse middle-odd "11 layers on each middle rank must be a multiple of vpp=2" \
+refuse middle-odd "11 layers on each of the other 2 ranks must be a multiple of vpp=2" \
     estimate $l8 --gpus 24 --global-batch 516 --tp 2 --pp 3 --vpp 2 --first-stage-layers 10
 refuse too-many "the first and last ranks' 20 + 20 layers are more than the model's 32" \
     estimate $l16 --pp 4 --first-stage-layers 20 --last-stage-layers 20

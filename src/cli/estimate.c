@@ -280,6 +280,7 @@ int cmd_estimate(int argc, char **argv)
             char opt[64];
             mp_cli_option_name(err.field, opt, sizeof opt);
             snprintf(err.field, sizeof err.field, "%s", opt);
+            mp_cli_error_default_batch(&cc, &err);
         }
         free(plan);
         return mp_cli_fail("estimate", &err);

@@ -29,7 +29,7 @@ mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_fo
     case MP_FORMAT_DEEPSPEED:
     case MP_FORMAT_TORCHTITAN: {
         mp_status st = format == MP_FORMAT_DEEPSPEED ? mp_deepspeed_config(c, out, err)
-                                                     : mp_torchtitan_config(c, out, err);
+                                                     : mp_torchtitan_config(c, plan, out, err);
         /* the writers name their field "format"; the command line's is
          * --format (it said "megaplan estimate: format: ...") */
         if (st != MP_OK && err && !strcmp(err->field, "format"))

@@ -778,6 +778,37 @@ void mp_cli_error_as_option(mp_error *err)
     snprintf(err->field, sizeof err->field, "%s", opt);
 }
 
+void mp_cli_error_default_batch(const mp_cli_config *cc, mp_error *err)
+{
+    if (!err || err->code != MP_EINPUT || err->file[0] || (cc->set & MP_SET_GLOBAL_BATCH) ||
+        (strcmp(err->field, "global_batch") && strcmp(err->field, "--global-batch")))
+        return;
+    const mp_config *c = &cc->config;
+    char whose[160];
+    if (cc->published_global_batch > 0 &&
+        cc->published_global_batch == c->training.global_batch)
+        snprintf(whose, sizeof whose, "%s's published %lld", c->model.name,
+                 (long long)c->training.global_batch);
+    else if (cc->published_global_batch > 0)
+        snprintf(whose, sizeof whose, "%lld, %s's published %lld rounded up",
+                 (long long)c->training.global_batch, c->model.name,
+                 (long long)cc->published_global_batch);
+    else
+        snprintf(whose, sizeof whose, "megaplan's default %lld",
+                 (long long)c->training.global_batch);
+    /* "256 is not a multiple of ..." reads on after the batch named */
+    char num[24], msg[sizeof err->msg + 256];
+    snprintf(num, sizeof num, "%lld ", (long long)c->training.global_batch);
+    bool leads = !strncmp(err->msg, num, strlen(num));
+    snprintf(msg, sizeof msg, "the global batch (%s; --global-batch not given)%s%s", whose,
+             leads ? " " : ": ", leads ? err->msg + strlen(num) : err->msg);
+    size_t n = strlen(msg);
+    n = n < sizeof err->msg ? n : sizeof err->msg - 1;
+    memcpy(err->msg, msg, n);
+    err->msg[n] = '\0';
+    err->field[0] = '\0';
+}
+
 mp_status mp_cli_config_finish(mp_cli_config *cc, mp_error *err)
 {
     mp_config *c = &cc->config;
@@ -927,6 +958,7 @@ mp_status mp_cli_config_check(const mp_cli_config *cc, mp_error *err)
         char opt[sizeof err->field];
         mp_cli_option_name(err->field, opt, sizeof opt);
         snprintf(err->field, sizeof err->field, "%s", opt);
+        mp_cli_error_default_batch(cc, err);
     }
     return st;
 }

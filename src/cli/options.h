@@ -106,6 +106,13 @@ mp_status mp_cli_output_not_input(const char *opt, const char *out, const mp_cli
  * that sets it ("global_batch" -> "--global-batch"). */
 void mp_cli_error_as_option(mp_error *err);
 
+/* An input error blaming the global batch (field global_batch or
+ * --global-batch) where the user gave none: the batch is the model's
+ * published one or megaplan's default, and the line says so rather than
+ * naming an option never given ("--global-batch: 256 is not a multiple of
+ * ..." to search --fix micro_batch=3). Other errors are left alone. */
+void mp_cli_error_default_batch(const mp_cli_config *cc, mp_error *err);
+
 /* --hsdp on no more GPUs than one scale-up domain of the profile: hybrid
  * sharding replicates across domains, and there is none to replicate over,
  * so it is refused naming --hsdp (--fix with by_fix), as search refuses it;

@@ -622,6 +622,7 @@ int cmd_search(int argc, char **argv)
     }
     if (st != MP_OK) {
         mp_cli_error_as_option(&err);
+        mp_cli_error_default_batch(&cc, &err);
         return mp_cli_fail("search", &err);
     }
 

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,7 +215,7 @@ static const mp_field parallel_fields[] = {
     {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,
-     .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS},
+     .offset = offsetof(mp_parallel, pipeline_layout), .size = MP_LAYOUT_CHARS, .min = 1},
     P_INT(first_stage_layers, 0, MP_MAX_LAYERS),
     P_INT(last_stage_layers, 0, MP_MAX_LAYERS),
     P_BOOL(account_for_embedding),
@@ -833,18 +834,36 @@ mp_status mp_flag_split_check(const mp_config *c, mp_error *err)
         return FAIL(f, "the first and last ranks' %lld + %lld layers are more than the model's "
                        "%lld",
                     (long long)F, (long long)Lz, (long long)L);
-    if ((rest != 0) != (mids != 0))
-        return FAIL(f, "%lld layers left for %lld middle ranks (Megatron: the middle ranks and "
-                       "their layers come together)",
-                    (long long)rest, (long long)mids);
+    /* the ranks without a count: middle ones when both are given; with one
+     * given they include the other end ("1 middle ranks" at pp 2, where the
+     * one left is the last) */
+    char others[48], given[96];
+    if (mids == 1)
+        snprintf(others, sizeof others, "the %s rank", F > 0 && Lz > 0 ? "middle" : "other");
+    else
+        snprintf(others, sizeof others, F > 0 && Lz > 0 ? "the %lld middle ranks"
+                                                        : "the other %lld ranks",
+                 (long long)mids);
+    if (F > 0 && Lz > 0)
+        snprintf(given, sizeof given, "the first and last ranks' %lld + %lld layers",
+                 (long long)F, (long long)Lz);
+    else
+        snprintf(given, sizeof given, "the %s rank's %lld layers", F > 0 ? "first" : "last",
+                 (long long)(F > 0 ? F : Lz));
+    if (rest == 0 && mids > 0)
+        return FAIL(f, "%s leave none of the model's %lld for %s (Megatron: every rank holds "
+                       "layers)",
+                    given, (long long)L, others);
+    if (rest > 0 && mids == 0)
+        return FAIL(f, "%s leave %lld of the model's %lld with no rank to hold them (pp=%lld has "
+                       "no middle ranks)",
+                    given, (long long)rest, (long long)L, (long long)p->pp);
     if (mids && rest % mids)
-        return FAIL(f, "the %lld layers left do not divide among the %lld middle ranks "
-                       "(Megatron)",
-                    (long long)rest, (long long)mids);
+        return FAIL(f, "the %lld layers left do not divide among %s (Megatron)", (long long)rest,
+                    others);
     if (mids && v > 1 && (rest / mids) % v)
-        return FAIL(f, "%lld layers on each middle rank must be a multiple of vpp=%lld "
-                       "(Megatron)",
-                    (long long)(rest / mids), (long long)v);
+        return FAIL(f, "%lld layers on %s%s must be a multiple of vpp=%lld (Megatron)",
+                    (long long)(rest / mids), mids > 1 ? "each of " : "", others, (long long)v);
     return MP_OK;
 }
 

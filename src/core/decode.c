@@ -80,6 +80,9 @@ void mp_error_point_file(mp_error *err, const char *path)
     free(text);
 }
 
+/* the verbs whose options take a model or a hardware profile file */
+#define MODEL_VERBS " (estimate, explain, search, simulate)"
+
 mp_status mp_check_file_kind(const mp_ynode *root, mp_file_kind want, const char *origin,
                              mp_error *err)
 {
@@ -87,6 +90,9 @@ mp_status mp_check_file_kind(const mp_ynode *root, mp_file_kind want, const char
         return MP_OK;
     mp_file_kind is;
     const char *what;
+    /* the hint names the verbs that have the option: the reader does not
+     * know its verb, and exec, hw and models have no --model or --hw (exec
+     * --compare said "give it as --model FILE") */
     if (mp_ymap_get(root, "megaplan_plan")) {
         is = MP_FILE_PLAN;
         what = "this is a plan, not a %s: give it as the first argument (megaplan estimate, "
@@ -95,16 +101,19 @@ mp_status mp_check_file_kind(const mp_ynode *root, mp_file_kind want, const char
         is = MP_FILE_MODEL; /* a HuggingFace config.json */
         what = want == MP_FILE_PLAN
                    ? "this is a HuggingFace config.json, not a %s: give it as --model FILE "
-                     "with --gpus N"
-                   : "this is a HuggingFace config.json, not a %s: give it as --model FILE";
+                     "with --gpus N" MODEL_VERBS
+                   : "this is a HuggingFace config.json, not a %s: give it as --model FILE"
+                     MODEL_VERBS;
     } else if (mp_ymap_get(root, "arch") || mp_ymap_get(root, "hidden")) {
         is = MP_FILE_MODEL;
         what = want == MP_FILE_PLAN ? "this is a model file, not a %s: give it as --model FILE "
-                                      "with --gpus N, or a plan that search -o wrote"
-                                    : "this is a model file, not a %s: give it as --model FILE";
+                                      "with --gpus N" MODEL_VERBS ", or a plan that search -o wrote"
+                                    : "this is a model file, not a %s: give it as --model FILE"
+                                      MODEL_VERBS;
     } else if (mp_ymap_get(root, "hbm_bw") || mp_ymap_get(root, "gemm_efficiency")) {
         is = MP_FILE_HW;
-        what = "this is a hardware profile, not a %s: give it as --hw FILE";
+        what = "this is a hardware profile, not a %s: give it as --hw FILE" MODEL_VERBS
+               " or as exec's --compare FILE";
     } else {
         return MP_OK;
     }
@@ -112,7 +121,7 @@ mp_status mp_check_file_kind(const mp_ynode *root, mp_file_kind want, const char
     if (is == want)
         return MP_OK;
     static const char *const names[] = {"model", "hardware profile", "plan"};
-    char msg[200];
+    char msg[256];
     snprintf(msg, sizeof msg, what, names[want]);
     return mp_error_set(err, MP_EINPUT, origin, root->line, root->column, NULL, "%s", msg);
 }

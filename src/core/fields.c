@@ -136,10 +136,22 @@ static void format_for_message(const mp_field *f, double v, char *buf, size_t si
 {
     /* whole numbers below a million in full: the shortest form said
      * "too large: at most 1e+01 (got 1e+02)" of collective_local_pass 100 */
+    char num[40];
     if (v == floor(v) && fabs(v) < (f->type == MP_FT_INT ? 1e19 : 1e6))
-        snprintf(buf, size, "%.0f", v);
+        snprintf(num, sizeof num, "%.0f", v);
     else
-        mp_format_double(v, buf, size);
+        mp_format_double(v, num, sizeof num);
+    /* a value with a unit is in its base unit here, whatever unit it was
+     * written in: say which ("at most 1e+15 (got 1.07e+39)" of memory=1e30GiB
+     * did not say bytes) */
+    static const char *const base[MP_UNIT_KIND_COUNT] = {
+        [MP_UNIT_BYTES] = " bytes", [MP_UNIT_BANDWIDTH] = " bytes/s",
+        [MP_UNIT_FLOPS] = " FLOP/s", [MP_UNIT_TIME] = " s"};
+    const char *unit = f->type == MP_FT_DOUBLE && f->unit > MP_UNIT_NONE &&
+                               f->unit < MP_UNIT_KIND_COUNT && base[f->unit]
+                           ? base[f->unit]
+                           : "";
+    snprintf(buf, size, "%s%s", num, unit);
 }
 
 /* Range check of one numeric value. */
@@ -353,6 +365,10 @@ static mp_status set_scalar(const mp_field *f, void *obj, const char *text, size
         return MP_OK;
     }
     case MP_FT_STRING: {
+        /* min 1: a value that must say something (pipeline_layout: '' was
+         * taken as not given, where --pipeline-layout "" is refused) */
+        if (text_len == 0 && f->min >= 1)
+            return mp_error_set(err, MP_EINPUT, origin, line, col, field, "empty");
         if (text_len >= f->size)
             return mp_error_set(err, MP_EINPUT, origin, line, col, field,
                                 "too long: at most %zu characters", f->size - 1);

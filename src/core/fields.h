@@ -31,7 +31,8 @@ typedef struct mp_field {
     size_t offset;
     size_t size;          /* STRING: buffer size */
     mp_unit_kind unit;    /* DOUBLE */
-    double min, max;      /* INT/DOUBLE inclusive range; CURVE: range of y */
+    double min, max;      /* INT/DOUBLE inclusive range; CURVE: range of y; STRING: min 1
+                             refuses an empty value */
     bool min_open;        /* the minimum itself is excluded (x > min) */
     bool max_open;        /* the maximum itself is excluded (x < max) */
     const char *(*name_of)(int); /* ENUM */

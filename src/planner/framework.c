@@ -6,6 +6,11 @@
 
 #include "planner/cost_internal.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/plan.h"
+
 mp_framework mp_plan_framework(const mp_config *c)
 {
     const mp_parallel *p = &c->parallel;
@@ -127,7 +132,62 @@ mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
     return MP_OK;
 }
 
-mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
+/* The plan's split as torchtitan's module_fqns_per_model_part (torchtitan
+ * v0.2.x, config/job_config.py; distributed/pipeline_parallel.py
+ * pipeline_module_split): one list of module names per (virtual) stage, in
+ * pipeline order, the llama-family names its own generator writes
+ * ("tok_embeddings", "layers.<i>" from 0, "norm", "output"); torchtitan places
+ * the stages on the ranks by its schedule (looped, or a V for ZBVZeroBubble
+ * and DualPipeV), as the plan's stages are. Written for every split, even or
+ * not: pipeline_parallel_layers_per_stage alone splits by its own rule, with
+ * the embedding and the output counted as one layer each by default
+ * (pipeline_parallel_first/last_stage_less_layers = 1), which is not the
+ * split the plan costs, and it cannot say an uneven one. */
+static mp_status stage_fqns(const mp_config *c, const mp_plan *plan, mp_buf *out, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    int64_t K = p->pp * mp_schedule_chunks(p->schedule, p->vpp);
+    int64_t L = c->model.layers;
+    if (c->model.arch == MP_ARCH_T5)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "torchtitan has no encoder-decoder pipeline split for t5 (pp=%lld)",
+                            (long long)p->pp);
+    if (K < 2 || K > MP_MAX_STAGES)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "%lld pipeline stages cannot be written for torchtitan", (long long)K);
+    mp_stage_range *st = calloc((size_t)K, sizeof *st);
+    if (!st)
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, "format", "out of memory");
+    if (plan && plan->n_stages == K)
+        memcpy(st, plan->stages, (size_t)K * sizeof st[0]);
+    else
+        mp_config_stages(c, K, st);
+    mp_buf_printf(out, "# the plan's split: each (virtual) stage's modules, in pipeline order\n");
+    mp_buf_printf(out, "module_fqns_per_model_part = [\n");
+    for (int64_t k = 0; k < K; k++) {
+        const char *sep = "";
+        mp_buf_puts(out, "  [");
+        if (st[k].begin == 0) {
+            mp_buf_puts(out, "\"tok_embeddings\"");
+            sep = ", ";
+        }
+        int64_t b = st[k].begin < 1 ? 1 : st[k].begin;
+        int64_t e = st[k].end > L + 1 ? L + 1 : st[k].end;
+        for (int64_t i = b; i < e; i++) {
+            mp_buf_printf(out, "%s\"layers.%lld\"", sep, (long long)(i - 1));
+            sep = ", ";
+        }
+        if (st[k].end == L + 2)
+            mp_buf_printf(out, "%s\"norm\", \"output\"", sep);
+        mp_buf_printf(out, "]%s\n", k + 1 < K ? "," : "");
+    }
+    mp_buf_puts(out, "]\n");
+    free(st);
+    return MP_OK;
+}
+
+mp_status mp_torchtitan_config(const mp_config *c, const mp_plan *plan, mp_buf *out,
+                               mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
     if (refuse_fp8(c, err) != MP_OK || refuse_unwritten(c, "torchtitan", err) != MP_OK)
@@ -180,11 +240,9 @@ mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err)
         mp_buf_printf(out, "pipeline_parallel_schedule = \"%s\"\n", schedule);
         mp_buf_printf(out, "pipeline_parallel_microbatch_size = %lld\n",
                       (long long)p->micro_batch);
-        /* torchtitan derives its virtual stages from the layers per stage */
-        int64_t stages = p->pp * mp_schedule_chunks(p->schedule, p->vpp);
-        if (c->model.layers % stages == 0)
-            mp_buf_printf(out, "pipeline_parallel_layers_per_stage = %lld\n",
-                          (long long)(c->model.layers / stages));
+        mp_status st = stage_fqns(c, plan, out, err);
+        if (st != MP_OK)
+            return st;
     }
     mp_buf_printf(out, "\n[training]\n");
     /* with pp one flush runs all of a DP rank's micro-batches */

@@ -9,6 +9,7 @@
 #include "core/buf.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/plan.h"
 
 typedef enum { MP_FW_MEGATRON, MP_FW_DEEPSPEED, MP_FW_TORCHTITAN } mp_framework;
 
@@ -25,8 +26,12 @@ const char *mp_framework_format(mp_framework f);   /* the --format that writes i
 mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err);
 
 /* A torchtitan TOML job file's parallelism, batch and checkpointing
- * sections for the plan. MP_EINPUT when torchtitan cannot express it (fp8,
- * a pipeline schedule torchtitan lacks: zb-h1, dualpipe). */
-mp_status mp_torchtitan_config(const mp_config *c, mp_buf *out, mp_error *err);
+ * sections for the plan; with pp, its split of the layers over the stages
+ * (module_fqns_per_model_part): plan's stages when it has them (a plan
+ * file's), else the configuration's (mp_config_stages). plan may be NULL.
+ * MP_EINPUT when torchtitan cannot express it (fp8, a pipeline schedule
+ * torchtitan lacks: zb-h1, dualpipe). */
+mp_status mp_torchtitan_config(const mp_config *c, const mp_plan *plan, mp_buf *out,
+                               mp_error *err);
 
 #endif

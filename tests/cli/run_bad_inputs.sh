@@ -130,10 +130,10 @@ core() {
     file_check model-given-to-simulate model-as-plan.yaml "$GOOD_MODEL" "^megaplan simulate: model-as-plan\.yaml:1:1: this is a model file, not a plan: give it as --model FILE" simulate
     # each reader names a file of another kind (they said "megaplan_plan: unknown key", "arch: unknown key")
     file_check plan-given-as-model kind1.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\n' "${M}kind1\\.yaml:1:1: this is a plan, not a model: give it as the first argument" models
-    file_check model-given-as-hw kind2.yaml "$GOOD_MODEL" "${H}kind2\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE$" hw
-    file_check hw-given-as-model kind3.yaml "$GOOD_HW" "${M}kind3\\.yaml:1:1: this is a hardware profile, not a model: give it as --hw FILE$" models
-    file_check hf-given-as-hw kind4.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan estimate: kind4\\.json:1:1: this is a HuggingFace config\\.json, not a hardware profile: give it as --model FILE$" estimate --model 125M --gpus 8 --hw
-    file_check hf-given-as-plan kind5.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan simulate: kind5\\.json:1:1: this is a HuggingFace config\\.json, not a plan: give it as --model FILE with --gpus N$" simulate
+    file_check model-given-as-hw kind2.yaml "$GOOD_MODEL" "${H}kind2\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" hw
+    file_check hw-given-as-model kind3.yaml "$GOOD_HW" "${M}kind3\\.yaml:1:1: this is a hardware profile, not a model: give it as --hw FILE \\(estimate, explain, search, simulate\\) or as exec's --compare FILE$" models
+    file_check hf-given-as-hw kind4.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan estimate: kind4\\.json:1:1: this is a HuggingFace config\\.json, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" estimate --model 125M --gpus 8 --hw
+    file_check hf-given-as-plan kind5.json '{"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 9}' "^megaplan simulate: kind5\\.json:1:1: this is a HuggingFace config\\.json, not a plan: give it as --model FILE with --gpus N \\(estimate, explain, search, simulate\\)$" simulate
     file_check t5-needs-decoder t5.yaml 'name: m\narch: t5\nencoder_layers: 2\nhidden: 64\nheads: 4\nvocab: 5\nseq: 5\n' "${M}t5\.yaml:1:1: decoder_layers: t5 needs at least 1 decoder layer" models
     # a .yaml file that is one flow mapping is YAML (it was read as JSON: "JSON syntax error")
     file_check flow-mapping flow.yaml '{name: m, arch: gpt, layers: 0, hidden: 768, heads: 12, vocab: 5, seq: 5}\n' "${M}flow\.yaml:1:30: layers: must be at least 1" models
@@ -300,6 +300,12 @@ estimate() {
     check est-word "${E}--micro-batch: expected a whole number" "$bin" estimate --model 175B --gpus 8 --micro-batch two
     check est-hw-set "${E}--hw-set memory: expected a size" "$bin" estimate --model 175B --gpus 8 --hw-set memory=lots
     check est-hw-set-key "${E}--hw-set scale_up\.bw: unknown field" "$bin" estimate --model 175B --gpus 8 --hw-set scale_up.bw=1
+    # a range names the base unit it is in (it said "at most 1e+15 (got 1.073741824e+39)")
+    check est-hw-set-bytes "${E}--hw-set memory: too large: at most 1e\+15 bytes \(got 1\.073741824e\+39 bytes\)$" "$bin" estimate --model 175B --gpus 8 --hw-set memory=1e30GiB
+    check est-hw-set-time "${E}--hw-set kernel_overhead: too large: at most 1 s \(got 10 s\)$" "$bin" estimate --model 175B --gpus 8 --hw-set kernel_overhead=10s
+    # one flag at pp 2: the rank left is the last, not a middle one (it said "0 layers left for 1 middle ranks")
+    check est-first-stage-all "${E}--first-stage-layers: the first rank's 12 layers leave none of the model's 12 for the other rank \(Megatron: every rank holds layers\)$" "$bin" estimate --model 125M --gpus 8 --pp 2 --first-stage-layers 12
+    check est-stage-flags-pp2 "${E}--first-stage-layers: the first and last ranks' 4 \+ 4 layers leave 4 of the model's 12 with no rank to hold them \(pp=2 has no middle ranks\)$" "$bin" estimate --model 125M --gpus 8 --pp 2 --first-stage-layers 4 --last-stage-layers 4
     # a bad word read an unset bool (UBSan: "load of value 249 ... _Bool")
     check est-param-gather-word "${E}--param-gather-overlap: expected on or off, got 'maybe'$" "$bin" estimate --model 175B --gpus 8 --param-gather-overlap maybe
     check est-sp "${E}--sp: sequence parallelism needs tp > 1" "$bin" estimate --model 175B --gpus 8 --sp
@@ -343,6 +349,10 @@ plan() {
     # a stage bound past the model's items gave the format's range ([0, 2050]), not the model's
     file_check plan-stages-range p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[0, 7], [7, 3000]]\n" "${S}p3c\.yaml:6:22: stages: out of range \[0, 14\]: the model has 14 layer items \(layers \+ 2\) \(got 3000\)$" simulate
     file_check plan-stages-negative p3c.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2}\nstages: [[-1, 7], [7, 14]]\n" "${S}p3c\.yaml:6:11: stages: out of range \[0, 14\]: .*\(got -1\)$" simulate
+    # an empty layout was taken as not given (Megatron's default split), where
+    # --pipeline-layout "" is refused as empty
+    file_check plan-layout-empty p3d.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel: {pp: 2, dp: 2, pipeline_layout: ''}\n" "${S}p3d\\.yaml:5:43: parallel\\.pipeline_layout: empty$" simulate
+    file_check estimate-plan-layout-empty p3d.yaml "${HEAD}training: {gpus: 4, global_batch: 8}\nparallel:\n  pp: 2\n  pipeline_layout: \"\"\n" "^megaplan estimate: p3d\\.yaml:7:20: parallel\\.pipeline_layout: empty$" estimate
     # an empty plan is located at its start, as an empty model or profile is (it said "p0.yaml: expected a plan")
     file_check plan-empty p0.yaml '' "${S}p0\\.yaml:1:1: empty: expected a plan \\(a mapping with megaplan_plan: 1\\)\$" simulate
     file_check plan-empty-doc p0.yaml '# only a comment\n' "${S}p0\\.yaml:1:1: empty: expected a plan" simulate
@@ -572,6 +582,13 @@ hardening() {
     if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
         check exec-plan-field-line "^megaplan exec: t5x\\.yaml:2:8: model\\.head_dim: head_dim x heads != hidden is not supported by this executor" "$bin" exec t5x.yaml --np 8
     fi
+    # a file of the wrong kind to exec: the hint named --model, which exec does not have
+    file kind6.yaml "$GOOD_MODEL"
+    file kind7.yaml "$GOOD_HW"
+    if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
+        check exec-compare-model "^megaplan exec: kind6\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" "$bin" exec t5x.yaml --compare kind6.yaml
+        check exec-hw-as-plan "^megaplan exec: kind7\\.yaml:1:1: this is a hardware profile, not a plan: give it as --hw FILE \\(estimate, explain, search, simulate\\) or as exec's --compare FILE$" "$bin" exec kind7.yaml
+    fi
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
     # search's hardware list: an empty name was skipped, and a file naming a listed profile doubled every row
@@ -596,7 +613,7 @@ hardening() {
         bad "a refused command wrote a file"
 
     # --- hardware numbers below any device (used to give inf / -nan% / 1e300 s) ---
-    check hw-tiny-bw "${E}--hw-set hbm_bw: absurdly small: at least 1e\+06 \(got 1e-300\)" "$bin" estimate --model 175B --gpus 64 --hw-set "hbm_bw=1e-300 B/s"
+    check hw-tiny-bw "${E}--hw-set hbm_bw: absurdly small: at least 1e\+06 bytes/s \(got 1e-300 bytes/s\)$" "$bin" estimate --model 175B --gpus 64 --hw-set "hbm_bw=1e-300 B/s"
     check hw-tiny-link "${E}--hw-set scale_out\.bw_per_gpu: absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "scale_out.bw_per_gpu=1 B/s"
     check hw-tiny-eff "${E}--hw-set memory_efficiency: absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set memory_efficiency=1e-300
     check hw-tiny-curve "${E}--hw-set gemm_efficiency: point 1: y absurdly small" "$bin" estimate --model 175B --gpus 64 --hw-set "gemm_efficiency=[[1e9,1e-300]]"
@@ -661,6 +678,8 @@ hardening() {
     check search-inter-vpp1 "${S}--schedule: interleaved-1f1b needs vpp >= 2" "$bin" search --model 125M --gpus 8 --fix schedule=interleaved-1f1b,vpp=1
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3
+    # the batch the user did not give is the model's: no --global-batch to blame
+    check search-batch-default "${S}the global batch \(gpt3-125m's published 256; --global-batch not given\) is not a multiple of micro_batch\*dp = 3\*1$" "$bin" search --model 125M --gpus 8 --fix micro_batch=3
     # expert settings are checked before the search, as estimate checks them:
     # an ep that does not divide the experts names --ep (or the --fix key), not
     # whatever unrelated rule refused the last candidate; on a dense model they

@@ -117,7 +117,7 @@ refuse() { # refuse NAME TEXT ARGS...: exit 2 and one line holding TEXT
 }
 refuse first-odd "--first-stage-layers: 13 layers on the first rank must be a multiple of vpp=2" \
     estimate $l16 --pp 2 --vpp 2 --first-stage-layers 13 --last-stage-layers 19
-refuse middle-odd "11 layers on each middle rank must be a multiple of vpp=2" \
+refuse middle-odd "11 layers on each of the other 2 ranks must be a multiple of vpp=2" \
     estimate $l8 --gpus 24 --global-batch 516 --tp 2 --pp 3 --vpp 2 --first-stage-layers 10
 refuse too-many "the first and last ranks' 20 + 20 layers are more than the model's 32" \
     estimate $l16 --pp 4 --first-stage-layers 20 --last-stage-layers 20
@@ -265,4 +265,51 @@ for k, (b, e) in enumerate(o["split"]["stages"]):
     per_rank[k % 16] += min(e, 127) - max(b, 1)
 assert per_rank == [7] + [8] * 14 + [7], per_rank
 PY
+# torchtitan's job file says the split the plan costs, even or not
+# (module_fqns_per_model_part, torchtitan v0.2.x). It wrote
+# pipeline_parallel_layers_per_stage for an even split only, and nothing for an
+# uneven one (a layout, the first/last-stage or the account-for flags, a plan
+# file's stages): torchtitan then split by its own rule.
+# tt_split FILE: the blocks of every stage ("5 9 9 9"), or why the list is wrong
+tt_split() {
+    python3 - "$1" <<'PY'
+import sys, tomllib
+parts = tomllib.load(open(sys.argv[1], "rb"))["parallelism"]["module_fqns_per_model_part"]
+flat = [m for p in parts for m in p]
+blocks = [m for m in flat if m.startswith("layers.")]
+assert parts[0][0] == "tok_embeddings" and parts[-1][-2:] == ["norm", "output"], parts
+assert blocks == ["layers.%d" % i for i in range(len(blocks))], "layers out of order"
+assert len(flat) == len(blocks) + 3, "a module twice"
+print(" ".join(str(sum(m.startswith("layers.") for m in p)) for p in parts))
+PY
+}
+# tt_check NAME WANT ARGS...: estimate ARGS --format torchtitan splits as WANT
+tt_check() {
+    name=$1
+    want=$2
+    shift 2
+    if ! "$bin" estimate "$@" --format torchtitan >tt.txt 2>err.txt; then
+        bad "torchtitan $name: $(cat err.txt)"
+        return
+    fi
+    got=$(tt_split tt.txt 2>&1 | tail -1)
+    [ "$got" = "$want" ] && ok || bad "torchtitan $name: stages $got, want $want"
+    lacks tt.txt "pipeline_parallel_layers_per_stage"
+}
+fs="--model llama3-8b --gpus 16 --global-batch 64 --zero 3 --dist-opt --zero-runtime fsdp2"
+tt_check first-stage "5 9 9 9" $fs --pp 4 --first-stage-layers 5
+tt_check layout "4 10 10 8" $fs --pp 4 --pipeline-layout "Et*4|t*10|t*10|t*8L"
+tt_check account "10 11 11" --model llama3-8b --gpus 24 --global-batch 48 --zero 3 --dist-opt \
+    --zero-runtime fsdp2 --pp 3 --account-for-embedding
+tt_check even-vpp "8 8 8 8" $fs --pp 2 --vpp 2
+cat >tt.yaml <<'EOF'
+megaplan_plan: 1
+model: llama3-70b
+hw: dgx-h100
+training: {gpus: 256, seq: 8192, global_batch: 512, precision: bf16}
+parallel: {tp: 8, sp: true, pp: 4, vpp: 1, cp: 1, dp: 8, micro_batch: 1, recompute: none,
+           dist_opt: true, zero: 3, zero_runtime: fsdp2, schedule: 1f1b}
+stages: [[0, 21], [21, 41], [41, 62], [62, 82]]
+EOF
+tt_check plan-stages "20 20 21 19" tt.yaml
 finish

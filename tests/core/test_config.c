@@ -467,7 +467,8 @@ static void test_stage_layer_flags(void **state)
     c.parallel.last_stage_layers = 18; /* 70 left for 6 ranks */
     expect(&c, "first_stage_layers", "the 70 layers left do not divide among the 6 middle");
     c.parallel.first_stage_layers = 12; /* 66 left: 11 a rank, odd */
-    expect(&c, "first_stage_layers", "11 layers on each middle rank must be a multiple of vpp=2");
+    expect(&c, "first_stage_layers",
+           "11 layers on each of the 6 middle ranks must be a multiple of vpp=2");
     c.parallel.first_stage_layers = 50;
     c.parallel.last_stage_layers = 50;
     expect(&c, "first_stage_layers", "50 + 50 layers are more than the model's 96");
@@ -480,7 +481,17 @@ static void test_stage_layer_flags(void **state)
     c.parallel.dp = 64;
     c.parallel.first_stage_layers = 40;
     c.parallel.last_stage_layers = 50;
-    expect(&c, "first_stage_layers", "6 layers left for 0 middle ranks");
+    expect(&c, "first_stage_layers",
+           "the first and last ranks' 40 + 50 layers leave 6 of the model's 96 with no rank "
+           "to hold them (pp=2 has no middle ranks)");
+    /* one given at pp 2: the rank left is the last, not a middle one (it said
+     * "0 layers left for 1 middle ranks") */
+    c.parallel.first_stage_layers = 96;
+    c.parallel.last_stage_layers = 0;
+    expect(&c, "first_stage_layers",
+           "the first rank's 96 layers leave none of the model's 96 for the other rank");
+    c.parallel.first_stage_layers = 40;
+    c.parallel.last_stage_layers = 50;
     c.parallel.last_stage_layers = 56;
     expect(&c, NULL, NULL);
     /* with a layout (Megatron: "cannot be set with other pipeline layout arguments") */

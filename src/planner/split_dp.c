@@ -173,17 +173,23 @@ done:
 static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets, double cap,
                              mp_split_solution *sol, int64_t *work, mp_error *err);
 
-/* scale: each stage's budget is its rank's times scale */
-static mp_status dp_run(const mp_split_problem *pr, double scale, mp_split_solution *sol,
-                        int64_t *work, mp_error *err)
+/* scale: each stage's budget is its rank's times scale; cap: as dp_fill's */
+static mp_status dp_run_capped(const mp_split_problem *pr, double scale, double cap,
+                               mp_split_solution *sol, int64_t *work, mp_error *err)
 {
     int32_t K = pr->pp * pr->vpp;
     double *b = malloc(sizeof *b * (size_t)K);
     if (!b) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     for (int32_t k = 0; k < K; k++) b[k] = mp_split_budget(pr, k % pr->pp) * scale;
-    mp_status s = dp_run_each(pr, b, INFINITY, sol, work, err);
+    mp_status s = dp_run_each(pr, b, cap, sol, work, err);
     free(b);
     return s;
+}
+
+static mp_status dp_run(const mp_split_problem *pr, double scale, mp_split_solution *sol,
+                        int64_t *work, mp_error *err)
+{
+    return dp_run_capped(pr, scale, INFINITY, sol, work, err);
 }
 
 /* Gives up: nothing found, nothing proven (the caller keeps the even split). */
@@ -348,9 +354,11 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
         goto done;
     }
     /* a split that fits: the restriction (each stage within 1/vpp of its
-     * rank's room), or the even split if better */
-    if ((s = dp_run(pr, 1.0 / pr->vpp, inc, &work, err))) goto done;
+     * rank's room), or the even split if better; the restriction tries no
+     * segment slower than the even split (as the relaxation below) */
     if ((s = mp_split_even_best(pr, &even, err))) goto done;
+    double even_cap = even.feasible ? even.max_stage_time * (1 + 1e-9) : INFINITY;
+    if ((s = dp_run_capped(pr, 1.0 / pr->vpp, even_cap, inc, &work, err))) goto done;
     if (even.feasible && (!inc->feasible || even.max_stage_time < inc->max_stage_time)) {
         memcpy(inc->stages, even.stages, sizeof *even.stages * (size_t)K);
         memcpy(inc->recompute, even.recompute, (size_t)pr->n_items);

@@ -342,6 +342,50 @@ static void test_polish_uses_rank_room(void **state)
     assert_true(fabs(r1 - 6) < 1e-12);
 }
 
+/* n identical items, each choice trading time for bytes. */
+static void uniform_items(mp_split_item *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        mp_split_item *it = &items[i];
+        it->time[0] = 1.0, it->time[1] = 1.1, it->time[2] = 1.4;
+        it->act[0] = 10, it->act[1] = 4, it->act[2] = 1;
+        it->static_bytes = 1;
+        it->allowed[0] = it->allowed[1] = it->allowed[2] = true;
+    }
+}
+
+/* Interleaving with room for everything (130 items: GPT-3 175B's scale of
+ * blocks, 3 choices each; pp 4, vpp 8): unbounded, the relaxation's and the
+ * restriction's segments would run to the whole model and their DP out of
+ * work (no bound, the bracket open). Capped by the even split in hand, the
+ * bracket is known and closes at the even split's 4 blocks + head. */
+static void test_interleaved_bracket_within_work(void **state)
+{
+    (void)state;
+    enum { N = 130 };
+    mp_split_item *items = calloc(N, sizeof *items);
+    assert_non_null(items);
+    uniform_items(items, N);
+    items[0].time[0] = 0.1;
+    items[N - 1].time[0] = 0.9;
+    items[0].allowed[1] = items[0].allowed[2] = false;
+    items[N - 1].allowed[1] = items[N - 1].allowed[2] = false;
+    double inflight[32];
+    mp_split_inflight(MP_SCHED_INTERLEAVED, 4, 8, 8, inflight);
+    mp_split_problem pr = {.n_items = N, .items = items, .pp = 4, .vpp = 8,
+                           .inflight = inflight, .budget = 1e18};
+    mp_stage_range stages[32];
+    uint8_t rc[N];
+    mp_split_solution inc = {.stages = stages, .recompute = rc};
+    mp_error err;
+    double lower = 0;
+    assert_int_equal(mp_split_bounds(&pr, &inc, &lower, &err), MP_OK);
+    assert_true(inc.feasible);
+    assert_true(fabs(inc.max_stage_time - 4.9) < 1e-9);
+    assert_true(fabs(lower - 4.9) < 1e-9);
+    free(items);
+}
+
 static void test_inflight(void **state)
 {
     (void)state;
@@ -368,13 +412,7 @@ static void test_dp_work_is_bounded(void **state)
     enum { N = 2050 };
     mp_split_item *items = calloc(N, sizeof *items);
     assert_non_null(items);
-    for (int i = 0; i < N; i++) {
-        mp_split_item *it = &items[i];
-        it->time[0] = 1.0, it->time[1] = 1.1, it->time[2] = 1.4;
-        it->act[0] = 10, it->act[1] = 4, it->act[2] = 1;
-        it->static_bytes = 1;
-        it->allowed[0] = it->allowed[1] = it->allowed[2] = true;
-    }
+    uniform_items(items, N);
     double inflight[8];
     mp_split_inflight(MP_SCHED_1F1B, 4, 1, 8, inflight);
     mp_split_problem pr = {.n_items = N, .items = items, .pp = 4, .vpp = 1,
@@ -412,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_memory_forces_recompute),
         cmocka_unit_test(test_polish_uses_rank_room),
         cmocka_unit_test(test_dp_work_is_bounded),
+        cmocka_unit_test(test_interleaved_bracket_within_work),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

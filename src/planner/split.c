@@ -141,7 +141,93 @@ mp_status mp_split_solve(const mp_split_problem *pr, mp_split_solution *sol, mp_
     if (mp_split_have_glpk()) {
         mp_split_problem bounded = *pr;
         bounded.lower_bound = lower;
-        return mp_split_solve_glpk(&bounded, sol, err);
+        return mp_split_glpk_from(&bounded, sol, lower, sol, err);
     }
+    return MP_OK;
+}
+
+/* A split's key for mp_split_polish: the slowest stage, how many stages
+ * are that slow, and the busiest rank's sum of its stages (what the
+ * estimate's steady state follows, pipeline.c mp_pipeline_makespan_ranks);
+ * *fits whether every rank is within its budget. */
+typedef struct polish_key {
+    double worst, rank_worst;
+    int32_t at_worst;
+} polish_key;
+
+static polish_key polish_eval(const mp_split_problem *pr, const mp_stage_range *stages,
+                              const uint8_t *recompute, double *mem, double *rank_t, bool *fits)
+{
+    int32_t K = pr->pp * pr->vpp;
+    polish_key key = {0, 0, 0};
+    for (int32_t q = 0; q < pr->pp; q++) rank_t[q] = 0;
+    double *t = rank_t + pr->pp;
+    bool ok;
+    evaluate_into(pr, stages, recompute, mem, &ok);
+    for (int32_t k = 0; k < K; k++) {
+        t[k] = 0;
+        for (int32_t i = stages[k].begin; i < stages[k].end; i++)
+            t[k] += pr->items[i].time[recompute[i]];
+        rank_t[k % pr->pp] += t[k];
+        if (t[k] > key.worst) key.worst = t[k];
+    }
+    for (int32_t k = 0; k < K; k++)
+        if (t[k] >= key.worst * (1 - 1e-12)) key.at_worst++;
+    for (int32_t q = 0; q < pr->pp; q++) {
+        if (mem[q] > mp_split_budget(pr, q) * (1 + MEM_SLACK)) ok = false;
+        if (rank_t[q] > key.rank_worst) key.rank_worst = rank_t[q];
+    }
+    *fits = ok;
+    return key;
+}
+
+/* Whether a is better than b: never a busier rank, and a faster slowest
+ * stage, or as slow on fewer stages. A move that only relieves the busiest
+ * rank is not taken: the estimate would gain, but a chunk left short stalls
+ * the interleaved schedule the simulator runs (Llama 3 70B, pp 4 vpp 10: a
+ * block from chunk 3 to chunk 2 gave the estimate's 3.901 s and 4.068 s
+ * simulated, a block from the last chunk to the one before it 3.888 s). */
+static bool polish_better(const polish_key *a, const polish_key *b)
+{
+    const double eps = 1e-12;
+    if (a->rank_worst > b->rank_worst * (1 + eps)) return false;
+    if (a->worst < b->worst * (1 - eps)) return true;
+    if (a->worst > b->worst * (1 + eps)) return false;
+    return a->at_worst < b->at_worst;
+}
+
+mp_status mp_split_polish(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+{
+    if (!sol->feasible) return MP_OK;
+    int32_t K = pr->pp * pr->vpp;
+    double *mem = malloc(sizeof *mem * (size_t)(2 * pr->pp + K));
+    if (!mem) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    double *rank_t = mem + pr->pp;
+    bool fits;
+    polish_key best = polish_eval(pr, sol->stages, sol->recompute, mem, rank_t, &fits);
+    /* each accepted move strictly improves the key, so this ends; the cap
+     * only bounds the work on a long plateau */
+    for (int64_t round = 0; round < (int64_t)pr->n_items * K; round++) {
+        bool moved = false;
+        for (int32_t k = 0; k + 1 < K; k++)
+            for (int dir = 0; dir < 2; dir++) {
+                /* dir 0: stage k's last item to stage k + 1; dir 1: the other way */
+                mp_stage_range *a = &sol->stages[k], *b = &sol->stages[k + 1];
+                if (dir == 0 ? a->end - a->begin < 2 : b->end - b->begin < 2) continue;
+                int32_t cut = a->end + (dir == 0 ? -1 : 1);
+                int32_t old = a->end;
+                a->end = b->begin = cut;
+                polish_key key = polish_eval(pr, sol->stages, sol->recompute, mem, rank_t, &fits);
+                if (fits && polish_better(&key, &best)) {
+                    best = key;
+                    moved = true;
+                } else {
+                    a->end = b->begin = old;
+                }
+            }
+        if (!moved) break;
+    }
+    free(mem);
+    sol->max_stage_time = best.worst;
     return MP_OK;
 }

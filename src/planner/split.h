@@ -17,8 +17,11 @@
  * mp_split_solve (split.c): for vpp == 1 the DP (exact, and far faster than GLPK's
  * branch and bound on these min-max models). For vpp > 1 the DP brackets the
  * optimum: each virtual stage alone within its rank's memory is a relaxation
- * (a lower bound), each within 1/vpp of it a restriction (a split that fits,
- * or the even split if better). Equal ends: optimal. Otherwise GLPK starts
+ * (a lower bound, tried only up to the split in hand), each within 1/vpp of
+ * it a restriction (tried only up to the even split: a split that fits, or
+ * the even split if better, then
+ * improved by moves of one item that fit, split_internal.h mp_split_polish).
+ * Equal ends: optimal. Otherwise GLPK starts
  * from the restriction's split with T >= the relaxation's bound and runs
  * within work_limit; the solution reports the remaining gap. The limit counts
  * work (simplex iterations and branch-and-bound nodes), never time, so the same

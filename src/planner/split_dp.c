@@ -170,20 +170,26 @@ done:
  * stage_budget. With vpp == 1 and stage_budget = budget this is the problem
  * itself; with vpp > 1, stage_budget = budget is a relaxation (a lower bound)
  * and budget / vpp a restriction (a split that surely fits). */
-static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
+static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets, double cap,
                              mp_split_solution *sol, int64_t *work, mp_error *err);
 
-/* scale: each stage's budget is its rank's times scale */
-static mp_status dp_run(const mp_split_problem *pr, double scale, mp_split_solution *sol,
-                        int64_t *work, mp_error *err)
+/* scale: each stage's budget is its rank's times scale; cap: as dp_fill's */
+static mp_status dp_run_capped(const mp_split_problem *pr, double scale, double cap,
+                               mp_split_solution *sol, int64_t *work, mp_error *err)
 {
     int32_t K = pr->pp * pr->vpp;
     double *b = malloc(sizeof *b * (size_t)K);
     if (!b) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     for (int32_t k = 0; k < K; k++) b[k] = mp_split_budget(pr, k % pr->pp) * scale;
-    mp_status s = dp_run_each(pr, b, sol, work, err);
+    mp_status s = dp_run_each(pr, b, cap, sol, work, err);
     free(b);
     return s;
+}
+
+static mp_status dp_run(const mp_split_problem *pr, double scale, mp_split_solution *sol,
+                        int64_t *work, mp_error *err)
+{
+    return dp_run_capped(pr, scale, INFINITY, sol, work, err);
 }
 
 /* Gives up: nothing found, nothing proven (the caller keeps the even split). */
@@ -205,9 +211,12 @@ typedef enum { DP_DONE, DP_OVER, DP_OOM } dp_end;
 #define PARENT(k, i) parent[(size_t)(k) * (size_t)(N + 1) + (size_t)(i)]
 
 /* DP(k, i): the least max stage time of items [0, i) cut into stages 0..k;
- * PARENT(k, i): where its stage k begins. */
+ * PARENT(k, i): where its stage k begins. A segment none of whose choices is
+ * within cap (a known split's slowest stage) is not tried: the optimum is
+ * within cap when that split is feasible here, and it never holds one. */
 static dp_end dp_fill(const mp_split_problem *pr, const double *budgets, double stage_budget,
-                      double *dp, int32_t *parent, front *a, front *b, int64_t *work)
+                      double cap, double *dp, int32_t *parent, front *a, front *b,
+                      int64_t *work)
 {
     int32_t K = pr->pp * pr->vpp, N = pr->n_items;
     for (size_t c = 0; c < (size_t)K * (size_t)(N + 1); c++) {
@@ -230,6 +239,8 @@ static dp_end dp_fill(const mp_split_problem *pr, const double *budgets, double 
             stat += pr->items[i - 1].static_bytes;
             hold += pr->items[i - 1].hold_bytes;
             if (stat > stage_budget * (1 + MEM_SLACK)) break; /* longer segments only add bytes */
+            /* the front's last point is its fastest; longer segments only add time */
+            if (cur->n > 0 && cur->pt[cur->n - 1].time > cap) break;
             int32_t kmin = j == 0 ? 0 : 1, kmax = j == 0 ? 0 : (j < K ? j : K - 1);
             for (int32_t k = kmin; k <= kmax; k++) {
                 if (N - i < K - 1 - k) continue; /* later stages need an item each */
@@ -284,7 +295,7 @@ static dp_end dp_read_back(const mp_split_problem *pr, const double *budgets, co
 #undef DP
 #undef PARENT
 
-static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
+static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets, double cap,
                              mp_split_solution *sol, int64_t *work, mp_error *err)
 {
     int32_t K = pr->pp * pr->vpp, N = pr->n_items;
@@ -296,7 +307,7 @@ static mp_status dp_run_each(const mp_split_problem *pr, const double *budgets,
     int32_t *parent = malloc(sizeof *parent * cells);
     front a = {0}, b = {0};
     dp_end e = !dp || !parent ? DP_OOM
-                              : dp_fill(pr, budgets, stage_budget, dp, parent, &a, &b, work);
+                              : dp_fill(pr, budgets, stage_budget, cap, dp, parent, &a, &b, work);
     if (e == DP_DONE)
         e = dp_read_back(pr, budgets, dp, parent, sol, work);
     free(dp);
@@ -342,6 +353,21 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
         s = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         goto done;
     }
+    /* a split that fits: the restriction (each stage within 1/vpp of its
+     * rank's room), or the even split if better; the restriction tries no
+     * segment slower than the even split (as the relaxation below) */
+    if ((s = mp_split_even_best(pr, &even, err))) goto done;
+    double even_cap = even.feasible ? even.max_stage_time * (1 + 1e-9) : INFINITY;
+    if ((s = dp_run_capped(pr, 1.0 / pr->vpp, even_cap, inc, &work, err))) goto done;
+    if (even.feasible && (!inc->feasible || even.max_stage_time < inc->max_stage_time)) {
+        memcpy(inc->stages, even.stages, sizeof *even.stages * (size_t)K);
+        memcpy(inc->recompute, even.recompute, (size_t)pr->n_items);
+        inc->max_stage_time = even.max_stage_time;
+        inc->feasible = true;
+    }
+    /* both are far from the budgets when one rank has room to spare and
+     * another none: moves of one item that fit */
+    if ((s = mp_split_polish(pr, inc, err))) goto done;
     /* relaxation: stage k within its rank's memory less the least that each
      * other stage of the rank must hold (one item, its lightest choice) */
     double *room = malloc(sizeof *room * (size_t)K);
@@ -364,19 +390,16 @@ mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, do
             room[k] -= least;
         }
     }
-    s = dp_run_each(pr, room, &relax, &work, err);
+    /* the split in hand fits the relaxation too, so its optimum is within
+     * that split's slowest stage: longer segments are not tried (with the
+     * rank's whole room a segment could run to most of the model) */
+    double cap = inc->feasible ? inc->max_stage_time * (1 + 1e-9) : INFINITY;
+    s = dp_run_each(pr, room, cap, &relax, &work, err);
     free(room);
     if (s) goto done;
-    /* INFINITY: not even the relaxation fits; unsolved: no bound known */
-    *lower = relax.unsolved ? 0 : relax.max_stage_time;
-    if ((s = dp_run(pr, 1.0 / pr->vpp, inc, &work, err))) goto done;
-    if ((s = mp_split_even_best(pr, &even, err))) goto done;
-    if (even.feasible && (!inc->feasible || even.max_stage_time < inc->max_stage_time)) {
-        memcpy(inc->stages, even.stages, sizeof *even.stages * (size_t)K);
-        memcpy(inc->recompute, even.recompute, (size_t)pr->n_items);
-        inc->max_stage_time = even.max_stage_time;
-        inc->feasible = true;
-    }
+    /* INFINITY: not even the relaxation fits; unsolved: no bound known (nor
+     * when rounding left nothing within cap, which cannot be otherwise) */
+    *lower = relax.unsolved || (!relax.feasible && inc->feasible) ? 0 : relax.max_stage_time;
     /* the relaxation's own split may fit the real memory too */
     bool fits = false;
     if (relax.feasible) mp_split_evaluate(pr, relax.stages, relax.recompute, &fits);

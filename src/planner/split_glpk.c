@@ -389,7 +389,9 @@ static void answer_from_mip(glp_prob *lp, int ret, const mp_split_problem *pr,
     }
 }
 
-mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+/* given: the bracket's incumbent and lower bound when known (NULL: the DP's) */
+static mp_status solve_glpk(const mp_split_problem *pr, const mp_split_solution *given,
+                            double given_lower, mp_split_solution *sol, mp_error *err)
 {
     mp_status st = mp_split_check_problem(pr, err);
     if (st) return st;
@@ -420,8 +422,20 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     /* a first incumbent: the DP (exact for vpp == 1) or the even split */
     mp_split_solution inc = {.stages = inc_stages, .recompute = inc_rc};
     double dp_lower = 0;
-    st = mp_split_bounds(pr, &inc, &dp_lower, err);
-    if (st) goto done;
+    if (given) {
+        memcpy(inc_stages, given->stages, sizeof *inc_stages * (size_t)K);
+        memcpy(inc_rc, given->recompute, (size_t)N);
+        inc.n_stages = K;
+        inc.max_stage_time = given->max_stage_time;
+        inc.bound = given->bound;
+        inc.gap = given->gap;
+        inc.feasible = given->feasible;
+        inc.unsolved = given->unsolved;
+        inc.method = given->method;
+        dp_lower = given_lower;
+    } else if ((st = mp_split_bounds(pr, &inc, &dp_lower, err))) {
+        goto done;
+    }
 
     model_index m = {.K = K, .G = G};
     lp = build_problem(pr, &m, run_first, run_size, ts, mb, &tr);
@@ -484,6 +498,17 @@ done:
     return st;
 }
 
+mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err)
+{
+    return solve_glpk(pr, NULL, 0, sol, err);
+}
+
+mp_status mp_split_glpk_from(const mp_split_problem *pr, const mp_split_solution *inc,
+                             double lower, mp_split_solution *sol, mp_error *err)
+{
+    return solve_glpk(pr, inc, lower, sol, err);
+}
+
 #else /* !HAVE_GLPK */
 
 bool mp_split_have_glpk(void) { return false; }
@@ -494,6 +519,14 @@ mp_status mp_split_solve_glpk(const mp_split_problem *pr, mp_split_solution *sol
     (void)sol;
     return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "glpk",
                         "megaplan was built without GLPK; the stage split uses the dynamic program");
+}
+
+mp_status mp_split_glpk_from(const mp_split_problem *pr, const mp_split_solution *inc,
+                             double lower, mp_split_solution *sol, mp_error *err)
+{
+    (void)inc;
+    (void)lower;
+    return mp_split_solve_glpk(pr, sol, err);
 }
 
 #endif

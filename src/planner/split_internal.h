@@ -35,4 +35,16 @@ mp_status mp_split_even_best(const mp_split_problem *pr, mp_split_solution *sol,
 mp_status mp_split_bounds(const mp_split_problem *pr, mp_split_solution *inc, double *lower,
                           mp_error *err);
 
+/* GLPK from a known bracket (mp_split_bounds' incumbent inc and lower
+ * bound), so that mp_split_solve does not compute it twice; inc may be sol. */
+mp_status mp_split_glpk_from(const mp_split_problem *pr, const mp_split_solution *inc,
+                             double lower, mp_split_solution *sol, mp_error *err);
+
+/* For vpp > 1: improves a fitting split by moving one item at a time across
+ * a stage boundary, each move fitting every rank's budget, never making the
+ * busiest rank's sum of its stages slower, and making the slowest stage
+ * faster (or as slow, on fewer stages or with a less busy rank). Keeps each
+ * item's recompute choice; sets max_stage_time. */
+mp_status mp_split_polish(const mp_split_problem *pr, mp_split_solution *sol, mp_error *err);
+
 #endif

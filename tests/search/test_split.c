@@ -1,6 +1,7 @@
 /* test_split.c — the stage split: GLPK and the dynamic program against the
  * exhaustive search on many random small instances, and the uneven split
- * winning when the head makes the last stage heavy. */
+ * winning when the head makes the last stage heavy; under interleaving, the
+ * bracket's incumbent taking a block to a rank with room to spare. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "planner/split.h"
+#include "planner/split_internal.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static double urand(void)
@@ -227,6 +229,24 @@ static void test_glpk_equals_dp_on_runs(void **state)
     }
 }
 
+/* n items without recompute: an embedding of 0.2 s, blocks of 1 s and 1
+ * byte, a head of 3 s; act bytes in flight each, ends_bytes static on the
+ * embedding and the head. */
+static void heavy_head_items(instance *in, int n, double act, double ends_bytes)
+{
+    memset(in, 0, sizeof *in);
+    for (int i = 0; i < n; i++) {
+        mp_split_item *it = &in->items[i];
+        double t = i == 0 ? 0.2 : i == n - 1 ? 3 : 1;
+        for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
+            it->time[c] = t;
+            it->act[c] = act;
+        }
+        it->allowed[MP_RECOMPUTE_NONE] = true;
+        it->static_bytes = i == 0 || i == n - 1 ? ends_bytes : 1;
+    }
+}
+
 /* 16 blocks on 4 stages with a head as slow as 3 blocks: Megatron's even split
  * (4 blocks per stage, the head on the last) is slower than moving blocks off
  * the last stage. */
@@ -234,18 +254,8 @@ static void test_heavy_head_goes_uneven(void **state)
 {
     (void)state;
     instance in;
-    memset(&in, 0, sizeof in);
     int n = 18;
-    for (int i = 0; i < n; i++) {
-        mp_split_item *it = &in.items[i];
-        double t = i == 0 ? 0.2 : i == n - 1 ? 3 : 1;
-        for (int c = 0; c < MP_RECOMPUTE_COUNT; c++) {
-            it->time[c] = t;
-            it->act[c] = 1;
-        }
-        it->allowed[MP_RECOMPUTE_NONE] = true;
-        it->static_bytes = 1;
-    }
+    heavy_head_items(&in, n, 1, 1);
     mp_split_inflight(MP_SCHED_1F1B, 4, 1, 8, in.inflight);
     in.pr = (mp_split_problem){.n_items = n, .items = in.items, .pp = 4, .vpp = 1,
                                .inflight = in.inflight, .budget = 1e9};
@@ -294,6 +304,88 @@ static void test_memory_forces_recompute(void **state)
     assert_false(a.sol.feasible);
 }
 
+/* Interleaving, the restriction too tight: pp 2, vpp 2, 8 blocks of 1 s and
+ * 1 byte, a head of 3 s. Each stage within half its rank's room (rank 0: 5
+ * bytes, rank 1: 4) allows 2 blocks: the even split, 2 blocks + head = 5 s.
+ * Rank 0 holds a third block in its second stage (5 bytes), leaving the last
+ * stage 1 block + head = 4 s: mp_split_polish, which the bracket's incumbent
+ * goes through, must find that move, fitting, the busiest rank no busier. */
+static void test_polish_uses_rank_room(void **state)
+{
+    (void)state;
+    instance in;
+    int n = 10;
+    heavy_head_items(&in, n, 0, 0);
+    for (int k = 0; k < 4; k++) in.inflight[k] = 1;
+    double budget[2] = {5, 4};
+    in.pr = (mp_split_problem){.n_items = n, .items = in.items, .pp = 2, .vpp = 2,
+                               .inflight = in.inflight, .rank_budget = budget};
+    mp_stage_range st[4];
+    uint8_t rc[10] = {0};
+    mp_split_solution sol = {.stages = st, .recompute = rc};
+    mp_error err = {0};
+    assert_int_equal(mp_split_even_best(&in.pr, &sol, &err), MP_OK);
+    assert_true(sol.feasible);
+    assert_true(fabs(sol.max_stage_time - 5) < 1e-12);
+    assert_int_equal(mp_split_polish(&in.pr, &sol, &err), MP_OK);
+    assert_true(fabs(sol.max_stage_time - 4) < 1e-12);
+    bool fits = false;
+    double t = mp_split_evaluate(&in.pr, sol.stages, sol.recompute, &fits);
+    assert_true(fits);
+    assert_true(fabs(t - 4) < 1e-12);
+    assert_int_equal(sol.stages[2].end - sol.stages[2].begin, 3);
+    assert_int_equal(sol.stages[3].end - sol.stages[3].begin, 2);
+    /* rank sums: 5.2 and 6 s (the even split's 4.2 and 7) */
+    double r1 = 0;
+    for (int k = 1; k < 4; k += 2)
+        for (int i = sol.stages[k].begin; i < sol.stages[k].end; i++) r1 += in.items[i].time[0];
+    assert_true(fabs(r1 - 6) < 1e-12);
+}
+
+/* n identical items, each choice trading time for bytes. */
+static void uniform_items(mp_split_item *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        mp_split_item *it = &items[i];
+        it->time[0] = 1.0, it->time[1] = 1.1, it->time[2] = 1.4;
+        it->act[0] = 10, it->act[1] = 4, it->act[2] = 1;
+        it->static_bytes = 1;
+        it->allowed[0] = it->allowed[1] = it->allowed[2] = true;
+    }
+}
+
+/* Interleaving with room for everything (130 items: GPT-3 175B's scale of
+ * blocks, 3 choices each; pp 4, vpp 8): unbounded, the relaxation's and the
+ * restriction's segments would run to the whole model and their DP out of
+ * work (no bound, the bracket open). Capped by the even split in hand, the
+ * bracket is known and closes at the even split's 4 blocks + head. */
+static void test_interleaved_bracket_within_work(void **state)
+{
+    (void)state;
+    enum { N = 130 };
+    mp_split_item *items = calloc(N, sizeof *items);
+    assert_non_null(items);
+    uniform_items(items, N);
+    items[0].time[0] = 0.1;
+    items[N - 1].time[0] = 0.9;
+    items[0].allowed[1] = items[0].allowed[2] = false;
+    items[N - 1].allowed[1] = items[N - 1].allowed[2] = false;
+    double inflight[32];
+    mp_split_inflight(MP_SCHED_INTERLEAVED, 4, 8, 8, inflight);
+    mp_split_problem pr = {.n_items = N, .items = items, .pp = 4, .vpp = 8,
+                           .inflight = inflight, .budget = 1e18};
+    mp_stage_range stages[32];
+    uint8_t rc[N];
+    mp_split_solution inc = {.stages = stages, .recompute = rc};
+    mp_error err;
+    double lower = 0;
+    assert_int_equal(mp_split_bounds(&pr, &inc, &lower, &err), MP_OK);
+    assert_true(inc.feasible);
+    assert_true(fabs(inc.max_stage_time - 4.9) < 1e-9);
+    assert_true(fabs(lower - 4.9) < 1e-9);
+    free(items);
+}
+
 static void test_inflight(void **state)
 {
     (void)state;
@@ -320,13 +412,7 @@ static void test_dp_work_is_bounded(void **state)
     enum { N = 2050 };
     mp_split_item *items = calloc(N, sizeof *items);
     assert_non_null(items);
-    for (int i = 0; i < N; i++) {
-        mp_split_item *it = &items[i];
-        it->time[0] = 1.0, it->time[1] = 1.1, it->time[2] = 1.4;
-        it->act[0] = 10, it->act[1] = 4, it->act[2] = 1;
-        it->static_bytes = 1;
-        it->allowed[0] = it->allowed[1] = it->allowed[2] = true;
-    }
+    uniform_items(items, N);
     double inflight[8];
     mp_split_inflight(MP_SCHED_1F1B, 4, 1, 8, inflight);
     mp_split_problem pr = {.n_items = N, .items = items, .pp = 4, .vpp = 1,
@@ -362,7 +448,9 @@ int main(void)
         cmocka_unit_test(test_solve_equals_exhaustive),
         cmocka_unit_test(test_heavy_head_goes_uneven),
         cmocka_unit_test(test_memory_forces_recompute),
+        cmocka_unit_test(test_polish_uses_rank_room),
         cmocka_unit_test(test_dp_work_is_bounded),
+        cmocka_unit_test(test_interleaved_bracket_within_work),
     };
     if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);

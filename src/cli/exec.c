@@ -812,6 +812,12 @@ int cmd_exec(int argc, char **argv)
     mp_runtime rt;
     mp_error err;
     mp_error_clear(&err);
+    /* --compare's profile: read before any rank starts (every rank reads the
+     * same file and gets the same answer), so that a bad one is refused
+     * without starting MPI, whose state an exit after MPI_Init leaves behind */
+    mp_hw compare_hw;
+    if (a.compare && load_compare(a.compare, &compare_hw, &err))
+        return loud ? mp_cli_fail("exec", &err) : mp_error_exit_status(err.code);
     uint64_t args_hash = mp_exec_hash_args(argc, argv); /* before MPI_Init sees argv */
     if (mp_runtime_start(&argc, &argv, &rt, &err))
         return mp_cli_fail("exec", &err);
@@ -828,9 +834,6 @@ int cmd_exec(int argc, char **argv)
         fprintf(stderr, "megaplan exec: rank %d: out of memory for the plan\n", rt.world.rank);
         mp_runtime_abort(1);
     }
-    mp_hw compare_hw;
-    if (!st && a.compare)
-        st = load_compare(a.compare, &compare_hw, &err); /* every rank: the same answer */
     if (st) {
         if (root)
             mp_cli_fail("exec", &err);

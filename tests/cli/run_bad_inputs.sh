@@ -583,11 +583,13 @@ hardening() {
         check exec-plan-field-line "^megaplan exec: t5x\\.yaml:2:8: model\\.head_dim: head_dim x heads != hidden is not supported by this executor" "$bin" exec t5x.yaml --np 8
     fi
     # a file of the wrong kind to exec: the hint named --model, which exec does not have
+    # (both refused before any rank starts: --compare's profile is read before MPI_Init,
+    # and the plan with --np by the launcher's check)
     file kind6.yaml "$GOOD_MODEL"
     file kind7.yaml "$GOOD_HW"
     if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
         check exec-compare-model "^megaplan exec: kind6\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" "$bin" exec t5x.yaml --compare kind6.yaml
-        check exec-hw-as-plan "^megaplan exec: kind7\\.yaml:1:1: this is a hardware profile, not a plan: give it as --hw FILE \\(estimate, explain, search, simulate\\) or as exec's --compare FILE$" "$bin" exec kind7.yaml
+        check exec-hw-as-plan "^megaplan exec: kind7\\.yaml:1:1: this is a hardware profile, not a plan: give it as --hw FILE \\(estimate, explain, search, simulate\\) or as exec's --compare FILE$" "$bin" exec kind7.yaml --np 1
     fi
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml

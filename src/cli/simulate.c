@@ -220,8 +220,7 @@ static const char *p2p_label(const mp_config *cfg, bool async)
     if (p && p->schedule == MP_SCHED_INTERLEAVED && p->pp > 1 && p->vpp > 1)
         return p->p2p_overlap ? "overlapped (Megatron --overlap-p2p-communication)"
                               : "synchronous, batched after each backward (Megatron)";
-    if (p && p->pp > 1 && (cfg->training.stack == MP_STACK_BIGSCIENCE_MDS ||
-                           cfg->training.stack == MP_STACK_MDS_2021))
+    if (cfg && mp_ds_pipe_engine(cfg))
         return "blocking, each send then the step's receive (DeepSpeed's pipeline engine)";
     return "synchronous (Megatron)";
 }

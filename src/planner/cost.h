@@ -261,6 +261,11 @@ double mp_pipeline_makespan_overlap(int64_t p, int64_t v, int64_t m, double f, d
  * down all p v virtual stages and its backward back up, 2(p v - 1). */
 int64_t mp_pipeline_overlap_fill(int64_t p, int64_t v);
 
+/* Whether a configuration's pipeline runs on DeepSpeed's engine (a
+ * Megatron-DeepSpeed stack, training.stack, with pp > 1: ds_pipe.c), which
+ * moves its transfers as TrainSchedule's blocking sends and receives. */
+bool mp_ds_pipe_engine(const mp_config *c);
+
 /* The estimate of one configuration. plan may be NULL (even split, config's
  * recompute everywhere). Fails with MP_EINPUT for configurations that cannot
  * run (mp_config_check); a config that does not fit is estimated with fits=false. */

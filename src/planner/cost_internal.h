@@ -524,12 +524,11 @@ double mp_grad_reduce_bytes(const mp_config *c);
 bool mp_ds_bf16_optimizer(const mp_config *c);
 double mp_ds_bf16_accumulate_time(const mp_config *c, double params);
 /* DeepSpeed's pipeline engine (ds_pipe.c): whether a configuration runs on it
- * (a Megatron-DeepSpeed stack with pp > 1); the transfers a rank waits on per
+ * is mp_ds_pipe_engine (planner/cost.h); the transfers a rank waits on per
  * pass of a micro-batch (1 Megatron, 2 DeepSpeed: a step's send and receive
  * one after the other); the PartitionedTensor gathers of one stage per
  * micro-batch, slice_bytes being one tensor-parallel rank's slice of the
  * activation (0 for Megatron-LM or t = 1). */
-bool mp_ds_pipe_engine(const mp_config *c);
 double mp_ds_p2p_transfers_per_pass(const mp_config *c);
 /* Transfers the estimate's m rounds plus ramps count beyond TrainSchedule's
  * closed form on equal stages (ds_pipe.c): 6, 4 for m = 1, 2 for p = 2. */

@@ -7,6 +7,7 @@
  * as of e2fdd254e (2021-09-29, "Big science related changes", which
  * partitions the gradients as well as the activations) through 56c52238
  * (2022-04, BLOOM's). */
+#include "planner/cost.h"
 #include "planner/cost_internal.h"
 
 bool mp_ds_pipe_engine(const mp_config *c)

@@ -24,6 +24,7 @@
 #include "core/output.h"
 #include "exec/compare.h"
 #include "exec/exec.h"
+#include "exec/fixture.h"
 #include "exec/memory.h"
 #include "exec/plan_share.h"
 #include "exec/runtime.h"
@@ -398,9 +399,14 @@ static mp_status load_compare(const char *name, mp_hw *hw, mp_error *err)
     return st;
 }
 
-/* Before starting ranks: a plan that cannot run is refused once, here,
- * rather than by N ranks under mpirun's own messages. */
-static int precheck(const exec_args *a, uint64_t *hash)
+/* Before MPI starts: a plan that cannot run is refused once, here, rather
+ * than by N ranks under mpirun's own messages, and without MPI's state
+ * (an exit after MPI_Init leaves Open MPI's allocations, which
+ * LeakSanitizer reports as leaks: exit 134 instead of 2). np: the ranks
+ * `--np` asked for; 0 for the in-process path, one process (the plan's
+ * whole world, or --solo's one rank of it). *hash: the plan's bytes, which
+ * the ranks then run or refuse; *compare_hw: --compare's profile. */
+static int precheck(const exec_args *a, int np, uint64_t *hash, mp_hw *compare_hw)
 {
     mp_error err;
     mp_error_clear(&err);
@@ -422,6 +428,40 @@ static int precheck(const exec_args *a, uint64_t *hash)
     }
     if (!st)
         st = mp_exec_precheck(plan, &a->o, &d, &m, &err);
+    if (!st && a->compare)
+        st = load_compare(a->compare, compare_hw, &err);
+    if (!st && a->o.fixture) {
+        /* the tests' fixture: its file, and its model the plan's */
+        mp_fixture fx;
+        memset(&fx, 0, sizeof fx);
+        st = mp_fixture_load(a->o.fixture, &fx, &err);
+        if (!st)
+            st = mp_fixture_match(&fx, &d, m * (int)plan->config.parallel.dp * d.micro_batch,
+                                  &err);
+        mp_fixture_free(&fx);
+    }
+    if (!st) { /* the ranks: one process here, or --np's */
+        const mp_parallel *p = &plan->config.parallel;
+        int64_t need = p->tp * p->cp * p->dp * p->pp;
+        if (np > 0 && need != np)
+            st = mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--np",
+                              "the plan needs %lld ranks (tp %lld x cp %lld x dp %lld x pp "
+                              "%lld), not %d",
+                              (long long)need, (long long)p->tp, (long long)p->cp,
+                              (long long)p->dp, (long long)p->pp, np);
+        else if (np == 0 && a->o.solo_rank >= need)
+            st = mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--solo",
+                              "rank %d is not one of the plan's %lld ranks", a->o.solo_rank,
+                              (long long)need);
+        else if (np == 0 && a->o.solo_rank < 0 && need != 1)
+            st = mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "training.gpus",
+                              "the plan needs %lld ranks (tp %lld x cp %lld x dp %lld x pp "
+                              "%lld) and this is one process: run `megaplan exec --np %lld "
+                              "...` or `mpirun -np %lld megaplan exec ...`",
+                              (long long)need, (long long)p->tp, (long long)p->cp,
+                              (long long)p->dp, (long long)p->pp, (long long)need,
+                              (long long)need);
+    }
     if (!st) {
         /* a run that would not fit is refused before any rank starts */
         mp_exec_memory mem;
@@ -433,20 +473,6 @@ static int precheck(const exec_args *a, uint64_t *hash)
                 have = a->o.test_memory, source = "--test-memory-available";
             st = mp_exec_memory_check(&mem, have, source, &err);
         }
-    }
-    if (!st && a->compare) {
-        mp_hw hw;
-        st = load_compare(a->compare, &hw, &err);
-    }
-    if (!st) {
-        const mp_parallel *p = &plan->config.parallel;
-        int64_t need = p->tp * p->cp * p->dp * p->pp;
-        if (need != a->np)
-            st = mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--np",
-                              "the plan needs %lld ranks (tp %lld x cp %lld x dp %lld x pp "
-                              "%lld), not %d",
-                              (long long)need, (long long)p->tp, (long long)p->cp,
-                              (long long)p->dp, (long long)p->pp, a->np);
     }
     free(plan);
     if (!st)
@@ -795,9 +821,10 @@ int cmd_exec(int argc, char **argv)
             mp_output_prepare(a.trace, a.force, &o, &oerr) != MP_OK)
             return loud ? mp_cli_fail("exec", &oerr) : mp_error_exit_status(oerr.code);
     }
+    mp_hw compare_hw;
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
         uint64_t hash = 0;
-        int bad = precheck(&a, &hash);
+        int bad = precheck(&a, a.np, &hash, &compare_hw);
         if (bad)
             return bad;
         char hex[24];
@@ -812,12 +839,19 @@ int cmd_exec(int argc, char **argv)
     mp_runtime rt;
     mp_error err;
     mp_error_clear(&err);
-    /* --compare's profile: read before any rank starts (every rank reads the
-     * same file and gets the same answer), so that a bad one is refused
-     * without starting MPI, whose state an exit after MPI_Init leaves behind */
-    mp_hw compare_hw;
-    if (a.compare && load_compare(a.compare, &compare_hw, &err))
+    if (!mp_cli_under_mpi_launcher()) {
+        /* the in-process path: one process, checked as `--np` checks its
+         * ranks' plan, before MPI starts; it then runs these bytes */
+        int bad = precheck(&a, 0, &a.checked_hash, &compare_hw);
+        if (bad)
+            return bad;
+        a.checked = true;
+    } else if (a.compare && load_compare(a.compare, &compare_hw, &err)) {
+        /* --compare's profile: read before any rank starts (every rank reads the
+         * same file and gets the same answer), so that a bad one is refused
+         * without starting MPI, whose state an exit after MPI_Init leaves behind */
         return loud ? mp_cli_fail("exec", &err) : mp_error_exit_status(err.code);
+    }
     uint64_t args_hash = mp_exec_hash_args(argc, argv); /* before MPI_Init sees argv */
     if (mp_runtime_start(&argc, &argv, &rt, &err))
         return mp_cli_fail("exec", &err);

@@ -588,8 +588,22 @@ hardening() {
     file kind6.yaml "$GOOD_MODEL"
     file kind7.yaml "$GOOD_HW"
     if ! "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built"; then
-        check exec-compare-model "^megaplan exec: kind6\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" "$bin" exec t5x.yaml --compare kind6.yaml
+        # (a plan that passes exec's checks: the plan is checked before --compare's profile)
+        file tiny.yaml 'megaplan_plan: 1\nmodel: {name: t, arch: gpt, layers: 1, hidden: 64, heads: 2, vocab: 128, seq: 32}\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1}\n'
+        check exec-compare-model "^megaplan exec: kind6\\.yaml:1:1: this is a model file, not a hardware profile: give it as --model FILE \\(estimate, explain, search, simulate\\)$" "$bin" exec tiny.yaml --compare kind6.yaml
         check exec-hw-as-plan "^megaplan exec: kind7\\.yaml:1:1: this is a hardware profile, not a plan: give it as --hw FILE \\(estimate, explain, search, simulate\\) or as exec's --compare FILE$" "$bin" exec kind7.yaml --np 1
+        # without --np (the in-process path) the plan is read and checked before
+        # MPI_Init as with it: after MPI_Init the exit 2 left Open MPI's state, which
+        # LeakSanitizer reported as leaks (exit 134 in the sanitizer build)
+        check exec-hw-as-plan-in-process "^megaplan exec: kind7\\.yaml:1:1: this is a hardware profile, not a plan: give it as --hw FILE" "$bin" exec kind7.yaml
+        file badplan.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 8}\nparallel: {tp: [1\n'
+        check exec-bad-plan-in-process "^megaplan exec: badplan\\.yaml:6:1: parallel\\.tp: YAML syntax error" "$bin" exec badplan.yaml
+        check exec-plan-field-in-process "^megaplan exec: t5x\\.yaml:2:8: model\\.head_dim: head_dim x heads != hidden is not supported by this executor" "$bin" exec t5x.yaml
+        # a plan of 8 ranks in one process: its line, not MPI's start and a failed split
+        file ranks8.yaml 'megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\ntraining: {gpus: 8, global_batch: 8}\nparallel: {tp: 2, dp: 4}\n'
+        check exec-ranks-in-process "^megaplan exec: ranks8\\.yaml:4:18: training\\.gpus: the plan needs 8 ranks \\(tp 2 x cp 1 x dp 4 x pp 1\\) and this is one process: run .megaplan exec --np 8" "$bin" exec ranks8.yaml
+        check exec-solo-rank-in-process "^megaplan exec: --solo: rank 8 is not one of the plan's 8 ranks$" "$bin" exec ranks8.yaml --solo 8
+        check exec-missing-in-process "^megaplan exec: missing\\.yaml: cannot read" "$bin" exec missing.yaml
     fi
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml

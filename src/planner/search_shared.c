@@ -158,9 +158,20 @@ mp_status mp_search_check_shared(const mp_search_options *opt, mp_error *err)
                             "(Megatron-LM runs it in TransformerEngine); %s has "
                             "flash_attention: false", c->hw.name);
     int64_t b = f & MP_FIX_MICRO_BATCH ? p->micro_batch : 1;
-    if (gb % dp || (gb / dp) % b)
+    /* micro_batch*dp must divide it; a free one of the two is at least 1,
+     * and the line says which are fixed (it said "3*1" of a free dp) */
+    if (gb % dp || (gb / dp) % b) {
+        if (!(f & MP_FIX_DP))
+            return REFUSE("global_batch", "%lld is not a multiple of the fixed micro_batch %lld "
+                                          "(micro_batch*dp must divide it; dp is free)",
+                          (long long)gb, (long long)b);
+        if (!(f & MP_FIX_MICRO_BATCH))
+            return REFUSE("global_batch", "%lld is not a multiple of the fixed dp %lld "
+                                          "(micro_batch*dp must divide it; micro_batch is free)",
+                          (long long)gb, (long long)dp);
         return REFUSE("global_batch", "%lld is not a multiple of micro_batch*dp = %lld*%lld",
                       (long long)gb, (long long)b, (long long)dp);
+    }
     return MP_OK;
 }
 

@@ -695,7 +695,9 @@ hardening() {
     check search-cp-bert "${S}--cp: context parallelism is for GPT/LLaMA" "$bin" search --model bert-large --gpus 8 --cp 2
     check search-batch "${S}--global-batch: 8 is not a multiple of micro_batch\*dp = 3\*2" "$bin" search --model 175B --gpus 64 --global-batch 8 --dp 2 --micro-batch 3
     # the batch the user did not give is the model's: no --global-batch to blame
-    check search-batch-default "${S}the global batch \(gpt3-125m's published 256; --global-batch not given\) is not a multiple of micro_batch\*dp = 3\*1$" "$bin" search --model 125M --gpus 8 --fix micro_batch=3
+    # (with dp free the line said "micro_batch*dp = 3*1", a dp nobody fixed: it names what is fixed)
+    check search-batch-default "${S}the global batch \(gpt3-125m's published 256; --global-batch not given\) is not a multiple of the fixed micro_batch 3 \(micro_batch\*dp must divide it; dp is free\)$" "$bin" search --model 125M --gpus 8 --fix micro_batch=3
+    check search-batch-dp-fixed "${S}--global-batch: 12 is not a multiple of the fixed dp 8 \(micro_batch\*dp must divide it; micro_batch is free\)$" "$bin" search --model 125M --gpus 8 --dp 8 --global-batch 12
     # expert settings are checked before the search, as estimate checks them:
     # an ep that does not divide the experts names --ep (or the --fix key), not
     # whatever unrelated rule refused the last candidate; on a dense model they

@@ -10,6 +10,15 @@
 #include "planner/framework.h"
 #include "planner/megatron.h"
 
+/* the writers name their field "format"; the command line's is --format
+ * (it said "megaplan estimate: format: ...") */
+static mp_status as_option(mp_status st, mp_error *err)
+{
+    if (st != MP_OK && err && !strcmp(err->field, "format"))
+        snprintf(err->field, sizeof err->field, "--format");
+    return st;
+}
+
 mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_format format,
                                   mp_buf *out, mp_error *err)
 {
@@ -30,13 +39,19 @@ mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_fo
     case MP_FORMAT_TORCHTITAN: {
         mp_status st = format == MP_FORMAT_DEEPSPEED ? mp_deepspeed_config(c, out, err)
                                                      : mp_torchtitan_config(c, plan, out, err);
-        /* the writers name their field "format"; the command line's is
-         * --format (it said "megaplan estimate: format: ...") */
-        if (st != MP_OK && err && !strcmp(err->field, "format"))
-            snprintf(err->field, sizeof err->field, "--format");
-        return st;
+        return as_option(st, err);
     }
     default:
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--format", "not a framework format");
     }
+}
+
+mp_status mp_cli_framework_settings(const mp_config *c, mp_format format, mp_error *err)
+{
+    if (format != MP_FORMAT_DEEPSPEED && format != MP_FORMAT_TORCHTITAN)
+        return MP_OK;
+    return as_option(mp_framework_unwritten(c, format == MP_FORMAT_DEEPSPEED ? MP_FW_DEEPSPEED
+                                                                             : MP_FW_TORCHTITAN,
+                                            err),
+                     err);
 }

@@ -65,12 +65,16 @@ static mp_status refuse_fp8(const mp_config *c, mp_error *err)
  * fp32): written without them, the file would run another plan than the one
  * estimated. They were dropped in silence (torchtitan's file said
  * mixed_precision_reduce "float32" to a plan reducing in bf16). search
- * chooses none of them: only a user's option or plan sets them. */
+ * chooses none of them: only a user's option, plan or model sets them.
+ * The model's MTP modules (DeepSeek-V3 §2.2; Megatron's --mtp-num-layers)
+ * too: the estimate charges their blocks and heads, and neither file here
+ * (DeepSpeed's JSON, torchtitan v0.2.x's job sections) has a key for them. */
 static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error *err)
 {
     const mp_training *t = &c->training;
     const mp_parallel *p = &c->parallel;
-    const char *what = t->te_cross_entropy       ? "te_cross_entropy (Transformer Engine's fused "
+    const char *what = c->model.mtp_layers > 0 ? "mtp_layers (multi-token prediction modules)"
+                       : t->te_cross_entropy       ? "te_cross_entropy (Transformer Engine's fused "
                                                    "cross entropy)"
                        : t->native_cross_entropy ? "native_cross_entropy (Megatron-Core's fused "
                                                    "cross entropy)"
@@ -91,10 +95,20 @@ static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error
                         what, file);
 }
 
+mp_status mp_framework_unwritten(const mp_config *c, mp_framework fw, mp_error *err)
+{
+    if (fw == MP_FW_MEGATRON)
+        return MP_OK;
+    if (refuse_fp8(c, err) != MP_OK ||
+        refuse_unwritten(c, fw == MP_FW_DEEPSPEED ? "DeepSpeed" : "torchtitan", err) != MP_OK)
+        return MP_EINPUT;
+    return MP_OK;
+}
+
 mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
-    if (refuse_fp8(c, err) != MP_OK || refuse_unwritten(c, "DeepSpeed", err) != MP_OK)
+    if (mp_framework_unwritten(c, MP_FW_DEEPSPEED, err) != MP_OK)
         return MP_EINPUT;
     if (p->pp > 1 || p->cp > 1 || p->vpp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
@@ -190,7 +204,7 @@ mp_status mp_torchtitan_config(const mp_config *c, const mp_plan *plan, mp_buf *
                                mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
-    if (refuse_fp8(c, err) != MP_OK || refuse_unwritten(c, "torchtitan", err) != MP_OK)
+    if (mp_framework_unwritten(c, MP_FW_TORCHTITAN, err) != MP_OK)
         return MP_EINPUT;
     /* torchtitan's pipeline_parallel_schedule names (torch.distributed.pipelining) */
     const char *schedule = NULL;

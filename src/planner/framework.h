@@ -21,6 +21,12 @@ mp_framework mp_plan_framework(const mp_config *c);
 const char *mp_framework_name(mp_framework f);     /* "Megatron-LM", "DeepSpeed", "torchtitan (FSDP2)" */
 const char *mp_framework_format(mp_framework f);   /* the --format that writes it */
 
+/* The settings no parallel shape changes (the model's MTP modules, fp8,
+ * te_cross_entropy, ...) that fw's file has no key for: MP_EINPUT naming the
+ * first (field "format"), else MP_OK; always MP_OK for Megatron-LM. A search
+ * asks it before searching: no winner could be written. */
+mp_status mp_framework_unwritten(const mp_config *c, mp_framework fw, mp_error *err);
+
 /* A DeepSpeed JSON config (ds_config.json) for the plan. MP_EINPUT when
  * DeepSpeed cannot run it (pipeline, context parallelism, ZeRO-3 with TP). */
 mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err);

@@ -502,7 +502,23 @@ hardening() {
     check estimate-format-torchtitan-native-ce "^megaplan estimate: --format: native_cross_entropy .* the torchtitan file" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --native-cross-entropy on --format torchtitan
     check estimate-format-torchtitan-bf16-reduce "^megaplan estimate: --format: grad_reduce_bf16 .* the torchtitan file" "$bin" estimate --model llama3-8b --gpus 8 --zero 3 --grad-reduce-bf16 on --format torchtitan
     check estimate-format-deepspeed-nccl-ub "^megaplan estimate: --format: nccl_ub .* the DeepSpeed file" "$bin" estimate --model llama3-8b --gpus 8 --zero 2 --nccl-ub on --format deepspeed
-    check search-format-deepspeed-graphs "^megaplan search: --format: the best plan found .* cannot be written so: cuda_graph_scope \\(CUDA graphs\\): the DeepSpeed file" "$bin" search --model 125M --gpus 8 --zero 2 --cuda-graph-scope attn --format deepspeed
+    # (search says so before searching: no winner could be written, and its "--fix settings
+    # the framework runs" hint fitted none of these)
+    check search-format-deepspeed-graphs "^megaplan search: --format: cuda_graph_scope \\(CUDA graphs\\): the DeepSpeed file written here has no key for it \\(--format megatron writes it, or leave it out\\)$" "$bin" search --model 125M --gpus 8 --zero 2 --cuda-graph-scope attn --format deepspeed
+    # the model's MTP modules: the estimate charges them, neither file said a word of them
+    file mtp.yaml "${GOOD_MODEL}mtp_layers: 1\n"
+    for fmt in deepspeed:DeepSpeed:2 torchtitan:torchtitan:3; do
+        # (check sets $name: the framework's is $fw)
+        f=${fmt%%:*} fw=${fmt#*:} zero=${fmt##*:}
+        fw=${fw%:*}
+        check "estimate-format-$f-mtp" "^megaplan estimate: --format: mtp_layers \\(multi-token prediction modules\\): the $fw file written here has no key for it \\(--format megatron writes it, or leave it out\\)$" "$bin" estimate --model mtp.yaml --gpus 8 --zero "$zero" --format "$f"
+        check "search-format-$f-mtp" "^megaplan search: --format: mtp_layers \\(multi-token prediction modules\\): the $fw file written here" "$bin" search --model mtp.yaml --gpus 8 --zero "$zero" --format "$f"
+    done
+    if ! "$bin" estimate --model mtp.yaml --gpus 8 --format megatron 2>&1 | grep -q -- "--mtp-num-layers 1"; then
+        bad "estimate --format megatron does not write the MTP modules it charges"
+    else
+        ok
+    fi
     check explain-format-torchtitan "^megaplan explain: --format: explain writes table, json, yaml or megatron" "$bin" explain --model 125M --gpus 8 --format torchtitan
     check unknown-verb "^megaplan: 'frob' is not a verb \(megaplan --help lists them\)$" "$bin" frob
 

@@ -57,10 +57,12 @@ mp_status mp_split_check_problem(const mp_split_problem *pr, mp_error *err)
     return MP_OK;
 }
 
-/* The slowest stage; each rank's bytes into mem[pp] (zeroed first); *ok
- * false for an empty stage or a choice not allowed. */
+/* The slowest stage; each rank's bytes into mem[pp] (zeroed first); each
+ * stage's time into stage_t[pp * vpp] unless it is NULL; *ok false for an
+ * empty stage or a choice not allowed. */
 static double evaluate_into(const mp_split_problem *pr, const mp_stage_range *stages,
-                            const uint8_t *recompute, double *mem, bool *valid)
+                            const uint8_t *recompute, double *mem, double *stage_t,
+                            bool *valid)
 {
     int32_t n = pr->pp * pr->vpp;
     double worst = 0;
@@ -77,6 +79,7 @@ static double evaluate_into(const mp_split_problem *pr, const mp_stage_range *st
             mem[k % pr->pp] += mp_split_fixed_bytes(pr, k, it) + pr->inflight[k] * it->act[r];
         }
         if (stages[k].end <= stages[k].begin) ok = false;
+        if (stage_t) stage_t[k] = t;
         if (t > worst) worst = t;
     }
     *valid = ok;
@@ -92,7 +95,7 @@ double mp_split_evaluate(const mp_split_problem *pr, const mp_stage_range *stage
         return INFINITY;
     }
     bool ok;
-    double worst = evaluate_into(pr, stages, recompute, mem, &ok);
+    double worst = evaluate_into(pr, stages, recompute, mem, NULL, &ok);
     for (int32_t q = 0; q < pr->pp; q++)
         if (mem[q] > mp_split_budget(pr, q) * (1 + MEM_SLACK)) ok = false;
     free(mem);
@@ -104,7 +107,7 @@ void mp_split_rank_bytes(const mp_split_problem *pr, const mp_stage_range *stage
                          const uint8_t *recompute, double *mem)
 {
     bool ok;
-    evaluate_into(pr, stages, recompute, mem, &ok);
+    evaluate_into(pr, stages, recompute, mem, NULL, &ok);
 }
 
 bool mp_split_even(int32_t n_items, int32_t n_stages, mp_stage_range *stages)
@@ -163,14 +166,10 @@ static polish_key polish_eval(const mp_split_problem *pr, const mp_stage_range *
     for (int32_t q = 0; q < pr->pp; q++) rank_t[q] = 0;
     double *t = rank_t + pr->pp;
     bool ok;
-    evaluate_into(pr, stages, recompute, mem, &ok);
-    for (int32_t k = 0; k < K; k++) {
-        t[k] = 0;
-        for (int32_t i = stages[k].begin; i < stages[k].end; i++)
-            t[k] += pr->items[i].time[recompute[i]];
+    /* the stages' times as evaluate_into sums them (it summed them twice) */
+    key.worst = evaluate_into(pr, stages, recompute, mem, t, &ok);
+    for (int32_t k = 0; k < K; k++)
         rank_t[k % pr->pp] += t[k];
-        if (t[k] > key.worst) key.worst = t[k];
-    }
     for (int32_t k = 0; k < K; k++)
         if (t[k] >= key.worst * (1 - 1e-12)) key.at_worst++;
     for (int32_t q = 0; q < pr->pp; q++) {

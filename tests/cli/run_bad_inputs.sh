@@ -621,6 +621,24 @@ hardening() {
         check exec-solo-rank-in-process "^megaplan exec: --solo: rank 8 is not one of the plan's 8 ranks$" "$bin" exec ranks8.yaml --solo 8
         check exec-missing-in-process "^megaplan exec: missing\\.yaml: cannot read" "$bin" exec missing.yaml
     fi
+    # the plan verbs on plan files of every bad shape: one line naming file, line and field
+    # (exec without --np among them: before MPI_Init)
+    verbs="estimate simulate"
+    "$bin" exec t5x.yaml --np 8 2>&1 | grep -q "was not built" || verbs="$verbs exec"
+    PH='megaplan_plan: 1\nmodel: gpt3-125m\nhw: dgx-a100\n'
+    mkdir -p plandir.yaml
+    for verb in $verbs; do
+        V="^megaplan $verb: "
+        file_check "$verb-plan-list" shape1.yaml '- megaplan_plan: 1\n- model: gpt3-125m\n' "${V}shape1\\.yaml:1:1: expected a plan \\(a mapping with megaplan_plan: 1\\)$" $verb
+        file_check "$verb-plan-scalar" shape2.yaml 'megaplan\n' "${V}shape2\\.yaml:1:1: expected a plan" $verb
+        file_check "$verb-plan-dup" shape3.yaml "${PH}hw: dgx-h100\ntraining: {gpus: 1, global_batch: 8}\n" "${V}shape3\\.yaml:4:1: hw: duplicate key$" $verb
+        file_check "$verb-plan-two-docs" shape4.yaml "${PH}training: {gpus: 1, global_batch: 8}\n---\nmegaplan_plan: 1\n" "${V}shape4\\.yaml:5:1: more than one YAML document in the file$" $verb
+        file_check "$verb-plan-garbage" shape5.yaml "${PH}training: {gpus: 1x, global_batch: 8}\n" "${V}shape5\\.yaml:4:18: training\\.gpus: expected an integer, got '1x'$" $verb
+        file_check "$verb-plan-huge" shape6.yaml "${PH}training: {gpus: 1, global_batch: 1e30}\n" "${V}shape6\\.yaml:4:35: training\\.global_batch: expected an integer, got '1e30'$" $verb
+        file_check "$verb-plan-zero" shape7.yaml "${PH}training: {gpus: 1, global_batch: 0}\n" "${V}shape7\\.yaml:4:35: training\\.global_batch: must be at least 1 \\(got 0\\)$" $verb
+        file_check "$verb-plan-truncated" shape8.yaml "${PH}training: {gpus: 1, glo" "${V}shape8\\.yaml:[45]:[0-9]+: training(\\.glo)?: YAML syntax error" $verb
+        check "$verb-plan-folder" "${V}plandir\\.yaml: cannot read: Is a directory$" "$bin" $verb plandir.yaml
+    done
     check calibrate-out-empty "^megaplan calibrate: -o: needs a value$" "$bin" calibrate --np 1 -o ""
     check twice-calibrate-out "^megaplan calibrate: -o: given twice \('a.yaml', then 'b.yaml'\)" "$bin" calibrate -o a.yaml -o b.yaml
     # search's hardware list: an empty name was skipped, and a file naming a listed profile doubled every row

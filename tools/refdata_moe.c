@@ -29,7 +29,8 @@ static const char note_ab[] =
 static const char note_moe[] =
     "each row's own profile, precision, FP8 recipe and degrees; force-balanced, dropless "
     "routing (moe.imbalance 1, as NVIDIA's pages state); each row's dispatcher (all-to-all, or "
-    "flex: DeepEP/HybridEP, one copy per remote node and GPU reached) and EP all-to-all and "
+    "flex: DeepEP/HybridEP, one copy per remote node and GPU reached, its kernels on the "
+    "recipe's SMs where the file gives them, flex:N) and EP all-to-all and "
     "shared-expert overlaps as its recipe sets them (the file's columns; absent: all-to-all, "
     "no overlap); expert "
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "

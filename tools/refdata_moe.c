@@ -29,7 +29,8 @@ static const char note_ab[] =
 static const char note_moe[] =
     "each row's own profile, precision, FP8 recipe and degrees; force-balanced, dropless "
     "routing (moe.imbalance 1, as NVIDIA's pages state); each row's dispatcher (all-to-all, or "
-    "flex: DeepEP/HybridEP, one copy per remote node and GPU reached) and EP all-to-all and "
+    "flex: DeepEP/HybridEP, one copy per remote node and GPU reached, its kernels on the "
+    "recipe's SMs where the file gives them, flex:N) and EP all-to-all and "
     "shared-expert overlaps as its recipe sets them (the file's columns; absent: all-to-all, "
     "no overlap); expert "
     "tensor parallelism 1 (Megatron-Bridge's MoE recipes); distributed optimizer with "
@@ -401,17 +402,31 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
         return st;
     p->schedule = vp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
     /* the recipe's dispatcher and MoE overlaps (the file's columns; absent:
-     * Megatron's all-to-all, no overlap) */
+     * Megatron's all-to-all, no overlap); "flex:N" is flex with N SMs for its
+     * kernels (parallel.flex_sms: the recipe's moe_hybridep_num_sms) */
     const char *disp = refdata_table_get(t, r, "dispatcher");
     p->dispatcher = MP_DISPATCH_ALLTOALL;
     if (disp && *disp) {
+        size_t n = strcspn(disp, ":");
         int k = 0;
-        while (k < MP_DISPATCH_COUNT && strcmp(disp, mp_dispatcher_name((mp_dispatcher)k)))
+        while (k < MP_DISPATCH_COUNT && (strlen(mp_dispatcher_name((mp_dispatcher)k)) != n ||
+                                         strncmp(disp, mp_dispatcher_name((mp_dispatcher)k), n)))
             k++;
         if (k == MP_DISPATCH_COUNT)
             return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "dispatcher",
-                                "'%s': expected alltoall, allgather or flex", disp);
+                                "'%s': expected alltoall, allgather, flex or flex:SMS", disp);
         p->dispatcher = (mp_dispatcher)k;
+        if (disp[n] == ':') {
+            char *end = NULL;
+            errno = 0;
+            long long sms = strtoll(disp + n + 1, &end, 10);
+            if (k != MP_DISPATCH_FLEX || end == disp + n + 1 || *end != '\0' || errno ||
+                sms < 1 || sms > MP_FLEX_SMS_MAX)
+                return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "dispatcher",
+                                    "'%s': only flex takes SMs, flex:N with N from 1 to %d",
+                                    disp, MP_FLEX_SMS_MAX);
+            p->flex_sms = (int64_t)sms;
+        }
     }
     p->moe_a2a_overlap = v[A2AO] > 0;
     p->shared_expert_overlap = v[SEO] > 0;

@@ -118,6 +118,10 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
                           : "",
                       p->moe_a2a_overlap ? "moe_a2a_overlap=on  " : "",
                       p->shared_expert_overlap ? "shared_expert_overlap=on" : "");
+    if (p->flex_sms > 0)
+        mp_buf_printf(b, "            flex_sms=%lld  (the SMs its kernels hold, in place of the "
+                         "backend's default)\n",
+                      (long long)p->flex_sms);
     if (defaults[0]) {
         mp_buf_puts(b, "  defaults  ");
         const char *s = defaults;

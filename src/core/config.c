@@ -212,6 +212,7 @@ static const mp_field parallel_fields[] = {
     P_INT(ep, 0, MAX_DEGREE),
     P_INT(etp, 0, MAX_DEGREE),
     P_INT(ddp_bucket_size, 0, MP_DDP_BUCKET_MAX),
+    P_INT(flex_sms, 0, MP_FLEX_SMS_MAX),
     {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,

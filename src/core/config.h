@@ -270,6 +270,10 @@ typedef struct mp_training {
  * model: a bucket larger than a rank's parameters is one bucket) */
 #define MP_DDP_BUCKET_MAX (1LL << 48)
 
+/* The largest parallel.flex_sms read: a GPU's SMs (B200 and GB200: 148; the
+ * contention share is capped at the profile's sm_count) */
+#define MP_FLEX_SMS_MAX 1024
+
 #define MP_LAYOUT_CHARS 256 /* a pipeline layout string, with its NUL */
 
 typedef struct mp_parallel {
@@ -366,6 +370,11 @@ typedef struct mp_parallel {
      * and NeMo 2's comm-overlap configs set 128 * 1024^2 when dp > 1. Used
      * only with dp_overlap (Megatron drops it without --overlap-grad-reduce). */
     int64_t ddp_bucket_size;
+    /* MoE, flex dispatcher: the SMs its dispatch and combine kernels hold
+     * (Megatron-Core's moe_hybridep_num_sms / moe_deepep_num_sms, which
+     * Megatron-Bridge's performance scripts set to 32 for HybridEP); 0 = the
+     * backend's default, 16 for HybridEP and 20 for DeepEP (contention.c) */
+    int64_t flex_sms;
     int64_t wgrad_deferral_limit; /* with defer_embedding_wgrad, above */
     /* An explicit split of the layers into the pp*vpp stages, in Megatron-Core's
      * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);

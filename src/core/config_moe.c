@@ -82,6 +82,10 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
 {
     const mp_model *m = &c->model;
     const mp_parallel *p = &c->parallel;
+    if (p->flex_sms > 0 && p->dispatcher != MP_DISPATCH_FLEX)
+        /* Megatron-Core reads moe_hybridep_num_sms / moe_deepep_num_sms only
+         * in the flex dispatcher (token_dispatcher.py) */
+        return FAIL("flex_sms", "the flex dispatcher's SMs need the flex dispatcher");
     if (!mp_model_is_moe(m)) {
         if (p->ep > 1 || p->etp > 0)
             return FAIL(p->ep > 1 ? "ep" : "etp", "expert parallelism needs a model with "

@@ -134,7 +134,11 @@ double mp_comm_sm_share(const mp_config *c, mp_comm_kernel k)
             mp_group_place_of(c, MP_GROUP_EP, &g);
             return share_of(hw, mp_nccl_alltoall_ctas(hw, &g));
         }
-        /* the backend Megatron-Core picks (megatron_moe.c) */
+        /* the plan's SMs (Megatron-Core's moe_hybridep_num_sms or
+         * moe_deepep_num_sms), else the default of the backend Megatron-Core
+         * picks (megatron_moe.c) */
+        if (c->parallel.flex_sms > 0)
+            return share_of(hw, (double)c->parallel.flex_sms);
         return share_of(hw, strcmp(mp_flex_backend_name(hw), "hybridep") == 0 ? HYBRIDEP_SMS
                                                                                 : DEEPEP_SMS);
     case MP_COMM_TP_UB_FWD:

@@ -55,6 +55,11 @@ void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
         if (p->dispatcher == MP_DISPATCH_FLEX)
             mp_buf_printf(out, "--moe-flex-dispatcher-backend %s \\\n",
                           p->dispatch_fp8 ? "ncclep" : mp_flex_backend_name(&c->hw));
+        if (p->dispatcher == MP_DISPATCH_FLEX && !p->dispatch_fp8 && p->flex_sms > 0)
+            /* TransformerConfig's field for the backend (core_v0.16.0's
+             * arguments come from its fields) */
+            mp_buf_printf(out, "--moe-%s-num-sms %lld \\\n", mp_flex_backend_name(&c->hw),
+                          (long long)p->flex_sms);
         if (p->dispatch_fp8)
             /* the FP8 wire: the ncclep backend only, its payload consumed by
              * TE's fused grouped GEMM (transformer_config.py) */

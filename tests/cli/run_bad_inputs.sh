@@ -320,6 +320,9 @@ estimate() {
     check est-imbalance-model-file "${E}mi\.yaml:9:[0-9]+: moe\.imbalance: the busiest of ep=2 ranks carries at most .* = 2 times the mean .*: got 3$" "$bin" estimate --model mi.yaml --gpus 8 --ep 2
     check est-shared-overlap "${E}--shared-expert-overlap: shared-expert overlap needs shared experts" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --shared-expert-overlap on
     check est-dispatcher "${E}--dispatcher: expected alltoall, allgather or flex, got 'deepep'" "$bin" estimate --model mixtral-8x7b --gpus 64 --dispatcher deepep
+    # the flex kernels' SMs need the flex dispatcher, and a count a GPU can hold
+    check est-flex-sms "${E}--flex-sms: the flex dispatcher's SMs need the flex dispatcher$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --flex-sms 32
+    check est-flex-sms-zero "${E}--flex-sms" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-sms 0
     # the option named is the one given (it used to name --etp)
     check est-dispatcher-dense "${E}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --dispatcher flex
     check est-ep-dense "${E}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --ep 2

@@ -89,6 +89,10 @@ static void test_shares(void **state)
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 20.0 / 132));
     c.hw.scale_up.gpus_per_domain = 72;
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 16.0 / 132));
+    /* the plan's SMs for the flex kernels (Megatron-Bridge's 32 for HybridEP) */
+    c.parallel.flex_sms = 32;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 32.0 / 132));
+    c.parallel.flex_sms = 0;
     c.training.precision = MP_DTYPE_FP8;
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_FWD), 1.0 / 132));
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_BWD), 6.0 / 132));

@@ -358,6 +358,15 @@ static void names(void **state)
     has(t, "--moe-flex-dispatcher-backend hybridep");
     has(t, "--moe-shared-expert-overlap");
     lacks(t, "--overlap-moe-expert-parallel-comm");
+    lacks(t, "-num-sms");
+    free(t);
+    /* the flex kernels' SMs, for the backend Megatron-Core picks */
+    t = flags_of("deepseek-v3", "gb200-nvl72",
+                 "{gpus: 256, seq: 4096, global_batch: 256, precision: bf16}",
+                 "{tp: 1, pp: 16, dp: 16, ep: 16, etp: 1, micro_batch: 1, dist_opt: true, "
+                 "dispatcher: flex, flex_sms: 32}");
+    all_known("deepseek-v3", t);
+    has(t, "--moe-hybridep-num-sms 32");
     free(t);
 
     t = flags_of("llama3-8b", "dgx-a100", "{gpus: 8, seq: 8192, global_batch: 16, precision: bf16}",

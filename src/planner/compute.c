@@ -646,6 +646,10 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         odd.bytes_b += mt.clamp.bytes_b;
         odd.kernels_f += mt.clamp.kernels_f;
         odd.kernels_b += mt.clamp.kernels_b;
+        odd.bytes_f += mt.pad.bytes_f; /* FP8 row padding (moe.c) */
+        odd.bytes_b += mt.pad.bytes_b;
+        odd.kernels_f += mt.pad.kernels_f;
+        odd.kernels_b += mt.pad.kernels_b;
         cast_f += mt.cast_f;
         cast_b += mt.cast_b;
         n_cast += mt.cast_f > 0.0 ? 2.0 : 0.0;
@@ -678,9 +682,11 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     if (moe) {
         ll.router.fwd = 1.0 + mt.router_kernels + (pp->shared_expert_overlap ? 0.0 : ffn);
         ll.moe.fwd = 2.0 + mt.kernels + (mt.cast_f > 0.0 ? 2.0 : 0.0) + ffn +
-                     (mlp_tp ? tp1 : 0.0) + mt.bias.kernels_f + mt.clamp.kernels_f;
-        ll.moe.bwd = 2.0 * (ll.moe.fwd - mt.bias.kernels_f - mt.clamp.kernels_f) +
-                     mt.bias.kernels_b + mt.clamp.kernels_b + mt.expert_launches_b;
+                     (mlp_tp ? tp1 : 0.0) + mt.bias.kernels_f + mt.clamp.kernels_f +
+                     mt.pad.kernels_f;
+        ll.moe.bwd =
+            2.0 * (ll.moe.fwd - mt.bias.kernels_f - mt.clamp.kernels_f - mt.pad.kernels_f) +
+            mt.bias.kernels_b + mt.clamp.kernels_b + mt.pad.kernels_b + mt.expert_launches_b;
         ll.moe.fwd += mt.expert_launches_f; /* not doubled: moe.c counts the backward's */
         ll.router.bwd = 2.0 * ll.router.fwd;
     } else {
@@ -772,8 +778,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
          * submodule_moe_forward: routed_experts_compute) runs the dispatcher's
          * sort by local expert, the grouped GEMMs with their FP8 casts and
          * activation, and the sort back: its elementwise work with its GEMMs */
-        double node_f = mt.sort_bytes + mt.act_bytes + mt.cast_f;
-        double node_b = 2.0 * (mt.sort_bytes + mt.act_bytes) + mt.cast_b;
+        double node_f = mt.sort_bytes + mt.act_bytes + mt.cast_f + mt.pad.bytes_f;
+        double node_b = 2.0 * (mt.sort_bytes + mt.act_bytes) + mt.cast_b + mt.pad.bytes_b;
         out->mlp_fwd = mt.gemm_f + fwd_of[2] + fwd_of[3] + mp_membound_time(hw, node_f, 0.0);
         out->mlp_bwd = mt.gemm_b + dgrad_of[2] + wgrad_of[2] + dgrad_of[3] + wgrad_of[3] +
                        mp_membound_time(hw, node_b, 0.0);

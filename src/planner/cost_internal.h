@@ -105,6 +105,7 @@ typedef struct mp_moe_time {
     double sort_bytes;            /* of ew_bytes: the all-to-all's sort by local expert */
     mp_pass_cost bias;            /* the experts' output bias, applied per expert */
     mp_pass_cost clamp;           /* GPT-OSS's eager clamp of the activation's input */
+    mp_pass_cost pad;             /* FP8: the experts' rows padded to the GEMM alignment and back */
     double clamp_syncs;           /* of it, stream synchronisations per forward (oss_cost.c) */
     /* the host's per-expert launches of the grouped GEMMs (Transformer
      * Engine's loop over the local experts), in the profile's counted

@@ -146,6 +146,44 @@ static void expert_output_bias(double rows, double h, double local, mp_pass_cost
     out->kernels_b = 4.0 * local + 2.0;
 }
 
+/* Megatron-Core's TEGroupedMLP under FP8 pads each local expert's rows to
+ * the FP8 GEMMs' alignment (16 rows; MXFP8 32) before the grouped GEMMs and
+ * strips the padding after them: Transformer Engine's Fp8Padding and
+ * Fp8Unpadding (transformer_engine/pytorch/module/fp8_padding.py and
+ * fp8_unpadding.py, v2.9 to v2.14), each one fused_multi_row_padding /
+ * _unpadding kernel that copies the whole routed tensor (read and write,
+ * 16-bit), forward the tokens in and the experts' output out, backward the
+ * same two copies of their gradients; a third, the routing probabilities'
+ * padding, is a column of one value a row (its bytes left out). Megatron-
+ * Core calls them whenever the config is FP8 (moe/experts.py,
+ * TEGroupedMLP.forward: core_v0.15.0 lines 862-866 and 958, 25.11's
+ * cba6b0ed 903-907 and 1019, core_v0.16.0 648-652 and 762, core_v0.17.0
+ * 347-351 and 402), and they copy unless every count is already aligned:
+ * force-balanced (random) routing leaves almost every count unaligned. The
+ * all-to-all and all-gather
+ * dispatchers hand the experts unaligned counts unless
+ * moe_router_padding_for_quantization pads the routing map (off by
+ * default, and in every recipe tests/data runs); the flex dispatcher's
+ * HybridEP pads inside its own permutation (pad_multiple, token_dispatcher.py
+ * _HybridEPManager), so its counts arrive aligned and nothing is copied,
+ * while DeepEP's do not: megaplan's flex does not say which backend runs,
+ * so it is charged nothing (docs/cost-model.md §12, "FP8 row padding"). */
+static void fp8_row_padding(const mp_config *c, double routed_bytes, mp_pass_cost *out)
+{
+    memset(out, 0, sizeof *out);
+    mp_dispatcher d = c->parallel.dispatcher;
+    if (!mp_fp8_on(c) || !(d == MP_DISPATCH_ALLTOALL || d == MP_DISPATCH_ALLGATHER))
+        return;
+    out->bytes_f = 4.0 * routed_bytes; /* tokens padded, output unpadded: r + w each */
+    out->bytes_b = 4.0 * routed_bytes; /* their gradients, the other way */
+    /* three fused kernels a pass (tokens, probabilities, output), each
+     * behind one Python call (a torch.autograd.Function's forward, and in the
+     * backward its Python backward): the host pays an eager op's call and
+     * launch each, not a counted launch of a layer (mp_eager_op_launches) */
+    out->kernels_f = 3.0 * mp_eager_op_launches(&c->hw, false);
+    out->kernels_b = out->kernels_f;
+}
+
 /* Host time of one per-expert launch in Transformer Engine's grouped GEMM:
  * its PR #3134 (NVIDIA/TransformerEngine) measured the multi-stream cuBLASLt
  * path on SM100 at 0.267 ms for 8 experts of 128 tokens (N = K = 2048),
@@ -241,6 +279,7 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
                    3.0 /* FC1, activation, FC2 */ + (out->sort_bytes > 0.0 ? 2.0 : 0.0);
     if (m->linear_bias)
         expert_output_bias(ne * local, h, local, &out->bias);
+    fp8_row_padding(c, routed * h * dt, &out->pad);
     mp_oss_glu_clamp(m, ne * local, f, &out->clamp, &out->clamp_syncs);
     /* both are chains of single eager ops: the host pays each op's call and
      * launch, not a counted launch of a layer (mp_eager_op_launches) */

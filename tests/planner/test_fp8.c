@@ -483,6 +483,57 @@ static void test_imbalance(void **state)
     assert_true(mp_moe_imbalance(&c.model) == 1.25);
 }
 
+/* Under FP8, Megatron-Core's TEGroupedMLP pads each local expert's rows to
+ * the FP8 GEMM alignment with Transformer Engine's Fp8Padding and strips it
+ * with Fp8Unpadding (moe/experts.py; TE pytorch/module/fp8_padding.py,
+ * fp8_unpadding.py): one copy of the routed tokens in and one of the
+ * experts' output out, 16-bit, read and written, and the same two copies of
+ * the gradients backward. Qwen3-235B-A22B as the H100 rows run it (t 2 with
+ * SP, ep 32, micro-batch 1, 4,096 tokens): each rank dispatches its 2,048
+ * tokens' top-8 copies, 16,384 rows of 4,096, so 4 x 2 x 16,384 x 4,096 =
+ * 536,870,912 bytes a pass. Nothing under BF16 (no Fp8Padding), nothing
+ * with the flex dispatcher (HybridEP aligns the counts in its own
+ * permutation; DeepEP's backend is not told apart), and the all-gather
+ * dispatcher pads as the all-to-all does. */
+static void test_fp8_row_padding(void **state)
+{
+    (void)state;
+    mp_config c = config("qwen3-235b-a22b", "dgx-h100", 256, 2, MP_DTYPE_FP8);
+    c.training.fp8_recipe = MP_FP8_TENSORWISE;
+    c.parallel.pp = 8;
+    c.parallel.dp = 16;
+    c.parallel.ep = 32;
+    c.parallel.etp = 1; /* the recipes' (Megatron's default is tp) */
+    c.parallel.micro_batch = 1;
+    c.parallel.dispatcher = MP_DISPATCH_ALLTOALL;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, 4096, 1, &bs);
+    mp_moe_time t;
+    mp_moe_block_time(&c, &bs, &t);
+    const double pass = 536870912.0;
+    assert_true(near(t.pad.bytes_f, pass, 1e-12));
+    assert_true(near(t.pad.bytes_b, pass, 1e-12));
+    double k_eager = mp_eager_op_launches(&c.hw, false);
+    assert_true(k_eager > 0.0 && k_eager < 1.0); /* an eager call, not a layer's launch */
+    assert_true(near(t.pad.kernels_f, 3.0 * k_eager, 1e-12));
+    assert_true(near(t.pad.kernels_b, 3.0 * k_eager, 1e-12));
+    c.parallel.dispatcher = MP_DISPATCH_ALLGATHER;
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(t.pad.bytes_f > 0.0);
+    c.training.fp8_recipe = MP_FP8_MXFP8; /* the alignment differs, the copies do not */
+    c.parallel.dispatcher = MP_DISPATCH_ALLTOALL;
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(near(t.pad.bytes_f, pass, 1e-12));
+    c.training.fp8_recipe = MP_FP8_TENSORWISE;
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(t.pad.bytes_f == 0.0 && t.pad.bytes_b == 0.0 && t.pad.kernels_f == 0.0);
+    c.parallel.dispatcher = MP_DISPATCH_ALLTOALL;
+    c.training.precision = MP_DTYPE_BF16;
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(t.pad.bytes_f == 0.0 && t.pad.bytes_b == 0.0 && t.pad.kernels_b == 0.0);
+}
+
 /* MXFP8's GEMMs run at the profile's mxfp8_gemm_rate of a per-tensor FP8
  * GEMM's rate (b200, gb200-nvl72: 0.9513, Transformer Engine's measured
  * ratio, tests/data/hw/te_gemm_profiling.csv); the other recipes, BF16 and a
@@ -596,6 +647,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_imbalance), cmocka_unit_test(test_storage_switches),
         cmocka_unit_test(test_zero3_copies_sharded),
         cmocka_unit_test(test_mxfp8_rate), cmocka_unit_test(test_te_gemm_profile),
+        cmocka_unit_test(test_fp8_row_padding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,8 +46,9 @@ static const char note_moe[] =
     "(every Megatron-Bridge row: its performance scripts set it); the recipe's CUDA-graph "
     "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks, the NeMo AutoModel rows with their recipe's settings (the file's "
     "columns): PyTorch FSDP2 (zero_runtime fsdp2: with pp each chunk's weights gathered once "
-    "per pipeline flush and kept, fp32 gradient accumulators reduce-scattered once; without "
-    "pp ZeRO-3's gathers per micro-batch), full "
+    "per pipeline flush and kept, fp32 gradient accumulators reduce-scattered once, or, where "
+    "the file's fsdp_microbatch_sync column says the stage module was no FSDP unit, gathered "
+    "and reduce-scattered every micro-batch; without pp ZeRO-3's gathers per micro-batch), full "
     "activation checkpointing, fp32 gradient reduction, bf16 Adam states without an fp32 "
     "master copy, DeepEP (flex), the benchmark's FakeBalancedGate (fake_balanced_gate: each "
     "token to top-k consecutive experts, no router GEMM; DeepEP's copies one per rank and "
@@ -104,6 +105,21 @@ static mp_status field(const refdata_table *t, int r, const char *name, double d
         return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, name,
                             "'%s' is not a non-negative number", s);
     *out = v;
+    return MP_OK;
+}
+
+/* A 0-or-1 cell by column name; empty or absent counts as 0. */
+static mp_status flag_of(const refdata_table *t, int r, const char *name, bool *out,
+                         mp_error *err)
+{
+    double v;
+    mp_status st = field(t, r, name, 0, &v, err);
+    if (st != MP_OK)
+        return st;
+    if (v != 0 && v != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, name,
+                            "'%g': expected 0 or 1", v);
+    *out = v > 0;
     return MP_OK;
 }
 
@@ -237,6 +253,12 @@ static mp_status fsdp_recipe_of(const refdata_table *t, int r, mp_config *c, ref
             return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "pp_schedule",
                                 "'%s': expected interleaved1f1b or 1f1b", s);
     }
+    /* FSDP2 syncing every micro-batch under a pipeline (the file's
+     * fsdp_microbatch_sync column, 0 or 1; absent: 0, the stage's deferred
+     * sync): the stage module is not an FSDP unit */
+    st = flag_of(t, r, "fsdp_microbatch_sync", &p->fsdp_microbatch_sync, err);
+    if (st != MP_OK)
+        return st;
     s = refdata_table_get(t, r, "reshard_after_forward");
     if (!s || !*s)
         return MP_OK;
@@ -353,14 +375,9 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     /* the recipe's fixed routing (the file's fake_balanced_gate column, 0 or
      * 1; absent: 0, the router's): NeMo AutoModel's FakeBalancedGate sends a
      * token to k consecutive experts, which the flex dispatcher's copies see */
-    double fbg;
-    st = field(t, r, "fake_balanced_gate", 0, &fbg, err);
+    st = flag_of(t, r, "fake_balanced_gate", &c->model.moe.fake_balanced_gate, err);
     if (st != MP_OK)
         return st;
-    if (fbg != 0 && fbg != 1)
-        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "fake_balanced_gate",
-                            "'%g': expected 0 or 1", fbg);
-    c->model.moe.fake_balanced_gate = fbg > 0;
     c->training.gpus = gpus;
     c->training.seq = (int64_t)v[SEQ];
     c->training.global_batch = (int64_t)v[GB];

@@ -47,9 +47,13 @@ static const char note_moe[] =
     "(every Megatron-Bridge row: its performance scripts set it); the recipe's CUDA-graph "
     "scopes (Transformer Engine) where the file gives them; FSDP rows as ZeRO-3 over the data-parallel ranks, the NeMo AutoModel rows with their recipe's settings (the file's "
     "columns): PyTorch FSDP2 (zero_runtime fsdp2: with pp each chunk's weights gathered once "
-    "per pipeline flush and kept, fp32 gradient accumulators reduce-scattered once), full "
+    "per pipeline flush and kept, fp32 gradient accumulators reduce-scattered once, or, where "
+    "the file's fsdp_microbatch_sync column says the stage module was no FSDP unit, gathered "
+    "and reduce-scattered every micro-batch; without pp ZeRO-3's gathers per micro-batch), full "
     "activation checkpointing, fp32 gradient reduction, bf16 Adam states without an fp32 "
-    "master copy, DeepEP (flex), AutoModel's split of DeepSeek-V3's layers as an explicit "
+    "master copy, DeepEP (flex), the benchmark's FakeBalancedGate (fake_balanced_gate: each "
+    "token to top-k consecutive experts, no router GEMM; DeepEP's copies one per rank and "
+    "node those experts sit on), AutoModel's split of DeepSeek-V3's layers as an explicit "
     "layout; a recipe that runs the pipeline GA times per step (GA > 1 with pp) is compared "
     "per flush, its batch and measured step divided by GA. Not in the dense error bands; these "
     "rows alone give the mixture-of-experts bands (moe_error_band, \"Error bands\"). Rows megaplan cannot express are listed below the table "
@@ -102,6 +106,21 @@ static mp_status field(const refdata_table *t, int r, const char *name, double d
         return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, name,
                             "'%s' is not a non-negative number", s);
     *out = v;
+    return MP_OK;
+}
+
+/* A 0-or-1 cell by column name; empty or absent counts as 0. */
+static mp_status flag_of(const refdata_table *t, int r, const char *name, bool *out,
+                         mp_error *err)
+{
+    double v;
+    mp_status st = field(t, r, name, 0, &v, err);
+    if (st != MP_OK)
+        return st;
+    if (v != 0 && v != 1)
+        return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, name,
+                            "'%g': expected 0 or 1", v);
+    *out = v > 0;
     return MP_OK;
 }
 
@@ -188,8 +207,8 @@ static void not_expressible(refdata_moe_row *w, const char *why)
 
 /* The FSDP recipe columns of an FSDP row (nemo_moe_2025.csv's notes say where
  * each comes from): who shards (zero_runtime), whether it keeps the weights
- * gathered from forward to backward (reshard_after_forward, which must be
- * what megaplan models for that runtime), the gradient reduce type, full
+ * gathered from forward to backward (reshard_after_forward, refused where
+ * megaplan would charge less than the run moved), the gradient reduce type, full
  * activation checkpointing, the optimizer states' type and the pipeline
  * schedule. Absent columns leave the defaults: DeepSpeed-or-torchtitan's
  * ZeRO-3, fp32 reduction, no recompute, fp32 master and moments. */
@@ -235,6 +254,12 @@ static mp_status fsdp_recipe_of(const refdata_table *t, int r, mp_config *c, ref
             return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "pp_schedule",
                                 "'%s': expected interleaved1f1b or 1f1b", s);
     }
+    /* FSDP2 syncing every micro-batch under a pipeline (the file's
+     * fsdp_microbatch_sync column, 0 or 1; absent: 0, the stage's deferred
+     * sync): the stage module is not an FSDP unit */
+    st = flag_of(t, r, "fsdp_microbatch_sync", &p->fsdp_microbatch_sync, err);
+    if (st != MP_OK)
+        return st;
     s = refdata_table_get(t, r, "reshard_after_forward");
     if (!s || !*s)
         return MP_OK;
@@ -242,10 +267,18 @@ static mp_status fsdp_recipe_of(const refdata_table *t, int r, mp_config *c, ref
     if (st != MP_OK)
         return st;
     /* megaplan's FSDP2: resharded after forward without pp (gathered again
-     * for backward), kept through the step with pp (cost.c) */
-    if (p->zero_runtime == MP_ZRT_FSDP2 && (v > 0) != (p->pp == 1))
-        not_expressible(w, "reshard_after_forward differs from what megaplan's FSDP2 runs "
-                           "(kept with pp, resharded without)");
+     * for backward), kept through the step with pp (cost.c). A run that
+     * reshards with pp would gather per micro-batch, which megaplan does not
+     * charge: refused. One that keeps the weights without pp (AutoModel at
+     * 8d9bfb90e, parallelize_model's reshard_after_forward default False)
+     * gathers each micro-batch's weights once, or once a step where its
+     * enable_fsdp_optimizations defers the backward's reshard and sync
+     * (fsdp_mixin.py): megaplan's ZeRO-3 charges one more gather per
+     * micro-batch than either, prefetched under the compute, so the row
+     * runs with it, an upper bound on its DP traffic (the file's notes) */
+    if (p->zero_runtime == MP_ZRT_FSDP2 && v > 0 && p->pp > 1)
+        not_expressible(w, "reshard_after_forward with pp: megaplan's FSDP2 keeps the weights "
+                           "through the step under a pipeline");
     return MP_OK;
 }
 
@@ -340,6 +373,12 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
     c->model.seq = (int64_t)v[SEQ];
     c->model.moe.capacity_factor = 0.0;
     c->model.moe.imbalance = 1.0;
+    /* the recipe's fixed routing (the file's fake_balanced_gate column, 0 or
+     * 1; absent: 0, the router's): NeMo AutoModel's FakeBalancedGate sends a
+     * token to k consecutive experts, which the flex dispatcher's copies see */
+    st = flag_of(t, r, "fake_balanced_gate", &c->model.moe.fake_balanced_gate, err);
+    if (st != MP_OK)
+        return st;
     c->training.gpus = gpus;
     c->training.seq = (int64_t)v[SEQ];
     c->training.global_batch = (int64_t)v[GB];

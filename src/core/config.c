@@ -206,6 +206,7 @@ static const mp_field parallel_fields[] = {
     P_INT(wgrad_deferral_limit, 0, 1 << 30),
     P_BOOL(nccl_ub),
     P_BOOL(param_gather_sync),
+    P_BOOL(fsdp_microbatch_sync),
     P_BOOL(overlap_param_gather_with_optimizer_step),
     {.path = "schedule", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, schedule),
      .name_of = schedule_name_i, .n_names = MP_SCHED_COUNT},
@@ -421,6 +422,10 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
     if (p->zero_runtime == MP_ZRT_FSDP2 && p->zero != 3)
         return FAIL("zero_runtime", "fsdp2 shards the parameters too: it needs zero=3 (got %lld)",
                     (long long)p->zero);
+    if (p->fsdp_microbatch_sync && !(p->zero_runtime == MP_ZRT_FSDP2 && p->pp > 1))
+        return FAIL("fsdp_microbatch_sync", "is FSDP2's under a pipeline: it needs zero_runtime "
+                                            "fsdp2 and pp > 1 (without a pipeline ZeRO-3 syncs "
+                                            "every micro-batch already)");
     /* FSDP2 runs beside torch.distributed.pipelining's stages; DeepSpeed's
      * pipeline engine refuses ZeRO-2/3, and auto may mean DeepSpeed */
     if (p->zero >= 2 && p->pp > 1 && p->zero_runtime != MP_ZRT_FSDP2)

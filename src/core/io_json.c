@@ -363,6 +363,8 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddBoolToObject(o, "nccl_ub", true) != NULL;
     if (ok && p->param_gather_sync)
         ok = cJSON_AddBoolToObject(o, "param_gather_sync", true) != NULL;
+    if (ok && p->fsdp_microbatch_sync)
+        ok = cJSON_AddBoolToObject(o, "fsdp_microbatch_sync", true) != NULL;
     if (ok && p->overlap_param_gather_with_optimizer_step)
         ok = cJSON_AddBoolToObject(o, "overlap_param_gather_with_optimizer_step", true) != NULL;
     if (ok && p->ddp_bucket_size > 0)

@@ -163,6 +163,8 @@ static const mp_field model_fields[] = {
      .max = 1.0},
     {.path = "moe.router", .type = MP_FT_ENUM, .offset = offsetof(mp_model, moe.router),
      .name_of = router_name_i, .n_names = MP_ROUTER_COUNT},
+    {.path = "moe.fake_balanced_gate", .type = MP_FT_BOOL,
+     .offset = offsetof(mp_model, moe.fake_balanced_gate)},
     SUB_INT_FIELD(mla, q_lora_rank, 0, MAX_HIDDEN),
     SUB_INT_FIELD(mla, kv_lora_rank, 0, MAX_HIDDEN),
     SUB_INT_FIELD(mla, qk_rope_head_dim, 0, MAX_HEADS),

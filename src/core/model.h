@@ -120,6 +120,13 @@ typedef struct mp_model {
          * training balances the router (0: 1, or capacity_factor when set) */
         double imbalance;
         mp_router router;
+        /* a benchmark's fixed routing in place of the router: token t of a
+         * rank's micro-batch goes to the top_k consecutive experts from
+         * (t * top_k) mod experts, every expert equally loaded (NeMo
+         * AutoModel's FakeBalancedGate, BackendConfig fake_balanced_gate).
+         * The cost model counts the flex dispatcher's copies for it
+         * (moe_dispatch.c); exec routes with its router. */
+        bool fake_balanced_gate;
     } moe;
 
     /* Multi-token prediction (DeepSeek-V3 §2.2; Megatron's --mtp-num-layers):

@@ -47,7 +47,7 @@ static mp_status finish_moe(mp_model *m, mp_error *err)
         /* a dense model: any other moe field would be silently ignored */
         if (e->top_k || e->expert_ffn || e->shared_experts || e->shared_ffn || e->first_dense ||
             e->layer_freq || e->route_groups || e->route_group_top_k || e->capacity_factor || e->imbalance ||
-            e->router || e->route_scale || e->bias_update_rate)
+            e->router || e->route_scale || e->bias_update_rate || e->fake_balanced_gate)
             return FAIL("moe.experts", "missing: the other moe fields need moe.experts > 0");
         return MP_OK;
     }

@@ -697,10 +697,17 @@ static double zero_coll(const mp_config *c, const mp_group_place *dpg,
  * the first micro-batch's forward and the reduce-scatter runs under the
  * remaining backward, but for one block's share each; nothing is paid per
  * micro-batch. */
+static void fsdp2_microbatch_dp(const mp_config *c, const mp_group_place *dpg,
+                                const mp_group_place *edpg, pipe_model *pm);
+
 static void fsdp2_pipelined_dp(const mp_config *c, const mp_group_place *dpg,
                                const mp_group_place *edpg, pipe_model *pm)
 {
     const mp_parallel *pp = &c->parallel;
+    if (pp->fsdp_microbatch_sync) {
+        fsdp2_microbatch_dp(c, dpg, edpg, pm);
+        return;
+    }
     double dt = mp_dtype_bytes(c->training.precision), gb = mp_grad_reduce_bytes(c);
     double P = pm->params_rank_max, Pe = pm->expert_rank_max;
     double ag = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, P, Pe, dt);
@@ -721,6 +728,43 @@ static void fsdp2_pipelined_dp(const mp_config *c, const mp_group_place *dpg,
                          ? share * ag + mp_overlap_excess((1.0 - share) * ag, fwd_window, sm) +
                                share * rs + mp_overlap_excess((1.0 - share) * rs, bwd_window, sm)
                          : ag + rs;
+    pm->tied_sync = 0.0;
+}
+
+/* FSDP2 under pipelining that syncs every micro-batch (fsdp_microbatch_sync):
+ * the stage's module is not itself an FSDP unit, so
+ * torch.distributed.pipelining's backward_maybe_with_nosync runs a plain
+ * backward and FSDP2 keeps its defaults, reshard_after_backward and
+ * requires_gradient_sync on. Every backward of a chunk reduce-scatters its
+ * gradients (in the reduce type) and frees its gathered weights; they are
+ * kept from forward to backward (reshard_after_forward off), so the chunk's
+ * next pass, the next micro-batch's forward in the steady state or the next
+ * backward in the cool-down, gathers them again: per micro-batch and chunk
+ * one all-gather and one reduce-scatter (NeMo AutoModel at 89e3a9fdd: its
+ * DeepSeek-V3 part is the CausalLM module whose inner model, blocks,
+ * embedding and head are fully_shard's units, components/moe/
+ * parallelizer.py apply_fsdp). FSDP2 prefetches block by block inside a
+ * pass, so of each the first block's share is exposed and the rest runs
+ * under the pass (SM contention as ZeRO-3's); they go into the stage's F
+ * and B, where the pipeline and the simulator see them. Nothing is left
+ * for after the flush. */
+static void fsdp2_microbatch_dp(const mp_config *c, const mp_group_place *dpg,
+                                const mp_group_place *edpg, pipe_model *pm)
+{
+    double dt = mp_dtype_bytes(c->training.precision), gb = mp_grad_reduce_bytes(c);
+    double sm_ag = mp_dp_sm_share(c, dpg, false), sm_rs = mp_dp_sm_share(c, dpg, true);
+    for (int64_t k = 0; k < pm->n; k++) {
+        stage_sum *ss = &pm->st[k];
+        double ag = zero_coll(c, dpg, edpg, MP_COLL_ALLGATHER, ss->params, ss->expert_params, dt);
+        double rs = zero_coll(c, dpg, edpg, MP_COLL_REDUCESCATTER, ss->params, ss->expert_params,
+                              gb);
+        double share = ss->blocks > 0 ? 1.0 / (double)ss->blocks : 1.0;
+        ss->dp_f = share * ag + mp_overlap_excess((1.0 - share) * ag, ss->fwd, sm_ag);
+        ss->dp_b = share * rs + mp_overlap_excess((1.0 - share) * rs, ss->bwd, sm_rs);
+        ss->fwd += ss->dp_f;
+        ss->bwd += ss->dp_b;
+    }
+    pm->dp_time = pm->dp_exposed = 0.0; /* all of it per micro-batch, as ZeRO-3's */
     pm->tied_sync = 0.0;
 }
 

@@ -231,11 +231,16 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     double gate = mp_activation_is_gated(m->activation) ? 2.0 : 1.0;
     memset(out, 0, sizeof *out);
 
-    /* router: Tr x h -> E on every rank (replicated weights) */
-    out->gemm_f += mp_gemm_mnk_time(hw, peak, dt, Tr, E, h);
-    double r_w = mp_gemm_mnk_time(hw, peak, dt, h, E, Tr);
-    out->gemm_b += mp_gemm_mnk_time(hw, peak, dt, Tr, h, E) + r_w;
-    out->wgrad += r_w;
+    /* router: Tr x h -> E on every rank (replicated weights); AutoModel's
+     * FakeBalancedGate has no weights and no scores, its routing a fixed
+     * function of the token's position (moe_dispatch.c) */
+    bool fake = m->moe.fake_balanced_gate;
+    if (!fake) {
+        out->gemm_f += mp_gemm_mnk_time(hw, peak, dt, Tr, E, h);
+        double r_w = mp_gemm_mnk_time(hw, peak, dt, h, E, Tr);
+        out->gemm_b += mp_gemm_mnk_time(hw, peak, dt, Tr, h, E) + r_w;
+        out->wgrad += r_w;
+    }
     /* grouped GEMMs: E/ep local experts of ne tokens each, at the
      * efficiency of one expert's GEMM (Megatron --moe-grouped-gemm runs them
      * as one kernel, whose tiles are those of the per-expert problem and
@@ -273,8 +278,10 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
      * flex dispatcher's permutation after DeepEP's dispatch is the one
      * permutation counted above; the all-gather dispatcher has none. */
     out->sort_bytes = p->dispatcher == MP_DISPATCH_ALLTOALL && local > 1.0 ? routed * h * 8.0 : 0.0;
-    out->ew_bytes = Tr * E * 8.0 + routed * h * 8.0 + out->act_bytes + out->sort_bytes;
-    out->router_kernels = 3.0; /* router, top-k, scores */
+    out->ew_bytes = (fake ? 0.0 : Tr * E * 8.0) + routed * h * 8.0 + out->act_bytes +
+                    out->sort_bytes;
+    /* router, top-k, scores; the fake gate's weights, arange and modulo */
+    out->router_kernels = 3.0;
     out->kernels = out->router_kernels + 2.0 /* permute, unpermute */ +
                    3.0 /* FC1, activation, FC2 */ + (out->sort_bytes > 0.0 ? 2.0 : 0.0);
     if (m->linear_bias)
@@ -355,7 +362,9 @@ double mp_moe_act_bytes(const mp_config *c, const mp_block_shape *bs)
     /* the activation's input: 2f_e/etp elements (SwiGLU), bf16 unless
      * training.fp8_act_cache stores it in FP8 */
     double act_in = swiglu ? 2.0 * mp_swiglu_input_store_bytes(c, true) : 2.0;
-    return Tr * E * 8.0 + routed * (2.0 * h + act_in * f + 4.0 + 2.0 * f) +
+    /* (no scores under AutoModel's FakeBalancedGate: moe.fake_balanced_gate) */
+    double scores = c->model.moe.fake_balanced_gate ? 0.0 : Tr * E * 8.0;
+    return scores + routed * (2.0 * h + act_in * f + 4.0 + 2.0 * f) +
            mp_oss_glu_clamp_saved_bytes(m, routed, f);
 }
 

@@ -31,7 +31,19 @@
  * with P = M·E/G, o_T = sum of o_g over T, and
  * P(exactly T) = C(G - n_t, M - |T|) / C(G, M) (n_t groups touched).
  * Experts sit on EP ranks in order (expert i on rank i / (E/ep), Megatron-
- * Core), so a holder's experts are one run of consecutive ids. */
+ * Core), so a holder's experts are one run of consecutive ids.
+ *
+ * NeMo AutoModel's FakeBalancedGate (moe.fake_balanced_gate; nemo_automodel/
+ * components/moe/layers.py, FakeBalancedGate.forward, at the benchmark
+ * recipes' commits 89e3a9fdd and 8d9bfb90e) routes by position instead:
+ * indices = arange(T * k).view(T, k) % E, so token t gets the k consecutive
+ * experts from (t k) mod E. The starts are the multiples of g = gcd(k, E)
+ * below E, each as often over a micro-batch of a multiple of E/g tokens, and
+ * a token reaches the holders its run of k ids (wrapping at E) meets: one
+ * where a holder's E/n experts are a multiple of k (Qwen3-30B-A3B at ep 8:
+ * 16 per rank, k 8), two ranks of one node for DeepSeek-V3 at ep 64 (4 per
+ * rank, k 8, 32 per node), against 5.34 of 8 ranks, and 7.36 of 64 ranks on
+ * 3.63 of 8 nodes under DeepSeek-V3's group limit, routed by their routers. */
 #include <math.h>
 
 #include "planner/cost_internal.h"
@@ -96,8 +108,31 @@ double mp_moe_hit_probability(const mp_model *m, int64_t first, int64_t count)
     return 1.0 - miss;
 }
 
+/* The mean number of holders the fixed routing's runs of k consecutive ids
+ * meet, over the starts 0, g, 2g, ... below E (g = gcd(k, E)). */
+static double fake_balanced_holders(const mp_model *m, int64_t holders)
+{
+    int64_t E = m->moe.experts, k = m->moe.top_k, per = E / holders;
+    int64_t g = k, r = E;
+    while (r) { /* gcd(k, E) */
+        int64_t q = g % r;
+        g = r;
+        r = q;
+    }
+    double sum = 0.0;
+    for (int64_t s = 0; s < E; s += g) {
+        int64_t first = s / per, end = s + k - 1; /* the run's last id, unwrapped */
+        int64_t met = end < E ? end / per - first + 1
+                              : (holders - first) + (end - E) / per + 1; /* wraps to 0 */
+        sum += (double)(met < holders ? met : holders);
+    }
+    return sum / (double)(E / g);
+}
+
 static double expected_holders(const mp_model *m, int64_t holders)
 {
+    if (m->moe.fake_balanced_gate)
+        return fake_balanced_holders(m, holders);
     int64_t per = m->moe.experts / holders, G = m->moe.route_groups;
     int64_t gsize = G > 1 && m->moe.experts % G == 0 ? m->moe.experts / G : m->moe.experts;
     /* holders that meet the groups alike reach alike: one for all */
@@ -118,13 +153,15 @@ double mp_moe_expected_holders(const mp_model *m, int64_t holders)
     enum { SLOTS = 8 };
     static _Thread_local struct {
         int64_t experts, top_k, groups, group_top_k, holders;
+        bool fake;
         double value;
     } memo[SLOTS];
     static _Thread_local int next;
     for (int i = 0; i < SLOTS; i++)
         if (memo[i].holders == holders && memo[i].experts == m->moe.experts &&
             memo[i].top_k == m->moe.top_k && memo[i].groups == m->moe.route_groups &&
-            memo[i].group_top_k == m->moe.route_group_top_k)
+            memo[i].group_top_k == m->moe.route_group_top_k &&
+            memo[i].fake == m->moe.fake_balanced_gate)
             return memo[i].value;
     double v = expected_holders(m, holders);
     memo[next].experts = m->moe.experts;
@@ -132,6 +169,7 @@ double mp_moe_expected_holders(const mp_model *m, int64_t holders)
     memo[next].groups = m->moe.route_groups;
     memo[next].group_top_k = m->moe.route_group_top_k;
     memo[next].holders = holders;
+    memo[next].fake = m->moe.fake_balanced_gate;
     memo[next].value = v;
     next = (next + 1) % SLOTS;
     return v;

@@ -342,7 +342,8 @@ double mp_search_expert_time_bound(const mp_config *base, const block_info *bi, 
  * token per ffn column over tp, mp_moe_item_adjust), plus the shared
  * experts' (>= 0), plus mp_moe_act_bytes; the stripped block is the dense
  * block with a one-column MLP, so the MoE block holds the stripped one's
- * bytes minus per_f * Tr, plus mp_moe_act_bytes. That is Tr*E*8 + copies
+ * bytes minus per_f * Tr, plus mp_moe_act_bytes. That is Tr*E*8 (none under
+ * moe.fake_balanced_gate) + copies
  * * (2h + 4 + per_f * F/etp) (+ a clamp copy >= 0), copies = Tr * top_k *
  * etp * imbalance: at least its value at etp = 1, since (2h + 4) * etp +
  * per_f * F does not shrink as etp grows. Tr = b s / (c t), the tokens
@@ -361,8 +362,8 @@ static double routed_act_floor(const mp_config *base, const cand *x, bool act_fr
      * beyond, GPT-OSS's clamped copy, is not in this floor) */
     double copy = 2.0 * (double)m->hidden + 4.0 +
                   (per_f - (act_freed ? 2.0 : 0.0)) * (double)m->moe.expert_ffn;
-    double bytes = Tr * ((double)m->moe.experts * 8.0 +
-                         (double)m->moe.top_k * mp_moe_imbalance(m) * copy - per_f);
+    double scores = m->moe.fake_balanced_gate ? 0.0 : (double)m->moe.experts * 8.0; /* moe.c */
+    double bytes = Tr * (scores + (double)m->moe.top_k * mp_moe_imbalance(m) * copy - per_f);
     return fmax(0.0, bytes);
 }
 

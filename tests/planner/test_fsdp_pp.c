@@ -1,7 +1,8 @@
 /* test_fsdp_pp.c — ZeRO-3 with pipeline parallelism under zero_runtime fsdp2
  * (PyTorch FSDP2 beside torch.distributed.pipelining's stages): who may run
  * it, its DP communication (one gather and one reduce-scatter of the rank's
- * weights per step, whatever the number of micro-batches) and its memory
+ * weights per step, whatever the number of micro-batches; every micro-batch
+ * under fsdp_microbatch_sync) and its memory
  * (the shards plus every chunk's gathered weights and unsharded fp32
  * gradient accumulators), each against the hand-computed figure. */
 #include <math.h>
@@ -80,6 +81,39 @@ static double rank_params(const mp_config *c)
     return mp_model_params(&c->model) / 2.0 + (double)c->model.hidden / 2.0;
 }
 
+/* The estimate's DP time of c, with the parts still adding up to the step;
+ * once: one all-gather of the rank's bf16 weights and one reduce-scatter of
+ * its fp32 gradients over the DP shard group. */
+static double dp_comm_of(mp_config *c, double *once)
+{
+    mp_estimate e;
+    mp_error err;
+    if (mp_estimate_config(c, NULL, &e, &err) != MP_OK)
+        fail_msg("%s: %s", err.field, err.msg);
+    mp_group_place g;
+    mp_group_place_of(c, MP_GROUP_DP_SHARD, &g);
+    double P = rank_params(c);
+    *once = mp_coll_time(&c->hw, &g, MP_COLL_ALLGATHER, 2.0 * P) +
+            mp_coll_time(&c->hw, &g, MP_COLL_REDUCESCATTER, 4.0 * P);
+    const mp_times *t = &e.time;
+    double sum = t->compute + t->recompute + t->tp_comm + t->cp_comm + t->pp_comm + t->bubble +
+                 t->dp_comm + t->optimizer;
+    assert_true(fabs(sum - t->step) < 1e-9 * t->step);
+    return t->dp_comm;
+}
+
+/* dp_comm_of at 8 and at 32 micro-batches (global batch 64, 256), the
+ * overlap off, with the stage's deferred sync or fsdp_microbatch_sync. */
+static void dp_at_8_and_32(bool sync, double dp[2], double once[2])
+{
+    for (int k = 0; k < 2; k++) {
+        mp_config c = config(k ? 256 : 64, MP_ZRT_FSDP2);
+        c.parallel.dp_overlap = false;
+        c.parallel.fsdp_microbatch_sync = sync;
+        dp[k] = dp_comm_of(&c, &once[k]);
+    }
+}
+
 /* Without overlap the step pays the rank's one all-gather (bf16 weights)
  * and one reduce-scatter (fp32 gradients) over DP, and nothing per
  * micro-batch: the same with 8 micro-batches as with 32. ZeRO-3 without a
@@ -87,29 +121,42 @@ static double rank_params(const mp_config *c)
 static void test_dp_once_per_step(void **state)
 {
     (void)state;
-    double dp_comm[2];
+    double dp[2], want[2];
+    dp_at_8_and_32(false, dp, want);
+    for (int k = 0; k < 2; k++)
+        if (fabs(dp[k] / want[k] - 1.0) > 1e-9)
+            fail_msg("dp_comm %.6g s, want %.6g s", dp[k], want[k]);
+    assert_true(dp[0] == dp[1]);
+}
+
+/* A pipeline stage whose module is not an FSDP unit syncs every micro-batch
+ * (fsdp_microbatch_sync: AutoModel's DeepSeek-V3 parts at 89e3a9fdd, a plain
+ * backward in torch.distributed.pipelining's stage): per micro-batch and
+ * stage one all-gather of its bf16 weights and one reduce-scatter of its
+ * fp32 gradients, of each at least the first block's share exposed (16
+ * blocks a stage here), so the DP time grows with the micro-batches where
+ * the deferred sync's does not; refused without a pipeline or FSDP2. */
+static void test_dp_every_micro_batch(void **state)
+{
+    (void)state;
+    double dp[2], once[2];
+    dp_at_8_and_32(true, dp, once);
     for (int k = 0; k < 2; k++) {
-        mp_config c = config(k ? 256 : 64, MP_ZRT_FSDP2);
-        c.parallel.dp_overlap = false;
-        mp_estimate e;
-        mp_error err;
-        if (mp_estimate_config(&c, NULL, &e, &err) != MP_OK)
-            fail_msg("%s: %s", err.field, err.msg);
-        mp_group_place g;
-        mp_group_place_of(&c, MP_GROUP_DP_SHARD, &g);
-        double P = rank_params(&c);
-        double want = mp_coll_time(&c.hw, &g, MP_COLL_ALLGATHER, 2.0 * P) +
-                      mp_coll_time(&c.hw, &g, MP_COLL_REDUCESCATTER, 4.0 * P);
-        if (fabs(e.time.dp_comm / want - 1.0) > 1e-9)
-            fail_msg("dp_comm %.6g s, want %.6g s", e.time.dp_comm, want);
-        dp_comm[k] = e.time.dp_comm;
-        /* the parts still add up to the step */
-        const mp_times *t = &e.time;
-        double sum = t->compute + t->recompute + t->tp_comm + t->cp_comm + t->pp_comm +
-                     t->bubble + t->dp_comm + t->optimizer;
-        assert_true(fabs(sum - t->step) < 1e-9 * t->step);
+        double floor = (k ? 32.0 : 8.0) / 16.0 * once[k];
+        if (!(dp[k] >= floor))
+            fail_msg("dp_comm %.6g s under the first blocks' shares %.6g s", dp[k], floor);
     }
-    assert_true(dp_comm[0] == dp_comm[1]);
+    assert_true(dp[1] > 3.5 * dp[0]);
+    mp_config c = config(64, MP_ZRT_FSDP2);
+    c.parallel.fsdp_microbatch_sync = true;
+    c.parallel.pp = 1;
+    c.parallel.dp = 16;
+    refused(&c, "fsdp_microbatch_sync", "pp > 1");
+    c = config(64, MP_ZRT_DEEPSPEED);
+    c.parallel.pp = 1;
+    c.parallel.dp = 16;
+    c.parallel.fsdp_microbatch_sync = true;
+    refused(&c, "fsdp_microbatch_sync", "zero_runtime fsdp2");
 }
 
 /* Memory of the most loaded rank (the first: 1F1B keeps pp micro-batches'
@@ -178,6 +225,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_dp_once_per_step),
+        cmocka_unit_test(test_dp_every_micro_batch),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_torchtitan),
     };

@@ -120,6 +120,75 @@ static void test_distinct_holders_brute_force(void **state)
 }
 
 
+/* NeMo AutoModel's FakeBalancedGate (moe.fake_balanced_gate), as its code
+ * routes: indices = arange(T * k).view(T, k) % E, token t to experts
+ * t k .. t k + k - 1 mod E. The holders each token meets, counted over T
+ * tokens (a multiple of E: every start as often), against the model's; the
+ * recipes' two cases by hand: a Qwen3-30B-A3B token (8 of 128 experts, 16
+ * per rank at ep 8) reaches one rank, a DeepSeek-V3 token (8 of 256, 4 per
+ * rank at ep 64, 32 per node of 8) two ranks of one node. */
+static void test_fake_balanced_gate_holders(void **state)
+{
+    (void)state;
+    const struct { int E, k; } cases[] = {
+        {128, 8}, {256, 8}, {12, 5}, {10, 7}, {6, 6}, {16, 3}, {60, 8},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int E = cases[c].E, k = cases[c].k, T = 4 * E;
+        mp_model m = routing(E, k, 0, 0);
+        m.moe.fake_balanced_gate = true;
+        for (int holders = 1; holders <= E; holders++) {
+            if (E % holders) continue;
+            int per = E / holders;
+            double sum = 0.0;
+            for (int t = 0; t < T; t++) {
+                int seen[256] = {0}, n = 0;
+                for (int j = 0; j < k; j++)
+                    if (!seen[((t * k + j) % E) / per]++)
+                        n++;
+                sum += n;
+            }
+            double want = sum / T, got = mp_moe_expected_holders(&m, holders);
+            if (fabs(got - want) > 1e-12)
+                fail_msg("E=%d k=%d holders=%d: %.12g, by the gate's indices %.12g", E, k,
+                         holders, got, want);
+        }
+    }
+    mp_model qwen = routing(128, 8, 0, 0), dsv3 = routing(256, 8, 8, 4);
+    qwen.moe.fake_balanced_gate = dsv3.moe.fake_balanced_gate = true;
+    assert_true(fabs(mp_moe_expected_holders(&qwen, 8) - 1.0) < 1e-12);
+    assert_true(fabs(mp_moe_expected_holders(&dsv3, 64) - 2.0) < 1e-12);
+    assert_true(fabs(mp_moe_expected_holders(&dsv3, 8) - 1.0) < 1e-12);
+    /* the same models under their routers reach more: 5.3 of 8 ranks */
+    qwen.moe.fake_balanced_gate = false;
+    assert_true(mp_moe_expected_holders(&qwen, 8) > 5.0);
+}
+
+/* The fake gate computes no scores: the MoE block loses the router's GEMMs
+ * (T x h x E forward, its two gradients backward) and its fp32 scores'
+ * 8 bytes a token and expert, and the flex dispatch at ep 8 in one domain
+ * moves one copy a token, 7/8 of them over NVLink (OLMoE: 64 experts, top
+ * 8, 8 per rank at ep 8: the run of 8 meets one rank). */
+static void test_fake_balanced_gate_block(void **state)
+{
+    (void)state;
+    mp_config c = moe_config("olmoe-1b-7b", 8, 1, 8, 1);
+    c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    mp_block_shape bs;
+    mp_block_shape_of(&c.model, c.training.seq, 1, &bs);
+    mp_moe_time real, fake;
+    mp_moe_block_time(&c, &bs, &real);
+    c.model.moe.fake_balanced_gate = true;
+    mp_moe_block_time(&c, &bs, &fake);
+    double T = (double)c.parallel.micro_batch * bs.s, E = 64.0, h = 2048.0;
+    double peak = c.hw.peak_flops[MP_DTYPE_BF16];
+    double router = mp_gemm_mnk_time(&c.hw, peak, 2.0, T, E, h);
+    assert_true(fabs((real.gemm_f - fake.gemm_f) - router) < 1e-9 * real.gemm_f);
+    assert_true(fabs((real.ew_bytes - fake.ew_bytes) - T * E * 8.0) < 1e-6 * real.ew_bytes);
+    double one = T * 7.0 / 8.0 * h * 2.0 / 100e9; /* a dispatch or a combine */
+    assert_true(fabs(fake.comm_f - 2.0 * one) < 1e-9 * one);
+}
+
 /* 1 - C(E - e, k) / C(E, k) */
 static double hit(double E, double e, double k)
 {
@@ -558,6 +627,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_distinct_holders_brute_force),
+        cmocka_unit_test(test_fake_balanced_gate_holders),
+        cmocka_unit_test(test_fake_balanced_gate_block),
         cmocka_unit_test(test_flex_by_hand),
         cmocka_unit_test(test_a2a_latency_rounds),
         cmocka_unit_test(test_a2a_overlap_hides_min),

@@ -16,6 +16,7 @@
  * same pipeline shape). */
 #include "planner/dualpipe_replay.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,29 +97,24 @@ static bool is_transfer(const mp_op *op)
     return op->kind >= MP_OP_SEND_FWD;
 }
 
-mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_dualpipe_times *t,
-                             double *makespan, mp_error *err)
+/* The lists of (s, p, m) run under t: *makespan, and (val, may be NULL:
+ * per rank, room for each op of its list) what each op ends at: a compute
+ * op its end (an F&B unit's three ops the unit's), a send its message's
+ * landing, a receive when the rank has it. MP_ENOMEM, MP_EINTERNAL. */
+static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp_dualpipe_times *t,
+                              const mp_op_list *lists, double *const *val, double *makespan,
+                              mp_error *err)
 {
-    *makespan = 0.0;
-    if (s != MP_SCHED_DUALPIPEV && s != MP_SCHED_DUALPIPE)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "schedule",
-                            "the replay runs DualPipe and DualPipeV only");
-    const mp_op_list *lists = NULL;
-    bool owned = false;
-    mp_status st = lists_of(s, p, m, &lists, &owned, err);
-    if (st != MP_OK)
-        return st;
     int32_t n_st = (int32_t)mp_schedule_n_stages(s, p, s == MP_SCHED_DUALPIPEV ? 2 : 1);
     size_t keys = (size_t)2 * (size_t)n_st * (size_t)m;
     double *arrival = malloc(sizeof *arrival * keys);
     rank_clock *rc = malloc(sizeof *rc * (size_t)p);
-    int32_t *stack = malloc(sizeof *stack * (size_t)p);
-    if (!arrival || !rc || !stack) {
+    int32_t *stack = malloc(sizeof *stack * (size_t)p), *stage = malloc(sizeof *stage * 2 * (size_t)p);
+    if (!arrival || !rc || !stack || !stage) {
         free(arrival);
         free(rc);
         free(stack);
-        if (owned)
-            free_lists((mp_op_list *)lists, p);
+        free(stage);
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     }
     for (size_t i = 0; i < keys; i++)
@@ -127,20 +123,9 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
     for (int32_t r = p - 1; r >= 0; r--) {
         rc[r] = (rank_clock){.commit_at = -1.0, .waiting = -1};
         stack[top++] = r;
-    }
-    /* the stage each (rank, chunk) runs */
-    int32_t stage_stack[128], *stage = p <= 64 ? stage_stack : malloc(sizeof *stage * 2 * (size_t)p);
-    if (!stage) {
-        free(arrival);
-        free(rc);
-        free(stack);
-        if (owned)
-            free_lists((mp_op_list *)lists, p);
-        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-    }
-    for (int32_t r = 0; r < p; r++)
-        for (int32_t c = 0; c < 2; c++)
+        for (int32_t c = 0; c < 2; c++) /* the stage each (rank, chunk) runs */
             stage[2 * r + c] = (int32_t)mp_schedule_stage(s, p, r, c);
+    }
     while (top > 0) {
         int32_t r = stack[--top];
         rank_clock *rs = &rc[r];
@@ -148,7 +133,8 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
         /* run the rank until it blocks on a receive (engine.c run_pipeline) */
         while (rs->pc < l->n) {
             const mp_op *op = &l->ops[rs->pc];
-            int32_t k = stage[2 * r + (op->chunk & 1)];
+            int32_t k = stage[2 * r + (op->chunk & 1)], took = 1;
+            double v = 0.0;
             if (is_transfer(op) && rs->commit_at < 0)
                 rs->commit_at = rs->commit_done = rs->now;
             switch ((mp_op_kind)op->kind) {
@@ -158,13 +144,14 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
                     op[1].chunk != op->chunk && op[2].kind == MP_OP_W &&
                     op[2].chunk == op[1].chunk && op[2].microbatch == op[1].microbatch) {
                     rs->now += t->unit[2 * r + (op->chunk & 1)];
-                    rs->pc += 2;
+                    took = 3;
                 } else {
                     rs->now += t->f[k];
                 }
+                v = rs->now;
                 break;
-            case MP_OP_B: rs->now += t->b[k]; break;
-            case MP_OP_W: rs->now += t->w[k]; break;
+            case MP_OP_B: v = rs->now += t->b[k]; break;
+            case MP_OP_W: v = rs->now += t->w[k]; break;
             case MP_OP_SEND_FWD:
             case MP_OP_SEND_BWD: {
                 int32_t peer, pch;
@@ -182,7 +169,7 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
                     *lk = start + wire;
                 }
                 int64_t key = ((int64_t)(fwd ? 0 : 1) * n_st + dest) * m + op->microbatch;
-                arrival[key] = land;
+                v = arrival[key] = land;
                 if (land > rs->commit_done)
                     rs->commit_done = land;
                 if (rc[peer].waiting == key) {
@@ -200,10 +187,13 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
                 }
                 if (arrival[key] > rs->now)
                     rs->now = arrival[key];
+                v = rs->now;
                 break;
             }
             }
-            rs->pc++;
+            for (int32_t j = 0; val && j < took; j++)
+                val[r][rs->pc + j] = v;
+            rs->pc += took;
             if (rs->commit_at >= 0.0 && (rs->pc == l->n || !is_transfer(&l->ops[rs->pc]))) {
                 if (rs->commit_done > rs->now)
                     rs->now = rs->commit_done;
@@ -213,7 +203,7 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
     blocked:;
     }
     double end = 0.0;
-    st = MP_OK;
+    mp_status st = MP_OK;
     for (int32_t r = 0; r < p; r++) {
         if (rc[r].pc < lists[r].n)
             st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
@@ -222,12 +212,139 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
         end = rc[r].now > end ? rc[r].now : end;
     }
     *makespan = end;
-    if (stage != stage_stack)
-        free(stage);
     free(arrival);
     free(rc);
     free(stack);
+    free(stage);
+    return st;
+}
+
+/* The steady run of the replay above (sim/schedule_vorder.c dpv_steady_run,
+ * here over the lists with their transfers): DualPipeV's rank r runs its
+ * phase-4 blocks F0 B1 W1 F1 B0 W0 from its compute op 5p - 3r - 3 on, block
+ * i of every rank being level i (0 .. m - 2p), and the block of level i > 2p
+ * - 1 is the same max-plus map of levels i - 2p .. i - 1 for every m (each
+ * op waits for its rank's previous one and for its input from the same or
+ * the previous level, or from its own forwards up to 2p - 1 levels back).
+ * The transfers between a block's ops and the next block's are part of its
+ * level (a send's landing, through the link it queues on, is a max-plus
+ * function of the commit that posts it and the link's last send). So once
+ * 2p consecutive levels each end exactly lambda after the level before --
+ * every op, its kind, chunk and micro-batch one later than the level
+ * before's, its value (val) lambda later -- every later level does too, and
+ * the ops after the last level start from the same state shifted: m + 1
+ * micro-batches take lambda longer than m. DualPipe: rank r runs DualPipeV
+ * rank min(r, p-1-r)'s order on p/2 ranks with m/2 micro-batches a
+ * direction (sim/schedule_dualpipe.c), the middle ranks' hand-over a message
+ * within a level, so the same with p/2, m/2 and lambda per two micro-batches.
+ * True with *lambda when the run shows. */
+static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_list *l,
+                       double *const *val, double span, double *lambda)
+{
+    bool dpipe = s == MP_SCHED_DUALPIPE;
+    int32_t pv = dpipe ? p / 2 : p, mv = dpipe ? m / 2 : m;
+    int32_t levels = mv - 2 * pv + 1; /* 0 .. mv - 2pv */
+    if (levels < 2 * pv + 1)
+        return false;
+    /* per rank, where each level's ops start in its list (its block's
+     * first compute op), levels + 1 of them (the last: phase 5's first) */
+    int32_t *start = malloc(sizeof *start * (size_t)p * (size_t)(levels + 1));
+    if (!start)
+        return false;
+    bool ok = true;
+    for (int32_t r = 0; r < p && ok; r++) {
+        int32_t h = r < p - 1 - r ? r : p - 1 - r, at = 5 * pv - 3 * h - 3, c = 0, lv = 0;
+        int32_t *st = start + (size_t)r * (size_t)(levels + 1);
+        for (int32_t i = 0; i < l[r].n && lv <= levels; i++)
+            if (l[r].ops[i].kind <= MP_OP_W) {
+                if (c >= at && (c - at) % 6 == 0)
+                    st[lv++] = i;
+                c++;
+            }
+        ok = lv == levels + 1;
+    }
+    double tol = 1e-12 * span;
+    int32_t run = 0; /* consecutive levels one lambda after the one before */
+    for (int32_t i = 1; ok && i < levels; i++) {
+        bool same = true;
+        for (int32_t r = 0; r < p && same; r++) {
+            const int32_t *st = start + (size_t)r * (size_t)(levels + 1);
+            int32_t len = st[i + 1] - st[i];
+            /* the same ops as the level before, each a micro-batch later */
+            same = len == st[i] - st[i - 1];
+            for (int32_t q = 0; q < len && same; q++) {
+                const mp_op *a = &l[r].ops[st[i] + q], *b = &l[r].ops[st[i - 1] + q];
+                double d = val[r][st[i] + q] - val[r][st[i - 1] + q];
+                if (r == 0 && q == 0 && run == 0)
+                    *lambda = d;
+                same = a->kind == b->kind && a->chunk == b->chunk &&
+                       a->microbatch == b->microbatch + 1 && fabs(d - *lambda) <= tol;
+            }
+        }
+        run = same ? run + 1 : 0;
+        /* 2p differences ending at level i >= 2p: level i+1 and on repeat */
+        if (run >= 2 * pv && i >= 2 * pv)
+            break;
+    }
+    free(start);
+    return ok && run >= 2 * pv;
+}
+
+/* One replay of (s, p, m); with cut (may be NULL) whether it shows the
+ * steady run, and then its lambda. */
+static mp_status replay_once(mp_schedule_kind s, int32_t p, int32_t m, const mp_dualpipe_times *t,
+                             double *makespan, bool *cut, double *lambda, mp_error *err)
+{
+    const mp_op_list *lists = NULL;
+    bool owned = false;
+    mp_status st = lists_of(s, p, m, &lists, &owned, err);
+    if (st != MP_OK)
+        return st;
+    double **val = NULL, *v = NULL;
+    if (cut) {
+        *cut = false;
+        size_t ops = 0;
+        for (int32_t r = 0; r < p; r++)
+            ops += (size_t)lists[r].n;
+        val = malloc(sizeof *val * (size_t)p);
+        v = malloc(sizeof *v * (ops > 0 ? ops : 1));
+        if (!val || !v)
+            st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        for (int32_t r = 0, at = 0; st == MP_OK && r < p; at += lists[r].n, r++)
+            val[r] = v + at;
+    }
+    if (st == MP_OK)
+        st = replay_lists(s, p, m, t, lists, val, makespan, err);
+    if (cut && st == MP_OK)
+        *cut = steady_run(s, p, m, lists, val, *makespan, lambda);
+    free(val);
+    free(v);
     if (owned)
         free_lists((mp_op_list *)lists, p);
     return st;
+}
+
+mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_dualpipe_times *t,
+                             double *makespan, mp_error *err)
+{
+    *makespan = 0.0;
+    if (s != MP_SCHED_DUALPIPEV && s != MP_SCHED_DUALPIPE)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "schedule",
+                            "the replay runs DualPipe and DualPipeV only");
+    /* tries at 6p, 18p, 54p, ... micro-batches (DualPipe: a direction's on
+     * p/2 ranks) below m, each cut at the first that shows the steady run;
+     * the tries cost less than 1.5 times the last one's replay */
+    int64_t step = s == MP_SCHED_DUALPIPE ? 2 : 1, pv = s == MP_SCHED_DUALPIPE ? p / 2 : p;
+    for (int64_t m1 = 6 * pv * step; pv > 0 && m1 < m; m1 *= 3) {
+        bool cut = false;
+        double lambda = 0.0, t1 = 0.0;
+        mp_status st = replay_once(s, p, (int32_t)m1, t, &t1, &cut, &lambda, err);
+        if (st != MP_OK)
+            return st;
+        if (cut) {
+            *makespan = t1 + (double)((m - m1) / step) * lambda;
+            return MP_OK;
+        }
+    }
+    return replay_once(s, p, m, t, makespan, NULL, NULL, err);
 }

@@ -24,8 +24,10 @@
 #include "sim/schedule.h"
 
 /* The lists kept per thread: a few (schedule, p, m) at once, direct-mapped
- * on m, each immutable once built; a colliding key replaces its slot. */
-enum { LIST_SETS = 8 };
+ * on m, each immutable once built; a colliding key replaces its slot. Lists
+ * of more than LIST_MAX_OPS ops in all are built for their call alone (so
+ * the table holds at most LIST_SETS x 768 KiB). */
+enum { LIST_SETS = 16, LIST_MAX_OPS = 1 << 16 };
 typedef struct list_entry {
     int32_t s, p, m; /* p == 0: empty */
     mp_op_list *lists;
@@ -57,7 +59,8 @@ static mp_status lists_of(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_
                           bool *owned, mp_error *err)
 {
     list_cache *c = mp_thread_block_get(&list_block, sizeof(list_cache));
-    list_entry *e = c ? &c->e[(uint32_t)(m + 7 * p) % LIST_SETS] : NULL;
+    uint32_t h = ((uint32_t)m * 2654435761u) ^ ((uint32_t)p * 40503u) ^ (uint32_t)s;
+    list_entry *e = c ? &c->e[(h >> 7) % LIST_SETS] : NULL;
     if (e && e->p == p && e->m == m && e->s == (int32_t)s) {
         *out = e->lists;
         *owned = false;
@@ -71,7 +74,10 @@ static mp_status lists_of(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_
         free(l);
         return st;
     }
-    if (e) {
+    int64_t ops = 0;
+    for (int32_t r = 0; r < p; r++)
+        ops += l[r].n;
+    if (e && ops <= LIST_MAX_OPS) {
         free_lists(e->lists, e->p);
         *e = (list_entry){.s = (int32_t)s, .p = p, .m = m, .lists = l};
         *owned = false;
@@ -237,13 +243,15 @@ static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp
  * rank min(r, p-1-r)'s order on p/2 ranks with m/2 micro-batches a
  * direction (sim/schedule_dualpipe.c), the middle ranks' hand-over a message
  * within a level, so the same with p/2, m/2 and lambda per two micro-batches.
- * True with *lambda when the run shows. */
+ * True with *lambda when the run shows; else *from is the level the run
+ * that the replay ends in began at (-1: none). */
 static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_list *l,
-                       double *const *val, double span, double *lambda)
+                       double *const *val, double span, double *lambda, int32_t *from)
 {
     bool dpipe = s == MP_SCHED_DUALPIPE;
     int32_t pv = dpipe ? p / 2 : p, mv = dpipe ? m / 2 : m;
     int32_t levels = mv - 2 * pv + 1; /* 0 .. mv - 2pv */
+    *from = -1;
     if (levels < 2 * pv + 1)
         return false;
     /* per rank, where each level's ops start in its list (its block's
@@ -287,13 +295,16 @@ static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_lis
             break;
     }
     free(start);
+    *from = ok && run > 0 ? levels - run : -1;
     return ok && run >= 2 * pv;
 }
 
 /* One replay of (s, p, m); with cut (may be NULL) whether it shows the
- * steady run, and then its lambda. */
+ * steady run, and then its lambda, else where the run it ends in began
+ * (steady_run's *from). */
 static mp_status replay_once(mp_schedule_kind s, int32_t p, int32_t m, const mp_dualpipe_times *t,
-                             double *makespan, bool *cut, double *lambda, mp_error *err)
+                             double *makespan, bool *cut, double *lambda, int32_t *from,
+                             mp_error *err)
 {
     const mp_op_list *lists = NULL;
     bool owned = false;
@@ -316,7 +327,7 @@ static mp_status replay_once(mp_schedule_kind s, int32_t p, int32_t m, const mp_
     if (st == MP_OK)
         st = replay_lists(s, p, m, t, lists, val, makespan, err);
     if (cut && st == MP_OK)
-        *cut = steady_run(s, p, m, lists, val, *makespan, lambda);
+        *cut = steady_run(s, p, m, lists, val, *makespan, lambda, from);
     free(val);
     free(v);
     if (owned)
@@ -331,20 +342,26 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
     if (s != MP_SCHED_DUALPIPEV && s != MP_SCHED_DUALPIPE)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "schedule",
                             "the replay runs DualPipe and DualPipeV only");
-    /* tries at 6p, 18p, 54p, ... micro-batches (DualPipe: a direction's on
-     * p/2 ranks) below m, each cut at the first that shows the steady run;
-     * the tries cost less than 1.5 times the last one's replay */
+    /* tries from 6p micro-batches (DualPipe: a direction's on p/2 ranks),
+     * below m, each cut at the first that shows the steady run; after a try
+     * whose last levels run steady, but not for 2p of them yet, the next
+     * holds just enough levels for that run (its start stays where it is:
+     * a level does not depend on m), else three times as many. */
     int64_t step = s == MP_SCHED_DUALPIPE ? 2 : 1, pv = s == MP_SCHED_DUALPIPE ? p / 2 : p;
-    for (int64_t m1 = 6 * pv * step; pv > 0 && m1 < m; m1 *= 3) {
+    for (int64_t m1 = 6 * pv * step; pv > 0 && m1 < m;) {
         bool cut = false;
         double lambda = 0.0, t1 = 0.0;
-        mp_status st = replay_once(s, p, (int32_t)m1, t, &t1, &cut, &lambda, err);
+        int32_t from = -1;
+        mp_status st = replay_once(s, p, (int32_t)m1, t, &t1, &cut, &lambda, &from, err);
         if (st != MP_OK)
             return st;
         if (cut) {
             *makespan = t1 + (double)((m - m1) / step) * lambda;
             return MP_OK;
         }
+        /* the run from level `from` shows at mv - 2pv >= from + 2pv - 1 */
+        int64_t next = 3 * m1, need = ((int64_t)from + 4 * pv + 1) * step;
+        m1 = from >= 0 && need > m1 && need < next ? need : next;
     }
-    return replay_once(s, p, m, t, makespan, NULL, NULL, err);
+    return replay_once(s, p, m, t, makespan, NULL, NULL, NULL, err);
 }

@@ -115,13 +115,12 @@ static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp
     size_t keys = (size_t)2 * (size_t)n_st * (size_t)m;
     double *arrival = malloc(sizeof *arrival * keys);
     rank_clock *rc = malloc(sizeof *rc * (size_t)p);
-    int32_t *stack = malloc(sizeof *stack * (size_t)p), *stage = malloc(sizeof *stage * 2 * (size_t)p);
-    if (!arrival || !rc || !stack || !stage) {
-        free(arrival);
-        free(rc);
-        free(stack);
-        free(stage);
-        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+    /* the ranks to run (at most p at once) and the stage each (rank, chunk) runs */
+    int32_t *stack = malloc(sizeof *stack * 3 * (size_t)p), *stage = stack ? stack + p : NULL;
+    mp_status st = MP_OK;
+    if (!arrival || !rc || !stack) {
+        st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+        goto out;
     }
     for (size_t i = 0; i < keys; i++)
         arrival[i] = -1.0;
@@ -129,7 +128,7 @@ static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp
     for (int32_t r = p - 1; r >= 0; r--) {
         rc[r] = (rank_clock){.commit_at = -1.0, .waiting = -1};
         stack[top++] = r;
-        for (int32_t c = 0; c < 2; c++) /* the stage each (rank, chunk) runs */
+        for (int32_t c = 0; c < 2; c++)
             stage[2 * r + c] = (int32_t)mp_schedule_stage(s, p, r, c);
     }
     while (top > 0) {
@@ -209,7 +208,6 @@ static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp
     blocked:;
     }
     double end = 0.0;
-    mp_status st = MP_OK;
     for (int32_t r = 0; r < p; r++) {
         if (rc[r].pc < lists[r].n)
             st = mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, "schedule",
@@ -218,10 +216,10 @@ static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp
         end = rc[r].now > end ? rc[r].now : end;
     }
     *makespan = end;
+out:
     free(arrival);
     free(rc);
     free(stack);
-    free(stage);
     return st;
 }
 

@@ -108,16 +108,36 @@ static void test_agrees_with_estimate(void **state)
 #define PEAK_TOL_ZBV 0.10
 #define PEAK_TOL_FULL 0.17
 
+/* An example plan (g_examples/name), read into a new allocation. */
+static mp_plan *example_plan(const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", g_examples, name);
+    mp_plan *plan = calloc(1, sizeof *plan);
+    assert_non_null(plan);
+    mp_error err;
+    if (mp_plan_read_file(path, plan, &err) != MP_OK)
+        fail_msg("%s: %s", path, err.msg);
+    return plan;
+}
+
+/* The estimate and the simulation of c (or of plan, when not NULL). */
+static void estimate_and_simulate(const char *what, const mp_config *c, const mp_plan *plan,
+                                  mp_estimate *e, mp_sim_result *r)
+{
+    mp_error err;
+    mp_sim_options opt = {0};
+    if (mp_estimate_config(c, plan, e, &err) != MP_OK)
+        fail_msg("%s: %s", what, err.msg);
+    if (mp_simulate(plan ? NULL : c, plan, &opt, r, &err) != MP_OK)
+        fail_msg("%s: %s", what, err.msg);
+}
+
 static void check_peaks(const char *what, const mp_config *c, const mp_plan *plan, double tol)
 {
     mp_estimate e;
     mp_sim_result r;
-    mp_error err;
-    mp_sim_options opt = {0};
-    if (mp_estimate_config(c, plan, &e, &err) != MP_OK)
-        fail_msg("%s: %s", what, err.msg);
-    if (mp_simulate(plan ? NULL : c, plan, &opt, &r, &err) != MP_OK)
-        fail_msg("%s: %s", what, err.msg);
+    estimate_and_simulate(what, c, plan, &e, &r);
     double peak = 0;
     for (int32_t k = 0; k < r.ranks; k++)
         peak = fmax(peak, r.peak_memory[k]);
@@ -173,21 +193,13 @@ static void test_peaks_agree_every_schedule(void **state)
         }
     /* a mixture of experts whose experts' states shard over edp = 2 of
      * dp = 128: DeepSeek-V3's DualPipe plan */
-    char path[1024];
-    snprintf(path, sizeof path, "%s/deepseek-v3-h800.yaml", g_examples);
-    mp_plan *plan = calloc(1, sizeof *plan);
-    assert_non_null(plan);
-    mp_error err;
-    if (mp_plan_read_file(path, plan, &err) != MP_OK)
-        fail_msg("%s: %s", path, err.msg);
+    mp_plan *plan = example_plan("deepseek-v3-h800.yaml");
     check_peaks("deepseek-v3-h800.yaml dualpipe", &plan->config, plan, PEAK_TOL);
     /* and within 0.1% there: the closed form is exact for DualPipe */
     {
         mp_estimate e;
         mp_sim_result r;
-        mp_sim_options opt = {0};
-        assert_int_equal(mp_estimate_config(&plan->config, plan, &e, &err), MP_OK);
-        assert_int_equal(mp_simulate(NULL, plan, &opt, &r, &err), MP_OK);
+        estimate_and_simulate("deepseek-v3-h800.yaml", &plan->config, plan, &e, &r);
         double peak = 0;
         for (int32_t k = 0; k < r.ranks; k++)
             peak = fmax(peak, r.peak_memory[k]);
@@ -249,13 +261,8 @@ static void test_example_plans(void **state)
     (void)state;
     const char *names[] = {"plan-gpt-pp2.yaml", "plan-gpt-tp2.yaml", "plan-gpt3-175b-1024.yaml"};
     for (size_t i = 0; i < 3; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", g_examples, names[i]);
-        mp_plan *plan = calloc(1, sizeof *plan);
-        assert_non_null(plan);
+        mp_plan *plan = example_plan(names[i]);
         mp_error err;
-        if (mp_plan_read_file(path, plan, &err) != MP_OK)
-            fail_msg("%s: %s", path, err.msg);
         mp_estimate e;
         mp_sim_result r;
         mp_sim_options opt = {.record_timeline = true};
@@ -830,12 +837,7 @@ static void check_dual_pipeline(const char *what, const mp_config *c, const mp_p
 {
     mp_estimate e;
     mp_sim_result r;
-    mp_error err;
-    mp_sim_options opt = {0};
-    if (mp_estimate_config(c, plan, &e, &err) != MP_OK)
-        fail_msg("%s: %s", what, err.msg);
-    if (mp_simulate(plan ? NULL : c, plan, &opt, &r, &err) != MP_OK)
-        fail_msg("%s: %s", what, err.msg);
+    estimate_and_simulate(what, c, plan, &e, &r);
     double est = e.time.step - e.time.dp_comm - e.time.optimizer;
     if (getenv("MP_PRINT_DUAL"))
         printf("%-44s m %4d pipeline sim %.9f est %.9f\n", what, (int)r.microbatches,
@@ -849,13 +851,7 @@ static void check_dual_pipeline(const char *what, const mp_config *c, const mp_p
 static void test_dualpipe_uneven_matches_simulator(void **state)
 {
     (void)state;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/deepseek-v3-h800.yaml", g_examples);
-    mp_plan *plan = calloc(1, sizeof *plan);
-    assert_non_null(plan);
-    mp_error err;
-    if (mp_plan_read_file(path, plan, &err) != MP_OK)
-        fail_msg("%s: %s", path, err.msg);
+    mp_plan *plan = example_plan("deepseek-v3-h800.yaml");
     plan->config.parallel.dp_overlap = false;
     check_dual_pipeline("deepseek-v3-h800 dualpipe pp16", &plan->config, plan);
     plan->config.parallel.moe_a2a_overlap = false;

@@ -26,8 +26,13 @@
 /* The lists kept per thread: a few (schedule, p, m) at once, direct-mapped
  * on m, each immutable once built; a colliding key replaces its slot. Lists
  * of more than LIST_MAX_OPS ops in all are built for their call alone (so
- * the table holds at most LIST_SETS x 768 KiB). */
-enum { LIST_SETS = 16, LIST_MAX_OPS = 1 << 16 };
+ * the table holds at most LIST_SETS x 1.5 MiB: the lists of DUAL_REPLAY_PM
+ * micro-batch-ranks, about 12 ops each, fit). */
+enum { LIST_SETS = 16, LIST_MAX_OPS = 1 << 17 };
+
+/* The replay's budget: tries of at most this many micro-batches times p
+ * (about 1 ms; docs/design.md §8) before an unproven pace is extended. */
+#define DUAL_REPLAY_PM 8192
 typedef struct list_entry {
     int32_t s, p, m; /* p == 0: empty */
     mp_op_list *lists;
@@ -242,14 +247,17 @@ out:
  * direction (sim/schedule_dualpipe.c), the middle ranks' hand-over a message
  * within a level, so the same with p/2, m/2 and lambda per two micro-batches.
  * True with *lambda when the run shows; else *from is the level the run
- * that the replay ends in began at (-1: none). */
+ * that the replay ends in began at (-1: none). *pace: the most any op of
+ * the last level ends after its op of the level before (0: none). */
 static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_list *l,
-                       double *const *val, double span, double *lambda, int32_t *from)
+                       double *const *val, double span, double *lambda, int32_t *from,
+                       double *pace)
 {
     bool dpipe = s == MP_SCHED_DUALPIPE;
     int32_t pv = dpipe ? p / 2 : p, mv = dpipe ? m / 2 : m;
     int32_t levels = mv - 2 * pv + 1; /* 0 .. mv - 2pv */
     *from = -1;
+    *pace = 0.0;
     if (levels < 2 * pv + 1)
         return false;
     /* per rank, where each level's ops start in its list (its block's
@@ -285,6 +293,8 @@ static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_lis
                     *lambda = d;
                 same = a->kind == b->kind && a->chunk == b->chunk &&
                        a->microbatch == b->microbatch + 1 && fabs(d - *lambda) <= tol;
+                if (i == levels - 1 && d > *pace)
+                    *pace = d;
             }
         }
         run = same ? run + 1 : 0;
@@ -298,11 +308,11 @@ static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_lis
 }
 
 /* One replay of (s, p, m); with cut (may be NULL) whether it shows the
- * steady run, and then its lambda, else where the run it ends in began
- * (steady_run's *from). */
+ * steady run, and then its lambda, else where the run it ends in began and
+ * its last level's pace (steady_run's *from, *pace). */
 static mp_status replay_once(mp_schedule_kind s, int32_t p, int32_t m, const mp_dualpipe_times *t,
                              double *makespan, bool *cut, double *lambda, int32_t *from,
-                             mp_error *err)
+                             double *pace, mp_error *err)
 {
     const mp_op_list *lists = NULL;
     bool owned = false;
@@ -325,12 +335,27 @@ static mp_status replay_once(mp_schedule_kind s, int32_t p, int32_t m, const mp_
     if (st == MP_OK)
         st = replay_lists(s, p, m, t, lists, val, makespan, err);
     if (cut && st == MP_OK)
-        *cut = steady_run(s, p, m, lists, val, *makespan, lambda, from);
+        *cut = steady_run(s, p, m, lists, val, *makespan, lambda, from, pace);
     free(val);
     free(v);
     if (owned)
         free_lists((mp_op_list *)lists, p);
     return st;
+}
+
+/* The tries' sizes: the smallest of 6, 9, 12, 18, 24, 36, ... times unit
+ * (each 3/2 or 4/3 of the one before) that is at least want, so that the
+ * candidates of a search, whose transients differ, replay the same few
+ * sizes and share their lists. */
+static int64_t rung(int64_t unit, int64_t want)
+{
+    int64_t a = 6, b = 9;
+    while (a * unit < want) {
+        int64_t c = 2 * a;
+        a = b;
+        b = c;
+    }
+    return a * unit;
 }
 
 mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_dualpipe_times *t,
@@ -343,23 +368,39 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
     /* tries from 6p micro-batches (DualPipe: a direction's on p/2 ranks),
      * below m, each cut at the first that shows the steady run; after a try
      * whose last levels run steady, but not for 2p of them yet, the next
-     * holds just enough levels for that run (its start stays where it is:
-     * a level does not depend on m), else three times as many. */
+     * holds enough levels for that run (its start stays where it is: a
+     * level does not depend on m), else three times as many, each rounded
+     * up to a rung of a fixed ladder (rung). Tries stop
+     * at DUAL_REPLAY_PM micro-batches times p (the budget); where none has
+     * shown the run by then and m is beyond it, the step is the last try's
+     * extended by its last level's pace (not proven: a transient that long
+     * is a link's backlog draining, docs/cost-model.md §6). */
     int64_t step = s == MP_SCHED_DUALPIPE ? 2 : 1, pv = s == MP_SCHED_DUALPIPE ? p / 2 : p;
+    int64_t last_m = 0;
+    double last_t = 0.0, last_pace = 0.0;
     for (int64_t m1 = 6 * pv * step; pv > 0 && m1 < m;) {
+        if (last_m > 0 && (int64_t)p * m1 > DUAL_REPLAY_PM)
+            break;
         bool cut = false;
-        double lambda = 0.0, t1 = 0.0;
+        double lambda = 0.0, t1 = 0.0, pace = 0.0;
         int32_t from = -1;
-        mp_status st = replay_once(s, p, (int32_t)m1, t, &t1, &cut, &lambda, &from, err);
+        mp_status st = replay_once(s, p, (int32_t)m1, t, &t1, &cut, &lambda, &from, &pace, err);
         if (st != MP_OK)
             return st;
         if (cut) {
             *makespan = t1 + (double)((m - m1) / step) * lambda;
             return MP_OK;
         }
+        last_m = m1;
+        last_t = t1;
+        last_pace = pace;
         /* the run from level `from` shows at mv - 2pv >= from + 2pv - 1 */
         int64_t next = 3 * m1, need = ((int64_t)from + 4 * pv + 1) * step;
-        m1 = from >= 0 && need > m1 && need < next ? need : next;
+        m1 = rung(pv * step, from >= 0 && need > m1 && need < next ? need : next);
     }
-    return replay_once(s, p, m, t, makespan, NULL, NULL, NULL, err);
+    if (last_m > 0 && (int64_t)p * m > DUAL_REPLAY_PM && last_pace > 0.0) {
+        *makespan = last_t + (double)((m - last_m) / step) * last_pace;
+        return MP_OK;
+    }
+    return replay_once(s, p, m, t, makespan, NULL, NULL, NULL, NULL, err);
 }

@@ -1307,6 +1307,23 @@ static double lcg_unit(uint64_t *x)
     return (double)(*x >> 11) / 9007199254740992.0;
 }
 
+/* Random uneven stages (g_stages[0..n-1]) for the replay tests: F and the
+ * input gradient B each from range[0] to range[0] + range[1], W up to
+ * range[2], activation bytes from range[3] to range[3] + range[4]; the same
+ * times into f, b, w and the bytes into bytes. */
+static void random_stages(int32_t n, uint64_t *seed, const double range[5], double *f, double *b,
+                          double *w, double *bytes)
+{
+    for (int32_t st = 0; st < n; st++) {
+        mp_stage_cost *sc = &g_stages[st];
+        sc->fwd = f[st] = range[0] + range[1] * lcg_unit(seed);
+        sc->bwd_input = b[st] = range[0] + range[1] * lcg_unit(seed);
+        sc->bwd_weight = w[st] = range[2] * lcg_unit(seed);
+        sc->bwd = b[st] + w[st];
+        sc->send_bytes = bytes[st] = range[3] + range[4] * lcg_unit(seed);
+    }
+}
+
 static void test_dualpipe_replay_uneven_grid(void **state)
 {
     (void)state;
@@ -1330,13 +1347,10 @@ static void test_dualpipe_replay_uneven_grid(void **state)
                         double f[MP_MAX_STAGES], b[MP_MAX_STAGES], w[MP_MAX_STAGES],
                             wire[MP_MAX_STAGES], unit[2 * MP_MAX_STAGES];
                         double lat = links[l][0], bw = links[l][1] > 0 ? 1 / links[l][1] : 0;
+                        const double range[5] = {0.2, 2.8, 2.0, 0.5, 1.5};
+                        random_stages(n, &seed, range, f, b, w, wire);
                         for (int32_t st = 0; st < n; st++) {
                             mp_stage_cost *sc = &g_stages[st];
-                            sc->fwd = f[st] = 0.2 + 2.8 * lcg_unit(&seed);
-                            sc->bwd_input = b[st] = 0.2 + 2.8 * lcg_unit(&seed);
-                            sc->bwd_weight = w[st] = 2.0 * lcg_unit(&seed);
-                            sc->bwd = b[st] + w[st];
-                            sc->send_bytes = 0.5 + 1.5 * lcg_unit(&seed);
                             wire[st] = bw > 0 ? sc->send_bytes / bw : 0;
                             if (ep) { /* each pass's all-to-all, within it */
                                 sc->ep_comm_fwd = sc->tp_comm_fwd = 0.6 * lcg_unit(&seed) * sc->fwd;
@@ -1401,14 +1415,8 @@ static void test_dualpipe_replay_past_budget(void **state)
             int32_t p = cases[c].p, m = 64 * p, n = s == MP_SCHED_DUALPIPEV ? 2 * p : p;
             mp_pipeline_cost pc = uniform(n, 1, 1, 1, 1);
             double f[MP_MAX_STAGES], b[MP_MAX_STAGES], w[MP_MAX_STAGES], wire[MP_MAX_STAGES];
-            for (int32_t st = 0; st < n; st++) {
-                mp_stage_cost *sc = &g_stages[st];
-                sc->fwd = f[st] = 0.3 + 2 * lcg_unit(&seed);
-                sc->bwd_input = b[st] = 0.3 + 2 * lcg_unit(&seed);
-                sc->bwd_weight = w[st] = 1.4 * lcg_unit(&seed);
-                sc->bwd = b[st] + w[st];
-                sc->send_bytes = wire[st] = 0.5 * lcg_unit(&seed);
-            }
+            const double range[5] = {0.3, 2.0, 1.4, 0.0, 0.5};
+            random_stages(n, &seed, range, f, b, w, wire); /* bandwidth 1: wire = bytes */
             pc.p2p_bw = 1;
             pc.p2p_latency = 0.02 * (set % 3);
             mp_sim_result r;

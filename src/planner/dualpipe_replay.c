@@ -10,10 +10,11 @@
  * rank 0; a plan's own split; MTP) the ranks differ, and no per-rank form
  * found so far is exact. So the estimate runs the order itself: the
  * simulator's lists, op by op, as sim/engine.c runs them, without anything
- * the engine records (events, memory, DP), which makes it a few hundred
- * nanoseconds a rank and micro-batch. The lists of a (schedule, p, m) are
- * built once per thread and kept (a search costs many candidates with the
- * same pipeline shape). */
+ * the engine records (events, memory, DP): about a hundred nanoseconds a
+ * rank and micro-batch. It replays a few sizes up to the steady run and
+ * extends it (mp_dualpipe_replay), not all m, and the lists of a
+ * (schedule, p, m) are built once per thread and kept (a search costs many
+ * candidates with the same pipeline shape). */
 #include "planner/dualpipe_replay.h"
 
 #include <math.h>
@@ -24,7 +25,8 @@
 #include "sim/schedule.h"
 
 /* The lists kept per thread: a few (schedule, p, m) at once, direct-mapped
- * on m, each immutable once built; a colliding key replaces its slot. Lists
+ * on a hash of the key, each immutable once built; a colliding key replaces
+ * its slot. Lists
  * of more than LIST_MAX_OPS ops in all are built for their call alone (so
  * the table holds at most LIST_SETS x 1.5 MiB: the lists of DUAL_REPLAY_PM
  * micro-batch-ranks, about 12 ops each, fit). */
@@ -370,8 +372,8 @@ mp_status mp_dualpipe_replay(mp_schedule_kind s, int32_t p, int32_t m, const mp_
      * whose last levels run steady, but not for 2p of them yet, the next
      * holds enough levels for that run (its start stays where it is: a
      * level does not depend on m), else three times as many, each rounded
-     * up to a rung of a fixed ladder (rung). Tries stop
-     * at DUAL_REPLAY_PM micro-batches times p (the budget); where none has
+     * up to a rung of a fixed ladder (rung). Tries stop at DUAL_REPLAY_PM
+     * micro-batches times p (the budget); where none has
      * shown the run by then and m is beyond it, the step is the last try's
      * extended by its last level's pace (not proven: a transient that long
      * is a link's backlog draining, docs/cost-model.md §6). */

@@ -16,6 +16,7 @@
 #include "planner/cost_internal.h"
 #include "planner/cost_memo.h"
 #include "planner/pipeline_internal.h"
+#include "planner/dualpipe_replay.h"
 #include "sim/schedule_vorder.h"
 
 
@@ -2196,6 +2197,53 @@ static double dual_turn(const pipe_model *pm, const fb_units *fb, double lat, do
     return t;
 }
 
+/* DualPipe(V)'s pipeline makespan from its own order on the stages' times
+ * (dualpipe_replay.c: the simulator's lists run op by op as the engine runs
+ * them), exact on uneven stages where the closed form's rank-by-rank
+ * generalisation (dual_fb_makespan, mp_pipeline_makespan_ranks with
+ * dual_turn) is not: the V's rank 0 holds the embedding and the head, a
+ * plan's split its own. Each stage's F and input-gradient B inline (fb:
+ * before the EP overlap shares a unit's saving out), its W, its activation's
+ * time on the link; under the EP overlap each F&B unit as one merged pass,
+ * its inline passes less the unit's saving (fb->x; a DualPipe rank
+ * p-1-h runs rank h's units with the chunks swapped: its chunk c is rank
+ * h's chunk 1-c). False when the lists cannot be built (the rule stays). */
+static bool dual_replay(const pipe_model *pm, const fb_units *fb, double lat, double bw,
+                        double *makespan)
+{
+    bool dpipe = pm->sched == MP_SCHED_DUALPIPE;
+    int64_t p = pm->p, n = pm->n, ranks = dpipe ? p / 2 : p;
+    if (pm->v != 2 || p < 2 || p > INT32_MAX / 2 || pm->m > INT32_MAX ||
+        n != (dpipe ? p : 2 * p))
+        return false;
+    double *t = malloc(sizeof *t * (size_t)(4 * n + 2 * p));
+    if (!t)
+        return false;
+    double *f = t, *b = t + n, *w = t + 2 * n, *wire = t + 3 * n, *unit = t + 4 * n;
+    for (int64_t r = 0; r < p; r++)
+        for (int64_t ch = 0; ch < 2; ch++) {
+            int64_t k = rank_stage(pm, r, ch);
+            const stage_sum *ss = &pm->st[k];
+            f[k] = fb ? fb[r].raw_f[ch] : ss->fwd;
+            b[k] = fb ? fb[r].raw_b[ch] : ss->bwd - ss->wgrad;
+            w[k] = ss->wgrad;
+            wire[k] = bw > 0.0 ? ss->send_bytes / bw : 0.0; /* the simulator's */
+        }
+    for (int64_t r = 0; fb && r < p; r++)
+        for (int64_t ch = 0; ch < 2; ch++) {
+            int64_t h = r < ranks ? r : p - 1 - r, kind = r < ranks ? ch : 1 - ch;
+            int64_t kf = rank_stage(pm, r, ch), kb = rank_stage(pm, r, 1 - ch);
+            unit[2 * r + ch] = f[kf] + b[kb] + w[kb] - fb[h].x[kind];
+        }
+    mp_dualpipe_times dt = {.f = f, .b = b, .w = w, .wire = wire, .lat = lat,
+                            .unit = fb ? unit : NULL};
+    mp_error err;
+    bool ok = mp_dualpipe_replay(pm->sched, (int32_t)p, (int32_t)pm->m, &dt, makespan, &err) ==
+              MP_OK;
+    free(t);
+    return ok;
+}
+
 /* The share of pipeline rank r's passes through a chunk that the EP
  * all-to-all overlap pairs with a pass of the other direction. Megatron-Core
  * merges a forward and a backward only in the 1F1B steady state: with pp > 1
@@ -2665,12 +2713,15 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
                                     : ss->fwd + ss->bwd + comm;
         }
     }
-    double makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
-                         : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
+    double makespan;
+    if (!dual || !dual_replay(&pm, fb, dual_lat, dual_bw, &makespan)) {
+        makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
+                      : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
+        if (dual)
+            makespan += dual_turn(&pm, fb, dual_lat, dual_bw);
+    }
     if (zb && p > 1)
         makespan = fmax(makespan, zbh1_critical(&pm, c, pass_comm));
-    if (dual)
-        makespan += dual_turn(&pm, fb, dual_lat, dual_bw);
     free(fb);
     if (batched)
         /* Megatron's synchronous interleaved batches: the first rank's

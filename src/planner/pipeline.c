@@ -83,8 +83,9 @@
  * test_dualpipe_exact_grid). The fill before, f + max(f, b) + max(0, b - w)
  * + 2 p2p with a turn of max(0, f - b), was exact only for f >= b on free
  * links and an upper bound elsewhere. mp_dualpipe_fill is E's share of a
- * rank, mp_dualpipe_turn the rest, once a step (the estimate adds the fills
- * rank by rank, cost.c). */
+ * rank, mp_dualpipe_turn the rest, once a step (cost.c's fallback adds the
+ * fills rank by rank; on real stages the estimate replays the order,
+ * dualpipe_replay.c). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>

@@ -247,7 +247,7 @@ static void print_table(const report_style *rs, const char *what, const mp_sim_r
                 100.0 * (r->makespan / closed_step - 1.0));
     fprintf(f, "pipeline (simulated) %12.4f%s\n", r->pipeline_makespan, rs->sec);
     if (closed_pipeline > 0)
-        fprintf(f, "pipeline (closed form)%11.4f%-2s   simulated %+.1f%%\n", closed_pipeline,
+        fprintf(f, "pipeline (estimate)  %12.4f%-2s   simulated %+.1f%%\n", closed_pipeline,
                 rs->sec, 100.0 * (r->pipeline_makespan / closed_pipeline - 1.0));
     fprintf(f, "\nexposed time by kind (critical pipeline rank %d):\n", (int)r->critical_rank);
     const mp_times *x = &r->exposed;

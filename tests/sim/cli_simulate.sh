@@ -31,7 +31,7 @@ grep -q "fallback" "$T/out" && bad "mixtral zb-v took the fallback order"
 expect_exit 0 "$MP" simulate --unit-ops --pp 4 --micro-batches 8 --schedule 1f1b --trace "$T/u.json"
 # unit-time ops have no seconds and no bytes: no "s", no "GiB"
 contains "$T/out" "pipeline (simulated)      33.0000"
-contains "$T/out" "pipeline (closed form)    33.0000     simulated +0.0%"
+contains "$T/out" "pipeline (estimate)       33.0000     simulated +0.0%"
 contains "$T/out" "bubble           9.0000     27.3%"
 contains "$T/out" "       4.00 units"
 grep -Eq '[0-9] s( |$)|GiB' "$T/out" && bad "unit-time ops printed seconds or GiB"
@@ -39,7 +39,7 @@ grep -Eq '[0-9] s( |$)|GiB' "$T/out" && bad "unit-time ops printed seconds or Gi
 
 expect_exit 0 "$MP" simulate --unit-ops --pp 4 --vpp 2 --micro-batches 8 --trace "$T/i.json"
 contains "$T/out" "schedule interleaved-1f1b, 4 pipeline ranks, 2 chunks each, 8 micro-batches"
-contains "$T/out" "pipeline (closed form)    28.5000     simulated +0.0%"
+contains "$T/out" "pipeline (estimate)       28.5000     simulated +0.0%"
 "$CHECK" trace "$T/i.json" 4 64 || bad "unit interleaved trace"
 
 expect_exit 0 "$MP" simulate --unit-ops --pp 4 --micro-batches 8 --schedule zb-h1 --trace "$T/z.json"

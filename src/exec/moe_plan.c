@@ -35,6 +35,12 @@ mp_status mp_moe_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *d, mp_
     if (!mp_model_is_moe(m))
         return MP_OK;
     const struct mp_moe *e = &m->moe;
+    /* AutoModel's benchmark gate has no scores to check a partition's
+     * routing against: exec routes with the model's own top-k router only */
+    if (e->fake_balanced_gate)
+        return REFUSE("model.moe.fake_balanced_gate",
+                      "exec routes each token with the model's top-k router; the benchmark's "
+                      "fixed gate (top_k consecutive experts, no scores) is costed, not executed");
     int ep = (int)mp_parallel_ep(p), etp = (int)mp_parallel_etp(p);
     bool sp = p->sp && p->tp > 1;
     if (etp != p->tp && !(etp == 1 && (sp || p->tp == 1)))

@@ -623,6 +623,11 @@ hardening() {
         check exec-ranks-in-process "^megaplan exec: ranks8\\.yaml:4:18: training\\.gpus: the plan needs 8 ranks \\(tp 2 x cp 1 x dp 4 x pp 1\\) and this is one process: run .megaplan exec --np 8" "$bin" exec ranks8.yaml
         check exec-solo-rank-in-process "^megaplan exec: --solo: rank 8 is not one of the plan's 8 ranks$" "$bin" exec ranks8.yaml --solo 8
         check exec-missing-in-process "^megaplan exec: missing\\.yaml: cannot read" "$bin" exec missing.yaml
+        # AutoModel's benchmark gate is costed, not executed: refused with its line, not run
+        # with the model's router as if it were the plan (with --np and in one process)
+        file fakegate.yaml 'megaplan_plan: 1\nmodel: {name: m, arch: llama, layers: 2, hidden: 32, heads: 4, ffn_hidden: 64, vocab: 64, seq: 16,\n  moe: {experts: 4, top_k: 2, expert_ffn: 32, fake_balanced_gate: true}}\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1, precision: fp32}\n'
+        check exec-fake-gate "^megaplan exec: fakegate\\.yaml:[0-9]+:[0-9]+: model\\.moe\\.fake_balanced_gate: exec routes each token with the model's top-k router" "$bin" exec fakegate.yaml --np 1
+        check exec-fake-gate-in-process "^megaplan exec: fakegate\\.yaml:[0-9]+:[0-9]+: model\\.moe\\.fake_balanced_gate: exec routes" "$bin" exec fakegate.yaml
     fi
     # the plan verbs on plan files of every bad shape: one line naming file, line and field
     # (exec without --np among them: before MPI_Init)

@@ -21,8 +21,9 @@ mp_framework mp_plan_framework(const mp_config *c);
 const char *mp_framework_name(mp_framework f);     /* "Megatron-LM", "DeepSpeed", "torchtitan (FSDP2)" */
 const char *mp_framework_format(mp_framework f);   /* the --format that writes it */
 
-/* The settings no parallel shape changes (the model's MTP modules, fp8,
- * te_cross_entropy, ...) that fw's file has no key for: MP_EINPUT naming the
+/* The settings no parallel shape changes (the model's MTP modules and MoE
+ * capacity factor, fp8, te_cross_entropy, the shared-expert overlap, a token
+ * dispatcher the file cannot name, ...) that fw's file has no key for: MP_EINPUT naming the
  * first (field "format"), else MP_OK; always MP_OK for Megatron-LM. A search
  * asks it before searching: no winner could be written. */
 mp_status mp_framework_unwritten(const mp_config *c, mp_framework fw, mp_error *err);

@@ -163,6 +163,12 @@ lacks err.txt "best plan found"
 # ep free: the winner (ep 8 on this job) is refused after the search, by name
 refuse search-ds-winner "${S}the best plan found \\(.*\\) cannot be written so: ep=8 \\(expert parallelism\\)" \
     search $mx --zero 2 --format deepspeed
+# and the table's winner lines say so rather than "runs under DeepSpeed (--format deepspeed)"
+if "$bin" search $mx --zero 2 >tab.txt 2>err.txt; then
+    contains tab.txt "would run under DeepSpeed, but --format deepspeed refuses it: ep=8 (expert parallelism)"
+else
+    bad "search table: $(cat err.txt)"
+fi
 # and torchtitan writes that winner's ep
 if "$bin" search $mx --zero 3 --format torchtitan >st.toml 2>err.txt; then
     python3 -c "

@@ -46,12 +46,14 @@ mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_fo
     }
 }
 
-mp_status mp_cli_framework_settings(const mp_config *c, mp_format format, mp_error *err)
+mp_status mp_cli_framework_settings(const mp_config *c, mp_format format, bool ep_fixed,
+                                    mp_error *err)
 {
     if (format != MP_FORMAT_DEEPSPEED && format != MP_FORMAT_TORCHTITAN)
         return MP_OK;
-    return as_option(mp_framework_unwritten(c, format == MP_FORMAT_DEEPSPEED ? MP_FW_DEEPSPEED
-                                                                             : MP_FW_TORCHTITAN,
-                                            err),
-                     err);
+    mp_framework fw = format == MP_FORMAT_DEEPSPEED ? MP_FW_DEEPSPEED : MP_FW_TORCHTITAN;
+    mp_status st = mp_framework_unwritten(c, fw, err);
+    if (st == MP_OK && ep_fixed)
+        st = mp_framework_expert_degree(c, fw, err);
+    return as_option(st, err);
 }

@@ -11,9 +11,11 @@ mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_fo
                                   mp_buf *out, mp_error *err);
 
 /* MP_EINPUT naming --format when c has a setting that no parallel shape
- * changes and format's file has no key for (mp_framework_unwritten); MP_OK
- * for the other formats. */
-mp_status mp_cli_framework_settings(const mp_config *c, mp_format format, mp_error *err);
+ * changes and format's file has no key for (mp_framework_unwritten), or,
+ * with ep_fixed, an expert-parallel degree it cannot say
+ * (mp_framework_expert_degree); MP_OK for the other formats. */
+mp_status mp_cli_framework_settings(const mp_config *c, mp_format format, bool ep_fixed,
+                                    mp_error *err);
 
 /* Whether format is one of megatron, deepspeed, torchtitan. */
 static inline bool mp_cli_is_framework_format(mp_format f)

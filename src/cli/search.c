@@ -566,10 +566,12 @@ int cmd_search(int argc, char **argv)
     }
     mp_search_options opt;
     /* a setting the --format's file cannot say (the model's MTP modules,
-     * fp8, ...) is no winner's: said before the search, with no "--fix" hint */
+     * fp8, a fixed ep DeepSpeed's file has no key for, ...) is no winner's:
+     * said before the search, with no "--fix" hint */
     if (mp_search_cli_options(&cc, &sc, &opt, &err) != MP_OK ||
         mp_search_cli_check_hsdp(&cc, &sc, &err) != MP_OK ||
-        mp_cli_framework_settings(&opt.base, cc.format, &err) != MP_OK)
+        mp_cli_framework_settings(&opt.base, cc.format, (opt.fixed & MP_FIX_EP) != 0, &err) !=
+            MP_OK)
         return mp_cli_fail("search", &err);
     /* where -o goes is settled before the search, so a refused path costs nothing */
     mp_output plan_out;

@@ -5,6 +5,7 @@
 #include "planner/framework.h"
 
 #include "planner/cost_internal.h"
+#include "planner/megatron.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,10 @@ static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error
                        : p->cuda_graph_scope     ? "cuda_graph_scope (CUDA graphs)"
                        : p->defer_embedding_wgrad ? "defer_embedding_wgrad (the output layer's "
                                                     "weight gradients deferred)"
+                       : c->model.moe.capacity_factor > 0.0 ? "moe.capacity_factor (the experts' "
+                                                              "token capacity)"
+                       : p->shared_expert_overlap ? "shared_expert_overlap (the shared experts "
+                                                    "under the dispatch)"
                                                   : NULL;
     if (!what)
         return MP_OK;
@@ -95,21 +100,130 @@ static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error
                         what, file);
 }
 
+/* The MoE token dispatch the file cannot say, whatever the shape: DeepSpeed's
+ * JSON has no MoE key at all (its MoE layer takes its settings in the model
+ * code, deepspeed.moe.layer.MoE), so only the default alltoall passes (with
+ * ep = 1, mp_framework_expert_degree); torchtitan v0.2.2 dispatches by
+ * all-to-all ("standard") or DeepEP ("deepep"), never by all-gather
+ * (config/job_config.py, expert_parallel_comm_backend). */
+static mp_status refuse_dispatch(const mp_config *c, mp_framework fw, mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    if (!mp_model_is_moe(&c->model))
+        return MP_OK;
+    const char *what = NULL;
+    if (fw == MP_FW_DEEPSPEED)
+        what = p->dispatcher == MP_DISPATCH_FLEX        ? "dispatcher flex (DeepEP / HybridEP)"
+               : p->dispatcher == MP_DISPATCH_ALLGATHER ? "dispatcher allgather"
+               : p->moe_a2a_overlap                     ? "moe_a2a_overlap (the EP all-to-all "
+                                                          "overlap)"
+                                                        : NULL;
+    else if (p->dispatcher == MP_DISPATCH_ALLGATHER)
+        what = "dispatcher allgather (torchtitan dispatches by all-to-all or DeepEP)";
+    if (!what)
+        return MP_OK;
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                        "%s: the %s file written here has no key for it (--format megatron "
+                        "writes it, or leave it out)",
+                        what, fw == MP_FW_DEEPSPEED ? "DeepSpeed" : "torchtitan");
+}
+
 mp_status mp_framework_unwritten(const mp_config *c, mp_framework fw, mp_error *err)
 {
     if (fw == MP_FW_MEGATRON)
         return MP_OK;
     if (refuse_fp8(c, err) != MP_OK ||
-        refuse_unwritten(c, fw == MP_FW_DEEPSPEED ? "DeepSpeed" : "torchtitan", err) != MP_OK)
+        refuse_unwritten(c, fw == MP_FW_DEEPSPEED ? "DeepSpeed" : "torchtitan", err) != MP_OK ||
+        refuse_dispatch(c, fw, err) != MP_OK)
         return MP_EINPUT;
+    return MP_OK;
+}
+
+mp_status mp_framework_expert_degree(const mp_config *c, mp_framework fw, mp_error *err)
+{
+    int64_t ep = mp_parallel_ep(&c->parallel);
+    if (fw != MP_FW_DEEPSPEED || !mp_model_is_moe(&c->model) || ep < 2)
+        return MP_OK;
+    /* DeepSpeed's expert parallelism is deepspeed.moe.layer.MoE(ep_size=...),
+     * an argument of the model's own code; ds_config.json has no key for it,
+     * and the file alone ran ep = 1 (every expert on every rank) */
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                        "ep=%lld (expert parallelism): the DeepSpeed file written here has no key "
+                        "for it (DeepSpeed takes it in the model code, "
+                        "deepspeed.moe.layer.MoE(ep_size=...); --format torchtitan writes it, or "
+                        "leave it out)",
+                        (long long)ep);
+}
+
+/* The expert split of an MoE plan under torchtitan v0.2.2's rules
+ * (distributed/parallel_dims.py _validate and build_mesh; config/job_config.py
+ * Parallelism; models/llama4/infra/parallelize.py apply_moe_ep_tp and
+ * models/deepseek_v3/infra/parallelize.py; tag v0.2.2, commit 73a0e697):
+ * the experts' mesh is (pp, dp_replicate, efsdp, ep, etp) over the same ranks
+ * as (pp, dp_replicate, dp_shard*cp, tp), so etp*ep divides dp_shard*cp*tp;
+ * with ep > 1, etp is 1 (EP borrows all of TP) or tp; with ep = 1 the experts
+ * are split over tp (TensorParallel), whatever expert_tensor_parallel_degree
+ * says; DeepEP ("deepep") needs ep > 1 and etp = 1; the EP/PP overlap is
+ * DualPipeV's alone and refuses activation checkpointing (distributed/
+ * dual_pipe_v.py get_dual_pipe_v_flag). MP_OK with *backend the
+ * expert_parallel_comm_backend to write. */
+static mp_status torchtitan_experts(const mp_config *c, int64_t dp_shard, const char **backend,
+                                    mp_error *err)
+{
+    const mp_parallel *p = &c->parallel;
+    int64_t ep = mp_parallel_ep(p), etp = mp_parallel_etp(p);
+    *backend = "standard";
+#define TT_FAIL(...) mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format", __VA_ARGS__)
+    if (ep == 1 && etp != p->tp)
+        return TT_FAIL("etp=%lld with ep=1: torchtitan splits the experts over the whole "
+                       "tensor-parallel group (tp=%lld) when ep is 1", (long long)etp,
+                       (long long)p->tp);
+    if (ep > 1 && etp != 1 && etp != p->tp)
+        return TT_FAIL("etp=%lld: torchtitan's expert tensor parallelism is 1 or tp (%lld)",
+                       (long long)etp, (long long)p->tp);
+    if ((dp_shard * p->cp * p->tp) % (ep * etp))
+        return TT_FAIL("etp*ep = %lld does not divide torchtitan's dp_shard*cp*tp = %lld",
+                       (long long)(ep * etp), (long long)(dp_shard * p->cp * p->tp));
+    if (p->dispatcher == MP_DISPATCH_FLEX) {
+        /* megaplan's flex is DeepEP's (or, across a multi-node NVLink domain,
+         * HybridEP's: planner/megatron_moe.c) */
+        if (ep < 2 || etp != 1)
+            return TT_FAIL("the flex dispatcher with ep=%lld etp=%lld: torchtitan's DeepEP "
+                           "needs ep > 1 and etp = 1", (long long)ep, (long long)etp);
+        if (strcmp(mp_flex_backend_name(&c->hw), "deepep"))
+            return TT_FAIL("the flex dispatcher on %s runs HybridEP, which torchtitan lacks "
+                           "(its expert_parallel_comm_backend is standard or deepep)",
+                           c->hw.name);
+        *backend = "deepep";
+    }
+    if (p->moe_a2a_overlap) {
+        if (p->pp < 2 || p->schedule != MP_SCHED_DUALPIPEV)
+            return TT_FAIL("moe_a2a_overlap (the EP all-to-all overlap) under %s with pp=%lld: "
+                           "torchtitan overlaps EP only in DualPipeV with pp > 1 "
+                           "(--format megatron writes it, or leave it out)",
+                           mp_schedule_name(p->schedule), (long long)p->pp);
+        if (p->recompute != MP_RECOMPUTE_NONE)
+            return TT_FAIL("moe_a2a_overlap with recompute %s: torchtitan's DualPipeV EP overlap "
+                           "runs without activation checkpointing",
+                           mp_recompute_name(p->recompute));
+    }
+#undef TT_FAIL
     return MP_OK;
 }
 
 mp_status mp_deepspeed_config(const mp_config *c, mp_buf *out, mp_error *err)
 {
     const mp_parallel *p = &c->parallel;
-    if (mp_framework_unwritten(c, MP_FW_DEEPSPEED, err) != MP_OK)
+    if (mp_framework_unwritten(c, MP_FW_DEEPSPEED, err) != MP_OK ||
+        mp_framework_expert_degree(c, MP_FW_DEEPSPEED, err) != MP_OK)
         return MP_EINPUT;
+    /* AutoTP splits every linear layer over tp, the experts' too: no other
+     * expert tensor-parallel degree can be said */
+    if (mp_model_is_moe(&c->model) && mp_parallel_etp(p) != p->tp)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "etp=%lld: the DeepSpeed file written here has no key for an expert "
+                            "tensor-parallel degree other than tp (%lld)",
+                            (long long)mp_parallel_etp(p), (long long)p->tp);
     if (p->pp > 1 || p->cp > 1 || p->vpp > 1)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
                             "a DeepSpeed config here covers data and tensor parallelism with ZeRO; "
@@ -240,6 +354,12 @@ mp_status mp_torchtitan_config(const mp_config *c, const mp_plan *plan, mp_buf *
                                 "the hybrid shard does not split dp=%lld into whole replicas",
                                 (long long)p->dp);
     }
+    const char *backend = NULL;
+    if (mp_model_is_moe(&c->model)) {
+        mp_status st = torchtitan_experts(c, p->dp / replicate, &backend, err);
+        if (st != MP_OK)
+            return st;
+    }
     mp_buf_printf(out, "[parallelism]\n");
     mp_buf_printf(out, "data_parallel_replicate_degree = %lld\n", (long long)replicate);
     mp_buf_printf(out, "data_parallel_shard_degree = %lld\n", (long long)(p->dp / replicate));
@@ -250,6 +370,20 @@ mp_status mp_torchtitan_config(const mp_config *c, const mp_plan *plan, mp_buf *
     mp_buf_printf(out, "tensor_parallel_degree = %lld\n", (long long)p->tp);
     mp_buf_printf(out, "context_parallel_degree = %lld\n", (long long)p->cp);
     mp_buf_printf(out, "pipeline_parallel_degree = %lld\n", (long long)p->pp);
+    if (mp_model_is_moe(&c->model)) {
+        int64_t ep = mp_parallel_ep(p);
+        mp_buf_printf(out, "expert_parallel_degree = %lld\n", (long long)ep);
+        /* both have no effect at ep = 1 (job_config.py) */
+        if (ep > 1) {
+            mp_buf_printf(out, "expert_tensor_parallel_degree = %lld\n",
+                          (long long)mp_parallel_etp(p));
+            mp_buf_printf(out, "expert_parallel_comm_backend = \"%s\"\n", backend);
+        }
+        /* on by default: said, so that the file overlaps what the estimate does */
+        if (ep > 1 && p->pp > 1 && p->schedule == MP_SCHED_DUALPIPEV)
+            mp_buf_printf(out, "pipeline_parallel_expert_parallel_overlap = %s\n",
+                          p->moe_a2a_overlap ? "true" : "false");
+    }
     if (p->pp > 1) {
         mp_buf_printf(out, "pipeline_parallel_schedule = \"%s\"\n", schedule);
         mp_buf_printf(out, "pipeline_parallel_microbatch_size = %lld\n",

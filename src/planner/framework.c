@@ -92,11 +92,24 @@ static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error
                        : p->shared_expert_overlap ? "shared_expert_overlap (the shared experts "
                                                     "under the dispatch)"
                                                   : NULL;
+    if (what)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
+                            "%s: the %s file written here has no key for it (--format megatron "
+                            "writes it, or leave it out)",
+                            what, file);
+    /* NeMo AutoModel's own settings: no framework file megaplan writes has
+     * them (torchtitan's pipeline stages are FSDP units, which sync once per
+     * flush; its gates score their tokens) */
+    what = p->fsdp_microbatch_sync ? "fsdp_microbatch_sync (FSDP2 syncing every micro-batch "
+                                     "under a pipeline, NeMo AutoModel's)"
+           : c->model.moe.fake_balanced_gate ? "moe.fake_balanced_gate (NeMo AutoModel's "
+                                               "benchmark gate)"
+                                             : NULL;
     if (!what)
         return MP_OK;
     return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
-                        "%s: the %s file written here has no key for it (--format megatron "
-                        "writes it, or leave it out)",
+                        "%s: the %s file written here has no key for it (nor has Megatron-LM): "
+                        "leave it out",
                         what, file);
 }
 

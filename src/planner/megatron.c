@@ -361,6 +361,13 @@ mp_status mp_megatron_can_run(const mp_config *c, mp_error *err)
                             "%s: Megatron-LM has no flag for a gated GELU MLP (--quick-geglu "
                             "gates with x sigmoid(1.702 x), another function): no Megatron-LM "
                             "flags for this model", mp_activation_name(a));
+    /* NeMo AutoModel's FakeBalancedGate sends each token to top_k consecutive
+     * experts without scores; Megatron's --moe-router-force-load-balancing
+     * scores random logits instead, another dispatch, so no flag says it */
+    if (c->model.moe.fake_balanced_gate)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.moe.fake_balanced_gate",
+                            "NeMo AutoModel's benchmark gate has no Megatron-LM flag "
+                            "(--moe-router-force-load-balancing routes otherwise): leave it out");
     return MP_OK;
 }
 

@@ -198,4 +198,18 @@ else
     bad "megatron flags, shared-expert overlap: $(cat err.txt)"
 fi
 
+# --- NeMo AutoModel's own settings: no file megaplan writes carries them ---------
+# (the exports ran the model's router and torchtitan's once-per-flush FSDP sync
+# in silence, another plan than the one estimated)
+printf 'megaplan_plan: 1\nmodel: {name: m, arch: llama, layers: 2, hidden: 32, heads: 4, ffn_hidden: 64, vocab: 64, seq: 16,\n  moe: {experts: 4, top_k: 2, expert_ffn: 32, fake_balanced_gate: true}}\nhw: dgx-a100\ntraining: {gpus: 1, global_batch: 1}\n' >gate.yaml
+refuse gate-megatron 'model\.moe\.fake_balanced_gate: NeMo AutoModel.s benchmark gate has no Megatron-LM flag' \
+    estimate gate.yaml --format megatron
+refuse gate-torchtitan '--format: moe\.fake_balanced_gate \(NeMo AutoModel.s benchmark gate\): the torchtitan file' \
+    estimate gate.yaml --format torchtitan
+refuse gate-deepspeed '--format: moe\.fake_balanced_gate .*: the DeepSpeed file written here has no key' \
+    estimate gate.yaml --format deepspeed
+printf 'megaplan_plan: 1\nmodel: llama3-8b\nhw: dgx-h100\ntraining: {gpus: 16, global_batch: 64}\nparallel: {tp: 1, pp: 2, dp: 8, zero: 3, dist_opt: true, zero_runtime: fsdp2, fsdp_microbatch_sync: true}\n' >sync.yaml
+refuse sync-torchtitan '--format: fsdp_microbatch_sync \(FSDP2 syncing every micro-batch' \
+    estimate sync.yaml --format torchtitan
+
 finish

@@ -74,6 +74,21 @@ typedef enum {
 } mp_dispatcher;
 const char *mp_dispatcher_name(mp_dispatcher d);
 
+/* Which kernels the flex dispatcher runs (Megatron-Core
+ * --moe-flex-dispatcher-backend; parallel.flex_backend): auto = the backend
+ * megaplan assumes Megatron-Bridge picks, HybridEP where one NVLink domain
+ * spans nodes (GB200 NVL72) and DeepEP elsewhere (planner/megatron_moe.c);
+ * deepep; hybridep. The two differ here in their SMs' default (contention.c)
+ * and in FP8 row padding: DeepEP hands the experts unaligned counts,
+ * HybridEP aligns them itself (moe.c). */
+typedef enum {
+    MP_FLEX_AUTO,
+    MP_FLEX_DEEPEP,
+    MP_FLEX_HYBRIDEP,
+    MP_FLEX_BACKEND_COUNT
+} mp_flex_backend;
+const char *mp_flex_backend_setting_name(mp_flex_backend b);
+
 /* How context parallelism exchanges the attention's inputs (Megatron-Core
  * --cp-comm-type, Transformer Engine's cp_comm_type; docs/cost-model.md §5
  * CP): p2p, K/V passed around a ring under each step's attention (the
@@ -375,6 +390,8 @@ typedef struct mp_parallel {
      * Megatron-Bridge's performance scripts set to 32 for HybridEP); 0 = the
      * backend's default, 16 for HybridEP and 20 for DeepEP (contention.c) */
     int64_t flex_sms;
+    /* MoE, flex dispatcher: its backend (above; auto = megaplan's guess) */
+    mp_flex_backend flex_backend;
     int64_t wgrad_deferral_limit; /* with defer_embedding_wgrad, above */
     /* An explicit split of the layers into the pp*vpp stages, in Megatron-Core's
      * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);

@@ -93,6 +93,20 @@ static void test_shares(void **state)
     c.parallel.flex_sms = 32;
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 32.0 / 132));
     c.parallel.flex_sms = 0;
+    /* the plan's backend in place of the guess: HybridEP's 16 on one-node
+     * NVLink domains (Megatron-Bridge's H100 and B200 HybridEP runs), DeepEP's
+     * 20 on NVL72; the plan's SMs still win */
+    c.parallel.flex_backend = MP_FLEX_DEEPEP;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 20.0 / 132));
+    c.hw.scale_up.gpus_per_domain = 8;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 20.0 / 132));
+    c.parallel.flex_backend = MP_FLEX_HYBRIDEP;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 16.0 / 132));
+    c.parallel.flex_sms = 32;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 32.0 / 132));
+    c.parallel.flex_sms = 0;
+    c.parallel.flex_backend = MP_FLEX_AUTO;
+    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 20.0 / 132));
     c.training.precision = MP_DTYPE_FP8;
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_FWD), 1.0 / 132));
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_BWD), 6.0 / 132));

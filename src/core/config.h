@@ -330,6 +330,9 @@ typedef struct mp_parallel {
      * wgrad". */
     bool defer_embedding_wgrad;
     mp_zero_runtime zero_runtime; /* who runs zero >= 2 (below; in dist_opt's padding) */
+    /* MoE, flex dispatcher: its backend (mp_flex_backend above; auto =
+     * megaplan's guess), in the padding zero_runtime left before zero */
+    mp_flex_backend flex_backend;
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
      * optimizer states: Megatron's distributed optimizer); 2 = gradients too;
@@ -390,8 +393,6 @@ typedef struct mp_parallel {
      * Megatron-Bridge's performance scripts set to 32 for HybridEP); 0 = the
      * backend's default, 16 for HybridEP and 20 for DeepEP (contention.c) */
     int64_t flex_sms;
-    /* MoE, flex dispatcher: its backend (above; auto = megaplan's guess) */
-    mp_flex_backend flex_backend;
     int64_t wgrad_deferral_limit; /* with defer_embedding_wgrad, above */
     /* An explicit split of the layers into the pp*vpp stages, in Megatron-Core's
      * --pipeline-model-parallel-layout grammar ("Et*3|(tt|)*29|L"; core/layout.h);

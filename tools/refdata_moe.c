@@ -19,8 +19,8 @@ static const char note_ab[] =
     "Qwen3-30B-A3B on 16 DGX-H100 GPUs (two nodes), BF16, t1 p1 ep16, micro-batch 1, global "
     "batch 1024, sequence 4096, force-balanced routing (moe.imbalance 1); each pair toggles only "
     "the EP all-to-all overlap (the merged three-phase 1F1B pass), the all-to-all dispatcher "
-    "without CUDA graphs, and the flex dispatcher (the runs' HybridEP; megaplan costs flex on "
-    "dgx-h100 with DeepEP's kernels) with Transformer Engine graphs of moe_router and "
+    "without CUDA graphs, and the flex dispatcher (the runs' HybridEP, on 32 SMs as the "
+    "performance scripts set it, assumed) with Transformer Engine graphs of moe_router and "
     "moe_preprocess; the step is the page's steady-state mean; otherwise the settings of the "
     "mixture-of-experts rows above (the file's notes give what is assumed). Role fit: no "
     "constant is fitted to these rows yet (tools/fit_profile.py reads no mixture-of-experts "
@@ -441,8 +441,11 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
         return st;
     p->schedule = vp > 1 ? MP_SCHED_INTERLEAVED : MP_SCHED_1F1B;
     /* the recipe's dispatcher and MoE overlaps (the file's columns; absent:
-     * Megatron's all-to-all, no overlap); "flex:N" is flex with N SMs for its
-     * kernels (parallel.flex_sms: the recipe's moe_hybridep_num_sms) */
+     * Megatron's all-to-all, no overlap). flex may name its backend and its
+     * kernels' SMs: "flex:BACKEND:N", "flex:BACKEND" (parallel.flex_backend,
+     * deepep or hybridep: the recipe's moe_flex_dispatcher_backend) and
+     * "flex:N" (parallel.flex_sms: the recipe's moe_hybridep_num_sms or
+     * moe_deepep_num_sms, the backend left to megaplan's guess) */
     const char *disp = refdata_table_get(t, r, "dispatcher");
     p->dispatcher = MP_DISPATCH_ALLTOALL;
     if (disp && *disp) {
@@ -453,16 +456,41 @@ static mp_status row_of(const refdata_table *t, int r, const char *file, refdata
             k++;
         if (k == MP_DISPATCH_COUNT)
             return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "dispatcher",
-                                "'%s': expected alltoall, allgather, flex or flex:SMS", disp);
+                                "'%s': expected alltoall, allgather, flex, flex:SMS, "
+                                "flex:BACKEND or flex:BACKEND:SMS", disp);
         p->dispatcher = (mp_dispatcher)k;
-        if (disp[n] == ':') {
+        const char *rest = disp + n;
+        if (*rest == ':' && k != MP_DISPATCH_FLEX)
+            return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "dispatcher",
+                                "'%s': only flex takes SMs or a backend", disp);
+        if (*rest == ':') {
+            rest++;
+            size_t b = strcspn(rest, ":");
+            if (b > 0 && !isdigit((unsigned char)rest[0])) {
+                int f = MP_FLEX_DEEPEP;
+                while (f < MP_FLEX_BACKEND_COUNT &&
+                       (strlen(mp_flex_backend_setting_name((mp_flex_backend)f)) != b ||
+                        strncmp(rest, mp_flex_backend_setting_name((mp_flex_backend)f), b)))
+                    f++;
+                if (f == MP_FLEX_BACKEND_COUNT)
+                    return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "dispatcher",
+                                        "'%s': the flex backend is deepep or hybridep", disp);
+                p->flex_backend = (mp_flex_backend)f;
+                rest += b;
+                rest += *rest == ':';
+                if (rest[-1] != ':')
+                    rest = NULL; /* "flex:BACKEND": no SMs */
+            }
+        } else {
+            rest = NULL;
+        }
+        if (rest) {
             char *end = NULL;
             errno = 0;
-            long long sms = strtoll(disp + n + 1, &end, 10);
-            if (k != MP_DISPATCH_FLEX || end == disp + n + 1 || *end != '\0' || errno ||
-                sms < 1 || sms > MP_FLEX_SMS_MAX)
+            long long sms = strtoll(rest, &end, 10);
+            if (end == rest || *end != '\0' || errno || sms < 1 || sms > MP_FLEX_SMS_MAX)
                 return mp_error_set(err, MP_EINPUT, t->path, t->line[r], 0, "dispatcher",
-                                    "'%s': only flex takes SMs, flex:N with N from 1 to %d",
+                                    "'%s': flex's SMs are a whole number from 1 to %d",
                                     disp, MP_FLEX_SMS_MAX);
             p->flex_sms = (int64_t)sms;
         }

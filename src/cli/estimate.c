@@ -122,6 +122,9 @@ static void table(const mp_config *c, const mp_estimate *e, const char *defaults
         mp_buf_printf(b, "            flex_sms=%lld  (the SMs its kernels hold, in place of the "
                          "backend's default)\n",
                       (long long)p->flex_sms);
+    if (p->flex_backend != MP_FLEX_AUTO)
+        mp_buf_printf(b, "            flex_backend=%s  (Megatron's --moe-flex-dispatcher-backend)\n",
+                      mp_flex_backend_setting_name(p->flex_backend));
     if (defaults[0]) {
         mp_buf_puts(b, "  defaults  ");
         const char *s = defaults;

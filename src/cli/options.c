@@ -24,7 +24,7 @@ typedef enum {
     OPT_MODEL, OPT_GPUS, OPT_HW, OPT_HW_SET, OPT_SEQ, OPT_GLOBAL_BATCH, OPT_PRECISION,
     OPT_TOKENS, OPT_TP, OPT_SP, OPT_NO_SP, OPT_PP, OPT_VPP, OPT_CP, OPT_CP_COMM_TYPE, OPT_DP, OPT_MICRO_BATCH,
     OPT_RECOMPUTE, OPT_RECOMPUTE_MODULES, OPT_DIST_OPT, OPT_NO_DIST_OPT, OPT_ZERO, OPT_ZERO_RUNTIME, OPT_HSDP, OPT_DP_OVERLAP, OPT_TP_OVERLAP, OPT_P2P_OVERLAP, OPT_NCCL_UB, OPT_PARAM_GATHER_OVERLAP, OPT_PG_WITH_OPT, OPT_DDP_BUCKET_SIZE, OPT_SCHEDULE,
-    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP, OPT_DISPATCH_FP8, OPT_FLEX_SMS,
+    OPT_EP, OPT_ETP, OPT_DISPATCHER, OPT_MOE_A2A_OVERLAP, OPT_SHARED_EXPERT_OVERLAP, OPT_DISPATCH_FP8, OPT_FLEX_SMS, OPT_FLEX_BACKEND,
     OPT_CUDA_GRAPH_SCOPE,
     OPT_FP8_RECIPE, OPT_FP8_PARAM_GATHER, OPT_GRAD_REDUCE_BF16, OPT_TE_CROSS_ENTROPY,
     OPT_NATIVE_CROSS_ENTROPY,
@@ -156,6 +156,11 @@ static const mp_opt options[] = {
      "--moe-hybridep-num-sms or --moe-deepep-num-sms; default 16 for HybridEP, 20 for DeepEP; "
      "Megatron-Bridge's performance scripts set 32 for HybridEP)",
      NULL},
+    {"--flex-backend", NULL, "B", OPT_FLEX_BACKEND, 0,
+     "flex dispatcher: the kernels it runs, deepep or hybridep (Megatron "
+     "--moe-flex-dispatcher-backend; default auto: hybridep where an NVLink domain spans nodes, "
+     "else deepep); sets the SMs' default and, under fp8, DeepEP's row padding",
+     "auto deepep hybridep"},
     {"--cuda-graph-scope", NULL, "LIST", OPT_CUDA_GRAPH_SCOPE, 0,
      "parts of each layer captured as CUDA graphs by Transformer Engine, comma-separated: "
      "attn, mlp, moe, moe_router, moe_preprocess (Megatron --cuda-graph-scope)",
@@ -508,6 +513,13 @@ static mp_status apply(mp_cli_config *cc, const mp_opt *o, const char *value, mp
         return parse_onoff(opt, value, &p->dispatch_fp8, err);
     case OPT_FLEX_SMS:
         return parse_count(opt, value, 1, MP_FLEX_SMS_MAX, &p->flex_sms, err);
+    case OPT_FLEX_BACKEND:
+        for (int k = 0; k < MP_FLEX_BACKEND_COUNT; k++)
+            if (!strcmp(value, mp_flex_backend_setting_name((mp_flex_backend)k))) {
+                p->flex_backend = (mp_flex_backend)k;
+                return MP_OK;
+            }
+        return bad_option(err, opt, "expected auto, deepep or hybridep, got '%s'", value);
     case OPT_DP_OVERLAP:
         cc->set |= MP_SET_DP_OVERLAP;
         return parse_onoff(opt, value, &p->dp_overlap, err);
@@ -661,6 +673,7 @@ void mp_cli_option_name(const char *field, char *buf, size_t size)
         {"dispatcher", "--dispatcher"}, {"moe_a2a_overlap", "--moe-a2a-overlap"},
         {"shared_expert_overlap", "--shared-expert-overlap"},
         {"dispatch_fp8", "--dispatch-fp8"}, {"flex_sms", "--flex-sms"},
+        {"flex_backend", "--flex-backend"},
         {"cuda_graph_scope", "--cuda-graph-scope"}, {"fp8_recipe", "--fp8-recipe"},
         {"fp8_param_gather", "--fp8-param-gather"}, {"grad_reduce_bf16", "--grad-reduce-bf16"},
         {"te_cross_entropy", "--te-cross-entropy"},

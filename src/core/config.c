@@ -164,6 +164,16 @@ static const char *dispatcher_name_i(int i)
     return mp_dispatcher_name((mp_dispatcher)i);
 }
 
+const char *mp_flex_backend_setting_name(mp_flex_backend b)
+{
+    static const char *const names[] = {"auto", "deepep", "hybridep"};
+    return (unsigned)b < MP_FLEX_BACKEND_COUNT ? names[b] : "?";
+}
+static const char *flex_backend_name_i(int i)
+{
+    return mp_flex_backend_setting_name((mp_flex_backend)i);
+}
+
 const char *mp_zero_runtime_name(mp_zero_runtime r)
 {
     static const char *const names[] = {"auto", "deepspeed", "fsdp2"};
@@ -214,6 +224,8 @@ static const mp_field parallel_fields[] = {
     P_INT(etp, 0, MAX_DEGREE),
     P_INT(ddp_bucket_size, 0, MP_DDP_BUCKET_MAX),
     P_INT(flex_sms, 0, MP_FLEX_SMS_MAX),
+    {.path = "flex_backend", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, flex_backend),
+     .name_of = flex_backend_name_i, .n_names = MP_FLEX_BACKEND_COUNT},
     {.path = "dispatcher", .type = MP_FT_ENUM, .offset = offsetof(mp_parallel, dispatcher),
      .name_of = dispatcher_name_i, .n_names = MP_DISPATCH_COUNT},
     {.path = "pipeline_layout", .type = MP_FT_STRING,

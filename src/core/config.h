@@ -74,6 +74,21 @@ typedef enum {
 } mp_dispatcher;
 const char *mp_dispatcher_name(mp_dispatcher d);
 
+/* Which kernels the flex dispatcher runs (Megatron-Core
+ * --moe-flex-dispatcher-backend; parallel.flex_backend): auto = the backend
+ * megaplan assumes Megatron-Bridge picks, HybridEP where one NVLink domain
+ * spans nodes (GB200 NVL72) and DeepEP elsewhere (planner/megatron_moe.c);
+ * deepep; hybridep. The two differ here in their SMs' default (contention.c)
+ * and in FP8 row padding: DeepEP hands the experts unaligned counts,
+ * HybridEP aligns them itself (moe.c). */
+typedef enum {
+    MP_FLEX_AUTO,
+    MP_FLEX_DEEPEP,
+    MP_FLEX_HYBRIDEP,
+    MP_FLEX_BACKEND_COUNT
+} mp_flex_backend;
+const char *mp_flex_backend_setting_name(mp_flex_backend b);
+
 /* How context parallelism exchanges the attention's inputs (Megatron-Core
  * --cp-comm-type, Transformer Engine's cp_comm_type; docs/cost-model.md §5
  * CP): p2p, K/V passed around a ring under each step's attention (the
@@ -325,6 +340,9 @@ typedef struct mp_parallel {
      * wgrad". */
     bool defer_embedding_wgrad;
     mp_zero_runtime zero_runtime; /* who runs zero >= 2 (below; in dist_opt's padding) */
+    /* MoE, flex dispatcher: its backend (mp_flex_backend above; auto =
+     * megaplan's guess), in the padding zero_runtime left before zero */
+    mp_flex_backend flex_backend;
     /* Sharding over the data-parallel ranks beyond the optimizer (ZeRO,
      * Rajbhandari et al. 2020): 0 or 1 = what dist_opt says (1 = ZeRO-1, the
      * optimizer states: Megatron's distributed optimizer); 2 = gradients too;

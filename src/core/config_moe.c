@@ -86,6 +86,16 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
         /* Megatron-Core reads moe_hybridep_num_sms / moe_deepep_num_sms only
          * in the flex dispatcher (token_dispatcher.py) */
         return FAIL("flex_sms", "the flex dispatcher's SMs need the flex dispatcher");
+    if (p->flex_backend != MP_FLEX_AUTO && p->dispatcher != MP_DISPATCH_FLEX)
+        /* Megatron-Core reads moe_flex_dispatcher_backend only in the flex
+         * dispatcher (token_dispatcher.py MoEFlexTokenDispatcher) */
+        return FAIL("flex_backend", "%s is a backend of the flex dispatcher: it needs "
+                                    "dispatcher flex",
+                    mp_flex_backend_setting_name(p->flex_backend));
+    if (p->flex_backend != MP_FLEX_AUTO && p->dispatch_fp8)
+        /* the FP8 wire runs the ncclep backend (megatron_moe.c) */
+        return FAIL("flex_backend", "dispatch_fp8 runs the ncclep backend, not %s",
+                    mp_flex_backend_setting_name(p->flex_backend));
     if (!mp_model_is_moe(m)) {
         if (p->ep > 1 || p->etp > 0)
             return FAIL(p->ep > 1 ? "ep" : "etp", "expert parallelism needs a model with "

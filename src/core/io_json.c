@@ -351,6 +351,9 @@ cJSON *mp_parallel_to_json(const mp_parallel *p, int64_t global_batch, int64_t m
         ok = cJSON_AddBoolToObject(o, "dispatch_fp8", true) != NULL;
     if (ok && p->flex_sms > 0)
         ok = cJSON_AddNumberToObject(o, "flex_sms", (double)p->flex_sms) != NULL;
+    if (ok && p->flex_backend != MP_FLEX_AUTO)
+        ok = cJSON_AddStringToObject(o, "flex_backend",
+                                     mp_flex_backend_setting_name(p->flex_backend)) != NULL;
     /* overlapped pipeline p2p: written only when on, as the MoE overlaps */
     if (ok && p->p2p_overlap)
         ok = cJSON_AddBoolToObject(o, "p2p_overlap", true) != NULL;

@@ -135,12 +135,11 @@ double mp_comm_sm_share(const mp_config *c, mp_comm_kernel k)
             return share_of(hw, mp_nccl_alltoall_ctas(hw, &g));
         }
         /* the plan's SMs (Megatron-Core's moe_hybridep_num_sms or
-         * moe_deepep_num_sms), else the default of the backend Megatron-Core
-         * picks (megatron_moe.c) */
+         * moe_deepep_num_sms), else the default of the backend it runs: the
+         * plan's flex_backend, or megaplan's guess (megatron_moe.c) */
         if (c->parallel.flex_sms > 0)
             return share_of(hw, (double)c->parallel.flex_sms);
-        return share_of(hw, strcmp(mp_flex_backend_name(hw), "hybridep") == 0 ? HYBRIDEP_SMS
-                                                                                : DEEPEP_SMS);
+        return share_of(hw, mp_flex_backend_of(c) == MP_FLEX_HYBRIDEP ? HYBRIDEP_SMS : DEEPEP_SMS);
     case MP_COMM_TP_UB_FWD:
         return share_of(hw, fp8 ? TE_UB_FWD_SMS_FP8 : TE_UB_FWD_SMS_BF16);
     case MP_COMM_TP_UB_BWD:

@@ -322,6 +322,10 @@ typedef enum {
 void mp_group_place_of(const mp_config *c, mp_group_kind g, mp_group_place *out);
 /* GPUs of one scale-up domain (the profile's, else a node's). */
 double mp_scale_up_gpus(const mp_hw *hw);
+/* The flex dispatcher's backend c runs: parallel.flex_backend, or with auto
+ * HybridEP where one NVLink domain spans nodes and DeepEP elsewhere
+ * (megatron_moe.c); never MP_FLEX_AUTO. */
+mp_flex_backend mp_flex_backend_of(const mp_config *c);
 
 /* ---- SM contention (contention.c; docs/cost-model.md, "SM contention") ---- */
 

@@ -21,9 +21,10 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *out);
 mp_status mp_megatron_can_run(const mp_config *c, mp_error *err);
 /* The MoE and MLA flags of c (nothing for a dense model; megatron_moe.c). */
 void mp_megatron_moe_args(const mp_config *c, mp_buf *out);
-/* The flex dispatcher's kernels on this hardware (--moe-flex-dispatcher-backend):
- * hybridep where one NVLink domain spans nodes, else deepep. */
-const char *mp_flex_backend_name(const mp_hw *hw);
+/* The flex dispatcher's kernels (--moe-flex-dispatcher-backend): the plan's
+ * parallel.flex_backend, or with auto hybridep where one NVLink domain spans
+ * nodes, else deepep (mp_flex_backend_of, cost_internal.h). */
+const char *mp_flex_backend_name(const mp_config *c);
 
 /* Whether Megatron's recompute flags say the plan's per-layer recompute
  * exactly (for `search --runtime megatron`). */

@@ -6,14 +6,24 @@
 
 #include "planner/cost_internal.h"
 
-const char *mp_flex_backend_name(const mp_hw *hw)
+mp_flex_backend mp_flex_backend_of(const mp_config *c)
 {
-    /* Megatron-Core's moe_flex_dispatcher_backend: "Currently only hybridep
-     * supports the MNNVL case" (an NVLink domain spanning several nodes,
-     * GB200 NVL72); DeepEP, its default, otherwise */
+    if (c->parallel.flex_backend != MP_FLEX_AUTO)
+        return c->parallel.flex_backend;
+    /* auto: Megatron-Core's moe_flex_dispatcher_backend comment "Currently
+     * only hybridep supports the MNNVL case" (an NVLink domain spanning
+     * several nodes, GB200 NVL72); DeepEP, its default, otherwise. A guess:
+     * Megatron-Bridge's performance scripts also run HybridEP on H100 and
+     * B200 (v0.3.0 onwards), which the plan says with flex_backend. */
+    const mp_hw *hw = &c->hw;
     return mp_scale_up_gpus(hw) > (double)(hw->gpus_per_node > 0 ? hw->gpus_per_node : 1)
-               ? "hybridep"
-               : "deepep";
+               ? MP_FLEX_HYBRIDEP
+               : MP_FLEX_DEEPEP;
+}
+
+const char *mp_flex_backend_name(const mp_config *c)
+{
+    return mp_flex_backend_setting_name(mp_flex_backend_of(c));
 }
 
 void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
@@ -54,11 +64,11 @@ void mp_megatron_moe_args(const mp_config *c, mp_buf *out)
                       mp_dispatcher_name(p->dispatcher));
         if (p->dispatcher == MP_DISPATCH_FLEX)
             mp_buf_printf(out, "--moe-flex-dispatcher-backend %s \\\n",
-                          p->dispatch_fp8 ? "ncclep" : mp_flex_backend_name(&c->hw));
+                          p->dispatch_fp8 ? "ncclep" : mp_flex_backend_name(c));
         if (p->dispatcher == MP_DISPATCH_FLEX && !p->dispatch_fp8 && p->flex_sms > 0)
             /* TransformerConfig's field for the backend (core_v0.16.0's
              * arguments come from its fields) */
-            mp_buf_printf(out, "--moe-%s-num-sms %lld \\\n", mp_flex_backend_name(&c->hw),
+            mp_buf_printf(out, "--moe-%s-num-sms %lld \\\n", mp_flex_backend_name(c),
                           (long long)p->flex_sms);
         if (p->dispatch_fp8)
             /* the FP8 wire: the ncclep backend only, its payload consumed by

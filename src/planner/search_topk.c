@@ -179,6 +179,7 @@ bool mp_search_same_plan(const mp_search_plan *a, const mp_search_plan *b)
         x->dispatch_fp8 != y->dispatch_fp8 || x->schedule != y->schedule ||
         x->dispatcher != y->dispatcher || x->ep != y->ep || x->etp != y->etp ||
         x->ddp_bucket_size != y->ddp_bucket_size || x->flex_sms != y->flex_sms ||
+        x->flex_backend != y->flex_backend ||
         x->cuda_graph_scope != y->cuda_graph_scope ||
         strcmp(x->pipeline_layout, y->pipeline_layout) != 0 ||
         x->first_stage_layers != y->first_stage_layers ||

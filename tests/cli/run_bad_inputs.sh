@@ -323,6 +323,9 @@ estimate() {
     # the flex kernels' SMs need the flex dispatcher, and a count a GPU can hold
     check est-flex-sms "${E}--flex-sms: the flex dispatcher's SMs need the flex dispatcher$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --flex-sms 32
     check est-flex-sms-zero "${E}--flex-sms" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-sms 0
+    # the flex backend: one of Megatron-Core's names, and only with the flex dispatcher
+    check est-flex-backend "${E}--flex-backend: expected auto, deepep or hybridep, got 'ncclep'$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-backend ncclep
+    check est-flex-backend-alltoall "${E}--flex-backend: hybridep is a backend of the flex dispatcher: it needs dispatcher flex$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --flex-backend hybridep
     # the option named is the one given (it used to name --etp)
     check est-dispatcher-dense "${E}--dispatcher: a token dispatcher needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --dispatcher flex
     check est-ep-dense "${E}--ep: expert parallelism needs a model with experts \(llama3-8b has none\)$" "$bin" estimate --model llama3-8b --gpus 8 --ep 2

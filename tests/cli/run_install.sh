@@ -90,7 +90,7 @@ if command -v bash >/dev/null 2>&1; then
     complete_bash megaplan exec --mi >"$T/c"
     [ "$(cat "$T/c")" = "--micro-batches" ] && ok || bad "exec --mi<TAB>: $(cat "$T/c")"
     complete_bash megaplan search --model 175B --f >"$T/c"
-    [ "$(tr '\n' ' ' <"$T/c")" = "--first-stage-layers --fix --flex-sms --force --format --fp8-act-cache --fp8-param-gather --fp8-recipe " ] && ok || bad "search --f<TAB>: $(cat "$T/c")"
+    [ "$(tr '\n' ' ' <"$T/c")" = "--first-stage-layers --fix --flex-backend --flex-sms --force --format --fp8-act-cache --fp8-param-gather --fp8-recipe " ] && ok || bad "search --f<TAB>: $(cat "$T/c")"
     complete_bash megaplan search --hw all --dead >"$T/c"
     matches "$T/c" "^--deadline$"
     complete_bash megaplan estimate --schedule "" >"$T/c"

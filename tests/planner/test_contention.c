@@ -85,13 +85,29 @@ static void test_shares(void **state)
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_FWD), 8.5 / 132));
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_BWD), 11.0 / 132));
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 16.0 / 132)); /* all-to-all: NCCL */
+    /* the flex kernels' SMs: the backend's default (DeepEP 20, HybridEP 16),
+     * the backend the plan names or else the guess (HybridEP on an NVLink
+     * domain spanning nodes), and the plan's SMs above both (Megatron-Bridge's
+     * 32 for HybridEP, also on one-node domains: its H100 and B200 runs) */
+    static const struct {
+        int64_t domain;
+        mp_flex_backend backend;
+        int64_t sms;
+        double want;
+    } flex[] = {
+        {8, MP_FLEX_AUTO, 0, 20.0},      {72, MP_FLEX_AUTO, 0, 16.0},
+        {72, MP_FLEX_AUTO, 32, 32.0},    {72, MP_FLEX_DEEPEP, 0, 20.0},
+        {8, MP_FLEX_DEEPEP, 0, 20.0},    {8, MP_FLEX_HYBRIDEP, 0, 16.0},
+        {8, MP_FLEX_HYBRIDEP, 32, 32.0},
+    };
     c.parallel.dispatcher = MP_DISPATCH_FLEX;
-    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 20.0 / 132));
-    c.hw.scale_up.gpus_per_domain = 72;
-    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 16.0 / 132));
-    /* the plan's SMs for the flex kernels (Megatron-Bridge's 32 for HybridEP) */
-    c.parallel.flex_sms = 32;
-    assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), 32.0 / 132));
+    for (size_t i = 0; i < sizeof flex / sizeof flex[0]; i++) {
+        c.hw.scale_up.gpus_per_domain = flex[i].domain;
+        c.parallel.flex_backend = flex[i].backend;
+        c.parallel.flex_sms = flex[i].sms;
+        assert_true(near(mp_comm_sm_share(&c, MP_COMM_EP), flex[i].want / 132));
+    }
+    c.parallel.flex_backend = MP_FLEX_AUTO;
     c.parallel.flex_sms = 0;
     c.training.precision = MP_DTYPE_FP8;
     assert_true(near(mp_comm_sm_share(&c, MP_COMM_TP_UB_FWD), 1.0 / 132));

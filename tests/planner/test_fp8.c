@@ -492,9 +492,10 @@ static void test_imbalance(void **state)
  * SP, ep 32, micro-batch 1, 4,096 tokens): each rank dispatches its 2,048
  * tokens' top-8 copies, 16,384 rows of 4,096, so 4 x 2 x 16,384 x 4,096 =
  * 536,870,912 bytes a pass. Nothing under BF16 (no Fp8Padding), nothing
- * with the flex dispatcher (HybridEP aligns the counts in its own
- * permutation; DeepEP's backend is not told apart), and the all-gather
- * dispatcher pads as the all-to-all does. */
+ * with the flex dispatcher unless the plan names DeepEP (HybridEP aligns
+ * the counts in its own permutation, DeepEP does not; auto only guesses the
+ * backend and is not charged), and the all-gather dispatcher pads as the
+ * all-to-all does. */
 static void test_fp8_row_padding(void **state)
 {
     (void)state;
@@ -528,6 +529,15 @@ static void test_fp8_row_padding(void **state)
     c.parallel.dispatcher = MP_DISPATCH_FLEX;
     mp_moe_block_time(&c, &bs, &t);
     assert_true(t.pad.bytes_f == 0.0 && t.pad.bytes_b == 0.0 && t.pad.kernels_f == 0.0);
+    c.parallel.flex_backend = MP_FLEX_HYBRIDEP;
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(t.pad.bytes_f == 0.0 && t.pad.bytes_b == 0.0 && t.pad.kernels_f == 0.0);
+    c.parallel.flex_backend = MP_FLEX_DEEPEP; /* the same routed rows, unaligned */
+    mp_moe_block_time(&c, &bs, &t);
+    assert_true(near(t.pad.bytes_f, pass, 1e-12));
+    assert_true(near(t.pad.bytes_b, pass, 1e-12));
+    assert_true(near(t.pad.kernels_b, 3.0 * k_eager, 1e-12));
+    c.parallel.flex_backend = MP_FLEX_AUTO;
     c.parallel.dispatcher = MP_DISPATCH_ALLTOALL;
     c.training.precision = MP_DTYPE_BF16;
     mp_moe_block_time(&c, &bs, &t);

@@ -368,6 +368,22 @@ static void names(void **state)
     all_known("deepseek-v3", t);
     has(t, "--moe-hybridep-num-sms 32");
     free(t);
+    /* the plan's backend, named in place of the guess (H100: deepep) */
+    t = flags_of("deepseek-v3", "dgx-h100",
+                 "{gpus: 256, seq: 4096, global_batch: 256, precision: bf16}",
+                 "{tp: 1, pp: 16, dp: 16, ep: 16, etp: 1, micro_batch: 1, dist_opt: true, "
+                 "dispatcher: flex, flex_backend: hybridep, flex_sms: 32}");
+    all_known("deepseek-v3", t);
+    has(t, "--moe-flex-dispatcher-backend hybridep");
+    has(t, "--moe-hybridep-num-sms 32");
+    lacks(t, "deepep");
+    free(t);
+    t = flags_of("deepseek-v3", "dgx-h100",
+                 "{gpus: 256, seq: 4096, global_batch: 256, precision: bf16}",
+                 "{tp: 1, pp: 16, dp: 16, ep: 16, etp: 1, micro_batch: 1, dist_opt: true, "
+                 "dispatcher: flex}");
+    has(t, "--moe-flex-dispatcher-backend deepep");
+    free(t);
 
     t = flags_of("llama3-8b", "dgx-a100", "{gpus: 8, seq: 8192, global_batch: 16, precision: bf16}",
                  "{tp: 2, sp: true, pp: 2, dp: 2, micro_batch: 1, recompute: selective, "

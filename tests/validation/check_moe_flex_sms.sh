@@ -3,7 +3,9 @@
 # performance script sets it (Megatron-Bridge v0.4.0: gpt_oss_llm_pretrain.py
 # applies the hybridep backend before utils/overrides.py
 # _set_common_perf_overrides sets moe_hybridep_num_sms = 32), with the EP
-# all-to-all overlap: megatron_bridge_moe.csv's dispatcher column "flex:32".
+# all-to-all overlap: megatron_bridge_moe.csv's dispatcher column
+# "flex:hybridep:32" (before the backend was named, "flex:32": the guess, also
+# HybridEP on NVL72).
 # Its prediction is `megaplan estimate`'s with --flex-sms 32, not the one with
 # Megatron-Core's default 16 (the kernels hold more SMs while the overlapped
 # compute runs).

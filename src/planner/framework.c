@@ -91,6 +91,7 @@ static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error
                                                               "token capacity)"
                        : p->shared_expert_overlap ? "shared_expert_overlap (the shared experts "
                                                     "under the dispatch)"
+                       : p->flex_sms > 0 ? "flex_sms (the SMs of the flex dispatcher's kernels)"
                                                   : NULL;
     if (what)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",
@@ -198,14 +199,15 @@ static mp_status torchtitan_experts(const mp_config *c, int64_t dp_shard, const 
         return TT_FAIL("etp*ep = %lld does not divide torchtitan's dp_shard*cp*tp = %lld",
                        (long long)(ep * etp), (long long)(dp_shard * p->cp * p->tp));
     if (p->dispatcher == MP_DISPATCH_FLEX) {
-        /* megaplan's flex is DeepEP's (or, across a multi-node NVLink domain,
-         * HybridEP's: planner/megatron_moe.c) */
+        /* megaplan's flex is the plan's flex_backend, by default DeepEP's
+         * (HybridEP's across a multi-node NVLink domain: planner/megatron_moe.c) */
         if (ep < 2 || etp != 1)
             return TT_FAIL("the flex dispatcher with ep=%lld etp=%lld: torchtitan's DeepEP "
                            "needs ep > 1 and etp = 1", (long long)ep, (long long)etp);
-        if (strcmp(mp_flex_backend_name(&c->hw), "deepep"))
-            return TT_FAIL("the flex dispatcher on %s runs HybridEP, which torchtitan lacks "
-                           "(its expert_parallel_comm_backend is standard or deepep)",
+        if (strcmp(mp_flex_backend_name(c), "deepep"))
+            return TT_FAIL("the flex dispatcher runs HybridEP here (flex_backend, or on %s "
+                           "by default), which torchtitan lacks (its "
+                           "expert_parallel_comm_backend is standard or deepep)",
                            c->hw.name);
         *backend = "deepep";
     }

@@ -97,9 +97,17 @@ refuse tt-allgather "${E}dispatcher allgather \\(torchtitan dispatches by all-to
     estimate $mx --zero 3 --ep 8 --dispatcher allgather --format torchtitan
 refuse tt-flex-etp "${E}the flex dispatcher with ep=8 etp=2: torchtitan's DeepEP needs ep > 1 and etp = 1$" \
     estimate $mx --hw dgx-h100 --zero 3 --tp 2 --sp --ep 8 --dispatcher flex --format torchtitan
-refuse tt-flex-hybridep "${E}the flex dispatcher on gb200-nvl72 runs HybridEP, which torchtitan lacks" \
+refuse tt-flex-hybridep "${E}the flex dispatcher runs HybridEP here \\(flex_backend, or on gb200-nvl72 by default\\), which torchtitan lacks" \
     estimate --model mixtral-8x7b --gpus 72 --global-batch 576 --hw gb200-nvl72 --zero 3 --ep 8 \
     --dispatcher flex --format torchtitan
+# the plan's own backend: HybridEP named on an H100 refused, DeepEP named on GB200 written
+refuse tt-flex-hybridep-named "${E}the flex dispatcher runs HybridEP here" \
+    estimate $mx --hw dgx-h100 --zero 3 --ep 8 --dispatcher flex --flex-backend hybridep --format torchtitan
+refuse tt-flex-sms "${E}flex_sms \\(the SMs of the flex dispatcher's kernels\\): the torchtitan file written here has no key for it" \
+    estimate $mx --hw dgx-h100 --zero 3 --ep 8 --dispatcher flex --flex-sms 24 --format torchtitan
+tt flex-deepep-named 'p["expert_parallel_comm_backend"] == "deepep"' \
+    --model mixtral-8x7b --gpus 72 --global-batch 576 --hw gb200-nvl72 --zero 3 --ep 8 \
+    --dispatcher flex --flex-backend deepep
 refuse tt-a2a-overlap-1f1b "${E}moe_a2a_overlap \\(the EP all-to-all overlap\\) under 1f1b with pp=1: torchtitan overlaps EP only in DualPipeV" \
     estimate $mx --zero 3 --ep 8 --moe-a2a-overlap on --format torchtitan
 refuse tt-a2a-overlap-ac "${E}moe_a2a_overlap with recompute selective: torchtitan's DualPipeV EP overlap runs without activation checkpointing$" \

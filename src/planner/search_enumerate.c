@@ -120,6 +120,11 @@ bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp)
 void mp_search_set_split(const mp_config *base, int64_t pp, int64_t vpp, mp_parallel *p)
 {
     bool e, l;
+    /* a V schedule's own default split (mp_v_stage_blocks): Megatron's
+     * layouts and flags split in its interleaved order, which a V refuses */
+    if (!mp_parallel_split_given(&base->parallel) &&
+        mp_v_split_default(&base->model, p->schedule, pp, vpp))
+        return;
     if (mp_search_needs_account(base, pp, vpp, &e, &l)) {
         p->account_for_embedding = e;
         p->account_for_loss = l;

@@ -106,6 +106,13 @@ contains ds.txt "schedule=dualpipev"
 dsp=$(awk '$1 == "pipeline" && $2 == "(simulated)" { print $3 }' dss.txt)
 dse=$(awk '$1 == "pipeline" && $2 == "(estimate)" { print $3 }' dss.txt)
 [ -n "$dsp" ] && [ "$dsp" = "$dse" ] && ok || bad "deepseek-v3 dualpipev: pipeline simulated $dsp, estimate $dse"
+# search weighs DualPipeV on that split unasked (before, no vpp of 61 layers
+# on 16 ranks was searched: Megatron's splits have none), not interleaving
+"$bin" search --model deepseek-v3 --gpus 2048 --hw h800 --global-batch 4096 \
+    --fix tp=1,pp=16,ep=64 --top 5 >dsearch.txt 2>err.txt || bad "deepseek-v3 search: $(cat err.txt)"
+awk '$1 ~ /^[0-9]+$/ && $4 == 16 && $5 == 2 && $11 == "dualpipev" { f = 1 } END { exit !f }' \
+    dsearch.txt && ok || bad "deepseek-v3 search: no dualpipev on pp 16 vpp 2: $(cat dsearch.txt)"
+lacks dsearch.txt "interleaved"
 # interleaved 1F1B keeps Megatron's rule: 61 on 32 stages is refused
 "$bin" estimate --model deepseek-v3 --gpus 2048 --hw h800 --tp 1 --pp 16 --vpp 2 --ep 64 \
     --schedule interleaved-1f1b --global-batch 4096 >/dev/null 2>err.txt

@@ -191,7 +191,11 @@ const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t
         return mp_split_kind_name(MP_SPLIT_ACCOUNT);
     if (K < 2 || !st)
         return mp_split_kind_name(MP_SPLIT_EVEN);
-    return mp_split_kind_name(mp_split_form_of(c, st, K).kind);
+    mp_split_kind k = mp_split_form_of(c, st, K).kind;
+    /* a V's stages are no Megatron layout (that lists the interleaved order) */
+    if (k == MP_SPLIT_LAYOUT && mp_schedule_is_v(p->schedule))
+        return "V split";
+    return mp_split_kind_name(k);
 }
 
 int64_t mp_config_mtp_stage(const mp_config *c, int64_t n)

@@ -113,6 +113,7 @@ dse=$(awk '$1 == "pipeline" && $2 == "(estimate)" { print $3 }' dss.txt)
 awk '$1 ~ /^[0-9]+$/ && $4 == 16 && $5 == 2 && $11 == "dualpipev" { f = 1 } END { exit !f }' \
     dsearch.txt && ok || bad "deepseek-v3 search: no dualpipev on pp 16 vpp 2: $(cat dsearch.txt)"
 lacks dsearch.txt "interleaved"
+contains dsearch.txt "stages (V split): blocks per stage 1 2x15 1 2x14 1 "
 # interleaved 1F1B keeps Megatron's rule: 61 on 32 stages is refused
 "$bin" estimate --model deepseek-v3 --gpus 2048 --hw h800 --tp 1 --pp 16 --vpp 2 --ep 64 \
     --schedule interleaved-1f1b --global-batch 4096 >/dev/null 2>err.txt

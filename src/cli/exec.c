@@ -736,6 +736,11 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
             printf(" (the plan's first/last-stage layers %lld, %lld)\n",
                    (long long)plan->config.parallel.first_stage_layers,
                    (long long)plan->config.parallel.last_stage_layers);
+        else if (!a->o.shrink && mp_v_split_default(&plan->config.model,
+                                                    plan->config.parallel.schedule,
+                                                    plan->config.parallel.pp,
+                                                    plan->config.parallel.vpp))
+            printf(" (the V's own split: Megatron's splits its interleaved order)\n");
         else if (d->t5) /* Megatron's --pipeline-model-parallel-split-rank */
             printf(" (Megatron's: encoder on stages before split rank %lld, decoder from it)\n",
                    (long long)mp_t5_split_rank(d->enc_layers, d->layers - d->enc_layers, K));

@@ -347,7 +347,8 @@ static void table(const mp_config *base, const mp_search_result *r, const mp_tim
             mp_buf_printf(b, "        stages (account-for: the %s",
                           e && l ? "embedding and the loss" : e ? "embedding" : "loss");
         else
-            mp_buf_printf(b, "        stages (%s", mp_split_kind_name(f.kind));
+            mp_buf_printf(b, "        stages (%s",
+                          mp_split_label(&w->config, w->plan->stages, w->plan->n_stages));
         if (w->split_solver)
             mp_buf_printf(b, "; %s", w->split_solver);
         if (w->split_solver && w->split_gap > 0)

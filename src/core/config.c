@@ -353,7 +353,10 @@ bool mp_tokens_valid(double t)
     return fabs(t - w) <= 1e-9 * w;
 }
 
-mp_status mp_config_check(const mp_config *c, mp_error *err)
+/* mp_config_check, and with stages_given (a plan that lists its stages,
+ * mp_config_check_with_stages) without the refusals of a split derived from
+ * the layer count: the plan's ranges are the split */
+static mp_status check_config(const mp_config *c, bool stages_given, mp_error *err)
 {
     const mp_model *m = &c->model;
     const mp_training *t = &c->training;
@@ -472,18 +475,20 @@ mp_status mp_config_check(const mp_config *c, mp_error *err)
         st = mp_account_split_check(c, err);
         if (st != MP_OK)
             return st;
+    } else if (stages_given) {
+        /* the plan's own ranges (mp_plan_check checks them): any layer count */
     } else if (p->vpp > 1 && m->layers % stages && (m->layers + 2) % stages &&
-               (mp_schedule_is_v(p->schedule) || p->schedule == MP_SCHED_DUALPIPE) &&
-               m->arch != MP_ARCH_T5)
+               mp_schedule_is_v(p->schedule) && m->arch != MP_ARCH_T5) {
         /* Megatron's first/last-stage flags split rank by rank in its
-         * interleaved order; these schedules place the stages otherwise */
-        return FAIL("vpp",
-                    "the %lld layers do not split evenly into pp*vpp = %lld*%lld = %lld stages "
-                    "(nor the layers + 2); Megatron's first/last-stage split follows its "
-                    "interleaved order, and %s places the stages otherwise",
-                    (long long)m->layers, (long long)p->pp, (long long)p->vpp,
-                    (long long)stages, mp_schedule_name(p->schedule));
-    else if (p->vpp > 1 && stages == m->layers + 2)
+         * interleaved order, which a V does not run: its own default split
+         * (mp_v_stage_blocks) needs only a block for every stage */
+        if (stages > m->layers)
+            return FAIL("vpp",
+                        "the %lld layers are fewer than the pp*vpp = %lld*%lld = %lld stages "
+                        "of %s: every stage needs a block (give stages in a plan file)",
+                        (long long)m->layers, (long long)p->pp, (long long)p->vpp,
+                        (long long)stages, mp_schedule_name(p->schedule));
+    } else if (p->vpp > 1 && stages == m->layers + 2)
         /* Megatron's split with the embedding and the loss counted as a
          * layer each gives the first and last virtual stage none; the
          * default split keeps a block in every stage, a layout does not */
@@ -930,6 +935,66 @@ mp_status mp_account_split_check(const mp_config *c, mp_error *err)
                        "multiple of vpp=%lld (Megatron)",
                     (long long)(units / p->pp), (long long)v);
     return MP_OK;
+}
+
+mp_status mp_config_check(const mp_config *c, mp_error *err)
+{
+    return check_config(c, false, err);
+}
+
+mp_status mp_config_check_with_stages(const mp_config *c, bool stages_given, mp_error *err)
+{
+    return check_config(c, stages_given, err);
+}
+
+int64_t mp_v_rank_blocks(int64_t L, int64_t pp, int64_t mtp, int64_t r)
+{
+    /* rank 0 holds the first stage and the last (mp_schedule_stage), so the
+     * embedding, the head and loss and the MTP modules: e units more, as
+     * mp_uneven_split counts them. The least level T of units with every
+     * rank at T, rank 0 at T - e, is ceil((L + e) / pp); the X blocks over
+     * L then come off rank 0 first (its extra units are the estimate's
+     * roughest), then off the last ranks. Where T - e is under 2 rank 0
+     * keeps a block in each of its two stages and the others share the rest
+     * the same way. */
+    int64_t e = 2 + 2 * (mtp > 0 ? mtp : 0), T = (L + e + pp - 1) / pp, X, b0;
+    if (pp < 2 || r < 0 || r >= pp || L < 2 * pp)
+        return -1;
+    if (T - e >= 2) {
+        X = pp * T - (L + e);
+        b0 = T - e;
+        if (X > 0 && b0 > 2) {
+            b0--;
+            X--;
+        }
+    } else {
+        b0 = 2;
+        T = (L - 2 + pp - 2) / (pp - 1);
+        X = (pp - 1) * T - (L - 2);
+    }
+    if (r == 0)
+        return b0;
+    return T - (r >= pp - X ? 1 : 0);
+}
+
+bool mp_v_split_default(const mp_model *m, mp_schedule_kind s, int64_t pp, int64_t vpp)
+{
+    int64_t L = m->layers, n = 2 * pp;
+    return mp_schedule_is_v(s) && vpp == 2 && pp >= 2 && m->arch != MP_ARCH_T5 && L % n &&
+           (L + 2) % n && n <= L;
+}
+
+int64_t mp_v_stage_blocks(int64_t L, int64_t pp, int64_t mtp, int64_t k)
+{
+    if (k < 0 || k >= 2 * pp)
+        return -1;
+    /* stage k is chunk 0 of rank k, or chunk 1 of rank 2pp-1-k; chunk 0
+     * takes the odd block (on rank 0 the embedding's stage, lighter than the
+     * head's) */
+    int64_t r = k < pp ? k : 2 * pp - 1 - k, b = mp_v_rank_blocks(L, pp, mtp, r);
+    if (b < 0)
+        return -1;
+    return k < pp ? (b + 1) / 2 : b / 2;
 }
 
 bool mp_stage_split_ok(int64_t L, int64_t pp, int64_t vpp)

@@ -549,6 +549,32 @@ int64_t mp_blocks_before_stage(int64_t L, int64_t n, int64_t vpp, int64_t mtp, i
  * cp divides seq into 2*cp chunks, sp needs tp > 1, ... Memory fit is NOT
  * checked here: a config that does not fit is still a valid config. */
 mp_status mp_config_check(const mp_config *c, mp_error *err);
+/* mp_config_check, but where stages_given (a plan file that lists its
+ * stages, whose ranges mp_plan_check checks) without the refusals of the
+ * split the layer count would give: any layer count pp*vpp does not divide,
+ * for every schedule. The split a configuration gives itself (a layout, the
+ * first/last-stage or the account-for flags) is still checked. Every check
+ * of a plan that lists its stages goes through this one. */
+mp_status mp_config_check_with_stages(const mp_config *c, bool stages_given, mp_error *err);
+
+/* The default split of a V schedule (zb-v, dualpipev: vpp 2, stage k on
+ * rank k for k < pp, else on rank 2pp-1-k) where neither L nor L + 2 is a
+ * multiple of its 2pp stages. Megatron's first/last-stage flags split in its
+ * interleaved order, which a V does not run, so megaplan spreads the blocks
+ * over the ranks: each rank's work in mp_uneven_split's units (rank 0 holds
+ * the first and the last stage, so the embedding, the head and loss, and
+ * each MTP module's two units more) as even as can be, at least a block in
+ * every stage; the blocks over the level come off rank 0 first, then off the
+ * last ranks; a rank's odd block goes to its first chunk (rank 0: the
+ * embedding's stage, lighter than the head's). 61 blocks on pp 16: rank 0
+ * 1 + 1, ranks 1..14 2 + 2, rank 15 2 + 1. -1 when pp < 2, L < 2pp or r, k
+ * out of range. */
+int64_t mp_v_rank_blocks(int64_t L, int64_t pp, int64_t mtp, int64_t r);
+/* Whether that split is m's default under schedule s on pp x vpp (no split
+ * given): a V schedule, vpp 2, neither L nor L + 2 a multiple of 2pp, at
+ * least a block for every stage, not t5. */
+bool mp_v_split_default(const mp_model *m, mp_schedule_kind s, int64_t pp, int64_t vpp);
+int64_t mp_v_stage_blocks(int64_t L, int64_t pp, int64_t mtp, int64_t k);
 /* Whether t is a training.tokens megaplan takes: 0 (not asked) or a whole
  * number of tokens from 1 to 1e18. Within 1e-9 of a whole number counts as
  * whole, so that 1.4T (1.4 x 1e12, not exact in binary) is. */

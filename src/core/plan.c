@@ -70,10 +70,19 @@ void mp_config_stages(const mp_config *c, int64_t n, mp_stage_range *out)
     mp_uneven vu;
     bool vflags = !given && !flags && !account && m->arch != MP_ARCH_T5 && v > 1 && L % n &&
                   (L + 2) % n && mp_vpp_flag_split(L, p->pp, v, mp_layout_model_mtp_layers(m), &vu);
+    /* a V schedule's own split where neither L nor L + 2 divides
+     * (mp_v_stage_blocks: Megatron's flags split in its interleaved order) */
+    bool vsplit = !given && !flags && !account && n == 2 * p->pp &&
+                  mp_v_split_default(m, p->schedule, p->pp, v);
+    vflags = vflags && !vsplit;
     int64_t before = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t b, e;
-        if (vflags) {
+        if (vsplit) {
+            b = k == 0 ? 0 : 1 + before;
+            before += mp_v_stage_blocks(L, p->pp, mp_layout_model_mtp_layers(m), k);
+            e = k == n - 1 ? L + 2 : 1 + before;
+        } else if (vflags) {
             b = k == 0 ? 0 : 1 + mp_vpp_flag_blocks_before(&vu, p->pp, v, k);
             e = k == n - 1 ? L + 2 : 1 + mp_vpp_flag_blocks_before(&vu, p->pp, v, k + 1);
         } else if (given)
@@ -182,7 +191,11 @@ const char *mp_split_label(const mp_config *c, const mp_stage_range *st, int64_t
         return mp_split_kind_name(MP_SPLIT_ACCOUNT);
     if (K < 2 || !st)
         return mp_split_kind_name(MP_SPLIT_EVEN);
-    return mp_split_kind_name(mp_split_form_of(c, st, K).kind);
+    mp_split_kind k = mp_split_form_of(c, st, K).kind;
+    /* a V's stages are no Megatron layout (that lists the interleaved order) */
+    if (k == MP_SPLIT_LAYOUT && mp_schedule_is_v(p->schedule))
+        return "V split";
+    return mp_split_kind_name(k);
 }
 
 int64_t mp_config_mtp_stage(const mp_config *c, int64_t n)
@@ -224,7 +237,7 @@ void mp_plan_default_stages(mp_plan *plan)
 
 mp_status mp_plan_check(const mp_plan *plan, mp_error *err)
 {
-    mp_status st = mp_config_check(&plan->config, err);
+    mp_status st = mp_config_check_with_stages(&plan->config, plan->n_stages != 0, err);
     if (st != MP_OK)
         return st;
     const mp_parallel *p = &plan->config.parallel;

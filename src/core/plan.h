@@ -22,7 +22,11 @@ typedef struct mp_stage_range {
 typedef struct mp_plan {
     mp_config config;
     int32_t n_stages;                      /* pp * vpp; 0 = not given (use an even split) */
-    mp_stage_range stages[MP_MAX_STAGES];  /* virtual stage k sits on pipeline rank k % pp */
+    /* stage k of the schedule's order (mp_schedule_stage): on pipeline rank
+     * k % pp, but under zb-v and dualpipev on rank k for k < pp and rank
+     * 2pp-1-k after, and under dualpipe (n = pp) on rank k and, as its
+     * second copy, rank pp-1-k */
+    mp_stage_range stages[MP_MAX_STAGES];
     bool has_layer_recompute;
     uint8_t layer_recompute[MP_MAX_LAYERS + 2]; /* mp_recompute per layer item */
     bool has_predicted;
@@ -86,7 +90,8 @@ void mp_even_stage_items(int64_t layers, int64_t enc_layers, int64_t n, int64_t 
                          int64_t k, int64_t *begin, int64_t *end);
 
 /* Checks stages are contiguous, cover every item once, count pp*vpp, and
- * the config is valid (mp_config_check). */
+ * the config is valid (mp_config_check_with_stages: where the plan lists its
+ * stages, any layer count). */
 mp_status mp_plan_check(const mp_plan *plan, mp_error *err);
 
 #endif

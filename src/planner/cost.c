@@ -236,7 +236,9 @@ mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err)
     memset(out, 0, sizeof *out);
     if (!mp_model_has_mtp(&c->model))
         return MP_OK;
-    mp_status st = mp_config_check(c, err);
+    /* the modules' cost is the split's to place, not to change: a plan's
+     * own stages (explain's) pass as mp_plan_check passes them */
+    mp_status st = mp_config_check_with_stages(c, true, err);
     if (st != MP_OK)
         return st;
     item_detail last, mtp;
@@ -1474,7 +1476,8 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
                             mp_error *err)
 {
     if (check) {
-        mp_status s = mp_config_check(c, err);
+        /* a plan that lists its stages is its own split (any layer count) */
+        mp_status s = mp_config_check_with_stages(c, plan && plan->n_stages != 0, err);
         if (s != MP_OK)
             return s;
         if (plan && plan->n_stages != 0) {

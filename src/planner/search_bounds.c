@@ -197,6 +197,8 @@ static double rank0_blocks(const mp_config *base, const cand *x, int64_t L, doub
     *c = *base;
     c->parallel.pp = x->p;
     c->parallel.vpp = x->v;
+    /* (the split is the schedule's: a V's own where Megatron's cannot be) */
+    c->parallel.schedule = (mp_schedule_kind)x->sched;
     mp_search_set_split(base, x->p, x->v, &c->parallel);
     mp_config_stages(c, n, st);
     *exact = true;
@@ -242,6 +244,8 @@ static bool rank_counts(const mp_config *base, const cand *x, int64_t L, int kin
     *c = *base;
     c->parallel.pp = x->p;
     c->parallel.vpp = x->v;
+    /* (the split is the schedule's: a V's own where Megatron's cannot be) */
+    c->parallel.schedule = (mp_schedule_kind)x->sched;
     mp_search_set_split(base, x->p, x->v, &c->parallel);
     mp_config_stages(c, n, st);
     const mp_model *m = &base->model;

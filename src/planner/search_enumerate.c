@@ -120,6 +120,11 @@ bool mp_search_needs_layout(const mp_config *base, int64_t pp, int64_t vpp)
 void mp_search_set_split(const mp_config *base, int64_t pp, int64_t vpp, mp_parallel *p)
 {
     bool e, l;
+    /* a V schedule's own default split (mp_v_stage_blocks): Megatron's
+     * layouts and flags split in its interleaved order, which a V refuses */
+    if (!mp_parallel_split_given(&base->parallel) &&
+        mp_v_split_default(&base->model, p->schedule, pp, vpp))
+        return;
     if (mp_search_needs_account(base, pp, vpp, &e, &l)) {
         p->account_for_embedding = e;
         p->account_for_loss = l;
@@ -519,6 +524,22 @@ static bool dualpipe_fits(int64_t p, int64_t mbs)
     return p >= 2 && p % 2 == 0 && mbs % 2 == 0 && mbs >= 2 * p;
 }
 
+/* Whether vpp v on p ranks is searched for the V schedules alone: their
+ * own default split (mp_v_split_default) where Megatron's flags have none
+ * and no vpp was fixed (a fixed one is searched with a proposed layout),
+ * and a V may run (not --runtime megatron; the fixed schedule a V). */
+static bool v_only_split(const enum_ctx *e, int64_t p, int64_t v)
+{
+    const mp_config *b = e->base;
+    int64_t L = b->model.layers;
+    if (fixed(e, MP_FIX_VPP) || mp_parallel_split_given(&b->parallel) || v != 2 ||
+        e->opt->megatron_runtime || L % v == 0 || (L + 1) % (p * v) == 0)
+        return false;
+    if (fixed(e, MP_FIX_SCHEDULE) && !mp_schedule_is_v(b->parallel.schedule))
+        return false;
+    return mp_v_split_default(&b->model, MP_SCHED_ZBV, p, v);
+}
+
 /* The schedules of candidate x into scheds; 0 when the fixed one rules x's v out. */
 static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_SCHED_COUNT])
 {
@@ -533,13 +554,17 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
         if (fp->schedule == MP_SCHED_DUALPIPE && !dualpipe_fits(x->p, mbs)) return 0;
         scheds[nsc++] = (uint8_t)fp->schedule;
     } else if (x->v > 1) {
-        scheds[nsc++] = MP_SCHED_INTERLEAVED;
+        if (!v_only_split(e, x->p, x->v)) scheds[nsc++] = MP_SCHED_INTERLEAVED;
         /* the V schedules (two chunks per rank) run outside Megatron-LM
          * only: every search but --runtime megatron weighs them, ranked
          * by the same estimate (ZB-V: no bubble at 1f1b's activation
          * memory, twice the p2p; DualPipeV: m >= 2p) */
         if (x->v == 2 && !e->opt->megatron_runtime) {
-            scheds[nsc++] = MP_SCHED_ZBV;
+            /* (not ZB-V on the V's own split alone: its simulated order
+             * runs far over its closed form there -- DeepSeek-V3 tp 2 pp 16,
+             * 47.7 s estimated, 274.8 s simulated -- while DualPipeV's
+             * estimate replays its order exactly; fixed, it is costed) */
+            if (!v_only_split(e, x->p, x->v)) scheds[nsc++] = MP_SCHED_ZBV;
             if (mbs >= 2 * x->p) scheds[nsc++] = MP_SCHED_DUALPIPEV;
         }
     } else if (x->p == 1) {
@@ -681,8 +706,10 @@ static void enumerate_vpp(enum_ctx *e, const levels *lv, cand *x)
         if (x->p > 1)
             for (int64_t v = 2; v * x->p <= L + 2 && nv < MAX_DIV; v++) {
                 int64_t n = x->p * v;
-                /* the flags' split exists exactly when vpp divides L (mp_stage_split_ok) */
-                if (L % n == 0 || (L + 2) % n == 0 || (L + 1) % n == 0 || (n <= L && L % v == 0))
+                /* the flags' split exists exactly when vpp divides L (mp_stage_split_ok);
+                 * vpp 2 also for the V schedules' own split (v_only_split) */
+                if (L % n == 0 || (L + 2) % n == 0 || (L + 1) % n == 0 ||
+                    (n <= L && L % v == 0) || v_only_split(e, x->p, v))
                     vv[nv++] = v;
             }
     }

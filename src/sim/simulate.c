@@ -28,7 +28,8 @@ mp_status mp_simulate(const mp_config *c, const mp_plan *plan, const mp_sim_opti
     const mp_config *cfg = plan ? &plan->config : c;
     if (!cfg)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "nothing to simulate");
-    mp_status st = mp_config_check(cfg, err);
+    /* a plan that lists its stages is its own split (any layer count) */
+    mp_status st = mp_config_check_with_stages(cfg, plan && plan->n_stages != 0, err);
     if (st != MP_OK)
         return st;
     int64_t m = mp_config_microbatches(cfg);

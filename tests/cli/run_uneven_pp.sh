@@ -85,10 +85,40 @@ awk -v s="$vsstep" 'BEGIN { exit !(s > 15 && s < 30) }' && ok || bad "pp 3 vpp 2
 contains err.txt "first/last-stage flags need every rank's layers a multiple of vpp"
 [ "$(wc -l <err.txt)" -eq 1 ] && ok || bad "pp 4 vpp 3: more than one line: $(cat err.txt)"
 
-# the V schedules place the stages otherwise: no first/last-stage split for them
-"$bin" estimate $l24 --tp 2 --pp 3 --vpp 2 --schedule zb-v >/dev/null 2>err.txt
-[ $? -eq 2 ] && ok || bad "pp 3 vpp 2 zb-v: not refused"
-contains err.txt "zb-v places the stages otherwise"
+# the V schedules place the stages otherwise: not Megatron's first/last-stage
+# split but their own (mp_v_stage_blocks), the work of each rank as even as
+# can be, rank 0 holding the embedding and the head: 32 on pp 3 is rank 0
+# 5 + 4, rank 1 6 + 6, rank 2 6 + 5, in V order 5 6 6 5 6 4
+"$bin" search $l24 --fix tp=2,pp=3,vpp=2,micro_batch=1,recompute=none,schedule=zb-v \
+    --no-split --top 1 -o zplan.yaml >zs.txt 2>err.txt || bad "pp 3 vpp 2 zb-v search: $(cat err.txt)"
+grep -A6 '^stages:' zplan.yaml | tr -d ' \n' >zst.txt
+contains zst.txt "stages:-[0,6]-[6,12]-[12,18]-[18,23]-[23,29]-[29,34]"
+"$bin" estimate $l24 --tp 2 --pp 3 --vpp 2 --schedule zb-v >z.txt 2>err.txt ||
+    bad "pp 3 vpp 2 zb-v estimate: $(cat err.txt)"
+"$bin" simulate zplan.yaml >zsim.txt 2>err.txt || bad "pp 3 vpp 2 zb-v simulate: $(cat err.txt)"
+# DeepSeek-V3 (61 layers) under dualpipev on pp 16 (issue 14): the brief's
+# command runs; the estimate's pipeline is the simulator's (DualPipe(V)'s
+# replay, planner/dualpipe_replay.c), to the 4 decimals printed
+ds="--model deepseek-v3 --gpus 2048 --hw h800 --tp 1 --pp 16 --vpp 2 --ep 64 --schedule dualpipev --global-batch 4096"
+"$bin" estimate $ds >ds.txt 2>err.txt || bad "deepseek-v3 dualpipev pp 16: $(cat err.txt)"
+contains ds.txt "schedule=dualpipev"
+"$bin" simulate $ds >dss.txt 2>err.txt || bad "deepseek-v3 dualpipev pp 16 simulate: $(cat err.txt)"
+dsp=$(awk '$1 == "pipeline" && $2 == "(simulated)" { print $3 }' dss.txt)
+dse=$(awk '$1 == "pipeline" && $2 == "(estimate)" { print $3 }' dss.txt)
+[ -n "$dsp" ] && [ "$dsp" = "$dse" ] && ok || bad "deepseek-v3 dualpipev: pipeline simulated $dsp, estimate $dse"
+# search weighs DualPipeV on that split unasked (before, no vpp of 61 layers
+# on 16 ranks was searched: Megatron's splits have none), not interleaving
+"$bin" search --model deepseek-v3 --gpus 2048 --hw h800 --global-batch 4096 \
+    --fix tp=1,pp=16,ep=64 --top 5 >dsearch.txt 2>err.txt || bad "deepseek-v3 search: $(cat err.txt)"
+awk '$1 ~ /^[0-9]+$/ && $4 == 16 && $5 == 2 && $11 == "dualpipev" { f = 1 } END { exit !f }' \
+    dsearch.txt && ok || bad "deepseek-v3 search: no dualpipev on pp 16 vpp 2: $(cat dsearch.txt)"
+lacks dsearch.txt "interleaved"
+contains dsearch.txt "stages (V split): blocks per stage 1 2x15 1 2x14 1 "
+# interleaved 1F1B keeps Megatron's rule: 61 on 32 stages is refused
+"$bin" estimate --model deepseek-v3 --gpus 2048 --hw h800 --tp 1 --pp 16 --vpp 2 --ep 64 \
+    --schedule interleaved-1f1b --global-batch 4096 >/dev/null 2>err.txt
+[ $? -eq 2 ] && ok || bad "deepseek-v3 interleaved pp 16 vpp 2: not refused"
+contains err.txt "as Megatron does without a layout"
 
 # the flags as a user gives them (--first-stage-layers / --last-stage-layers):
 # Megatron's split and its refusals, each one line and exit 2

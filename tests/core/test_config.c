@@ -606,6 +606,87 @@ static void test_names(void **state)
     assert_string_equal(mp_recompute_name((mp_recompute)99), "?");
 }
 
+/* The V schedules' own default split (mp_v_stage_blocks) where neither L
+ * nor L + 2 is a multiple of the 2pp stages: every block placed once, a
+ * block in every stage, each rank's work (rank 0 holding the embedding, the
+ * head and the MTP modules: 2 + 2 mtp units more) at most the least level
+ * ceil((L + e) / pp) can hold, or, where rank 0 cannot come down to it (a
+ * block in each of its stages), the other ranks within one block of each
+ * other. DeepSeek-V3's 61 on pp 16: 1 + 1 on rank 0, 2 + 2 on ranks 1-14,
+ * 2 + 1 on rank 15. Interleaved 1F1B keeps Megatron's refusal; a plan's own
+ * stages (mp_config_check_with_stages) pass under every schedule. */
+static void test_v_default_split(void **state)
+{
+    (void)state;
+    for (int64_t mtp = 0; mtp <= 2; mtp++)
+        for (int64_t pp = 2; pp <= 24; pp++)
+            for (int64_t L = 2 * pp; L <= 8 * pp + 3; L++) {
+                int64_t e = 2 + 2 * mtp, sum = 0, lo = INT64_MAX, hi = 0, top = 0;
+                for (int64_t r = 0; r < pp; r++) {
+                    int64_t b = mp_v_rank_blocks(L, pp, mtp, r);
+                    int64_t c0 = mp_v_stage_blocks(L, pp, mtp, r);
+                    int64_t c1 = mp_v_stage_blocks(L, pp, mtp, 2 * pp - 1 - r);
+                    assert_int_equal(c0 + c1, b);
+                    assert_true(c0 >= 1 && c1 >= 1 && c0 - c1 >= 0 && c0 - c1 <= 1);
+                    sum += b;
+                    if (r > 0) {
+                        lo = b < lo ? b : lo;
+                        hi = b > hi ? b : hi;
+                    }
+                    top = b + (r == 0 ? e : 0) > top ? b + (r == 0 ? e : 0) : top;
+                }
+                assert_int_equal(sum, L);
+                int64_t level = (L + e + pp - 1) / pp;
+                if (level - e >= 2)
+                    assert_true(top <= level);
+                else
+                    assert_true(mp_v_rank_blocks(L, pp, mtp, 0) == 2 && hi - lo <= 1);
+            }
+    assert_int_equal(mp_v_rank_blocks(61, 16, 1, 0), 2);
+    assert_int_equal(mp_v_stage_blocks(61, 16, 1, 0), 1);
+    assert_int_equal(mp_v_stage_blocks(61, 16, 1, 31), 1);
+    assert_int_equal(mp_v_stage_blocks(61, 16, 1, 1), 2);
+    assert_int_equal(mp_v_stage_blocks(61, 16, 1, 15), 2);
+    assert_int_equal(mp_v_stage_blocks(61, 16, 1, 16), 1);
+    assert_int_equal(mp_v_rank_blocks(61, 16, 0, 15), 3);
+    assert_int_equal(mp_v_rank_blocks(31, 16, 0, 0), -1); /* fewer blocks than stages */
+
+    /* the configuration check: 61 layers on pp 8 x vpp 2 */
+    mp_config c = base();
+    c.model.layers = 61;
+    c.parallel.vpp = 2;
+    c.parallel.schedule = MP_SCHED_ZBV;
+    expect(&c, NULL, NULL);
+    c.parallel.schedule = MP_SCHED_DUALPIPEV;
+    expect(&c, NULL, NULL);
+    mp_stage_range st[16];
+    mp_config_stages(&c, 16, st);
+    int64_t next = 0;
+    for (int k = 0; k < 16; k++) {
+        assert_int_equal(st[k].begin, next);
+        int64_t want = mp_v_stage_blocks(61, 8, 0, k) + (k == 0) + (k == 15);
+        assert_int_equal(st[k].end - st[k].begin, want);
+        next = st[k].end;
+    }
+    assert_int_equal(next, 63);
+    c.parallel.schedule = MP_SCHED_INTERLEAVED;
+    expect(&c, "vpp", "do not split into pp*vpp");
+    mp_error err;
+    assert_int_equal(mp_config_check_with_stages(&c, true, &err), MP_OK);
+    assert_int_equal(mp_config_check_with_stages(&c, false, &err), MP_EINPUT);
+    /* fewer blocks than the V's stages: no default, a plan's stages pass */
+    c.model.layers = 15;
+    c.parallel.schedule = MP_SCHED_ZBV;
+    expect(&c, "vpp", "fewer than the pp*vpp");
+    assert_int_equal(mp_config_check_with_stages(&c, true, &err), MP_OK);
+    /* a split the configuration gives itself is still checked with stages */
+    c.model.layers = 61;
+    c.parallel.schedule = MP_SCHED_ZBV;
+    c.parallel.first_stage_layers = 4;
+    assert_int_equal(mp_config_check_with_stages(&c, true, &err), MP_EINPUT);
+    assert_string_equal(err.field, "first_stage_layers");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -616,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_account_split),
         cmocka_unit_test(test_uneven_split_property),
         cmocka_unit_test(test_uneven_split_61_on_32),
+        cmocka_unit_test(test_v_default_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -868,7 +868,77 @@ static void test_dualpipe_uneven_matches_simulator(void **state)
         plan->stages[k] = (mp_stage_range){4 + 8 * (k - 1), 12 + 8 * (k - 1)};
     plan->stages[7] = (mp_stage_range){52, 63};
     check_dual_pipeline("deepseek-v3 dualpipe pp8 3|8x6|10+head", &plan->config, plan);
+    /* DualPipeV at pp 16: its 61 layers split over the V's 32 stages by the
+     * V's default (mp_v_stage_blocks: rank 0 a block in each of its stages,
+     * ranks 1-14 two, rank 15 two and one), then a plan's own stages of the
+     * same model (the embedding and four blocks, 26 stages of two, four of
+     * one, the last block with the head and MTP),
+     * which the configuration check refused before, as the default split */
+    plan->config.parallel.pp = 16;
+    plan->config.parallel.vpp = 2;
+    plan->config.parallel.dp = 128;
+    plan->config.training.global_batch = 64 * 128;
+    plan->config.parallel.schedule = MP_SCHED_DUALPIPEV;
+    plan->n_stages = 0;
+    mp_stage_range vs[32];
+    mp_config_stages(&plan->config, 32, vs);
+    assert_int_equal(vs[0].end, 2);        /* the embedding and a block */
+    assert_int_equal(vs[1].end - vs[1].begin, 2);
+    assert_int_equal(vs[15].end - vs[15].begin, 2); /* rank 15: 2 + 1 */
+    assert_int_equal(vs[16].end - vs[16].begin, 1);
+    assert_int_equal(vs[31].begin, 61);    /* a block, the head and MTP */
+    check_dual_pipeline("deepseek-v3 dualpipev pp16, V default split", &plan->config, NULL);
+    plan->n_stages = 32;
+    plan->stages[0] = (mp_stage_range){0, 5};
+    for (int32_t k = 1; k <= 26; k++)
+        plan->stages[k] = (mp_stage_range){5 + 2 * (k - 1), 7 + 2 * (k - 1)};
+    for (int32_t k = 27; k <= 30; k++)
+        plan->stages[k] = (mp_stage_range){57 + (k - 27), 58 + (k - 27)};
+    plan->stages[31] = (mp_stage_range){61, 63};
+    mp_error perr;
+    assert_int_equal(mp_plan_check(plan, &perr), MP_OK);
+    check_dual_pipeline("deepseek-v3 dualpipev pp16, a plan's stages", &plan->config, plan);
     free(plan);
+    /* a small uneven model: 13 blocks of llama3-8b on pp 2 (4 stages: 13
+     * and 15 are no multiple of 4), DualPipeV on the default V split and on
+     * a plan's 1 | 6 | 5 | 1; then interleaved 1F1B on the plan */
+    for (int vs_s = 0; vs_s < 2; vs_s++) {
+        mp_config x = preset_on("llama3-8b", "dgx-h100");
+        x.model.layers = 13;
+        x.training = (mp_training){.gpus = 4, .seq = x.model.seq, .global_batch = 16,
+                                   .precision = MP_DTYPE_BF16};
+        x.parallel = (mp_parallel){.tp = 1, .pp = 2, .vpp = 2, .cp = 1, .dp = 2,
+                                   .micro_batch = 1, .recompute = MP_RECOMPUTE_NONE,
+                                   .dist_opt = true, .schedule = MP_SCHED_DUALPIPEV};
+        mp_plan *sp = calloc(1, sizeof *sp);
+        assert_non_null(sp);
+        sp->config = x;
+        sp->n_stages = 4;
+        sp->stages[0] = (mp_stage_range){0, 2};
+        sp->stages[1] = (mp_stage_range){2, 8};
+        sp->stages[2] = (mp_stage_range){8, 13};
+        sp->stages[3] = (mp_stage_range){13, 15};
+        assert_int_equal(mp_plan_check(sp, &perr), MP_OK);
+        if (vs_s == 0) {
+            check_dual_pipeline("llama3-8b 13 blocks dualpipev pp2, V default split", &x, NULL);
+            check_dual_pipeline("llama3-8b 13 blocks dualpipev pp2, 1|6|5|1", &x, sp);
+        } else {
+            /* interleaved 1F1B keeps Megatron's rule: no default split of
+             * 13 over 4 (13 is odd for the first/last-stage flags), but a
+             * plan's own stages run */
+            sp->config.parallel.schedule = MP_SCHED_INTERLEAVED;
+            sp->config.training.global_batch = 8;
+            assert_int_equal(mp_config_check(&sp->config, &perr), MP_EINPUT);
+            assert_string_equal(perr.field, "vpp");
+            assert_int_equal(mp_plan_check(sp, &perr), MP_OK);
+            mp_estimate e;
+            mp_sim_result r;
+            estimate_and_simulate("llama3-8b 13 blocks interleaved pp2, 1|6|5|1", &sp->config,
+                                  sp, &e, &r);
+            mp_sim_result_free(&r);
+        }
+        free(sp);
+    }
     static const struct {
         const char *model;
         mp_schedule_kind s;

@@ -310,16 +310,6 @@ typedef struct mp_parallel {
      * dp_overlap and dist_opt; ignored by ZeRO-2/3. Beside dist_opt: in
      * its padding. */
     bool param_gather_sync;
-    /* zero_runtime fsdp2 with pp > 1: FSDP2 syncs every micro-batch, each
-     * backward of a chunk reduce-scattering its gradients and resharding its
-     * weights, which the next pass of the chunk gathers again. Where a
-     * pipeline stage's module is itself an FSDP unit,
-     * torch.distributed.pipelining's stage turns both off until the last
-     * backward (stage.py backward_maybe_with_nosync, the default: false);
-     * any other module gets a plain backward (NeMo AutoModel's model parts,
-     * whose inner model and head are the units, before its MoE patch of
-     * 2c236e081). */
-    bool fsdp_microbatch_sync;
     /* Megatron --overlap-param-gather-with-optimizer-step: the optimizer
      * steps the first model chunk's shard first and launches that chunk's
      * parameter all-gather at once, under the other chunks' step
@@ -419,6 +409,16 @@ typedef struct mp_parallel {
      * pp*vpp virtual stages, the first (last) virtual stage building one
      * block fewer (mp_account_split_check; false = not given). */
     bool account_for_embedding, account_for_loss;
+    /* zero_runtime fsdp2 with pp > 1: FSDP2 syncs every micro-batch, each
+     * backward of a chunk reduce-scattering its gradients and resharding its
+     * weights, which the next pass of the chunk gathers again. Where a
+     * pipeline stage's module is itself an FSDP unit,
+     * torch.distributed.pipelining's stage turns both off until the last
+     * backward (stage.py backward_maybe_with_nosync, the default: false);
+     * any other module gets a plain backward (NeMo AutoModel's model parts,
+     * whose inner model and head are the units, before its MoE patch of
+     * 2c236e081). At the end, in the padding after the account-for flags. */
+    bool fsdp_microbatch_sync;
     /* context parallelism's exchange (Megatron-Core --cp-comm-type) */
     mp_cp_comm cp_comm_type;
 } mp_parallel;

@@ -59,6 +59,8 @@ typedef struct vorder {
     mp_op_list *out;
     bool b_first;             /* a ready B before a ready F (a second policy to try) */
     bool per_chunk;           /* the fallback: at most p micro-batches of each chunk */
+    bool lead;                /* rank r runs chunk 0 at most 2(p - r) - 1 forwards
+                                 ahead of chunk 1 (ZB-V's warm-up: lead_full) */
     int32_t *live_c;          /* per rank and chunk (2r + c): F placed, W not yet */
     double makespan;          /* the latest op end so far */
     mp_v_rank_times *rt;      /* may be NULL: per rank, as replay() records them */
@@ -225,7 +227,7 @@ static int try_f(vorder *z, int32_t r, double now, double *soonest)
         bool full = z->per_chunk ? z->live_c[2 * r + c] >= z->p
                                  : z->held[r] + a > z->cap[r] ||
                                        (c == 0 && (waiting + 1) * a + a1 > z->cap[r]);
-        if (i >= z->m || full)
+        if (i >= z->m || full || (c == 0 && z->lead && waiting >= 2 * (z->p - r) - 1))
             continue;
         double rd = f_ready(z, k, i);
         if (rd <= now)
@@ -302,12 +304,12 @@ static mp_status run(vorder *z, mp_error *err)
 
 /* One list scheduling run (t NULL: unit times) into out[0..p-1]. */
 static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first,
-                        bool per_chunk, mp_op_list *out, double *makespan, mp_v_rank_times *rt,
+                        bool per_chunk, bool lead, mp_op_list *out, double *makespan, mp_v_rank_times *rt,
                         mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first,
-                .per_chunk = per_chunk, .rt = rt, .w = 1};
+                .per_chunk = per_chunk, .lead = lead, .rt = rt, .w = 1};
     while (z.w < p)
         z.w *= 2;
     for (int32_t r = 0; rt && r < p; r++)
@@ -762,7 +764,7 @@ static mp_status build_order(mp_schedule_kind s, int32_t p, int32_t m, order_ent
     if (st == MP_OK && s == MP_SCHED_ZBV) {
         for (int32_t r = 0; r < p; r++)
             l[r] = (mp_op_list){.ops = e->ops + (size_t)r * per, .cap = (int32_t)per};
-        st = greedy(p, m, NULL, false, false, l, NULL, NULL, err);
+        st = greedy(p, m, NULL, false, false, false, l, NULL, NULL, err);
         for (int32_t r = 0; r < p && st == MP_OK; r++)
             e->n[r] = l[r].n;
     } else if (st == MP_OK) {
@@ -833,6 +835,11 @@ static void free_entry(order_entry *e)
     free(e->n);
 }
 
+/* zbv_choose's candidates: 0 the unit-time order; 1, 2 list scheduling over
+ * the real times, F or B first; 3, 4 the same with ZB-V's warm-up lead
+ * (vorder.lead); FALLBACK the per-chunk greedy, tried only if all stall. */
+enum { FALLBACK = 5 };
+
 /* ZB-V's order under t (not NULL) into out (may be NULL) and the chosen
  * order's times into rt (may be NULL): mp_schedule_zbv_order's choice. */
 static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
@@ -849,11 +856,11 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
     mp_error e2;
     bool stall = atomic_load(&test_stall);
     size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
-    mp_op_list *cand = calloc((size_t)4 * p, sizeof *cand);
-    mp_op *ops = malloc((size_t)4 * p * per * sizeof *ops);
+    mp_op_list *cand = calloc((size_t)(FALLBACK + 1) * p, sizeof *cand);
+    mp_op *ops = malloc((size_t)(FALLBACK + 1) * p * per * sizeof *ops);
     double *d = malloc((2 * sm + (size_t)REPLAY_PER_RANK * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
-    mp_v_rank_times *crt = rt ? malloc((size_t)4 * p * sizeof *crt) : NULL;
+    mp_v_rank_times *crt = rt ? malloc((size_t)(FALLBACK + 1) * p * sizeof *crt) : NULL;
     order_entry own = {0};
     bool owned = false;
     mp_status st = MP_OK;
@@ -861,38 +868,38 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
     int best = -1;
     double best_time = INFINITY, own_time = INFINITY;
-    for (int c = 0; c < 4 && st == MP_OK; c++) {
-        if (c == 3 && best >= 0)
+    for (int c = 0; c <= FALLBACK && st == MP_OK; c++) {
+        if (c == FALLBACK && best >= 0)
             break;
         for (int32_t r = 0; r < p; r++)
             cand[c * p + r] = (mp_op_list){.ops = ops + ((size_t)c * p + r) * per,
                                            .cap = (int32_t)per};
-        if (stall && c < 3)
+        if (stall && c < FALLBACK)
             st = MP_EINTERNAL;
         else if (c == 0)
             st = time_free_order(MP_SCHED_ZBV, p, m, cand, &own, &owned, &e2);
-        else if (c < 3) /* its own times are its replay's, within the cap */
-            st = greedy(p, m, t, c == 2, false, cand + c * p, &own_time,
+        else if (c < FALLBACK) /* its own times are its replay's, within the cap */
+            st = greedy(p, m, t, c % 2 == 0, false, c >= 3, cand + c * p, &own_time,
                         crt ? crt + c * p : NULL, &e2);
         else
-            st = greedy(p, m, t, false, true, cand + c * p, NULL, NULL, &e2);
+            st = greedy(p, m, t, false, true, false, cand + c * p, NULL, NULL, &e2);
         double time = INFINITY;
-        if (st == MP_OK && (c == 0 || c == 3))
+        if (st == MP_OK && (c == 0 || c == FALLBACK))
             time = replay(p, m, t, cand + c * p, false, d, n, true, NULL,
                           crt ? crt + c * p : NULL);
         else if (st == MP_OK)
             time = own_time;
-        else if (st == MP_EINTERNAL && c < 3)
+        else if (st == MP_EINTERNAL && c < FALLBACK)
             st = MP_OK; /* stalled: dropped */
         else
             *err = e2;
-        if (time < best_time || (c == 3 && st == MP_OK && best < 0)) {
+        if (time < best_time || (c == FALLBACK && st == MP_OK && best < 0)) {
             best = c;
             best_time = time;
         }
     }
     if (st == MP_OK && fallback)
-        *fallback = best == 3;
+        *fallback = best == FALLBACK;
     for (int32_t r = 0; out && r < p && st == MP_OK; r++) {
         const mp_op_list *src = &cand[best * p + r];
         for (int32_t i = 0; i < src->n; i++)
@@ -947,13 +954,13 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     clear_lists(out, p); /* cannot happen (the proof at try_f); kept as a guard */
     if (fallback)
         *fallback = true;
-    return greedy(p, m, NULL, false, true, out, NULL, NULL, err);
+    return greedy(p, m, NULL, false, true, false, out, NULL, NULL, err);
 }
 
 mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
                                          mp_op_list *out, mp_error *err)
 {
-    return greedy(p, m, t, false, true, out, NULL, NULL, err);
+    return greedy(p, m, t, false, true, false, out, NULL, NULL, err);
 }
 
 mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,

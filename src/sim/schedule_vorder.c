@@ -18,11 +18,12 @@
  * the unit-time generator gave (F = B = W; tests/sim/test_engine.c holds it
  * to 6m + (p-1) F-times); with real times the order follows the slow
  * ranks (rank 0 holds both the embedding and the head) instead of idling
- * them on a unit-time plan. Given real times, three orders are built -- the
- * unit-time one, and the real-time one with F or with B preferred -- each
- * is timed by replaying it under the same assumptions, and the fastest
- * that keeps to the memory cap is kept (the unit-time one on a tie), so the
- * order is never slower there than the unit-time order. (The two real-time
+ * them on a unit-time plan. Given real times, five orders are built -- the
+ * unit-time one, and the real-time one with F or with B preferred, each
+ * also with ZB-V's warm-up lead (vorder.lead) -- each is timed by replaying
+ * it under the same assumptions, and the fastest that keeps to the memory
+ * cap is kept (the unit-time one on a tie), so the order is never slower
+ * there than the unit-time order. (The four real-time
  * orders are their own replay: the greedy starts each op as soon as its
  * input has landed and the rank is free, what the replay does with the
  * order, and refuses a forward over the cap by the replay's own sum, so
@@ -60,7 +61,7 @@ typedef struct vorder {
     bool b_first;             /* a ready B before a ready F (a second policy to try) */
     bool per_chunk;           /* the fallback: at most p micro-batches of each chunk */
     bool lead;                /* rank r runs chunk 0 at most 2(p - r) - 1 forwards
-                                 ahead of chunk 1 (ZB-V's warm-up: lead_full) */
+                                 ahead of chunk 1 (ZB-V's warm-up: try_f) */
     int32_t *live_c;          /* per rank and chunk (2r + c): F placed, W not yet */
     double makespan;          /* the latest op end so far */
     mp_v_rank_times *rt;      /* may be NULL: per rank, as replay() records them */
@@ -227,7 +228,18 @@ static int try_f(vorder *z, int32_t r, double now, double *soonest)
         bool full = z->per_chunk ? z->live_c[2 * r + c] >= z->p
                                  : z->held[r] + a > z->cap[r] ||
                                        (c == 0 && (waiting + 1) * a + a1 > z->cap[r]);
-        if (i >= z->m || full || (c == 0 && z->lead && waiting >= 2 * (z->p - r) - 1))
+        /* With lead, also ZB-V's warm-up depth: rank r runs at most
+         * 2(p - r) - 1 chunk-0 forwards ahead of its chunk-1 ones (Qi et
+         * al. 2024's V; the forwards that fit before micro-batch 0 comes
+         * back down the V). The byte cap alone let a rank whose chunk 0 is
+         * light and fast (DeepSeek-V3's rank 0 on the V split) run dozens
+         * ahead, and every later rank, always finding a chunk-0 forward
+         * ready, filled its stash with chunk 0: chunk 1 crossed the V one
+         * micro-batch at a time. The bound keeps the argument above: the
+         * oldest micro-batch's chunk-0 forward has none waiting ahead of it
+         * (0 < 2(p - r) - 1). */
+        bool ahead = c == 0 && z->lead && waiting >= 2 * (z->p - r) - 1;
+        if (i >= z->m || full || ahead)
             continue;
         double rd = f_ready(z, k, i);
         if (rd <= now)
@@ -845,9 +857,12 @@ enum { FALLBACK = 5 };
 static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
                             mp_v_rank_times *rt, bool *fallback, mp_error *err)
 {
-    /* Qi et al. try several schedules and keep the fastest; here three
+    /* Qi et al. try several schedules and keep the fastest; here five
      * orders: the unit-time one, and list scheduling over the real times
-     * with F or B first, each timed by replay(); the first of the fastest
+     * with F or B first, with and without the warm-up lead (the list
+     * scheduling's byte cap alone let a light rank 0 flood the V with
+     * chunk-0 forwards on uneven splits: docs/simulator.md, "ZB-V on
+     * uneven stages"), each timed by replay(); the first of the fastest
      * that keeps to the memory cap wins. A run that stalls (it cannot, see
      * try_f; a guard) is dropped; when none is left the fallback is the
      * greedy holding at most p micro-batches of each chunk, which completes

@@ -144,7 +144,7 @@ static void test_zbv_within_closed_form(void **state)
  * scheduling without ZB-V's warm-up lead let it run 63 chunk-0 forwards
  * ahead within its byte cap, the middle ranks' stashes filled with chunk 0
  * and chunk 1 crossed the V one micro-batch at a time: 274.8 s simulated
- * against 47.7 s estimated at m = 256 (+11.6% at m = 64, 4.1x at 128). Now
+ * against 47.7 s estimated at m = 256 (+12.1% at m = 64, 4.1x at 128). Now
  * within UNEVEN_TOLERANCE of the closed form at every m from 2p to 16p. */
 static void test_zbv_uneven_v_split(void **state)
 {

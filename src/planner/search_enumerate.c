@@ -560,11 +560,11 @@ static int schedule_choices(const enum_ctx *e, const cand *x, uint8_t scheds[MP_
          * by the same estimate (ZB-V: no bubble at 1f1b's activation
          * memory, twice the p2p; DualPipeV: m >= 2p) */
         if (x->v == 2 && !e->opt->megatron_runtime) {
-            /* (not ZB-V on the V's own split alone: its simulated order
-             * runs far over its closed form there -- DeepSeek-V3 tp 2 pp 16,
-             * 47.7 s estimated, 274.8 s simulated -- while DualPipeV's
-             * estimate replays its order exactly; fixed, it is costed) */
-            if (!v_only_split(e, x->p, x->v)) scheds[nsc++] = MP_SCHED_ZBV;
+            /* (ZB-V also on the V's own split: with the orders that keep
+             * ZB-V's warm-up lead its simulated pipeline is within 7% of
+             * the closed form there, tests/sim/test_vorder.c; before, its
+             * order ran up to 5.8x over and search weighed DualPipeV alone) */
+            scheds[nsc++] = MP_SCHED_ZBV;
             if (mbs >= 2 * x->p) scheds[nsc++] = MP_SCHED_DUALPIPEV;
         }
     } else if (x->p == 1) {

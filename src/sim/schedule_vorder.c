@@ -18,11 +18,12 @@
  * the unit-time generator gave (F = B = W; tests/sim/test_engine.c holds it
  * to 6m + (p-1) F-times); with real times the order follows the slow
  * ranks (rank 0 holds both the embedding and the head) instead of idling
- * them on a unit-time plan. Given real times, three orders are built -- the
- * unit-time one, and the real-time one with F or with B preferred -- each
- * is timed by replaying it under the same assumptions, and the fastest
- * that keeps to the memory cap is kept (the unit-time one on a tie), so the
- * order is never slower there than the unit-time order. (The two real-time
+ * them on a unit-time plan. Given real times, five orders are built -- the
+ * unit-time one, and the real-time one with F or with B preferred, each
+ * also with ZB-V's warm-up lead (vorder.lead) -- each is timed by replaying
+ * it under the same assumptions, and the fastest that keeps to the memory
+ * cap is kept (the unit-time one on a tie), so the order is never slower
+ * there than the unit-time order. (The four real-time
  * orders are their own replay: the greedy starts each op as soon as its
  * input has landed and the rank is free, what the replay does with the
  * order, and refuses a forward over the cap by the replay's own sum, so
@@ -59,6 +60,8 @@ typedef struct vorder {
     mp_op_list *out;
     bool b_first;             /* a ready B before a ready F (a second policy to try) */
     bool per_chunk;           /* the fallback: at most p micro-batches of each chunk */
+    bool lead;                /* rank r runs chunk 0 at most 2(p - r) - 1 forwards
+                                 ahead of chunk 1 (ZB-V's warm-up: try_f) */
     int32_t *live_c;          /* per rank and chunk (2r + c): F placed, W not yet */
     double makespan;          /* the latest op end so far */
     mp_v_rank_times *rt;      /* may be NULL: per rank, as replay() records them */
@@ -225,7 +228,18 @@ static int try_f(vorder *z, int32_t r, double now, double *soonest)
         bool full = z->per_chunk ? z->live_c[2 * r + c] >= z->p
                                  : z->held[r] + a > z->cap[r] ||
                                        (c == 0 && (waiting + 1) * a + a1 > z->cap[r]);
-        if (i >= z->m || full)
+        /* With lead, also ZB-V's warm-up depth: rank r runs at most
+         * 2(p - r) - 1 chunk-0 forwards ahead of its chunk-1 ones (Qi et
+         * al. 2024's V; the forwards that fit before micro-batch 0 comes
+         * back down the V). The byte cap alone let a rank whose chunk 0 is
+         * light and fast (DeepSeek-V3's rank 0 on the V split) run dozens
+         * ahead, and every later rank, always finding a chunk-0 forward
+         * ready, filled its stash with chunk 0: chunk 1 crossed the V one
+         * micro-batch at a time. The bound keeps the argument above: the
+         * oldest micro-batch's chunk-0 forward has none waiting ahead of it
+         * (0 < 2(p - r) - 1). */
+        bool ahead = c == 0 && z->lead && waiting >= 2 * (z->p - r) - 1;
+        if (i >= z->m || full || ahead)
             continue;
         double rd = f_ready(z, k, i);
         if (rd <= now)
@@ -302,12 +316,12 @@ static mp_status run(vorder *z, mp_error *err)
 
 /* One list scheduling run (t NULL: unit times) into out[0..p-1]. */
 static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first,
-                        bool per_chunk, mp_op_list *out, double *makespan, mp_v_rank_times *rt,
+                        bool per_chunk, bool lead, mp_op_list *out, double *makespan, mp_v_rank_times *rt,
                         mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first,
-                .per_chunk = per_chunk, .rt = rt, .w = 1};
+                .per_chunk = per_chunk, .lead = lead, .rt = rt, .w = 1};
     while (z.w < p)
         z.w *= 2;
     for (int32_t r = 0; rt && r < p; r++)
@@ -762,7 +776,7 @@ static mp_status build_order(mp_schedule_kind s, int32_t p, int32_t m, order_ent
     if (st == MP_OK && s == MP_SCHED_ZBV) {
         for (int32_t r = 0; r < p; r++)
             l[r] = (mp_op_list){.ops = e->ops + (size_t)r * per, .cap = (int32_t)per};
-        st = greedy(p, m, NULL, false, false, l, NULL, NULL, err);
+        st = greedy(p, m, NULL, false, false, false, l, NULL, NULL, err);
         for (int32_t r = 0; r < p && st == MP_OK; r++)
             e->n[r] = l[r].n;
     } else if (st == MP_OK) {
@@ -833,14 +847,22 @@ static void free_entry(order_entry *e)
     free(e->n);
 }
 
+/* zbv_choose's candidates: 0 the unit-time order; 1, 2 list scheduling over
+ * the real times, F or B first; 3, 4 the same with ZB-V's warm-up lead
+ * (vorder.lead); FALLBACK the per-chunk greedy, tried only if all stall. */
+enum { FALLBACK = 5 };
+
 /* ZB-V's order under t (not NULL) into out (may be NULL) and the chosen
  * order's times into rt (may be NULL): mp_schedule_zbv_order's choice. */
 static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
                             mp_v_rank_times *rt, bool *fallback, mp_error *err)
 {
-    /* Qi et al. try several schedules and keep the fastest; here three
+    /* Qi et al. try several schedules and keep the fastest; here five
      * orders: the unit-time one, and list scheduling over the real times
-     * with F or B first, each timed by replay(); the first of the fastest
+     * with F or B first, with and without the warm-up lead (the list
+     * scheduling's byte cap alone let a light rank 0 flood the V with
+     * chunk-0 forwards on uneven splits: docs/simulator.md, "ZB-V on
+     * uneven stages"), each timed by replay(); the first of the fastest
      * that keeps to the memory cap wins. A run that stalls (it cannot, see
      * try_f; a guard) is dropped; when none is left the fallback is the
      * greedy holding at most p micro-batches of each chunk, which completes
@@ -849,11 +871,11 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
     mp_error e2;
     bool stall = atomic_load(&test_stall);
     size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
-    mp_op_list *cand = calloc((size_t)4 * p, sizeof *cand);
-    mp_op *ops = malloc((size_t)4 * p * per * sizeof *ops);
+    mp_op_list *cand = calloc((size_t)(FALLBACK + 1) * p, sizeof *cand);
+    mp_op *ops = malloc((size_t)(FALLBACK + 1) * p * per * sizeof *ops);
     double *d = malloc((2 * sm + (size_t)REPLAY_PER_RANK * p) * sizeof *d);
     int32_t *n = malloc((size_t)3 * p * sizeof *n);
-    mp_v_rank_times *crt = rt ? malloc((size_t)4 * p * sizeof *crt) : NULL;
+    mp_v_rank_times *crt = rt ? malloc((size_t)(FALLBACK + 1) * p * sizeof *crt) : NULL;
     order_entry own = {0};
     bool owned = false;
     mp_status st = MP_OK;
@@ -861,38 +883,38 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
     int best = -1;
     double best_time = INFINITY, own_time = INFINITY;
-    for (int c = 0; c < 4 && st == MP_OK; c++) {
-        if (c == 3 && best >= 0)
+    for (int c = 0; c <= FALLBACK && st == MP_OK; c++) {
+        if (c == FALLBACK && best >= 0)
             break;
         for (int32_t r = 0; r < p; r++)
             cand[c * p + r] = (mp_op_list){.ops = ops + ((size_t)c * p + r) * per,
                                            .cap = (int32_t)per};
-        if (stall && c < 3)
+        if (stall && c < FALLBACK)
             st = MP_EINTERNAL;
         else if (c == 0)
             st = time_free_order(MP_SCHED_ZBV, p, m, cand, &own, &owned, &e2);
-        else if (c < 3) /* its own times are its replay's, within the cap */
-            st = greedy(p, m, t, c == 2, false, cand + c * p, &own_time,
+        else if (c < FALLBACK) /* its own times are its replay's, within the cap */
+            st = greedy(p, m, t, c % 2 == 0, false, c >= 3, cand + c * p, &own_time,
                         crt ? crt + c * p : NULL, &e2);
         else
-            st = greedy(p, m, t, false, true, cand + c * p, NULL, NULL, &e2);
+            st = greedy(p, m, t, false, true, false, cand + c * p, NULL, NULL, &e2);
         double time = INFINITY;
-        if (st == MP_OK && (c == 0 || c == 3))
+        if (st == MP_OK && (c == 0 || c == FALLBACK))
             time = replay(p, m, t, cand + c * p, false, d, n, true, NULL,
                           crt ? crt + c * p : NULL);
         else if (st == MP_OK)
             time = own_time;
-        else if (st == MP_EINTERNAL && c < 3)
+        else if (st == MP_EINTERNAL && c < FALLBACK)
             st = MP_OK; /* stalled: dropped */
         else
             *err = e2;
-        if (time < best_time || (c == 3 && st == MP_OK && best < 0)) {
+        if (time < best_time || (c == FALLBACK && st == MP_OK && best < 0)) {
             best = c;
             best_time = time;
         }
     }
     if (st == MP_OK && fallback)
-        *fallback = best == 3;
+        *fallback = best == FALLBACK;
     for (int32_t r = 0; out && r < p && st == MP_OK; r++) {
         const mp_op_list *src = &cand[best * p + r];
         for (int32_t i = 0; i < src->n; i++)
@@ -947,13 +969,13 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     clear_lists(out, p); /* cannot happen (the proof at try_f); kept as a guard */
     if (fallback)
         *fallback = true;
-    return greedy(p, m, NULL, false, true, out, NULL, NULL, err);
+    return greedy(p, m, NULL, false, true, false, out, NULL, NULL, err);
 }
 
 mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
                                          mp_op_list *out, mp_error *err)
 {
-    return greedy(p, m, t, false, true, out, NULL, NULL, err);
+    return greedy(p, m, t, false, true, false, out, NULL, NULL, err);
 }
 
 mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,

@@ -27,6 +27,14 @@
 
 /* How far ZB-V's simulated pipeline may exceed its closed form. */
 #define TOLERANCE 0.01
+/* The same on the V's own uneven split (mp_v_stage_blocks): the closed form
+ * counts the busiest rank's pace from the first micro-batch on, while the
+ * orders tried are list schedulings that only approach it (no order is
+ * proved best); Llama 3 70B pp 16 runs +2.9% and +6.4% over it at m 64 and 32,
+ * DeepSeek-V3 (test_zbv_uneven_v_split) +0.6% to +4.4%. Before the orders with
+ * ZB-V's warm-up lead (sim/schedule_vorder.c vorder.lead) the uneven split ran
+ * +15% to +25% (Llama) and up to 5.8x (DeepSeek-V3). */
+#define UNEVEN_TOLERANCE 0.07
 
 static mp_config plan_config(const char *model, int64_t p, int64_t m, mp_schedule_kind s)
 {
@@ -116,18 +124,56 @@ static void test_zbv_within_closed_form(void **state)
                 if (!measure(models[i], pps[j], ms[k], MP_SCHED_ZBV, &v))
                     continue; /* a split the configuration check refuses */
                 ran++;
-                /* (the closed form's tolerance holds on even splits; llama3-70b's
-                 * 80 blocks on pp 16's 32 stages take the V's own uneven split,
-                 * mp_v_stage_blocks, where the order found runs 15-25% over the
-                 * closed form: a known gap, docs/simulator.md) */
+                /* (llama3-70b's 80 blocks on pp 16's 32 stages take the V's own
+                 * uneven split, mp_v_stage_blocks: UNEVEN_TOLERANCE) */
                 bool even = mp_model_preset(models[i])->layers % (2 * pps[j]) == 0;
-                if (even && ms[k] >= pps[j] && v.sim > v.closed * (1 + TOLERANCE))
+                double tol = even ? TOLERANCE : UNEVEN_TOLERANCE;
+                if (ms[k] >= pps[j] && v.sim > v.closed * (1 + tol))
                     fail_msg("%s pp %lld m %lld zb-v: simulated %.4f s, closed form %.4f s "
                              "(%+.1f%%, tolerance %.0f%%)",
                              models[i], (long long)pps[j], (long long)ms[k], v.sim, v.closed,
-                             100 * (v.sim / v.closed - 1), 100 * TOLERANCE);
+                             100 * (v.sim / v.closed - 1), 100 * tol);
             }
     assert_true(ran >= 18);
+}
+
+/* DeepSeek-V3 (61 blocks) on 2048 H100s, tp 2, pp 16 (ep 16, dp 64), on the
+ * V's own split (rank 0 a block in each stage with the embedding and the
+ * head, rank 1's first stage the dense blocks, rank 15 two and one): rank 0
+ * forwards its chunk 0 six times faster than the middle ranks, and the list
+ * scheduling without ZB-V's warm-up lead let it run 63 chunk-0 forwards
+ * ahead within its byte cap, the middle ranks' stashes filled with chunk 0
+ * and chunk 1 crossed the V one micro-batch at a time: 274.8 s simulated
+ * against 47.7 s estimated at m = 256 (+12.1% at m = 64, 4.1x at 128). Now
+ * within UNEVEN_TOLERANCE of the closed form at every m from 2p to 16p. */
+static void test_zbv_uneven_v_split(void **state)
+{
+    (void)state;
+    static const char plan_fmt[] =
+        "megaplan_plan: 1\nmodel: deepseek-v3\nhw: dgx-h100\n"
+        "training: {gpus: 2048, seq: 4096, global_batch: %lld, precision: bf16}\n"
+        "parallel: {tp: 2, sp: true, pp: 16, vpp: 2, cp: 1, ep: 16, dp: 64, micro_batch: 1,\n"
+        "           recompute: selective, dist_opt: true, dp_overlap: false,\n"
+        "           tp_overlap: false, schedule: zb-v}\n";
+    static const int64_t mbs[] = {32, 64, 128, 256};
+    for (size_t i = 0; i < sizeof mbs / sizeof mbs[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, plan_fmt, (long long)(mbs[i] * 64));
+        mp_plan plan;
+        mp_error err;
+        assert_int_equal(mp_plan_parse_yaml(text, strlen(text), "test", &plan, &err), MP_OK);
+        mp_estimate e;
+        mp_sim_result r;
+        mp_sim_options opt = {0};
+        assert_int_equal(mp_estimate_config(&plan.config, &plan, &e, &err), MP_OK);
+        assert_int_equal(mp_simulate(&plan.config, &plan, &opt, &r, &err), MP_OK);
+        double closed = e.time.step - e.time.dp_comm - e.time.optimizer;
+        if (r.pipeline_makespan > closed * (1 + UNEVEN_TOLERANCE) ||
+            r.pipeline_makespan < closed * (1 - UNEVEN_TOLERANCE))
+            fail_msg("deepseek-v3 pp 16 m %lld zb-v: simulated %.4f s, closed form %.4f s",
+                     (long long)mbs[i], r.pipeline_makespan, closed);
+        mp_sim_result_free(&r);
+    }
 }
 
 /* DualPipeV keeps DeepSeek's fixed phases (no list scheduling): on the same
@@ -776,6 +822,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zbv_within_closed_form),
+        cmocka_unit_test(test_zbv_uneven_v_split),
         cmocka_unit_test(test_dualpipev_within_closed_form),
         cmocka_unit_test(test_exec_gets_the_simulated_order),
         cmocka_unit_test(test_zbv_order_grid),

@@ -167,16 +167,16 @@ static void expert_output_bias(double rows, double h, double local, mp_pass_cost
  * HybridEP pads inside its own permutation (pad_multiple, token_dispatcher.py
  * _HybridEPManager), so its counts arrive aligned and nothing is copied,
  * while DeepEP's do not (_DeepepManager hands over the counts its dispatch
- * received). So flex pays the copies when the plan names DeepEP
- * (parallel.flex_backend deepep) and not with hybridep; with auto, which
- * only guesses the backend, it is charged nothing, as before the setting
- * existed (docs/cost-model.md §12, "FP8 row padding"). */
+ * received). So flex pays the copies when DeepEP runs: the plan's
+ * parallel.flex_backend, or with auto the backend the SM share and the
+ * export take too (mp_flex_backend_of: DeepEP but across a multi-node
+ * NVLink domain) (docs/cost-model.md §12, "FP8 row padding"). */
 static void fp8_row_padding(const mp_config *c, double routed_bytes, mp_pass_cost *out)
 {
     memset(out, 0, sizeof *out);
     mp_dispatcher d = c->parallel.dispatcher;
     bool deepep = d == MP_DISPATCH_FLEX && !c->parallel.dispatch_fp8 &&
-                  c->parallel.flex_backend == MP_FLEX_DEEPEP;
+                  mp_flex_backend_of(c) == MP_FLEX_DEEPEP;
     if (!mp_fp8_on(c) || !(d == MP_DISPATCH_ALLTOALL || d == MP_DISPATCH_ALLGATHER || deepep))
         return;
     out->bytes_f = 4.0 * routed_bytes; /* tokens padded, output unpadded: r + w each */

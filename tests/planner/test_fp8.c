@@ -527,8 +527,10 @@ static void test_fp8_row_padding(void **state)
     assert_true(near(t.pad.bytes_f, pass, 1e-12));
     c.training.fp8_recipe = MP_FP8_TENSORWISE;
     c.parallel.dispatcher = MP_DISPATCH_FLEX;
+    /* auto on this one-node NVLink domain is DeepEP (mp_flex_backend_of), as
+     * for the SM share and the export: its counts arrive unaligned */
     mp_moe_block_time(&c, &bs, &t);
-    assert_true(t.pad.bytes_f == 0.0 && t.pad.bytes_b == 0.0 && t.pad.kernels_f == 0.0);
+    assert_true(near(t.pad.bytes_f, pass, 1e-12));
     c.parallel.flex_backend = MP_FLEX_HYBRIDEP;
     mp_moe_block_time(&c, &bs, &t);
     assert_true(t.pad.bytes_f == 0.0 && t.pad.bytes_b == 0.0 && t.pad.kernels_f == 0.0);

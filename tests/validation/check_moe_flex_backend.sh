@@ -7,8 +7,8 @@
 #   one that guesses DeepEP's 20 SMs on a one-node NVLink domain;
 # - the 26.02 Qwen3-30B-A3B H100 row (v0.3.0's QWEN3_30B_A3B_PRETRAIN_CONFIG_
 #   H100_FP8_CS_V1: deepep, FP8) pays DeepEP's FP8 row padding: its prediction
-#   is estimate's with --flex-backend deepep, not the one with the backend
-#   left to the guess (auto: no padding charged).
+#   is estimate's with --flex-backend deepep, not the one with HybridEP's
+#   aligned counts (no padding charged).
 set -e
 validate=$1 megaplan=$2 data=$3
 . "$(dirname "$0")/moe_row_check.sh"
@@ -40,4 +40,7 @@ est_h100() {
         --p2p-overlap on --param-gather-with-optimizer on --dist-opt --grad-reduce-bf16 on \
         --te-cross-entropy on --ddp-bucket-size 134217728 "$@"
 }
-row_is "$row" "$(est_h100 --flex-backend deepep --flex-sms 20)" "$(est_h100)" deepep-padding 1e-5
+row_is "$row" "$(est_h100 --flex-backend deepep --flex-sms 20)" "$(est_h100 --flex-backend hybridep --flex-sms 20)" deepep-padding 1e-5
+# auto on a one-node NVLink domain is DeepEP everywhere: the padding, the SM
+# share and the export ask one rule (mp_flex_backend_of)
+row_is "$row" "$(est_h100)" "$(est_h100 --flex-backend hybridep --flex-sms 20)" auto-is-deepep 1e-5

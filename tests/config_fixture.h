@@ -54,4 +54,17 @@ static inline mp_config preset_config(const char *model, const char *hw, int64_t
     return c;
 }
 
+/* A GPU and scale-up fabric `factor` times faster than the profile's, with no
+ * collective latency: a pass's GPU time vanishes beside its host dispatch, so
+ * what is left of it is the host's (test_window.c, test_host_count.c). */
+static inline void host_bound_hw(mp_hw *hw, double factor)
+{
+    for (int i = 0; i < MP_DTYPE_COUNT; i++)
+        hw->peak_flops[i] *= factor;
+    hw->matmul_achievable *= factor; /* the GEMM curve's transfer ratio (compute.c) */
+    hw->hbm_bw *= factor;
+    hw->scale_up.bw_per_gpu *= factor;
+    hw->scale_up.latency = 0.0;
+}
+
 #endif

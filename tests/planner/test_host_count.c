@@ -45,12 +45,7 @@ static mp_config host_only(int64_t t)
                                .precision = MP_DTYPE_FP16};
     c.parallel = (mp_parallel){.tp = t, .pp = 1, .vpp = 1, .cp = 1, .dp = 1, .micro_batch = 1,
                                .recompute = MP_RECOMPUTE_FULL, .schedule = MP_SCHED_1F1B};
-    for (int i = 0; i < MP_DTYPE_COUNT; i++)
-        c.hw.peak_flops[i] *= 1e9;
-    c.hw.matmul_achievable *= 1e9; /* the GEMM curve's transfer ratio (compute.c) */
-    c.hw.hbm_bw *= 1e9;
-    c.hw.scale_up.bw_per_gpu *= 1e9;
-    c.hw.scale_up.latency = 0.0;
+    host_bound_hw(&c.hw, 1e9);
     c.hw.kernel_overhead = 1e-3; /* 1 ms a launch: the GPU's time is below 1e-6 of it */
     return c;
 }

@@ -367,12 +367,7 @@ static void test_eager_op_host_cost(void **state)
     assert_true(mp_eager_op_launches(&free_host, false) == 0.0);
 
     c.parallel.micro_batch = 1;
-    for (int i = 0; i < MP_DTYPE_COUNT; i++)
-        c.hw.peak_flops[i] *= 1e6;
-    c.hw.matmul_achievable *= 1e6; /* the GEMM curve's transfer ratio (compute.c) */
-    c.hw.hbm_bw *= 1e6;
-    c.hw.scale_up.bw_per_gpu *= 1e6;
-    c.hw.scale_up.latency = 0.0;
+    host_bound_hw(&c.hw, 1e6);
     mp_block_shape bs;
     mp_block_shape_of(&c.model, 4096, 2, &bs);
     mp_block_time with, without;

@@ -49,16 +49,25 @@ int64_t mp_ds_pipe_makespan_ends(int64_t p, int64_t m)
     return m == 1 ? 4 : 6;
 }
 
-/* One PartitionedTensor.full() over the tensor-parallel group: a zeroed
- * buffer of the whole tensor (one write), the all-gather of the t slices into
- * it, and the clone full() returns (a read and a write), all before the pass
- * that needs it can start. */
+/* One PartitionedTensor.full() over the tensor-parallel group
+ * (runtime/utils.py 693-721 at e2fdd254e): a zeroed buffer of the whole
+ * tensor (one write), the rank's own slice copied into it (a read and a write
+ * of 1/t), the all-gather of the t slices into it, and the clone full()
+ * returns (a read and a write), all before the pass that needs it can start.
+ * full() hands dist.all_gather a list of t views of its buffer; PyTorch's
+ * ProcessGroupNCCL::allgather gathers a list into a flat tensor of its own
+ * (flatten_for_scatter_gather) and copies each piece back into the list's
+ * tensors on the NCCL stream before the work completes (pytorch 00f5dfd5,
+ * torch/lib/c10d/ProcessGroupNCCL.cpp, allgather's post-processing
+ * `outputTensors[i][j].copy_(outputFlattened[i][j], true)`): another read
+ * and write of the whole tensor, t copies. (5 + 2/t) passes in all. */
 static double gather_time(const mp_config *c, double whole_bytes)
 {
     mp_group_place g;
     mp_group_place_of(c, MP_GROUP_TP, &g);
+    double t = (double)c->parallel.tp;
     return mp_coll_time(&c->hw, &g, MP_COLL_ALLGATHER, whole_bytes) +
-           mp_membound_time(&c->hw, 3.0 * whole_bytes, 2.0);
+           mp_membound_time(&c->hw, (5.0 + 2.0 / t) * whole_bytes, 3.0 + t);
 }
 
 /* With t > 1 the engine sends each tensor-parallel rank's 1/t slice of the

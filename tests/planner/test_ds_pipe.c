@@ -41,14 +41,16 @@ static bool near(double a, double b)
 /* One PartitionedTensor.full() of the b·s·h·2 = 2·2048·2048·2 = 16.8 MB
  * activation, by hand from the profile's fields: the all-gather in one node,
  * 8 latencies (7 ring steps and the start) + bytes·(7/8)/(bw·eff) + bytes·(local/2)/(bw·eff), and the
- * zeroed buffer and the clone (3 passes of the bytes, 2 kernels). */
+ * passes at HBM bandwidth: the zeroed buffer (1), the own slice copied in
+ * (2/8), ProcessGroupNCCL's copy of the gathered flat tensor back into the
+ * list's views (2) and the clone (2): 5.25 passes of the bytes. */
 static double one_gather(const mp_config *c)
 {
     const mp_hw *hw = &c->hw;
     double bytes = 2.0 * 2048.0 * 2048.0 * 2.0;
     double bw = hw->scale_up.bw_per_gpu * hw->scale_up.efficiency;
     return 8.0 * hw->scale_up.latency + bytes * (7.0 / 8.0) / bw +
-           bytes * 0.5 * hw->collective_local_pass / bw + mp_membound_time(hw, 3.0 * bytes, 2.0);
+           bytes * 0.5 * hw->collective_local_pass / bw + mp_membound_time(hw, 5.25 * bytes, 11.0);
 }
 
 static void test_gathers_by_hand(void **state)

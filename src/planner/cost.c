@@ -17,6 +17,7 @@
 #include "planner/cost_memo.h"
 #include "planner/pipeline_internal.h"
 #include "planner/dualpipe_replay.h"
+#include "planner/zbv_replay.h"
 #include "sim/schedule_vorder.h"
 
 
@@ -668,6 +669,10 @@ typedef struct pipe_model {
      * micro-batch weight-gradient GEMM held back, for how many micro-batches */
     int64_t defer_stage, defer_mb;
     double defer_w, defer_hold; /* and the bytes each held micro-batch keeps */
+    /* ZB-V: its step from its order (zbv_span) as the DP windows found it
+     * (v_replay_windows), for the op times whose hash is zbv_key; < 0: none */
+    double zbv_span;
+    uint64_t zbv_key;
 } pipe_model;
 
 /* The stage chunk ch of pipeline rank r runs (c*p + r; V schedules: r, 2p-1-r). */
@@ -1322,6 +1327,35 @@ static double emb_group_sync(const mp_config *c, const pipe_model *pm, double gr
     return mp_coll_time(&c->hw, &g, MP_COLL_ALLREDUCE, copy * grad_bytes);
 }
 
+/* The op times the simulator's V orders are built and run with
+ * (sim/plan_order.c cost_times from mp_pipeline_cost_build): per stage k
+ * of n, F, input-gradient B, W, the transfer to k + 1 (latency and wire)
+ * and the activations stashed, into t (5n) and ot; and their FNV-1a hash
+ * (the DP windows' replay and the step's are the same one, zbv_key). */
+static uint64_t v_op_times(const mp_config *c, const pipe_model *pm, double lat, double bw,
+                           double *t, mp_op_times *ot)
+{
+    int64_t n = pm->n;
+    for (int64_t k = 0; k < n; k++) {
+        const stage_sum *ss = &pm->st[k];
+        t[k] = ss->fwd;
+        t[n + k] = ss->bwd - ss->wgrad;
+        t[2 * n + k] = ss->wgrad;
+        t[3 * n + k] = lat + (bw > 0.0 && k < n - 1 ? ss->send_bytes / bw : 0.0);
+        t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
+    }
+    *ot = (mp_op_times){.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n,
+                        .lat = lat};
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)t;
+    for (size_t i = 0; i < sizeof *t * (size_t)(5 * n); i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    b = (const unsigned char *)&lat;
+    for (size_t i = 0; i < sizeof lat; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 /* ZB-V, DualPipeV and DualPipe from their own order (docs/cost-model.md
  * §5): the lists the simulator runs (ZB-V's built from these stage times, as
  * sim/plan_order.c builds them; DualPipeV's fixed) replayed under the stage
@@ -1338,11 +1372,9 @@ static double emb_group_sync(const mp_config *c, const pipe_model *pm, double gr
  * ranks' hand-over, a real transfer there, taken as the V's local turn.
  * Overwrites ws, we (from the chunk's last W on the rank), due (the chunk's
  * first F) and lead (rank 0's end less the rank's: negative for a rank that
- * ends later). False when the lists cannot be built (dp_tail_windows' rules
- * stay). */
-#define V_REPLAY_MB 4
-#define V_REPLAY_PM 1024
-static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double lat, double bw,
+ * ends later); ZB-V's step (pm->zbv_span, zbv_key). False when the lists
+ * cannot be built (dp_tail_windows' rules stay). */
+static bool v_replay_windows(const mp_config *c, pipe_model *pm, double lat, double bw,
                              double *ws, double *we, double *due, double *lead)
 {
     bool dual = pm->sched == MP_SCHED_DUALPIPE;
@@ -1355,18 +1387,13 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
      * else all m are replayed (mp_schedule_v_windows; not 2p for any m, as
      * first thought: on even stages at pp 4 the windows move up to m = 11,
      * on random ones at pp 16 up to m = 156, GPT-3 175B's at pp 8 up to
-     * about 6p). ZB-V's order is chosen from three
-     * by their times, and the two list schedulings over real times have no
-     * such steady state: their windows keep moving with m (at pp 8 and 16,
-     * transients of 30p-50p micro-batches, then periods of up to 50, or no
-     * period within 64p, on uneven stages; docs/cost-model.md §5), so
-     * exactness would cost the whole O(p m) replay (7.7 ms at pp 16,
-     * m = 24p). So ZB-V replays all m where the whole replay costs no more
-     * than pp 16's 4p micro-batches (p m <= V_REPLAY_PM, about 0.9 ms, under
-     * the 1 ms budget of docs/design.md §8: m <= 256p at pp 2, 64p at pp 4,
-     * 16p at pp 8), else V_REPLAY_MB micro-batches a rank: exact to there;
-     * beyond, within the tolerance tests/sim/test_simulate.c states. An
-     * estimate (search runs thousands) costs O(p^2) at most. */
+     * about 6p). ZB-V's order is chosen from five by their times, and its
+     * list schedulings over real times have no such steady state (their
+     * windows keep moving with m: docs/cost-model.md §5), so its windows
+     * are those of the estimate's own replay of the order (mp_zbv_replay:
+     * exact within its budget, extended beyond), whose step the estimate
+     * then takes (pm->zbv_span) rather than replaying it again. An
+     * estimate (search runs thousands) costs O(p^2) at most besides. */
     int32_t n = (int32_t)pm->n;
     double *t = malloc(sizeof *t * (size_t)(5 * n));
     double *vw = malloc(sizeof *vw * (size_t)(7 * p)); /* the V ranks' ws, we, due, lead */
@@ -1374,22 +1401,18 @@ static bool v_replay_windows(const mp_config *c, const pipe_model *pm, double la
     bool ok = t && vw && rt && pm->v == 2 && n == 2 * p && p > 0;
     mp_error err;
     if (ok) {
-        for (int32_t k = 0; k < n; k++) {
-            const stage_sum *ss = &pm->st[k];
-            t[k] = ss->fwd;
-            t[n + k] = ss->bwd - ss->wgrad;
-            t[2 * n + k] = ss->wgrad;
-            t[3 * n + k] = lat + (bw > 0.0 && k < n - 1 ? ss->send_bytes / bw : 0.0);
-            t[4 * n + k] = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
-        }
-        mp_op_times ot = {.f = t, .b = t + n, .w = t + 2 * n, .link = t + 3 * n, .act = t + 4 * n,
-                          .lat = lat};
-        int32_t cap = V_REPLAY_PM / p > V_REPLAY_MB * p ? V_REPLAY_PM / p : V_REPLAY_MB * p;
-        if (pm->sched == MP_SCHED_ZBV)
-            m = m < cap ? m : cap;
+        mp_op_times ot;
+        uint64_t key = v_op_times(c, pm, lat, bw, t, &ot);
         int32_t used;
-        ok = mp_schedule_v_windows(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt, &used,
-                                   &err) == MP_OK;
+        if (pm->sched == MP_SCHED_ZBV) {
+            bool exact;
+            double span;
+            ok = mp_zbv_replay(p, m, &ot, rt, &span, &exact, &err) == MP_OK;
+            pm->zbv_span = ok ? span : -1.0;
+            pm->zbv_key = key;
+        } else
+            ok = mp_schedule_v_windows(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt,
+                                       &used, &err) == MP_OK;
     }
     double e0 = 0.0;
     for (int32_t r = 0; ok && r < p; r++) {
@@ -1494,6 +1517,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     pm->dp_gather_sync = 0.0;
     pm->dp_gather_opt = pm->dp_rank_whole = false;
     pm->dp_red0 = 0.0;
+    pm->zbv_span = -1.0;
     pm->sched = pp->schedule;
     pm->v = mp_schedule_chunks(pp->schedule, pp->vpp);
     pm->m = mp_config_microbatches(c);
@@ -2247,6 +2271,62 @@ static bool dual_replay(const pipe_model *pm, const fb_units *fb, double lat, do
     return ok;
 }
 
+/* ZB-V's transfers that rank r waits for each micro-batch (Megatron's p2p
+ * is synchronous; sim/schedule_vorder.c, a send's link time after its F or
+ * B): its chunk-0 F's and chunk-1 B's but at the V's turn (rank p-1),
+ * its chunk-1 F's but the last stage's, its chunk-0 B's but the first's;
+ * each the latency and the activation's bytes on the link (v_op_times). */
+static double zbv_rank_links(const pipe_model *pm, int64_t r, double lat, double bw)
+{
+    int64_t p = pm->p, a = r, z = 2 * p - 1 - r;
+    if (pm->v != 2 || pm->n != 2 * p)
+        return 0.0;
+    double sum = 0.0;
+    /* F of a to a + 1, F of z to z + 1, B of z to z - 1, B of a to a - 1 */
+    const int64_t from[4] = {a, z, z - 1, a - 1};
+    for (int i = 0; i < 4; i++) {
+        int64_t k = from[i];
+        if (k >= 0 && k != p - 1 && k != 2 * p - 1)
+            sum += lat + (bw > 0.0 ? pm->st[k].send_bytes / bw : 0.0);
+    }
+    return sum;
+}
+
+/* ZB-V's pipeline makespan from its own order on the stages' times
+ * (zbv_replay.c: the simulator's builder, its chosen order's step), exact
+ * on uneven stages where the closed form's rank-by-rank generalisation
+ * (mp_pipeline_makespan_ranks) is not: the DP windows' replay's step where
+ * they ran it on these times (pm->zbv_span), else replayed here. False
+ * when the orders cannot be built (the closed form stays). */
+static bool zbv_replay(const mp_config *c, const pipe_model *pm, double *makespan)
+{
+    int64_t p = pm->p, n = pm->n;
+    if (pm->v != 2 || p < 1 || n != 2 * p || p > INT32_MAX / 2 || pm->m > INT32_MAX)
+        return false;
+    double lat, bw, t_stack[5 * 64];
+    mp_v_rank_times rt_stack[32];
+    p2p_link(c, &lat, &bw);
+    double *t = n <= 64 ? t_stack : malloc(sizeof *t * (size_t)(5 * n));
+    mp_v_rank_times *rt = p <= 32 ? rt_stack : malloc(sizeof *rt * (size_t)p);
+    bool ok = t && rt;
+    if (ok) {
+        mp_op_times ot;
+        uint64_t key = v_op_times(c, pm, lat, bw, t, &ot);
+        bool exact;
+        mp_error err;
+        if (pm->zbv_span >= 0.0 && key == pm->zbv_key)
+            *makespan = pm->zbv_span;
+        else
+            ok = mp_zbv_replay((int32_t)p, (int32_t)pm->m, &ot, rt, makespan, &exact, &err) ==
+                 MP_OK;
+    }
+    if (t != t_stack)
+        free(t);
+    if (rt != rt_stack)
+        free(rt);
+    return ok;
+}
+
 /* The share of pipeline rank r's passes through a chunk that the EP
  * all-to-all overlap pairs with a pass of the other direction. Megatron-Core
  * merges a forward and a backward only in the 1F1B steady state: with pp > 1
@@ -2681,7 +2761,8 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
     bool ds = mp_ds_pipe_engine(c) && sk == MP_SCHED_1F1B && v == 1;
     /* DualPipe(V): the transfers by latency and link time (pipeline.c) */
     double dual_lat = 0.0, dual_bw = 0.0;
-    if (dual && p > 1)
+    bool zbv = sk == MP_SCHED_ZBV && v == 2 && pm.n == 2 * p;
+    if ((dual || zbv) && p > 1) /* ZB-V's too: the transfers its rank waits for */
         p2p_link(c, &dual_lat, &dual_bw);
     for (int64_t r = 0; r < p; r++) {
         round[r] = ramp[r] = 0.0;
@@ -2689,12 +2770,14 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         /* DualPipe(V)'s steady state: each F&B unit's two sends at one commit */
         if (dual)
             round[r] = mp_dualpipe_unit_links(p, r, dual_lat, wire);
+        else if (zbv)
+            round[r] = zbv_rank_links(&pm, r, dual_lat, dual_bw);
         for (int64_t ch = 0; ch < v; ch++) {
             int64_t k = rank_stage(&pm, r, ch);
             const stage_sum *ss = &pm.st[k];
             double comm = ss->wide_send > 0.0 ? pass_p2p(c, ss->wide_send) : pass_comm;
             round[r] += ss->fwd + ss->bwd +
-                        (dual ? 0.0
+                        (dual || zbv ? 0.0
                          : ds && (r == 0 || r == p - 1) ? comm / 2.0
                                                         : round_p2p(c, ss, comm));
             /* the V schedules: their fill per chunk (pipeline.c); the
@@ -2717,7 +2800,9 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         }
     }
     double makespan;
-    if (!dual || !dual_replay(&pm, fb, dual_lat, dual_bw, &makespan)) {
+    bool replayed = dual ? dual_replay(&pm, fb, dual_lat, dual_bw, &makespan)
+                    : zbv && zbv_replay(c, &pm, &makespan);
+    if (!replayed) {
         makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)
                       : mp_pipeline_makespan_ranks(rounds, v, p, round, ramp);
         if (dual)
@@ -2777,12 +2862,14 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         rec += ss->recompute;
         tp += ss->tp;
         cp += ss->cp;
-        p2p += dual ? 0.0
+        p2p += dual || zbv ? 0.0
                : ds && (slow == 0 || slow == p - 1) ? pass_comm / 2.0
                                                     : round_p2p(c, ss, pass_comm);
     }
     if (dual)
         p2p = mp_dualpipe_unit_links(p, slow, dual_lat, dual_wire(&pm, slow, dual_bw));
+    else if (zbv)
+        p2p = zbv_rank_links(&pm, slow, dual_lat, dual_bw);
     double busy = (double)rounds * round[slow];
     out->time.compute = (double)rounds * comp;
     out->time.recompute = (double)rounds * rec;

@@ -63,6 +63,8 @@ typedef struct vorder {
     bool lead;                /* rank r runs chunk 0 at most 2(p - r) - 1 forwards
                                  ahead of chunk 1 (ZB-V's warm-up: try_f) */
     int32_t *live_c;          /* per rank and chunk (2r + c): F placed, W not yet */
+    bool lead_binds;          /* without lead: some chunk-0 forward it would have refused
+                                 was considered (else the run with lead is this one) */
     double makespan;          /* the latest op end so far */
     mp_v_rank_times *rt;      /* may be NULL: per rank, as replay() records them */
 } vorder;
@@ -238,9 +240,10 @@ static int try_f(vorder *z, int32_t r, double now, double *soonest)
          * micro-batch at a time. The bound keeps the argument above: the
          * oldest micro-batch's chunk-0 forward has none waiting ahead of it
          * (0 < 2(p - r) - 1). */
-        bool ahead = c == 0 && z->lead && waiting >= 2 * (z->p - r) - 1;
+        bool deep = c == 0 && waiting >= 2 * (z->p - r) - 1, ahead = deep && z->lead;
         if (i >= z->m || full || ahead)
             continue;
+        z->lead_binds = z->lead_binds || deep;
         double rd = f_ready(z, k, i);
         if (rd <= now)
             return place(z, r, c, MP_OP_F, i, now) ? 1 : -1;
@@ -314,10 +317,58 @@ static mp_status run(vorder *z, mp_error *err)
     return MP_OK;
 }
 
-/* One list scheduling run (t NULL: unit times) into out[0..p-1]. */
+/* Per thread, two work areas kept between calls (zbv_choose's, slot 0, and
+ * greedy's, slot 1, which zbv_choose calls): the planner builds the orders
+ * for every candidate it costs, and fresh allocations of these sizes (half a
+ * megabyte at pp 16, m 64) came back as new pages each time. Areas over
+ * SCRATCH_KEEP are not kept (the caller mallocs and frees them). */
+enum { SCRATCH_KEEP = 4 << 20 };
+typedef struct scratch_areas {
+    void *p[2];
+    size_t n[2];
+} scratch_areas;
+
+static void scratch_free(void *v)
+{
+    scratch_areas *a = v;
+    for (int i = 0; a && i < 2; i++)
+        free(a->p[i]);
+    free(a);
+}
+
+static mp_thread_block scratch_block = MP_THREAD_BLOCK(scratch_free);
+
+/* This thread's area `slot` of at least `bytes` (uninitialised), or NULL
+ * (then the caller allocates its own). */
+static void *scratch(int slot, size_t bytes)
+{
+    if (bytes > SCRATCH_KEEP)
+        return NULL;
+    scratch_areas *a = mp_thread_block_get(&scratch_block, sizeof *a);
+    if (!a)
+        return NULL;
+    if (a->n[slot] < bytes) {
+        free(a->p[slot]);
+        a->p[slot] = malloc(bytes);
+        a->n[slot] = a->p[slot] ? bytes : 0;
+    }
+    return a->p[slot];
+}
+
+/* The pace of a run's last half: when stage 0's forwards of micro-batches
+ * m/2 and m-1 end (f_end), per micro-batch between them; 0 below m = 4. */
+static double last_half_pace(const double *f_end, int32_t m)
+{
+    int32_t h = m / 2;
+    return m >= 4 ? (f_end[m - 1] - f_end[h]) / (double)(m - 1 - h) : 0.0;
+}
+
+/* One list scheduling run (t NULL: unit times) into out[0..p-1]; pace (may
+ * be NULL): last_half_pace of the run; binds (may be NULL): without lead,
+ * whether the lead would have refused a forward (vorder.lead_binds). */
 static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first,
                         bool per_chunk, bool lead, mp_op_list *out, double *makespan, mp_v_rank_times *rt,
-                        mp_error *err)
+                        double *pace, bool *binds, mp_error *err)
 {
     size_t sm = (size_t)2 * p * m;
     vorder z = {.p = p, .m = m, .S = 2 * p, .t = t, .out = out, .b_first = b_first,
@@ -326,10 +377,13 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
         z.w *= 2;
     for (int32_t r = 0; rt && r < p; r++)
         rt[r] = (mp_v_rank_times){-1.0, {-1.0, -1.0}, {-1.0, -1.0}};
-    double *d = malloc((2 * sm + (size_t)13 * p + (size_t)z.w) * sizeof *d);
-    int32_t *n = calloc(sm + (size_t)9 * p + (size_t)2 * z.w, sizeof *n);
+    size_t nd = 2 * sm + (size_t)13 * p + (size_t)z.w, nn = sm + (size_t)9 * p + (size_t)2 * z.w;
+    double *area = scratch(1, nd * sizeof(double) + nn * sizeof(int32_t));
+    double *d = area ? area : malloc(nd * sizeof *d);
+    int32_t *n = area ? (int32_t *)(area + nd) : malloc(nn * sizeof *n);
     mp_status st = MP_ENOMEM;
     if (d && n) {
+        memset(n, 0, nn * sizeof *n);
         z.f_end = d;
         z.b_end = d + sm;
         z.free_at = d + 2 * sm;
@@ -365,8 +419,14 @@ static mp_status greedy(int32_t p, int32_t m, const mp_op_times *t, bool b_first
         rt[r].end = z.free_at[r];
     if (makespan)
         *makespan = z.makespan;
-    free(d);
-    free(n);
+    if (pace)
+        *pace = st == MP_OK ? last_half_pace(z.f_end, m) : 0.0;
+    if (binds)
+        *binds = z.lead_binds;
+    if (!area) {
+        free(d);
+        free(n);
+    }
     if (st == MP_ENOMEM)
         return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
     return st;
@@ -776,7 +836,7 @@ static mp_status build_order(mp_schedule_kind s, int32_t p, int32_t m, order_ent
     if (st == MP_OK && s == MP_SCHED_ZBV) {
         for (int32_t r = 0; r < p; r++)
             l[r] = (mp_op_list){.ops = e->ops + (size_t)r * per, .cap = (int32_t)per};
-        st = greedy(p, m, NULL, false, false, false, l, NULL, NULL, err);
+        st = greedy(p, m, NULL, false, false, false, l, NULL, NULL, NULL, NULL, err);
         for (int32_t r = 0; r < p && st == MP_OK; r++)
             e->n[r] = l[r].n;
     } else if (st == MP_OK) {
@@ -852,10 +912,33 @@ static void free_entry(order_entry *e)
  * (vorder.lead); FALLBACK the per-chunk greedy, tried only if all stall. */
 enum { FALLBACK = 5 };
 
+/* The least any order's step can grow per micro-batch: the busiest rank's
+ * f + b + w over its two stages with the transfers it waits for (each F's
+ * and B's send but those at the V's turn and ends, link_time). */
+static double busiest_round(int32_t p, const mp_op_times *t)
+{
+    int32_t S = 2 * p;
+    double most = 0.0;
+    for (int32_t r = 0; r < p; r++) {
+        int32_t a = r, z = S - 1 - r;
+        double busy = t->f[a] + t->b[a] + t->w[a] + t->f[z] + t->b[z] + t->w[z];
+        if (t->link) /* F of a and of z, B of z and of a (as link_time) */
+            busy += (a != p - 1 ? t->link[a] : 0.0) + (z != S - 1 ? t->link[z] : 0.0) +
+                    (z - 1 != p - 1 ? t->link[z - 1] : 0.0) + (a > 0 ? t->link[a - 1] : 0.0);
+        most = busy > most ? busy : most;
+    }
+    return most;
+}
+
 /* ZB-V's order under t (not NULL) into out (may be NULL) and the chosen
- * order's times into rt (may be NULL): mp_schedule_zbv_order's choice. */
+ * order's times into rt (may be NULL): mp_schedule_zbv_order's choice.
+ * target > m (rt only, out NULL): the orders are built for m micro-batches
+ * and each one's step extended to target by its pace (the larger of its
+ * last half's, last_half_pace, and the busiest rank's round, which no order
+ * beats), the fastest so extended kept and its rank times shifted by as
+ * much (mp_schedule_zbv_times). */
 static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_list *out,
-                            mp_v_rank_times *rt, bool *fallback, mp_error *err)
+                            mp_v_rank_times *rt, bool *fallback, int32_t target, mp_error *err)
 {
     /* Qi et al. try several schedules and keep the fastest; here five
      * orders: the unit-time one, and list scheduling over the real times
@@ -870,19 +953,29 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
      * The unit-time order is the thread's kept one (time_free_order). */
     mp_error e2;
     bool stall = atomic_load(&test_stall);
-    size_t per = (size_t)6 * m, sm = (size_t)2 * p * m;
-    mp_op_list *cand = calloc((size_t)(FALLBACK + 1) * p, sizeof *cand);
-    mp_op *ops = malloc((size_t)(FALLBACK + 1) * p * per * sizeof *ops);
-    double *d = malloc((2 * sm + (size_t)REPLAY_PER_RANK * p) * sizeof *d);
-    int32_t *n = malloc((size_t)3 * p * sizeof *n);
-    mp_v_rank_times *crt = rt ? malloc((size_t)(FALLBACK + 1) * p * sizeof *crt) : NULL;
+    size_t per = (size_t)6 * m, sm = (size_t)2 * p * m, nc = (size_t)(FALLBACK + 1) * p;
+    /* one area: the doubles, the rank times, the lists, the ops, the ints */
+    size_t bd = (2 * sm + (size_t)REPLAY_PER_RANK * p) * sizeof(double),
+           bt = nc * sizeof(mp_v_rank_times), bl = nc * sizeof(mp_op_list),
+           bo = nc * per * sizeof(mp_op), bn = (size_t)3 * p * sizeof(int32_t);
+    char *area = scratch(0, bd + bt + bl + bo + bn);
+    mp_op_list *cand = area ? (mp_op_list *)(area + bd + bt) : calloc(nc, sizeof *cand);
+    mp_op *ops = area ? (mp_op *)(area + bd + bt + bl) : malloc(nc * per * sizeof *ops);
+    double *d = area ? (double *)area : malloc(bd);
+    int32_t *n = area ? (int32_t *)(area + bd + bt + bl + bo) : malloc(bn);
+    mp_v_rank_times *crt = !rt ? NULL : area ? (mp_v_rank_times *)(area + bd) : malloc(bt);
+    if (cand)
+        memset(cand, 0, bl);
     order_entry own = {0};
     bool owned = false;
     mp_status st = MP_OK;
     if (!cand || !ops || !d || !n || (rt && !crt))
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory for a schedule");
     int best = -1;
-    double best_time = INFINITY, own_time = INFINITY;
+    double best_time = INFINITY, own_time = INFINITY, best_shift = 0.0;
+    double extra = target > m ? (double)(target - m) : 0.0, floor_pace = 0.0;
+    if (extra > 0.0)
+        floor_pace = busiest_round(p, t);
     /* A lower bound on any order's step: rank r (stages r and 2p-1-r) is
      * busy m (f + b + w) on each of its stages, and its first forward waits
      * for the stages before it. The warm-up-lead orders (3, 4) cost as much
@@ -890,45 +983,64 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
      * far from it (a light rank flooding the V, 15% to 5.8x over it): within
      * 2% of the bound none can gain more than 2%, and they are skipped (the
      * bound leaves out the drain: GPT-3 175B's even split at pp 8, m 128,
-     * orders 1.6% over it). */
+     * orders 1.6% over it). Each is also skipped where the lead never bound
+     * in the run without it (1 for 3, 2 for 4): the same decisions, the
+     * same order, which cannot be faster. Extended to target, the bound is
+     * target's and the times compared the extended ones. */
     double lb = 0.0, fill = 0.0;
     for (int32_t r = 0; r < p; r++) {
         int32_t a = r, z = 2 * p - 1 - r;
-        double busy = (double)m * (t->f[a] + t->b[a] + t->w[a] + t->f[z] + t->b[z] + t->w[z]);
+        double busy = (double)(target > m ? target : m) *
+                      (t->f[a] + t->b[a] + t->w[a] + t->f[z] + t->b[z] + t->w[z]);
         if (fill + busy > lb)
             lb = fill + busy;
         fill += t->f[a];
     }
+    bool binds[FALLBACK] = {false};
     for (int c = 0; c <= FALLBACK && st == MP_OK; c++) {
         if (c == FALLBACK && best >= 0)
             break;
         if (c == 3 && best >= 0 && best_time <= 1.02 * lb)
             break;
+        if ((c == 3 || c == 4) && best >= 0 && !binds[c - 2])
+            continue;
         for (int32_t r = 0; r < p; r++)
             cand[c * p + r] = (mp_op_list){.ops = ops + ((size_t)c * p + r) * per,
                                            .cap = (int32_t)per};
+        double pace = 0.0;
         if (stall && c < FALLBACK)
             st = MP_EINTERNAL;
         else if (c == 0)
             st = time_free_order(MP_SCHED_ZBV, p, m, cand, &own, &owned, &e2);
         else if (c < FALLBACK) /* its own times are its replay's, within the cap */
             st = greedy(p, m, t, c % 2 == 0, false, c >= 3, cand + c * p, &own_time,
-                        crt ? crt + c * p : NULL, &e2);
+                        crt ? crt + c * p : NULL, &pace, &binds[c], &e2);
         else
-            st = greedy(p, m, t, false, true, false, cand + c * p, NULL, NULL, &e2);
+            st = greedy(p, m, t, false, true, false, cand + c * p, NULL, NULL, NULL, NULL, &e2);
         double time = INFINITY;
-        if (st == MP_OK && (c == 0 || c == FALLBACK))
+        if (st == MP_OK && (c == 0 || c == FALLBACK)) {
             time = replay(p, m, t, cand + c * p, false, d, n, true, NULL,
                           crt ? crt + c * p : NULL);
-        else if (st == MP_OK)
+            pace = last_half_pace(d, m); /* stage 0's forward ends */
+        } else if (st == MP_OK)
             time = own_time;
         else if (st == MP_EINTERNAL && c < FALLBACK)
             st = MP_OK; /* stalled: dropped */
         else
             *err = e2;
+        /* a short run's last half is still its transient (p 16, m 4p:
+         * 15-20% over the pace it settles to); from 8p on it is measured,
+         * no more than the run's mean per micro-batch */
+        if (m < 8 * p)
+            pace = 0.0;
+        else if (pace > time / m)
+            pace = time / m;
+        double shift = extra * (pace > floor_pace ? pace : floor_pace);
+        time += shift;
         if (time < best_time || (c == FALLBACK && st == MP_OK && best < 0)) {
             best = c;
             best_time = time;
+            best_shift = shift;
         }
     }
     if (st == MP_OK && fallback)
@@ -946,14 +1058,21 @@ static mp_status zbv_choose(int32_t p, int32_t m, const mp_op_times *t, mp_op_li
                 rt[r] = crt[best * p + r];
         else
             replay(p, m, t, cand + best * p, false, d, n, false, NULL, rt);
+        for (int32_t r = 0; r < p && best_shift > 0.0; r++) {
+            rt[r].end += best_shift;
+            for (int c = 0; c < 2; c++)
+                rt[r].w_end[c] += rt[r].w_end[c] >= 0.0 ? best_shift : 0.0;
+        }
     }
     if (owned)
         free_entry(&own);
-    free(cand);
-    free(ops);
-    free(d);
-    free(n);
-    free(crt);
+    if (!area) {
+        free(cand);
+        free(ops);
+        free(d);
+        free(n);
+        free(crt);
+    }
     return st;
 }
 
@@ -963,7 +1082,7 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     if (fallback)
         *fallback = false;
     if (t)
-        return zbv_choose(p, m, t, out, NULL, fallback, err);
+        return zbv_choose(p, m, t, out, NULL, fallback, m, err);
     mp_error e2;
     mp_op_list *unit = calloc((size_t)p, sizeof *unit);
     if (!unit)
@@ -987,13 +1106,13 @@ mp_status mp_schedule_zbv_order(int32_t p, int32_t m, const mp_op_times *t, mp_o
     clear_lists(out, p); /* cannot happen (the proof at try_f); kept as a guard */
     if (fallback)
         *fallback = true;
-    return greedy(p, m, NULL, false, true, false, out, NULL, NULL, err);
+    return greedy(p, m, NULL, false, true, false, out, NULL, NULL, NULL, NULL, err);
 }
 
 mp_status mp_schedule_zbv_fallback_order(int32_t p, int32_t m, const mp_op_times *t,
                                          mp_op_list *out, mp_error *err)
 {
-    return greedy(p, m, t, false, true, false, out, NULL, NULL, err);
+    return greedy(p, m, t, false, true, false, out, NULL, NULL, NULL, NULL, err);
 }
 
 mp_status mp_schedule_v_replay(int32_t p, int32_t m, const mp_op_times *t, const mp_op_list *lists,
@@ -1117,7 +1236,7 @@ static mp_status v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_t
                          mp_v_rank_times *rt, mp_error *err)
 {
     if (s == MP_SCHED_ZBV)
-        return zbv_choose(p, m, t, NULL, rt, NULL, err);
+        return zbv_choose(p, m, t, NULL, rt, NULL, m, err);
     return fixed_replay(s, p, m, t, rt, NULL, err);
 }
 
@@ -1198,6 +1317,32 @@ mp_status mp_schedule_v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp
     mp_status st = v_times(s, p, m, t, rt, err);
     if (e && st == MP_OK) { /* kept only once answered */
         memcpy(e->rt, rt, sizeof *rt * (size_t)p);
+        e->p = p;
+    }
+    return st;
+}
+
+mp_status mp_schedule_zbv_times(int32_t p, int32_t m, int32_t built, const mp_op_times *t,
+                                mp_v_rank_times *rt, mp_error *err)
+{
+    if (built >= m || built < 1)
+        return mp_schedule_v_times(MP_SCHED_ZBV, p, m, t, rt, err);
+    if (p < 1 || !t)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "schedule",
+                            "zb-v times need p, m >= 1 and op times");
+    /* kept as mp_schedule_v_times' answers, under a key of their own */
+    bool hit = false;
+    times_entry *e = atomic_load(&times_kept)
+                         ? times_slot((int32_t)MP_SCHED_ZBV + 2 * MP_SCHED_COUNT, p, m, t, &hit)
+                         : NULL;
+    if (hit && e->used == built) {
+        memcpy(rt, e->rt, sizeof *rt * (size_t)p);
+        return MP_OK;
+    }
+    mp_status st = zbv_choose(p, built, t, NULL, rt, NULL, m, err);
+    if (e && st == MP_OK) {
+        memcpy(e->rt, rt, sizeof *rt * (size_t)p);
+        e->used = built;
         e->p = p;
     }
     return st;

@@ -44,6 +44,19 @@ typedef struct mp_v_rank_times {
  * schedule, MP_EINTERNAL if the lists stall, MP_ENOMEM. */
 mp_status mp_schedule_v_times(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_times *t,
                               mp_v_rank_times *rt, mp_error *err);
+/* ZB-V's rank times (as mp_schedule_v_times) for m micro-batches with the
+ * orders built for only `built` of them (< m; else exactly
+ * mp_schedule_v_times): each of the five orders (mp_schedule_zbv_order)
+ * built and timed for `built`, its step extended by m - built times its
+ * pace (the larger of its last half's and the busiest rank's round: f + b
+ * + w over its two stages and the sends it waits for, which no order
+ * beats), the fastest so extended chosen and its ends and last Ws shifted
+ * by as much (first forwards as they are). The planner's bounded fallback
+ * where building the orders for m would cost too much: an estimate, not
+ * the simulator's order (its error: tests/sim/test_vorder.c). Kept per
+ * thread as mp_schedule_v_times' answers are. */
+mp_status mp_schedule_zbv_times(int32_t p, int32_t m, int32_t built, const mp_op_times *t,
+                                mp_v_rank_times *rt, mp_error *err);
 /* What the planner's DP windows read -- per rank, its end less each chunk's
  * last W, each chunk's first forward, rank 0's end less the rank's -- equal
  * in rt to those of mp_schedule_v_times(s, p, m) (its absolute times may be

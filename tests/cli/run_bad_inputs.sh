@@ -323,6 +323,11 @@ estimate() {
     # the flex kernels' SMs need the flex dispatcher, and a count a GPU can hold
     check est-flex-sms "${E}--flex-sms: the flex dispatcher's SMs need the flex dispatcher$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --flex-sms 32
     check est-flex-sms-zero "${E}--flex-sms" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-sms 0
+    # at most the GPU's SMs less one (500 on a 132-SM GPU was taken, the SM share capped at all)
+    check est-flex-sms-gpu "${E}--flex-sms: 108 SMs for the dispatch kernels: dgx-a100 has 108 SMs a GPU, .*\(at most 107\)$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-sms 108
+    file fsms.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64}\nparallel: {dp: 64, ep: 8, dispatcher: flex, flex_sms: 500}\n'
+    check plan-flex-sms-gpu "${E}fsms\.yaml:5:[0-9]+: parallel\.flex_sms: 500 SMs for the dispatch kernels: dgx-h100 has 132 SMs" "$bin" estimate fsms.yaml
+    check search-flex-sms-gpu "^megaplan search: --flex-sms: 999 SMs for the dispatch kernels: dgx-a100 has 108" "$bin" search --model mixtral-8x7b --gpus 64 --dispatcher flex --flex-sms 999
     # the flex backend: one of Megatron-Core's names, and only with the flex dispatcher
     check est-flex-backend "${E}--flex-backend: expected auto, deepep or hybridep, got 'ncclep'$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-backend ncclep
     check est-flex-backend-alltoall "${E}--flex-backend: hybridep is a backend of the flex dispatcher: it needs dispatcher flex$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --flex-backend hybridep

@@ -499,6 +499,14 @@ hardening() {
     check exec-newline "^megaplan exec: --steps: 'a b': expected" "$bin" exec plan.yaml --steps "$nl"
     check calibrate-newline "^megaplan calibrate: --name: 'a b' must be" "$bin" calibrate --name "$nl"
     check verb-newline "^megaplan: 'a b' is not a verb" "$bin" "$nl"
+    # bytes that are not UTF-8 text are shown as '?' (they were quoted raw),
+    # well-formed UTF-8 as it is
+    ff=$(printf '\377\376')
+    check non-utf8-option "^megaplan estimate: --precision: expected bf16, fp16, fp32 or fp8, got '\?\?'$" "$bin" estimate --model 125M --gpus 8 --precision "$ff"
+    check non-utf8-top "^megaplan search: --top: '\?\?': expected an integer" "$bin" search --model 125M --gpus 8 --top "$ff"
+    check non-utf8-file "^megaplan simulate: \?\?x\.yaml: cannot read: No such file" "$bin" simulate "${ff}x.yaml"
+    e8=$(printf 'mod\303\250le')
+    check utf8-model "^megaplan estimate: --model: unknown model '$e8': not a preset" "$bin" estimate --model "$e8" --gpus 8
     # a framework format the verb does not write: refused (the table came instead, exit 0)
     check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
     # a framework that cannot run the plan names the option (it said "megaplan estimate: format: ...")

@@ -399,15 +399,46 @@ static mp_status load_compare(const char *name, mp_hw *hw, mp_error *err)
     return st;
 }
 
+/* How the ranks were started, for precheck's count of them and its voice. */
+typedef struct precheck_mode {
+    int np;        /* ranks that run the plan: --np's, the launcher's world (-1:
+                      not known), or 0 for the in-process path */
+    bool launcher; /* under the user's mpirun: every rank checks */
+    bool loud;     /* this process says why (rank 0 alone under a launcher) */
+    bool local;    /* a rank but rank 0: a file it cannot read is rank 0's to read */
+    const char *rank; /* with loud: the rank, named in its line (NULL: none) */
+} precheck_mode;
+
+/* A rank of another program than rank 0's in mpirun's MPMD form (A : B):
+ * its plan may not be rank 0's, whose line would then not say why it stopped. */
+static const char *mpmd_rank(void)
+{
+    const char *app = getenv("OMPI_MCA_orte_app_num");
+    return app && strcmp(app, "0") ? getenv("OMPI_COMM_WORLD_RANK") : NULL;
+}
+
+/* The launcher's world size from its environment; -1 when it does not say. */
+static int launcher_world_size(void)
+{
+    const char *s = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!s)
+        s = getenv("PMI_SIZE");
+    long n = 0;
+    return s && parse_int(s, 1, 1 << 24, &n) ? (int)n : -1;
+}
+
 /* Before MPI starts: a plan that cannot run is refused once, here, rather
  * than by N ranks under mpirun's own messages, and without MPI's state
  * (an exit after MPI_Init leaves Open MPI's allocations, which
- * LeakSanitizer reports as leaks: exit 134 instead of 2). np: the ranks
- * `--np` asked for; 0 for the in-process path, one process (the plan's
- * whole world, or --solo's one rank of it). *hash: the plan's bytes, which
- * the ranks then run or refuse; *compare_hw: --compare's profile. */
-static int precheck(const exec_args *a, int np, uint64_t *hash, mp_hw *compare_hw)
+ * LeakSanitizer reports as leaks: exit 134 instead of 2). mode: how the
+ * ranks start (--np's, the user's mpirun's, or the in-process path's one
+ * process: the plan's whole world, or --solo's one rank of it). 0: checked;
+ * -1: a rank but rank 0 that cannot read the file (rank 0's bytes decide);
+ * else the exit status, said once. *hash: the plan's bytes, which the ranks
+ * then run or refuse; *compare_hw: --compare's profile. */
+static int precheck(const exec_args *a, precheck_mode mode, uint64_t *hash, mp_hw *compare_hw)
 {
+    int np = mode.np;
     mp_error err;
     mp_error_clear(&err);
     mp_plan *plan = calloc(1, sizeof *plan);
@@ -420,6 +451,11 @@ static int precheck(const exec_args *a, int np, uint64_t *hash, mp_hw *compare_h
     char *text = NULL;
     size_t len = 0;
     mp_status st = mp_read_file(a->plan, MP_MAX_INPUT_BYTES, &text, &len, &err);
+    if (st == MP_EIO && mode.local) {
+        /* a node without the file: rank 0 reads it and broadcasts it */
+        free(plan);
+        return -1;
+    }
     if (!st) {
         /* the ranks run these bytes or nothing (mp_exec_share_plan) */
         *hash = mp_exec_hash_bytes(text, len, 0);
@@ -443,7 +479,15 @@ static int precheck(const exec_args *a, int np, uint64_t *hash, mp_hw *compare_h
     if (!st) { /* the ranks: one process here, or --np's */
         const mp_parallel *p = &plan->config.parallel;
         int64_t need = p->tp * p->cp * p->dp * p->pp;
-        if (np > 0 && need != np)
+        if (np > 0 && need != np && mode.launcher)
+            st = mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "training.gpus",
+                              "the plan needs %lld ranks (tp %lld x cp %lld x dp %lld x pp "
+                              "%lld) but MPI started %d: run `mpirun -np %lld megaplan exec "
+                              "...` or `megaplan exec --np %lld ...`",
+                              (long long)need, (long long)p->tp, (long long)p->cp,
+                              (long long)p->dp, (long long)p->pp, np, (long long)need,
+                              (long long)need);
+        else if (np > 0 && need != np)
             st = mp_error_set(&err, MP_EINPUT, NULL, 0, 0, "--np",
                               "the plan needs %lld ranks (tp %lld x cp %lld x dp %lld x pp "
                               "%lld), not %d",
@@ -478,6 +522,14 @@ static int precheck(const exec_args *a, int np, uint64_t *hash, mp_hw *compare_h
     if (!st)
         return 0;
     mp_error_point_file(&err, a->plan);
+    if (!mode.loud) /* rank 0 says it; every rank leaves with its status */
+        return mp_error_exit_status(err.code);
+    if (mode.rank) {
+        char line[1024];
+        fprintf(stderr, "megaplan exec: rank %s: %s\n", mode.rank,
+                mp_error_format(&err, line, sizeof line));
+        return mp_error_exit_status(err.code);
+    }
     return mp_cli_fail("exec", &err);
 }
 
@@ -829,7 +881,7 @@ int cmd_exec(int argc, char **argv)
     mp_hw compare_hw;
     if (a.np > 0 && !mp_cli_under_mpi_launcher()) {
         uint64_t hash = 0;
-        int bad = precheck(&a, a.np, &hash, &compare_hw);
+        int bad = precheck(&a, (precheck_mode){.np = a.np, .loud = true}, &hash, &compare_hw);
         if (bad)
             return bad;
         char hex[24];
@@ -847,10 +899,26 @@ int cmd_exec(int argc, char **argv)
     if (!mp_cli_under_mpi_launcher()) {
         /* the in-process path: one process, checked as `--np` checks its
          * ranks' plan, before MPI starts; it then runs these bytes */
-        int bad = precheck(&a, 0, &a.checked_hash, &compare_hw);
+        int bad = precheck(&a, (precheck_mode){.np = 0, .loud = true}, &a.checked_hash,
+                           &compare_hw);
         if (bad)
             return bad;
         a.checked = true;
+    } else if (!a.checked) {
+        /* under the user's mpirun: every rank reads and checks the plan before
+         * MPI starts, as `--np` does once, so that a bad plan is one line from
+         * rank 0 and exit 2 on every rank, without MPI's state (an exit after
+         * MPI_Init: mpirun's abort notice, and Open MPI's allocations, which
+         * LeakSanitizer reports). Rank 0 then runs the bytes it checked. */
+        precheck_mode mode = {.np = a.o.solo_rank >= 0 ? -1 : launcher_world_size(),
+                              .launcher = true, .loud = loud || mpmd_rank(),
+                              .local = !loud, .rank = loud ? NULL : mpmd_rank()};
+        uint64_t hash = 0;
+        int bad = precheck(&a, mode, &hash, &compare_hw);
+        if (bad > 0)
+            return bad;
+        a.checked = bad == 0;
+        a.checked_hash = hash;
     } else if (a.compare && load_compare(a.compare, &compare_hw, &err)) {
         /* --compare's profile: read before any rank starts (every rank reads the
          * same file and gets the same answer), so that a bad one is refused

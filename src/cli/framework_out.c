@@ -19,6 +19,9 @@ static mp_status as_option(mp_status st, mp_error *err)
     return st;
 }
 
+static mp_status megatron_cannot(const mp_config *c, const mp_plan *plan, mp_framework runs,
+                                 mp_error *err);
+
 mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_format format,
                                   mp_buf *out, mp_error *err)
 {
@@ -26,11 +29,7 @@ mp_status mp_cli_framework_config(const mp_config *c, const mp_plan *plan, mp_fo
     switch (format) {
     case MP_FORMAT_MEGATRON:
         if (runs != MP_FW_MEGATRON)
-            return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--format",
-                                "Megatron-LM cannot run ZeRO-%lld (it shards the optimizer "
-                                "only): this plan runs under %s (--format %s)",
-                                (long long)c->parallel.zero, mp_framework_name(runs),
-                                mp_framework_format(runs));
+            return megatron_cannot(c, plan, runs, err);
         if (mp_megatron_can_run(c, err) != MP_OK)
             return MP_EINPUT; /* a gated GELU: no flags say it */
         mp_megatron_args(c, plan, out);
@@ -56,4 +55,30 @@ mp_status mp_cli_framework_settings(const mp_config *c, mp_format format, bool e
     if (st == MP_OK && ep_fixed)
         st = mp_framework_expert_degree(c, fw, err);
     return as_option(st, err);
+}
+
+/* --format megatron of a ZeRO-2/3 plan: the format of the framework that runs
+ * it, when that format writes it. It pointed to --format torchtitan for an
+ * FSDP2 plan with fsdp_microbatch_sync, which torchtitan's format then
+ * refused: the line names the way that works, or says none does. */
+static mp_status megatron_cannot(const mp_config *c, const mp_plan *plan, mp_framework runs,
+                                 mp_error *err)
+{
+    const char *fmt = mp_framework_format(runs);
+    mp_format other = runs == MP_FW_DEEPSPEED ? MP_FORMAT_DEEPSPEED : MP_FORMAT_TORCHTITAN;
+    mp_buf tmp;
+    mp_buf_init(&tmp);
+    mp_error why;
+    mp_error_clear(&why);
+    mp_status st = mp_cli_framework_config(c, plan, other, &tmp, &why);
+    mp_buf_free(&tmp);
+    if (st == MP_OK)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--format",
+                            "Megatron-LM cannot run ZeRO-%lld (it shards the optimizer only): "
+                            "this plan runs under %s (--format %s)",
+                            (long long)c->parallel.zero, mp_framework_name(runs), fmt);
+    return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "--format",
+                        "Megatron-LM cannot run ZeRO-%lld (it shards the optimizer only), and "
+                        "--format %s, whose framework runs it, refuses it too: %s",
+                        (long long)c->parallel.zero, fmt, why.msg);
 }

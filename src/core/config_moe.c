@@ -86,6 +86,12 @@ mp_status mp_config_check_moe(const mp_config *c, mp_error *err)
         /* Megatron-Core reads moe_hybridep_num_sms / moe_deepep_num_sms only
          * in the flex dispatcher (token_dispatcher.py) */
         return FAIL("flex_sms", "the flex dispatcher's SMs need the flex dispatcher");
+    if (p->flex_sms > 0 && c->hw.sm_count > 0 && !((double)p->flex_sms < c->hw.sm_count))
+        /* the dispatch kernels hold SMs of the GPU beside the compute's: 500
+         * on a 132-SM GPU was taken (the SM share capped at all of them) */
+        return FAIL("flex_sms", "%lld SMs for the dispatch kernels: %s has %g SMs a GPU, and the "
+                                "kernels must leave some to the compute (at most %g)",
+                    (long long)p->flex_sms, c->hw.name, c->hw.sm_count, c->hw.sm_count - 1);
     if (p->flex_backend != MP_FLEX_AUTO && p->dispatcher != MP_DISPATCH_FLEX)
         /* Megatron-Core reads moe_flex_dispatcher_backend only in the flex
          * dispatcher (token_dispatcher.py MoEFlexTokenDispatcher) */

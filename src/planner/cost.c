@@ -232,14 +232,17 @@ static bool mtp_last_copy(const mp_config *c)
     return p->pp > 1 && !c->model.tied_embeddings && !same_rank;
 }
 
-mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err)
+mp_status mp_mtp_item_cost(const mp_config *c, const mp_plan *plan, mp_item_cost *out,
+                           mp_error *err)
 {
     memset(out, 0, sizeof *out);
     if (!mp_model_has_mtp(&c->model))
         return MP_OK;
-    /* the modules' cost is the split's to place, not to change: a plan's
-     * own stages (explain's) pass as mp_plan_check passes them */
-    mp_status st = mp_config_check_with_stages(c, true, err);
+    /* checked as build_pipe checks it: a plan's own stages are its split;
+     * without them the derived split's refusals hold (it passed every
+     * config as if stages were given, so 61 layers on pp 16 under 1F1B,
+     * which only the V's own split allows, was costed) */
+    mp_status st = mp_config_check_with_stages(c, plan && plan->n_stages != 0, err);
     if (st != MP_OK)
         return st;
     item_detail last, mtp;

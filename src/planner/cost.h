@@ -206,8 +206,11 @@ typedef struct mp_item_cost {
 mp_status mp_item_costs(const mp_config *c, mp_item_cost *items, mp_error *err);
 
 /* The multi-token-prediction modules' share of the last stage's item
- * (zeros without them): what mp_item_costs adds to the head item. */
-mp_status mp_mtp_item_cost(const mp_config *c, mp_item_cost *out, mp_error *err);
+ * (zeros without them): what mp_item_costs adds to the head item. plan: the
+ * plan c came from, or NULL; c is checked as the estimate checks it (a plan
+ * that lists its stages is its own split, else the derived split's rules). */
+mp_status mp_mtp_item_cost(const mp_config *c, const mp_plan *plan, mp_item_cost *out,
+                           mp_error *err);
 
 /* The estimate's memory per GPU in the stage split's linear form (split.h,
  * docs/design.md §5), from the same terms the estimate sums: items[0 ..

@@ -95,6 +95,48 @@ static mp_status lists_of(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_
     return MP_OK;
 }
 
+/* The replay's working arrays, kept per thread and grown as needed: they
+ * were allocated on every replay, several times an estimate, though their
+ * sizes repeat with the cached lists. Each array has its slot; without a
+ * thread block an array is allocated for its call alone. */
+enum { SCRATCH_ARRIVAL, SCRATCH_CLOCKS, SCRATCH_STACK, SCRATCH_START, SCRATCH_VAL, SCRATCH_V,
+       SCRATCH_SLOTS };
+typedef struct scratch {
+    void *buf[SCRATCH_SLOTS];
+    size_t cap[SCRATCH_SLOTS];
+} scratch;
+
+static void scratch_free(void *v)
+{
+    scratch *sc = v;
+    for (int i = 0; sc && i < SCRATCH_SLOTS; i++)
+        free(sc->buf[i]);
+    free(sc);
+}
+
+static mp_thread_block scratch_block = MP_THREAD_BLOCK(scratch_free);
+
+/* At least bytes of this thread's slot (contents undefined), or, without a
+ * thread block, a new allocation that *own holds for the caller to free;
+ * NULL without memory. */
+static void *scratch_get(int slot, size_t bytes, void **own)
+{
+    *own = NULL;
+    scratch *sc = mp_thread_block_get(&scratch_block, sizeof(scratch));
+    if (!sc)
+        return *own = malloc(bytes ? bytes : 1);
+    if (sc->cap[slot] < bytes || !sc->buf[slot]) {
+        size_t cap = bytes > 2 * sc->cap[slot] ? bytes : 2 * sc->cap[slot];
+        void *b = malloc(cap ? cap : 1);
+        if (!b)
+            return NULL;
+        free(sc->buf[slot]);
+        sc->buf[slot] = b;
+        sc->cap[slot] = cap;
+    }
+    return sc->buf[slot];
+}
+
 /* One rank's place in the replay (sim/engine.c rank_state, the timing part). */
 typedef struct rank_clock {
     double now;         /* when the rank is free */
@@ -120,10 +162,12 @@ static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp
 {
     int32_t n_st = (int32_t)mp_schedule_n_stages(s, p, s == MP_SCHED_DUALPIPEV ? 2 : 1);
     size_t keys = (size_t)2 * (size_t)n_st * (size_t)m;
-    double *arrival = malloc(sizeof *arrival * keys);
-    rank_clock *rc = malloc(sizeof *rc * (size_t)p);
+    void *own[3];
+    double *arrival = scratch_get(SCRATCH_ARRIVAL, sizeof *arrival * keys, &own[0]);
+    rank_clock *rc = scratch_get(SCRATCH_CLOCKS, sizeof *rc * (size_t)p, &own[1]);
     /* the ranks to run (at most p at once) and the stage each (rank, chunk) runs */
-    int32_t *stack = malloc(sizeof *stack * 3 * (size_t)p), *stage = stack ? stack + p : NULL;
+    int32_t *stack = scratch_get(SCRATCH_STACK, sizeof *stack * 3 * (size_t)p, &own[2]);
+    int32_t *stage = stack ? stack + p : NULL;
     mp_status st = MP_OK;
     if (!arrival || !rc || !stack) {
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
@@ -224,9 +268,8 @@ static mp_status replay_lists(mp_schedule_kind s, int32_t p, int32_t m, const mp
     }
     *makespan = end;
 out:
-    free(arrival);
-    free(rc);
-    free(stack);
+    for (int i = 0; i < 3; i++)
+        free(own[i]);
     return st;
 }
 
@@ -264,7 +307,9 @@ static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_lis
         return false;
     /* per rank, where each level's ops start in its list (its block's
      * first compute op), levels + 1 of them (the last: phase 5's first) */
-    int32_t *start = malloc(sizeof *start * (size_t)p * (size_t)(levels + 1));
+    void *own;
+    int32_t *start = scratch_get(SCRATCH_START, sizeof *start * (size_t)p * (size_t)(levels + 1),
+                                 &own);
     if (!start)
         return false;
     bool ok = true;
@@ -304,7 +349,7 @@ static bool steady_run(mp_schedule_kind s, int32_t p, int32_t m, const mp_op_lis
         if (run >= 2 * pv && i >= 2 * pv)
             break;
     }
-    free(start);
+    free(own);
     *from = ok && run > 0 ? levels - run : -1;
     return ok && run >= 2 * pv;
 }
@@ -322,13 +367,14 @@ static mp_status replay_once(mp_schedule_kind s, int32_t p, int32_t m, const mp_
     if (st != MP_OK)
         return st;
     double **val = NULL, *v = NULL;
+    void *own[2] = {NULL, NULL};
     if (cut) {
         *cut = false;
         size_t ops = 0;
         for (int32_t r = 0; r < p; r++)
             ops += (size_t)lists[r].n;
-        val = malloc(sizeof *val * (size_t)p);
-        v = malloc(sizeof *v * (ops > 0 ? ops : 1));
+        val = scratch_get(SCRATCH_VAL, sizeof *val * (size_t)p, &own[0]);
+        v = scratch_get(SCRATCH_V, sizeof *v * (ops > 0 ? ops : 1), &own[1]);
         if (!val || !v)
             st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
         for (int32_t r = 0, at = 0; st == MP_OK && r < p; at += lists[r].n, r++)
@@ -338,8 +384,8 @@ static mp_status replay_once(mp_schedule_kind s, int32_t p, int32_t m, const mp_
         st = replay_lists(s, p, m, t, lists, val, makespan, err);
     if (cut && st == MP_OK)
         *cut = steady_run(s, p, m, lists, val, *makespan, lambda, from, pace);
-    free(val);
-    free(v);
+    free(own[0]);
+    free(own[1]);
     if (owned)
         free_lists((mp_op_list *)lists, p);
     return st;

@@ -149,7 +149,7 @@ static void memory_lines(const mp_config *c, const mp_estimate *e, mp_buf *out)
                            "their losses on the last stage, through its output layer\n",
                       (long long)c->model.mtp_layers, c->model.mtp_layers > 1 ? "s" : "",
                       (long long)at);
-    else if (mp_model_has_mtp(&c->model) && mp_mtp_item_cost(c, &mtp, &err) == MP_OK)
+    else if (mp_model_has_mtp(&c->model) && mp_mtp_item_cost(c, NULL, &mtp, &err) == MP_OK)
         mp_buf_printf(out, "  multi-token prediction (%lld module%s, on the last stage): weights, "
                            "grads and optimizer %.1f GiB, activations %.2f GiB and forward %.1f "
                            "ms per micro-batch there\n",

@@ -323,6 +323,11 @@ estimate() {
     # the flex kernels' SMs need the flex dispatcher, and a count a GPU can hold
     check est-flex-sms "${E}--flex-sms: the flex dispatcher's SMs need the flex dispatcher$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --flex-sms 32
     check est-flex-sms-zero "${E}--flex-sms" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-sms 0
+    # at most the GPU's SMs less one (500 on a 132-SM GPU was taken, the SM share capped at all)
+    check est-flex-sms-gpu "${E}--flex-sms: 108 SMs for the dispatch kernels: dgx-a100 has 108 SMs a GPU, .*\(at most 107\)$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-sms 108
+    file fsms.yaml 'megaplan_plan: 1\nmodel: mixtral-8x7b\nhw: dgx-h100\ntraining: {gpus: 64, global_batch: 64}\nparallel: {dp: 64, ep: 8, dispatcher: flex, flex_sms: 500}\n'
+    check plan-flex-sms-gpu "${E}fsms\.yaml:5:[0-9]+: parallel\.flex_sms: 500 SMs for the dispatch kernels: dgx-h100 has 132 SMs" "$bin" estimate fsms.yaml
+    check search-flex-sms-gpu "^megaplan search: --flex-sms: 999 SMs for the dispatch kernels: dgx-a100 has 108" "$bin" search --model mixtral-8x7b --gpus 64 --dispatcher flex --flex-sms 999
     # the flex backend: one of Megatron-Core's names, and only with the flex dispatcher
     check est-flex-backend "${E}--flex-backend: expected auto, deepep or hybridep, got 'ncclep'$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --dispatcher flex --flex-backend ncclep
     check est-flex-backend-alltoall "${E}--flex-backend: hybridep is a backend of the flex dispatcher: it needs dispatcher flex$" "$bin" estimate --model mixtral-8x7b --gpus 64 --ep 8 --flex-backend hybridep
@@ -494,6 +499,14 @@ hardening() {
     check exec-newline "^megaplan exec: --steps: 'a b': expected" "$bin" exec plan.yaml --steps "$nl"
     check calibrate-newline "^megaplan calibrate: --name: 'a b' must be" "$bin" calibrate --name "$nl"
     check verb-newline "^megaplan: 'a b' is not a verb" "$bin" "$nl"
+    # bytes that are not UTF-8 text are shown as '?' (they were quoted raw),
+    # well-formed UTF-8 as it is
+    ff=$(printf '\377\376')
+    check non-utf8-option "^megaplan estimate: --precision: expected bf16, fp16, fp32 or fp8, got '\?\?'$" "$bin" estimate --model 125M --gpus 8 --precision "$ff"
+    check non-utf8-top "^megaplan search: --top: '\?\?': expected an integer" "$bin" search --model 125M --gpus 8 --top "$ff"
+    check non-utf8-file "^megaplan simulate: \?\?x\.yaml: cannot read: No such file" "$bin" simulate "${ff}x.yaml"
+    e8=$(printf 'mod\303\250le')
+    check utf8-model "^megaplan estimate: --model: unknown model '$e8': not a preset" "$bin" estimate --model "$e8" --gpus 8
     # a framework format the verb does not write: refused (the table came instead, exit 0)
     check simulate-format-deepspeed "${SIM}--format: simulate writes table, json or yaml$" "$bin" simulate --model 125M --gpus 8 --zero 3 --format deepspeed
     # a framework that cannot run the plan names the option (it said "megaplan estimate: format: ...")

@@ -219,5 +219,14 @@ refuse gate-deepspeed '--format: moe\.fake_balanced_gate .*: the DeepSpeed file 
 printf 'megaplan_plan: 1\nmodel: llama3-8b\nhw: dgx-h100\ntraining: {gpus: 16, global_batch: 64}\nparallel: {tp: 1, pp: 2, dp: 8, zero: 3, dist_opt: true, zero_runtime: fsdp2, fsdp_microbatch_sync: true}\n' >sync.yaml
 refuse sync-torchtitan '--format: fsdp_microbatch_sync \(FSDP2 syncing every micro-batch' \
     estimate sync.yaml --format torchtitan
+# Megatron's flags pointed to --format torchtitan, which refuses it: the line
+# says so and why (leave it out), and without it torchtitan's file is written
+refuse sync-megatron '--format: Megatron-LM cannot run ZeRO-3 .*--format torchtitan, whose framework runs it, refuses it too: fsdp_microbatch_sync .*leave it out$' \
+    estimate sync.yaml --format megatron
+sed 's/, fsdp_microbatch_sync: true//' sync.yaml >nosync.yaml
+refuse nosync-megatron '--format: Megatron-LM cannot run ZeRO-3 .*: this plan runs under torchtitan \(FSDP2\) \(--format torchtitan\)$' \
+    estimate nosync.yaml --format megatron
+if "$bin" estimate nosync.yaml --format torchtitan >nosync.toml 2>err.txt; then ok; else
+    bad "nosync torchtitan: $(cat err.txt)"; fi
 
 finish

@@ -214,9 +214,9 @@ static void test_mtp_shared_embedding(void **state)
     c.parallel.schedule = MP_SCHED_1F1B;
     mp_item_cost one, dual;
     mp_error err;
-    assert_int_equal(mp_mtp_item_cost(&c, &one, &err), MP_OK);
+    assert_int_equal(mp_mtp_item_cost(&c, NULL, &one, &err), MP_OK);
     c.parallel.schedule = MP_SCHED_DUALPIPE;
-    assert_int_equal(mp_mtp_item_cost(&c, &dual, &err), MP_OK);
+    assert_int_equal(mp_mtp_item_cost(&c, NULL, &dual, &err), MP_OK);
     double vh = 129280.0 * 7168.0;
     assert_true(near(one.static_bytes - dual.static_bytes, vh * mp_static_bytes_per_param(&c)));
 }

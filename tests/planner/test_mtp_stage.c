@@ -107,7 +107,7 @@ static void test_work_moves(void **state)
     mp_error err;
     assert_int_equal(mp_item_costs(&s, items, &err), MP_OK);
     mp_item_cost all;
-    assert_int_equal(mp_mtp_item_cost(&s, &all, &err), MP_OK);
+    assert_int_equal(mp_mtp_item_cost(&s, NULL, &all, &err), MP_OK);
     double head_item = items[62].fwd - all.fwd; /* items[62]: head + the modules folded in */
     assert_true(near(s31->fwd, 2.0 * head_item));
     assert_true(near(s30->fwd, all.fwd - head_item));
@@ -203,6 +203,34 @@ static void test_simulate(void **state)
     mp_sim_result_free(&rb);
 }
 
+/* The modules' cost is checked as the estimate checks its config: 61
+ * layers on pp 16 x vpp 2 without a layout are Megatron's refusal under
+ * interleaved 1F1B (neither 61 nor 63 is a multiple of 32), the V's own split
+ * under zb-v, and any split in a plan that lists its stages. It checked every
+ * config as if stages were given, so the interleaved one was costed. */
+static void test_mtp_cost_checked_as_estimate(void **state)
+{
+    (void)state;
+    mp_config c = dsv3("", false);
+    mp_item_cost mtp;
+    mp_error err;
+    mp_error_clear(&err);
+    assert_int_equal(mp_mtp_item_cost(&c, NULL, &mtp, &err), MP_EINPUT);
+    assert_string_equal(err.field, "vpp");
+    mp_estimate e;
+    assert_int_equal(mp_estimate_config(&c, NULL, &e, &err), MP_EINPUT); /* the same verdict */
+    mp_plan *plan = calloc(1, sizeof *plan);
+    assert_non_null(plan);
+    plan->config = c;
+    plan->n_stages = 32;
+    assert_int_equal(mp_mtp_item_cost(&c, plan, &mtp, &err), MP_OK);
+    assert_true(mtp.fwd > 0.0);
+    free(plan);
+    c.parallel.schedule = MP_SCHED_ZBV;
+    assert_int_equal(mp_mtp_item_cost(&c, NULL, &mtp, &err), MP_OK);
+    assert_true(mtp.fwd > 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +239,7 @@ int main(void)
         cmocka_unit_test(test_embedding_group),
         cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_simulate),
+        cmocka_unit_test(test_mtp_cost_checked_as_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,6 +76,7 @@ static void test_causal_steps(void **state)
 {
     (void)state;
     mp_config c = config("llama3-405b", 8, 2);
+    c.training.attention_backend = MP_ATTN_FLASH; /* FlashAttention-2's law, as the rows of NeMo 24.07 ran */
     assert_true(c.hw.attention_half_rate_keys == 300.0);
     double f, b;
     mp_cp_causal_attention(&c, 16.0, 8192.0, 2.0, 128.0, false, &f, &b);
@@ -108,6 +109,7 @@ static double attention_time(const char *hw, double cp)
     mp_config c = config("llama3-405b", 2, (int64_t)cp);
     mp_error err;
     assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
+    c.training.attention_backend = MP_ATTN_FLASH; /* the transferred FlashAttention constants */
     double f, b;
     mp_cp_causal_attention(&c, 64.0, 8192.0, cp, 128.0, false, &f, &b);
     return f + b;
@@ -120,6 +122,37 @@ static void test_blackwell_over_hopper(void **state)
     double cp2 = attention_time("dgx-h100", 2.0) / attention_time("gb200-nvl72", 2.0);
     assert_true(near(cp1, 6.791 / 2.785, 0.03));
     assert_true(near(cp2, (1.915 + 2.0 * 0.898) / (0.813 + 2.0 * 0.425), 0.03));
+}
+
+/* Transformer Engine's choice (docs/cost-model.md §4, "Attention kernel"):
+ * from v1.2 on sm90, and v2.0 on every compute capability from 9.0,
+ * get_attention_backend drops FlashAttention for cuDNN's FusedAttention
+ * when both take the call. megaplan's auto follows it: fused where the
+ * profile gives cuDNN's rate (the Hopper and Blackwell profiles), flash on
+ * the A100 ones, which give none; a plan's flash or fused overrides it. */
+static void test_backend_rule(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", 1, 1);
+    c.hw.attention_efficiency_fused = 0.5;
+    c.hw.attention_half_rate_keys_fused = 1000.0;
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FUSED);
+    assert_true(mp_attention_efficiency_of(&c) == 0.5);
+    assert_true(mp_attention_half_rate_keys_of(&c) == 1000.0);
+    c.training.attention_backend = MP_ATTN_FLASH; /* NVTE_FUSED_ATTN=0 */
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FLASH);
+    assert_true(mp_attention_efficiency_of(&c) == c.hw.attention_efficiency);
+    assert_true(mp_attention_half_rate_keys_of(&c) == c.hw.attention_half_rate_keys);
+    /* a profile without cuDNN's rate runs FlashAttention under auto */
+    c = config("llama3-8b", 1, 1);
+    c.hw.attention_efficiency_fused = 0.0;
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FLASH);
+    mp_error err;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    /* fused on a profile without cuDNN's rate is refused, naming the field */
+    c.training.attention_backend = MP_ATTN_FUSED;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_non_null(strstr(err.field, "attention_backend"));
 }
 
 /* In a block: selective recompute of core_attn re-runs the whole call, the
@@ -149,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_merge_bytes),
         cmocka_unit_test(test_causal_steps),
         cmocka_unit_test(test_blackwell_over_hopper),
+        cmocka_unit_test(test_backend_rule),
         cmocka_unit_test(test_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

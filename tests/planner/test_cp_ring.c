@@ -155,6 +155,59 @@ static void test_backend_rule(void **state)
     assert_non_null(strstr(err.field, "attention_backend"));
 }
 
+/* The profiles: cuDNN's rate on the Hopper and Blackwell ones (auto runs
+ * fused there), none on the A100 ones (auto runs FlashAttention). */
+static void test_profiles_backend(void **state)
+{
+    (void)state;
+    const char *fused[] = {"dgx-h100", "h200", "h800", "b200", "gb200-nvl72"};
+    mp_error err;
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
+        mp_config c = config("llama3-8b", 1, 1);
+        assert_int_equal(mp_hw_preset(fused[i], &c.hw, &err), MP_OK);
+        assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FUSED);
+        assert_true(mp_attention_efficiency_of(&c) == c.hw.attention_efficiency_fused);
+    }
+    mp_config c = config("llama3-8b", 1, 1);
+    assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FLASH);
+}
+
+/* cuDNN's fused attention on Hopper against its published times
+ * (tests/data/hw/cudnn_sdpa_llama31.csv: cuDNN 9.19.1 on H200, H100's die and
+ * peak; batch 1, 64 query heads, head dim 128, forward + backward): one
+ * causal call over 4,096 keys 0.465 + 1.450 = 1.915 ms, over 8,192 keys
+ * 1.708 + 5.083 = 6.791 ms, over 16,384 keys 6.531 + 19.002 = 25.533 ms;
+ * the cp 2 rank's pair (causal over 4,096, unmasked 4,096 x 2,048, timed as
+ * two 2,048^2 calls of 0.217 + 0.681 ms) 1.915 + 1.796 = 3.711 ms; on GB200
+ * 0.813, 2.785, 2.606 + 7.845 = 10.451 and 0.813 + 2 x 0.425 = 1.663 ms. The
+ * profiles' 0.508 / 1202 and 0.473 / 1650 come from the first two of each;
+ * the others check the length law, the unmasked call at the rate of a
+ * causal one over twice its keys (the same keys per query row: the pair
+ * 3.2% slow on H200, 2.2% fast on GB200). */
+static void test_cudnn_rate(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *hw;
+        double s, cp, ms, tol;
+    } calls[] = {{"dgx-h100", 4096, 1, 1.915, 0.002},   {"dgx-h100", 8192, 1, 6.791, 0.002},
+                 {"dgx-h100", 16384, 1, 25.533, 0.01},  {"dgx-h100", 8192, 2, 3.711, 0.04},
+                 {"gb200-nvl72", 4096, 1, 0.813, 0.002}, {"gb200-nvl72", 8192, 1, 2.785, 0.002},
+                 {"gb200-nvl72", 16384, 1, 10.451, 0.03}, {"gb200-nvl72", 8192, 2, 1.663, 0.04}};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        mp_config c = config("llama3-405b", 2, (int64_t)calls[i].cp);
+        mp_error err;
+        assert_int_equal(mp_hw_preset(calls[i].hw, &c.hw, &err), MP_OK);
+        double f, b;
+        mp_cp_causal_attention(&c, 64.0, calls[i].s, calls[i].cp, 128.0, false, &f, &b);
+        double ms = (f + b) * 1e3;
+        if (!near(ms, calls[i].ms, calls[i].tol))
+            fail_msg("%s s %g cp %g: %.4f ms, cuDNN %.4f ms", calls[i].hw, calls[i].s,
+                     calls[i].cp, ms, calls[i].ms);
+    }
+}
+
 /* In a block: selective recompute of core_attn re-runs the whole call, the
  * steps above, the forward's merges at the HBM rate and the exposed
  * exchange. LLaMA 3 8B, t 1, s 8192: 4096 tokens, 32 query heads, 8 K/V heads. */
@@ -183,6 +236,8 @@ int main(void)
         cmocka_unit_test(test_causal_steps),
         cmocka_unit_test(test_blackwell_over_hopper),
         cmocka_unit_test(test_backend_rule),
+        cmocka_unit_test(test_profiles_backend),
+        cmocka_unit_test(test_cudnn_rate),
         cmocka_unit_test(test_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

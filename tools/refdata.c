@@ -355,6 +355,27 @@ static mp_status optional_cp_comm(const csv *c, int r, int first, mp_cp_comm *ou
                         "'%s' is not p2p, all_gather or a2a", s);
 }
 
+/* The optional attention_backend column of a runs file: the attention kernel
+ * the recipe made Transformer Engine run (training.attention_backend): flash
+ * where it sets NVTE_FUSED_ATTN=0 (NeMo-Framework-Launcher 24.07's
+ * config.yaml), fused, or auto. Absent or empty is auto, TE's own choice. */
+static mp_status optional_attn_backend(const csv *c, int r, int first, mp_attn_backend *out,
+                                       mp_error *err)
+{
+    int at = 0;
+    *out = MP_ATTN_AUTO;
+    const char *s = optional_text(c, r, first, "attention_backend", &at);
+    if (!s)
+        return MP_OK;
+    for (int k = 0; k < MP_ATTN_COUNT; k++)
+        if (strcmp(s, mp_attn_backend_name((mp_attn_backend)k)) == 0) {
+            *out = (mp_attn_backend)k;
+            return MP_OK;
+        }
+    return mp_error_set(err, MP_EINPUT, c->path, c->line[r], at, "attention_backend",
+                        "'%s' is not auto, flash or fused", s);
+}
+
 /* The optional cuda_graph_scope column of a runs file: the parts of each
  * layer the recipe runs as CUDA graphs, `+`-separated scope names of
  * parallel.cuda_graph_scope (a cell holds no comma). Absent or empty: none. */
@@ -1222,6 +1243,10 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         m.hidden_dropout = mp_model_hidden_dropout(&m);
         m.attention_dropout = mp_model_attention_dropout(&m);
         m.dropout_set = true;
+        mp_attn_backend attn_backend = MP_ATTN_AUTO;
+        st = optional_attn_backend(c, r, RUN_COLS, &attn_backend, err);
+        if (st != MP_OK)
+            return st;
         st = optional_probability(c, r, RUN_COLS, "hidden_dropout", &m.hidden_dropout, err);
         if (st == MP_OK)
             st = optional_probability(c, r, RUN_COLS, "attention_dropout", &m.attention_dropout,
@@ -1245,6 +1270,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         w->config.parallel.account_for_loss = acct_l;
         w->config.parallel.ddp_bucket_size = bucket;
         w->config.parallel.cp_comm_type = cp_comm;
+        w->config.training.attention_backend = attn_backend;
         w->config.parallel.cuda_graph_scope = graphs;
         w->config.parallel.defer_embedding_wgrad = defer;
         w->config.parallel.wgrad_deferral_limit = defer_limit;

@@ -119,6 +119,23 @@ static const char *stack_name_i(int i)
     return mp_stack_name((mp_stack)i);
 }
 
+const char *mp_attn_backend_name(mp_attn_backend b)
+{
+    static const char *const names[] = {"auto", "flash", "fused"};
+    return (unsigned)b < MP_ATTN_COUNT ? names[b] : "?";
+}
+static const char *attn_backend_name_i(int i)
+{
+    return mp_attn_backend_name((mp_attn_backend)i);
+}
+
+mp_attn_backend mp_attention_backend_of(const mp_config *c)
+{
+    if (c->training.attention_backend != MP_ATTN_AUTO)
+        return c->training.attention_backend;
+    return c->hw.attention_efficiency_fused > 0.0 ? MP_ATTN_FUSED : MP_ATTN_FLASH;
+}
+
 #define MAX_DEGREE (1 << 24) /* no cluster has more GPUs than this */
 
 static const mp_field training_fields[] = {
@@ -152,6 +169,9 @@ static const mp_field training_fields[] = {
      .offset = offsetof(mp_training, native_cross_entropy)},
     {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),
      .name_of = stack_name_i, .n_names = MP_STACK_COUNT},
+    {.path = "attention_backend", .type = MP_FT_ENUM,
+     .offset = offsetof(mp_training, attention_backend), .name_of = attn_backend_name_i,
+     .n_names = MP_ATTN_COUNT},
 };
 
 #define P_INT(key, lo, hi)                                                                   \
@@ -579,6 +599,10 @@ static mp_status check_config(const mp_config *c, bool stages_given, mp_error *e
     }
     if ((st = mp_config_cp_comm_check(c, true, err)) != MP_OK)
         return st;
+    if (c->training.attention_backend == MP_ATTN_FUSED && !(c->hw.attention_efficiency_fused > 0.0))
+        return FAIL("attention_backend", "fused needs the profile's attention_efficiency_fused "
+                                         "(cuDNN's fused attention rate); %s gives none",
+                    c->hw.name);
     if (p->sp) {
         if (p->tp < 2)
             return FAIL("sp", "sequence parallelism needs tp > 1");

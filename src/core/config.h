@@ -232,6 +232,18 @@ typedef enum {
  * "megatron-lm-2021" */
 const char *mp_stack_name(mp_stack s);
 
+/* Which fused attention kernel Transformer Engine's DotProductAttention runs
+ * (Megatron-Core --attention-backend; training.attention_backend). auto:
+ * TE's own choice, which from v1.2 (sm90) and v2.0 (sm90 and later) drops
+ * FlashAttention for cuDNN's FusedAttention whenever both take the call
+ * (get_attention_backend, "give FusedAttention preference on Hopper+"): fused
+ * where the profile gives a fused-attention rate (its GPU is sm90 or later),
+ * flash elsewhere. flash: FlashAttention (the recipe sets NVTE_FUSED_ATTN=0),
+ * fused: cuDNN's. Read only where the profile has flash_attention: true. */
+typedef enum { MP_ATTN_AUTO = 0, MP_ATTN_FLASH, MP_ATTN_FUSED, MP_ATTN_COUNT } mp_attn_backend;
+/* "auto", "flash", "fused" */
+const char *mp_attn_backend_name(mp_attn_backend b);
+
 typedef struct mp_training {
     int64_t gpus;
     int64_t seq;          /* tokens per sample; defaults to the model's seq */
@@ -278,6 +290,7 @@ typedef struct mp_training {
      * (docs/cost-model.md §4 "Head"). Not with te_cross_entropy. */
     bool native_cross_entropy;
     mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
+    mp_attn_backend attention_backend; /* auto unless a plan or data row names one */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;
 
@@ -464,6 +477,10 @@ int64_t mp_config_microbatches(const mp_config *c);
  * the middle stages splitting the rest evenly); otherwise only an explicit
  * --pipeline-model-parallel-layout says it (megatron.c writes one for every
  * uneven split). */
+/* The attention kernel a plan runs: its attention_backend, auto resolved
+ * by Transformer Engine's rule (mp_attn_backend above). */
+mp_attn_backend mp_attention_backend_of(const mp_config *c);
+
 typedef struct mp_uneven {
     int64_t first, last, middle, lighter;
 } mp_uneven;

@@ -74,6 +74,11 @@ typedef struct mp_hw {
                                             allocator holds on top of them */
     double attention_half_rate_keys;     /* keys per fused-attention call at which the call runs
                                             at half its long-sequence rate (0: no length effect) */
+    double attention_efficiency_fused;   /* the same for cuDNN's fused attention (Transformer
+                                            Engine's FusedAttention; 0: the profile gives none,
+                                            training.attention_backend auto runs flash) */
+    double attention_half_rate_keys_fused; /* attention_half_rate_keys of cuDNN's fused
+                                            attention (0: attention_half_rate_keys) */
     double attention_query_tile;         /* query rows one CTA of cuDNN's fused attention
                                             kernel owns (0: 128) */
     double p2p_host_kernels;             /* host work of one pipeline p2p exchange, in kernel

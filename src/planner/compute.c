@@ -176,6 +176,23 @@ static double window_share(const mp_config *c, double window, double s_kv,
     return share < 0.5 ? share : 0.5;
 }
 
+/* The fused kernel Transformer Engine runs (mp_attention_backend_of):
+ * FlashAttention at the profile's attention_efficiency and
+ * attention_half_rate_keys, cuDNN's fused attention at its own measured
+ * rate and length curve (docs/cost-model.md §4, "Attention kernel"). */
+double mp_attention_efficiency_of(const mp_config *c)
+{
+    return mp_attention_backend_of(c) == MP_ATTN_FUSED ? c->hw.attention_efficiency_fused
+                                                        : c->hw.attention_efficiency;
+}
+
+double mp_attention_half_rate_keys_of(const mp_config *c)
+{
+    if (mp_attention_backend_of(c) == MP_ATTN_FUSED && c->hw.attention_half_rate_keys_fused > 0.0)
+        return c->hw.attention_half_rate_keys_fused;
+    return c->hw.attention_half_rate_keys;
+}
+
 /* Attention core over n_scores score elements per GPU with head_dim hd, sq
  * queries per sequence and head, each fused call running over kv keys (CP:
  * one ring step's chunk); window > 0: a sliding window over a sequence of
@@ -189,11 +206,24 @@ static void attention_core(const mp_config *c, double n_scores, double sq, doubl
     double flops = 4.0 * n_scores * hd; /* QK^T and AV */
     if (hw->flash_attention) {
         double done = causal ? 0.5 * flops : flops; /* masked blocks are skipped */
-        if (window > 0.0 && causal)
-            done = window_share(c, window, s_kv, &kv) * flops; /* and blocks outside the band */
-        double half = hw->attention_half_rate_keys;
-        double length = (kv / (kv + half)) / (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + half));
-        double f = done / (peak * hw->attention_efficiency * length);
+        bool triangle = causal; /* query rows visit kv/2 keys on average */
+        if (window > 0.0 && causal) {
+            double share = window_share(c, window, s_kv, &kv); /* and blocks outside the band */
+            done = share * flops;
+            triangle = share >= 0.5; /* a band: each row visits about kv keys */
+        }
+        double eff = mp_attention_efficiency_of(c), half = mp_attention_half_rate_keys_of(c);
+        /* cuDNN's law is read off causal calls, whose query rows visit kv/2
+         * keys on average: an unmasked call (or a band) whose rows visit kv
+         * keys runs as a causal one over 2 kv (the measured unmasked H200
+         * and GB200 rates at kv keys are within 6% of the causal ones at
+         * 2 kv: tests/data/hw/cudnn_sdpa_llama31.csv) */
+        double law_kv = kv;
+        if (!triangle && mp_attention_backend_of(c) == MP_ATTN_FUSED)
+            law_kv = 2.0 * kv;
+        double length =
+            (law_kv / (law_kv + half)) / (ATTN_REFERENCE_KEYS / (ATTN_REFERENCE_KEYS + half));
+        double f = done / (peak * eff * length);
         *fwd = f;
         /* backward recomputes QK^T: 5 matmuls against 2 (Dao 2023) */
         *bwd = 2.5 * f;

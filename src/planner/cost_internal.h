@@ -445,6 +445,11 @@ double mp_host_bound(const mp_hw *hw, double gpu, double kernels);
  * the whole sequence, hd the head dim); and the bytes of the ring's merges
  * and buffer copies per pass (n_q elements of Q, n_out of the output, n_kv
  * of K and V; elt bytes per element). */
+/* The attention kernel's rate as a share of peak, at 4,096 keys, and its
+ * half-rate keys: FlashAttention's or cuDNN's, per mp_attention_backend_of
+ * (compute.c). */
+double mp_attention_efficiency_of(const mp_config *c);
+double mp_attention_half_rate_keys_of(const mp_config *c);
 void mp_cp_causal_attention(const mp_config *c, double rows, double s, double cp, double hd,
                             bool dropout, double *fwd, double *bwd);
 /* all_gather CP's transient bytes on a rank (memory.c): the re-gathered

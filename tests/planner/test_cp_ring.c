@@ -76,6 +76,7 @@ static void test_causal_steps(void **state)
 {
     (void)state;
     mp_config c = config("llama3-405b", 8, 2);
+    c.training.attention_backend = MP_ATTN_FLASH; /* FlashAttention-2's law, as the rows of NeMo 24.07 ran */
     assert_true(c.hw.attention_half_rate_keys == 300.0);
     double f, b;
     mp_cp_causal_attention(&c, 16.0, 8192.0, 2.0, 128.0, false, &f, &b);
@@ -108,6 +109,7 @@ static double attention_time(const char *hw, double cp)
     mp_config c = config("llama3-405b", 2, (int64_t)cp);
     mp_error err;
     assert_int_equal(mp_hw_preset(hw, &c.hw, &err), MP_OK);
+    c.training.attention_backend = MP_ATTN_FLASH; /* the transferred FlashAttention constants */
     double f, b;
     mp_cp_causal_attention(&c, 64.0, 8192.0, cp, 128.0, false, &f, &b);
     return f + b;
@@ -120,6 +122,90 @@ static void test_blackwell_over_hopper(void **state)
     double cp2 = attention_time("dgx-h100", 2.0) / attention_time("gb200-nvl72", 2.0);
     assert_true(near(cp1, 6.791 / 2.785, 0.03));
     assert_true(near(cp2, (1.915 + 2.0 * 0.898) / (0.813 + 2.0 * 0.425), 0.03));
+}
+
+/* Transformer Engine's choice (docs/cost-model.md §4, "Attention kernel"):
+ * from v1.2 on sm90, and v2.0 on every compute capability from 9.0,
+ * get_attention_backend drops FlashAttention for cuDNN's FusedAttention
+ * when both take the call. megaplan's auto follows it: fused where the
+ * profile gives cuDNN's rate (the Hopper and Blackwell profiles), flash on
+ * the A100 ones, which give none; a plan's flash or fused overrides it. */
+static void test_backend_rule(void **state)
+{
+    (void)state;
+    mp_config c = config("llama3-8b", 1, 1);
+    c.hw.attention_efficiency_fused = 0.5;
+    c.hw.attention_half_rate_keys_fused = 1000.0;
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FUSED);
+    assert_true(mp_attention_efficiency_of(&c) == 0.5);
+    assert_true(mp_attention_half_rate_keys_of(&c) == 1000.0);
+    c.training.attention_backend = MP_ATTN_FLASH; /* NVTE_FUSED_ATTN=0 */
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FLASH);
+    assert_true(mp_attention_efficiency_of(&c) == c.hw.attention_efficiency);
+    assert_true(mp_attention_half_rate_keys_of(&c) == c.hw.attention_half_rate_keys);
+    /* a profile without cuDNN's rate runs FlashAttention under auto */
+    c = config("llama3-8b", 1, 1);
+    c.hw.attention_efficiency_fused = 0.0;
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FLASH);
+    mp_error err;
+    assert_int_equal(mp_config_check(&c, &err), MP_OK);
+    /* fused on a profile without cuDNN's rate is refused, naming the field */
+    c.training.attention_backend = MP_ATTN_FUSED;
+    assert_int_equal(mp_config_check(&c, &err), MP_EINPUT);
+    assert_non_null(strstr(err.field, "attention_backend"));
+}
+
+/* The profiles: cuDNN's rate on the Hopper and Blackwell ones (auto runs
+ * fused there), none on the A100 ones (auto runs FlashAttention). */
+static void test_profiles_backend(void **state)
+{
+    (void)state;
+    const char *fused[] = {"dgx-h100", "h200", "h800", "b200", "gb200-nvl72"};
+    mp_error err;
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) {
+        mp_config c = config("llama3-8b", 1, 1);
+        assert_int_equal(mp_hw_preset(fused[i], &c.hw, &err), MP_OK);
+        assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FUSED);
+        assert_true(mp_attention_efficiency_of(&c) == c.hw.attention_efficiency_fused);
+    }
+    mp_config c = config("llama3-8b", 1, 1);
+    assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
+    assert_int_equal(mp_attention_backend_of(&c), MP_ATTN_FLASH);
+}
+
+/* cuDNN's fused attention on Hopper against its published times
+ * (tests/data/hw/cudnn_sdpa_llama31.csv: cuDNN 9.19.1 on H200, H100's die and
+ * peak; batch 1, 64 query heads, head dim 128, forward + backward): one
+ * causal call over 4,096 keys 0.465 + 1.450 = 1.915 ms, over 8,192 keys
+ * 1.708 + 5.083 = 6.791 ms, over 16,384 keys 6.531 + 19.002 = 25.533 ms;
+ * the cp 2 rank's pair (causal over 4,096, unmasked 4,096 x 2,048, timed as
+ * two 2,048^2 calls of 0.217 + 0.681 ms) 1.915 + 1.796 = 3.711 ms; on GB200
+ * 0.813, 2.785, 2.606 + 7.845 = 10.451 and 0.813 + 2 x 0.425 = 1.663 ms. The
+ * profiles' 0.508 / 1202 and 0.473 / 1650 come from the first two of each;
+ * the others check the length law, the unmasked call at the rate of a
+ * causal one over twice its keys (the same keys per query row: the pair
+ * 3.2% slow on H200, 2.2% fast on GB200). */
+static void test_cudnn_rate(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *hw;
+        double s, cp, ms, tol;
+    } calls[] = {{"dgx-h100", 4096, 1, 1.915, 0.002},   {"dgx-h100", 8192, 1, 6.791, 0.002},
+                 {"dgx-h100", 16384, 1, 25.533, 0.01},  {"dgx-h100", 8192, 2, 3.711, 0.04},
+                 {"gb200-nvl72", 4096, 1, 0.813, 0.002}, {"gb200-nvl72", 8192, 1, 2.785, 0.002},
+                 {"gb200-nvl72", 16384, 1, 10.451, 0.03}, {"gb200-nvl72", 8192, 2, 1.663, 0.04}};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        mp_config c = config("llama3-405b", 2, (int64_t)calls[i].cp);
+        mp_error err;
+        assert_int_equal(mp_hw_preset(calls[i].hw, &c.hw, &err), MP_OK);
+        double f, b;
+        mp_cp_causal_attention(&c, 64.0, calls[i].s, calls[i].cp, 128.0, false, &f, &b);
+        double ms = (f + b) * 1e3;
+        if (!near(ms, calls[i].ms, calls[i].tol))
+            fail_msg("%s s %g cp %g: %.4f ms, cuDNN %.4f ms", calls[i].hw, calls[i].s,
+                     calls[i].cp, ms, calls[i].ms);
+    }
 }
 
 /* In a block: selective recompute of core_attn re-runs the whole call, the
@@ -149,6 +235,9 @@ int main(void)
         cmocka_unit_test(test_merge_bytes),
         cmocka_unit_test(test_causal_steps),
         cmocka_unit_test(test_blackwell_over_hopper),
+        cmocka_unit_test(test_backend_rule),
+        cmocka_unit_test(test_profiles_backend),
+        cmocka_unit_test(test_cudnn_rate),
         cmocka_unit_test(test_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

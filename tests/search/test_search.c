@@ -1081,8 +1081,11 @@ static void test_selective_sets(void **state)
 
     base_of("mixtral-8x7b", "dgx-h100", 64, 512, MP_DTYPE_BF16, &o);
     n = sets_of(&o.base, s);
-    assert_int_equal(n, 1);
-    assert_int_equal(s[0], elem);
+    /* at cuDNN's attention rate (the profile's auto backend) re-running the
+     * core alone is cheap enough to stay on the front beside elem */
+    assert_int_equal(n, 2);
+    assert_int_equal(s[0], 0);
+    assert_int_equal(s[1], elem);
 }
 
 /* The bounds hold for each module set of a model with all of them (MLA,
@@ -1207,7 +1210,7 @@ static void test_rank_bounds_by_schedule(void **state)
         {"llama3-8b", "dgx-h100", 64, 256, -1, 0, {2, 3, 3, 2, 2, 2}}, /* dense, 32 blocks */
         {"gpt3-1.3b", "dgx-a100", 32, 512, -1, 0, {1, 1, 2, 1, 1, 1}}, /* 24: pp 16 a layout */
         {"mixtral-8x7b", "dgx-h100", 64, 512, -1, 0, {16, 8, 8, 12, 12, 14}}, /* MoE */
-        {"olmoe-1b-7b", "dgx-h100", 32, 96, 4, 14, {2, 2, 2, 2, 2, 2}}, /* 4 dense, uneven */
+        {"olmoe-1b-7b", "dgx-h100", 32, 96, 4, 14, {2, 2, 2, 3, 2, 2}}, /* 4 dense, uneven; zb-h1 3 since cuDNN's attention rate */
     };
     const mp_schedule_kind sched[] = {MP_SCHED_DUALPIPE, MP_SCHED_DUALPIPEV, MP_SCHED_ZBV,
                                       MP_SCHED_ZBH1,     MP_SCHED_1F1B,      MP_SCHED_INTERLEAVED};

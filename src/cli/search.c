@@ -41,10 +41,10 @@ const mp_verb_doc mp_doc_search = {
             "and schedule; for MoE models also ep, etp and the dispatcher. A setting given "
             "(--tp 8, --ep 8, --dispatcher allgather, --recompute-modules mlp, or --fix) is "
             "never searched. The table "
-            "ranks by the simulated step; at least the best five are simulated whatever --top "
-            "shows. Over several profiles or GPU counts, by days and cost: megaplan search --hw "
-            "all --help.\nExit 0 with plans, 1 when nothing fits (the closest is named), 2 on bad "
-            "input.",
+            "ranks by the simulated step; at least the best 16 are simulated whatever --top "
+            "shows, so that --top 3 lists the first three of --top 10. Over several profiles "
+            "or GPU counts, by days and cost: megaplan search --hw all --help.\nExit 0 with "
+            "plans, 1 when nothing fits (the closest is named), 2 on bad input.",
     .groups = (const mp_opt_group *const[]){&mp_cli_config_opts, &mp_search_cli_opts,
                                             &mp_search_plan_opts, NULL},
     .operand = NULL,

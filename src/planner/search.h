@@ -144,14 +144,14 @@ typedef struct mp_search_result {
     mp_estimate closest_est;
 } mp_search_result;
 
-/* The search up to the simulator: enumerate, bound, cost, keep the k best
- * by the estimate and give each its stage split; no two of them the same
- * plan after it (mp_search_same_plan: a split that makes a candidate one
- * already listed drops it for the next distinct one). The plans come in the order
- * of their even split's estimate with rank_step = est.time.step, neither
- * simulated nor sorted, and counts.seconds 0: mp_search (search/driver.h)
- * simulates and re-ranks them, and is what a search's user calls. Statuses
- * as mp_search's. */
+/* The search up to the simulator: enumerate, bound, cost, give the best
+ * their stage split and keep the pool of the max(k, 16) best by the estimate
+ * after it (search_rank.c); no two of them the same plan (mp_search_same_plan:
+ * a split that makes a candidate one already listed drops it for the next
+ * distinct one). The plans come in the order of that estimate with rank_step
+ * = est.time.step, not simulated, and counts.seconds 0: mp_search
+ * (search/driver.h) simulates and re-ranks them and keeps the first k, and is
+ * what a search's user calls. Statuses as mp_search's. */
 mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *result,
                               mp_error *err);
 void mp_search_result_free(mp_search_result *r);

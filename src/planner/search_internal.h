@@ -49,6 +49,15 @@ bool mp_search_needs_account(const mp_config *base, int64_t pp, int64_t vpp, boo
  * (mp_search_needs_layout); leaves p as it is otherwise. */
 void mp_search_set_split(const mp_config *base, int64_t pp, int64_t vpp, mp_parallel *p);
 
+/* The fewest plans mp_search_estimated splits and returns, the pool
+ * mp_search simulates whatever top_k is (search_rank.c): the list for a
+ * smaller top_k is then the start of a larger one's up to this size. The
+ * simulator reorders the estimate's: with a pool of 10, the first 10 differed
+ * from a pool of 16's in 9 of 13 searches, from rank 5 or 6 on; a pool of 16
+ * lists the first 10 of a pool of 24 in 11 of 13 (GPT-3 175B's near-ties
+ * from rank 6 on, GPT-3 13B's rank 9) and the first 5 in all 13. */
+#define MP_SEARCH_POOL_MIN 16
+
 /* Whether two of search's plans are the same plan in everything its output
  * and plan file say: the parallel settings, precision, the stage layout and
  * the recompute each layer runs (a split that leaves selective recompute

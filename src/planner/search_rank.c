@@ -16,13 +16,25 @@
  *    reached is first held against two tighter bounds (MoE's exposed
  *    dispatch, then mp_estimate_step_floor from its blocks' item costs) and
  *    set aside, counted as pruned by time, when one cannot beat it.
- * 3. Give the k best the stage split and per-layer recompute (split.h) and
- *    keep it where the estimate improves (search_split.c). A split that
- *    makes a candidate the same plan as one before it drops it; step 2
- *    then resumes for the next distinct plan (pruning by the (k+1)-th best),
- *    and step 3 runs again, taking the splits the last pass made from a
- *    memo (split_plan_memo) and splitting only the candidates it adds.
- * The re-ranking by the simulator sits a layer above, in src/search/driver.c.
+ * 3. Give the best the stage split and per-layer recompute (split.h) and
+ *    keep it where the estimate improves (search_split.c), until the pool
+ *    (below) holds the P best plans by the estimate after the split. A
+ *    split that makes a candidate the same plan as one before it drops it;
+ *    step 2 then resumes with a deeper threshold, and step 3 runs again,
+ *    taking the splits the last pass made from a memo (split_plan_memo).
+ * The re-ranking by the simulator sits a layer above, in src/search/driver.c:
+ * it simulates the whole pool and shows the first k.
+ *
+ * The pool. Its size is P = max(k, MP_SEARCH_POOL_MIN): the same for every
+ * --top up to MP_SEARCH_POOL_MIN, so that the list for --top 3 is the first 3
+ * of the list for --top 10 (before, the pool was sized from --top and chosen
+ * by the even split's estimate: GPT-3 175B's --top 6 listed a plan, tp 4 pp 8
+ * with an uneven split at 17.93 s, that --top 5 never split; DeepSeek-V3's
+ * pp 8 1F1B plan at 28.09 s was likewise missing from --top 3..5). And it is
+ * chosen by the estimate after the split, not before: the split lowers a
+ * plan's estimate by up to SEARCH_SPLIT_GAIN (measured), so every candidate
+ * whose even estimate is within that margin of the P-th best split one is
+ * costed (the time bounds prune by the threshold over (1 - gain)) and split.
  */
 #include "planner/search_parts.h"
 #include "planner/search_internal.h"
@@ -284,10 +296,50 @@ typedef struct cost_pass {
     mp_cost_memo *memo;   /* NULL: estimates uncached */
     comm_cache comm;
     floor_cache floors;
+    double gain;          /* the most split_gain gives (0 under --no-split) */
 } cost_pass;
 
-/* The time the kk-th best takes (infinite while fewer): a bound no better
- * cannot place a candidate among the kk best. */
+/* How much the stage split and per-layer recompute (split_plan) lower a
+ * plan's even-split estimate, at most, as measured. Over the first 100
+ * plans by the even estimate, split: GPT-3 175B on 1024 A100s 3.7% at most,
+ * Llama 3 70B on 1024 H100s 5.1%, Llama 2 70B 5.1%, Llama 3 405B 3.6%,
+ * Mixtral 8x7B on 64 1.6%, 8x22B 1.4%, Qwen3-235B 2.7%, DeepSeek-V3 on 2048
+ * 5.4%; a full-recompute plan the uneven split lets run without recompute
+ * gains more (Megatron 1T on 4096: 25%; Llama 3 8B on 64: 11%; GPT-3 13B 7%).
+ * Not a bound, then: the margin against which the pool is drawn. Over 13
+ * searches (those models and Megatron 18.4B, 1T, GPT-3 13B, Llama 3 8B), a
+ * margin of 0 lost the winner in 4 (Llama 3 70B's 3.860 s plan, split
+ * unevenly, left for a 3.881 s one; Llama 2 70B, GPT-3 13B, Megatron 18.4B
+ * likewise), 2% and up kept every winner, and 5% listed the top five a
+ * margin of 10% lists in 12 of 13 (3%: 11; 2%: 9). Its cost, in CPU time
+ * against no margin with the same pool: GPT-3 175B 0.32 -> 0.40 s, Llama 3
+ * 70B 0.60 -> 0.62 s, Mixtral 8x7B 0.17 -> 0.44 s (a loaded machine). */
+#define SEARCH_SPLIT_GAIN 0.05
+
+/* How much the split can lower x's estimate, at most (SEARCH_SPLIT_GAIN):
+ * none where split_plan keeps the even plan (--no-split; the V schedules and
+ * DualPipe, search_split.c) or can change nothing (one stage without
+ * recompute, or with the recompute fixed: the split of one stage only picks
+ * each layer's recompute, and none is the fastest). */
+static double split_gain(const mp_search_options *opt, const cand *x)
+{
+    mp_schedule_kind s = (mp_schedule_kind)x->sched;
+    if (opt->no_split || mp_schedule_is_v(s) || s == MP_SCHED_DUALPIPE) return 0.0;
+    if (x->p == 1 && (x->rc == MP_RECOMPUTE_NONE || (opt->fixed & MP_FIX_RECOMPUTE)))
+        return 0.0;
+    return SEARCH_SPLIT_GAIN;
+}
+
+/* A time bound of x as the pool compares it: what the split may take off
+ * it taken off. */
+static double split_bound(const mp_search_options *opt, const cand *x, double lb)
+{
+    return lb * (1.0 - split_gain(opt, x));
+}
+
+/* The time the kk-th best takes (infinite while fewer): a bound no better,
+ * less the split's gain (split_bound), cannot place a candidate among the kk
+ * best even after its split. */
 static double threshold_at(const top_k *t, int kk)
 {
     return t->n < kk ? INFINITY : t->e[kk - 1].est.time.step;
@@ -408,7 +460,8 @@ static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, 
              * mp_estimate_step_floor), a fraction of the estimate: most
              * candidates the bounds above let through lose here */
             double lb;
-            if (floor_of(&ps->floors, &xk, &cfg, &lb) == MP_OK && lb >= thr) {
+            if (floor_of(&ps->floors, &xk, &cfg, &lb) == MP_OK &&
+                (lb = split_bound(opt, &xk, lb)) >= thr) {
                 res->counts.pruned_time++;
                 if (!defer(ps, xi, xk.rcm, lb)) return false;
                 continue;
@@ -452,17 +505,25 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
     for (; i < e->keep.n; i++) {
         size_t xi = mp_search_order_at(&ps->order, &e->keep, i);
         const cand *x = &e->keep.v[xi];
-        if (!opt->no_prune && x->lb_time >= threshold_at(top, kk)) {
+        double thr = threshold_at(top, kk);
+        /* in the bound's order: none after the first whose bound, less the
+         * most any split takes off, cannot win */
+        if (!opt->no_prune && x->lb_time * (1.0 - ps->gain) >= thr) {
             ps->tail_pruned = (int64_t)(e->keep.n - i);
             res->counts.pruned_time += ps->tail_pruned;
             break;
         }
-        double thr = threshold_at(top, kk);
+        if (!opt->no_prune && split_bound(opt, x, x->lb_time) >= thr) {
+            /* one no split lowers (a V schedule): set aside by its own */
+            res->counts.pruned_time++;
+            if (!defer(ps, xi, x->rcm, split_bound(opt, x, x->lb_time))) break;
+            continue;
+        }
         if (!opt->no_prune && x->ep > 0) {
             /* MoE: the exposed dispatch and combine bound it too */
             const block_info *bi = mp_search_block_get(&e->bc, x->t, x->c, x->b, x->sp);
-            double lb = bi ? mp_search_expert_time_bound(&opt->base, bi, x,
-                                                         comm_of(&ps->comm, opt, x))
+            double lb = bi ? split_bound(opt, x, mp_search_expert_time_bound(
+                                                     &opt->base, bi, x, comm_of(&ps->comm, opt, x)))
                            : -INFINITY;
             if (lb >= thr) {
                 res->counts.pruned_time++;
@@ -648,30 +709,61 @@ static mp_status split_plan_memo(const mp_search_options *opt, const top_entry *
     return MP_OK;
 }
 
-/* Step 3: the split and per-layer recompute of the best, in top's order,
- * until k distinct plans (mp_search_same_plan): a split can turn a candidate
- * into the plan of one before it (selective recompute with nothing left to
- * recompute is none), and the list then takes the next one instead. Of two
- * the same, the faster estimate stays (ties: the first). Only top's first
- * avail are in order (the ones after may lose to pruned ones). Sets *dups
- * to the candidates dropped so. */
-static mp_status split_best(const top_k *top, int avail, int k, const mp_search_options *opt,
-                            split_memo *memo, mp_search_result *res, int *dups, mp_error *err)
+/* The pool-th best step of n plans (infinite while fewer). */
+static double pool_threshold(const mp_search_plan *v, int n, int pool)
 {
-    if (avail > top->n) avail = top->n;
-    int want = avail < k ? avail : k;
-    *dups = 0;
-    res->plans = calloc((size_t)want, sizeof *res->plans);
+    if (n < pool) return INFINITY;
+    double *s = malloc(sizeof *s * (size_t)n);
+    if (!s) return 0.0; /* out of memory: split no further (a shorter, still right, pool) */
+    for (int i = 0; i < n; i++) s[i] = v[i].rank_step;
+    /* the pool-th smallest: n is a few dozen, a partial selection sort does */
+    for (int i = 0; i < pool; i++)
+        for (int j = i + 1; j < n; j++)
+            if (s[j] < s[i]) {
+                double t = s[i];
+                s[i] = s[j];
+                s[j] = t;
+            }
+    double t = s[pool - 1];
+    free(s);
+    return t;
+}
+
+/* Step 3: the split and per-layer recompute of the best, in top's order,
+ * until the pool holds the `pool` best distinct plans (mp_search_same_plan)
+ * by the estimate after the split: a candidate whose even estimate times
+ * (1 - gain) is no better than the pool-th best split one cannot enter, nor
+ * can any after it. A split can turn a candidate into the plan of one before
+ * it (selective recompute with nothing left to recompute is none): of two
+ * the same, the faster estimate stays (ties: the first). Only the
+ * candidates whose even estimate is under step 2's threshold at kk (over
+ * 1 - gain) are known to be all there (the ones after may lose to pruned
+ * ones): *more is set when the pool needs one past them. The plans come out
+ * by the split's estimate, ties in top's order, at most `pool` of them. */
+static mp_status split_best(const top_k *top, int kk, double gain, int pool,
+                            const mp_search_options *opt, split_memo *memo,
+                            mp_search_result *res, bool *more, mp_error *err)
+{
+    *more = false;
+    int cap = pool;
+    res->plans = calloc((size_t)cap, sizeof *res->plans);
     if (!res->plans) return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
-    /* GLPK gets one work budget for the whole search, shared by the plans still
-     * to split, so that --top 5 stays within the search's one-second budget; a
-     * plan whose ILP runs out of work keeps the DP's bounds and reports its gap.
-     * Work is counted, not timed, so a loaded machine names the same winner. */
-    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * want
+    /* GLPK gets one work budget for the pool, shared by the plans still to
+     * split, so that the search stays within its one-second budget; a plan
+     * whose ILP runs out of work keeps the DP's bounds and reports its gap;
+     * those split past the pool's size (the margin) get the least. Work is
+     * counted, not timed, so a loaded machine names the same winner; and it
+     * depends on the pool, not on --top. */
+    const int64_t split_budget = opt->split_work_limit > 0 ? opt->split_work_limit * pool
                                                            : MP_SEARCH_SPLIT_WORK;
     int64_t split_used = 0;
-    for (int i = 0; i < avail && res->n < want; i++) {
-        int64_t split_limit = (split_budget - split_used) / (want - res->n);
+    double t = INFINITY; /* the pool-th best split estimate so far */
+    for (int i = 0; i < top->n; i++) {
+        double even = top->e[i].est.time.step;
+        if (even * (1.0 - gain) >= t) break; /* nor any after it */
+        if (split_bound(opt, &top->e[i].x, even) >= t) continue;
+        int64_t left = pool - res->n > 1 ? pool - res->n : 1;
+        int64_t split_limit = (split_budget - split_used) / left;
         if (split_limit < MP_SEARCH_SPLIT_MIN_WORK)
             split_limit = MP_SEARCH_SPLIT_MIN_WORK;
         mp_search_plan sp;
@@ -685,19 +777,44 @@ static mp_status split_best(const top_k *top, int avail, int k, const mp_search_
         int same = -1;
         for (int j = 0; j < res->n && same < 0; j++)
             if (mp_search_same_plan(&res->plans[j], &sp)) same = j;
-        if (same < 0) {
-            res->plans[res->n++] = sp;
-        } else {
-            (*dups)++;
+        if (same >= 0) {
             if (sp.rank_step < res->plans[same].rank_step) {
                 free(res->plans[same].plan);
                 res->plans[same] = sp;
             } else {
                 free(sp.plan);
             }
+        } else {
+            if (res->n == cap) {
+                mp_search_plan *v = realloc(res->plans, sizeof *v * (size_t)cap * 2);
+                if (!v) {
+                    free(sp.plan);
+                    return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
+                }
+                res->plans = v;
+                cap *= 2;
+            }
+            res->plans[res->n++] = sp;
         }
-        if (opt->progress) opt->progress(opt->progress_user, 0.8 + 0.1 * res->n / want);
+        t = pool_threshold(res->plans, res->n, pool);
+        if (opt->progress)
+            opt->progress(opt->progress_user, 0.8 + 0.1 * (res->n < pool ? res->n : pool) / pool);
     }
+    /* what step 2 pruned has a bound, less the split's gain, of at least
+     * its threshold: none of it can enter when the pool-th best is below
+     * that; else a deeper pass (top holds all that was kept: nothing was
+     * pruned by time) */
+    if (!opt->no_prune && top->n >= kk && t > threshold_at(top, kk)) *more = true;
+    /* by the split's estimate, stable (top's order on ties), the pool best */
+    for (int a = 1; a < res->n; a++) {
+        mp_search_plan t = res->plans[a];
+        int b = a;
+        for (; b > 0 && res->plans[b - 1].rank_step > t.rank_step; b--)
+            res->plans[b] = res->plans[b - 1];
+        res->plans[b] = t;
+    }
+    for (int a = pool; a < res->n; a++) free(res->plans[a].plan);
+    if (res->n > pool) res->n = pool;
     return MP_OK;
 }
 
@@ -726,13 +843,15 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
     refusals rf = {0};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
-    /* top holds up to 4k, pruned by the k-th best as before; when splits
-     * made some of the k the same, a pass by the (k + missing)-th best
-     * resumes, and so on (rare: most searches take one pass) */
-    const int cap = 4 * k;
+    /* top holds up to 4 pools and 256 more (the margin's candidates), pruned
+     * by the pool-th best over (1 - gain); when split_best needs candidates
+     * past that threshold (splits made some the same), a pass by a deeper
+     * one resumes, and so on (rare: most searches take one pass) */
+    const int pool = k > MP_SEARCH_POOL_MIN ? k : MP_SEARCH_POOL_MIN;
+    const int cap = 4 * pool + 256;
     top = (top_k){.k = cap};
     top.e = calloc((size_t)cap, sizeof *top.e);
-    cost_pass ps = {.memo = mp_cost_memo_new()};
+    cost_pass ps = {.memo = mp_cost_memo_new(), .gain = opt->no_split ? 0.0 : SEARCH_SPLIT_GAIN};
     split_memo splits = {0};
     if (mp_model_is_moe(&opt->base.model)) {
         ps.comm.cap = 1u << 16;
@@ -746,7 +865,7 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
         st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
         goto pass_done;
     }
-    for (int kk = k;;) {
+    for (int kk = pool;;) {
         cost_in_bound_order(&e, opt, &top, kk, &ps, res, &rf);
         if (ps.oom) {
             st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
@@ -766,12 +885,14 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
             st = nothing_fits(&e, opt, res, &rf, err);
             break;
         }
-        int dups = 0;
+        bool more = false;
         mp_search_counts before = res->counts;
-        st = split_best(&top, kk, k, opt, opt->no_split_memo ? NULL : &splits, res, &dups, err);
-        if (st != MP_OK || res->n >= k || top.n < kk || dups == 0 || kk + k - res->n > cap)
+        st = split_best(&top, kk, ps.gain, pool, opt, opt->no_split_memo ? NULL : &splits, res,
+                        &more, err);
+        if (st != MP_OK || !more || top.n < kk || kk >= cap)
             break;
-        kk += k - res->n;
+        kk += pool - res->n > pool / 4 ? pool - res->n : pool / 4;
+        if (kk > cap) kk = cap;
         mp_search_result_free(res);
         res->counts = before; /* the splits again next time */
     }

@@ -188,22 +188,27 @@ bool mp_search_same_plan(const mp_search_plan *a, const mp_search_plan *b)
         x->account_for_loss != y->account_for_loss ||
         a->config.training.precision != b->config.training.precision)
         return false;
-    /* selective recompute of the same modules (mp_recompute_modules_of: 0 = the default) */
-    if (mp_recompute_modules_of(x, MP_RECOMPUTE_SELECTIVE) !=
-        mp_recompute_modules_of(y, MP_RECOMPUTE_SELECTIVE))
-        return false;
+    /* selective recompute of the same modules (mp_recompute_modules_of: 0 =
+     * the default), where a layer runs it */
+    bool same_modules = mp_recompute_modules_of(x, MP_RECOMPUTE_SELECTIVE) ==
+                        mp_recompute_modules_of(y, MP_RECOMPUTE_SELECTIVE);
     /* the stage layout: plans without stages use the config's split */
     const mp_plan *p = a->plan, *q = b->plan;
-    if (!p || !q) return p == q;
+    if (!p || !q) return p == q && (same_modules || x->recompute != MP_RECOMPUTE_SELECTIVE);
     if (p->n_stages != q->n_stages ||
         memcmp(p->stages, q->stages, sizeof *p->stages * (size_t)p->n_stages) != 0)
         return false;
     /* the recompute as applied per layer: a split that leaves selective
-     * recompute nothing to recompute runs the plan of recompute none */
+     * recompute nothing to recompute runs the plan of recompute none,
+     * whichever modules the candidate named (DeepSeek-V3's pool held one
+     * such plan three times, from three module sets) */
     int64_t n = mp_model_blocks(&a->config.model) + 2;
     if (n > MP_MAX_LAYERS + 2) n = MP_MAX_LAYERS + 2;
-    for (int32_t i = 0; i < (int32_t)n; i++)
-        if (applied_recompute(p, i, (int32_t)n) != applied_recompute(q, i, (int32_t)n))
-            return false;
-    return true;
+    bool selective = false;
+    for (int32_t i = 0; i < (int32_t)n; i++) {
+        int r = applied_recompute(p, i, (int32_t)n);
+        if (r != applied_recompute(q, i, (int32_t)n)) return false;
+        selective |= r == MP_RECOMPUTE_SELECTIVE;
+    }
+    return same_modules || !selective;
 }

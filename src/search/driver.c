@@ -15,17 +15,15 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_plan(const void *a, const void *b)
-{
-    const mp_search_plan *x = a, *y = b;
-    if (x->rank_step != y->rank_step) return x->rank_step < y->rank_step ? -1 : 1;
-    return 0;
-}
+/* Why a plan of the pool kept its estimate. */
+typedef struct sim_note {
+    bool failed;
+    char msg[sizeof ((mp_search_counts *)0)->sim_failure];
+} sim_note;
 
 /* Simulates one plan; when the simulator runs it, the simulated step ranks it.
- * When it cannot, the plan keeps its estimate and the failure is counted,
- * the first one's reason kept for the user (search must not hide it). */
-static void simulate_plan(mp_search_plan *sp, mp_search_counts *counts)
+ * When it cannot, the plan keeps its estimate and why (one line) says why. */
+static bool simulate_plan(mp_search_plan *sp, char *why, size_t why_size)
 {
     mp_sim_options so = {.record_timeline = false};
     mp_sim_result sr;
@@ -33,19 +31,19 @@ static void simulate_plan(mp_search_plan *sp, mp_search_counts *counts)
     mp_error e2;
     mp_error_clear(&e2);
     const mp_plan *pl = sp->plan->n_stages ? sp->plan : NULL;
-    if (mp_simulate(&sp->config, pl, &so, &sr, &e2) == MP_OK && sr.makespan > 0) {
+    bool ok = mp_simulate(&sp->config, pl, &so, &sr, &e2) == MP_OK && sr.makespan > 0;
+    if (ok) {
         sp->simulated = true;
         sp->sim_step = sr.makespan;
         sp->rank_step = sr.makespan;
-        counts->simulated++;
     } else {
         if (e2.code == MP_OK)
             mp_error_set(&e2, MP_EINTERNAL, NULL, 0, 0, NULL, "the simulated step is %g s",
                          sr.makespan);
-        if (counts->sim_failed++ == 0)
-            mp_error_format(&e2, counts->sim_failure, sizeof counts->sim_failure);
+        mp_error_format(&e2, why, why_size);
     }
     mp_sim_result_free(&sr);
+    return ok;
 }
 
 mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_error *err)
@@ -58,11 +56,56 @@ mp_status mp_search(const mp_search_options *opt, mp_search_result *res, mp_erro
         if (st == MP_ENOFIT) res->counts.seconds = now_s() - t0;
         return st;
     }
-    for (int i = 0; i < res->n; i++) {
-        if (!opt->no_simulate) simulate_plan(&res->plans[i], &res->counts);
-        if (opt->progress) opt->progress(opt->progress_user, 0.9 + 0.1 * (i + 1) / res->n);
+    /* the pool (planner/search_rank.c) holds at least MP_SEARCH_POOL_MIN
+     * plans whatever top_k is; each is simulated, and the first top_k by
+     * rank_step kept (ties in the estimate's order: a stable sort), so that
+     * a smaller top_k lists the first plans of a larger one's */
+    int n = res->n, k = opt->top_k > 0 ? opt->top_k : 5;
+    sim_note *why = calloc((size_t)n, sizeof *why);
+    int *order = malloc(sizeof *order * (size_t)n);
+    mp_search_plan *kept = malloc(sizeof *kept * (size_t)n);
+    if (!why || !order || !kept) {
+        free(why);
+        free(order);
+        free(kept);
+        mp_search_result_free(res);
+        return mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory");
     }
-    if (res->n > 1) qsort(res->plans, (size_t)res->n, sizeof *res->plans, cmp_plan);
+    for (int i = 0; i < n; i++) {
+        order[i] = i;
+        if (!opt->no_simulate)
+            why[i].failed = !simulate_plan(&res->plans[i], why[i].msg, sizeof why[i].msg);
+        if (opt->progress) opt->progress(opt->progress_user, 0.9 + 0.1 * (i + 1) / n);
+    }
+    for (int a = 1; a < n; a++) {
+        int t = order[a], b = a;
+        for (; b > 0 && res->plans[order[b - 1]].rank_step > res->plans[t].rank_step; b--)
+            order[b] = order[b - 1];
+        order[b] = t;
+    }
+    /* the counts of simulations are the listed plans' (the footer's "~"
+     * rows), the first failure the best listed one's */
+    res->counts.simulated = res->counts.sim_failed = 0;
+    res->counts.sim_failure[0] = 0;
+    for (int i = 0; i < n; i++) {
+        mp_search_plan *p = &res->plans[order[i]];
+        if (i >= k) {
+            free(p->plan);
+            continue;
+        }
+        kept[i] = *p;
+        if (p->simulated) {
+            res->counts.simulated++;
+        } else if (why[order[i]].failed) {
+            if (res->counts.sim_failed++ == 0)
+                memcpy(res->counts.sim_failure, why[order[i]].msg, sizeof why[0].msg);
+        }
+    }
+    free(res->plans);
+    res->plans = kept;
+    res->n = n < k ? n : k;
+    free(why);
+    free(order);
     res->counts.seconds = now_s() - t0;
     return MP_OK;
 }

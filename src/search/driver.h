@@ -1,6 +1,7 @@
-/* driver.h — the search as `search` and `explain` run it: the planner's k
- * best plans by the estimate (mp_search_estimated, planner/search.h),
- * simulated and re-ranked by the simulated step. The only part of the
+/* driver.h — the search as `search` and `explain` run it: the planner's pool
+ * of best plans by the estimate (mp_search_estimated, planner/search.h; at
+ * least 16 whatever k), simulated and re-ranked by the simulated step, the
+ * first k kept. The only part of the
  * library that uses both the cost model and the simulator (docs/design.md §3).
  */
 #ifndef MP_SEARCH_DRIVER_H
@@ -11,9 +12,11 @@
 #include "core/error.h"
 #include "planner/search.h"
 
-/* mp_search_estimated, then (unless opt->no_simulate) each plan simulated
- * and its rank_step the simulated step; plans sorted by rank_step, best
- * first, and counts.seconds the wall time of it all. MP_OK with result->n >=
+/* mp_search_estimated, then (unless opt->no_simulate) each plan of its pool
+ * simulated and its rank_step the simulated step; plans sorted by rank_step,
+ * best first (ties in the estimate's order), the first opt->top_k kept (the
+ * list for a smaller top_k is the start of a larger one's: the pool does not
+ * depend on it up to 16), and counts.seconds the wall time of it all. MP_OK with result->n >=
  * 1; MP_ENOFIT when no candidate fits (closest filled when any could run at
  * all) or, with nothing fixed, when no split of the GPUs can run at all;
  * MP_EINPUT when the training or the fixed settings cannot run together

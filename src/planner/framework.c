@@ -92,6 +92,8 @@ static mp_status refuse_unwritten(const mp_config *c, const char *file, mp_error
                        : p->shared_expert_overlap ? "shared_expert_overlap (the shared experts "
                                                     "under the dispatch)"
                        : p->flex_sms > 0 ? "flex_sms (the SMs of the flex dispatcher's kernels)"
+                       : t->attention_backend != MP_ATTN_AUTO ? "attention_backend (Transformer "
+                                                               "Engine's attention kernel)"
                                                   : NULL;
     if (what)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "format",

@@ -460,6 +460,12 @@ void mp_megatron_args(const mp_config *c, const mp_plan *plan, mp_buf *dest)
                 mp_buf_printf(out, " %s", mp_cuda_graph_scope_name((mp_cuda_graph_scope)k));
         mp_buf_puts(out, " \\\n");
     }
+    /* Megatron-Core's AttnBackend names (transformer/enums.py: flash, fused,
+     * unfused, local, auto); auto is its default and leaves the choice to
+     * Transformer Engine, so only a plan that names a kernel writes it */
+    if (c->training.attention_backend != MP_ATTN_AUTO)
+        mp_buf_printf(out, "--attention-backend %s \\\n",
+                      mp_attn_backend_name(c->training.attention_backend));
     if (p->schedule == MP_SCHED_ZBH1)
         mp_buf_puts(&notes, "# schedule zb-h1: Megatron-LM has no flag for it; the plan assumes a "
                          "zero-bubble (ZB-H1) pipeline runtime\n");

@@ -340,6 +340,16 @@ estimate() {
     check est-cp-comm-no-cp "${E}--cp-comm-type: all_gather is how context parallelism exchanges K/V: it needs cp > 1$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 8 --cp-comm-type all_gather
     check est-cp-comm-heads "${E}--cp-comm-type: a2a gives each CP rank heads/\(tp\*cp\) heads: 32 query and 8 key/value heads do not split over tp\*cp = 16$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 16 --tp 4 --cp 4 --cp-comm-type a2a
     check est-cp-comm-mla "${E}--cp-comm-type: a2a is not modelled for latent attention \(MLA\): give p2p$" "$bin" estimate --model deepseek-v3 --hw dgx-h100 --gpus 1024 --cp 2 --cp-comm-type a2a
+    # a plan that names its attention kernel: only Megatron-LM's flags carry it
+    cat > attn-flash.yaml <<'YAML'
+megaplan_plan: 1
+model: llama3-8b
+hw: dgx-h100
+training: {gpus: 8, seq: 8192, global_batch: 64, precision: bf16, attention_backend: flash}
+parallel: {tp: 1, pp: 1, dp: 8, micro_batch: 1, zero: 3, dist_opt: true}
+YAML
+    check est-attn-backend-torchtitan "${E}--format: attention_backend \(Transformer Engine's attention kernel\): the torchtitan file written here has no key for it \(--format megatron writes it, or leave it out\)$" "$bin" estimate attn-flash.yaml --format torchtitan
+    check est-attn-backend-deepspeed "${E}--format: attention_backend \(Transformer Engine's attention kernel\): the DeepSpeed file written here has no key for it" "$bin" estimate attn-flash.yaml --format deepspeed
     check est-cp-comm-torchtitan "${E}--format: the all_gather context-parallel exchange is Transformer Engine's, written for Megatron-LM only \(--format megatron\)$" "$bin" estimate --model llama3-8b --hw dgx-h100 --gpus 16 --cp 2 --zero 3 --cp-comm-type all_gather --format torchtitan
 }
 

@@ -336,6 +336,23 @@ static void names(void **state)
                  "{tp: 4, pp: 8, dp: 2, micro_batch: 1, sp: true}");
     lacks(t, "--defer-embedding-wgrad-compute");
     free(t);
+    /* a plan that names its attention kernel writes it (Megatron-Core's
+     * --attention-backend); auto, the default, writes nothing */
+    t = flags_of("llama3-8b", "dgx-h100",
+                 "{gpus: 8, seq: 8192, global_batch: 128, precision: bf16, attention_backend: flash}",
+                 "{tp: 1, pp: 1, dp: 8, micro_batch: 1}");
+    all_known("llama3-8b", t);
+    has(t, "--attention-backend flash");
+    free(t);
+    t = flags_of("llama3-8b", "dgx-h100",
+                 "{gpus: 8, seq: 8192, global_batch: 128, precision: bf16, attention_backend: fused}",
+                 "{tp: 1, pp: 1, dp: 8, micro_batch: 1}");
+    has(t, "--attention-backend fused");
+    free(t);
+    t = flags_of("llama3-8b", "dgx-h100", "{gpus: 8, seq: 8192, global_batch: 128, precision: bf16}",
+                 "{tp: 1, pp: 1, dp: 8, micro_batch: 1}");
+    lacks(t, "--attention-backend");
+    free(t);
     /* the flex dispatcher and the MoE overlaps, read from a plan file: DeepEP
      * within 8-GPU nodes, HybridEP on an NVL72 domain (Megatron-Core: only
      * hybridep supports multi-node NVLink) */

@@ -1377,8 +1377,40 @@ static uint64_t v_op_times(const mp_config *c, const pipe_model *pm, double lat,
  * first F) and lead (rank 0's end less the rank's: negative for a rank that
  * ends later); ZB-V's step (pm->zbv_span, zbv_key). False when the lists
  * cannot be built (dp_tail_windows' rules stay). */
-static bool v_replay_windows(const mp_config *c, pipe_model *pm, double lat, double bw,
-                             double *ws, double *we, double *due, double *lead)
+/* The memo's slot (mp_cost_memo_blob) for a replay's result: the replays
+ * below are pure functions of (schedule, p, m, their op times, lat), and a
+ * search costs many candidates with the same stage times (dist_opt on and
+ * off, DP settings that move no stage time: a third of the V schedules'
+ * replays in Llama 3 70B's search on 512 H200s), so each result is kept
+ * under those exact bytes and a repeat copies it, bit for bit what the
+ * replay gives. NULL without a memo (or room in it): replay. */
+static void *replay_slot(mp_cost_memo *memo, int32_t sched, int32_t p, int32_t m,
+                         const double *t, size_t nt, double lat, size_t val_size, bool *filled)
+{
+    *filled = false;
+    int32_t head[3] = {sched, p, m};
+    size_t ks = sizeof head + sizeof *t * nt + sizeof lat;
+    unsigned char *kb = memo ? malloc(ks) : NULL;
+    if (!kb)
+        return NULL;
+    memcpy(kb, head, sizeof head);
+    memcpy(kb + sizeof head, t, sizeof *t * nt);
+    memcpy(kb + sizeof head + sizeof *t * nt, &lat, sizeof lat);
+    void *slot = mp_cost_memo_blob(memo, kb, ks, val_size, filled);
+    free(kb);
+    return slot;
+}
+
+/* What v_replay_windows keeps in the memo per replay: its verdict, ZB-V's
+ * step, and the p ranks' times. */
+typedef struct v_replay_memo {
+    bool ok;
+    double span;
+    mp_v_rank_times rt[];
+} v_replay_memo;
+
+static bool v_replay_windows(const mp_config *c, pipe_model *pm, mp_cost_memo *memo, double lat,
+                             double bw, double *ws, double *we, double *due, double *lead)
 {
     bool dual = pm->sched == MP_SCHED_DUALPIPE;
     int32_t p = (int32_t)(dual ? pm->p / 2 : pm->p), m = (int32_t)(dual ? pm->m / 2 : pm->m);
@@ -1407,15 +1439,32 @@ static bool v_replay_windows(const mp_config *c, pipe_model *pm, double lat, dou
         mp_op_times ot;
         uint64_t key = v_op_times(c, pm, lat, bw, t, &ot);
         int32_t used;
-        if (pm->sched == MP_SCHED_ZBV) {
-            bool exact;
-            double span;
-            ok = mp_zbv_replay(p, m, &ot, rt, &span, &exact, &err) == MP_OK;
-            pm->zbv_span = ok ? span : -1.0;
-            pm->zbv_key = key;
-        } else
-            ok = mp_schedule_v_windows(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt,
-                                       &used, &err) == MP_OK;
+        bool filled;
+        v_replay_memo *vm = replay_slot(memo, (int32_t)pm->sched, p, m, t, (size_t)(5 * n), lat,
+                                        sizeof *vm + sizeof *rt * (size_t)p, &filled);
+        if (vm && filled) {
+            ok = vm->ok;
+            memcpy(rt, vm->rt, sizeof *rt * (size_t)p);
+            if (pm->sched == MP_SCHED_ZBV) {
+                pm->zbv_span = ok ? vm->span : -1.0;
+                pm->zbv_key = key;
+            }
+        } else {
+            double span = -1.0;
+            if (pm->sched == MP_SCHED_ZBV) {
+                bool exact;
+                ok = mp_zbv_replay(p, m, &ot, rt, &span, &exact, &err) == MP_OK;
+                pm->zbv_span = ok ? span : -1.0;
+                pm->zbv_key = key;
+            } else
+                ok = mp_schedule_v_windows(dual ? MP_SCHED_DUALPIPEV : pm->sched, p, m, &ot, rt,
+                                           &used, &err) == MP_OK;
+            if (vm) {
+                vm->ok = ok;
+                vm->span = span;
+                memcpy(vm->rt, rt, sizeof *rt * (size_t)p);
+            }
+        }
     }
     double e0 = 0.0;
     for (int32_t r = 0; ok && r < p; r++) {
@@ -1721,7 +1770,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             p2p_link(c, &lat, &bw);
             double x = lat + (bw > 0.0 ? pm->p2p_bytes / bw : 0.0);
             dp_tail_windows(pm, bucket, x, ws, we, bf, due, lead);
-            if (pm->v == 2 && !v_replay_windows(c, pm, lat, bw, ws, we, due, lead))
+            if (pm->v == 2 && !v_replay_windows(c, pm, memo, lat, bw, ws, we, due, lead))
                 dp_tail_windows(pm, bucket, x, ws, we, bf, due, lead);
         }
         if (aligned) {
@@ -2238,8 +2287,8 @@ static double dual_turn(const pipe_model *pm, const fb_units *fb, double lat, do
  * its inline passes less the unit's saving (fb->x; a DualPipe rank
  * p-1-h runs rank h's units with the chunks swapped: its chunk c is rank
  * h's chunk 1-c). False when the lists cannot be built (the rule stays). */
-static bool dual_replay(const pipe_model *pm, const fb_units *fb, double lat, double bw,
-                        double *makespan)
+static bool dual_replay(const pipe_model *pm, const fb_units *fb, mp_cost_memo *memo, double lat,
+                        double bw, double *makespan)
 {
     bool dpipe = pm->sched == MP_SCHED_DUALPIPE;
     int64_t p = pm->p, n = pm->n, ranks = dpipe ? p / 2 : p;
@@ -2267,9 +2316,25 @@ static bool dual_replay(const pipe_model *pm, const fb_units *fb, double lat, do
         }
     mp_dualpipe_times dt = {.f = f, .b = b, .w = w, .wire = wire, .lat = lat,
                             .unit = fb ? unit : NULL};
-    mp_error err;
-    bool ok = mp_dualpipe_replay(pm->sched, (int32_t)p, (int32_t)pm->m, &dt, makespan, &err) ==
-              MP_OK;
+    /* from the memo when it holds these times' (replay_slot; with and
+     * without the units, keys of different lengths) */
+    struct { bool ok; double makespan; } *vm;
+    bool filled;
+    vm = replay_slot(memo, (int32_t)pm->sched, (int32_t)p, (int32_t)pm->m, t,
+                     (size_t)(fb ? 4 * n + 2 * p : 4 * n), lat, sizeof *vm, &filled);
+    bool ok;
+    if (vm && filled) {
+        ok = vm->ok;
+        if (ok) *makespan = vm->makespan;
+    } else {
+        mp_error err;
+        ok = mp_dualpipe_replay(pm->sched, (int32_t)p, (int32_t)pm->m, &dt, makespan, &err) ==
+             MP_OK;
+        if (vm) {
+            vm->ok = ok;
+            vm->makespan = ok ? *makespan : 0.0;
+        }
+    }
     free(t);
     return ok;
 }
@@ -2803,7 +2868,7 @@ static mp_status estimate(const mp_config *c, const mp_plan *plan, bool check,
         }
     }
     double makespan;
-    bool replayed = dual ? dual_replay(&pm, fb, dual_lat, dual_bw, &makespan)
+    bool replayed = dual ? dual_replay(&pm, fb, memo, dual_lat, dual_bw, &makespan)
                     : zbv && zbv_replay(c, &pm, &makespan);
     if (!replayed) {
         makespan = fb ? dual_fb_makespan(&pm, fb, rounds, round, ramp)

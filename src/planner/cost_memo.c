@@ -13,6 +13,16 @@
 #define MEMO_MAX_SLOTS (1u << 16)
 #define MEMO_BLOCK_SLOTS 1024
 
+/* Blob bytes kept at most (keys and values): past it, lookups still answer
+ * but nothing new is stored. */
+#define MEMO_MAX_BLOB_BYTES ((size_t)64 << 20)
+
+typedef struct blob {
+    uint64_t hash; /* 0: empty */
+    size_t key_size, val_size;
+    unsigned char *kv; /* the key's bytes, then the value's */
+} blob;
+
 typedef struct memo_entry {
     uint64_t hash; /* 0: empty */
     mp_parallel key;
@@ -32,6 +42,8 @@ struct mp_cost_memo {
     size_t cap, n;
     unsigned char **blocks; /* slots, MEMO_BLOCK_SLOTS per block */
     size_t nblocks;
+    blob *blobs; /* mp_cost_memo_blob's: open addressing, hash 0 empty */
+    size_t blob_cap, blob_n, blob_bytes;
 };
 
 mp_cost_memo *mp_cost_memo_new(void)
@@ -58,7 +70,71 @@ void mp_cost_memo_free(mp_cost_memo *memo)
     if (!memo)
         return;
     memo_clear(memo);
+    for (size_t i = 0; i < memo->blob_cap; i++)
+        free(memo->blobs[i].kv);
+    free(memo->blobs);
     free(memo);
+}
+
+static uint64_t blob_hash(const void *key, size_t key_size)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = key;
+    for (size_t i = 0; i < key_size; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static blob *blob_find(blob *tab, size_t cap, uint64_t h, const void *key, size_t key_size)
+{
+    for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+        blob *e = &tab[i];
+        if (!e->hash || (e->hash == h && e->key_size == key_size &&
+                         !memcmp(e->kv, key, key_size)))
+            return e;
+    }
+}
+
+void *mp_cost_memo_blob(mp_cost_memo *memo, const void *key, size_t key_size, size_t val_size,
+                        bool *filled)
+{
+    *filled = false;
+    if (!memo || !key_size)
+        return NULL;
+    uint64_t h = blob_hash(key, key_size);
+    if (memo->blob_cap) {
+        blob *e = blob_find(memo->blobs, memo->blob_cap, h, key, key_size);
+        if (e->hash) {
+            if (e->val_size != val_size)
+                return NULL;
+            *filled = true;
+            return e->kv + e->key_size;
+        }
+    }
+    if (memo->blob_bytes + key_size + val_size > MEMO_MAX_BLOB_BYTES)
+        return NULL;
+    if (2 * (memo->blob_n + 1) > memo->blob_cap) {
+        size_t cap = memo->blob_cap ? 2 * memo->blob_cap : 256;
+        blob *tab = calloc(cap, sizeof *tab);
+        if (!tab)
+            return NULL;
+        for (size_t i = 0; i < memo->blob_cap; i++)
+            if (memo->blobs[i].hash)
+                *blob_find(tab, cap, memo->blobs[i].hash, memo->blobs[i].kv,
+                           memo->blobs[i].key_size) = memo->blobs[i];
+        free(memo->blobs);
+        memo->blobs = tab;
+        memo->blob_cap = cap;
+    }
+    unsigned char *kv = malloc(key_size + val_size);
+    if (!kv)
+        return NULL;
+    memcpy(kv, key, key_size);
+    blob *e = blob_find(memo->blobs, memo->blob_cap, h, key, key_size);
+    *e = (blob){.hash = h, .key_size = key_size, .val_size = val_size, .kv = kv};
+    memo->blob_n++;
+    memo->blob_bytes += key_size + val_size;
+    return kv + key_size;
 }
 
 size_t mp_cost_memo_size(const mp_cost_memo *memo)

@@ -49,6 +49,15 @@ void *mp_cost_memo_slot(mp_cost_memo *memo, const mp_config *c, size_t size, boo
  * alone); as mp_cost_memo_slot otherwise. */
 void *mp_cost_memo_base_slot(mp_cost_memo *memo, const mp_config *c, size_t size, bool *filled);
 
+/* The memo's slot of val_size bytes for a pure function's result, keyed on
+ * key_size bytes of its whole input compared exactly (not a hash): *filled
+ * tells whether an earlier call stored it (the caller fills it otherwise,
+ * and must, or the slot holds garbage). NULL when the memo is NULL, full or
+ * out of memory, or the key was stored with another size. Independent of
+ * the model, hardware and training (the key carries all that matters). */
+void *mp_cost_memo_blob(mp_cost_memo *memo, const void *key, size_t key_size, size_t val_size,
+                        bool *filled);
+
 /* How many slots the memo holds (for tests). */
 size_t mp_cost_memo_size(const mp_cost_memo *memo);
 

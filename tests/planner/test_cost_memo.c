@@ -232,12 +232,51 @@ static void test_key(void **state)
     assert_memory_not_equal(&ka, &kb, sizeof ka);
 }
 
+/* mp_cost_memo_blob: a value found only under the very key bytes it was
+ * stored with (a key one bit apart, or shorter, misses), and only at its size. */
+static void test_blob(void **state)
+{
+    (void)state;
+    mp_cost_memo *memo = mp_cost_memo_new();
+    assert_non_null(memo);
+    bool filled;
+    for (int i = 0; i < 2000; i++) { /* past several growths of the table */
+        double key[3] = {1.0, (double)i, 0.5};
+        double *v = mp_cost_memo_blob(memo, key, sizeof key, sizeof *v, &filled);
+        assert_non_null(v);
+        assert_false(filled);
+        *v = 3.0 * i;
+    }
+    for (int i = 0; i < 2000; i++) {
+        double key[3] = {1.0, (double)i, 0.5};
+        double *v = mp_cost_memo_blob(memo, key, sizeof key, sizeof *v, &filled);
+        assert_true(filled);
+        assert_true(*v == 3.0 * i);
+        assert_null(mp_cost_memo_blob(memo, key, sizeof key, 2 * sizeof *v, &filled));
+        assert_false(filled);
+    }
+    double key[3] = {1.0, 7.0, 0.5};
+    unsigned char bytes[sizeof key];
+    memcpy(bytes, key, sizeof key);
+    bytes[sizeof key - 1] ^= 1;
+    double *v = mp_cost_memo_blob(memo, bytes, sizeof bytes, sizeof *v, &filled);
+    assert_non_null(v);
+    assert_false(filled);
+    *v = 0.0;
+    v = mp_cost_memo_blob(memo, key, 2 * sizeof key[0], sizeof *v, &filled);
+    assert_false(filled);
+    if (v) *v = 0.0;
+    assert_false(mp_cost_memo_blob(NULL, key, sizeof key, sizeof *v, &filled));
+    mp_cost_memo_free(memo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shared_memo_agrees),
         cmocka_unit_test(test_blanked_fields_unread),
         cmocka_unit_test(test_key),
+        cmocka_unit_test(test_blob),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

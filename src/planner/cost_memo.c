@@ -2,6 +2,7 @@
  * table from the blanked parallel settings to slots carved from large blocks. */
 #include "planner/cost_memo.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,14 @@ static blob *blob_find(blob *tab, size_t cap, uint64_t h, const void *key, size_
     }
 }
 
+/* The value sits after the key, at the next offset aligned for any type:
+ * keys come in any byte length, and the callers keep structs of doubles. */
+static size_t value_offset(size_t key_size)
+{
+    size_t a = _Alignof(max_align_t);
+    return (key_size + a - 1) / a * a;
+}
+
 void *mp_cost_memo_blob(mp_cost_memo *memo, const void *key, size_t key_size, size_t val_size,
                         bool *filled)
 {
@@ -108,7 +117,7 @@ void *mp_cost_memo_blob(mp_cost_memo *memo, const void *key, size_t key_size, si
             if (e->val_size != val_size)
                 return NULL;
             *filled = true;
-            return e->kv + e->key_size;
+            return e->kv + value_offset(e->key_size);
         }
     }
     if (memo->blob_bytes + key_size + val_size > MEMO_MAX_BLOB_BYTES)
@@ -126,7 +135,7 @@ void *mp_cost_memo_blob(mp_cost_memo *memo, const void *key, size_t key_size, si
         memo->blobs = tab;
         memo->blob_cap = cap;
     }
-    unsigned char *kv = malloc(key_size + val_size);
+    unsigned char *kv = malloc(value_offset(key_size) + val_size);
     if (!kv)
         return NULL;
     memcpy(kv, key, key_size);
@@ -134,7 +143,7 @@ void *mp_cost_memo_blob(mp_cost_memo *memo, const void *key, size_t key_size, si
     *e = (blob){.hash = h, .key_size = key_size, .val_size = val_size, .kv = kv};
     memo->blob_n++;
     memo->blob_bytes += key_size + val_size;
-    return kv + key_size;
+    return kv + value_offset(key_size);
 }
 
 size_t mp_cost_memo_size(const mp_cost_memo *memo)

@@ -50,7 +50,8 @@ void *mp_cost_memo_slot(mp_cost_memo *memo, const mp_config *c, size_t size, boo
 void *mp_cost_memo_base_slot(mp_cost_memo *memo, const mp_config *c, size_t size, bool *filled);
 
 /* The memo's slot of val_size bytes for a pure function's result, keyed on
- * key_size bytes of its whole input compared exactly (not a hash): *filled
+ * key_size bytes of its whole input compared exactly (not a hash), aligned
+ * for any type whatever key_size is: *filled
  * tells whether an earlier call stored it (the caller fills it otherwise,
  * and must, or the slot holds garbage). NULL when the memo is NULL, full or
  * out of memory, or the key was stored with another size. Independent of

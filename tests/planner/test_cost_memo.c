@@ -267,6 +267,23 @@ static void test_blob(void **state)
     assert_false(filled);
     if (v) *v = 0.0;
     assert_false(mp_cost_memo_blob(NULL, key, sizeof key, sizeof *v, &filled));
+    /* keys of any byte length (the V replays' are 5n doubles plus an int32
+     * and a double, 4 mod 8): the slot is aligned for doubles all the same,
+     * stored and found again */
+    for (size_t len = 1; len <= 3 * sizeof(double); len++) {
+        unsigned char odd[3 * sizeof(double)] = {0};
+        odd[0] = (unsigned char)(0xA0 + len);
+        for (int pass = 0; pass < 2; pass++) {
+            double *slot = mp_cost_memo_blob(memo, odd, len, 2 * sizeof *slot, &filled);
+            assert_non_null(slot);
+            assert_int_equal((uintptr_t)slot % _Alignof(max_align_t), 0);
+            assert_int_equal(filled, pass == 1);
+            if (pass == 0)
+                slot[0] = slot[1] = (double)len;
+            else
+                assert_true(slot[0] == (double)len && slot[1] == (double)len);
+        }
+    }
     mp_cost_memo_free(memo);
 }
 

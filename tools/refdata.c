@@ -1084,6 +1084,39 @@ static mp_status run_model(const csv *c, int r, const char *name, const double *
     return MP_OK;
 }
 
+/* The degrees and batch of a line (v: its numbers by column; col: the
+ * columns of gpus, tp, pp, cp, vp, dp, micro_batch, global_batch, sp,
+ * dist_opt, dp_overlap, tp_overlap, in that order), checked: every degree
+ * at least 1 and tp x pp x cp x dp the GPUs. */
+enum { PC_GPUS, PC_TP, PC_PP, PC_CP, PC_VP, PC_DP, PC_MB, PC_GB, PC_SP, PC_DIST_OPT,
+       PC_DP_OVERLAP, PC_TP_OVERLAP, PC_COUNT };
+
+static mp_status par_of_line(const csv *c, int r, const double *v, const int *col, par *q,
+                             mp_error *err)
+{
+    memset(q, 0, sizeof *q);
+    q->gpus = (int64_t)v[col[PC_GPUS]];
+    q->t = (int64_t)v[col[PC_TP]];
+    q->p = (int64_t)v[col[PC_PP]];
+    q->cp = (int64_t)v[col[PC_CP]];
+    q->v = (int64_t)v[col[PC_VP]];
+    q->d = (int64_t)v[col[PC_DP]];
+    q->mb = (int64_t)v[col[PC_MB]];
+    q->gb = (int64_t)v[col[PC_GB]];
+    q->sp = v[col[PC_SP]] != 0;
+    q->dist_opt = v[col[PC_DIST_OPT]] != 0;
+    q->dp_overlap = v[col[PC_DP_OVERLAP]] != 0;
+    q->tp_overlap = v[col[PC_TP_OVERLAP]] != 0;
+    if (q->t < 1 || q->p < 1 || q->cp < 1 || q->v < 1 || q->d < 1 || q->mb < 1 || q->gb < 1)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0,
+                            "tp/pp/cp/vp/dp/micro_batch/global_batch", "must be at least 1");
+    if (q->t * q->p * q->cp * q->d != q->gpus)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col[PC_DP] + 1, "dp",
+                            "tp*pp*cp*dp = %lld, not the %lld GPUs",
+                            (long long)(q->t * q->p * q->cp * q->d), (long long)q->gpus);
+    return MP_OK;
+}
+
 static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
 {
     if (c->cols < RUN_COLS)
@@ -1113,26 +1146,13 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         if (st == MP_OK) st = text(c, r, RUN_METRIC, &metric, err);
         if (st != MP_OK)
             return st;
-        par q = {0};
-        q.gpus = (int64_t)v[RUN_GPUS];
-        q.t = (int64_t)v[RUN_TP];
-        q.p = (int64_t)v[RUN_PP];
-        q.cp = (int64_t)v[RUN_CP];
-        q.v = (int64_t)v[RUN_VP];
-        q.d = (int64_t)v[RUN_DP];
-        q.mb = (int64_t)v[RUN_MB];
-        q.gb = (int64_t)v[RUN_GB];
-        q.sp = v[RUN_SP] != 0;
-        q.dist_opt = v[RUN_DIST_OPT] != 0;
-        q.dp_overlap = v[RUN_DP_OVERLAP] != 0;
-        q.tp_overlap = v[RUN_TP_OVERLAP] != 0;
-        if (q.t < 1 || q.p < 1 || q.cp < 1 || q.v < 1 || q.d < 1 || q.mb < 1 || q.gb < 1)
-            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0, "tp/pp/cp/vp/dp/micro_batch/global_batch",
-                                "must be at least 1");
-        if (q.t * q.p * q.cp * q.d != q.gpus)
-            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_DP + 1, "dp",
-                                "tp*pp*cp*dp = %lld, not the %lld GPUs",
-                                (long long)(q.t * q.p * q.cp * q.d), (long long)q.gpus);
+        static const int pcols[PC_COUNT] = {RUN_GPUS, RUN_TP, RUN_PP, RUN_CP, RUN_VP, RUN_DP,
+                                            RUN_MB, RUN_GB, RUN_SP, RUN_DIST_OPT,
+                                            RUN_DP_OVERLAP, RUN_TP_OVERLAP};
+        par q;
+        st = par_of_line(c, r, v, pcols, &q, err);
+        if (st != MP_OK)
+            return st;
         int rcv = mp_recompute_parse(rc);
         if (rcv < 0)
             return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_RECOMPUTE + 1, "recompute",
@@ -1391,26 +1411,13 @@ static mp_status megatron_ci(const csv *c, refdata_set *s, mp_error *err)
         if (strcmp(pos, "learned") != 0 && strcmp(pos, "rope") != 0)
             return mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_POSITION + 1, "position",
                                 "'%s' is not learned or rope", pos);
-        par q = {0};
-        q.gpus = (int64_t)v[MCI_GPUS];
-        q.t = (int64_t)v[MCI_TP];
-        q.p = (int64_t)v[MCI_PP];
-        q.v = (int64_t)v[MCI_VP];
-        q.cp = (int64_t)v[MCI_CP];
-        q.d = (int64_t)v[MCI_DP];
-        q.mb = (int64_t)v[MCI_MB];
-        q.gb = (int64_t)v[MCI_GB];
-        q.sp = v[MCI_SP] != 0;
-        q.dist_opt = v[MCI_DIST_OPT] != 0;
-        q.dp_overlap = v[MCI_DP_OVERLAP] != 0;
-        q.tp_overlap = v[MCI_TP_OVERLAP] != 0;
-        if (q.t < 1 || q.p < 1 || q.cp < 1 || q.v < 1 || q.d < 1 || q.mb < 1 || q.gb < 1)
-            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0,
-                                "tp/pp/cp/vp/dp/micro_batch/global_batch", "must be at least 1");
-        if (q.t * q.p * q.cp * q.d != q.gpus)
-            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_DP + 1, "dp",
-                                "tp*pp*cp*dp = %lld, not the %lld GPUs",
-                                (long long)(q.t * q.p * q.cp * q.d), (long long)q.gpus);
+        static const int pcols[PC_COUNT] = {MCI_GPUS, MCI_TP, MCI_PP, MCI_CP, MCI_VP, MCI_DP,
+                                            MCI_MB, MCI_GB, MCI_SP, MCI_DIST_OPT,
+                                            MCI_DP_OVERLAP, MCI_TP_OVERLAP};
+        par q;
+        st = par_of_line(c, r, v, pcols, &q, err);
+        if (st != MP_OK)
+            return st;
         if (v[MCI_ITER_S] <= 0 || v[MCI_MEM] <= 0 || v[MCI_MEM_MAX] < v[MCI_MEM])
             return mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_ITER_S + 1,
                                 "iter_s/mem_allocated_bytes/mem_max_allocated_bytes",

@@ -804,7 +804,10 @@ int main(int argc, char **argv)
         }
         print_constants(&prof);
         printf("## Memory\n\nEvery measured or published run ran, so it fitted in its GPUs' memory; the "
-               "model's verdict on each (peak = the most loaded GPU):\n\n"
+               "model's verdict on each (peak = the most loaded GPU). Measured bytes are compared "
+               "per row only where a source gives them: Megatron-LM CI's runs (the two "
+               "\"Megatron-LM CI\" memory sets in the tables above and below: torch's allocated "
+               "bytes on the rank that logs them):\n\n"
                "| data set | runs | predicted to fit | largest predicted peak (GiB) |\n|---|---:|---:|---:|\n");
         for (int i = 0; i < NSETS; i++) {
             int runs = 0, fit = 0;

@@ -1084,6 +1084,39 @@ static mp_status run_model(const csv *c, int r, const char *name, const double *
     return MP_OK;
 }
 
+/* The degrees and batch of a line (v: its numbers by column; col: the
+ * columns of gpus, tp, pp, cp, vp, dp, micro_batch, global_batch, sp,
+ * dist_opt, dp_overlap, tp_overlap, in that order), checked: every degree
+ * at least 1 and tp x pp x cp x dp the GPUs. */
+enum { PC_GPUS, PC_TP, PC_PP, PC_CP, PC_VP, PC_DP, PC_MB, PC_GB, PC_SP, PC_DIST_OPT,
+       PC_DP_OVERLAP, PC_TP_OVERLAP, PC_COUNT };
+
+static mp_status par_of_line(const csv *c, int r, const double *v, const int *col, par *q,
+                             mp_error *err)
+{
+    memset(q, 0, sizeof *q);
+    q->gpus = (int64_t)v[col[PC_GPUS]];
+    q->t = (int64_t)v[col[PC_TP]];
+    q->p = (int64_t)v[col[PC_PP]];
+    q->cp = (int64_t)v[col[PC_CP]];
+    q->v = (int64_t)v[col[PC_VP]];
+    q->d = (int64_t)v[col[PC_DP]];
+    q->mb = (int64_t)v[col[PC_MB]];
+    q->gb = (int64_t)v[col[PC_GB]];
+    q->sp = v[col[PC_SP]] != 0;
+    q->dist_opt = v[col[PC_DIST_OPT]] != 0;
+    q->dp_overlap = v[col[PC_DP_OVERLAP]] != 0;
+    q->tp_overlap = v[col[PC_TP_OVERLAP]] != 0;
+    if (q->t < 1 || q->p < 1 || q->cp < 1 || q->v < 1 || q->d < 1 || q->mb < 1 || q->gb < 1)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0,
+                            "tp/pp/cp/vp/dp/micro_batch/global_batch", "must be at least 1");
+    if (q->t * q->p * q->cp * q->d != q->gpus)
+        return mp_error_set(err, MP_EINPUT, c->path, c->line[r], col[PC_DP] + 1, "dp",
+                            "tp*pp*cp*dp = %lld, not the %lld GPUs",
+                            (long long)(q->t * q->p * q->cp * q->d), (long long)q->gpus);
+    return MP_OK;
+}
+
 static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
 {
     if (c->cols < RUN_COLS)
@@ -1113,26 +1146,13 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
         if (st == MP_OK) st = text(c, r, RUN_METRIC, &metric, err);
         if (st != MP_OK)
             return st;
-        par q = {0};
-        q.gpus = (int64_t)v[RUN_GPUS];
-        q.t = (int64_t)v[RUN_TP];
-        q.p = (int64_t)v[RUN_PP];
-        q.cp = (int64_t)v[RUN_CP];
-        q.v = (int64_t)v[RUN_VP];
-        q.d = (int64_t)v[RUN_DP];
-        q.mb = (int64_t)v[RUN_MB];
-        q.gb = (int64_t)v[RUN_GB];
-        q.sp = v[RUN_SP] != 0;
-        q.dist_opt = v[RUN_DIST_OPT] != 0;
-        q.dp_overlap = v[RUN_DP_OVERLAP] != 0;
-        q.tp_overlap = v[RUN_TP_OVERLAP] != 0;
-        if (q.t < 1 || q.p < 1 || q.cp < 1 || q.v < 1 || q.d < 1 || q.mb < 1 || q.gb < 1)
-            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], 0, "tp/pp/cp/vp/dp/micro_batch/global_batch",
-                                "must be at least 1");
-        if (q.t * q.p * q.cp * q.d != q.gpus)
-            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_DP + 1, "dp",
-                                "tp*pp*cp*dp = %lld, not the %lld GPUs",
-                                (long long)(q.t * q.p * q.cp * q.d), (long long)q.gpus);
+        static const int pcols[PC_COUNT] = {RUN_GPUS, RUN_TP, RUN_PP, RUN_CP, RUN_VP, RUN_DP,
+                                            RUN_MB, RUN_GB, RUN_SP, RUN_DIST_OPT,
+                                            RUN_DP_OVERLAP, RUN_TP_OVERLAP};
+        par q;
+        st = par_of_line(c, r, v, pcols, &q, err);
+        if (st != MP_OK)
+            return st;
         int rcv = mp_recompute_parse(rc);
         if (rcv < 0)
             return mp_error_set(err, MP_EINPUT, c->path, c->line[r], RUN_RECOMPUTE + 1, "recompute",
@@ -1321,6 +1341,143 @@ static mp_status runs(const char *dir, const char *const *files, refdata_set *s,
     return MP_OK;
 }
 
+/* Megatron-LM's CI (megatron_ci/golden_values.csv): one row per measured
+ * golden-values file; rows whose compare column is not "yes" are recorded,
+ * not compared (counted in skipped). The model is Megatron's GPT with the
+ * row's shape: grouped query attention, untied or tied, learned or rotary
+ * positions, erf GeLU (Megatron's default activation, F.gelu). */
+enum {
+    MCI_CASE, MCI_PLATFORM, MCI_ENV, MCI_SYSTEM, MCI_GPUS = 6, MCI_LAYERS, MCI_HIDDEN, MCI_HEADS,
+    MCI_KV, MCI_FFN, MCI_VOCAB, MCI_SEQ, MCI_POSITION, MCI_ACTIVATION, MCI_TIED, MCI_BIAS,
+    MCI_HDROP, MCI_ADROP, MCI_TP, MCI_PP, MCI_VP, MCI_CP, MCI_DP, MCI_SP, MCI_MB, MCI_GB,
+    MCI_PRECISION, MCI_DIST_OPT, MCI_DP_OVERLAP, MCI_PG_OVERLAP, MCI_TP_OVERLAP, MCI_RECOMPUTE,
+    MCI_ITER_S = 42, MCI_MEM, MCI_MEM_MAX, MCI_COMPARE, MCI_COLS
+};
+
+static const char note_megatron_ci[] =
+    "NVIDIA CI's runs of Megatron-LM's functional tests (d98e8a6), as their model_config.yaml "
+    "gives them: Megatron-Core GPT with Transformer Engine, bf16, distributed optimizer with "
+    "overlapped grad reduce and param gather, interleaved rows with Megatron's default p2p "
+    "overlap; deterministic mode, NCCL_ALGO=Ring, --log-params-norm, --log-num-zeros-in-grad and "
+    "--no-gradient-accumulation-fusion, which megaplan does not charge. Time: the median "
+    "iteration time after iteration 10. Memory: the last pipeline stage's (the rank that logs).";
+
+static mp_status megatron_ci(const csv *c, refdata_set *s, mp_error *err)
+{
+    static const struct {
+        int col;
+        const char *name;
+    } named[] = {{MCI_SYSTEM, "system"}, {MCI_GPUS, "gpus"}, {MCI_COMPARE - 1, "mem_max_allocated_bytes"},
+                 {MCI_RECOMPUTE, "recompute"}, {MCI_ITER_S, "iter_s"}, {MCI_COMPARE, "compare"}};
+    if (c->cols < MCI_COLS)
+        return mp_error_set(err, MP_EINPUT, c->path, 0, 0, "header", "%d columns, expected %d",
+                            c->cols, (int)MCI_COLS);
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        if (strcmp(c->header[named[i].col], named[i].name) != 0)
+            return mp_error_set(err, MP_EINPUT, c->path, 0, named[i].col + 1, "header",
+                                "column %d is '%s', expected '%s' (tools/megatron_ci_rows.py)",
+                                named[i].col + 1, c->header[named[i].col], named[i].name);
+    for (int r = 0; r < c->rows; r++) {
+        const char *cmp = NULL, *system = NULL, *pos = NULL, *act = NULL, *prec = NULL, *rc = NULL,
+                   *cas = NULL, *plat = NULL, *env = NULL;
+        mp_status st = text(c, r, MCI_COMPARE, &cmp, err);
+        if (st != MP_OK)
+            return st;
+        if (strcmp(cmp, "yes") != 0) { /* recorded, not compared: the note says why */
+            s->skipped++;
+            continue;
+        }
+        double v[MCI_COLS] = {0};
+        static const int cols[] = {MCI_GPUS, MCI_LAYERS, MCI_HIDDEN, MCI_HEADS, MCI_KV, MCI_FFN,
+                                   MCI_VOCAB, MCI_SEQ, MCI_TIED, MCI_HDROP, MCI_ADROP, MCI_TP,
+                                   MCI_PP, MCI_VP, MCI_CP, MCI_DP, MCI_SP, MCI_MB, MCI_GB,
+                                   MCI_DIST_OPT, MCI_DP_OVERLAP, MCI_PG_OVERLAP, MCI_TP_OVERLAP,
+                                   MCI_ITER_S, MCI_MEM, MCI_MEM_MAX};
+        for (size_t i = 0; i < sizeof cols / sizeof cols[0] && st == MP_OK; i++)
+            st = num(c, r, cols[i], &v[cols[i]], err);
+        if (st == MP_OK) st = text(c, r, MCI_CASE, &cas, err);
+        if (st == MP_OK) st = text(c, r, MCI_PLATFORM, &plat, err);
+        if (st == MP_OK) st = text(c, r, MCI_ENV, &env, err);
+        if (st == MP_OK) st = text(c, r, MCI_SYSTEM, &system, err);
+        if (st == MP_OK) st = text(c, r, MCI_POSITION, &pos, err);
+        if (st == MP_OK) st = text(c, r, MCI_ACTIVATION, &act, err);
+        if (st == MP_OK) st = text(c, r, MCI_PRECISION, &prec, err);
+        if (st == MP_OK) st = text(c, r, MCI_RECOMPUTE, &rc, err);
+        if (st != MP_OK)
+            return st;
+        if (strcmp(act, "gelu") != 0)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_ACTIVATION + 1,
+                                "activation", "'%s' compared: only gelu is", act);
+        if (strcmp(pos, "learned") != 0 && strcmp(pos, "rope") != 0)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_POSITION + 1, "position",
+                                "'%s' is not learned or rope", pos);
+        static const int pcols[PC_COUNT] = {MCI_GPUS, MCI_TP, MCI_PP, MCI_CP, MCI_VP, MCI_DP,
+                                            MCI_MB, MCI_GB, MCI_SP, MCI_DIST_OPT,
+                                            MCI_DP_OVERLAP, MCI_TP_OVERLAP};
+        par q;
+        st = par_of_line(c, r, v, pcols, &q, err);
+        if (st != MP_OK)
+            return st;
+        if (v[MCI_ITER_S] <= 0 || v[MCI_MEM] <= 0 || v[MCI_MEM_MAX] < v[MCI_MEM])
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_ITER_S + 1,
+                                "iter_s/mem_allocated_bytes/mem_max_allocated_bytes",
+                                "must be positive, the peak at least the allocated bytes");
+        int rcv = mp_recompute_parse(rc);
+        if (rcv < 0)
+            return mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_RECOMPUTE + 1,
+                                "recompute", "'%s' is not a recompute mode", rc);
+        q.rc = (mp_recompute)rcv;
+        st = run_dtype(c, r, prec, &q.prec, err);
+        mp_hw hw;
+        mp_error why;
+        if (st == MP_OK && refdata_hw(system, &hw, &why) != MP_OK)
+            st = mp_error_set(err, MP_EINPUT, c->path, c->line[r], MCI_SYSTEM + 1, "system",
+                              "'%s' is not a built-in profile (%s)", system, why.msg);
+        if (st != MP_OK)
+            return st;
+        /* Transformer Engine's attention (--transformer-impl
+         * transformer_engine), flash or cuDNN fused: no s x s scores kept on
+         * any GPU. The dgx-a100 profile's flash_attention false describes the
+         * 2021-22 Selene runs' unfused attention, not these */
+        hw.flash_attention = true;
+        mp_model m;
+        bool refused = gpt_model(&m, "gpt", (int64_t)v[MCI_LAYERS], (int64_t)v[MCI_HIDDEN],
+                                 (int64_t)v[MCI_HEADS], (int64_t)v[MCI_SEQ],
+                                 (int64_t)v[MCI_VOCAB], v[MCI_TIED] != 0) != 0;
+        m.kv_heads = (int64_t)v[MCI_KV];
+        m.ffn_hidden = (int64_t)v[MCI_FFN];
+        m.activation = MP_ACT_GELU_ERF;
+        m.position = strcmp(pos, "rope") == 0 ? MP_POS_ROPE : MP_POS_LEARNED;
+        m.hidden_dropout = v[MCI_HDROP];
+        m.attention_dropout = v[MCI_ADROP];
+        m.dropout_set = true;
+        if (refused || mp_model_finish(&m, &why) != MP_OK) {
+            s->skipped++;
+            continue;
+        }
+        refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
+        config_of(&w->config, &m, &hw, &q);
+        w->config.training.stack = MP_STACK_MEGATRON_LM;
+        /* Megatron's default overlap_p2p_comm (arguments.py: store_false),
+         * kept only for the interleaved schedule (arguments.py lines 1000-1012) */
+        w->config.parallel.p2p_overlap = q.v > 1;
+        w->config.parallel.param_gather_sync = q.dist_opt && v[MCI_PG_OVERLAP] == 0;
+        for (int k = 0; k < mp_hw_preset_count(); k++)
+            if (strcmp(mp_hw_preset_name(k), system) == 0)
+                w->hw_preset = mp_hw_preset_name(k);
+        snprintf(w->label, sizeof w->label, "%s %s %s: t=%lld p=%lld v=%lld d=%lld b=%lld B=%lld",
+                 cas, plat, env, (long long)q.t, (long long)q.p, (long long)q.v, (long long)q.d,
+                 (long long)q.mb, (long long)q.gb);
+        w->value = v[MCI_ITER_S];
+        w->measured_s = v[MCI_ITER_S];
+        w->mem_allocated = v[MCI_MEM];
+        w->mem_max_allocated = v[MCI_MEM_MAX];
+        w->mem_rank = q.p - 1;
+        s->n++;
+    }
+    return MP_OK;
+}
+
 /* ---- public ------------------------------------------------------------------- */
 
 mp_status refdata_table_read(const char *dir, const char *file, refdata_table *t, mp_error *err)
@@ -1392,6 +1549,8 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
         [REFDATA_NCCL] = {"vtrain/a100_nvlink_allreduce_2gpu.csv", "a100-4xhdr", note_nccl, 1},
         [REFDATA_BLOOM] = {"published/bigscience_bloom176b.csv", "a100-opa", note_bloom, 1},
         [REFDATA_NEMO] = {"published/nemo_24.07_h100.csv", "dgx-h100, b200, gb200-nvl72", note_nemo, 1},
+        [REFDATA_MEGATRON_CI] = {"megatron_ci/golden_values.csv", "dgx-a100, dgx-h100, gb200-nvl72",
+                                 note_megatron_ci, 1},
     };
     static const char *const bloom_files[] = {"published/bigscience_bloom176b.csv", NULL};
     static const char *const nemo_files[] = {"published/nemo_24.07_h100.csv",
@@ -1442,6 +1601,9 @@ mp_status refdata_read(const char *dir, refdata_set_id id, const refdata_profile
                 break;
             case REFDATA_MTNLG:
                 st = mtnlg(&c, hw, out, err);
+                break;
+            case REFDATA_MEGATRON_CI:
+                st = megatron_ci(&c, out, err);
                 break;
             default:
                 break;

@@ -32,6 +32,7 @@ typedef enum refdata_set_id {
     REFDATA_NCCL,              /* vtrain/a100_nvlink_allreduce_{2,4,8}gpu.csv */
     REFDATA_BLOOM,             /* published/bigscience_bloom176b.csv (the runs format) */
     REFDATA_NEMO,              /* published/nemo_*.csv, megatron_bridge_dense.csv (the runs format) */
+    REFDATA_MEGATRON_CI,       /* megatron_ci/golden_values.csv: NVIDIA CI's measured runs */
     REFDATA_SET_COUNT
 } refdata_set_id;
 
@@ -115,6 +116,11 @@ typedef struct refdata_row {
                                   h > 1024 single-node (the by-model hold-out split) */
     unsigned open;             /* REFDATA_OPEN_* */
     double bytes;              /* NCCL: message size */
+    /* Megatron-LM CI: torch's allocated bytes after the optimizer step and
+     * their peak, on the pipeline rank mem_rank (its last stage: the rank
+     * world_size - 1 that logs them); 0 where a set has none */
+    double mem_allocated, mem_max_allocated;
+    int64_t mem_rank;
     const char *note;          /* the data set's assumptions, one paragraph */
 } refdata_row;
 

@@ -2640,6 +2640,7 @@ static void rank_memory(const mp_config *c, const mp_plan *plan, const pipe_mode
     out->activations = stash;
     out->other = other;
     out->peak = sm.weights + sm.grads + sm.optim + stash + other;
+    out->allocated_peak = out->peak - c->hw.runtime_reserve - frag * stash;
     out->expert_weights = experts * (sm.ewb + mp_fp8_weight_net_bytes(c));
     out->fp8_weights = fp8_params * mp_fp8_weight_copy_bytes(c);
     out->expert_grads = experts * sm.egb;

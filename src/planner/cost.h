@@ -24,6 +24,14 @@ typedef struct mp_memory {
     /* MoE: of routed_activations, what the busiest rank holds above the
      * mean load (the capacity factor's or moe.imbalance's headroom) */
     double capacity_activations;
+    /* Of peak, what PyTorch's caching allocator counts as allocated
+     * (torch.cuda.max_memory_allocated, Megatron-LM's mem-max-allocated-bytes):
+     * peak without runtime_reserve (CUDA context and NCCL buffers, which the
+     * allocator never sees; the profile's reserve also covers cuBLAS/TE
+     * workspaces, which it does see: tens of MiB) and without the
+     * allocator_fragmentation share of the activations, which is reserved,
+     * not allocated (docs/cost-model.md §3) */
+    double allocated_peak;
 } mp_memory;
 
 /* Exposed time on the critical path: the parts add up to step. */

@@ -81,7 +81,9 @@ static void test_tp8_slower(void **state)
     (void)state;
     mp_config a = config("h800", 64, 8, 1, 8), h = config("dgx-h100", 64, 8, 1, 8);
     mp_estimate ea = estimate(&a), eh = estimate(&h);
-    assert_true(ea.time.compute == eh.time.compute);
+    /* the same up to the sums' rounding (the stage sums gather the same
+     * terms; a last-bit difference appeared with the refit of 2026-12-04) */
+    assert_float_equal(ea.time.compute, eh.time.compute, 1e-12 * eh.time.compute);
     assert_true(ea.time.tp_comm > 1.5 * eh.time.tp_comm);
     assert_true(ea.time.step > eh.time.step);
 }

@@ -125,7 +125,18 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
     emb->tp_f = et.tp_fwd;
     emb->tp_b = et.tp_bwd;
     emb->wgrad = et.wgrad;
-    emb->params = mp_embedding_params(m, c->training.seq) / t;
+    /* a rank's share as Megatron builds it: 1/t of the word table, whose
+     * rows are the vocabulary padded to a multiple of 128t (Megatron-LM
+     * megatron/core/tokenizers/utils/build_tokenizer.py lines 133-146;
+     * gpt_builders.py line 89: vocab_size=args.padded_vocab_size), and the
+     * learned position table whole on every TP rank (a torch.nn.Embedding,
+     * not split: megatron/core/models/common/embeddings/
+     * language_model_embedding.py line 71) */
+    double words = (double)m->vocab * h, pos_table = 0.0;
+    if (m->position == MP_POS_LEARNED)
+        pos_table = (double)(c->training.seq > 0 ? c->training.seq : m->seq) * h;
+    emb->params = (mp_embedding_params(m, c->training.seq) - words - pos_table +
+                   mp_padded_vocab(m->vocab, p->tp) * h) / t + pos_table;
     /* embedding dropout mask (Korthikanti 2022 §4.3: sbh, split with SP) */
     double emb_act = (mp_model_hidden_dropout(m) > 0.0 ? sb_first * h : 0.0) / (p->sp ? t : 1.0);
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
@@ -139,7 +150,9 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
     head->tp_f = et.tp_fwd;
     head->tp_b = et.tp_bwd;
     head->wgrad = et.wgrad;
-    head->params = mp_head_params(m, false) / t;
+    /* the output layer's rows: the padded vocabulary (above) */
+    head->params = (mp_head_params(m, false) +
+                    (m->tied_embeddings ? 0.0 : (mp_padded_vocab(m->vocab, p->tp) - (double)m->vocab) * h)) / t;
     /* final norm input, head input and fp32 logits (Korthikanti §4.3: 4sbh/t(1 + V/h));
      * Transformer Engine's fused cross entropy keeps the bf16 logits instead
      * and writes their gradient over them */

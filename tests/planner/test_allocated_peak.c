@@ -79,8 +79,45 @@ static void test_allocated_peak(void **state)
     }
 }
 
+/* The first stage's embedding as Megatron builds it: the learned position
+ * table whole on every TP rank (a plain torch.nn.Embedding,
+ * language_model_embedding.py:71), the word table's rows the vocabulary
+ * padded to a multiple of 128 t (build_tokenizer.py:133-146) split over t.
+ * At tp 4, pp 4: rank 0's weights differ from a RoPE model's by the whole
+ * s x h table in bf16, not a quarter of it; a vocabulary already at its
+ * padded size holds the same weights, and one row more pads up to the next
+ * multiple of 512 rows (/4 per rank). Megatron-LM CI's tp4_pp1 rows measure
+ * the whole table (tests/data/megatron_ci: -2.0 -> -0.5 %). */
+static void test_embedding_count(void **state)
+{
+    (void)state;
+    mp_error err;
+    mp_memory learned[4], rope[4], padded[4], over[4];
+    mp_config c = config(0.0, 0.0);
+    c.parallel = (mp_parallel){.tp = 4, .pp = 4, .vpp = 1, .cp = 1, .dp = 1, .micro_batch = 1,
+                               .dist_opt = true, .schedule = MP_SCHED_1F1B};
+    c.training.gpus = 16;
+    c.model.vocab = 131072; /* 256 x 512: already padded at tp 4 */
+    assert_int_equal(mp_estimate_rank_memory(&c, NULL, learned, &err), MP_OK);
+    mp_config r = c;
+    r.model.position = MP_POS_ROPE;
+    assert_int_equal(mp_estimate_rank_memory(&r, NULL, rope, &err), MP_OK);
+    double table = 8192.0 * 4096.0 * 2.0; /* s x h, bf16 */
+    assert_float_equal(learned[0].weights - rope[0].weights, table, 1e-6 * table);
+    mp_config p = c;
+    p.model.vocab = 131072 - 100; /* pads up to 131072 */
+    assert_int_equal(mp_estimate_rank_memory(&p, NULL, padded, &err), MP_OK);
+    assert_float_equal(padded[0].weights, learned[0].weights, 1e-9 * learned[0].weights);
+    mp_config o = c;
+    o.model.vocab = 131072 + 1; /* pads up to 131584: 512 rows more, 128 a rank */
+    assert_int_equal(mp_estimate_rank_memory(&o, NULL, over, &err), MP_OK);
+    double rows = 128.0 * 4096.0 * 2.0;
+    assert_float_equal(over[0].weights - learned[0].weights, rows, 1e-6 * rows);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_allocated_peak)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_allocated_peak),
+                                       cmocka_unit_test(test_embedding_count)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

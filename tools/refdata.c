@@ -1084,6 +1084,16 @@ static mp_status run_model(const csv *c, int r, const char *name, const double *
     return MP_OK;
 }
 
+/* The preset table's own (static) spelling of a built-in profile's name, for
+ * a row's hw_preset; fallback when system names none. */
+static const char *preset_name(const char *system, const char *fallback)
+{
+    for (int k = 0; k < mp_hw_preset_count(); k++)
+        if (strcmp(mp_hw_preset_name(k), system) == 0)
+            return mp_hw_preset_name(k);
+    return fallback;
+}
+
 /* The degrees and batch of a line (v: its numbers by column; col: the
  * columns of gpus, tp, pp, cp, vp, dp, micro_batch, global_batch, sp,
  * dist_opt, dp_overlap, tp_overlap, in that order), checked: every degree
@@ -1306,9 +1316,7 @@ static mp_status runs_file(const csv *c, refdata_set *s, mp_error *err)
                      "%s", layout);
         }
         /* the row's own profile (static names: the preset table's, or the set's) */
-        for (int k = 0; k < mp_hw_preset_count(); k++)
-            if (strcmp(mp_hw_preset_name(k), system) == 0)
-                w->hw_preset = mp_hw_preset_name(k);
+        w->hw_preset = preset_name(system, w->hw_preset);
         snprintf(w->label, sizeof w->label, "%s: %s t=%lld p=%lld cp=%lld v=%lld d=%lld b=%lld B=%lld %s%s",
                  label, system, (long long)q.t, (long long)q.p, (long long)q.cp, (long long)q.v,
                  (long long)q.d, (long long)q.mb, (long long)q.gb, prec,
@@ -1462,9 +1470,7 @@ static mp_status megatron_ci(const csv *c, refdata_set *s, mp_error *err)
          * kept only for the interleaved schedule (arguments.py lines 1000-1012) */
         w->config.parallel.p2p_overlap = q.v > 1;
         w->config.parallel.param_gather_sync = q.dist_opt && v[MCI_PG_OVERLAP] == 0;
-        for (int k = 0; k < mp_hw_preset_count(); k++)
-            if (strcmp(mp_hw_preset_name(k), system) == 0)
-                w->hw_preset = mp_hw_preset_name(k);
+        w->hw_preset = preset_name(system, w->hw_preset);
         snprintf(w->label, sizeof w->label, "%s %s %s: t=%lld p=%lld v=%lld d=%lld b=%lld B=%lld",
                  cas, plat, env, (long long)q.t, (long long)q.p, (long long)q.v, (long long)q.d,
                  (long long)q.mb, (long long)q.gb);

@@ -388,6 +388,22 @@ double mp_ds_bf16_accumulate_time(const mp_config *c, double params)
     return mp_membound_time(&c->hw, 18.0 * params, 2.0);
 }
 
+/* The last pipeline rank's copy of tied word embeddings, per GPU: Megatron
+ * builds the output layer there with the padded vocabulary's rows
+ * (gpt_model.py: ColumnParallelLinear(hidden, self.vocab_size), the
+ * padded_vocab_size, its weight allocated unless that rank also holds the
+ * embedding) and all-reduces its gradient with the first rank's table over
+ * the embedding group, so the copy and that all-reduce are of V padded to
+ * 128 t rows (mp_padded_vocab), as the first rank's table. None untied or
+ * without a pipeline. */
+static double tied_copy_params(const mp_config *c, int64_t pp)
+{
+    if (!c->model.tied_embeddings || pp <= 1)
+        return 0.0;
+    return mp_padded_vocab(c->model.vocab, c->parallel.tp) * (double)c->model.hidden /
+           (double)c->parallel.tp;
+}
+
 /* The gradient accumulation passes of DeepSpeed's engine: the BF16
  * optimizer's fp32 one, or autograd's in-place add (ds_pipe.c); none on
  * Megatron-LM. */
@@ -395,9 +411,7 @@ static void add_ds_accumulation(const mp_config *c, item_detail *det, int64_t L)
 {
     if (c->training.stack == MP_STACK_MEGATRON_LM)
         return;
-    double tied = c->model.tied_embeddings && c->parallel.pp > 1
-                      ? (double)c->model.vocab * (double)c->model.hidden / (double)c->parallel.tp
-                      : 0.0;
+    double tied = tied_copy_params(c, c->parallel.pp);
     for (int64_t i = 0; i <= L + 1; i++) {
         double params = det[i].params + (i == L + 1 ? tied : 0.0);
         det[i].bwd_compute +=
@@ -1339,7 +1353,8 @@ static double emb_group_sync(const mp_config *c, const pipe_model *pm, double gr
     /* the first and the last pipeline rank are the job's two ends */
     g.cross_domain = (double)c->training.gpus > mp_scale_up_gpus(&c->hw);
     g.per_node = 1.0;
-    double copy = (double)c->model.vocab * (double)c->model.hidden / (double)p->tp;
+    /* each copy has the padded vocabulary's rows (tied_copy_params) */
+    double copy = mp_padded_vocab(c->model.vocab, p->tp) * (double)c->model.hidden / (double)p->tp;
     return mp_coll_time(&c->hw, &g, MP_COLL_ALLREDUCE, copy * grad_bytes);
 }
 
@@ -1643,10 +1658,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
 
     /* per pipeline rank: parameters (tied embeddings: the last rank holds the
      * head's copy of the word embeddings when it is not the first rank) */
-    double tied_copy = 0.0;
-    bool tied_split = c->model.tied_embeddings && pm->p > 1;
-    if (tied_split)
-        tied_copy = (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp;
+    double tied_copy = tied_copy_params(c, pm->p);
     pm->tied_copy = tied_copy;
     pm->params_rank_max = pm->expert_rank_max = 0.0;
     double opt_max = 0.0, fp8_rank = 0.0;
@@ -1657,7 +1669,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
             params += ss->params;
             experts += ss->expert_params;
             fp8 += ss->fp8_params;
-            if (ss->has_head && tied_split)
+            if (ss->has_head && tied_copy > 0.0)
                 params += tied_copy;
         }
         if (params > pm->params_rank_max) {
@@ -2565,9 +2577,7 @@ static void rank_memory(const mp_config *c, const mp_plan *plan, const pipe_mode
     const mp_parallel *pp = &c->parallel;
     int64_t p = pm->p, v = pm->v, m = pm->m;
     double frag = c->hw.allocator_fragmentation;
-    double tied_copy = c->model.tied_embeddings && p > 1
-                           ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp
-                           : 0.0;
+    double tied_copy = tied_copy_params(c, p);
     double params = 0.0, act = 0.0, edge = 0.0, emb_act = 0.0, block_none = 0.0, send = 0.0;
     double experts = 0.0, routed = 0.0, capacity = 0.0, fp8_params = 0.0;
     for (int64_t ch = 0; ch < v; ch++) {
@@ -2685,9 +2695,7 @@ mp_status mp_split_memory(const mp_config *c, mp_split_item *items, double *infl
     double frag = c->hw.allocator_fragmentation;
     double p2p = det[L > 0 ? L : 0].send_bytes;
     bool split_bwd = mp_schedule_splits_backward(pp->schedule) && p > 1;
-    double tied = c->model.tied_embeddings && p > 1
-                      ? (double)c->model.vocab * (double)c->model.hidden / (double)pp->tp
-                      : 0.0;
+    double tied = tied_copy_params(c, p);
     double defer_hold = 0.0;
     int64_t defer_mb = defer_hold_of(c, p, m, &defer_hold);
     double none_max = 0.0, block_params = 0.0, send = 0.0;

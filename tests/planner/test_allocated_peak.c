@@ -115,9 +115,35 @@ static void test_embedding_count(void **state)
     assert_float_equal(over[0].weights - learned[0].weights, rows, 1e-6 * rows);
 }
 
+/* Tied embeddings at tp 4, pp 4: the last rank's copy of the word table is
+ * Megatron's output layer, built with the padded vocabulary's rows
+ * (gpt_model.py: ColumnParallelLinear(hidden, padded_vocab_size)), as the
+ * first rank's table is. One row past 131072 pads to 131584, 128 rows more
+ * a rank on both ends; the old count padded only the first. */
+static void test_tied_copy_padded(void **state)
+{
+    (void)state;
+    mp_error err;
+    mp_memory even[4], over[4];
+    mp_config c = config(0.0, 0.0);
+    c.model.tied_embeddings = true;
+    c.parallel = (mp_parallel){.tp = 4, .pp = 4, .vpp = 1, .cp = 1, .dp = 1, .micro_batch = 1,
+                               .dist_opt = true, .schedule = MP_SCHED_1F1B};
+    c.training.gpus = 16;
+    c.model.vocab = 131072;
+    assert_int_equal(mp_estimate_rank_memory(&c, NULL, even, &err), MP_OK);
+    mp_config o = c;
+    o.model.vocab = 131072 + 1;
+    assert_int_equal(mp_estimate_rank_memory(&o, NULL, over, &err), MP_OK);
+    double rows = 128.0 * 4096.0 * 2.0; /* bf16 */
+    assert_float_equal(over[0].weights - even[0].weights, rows, 1e-6 * rows);
+    assert_float_equal(over[3].weights - even[3].weights, rows, 1e-6 * rows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_allocated_peak),
-                                       cmocka_unit_test(test_embedding_count)};
+                                       cmocka_unit_test(test_embedding_count),
+                                       cmocka_unit_test(test_tied_copy_padded)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

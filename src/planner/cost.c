@@ -106,6 +106,26 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
                     (double)p->tp;
 }
 
+/* A TP rank's share of one copy of the word table: the vocabulary padded to
+ * 128 t rows (mp_padded_vocab), split over t. Every copy Megatron keeps has
+ * those rows: the last rank's tied copy is the output layer, built with
+ * padded_vocab_size (gpt_model.py: ColumnParallelLinear(hidden,
+ * self.vocab_size)), and an MTP stage's copy is the embedding's. */
+static double word_table_copy(const mp_config *c)
+{
+    return mp_padded_vocab(c->model.vocab, c->parallel.tp) * (double)c->model.hidden /
+           (double)c->parallel.tp;
+}
+
+/* The last pipeline rank's copy of tied word embeddings, per GPU, with
+ * `ranks` pipeline ranks: its weight is allocated unless that rank also
+ * holds the embedding, and its gradient is all-reduced with the first
+ * rank's table over the embedding group. None untied or without a pipeline. */
+static double tied_copy_params(const mp_config *c, int64_t ranks)
+{
+    return c->model.tied_embeddings && ranks > 1 ? word_table_copy(c) : 0.0;
+}
+
 static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head)
 {
     const mp_parallel *p = &c->parallel;
@@ -216,7 +236,7 @@ static void detail_mtp(const mp_config *c, const item_detail *last_block, mtp_pa
     out->ep_b = mods * last_block->ep_b;
     out->params = mods * (last_block->params + (3.0 * h + 2.0 * h * h / t));
     if (copy && part != MTP_HEAD)
-        out->params += mp_padded_vocab(m->vocab, p->tp) * h / t;
+        out->params += word_table_copy(c);
     out->expert_params = mods * last_block->expert_params;
     out->fp8_params = mods * last_block->fp8_params;
     out->routed_act = mods * last_block->routed_act;
@@ -386,22 +406,6 @@ double mp_ds_bf16_accumulate_time(const mp_config *c, double params)
     if (!mp_ds_bf16_optimizer(c))
         return 0.0;
     return mp_membound_time(&c->hw, 18.0 * params, 2.0);
-}
-
-/* The last pipeline rank's copy of tied word embeddings, per GPU: Megatron
- * builds the output layer there with the padded vocabulary's rows
- * (gpt_model.py: ColumnParallelLinear(hidden, self.vocab_size), the
- * padded_vocab_size, its weight allocated unless that rank also holds the
- * embedding) and all-reduces its gradient with the first rank's table over
- * the embedding group, so the copy and that all-reduce are of V padded to
- * 128 t rows (mp_padded_vocab), as the first rank's table. None untied or
- * without a pipeline. */
-static double tied_copy_params(const mp_config *c, int64_t pp)
-{
-    if (!c->model.tied_embeddings || pp <= 1)
-        return 0.0;
-    return mp_padded_vocab(c->model.vocab, c->parallel.tp) * (double)c->model.hidden /
-           (double)c->parallel.tp;
 }
 
 /* The gradient accumulation passes of DeepSpeed's engine: the BF16
@@ -1353,8 +1357,7 @@ static double emb_group_sync(const mp_config *c, const pipe_model *pm, double gr
     /* the first and the last pipeline rank are the job's two ends */
     g.cross_domain = (double)c->training.gpus > mp_scale_up_gpus(&c->hw);
     g.per_node = 1.0;
-    /* each copy has the padded vocabulary's rows (tied_copy_params) */
-    double copy = mp_padded_vocab(c->model.vocab, p->tp) * (double)c->model.hidden / (double)p->tp;
+    double copy = word_table_copy(c);
     return mp_coll_time(&c->hw, &g, MP_COLL_ALLREDUCE, copy * grad_bytes);
 }
 

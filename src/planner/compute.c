@@ -896,10 +896,19 @@ void mp_embedding_time_of(const mp_config *c, mp_edge_time *out)
     out->fwd_compute = mp_host_bound(hw, mp_membound_time(hw, fwd_bytes, 3.0), 3.0);
     out->bwd_compute = mp_host_bound(hw, mp_membound_time(hw, bwd_bytes, 4.0), 4.0);
     out->wgrad = mp_membound_time(hw, vslice * 14.0, 3.0); /* the dense embedding gradient */
-    /* vocab-parallel embedding: partial rows summed over t (reduce-scatter with SP) */
+    /* vocab-parallel embedding: partial rows summed over t. Under SP
+     * Megatron-Core reduce-scatters them only when no learned position table
+     * is added (language_model_embedding.py lines 48-53 at core_v0.15.0:
+     * reduce_scatter_embeddings needs not add_position_embedding); with one,
+     * VocabParallelEmbedding all-reduces (tensor_parallel/layers.py lines
+     * 286-294), the positions are added to the whole sequence, and
+     * scatter_to_sequence_parallel_region (language_model_embedding.py lines
+     * 135-139) only takes this rank's part. Backward: an all-gather either way
+     * (the reduce-scatter's, or the scatter's) */
     mp_group_place tpg;
     mp_group_place_of(c, MP_GROUP_TP, &tpg);
-    out->tp_fwd = pp->tp > 1 ? mp_coll_time(hw, &tpg, pp->sp ? MP_COLL_REDUCESCATTER : MP_COLL_ALLREDUCE,
+    bool rs = pp->sp && m->position != MP_POS_LEARNED;
+    out->tp_fwd = pp->tp > 1 ? mp_coll_time(hw, &tpg, rs ? MP_COLL_REDUCESCATTER : MP_COLL_ALLREDUCE,
                                             T * h * dt)
                              : 0.0;
     out->tp_bwd = pp->tp > 1 && pp->sp ? mp_coll_time(hw, &tpg, MP_COLL_ALLGATHER, T * h * dt) : 0.0;

@@ -143,12 +143,48 @@ SO_START = {'ol': 10.0, 'oe': 0.8}
 # the prior (KO_PRIOR) as the scale-up and scale-out tiers keep theirs, so the full fit is
 # unchanged (entry of 2026-12-02, leave-out host prior)
 KO_START = 20.0
-GPU = [('ymax', 0.8, 0.02, (0.5, 0.95), False),
+HW_DATA = os.path.join(ROOT, 'tests', 'data', 'hw')
+
+
+def data_rows(name):
+    """The rows of one tests/data/hw file, its '#' header lines skipped."""
+    with open(os.path.join(HW_DATA, name)) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith('#')))
+
+
+def mamf_ceiling(gpu='NVIDIA A100 SXM'):
+    """ymax's upper bound: the fitted GPU's measured maximum achievable BF16 matmul efficiency
+    (the best shape of a brute-force search, mamf_ml_engineering.csv): no GEMM of any shape
+    runs faster than the fastest shape measured (tools/validation-protocol.md, refit 8)."""
+    for r in data_rows('mamf_ml_engineering.csv'):
+        if r['accelerator'] == gpu and r['dtype'] == 'bf16':
+            return float(r['mamf_tflops']) / float(r['theory_tflops'])
+    raise ValueError('mamf_ml_engineering.csv: no bf16 row of ' + gpu)
+
+
+def stream_ceiling(gpu='NVIDIA A100 SXM4 80GB'):
+    """memory_efficiency's upper bound: the largest measured bandwidth of a streaming kernel
+    that both loads and stores HBM (gpu_stream_a100.csv), over the datasheet's: every
+    elementwise kernel the model charges at memory_efficiency reads and writes, so the
+    load-only and store-only streams do not bound it (tools/validation-protocol.md, refit 8)."""
+    best = max((float(r['bandwidth_gbs']) / float(r['datasheet_gbs'])
+                for r in data_rows('gpu_stream_a100.csv')
+                if r['gpu'] == gpu and int(r['load_streams']) > 0 and int(r['store_streams']) > 0),
+               default=None)
+    if best is None:
+        raise ValueError('gpu_stream_a100.csv: no load-and-store kernel of ' + gpu)
+    return best
+
+
+# the two rates' upper bounds are measured ceilings of the fitted GPU, not ranges (refit 8)
+YMAX_CEILING = mamf_ceiling()
+ME_CEILING = stream_ceiling()
+GPU = [('ymax', 0.8, 0.02, (0.5, YMAX_CEILING), False),
        ('x0', 2e9, 1.25, (1e7, 1e12), True),
        # k <= 1: a GEMM's time x (1 + (x0/x)^k) / (ymax peak) must not fall as its FLOPs x
        # grow (with k > 1 a smaller GEMM would take longer); k = 1 is a fixed cost per GEMM
        ('k', 0.8, 0.1, (0.2, 1.0), False),
-       ('me', 0.75, 0.05, (0.4, 0.95), False),   # memory_efficiency
+       ('me', 0.75, 0.05, (0.4, ME_CEILING), False),   # memory_efficiency
        # kernel_overhead, us: stage 2 starts it at KO_START, and the host-bound rule asks at
        # KO_START; its prior (prior(), the value kept where no fit row is host-bound: the fit
        # without the single-node sweep) is the counted host work, KO_PRIOR below

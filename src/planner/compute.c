@@ -458,9 +458,10 @@ static void module_times(const mp_config *c, const mp_block_shape *bs, const mp_
         double k_moe =
             mt->kernels + mt->bias.kernels_f + mt->clamp.kernels_f + mt->expert_launches_f;
         double sync = mt->clamp_syncs * hw->kernel_overhead; /* oss_cost.c */
+        /* its dispatcher waits for the counts again (moe.c dispatch_syncs) */
         mf[MP_RCM_MOE] = mlp +
                          mp_host_bound(hw, mt->gemm_f + mp_membound_time(hw, ew_moe, k_moe), k_moe) +
-                         mt->comm_f + sync;
+                         mt->comm_f + sync + mt->dispatch_sync_s;
         /* the activation, with GPT-OSS's eager clamp in front of it */
         double k_act = 1.0 + mt->clamp.kernels_f;
         double act = mp_membound_time(hw, mt->act_bytes + mt->clamp.bytes_f, k_act);
@@ -824,6 +825,8 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
     /* a stream synchronisation drains the GPU's queue, which then waits for
      * the host's next dispatch (GPT-OSS's clamp, oss_cost.c) */
     out->fwd_compute += mt.clamp_syncs * hw->kernel_overhead;
+    /* and the token dispatcher's wait for its counts (moe.c dispatch_syncs) */
+    out->fwd_compute += mt.dispatch_sync_s;
     out->bwd_compute = mp_host_bound(hw, gpu_b + out->tp_bwd, k_bwd) - out->tp_bwd;
     /* CP: c-1 ring steps passing this rank's K and V (backward also dK, dV),
      * each hidden under the attention of the chunk already there */

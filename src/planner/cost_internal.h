@@ -107,6 +107,11 @@ typedef struct mp_moe_time {
     mp_pass_cost clamp;           /* GPT-OSS's eager clamp of the activation's input */
     mp_pass_cost pad;             /* FP8: the experts' rows padded to the GEMM alignment and back */
     double clamp_syncs;           /* of it, stream synchronisations per forward (oss_cost.c) */
+    /* the token dispatcher's host synchronisations per forward
+     * (mp_moe_dispatch_syncs), and the GPU's idle time they cost a forward:
+     * one host dispatch each, less the GPU work still queued behind the
+     * point the host waits for (moe.c) */
+    double dispatch_syncs, dispatch_sync_s;
     /* the host's per-expert launches of the grouped GEMMs (Transformer
      * Engine's loop over the local experts), in the profile's counted
      * launches: forward, backward (moe.c, mp_moe_expert_launches) */
@@ -189,6 +194,10 @@ double mp_moe_expected_holders(const mp_model *m, int64_t holders);
  * apart), one copy per remote domain and per GPU reached. */
 struct mp_group_place;
 double mp_moe_dispatch_wire_bytes(const mp_config *c);
+/* Host synchronisations of one MoE layer's forward in Megatron-Core's token
+ * dispatcher, dropless with the fused permutation (moe_dispatch.c cites the
+ * lines); 0 under a CUDA graph of the whole MoE layer. */
+double mp_moe_dispatch_syncs(const mp_config *c);
 double mp_moe_flex_time(const mp_config *c, const struct mp_group_place *g, double stride,
                         double tokens, double bytes_per_token);
 /* Activation bytes the routed part of an MoE block stashes per micro-batch. */

@@ -220,6 +220,28 @@ void mp_moe_expert_launches(const mp_config *c, double *fwd, double *bwd)
     *bwd = local * (4.0 + (cast ? 2.0 : 0.0)) * per;
 }
 
+/* The dispatcher's host synchronisations (mp_moe_dispatch_syncs): when the
+ * host waits, the GPU runs what is queued behind the point it waits for,
+ * then idles until the host's next dispatch (the profile's
+ * kernel_overhead, as GPT-OSS's clamp, oss_cost.c). The all-to-all
+ * dispatcher's host waits for the counts' copy, issued before Permutation 1
+ * (token_dispatcher.py cuda_dtoh_point "before_permutation_1", cba6b0ed
+ * line 451), so the permutation of the copies it sends (`sent` 16-bit
+ * elements, r2 w2 each) is still queued and covers that much of the host's
+ * dispatch; under a moe_preprocess CUDA graph the copy moves to the wait
+ * (line 449) and nothing is queued. The other dispatchers wait with the
+ * stream drained. */
+static void dispatch_syncs(const mp_config *c, double sent, mp_moe_time *out)
+{
+    const mp_hw *hw = &c->hw;
+    out->dispatch_syncs = mp_moe_dispatch_syncs(c);
+    double queued = 0.0;
+    if (c->parallel.dispatcher == MP_DISPATCH_ALLTOALL &&
+        !(c->parallel.cuda_graph_scope & (1u << MP_CGS_MOE_PREPROCESS)))
+        queued = mp_membound_time(hw, 4.0 * sent, 1.0);
+    out->dispatch_sync_s = out->dispatch_syncs * fmax(0.0, hw->kernel_overhead - queued);
+}
+
 void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time *out)
 {
     const mp_model *m = &c->model;
@@ -303,6 +325,7 @@ void mp_moe_block_time(const mp_config *c, const mp_block_shape *bs, mp_moe_time
     if (p->cuda_graph_scope & (1u << MP_CGS_MOE))
         out->clamp_syncs = 0.0; /* a captured layer replays without the host */
     mp_moe_expert_launches(c, &out->expert_launches_f, &out->expert_launches_b);
+    dispatch_syncs(c, Tr * k * h, out);
 
     /* dispatch and combine, forward; backward moves the same gradients */
     double one = 0.0;

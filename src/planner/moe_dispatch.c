@@ -225,3 +225,51 @@ double mp_moe_dispatch_wire_bytes(const mp_config *c)
 {
     return c->parallel.dispatch_fp8 ? 1.0 + 1.0 / 32.0 : mp_dtype_bytes(c->training.precision);
 }
+
+/* Host synchronisations of one MoE layer's forward in the token dispatcher
+ * (docs/cost-model.md §12, "The dispatcher's host synchronisations"), as
+ * Megatron-Core runs dropless routing with the fused permutation (the
+ * validation rows' settings: no capacity factor, moe_permute_fusion,
+ * moe_router_padding_for_quantization off), token_dispatcher.py and
+ * fused_a2a.py at cba6b0ed (container 25.11) to d0b3b775 (26.06):
+ *
+ *  - all-to-all: the split sizes of the EP all-to-all must be on the host,
+ *    so the counts are copied on a side stream (the copy point, before
+ *    Permutation 1) and the host waits on that copy's event once, before
+ *    the all-to-all (_maybe_dtoh_and_synchronize, d2h_event.synchronize():
+ *    cba6b0ed line 907, core_v0.16 899, 0.17 904); none under drop-and-pad
+ *    (line 876: the sizes are the capacity);
+ *  - all-gather: the local counts' .cpu() and the probabilities'
+ *    masked_select, each a stream synchronisation (dispatch_postprocess,
+ *    cba6b0ed lines 302 and 311);
+ *  - flex, DeepEP: the host spins until the notify kernel has written the
+ *    received counts (buffer.dispatch; fused_a2a.py cba6b0ed lines 103-104,
+ *    "the CPU will wait for GPU's signal to arrive"). Without Megatron-Core's
+ *    experimental flag _indices_to_multihot adds three (a boolean index, a
+ *    repeat_interleave, another boolean index: lines 1234-1240), which
+ *    megaplan does not count (it has no such flag: a lower bound);
+ *  - flex, HybridEP: dropless, the dispatch reads the dispatched and
+ *    permuted sizes from the GPU, "which causes a D2H synchronization"
+ *    (fused_a2a.py cba6b0ed lines 357-361 and 482-489), and keeps them on the
+ *    host so that its combine and backward need none.
+ *
+ * Backward none: the sizes are on the host (all-to-all, all-gather), or
+ * in the handle (DeepEP's cached dispatch, HybridEP's host metadata). A
+ * MoE layer captured whole (MP_CGS_MOE, drop-and-pad only) replays without
+ * the host; the partial scopes leave the dispatch outside the graph. */
+double mp_moe_dispatch_syncs(const mp_config *c)
+{
+    const mp_parallel *p = &c->parallel;
+    if (c->model.moe.experts <= 0 || (p->cuda_graph_scope & (1u << MP_CGS_MOE)))
+        return 0.0;
+    switch (p->dispatcher) {
+    case MP_DISPATCH_ALLTOALL:
+        return 1.0;
+    case MP_DISPATCH_ALLGATHER:
+        return 2.0;
+    case MP_DISPATCH_FLEX:
+        return 1.0; /* DeepEP's wait, or HybridEP's copy */
+    default:
+        return 0.0;
+    }
+}

@@ -16,41 +16,21 @@
 
 #include <cmocka.h>
 
-#include "core/model.h"
+#include "../config_fixture.h"
 #include "planner/cost_internal.h"
 
+/* GPT-3 175B (learned positions) at tp 8 with SP, or the same model with RoPE */
 static mp_config config(mp_position pos)
 {
-    mp_config c;
-    memset(&c, 0, sizeof c);
-    mp_model *m = &c.model;
-    snprintf(m->name, sizeof m->name, "gpt-7b");
-    m->arch = MP_ARCH_GPT;
-    m->layers = 32;
-    m->hidden = 4096;
-    m->heads = 32;
-    m->kv_heads = 8;
-    m->head_dim = 128;
-    m->ffn_hidden = 16384;
-    m->vocab = 131072;
-    m->seq = 8192;
-    m->activation = MP_ACT_GELU_ERF;
-    m->norm = MP_NORM_LAYERNORM;
-    m->position = pos;
-    mp_error err;
-    assert_int_equal(mp_model_finish(m, &err), MP_OK);
-    assert_int_equal(mp_hw_preset("dgx-h100", &c.hw, &err), MP_OK);
-    c.training = (mp_training){.gpus = 8, .seq = 8192, .global_batch = 8,
-                               .precision = MP_DTYPE_BF16};
-    c.parallel = (mp_parallel){.tp = 4, .pp = 1, .vpp = 1, .cp = 1, .dp = 2, .micro_batch = 2,
-                               .sp = true, .dist_opt = true, .schedule = MP_SCHED_1F1B};
+    mp_config c = gpt3_175b_config(8, 1);
+    c.model.position = pos;
     return c;
 }
 
 static void test_embedding_sp_collective(void **state)
 {
     (void)state;
-    double bytes = 2.0 * 8192.0 * 4096.0 * 2.0; /* b s h, bf16 */
+    double bytes = 1.0 * 2048.0 * 12288.0 * 2.0; /* b s h, bf16 */
     mp_config learned = config(MP_POS_LEARNED), rope = config(MP_POS_ROPE);
     mp_group_place tpg;
     mp_group_place_of(&learned, MP_GROUP_TP, &tpg);

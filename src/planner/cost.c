@@ -486,6 +486,7 @@ typedef struct stage_sum {
     double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
     double mlp_f, mlp_b;  /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
     double mlp_w;         /* of mlp_b: its weight gradients */
+    double edge_f, edge_b; /* of fwd, bwd: the embedding's and the head's (no MTP) */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -557,6 +558,10 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
             s->act_edge += d->act[MP_RECOMPUTE_NONE];
             if (i == 0)
                 s->act_emb += d->act[MP_RECOMPUTE_NONE];
+        }
+        if (!d->is_block && d->ep_f <= 0.0) {
+            s->edge_f += d->fwd_compute + d->tp_f + d->cp_f;
+            s->edge_b += d->bwd_compute + d->tp_b + d->cp_b;
         }
         if (i == 0)
             s->has_embedding = true;
@@ -2113,7 +2118,15 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * proportion to their a2a. When every phase's compute covers its
  * communication, exactly the a2a is hidden; never more than min(a2a,
  * compute). Per stage, the stage's layers summed (a dense layer's compute
- * counts with the MoE layers'). Only the paired passes hide anything: the
+ * counts with the MoE layers'). The embedding and the head (edge_f, edge_b)
+ * run outside the merged layers and cover nothing: the model chunk's
+ * pre_process forward and post_process backward before the layer loop, its
+ * post_process forward and pre_process backward after it
+ * (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run,
+ * core_v0.15.0 lines 425-438 and 493-497), so they add to the pair whole.
+ * A head holding MTP modules stays in the phases (the MTP layers run in the
+ * layer loop, TransformerLayerSchedulePlan.run's mtp_post_process).
+ * Only the paired passes hide anything: the
  * warm-up forwards and cool-down backwards run alone (mp_moe_a2a_paired_share;
  * DualPipe(V): its F&B units, mp_dualpipe_fb_units). Only the estimate's copy of
  * the stage sums changes: the simulator's stage costs keep the whole a2a in F
@@ -2161,8 +2174,11 @@ static double hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired
     if (a2a <= 0.0 || paired <= 0.0)
         return 0.0;
     double half_f = sf->ep_f / 2.0, half_b = sb->ep_b / 2.0;
-    double rest_f = fmax(0.0, sf->fwd - sf->ep_f - sf->mlp_f);
-    double rest_b = fmax(0.0, sb->bwd - sb->ep_b - sb->mlp_b);
+    /* combined 1F1B (sf == sb): the edges run apart; DualPipe(V)'s F&B unit
+     * keeps them in its phases, as the simulator runs it */
+    double edge = sf == sb ? sf->edge_f + sb->edge_b : 0.0;
+    double rest_f = fmax(0.0, sf->fwd - sf->ep_f - sf->mlp_f - (sf == sb ? sf->edge_f : 0.0));
+    double rest_b = fmax(0.0, sb->bwd - sb->ep_b - sb->mlp_b - (sf == sb ? sb->edge_b : 0.0));
     double exp_f = sf->mlp_f;
     double w = fmin(sb->mlp_w, sb->mlp_b); /* of the experts' backward: backward_dw */
     double g = sb->mlp_b - w;
@@ -2177,8 +2193,8 @@ static double hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired
             rest_b = keep_b;
         }
     }
-    double pair = a2a_phase(half_b, rest_f, sm) + mp_moe_a2a_mid_phase(half_f, half_b, g, w, exp_f, sm) +
-                  a2a_phase(half_f, rest_b, sm);
+    double pair = edge + a2a_phase(half_b, rest_f, sm) +
+                  mp_moe_a2a_mid_phase(half_f, half_b, g, w, exp_f, sm) + a2a_phase(half_f, rest_b, sm);
     double unit = fmax(0.0, fmin(a2a, sf->fwd + sb->bwd - pair));
     double hidden = paired * unit;
     double hf = hidden * sf->ep_f / a2a, hb = hidden - hf;

@@ -487,6 +487,7 @@ typedef struct stage_sum {
     double mlp_f, mlp_b;  /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
     double mlp_w;         /* of mlp_b: its weight gradients */
     double edge_f, edge_b; /* of fwd, bwd: the embedding's and the head's (no MTP) */
+    double emb_f, emb_b;   /* of edge_f, edge_b: the embedding's */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -562,6 +563,10 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
         if (!d->is_block && d->ep_f <= 0.0) {
             s->edge_f += d->fwd_compute + d->tp_f + d->cp_f;
             s->edge_b += d->bwd_compute + d->tp_b + d->cp_b;
+            if (i == 0) {
+                s->emb_f += d->fwd_compute + d->tp_f + d->cp_f;
+                s->emb_b += d->bwd_compute + d->tp_b + d->cp_b;
+            }
         }
         if (i == 0)
             s->has_embedding = true;
@@ -1941,6 +1946,10 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->expert_fwd = ss->mlp_f;
         sc->expert_bwd = ss->mlp_b;
         sc->expert_wgrad = ss->mlp_w;
+        sc->embed_fwd = ss->emb_f;
+        sc->embed_bwd = ss->emb_b;
+        sc->head_fwd = ss->edge_f - ss->emb_f;
+        sc->head_bwd = ss->edge_b - ss->emb_b;
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;

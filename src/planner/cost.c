@@ -2139,8 +2139,10 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * warm-up forwards and cool-down backwards run alone (mp_moe_a2a_paired_share;
  * DualPipe(V): its F&B units, mp_dualpipe_fb_units). Only the estimate's copy of
  * the stage sums changes: the simulator's stage costs keep the whole a2a in F
- * and B, with the expert node's times, and run the merged passes themselves
- * (mp_sim_options.ep_overlap; sim/engine.c run_pair).
+ * and B, with the expert node's and the edges' times (expert_*, embed_*,
+ * head_*), and the simulator runs the merged passes itself, the edges
+ * outside the phases as here (mp_sim_options.ep_overlap; sim/engine.c
+ * run_pair).
  *
  * SM contention: the dispatcher's kernels hold their SMs while they run, so
  * the compute of a phase runs at 1 - sm of its rate under them and a phase

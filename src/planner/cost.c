@@ -1314,9 +1314,12 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
  * the head's GEMM, cross entropy and logits per module stay there, and the
  * stages from ks to the last send 1 + D times the activation (the p2p
  * learns the shapes: config.mtp_standalone). Moves the modules' part out of
- * the last stage's head item (place_mtp folded all of it there). */
+ * the last stage's head item (place_mtp folded all of it there, head_item).
+ * The head left holds no modules, so it is an edge as sum_stage counts one
+ * (edge_f, edge_b: outside combined 1F1B's merged layers, hide_a2a_of); the
+ * modules on stage ks run in its layer loop. */
 static void place_mtp_standalone(const mp_config *c, const item_detail *last_block,
-                                 int64_t ks, pipe_model *pm)
+                                 const item_detail *head_item, int64_t ks, pipe_model *pm)
 {
     const mp_parallel *p = &c->parallel;
     bool same_rank = p->schedule == MP_SCHED_DUALPIPE || p->schedule == MP_SCHED_DUALPIPEV;
@@ -1327,6 +1330,14 @@ static void place_mtp_standalone(const mp_config *c, const item_detail *last_blo
     stage_sum *last = &pm->st[pm->n - 1];
     stage_add_edge(last, &all, -1.0, false);
     stage_add_edge(last, &head, 1.0, false);
+    /* the head item less the modules, less what sum_stage counted of it */
+    double was = head_item->ep_f <= 0.0 ? 1.0 : 0.0; /* sum_stage's edge rule */
+    last->edge_f += (1.0 - was) * (head_item->fwd_compute + head_item->tp_f + head_item->cp_f) -
+                    (all.fwd_compute + all.tp_f + all.cp_f) +
+                    (head.fwd_compute + head.tp_f + head.cp_f);
+    last->edge_b += (1.0 - was) * (head_item->bwd_compute + head_item->tp_b + head_item->cp_b) -
+                    (all.bwd_compute + all.tp_b + all.cp_b) +
+                    (head.bwd_compute + head.tp_b + head.cp_b);
     /* not the last stage: its forwards run ahead of their backwards, so the
      * modules' activations wait for every micro-batch in flight */
     stage_add_edge(&pm->st[ks], &mods, 1.0, true);
@@ -1653,7 +1664,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     free(ranges);
     int64_t ks = c->model.arch == MP_ARCH_T5 ? -1 : mp_config_mtp_stage(c, pm->n);
     if (ks >= 0 && ks < pm->n - 1)
-        place_mtp_standalone(c, &det[L], ks, pm);
+        place_mtp_standalone(c, &det[L], &det[L + 1], ks, pm);
     defer_wgrad_of(c, &det[L + 1], pm);
     /* DeepSpeed's pipeline engine rebuilds each partitioned transfer over the
      * TP group before the pass that needs it (ds_pipe.c); 0 for Megatron-LM */

@@ -486,6 +486,8 @@ typedef struct stage_sum {
     double ep_f, ep_b;    /* of tp_f, tp_b: the MoE dispatch and combine */
     double mlp_f, mlp_b;  /* of the compute: the MoE expert node (GEMMs, sorts, activation) */
     double mlp_w;         /* of mlp_b: its weight gradients */
+    double edge_f, edge_b; /* of fwd, bwd: the embedding's and the head's (no MTP) */
+    double emb_f, emb_b;   /* of edge_f, edge_b: the embedding's */
     double fwd, bwd;      /* totals incl. exposed comm and recompute */
     double dp_f, dp_b;    /* ZeRO-2/3: exposed DP comm per micro-batch inside F / B */
     double params, act, act_edge, act_block_none, send_bytes;
@@ -557,6 +559,14 @@ static void sum_stage(const mp_config *c, const mp_plan *plan, const item_detail
             s->act_edge += d->act[MP_RECOMPUTE_NONE];
             if (i == 0)
                 s->act_emb += d->act[MP_RECOMPUTE_NONE];
+        }
+        if (!d->is_block && d->ep_f <= 0.0) {
+            s->edge_f += d->fwd_compute + d->tp_f + d->cp_f;
+            s->edge_b += d->bwd_compute + d->tp_b + d->cp_b;
+            if (i == 0) {
+                s->emb_f += d->fwd_compute + d->tp_f + d->cp_f;
+                s->emb_b += d->bwd_compute + d->tp_b + d->cp_b;
+            }
         }
         if (i == 0)
             s->has_embedding = true;
@@ -1304,9 +1314,12 @@ static void dp_tail_windows(const pipe_model *pm, double bucket, double x, doubl
  * the head's GEMM, cross entropy and logits per module stay there, and the
  * stages from ks to the last send 1 + D times the activation (the p2p
  * learns the shapes: config.mtp_standalone). Moves the modules' part out of
- * the last stage's head item (place_mtp folded all of it there). */
+ * the last stage's head item (place_mtp folded all of it there, head_item).
+ * The head left holds no modules, so it is an edge as sum_stage counts one
+ * (edge_f, edge_b: outside combined 1F1B's merged layers, hide_a2a_of); the
+ * modules on stage ks run in its layer loop. */
 static void place_mtp_standalone(const mp_config *c, const item_detail *last_block,
-                                 int64_t ks, pipe_model *pm)
+                                 const item_detail *head_item, int64_t ks, pipe_model *pm)
 {
     const mp_parallel *p = &c->parallel;
     bool same_rank = p->schedule == MP_SCHED_DUALPIPE || p->schedule == MP_SCHED_DUALPIPEV;
@@ -1317,6 +1330,14 @@ static void place_mtp_standalone(const mp_config *c, const item_detail *last_blo
     stage_sum *last = &pm->st[pm->n - 1];
     stage_add_edge(last, &all, -1.0, false);
     stage_add_edge(last, &head, 1.0, false);
+    /* the head item less the modules, less what sum_stage counted of it */
+    double was = head_item->ep_f <= 0.0 ? 1.0 : 0.0; /* sum_stage's edge rule */
+    last->edge_f += (1.0 - was) * (head_item->fwd_compute + head_item->tp_f + head_item->cp_f) -
+                    (all.fwd_compute + all.tp_f + all.cp_f) +
+                    (head.fwd_compute + head.tp_f + head.cp_f);
+    last->edge_b += (1.0 - was) * (head_item->bwd_compute + head_item->tp_b + head_item->cp_b) -
+                    (all.bwd_compute + all.tp_b + all.cp_b) +
+                    (head.bwd_compute + head.tp_b + head.cp_b);
     /* not the last stage: its forwards run ahead of their backwards, so the
      * modules' activations wait for every micro-batch in flight */
     stage_add_edge(&pm->st[ks], &mods, 1.0, true);
@@ -1643,7 +1664,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     free(ranges);
     int64_t ks = c->model.arch == MP_ARCH_T5 ? -1 : mp_config_mtp_stage(c, pm->n);
     if (ks >= 0 && ks < pm->n - 1)
-        place_mtp_standalone(c, &det[L], ks, pm);
+        place_mtp_standalone(c, &det[L], &det[L + 1], ks, pm);
     defer_wgrad_of(c, &det[L + 1], pm);
     /* DeepSpeed's pipeline engine rebuilds each partitioned transfer over the
      * TP group before the pass that needs it (ds_pipe.c); 0 for Megatron-LM */
@@ -1936,6 +1957,10 @@ mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pip
         sc->expert_fwd = ss->mlp_f;
         sc->expert_bwd = ss->mlp_b;
         sc->expert_wgrad = ss->mlp_w;
+        sc->embed_fwd = ss->emb_f;
+        sc->embed_bwd = ss->emb_b;
+        sc->head_fwd = ss->edge_f - ss->emb_f;
+        sc->head_bwd = ss->edge_b - ss->emb_b;
         sc->send_bytes = k == pm.n - 1 ? 0.0 : ss->send_bytes;
         /* with the allocator's fragmentation, as the estimate counts it */
         sc->act_bytes = ss->act * (1.0 + c->hw.allocator_fragmentation) + ss->act_edge;
@@ -2113,12 +2138,22 @@ mp_status mp_estimate_config_unchecked(const mp_config *c, const mp_plan *plan,
  * proportion to their a2a. When every phase's compute covers its
  * communication, exactly the a2a is hidden; never more than min(a2a,
  * compute). Per stage, the stage's layers summed (a dense layer's compute
- * counts with the MoE layers'). Only the paired passes hide anything: the
+ * counts with the MoE layers'). The embedding and the head (edge_f, edge_b)
+ * run outside the merged layers and cover nothing: the model chunk's
+ * pre_process forward and post_process backward before the layer loop, its
+ * post_process forward and pre_process backward after it
+ * (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run,
+ * core_v0.15.0 lines 425-438 and 493-497), so they add to the pair whole.
+ * A head holding MTP modules stays in the phases (the MTP layers run in the
+ * layer loop, TransformerLayerSchedulePlan.run's mtp_post_process).
+ * Only the paired passes hide anything: the
  * warm-up forwards and cool-down backwards run alone (mp_moe_a2a_paired_share;
  * DualPipe(V): its F&B units, mp_dualpipe_fb_units). Only the estimate's copy of
  * the stage sums changes: the simulator's stage costs keep the whole a2a in F
- * and B, with the expert node's times, and run the merged passes themselves
- * (mp_sim_options.ep_overlap; sim/engine.c run_pair).
+ * and B, with the expert node's and the edges' times (expert_*, embed_*,
+ * head_*), and the simulator runs the merged passes itself, the edges
+ * outside the phases as here (mp_sim_options.ep_overlap; sim/engine.c
+ * run_pair).
  *
  * SM contention: the dispatcher's kernels hold their SMs while they run, so
  * the compute of a phase runs at 1 - sm of its rate under them and a phase
@@ -2161,8 +2196,11 @@ static double hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired
     if (a2a <= 0.0 || paired <= 0.0)
         return 0.0;
     double half_f = sf->ep_f / 2.0, half_b = sb->ep_b / 2.0;
-    double rest_f = fmax(0.0, sf->fwd - sf->ep_f - sf->mlp_f);
-    double rest_b = fmax(0.0, sb->bwd - sb->ep_b - sb->mlp_b);
+    /* combined 1F1B (sf == sb): the edges run apart; DualPipe(V)'s F&B unit
+     * keeps them in its phases, as the simulator runs it */
+    double edge = sf == sb ? sf->edge_f + sb->edge_b : 0.0;
+    double rest_f = fmax(0.0, sf->fwd - sf->ep_f - sf->mlp_f - (sf == sb ? sf->edge_f : 0.0));
+    double rest_b = fmax(0.0, sb->bwd - sb->ep_b - sb->mlp_b - (sf == sb ? sb->edge_b : 0.0));
     double exp_f = sf->mlp_f;
     double w = fmin(sb->mlp_w, sb->mlp_b); /* of the experts' backward: backward_dw */
     double g = sb->mlp_b - w;
@@ -2177,8 +2215,8 @@ static double hide_a2a_of(stage_sum *sf, stage_sum *sb, double sm, double paired
             rest_b = keep_b;
         }
     }
-    double pair = a2a_phase(half_b, rest_f, sm) + mp_moe_a2a_mid_phase(half_f, half_b, g, w, exp_f, sm) +
-                  a2a_phase(half_f, rest_b, sm);
+    double pair = edge + a2a_phase(half_b, rest_f, sm) +
+                  mp_moe_a2a_mid_phase(half_f, half_b, g, w, exp_f, sm) + a2a_phase(half_f, rest_b, sm);
     double unit = fmax(0.0, fmin(a2a, sf->fwd + sb->bwd - pair));
     double hidden = paired * unit;
     double hf = hidden * sf->ep_f / a2a, hb = hidden - hf;

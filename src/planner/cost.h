@@ -79,6 +79,12 @@ typedef struct mp_stage_cost {
      * merged pass of the EP all-to-all overlap runs them in its middle phase
      * (docs/simulator.md, sim/engine.c run_pair; planner/cost.c hide_a2a) */
     double expert_fwd, expert_bwd, expert_wgrad;
+    /* of fwd / bwd: the embedding's and the head's (output layer and loss;
+     * 0 for a head holding MTP modules, which run in the layer loop), each
+     * with its exposed comm. Combined 1F1B's merged pass runs them outside
+     * its phases: F's embedding and B's head before, F's head and B's
+     * embedding after (sim/engine.c run_pair; planner/cost.c hide_a2a) */
+    double embed_fwd, embed_bwd, head_fwd, head_bwd;
     double send_bytes;   /* activation bytes sent to the next stage per micro-batch */
     double act_bytes;    /* activation bytes stashed per in-flight micro-batch */
     /* split backward (ZB-H1, ZB-V, DualPipe(V)): the linear layers' output

@@ -419,20 +419,31 @@ static void span_event(engine *e, double start, double end, int32_t rank, mp_str
 
 /* One pass's parts (planner/cost.c hide_a2a): the dispatch and the combine
  * (half its all-to-all each), the expert node (of the backward: the input
- * gradients g, the weight gradients w) and the rest (attention, router,
- * permutation, exposed TP, the head). */
+ * gradients g, the weight gradients w), the rest (attention, router,
+ * permutation, exposed TP) and, apart (combined 1F1B), the model chunk's
+ * edges: pre, what runs before the merged layers (F's embedding, B's head),
+ * and post, what runs after them (F's head, B's embedding). Without apart
+ * (DualPipe(V)'s F&B unit) the edges stay in the rest. */
 typedef struct pass_parts {
-    double a2a_half, experts, wgrad, rest;
+    double a2a_half, experts, wgrad, rest, pre, post;
 } pass_parts;
 
-static pass_parts parts_of(const mp_stage_cost *sc, bool fwd)
+static pass_parts parts_of(const mp_stage_cost *sc, bool fwd, bool apart)
 {
     double dur = fwd ? sc->fwd : sc->bwd, ep = fwd ? sc->ep_comm_fwd : sc->ep_comm_bwd;
     double x = fwd ? sc->expert_fwd : sc->expert_bwd;
     ep = ep < dur ? ep : dur;
     x = x < dur - ep ? x : dur - ep;
     double w = fwd ? 0 : sc->expert_wgrad < x ? sc->expert_wgrad : x;
-    return (pass_parts){.a2a_half = ep / 2, .experts = x - w, .wgrad = w, .rest = dur - ep - x};
+    pass_parts q = {.a2a_half = ep / 2, .experts = x - w, .wgrad = w, .rest = dur - ep - x};
+    if (apart) {
+        double pre = fwd ? sc->embed_fwd : sc->head_bwd, post = fwd ? sc->head_fwd : sc->embed_bwd;
+        q.pre = pre > 0 ? pre < q.rest ? pre : q.rest : 0;
+        q.rest -= q.pre;
+        q.post = post > 0 ? post < q.rest ? post : q.rest : 0;
+        q.rest -= q.post;
+    }
+    return q;
 }
 
 /* The merged pass of a steady-state backward b and the forward f after it
@@ -449,15 +460,26 @@ static pass_parts parts_of(const mp_stage_cost *sc, bool fwd)
  * so each phase starts when both streams have ended the one before; in the
  * middle one B's dispatch waits for g_B and F's experts for F's dispatch,
  * w_B (backward_dw) for nothing. Compute beside the comm stream runs at
- * 1 - ep_sm_share of its rate (beside_comm). Both outputs are complete
- * when the pass ends, and its sends follow (pair_lists). */
+ * 1 - ep_sm_share of its rate (beside_comm). Combined 1F1B runs the model
+ * chunk's edges outside the phases, on the compute stream with no
+ * all-to-all beside them: F's embedding and B's head (output layer and
+ * loss) before the layer loop, F's head and B's embedding after it
+ * (TransformerModelChunkSchedulePlan.run, core_v0.15.0 lines 425-438 and
+ * 493-497), as the estimate adds them to the pair whole (planner/cost.c
+ * hide_a2a_of); DualPipe(V)'s F&B unit keeps them in its phases. Both
+ * outputs are complete when the pass ends, and its sends follow
+ * (pair_lists). */
 static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
 {
     rank_state *rs = &e->ranks[r];
     const mp_stage_cost *sb = stage_of(e, r, ob->chunk), *sf = stage_of(e, r, of->chunk);
-    pass_parts B = parts_of(sb, false), F = parts_of(sf, true);
+    bool apart = !e->fb_merged;
+    pass_parts B = parts_of(sb, false, apart), F = parts_of(sf, true, apart);
+    /* the deferred wgrad is the head's: out of B's head backward first */
     double cut = deferred_cut(e, stage_index(e, r, ob->chunk), ob->microbatch);
-    B.rest = B.rest > cut ? B.rest - cut : 0;
+    double cut_head = B.pre < cut ? B.pre : cut;
+    B.pre -= cut_head;
+    B.rest = B.rest > cut - cut_head ? B.rest - (cut - cut_head) : 0;
     double s = e->pc->ep_sm_share, t0 = rs->now, sp[2][2];
     int32_t mb = ob->microbatch, cb = ob->chunk, mf = of->microbatch, cf = of->chunk;
     if (e->fb_merged) {
@@ -486,13 +508,17 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
         rs->tp += ready - t0;
         t0 = rs->now = ready;
     }
+    /* before the layers: F's embedding, then B's head (combined 1F1B) */
+    double tl = t0 + F.pre + B.pre;
+    span_event(e, t0, t0 + F.pre, r, MP_STREAM_COMPUTE, MP_EV_F, mf, cf);
+    span_event(e, t0 + F.pre, tl, r, MP_STREAM_COMPUTE, MP_EV_B, mb, cb);
     /* phase 1: B's combine beside F's attention */
-    sp[0][0] = free_at > t0 ? free_at : t0;
+    sp[0][0] = free_at > tl ? free_at : tl;
     sp[0][1] = sp[0][0] + B.a2a_half;
-    double rf_end = beside_comm(t0, F.rest, sp, 1, s);
+    double rf_end = beside_comm(tl, F.rest, sp, 1, s);
     double t1 = rf_end > sp[0][1] ? rf_end : sp[0][1];
     span_event(e, sp[0][0], sp[0][1], r, MP_STREAM_EP, MP_EV_EP_COMM, mb, cb);
-    span_event(e, t0, rf_end, r, MP_STREAM_COMPUTE, MP_EV_F, mf, cf);
+    span_event(e, tl, rf_end, r, MP_STREAM_COMPUTE, MP_EV_F, mf, cf);
     /* phase 2: the dispatches beside the experts, in their event order */
     sp[0][0] = t1;
     sp[0][1] = t1 + F.a2a_half;
@@ -517,8 +543,13 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
     if (rc > 0)
         span_event(e, t2, t2 + rc, r, MP_STREAM_COMPUTE, MP_EV_RECOMPUTE, mb, cb);
     span_event(e, t2 + rc, rb_end, r, MP_STREAM_COMPUTE, MP_EV_B, mb, cb);
+    /* after the layers: F's head (from F's output, its combine done), then
+     * B's embedding (combined 1F1B) */
+    double t4 = t3 + F.post + B.post;
+    span_event(e, t3, t3 + F.post, r, MP_STREAM_COMPUTE, MP_EV_F, mf, cf);
+    span_event(e, t3 + F.post, t4, r, MP_STREAM_COMPUTE, MP_EV_B, mb, cb);
     /* beside the parameter all-gathers (run_compute's rule) */
-    double dur = t3 - t0, slow = 0, sg = e->pc->dp_sm_gather;
+    double dur = t4 - t0, slow = 0, sg = e->pc->dp_sm_gather;
     if (e->gathers && sg > 0 && t0 < rs->gather_free) {
         slow = sg * (rs->gather_free - t0);
         if (sg < 1 && dur * sg / (1 - sg) < slow)
@@ -526,7 +557,7 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
         rs->dp_wait += slow;
         rs->dp_lag += slow;
     }
-    double end = t3 + slow;
+    double end = t4 + slow;
     /* what the pass hid of the two all-to-alls; the rest is exposed TP */
     double hidden = sf->fwd + sb->bwd - dur;
     hidden = hidden > 0 ? hidden : 0;
@@ -540,7 +571,7 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
     if (tp_b > 0)
         span_event(e, rb_end - tp_b, rb_end, r, MP_STREAM_TP, MP_EV_TP_COMM, mb, cb);
     if (sf->cp_comm_fwd > 0)
-        span_event(e, t0, t0 + sf->cp_comm_fwd, r, MP_STREAM_CP, MP_EV_CP_COMM, mf, cf);
+        span_event(e, tl, tl + sf->cp_comm_fwd, r, MP_STREAM_CP, MP_EV_CP_COMM, mf, cf);
     if (sb->cp_comm_bwd > 0)
         span_event(e, t2, t2 + sb->cp_comm_bwd, r, MP_STREAM_CP, MP_EV_CP_COMM, mb, cb);
     /* F's layers allocate their activations as B's layers free theirs: the
@@ -557,11 +588,12 @@ static void run_pair(engine *e, int32_t r, const mp_op *ob, const mp_op *of)
      * comm stream once F's last node, its combine, is done, under B's rest
      * (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run:
      * post_forward on the comm stream after f_schedule_plan's last event,
-     * lines 474-479 of core_v0.15.0); B's gradient after B's last node, at
-     * the pass's end. Without it both go after the merged step. */
+     * lines 474-479 of core_v0.15.0; with a head, F's output is the loss,
+     * complete after the head's forward); B's gradient after B's last node,
+     * at the pass's end. Without it both go after the merged step. */
     double *f_ready = ready_slot(e, r, of, true);
     if (f_ready)
-        *f_ready = t2 + F.a2a_half + slow;
+        *f_ready = (F.post > 0 ? t3 + F.post : t2 + F.a2a_half) + slow;
     double *b_ready = ready_slot(e, r, ob, false);
     if (b_ready)
         *b_ready = end;

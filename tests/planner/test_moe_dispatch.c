@@ -291,6 +291,21 @@ static mp_estimate estimate_of(const mp_config *c)
     return e;
 }
 
+/* The embedding's and the head's F + B on a one-stage plan: the model
+ * chunk's pre_process and post_process, which run outside the merged layers
+ * and hide nothing. */
+static double edge_time(const mp_config *c)
+{
+    static mp_item_cost items[MP_MAX_LAYERS + 2];
+    mp_error err;
+    int64_t L = mp_model_blocks(&c->model);
+    assert_int_equal(mp_item_costs(c, items, &err), MP_OK);
+    double edge = items[0].fwd + items[0].bwd[MP_RECOMPUTE_NONE] + items[L + 1].fwd +
+                  items[L + 1].bwd[MP_RECOMPUTE_NONE];
+    assert_true(edge > 0.0);
+    return edge;
+}
+
 /* pp = 1: one stage, m micro-batches, each an F and a B. With the overlap
  * each pair of F and B hides min(a2a, the rest of F + B) of its a2a when
  * every phase's compute covers its communication (fast network), and the
@@ -298,7 +313,11 @@ static mp_estimate estimate_of(const mp_config *c)
  * one). Megatron-Core pairs micro-batch i's B with i + 1's F, so the first F
  * and the last B run alone (combined_1f1b_schedule_for_no_pipelining): m - 1
  * pairs, and the step shrinks by (m - 1) min(a2a, compute) either way (m of
- * them before the warm-up was charged). Without SM contention (no
+ * them before the warm-up was charged), compute being the layers' alone: the
+ * embedding and the head run outside the merged layers
+ * (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run: the
+ * pre_process forward and post_process backward before the layer loop, the
+ * post_process forward and pre_process backward after it). Without SM contention (no
  * sm_count): the overlap's own law; with it, the next test. */
 static void test_a2a_overlap_hides_min(void **state)
 {
@@ -315,6 +334,7 @@ static void test_a2a_overlap_hides_min(void **state)
         double a2a = pc.stages[0].ep_comm_fwd + pc.stages[0].ep_comm_bwd;
         double rest = pc.stages[0].fwd + pc.stages[0].bwd - a2a;
         mp_pipeline_cost_free(&pc);
+        rest -= edge_time(&c);
         assert_true(a2a > 0.0);
         mp_estimate inline_ = estimate_of(&c);
         c.parallel.moe_a2a_overlap = true;
@@ -328,13 +348,18 @@ static void test_a2a_overlap_hides_min(void **state)
             assert_true(fabs(hidden / ((m - 1.0) * rest) - 1.0) < 1e-9);
         assert_true(hidden <= (m - 1.0) * fmin(a2a, rest) * (1.0 + 1e-9));
         assert_true(hidden > 0.0);
-        /* the simulator runs the plan's overlap on the ep stream */
+        /* the simulator runs the plan's overlap on the ep stream, its
+         * merged passes with the embedding and the head outside them (one
+         * stage: pass after pass, the estimate's step exactly; with the
+         * edges in the phases the slower networks hid them under the
+         * all-to-all: 0.08% short on the middle one, OLMoE's head small) */
         mp_sim_result r0, r1;
         c.parallel.moe_a2a_overlap = false;
         assert_int_equal(mp_simulate(&c, NULL, NULL, &r0, &err), MP_OK);
         c.parallel.moe_a2a_overlap = true;
         assert_int_equal(mp_simulate(&c, NULL, NULL, &r1, &err), MP_OK);
         assert_true(r1.makespan < r0.makespan);
+        assert_true(fabs(r1.makespan / over.time.step - 1.0) < 1e-9);
         mp_sim_result_free(&r0);
         mp_sim_result_free(&r1);
     }
@@ -487,7 +512,8 @@ static void test_a2a_overlap_mid_phase(void **state)
  * lasts max(comm, compute + comm x share). On a fast network every phase's compute covers its
  * communication, so a pair hides a2a (1 - share): the step shrinks by
  * (m - 1) a2a (1 - 16/132) (flex: 1 - 20/132), not (m - 1) a2a. On a slow one
- * the communication covers the slowed compute too: (m - 1) x the rest. */
+ * the communication covers the slowed compute too: (m - 1) x the rest, the
+ * layers' (edge_time). */
 static void test_a2a_overlap_sm_contention(void **state)
 {
     (void)state;
@@ -504,7 +530,7 @@ static void test_a2a_overlap_sm_contention(void **state)
             mp_error err;
             assert_int_equal(mp_pipeline_cost_build(&c, NULL, &pc, &err), MP_OK);
             double a2a = pc.stages[0].ep_comm_fwd + pc.stages[0].ep_comm_bwd;
-            double rest = pc.stages[0].fwd + pc.stages[0].bwd - a2a;
+            double rest = pc.stages[0].fwd + pc.stages[0].bwd - a2a - edge_time(&c);
             assert_true(fabs(pc.ep_sm_share - sms[d] / 132.0) < 1e-15);
             mp_pipeline_cost_free(&pc);
             mp_estimate inline_ = estimate_of(&c);
@@ -514,11 +540,19 @@ static void test_a2a_overlap_sm_contention(void **state)
             double hidden = inline_.time.step - over.time.step;
             /* m - 1 pairs: the first F and the last B run alone */
             double want = (m - 1.0) * (slow ? rest : a2a * (1.0 - sms[d] / 132.0));
-            assert_true(fabs(hidden / want - 1.0) < 1e-9);
+            /* flex on the fast network: DeepEP's fixed rounds exceed the
+             * layers' forward outside the experts (the head's no longer
+             * covers them), so a little less than the bound */
+            if (dispatchers[d] == MP_DISPATCH_FLEX && !slow)
+                assert_true(hidden <= want * (1.0 + 1e-9) && hidden > 0.9 * want);
+            else
+                assert_true(fabs(hidden / want - 1.0) < 1e-9);
             /* the simulator slows the compute under the ep stream the
              * same way: never faster than without the contention */
             mp_sim_result r0, r1;
             assert_int_equal(mp_simulate(&c, NULL, NULL, &r1, &err), MP_OK);
+            /* one stage: the estimate's step (test_a2a_overlap_hides_min) */
+            assert_true(fabs(r1.makespan / over.time.step - 1.0) < 1e-9);
             c.hw.sm_count = c.hw.nccl_ctas = 0;
             assert_int_equal(mp_simulate(&c, NULL, NULL, &r0, &err), MP_OK);
             assert_true(r1.makespan >= r0.makespan);

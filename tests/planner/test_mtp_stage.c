@@ -111,6 +111,13 @@ static void test_work_moves(void **state)
     double head_item = items[62].fwd - all.fwd; /* items[62]: head + the modules folded in */
     assert_true(near(s31->fwd, 2.0 * head_item));
     assert_true(near(s30->fwd, all.fwd - head_item));
+    /* combined 1F1B runs a head without modules outside the merged layers
+     * (TransformerModelChunkSchedulePlan.run's post_process): the last
+     * stage's whole pass here; the module runs in stage 30's layer loop,
+     * and beside the loss the head holds it (mtp_post_process) */
+    assert_true(near(s31->head_fwd, s31->fwd) && near(s31->head_bwd, s31->bwd));
+    assert_true(s30->head_fwd == 0.0 && s30->embed_fwd == 0.0 && s30->head_bwd == 0.0);
+    assert_true(b31->head_fwd == 0.0 && b31->head_bwd == 0.0);
     /* untied: one embedding copy for the module's lookups either way, on
      * the module's stage, so the weights (and the copy) move whole */
     double spb = mp_static_bytes_per_param(&s);

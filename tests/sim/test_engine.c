@@ -488,6 +488,102 @@ static void test_moe_merged_pass_event_order(void **state)
     }
 }
 
+/* The model chunk's edges in the merged pass, by hand: one stage, m = 2
+ * (F0 alone, B0 with F1, B1 alone), costs of moe_costs. Combined 1F1B runs
+ * F's embedding and B's head (output layer and loss) before the merged
+ * layers and F's head and B's embedding after them, with no all-to-all
+ * beside them (TransformerModelChunkSchedulePlan.run, core_v0.15.0
+ * model_chunk_schedule_plan.py lines 425-438 and 493-497).
+ * - Edges on top (F 1.3 with embedding 0.1 and head 0.2, B 2.5 with head
+ *   0.3 and embedding 0.2): the phases are those of
+ *   test_moe_ep_overlap_sm_contention, each covered by its compute, and the
+ *   pass grows by exactly the edges, 2.4 + 0.8: F0 0-1.3, the pass 1.3-4.5
+ *   (F1's embedding 1.3-1.4, B0's head 1.4-1.7, the phases 1.7-4.1, F1's
+ *   head 4.1-4.3, B0's embedding 4.3-4.5), B1 4.5-7.0.
+ * - Edges within (F 1.0 with embedding 0.1 and head 0.2: F's rest 0.3; B
+ *   2.0 with head 0.3 and embedding 0.2: B's rest 0.7): F0 0-1.0; the pass
+ *   from 1.0: F1's embedding 1.0-1.1, B0's head 1.1-1.4, B0's combine 0.4
+ *   beside F1's rest 0.3 1.4-1.8, the dispatches 1.8-2.4, F1's combine 0.2
+ *   beside B0's rest 0.7 2.4-3.1, F1's head 3.1-3.3, B0's embedding
+ *   3.3-3.5; B1 3.5-5.5. With the edges in the phases F's head hid 0.2 of
+ *   B's combine: 5.4.
+ * DualPipe(V)'s F&B unit keeps them in its phases (run_fb). */
+static void test_moe_merged_pass_edges(void **state)
+{
+    (void)state;
+    for (int within = 0; within < 2; within++) {
+        mp_pipeline_cost pc = moe_costs(1, 1, 0.0);
+        double add = within ? 0.0 : 1.0;
+        g_stages[0].fwd += add * 0.3;
+        g_stages[0].bwd += add * 0.5;
+        g_stages[0].embed_fwd = 0.1;
+        g_stages[0].head_fwd = 0.2;
+        g_stages[0].head_bwd = 0.3;
+        g_stages[0].embed_bwd = 0.2;
+        mp_sim_result r = run_ep(MP_SCHED_1F1B, 1, 1, 2, &pc);
+        assert_true(near(r.pipeline_makespan, within ? 5.5 : 7.0));
+        /* the pass's compute: [start, end, kind, micro-batch] */
+        const double want[2][4][4] = {
+            {{1.3, 1.4, MP_EV_F, 1}, {1.4, 1.7, MP_EV_B, 0}, {4.1, 4.3, MP_EV_F, 1},
+             {4.3, 4.5, MP_EV_B, 0}},
+            {{1.0, 1.1, MP_EV_F, 1}, {1.1, 1.4, MP_EV_B, 0}, {3.1, 3.3, MP_EV_F, 1},
+             {3.3, 3.5, MP_EV_B, 0}}};
+        int found = 0;
+        for (size_t j = 0; j < r.timeline.n; j++) {
+            const mp_event *ev = &r.timeline.events[j];
+            if (ev->stream != MP_STREAM_COMPUTE)
+                continue;
+            for (int k = 0; k < 4; k++)
+                if (near(ev->start, want[within][k][0]) && near(ev->end, want[within][k][1])) {
+                    assert_int_equal(ev->kind, (int)want[within][k][2]);
+                    assert_int_equal(ev->microbatch, (int)want[within][k][3]);
+                    found |= 1 << k;
+                }
+        }
+        assert_int_equal(found, 15);
+        mp_sim_result_free(&r);
+    }
+}
+
+/* With Megatron's overlapped p2p a merged pass's forward output goes out
+ * once F's layers are done (post_forward on the comm stream after the layer
+ * loop, core_v0.15.0 model_chunk_schedule_plan.py lines 474-479), before
+ * the edges after them (B's embedding backward, lines 496-497). Interleaved,
+ * p = 2, v = 2, m = 4, costs of moe_costs with free links, the embedding on
+ * rank 0's chunk 0 (0.1 of F, 0.2 of B), the head on rank 1's chunk 1 (0.2
+ * of F, 0.3 of B): rank 0 merges B 0.0 with F 3.1, whose output leaves
+ * when F 3.1's combine ends, before B 0.0's embedding backward (the last
+ * 0.2 s of the pass), not at the pass's end. */
+static void test_moe_merged_pass_send_before_edges(void **state)
+{
+    (void)state;
+    mp_pipeline_cost pc = moe_costs(2, 2, 0.0);
+    pc.p2p_latency = 0.01;
+    g_stages[0].embed_fwd = 0.1;
+    g_stages[0].embed_bwd = 0.2;
+    g_stages[3].head_fwd = 0.2;
+    g_stages[3].head_bwd = 0.3;
+    mp_sim_options opt = {.record_timeline = true, .ep_overlap = true, .async_p2p = true};
+    mp_sim_result r;
+    mp_error err;
+    assert_int_equal(mp_simulate_cost(MP_SCHED_INTERLEAVED, 2, 2, 4, &pc, true, &opt, &r, &err),
+                     MP_OK);
+    double send = -1, emb = -1;
+    for (size_t i = 0; i < r.timeline.n; i++) {
+        const mp_event *ev = &r.timeline.events[i];
+        if (ev->rank != 0)
+            continue;
+        if (ev->kind == MP_EV_SEND_FWD && ev->microbatch == 3 && ev->chunk == 1)
+            send = ev->start;
+        if (ev->kind == MP_EV_B && ev->microbatch == 0 && ev->chunk == 0 &&
+            near(ev->end - ev->start, 0.2))
+            emb = ev->start;
+    }
+    assert_true(send > 0 && emb > 0);
+    assert_true(send < emb - 0.1);
+    mp_sim_result_free(&r);
+}
+
 /* Merged passes across two stages, by hand: interleaved, p = 2, v = 2,
  * m = 4, costs of moe_costs, free links. Rank 0's warm-up is 4 forwards,
  * rank 1's 2; each runs one more alone, so rank 0 merges (B 0.1, F 3.0),
@@ -2016,6 +2112,8 @@ int main(void)
         cmocka_unit_test(test_moe_ep_overlap_sm_contention),
         cmocka_unit_test(test_moe_ep_stream_combine_wait),
         cmocka_unit_test(test_moe_merged_pass_event_order),
+        cmocka_unit_test(test_moe_merged_pass_edges),
+        cmocka_unit_test(test_moe_merged_pass_send_before_edges),
         cmocka_unit_test(test_moe_merged_pass_two_stages),
         cmocka_unit_test(test_moe_merged_pass_grid),
         cmocka_unit_test(test_dualpipe_merged_fb_by_hand),

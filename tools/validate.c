@@ -113,7 +113,8 @@ static int iterations(const char *dir, refdata_set_id id, const refdata_profiles
  * logging rank (its last pipeline stage, refdata's mem_rank) as
  * mp_estimate_rank_memory counts it, in GiB. static: torch's allocated
  * bytes after the optimizer step against the rank's weights + gradients +
- * optimizer state; !static: torch's peak allocated bytes against the rank's
+ * optimizer state + what it holds between steps (held_after_step: each
+ * pipeline chunk's last received activation and its gradient); !static: torch's peak allocated bytes against the rank's
  * allocated_peak (peak without the runtime reserve and the allocator's
  * fragmentation, which torch's allocated counter does not see). */
 static int megatron_ci_memory(const char *dir, const refdata_profiles *prof, dataset *ds,
@@ -139,7 +140,8 @@ static int megatron_ci_memory(const char *dir, const refdata_profiles *prof, dat
         snprintf(w->label, sizeof w->label, "%s", x->label);
         snprintf(w->hw, sizeof w->hw, "%s", x->config.hw.name);
         w->measured = (static_part ? x->mem_allocated : x->mem_max_allocated) / gib;
-        w->predicted = (static_part ? m->weights + m->grads + m->optimizer : m->allocated_peak) / gib;
+        w->predicted = (static_part ? m->weights + m->grads + m->optimizer + m->held_after_step
+                                     : m->allocated_peak) / gib;
         free(ranks);
     }
     refdata_set_free(&rs);
@@ -643,7 +645,9 @@ int main(int argc, char **argv)
          .name = "Megatron-LM CI: allocated memory after the step (static part)",
          .what = "GiB on the logging rank (the last pipeline stage): torch's allocated bytes after "
                  "the optimizer step (mem-allocated-bytes) vs megaplan's weights + gradients + "
-                 "optimizer state of that rank",
+                 "optimizer state of that rank, plus what it holds between steps "
+                 "(mp_memory.held_after_step: each pipeline chunk's last received activation "
+                 "and its gradient)",
          .threshold = 0.05, .per_row = 1},
         {.key = "megatron-ci-peak", .name = "Megatron-LM CI: peak allocated memory",
          .what = "GiB on the logging rank: torch's peak allocated bytes (mem-max-allocated-bytes) "

@@ -17,6 +17,7 @@
 #include "planner/cost_memo.h"
 #include "planner/pipeline_internal.h"
 #include "planner/dualpipe_replay.h"
+#include "planner/framework.h"
 #include "planner/zbv_replay.h"
 #include "sim/schedule_vorder.h"
 
@@ -2611,6 +2612,29 @@ static double other_fixed(const mp_config *c, int64_t p, double send, double blo
     return other;
 }
 
+/* What Megatron-LM keeps on pipeline rank r after its step: each chunk
+ * fed by an earlier stage holds the tensor it last received,
+ * TransformerBlock.input_tensor (set_input_tensor, megatron/core/transformer/
+ * transformer_block.py:463 at d98e8a6, never cleared), and on it the
+ * gradient backward_step computed for it (retain_grad, megatron/core/
+ * pipeline_parallel/schedules.py:561). The received tensor is
+ * get_tensor_shapes' (s/cp [/t under SP], b, h) (schedules.py:2140-2143):
+ * whole on every TP rank without SP, where send_bytes is a TP rank's
+ * share. Other frameworks: not counted (no source). */
+static double held_after_step(const mp_config *c, const pipe_model *pm, int64_t r)
+{
+    const mp_parallel *pp = &c->parallel;
+    if (pm->p < 2 || mp_plan_framework(c) != MP_FW_MEGATRON)
+        return 0.0;
+    double held = 0.0, whole = pp->sp ? 1.0 : (double)pp->tp;
+    for (int64_t ch = 0; ch < pm->v; ch++) {
+        int64_t k = rank_stage(pm, r, ch);
+        if (k > 0)
+            held += 2.0 * pm->st[k - 1].send_bytes * whole;
+    }
+    return held;
+}
+
 /* Pipeline rank r's bytes per GPU at its peak (docs/cost-model.md §3). */
 static void rank_memory(const mp_config *c, const mp_plan *plan, const pipe_model *pm, int64_t r,
                         mp_memory *out)
@@ -2705,6 +2729,7 @@ static void rank_memory(const mp_config *c, const mp_plan *plan, const pipe_mode
     out->other = other;
     out->peak = sm.weights + sm.grads + sm.optim + stash + other;
     out->allocated_peak = out->peak - c->hw.runtime_reserve - frag * stash;
+    out->held_after_step = held_after_step(c, pm, r);
     out->expert_weights = experts * (sm.ewb + mp_fp8_weight_net_bytes(c));
     out->fp8_weights = fp8_params * mp_fp8_weight_copy_bytes(c);
     out->expert_grads = experts * sm.egb;

@@ -32,6 +32,14 @@ typedef struct mp_memory {
      * allocator_fragmentation share of the activations, which is reserved,
      * not allocated (docs/cost-model.md §3) */
     double allocated_peak;
+    /* Bytes that stay allocated between steps beyond weights, gradients and
+     * optimizer state (torch's allocated bytes after the optimizer step are
+     * weights + grads + optimizer + this). Megatron-LM with p > 1: every
+     * model chunk fed by an earlier stage keeps its last received
+     * activation and that activation's gradient. Not in peak: each is
+     * released by its chunk's first forward of the next step, by the time
+     * the rank's in-flight activations peak. */
+    double held_after_step;
 } mp_memory;
 
 /* Exposed time on the critical path: the parts add up to step. */

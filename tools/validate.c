@@ -548,12 +548,16 @@ static void print_constants(const refdata_profiles *prof)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: megaplan-validate DATA_DIR [--summary | --rows | --rows-tsv] "
-                        "[--all-rows] [--only SETS] [--accept SETS] [--bound SET=FRACTION] [--must-fit SETS] "
-                        "[--known-oom LABEL-PART] [--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
-                        "--set-h100 KEY=VALUE] ...\n");
-        return 2;
+    /* the data folder comes first: an option there (--help included) is a
+     * request for the usage, not a folder to read */
+    if (argc < 2 || argv[1][0] == '-') {
+        bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+        fprintf(help ? stdout : stderr,
+                "usage: megaplan-validate DATA_DIR [--summary | --rows | --rows-tsv] "
+                "[--all-rows] [--only SETS] [--accept SETS] [--bound SET=FRACTION] [--must-fit SETS] "
+                "[--known-oom LABEL-PART] [--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
+                "--set-h100 KEY=VALUE] ...\n");
+        return help ? 0 : 2;
     }
     const char *dir = argv[1];
     int all_rows = 0, summary_only = 0, rows_only = 0, tsv = 0;

@@ -143,12 +143,12 @@ SO_START = {'ol': 10.0, 'oe': 0.8}
 # the prior (KO_PRIOR) as the scale-up and scale-out tiers keep theirs, so the full fit is
 # unchanged (entry of 2026-12-02, leave-out host prior)
 KO_START = 20.0
-HW_DATA = os.path.join(ROOT, 'tests', 'data', 'hw')
 
 
-def data_rows(name):
-    """The rows of one tests/data/hw file, its '#' header lines skipped."""
-    with open(os.path.join(HW_DATA, name)) as f:
+def data_rows(folder, name):
+    """The rows of a CSV file of tests/data/FOLDER (or of the file at an absolute path) as
+    dicts, its '#' header lines skipped."""
+    with open(os.path.join(ROOT, 'tests', 'data', folder, name)) as f:
         return list(csv.DictReader(line for line in f if not line.startswith('#')))
 
 
@@ -156,7 +156,7 @@ def mamf_ceiling(gpu='NVIDIA A100 SXM'):
     """ymax's upper bound: the fitted GPU's measured maximum achievable BF16 matmul efficiency
     (the best shape of a brute-force search, mamf_ml_engineering.csv): no GEMM of any shape
     runs faster than the fastest shape measured (tools/validation-protocol.md, refit 8)."""
-    for r in data_rows('mamf_ml_engineering.csv'):
+    for r in data_rows('hw', 'mamf_ml_engineering.csv'):
         if r['accelerator'] == gpu and r['dtype'] == 'bf16':
             return float(r['mamf_tflops']) / float(r['theory_tflops'])
     raise ValueError('mamf_ml_engineering.csv: no bf16 row of ' + gpu)
@@ -168,7 +168,7 @@ def stream_ceiling(gpu='NVIDIA A100 SXM4 80GB'):
     elementwise kernel the model charges at memory_efficiency reads and writes, so the
     load-only and store-only streams do not bound it (tools/validation-protocol.md, refit 8)."""
     best = max((float(r['bandwidth_gbs']) / float(r['datasheet_gbs'])
-                for r in data_rows('gpu_stream_a100.csv')
+                for r in data_rows('hw', 'gpu_stream_a100.csv')
                 if r['gpu'] == gpu and int(r['load_streams']) > 0 and int(r['store_streams']) > 0),
                default=None)
     if best is None:
@@ -289,12 +289,8 @@ LAYER_LAUNCHES_T1 = 13 + 13 + 26
 
 
 def host_data(name):
-    """The rows of a tests/data/host CSV file (or of the file at an absolute path) as dicts
-    (its # lines skipped)."""
-    path = os.path.join(ROOT, 'tests', 'data', 'host', name)
-    lines = [l for l in open(path) if not l.startswith('#')]
-    head = lines[0].rstrip('\n').split(',')
-    return [dict(zip(head, l.rstrip('\n').split(','))) for l in lines[1:] if l.strip()]
+    """The rows of a tests/data/host CSV file (or of the file at an absolute path) as dicts."""
+    return data_rows('host', name)
 
 
 def host_prior():

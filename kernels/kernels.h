@@ -230,6 +230,10 @@ int mpk_adamw(float *w, const float *g, float *m, float *v, size_t n, mpk_adam_a
 
 int mpk_f32_to_bf16(uint16_t *out, const float *in, size_t n, void *stream);
 int mpk_bf16_to_f32(float *out, const uint16_t *in, size_t n, void *stream);
+/* A strided column-major operand (cols runs of rows floats, ld >= rows apart)
+ * rounded to bf16 and packed rows apart: a bf16 GEMM's input. */
+int mpk_f32_to_bf16_2d(uint16_t *out, const float *in, size_t rows, size_t cols, size_t ld,
+                       void *stream);
 int mpk_f32_to_f16(uint16_t *out, const float *in, size_t n, void *stream);
 int mpk_f16_to_f32(float *out, const uint16_t *in, size_t n, void *stream);
 /* fp16 loss scaling, after the backward: x[n] *= inv_scale, and *found_nonfinite

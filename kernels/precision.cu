@@ -77,6 +77,30 @@ int mpk_f16_to_f32(float *out, const uint16_t *in, size_t n, void *stream)
     MK_ELEMENTWISE(n, stream, mk_from_f16_kernel, out, in, n);
 }
 
+/* A column-major operand packed for a bf16 GEMM: cols runs of rows floats,
+ * ld apart in `in`, rounded and stored rows apart in `out`. The index split is
+ * 32-bit when it fits: a 64-bit division costs a GPU tens of instructions per
+ * element, more than the element's load. */
+MK_KERNEL mk_to_bf16_2d_kernel(uint16_t *out, const float *in, size_t rows, size_t n, size_t ld)
+{
+    MK_THREADS(t)
+    {
+        MK_EACH(t, i, n)
+        {
+            size_t col = n <= 0xffffffffu ? (size_t)((uint32_t)i / (uint32_t)rows) : i / rows;
+            out[i] = mk_f32_to_bf16(in[col * ld + (i - col * rows)]);
+        }
+    }
+}
+
+int mpk_f32_to_bf16_2d(uint16_t *out, const float *in, size_t rows, size_t cols, size_t ld,
+                       void *stream)
+{
+    if (ld < rows)
+        return MPK_EINVAL;
+    MK_ELEMENTWISE(rows * cols, stream, mk_to_bf16_2d_kernel, out, in, rows, rows * cols, ld);
+}
+
 /* Every thread that meets inf or NaN stores the same 1: the order of the
  * stores cannot matter, so no atomic is needed. */
 MK_KERNEL mk_unscale_kernel(float *x, size_t n, float inv_scale, int *found)

@@ -78,7 +78,7 @@ static struct cuda_state {
     int n_rope;
     /* every GEMM's FLOPs and, for the first MAX_TIMED_GEMMS, its events */
     double gemm_flops, untimed_flops;
-    long gemm_calls;
+    long gemm_calls, gemm_staged;
     cudaEvent_t *gemm_ev; /* [2 * MAX_TIMED_GEMMS], made on first use */
     int n_timed;
     float *terms; /* [n_terms] the sink gradient's per-row terms */
@@ -93,6 +93,8 @@ static struct cuda_state {
     } gh;
     void **gptrs;
     size_t n_grouped;
+    uint16_t *b16[2]; /* bf16 plans: a GEMM's two operands rounded (cuda_gemm) */
+    size_t n_b16[2];
 } C;
 
 static mp_backend cuda_backend;
@@ -214,6 +216,25 @@ static void *stage(int slot, size_t bytes)
     return C.stage[slot];
 }
 
+/* The emulation's kernels run on the host: its device memory is readable
+ * only while they do (cuda_host_shim.h). */
+#ifdef MP_CUDA_HOST_SHIM
+#define DEVICE_OPEN() shim_device_open()
+#define DEVICE_CLOSE() shim_device_close()
+#else
+#define DEVICE_OPEN() ((void)0)
+#define DEVICE_CLOSE() ((void)0)
+#endif
+
+/* A kernel launch, its status kept for sync(). */
+#define LAUNCH(name, call)                                                                  \
+    do {                                                                                    \
+        DEVICE_OPEN();                                                                      \
+        int rc_ = (call);                                                                   \
+        DEVICE_CLOSE();                                                                     \
+        check_kernel(rc_, name);                                                            \
+    } while (0)
+
 /* ---- GEMM: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T ---- */
 
 /* Every GEMM call's FLOPs, and, for the first MAX_TIMED_GEMMS, events around
@@ -247,6 +268,43 @@ static void gemm_timer_end(cudaEvent_t *ev)
     }
 }
 
+/* bf16 plans. cuBLAS's FAST_16BF on fp32 operands ran at half its rate on
+ * bf16 ones on an H200 (438 against 876 TFLOP/s at 8192^3: the executor's
+ * first GPU check, docs/gpu/2026-12-04), so a GEMM whose operands are cheap to
+ * round first runs on bf16 copies. Rounding costs 6 bytes per element (read 4,
+ * write 2): it pays where that takes less time than the half rate loses,
+ * 2mnk / (6 (mk + nk)) above the machine's balance, 876 TFLOP/s over that
+ * check's 4.2 TB/s copy, about 200 FLOP/B; i.e. mn / (m + n) >= 600. The
+ * linear layers' products pass; attention's P V and its backward's dV and dQ
+ * (one dimension the head's 128) stay on FAST_16BF, which reads the fp32
+ * probabilities once. Both round to nearest even and accumulate in fp32. */
+#define STAGE_BF16_MIN_MN_OVER_M_PLUS_N 600.0
+
+/* Operand slot (0 or 1) rounded to bf16: column-major rows x cols, ld apart,
+ * packed rows apart into a device buffer kept between calls (stream-ordered,
+ * so one per operand suffices); NULL after a failure. */
+static const uint16_t *bf16_operand(int slot, const void *x, int rows, int cols, int ld)
+{
+    size_t count = (size_t)rows * (size_t)cols;
+    if (count > C.n_b16[slot]) {
+        cuda_free(C.b16[slot]);
+        C.b16[slot] = cuda_alloc(count * sizeof *C.b16[slot]);
+        C.n_b16[slot] = C.b16[slot] ? count : 0;
+        if (!C.b16[slot]) {
+            fail("gemm", "out of device memory for the bf16 operands");
+            return NULL;
+        }
+    }
+    LAUNCH("gemm (bf16 operand)", mpk_f32_to_bf16_2d(C.b16[slot], x, (size_t)rows, (size_t)cols,
+                                                     (size_t)ld, C.compute));
+    return C.failed ? NULL : C.b16[slot];
+}
+
+static bool stage_bf16(int m, int n)
+{
+    return C.bf16 && (double)m * n / ((double)m + n) >= STAGE_BF16_MIN_MN_OVER_M_PLUS_N;
+}
+
 static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int n, int k,
                       double alpha, const void *a, int lda, const void *b, int ldb, double beta,
                       void *c, int ldc)
@@ -254,13 +312,25 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
     if (!is_f32(kind, "gemm") || !m || !n)
         return;
     float al = (float)alpha, be = (float)beta;
-    cudaEvent_t *ev = gemm_timer_begin(2.0 * m * (double)n * k);
+    cudaEvent_t *ev = gemm_timer_begin(2.0 * m * (double)n * k); /* the rounding included */
+    /* cuBLAS's A is our B (n x k op'd), its B our A (k x m op'd) */
+    cublasOperation_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cudaDataType_t in = CUDA_R_32F;
     cublasComputeType_t compute =
         C.bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_PEDANTIC;
-    cublasStatus_t rc = cublasGemmEx(
-        C.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
-        k, &al, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &be, c, CUDA_R_32F, ldc, compute,
-        CUBLAS_GEMM_DEFAULT);
+    if (k > 0 && stage_bf16(m, n)) {
+        int br = trans_b ? k : n, bc = trans_b ? n : k;
+        int ar = trans_a ? m : k, ac = trans_a ? k : m;
+        b = bf16_operand(0, b, br, bc, ldb);
+        a = bf16_operand(1, a, ar, ac, lda);
+        if (!a || !b)
+            return;
+        ldb = br, lda = ar, in = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F;
+        C.gemm_staged++;
+    }
+    cublasStatus_t rc = cublasGemmEx(C.blas, op_a, op_b, n, m, k, &al, b, in, ldb, a, in, lda,
+                                     &be, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS)
         fail("cublasGemmEx", cublasGetStatusString(rc));
     gemm_timer_end(ev);
@@ -343,7 +413,7 @@ static void cuda_gemm_grouped(mp_real_kind kind, bool trans_a, bool trans_b, int
                   c[i], ldc);
 }
 
-void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls)
+void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls, long *staged)
 {
     cudaStreamSynchronize(C.compute);
     double t = 0;
@@ -355,31 +425,13 @@ void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls)
     *flops = C.gemm_flops;
     *seconds = t;
     *calls = C.gemm_calls;
+    *staged = C.gemm_staged;
     C.gemm_flops = C.untimed_flops = 0;
-    C.gemm_calls = 0;
+    C.gemm_calls = C.gemm_staged = 0;
     C.n_timed = 0;
 }
 
 /* ---- layer ops: the kernels of kernels/ on the compute stream ---- */
-
-/* The emulation's kernels run on the host: its device memory is readable
- * only while they do (cuda_host_shim.h). */
-#ifdef MP_CUDA_HOST_SHIM
-#define DEVICE_OPEN() shim_device_open()
-#define DEVICE_CLOSE() shim_device_close()
-#else
-#define DEVICE_OPEN() ((void)0)
-#define DEVICE_CLOSE() ((void)0)
-#endif
-
-/* A kernel launch, its status kept for sync(). */
-#define LAUNCH(name, call)                                                                  \
-    do {                                                                                    \
-        DEVICE_OPEN();                                                                      \
-        int rc_ = (call);                                                                   \
-        DEVICE_CLOSE();                                                                     \
-        check_kernel(rc_, name);                                                            \
-    } while (0)
 
 #define KERNEL(kind, name, call)                                                            \
     do {                                                                                    \
@@ -1231,6 +1283,11 @@ mp_status mp_cuda_gemm_peak(int n, bool bf16, double *flops, mp_error *err)
 {
     if (!C.open)
         return mp_error_set(err, MP_EINTERNAL, NULL, 0, 0, NULL, "CUDA backend not open");
+#ifdef MP_CUDA_HOST_SHIM
+    /* a device's rate; sixty 8192^3 products on the host would take minutes */
+    (void)n, (void)bf16, (void)flops;
+    return mp_error_set(err, MP_ERUNTIME, NULL, 0, 0, NULL, "no GEMM peak on the emulation");
+#endif
     size_t el = bf16 ? 2 : 4, count = (size_t)n * (size_t)n;
     void *a = cuda_alloc(count * el), *b = cuda_alloc(count * el), *c = cuda_alloc(count * 4);
     cudaEvent_t t0 = NULL, t1 = NULL;

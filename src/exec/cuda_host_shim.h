@@ -318,6 +318,20 @@ static inline float *shim_bf16_copy(const float *a, int rows, int cols, int ld)
     return c;
 }
 
+/* A column-major rows x cols bf16 operand (ld apart) as packed floats; NULL
+ * when out of memory. */
+static inline float *shim_widen_bf16(const void *a, int rows, int cols, int ld)
+{
+    const unsigned short *h = a;
+    float *c = malloc((size_t)(rows ? rows : 1) * (size_t)(cols ? cols : 1) * sizeof *c);
+    for (int j = 0; c && j < cols; j++)
+        for (int i = 0; i < rows; i++) {
+            unsigned u = (unsigned)h[(size_t)j * ld + i] << 16;
+            memcpy(&c[(size_t)j * rows + i], &u, sizeof u);
+        }
+    return c;
+}
+
 /* Column-major, as cuBLAS: fp32 operands (the bf16 peak is a device's);
  * FAST_16BF rounds the inputs to bf16 and accumulates in fp32, as cuBLAS does. */
 static inline cublasStatus_t shim_gemm(cublasOperation_t ta, cublasOperation_t tb, int m,
@@ -355,12 +369,27 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
                                           cublasComputeType_t comp, int algo)
 {
     (void)h, (void)algo;
-    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F)
+    bool b16 = at == CUDA_R_16BF && bt == CUDA_R_16BF;
+    if (!((at == CUDA_R_32F && bt == CUDA_R_32F) || b16) || ct != CUDA_R_32F ||
+        (b16 && comp != CUBLAS_COMPUTE_32F))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!shim_on_device(a) || !shim_on_device(b) || !shim_on_device(c))
         return CUBLAS_STATUS_INVALID_VALUE; /* a host operand */
     shim_device_open();
-    cublasStatus_t rc = shim_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, comp);
+    float *a32 = NULL, *b32 = NULL;
+    if (b16) { /* bf16 inputs widened, exactly, to floats */
+        int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+        int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+        a32 = shim_widen_bf16(a, ar, ac, lda);
+        b32 = shim_widen_bf16(b, br, bc, ldb);
+        a = a32, lda = ar ? ar : 1;
+        b = b32, ldb = br ? br : 1;
+    }
+    cublasStatus_t rc = b16 && (!a32 || !b32)
+                            ? CUBLAS_STATUS_NOT_SUPPORTED
+                            : shim_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, comp);
+    free(a32);
+    free(b32);
     shim_device_close();
     return rc;
 }

@@ -1167,6 +1167,38 @@ static void test_casts(void **state)
     free(x), free(hb), free(hh), free(fb), free(fh), free(all), free(back), free(dec);
 }
 
+/* A strided operand packed for a bf16 GEMM: each column (a run of rows
+ * floats, ld apart) rounded as the 1-D cast rounds it, packed rows apart;
+ * the padding between runs never read into the output. Sizes past 2^16
+ * elements, so the grid strides. */
+static void test_cast_2d(void **state)
+{
+    (void)state;
+    enum { ROWS = 301, COLS = 257, LD = 317 };
+    float *x = fvec((size_t)LD * COLS);
+    for (size_t i = 0; i < (size_t)LD * COLS; i++)
+        x[i] = (float)(urand() * 7.0 - 3.5);
+    for (int j = 0; j < COLS; j++) /* the padding: values the packing must skip */
+        for (int i = ROWS; i < LD; i++)
+            x[(size_t)j * LD + i] = NAN;
+    float *d_x = up(x, (size_t)LD * COLS);
+    uint16_t *packed = malloc((size_t)ROWS * COLS * sizeof *packed);
+    uint16_t *col = malloc(ROWS * sizeof *col);
+    uint16_t *d_p = kt_up(packed, (size_t)ROWS * COLS * sizeof *packed);
+    uint16_t *d_c = kt_up(col, ROWS * sizeof *col);
+    OK(mpk_f32_to_bf16_2d(d_p, d_x, ROWS, COLS, LD, NULL));
+    kt_down(packed, d_p, (size_t)ROWS * COLS * sizeof *packed);
+    for (int j = 0; j < COLS; j++) {
+        OK(mpk_f32_to_bf16(d_c, d_x + (size_t)j * LD, ROWS, NULL));
+        kt_down(col, d_c, ROWS * sizeof *col);
+        if (memcmp(col, packed + (size_t)j * ROWS, ROWS * sizeof *col) != 0)
+            fail_msg("column %d of the packed bf16 operand differs from its 1-D cast", j);
+    }
+    assert_int_equal(mpk_f32_to_bf16_2d(d_p, d_x, ROWS, COLS, ROWS - 1, NULL), MPK_EINVAL);
+    kt_free(d_x), kt_free(d_p), kt_free(d_c);
+    free(x), free(packed), free(col);
+}
+
 static void test_unscale(void **state)
 {
     (void)state;
@@ -1472,6 +1504,7 @@ int main(void)
         cmocka_unit_test(test_rope),         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_cross_entropy), cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_adamw),        cmocka_unit_test(test_casts),
+        cmocka_unit_test(test_cast_2d),
         cmocka_unit_test(test_unscale),      cmocka_unit_test(test_errors),
         cmocka_unit_test(test_moe_route),    cmocka_unit_test(test_moe_capacity),
         cmocka_unit_test(test_moe_dispatch), cmocka_unit_test(test_moe_router_backward),

@@ -27,10 +27,13 @@
 #       stage at full size) with --compare h200: phase by phase, MFU, and the
 #       executor's GEMM rate against cuBLAS alone (the 60% check)
 #   (f) calibrate --backend cuda -o: this GPU as a hardware profile
+#   (g) bench/bench_gemm_cuda: cuBLAS alone on Megatron's layer GEMMs (fprop,
+#       dgrad, wgrad of five models at tp 1-8, 2k-16k tokens), the per-call
+#       floor and copy bandwidth, into OUTDIR/gemm-sweep.csv
 #
 # usage: tools/gpu-check.sh [OUTDIR]      (default docs/gpu/<UTC date>)
 # Writes OUTDIR/summary.txt (one line per check), OUTDIR/gpu-check.log (all
-# output), OUTDIR/solo.txt and OUTDIR/h200-calibrated.yaml: four files, which
+# output), OUTDIR/solo.txt, OUTDIR/h200-calibrated.yaml and OUTDIR/gemm-sweep.csv: five files, which
 # the device tool's $OUT brings back. Exit status: the number of failed checks.
 #
 # The GPU machine has nvcc, the CUDA libraries, meson, ninja and NCCL (pip's
@@ -262,6 +265,17 @@ grep -E '^(gemm|  MFU|  step|  compute)' "$out/solo.txt" 2>/dev/null | sed 's/^ 
 check calibrate 60 "$mp" calibrate --backend cuda --name h200-calibrated \
     -o "$out/h200-calibrated.yaml"
 grep -E 'GEMM|cuBLAS|memcpy' "$out/h200-calibrated.yaml" 2>/dev/null >>"$summary"
+
+# ---- (g) cuBLAS alone on Megatron's layer GEMMs (bench/bench_gemm_cuda.c) ----
+gemm_sweep() {
+    set -o pipefail
+    "$bdir/bench/bench_gemm_cuda" >"$out/gemm-sweep.csv"
+}
+export -f gemm_sweep
+check gemm-sweep 120 gemm_sweep
+awk -F, '$1 == "gemm" {n++; if ($11 > best) best = $11} $1 == "floor" {fl = $10}
+    END {if (n) printf "  gemm sweep: %d products, best %.1f TFLOP/s; per-call floor %s us\n", n, best, fl}' \
+    "$out/gemm-sweep.csv" 2>/dev/null >>"$summary"
 
 note "gpu-check: $failed failed, $((SECONDS - start)) s"
 exit "$failed"

@@ -568,16 +568,21 @@ static void print_comparison(const mp_hw *hw, const mp_exec_comparison *c, bool 
 static void print_gemm_rate(void)
 {
 #if defined(MP_WITH_CUDA) || defined(MP_CUDA_HOST_SHIM)
-    double flops = 0, secs = 0, peak = 0;
-    long calls = 0, staged = 0;
+    double peak = 0;
+    mp_cuda_gemm_stat g;
     mp_error e;
     mp_error_clear(&e);
-    mp_cuda_gemm_stats(&flops, &secs, &calls, &staged);
-    if (secs <= 0 || mp_cuda_gemm_peak(8192, true, &peak, &e) || peak <= 0)
+    mp_cuda_gemm_stats(&g);
+    if (g.seconds <= 0 || mp_cuda_gemm_peak(8192, true, &peak, &e) || peak <= 0)
         return;
-    printf("gemm: %ld cuBLAS calls (%ld on bf16 copies of their operands) on rank 0 ran at "
-           "%.1f TFLOP/s; cuBLAS alone (bf16 inputs, 8192^3) %.1f TFLOP/s; ratio %.2f\n",
-           calls, staged, flops / secs / 1e12, peak / 1e12, flops / secs / peak);
+    double other_s = g.seconds - g.staged_seconds;
+    printf("gemm: %ld cuBLAS calls on rank 0 ran at %.1f TFLOP/s (%ld on bf16 copies of their "
+           "operands at %.1f, the other %ld at %.1f); cuBLAS alone (bf16 inputs, 8192^3) %.1f "
+           "TFLOP/s; ratio %.2f\n",
+           g.calls, g.flops / g.seconds / 1e12, g.staged,
+           g.staged_seconds > 0 ? g.staged_flops / g.staged_seconds / 1e12 : 0.0,
+           g.calls - g.staged, other_s > 0 ? (g.flops - g.staged_flops) / other_s / 1e12 : 0.0,
+           peak / 1e12, g.flops / g.seconds / peak);
 #endif
 }
 

@@ -77,9 +77,10 @@ static struct cuda_state {
     } rope[MAX_ROPE_TABLES];
     int n_rope;
     /* every GEMM's FLOPs and, for the first MAX_TIMED_GEMMS, its events */
-    double gemm_flops, untimed_flops;
+    double gemm_flops, untimed_flops, staged_flops;
     long gemm_calls, gemm_staged;
     cudaEvent_t *gemm_ev; /* [2 * MAX_TIMED_GEMMS], made on first use */
+    bool *gemm_was_staged; /* [MAX_TIMED_GEMMS]: the timed call ran on bf16 copies */
     int n_timed;
     float *terms; /* [n_terms] the sink gradient's per-row terms */
     size_t n_terms;
@@ -239,11 +240,13 @@ static void *stage(int slot, size_t bytes)
 
 /* Every GEMM call's FLOPs, and, for the first MAX_TIMED_GEMMS, events around
  * it on the compute stream (mp_cuda_gemm_stats); NULL: not timed. */
-static cudaEvent_t *gemm_timer_begin(double flops)
+static cudaEvent_t *gemm_timer_begin(double flops, bool staged)
 {
     C.gemm_calls++;
+    C.gemm_staged += staged;
     cudaEvent_t *ev = NULL;
-    if (!C.gemm_ev && (C.gemm_ev = calloc(2 * MAX_TIMED_GEMMS, sizeof *C.gemm_ev)) == NULL)
+    if (!C.gemm_ev && ((C.gemm_ev = calloc(2 * MAX_TIMED_GEMMS, sizeof *C.gemm_ev)) == NULL ||
+                       (C.gemm_was_staged = calloc(MAX_TIMED_GEMMS, sizeof(bool))) == NULL))
         C.n_timed = MAX_TIMED_GEMMS; /* no room: count, do not time */
     if (C.n_timed < MAX_TIMED_GEMMS) {
         ev = &C.gemm_ev[2 * C.n_timed];
@@ -253,6 +256,8 @@ static cudaEvent_t *gemm_timer_begin(double flops)
     }
     if (ev) {
         C.gemm_flops += flops;
+        C.staged_flops += staged ? flops : 0;
+        C.gemm_was_staged[C.n_timed] = staged;
         cudaEventRecord(ev[0], C.compute);
     } else {
         C.untimed_flops += flops;
@@ -312,14 +317,15 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
     if (!is_f32(kind, "gemm") || !m || !n)
         return;
     float al = (float)alpha, be = (float)beta;
-    cudaEvent_t *ev = gemm_timer_begin(2.0 * m * (double)n * k); /* the rounding included */
+    bool staged = k > 0 && stage_bf16(m, n);
+    cudaEvent_t *ev = gemm_timer_begin(2.0 * m * (double)n * k, staged); /* rounding included */
     /* cuBLAS's A is our B (n x k op'd), its B our A (k x m op'd) */
     cublasOperation_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cudaDataType_t in = CUDA_R_32F;
     cublasComputeType_t compute =
         C.bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_PEDANTIC;
-    if (k > 0 && stage_bf16(m, n)) {
+    if (staged) {
         int br = trans_b ? k : n, bc = trans_b ? n : k;
         int ar = trans_a ? m : k, ac = trans_a ? k : m;
         b = bf16_operand(0, b, br, bc, ldb);
@@ -327,7 +333,6 @@ static void cuda_gemm(mp_real_kind kind, bool trans_a, bool trans_b, int m, int 
         if (!a || !b)
             return;
         ldb = br, lda = ar, in = CUDA_R_16BF, compute = CUBLAS_COMPUTE_32F;
-        C.gemm_staged++;
     }
     cublasStatus_t rc = cublasGemmEx(C.blas, op_a, op_b, n, m, k, &al, b, in, ldb, a, in, lda,
                                      &be, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
@@ -397,7 +402,7 @@ static void cuda_gemm_grouped(mp_real_kind kind, bool trans_a, bool trans_b, int
         check_cuda(cudaMemcpyAsync(C.gptrs, hp, 3 * N * sizeof *hp, cudaMemcpyHostToDevice,
                                    C.compute),
                    "cudaMemcpyAsync (grouped GEMM pointers)");
-        cudaEvent_t *ev = gemm_timer_begin(flops);
+        cudaEvent_t *ev = gemm_timer_begin(flops, false);
         cublasStatus_t rc = cublasGemmGroupedBatchedEx(
             C.blas, opa, opb, mm, nn, kk, al, (const void *const *)C.gptrs, CUDA_R_32F, la,
             (const void *const *)C.gptrs + N, CUDA_R_32F, lb, be, C.gptrs + 2 * N, CUDA_R_32F,
@@ -413,20 +418,21 @@ static void cuda_gemm_grouped(mp_real_kind kind, bool trans_a, bool trans_b, int
                   c[i], ldc);
 }
 
-void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls, long *staged)
+void mp_cuda_gemm_stats(mp_cuda_gemm_stat *out)
 {
     cudaStreamSynchronize(C.compute);
-    double t = 0;
+    double t = 0, ts = 0;
     for (int i = 0; i < C.n_timed; i++) {
         float ms = 0;
-        if (cudaEventElapsedTime(&ms, C.gemm_ev[2 * i], C.gemm_ev[2 * i + 1]) == cudaSuccess)
+        if (cudaEventElapsedTime(&ms, C.gemm_ev[2 * i], C.gemm_ev[2 * i + 1]) == cudaSuccess) {
             t += ms * 1e-3;
+            ts += C.gemm_was_staged[i] ? ms * 1e-3 : 0;
+        }
     }
-    *flops = C.gemm_flops;
-    *seconds = t;
-    *calls = C.gemm_calls;
-    *staged = C.gemm_staged;
-    C.gemm_flops = C.untimed_flops = 0;
+    *out = (mp_cuda_gemm_stat){.flops = C.gemm_flops, .seconds = t, .calls = C.gemm_calls,
+                               .staged = C.gemm_staged, .staged_flops = C.staged_flops,
+                               .staged_seconds = ts};
+    C.gemm_flops = C.untimed_flops = C.staged_flops = 0;
     C.gemm_calls = C.gemm_staged = 0;
     C.n_timed = 0;
 }

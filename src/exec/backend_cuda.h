@@ -36,10 +36,15 @@ mp_status mp_cuda_devices(int *count, mp_error *err);
 mp_status mp_backend_cuda_open(const mp_cuda_setup *setup, const mp_backend **out,
                                mp_error *err);
 /* The GEMMs since the last call: FLOPs and device seconds of the timed ones
- * (the first 65536; the executor's achieved cuBLAS rate, bf16 rounding of
- * staged operands included), all calls, and how many of them ran on bf16
+ * (the first 65536; the executor's achieved cuBLAS rate, the rounding of
+ * staged operands included), all calls, and those of them that ran on bf16
  * copies of their operands (bf16 plans' larger products). */
-void mp_cuda_gemm_stats(double *flops, double *seconds, long *calls, long *staged);
+typedef struct mp_cuda_gemm_stat {
+    double flops, seconds;
+    long calls, staged;
+    double staged_flops, staged_seconds;
+} mp_cuda_gemm_stat;
+void mp_cuda_gemm_stats(mp_cuda_gemm_stat *out);
 /* The open device's name and memory (bytes). */
 void mp_cuda_describe(char *name, size_t size, double *memory);
 /* The cuBLAS bf16 GEMM rate alone (tensor cores, fp32 accumulation) on an

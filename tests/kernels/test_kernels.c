@@ -1170,33 +1170,41 @@ static void test_casts(void **state)
 /* A strided operand packed for a bf16 GEMM: each column (a run of rows
  * floats, ld apart) rounded as the 1-D cast rounds it, packed rows apart;
  * the padding between runs never read into the output. Sizes past 2^16
- * elements, so the grid strides. */
+ * elements, so the grid strides; odd runs (one at a time), runs and strides
+ * of multiples of 4 (four at a time), and those from a misaligned start. */
+static void check_cast_2d(size_t rows, size_t cols, size_t ld, size_t offset)
+{
+    size_t total = ld * cols + offset;
+    float *x = fvec(total);
+    for (size_t i = 0; i < total; i++)
+        x[i] = (float)(urand() * 7.0 - 3.5);
+    for (size_t j = 0; j < cols; j++) /* the padding: values the packing must skip */
+        for (size_t i = rows; i < ld; i++)
+            x[offset + j * ld + i] = NAN;
+    float *d_x = up(x, total);
+    uint16_t *packed = malloc(rows * cols * sizeof *packed), *col = malloc(rows * sizeof *col);
+    uint16_t *d_p = kt_up(packed, rows * cols * sizeof *packed);
+    uint16_t *d_c = kt_up(col, rows * sizeof *col);
+    OK(mpk_f32_to_bf16_2d(d_p, d_x + offset, rows, cols, ld, NULL));
+    kt_down(packed, d_p, rows * cols * sizeof *packed);
+    for (size_t j = 0; j < cols; j++) {
+        OK(mpk_f32_to_bf16(d_c, d_x + offset + j * ld, rows, NULL));
+        kt_down(col, d_c, rows * sizeof *col);
+        if (memcmp(col, packed + j * rows, rows * sizeof *col) != 0)
+            fail_msg("%zu x %zu (ld %zu, offset %zu): column %zu of the packed bf16 operand "
+                     "differs from its 1-D cast", rows, cols, ld, offset, j);
+    }
+    assert_int_equal(mpk_f32_to_bf16_2d(d_p, d_x, rows, cols, rows - 1, NULL), MPK_EINVAL);
+    kt_free(d_x), kt_free(d_p), kt_free(d_c);
+    free(x), free(packed), free(col);
+}
+
 static void test_cast_2d(void **state)
 {
     (void)state;
-    enum { ROWS = 301, COLS = 257, LD = 317 };
-    float *x = fvec((size_t)LD * COLS);
-    for (size_t i = 0; i < (size_t)LD * COLS; i++)
-        x[i] = (float)(urand() * 7.0 - 3.5);
-    for (int j = 0; j < COLS; j++) /* the padding: values the packing must skip */
-        for (int i = ROWS; i < LD; i++)
-            x[(size_t)j * LD + i] = NAN;
-    float *d_x = up(x, (size_t)LD * COLS);
-    uint16_t *packed = malloc((size_t)ROWS * COLS * sizeof *packed);
-    uint16_t *col = malloc(ROWS * sizeof *col);
-    uint16_t *d_p = kt_up(packed, (size_t)ROWS * COLS * sizeof *packed);
-    uint16_t *d_c = kt_up(col, ROWS * sizeof *col);
-    OK(mpk_f32_to_bf16_2d(d_p, d_x, ROWS, COLS, LD, NULL));
-    kt_down(packed, d_p, (size_t)ROWS * COLS * sizeof *packed);
-    for (int j = 0; j < COLS; j++) {
-        OK(mpk_f32_to_bf16(d_c, d_x + (size_t)j * LD, ROWS, NULL));
-        kt_down(col, d_c, ROWS * sizeof *col);
-        if (memcmp(col, packed + (size_t)j * ROWS, ROWS * sizeof *col) != 0)
-            fail_msg("column %d of the packed bf16 operand differs from its 1-D cast", j);
-    }
-    assert_int_equal(mpk_f32_to_bf16_2d(d_p, d_x, ROWS, COLS, ROWS - 1, NULL), MPK_EINVAL);
-    kt_free(d_x), kt_free(d_p), kt_free(d_c);
-    free(x), free(packed), free(col);
+    check_cast_2d(301, 257, 317, 0);
+    check_cast_2d(300, 257, 316, 0);
+    check_cast_2d(300, 257, 316, 1);
 }
 
 static void test_unscale(void **state)

@@ -1,0 +1,173 @@
+/* bench_gemm_cuda.c — cuBLAS alone on the GEMMs of a Megatron transformer
+ * layer, on one GPU: what the cost model's GEMM time (mp_gemm_mnk_time) is
+ * set against where a GPU is lent (tools/gpu-check.sh, step g). No MPI, no
+ * megaplan code: the shapes and the way Megatron-Core calls them.
+ *
+ * For each model, tensor-parallel degree t and tokens per micro-batch T
+ * (b s), the four layer GEMMs (QKV, attention projection, FFN 1, FFN 2),
+ * each three ways as Megatron-Core runs them with bf16 weights:
+ *   fprop  Y[T, n] = X[T, k] W[n, k]^T   bf16 in and out
+ *   dgrad  dX[T, k] = dY[T, n] W[n, k]   bf16 in and out
+ *   wgrad  dW[n, k] += dY^T X            fp32 out, beta 1 (the fused
+ *                                        accumulation into main_grad)
+ * all with fp32 accumulation (CUBLAS_COMPUTE_32F), plus one tiny GEMM
+ * repeated (the per-call floor) and device-to-device copies (the bandwidth
+ * an elementwise kernel sees). Each time is the mean of REPS calls after
+ * WARM, by CUDA events around the batch.
+ *
+ * Output: CSV on stdout, one row per measurement:
+ *   what,model,t,tokens,gemm,m,n,k,out,us,tflops_or_gbs
+ * usage: bench_gemm_cuda [--quick]   (--quick: one model, for a smoke run) */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { WARM = 2, REPS = 5 };
+
+typedef struct model {
+    const char *name;
+    int hidden, ffn, heads, kv_heads, head_dim;
+    int gated; /* SwiGLU: FFN 1 has two halves */
+} model;
+
+static const model models[] = {
+    {"gpt3-175b", 12288, 49152, 96, 96, 128, 0},
+    {"gpt-22b", 6144, 24576, 48, 48, 128, 0},
+    {"llama3-8b", 4096, 14336, 32, 8, 128, 1},
+    {"llama3-70b", 8192, 28672, 64, 8, 128, 1},
+    {"llama3-405b", 16384, 53248, 128, 8, 128, 1},
+};
+
+static void die(const char *what, int code)
+{
+    fprintf(stderr, "bench_gemm_cuda: %s failed (%d)\n", what, code);
+    exit(1);
+}
+
+#define CK(call)                                                                            \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        if (e_ != cudaSuccess)                                                              \
+            die(#call, (int)e_);                                                            \
+    } while (0)
+#define CB(call)                                                                            \
+    do {                                                                                    \
+        cublasStatus_t s_ = (call);                                                         \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
+            die(#call, (int)s_);                                                            \
+    } while (0)
+
+static cublasHandle_t blas;
+static cudaEvent_t t0, t1;
+static void *buf_a, *buf_b, *buf_c;
+
+/* Row-major C[m, n] = op(A) op(B) as cuBLAS's column-major C^T; returns the
+ * mean microseconds of one call. */
+static double time_gemm(bool ta, bool tb, int m, int n, int k, bool fp32_out, float beta)
+{
+    float one = 1;
+    int lda = ta ? m : k, ldb = tb ? k : n;
+    double us = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        int calls = phase ? REPS : WARM;
+        CK(cudaEventRecord(t0, 0));
+        for (int i = 0; i < calls; i++)
+            CB(cublasGemmEx(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                            m, k, &one, buf_b, CUDA_R_16BF, ldb, buf_a, CUDA_R_16BF, lda, &beta,
+                            buf_c, fp32_out ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+        CK(cudaEventRecord(t1, 0));
+        CK(cudaEventSynchronize(t1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, t0, t1));
+        us = 1e3 * ms / calls;
+    }
+    return us;
+}
+
+static void row(const char *what, const char *model, int t, int tokens, const char *gemm, int m,
+                int n, int k, const char *out, double us, double rate)
+{
+    printf("%s,%s,%d,%d,%s,%d,%d,%d,%s,%.2f,%.1f\n", what, model, t, tokens, gemm, m, n, k, out,
+           us, rate);
+}
+
+static void layer(const model *md, int t, int tokens)
+{
+    int h = md->hidden, qkv = (md->heads + 2 * md->kv_heads) * md->head_dim / t;
+    int f1 = (md->gated ? 2 : 1) * md->ffn / t;
+    struct {
+        const char *name;
+        int n, k; /* W[n, k]: n outputs, k inputs */
+    } g[] = {{"qkv", qkv, h}, {"proj", h, md->heads * md->head_dim / t}, {"fc1", f1, h},
+             {"fc2", h, md->ffn / t}};
+    for (int i = 0; i < 4; i++) {
+        int n = g[i].n, k = g[i].k;
+        double flops = 2.0 * tokens * n * k, us;
+        us = time_gemm(false, true, tokens, n, k, false, 0); /* X[T,k] W[n,k]^T */
+        row("gemm", md->name, t, tokens, g[i].name, tokens, n, k, "fprop", us, flops / us / 1e6);
+        us = time_gemm(false, false, tokens, k, n, false, 0); /* dY[T,n] W[n,k] */
+        row("gemm", md->name, t, tokens, g[i].name, tokens, k, n, "dgrad", us, flops / us / 1e6);
+        us = time_gemm(true, false, n, k, tokens, true, 1); /* dY^T[n,T] X[T,k] */
+        row("gemm", md->name, t, tokens, g[i].name, n, k, tokens, "wgrad", us, flops / us / 1e6);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
+        fprintf(stderr, "bench_gemm_cuda: no CUDA device\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("# %s, %d SMs, cuBLAS %d\n", prop.name, prop.multiProcessorCount, CUBLAS_VERSION);
+    /* the largest operand: 405B's FFN 1 at t 1 and 16k tokens, 16384 x 106496 */
+    size_t bytes = (size_t)16384 * 106496 * 4;
+    CK(cudaMalloc(&buf_a, bytes));
+    CK(cudaMalloc(&buf_b, bytes));
+    CK(cudaMalloc(&buf_c, bytes));
+    /* small values, no overflow; random bits would be slower on some parts
+     * than zeros, and Megatron's are neither: 0x3c00 in bf16 is 2^-7 */
+    CK(cudaMemset(buf_a, 0x3c, bytes));
+    CK(cudaMemset(buf_b, 0x3c, bytes));
+    CK(cudaMemset(buf_c, 0, bytes));
+    CB(cublasCreate(&blas));
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    printf("what,model,t,tokens,gemm,m,n,k,out,us,tflops_or_gbs\n");
+    int n_models = quick ? 1 : (int)(sizeof models / sizeof models[0]);
+    const int tps[] = {1, 2, 4, 8}, toks[] = {2048, 4096, 8192, 16384};
+    for (int mi = 0; mi < n_models; mi++)
+        for (int ti = 0; ti < 4; ti++)
+            for (int ki = 0; ki < 4; ki++)
+                if (!quick || ki == 2)
+                    layer(&models[mi], tps[ti], toks[ki]);
+    /* the per-call floor: a 128^3 product, back to back */
+    double us = time_gemm(false, true, 128, 128, 128, false, 0);
+    row("floor", "-", 0, 128, "tiny", 128, 128, 128, "fprop", us, 2.0 * 128 * 128 * 128 / us / 1e6);
+    /* copies: read + write bytes over time, 1 MiB to 1 GiB */
+    for (size_t b = (size_t)1 << 20; b <= (size_t)1 << 30; b <<= 2) {
+        double total = 0;
+        for (int phase = 0; phase < 2; phase++) {
+            int calls = phase ? REPS : WARM;
+            CK(cudaEventRecord(t0, 0));
+            for (int i = 0; i < calls; i++)
+                CK(cudaMemcpyAsync(buf_c, buf_a, b, cudaMemcpyDeviceToDevice, 0));
+            CK(cudaEventRecord(t1, 0));
+            CK(cudaEventSynchronize(t1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, t0, t1));
+            total = 1e3 * ms / calls;
+        }
+        row("copy", "-", 0, 0, "d2d", (int)(b >> 20), 0, 0, "MiB", total, 2.0 * b / total / 1e3);
+    }
+    cublasDestroy(blas);
+    cudaFree(buf_a), cudaFree(buf_b), cudaFree(buf_c);
+    return 0;
+}

@@ -29,6 +29,7 @@ This machine is shared and noisy: compare ratios within one run, not absolute ti
 | \`search\` over hardware: 70B, 5 profiles x 64..8192 GPUs | < 5 s |
 | peak memory | < 200 MB |
 | CPU backend GEMM vs plain OpenBLAS sgemm | ≥ 80% |
+| CUDA backend GEMMs vs cuBLAS alone (8192³, random data), solo llama3-70b rank | ≥ 60% |
 HDR
 
 section "estimate: cost of one configuration" "$build/bench/bench_estimate --check"
@@ -64,5 +65,23 @@ fi
 if [ -x "$build/bench/bench_gemm" ]; then
   section "exec CPU backend: GEMM path vs plain OpenBLAS sgemm (one thread)" "$build/bench/bench_gemm 768 1024 10"
   run "$build/bench/bench_gemm" 768 1024 10
+  echo '```'
+fi
+
+# The GPU figures cannot be measured here: the newest run of tools/gpu-check.sh
+# committed under docs/gpu/ (one H200), quoted as it came back.
+gpu=$(find "$(dirname "$0")/../docs/gpu" -name summary.txt 2>/dev/null | sort | tail -1)
+if [ -n "$gpu" ]; then
+  dir=$(basename "$(dirname "$gpu")")
+  echo
+  echo "## exec CUDA backend and cuBLAS alone, on a GPU (docs/gpu/$dir)"
+  echo
+  echo "Not measured by this script (no GPU here): the newest \`tools/gpu-check.sh\` run on one"
+  echo "H200, quoted from docs/gpu/$dir/summary.txt. Commands: \`megaplan exec"
+  echo "tools/gpu/llama3-70b-tp8-pp8.yaml --backend cuda --solo 56 --steps 2 --compare h200\`,"
+  echo "\`megaplan calibrate --backend cuda\`, \`build-gpu/bench/bench_gemm_cuda\` (docs/gpu/README.md)."
+  echo
+  echo '```'
+  grep -E '^(  gemm|  step|  compute|  MFU|  gemm sweep|#   )' "$gpu"
   echo '```'
 fi

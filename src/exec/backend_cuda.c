@@ -36,6 +36,7 @@
 #include "exec/coll_mpi.h"
 #include "exec/p2p_mpi.h"
 #include "exec/params.h"
+#include "exec/random_unit.h"
 #include "kernels/kernels.h"
 #include "megaplan_config.h"
 #if defined(MP_CUDA_HOST_SHIM) && HAVE_NCCL
@@ -1285,11 +1286,8 @@ mp_status mp_backend_cuda_open(const mp_cuda_setup *setup, const mp_backend **ou
 
 /* ---- the cuBLAS peak: bf16 inputs, fp32 accumulation, tensor cores ---- */
 
-/* count elements of random bits' values in [-1, 1) (bf16 or fp32) at dev.
- * The peak is measured on data like a model's: on zeros or repeated values
- * an H200 ran the same 8192^3 product 13% faster (894 against 788 TFLOP/s,
- * fewer bits toggling, less power), which would flatter the peak the
- * executor is set against. */
+/* count random values in [-1, 1) (bf16 or fp32) at dev: the peak is
+ * measured on data like a model's (random_unit.h says why). */
 static bool fill_random(void *dev, size_t count, bool bf16)
 {
     size_t el = bf16 ? 2 : 4, chunk = count < ((size_t)1 << 22) ? count : (size_t)1 << 22;
@@ -1298,16 +1296,9 @@ static bool fill_random(void *dev, size_t count, bool bf16)
         return false;
     uint64_t x = 0x9e3779b97f4a7c15u;
     for (size_t i = 0; i < chunk; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        float v = (float)((double)(x >> 40) / 8388608.0 - 1.0);
-        uint32_t u;
-        memcpy(&u, &v, sizeof u);
-        if (bf16) {
-            uint16_t b = (uint16_t)(u >> 16);
-            memcpy(h + i * el, &b, el);
-        } else {
-            memcpy(h + i * el, &u, el);
-        }
+        float v = mp_random_unit(&x);
+        uint16_t b = mp_bf16_bits(v);
+        memcpy(h + i * el, bf16 ? (const void *)&b : (const void *)&v, el);
     }
     bool ok = true;
     for (size_t at = 0; ok && at < count; at += chunk) {

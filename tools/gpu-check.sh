@@ -146,7 +146,9 @@ export root out prefix multiarch
 export -f setup_deps setup_nccl
 
 {
-    echo "megaplan gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    # GPU_CHECK_COMMIT: the commit the tree is, where the machine's copy of
+    # .git does not know it (the device tool copies the working tree)
+    echo "megaplan gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit ${GPU_CHECK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
     if command -v nvidia-smi >/dev/null; then nvidia-smi -L; else echo "no nvidia-smi"; fi
     if command -v nvcc >/dev/null; then nvcc --version | tail -1; else echo "no nvcc on PATH"; fi
 } | tee -a "$log" >"$summary"

@@ -179,7 +179,7 @@ export bdir mp
 # ---- (b) the kernels against the CPU functions, on the device ----
 kernels_device() {
     # introspect, not `test --list`: the GPU image's meson printed a list the
-    # old grep did not match, and the check skipped (docs/gpu/2026-12-04)
+    # old grep did not match, and the check skipped (docs/gpu/2026-12-04-a)
     if ! meson introspect "$bdir" --tests 2>/dev/null | grep -q '"kernels-cuda"'; then
         echo "no gpu suite in this build (tests/kernels' kernels-cuda)"
         return 77

@@ -246,10 +246,16 @@ static cudaEvent_t *gemm_timer_begin(double flops, bool staged)
     C.gemm_calls++;
     C.gemm_staged += staged;
     cudaEvent_t *ev = NULL;
-    if (!C.gemm_ev && ((C.gemm_ev = calloc(2 * MAX_TIMED_GEMMS, sizeof *C.gemm_ev)) == NULL ||
-                       (C.gemm_was_staged = calloc(MAX_TIMED_GEMMS, sizeof(bool))) == NULL))
-        C.n_timed = MAX_TIMED_GEMMS; /* no room: count, do not time */
-    if (C.n_timed < MAX_TIMED_GEMMS) {
+    if (!C.gemm_ev) { /* no room: count, do not time (and try again next call) */
+        C.gemm_ev = calloc(2 * MAX_TIMED_GEMMS, sizeof *C.gemm_ev);
+        C.gemm_was_staged = calloc(MAX_TIMED_GEMMS, sizeof *C.gemm_was_staged);
+        if (!C.gemm_ev || !C.gemm_was_staged) {
+            free(C.gemm_ev);
+            free(C.gemm_was_staged);
+            C.gemm_ev = NULL, C.gemm_was_staged = NULL;
+        }
+    }
+    if (C.gemm_ev && C.n_timed < MAX_TIMED_GEMMS) {
         ev = &C.gemm_ev[2 * C.n_timed];
         if ((!ev[0] && cudaEventCreate(&ev[0]) != cudaSuccess) ||
             (!ev[1] && cudaEventCreate(&ev[1]) != cudaSuccess))
@@ -275,15 +281,16 @@ static void gemm_timer_end(cudaEvent_t *ev)
 }
 
 /* bf16 plans. cuBLAS's FAST_16BF on fp32 operands ran at half its rate on
- * bf16 ones on an H200 (438 against 876 TFLOP/s at 8192^3: the executor's
- * first GPU check, docs/gpu/2026-12-04), so a GEMM whose operands are cheap to
- * round first runs on bf16 copies. Rounding costs 6 bytes per element (read 4,
- * write 2): it pays where that takes less time than the half rate loses,
- * 2mnk / (6 (mk + nk)) above the machine's balance, 876 TFLOP/s over that
- * check's 4.2 TB/s copy, about 200 FLOP/B; i.e. mn / (m + n) >= 600. The
- * linear layers' products pass; attention's P V and its backward's dV and dQ
- * (one dimension the head's 128) stay on FAST_16BF, which reads the fp32
- * probabilities once. Both round to nearest even and accumulate in fp32. */
+ * bf16 ones on an H200 (438 against 876 TFLOP/s at 8192^3, both on the same
+ * low-entropy data: the executor's first GPU check, docs/gpu/2026-12-04-a),
+ * so a GEMM whose operands are cheap to round first runs on bf16 copies.
+ * Rounding costs 6 bytes per element (read 4, write 2): it pays where that
+ * takes less time than the half rate loses, 2mnk / (6 (mk + nk)) above the
+ * machine's balance (770-876 TFLOP/s over the 4.2 TB/s of a copy: 180-210
+ * FLOP/B); i.e. mn / (m + n) >= 600. The linear layers' products pass;
+ * attention's P V and its backward's dV, dQ and dK (one side the head's 128)
+ * stay on FAST_16BF, which reads the fp32 probabilities once. Both round to
+ * nearest even and accumulate in fp32. */
 #define STAGE_BF16_MIN_MN_OVER_M_PLUS_N 600.0
 
 /* Operand slot (0 or 1) rounded to bf16: column-major rows x cols, ld apart,

@@ -498,7 +498,8 @@ static mp_status published_sized(const csv *c, int r, int n, double *v, int64_t 
 static const char note_vtrain_multi[] =
     "a100-4xhdr; Megatron-DeepSpeed GPT, vocab 50,257 (padded to 128t), fp16, full "
     "recompute, 1F1B, DP all-reduce of fp16 grads after the flush (no overlap), no "
-    "distributed optimizer, no SP.";
+    "distributed optimizer, no SP; the pipeline transfer partitioned over TP (DeepSpeed's "
+    "pipeline engine).";
 static const char note_vtrain_single[] = "as the multi-node set, inside one node.";
 static const char note_narayanan[] =
     "dgx-a100; fp16, vocab 51,200, s 2048, full recompute, no SP, no distributed "
@@ -509,7 +510,8 @@ static const char note_narayanan[] =
     "1F1B with v = 2 where the layers per stage are even (else v = 1).";
 static const char note_korthikanti[] =
     "dgx-a100; bf16, vocab 51,200, s 2048, no DP; 'this work' = SP + selective "
-    "recompute, the other column full recompute.";
+    "recompute, the other column full recompute; the pipeline transfer scattered over "
+    "TP without SP (the Megatron-LM of 2022, --scatter-gather-tensors-in-pipeline).";
 static const char note_korthikanti_layer[] =
     "dgx-a100; bf16; backward includes the recompute of that row.";
 static const char note_megatron_core[] =
@@ -651,6 +653,7 @@ static mp_status vtrain(const csv *c, bool multi, const mp_hw *hw, refdata_set *
         }
         refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
         config_of(&w->config, &m, hw, &q);
+        w->config.training.p2p_scatter = true; /* DeepSpeed's partitioned pipeline engine */
         snprintf(w->label, sizeof w->label, "h=%lld L=%lld gpus=%lld B=%lld b=%lld t=%lld d=%lld p=%lld",
                  (long long)h, (long long)L, (long long)q.gpus, (long long)q.gb, (long long)q.mb,
                  (long long)q.t, (long long)q.d, (long long)q.p);
@@ -746,6 +749,8 @@ static mp_status korthikanti(const csv *c, const mp_hw *hw, refdata_set *s, mp_e
             refdata_row *w = row_new(s, c, r, REFDATA_ITER_S);
             w->variant = k ? REFDATA_SP_SELECTIVE : REFDATA_FULL_RECOMPUTE;
             config_of(&w->config, &m, hw, &q);
+            /* the Megatron-LM of 2022 scattered the pipeline transfer over TP */
+            w->config.training.p2p_scatter = true;
             snprintf(w->label, sizeof w->label, "%s t=%lld p=%lld v=%lld B=%lld b=%lld, %s", name,
                      (long long)q.t, (long long)q.p, (long long)q.v, (long long)q.gb, (long long)q.mb,
                      k ? "SP + selective" : "full recompute");

@@ -21,6 +21,28 @@
 #include "planner/zbv_replay.h"
 #include "sim/schedule_vorder.h"
 
+/* How many TP ranks' shares of the (s/cp, b, h) activation one pipeline
+ * transfer moves. Under SP the tensor is already this rank's (s/t, b, h)
+ * (Megatron-Core schedules.py get_tensor_shapes). Without SP Megatron-LM
+ * sends the whole tensor from every TP rank since its pipeline moved into
+ * megatron/core (3c92fa93b5, 2023-03-23, removed the scatter/gather
+ * optimisation; core_v0.15.0 p2p_communication.py sends tensor_shape as
+ * given), so a TP rank moves t shares; the Megatron-LM of 2021 scattered it
+ * over the TP group and gathered it after the receive
+ * (--scatter-gather-tensors-in-pipeline, on by default since 72e4230bb5,
+ * 2021-02-16), and DeepSpeed's pipeline engine partitions it
+ * (PartitionedTensor, ds_pipe.c): one share, for the stacks of that time and
+ * for rows that ran such code (training.p2p_scatter: vTrain's Megatron-
+ * DeepSpeed, Korthikanti 2022's Megatron-LM). Other frameworks keep one share
+ * (no source read). */
+static double p2p_whole_factor(const mp_config *c)
+{
+    const mp_parallel *p = &c->parallel;
+    if (p->sp || p->tp <= 1 || mp_plan_framework(c) != MP_FW_MEGATRON ||
+        c->training.stack != MP_STACK_MEGATRON_LM || c->training.p2p_scatter)
+        return 1.0;
+    return (double)p->tp;
+}
 
 /* What an item costs, split the way the estimate reports time. */
 typedef struct item_detail {
@@ -104,7 +126,7 @@ static void detail_block(const mp_config *c, int64_t block, item_detail *d)
      * (Megatron's encoder-decoder pipeline; the executor sends the same) */
     d->send_bytes = (double)p->micro_batch * (bs.s + bs.s_cross) / (double)p->cp *
                     (double)c->model.hidden * mp_dtype_bytes(c->training.precision) /
-                    (double)p->tp;
+                    (double)p->tp * p2p_whole_factor(c);
 }
 
 /* A TP rank's share of one copy of the word table: the vocabulary padded to
@@ -162,7 +184,7 @@ static void detail_edges(const mp_config *c, item_detail *emb, item_detail *head
     double emb_act = (mp_model_hidden_dropout(m) > 0.0 ? sb_first * h : 0.0) / (p->sp ? t : 1.0);
     for (int r = 0; r < MP_RECOMPUTE_COUNT; r++)
         emb->act[r] = emb_act;
-    emb->send_bytes = sb_first * h * dt / t;
+    emb->send_bytes = sb_first * h * dt / t * p2p_whole_factor(c);
 
     memset(head, 0, sizeof *head);
     mp_head_time_of(c, &et);
@@ -697,6 +719,7 @@ typedef struct pipe_model {
     int64_t p, v, m, n;
     mp_schedule_kind sched; /* places chunk ch of rank r on stage rank_stage() */
     double p2p_bytes;       /* activation (or its gradient) crossing a stage boundary */
+    double boundary_bytes;  /* a TP rank's share of that activation (p2p_whole_factor) */
     stage_sum *st;          /* n stages */
     double dp_time, dp_exposed, optimizer, tied_sync;
     /* aligned per-chunk DP (aligned_chunks) for the simulator: */
@@ -1637,6 +1660,7 @@ static mp_status build_pipe(const mp_config *c, const mp_plan *plan, bool check,
     }
     fill_details(c, memo, mf, det);
     pm->p2p_bytes = det[L > 0 ? L : 0].send_bytes;
+    pm->boundary_bytes = pm->p2p_bytes / p2p_whole_factor(c);
     pm->block_params = 0.0;
     for (int64_t i = 1; i <= L; i++)
         if (det[i].params > pm->block_params)
@@ -1920,7 +1944,7 @@ static void expert_static_bytes(const mp_config *c, double wb, double gb, double
  * activations' type, i.e. 9 boundary activations. */
 static double w_hold_bytes(const pipe_model *pm, int64_t k)
 {
-    return 9.0 * pm->p2p_bytes * (double)pm->st[k].blocks;
+    return 9.0 * pm->boundary_bytes * (double)pm->st[k].blocks;
 }
 
 mp_status mp_pipeline_cost_build(const mp_config *c, const mp_plan *plan, mp_pipeline_cost *out,
@@ -2619,14 +2643,15 @@ static double other_fixed(const mp_config *c, int64_t p, double send, double blo
  * gradient backward_step computed for it (retain_grad, megatron/core/
  * pipeline_parallel/schedules.py:561). The received tensor is
  * get_tensor_shapes' (s/cp [/t under SP], b, h) (schedules.py:2140-2143):
- * whole on every TP rank without SP, where send_bytes is a TP rank's
- * share. Other frameworks: not counted (no source). */
+ * whole on every TP rank without SP, which send_bytes is only where the
+ * stack sends it whole (p2p_whole_factor). Other frameworks: not counted
+ * (no source). */
 static double held_after_step(const mp_config *c, const pipe_model *pm, int64_t r)
 {
     const mp_parallel *pp = &c->parallel;
     if (pm->p < 2 || mp_plan_framework(c) != MP_FW_MEGATRON)
         return 0.0;
-    double held = 0.0, whole = pp->sp ? 1.0 : (double)pp->tp;
+    double held = 0.0, whole = (pp->sp ? 1.0 : (double)pp->tp) / p2p_whole_factor(c);
     for (int64_t ch = 0; ch < pm->v; ch++) {
         int64_t k = rank_stage(pm, r, ch);
         if (k > 0)
@@ -2759,7 +2784,7 @@ mp_status mp_split_memory(const mp_config *c, mp_split_item *items, double *infl
                             (long long)N);
     fill_details(c, NULL, NULL, det);
     double frag = c->hw.allocator_fragmentation;
-    double p2p = det[L > 0 ? L : 0].send_bytes;
+    double p2p = det[L > 0 ? L : 0].send_bytes / p2p_whole_factor(c); /* a TP rank's share */
     bool split_bwd = mp_schedule_splits_backward(pp->schedule) && p > 1;
     double tied = tied_copy_params(c, p);
     double defer_hold = 0.0;

@@ -169,6 +169,7 @@ static const mp_field training_fields[] = {
      .offset = offsetof(mp_training, native_cross_entropy)},
     {.path = "stack", .type = MP_FT_ENUM, .offset = offsetof(mp_training, stack),
      .name_of = stack_name_i, .n_names = MP_STACK_COUNT},
+    {.path = "p2p_scatter", .type = MP_FT_BOOL, .offset = offsetof(mp_training, p2p_scatter)},
     {.path = "attention_backend", .type = MP_FT_ENUM,
      .offset = offsetof(mp_training, attention_backend), .name_of = attn_backend_name_i,
      .n_names = MP_ATTN_COUNT},

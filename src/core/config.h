@@ -289,15 +289,17 @@ typedef struct mp_training {
      * unfused passes grouped into torch.compile'd functions, on fp32 logits
      * (docs/cost-model.md §4 "Head"). Not with te_cross_entropy. */
     bool native_cross_entropy;
-    mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
     /* Without SP, the pipeline transfer was split over the TP group and
      * gathered after the receive, as by Megatron-LM from 2021-02-16 until
      * 2023-03-23 (--scatter-gather-tensors-in-pipeline) or DeepSpeed's
      * partitioned pipeline engine; current Megatron-LM sends the whole tensor
-     * from every TP rank (planner/cost.c p2p_whole_factor). Set only by the
+     * from every TP rank (planner/cost.c p2p_whole_factor). Set by the
      * validation data that ran such code (tools/refdata.c: vTrain, Korthikanti
-     * 2022); plans are for current Megatron. */
+     * 2022) or a configuration file's training.p2p_scatter, like stack the
+     * software that ran a plan (no command-line option; --format megatron
+     * writes current Megatron's flags, which have no such setting). */
     bool p2p_scatter;
+    mp_stack stack;       /* Megatron-LM unless a data row says otherwise */
     mp_attn_backend attention_backend; /* auto unless a plan or data row names one */
     double tokens;        /* total training tokens, for days_for_tokens (0 = not asked) */
 } mp_training;

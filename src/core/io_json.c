@@ -259,6 +259,8 @@ cJSON *mp_training_to_json(const mp_training *t)
     /* and the software when it is not Megatron-LM (the validation rows') */
     if (o && t->stack == MP_STACK_MEGATRON_LM)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "stack");
+    if (o && !t->p2p_scatter)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "p2p_scatter");
     /* and the attention kernel when the plan names one */
     if (o && t->attention_backend == MP_ATTN_AUTO)
         cJSON_DeleteItemFromObjectCaseSensitive(o, "attention_backend");

@@ -199,7 +199,7 @@ static void plan_field_path(const char *field, char *out, size_t size)
                                            "fp8_param_gather", "stack",
                                            "optimizer_moments", "low_precision_optimizer",
                                            "te_cross_entropy", "native_cross_entropy",
-                                           "fp8_act_cache", "attention_backend"};
+                                           "fp8_act_cache", "attention_backend", "p2p_scatter"};
     for (size_t i = 0; i < sizeof training / sizeof training[0]; i++)
         if (!strcmp(field, training[i])) {
             snprintf(out, size, "training.%.100s", field);

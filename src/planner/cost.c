@@ -33,15 +33,21 @@
  * 2021-02-16), and DeepSpeed's pipeline engine partitions it
  * (PartitionedTensor, ds_pipe.c): one share, for the stacks of that time and
  * for rows that ran such code (training.p2p_scatter: vTrain's Megatron-
- * DeepSpeed, Korthikanti 2022's Megatron-LM). Other frameworks keep one share
- * (no source read). */
+ * DeepSpeed, Korthikanti 2022's Megatron-LM). Plans written for the other
+ * frameworks (ZeRO-2/3 or FSDP: parallel.zero) follow the same rule: DeepSpeed
+ * refuses ZeRO-2/3 with its pipeline, and torchtitan's pipelining is not read
+ * here. The rule reads no setting the cost memo blanks (cost_memo.h: zero is
+ * one), since it shapes the memoized item details. */
+double mp_p2p_whole_factor(const mp_training *t, bool sp, int64_t tp)
+{
+    if (sp || tp <= 1 || t->stack != MP_STACK_MEGATRON_LM || t->p2p_scatter)
+        return 1.0;
+    return (double)tp;
+}
+
 static double p2p_whole_factor(const mp_config *c)
 {
-    const mp_parallel *p = &c->parallel;
-    if (p->sp || p->tp <= 1 || mp_plan_framework(c) != MP_FW_MEGATRON ||
-        c->training.stack != MP_STACK_MEGATRON_LM || c->training.p2p_scatter)
-        return 1.0;
-    return (double)p->tp;
+    return mp_p2p_whole_factor(&c->training, c->parallel.sp, c->parallel.tp);
 }
 
 /* What an item costs, split the way the estimate reports time. */

@@ -242,6 +242,11 @@ double mp_linear_gemm_time(const mp_config *c, double m, double n, double k);
  * share the waves (gemm_shape.c). */
 double mp_linear_grouped_gemm_time(const mp_config *c, double groups, double m, double n,
                                    double k);
+/* How many TP ranks' shares of the (s/cp, b, h) activation one pipeline
+ * transfer moves per TP rank: t without SP on current Megatron-LM (the whole
+ * tensor), else 1 (cost.c says why; the search's memory bound uses it too). */
+double mp_p2p_whole_factor(const mp_training *t, bool sp, int64_t tp);
+
 /* Which GEMM of a linear layer: the forward, the input gradient or the
  * weight gradient (Transformer Engine accumulates them differently). */
 typedef enum { MP_GEMM_FPROP, MP_GEMM_DGRAD, MP_GEMM_WGRAD } mp_gemm_pass;

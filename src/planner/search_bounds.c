@@ -556,8 +556,9 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
         double grow = 1.0 + base->hw.allocator_fragmentation;
         bool full = x->rc == MP_RECOMPUTE_FULL;
         double sb = (double)x->b * bs->send_tokens / (double)x->c;
-        double send = sb * (double)m->hidden * mp_dtype_bytes(base->training.precision) / x->t;
-        double hold = mp_schedule_splits_backward(sk) && x->p > 1 ? 9.0 * send : 0.0;
+        double share = sb * (double)m->hidden * mp_dtype_bytes(base->training.precision) / x->t;
+        double send = share * mp_p2p_whole_factor(&base->training, x->sp, x->t);
+        double hold = mp_schedule_splits_backward(sk) && x->p > 1 ? 9.0 * share : 0.0;
         /* The edges (cost.c detail_edges): the embedding's weights (rank
          * 0's term's), the head's (at least its V x h / t output layer, or
          * the tied copy the head's rank keeps where p > 1; with p = 1 tied
@@ -566,7 +567,8 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
          * bf16 under TE's fused cross entropy) with its input (4 s b h / t
          * at least); and the p2p buffers of a rank holding a stage not the
          * last, four of its send (cost.c; a block's or the embedding's
-         * output: b s h / (c t) in the activations' type, more with MTP's)
+         * output: b s h / (c t) in the activations' type, t times that without
+         * SP on current Megatron-LM, more with MTP's)
          * and with SP the gather buffer, tp of them */
         double emb_w = emb_params / x->t * spb;
         double head_w = !m->tied_embeddings || x->p > 1

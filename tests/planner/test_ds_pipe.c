@@ -26,8 +26,12 @@ static mp_config config(mp_stack stack, int64_t tp, int64_t pp)
     c.model = *mp_model_preset("gpt3-1.3b");
     mp_error err;
     assert_int_equal(mp_hw_preset("dgx-a100", &c.hw, &err), MP_OK);
+    /* Megatron-LM as it ran beside these stacks (2021-2022): its pipeline
+     * transfers scattered over TP (training.p2p_scatter), the bytes DeepSpeed's
+     * engine partitions them to; the tests compare what else differs */
     c.training = (mp_training){.gpus = tp * pp, .seq = c.model.seq, .global_batch = 64,
-                               .precision = MP_DTYPE_FP16, .stack = stack};
+                               .precision = MP_DTYPE_FP16, .stack = stack,
+                               .p2p_scatter = stack == MP_STACK_MEGATRON_LM};
     c.parallel = (mp_parallel){.tp = tp, .pp = pp, .vpp = 1, .cp = 1, .dp = 1, .micro_batch = 2,
                                .recompute = MP_RECOMPUTE_FULL, .schedule = MP_SCHED_1F1B};
     return c;

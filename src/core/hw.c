@@ -90,6 +90,7 @@ static const mp_field hw_fields[] = {
       MIN_FRACTION, false, 1, false),
     D("runtime_reserve", runtime_reserve, MP_UNIT_BYTES, 0, false, 1e15, true),
     D("kernel_overhead", kernel_overhead, MP_UNIT_TIME, 0, false, 1, true),
+    D("gemm_call_overhead", gemm_call_overhead, MP_UNIT_TIME, 0, false, 1, false),
     /* optional, false when absent: the attention core runs unfused */
     {.path = "flash_attention", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, flash_attention)},
     {.path = "mxfp8", .type = MP_FT_BOOL, .offset = offsetof(mp_hw, mxfp8)},

@@ -54,6 +54,10 @@ typedef struct mp_hw {
     mp_net_tier scale_out;               /* tier 1 */
     double runtime_reserve;              /* bytes per GPU the CUDA context, NCCL and allocator take */
     double kernel_overhead;              /* seconds of launch/sync overhead per kernel */
+    double gemm_call_overhead;           /* seconds one more cuBLAS GEMM call costs on the stream
+                                            beyond its FLOPs (a tiny product's time, measured);
+                                            charged per split GEMM of TE's userbuffers overlap
+                                            (docs/cost-model.md §5); 0 when absent: none */
     bool flash_attention;                /* software stack fuses attention (FlashAttention/cuDNN);
                                             false: unfused QK^T, softmax, dropout, AV (Megatron 2021-22,
                                             Megatron-DeepSpeed); YAML key flash_attention (cost model) */

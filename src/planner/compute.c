@@ -124,6 +124,35 @@ static double tp_exposed(const mp_config *c, double comm, double gemm, mp_comm_k
     return chunk + mp_overlap_excess(comm, gemm, mp_comm_sm_share(c, kernel));
 }
 
+/* Transformer Engine's userbuffers overlap (--tp-comm-overlap) runs a
+ * collective's GEMM as several cuBLAS calls, each on the part of the tensor
+ * that has arrived (or is to be sent), so that the transfers of one part run
+ * under the GEMM of another (transformer_engine/pytorch/module/base.py,
+ * initialize_ub, get_default_config; the C++ split_overlap_ag/_rs of
+ * comm_gemm_overlap.cpp): ring_exchange in tp parts, pipeline in num_splits
+ * = 4, bulk not split. The default methods: ring_exchange for qkv_fprop,
+ * fc1_fprop, proj_dgrad and fc2_dgrad, pipeline for proj_fprop and
+ * fc2_fprop, bulk for QKV's and FC1's dgrad and wgrad; NVIDIA's FP8
+ * recipes run proj_fprop and fc2_fprop as ring_exchange too (as
+ * contention.c reads them). Shape i (compute.c's order: 0 QKV, 1 the
+ * projection, 2 FC1, 3 FC2): the calls beyond one in its forward (*fwd) and
+ * in its input gradient (*bwd); its weight gradient is one call. */
+void mp_ub_split_calls(const mp_config *c, int shape, double *fwd, double *bwd)
+{
+    *fwd = *bwd = 0.0;
+    const mp_parallel *pp = &c->parallel;
+    if (!pp->tp_overlap || pp->tp <= 1 || shape < 0 || shape > 3)
+        return;
+    double ring = (double)pp->tp, pipeline = 4.0;
+    bool column = shape == 0 || shape == 2; /* gathered input: qkv_fprop, fc1_fprop */
+    if (column) {
+        *fwd = ring - 1.0;
+        return; /* dgrad and wgrad: bulk */
+    }
+    *fwd = (mp_fp8_on(c) ? ring : pipeline) - 1.0;
+    *bwd = ring - 1.0; /* proj_dgrad, fc2_dgrad */
+}
+
 /* One TP "all-reduce" of bytes: an all-reduce, or with SP an all-gather plus
  * a reduce-scatter of the same tensor (Korthikanti 2022: same volume). */
 static double tp_collective(const mp_config *c, const mp_group_place *g, double bytes)
@@ -568,6 +597,18 @@ void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_tim
         cast_b += qb;
         cast_of[i] = qf > 0.0 ? 1.0 : 0.0;
         n_cast += cast_of[i];
+    }
+    /* TP overlap splits the GEMMs it hides collectives under: each split is
+     * one more cuBLAS call, charged at the profile's measured per-call time */
+    for (int i = 0; i < 4 && i < ng; i++) {
+        if (!(shape[i][1] > 0.0) || !(shape[i][2] > 0.0))
+            continue;
+        double xf, xb;
+        mp_ub_split_calls(c, i, &xf, &xb);
+        fwd_of[i] += xf * hw->gemm_call_overhead;
+        dgrad_of[i] += xb * hw->gemm_call_overhead;
+        gemm += xf * hw->gemm_call_overhead;
+        gemm_b += xb * hw->gemm_call_overhead;
     }
 
     /* attention core: this rank's queries against the whole sequence */

@@ -501,6 +501,11 @@ typedef struct mp_block_time {
 } mp_block_time;
 void mp_block_time_of(const mp_config *c, const mp_block_shape *bs, mp_block_time *out);
 
+/* The GEMM calls beyond one that Transformer Engine's userbuffers overlap
+ * splits shape 0-3 (QKV, projection, FC1, FC2) into, in its forward and its
+ * input gradient (compute.c; 0 without tp_overlap). */
+void mp_ub_split_calls(const mp_config *c, int shape, double *fwd, double *bwd);
+
 /* The norms selective recompute's `layernorm` checkpoints in a block
  * (memory.c): MP_NORM_INPUT, MP_NORM_PRE_MLP, or both; 0 where the
  * Transformer Engine spec fuses both into the linear layers after them. */

@@ -78,8 +78,8 @@ double mp_membound_time(const mp_hw *hw, double bytes, double kernels)
  * engine's backward nodes) 1.0 us, and the driver's cuLaunchKernel 3.0 us
  * (cuda_launch.csv, tritonbench PR #1017 on GB200). The profiles'
  * kernel_overhead is the fitted host time of one counted launch of a
- * Megatron layer, which stands for several ops and nn.Module calls (57.5 us
- * against a counted prior of 33.3 us, docs/validation.md "Protocol"); an
+ * Megatron layer, which stands for several ops and nn.Module calls (57.2 us
+ * against a counted prior of 34.3 us, docs/validation.md "Protocol"); an
  * eager chain that the model counts op by op costs the host its ops. */
 #define EAGER_OP_PYTHON_GRAD_S 6.8e-6
 #define EAGER_OP_CPP_S 1.0e-6

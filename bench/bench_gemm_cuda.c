@@ -11,9 +11,14 @@
  *   wgrad  dW[n, k] += dY^T X            fp32 out, beta 1 (the fused
  *                                        accumulation into main_grad)
  * all with fp32 accumulation (CUBLAS_COMPUTE_32F), plus one tiny GEMM
- * repeated (the per-call floor) and device-to-device copies (the bandwidth
- * an elementwise kernel sees). Each time is the mean of REPS calls after
- * WARM, by CUDA events around the batch.
+ * repeated (the per-call floor), device-to-device copies (the bandwidth
+ * an elementwise kernel sees), and each fprop at 8192 tokens and t 2, 4, 8
+ * run as Transformer Engine's TP overlap runs it: `parts` calls back to back,
+ * each on its T/parts rows (what = split, out = fprop/<parts>; parts = t for
+ * a ring exchange, 4 for a pipeline), which is what the cost model's
+ * gemm_call_overhead per further call is checked against (docs/cost-model.md
+ * §5, "TP overlap's split GEMMs"). Each time is the mean of REPS calls (or
+ * split sequences) after WARM, by CUDA events around the batch.
  *
  * Output: CSV on stdout, one row per measurement:
  *   what,model,t,tokens,gemm,m,n,k,out,us,tflops_or_gbs
@@ -82,6 +87,34 @@ static double time_gemm(bool ta, bool tb, int m, int n, int k, bool fp32_out, fl
                             m, k, &one, buf_b, CUDA_R_16BF, ldb, buf_a, CUDA_R_16BF, lda, &beta,
                             buf_c, fp32_out ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
+        CK(cudaEventRecord(t1, 0));
+        CK(cudaEventSynchronize(t1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, t0, t1));
+        us = 1e3 * ms / calls;
+    }
+    return us;
+}
+
+/* Y[m, n] = X[m, k] W[n, k]^T (bf16 in and out) as `parts` calls back to
+ * back, each on m/parts rows of X and Y (Transformer Engine's split GEMMs);
+ * the mean microseconds of the whole sequence. */
+static double time_split_fprop(int m, int n, int k, int parts)
+{
+    float one = 1, zero = 0;
+    int rows = m / parts;
+    double us = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        int calls = phase ? REPS : WARM;
+        CK(cudaEventRecord(t0, 0));
+        for (int i = 0; i < calls; i++)
+            for (int p = 0; p < parts; p++) {
+                const uint16_t *x = (const uint16_t *)buf_a + (size_t)p * rows * k;
+                uint16_t *y = (uint16_t *)buf_c + (size_t)p * rows * n;
+                CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, buf_b,
+                                CUDA_R_16BF, k, x, CUDA_R_16BF, k, &zero, y, CUDA_R_16BF, n,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            }
         CK(cudaEventRecord(t1, 0));
         CK(cudaEventSynchronize(t1));
         float ms = 0;
@@ -168,6 +201,29 @@ int main(int argc, char **argv)
             for (int ki = 0; ki < 4; ki++)
                 if (!quick || ki == 2)
                     layer(&models[mi], tps[ti], toks[ki]);
+    /* TP overlap's split fprops: each model at 8192 tokens, t 2, 4 and 8,
+     * whole (parts 1), in t parts (ring exchange) and in 4 (pipeline) */
+    for (int mi = 0; mi < n_models; mi++)
+        for (int ti = 1; ti < 4; ti++) {
+            const model *md = &models[mi];
+            int t = tps[ti], h = md->hidden, tokens = 8192;
+            int n4[4] = {(md->heads + 2 * md->kv_heads) * md->head_dim / t, h,
+                         (md->gated ? 2 : 1) * md->ffn / t, h};
+            int k4[4] = {h, md->heads * md->head_dim / t, h, md->ffn / t};
+            const char *names[4] = {"qkv", "proj", "fc1", "fc2"};
+            int parts_of[3] = {1, t, 4};
+            for (int g = 0; g < 4; g++)
+                for (int pi = 0; pi < 3; pi++) {
+                    int parts = parts_of[pi];
+                    if (pi == 2 && t == 4)
+                        continue; /* the ring's count already */
+                    double us = time_split_fprop(tokens, n4[g], k4[g], parts);
+                    char out[16];
+                    snprintf(out, sizeof out, "fprop/%d", parts);
+                    row("split", md->name, t, tokens, names[g], tokens, n4[g], k4[g], out, us,
+                        2.0 * tokens * n4[g] * (double)k4[g] / us / 1e6);
+                }
+        }
     /* the per-call floor: a 128^3 product, back to back */
     double us = time_gemm(false, true, 128, 128, 128, false, 0);
     row("floor", "-", 0, 128, "tiny", 128, 128, 128, "fprop", us, 2.0 * 128 * 128 * 128 / us / 1e6);

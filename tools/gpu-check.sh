@@ -29,7 +29,9 @@
 #   (f) calibrate --backend cuda -o: this GPU as a hardware profile
 #   (g) bench/bench_gemm_cuda: cuBLAS alone on Megatron's layer GEMMs (fprop,
 #       dgrad, wgrad of five models at tp 1-8, 2k-16k tokens), the per-call
-#       floor and copy bandwidth, into OUTDIR/gemm-sweep.csv
+#       floor, copy bandwidth and the fprops split as TE's TP overlap splits
+#       them (what each further call costs: the profiles' gemm_call_overhead),
+#       into OUTDIR/gemm-sweep.csv
 #
 # usage: tools/gpu-check.sh [OUTDIR]      (default docs/gpu/<UTC date>)
 # Writes OUTDIR/summary.txt (one line per check), OUTDIR/gpu-check.log (all
@@ -277,6 +279,13 @@ export -f gemm_sweep
 check gemm-sweep 120 gemm_sweep
 awk -F, '$1 == "gemm" {n++; if ($11 > best) best = $11} $1 == "floor" {fl = $10}
     END {if (n) printf "  gemm sweep: %d products, best %.1f TFLOP/s; per-call floor %s us\n", n, best, fl}' \
+    "$out/gemm-sweep.csv" 2>/dev/null >>"$summary"
+# TP overlap's split fprops: what each further call costs (the profiles' gemm_call_overhead)
+awk -F, '$1 == "split" {split($9, o, "/"); key = $2 "," $3 "," $5
+        if (o[2] == 1) whole[key] = $10; else list[key "," o[2]] = $10}
+    END {for (k in list) {split(k, a, ","); w = whole[a[1] "," a[2] "," a[3]]
+            if (w > 0 && a[4] > 1) {s += (list[k] - w) / (a[4] - 1); c++}}
+         if (c) printf "  split fprops: %d sequences, %.1f us a further call on the mean\n", c, s / c}' \
     "$out/gemm-sweep.csv" 2>/dev/null >>"$summary"
 
 note "gpu-check: $failed failed, $((SECONDS - start)) s"

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -121,6 +122,58 @@ static void test_profiles_hold_the_floor(void **state)
     }
 }
 
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The floor is what every call costs beyond its FLOPs, not only a tiny
+ * one's: over the sweep's products below 1e11 FLOPs, the time left after
+ * their FLOPs at the large products' median rate (those of 1e12 and more)
+ * has a median within 15% of the floor row. */
+static void test_floor_is_every_calls_fixed_cost(void **state)
+{
+    (void)state;
+    FILE *f = fopen(csv, "r");
+    assert_non_null(f);
+    static double rate[2048], flops[2048], us[2048];
+    int nr = 0, ns = 0;
+    double floor_us = 0.0, peak = 989.4e12; /* H200 SXM bf16, the sweep's GPU */
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char what[32], model[32], gemm[16], pass[16];
+        int t, tokens, m, n, k;
+        double u, r;
+        if (sscanf(line, "%31[^,],%31[^,],%d,%d,%15[^,],%d,%d,%d,%15[^,],%lf,%lf", what, model,
+                   &t, &tokens, gemm, &m, &n, &k, pass, &u, &r) != 11)
+            continue;
+        if (strcmp(what, "floor") == 0)
+            floor_us = u;
+        if (strcmp(what, "gemm") != 0)
+            continue;
+        double F = 2.0 * m * (double)n * k;
+        if (F >= 1e12 && nr < 2048)
+            rate[nr++] = F / (u * 1e-6) / peak;
+        else if (F < 1e11 && ns < 2048)
+            flops[ns] = F, us[ns++] = u;
+    }
+    fclose(f);
+    assert_true(nr >= 300 && ns >= 100 && floor_us > 0.0);
+    double eff = median(rate, nr);
+    for (int i = 0; i < ns; i++)
+        us[i] -= flops[i] / (peak * eff) * 1e6;
+    double fixed = median(us, ns);
+    if (!near(fixed, floor_us, 0.15))
+        fail_msg("fixed cost %.2f us a call against the floor's %.2f us", fixed, floor_us);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -129,6 +182,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_counts),
         cmocka_unit_test(test_block_time),
         cmocka_unit_test(test_profiles_hold_the_floor),
+        cmocka_unit_test(test_floor_is_every_calls_fixed_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,21 +72,50 @@ static cublasHandle_t blas;
 static cudaEvent_t t0, t1;
 static void *buf_a, *buf_b, *buf_c;
 
-/* Row-major C[m, n] = op(A) op(B) as cuBLAS's column-major C^T; returns the
- * mean microseconds of one call. */
-static double time_gemm(bool ta, bool tb, int m, int n, int k, bool fp32_out, float beta)
+/* What one timed repetition runs (a GEMM, a split sequence, a copy). */
+typedef struct job {
+    bool ta, tb, fp32_out;
+    int m, n, k, parts; /* parts > 0: the fprop as that many calls on m/parts rows */
+    float beta;
+    size_t copy_bytes;  /* > 0: a device-to-device copy of this many bytes */
+} job;
+
+static void run_job(const job *j)
 {
     float one = 1;
-    int lda = ta ? m : k, ldb = tb ? k : n;
+    if (j->copy_bytes) {
+        CK(cudaMemcpyAsync(buf_c, buf_a, j->copy_bytes, cudaMemcpyDeviceToDevice, 0));
+        return;
+    }
+    if (j->parts > 0) { /* Y[m, n] = X[m, k] W[n, k]^T, part p on rows p m/parts .. */
+        int rows = j->m / j->parts;
+        for (int p = 0; p < j->parts; p++) {
+            const uint16_t *x = (const uint16_t *)buf_a + (size_t)p * rows * j->k;
+            uint16_t *y = (uint16_t *)buf_c + (size_t)p * rows * j->n;
+            CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, j->n, rows, j->k, &one, buf_b,
+                            CUDA_R_16BF, j->k, x, CUDA_R_16BF, j->k, &j->beta, y, CUDA_R_16BF,
+                            j->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        }
+        return;
+    }
+    /* row-major C[m, n] = op(A) op(B) as cuBLAS's column-major C^T */
+    int lda = j->ta ? j->m : j->k, ldb = j->tb ? j->k : j->n;
+    CB(cublasGemmEx(blas, j->tb ? CUBLAS_OP_T : CUBLAS_OP_N, j->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    j->n, j->m, j->k, &one, buf_b, CUDA_R_16BF, ldb, buf_a, CUDA_R_16BF, lda,
+                    &j->beta, buf_c, j->fp32_out ? CUDA_R_32F : CUDA_R_16BF, j->n,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* The mean microseconds of one repetition of j: REPS back to back after
+ * WARM, CUDA events around the batch. */
+static double time_job(const job *j)
+{
     double us = 0;
     for (int phase = 0; phase < 2; phase++) {
         int calls = phase ? REPS : WARM;
         CK(cudaEventRecord(t0, 0));
         for (int i = 0; i < calls; i++)
-            CB(cublasGemmEx(blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
-                            m, k, &one, buf_b, CUDA_R_16BF, ldb, buf_a, CUDA_R_16BF, lda, &beta,
-                            buf_c, fp32_out ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+            run_job(j);
         CK(cudaEventRecord(t1, 0));
         CK(cudaEventSynchronize(t1));
         float ms = 0;
@@ -96,32 +125,19 @@ static double time_gemm(bool ta, bool tb, int m, int n, int k, bool fp32_out, fl
     return us;
 }
 
+/* Row-major C[m, n] = op(A) op(B), one call: its mean microseconds. */
+static double time_gemm(bool ta, bool tb, int m, int n, int k, bool fp32_out, float beta)
+{
+    return time_job(&(job){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .fp32_out = fp32_out,
+                           .beta = beta});
+}
+
 /* Y[m, n] = X[m, k] W[n, k]^T (bf16 in and out) as `parts` calls back to
  * back, each on m/parts rows of X and Y (Transformer Engine's split GEMMs);
  * the mean microseconds of the whole sequence. */
 static double time_split_fprop(int m, int n, int k, int parts)
 {
-    float one = 1, zero = 0;
-    int rows = m / parts;
-    double us = 0;
-    for (int phase = 0; phase < 2; phase++) {
-        int calls = phase ? REPS : WARM;
-        CK(cudaEventRecord(t0, 0));
-        for (int i = 0; i < calls; i++)
-            for (int p = 0; p < parts; p++) {
-                const uint16_t *x = (const uint16_t *)buf_a + (size_t)p * rows * k;
-                uint16_t *y = (uint16_t *)buf_c + (size_t)p * rows * n;
-                CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, buf_b,
-                                CUDA_R_16BF, k, x, CUDA_R_16BF, k, &zero, y, CUDA_R_16BF, n,
-                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-            }
-        CK(cudaEventRecord(t1, 0));
-        CK(cudaEventSynchronize(t1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, t0, t1));
-        us = 1e3 * ms / calls;
-    }
-    return us;
+    return time_job(&(job){.m = m, .n = n, .k = k, .parts = parts});
 }
 
 /* bytes of random bf16 values: one 64 MiB block made on the host, copied
@@ -229,18 +245,7 @@ int main(int argc, char **argv)
     row("floor", "-", 0, 128, "tiny", 128, 128, 128, "fprop", us, 2.0 * 128 * 128 * 128 / us / 1e6);
     /* copies: read + write bytes over time, 1 MiB to 1 GiB */
     for (size_t b = (size_t)1 << 20; b <= (size_t)1 << 30; b <<= 2) {
-        double total = 0;
-        for (int phase = 0; phase < 2; phase++) {
-            int calls = phase ? REPS : WARM;
-            CK(cudaEventRecord(t0, 0));
-            for (int i = 0; i < calls; i++)
-                CK(cudaMemcpyAsync(buf_c, buf_a, b, cudaMemcpyDeviceToDevice, 0));
-            CK(cudaEventRecord(t1, 0));
-            CK(cudaEventSynchronize(t1));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, t0, t1));
-            total = 1e3 * ms / calls;
-        }
+        double total = time_job(&(job){.copy_bytes = b});
         row("copy", "-", 0, 0, "d2d", (int)(b >> 20), 0, 0, "MiB", total, 2.0 * b / total / 1e3);
     }
     cublasDestroy(blas);

@@ -198,6 +198,8 @@ static void render(const mp_calibration *c, mp_buf *b)
     for (int i = 0; i < c->n_gemm; i++)
         mp_buf_printf(b, "%s %g: %.1f", i ? "," : "", c->gemm_n[i], c->gemm_rate[i] / 1e9);
     mp_buf_puts(b, "\n");
+    mp_buf_printf(b, "#   %s GEMM of side %d, %d back to back: %.3g us a call\n", c->gemm_kind,
+                  c->gemm_call_side, c->gemm_call_count, c->gemm_call * 1e6);
     if (c->cublas_bf16 > 0)
         mp_buf_printf(b, "#   cuBLAS alone, bf16 inputs, fp32 accumulation, 8192^3: %.1f "
                          "TFLOP/s\n", c->cublas_bf16 / 1e12);

@@ -14,6 +14,10 @@
  *   scale_up latency, bw_per_gpu  the backend's all-reduce over every rank,
  *                                 4 KiB..16 MiB, fitted as t = 2(n-1) latency
  *                                 + 2(n-1)/n bytes / bw (a ring)
+ *   gemm_call_overhead            a tiny GEMM (side 8 on the CPU, 128 on a
+ *                                 device) called 64 times back to back: what
+ *                                 one more call costs (the profile field's
+ *                                 meaning, docs/cost-model.md §5)
  *   memory                        physical memory / ranks
  * The ranks form one node and one scale-up domain; nothing runs on a
  * scale-out tier, which gets the same figures. */
@@ -38,7 +42,8 @@ static const int device_sides[MP_CALIB_GEMM_POINTS] = {256,  512,  1024, 2048,
 
 /* One measured operation and its arguments. */
 typedef struct probe_op {
-    int kind; /* OP_GEMM, OP_COPY, OP_LAYERNORM */
+    int kind; /* OP_GEMM, OP_GEMM_CALLS, OP_COPY, OP_LAYERNORM */
+    int calls; /* OP_GEMM_CALLS: back-to-back GEMMs of side n */
     const mp_backend *be;
     int n, rows, h;
     size_t bytes;
@@ -48,7 +53,12 @@ typedef struct probe_op {
     const char *src;
 } probe_op;
 
-enum { OP_GEMM, OP_COPY, OP_LAYERNORM };
+enum { OP_GEMM, OP_GEMM_CALLS, OP_COPY, OP_LAYERNORM };
+
+/* The tiny GEMM of the per-call floor, and how many run back to back. */
+#define CALL_SIDE_CPU 8
+#define CALL_SIDE_DEVICE 128
+#define FLOOR_CALLS 64
 
 static void run_op(const probe_op *o)
 {
@@ -56,6 +66,11 @@ static void run_op(const probe_op *o)
     case OP_GEMM:
         o->be->gemm(MP_REAL32, false, false, o->n, o->n, o->n, 1.0, o->a, o->n, o->b, o->n, 0.0,
                     o->c, o->n);
+        break;
+    case OP_GEMM_CALLS:
+        for (int i = 0; i < o->calls; i++)
+            o->be->gemm(MP_REAL32, false, false, o->n, o->n, o->n, 1.0, o->a, o->n, o->b, o->n,
+                        0.0, o->c, o->n);
         break;
     case OP_COPY:
         o->be->copy(o->dst, o->src, o->bytes, MP_COPY_D2D);
@@ -230,6 +245,12 @@ mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *n
         peak = rate > peak ? rate : peak;
     }
     out->n_gemm = MP_CALIB_GEMM_POINTS;
+    /* the per-call floor: the slowest rank's calls per second, inverted */
+    probe_op calls = {.kind = OP_GEMM_CALLS, .be = be, .n = dev ? CALL_SIDE_DEVICE : CALL_SIDE_CPU,
+                      .calls = FLOOR_CALLS, .a = a, .b = b, .c = c};
+    out->gemm_call = 1.0 / slowest_rate(rt, FLOOR_CALLS / best_time(rt, &calls));
+    out->gemm_call_side = calls.n;
+    out->gemm_call_count = calls.calls;
     probe_op copy = {.kind = OP_COPY, .be = be, .dst = dst, .src = src, .bytes = copy_bytes};
     out->copy_bw = slowest_rate(rt, 2.0 * (double)copy_bytes / best_time(rt, &copy));
     /* LayerNorm reads x and writes its output and x-hat (and a row's stats) */
@@ -301,6 +322,7 @@ mp_status mp_calibrate(const mp_runtime *rt, const mp_backend *be, const char *n
     hw->scale_out.gpus_per_domain = 0;
     hw->runtime_reserve = 0;
     hw->kernel_overhead = dev ? 5e-6 : 0; /* a CPU "kernel" is a function call; a launch ~5 us */
+    hw->gemm_call_overhead = sig4(out->gemm_call);
     hw->flash_attention = false;
     st = mp_hw_finish(hw, err);
 done:;

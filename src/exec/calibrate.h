@@ -24,6 +24,8 @@ typedef struct mp_calibration {
     int n_gemm;
     double gemm_n[MP_CALIB_GEMM_POINTS];    /* square GEMM side */
     double gemm_rate[MP_CALIB_GEMM_POINTS]; /* FLOP/s per rank, slowest rank */
+    double gemm_call;                       /* seconds per tiny GEMM back to back, slowest rank */
+    int gemm_call_side, gemm_call_count;    /* its square side, the calls timed together */
     double copy_bw;                         /* bytes/s per rank, memcpy (read + write) */
     double layernorm_bw;                    /* bytes/s per rank, the executor's LayerNorm */
     int n_coll;

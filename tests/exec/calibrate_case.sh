@@ -13,6 +13,9 @@ cat "$T/cpu.yaml"
 grep -q '^name: test-cpu$' "$T/cpu.yaml" || fail "profile name"
 grep -Eq '^# +fp32 GEMM, square side: GFLOP/s per rank: 16: ' "$T/cpu.yaml" || fail "GEMM record"
 grep -Eq '^# +all-reduce over 2 ranks' "$T/cpu.yaml" || fail "all-reduce record"
+grep -Eq '^# +fp32 GEMM of side 8, 64 back to back: [0-9.e+-]+ us a call$' "$T/cpu.yaml" ||
+    fail "per-call floor record"
+grep -Eq '^gemm_call_overhead: [0-9.]+ (ns|us)$' "$T/cpu.yaml" || fail "gemm_call_overhead"
 "$megaplan" hw "$T/cpu.yaml" >/dev/null || fail "the profile does not load"
 "$megaplan" estimate --model gpt3-125m --gpus 2 --hw "$T/cpu.yaml" --precision fp32 \
     --global-batch 4 --tp 2 >/dev/null || fail "estimate on the profile"

@@ -12,7 +12,7 @@
  *                                        accumulation into main_grad)
  * all with fp32 accumulation (CUBLAS_COMPUTE_32F), plus one tiny GEMM
  * repeated (the per-call floor), device-to-device copies (the bandwidth
- * an elementwise kernel sees), and each fprop at 8192 tokens and t 2, 4, 8
+ * an elementwise kernel sees), and each fprop at 4096 and 8192 tokens and t 2, 4, 8
  * run as Transformer Engine's TP overlap runs it: `parts` calls back to back,
  * each on its T/parts rows (what = split, out = fprop/<parts>; parts = t for
  * a ring exchange, 4 for a pipeline), which is what the cost model's
@@ -186,6 +186,29 @@ static void layer(const model *md, int t, int tokens)
     }
 }
 
+/* A layer's four fprops as Transformer Engine's TP overlap runs them: whole
+ * (parts 1), in t parts (a ring exchange) and in 4 (a pipeline). */
+static void split_fprops(const model *md, int t, int tokens)
+{
+    int h = md->hidden;
+    int n4[4] = {(md->heads + 2 * md->kv_heads) * md->head_dim / t, h,
+                 (md->gated ? 2 : 1) * md->ffn / t, h};
+    int k4[4] = {h, md->heads * md->head_dim / t, h, md->ffn / t};
+    const char *names[4] = {"qkv", "proj", "fc1", "fc2"};
+    int parts_of[3] = {1, t, 4};
+    for (int g = 0; g < 4; g++)
+        for (int pi = 0; pi < 3; pi++) {
+            int parts = parts_of[pi];
+            if (pi == 2 && t == 4)
+                continue; /* the ring's count already */
+            double us = time_split_fprop(tokens, n4[g], k4[g], parts);
+            char out[16];
+            snprintf(out, sizeof out, "fprop/%d", parts);
+            row("split", md->name, t, tokens, names[g], tokens, n4[g], k4[g], out, us,
+                2.0 * tokens * n4[g] * (double)k4[g] / us / 1e6);
+        }
+}
+
 int main(int argc, char **argv)
 {
     bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -217,29 +240,12 @@ int main(int argc, char **argv)
             for (int ki = 0; ki < 4; ki++)
                 if (!quick || ki == 2)
                     layer(&models[mi], tps[ti], toks[ki]);
-    /* TP overlap's split fprops: each model at 8192 tokens, t 2, 4 and 8,
-     * whole (parts 1), in t parts (ring exchange) and in 4 (pipeline) */
+    /* TP overlap's split fprops: each model at 4096 and 8192 tokens (a
+     * rank's share at cp 2 and at cp 1 of an 8k sequence), t 2, 4 and 8 */
     for (int mi = 0; mi < n_models; mi++)
-        for (int ti = 1; ti < 4; ti++) {
-            const model *md = &models[mi];
-            int t = tps[ti], h = md->hidden, tokens = 8192;
-            int n4[4] = {(md->heads + 2 * md->kv_heads) * md->head_dim / t, h,
-                         (md->gated ? 2 : 1) * md->ffn / t, h};
-            int k4[4] = {h, md->heads * md->head_dim / t, h, md->ffn / t};
-            const char *names[4] = {"qkv", "proj", "fc1", "fc2"};
-            int parts_of[3] = {1, t, 4};
-            for (int g = 0; g < 4; g++)
-                for (int pi = 0; pi < 3; pi++) {
-                    int parts = parts_of[pi];
-                    if (pi == 2 && t == 4)
-                        continue; /* the ring's count already */
-                    double us = time_split_fprop(tokens, n4[g], k4[g], parts);
-                    char out[16];
-                    snprintf(out, sizeof out, "fprop/%d", parts);
-                    row("split", md->name, t, tokens, names[g], tokens, n4[g], k4[g], out, us,
-                        2.0 * tokens * n4[g] * (double)k4[g] / us / 1e6);
-                }
-        }
+        for (int ti = 1; ti < 4; ti++)
+            for (int tokens = 4096; tokens <= 8192; tokens *= 2)
+                split_fprops(&models[mi], tps[ti], tokens);
     /* the per-call floor: a 128^3 product, back to back */
     double us = time_gemm(false, true, 128, 128, 128, false, 0);
     row("floor", "-", 0, 128, "tiny", 128, 128, 128, "fprop", us, 2.0 * 128 * 128 * 128 / us / 1e6);

@@ -281,10 +281,10 @@ awk -F, '$1 == "gemm" {n++; if ($11 > best) best = $11} $1 == "floor" {fl = $10}
     END {if (n) printf "  gemm sweep: %d products, best %.1f TFLOP/s; per-call floor %s us\n", n, best, fl}' \
     "$out/gemm-sweep.csv" 2>/dev/null >>"$summary"
 # TP overlap's split fprops: what each further call costs (the profiles' gemm_call_overhead)
-awk -F, '$1 == "split" {split($9, o, "/"); key = $2 "," $3 "," $5
+awk -F, '$1 == "split" {split($9, o, "/"); key = $2 "," $3 "," $4 "," $5
         if (o[2] == 1) whole[key] = $10; else list[key "," o[2]] = $10}
-    END {for (k in list) {split(k, a, ","); w = whole[a[1] "," a[2] "," a[3]]
-            if (w > 0 && a[4] > 1) {s += (list[k] - w) / (a[4] - 1); c++}}
+    END {for (k in list) {split(k, a, ","); w = whole[a[1] "," a[2] "," a[3] "," a[4]]
+            if (w > 0 && a[5] > 1) {s += (list[k] - w) / (a[5] - 1); c++}}
          if (c) printf "  split fprops: %d sequences, %.1f us a further call on the mean\n", c, s / c}' \
     "$out/gemm-sweep.csv" 2>/dev/null >>"$summary"
 

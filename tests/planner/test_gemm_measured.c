@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../config_fixture.h"
+#include "gemm_sweep.h"
 #include "planner/cost_internal.h"
 
 static const char *csv = "tests/data/hw/gemm_h200_cublas.csv";
@@ -36,22 +37,15 @@ static fit compare(const mp_config *c, double min_flops)
 {
     FILE *f = fopen(csv, "r");
     assert_non_null(f);
-    char line[512];
     fit r = {0, 0, 1e9, 0};
-    while (fgets(line, sizeof line, f)) {
-        char what[32], model[32], gemm[16], pass[16];
-        int t, tokens, m, n, k;
-        double us, rate;
-        if (sscanf(line, "%31[^,],%31[^,],%d,%d,%15[^,],%d,%d,%d,%15[^,],%lf,%lf", what, model,
-                   &t, &tokens, gemm, &m, &n, &k, pass, &us, &rate) != 11 ||
-            strcmp(what, "gemm") != 0)
+    sweep_row w;
+    while (sweep_row_next(f, &w)) {
+        if (strcmp(w.what, "gemm") != 0 || 2.0 * w.m * w.n * w.k < min_flops)
             continue;
-        if (2.0 * m * n * k < min_flops)
-            continue;
-        mp_gemm_pass p = strcmp(pass, "fprop") == 0   ? MP_GEMM_FPROP
-                         : strcmp(pass, "dgrad") == 0 ? MP_GEMM_DGRAD
-                                                      : MP_GEMM_WGRAD;
-        double ratio = mp_linear_gemm_pass_time(c, p, m, n, k) * 1e6 / us;
+        mp_gemm_pass p = strcmp(w.out, "fprop") == 0   ? MP_GEMM_FPROP
+                         : strcmp(w.out, "dgrad") == 0 ? MP_GEMM_DGRAD
+                                                       : MP_GEMM_WGRAD;
+        double ratio = mp_linear_gemm_pass_time(c, p, w.m, w.n, w.k) * 1e6 / w.us;
         r.n++;
         r.mean += ratio;
         r.lo = ratio < r.lo ? ratio : r.lo;

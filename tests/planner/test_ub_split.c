@@ -21,6 +21,7 @@
 #include "planner/cost.h"
 #include "planner/cost_internal.h"
 
+#include "gemm_sweep.h"
 #include "nemo_fixture.h"
 
 static const char *csv = "tests/data/hw/gemm_h200_cublas.csv";
@@ -99,16 +100,7 @@ static void test_block_time(void **state)
 static void test_profiles_hold_the_floor(void **state)
 {
     (void)state;
-    FILE *f = fopen(csv, "r");
-    assert_non_null(f);
-    char line[512];
-    double floor_us = 0.0;
-    while (fgets(line, sizeof line, f)) {
-        double us;
-        if (sscanf(line, "floor,-,0,128,tiny,128,128,128,fprop,%lf,", &us) == 1)
-            floor_us = us;
-    }
-    fclose(f);
+    double floor_us = sweep_floor_us(csv);
     assert_true(floor_us > 1.0 && floor_us < 100.0);
     static const char *const names[] = {"dgx-a100", "a100-4xhdr", "dgx-h100", "h200",
                                         "h800",     "b200",       "gb200-nvl72"};
@@ -145,24 +137,16 @@ static void test_floor_is_every_calls_fixed_cost(void **state)
     assert_non_null(f);
     static double rate[2048], flops[2048], us[2048];
     int nr = 0, ns = 0;
-    double floor_us = 0.0, peak = 989.4e12; /* H200 SXM bf16, the sweep's GPU */
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char what[32], model[32], gemm[16], pass[16];
-        int t, tokens, m, n, k;
-        double u, r;
-        if (sscanf(line, "%31[^,],%31[^,],%d,%d,%15[^,],%d,%d,%d,%15[^,],%lf,%lf", what, model,
-                   &t, &tokens, gemm, &m, &n, &k, pass, &u, &r) != 11)
+    double floor_us = sweep_floor_us(csv), peak = 989.4e12; /* H200 SXM bf16, the sweep's GPU */
+    sweep_row w;
+    while (sweep_row_next(f, &w)) {
+        if (strcmp(w.what, "gemm") != 0)
             continue;
-        if (strcmp(what, "floor") == 0)
-            floor_us = u;
-        if (strcmp(what, "gemm") != 0)
-            continue;
-        double F = 2.0 * m * (double)n * k;
+        double F = 2.0 * w.m * (double)w.n * w.k;
         if (F >= 1e12 && nr < 2048)
-            rate[nr++] = F / (u * 1e-6) / peak;
+            rate[nr++] = F / (w.us * 1e-6) / peak;
         else if (F < 1e11 && ns < 2048)
-            flops[ns] = F, us[ns++] = u;
+            flops[ns] = F, us[ns++] = w.us;
     }
     fclose(f);
     assert_true(nr >= 300 && ns >= 100 && floor_us > 0.0);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2317 # the check steps are functions run through check()
 # tools/gpu-check.sh — the CUDA backend's check on one GPU (an H200), in at
-# most ~6 minutes (docs/exec.md, "The GPU check"):
+# most ~7 minutes (docs/exec.md, "The GPU check"):
 #   (a) build with CUDA (meson -Dcuda=enabled -Dnccl=enabled)
 #   (b) every kernel against the CPU function, on the device (meson's suite
 #       gpu: tests/kernels' kernels-cuda)
@@ -32,11 +32,16 @@
 #       floor, copy bandwidth and the fprops split as TE's TP overlap splits
 #       them (what each further call costs: the profiles' gemm_call_overhead),
 #       into OUTDIR/gemm-sweep.csv
+#   (h) bench/bench_gemm_sustain: one layer GEMM (LLaMA 3 70B's FFN 1 at t 4,
+#       8k tokens) back to back for 45 s, its rate each quarter second beside
+#       NVML's SM clock, power and clock-limit reasons: the rate a step
+#       sustains against the few-call rate (g) and the matmul searches give,
+#       into OUTDIR/gemm-sustain.csv
 #
 # usage: tools/gpu-check.sh [OUTDIR]      (default docs/gpu/<UTC date>)
 # Writes OUTDIR/summary.txt (one line per check), OUTDIR/gpu-check.log (all
-# output), OUTDIR/solo.txt, OUTDIR/h200-calibrated.yaml and OUTDIR/gemm-sweep.csv: five files, which
-# the device tool's $OUT brings back. Exit status: the number of failed checks.
+# output), OUTDIR/solo.txt, OUTDIR/h200-calibrated.yaml, OUTDIR/gemm-sweep.csv and
+# OUTDIR/gemm-sustain.csv: six files, which the device tool's $OUT brings back. Exit status: the number of failed checks.
 #
 # The GPU machine has nvcc, the CUDA libraries, meson, ninja and NCCL (pip's
 # nvidia-nccl) but no Debian -dev packages and no MPI: when pkg-config cannot
@@ -287,6 +292,15 @@ awk -F, '$1 == "split" {split($9, o, "/"); key = $2 "," $3 "," $4 "," $5
             if (w > 0 && a[5] > 1) {s += (list[k] - w) / (a[5] - 1); c++}}
          if (c) printf "  split fprops: %d sequences, %.1f us a further call on the mean\n", c, s / c}' \
     "$out/gemm-sweep.csv" 2>/dev/null >>"$summary"
+
+# ---- (h) one GEMM sustained for 45 s (bench/bench_gemm_sustain.c) ----
+gemm_sustain() {
+    set -o pipefail
+    "$bdir/bench/bench_gemm_sustain" 45 >"$out/gemm-sustain.csv"
+}
+export -f gemm_sustain
+check gemm-sustain 90 gemm_sustain
+grep '^# first second' "$out/gemm-sustain.csv" 2>/dev/null | sed 's/^# /  sustained GEMM: /' >>"$summary"
 
 note "gpu-check: $failed failed, $((SECONDS - start)) s"
 exit "$failed"

@@ -33,6 +33,9 @@
 
 #include "exec/random_unit.h"
 
+#define BENCH_NAME "bench_gemm_cuda"
+#include "cuda_check.h"
+
 enum { WARM = 2, REPS = 5 };
 
 typedef struct model {
@@ -49,24 +52,6 @@ static const model models[] = {
     {"llama3-405b", 16384, 53248, 128, 8, 128, 1},
 };
 
-static void die(const char *what, int code)
-{
-    fprintf(stderr, "bench_gemm_cuda: %s failed (%d)\n", what, code);
-    exit(1);
-}
-
-#define CK(call)                                                                            \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess)                                                              \
-            die(#call, (int)e_);                                                            \
-    } while (0)
-#define CB(call)                                                                            \
-    do {                                                                                    \
-        cublasStatus_t s_ = (call);                                                         \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            die(#call, (int)s_);                                                            \
-    } while (0)
 
 static cublasHandle_t blas;
 static cudaEvent_t t0, t1;

@@ -34,26 +34,10 @@
 
 #include "exec/random_unit.h"
 
+#define BENCH_NAME "bench_gemm_sustain"
+#include "cuda_check.h"
+
 enum { WINDOW_MS = 250, MAX_WINDOWS = 4096 };
-
-static void die(const char *what, int code)
-{
-    fprintf(stderr, "bench_gemm_sustain: %s failed (%d)\n", what, code);
-    exit(1);
-}
-
-#define CK(call)                                                                            \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess)                                                              \
-            die(#call, (int)e_);                                                            \
-    } while (0)
-#define CB(call)                                                                            \
-    do {                                                                                    \
-        cublasStatus_t s_ = (call);                                                         \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            die(#call, (int)s_);                                                            \
-    } while (0)
 
 /* NVML, opened at run time: the toolkit here ships neither nvml.h nor a
  * stub library, the driver on a GPU machine ships libnvidia-ml.so.1. These

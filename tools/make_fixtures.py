@@ -65,6 +65,9 @@ ROPE_FIELDS = ["rope_theta", "yarn_factor_milli", "yarn_original_seq", "yarn_bet
 # DeepSeek's YaRN variant, after ROPE_FIELDS: rope_scaling's mscale and
 # mscale_all_dim times 1000 (0: absent)
 DSYARN_FIELDS = ["yarn_mscale_milli", "yarn_mscale_all_dim_milli"]
+# Qwen3's attention, after DSYARN_FIELDS: a head width of its own (0: hidden /
+# heads), and the RMSNorm of each query and key head before the rotation
+HEAD_FIELDS = ["own_head_dim", "qk_norm"]
 ARCH = {"gpt": 0, "llama": 1, "bert": 2, "t5": 3}
 ADAM = dict(lr=1e-2, beta1=0.9, beta2=0.95, eps=1e-4, wd=0.1)
 
@@ -365,6 +368,8 @@ def block(cfg, L, x, pos, moe, layer=None):
     else:
         q, k, v = (heads(lin(y, L(n + "_w"), L(n + "_b")), c)
                    for n, c in (("q", a), ("k", g), ("v", g)))
+        if cfg.get("qk_norm"):  # Qwen3Attention: q_norm / k_norm over each head, then RoPE
+            q, k = rmsnorm(q, L("q_norm_w"), 1e-5), rmsnorm(k, L("k_norm_w"), 1e-5)
         if cfg["rope"]:
             base = float(cfg.get("rope_theta", 10000.0))
             yarn = cfg if cfg.get("yarn_factor_milli") else None
@@ -592,6 +597,9 @@ def megaplan_tensors(cfg, P):
             out.append((nm + "qkv.weight", cat(k + "q_w", k + "k_w", k + "v_w")))
             if bias:
                 out.append((nm + "qkv.bias", catrow(k + "q_b", k + "k_b", k + "v_b")))
+            if cfg.get("qk_norm"):
+                out += [(nm + "q_norm.weight", row(k + "q_norm_w")),
+                        (nm + "k_norm.weight", row(k + "k_norm_w"))]
             if cfg.get("sinks"):
                 out.append((nm + "sinks", row(k + "sinks")))
         out.append((nm + "proj.weight", mat(k + "o_w")))
@@ -671,6 +679,7 @@ def init_params(cfg, gen):
     any of them shows."""
     h, a, g, f, V = cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn"], cfg["vocab"]
     hd = h // a if cfg["arch"] != "t5" else cfg["head_dim"]
+    hd = cfg.get("own_head_dim") or hd  # Qwen3: heads x head_dim need not be hidden
     P = {}
 
     def w(name, *shape, std=0.25):
@@ -704,7 +713,10 @@ def init_params(cfg, gen):
                 w(k + n + "_w", h, c * hd, std=0.3)
                 if bias:
                     w(k + n + "_b", c * hd, std=0.1)
-            w(k + "o_w", h, h)
+            if cfg.get("qk_norm"):
+                gamma(k + "q_norm_w", hd)
+                gamma(k + "k_norm_w", hd)
+            w(k + "o_w", a * hd, h)
             if cfg.get("sinks"):
                 w(k + "sinks", a, std=1.0)
         if bias:
@@ -883,7 +895,10 @@ def make(cfg, seed):
         fields = fields + MTP_FIELDS
     if cfg.get("sinks"):
         fields = fields + OSS_FIELDS
-    if cfg.get("yarn_mscale_all_dim_milli"):  # DeepSeek's YaRN: every group before it
+    if cfg.get("own_head_dim") or cfg.get("qk_norm"):  # Qwen3's heads: every group before
+        fields = (CONFIG_FIELDS[1:] + MLA_MOE_FIELDS + ROUTE_FIELDS + MTP_FIELDS + OSS_FIELDS
+                  + ROPE_FIELDS + DSYARN_FIELDS + HEAD_FIELDS)
+    elif cfg.get("yarn_mscale_all_dim_milli"):  # DeepSeek's YaRN: every group before it
         fields = (CONFIG_FIELDS[1:] + MLA_MOE_FIELDS + ROUTE_FIELDS + MTP_FIELDS + OSS_FIELDS
                   + ROPE_FIELDS + DSYARN_FIELDS)
     elif cfg.get("rope_theta"):  # after the GPT-OSS fields (the one model that has them)
@@ -974,6 +989,14 @@ MODELS = {
                    yarn_factor_milli=40000, yarn_original_seq=4096, yarn_beta_fast_milli=32000,
                    yarn_beta_slow_milli=1000, yarn_unrounded=0, yarn_mscale_milli=1000,
                    yarn_mscale_all_dim_milli=1000),
+    # tiny-llama.yaml.in with HEADDIM=12 QKNORM=1: Qwen3's attention as HF
+    # transformers' Qwen3Attention defines it: 4 query heads on 2 key/value
+    # heads of 12 columns each, so Q is 48 wide and K, V 24 on a hidden size
+    # of 32 (the output projection [48, 32]), q_norm and k_norm (RMSNorms of
+    # 12 with their own scales) on every head before the rotation, scores
+    # scaled by 1/sqrt(12)
+    "qwen": base("llama", kv_heads=2, ffn=96, tied=0, rmsnorm=1, swiglu=1, rope=1, no_bias=1,
+                 own_head_dim=12, qk_norm=1),
 }
 
 

@@ -12,6 +12,17 @@
 #include "exec/quant.h"
 #include "exec/real.h"
 #include "exec/model_internal.h"
+#include "exec/test_mutant.h"
+
+/* Test-only (the mutant build of tests/exec/meson.build): the error that the
+ * environment's MP_TEST_HEAD_MUTANT names, planted so that the PyTorch fixture
+ * qwen.bin is shown to catch it: k-norm-q-scale (K's heads normed with Q's
+ * scale), norm-after-rope (QK-norm after the rotation instead of before). */
+#ifdef MP_TEST_HEAD_MUTANT
+#define mutant(what) mp_test_mutant_named("MP_TEST_HEAD_MUTANT", (what))
+#else
+#define mutant(what) ((void)(what), false)
+#endif
 
 /* out = norm(x) with scale w (and shift b for LayerNorm) */
 void mp_model_norm_forward(const mp_gpt *g, real *out, real *xhat, real *rstd,
@@ -71,8 +82,9 @@ static void qk_norm_forward(mp_gpt *g, block_acts *B, int l)
         /* q[al, hd] <- rmsnorm(q) * wq;  k[gl, hd] <- rmsnorm(k) * wk */
         g->be->rmsnorm_forward(MP_REAL_KIND, q, xh, rs, q, wq, (int)z.al, (int)z.hd, eps,
                                g->exact);
-        g->be->rmsnorm_forward(MP_REAL_KIND, k, xh + z.hl, rs + z.al, k, wk, (int)z.gl,
-                               (int)z.hd, eps, g->exact);
+        g->be->rmsnorm_forward(MP_REAL_KIND, k, xh + z.hl, rs + z.al, k,
+                               mutant("k-norm-q-scale") ? wq : wk, (int)z.gl, (int)z.hd, eps,
+                               g->exact);
     }
 }
 
@@ -146,7 +158,8 @@ static mp_status attention_forward(mp_gpt *g, block_acts *B, int l, const real *
     if ((bias = P(MP_BLK_QKV_B)))
         g->be->bias_add(MP_REAL_KIND, B->qkv, bias, (int)z.S, (int)z.row);
     bq(g, B->qkv, z.S * z.row, MP_Q_ACT);
-    if (z.qk_norm) /* Qwen3: each Q and K head normed, before RoPE */
+    /* Qwen3: each Q and K head normed, before RoPE */
+    if (z.qk_norm && !mutant("norm-after-rope"))
         qk_norm_forward(g, B, l);
     if (g->d.rope) { /* turn Q and K by their positions' angles */
         g->be->rope(MP_REAL_KIND, B->qkv, z.row, (int)z.al, (int)z.hd, &g->d.rope_freq,
@@ -154,6 +167,8 @@ static mp_status attention_forward(mp_gpt *g, block_acts *B, int l, const real *
         g->be->rope(MP_REAL_KIND, B->qkv + z.hl, z.row, (int)z.gl, (int)z.hd, &g->d.rope_freq,
                     g->qpos_be, (int)z.s, (int)z.b, false, ex, MP_Q_ACT);
     }
+    if (z.qk_norm && mutant("norm-after-rope"))
+        qk_norm_forward(g, B, l);
     /* att[S,hl] = causal attention over this rank's heads (CP: this rank's
      * queries against every position's K|V); selective recompute keeps no
      * probabilities: they go to scratch and are rebuilt in backward */

@@ -31,7 +31,7 @@ mp_status mp_exec_compare(const mp_plan *plan, bool shrink, const mp_exec_report
     m->layers = d->layers;
     m->hidden = d->hidden;
     m->heads = m->kv_heads = d->heads;
-    m->head_dim = d->hidden / d->heads;
+    m->head_dim = mp_dims_head_dim(d);
     m->ffn_hidden = d->ffn;
     m->vocab = d->vocab;
     m->seq = d->seq;

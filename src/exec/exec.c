@@ -214,7 +214,7 @@ static double predicted_step_seconds(const mp_gpt_dims *d, double local_params,
                                      double full_params, long tokens_rank, long tokens_total,
                                      bool check, bool ref64, int world)
 {
-    double attn = 12.0 * d->seq * d->hidden * d->layers;
+    double attn = 12.0 * d->seq * d->heads * mp_dims_head_dim(d) * d->layers;
     double flops = (6.0 * local_params + attn / d->tp) * (double)tokens_rank;
     if (check)
         flops += (6.0 * full_params + attn) * (double)tokens_total * (ref64 ? 2.0 : 1.0);

@@ -77,7 +77,8 @@ mp_status mp_fixture_load(const char *path, mp_fixture *fx, mp_error *err)
     const mp_fixture_tensor *c = mp_fixture_find(fx, "config");
     const mp_fixture_tensor *a = mp_fixture_find(fx, "adam");
     if (!c || !c->is_int ||
-        (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_ROPE && c->n != MP_FX_CONFIG_OSS &&
+        (c->n != MP_FX_CONFIG_COUNT && c->n != MP_FX_CONFIG_DSYARN && c->n != MP_FX_CONFIG_ROPE &&
+         c->n != MP_FX_CONFIG_OSS &&
          c->n != MP_FX_CONFIG_MTP &&
          c->n != MP_FX_CONFIG_ROUTE &&
          c->n != MP_FX_CONFIG_MOE && c->n != MP_FX_CONFIG_BASE) || !a ||
@@ -144,10 +145,6 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
 {
     const int *c = fx->config;
     const mp_rope_spec *rf = &d->rope_freq;
-    if (d->qk_norm) /* the fixtures' config has no field for it */
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.attn.qk_norm",
-                            "no PyTorch fixture has QK-norm: the plan cannot be checked "
-                            "against one");
     /* the fixtures' MLPs are GELU's tanh form or SwiGLU (tools/make_fixtures.py) */
     if (d->gelu_erf || d->geglu)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.activation",
@@ -232,6 +229,8 @@ mp_status mp_fixture_match(const mp_fixture *fx, const mp_gpt_dims *d, int seque
          yarn ? (int)lround(rf->mscale * 1000.0) : 0},
         {"model.attn.yarn_mscale_all_dim (x 1000)", c[MP_FX_YARN_MSCALE_ALL_DIM_MILLI],
          yarn ? (int)lround(rf->mscale_all_dim * 1000.0) : 0},
+        {"model.head_dim (0: hidden / heads)", c[MP_FX_OWN_HEAD_DIM], d->head_dim},
+        {"model.attn.qk_norm", c[MP_FX_QK_NORM], d->qk_norm},
         /* the fixture is dropless, every block after the first dense ones MoE */
         {"model.moe.capacity_factor (0: dropless)", 0, d->experts && d->capacity_factor > 0},
         {"model.moe.layer_freq", d->experts ? 1 : 0,

@@ -59,6 +59,9 @@ enum {
     MP_FX_CONFIG_ROPE, /* the fields of a file with its own angles; those after, 0 when absent: */
     /* DeepSeek's YaRN variant: mscale and mscale_all_dim x 1000 (0: absent) */
     MP_FX_YARN_MSCALE_MILLI = MP_FX_CONFIG_ROPE, MP_FX_YARN_MSCALE_ALL_DIM_MILLI,
+    MP_FX_CONFIG_DSYARN, /* the fields of a file with DeepSeek's YaRN; those after, 0 when absent: */
+    /* Qwen3's attention: a head width of its own (0: hidden / heads), QK-norm */
+    MP_FX_OWN_HEAD_DIM = MP_FX_CONFIG_DSYARN, MP_FX_QK_NORM,
     MP_FX_CONFIG_COUNT
 };
 

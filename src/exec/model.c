@@ -12,7 +12,8 @@
  *   rank's two of 2cp chunks (mp_dims_global_pos); attention then runs this
  *   rank's queries against every key and value, passed around the CP ring,
  *   and the keys' and values' gradients go back around it to their owners.
- *   h hidden, hl = h/t, Fl = ffn/t, Vl = vocab/t, hd head dim.
+ *   h hidden, hd head dim, hl = heads hd/t (h/t where heads hd = h), Fl = ffn/t,
+ *   Vl = vocab/t.
  *
  *   column-parallel GEMM (QKV, fc1, LM head): input replicated [S,h]; its
  *     conjugate "g" = identity forward / all-reduce of the input gradient

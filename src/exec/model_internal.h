@@ -128,7 +128,8 @@ static inline sizes sizes_of(const mp_gpt_dims *d)
     z.S = z.s * z.b;
     z.Sl = (size_t)mp_dims_local_tokens(d);
     z.h = (size_t)d->hidden;
-    z.hl = z.h / (size_t)d->tp;
+    z.hl = (size_t)d->heads * (size_t)mp_dims_head_dim(d) / (size_t)d->tp; /* Q's and the
+                                                                 attention output's width */
     z.Fl = (size_t)d->ffn / (size_t)d->tp;
     z.Vl = (size_t)d->vocab / (size_t)d->tp;
     z.hd = (size_t)mp_dims_head_dim(d);

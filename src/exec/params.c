@@ -154,7 +154,8 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
     BLK(MP_BLK_SINK, !mla && d->sinks, "sinks", 1, d->heads, MP_SPLIT_COLS, MP_INIT_BIAS, false);
     if (mla) /* latent attention: down-projections replicated, up-projections by heads */
         add_mla_block(bp, blk, side, li, item);
-    BLK(MP_BLK_PROJ_W, true, "proj.weight", mla ? d->heads * d->v_dim : h, h, MP_SPLIT_ROWS,
+    BLK(MP_BLK_PROJ_W, true, "proj.weight", mla ? d->heads * d->v_dim : d->heads * hd, h,
+        MP_SPLIT_ROWS,
         MP_INIT_WEIGHT, false);
     BLK(MP_BLK_PROJ_B, bias, "proj.bias", 1, h, MP_SPLIT_NONE, MP_INIT_BIAS, true);
     /* T5 decoder: cross-attention, Q from this stream, K|V from the encoder's */
@@ -200,7 +201,8 @@ mp_status mp_param_layout_build(const mp_gpt_dims *d, mp_param_layout *out, mp_e
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
                             "cp=%d needs seq (%d) divisible into %d chunks", d->cp, d->seq,
                             2 * d->cp);
-    if (h % d->heads || d->heads % t || g % t || d->heads % g || f % t || v % t ||
+    if ((!d->head_dim && h % d->heads) || d->heads % t || g % t || d->heads % g || f % t ||
+        v % t ||
         (d->sp && mp_dims_positions(d) % t))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.tp",
                             "tp=%d must divide heads (%d), kv_heads (%d), ffn_hidden (%d), vocab "

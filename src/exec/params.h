@@ -24,6 +24,10 @@ typedef struct mp_gpt_dims {
     bool tied;            /* LM head shares the token embedding */
     /* LLaMA-style variants (all false / 0: GPT-2's blocks) */
     int kv_heads;         /* grouped-query attention: key/value heads (0: = heads) */
+    /* the width of a query, key and value head (0: hidden / heads); Qwen3's and
+     * Gemma's heads x head_dim is not hidden: Q, K, V and the projection's
+     * input are heads x head_dim wide, the residual stream hidden */
+    int head_dim;
     bool rmsnorm;         /* RMSNorm (a scale, no shift) instead of LayerNorm */
     /* the epsilon of every norm (the model's norm_eps: block, final, BERT
      * head, MLA latent, QK and MTP norms; 0: 1e-5, mp_dims_norm_eps) */
@@ -235,7 +239,10 @@ static inline int mp_dims_local_tokens(const mp_gpt_dims *d)
 {
     return d->sp ? mp_dims_tokens(d) / d->tp : mp_dims_tokens(d);
 }
-static inline int mp_dims_head_dim(const mp_gpt_dims *d) { return d->hidden / d->heads; }
+static inline int mp_dims_head_dim(const mp_gpt_dims *d)
+{
+    return d->head_dim > 0 ? d->head_dim : d->hidden / d->heads;
+}
 static inline int mp_dims_kv_heads(const mp_gpt_dims *d)
 {
     return d->kv_heads > 0 ? d->kv_heads : d->heads;

@@ -61,14 +61,16 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
     /* GPT-OSS's window, sinks, biases and clamped SwiGLU run (attention_sink.c,
      * moe_oss.c; core/model_attn.c keeps them to decoders without latent
      * attention), and its YaRN rotary angles (rope_freq.c) */
+    /* T5's blocks (t5_block.c) take hidden / heads wide heads; the decoders'
+     * and BERT's take the model's head_dim (plan_dims below) */
+    if (t5 && !shrink && m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
+        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
+                            "head_dim x heads != hidden is not supported by this executor in "
+                            "t5 (--shrink makes head_dim 8 and hidden 8 x heads)");
     if (m->position != MP_POS_LEARNED && m->position != MP_POS_ROPE && !t5)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.position",
                             "position %s is not supported by this executor yet (learned, "
                             "rope; relative in t5)", mp_position_name(m->position));
-    if (!shrink && !mla && m->head_dim && m->heads && m->head_dim * m->heads != m->hidden)
-        return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
-                            "head_dim x heads != hidden is not supported by this executor yet "
-                            "(--shrink makes head_dim 8 and hidden 8 x heads)");
     /* selective recompute in exec rebuilds every module of Megatron's
      * --recompute-modules (block.c, mp_model_rebuild); T5's blocks the
      * attention core only */
@@ -140,6 +142,15 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
         out->heads = (int)m->heads;
         out->kv_heads = (int)(m->kv_heads ? m->kv_heads : m->heads);
         out->hidden = (int)m->hidden;
+        /* a head width of its own (Qwen3, Gemma, GPT-OSS); latent attention
+         * has its own (mla below), T5 hidden / heads (mp_exec_t5_check) */
+        if (!mla && !t5 && m->head_dim > 0 && m->head_dim * m->heads != m->hidden) {
+            if (m->head_dim > (1 << 14))
+                return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
+                                    "head_dim %lld too large to run on this machine: use "
+                                    "--shrink", (long long)m->head_dim);
+            out->head_dim = (int)m->head_dim;
+        }
         out->ffn = (int)(m->ffn_hidden ? m->ffn_hidden : 4 * m->hidden);
         /* padded to a multiple of tp, as Megatron pads its vocabulary */
         out->vocab = round_up((int)m->vocab, tp);
@@ -210,7 +221,7 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
                                 "(%d) and a v_head_dim (%d)", out->rope_dim, out->v_dim);
     }
     if (out->heads < 1 || out->hidden < 1 || out->vocab < 1 || out->seq < 1 ||
-        out->layers < 0 || out->hidden % out->heads)
+        out->layers < 0 || (!out->head_dim && out->hidden % out->heads))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model",
                             "hidden (%d) must be a positive multiple of heads (%d)",
                             out->hidden, out->heads);
@@ -220,10 +231,10 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
                             "tp=%d must divide heads (%d), kv_heads (%d), ffn_hidden (%d) and "
                             "vocab (%d)", tp, out->heads, mp_dims_kv_heads(out), out->ffn,
                             out->vocab);
-    if (out->rope && !mla && (out->hidden / out->heads) % 2)
+    if (out->rope && !mla && mp_dims_head_dim(out) % 2)
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "model.head_dim",
                             "rotary embeddings need an even head dim (%d)",
-                            out->hidden / out->heads);
+                            mp_dims_head_dim(out));
     if (cp > 1 && out->seq % (2 * cp))
         return mp_error_set(err, MP_EINPUT, NULL, 0, 0, "parallel.cp",
                             "context parallelism cuts seq (%d) into 2 x cp = %d chunks: it must "

@@ -16,12 +16,12 @@ sed -e "s/@TP@/1/; s/@SP@/false/; s/@DP@/2/; s/@PP@/1/; s/@DISTOPT@/false/" \
     -e "s/@GPUS@/2/; s/@GB@/4/; s/@MB@/1/; s/@TIED@/true/" \
     -e "s/@SCHED@/1f1b/; s/@LAYERS@/2/; s/@VPP@/1/; s/@CP@/1/; s/@HW@/dgx-a100/; s/@KV@/2/" \
     "$template" > good.yaml || exit 99
-grep -q '^  layers: 2$' good.yaml && grep -q '^  hidden: 32$' good.yaml &&
+grep -q '^  layers: 2$' good.yaml && grep -q '^  activation: gelu$' good.yaml &&
     grep -q 'dp: 2, micro_batch' good.yaml || { echo "template changed"; exit 99; }
 
 sed 's/^  layers: 2$/  layers: two/' good.yaml > type.yaml
 sed 's/dp: 2, micro_batch/dp: 2, bogus: 1, micro_batch/' good.yaml > unknown.yaml
-sed 's/^  hidden: 32$/  hidden: 30/' good.yaml > shape.yaml
+sed 's/^  activation: gelu$/  activation: relu/' good.yaml > shape.yaml
 sed 's/^  layers: 2$/  layers: [/' good.yaml > syntax.yaml
 head -c 300 good.yaml > truncated.yaml
 sed 's/gpus: 2,/gpus: 4,/; s/dp: 2, micro_batch/dp: 4, micro_batch/; s/global_batch: 4/global_batch: 8/' \
@@ -48,7 +48,7 @@ case_() {
 }
 case_ type type.yaml 'type\.yaml:6:11: model\.layers: expected an integer'
 case_ unknown unknown.yaml 'unknown\.yaml:[0-9]+:[0-9]+: parallel\.bogus: unknown key'
-case_ shape shape.yaml 'shape\.yaml:[0-9]+:[0-9]+: model\.head_dim: head_dim x heads != hidden'
+case_ shape shape.yaml 'shape\.yaml:[0-9]+:[0-9]+: model\.activation: activation relu is not supported by this executor'
 case_ syntax syntax.yaml 'syntax\.yaml:[0-9]+:[0-9]+: [a-z_.]+: YAML syntax error'
 case_ truncated truncated.yaml 'truncated\.yaml:[0-9]+:[0-9]+: [a-z_.]+: YAML syntax error'
 case_ empty empty.yaml 'empty\.yaml:1:1: [a-z_.]+: expected a plan'

@@ -26,13 +26,16 @@
 # factor 40 over 4096 positions, betas 32 and 1, rounded bounds, mscale and mscale_all_dim 1);
 # QKNORM=1 (attn.qk_norm: Qwen3's RMSNorm on each query and key head); NORMEPS=x (the model's
 # norm_eps; default: the template's architecture's); ACT=name (the plan's model.activation in
-# place of the template's: gelu_erf, geglu, ...).
+# place of the template's: gelu_erf, geglu, ...); HEADDIM=n (the model's head_dim, its heads
+# then n wide whatever the hidden size: Qwen3's and Gemma's heads x head_dim != hidden);
+# HIDDEN=n (the template's hidden size, its head_dim kept: a hidden size no multiple of heads).
 set -u
 megaplan=$1 template=$2 expect=$3 np=$4 tp=$5 sp=$6 dp=$7 distopt=$8
 shift 8
 pp=1 mb=1 m=2 tied=true sched=1f1b launch=mpirun want= trace= seed= layers=2 stages= vpp=1 cp=1 hw=dgx-a100 kv=2 rc= lrc= prec= want2= zero= hsdp= hwfile= layout=
 ep=1 etp=0 cf=0 router=softmax shared=0 qlora=16 par= rcm=
 experts=4 topk=2 groups=0 gtopk=0 rscale=0 brate=0 mtp=0 window=5 yarn= qknorm= normeps= act=
+headdim= hidden=
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     case $1 in
     PP=*) pp=${1#PP=} ;; MB=*) mb=${1#MB=} ;; M=*) m=${1#M=} ;;
@@ -48,7 +51,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     GTOPK=*) gtopk=${1#GTOPK=} ;; RSCALE=*) rscale=${1#RSCALE=} ;; BRATE=*) brate=${1#BRATE=} ;;
     MTP=*) mtp=${1#MTP=} ;; RCM=*) rcm=${1#RCM=} ;; WINDOW=*) window=${1#WINDOW=} ;;
     YARN=*) yarn=${1#YARN=} ;; QKNORM=*) qknorm=${1#QKNORM=} ;; NORMEPS=*) normeps=${1#NORMEPS=} ;;
-    ACT=*) act=${1#ACT=} ;;
+    ACT=*) act=${1#ACT=} ;; HEADDIM=*) headdim=${1#HEADDIM=} ;; HIDDEN=*) hidden=${1#HIDDEN=} ;;
     *) echo "mpi_case.sh: unknown $1" >&2; exit 99 ;;
     esac
     shift
@@ -86,6 +89,8 @@ fi
 if [ -n "$normeps" ]; then sed -i "s/^  arch: .*/&\n  norm_eps: $normeps/" "$T/plan.yaml"; fi
 if [ -n "$rc" ]; then sed -i "s/recompute: none/recompute: $rc/" "$T/plan.yaml"; fi
 if [ -n "$rcm" ]; then sed -i "s/recompute: $rc,/recompute: $rc, recompute_modules: \"$rcm\",/" "$T/plan.yaml"; fi
+if [ -n "$hidden" ]; then sed -i "s/^  hidden: .*/  hidden: $hidden/" "$T/plan.yaml"; fi
+if [ -n "$headdim" ]; then sed -i "s/^  heads: .*/&\n  head_dim: $headdim/" "$T/plan.yaml"; fi
 if [ -n "$act" ]; then sed -i "s/^  activation: [a-z_]*\$/  activation: $act/" "$T/plan.yaml"; fi
 if [ -n "$prec" ]; then sed -i "s/precision: fp32/precision: $prec/" "$T/plan.yaml"; fi
 if [ -n "$zero" ]; then sed -i "s/dist_opt: $distopt,/dist_opt: $distopt, zero: $zero,/" "$T/plan.yaml"; fi

@@ -616,9 +616,12 @@ static void print_report(const exec_args *a, const mp_plan *plan, const mp_exec_
                        ? " through host buffers (fewer GPUs than ranks on a node, or no NCCL)"
                        : "");
     }
-    char kv[32] = "";
+    char kv[64] = "";
+    if (d->head_dim > 0) /* heads of their own width: heads x head_dim != hidden */
+        snprintf(kv, sizeof kv, " of %d", d->head_dim);
     if (mp_dims_kv_heads(d) != d->heads)
-        snprintf(kv, sizeof kv, " (%d key/value)", mp_dims_kv_heads(d));
+        snprintf(kv + strlen(kv), sizeof kv - strlen(kv), " (%d key/value)",
+                 mp_dims_kv_heads(d));
     printf("model: hidden %d, heads %d%s, ffn %d, vocab %d, seq %d, layers %d, micro-batch %d, "
            "%d micro-batches per DP rank, schedule %s%s\n",
            d->hidden, d->heads, kv, d->ffn, d->vocab, d->seq, d->layers, d->micro_batch,

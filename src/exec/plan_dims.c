@@ -118,6 +118,11 @@ mp_status mp_exec_dims(const mp_plan *plan, bool shrink, mp_gpt_dims *out, int *
             out->kv_heads = tp;
         }
         out->hidden = heads * 8;
+        /* heads of their own width stay so (Qwen3, GPT-OSS: wider than hidden
+         * / heads; Gemma's narrower ones too): 12 or 6 against hidden / heads
+         * = 8, even for the rotation */
+        if (!mla && !t5 && m->head_dim > 0 && m->head_dim * m->heads != m->hidden)
+            out->head_dim = m->head_dim * m->heads > m->hidden ? 12 : 6;
         out->ffn = 4 * out->hidden;
         out->vocab = tp * max_int(8, 128 / tp);
         /* 2cp chunks, each rank's share divisible by tp under SP */

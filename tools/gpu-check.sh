@@ -21,6 +21,8 @@
 #   (d''') GPT-OSS (kernels/oss.cu), --exact, bitwise: tiny-oss (windows,
 #       sinks, biases, the clamped SwiGLU, MoE) on one rank and at TP 2 x EP 2
 #       x DP 2 with SP
+#   (d''''') heads of their own width (Qwen3's, with QK-norm) and a hidden size
+#       no multiple of the heads, --exact, bitwise, at TP 2 x CP 2 and TP 2 x DP 2
 #   (d'''') T5 (kernels/t5.cu: ReLU, the relative position bias), --exact,
 #       bitwise: tiny-t5 on one rank and at PP 2 x TP 2 with SP x DP 2
 #   (e) exec --backend cuda --solo 56 on llama3-70b tp8 pp8 (its last pipeline
@@ -250,6 +252,13 @@ check exact-oss-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 1 1 fals
     -- --backend cuda --exact
 check exact-oss-ep2-tp2-sp-dp2 60 sh "$case_sh" "$mp" "$plans/tiny-oss.yaml.in" ok 4 2 true 2 \
     false EP=2 -- --backend cuda --exact
+
+# ---- (d''''') heads of their own width (Qwen3's: 12 on hidden 32, QK-norm), and a hidden
+# size no multiple of the heads (30 on 4 heads of 8): the kernels on those widths ----
+check exact-qwen-headdim12-tp2-sp-cp2 60 sh "$case_sh" "$mp" "$plans/tiny-llama.yaml.in" ok 4 \
+    2 true 1 false CP=2 HW=dgx-h100 HEADDIM=12 QKNORM=1 -- --backend cuda --exact
+check exact-gpt-hidden30-tp2-sp-dp2 60 sh "$case_sh" "$mp" "$plans/tiny.yaml.in" ok 4 2 true 2 \
+    false HIDDEN=30 -- --backend cuda --exact
 
 # ---- (d'''') T5 ----
 check exact-t5-tp1 60 sh "$case_sh" "$mp" "$plans/tiny-t5.yaml.in" ok 1 1 false 1 false \

@@ -58,7 +58,9 @@ static const mp_opt exec_rows[] = {
      "run and time only, without the unpartitioned reference", NULL},
     {"--seed", NULL, "S", E_SEED, 0, "the seed of the weights and data", NULL},
     {"--tol", NULL, "X", E_TOL, 0,
-     "tolerance mode's largest relative error (default 1e-5; BERT and GPT-OSS's sink logits 1e-4)", NULL},
+     "tolerance mode's largest relative error (default 1e-5; BERT and GPT-OSS's sink logits "
+     "1e-4)",
+     NULL},
     {"--lr", NULL, "X", E_LR, 0, "Adam's learning rate", NULL},
     {"--adam-eps", NULL, "X", E_ADAM_EPS, 0, "Adam's epsilon", NULL},
     {"--micro-batches", "--microbatches", "M", E_MICRO_BATCHES, 0,

@@ -31,10 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/random_unit.h"
-
 #define BENCH_NAME "bench_gemm_cuda"
-#include "cuda_check.h"
+#include "cuda_bench.h"
 
 enum { WARM = 2, REPS = 5 };
 
@@ -125,24 +123,6 @@ static double time_split_fprop(int m, int n, int k, int parts)
     return time_job(&(job){.m = m, .n = n, .k = k, .parts = parts});
 }
 
-/* bytes of random bf16 values: one 64 MiB block made on the host, copied
- * over the buffer (the block's repeats are far apart for any GEMM tile). */
-static void fill_random(void *dev, size_t bytes)
-{
-    size_t block = (size_t)64 << 20, n = block / 2;
-    uint16_t *h = malloc(block);
-    if (!h)
-        die("malloc", 0);
-    uint64_t x = 0x9e3779b97f4a7c15u;
-    for (size_t i = 0; i < n; i++)
-        h[i] = mp_bf16_bits(mp_random_unit(&x));
-    CK(cudaMemcpy(dev, h, block < bytes ? block : bytes, cudaMemcpyHostToDevice));
-    for (size_t at = block; at < bytes; at += block)
-        CK(cudaMemcpy((char *)dev + at, dev, bytes - at < block ? bytes - at : block,
-                      cudaMemcpyDeviceToDevice));
-    free(h);
-}
-
 static void row(const char *what, const char *model, int t, int tokens, const char *gemm, int m,
                 int n, int k, const char *out, double us, double rate)
 {
@@ -197,13 +177,7 @@ static void split_fprops(const model *md, int t, int tokens)
 int main(int argc, char **argv)
 {
     bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-        fprintf(stderr, "bench_gemm_cuda: no CUDA device\n");
-        return 77;
-    }
-    struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    struct cudaDeviceProp prop = bench_device();
     printf("# %s, %d SMs, cuBLAS %d\n", prop.name, prop.multiProcessorCount, CUBLAS_VERSION);
     /* the largest operand: 405B's FFN 1 at t 1 and 16k tokens, 16384 x 106496 */
     size_t bytes = (size_t)16384 * 106496 * 4;
@@ -211,8 +185,8 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&buf_b, bytes));
     CK(cudaMalloc(&buf_c, bytes));
     /* random bf16 values, as a model's are (exec/random_unit.h) */
-    fill_random(buf_a, bytes);
-    fill_random(buf_b, bytes);
+    fill_random(buf_a, bytes, 0x9e3779b97f4a7c15u);
+    fill_random(buf_b, bytes, 0x9e3779b97f4a7c15u);
     CK(cudaMemset(buf_c, 0, bytes));
     CB(cublasCreate(&blas));
     CK(cudaEventCreate(&t0));

@@ -32,10 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "exec/random_unit.h"
-
 #define BENCH_NAME "bench_gemm_sustain"
-#include "cuda_check.h"
+#include "cuda_bench.h"
 
 enum { WINDOW_MS = 250, MAX_WINDOWS = 4096 };
 
@@ -81,18 +79,6 @@ static void nvml_read(const nvml *n, double *mhz, double *watts, long long *reas
     *reasons = n->device && n->reasons && n->reasons(n->device, &r) == 0 ? (long long)r : -1;
 }
 
-/* bytes of random bf16 values (exec/random_unit.h), made on the host */
-static void fill_random(void *dev, size_t elems, uint64_t seed)
-{
-    uint16_t *h = malloc(elems * 2);
-    if (!h)
-        die("malloc", 0);
-    for (size_t i = 0; i < elems; i++)
-        h[i] = mp_bf16_bits(mp_random_unit(&seed));
-    CK(cudaMemcpy(dev, h, elems * 2, cudaMemcpyHostToDevice));
-    free(h);
-}
-
 typedef struct window {
     double end_s, ms, tflops, mhz, watts;
     long calls;
@@ -125,19 +111,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_gemm_sustain [SECONDS (2-600) [M N K]]\n");
         return 2;
     }
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-        fprintf(stderr, "bench_gemm_sustain: no CUDA device\n");
-        return 77;
-    }
-    struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    struct cudaDeviceProp prop = bench_device();
     void *x, *wt, *y;
     CK(cudaMalloc(&x, (size_t)m * k * 2));
     CK(cudaMalloc(&wt, (size_t)n * k * 2));
     CK(cudaMalloc(&y, (size_t)m * n * 2));
-    fill_random(x, (size_t)m * k, 0x9e3779b97f4a7c15u);
-    fill_random(wt, (size_t)n * k, 0x2545f4914f6cdd1du);
+    fill_random(x, (size_t)m * k * 2, 0x9e3779b97f4a7c15u);
+    fill_random(wt, (size_t)n * k * 2, 0x2545f4914f6cdd1du);
     cublasHandle_t blas;
     CB(cublasCreate(&blas));
     cudaEvent_t e0, e1;

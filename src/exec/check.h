@@ -29,8 +29,9 @@ static inline mp_check_view mp_check_view_f64(const double *buf, const double *l
     return (mp_check_view){buf, logits, true};
 }
 
-/* tolerance mode's threshold for GPT-OSS's sink logits (check.c) */
-#define MP_CHECK_SINK_TOL 1e-4
+/* tolerance mode's threshold for a tensor whose gradient nearly cancels
+ * (mp_param.cancelling: GPT-OSS's sink logits; check.c) */
+#define MP_CHECK_CANCELLING_TOL 1e-4
 
 typedef struct mp_check {
     const mp_param_layout *ref_lay; /* the whole model's: the tensor indices every rank shares */
@@ -38,7 +39,7 @@ typedef struct mp_check {
     double tol;
     int n_tensors;          /* loss, logits, grad:<each>, param:<each> of the whole model */
     double *max_abs, *max_rel;
-    double *tol_of;         /* each tensor's threshold: tol, or a sink logit's (check.c) */
+    double *tol_of;         /* each tensor's threshold: tol, or a cancelling one's (check.c) */
     unsigned char *bad;
     long first;             /* (step-1) * n_tensors + tensor index of the first mismatch */
     double first_abs, first_rel;

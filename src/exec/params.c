@@ -152,6 +152,10 @@ static void add_block(builder *bp, mp_param_layout *out, int l)
             out->p[blk[k]].sp_partial = out->p[blk[k]].head_partial = true;
     /* GPT-OSS's sinks: one logit per query head, this rank's heads' */
     BLK(MP_BLK_SINK, !mla && d->sinks, "sinks", 1, d->heads, MP_SPLIT_COLS, MP_INIT_BIAS, false);
+    /* a head's sink gradient: minus the sum over its rows of the sink's
+     * probability times the row's dP-weighted output, terms that nearly cancel */
+    if (blk[MP_BLK_SINK] >= 0)
+        out->p[blk[MP_BLK_SINK]].cancelling = true;
     if (mla) /* latent attention: down-projections replicated, up-projections by heads */
         add_mla_block(bp, blk, side, li, item);
     BLK(MP_BLK_PROJ_W, true, "proj.weight", mla ? d->heads * d->v_dim : d->heads * hd, h,

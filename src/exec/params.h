@@ -274,6 +274,9 @@ typedef struct mp_param {
                              also QK-norm's scales under any TP (each rank: its heads' share) */
     bool head_partial;    /* QK-norm's scales: their TP sum is --test-drop-allreduce
                              tp-qknorm-grad's */
+    bool cancelling;      /* its gradient is a sum of terms that nearly cancel (GPT-OSS's
+                             sinks), so fp32 rounding alone is a larger share of it: tolerance
+                             mode checks it and its update at MP_CHECK_CANCELLING_TOL (check.c) */
     size_t offset;        /* of this rank's part in the flat buffers */
     int item;             /* layer item: 0 embedding, 1..L blocks, L+1 head (pipeline stage) */
     int n_sec;            /* MP_SPLIT_QKV: sections, and each one's full columns */

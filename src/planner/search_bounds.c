@@ -684,11 +684,6 @@ void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double e
                           bool loose, cand *x)
 {
     x->lb_time = bp->lb_time;
-    if (loose) { /* the bound before the terms below (search_rank.c's nothing-fits pass) */
-        x->lb_mem = bp->static_bytes + bp->moe_min * expert_bytes + bp->stash +
-                    base->hw.runtime_reserve;
-        return;
-    }
     /* The estimate's rank 0 holds at least these bytes: its static bytes
      * and stashed activations are bounded above (bp), and its "other" is
      * runtime_reserve plus the allocator's fragmentation of its stash plus
@@ -716,7 +711,10 @@ void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double e
      * (bp->rank_a, mp_search_bound_parts) */
     for (int j = 0; j < bp->n_ranks; j++)
         rank0 = fmax(rank0, bp->rank_a[j] + bp->rank_moe[j] * expert_bytes);
-    x->lb_mem = fmax(rank0, busiest);
+    x->lb_mem = x->lb_mem_tight = fmax(rank0, busiest);
+    if (loose) /* the bound before the terms above (search_rank.c's nothing-fits pass) */
+        x->lb_mem = bp->static_bytes + bp->moe_min * expert_bytes + bp->stash +
+                    base->hw.runtime_reserve;
 }
 
 mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,

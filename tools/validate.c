@@ -30,6 +30,8 @@ typedef struct row {
     int checked_fit;            /* 1: a real run, so it fitted in memory */
     int fits;                   /* the model's verdict */
     double peak_gib;
+    mp_times parts;             /* whole-step rows: the estimate's exposed parts (--parts-tsv) */
+    int has_parts;
 } row;
 
 typedef struct dataset {
@@ -85,6 +87,8 @@ static void add_step_row(dataset *ds, const char *label, const char *hw, double 
     w->checked_fit = 1;
     w->fits = e->fits;
     w->peak_gib = e->memory.peak / (1024.0 * 1024.0 * 1024.0);
+    w->parts = e->time;
+    w->has_parts = 1;
 }
 
 /* Whole-iteration sets: each row's configuration through mp_estimate_config. */
@@ -553,14 +557,14 @@ int main(int argc, char **argv)
     if (argc < 2 || argv[1][0] == '-') {
         bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
         fprintf(help ? stdout : stderr,
-                "usage: megaplan-validate DATA_DIR [--summary | --rows | --rows-tsv] "
+                "usage: megaplan-validate DATA_DIR [--summary | --rows | --rows-tsv | --parts-tsv] "
                 "[--all-rows] [--only SETS] [--accept SETS] [--bound SET=FRACTION] [--must-fit SETS] "
                 "[--known-oom LABEL-PART] [--set PROFILE:KEY=VALUE | --set-a100 KEY=VALUE | "
                 "--set-h100 KEY=VALUE] ...\n");
         return help ? 0 : 2;
     }
     const char *dir = argv[1];
-    int all_rows = 0, summary_only = 0, rows_only = 0, tsv = 0;
+    int all_rows = 0, summary_only = 0, rows_only = 0, tsv = 0, parts_tsv = 0;
     const char *only = NULL;   /* --only KEY,KEY: the data sets to run (--rows-tsv) */
     const char *accept = NULL; /* --accept KEY,KEY: the sets whose thresholds decide the exit */
     const char *bound = NULL;  /* --bound KEY=FRACTION: that set's every row within FRACTION */
@@ -579,6 +583,8 @@ int main(int argc, char **argv)
             rows_only = 1;
         else if (strcmp(argv[i], "--rows-tsv") == 0)
             tsv = 1;
+        else if (strcmp(argv[i], "--parts-tsv") == 0)
+            tsv = parts_tsv = 1;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
         else if (strcmp(argv[i], "--accept") == 0 && i + 1 < argc)
@@ -730,7 +736,23 @@ int main(int argc, char **argv)
                 all_pass = 0;
             }
 
-    if (tsv) {
+    if (parts_tsv) {
+        /* one line per whole-step row with the estimate's exposed parts, which sum
+         * to the prediction: where a row's time goes, to read against its error */
+        printf("set\trole\tprofile\tlabel\tmeasured\tpredicted\tcompute\trecompute\ttp\tcp\tpp"
+               "\tbubble\tdp\toptimizer\n");
+        for (int i = 0; i < NSETS; i++)
+            for (int k = 0; k < sets[i].n; k++) {
+                const row *w = &sets[i].rows[k];
+                if (!w->has_parts)
+                    continue;
+                const mp_times *t = &w->parts;
+                printf("%s\t%s\t%s\t%s\t%.9g\t%.9g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n",
+                       sets[i].key, role_name(sets[i].role), row_hw(&sets[i], k), w->label, w->measured,
+                       w->predicted, t->compute, t->recompute, t->tp_comm, t->cp_comm, t->pp_comm,
+                       t->bubble, t->dp_comm, t->optimizer);
+            }
+    } else if (tsv) {
         /* one line per row for tools/fit_profile.py: set, role, profile, measured, predicted */
         for (int i = 0; i < NSETS; i++)
             for (int k = 0; k < sets[i].n; k++)
@@ -746,7 +768,11 @@ int main(int argc, char **argv)
                "and predicts it. Every row is one published or measured configuration run through "
                "`mp_estimate_config` with the built-in profile of its hardware: no per-row factors. "
                "Error = predicted / measured − 1. The `validation` test suite runs the same programs "
-               "and fails when an acceptance threshold is missed.\n\n");
+               "and fails when an acceptance threshold is missed. Where a row's predicted time goes: "
+               "`megaplan-validate tests/data --parts-tsv` prints each whole-step row's exposed "
+               "parts (compute, recompute, TP, CP, PP, bubble, DP, optimizer, as `megaplan "
+               "estimate` breaks a step down; they sum to the prediction) beside its measured "
+               "time.\n\n");
         printf("## Held-out rows\n\nNever read by any fit: these figures are what the model does "
                "on runs it was not fitted to.\n\n");
         print_summary(sets, NSETS, REFDATA_HELD_OUT);

@@ -711,7 +711,7 @@ void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double e
      * (bp->rank_a, mp_search_bound_parts) */
     for (int j = 0; j < bp->n_ranks; j++)
         rank0 = fmax(rank0, bp->rank_a[j] + bp->rank_moe[j] * expert_bytes);
-    x->lb_mem = x->lb_mem_tight = fmax(rank0, busiest);
+    x->lb_mem = fmax(rank0, busiest);
     if (loose) /* the bound before the terms above (search_rank.c's nothing-fits pass) */
         x->lb_mem = bp->static_bytes + bp->moe_min * expert_bytes + bp->stash +
                     base->hw.runtime_reserve;

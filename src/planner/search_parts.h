@@ -27,9 +27,6 @@ typedef struct cand {
     uint8_t rcm;
     int32_t ep, etp; /* MoE: expert degrees (0 for a dense model) */
     double lb_time, lb_mem;
-    /* the tight memory bound even in the loose pass (search_rank.c), where
-     * lb_mem is the loose one: what prunes there against the closest plan */
-    double lb_mem_tight;
 } cand;
 
 typedef struct cand_vec {

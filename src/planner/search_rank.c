@@ -475,6 +475,16 @@ static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, 
     return true;
 }
 
+/* x's tight memory bound in the loose pass (whose candidates carry the
+ * loose one): computed again there, rather than kept in every candidate */
+static double tight_mem_bound(enum_ctx *e, const cand *x)
+{
+    e->loose_mem = false;
+    double lb = mp_search_mem_bound(e, x);
+    e->loose_mem = true;
+    return lb;
+}
+
 /* Step 2: the kept candidates in order of their time bound, into top,
  * pruning by the kk-th best (top holds more: the next ones, for step 3).
  * A later pass with a larger kk resumes: it looks again at what the last
@@ -514,7 +524,7 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
          * H100s: 327k candidates costed in 31 s before, the loose bound
          * counting no rank's routed experts) */
         if (e->loose_mem && !opt->no_prune && top->n == 0 && rf->have_closest &&
-            x->lb_mem_tight >= res->closest_est.memory.peak) {
+            tight_mem_bound(e, x) >= res->closest_est.memory.peak) {
             res->counts.pruned_memory++;
             continue;
         }

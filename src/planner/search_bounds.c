@@ -681,7 +681,7 @@ double mp_search_expert_bytes(const mp_config *base, bound_scratch *bs, const bo
 }
 
 void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double expert_bytes,
-                          bool loose, cand *x)
+                          cand *x)
 {
     x->lb_time = bp->lb_time;
     /* The estimate's rank 0 holds at least these bytes: its static bytes
@@ -712,9 +712,6 @@ void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double e
     for (int j = 0; j < bp->n_ranks; j++)
         rank0 = fmax(rank0, bp->rank_a[j] + bp->rank_moe[j] * expert_bytes);
     x->lb_mem = fmax(rank0, busiest);
-    if (loose) /* the bound before the terms above (search_rank.c's nothing-fits pass) */
-        x->lb_mem = bp->static_bytes + bp->moe_min * expert_bytes + bp->stash +
-                    base->hw.runtime_reserve;
 }
 
 mp_status mp_search_check_bounds(const mp_search_options *opt, int64_t *checked,

@@ -370,7 +370,7 @@ double mp_search_mem_bound(enum_ctx *e, const cand *x)
         return 0.0; /* out of memory: no bound rather than a wrong one */
     double expert_bytes = mp_search_expert_bytes(e->base, &e->scratch, &bp, x);
     cand y = *x;
-    mp_search_bounds_set(e->base, &bp, expert_bytes, e->loose_mem, &y);
+    mp_search_bounds_set(e->base, &bp, expert_bytes, &y);
     return y.lb_mem;
 }
 
@@ -380,7 +380,7 @@ static void consider(enum_ctx *e, cand *x)
     bound_parts bp;
     if (!allowed(e, x) || over_limit(e) || !bound_parts_of(e, x, &bp))
         return;
-    mp_search_bounds_set(e->base, &bp, 0.0, e->loose_mem, x);
+    mp_search_bounds_set(e->base, &bp, 0.0, x);
     consider_bounded(e, x);
 }
 
@@ -463,7 +463,7 @@ static void consider_experts(enum_ctx *e, cand *x)
                 }
                 if (expert_bytes < 0.0)
                     expert_bytes = mp_search_expert_bytes(e->base, &e->scratch, &bp, x);
-                mp_search_bounds_set(e->base, &bp, expert_bytes, e->loose_mem, x);
+                mp_search_bounds_set(e->base, &bp, expert_bytes, x);
                 consider_bounded(e, x);
             }
         }

@@ -179,7 +179,6 @@ typedef struct enum_ctx {
     bool have_refusal;
     bool keep_all;        /* the bounds check: keep memory-pruned candidates too */
     bool too_many;        /* MAX_CANDIDATES reached: the enumeration stopped */
-    bool loose_mem;       /* the loose memory bound (mp_search_bounds_set) */
 } enum_ctx;
 
 /* search_bounds.c: an MoE model as the bounds see it (its blocks without
@@ -203,11 +202,8 @@ void mp_search_bound_parts(const mp_config *base, const block_info *bi, double b
 /* (the bytes of one MoE block's local experts) */
 double mp_search_expert_bytes(const mp_config *base, bound_scratch *bs, const bound_parts *bp,
                               const cand *x);
-/* loose: the memory bound without the terms added for speed (rank 0's
- * routed activations and fragmentation, the busiest rank's experts): the
- * order "nothing fits" picks its closest candidates by, as it always did */
 void mp_search_bounds_set(const mp_config *base, const bound_parts *bp, double expert_bytes,
-                          bool loose, cand *x);
+                          cand *x);
 
 /* search_enumerate.c: the candidate list; base with x's settings; every
  * candidate of the space into e->keep (or e->closest when over memory) */

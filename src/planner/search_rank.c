@@ -445,10 +445,8 @@ static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, 
         for (int j = 0; j < nover && !too_big && !opt->no_prune; j++)
             too_big = !(cover[k] & ~over[j]);
         /* the set's own memory bound (the candidate's is the least of the
-         * sets'): the routed tokens' bytes it keeps and its blocks' (not
-         * in the loose pass, whose estimates over memory are the closest
-         * answer's) */
-        if (!too_big && all && !opt->no_prune && !e->loose_mem)
+         * sets'): the routed tokens' bytes it keeps and its blocks' */
+        if (!too_big && all && !opt->no_prune)
             too_big = mp_search_mem_bound(e, &xk) > opt->base.hw.memory;
         if (too_big) { /* counted as the memory bound's prunes */
             res->counts.pruned_memory++;
@@ -473,16 +471,6 @@ static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, 
             over[nover++] = cover[k];
     }
     return true;
-}
-
-/* x's tight memory bound in the loose pass (whose candidates carry the
- * loose one): computed again there, rather than kept in every candidate */
-static double tight_mem_bound(enum_ctx *e, const cand *x)
-{
-    e->loose_mem = false;
-    double lb = mp_search_mem_bound(e, x);
-    e->loose_mem = true;
-    return lb;
 }
 
 /* Step 2: the kept candidates in order of their time bound, into top,
@@ -516,18 +504,6 @@ static void cost_in_bound_order(enum_ctx *e, const mp_search_options *opt, top_k
         size_t xi = mp_search_order_at(&ps->order, &e->keep, i);
         const cand *x = &e->keep.v[xi];
         double thr = threshold_at(top, kk);
-        /* the loose pass, after the tight one found nothing that fits, only
-         * looks for the least-over plan: one whose tight memory bound is at
-         * least the closest's peak needs at least as much, and the closest
-         * is replaced only by one over by strictly less (note_closest), so
-         * the answer is the one costing it would give (DeepSeek-V3 on 64
-         * H100s: 327k candidates costed in 31 s before, the loose bound
-         * counting no rank's routed experts) */
-        if (e->loose_mem && !opt->no_prune && top->n == 0 && rf->have_closest &&
-            tight_mem_bound(e, x) >= res->closest_est.memory.peak) {
-            res->counts.pruned_memory++;
-            continue;
-        }
         /* in the bound's order: none after the first whose bound, less the
          * most any split takes off, cannot win */
         if (!opt->no_prune && x->lb_time * (1.0 - ps->gain) >= thr) {
@@ -840,10 +816,9 @@ static mp_status split_best(const top_k *top, int kk, double gain, int pool,
     return MP_OK;
 }
 
-/* One search (mp_search_estimated) under the tight memory bound, or the
- * loose one (loose); *retry set when the tight one found nothing that fits. */
+/* One search (mp_search_estimated). */
 static mp_status search_estimated(const mp_search_options *opt, mp_search_result *res,
-                                  mp_error *err, bool loose, bool *retry)
+                                  mp_error *err)
 {
     memset(res, 0, sizeof *res);
     const mp_config *base = &opt->base;
@@ -859,7 +834,6 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
     enum_ctx e;
     mp_search_init_ctx(&e, opt, &res->counts);
     e.keep_all = opt->no_prune;
-    e.loose_mem = loose;
     mp_search_enumerate(&e);
     top_k top = {.k = k};
     refusals rf = {0};
@@ -893,18 +867,10 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
             st = mp_error_set(err, MP_ENOMEM, NULL, 0, 0, NULL, "out of memory in the search");
             break;
         }
-        if (top.n == 0 && !loose) {
-            /* nothing fits: its answer (the closest plan, or why none
-             * runs) comes from the memory-pruned candidates with the
-             * smallest bounds, an order the tighter bound would change;
-             * the search runs again under the loose one, whose answer it
-             * always was (quick: there the tight bound prunes what cannot
-             * come closer than the closest so far, cost_in_bound_order) */
-            *retry = true;
-            st = MP_ENOFIT;
-            break;
-        }
         if (top.n == 0) {
+            /* nothing fits: the closest plan among what was costed and
+             * the memory-pruned candidates of the smallest bounds (or why
+             * none runs) */
             st = nothing_fits(&e, opt, res, &rf, err);
             break;
         }
@@ -941,11 +907,7 @@ done:
 
 mp_status mp_search_estimated(const mp_search_options *opt, mp_search_result *res, mp_error *err)
 {
-    bool retry = false;
-    mp_status st = search_estimated(opt, res, err, false, &retry);
-    if (!retry) return st;
-    mp_search_result_free(res);
-    return search_estimated(opt, res, err, true, &retry);
+    return search_estimated(opt, res, err);
 }
 
 void mp_search_result_free(mp_search_result *r)

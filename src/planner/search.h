@@ -70,6 +70,8 @@ typedef struct mp_search_counts {
     int64_t pruned_memory;            /* memory lower bound above capacity */
     int64_t pruned_time;              /* time lower bound not better than the k-th best */
     int64_t estimated;                /* costed in full */
+    int64_t closest_costed;           /* nothing fits: of the memory-pruned, those costed
+                                         for the closest plan (not in estimated) */
     int64_t fitting;                  /* costed and fitting */
     int64_t split;                    /* given the stage split (ILP/DP) */
     int64_t split_uneven;             /* ... where an uneven split or mixed recompute won */

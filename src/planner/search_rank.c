@@ -552,6 +552,7 @@ static mp_status nothing_fits(enum_ctx *e, const mp_search_options *opt, mp_sear
             if (all) x.rcm = e->bc.sel_mask[k];
             mp_config cfg;
             mp_estimate est;
+            res->counts.closest_costed++;
             if (cost_one(base, &x, NULL, &cfg, &est, rf) == MP_OK)
                 note_closest(res, rf, &cfg, &est);
         }

@@ -738,7 +738,8 @@ int main(int argc, char **argv)
 
     if (parts_tsv) {
         /* one line per whole-step row with the estimate's exposed parts, which sum
-         * to the prediction: where a row's time goes, to read against its error */
+         * to the prediction: where a row's time goes, to read against its error
+         * (tp: with the MoE layers' dispatch and combine, as estimate prints it) */
         printf("set\trole\tprofile\tlabel\tmeasured\tpredicted\tcompute\trecompute\ttp\tcp\tpp"
                "\tbubble\tdp\toptimizer\n");
         for (int i = 0; i < NSETS; i++)
@@ -771,7 +772,8 @@ int main(int argc, char **argv)
                "and fails when an acceptance threshold is missed. Where a row's predicted time goes: "
                "`megaplan-validate tests/data --parts-tsv` prints each whole-step row's exposed "
                "parts (compute, recompute, TP, CP, PP, bubble, DP, optimizer, as `megaplan "
-               "estimate` breaks a step down; they sum to the prediction) beside its measured "
+               "estimate` breaks a step down, TP holding a mixture of experts' dispatch and "
+               "combine as its TP/SP line does; they sum to the prediction) beside its measured "
                "time.\n\n");
         printf("## Held-out rows\n\nNever read by any fit: these figures are what the model does "
                "on runs it was not fitted to.\n\n");

@@ -136,8 +136,10 @@ static void counts_footer(const mp_search_counts *c, mp_buf *b)
                   (long long)c->split_uneven, (long long)c->simulated);
     if (c->closest_costed)
         mp_buf_printf(b, "nothing fits: the closest plan is the least over memory of those "
-                         "costed and the %lld candidates nearest to fitting by the memory bound\n",
-                      (long long)c->closest_costed);
+                         "costed and the %lld candidates nearest to fitting by the memory bound%s\n",
+                      (long long)c->closest_costed,
+                      c->closest_unproven ? "" : ", and of all: every other is bounded at or "
+                                                 "above its peak");
     if (c->sim_failed)
         mp_buf_printf(b,
                       "%lld could not be simulated and rank by their estimate (~ in sim s); the "
@@ -457,6 +459,7 @@ static cJSON *counts_json(const mp_search_counts *c)
     cJSON_AddNumberToObject(o, "estimated", (double)c->estimated);
     /* nothing fits: the memory-pruned candidates costed for the closest plan */
     cJSON_AddNumberToObject(o, "closest_costed", (double)c->closest_costed);
+    cJSON_AddNumberToObject(o, "closest_unproven", (double)c->closest_unproven);
     cJSON_AddNumberToObject(o, "fitting", (double)c->fitting);
     cJSON *rj = cJSON_AddObjectToObject(o, "rejected");
     if (rj)

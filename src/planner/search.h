@@ -72,6 +72,9 @@ typedef struct mp_search_counts {
     int64_t estimated;                /* costed in full */
     int64_t closest_costed;           /* nothing fits: of the memory-pruned, those costed
                                          for the closest plan (not in estimated) */
+    int64_t closest_unproven;         /* nothing fits: searches (one per precision) whose
+                                         closest plan is not shown the least over of all
+                                         (some candidate never costed is bounded below it) */
     int64_t fitting;                  /* costed and fitting */
     int64_t split;                    /* given the stage split (ILP/DP) */
     int64_t split_uneven;             /* ... where an uneven split or mixed recompute won */

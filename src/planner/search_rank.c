@@ -48,6 +48,9 @@
  * the answer when nothing fits. */
 typedef struct refusals {
     bool have_closest;       /* res->closest holds the least-over estimate seen */
+    /* while nothing fits: the least memory bound of what was pruned and
+     * never costed beside the closest list (cost_sets' module sets) */
+    double uncosted_lb;
     bool have_est_refusal;   /* the cost model refused a candidate the rules passed */
     mp_error est_refusal;
 } refusals;
@@ -450,6 +453,10 @@ static bool cost_sets(enum_ctx *e, const mp_search_options *opt, const cand *x, 
             too_big = mp_search_mem_bound(e, &xk) > opt->base.hw.memory;
         if (too_big) { /* counted as the memory bound's prunes */
             res->counts.pruned_memory++;
+            if (top->n == 0) { /* nothing fits yet: what a closest plan must be below */
+                double lb = mp_search_mem_bound(e, &xk);
+                if (lb < rf->uncosted_lb) rf->uncosted_lb = lb;
+            }
             continue;
         }
         double thr = threshold_at(top, kk);
@@ -558,6 +565,19 @@ static mp_status nothing_fits(enum_ctx *e, const mp_search_options *opt, mp_sear
         }
     }
     res->have_closest = rf->have_closest;
+    /* the closest is the least over of every candidate when all it did not
+     * cost are bounded at or above its peak: the memory-pruned beyond the
+     * list (its CLOSEST_KEPT least bounds: the rest at or above its largest)
+     * and the module sets pruned by their own bound */
+    double left = rf->uncosted_lb;
+    if (e->closest.n >= CLOSEST_KEPT) {
+        double largest = 0.0;
+        for (size_t i = 0; i < e->closest.n; i++)
+            largest = fmax(largest, e->closest.v[i].lb_mem);
+        left = fmin(left, largest);
+    }
+    if (!(rf->have_closest && res->closest_est.memory.peak <= left))
+        res->counts.closest_unproven++;
     if (rf->have_closest) {
         char a[64];
         snprintf(a, sizeof a, "%.1f", res->closest_est.memory.peak / (1024.0 * 1024 * 1024));
@@ -837,7 +857,7 @@ static mp_status search_estimated(const mp_search_options *opt, mp_search_result
     e.keep_all = opt->no_prune;
     mp_search_enumerate(&e);
     top_k top = {.k = k};
-    refusals rf = {0};
+    refusals rf = {.uncosted_lb = INFINITY};
     if ((st = enumeration_verdict(&e, opt, err)) != MP_OK)
         goto done;
     /* top holds up to 4 pools and 256 more (the margin's candidates), pruned

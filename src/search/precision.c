@@ -24,6 +24,8 @@ static void add_counts(mp_search_counts *to, const mp_search_counts *c)
     to->pruned_memory += c->pruned_memory;
     to->pruned_time += c->pruned_time;
     to->estimated += c->estimated;
+    to->closest_costed += c->closest_costed;
+    to->closest_unproven += c->closest_unproven;
     to->fitting += c->fitting;
     to->split += c->split;
     to->split_uneven += c->split_uneven;

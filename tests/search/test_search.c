@@ -206,6 +206,11 @@ static void test_nothing_fits_moe_closest(void **state)
     if (!(a.counts.estimated * 10 < a.counts.considered))
         fail_msg("costed %lld of %lld candidates to find nothing fits",
                  (long long)a.counts.estimated, (long long)a.counts.considered);
+    /* and it says so: every candidate it did not cost is bounded at or above
+     * the closest's peak; costing everything proves it trivially */
+    assert_int_equal(a.counts.closest_unproven, 0);
+    assert_int_equal(b.counts.closest_unproven, 0);
+    assert_true(a.counts.closest_costed > 0);
     mp_search_result_free(&a);
     mp_search_result_free(&b);
 }

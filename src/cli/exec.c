@@ -1062,8 +1062,6 @@ static int exec_verb(int argc, char **argv, bool loud)
     return status;
 }
 
-#endif
-
 int cmd_exec(int argc, char **argv)
 {
     bool loud = mp_cli_launcher_rank0();
@@ -1079,3 +1077,5 @@ int cmd_exec(int argc, char **argv)
     }
     return rc;
 }
+
+#endif
